@@ -1,0 +1,63 @@
+"""Exceptions a user of mlc_lab can catch. Plain Python: no TVM objects inside."""
+
+from __future__ import annotations
+
+
+class MlcLabError(Exception):
+    """Base class of every error mlc_lab raises on purpose."""
+
+
+class LoadError(MlcLabError):
+    """A module, script or file could not be loaded as TensorIR.
+
+    ``line`` is the 1-based line in the user's text where the problem is, when known.
+    """
+
+    def __init__(self, message: str, *, line: int | None = None, source: str | None = None):
+        super().__init__(message)
+        self.line = line
+        self.source = source
+
+
+class ScheduleStepError(MlcLabError):
+    """A schedule primitive failed. The session is unchanged.
+
+    ``summary`` is one plain sentence, ``detail`` TVM's own rendering and ``involved``
+    the names of the loops and blocks the failure is about.
+    """
+
+    def __init__(self, summary: str, *, primitive: str, detail: str = "", involved: list[str] | None = None):
+        self.summary = summary
+        self.primitive = primitive
+        self.detail = detail
+        self.involved = list(involved or [])
+        text = summary
+        if self.involved:
+            text += f"\n  involved: {', '.join(self.involved)}"
+        if detail:
+            text += "\n\n" + detail
+        super().__init__(text)
+
+
+class NameResolutionError(ScheduleStepError):
+    """A loop or block name is unknown or ambiguous."""
+
+    def __init__(self, summary: str, *, primitive: str, candidates: list[str] | None = None):
+        self.candidates = list(candidates or [])
+        super().__init__(summary, primitive=primitive, involved=self.candidates)
+
+
+class TraceParseError(MlcLabError):
+    """A trace (text or JSON) was refused by the safe parser, or failed to replay."""
+
+    def __init__(self, message: str, *, line: int | None = None):
+        super().__init__(message if line is None else f"line {line}: {message}")
+        self.line = line
+
+
+class DecisionError(MlcLabError):
+    """A sampled decision given to ``set_decision`` is not valid for its instruction."""
+
+
+class ConvertError(MlcLabError):
+    """Legacy code could not be parsed at all (conversion marks everything else in place)."""
