@@ -16,6 +16,33 @@ from mlc_lab.errors import (  # noqa: E402
 
 __version__ = "0.1.0"
 
+
+def load(src, func=None):
+    """An IRModule from an IRModule, a PrimFunc, TVMScript text (legacy spelling too) or a .py path."""
+    from mlc_lab.tvm.program import load as _load
+
+    return _load(src, func)
+
+
+def convert(code: str) -> str:
+    """Rewrite the MLC course's legacy TVM code so that it runs on the pinned TVM."""
+    from mlc_lab.tvm.compat import convert as _convert
+
+    return _convert(code)
+
+
+def __getattr__(name: str):
+    # Heavy parts (TVM, widgets) load on first use, so `import mlc_lab` stays cheap.
+    if name == "Session":
+        from mlc_lab.core.session import Session
+
+        return Session
+    if name == "Sampled":
+        from mlc_lab.core.session import Sampled
+
+        return Sampled
+    raise AttributeError(f"module 'mlc_lab' has no attribute {name!r}")
+
 __all__ = [
     "ConvertError",
     "DecisionError",
@@ -24,5 +51,8 @@ __all__ = [
     "NameResolutionError",
     "ScheduleStepError",
     "TraceParseError",
+    "Session",
     "__version__",
+    "convert",
+    "load",
 ]

@@ -1,0 +1,46 @@
+"""The ``mlc-lab`` command. Each subcommand lives in ``mlc_lab/_cli/<name>.py`` with
+``add_parser(subparsers)`` and ``run(args) -> int``; bad input exits 2 with a message, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = ["convert", "show", "replay", "bench", "tune"]
+
+
+class UsageError(Exception):
+    """Bad input from the command line: printed as `mlc-lab: <message>`, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mlc-lab", description="Explore and tune TVM TensorIR schedules.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"mlc_lab._cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"mlc_lab._cli.{name}":
+                raise
+            continue
+        sub_parser = module.add_parser(sub)
+        sub_parser.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from mlc_lab.errors import MlcLabError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except (UsageError, MlcLabError, OSError) as exc:
+        print(f"mlc-lab: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

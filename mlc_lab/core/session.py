@@ -1,0 +1,521 @@
+"""The Session: one program, a tree of schedule steps, and everything the views need from it.
+
+Every view (explorer, access view, trace editor, tuning dashboard) is a view of a Session, and
+every click goes through the same methods a user calls from Python.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from mlc_lab.errors import DecisionError, MlcLabError, ScheduleStepError, TraceParseError
+from mlc_lab.tvm import program
+from mlc_lab.tvm import schedule as tsch
+from mlc_lab.tvm import trace_io
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[["Session", str], None]
+
+
+@dataclass
+class Step:
+    """A node of the history tree. Step 0 is the program as loaded."""
+
+    id: int
+    parent: int | None
+    kind: str  # "root" | "apply" | "decision" | "replay" | "run"
+    primitive: str | None
+    label: str
+    args: list = field(default_factory=list)
+    kwargs: dict = field(default_factory=dict)
+    result: Any = None
+    children: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "id": self.id,
+            "parent": self.parent,
+            "kind": self.kind,
+            "primitive": self.primitive,
+            "label": self.label,
+            "args": self.args,
+            "kwargs": self.kwargs,
+            "result": self.result,
+            "children": list(self.children),
+        }
+
+
+class Sampled:
+    """A value drawn by ``sample_*``; pass it as a split factor. ``int(x)`` gives its current value."""
+
+    def __init__(self, session: "Session", step: int, handle: tsch.Handle, value: Any):
+        self._session = session
+        self.step = step
+        self.handle = handle
+        self.value = value
+
+    def __int__(self) -> int:
+        return int(self.value)
+
+    def __index__(self) -> int:
+        return int(self.value)
+
+    def __repr__(self) -> str:
+        return f"Sampled({self.value!r})"
+
+
+class Session:
+    def __init__(self, module: Any, func: str | None = None, *, seed: int | None = None):
+        mod = program.load(module, func)
+        names = program.prim_func_names(mod)
+        self.func_name = func or ("main" if "main" in names else names[0])
+        self._original = mod
+        self._seed = seed
+        self._states: dict[int, tsch.State] = {0: tsch.State.initial(mod, self.func_name, seed)}
+        self._steps: list[Step] = [Step(0, None, "root", None, "original program")]
+        self._current = 0
+        self._last_child: dict[int, int] = {}
+        self._listeners: list[Listener] = []
+
+    # --- construction from traces --------------------------------------------------------------
+    @classmethod
+    def from_trace(cls, module: Any, trace: Any, func: str | None = None, *, seed: int | None = None) -> "Session":
+        session = cls(module, func, seed=seed)
+        session.replay(trace)
+        return session
+
+    # --- the program ----------------------------------------------------------------------------
+    @property
+    def original(self) -> Any:
+        return self._original
+
+    @property
+    def module(self) -> Any:
+        return self._state.mod
+
+    @property
+    def _state(self) -> tsch.State:
+        return self._states[self._current]
+
+    @property
+    def script(self) -> str:
+        return self._state.script
+
+    def script_at(self, step: int) -> str:
+        return self._state_of(step).script
+
+    def module_at(self, step: int) -> Any:
+        return self._state_of(step).mod
+
+    @property
+    def trace(self) -> str:
+        return self._state.trace_text()
+
+    @property
+    def trace_json(self) -> list:
+        return self._state.trace_json()
+
+    def trace_at(self, step: int) -> str:
+        return self._state_of(step).trace_text()
+
+    @property
+    def trace_python(self) -> str:
+        """The current schedule as a function to paste into a notebook."""
+        body = self._state.trace.as_python(remove_postproc=False)
+        lines = [
+            "from tvm import s_tir",
+            "",
+            "",
+            "def schedule(sch: s_tir.Schedule) -> s_tir.Schedule:",
+        ]
+        lines += [f"    {stmt}" for stmt in body] or ["    pass"]
+        lines.append("    return sch")
+        return "\n".join(lines) + "\n"
+
+    def loop_tree(self, step: int | None = None) -> dict:
+        state = self._state if step is None else self._state_of(step)
+        return state.loop_tree()
+
+    # --- history ------------------------------------------------------------------------------
+    @property
+    def steps(self) -> list[Step]:
+        return list(self._steps)
+
+    @property
+    def current(self) -> Step:
+        return self._steps[self._current]
+
+    def path(self, step: int | None = None) -> list[int]:
+        """Step ids from the root to ``step`` (default: the current one)."""
+        out = []
+        node: int | None = self._current if step is None else step
+        while node is not None:
+            out.append(node)
+            node = self._steps[node].parent
+        return out[::-1]
+
+    def undo(self) -> Step:
+        parent = self.current.parent
+        if parent is None:
+            raise MlcLabError("nothing to undo: this is the original program")
+        self._last_child[parent] = self._current
+        self._move(parent, "undo")
+        return self.current
+
+    def redo(self) -> Step:
+        children = self.current.children
+        if not children:
+            raise MlcLabError("nothing to redo")
+        target = self._last_child.get(self._current, children[-1])
+        self._move(target, "redo")
+        return self.current
+
+    def goto(self, step: int) -> Step:
+        self._step_or_raise(step)
+        self._move(step, "goto")
+        return self.current
+
+    def _move(self, step: int, event: str) -> None:
+        self._current = step
+        parent = self._steps[step].parent
+        if parent is not None:
+            self._last_child[parent] = step
+        self._notify(event)
+
+    # --- applying primitives ------------------------------------------------------------------
+    def apply(self, primitive: str, *args: Any, **kwargs: Any) -> Any:
+        """Apply a schedule primitive with TVM's argument names; loops and blocks by their names.
+
+        Returns the names of new loops/blocks (one name or a list), ``Sampled`` values for
+        ``sample_*``, or None. On failure raises ``ScheduleStepError`` and changes nothing.
+        """
+        args_t = tuple(self._to_handles(a) for a in args)
+        kwargs_t = {k: self._to_handles(v) for k, v in kwargs.items()}
+        new_state, outputs = self._state.apply(primitive, args_t, kwargs_t)
+        step = self._add_step(
+            new_state,
+            kind="apply",
+            primitive=tsch.ALIASES.get(primitive, primitive),
+            label=_call_label(primitive, args, kwargs),
+            args=[_jsonable(a) for a in args],
+            kwargs={k: _jsonable(v) for k, v in kwargs.items()},
+            outputs=outputs,
+        )
+        return self._results(step, outputs)
+
+    def _to_handles(self, value: Any) -> Any:
+        if isinstance(value, Sampled):
+            if value._session is not self:
+                raise ScheduleStepError("that sampled value belongs to another session", primitive="?")
+            if value.step not in self.path():
+                raise ScheduleStepError(
+                    "that sampled value was drawn on another branch of the history; sample again here",
+                    primitive="?",
+                )
+            return value.handle
+        if isinstance(value, list):
+            return [self._to_handles(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self._to_handles(v) for v in value)
+        return value
+
+    def _results(self, step: Step, outputs: list[tsch.Output]) -> Any:
+        values = []
+        for out in outputs:
+            if out.kind in ("loop", "block"):
+                values.append(out.name)
+            else:
+                values.append(Sampled(self, step.id, out.handle, out.value))
+        if not values:
+            return None
+        if len(values) == 1 and step.primitive not in {"split", "sample_perfect_tile", "get_loops", "loop_partition",
+                                                        "get_child_blocks", "get_producers", "get_consumers",
+                                                        "cache_inplace", "cache_index", "get_output_blocks"}:
+            return values[0]
+        return values
+
+    def _add_step(self, state: tsch.State, *, kind: str, primitive: str | None, label: str,
+                  args: list | None = None, kwargs: dict | None = None, outputs: list | None = None,
+                  parent: int | None = None, notify: bool = True) -> Step:
+        parent_id = self._current if parent is None else parent
+        step = Step(
+            id=len(self._steps),
+            parent=parent_id,
+            kind=kind,
+            primitive=primitive,
+            label=label,
+            args=args or [],
+            kwargs=kwargs or {},
+            result=[o.name if o.kind != "value" else _jsonable(o.value) for o in (outputs or [])] or None,
+        )
+        self._steps.append(step)
+        self._states[step.id] = state
+        self._steps[parent_id].children.append(step.id)
+        self._current = step.id
+        self._last_child[parent_id] = step.id
+        if notify:
+            self._notify(kind)
+        return step
+
+    # --- replaying traces -----------------------------------------------------------------------
+    def replay(self, trace: Any) -> Step:
+        """Replay a whole trace (TVM's text or its JSON) from the original program, as a new branch.
+
+        The trace is parsed, never executed. On any error nothing changes and ``TraceParseError``
+        says which line.
+        """
+        calls = self._parse_trace(trace)
+        root_state = self._states[0]
+        built = self._replay_calls(root_state, calls, env={})
+        if not built:
+            raise TraceParseError("the trace has no schedule steps")
+        parent = 0
+        for state, call, outputs in built:
+            step = self._add_step(state, kind="replay", primitive=call.primitive, label=call.text or call.primitive,
+                                  outputs=outputs, parent=parent, notify=False)
+            parent = step.id
+        self._notify("replay")
+        return self.current
+
+    def _parse_trace(self, trace: Any) -> list[trace_io.TraceCall]:
+        if isinstance(trace, (list, tuple)):
+            data = trace_io.parse_trace_json(json.loads(json.dumps(list(trace))))
+            text = trace_io.json_to_text(data, self._original)
+        elif isinstance(trace, str) and trace_io.looks_like_json(trace):
+            data = trace_io.parse_trace_json(trace)
+            text = trace_io.json_to_text(data, self._original)
+        elif isinstance(trace, str):
+            text = trace
+        else:
+            raise TraceParseError(f"a trace is text or JSON, not {type(trace).__name__}")
+        return trace_io.parse_trace_text(text)
+
+    def _replay_calls(self, state: tsch.State, calls: list[trace_io.TraceCall], env: dict[str, Any]
+                      ) -> list[tuple[tsch.State, trace_io.TraceCall, list]]:
+        """Apply calls one by one; lookups are folded into the next real call's step."""
+
+        def resolve(value: Any) -> Any:
+            if isinstance(value, trace_io.Ref):
+                if value.name not in env:
+                    raise ScheduleStepError(f"{value.name} is not defined", primitive="?")
+                return env[value.name]
+            return value
+
+        built = []
+        for call in calls:
+            try:
+                state, outputs = state.apply(call.primitive, tuple(call.args), dict(call.kwargs), resolve)
+            except ScheduleStepError as exc:
+                raise TraceParseError(f"{call.text or call.primitive}\n{exc}", line=call.line) from None
+            if call.targets:
+                if len(call.targets) != len(outputs):
+                    raise TraceParseError(
+                        f"{call.primitive} gives {len(outputs)} value(s) but the trace names {len(call.targets)}",
+                        line=call.line,
+                    )
+                for name, out in zip(call.targets, outputs):
+                    env[name] = out.rv
+            if call.primitive not in tsch.LOOKUPS:
+                built.append((state, call, outputs))
+        return built
+
+    def run(self, fn: Callable[[Any], Any]) -> Step:
+        """Run the user's own schedule function on a copy and record what it did as steps."""
+        before = self._state
+        work = before.copy()
+        try:
+            fn(work.sch)
+        except Exception as exc:
+            raise ScheduleStepError(f"the schedule function raised {type(exc).__name__}: {exc}",
+                                    primitive=getattr(fn, "__name__", "run")) from exc
+        old_len = before.trace_length()
+        stmts = work.trace.as_python(remove_postproc=False)
+        env: dict[str, Any] = {}
+        old_calls = trace_io.parse_trace_text("\n".join(stmts[:old_len]))
+        insts = before.trace.insts
+        for pos, call in enumerate(old_calls):
+            for k, name in enumerate(call.targets):
+                env[name] = insts[pos].outputs[k]
+        try:
+            new_calls = trace_io.parse_trace_text("\n".join(stmts))[old_len:]
+            built = self._replay_calls(before, new_calls, env)
+        except (TraceParseError, ScheduleStepError):
+            built = []
+        if not built:  # fall back to one step holding whatever the function did
+            self._add_step(work, kind="run", primitive=None, label=f"run {getattr(fn, '__name__', 'fn')}()")
+            return self.current
+        for state, call, outputs in built:
+            self._add_step(state, kind="apply", primitive=call.primitive, label=call.text, outputs=outputs,
+                           notify=False)
+        self._notify("run")
+        return self.current
+
+    # --- sampled decisions ---------------------------------------------------------------------
+    @property
+    def decisions(self) -> list[dict]:
+        state = self._state
+        out = []
+        trace = state.trace
+        for index, (pos, inst) in enumerate(state.sampling_instructions()):
+            kind = inst.kind.name
+            decision = tsch.to_plain(trace.get_decision(inst))
+            attrs = tsch.to_plain(inst.attrs)
+            entry: dict[str, Any] = {"index": index, "position": pos, "kind": kind, "value": decision}
+            if kind == "SamplePerfectTile":
+                n, max_inner = int(attrs[0]), int(attrs[1])
+                extent = _product(decision)
+                entry.update(n=n, max_innermost_factor=max_inner, extent=extent,
+                             choices=perfect_tilings(extent, n, max_inner), loop=self._sampled_loop_name(pos))
+            elif kind == "SampleCategorical":
+                entry.update(candidates=attrs[0], probs=attrs[1], choices=list(range(len(attrs[0]))),
+                             loop=None, extent=None)
+            else:
+                entry.update(choices=None, loop=None, extent=None)
+            out.append(entry)
+        return out
+
+    def _sampled_loop_name(self, position: int) -> str | None:
+        for sid in reversed(self.path()):
+            state = self._states[sid]
+            insts = state.trace.insts
+            if position >= len(insts):
+                continue
+            rv = insts[position].inputs[0]
+            try:
+                return str(state.sch.get(rv).loop_var.name)
+            except Exception:  # noqa: BLE001  (the loop was split away in this state; look further back)
+                continue
+        return None
+
+    def set_decision(self, index: int, value: Any) -> Step:
+        """Replay the schedule with sampling instruction ``index`` deciding ``value`` (a new step)."""
+        decisions = self.decisions
+        if not 0 <= index < len(decisions):
+            raise DecisionError(f"there is no sampling instruction #{index}; the trace has {len(decisions)}")
+        entry = decisions[index]
+        inst = self._state.trace.insts[entry["position"]]
+        clean = tsch.check_decision(inst, value)
+        if entry["kind"] == "SamplePerfectTile":
+            if _product(clean) != entry["extent"]:
+                raise DecisionError(
+                    f"the factors {clean} multiply to {_product(clean)}, not to the loop extent {entry['extent']}"
+                )
+            limit = entry["max_innermost_factor"]
+            if limit > 0 and clean[-1] > limit:
+                raise DecisionError(f"the innermost factor {clean[-1]} is above max_innermost_factor={limit}")
+        new_state = self._state.with_decision(entry["position"], clean, self._original, self._seed)
+        self._add_step(new_state, kind="decision", primitive=entry["kind"],
+                       label=f"decision #{index} = {clean}", args=[index, clean])
+        return self.current
+
+    # --- change notification --------------------------------------------------------------------
+    def on_change(self, callback: Listener) -> Callable[[], None]:
+        """Call ``callback(session, event)`` after every change; returns a function that unsubscribes."""
+        self._listeners.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+        return unsubscribe
+
+    def _notify(self, event: str) -> None:
+        for cb in list(self._listeners):
+            try:
+                cb(self, event)
+            except Exception:  # a broken view must not break the session
+                log.exception("mlc_lab: a session listener failed on %r", event)
+
+    # --- helpers --------------------------------------------------------------------------------
+    def _state_of(self, step: int) -> tsch.State:
+        self._step_or_raise(step)
+        return self._states[step]
+
+    def _step_or_raise(self, step: int) -> None:
+        if not isinstance(step, int) or not 0 <= step < len(self._steps):
+            raise MlcLabError(f"there is no step {step!r}; steps are 0..{len(self._steps) - 1}")
+
+    def __repr__(self) -> str:
+        return f"<Session {self.func_name}: step {self._current} of {len(self._steps)}: {self.current.label}>"
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict | None:
+        try:
+            return self.view()._repr_mimebundle_(**kwargs)
+        except Exception:  # noqa: BLE001  (no widgets front end: fall back to text)
+            return {"text/plain": repr(self) + "\n" + self.script}
+
+    def view(self) -> Any:
+        from mlc_lab.widgets import explorer
+
+        return explorer.Explorer(self)
+
+
+def perfect_tilings(extent: int, n: int, max_innermost: int, limit: int = 5000) -> list[list[int]]:
+    """Every ordered way to write ``extent`` as a product of ``n`` factors (innermost capped)."""
+    out: list[list[int]] = []
+
+    def rec(rest: int, k: int, prefix: list[int]) -> None:
+        if len(out) >= limit:
+            return
+        if k == 1:
+            if max_innermost <= 0 or rest <= max_innermost:
+                out.append(prefix + [rest])
+            return
+        for d in _divisors(rest):
+            rec(rest // d, k - 1, prefix + [d])
+
+    if extent >= 1 and n >= 1:
+        rec(extent, n, [])
+    return out
+
+
+def _divisors(n: int) -> list[int]:
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
+
+
+def _product(values: Iterable[int]) -> int:
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Sampled):
+        return {"sampled": _jsonable(value.value)}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def _arg_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Sampled):
+        return f"~{value.value}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_arg_text(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_arg_text(v) for v in value) + ")"
+    return repr(value)
+
+
+def _call_label(primitive: str, args: tuple, kwargs: dict) -> str:
+    parts = [_arg_text(a) for a in args] + [f"{k}={_arg_text(v)}" for k, v in kwargs.items()]
+    return f"{primitive}({', '.join(parts)})"

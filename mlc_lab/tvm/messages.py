@@ -1,0 +1,120 @@
+"""First lines in plain words for the schedule errors students hit most.
+
+TVM's own text stays in the error's detail; this only adds the sentence a person reads first.
+The patterns match TVM 0.27's wording; an unknown message falls back to TVM's ``Error message:``.
+"""
+
+from __future__ import annotations
+
+import re
+
+_VERB = {"vectorize": "vectorized", "parallel": "parallelized", "unroll": "unrolled", "bind": "bound to a thread"}
+
+
+def _names(involved: list[str], default: str) -> str:
+    return ", ".join(involved) if involved else default
+
+
+def _first(involved: list[str], default: str) -> str:
+    return involved[0] if involved else default
+
+
+_RULES: list[tuple[re.Pattern[str], object]] = [
+    (
+        re.compile(r"not in a chain"),
+        lambda p, inv, m: f"the loops are not in one chain ({_names(inv, 'these loops')} are not nested one inside another)",
+    ),
+    (
+        re.compile(r"not a data parallel block iter"),
+        lambda p, inv, m: f"{_first(inv, 'the loop')} is a reduction loop and cannot be {_VERB.get(p, p)}",
+    ),
+    (
+        re.compile(r"is an output block"),
+        lambda p, inv, m: (
+            f"{_first(inv, 'the block')} is an output block: compute_at cannot move it under another block's loop "
+            "(use reverse_compute_at for a consumer)"
+        ),
+    ),
+    (
+        re.compile(r"product of factors is not larger than or equal to the extent"),
+        lambda p, inv, m: f"the split factors multiply to less than the extent of {_first(inv, 'the loop')}",
+    ),
+    (
+        re.compile(r"Only one factor can be specified as -1 or none", re.I),
+        lambda p, inv, m: "only one split factor may be None (the one TVM infers)",
+    ),
+    (
+        re.compile(r"Cannot find a block with the name: (\S+)"),
+        lambda p, inv, m: f"there is no block named {m.group(1)}",
+    ),
+    (
+        re.compile(r"can't be fused because the outer loop"),
+        lambda p, inv, m: f"{_names(inv, 'the loops')} cannot be fused: each loop must directly contain the next one",
+    ),
+    (
+        re.compile(r"has init statement"),
+        lambda p, inv, m: f"{_first(inv, 'the block')} is a reduction (it has an init) and cannot be inlined",
+    ),
+    (
+        re.compile(r"only a single producer block, and the producer block should be a complete block"),
+        lambda p, inv, m: (
+            f"{_first(inv, 'the block')} cannot be inlined into its producer: the producer must be a single "
+            "complete block (not a reduction)"
+        ),
+    ),
+    (
+        re.compile(r"does not have compact dataflow"),
+        lambda p, inv, m: (
+            f"{p} needs every block under {_first(inv, 'the loop')} to be complete or a reduction with its "
+            "init; after decompose_reduction it is neither (apply it before decompose_reduction)"
+        ),
+    ),
+    (
+        re.compile(r"is expected to be written by single block, but got (\d+)"),
+        lambda p, inv, m: f"the buffer is written by {m.group(1)} blocks; {p} needs a buffer written by one block",
+    ),
+    (
+        re.compile(r"The loop no longer exists"),
+        lambda p, inv, m: "that loop no longer exists in the program (an earlier step replaced it)",
+    ),
+    (
+        re.compile(r"is not a leaf block|requires the block to be a leaf", re.I),
+        lambda p, inv, m: f"{_first(inv, 'the block')} is not a leaf block",
+    ),
+    (
+        re.compile(r"not required to be.*?affine|binding is not affine|not affine", re.I),
+        lambda p, inv, m: f"{p} needs affine loop bindings, and {_names(inv, 'the block')} does not have them",
+    ),
+    (
+        re.compile(r"is not a reduction block|not a reduction block", re.I),
+        lambda p, inv, m: f"{_first(inv, 'the block')} is not a reduction block",
+    ),
+    (
+        re.compile(r"loop .* is not a single-branch|not single-branch|has multiple children", re.I),
+        lambda p, inv, m: f"{_names(inv, 'the loop')} has more than one statement inside; {p} needs a single branch",
+    ),
+    (
+        re.compile(r"thread_axis|Unknown thread|thread tag", re.I),
+        lambda p, inv, m: "that is not a known thread axis (use blockIdx.x/y/z, threadIdx.x/y/z, vthread.x/y/z)",
+    ),
+]
+
+
+def plain_summary(primitive: str, detail: str, involved: list[str]) -> str:
+    for pattern, make in _RULES:
+        m = pattern.search(detail)
+        if m:
+            return f"{primitive} failed: {make(primitive, involved, m)}"  # type: ignore[operator]
+    return f"{primitive} failed: {_tvm_message(detail)}"
+
+
+def _tvm_message(detail: str) -> str:
+    marker = "Error message:"
+    if marker in detail:
+        tail = detail.split(marker, 1)[1].strip()
+        return tail.splitlines()[0] if tail else "TVM rejected the step"
+    lines = [ln.strip() for ln in detail.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "Error" in ln or "error" in ln or "Check failed" in ln:
+            return ln
+    return lines[-1] if lines else "TVM rejected the step"

@@ -1,0 +1,183 @@
+"""Turning what a user hands us (module, function, TVMScript text, a .py file) into an IRModule.
+
+Legacy spellings of the MLC course are rewritten first (see ``compat``); a text that still does not
+parse raises ``LoadError`` carrying TVM's caret-annotated diagnostic and the line in the user's text.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from pathlib import Path
+
+import tvm
+import tvm.s_tir  # noqa: F401  (registers the s_tir schedule and its node types)
+from tvm import tirx
+
+from mlc_lab.errors import LoadError
+
+IRModule = tvm.IRModule
+PrimFunc = tirx.PrimFunc
+
+# Where TVM's diagnostic renderer puts the line: `--> <file>:LINE:COL`.
+_DIAG_LINE = re.compile(r"-->\s*\S*?:(\d+):(\d+)")
+
+
+def load(src: object, func: str | None = None) -> tvm.IRModule:
+    """Return an IRModule for ``src``; ``func`` picks one PrimFunc (the module then holds only it)."""
+    if isinstance(src, tvm.IRModule):
+        mod = src
+    elif isinstance(src, tirx.PrimFunc):
+        mod = _module_from_primfunc(src)
+    elif isinstance(src, Path) or (isinstance(src, str) and _looks_like_path(src)):
+        mod = load_file(Path(src))
+    elif isinstance(src, str):
+        mod = parse_text(src)
+    else:
+        raise LoadError(
+            f"cannot load a {type(src).__name__}: give an IRModule, a PrimFunc, TVMScript text or a path to a .py file"
+        )
+    if func is not None:
+        mod = select_function(mod, func)
+    if not prim_func_names(mod):
+        raise LoadError("the module has no TensorIR function (PrimFunc) to schedule")
+    return mod
+
+
+def _looks_like_path(text: str) -> bool:
+    return "\n" not in text and len(text) < 4096 and text.strip().endswith(".py")
+
+
+def _module_from_primfunc(f: tirx.PrimFunc) -> tvm.IRModule:
+    name = f.attrs["global_symbol"] if f.attrs is not None and "global_symbol" in f.attrs else "main"
+    return tvm.IRModule({str(name): f})
+
+
+def select_function(mod: tvm.IRModule, func: str) -> tvm.IRModule:
+    names = prim_func_names(mod)
+    if func not in names:
+        raise LoadError(f"no TensorIR function named {func!r}; the module has: {', '.join(names) or 'none'}")
+    return mod
+
+
+def prim_func_names(mod: tvm.IRModule) -> list[str]:
+    return [gv.name_hint for gv, f in mod.functions.items() if isinstance(f, tirx.PrimFunc)]
+
+
+def load_file(path: Path) -> tvm.IRModule:
+    if not path.exists():
+        raise LoadError(f"{path}: no such file")
+    text = path.read_text()
+    try:
+        return parse_text(text, filename=str(path))
+    except LoadError as exc:
+        raise LoadError(f"{path}: {exc}", line=exc.line, source=text) from None
+
+
+def parse_text(text: str, filename: str = "<script>") -> tvm.IRModule:
+    """Parse TVMScript (a module class, a prim_func, or a .py file holding them), legacy spelling included."""
+    from mlc_lab.tvm.compat import convert, looks_legacy
+
+    original = text
+    if looks_legacy(text):
+        text = convert(text)
+    snippet, offset = _tvmscript_part(text)
+    try:
+        parsed = tvm.script.from_source(snippet)
+    except Exception as exc:  # TVM raises DiagnosticError, or plain errors from the evaluator
+        raise _load_error(exc, snippet, offset, original, filename) from None
+    if isinstance(parsed, tirx.PrimFunc):
+        parsed = _module_from_primfunc(parsed)
+    if not isinstance(parsed, tvm.IRModule):
+        raise LoadError(f"{filename}: the text is not a TVMScript module or prim_func", source=original)
+    return parsed
+
+
+def _tvmscript_part(text: str) -> tuple[str, int]:
+    """Cut the first ``@...ir_module`` class or ``@...prim_func`` def out of a Python file.
+
+    ``from_source`` evaluates only the decorated definition, so imports and other code in a notebook
+    file are never run. Returns the snippet and the number of lines before it.
+    """
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        raise LoadError(
+            f"line {exc.lineno}: Python syntax error: {exc.msg}\n    {(exc.text or '').rstrip()}",
+            line=exc.lineno,
+            source=text,
+        ) from None
+    lines = text.splitlines()
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and any(
+            _decorator_name(d) in {"ir_module", "prim_func"} for d in node.decorator_list
+        ):
+            start = min(d.lineno for d in node.decorator_list) - 1
+            end = node.end_lineno or len(lines)
+            return "\n".join(lines[start:end]) + "\n", start
+    raise LoadError(
+        "found no @I.ir_module class or @T.prim_func function in the text", source=text
+    )
+
+
+def _decorator_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return ""
+
+
+def _load_error(exc: Exception, snippet: str, offset: int, original: str, filename: str) -> LoadError:
+    rendered = str(exc).strip() or type(exc).__name__
+    match = _DIAG_LINE.search(rendered)
+    line = int(match.group(1)) + offset if match else None
+    where = f"{filename}, line {line}" if line else filename
+    first = _first_error_line(rendered)
+    message = f"{where}: TVMScript does not parse: {first}\n\n{rendered}"
+    if line is not None:
+        user_lines = original.splitlines()
+        if 0 < line <= len(user_lines) and user_lines[line - 1].strip() not in rendered:
+            message += f"\n\nline {line} of your text: {user_lines[line - 1].strip()}"
+    return LoadError(message, line=line, source=original)
+
+
+def _first_error_line(rendered: str) -> str:
+    for raw in rendered.splitlines():
+        text = raw.strip()
+        if text.lower().startswith("error:"):
+            return text[len("error:") :].strip()
+    return rendered.splitlines()[0] if rendered else "unknown error"
+
+
+def script(mod: tvm.IRModule) -> str:
+    return mod.script()
+
+
+def structural_equal(a: object, b: object) -> bool:
+    return bool(tvm.ir.structural_equal(a, b)) if hasattr(tvm.ir, "structural_equal") else _ffi_equal(a, b)
+
+
+def _ffi_equal(a: object, b: object) -> bool:
+    import tvm_ffi
+
+    return bool(tvm_ffi.structural_equal(a, b))
+
+
+def save_json(mod: tvm.IRModule) -> str:
+    return tvm.ir.save_json(mod)
+
+
+def load_json(text: str) -> tvm.IRModule:
+    return tvm.ir.load_json(text)
+
+
+def is_module(obj: object) -> bool:
+    return isinstance(obj, (tvm.IRModule, tirx.PrimFunc))
+
+
+def env_threads() -> str | None:
+    return os.environ.get("TVM_NUM_THREADS")

@@ -1,0 +1,521 @@
+"""One schedule state per step, and applying a primitive to it with names from the printed script.
+
+A ``State`` wraps a ``tvm.s_tir.Schedule``. Applying a primitive never touches the state it is
+called on: it works on a copy (a few microseconds) and returns the new state, so a failure leaves
+the session exactly where it was.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import tvm
+from tvm import s_tir, tirx
+from tvm.s_tir.schedule import ScheduleError, Trace
+
+from mlc_lab.errors import DecisionError, NameResolutionError, ScheduleStepError
+from mlc_lab.tvm import looptree
+from mlc_lab.tvm.messages import plain_summary
+
+LoopRV = s_tir.schedule.LoopRV
+SBlockRV = s_tir.schedule.SBlockRV
+
+# The primitives a user may apply by name (TVM's own method names and argument names).
+PRIMITIVES = frozenset(
+    """split reorder fuse parallel vectorize unroll bind compute_at reverse_compute_at cache_read
+    cache_write decompose_reduction compute_inline reverse_compute_inline rfactor blockize annotate
+    unannotate set_scope storage_align transform_layout sample_perfect_tile sample_categorical
+    sample_compute_location get_sblock get_loops get_child_blocks get_producers get_consumers
+    get_output_blocks add_unit_loop fuse_reduction_epilogue reindex loop_partition merge pad_einsum
+    decompose_padding rolling_buffer transform_block_layout tensorize enter_postproc
+    reindex_cache_read reindex_cache_write cache_inplace cache_index""".split()
+)
+ALIASES = {"get_block": "get_sblock"}
+# Instructions that only look things up: they are folded into the next real step.
+LOOKUPS = frozenset(
+    {"get_sblock", "get_loops", "get_child_blocks", "get_producers", "get_consumers", "get_output_blocks"}
+)
+SAMPLING_KINDS = {"SamplePerfectTile", "SampleCategorical", "SampleComputeLocation"}
+
+# What each parameter name of a primitive takes, beyond literals.
+_LOOP_PARAMS = {"loop"}
+_LOOP_LIST_PARAMS = {"ordered_loops", "loops"}
+_BLOCK_PARAMS = {"block", "reduction_block", "epilogue_block", "scope_block"}
+_BLOCK_LIST_PARAMS = {"consumer_blocks"}
+_EITHER_PARAMS = {"block_or_loop"}
+
+
+@dataclass(frozen=True)
+class Handle:
+    """A sampled value (or other non-name output) by its place in the trace: stable across replays."""
+
+    position: int  # index of the instruction in the trace
+    output: int  # index among that instruction's outputs
+
+
+class Ref:
+    """A variable defined by a trace being replayed (``l3``, ``v4``): resolved from the replay's names."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@dataclass
+class Output:
+    """One output of an applied primitive, in every form a caller may need."""
+
+    rv: Any
+    kind: str  # "loop" | "block" | "value"
+    name: str | None  # printed name for loops/blocks
+    value: Any  # sampled value for "value"
+    handle: Handle
+
+
+class State:
+    def __init__(self, sch: s_tir.Schedule, func: str, block_rvs: dict | None = None):
+        self.sch = sch
+        self.func = func
+        # Block handles stay valid across most steps; reusing them keeps the trace short.
+        self.block_rvs: dict[tuple[str, str], Any] = dict(block_rvs or {})
+        self._script: str | None = None
+        self._index: looptree.LoopIndex | None = None
+        self._tree: dict | None = None
+
+    # --- construction ------------------------------------------------------------------------
+    @classmethod
+    def initial(cls, mod: tvm.IRModule, func: str, seed: int | None = None) -> "State":
+        kwargs: dict[str, Any] = {"debug_mask": "none", "error_render_level": "detail"}
+        if seed is not None:
+            kwargs["seed"] = seed
+        return cls(s_tir.Schedule(mod, **kwargs), func)
+
+    def copy(self) -> "State":
+        return State(self.sch.copy(), self.func, self.block_rvs)
+
+    def block_rv(self, name: str, func: str) -> Any:
+        key = (func, name)
+        rv = self.block_rvs.get(key)
+        if rv is not None:
+            try:
+                if self.sch.get(rv).name_hint == name:
+                    return rv
+            except Exception:  # noqa: BLE001  (the block was removed or replaced: look it up again)
+                pass
+        rv = self.sch.get_sblock(name, func_name=func)
+        self.block_rvs[key] = rv
+        return rv
+
+    # --- views -------------------------------------------------------------------------------
+    @property
+    def mod(self) -> tvm.IRModule:
+        return self.sch.mod
+
+    @property
+    def script(self) -> str:
+        if self._script is None:
+            self._script = self.sch.mod.script()
+        return self._script
+
+    @property
+    def index(self) -> looptree.LoopIndex:
+        if self._index is None:
+            self._index = looptree.build(self.sch.mod, self.script, self.func)
+        return self._index
+
+    def loop_tree(self) -> dict:
+        if self._tree is None:
+            self._tree = looptree.finish_tree(self.index.tree)
+        return self._tree
+
+    @property
+    def trace(self) -> Trace:
+        return self.sch.trace
+
+    def trace_text(self) -> str:
+        return str(self.sch.trace)
+
+    def trace_json(self) -> list:
+        return to_plain(self.sch.trace.as_json())
+
+    def trace_length(self) -> int:
+        return len(self.sch.trace.insts)
+
+    def value_of(self, handle: Handle) -> Any:
+        rv = self.rv_of(handle)
+        return _plain_value(self.sch.get(rv))
+
+    def rv_of(self, handle: Handle) -> Any:
+        insts = self.sch.trace.insts
+        if handle.position >= len(insts):
+            raise KeyError(handle)
+        return insts[handle.position].outputs[handle.output]
+
+    # --- applying ---------------------------------------------------------------------------
+    def apply(
+        self,
+        primitive: str,
+        args: tuple,
+        kwargs: dict,
+        resolve_extra: Callable[[Any], Any] | None = None,
+    ) -> tuple["State", list[Output]]:
+        """Apply ``primitive`` on a copy; return the new state and the outputs."""
+        name = ALIASES.get(primitive, primitive)
+        if name not in PRIMITIVES:
+            raise ScheduleStepError(
+                f"{primitive!r} is not a schedule primitive mlc_lab can apply",
+                primitive=primitive,
+                detail="known primitives: " + ", ".join(sorted(PRIMITIVES)),
+            )
+        method = getattr(s_tir.Schedule, name)
+        try:
+            bound = _signature(name).bind(None, *args, **kwargs)
+        except TypeError as exc:
+            raise ScheduleStepError(
+                f"wrong arguments for {name}: {exc}", primitive=name, detail=f"{name}{_signature(name)}"
+            ) from None
+        new = self.copy()
+        mentioned: list[str] = []
+        resolver = _Resolver(new, name, resolve_extra, mentioned)
+        call_args, call_kwargs = [], {}
+        for pname, value in list(bound.arguments.items())[1:]:
+            param = _signature(name).parameters[pname]
+            converted = resolver.convert(pname, value)
+            if param.kind is inspect.Parameter.VAR_POSITIONAL:
+                call_args.extend(converted)
+            elif param.kind is inspect.Parameter.KEYWORD_ONLY:
+                call_kwargs[pname] = converted
+            else:
+                call_kwargs[pname] = converted
+        if name == "get_sblock" and call_kwargs.get("func_name") is None:
+            call_kwargs["func_name"] = self.func
+        before = new.trace_length()
+        try:
+            result = method(new.sch, *call_args, **call_kwargs)
+        except ScheduleError as exc:
+            raise _step_error(name, exc, mentioned, self) from None
+        except (tvm.error.TVMError, ValueError, TypeError, RuntimeError, AttributeError, IndexError) as exc:
+            raise _step_error(name, exc, mentioned, self) from None
+        outputs = new._outputs(result, before)
+        return new, outputs
+
+    def _outputs(self, result: Any, first_new: int) -> list[Output]:
+        if result is None:
+            return []
+        items = list(result) if isinstance(result, (list, tuple)) or _is_array(result) else [result]
+        insts = self.sch.trace.insts
+        # The primitive's own instruction is the last one appended.
+        position = len(insts) - 1
+        out = []
+        for i, rv in enumerate(items):
+            handle = Handle(position, i)
+            if isinstance(rv, LoopRV):
+                node = self.sch.get(rv)
+                info = self.index.loop_for_node(node)
+                out.append(Output(rv, "loop", info.qualified if info else node.loop_var.name, None, handle))
+            elif isinstance(rv, SBlockRV):
+                out.append(Output(rv, "block", self.sch.get(rv).name_hint, None, handle))
+            else:
+                out.append(Output(rv, "value", None, _plain_value(self.sch.get(rv)), handle))
+        return out
+
+    # --- decisions --------------------------------------------------------------------------
+    def sampling_instructions(self) -> list[tuple[int, Any]]:
+        return [(pos, inst) for pos, inst in enumerate(self.sch.trace.insts) if inst.kind.name in SAMPLING_KINDS]
+
+    def with_decision(self, position: int, value: Any, original: tvm.IRModule, seed: int | None) -> "State":
+        trace = self.sch.trace
+        inst = trace.insts[position]
+        new_trace = trace.with_decision(inst, value, remove_postproc=True)
+        fresh = State.initial(original, self.func, seed)
+        new_trace.apply_to_schedule(fresh.sch, remove_postproc=False)
+        return fresh
+
+
+class _Resolver:
+    """Turns user arguments (names, handles, trace variables, literals) into what TVM expects."""
+
+    def __init__(self, state: State, primitive: str, extra: Callable[[Any], Any] | None, mentioned: list[str]):
+        self.state = state
+        self.primitive = primitive
+        self.extra = extra
+        self.mentioned = mentioned
+        self.loops_of: dict[tuple[str, str], list] = {}
+
+    def convert(self, pname: str, value: Any) -> Any:
+        if pname in _LOOP_LIST_PARAMS:
+            items = value
+            if len(items) == 1 and isinstance(items[0], (list, tuple)):
+                items = items[0]
+            return [self.loop(v) for v in items]
+        if pname in _LOOP_PARAMS:
+            return self.loop(value)
+        if pname in _BLOCK_PARAMS:
+            return self.block(value)
+        if pname in _BLOCK_LIST_PARAMS:
+            return None if value is None else [self.block(v) for v in value]
+        if pname in _EITHER_PARAMS:
+            return self.block_or_loop(value)
+        if pname == "target":  # blockize: a loop or a list of blocks
+            if isinstance(value, (list, tuple)):
+                return [self.block(v) for v in value]
+            return self.loop(value)
+        if pname == "loops" and isinstance(value, (list, tuple)):
+            return [self.loop(v) for v in value]
+        return self.literal(value)
+
+    def literal(self, value: Any) -> Any:
+        if isinstance(value, (Ref, Handle)) or (self.extra is not None and not _is_plain(value)):
+            return self.other(value)
+        if isinstance(value, list):
+            return [self.literal(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self.literal(v) for v in value)
+        return value
+
+    def other(self, value: Any) -> Any:
+        if isinstance(value, Handle):
+            try:
+                return self.state.rv_of(value)
+            except (KeyError, IndexError):
+                raise ScheduleStepError(
+                    "a sampled value from another branch of the history cannot be used here",
+                    primitive=self.primitive,
+                ) from None
+        if self.extra is not None:
+            resolved = self.extra(value)
+            if resolved is not value:
+                return resolved
+        if isinstance(value, Ref):
+            raise ScheduleStepError(f"{value.name} is not defined", primitive=self.primitive)
+        return value
+
+    def loop(self, value: Any) -> Any:
+        if isinstance(value, str):
+            info = self.find_loop(value)
+            self.mentioned.append(info.name)
+            return self.loop_rv(info)
+        return self.other(value)
+
+    def block(self, value: Any) -> Any:
+        if isinstance(value, str):
+            self.mentioned.append(value)
+            func, _, name = value.rpartition(":")
+            func = func or self.state.func
+            names = [b.name for b in self.state.index.blocks if b.func == func]
+            if name not in names:
+                raise NameResolutionError(
+                    f"there is no block named {name!r}" + (f" in {func}" if func else "")
+                    + (f"; blocks are: {', '.join(names)}" if names else ""),
+                    primitive=self.primitive,
+                    candidates=names,
+                )
+            return self.state.block_rv(name, func)
+        return self.other(value)
+
+    def block_or_loop(self, value: Any) -> Any:
+        if isinstance(value, str):
+            func, _, bare = value.rpartition(":")
+            if "/" not in bare and any(
+                b.name == bare and b.func == (func or self.state.func) for b in self.state.index.blocks
+            ):
+                return self.block(value)
+            return self.loop(value)
+        return self.other(value)
+
+    def find_loop(self, text: str) -> looptree.LoopInfo:
+        index = self.state.index
+        func, _, rest = text.rpartition(":")
+        block, _, name = rest.rpartition("/")
+        matches = [
+            lp
+            for lp in index.loops
+            if lp.name == name and (not func or lp.func == func) and (not block or lp.anchor_block == block or
+                                                                      _encloses(index, lp, block))
+        ]
+        if not func and not block and len({lp.func for lp in matches}) > 1:
+            matches = [lp for lp in matches if lp.func == self.state.func] or matches
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            names = sorted({lp.qualified for lp in index.loops})
+            raise NameResolutionError(
+                f"there is no loop named {text!r}; loops are: {', '.join(names)}",
+                primitive=self.primitive,
+                candidates=names,
+            )
+        cands = [lp.qualified for lp in matches]
+        raise NameResolutionError(
+            f"the loop name {text!r} is ambiguous: {len(matches)} loops have it. "
+            f"Qualify it with a block inside the loop, as one of: {', '.join(cands)}",
+            primitive=self.primitive,
+            candidates=cands,
+        )
+
+    def loop_rv(self, info: looptree.LoopInfo) -> Any:
+        if info.anchor_block is None:
+            raise ScheduleStepError(
+                f"loop {info.name} contains no block, so it cannot be scheduled", primitive=self.primitive
+            )
+        key = (info.func, info.anchor_block)
+        loops = self.loops_of.get(key)
+        if loops is None:
+            block = self.state.block_rv(info.anchor_block, info.func)
+            loops = self.loops_of[key] = list(self.state.sch.get_loops(block))
+        return loops[info.depth]
+
+
+def _encloses(index: looptree.LoopIndex, loop: looptree.LoopInfo, block: str) -> bool:
+    """True when ``block`` is somewhere inside ``loop`` (not only its first block)."""
+    for b in index.blocks:
+        if b.name == block and b.func == loop.func:
+            return _contains(loop.node, b.realize)
+    return False
+
+
+def _contains(stmt: Any, target: Any) -> bool:
+    if stmt.same_as(target):
+        return True
+    if isinstance(stmt, tirx.SeqStmt):
+        return any(_contains(s, target) for s in stmt.seq)
+    if isinstance(stmt, s_tir.SBlockRealize):
+        blk = stmt.block
+        return _contains(blk.body, target) or (blk.init is not None and _contains(blk.init, target))
+    if isinstance(stmt, tirx.IfThenElse):
+        return _contains(stmt.then_case, target) or (
+            stmt.else_case is not None and _contains(stmt.else_case, target)
+        )
+    body = getattr(stmt, "body", None)
+    return body is not None and isinstance(body, tirx.Stmt) and _contains(body, target)
+
+
+_SIGNATURES: dict[str, inspect.Signature] = {}
+
+
+def _signature(name: str) -> inspect.Signature:
+    sig = _SIGNATURES.get(name)
+    if sig is None:
+        sig = inspect.signature(inspect.unwrap(getattr(s_tir.Schedule, name)))
+        _SIGNATURES[name] = sig
+    return sig
+
+
+def signature_text(name: str) -> str:
+    return str(_signature(ALIASES.get(name, name))).replace("self, ", "").replace("(self)", "()")
+
+
+def _is_array(obj: Any) -> bool:
+    return type(obj).__name__ == "Array" or hasattr(obj, "__len__") and not isinstance(obj, (str, bytes))
+
+
+def _is_plain(value: Any) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(_is_plain(v) for v in value.values())
+    return False
+
+
+def _plain_value(v: Any) -> Any:
+    if isinstance(v, tirx.IntImm):
+        return int(v.value)
+    if isinstance(v, tirx.FloatImm):
+        return float(v.value)
+    if isinstance(v, tirx.For):
+        return v.loop_var.name
+    return v
+
+
+def to_plain(obj: Any) -> Any:
+    """TVM's trace JSON holds IntImm/FloatImm and TVM containers; make it json.dumps-able."""
+    if isinstance(obj, tirx.IntImm):
+        return int(obj.value)
+    if isinstance(obj, tirx.FloatImm):
+        return float(obj.value)
+    if isinstance(obj, (bool, int, float, str)) or obj is None:
+        return obj
+    if isinstance(obj, dict) or (hasattr(obj, "items") and not isinstance(obj, (list, tuple))):
+        return {str(k): to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)) or hasattr(obj, "__len__"):
+        return [to_plain(v) for v in obj]
+    if hasattr(obj, "value"):
+        return to_plain(obj.value)
+    return str(obj)
+
+
+def json_dumps_trace(trace_json: list) -> str:
+    return json.dumps(trace_json)
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+_UNDERLINE = re.compile(r"^\s*\^+\s*$")
+_NAME_IN_LINE = [
+    re.compile(r"for ([A-Za-z_][\w, ]*) in "),
+    re.compile(r'T\.sblock\("([^"]+)"\)'),
+]
+
+
+def _step_error(name: str, exc: Exception, mentioned: list[str], before: State) -> ScheduleStepError:
+    detail = str(exc).strip()
+    involved = _underlined_names(detail) or list(dict.fromkeys(mentioned))
+    summary = plain_summary(name, detail, involved)
+    return ScheduleStepError(summary, primitive=name, detail=detail, involved=involved)
+
+
+def _underlined_names(detail: str) -> list[str]:
+    """TVM's detailed rendering underlines the statements an error is about: read their names."""
+    lines = detail.splitlines()
+    names: list[str] = []
+    for i, line in enumerate(lines[1:], start=1):
+        if not _UNDERLINE.match(line) or not line.strip():
+            continue
+        above = lines[i - 1]
+        col = line.index("^")
+        for pattern in _NAME_IN_LINE:
+            m = pattern.search(above)
+            if not m:
+                continue
+            if pattern is _NAME_IN_LINE[0]:
+                targets = [t.strip() for t in m.group(1).split(",")]
+                # With `for a, b in T.grid(...)` the carets sit under the one that is meant.
+                hit = [t for t in targets if above.find(t, m.start(1)) <= col + len(t)]
+                chosen = targets[len(hit) - 1] if hit else targets[0]
+                names.append(chosen)
+            else:
+                names.append(m.group(1))
+            break
+    return list(dict.fromkeys(names))
+
+
+def check_decision(inst: Any, value: Any) -> Any:
+    """Validate a decision ourselves: TVM silently replaces invalid ones. Returns the clean value."""
+    kind = inst.kind.name
+    attrs = to_plain(inst.attrs)
+    if kind == "SamplePerfectTile":
+        n, max_inner = int(attrs[0]), int(attrs[1])
+        if not isinstance(value, (list, tuple)) or len(value) != n or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value
+        ):
+            raise DecisionError(f"a perfect tile decision is a list of {n} positive integers, not {value!r}")
+        return [int(v) for v in value]
+    if kind == "SampleCategorical":
+        count = len(attrs[0])
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < count:
+            raise DecisionError(f"a categorical decision is an index in 0..{count - 1}, not {value!r}")
+        return int(value)
+    if kind == "SampleComputeLocation":
+        if isinstance(value, bool) or not isinstance(value, int) or value < -2:
+            raise DecisionError(f"a compute-location decision is an integer >= -2, not {value!r}")
+        return int(value)
+    raise DecisionError(f"{kind} has no decision to set")
