@@ -99,7 +99,15 @@ class State:
         return cls(s_tir.Schedule(mod, **kwargs), func)
 
     def copy(self) -> "State":
-        return State(self.sch.copy(), self.func, self.block_rvs)
+        twin = State(self.sch.copy(), self.func, self.block_rvs)
+        # Same module until a primitive runs on the copy: share the views (names resolve from them).
+        twin._script, twin._index, twin._tree = self._script, self._index, self._tree
+        return twin
+
+    def _invalidate(self) -> None:
+        self._script = None
+        self._index = None
+        self._tree = None
 
     def block_rv(self, name: str, func: str) -> Any:
         key = (func, name)
@@ -198,11 +206,12 @@ class State:
         if name == "get_sblock" and call_kwargs.get("func_name") is None:
             call_kwargs["func_name"] = self.func
         before = new.trace_length()
+        new._invalidate()  # the copy shared our cached views until now; the primitive changes it
         try:
             result = method(new.sch, *call_args, **call_kwargs)
         except ScheduleError as exc:
             raise _step_error(name, exc, mentioned, self) from None
-        except (tvm.error.TVMError, ValueError, TypeError, RuntimeError, AttributeError, IndexError) as exc:
+        except Exception as exc:  # noqa: BLE001  (TVM raises many error types; all are a failed step)
             raise _step_error(name, exc, mentioned, self) from None
         outputs = new._outputs(result, before)
         return new, outputs
@@ -273,13 +282,15 @@ class _Resolver:
         return self.literal(value)
 
     def literal(self, value: Any) -> Any:
-        if isinstance(value, (Ref, Handle)) or (self.extra is not None and not _is_plain(value)):
-            return self.other(value)
         if isinstance(value, list):
             return [self.literal(v) for v in value]
         if isinstance(value, tuple):
             return tuple(self.literal(v) for v in value)
-        return value
+        if isinstance(value, dict):
+            return {k: self.literal(v) for k, v in value.items()}
+        if _is_plain(value):
+            return value
+        return self.other(value)
 
     def other(self, value: Any) -> Any:
         if isinstance(value, Handle):
@@ -468,8 +479,10 @@ _NAME_IN_LINE = [
 
 def _step_error(name: str, exc: Exception, mentioned: list[str], before: State) -> ScheduleStepError:
     detail = str(exc).strip()
-    involved = _underlined_names(detail) or list(dict.fromkeys(mentioned))
-    summary = plain_summary(name, detail, involved)
+    named = list(dict.fromkeys(mentioned))
+    # The user's own arguments first, then what TVM underlined (often the block around them).
+    involved = list(dict.fromkeys(named + _underlined_names(detail)))
+    summary = plain_summary(name, detail, named or involved)
     return ScheduleStepError(summary, primitive=name, detail=detail, involved=involved)
 
 

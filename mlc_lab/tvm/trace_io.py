@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -289,7 +290,7 @@ def parse_trace_json(data: Any) -> list:
             and all(isinstance(o, str) for o in inst[3])
         ):
             raise TraceParseError(f"instruction {i} is not [kind, inputs, attrs, outputs]")
-        if not inst[0].isidentifier():
+        if not re.fullmatch(r"[A-Z][A-Za-z0-9]*", inst[0]):
             raise TraceParseError(f"instruction {i} has a bad kind {inst[0]!r}")
     for d in data[1]:
         if not (isinstance(d, list) and len(d) == 2 and isinstance(d[0], int) and 0 <= d[0] < len(data[0])):
@@ -308,4 +309,4 @@ def json_to_text(data: list, mod: tvm.IRModule) -> str:
 
 
 def looks_like_json(text: str) -> bool:
-    return text.lstrip().startswith("[")
+    return text.lstrip()[:1] in ("[", "{")
