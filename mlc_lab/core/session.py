@@ -271,8 +271,9 @@ class Session:
         calls = self._parse_trace(trace)
         root_state = self._states[0]
         built = self._replay_calls(root_state, calls, env={})
-        if not built:
-            raise TraceParseError("the trace has no schedule steps")
+        if not built:  # nothing but look-ups: the trace describes the original program
+            self._move(0, "replay")
+            return self.current
         parent = 0
         for state, call, outputs in built:
             step = self._add_step(state, kind="replay", primitive=call.primitive, label=call.text or call.primitive,
