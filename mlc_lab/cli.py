@@ -7,11 +7,9 @@ import argparse
 import importlib
 import sys
 
+from mlc_lab.errors import UsageError  # noqa: F401  (re-exported for subcommands)
+
 SUBCOMMANDS = ["convert", "show", "replay", "bench", "tune"]
-
-
-class UsageError(Exception):
-    """Bad input from the command line: printed as `mlc-lab: <message>`, exit status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args._run(args) or 0)
-    except (UsageError, MlcLabError, OSError) as exc:
+    except (MlcLabError, OSError) as exc:
         print(f"mlc-lab: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -61,3 +61,30 @@ class DecisionError(MlcLabError):
 
 class ConvertError(MlcLabError):
     """Legacy code could not be parsed at all (conversion marks everything else in place)."""
+
+
+class MeasureError(MlcLabError):
+    """Building, checking or timing a program failed, or the worker process running it crashed or hung.
+
+    ``kind`` says which: ``build``, ``run``, ``check``, ``crash``, ``timeout``, ``no_gpu``,
+    ``gpu_check`` (unbound loops, GPU limits) or ``internal``; ``detail`` is TVM's own text.
+    The Jupyter kernel is never affected: the next measurement starts a fresh worker if needed.
+    """
+
+    def __init__(self, message: str, *, kind: str = "internal", detail: str = ""):
+        self.summary = message
+        self.kind = kind
+        self.detail = detail
+        super().__init__(message if not detail else f"{message}\n\n{detail}")
+
+
+class NoGPUError(MeasureError):
+    """A CUDA measurement was asked for on a machine without a CUDA GPU."""
+
+
+class TuneError(MlcLabError):
+    """A tuning job could not be started, or its work directory cannot be read."""
+
+
+class UsageError(MlcLabError):
+    """Bad command-line input (a missing file, a directory): the CLI prints it and exits 2."""

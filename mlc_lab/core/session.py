@@ -105,6 +105,12 @@ class Session:
     def script(self) -> str:
         return self._state.script
 
+    def script_of_function(self, name: str) -> str:
+        """TVMScript of one function of the current program."""
+        from mlc_lab.tvm.program import function_script
+
+        return function_script(self.module, name)
+
     def script_at(self, step: int) -> str:
         return self._state_of(step).script
 

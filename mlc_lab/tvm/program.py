@@ -25,7 +25,7 @@ _DIAG_LINE = re.compile(r"-->\s*\S*?:(\d+):(\d+)")
 
 
 def load(src: object, func: str | None = None) -> tvm.IRModule:
-    """Return an IRModule for ``src``; ``func`` picks one PrimFunc (the module then holds only it)."""
+    """Return an IRModule for ``src``; ``func`` must name one of its PrimFuncs when given."""
     if isinstance(src, tvm.IRModule):
         mod = src
     elif isinstance(src, tirx.PrimFunc):
@@ -155,6 +155,11 @@ def _first_error_line(rendered: str) -> str:
 
 def script(mod: tvm.IRModule) -> str:
     return mod.script()
+
+
+def function_script(mod: tvm.IRModule, name: str) -> str:
+    select_function(mod, name)
+    return mod[name].script()
 
 
 def structural_equal(a: object, b: object) -> bool:

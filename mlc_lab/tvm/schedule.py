@@ -314,7 +314,19 @@ class _Resolver:
             info = self.find_loop(value)
             self.mentioned.append(info.name)
             return self.loop_rv(info)
-        return self.other(value)
+        rv = self.other(value)
+        self._mention(rv)
+        return rv
+
+    def _mention(self, rv: Any) -> None:
+        """Name a loop or block handed over as a handle (trace replay), for error messages."""
+        try:
+            node = self.state.sch.get(rv)
+        except Exception:  # noqa: BLE001  (a stale handle: TVM will say so when the primitive runs)
+            return
+        name = getattr(getattr(node, "loop_var", None), "name", None) or getattr(node, "name_hint", None)
+        if name:
+            self.mentioned.append(str(name))
 
     def block(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -330,7 +342,9 @@ class _Resolver:
                     candidates=names,
                 )
             return self.state.block_rv(name, func)
-        return self.other(value)
+        rv = self.other(value)
+        self._mention(rv)
+        return rv
 
     def block_or_loop(self, value: Any) -> Any:
         if isinstance(value, str):

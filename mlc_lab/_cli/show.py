@@ -1,0 +1,29 @@
+"""mlc-lab show FILE [--func NAME]: print a program as modern TVMScript."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mlc_lab._cli.common import read_text
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("show", help="print a TensorIR program (legacy spelling too) as modern TVMScript")
+    p.add_argument("file", help="a .py file holding an @I.ir_module class or a @T.prim_func")
+    p.add_argument("--func", help="the PrimFunc to show (default: all of them)")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlc_lab.core.session import Session
+    from mlc_lab.errors import LoadError
+
+    text = read_text(args.file)
+    try:
+        session = Session(text, func=args.func)
+    except LoadError as exc:
+        raise LoadError(f"{args.file}: {exc}", line=exc.line) from None
+    sys.stdout.write(session.script_of_function(args.func) if args.func else session.script)
+    sys.stdout.write("\n")
+    return 0
