@@ -1,30 +1,31 @@
-"""The loop nest of a program as plain data, plus the bookkeeping to find loops and blocks by name.
+"""The loop nest of a program as plain data, read from its printed TVMScript.
 
-Names are the ones the user reads in the printed TVMScript. Loops are matched to the printed
-``for`` headers in order (the printer emits them in pre-order), so a name the printer changed to
-keep it unique is still the name we show and accept.
+The user reads names in the printed script, so the tree is built from that text: every name,
+line and expression is exactly what is on screen, and no TVM object is touched per node (walking
+the IR through the FFI costs several times more than printing it). The IR is visited only when a
+caller needs the ``For`` node behind a loop (``LoopIndex.for_node``).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 
 import tvm
 from tvm import s_tir, tirx
 
-_FOR_LINE = re.compile(r"^(\s*)for (.+?) in ")
-_BLOCK_LINE = re.compile(r'^(\s*)with T\.sblock\("([^"]*)"')
-
-_LOOP_KINDS = {
-    tirx.ForKind.SERIAL: "serial",
-    tirx.ForKind.PARALLEL: "parallel",
-    tirx.ForKind.VECTORIZED: "vectorized",
-    tirx.ForKind.UNROLLED: "unrolled",
-    tirx.ForKind.THREAD_BINDING: "thread_binding",
+_LOOP_FUNCS = {
+    "grid": "serial",
+    "range": "serial",
+    "serial": "serial",
+    "parallel": "parallel",
+    "vectorized": "vectorized",
+    "unroll": "unrolled",
+    "thread_binding": "thread_binding",
 }
-# IterVar.iter_type codes used by TensorIR blocks.
-_ITER_KINDS = {0: "spatial", 1: "thread", 2: "reduce", 3: "ordered", 4: "opaque", 5: "unrolled", 6: "vectorized", 7: "parallel", 8: "tensorized"}
+_AXIS_KINDS = {"spatial": "spatial", "reduce": "reduce", "scan": "ordered", "opaque": "opaque", "S": "spatial",
+               "R": "reduce", "O": "opaque"}
 
 
 @dataclass
@@ -33,18 +34,17 @@ class LoopInfo:
 
     func: str
     name: str
-    node: object  # the tirx.For
+    order: int  # pre-order position among the function's loops (the IR walk visits them the same way)
     anchor_block: str | None  # first block inside the loop, in the loop's block scope
     depth: int  # index of this loop in get_loops(anchor_block)
     qualified: str = ""
+    blocks: list[str] = field(default_factory=list)  # every block inside, nested ones too
 
 
 @dataclass
 class BlockInfo:
     func: str
     name: str
-    node: object  # the s_tir.SBlock
-    realize: object  # the s_tir.SBlockRealize
 
 
 @dataclass
@@ -52,233 +52,322 @@ class LoopIndex:
     """Per-step lookup tables, built together with the JSON tree."""
 
     tree: dict
+    mod: object = None
     loops: list[LoopInfo] = field(default_factory=list)
     blocks: list[BlockInfo] = field(default_factory=list)
 
     def loops_named(self, name: str) -> list[LoopInfo]:
         return [lp for lp in self.loops if lp.name == name]
 
-    def loop_for_node(self, node: object) -> LoopInfo | None:
-        for lp in self.loops:
-            if lp.node.same_as(node):
-                return lp
-        return None
+    def by_plain_name(self, name: str) -> LoopInfo | None:
+        found = self.loops_named(name)
+        return found[0] if len(found) == 1 else None
+
+    def for_node(self, info: LoopInfo) -> object:
+        """The ``tirx.For`` behind ``info`` (walks the IR of its function in pre-order)."""
+        func = self.mod[info.func]
+        found: list = []
+        _collect_fors(func.body, found, info.order + 1)
+        return found[info.order]
+
+
+def _collect_fors(stmt: object, out: list, limit: int) -> None:
+    if len(out) >= limit:
+        return
+    if isinstance(stmt, tirx.SeqStmt):
+        for s in stmt.seq:
+            _collect_fors(s, out, limit)
+    elif isinstance(stmt, tirx.For):
+        out.append(stmt)
+        _collect_fors(stmt.body, out, limit)
+    elif isinstance(stmt, s_tir.SBlockRealize):
+        if stmt.block.init is not None:
+            _collect_fors(stmt.block.init, out, limit)
+        _collect_fors(stmt.block.body, out, limit)
+    elif isinstance(stmt, tirx.IfThenElse):
+        _collect_fors(stmt.then_case, out, limit)
+        if stmt.else_case is not None:
+            _collect_fors(stmt.else_case, out, limit)
+    else:
+        body = getattr(stmt, "body", None)
+        if isinstance(body, tirx.Stmt):
+            _collect_fors(body, out, limit)
 
 
 def build(mod: tvm.IRModule, script: str, focus: str | None = None) -> LoopIndex:
-    lines = script.splitlines()
-    cursor = _ScriptCursor(lines)
-    functions = []
-    index = LoopIndex(tree={})
-    for gv, func in mod.functions.items():
-        if not isinstance(func, tirx.PrimFunc):
-            continue
-        name = gv.name_hint
-        cursor.seek_function(name)
-        walker = _Walker(name, cursor, index)
-        buffers = [_buffer_info(p, "param") for p in func.params if _is_buffer(p)]
-        root = func.body
-        children: list[dict] = []
-        if isinstance(root, s_tir.SBlockRealize):
-            buffers += [_buffer_info(b, "alloc") for b in root.block.alloc_buffers]
-            walker.block_stack.append(_collect_alloc_scope(root.block))
-            children = walker.stmt(root.block.body)
-        else:
-            children = walker.stmt(root)
-        functions.append({"kind": "func", "name": name, "buffers": buffers + walker.inner_buffers, "children": children})
+    index = LoopIndex(tree={}, mod=mod)
+    functions = _Scanner(script.splitlines(), index).run()
     _qualify(index)
     index.tree = {"func": focus or (functions[0]["name"] if functions else None), "functions": functions}
     return index
 
 
-def _collect_alloc_scope(block: object) -> str:
-    return block.name_hint
+# The printer's output is regular: one statement a line, nesting by indentation. A line scanner
+# reads it in a fraction of the time `ast.parse` takes (and far less than walking the IR).
+_DEF = re.compile(r"^(\s*)def (\w+)\((.*)\)(?:\s*->.*)?:\s*$")
+_PARAM = re.compile(r"(\w+): T\.Buffer\(")
+_FOR = re.compile(r"^for (.+?) in (T\.\w+|range)\((.*)\):$")
+_SBLOCK = re.compile(r'^with T\.sblock\("([^"]*)"\):$')
+_AXIS = re.compile(r"^(.+?) = T\.axis\.(\w+)\((.*)\)$")
+_CALL = re.compile(r"^T\.(reads|writes|where|sblock_attr)\((.*)\)$")
+_ALLOC = re.compile(r"^(\w+) = T\.sblock_alloc_buffer\((.*)\)$")
+_INT = re.compile(r"^-?\d+$")
 
 
-def _is_buffer(var: object) -> bool:
-    return hasattr(var, "shape") and hasattr(var, "scope")
+def _split_args(text: str) -> list[str]:
+    """Split on top-level commas (not inside brackets or strings)."""
+    out, depth, start, quote = [], 0, 0, ""
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(text[start:i].strip())
+            start = i + 1
+    tail = text[start:].strip()
+    if tail:
+        out.append(tail)
+    return out
 
 
-def _buffer_info(buf: object, origin: str) -> dict:
-    return {
-        "name": buf.name,
-        "shape": [_int_or_str(s) for s in buf.shape],
-        "dtype": str(buf.dtype),
-        "scope": str(buf.scope()),
-        "origin": origin,
-    }
+def _num(text: str) -> int | str:
+    return int(text) if _INT.match(text) else text
 
 
-def _int_or_str(e: object) -> int | str:
-    return int(e.value) if isinstance(e, tirx.IntImm) else expr_text(e)
+def _kwargs(parts: list[str]) -> tuple[list[str], dict[str, str]]:
+    args, kwargs = [], {}
+    for part in parts:
+        key, eq, value = part.partition("=")
+        if eq and key.strip().isidentifier() and not value.startswith("="):
+            kwargs[key.strip()] = value.strip()
+        else:
+            args.append(part)
+    return args, kwargs
 
 
-class _ScriptCursor:
-    """Walks the printed script in step with the IR walk to find each node's line numbers."""
+_STR = re.compile(r'^"([^"\\]*)"$')
+_INT_TUPLE = re.compile(r"^\((-?\d+(?:, -?\d+)*),?\)$")
 
-    def __init__(self, lines: list[str]):
+
+def _lit(text: str) -> object:
+    # The printer's common literals, without the cost of compiling them.
+    if _INT.match(text):
+        return int(text)
+    m = _STR.match(text)
+    if m:
+        return m.group(1)
+    m = _INT_TUPLE.match(text)
+    if m:
+        return tuple(int(x) for x in m.group(1).split(", "))
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+class _Scanner:
+    def __init__(self, lines: list[str], index: LoopIndex):
         self.lines = lines
-        self.pos = 0
-        self.pending: list[tuple[str, int]] = []  # targets left on the current `for a, b in T.grid` line
-
-    def seek_function(self, name: str) -> None:
-        pattern = re.compile(rf"^\s*def {re.escape(name)}\(")
-        for i in range(len(self.lines)):
-            if pattern.match(self.lines[i]):
-                self.pos = i + 1
-                self.pending = []
-                return
-
-    def next_loop(self) -> tuple[str | None, int | None]:
-        if self.pending:
-            return self.pending.pop(0)
-        for i in range(self.pos, len(self.lines)):
-            m = _FOR_LINE.match(self.lines[i])
-            if m:
-                self.pos = i + 1
-                targets = [t.strip() for t in m.group(2).split(",") if t.strip()]
-                self.pending = [(t, i + 1) for t in targets[1:]]
-                return targets[0], i + 1
-        return None, None
-
-    def next_block(self, name: str) -> int | None:
-        self.pending = []
-        for i in range(self.pos, len(self.lines)):
-            m = _BLOCK_LINE.match(self.lines[i])
-            if m and m.group(2) == name:
-                self.pos = i + 1
-                return i + 1
-        return None
-
-    def end_of(self, line: int | None) -> int | None:
-        """Last line of the indented suite that starts after header ``line`` (1-based)."""
-        if line is None:
-            return None
-        header = self.lines[line - 1]
-        indent = len(header) - len(header.lstrip())
-        end = line
-        for i in range(line, len(self.lines)):
-            text = self.lines[i]
-            if text.strip() and len(text) - len(text.lstrip()) <= indent:
-                break
-            if text.strip():
-                end = i + 1
-        return end
-
-
-class _Walker:
-    def __init__(self, func: str, cursor: _ScriptCursor, index: LoopIndex):
-        self.func = func
-        self.cursor = cursor
         self.index = index
-        self.block_stack: list[str] = []
-        self.open_loops: list[LoopInfo] = []  # loops since the last block boundary, outer first
-        self.inner_buffers: list[dict] = []
 
-    def stmt(self, node: object) -> list[dict]:
-        if isinstance(node, tirx.SeqStmt):
-            out: list[dict] = []
-            for s in node.seq:
-                out += self.stmt(s)
-            return out
-        if isinstance(node, tirx.For):
-            return [self.loop(node)]
-        if isinstance(node, s_tir.SBlockRealize):
-            return [self.block(node)]
-        if isinstance(node, tirx.IfThenElse):
-            out = self.stmt(node.then_case)
-            if node.else_case is not None:
-                out += self.stmt(node.else_case)
-            return out
-        body = getattr(node, "body", None)
-        if body is not None and isinstance(body, tirx.Stmt):
-            return self.stmt(body)
-        return []
+    def run(self) -> list[dict]:
+        functions: list[dict] = []
+        i = 0
+        while i < len(self.lines):
+            m = _DEF.match(self.lines[i])
+            if m:
+                i = self.function(i, m, functions)
+            else:
+                i += 1
+        return functions
 
-    def loop(self, node: object) -> dict:
-        printed, line = self.cursor.next_loop()
-        name = printed or node.loop_var.name
-        info = LoopInfo(self.func, name, node, None, len(self.open_loops))
-        self.index.loops.append(info)
-        self.open_loops.append(info)
-        kind = _LOOP_KINDS.get(node.kind, str(node.kind))
-        thread = None
-        if node.thread_binding is not None:
-            thread = str(node.thread_binding.thread_tag)
-        children = self.stmt(node.body)
-        self.open_loops.pop()
+    def buffer(self, name: str, args_text: str, origin: str) -> dict:
+        args, kwargs = _kwargs(_split_args(args_text))
+        shape = _lit(args[0]) if args else _lit(kwargs.get("shape", "()"))
+        if isinstance(shape, int):
+            shape = (shape,)
+        dtype = _lit(args[1]) if len(args) > 1 else _lit(kwargs.get("dtype", '"float32"'))
         return {
-            "kind": "loop",
             "name": name,
-            "qualified": name,  # filled by _qualify
-            "extent": _int_or_str(node.extent),
-            "min": _int_or_str(node.min),
-            "loop_kind": kind,
-            "thread": thread,
-            "annotations": _annotations(node.annotations),
-            "line": line,
-            "end_line": self.cursor.end_of(line),
-            "children": children,
-            "_info": info,
+            "shape": list(shape) if isinstance(shape, (tuple, list)) else str(shape),
+            "dtype": dtype,
+            "scope": _lit(kwargs.get("scope", '"global"')),
+            "origin": origin,
         }
 
-    def block(self, realize: object) -> dict:
-        blk = realize.block
-        name = blk.name_hint
-        line = self.cursor.next_block(name)
+    def function(self, start: int, m: re.Match, functions: list) -> int:
+        name = m.group(2)
+        base = len(m.group(1))
+        func: dict = {"kind": "func", "name": name, "buffers": [], "children": []}
+        params = m.group(3)
+        for pm in _PARAM.finditer(params):
+            j, depth = pm.end(), 1  # the buffer's arguments run to the matching parenthesis
+            while j < len(params) and depth:
+                depth += {"(": 1, ")": -1}.get(params[j], 0)
+                j += 1
+            func["buffers"].append(self.buffer(pm.group(1), params[pm.end() : j - 1], "param"))
+        functions.append(func)
+        self.func, self.order = name, 0
+        self.open_loops: list[LoopInfo] = []  # loops since the last block boundary, outer first
+        self.all_open: list[LoopInfo] = []  # every enclosing loop
+        self.extents: dict[str, object] = {}
+        stack: list[list] = [[base, "func", func, None]]  # [indent, kind, node, extra]
+        last = start + 1
+        i = start + 1
+        while i < len(self.lines):
+            raw = self.lines[i]
+            text = raw.strip()
+            if not text or text.startswith("#"):
+                i += 1
+                continue
+            indent = len(raw) - len(raw.lstrip())
+            if indent <= base:
+                break
+            while len(stack) > 1 and indent <= stack[-1][0]:
+                self._close(stack.pop(), last)
+            top = stack[-1]
+            last = i + 1
+            i += 1
+            fm = _FOR.match(text)
+            if fm:
+                stack.append([indent, "for", None, self._loops(fm, top, last)])
+                continue
+            bm = _SBLOCK.match(text)
+            if bm:
+                stack.append(self._open_block(bm.group(1), top, indent, last))
+                continue
+            if text == "with T.init():" and top[1] == "block":
+                top[2]["has_init"] = True
+                stack.append([indent, "init", top[2], None])
+            elif text.endswith(":"):  # if / else / other with-statements: nesting only
+                stack.append([indent, "other", top[2], top[1]])
+            elif top[1] == "block":
+                self._block_line(top[2], text, func)
+            else:
+                am = _ALLOC.match(text)
+                if am and top[1] == "func":
+                    func["buffers"].append(self.buffer(am.group(1), am.group(2), "alloc"))
+        while len(stack) > 1:
+            self._close(stack.pop(), last)
+        return i
+
+    def _loops(self, fm: re.Match, top: list, line: int) -> list[dict]:
+        """One `for` line may hold several loops (`for i, j in T.grid(4, 8)`)."""
+        targets = [t.strip() for t in fm.group(1).split(",") if t.strip()]
+        fname = fm.group(2).rsplit(".", 1)[-1]
+        args, kwargs = _kwargs(_split_args(fm.group(3)))
+        kind = "serial" if fname == "grid" else _LOOP_FUNCS.get(fname, "serial")
+        thread = _lit(kwargs["thread"]) if "thread" in kwargs else None
+        annotations = _lit(kwargs["annotations"]) if "annotations" in kwargs else {}
+        if fname == "grid":
+            ranges = [("0", a) for a in args]
+        elif len(args) >= 2:
+            ranges = [(args[0], args[1])]
+        else:
+            ranges = [("0", args[0] if args else "0")]
+        chain: list[dict] = []
+        for loop_name, (lo, hi) in zip(targets, ranges):
+            lo_v, hi_v = _num(lo), _num(hi)
+            ranged = fname != "grid" and len(args) >= 2
+            if ranged and isinstance(lo_v, int) and isinstance(hi_v, int):
+                extent: object = hi_v - lo_v
+            else:
+                extent = hi_v if not ranged else f"{hi} - {lo}"
+            info = LoopInfo(self.func, loop_name, self.order, None, len(self.open_loops))
+            self.order += 1
+            self.index.loops.append(info)
+            self.open_loops.append(info)
+            self.all_open.append(info)
+            self.extents[loop_name] = extent
+            node = {
+                "kind": "loop", "name": loop_name, "qualified": loop_name, "extent": extent, "min": lo_v,
+                "loop_kind": kind, "thread": thread,
+                "annotations": annotations if isinstance(annotations, dict) else {"_": str(annotations)},
+                "line": line, "end_line": line, "children": [], "_info": info,
+            }
+            if chain:
+                chain[-1]["children"].append(node)
+            else:
+                self._add_child(top, node)
+            chain.append(node)
+        return chain
+
+    def _open_block(self, name: str, top: list, indent: int, line: int) -> list:
         for lp in self.open_loops:
             if lp.anchor_block is None:
                 lp.anchor_block = name
-        self.index.blocks.append(BlockInfo(self.func, name, blk, realize))
-        self.inner_buffers += [_buffer_info(b, f"alloc in {name}") for b in blk.alloc_buffers]
-        saved = self.open_loops
-        self.open_loops = []
-        init_children = self.stmt(blk.init) if blk.init is not None else []
-        children = self.stmt(blk.body)
-        self.open_loops = saved
-        for child in init_children:
-            child["in_init"] = True
-        iter_vars = []
-        for iv, value in zip(blk.iter_vars, realize.iter_values):
-            iter_vars.append(
-                {
-                    "name": iv.var.name,
-                    "kind": _ITER_KINDS.get(int(iv.iter_type), str(iv.iter_type)),
-                    "extent": _int_or_str(iv.dom.extent),
-                    "binding": expr_text(value),
-                }
-            )
-        predicate = realize.predicate
-        return {
-            "kind": "block",
-            "name": name,
-            "iter_vars": iter_vars,
-            "reads": [region_text(r) for r in blk.reads],
-            "writes": [region_text(r) for r in blk.writes],
-            "has_init": blk.init is not None,
-            "predicate": None if _is_true(predicate) else expr_text(predicate),
-            "alloc_buffers": [b.name for b in blk.alloc_buffers],
-            "annotations": _annotations(blk.annotations),
-            "line": line,
-            "end_line": self.cursor.end_of(line),
-            "children": init_children + children,
+        for lp in self.all_open:
+            lp.blocks.append(name)
+        self.index.blocks.append(BlockInfo(self.func, name))
+        block = {
+            "kind": "block", "name": name, "iter_vars": [], "reads": [], "writes": [], "has_init": False,
+            "predicate": None, "alloc_buffers": [], "annotations": {}, "line": line, "end_line": line,
+            "children": [], "_init": [],
         }
+        self._add_child(top, block)
+        entry = [indent, "block", block, self.open_loops]
+        self.open_loops = []  # get_loops stops at a block boundary
+        return entry
 
-
-def _is_true(e: object) -> bool:
-    return isinstance(e, tirx.IntImm) and int(e.value) == 1
-
-
-def _annotations(ann: object) -> dict:
-    out = {}
-    for k, v in ann.items():
-        if isinstance(v, (tirx.IntImm, tirx.FloatImm)):
-            out[str(k)] = v.value
-        elif isinstance(v, (int, float, str, bool)):
-            out[str(k)] = v
+    def _add_child(self, top: list, node: dict) -> None:
+        if top[1] == "init":
+            node["in_init"] = True
+            top[2]["_init"].append(node)
+        elif top[1] == "for":
+            top[3][-1]["children"].append(node)
         else:
-            out[str(k)] = str(v)
-    return out
+            top[2]["children"].append(node)
+
+    def _close(self, entry: list, last: int) -> None:
+        _, kind, node, extra = entry
+        if kind == "for":
+            for loop in extra:
+                loop["end_line"] = last
+                self.open_loops.pop()
+                self.all_open.pop()
+        elif kind == "block":
+            node["end_line"] = last
+            node["children"] = node.pop("_init") + node["children"]
+            self.open_loops = extra
+
+    def _block_line(self, block: dict, text: str, func: dict) -> None:
+        am = _AXIS.match(text)
+        if am:
+            targets = [t.strip() for t in am.group(1).split(",")]
+            axis = am.group(2)
+            args = _split_args(am.group(3))
+            if axis == "remap" and len(args) == 2:
+                kinds = str(_lit(args[0]))
+                values = _split_args(args[1].strip()[1:-1])
+                for t, k, v in zip(targets, kinds, values):
+                    block["iter_vars"].append(
+                        {"name": t, "kind": _AXIS_KINDS.get(k, k), "extent": self.extents.get(v), "binding": v}
+                    )
+            elif args:
+                block["iter_vars"].append({"name": targets[0], "kind": _AXIS_KINDS.get(axis, axis),
+                                           "extent": _num(args[0]), "binding": args[1] if len(args) > 1 else ""})
+            return
+        cm = _CALL.match(text)
+        if cm:
+            what, inner = cm.group(1), cm.group(2)
+            if what in ("reads", "writes"):
+                block[what] = _split_args(inner)
+            elif what == "where":
+                block["predicate"] = inner
+            else:
+                attrs = _lit(inner)
+                block["annotations"] = attrs if isinstance(attrs, dict) else {"_": inner}
+            return
+        al = _ALLOC.match(text)
+        if al:
+            func["buffers"].append(self.buffer(al.group(1), al.group(2), f"alloc in {block['name']}"))
+            block["alloc_buffers"].append(al.group(1))
 
 
 def _qualify(index: LoopIndex) -> None:
@@ -309,45 +398,3 @@ def finish_tree(tree: dict) -> dict:
     for f in tree["functions"]:
         visit(f["children"])
     return tree
-
-
-# --- expression text -----------------------------------------------------------------------
-# str(PrimExpr) goes through the script printer (about 30 us each); the loop tree shows many
-# small index expressions, so the common forms are written out here.
-
-_BINOPS = [
-    (tirx.Add, "+", 4),
-    (tirx.Sub, "-", 4),
-    (tirx.Mul, "*", 5),
-    (tirx.FloorDiv, "//", 5),
-    (tirx.FloorMod, "%", 5),
-]
-
-
-def expr_text(e: object, parent_prec: int = 0) -> str:
-    if isinstance(e, tirx.IntImm):
-        return str(int(e.value))
-    if isinstance(e, (tirx.Var, tvm.ir.expr.Var)) and not isinstance(e, tirx.IntImm):
-        name = getattr(e, "name", None)
-        if name is not None:
-            return str(name)
-    for cls, op, prec in _BINOPS:
-        if isinstance(e, cls):
-            text = f"{expr_text(e.a, prec)} {op} {expr_text(e.b, prec + 1)}"
-            return f"({text})" if prec < parent_prec else text
-    return str(e)
-
-
-def region_text(region: object) -> str:
-    buf = region.source
-    parts = []
-    for r in region.region:
-        if isinstance(r.extent, tirx.IntImm) and int(r.extent.value) == 1:
-            parts.append(expr_text(r.min))
-        else:
-            lo = expr_text(r.min)
-            hi = expr_text(tirx.Add(r.min, r.extent)) if not isinstance(r.min, tirx.IntImm) else str(
-                int(r.min.value) + int(r.extent.value)
-            ) if isinstance(r.extent, tirx.IntImm) else f"{lo} + {expr_text(r.extent)}"
-            parts.append(f"{lo}:{hi}")
-    return f"{buf.name}[{', '.join(parts)}]"

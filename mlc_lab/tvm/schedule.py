@@ -24,6 +24,15 @@ from mlc_lab.tvm.messages import plain_summary
 LoopRV = s_tir.schedule.LoopRV
 SBlockRV = s_tir.schedule.SBlockRV
 
+# TVM's Python type checker costs ~0.3 ms a call; our own look-ups pass well-typed handles.
+_raw_get = inspect.unwrap(s_tir.Schedule.get)
+_raw_get_sblock = inspect.unwrap(s_tir.Schedule.get_sblock)
+_raw_get_loops = inspect.unwrap(s_tir.Schedule.get_loops)
+
+
+def _get(sch: s_tir.Schedule, rv: Any) -> Any:
+    return _raw_get(sch, rv)
+
 # The primitives a user may apply by name (TVM's own method names and argument names).
 PRIMITIVES = frozenset(
     """split reorder fuse parallel vectorize unroll bind compute_at reverse_compute_at cache_read
@@ -114,11 +123,11 @@ class State:
         rv = self.block_rvs.get(key)
         if rv is not None:
             try:
-                if self.sch.get(rv).name_hint == name:
+                if _get(self.sch, rv).name_hint == name:
                     return rv
             except Exception:  # noqa: BLE001  (the block was removed or replaced: look it up again)
                 pass
-        rv = self.sch.get_sblock(name, func_name=func)
+        rv = _raw_get_sblock(self.sch, name, func)
         self.block_rvs[key] = rv
         return rv
 
@@ -159,7 +168,7 @@ class State:
 
     def value_of(self, handle: Handle) -> Any:
         rv = self.rv_of(handle)
-        return _plain_value(self.sch.get(rv))
+        return _plain_value(_get(self.sch, rv))
 
     def rv_of(self, handle: Handle) -> Any:
         insts = self.sch.trace.insts
@@ -185,22 +194,19 @@ class State:
             )
         method = getattr(s_tir.Schedule, name)
         try:
-            bound = _signature(name).bind(None, *args, **kwargs)
+            bound = _bind(name, args, kwargs)
         except TypeError as exc:
             raise ScheduleStepError(
-                f"wrong arguments for {name}: {exc}", primitive=name, detail=f"{name}{_signature(name)}"
+                f"wrong arguments for {name}: {exc}", primitive=name, detail=f"{name}{signature_text(name)}"
             ) from None
         new = self.copy()
         mentioned: list[str] = []
         resolver = _Resolver(new, name, resolve_extra, mentioned)
         call_args, call_kwargs = [], {}
-        for pname, value in list(bound.arguments.items())[1:]:
-            param = _signature(name).parameters[pname]
+        for pname, kind, value in bound:
             converted = resolver.convert(pname, value)
-            if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            if kind is inspect.Parameter.VAR_POSITIONAL:
                 call_args.extend(converted)
-            elif param.kind is inspect.Parameter.KEYWORD_ONLY:
-                call_kwargs[pname] = converted
             else:
                 call_kwargs[pname] = converted
         if name == "get_sblock" and call_kwargs.get("func_name") is None:
@@ -208,10 +214,17 @@ class State:
         before = new.trace_length()
         new._invalidate()  # the copy shared our cached views until now; the primitive changes it
         try:
-            result = method(new.sch, *call_args, **call_kwargs)
+            # Without TVM's Python type checker (a third of a primitive's cost): the arguments
+            # were converted above. If TVM still refuses them, ask again through the checker on a
+            # fresh copy, for its clearer wording.
+            result = _raw(name)(new.sch, *call_args, **call_kwargs)
         except ScheduleError as exc:
             raise _step_error(name, exc, mentioned, self) from None
         except Exception as exc:  # noqa: BLE001  (TVM raises many error types; all are a failed step)
+            try:
+                method(self.sch.copy(), *call_args, **call_kwargs)
+            except Exception as checked:  # noqa: BLE001
+                exc = checked
             raise _step_error(name, exc, mentioned, self) from None
         outputs = new._outputs(result, before)
         return new, outputs
@@ -227,14 +240,24 @@ class State:
         for i, rv in enumerate(items):
             handle = Handle(position, i)
             if isinstance(rv, LoopRV):
-                node = self.sch.get(rv)
-                info = self.index.loop_for_node(node)
-                out.append(Output(rv, "loop", info.qualified if info else node.loop_var.name, None, handle))
+                out.append(Output(rv, "loop", self._loop_name(rv), None, handle))
             elif isinstance(rv, SBlockRV):
-                out.append(Output(rv, "block", self.sch.get(rv).name_hint, None, handle))
+                out.append(Output(rv, "block", _get(self.sch, rv).name_hint, None, handle))
             else:
-                out.append(Output(rv, "value", None, _plain_value(self.sch.get(rv)), handle))
+                out.append(Output(rv, "value", None, _plain_value(_get(self.sch, rv)), handle))
         return out
+
+    def _loop_name(self, rv: Any) -> str:
+        """The name a new loop is shown under (qualified when its plain name is shared)."""
+        node = _get(self.sch, rv)
+        plain = str(node.loop_var.name)
+        candidates = self.index.loops_named(plain)
+        if len(candidates) == 1:
+            return candidates[0].qualified
+        for info in candidates:  # several loops share the name: find ours by position
+            if self.index.for_node(info).same_as(node):
+                return info.qualified
+        return plain
 
     # --- decisions --------------------------------------------------------------------------
     def sampling_instructions(self) -> list[tuple[int, Any]]:
@@ -321,7 +344,7 @@ class _Resolver:
     def _mention(self, rv: Any) -> None:
         """Name a loop or block handed over as a handle (trace replay), for error messages."""
         try:
-            node = self.state.sch.get(rv)
+            node = _get(self.state.sch, rv)
         except Exception:  # noqa: BLE001  (a stale handle: TVM will say so when the primitive runs)
             return
         name = getattr(getattr(node, "loop_var", None), "name", None) or getattr(node, "name_hint", None)
@@ -363,8 +386,7 @@ class _Resolver:
         matches = [
             lp
             for lp in index.loops
-            if lp.name == name and (not func or lp.func == func) and (not block or lp.anchor_block == block or
-                                                                      _encloses(index, lp, block))
+            if lp.name == name and (not func or lp.func == func) and (not block or block in lp.blocks)
         ]
         if not func and not block and len({lp.func for lp in matches}) > 1:
             matches = [lp for lp in matches if lp.func == self.state.func] or matches
@@ -394,35 +416,19 @@ class _Resolver:
         loops = self.loops_of.get(key)
         if loops is None:
             block = self.state.block_rv(info.anchor_block, info.func)
-            loops = self.loops_of[key] = list(self.state.sch.get_loops(block))
+            loops = self.loops_of[key] = list(_raw_get_loops(self.state.sch, block))
         return loops[info.depth]
 
 
-def _encloses(index: looptree.LoopIndex, loop: looptree.LoopInfo, block: str) -> bool:
-    """True when ``block`` is somewhere inside ``loop`` (not only its first block)."""
-    for b in index.blocks:
-        if b.name == block and b.func == loop.func:
-            return _contains(loop.node, b.realize)
-    return False
-
-
-def _contains(stmt: Any, target: Any) -> bool:
-    if stmt.same_as(target):
-        return True
-    if isinstance(stmt, tirx.SeqStmt):
-        return any(_contains(s, target) for s in stmt.seq)
-    if isinstance(stmt, s_tir.SBlockRealize):
-        blk = stmt.block
-        return _contains(blk.body, target) or (blk.init is not None and _contains(blk.init, target))
-    if isinstance(stmt, tirx.IfThenElse):
-        return _contains(stmt.then_case, target) or (
-            stmt.else_case is not None and _contains(stmt.else_case, target)
-        )
-    body = getattr(stmt, "body", None)
-    return body is not None and isinstance(body, tirx.Stmt) and _contains(body, target)
-
-
 _SIGNATURES: dict[str, inspect.Signature] = {}
+_RAW: dict[str, Any] = {}
+
+
+def _raw(name: str) -> Any:
+    fn = _RAW.get(name)
+    if fn is None:
+        fn = _RAW[name] = inspect.unwrap(getattr(s_tir.Schedule, name))
+    return fn
 
 
 def _signature(name: str) -> inspect.Signature:
@@ -431,6 +437,40 @@ def _signature(name: str) -> inspect.Signature:
         sig = inspect.signature(inspect.unwrap(getattr(s_tir.Schedule, name)))
         _SIGNATURES[name] = sig
     return sig
+
+
+_PARAMS: dict[str, list[inspect.Parameter]] = {}
+
+
+def _bind(name: str, args: tuple, kwargs: dict) -> list[tuple[str, Any, Any]]:
+    """``Signature.bind`` without its cost: [(param name, kind, value)] for the given arguments."""
+    params = _PARAMS.get(name)
+    if params is None:
+        params = _PARAMS[name] = list(_signature(name).parameters.values())[1:]
+    out, rest, used = [], list(args), set()
+    for p in params:
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            out.append((p.name, p.kind, tuple(rest)))
+            rest = []
+        elif p.kind is inspect.Parameter.KEYWORD_ONLY:
+            if p.name in kwargs:
+                out.append((p.name, p.kind, kwargs[p.name]))
+                used.add(p.name)
+        elif rest:
+            if p.name in kwargs:
+                raise TypeError(f"multiple values for argument '{p.name}'")
+            out.append((p.name, p.kind, rest.pop(0)))
+        elif p.name in kwargs:
+            out.append((p.name, p.kind, kwargs[p.name]))
+            used.add(p.name)
+        elif p.default is inspect.Parameter.empty:
+            raise TypeError(f"missing a required argument: '{p.name}'")
+    if rest:
+        raise TypeError(f"too many positional arguments ({len(args)} given)")
+    unknown = set(kwargs) - used
+    if unknown:
+        raise TypeError(f"got an unexpected keyword argument '{sorted(unknown)[0]}'")
+    return out
 
 
 def signature_text(name: str) -> str:
