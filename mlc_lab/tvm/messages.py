@@ -21,6 +21,13 @@ def _first(involved: list[str], default: str) -> str:
 
 _RULES: list[tuple[re.Pattern[str], object]] = [
     (
+        re.compile(r"stmt2ref"),
+        lambda p, inv, m: (
+            f"{_first(inv, 'the block')} cannot be scheduled: TVM cannot reach it (it is inside another "
+            "block's init, as blockize leaves it)"
+        ),
+    ),
+    (
         re.compile(r"not in a chain"),
         lambda p, inv, m: f"the loops are not in one chain ({_names(inv, 'these loops')} are not nested one inside another)",
     ),

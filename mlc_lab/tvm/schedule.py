@@ -17,7 +17,7 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError, Trace
 
-from mlc_lab.errors import DecisionError, NameResolutionError, ScheduleStepError
+from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError
 from mlc_lab.tvm import looptree
 from mlc_lab.tvm.messages import plain_summary
 
@@ -203,12 +203,17 @@ class State:
         mentioned: list[str] = []
         resolver = _Resolver(new, name, resolve_extra, mentioned)
         call_args, call_kwargs = [], {}
-        for pname, kind, value in bound:
-            converted = resolver.convert(pname, value)
-            if kind is inspect.Parameter.VAR_POSITIONAL:
-                call_args.extend(converted)
-            else:
-                call_kwargs[pname] = converted
+        try:
+            for pname, kind, value in bound:
+                converted = resolver.convert(pname, value)
+                if kind is inspect.Parameter.VAR_POSITIONAL:
+                    call_args.extend(converted)
+                else:
+                    call_kwargs[pname] = converted
+        except MlcLabError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (TVM refused a look-up: e.g. a block inside an init)
+            raise _step_error(name, exc, mentioned, self) from None
         if name == "get_sblock" and call_kwargs.get("func_name") is None:
             call_kwargs["func_name"] = self.func
         before = new.trace_length()

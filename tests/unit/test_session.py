@@ -361,3 +361,15 @@ def test_thread_count_is_set_before_tvm_starts(monkeypatch):
         os.environ["TVM_NUM_THREADS"]
     ) >= 1
     assert usable_cores() >= 1
+
+
+def test_blocks_tvm_cannot_reach_give_a_step_error_not_a_crash():
+    # Found by the property test: after blockize, the init block sits inside the outer block's
+    # init, where TVM's get_sblock fails an internal check.
+    s = Session(CONV)
+    s.apply("blockize", "k")
+    assert "Y_init" in [n["name"] for n in _walk(s.loop_tree()) if n["kind"] == "block"]
+    before = s.script
+    with pytest.raises(ScheduleStepError, match="Y_init cannot be scheduled"):
+        s.apply("reverse_compute_inline", "Y_init")
+    assert s.script == before
