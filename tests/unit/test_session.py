@@ -352,15 +352,28 @@ def _indent(body: str) -> str:
     return "\n".join(line for line in body.splitlines() if line.strip()) + "\n"
 
 
-def test_thread_count_is_set_before_tvm_starts(monkeypatch):
+@pytest.mark.parametrize("preset, expected", [(None, "cores"), ("1", 1)])
+def test_tvm_thread_pool_uses_every_core_unless_the_user_chose(preset, expected):
     import os
+    import subprocess
+    import sys
 
     from mlc_lab._threads import usable_cores
 
-    assert os.environ["TVM_NUM_THREADS"] == os.environ.get("TVM_NUM_THREADS") and int(
-        os.environ["TVM_NUM_THREADS"]
-    ) >= 1
-    assert usable_cores() >= 1
+    env = {k: v for k, v in os.environ.items() if k != "TVM_NUM_THREADS"}
+    if preset is not None:
+        env["TVM_NUM_THREADS"] = preset
+    probe = (
+        "import mlc_lab, os\n"
+        "from mlc_lab.tvm import program\n"  # the first TVM import happens here
+        "import tvm\n"
+        "print(os.environ['TVM_NUM_THREADS'], tvm.get_global_func('runtime.NumThreads')())"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    env_value, pool = out.stdout.split()
+    want = usable_cores() if expected == "cores" else expected
+    assert int(env_value) == want and int(pool) == want
 
 
 def test_blocks_tvm_cannot_reach_give_a_step_error_not_a_crash():
