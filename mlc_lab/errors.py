@@ -62,6 +62,10 @@ class DecisionError(MlcLabError):
 class ConvertError(MlcLabError):
     """Legacy code could not be parsed at all (conversion marks everything else in place)."""
 
+    def __init__(self, message: str, *, line: int | None = None):
+        super().__init__(message)
+        self.line = line
+
 
 class MeasureError(MlcLabError):
     """Building, checking or timing a program failed, or the worker process running it crashed or hung.
