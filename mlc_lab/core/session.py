@@ -80,6 +80,7 @@ class Session:
         self._current = 0
         self._last_child: dict[int, int] = {}
         self._listeners: list[Listener] = []
+        self.measurements: dict[int, Any] = {}  # step id -> Measurement
 
     # --- construction from traces --------------------------------------------------------------
     @classmethod
@@ -419,6 +420,47 @@ class Session:
                        label=f"decision #{index} = {clean}", args=[index, clean])
         return self.current
 
+    # --- analysis and measurement ---------------------------------------------------------------
+    def footprint(self, loop: str, at: dict[str, int] | None = None, step: int | None = None) -> dict:
+        """Which elements of every buffer the iterations of ``loop`` touch, with the enclosing loops
+        fixed at ``at`` (names as in the script; missing ones are 0). See ``mlc_lab.core.access``."""
+        from mlc_lab.core import access
+
+        func, node = self._loop_node(loop, step)
+        return access.footprint(func, node, _plain_at(at))
+
+    def gpu_stats(self, loop: str, at: dict[str, int] | None = None, warp: int | None = None,
+                  block: dict | None = None, step: int | None = None) -> Any:
+        """Coalescing (sectors per request) and shared-memory bank conflicts for one warp."""
+        from mlc_lab.core import access
+
+        func, node = self._loop_node(loop, step)
+        return access.gpu_stats(func, node, _plain_at(at), warp=warp, block=block)
+
+    def _loop_node(self, loop: str, step: int | None) -> tuple[Any, Any]:
+        state = self._state if step is None else self._state_of(step)
+        info = state.find_loop(loop)
+        return state.loop_node(info)
+
+    def measure(self, target: Any = "cpu", step: int | None = None, **kwargs: Any) -> Any:
+        """Build the step (default: current), check it against the original program on random inputs,
+        and time it in a worker process. The result is also kept in ``measurements``."""
+        from mlc_lab.core.measure import measure
+
+        sid = self._current if step is None else step
+        module = self._state_of(sid).mod
+        result = measure(module, self._original, self.func_name, target, **kwargs)
+        self.measurements[sid] = result
+        self._notify("measure")
+        return result
+
+    def cuda_source(self, step: int | None = None, **kwargs: Any) -> Any:
+        """The CUDA kernel this step compiles to (no GPU needed); refuses unbound programs."""
+        from mlc_lab.core.measure import cuda_source
+
+        module = self._state.mod if step is None else self._state_of(step).mod
+        return cuda_source(module, self.func_name, **kwargs)
+
     # --- change notification --------------------------------------------------------------------
     def on_change(self, callback: Listener) -> Callable[[], None]:
         """Call ``callback(session, event)`` after every change; returns a function that unsubscribes."""
@@ -459,6 +501,13 @@ class Session:
         from mlc_lab.widgets import explorer
 
         return explorer.Explorer(self)
+
+
+def _plain_at(at: dict[str, int] | None) -> dict[str, int] | None:
+    """Enclosing-loop values may be given by qualified names (``Y/i``); the analysis wants ``i``."""
+    if not at:
+        return at
+    return {str(k).rpartition(":")[2].rpartition("/")[2]: int(v) for k, v in at.items()}
 
 
 def perfect_tilings(extent: int, n: int, max_innermost: int, limit: int = 5000) -> list[list[int]]:

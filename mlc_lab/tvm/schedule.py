@@ -264,6 +264,14 @@ class State:
                 return info.qualified
         return plain
 
+    def find_loop(self, text: str) -> looptree.LoopInfo:
+        """A loop by the name shown in the script (``j_0``, ``Y/j``, ``func:Y/j``)."""
+        return _Resolver(self, "footprint", None, []).find_loop(text)
+
+    def loop_node(self, info: looptree.LoopInfo) -> tuple[Any, Any]:
+        """(the PrimFunc, the ``For`` node) behind a loop of the loop tree."""
+        return self.sch.mod[info.func], self.index.for_node(info)
+
     # --- decisions --------------------------------------------------------------------------
     def sampling_instructions(self) -> list[tuple[int, Any]]:
         return [(pos, inst) for pos, inst in enumerate(self.sch.trace.insts) if inst.kind.name in SAMPLING_KINDS]
