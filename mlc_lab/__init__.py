@@ -41,6 +41,10 @@ def __getattr__(name: str):
         from mlc_lab.core.session import Sampled
 
         return Sampled
+    if name == "explore":
+        from mlc_lab.widgets.explorer import explore
+
+        return explore
     raise AttributeError(f"module 'mlc_lab' has no attribute {name!r}")
 
 __all__ = [
@@ -53,6 +57,7 @@ __all__ = [
     "TraceParseError",
     "Session",
     "__version__",
+    "explore",
     "convert",
     "load",
 ]

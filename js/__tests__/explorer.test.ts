@@ -1,0 +1,265 @@
+// @vitest-environment jsdom
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import widget from "../explorer";
+import { SCRIPT, fakeModel, mmRelu, tick, treeBytes } from "./fixtures";
+
+type Model = ReturnType<typeof fakeModel>;
+let model: Model;
+let el: HTMLElement;
+let cleanup: (() => void) | void;
+
+const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
+const $$ = (sel: string) => Array.from(el.querySelectorAll<HTMLElement>(sel));
+const row = (kind: string, name: string) => $(`.mlc-row[data-kind="${kind}"][data-name="${name}"]`)!;
+const key = (k: string, extra: KeyboardEventInit = {}) =>
+  $(".mlc-explorer")!.dispatchEvent(new KeyboardEvent("keydown", { key: k, bubbles: true, cancelable: true, ...extra }));
+
+async function mount(initial = {}) {
+  model = fakeModel(initial);
+  el = document.createElement("div");
+  document.body.append(el);
+  cleanup = (await widget.render({ model: model as any, el, signal: new AbortController().signal } as any)) as any;
+}
+
+beforeEach(async () => {
+  await mount();
+});
+afterEach(() => {
+  if (typeof cleanup === "function") cleanup();
+  el.remove();
+});
+
+describe("explorer view", () => {
+  it("renders the loop nest, the code and the history; JupyterLab shortcuts are suppressed", () => {
+    expect($$(".mlc-row").length).toBe(8);
+    expect(row("loop", "Y/i").textContent).toContain("128");
+    expect($(".mlc-row[data-name='Y'] .mlc-iter-reduce")?.textContent).toBe("R");
+    expect($(".mlc-row[data-name='Y'] .mlc-init")).not.toBeNull();
+    expect($(".mlc-code-main .cm-content")?.textContent).toContain("line 1");
+    expect($$(".mlc-hrow").length).toBe(1);
+    expect($(".mlc-explorer")?.getAttribute("data-lm-suppress-shortcuts")).toBe("true");
+    expect(($(".mlc-undo") as HTMLButtonElement).disabled).toBe(true);
+  });
+
+  it("clicking a row selects it (synced to Python) and offers what applies", async () => {
+    row("loop", "Y/j").click();
+    expect(model.state.selection).toEqual({ kind: "loop", name: "Y/j" });
+    expect(model.save_changes).toHaveBeenCalled();
+    await tick();
+    expect(row("loop", "Y/j").classList.contains("mlc-selected")).toBe(true);
+    const prims = $$(".mlc-prim").map((b) => b.dataset.primitive);
+    expect(prims).toEqual(expect.arrayContaining(["split", "reorder", "fuse", "parallel"]));
+    expect(prims).not.toContain("compute_at");
+  });
+
+  it("marks loop kinds with badges", async () => {
+    const tree = mmRelu();
+    Object.assign(tree.functions[0].children[1], { loop_kind: "thread_binding", thread: "blockIdx.x" });
+    model.set("loop_tree_json", treeBytes(tree));
+    await tick();
+    expect(row("loop", "C/i").querySelector(".mlc-kind-thread_binding")?.textContent).toBe("blockIdx.x");
+  });
+
+  it("a T.where guard shows on its block; hovering a row previews its lines", async () => {
+    const tree = mmRelu();
+    const y = (tree.functions[0].children[0] as any).children[0].children[0].children[0];
+    y.predicate = "j_0 * 5 + j_1 < 128";
+    model.set("loop_tree_json", treeBytes(tree));
+    await tick();
+    expect(row("block", "Y").querySelector(".mlc-where")?.getAttribute("title")).toContain("T.where(j_0 * 5 + j_1 < 128)");
+    row("block", "C").dispatchEvent(new MouseEvent("mouseenter"));
+    expect($$(".mlc-code-main .mlc-line-hover").length).toBeGreaterThan(0);
+    row("block", "C").dispatchEvent(new MouseEvent("mouseleave"));
+    expect($$(".mlc-code-main .mlc-line-hover").length).toBe(0);
+  });
+
+  it("split form: presets, a predicate warning, and the apply request", async () => {
+    row("loop", "Y/j").click();
+    await tick();
+    $(".mlc-prim[data-primitive='split']")!.click();
+    const form = $(".mlc-form[data-primitive='split']")!;
+    const inputs = form.querySelectorAll<HTMLInputElement>(".mlc-factor");
+    inputs[1].value = "5";
+    inputs[1].dispatchEvent(new Event("input"));
+    expect(form.querySelector(".mlc-factor-note")!.textContent).toMatch(/predicate/);
+    expect(form.querySelector(".mlc-factor-note")!.className).toContain("mlc-warn-text");
+    inputs[1].dispatchEvent(new Event("focus"));
+    const chip = Array.from(form.querySelectorAll<HTMLButtonElement>(".mlc-chip")).find((c) => c.textContent === "4")!;
+    chip.click();
+    (form.querySelector(".mlc-apply") as HTMLButtonElement).click();
+    const req = model.requests().at(-1)!;
+    expect(req.method).toBe("apply");
+    expect(req.params).toEqual({ primitive: "split", args: [], kwargs: { loop: "Y/j", factors: [null, 4] } });
+  });
+
+  it("an invalid split cannot be applied", async () => {
+    row("loop", "Y/j").click();
+    await tick();
+    $(".mlc-prim[data-primitive='split']")!.click();
+    const form = $(".mlc-form")!;
+    const inputs = form.querySelectorAll<HTMLInputElement>(".mlc-factor");
+    inputs[0].value = "2";
+    inputs[0].dispatchEvent(new Event("input"));
+    inputs[1].value = "2";
+    inputs[1].dispatchEvent(new Event("input"));
+    expect((form.querySelector(".mlc-apply") as HTMLButtonElement).disabled).toBe(true);
+  });
+
+  it("reorder form moves loops", async () => {
+    row("loop", "Y/j").click();
+    await tick();
+    key("r");
+    const items = () => $$(".mlc-order-item").map((i) => i.dataset.loop);
+    expect(items()).toEqual(["Y/i", "Y/j", "k"]);
+    ($$(".mlc-order-item")[2].querySelector(".mlc-up") as HTMLButtonElement).click();
+    expect(items()).toEqual(["Y/i", "k", "Y/j"]);
+    ($(".mlc-form .mlc-apply") as HTMLButtonElement).click();
+    expect(model.requests().at(-1)!.params).toEqual({ primitive: "reorder", args: ["Y/i", "k", "Y/j"], kwargs: {} });
+  });
+
+  it("a primitive without fields applies at once", async () => {
+    row("loop", "C/i").click();
+    await tick();
+    $(".mlc-prim[data-primitive='parallel']")!.click();
+    expect(model.requests().at(-1)!.params).toEqual({ primitive: "parallel", args: [], kwargs: { loop: "C/i" } });
+  });
+
+  it("re-renders when Python changes the state (a step from a cell)", async () => {
+    model.set("script", `${SCRIPT}\nline 27`);
+    model.set("changed_lines", [27]);
+    model.set("steps", [
+      { id: 0, parent: null, children: [1], primitive: "", label: "original program" },
+      { id: 1, parent: 0, children: [], primitive: "parallel", label: "parallel(C/i)" },
+    ]);
+    model.set("current", 1);
+    model.set("can_undo", true);
+    await tick();
+    expect($(".mlc-code-main .cm-content")?.textContent).toContain("line 27");
+    expect($(".mlc-line-changed")).not.toBeNull();
+    expect($$(".mlc-hrow").length).toBe(2);
+    expect($(".mlc-hrow.mlc-current")?.textContent).toContain("parallel(C/i)");
+    expect($(".mlc-step-label")?.textContent).toContain("parallel(C/i)");
+    model.set("steps", [
+      { id: 0, parent: null, children: [1], primitive: "", label: "original program", kind: "root" },
+      { id: 1, parent: 0, children: [], primitive: "SamplePerfectTile", label: "decision #0 = [8, 16]", kind: "decision" },
+    ]);
+    await tick();
+    expect($(".mlc-hrow.mlc-current .mlc-hkind")?.textContent).toBe("decision");
+    expect(($(".mlc-undo") as HTMLButtonElement).disabled).toBe(false);
+  });
+
+  it("history: clicking a step sends goto", async () => {
+    model.set("steps", [
+      { id: 0, parent: null, children: [1], primitive: "", label: "original program" },
+      { id: 1, parent: 0, children: [], primitive: "parallel", label: "parallel" },
+    ]);
+    model.set("current", 1);
+    await tick();
+    $$(".mlc-hrow")[0].click();
+    expect(model.requests().at(-1)).toMatchObject({ method: "goto", params: { step: 0 } });
+    // undo/goto only restyle the rows
+    const first = $$(".mlc-hrow")[0];
+    model.set("current", 0);
+    await tick();
+    expect($$(".mlc-hrow")[0]).toBe(first);
+    expect(first.classList.contains("mlc-current")).toBe(true);
+    expect($$(".mlc-hrow")[1].classList.contains("mlc-current")).toBe(false);
+    $$(".mlc-hrow")[1].click();
+    expect(model.requests().at(-1)).toMatchObject({ method: "goto", params: { step: 1 } });
+  });
+
+  it("shows an error with the involved loops highlighted; Esc asks to clear it", async () => {
+    model.set("error", { source: "apply", primitive: "vectorize", summary: "k is a reduction loop", involved: ["k", "Y"], detail: "TVM says no" });
+    model.set("failures", [{ id: 1, parent: 0, primitive: "vectorize", label: "vectorize(k)", summary: "k is a reduction loop", detail: "", involved: ["k"] }]);
+    await tick();
+    expect($(".mlc-banner")!.hidden).toBe(false);
+    expect($(".mlc-error-summary")!.textContent).toBe("vectorize: k is a reduction loop");
+    expect($$(".mlc-row.mlc-involved").map((r) => r.dataset.name)).toEqual(["k", "Y"]);
+    expect($(".mlc-hrow-failure")?.textContent).toContain("vectorize(k)");
+    key("Escape");
+    expect(model.requests().at(-1)!.method).toBe("clear_error");
+    model.set("error", {});
+    await tick();
+    expect($(".mlc-banner")!.hidden).toBe(true);
+  });
+
+  it("keyboard: arrows move the selection, ctrl+z / ctrl+shift+z / ctrl+y undo and redo", async () => {
+    key("ArrowDown");
+    expect(model.state.selection).toEqual({ kind: "func", name: "mm_relu" });
+    key("ArrowDown");
+    expect(model.state.selection).toEqual({ kind: "loop", name: "Y/i" });
+    await tick();
+    key("ArrowRight");
+    expect(model.state.selection).toEqual({ kind: "loop", name: "Y/j" });
+    await tick();
+    key("ArrowLeft");
+    expect(model.state.selection).toEqual({ kind: "loop", name: "Y/i" });
+    key("z", { ctrlKey: true });
+    key("z", { ctrlKey: true, shiftKey: true });
+    key("y", { ctrlKey: true });
+    expect(model.requests().map((r) => r.method)).toEqual(["undo", "redo", "redo"]);
+  });
+
+  it("keys typed into a form stay in the form", async () => {
+    row("loop", "Y/j").click();
+    await tick();
+    key("s");
+    const input = $(".mlc-factor") as HTMLInputElement;
+    input.dispatchEvent(new KeyboardEvent("keydown", { key: "r", bubbles: true }));
+    expect($(".mlc-form[data-primitive='reorder']")).toBeNull();
+    expect($(".mlc-form[data-primitive='split']")).not.toBeNull();
+  });
+
+  it("trace tab: decision knobs send set_decision, replay sends the edited text", async () => {
+    model.set("decisions", [{ index: 0, kind: "SamplePerfectTile", value: [32, 4], choices: [[128, 1], [64, 2], [32, 4], [16, 8]], loop: "k", extent: 128 }]);
+    model.set("trace", "sch.split(l, [None, 4])");
+    await tick();
+    ($(".mlc-tab-trace") as HTMLButtonElement).click();
+    const select = $(".mlc-knob select") as HTMLSelectElement;
+    expect(select.value).toBe("2");
+    select.value = "3";
+    select.dispatchEvent(new Event("change"));
+    expect(model.requests().at(-1)).toMatchObject({ method: "set_decision", params: { index: 0, value: [16, 8] } });
+    ($(".mlc-replay") as HTMLButtonElement).click();
+    expect(model.requests().at(-1)).toMatchObject({ method: "replay", params: { trace: "sch.split(l, [None, 4])" } });
+  });
+
+  it("a replay error is shown at its line", async () => {
+    ($(".mlc-tab-trace") as HTMLButtonElement).click();
+    model.set("trace", "a\nb\nc");
+    await tick();
+    model.set("error", { source: "replay", summary: "not a schedule call", line: 2 });
+    await tick();
+    expect($(".mlc-trace-status")!.textContent).toBe("line 2: not a schedule call");
+    expect($(".mlc-trace .mlc-line-error")).not.toBeNull();
+  });
+
+  it("diff mode fetches the base script once and shows a merge view", async () => {
+    model.set("steps", [
+      { id: 0, parent: null, children: [1], primitive: "", label: "original program" },
+      { id: 1, parent: 0, children: [], primitive: "parallel", label: "parallel" },
+    ]);
+    model.set("current", 1);
+    await tick();
+    const mode = $(".mlc-diff-mode") as HTMLSelectElement;
+    mode.value = "split";
+    mode.dispatchEvent(new Event("change"));
+    const req = model.requests().at(-1)!;
+    expect(req).toMatchObject({ method: "script_at", params: { step: "0" } });
+    model.reply({ bytes: 3 }, true, [new DataView(new TextEncoder().encode("old").buffer)]);
+    await tick();
+    await tick();
+    expect($(".mlc-code-diff")!.hidden).toBe(false);
+    expect($(".cm-mergeView")).not.toBeNull();
+    mode.value = "unified";
+    mode.dispatchEvent(new Event("change"));
+    await tick();
+    expect(model.requests().filter((r) => r.method === "script_at").length).toBe(1); // cached
+  });
+
+  it("cleans up on close", () => {
+    if (typeof cleanup === "function") cleanup();
+    cleanup = undefined;
+    expect(el.querySelector(".mlc-explorer")).toBeNull();
+  });
+});

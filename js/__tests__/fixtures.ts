@@ -1,0 +1,111 @@
+// Shared test data: the loop tree of mm_relu as mlc_lab's Session reports it, and a fake model.
+import { vi } from "vitest";
+import type { BlockNode, ExplorerModel, LoopNode, LoopTree } from "../lib/types";
+
+export function loop(name: string, extent: number, children: Array<LoopNode | BlockNode> = [], extra: Partial<LoopNode> = {}): LoopNode {
+  return { kind: "loop", name, qualified: name, extent, min: 0, loop_kind: "serial", thread: null, annotations: {}, line: 1, end_line: 1, children, ...extra };
+}
+
+export function block(name: string, kinds: string[], extra: Partial<BlockNode> = {}): BlockNode {
+  return {
+    kind: "block",
+    name,
+    iter_vars: kinds.map((k, i) => ({ name: `v${i}`, kind: k, extent: 128, binding: ["i", "j", "k"][i] })),
+    reads: ["A[vi, vk]", "B[vk, vj]"],
+    writes: [`${name}[vi, vj]`],
+    has_init: kinds.includes("reduce"),
+    alloc_buffers: [],
+    annotations: {},
+    line: 1,
+    end_line: 1,
+    children: [],
+    ...extra,
+  };
+}
+
+/** mm_relu: Y under i/j/k (lines 12-19), C under i/j (lines 20-25). */
+export function mmRelu(): LoopTree {
+  const y = block("Y", ["spatial", "spatial", "reduce"], { line: 13, end_line: 19 });
+  const c = block("C", ["spatial", "spatial"], { reads: ["Y[vi, vj]"], writes: ["C[vi, vj]"], line: 21, end_line: 25 });
+  return {
+    func: "mm_relu",
+    functions: [
+      {
+        kind: "func",
+        name: "mm_relu",
+        buffers: [{ name: "A", shape: [128, 128], dtype: "float32", scope: "global" }],
+        children: [
+          loop("i", 128, [loop("j", 128, [loop("k", 128, [y], { line: 12, end_line: 19 })], { qualified: "Y/j", line: 12, end_line: 19 })], { qualified: "Y/i", line: 12, end_line: 19 }),
+          loop("i", 128, [loop("j", 128, [c], { qualified: "C/j", line: 20, end_line: 25 })], { qualified: "C/i", line: 20, end_line: 25 }),
+        ],
+      },
+    ],
+  };
+}
+
+/** How Python sends the loop tree: UTF-8 JSON in a binary buffer. */
+export function treeBytes(tree: unknown): DataView {
+  return new DataView(new TextEncoder().encode(JSON.stringify(tree)).buffer);
+}
+
+export const SCRIPT = Array.from({ length: 26 }, (_, i) => `line ${i + 1}`).join("\n");
+
+type Handler = (...args: any[]) => void;
+
+/** The part of anywidget's model the views use: get/set/on/off/save_changes/send. */
+export function fakeModel(initial: Partial<ExplorerModel> = {}) {
+  const state: Record<string, unknown> = {
+    func: "mm_relu",
+    script: SCRIPT,
+    loop_tree_json: treeBytes(mmRelu()),
+    steps: [{ id: 0, parent: null, children: [], primitive: "", label: "original program" }],
+    current: 0,
+    changed_lines: [],
+    decisions: [],
+    trace: "",
+    selection: {},
+    error: {},
+    failures: [],
+    can_undo: false,
+    can_redo: false,
+    height: "600px",
+    ...initial,
+  };
+  const handlers = new Map<string, Set<Handler>>();
+  const model = {
+    state,
+    get: (k: string) => state[k],
+    set: (k: string, v: unknown) => {
+      state[k] = v;
+      for (const h of handlers.get(`change:${k}`) ?? []) h();
+    },
+    on: (event: string, h: Handler) => {
+      if (!handlers.has(event)) handlers.set(event, new Set());
+      handlers.get(event)!.add(h);
+    },
+    off: (event?: string | null, h?: Handler | null) => {
+      if (!event) handlers.clear();
+      else if (!h) handlers.delete(event);
+      else handlers.get(event)?.delete(h);
+    },
+    save_changes: vi.fn(),
+    send: vi.fn(),
+    widget_manager: { get_model: vi.fn() },
+    /** Python -> front end: a custom message. */
+    emit(msg: unknown, buffers: DataView[] = []) {
+      for (const h of handlers.get("msg:custom") ?? []) h(msg, buffers);
+    },
+    /** The requests the view sent, in order. */
+    requests(): Array<{ id: string; method: string; params: any }> {
+      return model.send.mock.calls.map((c: any[]) => c[0]).filter((m: any) => m?.kind === "mlc-request");
+    },
+    /** Answer the latest request. */
+    reply(result: unknown = {}, ok = true, buffers: DataView[] = []) {
+      const req = model.requests().at(-1)!;
+      model.emit(ok ? { kind: "mlc-response", id: req.id, ok, result } : { kind: "mlc-response", id: req.id, ok, error: result }, buffers);
+    },
+  };
+  return model;
+}
+
+export const tick = () => new Promise((r) => setTimeout(r, 0));

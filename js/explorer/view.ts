@@ -1,0 +1,680 @@
+// The explorer view: wires the panels to the widget model. Traits are the state; user actions go
+// to Python as requests (lib/rpc) and come back as trait changes, so a step applied from Python
+// and a click render through the same path.
+
+import type { AnyModel } from "@anywidget/types";
+import { downloadText, h, keepFocus, revealInContainer } from "../lib/dom";
+import { Rpc, RpcFailure, bufferText, parseJsonBuffer } from "../lib/rpc";
+import type { ExplorerError, ExplorerModel, FailureInfo, Selection, StepId } from "../lib/types";
+import { CodeView, type DiffMode, type Marks } from "./code";
+import { type FormHandle, renderForm } from "./forms";
+import { diffBases, historyRows } from "./history";
+import { SHORTCUT_HELP, isEditableTarget, keyAction } from "./keys";
+import { type ApplyCall, type Offer, applicable, buildCall, defaultValues, offerForKey } from "./primitives";
+import { TracePanel } from "./trace";
+import { type Entry, TreeIndex, lineSpan } from "./tree";
+import { renderTree } from "./tree_view";
+
+type Model = AnyModel<ExplorerModel>;
+
+export interface LatencySample {
+  primitive: string;
+  ms: number; // click -> first frame painted with the new state
+  stateMs?: number; // click -> the kernel's state update arrived
+  drawMs?: number; // time spent drawing that update
+  kernelMs?: number; // time the kernel spent on the request
+}
+
+declare global {
+  interface Window {
+    __mlcLab?: { latencies: LatencySample[] };
+  }
+}
+
+export class ExplorerView {
+  readonly root: HTMLElement;
+  private rpc: Rpc;
+  private index: TreeIndex;
+  private code: CodeView;
+  private trace: TracePanel;
+  private treeHost: HTMLElement;
+  private primHost: HTMLElement;
+  private historyHost: HTMLElement;
+  private banner: HTMLElement;
+  private stepLabel: HTMLElement;
+  private undoBtn: HTMLButtonElement;
+  private redoBtn: HTMLButtonElement;
+  private diffSel: HTMLSelectElement;
+  private baseSel: HTMLSelectElement;
+  private busyEl: HTMLElement;
+  private tabs: Record<"history" | "trace", HTMLElement>;
+  private collapsed = new Set<string>();
+  private revealedKey: string | null = null;
+  private form: { offer: Offer; handle: FormHandle; entryKey: string } | null = null;
+  private inspected: FailureInfo | null = null;
+  private diffMode: DiffMode = "off";
+  private diffBase: string | null = null;
+  private diffBaseChosen = false; // the user picked a base; otherwise it follows the parent step
+  private scripts = new Map<string, string>(); // step id -> script (immutable per step)
+  private pendingClick: { t0: number; primitive: string; tState?: number; drawMs?: number; kernelMs?: number } | null = null;
+  private dirty = new Set<string>();
+  private flushQueued = false;
+  private disposers: Array<() => void> = [];
+
+  constructor(private model: Model) {
+    this.rpc = new Rpc(model);
+    this.index = new TreeIndex(parseJsonBuffer(model.get("loop_tree_json")));
+
+    const btn = (label: string, title: string, cls: string, onclick: () => void) =>
+      h("button", { class: `mlc-btn ${cls}`, title, onclick, onmousedown: keepFocus }, label) as HTMLButtonElement;
+    this.undoBtn = btn("↶ Undo", "Undo (Ctrl/⌘+Z)", "mlc-undo", () => this.call("undo"));
+    this.redoBtn = btn("↷ Redo", "Redo (Ctrl/⌘+Shift+Z or Ctrl+Y)", "mlc-redo", () => this.call("redo"));
+    this.stepLabel = h("span", { class: "mlc-step-label" });
+    this.diffSel = h("select", { class: "mlc-diff-mode", title: "compare with an earlier step" }) as HTMLSelectElement;
+    for (const [v, l] of [
+      ["off", "Code"],
+      ["unified", "Diff: unified"],
+      ["split", "Diff: side by side"],
+    ])
+      this.diffSel.append(h("option", { value: v }, l));
+    this.diffSel.addEventListener("change", () => {
+      this.diffMode = this.diffSel.value as DiffMode;
+      this.baseSel.hidden = this.diffMode === "off";
+      if (this.diffMode !== "off") this.drawBases();
+      void this.renderDiff();
+    });
+    this.baseSel = h("select", { class: "mlc-diff-base", title: "step to compare against", hidden: true }) as HTMLSelectElement;
+    this.baseSel.addEventListener("change", () => {
+      this.diffBase = this.baseSel.value;
+      this.diffBaseChosen = true;
+      void this.renderDiff();
+    });
+    this.busyEl = h("span", { class: "mlc-busy", hidden: true }, "working…");
+    const toolbar = h(
+      "div",
+      { class: "mlc-toolbar" },
+      h("span", { class: "mlc-title" }, "Schedule explorer"),
+      this.undoBtn,
+      this.redoBtn,
+      this.stepLabel,
+      this.busyEl,
+      h("span", { class: "mlc-spacer" }),
+      this.diffSel,
+      this.baseSel,
+      btn("Export HTML", "Download a self-contained HTML page of all steps", "mlc-export-html", () => void this.exportHtml()),
+      btn("?", "Keyboard shortcuts", "mlc-help-btn", () => this.toggleHelp()),
+    );
+    this.banner = h("div", { class: "mlc-banner", hidden: true });
+
+    this.treeHost = h("div", { class: "mlc-tree", role: "tree" });
+    this.primHost = h("div", { class: "mlc-primitives" });
+    const left = h("div", { class: "mlc-left" }, h("div", { class: "mlc-section-title" }, "Loop nest"), this.treeHost, h("div", { class: "mlc-section-title" }, "Primitives"), this.primHost);
+    const center = h("div", { class: "mlc-center" });
+    this.historyHost = h("div", { class: "mlc-history" });
+    this.trace = new TracePanel({
+      replay: (text) => void this.replay(text),
+      setDecision: (index, value) => this.call("set_decision", { index, value }, "set_decision"),
+      exportTrace: (format) => void this.exportTrace(format),
+      importTrace: (text, filename) => void this.importTrace(text, filename),
+    });
+    this.tabs = { history: this.historyHost, trace: this.trace.el };
+    const tabBar = h("div", { class: "mlc-tabs" });
+    for (const name of ["history", "trace"] as const) {
+      tabBar.append(h("button", { class: `mlc-tab mlc-tab-${name}`, dataset: { tab: name }, onclick: () => this.showTab(name) }, name === "history" ? "History" : "Trace & decisions"));
+    }
+    const right = h("div", { class: "mlc-right" }, tabBar, this.historyHost, this.trace.el);
+    this.root = h(
+      "div",
+      { class: "mlc-explorer", tabindex: "0", "data-lm-suppress-shortcuts": "true", style: { height: model.get("height") || "640px" } },
+      toolbar,
+      this.banner,
+      h("div", { class: "mlc-body" }, left, center, right),
+    );
+    this.code = new CodeView(center, (line) => this.selectAtLine(line));
+    this.root.addEventListener("keydown", (ev) => this.onKey(ev));
+    this.showTab("history");
+
+    const watch = (name: keyof ExplorerModel) => {
+      const cb = () => this.invalidate(name);
+      model.on(`change:${name}`, cb);
+      this.disposers.push(() => model.off(`change:${name}`, cb));
+    };
+    for (const name of ["script", "changed_lines", "loop_tree_json", "steps", "current", "failures", "decisions", "trace", "selection", "error", "can_undo", "can_redo", "height"] as const) watch(name);
+    for (const name of ["script", "loop_tree_json", "steps", "decisions", "trace", "error", "can_undo"]) this.dirty.add(name);
+    this.flush();
+  }
+
+  // ---- state -> DOM ----------------------------------------------------------------------------
+
+  private invalidate(name: string): void {
+    this.dirty.add(name);
+    if (this.flushQueued) return;
+    this.flushQueued = true;
+    // Python sends a step's traits in one message; draw once after all of its change events.
+    queueMicrotask(() => this.flush());
+  }
+
+  private flush(): void {
+    this.flushQueued = false;
+    const tFlush = performance.now();
+    if (this.pendingClick && this.pendingClick.tState === undefined) this.pendingClick.tState = tFlush;
+    const hadFocus = typeof document !== "undefined" && this.root.contains(document.activeElement);
+    const d = this.dirty;
+    this.dirty = new Set();
+    const has = (...names: string[]) => names.some((n) => d.has(n));
+    if (has("loop_tree_json")) this.index = new TreeIndex(parseJsonBuffer(this.model.get("loop_tree_json")));
+    if (has("height")) this.root.style.height = this.model.get("height") || "640px";
+    if (has("error", "failures")) this.inspected = null;
+    if (has("loop_tree_json", "selection", "error")) {
+      this.drawTree();
+      this.drawPrimitives(has("loop_tree_json"));
+    }
+    if (has("script", "changed_lines", "loop_tree_json", "selection", "error")) this.drawCode(has("selection"));
+    if (has("steps", "current", "failures")) this.drawHistory();
+    if (has("steps", "current", "can_undo", "can_redo")) this.drawToolbar();
+    if (has("error")) this.drawBanner();
+    if (has("decisions")) this.trace.setDecisions(this.model.get("decisions") ?? []);
+    if (has("trace")) this.trace.setTrace(this.model.get("trace") ?? "");
+    if (has("error")) this.drawTraceError();
+    if (this.diffMode !== "off" && has("script", "current", "steps")) void this.renderDiff();
+    if (has("script", "error") && this.pendingClick) {
+      this.pendingClick.drawMs = performance.now() - tFlush;
+      this.recordLatency();
+    }
+    // Redrawn panels may have removed the focused button: keep keyboard focus in the explorer.
+    if (hadFocus && !this.root.contains(document.activeElement)) this.root.focus({ preventScroll: true });
+  }
+
+  private selection(): Selection | null {
+    const s = this.model.get("selection") as Selection | Record<string, never>;
+    return s && "name" in s && s.name ? (s as Selection) : null;
+  }
+
+  private selectedEntry(): Entry | undefined {
+    return this.index.find(this.selection());
+  }
+
+  private shownError(): ExplorerError | null {
+    if (this.inspected) return { ...this.inspected, source: "apply" };
+    const e = this.model.get("error") as ExplorerError | Record<string, never>;
+    return e && "summary" in e && e.summary ? (e as ExplorerError) : null;
+  }
+
+  private involvedEntries(): Entry[] {
+    return this.index.findAll(this.shownError()?.involved ?? []);
+  }
+
+  private drawTree(): void {
+    const sel = this.selectedEntry();
+    const selectedEl = renderTree(
+      this.treeHost,
+      this.index,
+      { selectedKey: sel?.key ?? null, involvedKeys: new Set(this.involvedEntries().map((e) => e.key)), collapsed: this.collapsed },
+      (e) => this.select(e),
+      (e) => {
+        if (this.collapsed.has(e.key)) this.collapsed.delete(e.key);
+        else this.collapsed.add(e.key);
+        this.drawTree();
+      },
+      (e) => this.hover(e),
+    );
+    if (selectedEl && sel?.key !== this.revealedKey) {
+      this.revealedKey = sel?.key ?? null;
+      revealInContainer(this.treeHost, selectedEl);
+    }
+  }
+
+  /** Preview a tree row's lines in the code while the mouse is over it. */
+  private hover(e: Entry | null): void {
+    const span = e ? lineSpan(e.node) : null;
+    const marks = this.code.currentMarks;
+    if ((marks.hover ?? null) === span || (marks.hover && span && marks.hover[0] === span[0] && marks.hover[1] === span[1])) return;
+    this.code.setMarks({ ...marks, hover: span });
+  }
+
+  private drawCode(scroll: boolean): void {
+    const sel = this.selectedEntry();
+    const span = sel ? lineSpan(sel.node) : null;
+    const marks: Marks = {
+      changed: this.model.get("changed_lines") ?? [],
+      selected: span,
+      involved: this.involvedEntries()
+        .map((e) => lineSpan(e.node))
+        .filter((s): s is [number, number] => !!s)
+        .map(([a]) => [a, a] as [number, number]),
+    };
+    const firstChanged = marks.changed.length ? Math.min(...marks.changed) : null;
+    this.code.update(this.model.get("script") ?? "", marks, scroll && span ? span[0] : firstChanged);
+  }
+
+  private drawPrimitives(treeChanged: boolean): void {
+    const sel = this.selectedEntry();
+    const offers = applicable(sel, this.index);
+    if (this.form && (treeChanged || this.form.entryKey !== sel?.key)) this.form = null;
+    const header = sel
+      ? h("div", { class: "mlc-prim-target" }, `${sel.node.kind} `, h("b", {}, sel.ref))
+      : h("div", { class: "mlc-muted" }, "Select a loop or block (click, or ↑↓ in the tree) to see what applies.");
+    const buttons = h("div", { class: "mlc-prim-buttons" });
+    for (const offer of offers) {
+      const b = h(
+        "button",
+        {
+          class: `mlc-btn mlc-prim${this.form?.offer === offer || this.form?.offer.spec === offer.spec ? " mlc-active" : ""}`,
+          dataset: { primitive: offer.spec.name },
+          title: `${offer.spec.help}${offer.spec.key ? ` (key ${offer.spec.key})` : ""}`,
+          onclick: () => this.openOffer(offer),
+          onmousedown: keepFocus,
+        },
+        offer.spec.name,
+        offer.spec.key ? h("kbd", {}, offer.spec.key) : null,
+      );
+      buttons.append(b);
+    }
+    this.primHost.replaceChildren(header, buttons, this.form ? this.form.handle.el : "");
+  }
+
+  private historyShape = "";
+  private historyRows: ReturnType<typeof historyRows> = [];
+
+  private drawHistory(): void {
+    const rows = historyRows(this.model.get("steps") ?? [], this.model.get("failures") ?? [], this.model.get("current"));
+    // Undo/redo/goto only move the current step: restyle the rows instead of rebuilding them.
+    const shape = rows.map((r) => `${r.kind}:${r.id}:${r.depth}:${r.branch ? 1 : 0}:${r.stepKind ?? ""}:${r.label}`).join("|");
+    const existing = this.historyHost.querySelectorAll<HTMLElement>(".mlc-hrow");
+    if (shape === this.historyShape && existing.length === rows.length) {
+      rows.forEach((r, i) => {
+        const el = existing[i];
+        el.classList.toggle("mlc-current", r.current);
+        el.classList.toggle("mlc-onpath", r.onPath);
+        el.title = r.failure ? el.title : r.current ? "current step" : "go to this step";
+        if (r.kind === "step") el.querySelector(".mlc-hmark")!.textContent = r.current ? "●" : r.branch ? "┬" : "○";
+      });
+      this.historyRows = rows;
+      revealInContainer(this.historyHost, this.historyHost.querySelector<HTMLElement>(".mlc-current"));
+      return;
+    }
+    this.historyShape = shape;
+    this.historyRows = rows;
+    const list = h("div", { class: "mlc-history-list" });
+    for (const r of rows) {
+      const cls = ["mlc-hrow", `mlc-hrow-${r.kind}`];
+      if (r.current) cls.push("mlc-current");
+      if (r.onPath) cls.push("mlc-onpath");
+      if (r.branch) cls.push("mlc-branch");
+      const row = h(
+        "div",
+        {
+          class: cls.join(" "),
+          style: { paddingLeft: `${6 + r.depth * 14}px` },
+          dataset: { step: String(r.id) },
+          title: r.failure ? `${r.failure.summary}\n\n${r.failure.detail}` : r.current ? "current step" : "go to this step",
+          onclick: () => {
+            if (r.failure) {
+              this.inspected = r.failure;
+              this.drawBanner();
+              this.drawTree();
+              this.drawCode(false);
+            } else if (!this.historyRows.find((x) => x.kind === "step" && x.id === r.id)?.current) this.call("goto", { step: r.id }, "goto");
+          },
+        },
+        h("span", { class: "mlc-hmark" }, r.kind === "failure" ? "✗" : r.current ? "●" : r.branch ? "┬" : "○"),
+        h("span", { class: "mlc-hlabel" }, r.label),
+        r.stepKind ? h("span", { class: "mlc-hkind", title: `a ${r.stepKind} step` }, r.stepKind) : null,
+        r.failure ? h("span", { class: "mlc-hsummary" }, r.failure.summary) : null,
+      );
+      list.append(row);
+    }
+    this.historyHost.replaceChildren(list);
+    revealInContainer(this.historyHost, list.querySelector<HTMLElement>(".mlc-current"));
+  }
+
+  private drawToolbar(): void {
+    this.undoBtn.disabled = !this.model.get("can_undo");
+    this.redoBtn.disabled = !this.model.get("can_redo");
+    const steps = this.model.get("steps") ?? [];
+    const current = this.model.get("current");
+    const cur = steps.find((s) => String(s.id) === String(current));
+    this.stepLabel.textContent = cur ? `step ${cur.id}: ${cur.label}` : "";
+    if (this.diffMode !== "off") this.drawBases();
+  }
+
+  /** The steps a diff can compare against (only kept up to date while the diff is shown). */
+  private drawBases(): void {
+    const steps = this.model.get("steps") ?? [];
+    const current = this.model.get("current");
+    const bases = diffBases(steps, current);
+    const keep = this.diffBaseChosen ? this.diffBase : null;
+    this.baseSel.replaceChildren(...bases.map((s) => h("option", { value: String(s.id), title: s.label }, `vs ${s.id}: ${s.label}`)));
+    this.diffBase = keep && bases.some((s) => String(s.id) === keep) ? keep : bases[0] ? String(bases[0].id) : null;
+    if (this.diffBase !== keep) this.diffBaseChosen = false;
+    if (this.diffBase) this.baseSel.value = this.diffBase;
+  }
+
+  private drawBanner(): void {
+    const err = this.shownError();
+    this.banner.hidden = !err;
+    this.root.classList.toggle("mlc-has-error", !!err);
+    if (!err) {
+      this.banner.replaceChildren();
+      return;
+    }
+    const details = err.detail ? h("details", { class: "mlc-error-detail" }, h("summary", {}, "details"), h("pre", {}, err.detail)) : null;
+    const involved = (err.involved ?? []).length
+      ? h("div", { class: "mlc-involved-list" }, "involved: ", ...(err.involved ?? []).map((n) => h("span", { class: "mlc-chip mlc-chip-involved", onclick: () => this.selectName(n) }, n)))
+      : null;
+    this.banner.replaceChildren(
+      h(
+        "div",
+        { class: "mlc-banner-main" },
+        h("span", { class: "mlc-banner-icon" }, "✗"),
+        h("span", { class: "mlc-error-summary" }, errorTitle(err)),
+        h("span", { class: "mlc-muted" }, this.inspected ? " (an earlier attempt)" : " — nothing was changed"),
+        h("span", { class: "mlc-spacer" }),
+        h("button", { class: "mlc-btn mlc-dismiss", title: "dismiss (Esc)", onclick: () => this.dismissError() }, "×"),
+      ),
+      involved ?? "",
+      details ?? "",
+    );
+  }
+
+  private drawTraceError(): void {
+    const err = this.shownError();
+    if (err && err.source === "replay") this.trace.showError(err.line ?? null, err.summary);
+    else this.trace.showError(null, "");
+  }
+
+  private async renderDiff(): Promise<void> {
+    const current = this.model.get("script") ?? "";
+    if (this.diffMode === "off" || !this.diffBase) {
+      this.code.showDiff("off", "", current);
+      return;
+    }
+    const base = this.diffBase;
+    let original = this.scripts.get(base);
+    if (original === undefined) {
+      try {
+        const reply = await this.rpc.request("script_at", { step: base });
+        original = bufferText(reply.buffers[0]);
+        this.scripts.set(base, original);
+      } catch (err) {
+        this.showLocalError(err);
+        return;
+      }
+    }
+    if (this.diffBase === base && (this.diffMode as DiffMode) !== "off") this.code.showDiff(this.diffMode, original, this.model.get("script") ?? "");
+  }
+
+  private showTab(name: "history" | "trace"): void {
+    for (const [k, el] of Object.entries(this.tabs)) el.hidden = k !== name;
+    if (name === "trace") this.trace.show();
+    this.root.querySelectorAll<HTMLElement>(".mlc-tab").forEach((t) => t.classList.toggle("mlc-active", t.dataset.tab === name));
+  }
+
+  private toggleHelp(): void {
+    const existing = this.root.querySelector(".mlc-help");
+    if (existing) {
+      existing.remove();
+      return;
+    }
+    const table = h("table", {}, ...SHORTCUT_HELP.map(([k, v]) => h("tr", {}, h("td", {}, h("kbd", {}, k)), h("td", {}, v))));
+    this.root.append(h("div", { class: "mlc-help", onclick: () => this.toggleHelp() }, h("div", { class: "mlc-help-card" }, h("b", {}, "Keyboard shortcuts (click the explorer first)"), table)));
+  }
+
+  // ---- user actions -> Python ------------------------------------------------------------------
+
+  select(entry: Entry | undefined): void {
+    if (!entry) return;
+    // A click inside the explorer already focuses it (tabindex); focusing again costs a layout.
+    if (!this.root.contains(document.activeElement)) this.root.focus({ preventScroll: true });
+    const sel: Selection = { kind: entry.node.kind, name: entry.ref };
+    const cur = this.selection();
+    if (cur && cur.kind === sel.kind && cur.name === sel.name) return;
+    this.model.set("selection", sel);
+    this.model.save_changes();
+    this.invalidate("selection"); // the model may not echo our own change
+  }
+
+  private selectName(name: string): void {
+    this.select(this.index.findName(name));
+  }
+
+  private selectAtLine(line: number): void {
+    const e = this.index.atLine(line);
+    if (e) this.select(e);
+  }
+
+  private openOffer(offer: Offer): void {
+    const sel = this.selectedEntry();
+    if (!sel) return;
+    if (!offer.fields.length) {
+      void this.apply(buildCall(offer.spec, sel, {}));
+      return;
+    }
+    if (this.form && this.form.offer.spec === offer.spec) {
+      this.form = null;
+      this.drawPrimitives(false);
+      return;
+    }
+    const values = defaultValues(offer.fields);
+    const handle = renderForm(
+      offer,
+      values,
+      () => void this.apply(buildCall(offer.spec, sel, values)),
+      () => {
+        this.form = null;
+        this.drawPrimitives(false);
+        this.root.focus({ preventScroll: true });
+      },
+    );
+    this.form = { offer, handle, entryKey: sel.key };
+    this.drawPrimitives(false);
+    handle.focus();
+  }
+
+  async apply(call: ApplyCall): Promise<void> {
+    this.pendingClick = { t0: performance.now(), primitive: call.primitive };
+    const ok = await this.call("apply", call as unknown as Record<string, unknown>, call.primitive, false);
+    if (ok) {
+      this.form = null;
+      this.drawPrimitives(false);
+    }
+  }
+
+  private async replay(text: string): Promise<void> {
+    this.trace.note("replaying…");
+    const ok = await this.call("replay", { trace: text }, "replay");
+    if (ok) {
+      this.trace.resetToSession();
+      this.trace.note("replayed as a new branch");
+    }
+  }
+
+  /** A trace file (JSON or text): replayed as a new branch; if refused, shown so the line can be fixed. */
+  private async importTrace(text: string, filename: string): Promise<void> {
+    this.trace.note(`importing ${filename}…`);
+    const ok = await this.call("replay", { trace: text }, "replay");
+    if (ok) {
+      this.trace.resetToSession();
+      this.trace.note(`imported ${filename} as a new branch`);
+    } else {
+      this.trace.setText(text, false);
+      this.drawTraceError();
+    }
+  }
+
+  /** Send a request; Python updates the traits (and the error trait on failure). */
+  private async call(method: string, params: Record<string, unknown> = {}, label = method, clearTiming = true): Promise<boolean> {
+    if (clearTiming) this.pendingClick = { t0: performance.now(), primitive: label };
+    this.setBusy(true);
+    try {
+      const reply = await this.rpc.request<{ names?: unknown; selection?: Selection | null }>(method, params);
+      const last = typeof window !== "undefined" ? window.__mlcLab?.latencies.at(-1) : undefined;
+      if (last && last.primitive === label && last.kernelMs === undefined) last.kernelMs = reply.elapsedMs;
+      else if (this.pendingClick) this.pendingClick.kernelMs = reply.elapsedMs;
+      const next = reply.result?.selection;
+      if (next && next.name) {
+        const entry = this.index.find(next);
+        if (entry) this.select(entry);
+      }
+      return true;
+    } catch (err) {
+      if (!(err instanceof RpcFailure)) this.showLocalError(err);
+      // An RpcFailure's error is already in the `error` trait (Python set it before answering).
+      return false;
+    } finally {
+      this.setBusy(false);
+    }
+  }
+
+  private dismissError(): void {
+    if (this.inspected) {
+      this.inspected = null;
+      this.drawBanner();
+      this.drawTree();
+      this.drawCode(false);
+      return;
+    }
+    void this.rpc.request("clear_error").catch(() => undefined);
+  }
+
+  private showLocalError(err: unknown): void {
+    const summary = err instanceof RpcFailure ? err.error.summary : err instanceof Error ? err.message : String(err);
+    this.banner.hidden = false;
+    this.banner.replaceChildren(h("div", { class: "mlc-banner-main" }, h("span", { class: "mlc-banner-icon" }, "!"), h("span", { class: "mlc-error-summary" }, summary)));
+  }
+
+  private async exportTrace(format: "json" | "text" | "python"): Promise<void> {
+    try {
+      const reply = await this.rpc.request("export_trace", { format });
+      const text = bufferText(reply.buffers[0]);
+      if (format === "python") {
+        let copied = false;
+        try {
+          await navigator.clipboard?.writeText(text);
+          copied = !!navigator.clipboard;
+        } catch {
+          copied = false;
+        }
+        this.showPython(text, copied);
+      } else {
+        downloadText(`${this.model.get("func") || "schedule"}_trace.${format === "json" ? "json" : "txt"}`, text, format === "json" ? "application/json" : "text/plain");
+        this.trace.note(`trace exported as ${format}`);
+      }
+    } catch (err) {
+      this.showLocalError(err);
+    }
+  }
+
+  private showPython(text: string, copied: boolean): void {
+    const area = h("textarea", { class: "mlc-python-text", readonly: true, rows: "14" }) as HTMLTextAreaElement;
+    area.value = text;
+    const card = h(
+      "div",
+      { class: "mlc-help-card mlc-python-card" },
+      h("b", {}, copied ? "Copied to the clipboard:" : "Copy this schedule function:"),
+      area,
+      h("button", { class: "mlc-btn", onclick: () => overlay.remove() }, "Close"),
+    );
+    const overlay = h("div", { class: "mlc-help mlc-python-dialog" }, card);
+    this.root.append(overlay);
+    area.select();
+  }
+
+  private async exportHtml(): Promise<void> {
+    try {
+      const reply = await this.rpc.request("export_html");
+      downloadText(`${this.model.get("func") || "explorer"}_schedule.html`, bufferText(reply.buffers[0]), "text/html");
+    } catch (err) {
+      this.showLocalError(err);
+    }
+  }
+
+  private onKey(ev: KeyboardEvent): void {
+    if (isEditableTarget(ev.target)) return;
+    const action = keyAction(ev);
+    if (!action) return;
+    ev.preventDefault();
+    ev.stopPropagation();
+    const sel = this.selectedEntry();
+    switch (action.type) {
+      case "undo":
+        this.call("undo");
+        break;
+      case "redo":
+        this.call("redo");
+        break;
+      case "move":
+        this.select(this.index.next(sel, action.delta));
+        break;
+      case "parent":
+        if (sel?.parent) this.select(sel.parent);
+        break;
+      case "child":
+        if (sel) this.select(this.index.firstChild(sel));
+        break;
+      case "escape":
+        if (this.root.querySelector(".mlc-help")) this.toggleHelp();
+        else if (this.form) {
+          this.form = null;
+          this.drawPrimitives(false);
+        } else if (this.shownError()) this.dismissError();
+        break;
+      case "help":
+        this.toggleHelp();
+        break;
+      case "primitive": {
+        const offer = offerForKey(applicable(sel, this.index), action.key);
+        if (offer) this.openOffer(offer);
+        break;
+      }
+    }
+  }
+
+  private setBusy(busy: boolean): void {
+    this.busyEl.hidden = !busy && this.rpc.inFlight === 0;
+    this.root.classList.toggle("mlc-busy-state", !this.busyEl.hidden);
+  }
+
+  /** Click-to-render latency: from the click to the first frame painted with the new state. */
+  private recordLatency(): void {
+    const pending = this.pendingClick;
+    this.pendingClick = null;
+    if (!pending) return;
+    const done = () => {
+      const ms = performance.now() - pending.t0;
+      this.root.dataset.lastLatencyMs = ms.toFixed(1);
+      if (typeof window !== "undefined") {
+        window.__mlcLab ??= { latencies: [] };
+        window.__mlcLab.latencies.push({
+          primitive: pending.primitive,
+          ms,
+          stateMs: pending.tState === undefined ? undefined : pending.tState - pending.t0,
+          drawMs: pending.drawMs,
+          kernelMs: pending.kernelMs,
+        });
+      }
+    };
+    // In the next frame, after style and layout of the new DOM (read offsetHeight to make sure);
+    // painting is then composited off the main thread.
+    if (typeof requestAnimationFrame === "function")
+      requestAnimationFrame(() => {
+        void this.root.offsetHeight;
+        done();
+      });
+    else done();
+  }
+
+  dispose(): void {
+    for (const d of this.disposers) d();
+    this.rpc.dispose();
+    this.code.destroy();
+    this.trace.destroy();
+    this.root.remove();
+  }
+}
+
+/** "split: the factors ..." unless the summary already names the primitive. */
+export function errorTitle(err: ExplorerError): string {
+  const p = err.primitive;
+  return p && !err.summary.startsWith(p) ? `${p}: ${err.summary}` : err.summary;
+}

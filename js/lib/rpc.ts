@@ -1,0 +1,109 @@
+// Request/response over anywidget custom messages, correlated by id (the quak pattern).
+// Python side: mlc_lab/widgets/_base.py (RpcWidget). Kept free of DOM so every widget can share it.
+
+export const REQUEST = "mlc-request";
+export const RESPONSE = "mlc-response";
+
+export interface RpcError {
+  summary: string;
+  detail?: string;
+  involved?: string[];
+  line?: number | null;
+  type?: string;
+}
+
+export class RpcFailure extends Error {
+  readonly error: RpcError;
+  constructor(error: RpcError) {
+    super(error.summary);
+    this.error = error;
+  }
+}
+
+export interface RpcReply<T = unknown> {
+  result: T;
+  buffers: DataView[];
+  elapsedMs?: number; // time the kernel spent on the request
+}
+
+interface MinimalModel {
+  send(content: unknown, callbacks?: unknown, buffers?: ArrayBuffer[] | ArrayBufferView[]): void;
+  on(eventName: "msg:custom", callback: (msg: any, buffers: DataView[]) => void): void;
+  off(eventName?: string | null, callback?: ((...args: any[]) => void) | null): void;
+}
+
+interface Pending {
+  resolve: (reply: RpcReply<any>) => void;
+  reject: (err: Error) => void;
+  timer: ReturnType<typeof setTimeout> | null;
+}
+
+let counter = 0;
+
+export class Rpc {
+  private pending = new Map<string, Pending>();
+  private readonly prefix = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+  private readonly onMessage = (msg: any, buffers: DataView[] = []) => {
+    if (!msg || msg.kind !== RESPONSE || typeof msg.id !== "string") return;
+    const entry = this.pending.get(msg.id);
+    if (!entry) return; // another view's request, or a late answer
+    this.pending.delete(msg.id);
+    if (entry.timer) clearTimeout(entry.timer);
+    if (msg.ok) entry.resolve({ result: msg.result, buffers, elapsedMs: msg.elapsed_ms });
+    else entry.reject(new RpcFailure(msg.error ?? { summary: "unknown error" }));
+  };
+
+  constructor(
+    private readonly model: MinimalModel,
+    private readonly timeoutMs = 120_000,
+  ) {
+    model.on("msg:custom", this.onMessage);
+  }
+
+  get inFlight(): number {
+    return this.pending.size;
+  }
+
+  request<T = unknown>(method: string, params: Record<string, unknown> = {}, buffers: ArrayBuffer[] = []): Promise<RpcReply<T>> {
+    const id = `${this.prefix}-${++counter}`;
+    return new Promise<RpcReply<T>>((resolve, reject) => {
+      const timer =
+        this.timeoutMs > 0
+          ? setTimeout(() => {
+              this.pending.delete(id);
+              reject(new RpcFailure({ summary: `The kernel did not answer "${method}" in time (is it busy or stopped?).` }));
+            }, this.timeoutMs)
+          : null;
+      this.pending.set(id, { resolve, reject, timer });
+      this.model.send({ kind: REQUEST, id, method, params }, undefined, buffers);
+    });
+  }
+
+  dispose(): void {
+    this.model.off("msg:custom", this.onMessage);
+    for (const [, p] of this.pending) {
+      if (p.timer) clearTimeout(p.timer);
+      p.reject(new Error("view closed"));
+    }
+    this.pending.clear();
+  }
+}
+
+/** Decode a UTF-8 text payload sent by Python as a binary buffer. */
+export function bufferText(view: DataView | ArrayBuffer | undefined): string {
+  if (!view) return "";
+  const bytes = view instanceof DataView ? new Uint8Array(view.buffer, view.byteOffset, view.byteLength) : new Uint8Array(view);
+  return new TextDecoder().decode(bytes);
+}
+
+/** Parse JSON sent as bytes (a trait synced as a binary buffer); null/empty gives {}. */
+export function parseJsonBuffer<T = any>(value: DataView | ArrayBuffer | string | null | undefined): T {
+  if (value === null || value === undefined) return {} as T;
+  const text = typeof value === "string" ? value : bufferText(value);
+  if (!text) return {} as T;
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return {} as T;
+  }
+}

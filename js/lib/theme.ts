@@ -1,0 +1,30 @@
+// Colours come from JupyterLab's --jp-* CSS variables, so the widgets follow the light/dark theme
+// without knowing which one is active. Each variable has a fallback for hosts without JupyterLab
+// (VS Code, Colab, a static page). DOM-only: CodeMirror themes live in ./cm_theme.ts, so a widget
+// without an editor (the tuning dashboard) does not pull CodeMirror into its bundle.
+
+/** `var(--jp-name, fallback)`. */
+export function jp(name: string, fallback: string): string {
+  return `var(--jp-${name}, ${fallback})`;
+}
+
+/** True when the page shows a dark JupyterLab theme (or, outside Lab, prefers dark). */
+export function isDarkTheme(doc: Document = document): boolean {
+  const light = doc.body?.dataset?.jpThemeLight;
+  if (light === "true") return false;
+  if (light === "false") return true;
+  return typeof window !== "undefined" && !!window.matchMedia?.("(prefers-color-scheme: dark)").matches;
+}
+
+/** Install a stylesheet once per document (anywidget injects bundles, not CSS, in this project). */
+export function ensureStyle(id: string, css: string, doc: Document = document): void {
+  const existing = doc.getElementById(id);
+  if (existing) {
+    if (existing.textContent !== css) existing.textContent = css; // hot reload
+    return;
+  }
+  const style = doc.createElement("style");
+  style.id = id;
+  style.textContent = css;
+  doc.head.appendChild(style);
+}

@@ -1,0 +1,155 @@
+"""Real JupyterLab + Debian chromium (Playwright, Python) for the e2e tests (marked ``e2e``).
+
+One JupyterLab server per test session: 127.0.0.1, a free port, no token, a temporary root dir,
+news and update checks off through user settings, ``--allow-root``. The browser is Debian's
+``/usr/bin/chromium`` (scripts/install_browser.sh), never a Playwright download.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts" / "e2e"
+CHROMIUM = os.environ.get("MLC_LAB_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+
+SERVER_CONFIG = """
+c.ServerApp.ip = "127.0.0.1"
+c.ServerApp.port = {port}
+c.ServerApp.port_retries = 0
+c.ServerApp.open_browser = False
+c.ServerApp.allow_root = True
+c.ServerApp.root_dir = {root!r}
+c.IdentityProvider.token = ""
+c.ServerApp.password = ""
+c.ServerApp.disable_check_xsrf = True
+c.LabApp.expose_app_in_browser = True
+c.LabServerApp.user_settings_dir = {settings!r}
+c.LabServerApp.workspaces_dir = {workspaces!r}
+c.LabApp.news_url = None
+c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
+"""
+
+USER_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
+    "@jupyterlab/apputils-extension/themes.jupyterlab-settings": {"adaptive-theme": False},
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pytest_collection_modifyitems(config, items):
+    if shutil.which(CHROMIUM) is None and not Path(CHROMIUM).exists():
+        skip = pytest.mark.skip(reason=f"{CHROMIUM} missing: run scripts/install_browser.sh")
+        for item in items:
+            if "e2e" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS
+
+
+@pytest.fixture(scope="session")
+def lab_server(tmp_path_factory):
+    """(base_url, root_dir) of a running JupyterLab."""
+    base = tmp_path_factory.mktemp("lab")
+    root, settings, workspaces, cfgdir, runtime = (base / n for n in ("root", "settings", "workspaces", "config", "runtime"))
+    for d in (root, settings, workspaces, cfgdir, runtime):
+        d.mkdir()
+    for rel, data in USER_SETTINGS.items():
+        path = settings / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data))
+    port = _free_port()
+    cfg = cfgdir / "jupyter_server_config.py"
+    cfg.write_text(SERVER_CONFIG.format(port=port, root=str(root), settings=str(settings), workspaces=str(workspaces)))
+    env = dict(os.environ)
+    env.update(
+        JUPYTER_CONFIG_DIR=str(cfgdir),
+        JUPYTER_RUNTIME_DIR=str(runtime),
+        PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        TVM_NUM_THREADS=env.get("TVM_NUM_THREADS", "2"),
+        ANYWIDGET_HMR="0",
+    )
+    log = open(base / "server.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--config", str(cfg), "--allow-root", "--no-browser"],
+        cwd=root,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/status", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            raise RuntimeError(f"JupyterLab did not start; see {base / 'server.log'}:\n{(base / 'server.log').read_text()[-3000:]}")
+        time.sleep(0.3)
+    yield url, root
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+    shutil.copy(base / "server.log", ARTIFACTS / "server.log") if ARTIFACTS.exists() else None
+
+
+@pytest.fixture(scope="session")
+def browser():
+    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(browser, artifacts):
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    console: list[str] = []
+    pg.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+    pg.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+    yield pg
+    (artifacts / "console.log").write_text("\n".join(console))
+    context.close()

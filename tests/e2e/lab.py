@@ -1,0 +1,74 @@
+"""Helpers to drive a notebook in JupyterLab from Playwright (kernel-ready wait, run-all, kernel exec)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+
+KERNEL_READY_JS = """() => {
+  const app = window.jupyterapp;
+  const w = app && app.shell.currentWidget;
+  const ctx = w && w.sessionContext;
+  const k = ctx && ctx.session && ctx.session.kernel;
+  return !!(ctx && ctx.isReady && k && k.connectionStatus === 'connected' && k.status === 'idle');
+}"""
+
+# Run code in the notebook's kernel (as a hidden cell would) and return its stdout and errors.
+KERNEL_EXEC_JS = """async (code) => {
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  const future = kernel.requestExecute({ code, silent: false, store_history: false });
+  let out = '';
+  future.onIOPub = (msg) => {
+    const t = msg.header.msg_type;
+    if (t === 'stream') out += msg.content.text;
+    if (t === 'error') out += 'ERROR: ' + msg.content.ename + ': ' + msg.content.evalue + '\\n' + (msg.content.traceback || []).join('\\n');
+  };
+  await future.done;
+  return out;
+}"""
+
+
+def write_notebook(path: Path, cells: list[str]) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
+    nbformat.write(nb, str(path))
+
+
+class Lab:
+    def __init__(self, page, base_url: str, artifacts: Path, prefix: str = "lab"):
+        self.page = page
+        self.base_url = base_url
+        self.artifacts = artifacts
+        self.prefix = prefix
+        self.shots = 0
+
+    def open(self, name: str) -> None:
+        self.page.goto(f"{self.base_url}/lab/tree/{name}")
+        self.page.wait_for_selector(".jp-Notebook", timeout=60_000)
+        # A kernel-selection dialog appears when the kernelspec is unknown; accept the default.
+        try:
+            self.page.locator(".jp-Dialog .jp-mod-accept").click(timeout=1500)
+        except Exception:  # noqa: BLE001  (no dialog: the usual case)
+            pass
+        self.page.wait_for_function(KERNEL_READY_JS, timeout=90_000)
+
+    def run_all(self) -> None:
+        self.page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+
+    def kernel(self, code: str) -> str:
+        out = self.page.evaluate(KERNEL_EXEC_JS, code)
+        assert "ERROR:" not in out, out
+        return out
+
+    def kernel_json(self, expr: str):
+        out = self.kernel(f"import json as _j; print(_j.dumps({expr}))")
+        return json.loads(out.strip().splitlines()[-1])
+
+    def shot(self, name: str, locator=None) -> Path:
+        self.shots += 1
+        path = self.artifacts / f"{self.prefix}-{self.shots:02d}-{name}.png"
+        (locator or self.page).screenshot(path=str(path))
+        return path

@@ -1,0 +1,320 @@
+"""A stand-in for mlc_lab.Session (same contract, no TVM) and a recording comm.
+
+The fake keeps a real branching step tree, a loop tree that follows split/parallel/vectorize/
+unroll, decisions, and the errors the real Session raises, so every front-end request can be
+checked without TVM.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError, TraceParseError
+
+
+class RecordingComm:
+    """What ipywidgets needs from a comm; keeps every message sent to the front end."""
+
+    kernel = "fake-kernel"  # ipywidgets only sends when this is not None
+
+    def __init__(self, **kwargs: Any):
+        self.comm_id = kwargs.get("comm_id") or f"comm-{id(self)}"
+        self.open_data = kwargs.get("data")
+        self.sent: list[dict] = []
+        self.handler = None
+        self.closed = False
+
+    def send(self, data=None, metadata=None, buffers=None):
+        self.sent.append({"data": data, "buffers": [bytes(b) for b in (buffers or [])]})
+
+    def on_msg(self, callback):
+        self.handler = callback
+
+    def on_close(self, callback):
+        pass
+
+    def open(self, *args, **kwargs):
+        pass
+
+    def close(self, *args, **kwargs):
+        self.closed = True
+
+    # --- front end -> kernel ---------------------------------------------------------------------
+    def deliver(self, data: dict, buffers: list[bytes] | None = None) -> None:
+        assert self.handler is not None, "the widget did not register a message handler"
+        self.handler({"content": {"comm_id": self.comm_id, "data": data}, "buffers": buffers or []})
+
+    def request(self, method: str, params: dict | None = None, req_id: str = "r1") -> dict:
+        """Send a front-end request; return the response (with its buffers)."""
+        start = len(self.sent)
+        self.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": req_id, "method": method,
+                                                       "params": params or {}}})
+        replies = [m for m in self.sent[start:] if m["data"].get("method") == "custom"
+                   and m["data"]["content"].get("kind") == "mlc-response"]
+        assert len(replies) == 1, f"expected one response, got {replies}"
+        reply = dict(replies[0]["data"]["content"])
+        reply["buffers"] = replies[0]["buffers"]
+        return reply
+
+    def updates(self, since: int = 0) -> list[dict]:
+        """State updates sent to the front end after message number ``since``."""
+        return [m["data"]["state"] for m in self.sent[since:] if m["data"].get("method") == "update"]
+
+
+BASE_SCRIPT = """# fake TVMScript
+@T.prim_func
+def mm_relu(A, B, C):
+    Y = T.alloc_buffer((128, 128))
+    for i, j, k in T.grid(128, 128, 128):
+        with T.sblock("Y"):
+            Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
+    for i, j in T.grid(128, 128):
+        with T.sblock("C"):
+            C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
+"""
+
+
+def _loop(name, extent, qualified=None, children=None, line=5):
+    return {"kind": "loop", "name": name, "qualified": qualified or name, "extent": extent, "min": 0,
+            "loop_kind": "serial", "thread": None, "annotations": {}, "line": line, "end_line": line + 2,
+            "children": children or []}
+
+
+def _block(name, iters, reads, writes, has_init, line):
+    return {"kind": "block", "name": name,
+            "iter_vars": [{"name": f"v{n}", "kind": k, "extent": 128, "binding": n} for n, k in iters],
+            "reads": reads, "writes": writes, "has_init": has_init, "alloc_buffers": [], "annotations": {},
+            "line": line, "end_line": line + 1, "children": []}
+
+
+def base_tree() -> dict:
+    y = _block("Y", [("i", "spatial"), ("j", "spatial"), ("k", "reduce")], ["A[vi, vk]", "B[vk, vj]"], ["Y[vi, vj]"], True, 6)
+    c = _block("C", [("i", "spatial"), ("j", "spatial")], ["Y[vi, vj]"], ["C[vi, vj]"], False, 9)
+    return {"func": "mm_relu", "functions": [{
+        "kind": "func", "name": "mm_relu",
+        "buffers": [{"name": n, "shape": [128, 128], "dtype": "float32", "scope": "global"} for n in "ABCY"],
+        "children": [
+            _loop("i", 128, "Y/i", [_loop("j", 128, "Y/j", [_loop("k", 128, "k", [y])])], line=5),
+            _loop("i", 128, "C/i", [_loop("j", 128, "C/j", [c])], line=8),
+        ]}]}
+
+
+def _walk(tree):
+    for fn in tree["functions"]:
+        stack = list(fn["children"])
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(node["children"])
+
+
+@dataclass
+class FakeStep:
+    id: int
+    parent: int | None
+    primitive: str | None
+    label: str
+    kind: str = "apply"
+    children: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "parent": self.parent, "primitive": self.primitive, "label": self.label,
+                "kind": self.kind, "children": list(self.children)}
+
+
+@dataclass
+class _State:
+    script: str
+    tree: dict
+    trace: list[str]
+    decisions: list[dict]
+
+
+class FakeSession:
+    func_name = "mm_relu"
+
+    def __init__(self):
+        self._steps = [FakeStep(0, None, None, "original program", kind="root")]
+        self._states = {0: _State(BASE_SCRIPT, base_tree(), [], [])}
+        self._current = 0
+        self._listeners = []
+        self.events: list[str] = []
+
+    # --- reading ---------------------------------------------------------------------------------
+    @property
+    def steps(self):
+        return list(self._steps)
+
+    @property
+    def current(self):
+        return self._steps[self._current]
+
+    @property
+    def script(self):
+        return self._states[self._current].script
+
+    def script_at(self, step):
+        if step not in self._states:
+            raise MlcLabError(f"there is no step {step!r}")
+        return self._states[step].script
+
+    def loop_tree(self, step=None):
+        return copy.deepcopy(self._states[self._current if step is None else step].tree)
+
+    @property
+    def trace(self):
+        return "\n".join(self._states[self._current].trace)
+
+    def trace_at(self, step):
+        return "\n".join(self._states[step].trace)
+
+    @property
+    def trace_json(self):
+        return [["inst", line] for line in self._states[self._current].trace]
+
+    @property
+    def trace_python(self):
+        body = self._states[self._current].trace or ["pass"]
+        return "def schedule(sch):\n" + "".join(f"    {b}\n" for b in body)
+
+    @property
+    def decisions(self):
+        return copy.deepcopy(self._states[self._current].decisions)
+
+    # --- changing --------------------------------------------------------------------------------
+    def apply(self, primitive, *args, **kwargs):
+        state = copy.deepcopy(self._states[self._current])
+        loop_name = kwargs.get("loop", args[0] if args else None)
+        label = f"{primitive}({', '.join([*map(str, args), *(f'{k}={v}' for k, v in kwargs.items())])})"
+        result: Any = None
+        if primitive in ("split", "parallel", "vectorize", "unroll", "sample_perfect_tile"):
+            node = self._find_loop(state.tree, loop_name, primitive)
+            if primitive == "vectorize" and node["name"] == "k":
+                raise ScheduleStepError("k is a reduction loop and cannot be vectorized", primitive=primitive,
+                                        detail="TVM: the block binding uses a reduction iterator", involved=["k", "Y"])
+            if primitive == "split":
+                factors = kwargs.get("factors") or args[1]
+                factors = [int(f) if hasattr(f, "value") is False and f is not None else f for f in factors]
+                inner = factors[-1] if isinstance(factors[-1], int) else 4
+                base = node["name"]
+                outer = dict(node, name=f"{base}_0", qualified=f"{base}_0", extent=node["extent"] // inner)
+                inner_node = dict(node, name=f"{base}_1", qualified=f"{base}_1", extent=inner, children=node["children"])
+                outer["children"] = [inner_node]
+                node.clear()
+                node.update(outer)
+                result = [f"{base}_0", f"{base}_1"]
+            elif primitive == "sample_perfect_tile":
+                value = [node["extent"] // 4, 4]
+                state.decisions.append({"index": len(state.decisions), "kind": "SamplePerfectTile", "value": value,
+                                        "choices": [[node["extent"] // d, d] for d in (1, 2, 4, 8)],
+                                        "loop": node["name"], "extent": node["extent"]})
+                result = [SampledValue(value[0]), SampledValue(value[1])]
+            else:
+                node["loop_kind"] = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"}[primitive]
+        elif primitive == "reorder":
+            for name in args:
+                self._find_loop(state.tree, name, primitive)
+        elif primitive in ("decompose_reduction", "compute_inline"):
+            pass
+        else:
+            raise ScheduleStepError(f"the fake session does not know {primitive}", primitive=primitive)
+        state.script = state.script + f"# {label}\n"
+        state.trace.append(f"sch.{label}")
+        self._add(state, primitive, label, "apply")
+        return result
+
+    def _find_loop(self, tree, name, primitive):
+        matches = [n for n in _walk(tree) if n["kind"] == "loop" and (n["qualified"] == name or n["name"] == name)]
+        exact = [n for n in matches if n["qualified"] == name]
+        if exact:
+            return exact[0]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise NameResolutionError(f"there is no loop named {name!r}", primitive=primitive,
+                                      candidates=sorted(n["qualified"] for n in _walk(tree) if n["kind"] == "loop"))
+        raise NameResolutionError(f"the loop name {name!r} is ambiguous", primitive=primitive,
+                                  candidates=[n["qualified"] for n in matches])
+
+    def _add(self, state, primitive, label, kind, parent=None, notify=True):
+        parent = self._current if parent is None else parent
+        step = FakeStep(len(self._steps), parent, primitive, label, kind)
+        self._steps.append(step)
+        self._states[step.id] = state
+        self._steps[parent].children.append(step.id)
+        self._current = step.id
+        if notify:
+            self._notify(kind)
+        return step
+
+    def undo(self):
+        if self.current.parent is None:
+            raise MlcLabError("nothing to undo: this is the original program")
+        self._current = self.current.parent
+        self._notify("undo")
+        return self.current
+
+    def redo(self):
+        if not self.current.children:
+            raise MlcLabError("nothing to redo")
+        self._current = self.current.children[-1]
+        self._notify("redo")
+        return self.current
+
+    def goto(self, step):
+        if not isinstance(step, int) or step not in self._states:
+            raise MlcLabError(f"there is no step {step!r}")
+        self._current = step
+        self._notify("goto")
+        return self.current
+
+    def set_decision(self, index, value):
+        decisions = self.decisions
+        if not 0 <= index < len(decisions):
+            raise DecisionError(f"there is no sampling instruction #{index}")
+        if list(value) not in [list(c) for c in decisions[index]["choices"]]:
+            raise DecisionError(f"{value} is not a perfect tiling of {decisions[index]['extent']}")
+        state = copy.deepcopy(self._states[self._current])
+        state.decisions[index]["value"] = list(value)
+        state.script += f"# decision {index} = {list(value)}\n"
+        self._add(state, "SamplePerfectTile", f"decision #{index} = {list(value)}", "decision")
+        return self.current
+
+    def replay(self, trace):
+        text = trace if isinstance(trace, str) else json.dumps(trace)
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        if not lines:
+            raise TraceParseError("the trace has no schedule steps")
+        for n, ln in enumerate(lines, start=1):
+            if not ln.strip().startswith("sch."):
+                raise TraceParseError(f"not a schedule call: {ln.strip()!r}", line=n)
+        state = copy.deepcopy(self._states[0])
+        state.trace = [ln.strip() for ln in lines]
+        state.script += "".join(f"# {ln.strip()}\n" for ln in lines)
+        self._add(state, "replay", "replay", "replay", parent=0)
+        return self.current
+
+    def on_change(self, callback):
+        self._listeners.append(callback)
+
+        def unsubscribe():
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+        return unsubscribe
+
+    def _notify(self, event):
+        self.events.append(event)
+        for cb in list(self._listeners):
+            cb(self, event)
+
+
+class SampledValue:
+    def __init__(self, value):
+        self.value = value
+
+    def __int__(self):
+        return self.value

@@ -1,0 +1,320 @@
+"""Headless tests of the Explorer widget: a recording comm stands in for the front end.
+
+Every request the front end can send (js/explorer/*.ts) is fed in as a custom message, and the
+response and the trait updates that reach the front end are checked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from mlc_lab.errors import MlcLabError
+from mlc_lab.widgets._base import REQUEST, RESPONSE
+from mlc_lab.widgets.explorer import Explorer, changed_lines, explore
+
+JS = Path(__file__).resolve().parents[2] / "js"
+
+
+def test_opening_sends_the_whole_state(explorer, session):
+    opened = explorer.comm.open_data["state"]
+    assert opened["script"] == session.script
+    assert opened["func"] == "mm_relu"
+    assert opened["current"] == 0
+    assert opened["can_undo"] is False and opened["can_redo"] is False
+    assert [s["label"] for s in opened["steps"]] == ["original program"]
+    assert ["loop_tree_json"] in explorer.comm.open_data["buffer_paths"]  # sent as a binary buffer
+    assert explorer.loop_tree["functions"][0]["children"][0]["qualified"] == "Y/i"
+    assert json.loads(explorer.loop_tree_json) == explorer.loop_tree
+    assert opened["error"] == {} and opened["failures"] == []
+    assert explorer._esm  # the bundle (or the build hint) is there
+
+
+def test_apply_request_goes_through_the_session_and_updates_the_state(explorer, session):
+    c = explorer.comm
+    mark = len(c.sent)
+    reply = c.request("apply", {"primitive": "split", "args": [], "kwargs": {"loop": "Y/j", "factors": [None, 4]}})
+    assert reply["kind"] == RESPONSE and reply["id"] == "r1" and reply["ok"] is True
+    assert reply["result"] == {"names": ["j_0", "j_1"], "step": 1}
+    assert session.current.id == 1 and session.current.primitive == "split"
+    state = {k: v for u in c.updates(mark) for k, v in u.items()}
+    assert state["script"] == session.script
+    assert state["current"] == 1
+    assert state["can_undo"] is True
+    assert state["changed_lines"] == [len(session.script.splitlines())]
+    assert state["selection"] == {"kind": "loop", "name": "j_0"}  # the new outer loop is selected
+    assert explorer.steps[-1]["label"].startswith("split(")
+
+
+def test_state_arrives_before_the_response(explorer):
+    """The front end renders on the trait update; the response only settles the request."""
+    c = explorer.comm
+    mark = len(c.sent)
+    c.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}})
+    kinds = [m["data"]["method"] for m in c.sent[mark:]]
+    assert kinds.index("update") < kinds.index("custom")
+
+
+def test_failed_apply_reports_the_error_and_changes_nothing(explorer, session):
+    c = explorer.comm
+    script = session.script
+    reply = c.request("apply", {"primitive": "vectorize", "kwargs": {"loop": "k"}})
+    assert reply["ok"] is False
+    err = reply["error"]
+    assert err["summary"] == "k is a reduction loop and cannot be vectorized"
+    assert err["involved"] == ["k", "Y"]
+    assert err["primitive"] == "vectorize" and "reduction iterator" in err["detail"]
+    assert session.script == script and len(session.steps) == 1
+    assert explorer.error["source"] == "apply" and explorer.error["involved"] == ["k", "Y"]
+    (failure,) = explorer.failures
+    assert failure["parent"] == 0 and failure["label"] == "vectorize(loop=k)"
+    assert failure["summary"] == err["summary"]
+
+
+def test_unknown_or_ambiguous_names_are_plain_errors(explorer):
+    reply = explorer.comm.request("apply", {"primitive": "split", "kwargs": {"loop": "i", "factors": [None, 2]}})
+    assert reply["ok"] is False
+    assert "ambiguous" in reply["error"]["summary"]
+    assert sorted(reply["error"]["involved"]) == ["C/i", "Y/i"]
+
+
+def test_a_successful_step_clears_the_error(explorer):
+    explorer.comm.request("apply", {"primitive": "vectorize", "kwargs": {"loop": "k"}})
+    assert explorer.error
+    explorer.comm.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}})
+    assert explorer.error == {}
+    assert len(explorer.failures) == 1  # the failed attempt stays in the history
+
+
+def test_sample_perfect_tile_then_split(explorer, session):
+    reply = explorer.comm.request("apply", {"primitive": "sample_perfect_tile", "then_split": True,
+                                             "kwargs": {"loop": "k", "n": 2, "max_innermost_factor": 16}})
+    assert reply["ok"] is True
+    assert [s.primitive for s in session.steps[1:]] == ["sample_perfect_tile", "split"]
+    assert explorer.decisions[0]["kind"] == "SamplePerfectTile"
+    assert explorer.decisions[0]["value"] == [32, 4]
+
+
+def test_undo_redo_goto(explorer, session):
+    c = explorer.comm
+    c.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}})
+    c.request("apply", {"primitive": "unroll", "kwargs": {"loop": "C/j"}})
+    assert c.request("undo")["result"] == {"step": 1}
+    assert explorer.current == 1 and explorer.can_redo is True
+    assert c.request("redo")["result"] == {"step": 2}
+    assert c.request("goto", {"step": 0})["ok"] is True
+    assert explorer.current == 0 and explorer.script == session.script_at(0)
+    assert c.request("goto", {"step": "2"})["ok"] is True  # ids may come back as text
+    assert explorer.current == 2
+
+
+def test_undo_at_the_root_is_an_error_state(explorer):
+    reply = explorer.comm.request("undo")
+    assert reply["ok"] is False and "nothing to undo" in reply["error"]["summary"]
+    assert explorer.error["source"] == "history"
+
+
+def test_goto_unknown_step(explorer):
+    reply = explorer.comm.request("goto", {"step": 42})
+    assert reply["ok"] is False and "no step" in reply["error"]["summary"]
+
+
+def test_branching_after_undo_keeps_both_branches(explorer, session):
+    c = explorer.comm
+    c.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}})
+    c.request("undo")
+    c.request("apply", {"primitive": "unroll", "kwargs": {"loop": "Y/i"}})
+    root = explorer.steps[0]
+    assert root["children"] == [1, 2]
+    assert explorer.current == 2
+
+
+def test_set_decision(explorer, session):
+    c = explorer.comm
+    c.request("apply", {"primitive": "sample_perfect_tile", "kwargs": {"loop": "k", "n": 2}})
+    reply = c.request("set_decision", {"index": 0, "value": [16, 8]})
+    assert reply["ok"] is True
+    assert explorer.decisions[0]["value"] == [16, 8]
+    assert session.current.kind == "decision"
+
+
+def test_invalid_decision_is_an_error_state(explorer):
+    c = explorer.comm
+    c.request("apply", {"primitive": "sample_perfect_tile", "kwargs": {"loop": "k", "n": 2}})
+    reply = c.request("set_decision", {"index": 0, "value": [3, 5]})
+    assert reply["ok"] is False and "perfect tiling" in reply["error"]["summary"]
+    assert explorer.error["source"] == "decision"
+    reply = c.request("set_decision", {"index": 7, "value": [1, 128]})
+    assert reply["ok"] is False
+
+
+def test_replay(explorer, session):
+    reply = explorer.comm.request("replay", {"trace": "sch.parallel(loop=Y/i)\nsch.unroll(loop=k)"})
+    assert reply["ok"] is True
+    assert session.current.kind == "replay" and session.current.parent == 0
+    assert explorer.trace == "sch.parallel(loop=Y/i)\nsch.unroll(loop=k)"
+
+
+def test_replay_error_points_at_its_line(explorer, session):
+    reply = explorer.comm.request("replay", {"trace": "sch.parallel(loop=Y/i)\nimport os"})
+    assert reply["ok"] is False
+    assert reply["error"]["line"] == 2
+    assert explorer.error["source"] == "replay" and explorer.error["line"] == 2
+    assert explorer.error["summary"].startswith("not a schedule call")  # no "line 2:" prefix twice
+    assert len(session.steps) == 1
+
+
+def test_script_at_comes_as_a_binary_buffer(explorer, session):
+    explorer.comm.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}})
+    reply = explorer.comm.request("script_at", {"step": 0})
+    assert reply["ok"] is True and reply["result"]["step"] == 0
+    assert reply["buffers"][0].decode("utf-8") == session.script_at(0)
+    assert reply["result"]["bytes"] == len(reply["buffers"][0])
+
+
+@pytest.mark.parametrize("fmt", ["json", "text", "python"])
+def test_export_trace(explorer, session, fmt):
+    explorer.comm.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}})
+    reply = explorer.comm.request("export_trace", {"format": fmt})
+    text = reply["buffers"][0].decode()
+    if fmt == "json":
+        assert json.loads(text) == session.trace_json
+    elif fmt == "text":
+        assert text == session.trace
+    else:
+        assert text.startswith("def schedule(sch):")
+
+
+def test_export_trace_unknown_format(explorer):
+    reply = explorer.comm.request("export_trace", {"format": "yaml"})
+    assert reply["ok"] is False and "unknown trace format" in reply["error"]["summary"]
+
+
+def test_export_html_request(explorer):
+    explorer.comm.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}})
+    reply = explorer.comm.request("export_html")
+    html = reply["buffers"][0].decode()
+    assert html.startswith("<!DOCTYPE html>")
+    assert "parallel(loop=Y/i)" in html
+
+
+def test_clear_error(explorer):
+    explorer.comm.request("undo")
+    assert explorer.error
+    assert explorer.comm.request("clear_error")["ok"] is True
+    assert explorer.error == {}
+
+
+def test_select_name_request(explorer):
+    assert explorer.comm.request("select_name", {"name": "C/j"})["result"] == {"selection": {"kind": "loop", "name": "C/j"}}
+    reply = explorer.comm.request("select_name", {"name": "nope"})
+    assert reply["ok"] is False
+
+
+def test_selection_from_the_front_end(explorer):
+    explorer.comm.deliver({"method": "update", "state": {"selection": {"kind": "block", "name": "Y"}}, "buffer_paths": []})
+    assert explorer.selection == {"kind": "block", "name": "Y"}
+
+
+def test_selection_of_a_vanished_loop_is_cleared(explorer):
+    explorer.select("Y/j")
+    explorer.comm.request("apply", {"primitive": "split", "kwargs": {"loop": "Y/j", "factors": [None, 4]}})
+    assert explorer.selection["name"] == "j_0"
+    explorer.select("j_1")
+    explorer.comm.request("undo")
+    assert explorer.selection == {}
+
+
+def test_python_side_steps_reach_the_front_end(explorer, session):
+    c = explorer.comm
+    mark = len(c.sent)
+    session.apply("parallel", "Y/i")
+    state = {k: v for u in c.updates(mark) for k, v in u.items()}
+    assert state["current"] == 1 and state["script"] == session.script
+    assert len(c.updates(mark)) == 1  # one message per step (hold_sync)
+
+
+def test_unknown_request_and_foreign_messages(explorer):
+    reply = explorer.comm.request("format_disk")
+    assert reply["ok"] is False and reply["error"]["type"] == "unknown"
+    mark = len(explorer.comm.sent)
+    explorer.comm.deliver({"method": "custom", "content": {"kind": "something-else"}})
+    assert explorer.comm.sent[mark:] == []
+
+
+def test_bad_parameters_do_not_raise(explorer):
+    reply = explorer.comm.request("goto", {"nope": 1})
+    assert reply["ok"] is False and reply["error"]["type"] == "bad_request"
+
+
+def test_close_unsubscribes(comms, session):
+    w = Explorer(session)
+    w.close()
+    session.apply("parallel", "Y/i")  # must not touch the closed widget
+    assert w.current == 0
+
+
+def test_to_html_is_self_contained(explorer, session, tmp_path):
+    session.apply("split", "Y/j", factors=[None, 4])
+    session.apply("parallel", "Y/i")
+    path = tmp_path / "explorer.html"
+    html = explorer.to_html(path)
+    assert path.read_text() == html
+    assert html.count('<section class="step"') == 3
+    assert 'class="hl"' in html  # Pygments
+    assert "<table class=\"diff\">" in html
+    assert not re.search(r'(src|href)="(https?:)?//', html), "the page must not load anything from the network"
+    assert 'data-current="2"' in html
+
+
+def test_select_api(explorer):
+    explorer.select("Y")
+    assert explorer.selection == {"kind": "block", "name": "Y"}
+    explorer.select(None)
+    assert explorer.selection == {}
+    with pytest.raises(MlcLabError):
+        explorer.select("zz")
+
+
+def test_explore_accepts_a_session(comms, session):
+    w = explore(session, height="400px")
+    assert w.session is session and w.height == "400px"
+    w.close()
+
+
+def test_explorer_refuses_other_objects(comms):
+    with pytest.raises(TypeError, match="mlc_lab.Session"):
+        Explorer(object())
+
+
+def test_changed_lines():
+    assert changed_lines("a\nb\nc\n", "a\nB\nc\nd\n") == [2, 4]
+    assert changed_lines("a\nb\n", "a\n") == []
+    assert changed_lines("x\na\nb\nc\ny\n", "x\na\nB\nb\nc\ny\n") == [3]
+    assert changed_lines("", "a\nb") == [1, 2]
+
+
+def test_every_front_end_request_has_a_handler():
+    """The JS sends exactly the requests the Python side answers."""
+    sent = set()
+    for path in (JS / "explorer").glob("*.ts"):
+        text = path.read_text()
+        sent |= set(re.findall(r'rpc\.request(?:<[^>]*>)?\(\s*"(\w+)"', text))
+        sent |= set(re.findall(r'this\.call\(\s*"(\w+)"', text))
+    assert sent, "no requests found in js/explorer"
+    assert sent <= set(Explorer._rpc_handlers), sent - set(Explorer._rpc_handlers)
+    assert REQUEST == "mlc-request"
+
+
+def test_the_widgets_layer_does_not_import_tvm():
+    """Layer rule: widgets take plain data; importing them must not start TVM."""
+    import subprocess
+    import sys
+
+    code = ("import sys, mlc_lab.widgets.explorer, mlc_lab.widgets.export; "
+            "bad = [m for m in sys.modules if m == 'tvm' or m.startswith('tvm.')]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
