@@ -202,6 +202,10 @@ class Session:
         """
         args_t = tuple(self._to_handles(a) for a in args)
         kwargs_t = {k: self._to_handles(v) for k, v in kwargs.items()}
+        again = self._same_child(primitive, args, kwargs)
+        if again is not None:  # the same step again after an undo: go back down that branch
+            self._move(again.id, "apply")
+            return self._results_of(again)
         new_state, outputs = self._state.apply(primitive, args_t, kwargs_t)
         step = self._add_step(
             new_state,
@@ -213,6 +217,22 @@ class Session:
             outputs=outputs,
         )
         return self._results(step, outputs)
+
+    def _same_child(self, primitive: str, args: tuple, kwargs: dict) -> Step | None:
+        if _has_sampled((args, kwargs)) or primitive.startswith("sample_"):
+            return None  # sampling again must draw again
+        label = _call_label(primitive, args, kwargs)
+        for cid in self.current.children:
+            child = self._steps[cid]
+            if child.kind == "apply" and child.label == label:
+                return child
+        return None
+
+    def _results_of(self, step: Step) -> Any:
+        values = list(step.result or [])
+        if not values:
+            return None
+        return values[0] if len(values) == 1 and step.primitive not in _LIST_RESULTS else values
 
     def _to_handles(self, value: Any) -> Any:
         if isinstance(value, Sampled):
@@ -239,9 +259,7 @@ class Session:
                 values.append(Sampled(self, step.id, out.handle, out.value))
         if not values:
             return None
-        if len(values) == 1 and step.primitive not in {"split", "sample_perfect_tile", "get_loops", "loop_partition",
-                                                        "get_child_blocks", "get_producers", "get_consumers",
-                                                        "cache_inplace", "cache_index", "get_output_blocks"}:
+        if len(values) == 1 and step.primitive not in _LIST_RESULTS:
             return values[0]
         return values
 
@@ -283,7 +301,7 @@ class Session:
             return self.current
         parent = 0
         for state, call, outputs in built:
-            step = self._add_step(state, kind="replay", primitive=call.primitive, label=call.text or call.primitive,
+            step = self._add_step(state, kind="replay", primitive=call.primitive, label=call.label or call.text,
                                   outputs=outputs, parent=parent, notify=False)
             parent = step.id
         self._notify("replay")
@@ -315,6 +333,8 @@ class Session:
 
         built = []
         for call in calls:
+            if call.primitive not in tsch.LOOKUPS:
+                call.label = state.describe(call.primitive, tuple(call.args), dict(call.kwargs), resolve)
             try:
                 state, outputs = state.apply(call.primitive, tuple(call.args), dict(call.kwargs), resolve)
             except ScheduleStepError as exc:
@@ -357,8 +377,8 @@ class Session:
             self._add_step(work, kind="run", primitive=None, label=f"run {getattr(fn, '__name__', 'fn')}()")
             return self.current
         for state, call, outputs in built:
-            self._add_step(state, kind="apply", primitive=call.primitive, label=call.text, outputs=outputs,
-                           notify=False)
+            self._add_step(state, kind="apply", primitive=call.primitive, label=call.label or call.text,
+                           outputs=outputs, notify=False)
         self._notify("run")
         return self.current
 
@@ -501,6 +521,20 @@ class Session:
         from mlc_lab.widgets import explorer
 
         return explorer.Explorer(self)
+
+
+_LIST_RESULTS = {"split", "sample_perfect_tile", "get_loops", "loop_partition", "get_child_blocks", "get_producers",
+                 "get_consumers", "cache_inplace", "cache_index", "get_output_blocks"}
+
+
+def _has_sampled(value: Any) -> bool:
+    if isinstance(value, Sampled):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_has_sampled(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_sampled(v) for v in value.values())
+    return False
 
 
 def _plain_at(at: dict[str, int] | None) -> dict[str, int] | None:

@@ -34,6 +34,7 @@ class TraceCall:
     kwargs: dict = field(default_factory=dict)
     targets: list[str] = field(default_factory=list)
     text: str = ""
+    label: str = ""  # the call with names from the program, filled in when it is replayed
 
 
 def parse_trace_text(text: str) -> list[TraceCall]:

@@ -386,3 +386,26 @@ def test_blocks_tvm_cannot_reach_give_a_step_error_not_a_crash():
     with pytest.raises(ScheduleStepError, match="Y_init cannot be scheduled"):
         s.apply("reverse_compute_inline", "Y_init")
     assert s.script == before
+
+
+def test_the_same_step_after_undo_reuses_its_branch():
+    s = Session(MM_RELU)
+    first = s.apply("split", "Y/j", factors=[None, 4])
+    s.undo()
+    again = s.apply("split", "Y/j", factors=[None, 4])
+    assert again == first and s.current.id == 1 and len(s.steps) == 2
+    s.undo()
+    s.apply("split", "Y/j", factors=[None, 8])  # a different call is a new branch
+    assert s.steps[0].children == [1, 2]
+
+
+def test_replayed_steps_are_labelled_with_program_names():
+    s = Session(MM_RELU)
+    chapter2(s)
+    t = Session.from_trace(MM_RELU, s.trace)
+    assert [st.label for st in t.steps[1:]] == [
+        "split(j, factors=[None, 4])",
+        "reorder(i, j_0, k, j_1)",
+        "reverse_compute_at(C, j_0)",
+        "decompose_reduction(Y, k)",
+    ]
