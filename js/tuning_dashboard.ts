@@ -1,0 +1,17 @@
+// Entry of the TuningDashboard widget bundle (mlc_lab/static/tuning_dashboard.js).
+
+import type { RenderProps } from "@anywidget/types";
+import { ensureStyle } from "./lib/theme";
+import css from "./tuning/dashboard.css";
+import type { TuningModel } from "./tuning/types";
+import { DashboardView } from "./tuning/view";
+
+function render({ model, el, host }: RenderProps<TuningModel>) {
+  ensureStyle("mlc-lab-tuning-style", css);
+  const view = new DashboardView(model, host);
+  el.classList.add("mlc-lab");
+  el.append(view.root);
+  return () => view.dispose();
+}
+
+export default { render };

@@ -1,0 +1,156 @@
+"""A plot of a parameter sweep: latency against the parameter (``mlc_lab.core.measure.sweep``).
+
+>>> results = sweep(lambda j: schedule_with_jfactor(j), [1, 2, 4, 8, 16, 32, 64, 128])
+>>> sweep_figure(results, param="jfactor")          # a plotly figure: shows itself in JupyterLab
+>>> sweep_html(results, "sweep.html", param="jfactor")   # a self-contained page (plotly.js inlined)
+
+Plain data in: each result is ``(value, measurement)`` where the measurement has ``latency_s`` and,
+when known, ``min_s``/``max_s``, ``gflops`` and ``error`` (a ``Measurement`` or a dict alike).
+No TVM here, and plotly is imported only when a figure is made.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Iterable
+
+BEST = "#ff7f0e"
+POINT = "#1f77b4"
+FAILED = "#d62728"
+
+
+def _get(m: Any, name: str) -> Any:
+    return m.get(name) if isinstance(m, dict) else getattr(m, name, None)
+
+
+def sweep_points(results: Iterable[tuple[Any, Any]]) -> list[dict]:
+    """The sweep as plain rows: value, latency_s (None when it failed), min_s, max_s, gflops, error."""
+    rows = []
+    for value, m in results:
+        lat = _get(m, "latency_s")
+        err = _get(m, "error")
+        ok = lat is not None and not err and math.isfinite(lat)
+        rows.append({
+            "value": value,
+            "latency_s": float(lat) if ok else None,
+            "min_s": _get(m, "min_s") if ok else None,
+            "max_s": _get(m, "max_s") if ok else None,
+            "gflops": _get(m, "gflops") if ok else None,
+            "error": None if ok else str(err or "no latency measured"),
+        })
+    return rows
+
+
+def _unit(seconds: float) -> tuple[str, float]:
+    if seconds < 1e-3:
+        return "µs", 1e6
+    if seconds < 1:
+        return "ms", 1e3
+    return "s", 1.0
+
+
+def _log2_axis(values: list[Any]) -> bool:
+    """Numbers like 1, 2, 4, ... 128 read best on a log axis; a few close numbers do not."""
+    if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+        return False
+    return max(values) / min(values) >= 8
+
+
+def sweep_figure(results: Iterable[tuple[Any, Any]], *, param: str = "value", title: str | None = None,
+                 height: int = 380) -> Any:
+    """Latency (with min-max bars) against the swept value; the best marked, failures shown in red."""
+    import plotly.graph_objects as go
+
+    rows = sweep_points(results)
+    ok = [r for r in rows if r["latency_s"] is not None]
+    failed = [r for r in rows if r["latency_s"] is None]
+    unit, scale = _unit(min((r["latency_s"] for r in ok), default=1e-3))
+    categorical = not all(isinstance(r["value"], (int, float)) and not isinstance(r["value"], bool) for r in rows)
+    if not categorical:  # the line joins neighbours in value, whatever order the sweep ran in
+        ok.sort(key=lambda r: r["value"])
+    xs = [str(r["value"]) if categorical else r["value"] for r in ok]
+
+    def hover(r: dict) -> str:
+        text = f"{param} = {r['value']}<br>{r['latency_s'] * scale:.4g} {unit}"
+        return text + (f"<br>{r['gflops']:.1f} GFLOPS" if r.get("gflops") else "")
+
+    fig = go.Figure()
+    bars = all(r["min_s"] is not None and r["max_s"] is not None for r in ok) and ok
+    fig.add_trace(go.Scatter(
+        x=xs, y=[r["latency_s"] * scale for r in ok], mode="lines+markers", name="latency",
+        line={"color": POINT, "width": 2}, marker={"size": 8, "color": POINT},
+        text=[hover(r) for r in ok], hovertemplate="%{text}<extra></extra>",
+        error_y={
+            "type": "data", "symmetric": False, "thickness": 1, "width": 3, "color": "rgba(31,119,180,0.5)",
+            "array": [(r["max_s"] - r["latency_s"]) * scale for r in ok],
+            "arrayminus": [(r["latency_s"] - r["min_s"]) * scale for r in ok],
+        } if bars else None,
+    ))
+    if ok:
+        best = min(ok, key=lambda r: r["latency_s"])
+        bx = str(best["value"]) if categorical else best["value"]
+        fig.add_trace(go.Scatter(
+            x=[bx], y=[best["latency_s"] * scale], mode="markers", name="best",
+            marker={"symbol": "star", "size": 16, "color": BEST, "line": {"color": "white", "width": 1}},
+            hoverinfo="skip",
+        ))
+        label = f"best: {param} = {best['value']}, {best['latency_s'] * scale:.4g} {unit}"
+        if best.get("gflops"):
+            label += f" ({best['gflops']:.1f} GFLOPS)"
+        # annotations on a log axis are placed in log10 units
+        ax_x = math.log10(bx) if not categorical and _log2_axis([r["value"] for r in rows]) else bx
+        fig.add_annotation(x=ax_x, y=math.log10(best["latency_s"] * scale), text=label, showarrow=True, arrowhead=0,
+                           ax=0, ay=-44, font={"color": BEST}, bgcolor="rgba(255,255,255,0.85)")
+    if failed:
+        low = min((r["latency_s"] * scale for r in ok), default=1.0) * 0.8
+        fig.add_trace(go.Scatter(
+            x=[str(r["value"]) if categorical else r["value"] for r in failed], y=[low] * len(failed),
+            mode="markers", name=f"failed ({len(failed)})", marker={"symbol": "x", "size": 11, "color": FAILED},
+            text=[f"{param} = {r['value']} failed<br>{_short(r['error'])}" for r in failed],
+            hovertemplate="%{text}<extra></extra>",
+        ))
+    values = [r["value"] for r in rows]
+    xaxis: dict[str, Any] = {"title": {"text": param}, "zeroline": False}
+    if not categorical and _log2_axis(values):
+        xaxis.update(type="log", tickvals=values if len(values) <= 16 else None,
+                     ticktext=[str(v) for v in values] if len(values) <= 16 else None)
+    fig.update_layout(
+        title={"text": title or f"latency against {param}", "x": 0.02},
+        template="plotly_white", height=height, margin={"l": 64, "r": 20, "t": 56, "b": 48},
+        xaxis=xaxis,
+        yaxis={"title": {"text": f"latency ({unit}, lower is better)"}, "type": "log", "zeroline": False,
+               **_log_ticks([r["latency_s"] * scale for r in ok] + [r["max_s"] * scale for r in ok if r["max_s"]])},
+        legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
+        hovermode="closest",
+    )
+    return fig
+
+
+def sweep_html(results: Iterable[tuple[Any, Any]], path: str | Path | None = None, **kwargs: Any) -> str:
+    """A self-contained HTML page of the sweep plot (plotly.js inlined: opens offline)."""
+    html = sweep_figure(results, **kwargs).to_html(include_plotlyjs=True, full_html=True)
+    if path is not None:
+        Path(path).write_text(html, encoding="utf-8")
+    return html
+
+
+def _log_ticks(values: list[float]) -> dict:
+    """1, 2 and 5 of each decade, written out ("200", "0.05"): plotly labels its minor log ticks with a
+    bare digit."""
+    vals = [v for v in values if v and v > 0 and math.isfinite(v)]
+    if not vals:
+        return {}
+    lo, hi = min(vals) / 3, max(vals) * 3  # plotly draws only those inside the range it picks
+    ticks = [float(f"{m * 10.0 ** k:.1g}") for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+             for m in (1, 2, 5) if lo <= m * 10.0 ** k <= hi]
+    if len(ticks) > 13:
+        ticks = [t for t in ticks if f"{t:g}".lstrip("0.").startswith("1")]
+    if len(ticks) < 2:
+        return {}
+    return {"tickvals": ticks, "ticktext": [f"{t:g}" if t < 1 else str(round(t)) for t in ticks]}
+
+
+def _short(text: str | None, limit: int = 200) -> str:
+    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"

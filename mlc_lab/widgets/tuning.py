@@ -1,0 +1,474 @@
+"""The tuning dashboard: a live view of one meta_schedule job (``mlc_lab.core.tune.TuneJob``).
+
+A background thread polls the job's work directory (a few stat calls; the records are read only
+when a file changed) and pushes what it found in one comm message at most every
+``poll_s`` seconds (``hold_sync``). Latencies travel as float64 bytes. The front end asks for
+the things a person clicks: Cancel and "open in explorer" arrive as requests (custom messages), the
+selected trial is the synced ``selected`` trait and its trace, script and diff against the best come
+back as the ``detail`` trait. The kernel's main thread stays free, so Cancel works while it is idle.
+
+Everything lives in the work directory, so a dashboard shows a job again
+after a cancel, a crash or a kernel restart (``TuningDashboard.from_work_dir`` or
+``dashboard(work_dir)``). This module reads plain data from the job; it never
+imports TVM (a trial's script is made by replaying its trace with the Session class).
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import math
+import os
+import re
+import sys
+import threading
+import time
+from array import array
+from typing import Any
+
+import anywidget
+import traitlets as t
+
+from mlc_lab.widgets._base import RequestError, RpcWidget, bundle, rpc
+
+log = logging.getLogger(__name__)
+
+MAX_FAILURES = 500  # failed candidates listed (the plot marks every one)
+WATCHED = ("database_tuning_record.json", "mlc_lab_trials.jsonl", "mlc_lab_status.json", "mlc_lab_job.json")
+
+
+# --- plain data ----------------------------------------------------------------------------------
+
+
+def float64_bytes(values: list[float]) -> bytes:
+    """Little-endian float64 bytes (what a JS ``Float64Array`` reads on every platform we run on)."""
+    arr = array("d", values)
+    if sys.byteorder != "little":
+        arr.byteswap()
+    return arr.tobytes()
+
+
+def float64_list(data: bytes | memoryview) -> list[float]:
+    arr = array("d")
+    arr.frombytes(bytes(data))
+    if sys.byteorder != "little":
+        arr.byteswap()
+    return list(arr)
+
+
+_ERROR_LINE = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception|Failure)|InternalError|TVMError)\b.*:.*\S")
+
+
+def error_summary(text: str | None, limit: int = 240) -> str:
+    """One line out of a meta_schedule error (often a long traceback): the last ``XxxError: ...``
+    line, else the first non-empty one."""
+    if not text:
+        return ""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    picked = next((ln for ln in reversed(lines) if _ERROR_LINE.match(ln)), lines[0])
+    return picked if len(picked) <= limit else picked[: limit - 1] + "…"
+
+
+def job_snapshot(job: Any) -> dict[str, Any]:
+    """What the dashboard shows of a job, read once (no traces: those are read on a click)."""
+    records = job.records(with_traces=False)
+    flops = getattr(job, "flops", None) or 0.0
+    latency = [r.latency_s if r.ok else math.nan for r in records]
+    elapsed = [r.elapsed_s if r.elapsed_s is not None else math.nan for r in records]
+    ok = [r for r in records if r.ok]
+    best: dict[str, Any] = {}
+    if ok:
+        b = min(ok, key=lambda r: r.latency_s)
+        best = {"trial": b.trial, "latency_s": b.latency_s, "gflops": flops / b.latency_s / 1e9 if flops else None}
+    failed = [r for r in records if not r.ok]
+    status = job.status
+    spec = getattr(job, "spec", {}) or {}
+    target = spec.get("target") or {}
+    return {
+        "status": status,
+        "job_error": (job.error or "") if status in ("failed", "interrupted") else "",
+        "done": len(records),
+        "total": int(getattr(job, "trials", 0) or 0),
+        "latency": float64_bytes(latency),
+        "elapsed": float64_bytes(elapsed),
+        "flops": float(flops),
+        "best": best,
+        "failed_count": len(failed),
+        "failures": [{"trial": r.trial, "summary": error_summary(r.error)} for r in failed[:MAX_FAILURES]],
+        "func": str(spec.get("func_name") or ""),
+        "target": _target_label(target),
+        "settings": _settings_label(spec),
+    }
+
+
+def _target_label(target: Any) -> str:
+    if isinstance(target, dict):
+        kind = target.get("kind", "")
+        extra = target.get("mcpu") or target.get("arch") or ""
+        cores = target.get("num-cores")
+        parts = [str(kind)] + ([str(extra)] if extra else []) + ([f"{cores} cores"] if cores else [])
+        return " ".join(parts)
+    return str(target or "")
+
+
+def _settings_label(spec: dict) -> str:
+    if not spec:
+        return ""
+    parts = [spec.get("strategy"), spec.get("cost_model"), (spec.get("space") or {}).get("kind")]
+    return " · ".join(str(p) for p in parts if p)
+
+
+def _signature(work_dir: str) -> tuple:
+    out = []
+    for name in WATCHED:
+        try:
+            st = os.stat(os.path.join(work_dir, name))
+            out.append((st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def retarget_trace(trace: str, func_name: str | None) -> str:
+    """meta_schedule names the tuned function "main" in its traces (it tunes a normalised one-function
+    module); a Session of the user's program calls it by its own name. Rename in the trace text."""
+    if not func_name or func_name == "main":
+        return trace
+    return trace.replace('func_name="main"', f'func_name="{func_name}"')
+
+
+def unified_diff(before: str, after: str, before_name: str, after_name: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True), before_name, after_name, n=3
+        )
+    )
+
+
+# --- the widget ----------------------------------------------------------------------------------
+
+
+class TuningDashboard(RpcWidget):
+    """Live view of a tuning job: progress, latency per trial with the best so far, errors of the
+    failed candidates, each trial's trace and its diff against the best, Cancel.
+
+    >>> job = mlc_lab.core.tune.tune(session, trials=64)
+    >>> TuningDashboard(job, session=session)          # last expression of a cell
+    >>> TuningDashboard.from_work_dir("/path/to/work_dir")   # after a restart: all of it is on disk
+    """
+
+    _esm = bundle("tuning_dashboard")
+
+    # job facts
+    work_dir = t.Unicode("").tag(sync=True)
+    func = t.Unicode("").tag(sync=True)
+    target = t.Unicode("").tag(sync=True)
+    settings = t.Unicode("").tag(sync=True)
+    status = t.Unicode("").tag(sync=True)
+    job_error = t.Unicode("").tag(sync=True)
+    done = t.Int(0).tag(sync=True)
+    total = t.Int(0).tag(sync=True)
+    # per trial, in trial order: float64 seconds; NaN = failed candidate / unknown time
+    latency = t.Bytes(b"").tag(sync=True)
+    elapsed = t.Bytes(b"").tag(sync=True)
+    flops = t.Float(0.0).tag(sync=True)
+    best = t.Dict().tag(sync=True)
+    failed_count = t.Int(0).tag(sync=True)
+    failures = t.List(t.Dict()).tag(sync=True)
+    # interaction
+    selected = t.Int(-1).tag(sync=True)
+    detail = t.Dict().tag(sync=True)
+    notice = t.Unicode("").tag(sync=True)
+    explorer = anywidget.WidgetTrait().tag(sync=True)
+    updated_at = t.Float(0.0).tag(sync=True)
+    height = t.Unicode("380px").tag(sync=True)
+
+    def __init__(self, job: Any, session: Any = None, *, poll_s: float = 0.25, height: str = "380px",
+                 **kwargs: Any) -> None:
+        if isinstance(job, (str, os.PathLike)):
+            job = _open_job(os.fspath(job))
+        for name in ("records", "status", "cancel", "work_dir"):
+            if not hasattr(job, name):
+                raise TypeError(f"TuningDashboard needs a TuneJob (or its work directory); got {type(job).__name__}")
+        self._job = job
+        self._session = session
+        self._scripts: dict[int, str] = {}
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._cancelling = False
+        self.poll_s = float(poll_s)
+        self._sig = _signature(job.work_dir)
+        snap = job_snapshot(job)
+        super().__init__(work_dir=str(job.work_dir), height=height, updated_at=time.time(), **snap, **kwargs)
+        self.observe(self._on_selected, names=["selected"])
+        self._thread: threading.Thread | None = None
+        if snap["status"] == "running":
+            self._start_polling()
+
+    # --- public API ------------------------------------------------------------------------------
+    @classmethod
+    def from_work_dir(cls, work_dir: str | os.PathLike, session: Any = None, **kwargs: Any) -> "TuningDashboard":
+        """Show the job kept in ``work_dir`` (running or not): after a cancel, a crash or a restart.
+
+        (Not called ``open``: ipywidgets' ``Widget.open`` opens the comm.)"""
+        return cls(_open_job(os.fspath(work_dir)), session=session, **kwargs)
+
+    @property
+    def job(self) -> Any:
+        return self._job
+
+    @property
+    def latencies(self) -> list[float | None]:
+        """Seconds per trial, in trial order; None for a failed candidate."""
+        return [None if math.isnan(x) else x for x in float64_list(self.latency)]
+
+    @property
+    def polling(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def refresh(self) -> bool:
+        """Read the job again and push what changed (one comm message). True when something did."""
+        with self._lock:
+            sig = _signature(self._job.work_dir)
+            status = self._job.status
+            if sig == self._sig and status == self.status and not self._cancelling:
+                return False
+            snap = job_snapshot(self._job)
+            self._sig = sig
+            if self._cancelling and snap["status"] in ("running", "interrupted"):
+                snap["status"] = "cancelling"  # the process may be gone before "cancelled" is written
+            with self.hold_sync():
+                for name, value in snap.items():
+                    if getattr(self, name) != value:
+                        setattr(self, name, value)
+                self.updated_at = time.time()
+        if snap["status"] == "running" and not self.polling:  # e.g. tune() continued in this work_dir
+            self._start_polling()
+        return True
+
+    def select(self, trial: int | None) -> dict:
+        """Show one trial's trace, script and diff against the best (None clears); returns the detail."""
+        self.selected = -1 if trial is None else int(trial)
+        return dict(self.detail)
+
+    def cancel(self, wait: bool = True) -> str:
+        """Stop the job (its whole process group); records stay on disk. Returns the status."""
+        if wait:
+            status = self._job.cancel()
+            self.refresh()
+            return status
+        self._cancel_in_background()
+        return self.status
+
+    def wait(self, timeout: float | None = None) -> str:
+        """Block until the job ends and the dashboard shows its last trial."""
+        status = self._job.wait(timeout=timeout)
+        self.refresh()
+        return status
+
+    @property
+    def session(self) -> Any:
+        """The Session that "open in explorer" adds branches to (made from the work directory if
+        none was given)."""
+        if self._session is None:
+            self._session = _session_of_work_dir(self._job)
+        return self._session
+
+    def open_trial(self, trial: int | None = None) -> Any:
+        """Make a trial (default: the best) a new branch of the session, replayed from the original
+        program; returns the new step. An explorer of that session shows it at once."""
+        if trial is None:
+            if not self.best:
+                raise RequestError("no trial has succeeded yet")
+            trial = int(self.best["trial"])
+        rec = self._record(int(trial))
+        if not rec.trace:
+            raise RequestError(f"trial {trial} has no recorded trace")
+        session = self.session
+        return session.replay(retarget_trace(rec.trace, getattr(session, "func_name", None)))
+
+    def show_explorer(self, trial: int | None = None) -> Any:
+        """``open_trial`` and show the session's explorer under the dashboard; returns the explorer."""
+        step = self.open_trial(trial)
+        shown = trial if trial is not None else self.best.get("trial")
+        with self._lock:
+            if self.explorer is None:
+                from mlc_lab.widgets.explorer import Explorer
+
+                self.explorer = Explorer(self.session)
+            self.notice = f"trial {shown} is now step {step.id} of the session (shown in the explorer below)"
+        return self.explorer
+
+    def close(self) -> None:
+        stop = getattr(self, "_stop", None)  # absent when __init__ failed before it
+        if stop is not None:
+            stop.set()
+        if getattr(self, "explorer", None) is not None:  # the one this dashboard made
+            self.explorer.close()
+        super().close()
+
+    # --- polling ---------------------------------------------------------------------------------
+    def _start_polling(self) -> None:
+        if self.polling:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._poll_loop, name="mlc-lab-tuning-dashboard", daemon=True)
+        self._thread.start()
+
+    def _poll_loop(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                self.refresh()
+            except Exception:  # noqa: BLE001  (a half-written file: try again next tick)
+                log.debug("mlc_lab: dashboard refresh failed", exc_info=True)
+                continue
+            if self.status not in ("running", "cancelling"):
+                break
+
+    # --- front-end requests -----------------------------------------------------------------------
+    @rpc("cancel")
+    def _rpc_cancel(self) -> dict:
+        self._cancel_in_background()
+        return {"status": self.status}
+
+    @rpc("open_in_explorer")
+    def _rpc_open(self, trial: int | None = None) -> dict:
+        try:
+            self.show_explorer(trial)
+        except RequestError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (say it in the dashboard, keep the kernel's loop alive)
+            raise RequestError(f"could not open trial {trial} in the explorer: {_first_line(exc)}",
+                               detail=str(exc)) from None
+        return {"notice": self.notice}
+
+    @rpc("refresh")
+    def _rpc_refresh(self) -> dict:
+        self.refresh()
+        return {"status": self.status}
+
+    def _cancel_in_background(self) -> None:
+        if self.status != "running" or self._cancelling:
+            return
+        self._cancelling = True
+        with self._lock:
+            self.status = "cancelling"
+
+        def run() -> None:
+            try:
+                self._job.cancel()
+            finally:
+                self._cancelling = False
+                self.refresh()
+
+        threading.Thread(target=run, name="mlc-lab-tuning-cancel", daemon=True).start()
+
+    # --- details of one trial ------------------------------------------------------------------
+    def _record(self, trial: int) -> Any:
+        records = self._job.records(with_traces=True)
+        if not 0 <= trial < len(records):
+            raise RequestError(f"there is no trial {trial}; trials are 0..{len(records) - 1}")
+        return records[trial]
+
+    def _on_selected(self, change: dict) -> None:
+        trial = change["new"]
+        try:
+            detail = {} if trial < 0 else self._detail(trial)
+        except Exception as exc:  # noqa: BLE001  (observer errors would be swallowed: show them)
+            log.exception("mlc_lab: trial detail failed")
+            detail = {"trial": trial, "problem": _first_line(exc)}
+        with self._lock:  # the polling thread may be inside hold_sync: never interleave with it
+            self.detail = detail
+
+    def _detail(self, trial: int) -> dict:
+        records = self._job.records(with_traces=True)
+        if not 0 <= trial < len(records):
+            return {"trial": trial, "problem": f"there is no trial {trial}"}
+        rec = records[trial]
+        flops = self.flops
+        out: dict[str, Any] = {
+            "trial": trial,
+            "ok": rec.ok,
+            "latency_s": rec.latency_s,
+            "gflops": flops / rec.latency_s / 1e9 if rec.ok and flops else None,
+            "run_secs": list(rec.run_secs)[:32],
+            "error": rec.error or "",
+            "error_summary": error_summary(rec.error),
+            "trace": rec.trace or "",
+            "script": "",
+            "script_problem": "",
+            "diff": "",
+            "best_trial": None,
+        }
+        ok = [r for r in records if r.ok]
+        best = min(ok, key=lambda r: r.latency_s) if ok else None
+        if best is not None:
+            out["best_trial"] = best.trial
+            out["vs_best"] = rec.latency_s / best.latency_s if rec.ok else None
+        try:
+            script = self._script(rec)
+        except Exception as exc:  # noqa: BLE001  (a trace this version cannot replay: say so, show the rest)
+            out["script_problem"] = f"could not replay the trace: {_first_line(exc)}"
+            return out
+        out["script"] = script
+        if best is not None and best.trial != trial:
+            try:
+                out["diff"] = unified_diff(self._script(best), script, f"trial {best.trial} (best)", f"trial {trial}")
+            except Exception as exc:  # noqa: BLE001
+                out["script_problem"] = f"could not replay the best trial: {_first_line(exc)}"
+        return out
+
+    def _script(self, rec: Any) -> str:
+        """TVMScript of a trial: its trace replayed on the original program in a throwaway session."""
+        if rec.trial in self._scripts:
+            return self._scripts[rec.trial]
+        if not rec.trace:
+            raise RequestError("no trace was recorded for this trial")
+        cls, module, func = self._scratch()
+        scratch = cls.from_trace(module, retarget_trace(rec.trace, func), func)
+        script = scratch.script
+        self._scripts[rec.trial] = script
+        return script
+
+    def _scratch(self) -> tuple[Any, Any, str | None]:
+        session = self.session
+        return type(session), session.original, getattr(session, "func_name", None)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# --- helpers that reach the core (lazily: the widget module itself stays free of TVM) ----------------
+
+
+def _open_job(work_dir: str) -> Any:
+    from mlc_lab.core.tune import TuneJob
+
+    return TuneJob.open(work_dir)
+
+
+def _session_of_work_dir(job: Any) -> Any:
+    """A Session of the job's original program, read back from the work directory.
+
+    TODO(backend): TuneJob has no accessor for its program; this reads ``mlc_lab_module.json``
+    (tvm.ir.save_json text) through mlc_lab.tvm.build. A ``TuneJob.session()`` would replace it.
+    """
+    from mlc_lab.core.session import Session
+    from mlc_lab.tvm.build import module_from_text
+
+    with open(os.path.join(job.work_dir, "mlc_lab_module.json")) as fh:
+        module = module_from_text(fh.read())
+    func = (getattr(job, "spec", {}) or {}).get("func_name")
+    return Session(module, func)
+
+
+def dashboard(job_or_work_dir: Any, session: Any = None, **kwargs: Any) -> TuningDashboard:
+    """A dashboard of a TuneJob, or of the job kept in a work directory.
+
+    >>> mlc_lab.widgets.tuning.dashboard("/tmp/mlc_lab_tune_x1y2")
+    """
+    return TuningDashboard(job_or_work_dir, session=session, **kwargs)
