@@ -331,8 +331,12 @@ class Session:
                 return env[value.name]
             return value
 
+        names = set(program.prim_func_names(self._original))
         built = []
         for call in calls:
+            if call.primitive == "get_sblock" and call.kwargs.get("func_name") not in names | {None}:
+                # meta_schedule tunes a copy of the function called "main": point it back at ours.
+                call.kwargs["func_name"] = self.func_name
             if call.primitive not in tsch.LOOKUPS:
                 call.label = state.describe(call.primitive, tuple(call.args), dict(call.kwargs), resolve)
             try:

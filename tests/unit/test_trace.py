@@ -194,3 +194,11 @@ def apply_trace(sch: tir.Schedule) -> None:
 '''
     s = Session.from_trace(MATMUL, legacy)
     assert 'T.sblock("C_init")' in s.script and "for k, j_1 in T.grid(128, 4):" in s.script
+
+
+def test_a_tuning_trace_of_main_replays_on_the_named_function():
+    # meta_schedule tunes the function as "main"; its traces name that.
+    s = Session(MM_RELU)
+    s.apply("split", "Y/j", factors=[None, 4])
+    tuned = s.trace.replace('func_name="mm_relu"', 'func_name="main"')
+    assert structural_equal(Session.from_trace(MM_RELU, tuned).module, s.module)
