@@ -1,0 +1,71 @@
+"""`mlc-lab bench FILE [--trace T] [--target cpu|cuda]`: build, check and time one program; print JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "bench",
+        help="build, verify and time a program (optionally after a schedule trace)",
+        description="Build FILE's program (after TRACE, if given), check it against the original "
+        "program on random inputs and time it. Prints one JSON object.",
+    )
+    p.add_argument("file", help="a .py file or TVMScript text file holding the program")
+    p.add_argument("--trace", help="a schedule trace (a file, or the text itself) to apply first")
+    p.add_argument("--target", default="cpu", help="cpu (native, all cores) or cuda (default: cpu)")
+    p.add_argument("--func", help="the function to use when the module has several")
+    p.add_argument("--repeats", type=int, default=5, help="timed repeats; the median is reported (default: 5)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds before a hanging program is stopped")
+    return p
+
+
+def read_text_arg(value: str) -> str:
+    """A command-line argument that is either a path to a file or the text itself."""
+    if "\n" not in value and os.path.isfile(value):
+        with open(value) as fh:
+            return fh.read()
+    return value
+
+
+def load_session(path: str, func: str | None, trace: str | None):
+    from mlc_lab.cli import UsageError
+    from mlc_lab.core.session import Session
+
+    if not os.path.isfile(path):
+        raise UsageError(f"no such file: {path}")
+    session = Session(path, func)
+    if trace:
+        session.replay(read_text_arg(trace))
+    return session
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlc_lab.cli import UsageError
+    from mlc_lab.core.measure import measure
+
+    if args.repeats < 1:
+        raise UsageError("--repeats must be at least 1")
+    if args.target not in ("cpu", "cuda", "llvm", "gpu"):
+        raise UsageError(f"--target must be cpu or cuda, not {args.target!r}")
+    session = load_session(args.file, args.func, args.trace)
+    m = measure(session.module, session.original, session.func_name, args.target, args.repeats, timeout=args.timeout)
+    out = {
+        "func": session.func_name,
+        "target": m.target,
+        "latency_s": m.latency_s,
+        "std_s": m.std_s,
+        "min_s": m.min_s,
+        "max_s": m.max_s,
+        "repeats": m.repeats,
+        "flops": m.flops,
+        "gflops": m.gflops,
+        "max_abs_error": m.max_abs_error,
+        "correct": m.correct,
+        "build_s": m.build_s,
+    }
+    print(json.dumps(out))
+    return 0

@@ -1,0 +1,116 @@
+"""`mlc-lab tune FILE --trials N`: run meta_schedule, show progress, write report.html, print JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "tune",
+        help="tune a program with meta_schedule (resumable)",
+        description="Tune FILE's program with meta_schedule in a subprocess. Progress goes to stderr; "
+        "WORK_DIR/report.html gets the latency plot, the best trace and program; one JSON object is "
+        "printed. Running again on the same WORK_DIR continues from the trials already there.",
+    )
+    p.add_argument("file", help="a .py file or TVMScript text file holding the program")
+    p.add_argument("--trials", type=int, required=True, help="total number of trials (those in WORK_DIR count)")
+    p.add_argument("--target", default="cpu", help="cpu (native, all cores) or cuda (default: cpu)")
+    p.add_argument("--work-dir", default="tune_tmp", help="where records are kept (default: ./tune_tmp)")
+    p.add_argument(
+        "--space",
+        default="auto",
+        help="auto (meta_schedule's own space) or session:TRACE (search around the splits of a trace file)",
+    )
+    p.add_argument("--rpc", metavar="HOST:PORT:KEY", help="measure through a TVM RPC tracker")
+    p.add_argument("--func", help="the function to tune when the module has several")
+    p.add_argument("--per-iter", type=int, default=16, help="candidates per search round (default: 16)")
+    p.add_argument("--seed", type=int, help="random seed of the search")
+    return p
+
+
+def _bar(done: int, total: int, best: float | None, width: int = 30) -> str:
+    frac = min(1.0, done / total) if total else 1.0
+    filled = int(round(frac * width))
+    best_txt = f"  best {best * 1e3:.4f} ms" if best is not None else ""
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}{best_txt}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlc_lab._cli.bench import load_session
+    from mlc_lab.cli import UsageError
+    from mlc_lab.core.tune import tune, write_report
+
+    if args.trials < 1:
+        raise UsageError("--trials must be at least 1")
+    if args.target not in ("cpu", "cuda", "llvm", "gpu"):
+        raise UsageError(f"--target must be cpu or cuda, not {args.target!r}")
+    trace = None
+    space = "auto"
+    if args.space.startswith("session:"):
+        trace = args.space[len("session:"):]
+        if not trace:
+            raise UsageError("--space session:TRACE needs a trace file")
+        space = "session"
+    elif args.space != "auto":
+        raise UsageError(f"--space must be auto or session:TRACE, not {args.space!r}")
+    runner = "local"
+    if args.rpc:
+        parts = args.rpc.split(":")
+        if len(parts) != 3 or not parts[1].isdigit():
+            raise UsageError(f"--rpc must be HOST:PORT:KEY, not {args.rpc!r}")
+        runner = f"rpc://{parts[0]}:{parts[1]}/{parts[2]}"
+
+    session = load_session(args.file, args.func, trace)
+    job = tune(
+        session,
+        target=args.target,
+        trials=args.trials,
+        space=space,
+        work_dir=args.work_dir,
+        runner=runner,
+        num_trials_per_iter=args.per_iter,
+        seed=args.seed,
+    )
+    tty = sys.stderr.isatty()
+    last = None
+    interrupted = False
+    try:
+        while True:
+            running = job.status == "running"
+            recs = job.records(with_traces=False)
+            best = min((r.latency_s for r in recs if r.ok), default=None)
+            line = _bar(len(recs), job.trials, best)
+            if line != last:
+                print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
+                last = line
+            if not running:
+                break
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        interrupted = True
+        job.cancel()
+    if tty:
+        print(file=sys.stderr)
+    report = write_report(job, os.path.join(job.work_dir, "report.html"))
+    summary = job.summary()
+    out = {
+        "trials": summary["trials"],
+        "best_latency_s": summary["best_latency_s"],
+        "best_gflops": summary["best_gflops"],
+        "best_trace": summary["best_trace"],
+        "report": report,
+        "status": summary["status"],
+        "work_dir": job.work_dir,
+    }
+    print(json.dumps(out))
+    if interrupted:
+        return 130
+    if summary["status"] == "failed":
+        print(f"mlc-lab: tuning failed: {summary['error']}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,517 @@
+"""meta_schedule glue. `run_job` runs inside the tuning subprocess (`python -m mlc_lab.tvm.tune_main`);
+the small helpers at the top (`prepare_workload`, `rewrite_session_space`, `tuning_target`) are
+called by the kernel-side `mlc_lab.core.tune` to write the job's files.
+
+Work directory files (besides meta_schedule's own database_*.json and logs/):
+  mlc_lab_job.json      what to tune: function, target, trials, space, runner, ...
+  mlc_lab_module.json   the workload (tvm.ir.save_json of a one-function module)
+  mlc_lab_space.pkl     a user's space function (cloudpickle), for space=callable
+  mlc_lab_status.json   state written by the subprocess: running / done / failed
+  mlc_lab_trials.jsonl  one line per measured candidate: db line, latency, error, trace text
+  mlc_lab_best.json     the best candidate so far: latency, trace text, TVMScript
+"""
+
+from __future__ import annotations
+
+import json
+import linecache
+import os
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+from mlc_lab._threads import ensure_tvm_threads, usable_cores
+
+ensure_tvm_threads()
+
+import tvm  # noqa: E402
+from tvm.ir.utils import derived_object  # noqa: E402
+from tvm.s_tir import meta_schedule as ms  # noqa: E402
+
+from mlc_lab.tvm import build as _build  # noqa: E402
+
+JOB_FILE = "mlc_lab_job.json"
+MODULE_FILE = "mlc_lab_module.json"
+SPACE_PICKLE = "mlc_lab_space.pkl"
+STATUS_FILE = "mlc_lab_status.json"
+TRIALS_FILE = "mlc_lab_trials.jsonl"
+BEST_FILE = "mlc_lab_best.json"
+RECORDS_FILE = "database_tuning_record.json"
+WORKLOADS_FILE = "database_workload.json"
+
+
+# ----------------------------------------------------------------------------------------- kernel side
+
+
+def prepare_workload(module: Any, func_name: str | None) -> tuple[str, str]:
+    """(function name, save_json text of a module holding only that function)."""
+    func_name, one = _build.single_function_module(module, func_name)
+    return func_name, _build.module_to_text(one)
+
+
+def tuning_target(spec: Any) -> dict:
+    """A JSON target dict for meta_schedule: the native CPU with "num-cores", or CUDA with the limits
+    VerifyGPUCode needs."""
+    target = _build.resolve_target(spec)
+    out = _build.target_to_json(target)
+    if out.get("kind") == "llvm":
+        out.setdefault("num-cores", usable_cores())
+    elif out.get("kind") == "cuda":
+        out.setdefault("max_threads_per_block", int(out.get("max_num_threads", 1024)))
+        out.setdefault("max_shared_memory_per_block", _build.DEFAULT_MAX_SHARED_BYTES)
+        out.setdefault("thread_warp_size", 32)
+        out.setdefault("registers_per_block", 65536)
+    return out
+
+
+def rewrite_session_space(trace_json: Any, func_name: str = "main") -> list:
+    """Turn a session's trace into a search space: every Split whose factors are all literals
+    (or None) samples its factors instead, with `sample_perfect_tile` of the same loop and
+    n = number of factors. Decisions are dropped, so every sampling instruction is re-sampled.
+
+    `get_sblock` calls are pointed at `func_name`: meta_schedule names its one-function workload
+    "main". Pure JSON manipulation; the result is replayed with `Trace.apply_json_to_schedule`,
+    never exec'd.
+    """
+    if isinstance(trace_json, str):
+        trace_json = json.loads(trace_json)
+    if not isinstance(trace_json, list):
+        raise ValueError("a trace in JSON form is a list [instructions, decisions]")
+    insts = trace_json[0] if len(trace_json) == 2 and isinstance(trace_json[0], list) and (
+        not trace_json[0] or isinstance(trace_json[0][0], list)
+    ) else trace_json
+    used = set()
+    for inst in insts:
+        _check_inst(inst)
+        used.update(x for x in inst[3] if isinstance(x, str))
+    out: list = []
+    n_new = 0
+    for inst in insts:
+        kind, inputs, attrs, outputs = inst
+        if kind == "EnterPostproc":
+            break  # meta_schedule adds its own postprocessing
+        if kind == "GetSBlock" and len(attrs) == 2:
+            attrs = [attrs[0], func_name]
+        if kind == "Split" and len(inputs) >= 3:
+            loop, factors = inputs[0], inputs[1:]
+            if all(isinstance(f, int) or f in (None, "None") for f in factors):
+                names = []
+                for q in range(len(factors)):
+                    name = f"v_mlc{n_new}_{q}"
+                    while name in used:
+                        name += "_"
+                    used.add(name)
+                    names.append(name)
+                n_new += 1
+                inner = factors[-1]
+                max_inner = max(16, int(inner)) if isinstance(inner, int) else 64
+                out.append(["SamplePerfectTile", [loop], [len(factors), max_inner], names])
+                out.append(["Split", [loop, *names], attrs, outputs])
+                continue
+        out.append([kind, inputs, attrs, outputs])
+    if n_new == 0:
+        raise ValueError(
+            "the session has no split with literal factors, so there is nothing to search over; "
+            "use space='auto' or add a split"
+        )
+    return out
+
+
+def _check_inst(inst: Any) -> None:
+    if not (isinstance(inst, list) and len(inst) == 4 and isinstance(inst[0], str)):
+        raise ValueError(f"not a trace instruction: {inst!r}")
+
+
+# ----------------------------------------------------------------------------------------- subprocess
+
+
+class _FrameInfo:
+    """Just what TVMScript's parser reads from `inspect.stack()`, with the source line loaded lazily."""
+
+    __slots__ = ("frame", "filename", "lineno", "function", "index")
+
+    def __init__(self, frame: Any) -> None:
+        self.frame = frame
+        self.filename = frame.f_code.co_filename
+        self.lineno = frame.f_lineno
+        self.function = frame.f_code.co_name
+        self.index = 0
+
+    @property
+    def code_context(self) -> list[str] | None:
+        line = linecache.getline(self.filename, self.lineno)
+        return [line] if line else None
+
+
+class _FastInspect:
+    """A stand-in for the `inspect` module whose `stack()` does not read every source file."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def stack(self, context: int = 1) -> list:  # noqa: ARG002 - same signature as inspect.stack
+        frames = []
+        frame = sys._getframe(1)
+        while frame is not None:
+            frames.append(_FrameInfo(frame))
+            frame = frame.f_back
+        return frames
+
+
+def install_fast_stack() -> None:
+    """TVMScript's decorators call `inspect.stack()`, which costs ~20 ms each and ~10 s for the 496
+    tensor intrinsics meta_schedule imports. Subprocess only: it patches TVM internals."""
+    import importlib
+    import inspect
+
+    for name in ("tvm.tirx.script.parser.entry", "tvm.script.parser.ir.entry"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if getattr(module, "inspect", None) is inspect:
+            module.inspect = _FastInspect(inspect)
+
+
+def fast_build(mod: Any, target: Any, _params: Any = None) -> Any:
+    """meta_schedule's default_build without its `import tvm.s_tir.tensor_intrin` (seconds per call)."""
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm.tirx.build(mod, target=target)
+
+
+@derived_object
+class InProcessBuilder(ms.builder.PyBuilder):
+    """Builds candidates in the tuning process itself, on a few threads (TVM's FFI calls release
+    the GIL, so LLVM code generation runs in parallel). The stock LocalBuilder starts fresh worker
+    processes on every batch, which costs seconds each time."""
+
+    def __init__(self, max_workers: int | None = None) -> None:
+        super().__init__()
+        self.max_workers = max_workers or usable_cores()
+
+    def build(self, build_inputs: list) -> list:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from tvm.s_tir.meta_schedule.builder import BuilderResult
+        from tvm.s_tir.meta_schedule.builder.local_builder import default_export
+
+        def one(item: Any) -> Any:
+            try:
+                rt_mod = fast_build(item.mod, item.target, None)
+                return BuilderResult(default_export(rt_mod), None)
+            except Exception as exc:  # noqa: BLE001 - a failed candidate is a result, not a crash
+                return BuilderResult(None, f"build failed: {exc}")
+
+        if self.max_workers <= 1 or len(build_inputs) <= 1:
+            return [one(item) for item in build_inputs]
+        with ThreadPoolExecutor(max_workers=self.max_workers) as pool:
+            return list(pool.map(one, build_inputs))
+
+
+def parse_runner(spec: str) -> dict:
+    """"local" or "rpc://HOST:PORT/KEY" (also HOST:PORT:KEY) as a dict."""
+    if spec in (None, "", "local"):
+        return {"kind": "local"}
+    text = spec[len("rpc://"):] if spec.startswith("rpc://") else spec
+    if "/" in text:
+        hostport, key = text.split("/", 1)
+        host, _, port = hostport.rpartition(":")
+    else:
+        parts = text.split(":")
+        if len(parts) != 3:
+            raise ValueError(f"runner must be 'local' or 'rpc://HOST:PORT/KEY', not {spec!r}")
+        host, port, key = parts
+    if not host or not port.isdigit() or not key:
+        raise ValueError(f"runner must be 'local' or 'rpc://HOST:PORT/KEY', not {spec!r}")
+    return {"kind": "rpc", "host": host, "port": int(port), "key": key}
+
+
+def make_runner(spec: dict, min_repeat_ms: int, timeout_s: float) -> Any:
+    evaluator = ms.runner.EvaluatorConfig(
+        # three repeats: the cost model and our records take the median, robust to a busy machine
+        number=1, repeat=3, min_repeat_ms=int(min_repeat_ms), enable_cpu_cache_flush=False
+    )
+    if spec["kind"] == "rpc":
+        return ms.runner.RPCRunner(
+            rpc_config=ms.runner.RPCConfig(
+                tracker_host=spec["host"],
+                tracker_port=spec["port"],
+                tracker_key=spec["key"],
+                session_timeout_sec=int(timeout_s),
+            ),
+            evaluator_config=evaluator,
+            max_workers=1,
+        )
+    return ms.runner.LocalRunner(timeout_sec=timeout_s, evaluator_config=evaluator)
+
+
+class TraceSpace:
+    """A space function that replays a rewritten session trace (JSON) with fresh samples."""
+
+    def __init__(self, insts: list) -> None:
+        self.insts = insts
+
+    def __call__(self, sch: Any) -> Any:
+        tvm.s_tir.schedule.Trace.apply_json_to_schedule([self.insts, []], sch)
+        return sch
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _write_json(path: str, obj: Any) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(obj, fh)
+    os.replace(tmp, path)
+
+
+def _count_lines(path: str) -> int:
+    if not os.path.exists(path):
+        return 0
+    with open(path, "rb") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
+def _workload_index(work_dir: str, workload: Any) -> int:
+    """Position of `workload` in database_workload.json (the index its records carry)."""
+    key = workload.as_json()[0]
+    with open(os.path.join(work_dir, WORKLOADS_FILE)) as fh:
+        for i, line in enumerate(x for x in fh if x.strip()):
+            if json.loads(line)[0] == key:
+                return i
+    raise RuntimeError("the workload was committed but is not in database_workload.json")
+
+
+def _records_of(work_dir: str, index: int) -> int:
+    path = os.path.join(work_dir, RECORDS_FILE)
+    if not os.path.exists(path):
+        return 0
+    n = 0
+    with open(path) as fh:
+        for line in fh:
+            try:
+                if json.loads(line)[0] == index:
+                    n += 1
+            except (ValueError, IndexError, TypeError):
+                continue
+    return n
+
+
+def _make_progress_callback(work_dir: str, first_line: int, best_latency: float | None, t0: float) -> Any:
+    @derived_object
+    class ProgressCallback(ms.measure_callback.PyMeasureCallback):
+        """Writes one line per candidate to mlc_lab_trials.jsonl (after AddToDatabase wrote the
+        database line), and the best program so far to mlc_lab_best.json."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.line = first_line
+            self.best = best_latency
+
+        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+            lines = []
+            for cand, br, rr in zip(measure_candidates, builder_results, runner_results):
+                error = br.error_msg or rr.error_msg
+                secs = [float(x) for x in rr.run_secs] if rr.run_secs is not None and not error else []
+                latency = _median(secs) if secs else None
+                trace = str(cand.sch.trace)
+                lines.append(
+                    json.dumps(
+                        {
+                            "line": self.line,
+                            "latency_s": latency,
+                            "run_secs": secs,
+                            "error": str(error)[:4000] if error else None,
+                            "trace": trace,
+                            "t": round(time.time() - t0, 3),
+                        }
+                    )
+                )
+                self.line += 1
+                if latency is not None and (self.best is None or latency < self.best):
+                    self.best = latency
+                    _write_json(
+                        os.path.join(work_dir, BEST_FILE),
+                        {"latency_s": latency, "line": self.line - 1, "trace": trace, "script": cand.sch.mod.script()},
+                    )
+            if lines:
+                with open(os.path.join(work_dir, TRIALS_FILE), "a") as fh:
+                    fh.write("\n".join(lines) + "\n")
+
+    return ProgressCallback()
+
+
+def _warm_cost_model(task_mod: Any, target: Any, db: Any, workload: Any, cores: int) -> Any:
+    """An XGB cost model already trained on the trials in the database.
+
+    When a run continues, meta_schedule seeds its evolutionary search with the best records of the
+    database, but its cost model starts empty; we train it on every recorded trial first, so the
+    continued search is guided from its first round. Falls back to a fresh model on any failure.
+    """
+    try:
+        records = [r for r in db.get_top_k(workload, 100000) if r.run_secs and max(float(x) for x in r.run_secs) < 1e9]
+        if not records:
+            return "xgb"
+        ctx = ms.TuneContext(mod=task_mod, target=target, task_name="main", num_threads=cores)
+        candidates, results = [], []
+        for rec in records:
+            sch = tvm.s_tir.Schedule(task_mod)
+            rec.trace.apply_to_schedule(sch, remove_postproc=False)
+            candidates.append(ms.MeasureCandidate(sch, rec.args_info))
+            results.append(ms.runner.RunnerResult(run_secs=rec.run_secs, error_msg=None))
+        model = ms.CostModel.create("xgb", num_tuning_cores=cores, tree_method="auto")
+        model.update(ctx, candidates, results)
+        print(f"mlc_lab: cost model warmed up on {len(records)} recorded trials", file=sys.stderr)
+        return model
+    except Exception as exc:  # noqa: BLE001 - a cold model still tunes
+        print(f"mlc_lab: could not warm the cost model from the database ({exc}); starting cold", file=sys.stderr)
+        return "xgb"
+
+
+def run_job(work_dir: str) -> int:
+    """Body of the tuning subprocess: read mlc_lab_job.json, tune, keep the status file current."""
+    work_dir = os.path.abspath(work_dir)
+    status_path = os.path.join(work_dir, STATUS_FILE)
+    t0 = time.time()
+    status: dict = {"state": "starting", "pid": os.getpid(), "started_at": t0}
+    _write_json(status_path, status)
+    try:
+        with open(os.path.join(work_dir, JOB_FILE)) as fh:
+            job = json.load(fh)
+        install_fast_stack()
+        with open(os.path.join(work_dir, MODULE_FILE)) as fh:
+            mod = _build.module_from_text(fh.read())
+        target = tvm.target.Target(job["target"])
+        import_tensor_intrinsics(target)
+        db = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
+        # tune_tir adds tirx.noalias etc. to each task function; commit the same normalised form
+        task_mod = ms.tune_context._normalize_mod(mod[job["func_name"]])
+        workload = db.commit_workload(task_mod)
+        index = _workload_index(work_dir, workload)
+        done = _records_of(work_dir, index)
+        remaining = int(job["trials"]) - done
+        best = None
+        best_path = os.path.join(work_dir, BEST_FILE)
+        if os.path.exists(best_path):
+            with open(best_path) as fh:
+                best = json.load(fh).get("latency_s")
+        status.update(state="running", workload_index=index, done_before=done, trials=int(job["trials"]))
+        _write_json(status_path, status)
+        if remaining > 0:
+            space_spec = job["space"]
+            if space_spec["kind"] == "auto":
+                space: Any = "post-order-apply"
+            elif space_spec["kind"] == "session":
+                space = ms.space_generator.ScheduleFn(TraceSpace(space_spec["insts"]))
+            elif space_spec["kind"] == "callable":
+                import cloudpickle
+
+                with open(os.path.join(work_dir, SPACE_PICKLE), "rb") as fh:
+                    fn = cloudpickle.load(fh)
+                space = ms.space_generator.ScheduleFn(fn)
+            else:
+                raise ValueError(f"unknown space {space_spec!r}")
+            runner = make_runner(parse_runner(job.get("runner", "local")), job.get("min_repeat_ms", 30), job.get("timeout_s", 30))
+            cost_model: Any = job.get("cost_model", "xgb")
+            if done > 0 and cost_model == "xgb":
+                cost_model = _warm_cost_model(task_mod, target, db, workload, int(job.get("num_tuning_cores") or usable_cores()))
+            callbacks = ms.MeasureCallback.create("default") + [
+                _make_progress_callback(work_dir, _count_lines(os.path.join(work_dir, RECORDS_FILE)), best, t0)
+            ]
+            ms.tune_tir(
+                mod=mod,
+                target=target,
+                work_dir=work_dir,
+                max_trials_global=remaining,
+                num_trials_per_iter=int(job.get("num_trials_per_iter", 16)),
+                builder=InProcessBuilder(),
+                runner=runner,
+                database=db,
+                cost_model=cost_model,
+                measure_callbacks=callbacks,
+                space=space,
+                strategy=job.get("strategy", "evolutionary"),
+                seed=job.get("seed"),
+                num_tuning_cores=int(job.get("num_tuning_cores") or usable_cores()),
+            )
+        status.update(state="done", finished_at=time.time())
+        _write_json(status_path, status)
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - recorded for the kernel, then re-raised as a status
+        status.update(
+            state="failed",
+            finished_at=time.time(),
+            error=f"{type(exc).__name__}: {exc}",
+            detail=traceback.format_exc(),
+        )
+        _write_json(status_path, status)
+        print(traceback.format_exc(), file=sys.stderr)
+        return 1
+
+
+# ----------------------------------------------------------------------------------------- reading back
+
+
+def trace_text_from_record(work_dir: str, record_line: str) -> str | None:
+    """Trace text of one database line, replayed on its workload (for lines that have no entry in
+    mlc_lab_trials.jsonl, e.g. a database written by plain tune_tir)."""
+    try:
+        index, (trace_json, *_rest) = json.loads(record_line)
+        with open(os.path.join(work_dir, WORKLOADS_FILE)) as fh:
+            lines = [x for x in fh if x.strip()]
+        workload = ms.database.Workload.from_json(json.loads(lines[index]))
+        sch = tvm.s_tir.Schedule(workload.mod)
+        tvm.s_tir.schedule.Trace.apply_json_to_schedule(trace_json, sch)
+        return str(sch.trace)
+    except Exception:  # noqa: BLE001 - a best effort for display
+        return None
+
+
+def scratch_dir() -> str:
+    return tempfile.mkdtemp(prefix="mlc_lab_tune_")
+
+
+def import_tensor_intrinsics(target: Any) -> None:
+    """Register only the tensor intrinsics this target's schedule rules can ask for.
+
+    TuneContext runs `import tvm.s_tir.tensor_intrin`, which parses ~250 TVMScript intrinsics for
+    every backend (8-25 s on a small machine, mostly CUDA ones). We load the package without its
+    __init__ and import the one submodule the target needs; TuneContext's import is then a no-op.
+    """
+    import importlib
+    import importlib.util
+
+    name = "tvm.s_tir.tensor_intrin"
+    if name not in sys.modules:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[name] = package
+        import tvm.s_tir as parent
+
+        parent.tensor_intrin = package
+    kind = target.kind.name
+    subs = []
+    if kind == "llvm":
+        triple = str(target.attrs.get("mtriple", ""))
+        subs = ["arm_cpu"] if ("aarch64" in triple or "arm" in triple) else ["x86"]
+    elif kind == "cuda":
+        subs = ["cuda"]
+    elif kind == "rocm":
+        subs = ["rocm"]
+    elif kind == "metal":
+        subs = ["metal"]
+    for sub in subs:
+        importlib.import_module(f"{name}.{sub}")

@@ -1,0 +1,161 @@
+"""measure() and sweep(): build, verify against the original, time, in a persistent worker that
+may crash or hang without taking the test process (the "kernel") with it."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+import mlc_lab
+from mlc_lab.core.measure import Measurement, measure, sweep, worker
+from mlc_lab.errors import MeasureError, MlcLabError
+from tests.fixtures.programs import MM_RELU, matmul
+
+ADD = """
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+@I.ir_module
+class Mod:
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32"), C: T.Buffer((64,), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        for i in range(64):
+            with T.sblock("C"):
+                vi = T.axis.spatial(64, i)
+                C[vi] = A[vi] OP B[vi]
+"""
+
+CRASH = """
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+@I.ir_module
+class Mod:
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        for i in range(16):
+            with T.sblock("B"):
+                vi = T.axis.spatial(16, i)
+                T.evaluate(T.call_extern("int32", "raise", 11))
+                B[vi] = A[vi]
+"""
+
+# 2^60 dependent float updates: runs "forever" unless stopped.
+HANG = """
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+@I.ir_module
+class Mod:
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((16,), "float32"), B: T.Buffer((1,), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        for i, j in T.grid(1 << 30, 1 << 30):
+            with T.sblock("B"):
+                vi = T.axis.spatial(1 << 30, i)
+                vj = T.axis.reduce(1 << 30, j)
+                with T.init():
+                    B[0] = T.float32(0)
+                B[0] = B[0] * T.float32(0.5) + A[vj % 16]
+"""
+
+
+def course_schedule(s: mlc_lab.Session, jfactor: int = 8) -> mlc_lab.Session:
+    j0, j1 = s.apply("split", "Y/j", factors=[None, jfactor])
+    s.apply("reorder", "Y/i", j0, "Y/k", j1)
+    s.apply("parallel", "Y/i")
+    s.apply("vectorize", j1)
+    return s
+
+
+def test_measure_checks_and_times_a_scheduled_step():
+    s = course_schedule(mlc_lab.Session(MM_RELU))
+    m = measure(s.module, s.original, s.func_name, "cpu", repeats=5)
+    assert isinstance(m, Measurement) and m.ok
+    assert m.latency_s > 0 and m.std_s >= 0 and m.repeats == 5 and len(m.results_s) == 5
+    assert m.min_s <= m.latency_s <= m.max_s
+    assert m.flops == 2 * 128**3 + 128**2  # TVM's estimate: multiply-add = 2, plus the ReLU's max
+    assert m.gflops == pytest.approx(m.flops / m.latency_s / 1e9)
+    assert m.max_abs_error is not None and m.max_abs_error < 1e-3 and m.correct
+    assert '"kind":"llvm"' in m.target and "mcpu" in m.target  # the native CPU, not generic x86-64
+    assert m.func_name == "mm_relu"
+
+
+def test_a_warm_measurement_of_one_step_is_fast():
+    s = course_schedule(mlc_lab.Session(MM_RELU))
+    measure(s.module, s.original, s.func_name)  # warm the worker and its reference cache
+    t0 = time.perf_counter()
+    measure(s.module, s.original, s.func_name)
+    # < 1 s on an idle 2-core machine; allow for a loaded CI box
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_a_wrong_program_shows_its_error():
+    good = mlc_lab.load(ADD.replace("OP", "+"))
+    bad = mlc_lab.load(ADD.replace("OP", "-"))
+    m = measure(bad, good, "main")
+    assert m.ok and m.correct is False
+    assert m.max_abs_error > 0.01  # inputs are uniform in [0, 1): a - b differs from a + b
+
+
+def test_without_reference_nothing_is_checked():
+    m = measure(mlc_lab.load(ADD.replace("OP", "+")))
+    assert m.ok and m.max_abs_error is None and m.correct is None and m.latency_s > 0
+
+
+def test_a_segfault_costs_the_worker_not_the_caller():
+    measure(mlc_lab.load(ADD.replace("OP", "+")))
+    pid_before = worker().pid
+    with pytest.raises(MeasureError) as info:
+        measure(mlc_lab.load(CRASH))
+    assert info.value.kind == "crash"
+    assert "SIGSEGV" in str(info.value) and "fresh worker" in str(info.value)
+    assert isinstance(info.value, MlcLabError)
+    # the next measurement starts a fresh worker and works
+    m = measure(mlc_lab.load(ADD.replace("OP", "+")))
+    assert m.ok and worker().pid not in (None, pid_before)
+
+
+@pytest.mark.slow
+def test_a_hang_is_stopped_after_the_time_limit():
+    measure(mlc_lab.load(ADD.replace("OP", "+")))  # warm worker: the limit is about the program
+    pid_before = worker().pid
+    t0 = time.perf_counter()
+    with pytest.raises(MeasureError) as info:
+        measure(mlc_lab.load(HANG), timeout=2)
+    assert info.value.kind == "timeout" and "more than 2 s" in str(info.value)
+    assert time.perf_counter() - t0 < 15
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid_before, 0)  # the hung worker is gone
+    assert measure(mlc_lab.load(ADD.replace("OP", "+"))).ok
+
+
+def test_errors_can_come_back_as_data():
+    m = measure(mlc_lab.load(ADD.replace("OP", "+")), func_name="nope", raise_errors=False)
+    assert not m.ok and "nope" in m.error and m.latency_s is None
+
+
+def test_sweep_measures_a_family_of_schedules():
+    def make(jfactor):
+        s = mlc_lab.Session(MM_RELU)
+        j0, j1 = s.apply("split", "Y/j", factors=[None, jfactor])
+        s.apply("reorder", "Y/i", j0, "Y/k", j1)
+        return s
+
+    seen = []
+    results = sweep(make, [4, 16, 0], target="cpu", repeats=3, on_result=lambda v, m: seen.append(v))
+    assert [v for v, _ in results] == [4, 16, 0] == seen
+    for _, m in results[:2]:
+        assert m.ok and m.correct and m.repeats == 3
+    bad = results[2][1]
+    assert not bad.ok and bad.error_kind == "schedule" and "0" in bad.error
+
+
+def test_sweep_accepts_plain_modules():
+    results = sweep(lambda n: mlc_lab.load(matmul(n)), [16, 32], repeats=2)
+    assert [m.flops for _, m in results] == [2 * 16**3, 2 * 32**3]
+    assert all(m.ok and m.max_abs_error is None for _, m in results)
