@@ -45,6 +45,22 @@ def __getattr__(name: str):
         from mlc_lab.widgets.explorer import explore
 
         return explore
+    if name == "dashboard":
+        from mlc_lab.widgets.tuning import dashboard
+
+        return dashboard
+    if name in ("tune", "TuneJob"):
+        from mlc_lab.core import tune as _tune
+
+        return getattr(_tune, name)
+    if name == "measure":
+        from mlc_lab.core.measure import measure
+
+        return measure
+    if name == "sweep":
+        from mlc_lab.widgets.sweep import sweep
+
+        return sweep
     raise AttributeError(f"module 'mlc_lab' has no attribute {name!r}")
 
 __all__ = [
@@ -57,7 +73,11 @@ __all__ = [
     "TraceParseError",
     "Session",
     "__version__",
+    "dashboard",
     "explore",
+    "measure",
+    "sweep",
+    "tune",
     "convert",
     "load",
 ]

@@ -111,6 +111,18 @@ class TuneJob:
     def _path(self, name: str) -> str:
         return os.path.join(self.work_dir, name)
 
+    def session(self) -> Any:
+        """A Session of the program this job tunes, read back from the work directory."""
+        from mlc_lab.core.session import Session
+        from mlc_lab.tvm.build import module_from_text
+
+        path = self._path(MODULE_FILE)
+        if not os.path.exists(path):
+            raise TuneError(f"{self.work_dir} does not hold the tuned program ({MODULE_FILE})")
+        with open(path) as fh:
+            module = module_from_text(fh.read())
+        return Session(module, self.spec.get("func_name"))
+
     @property
     def spec(self) -> dict:
         return _read_json(self._path(JOB_FILE)) or {}

@@ -154,3 +154,44 @@ def _log_ticks(values: list[float]) -> dict:
 def _short(text: str | None, limit: int = 200) -> str:
     line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+class SweepResult(list):
+    """The ``(value, Measurement)`` pairs of a sweep; shows itself as the latency plot in a notebook."""
+
+    def __init__(self, results: Iterable[tuple[Any, Any]], param: str = "value"):
+        super().__init__(results)
+        self.param = param
+
+    def figure(self, **kwargs: Any) -> Any:
+        kwargs.setdefault("param", self.param)
+        return sweep_figure(self, **kwargs)
+
+    def to_html(self, path: str | Path | None = None, **kwargs: Any) -> str:
+        kwargs.setdefault("param", self.param)
+        return sweep_html(self, path, **kwargs)
+
+    def best(self) -> tuple[Any, Any] | None:
+        ok = [(v, m) for v, m in self if _get(m, "latency_s") is not None and not _get(m, "error")]
+        return min(ok, key=lambda vm: _get(vm[1], "latency_s")) if ok else None
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        # JupyterLab draws plotly's own MIME type offline (the renderer ships with plotly).
+        import plotly.io as pio
+
+        bundle = pio.renderers["plotly_mimetype"].to_mimebundle(self.figure().to_dict())
+        bundle["text/plain"] = f"<sweep of {len(self)} {self.param} values; best: {self._best_text()}>"
+        return bundle
+
+    def _best_text(self) -> str:
+        best = self.best()
+        if best is None:
+            return "none succeeded"
+        return f"{self.param}={best[0]} at {_get(best[1], 'latency_s') * 1e3:.3f} ms"
+
+
+def sweep(make: Any, values: Iterable[Any], target: Any = "cpu", *, param: str = "value", **kwargs: Any) -> SweepResult:
+    """Measure ``make(value)`` (a Session or module) for every value and plot latency against it."""
+    from mlc_lab.core.measure import sweep as measure_sweep
+
+    return SweepResult(measure_sweep(make, list(values), target, **kwargs), param=param)

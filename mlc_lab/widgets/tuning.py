@@ -452,18 +452,8 @@ def _open_job(work_dir: str) -> Any:
 
 
 def _session_of_work_dir(job: Any) -> Any:
-    """A Session of the job's original program, read back from the work directory.
-
-    TODO(backend): TuneJob has no accessor for its program; this reads ``mlc_lab_module.json``
-    (tvm.ir.save_json text) through mlc_lab.tvm.build. A ``TuneJob.session()`` would replace it.
-    """
-    from mlc_lab.core.session import Session
-    from mlc_lab.tvm.build import module_from_text
-
-    with open(os.path.join(job.work_dir, "mlc_lab_module.json")) as fh:
-        module = module_from_text(fh.read())
-    func = (getattr(job, "spec", {}) or {}).get("func_name")
-    return Session(module, func)
+    """A Session of the job's original program (the job reads it back from its work directory)."""
+    return job.session()
 
 
 def dashboard(job_or_work_dir: Any, session: Any = None, **kwargs: Any) -> TuningDashboard:

@@ -482,3 +482,17 @@ def test_refresh_notices_a_continued_run_and_polls_again(comms, tmp_path):
     finally:
         proc.kill()
         w.close()
+
+
+def test_sweep_result_plots_itself_and_knows_its_best():
+    from mlc_lab.widgets.sweep import SweepResult
+
+    class M:
+        def __init__(self, lat, err=None):
+            self.latency_s, self.error, self.min_s, self.max_s, self.gflops = lat, err, lat, lat, 1.0
+
+    r = SweepResult([(1, M(3e-3)), (2, M(1e-3)), (4, M(None, "build failed"))], param="jfactor")
+    assert r.best()[0] == 2
+    bundle = r._repr_mimebundle_()
+    assert "application/vnd.plotly.v1+json" in bundle
+    assert "jfactor=2 at 1.000 ms" in bundle["text/plain"]
