@@ -172,9 +172,12 @@ def random_inputs(specs: list[tuple[str, tuple[int, ...], str]], seed: int = 0) 
     arrays = []
     for _, shape, dtype in specs:
         dt = np.dtype(dtype)
+        # Centred on zero: a missing max(x, 0) or a sign error must change the output.
         if dt.kind == "f":
-            arrays.append(rng.uniform(0.0, 1.0, size=shape).astype(dt))
-        elif dt.kind in "iu":
+            arrays.append(rng.uniform(-1.0, 1.0, size=shape).astype(dt))
+        elif dt.kind == "i":
+            arrays.append(rng.integers(-4, 8, size=shape).astype(dt))
+        elif dt.kind == "u":
             arrays.append(rng.integers(0, 8, size=shape).astype(dt))
         elif dt.kind == "b":
             arrays.append(rng.integers(0, 2, size=shape).astype(dt))

@@ -159,3 +159,14 @@ def test_sweep_accepts_plain_modules():
     results = sweep(lambda n: mlc_lab.load(matmul(n)), [16, 32], repeats=2)
     assert [m.flops for _, m in results] == [2 * 16**3, 2 * 32**3]
     assert all(m.ok and m.max_abs_error is None for _, m in results)
+
+
+def test_a_missing_relu_is_caught_by_the_check():
+    # Inputs are centred on zero, so dropping the max(., 0) changes the output.
+    import mlc_lab
+    from mlc_lab.core.measure import measure
+    from tests.fixtures.programs import MM_RELU
+
+    broken = mlc_lab.load(MM_RELU.replace("T.max(Y[vi, vj], T.float32(0))", "Y[vi, vj]"))
+    m = measure(broken, mlc_lab.load(MM_RELU), "mm_relu", raise_errors=False)
+    assert m.correct is False or m.error_kind == "check"

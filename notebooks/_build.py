@@ -1,0 +1,1299 @@
+"""The source of the lecture notebooks 01-05: their cells, and a writer (outputs empty).
+
+    .venv/bin/python notebooks/_build.py          # rewrite notebooks/0[1-5]_*.ipynb
+
+Edit the cells here and rebuild; tests/notebooks/test_notebooks.py checks that the committed
+notebooks match this file (a notebook edited in JupyterLab would drift from it). Cell ids come
+from the notebook name and position, so a rebuild gives a stable diff.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import nbformat
+
+HERE = Path(__file__).resolve().parent
+
+
+def build(name: str, cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["language_info"] = {"name": "python"}
+    for pos, (kind, src) in enumerate(cells):
+        src = src.strip("\n")
+        hidden = kind.endswith("!")  # "code!": a solution cell, collapsed in JupyterLab
+        kind = kind.rstrip("!")
+        cell = nbformat.v4.new_markdown_cell(src) if kind == "md" else nbformat.v4.new_code_cell(src)
+        cell["id"] = hashlib.sha1(f"{name}:{pos}".encode()).hexdigest()[:8]
+        if hidden:
+            cell.metadata["jupyter"] = {"source_hidden": True}
+            cell.metadata["tags"] = ["solution"]
+        nb.cells.append(cell)
+    return nb
+
+
+def main() -> None:
+    for name, cells in NOTEBOOKS.items():
+        path = HERE / name
+        nbformat.write(build(name, cells), str(path))
+        print("wrote", path)
+
+
+# ----------------------------------------------------------------------------------------- cells
+# ("md", text) | ("code", source) | ("code!", source): a solution, collapsed when opened.
+
+NOTEBOOKS: dict[str, list[tuple[str, str]]] = {}
+
+NOTEBOOKS["01_tensorir.ipynb"] = [
+    ("md", r'''
+# 1. Tensor programs and TensorIR
+
+A model is a chain of *primitive tensor functions*: a matrix multiply, an add, a ReLU. Each one can be
+written as plain loops over arrays, and the same function has many loop programs that compute the same
+numbers at very different speeds. TensorIR is TVM's way of writing those loop programs so that a
+compiler (or you) can rewrite them safely, one *schedule primitive* at a time.
+
+In this notebook:
+
+1. the course's `mm_relu` (a matrix multiply followed by ReLU) in TVMScript, checked against numpy;
+2. the **explorer**: the program, its loop nest and its history in one widget;
+3. the chapter-2 transformation (split, reorder, reverse_compute_at, decompose_reduction), step by step;
+4. **why** the new loop order is faster, read off the memory each loop touches;
+5. a sweep over the split factor, measured on this machine.
+'''),
+    ("code", r'''
+import os
+
+import numpy as np
+import tvm
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+import mlc_lab
+from mlc_lab.core.measure import sweep
+from mlc_lab.widgets.sweep import sweep_figure
+
+# MLC_LAB_QUICK=1 (set by the test suite and CI) keeps the sweep short; leave it unset in class.
+QUICK = os.environ.get("MLC_LAB_QUICK", "0") == "1"
+'''),
+    ("md", r'''
+## The program
+
+`Y = A @ B` then `C = max(Y, 0)`, all 128×128 float32. Three things to notice in the script:
+
+* **buffers**: the parameters `A`, `B`, `C` and the intermediate `Y`;
+* **loop nests**: `T.grid(128, 128, 128)` is three nested loops `i, j, k`;
+* **blocks** (`T.sblock`): the unit of computation. A block names its iteration axes and says what
+  each one is: `vi, vj` are *spatial* (every value writes a different element, so they could run
+  in any order or in parallel) and `vk` is a *reduce* axis (values are summed into the same `Y[vi, vj]`,
+  starting from the `T.init()` value).
+
+This is TVM 0.27's spelling (`tirx`, `T.sblock`, `s_tir=True`); the course's older spelling
+(`tir`, `T.block`) is accepted everywhere mlc_lab takes a program, see notebook 5.
+'''),
+    ("code", r'''
+@I.ir_module
+class MyModule:
+    @T.prim_func(s_tir=True)
+    def mm_relu(A: T.Buffer((128, 128), "float32"),
+                B: T.Buffer((128, 128), "float32"),
+                C: T.Buffer((128, 128), "float32")):
+        T.func_attr({"global_symbol": "mm_relu", "tirx.noalias": True})
+        Y = T.sblock_alloc_buffer((128, 128), "float32")
+        for i, j, k in T.grid(128, 128, 128):
+            with T.sblock("Y"):
+                vi = T.axis.spatial(128, i)
+                vj = T.axis.spatial(128, j)
+                vk = T.axis.reduce(128, k)
+                with T.init():
+                    Y[vi, vj] = T.float32(0)
+                Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
+        for i, j in T.grid(128, 128):
+            with T.sblock("C"):
+                vi = T.axis.spatial(128, i)
+                vj = T.axis.spatial(128, j)
+                C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
+'''),
+    ("md", r'''
+The same loops in plain Python, next to numpy's one-liner. The loop version is what the TensorIR
+program means; we run it on a 24×24 corner because Python loops are slow.
+'''),
+    ("code", r'''
+def loops_mm_relu(A, B, C):
+    n, m, K = A.shape[0], B.shape[1], A.shape[1]
+    Y = np.empty((n, m), dtype="float32")
+    for i in range(n):
+        for j in range(m):
+            for k in range(K):
+                if k == 0:
+                    Y[i, j] = 0
+                Y[i, j] = Y[i, j] + A[i, k] * B[k, j]
+    for i in range(n):
+        for j in range(m):
+            C[i, j] = max(Y[i, j], 0)
+
+
+rng = np.random.default_rng(0)
+a_np = rng.random((128, 128), dtype=np.float32) - 0.5
+b_np = rng.random((128, 128), dtype=np.float32) - 0.5
+small = 24
+c_loops = np.empty((small, small), dtype="float32")
+loops_mm_relu(a_np[:small, :small], b_np[:small, :small], c_loops)
+np.testing.assert_allclose(c_loops, np.maximum(a_np[:small, :small] @ b_np[:small, :small], 0), rtol=1e-5, atol=1e-6)
+print("the loop version agrees with numpy")
+'''),
+    ("md", r'''
+## The explorer
+
+`mlc_lab.explore` opens a *session* on the program: the script on the left (changed lines are
+highlighted after each step), the loop nest on the right, the primitives you can apply to what you
+select, and the history. Click a loop, pick a primitive, fill the form, apply. Every click calls the
+same Python methods you can call yourself, so the cells below and the widget stay in step: run a cell
+and watch the explorer change.
+'''),
+    ("code", r'''
+explorer = mlc_lab.explore(MyModule)
+session = explorer.session
+explorer
+'''),
+    ("md", r'''
+## The chapter-2 walk-through
+
+Loops and blocks are named as they appear in the script. Both loop nests have an `i` and a `j`, so
+`Y/j` means "the `j` around block `Y`". Each `apply` returns the names of the loops it created.
+
+**Step 1: split.** Cut `j` (128) into `j_0` (32) × `j_1` (4). `None` lets TVM infer that factor.
+'''),
+    ("code", r'''
+j0, j1 = session.apply("split", "Y/j", factors=[None, 4])
+print(j0, j1)
+print(session.script_of_function("mm_relu"))
+'''),
+    ("md", r'''
+**Step 2: reorder** to `i, j_0, k, j_1`: the innermost loop now walks along a *row* of `B` and `Y`
+instead of down a column of `B`.
+'''),
+    ("code", r'''
+session.apply("reorder", "Y/i", j0, "k", j1)
+print(session.script_of_function("mm_relu"))
+'''),
+    ("md", r'''
+**Step 3: reverse_compute_at** moves block `C` (the ReLU) inside `j_0`: the four `Y` values are
+turned into `C` right after they are computed, while they are still in cache.
+
+**Step 4: decompose_reduction** takes the `T.init()` out of the block as its own block `Y_init`,
+placed above `k`. TVM would do this when compiling anyway; doing it here makes it visible.
+'''),
+    ("code", r'''
+session.apply("reverse_compute_at", "C", j0)
+session.apply("decompose_reduction", "Y", "k")
+print(session.script_of_function("mm_relu"))
+'''),
+    ("md", r'''
+The schedule so far is recorded as a *trace*, TVM's own record of every step. It replays on the
+original program and gives the same result (the explorer's trace panel shows it too).
+'''),
+    ("code", r'''
+print(session.trace)
+replayed = mlc_lab.Session.from_trace(MyModule, session.trace)
+print("replays to the same program:", replayed.script == session.script)
+'''),
+    ("md", r'''
+## Why is the new order faster? The memory each loop touches
+
+A CPU does not fetch one float at a time: it moves 64-byte *cache lines* (16 floats). A loop whose
+consecutive iterations read neighbouring addresses uses every float of each line it brings in; a loop
+that jumps by a whole row pays a new line for every single float.
+
+`session.footprint(loop, at=...)` answers, for one loop with the loops around it held at `at`, which
+elements of every buffer its iterations touch, in which order, and with which stride per loop. Below:
+the inner loops of `Y` before the transformation (`k` at `i = j = 0`) and after it (`k` with `j_1`
+inside, at `i = j_0 = 0`). Colour is the order of first touch (dark = early).
+'''),
+    ("code", r'''
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+
+def footprint_figure(fp, names, title, crop=(32, 32)):
+    """Heat maps of the first-touch order of each buffer (untouched elements blank), top-left corner."""
+    fig = make_subplots(rows=1, cols=len(names), subplot_titles=names, horizontal_spacing=0.06)
+    for col, name in enumerate(names, start=1):
+        order = fp[name].first_touch[: crop[0], : crop[1]].astype(float)
+        order[order < 0] = np.nan
+        fig.add_trace(go.Heatmap(z=order, colorscale="Viridis", showscale=False, hoverongaps=False,
+                                 hovertemplate="row %{y}, col %{x}: step %{z}<extra>" + name + "</extra>"),
+                      row=1, col=col)
+        fig.update_yaxes(autorange="reversed", row=1, col=col)
+    fig.update_layout(title=title, height=330, margin=dict(l=30, r=10, t=70, b=30), template="plotly_white")
+    return fig
+
+
+def footprint_table(fp, names):
+    for name in names:
+        s = fp[name].summary()
+        per_line = s["distinct"] / s["cache_lines"] if s["cache_lines"] else 0
+        print(f"  {name}: {s['distinct']:4d} elements in {s['cache_lines']:3d} cache lines "
+              f"({per_line:4.1f} useful floats per line), strides per loop {s['strides']}")
+
+
+original = mlc_lab.Session(MyModule)
+before_fp = original.footprint("Y/k", at={"Y/i": 0, "Y/j": 0})
+after_fp = session.footprint("k", at={"i": 0, "j_0": 0})
+print("before: loop k of Y, at i = j = 0")
+footprint_table(before_fp, ["A", "B", "Y"])
+print("after: loops k, j_1 of Y_update, at i = j_0 = 0")
+footprint_table(after_fp, ["A", "B", "Y"])
+'''),
+    ("code", r'''
+footprint_figure(before_fp, ["A", "B", "Y"], "before: k innermost walks down a column of B").show()
+footprint_figure(after_fp, ["A", "B", "Y"], "after: j_1 innermost walks along rows of B and Y").show()
+'''),
+    ("md", r'''
+Read the numbers above: before, the 128 floats of `B` that one `(i, j)` needs sit in 128 different
+cache lines (stride 128 floats for `k`). After, each cache line of `B` that is brought in serves
+`j_1`'s 4 consecutive floats (stride 1 for `j_1`). A larger `j_1` uses more of each line, which is
+what the sweep at the end of this notebook measures.
+
+The **access view** shows the same data interactively: pick a loop, move the enclosing loops with
+the sliders, scrub through time, colour by order or by access kind.
+'''),
+    ("code", r'''
+try:
+    from mlc_lab.widgets.access_view import access_view
+except ImportError:  # an older mlc_lab without the access view: the figures above carry the same data
+    access_view = None
+view = access_view(session, "k", at={"i": 0, "j_0": 0}) if access_view is not None else None
+view
+'''),
+    ("md", r'''
+## Measure it
+
+`session.measure(step=...)` builds a step for this machine's CPU, checks its output against the
+original program on random inputs, and times it (in a separate process, so a crashing program
+cannot take the notebook down). Nothing below is typed in: every number is measured now.
+'''),
+    ("code", r'''
+m_before = session.measure(step=0)
+m_after = session.measure()
+for label, m in (("original", m_before), ("transformed", m_after)):
+    print(f"{label:12s} {m.latency_s * 1e3:8.3f} ms  {m.gflops:6.2f} GFLOPS  correct={m.correct}  max error {m.max_abs_error:.2g}")
+print(f"speed-up: {m_before.latency_s / m_after.latency_s:.2f}x")
+'''),
+    ("md", r'''
+## How does the split factor matter?
+
+The course asks: try other values of `j_1`'s extent (`jfactor`). `sweep` measures one schedule per
+value, `sweep_figure` plots latency against it (log axes, min-max bars, the best marked).
+'''),
+    ("code", r'''
+JFACTORS = [1, 4, 16, 128] if QUICK else [1, 2, 4, 8, 16, 32, 64, 128]
+
+
+def transform(jfactor):
+    s = mlc_lab.Session(MyModule)
+    j0, j1 = s.apply("split", "Y/j", factors=[None, jfactor])
+    s.apply("reorder", "Y/i", j0, "k", j1)
+    s.apply("reverse_compute_at", "C", j0)
+    return s
+
+
+results = sweep(transform, JFACTORS, repeats=3 if QUICK else 5)
+for jf, m in results:
+    print(f"jfactor {jf:4d}: {m.latency_s * 1e3:7.3f} ms" if m.ok else f"jfactor {jf}: {m.error}")
+sweep_figure(results, param="jfactor", title="mm_relu 128³: latency against the split factor of j")
+'''),
+    ("code", r'''
+best_jf, best_m = min(((jf, m) for jf, m in results if m.ok), key=lambda r: r[1].latency_s)
+print(f"best jfactor here: {best_jf} ({best_m.latency_s * 1e3:.3f} ms, "
+      f"{m_before.latency_s / best_m.latency_s:.1f}x faster than the original)")
+'''),
+    ("md", r'''
+Your curve depends on your CPU (cache sizes, vector width) and on what else the machine is doing.
+Things to try in the explorer above: `vectorize` the innermost `j_1`, `parallel` the outer `i`,
+or `undo` and try another order. Then measure again.
+'''),
+]
+
+NOTEBOOKS["02_exercises.ipynb"] = [
+    ("md", r'''
+# 2. Exercises: writing and transforming TensorIR
+
+Three exercises from the course's TensorIR chapter, each with a grader from `mlc_lab.exercises`:
+
+1. **broadcast add**: write a TensorIR function, checked against numpy;
+2. **2-D convolution**: write a 7-deep loop nest, checked against numpy;
+3. **batched matmul + ReLU**: write it, then *schedule* it towards a target program. The grader checks
+   the numbers and then says how far your loop structure is from the target, and where.
+
+Each exercise cell holds a first attempt that is **not** right yet: run it, read the report, fix it.
+(Worked solutions are at the very end, collapsed; try first.)
+'''),
+    ("code", r'''
+import numpy as np
+import tvm
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+import mlc_lab
+from mlc_lab import exercises
+'''),
+    ("md", r'''
+## Warm-up: element-wise add
+
+`C[i, j] = A[i, j] + B[i, j]` on 4×4 `int64` arrays (numpy's default integer type, which the
+grader's `np.arange` inputs use). A grader builds your function for this CPU, calls it on its own
+inputs and compares the output buffer with numpy.
+'''),
+    ("code", r'''
+@I.ir_module
+class MyAdd:
+    @T.prim_func(s_tir=True)
+    def add(A: T.Buffer((4, 4), "int64"),
+            B: T.Buffer((4, 4), "int64"),
+            C: T.Buffer((4, 4), "int64")):
+        T.func_attr({"global_symbol": "add", "tirx.noalias": True})
+        for i, j in T.grid(4, 4):
+            with T.sblock("C"):
+                vi = T.axis.spatial(4, i)
+                vj = T.axis.spatial(4, j)
+                C[vi, vj] = A[vi, vj] + B[vi, vj]
+
+
+exercises.check_add(MyAdd)
+'''),
+    ("md", r'''
+## Exercise 1: broadcast add
+
+Now `B` is a vector of 4: `C[i, j] = A[i, j] + B[j]`. The grader passes
+`A = np.arange(16).reshape(4, 4)`, `B = np.arange(4, 0, -1)` and an empty `C`, and expects `A + B`.
+
+The attempt below still declares `B` as a matrix. Run it, read the report, fix the function.
+'''),
+    ("code", r'''
+@I.ir_module
+class MyBroadcastAdd:
+    @T.prim_func(s_tir=True)
+    def add(A: T.Buffer((4, 4), "int64"),
+            B: T.Buffer((4, 4), "int64"),   # TODO: B is a vector of 4
+            C: T.Buffer((4, 4), "int64")):
+        T.func_attr({"global_symbol": "add", "tirx.noalias": True})
+        for i, j in T.grid(4, 4):
+            with T.sblock("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                C[vi, vj] = A[vi, vj] + B[vi, vj]   # TODO
+
+
+report1 = exercises.check_broadcast_add(MyBroadcastAdd)
+report1
+'''),
+    ("md", r'''
+## Exercise 2: 2-D convolution
+
+NCHW layout, stride 1, no padding:
+
+`Out[b, k, i, j] = sum over q, di, dj of  A[b, q, i + di, j + dj] * W[k, q, di, dj]`
+
+with data `(1, 1, 8, 8)`, weights `(2, 1, 3, 3)`, output `(1, 2, 6, 6)`, all `int64`
+(`np.arange` values). Spatial axes are `b, k, i, j`; `q, di, dj` are reduce axes.
+
+The attempt below has one wrong index. The report says how many elements are off and by how much.
+'''),
+    ("code", r'''
+@I.ir_module
+class MyConv:
+    @T.prim_func(s_tir=True)
+    def conv(A: T.Buffer((1, 1, 8, 8), "int64"),
+             W: T.Buffer((2, 1, 3, 3), "int64"),
+             Out: T.Buffer((1, 2, 6, 6), "int64")):
+        T.func_attr({"global_symbol": "conv", "tirx.noalias": True})
+        for b, k, i, j, q, di, dj in T.grid(1, 2, 6, 6, 1, 3, 3):
+            with T.sblock("conv"):
+                vb, vk, vi, vj, vq, vdi, vdj = T.axis.remap("SSSSRRR", [b, k, i, j, q, di, dj])
+                with T.init():
+                    Out[vb, vk, vi, vj] = T.int64(0)
+                Out[vb, vk, vi, vj] = Out[vb, vk, vi, vj] + A[vb, vq, vi + vdi, vj] * W[vk, vq, vdi, vdj]
+
+
+report2 = exercises.check_conv(MyConv)
+report2
+'''),
+    ("md", r'''
+## Exercise 3: transform a batched matmul
+
+`Y[n, i, j] = sum over k of A[n, i, k] * B[n, k, j]`, then `C[n, i, j] = max(Y[n, i, j], 0)`, with
+`n` 16 and the rest 128, float32. First the program itself:
+'''),
+    ("code", r'''
+@I.ir_module
+class MyBmmRelu:
+    @T.prim_func(s_tir=True)
+    def bmm_relu(A: T.Buffer((16, 128, 128), "float32"),
+                 B: T.Buffer((16, 128, 128), "float32"),
+                 C: T.Buffer((16, 128, 128), "float32")):
+        T.func_attr({"global_symbol": "bmm_relu", "tirx.noalias": True})
+        Y = T.sblock_alloc_buffer((16, 128, 128), "float32")
+        for n, i, j, k in T.grid(16, 128, 128, 128):
+            with T.sblock("Y"):
+                vn, vi, vj, vk = T.axis.remap("SSSR", [n, i, j, k])
+                with T.init():
+                    Y[vn, vi, vj] = T.float32(0)
+                Y[vn, vi, vj] = Y[vn, vi, vj] + A[vn, vi, vk] * B[vn, vk, vj]
+        for n, i, j in T.grid(16, 128, 128):
+            with T.sblock("C"):
+                vn, vi, vj = T.axis.remap("SSS", [n, i, j])
+                C[vn, vi, vj] = T.max(Y[vn, vi, vj], T.float32(0))
+
+
+start = exercises.check_bmm_relu(MyBmmRelu)
+print(start.check("matches numpy").message)
+print(f"unscheduled: {start.distance} structural differences from the target")
+'''),
+    ("md", r'''
+The target is the course's `TargetModule` (`exercises.BMM_RELU_TARGET`): the batch loop runs in
+parallel, `j` is split by 8 with `C` computed right after each 8-wide strip of `Y`, `k` is split by 4
+and unrolled, the reduction's initialisation is its own vectorised block, and `C`'s inner loop is
+vectorised.
+'''),
+    ("code", r'''
+print(exercises.BMM_RELU_TARGET)
+'''),
+    ("md", r'''
+Schedule it in a session (the explorer below shows the program as you go; you can also click).
+This first attempt does the splits, the reorder and moves `C`, and stops there. The grader lists
+what is left, with the primitive that closes each gap.
+'''),
+    ("code", r'''
+bmm = mlc_lab.explore(MyBmmRelu)
+s3 = bmm.session
+j0, j1 = s3.apply("split", "Y/j", factors=[None, 8])
+k0, k1 = s3.apply("split", "k", factors=[None, 4])
+s3.apply("reorder", j0, k0, k1, j1)
+s3.apply("reverse_compute_at", "C", j0)
+bmm
+'''),
+    ("code", r'''
+report3 = exercises.check_bmm_relu(s3)
+report3
+'''),
+    ("md", r'''
+The same report as text (handy in a terminal), and the numbers behind it:
+'''),
+    ("code", r'''
+print(report3.text())
+print("differences:", report3.distance, " share of the structure that agrees:", f"{report3.similarity:.0%}")
+'''),
+    ("md", r'''
+Towards the target is what counts: the course says a program that moves in its direction and gets
+faster is good enough. Measure where you are (original against your current step):
+'''),
+    ("code", r'''
+m_orig = s3.measure(step=0)
+m_now = s3.measure()
+print(f"original {m_orig.latency_s * 1e3:.2f} ms, yours {m_now.latency_s * 1e3:.2f} ms: "
+      f"{m_orig.latency_s / m_now.latency_s:.2f}x, correct={m_now.correct}")
+'''),
+    ("md", r'''
+---
+## Solutions
+
+Collapsed cells: click the `...` to open them. Each ends with its grader passing.
+'''),
+    ("code!", r'''
+@I.ir_module
+class BroadcastAddSolution:
+    @T.prim_func(s_tir=True)
+    def add(A: T.Buffer((4, 4), "int64"), B: T.Buffer((4,), "int64"), C: T.Buffer((4, 4), "int64")):
+        T.func_attr({"global_symbol": "add", "tirx.noalias": True})
+        for i, j in T.grid(4, 4):
+            with T.sblock("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                C[vi, vj] = A[vi, vj] + B[vj]
+
+
+exercises.check_broadcast_add(BroadcastAddSolution)
+'''),
+    ("code!", r'''
+@I.ir_module
+class ConvSolution:
+    @T.prim_func(s_tir=True)
+    def conv(A: T.Buffer((1, 1, 8, 8), "int64"), W: T.Buffer((2, 1, 3, 3), "int64"),
+             Out: T.Buffer((1, 2, 6, 6), "int64")):
+        T.func_attr({"global_symbol": "conv", "tirx.noalias": True})
+        for b, k, i, j, q, di, dj in T.grid(1, 2, 6, 6, 1, 3, 3):
+            with T.sblock("conv"):
+                vb, vk, vi, vj, vq, vdi, vdj = T.axis.remap("SSSSRRR", [b, k, i, j, q, di, dj])
+                with T.init():
+                    Out[vb, vk, vi, vj] = T.int64(0)
+                Out[vb, vk, vi, vj] = Out[vb, vk, vi, vj] + A[vb, vq, vi + vdi, vj + vdj] * W[vk, vq, vdi, vdj]
+
+
+exercises.check_conv(ConvSolution)
+'''),
+    ("code!", r'''
+solution = mlc_lab.Session(MyBmmRelu)
+j0, j1 = solution.apply("split", "Y/j", factors=[None, 8])
+k0, k1 = solution.apply("split", "k", factors=[None, 4])
+solution.apply("reorder", j0, k0, k1, j1)
+solution.apply("reverse_compute_at", "C", j0)
+solution.apply("parallel", "Y/n")            # before decompose_reduction: TVM refuses it after
+solution.apply("unroll", k1)
+init = solution.apply("decompose_reduction", "Y", k0)
+solution.apply("vectorize", "j_1_init")      # the init block's inner loop
+solution.apply("vectorize", "ax0")           # C's inner loop (made by reverse_compute_at)
+final = exercises.check_bmm_relu(solution)
+m_final = solution.measure()
+print(f"{m_orig.latency_s / m_final.latency_s:.2f}x faster than the original")
+final
+'''),
+]
+
+NOTEBOOKS["03_auto_opt.ipynb"] = [
+    ("md", r'''
+# 3. Automatic program optimisation
+
+In notebook 1 we picked the split factor by hand and measured a handful of values. Here the
+*schedule itself* leaves the choice open: a **stochastic schedule** samples its factors, every
+sample is a program, and the set of programs it can produce is a **search space**. A search
+then measures candidates and keeps the best. TVM's `meta_schedule` does this at scale, with a cost
+model and an evolutionary search instead of blind sampling.
+
+1. a stochastic schedule, its sampled decisions as knobs (in Python and in the explorer);
+2. random search by hand, latency per trial;
+3. `meta_schedule` over *your* space (`space="session"`) and over its default space, with a live dashboard;
+4. the tuned kernel put back into the course's two-layer MLP (Relax), end to end before and after.
+'''),
+    ("code", r'''
+import os
+import tempfile
+
+import numpy as np
+import plotly.graph_objects as go
+import tvm
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+import mlc_lab
+from mlc_lab.core.tune import tune
+from mlc_lab.widgets.tuning import dashboard
+
+# Tuning budget per meta_schedule run: 64 trials is a good classroom value (a few minutes on a
+# laptop). The test suite sets MLC_LAB_TRIALS=8 so that the notebook runs in CI.
+TRIALS = int(os.environ.get("MLC_LAB_TRIALS", "64"))
+SEARCH_TRIALS = min(TRIALS, 12)   # the hand-written random search below measures this many
+WORK = tempfile.mkdtemp(prefix="mlc_tune_", dir=".")   # tuning records are kept here
+print(f"{TRIALS} trials per tuning run; records under {WORK}")
+'''),
+    ("md", r'''
+## The program: a 128×128 matmul
+'''),
+    ("code", r'''
+@I.ir_module
+class MyModule:
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((128, 128), "float32"),
+             B: T.Buffer((128, 128), "float32"),
+             C: T.Buffer((128, 128), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        for i, j, k in T.grid(128, 128, 128):
+            with T.sblock("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+
+baseline = mlc_lab.Session(MyModule).measure()
+print(f"unscheduled: {baseline.latency_s * 1e3:.3f} ms ({baseline.gflops:.2f} GFLOPS)")
+'''),
+    ("md", r'''
+## A stochastic schedule
+
+The deterministic schedule of the course splits `j` by a fixed 4. The stochastic one asks
+`sample_perfect_tile` for two factors whose product is 128 and splits with them. The sampled
+values are *decisions*: the trace records them, and changing one replays the schedule with the new
+value. `session.decisions` lists each one with all the values it may take.
+'''),
+    ("code", r'''
+explorer = mlc_lab.explore(MyModule)
+stoch = explorer.session
+tiles = stoch.apply("sample_perfect_tile", "j", n=2)
+j0, j1 = stoch.apply("split", "j", factors=tiles)
+stoch.apply("reorder", "i", j0, "k", j1)
+stoch.apply("decompose_reduction", "C", "k")
+decision = stoch.decisions[0]
+print("sampled:", decision["value"], " possible:", decision["choices"])
+explorer
+'''),
+    ("md", r'''
+In the explorer the decision is a knob in the trace panel. From Python, `set_decision` does the
+same: it replays the schedule with the new value, as a new step of the history.
+'''),
+    ("code", r'''
+for choice in decision["choices"]:
+    stoch.set_decision(0, choice)
+    m = stoch.measure(repeats=3)
+    print(f"decision {choice}: j_1 has extent {choice[1]:3d}, {m.latency_s * 1e3:.3f} ms")
+'''),
+    ("md", r'''
+## Random search by hand
+
+The course's `random_search`: draw the schedule again and again (a different seed each time),
+measure each program, keep the best. Every draw is independent; nothing is learned between them.
+'''),
+    ("code", r'''
+def stochastic_schedule_mm(session):
+    tiles = session.apply("sample_perfect_tile", "j", n=2)
+    j0, j1 = session.apply("split", "j", factors=tiles)
+    session.apply("reorder", "i", j0, "k", j1)
+    session.apply("decompose_reduction", "C", "k")
+    return session
+
+
+search = []
+for trial in range(SEARCH_TRIALS):
+    s = stochastic_schedule_mm(mlc_lab.Session(MyModule, seed=trial + 1))
+    m = s.measure(repeats=3)
+    search.append((trial, s.decisions[0]["value"], m.latency_s))
+    print(f"trial {trial:2d}: decision {s.decisions[0]['value']}, {m.latency_s * 1e3:.3f} ms")
+best_trial = min(search, key=lambda r: r[2])
+print(f"best: trial {best_trial[0]}, decision {best_trial[1]}, {best_trial[2] * 1e3:.3f} ms")
+'''),
+    ("code", r'''
+trials = [r[0] for r in search]
+lat_ms = [r[2] * 1e3 for r in search]
+best_so_far = np.minimum.accumulate(lat_ms)
+fig = go.Figure()
+fig.add_scatter(x=trials, y=lat_ms, mode="markers", name="trial",
+                text=[str(r[1]) for r in search], hovertemplate="trial %{x}: %{y:.3f} ms, decision %{text}<extra></extra>")
+fig.add_scatter(x=trials, y=best_so_far, mode="lines", name="best so far", line_shape="hv")
+fig.update_layout(title="random search over the stochastic schedule", xaxis_title="trial",
+                  yaxis_title="latency (ms)", yaxis_type="log", template="plotly_white", height=360)
+fig
+'''),
+    ("md", r'''
+## meta_schedule over your own space
+
+`tune(session, space="session")` turns the steps of a session into a search space: every split with
+literal factors becomes a sampled split of the same loop. Below, the course's deterministic
+`schedule_mm` (split `j` by 4, reorder, decompose), so meta_schedule explores the same family as
+the random search, with its cost model and evolutionary search. The job runs in its own process
+(cancel it any time; the records stay in the work directory). The dashboard shows latency per trial
+as measurements arrive; click a point to see that trial's trace and program.
+'''),
+    ("code", r'''
+student = mlc_lab.Session(MyModule)
+j0, j1 = student.apply("split", "j", factors=[None, 4])
+student.apply("reorder", "i", j0, "k", j1)
+student.apply("decompose_reduction", "C", "k")
+
+job_session = tune(student, trials=TRIALS, space="session", work_dir=os.path.join(WORK, "session_space"))
+board = dashboard(job_session, student)
+board
+'''),
+    ("code", r'''
+print("status:", job_session.wait())
+best = job_session.best
+print(f"{len(job_session.records())} distinct candidates measured (the space is small); "
+      f"best {best.latency_s * 1e3:.3f} ms at trial {best.trial}")
+print(best.trace)
+'''),
+    ("md", r'''
+## meta_schedule's own space
+
+Without `space=`, meta_schedule builds its default space for the target: multi-level tiling,
+a cached write, parallel outer loops, vectorised inner loops, unrolling. Many more decisions, so
+many more trials pay off.
+'''),
+    ("code", r'''
+job_auto = tune(student, trials=TRIALS, space="auto", work_dir=os.path.join(WORK, "auto_space"))
+dashboard(job_auto, student)
+'''),
+    ("code", r'''
+print("status:", job_auto.wait())
+best_auto = job_auto.best
+tuned = mlc_lab.Session.from_trace(MyModule, best_auto.trace)
+m_tuned = tuned.measure()
+print(tuned.script)
+print(f"unscheduled      {baseline.latency_s * 1e3:8.3f} ms")
+print(f"random search    {best_trial[2] * 1e3:8.3f} ms")
+print(f"tuned (session)  {best.latency_s * 1e3:8.3f} ms")
+print(f"tuned (default)  {m_tuned.latency_s * 1e3:8.3f} ms  ({m_tuned.gflops:.1f} GFLOPS, correct={m_tuned.correct})")
+'''),
+    ("md", r'''
+## Back into the model: the MLP in Relax
+
+The course's two-layer MLP (784 → 128 → ReLU → 10) as a Relax program: `linear0` is a TensorIR
+function, the ReLU and the second layer call out to Python functions registered with TVM
+(`env.relu`, `env.linear`, numpy underneath). The weights are random numbers made here: we measure
+speed, not accuracy, so nothing is downloaded.
+'''),
+    ("code", r'''
+from tvm import relax
+from tvm.script import relax as R
+
+
+@I.ir_module
+class MyModuleMixture:
+    @T.prim_func(s_tir=True)
+    def linear0(X: T.Buffer((1, 784), "float32"), W: T.Buffer((128, 784), "float32"),
+                B: T.Buffer((128,), "float32"), Z: T.Buffer((1, 128), "float32")):
+        T.func_attr({"global_symbol": "linear0", "tirx.noalias": True})
+        Y = T.sblock_alloc_buffer((1, 128), "float32")
+        for i, j, k in T.grid(1, 128, 784):
+            with T.sblock("Y"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    Y[vi, vj] = T.float32(0)
+                Y[vi, vj] = Y[vi, vj] + X[vi, vk] * W[vj, vk]
+        for i, j in T.grid(1, 128):
+            with T.sblock("Z"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                Z[vi, vj] = Y[vi, vj] + B[vj]
+
+    @R.function
+    def main(x: R.Tensor((1, 784), "float32"), w0: R.Tensor((128, 784), "float32"),
+             b0: R.Tensor((128,), "float32"), w1: R.Tensor((10, 128), "float32"),
+             b1: R.Tensor((10,), "float32")):
+        cls = MyModuleMixture
+        with R.dataflow():
+            lv0 = R.call_tir(cls.linear0, (x, w0, b0), out_ty=R.Tensor((1, 128), dtype="float32"))
+            lv1 = R.call_dps_packed("env.relu", (lv0,), out_ty=R.Tensor((1, 128), dtype="float32"))
+            out = R.call_dps_packed("env.linear", (lv1, w1, b1), out_ty=R.Tensor((1, 10), dtype="float32"))
+            R.output(out)
+        return out
+
+
+@tvm.register_global_func("env.linear", override=True)
+def env_linear(x, w, b, out):
+    np.from_dlpack(out)[:] = np.from_dlpack(x) @ np.from_dlpack(w).T + np.from_dlpack(b)
+
+
+@tvm.register_global_func("env.relu", override=True)
+def env_relu(x, out):
+    np.maximum(np.from_dlpack(x), 0, out=np.from_dlpack(out))
+'''),
+    ("code", r'''
+rng = np.random.default_rng(0)
+params = {
+    "w0": (rng.standard_normal((128, 784)) * 0.05).astype("float32"),
+    "b0": (rng.standard_normal(128) * 0.1).astype("float32"),
+    "w1": (rng.standard_normal((10, 128)) * 0.1).astype("float32"),
+    "b1": (rng.standard_normal(10) * 0.1).astype("float32"),
+}
+image = rng.random((1, 784), dtype=np.float32)   # stands in for a 28x28 picture
+expected = np.maximum(image @ params["w0"].T + params["b0"], 0) @ params["w1"].T + params["b1"]
+
+dev = tvm.cpu()
+target = tvm.target.Target.from_device(dev)   # this CPU (plain "llvm" is generic and slower)
+nd_params = {k: tvm.runtime.tensor(v, dev) for k, v in params.items()}
+x_nd = tvm.runtime.tensor(image, dev)
+
+
+def run_mlp(module, linear0=None):
+    """Bind the weights (and swap in a new linear0), build for this CPU, check against numpy,
+    time end to end (ms)."""
+    bound = relax.transform.BindParams("main", nd_params)(module)
+    if linear0 is not None:
+        bound.update_func(bound.get_global_var("linear0"), linear0)
+    vm = relax.VirtualMachine(tvm.compile(bound, target=target), dev)
+    out = vm["main"](x_nd).numpy()
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+    timer = vm.time_evaluator("main", dev, number=100, repeat=5)
+    return timer(x_nd).mean * 1e3
+
+
+mlp_before_ms = run_mlp(MyModuleMixture)
+print(f"MLP with the naive linear0: {mlp_before_ms:.4f} ms per image")
+'''),
+    ("md", r'''
+Tune `linear0` alone (a session on that one function of the module), then swap the tuned function in
+with `update_func` and measure the whole model again.
+'''),
+    ("code", r'''
+linear0 = mlc_lab.Session(MyModuleMixture, func="linear0")
+job_linear = tune(linear0, trials=TRIALS, space="auto", work_dir=os.path.join(WORK, "linear0"))
+dashboard(job_linear, linear0)
+'''),
+    ("code", r'''
+print("status:", job_linear.wait())
+tuned_linear0 = mlc_lab.Session.from_trace(MyModuleMixture, job_linear.best.trace, func="linear0")
+
+mlp_after_ms = run_mlp(MyModuleMixture, linear0=tuned_linear0.module["linear0"])
+print(f"linear0 alone: {job_linear.best.latency_s * 1e3:.4f} ms after tuning")
+print(f"MLP end to end: {mlp_before_ms:.4f} ms -> {mlp_after_ms:.4f} ms "
+      f"({mlp_before_ms / mlp_after_ms:.2f}x), outputs still match numpy")
+'''),
+    ("md", r'''
+The end-to-end gain is smaller than `linear0`'s own: the other two calls and the VM's own work did
+not get faster. That is the usual picture, and why real compilers tune every kernel and fuse them.
+'''),
+]
+
+NOTEBOOKS["04_gpu.ipynb"] = [
+    ("md", r'''
+# 4. GPU acceleration
+
+A GPU runs thousands of threads. In CUDA terms, threads are grouped in **thread blocks** (a block
+runs on one streaming multiprocessor, and its threads can share fast on-chip **shared memory**), and
+every thread knows its `threadIdx` and its block's `blockIdx`. A TensorIR schedule targets a GPU by
+*binding* loops to those indices (`sch.bind(loop, "threadIdx.x")`).
+
+This notebook works with or without a GPU. Without one, everything that does not need to *run* a
+kernel still works: building the CUDA code, reading it, and analysing how threads touch memory
+(coalescing of global memory, bank conflicts of shared memory). **Timings need a GPU**: those cells
+say so and skip.
+'''),
+    ("code", r'''
+import os
+
+import numpy as np
+import plotly.graph_objects as go
+import tvm
+from plotly.subplots import make_subplots
+
+import mlc_lab
+from mlc_lab.errors import MlcLabError
+from mlc_lab.tvm.build import gpu_present
+
+# Tuning budget for meta_schedule on the GPU (used only when there is one). CI sets it small.
+TRIALS = int(os.environ.get("MLC_LAB_TRIALS", "64"))
+HAS_GPU = gpu_present()
+print("CUDA GPU found: kernels will be timed" if HAS_GPU else
+      "no CUDA GPU here: kernels are built and analysed, but timing needs a GPU")
+
+
+def time_on_gpu(session, label):
+    """GFLOPS of the current step on the GPU (checked against the original program), or a note."""
+    if not HAS_GPU:
+        print(f"{label}: built and checked statically; timing needs a GPU")
+        return None
+    m = session.measure(target="cuda")
+    print(f"{label}: {m.latency_s * 1e6:.1f} us, {m.gflops:.1f} GFLOPS, correct={m.correct}")
+    return m
+
+
+def warp_table(stats):
+    """One line per memory access of the analysed warp."""
+    print(f"launch {stats.launch}; warp {stats.warp} = threads {stats.threads[0]}..{stats.threads[-1]}")
+    for a in stats.accesses:
+        if a.sectors_per_request is not None:
+            fig = (f"{a.sectors_per_request:5.1f} sectors/request, {a.efficiency:5.0%} of the bytes moved are used")
+        elif a.bank_conflicts is not None:
+            fig = f"{a.wavefronts} wavefronts, {a.bank_conflicts} bank conflicts (worst {a.max_ways}-way)"
+        else:
+            fig = a.note or ""
+        print(f"  {a.kind:10s} {a.buffer}[{a.index}] in {a.block} ({a.scope}): {fig}")
+'''),
+    ("md", r'''
+## Vector add
+
+`C[i] = A[i] + B[i]` for 1024 elements: split `i` into blocks of 128 threads.
+'''),
+    ("code", r'''
+VEC_ADD = """
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+@I.ir_module
+class MyModuleVecAdd:
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((1024,), "float32"), B: T.Buffer((1024,), "float32"), C: T.Buffer((1024,), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        for i in T.grid(1024):
+            with T.sblock("C"):
+                vi = T.axis.remap("S", [i])
+                C[vi] = A[vi] + B[vi]
+"""
+vec = mlc_lab.Session(VEC_ADD)
+i0, i1 = vec.apply("split", "i", factors=[None, 128])
+vec.apply("bind", i0, "blockIdx.x")
+vec.apply("bind", i1, "threadIdx.x")
+print(vec.script_of_function("main"))
+'''),
+    ("md", r'''
+The CUDA kernel TVM generates (no GPU needed to build it): one thread per element,
+`blockIdx.x * 128 + threadIdx.x`.
+'''),
+    ("code", r'''
+cuda = vec.cuda_source()
+print(cuda.source)
+print(cuda.kernels)
+'''),
+    ("md", r'''
+**Coalescing.** The 32 threads of a *warp* issue each load together. When they read 32 neighbouring
+floats (128 bytes), the memory system moves four 32-byte sectors and every byte is used. Below, the
+analysis of warp 0, then the same computation with the split the other way round (thread `t` of
+block `b` handles element `8t + b`): neighbouring threads are 32 bytes apart, every lane needs its
+own sector and 7/8 of each sector moved is wasted.
+'''),
+    ("code", r'''
+warp_table(vec.gpu_stats("i_0"))
+
+strided = mlc_lab.Session(VEC_ADD)
+t, b = strided.apply("split", "i", factors=[128, None])
+strided.apply("bind", t, "threadIdx.x")
+strided.apply("bind", b, "blockIdx.x")
+print()
+warp_table(strided.gpu_stats("i_0"))
+'''),
+    ("md", r'''
+## Window sum: shared memory and cooperative fetching
+
+`B[i] = A[i] + A[i + 1] + A[i + 2]`. The 128 threads of a block together need 130 consecutive
+elements of `A`, each read three times. `cache_read(..., "shared")` adds a stage that copies them
+into shared memory once; `compute_at` puts that copy inside the block; splitting the copy loop and
+binding it to `threadIdx.x` makes all 128 threads fetch together (*cooperative fetching*).
+'''),
+    ("code", r'''
+WINDOW_SUM = """
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+@I.ir_module
+class MyModuleWindowSum:
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((1027,), "float32"), B: T.Buffer((1024,), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        for i in T.grid(1024):
+            with T.sblock("C"):
+                vi = T.axis.remap("S", [i])
+                B[vi] = A[vi] + A[vi + 1] + A[vi + 2]
+"""
+win = mlc_lab.Session(WINDOW_SUM)
+i0, i1 = win.apply("split", "i", factors=[None, 128])
+win.apply("bind", i0, "blockIdx.x")
+win.apply("bind", i1, "threadIdx.x")
+shared = win.apply("cache_read", "C", 0, "shared")
+win.apply("compute_at", shared, i1)
+f0, f1 = win.apply("split", "ax0", factors=[None, 128])
+win.apply("bind", f1, "threadIdx.x")
+print(win.script_of_function("main"))
+'''),
+    ("code", r'''
+cuda = win.cuda_source()
+print(cuda.source)
+k = cuda.kernels[0]
+print(f"{k['blocks']} blocks x {k['threads_per_block']} threads, {k['shared_bytes']} bytes of shared memory per block")
+'''),
+    ("code", r'''
+warp_table(win.gpu_stats("i_0"))
+'''),
+    ("md", r'''
+The build shrank the shared buffer to the 130 elements one block uses. The three shared reads are
+conflict-free: the 32 threads of a warp read 32 consecutive floats, one per bank.
+'''),
+    ("md", r'''
+## Matrix multiply on the GPU: local blocking
+
+`C = A @ B`, 1024×1024. The course's first GPU schedule: each thread computes an 8×8 tile of `C`
+in registers (`cache_write(..., "local")`), so every value of `A` and `B` it loads is used 8 times;
+a thread block of 8×8 threads covers a 64×64 tile. The function is the course's, in today's API
+(`get_sblock`); `session.run` records what it does as steps.
+'''),
+    ("code", r'''
+MATMUL = """
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+@I.ir_module
+class MyModuleMatmul:
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((1024, 1024), "float32"), B: T.Buffer((1024, 1024), "float32"),
+             C: T.Buffer((1024, 1024), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        for i, j, k in T.grid(1024, 1024, 1024):
+            with T.sblock("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+"""
+
+
+def blocking(sch, tile_local_y, tile_local_x, tile_block_y, tile_block_x, tile_k):
+    block_C = sch.get_sblock("C")
+    C_local = sch.cache_write(block_C, 0, "local")
+    i, j, k = sch.get_loops(block=block_C)
+    i0, i1, i2 = sch.split(loop=i, factors=[None, tile_block_y, tile_local_y])
+    j0, j1, j2 = sch.split(loop=j, factors=[None, tile_block_x, tile_local_x])
+    k0, k1 = sch.split(loop=k, factors=[None, tile_k])
+    sch.unroll(k1)
+    sch.reorder(i0, j0, i1, j1, k0, k1, i2, j2)
+    sch.reverse_compute_at(C_local, j1)
+    sch.bind(i0, "blockIdx.y")
+    sch.bind(j0, "blockIdx.x")
+    sch.bind(i1, "threadIdx.y")
+    sch.bind(j1, "threadIdx.x")
+    sch.decompose_reduction(block_C, k0)
+    return sch
+
+
+local = mlc_lab.explore(MATMUL)
+local.session.run(lambda sch: blocking(sch, 8, 8, 8, 8, 4))
+local
+'''),
+    ("md", r'''
+Who computes what: below, the top-left 128×128 corner of `C`, coloured by the thread (left) and by
+the thread block (right) that writes each element. The 8×8 tiles per thread and 64×64 tiles per
+block are the schedule's split factors.
+'''),
+    ("code", r'''
+def ownership_figure(session, buffer="C", corner=128, title=""):
+    fp = session.footprint("i_0")[buffer]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["thread (linear threadIdx)", "block (linear blockIdx)"])
+    for col, data in ((1, fp.thread), (2, fp.block)):
+        fig.add_trace(go.Heatmap(z=data[:corner, :corner], colorscale="Turbo", showscale=False,
+                                 hovertemplate="C[%{y}, %{x}]: %{z}<extra></extra>"), row=1, col=col)
+        fig.update_yaxes(autorange="reversed", row=1, col=col)
+    fig.update_layout(title=title, height=380, template="plotly_white", margin=dict(l=30, r=10, t=70, b=30))
+    return fig
+
+
+ownership_figure(local.session, title="local blocking: each thread owns an 8x8 tile of C")
+'''),
+    ("code", r'''
+cuda = local.session.cuda_source()
+print(cuda.source[:2500])
+warp_table(local.session.gpu_stats("i_0"))
+m_local = time_on_gpu(local.session, "local blocking")
+'''),
+    ("md", r'''
+The warp analysis shows the cost of this schedule: the 32 threads of a warp read `A` from 4 rows
+and `B` 8 floats apart, so only one float in eight of every sector moved is used.
+
+## Shared-memory blocking
+
+The threads of one block need the same rows of `A` and columns of `B`. The course's second
+schedule stages a 64×8 tile of `A` and an 8×64 tile of `B` in shared memory at every step of `k_0`,
+fetched cooperatively (all 64 threads, 4 floats each, vectorised), then computes from shared memory.
+'''),
+    ("code", r'''
+def cache_read_and_coop_fetch(sch, block, nthread, read_idx, read_loc):
+    read_cache = sch.cache_read(block=block, read_buffer_index=read_idx, storage_scope="shared")
+    sch.compute_at(block=read_cache, loop=read_loc)
+    inner0, inner1 = sch.get_loops(block=read_cache)[-2:]
+    inner = sch.fuse(inner0, inner1)
+    _, tx, vec = sch.split(loop=inner, factors=[None, nthread, 4])
+    sch.vectorize(vec)
+    sch.bind(tx, "threadIdx.x")
+
+
+def blocking_with_shared(sch, tile_local_y, tile_local_x, tile_block_y, tile_block_x, tile_k):
+    block_C = sch.get_sblock("C")
+    C_local = sch.cache_write(block_C, 0, "local")
+    i, j, k = sch.get_loops(block=block_C)
+    i0, i1, i2 = sch.split(loop=i, factors=[None, tile_block_y, tile_local_y])
+    j0, j1, j2 = sch.split(loop=j, factors=[None, tile_block_x, tile_local_x])
+    k0, k1 = sch.split(loop=k, factors=[None, tile_k])
+    sch.reorder(i0, j0, i1, j1, k0, k1, i2, j2)
+    sch.reverse_compute_at(C_local, j1)
+    sch.bind(i0, "blockIdx.y")
+    sch.bind(j0, "blockIdx.x")
+    tx = sch.fuse(i1, j1)
+    sch.bind(tx, "threadIdx.x")
+    nthread = tile_block_y * tile_block_x
+    cache_read_and_coop_fetch(sch, block_C, nthread, 0, k0)
+    cache_read_and_coop_fetch(sch, block_C, nthread, 1, k0)
+    sch.decompose_reduction(block_C, k0)
+    return sch
+
+
+shared_mm = mlc_lab.explore(MATMUL)
+shared_mm.session.run(lambda sch: blocking_with_shared(sch, 8, 8, 8, 8, 8))
+shared_mm
+'''),
+    ("code", r'''
+cuda = shared_mm.session.cuda_source()
+print(cuda.source[:3000])
+k = cuda.kernels[0]
+print(f"{k['blocks']} blocks x {k['threads_per_block']} threads, {k['shared_bytes']} bytes of shared memory per block")
+'''),
+    ("md", r'''
+Now the global loads are the cooperative fetches: consecutive threads load consecutive `float4`s, so
+the sectors are fully used. The reads of the computation come from shared memory, where what matters
+is **bank conflicts**: shared memory has 32 banks, and threads of a warp that hit different
+addresses in the same bank are served one after another.
+'''),
+    ("code", r'''
+stats = shared_mm.session.gpu_stats("i_0")
+warp_table(stats)
+for a in stats.accesses:
+    if a.bank_conflicts:
+        print(f"-> {a.buffer}[{a.index}] in {a.block}: {a.bank_conflicts / a.wavefronts:.0%} of its wavefronts are "
+              f"conflict replays (worst {a.max_ways}-way)")
+m_shared = time_on_gpu(shared_mm.session, "shared-memory blocking")
+'''),
+    ("md", r'''
+Where the shared-memory reads show conflicts, several threads of a warp read different addresses
+of the staged tile that are a multiple of 32 floats apart, so they fall into the same bank. Padding each row of the shared buffer (`sch.storage_align`) or another thread layout spreads
+them over the banks: try it in the explorer above and run the analysis again.
+'''),
+    ("md", r'''
+The same data in the access view (choose loop `k_0`, colour by thread, pick a warp):
+'''),
+    ("code", r'''
+try:
+    from mlc_lab.widgets.access_view import access_view
+except ImportError:  # an older mlc_lab without the access view
+    access_view = None
+access_view(shared_mm.session, "k_0") if access_view is not None else None
+'''),
+    ("md", r'''
+## meta_schedule on CUDA
+
+The tuner searches thread bindings, tile sizes, shared-memory staging and unrolling for the GPU.
+It has to *run* candidates, so it needs a GPU (or an RPC runner on a machine with one: pass
+`runner="rpc://HOST:PORT/KEY"`). Here it runs only when a GPU is present.
+'''),
+    ("code", r'''
+from mlc_lab.core.tune import tune
+from mlc_lab.widgets.tuning import dashboard
+
+gpu_job = None
+if HAS_GPU:
+    gpu_session = mlc_lab.Session(MATMUL)
+    gpu_job = tune(gpu_session, target="cuda", trials=TRIALS, space="auto")
+    board = dashboard(gpu_job, gpu_session)
+else:
+    try:
+        tune(mlc_lab.Session(MATMUL), target="cuda", trials=TRIALS)
+    except MlcLabError as err:  # the tuner says why it cannot run here
+        print(err)
+    board = None
+board
+'''),
+    ("code", r'''
+if gpu_job is not None and (gpu_job.wait() != "done" or gpu_job.best is None):
+    print("the tuning job found no working candidate:", gpu_job.error or gpu_job.summary())
+elif gpu_job is not None:
+    tuned = mlc_lab.Session.from_trace(MATMUL, gpu_job.best.trace)
+    m_tuned = time_on_gpu(tuned, "meta_schedule")
+    for label, m in (("local blocking", m_local), ("shared blocking", m_shared), ("meta_schedule", m_tuned)):
+        print(f"{label:16s} {m.gflops:8.1f} GFLOPS")
+else:
+    print("no GPU: the GFLOPS comparison of the three schedules needs one")
+'''),
+]
+
+NOTEBOOKS["05_playground.ipynb"] = [
+    ("md", r'''
+# 5. Playground
+
+Paste any TensorIR program into `PROGRAM` below and run the notebook: the explorer opens on it.
+Today's spelling (`tirx`, `T.sblock`) and the course's older one (`tir`, `T.block`, `T.Buffer[...]`,
+`tvm.tir.Schedule`, `get_block`, `tvm.build`, ...) both work. The first decorated module or
+function in the text is the program; other code in it is *not* run.
+
+Pre-filled: the course's element-wise add with its parallel / unroll / vectorize demo, as the
+course printed it (old spelling).
+'''),
+    ("code", r'''
+import mlc_lab
+
+PROGRAM = """
+import numpy as np
+import tvm
+from tvm.script import tir as T
+
+
+@tvm.script.ir_module
+class MyAdd:
+    @T.prim_func
+    def add(A: T.Buffer[(4, 4), "int64"],
+            B: T.Buffer[(4, 4), "int64"],
+            C: T.Buffer[(4, 4), "int64"]):
+        T.func_attr({"global_symbol": "add"})
+        for i, j in T.grid(4, 4):
+            with T.block("C"):
+                vi = T.axis.spatial(4, i)
+                vj = T.axis.spatial(4, j)
+                C[vi, vj] = A[vi, vj] + B[vi, vj]
+
+
+sch = tvm.tir.Schedule(MyAdd)
+block = sch.get_block("C", func_name="add")
+i, j = sch.get_loops(block)
+i0, i1 = sch.split(i, factors=[2, 2])
+sch.parallel(i0)
+sch.unroll(i1)
+sch.vectorize(j)
+rt_lib = tvm.build(sch.mod, target="llvm")
+a_tvm = tvm.nd.array(np.arange(16).reshape(4, 4))
+"""
+'''),
+    ("md", r'''
+`mlc_lab.convert` rewrites old course code for today's TVM, keeping your layout and comments (and
+marking anything it cannot convert). Copy from its output what you want to keep.
+'''),
+    ("code", r'''
+print(mlc_lab.convert(PROGRAM))
+'''),
+    ("md", r'''
+The explorer on the program. Select a loop or a block, pick a primitive, apply; undo and redo freely
+(the history is a tree). Errors are explained in a sentence and change nothing.
+'''),
+    ("code", r'''
+playground = mlc_lab.explore(PROGRAM)
+session = playground.session
+playground
+'''),
+    ("md", r'''
+Steps can come from Python too, using the names shown in the script. A function written against
+TVM's schedule API (as in the course, with today's `get_sblock`) is recorded step by step with
+`session.run`. This is the pre-filled program's demo; change it or skip it for your own program.
+'''),
+    ("code", r'''
+def schedule(sch):
+    block = sch.get_sblock("C", func_name="add")
+    i, j = sch.get_loops(block)
+    i0, i1 = sch.split(i, factors=[2, 2])
+    sch.parallel(i0)
+    sch.unroll(i1)
+    sch.vectorize(j)
+
+
+if session.func_name == "add":   # only for the pre-filled example
+    session.run(schedule)
+print(session.script)
+'''),
+    ("md", r'''
+Check and time the current step against the original program (random inputs, a separate process),
+and list what the innermost loop touches:
+'''),
+    ("code", r'''
+m = session.measure()
+print(f"step {session.current.id}: {m.latency_s * 1e6:.2f} us, correct={m.correct}" if m.ok else m.error)
+
+
+def innermost(tree):
+    last = None
+    stack = list(tree["functions"][0]["children"])
+    while stack:
+        node = stack.pop(0)
+        if node["kind"] == "loop":
+            last = node.get("qualified") or node["name"]
+        stack[:0] = node.get("children", [])
+    return last
+
+
+loop = innermost(session.loop_tree())
+for name, fp in session.footprint(loop).items():
+    s = fp.summary()
+    print(f"{loop}: {name} touches {s['distinct']} element(s), strides {s['strides']}")
+'''),
+    ("code", r'''
+try:
+    from mlc_lab.widgets.access_view import access_view
+except ImportError:  # an older mlc_lab without the access view
+    access_view = None
+access_view(session, loop) if access_view is not None else None
+'''),
+]
+
+# CELLS_PLACEHOLDER
+
+if __name__ == "__main__":
+    main()

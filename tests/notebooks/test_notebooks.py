@@ -1,0 +1,183 @@
+"""The lecture notebooks run top to bottom in a fresh kernel, headless, with small budgets.
+
+Each notebook runs in a temporary copy of ``notebooks/`` (the kernel's working directory), with
+``MLC_LAB_QUICK=1`` (short sweeps) and ``MLC_LAB_TRIALS=8`` (small tuning runs). A test fails on
+any error output, then checks a few outputs that show the notebook did its job (reports, numbers).
+The cheap tests at the end check that the committed notebooks carry no outputs and match their
+generator (``notebooks/_build.py``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = REPO / "notebooks"
+CELL_TIMEOUT_S = 600
+NUMBER = r"\d+(?:\.\d+)?"
+
+
+def _texts(nb) -> list[str]:
+    """Every output of every code cell as text (stream text, text/plain and text/html data)."""
+    out = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for o in cell.get("outputs", []):
+            if o.output_type == "stream":
+                out.append(o.text)
+            elif o.output_type in ("execute_result", "display_data"):
+                data = o.get("data", {})
+                for key in ("text/plain", "text/html"):
+                    if key in data:
+                        out.append(data[key] if isinstance(data[key], str) else "".join(data[key]))
+                if "application/vnd.plotly.v1+json" in data:
+                    out.append("<<plotly figure>>")
+                if "application/vnd.jupyter.widget-view+json" in data:
+                    out.append("<<widget>>")
+    return out
+
+
+def run_notebook(name: str, tmp_path: Path, monkeypatch) -> tuple[object, str]:
+    from nbclient import NotebookClient
+
+    work = tmp_path / "notebooks"
+    shutil.copytree(NOTEBOOKS, work, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "mlc_tune_*"))
+    monkeypatch.setenv("MLC_LAB_QUICK", "1")
+    monkeypatch.setenv("MLC_LAB_TRIALS", "8")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    monkeypatch.setenv("TVM_NUM_THREADS", os.environ.get("TVM_NUM_THREADS", str(len(os.sched_getaffinity(0)))))
+    nb = nbformat.read(str(work / name), as_version=4)
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                            resources={"metadata": {"path": str(work)}})
+    t0 = time.monotonic()
+    try:
+        client.execute()
+    finally:
+        elapsed = time.monotonic() - t0
+        out_dir = REPO / "test-artifacts" / "notebooks"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(out_dir / name))  # the executed notebook, for a look after a failure
+        print(f"{name}: {elapsed:.1f} s")
+    errors = []
+    for cell in nb.cells:
+        for o in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if o.output_type == "error":
+                errors.append(f"{o.ename}: {o.evalue}")
+            elif o.output_type == "stream" and o.name == "stderr" and "Traceback" in o.text:
+                errors.append(o.text[-2000:])
+    assert not errors, "\n".join(errors)
+    return nb, "\n".join(_texts(nb))
+
+
+slow = pytest.mark.slow
+
+
+@slow
+def test_00_start(tmp_path, monkeypatch):
+    nb, text = run_notebook("00_start.ipynb", tmp_path, monkeypatch)
+    assert "<<widget>>" in text or "Explorer" in text
+
+
+@slow
+def test_01_tensorir(tmp_path, monkeypatch):
+    nb, text = run_notebook("01_tensorir.ipynb", tmp_path, monkeypatch)
+    assert "the loop version agrees with numpy" in text
+    assert "replays to the same program: True" in text
+    assert 'T.sblock("Y_init")' in text and "for k, j_1 in T.grid(128, 4):" in text
+    assert re.search(rf"B:\s+{NUMBER} elements in\s+{NUMBER} cache lines", text)
+    assert re.search(rf"speed-up: {NUMBER}x", text)
+    assert re.search(rf"jfactor\s+16:\s+{NUMBER} ms", text)
+    assert re.search(rf"best jfactor here: \d+ \({NUMBER} ms", text)
+    assert text.count("<<plotly figure>>") >= 3  # two footprints and the sweep
+    assert text.count("<<widget>>") >= 1  # the explorer (and the access view when present)
+
+
+@slow
+def test_02_exercises(tmp_path, monkeypatch):
+    nb, text = run_notebook("02_exercises.ipynb", tmp_path, monkeypatch)
+    assert "Example: element-wise add: PASSED" in text
+    assert "Exercise 1: broadcast add: not yet (signature)" in text
+    assert "B is declared (4, 4) int64 but the exercise passes (4,) int64" in text
+    assert "Exercise 2: 2-D convolution: not yet (matches numpy)" in text
+    assert re.search(rf"max abs error {NUMBER}; \d+ of 72 elements differ", text)
+    assert "Exercise 3: batched matmul + relu: not yet (structure)" in text
+    assert "decompose_reduction" in text and "sch.vectorize(ax0)" in text
+    assert re.search(r"differences: \d+ +share of the structure that agrees: \d+%", text)
+    # the collapsed solutions pass
+    for title in ("Exercise 1: broadcast add", "Exercise 2: 2-D convolution", "Exercise 3: batched matmul + relu"):
+        assert f"{title}: PASSED" in text, title
+    assert re.search(rf"{NUMBER}x faster than the original", text)
+
+
+@slow
+def test_03_auto_opt(tmp_path, monkeypatch):
+    nb, text = run_notebook("03_auto_opt.ipynb", tmp_path, monkeypatch)
+    assert "8 trials per tuning run" in text  # the budget came from MLC_LAB_TRIALS
+    assert re.search(r"sampled: \[\d+, \d+\]", text)
+    assert re.search(rf"trial\s+0: decision \[\d+, \d+\], {NUMBER} ms", text)
+    assert text.count("status: done") == 3
+    assert re.search(rf"tuned \(default\)\s+{NUMBER} ms", text)
+    assert re.search(rf"MLP end to end: {NUMBER} ms -> {NUMBER} ms \({NUMBER}x\)", text)
+    assert text.count("<<widget>>") >= 4  # explorer + three dashboards
+    assert "<<plotly figure>>" in text
+
+
+@slow
+def test_04_gpu(tmp_path, monkeypatch):
+    nb, text = run_notebook("04_gpu.ipynb", tmp_path, monkeypatch)
+    assert 'extern "C" __global__' in text and "main_kernel" in text
+    assert "__shared__" in text
+    assert "100% of the bytes moved are used" in text  # the coalesced vector add
+    assert "bank conflicts" in text
+    assert "<<plotly figure>>" in text  # thread / block ownership
+    if "CUDA GPU found" in text:
+        assert re.search(rf"GFLOPS", text)
+    else:
+        assert "timing needs a GPU" in text
+        assert "no CUDA GPU found" in text  # the tuner's refusal, printed
+
+
+@slow
+def test_05_playground(tmp_path, monkeypatch):
+    nb, text = run_notebook("05_playground.ipynb", tmp_path, monkeypatch)
+    assert "tvm.s_tir.Schedule(MyAdd)" in text and "T.sblock" in text  # converted
+    assert "for j in T.vectorized(4):" in text
+    assert re.search(rf"step \d+: {NUMBER} us, correct=True", text)
+
+
+# ----------------------------------------------------------------------------------------- cheap checks
+
+
+def _lecture_notebooks() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("0[0-9]_*.ipynb"))
+
+
+@pytest.mark.parametrize("path", _lecture_notebooks(), ids=lambda p: p.name)
+def test_committed_notebooks_have_no_outputs(path):
+    nb = json.loads(path.read_text())
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            assert cell.get("outputs") == [] and cell.get("execution_count") is None, path.name
+
+
+def test_notebooks_match_their_generator():
+    spec = importlib.util.spec_from_file_location("nb_build", NOTEBOOKS / "_build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert set(mod.NOTEBOOKS) == {p.name for p in _lecture_notebooks()} - {"00_start.ipynb"}
+    for name, cells in mod.NOTEBOOKS.items():
+        built = mod.build(name, cells)
+        saved = nbformat.read(str(NOTEBOOKS / name), as_version=4)
+        assert [(c.cell_type, c.source) for c in built.cells] == [(c.cell_type, c.source) for c in saved.cells], (
+            f"{name} differs from notebooks/_build.py: run `python notebooks/_build.py`"
+        )
