@@ -8,6 +8,7 @@ const watch = process.argv.includes("--watch");
 const options = {
   entryPoints: {
     explorer: "js/explorer.ts",
+    access_view: "js/access_view.ts", // AccessView (the access panel alone; the explorer embeds the same panel)
     tuning_dashboard: "js/tuning_dashboard.ts", // TuningDashboard (bundles plotly.js-basic-dist-min)
   },
   outdir: "mlc_lab/static",

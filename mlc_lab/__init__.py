@@ -45,6 +45,10 @@ def __getattr__(name: str):
         from mlc_lab.widgets.explorer import explore
 
         return explore
+    if name == "access_view":
+        from mlc_lab.widgets.access_view import access_view
+
+        return access_view
     if name == "dashboard":
         from mlc_lab.widgets.tuning import dashboard
 
@@ -73,6 +77,7 @@ __all__ = [
     "TraceParseError",
     "Session",
     "__version__",
+    "access_view",
     "dashboard",
     "explore",
     "measure",

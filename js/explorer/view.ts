@@ -3,6 +3,7 @@
 // and a click render through the same path.
 
 import type { AnyModel } from "@anywidget/types";
+import { AccessPanel } from "../access/panel";
 import { downloadText, h, keepFocus, revealInContainer } from "../lib/dom";
 import { Rpc, RpcFailure, bufferText, parseJsonBuffer } from "../lib/rpc";
 import type { ExplorerError, ExplorerModel, FailureInfo, Selection, StepId } from "../lib/types";
@@ -60,6 +61,9 @@ export class ExplorerView {
   private dirty = new Set<string>();
   private flushQueued = false;
   private disposers: Array<() => void> = [];
+  private memory: AccessPanel; // the access view, below the body when open (toolbar "Memory")
+  private memoryHost: HTMLElement;
+  private memoryBtn: HTMLButtonElement;
 
   constructor(private model: Model) {
     this.rpc = new Rpc(model);
@@ -90,6 +94,9 @@ export class ExplorerView {
       void this.renderDiff();
     });
     this.busyEl = h("span", { class: "mlc-busy", hidden: true }, "working…");
+    this.memory = new AccessPanel({ request: (method, params) => this.rpc.request(method, params), maxPx: 200 });
+    this.memoryHost = h("div", { class: "mlc-memory", hidden: true }, this.memory.el);
+    this.memoryBtn = btn("Memory", "Show the memory the selected loop touches (heatmaps per buffer)", "mlc-memory-toggle", () => this.toggleMemory());
     const toolbar = h(
       "div",
       { class: "mlc-toolbar" },
@@ -99,6 +106,7 @@ export class ExplorerView {
       this.stepLabel,
       this.busyEl,
       h("span", { class: "mlc-spacer" }),
+      this.memoryBtn,
       this.diffSel,
       this.baseSel,
       btn("Export HTML", "Download a self-contained HTML page of all steps", "mlc-export-html", () => void this.exportHtml()),
@@ -129,6 +137,7 @@ export class ExplorerView {
       toolbar,
       this.banner,
       h("div", { class: "mlc-body" }, left, center, right),
+      this.memoryHost,
     );
     this.code = new CodeView(center, (line) => this.selectAtLine(line));
     this.root.addEventListener("keydown", (ev) => this.onKey(ev));
@@ -163,13 +172,14 @@ export class ExplorerView {
     this.dirty = new Set();
     const has = (...names: string[]) => names.some((n) => d.has(n));
     if (has("loop_tree_json")) this.index = new TreeIndex(parseJsonBuffer(this.model.get("loop_tree_json")));
-    if (has("height")) this.root.style.height = this.model.get("height") || "640px";
+    if (has("height")) this.layoutHeight();
     if (has("error", "failures")) this.inspected = null;
     if (has("loop_tree_json", "selection", "error")) {
       this.drawTree();
       this.drawPrimitives(has("loop_tree_json"));
     }
     if (has("script", "changed_lines", "loop_tree_json", "selection", "error")) this.drawCode(has("selection"));
+    if (!this.memoryHost.hidden && has("loop_tree_json", "selection", "current")) this.syncMemory(has("loop_tree_json", "current"));
     if (has("steps", "current", "failures")) this.drawHistory();
     if (has("steps", "current", "can_undo", "can_redo")) this.drawToolbar();
     if (has("error")) this.drawBanner();
@@ -402,6 +412,26 @@ export class ExplorerView {
       }
     }
     if (this.diffBase === base && (this.diffMode as DiffMode) !== "off") this.code.showDiff(this.diffMode, original, this.model.get("script") ?? "");
+  }
+
+  private toggleMemory(): void {
+    this.memoryHost.hidden = !this.memoryHost.hidden;
+    this.memoryBtn.classList.toggle("mlc-active", !this.memoryHost.hidden);
+    this.layoutHeight();
+    if (!this.memoryHost.hidden) this.syncMemory(true);
+    else this.memory.stop();
+  }
+
+  /** The memory panel follows the selection: a loop, or the loop around a selected block. */
+  private syncMemory(programChanged: boolean): void {
+    let e = this.selectedEntry();
+    while (e && e.node.kind !== "loop") e = e.parent ?? undefined;
+    void this.memory.show(e ? e.ref : null, undefined, programChanged);
+  }
+
+  private layoutHeight(): void {
+    const base = this.model.get("height") || "640px";
+    this.root.style.height = this.memoryHost.hidden ? base : `calc(${base} + 520px)`;
   }
 
   private showTab(name: "history" | "trace"): void {
@@ -666,6 +696,7 @@ export class ExplorerView {
 
   dispose(): void {
     for (const d of this.disposers) d();
+    this.memory.dispose();
     this.rpc.dispose();
     this.code.destroy();
     this.trace.destroy();

@@ -522,9 +522,16 @@ class Session:
             return {"text/plain": repr(self) + "\n" + self.script}
 
     def view(self) -> Any:
+        """The interactive explorer of this session."""
         from mlc_lab.widgets import explorer
 
         return explorer.Explorer(self)
+
+    def access_view(self, loop: str | None = None, **kwargs: Any) -> Any:
+        """The memory-access view of this session (heatmaps of what ``loop`` touches)."""
+        from mlc_lab.widgets.access_view import AccessView
+
+        return AccessView(self, loop, **kwargs)
 
 
 _LIST_RESULTS = {"split", "sample_perfect_tile", "get_loops", "loop_partition", "get_child_blocks", "get_producers",

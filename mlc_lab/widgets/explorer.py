@@ -20,6 +20,7 @@ from typing import Any
 import traitlets as t
 
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError
+from mlc_lab.widgets import access_view
 from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle, rpc
 from mlc_lab.widgets.export import collect_export, render_html
 
@@ -257,6 +258,17 @@ class Explorer(RpcWidget):
     @rpc()
     def export_html(self) -> Reply:
         return Reply.text(self.to_html())
+
+    # The memory-access panel (mlc_lab.widgets.access_view) embedded in the explorer.
+    @rpc()
+    def access_footprint(self, loop: str, at: dict | None = None) -> Reply:
+        result, buffers = access_view.footprint_payload(self._session, loop, at, tree=self.loop_tree)
+        return Reply(result, buffers)
+
+    @rpc()
+    def access_gpu_stats(self, loop: str, at: dict | None = None, warp: int | None = None,
+                         block: int | None = None) -> dict:
+        return access_view.gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree)
 
     @rpc()
     def clear_error(self) -> dict:

@@ -1,0 +1,279 @@
+// The footprint payload (JSON + binary buffers) and what the heatmaps need from it. Pure functions:
+// decoding typed arrays, bit masks, N-D -> 2-D slicing, element look-up. Python side:
+// mlc_lab/widgets/access_view.py (footprint_payload).
+
+export interface LoopInfo {
+  name: string;
+  ref: string; // qualified name, what requests use
+  extent: number | null;
+  min: number;
+  thread: string | null;
+  loop_kind?: string;
+}
+
+export interface ArrayDescr {
+  buffer: number;
+  dtype: string; // bits | int8 | int16 | int32 | uint8 | uint16 | uint32 | float64
+  size: number;
+  nbytes: number;
+  enc?: "deflate";
+}
+
+export interface BufferStats {
+  buffer: string;
+  shape: number[];
+  dtype: string;
+  scope: string;
+  itemsize: number;
+  distinct: number;
+  accesses: number;
+  n_reads: number;
+  n_writes: number;
+  reuse: number;
+  cache_lines: number;
+  bounds: Array<[number, number] | null>;
+  strides: Record<string, number | null>;
+}
+
+export interface BufferPayload extends BufferStats {
+  crop: { offset: number[]; shape: number[] };
+  arrays: Partial<Record<"reads" | "writes" | "first_touch" | "count" | "thread" | "block", ArrayDescr>>;
+}
+
+export interface FootprintResult {
+  loop: LoopInfo;
+  enclosing: Array<LoopInfo & { value: number }>;
+  at: Record<string, number>;
+  steps: number;
+  gpu: boolean;
+  launch: Record<string, number>;
+  buffers: BufferPayload[];
+}
+
+type NumArray = Int8Array | Int16Array | Int32Array | Uint8Array | Uint16Array | Uint32Array | Float64Array;
+
+/** One buffer, decoded: per element of the crop box its kind (bit 0 read, bit 1 write) and arrays. */
+export interface DecodedBuffer extends BufferPayload {
+  size: number; // elements in the crop box
+  kind: Uint8Array;
+  first: NumArray;
+  count: NumArray | null;
+  thread: NumArray | null;
+  block: NumArray | null;
+}
+
+export interface Footprint extends Omit<FootprintResult, "buffers"> {
+  buffers: DecodedBuffer[];
+}
+
+function bytesOf(view: DataView | ArrayBuffer | Uint8Array): Uint8Array {
+  if (view instanceof Uint8Array) return view;
+  if (view instanceof ArrayBuffer) return new Uint8Array(view);
+  return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+}
+
+async function inflate(data: Uint8Array): Promise<Uint8Array> {
+  const DS = (globalThis as any).DecompressionStream;
+  if (!DS) throw new Error("this browser cannot inflate the footprint (no DecompressionStream)");
+  const input = new ReadableStream<Uint8Array>({
+    start(c) {
+      c.enqueue(data);
+      c.close();
+    },
+  });
+  const reader = (input.pipeThrough(new DS("deflate")) as ReadableStream<Uint8Array>).getReader();
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+    total += value.length;
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+/** A typed array over a copy of `bytes` (copied: Python's buffers need not be aligned). */
+export function typedArray(bytes: Uint8Array, dtype: string): NumArray {
+  const buf = bytes.slice().buffer;
+  switch (dtype) {
+    case "int8":
+      return new Int8Array(buf);
+    case "int16":
+      return new Int16Array(buf);
+    case "int32":
+      return new Int32Array(buf);
+    case "uint8":
+      return new Uint8Array(buf);
+    case "uint16":
+      return new Uint16Array(buf);
+    case "uint32":
+      return new Uint32Array(buf);
+    case "float64":
+      return new Float64Array(buf);
+    default:
+      throw new Error(`unknown array type ${dtype}`);
+  }
+}
+
+/** Bit `i` of a big-endian packed mask (numpy's packbits). */
+export function bit(mask: Uint8Array, i: number): number {
+  return (mask[i >> 3] >> (7 - (i & 7))) & 1;
+}
+
+/** Per element: 1 read, 2 written, 3 both, 0 untouched. */
+export function kindsFromMasks(reads: Uint8Array, writes: Uint8Array, size: number): Uint8Array {
+  const out = new Uint8Array(size);
+  for (let i = 0; i < size; i++) out[i] = bit(reads, i) | (bit(writes, i) << 1);
+  return out;
+}
+
+export async function decodeFootprint(result: FootprintResult, buffers: Array<DataView | ArrayBuffer | Uint8Array>): Promise<Footprint> {
+  const raw = async (d: ArrayDescr | undefined): Promise<Uint8Array | null> => {
+    if (!d) return null;
+    const b = buffers[d.buffer];
+    if (!b) throw new Error(`footprint buffer #${d.buffer} is missing`);
+    const bytes = bytesOf(b);
+    return d.enc === "deflate" ? inflate(bytes) : bytes;
+  };
+  const out: DecodedBuffer[] = [];
+  for (const b of result.buffers) {
+    const size = b.crop.shape.reduce((a, x) => a * x, 1);
+    const a = b.arrays;
+    if (!a.first_touch || !b.distinct) {
+      out.push({ ...b, size: 0, kind: new Uint8Array(0), first: new Int32Array(0), count: null, thread: null, block: null });
+      continue;
+    }
+    const [reads, writes, first, count, thread, block] = await Promise.all([a.reads, a.writes, a.first_touch, a.count, a.thread, a.block].map(raw));
+    out.push({
+      ...b,
+      size,
+      kind: kindsFromMasks(reads ?? new Uint8Array(0), writes ?? new Uint8Array(0), size),
+      first: typedArray(first!, a.first_touch.dtype),
+      count: count && a.count ? typedArray(count, a.count.dtype) : null,
+      thread: thread && a.thread ? typedArray(thread, a.thread.dtype) : null,
+      block: block && a.block ? typedArray(block, a.block.dtype) : null,
+    });
+  }
+  return { ...result, buffers: out };
+}
+
+// ---- N-D -> 2-D ---------------------------------------------------------------------------------
+
+/** How a buffer is laid out on screen: 1-D a strip, 2-D a grid, more dims a grid per leading index. */
+export interface Grid {
+  rows: number;
+  cols: number;
+  lead: number[]; // sizes of the leading dims (sliders)
+}
+
+export function gridOf(shape: number[]): Grid {
+  if (shape.length === 0) return { rows: 1, cols: 1, lead: [] };
+  if (shape.length === 1) return { rows: 1, cols: shape[0], lead: [] };
+  return { rows: shape[shape.length - 2], cols: shape[shape.length - 1], lead: shape.slice(0, -2) };
+}
+
+export interface SliceMap {
+  rows: number;
+  cols: number;
+  r0: number; // buffer coordinates of the top-left pixel
+  c0: number;
+  map: Int32Array; // per pixel: index into the crop arrays, -1 outside the crop
+}
+
+/**
+ * Pixels of one 2-D slice (the leading dims at `lead`) mapped to elements of the crop box.
+ * `region` "touched" shows only the rows and columns of the crop box.
+ */
+export function sliceMap(shape: number[], crop: { offset: number[]; shape: number[] }, lead: number[], region: "buffer" | "touched" = "buffer"): SliceMap {
+  const nd = shape.length;
+  const g = gridOf(shape);
+  const off = crop.offset;
+  const cs = crop.shape;
+  const empty = cs.length !== nd || cs.some((x) => x <= 0);
+  // row/col dims of the buffer (none for 0-D; only cols for 1-D)
+  const rd = nd >= 2 ? nd - 2 : -1;
+  const cd = nd >= 1 ? nd - 1 : -1;
+  let r0 = 0;
+  let c0 = 0;
+  let rows = g.rows;
+  let cols = g.cols;
+  if (region === "touched" && !empty) {
+    if (rd >= 0) {
+      r0 = off[rd];
+      rows = cs[rd];
+    }
+    if (cd >= 0) {
+      c0 = off[cd];
+      cols = cs[cd];
+    }
+  }
+  const map = new Int32Array(rows * cols).fill(-1);
+  if (empty) return { rows, cols, r0, c0, map };
+  // linear offset of the leading indices inside the crop box
+  let base = 0;
+  for (let d = 0; d < nd - 2; d++) {
+    const x = (lead[d] ?? 0) - off[d];
+    if (x < 0 || x >= cs[d]) return { rows, cols, r0, c0, map };
+    base = base * cs[d] + x;
+  }
+  const crows = rd >= 0 ? cs[rd] : 1;
+  const ccols = cd >= 0 ? cs[cd] : 1;
+  const orow = rd >= 0 ? off[rd] : 0;
+  const ocol = cd >= 0 ? off[cd] : 0;
+  for (let r = 0; r < rows; r++) {
+    const cr = r + r0 - orow;
+    if (cr < 0 || cr >= crows) continue;
+    const rowBase = (base * crows + cr) * ccols;
+    for (let c = 0; c < cols; c++) {
+      const cc = c + c0 - ocol;
+      if (cc < 0 || cc >= ccols) continue;
+      map[r * cols + c] = rowBase + cc;
+    }
+  }
+  return { rows, cols, r0, c0, map };
+}
+
+/** The buffer index (all dims) shown at pixel (r, c) of a slice. */
+export function indexAt(shape: number[], lead: number[], s: SliceMap, r: number, c: number): number[] {
+  if (shape.length === 0) return [];
+  if (shape.length === 1) return [c + s.c0];
+  return [...lead.slice(0, shape.length - 2).map((x) => x ?? 0), r + s.r0, c + s.c0];
+}
+
+/** What the hover tells about one element. */
+export function describeElement(b: DecodedBuffer, index: number[], i: number, launch: Record<string, number> = {}): string {
+  const name = `${b.buffer}[${index.join(", ")}]`;
+  if (i < 0 || !b.kind[i]) return `${name}: not touched`;
+  const k = b.kind[i];
+  const what = k === 3 ? "read and written" : k === 2 ? "written" : "read";
+  const parts = [`${name}: ${what}`, `first at step ${b.first[i]}`];
+  if (b.count) parts.push(`${b.count[i]} access${b.count[i] === 1 ? "" : "es"}`);
+  if (b.thread && b.thread[i] >= 0) parts.push(`thread ${threadText(b.thread[i], launch, "threadIdx")}`);
+  if (b.block && b.block[i] >= 0) parts.push(`block ${threadText(b.block[i], launch, "blockIdx")}`);
+  return parts.join(", ");
+}
+
+/** A linear thread/block id with its (x, y, z) when the launch has more than one dimension. */
+export function threadText(id: number, launch: Record<string, number>, prefix: "threadIdx" | "blockIdx"): string {
+  const nx = launch[`${prefix}.x`] ?? 1;
+  const ny = launch[`${prefix}.y`] ?? 1;
+  const hasY = `${prefix}.y` in launch;
+  const hasZ = `${prefix}.z` in launch;
+  if (!hasY && !hasZ) return String(id);
+  const x = id % nx;
+  const y = Math.floor(id / nx) % ny;
+  const z = Math.floor(id / (nx * ny));
+  return `${id} (${hasZ ? `${x}, ${y}, ${z}` : `${x}, ${y}`})`;
+}
+
+/** Number of threads and blocks in the launch (product of the bound extents). */
+export function launchSize(launch: Record<string, number>, prefix: "threadIdx" | "blockIdx"): number {
+  return ["x", "y", "z"].reduce((a, d) => a * (launch[`${prefix}.${d}`] ?? 1), 1);
+}

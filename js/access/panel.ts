@@ -1,0 +1,762 @@
+// The access panel: one heatmap per buffer (canvas + ImageData), statistics, enclosing-loop sliders,
+// a scrubber that replays first touches with a fading trail, and GPU colouring / warp statistics.
+// Host-agnostic: the explorer embeds it (driven by its selection) and the AccessView widget shows it
+// alone; both answer the requests `access_footprint` and `access_gpu_stats`.
+
+import { h } from "../lib/dom";
+import { ensureStyle } from "../lib/theme";
+import css from "./access.css";
+import { type RpcReply, RpcFailure } from "../lib/rpc";
+import { type ColorBy, OUTSIDE_LEVEL, PALETTE, type RGB, VISITED_LEVEL, FUTURE_LEVEL, hueColor, orderColor, rgbText, trailSteps } from "./color";
+import { type DecodedBuffer, type Footprint, type FootprintResult, type SliceMap, decodeFootprint, describeElement, gridOf, indexAt, launchSize, sliceMap } from "./data";
+
+export interface AccessState {
+  loop: string;
+  at: Record<string, number>;
+  color_by: ColorBy;
+  warp: number; // -1: none
+  block: number; // -1: none
+  time: number; // -1: whole footprint
+  region: "buffer" | "touched"; // draw the whole buffer or only the box of touched elements
+}
+
+export interface AccessHost {
+  request<T = unknown>(method: string, params?: Record<string, unknown>): Promise<RpcReply<T>>;
+  /** Called when the user changes the view state (the standalone widget mirrors it into traits). */
+  saveState?(state: Partial<AccessState>): void;
+  exportHtml?(): void;
+  /** Largest side of a 2-D heatmap in CSS pixels (default 280). */
+  maxPx?: number;
+}
+
+export interface WarpAccess {
+  buffer: string;
+  block: string;
+  kind: string;
+  scope: string;
+  index: string;
+  requests: number;
+  lanes: number;
+  vector: number;
+  active_lanes: number;
+  sectors_per_request?: number;
+  sectors?: number;
+  efficiency?: number;
+  wavefronts?: number;
+  bank_conflicts?: number;
+  ways?: number;
+  max_ways?: number;
+  note?: string;
+}
+
+export interface GpuStatsResult {
+  warp: number;
+  threads: number[];
+  launch: Record<string, number>;
+  accesses: WarpAccess[];
+}
+
+interface Card {
+  buf: DecodedBuffer;
+  el: HTMLElement;
+  canvas: HTMLCanvasElement;
+  ctx: CanvasRenderingContext2D | null;
+  img: ImageData | null;
+  u32: Uint32Array | null;
+  slice: SliceMap;
+  lead: number[];
+  base: Uint32Array; // per crop element: packed base colour (r | g << 8 | b << 16)
+  gathered: Gathered | null; // the touched pixels of the current slice (null: gather again)
+  fresh: boolean; // the canvas has not shown this slice yet
+}
+
+interface Gathered {
+  pos: Int32Array;
+  first: Float64Array;
+  base: Uint32Array;
+  minFt: number;
+  maxFt: number;
+  box: [number, number, number, number]; // x, y, w, h of the touched pixels (the dirty rectangle)
+  lastKey: string | null; // what the last frame drew (skip frames that change nothing)
+}
+
+const MAX_2D_PX = 280;
+const MAX_1D_PX = 640;
+const TRAILS: Array<[string, number]> = [
+  ["no trail", 0],
+  ["short trail", 0.02],
+  ["trail", 0.08],
+  ["long trail", 0.25],
+];
+const SPEEDS: Array<[string, number]> = [
+  ["2 s", 2],
+  ["5 s", 5],
+  ["10 s", 10],
+  ["30 s", 30],
+];
+
+export class AccessPanel {
+  readonly el: HTMLElement;
+  private state: AccessState = { loop: "", at: {}, color_by: "access", warp: -1, block: -1, time: -1, region: "buffer" };
+  private fp: Footprint | null = null;
+  private cards: Card[] = [];
+  private seq = 0;
+  private gpuSeq = 0;
+  private playing = false;
+  private raf = 0;
+  private trailFrac = 0.08;
+  private duration = 5;
+  private head: HTMLElement;
+  private atHost: HTMLElement;
+  private controls: HTMLElement;
+  private timeBar: HTMLElement;
+  private playBtn: HTMLButtonElement;
+  private scrub: HTMLInputElement;
+  private stepLabel: HTMLElement;
+  private errorEl: HTMLElement;
+  private bufHost: HTMLElement;
+  private gpuHost: HTMLElement;
+  private tip: HTMLElement;
+  private statusEl: HTMLElement;
+  private disposed = false;
+
+  constructor(private host: AccessHost) {
+    if (typeof document !== "undefined") ensureStyle("mlc-lab-access-style", css);
+    this.head = h("div", { class: "mlc-acc-head" });
+    this.statusEl = h("span", { class: "mlc-acc-status" });
+    this.atHost = h("div", { class: "mlc-acc-at" });
+    this.controls = h("div", { class: "mlc-acc-controls" });
+    this.playBtn = h("button", { class: "mlc-btn mlc-acc-play", title: "play the loop's iterations in execution order", onclick: () => this.togglePlay() }, "▶ Play") as HTMLButtonElement;
+    this.scrub = h("input", { class: "mlc-acc-scrub", type: "range", min: "0", max: "0", value: "0", title: "step of the selected loop" }) as HTMLInputElement;
+    this.scrub.addEventListener("input", () => {
+      this.stop();
+      this.setTime(Number(this.scrub.value), true);
+    });
+    this.stepLabel = h("span", { class: "mlc-acc-step" });
+    const allBtn = h("button", { class: "mlc-btn mlc-acc-all", title: "show every element the loop touches", onclick: () => (this.stop(), this.setTime(-1, true)) }, "All");
+    const trailSel = h("select", { class: "mlc-acc-trail", title: "how long a touched element stays bright" }) as HTMLSelectElement;
+    for (const [label, f] of TRAILS) trailSel.append(h("option", { value: String(f), selected: f === this.trailFrac }, label));
+    trailSel.addEventListener("change", () => {
+      this.trailFrac = Number(trailSel.value);
+      this.drawAll();
+    });
+    const speedSel = h("select", { class: "mlc-acc-speed", title: "how long playing the whole loop takes" }) as HTMLSelectElement;
+    for (const [label, s] of SPEEDS) speedSel.append(h("option", { value: String(s), selected: s === this.duration }, label));
+    speedSel.addEventListener("change", () => (this.duration = Number(speedSel.value)));
+    this.timeBar = h("div", { class: "mlc-acc-time" }, this.playBtn, this.scrub, this.stepLabel, allBtn, trailSel, speedSel);
+    this.errorEl = h("div", { class: "mlc-acc-error", hidden: true });
+    this.bufHost = h("div", { class: "mlc-acc-buffers" });
+    this.gpuHost = h("div", { class: "mlc-acc-gpu", hidden: true });
+    this.tip = h("div", { class: "mlc-acc-tip", hidden: true });
+    this.el = h(
+      "div",
+      { class: "mlc-access" },
+      h("div", { class: "mlc-acc-top" }, this.head, this.statusEl),
+      this.atHost,
+      this.controls,
+      this.timeBar,
+      this.errorEl,
+      this.bufHost,
+      this.gpuHost,
+      this.tip,
+    );
+    void this.reload(); // nothing selected yet: the hint
+  }
+
+  get current(): Footprint | null {
+    return this.fp;
+  }
+
+  get viewState(): AccessState {
+    return { ...this.state, at: { ...this.state.at } };
+  }
+
+  // ---- state in ---------------------------------------------------------------------------------
+
+  /** Show the footprint of `loop` (null: nothing). Enclosing values default to the last ones used. */
+  show(loop: string | null, at?: Record<string, number>, force = false): Promise<void> {
+    const next = loop ?? "";
+    const changed = next !== this.state.loop || (at !== undefined && JSON.stringify(at) !== JSON.stringify(this.state.at));
+    if (!changed && !force && (this.fp || !next)) return Promise.resolve();
+    this.state.loop = next;
+    if (at !== undefined) this.state.at = { ...at };
+    return this.reload();
+  }
+
+  /** Apply view state from the host (standalone widget traits); reloads only when needed. */
+  setState(s: Partial<AccessState>): Promise<void> {
+    const needLoad = (s.loop !== undefined && s.loop !== this.state.loop) || (s.at !== undefined && JSON.stringify(s.at) !== JSON.stringify(this.state.at));
+    const needGpu = (s.warp !== undefined && s.warp !== this.state.warp) || (s.block !== undefined && s.block !== this.state.block);
+    Object.assign(this.state, s);
+    if (needLoad) return this.reload();
+    if (this.fp) {
+      this.drawControls();
+      if (s.region !== undefined) this.buildCards();
+      else if (s.color_by !== undefined || needGpu) this.rebuildColors();
+      if (s.time !== undefined) this.setTime(s.time, false);
+      if (needGpu) void this.loadGpu();
+    }
+    return Promise.resolve();
+  }
+
+  /** Fetch again (the program changed). */
+  async reload(): Promise<void> {
+    const seq = ++this.seq;
+    this.stop();
+    if (!this.state.loop) {
+      this.fp = null;
+      this.cards = [];
+      this.bufHost.replaceChildren(h("div", { class: "mlc-muted" }, "Select a loop to see the memory its iterations touch."));
+      this.drawHead();
+      this.atHost.replaceChildren();
+      this.controls.replaceChildren();
+      this.timeBar.hidden = true;
+      this.gpuHost.hidden = true;
+      this.showError(null);
+      return;
+    }
+    this.setStatus("analysing…");
+    let fp: Footprint;
+    try {
+      const reply = await this.host.request<FootprintResult>("access_footprint", { loop: this.state.loop, at: this.state.at });
+      fp = await decodeFootprint(reply.result, reply.buffers);
+    } catch (err) {
+      if (seq !== this.seq || this.disposed) return;
+      this.setStatus("");
+      this.fp = null;
+      this.cards = [];
+      this.bufHost.replaceChildren();
+      this.timeBar.hidden = true;
+      this.gpuHost.hidden = true;
+      this.showError(err);
+      this.drawHead();
+      return;
+    }
+    if (seq !== this.seq || this.disposed) return;
+    this.showError(null);
+    this.setStatus("");
+    this.fp = fp;
+    this.state.at = { ...fp.at };
+    if (!fp.gpu && (this.state.color_by === "thread" || this.state.color_by === "block")) this.state.color_by = "access";
+    if (this.state.time >= fp.steps) this.state.time = -1;
+    this.drawHead();
+    this.drawAt();
+    this.drawControls();
+    this.buildCards();
+    this.timeBar.hidden = fp.steps <= 0;
+    this.scrub.max = String(Math.max(0, fp.steps - 1));
+    this.setTime(this.state.time, false);
+    if (fp.gpu) void this.loadGpu();
+    else this.gpuHost.hidden = true;
+  }
+
+  // ---- drawing: frame ------------------------------------------------------------------------------
+
+  private setStatus(text: string): void {
+    this.statusEl.textContent = text;
+    this.el.classList.toggle("mlc-acc-loading", !!text);
+  }
+
+  private showError(err: unknown): void {
+    if (!err) {
+      this.errorEl.hidden = true;
+      this.errorEl.replaceChildren();
+      this.el.classList.remove("mlc-acc-has-error");
+      return;
+    }
+    const summary = err instanceof RpcFailure ? err.error.summary : err instanceof Error ? err.message : String(err);
+    const detail = err instanceof RpcFailure ? err.error.detail : undefined;
+    this.errorEl.hidden = false;
+    this.el.classList.add("mlc-acc-has-error");
+    this.errorEl.replaceChildren(
+      h("span", { class: "mlc-acc-error-summary" }, summary),
+      detail && detail !== summary ? h("details", {}, h("summary", {}, "details"), h("pre", {}, detail)) : "",
+    );
+  }
+
+  private drawHead(): void {
+    const fp = this.fp;
+    if (!this.state.loop) {
+      this.head.replaceChildren(h("b", {}, "Memory access"));
+      return;
+    }
+    const loop = fp?.loop;
+    const tag = loop?.thread ? ` → ${loop.thread}` : "";
+    const ext = loop?.extent ? ` (${loop.extent} iterations${tag})` : "";
+    this.head.replaceChildren("Memory touched by loop ", h("b", { class: "mlc-acc-loop" }, this.state.loop), ext, fp ? h("span", { class: "mlc-muted" }, ` · ${fp.steps.toLocaleString()} steps`) : "");
+  }
+
+  private drawAt(): void {
+    const fp = this.fp!;
+    if (!fp.enclosing.length) {
+      this.atHost.replaceChildren(h("span", { class: "mlc-muted" }, "no enclosing loops"));
+      return;
+    }
+    const rows = fp.enclosing.map((lp) => {
+      const max = (lp.extent ?? 1) - 1 + lp.min;
+      const value = h("span", { class: "mlc-acc-at-value" }, String(lp.value));
+      const slider = h("input", { type: "range", min: String(lp.min), max: String(max), value: String(lp.value), class: "mlc-acc-at-slider", dataset: { loop: lp.ref } }) as HTMLInputElement;
+      slider.addEventListener("input", () => (value.textContent = slider.value));
+      slider.addEventListener("change", () => this.setAt(lp.ref, Number(slider.value)));
+      return h("label", { class: "mlc-acc-at-row", title: lp.thread ? `bound to ${lp.thread}` : "enclosing loop fixed at this value" }, h("span", { class: "mlc-acc-at-name" }, lp.ref, lp.thread ? h("small", {}, ` ${lp.thread}`) : ""), slider, value);
+    });
+    this.atHost.replaceChildren(h("span", { class: "mlc-acc-at-title" }, "enclosing loops at"), ...rows);
+  }
+
+  /** Fix an enclosing loop at `value` and fetch the footprint again. */
+  setAt(ref: string, value: number): Promise<void> {
+    this.state.at = { ...this.state.at, [ref]: value };
+    this.host.saveState?.({ at: this.state.at });
+    return this.reload();
+  }
+
+  private drawControls(): void {
+    const fp = this.fp;
+    if (!fp) return;
+    const colorSel = h("select", { class: "mlc-acc-color", title: "what the colours show" }) as HTMLSelectElement;
+    const modes: Array<[ColorBy, string]> = [
+      ["access", "reads / writes"],
+      ["order", "order of first touch"],
+    ];
+    if (fp.gpu) modes.push(["thread", "by thread"], ["block", "by block"]);
+    for (const [v, l] of modes) colorSel.append(h("option", { value: v, selected: v === this.state.color_by }, l));
+    colorSel.addEventListener("change", () => this.setColorBy(colorSel.value as ColorBy));
+    const regionSel = h("select", { class: "mlc-acc-region", title: "whole buffer or only the touched box" }) as HTMLSelectElement;
+    for (const [v, l] of [
+      ["buffer", "whole buffer"],
+      ["touched", "touched box"],
+    ])
+      regionSel.append(h("option", { value: v, selected: v === this.state.region }, l));
+    regionSel.addEventListener("change", () => {
+      this.state.region = regionSel.value as "buffer" | "touched";
+      this.host.saveState?.({ region: this.state.region });
+      this.buildCards();
+    });
+    const parts: Array<Node | string> = [colorSel, regionSel];
+    if (fp.gpu) {
+      const nthreads = launchSize(fp.launch, "threadIdx");
+      const nblocks = launchSize(fp.launch, "blockIdx");
+      const warpSel = h("select", { class: "mlc-acc-warp", title: "highlight one warp (32 threads) and show its statistics" }) as HTMLSelectElement;
+      warpSel.append(h("option", { value: "-1", selected: this.state.warp < 0 }, "all warps"));
+      for (let w = 0; w < Math.ceil(nthreads / 32); w++) warpSel.append(h("option", { value: String(w), selected: w === this.state.warp }, `warp ${w} (threads ${w * 32}–${Math.min(nthreads, w * 32 + 32) - 1})`));
+      warpSel.addEventListener("change", () => this.pick({ warp: Number(warpSel.value) }));
+      const blockIn = h("input", { class: "mlc-acc-block", type: "number", min: "-1", max: String(nblocks - 1), value: String(this.state.block), title: `highlight one thread block (0–${nblocks - 1}; -1: all)` }) as HTMLInputElement;
+      blockIn.addEventListener("change", () => this.pick({ block: Math.max(-1, Math.min(nblocks - 1, Number(blockIn.value) | 0)) }));
+      parts.push(warpSel, h("label", { class: "mlc-acc-block-label" }, "block ", blockIn));
+    }
+    parts.push(h("span", { class: "mlc-spacer" }));
+    parts.push(h("button", { class: "mlc-btn mlc-acc-png", title: "download the heatmaps as a PNG", onclick: () => this.downloadPng() }, "PNG"));
+    if (this.host.exportHtml) parts.push(h("button", { class: "mlc-btn mlc-acc-html", title: "download a self-contained HTML snapshot", onclick: () => this.host.exportHtml?.() }, "HTML"));
+    this.controls.replaceChildren(...parts, this.legend());
+  }
+
+  private legend(): HTMLElement {
+    const key = (c: RGB, label: string) => h("span", { class: "mlc-acc-key" }, h("i", { style: { background: rgbText(c) } }), label);
+    if (this.state.color_by === "access") return h("span", { class: "mlc-acc-legend" }, key(PALETTE.read, "read"), key(PALETTE.write, "write"), key(PALETTE.both, "both"));
+    if (this.state.color_by === "order") return h("span", { class: "mlc-acc-legend" }, key(orderColor(0), "first"), key(orderColor(1), "last"));
+    return h("span", { class: "mlc-acc-legend mlc-muted" }, `one colour per ${this.state.color_by}`);
+  }
+
+  setColorBy(mode: ColorBy): void {
+    this.state.color_by = mode;
+    this.host.saveState?.({ color_by: mode });
+    this.drawControls();
+    this.rebuildColors();
+  }
+
+  pick(p: { warp?: number; block?: number }): void {
+    Object.assign(this.state, p);
+    this.host.saveState?.(p);
+    this.drawControls();
+    this.rebuildColors();
+    void this.loadGpu();
+  }
+
+  // ---- drawing: heatmaps ----------------------------------------------------------------------------
+
+  private buildCards(): void {
+    const fp = this.fp;
+    if (!fp) return;
+    this.cards = [];
+    const els: HTMLElement[] = [];
+    for (const buf of fp.buffers) {
+      const g = gridOf(buf.shape);
+      const lead = g.lead.map((_, d) => (buf.crop.shape.length ? buf.crop.offset[d] ?? 0 : 0));
+      const canvas = h("canvas", { class: "mlc-acc-canvas", dataset: { buffer: buf.buffer } }) as HTMLCanvasElement;
+      const card: Card = { buf, el: h("div"), canvas, ctx: null, img: null, u32: null, slice: sliceMap(buf.shape, buf.crop, lead, this.state.region), lead, base: new Uint32Array(buf.size), gathered: null, fresh: true };
+      const sliders = g.lead.map((n, d) => {
+        const val = h("span", { class: "mlc-acc-at-value" }, String(lead[d]));
+        const s = h("input", { type: "range", min: "0", max: String(n - 1), value: String(lead[d]), class: "mlc-acc-dim", dataset: { dim: String(d) } }) as HTMLInputElement;
+        s.addEventListener("input", () => {
+          card.lead[d] = Number(s.value);
+          val.textContent = s.value;
+          this.resizeCard(card);
+          this.draw(card);
+        });
+        return h("label", { class: "mlc-acc-dim-row" }, `dim ${d}`, s, val);
+      });
+      const shapeText = buf.shape.length ? buf.shape.join("×") : "scalar";
+      const title = h("div", { class: "mlc-acc-card-title" }, h("b", {}, buf.buffer), h("span", { class: "mlc-muted" }, ` ${shapeText} ${buf.dtype}${buf.scope !== "global" ? ` · ${buf.scope}` : ""}`));
+      card.el = h(
+        "div",
+        { class: `mlc-acc-card${buf.distinct ? "" : " mlc-acc-untouched"}`, dataset: { buffer: buf.buffer } },
+        title,
+        ...sliders,
+        h("div", { class: "mlc-acc-canvas-box" }, canvas),
+        this.statsTable(buf, fp),
+      );
+      canvas.addEventListener("mousemove", (ev) => this.hover(card, ev));
+      canvas.addEventListener("mouseleave", () => (this.tip.hidden = true));
+      this.resizeCard(card);
+      this.cards.push(card);
+      els.push(card.el);
+    }
+    this.bufHost.replaceChildren(...els);
+    this.rebuildColors();
+  }
+
+  private resizeCard(card: Card): void {
+    const s = sliceMap(card.buf.shape, card.buf.crop, card.lead, this.state.region);
+    card.slice = s;
+    const c = card.canvas;
+    c.width = s.cols;
+    c.height = s.rows;
+    if (card.buf.shape.length <= 1) {
+      const px = Math.max(1, Math.min(16, MAX_1D_PX / s.cols));
+      c.style.width = `${Math.round(s.cols * px)}px`;
+      c.style.height = "18px";
+    } else {
+      const fit = (this.host.maxPx ?? MAX_2D_PX) / Math.max(s.rows, s.cols);
+      // whole (or half) screen pixels per element when they fit, so cells stay even
+      const px = fit >= 2 ? Math.min(12, Math.floor(fit)) : fit >= 1 ? Math.floor(fit * 2) / 2 : fit;
+      c.style.width = `${Math.max(1, Math.round(s.cols * px))}px`;
+      c.style.height = `${Math.max(1, Math.round(s.rows * px))}px`;
+    }
+    card.ctx = c.getContext?.("2d") ?? null;
+    card.img = card.ctx ? card.ctx.createImageData(s.cols, s.rows) : null;
+    card.u32 = card.img ? new Uint32Array(card.img.data.buffer) : new Uint32Array(s.rows * s.cols);
+    card.gathered = null;
+  }
+
+  private statsTable(b: DecodedBuffer, fp: Footprint): HTMLElement {
+    const row = (k: string, v: Node | string, title = "") => h("tr", { title }, h("th", {}, k), h("td", {}, v));
+    const bounds = b.bounds.length && b.bounds.every((x) => x) ? b.bounds.map((x) => `[${x![0]}, ${x![1]}]`).join(" × ") : "–";
+    const enclosing = new Set(fp.enclosing.map((l) => l.name));
+    const strides = h(
+      "span",
+      { class: "mlc-acc-strides" },
+      ...Object.entries(b.strides).map(([loop, s]) =>
+        h("span", { class: `mlc-acc-stride${loop === fp.loop.name ? " mlc-acc-stride-self" : enclosing.has(loop) ? " mlc-acc-stride-outer" : ""}`, title: loop === fp.loop.name ? "the selected loop" : enclosing.has(loop) ? "an enclosing loop" : "an inner loop" }, `${loop}: ${s === null ? "–" : s}`),
+      ),
+    );
+    return h(
+      "table",
+      { class: "mlc-acc-stats" },
+      row("distinct", b.distinct.toLocaleString(), "distinct elements touched"),
+      row("accesses", `${b.accesses.toLocaleString()} (${b.n_reads.toLocaleString()} R, ${b.n_writes.toLocaleString()} W)`),
+      row("cache lines", b.cache_lines.toLocaleString(), "distinct 64-byte cache lines"),
+      row("reuse", `${b.reuse.toFixed(2)}×`, "accesses per distinct element"),
+      row("bounds", bounds),
+      row("strides", Object.keys(b.strides).length ? strides : "–", "elements moved per step of each loop"),
+    );
+  }
+
+  /** Base colour of every crop element for the colour mode (the per-frame loop only scales it). */
+  private rebuildColors(): void {
+    const fp = this.fp;
+    if (!fp) return;
+    const mode = this.state.color_by;
+    const steps = Math.max(1, fp.steps - 1);
+    const pack = (c: RGB) => c[0] | (c[1] << 8) | (c[2] << 16);
+    const kinds = [pack(PALETTE.empty), pack(PALETTE.read), pack(PALETTE.write), pack(PALETTE.both)];
+    const hues = new Map<number, number>();
+    const hue = (id: number) => {
+      let v = hues.get(id);
+      if (v === undefined) hues.set(id, (v = pack(hueColor(id))));
+      return v;
+    };
+    for (const card of this.cards) {
+      const b = card.buf;
+      const base = card.base;
+      card.gathered = null;
+      for (let i = 0; i < b.size; i++) {
+        if (mode === "thread" && b.thread) base[i] = hue(Math.max(0, b.thread[i]));
+        else if (mode === "block" && b.block) base[i] = hue(Math.max(0, b.block[i]));
+        else if (mode === "order") base[i] = pack(orderColor(b.first[i] / steps));
+        else base[i] = kinds[b.kind[i]];
+      }
+    }
+    this.drawAll();
+  }
+
+  private drawAll(): void {
+    const t0 = performance.now();
+    for (const c of this.cards) this.draw(c);
+    this.el.dataset.drawMs = (performance.now() - t0).toFixed(1); // time of the last frame's pixels
+  }
+
+  /**
+   * The touched pixels of a slice, gathered once per slice / colour mode / focus: their positions,
+   * first-touch steps and base colours (bit 24: outside the picked warp or block). Untouched pixels
+   * never change, so a frame only visits these.
+   */
+  private gather(card: Card): Gathered {
+    if (card.gathered) return card.gathered;
+    const { map } = card.slice;
+    const b = card.buf;
+    const warp = this.state.warp;
+    const blk = this.state.block;
+    const thread = warp >= 0 ? b.thread : null;
+    const block = blk >= 0 ? b.block : null;
+    let n = 0;
+    for (let p = 0; p < map.length; p++) if (map[p] >= 0 && b.kind[map[p]]) n++;
+    const pos = new Int32Array(n);
+    const first = new Float64Array(n);
+    const base = new Uint32Array(n);
+    let minFt = Infinity;
+    let maxFt = -Infinity;
+    let k = 0;
+    const cols = card.slice.cols;
+    let x0 = Infinity;
+    let y0 = Infinity;
+    let x1 = -1;
+    let y1 = -1;
+    for (let p = 0; p < map.length; p++) {
+      const i = map[p];
+      if (i < 0 || !b.kind[i]) continue;
+      pos[k] = p;
+      const x = p % cols;
+      const y = (p - x) / cols;
+      if (x < x0) x0 = x;
+      if (x > x1) x1 = x;
+      if (y < y0) y0 = y;
+      if (y > y1) y1 = y;
+      const ft = b.first[i];
+      first[k] = ft;
+      if (ft < minFt) minFt = ft;
+      if (ft > maxFt) maxFt = ft;
+      const outside = (thread && thread[i] >> 5 !== warp) || (block && block[i] !== blk);
+      base[k++] = (card.base[i] & 0xffffff) | (outside ? 1 << 24 : 0);
+    }
+    const box: [number, number, number, number] = n ? [x0, y0, x1 - x0 + 1, y1 - y0 + 1] : [0, 0, 0, 0];
+    card.gathered = { pos, first, base, minFt, maxFt, box, lastKey: null };
+    card.fresh = true; // the whole image must be put once
+    // untouched pixels, once
+    const [er, eg, eb] = PALETTE.empty;
+    if (card.u32) card.u32.fill(((0xff << 24) | (eb << 16) | (eg << 8) | er) >>> 0);
+    return card.gathered;
+  }
+
+  /** One frame of one heatmap: base colour scaled by trail level (and focus) per touched pixel. */
+  draw(card: Card): void {
+    const fp = this.fp;
+    if (!fp || !card.u32) return;
+    const g = this.gather(card);
+    const t = this.state.time;
+    const trail = this.trailFrac > 0 ? trailSteps(fp.steps, this.trailFrac) : 1;
+    // A frame where every pixel of this card is in the same phase as last time changes nothing.
+    const phase = t < 0 ? "all" : t < g.minFt ? "future" : t - trail >= g.maxFt ? "visited" : `t${t}`;
+    const key = `${phase}:${trail}`;
+    if (key === g.lastKey) return;
+    g.lastKey = key;
+    const u32 = card.u32;
+    const [er, eg, eb] = PALETTE.empty;
+    const { pos, first, base } = g;
+    const span = 1 - VISITED_LEVEL;
+    for (let k = 0; k < pos.length; k++) {
+      let level = 1;
+      if (t >= 0) {
+        const ft = first[k];
+        if (ft > t) level = FUTURE_LEVEL;
+        else {
+          const age = t - ft;
+          level = age >= trail ? VISITED_LEVEL : VISITED_LEVEL + span * (1 - age / trail);
+        }
+      }
+      const c = base[k];
+      if (c & (1 << 24) && level > OUTSIDE_LEVEL) level = OUTSIDE_LEVEL;
+      const r = (er + ((c & 255) - er) * level + 0.5) | 0;
+      const gr = (eg + (((c >> 8) & 255) - eg) * level + 0.5) | 0;
+      const bl = (eb + (((c >> 16) & 255) - eb) * level + 0.5) | 0;
+      u32[pos[k]] = ((0xff << 24) | ((bl & 255) << 16) | ((gr & 255) << 8) | (r & 255)) >>> 0;
+    }
+    if (card.ctx && card.img) {
+      if (card.fresh) card.ctx.putImageData(card.img, 0, 0);
+      else if (g.box[2] > 0) card.ctx.putImageData(card.img, 0, 0, ...g.box);
+      card.fresh = false;
+    }
+  }
+
+  /** The pixels of a heatmap as the last frame drew them (for tests and snapshots). */
+  pixels(buffer: string): Uint32Array | null {
+    return this.cards.find((c) => c.buf.buffer === buffer)?.u32 ?? null;
+  }
+
+  // ---- time ---------------------------------------------------------------------------------------
+
+  setTime(t: number, fromUser: boolean): void {
+    const fp = this.fp;
+    const steps = fp?.steps ?? 0;
+    const time = t < 0 || !steps ? -1 : Math.min(steps - 1, Math.max(0, Math.round(t)));
+    this.state.time = time;
+    this.scrub.value = String(Math.max(0, time));
+    this.el.dataset.time = String(time);
+    this.stepLabel.textContent = time < 0 ? `all ${steps.toLocaleString()} steps` : `step ${time.toLocaleString()} / ${steps.toLocaleString()}`;
+    this.drawAll();
+    if (fromUser && !this.playing) this.host.saveState?.({ time });
+  }
+
+  togglePlay(): void {
+    if (this.playing) this.stop();
+    else this.play();
+  }
+
+  play(): void {
+    const fp = this.fp;
+    if (!fp || fp.steps <= 0 || this.playing) return;
+    if (this.state.time < 0 || this.state.time >= fp.steps - 1) this.setTime(0, false);
+    this.playing = true;
+    this.playBtn.textContent = "❚❚ Pause";
+    this.el.classList.add("mlc-acc-playing");
+    let last = performance.now();
+    let pos = this.state.time; // fractional step: a short loop plays as slowly as a long one
+    const tick = (now: number) => {
+      if (!this.playing || !this.fp) return;
+      const perMs = fp.steps / (this.duration * 1000);
+      const dt = Math.min(100, Math.max(0, now - last));
+      last = now;
+      pos += perMs * dt;
+      const next = Math.floor(pos);
+      if (next === this.state.time) {
+        this.raf = requestAnimationFrame(tick);
+        return;
+      }
+      if (next >= fp.steps - 1) {
+        this.setTime(fp.steps - 1, false);
+        this.stop();
+        return;
+      }
+      this.setTime(next, false);
+      this.raf = requestAnimationFrame(tick);
+    };
+    this.raf = requestAnimationFrame(tick);
+  }
+
+  stop(): void {
+    if (!this.playing) return;
+    this.playing = false;
+    cancelAnimationFrame(this.raf);
+    this.playBtn.textContent = "▶ Play";
+    this.el.classList.remove("mlc-acc-playing");
+    this.host.saveState?.({ time: this.state.time });
+  }
+
+  // ---- hover, GPU, export ---------------------------------------------------------------------------
+
+  private hover(card: Card, ev: MouseEvent): void {
+    const rect = card.canvas.getBoundingClientRect();
+    if (!rect.width || !rect.height) return;
+    const c = Math.floor(((ev.clientX - rect.left) / rect.width) * card.slice.cols);
+    const r = Math.floor(((ev.clientY - rect.top) / rect.height) * card.slice.rows);
+    if (c < 0 || r < 0 || c >= card.slice.cols || r >= card.slice.rows) return;
+    const i = card.slice.map[r * card.slice.cols + c];
+    const index = indexAt(card.buf.shape, card.lead, card.slice, r, c);
+    this.tip.textContent = describeElement(card.buf, index, i, this.fp?.launch ?? {});
+    this.tip.hidden = false;
+    const host = this.el.getBoundingClientRect();
+    this.tip.style.left = `${ev.clientX - host.left + 12}px`;
+    this.tip.style.top = `${ev.clientY - host.top + 12}px`;
+  }
+
+  private async loadGpu(): Promise<void> {
+    const fp = this.fp;
+    if (!fp || !fp.gpu) return;
+    const seq = ++this.gpuSeq;
+    const params: Record<string, unknown> = { loop: this.state.loop, at: this.state.at };
+    if (this.state.warp >= 0) params.warp = this.state.warp;
+    if (this.state.block >= 0) params.block = this.state.block;
+    try {
+      const reply = await this.host.request<GpuStatsResult>("access_gpu_stats", params);
+      if (seq !== this.gpuSeq || this.disposed) return;
+      this.drawGpu(reply.result);
+    } catch (err) {
+      if (seq !== this.gpuSeq || this.disposed) return;
+      const summary = err instanceof RpcFailure ? err.error.summary : String(err);
+      this.gpuHost.hidden = false;
+      this.gpuHost.replaceChildren(h("div", { class: "mlc-acc-gpu-error mlc-muted" }, summary));
+    }
+  }
+
+  private drawGpu(g: GpuStatsResult): void {
+    const num = (v: number | undefined, digits = 2) => (v === undefined || v === null ? "–" : Number.isInteger(v) ? String(v) : v.toFixed(digits));
+    const head = ["buffer", "block", "access", "scope", "index", "requests", "sectors/req", "sector eff.", "wavefronts", "bank conflicts", "n-way"];
+    const tips = [
+      "",
+      "the block (sblock) issuing the access",
+      "",
+      "memory space",
+      "index expression",
+      "warp-level requests (instructions) over the loop",
+      "global/local: 32-byte sectors per request (ideal: 4 for 32 threads × 4 bytes)",
+      "bytes asked for / bytes of the sectors moved",
+      "shared: wavefronts (passes over the 32 banks) needed",
+      "shared: extra wavefronts caused by bank conflicts",
+      "worst n-way bank conflict in a request (mean)",
+    ];
+    const rows = g.accesses.map((a) =>
+      h(
+        "tr",
+        { class: `mlc-acc-gpu-row${(a.bank_conflicts ?? 0) > 0 || (a.efficiency !== undefined && a.efficiency < 0.5) ? " mlc-acc-bad" : ""}`, dataset: { buffer: a.buffer } },
+        ...[a.buffer, a.block, a.kind, a.scope, a.index, num(a.requests), num(a.sectors_per_request), a.efficiency === undefined ? "–" : `${Math.round(a.efficiency * 100)}%`, num(a.wavefronts), num(a.bank_conflicts), num(a.ways)].map((v) => h("td", {}, String(v))),
+      ),
+    );
+    const threads = g.threads.length ? `threads ${g.threads[0]}–${g.threads[g.threads.length - 1]}` : "";
+    this.gpuHost.hidden = false;
+    this.gpuHost.replaceChildren(
+      h("div", { class: "mlc-acc-gpu-title" }, h("b", {}, `Warp ${g.warp}`), ` (${threads}) — memory requests as Nsight Compute counts them, computed without a GPU`),
+      h("table", { class: "mlc-acc-gpu-table" }, h("tr", {}, ...head.map((x, i) => h("th", { title: tips[i] }, x))), ...rows),
+    );
+  }
+
+  /** All heatmaps with their names in one PNG (data URL). */
+  snapshotPng(): string | null {
+    if (!this.cards.length || typeof document === "undefined") return null;
+    const pad = 10;
+    const sizes = this.cards.map((c) => ({ w: parseFloat(c.canvas.style.width) || c.canvas.width, h: parseFloat(c.canvas.style.height) || c.canvas.height }));
+    const width = Math.max(200, ...sizes.map((s) => s.w + 2 * pad));
+    const height = sizes.reduce((a, s) => a + s.h + 22 + pad, pad);
+    const out = document.createElement("canvas");
+    out.width = Math.ceil(width);
+    out.height = Math.ceil(height);
+    const ctx = out.getContext("2d");
+    if (!ctx) return null;
+    ctx.fillStyle = "#fff";
+    ctx.fillRect(0, 0, out.width, out.height);
+    ctx.imageSmoothingEnabled = false;
+    let y = pad;
+    this.cards.forEach((c, k) => {
+      ctx.fillStyle = "#222";
+      ctx.font = "13px sans-serif";
+      ctx.fillText(`${c.buf.buffer} ${c.buf.shape.join("×")} — loop ${this.state.loop}${this.state.time >= 0 ? `, step ${this.state.time}` : ""}`, pad, y + 14);
+      y += 22;
+      ctx.drawImage(c.canvas, pad, y, sizes[k].w, sizes[k].h);
+      y += sizes[k].h + pad;
+    });
+    return out.toDataURL("image/png");
+  }
+
+  private downloadPng(): void {
+    const url = this.snapshotPng();
+    if (!url) return;
+    const a = h("a", { href: url, download: `access_${this.state.loop.replace(/[^\w-]+/g, "_")}.png`, style: { display: "none" } });
+    document.body.append(a);
+    a.click();
+    a.remove();
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    this.stop();
+    this.el.remove();
+  }
+}

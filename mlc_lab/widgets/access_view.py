@@ -1,0 +1,602 @@
+"""The access view: which elements of every buffer a loop touches, when, and by which GPU thread.
+
+A view of a :class:`mlc_lab.Session`, like the explorer (which embeds the same panel and answers
+the same two requests). It reads plain data from ``session.footprint`` / ``session.gpu_stats`` /
+``session.loop_tree``; this module never imports TVM.
+
+Wire format of a footprint (request ``access_footprint``): a JSON result describing every buffer
+(statistics, the box of touched elements ``crop``) plus, per array, the index of a binary buffer
+holding its bytes: reads/writes as bit-packed masks (``np.packbits``, row-major, big-endian bit
+order), ``first_touch`` as little-endian int32 (float64 beyond 2**31), ``count`` / ``thread`` /
+``block`` in the smallest integer type that holds them. Arrays cover only the crop box; large
+payloads are deflated (zlib) and marked ``"enc": "deflate"``.
+
+Requests (front end -> kernel): ``access_footprint(loop, at)`` and ``access_gpu_stats(loop, at, warp,
+block)``, answered by :class:`AccessView` and by the explorer (which embeds the same panel), plus
+``export_html`` here. The view state (``loop``, ``at``, ``color_by``, ``warp``, ``block``, ``time``,
+``region``) lives in traits, written by either side.
+
+Static snapshots (:meth:`AccessView.to_html`, :meth:`AccessView.save_png`) are rendered here with
+numpy and zlib, following the same colour rules as the front end (``js/access/color.ts``); a
+scrubbed view is drawn with a one-step trail.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import logging
+import os
+import struct
+import threading
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import traitlets as t
+
+from mlc_lab.errors import MlcLabError
+from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle, rpc
+
+log = logging.getLogger(__name__)
+
+DEFLATE_ABOVE = 2 << 20  # bytes of raw arrays beyond which the payload is compressed
+MAX_ELEMENTS = 1 << 24  # per buffer crop; beyond this the view refuses (16M elements)
+THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+
+# The palette of js/access/color.ts (kept equal by tests/widgets/test_access_view.py).
+COLORS = {
+    "empty": (236, 238, 241),
+    "read": (33, 113, 181),
+    "write": (214, 96, 24),
+    "both": (128, 60, 170),
+}
+
+
+# --- the loop tree (plain data) ----------------------------------------------------------------------
+
+def _ref(node: dict) -> str:
+    return node.get("qualified") or node["name"]
+
+
+def loop_chain(tree: dict, name: str) -> list[dict] | None:
+    """The loops from the function's top down to the loop called ``name`` (qualified or plain)."""
+    fallback = None
+    for fn in tree.get("functions", []) or []:
+        stack = [(c, []) for c in reversed(fn.get("children", []))]
+        while stack:
+            node, chain = stack.pop()
+            if node.get("kind") != "loop":
+                continue
+            here = chain + [node]
+            if _ref(node) == name:
+                return here
+            if fallback is None and (node.get("name") == name or _ref(node).endswith("/" + name)):
+                fallback = here
+            stack.extend((c, here) for c in reversed(node.get("children", [])))
+    return fallback
+
+
+def all_loops(tree: dict) -> list[dict]:
+    out = []
+    for fn in tree.get("functions", []) or []:
+        stack = list(reversed(fn.get("children", [])))
+        while stack:
+            node = stack.pop()
+            if node.get("kind") == "loop":
+                out.append(node)
+            stack.extend(reversed(node.get("children", [])))
+    return out
+
+
+def launch_dims(tree: dict) -> dict[str, int]:
+    """Grid and block sizes: the largest extent bound to each thread tag."""
+    dims: dict[str, int] = {}
+    for node in all_loops(tree):
+        tag = node.get("thread")
+        if tag and isinstance(node.get("extent"), int):
+            dims[tag] = max(dims.get(tag, 1), int(node["extent"]))
+    return dims
+
+
+def _loop_info(node: dict) -> dict:
+    ext = node.get("extent")
+    return {"name": node["name"], "ref": _ref(node), "extent": ext if isinstance(ext, int) else None,
+            "min": node.get("min", 0) if isinstance(node.get("min", 0), int) else 0,
+            "thread": node.get("thread"), "loop_kind": node.get("loop_kind")}
+
+
+# --- array encoding ----------------------------------------------------------------------------------
+
+def _int_array(a: np.ndarray, signed: bool) -> np.ndarray:
+    """The smallest little-endian integer type holding ``a`` (-1 sentinels need a signed one)."""
+    if a.size == 0:
+        return a.astype(np.int32 if signed else np.uint8)
+    lo, hi = int(a.min()), int(a.max())
+    kinds = (np.int8, np.int16, np.int32) if signed else (np.uint8, np.uint16, np.uint32)
+    for dt in kinds:
+        info = np.iinfo(dt)
+        if info.min <= lo and hi <= info.max:
+            return a.astype(np.dtype(dt).newbyteorder("<"), copy=False)
+    return a.astype("<f8")  # a step count past 2**31: exact in float64 up to 2**53
+
+
+class _Packer:
+    """Collects arrays as binary buffers and describes each in the JSON result."""
+
+    def __init__(self) -> None:
+        self.buffers: list[bytes] = []
+        self.descr: list[dict] = []
+
+    def add(self, arr: np.ndarray, kind: str) -> dict:
+        arr = np.ascontiguousarray(arr)
+        if kind == "bits":
+            data = np.packbits(arr.reshape(-1).astype(bool)).tobytes()
+            dtype = "bits"
+        elif kind == "first_touch":
+            data_arr = arr.astype("<i4") if arr.size == 0 or int(arr.max()) < 2**31 - 1 else arr.astype("<f8")
+            data, dtype = data_arr.tobytes(), data_arr.dtype.name
+        else:
+            data_arr = _int_array(arr, signed=(kind == "signed"))
+            data, dtype = data_arr.tobytes(), data_arr.dtype.name
+        d = {"buffer": len(self.buffers), "dtype": dtype, "size": int(arr.size), "nbytes": len(data)}
+        self.buffers.append(data)
+        self.descr.append(d)
+        return d
+
+    def finish(self) -> list[bytes]:
+        if sum(len(b) for b in self.buffers) > DEFLATE_ABOVE:
+            # zlib releases the GIL: compress the arrays side by side
+            with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+                self.buffers = list(pool.map(lambda b: zlib.compress(b, 1), self.buffers))
+            for d in self.descr:
+                d["enc"] = "deflate"
+        return self.buffers
+
+
+def _crop_box(touched: np.ndarray, bounds: list) -> tuple[list[int], list[int]]:
+    if touched.ndim == 0:
+        return [], []
+    if not bounds or any(b is None for b in bounds):
+        return [0] * touched.ndim, [0] * touched.ndim
+    return [int(b[0]) for b in bounds], [int(b[1]) - int(b[0]) + 1 for b in bounds]
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+def resolve_at(chain: list[dict], at: dict | None) -> dict[str, int]:
+    """Values of the loops that enclose the last loop of ``chain``: given ones (clamped), others 0."""
+    at = dict(at or {})
+    out: dict[str, int] = {}
+    for node in chain[:-1]:
+        info = _loop_info(node)
+        value = at.get(info["ref"], at.get(info["name"], info["min"]))
+        try:
+            value = int(value)
+        except (TypeError, ValueError):
+            raise RequestError(f"the value of loop {info['ref']} must be an integer, not {value!r}",
+                               type="bad_request") from None
+        lo = info["min"]
+        if info["extent"] is not None:
+            value = max(lo, min(lo + info["extent"] - 1, value))
+        out[info["ref"]] = value
+    return out
+
+
+def footprint_payload(session: Any, loop: str, at: dict | None = None, step: int | None = None,
+                      tree: dict | None = None) -> tuple[dict, list[bytes]]:
+    """The footprint of ``loop`` as (JSON result, binary buffers) for the front end."""
+    tree = tree if tree is not None else session.loop_tree(step) if step is not None else session.loop_tree()
+    chain = loop_chain(tree, loop)
+    if chain is None:
+        raise RequestError(f"there is no loop called {loop!r} in the current program", type="unknown_loop")
+    values = resolve_at(chain, at)
+    target = chain[-1]
+    try:
+        fps = session.footprint(_ref(target), at=values, step=step)
+    except MlcLabError as exc:
+        raise RequestError(_first_line(exc), detail=str(exc), type="analysis") from None
+    except ValueError as exc:  # AccessAnalysisError: the analysis cannot handle this loop nest
+        raise RequestError(f"the access analysis cannot show loop {_ref(target)}: {_first_line(exc)}",
+                           detail=str(exc), type="analysis") from None
+    pack = _Packer()
+    buffers = []
+    steps = 0
+    gpu = False
+    for name, fp in fps.items():
+        summary = _plain(fp.summary())
+        touched = np.asarray(fp.reads) | np.asarray(fp.writes)
+        offset, size = _crop_box(touched, summary.get("bounds") or [])
+        n = int(np.prod(size)) if size else 1
+        entry = {**summary, "crop": {"offset": offset, "shape": size}, "arrays": {}}
+        if fp.distinct:
+            if n > MAX_ELEMENTS:
+                raise RequestError(f"buffer {name} has {n} touched elements in its box, more than the "
+                                   f"{MAX_ELEMENTS} this view draws; pick an inner loop", type="too_large")
+            sl = tuple(slice(o, o + s) for o, s in zip(offset, size))
+            first = np.asarray(fp.first_touch)[sl]
+            steps = max(steps, int(first.max()) + 1)
+            arrays = entry["arrays"]
+            arrays["reads"] = pack.add(np.asarray(fp.reads)[sl], "bits")
+            arrays["writes"] = pack.add(np.asarray(fp.writes)[sl], "bits")
+            arrays["first_touch"] = pack.add(first, "first_touch")
+            if getattr(fp, "count", None) is not None:  # per-element counts are optional in the analysis
+                arrays["count"] = pack.add(np.asarray(fp.count)[sl], "unsigned")
+            if fp.thread is not None:
+                gpu = True
+                arrays["thread"] = pack.add(np.asarray(fp.thread)[sl], "signed")
+                arrays["block"] = pack.add(np.asarray(fp.block)[sl], "signed")
+        elif fp.thread is not None:
+            gpu = True
+        buffers.append(entry)
+    data = pack.finish()
+    result = {
+        "loop": _loop_info(target),
+        "enclosing": [{**_loop_info(n), "value": values[_ref(n)]} for n in chain[:-1]],
+        "at": values,
+        "steps": steps,
+        "gpu": gpu,
+        "launch": launch_dims(tree),
+        "buffers": buffers,
+    }
+    return result, data
+
+
+def gpu_payload(session: Any, loop: str, at: dict | None = None, warp: int | None = None,
+                block: int | dict | None = None, step: int | None = None, tree: dict | None = None) -> dict:
+    """Per-access warp statistics (coalescing, bank conflicts) in plain data."""
+    tree = tree if tree is not None else session.loop_tree(step) if step is not None else session.loop_tree()
+    chain = loop_chain(tree, loop)
+    if chain is None:
+        raise RequestError(f"there is no loop called {loop!r} in the current program", type="unknown_loop")
+    values = resolve_at(chain, at)
+    warp = _opt_int(warp)  # -1 / None: the warp of the thread fixed by ``at``
+    if isinstance(block, (int, np.integer)) or block is None:
+        block = _opt_int(block)
+        block_dict = None if block is None else block_coords(block, launch_dims(tree))
+    else:
+        block_dict = dict(block)
+    try:
+        stats = session.gpu_stats(_ref(chain[-1]), at=values, warp=warp, block=block_dict, step=step)
+    except (MlcLabError, ValueError) as exc:
+        raise RequestError(f"no warp statistics for loop {_ref(chain[-1])}: {_first_line(exc)}",
+                           detail=str(exc), type="analysis") from None
+    data = stats.to_json() if hasattr(stats, "to_json") else dict(stats)
+    return _plain(data)
+
+
+def block_coords(linear: int, dims: dict[str, int]) -> dict[str, int]:
+    nx, ny = dims.get("blockIdx.x", 1), dims.get("blockIdx.y", 1)
+    out = {"blockIdx.x": linear % nx, "blockIdx.y": (linear // nx) % ny, "blockIdx.z": linear // (nx * ny)}
+    return {k: v for k, v in out.items() if k in dims}
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).split("\n", 1)[0] or type(exc).__name__).strip()
+
+
+# --- the widget --------------------------------------------------------------------------------------
+
+class AccessView(RpcWidget):
+    """Heatmaps of the memory a loop touches (see :func:`access_view`).
+
+    Traits ``loop``, ``at``, ``color_by``, ``warp``, ``block`` and ``time`` are the view's state: set
+    them from Python (``view.loop = "j_1"; view.at = {"Y/i": 3, "k": 7}``) or by clicks.
+    """
+
+    _esm = bundle("access_view")
+
+    loop_tree_json = t.Bytes(b"{}").tag(sync=True)
+    current = t.Any(None).tag(sync=True)
+    loop = t.Unicode("").tag(sync=True)
+    at = t.Dict().tag(sync=True)
+    color_by = t.Unicode("access").tag(sync=True)  # access | order | thread | block
+    warp = t.Int(-1).tag(sync=True)  # -1: no warp picked
+    block = t.Int(-1).tag(sync=True)  # linear block id, -1: none picked
+    time = t.Int(-1).tag(sync=True)  # scrubber position in steps; -1: the whole footprint
+    region = t.Unicode("buffer").tag(sync=True)  # buffer | touched (only the box of touched elements)
+    height = t.Unicode("").tag(sync=True)
+    error = t.Dict().tag(sync=True)
+
+    def __init__(self, session: Any, loop: str | None = None, *, at: dict | None = None, **kwargs: Any) -> None:
+        for name in ("footprint", "loop_tree", "on_change"):
+            if not hasattr(session, name):
+                raise TypeError(f"AccessView needs a mlc_lab.Session (or an object with .{name}); got {type(session).__name__}")
+        self._session = session
+        self._lock = threading.RLock()
+        tree = session.loop_tree()
+        if loop:
+            chain = loop_chain(tree, loop)
+            if chain is None:
+                raise MlcLabError(f"there is no loop called {loop!r} in the current program")
+            loop = _ref(chain[-1])
+        else:
+            loops = all_loops(tree)
+            loop = _ref(loops[-1]) if loops else ""
+        super().__init__(loop_tree_json=_tree_bytes(tree), current=_plain(getattr(session.current, "id", None)),
+                         loop=loop or "", at=dict(at or {}), **kwargs)
+        self._unsubscribe = session.on_change(self._on_session_change)
+
+    @property
+    def session(self) -> Any:
+        return self._session
+
+    @property
+    def loop_tree(self) -> dict:
+        return json.loads(self.loop_tree_json or b"{}")
+
+    def close(self) -> None:
+        unsubscribe = getattr(self, "_unsubscribe", None)
+        if unsubscribe is not None:
+            unsubscribe()
+            self._unsubscribe = None
+        super().close()
+
+    def _on_session_change(self, _session: Any, _event: str) -> None:
+        with self._lock, self.hold_sync():
+            tree = self._session.loop_tree()
+            self.loop_tree_json = _tree_bytes(tree)
+            self.current = _plain(getattr(self._session.current, "id", None))
+            if self.loop and loop_chain(tree, self.loop) is None:
+                self.loop = ""
+            self.error = {}
+
+    # --- requests ----------------------------------------------------------------------------------
+    @rpc()
+    def access_footprint(self, loop: str, at: dict | None = None) -> Reply:
+        result, buffers = self._footprint(loop, at)
+        return Reply(result, buffers)
+
+    @rpc()
+    def access_gpu_stats(self, loop: str, at: dict | None = None, warp: int | None = None,
+                         block: int | None = None) -> dict:
+        return gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree)
+
+    @rpc()
+    def export_html(self) -> Reply:
+        return Reply.text(self.to_html())
+
+    def _footprint(self, loop: str, at: dict | None) -> tuple[dict, list[bytes]]:
+        try:
+            result, buffers = footprint_payload(self._session, loop, at, tree=self.loop_tree)
+        except RequestError as exc:
+            self.error = {"summary": exc.payload["summary"], "detail": exc.payload.get("detail", ""), "loop": loop}
+            raise
+        if self.error:
+            self.error = {}
+        return result, buffers
+
+    # --- snapshots -----------------------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        """Plain data of what the view shows: footprint arrays (numpy) and statistics."""
+        if not self.loop:
+            raise MlcLabError("the access view shows no loop; set view.loop first")
+        return snapshot_data(self._session, self.loop, self.at, warp=self.warp, block=self.block,
+                             tree=self.loop_tree)
+
+    def to_html(self, path: str | Path | None = None, *, title: str | None = None, scale: int | None = None) -> str:
+        """A self-contained HTML page of the view (heatmaps as inline PNGs, statistics as tables)."""
+        page = render_html(self.snapshot(), color_by=self.color_by, time=self.time, title=title, scale=scale,
+                           region=self.region)
+        if path is not None:
+            Path(path).write_text(page, encoding="utf-8")
+        return page
+
+    def save_png(self, path: str | Path, *, buffer: str | None = None, scale: int | None = None) -> Path:
+        """Write the heatmaps (all buffers side by side, or one) as a PNG, rendered in Python."""
+        snap = self.snapshot()
+        data = render_png(snap, color_by=self.color_by, time=self.time, buffer=buffer, scale=scale, region=self.region)
+        out = Path(path)
+        out.write_bytes(data)
+        return out
+
+
+def _opt_int(v: Any) -> int | None:
+    if v is None:
+        return None
+    v = int(v)
+    return None if v < 0 else v
+
+
+def _tree_bytes(tree: dict) -> bytes:
+    return json.dumps(tree, separators=(",", ":"), default=str).encode("utf-8")
+
+
+def access_view(x: Any, loop: str | None = None, **kwargs: Any) -> AccessView:
+    """Open an access view on a Session (or a module / TVMScript, which starts a Session).
+
+    >>> s = mlc_lab.Session(MyModule)
+    >>> view = mlc_lab.widgets.access_view(s, "j_1", at={"Y/i": 3, "k": 7})
+    """
+    if hasattr(x, "footprint") and hasattr(x, "on_change"):
+        session = x
+    else:
+        from mlc_lab.core.session import Session
+
+        session = Session(x)
+    return AccessView(session, loop, **kwargs)
+
+
+# --- server-side rendering (static snapshots) ------------------------------------------------------
+
+def snapshot_data(session: Any, loop: str, at: dict | None = None, *, warp: int = -1, block: int = -1,
+                  tree: dict | None = None) -> dict:
+    tree = tree if tree is not None else session.loop_tree()
+    chain = loop_chain(tree, loop)
+    if chain is None:
+        raise MlcLabError(f"there is no loop called {loop!r} in the current program")
+    values = resolve_at(chain, at)
+    fps = session.footprint(_ref(chain[-1]), at=values)
+    gpu = None
+    if any(fp.thread is not None for fp in fps.values()) and hasattr(session, "gpu_stats"):
+        try:
+            gpu = gpu_payload(session, loop, values, warp=warp, block=block, tree=tree)
+        except RequestError:
+            gpu = None
+    steps = max([int(np.max(fp.first_touch)) + 1 for fp in fps.values() if fp.distinct] or [0])
+    return {"loop": _ref(chain[-1]), "at": values, "footprints": fps, "gpu": gpu, "steps": steps,
+            "launch": launch_dims(tree), "warp": warp, "block": block}
+
+
+def _hue_rgb(i: np.ndarray) -> np.ndarray:
+    """Categorical colours for thread/block ids: golden-ratio hues (as js/access/color.ts)."""
+    h = np.mod(i.astype(np.float64) * 0.61803398875, 1.0)
+    s, v = 0.62, 0.88
+    k = np.stack([np.mod(5 + h * 6, 6), np.mod(3 + h * 6, 6), np.mod(1 + h * 6, 6)], axis=-1)
+    rgb = v - v * s * np.clip(np.minimum(k, 4 - k), 0, 1)
+    return np.round(rgb * 255).astype(np.uint8)
+
+
+def heatmap_rgb(fp: Any, color_by: str = "access", time: int = -1, steps: int = 0, region: str = "buffer") -> np.ndarray:
+    """RGB image (rows, cols, 3) of one buffer: 2-D as is, 1-D as one row, N-D as the first slice."""
+    reads, writes = np.asarray(fp.reads), np.asarray(fp.writes)
+    first = np.asarray(fp.first_touch)
+    thread = None if fp.thread is None else np.asarray(fp.thread)
+    blk = None if fp.block is None else np.asarray(fp.block)
+    if reads.ndim == 0:
+        reads, writes, first = (a.reshape(1, 1) for a in (reads, writes, first))
+    elif reads.ndim == 1:
+        reads, writes, first = (a.reshape(1, -1) for a in (reads, writes, first))
+        thread = None if thread is None else thread.reshape(1, -1)
+        blk = None if blk is None else blk.reshape(1, -1)
+    elif reads.ndim > 2:
+        lead = (0,) * (reads.ndim - 2)
+        reads, writes, first = reads[lead], writes[lead], first[lead]
+        thread = None if thread is None else thread[lead]
+        blk = None if blk is None else blk[lead]
+    out = np.empty(reads.shape + (3,), dtype=np.float64)
+    out[...] = COLORS["empty"]
+    touched = reads | writes
+    if color_by == "thread" and thread is not None:
+        base = _hue_rgb(np.maximum(thread, 0)).astype(np.float64)
+    elif color_by == "block" and blk is not None:
+        base = _hue_rgb(np.maximum(blk, 0)).astype(np.float64)
+    elif color_by == "order":
+        frac = np.clip(first / max(1, steps - 1), 0, 1)[..., None]
+        base = (1 - frac) * np.array([68, 1, 84.0]) + frac * np.array([253, 231, 37.0])
+    else:
+        base = np.empty_like(out)
+        base[...] = COLORS["read"]
+        base[writes & ~reads] = COLORS["write"]
+        base[writes & reads] = COLORS["both"]
+    out[touched] = base[touched]
+    if time is not None and time >= 0:
+        empty = np.array(COLORS["empty"], dtype=np.float64)
+        later = touched & (first > time)
+        out[later] = empty + (out[later] - empty) * 0.12
+        past = touched & (first < time)  # before now: shown dimmer (the end of the trail)
+        out[past] = empty + (out[past] - empty) * 0.45
+    if region == "touched" and touched.any():
+        rows, cols = np.flatnonzero(touched.any(axis=1)), np.flatnonzero(touched.any(axis=0))
+        out = out[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
+    return np.round(out).astype(np.uint8)
+
+
+def png_bytes(rgb: np.ndarray) -> bytes:
+    """Encode an (h, w, 3) uint8 image as PNG (zlib only)."""
+    rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
+    h, w = rgb.shape[:2]
+    raw = np.concatenate([np.zeros((h, 1), dtype=np.uint8), rgb.reshape(h, w * 3)], axis=1).tobytes()
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+
+
+def _auto_scale(shape: tuple) -> int:
+    longest = max(shape[:2]) if len(shape) else 1
+    return max(1, min(16, 256 // max(1, longest)))
+
+
+def render_png(snap: dict, *, color_by: str = "access", time: int = -1, buffer: str | None = None,
+               scale: int | None = None, region: str = "buffer") -> bytes:
+    fps = snap["footprints"]
+    names = [buffer] if buffer else list(fps)
+    if buffer and buffer not in fps:
+        raise MlcLabError(f"there is no buffer {buffer!r}; buffers are {', '.join(fps)}")
+    images = [heatmap_rgb(fps[n], color_by, time, snap["steps"], region) for n in names]
+    k = scale or min(_auto_scale(im.shape) for im in images)
+    images = [np.repeat(np.repeat(im, k, axis=0), k, axis=1) for im in images]
+    gap = 8
+    height = max(im.shape[0] for im in images)
+    width = sum(im.shape[1] for im in images) + gap * (len(images) - 1)
+    canvas = np.full((height, width, 3), 255, dtype=np.uint8)
+    x = 0
+    for im in images:
+        canvas[: im.shape[0], x : x + im.shape[1]] = im
+        x += im.shape[1] + gap
+    return png_bytes(canvas)
+
+
+def _stats_rows(fp: Any) -> list[tuple[str, str]]:
+    s = fp.summary()
+    strides = ", ".join(f"{k}: {'–' if v is None else v}" for k, v in s["strides"].items()) or "–"
+    bounds = " × ".join("–" if b is None else f"[{b[0]}, {b[1]}]" for b in s["bounds"]) or "–"
+    return [("distinct elements", f"{s['distinct']:,}"), ("accesses", f"{s['accesses']:,} ({s['n_reads']:,} R / {s['n_writes']:,} W)"),
+            ("64-byte cache lines", f"{s['cache_lines']:,}"), ("reuse", f"{s['reuse']:.2f} accesses/element"),
+            ("bounds", bounds), ("strides (elements)", strides)]
+
+
+def render_html(snap: dict, *, color_by: str = "access", time: int = -1, title: str | None = None,
+                scale: int | None = None, region: str = "buffer") -> str:
+    esc = html.escape
+    at = ", ".join(f"{k}={v}" for k, v in snap["at"].items())
+    head = title or f"Memory touched by loop {snap['loop']}"
+    cards = []
+    for name, fp in snap["footprints"].items():
+        img = heatmap_rgb(fp, color_by, time, snap["steps"], region)
+        k = scale or _auto_scale(img.shape)
+        uri = "data:image/png;base64," + base64.b64encode(png_bytes(img)).decode("ascii")
+        rows = "".join(f"<tr><th>{esc(a)}</th><td>{esc(b)}</td></tr>" for a, b in _stats_rows(fp))
+        shape = "×".join(str(d) for d in fp.shape) or "scalar"
+        cards.append(
+            f'<div class="card"><h3>{esc(name)} <small>{esc(shape)} {esc(fp.dtype)} {esc(fp.scope)}</small></h3>'
+            f'<img alt="{esc(name)}" src="{uri}" width="{img.shape[1] * k}" height="{img.shape[0] * k}">'
+            f"<table>{rows}</table></div>")
+    gpu = ""
+    if snap.get("gpu"):
+        g = snap["gpu"]
+        body = "".join(
+            "<tr>" + "".join(f"<td>{esc(str(v))}</td>" for v in (
+                a.get("buffer"), a.get("block"), a.get("kind"), a.get("scope"), a.get("index"), a.get("requests"),
+                _fmt(a.get("sectors_per_request")), _fmt(a.get("efficiency"), pct=True), a.get("wavefronts", "–"),
+                a.get("bank_conflicts", "–"))) + "</tr>"
+            for a in g.get("accesses", []))
+        gpu = ("<h2>One warp (" + esc(f"warp {g.get('warp')}, threads {g['threads'][0]}–{g['threads'][-1]}" if g.get("threads") else "") +
+               ")</h2><table class='gpu'><tr><th>buffer</th><th>block</th><th>access</th><th>scope</th><th>index</th>"
+               "<th>requests</th><th>sectors/request</th><th>sector efficiency</th><th>shared wavefronts</th>"
+               f"<th>bank conflicts</th></tr>{body}</table>")
+    legend = "".join(f'<span class="key" style="background:rgb{COLORS[k]}"></span>{k} ' for k in ("read", "write", "both"))
+    when = f"; step {time} of {snap['steps']}" if time is not None and time >= 0 else f"; {snap['steps']:,} steps"
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>{esc(head)}</title><style>
+body{{font:13px system-ui,sans-serif;margin:16px;color:#222}} .cards{{display:flex;flex-wrap:wrap;gap:16px}}
+.card{{border:1px solid #ddd;border-radius:6px;padding:8px}} .card h3{{margin:0 0 6px}} small{{color:#666;font-weight:normal}}
+img{{image-rendering:pixelated;display:block;border:1px solid #ccc}} table{{border-collapse:collapse;margin-top:6px}}
+th,td{{text-align:left;padding:1px 8px 1px 0;font-weight:normal}} th{{color:#666}} table.gpu td,table.gpu th{{border-bottom:1px solid #eee}}
+.key{{display:inline-block;width:10px;height:10px;margin:0 3px 0 8px}}</style></head><body>
+<h1>{esc(head)}</h1><p>enclosing loops: {esc(at or 'none')}{esc(when)}; colour: {esc(color_by)} {legend if color_by == 'access' else ''}</p>
+<div class="cards">{''.join(cards)}</div>{gpu}</body></html>"""
+
+
+def _fmt(v: Any, pct: bool = False) -> str:
+    if v is None:
+        return "–"
+    return f"{100 * v:.0f}%" if pct else f"{v:.2f}".rstrip("0").rstrip(".")
