@@ -9,7 +9,8 @@ export type KeyAction =
   | { type: "child" }
   | { type: "primitive"; key: string }
   | { type: "escape" }
-  | { type: "help" };
+  | { type: "help" }
+  | { type: "measure" };
 
 export interface KeyLike {
   key: string;
@@ -45,6 +46,7 @@ export function keyAction(e: KeyLike): KeyAction | null {
       return { type: "help" };
   }
   if (!e.shiftKey && PRIMITIVE_KEYS.has(key)) return { type: "primitive", key };
+  if (!e.shiftKey && key === "m") return { type: "measure" };
   return null;
 }
 
@@ -69,6 +71,7 @@ export const SHORTCUT_HELP: Array<[string, string]> = [
   ["d", "decompose_reduction"],
   ["i", "compute_inline"],
   ["t", "sample_perfect_tile"],
+  ["m", "measure the current step (latency in the history)"],
   ["Ctrl/⌘+Z", "undo"],
   ["Ctrl/⌘+Shift+Z, Ctrl+Y", "redo"],
   ["Esc", "close the form / clear the error"],

@@ -8,15 +8,23 @@ import { downloadText, h, keepFocus, revealInContainer } from "../lib/dom";
 import { Rpc, RpcFailure, bufferText, parseJsonBuffer } from "../lib/rpc";
 import type { ExplorerError, ExplorerModel, FailureInfo, Selection, StepId } from "../lib/types";
 import { CodeView, type DiffMode, type Marks } from "./code";
+import { CudaPanel } from "./cuda";
 import { type FormHandle, renderForm } from "./forms";
 import { diffBases, historyRows } from "./history";
 import { SHORTCUT_HELP, isEditableTarget, keyAction } from "./keys";
+import { type MeasurementInfo, type Measurements, type MeasuringInfo, checkMark, checkTitle, latencyPlot, measurementText, measurementTitle, plotPoints } from "./measure";
 import { type ApplyCall, type Offer, applicable, buildCall, defaultValues, offerForKey } from "./primitives";
 import { TracePanel } from "./trace";
 import { type Entry, TreeIndex, lineSpan } from "./tree";
 import { renderTree } from "./tree_view";
 
-type Model = AnyModel<ExplorerModel>;
+/** The explorer's traits, with the measurements (js/lib/types.ts has the rest). */
+export interface MeasuredExplorerModel extends ExplorerModel {
+  measurements: Measurements;
+  measuring: MeasuringInfo | Record<string, never>;
+}
+
+type Model = AnyModel<MeasuredExplorerModel>;
 
 export interface LatencySample {
   primitive: string;
@@ -64,9 +72,19 @@ export class ExplorerView {
   private memory: AccessPanel; // the access view, below the body when open (toolbar "Memory")
   private memoryHost: HTMLElement;
   private memoryBtn: HTMLButtonElement;
+  private measureBtn: HTMLButtonElement;
+  private targetSel: HTMLSelectElement;
+  private measureRpc: { rpc: Rpc }; // measurements take seconds: their own requests, no "working…"
+  private plotHost: HTMLElement;
+  private historyTab: HTMLElement;
+  private cuda: CudaPanel;
+  private cudaOn = false;
+  private model: Model;
 
-  constructor(private model: Model) {
+  constructor(model: AnyModel<ExplorerModel>) {
+    this.model = model as unknown as Model;
     this.rpc = new Rpc(model);
+    this.measureRpc = { rpc: new Rpc(model, 300_000) };
     this.index = new TreeIndex(parseJsonBuffer(model.get("loop_tree_json")));
 
     const btn = (label: string, title: string, cls: string, onclick: () => void) =>
@@ -79,10 +97,12 @@ export class ExplorerView {
       ["off", "Code"],
       ["unified", "Diff: unified"],
       ["split", "Diff: side by side"],
+      ["cuda", "CUDA"],
     ])
       this.diffSel.append(h("option", { value: v }, l));
     this.diffSel.addEventListener("change", () => {
-      this.diffMode = this.diffSel.value as DiffMode;
+      this.setCuda(this.diffSel.value === "cuda");
+      this.diffMode = this.cudaOn ? "off" : (this.diffSel.value as DiffMode);
       this.baseSel.hidden = this.diffMode === "off";
       if (this.diffMode !== "off") this.drawBases();
       void this.renderDiff();
@@ -96,6 +116,10 @@ export class ExplorerView {
     this.busyEl = h("span", { class: "mlc-busy", hidden: true }, "working…");
     this.memory = new AccessPanel({ request: (method, params) => this.rpc.request(method, params), maxPx: 200 });
     this.memoryHost = h("div", { class: "mlc-memory", hidden: true }, this.memory.el);
+    this.measureBtn = btn("Measure", "Build, check and time the current step (key m)", "mlc-measure", () => void this.measure());
+    this.measureBtn.append(h("kbd", {}, "m"));
+    this.targetSel = h("select", { class: "mlc-measure-target", title: "where to measure: this machine's CPU, or a CUDA GPU" }) as HTMLSelectElement;
+    for (const t of ["cpu", "cuda"]) this.targetSel.append(h("option", { value: t }, t));
     this.memoryBtn = btn("Memory", "Show the memory the selected loop touches (heatmaps per buffer)", "mlc-memory-toggle", () => this.toggleMemory());
     const toolbar = h(
       "div",
@@ -106,6 +130,8 @@ export class ExplorerView {
       this.stepLabel,
       this.busyEl,
       h("span", { class: "mlc-spacer" }),
+      this.measureBtn,
+      this.targetSel,
       this.memoryBtn,
       this.diffSel,
       this.baseSel,
@@ -125,12 +151,14 @@ export class ExplorerView {
       exportTrace: (format) => void this.exportTrace(format),
       importTrace: (text, filename) => void this.importTrace(text, filename),
     });
-    this.tabs = { history: this.historyHost, trace: this.trace.el };
+    this.plotHost = h("div", { class: "mlc-plot", hidden: true });
+    this.historyTab = h("div", { class: "mlc-history-tab" }, this.historyHost, this.plotHost);
+    this.tabs = { history: this.historyTab, trace: this.trace.el };
     const tabBar = h("div", { class: "mlc-tabs" });
     for (const name of ["history", "trace"] as const) {
       tabBar.append(h("button", { class: `mlc-tab mlc-tab-${name}`, dataset: { tab: name }, onclick: () => this.showTab(name) }, name === "history" ? "History" : "Trace & decisions"));
     }
-    const right = h("div", { class: "mlc-right" }, tabBar, this.historyHost, this.trace.el);
+    const right = h("div", { class: "mlc-right" }, tabBar, this.historyTab, this.trace.el);
     this.root = h(
       "div",
       { class: "mlc-explorer", tabindex: "0", "data-lm-suppress-shortcuts": "true", style: { height: model.get("height") || "640px" } },
@@ -140,16 +168,18 @@ export class ExplorerView {
       this.memoryHost,
     );
     this.code = new CodeView(center, (line) => this.selectAtLine(line));
+    this.cuda = new CudaPanel(model);
+    center.append(this.cuda.el);
     this.root.addEventListener("keydown", (ev) => this.onKey(ev));
     this.showTab("history");
 
-    const watch = (name: keyof ExplorerModel) => {
+    const watch = (name: keyof MeasuredExplorerModel) => {
       const cb = () => this.invalidate(name);
       model.on(`change:${name}`, cb);
       this.disposers.push(() => model.off(`change:${name}`, cb));
     };
-    for (const name of ["script", "changed_lines", "loop_tree_json", "steps", "current", "failures", "decisions", "trace", "selection", "error", "can_undo", "can_redo", "height"] as const) watch(name);
-    for (const name of ["script", "loop_tree_json", "steps", "decisions", "trace", "error", "can_undo"]) this.dirty.add(name);
+    for (const name of ["script", "changed_lines", "loop_tree_json", "steps", "current", "failures", "decisions", "trace", "selection", "error", "can_undo", "can_redo", "height", "measurements", "measuring"] as const) watch(name);
+    for (const name of ["script", "loop_tree_json", "steps", "decisions", "trace", "error", "can_undo", "measuring"]) this.dirty.add(name);
     this.flush();
   }
 
@@ -180,7 +210,10 @@ export class ExplorerView {
     }
     if (has("script", "changed_lines", "loop_tree_json", "selection", "error")) this.drawCode(has("selection"));
     if (!this.memoryHost.hidden && has("loop_tree_json", "selection", "current")) this.syncMemory(has("loop_tree_json", "current"));
-    if (has("steps", "current", "failures")) this.drawHistory();
+    if (has("steps", "current", "failures", "measurements", "measuring")) this.drawHistory();
+    if (has("steps", "current", "measurements")) this.drawPlot();
+    if (has("measuring")) this.drawMeasure();
+    if (this.cudaOn && has("current")) void this.cuda.show(this.model.get("current"));
     if (has("steps", "current", "can_undo", "can_redo")) this.drawToolbar();
     if (has("error")) this.drawBanner();
     if (has("decisions")) this.trace.setDecisions(this.model.get("decisions") ?? []);
@@ -288,8 +321,15 @@ export class ExplorerView {
 
   private drawHistory(): void {
     const rows = historyRows(this.model.get("steps") ?? [], this.model.get("failures") ?? [], this.model.get("current"));
+    const measured = this.model.get("measurements") ?? {};
+    const measuring = this.measuringStep();
+    const mOf = (r: (typeof rows)[number]): MeasurementInfo | undefined => (r.kind === "step" ? measured[String(r.id)] : undefined);
+    const mKey = (r: (typeof rows)[number]) => {
+      const m = mOf(r);
+      return `${m ? `${measurementText(m)}${checkMark(m)}${m.max_abs_error ?? ""}` : ""}${r.kind === "step" && measuring === String(r.id) ? "…" : ""}`;
+    };
     // Undo/redo/goto only move the current step: restyle the rows instead of rebuilding them.
-    const shape = rows.map((r) => `${r.kind}:${r.id}:${r.depth}:${r.branch ? 1 : 0}:${r.stepKind ?? ""}:${r.label}`).join("|");
+    const shape = rows.map((r) => `${r.kind}:${r.id}:${r.depth}:${r.branch ? 1 : 0}:${r.stepKind ?? ""}:${r.label}:${mKey(r)}`).join("|");
     const existing = this.historyHost.querySelectorAll<HTMLElement>(".mlc-hrow");
     if (shape === this.historyShape && existing.length === rows.length) {
       rows.forEach((r, i) => {
@@ -331,11 +371,67 @@ export class ExplorerView {
         h("span", { class: "mlc-hlabel" }, r.label),
         r.stepKind ? h("span", { class: "mlc-hkind", title: `a ${r.stepKind} step` }, r.stepKind) : null,
         r.failure ? h("span", { class: "mlc-hsummary" }, r.failure.summary) : null,
+        this.measureCell(mOf(r), r.kind === "step" && measuring === String(r.id)),
       );
       list.append(row);
     }
     this.historyHost.replaceChildren(list);
     revealInContainer(this.historyHost, list.querySelector<HTMLElement>(".mlc-current"));
+  }
+
+  private measuringStep(): string | null {
+    const m = this.model.get("measuring") as MeasuringInfo | Record<string, never> | undefined;
+    return m && "step" in m && m.step !== null && m.step !== undefined ? String(m.step) : null;
+  }
+
+  /** Latency, GFLOP/s and ✓/✗ next to a measured step's label (or "measuring…"). */
+  private measureCell(m: MeasurementInfo | undefined, running: boolean): HTMLElement | null {
+    if (running) return h("span", { class: "mlc-hmeasure mlc-hmeasuring" }, "measuring…");
+    if (!m) return null;
+    const mark = checkMark(m);
+    return h(
+      "span",
+      { class: `mlc-hmeasure${m.error ? " mlc-error-text" : ""}`, title: measurementTitle(m) },
+      h("span", { class: "mlc-hlatency" }, measurementText(m)),
+      mark ? h("span", { class: `mlc-hcheck ${m.correct ? "mlc-ok-text" : "mlc-error-text"}`, title: checkTitle(m) }, mark) : null,
+    );
+  }
+
+  /** The latency-by-step plot under the history (measured steps on the current path). */
+  private drawPlot(): void {
+    const points = plotPoints(this.model.get("steps") ?? [], this.model.get("current"), this.model.get("measurements") ?? {});
+    const width = Math.max(180, Math.min(420, (this.historyTab.clientWidth || 268) - 8));
+    const svg = latencyPlot(points, { width, height: 120, onPick: (id) => this.call("goto", { step: id }, "goto") });
+    this.plotHost.hidden = !svg;
+    this.plotHost.replaceChildren(...(svg ? [h("div", { class: "mlc-section-title" }, "Latency per step (log scale)"), svg] : []));
+  }
+
+  private drawMeasure(): void {
+    const step = this.measuringStep();
+    this.root.classList.toggle("mlc-measuring", step !== null);
+    this.measureBtn.disabled = step !== null;
+    this.measureBtn.firstChild!.textContent = step !== null ? "measuring…" : "Measure";
+    this.measureBtn.title = step !== null ? `measuring step ${step}…` : "Build, check and time the current step (key m)";
+  }
+
+  /** Measure the current step on the chosen target; Python answers when it is done. */
+  async measure(): Promise<void> {
+    if (this.measuringStep() !== null) return;
+    const target = this.targetSel.value || "cpu";
+    try {
+      await this.measureRpc.rpc.request("measure", { target, step: this.model.get("current") });
+    } catch (err) {
+      // Python put a measurement failure into the `error` trait (banner); show anything else here.
+      if (!(err instanceof RpcFailure) || !["no_gpu", "gpu_check", "build", "run", "check", "crash", "timeout", "internal", "busy"].includes(err.error.type ?? ""))
+        this.showLocalError(err);
+    }
+  }
+
+  private setCuda(on: boolean): void {
+    this.cudaOn = on;
+    this.cuda.el.hidden = !on;
+    this.code.el.hidden = on;
+    if (on) void this.cuda.show(this.model.get("current"));
   }
 
   private drawToolbar(): void {
@@ -652,6 +748,9 @@ export class ExplorerView {
       case "help":
         this.toggleHelp();
         break;
+      case "measure":
+        void this.measure();
+        break;
       case "primitive": {
         const offer = offerForKey(applicable(sel, this.index), action.key);
         if (offer) this.openOffer(offer);
@@ -698,6 +797,8 @@ export class ExplorerView {
     for (const d of this.disposers) d();
     this.memory.dispose();
     this.rpc.dispose();
+    this.measureRpc.rpc.dispose();
+    this.cuda.destroy();
     this.code.destroy();
     this.trace.destroy();
     this.root.remove();

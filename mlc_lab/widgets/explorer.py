@@ -5,6 +5,10 @@ click reaches Python as a request that calls the same Session methods a user cal
 Session change (from a click or from ``explorer.session.apply(...)`` in a cell) refreshes the
 traits through ``Session.on_change``. This module never imports TVM: it reads plain data from the
 Session API.
+
+Measuring (``Session.measure``) and the CUDA view (``Session.cuda_source``) take seconds in the
+measure worker, so those two requests are answered from a background thread: the ``measuring``
+trait says what runs, ``measurements`` mirrors ``Session.measurements`` as plain data.
 """
 
 from __future__ import annotations
@@ -14,19 +18,27 @@ import itertools
 import json
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import traitlets as t
 
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError
-from mlc_lab.widgets import access_view
-from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle, rpc
+# The module by its full name: the package re-exports the function `access_view` under the same name.
+from mlc_lab.widgets.access_view import footprint_payload, gpu_payload
+from mlc_lab.widgets._base import REQUEST, Reply, RequestError, RpcWidget, bundle, rpc
 from mlc_lab.widgets.export import collect_export, render_html
 
 log = logging.getLogger(__name__)
 
 MAX_FAILURES = 50  # failed attempts kept for the history panel
+MEASURE_TARGETS = ("cpu", "cuda")
+# Requests that build or run code in the measure worker (seconds): answered from a background
+# thread so the kernel's message loop stays free (clicks, cells, Cancel) while they run.
+BACKGROUND_REQUESTS = frozenset({"measure", "cuda_source"})
+MEASUREMENT_FIELDS = ("latency_s", "std_s", "min_s", "max_s", "repeats", "gflops", "flops", "max_abs_error",
+                      "max_rel_error", "correct", "error", "error_kind")
 
 
 class Explorer(RpcWidget):
@@ -49,6 +61,9 @@ class Explorer(RpcWidget):
     failures = t.List(t.Dict()).tag(sync=True)
     can_undo = t.Bool(False).tag(sync=True)
     can_redo = t.Bool(False).tag(sync=True)
+    # step id (as text) -> the Session's Measurement of that step, as plain data (see _measurement_info)
+    measurements = t.Dict().tag(sync=True)
+    measuring = t.Dict().tag(sync=True)  # {"step", "target"} while a measurement runs, else {}
     height = t.Unicode("640px").tag(sync=True)
 
     def __init__(self, session: Any, *, height: str = "640px", **kwargs: Any) -> None:
@@ -62,6 +77,7 @@ class Explorer(RpcWidget):
         self._trees: dict[str, tuple[dict, bytes]] = {}  # step id -> loop tree (a step never changes)
         self._failure_ids = itertools.count(1)
         self._error_ids = itertools.count(1)
+        self._jobs: list[threading.Thread] = []  # background requests (measure, cuda_source)
         # The first comm message already carries the whole state (no empty first render).
         super().__init__(height=height, **self._read_state(), **kwargs)
         self._unsubscribe = session.on_change(self._on_session_change)
@@ -95,6 +111,15 @@ class Explorer(RpcWidget):
             Path(path).write_text(html, encoding="utf-8")
         return html
 
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for running background requests (a measurement, a CUDA compile); False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for job in list(self._jobs):
+            job.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if job.is_alive():
+                return False
+        return True
+
     def close(self) -> None:
         unsubscribe = getattr(self, "_unsubscribe", None)
         if unsubscribe is not None:
@@ -104,6 +129,12 @@ class Explorer(RpcWidget):
 
     # --- session -> traits ------------------------------------------------------------------------
     def _on_session_change(self, _session: Any, event: str) -> None:
+        if event == "measure":  # only the measurements changed (maybe from a worker thread)
+            with self._lock, self.hold_sync():
+                self.measurements = self._read_measurements()
+                if self.error.get("source") == "measure":
+                    self.error = {}
+            return
         self.refresh(clear_error=True)
 
     def refresh(self, *, clear_error: bool = False) -> None:
@@ -136,7 +167,12 @@ class Explorer(RpcWidget):
             "trace": str(_call(s, "trace", "")),
             "can_undo": current.parent is not None,
             "can_redo": bool(current.children),
+            "measurements": self._read_measurements(),
         }
+
+    def _read_measurements(self) -> dict[str, dict]:
+        found = getattr(self._session, "measurements", None) or {}
+        return {str(_plain(sid)): _measurement_info(m) for sid, m in list(found.items())}
 
     def _tree_of(self, step_id: Any) -> tuple[dict, bytes]:
         """Loop tree of the current step ``step_id`` (cached: undo/redo/goto reuse it)."""
@@ -262,13 +298,70 @@ class Explorer(RpcWidget):
     # The memory-access panel (mlc_lab.widgets.access_view) embedded in the explorer.
     @rpc()
     def access_footprint(self, loop: str, at: dict | None = None) -> Reply:
-        result, buffers = access_view.footprint_payload(self._session, loop, at, tree=self.loop_tree)
+        result, buffers = footprint_payload(self._session, loop, at, tree=self.loop_tree)
         return Reply(result, buffers)
 
     @rpc()
     def access_gpu_stats(self, loop: str, at: dict | None = None, warp: int | None = None,
                          block: int | None = None) -> dict:
-        return access_view.gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree)
+        return gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree)
+
+    # Measuring and CUDA: both run in the measure worker; answered from a background thread.
+    def _handle_request(self, widget: Any, content: Any, buffers: list[Any] | None) -> None:
+        if isinstance(content, dict) and content.get("kind") == REQUEST and content.get("method") in BACKGROUND_REQUESTS:
+            job = threading.Thread(target=super()._handle_request, args=(widget, content, buffers),
+                                   name=f"mlc-lab-explorer-{content.get('method')}", daemon=True)
+            self._jobs = [j for j in self._jobs if j.is_alive()] + [job]
+            job.start()
+            return
+        super()._handle_request(widget, content, buffers)
+
+    @rpc()
+    def measure(self, target: str = "cpu", step: Any = None) -> dict:
+        target = str(target)
+        if target not in MEASURE_TARGETS:
+            raise RequestError(f"unknown target {target!r}; use {' or '.join(MEASURE_TARGETS)}", type="bad_request")
+        sid = self._session.current.id if step is None else self._step_id(step)
+        with self._lock:
+            if self.measuring:
+                raise RequestError(f"step {self.measuring.get('step')} is being measured; wait for it to finish",
+                                   type="busy")
+            self.measuring = {"step": _plain(sid), "target": target}
+        try:
+            result = self._session.measure(target=target, step=sid)
+        except MlcLabError as exc:
+            summary, detail = _summary_detail(exc)
+            with self._lock, self.hold_sync():
+                self.measuring = {}
+                self._set_error(source="measure", primitive=f"measure on {target}", summary=summary, detail=detail,
+                                kind=getattr(exc, "kind", type(exc).__name__))
+            raise RequestError(summary, detail=detail, type=getattr(exc, "kind", type(exc).__name__)) from None
+        except BaseException:
+            with self._lock:
+                self.measuring = {}
+            raise
+        with self._lock, self.hold_sync():
+            self.measuring = {}
+            self.measurements = self._read_measurements()
+        return {"step": _plain(sid), "measurement": _measurement_info(result)}
+
+    @rpc()
+    def cuda_source(self, step: Any = None, ptx: bool = True) -> dict:
+        """The CUDA kernels of a step, or (type "gpu_check") why it cannot be compiled for a GPU."""
+        sid = self._session.current.id if step is None else self._step_id(step)
+        try:
+            build = self._session.cuda_source(step=sid, ptx=bool(ptx))
+        except MlcLabError as exc:
+            summary, detail = _summary_detail(exc)
+            raise RequestError(summary, detail=detail, message=str(exc), step=_plain(sid),
+                               type=getattr(exc, "kind", type(exc).__name__)) from None
+        return {
+            "step": _plain(sid),
+            "source": str(getattr(build, "source", "")),
+            "kernels": _plain(list(getattr(build, "kernels", []) or [])),
+            "ptx": getattr(build, "ptx", None),
+            "ptx_error": getattr(build, "ptx_error", None),
+        }
 
     @rpc()
     def clear_error(self) -> dict:
@@ -381,6 +474,34 @@ def _step_info(step: Any) -> dict:
         "label": step.label,
         "kind": getattr(step, "kind", "apply"),
     }
+
+
+def target_label(target: Any) -> str:
+    """"cpu", "cuda" or the target's kind, from what a Measurement records (often TVM's target JSON)."""
+    text = str(target or "")
+    kind = text
+    if text.startswith("{"):
+        try:
+            kind = str(json.loads(text).get("kind", text))
+        except (ValueError, AttributeError):
+            kind = text
+    return {"llvm": "cpu", "c": "cpu"}.get(kind, kind)
+
+
+def _measurement_info(m: Any) -> dict:
+    """A Measurement as plain JSON (times in seconds)."""
+    out = {name: _plain(getattr(m, name, None)) for name in MEASUREMENT_FIELDS}
+    out["target"] = target_label(getattr(m, "target", ""))
+    return out
+
+
+def _summary_detail(exc: BaseException) -> tuple[str, str]:
+    """First line of an error, and the rest (with the error's own detail) for a details box."""
+    text = str(getattr(exc, "summary", None) or exc)
+    first, _, rest = text.partition("\n")
+    detail = getattr(exc, "detail", "") or ""
+    rest = rest.strip("\n")
+    return first.strip() or type(exc).__name__, "\n\n".join(p for p in (rest, detail) if p)
 
 
 def _call(obj: Any, attr: str, default: Any) -> Any:

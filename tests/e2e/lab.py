@@ -46,8 +46,10 @@ class Lab:
         self.shots = 0
 
     def open(self, name: str) -> None:
-        self.page.goto(f"{self.base_url}/lab/tree/{name}")
-        self.page.wait_for_selector(".jp-Notebook", timeout=60_000)
+        # `?reset` starts from an empty workspace: notebooks earlier tests left open stay closed, so
+        # the notebook we wait for below is the one on screen.
+        self.page.goto(f"{self.base_url}/lab/tree/{name}?reset")
+        self.page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook", timeout=60_000)
         # A kernel-selection dialog appears when the kernelspec is unknown; accept the default.
         try:
             self.page.locator(".jp-Dialog .jp-mod-accept").click(timeout=1500)

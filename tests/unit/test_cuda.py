@@ -192,4 +192,5 @@ def test_random_inputs_follow_the_parameters():
     specs = build.param_specs(mlc_lab.load(GPU_TWO_BLOCKS), None)
     assert specs == [("A", (1024,), "float32"), ("B", (1024,), "float32"), ("C", (1024,), "float32")]
     a, b, _ = build.random_inputs(specs, seed=0)
-    assert a.dtype == np.float32 and 0 <= a.min() and a.max() < 1 and not np.array_equal(a, b)
+    # Centred on zero, so that a missing max(x, 0) changes the result.
+    assert a.dtype == np.float32 and -1 <= a.min() < 0 < a.max() < 1 and not np.array_equal(a, b)

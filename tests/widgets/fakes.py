@@ -12,7 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError, TraceParseError
+from mlc_lab.errors import (DecisionError, MeasureError, MlcLabError, NameResolutionError, NoGPUError,
+                            ScheduleStepError, TraceParseError)
 
 
 class RecordingComm:
@@ -142,6 +143,12 @@ class FakeSession:
         self._current = 0
         self._listeners = []
         self.events: list[str] = []
+        self.measurements: dict[int, FakeMeasurement] = {}
+        # knobs of the fake measure worker
+        self.has_gpu = False
+        self.gpu_bound = False  # cuda_source: pretend the loops are bound to GPU threads
+        self.measure_gate = None  # a threading.Event the fake measure waits on (to watch "measuring")
+        self.measure_calls: list[tuple[str, int]] = []
 
     # --- reading ---------------------------------------------------------------------------------
     @property
@@ -297,6 +304,41 @@ class FakeSession:
         self._add(state, "replay", "replay", "replay", parent=0)
         return self.current
 
+    # --- measuring (the real one runs in a worker process) ------------------------------------
+    def measure(self, target="cpu", step=None, **kwargs):
+        sid = self._current if step is None else step
+        if sid not in self._states:
+            raise MlcLabError(f"there is no step {sid!r}")
+        self.measure_calls.append((str(target), sid))
+        if self.measure_gate is not None:
+            self.measure_gate.wait(10)
+        if target == "cuda" and not self.has_gpu:
+            raise NoGPUError("no CUDA GPU found; you can still build, inspect and visualise the CUDA program "
+                             "(cuda_source(...)), but not run or time it", kind="no_gpu")
+        latency = 0.004 / (1 + sid)
+        flops = 2.0 * 128 ** 3
+        result = FakeMeasurement(latency_s=latency, std_s=latency / 100, min_s=latency * 0.99, max_s=latency * 1.01,
+                                 repeats=5, flops=flops, gflops=flops / latency / 1e9,
+                                 max_abs_error=0.0 if sid != 2 else 0.5, max_rel_error=0.0, correct=sid != 2,
+                                 target='{"kind":"llvm","mcpu":"fake"}' if target == "cpu" else '{"kind":"cuda"}')
+        self.measurements[sid] = result
+        self._notify("measure")
+        return result
+
+    def cuda_source(self, step=None, ptx=False, **kwargs):
+        sid = self._current if step is None else step
+        if not self.gpu_bound:
+            raise MeasureError("the program has unbound loops: on a CUDA target they would silently run on the host.\n"
+                               "  block 'Y' is not inside a blockIdx/threadIdx loop (loops above it: i, j, k)\n"
+                               "  block 'C' is not inside a blockIdx/threadIdx loop (loops above it: i, j)", kind="gpu_check")
+        source = (f"// step {sid}\n"
+                  'extern "C" __global__ void __launch_bounds__(128) main_kernel(float* __restrict__ A) {\n'
+                  "  A[((int)blockIdx.x) * 128 + ((int)threadIdx.x)] = 0.0f;\n}\n")
+        kernels = [{"name": "main_kernel", "threads_per_block": 128, "blocks": 8, "shared_bytes": 0, "local_bytes": 0,
+                    "thread_extents": {"blockIdx.x": 8, "threadIdx.x": 128}}]
+        return FakeCudaBuild(source=source, full_source="#include <cuda.h>\n" + source, kernels=kernels,
+                             ptx=".visible .entry main_kernel()" if ptx else None, ptx_error=None)
+
     def on_change(self, callback):
         self._listeners.append(callback)
 
@@ -310,6 +352,32 @@ class FakeSession:
         self.events.append(event)
         for cb in list(self._listeners):
             cb(self, event)
+
+
+@dataclass
+class FakeMeasurement:
+    latency_s: float | None = None
+    std_s: float | None = None
+    min_s: float | None = None
+    max_s: float | None = None
+    repeats: int = 0
+    flops: float = 0.0
+    gflops: float | None = None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    correct: bool | None = None
+    target: str = ""
+    error: str | None = None
+    error_kind: str | None = None
+
+
+@dataclass
+class FakeCudaBuild:
+    source: str
+    full_source: str
+    kernels: list
+    ptx: str | None = None
+    ptx_error: str | None = None
 
 
 class SampledValue:

@@ -66,3 +66,19 @@ def test_real_failure_and_sampling(real):
     assert real.error["source"] == "replay"
     py = c.request("export_trace", {"format": "python"})["buffers"][0].decode()
     assert "def schedule(sch" in py
+
+
+def test_measure_mm_relu_for_real(real):
+    """One real CPU measurement through the widget (worker process, background thread)."""
+    c = real.comm
+    start = len(c.sent)
+    c.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": "m", "method": "measure",
+                                               "params": {"target": "cpu", "step": 0}}})
+    assert real.wait(120), "the measurement did not finish"
+    (reply,) = [m["data"]["content"] for m in c.sent[start:]
+                if m["data"].get("method") == "custom" and m["data"]["content"].get("id") == "m"]
+    assert reply["ok"] is True, reply
+    m = real.measurements["0"]
+    assert m["latency_s"] > 0 and m["gflops"] > 0 and m["correct"] is True and m["target"] == "cpu"
+    assert real.session.measurements[0].latency_s == m["latency_s"]
+    assert real.measuring == {}

@@ -1,0 +1,205 @@
+// Measurements in the explorer: the text next to a history row, and the latency-by-step plot (an
+// inline SVG, log scale) along the current path. Python: Explorer.measurements / .measuring
+// (mlc_lab/widgets/explorer.py), which mirror Session.measurements.
+
+import type { StepId, StepInfo } from "../lib/types";
+
+/** One step's Measurement as plain data (times in seconds). */
+export interface MeasurementInfo {
+  latency_s: number | null;
+  std_s?: number | null;
+  min_s?: number | null;
+  max_s?: number | null;
+  repeats?: number;
+  gflops?: number | null;
+  flops?: number | null;
+  max_abs_error?: number | null;
+  max_rel_error?: number | null;
+  correct?: boolean | null;
+  error?: string | null;
+  error_kind?: string | null;
+  target?: string;
+}
+
+export type Measurements = Record<string, MeasurementInfo>;
+
+export interface MeasuringInfo {
+  step: StepId;
+  target: string;
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+
+/** "2.63 ms", "41.2 µs", "1.20 s": three significant digits in the unit that fits. */
+export function formatLatency(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "–";
+  const units: Array<[number, string]> = [
+    [1, "s"],
+    [1e-3, "ms"],
+    [1e-6, "µs"],
+    [1e-9, "ns"],
+  ];
+  const [scale, unit] = units.find(([s]) => Math.abs(seconds) >= s) ?? units[units.length - 1];
+  return `${precise(seconds / scale)} ${unit}`;
+}
+
+function precise(v: number): string {
+  return Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2);
+}
+
+export function formatGflops(g: number | null | undefined): string {
+  if (g === null || g === undefined || !Number.isFinite(g)) return "";
+  return `${precise(g)} GFLOP/s`;
+}
+
+/** What a history row shows: latency and throughput (or that the measurement failed). */
+export function measurementText(m: MeasurementInfo): string {
+  if (m.error) return `failed: ${m.error_kind ?? "error"}`;
+  const g = formatGflops(m.gflops);
+  return g ? `${formatLatency(m.latency_s)} · ${g}` : formatLatency(m.latency_s);
+}
+
+/** ✓ / ✗ for the check against the original program ("" when it was not checked). */
+export function checkMark(m: MeasurementInfo): string {
+  if (m.error || m.correct === null || m.correct === undefined) return "";
+  return m.correct ? "✓" : "✗";
+}
+
+export function checkTitle(m: MeasurementInfo): string {
+  const err = m.max_abs_error;
+  const shown = err === null || err === undefined ? "not checked" : `max |error| ${err.toPrecision(3)}`;
+  if (m.correct === true) return `correct: matches the original program (${shown})`;
+  if (m.correct === false) return `WRONG: differs from the original program (${shown})`;
+  return shown;
+}
+
+/** Hover text of a measured step: the spread of the repeats, the target, the check. */
+export function measurementTitle(m: MeasurementInfo): string {
+  if (m.error) return m.error;
+  const parts = [`median ${formatLatency(m.latency_s)} of ${m.repeats ?? "?"} runs on ${m.target || "?"}`];
+  if (m.min_s != null && m.max_s != null) parts.push(`min ${formatLatency(m.min_s)}, max ${formatLatency(m.max_s)}`);
+  if (m.std_s != null) parts.push(`std ${formatLatency(m.std_s)}`);
+  if (m.gflops != null) parts.push(formatGflops(m.gflops));
+  parts.push(checkTitle(m));
+  return parts.join("\n");
+}
+
+export interface PlotPoint {
+  id: StepId;
+  label: string;
+  latency: number; // seconds, > 0
+  correct: boolean | null;
+  current: boolean;
+  after: boolean; // beyond the current step (what redo would reach)
+  target: string;
+}
+
+/**
+ * Measured steps along the current path: root -> current, then on along the newest child (the
+ * steps redo walks to), so undoing does not hide what was measured after.
+ */
+export function plotPoints(steps: StepInfo[], current: StepId | null, measurements: Measurements): PlotPoint[] {
+  const byId = new Map(steps.map((s) => [String(s.id), s]));
+  const path: StepInfo[] = [];
+  for (let s = current === null ? undefined : byId.get(String(current)); s; s = s.parent == null ? undefined : byId.get(String(s.parent))) path.unshift(s);
+  const nCurrent = path.length;
+  const seen = new Set(path.map((s) => String(s.id)));
+  for (let s = path.at(-1); s && s.children?.length; ) {
+    const next = byId.get(String(s.children[s.children.length - 1]));
+    if (!next || seen.has(String(next.id))) break;
+    seen.add(String(next.id));
+    path.push(next);
+    s = next;
+  }
+  const out: PlotPoint[] = [];
+  path.forEach((s, i) => {
+    const m = measurements[String(s.id)];
+    if (!m || m.error || !(typeof m.latency_s === "number" && m.latency_s > 0)) return;
+    out.push({
+      id: s.id,
+      label: s.label || s.primitive || "original program",
+      latency: m.latency_s,
+      correct: m.correct ?? null,
+      current: String(s.id) === String(current),
+      after: i >= nCurrent,
+      target: m.target ?? "",
+    });
+  });
+  return out;
+}
+
+/** Log-scale y axis: the decades the data spans, a little padded (always > 0). */
+export function logRange(values: number[]): [number, number] {
+  const lo = Math.min(...values);
+  const hi = Math.max(...values);
+  let a = Math.log10(lo);
+  let b = Math.log10(hi);
+  if (b - a < 0.3) {
+    const mid = (a + b) / 2;
+    a = mid - 0.15;
+    b = mid + 0.15;
+  }
+  const pad = (b - a) * 0.12;
+  return [a - pad, b + pad];
+}
+
+/** Tick values (seconds): powers of 10 inside the range, else the ends and their middle. */
+export function logTicks(range: [number, number]): number[] {
+  const [a, b] = range;
+  const decades: number[] = [];
+  for (let d = Math.ceil(a); d <= Math.floor(b); d++) decades.push(10 ** d);
+  if (decades.length >= 2) return decades;
+  const ticks = [a + (b - a) * 0.1, (a + b) / 2, b - (b - a) * 0.1].map((x) => Number((10 ** x).toPrecision(2)));
+  return [...new Set(ticks)];
+}
+
+export interface PlotOptions {
+  width?: number;
+  height?: number;
+  onPick?: (id: StepId) => void; // click on a point
+}
+
+function el<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string | number>, ...children: Array<SVGElement | string>): SVGElementTagNameMap[K] {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+  for (const c of children) node.append(c);
+  return node;
+}
+
+/** Latency per measured step (x: steps in path order, y: log latency). Empty input gives null. */
+export function latencyPlot(points: PlotPoint[], opts: PlotOptions = {}): SVGSVGElement | null {
+  if (!points.length) return null;
+  const width = opts.width ?? 260;
+  const height = opts.height ?? 120;
+  const left = 48;
+  const right = 10;
+  const top = 8;
+  const bottom = 20;
+  const range = logRange(points.map((p) => p.latency));
+  const x = (i: number) => (points.length === 1 ? (left + width - right) / 2 : left + (i * (width - left - right)) / (points.length - 1));
+  const y = (v: number) => top + ((range[1] - Math.log10(v)) / (range[1] - range[0])) * (height - top - bottom);
+  const svg = el("svg", { class: "mlc-latency-plot", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "latency per measured step (log scale)" });
+  for (const t of logTicks(range)) {
+    const ty = y(t);
+    svg.append(
+      el("line", { class: "mlc-plot-grid", x1: left, x2: width - right, y1: ty.toFixed(1), y2: ty.toFixed(1) }),
+      el("text", { class: "mlc-plot-tick", x: left - 4, y: (ty + 3).toFixed(1), "text-anchor": "end" }, formatLatency(t)),
+    );
+  }
+  svg.append(el("line", { class: "mlc-plot-axis", x1: left, x2: left, y1: top, y2: height - bottom }));
+  if (points.length > 1) {
+    const d = points.map((p, i) => `${i ? "L" : "M"}${x(i).toFixed(1)},${y(p.latency).toFixed(1)}`).join(" ");
+    svg.append(el("path", { class: "mlc-plot-line", d, fill: "none" }));
+  }
+  points.forEach((p, i) => {
+    const cls = ["mlc-plot-point"];
+    if (p.current) cls.push("mlc-plot-current");
+    if (p.after) cls.push("mlc-plot-after");
+    if (p.correct === false) cls.push("mlc-plot-wrong");
+    const title = `step ${p.id}: ${p.label}\n${formatLatency(p.latency)} on ${p.target || "?"}${p.correct === false ? "\nWRONG result" : ""}`;
+    const dot = el("circle", { class: cls.join(" "), cx: x(i).toFixed(1), cy: y(p.latency).toFixed(1), r: p.current ? 5 : 4, "data-step": String(p.id) }, el("title", {}, title));
+    if (opts.onPick) dot.addEventListener("click", () => opts.onPick!(p.id));
+    svg.append(dot, el("text", { class: "mlc-plot-xlabel", x: x(i).toFixed(1), y: height - 6, "text-anchor": "middle" }, String(p.id)));
+  });
+  return svg;
+}

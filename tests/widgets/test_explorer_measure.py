@@ -1,0 +1,151 @@
+"""Measuring and the CUDA view of the Explorer, over the fake session (no TVM).
+
+`measure` and `cuda_source` requests are answered from a background thread, so these tests send
+the request, wait for the widget's jobs (`Explorer.wait`) and then read the one response.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from mlc_lab.widgets.explorer import BACKGROUND_REQUESTS, Explorer, target_label
+
+
+def ask(w: Explorer, method: str, params: dict | None = None, req_id: str = "m1") -> dict:
+    c = w.comm
+    start = len(c.sent)
+    c.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": req_id, "method": method,
+                                               "params": params or {}}})
+    assert w.wait(10), "the background request did not finish"
+    replies = [m for m in c.sent[start:] if m["data"].get("method") == "custom"
+               and m["data"]["content"].get("kind") == "mlc-response" and m["data"]["content"]["id"] == req_id]
+    assert len(replies) == 1, replies
+    return replies[0]["data"]["content"]
+
+
+def test_measure_runs_in_the_background_and_fills_the_measurements(explorer, session):
+    gate = threading.Event()
+    session.measure_gate = gate
+    c = explorer.comm
+    mark = len(c.sent)
+    c.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": "m1", "method": "measure",
+                                               "params": {"target": "cpu", "step": 0}}})
+    # the message loop is free: the handler returned while the measurement waits on the gate
+    for _ in range(200):
+        if explorer.measuring:
+            break
+        threading.Event().wait(0.01)
+    assert explorer.measuring == {"step": 0, "target": "cpu"}
+    assert not [m for m in c.sent[mark:] if m["data"].get("method") == "custom"], "answered too early"
+    gate.set()
+    assert explorer.wait(10)
+    reply = [m["data"]["content"] for m in c.sent[mark:] if m["data"].get("method") == "custom"][-1]
+    assert reply["ok"] is True and reply["result"]["step"] == 0
+    m = reply["result"]["measurement"]
+    assert m["latency_s"] == 0.004 and m["target"] == "cpu" and m["correct"] is True
+    assert explorer.measuring == {}
+    assert explorer.measurements["0"]["latency_s"] == 0.004
+    assert explorer.measurements["0"]["gflops"] > 0
+    state = {k: v for u in c.updates(mark) for k, v in u.items()}
+    assert state["measurements"]["0"]["max_abs_error"] == 0.0
+    assert session.measure_calls == [("cpu", 0)]
+
+
+def test_a_second_measurement_while_one_runs_is_refused(explorer, session):
+    gate = threading.Event()
+    session.measure_gate = gate
+    c = explorer.comm
+    c.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": "a", "method": "measure", "params": {}}})
+    for _ in range(200):
+        if explorer.measuring:
+            break
+        threading.Event().wait(0.01)
+    start = len(c.sent)
+    c.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": "b", "method": "measure", "params": {}}})
+    for _ in range(200):
+        if [m for m in c.sent[start:] if m["data"].get("content", {}).get("id") == "b"]:
+            break
+        threading.Event().wait(0.01)
+    (busy,) = [m["data"]["content"] for m in c.sent[start:] if m["data"].get("content", {}).get("id") == "b"]
+    assert busy["ok"] is False and busy["error"]["type"] == "busy" and "being measured" in busy["error"]["summary"]
+    gate.set()
+    assert explorer.wait(10)
+    assert explorer.measuring == {} and list(explorer.measurements) == ["0"]
+
+
+def test_measurements_of_two_steps_and_their_correctness(explorer, session):
+    c = explorer.comm
+    assert ask(explorer, "measure", {"target": "cpu"})["ok"]
+    c.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}})
+    c.request("apply", {"primitive": "unroll", "kwargs": {"loop": "C/j"}})
+    reply = ask(explorer, "measure", {"target": "cpu", "step": "2"})  # ids may come back as text
+    assert reply["ok"] is True
+    assert sorted(explorer.measurements) == ["0", "2"]
+    bad = explorer.measurements["2"]
+    assert bad["correct"] is False and bad["max_abs_error"] == 0.5  # the fake's step 2 is wrong
+    assert explorer.current == 2  # measuring does not move the session
+
+
+def test_cuda_without_a_gpu_is_an_error_banner_and_changes_nothing(explorer, session):
+    steps = len(session.steps)
+    reply = ask(explorer, "measure", {"target": "cuda"})
+    assert reply["ok"] is False
+    assert reply["error"]["type"] == "no_gpu"
+    assert reply["error"]["summary"].startswith("no CUDA GPU found")
+    assert explorer.error["source"] == "measure" and explorer.error["kind"] == "no_gpu"
+    assert explorer.error["primitive"] == "measure on cuda"
+    assert explorer.measuring == {} and explorer.measurements == {}
+    assert session.measurements == {} and len(session.steps) == steps
+    # a later successful measurement clears that banner
+    assert ask(explorer, "measure", {"target": "cpu"})["ok"]
+    assert explorer.error == {}
+
+
+def test_bad_measure_requests(explorer):
+    reply = ask(explorer, "measure", {"target": "tpu"})
+    assert reply["ok"] is False and reply["error"]["type"] == "bad_request"
+    reply = ask(explorer, "measure", {"step": 99})
+    assert reply["ok"] is False and reply["error"]["type"] == "unknown_step"
+    assert explorer.measuring == {}
+
+
+def test_measuring_from_python_reaches_the_front_end(explorer, session):
+    c = explorer.comm
+    mark = len(c.sent)
+    session.measure()
+    (update,) = c.updates(mark)
+    assert set(update) == {"measurements"}  # no full refresh for a measurement
+    assert update["measurements"]["0"]["target"] == "cpu"
+
+
+def test_cuda_view_of_a_bound_program(explorer, session):
+    session.gpu_bound = True
+    reply = ask(explorer, "cuda_source", {"step": 0})
+    assert reply["ok"] is True
+    r = reply["result"]
+    assert "__global__" in r["source"] and "#include" not in r["source"]
+    assert r["kernels"][0]["threads_per_block"] == 128 and r["kernels"][0]["thread_extents"]["blockIdx.x"] == 8
+    assert r["ptx"].startswith(".visible") and r["step"] == 0
+    assert explorer.error == {}  # a view, not an action: no banner
+
+
+def test_cuda_view_of_unbound_loops_names_them(explorer):
+    reply = ask(explorer, "cuda_source", {})
+    assert reply["ok"] is False
+    err = reply["error"]
+    assert err["type"] == "gpu_check"
+    assert err["summary"].startswith("the program has unbound loops")
+    assert "block 'Y'" in err["detail"] and "block 'C'" in err["detail"]
+    assert "block 'Y'" in err["message"]
+    assert explorer.error == {}
+
+
+def test_background_requests_are_known_handlers():
+    assert BACKGROUND_REQUESTS <= set(Explorer._rpc_handlers)
+
+
+def test_target_label():
+    assert target_label('{"kind":"llvm","mcpu":"cascadelake"}') == "cpu"
+    assert target_label('{"kind":"cuda","arch":"sm_90"}') == "cuda"
+    assert target_label("cuda") == "cuda"
+    assert target_label("") == ""
