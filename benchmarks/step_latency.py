@@ -63,18 +63,19 @@ def main() -> None:
 
     from mlc_lab.tvm import schedule as tsch  # the bare side uses TVM through our one door
 
-    session = Session(MM_RELU)
-    bases = []
-    for prim, a, kw in STEPS:
-        bases.append(session.current.id)
-        session.apply(prim, *a, **kw)
-    states, calls = bare_calls(tsch.State.initial(session.original, "mm_relu").sch)
+    first = Session(MM_RELU)
+    states, calls = bare_calls(tsch.State.initial(first.original, "mm_relu").sch)
 
     results = []
     for n, (prim, a, kw) in enumerate(STEPS):
         sess_times, bare_times = [], []
         for _ in range(args.repeat):
-            session.goto(bases[n])
+            # A fresh session brought to the step before (untimed): applying the same call twice in
+            # one session would just walk back down the existing branch.
+            session = Session(first.original)
+            for p, pa, pkw in STEPS[:n]:
+                session.apply(p, *pa, **pkw)
+            _ = session.script, session.loop_tree()
             t0 = time.perf_counter()
             session.apply(prim, *a, **kw)
             _ = session.script
