@@ -15,31 +15,9 @@ import time
 import mlc_lab
 from mlc_lab.core.measure import measure, shutdown_worker
 
-MM_RELU = """
-from tvm.script import ir as I
-from tvm.script import tirx as T
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.fixtures.programs import MM_RELU  # noqa: E402
 
-@I.ir_module
-class MyModule:
-    @T.prim_func(s_tir=True)
-    def mm_relu(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128, 128), "float32"),
-                C: T.Buffer((128, 128), "float32")):
-        T.func_attr({"global_symbol": "mm_relu", "tirx.noalias": True})
-        Y = T.sblock_alloc_buffer((128, 128), dtype="float32")
-        for i, j, k in T.grid(128, 128, 128):
-            with T.sblock("Y"):
-                vi = T.axis.spatial(128, i)
-                vj = T.axis.spatial(128, j)
-                vk = T.axis.reduce(128, k)
-                with T.init():
-                    Y[vi, vj] = T.float32(0)
-                Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
-        for i, j in T.grid(128, 128):
-            with T.sblock("C"):
-                vi = T.axis.spatial(128, i)
-                vj = T.axis.spatial(128, j)
-                C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
-"""
 
 
 def main() -> int:

@@ -295,8 +295,6 @@ class State:
                     return str(loop_var.name)
                 name = getattr(node, "name_hint", None)
                 return str(name) if name is not None else str(_plain_value(node))
-            if isinstance(value, str):
-                return repr(value)
             return repr(value)
 
         shown = [text(a) for a in args]
@@ -434,35 +432,6 @@ class _Resolver:
                 return self.block(value)
             return self.loop(value)
         return self.other(value)
-
-    def describe(self, primitive: str, args: tuple, kwargs: dict, resolve: Callable[[Any], Any]) -> str:
-        """``split(j, factors=[None, 4])`` for a call whose handles come from a trace being replayed."""
-
-        def text(value: Any) -> str:
-            if isinstance(value, (list, tuple)):
-                inner = ", ".join(text(v) for v in value)
-                return f"[{inner}]" if isinstance(value, list) else f"({inner})"
-            if isinstance(value, Ref):
-                try:
-                    node = _get(self.sch, resolve(value))
-                except Exception:  # noqa: BLE001  (an unbound name: show it as written)
-                    return value.name
-                loop_var = getattr(node, "loop_var", None)
-                if loop_var is not None:
-                    return str(loop_var.name)
-                name = getattr(node, "name_hint", None)
-                return str(name) if name is not None else str(_plain_value(node))
-            if isinstance(value, str):
-                return repr(value)
-            return repr(value)
-
-        shown = [text(a) for a in args]
-        for k, v in kwargs.items():
-            if k in _DEFAULT_NOISE.get(primitive, ()):
-                continue
-            # Loops and blocks read best bare, as a person writes them: split(j, factors=...).
-            shown.append(text(v) if k in _SUBJECT_PARAMS else f"{k}={text(v)}")
-        return f"{primitive}({', '.join(shown)})"
 
     def find_loop(self, text: str) -> looptree.LoopInfo:
         index = self.state.index
