@@ -230,7 +230,7 @@ def test_session_space_explores_around_the_students_schedule(tmp_path):
     job = tune(s, trials=6, space="session", work_dir=str(tmp_path), num_trials_per_iter=6, **FAST)
     assert job.wait(timeout=300) == "done", job.error
     recs = job.records()
-    assert 1 <= len(recs) <= 6  # 128 = 2^7 with innermost <= 16: few distinct candidates
+    assert 0 < len(recs) <= 6  # 128 = 2^7 with innermost <= 16: few distinct candidates
     for r in recs:
         assert r.ok
         assert "sample_perfect_tile(" in r.trace and "n=2, max_innermost_factor=16" in r.trace
@@ -314,7 +314,7 @@ def test_cli_tune_reports_and_continues(tmp_path, capsys, monkeypatch):
     captured = capsys.readouterr()
     out = json.loads(captured.out)
     assert "/4" in captured.err  # the progress bar
-    assert 1 <= out["trials"] <= 4 and out["best_latency_s"] > 0 and out["best_gflops"] > 0
+    assert 0 < out["trials"] <= 4 and out["best_latency_s"] > 0 and out["best_gflops"] > 0
     assert "sample_perfect_tile" in out["best_trace"]
     html = open(out["report"]).read()
     assert out["report"] == str(wd / "report.html") and "best so far" in html and "def main" in html
