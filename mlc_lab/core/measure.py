@@ -217,7 +217,8 @@ class MeasureWorker:
 
 
 def _doing(op: str) -> str:
-    return {"measure": "building and running the program", "cuda": "compiling for CUDA"}.get(op, op)
+    return {"measure": "building and running the program", "cuda": "compiling for CUDA",
+            "lower": "lowering and compiling the program"}.get(op, op)
 
 
 _WORKER = MeasureWorker()

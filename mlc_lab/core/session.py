@@ -81,6 +81,7 @@ class Session:
         self._last_child: dict[int, int] = {}
         self._listeners: list[Listener] = []
         self.measurements: dict[int, Any] = {}  # step id -> Measurement
+        self._lowerings: dict[tuple[int, str], Any] = {}  # (step id, target) -> Lowering (a step never changes)
 
     # --- construction from traces --------------------------------------------------------------
     @classmethod
@@ -477,6 +478,22 @@ class Session:
         self.measurements[sid] = result
         self._notify("measure")
         return result
+
+    def lower(self, step: int | None = None, target: str = "cpu", **kwargs: Any) -> Any:
+        """How the step (default: current) compiles for ``target`` ("cpu" or "cuda"): every pass
+        ``tvm.compile`` runs with the TVMScript after it, the LLVM IR and assembly (CPU) or CUDA
+        source and PTX (CUDA), and per-loop facts with a one-line verdict. Compiled in the worker
+        process; cached per step and target. See ``mlc_lab.core.lowering.Lowering``."""
+        from mlc_lab.core.lowering import lower
+
+        sid = self._current if step is None else step
+        state = self._state_of(sid)
+        if not isinstance(target, str) or target not in ("cpu", "cuda"):
+            raise MlcLabError(f"lower() compiles for target 'cpu' or 'cuda', not {target!r}")
+        key = (sid, target)
+        if key not in self._lowerings:
+            self._lowerings[key] = lower(state.script, state.loop_tree(), self.func_name, target, step=sid, **kwargs)
+        return self._lowerings[key]
 
     def cuda_source(self, step: int | None = None, **kwargs: Any) -> Any:
         """The CUDA kernel this step compiles to (no GPU needed); refuses unbound programs."""

@@ -19,7 +19,7 @@ def main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
 
-    from mlc_lab.tvm import build
+    from mlc_lab.tvm import build, lower
 
     def send(obj: dict) -> None:
         proto.write(json.dumps(obj) + "\n")
@@ -29,6 +29,7 @@ def main() -> int:
     handlers = {
         "measure": build.measure_request,
         "cuda": build.cuda_request,
+        "lower": lower.lower_request,
         "env": lambda req: build.environment(),
     }
     for line in sys.stdin:
