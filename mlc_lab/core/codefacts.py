@@ -43,6 +43,8 @@ _MOV_SCALAR = re.compile(r"^v?movs[sd]$")
 _BROADCAST = re.compile(r"^vp?broadcast")
 _GATHER = re.compile(r"^vp?gather")
 _SCATTER = re.compile(r"^vp?scatter")
+_ELEMENT_OUT = re.compile(r"^v?(?:extractps|pextr[bwdq])$")
+_ELEMENT_IN = re.compile(r"^v?(?:insertps|pinsr[bwdq])$")
 _SHUFFLE = re.compile(r"^v(?:perm|shuf|insert|extract|blend|unpck|pshuf|palignr|movlhps|movhlps)")
 _RUNTIME = re.compile(r"(TVMBackend\w+|__tvm_parallel_lambda\w*|TVMFFI\w+)")
 
@@ -84,6 +86,10 @@ def _classify(mnemonic: str, operands: str) -> tuple[str, int, str]:
         if mem_src:
             return "vector_load", 0, reg
         return "vector_move", 0, reg
+    if _ELEMENT_OUT.match(mnemonic) and mem_dst:
+        return "scalar_store", 0, reg  # one lane of a vector register written to memory
+    if _ELEMENT_IN.match(mnemonic) and mem_src:
+        return "scalar_load", 0, reg  # one element from memory into a lane
     if _MOV_SCALAR.match(mnemonic):
         if mem_dst:
             return "scalar_store", 0, reg
@@ -407,38 +413,45 @@ def _wider(a: str, b: str) -> bool:
 
 
 def _width_reason(requested: int, reached: int, register: str, cpu_features: list[str]) -> str:
+    """Why `requested` lanes became pieces of `reached` lanes (empty when they did not)."""
     if not requested or not reached or reached >= requested:
         return ""
-    halves = -(-requested // reached)
+    pieces = -(-requested // reached)
+    parts = "two halves" if pieces == 2 else f"{pieces} parts"
     if register == "ymm" and "avx512f" in cpu_features and "prefer-256-bit" in cpu_features:
         why = ("LLVM prefers 256-bit vectors on this CPU (prefer-vector-width=256, the x86 backend's "
-               "choice for Intel AVX-512 parts, to avoid their 512-bit clock penalty)")
+               "default for Intel AVX-512 parts, to avoid their 512-bit clock penalty)")
     elif register == "ymm" and "avx512f" not in cpu_features:
-        why = "the CPU has no 512-bit registers (AVX2: 8 floats per ymm)"
+        why = "the CPU has no 512-bit registers (AVX2: a ymm register holds 256 bits)"
+    elif register == "zmm":
+        why = "zmm, 512 bits, is the widest register"
     elif register == "xmm" and "avx" not in cpu_features:
         why = "the target has only 128-bit SSE registers"
     else:
         why = f"LLVM chose {register} registers"
-    return f"the {requested}-wide request is done as {halves} {reached}-wide {register} halves: {why}"
+    return f"{requested} lanes done as {parts} of {reached} on {register}: {why}"
 
 
 def loop_verdict(f: LoopFacts, strides: dict[str, list[dict]], cpu_features: list[str]) -> str:
     """One sentence about one loop (empty when there is nothing to say)."""
     op = "FMAs" if f.vector_fma else "operations"
     if f.kind == "vectorized":
-        if f.is_vector and not f.gathers:
+        bad = [a for a in strides.get(f.name, []) if a.get("stride") not in (0, 1)]
+        why = ", ".join(
+            f"the access to {a['buffer']} has stride {a['stride']}" if a.get("stride") is not None
+            else f"the access to {a['buffer']} is not affine in {f.name}" for a in bad)
+        if f.is_vector and not bad and not f.gathers:
             text = f"{f.name} vectorized: {f.vector_width}-wide {op} on {f.register} registers"
             if f.approximate:
                 text += " (counted over the whole parallel body: it has no line information)"
             reason = _width_reason(int(f.extent or 0), f.vector_width, f.register, cpu_features)
             return f"{text} ({reason})" if reason else text
-        bad = [a for a in strides.get(f.name, []) if a.get("stride") not in (0, 1)]
+        if f.is_vector and bad:
+            return (f"{f.name} vectorized: the arithmetic is {f.vector_width}-wide on {f.register}, but memory is "
+                    f"moved one element at a time ({f.scalar_loads} scalar loads, {f.scalar_stores} scalar stores, "
+                    f"{f.gathers} gathers): {why}")
         if bad:
-            what = ", ".join(
-                f"the access to {a['buffer']} has stride {a['stride']}" if a.get("stride") is not None
-                else f"the access to {a['buffer']} is not affine in {f.name}" for a in bad)
-            shape = "gathers" if f.gathers else "scalar"
-            return f"vectorize requested on {f.name}, but the loop body is {shape}: {what}"
+            return f"vectorize requested on {f.name}, but the loop body is scalar: {why}"
         if f.is_vector:
             return f"{f.name} vectorized with {f.gathers} gather(s): {f.vector_width}-wide {op} on {f.register}"
         return f"vectorize requested on {f.name}, but no packed float operations were generated for it"
@@ -453,7 +466,7 @@ def loop_verdict(f: LoopFacts, strides: dict[str, list[dict]], cpu_features: lis
         text = (f"{f.name} is not marked vectorized, but LLVM vectorized it on its own: "
                 f"{f.vector_width}-wide {op} on {f.register} registers")
         reason = _width_reason(int(f.extent or 0), f.vector_width, f.register, cpu_features)
-        return f"{text} ({reason.replace('request', 'loop')})" if reason else text
+        return f"{text} ({reason})" if reason else text
     if f.innermost and f.scalar_fallbacks:
         return f"{f.name}'s body is scalar: {f.scalar_fallbacks} scalar float operation(s), no packed ones"
     return ""

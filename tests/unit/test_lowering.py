@@ -1,0 +1,165 @@
+"""Session.lower: the passes tvm.compile runs (checked against TVM itself), the code, the facts.
+
+Acceptance of issue 10: on the chapter-2 mm_relu with j_1 of 16, the facts say whether j_1's body
+is scalar or vector before and after vectorize(j_1), with the register width and the reason when a
+16-wide loop is done in 8-wide halves; the CLI's --json gives the same counts.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import tvm
+
+from mlc_lab import Session
+from mlc_lab.errors import MlcLabError
+from mlc_lab.tvm.build import resolve_target
+from tests.fixtures.programs import GPU_TWO_BLOCKS, MM_RELU
+from tests.unit.test_cli import mlc_lab
+
+WRAPPERS = {"sequential", "_pipeline"}
+
+
+def tvm_pass_names(session: Session, target: str) -> list[str]:
+    """The passes tvm.compile runs, as TVM reports them to a bare instrument (the oracle)."""
+    names: list[str] = []
+
+    @tvm.instrument.pass_instrument
+    class Names:
+        def run_before_pass(self, mod, info):
+            if info.name not in WRAPPERS:
+                names.append(str(info.name))
+
+    with tvm.transform.PassContext(instruments=[Names()]):
+        tvm.compile(session.module, target=resolve_target(target))
+    return names
+
+
+def chapter2_j1(factor: int = 16) -> tuple[Session, str]:
+    s = Session(MM_RELU)
+    j0, j1 = s.apply("split", "Y/j", factors=[None, factor])
+    s.apply("reorder", "Y/i", j0, "k", j1)
+    return s, j1
+
+
+@pytest.fixture(scope="module")
+def steps():
+    s, j1 = chapter2_j1()
+    before = s.lower()
+    s.apply("vectorize", j1)
+    after = s.lower()
+    return s, before, after
+
+
+def test_cpu_pass_list_is_the_one_tvm_runs(steps):
+    s, before, after = steps
+    assert [p.name for p in after.passes] == tvm_pass_names(s, "cpu")
+    # the finalization passes TVM's own pipeline object lists, in the host phase, in order
+    _, finalize_host, _ = tvm.tirx.get_default_tir_pipeline(resolve_target("cpu"))
+    expected_host = [p.info.name for p in finalize_host().passes]
+    assert [p.name for p in after.passes if p.phase == "host"] == expected_host
+    assert {p.status for p in after.passes} <= {"changed", "no-op"}
+
+
+def test_each_changed_pass_has_its_script_and_vectorize_loop_is_what_changed_the_loop(steps):
+    _, before, after = steps
+    for low in (before, after):
+        for p in low.passes:
+            assert (p.script is not None) == (p.status == "changed"), p.name
+    (vec_before,) = before.passes_named("VectorizeLoop")
+    (vec_after,) = after.passes_named("tirx.VectorizeLoop")
+    assert vec_before.status == "no-op"  # nothing marked vectorized yet
+    assert vec_after.status == "changed"
+    assert "T.vectorized(16)" in after.script_before(vec_after)
+    assert "T.Ramp" in after.script_after(vec_after) and "T.vectorized" not in after.script_after(vec_after)
+    with pytest.raises(MlcLabError, match="no pass named"):
+        after.passes_named("NoSuchPass")
+
+
+def test_j1_scalar_or_vector_before_and_after_vectorize(steps):
+    _, before, after = steps
+    b, a = before.loop("j_1"), after.loop("j_1")
+    assert b.kind == "serial" and a.kind == "vectorized"
+    # after vectorize: packed FMAs on ymm or zmm, and the width adds up to the 16 lanes asked for
+    assert a.is_vector and a.vector_fma > 0 and a.register in ("ymm", "zmm")
+    assert a.vector_width == {"ymm": 8, "zmm": 16}[a.register]
+    assert a.scalar_fma == 0
+    assert a.verdict.startswith("j_1 vectorized:")
+    if a.register == "ymm":  # 16 lanes in 8-wide halves: the verdict must say why
+        assert "two halves of 8" in a.verdict
+    # before: either scalar, or LLVM vectorized it on its own (and the verdict says which)
+    if b.is_vector:
+        assert "LLVM vectorized it on its own" in b.verdict
+        if b.register == "ymm" and "prefer-256-bit" in before.cpu_features:
+            assert "prefer-vector-width=256" in b.verdict
+    else:
+        assert b.scalar_fma > 0 and "scalar" in b.verdict
+    assert a.verdict in after.verdict
+    # the loop's instructions are found again in the assembly text
+    asm = after.asm_of("j_1")
+    assert "vfmadd" in asm and f"%{a.register}" in asm
+
+
+def test_cli_json_gives_the_same_counts(steps, tmp_path):
+    s, _, after = steps
+    prog = tmp_path / "prog.py"
+    prog.write_text(MM_RELU)
+    trace = tmp_path / "trace.py"
+    trace.write_text(s.trace)
+    r = mlc_lab("lower", str(prog), "--trace", str(trace), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    j1 = next(f for f in out["loops"] if f["loop"] == "j_1")
+    mine = after.loop("j_1")
+    for key in ("vector_fma", "scalar_fma", "vector_loads", "vector_stores", "vector_width", "register", "kind"):
+        assert j1[key] == getattr(mine, key), key
+    assert [p["name"] for p in out["passes"]] == [p.name for p in after.passes]
+    assert out["verdict"] == after.verdict
+    r = mlc_lab("lower", str(prog), "--trace", str(trace), "--pass", "VectorizeLoop")
+    assert r.returncode == 0 and "+" in r.stdout and "T.Ramp" in r.stdout
+    r = mlc_lab("lower", str(prog), "--trace", str(trace), "--asm")
+    assert r.returncode == 0 and "vfmadd" in r.stdout
+    r = mlc_lab("lower", str(prog), "--llvm", "--target", "cuda")
+    assert r.returncode == 2 and "--llvm" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_strided_vectorized_loop_is_explained():
+    s = Session(MM_RELU)
+    s.apply("reorder", "C/j", "C/i")
+    s.apply("vectorize", "C/i")
+    f = s.lower().loop("C/i")
+    assert f.kind == "vectorized" and "stride 128" in f.verdict
+
+
+def test_lowering_is_cached_per_step_and_target(steps):
+    s, _, after = steps
+    assert s.lower() is after
+    with pytest.raises(MlcLabError, match="target 'cpu' or 'cuda'"):
+        s.lower(target="llvm -mcpu=x")
+
+
+def test_a_failing_compile_names_where_it_failed():
+    low = Session(GPU_TWO_BLOCKS).lower(target="cpu")  # thread-bound loops do not build for a CPU
+    assert not low.ok and low.error
+    assert low.failed and low.failed[-1].error
+    assert low.verdict.startswith("the step does not compile")
+
+
+def test_cuda_pass_list_kernels_and_ptx():
+    s = Session(GPU_TWO_BLOCKS)
+    low = s.lower(target="cuda")
+    assert low.ok and low.kind == "cuda"
+    assert [p.name for p in low.passes] == tvm_pass_names(s, "cuda")
+    _, _, finalize_device = tvm.tirx.get_default_tir_pipeline(resolve_target("cuda"))
+    assert [p.name for p in low.passes if p.phase == "device"] == [p.info.name for p in finalize_device().passes]
+    (split,) = low.passes_named("SplitHostDevice")
+    assert split.status == "changed"  # the kernels leave the host function here
+    assert "__global__" in low.cuda_source
+    if shutil.which("nvcc") and shutil.which("ptxas"):
+        assert low.ptx and ".entry main_kernel" in low.ptx
+        names = sorted(k.name for k in low.kernels)
+        assert names == ["main_kernel", "main_kernel_1"]
+        assert all(k.registers and k.registers > 0 for k in low.kernels)
+        assert "registers" in low.verdict
