@@ -61,6 +61,10 @@ def __getattr__(name: str):
         from mlc_lab.core.measure import measure
 
         return measure
+    if name == "machine":
+        from mlc_lab.core.machine import machine
+
+        return machine
     if name == "sweep":
         from mlc_lab.widgets.sweep import sweep
 
@@ -80,6 +84,7 @@ __all__ = [
     "access_view",
     "dashboard",
     "explore",
+    "machine",
     "measure",
     "sweep",
     "tune",

@@ -19,6 +19,13 @@ export interface MeasurementInfo {
   error?: string | null;
   error_kind?: string | null;
   target?: string;
+  intensity?: number | null; // FLOPs per byte (roofline)
+  fraction_of_peak?: number | null;
+  machine_peak_gflops?: number | null;
+  machine_bandwidth_gbs?: number | null;
+  threads?: number | null;
+  cache?: string;
+  load?: number | null;
 }
 
 export type Measurements = Record<string, MeasurementInfo>;
@@ -201,5 +208,90 @@ export function latencyPlot(points: PlotPoint[], opts: PlotOptions = {}): SVGSVG
     if (opts.onPick) dot.addEventListener("click", () => opts.onPick!(p.id));
     svg.append(dot, el("text", { class: "mlc-plot-xlabel", x: x(i).toFixed(1), y: height - 6, "text-anchor": "middle" }, String(p.id)));
   });
+  return svg;
+}
+
+// --- roofline view ---------------------------------------------------------------------------
+// The same measured steps placed on the machine's roofline (log-log: arithmetic intensity in
+// FLOPs per byte against GFLOP/s). The roof is mlc_lab.machine(): min(peak, bandwidth x intensity);
+// each Measurement carries the machine's figures, so no extra state is needed.
+
+export interface Roof {
+  peak_gflops: number;
+  bandwidth_gbs: number;
+}
+
+export interface RooflinePoint extends PlotPoint {
+  intensity: number; // FLOPs per byte
+  gflops: number;
+  fraction: number | null; // of the roof at this intensity
+}
+
+/** The machine's roof, from any measurement that carries it (null when none does). */
+export function roofOf(measurements: Measurements): Roof | null {
+  for (const m of Object.values(measurements)) {
+    if (m.machine_peak_gflops && m.machine_bandwidth_gbs) return { peak_gflops: m.machine_peak_gflops, bandwidth_gbs: m.machine_bandwidth_gbs };
+  }
+  return null;
+}
+
+export function rooflinePoints(points: PlotPoint[], measurements: Measurements): RooflinePoint[] {
+  const out: RooflinePoint[] = [];
+  for (const p of points) {
+    const m = measurements[String(p.id)];
+    if (!m || !m.intensity || !m.gflops || !(m.intensity > 0) || !(m.gflops > 0)) continue;
+    out.push({ ...p, intensity: m.intensity, gflops: m.gflops, fraction: m.fraction_of_peak ?? null });
+  }
+  return out;
+}
+
+function decadeTicks(lo: number, hi: number): number[] {
+  const out: number[] = [];
+  for (let d = Math.floor(Math.log10(lo)); d <= Math.ceil(Math.log10(hi)); d++) if (10 ** d >= lo && 10 ** d <= hi) out.push(10 ** d);
+  return out.length >= 2 ? out : [lo, hi].map((v) => Number(v.toPrecision(2)));
+}
+
+/** Steps on the roofline; null when no point or no roof is known. */
+export function rooflinePlot(points: RooflinePoint[], roof: Roof | null, opts: PlotOptions = {}): SVGSVGElement | null {
+  if (!points.length || !roof) return null;
+  const width = opts.width ?? 260;
+  const height = opts.height ?? 140;
+  const [left, right, top, bottom] = [48, 10, 8, 22];
+  const ridge = roof.peak_gflops / roof.bandwidth_gbs;
+  const xs = [...points.map((p) => p.intensity), ridge];
+  const xlo = Math.min(...xs) / 3;
+  const xhi = Math.max(...xs) * 3;
+  const ylo = Math.min(...points.map((p) => p.gflops), roof.bandwidth_gbs * xlo) / 2;
+  const yhi = roof.peak_gflops * 2;
+  const X = (v: number) => left + ((Math.log10(v) - Math.log10(xlo)) / (Math.log10(xhi) - Math.log10(xlo))) * (width - left - right);
+  const Y = (v: number) => top + ((Math.log10(yhi) - Math.log10(v)) / (Math.log10(yhi) - Math.log10(ylo))) * (height - top - bottom);
+  const svg = el("svg", { class: "mlc-roofline-plot", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": "roofline: GFLOP/s against FLOPs per byte (log-log)" });
+  for (const t of decadeTicks(ylo, yhi)) {
+    svg.append(
+      el("line", { class: "mlc-plot-grid", x1: left, x2: width - right, y1: Y(t).toFixed(1), y2: Y(t).toFixed(1) }),
+      el("text", { class: "mlc-plot-tick", x: left - 4, y: (Y(t) + 3).toFixed(1), "text-anchor": "end" }, `${precise(t)}`),
+    );
+  }
+  for (const t of decadeTicks(xlo, xhi)) {
+    svg.append(el("text", { class: "mlc-plot-tick", x: X(t).toFixed(1), y: height - 10, "text-anchor": "middle" }, `${precise(t)}`));
+  }
+  svg.append(el("text", { class: "mlc-plot-tick", x: width - right, y: height - 1, "text-anchor": "end" }, "FLOPs/byte"));
+  svg.append(el("text", { class: "mlc-plot-tick", x: 2, y: top + 8 }, "GFLOP/s"));
+  const roofPath = `M${X(xlo).toFixed(1)},${Y(roof.bandwidth_gbs * xlo).toFixed(1)} L${X(ridge).toFixed(1)},${Y(roof.peak_gflops).toFixed(1)} L${X(xhi).toFixed(1)},${Y(roof.peak_gflops).toFixed(1)}`;
+  svg.append(
+    el("path", { class: "mlc-roof", d: roofPath, fill: "none" },
+      el("title", {}, `roof: ${precise(roof.peak_gflops)} GFLOP/s peak, ${precise(roof.bandwidth_gbs)} GB/s (ridge at ${precise(ridge)} FLOPs/byte)`)),
+  );
+  for (const p of points) {
+    const cls = ["mlc-plot-point"];
+    if (p.current) cls.push("mlc-plot-current");
+    if (p.after) cls.push("mlc-plot-after");
+    if (p.correct === false) cls.push("mlc-plot-wrong");
+    const frac = p.fraction === null ? "" : `, ${(100 * p.fraction).toFixed(1)}% of the roof`;
+    const title = `step ${p.id}: ${p.label}\n${formatGflops(p.gflops)} at ${precise(p.intensity)} FLOPs/byte${frac}`;
+    const dot = el("circle", { class: cls.join(" "), cx: X(p.intensity).toFixed(1), cy: Y(p.gflops).toFixed(1), r: p.current ? 5 : 4, "data-step": String(p.id) }, el("title", {}, title));
+    if (opts.onPick) dot.addEventListener("click", () => opts.onPick!(p.id));
+    svg.append(dot);
+  }
   return svg;
 }

@@ -12,7 +12,7 @@ import { CudaPanel } from "./cuda";
 import { type FormHandle, renderForm } from "./forms";
 import { diffBases, historyRows } from "./history";
 import { SHORTCUT_HELP, isEditableTarget, keyAction } from "./keys";
-import { type MeasurementInfo, type Measurements, type MeasuringInfo, checkMark, checkTitle, latencyPlot, measurementText, measurementTitle, plotPoints } from "./measure";
+import { type MeasurementInfo, type Measurements, type MeasuringInfo, checkMark, checkTitle, latencyPlot, measurementText, measurementTitle, plotPoints, roofOf, rooflinePlot, rooflinePoints } from "./measure";
 import { type ApplyCall, type Offer, applicable, buildCall, defaultValues, offerForKey } from "./primitives";
 import { TracePanel } from "./trace";
 import { type Entry, TreeIndex, lineSpan } from "./tree";
@@ -401,10 +401,22 @@ export class ExplorerView {
   private drawPlot(): void {
     const points = plotPoints(this.model.get("steps") ?? [], this.model.get("current"), this.model.get("measurements") ?? {});
     const width = Math.max(180, Math.min(420, (this.historyTab.clientWidth || 268) - 8));
-    const svg = latencyPlot(points, { width, height: 120, onPick: (id) => this.call("goto", { step: id }, "goto") });
+    const onPick = (id: StepId) => this.call("goto", { step: id }, "goto");
+    const measurements = this.model.get("measurements") ?? {};
+    const roofline = this.plotMode === "roofline" ? rooflinePlot(rooflinePoints(points, measurements), roofOf(measurements), { width, height: 140, onPick }) : null;
+    const svg = roofline ?? latencyPlot(points, { width, height: 120, onPick });
     this.plotHost.hidden = !svg;
-    this.plotHost.replaceChildren(...(svg ? [h("div", { class: "mlc-section-title" }, "Latency per step (log scale)"), svg] : []));
+    const toggle = h("button", { class: "mlc-plot-toggle", title: "switch between latency per step and the machine's roofline" },
+      this.plotMode === "roofline" ? "latency" : "roofline");
+    toggle.addEventListener("click", () => {
+      this.plotMode = this.plotMode === "roofline" ? "latency" : "roofline";
+      this.drawPlot();
+    });
+    const title = roofline ? "Steps on the roofline (GFLOP/s against FLOPs/byte)" : "Latency per step (log scale)";
+    this.plotHost.replaceChildren(...(svg ? [h("div", { class: "mlc-section-title" }, title, " ", toggle), svg] : []));
   }
+
+  private plotMode: "latency" | "roofline" = "latency";
 
   private drawMeasure(): void {
     const step = this.measuringStep();

@@ -176,10 +176,7 @@ def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | N
 def lower(script: str, loop_tree: dict | None, func_name: str | None, target: Any = "cpu", *,
           step: int | None = None, ptx: bool = True, timeout: float = DEFAULT_TIMEOUT_S) -> Lowering:
     """Compile `script` (a step's TVMScript) for `target` in the worker process and read its facts."""
-    from mlc_lab.core.measure import worker, _raise_for
+    from mlc_lab.core.worker import worker
 
-    msg = worker().request("lower", {"script": script, "func_name": func_name, "target": target, "ptx": ptx},
-                           timeout=timeout)
-    if not msg.get("ok"):
-        _raise_for(msg)
-    return build_lowering(msg["result"], script, loop_tree, step)
+    result = worker().call("lower", timeout=timeout, script=script, func_name=func_name, target=target, ptx=ptx)
+    return build_lowering(result, script, loop_tree, step)

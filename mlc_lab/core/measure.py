@@ -1,32 +1,25 @@
 """Build, verify and time a schedule, out of the kernel's process.
 
-Generated code runs in one persistent worker process (`python -m mlc_lab.tvm.worker_main`), in its
-own process group. A segfault there, or a kernel that runs past the time limit (30 s by default),
-costs the worker, never the Jupyter kernel: the caller gets a `MeasureError` and the next call
-starts a fresh worker. Modules travel to the worker as `tvm.ir.save_json` text.
+Generated code runs in the worker process (`mlc_lab.core.worker`), in its own process group. A
+segfault there, or a kernel that runs past the time limit (30 s by default), costs the worker,
+never the Jupyter kernel: the caller gets a `MeasureError` and the next call starts a fresh worker.
+Modules travel to the worker as `tvm.ir.save_json` text.
+
+How a kernel is timed (warm-up, repeats, median and spread, threads, warm or cold cache) is written
+down once, in `mlc_lab.tvm.timing`; `measure`, `sweep`, `bench`, the explorer, the dashboard and
+the tuner's runner all time that way. Each `Measurement` also places the program on the machine's
+roofline (`mlc_lab.machine()`): its arithmetic intensity and its fraction of the peak.
 """
 
 from __future__ import annotations
 
-import atexit
-import itertools
-import json
-import os
-import selectors
-import signal
-import subprocess
-import sys
-import tempfile
-import threading
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable
 
-from mlc_lab._threads import usable_cores
-from mlc_lab.errors import MeasureError, NoGPUError
+from mlc_lab.core.worker import DEFAULT_TIMEOUT_S, shutdown_worker, worker
+from mlc_lab.errors import MeasureError
 
-DEFAULT_TIMEOUT_S = 30.0
-START_TIMEOUT_S = 120.0
+__all__ = ["Measurement", "CudaBuild", "measure", "cuda_source", "sweep", "worker", "shutdown_worker"]
 
 
 @dataclass
@@ -50,13 +43,27 @@ class Measurement:
     correct: bool | None = None  # max_abs_error within 1e-3 of the output's magnitude
     build_s: float | None = None
     func_name: str | None = None
+    iqr_s: float | None = None  # interquartile range of the repeats: the spread
+    threads: int | None = None  # TVM's worker threads (CPU)
+    cache: str = "warm"  # "warm" or "cold": see mlc_lab.tvm.timing
+    method: str = ""  # the timing method in one sentence
+    load: float | None = None  # the machine's 1-minute load average when it was measured
+    bytes: float | None = None  # compulsory traffic: every element of every argument once
+    intensity: float | None = None  # FLOPs per byte
+    peak_gflops: float | None = None  # the machine's roofline at this intensity
+    fraction_of_peak: float | None = None  # gflops / peak_gflops
+    machine_peak_gflops: float | None = None  # the roof itself (mlc_lab.machine()), for plots
+    machine_bandwidth_gbs: float | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
-    def to_dict(self) -> dict:
+    def to_json(self) -> dict:
+        """The one encoding of a measurement (plain JSON: widgets, files, the CLI)."""
         return asdict(self)
+
+    to_dict = to_json  # the older name
 
 
 @dataclass
@@ -71,169 +78,6 @@ class CudaBuild:
     ptx_error: str | None = None
 
 
-# ----------------------------------------------------------------------------------------- worker
-
-
-class MeasureWorker:
-    """One persistent worker process; `request` sends one job and waits for its answer."""
-
-    def __init__(self) -> None:
-        self._proc: subprocess.Popen | None = None
-        self._buf = b""
-        self._ids = itertools.count(1)
-        self._lock = threading.RLock()
-        self._log_path: str | None = None
-        self.env: dict = {}
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
-
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def start(self) -> None:
-        with self._lock:
-            if self.alive():
-                return
-            self.close()
-            env = dict(os.environ)
-            env.setdefault("TVM_NUM_THREADS", str(usable_cores()))
-            fd, self._log_path = tempfile.mkstemp(prefix="mlc_lab_worker_", suffix=".log")
-            log = os.fdopen(fd, "wb")
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "mlc_lab.tvm.worker_main"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                env=env,
-                start_new_session=True,
-            )
-            log.close()
-            self._buf = b""
-            hello = self._read_message(time.monotonic() + START_TIMEOUT_S, what="starting")
-            self.env = hello.get("env", {})
-
-    def close(self) -> None:
-        with self._lock:
-            proc, self._proc = self._proc, None
-            if proc is not None:
-                if proc.poll() is None:
-                    try:
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
-                for stream in (proc.stdin, proc.stdout):
-                    try:
-                        if stream:
-                            stream.close()
-                    except OSError:
-                        pass
-            if self._log_path and os.path.exists(self._log_path):
-                try:
-                    os.unlink(self._log_path)
-                except OSError:
-                    pass
-            self._log_path = None
-
-    def _log_tail(self, limit: int = 2000) -> str:
-        if not self._log_path:
-            return ""
-        try:
-            with open(self._log_path, "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                size = fh.tell()
-                fh.seek(max(0, size - limit))
-                return fh.read().decode("utf-8", errors="replace").strip()
-        except OSError:
-            return ""
-
-    def _died(self, what: str) -> MeasureError:
-        proc = self._proc
-        code = proc.wait(timeout=5) if proc is not None else None
-        tail = self._log_tail()
-        if code is not None and code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            msg = f"the generated code crashed the measure worker ({name}) while {what}; the kernel is fine, the next measurement starts a fresh worker"
-        else:
-            msg = f"the measure worker exited (status {code}) while {what}; the next measurement starts a fresh worker"
-        self.close()
-        return MeasureError(msg, kind="crash", detail=tail)
-
-    def _read_message(self, deadline: float, what: str) -> dict:
-        assert self._proc is not None and self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
-        sel = selectors.DefaultSelector()
-        sel.register(fd, selectors.EVENT_READ)
-        try:
-            while b"\n" not in self._buf:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError
-                if not sel.select(timeout=min(left, 1.0)):
-                    if self._proc.poll() is not None:
-                        raise self._died(what)
-                    continue
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    raise self._died(what)
-                self._buf += chunk
-        finally:
-            sel.close()
-        line, self._buf = self._buf.split(b"\n", 1)
-        return json.loads(line)
-
-    def request(self, op: str, payload: dict, timeout: float = DEFAULT_TIMEOUT_S) -> dict:
-        with self._lock:
-            self.start()
-            assert self._proc is not None and self._proc.stdin is not None
-            rid = next(self._ids)
-            data = json.dumps({"id": rid, "op": op, **payload}).encode() + b"\n"
-            try:
-                self._proc.stdin.write(data)
-                self._proc.stdin.flush()
-            except (BrokenPipeError, OSError):
-                raise self._died("receiving a request") from None
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    msg = self._read_message(deadline, what=_doing(op))
-                except TimeoutError:
-                    self.close()
-                    raise MeasureError(
-                        f"the program ran for more than {timeout:g} s, so the measure worker was stopped "
-                        "(an endless or very long loop?); the kernel is fine, the next measurement starts a fresh worker",
-                        kind="timeout",
-                    ) from None
-                if msg.get("id") == rid:
-                    return msg
-
-
-def _doing(op: str) -> str:
-    return {"measure": "building and running the program", "cuda": "compiling for CUDA",
-            "lower": "lowering and compiling the program"}.get(op, op)
-
-
-_WORKER = MeasureWorker()
-atexit.register(_WORKER.close)
-
-
-def worker() -> MeasureWorker:
-    """The process-wide measure worker (started on first use)."""
-    return _WORKER
-
-
-def shutdown_worker() -> None:
-    _WORKER.close()
-
-
 # ----------------------------------------------------------------------------------------- API
 
 
@@ -245,27 +89,26 @@ def _module_text(module: Any) -> str:
     return module_to_text(module)
 
 
-def _raise_for(msg: dict) -> None:
-    kind = msg.get("kind", "internal")
-    cls = NoGPUError if kind == "no_gpu" else MeasureError
-    raise cls(msg.get("error", "measurement failed"), kind=kind, detail=msg.get("detail", ""))
-
-
 def measure(
     module: Any,
     reference: Any = None,
     func_name: str | None = None,
     target: Any = "cpu",
-    repeats: int = 5,
+    repeats: int = 10,
     *,
+    cache: str = "warm",
     timeout: float = DEFAULT_TIMEOUT_S,
     min_repeat_ms: float = 20.0,
     seed: int = 0,
     raise_errors: bool = True,
+    roofline: bool = True,
 ) -> Measurement:
     """Build `module` for `target` ("cpu" = native CPU with all cores, "cuda", or a TVM target dict),
-    check its output against `reference` (the original program) on random inputs, and time it:
-    the median of `repeats` runs, each at least `min_repeat_ms` long.
+    check its output against `reference` (the original program) on random inputs, and time it
+    by the method of `mlc_lab.tvm.timing`: after a warm-up, the median of `repeats` repeats, each
+    at least `min_repeat_ms` long; `cache="cold"` flushes the arguments out of the caches before
+    every call instead. `roofline=True` places it on `mlc_lab.machine()`'s roofline (the first
+    call on a machine measures the machine: some seconds, then cached on disk).
 
     Failures raise `MeasureError` (`NoGPUError` for CUDA without a GPU), or, with
     `raise_errors=False`, come back as a `Measurement` whose `error` says what went wrong.
@@ -276,34 +119,38 @@ def measure(
         "func_name": func_name,
         "target": target,
         "repeats": int(repeats),
+        "cache": cache,
         "min_repeat_ms": float(min_repeat_ms),
         "seed": int(seed),
     }
     try:
-        msg = _WORKER.request("measure", payload, timeout=timeout)
-        if not msg.get("ok"):
-            _raise_for(msg)
+        r = worker().call("measure", timeout=timeout, **payload)
     except MeasureError as exc:
         if raise_errors:
             raise
-        return Measurement(target=str(target), error=str(exc), error_kind=exc.kind, func_name=func_name)
-    r = msg["result"]
-    return Measurement(
-        latency_s=r["latency_s"],
-        std_s=r["std_s"],
-        repeats=r["repeats"],
-        flops=r["flops"],
-        gflops=r["gflops"],
-        max_abs_error=r["max_abs_error"],
-        target=r["target"],
-        min_s=r["min_s"],
-        max_s=r["max_s"],
-        results_s=r["results_s"],
-        max_rel_error=r["max_rel_error"],
-        correct=r["correct"],
-        build_s=r["build_s"],
-        func_name=r["func_name"],
-    )
+        return Measurement(target=str(target), error=str(exc), error_kind=exc.kind, func_name=func_name, cache=cache)
+    known = set(Measurement.__dataclass_fields__)
+    m = Measurement(**{k: v for k, v in r.items() if k in known})
+    if roofline and m.threads is not None:
+        _place_on_roofline(m)
+    return m
+
+
+def _place_on_roofline(m: Measurement) -> None:
+    """Fill `peak_gflops` (the roof at the measurement's intensity) and `fraction_of_peak`."""
+    from mlc_lab.core.machine import machine
+
+    try:
+        mach = machine()
+    except MeasureError:
+        return  # the roofline is a nicety; the timing stands
+    m.machine_peak_gflops, m.machine_bandwidth_gbs = mach.peak_gflops, mach.bandwidth_gbs
+    if m.intensity:
+        m.peak_gflops = mach.roof_gflops(m.intensity)
+    else:
+        m.peak_gflops = mach.peak_gflops
+    if m.gflops and m.peak_gflops:
+        m.fraction_of_peak = m.gflops / m.peak_gflops
 
 
 def cuda_source(
@@ -320,12 +167,7 @@ def cuda_source(
     exceeds the GPU's threads-per-block or shared-memory limit, before anything is built.
     `ptx=True` also runs nvcc when it is installed (`ptx_error` says why not otherwise).
     """
-    msg = _WORKER.request(
-        "cuda", {"module": _module_text(module), "func_name": func_name, "target": target, "ptx": ptx}, timeout=timeout
-    )
-    if not msg.get("ok"):
-        _raise_for(msg)
-    r = msg["result"]
+    r = worker().call("cuda", timeout=timeout, module=_module_text(module), func_name=func_name, target=target, ptx=ptx)
     if r["problems"]:
         raise MeasureError(r["problems"][0], kind="gpu_check", detail="\n".join(r["problems"][1:]))
     return CudaBuild(
@@ -344,7 +186,7 @@ def sweep(
     make_session: Callable[[Any], Any],
     values: Iterable[Any],
     target: Any = "cpu",
-    repeats: int = 5,
+    repeats: int = 10,
     *,
     timeout: float = DEFAULT_TIMEOUT_S,
     on_result: Callable[[Any, Measurement], None] | None = None,

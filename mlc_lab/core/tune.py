@@ -1,7 +1,8 @@
 """Tuning jobs: meta_schedule in its own process group, state on disk, a handle in the kernel.
 
-`tune(...)` writes the job into a work directory, starts ``python -m mlc_lab.tvm.tune_main`` with
-``start_new_session=True`` and returns a `TuneJob` at once. Everything the job learns lands in
+`tune(...)` writes the job into a work directory, starts it as a detached worker job
+(``python -m mlc_lab.tvm.worker_main --job tune WORK_DIR``, see `mlc_lab.core.worker`) and
+returns a `TuneJob` at once. Everything the job learns lands in
 meta_schedule's JSON database in that directory (one line per trial, in trial order) plus a side
 file with error texts and trace texts, so a cancel, a crash or a kernel restart loses nothing:
 `TuneJob.open(work_dir)` reads it all back, and `tune(...)` on the same directory continues,
@@ -15,12 +16,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from mlc_lab._threads import usable_cores
+from mlc_lab.core.worker import job_running, start_job, stop_group
 from mlc_lab.errors import NoGPUError, TuneError
 
 JOB_FILE = "mlc_lab_job.json"
@@ -73,18 +74,7 @@ def _read_json(path: str) -> Any:
 
 
 def _pid_is_tune_job(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            cmd = fh.read().decode(errors="replace")
-        return "mlc_lab.tvm.tune_main" in cmd
-    except OSError:
-        return True  # not Linux: trust the pid
+    return job_running(pid, "tune")
 
 
 class TuneJob:
@@ -296,7 +286,7 @@ class TuneJob:
         pid = self.pid
         if pid is None:
             return self.status
-        _stop_group(pid, self._proc, grace_s)
+        stop_group(pid, grace_s, popen=self._proc)
         st = self._status_file()
         if st.get("state") not in ("done", "failed"):
             st.update(state="cancelled", finished_at=time.time())
@@ -324,33 +314,6 @@ class TuneJob:
     def __repr__(self) -> str:
         done, total = self.progress
         return f"TuneJob({self.work_dir!r}, status={self.status!r}, trials={done}/{total})"
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _stop_group(pid: int, proc: subprocess.Popen | None, grace_s: float) -> None:
-    """SIGTERM the job's process group, SIGKILL whatever is left after `grace_s`, and wait until
-    the leader is reaped and the group is empty (the runner's pool workers are in it too)."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            pass
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if proc is not None:
-                proc.poll()
-            if not _group_alive(pid) and (proc is None or proc.returncode is not None):
-                return
-            time.sleep(0.05)
 
 
 def _write_json(path: str, obj: Any) -> None:
@@ -490,19 +453,7 @@ def tune(
         status["workload_index"] = old_status["workload_index"]
     _write_json(job._path(STATUS_FILE), status)
 
-    env = dict(os.environ)
-    env.setdefault("TVM_NUM_THREADS", str(usable_cores()))
-    env["PYTHONUNBUFFERED"] = "1"
-    with open(job._path(LOG_FILE), "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mlc_lab.tvm.tune_main", work_dir],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=work_dir,
-            env=env,
-            start_new_session=True,
-        )
+    proc = start_job("tune", work_dir, job._path(LOG_FILE))
     status["pid"] = proc.pid
     current = _read_json(job._path(STATUS_FILE)) or {}
     if current.get("state") == "starting" and "pid" not in current:

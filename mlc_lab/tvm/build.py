@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from mlc_lab._threads import ensure_tvm_threads
+from mlc_lab.tvm import timing
+from mlc_lab.tvm.wire import RequestFailure
 
 ensure_tvm_threads()
 
@@ -412,14 +414,8 @@ def nvcc_ptx(full_source: str, target: Any) -> str:
 # ----------------------------------------------------------------------------------------- measuring
 
 
-class MeasureFailure(Exception):
-    """Raised inside the worker; `kind` is one of build, run, check, no_gpu, gpu_limits, unbound."""
-
-    def __init__(self, kind: str, message: str, detail: str = ""):
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.detail = detail
+# Raised inside the worker; `kind` is one of build, run, check, no_gpu, gpu_check.
+MeasureFailure = RequestFailure
 
 
 _REFERENCE_CACHE: OrderedDict[str, tuple[list[np.ndarray], list[np.ndarray]]] = OrderedDict()
@@ -470,8 +466,7 @@ def measure_request(req: dict) -> dict:
     func_name, one = single_function_module(mod, func_name)
     target = resolve_target(req.get("target", "cpu"))
     kind = target.kind.name
-    repeats = max(1, int(req.get("repeats", 5)))
-    min_repeat_ms = int(round(float(req.get("min_repeat_ms", 20))))
+    repeats = max(1, int(req.get("repeats", timing.MEASURE.repeats)))
     seed = int(req.get("seed", 0))
 
     if kind == "cuda":
@@ -551,35 +546,50 @@ def measure_request(req: dict) -> dict:
         max_rel = max_abs / scale if scale > 0 else max_abs
         correct = bool(max_abs <= 1e-3 * max(1.0, scale))
 
+    method = timing.TimingMethod(
+        cache=str(req.get("cache", "warm")),
+        repeats=repeats,
+        min_repeat_ms=float(req.get("min_repeat_ms", timing.MEASURE.min_repeat_ms)),
+    )
+    if method.cache not in ("warm", "cold"):
+        raise MeasureFailure("usage", f"cache must be 'warm' or 'cold', not {method.cache!r}")
+    if method.cache == "cold" and kind != "llvm":
+        raise MeasureFailure("usage", "cold-cache timing flushes CPU caches: it is offered for CPU targets only")
     tensors = [tvm.runtime.tensor(a, dev) for a in inputs]
-    timer = ex.mod.time_evaluator(func_name, dev, number=1, repeat=repeats, min_repeat_ms=min_repeat_ms)
     try:
-        res = timer(*tensors)
+        results = timing.time_function(ex.mod, func_name, dev, tensors, method)
     except Exception as exc:  # noqa: BLE001
         raise MeasureFailure("run", "the program failed while being timed", str(exc)) from exc
-    results = [float(x) for x in res.results]
-    median = float(np.median(results))
+    stats = timing.summary(results)
+    median = stats["latency_s"]
+    nbytes = float(sum(a.nbytes for a in inputs))
+    threads = timing.threads() if kind == "llvm" else None
     return {
-        "latency_s": median,
-        "std_s": float(np.std(results)),
-        "min_s": float(min(results)),
-        "max_s": float(max(results)),
-        "results_s": results,
-        "repeats": repeats,
+        **stats,
         "flops": flops,
         "gflops": flops / median / 1e9 if median > 0 and flops else 0.0,
+        "bytes": nbytes,
+        "intensity": flops / nbytes if nbytes and flops else None,
         "max_abs_error": max_abs,
         "max_rel_error": max_rel,
         "correct": correct,
         "target": str(target),
         "build_s": build_s,
         "func_name": func_name,
+        "threads": threads,
+        "cache": method.cache,
+        "method": method.describe(threads) if kind == "llvm" else method.describe(None).replace("? thread(s)", "GPU"),
+        "load": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
     }
 
 
 def cuda_request(req: dict) -> dict:
     mod = module_from_text(req["module"])
     return cuda_build(mod, req.get("func_name"), req.get("target", "cuda"), ptx=bool(req.get("ptx", False)))
+
+
+def environment_request(_req: dict) -> dict:
+    return environment()
 
 
 def environment() -> dict:

@@ -1,19 +1,13 @@
 """The TVM side of the exercise graders (``mlc_lab.exercises``).
 
 Two jobs: run one function of a student's module on given numpy inputs, and test two functions for
-TVM's structural equality. Running generated code happens in a child process
-(``python -m mlc_lab.tvm.exercises_tvm DIR``) so that an out-of-bounds store in a student's program
-costs that child, never the Jupyter kernel. Files travel through DIR: ``module.json`` (tvm.ir.save_json),
-``request.json`` and ``inputs.npz`` in; ``result.json`` and ``outputs.npz`` back.
+TVM's structural equality. Running generated code happens in the worker process
+(`mlc_lab.core.worker`, request "run_function") so that an out-of-bounds store in a student's
+program costs the worker, never the Jupyter kernel.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import tempfile
 from typing import Any
 
 import numpy as np
@@ -75,70 +69,54 @@ def functions_equal(a: Any, b: Any, func_a: str, func_b: str) -> bool:
 
 
 def run_function(module: Any, func_name: str, inputs: list[np.ndarray], timeout: float = RUN_TIMEOUT_S) -> dict:
-    """Build ``func_name`` for the native CPU and call it on ``inputs`` (one array per parameter), in a
-    child process. Returns {"ok": True, "outputs": [arrays after the call]} or
+    """Build ``func_name`` for the native CPU and call it on ``inputs`` (one array per parameter), in
+    the worker process. Returns {"ok": True, "outputs": [arrays after the call]} or
     {"ok": False, "stage": "build"|"run"|"crash"|"timeout", "error": one line, "detail": text}."""
+    from mlc_lab.core.worker import worker
+    from mlc_lab.errors import MeasureError
+
     mod = _module_of(module)
-    with tempfile.TemporaryDirectory(prefix="mlc_lab_ex_") as tmp:
-        with open(os.path.join(tmp, "module.json"), "w") as fh:
-            fh.write(tvm.ir.save_json(mod))
-        with open(os.path.join(tmp, "request.json"), "w") as fh:
-            json.dump({"func_name": func_name, "n": len(inputs)}, fh)
-        np.savez(os.path.join(tmp, "inputs.npz"), *[np.ascontiguousarray(a) for a in inputs])
-        env = dict(os.environ)
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "mlc_lab.tvm.exercises_tvm", tmp],
-                capture_output=True, text=True, timeout=timeout, env=env, start_new_session=True,
-            )
-        except subprocess.TimeoutExpired:
+    try:
+        outputs = worker().call("run_function", timeout=timeout, module=tvm.ir.save_json(mod), func_name=func_name,
+                                inputs=[np.ascontiguousarray(a) for a in inputs])
+    except MeasureError as exc:
+        if exc.kind == "timeout":
             return {"ok": False, "stage": "timeout",
                     "error": f"the program ran for more than {timeout:g} s and was stopped (an endless loop?)", "detail": ""}
-        result_path = os.path.join(tmp, "result.json")
-        if not os.path.exists(result_path):
-            sig = -proc.returncode if proc.returncode and proc.returncode < 0 else None
-            what = f"signal {sig}" if sig else f"exit status {proc.returncode}"
+        if exc.kind == "crash":
             return {"ok": False, "stage": "crash",
-                    "error": f"the program crashed while running ({what}); an index outside a buffer?",
-                    "detail": proc.stderr[-2000:]}
-        with open(result_path) as fh:
-            result = json.load(fh)
-        if result.get("ok"):
-            with np.load(os.path.join(tmp, "outputs.npz")) as data:
-                result["outputs"] = [data[f"arr_{i}"] for i in range(len(inputs))]
-        return result
+                    "error": "the program crashed while running (" + _signal_of(exc.summary) + "); an index outside a buffer?",
+                    "detail": exc.detail}
+        return {"ok": False, "stage": exc.kind, "error": exc.summary, "detail": exc.detail}
+    return {"ok": True, "outputs": outputs}
 
 
-def _child(tmp: str) -> int:
-    with open(os.path.join(tmp, "request.json")) as fh:
-        req = json.load(fh)
-    with open(os.path.join(tmp, "module.json")) as fh:
-        mod = tvm.ir.load_json(fh.read())
-    with np.load(os.path.join(tmp, "inputs.npz")) as data:
-        arrays = [data[f"arr_{i}"] for i in range(int(req["n"]))]
+def _signal_of(text: str) -> str:
+    import re
 
-    def answer(obj: dict) -> int:
-        with open(os.path.join(tmp, "result.json"), "w") as fh:
-            json.dump(obj, fh)
-        return 0
+    match = re.search(r"\((SIG\w+|signal \d+)\)", text)
+    return match.group(1) if match else "the worker died"
+
+
+def run_function_request(req: dict) -> list[np.ndarray]:
+    """Worker side of `run_function`: build, call once, return every argument after the call."""
+    from mlc_lab.tvm.wire import RequestFailure
 
     func_name = req["func_name"]
+    mod = tvm.ir.load_json(req["module"])
     try:
         ex = tvm.compile(tvm.IRModule({func_name: mod[func_name]}), target=tvm.target.Target.from_device(tvm.cpu()))
     except Exception as exc:  # noqa: BLE001 - reported to the student
         text = str(exc).strip()
-        return answer({"ok": False, "stage": "build", "error": "the program does not build: " + _first(text),
-                       "detail": text[-3000:]})
+        raise RequestFailure("build", "the program does not build: " + _first(text), text[-3000:]) from None
     dev = tvm.cpu()
-    tensors = [tvm.runtime.tensor(a, dev) for a in arrays]
+    tensors = [tvm.runtime.tensor(a, dev) for a in req["inputs"]]
     try:
         ex.mod.get_function(func_name)(*tensors)
     except Exception as exc:  # noqa: BLE001
         text = str(exc).strip()
-        return answer({"ok": False, "stage": "run", "error": "the program failed while running: " + _first(text),
-                       "detail": text[-3000:]})
-    np.savez(os.path.join(tmp, "outputs.npz"), *[t.numpy() for t in tensors])
-    return answer({"ok": True})
+        raise RequestFailure("run", "the program failed while running: " + _first(text), text[-3000:]) from None
+    return [t.numpy() for t in tensors]
 
 
 def _first(text: str) -> str:
@@ -146,7 +124,3 @@ def _first(text: str) -> str:
         if line.strip():
             return line.strip()[:300]
     return "unknown error"
-
-
-if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1]))

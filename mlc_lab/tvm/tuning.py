@@ -1,4 +1,5 @@
-"""meta_schedule glue. `run_job` runs inside the tuning subprocess (`python -m mlc_lab.tvm.tune_main`);
+"""meta_schedule glue. `run_job` runs inside the tuning job (the worker's "tune" request,
+``python -m mlc_lab.tvm.worker_main --job tune WORK_DIR``);
 the small helpers at the top (`prepare_workload`, `rewrite_session_space`, `tuning_target`) are
 called by the kernel-side `mlc_lab.core.tune` to write the job's files.
 
@@ -377,6 +378,11 @@ def _warm_cost_model(task_mod: Any, target: Any, db: Any, workload: Any, cores: 
     except Exception as exc:  # noqa: BLE001 - a cold model still tunes
         print(f"mlc_lab: could not warm the cost model from the database ({exc}); starting cold", file=sys.stderr)
         return "xgb"
+
+
+def tune_request(req: dict) -> int:
+    """The worker's "tune" job: the exit status of the tuning process."""
+    return run_job(req["work_dir"])
 
 
 def run_job(work_dir: str) -> int:

@@ -1,66 +1,97 @@
-"""The measure worker: a long-lived process that builds and runs generated code for the kernel.
+"""The worker process of `mlc_lab.core.worker`: every out-of-process job of mlc_lab runs here.
 
-Protocol: one JSON object per line on stdin ({"id", "op", ...}); one JSON object per line back on
-the *original* stdout ({"id", "ok", "result"} or {"id", "ok": false, "kind", "error", "detail"}).
-File descriptor 1 is pointed at stderr once started, so that anything TVM or generated code prints
-cannot corrupt the protocol. The first line written is {"ready": true, ...}.
+    python -m mlc_lab.tvm.worker_main                      serve requests on stdin (persistent)
+    python -m mlc_lab.tvm.worker_main --job NAME WORK_DIR  run one long request, detached (tuning)
+
+Protocol of the persistent mode: one JSON object per line on stdin ({"id", "op", ...}); one per line
+back on the *original* stdout ({"id", "ok", "result"} or {"id", "ok": false, "kind", "error",
+"detail"}); arrays as in `mlc_lab.tvm.wire`. File descriptor 1 is pointed at stderr once started,
+so that anything TVM or generated code prints cannot corrupt the protocol. The first line written
+is {"ready": true, "pid", "env"}.
+
+To add a request type: one line in REQUESTS ("op": "module:function"); the function takes the
+request dict and returns JSON-able data (numpy arrays allowed), or raises `wire.RequestFailure`.
+Handlers are imported on first use, so a request type costs nothing until it is asked for.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 import traceback
+from typing import Any, Callable
+
+from mlc_lab.tvm.wire import RequestFailure, decode, encode
+
+REQUESTS: dict[str, str] = {
+    "env": "mlc_lab.tvm.build:environment_request",
+    "measure": "mlc_lab.tvm.build:measure_request",
+    "cuda": "mlc_lab.tvm.build:cuda_request",
+    "lower": "mlc_lab.tvm.lower:lower_request",
+    "run_function": "mlc_lab.tvm.exercises_tvm:run_function_request",
+    "machine": "mlc_lab.tvm.machine:machine_request",
+    "tune": "mlc_lab.tvm.tuning:tune_request",  # a --job: {"work_dir": ...}
+}
 
 
-def main() -> int:
+def handler(op: str) -> Callable[[dict], Any]:
+    where = REQUESTS.get(op)
+    if where is None:
+        raise RequestFailure("protocol", f"unknown request {op!r} (known: {', '.join(sorted(REQUESTS))})")
+    module, _, name = where.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _failure(rid: Any, exc: BaseException) -> dict:
+    if isinstance(exc, RequestFailure):
+        return {"id": rid, "ok": False, "kind": exc.kind, "error": exc.message, "detail": exc.detail}
+    return {
+        "id": rid,
+        "ok": False,
+        "kind": "internal",
+        "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
+        "detail": str(exc) + "\n" + traceback.format_exc(),
+    }
+
+
+def serve() -> int:
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
 
-    from mlc_lab.tvm import build, lower
-
     def send(obj: dict) -> None:
-        proto.write(json.dumps(obj) + "\n")
+        proto.write(json.dumps(encode(obj)) + "\n")
         proto.flush()
 
-    send({"ready": True, "pid": os.getpid(), "env": build.environment()})
-    handlers = {
-        "measure": build.measure_request,
-        "cuda": build.cuda_request,
-        "lower": lower.lower_request,
-        "env": lambda req: build.environment(),
-    }
+    send({"ready": True, "pid": os.getpid(), "env": handler("env")({})})
     for line in sys.stdin:
         line = line.strip()
         if not line:
             continue
-        req = json.loads(line)
+        req = decode(json.loads(line))
         rid = req.get("id")
         op = req.get("op")
+        if op == "exit":
+            send({"id": rid, "ok": True, "result": None})
+            return 0
         try:
-            if op == "exit":
-                send({"id": rid, "ok": True, "result": None})
-                return 0
-            handler = handlers.get(op)
-            if handler is None:
-                raise build.MeasureFailure("protocol", f"unknown request {op!r}")
-            send({"id": rid, "ok": True, "result": handler(req)})
-        except build.MeasureFailure as exc:
-            send({"id": rid, "ok": False, "kind": exc.kind, "error": exc.message, "detail": exc.detail})
-        except Exception as exc:  # noqa: BLE001 - everything else is reported, the worker lives on
-            send(
-                {
-                    "id": rid,
-                    "ok": False,
-                    "kind": "internal",
-                    "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
-                    "detail": str(exc) + "\n" + traceback.format_exc(),
-                }
-            )
+            send({"id": rid, "ok": True, "result": handler(op)(req)})
+        except Exception as exc:  # noqa: BLE001 - everything is reported, the worker lives on
+            send(_failure(rid, exc))
     return 0
 
 
+def main(argv: list[str]) -> int:
+    if not argv:
+        return serve()
+    if len(argv) == 3 and argv[0] == "--job":
+        result = handler(argv[1])({"work_dir": argv[2]})
+        return int(result) if isinstance(result, int) else 0
+    print("usage: python -m mlc_lab.tvm.worker_main [--job NAME WORK_DIR]", file=sys.stderr)
+    return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

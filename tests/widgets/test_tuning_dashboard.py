@@ -124,8 +124,8 @@ class TunedSession(FakeSession):
 
 
 def running_process() -> subprocess.Popen:
-    """A stand-in for the tuning subprocess: its command line names mlc_lab.tvm.tune_main."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "mlc_lab.tvm.tune_main"],
+    """A stand-in for the tuning job: its command line names the worker's entry and the tune job."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "mlc_lab.tvm.worker_main", "tune"],
                             start_new_session=True)
     threading.Thread(target=proc.wait, daemon=True).start()  # reap it once stopped (no zombie)
     return proc

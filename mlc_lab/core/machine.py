@@ -1,0 +1,131 @@
+"""`mlc_lab.machine()`: what this machine can do, measured once and cached on disk.
+
+Peak fp32 FLOP/s and memory bandwidth come from kernels TVM generates (see
+`mlc_lab.tvm.machine`), run in the worker process with the same thread count as every other
+measurement. The result is cached per machine (CPU name, core count, TVM version, threads) in
+``$MLC_LAB_CACHE_DIR`` (default ``~/.cache/mlc_lab``); `machine(refresh=True)` measures again and
+keeps the higher peaks (a peak measured on a busy machine is only ever too low).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from mlc_lab._threads import usable_cores
+
+MEASURE_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class Machine:
+    cpu: str
+    cores: int
+    threads: int
+    vector_isa: str
+    fp32_lanes: int
+    peak_gflops: float
+    bandwidth_gbs: float
+    caches: list = field(default_factory=list)  # [{level, type, bytes, shared_cpu_list}]
+    gpu: dict = field(default_factory=dict)  # {"present": False, "note": ...} without a GPU
+    target: str = ""
+    peak_kernel: str = ""
+    bandwidth_kernel: str = ""
+    load: float | None = None  # 1-minute load average while it was measured
+    tvm: str = ""
+
+    @property
+    def ridge_intensity(self) -> float:
+        """FLOPs per byte where the roofline bends: below it a kernel is bound by memory."""
+        return self.peak_gflops / self.bandwidth_gbs if self.bandwidth_gbs else float("inf")
+
+    def roof_gflops(self, intensity: float) -> float:
+        """The attainable GFLOP/s at `intensity` FLOPs per byte."""
+        return min(self.peak_gflops, self.bandwidth_gbs * intensity)
+
+    def cache_bytes(self, level: int) -> int | None:
+        return next((c["bytes"] for c in self.caches if c["level"] == level and c["type"] != "instruction"), None)
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["ridge_intensity"] = self.ridge_intensity
+        return out
+
+    def __str__(self) -> str:
+        l3 = self.cache_bytes(3)
+        gpu = "no GPU" if not self.gpu.get("present") else str(self.gpu.get("device_name", "GPU"))
+        return (f"{self.cpu}: {self.threads} threads, {self.vector_isa} ({self.fp32_lanes} fp32 lanes), "
+                f"peak {self.peak_gflops:.0f} GFLOP/s, {self.bandwidth_gbs:.1f} GB/s"
+                + (f", L3 {l3 / 2**20:.0f} MiB" if l3 else "") + f"; {gpu}")
+
+
+_FIELDS = set(Machine.__dataclass_fields__)
+_cached: Machine | None = None
+
+
+def cache_path() -> str:
+    base = os.environ.get("MLC_LAB_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mlc_lab")
+    key = f"{platform.node()}|{_cpu_model()}|{os.cpu_count()}|{os.environ.get('TVM_NUM_THREADS') or usable_cores()}"
+    return os.path.join(base, f"machine-{hashlib.sha1(key.encode()).hexdigest()[:12]}.json")
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _from_json(data: dict) -> Machine:
+    return Machine(**{k: v for k, v in data.items() if k in _FIELDS})
+
+
+def machine(refresh: bool = False, *, timeout: float = MEASURE_TIMEOUT_S) -> Machine:
+    """This machine's roofline (measured on first use, then read from the cache)."""
+    global _cached
+    if _cached is not None and not refresh:
+        return _cached
+    path = cache_path()
+    old = None
+    try:
+        with open(path) as fh:
+            old = _from_json(json.load(fh))
+    except (OSError, ValueError, TypeError):
+        old = None
+    if old is not None and not refresh:
+        _cached = old
+        return old
+    from mlc_lab.core.worker import worker
+
+    raw: dict[str, Any] = worker().call("machine", timeout=timeout)
+    raw["load"] = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+    new = _from_json(raw)
+    if old is not None:  # peaks only go up: a busy machine can only make them look lower
+        new = Machine(**{**asdict(new), "peak_gflops": max(new.peak_gflops, old.peak_gflops),
+                         "bandwidth_gbs": max(new.bandwidth_gbs, old.bandwidth_gbs)})
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(asdict(new), fh, indent=1)
+    os.replace(tmp, path)
+    _cached = new
+    return new
+
+
+def cached_machine() -> Machine | None:
+    """The machine's figures if already measured (in this process or on disk), else None."""
+    if _cached is not None:
+        return _cached
+    try:
+        with open(cache_path()) as fh:
+            return _from_json(json.load(fh))
+    except (OSError, ValueError, TypeError):
+        return None
