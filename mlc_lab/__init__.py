@@ -36,6 +36,8 @@ def __getattr__(name: str):
     if name == "Session":
         from mlc_lab.core.session import Session
 
+        import mlc_lab.widgets  # noqa: F401  (registers s.view(), s.access_view() and the notebook display)
+
         return Session
     if name == "Sampled":
         from mlc_lab.core.session import Sampled

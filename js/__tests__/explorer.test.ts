@@ -55,7 +55,7 @@ describe("explorer view", () => {
   it("marks loop kinds with badges", async () => {
     const tree = mmRelu();
     Object.assign(tree.functions[0].children[1], { loop_kind: "thread_binding", thread: "blockIdx.x" });
-    model.set("loop_tree_json", treeBytes(tree));
+    model.pushStep({ loop_tree: tree });
     await tick();
     expect(row("loop", "C/i").querySelector(".mlc-kind-thread_binding")?.textContent).toBe("blockIdx.x");
   });
@@ -64,7 +64,7 @@ describe("explorer view", () => {
     const tree = mmRelu();
     const y = (tree.functions[0].children[0] as any).children[0].children[0].children[0];
     y.predicate = "j_0 * 5 + j_1 < 128";
-    model.set("loop_tree_json", treeBytes(tree));
+    model.pushStep({ loop_tree: tree });
     await tick();
     expect(row("block", "Y").querySelector(".mlc-where")?.getAttribute("title")).toContain("T.where(j_0 * 5 + j_1 < 128)");
     row("block", "C").dispatchEvent(new MouseEvent("mouseenter"));
@@ -125,41 +125,47 @@ describe("explorer view", () => {
   });
 
   it("re-renders when Python changes the state (a step from a cell)", async () => {
-    model.set("script", `${SCRIPT}\nline 27`);
-    model.set("changed_lines", [27]);
-    model.set("steps", [
-      { id: 0, parent: null, children: [1], primitive: "", label: "original program" },
-      { id: 1, parent: 0, children: [], primitive: "parallel", label: "parallel(C/i)" },
-    ]);
-    model.set("current", 1);
-    model.set("can_undo", true);
+    model.pushHistory([{ id: 1, parent: 0, primitive: "parallel", label: "parallel(C/i)", kind: "apply" }], 1); // a delta
+    model.pushStep({ id: 1, parent: 0, kind: "apply", primitive: "parallel", label: "parallel(C/i)", script: `${SCRIPT}\nline 27`, changed_lines: [27] });
     await tick();
     expect($(".mlc-code-main .cm-content")?.textContent).toContain("line 27");
     expect($(".mlc-line-changed")).not.toBeNull();
     expect($$(".mlc-hrow").length).toBe(2);
     expect($(".mlc-hrow.mlc-current")?.textContent).toContain("parallel(C/i)");
     expect($(".mlc-step-label")?.textContent).toContain("parallel(C/i)");
-    model.set("steps", [
-      { id: 0, parent: null, children: [1], primitive: "", label: "original program", kind: "root" },
-      { id: 1, parent: 0, children: [], primitive: "SamplePerfectTile", label: "decision #0 = [8, 16]", kind: "decision" },
+    model.pushHistory([
+      { id: 0, parent: null, primitive: null, label: "original program", kind: "root" },
+      { id: 1, parent: 0, primitive: "SamplePerfectTile", label: "decision #0 = [8, 16]", kind: "decision" },
     ]);
     await tick();
     expect($(".mlc-hrow.mlc-current .mlc-hkind")?.textContent).toBe("decision");
     expect(($(".mlc-undo") as HTMLButtonElement).disabled).toBe(false);
   });
 
+  it("history arrives as deltas; a gap (a view opened late) is filled by asking Python", async () => {
+    model.pushHistory([{ id: 1, parent: 0, primitive: "parallel", label: "parallel(C/i)" }], 1);
+    await tick();
+    expect($$(".mlc-hrow").length).toBe(2);
+    model.pushHistory([{ id: 1, parent: 0, primitive: "parallel", label: "parallel(C/i)" }], 1); // the same delta again
+    await tick();
+    expect($$(".mlc-hrow").length).toBe(2);
+    model.pushHistory([{ id: 4, parent: 3, primitive: "unroll", label: "unroll(k)" }], 4);
+    expect(model.requests().at(-1)!.method).toBe("history");
+    model.reply({ from: 0, steps: [0, 1, 2, 3, 4].map((id) => ({ id, parent: id ? id - 1 : null, primitive: null, label: `step ${id}` })) });
+    await tick();
+    await tick();
+    expect($$(".mlc-hrow").length).toBe(5);
+  });
+
   it("history: clicking a step sends goto", async () => {
-    model.set("steps", [
-      { id: 0, parent: null, children: [1], primitive: "", label: "original program" },
-      { id: 1, parent: 0, children: [], primitive: "parallel", label: "parallel" },
-    ]);
-    model.set("current", 1);
+    model.pushHistory([{ id: 1, parent: 0, primitive: "parallel", label: "parallel" }], 1);
+    model.pushStep({ id: 1, parent: 0, label: "parallel" });
     await tick();
     $$(".mlc-hrow")[0].click();
     expect(model.requests().at(-1)).toMatchObject({ method: "goto", params: { step: 0 } });
     // undo/goto only restyle the rows
     const first = $$(".mlc-hrow")[0];
-    model.set("current", 0);
+    model.pushStep({ id: 0, parent: null, label: "original program" });
     await tick();
     expect($$(".mlc-hrow")[0]).toBe(first);
     expect(first.classList.contains("mlc-current")).toBe(true);
@@ -211,8 +217,7 @@ describe("explorer view", () => {
   });
 
   it("trace tab: decision knobs send set_decision, replay sends the edited text", async () => {
-    model.set("decisions", [{ index: 0, kind: "SamplePerfectTile", value: [32, 4], choices: [[128, 1], [64, 2], [32, 4], [16, 8]], loop: "k", extent: 128 }]);
-    model.set("trace", "sch.split(l, [None, 4])");
+    model.pushStep({ decisions: [{ index: 0, kind: "SamplePerfectTile", value: [32, 4], choices: [[128, 1], [64, 2], [32, 4], [16, 8]], loop: "k", extent: 128 }], trace: "sch.split(l, [None, 4])" });
     await tick();
     ($(".mlc-tab-trace") as HTMLButtonElement).click();
     const select = $(".mlc-knob select") as HTMLSelectElement;
@@ -226,7 +231,7 @@ describe("explorer view", () => {
 
   it("a replay error is shown at its line", async () => {
     ($(".mlc-tab-trace") as HTMLButtonElement).click();
-    model.set("trace", "a\nb\nc");
+    model.pushStep({ trace: "a\nb\nc" });
     await tick();
     model.set("error", { source: "replay", summary: "not a schedule call", line: 2 });
     await tick();
@@ -235,11 +240,8 @@ describe("explorer view", () => {
   });
 
   it("diff mode fetches the base script once and shows a merge view", async () => {
-    model.set("steps", [
-      { id: 0, parent: null, children: [1], primitive: "", label: "original program" },
-      { id: 1, parent: 0, children: [], primitive: "parallel", label: "parallel" },
-    ]);
-    model.set("current", 1);
+    model.pushHistory([{ id: 1, parent: 0, primitive: "parallel", label: "parallel" }], 1);
+    model.pushStep({ id: 1, parent: 0, label: "parallel" });
     await tick();
     const mode = $(".mlc-diff-mode") as HTMLSelectElement;
     mode.value = "split";

@@ -109,7 +109,7 @@ describe("explorer with measurements", () => {
   const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
 
   it("shows latency, GFLOP/s and ✓/✗ in the history rows, and the plot", async () => {
-    const model = await mount({ steps, current: 2, measurements: { "0": m(0.004), "2": m(0.001, { correct: false, max_abs_error: 0.25 }) }, measuring: {} });
+    const model = await mount({ history: steps, step: { id: 2, parent: 1 }, measurements: { "0": m(0.004), "2": m(0.001, { correct: false, max_abs_error: 0.25 }) }, measuring: {} });
     await tick();
     const row0 = $('.mlc-hrow[data-step="0"] .mlc-hmeasure')!;
     expect(row0.textContent).toContain("4.00 ms");
@@ -129,7 +129,7 @@ describe("explorer with measurements", () => {
   });
 
   it("Measure (button or m) asks Python for the current step on the chosen target; shows measuring…", async () => {
-    const model = await mount({ steps, current: 1, measurements: {}, measuring: {} });
+    const model = await mount({ history: steps, step: { id: 1, parent: 0 }, measurements: {}, measuring: {} });
     expect($(".mlc-plot")!.hidden).toBe(true);
     $(".mlc-measure")!.click();
     let req = model.requests().at(-1)!;
@@ -161,7 +161,7 @@ describe("explorer with measurements", () => {
   });
 
   it("the CUDA view asks for the step's kernels and shows source and facts, or the unbound loops", async () => {
-    const model = await mount({ steps, current: 0, measurements: {}, measuring: {} });
+    const model = await mount({ history: steps, step: { id: 0, parent: null }, measurements: {}, measuring: {} });
     const sel = $(".mlc-diff-mode") as HTMLSelectElement;
     expect(Array.from(sel.options).map((o) => o.value)).toContain("cuda");
     sel.value = "cuda";
@@ -180,7 +180,7 @@ describe("explorer with measurements", () => {
     expect($(".mlc-cuda-problem-detail")?.textContent).toContain("block 'Y'");
     expect($(".mlc-banner")!.hidden).toBe(true); // a view, not an error banner
     // a bound step
-    model.set("current", 1);
+    model.pushStep({ id: 1, parent: 0 });
     await tick();
     req = model.requests().at(-1)!;
     expect(req.params).toEqual({ step: 1, ptx: true });
@@ -199,7 +199,7 @@ describe("explorer with measurements", () => {
     expect($(".mlc-cuda .cm-content")?.textContent).toContain(".visible .entry");
     // back to step 0: cached, no new request
     const n = model.requests().length;
-    model.set("current", 0);
+    model.pushStep({ id: 0, parent: null });
     await tick();
     expect(model.requests().length).toBe(n);
     expect($(".mlc-cuda-problem")?.textContent).toContain("unbound loops");

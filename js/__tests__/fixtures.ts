@@ -1,6 +1,6 @@
 // Shared test data: the loop tree of mm_relu as mlc_lab's Session reports it, and a fake model.
 import { vi } from "vitest";
-import type { BlockNode, ExplorerModel, LoopNode, LoopTree } from "../lib/types";
+import type { BlockNode, LoopNode, LoopTree, StepData, StepSummary } from "../lib/types";
 
 export function loop(name: string, extent: number, children: Array<LoopNode | BlockNode> = [], extra: Partial<LoopNode> = {}): LoopNode {
   return { kind: "loop", name, qualified: name, extent, min: 0, loop_kind: "serial", thread: null, annotations: {}, line: 1, end_line: 1, children, ...extra };
@@ -50,26 +50,35 @@ export function treeBytes(tree: unknown): DataView {
 
 export const SCRIPT = Array.from({ length: 26 }, (_, i) => `line ${i + 1}`).join("\n");
 
+/** The explorer's first step as Python sends it (a StepView), with `patch` over it. */
+export function stepData(patch: Partial<StepData> = {}): StepData {
+  return { id: 0, parent: null, kind: "root", primitive: null, label: "original program", script: SCRIPT, loop_tree: mmRelu(), trace: "", changed_lines: [], created: [], decisions: [], measurement: null, ...patch };
+}
+
+/** A history entry (StepSummary); extra fields such as `children` are ignored by the view. */
+type HistoryEntry = StepSummary | { id: number | string; parent: number | string | null; label: string; primitive?: string | null; kind?: string; children?: unknown };
+
+export interface FakeInitial {
+  step?: Partial<StepData>;
+  history?: HistoryEntry[];
+  [trait: string]: unknown;
+}
+
 type Handler = (...args: any[]) => void;
 
 /** The part of anywidget's model the views use: get/set/on/off/save_changes/send. */
-export function fakeModel(initial: Partial<ExplorerModel> = {}) {
+export function fakeModel(initial: FakeInitial = {}) {
+  const { step: stepPatch, history: historyInit, ...traits } = initial;
+  let step = stepData(stepPatch);
   const state: Record<string, unknown> = {
     func: "mm_relu",
-    script: SCRIPT,
-    loop_tree_json: treeBytes(mmRelu()),
-    steps: [{ id: 0, parent: null, children: [], primitive: "", label: "original program" }],
-    current: 0,
-    changed_lines: [],
-    decisions: [],
-    trace: "",
+    step: treeBytes(step),
+    history: { from: 0, steps: historyInit ?? [{ id: 0, parent: null, kind: "root", primitive: null, label: "original program" }] },
     selection: {},
     error: {},
     failures: [],
-    can_undo: false,
-    can_redo: false,
     height: "600px",
-    ...initial,
+    ...traits,
   };
   const handlers = new Map<string, Set<Handler>>();
   const model = {
@@ -87,6 +96,15 @@ export function fakeModel(initial: Partial<ExplorerModel> = {}) {
       if (!event) handlers.clear();
       else if (!h) handlers.delete(event);
       else handlers.get(event)?.delete(h);
+    },
+    /** Python -> front end: a new current step (fields over the last one sent). */
+    pushStep(patch: Partial<StepData>) {
+      step = { ...step, ...patch };
+      model.set("step", treeBytes(step));
+    },
+    /** Python -> front end: history entries from `from` on (from 0: the whole list). */
+    pushHistory(steps: HistoryEntry[], from = 0) {
+      model.set("history", { from, steps });
     },
     save_changes: vi.fn(),
     send: vi.fn(),

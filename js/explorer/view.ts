@@ -5,8 +5,8 @@
 import type { AnyModel } from "@anywidget/types";
 import { AccessPanel } from "../access/panel";
 import { downloadText, h, keepFocus, revealInContainer } from "../lib/dom";
-import { Rpc, RpcFailure, bufferText, parseJsonBuffer } from "../lib/rpc";
-import type { ExplorerError, ExplorerModel, FailureInfo, Selection, StepId } from "../lib/types";
+import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
+import type { ExplorerError, ExplorerModel, FailureInfo, HistoryDelta, Selection, StepData, StepId } from "../lib/types";
 import { CodeView, type DiffMode, type Marks } from "./code";
 import { CudaPanel } from "./cuda";
 import { type FormHandle, renderForm } from "./forms";
@@ -14,6 +14,7 @@ import { diffBases, historyRows } from "./history";
 import { SHORTCUT_HELP, isEditableTarget, keyAction } from "./keys";
 import { type MeasurementInfo, type Measurements, type MeasuringInfo, checkMark, checkTitle, latencyPlot, measurementText, measurementTitle, plotPoints, roofOf, rooflinePlot, rooflinePoints } from "./measure";
 import { type ApplyCall, type Offer, applicable, buildCall, defaultValues, offerForKey } from "./primitives";
+import { History, readStep } from "./state";
 import { TracePanel } from "./trace";
 import { type Entry, TreeIndex, lineSpan } from "./tree";
 import { renderTree } from "./tree_view";
@@ -80,12 +81,15 @@ export class ExplorerView {
   private cuda: CudaPanel;
   private cudaOn = false;
   private model: Model;
+  private cur: StepData; // the current step, decoded from the `step` trait
+  private history = new History();
 
   constructor(model: AnyModel<ExplorerModel>) {
     this.model = model as unknown as Model;
     this.rpc = new Rpc(model);
     this.measureRpc = { rpc: new Rpc(model, 300_000) };
-    this.index = new TreeIndex(parseJsonBuffer(model.get("loop_tree_json")));
+    this.cur = readStep(model.get("step"));
+    this.index = new TreeIndex(this.cur.loop_tree);
 
     const btn = (label: string, title: string, cls: string, onclick: () => void) =>
       h("button", { class: `mlc-btn ${cls}`, title, onclick, onmousedown: keepFocus }, label) as HTMLButtonElement;
@@ -173,14 +177,52 @@ export class ExplorerView {
     this.root.addEventListener("keydown", (ev) => this.onKey(ev));
     this.showTab("history");
 
-    const watch = (name: keyof MeasuredExplorerModel) => {
-      const cb = () => this.invalidate(name);
+    const watch = (name: keyof MeasuredExplorerModel, cb = () => this.invalidate(name)) => {
       model.on(`change:${name}`, cb);
       this.disposers.push(() => model.off(`change:${name}`, cb));
     };
-    for (const name of ["script", "changed_lines", "loop_tree_json", "steps", "current", "failures", "decisions", "trace", "selection", "error", "can_undo", "can_redo", "height", "measurements", "measuring"] as const) watch(name);
+    for (const name of ["failures", "selection", "error", "height", "measurements", "measuring"] as const) watch(name);
+    watch("step", () => this.onStep());
+    watch("history", () => this.onHistory());
+    this.onHistory();
     for (const name of ["script", "loop_tree_json", "steps", "decisions", "trace", "error", "can_undo", "measuring"]) this.dirty.add(name);
     this.flush();
+  }
+
+  // ---- traits -> what changed ------------------------------------------------------------------
+
+  /** A new current step: mark what differs from the one shown (one redraw for the whole message). */
+  private onStep(): void {
+    const prev = this.cur;
+    const next = readStep(this.model.get("step"));
+    this.cur = next;
+    if (next.id !== prev.id) {
+      for (const name of ["current", "can_undo", "can_redo", "loop_tree_json"]) this.invalidate(name);
+    } else if (JSON.stringify(next.loop_tree) !== JSON.stringify(prev.loop_tree)) this.invalidate("loop_tree_json");
+    if (next.script !== prev.script) this.invalidate("script");
+    if (next.changed_lines.join() !== prev.changed_lines.join()) this.invalidate("changed_lines");
+    if (JSON.stringify(next.decisions) !== JSON.stringify(prev.decisions)) this.invalidate("decisions");
+    if (next.trace !== prev.trace) this.invalidate("trace");
+  }
+
+  /** The history trait holds what changed; a gap (a view opened late) is filled by asking Python. */
+  private onHistory(): void {
+    const delta = this.model.get("history") as HistoryDelta | Record<string, never>;
+    if (this.history.apply(delta)) {
+      this.invalidate("steps");
+      this.invalidate("can_redo");
+      return;
+    }
+    void this.rpc
+      .request<HistoryDelta>("history")
+      .then((reply) => {
+        if (this.history.apply(reply.result)) this.invalidate("steps");
+      })
+      .catch((err) => this.showLocalError(err));
+  }
+
+  private current(): StepId {
+    return this.cur.id;
   }
 
   // ---- state -> DOM ----------------------------------------------------------------------------
@@ -201,7 +243,7 @@ export class ExplorerView {
     const d = this.dirty;
     this.dirty = new Set();
     const has = (...names: string[]) => names.some((n) => d.has(n));
-    if (has("loop_tree_json")) this.index = new TreeIndex(parseJsonBuffer(this.model.get("loop_tree_json")));
+    if (has("loop_tree_json")) this.index = new TreeIndex(this.cur.loop_tree);
     if (has("height")) this.layoutHeight();
     if (has("error", "failures")) this.inspected = null;
     if (has("loop_tree_json", "selection", "error")) {
@@ -213,11 +255,11 @@ export class ExplorerView {
     if (has("steps", "current", "failures", "measurements", "measuring")) this.drawHistory();
     if (has("steps", "current", "measurements")) this.drawPlot();
     if (has("measuring")) this.drawMeasure();
-    if (this.cudaOn && has("current")) void this.cuda.show(this.model.get("current"));
+    if (this.cudaOn && has("current")) void this.cuda.show(this.current());
     if (has("steps", "current", "can_undo", "can_redo")) this.drawToolbar();
     if (has("error")) this.drawBanner();
-    if (has("decisions")) this.trace.setDecisions(this.model.get("decisions") ?? []);
-    if (has("trace")) this.trace.setTrace(this.model.get("trace") ?? "");
+    if (has("decisions")) this.trace.setDecisions(this.cur.decisions);
+    if (has("trace")) this.trace.setTrace(this.cur.trace);
     if (has("error")) this.drawTraceError();
     if (this.diffMode !== "off" && has("script", "current", "steps")) void this.renderDiff();
     if (has("script", "error") && this.pendingClick) {
@@ -279,7 +321,7 @@ export class ExplorerView {
     const sel = this.selectedEntry();
     const span = sel ? lineSpan(sel.node) : null;
     const marks: Marks = {
-      changed: this.model.get("changed_lines") ?? [],
+      changed: this.cur.changed_lines,
       selected: span,
       involved: this.involvedEntries()
         .map((e) => lineSpan(e.node))
@@ -287,7 +329,7 @@ export class ExplorerView {
         .map(([a]) => [a, a] as [number, number]),
     };
     const firstChanged = marks.changed.length ? Math.min(...marks.changed) : null;
-    this.code.update(this.model.get("script") ?? "", marks, scroll && span ? span[0] : firstChanged);
+    this.code.update(this.cur.script, marks, scroll && span ? span[0] : firstChanged);
   }
 
   private drawPrimitives(treeChanged: boolean): void {
@@ -320,7 +362,7 @@ export class ExplorerView {
   private historyRows: ReturnType<typeof historyRows> = [];
 
   private drawHistory(): void {
-    const rows = historyRows(this.model.get("steps") ?? [], this.model.get("failures") ?? [], this.model.get("current"));
+    const rows = historyRows(this.history.steps(), this.model.get("failures") ?? [], this.current());
     const measured = this.model.get("measurements") ?? {};
     const measuring = this.measuringStep();
     const mOf = (r: (typeof rows)[number]): MeasurementInfo | undefined => (r.kind === "step" ? measured[String(r.id)] : undefined);
@@ -399,7 +441,7 @@ export class ExplorerView {
 
   /** The latency-by-step plot under the history (measured steps on the current path). */
   private drawPlot(): void {
-    const points = plotPoints(this.model.get("steps") ?? [], this.model.get("current"), this.model.get("measurements") ?? {});
+    const points = plotPoints(this.history.steps(), this.current(), this.model.get("measurements") ?? {});
     const width = Math.max(180, Math.min(420, (this.historyTab.clientWidth || 268) - 8));
     const onPick = (id: StepId) => this.call("goto", { step: id }, "goto");
     const measurements = this.model.get("measurements") ?? {};
@@ -431,7 +473,7 @@ export class ExplorerView {
     if (this.measuringStep() !== null) return;
     const target = this.targetSel.value || "cpu";
     try {
-      await this.measureRpc.rpc.request("measure", { target, step: this.model.get("current") });
+      await this.measureRpc.rpc.request("measure", { target, step: this.current() });
     } catch (err) {
       // Python put a measurement failure into the `error` trait (banner); show anything else here.
       if (!(err instanceof RpcFailure) || !["no_gpu", "gpu_check", "build", "run", "check", "crash", "timeout", "internal", "busy"].includes(err.error.type ?? ""))
@@ -443,24 +485,19 @@ export class ExplorerView {
     this.cudaOn = on;
     this.cuda.el.hidden = !on;
     this.code.el.hidden = on;
-    if (on) void this.cuda.show(this.model.get("current"));
+    if (on) void this.cuda.show(this.current());
   }
 
   private drawToolbar(): void {
-    this.undoBtn.disabled = !this.model.get("can_undo");
-    this.redoBtn.disabled = !this.model.get("can_redo");
-    const steps = this.model.get("steps") ?? [];
-    const current = this.model.get("current");
-    const cur = steps.find((s) => String(s.id) === String(current));
-    this.stepLabel.textContent = cur ? `step ${cur.id}: ${cur.label}` : "";
+    this.undoBtn.disabled = this.cur.parent === null;
+    this.redoBtn.disabled = !this.history.hasChildren(this.cur.id);
+    this.stepLabel.textContent = this.cur.label ? `step ${this.cur.id}: ${this.cur.label}` : "";
     if (this.diffMode !== "off") this.drawBases();
   }
 
   /** The steps a diff can compare against (only kept up to date while the diff is shown). */
   private drawBases(): void {
-    const steps = this.model.get("steps") ?? [];
-    const current = this.model.get("current");
-    const bases = diffBases(steps, current);
+    const bases = diffBases(this.history.steps(), this.current());
     const keep = this.diffBaseChosen ? this.diffBase : null;
     this.baseSel.replaceChildren(...bases.map((s) => h("option", { value: String(s.id), title: s.label }, `vs ${s.id}: ${s.label}`)));
     this.diffBase = keep && bases.some((s) => String(s.id) === keep) ? keep : bases[0] ? String(bases[0].id) : null;
@@ -502,7 +539,7 @@ export class ExplorerView {
   }
 
   private async renderDiff(): Promise<void> {
-    const current = this.model.get("script") ?? "";
+    const current = this.cur.script;
     if (this.diffMode === "off" || !this.diffBase) {
       this.code.showDiff("off", "", current);
       return;
@@ -519,7 +556,7 @@ export class ExplorerView {
         return;
       }
     }
-    if (this.diffBase === base && (this.diffMode as DiffMode) !== "off") this.code.showDiff(this.diffMode, original, this.model.get("script") ?? "");
+    if (this.diffBase === base && (this.diffMode as DiffMode) !== "off") this.code.showDiff(this.diffMode, original, this.cur.script);
   }
 
   private toggleMemory(): void {

@@ -75,6 +75,32 @@ export interface StepInfo {
   kind?: string; // "root" | "apply" | "decision" | "replay" | "run"
 }
 
+/** A history entry as Python sends it (mlc_lab.core.model.StepSummary). */
+export interface StepSummary {
+  id: number;
+  parent: number | null;
+  kind: string;
+  primitive: string | null;
+  label: string;
+}
+
+/** The `history` trait: the summaries of steps `from`, `from + 1`, ... (from 0: the whole list). */
+export interface HistoryDelta {
+  from: number;
+  steps: StepSummary[];
+}
+
+/** The `step` trait, decoded (mlc_lab.core.model.StepView.to_json). */
+export interface StepData extends StepSummary {
+  script: string;
+  loop_tree: LoopTree;
+  trace: string;
+  changed_lines: number[];
+  created: string[];
+  decisions: Decision[];
+  measurement: unknown;
+}
+
 export interface FailureInfo {
   id: number;
   parent: StepId | null; // the step the attempt was made from
@@ -111,17 +137,10 @@ export interface Selection {
 /** The synced traits of mlc_lab.widgets.Explorer. */
 export interface ExplorerModel {
   func: string;
-  script: string;
-  loop_tree_json: DataView | ArrayBuffer | null; // UTF-8 JSON of a LoopTree
-  steps: StepInfo[];
-  current: StepId | null;
-  changed_lines: number[];
-  decisions: Decision[];
-  trace: string;
+  step: DataView | ArrayBuffer | null; // UTF-8 JSON of the current StepView (StepData)
+  history: HistoryDelta | Record<string, never>;
   selection: Selection | Record<string, never>;
   error: ExplorerError | Record<string, never>;
   failures: FailureInfo[];
-  can_undo: boolean;
-  can_redo: boolean;
   height: string;
 }

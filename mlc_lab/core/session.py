@@ -6,11 +6,14 @@ every click goes through the same methods a user calls from Python.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from mlc_lab.core import display
+from mlc_lab.core.model import Change, StepSummary, StepView, changed_lines, replace
 from mlc_lab.errors import DecisionError, MlcLabError, ScheduleStepError, TraceParseError
 from mlc_lab.tvm import program
 from mlc_lab.tvm import schedule as tsch
@@ -18,7 +21,7 @@ from mlc_lab.tvm import trace_io
 
 log = logging.getLogger(__name__)
 
-Listener = Callable[["Session", str], None]
+Listener = Callable[[Change], None]
 
 
 @dataclass
@@ -34,6 +37,7 @@ class Step:
     kwargs: dict = field(default_factory=dict)
     result: Any = None
     children: list[int] = field(default_factory=list)
+    created: tuple[str, ...] = ()  # names of the loops and blocks the step made
 
     def to_json(self) -> dict:
         return {
@@ -80,6 +84,8 @@ class Session:
         self._current = 0
         self._last_child: dict[int, int] = {}
         self._listeners: list[Listener] = []
+        self._views: dict[int, StepView] = {}  # built once, when a step is first looked at
+        self._added: list[int] = []  # steps made since the last notification (the history delta)
         self.measurements: dict[int, Any] = {}  # step id -> Measurement
         self._lowerings: dict[tuple[int, str], Any] = {}  # (step id, target) -> Lowering (a step never changes)
 
@@ -148,6 +154,26 @@ class Session:
         state = self._state if step is None else self._state_of(step)
         return state.loop_tree()
 
+    def step_view(self, step: int | None = None) -> StepView:
+        """Everything a view shows of a step (default: the current one), computed once per step."""
+        sid = self._current if step is None else step
+        view = self._views.get(sid)
+        if view is None:
+            self._step_or_raise(sid)
+            view = self._views[sid] = self._build_view(sid)
+        return view
+
+    def _build_view(self, sid: int) -> StepView:
+        step, state = self._steps[sid], self._states[sid]
+        script = state.script
+        lines = changed_lines(self._states[step.parent].script, script) if step.parent is not None else []
+        return StepView(
+            id=step.id, parent=step.parent, kind=step.kind, primitive=step.primitive, label=step.label,
+            script=script, loop_tree=state.loop_tree(), trace=state.trace_text(), changed_lines=tuple(lines),
+            created=step.created, decisions=tuple(self._decisions_of(sid)),
+            measurement=self.measurements.get(sid),
+        )
+
     # --- history ------------------------------------------------------------------------------
     @property
     def steps(self) -> list[Step]:
@@ -201,28 +227,32 @@ class Session:
         Returns the names of new loops/blocks (one name or a list), ``Sampled`` values for
         ``sample_*``, or None. On failure raises ``ScheduleStepError`` and changes nothing.
         """
-        args_t = tuple(self._to_handles(a) for a in args)
-        kwargs_t = {k: self._to_handles(v) for k, v in kwargs.items()}
-        again = self._same_child(primitive, args, kwargs)
-        if again is not None:  # the same step again after an undo: go back down that branch
-            self._move(again.id, "apply")
-            return self._results_of(again)
-        new_state, outputs = self._state.apply(primitive, args_t, kwargs_t)
+        label = _call_label(primitive, args, kwargs)
+        try:
+            args_t = tuple(self._to_handles(a) for a in args)
+            kwargs_t = {k: self._to_handles(v) for k, v in kwargs.items()}
+            again = self._same_child(primitive, label, args, kwargs)
+            if again is not None:  # the same step again after an undo: go back down that branch
+                self._move(again.id, "apply")
+                return self._results_of(again)
+            new_state, outputs = self._state.apply(primitive, args_t, kwargs_t)
+        except MlcLabError as exc:
+            exc.label = label  # the failed attempt reads as the step would have
+            raise
         step = self._add_step(
             new_state,
             kind="apply",
             primitive=tsch.ALIASES.get(primitive, primitive),
-            label=_call_label(primitive, args, kwargs),
+            label=label,
             args=[_jsonable(a) for a in args],
             kwargs={k: _jsonable(v) for k, v in kwargs.items()},
             outputs=outputs,
         )
         return self._results(step, outputs)
 
-    def _same_child(self, primitive: str, args: tuple, kwargs: dict) -> Step | None:
+    def _same_child(self, primitive: str, label: str, args: tuple, kwargs: dict) -> Step | None:
         if _has_sampled((args, kwargs)) or primitive.startswith("sample_"):
             return None  # sampling again must draw again
-        label = _call_label(primitive, args, kwargs)
         for cid in self.current.children:
             child = self._steps[cid]
             if child.kind == "apply" and child.label == label:
@@ -277,8 +307,10 @@ class Session:
             args=args or [],
             kwargs=kwargs or {},
             result=[o.name if o.kind != "value" else _jsonable(o.value) for o in (outputs or [])] or None,
+            created=tuple(o.name for o in (outputs or []) if o.kind in ("loop", "block") and o.name),
         )
         self._steps.append(step)
+        self._added.append(step.id)
         self._states[step.id] = state
         self._steps[parent_id].children.append(step.id)
         self._current = step.id
@@ -390,7 +422,11 @@ class Session:
     # --- sampled decisions ---------------------------------------------------------------------
     @property
     def decisions(self) -> list[dict]:
-        state = self._state
+        """One entry per sampling instruction of the current trace (computed once per step)."""
+        return copy.deepcopy(list(self.step_view().decisions))
+
+    def _decisions_of(self, sid: int) -> list[dict]:
+        state = self._states[sid]
         out = []
         trace = state.trace
         for index, (pos, inst) in enumerate(state.sampling_instructions()):
@@ -402,7 +438,7 @@ class Session:
                 n, max_inner = int(attrs[0]), int(attrs[1])
                 extent = _product(decision)
                 entry.update(n=n, max_innermost_factor=max_inner, extent=extent,
-                             choices=perfect_tilings(extent, n, max_inner), loop=self._sampled_loop_name(pos))
+                             choices=perfect_tilings(extent, n, max_inner), loop=self._sampled_loop_name(sid, pos))
             elif kind == "SampleCategorical":
                 entry.update(candidates=attrs[0], probs=attrs[1], choices=list(range(len(attrs[0]))),
                              loop=None, extent=None)
@@ -411,8 +447,8 @@ class Session:
             out.append(entry)
         return out
 
-    def _sampled_loop_name(self, position: int) -> str | None:
-        for sid in reversed(self.path()):
+    def _sampled_loop_name(self, step: int, position: int) -> str | None:
+        for sid in reversed(self.path(step)):
             state = self._states[sid]
             insts = state.trace.insts
             if position >= len(insts):
@@ -476,7 +512,9 @@ class Session:
         module = self._state_of(sid).mod
         result = measure(module, self._original, self.func_name, target, **kwargs)
         self.measurements[sid] = result
-        self._notify("measure")
+        if sid in self._views:
+            self._views[sid] = replace(self._views[sid], measurement=result)
+        self._notify("measure", sid)
         return result
 
     def lower(self, step: int | None = None, target: str = "cpu", **kwargs: Any) -> Any:
@@ -504,7 +542,8 @@ class Session:
 
     # --- change notification --------------------------------------------------------------------
     def on_change(self, callback: Listener) -> Callable[[], None]:
-        """Call ``callback(session, event)`` after every change; returns a function that unsubscribes."""
+        """Call ``callback(change)`` (a :class:`Change`) after every change; returns a function that
+        unsubscribes. The change carries the step it is about as a finished :class:`StepView`."""
         self._listeners.append(callback)
 
         def unsubscribe() -> None:
@@ -513,10 +552,16 @@ class Session:
 
         return unsubscribe
 
-    def _notify(self, event: str) -> None:
+    def _notify(self, event: str, step: int | None = None) -> None:
+        added, self._added = self._added, []
+        if not self._listeners:  # nobody looks: build no views
+            return
+        change = Change(event, self.step_view(step),
+                        tuple(StepSummary(s.id, s.parent, s.kind, s.primitive, s.label)
+                              for s in (self._steps[i] for i in added)))
         for cb in list(self._listeners):
             try:
-                cb(self, event)
+                cb(change)
             except Exception:  # a broken view must not break the session
                 log.exception("mlc_lab: a session listener failed on %r", event)
 
@@ -533,22 +578,20 @@ class Session:
         return f"<Session {self.func_name}: step {self._current} of {len(self._steps)}: {self.current.label}>"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | None:
-        try:
-            return self.view()._repr_mimebundle_(**kwargs)
-        except Exception:  # noqa: BLE001  (no widgets front end: fall back to text)
-            return {"text/plain": repr(self) + "\n" + self.script}
+        if display.has_view("explorer"):
+            try:
+                return self.view()._repr_mimebundle_(**kwargs)
+            except Exception:  # noqa: BLE001  (no widgets front end: fall back to text)
+                log.exception("mlc_lab: the explorer of this session could not be shown")
+        return {"text/plain": repr(self) + "\n" + self.script}
 
     def view(self) -> Any:
-        """The interactive explorer of this session."""
-        from mlc_lab.widgets import explorer
-
-        return explorer.Explorer(self)
+        """The interactive explorer of this session (registered by ``mlc_lab.widgets``)."""
+        return display.open_view("explorer", self)
 
     def access_view(self, loop: str | None = None, **kwargs: Any) -> Any:
         """The memory-access view of this session (heatmaps of what ``loop`` touches)."""
-        from mlc_lab.widgets.access_view import AccessView
-
-        return AccessView(self, loop, **kwargs)
+        return display.open_view("access", self, loop, **kwargs)
 
 
 _LIST_RESULTS = {"split", "sample_perfect_tile", "get_loops", "loop_partition", "get_child_blocks", "get_producers",
@@ -635,5 +678,9 @@ def _arg_text(value: Any) -> str:
 
 
 def _call_label(primitive: str, args: tuple, kwargs: dict) -> str:
-    parts = [_arg_text(a) for a in args] + [f"{k}={_arg_text(v)}" for k, v in kwargs.items()]
+    """``split(Y/j, factors=[None, 4])``: the same text however the call was spelled (see call_parts)."""
+    try:
+        parts = [_arg_text(v) if k is None else f"{k}={_arg_text(v)}" for k, v in tsch.call_parts(primitive, args, kwargs)]
+    except TypeError:  # arguments that do not fit: the step will fail; label it as given
+        parts = [_arg_text(a) for a in args] + [f"{k}={_arg_text(v)}" for k, v in kwargs.items()]
     return f"{primitive}({', '.join(parts)})"

@@ -527,6 +527,36 @@ def _bind(name: str, args: tuple, kwargs: dict) -> list[tuple[str, Any, Any]]:
     return out
 
 
+# Parameters a label shows bare, as a person writes them: split(j, factors=...), compute_at(C, j_0).
+_BARE_PARAMS = _SUBJECT_PARAMS | _BLOCK_PARAMS
+
+
+def call_parts(primitive: str, args: tuple, kwargs: dict) -> list[tuple[str | None, Any]]:
+    """The arguments of a call as (parameter name or None for bare, value), in signature order.
+
+    However a call was spelled (``split("j", [None, 4])``, ``split(loop="j", factors=[None, 4])``), the
+    parts are the same: subjects (loops, blocks) bare, the rest by name, parameters given at their
+    default value left out. Raises TypeError when the arguments do not fit the primitive.
+    """
+    name = ALIASES.get(primitive, primitive)
+    if name not in PRIMITIVES:
+        raise TypeError(f"{primitive} is not a primitive")
+    bound = _bind(name, args, kwargs)
+    params = {p.name: p for p in _PARAMS[name]}
+    out: list[tuple[str | None, Any]] = []
+    keyword = False
+    for pname, kind, value in bound:
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            out.extend((None, v) for v in value)
+            continue
+        default = params[pname].default
+        if default is not inspect.Parameter.empty and type(value) is type(default) and value == default:
+            continue
+        keyword = keyword or pname not in _BARE_PARAMS
+        out.append((pname if keyword else None, value))
+    return out
+
+
 def signature_text(name: str) -> str:
     return str(_signature(ALIASES.get(name, name))).replace("self, ", "").replace("(self)", "()")
 

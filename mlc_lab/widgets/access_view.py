@@ -348,11 +348,13 @@ class AccessView(RpcWidget):
             self._unsubscribe = None
         super().close()
 
-    def _on_session_change(self, _session: Any, _event: str) -> None:
+    def _on_session_change(self, change: Any) -> None:
+        if change.kind == "measure":  # the program did not change
+            return
         with self._lock, self.hold_sync():
-            tree = self._session.loop_tree()
+            tree = change.step.loop_tree
             self.loop_tree_json = _tree_bytes(tree)
-            self.current = _plain(getattr(self._session.current, "id", None))
+            self.current = change.step.id
             if self.loop and loop_chain(tree, self.loop) is None:
                 self.loop = ""
             self.error = {}

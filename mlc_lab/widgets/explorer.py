@@ -2,9 +2,17 @@
 
 The widget is a view of a :class:`mlc_lab.Session`; it holds no schedule state of its own. Every
 click reaches Python as a request that calls the same Session methods a user calls, and every
-Session change (from a click or from ``explorer.session.apply(...)`` in a cell) refreshes the
-traits through ``Session.on_change``. This module never imports TVM: it reads plain data from the
-Session API.
+Session change (from a click or from ``explorer.session.apply(...)`` in a cell) arrives through
+``Session.on_change`` as a :class:`~mlc_lab.core.model.Change` carrying the finished step. The view
+never pulls: a click is one request, one state message (the step, the history delta, the selection
+and the error together, inside ``hold_sync``), one reply. This module never imports TVM.
+
+Wire protocol (traits): ``step`` is the current :class:`StepView` as UTF-8 JSON in a binary buffer
+(script, loop tree, changed lines, decisions, trace); ``history`` is what changed in the step tree,
+``{"from": n, "steps": [summaries of steps n, n+1, ...]}`` (the whole list when the front end gets
+the whole state: opening, a page reload); ``selection``, ``error``, ``failures``, ``measurements``,
+``measuring`` as before. A front end that finds a gap in the history asks for it (request
+``history``).
 
 Measuring (``Session.measure``) and the CUDA view (``Session.cuda_source``) take seconds in the
 measure worker, so those two requests are answered from a background thread: the ``measuring``
@@ -13,7 +21,6 @@ trait says what runs, ``measurements`` mirrors ``Session.measurements`` as plain
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import json
 import logging
@@ -24,6 +31,8 @@ from typing import Any
 
 import traitlets as t
 
+from mlc_lab.core.model import Change, StepView
+from mlc_lab.core.model import changed_lines as changed_lines  # noqa: PLC0414  (re-exported for the tests)
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError
 # The module by its full name: the package re-exports the function `access_view` under the same name.
 from mlc_lab.widgets.access_view import footprint_payload, gpu_payload
@@ -47,47 +56,72 @@ class Explorer(RpcWidget):
     _esm = bundle("explorer")
 
     func = t.Unicode("").tag(sync=True)
-    script = t.Unicode("").tag(sync=True)
-    # The loop tree travels as UTF-8 JSON in a binary buffer: one C-speed encode instead of
-    # ipywidgets walking hundreds of nested dicts for buffers (read it as ``loop_tree``).
-    loop_tree_json = t.Bytes(b"{}").tag(sync=True)
-    steps = t.List(t.Dict()).tag(sync=True)
-    current = t.Any(None).tag(sync=True)
-    changed_lines = t.List(t.Int()).tag(sync=True)
-    decisions = t.List(t.Dict()).tag(sync=True)
-    trace = t.Unicode("").tag(sync=True)
+    # The current step as UTF-8 JSON in a binary buffer: encoded once per step by the StepView, and
+    # no walk by ipywidgets through hundreds of nested dicts of the loop tree.
+    step = t.Bytes(b"{}").tag(sync=True)
+    history = t.Dict().tag(sync=True)  # {"from": n, "steps": [step summaries n, n+1, ...]}
     selection = t.Dict().tag(sync=True)
     error = t.Dict().tag(sync=True)
     failures = t.List(t.Dict()).tag(sync=True)
-    can_undo = t.Bool(False).tag(sync=True)
-    can_redo = t.Bool(False).tag(sync=True)
     # step id (as text) -> the Session's Measurement of that step, as plain data (see _measurement_info)
     measurements = t.Dict().tag(sync=True)
     measuring = t.Dict().tag(sync=True)  # {"step", "target"} while a measurement runs, else {}
     height = t.Unicode("640px").tag(sync=True)
 
     def __init__(self, session: Any, *, height: str = "640px", **kwargs: Any) -> None:
-        for name in ("apply", "undo", "redo", "goto", "steps", "script", "loop_tree", "on_change"):
+        for name in ("apply", "undo", "redo", "goto", "steps", "step_view", "on_change"):
             if not hasattr(session, name):
                 raise TypeError(f"Explorer needs a mlc_lab.Session (or an object with .{name}); got {type(session).__name__}")
         self._session = session
         self._lock = threading.RLock()
-        self._scripts: dict[str, str] = {}
-        self._changed: dict[str, list[int]] = {}
-        self._trees: dict[str, tuple[dict, bytes]] = {}  # step id -> loop tree (a step never changes)
+        self._view: StepView = session.step_view()
+        self._history_len = 0
         self._failure_ids = itertools.count(1)
         self._error_ids = itertools.count(1)
         self._jobs: list[threading.Thread] = []  # background requests (measure, cuda_source)
         # The first comm message already carries the whole state (no empty first render).
-        super().__init__(height=height, **self._read_state(), **kwargs)
+        super().__init__(height=height, func=self._func_name(), step=self._view.json_bytes,
+                         history=self._full_history(), measurements=self._read_measurements(), **kwargs)
         self._unsubscribe = session.on_change(self._on_session_change)
 
-    # --- public API -------------------------------------------------------------------------------
+    # --- public API: the current step, read from the StepView (plain data) -------------------------
+    @property
+    def current(self) -> Any:
+        return self._view.id
+
+    @property
+    def script(self) -> str:
+        return self._view.script
+
     @property
     def loop_tree(self) -> dict:
         """The loop tree of the current step, as the Session reports it (plain data)."""
-        cached = self._trees.get(str(self.current))
-        return cached[0] if cached else json.loads(self.loop_tree_json)
+        return self._view.loop_tree
+
+    @property
+    def changed_lines(self) -> list[int]:
+        return list(self._view.changed_lines)
+
+    @property
+    def decisions(self) -> list[dict]:
+        return [dict(d) for d in self._view.decisions]
+
+    @property
+    def trace(self) -> str:
+        return self._view.trace
+
+    @property
+    def steps(self) -> list[dict]:
+        """Every step of the session's history, with its children."""
+        return [{**_summary(s), "children": list(s.children)} for s in self._session.steps]
+
+    @property
+    def can_undo(self) -> bool:
+        return self._view.parent is not None
+
+    @property
+    def can_redo(self) -> bool:
+        return bool(self._session.current.children)
 
     @property
     def session(self) -> Any:
@@ -128,76 +162,49 @@ class Explorer(RpcWidget):
         super().close()
 
     # --- session -> traits ------------------------------------------------------------------------
-    def _on_session_change(self, _session: Any, event: str) -> None:
-        if event == "measure":  # only the measurements changed (maybe from a worker thread)
-            with self._lock, self.hold_sync():
+    def _on_session_change(self, change: Change) -> None:
+        with self._lock, self.hold_sync():
+            if change.kind == "measure":  # only a measurement changed (maybe from a worker thread)
                 self.measurements = self._read_measurements()
                 if self.error.get("source") == "measure":
                     self.error = {}
-            return
-        self.refresh(clear_error=True)
+                return
+            self._show(change.step)
+            if change.added:
+                self.history = {"from": self._history_len, "steps": [a.to_json() for a in change.added]}
+                self._history_len += len(change.added)
+            self.error = {}
 
-    def refresh(self, *, clear_error: bool = False) -> None:
-        """Read the Session's current state into the traits (one comm message)."""
+    def refresh(self) -> None:
+        """Read the Session's current step and whole history again (one comm message)."""
         with self._lock, self.hold_sync():
-            state = self._read_state()
-            tree = self._trees[str(state["current"])][0]
-            for name, value in state.items():
-                setattr(self, name, value)
-            if self.selection and _find(tree, self.selection.get("name", ""), self.selection.get("kind")) is None:
-                self.selection = {}
-            if clear_error:
-                self.error = {}
+            self._show(self._session.step_view())
+            self.history = self._full_history()
+            self.measurements = self._read_measurements()
 
-    def _read_state(self) -> dict[str, Any]:
-        s = self._session
-        current = s.current
-        cur_id = _plain(current.id)
-        tree, tree_json = self._tree_of(cur_id)
-        script = s.script
-        self._scripts.setdefault(str(cur_id), script)
-        return {
-            "func": str(tree.get("func") or getattr(s, "func_name", "") or ""),
-            "steps": [_step_info(step) for step in s.steps],
-            "current": cur_id,
-            "script": script,
-            "loop_tree_json": tree_json,
-            "changed_lines": self._changed_lines(current, script),
-            "decisions": [_plain(d) for d in _call(s, "decisions", [])],
-            "trace": str(_call(s, "trace", "")),
-            "can_undo": current.parent is not None,
-            "can_redo": bool(current.children),
-            "measurements": self._read_measurements(),
-        }
+    def _show(self, view: StepView) -> None:
+        self._view = view
+        self.step = view.json_bytes
+        if self.selection and _find(view.loop_tree, self.selection.get("name", ""), self.selection.get("kind")) is None:
+            self.selection = {}
+
+    def _full_history(self) -> dict:
+        steps = self._session.steps
+        self._history_len = len(steps)
+        return {"from": 0, "steps": [_summary(s) for s in steps]}
+
+    def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict:
+        state = super().get_state(key, drop_defaults)
+        if key is None and "history" in state:  # the whole state (opening, a page reload): the whole history
+            state["history"] = self._full_history()
+        return state
+
+    def _func_name(self) -> str:
+        return str(self._view.loop_tree.get("func") or getattr(self._session, "func_name", "") or "")
 
     def _read_measurements(self) -> dict[str, dict]:
         found = getattr(self._session, "measurements", None) or {}
         return {str(_plain(sid)): _measurement_info(m) for sid, m in list(found.items())}
-
-    def _tree_of(self, step_id: Any) -> tuple[dict, bytes]:
-        """Loop tree of the current step ``step_id`` (cached: undo/redo/goto reuse it)."""
-        key = str(step_id)
-        if key not in self._trees:
-            tree = self._session.loop_tree()  # JSON-safe by the Session's contract
-            self._trees[key] = (tree, json.dumps(tree, separators=(",", ":"), default=str).encode("utf-8"))
-        return self._trees[key]
-
-    def _script_at(self, step_id: Any) -> str:
-        key = str(step_id)
-        if key not in self._scripts:
-            self._scripts[key] = self._session.script_at(step_id)
-        return self._scripts[key]
-
-    def _changed_lines(self, step: Any, script: str) -> list[int]:
-        key = str(step.id)
-        if key in self._changed:
-            return self._changed[key]
-        if step.parent is None:
-            lines: list[int] = []
-        else:
-            lines = changed_lines(self._script_at(step.parent), script)
-        self._changed[key] = lines
-        return lines
 
     def _step_id(self, value: Any) -> Any:
         """The Session's own id for an id that came back from the front end (JSON may stringify)."""
@@ -213,21 +220,28 @@ class Explorer(RpcWidget):
         args = list(args or [])
         kwargs = dict(kwargs or {})
         before = self._session.current.id
-        try:
-            result = self._session.apply(primitive, *args, **kwargs)
-            if primitive == "sample_perfect_tile" and then_split:
-                loop = kwargs.get("loop", args[0] if args else None)
-                result = self._session.apply("split", loop, factors=result)
-        except ScheduleStepError as exc:
-            self._record_failure(exc, before, primitive, args, kwargs)
-            raise RequestError(exc.summary, detail=exc.detail, involved=list(exc.involved),
-                               primitive=getattr(exc, "primitive", primitive), type="step") from None
-        except MlcLabError as exc:
-            self._record_failure(exc, before, primitive, args, kwargs)
-            raise RequestError(str(exc), primitive=primitive, type=type(exc).__name__) from None
-        names = _names(result)
-        self._select_new(names)
+        # One state message for the whole click: the new step, the history delta, the selection.
+        with self._lock, self.hold_sync():
+            try:
+                result = self._session.apply(primitive, *args, **kwargs)
+                if primitive == "sample_perfect_tile" and then_split:
+                    loop = kwargs.get("loop", args[0] if args else None)
+                    result = self._session.apply("split", loop, factors=result)
+            except ScheduleStepError as exc:
+                self._record_failure(exc, before, primitive, args, kwargs)
+                raise RequestError(exc.summary, detail=exc.detail, involved=list(exc.involved),
+                                   primitive=getattr(exc, "primitive", primitive), type="step") from None
+            except MlcLabError as exc:
+                self._record_failure(exc, before, primitive, args, kwargs)
+                raise RequestError(str(exc), primitive=primitive, type=type(exc).__name__) from None
+            names = _names(result)
+            self._select_new(names)
         return {"names": names, "step": _plain(self._session.current.id)}
+
+    @rpc("history")
+    def full_history(self) -> dict:
+        """The whole history, for a front end that missed part of it."""
+        return self._full_history()
 
     @rpc()
     def undo(self) -> dict:
@@ -243,24 +257,31 @@ class Explorer(RpcWidget):
         return self._move(lambda: self._session.goto(target), "goto")
 
     def _move(self, fn: Any, what: str) -> dict:
-        try:
-            fn()
-        except MlcLabError as exc:
-            self._set_error(source="history", primitive=what, summary=str(exc))
-            raise RequestError(str(exc), type="history") from None
+        with self._lock, self.hold_sync():
+            try:
+                fn()
+            except MlcLabError as exc:
+                self._set_error(source="history", primitive=what, summary=str(exc))
+                raise RequestError(str(exc), type="history") from None
         return {"step": _plain(self._session.current.id)}
 
     @rpc()
     def set_decision(self, index: int, value: Any) -> dict:
-        try:
-            self._session.set_decision(int(index), value)
-        except MlcLabError as exc:
-            self._set_error(source="decision", primitive=f"decision #{index}", summary=_first_line(exc), detail=str(exc))
-            raise RequestError(_first_line(exc), type=type(exc).__name__) from None
+        with self._lock, self.hold_sync():
+            try:
+                self._session.set_decision(int(index), value)
+            except MlcLabError as exc:
+                self._set_error(source="decision", primitive=f"decision #{index}", summary=_first_line(exc),
+                                detail=str(exc))
+                raise RequestError(_first_line(exc), type=type(exc).__name__) from None
         return {"step": _plain(self._session.current.id)}
 
     @rpc()
     def replay(self, trace: str) -> dict:
+        with self._lock, self.hold_sync():
+            return self._replay(trace)
+
+    def _replay(self, trace: str) -> dict:
         try:
             self._session.replay(trace)
         except TraceParseError as exc:
@@ -276,7 +297,7 @@ class Explorer(RpcWidget):
     @rpc()
     def script_at(self, step: Any) -> Reply:
         step_id = self._step_id(step)
-        return Reply.text(self._script_at(step_id), step=_plain(step_id))
+        return Reply.text(self._session.script_at(step_id), step=_plain(step_id))
 
     @rpc()
     def export_trace(self, format: str = "text") -> Reply:  # noqa: A002  (the front end's word)
@@ -386,7 +407,8 @@ class Explorer(RpcWidget):
             "id": next(self._failure_ids),
             "parent": _plain(parent),
             "primitive": primitive,
-            "label": call_label(primitive, args, kwargs),
+            # The Session labels the attempt as it labels steps; call_label is for sessions that do not.
+            "label": getattr(exc, "label", None) or call_label(primitive, args, kwargs),
             "summary": summary,
             "detail": getattr(exc, "detail", "") or "",
             "involved": [str(n) for n in getattr(exc, "involved", []) or []],
@@ -434,25 +456,6 @@ def explore(x: Any, func: str | None = None, **kwargs: Any) -> Explorer:
 
 # --- plain-data helpers ------------------------------------------------------------------------------
 
-def changed_lines(before: str, after: str) -> list[int]:
-    """1-based lines of ``after`` that a step inserted or rewrote."""
-    a, b = before.splitlines(), after.splitlines()
-    # A step usually rewrites one region: match the common head and tail cheaply first.
-    head = 0
-    while head < len(a) and head < len(b) and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < len(a) - head and tail < len(b) - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
-    a_mid, b_mid = a[head:len(a) - tail], b[head:len(b) - tail]
-    out: list[int] = []
-    matcher = difflib.SequenceMatcher(None, a_mid, b_mid, autojunk=False)
-    for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
-        if tag in ("replace", "insert"):
-            out.extend(range(head + j1 + 1, head + j2 + 1))
-    return out
-
-
 def call_label(primitive: str, args: list, kwargs: dict) -> str:
     def text(v: Any) -> str:
         if isinstance(v, str):
@@ -465,15 +468,10 @@ def call_label(primitive: str, args: list, kwargs: dict) -> str:
     return f"{primitive}({', '.join(parts)})"
 
 
-def _step_info(step: Any) -> dict:
-    return {
-        "id": _plain(step.id),
-        "parent": _plain(step.parent),
-        "children": [_plain(c) for c in step.children],
-        "primitive": step.primitive or "",
-        "label": step.label,
-        "kind": getattr(step, "kind", "apply"),
-    }
+def _summary(step: Any) -> dict:
+    """A history entry (as StepSummary.to_json) of a Session's step."""
+    return {"id": step.id, "parent": step.parent, "kind": getattr(step, "kind", "apply"),
+            "primitive": step.primitive, "label": step.label}
 
 
 def target_label(target: Any) -> str:
@@ -502,14 +500,6 @@ def _summary_detail(exc: BaseException) -> tuple[str, str]:
     detail = getattr(exc, "detail", "") or ""
     rest = rest.strip("\n")
     return first.strip() or type(exc).__name__, "\n\n".join(p for p in (rest, detail) if p)
-
-
-def _call(obj: Any, attr: str, default: Any) -> Any:
-    try:
-        return getattr(obj, attr)
-    except Exception:  # noqa: BLE001  (a view shows what it can)
-        log.exception("mlc_lab: reading session.%s failed", attr)
-        return default
 
 
 def _plain(value: Any) -> Any:

@@ -11,16 +11,12 @@ from __future__ import annotations
 import difflib
 import html
 import json
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
-
-log = logging.getLogger(__name__)
-
 
 @dataclass
 class StepExport:
@@ -32,6 +28,7 @@ class StepExport:
     script: str
     trace: str = ""
     loop_tree: dict | None = None
+    changed_lines: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -42,26 +39,14 @@ class SessionExport:
 
 
 def collect_export(session: Any) -> SessionExport:
-    """Read every step of a Session (duck-typed) into plain data."""
+    """Every step of a Session (its StepViews) as plain data."""
     steps = []
     for step in session.steps:
-        script = session.script_at(step.id)
-        tree = None
-        try:
-            tree = session.loop_tree(step.id)
-        except TypeError:  # a Session whose loop_tree() only knows the current step
-            tree = session.loop_tree() if step.id == session.current.id else None
-        except Exception:  # noqa: BLE001
-            log.exception("mlc_lab: loop tree of step %r unavailable", step.id)
-        trace = ""
-        trace_at = getattr(session, "trace_at", None)
-        try:
-            trace = trace_at(step.id) if trace_at else (session.trace if step.id == session.current.id else "")
-        except Exception:  # noqa: BLE001
-            log.exception("mlc_lab: trace of step %r unavailable", step.id)
-        steps.append(StepExport(id=step.id, parent=step.parent, children=list(step.children), label=step.label,
-                                kind=getattr(step, "kind", "apply"), script=script, trace=trace, loop_tree=tree))
-    tree_now = session.loop_tree()
+        view = session.step_view(step.id)
+        steps.append(StepExport(id=view.id, parent=view.parent, children=list(step.children), label=view.label,
+                                kind=view.kind, script=view.script, trace=view.trace, loop_tree=view.loop_tree,
+                                changed_lines=list(view.changed_lines)))
+    tree_now = session.step_view().loop_tree
     return SessionExport(func=str(tree_now.get("func") or getattr(session, "func_name", "")), current=session.current.id,
                          steps=steps)
 
@@ -144,15 +129,6 @@ def _pygments_css() -> str:
 def highlight_script(text: str, marked: list[int] | None = None) -> str:
     formatter = HtmlFormatter(cssclass="hl", hl_lines=marked or [], linenos=False)
     return highlight(text, PythonLexer(), formatter)
-
-
-def changed_lines(before: str, after: str) -> list[int]:
-    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
-    out: list[int] = []
-    for tag, _a, _b, j1, j2 in matcher.get_opcodes():
-        if tag in ("replace", "insert"):
-            out.extend(range(j1 + 1, j2 + 1))
-    return out
 
 
 def diff_table(before: str, after: str, context: int = 3) -> str:
@@ -243,7 +219,7 @@ def render_html(data: SessionExport, *, title: str | None = None) -> str:
     sections = []
     for step in data.steps:
         parent = by_id.get(str(step.parent)) if step.parent is not None else None
-        marked = changed_lines(parent.script, step.script) if parent else []
+        marked = step.changed_lines if parent else []
         parts = [f'<section class="step" id="step-{html.escape(str(step.id))}" data-step="{html.escape(str(step.id))}">',
                  f"<h2>step {html.escape(str(step.id))}: {html.escape(step.label)}</h2>"]
         if parent is not None:

@@ -79,7 +79,7 @@ def test_chapter2_by_clicks(lab_server, page, artifacts):
     form.locator(".mlc-apply").click()
     wait_code(page, "for i, j_0, j_1, k in T.grid(128, 32, 4, 128):")
     assert page.locator(".jp-Notebook .jp-Cell").count() == 2  # no cell was added/removed by our keys
-    assert lab.kernel_json("ex.session.current.label") == "split(loop=Y/j, factors=[None, 4])"
+    assert lab.kernel_json("ex.session.current.label") == "split(Y/j, factors=[None, 4])"
     assert_code_is_session_script(lab)
     lab.shot("split", explorer)
 

@@ -176,15 +176,54 @@ def test_undo_redo_and_branches_keep_every_step():
 def test_on_change_reports_every_change_and_survives_a_broken_listener():
     s = Session(MATMUL)
     events = []
-    s.on_change(lambda sess, ev: events.append((ev, sess.current.id)))
-    s.on_change(lambda sess, ev: 1 / 0)
+    s.on_change(lambda change: events.append((change.kind, change.step.id, [a.id for a in change.added])))
+    s.on_change(lambda change: 1 / 0)
     s.apply("split", "i", factors=[None, 8])
     s.undo()
     s.redo()
     s.goto(0)
     with pytest.raises(ScheduleStepError):
         s.apply("vectorize", "k")
-    assert events == [("apply", 1), ("undo", 0), ("redo", 1), ("goto", 0)]
+    assert events == [("apply", 1, [1]), ("undo", 0, []), ("redo", 1, []), ("goto", 0, [])]
+
+
+def test_a_change_carries_the_finished_step():
+    s = Session(MM_RELU)
+    changes = []
+    s.on_change(changes.append)
+    s.apply("split", "Y/j", factors=[None, 4])
+    (change,) = changes
+    view = change.step
+    assert view is s.step_view() and view.script == s.script and view.loop_tree == s.loop_tree()
+    assert view.label == "split(Y/j, factors=[None, 4])" and view.created == ("j_0", "j_1")
+    lines = s.script.splitlines()
+    loop_line = next(n for n, ln in enumerate(lines, 1) if "j_0, j_1" in ln)
+    assert loop_line in view.changed_lines and len(view.changed_lines) < 6  # the rewritten loop, not the program
+    assert view.trace == s.trace and list(view.decisions) == s.decisions == []
+    s.undo()
+    s.redo()
+    assert changes[-1].step is view  # computed once: going back to a step sends the same view
+    json.loads(view.json_bytes)
+
+
+def test_labels_are_the_same_however_a_call_is_spelled():
+    a, b, c = Session(MM_RELU), Session(MM_RELU), Session(MM_RELU)
+    a.apply("split", "Y/j", factors=[None, 4])
+    b.apply("split", loop="Y/j", factors=[None, 4])
+    c.apply("split", "Y/j", [None, 4], preserve_unit_iters=True)  # the default value is not shown
+    assert a.current.label == b.current.label == c.current.label == "split(Y/j, factors=[None, 4])"
+    b.apply("reverse_compute_at", block="C", loop="j_0", preserve_unit_loops=False)
+    assert b.current.label == "reverse_compute_at(C, j_0)"
+    b.undo()
+    b.apply("reverse_compute_at", "C", "j_0")  # the same step: back down the existing branch
+    assert len(b.steps) == 3
+
+
+def test_a_failed_attempt_is_labelled_like_a_step():
+    s = Session(MM_RELU)
+    with pytest.raises(ScheduleStepError) as info:
+        s.apply("vectorize", loop="k")
+    assert info.value.label == "vectorize(k)"
 
 
 def test_steps_are_json_safe():

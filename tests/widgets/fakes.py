@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlc_lab.core.model import Change, StepView, changed_lines
 from mlc_lab.errors import (DecisionError, MeasureError, MlcLabError, NameResolutionError, NoGPUError,
                             ScheduleStepError, TraceParseError)
 
@@ -24,6 +25,7 @@ class RecordingComm:
     def __init__(self, **kwargs: Any):
         self.comm_id = kwargs.get("comm_id") or f"comm-{id(self)}"
         self.open_data = kwargs.get("data")
+        self.open_buffers = [bytes(b) for b in (kwargs.get("buffers") or [])]
         self.sent: list[dict] = []
         self.handler = None
         self.closed = False
@@ -61,8 +63,27 @@ class RecordingComm:
         return reply
 
     def updates(self, since: int = 0) -> list[dict]:
-        """State updates sent to the front end after message number ``since``."""
-        return [m["data"]["state"] for m in self.sent[since:] if m["data"].get("method") == "update"]
+        """State updates sent to the front end after message number ``since`` (binary traits put
+        back in place as bytes)."""
+        return [_with_buffers(m["data"]["state"], m["data"].get("buffer_paths") or [], m["buffers"])
+                for m in self.sent[since:] if m["data"].get("method") == "update"]
+
+    def opened(self) -> dict:
+        """The whole state the widget opened with (binary traits as bytes)."""
+        return _with_buffers(self.open_data["state"], self.open_data.get("buffer_paths") or [], self.open_buffers)
+
+
+def _with_buffers(state: dict, paths: list, buffers: list[bytes]) -> dict:
+    out = dict(state)
+    for path, data in zip(paths, buffers):
+        if len(path) == 1:
+            out[path[0]] = data
+    return out
+
+
+def step_of(state: dict) -> dict:
+    """The StepView JSON in an explorer state message (the ``step`` trait)."""
+    return json.loads(state["step"])
 
 
 BASE_SCRIPT = """# fake TVMScript
@@ -120,6 +141,7 @@ class FakeStep:
     label: str
     kind: str = "apply"
     children: list[int] = field(default_factory=list)
+    created: tuple = ()
 
     def to_json(self) -> dict:
         return {"id": self.id, "parent": self.parent, "primitive": self.primitive, "label": self.label,
@@ -142,6 +164,7 @@ class FakeSession:
         self._states = {0: _State(BASE_SCRIPT, base_tree(), [], [])}
         self._current = 0
         self._listeners = []
+        self._added = []
         self.events: list[str] = []
         self.measurements: dict[int, FakeMeasurement] = {}
         # knobs of the fake measure worker
@@ -170,6 +193,17 @@ class FakeSession:
 
     def loop_tree(self, step=None):
         return copy.deepcopy(self._states[self._current if step is None else step].tree)
+
+    def step_view(self, step=None):
+        sid = self._current if step is None else step
+        if sid not in self._states:
+            raise MlcLabError(f"there is no step {sid!r}")
+        s, state = self._steps[sid], self._states[sid]
+        lines = changed_lines(self._states[s.parent].script, state.script) if s.parent is not None else []
+        return StepView(id=s.id, parent=s.parent, kind=s.kind, primitive=s.primitive, label=s.label,
+                        script=state.script, loop_tree=copy.deepcopy(state.tree), trace="\n".join(state.trace),
+                        changed_lines=tuple(lines), created=tuple(s.created),
+                        decisions=tuple(copy.deepcopy(state.decisions)), measurement=self.measurements.get(sid))
 
     @property
     def trace(self):
@@ -230,7 +264,10 @@ class FakeSession:
             raise ScheduleStepError(f"the fake session does not know {primitive}", primitive=primitive)
         state.script = state.script + f"# {label}\n"
         state.trace.append(f"sch.{label}")
-        self._add(state, primitive, label, "apply")
+        step = self._add(state, primitive, label, "apply", notify=False)
+        if primitive == "split":
+            step.created = tuple(result)
+        self._notify("apply")
         return result
 
     def _find_loop(self, tree, name, primitive):
@@ -250,6 +287,7 @@ class FakeSession:
         parent = self._current if parent is None else parent
         step = FakeStep(len(self._steps), parent, primitive, label, kind)
         self._steps.append(step)
+        self._added.append(step)
         self._states[step.id] = state
         self._steps[parent].children.append(step.id)
         self._current = step.id
@@ -322,7 +360,7 @@ class FakeSession:
                                  max_abs_error=0.0 if sid != 2 else 0.5, max_rel_error=0.0, correct=sid != 2,
                                  target='{"kind":"llvm","mcpu":"fake"}' if target == "cpu" else '{"kind":"cuda"}')
         self.measurements[sid] = result
-        self._notify("measure")
+        self._notify("measure", sid)
         return result
 
     def cuda_source(self, step=None, ptx=False, **kwargs):
@@ -348,10 +386,12 @@ class FakeSession:
 
         return unsubscribe
 
-    def _notify(self, event):
+    def _notify(self, event, step=None):
         self.events.append(event)
+        added, self._added = self._added, []
+        change = Change(event, self.step_view(step), tuple(self.step_view(a.id).summary for a in added))
         for cb in list(self._listeners):
-            cb(self, event)
+            cb(change)
 
 
 @dataclass

@@ -15,20 +15,23 @@ import pytest
 from mlc_lab.errors import MlcLabError
 from mlc_lab.widgets._base import REQUEST, RESPONSE
 from mlc_lab.widgets.explorer import Explorer, changed_lines, explore
+from tests.widgets.fakes import step_of
 
 JS = Path(__file__).resolve().parents[2] / "js"
 
 
 def test_opening_sends_the_whole_state(explorer, session):
-    opened = explorer.comm.open_data["state"]
-    assert opened["script"] == session.script
+    opened = explorer.comm.opened()
+    step = step_of(opened)
+    assert step["script"] == session.script
     assert opened["func"] == "mm_relu"
-    assert opened["current"] == 0
-    assert opened["can_undo"] is False and opened["can_redo"] is False
-    assert [s["label"] for s in opened["steps"]] == ["original program"]
-    assert ["loop_tree_json"] in explorer.comm.open_data["buffer_paths"]  # sent as a binary buffer
+    assert step["id"] == 0
+    assert step["parent"] is None and explorer.can_undo is False and explorer.can_redo is False
+    assert opened["history"] == {"from": 0, "steps": [
+        {"id": 0, "parent": None, "kind": "root", "primitive": None, "label": "original program"}]}
+    assert ["step"] in explorer.comm.open_data["buffer_paths"]  # sent as a binary buffer
     assert explorer.loop_tree["functions"][0]["children"][0]["qualified"] == "Y/i"
-    assert json.loads(explorer.loop_tree_json) == explorer.loop_tree
+    assert step["loop_tree"] == explorer.loop_tree
     assert opened["error"] == {} and opened["failures"] == []
     assert explorer._esm  # the bundle (or the build hint) is there
 
@@ -40,13 +43,52 @@ def test_apply_request_goes_through_the_session_and_updates_the_state(explorer, 
     assert reply["kind"] == RESPONSE and reply["id"] == "r1" and reply["ok"] is True
     assert reply["result"] == {"names": ["j_0", "j_1"], "step": 1}
     assert session.current.id == 1 and session.current.primitive == "split"
-    state = {k: v for u in c.updates(mark) for k, v in u.items()}
-    assert state["script"] == session.script
-    assert state["current"] == 1
-    assert state["can_undo"] is True
-    assert state["changed_lines"] == [len(session.script.splitlines())]
+    (state,) = c.updates(mark)  # one state message for the whole click
+    step = step_of(state)
+    assert step["script"] == session.script
+    assert step["id"] == 1
+    assert step["parent"] == 0 and explorer.can_undo is True
+    assert step["changed_lines"] == [len(session.script.splitlines())]
+    assert step["created"] == ["j_0", "j_1"]
     assert state["selection"] == {"kind": "loop", "name": "j_0"}  # the new outer loop is selected
+    assert state["history"]["from"] == 1 and [s["id"] for s in state["history"]["steps"]] == [1]  # only what changed
     assert explorer.steps[-1]["label"].startswith("split(")
+
+
+@pytest.mark.parametrize("request_", [
+    ("apply", {"primitive": "split", "kwargs": {"loop": "Y/j", "factors": [None, 4]}}),
+    ("apply", {"primitive": "sample_perfect_tile", "then_split": True, "kwargs": {"loop": "k", "n": 2}}),
+    ("apply", {"primitive": "vectorize", "kwargs": {"loop": "k"}}),  # a failure: the error and the attempt
+    ("undo", {}),  # an error too: nothing to undo
+    ("replay", {"trace": "sch.parallel(loop=Y/i)\nsch.unroll(loop=k)"}),
+])
+def test_one_click_is_one_state_message(explorer, request_):
+    c = explorer.comm
+    c.request("apply", {"primitive": "parallel", "kwargs": {"loop": "C/i"}})
+    c.request("select_name", {"name": "C/j"})
+    mark = len(c.sent)
+    c.request(*request_, req_id="click")
+    kinds = [m["data"].get("method") for m in c.sent[mark:]]
+    assert kinds == ["update", "custom"], kinds  # one state update, then the reply
+
+
+def test_undo_and_goto_send_no_history(explorer):
+    c = explorer.comm
+    c.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}})
+    mark = len(c.sent)
+    c.request("undo")
+    (state,) = c.updates(mark)
+    assert "history" not in state and step_of(state)["id"] == 0
+
+
+def test_a_page_reload_gets_the_whole_history(explorer):
+    c = explorer.comm
+    c.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}})
+    c.request("apply", {"primitive": "unroll", "kwargs": {"loop": "C/j"}})
+    assert explorer.history["from"] == 2  # the trait holds the last delta
+    assert [s["id"] for s in explorer.get_state()["history"]["steps"]] == [0, 1, 2]
+    reply = c.request("history")
+    assert reply["result"]["from"] == 0 and [s["label"] for s in reply["result"]["steps"]][0] == "original program"
 
 
 def test_state_arrives_before_the_response(explorer):
@@ -233,7 +275,7 @@ def test_python_side_steps_reach_the_front_end(explorer, session):
     mark = len(c.sent)
     session.apply("parallel", "Y/i")
     state = {k: v for u in c.updates(mark) for k, v in u.items()}
-    assert state["current"] == 1 and state["script"] == session.script
+    assert step_of(state)["id"] == 1 and step_of(state)["script"] == session.script
     assert len(c.updates(mark)) == 1  # one message per step (hold_sync)
 
 

@@ -1,0 +1,53 @@
+"""The plain-data model (mlc_lab.core.model) and the layer rule around it."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from mlc_lab.core.model import Change, StepSummary, StepView, changed_lines
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_changed_lines_marks_what_a_step_rewrote():
+    assert changed_lines("a\nb\nc\n", "a\nB\nc\nd\n") == [2, 4]
+    assert changed_lines("a\nb\n", "a\n") == []
+    assert changed_lines("x\na\nb\nc\ny\n", "x\na\nB\nb\nc\ny\n") == [3]
+    assert changed_lines("", "a\nb") == [1, 2]
+
+
+def test_changed_lines_ignore_indentation_only_changes():
+    before = "for i in range(4):\n    x = 1\n    y = 2\n"
+    after = "for i_0 in range(2):\n    for i_1 in range(2):\n        x = 1\n        y = 2\n"
+    assert changed_lines(before, after) == [1, 2]
+
+
+def test_a_step_view_has_one_json_encoding():
+    view = StepView(id=1, parent=0, kind="apply", primitive="split", label="split(j, factors=[None, 4])",
+                    script="s", loop_tree={"func": "f", "functions": []}, trace="t", changed_lines=(3,),
+                    created=("j_0", "j_1"), decisions=({"index": 0, "value": [2, 2]},))
+    data = view.to_json()
+    assert json.loads(view.json_bytes) == data
+    assert data["created"] == ["j_0", "j_1"] and data["changed_lines"] == [3] and data["measurement"] is None
+    assert view.summary == StepSummary(1, 0, "apply", "split", "split(j, factors=[None, 4])")
+    assert Change("apply", view, (view.summary,)).added[0].to_json()["label"] == view.label
+
+
+def test_core_never_imports_widgets():
+    """Layer rule: the session finds its views through mlc_lab.core.display, registered by the widgets."""
+    imports = re.compile(r"^\s*(from|import)\s+mlc_lab\.widgets|import_module\(\s*[\"']mlc_lab\.widgets", re.M)
+    for path in (ROOT / "mlc_lab" / "core").rglob("*.py"):
+        assert not imports.search(path.read_text()), path
+    code = ("import sys, mlc_lab.core.session; "
+            "bad = [m for m in sys.modules if m.startswith('mlc_lab.widgets')]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_the_package_registers_the_views_for_users():
+    code = ("import mlc_lab; from mlc_lab.core import display; mlc_lab.Session; "
+            "assert display.has_view('explorer') and display.has_view('access')")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
