@@ -8,6 +8,7 @@ import { downloadText, h, keepFocus, revealInContainer } from "../lib/dom";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerModel, FailureInfo, HistoryDelta, Selection, StepData, StepId } from "../lib/types";
 import { CodeView, type DiffMode, type Marks } from "./code";
+import { CompilerPanel } from "./compiler";
 import { CudaPanel } from "./cuda";
 import { type FormHandle, renderForm } from "./forms";
 import { diffBases, historyRows } from "./history";
@@ -80,6 +81,8 @@ export class ExplorerView {
   private historyTab: HTMLElement;
   private cuda: CudaPanel;
   private cudaOn = false;
+  private compiler: CompilerPanel; // the "Compiler" view: passes, code, loop facts (compiler.ts)
+  private compilerOn = false;
   private model: Model;
   private cur: StepData; // the current step, decoded from the `step` trait
   private history = new History();
@@ -102,11 +105,13 @@ export class ExplorerView {
       ["unified", "Diff: unified"],
       ["split", "Diff: side by side"],
       ["cuda", "CUDA"],
+      ["compiler", "Compiler"],
     ])
       this.diffSel.append(h("option", { value: v }, l));
     this.diffSel.addEventListener("change", () => {
       this.setCuda(this.diffSel.value === "cuda");
-      this.diffMode = this.cudaOn ? "off" : (this.diffSel.value as DiffMode);
+      this.setCompiler(this.diffSel.value === "compiler");
+      this.diffMode = this.cudaOn || this.compilerOn ? "off" : (this.diffSel.value as DiffMode);
       this.baseSel.hidden = this.diffMode === "off";
       if (this.diffMode !== "off") this.drawBases();
       void this.renderDiff();
@@ -174,6 +179,8 @@ export class ExplorerView {
     this.code = new CodeView(center, (line) => this.selectAtLine(line));
     this.cuda = new CudaPanel(model);
     center.append(this.cuda.el);
+    this.compiler = new CompilerPanel(model, (name) => this.selectName(name));
+    center.append(this.compiler.el);
     this.root.addEventListener("keydown", (ev) => this.onKey(ev));
     this.showTab("history");
 
@@ -256,6 +263,7 @@ export class ExplorerView {
     if (has("steps", "current", "measurements")) this.drawPlot();
     if (has("measuring")) this.drawMeasure();
     if (this.cudaOn && has("current")) void this.cuda.show(this.current());
+    if (this.compilerOn && has("loop_tree_json", "selection", "current")) this.syncCompiler(has("current"));
     if (has("steps", "current", "can_undo", "can_redo")) this.drawToolbar();
     if (has("error")) this.drawBanner();
     if (has("decisions")) this.trace.setDecisions(this.cur.decisions);
@@ -486,6 +494,23 @@ export class ExplorerView {
     this.cuda.el.hidden = !on;
     this.code.el.hidden = on;
     if (on) void this.cuda.show(this.current());
+  }
+
+  private setCompiler(on: boolean): void {
+    this.compilerOn = on;
+    this.compiler.el.hidden = !on;
+    if (on) {
+      this.code.el.hidden = true;
+      this.syncCompiler(true);
+    }
+  }
+
+  /** The Compiler view follows the current step and highlights the selected loop (or the block's loop). */
+  private syncCompiler(stepChanged: boolean): void {
+    let e = this.selectedEntry();
+    while (e && e.node.kind !== "loop") e = e.parent ?? undefined;
+    this.compiler.select(e ? e.ref : null);
+    if (stepChanged) void this.compiler.show(this.current());
   }
 
   private drawToolbar(): void {
@@ -848,6 +873,7 @@ export class ExplorerView {
     this.rpc.dispose();
     this.measureRpc.rpc.dispose();
     this.cuda.destroy();
+    this.compiler.destroy();
     this.code.destroy();
     this.trace.destroy();
     this.root.remove();

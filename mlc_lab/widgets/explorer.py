@@ -37,6 +37,7 @@ from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError
 # The module by its full name: the package re-exports the function `access_view` under the same name.
 from mlc_lab.widgets.access_view import footprint_payload, gpu_payload
 from mlc_lab.widgets._base import REQUEST, Reply, RequestError, RpcWidget, bundle, rpc
+from mlc_lab.widgets.compiler_panel import LOWER_TARGETS, lower_payload
 from mlc_lab.widgets.export import collect_export, render_html
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ MAX_FAILURES = 50  # failed attempts kept for the history panel
 MEASURE_TARGETS = ("cpu", "cuda")
 # Requests that build or run code in the measure worker (seconds): answered from a background
 # thread so the kernel's message loop stays free (clicks, cells, Cancel) while they run.
-BACKGROUND_REQUESTS = frozenset({"measure", "cuda_source"})
+BACKGROUND_REQUESTS = frozenset({"measure", "cuda_source", "lower"})
 MEASUREMENT_FIELDS = ("latency_s", "std_s", "min_s", "max_s", "repeats", "gflops", "flops", "max_abs_error",
                       "max_rel_error", "correct", "error", "error_kind")
 
@@ -383,6 +384,19 @@ class Explorer(RpcWidget):
             "ptx": getattr(build, "ptx", None),
             "ptx_error": getattr(build, "ptx_error", None),
         }
+
+    @rpc()
+    def lower(self, step: Any = None, target: str = "cpu") -> dict:
+        """The Compiler panel: passes, code and loop facts of a step (see compiler_panel.py)."""
+        if str(target) not in LOWER_TARGETS:
+            raise RequestError(f"unknown target {target!r}; use {' or '.join(LOWER_TARGETS)}", type="bad_request")
+        sid = self._session.current.id if step is None else self._step_id(step)
+        try:
+            return lower_payload(self._session, _plain(sid), str(target))
+        except MlcLabError as exc:
+            summary, detail = _summary_detail(exc)
+            raise RequestError(summary, detail=detail, step=_plain(sid),
+                               type=getattr(exc, "kind", type(exc).__name__)) from None
 
     @rpc()
     def clear_error(self) -> dict:

@@ -1,0 +1,432 @@
+// The "Compiler" view of the explorer's centre: what tvm.compile does with the current step.
+// Left, the passes it ran (changed ones bold, no-ops dimmed, a failure in red with its error) and
+// the generated code; right, the diff a pass made (the CodeMirror merge view) or the code itself
+// (assembly / LLVM IR on CPU, CUDA / PTX on GPU) with the selected loop's instructions highlighted;
+// above, the one-line verdict and the facts of every loop. Python: Explorer.lower -> Session.lower
+// (compiled in the worker process, cached per step).
+
+import { python } from "@codemirror/lang-python";
+import { StreamLanguage, type StringStream } from "@codemirror/language";
+import { unifiedMergeView } from "@codemirror/merge";
+import { EditorState, type Extension, RangeSetBuilder, StateEffect, StateField } from "@codemirror/state";
+import { Decoration, type DecorationSet, EditorView, lineNumbers } from "@codemirror/view";
+import { h } from "../lib/dom";
+import { jpCodeTheme } from "../lib/cm_theme";
+import { Rpc, RpcFailure } from "../lib/rpc";
+import { ensureStyle } from "../lib/theme";
+import type { StepId } from "../lib/types";
+import css from "./compiler.css";
+import { cudaLanguage } from "./cuda";
+
+export type PassStatus = "changed" | "no-op" | "failed";
+
+export interface PassInfo {
+  index: number;
+  name: string;
+  phase: string;
+  status: PassStatus;
+  depth: number;
+  base: number;
+  note: string;
+  script: string | null;
+  error: string | null;
+  seconds: number;
+}
+
+export interface LoopFactsInfo {
+  loop: string;
+  name: string;
+  line: number;
+  end_line: number;
+  kind: string;
+  extent: number | null;
+  innermost: boolean;
+  asm_lines: number[];
+  vector_width: number;
+  register: string;
+  vector_fma: number;
+  scalar_fma: number;
+  vector_arith: number;
+  scalar_arith: number;
+  vector_loads: number;
+  vector_stores: number;
+  scalar_loads: number;
+  scalar_stores: number;
+  broadcasts: number;
+  gathers: number;
+  in_llvm_ir: boolean | null;
+  unrolled_copies: number | null;
+  runtime_calls: Record<string, number>;
+  approximate: boolean;
+  verdict: string;
+}
+
+export interface KernelFactsInfo {
+  name: string;
+  registers: number | null;
+  shared_bytes: number;
+  spill_stores: number;
+  spill_loads: number;
+  vector_loads: number;
+  scalar_loads: number;
+  fma: number;
+}
+
+export interface LoweringInfo {
+  step: StepId;
+  target: string;
+  kind: "cpu" | "cuda";
+  script: string;
+  passes: PassInfo[];
+  ok: boolean;
+  error: string | null;
+  llvm_ir: string;
+  asm: string;
+  cuda_source: string;
+  ptx: string | null;
+  ptx_error: string | null;
+  ptxas_report: string;
+  loops: LoopFactsInfo[];
+  kernels: KernelFactsInfo[];
+  verdict: string;
+  problems: string[];
+  seconds: number;
+}
+
+interface LowerProblem {
+  step: StepId;
+  summary: string;
+  detail: string;
+}
+
+// ---- pure helpers (tested without a DOM) -----------------------------------------------------
+
+/** The TVMScript a pass received: the script of its base pass (or the step's own script). */
+export function scriptBefore(low: LoweringInfo, p: PassInfo): string {
+  let base = p.base;
+  while (base >= 0 && low.passes[base]?.script == null) base = low.passes[base]?.base ?? -1;
+  return base < 0 ? low.script : (low.passes[base].script as string);
+}
+
+export function scriptAfter(low: LoweringInfo, p: PassInfo): string {
+  return p.script ?? scriptBefore(low, p);
+}
+
+/** The facts of a loop by the explorer's selection name (qualified "Y/i" or plain "j_1"). */
+export function loopFacts(low: LoweringInfo | null, name: string | null): LoopFactsInfo | null {
+  if (!low || !name) return null;
+  const exact = low.loops.filter((f) => f.loop === name);
+  if (exact.length === 1) return exact[0];
+  const plain = low.loops.filter((f) => f.name === name);
+  return plain.length === 1 ? plain[0] : null;
+}
+
+/** What the code view shows for a code kind, and which lines of it the selected loop owns. */
+export function codeText(low: LoweringInfo, which: CodeKind): string {
+  if (which === "asm") return low.asm || "; no assembly (the step did not compile)";
+  if (which === "llvm") return low.llvm_ir || "; no LLVM IR (the step did not compile)";
+  if (which === "ptx") return low.ptx ?? `// no PTX: ${low.ptx_error ?? "nvcc is not installed"}`;
+  return low.cuda_source || "// no CUDA source";
+}
+
+export function widthText(f: LoopFactsInfo): string {
+  return f.vector_width ? `${f.vector_width} × ${f.register}` : "scalar";
+}
+
+type CodeKind = "asm" | "llvm" | "source" | "ptx";
+const CODE_KINDS: Record<"cpu" | "cuda", Array<[CodeKind, string]>> = {
+  cpu: [["asm", "Assembly"], ["llvm", "LLVM IR"]],
+  cuda: [["source", "CUDA C++"], ["ptx", "PTX"]],
+};
+
+// ---- CodeMirror bits ---------------------------------------------------------------------------
+
+/** x86 AT&T and PTX in one small stream tokenizer: comments, directives, labels, registers, numbers. */
+export const asmLanguage = StreamLanguage.define<Record<string, never>>({
+  name: "asm",
+  startState: () => ({}),
+  token(stream: StringStream) {
+    if (stream.eatSpace()) return null;
+    if (stream.match(/^(#|;|\/\/)/)) {
+      stream.skipToEnd();
+      return "comment";
+    }
+    if (stream.sol() && stream.match(/^[\w.$@]+:/)) return "labelName";
+    if (stream.match(/^\.[\w.]+/)) return "meta";
+    if (stream.match(/^%[\w.]+/)) return "variableName.standard";
+    if (stream.match(/^\$?-?(?:0x[\da-f]+|\d+)/i)) return "number";
+    if (stream.match(/^"(?:[^"\\]|\\.)*"?/)) return "string";
+    if (stream.match(/^[A-Za-z_][\w.]*/)) return "keyword";
+    stream.next();
+    return "punctuation";
+  },
+});
+
+const setHits = StateEffect.define<number[]>();
+const hitLine = Decoration.line({ class: "mlc-asm-hit" });
+const hitsField = StateField.define<DecorationSet>({
+  create: () => Decoration.none,
+  update(deco, tr) {
+    for (const e of tr.effects) {
+      if (!e.is(setHits)) continue;
+      const builder = new RangeSetBuilder<Decoration>();
+      const doc = tr.state.doc;
+      for (const line of e.value) if (line >= 1 && line <= doc.lines) builder.add(doc.line(line).from, doc.line(line).from, hitLine);
+      return builder.finish();
+    }
+    return deco.map(tr.changes);
+  },
+  provide: (f) => EditorView.decorations.from(f),
+});
+
+function readOnly(): Extension[] {
+  return [EditorState.readOnly.of(true), EditorView.editable.of(false), ...jpCodeTheme()];
+}
+
+// ---- the panel ---------------------------------------------------------------------------------
+
+export class CompilerPanel {
+  readonly el: HTMLElement;
+  private rpc: Rpc;
+  private targetSel: HTMLSelectElement;
+  private status: HTMLElement;
+  private verdict: HTMLElement;
+  private facts: HTMLElement;
+  private passList: HTMLElement;
+  private main: HTMLElement;
+  private cache = new Map<string, LoweringInfo | LowerProblem>(); // a step never changes
+  private wanted: string | null = null;
+  private low: LoweringInfo | null = null;
+  private shown: { kind: "code"; code: CodeKind } | { kind: "pass"; index: number } = { kind: "code", code: "asm" };
+  private editor: EditorView | null = null;
+  private editorText: string | null = null;
+  private selected: string | null = null;
+
+  /** `onSelectLoop` asks the explorer to select a loop (a click on a facts row). */
+  constructor(model: ConstructorParameters<typeof Rpc>[0], private onSelectLoop: (name: string) => void = () => {}) {
+    if (typeof document !== "undefined") ensureStyle("mlc-lab-compiler-style", css);
+    this.rpc = new Rpc(model, 300_000); // the first lowering may start the worker (up to a minute)
+    this.targetSel = h("select", { class: "mlc-compiler-target", title: "compile for this machine's CPU or for CUDA" }) as HTMLSelectElement;
+    for (const t of ["cpu", "cuda"]) this.targetSel.append(h("option", { value: t }, t));
+    this.targetSel.addEventListener("change", () => {
+      this.shown = { kind: "code", code: this.targetSel.value === "cuda" ? "source" : "asm" };
+      void this.show(this.step);
+    });
+    this.status = h("span", { class: "mlc-muted mlc-compiler-status" });
+    this.verdict = h("div", { class: "mlc-compiler-verdict" });
+    this.facts = h("div", { class: "mlc-compiler-facts" });
+    this.passList = h("div", { class: "mlc-compiler-passes", role: "listbox" });
+    this.main = h("div", { class: "mlc-compiler-main" });
+    this.el = h(
+      "div",
+      { class: "mlc-compiler", hidden: true },
+      h("div", { class: "mlc-compiler-bar" }, h("b", {}, "Compiler"), this.targetSel, this.status),
+      this.verdict,
+      this.facts,
+      h("div", { class: "mlc-compiler-body" }, this.passList, this.main),
+    );
+  }
+
+  private step: StepId | null = null;
+
+  get target(): "cpu" | "cuda" {
+    return this.targetSel.value as "cpu" | "cuda";
+  }
+
+  /** Show the lowering of `step` (asked once per step and target, then cached). */
+  async show(step: StepId | null): Promise<void> {
+    if (step === null) return;
+    this.step = step;
+    const key = `${step}:${this.target}`;
+    this.wanted = key;
+    const cached = this.cache.get(key);
+    if (cached) {
+      this.draw(key, cached);
+      return;
+    }
+    this.status.textContent = `compiling step ${step} for ${this.target}…`;
+    this.el.classList.add("mlc-compiler-loading");
+    let got: LoweringInfo | LowerProblem;
+    try {
+      got = (await this.rpc.request<LoweringInfo>("lower", { step, target: this.target })).result;
+    } catch (err) {
+      const e = err instanceof RpcFailure ? err.error : { summary: err instanceof Error ? err.message : String(err), detail: "", type: "error" };
+      got = { step, summary: e.summary, detail: e.detail ?? "" };
+      if (this.wanted === key) this.draw(key, got);
+      return; // not cached: a worker crash or timeout may go away
+    }
+    this.cache.set(key, got);
+    if (this.wanted === key) this.draw(key, got);
+  }
+
+  /** The explorer's selection changed: highlight that loop's instructions and facts row. */
+  select(name: string | null): void {
+    this.selected = name;
+    this.drawFacts();
+    this.drawHits(true);
+  }
+
+  get lowering(): LoweringInfo | null {
+    return this.low;
+  }
+
+  private draw(key: string, got: LoweringInfo | LowerProblem): void {
+    this.el.classList.remove("mlc-compiler-loading");
+    this.el.dataset.step = key.split(":")[0];
+    if ("summary" in got) {
+      this.low = null;
+      this.status.textContent = `step ${got.step}`;
+      this.verdict.className = "mlc-compiler-verdict mlc-compiler-problem";
+      this.verdict.textContent = got.summary;
+      this.facts.replaceChildren(got.detail ? h("pre", { class: "mlc-compiler-detail" }, got.detail) : "");
+      this.passList.replaceChildren();
+      this.setEditor("", []);
+      return;
+    }
+    this.low = got;
+    const changed = got.passes.filter((p) => p.status === "changed").length;
+    const failed = got.passes.filter((p) => p.status === "failed").length;
+    this.status.textContent = `step ${got.step}: ${got.passes.length} passes, ${changed} changed${failed ? `, ${failed} failed` : ""} · ${(got.seconds * 1000).toFixed(0)} ms`;
+    this.verdict.className = `mlc-compiler-verdict${got.ok ? "" : " mlc-compiler-problem"}`;
+    this.verdict.textContent = got.verdict || (got.problems[0] ?? "");
+    if (this.shown.kind === "pass" && !got.passes[this.shown.index]) this.shown = { kind: "code", code: got.kind === "cuda" ? "source" : "asm" };
+    if (this.shown.kind === "code" && !CODE_KINDS[got.kind].some(([k]) => k === (this.shown as { code: CodeKind }).code))
+      this.shown = { kind: "code", code: CODE_KINDS[got.kind][0][0] };
+    this.drawFacts();
+    this.drawPasses();
+    this.drawMain();
+  }
+
+  private drawFacts(): void {
+    const low = this.low;
+    if (!low) return;
+    const sel = loopFacts(low, this.selected);
+    if (low.kind === "cuda") {
+      const rows = low.kernels.map((k) =>
+        h("tr", { class: "mlc-compiler-kernel" }, h("td", { class: "mlc-name" }, k.name), h("td", {}, String(k.registers ?? "?")), h("td", {}, `${k.shared_bytes} B`), h("td", {}, `${k.spill_stores}/${k.spill_loads} B`), h("td", {}, String(k.vector_loads)), h("td", {}, String(k.scalar_loads)), h("td", {}, String(k.fma))),
+      );
+      this.facts.replaceChildren(
+        rows.length
+          ? h("table", {}, h("tr", {}, ...["kernel", "registers", "shared", "spills st/ld", "vector loads", "scalar loads", "FMA"].map((t) => h("th", {}, t))), ...rows)
+          : h("div", { class: "mlc-muted" }, low.ptx_error ? `no ptxas facts: ${low.ptx_error}` : "no kernels"),
+      );
+      return;
+    }
+    const rows = low.loops.map((f) =>
+      h(
+        "tr",
+        {
+          class: `mlc-compiler-loop${sel === f ? " mlc-active" : ""}`,
+          dataset: { loop: f.loop },
+          title: f.verdict || `${f.asm_lines.length} instructions on lines ${f.line}–${f.end_line}`,
+          onclick: () => this.onSelectLoop(f.loop),
+        },
+        h("td", { class: "mlc-name" }, f.loop),
+        h("td", {}, f.kind),
+        h("td", {}, widthText(f)),
+        h("td", {}, `${f.vector_fma} / ${f.scalar_fma}`),
+        h("td", {}, `${f.vector_loads} / ${f.scalar_loads}`),
+        h("td", {}, `${f.vector_stores} / ${f.scalar_stores}`),
+        h("td", {}, f.unrolled_copies ? `× ${f.unrolled_copies}` : f.in_llvm_ir === false ? "gone" : ""),
+        h("td", {}, Object.entries(f.runtime_calls).map(([k, v]) => `${k} ×${v}`).join(", ")),
+        h("td", {}, String(f.asm_lines.length) + (f.approximate ? "~" : "")),
+      ),
+    );
+    const head = ["loop", "kind", "vector", "FMA v / s", "loads v / s", "stores v / s", "unrolled", "runtime calls", "instr."];
+    this.facts.replaceChildren(h("table", {}, h("tr", {}, ...head.map((t) => h("th", {}, t))), ...rows), sel?.verdict ? h("div", { class: "mlc-compiler-loop-verdict" }, sel.verdict) : "");
+  }
+
+  private drawPasses(): void {
+    const low = this.low;
+    if (!low) return;
+    const item = (label: string, cls: string, active: boolean, onclick: () => void, title = "") =>
+      h("div", { class: `mlc-compiler-pass ${cls}${active ? " mlc-active" : ""}`, role: "option", title, onclick }, label);
+    const codeItems = CODE_KINDS[low.kind].map(([k, label]) =>
+      item(`⚙ ${label}`, "mlc-compiler-code-item", this.shown.kind === "code" && this.shown.code === k, () => this.showCode(k)),
+    );
+    let phase = "";
+    const rows: HTMLElement[] = [];
+    for (const p of low.passes) {
+      if (p.phase !== phase) {
+        phase = p.phase;
+        rows.push(h("div", { class: "mlc-compiler-phase" }, phase));
+      }
+      const label = `${"  ".repeat(p.depth)}${p.name}${p.note ? ` (${p.note})` : ""}`;
+      const title = p.status === "failed" ? (p.error ?? "failed") : `${p.status} · ${(p.seconds * 1000).toFixed(1)} ms`;
+      const el = item(label, `mlc-pass-${p.status}`, this.shown.kind === "pass" && this.shown.index === p.index, () => this.showPass(p.index), title);
+      el.dataset.index = String(p.index);
+      el.dataset.status = p.status;
+      rows.push(el);
+    }
+    this.passList.replaceChildren(...codeItems, ...rows);
+  }
+
+  private showCode(code: CodeKind): void {
+    this.shown = { kind: "code", code };
+    this.drawPasses();
+    this.drawMain();
+  }
+
+  private showPass(index: number): void {
+    this.shown = { kind: "pass", index };
+    this.drawPasses();
+    this.drawMain();
+  }
+
+  private drawMain(): void {
+    const low = this.low;
+    if (!low) return;
+    const shown = this.shown;
+    if (shown.kind === "code") {
+      this.setEditor(codeText(low, shown.code), [shown.code === "source" ? cudaLanguage : asmLanguage]);
+      this.drawHits(true);
+      return;
+    }
+    const p = low.passes[shown.index];
+    this.editorText = null;
+    this.editor?.destroy();
+    this.editor = null;
+    const head = h("div", { class: `mlc-compiler-pass-head mlc-pass-${p.status}` }, `${p.index}: ${p.name} — ${p.status}`);
+    if (p.status === "failed") {
+      this.main.replaceChildren(head, h("pre", { class: "mlc-compiler-detail" }, p.error ?? ""));
+      return;
+    }
+    const host = h("div", { class: "mlc-compiler-code" });
+    this.main.replaceChildren(head, host);
+    const after = scriptAfter(low, p);
+    const extensions: Extension[] = [lineNumbers(), python(), ...readOnly()];
+    if (p.status === "changed") extensions.push(unifiedMergeView({ original: scriptBefore(low, p), mergeControls: false, highlightChanges: true, gutter: true, syntaxHighlightDeletions: true }));
+    this.editor = new EditorView({ parent: host, state: EditorState.create({ doc: after, extensions }) });
+  }
+
+  private setEditor(text: string, lang: Extension[]): void {
+    if (this.editor && this.editorText === text) return;
+    this.editor?.destroy();
+    const host = h("div", { class: "mlc-compiler-code" });
+    this.main.replaceChildren(host);
+    this.editorText = text;
+    this.editor = new EditorView({ parent: host, state: EditorState.create({ doc: text, extensions: [lineNumbers(), ...lang, ...readOnly(), hitsField] }) });
+  }
+
+  /** Mark the selected loop's instructions (assembly only: .loc lines name the script's lines). */
+  private drawHits(scroll: boolean): void {
+    const low = this.low;
+    const editor = this.editor;
+    if (!low || !editor || this.shown.kind !== "code" || this.shown.code !== "asm") {
+      this.el.dataset.highlighted = "0";
+      return;
+    }
+    const lines = loopFacts(low, this.selected)?.asm_lines ?? [];
+    editor.dispatch({ effects: setHits.of(lines) });
+    this.el.dataset.highlighted = String(lines.length);
+    if (scroll && lines.length) {
+      const pos = editor.state.doc.line(Math.min(lines[0], editor.state.doc.lines)).from;
+      editor.dispatch({ effects: EditorView.scrollIntoView(pos, { y: "start", yMargin: 40 }) });
+    }
+  }
+
+  destroy(): void {
+    this.rpc.dispose();
+    this.editor?.destroy();
+  }
+}
