@@ -21,7 +21,16 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fixtures import programs_access as P  # noqa: E402
-from mlc_lab.core.access import footprint, gpu_stats  # noqa: E402
+from mlc_lab.core import access  # noqa: E402
+from mlc_lab.tvm.access_ir import loop_id, lower  # noqa: E402
+
+
+def footprint(func, loop):
+    return access.footprint(lower(func), loop_id(func, loop))
+
+
+def gpu_stats(func, loop):
+    return access.gpu_stats(lower(func), loop_id(func, loop))
 
 
 def _loops(func):

@@ -92,3 +92,12 @@ class TuneError(MlcLabError):
 
 class UsageError(MlcLabError):
     """Bad command-line input (a missing file, a directory): the CLI prints it and exits 2."""
+
+
+class AccessAnalysisError(MlcLabError, ValueError):
+    """The memory-access analysis cannot answer for this loop: an unsupported construct, a bad
+    ``at`` value, a missing symbolic shape or a result above the memory budget. The first line
+    names the construct in plain words.
+
+    (Also a ``ValueError``, as it was before it joined the ``MlcLabError`` family.)
+    """

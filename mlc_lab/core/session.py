@@ -482,21 +482,34 @@ class Session:
         return self.current
 
     # --- analysis and measurement ---------------------------------------------------------------
-    def footprint(self, loop: str, at: dict[str, int] | None = None, step: int | None = None) -> dict:
+    def footprint(self, loop: str, at: dict[str, int] | None = None, step: int | None = None, *,
+                  counts: bool = False, shape_vars: dict[str, int] | None = None) -> Any:
         """Which elements of every buffer the iterations of ``loop`` touch, with the enclosing loops
-        fixed at ``at`` (names as in the script; missing ones are 0). See ``mlc_lab.core.access``."""
+        fixed at ``at`` (names as in the script, ``Y/i`` included; missing ones are at their first
+        value). ``shape_vars`` gives values to symbolic shapes. Returns a
+        ``mlc_lab.core.access.LoopFootprint`` (a dict of ``Footprint`` by buffer name)."""
         from mlc_lab.core import access
+        from mlc_lab.tvm import access_ir
 
-        func, node = self._loop_node(loop, step)
-        return access.footprint(func, node, _plain_at(at))
+        func, node, at_ids = self._access_query(loop, at, step)
+        return access.footprint(access_ir.lower(func), access_ir.loop_id(func, node), at_ids,
+                                counts=counts, shape_vars=shape_vars)
 
     def gpu_stats(self, loop: str, at: dict[str, int] | None = None, warp: int | None = None,
-                  block: dict | None = None, step: int | None = None) -> Any:
+                  block: dict | None = None, step: int | None = None, *,
+                  shape_vars: dict[str, int] | None = None) -> Any:
         """Coalescing (sectors per request) and shared-memory bank conflicts for one warp."""
         from mlc_lab.core import access
+        from mlc_lab.tvm import access_ir
 
-        func, node = self._loop_node(loop, step)
-        return access.gpu_stats(func, node, _plain_at(at), warp=warp, block=block)
+        func, node, at_ids = self._access_query(loop, at, step)
+        return access.gpu_stats(access_ir.lower(func), access_ir.loop_id(func, node), at_ids,
+                                warp=warp, block=block, shape_vars=shape_vars)
+
+    def _access_query(self, loop: str, at: dict | None, step: int | None) -> tuple[Any, Any, dict]:
+        state = self._state if step is None else self._state_of(step)
+        func, node = state.loop_node(state.find_loop(loop))
+        return func, node, _plain_at(state, func, at)
 
     def _loop_node(self, loop: str, step: int | None) -> tuple[Any, Any]:
         state = self._state if step is None else self._state_of(step)
@@ -608,11 +621,25 @@ def _has_sampled(value: Any) -> bool:
     return False
 
 
-def _plain_at(at: dict[str, int] | None) -> dict[str, int] | None:
-    """Enclosing-loop values may be given by qualified names (``Y/i``); the analysis wants ``i``."""
+def _plain_at(state: Any, func: Any, at: dict[str, int] | None) -> dict[int, int] | None:
+    """Enclosing-loop values keyed by the analysis's loop ids: each name (``i``, ``Y/i``,
+    ``func:Y/i``) is looked up like the loop argument, so a qualification picks its own loop."""
     if not at:
-        return at
-    return {str(k).rpartition(":")[2].rpartition("/")[2]: int(v) for k, v in at.items()}
+        return None
+    from mlc_lab.errors import AccessAnalysisError
+    from mlc_lab.tvm import access_ir
+
+    out: dict[int, int] = {}
+    for name, value in at.items():
+        try:
+            value = int(value)
+        except (TypeError, ValueError):
+            raise AccessAnalysisError(f"the value of loop {name} in 'at' must be an integer, not {value!r}") from None
+        owner, node = state.loop_node(state.find_loop(str(name)))
+        if not owner.same_as(func):
+            raise AccessAnalysisError(f"loop {name} in 'at' belongs to another function")
+        out[access_ir.loop_id(func, node)] = value
+    return out
 
 
 def perfect_tilings(extent: int, n: int, max_innermost: int, limit: int = 5000) -> list[list[int]]:

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import traitlets as t
 
-from mlc_lab.errors import MlcLabError
+from mlc_lab.errors import AccessAnalysisError, MlcLabError
 from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle, rpc
 
 log = logging.getLogger(__name__)
@@ -158,14 +158,6 @@ class _Packer:
         return self.buffers
 
 
-def _crop_box(touched: np.ndarray, bounds: list) -> tuple[list[int], list[int]]:
-    if touched.ndim == 0:
-        return [], []
-    if not bounds or any(b is None for b in bounds):
-        return [0] * touched.ndim, [0] * touched.ndim
-    return [int(b[0]) for b in bounds], [int(b[1]) - int(b[0]) + 1 for b in bounds]
-
-
 def _plain(value: Any) -> Any:
     if value is None or isinstance(value, (bool, str)):
         return value
@@ -210,52 +202,48 @@ def footprint_payload(session: Any, loop: str, at: dict | None = None, step: int
     target = chain[-1]
     try:
         fps = session.footprint(_ref(target), at=values, step=step)
-    except MlcLabError as exc:
-        raise RequestError(_first_line(exc), detail=str(exc), type="analysis") from None
-    except ValueError as exc:  # AccessAnalysisError: the analysis cannot handle this loop nest
+    except (AccessAnalysisError, ValueError) as exc:  # the analysis cannot handle this loop nest
         raise RequestError(f"the access analysis cannot show loop {_ref(target)}: {_first_line(exc)}",
                            detail=str(exc), type="analysis") from None
+    except MlcLabError as exc:
+        raise RequestError(_first_line(exc), detail=str(exc), type="analysis") from None
     pack = _Packer()
-    buffers = []
-    steps = 0
-    gpu = False
-    for name, fp in fps.items():
-        summary = _plain(fp.summary())
-        touched = np.asarray(fp.reads) | np.asarray(fp.writes)
-        offset, size = _crop_box(touched, summary.get("bounds") or [])
-        n = int(np.prod(size)) if size else 1
-        entry = {**summary, "crop": {"offset": offset, "shape": size}, "arrays": {}}
-        if fp.distinct:
-            if n > MAX_ELEMENTS:
-                raise RequestError(f"buffer {name} has {n} touched elements in its box, more than the "
-                                   f"{MAX_ELEMENTS} this view draws; pick an inner loop", type="too_large")
-            sl = tuple(slice(o, o + s) for o, s in zip(offset, size))
-            first = np.asarray(fp.first_touch)[sl]
-            steps = max(steps, int(first.max()) + 1)
-            arrays = entry["arrays"]
-            arrays["reads"] = pack.add(np.asarray(fp.reads)[sl], "bits")
-            arrays["writes"] = pack.add(np.asarray(fp.writes)[sl], "bits")
-            arrays["first_touch"] = pack.add(first, "first_touch")
-            if getattr(fp, "count", None) is not None:  # per-element counts are optional in the analysis
-                arrays["count"] = pack.add(np.asarray(fp.count)[sl], "unsigned")
-            if fp.thread is not None:
-                gpu = True
-                arrays["thread"] = pack.add(np.asarray(fp.thread)[sl], "signed")
-                arrays["block"] = pack.add(np.asarray(fp.block)[sl], "signed")
-        elif fp.thread is not None:
-            gpu = True
-        buffers.append(entry)
+    buffers = [_buffer_entry(name, fp, pack) for name, fp in fps.items()]
     data = pack.finish()
     result = {
         "loop": _loop_info(target),
         "enclosing": [{**_loop_info(n), "value": values[_ref(n)]} for n in chain[:-1]],
         "at": values,
-        "steps": steps,
-        "gpu": gpu,
-        "launch": launch_dims(tree),
+        "steps": int(fps.steps),
+        "gpu": bool(fps.gpu),
+        "launch": _plain(fps.launch),
         "buffers": buffers,
     }
     return result, data
+
+
+def _buffer_entry(name: str, fp: Any, pack: _Packer) -> dict:
+    """One buffer's statistics and its arrays over the touched box (as the analysis cropped them)."""
+    summary = _plain(fp.summary())
+    offset, arrays = fp.crop()
+    size = list(arrays["reads"].shape) if arrays else [0] * len(fp.shape)
+    entry = {**summary, "crop": {"offset": [int(o) for o in offset], "shape": [int(n) for n in size]}, "arrays": {}}
+    if not fp.distinct:
+        return entry
+    n = int(np.prod(size)) if size else 1
+    if n > MAX_ELEMENTS:
+        raise RequestError(f"buffer {name} has {n} touched elements in its box, more than the "
+                           f"{MAX_ELEMENTS} this view draws; pick an inner loop", type="too_large")
+    out = entry["arrays"]
+    out["reads"] = pack.add(arrays["reads"], "bits")
+    out["writes"] = pack.add(arrays["writes"], "bits")
+    out["first_touch"] = pack.add(arrays["first_touch"], "first_touch")
+    if "count" in arrays:  # per-element counts are optional in the analysis
+        out["count"] = pack.add(arrays["count"], "unsigned")
+    if "thread" in arrays:
+        out["thread"] = pack.add(arrays["thread"], "signed")
+        out["block"] = pack.add(arrays["block"], "signed")
+    return entry
 
 
 def gpu_payload(session: Any, loop: str, at: dict | None = None, warp: int | None = None,
@@ -446,14 +434,13 @@ def snapshot_data(session: Any, loop: str, at: dict | None = None, *, warp: int 
     values = resolve_at(chain, at)
     fps = session.footprint(_ref(chain[-1]), at=values)
     gpu = None
-    if any(fp.thread is not None for fp in fps.values()) and hasattr(session, "gpu_stats"):
+    if fps.gpu and hasattr(session, "gpu_stats"):
         try:
             gpu = gpu_payload(session, loop, values, warp=warp, block=block, tree=tree)
         except RequestError:
             gpu = None
-    steps = max([int(np.max(fp.first_touch)) + 1 for fp in fps.values() if fp.distinct] or [0])
-    return {"loop": _ref(chain[-1]), "at": values, "footprints": fps, "gpu": gpu, "steps": steps,
-            "launch": launch_dims(tree), "warp": warp, "block": block}
+    return {"loop": _ref(chain[-1]), "at": values, "footprints": fps, "gpu": gpu, "steps": int(fps.steps),
+            "launch": _plain(fps.launch), "warp": warp, "block": block}
 
 
 def _hue_rgb(i: np.ndarray) -> np.ndarray:

@@ -277,8 +277,18 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fixtures import programs_access as P  # noqa: E402
-from mlc_lab.core.access import AccessAnalysisError, footprint, gpu_stats  # noqa: E402
-from mlc_lab.tvm.access import analyze_footprint  # noqa: E402
+from mlc_lab.core import access  # noqa: E402
+from mlc_lab.errors import AccessAnalysisError, MlcLabError  # noqa: E402
+from mlc_lab.tvm.access_ir import loop_id, lower  # noqa: E402
+
+
+def footprint(func, loop, at=None, **kw):
+    """The analysis on a PrimFunc and one of its ``For`` nodes (``at`` by loop name)."""
+    return access.footprint(lower(func), loop_id(func, loop), at, **kw)
+
+
+def gpu_stats(func, loop, at=None, **kw):
+    return access.gpu_stats(lower(func), loop_id(func, loop), at, **kw)
 
 
 def all_loops(func):
@@ -309,17 +319,18 @@ def enclosing(func, loop):
 
 
 def assert_exact(func, loop, at=None):
-    got = analyze_footprint(func, loop, at)["buffers"]
+    got = footprint(func, loop, at, counts=True)
     exp = Oracle(func).run(loop, at)
     assert set(got) == set(exp)
     for name, e in exp.items():
         g = got[name]
         for key in ("reads", "writes", "first_touch", "count"):
-            np.testing.assert_array_equal(g[key], e[key], err_msg=f"{name}.{key} under {loop.loop_var.name} at {at}")
-        assert g["n_reads"] + g["n_writes"] == int(e["count"].sum())
-        if "thread" in g:
-            np.testing.assert_array_equal(g["thread"], e["thread"], err_msg=f"{name}.thread")
-            np.testing.assert_array_equal(g["block"], e["block"], err_msg=f"{name}.block")
+            np.testing.assert_array_equal(getattr(g, key), e[key],
+                                          err_msg=f"{name}.{key} under {loop.loop_var.name} at {at}")
+        assert g.n_reads + g.n_writes == int(e["count"].sum())
+        if g.gpu:
+            np.testing.assert_array_equal(g.thread, e["thread"], err_msg=f"{name}.thread")
+            np.testing.assert_array_equal(g.block, e["block"], err_msg=f"{name}.block")
 
 
 def assert_every_loop(func, rng=None):
@@ -508,6 +519,7 @@ def test_outer_loop_of_1024_matmul_is_exact_in_closed_form():
 
 
 def test_errors_are_plain_sentences():
+    assert issubclass(AccessAnalysisError, MlcLabError)
     func = P.sched_mm_relu_split(16).mod["mm_relu"]
     with pytest.raises(AccessAnalysisError, match="do not enclose"):
         footprint(func, P.find_loop(func, "j_1", block="Y"), {"zz": 1})

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlc_lab.core.access import Footprint, LoopFootprint
 from mlc_lab.errors import MlcLabError
 from mlc_lab.widgets import access_view as av
 from mlc_lab.widgets.access_view import AccessView, access_view
@@ -29,41 +30,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # --- a fake analysis ----------------------------------------------------------------------------------
 
-@dataclass
-class FakeFootprint:
-    """Duck-typed mlc_lab.core.access.Footprint (that module imports TVM)."""
-
-    buffer: str
-    reads: np.ndarray
-    writes: np.ndarray
-    first_touch: np.ndarray
-    count: np.ndarray | None = None
-    thread: np.ndarray | None = None
-    block: np.ndarray | None = None
-    strides: dict = field(default_factory=dict)
-    dtype: str = "float32"
-    scope: str = "global"
-
-    @property
-    def shape(self):
-        return self.reads.shape
-
-    @property
-    def distinct(self):
-        return int(np.count_nonzero(self.reads | self.writes))
-
-    def summary(self):
-        touched = self.reads | self.writes
-        bounds = []
-        for d in range(touched.ndim):
-            other = tuple(i for i in range(touched.ndim) if i != d)
-            hit = np.flatnonzero(touched.any(axis=other) if other else touched)
-            bounds.append([int(hit[0]), int(hit[-1])] if hit.size else None)
-        n_r, n_w = int(self.reads.sum()), int(self.writes.sum())
-        return {"buffer": self.buffer, "shape": list(self.shape), "dtype": self.dtype, "scope": self.scope,
-                "itemsize": 4, "distinct": self.distinct, "accesses": n_r + n_w, "n_reads": n_r, "n_writes": n_w,
-                "reuse": (n_r + n_w) / max(1, self.distinct), "cache_lines": 1, "bounds": bounds,
-                "strides": dict(self.strides)}
+def fake_footprint(name, reads, writes, first_touch, strides, thread=None, block=None) -> Footprint:
+    """A real (plain-data) Footprint over the whole buffer; counts as the number of touched cells."""
+    box = {"reads": reads, "writes": writes, "first_touch": first_touch}
+    if thread is not None:
+        box.update(thread=thread, block=block)
+    return Footprint(buffer=name, shape=reads.shape, dtype="float32", scope="global", itemsize=4,
+                     origin=(0,) * reads.ndim, box=box, n_reads=int(reads.sum()), n_writes=int(writes.sum()),
+                     strides=dict(strides), gpu=thread is not None)
 
 
 def chapter2_footprints(at: dict) -> dict:
@@ -81,10 +55,25 @@ def chapter2_footprints(at: dict) -> dict:
                 w[a, b] = True
             if ft[a, b] < 0:
                 ft[a, b] = step
-        return FakeFootprint(name, r, w, ft, strides={"i": 128, "j_0": 4, "k": 0, "j_1": 1})
+        return r, w, ft
 
     return {"A": fp("A", [(i, k)] * 4, "r"), "B": fp("B", [(k, j0 * 4 + t) for t in range(4)], "r"),
             "C": fp("C", [], "r"), "Y": fp("Y", [(i, j0 * 4 + t) for t in range(4)], "rw")}
+
+
+def chapter2_result(at: dict, gpu: bool = False) -> LoopFootprint:
+    """The same as the analysis returns it: Footprints (thread/block when ``gpu``) and the loop's facts."""
+    strides = {"i": 128, "j_0": 4, "k": 0, "j_1": 1}
+    fps = {}
+    for name, (r, w, ft) in chapter2_footprints(at).items():
+        thread = block = None
+        if gpu:
+            touched = r | w
+            thread = np.where(touched, np.arange(128 * 128).reshape(128, 128) % 64, -1).astype(np.int64)
+            block = np.where(touched, 5, -1).astype(np.int64)
+        fps[name] = fake_footprint(name, r, w, ft, strides, thread, block)
+    return LoopFootprint(fps, loop="j_1", steps=4, at=dict(at), launch={"threadIdx.x": 64} if gpu else {},
+                         accesses=[])
 
 
 class AnalysingSession(FakeSession):
@@ -101,13 +90,7 @@ class AnalysingSession(FakeSession):
         if self.fail:
             raise self.fail
         plain = {k.rpartition("/")[2]: v for k, v in (at or {}).items()}
-        fps = chapter2_footprints(plain)
-        if self.gpu:
-            for f in fps.values():
-                touched = f.reads | f.writes
-                f.thread = np.where(touched, np.arange(128 * 128).reshape(128, 128) % 64, -1).astype(np.int64)
-                f.block = np.where(touched, 5, -1).astype(np.int64)
-        return fps
+        return chapter2_result(plain, self.gpu)
 
     def gpu_stats(self, loop, at=None, warp=None, block=None, step=None):
         self.calls.append(("gpu_stats", loop, dict(at or {}), warp, block))
@@ -300,7 +283,7 @@ def test_export_html_and_png(view, tmp_path):
 
 
 def test_heatmap_colours_follow_the_rules():
-    fp = chapter2_footprints({"i": 3, "k": 7})
+    fp = chapter2_result({"i": 3, "k": 7})
     img = av.heatmap_rgb(fp["Y"])
     assert tuple(img[3, 0]) == av.COLORS["both"] and tuple(img[0, 0]) == av.COLORS["empty"]
     assert tuple(av.heatmap_rgb(fp["B"])[7, 2]) == av.COLORS["read"]

@@ -1,0 +1,141 @@
+"""The footprint of a loop: every buffer's first touch, kind, count and who, exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlc_lab.core.access.accumulate import BufferAccumulator, dim_range
+from mlc_lab.core.access.budget import Budget
+from mlc_lab.core.access.expr import Affine, Decomposer, Digit, NonAffine
+from mlc_lab.core.access.grid import build_grid
+from mlc_lab.core.access.model import Footprint, LoopFootprint
+from mlc_lab.core.access.program import AccessProgram
+from mlc_lab.core.access.shapes import bind_shapes
+from mlc_lab.core.access.space import ProgramIndex, Query
+
+
+def index_of(program: AccessProgram, shape_vars: dict | None = None) -> ProgramIndex:
+    """The program with its symbolic shapes bound, indexed (cached on the program)."""
+    bound = bind_shapes(program, shape_vars)
+    idx = bound.__dict__.get("_index")
+    if idx is None:
+        idx = bound.__dict__["_index"] = ProgramIndex(bound)
+    return idx
+
+
+def groups(q: Query) -> list:
+    """Accesses under the query's loop, identical ones merged: [access, n_reads, n_writes, step offset]."""
+    out = []
+    for leaf in q.leaves:
+        seen: dict = {}
+        for acc in leaf.accesses:
+            key = (acc.buffer, acc.label, tuple(str(i) for i in acc.indices), tuple(str(g) for g in acc.guards),
+                   q.chain(acc))
+            if key in seen:
+                seen[key][1 if acc.kind == "read" else 2] += 1
+                continue
+            g = [acc, int(acc.kind == "read"), int(acc.kind == "write"), q.leaf_offset[id(leaf)]]
+            seen[key] = g
+            out.append(g)
+    return out
+
+
+def footprint(program: AccessProgram, loop, at: dict | None = None, *, counts: bool = False,
+              shape_vars: dict | None = None, budget: Budget | None = None) -> LoopFootprint:
+    """Footprint of every buffer over the iterations of ``loop`` (a loop id, name or Loop).
+
+    ``at`` gives values to the loops that enclose ``loop`` (by id, name or Loop; missing ones are at
+    their first value). ``counts=True`` adds per-element access counts. ``shape_vars`` gives values
+    to symbolic shapes. Raises :class:`AccessAnalysisError` with a sentence a person can act on.
+    """
+    index = index_of(program, shape_vars)
+    prog = index.prog
+    q = Query(index, prog.loop(loop if not hasattr(loop, "id") else loop.id), at)
+    budget = budget or Budget()
+    steps = index.count(q.L)
+    gs = groups(q)
+    per_step = max([1] + [len(leaf.accesses) for leaf in q.leaves])
+    dt = np.int32 if steps * per_step < np.iinfo(np.int32).max - 1 else np.int64
+    launch = index.launch()
+    by_buf: dict[str, list] = {}
+    for acc, nr, nw, off in gs:
+        g = build_grid(q, acc, off, nr, nw, step_dtype=dt, launch=launch, budget=budget)
+        if g is not None:
+            by_buf.setdefault(acc.buffer, []).append(g)
+    per_buf_strides, per_access = strides_table(q, gs)
+    out = {}
+    for name, info in prog.buffers.items():
+        origin, box, nr, nw = (0,) * len(info.shape), {}, 0, 0
+        grids = by_buf.get(name, [])
+        if grids:
+            ranges = [[dim_range(g, d) for d in range(len(info.shape))] for g in grids]
+            acc = BufferAccumulator(name, info.shape, ranges, dt, counts, budget, bool(launch))
+            for g in grids:
+                acc.add(g)
+            origin, box = acc.result()
+            nr, nw = acc.n_reads, acc.n_writes
+        out[name] = Footprint(buffer=name, shape=tuple(info.shape), dtype=info.dtype, scope=info.scope,
+                              itemsize=info.itemsize, origin=origin, box=box, n_reads=nr, n_writes=nw,
+                              strides=per_buf_strides.get(name, {}), gpu=bool(launch), counted=counts)
+    return LoopFootprint(out, loop=q.L.name, steps=steps,
+                         at={lp.name: q.fixed[lp.id] for lp in q.enclosing}, launch=launch, accesses=per_access)
+
+
+def _symbolic_value(q: Query):
+    """Every loop (enclosing ones too) as a variable: for strides."""
+    def value_of(v) -> Affine:
+        t = q.resolve(v.id)
+        return Affine({Digit(t.id, 1, None): 1}, 0)
+    return value_of
+
+
+def strides_table(q: Query, gs: list):
+    """Stride in elements of each loop (enclosing ones included) in each access's flat index."""
+    per_buf: dict[str, dict] = {}
+    per_access: list[dict] = []
+    bufs = q.index.prog.buffers
+    for acc, nr, nw, off in gs:
+        row = _access_strides(q, acc, bufs[acc.buffer].shape)
+        per_access.append({"buffer": acc.buffer, "block": acc.block,
+                           "kind": "read" if nr else "write", "strides": row})
+        cur = per_buf.setdefault(acc.buffer, {})
+        for name, s in row.items():
+            if name in cur and cur[name] != s:
+                cur[name] = None
+            else:
+                cur.setdefault(name, s)
+    return per_buf, per_access
+
+
+def _access_strides(q: Query, acc, shape) -> dict:
+    dec = Decomposer(_symbolic_value(q), q.index.extents)
+    rstr, rs = [], 1
+    for s in reversed(shape):
+        rstr.append(rs)
+        rs *= int(s)
+    rstr.reverse()
+    flat: dict = {}
+    try:
+        for d, ix in enumerate(acc.indices):
+            for t, c in dec.lin(ix).terms.items():
+                flat.setdefault(t.loop, []).append((t, c * rstr[d]))
+        ok = True
+    except NonAffine:
+        ok = False
+    except Exception:  # noqa: BLE001 - symbolic leftovers: strides are unknown, not an error
+        ok = False
+    row = {}
+    for lid in q.chain(acc):
+        lp = q.index.loops[lid]
+        if lp.role != "loop":
+            continue
+        terms = flat.get(q.resolve(lid).id, []) if ok else None
+        if terms is None:
+            row[lp.name] = None
+        elif not terms:
+            row[lp.name] = 0
+        elif len(terms) == 1 and terms[0][0].place == 1 and terms[0][0].size is None:
+            row[lp.name] = int(terms[0][1])
+        else:
+            row[lp.name] = None
+    return row

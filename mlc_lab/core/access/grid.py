@@ -1,0 +1,370 @@
+"""One access over the digits that matter: a dense numpy grid, one axis per relevant digit.
+
+Digits of the loops an access runs under that appear in no index and no guard neither change what
+it touches nor, at 0, delay its first touch: they are collapsed into a multiplicity. A guard
+``sum(coef * digit) == c`` with coefficients of one sign (the reduction-init condition "every
+reduction loop at its first iteration") pins its digits to 0: the init is analysed on that
+sub-space, never enumerated. Other guards and non-affine indices are evaluated numerically over
+every iteration of the loops they use.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlc_lab.core.access.budget import Budget
+from mlc_lab.core.access.expr import Affine, Decomposer, Digit, NonAffine, digit_range, evaluate
+from mlc_lab.core.access.program import Op, Var, free_vars
+from mlc_lab.core.access.space import BLOCK_TAGS, THREAD_TAGS, Query
+from mlc_lab.errors import AccessAnalysisError
+
+
+
+@dataclass
+class Grid:
+    """An access enumerated over its relevant digits (one numpy axis per digit)."""
+
+    acc: object
+    n_reads: int
+    n_writes: int
+    shape: tuple
+    dims: list                # per buffer dim: (coefs per axis, const) or an evaluated array
+    ev_aff: tuple             # step of a point = const + sum(weight[axis] * digit)
+    mask: object              # bool array (broadcastable) or None
+    mult: int                 # iterations collapsed into each point
+    digits: list              # Digit per axis
+    who_aff: tuple = None     # ((const, weights) thread, (const, weights) block); GPU only
+    dtype: object = np.int64
+
+    def outer(self, aff, order=None):
+        """An affine function of the axes as an array, axes in ``order`` (memory order of a view)."""
+        c, w = aff
+        order = list(range(len(self.shape))) if order is None else order
+        nd = len(order)
+        out = self.dtype(c)
+        for j, i in enumerate(order):
+            if w[i]:
+                out = out + axis(self.shape[i], j, nd, self.dtype) * self.dtype(w[i])
+        return np.broadcast_to(out, tuple(self.shape[i] for i in order))
+
+    @property
+    def ev(self):
+        return self.outer(self.ev_aff)
+
+    @property
+    def who(self):
+        return None if self.who_aff is None else tuple(self.outer(a) for a in self.who_aff)
+
+    @property
+    def affine(self) -> bool:
+        return all(isinstance(d, tuple) for d in self.dims)
+
+
+def axis(arr_len: int, ax: int, ndim: int, dtype=np.int64):
+    shape = [1] * ndim
+    shape[ax] = arr_len
+    return np.arange(arr_len, dtype=dtype).reshape(shape)
+
+
+class _Vars:
+    """How the variables of one access read in a query: constants, digits, or enumerated."""
+
+    def __init__(self, q: Query, acc, fixed: dict | None = None, inside: dict | None = None):
+        self.q = q
+        self.fixed = q.fixed if fixed is None else fixed
+        self.inside = q.inside if inside is None else inside
+        self.chain = set(q.chain(acc))
+
+    def value_of(self, v: Var) -> Affine:
+        if v.id < 0:
+            raise AccessAnalysisError(f"the symbolic shape {v.name} has no value; give it in shape_vars")
+        if v.id in self.fixed:
+            return Affine(const=self.fixed[v.id])
+        if v.id not in self.chain:
+            raise AccessAnalysisError(f"variable {v.name} is not a loop around the access")
+        t = self.q.resolve(v.id)
+        if t.id in self.fixed:
+            return Affine(const=self.fixed[t.id])
+        return Affine({Digit(t.id, 1, None): 1}, int(t.min))
+
+    def loops_of(self, e) -> set:
+        """Ids of the iterating loops an expression depends on."""
+        out = set()
+        for vid in free_vars(e):
+            if vid < 0 or vid in self.fixed or vid not in self.chain:
+                continue
+            t = self.q.resolve(vid)
+            if t.id in self.inside:
+                out.add(t.id)
+        return out
+
+
+def _pin(dec: Decomposer, guard) -> tuple | None:
+    """(digits pinned to 0, dead) for a guard ``affine == c`` whose coefficients share a sign."""
+    if not (isinstance(guard, Op) and guard.op == "eq"):
+        return None
+    try:
+        aff = dec.lin(guard.args[0]).add(dec.lin(guard.args[1]), -1)
+    except NonAffine:
+        return None
+    if not aff.terms:
+        return (), aff.const != 0
+    signs = {c > 0 for c in aff.terms.values()}
+    if len(signs) != 1:
+        return None
+    const = aff.const if signs == {True} else -aff.const
+    if const < 0:
+        return None           # a non-trivial point of the range: left to the numeric path
+    return tuple(aff.terms), const > 0
+
+
+def _refine(lp, marks: set, ext: int):
+    """Digits of one loop cut at ``marks``; None when they do not nest (then the loop is enumerated)."""
+    pts = sorted({p for p in marks if p < ext} | {1})
+    if not all(b % a == 0 for a, b in zip(pts, pts[1:])):
+        return None
+    return [Digit(lp.id, a, b // a) for a, b in zip(pts, pts[1:])] + [Digit(lp.id, pts[-1], None)]
+
+
+def _covers(t: Digit, dg: Digit) -> bool:
+    """Whether refined digit ``dg`` lies inside digit ``t`` of the same loop."""
+    hi = None if t.size is None else t.place * t.size
+    return dg.place >= t.place and (hi is None or dg.place < hi)
+
+
+class _Plan:
+    """Axes of the grid of one access: which digits are enumerated, pinned or collapsed."""
+
+    def __init__(self, q: Query, acc, loops: list, lanes: frozenset, vars_: _Vars):
+        self.q, self.acc, self.loops, self.vars = q, acc, loops, vars_
+        ext = q.index.extents
+        self.dec = Decomposer(vars_.value_of, ext)
+        self.dims_aff, self.full = [], set()
+        for ix in acc.indices:
+            try:
+                self.dims_aff.append(self.dec.lin(ix))
+            except NonAffine:
+                self.dims_aff.append(None)
+                self.full |= vars_.loops_of(ix)
+        self.dead = False
+        self.preds, pins = [], []
+        for g in acc.guards:
+            p = _pin(self.dec, g)
+            if p is None:
+                self.preds.append(g)
+                self.full |= vars_.loops_of(g)
+            elif p[1]:
+                self.dead = True
+            elif p[0]:
+                pins.append((g, p[0]))
+        self.bounds = self._alias_bounds()
+        self.pinned = self._refine_all(pins, ext)
+        self._axes(lanes, ext)
+
+    def _alias_bounds(self) -> list:
+        """Aliased inner loops narrower than their thread: an implicit bound on the thread."""
+        out = []
+        for lid in self.q.chain(self.acc):
+            lp = self.q.index.loops[lid]
+            t = self.q.resolve(lid)
+            if lp is t:
+                continue
+            if t.id in self.vars.inside and self.q.index.extents[lid] < self.q.index.extents[t.id]:
+                out.append((t.id, self.q.index.extents[lid]))
+                self.full.add(t.id)
+            elif t.id in self.vars.fixed and not self.vars.fixed[t.id] < self.q.index.extents[lid]:
+                self.dead = True
+        return out
+
+    def _refine_all(self, pins: list, ext: dict) -> set:
+        while True:
+            pin_loops = {d.loop for _, ds in pins for d in ds}
+            marks = {lp.id: set() for lp in self.loops}
+            terms = [d for aff in self.dims_aff if aff is not None for d in aff.terms]
+            terms += [d for _, ds in pins for d in ds]
+            for d in terms:
+                marks[d.loop].update((d.place,) if d.size is None else (d.place, d.place * d.size))
+            self.refined, bad = {}, set()
+            for lp in self.loops:
+                digs = _refine(lp, marks[lp.id], ext[lp.id])
+                if digs is not None and lp.id in pin_loops and ext[lp.id] % digs[-1].place:
+                    digs = None
+                if digs is None:
+                    bad |= {lp.id} & pin_loops
+                    self.full.add(lp.id)
+                    digs = [Digit(lp.id, 1, None)]
+                elif ext[lp.id] % digs[-1].place:
+                    self.full.add(lp.id)      # a partial top digit: masked below
+                self.refined[lp.id] = digs
+            if not bad:
+                break
+            for g, ds in pins:          # digits that do not nest: the guard is evaluated instead
+                if any(d.loop in bad for d in ds):
+                    self.preds.append(g)
+                    self.full |= self.vars.loops_of(g)
+            pins = [p for p in pins if not any(d.loop in bad for d in p[1])]
+        for i, aff in enumerate(self.dims_aff):
+            if aff is not None and not all(self._representable(t, ext) for t in aff.terms):
+                self.dims_aff[i] = None
+                self.full |= self.vars.loops_of(self.acc.indices[i])
+        return {dg for _, ds in pins for d in ds for dg in self.refined[d.loop] if _covers(d, dg)}
+
+    def _representable(self, t: Digit, ext: dict) -> bool:
+        starts = {dg.place for dg in self.refined[t.loop]}
+        return t.place in starts and (t.size is None or t.place * t.size in starts
+                                      or t.place * t.size >= ext[t.loop])
+
+    def _used(self, lp, dg: Digit) -> bool:
+        return any(t.loop == lp.id and _covers(t, dg) for aff in self.dims_aff if aff is not None for t in aff.terms)
+
+    def _axes(self, lanes: frozenset, ext: dict) -> None:
+        self.axes, self.mult = [], 1
+        for lp in self.loops:
+            if lp.id in lanes:
+                continue
+            for dg in reversed(self.refined[lp.id]):
+                if dg in self.pinned:
+                    continue
+                if lp.id in self.full or self._used(lp, dg):
+                    self.axes.append(dg)
+                else:
+                    self.mult *= digit_range(dg, ext)
+        self.shape = tuple(digit_range(d, ext) for d in self.axes)
+        self.ax_of = {d: i for i, d in enumerate(self.axes)}
+
+    def expand(self, aff: Affine):
+        """(coefficient per axis, constant) of an affine form."""
+        coefs = np.zeros(len(self.axes), dtype=np.int64)
+        for t, c in aff.terms.items():
+            for dg in self.refined[t.loop]:
+                if _covers(t, dg) and dg in self.ax_of:
+                    coefs[self.ax_of[dg]] += c * (dg.place // t.place)
+        return coefs, aff.const
+
+    def loop_value(self, lp, ar):
+        val = np.int64(lp.min)
+        for dg in self.refined[lp.id]:
+            if dg in self.ax_of:
+                val = val + ar[self.ax_of[dg]] * dg.place
+        return val
+
+
+def _env(plan: _Plan, fixed: dict, overrides: dict | None = None) -> dict:
+    """Variable values over the grid (loop id -> array), aliases following their thread."""
+    nd = len(plan.shape)
+    ar = [axis(n, i, nd) for i, n in enumerate(plan.shape)]
+    env = {lp.id: plan.loop_value(lp, ar) for lp in plan.loops}
+    env.update(overrides or {})
+    for k, v in fixed.items():
+        env.setdefault(k, v)
+    for lid in plan.q.chain(plan.acc):
+        t = plan.q.resolve(lid)
+        if t.id != lid and t.id in env:
+            env[lid] = env[t.id]
+    return env
+
+
+def _mask(plan: _Plan, env: dict):
+    mask = None
+
+    def both(m):
+        return m if mask is None else (mask & m)
+
+    for p in plan.preds:
+        mask = both(np.asarray(evaluate(p, env), dtype=bool))
+    for lid, ext in plan.bounds:
+        lp = plan.q.index.loops[lid]
+        mask = both((env[lid] - lp.min) < ext)
+    for lp in plan.loops:
+        digs = plan.refined[lp.id]
+        if plan.q.index.extents[lp.id] % digs[-1].place and len(digs) > 1:
+            mask = both((env[lp.id] - lp.min) < plan.q.index.extents[lp.id])
+    return mask
+
+
+def _who(plan: _Plan, launch: dict):
+    """Affine thread and block ids (x fastest) of each point, for kernels that bind threads."""
+    nd = len(plan.axes)
+    tagval = {}
+    for lid in plan.q.chain(plan.acc):
+        t = plan.q.resolve(lid)
+        if t.tag is None or t.tag in tagval:
+            continue
+        if t.id in plan.vars.fixed:
+            tagval[t.tag] = (plan.vars.fixed[t.id], np.zeros(nd, dtype=np.int64))
+        elif t.id in plan.vars.inside and t.id in plan.refined:
+            w = np.zeros(nd, dtype=np.int64)
+            for dg in plan.refined[t.id]:
+                if dg in plan.ax_of:
+                    w[plan.ax_of[dg]] += dg.place
+            tagval[t.tag] = (int(t.min), w)
+
+    def linear(tags):
+        if not any(t in tagval for t in tags):
+            return (-1, np.zeros(nd, dtype=np.int64))
+        zero = (0, np.zeros(nd, dtype=np.int64))
+        (cx, wx), (cy, wy), (cz, wz) = (tagval.get(t, zero) for t in tags)
+        nx, ny = launch.get(tags[0], 1), launch.get(tags[1], 1)
+        return (cx + nx * (cy + ny * cz), wx + nx * (wy + ny * wz))
+
+    return linear(THREAD_TAGS), linear(BLOCK_TAGS)
+
+
+def plan_access(q: Query, acc, lanes: frozenset = frozenset(), fixed: dict | None = None,
+                inside: dict | None = None):
+    """The axes of an access in a query (None when the access never runs there)."""
+    vars_ = _Vars(q, acc, fixed, inside)
+    loops = []
+    for lid in q.chain(acc):
+        t = q.resolve(lid)
+        if t.id in vars_.inside and t not in loops:
+            loops.append(t)
+    plan = _Plan(q, acc, loops, lanes, vars_)
+    if plan.dead:
+        return None
+    return plan
+
+
+def check_points(plan, budget, per_point: int, what: str) -> None:
+    """Refuse a grid whose arrays would not fit in the budget (``per_point`` bytes per point)."""
+    npts = math.prod(plan.shape)
+    loops = sorted({plan.q.index.loops[d.loop].name for d in plan.axes})
+    budget.check(npts * per_point, f"{what} ({npts} points over the loops {', '.join(loops)})")
+
+
+def _describe(acc) -> str:
+    what = {"init": "the T.init() access", "region": "the tensorized region access"}.get(acc.label, "the access")
+    return f"{what} {acc.buffer}[{', '.join(str(i) for i in acc.indices)}] of block {acc.block}"
+
+
+def build_grid(q: Query, acc, leaf_offset: int, n_reads: int, n_writes: int,
+               step_dtype=np.int64, launch: dict | None = None, budget=None) -> Grid | None:
+    plan = plan_access(q, acc)
+    if plan is None:
+        return None
+    # an unguarded affine grid is written through broadcast views (about one array of steps);
+    # guards and evaluated indices materialise a few int64 arrays of the grid
+    simple = not plan.preds and not plan.bounds and all(a is not None for a in plan.dims_aff)
+    check_points(plan, budget or Budget(), 8 if simple else 32, f"enumerating {_describe(acc)}")
+    env = None
+    dims = []
+    for ix, aff in zip(acc.indices, plan.dims_aff):
+        if aff is not None:
+            dims.append(plan.expand(aff))
+        else:
+            env = env if env is not None else _env(plan, q.fixed)
+            dims.append(np.asarray(evaluate(ix, env), dtype=np.int64))
+    mask = None
+    if plan.preds or plan.bounds or any(lp.id in plan.full for lp in plan.loops):
+        env = env if env is not None else _env(plan, q.fixed)
+        mask = _mask(plan, env)
+    if mask is not None and mask.ndim == 0:
+        if not bool(mask):
+            return None
+        mask = None
+    ev_aff = (leaf_offset, [q.weights[d.loop] * d.place for d in plan.axes])
+    who = _who(plan, launch) if launch else None
+    return Grid(acc, n_reads, n_writes, plan.shape, dims, ev_aff, mask, plan.mult, plan.axes, who, step_dtype)

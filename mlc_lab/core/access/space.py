@@ -1,0 +1,180 @@
+"""The iteration space of a query: which loops run, which are fixed, how steps are numbered.
+
+:class:`ProgramIndex` is built once per program: parents, thread-tag aliases, steps per subtree
+and the loops each access runs under. :class:`Query` is one question: loop ``L`` runs over its
+whole range, the loops that enclose it are fixed at the values of ``at``.
+
+Steps: each execution of a leaf is one step; the step of an iteration is a mixed-radix number of
+the loop indices (``weights``: steps per iteration of each loop). A loop bound to a thread tag
+that an enclosing loop already binds does not iterate (its *alias* does: the per-thread program
+of CUDA). Loops of role ``"inner"`` run within one step (weight 0).
+"""
+
+from __future__ import annotations
+
+from mlc_lab.core.access.program import AccessProgram, Leaf, Loop, Seq
+from mlc_lab.errors import AccessAnalysisError
+
+THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+
+
+class ProgramIndex:
+    """Facts of a program that every query needs (built once; the program has int extents)."""
+
+    def __init__(self, prog: AccessProgram):
+        self.prog = prog
+        self.loops: list[Loop] = prog.loops
+        self.parent: dict[int, int | None] = {}
+        self.alias: dict[int, int] = {}           # loop id -> enclosing loop with the same tag
+        self.chain: dict[int, tuple] = {}          # id(access) -> loops it runs under (ids)
+        self.leaf_of: dict[int, Leaf] = {}         # id(access) -> its leaf
+        self.counts: dict[int, int] = {}           # id(node) -> steps
+        self.extents = {lp.id: int(lp.extent) for lp in prog.loops}
+        self._walk(prog.root, ())
+        self._count(prog.root)
+
+    def _walk(self, node, chain: tuple) -> None:
+        if isinstance(node, Loop):
+            self.parent[node.id] = chain[-1] if chain else None
+            if node.tag is not None:
+                for outer in reversed(chain):
+                    lp = self.loops[outer]
+                    if lp.tag == node.tag and outer not in self.alias:
+                        self.alias[node.id] = outer
+                        break
+            self._walk(node.body, chain + (node.id,))
+        elif isinstance(node, Seq):
+            for c in node.children:
+                self._walk(c, chain)
+        elif isinstance(node, Leaf):
+            for acc in node.accesses:
+                self.chain[id(acc)] = chain + tuple(lp.id for lp in acc.inner)
+                self.leaf_of[id(acc)] = node
+                for lp in acc.inner:
+                    self.parent.setdefault(lp.id, chain[-1] if chain else None)
+
+    def trips(self, lp: Loop) -> int:
+        return 1 if lp.id in self.alias else self.extents[lp.id]
+
+    def _count(self, node) -> int:
+        if isinstance(node, Leaf):
+            n = 1
+        elif isinstance(node, Loop):
+            n = self.trips(node) * self._count(node.body)
+        else:
+            n = sum(self._count(c) for c in node.children)
+        self.counts[id(node)] = n
+        return n
+
+    def count(self, node) -> int:
+        return self.counts[id(node)]
+
+    def resolve(self, loop_id: int) -> Loop:
+        """The loop that iterates for ``loop_id`` (itself, or the enclosing loop of its thread tag)."""
+        while loop_id in self.alias:
+            loop_id = self.alias[loop_id]
+        return self.loops[loop_id]
+
+    def enclosing(self, lp: Loop) -> list[Loop]:
+        out = []
+        p = self.parent.get(lp.id)
+        while p is not None:
+            out.append(self.loops[p])
+            p = self.parent.get(p)
+        return out[::-1]
+
+    def launch(self) -> dict[str, int]:
+        """Grid and block sizes: the largest extent bound to each tag."""
+        dims: dict[str, int] = {}
+        for lp in self.loops:
+            if lp.tag and lp.id not in self.alias and lp.role == "loop":
+                dims[lp.tag] = max(dims.get(lp.tag, 1), self.extents[lp.id])
+        return dims
+
+
+class Query:
+    """Loop ``L`` over its range, the loops enclosing it fixed (``at``: id or name -> value)."""
+
+    def __init__(self, index: ProgramIndex, L: Loop, at: dict | None):
+        if L.role != "loop":
+            raise AccessAnalysisError(
+                f"loop {L.name} runs inside a T.init() or a tensorized block; pick a loop that encloses the block")
+        self.index = index
+        self.L = L
+        self.enclosing = index.enclosing(L)
+        self.fixed: dict[int, int] = {}            # loop id -> value
+        self._fix(dict(at or {}))
+        self.inside: dict[int, Loop] = {}          # iterating loops under L (after aliasing)
+        self.weights: dict[int, int] = {}          # loop id -> steps per iteration
+        self.leaf_offset: dict[int, int] = {}      # id(leaf) -> first step
+        self.leaves: list[Leaf] = []
+        self._layout(L, 0)
+
+    def _fix(self, at: dict) -> None:
+        chain = self.enclosing
+        by_key = {}
+        for lp in chain:
+            by_key[lp.id] = lp
+            by_key.setdefault(lp.name, lp)
+        unknown = [k for k in at if not (k in by_key or isinstance(k, Loop) and k.id in by_key)]
+        if unknown:
+            names = [self._name(k) for k in unknown]
+            raise AccessAnalysisError(
+                f"'at' names loops that do not enclose {self.L.name}: {sorted(names)}; "
+                f"enclosing loops are {[lp.name for lp in chain]}")
+        given = {}
+        for k, v in at.items():
+            lp = by_key[k.id if isinstance(k, Loop) else k]
+            given[lp.id] = v
+        for lp in chain:
+            if lp.id in self.index.alias:
+                self.fixed[lp.id] = self.fixed[self.index.alias[lp.id]]
+                continue
+            lo, ext = int(lp.min), self.index.extents[lp.id]
+            v = int(given.get(lp.id, lo))
+            if not lo <= v < lo + ext:
+                raise AccessAnalysisError(
+                    f"at[{lp.name!r}] = {v} is outside the loop's range [{lo}, {lo + ext})")
+            self.fixed[lp.id] = v
+
+    def _name(self, key) -> str:
+        if isinstance(key, Loop):
+            return key.name
+        if isinstance(key, int) and 0 <= key < len(self.index.loops):
+            return self.index.loops[key].name
+        return str(key)
+
+    def _layout(self, node, offset: int) -> None:
+        if isinstance(node, Leaf):
+            self.leaf_offset[id(node)] = offset
+            self.leaves.append(node)
+            for acc in node.accesses:
+                for lp in acc.inner:
+                    self.inside[lp.id] = lp
+                    self.weights[lp.id] = 0
+            return
+        if isinstance(node, Loop):
+            self.weights[node.id] = self.index.count(node.body)
+            if node.id not in self.index.alias:
+                self.inside[node.id] = node
+            self._layout(node.body, offset)
+            return
+        for c in node.children:
+            self._layout(c, offset)
+            offset += self.index.count(c)
+
+    def resolve(self, loop_id: int) -> Loop:
+        return self.index.resolve(loop_id)
+
+    def chain(self, acc) -> tuple:
+        return self.index.chain[id(acc)]
+
+    def iterating(self, acc) -> list[Loop]:
+        """The loops under L that iterate for ``acc`` (aliases resolved), outermost first."""
+        out = []
+        for lid in self.chain(acc):
+            t = self.resolve(lid)
+            if t.id in self.inside and t not in out:
+                out.append(t)
+        return out
