@@ -18,6 +18,8 @@ taken here:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import tvm
 from tvm import tirx
 from tvm.s_tir import SBlockRealize
@@ -183,7 +185,7 @@ class _Lowering:
         out = []
         for kind, regions in (("read", blk.reads), ("write", blk.writes)):
             for region in regions:
-                name = self.register(region.buffer)
+                name = self.register(_region_buffer(region))
                 idx, loops = [], list(inner)
                 for d, rng in enumerate(region.region):
                     lo = self.expr(rng.min, env)
@@ -222,7 +224,7 @@ class _Lowering:
                 reduce.append(Op("eq", (inner_env[_key(iv.var)], self.expr(iv.dom.min, env))))
         guards = guards + self.guards(realize.predicate, env)
         for mb in blk.match_buffers:       # the matched buffer names the source region's buffer
-            self._buf_names[_key(mb.buffer)] = self.register(mb.source.buffer)
+            self._buf_names[_key(mb.buffer)] = self.register(_region_buffer(mb.source))
         return blk, inner_env, guards, tuple(reduce)
 
     def walk(self, stmt, guards, env, block):
@@ -264,11 +266,14 @@ class _Lowering:
             body = self.walk(blk.body, bguards, benv, blk.name_hint)
         if blk.init is None:
             return body
-        init = self.collect(blk.init, benv, bguards + reduce, (), blk.name_hint, "init")
-        first = _first_leaf(body)
-        if first is None:
-            return Leaf(init)
-        first.accesses[:0] = init
+        found = _first_leaf(body, ())
+        if found is None:
+            return Leaf(self.collect(blk.init, benv, bguards + reduce, (), blk.name_hint, "init"))
+        first, path = found
+        # the init runs once, at the first iteration of the body's loops (blockize'd bodies have some)
+        at_first = tuple(Op("eq", (lp.var, lp.min if not isinstance(lp.min, int) else Const(lp.min))) for lp in path)
+        init = self.collect(blk.init, benv, bguards + reduce + at_first, (), blk.name_hint, "init")
+        first.accesses[:0] = [replace(a, body_loops=tuple(lp.id for lp in path)) for a in init]
         return body
 
     def collect(self, stmt, env, guards, inner, block, label) -> list:
@@ -306,13 +311,19 @@ class _Lowering:
         return self.collect(body, env, guards, inner, block, label) if isinstance(body, tirx.Stmt) else []
 
 
-def _first_leaf(node):
+def _region_buffer(region):
+    """The buffer of a region (0.27: ``TensorRegion.source``; older: ``BufferRegion.buffer``)."""
+    return region.source if hasattr(region, "source") else region.buffer
+
+
+def _first_leaf(node, path: tuple):
+    """The first leaf under ``node`` and the loops on the way to it."""
     if isinstance(node, Leaf):
-        return node
+        return node, path
     if isinstance(node, Loop):
-        return _first_leaf(node.body)
+        return _first_leaf(node.body, path + (node,))
     for c in node.children:
-        found = _first_leaf(c)
+        found = _first_leaf(c, path)
         if found is not None:
             return found
     return None

@@ -62,6 +62,7 @@ class PlainOracle:
             if lp.tag is not None:
                 tags[lp.tag] = v
         self.res = {n: {} for n in self.prog.buffers}
+        self.loop = loop
         self.step = 0
         self._node(loop, env, tags)
         return {n: self._arrays(n, r) for n, r in self.res.items()}
@@ -107,6 +108,8 @@ class PlainOracle:
                 self._node(node.body, {**env, node.id: v}, inner_tags)
 
     def _access(self, acc, env, tags):
+        if self.loop.id in acc.body_loops:      # an init that runs before the queried loop starts
+            return
         ranges = [range(int(lp.min), int(lp.min) + int(lp.extent)) for lp in acc.inner]
         for vals in itertools.product(*ranges):
             e = dict(env)

@@ -7,6 +7,8 @@ slow: use it on shapes of 16..64.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import tvm
 from tvm import tirx
@@ -34,6 +36,12 @@ def _ev(e, env):
             return fn(_ev(e.a, env), _ev(e.b, env))
     if isinstance(e, tirx.Not):
         return not _ev(e.a, env)
+    if isinstance(e, tirx.Select):
+        return _ev(e.true_value, env) if _ev(e.condition, env) else _ev(e.false_value, env)
+    if isinstance(e, tvm.ir.Call) and str(e.op.name).endswith("likely"):
+        return _ev(e.args[0], env)
+    if isinstance(e, tvm.ir.Call) and str(e.op.name).endswith("if_then_else"):
+        return _ev(e.args[1], env) if _ev(e.args[0], env) else _ev(e.args[2], env)
     raise NotImplementedError(str(type(e)))
 
 
@@ -71,8 +79,8 @@ class Oracle:
             if isinstance(body, tirx.Stmt):
                 self._visit_all(body, f, chain)
 
-    def _chain_to(self, target):
-        """Loops enclosing ``target``, outermost first."""
+    def _chain_to(self, target, blocks=False):
+        """Loops enclosing ``target``, outermost first (and the blocks between them with ``blocks``)."""
         out = []
 
         def rec(stmt, chain):
@@ -84,7 +92,7 @@ class Oracle:
             if isinstance(stmt, tirx.SeqStmt):
                 return any(rec(s, chain) for s in stmt.seq)
             if isinstance(stmt, SBlockRealize):
-                return rec(stmt.block.body, chain)
+                return rec(stmt.block.body, chain + [stmt] if blocks else chain)
             if isinstance(stmt, tirx.IfThenElse):
                 return rec(stmt.then_case, chain) or (stmt.else_case is not None and rec(stmt.else_case, chain))
             body = getattr(stmt, "body", None)
@@ -96,7 +104,11 @@ class Oracle:
     def run(self, loop, at=None):
         at = dict(at or {})
         env, tags = {}, {}
-        for lp in self._chain_to(loop):
+        for lp in self._chain_to(loop, blocks=True):
+            if isinstance(lp, SBlockRealize):
+                for iv, val in zip(lp.block.iter_vars, lp.iter_values):
+                    env[iv.var.__chandle__()] = _ev(val, env)
+                continue
             tag = str(lp.thread_binding.thread_tag) if lp.thread_binding is not None else None
             if tag is not None and tag in tags:
                 env[lp.loop_var.__chandle__()] = tags[tag]
@@ -169,6 +181,10 @@ class Oracle:
         def walk(e):
             if isinstance(e, (tirx.Var, tirx.IntImm, tirx.FloatImm)):
                 return
+            if isinstance(e, tvm.ir.Call) and str(e.op.name).endswith("if_then_else"):
+                walk(e.args[0])          # only the branch taken loads
+                walk(e.args[1] if _ev(e.args[0], env) else e.args[2])
+                return
             for name in ("a", "b", "value", "condition", "true_value", "false_value"):
                 sub = getattr(e, name, None)
                 if isinstance(sub, tvm.ir.Expr):
@@ -216,11 +232,15 @@ class Oracle:
             for iv, val in zip(blk.iter_vars, stmt.iter_values):
                 env[iv.var.__chandle__()] = _ev(val, env)
             if not _ev(stmt.predicate, env):
-                self.step += self._count(blk.body, tags)
+                self.step += self._count(stmt, tags)
                 return
             if blk.init is not None and all(
                     env[iv.var.__chandle__()] == int(iv.dom.min) for iv in blk.iter_vars if int(iv.iter_type) == 2):
-                self._leaf(blk.init, env, tags)
+                self._init(blk.init, env, tags)
+            if len(blk.match_buffers):      # tensorized: its regions, in one step
+                self._regions(blk, env, tags)
+                self.step += 1
+                return
             self._stmt(blk.body, env, tags)
         elif isinstance(stmt, tirx.IfThenElse):
             n_then = self._count(stmt.then_case, tags)
@@ -240,6 +260,45 @@ class Oracle:
             if isinstance(body, tirx.Stmt):
                 self._stmt(body, env, tags)
 
+    def _regions(self, blk, env, tags):
+        for kind, regions in (("read", blk.reads), ("write", blk.writes)):
+            for region in regions:
+                ranges = [range(_ev(r.min, env), _ev(r.min, env) + _ev(r.extent, env)) for r in region.region]
+                for ix in itertools.product(*ranges):
+                    self._touch(region.source, [tirx.IntImm("int32", v) for v in ix], kind, env, tags)
+
+    def _init(self, stmt, env, tags):
+        """A T.init() subtree: every statement runs within the step of the block's first statement."""
+        if isinstance(stmt, tirx.For):
+            key = stmt.loop_var.__chandle__()
+            for v in range(int(stmt.min), int(stmt.min) + int(stmt.extent)):
+                env[key] = v
+                self._init(stmt.body, env, tags)
+            env.pop(key, None)
+        elif isinstance(stmt, tirx.SeqStmt):
+            for s in stmt.seq:
+                self._init(s, env, tags)
+        elif isinstance(stmt, SBlockRealize):
+            blk = stmt.block
+            for iv, val in zip(blk.iter_vars, stmt.iter_values):
+                env[iv.var.__chandle__()] = _ev(val, env)
+            if not _ev(stmt.predicate, env):
+                return
+            if blk.init is not None and all(
+                    env[iv.var.__chandle__()] == int(iv.dom.min) for iv in blk.iter_vars if int(iv.iter_type) == 2):
+                self._init(blk.init, env, tags)
+            if len(blk.match_buffers):
+                self._regions(blk, env, tags)
+            else:
+                self._init(blk.body, env, tags)
+        elif isinstance(stmt, tirx.IfThenElse):
+            if _ev(stmt.condition, env):
+                self._init(stmt.then_case, env, tags)
+            elif stmt.else_case is not None:
+                self._init(stmt.else_case, env, tags)
+        elif isinstance(stmt, (tirx.BufferStore, tirx.Evaluate)):
+            self._leaf(stmt, env, tags)
+
     def _count(self, stmt, tags):
         """Steps of a subtree, a loop re-binding a bound thread tag counting once."""
         if isinstance(stmt, tirx.For):
@@ -253,7 +312,7 @@ class Oracle:
         if isinstance(stmt, tirx.SeqStmt):
             return sum(self._count(s, tags) for s in stmt.seq)
         if isinstance(stmt, SBlockRealize):
-            return self._count(stmt.block.body, tags)
+            return 1 if len(stmt.block.match_buffers) else self._count(stmt.block.body, tags)
         if isinstance(stmt, tirx.IfThenElse):
             return self._count(stmt.then_case, tags) + (
                 self._count(stmt.else_case, tags) if stmt.else_case is not None else 0)
@@ -559,3 +618,71 @@ def test_coalescing_matches_brute_force(name):
         assert a.sectors_per_request == pytest.approx(np.mean(sectors))
         checked += 1
     assert checked
+
+
+# ---- what TVM writes beyond the course: init, tensorize, guards, symbolic shapes -----------------
+
+MORE = {
+    "matmul_init": lambda: P.sched_matmul_init(16, 4, 4, 2).mod["main"],
+    "blockized": lambda: P.sched_blockized(16, 4).mod["main"],
+    "tensorized": lambda: P.sched_tensorized_row_sum(8, 16).mod["main"],
+    "padded": lambda: P.padded_copy(8, 2)["main"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(MORE))
+def test_exact_every_loop_beyond_the_course(name):
+    assert_every_loop(MORE[name](), random.Random(name))
+
+
+def test_matmul_1024_with_init_at_every_level():
+    """The course's case: 1024^3, i/j/k split and reordered, T.init() kept: every level answers
+    (the init is its sub-space k == 0, never enumerated). Timings: benchmarks/access.py."""
+    func = P.sched_matmul_init(1024).mod["main"]
+    for loop in all_loops(func):
+        fp = footprint(func, loop)
+        assert fp["C"].distinct > 0
+    top = footprint(func, all_loops(func)[0])
+    assert top["C"].distinct == 1024 * 1024 and top["A"].accesses == 1024 ** 3
+    assert top["C"].n_writes == 1024 * 1024 + 1024 ** 3     # the init once per element, then every update
+    # C[i, j] of the first tile is first written by its init, in the k_0 = 0 pass (i_1, k_1 = 0, j_1)
+    assert top["C"].first_touch[0, 0] == 0 and top["C"].first_touch[0, 5] == 5
+    assert top["C"].first_touch[1, 0] == 4 * 32 and top["C"].first_touch[0, 32] == 1 << 20
+
+
+def test_tensorized_block_touches_its_regions():
+    func = P.sched_tensorized_row_sum(8, 16).mod["main"]
+    fp = footprint(func, P.find_loop(func, "k_0"), {"i": 3})
+    assert np.argwhere(fp["A"].reads).tolist() == [[3, k] for k in range(16)]
+    assert fp["A"].first_touch[3].tolist() == [0] * 4 + [1] * 4 + [2] * 4 + [3] * 4
+    assert fp["C"].reads[3] and fp["C"].writes[3] and fp["C"].distinct == 1
+
+
+def test_guarded_load_is_never_out_of_bounds():
+    func = P.padded_copy(8, 2)["main"]
+    fp = footprint(func, all_loops(func)[0])
+    assert fp["A"].distinct == 8 and fp["A"].accesses == 8 and fp["P"].distinct == 12
+    assert fp["A"].first_touch.tolist() == list(range(2, 10))
+
+
+def test_symbolic_shapes_through_the_session():
+    from mlc_lab.core.session import Session
+
+    s = Session(P.symbolic_add())
+    with pytest.raises(AccessAnalysisError, match=r"symbolic shapes n.*shape_vars"):
+        s.footprint("i")
+    fp = s.footprint("i", shape_vars={"n": 64})
+    assert fp["C"].distinct == 64 and fp["A"].shape == (64,)
+
+
+def test_at_keeps_the_users_qualification():
+    """mm_relu has loops Y/i and C/i: a value for Y/i is not a value for C/i (it used to be)."""
+    from mlc_lab.core.session import Session
+
+    s = Session(P.mm_relu(16), "mm_relu")
+    fp = s.footprint("C/j", at={"C/i": 5})
+    assert np.argwhere(fp["C"].writes)[:, 0].tolist() == [5] * 16
+    with pytest.raises(AccessAnalysisError, match="do not enclose"):
+        s.footprint("C/j", at={"Y/i": 5})
+    with pytest.raises(MlcLabError, match="no loop named 'zz'"):
+        s.footprint("C/j", at={"zz": 5})

@@ -29,6 +29,8 @@ def groups(q: Query) -> list:
     for leaf in q.leaves:
         seen: dict = {}
         for acc in leaf.accesses:
+            if q.L.id in acc.body_loops:
+                continue
             key = (acc.buffer, acc.label, tuple(str(i) for i in acc.indices), tuple(str(g) for g in acc.guards),
                    q.chain(acc))
             if key in seen:

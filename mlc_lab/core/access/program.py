@@ -138,7 +138,9 @@ class Access:
     conditions, the reduction-init condition, the branch of an ``if_then_else``). ``inner`` are
     the loops of role ``"inner"`` (outermost first) this access runs under inside its step.
     ``label`` is ``""`` for the block's body, ``"init"`` for its ``T.init()``, ``"region"`` for the
-    read/write region of a tensorized block.
+    read/write region of a tensorized block. ``body_loops`` (a ``T.init()`` of a block whose body has
+    loops) are the loops between the block and the leaf holding the init: the init runs before them,
+    so a query on one of them does not see it (it is guarded by their first iteration).
     """
 
     buffer: str
@@ -148,6 +150,7 @@ class Access:
     guards: tuple = ()
     inner: tuple = ()
     label: str = ""
+    body_loops: tuple = ()
 
 
 @dataclass(eq=False)
