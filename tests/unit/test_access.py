@@ -1,7 +1,7 @@
 """Access analysis: exactness against a brute-force oracle, the course's acceptance cases.
 
 The oracle below walks the IR and evaluates every index per iteration. It is deliberately
-independent of ``mlc_lab.tvm.access`` (its own walker, step counting and integer evaluator) and
+independent of ``mlc_lab.tvm.access_ir`` and ``mlc_lab.core.access`` (its own walker, step counting and integer evaluator) and
 slow: use it on shapes of 16..64.
 """
 
