@@ -283,6 +283,69 @@ for label, m in (("original", m_before), ("transformed", m_after)):
 print(f"speed-up: {m_before.latency_s / m_after.latency_s:.2f}x")
 '''),
     ("md", r'''
+## What did the compiler make of it?
+
+`session.lower(step)` compiles a step the way `tvm.compile` does and keeps everything on the way:
+every lowering pass with the TVMScript after it (or "no-op"), then the LLVM IR and the assembly.
+Each machine instruction carries the line of the step's script it came from, so the facts are per
+loop: how wide the vector operations are, how many FMAs are packed or scalar, how many loads.
+(The explorer shows the same in its **Compiler** view: pick it in the toolbar, click a loop.)
+
+The original program's innermost loop is `k`, which walks *down a column* of `B` (stride 128); the
+transformed one has `j_1` innermost, walking *along a row* of `B` and `Y` (stride 1).
+'''),
+    ("code", r'''
+low_before = session.lower(step=0)
+low_after = session.lower()
+print("original:   ", low_before.verdict)
+print("transformed:", low_after.verdict)
+for label, low, loop in (("original", low_before, "k"), ("transformed", low_after, "j_1")):
+    f = low.loop(loop)
+    width = f"{f.vector_width}-wide on {f.register}" if f.vector_width else "scalar"
+    print(f"{label:12s} innermost {f.name:4s} ({f.kind}): {width}; FMAs {f.vector_fma} packed / {f.scalar_fma} scalar; "
+          f"loads {f.vector_loads} vector / {f.scalar_loads} scalar")
+'''),
+    ("md", r'''
+Read it as: along `k`, the elements of `B` are 512 bytes apart, so the compiler can only load them one
+at a time and the loop stays scalar. Along `j_1`, they are neighbours, and LLVM may pack the
+iterations of `j_1` into vector FMAs *on its own*, without being asked (the verdict says whether it
+did). The new order is faster twice over: fewer cache lines (the footprint above) and fewer
+instructions.
+
+## What did `vectorize` do?
+
+Now ask for it explicitly, with `j_1` of 16 (one 64-byte cache line of floats). The pass
+`tirx.VectorizeLoop` replaces the loop by vector expressions (`T.Ramp` is "16 consecutive
+addresses", `T.Broadcast` "one value in all 16 lanes"); the verdict says what reached the machine.
+'''),
+    ("code", r'''
+import difflib
+
+vec = mlc_lab.Session(MyModule)
+j0v, j1v = vec.apply("split", "Y/j", factors=[None, 16])
+vec.apply("reorder", "Y/i", j0v, "k", j1v)
+before_vec = vec.lower()
+vec.apply("vectorize", j1v)
+after_vec = vec.lower()
+print("before vectorize:", before_vec.loop("j_1").verdict)
+print("after vectorize: ", after_vec.loop("j_1").verdict)
+print(f"{len(after_vec.passes)} passes ran; these changed the program:", ", ".join(p.name for p in after_vec.changed))
+(vectorize_pass,) = after_vec.passes_named("VectorizeLoop")
+print("".join(difflib.unified_diff(after_vec.script_before(vectorize_pass).splitlines(True),
+                                   after_vec.script_after(vectorize_pass).splitlines(True),
+                                   "before tirx.VectorizeLoop", "after", n=0)))
+'''),
+    ("code", r'''
+print("the first instructions of j_1's body (x86 assembly, AT&T syntax: source operands first):")
+print("\n".join(after_vec.asm_of("j_1").splitlines()[:14]))
+'''),
+    ("md", r'''
+`vfmadd...ps` is a packed fused multiply-add: one instruction, as many floats as the register holds
+(`xmm` 4, `ymm` 8, `zmm` 16). On Intel CPUs with AVX-512, LLVM's own vectorizer prefers 256-bit `ymm`
+registers (512-bit code lowers the clock), so a 16-wide loop it vectorizes by itself runs as two
+8-wide halves; the verdicts above say which happened on this machine.
+'''),
+    ("md", r'''
 ## How does the split factor matter?
 
 The course asks: try other values of `j_1`'s extent (`jfactor`). `sweep` measures one schedule per
@@ -1110,6 +1173,26 @@ cuda = shared_mm.session.cuda_source()
 print(cuda.source[:3000])
 k = cuda.kernels[0]
 print(f"{k['blocks']} blocks x {k['threads_per_block']} threads, {k['shared_bytes']} bytes of shared memory per block")
+'''),
+    ("md", r'''
+What does the GPU's own compiler make of this kernel? `session.lower(target="cuda")` runs TVM's
+lowering passes, then `nvcc` (to PTX, the GPU's portable assembly) and `ptxas -v`, which reports
+the **registers** each thread needs, its shared memory and spills. Registers bound occupancy: a
+streaming multiprocessor has 65536 of them, shared by all the threads resident on it.
+'''),
+    ("code", r'''
+low_gpu = shared_mm.session.lower(target="cuda")
+print(low_gpu.verdict)
+for kf in low_gpu.kernels:
+    per_block = (kf.registers or 0) * k["threads_per_block"]
+    print(f"{kf.name}: {kf.registers} registers per thread ({per_block} per block of {k['threads_per_block']} threads), "
+          f"{kf.shared_bytes} bytes shared, spills {kf.spill_stores}/{kf.spill_loads} bytes, "
+          f"{kf.vector_loads} vector global loads, {kf.shared_loads} shared loads, {kf.fma} FMAs")
+if low_gpu.ptx:
+    loads = [line.strip() for line in low_gpu.ptx.splitlines() if "ld.global" in line or "ld.shared" in line]
+    print("\nsome loads in the PTX:", *loads[:8], sep="\n  ")
+else:
+    print("no PTX:", low_gpu.ptx_error)
 '''),
     ("md", r'''
 Now the global loads are the cooperative fetches: consecutive threads load consecutive `float4`s, so

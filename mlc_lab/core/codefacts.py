@@ -278,7 +278,7 @@ class LoopFacts:
     scalar_fma: int = 0
     vector_arith: int = 0
     scalar_arith: int = 0
-    vector_loads: int = 0
+    vector_loads: int = 0  # including loads folded into arithmetic (a memory operand)
     vector_stores: int = 0
     scalar_loads: int = 0
     scalar_stores: int = 0
@@ -402,6 +402,12 @@ def _count(f: LoopFacts, insn: AsmInstruction) -> None:
     attr = _COUNTED.get(k)
     if attr is not None:
         setattr(f, attr, getattr(f, attr) + 1)
+    if k in ("vector_fma", "vector_arith", "scalar_fma", "scalar_arith") and "(" in insn.operands:
+        # x86 folds a load into the arithmetic (`vfmadd132ps 32(%r15), ...`): count it as a load too
+        if k.startswith("vector"):
+            f.vector_loads += 1
+        else:
+            f.scalar_loads += 1
 
 
 def _wider(a: str, b: str) -> bool:

@@ -58,7 +58,8 @@ class Lowering:
     loops: list[cf.LoopFacts] = field(default_factory=list)
     kernels: list[cf.KernelFacts] = field(default_factory=list)
     verdict: str = ""
-    seconds: float = 0.0
+    seconds: float = 0.0  # in the worker, all included
+    timings: dict[str, float] = field(default_factory=dict)  # seconds: parse, compile, code_text
 
     # --- reading it -----------------------------------------------------------------------------
     def passes_named(self, name: str) -> list[PassStep]:
@@ -153,7 +154,7 @@ def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | N
         ptx=raw.get("ptx"), ptx_error=raw.get("ptx_error") or (ptxas.get("error") if ptxas else None),
         ptxas_report=str(ptxas.get("report") or ""), target_cpu=str(raw.get("target_cpu") or ""),
         cpu_features=list(raw.get("cpu_features") or []), problems=list(raw.get("problems") or []),
-        seconds=float(raw.get("seconds", 0.0)),
+        seconds=float(raw.get("seconds", 0.0)), timings=dict(raw.get("timings") or {}),
     )
     loops = cf.walk_loops(loop_tree) if loop_tree else []
     if low.kind == "cpu" and low.asm:

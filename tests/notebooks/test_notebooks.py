@@ -99,6 +99,11 @@ def test_01_tensorir(tmp_path, monkeypatch):
     assert re.search(rf"jfactor\s+16:\s+{NUMBER} ms", text)
     assert re.search(rf"best jfactor here: \d+ \({NUMBER} ms", text)
     assert text.count("<<plotly figure>>") >= 3  # two footprints and the sweep
+    # the compiler's view: per-loop facts before/after the reorder, and what vectorize did
+    assert re.search(r"original\s+innermost k\s+\(serial\): ", text)
+    assert re.search(r"after vectorize:\s+j_1 vectorized: \d+-wide FMAs on [xyz]mm registers", text)
+    assert "+++ after" in text and "T.Ramp" in text  # the diff of tirx.VectorizeLoop
+    assert re.search(r"vfmadd\d*ps", text)  # packed FMAs in the assembly of j_1
     assert text.count("<<widget>>") >= 1  # the explorer (and the access view when present)
 
 
@@ -139,6 +144,8 @@ def test_04_gpu(tmp_path, monkeypatch):
     assert "__shared__" in text
     assert "100% of the bytes moved are used" in text  # the coalesced vector add
     assert "bank conflicts" in text
+    if shutil.which("nvcc") and shutil.which("ptxas"):  # registers from ptxas -v
+        assert re.search(r"main_kernel: \d+ registers per thread", text)
     assert "<<plotly figure>>" in text  # thread / block ownership
     if "CUDA GPU found" in text:
         assert re.search(rf"GFLOPS", text)
