@@ -7,7 +7,7 @@
 
 import { python } from "@codemirror/lang-python";
 import { StreamLanguage, type StringStream } from "@codemirror/language";
-import { unifiedMergeView } from "@codemirror/merge";
+import { getChunks, unifiedMergeView } from "@codemirror/merge";
 import { EditorState, type Extension, RangeSetBuilder, StateEffect, StateField } from "@codemirror/state";
 import { Decoration, type DecorationSet, EditorView, lineNumbers } from "@codemirror/view";
 import { h } from "../lib/dom";
@@ -397,6 +397,8 @@ export class CompilerPanel {
     const extensions: Extension[] = [lineNumbers(), python(), ...readOnly()];
     if (p.status === "changed") extensions.push(unifiedMergeView({ original: scriptBefore(low, p), mergeControls: false, highlightChanges: true, gutter: true, syntaxHighlightDeletions: true }));
     this.editor = new EditorView({ parent: host, state: EditorState.create({ doc: after, extensions }) });
+    const first = getChunks(this.editor.state)?.chunks[0];
+    if (first) this.editor.dispatch({ effects: EditorView.scrollIntoView(Math.min(first.fromB, this.editor.state.doc.length), { y: "start", yMargin: 60 }) });
   }
 
   private setEditor(text: string, lang: Extension[]): void {

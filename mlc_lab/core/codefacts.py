@@ -425,8 +425,7 @@ def _width_reason(requested: int, reached: int, register: str, cpu_features: lis
     pieces = -(-requested // reached)
     parts = "two halves" if pieces == 2 else f"{pieces} parts"
     if register == "ymm" and "avx512f" in cpu_features and "prefer-256-bit" in cpu_features:
-        why = ("LLVM prefers 256-bit vectors on this CPU (prefer-vector-width=256, the x86 backend's "
-               "default for Intel AVX-512 parts, to avoid their 512-bit clock penalty)")
+        why = "LLVM prefers 256-bit vectors on this CPU (prefer-vector-width=256, its default for Intel AVX-512)"
     elif register == "ymm" and "avx512f" not in cpu_features:
         why = "the CPU has no 512-bit registers (AVX2: a ymm register holds 256 bits)"
     elif register == "zmm":

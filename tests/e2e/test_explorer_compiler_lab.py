@@ -52,11 +52,11 @@ def test_compiler_view_highlights_the_selected_loop(lab_server, page, artifacts)
     assert ex.locator('.mlc-compiler-loop[data-loop="j_1"]').get_attribute("class").count("mlc-active") == 1
     lab.shot("asm-j_1", ex)
 
-    # another loop: C's j has its own, different instructions
-    ex.locator('.mlc-compiler-loop[data-loop="C/j"]').click()
+    # another loop: C's i has its own, different instructions
+    ex.locator('.mlc-compiler-loop[data-loop="C/i"]').click()
     page.wait_for_function(
-        "() => document.querySelector('.mlc-compiler-loop.mlc-active')?.dataset.loop === 'C/j'", timeout=30_000)
-    assert lab.kernel_json("ex.selection") == {"kind": "loop", "name": "C/j"}
+        "() => document.querySelector('.mlc-compiler-loop.mlc-active')?.dataset.loop === 'C/i'", timeout=30_000)
+    assert lab.kernel_json("ex.selection") == {"kind": "loop", "name": "C/i"}
 
     # the VectorizeLoop pass: the diff of the script it received and the one it produced
     ex.locator('.mlc-compiler-pass[data-index]', has_text="tirx.VectorizeLoop").click()
