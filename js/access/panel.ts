@@ -3,7 +3,7 @@
 // Host-agnostic: the explorer embeds it (driven by its selection) and the AccessView widget shows it
 // alone; both answer the requests `access_footprint` and `access_gpu_stats`.
 
-import { h } from "../lib/dom";
+import { h, keepKeys } from "../lib/dom";
 import { ensureStyle } from "../lib/theme";
 import css from "./access.css";
 import { type RpcReply, RpcFailure } from "../lib/rpc";
@@ -160,6 +160,7 @@ export class AccessPanel {
       this.gpuHost,
       this.tip,
     );
+    keepKeys(this.el);
     void this.reload(); // nothing selected yet: the hint
   }
 
@@ -300,7 +301,11 @@ export class AccessPanel {
       slider.addEventListener("change", () => this.setAt(lp.ref, Number(slider.value)));
       return h("label", { class: "mlc-acc-at-row", title: lp.thread ? `bound to ${lp.thread}` : "enclosing loop fixed at this value" }, h("span", { class: "mlc-acc-at-name" }, lp.ref, lp.thread ? h("small", {}, ` ${lp.thread}`) : ""), slider, value);
     });
+    // Moved with the keyboard, a slider is redrawn by the reload it asks for: keep its focus.
+    const active = typeof document !== "undefined" ? document.activeElement : null;
+    const focusedLoop = active && this.atHost.contains(active) ? (active as HTMLElement).dataset.loop : undefined;
     this.atHost.replaceChildren(h("span", { class: "mlc-acc-at-title" }, "enclosing loops at"), ...rows);
+    if (focusedLoop !== undefined) rows.map((r) => r.querySelector<HTMLInputElement>("input")).find((i) => i?.dataset.loop === focusedLoop)?.focus({ preventScroll: true });
   }
 
   /** Fix an enclosing loop at `value` and fetch the footprint again. */

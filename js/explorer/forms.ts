@@ -31,9 +31,17 @@ export function renderForm(offer: Offer, values: FormValues, onApply: () => void
     if (!applyBtn.disabled) onApply();
   });
   form.addEventListener("keydown", (ev) => {
-    if ((ev as KeyboardEvent).key === "Escape") {
+    const key = (ev as KeyboardEvent).key;
+    if (key === "Escape") {
+      ev.preventDefault();
       ev.stopPropagation();
       onCancel();
+    } else if (key === "Enter" && submitsOnEnter(ev.target)) {
+      // Applied here rather than by the browser's implicit submission, which never covers a
+      // <select> and which a host page may swallow (JupyterLab binds Enter in command mode).
+      ev.preventDefault();
+      ev.stopPropagation();
+      if (!applyBtn.disabled) onApply();
     }
   });
   refresh();
@@ -248,4 +256,14 @@ function orderEditor(initial: string[], values: FormValues, refresh: () => void)
   };
   draw();
   return h("div", {}, list, h("div", { class: "mlc-muted" }, "drag, ↑↓, or Alt+arrow on a focused loop"));
+}
+
+/** Enter in a field applies the form; buttons (and a future textarea) keep their own Enter. */
+export function submitsOnEnter(target: EventTarget | null): boolean {
+  const el = target as HTMLElement | null;
+  if (!el || typeof el.tagName !== "string") return false;
+  if (el.tagName === "SELECT") return true;
+  if (el.tagName !== "INPUT") return false;
+  const type = (el as HTMLInputElement).type;
+  return type !== "button" && type !== "submit" && type !== "reset" && type !== "file";
 }

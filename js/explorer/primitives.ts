@@ -105,8 +105,9 @@ export const PRIMITIVES: PrimitiveSpec[] = [
       return run.length >= 2 ? [{ kind: "run", name: "loops", label: "loops to fuse", loops: run.map(opt) }] : null;
     },
   },
-  { name: "parallel", key: "p", target: "loop", help: "Run the iterations of this loop on several CPU threads.", fields: (e) => (kindIs(e, "parallel") ? null : []) },
-  { name: "vectorize", key: "v", target: "loop", help: "Turn this (innermost) loop into SIMD vector instructions.", fields: (e) => (kindIs(e, "vectorized") ? null : []) },
+  // TVM parallelizes and vectorizes only data-parallel loops: not offered for a reduction loop.
+  { name: "parallel", key: "p", target: "loop", help: "Run the iterations of this loop on several CPU threads.", fields: (e, t) => (kindIs(e, "parallel") || isReductionLoop(e, t) ? null : []) },
+  { name: "vectorize", key: "v", target: "loop", help: "Turn this (innermost) loop into SIMD vector instructions.", fields: (e, t) => (kindIs(e, "vectorized") || isReductionLoop(e, t) ? null : []) },
   { name: "unroll", key: "u", target: "loop", help: "Unroll this loop completely.", fields: (e) => (kindIs(e, "unrolled") ? null : []) },
   {
     name: "bind",

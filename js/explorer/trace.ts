@@ -167,12 +167,18 @@ export class TracePanel {
   }
 
   private drawDecisions(decisions: Decision[]): void {
+    // A knob moved with the keyboard redraws every knob: give the focus back to the same control,
+    // so that ← → can keep stepping through the values.
+    const focused = typeof document !== "undefined" ? document.activeElement : null;
+    const knob = focused && this.knobs.contains(focused) ? (focused.closest(".mlc-knob") as HTMLElement | null) : null;
+    const refocus = knob ? { index: knob.dataset.index, cls: (focused as HTMLElement).className } : null;
     this.knobs.replaceChildren();
     if (!decisions.length) {
       this.knobs.append(h("div", { class: "mlc-muted" }, "No sampled decisions yet. sample_perfect_tile (key t) on a loop adds one."));
       return;
     }
     for (const d of decisions) this.knobs.append(this.knob(d));
+    if (refocus) this.knobs.querySelector<HTMLElement>(`.mlc-knob[data-index="${refocus.index}"] .${refocus.cls.split(" ")[0]}`)?.focus({ preventScroll: true });
   }
 
   private knob(d: Decision): HTMLElement {

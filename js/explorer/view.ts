@@ -4,7 +4,7 @@
 
 import type { AnyModel } from "@anywidget/types";
 import { AccessPanel } from "../access/panel";
-import { downloadText, h, keepFocus, revealInContainer } from "../lib/dom";
+import { downloadText, h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerModel, FailureInfo, HistoryDelta, Selection, StepData, StepId } from "../lib/types";
 import { CodeView, type DiffMode, type Marks } from "./code";
@@ -170,7 +170,7 @@ export class ExplorerView {
     const right = h("div", { class: "mlc-right" }, tabBar, this.historyTab, this.trace.el);
     this.root = h(
       "div",
-      { class: "mlc-explorer", tabindex: "0", "data-lm-suppress-shortcuts": "true", style: { height: model.get("height") || "640px" } },
+      { class: "mlc-explorer", tabindex: "0", style: { height: model.get("height") || "640px" } },
       toolbar,
       this.banner,
       h("div", { class: "mlc-body" }, left, center, right),
@@ -182,6 +182,7 @@ export class ExplorerView {
     this.compiler = new CompilerPanel(model, (name) => this.selectName(name));
     center.append(this.compiler.el);
     this.root.addEventListener("keydown", (ev) => this.onKey(ev));
+    keepKeys(this.root);
     this.showTab("history");
 
     const watch = (name: keyof MeasuredExplorerModel, cb = () => this.invalidate(name)) => {

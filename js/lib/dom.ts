@@ -68,3 +68,24 @@ export function revealInContainer(container: HTMLElement, el: HTMLElement | null
 export function keepFocus(ev: Event): void {
   ev.preventDefault();
 }
+
+/**
+ * Keys pressed inside an mlc_lab view belong to it, not to the notebook around it.
+ *
+ * JupyterLab (Lumino) matches its command-mode shortcuts against the focused element itself
+ * (selector `.jp-Notebook.jp-mod-commandMode :focus:not(:read-write)`), so a
+ * `data-lm-suppress-shortcuts` attribute on an ancestor does not shield a focused range slider:
+ * its arrow keys were taken (default prevented) before the slider saw them. Lumino listens on the
+ * document in the bubbling phase, so stopping the event at the view's root keeps every key here,
+ * default actions included. Chords with Ctrl/⌘/Alt that the view does not handle itself still
+ * reach JupyterLab (Ctrl+S saves the notebook).
+ */
+export function keepKeys(root: HTMLElement): void {
+  root.setAttribute("data-lm-suppress-shortcuts", "true");
+  const stop = (ev: KeyboardEvent) => {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    ev.stopPropagation();
+  };
+  root.addEventListener("keydown", stop);
+  root.addEventListener("keypress", stop);
+}

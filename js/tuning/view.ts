@@ -2,7 +2,7 @@
 // selected trial (trace, script, diff against the best). All state comes from the model's traits.
 
 import type { AnyModel, Host } from "@anywidget/types";
-import { clear, h } from "../lib/dom";
+import { clear, h, keepKeys } from "../lib/dom";
 import { Rpc, RpcFailure } from "../lib/rpc";
 import { isDarkTheme } from "../lib/theme";
 import { type Metric, buildSeries, formatDuration, formatGflops, formatLatency, toFloat64 } from "./data";
@@ -71,6 +71,7 @@ export class DashboardView {
       e.detail,
       e.explorer,
     );
+    keepKeys(this.root);
     e.cancel.addEventListener("click", () => this.cancel());
     e.latencyBtn.addEventListener("click", () => this.setMetric("latency"));
     e.gflopsBtn.addEventListener("click", () => this.setMetric("gflops"));

@@ -107,7 +107,16 @@ _RULES: list[tuple[re.Pattern[str], object]] = [
 ]
 
 
-def plain_summary(primitive: str, detail: str, involved: list[str]) -> str:
+_DATA_PARALLEL_ONLY = ("vectorize", "parallel")
+
+
+def plain_summary(primitive: str, detail: str, involved: list[str], reduction_loop: bool = False) -> str:
+    """The first line of a failed step. ``reduction_loop``: the loop the step was given binds a
+    reduction iterator of a block below it (vectorize and parallel can never apply to it, whichever
+    check of TVM's refused it first; after decompose_reduction that is the compact-dataflow one)."""
+    if reduction_loop and primitive in _DATA_PARALLEL_ONLY:
+        return (f"{primitive} failed: {_first(involved, 'the loop')} is a reduction loop and cannot be "
+                f"{_VERB[primitive]} (only data-parallel loops can)")
     for pattern, make in _RULES:
         m = pattern.search(detail)
         if m:

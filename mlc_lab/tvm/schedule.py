@@ -620,8 +620,40 @@ def _step_error(name: str, exc: Exception, mentioned: list[str], before: State) 
     named = list(dict.fromkeys(mentioned))
     # The user's own arguments first, then what TVM underlined (often the block around them).
     involved = list(dict.fromkeys(named + _underlined_names(detail)))
-    summary = plain_summary(name, detail, named or involved)
+    reduction = bool(named) and _is_reduction_loop(before, named[0])
+    summary = plain_summary(name, detail, named or involved, reduction_loop=reduction)
     return ScheduleStepError(summary, primitive=name, detail=detail, involved=involved)
+
+
+def _is_reduction_loop(state: State, name: str) -> bool:
+    """Does the loop called ``name`` bind a reduction iterator of a block below it (plain loop tree)?"""
+    try:
+        info = state.find_loop(name)
+    except Exception:  # noqa: BLE001  (not a loop, e.g. a block name: no loop to judge)
+        return False
+    target = info.qualified
+
+    def find(nodes: list) -> dict | None:
+        for node in nodes:
+            if node.get("kind") == "loop" and (node.get("qualified") or node.get("name")) == target:
+                return node
+            hit = find(node.get("children", []))
+            if hit is not None:
+                return hit
+        return None
+
+    def reduces(node: dict, var: str) -> bool:
+        if node.get("kind") == "block":
+            for iv in node.get("iter_vars", []):
+                if iv.get("kind") in ("reduce", "R") and re.search(rf"\b{re.escape(var)}\b", str(iv.get("binding", ""))):
+                    return True
+        return any(reduces(c, var) for c in node.get("children", []))
+
+    for fn in state.loop_tree().get("functions", []):
+        node = find(fn.get("children", []))
+        if node is not None:
+            return reduces(node, str(node.get("name")))
+    return False
 
 
 def _underlined_names(detail: str) -> list[str]:

@@ -1,0 +1,145 @@
+// @vitest-environment jsdom
+// The explorer as a student uses it inside a notebook: forms answer Enter and Escape, keys pressed
+// in a view never reach the notebook around it, a moved knob keeps the focus.
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import widget from "../explorer";
+import { submitsOnEnter } from "../explorer/forms";
+import { applicable } from "../explorer/primitives";
+import { TreeIndex } from "../explorer/tree";
+import { block, fakeModel, loop, mmRelu, tick } from "./fixtures";
+
+let model: ReturnType<typeof fakeModel>;
+let el: HTMLElement;
+let outside: string[];
+let cleanup: (() => void) | void;
+
+const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
+const row = (kind: string, name: string) => $(`.mlc-row[data-kind="${kind}"][data-name="${name}"]`)!;
+const press = (target: Element, key: string, extra: KeyboardEventInit = {}) =>
+  target.dispatchEvent(new KeyboardEvent("keydown", { key, bubbles: true, cancelable: true, ...extra }));
+
+beforeEach(async () => {
+  model = fakeModel();
+  el = document.createElement("div");
+  document.body.append(el);
+  outside = [];
+  // What a notebook (Lumino listens on the document, bubbling) would see of our keys.
+  document.addEventListener("keydown", record);
+  cleanup = (await widget.render({ model: model as any, el, signal: new AbortController().signal } as any)) as any;
+});
+afterEach(() => {
+  document.removeEventListener("keydown", record);
+  if (typeof cleanup === "function") cleanup();
+  el.remove();
+});
+function record(ev: KeyboardEvent) {
+  outside.push(`${ev.ctrlKey ? "Ctrl+" : ""}${ev.key}`);
+}
+
+async function openSplit() {
+  row("loop", "Y/j").click();
+  await tick();
+  press($(".mlc-explorer")!, "s");
+  return $(".mlc-form[data-primitive='split']")!;
+}
+
+describe("forms in a notebook", () => {
+  it("Enter in a factor field applies the form", async () => {
+    const form = await openSplit();
+    const inputs = form.querySelectorAll<HTMLInputElement>(".mlc-factor");
+    inputs[1].value = "8";
+    inputs[1].dispatchEvent(new Event("input"));
+    const handled = !press(inputs[1], "Enter");
+    expect(handled).toBe(true); // default prevented: no second, implicit submission
+    expect(model.requests().at(-1)).toMatchObject({ method: "apply", params: { primitive: "split", kwargs: { loop: "Y/j", factors: [null, 8] } } });
+  });
+
+  it("Enter on an invalid form applies nothing", async () => {
+    const form = await openSplit();
+    const inputs = form.querySelectorAll<HTMLInputElement>(".mlc-factor");
+    for (const i of [0, 1]) {
+      inputs[i].value = "2";
+      inputs[i].dispatchEvent(new Event("input"));
+    }
+    press(inputs[1], "Enter");
+    expect(model.requests().filter((r) => r.method === "apply")).toEqual([]);
+  });
+
+  it("Enter in a select applies too (browsers never submit from a select)", async () => {
+    row("block", "C").click();
+    await tick();
+    ($(".mlc-prim[data-primitive='reverse_compute_at']") as HTMLButtonElement).click();
+    const select = $(".mlc-form select.mlc-choice") as HTMLSelectElement;
+    select.value = "Y/j";
+    select.dispatchEvent(new Event("change"));
+    press(select, "Enter");
+    expect(model.requests().at(-1)).toMatchObject({ method: "apply", params: { primitive: "reverse_compute_at", kwargs: { block: "C", loop: "Y/j" } } });
+  });
+
+  it("Escape cancels the form and keeps the focus in the explorer", async () => {
+    const form = await openSplit();
+    const input = form.querySelector<HTMLInputElement>(".mlc-factor")!;
+    input.focus();
+    press(input, "Escape");
+    expect($(".mlc-form")).toBeNull();
+    expect(model.requests().filter((r) => r.method === "apply")).toEqual([]);
+    expect(el.contains(document.activeElement)).toBe(true);
+  });
+
+  it("which targets submit on Enter", () => {
+    const mk = (tag: string, type?: string) => Object.assign(document.createElement(tag), type ? { type } : {});
+    expect(submitsOnEnter(mk("input", "number"))).toBe(true);
+    expect(submitsOnEnter(mk("input", "text"))).toBe(true);
+    expect(submitsOnEnter(mk("select"))).toBe(true);
+    expect(submitsOnEnter(mk("button"))).toBe(false);
+    expect(submitsOnEnter(mk("input", "button"))).toBe(false);
+    expect(submitsOnEnter(mk("li"))).toBe(false);
+    expect(submitsOnEnter(null)).toBe(false);
+  });
+});
+
+describe("keys stay in the view", () => {
+  it("no key pressed inside the explorer reaches the notebook; chords with Ctrl do", async () => {
+    const form = await openSplit();
+    const input = form.querySelector<HTMLInputElement>(".mlc-factor")!;
+    for (const k of ["ArrowRight", "ArrowDown", "a", "b", "Enter", "Escape"]) press(input, k);
+    press($(".mlc-explorer")!, "x"); // no meaning to the explorer: still not the notebook's
+    expect(outside).toEqual([]);
+    press($(".mlc-explorer")!, "s", { ctrlKey: true }); // Ctrl+S saves the notebook
+    expect(outside).toEqual(["Ctrl+s"]);
+  });
+
+  it("the trace knobs keep their keys and their focus across the redraw a change causes", async () => {
+    const decisions = (value: number[]) => [{ index: 0, kind: "SamplePerfectTile", value, choices: [[128, 1], [64, 2], [32, 4], [16, 8]], loop: "k", extent: 128 }];
+    model.set("decisions", decisions([32, 4]));
+    await tick();
+    ($(".mlc-tab-trace") as HTMLButtonElement).click();
+    const slider = $(".mlc-knob-slider") as HTMLInputElement;
+    slider.focus();
+    press(slider, "ArrowRight");
+    expect(outside).toEqual([]);
+    slider.value = "3"; // what the browser's default action does
+    slider.dispatchEvent(new Event("change"));
+    expect(model.requests().at(-1)).toMatchObject({ method: "set_decision", params: { index: 0, value: [16, 8] } });
+    model.set("decisions", decisions([16, 8])); // Python's answer redraws the knobs
+    await tick();
+    const redrawn = $(".mlc-knob-slider") as HTMLInputElement;
+    expect(redrawn).not.toBe(slider);
+    expect(redrawn.value).toBe("3");
+    expect(document.activeElement).toBe(redrawn);
+  });
+});
+
+describe("only applicable primitives are offered", () => {
+  it("after decompose_reduction, k (over Y_update) still offers neither vectorize nor parallel", () => {
+    const update = block("Y_update", ["spatial", "spatial", "reduce"], { has_init: false });
+    const init = block("Y_init", ["spatial", "spatial"]);
+    const tree = mmRelu();
+    (tree.functions[0].children[0] as any).children[0].children = [init, loop("k", 128, [update])];
+    const idx = new TreeIndex(tree);
+    const names = applicable(idx.findName("k"), idx).map((o) => o.spec.name);
+    expect(names).not.toContain("vectorize");
+    expect(names).not.toContain("parallel");
+    expect(names).toContain("unroll");
+  });
+});
