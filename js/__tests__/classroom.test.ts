@@ -143,3 +143,41 @@ describe("only applicable primitives are offered", () => {
     expect(names).toContain("unroll");
   });
 });
+
+describe("diffs", () => {
+  it("diff bases: the path back (parent first), then the other steps as the History lists them", async () => {
+    const { diffBaseGroups } = await import("../explorer/history");
+    // 0 -> 1 -> 2 -> 4, and a branch 0 -> 3 -> 5; the current step is 4
+    const steps = [
+      { id: 0, parent: null, children: [1, 3], primitive: "", label: "original program" },
+      { id: 1, parent: 0, children: [2], primitive: "split", label: "split" },
+      { id: 2, parent: 1, children: [4], primitive: "reorder", label: "reorder" },
+      { id: 3, parent: 0, children: [5], primitive: "parallel", label: "parallel" },
+      { id: 4, parent: 2, children: [], primitive: "fuse", label: "fuse" },
+      { id: 5, parent: 3, children: [], primitive: "unroll", label: "unroll" },
+    ];
+    const g = diffBaseGroups(steps as any, 4);
+    expect(g.path.map((s) => s.id)).toEqual([2, 1, 0]);
+    expect(g.others.map((s) => s.id)).toEqual([3, 5]);
+    expect(diffBaseGroups(steps as any, 3).others.map((s) => s.id)).toEqual([1, 2, 4, 5]);
+  });
+
+  it("lines that only changed indentation are not changes", async () => {
+    const { indentInsensitiveDiff, alignLines } = await import("../explorer/line_diff");
+    const a = "for i in range(4):\n    x = 1\n    y = 2\nz = 3\n";
+    const b = "for i in range(4):\n    for j in range(2):\n        x = 1\n        y = 2\nz = 3\n";
+    const changes = indentInsensitiveDiff(a, b);
+    const inserted = changes.map((c) => b.slice(c.fromB, c.toB)).join("");
+    expect(inserted).toContain("for j in range(2):");
+    expect(inserted).not.toContain("x = 1"); // re-indented, not changed
+    expect(changes.every((c) => a.slice(c.fromA, c.toA).trim() === "")).toBe(true); // nothing of a removed
+    expect(alignLines(["a", "b", "c"], ["a", "x", "c"])).toEqual([
+      [0, 0],
+      [2, 2],
+    ]);
+    // a real edit inside a moved line is still one
+    const c2 = indentInsensitiveDiff("  x = 1\n", "    x = 2\n");
+    expect(c2.length).toBeGreaterThan(0);
+    expect(indentInsensitiveDiff(a, a)).toEqual([]);
+  });
+});

@@ -8,6 +8,10 @@ import { EditorState, type Extension, RangeSetBuilder, StateEffect, StateField }
 import { Decoration, type DecorationSet, EditorView, GutterMarker, gutter, lineNumbers } from "@codemirror/view";
 import { h } from "../lib/dom";
 import { jpCodeTheme } from "../lib/cm_theme";
+import { indentInsensitiveDiff } from "./line_diff";
+
+// Lines that only moved one nest in or out are not changes (see line_diff.ts).
+const DIFF_CONFIG = { override: indentInsensitiveDiff };
 
 export interface Marks {
   changed: number[]; // 1-based lines
@@ -199,7 +203,7 @@ export class CodeView {
           extensions: [
             lineNumbers(),
             ...readOnlyCode(),
-            unifiedMergeView({ original, mergeControls: false, highlightChanges: true, gutter: true, syntaxHighlightDeletions: true }),
+            unifiedMergeView({ original, mergeControls: false, highlightChanges: true, gutter: true, syntaxHighlightDeletions: true, diffConfig: DIFF_CONFIG }),
           ],
         }),
       });
@@ -211,6 +215,7 @@ export class CodeView {
         b: { doc: current, extensions: [lineNumbers(), ...readOnlyCode()] },
         highlightChanges: true,
         gutter: true,
+        diffConfig: DIFF_CONFIG,
       });
       this.diff = merge;
     }

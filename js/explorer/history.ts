@@ -53,12 +53,25 @@ export function historyRows(steps: StepInfo[], failures: FailureInfo[], current:
   return rows;
 }
 
-/** Earlier steps a diff can be taken against, newest first (the parent first of all). */
-export function diffBases(steps: StepInfo[], current: StepId | null): StepInfo[] {
+/**
+ * Steps a diff can be taken against, in two groups: the path back to the original program (parent
+ * first, as undo would walk it), then every other step in the order the History pane lists them.
+ */
+export function diffBaseGroups(steps: StepInfo[], current: StepId | null): { path: StepInfo[]; others: StepInfo[] } {
   const byId = new Map(steps.map((s) => [String(s.id), s]));
   const cur = current === null ? undefined : byId.get(String(current));
-  const ancestors: StepInfo[] = [];
-  for (let s = cur?.parent == null ? undefined : byId.get(String(cur.parent)); s; s = s.parent == null ? undefined : byId.get(String(s.parent))) ancestors.push(s);
-  const others = steps.filter((s) => !same(s.id, current) && !ancestors.includes(s));
-  return [...ancestors, ...others];
+  const path: StepInfo[] = [];
+  for (let s = cur?.parent == null ? undefined : byId.get(String(cur.parent)); s; s = s.parent == null ? undefined : byId.get(String(s.parent))) path.push(s);
+  const onPath = new Set(path.map((s) => String(s.id)));
+  const others = historyRows(steps, [], current)
+    .filter((r) => !r.current && !onPath.has(String(r.id)))
+    .map((r) => byId.get(String(r.id)))
+    .filter((s): s is StepInfo => !!s);
+  return { path, others };
+}
+
+/** The same steps as one list: the path first (parent first), then the others as History lists them. */
+export function diffBases(steps: StepInfo[], current: StepId | null): StepInfo[] {
+  const { path, others } = diffBaseGroups(steps, current);
+  return [...path, ...others];
 }

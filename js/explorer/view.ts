@@ -11,7 +11,7 @@ import { CodeView, type DiffMode, type Marks } from "./code";
 import { CompilerPanel } from "./compiler";
 import { CudaPanel } from "./cuda";
 import { type FormHandle, renderForm } from "./forms";
-import { diffBases, historyRows } from "./history";
+import { diffBaseGroups, historyRows } from "./history";
 import { SHORTCUT_HELP, isEditableTarget, keyAction } from "./keys";
 import { type MeasurementInfo, type Measurements, type MeasuringInfo, checkMark, checkTitle, latencyPlot, measurementText, measurementTitle, plotPoints, roofOf, rooflinePlot, rooflinePoints } from "./measure";
 import { type ApplyCall, type Offer, applicable, buildCall, defaultValues, offerForKey } from "./primitives";
@@ -523,9 +523,14 @@ export class ExplorerView {
 
   /** The steps a diff can compare against (only kept up to date while the diff is shown). */
   private drawBases(): void {
-    const bases = diffBases(this.history.steps(), this.current());
+    const groups = diffBaseGroups(this.history.steps(), this.current());
+    const bases = [...groups.path, ...groups.others];
     const keep = this.diffBaseChosen ? this.diffBase : null;
-    this.baseSel.replaceChildren(...bases.map((s) => h("option", { value: String(s.id), title: s.label }, `vs ${s.id}: ${s.label}`)));
+    const option = (s: (typeof bases)[number]) => h("option", { value: String(s.id), title: s.label }, `vs ${s.id}: ${s.label}`);
+    this.baseSel.replaceChildren(
+      ...(groups.path.length ? [h("optgroup", { label: "this path (parent first)" }, ...groups.path.map(option))] : []),
+      ...(groups.others.length ? [h("optgroup", { label: "other steps" }, ...groups.others.map(option))] : []),
+    );
     this.diffBase = keep && bases.some((s) => String(s.id) === keep) ? keep : bases[0] ? String(bases[0].id) : null;
     if (this.diffBase !== keep) this.diffBaseChosen = false;
     if (this.diffBase) this.baseSel.value = this.diffBase;
