@@ -12,6 +12,7 @@ import { CompilerPanel } from "./compiler";
 import { CudaPanel } from "./cuda";
 import { type FormHandle, renderForm } from "./forms";
 import { diffBaseGroups, historyRows } from "./history";
+import { ExplorerLayout } from "./layout";
 import { SHORTCUT_HELP, isEditableTarget, keyAction } from "./keys";
 import { type MeasurementInfo, type Measurements, type MeasuringInfo, checkMark, checkTitle, latencyPlot, measurementText, measurementTitle, plotPoints, roofOf, rooflinePlot, rooflinePoints } from "./measure";
 import { type ApplyCall, type Offer, applicable, buildCall, defaultValues, offerForKey } from "./primitives";
@@ -83,6 +84,7 @@ export class ExplorerView {
   private cudaOn = false;
   private compiler: CompilerPanel; // the "Compiler" view: passes, code, loop facts (compiler.ts)
   private compilerOn = false;
+  private layout: ExplorerLayout;
   private model: Model;
   private cur: StepData; // the current step, decoded from the `step` trait
   private history = new History();
@@ -147,11 +149,18 @@ export class ExplorerView {
       btn("Export HTML", "Download a self-contained HTML page of all steps", "mlc-export-html", () => void this.exportHtml()),
       btn("?", "Keyboard shortcuts", "mlc-help-btn", () => this.toggleHelp()),
     );
+    const toolbarEnd = toolbar.lastElementChild!;
     this.banner = h("div", { class: "mlc-banner", hidden: true });
 
     this.treeHost = h("div", { class: "mlc-tree", role: "tree" });
     this.primHost = h("div", { class: "mlc-primitives" });
-    const left = h("div", { class: "mlc-left" }, h("div", { class: "mlc-section-title" }, "Loop nest"), this.treeHost, h("div", { class: "mlc-section-title" }, "Primitives"), this.primHost);
+    // Panes placed by explorer.css: beside the code when it keeps 80 columns, else docked below it.
+    const left = h(
+      "div",
+      { class: "mlc-left" },
+      h("div", { class: "mlc-pane mlc-pane-tree" }, h("div", { class: "mlc-section-title" }, "Loop nest"), this.treeHost),
+      h("div", { class: "mlc-pane mlc-pane-prims" }, h("div", { class: "mlc-section-title" }, "Primitives"), this.primHost),
+    );
     const center = h("div", { class: "mlc-center" });
     this.historyHost = h("div", { class: "mlc-history" });
     this.trace = new TracePanel({
@@ -176,6 +185,9 @@ export class ExplorerView {
       h("div", { class: "mlc-body" }, left, center, right),
       this.memoryHost,
     );
+    this.layout = new ExplorerLayout(this.root, () => (this.memoryHost.hidden ? 0 : 520), () => this.layoutHeight());
+    toolbarEnd.before(this.layout.maximizeBtn);
+    this.root.append(this.layout.grip);
     this.code = new CodeView(center, (line) => this.selectAtLine(line));
     this.cuda = new CudaPanel(model);
     center.append(this.cuda.el);
@@ -606,7 +618,7 @@ export class ExplorerView {
   }
 
   private layoutHeight(): void {
-    const base = this.model.get("height") || "640px";
+    const base = this.layout.baseHeight(this.model.get("height") || "640px");
     this.root.style.height = this.memoryHost.hidden ? base : `calc(${base} + 520px)`;
   }
 
@@ -824,6 +836,7 @@ export class ExplorerView {
           this.form = null;
           this.drawPrimitives(false);
         } else if (this.shownError()) this.dismissError();
+        else if (this.layout.maximized) this.layout.setMaximized(false);
         break;
       case "help":
         this.toggleHelp();
@@ -876,6 +889,7 @@ export class ExplorerView {
   dispose(): void {
     for (const d of this.disposers) d();
     this.memory.dispose();
+    this.layout.dispose();
     this.rpc.dispose();
     this.measureRpc.rpc.dispose();
     this.cuda.destroy();

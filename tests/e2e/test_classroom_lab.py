@@ -48,6 +48,21 @@ def leave_no_trace(lab_server, page):
         _api(f"{url}/lab/api/workspaces/{ws}", "DELETE")
 
 
+@pytest.fixture()
+def leave_no_trace_ctx(lab_server):
+    """Like leave_no_trace, for a test that opens its own browser context (another viewport)."""
+    contexts: list = []
+    yield contexts
+    url, _ = lab_server
+    for c in contexts:
+        c.close()
+    for s in _api(f"{url}/api/sessions") or []:
+        if s.get("path", "").endswith("classroom.ipynb"):
+            _api(f"{url}/api/sessions/{s['id']}", "DELETE")
+    for ws in (_api(f"{url}/lab/api/workspaces") or {}).get("workspaces", {}).get("ids", []):
+        _api(f"{url}/lab/api/workspaces/{ws}", "DELETE")
+
+
 def _press_keeps_cell(page, locator, key: str) -> tuple[str, str]:
     """Focus `locator`, press `key`; the active cell and the notebook mode must not change.
     Returns the input's value before and after."""
@@ -72,6 +87,24 @@ def test_keys_stay_in_the_widgets(lab_server, page, artifacts, leave_no_trace):
     page.wait_for_selector(".mlc-explorer .mlc-row", timeout=60_000)
     page.wait_for_selector(".mlc-access .mlc-acc-scrub", state="attached", timeout=60_000)
     explorer = page.locator(".mlc-explorer")
+
+    # A form: Enter applies it, Escape closes it; neither reaches the notebook.
+    page.locator('.mlc-explorer .mlc-row[data-kind="loop"][data-name="k"]').click()
+    cell = page.evaluate(ACTIVE_CELL_JS)  # a click in an output makes its cell the active one
+    page.keyboard.press("s")
+    factor = page.locator('.mlc-form[data-primitive="split"] .mlc-factor').nth(1)
+    factor.fill("8")
+    factor.press("Enter")
+    page.wait_for_function("() => document.querySelector('.mlc-explorer .cm-content').innerText.includes('k_0')", timeout=20_000)
+    assert lab.kernel_json("ex.session.current.primitive") == "split"
+    assert page.locator(".mlc-explorer .mlc-form").count() == 0
+    page.locator('.mlc-explorer .mlc-row[data-kind="loop"][data-name="Y/i"]').click()
+    page.keyboard.press("s")
+    page.locator('.mlc-form[data-primitive="split"] .mlc-factor').nth(1).press("Escape")
+    assert page.locator(".mlc-explorer .mlc-form").count() == 0
+    assert lab.kernel_json("len(ex.session.steps)") == 3
+    assert page.evaluate(ACTIVE_CELL_JS) == cell
+    assert page.locator(".jp-Notebook .jp-Cell").count() == len(CELLS)
 
     # A decision knob (range slider) in the explorer's trace tab.
     page.locator(".mlc-explorer .mlc-tab-trace").click()
@@ -105,3 +138,91 @@ def test_keys_stay_in_the_widgets(lab_server, page, artifacts, leave_no_trace):
     assert page.evaluate(ACTIVE_CELL_JS) == cell
     assert page.locator(".jp-Notebook .jp-Cell").count() == len(CELLS), "no cell was inserted by a/b"
     lab.shot("keys", explorer)
+
+
+# Columns of code the explorer's code panel shows without scrolling: the scroller's width less the
+# gutters, over the width of one character of the editor's font.
+CODE_COLUMNS_JS = """() => {
+  const ex = document.querySelector('.mlc-explorer');
+  const scroller = ex.querySelector('.mlc-code-main .cm-scroller');
+  const gutters = scroller.querySelector('.cm-gutters');
+  const content = scroller.querySelector('.cm-content');
+  const probe = document.createElement('span');
+  probe.textContent = '0'.repeat(100);
+  probe.style.cssText = 'position:absolute;visibility:hidden;white-space:pre';
+  content.appendChild(probe);
+  const ch = probe.getBoundingClientRect().width / 100;
+  probe.remove();
+  const cs = getComputedStyle(content);
+  const usable = scroller.clientWidth - (gutters ? gutters.getBoundingClientRect().width : 0)
+    - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+  return { columns: Math.floor(usable / ch), char_px: ch, code_px: usable, explorer_px: ex.getBoundingClientRect().width };
+}"""
+
+FILE_BROWSER_OPEN_JS = """() => { const fb = document.querySelector('#filebrowser');
+  return !!fb && !fb.classList.contains('lm-mod-hidden') && fb.getBoundingClientRect().width > 100; }"""
+
+
+def test_layout_fits_a_laptop_screen(lab_server, browser, artifacts, leave_no_trace_ctx):
+    """1280x720 with the file browser open: the code shows at least 80 columns; the explorer can
+    be made taller with its grip and opened over the full window."""
+    url, root = lab_server
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    leave_no_trace_ctx.append(context)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    write_notebook(root / "classroom.ipynb", CELLS[:2])
+    lab = Lab(page, url, artifacts, prefix="classroom-1280")
+    lab.open("classroom.ipynb")
+    if not page.evaluate(FILE_BROWSER_OPEN_JS):
+        page.evaluate("window.jupyterapp.commands.execute('filebrowser:activate')")
+    page.wait_for_function(FILE_BROWSER_OPEN_JS)
+    lab.run_all()
+    page.wait_for_selector(".mlc-explorer .mlc-row", timeout=60_000)
+    page.wait_for_function("() => document.querySelector('.mlc-explorer .cm-content').innerText.includes('T.grid')")
+    explorer = page.locator(".mlc-explorer")
+    explorer.scroll_into_view_if_needed()
+    m = page.evaluate(CODE_COLUMNS_JS)
+    print("code at 1280x720 with the file browser open:", m)
+    lab.shot("notebook", page)
+    lab.shot("explorer", explorer)
+    assert m["columns"] >= 80, m
+    # Every pane keeps a usable width: the loop nest, the primitives and the history/trace.
+    for sel in (".mlc-pane-tree", ".mlc-pane-prims", ".mlc-right"):
+        box = page.locator(f".mlc-explorer {sel}").bounding_box()
+        assert box and box["width"] >= 220 and box["height"] >= 150, (sel, box)
+    # The split form's Apply button is on screen inside its pane.
+    page.locator('.mlc-explorer .mlc-row[data-kind="loop"][data-name="Y/j"]').click()
+    page.keyboard.press("s")
+    apply_btn = page.locator('.mlc-form[data-primitive="split"] .mlc-apply')
+    apply_btn.scroll_into_view_if_needed()
+    pane = page.locator(".mlc-explorer .mlc-pane-prims").bounding_box()
+    b = apply_btn.bounding_box()
+    assert pane["y"] <= b["y"] and b["y"] + b["height"] <= pane["y"] + pane["height"] + 1
+    lab.shot("split-form", explorer)
+    page.keyboard.press("Escape")
+
+    # The grip changes its height (here: shorter, as the window's foot is below the grip).
+    h0 = explorer.bounding_box()["height"]
+    page.locator(".mlc-explorer .mlc-resize-grip").scroll_into_view_if_needed()
+    grip = page.locator(".mlc-explorer .mlc-resize-grip").bounding_box()
+    page.mouse.move(grip["x"] + 50, grip["y"] + 3)
+    page.mouse.down()
+    page.mouse.move(grip["x"] + 50, grip["y"] - 147, steps=5)  # up: the grip sits at the window's foot
+    page.mouse.up()
+    assert explorer.bounding_box()["height"] == pytest.approx(h0 - 150, abs=4)
+
+    # Full window: over the whole page, three columns, and back in its cell.
+    page.locator(".mlc-explorer .mlc-maximize").click()
+    page.wait_for_selector(".mlc-explorer.mlc-maximized")
+    box = explorer.bounding_box()
+    assert box["width"] >= 1250 and box["height"] >= 690
+    wide = page.evaluate(CODE_COLUMNS_JS)
+    assert wide["columns"] >= 80, wide
+    tree, code = page.locator(".mlc-explorer .mlc-pane-tree").bounding_box(), page.locator(".mlc-explorer .mlc-center").bounding_box()
+    assert tree["x"] + tree["width"] <= code["x"] + 1  # side by side
+    lab.shot("maximized", page)
+    page.keyboard.press("Escape")
+    page.wait_for_selector(".mlc-explorer.mlc-maximized", state="detached")
+    assert page.locator(".jp-OutputArea-output .mlc-explorer").count() == 1
+    assert page.locator(".mlc-explorer-placeholder").count() == 0

@@ -1,0 +1,98 @@
+// The explorer's size and place on the page: a grip to drag its height, and a "full window" mode
+// that lifts it out of the notebook cell. The panes themselves reflow with the explorer's width
+// (container queries in explorer.css): three columns when the code keeps 80 columns beside the
+// side panes, otherwise the code spans the width with the panes docked below it.
+
+import { h, keepFocus } from "../lib/dom";
+
+const MIN_HEIGHT = 360;
+
+export class ExplorerLayout {
+  readonly maximizeBtn: HTMLButtonElement;
+  readonly grip: HTMLElement;
+  private userHeight: number | null = null; // px, set by dragging the grip (without the memory panel)
+  private placeholder: HTMLElement | null = null;
+  private onWindowKey = (ev: KeyboardEvent) => {
+    if (ev.key === "Escape" && this.maximized && !ev.defaultPrevented) this.setMaximized(false);
+  };
+
+  constructor(
+    private root: HTMLElement,
+    private extraHeight: () => number, // px the open memory panel adds below the body
+    private relayout: () => void,
+  ) {
+    this.maximizeBtn = h(
+      "button",
+      { class: "mlc-btn mlc-maximize", title: "Full window: the explorer over the whole page (Esc or click again to go back)", onmousedown: keepFocus, onclick: () => this.setMaximized(!this.maximized) },
+      "⤢",
+    ) as HTMLButtonElement;
+    this.grip = h("div", { class: "mlc-resize-grip", title: "drag to change the height", role: "separator", "aria-orientation": "horizontal" });
+    this.grip.addEventListener("pointerdown", (ev) => this.startDrag(ev));
+  }
+
+  get maximized(): boolean {
+    return this.placeholder !== null;
+  }
+
+  /** The explorer's height without the memory panel: dragged by the user, else the trait. */
+  baseHeight(traitHeight: string): string {
+    return this.userHeight !== null ? `${this.userHeight}px` : traitHeight;
+  }
+
+  /**
+   * Full window: the explorer moves to the end of <body> (a notebook cell contains fixed-position
+   * children, so it cannot simply be made `position: fixed` where it is) and comes back to its
+   * place, marked by a placeholder, when toggled off.
+   */
+  setMaximized(on: boolean): void {
+    if (on === this.maximized || typeof document === "undefined") return;
+    if (on) {
+      const parent = this.root.parentElement;
+      if (!parent) return;
+      this.placeholder = h("div", { class: "mlc-explorer-placeholder" }, "The explorer is open in the full window. ", h("button", { class: "mlc-btn", onclick: () => this.setMaximized(false) }, "Bring it back"));
+      this.placeholder.style.height = `${this.root.offsetHeight}px`;
+      parent.replaceChild(this.placeholder, this.root);
+      document.body.append(this.root);
+      this.root.classList.add("mlc-maximized");
+      document.addEventListener("keydown", this.onWindowKey);
+    } else {
+      const ph = this.placeholder!;
+      this.placeholder = null;
+      this.root.classList.remove("mlc-maximized");
+      document.removeEventListener("keydown", this.onWindowKey);
+      if (ph.parentElement) ph.parentElement.replaceChild(this.root, ph);
+      else this.root.remove();
+    }
+    this.maximizeBtn.textContent = on ? "⤡" : "⤢";
+    this.maximizeBtn.classList.toggle("mlc-active", on);
+    this.root.focus({ preventScroll: true });
+    this.relayout();
+  }
+
+  private startDrag(ev: PointerEvent): void {
+    if (this.maximized) return;
+    ev.preventDefault();
+    const startY = ev.clientY;
+    const start = this.root.getBoundingClientRect().height;
+    this.grip.setPointerCapture?.(ev.pointerId);
+    const move = (e: PointerEvent) => {
+      const total = Math.max(MIN_HEIGHT + this.extraHeight(), start + e.clientY - startY);
+      this.userHeight = Math.round(total - this.extraHeight());
+      this.relayout();
+    };
+    const up = () => {
+      this.grip.removeEventListener("pointermove", move);
+      this.grip.removeEventListener("pointerup", up);
+      this.grip.removeEventListener("pointercancel", up);
+    };
+    this.grip.addEventListener("pointermove", move);
+    this.grip.addEventListener("pointerup", up);
+    this.grip.addEventListener("pointercancel", up);
+  }
+
+  dispose(): void {
+    document.removeEventListener("keydown", this.onWindowKey);
+    this.placeholder?.remove();
+    this.placeholder = null;
+  }
+}
