@@ -42,6 +42,18 @@ class _PassRecorder:
         self.before_vectorize: Any = None
         self.phase = "pipeline"
         self._filters = 0
+        # Most passes receive the module the previous one returned: hash each module object once.
+        # The modules are kept alive so that a handle is never reused for another object.
+        self._hashes: dict[int, int] = {}
+        self._alive: list[Any] = []
+
+    def _hash(self, mod: Any) -> int:
+        key = mod.__chandle__()
+        found = self._hashes.get(key)
+        if found is None:
+            found = self._hashes[key] = int(tvm_ffi.structural_hash(mod))
+            self._alive.append(mod)
+        return found
 
     # TVM calls these by name (tvm.instrument.pass_instrument).
     def enter_pass_ctx(self) -> None:
@@ -88,7 +100,7 @@ class _PassRecorder:
                 "seconds": 0.0,
             }
         )
-        self._stack.append((index, mod, int(tvm_ffi.structural_hash(mod)), time.perf_counter()))
+        self._stack.append((index, mod, self._hash(mod), time.perf_counter()))
 
     def run_after_pass(self, mod: Any, info: Any) -> None:
         index, before, before_hash, t0 = self._stack.pop()
@@ -96,7 +108,7 @@ class _PassRecorder:
             return
         rec = self.records[index]
         rec["seconds"] = time.perf_counter() - t0
-        if mod.same_as(before) or int(tvm_ffi.structural_hash(mod)) == before_hash:
+        if mod.same_as(before) or self._hash(mod) == before_hash:
             rec["status"] = "no-op"
             if rec["note"]:
                 self._last_changed["host" if rec["note"].startswith("host") else "device"] = rec["base"]
