@@ -34,7 +34,7 @@ function lowering(extra: Partial<LoweringInfo> = {}): LoweringInfo {
     ],
     llvm_ir: "define void @f() {\nentry:\n  ret void\n}", asm: ASM, cuda_source: "", ptx: null, ptx_error: null, ptxas_report: "",
     // the names of the fixture's loop tree (mmRelu): k stands for a vectorized loop here
-    loops: [facts("Y/i", "i", "serial", [2, 3, 4, 5]), facts("k", "k", "vectorized", [3, 4, 5], { verdict: "k vectorized: 16-wide FMAs on zmm registers" }), facts("C/i", "i", "serial", [6]), facts("C/j", "j", "serial", [6], { vector_width: 8, register: "ymm" })],
+    loops: [facts("Y/i", "i", "serial", [2, 3, 4, 5]), facts("k", "k", "vectorized", [3, 4, 5], { verdict: "k vectorized: 16-wide FMAs on zmm registers" }), facts("C/i", "i", "serial", [6]), facts("C/j", "j", "serial", [6], { vector_width: 8, register: "ymm", ir_lines: [3] })],
     kernels: [], verdict: "k vectorized: 16-wide FMAs on zmm registers", problems: [], seconds: 0.2,
     ...extra,
   } as LoweringInfo;
@@ -113,6 +113,11 @@ describe("the Compiler view in the explorer", () => {
     await tick();
     expect($(".mlc-compiler")!.dataset.highlighted).toBe("1");
     expect($$(".mlc-compiler .mlc-asm-hit").map((l) => l.textContent)).toEqual(["\tvmaxps\t%ymm0, %ymm1, %ymm1"]);
+    // the LLVM IR marks the same loop through the instructions' debug locations
+    $$(".mlc-compiler-code-item")[1].click();
+    expect($(".mlc-compiler")!.dataset.highlighted).toBe("1");
+    expect($$(".mlc-compiler .mlc-asm-hit").map((l) => l.textContent)).toEqual(["  ret void"]);
+    $$(".mlc-compiler-code-item")[0].click();
     // a click on a facts row selects that loop in the explorer
     $('.mlc-compiler-loop[data-loop="Y/i"]')!.click();
     expect(model.state.selection).toEqual({ kind: "loop", name: "Y/i" });

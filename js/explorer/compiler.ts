@@ -42,6 +42,7 @@ export interface LoopFactsInfo {
   extent: number | null;
   innermost: boolean;
   asm_lines: number[];
+  ir_lines?: number[];
   vector_width: number;
   register: string;
   vector_fma: number;
@@ -410,15 +411,18 @@ export class CompilerPanel {
     this.editor = new EditorView({ parent: host, state: EditorState.create({ doc: text, extensions: [lineNumbers(), ...lang, ...readOnly(), hitsField] }) });
   }
 
-  /** Mark the selected loop's instructions (assembly only: .loc lines name the script's lines). */
+  /** Mark the selected loop's instructions: in the assembly (its .loc lines name the script's
+   * lines) and in the LLVM IR (through each instruction's !dbg location). */
   private drawHits(scroll: boolean): void {
     const low = this.low;
     const editor = this.editor;
-    if (!low || !editor || this.shown.kind !== "code" || this.shown.code !== "asm") {
+    const code = this.shown.kind === "code" ? this.shown.code : null;
+    if (!low || !editor || (code !== "asm" && code !== "llvm")) {
       this.el.dataset.highlighted = "0";
       return;
     }
-    const lines = loopFacts(low, this.selected)?.asm_lines ?? [];
+    const f = loopFacts(low, this.selected);
+    const lines = (code === "asm" ? f?.asm_lines : f?.ir_lines) ?? [];
     editor.dispatch({ effects: setHits.of(lines) });
     this.el.dataset.highlighted = String(lines.length);
     if (scroll && lines.length) {

@@ -167,6 +167,23 @@ def llvm_loop_blocks(llvm_ir: str) -> set[str]:
     return set(_IR_LABEL.findall(llvm_ir))
 
 
+_DILOC = re.compile(r"^(![\w.]+) = (?:distinct )?!DILocation\(line: (\d+)", re.M)
+_DBG = re.compile(r", !dbg (![\w.]+)")
+
+
+def llvm_ir_script_lines(llvm_ir: str) -> dict[int, int]:
+    """IR line (1-based) -> line of the step's script, from each instruction's `!dbg` location."""
+    locations = {m.group(1): int(m.group(2)) for m in _DILOC.finditer(llvm_ir)}
+    out: dict[int, int] = {}
+    for n, line in enumerate(llvm_ir.splitlines(), start=1):
+        m = _DBG.search(line)
+        if m:
+            src = locations.get(m.group(1), 0)
+            if src:
+                out[n] = src
+    return out
+
+
 def loop_in_llvm(name: str, labels: Iterable[str]) -> bool:
     pat = re.compile(r"^for_(?:begin|body|end)_" + re.escape(name) + r"\d*(?:\.|$)")
     return any(pat.match(label) for label in labels)
@@ -272,6 +289,7 @@ class LoopFacts:
     extent: int | None
     innermost: bool
     asm_lines: list[int] = field(default_factory=list)  # instructions attributed to its lines
+    ir_lines: list[int] = field(default_factory=list)  # LLVM IR instructions whose !dbg line is in it
     vector_width: int = 0  # most elements per packed float operation
     register: str = ""  # the widest register of those operations (xmm/ymm/zmm)
     vector_fma: int = 0
@@ -333,7 +351,8 @@ def walk_loops(loop_tree: dict) -> list[dict]:
 _LAMBDA = re.compile(r"parallel_lambda")
 
 
-def loop_facts(loops: list[dict], insns: list[AsmInstruction], llvm_labels: set[str] | None = None) -> list[LoopFacts]:
+def loop_facts(loops: list[dict], insns: list[AsmInstruction], llvm_labels: set[str] | None = None,
+               ir_lines: dict[int, int] | None = None) -> list[LoopFacts]:
     """Facts of every loop: the instructions whose script line lies in the loop's lines.
 
     A parallel loop's body is compiled into its own function (`__tvm_parallel_lambda`), which
@@ -379,6 +398,8 @@ def loop_facts(loops: list[dict], insns: list[AsmInstruction], llvm_labels: set[
             for sym, n in parallel_refs.items():
                 f.runtime_calls[sym] = f.runtime_calls.get(sym, 0) + n
         f.asm_lines.sort()
+        if ir_lines:
+            f.ir_lines = [n for n, src in sorted(ir_lines.items()) if line <= src <= end]
         if llvm_labels is not None:
             f.in_llvm_ir = loop_in_llvm(f.name, llvm_labels)
             if not f.in_llvm_ir and kind not in ("vectorized", "thread_binding", "parallel") and f.extent:

@@ -159,7 +159,8 @@ def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | N
     loops = cf.walk_loops(loop_tree) if loop_tree else []
     if low.kind == "cpu" and low.asm:
         insns = cf.parse_asm(low.asm)
-        low.loops = cf.loop_facts(loops, insns, cf.llvm_loop_blocks(low.llvm_ir) if low.llvm_ir else None)
+        low.loops = cf.loop_facts(loops, insns, cf.llvm_loop_blocks(low.llvm_ir) if low.llvm_ir else None,
+                                  cf.llvm_ir_script_lines(low.llvm_ir) if low.llvm_ir else None)
         strides = cf.strides_by_loop(raw.get("vector_strides") or [])
         for f in low.loops:
             f.verdict = cf.loop_verdict(f, strides, low.cpu_features)

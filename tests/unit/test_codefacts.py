@@ -107,6 +107,23 @@ def test_loop_facts_count_the_instructions_of_the_loops_lines():
     assert facts["Y/i"].runtime_calls == {"TVMBackendParallelLaunch": 1}
 
 
+def test_llvm_ir_instructions_map_to_script_lines_through_their_debug_locations():
+    ir = "\n".join([
+        "define void @f() !dbg !5 {",
+        "  %0 = load float, ptr %B, align 64, !dbg !62, !tbaa !63",
+        "  %1 = fmul float %0, %0",
+        "  store float %1, ptr %Y, align 4, !dbg !74",
+        "  ret void, !dbg !15",
+        "}",
+        "!15 = !DILocation(line: 0, scope: !5)",
+        "!62 = !DILocation(line: 14, column: 17, scope: !39)",
+        "!74 = distinct !DILocation(line: 20, column: 17, scope: !39)",
+    ])
+    assert cf.llvm_ir_script_lines(ir) == {2: 14, 4: 20}
+    facts = {f.loop: f for f in cf.loop_facts(cf.walk_loops(TREE), [], None, cf.llvm_ir_script_lines(ir))}
+    assert facts["j_1"].ir_lines == [2] and facts["C/j"].ir_lines == [4] and facts["Y/i"].ir_lines == [2]
+
+
 def test_loop_in_llvm_matches_tvm_block_names_only_for_that_loop():
     labels = {"for_begin_j_0.preheader", "for_body_k", "for_end_i5"}
     assert cf.loop_in_llvm("j_0", labels) and cf.loop_in_llvm("k", labels) and cf.loop_in_llvm("i", labels)

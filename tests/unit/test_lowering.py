@@ -100,6 +100,9 @@ def test_j1_scalar_or_vector_before_and_after_vectorize(steps):
     # the loop's instructions are found again in the assembly text
     asm = after.asm_of("j_1")
     assert "vfmadd" in asm and f"%{a.register}" in asm
+    # and in the LLVM IR, through the instructions' debug locations: 16-lane float operations
+    ir = after.llvm_ir.splitlines()
+    assert a.ir_lines and any("<16 x float>" in ir[n - 1] for n in a.ir_lines)
 
 
 def test_cli_json_gives_the_same_counts(steps, tmp_path):
