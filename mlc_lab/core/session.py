@@ -391,17 +391,18 @@ class Session:
     def run(self, fn: Callable[[Any], Any]) -> Step:
         """Run the user's own schedule function on a copy and record what it did as steps."""
         before = self._state
-        work = before.copy()
+        work = before.fork()
         try:
             fn(work.sch)
         except Exception as exc:
             raise ScheduleStepError(f"the schedule function raised {type(exc).__name__}: {exc}",
                                     primitive=getattr(fn, "__name__", "run")) from exc
         old_len = before.trace_length()
+        work.took_changes(old_len)
         stmts = work.trace.as_python(remove_postproc=False)
         env: dict[str, Any] = {}
         old_calls = trace_io.parse_trace_text("\n".join(stmts[:old_len]))
-        insts = before.trace.insts
+        insts = before.sch.trace.insts  # handles of the schedule the calls are replayed on
         for pos, call in enumerate(old_calls):
             for k, name in enumerate(call.targets):
                 env[name] = insts[pos].outputs[k]
@@ -448,17 +449,8 @@ class Session:
         return out
 
     def _sampled_loop_name(self, step: int, position: int) -> str | None:
-        for sid in reversed(self.path(step)):
-            state = self._states[sid]
-            insts = state.trace.insts
-            if position >= len(insts):
-                continue
-            rv = insts[position].inputs[0]
-            try:
-                return str(state.sch.get(rv).loop_var.name)
-            except Exception:  # noqa: BLE001  (the loop was split away in this state; look further back)
-                continue
-        return None
+        # Named when it was sampled (the loop may be split away by now).
+        return self._states[step].sampled_loops.get(position)
 
     def set_decision(self, index: int, value: Any) -> Step:
         """Replay the schedule with sampling instruction ``index`` deciding ``value`` (a new step)."""

@@ -9,6 +9,7 @@ caller needs the ``For`` node behind a loop (``LoopIndex.for_node``).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -103,7 +104,9 @@ def build(mod: tvm.IRModule, script: str, focus: str | None = None) -> LoopIndex
 
 
 # The printer's output is regular: one statement a line, nesting by indentation. A line scanner
-# reads it in a fraction of the time `ast.parse` takes (and far less than walking the IR).
+# reads it in a fraction of the time `ast.parse` takes (and far less than walking the IR). A step
+# rewrites a few lines of a script: what a line says is parsed once (cached by its text) and only
+# the nesting is walked again.
 _DEF = re.compile(r"^(\s*)def (\w+)\((.*)\)(?:\s*->.*)?:\s*$")
 _PARAM = re.compile(r"(\w+): T\.Buffer\(")
 _FOR = re.compile(r"^for (.+?) in (T\.\w+|range)\((.*)\):$")
@@ -188,18 +191,9 @@ class _Scanner:
         return functions
 
     def buffer(self, name: str, args_text: str, origin: str) -> dict:
-        args, kwargs = _kwargs(_split_args(args_text))
-        shape = _lit(args[0]) if args else _lit(kwargs.get("shape", "()"))
-        if isinstance(shape, int):
-            shape = (shape,)
-        dtype = _lit(args[1]) if len(args) > 1 else _lit(kwargs.get("dtype", '"float32"'))
-        return {
-            "name": name,
-            "shape": list(shape) if isinstance(shape, (tuple, list)) else str(shape),
-            "dtype": dtype,
-            "scope": _lit(kwargs.get("scope", '"global"')),
-            "origin": origin,
-        }
+        shape, dtype, scope = _parse_buffer(args_text)
+        return {"name": name, "shape": list(shape) if isinstance(shape, tuple) else shape, "dtype": dtype,
+                "scope": scope, "origin": origin}
 
     def function(self, start: int, m: re.Match, functions: list) -> int:
         name = m.group(2)
@@ -220,13 +214,15 @@ class _Scanner:
         stack: list[list] = [[base, "func", func, None]]  # [indent, kind, node, extra]
         last = start + 1
         i = start + 1
-        while i < len(self.lines):
-            raw = self.lines[i]
-            text = raw.strip()
-            if not text or text.startswith("#"):
+        lines = self.lines
+        while i < len(lines):
+            raw = lines[i]
+            stripped = raw.lstrip()
+            text = stripped.rstrip()
+            if not text or text[0] == "#":
                 i += 1
                 continue
-            indent = len(raw) - len(raw.lstrip())
+            indent = len(raw) - len(stripped)
             if indent <= base:
                 break
             while len(stack) > 1 and indent <= stack[-1][0]:
@@ -234,14 +230,16 @@ class _Scanner:
             top = stack[-1]
             last = i + 1
             i += 1
-            fm = _FOR.match(text)
-            if fm:
-                stack.append([indent, "for", None, self._loops(fm, top, last)])
-                continue
-            bm = _SBLOCK.match(text)
-            if bm:
-                stack.append(self._open_block(bm.group(1), top, indent, last))
-                continue
+            if text.startswith("for "):
+                parsed = _parse_for(text)
+                if parsed is not None:
+                    stack.append([indent, "for", None, self._loops(parsed, top, last)])
+                    continue
+            elif text.startswith("with T.sblock("):
+                bm = _SBLOCK.match(text)
+                if bm:
+                    stack.append(self._open_block(bm.group(1), top, indent, last))
+                    continue
             if text == "with T.init():" and top[1] == "block":
                 top[2]["has_init"] = True
                 stack.append([indent, "init", top[2], None])
@@ -257,28 +255,11 @@ class _Scanner:
             self._close(stack.pop(), last)
         return i
 
-    def _loops(self, fm: re.Match, top: list, line: int) -> list[dict]:
+    def _loops(self, parsed: tuple, top: list, line: int) -> list[dict]:
         """One `for` line may hold several loops (`for i, j in T.grid(4, 8)`)."""
-        targets = [t.strip() for t in fm.group(1).split(",") if t.strip()]
-        fname = fm.group(2).rsplit(".", 1)[-1]
-        args, kwargs = _kwargs(_split_args(fm.group(3)))
-        kind = "serial" if fname == "grid" else _LOOP_FUNCS.get(fname, "serial")
-        thread = _lit(kwargs["thread"]) if "thread" in kwargs else None
-        annotations = _lit(kwargs["annotations"]) if "annotations" in kwargs else {}
-        if fname == "grid":
-            ranges = [("0", a) for a in args]
-        elif len(args) >= 2:
-            ranges = [(args[0], args[1])]
-        else:
-            ranges = [("0", args[0] if args else "0")]
+        kind, thread, annotations, loops = parsed
         chain: list[dict] = []
-        for loop_name, (lo, hi) in zip(targets, ranges):
-            lo_v, hi_v = _num(lo), _num(hi)
-            ranged = fname != "grid" and len(args) >= 2
-            if ranged and isinstance(lo_v, int) and isinstance(hi_v, int):
-                extent: object = hi_v - lo_v
-            else:
-                extent = hi_v if not ranged else f"{hi} - {lo}"
+        for loop_name, extent, lo_v in loops:
             info = LoopInfo(self.func, loop_name, self.order, None, len(self.open_loops))
             self.order += 1
             self.index.loops.append(info)
@@ -287,8 +268,7 @@ class _Scanner:
             self.extents[loop_name] = extent
             node = {
                 "kind": "loop", "name": loop_name, "qualified": loop_name, "extent": extent, "min": lo_v,
-                "loop_kind": kind, "thread": thread,
-                "annotations": annotations if isinstance(annotations, dict) else {"_": str(annotations)},
+                "loop_kind": kind, "thread": thread, "annotations": dict(annotations),
                 "line": line, "end_line": line, "children": [], "_info": info,
             }
             if chain:
@@ -337,37 +317,101 @@ class _Scanner:
             self.open_loops = extra
 
     def _block_line(self, block: dict, text: str, func: dict) -> None:
-        am = _AXIS.match(text)
-        if am:
-            targets = [t.strip() for t in am.group(1).split(",")]
-            axis = am.group(2)
-            args = _split_args(am.group(3))
-            if axis == "remap" and len(args) == 2:
-                kinds = str(_lit(args[0]))
-                values = _split_args(args[1].strip()[1:-1])
-                for t, k, v in zip(targets, kinds, values):
-                    block["iter_vars"].append(
-                        {"name": t, "kind": _AXIS_KINDS.get(k, k), "extent": self.extents.get(v), "binding": v}
-                    )
-            elif args:
-                block["iter_vars"].append({"name": targets[0], "kind": _AXIS_KINDS.get(axis, axis),
-                                           "extent": _num(args[0]), "binding": args[1] if len(args) > 1 else ""})
+        parsed = _parse_block_line(text)
+        if parsed is None:
             return
-        cm = _CALL.match(text)
-        if cm:
-            what, inner = cm.group(1), cm.group(2)
-            if what in ("reads", "writes"):
-                block[what] = _split_args(inner)
-            elif what == "where":
-                block["predicate"] = inner
-            else:
-                attrs = _lit(inner)
-                block["annotations"] = attrs if isinstance(attrs, dict) else {"_": inner}
-            return
-        al = _ALLOC.match(text)
-        if al:
-            func["buffers"].append(self.buffer(al.group(1), al.group(2), f"alloc in {block['name']}"))
-            block["alloc_buffers"].append(al.group(1))
+        what, value = parsed
+        if what == "axis":
+            for name, kind, extent, binding, remapped in value:
+                block["iter_vars"].append({"name": name, "kind": kind,
+                                           "extent": self.extents.get(binding) if remapped else extent,
+                                           "binding": binding})
+        elif what in ("reads", "writes"):
+            block[what] = list(value)
+        elif what == "where":
+            block["predicate"] = value
+        elif what == "annotations":
+            block["annotations"] = dict(value)
+        else:  # an allocation inside the block
+            name, args_text = value
+            func["buffers"].append(self.buffer(name, args_text, f"alloc in {block['name']}"))
+            block["alloc_buffers"].append(name)
+
+
+@functools.lru_cache(maxsize=16384)
+def _parse_for(text: str) -> tuple | None:
+    """(loop kind, thread, annotations, ((name, extent, min), ...)) of a `for` line."""
+    fm = _FOR.match(text)
+    if fm is None:
+        return None
+    targets = [t.strip() for t in fm.group(1).split(",") if t.strip()]
+    fname = fm.group(2).rsplit(".", 1)[-1]
+    args, kwargs = _kwargs(_split_args(fm.group(3)))
+    kind = "serial" if fname == "grid" else _LOOP_FUNCS.get(fname, "serial")
+    thread = _lit(kwargs["thread"]) if "thread" in kwargs else None
+    annotations = _lit(kwargs["annotations"]) if "annotations" in kwargs else {}
+    if not isinstance(annotations, dict):
+        annotations = {"_": str(annotations)}
+    if fname == "grid":
+        ranges = [("0", a) for a in args]
+    elif len(args) >= 2:
+        ranges = [(args[0], args[1])]
+    else:
+        ranges = [("0", args[0] if args else "0")]
+    ranged = fname != "grid" and len(args) >= 2
+    loops = []
+    for loop_name, (lo, hi) in zip(targets, ranges):
+        lo_v, hi_v = _num(lo), _num(hi)
+        if ranged and isinstance(lo_v, int) and isinstance(hi_v, int):
+            extent: object = hi_v - lo_v
+        else:
+            extent = hi_v if not ranged else f"{hi} - {lo}"
+        loops.append((loop_name, extent, lo_v))
+    return kind, thread, annotations, tuple(loops)
+
+
+@functools.lru_cache(maxsize=16384)
+def _parse_block_line(text: str) -> tuple | None:
+    """What one line inside a block says: ("axis", iter vars) | ("reads"/"writes", regions) |
+    ("where", predicate) | ("annotations", dict) | ("alloc", (name, arguments)) | None."""
+    am = _AXIS.match(text)
+    if am:
+        targets = [t.strip() for t in am.group(1).split(",")]
+        axis = am.group(2)
+        args = _split_args(am.group(3))
+        if axis == "remap" and len(args) == 2:
+            kinds = str(_lit(args[0]))
+            values = _split_args(args[1].strip()[1:-1])
+            return "axis", tuple((t, _AXIS_KINDS.get(k, k), None, v, True) for t, k, v in zip(targets, kinds, values))
+        if args:
+            return "axis", ((targets[0], _AXIS_KINDS.get(axis, axis), _num(args[0]),
+                             args[1] if len(args) > 1 else "", False),)
+        return None
+    cm = _CALL.match(text)
+    if cm:
+        what, inner = cm.group(1), cm.group(2)
+        if what in ("reads", "writes"):
+            return what, tuple(_split_args(inner))
+        if what == "where":
+            return "where", inner
+        attrs = _lit(inner)
+        return "annotations", attrs if isinstance(attrs, dict) else {"_": inner}
+    al = _ALLOC.match(text)
+    if al:
+        return "alloc", (al.group(1), al.group(2))
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_buffer(args_text: str) -> tuple:
+    """(shape, dtype, scope) of a buffer's arguments; shape a tuple, or text when symbolic."""
+    args, kwargs = _kwargs(_split_args(args_text))
+    shape = _lit(args[0]) if args else _lit(kwargs.get("shape", "()"))
+    if isinstance(shape, int):
+        shape = (shape,)
+    dtype = _lit(args[1]) if len(args) > 1 else _lit(kwargs.get("dtype", '"float32"'))
+    scope = _lit(kwargs.get("scope", '"global"'))
+    return tuple(shape) if isinstance(shape, (tuple, list)) else str(shape), dtype, scope
 
 
 def _qualify(index: LoopIndex) -> None:

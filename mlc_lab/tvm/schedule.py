@@ -1,8 +1,13 @@
 """One schedule state per step, and applying a primitive to it with names from the printed script.
 
-A ``State`` wraps a ``tvm.s_tir.Schedule``. Applying a primitive never touches the state it is
-called on: it works on a copy (a few microseconds) and returns the new state, so a failure leaves
-the session exactly where it was.
+A ``State`` is one step's program (its IRModule, immutable) and trace. Only one state at a time
+needs a live ``tvm.s_tir.Schedule`` to apply the next primitive to, and no state is ever copied
+(``Schedule.copy()`` is not safe after ``tensorize``): applying a primitive runs it on the state's
+own schedule and hands that schedule on to the new state; the state it came from keeps a snapshot
+of its trace and rebuilds a schedule from it (replaying it on the original program) only if a
+primitive is applied to it again (after an undo). A primitive that fails leaves the state as it
+was: the look-ups it added to the trace are taken back, and a schedule the failure may have
+changed is dropped (rebuilt from the trace when next needed).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import typing
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -104,11 +110,19 @@ class Output:
 
 
 class State:
-    def __init__(self, sch: s_tir.Schedule, func: str, block_rvs: dict | None = None):
-        self.sch = sch
+    def __init__(self, sch: s_tir.Schedule, func: str, block_rvs: dict | None = None, *,
+                 make: Callable[[], s_tir.Schedule] | None = None, sampled_loops: dict | None = None):
+        self._sch: s_tir.Schedule | None = sch  # None once handed on (rebuilt from _trace on demand)
         self.func = func
-        # Block handles stay valid across most steps; reusing them keeps the trace short.
-        self.block_rvs: dict[tuple[str, str], Any] = dict(block_rvs or {})
+        self.mod: tvm.IRModule = sch.mod  # this step's program: immutable, whatever the schedule does next
+        self._trace: Trace | None = None  # a snapshot of the trace, taken when the schedule is handed on
+        self._length = len(sch.trace.insts)
+        self._make = make  # () -> a fresh schedule of the original program
+        # Block handles stay valid across most steps; reusing them keeps the trace short. Kept by
+        # their place in the trace, so that they also hold in a schedule rebuilt from it.
+        self.block_rvs: dict[tuple[str, str], Handle] = dict(block_rvs or {})
+        # trace position of a sample_perfect_tile -> the loop it tiles (named while the loop exists)
+        self.sampled_loops: dict[int, str] = dict(sampled_loops or {})
         self._script: str | None = None
         self._index: looptree.LoopIndex | None = None
         self._tree: dict | None = None
@@ -119,47 +133,88 @@ class State:
         kwargs: dict[str, Any] = {"debug_mask": "none", "error_render_level": "detail"}
         if seed is not None:
             kwargs["seed"] = seed
-        return cls(s_tir.Schedule(mod, **kwargs), func)
 
-    def copy(self) -> "State":
-        twin = State(self.sch.copy(), self.func, self.block_rvs)
-        # Same module until a primitive runs on the copy: share the views (names resolve from them).
-        twin._script, twin._index, twin._tree = self._script, self._index, self._tree
-        return twin
+        def make() -> s_tir.Schedule:
+            return s_tir.Schedule(mod, **kwargs)
 
-    def _invalidate(self) -> None:
-        self._script = None
-        self._index = None
-        self._tree = None
+        return cls(make(), func, make=make)
+
+    @property
+    def sch(self) -> s_tir.Schedule:
+        """This step's live schedule (rebuilt from the trace if it was handed on to a later step)."""
+        if self._sch is None:
+            self._sch = self._replayed(self._trace)
+            self.mod = self._sch.mod
+            self._index = None  # the same script, but For nodes of the rebuilt module
+        return self._sch
+
+    def _replayed(self, trace: Trace) -> s_tir.Schedule:
+        if self._make is None:
+            raise MlcLabError("this schedule state cannot be rebuilt: it does not know its original program")
+        fresh = self._make()
+        trace.apply_to_schedule(fresh, remove_postproc=False)
+        return fresh
+
+    def fork(self) -> "State":
+        """A state of the same step with a schedule of its own (rebuilt from the trace, never copied)."""
+        return State(self._replayed(self.trace), self.func, make=self._make, sampled_loops=self.sampled_loops)
+
+    def took_changes(self, start: int) -> None:
+        """Someone worked on this state's schedule directly (``Session.run``): read the step again."""
+        sch = self.sch
+        self.mod = sch.mod
+        self._length = len(sch.trace.insts)
+        self._trace = None
+        self._script = self._index = self._tree = None
+        self._note_samples(start)
+
+    def _snapshot(self, sch: s_tir.Schedule) -> Trace:
+        """This step's trace as a trace of its own (TVM arrays copy on write: later appends miss it)."""
+        if self._trace is not None:
+            return self._trace
+        live = sch.trace
+        if len(live.insts) == self._length:
+            return Trace(live.insts, live.decisions)
+        return _prefix(live, self._length)
+
+    def _take_back(self, sch: s_tir.Schedule, block_rvs: dict, snapshot: Trace) -> None:
+        """After a failed primitive: keep the schedule only if the failure left the program untouched."""
+        self.block_rvs = block_rvs
+        self._trace = snapshot
+        if sch.mod.same_as(self.mod):
+            trace = sch.trace
+            while len(trace.insts) > self._length:  # the look-ups the failed call made
+                trace.pop()
+            self._sch = sch
+        else:  # drop it; the trace snapshot rebuilds one when it is needed
+            self._sch = None
+        self._index = None if self._sch is None else self._index
 
     def block_rv(self, name: str, func: str) -> Any:
         key = (func, name)
-        rv = self.block_rvs.get(key)
-        if rv is not None:
+        handle = self.block_rvs.get(key)
+        if handle is not None:
             try:
+                rv = self.rv_of(handle)
                 if _get(self.sch, rv).name_hint == name:
                     return rv
             except Exception:  # noqa: BLE001  (the block was removed or replaced: look it up again)
                 pass
         rv = _raw_get_sblock(self.sch, name, func)
-        self.block_rvs[key] = rv
+        self.block_rvs[key] = Handle(len(self.sch.trace.insts) - 1, 0)
         return rv
 
     # --- views -------------------------------------------------------------------------------
     @property
-    def mod(self) -> tvm.IRModule:
-        return self.sch.mod
-
-    @property
     def script(self) -> str:
         if self._script is None:
-            self._script = self.sch.mod.script()
+            self._script = self.mod.script()
         return self._script
 
     @property
     def index(self) -> looptree.LoopIndex:
         if self._index is None:
-            self._index = looptree.build(self.sch.mod, self.script, self.func)
+            self._index = looptree.build(self.mod, self.script, self.func)
         return self._index
 
     def loop_tree(self) -> dict:
@@ -169,16 +224,16 @@ class State:
 
     @property
     def trace(self) -> Trace:
-        return self.sch.trace
+        return self._sch.trace if self._sch is not None else self._trace
 
     def trace_text(self) -> str:
-        return str(self.sch.trace)
+        return str(self.trace)
 
     def trace_json(self) -> list:
-        return to_plain(self.sch.trace.as_json())
+        return to_plain(self.trace.as_json())
 
     def trace_length(self) -> int:
-        return len(self.sch.trace.insts)
+        return len(self.trace.insts)
 
     def value_of(self, handle: Handle) -> Any:
         rv = self.rv_of(handle)
@@ -198,7 +253,8 @@ class State:
         kwargs: dict,
         resolve_extra: Callable[[Any], Any] | None = None,
     ) -> tuple["State", list[Output]]:
-        """Apply ``primitive`` on a copy; return the new state and the outputs."""
+        """Apply ``primitive``; return the new state (which takes over this state's schedule) and the
+        outputs. On failure raise ``ScheduleStepError`` and leave this state as it was."""
         name = ALIASES.get(primitive, primitive)
         if name not in PRIMITIVES:
             raise ScheduleStepError(
@@ -213,9 +269,11 @@ class State:
             raise ScheduleStepError(
                 f"wrong arguments for {name}: {exc}", primitive=name, detail=f"{name}{signature_text(name)}"
             ) from None
-        new = self.copy()
+        sch = self.sch
+        saved_rvs = dict(self.block_rvs)
+        snapshot = self._snapshot(sch)
         mentioned: list[str] = []
-        resolver = _Resolver(new, name, resolve_extra, mentioned)
+        resolver = _Resolver(self, name, resolve_extra, mentioned)
         call_args, call_kwargs = [], {}
         try:
             for pname, kind, value in bound:
@@ -225,28 +283,46 @@ class State:
                 else:
                     call_kwargs[pname] = converted
         except MlcLabError:
+            self._take_back(sch, saved_rvs, snapshot)
             raise
         except Exception as exc:  # noqa: BLE001  (TVM refused a look-up: e.g. a block inside an init)
+            self._take_back(sch, saved_rvs, snapshot)
             raise _step_error(name, exc, mentioned, self) from None
         if name == "get_sblock" and call_kwargs.get("func_name") is None:
             call_kwargs["func_name"] = self.func
-        before = new.trace_length()
-        new._invalidate()  # the copy shared our cached views until now; the primitive changes it
+        before = len(sch.trace.insts)
         try:
             # Without TVM's Python type checker (a third of a primitive's cost): the arguments
-            # were converted above. If TVM still refuses them, ask again through the checker on a
-            # fresh copy, for its clearer wording.
-            result = _raw(name)(new.sch, *call_args, **call_kwargs)
+            # were converted above. If TVM still refuses them, ask the checker for its clearer
+            # wording (it refuses before TVM runs anything).
+            result = _raw(name)(sch, *call_args, **call_kwargs)
         except ScheduleError as exc:
+            self._take_back(sch, saved_rvs, snapshot)
             raise _step_error(name, exc, mentioned, self) from None
         except Exception as exc:  # noqa: BLE001  (TVM raises many error types; all are a failed step)
+            self._take_back(sch, saved_rvs, snapshot)
             try:
-                method(self.sch.copy(), *call_args, **call_kwargs)
-            except Exception as checked:  # noqa: BLE001
+                _type_check(method, sch, call_args, call_kwargs)
+            except TypeError as checked:
                 exc = checked
             raise _step_error(name, exc, mentioned, self) from None
+        self._trace = snapshot
+        self._sch = None  # handed on to the new state
+        new = State(sch, self.func, self.block_rvs, make=self._make, sampled_loops=self.sampled_loops)
+        new._note_samples(before)
         outputs = new._outputs(result, before)
         return new, outputs
+
+    def _note_samples(self, start: int) -> None:
+        """Name the loop of every sample_perfect_tile from ``start`` on, while the loop exists."""
+        insts = self.trace.insts
+        for pos in range(start, len(insts)):
+            inst = insts[pos]
+            if inst.kind.name == "SamplePerfectTile":
+                try:
+                    self.sampled_loops[pos] = str(_get(self.sch, inst.inputs[0]).loop_var.name)
+                except Exception:  # noqa: BLE001  (not a loop of this schedule: leave it unnamed)
+                    pass
 
     def _outputs(self, result: Any, first_new: int) -> list[Output]:
         if result is None:
@@ -311,19 +387,19 @@ class State:
 
     def loop_node(self, info: looptree.LoopInfo) -> tuple[Any, Any]:
         """(the PrimFunc, the ``For`` node) behind a loop of the loop tree."""
-        return self.sch.mod[info.func], self.index.for_node(info)
+        return self.mod[info.func], self.index.for_node(info)
 
     # --- decisions --------------------------------------------------------------------------
     def sampling_instructions(self) -> list[tuple[int, Any]]:
-        return [(pos, inst) for pos, inst in enumerate(self.sch.trace.insts) if inst.kind.name in SAMPLING_KINDS]
+        return [(pos, inst) for pos, inst in enumerate(self.trace.insts) if inst.kind.name in SAMPLING_KINDS]
 
     def with_decision(self, position: int, value: Any, original: tvm.IRModule, seed: int | None) -> "State":
-        trace = self.sch.trace
+        trace = self.trace
         inst = trace.insts[position]
         new_trace = trace.with_decision(inst, value, remove_postproc=True)
         fresh = State.initial(original, self.func, seed)
         new_trace.apply_to_schedule(fresh.sch, remove_postproc=False)
-        return fresh
+        return State(fresh.sch, self.func, make=fresh._make, sampled_loops=self.sampled_loops)
 
 
 class _Resolver:
@@ -555,6 +631,33 @@ def call_parts(primitive: str, args: tuple, kwargs: dict) -> list[tuple[str | No
         keyword = keyword or pname not in _BARE_PARAMS
         out.append((pname if keyword else None, value))
     return out
+
+
+def _prefix(trace: Trace, length: int) -> Trace:
+    """The first ``length`` instructions of a trace, with their decisions, as a trace of its own."""
+    insts = list(trace.insts)[:length]
+    decisions = trace.decisions
+    return Trace(insts, {inst: decisions[inst] for inst in insts if inst in decisions})
+
+
+def _type_check(method: Any, sch: Any, args: list, kwargs: dict) -> None:
+    """TVM's Python type checker on a call, without the call: raises its TypeError, or nothing."""
+    from tvm.s_tir.schedule import _type_checker  # noqa: PLC0415  (only on this error path)
+
+    raw = inspect.unwrap(method)
+    sig = inspect.signature(raw)
+    try:
+        hints = typing.get_type_hints(raw)
+    except Exception:  # noqa: BLE001  (as TVM's checker: no hints, no check)
+        return
+    bound = sig.bind(sch, *args, **kwargs)
+    bound.apply_defaults()
+    for param in sig.parameters.values():
+        hint = hints.get(param.name, inspect.Parameter.empty)
+        if hint is not inspect.Parameter.empty:
+            message = _type_checker._type_check(bound.arguments[param.name], param.name, hint)
+            if message is not None:
+                raise TypeError(f'In "{raw.__qualname__}", {message}')
 
 
 def signature_text(name: str) -> str:

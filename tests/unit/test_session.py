@@ -448,3 +448,51 @@ def test_replayed_steps_are_labelled_with_program_names():
         "reverse_compute_at(C, j_0)",
         "decompose_reduction(Y, k)",
     ]
+
+
+# --- the schedule lifecycle: no copies (Schedule.copy() breaks after tensorize) ---------------------------
+
+def _tensorized(s: Session, intrin: str) -> None:
+    s.apply("split", "Y/i", factors=[None, 4])
+    s.apply("split", "Y/j", factors=[None, 4])
+    s.apply("split", "k", factors=[None, 4])
+    s.apply("reorder", "i_0", "j_0", "k_0", "i_1", "j_1", "k_1")
+    s.apply("decompose_reduction", "Y", "k_0")
+    s.apply("tensorize", "i_1", intrin)
+
+
+def test_steps_after_tensorize_and_going_back():
+    from tests.fixtures.intrinsics import register
+
+    intrin = register()
+    s = Session(MM_RELU)
+    _tensorized(s, intrin)
+    assert "mma_4x4" in s.script
+    s.apply("unroll", "j_0")  # a step after tensorize (TVM's Schedule.copy() fails here)
+    assert s.current.label == "unroll(j_0)"
+    before = (s.current.id, s.script, s.trace, len(s.steps))
+    with pytest.raises(ScheduleStepError):
+        s.apply("parallel", "i_0")  # refused by TVM: the session stays where it was
+    assert (s.current.id, s.script, s.trace, len(s.steps)) == before
+    s.apply("unroll", "i_0")  # and the schedule still works after the failure
+    s.goto(5)  # back before tensorize: a new branch rebuilds that step's schedule from its trace
+    s.apply("unroll", "i_0")
+    assert "mma_4x4" not in s.script and s.current.parent == 5
+    replayed = Session.from_trace(MM_RELU, s.trace)
+    assert structural_equal(replayed.module, s.module)
+    s.goto(6)
+    s.apply("unroll", "k_0")
+    assert s.current.parent == 6 and "mma_4x4" in s.script
+
+
+def test_undo_then_a_new_step_rebuilds_the_parent_exactly():
+    s = Session(MM_RELU)
+    chapter2(s)
+    s.undo()
+    s.undo()
+    s.apply("parallel", "Y/i")
+    t = Session(MM_RELU)
+    t.apply("split", "Y/j", factors=[None, 4])
+    t.apply("reorder", "Y/i", "j_0", "k", "j_1")
+    t.apply("parallel", "Y/i")
+    assert s.script == t.script and s.trace == t.trace
