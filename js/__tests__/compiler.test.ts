@@ -164,5 +164,5 @@ describe("the Compiler view in the explorer", () => {
     expect($(".mlc-compiler-kernel")?.textContent).toContain("12");
     expect($(".mlc-compiler .cm-content")?.textContent).toContain("__global__");
     expect($$(".mlc-compiler-code-item").map((e) => e.textContent)).toEqual(["⚙ CUDA C++", "⚙ PTX"]);
-  });
+  }, 30_000);
 });
