@@ -172,6 +172,8 @@ def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | N
         failed = [p for p in passes if p.status == "failed"]
         where = f"in {failed[0].name}" if failed else "while compiling"
         low.verdict = f"the step does not compile: {where}: {(low.error or '').splitlines()[0] if low.error else ''}"
+        if low.kind == "cpu" and "T.thread_binding(" in script:
+            low.verdict += " (its loops are bound to GPU threads: lower it with target='cuda')"
     return low
 
 

@@ -32,8 +32,9 @@ _WRAPPERS = {"sequential", "_pipeline"}
 class _PassRecorder:
     """A pass instrument that keeps, per pass, whether it changed the module and the script after it."""
 
-    def __init__(self, keep_scripts: bool = True):
+    def __init__(self, keep_scripts: bool = True, input_script: str = ""):
         self.records: list[dict] = []
+        self.input_script = input_script
         self.keep_scripts = keep_scripts
         self._stack: list[tuple[int | None, Any, int, float]] = []  # (record index, mod before, hash before, t0)
         # The module a pass receives is the output of the last pass that changed it *in its line*:
@@ -42,18 +43,6 @@ class _PassRecorder:
         self.before_vectorize: Any = None
         self.phase = "pipeline"
         self._filters = 0
-        # Most passes receive the module the previous one returned: hash each module object once.
-        # The modules are kept alive so that a handle is never reused for another object.
-        self._hashes: dict[int, int] = {}
-        self._alive: list[Any] = []
-
-    def _hash(self, mod: Any) -> int:
-        key = mod.__chandle__()
-        found = self._hashes.get(key)
-        if found is None:
-            found = self._hashes[key] = int(tvm_ffi.structural_hash(mod))
-            self._alive.append(mod)
-        return found
 
     # TVM calls these by name (tvm.instrument.pass_instrument).
     def enter_pass_ctx(self) -> None:
@@ -100,7 +89,7 @@ class _PassRecorder:
                 "seconds": 0.0,
             }
         )
-        self._stack.append((index, mod, self._hash(mod), time.perf_counter()))
+        self._stack.append((index, mod, _hash(mod), time.perf_counter()))
 
     def run_after_pass(self, mod: Any, info: Any) -> None:
         index, before, before_hash, t0 = self._stack.pop()
@@ -108,18 +97,27 @@ class _PassRecorder:
             return
         rec = self.records[index]
         rec["seconds"] = time.perf_counter() - t0
-        if mod.same_as(before) or self._hash(mod) == before_hash:
+        # Not `mod.same_as(before)`: some passes (AnnotateEntryFunc) change the module in place.
+        if _hash(mod) == before_hash:
             rec["status"] = "no-op"
-            if rec["note"]:
+            if rec["name"] == "tirx.Filter":
                 self._last_changed["host" if rec["note"].startswith("host") else "device"] = rec["base"]
             return
         rec["status"] = "changed"
-        if rec["note"]:
+        if rec["name"] == "tirx.Filter":
             self._last_changed["host" if rec["note"].startswith("host") else "device"] = index
         else:
             self._last_changed[self._line()] = index
         if self.keep_scripts:
             rec["script"] = _module_script(mod)
+            if rec["script"] == self._script_of(rec["base"]):
+                # e.g. FP8StorageLegalize: the IR differs in what the printer does not show
+                rec["note"] = (rec["note"] + "; " if rec["note"] else "") + "the printed TVMScript is the same"
+
+    def _script_of(self, index: int) -> str:
+        while index >= 0 and self.records[index]["script"] is None:
+            index = self.records[index]["base"]
+        return self.input_script if index < 0 else self.records[index]["script"]
 
     def should_run(self, mod: Any, info: Any) -> bool:
         return True
@@ -141,6 +139,10 @@ class _PassRecorder:
             {"index": len(self.records), "name": stage, "note": "", "phase": "codegen", "depth": 0, "status": "failed",
              "base": -1, "script": None, "error": text, "seconds": 0.0}
         )
+
+
+def _hash(mod: Any) -> int:
+    return int(tvm_ffi.structural_hash(mod))
 
 
 def _error_text(exc: BaseException) -> str:
@@ -178,7 +180,7 @@ def lower_script(script: str, func_name: str | None = None, target: Any = "cpu",
     t_parsed = time.perf_counter()
     tgt = tbuild.resolve_target(target)
     kind = "cuda" if tgt.kind.name == "cuda" else "cpu"
-    rec = _PassRecorder(keep_scripts=keep_scripts)
+    rec = _PassRecorder(keep_scripts=keep_scripts, input_script=script)
     out: dict[str, Any] = {
         "target": str(tgt), "kind": kind, "func_name": func_name, "passes": rec.records, "ok": False,
         "error": None, "llvm_ir": "", "asm": "", "cuda_source": "", "ptx": None, "ptx_error": None,

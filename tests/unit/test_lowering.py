@@ -37,6 +37,30 @@ def tvm_pass_names(session: Session, target: str) -> list[str]:
     return names
 
 
+def tvm_printed_changes(session: Session, target: str) -> list[bool]:
+    """Per pass tvm.compile runs, in the order they start: does TVM's printer show a different
+    module after it? (The oracle for changed / no-op; the text is taken before the pass runs, as
+    some passes change the module in place.)"""
+    changed: list[bool] = []
+    stack: list[tuple[int, str]] = []
+
+    @tvm.instrument.pass_instrument
+    class Printed:
+        def run_before_pass(self, mod, info):
+            if info.name not in WRAPPERS:
+                stack.append((len(changed), mod.script()))
+                changed.append(False)
+
+        def run_after_pass(self, mod, info):
+            if info.name not in WRAPPERS:
+                index, text = stack.pop()
+                changed[index] = mod.script() != text
+
+    with tvm.transform.PassContext(instruments=[Printed()]):
+        tvm.compile(session.module, target=resolve_target(target))
+    return changed
+
+
 def chapter2_j1(factor: int = 16) -> tuple[Session, str]:
     s = Session(MM_RELU)
     j0, j1 = s.apply("split", "Y/j", factors=[None, factor])
@@ -76,6 +100,21 @@ def test_each_changed_pass_has_its_script_and_vectorize_loop_is_what_changed_the
     assert "T.Ramp" in after.script_after(vec_after) and "T.vectorized" not in after.script_after(vec_after)
     with pytest.raises(MlcLabError, match="no pass named"):
         after.passes_named("NoSuchPass")
+
+
+def test_a_pass_is_changed_when_tvm_prints_a_different_module_after_it(steps):
+    s, _, after = steps
+    printed = tvm_printed_changes(s, "cpu")
+    assert len(printed) == len(after.passes)
+    for p, text_changed in zip(after.passes, printed):
+        if text_changed:
+            assert p.status == "changed", p.name
+        if p.status == "changed" and p.depth == 0:  # a change the printer does not show is said so
+            same = after.script_after(p) == after.script_before(p)
+            assert same == ("the printed TVMScript is the same" in p.note), p.name
+    # AnnotateEntryFunc changes the module in place (same object): still reported as changed
+    (entry,) = after.passes_named("AnnotateEntryFunc")
+    assert entry.status == "changed" and "tirx.is_entry_func" in after.script_after(entry)
 
 
 def test_j1_scalar_or_vector_before_and_after_vectorize(steps):
@@ -147,7 +186,7 @@ def test_a_failing_compile_names_where_it_failed():
     low = Session(GPU_TWO_BLOCKS).lower(target="cpu")  # thread-bound loops do not build for a CPU
     assert not low.ok and low.error
     assert low.failed and low.failed[-1].error
-    assert low.verdict.startswith("the step does not compile")
+    assert low.verdict.startswith("the step does not compile") and "target='cuda'" in low.verdict
 
 
 def test_cuda_pass_list_kernels_and_ptx():
