@@ -378,6 +378,26 @@ Your curve depends on your CPU (cache sizes, vector width) and on what else the 
 Things to try in the explorer above: `vectorize` the innermost `j_1`, `parallel` the outer `i`,
 or `undo` and try another order. Then measure again.
 '''),
+    ("md", r'''
+## How far from what the machine can do?
+
+A latency alone does not say whether a schedule is good. `mlc_lab.machine()` measures this CPU
+once (then remembers it): its peak floating-point rate, with a multiply-add kernel TVM generates
+for all cores, and its memory bandwidth, with a generated STREAM kernel. Every measurement carries
+its **arithmetic intensity** (FLOPs per byte the program must move) and its **fraction of the
+peak**. On the **roofline** below, the slanted line is the memory's limit and the flat line the
+arithmetic's: a point far under the roof has room to grow, and the roof above it says what to
+work on.
+'''),
+    ("code", r'''
+from mlc_lab.widgets.sweep import roofline_figure
+
+machine = mlc_lab.machine()
+print(machine)
+print(f"best jfactor: {best_m.gflops:.1f} GFLOP/s, {best_m.fraction_of_peak:.1%} of the roof "
+      f"at {best_m.intensity:.1f} FLOPs/byte")
+roofline_figure(results, param="jfactor", machine=machine, title="mm_relu 128³ on this machine's roofline")
+'''),
 ]
 
 NOTEBOOKS["02_exercises.ipynb"] = [
@@ -761,6 +781,8 @@ print("status:", job_session.wait())
 best = job_session.best
 print(f"{len(job_session.records())} distinct candidates measured (the space is small); "
       f"best {best.latency_s * 1e3:.3f} ms at trial {best.trial}")
+if job_session.stopped_early:
+    print("why it stopped early:", job_session.stopped_early["reason"])
 print(best.trace)
 '''),
     ("md", r'''
@@ -892,6 +914,23 @@ print(f"MLP end to end: {mlp_before_ms:.4f} ms -> {mlp_after_ms:.4f} ms "
     ("md", r'''
 The end-to-end gain is smaller than `linear0`'s own: the other two calls and the VM's own work did
 not get faster. That is the usual picture, and why real compilers tune every kernel and fuse them.
+'''),
+    ("md", r'''
+## The chapter on one picture: the roofline
+
+Each schedule of this notebook, measured the same way (`measure`: warm-up, median of repeats, all
+cores), placed against what this machine can do (`mlc_lab.machine()`). All of them do the same
+FLOPs on the same bytes, so they stand on one vertical line: the distance to the roof is what
+tuning won, and what is left.
+'''),
+    ("code", r'''
+from mlc_lab.widgets.sweep import roofline_figure
+
+m_session = mlc_lab.Session.from_trace(MyModule, best.trace).measure()
+points = [("unscheduled", baseline), ("tuned: your space", m_session), ("tuned: default space", m_tuned)]
+for name, m in points:
+    print(f"{name:22s} {m.gflops:8.1f} GFLOP/s = {m.fraction_of_peak:6.1%} of the roof")
+roofline_figure(points, param="schedule", machine=mlc_lab.machine(), title="MyModule 128³ on this machine's roofline")
 '''),
 ]
 

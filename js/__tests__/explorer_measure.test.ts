@@ -209,3 +209,30 @@ describe("explorer with measurements", () => {
     expect($(".mlc-cuda")!.hidden).toBe(true);
   });
 });
+
+describe("the roofline view of the measured steps", () => {
+  it("places steps under the machine's roof and says how far below they are", async () => {
+    const { roofOf, rooflinePoints, rooflinePlot, measurementTitle } = await import("../explorer/measure");
+    const m = (latency: number, gflops: number) => ({
+      latency_s: latency, gflops, intensity: 10.7, fraction_of_peak: gflops / 200, machine_peak_gflops: 200,
+      machine_bandwidth_gbs: 10, threads: 2, cache: "warm", load: 0.3, correct: true,
+    });
+    const measurements = { "0": m(1e-3, 4), "1": m(1e-4, 40) };
+    const roof = roofOf(measurements);
+    expect(roof).toEqual({ peak_gflops: 200, bandwidth_gbs: 10 });
+    const points = [
+      { id: 0, label: "original", latency: 1e-3, correct: true, current: false, after: false, target: "cpu" },
+      { id: 1, label: "split", latency: 1e-4, correct: true, current: true, after: false, target: "cpu" },
+    ];
+    const rp = rooflinePoints(points, measurements);
+    expect(rp.map((p) => p.gflops)).toEqual([4, 40]);
+    const svg = rooflinePlot(rp, roof)!;
+    expect(svg.querySelector(".mlc-roof")).not.toBeNull();
+    const dots = svg.querySelectorAll("circle.mlc-plot-point");
+    expect(dots.length).toBe(2);
+    expect(Number(dots[1].getAttribute("cy"))).toBeLessThan(Number(dots[0].getAttribute("cy"))); // faster is higher
+    expect(dots[1].querySelector("title")!.textContent).toContain("20.0% of the roof");
+    expect(rooflinePlot(rp, null)).toBeNull(); // no machine figures: no roofline
+    expect(measurementTitle(m(1e-4, 40))).toContain("2 thread(s), warm cache, load 0.3");
+  });
+});

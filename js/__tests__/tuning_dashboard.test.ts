@@ -24,6 +24,7 @@ vi.mock("plotly.js-basic-dist-min", () => ({ default: { react: plotly.react, pur
 
 import widget from "../tuning_dashboard";
 import { buildSeries, formatLatency, pickUnit, toFloat64 } from "../tuning/data";
+import { plotLayout, rooflineData } from "../tuning/plot";
 
 type Handler = (...args: any[]) => void;
 
@@ -140,6 +141,28 @@ describe("data", () => {
     expect(g.bestY[2]).toBeCloseTo(FLOPS / 1e-4 / 1e9); // best so far rises
     expect(g.failY[0]).toBeLessThan(Math.min(...g.okY)); // below the lowest GFLOPS
     expect(buildSeries(new Float64Array([1e-4]), 0, "gflops").metric).toBe("latency"); // no FLOP count
+  });
+
+  it("shows the current batch live and spans the trials asked for from the first frame", () => {
+    const s = buildSeries(new Float64Array([4e-4, 2e-4]), FLOPS, "latency", new Float64Array([3e-4, NaN, 1e-4]), 16);
+    expect(s.pendX).toEqual([2, 4]); // after the committed trials; a failed one is not drawn
+    expect(s.pendY.map((v) => Math.round(v))).toEqual([300, 100]);
+    expect(s.total).toBe(16);
+    const empty = plotLayout(buildSeries(new Float64Array(0), FLOPS, "latency", new Float64Array(0), 16), false, 300) as any;
+    expect(empty.xaxis.range).toEqual([-0.5, 15.5]); // 0..15, not plotly's -1..6
+    expect(empty.xaxis.tickformat).toBe("d"); // whole trials only
+    expect(empty.annotations[0].text).toMatch(/waiting/);
+    expect((plotLayout(s, false, 300) as any).annotations).toEqual([]);
+  });
+
+  it("places every trial under the machine's roof", () => {
+    const s = buildSeries(new Float64Array([4e-4, 1e-4]), FLOPS, "roofline");
+    const data = rooflineData(s, { peak_gflops: 200, bandwidth_gbs: 10, intensity: 5 }) as any[];
+    expect(data[0].y).toEqual([10 * data[0].x[0], 200, 200]); // bandwidth slope, then the flat peak
+    expect(data[0].x[1]).toBe(20); // the ridge: 200 / 10 FLOPs per byte
+    expect(data[1].x).toEqual([5, 5]);
+    expect(data[1].y[1]).toBeCloseTo(FLOPS / 1e-4 / 1e9);
+    expect(rooflineData(s, {})).toEqual([]); // no machine figures yet: no roofline
   });
 
   it("formats latencies with a unit that fits", () => {

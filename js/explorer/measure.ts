@@ -87,6 +87,8 @@ export function measurementTitle(m: MeasurementInfo): string {
   if (m.min_s != null && m.max_s != null) parts.push(`min ${formatLatency(m.min_s)}, max ${formatLatency(m.max_s)}`);
   if (m.std_s != null) parts.push(`std ${formatLatency(m.std_s)}`);
   if (m.gflops != null) parts.push(formatGflops(m.gflops));
+  if (m.fraction_of_peak != null) parts.push(`${(100 * m.fraction_of_peak).toFixed(1)}% of the machine's roof at ${precise(m.intensity ?? 0)} FLOPs/byte`);
+  if (m.threads != null) parts.push(`${m.threads} thread(s), ${m.cache ?? "warm"} cache${m.load != null ? `, load ${m.load}` : ""}`);
   parts.push(checkTitle(m));
   return parts.join("\n");
 }

@@ -2,7 +2,7 @@
 
 import type { Bytes } from "./types";
 
-export type Metric = "latency" | "gflops";
+export type Metric = "latency" | "gflops" | "roofline";
 
 /** float64 little-endian bytes (a trait synced as a binary buffer) -> Float64Array (a copy, aligned). */
 export function toFloat64(value: Bytes): Float64Array {
@@ -61,12 +61,15 @@ export interface Series {
   bestY: number[];
   failX: number[];
   failY: number[];
+  pendX: number[]; // the current batch, measured but not yet committed by meta_schedule
+  pendY: number[];
   bestTrial: number | null;
   count: number;
+  total: number; // trials asked for: the x axis spans them from the start
 }
 
 /** Points per successful trial, the best-so-far step line, and failed trials at the plot's edge. */
-export function buildSeries(latency: Float64Array, flops: number, metric: Metric): Series {
+export function buildSeries(latency: Float64Array, flops: number, metric: Metric, pending: Float64Array = new Float64Array(0), total = 0): Series {
   let best = Infinity;
   let bestTrial: number | null = null;
   for (let i = 0; i < latency.length; i++) {
@@ -76,15 +79,16 @@ export function buildSeries(latency: Float64Array, flops: number, metric: Metric
       bestTrial = i;
     }
   }
-  const gflops = metric === "gflops" && flops > 0;
+  const gflops = (metric === "gflops" || metric === "roofline") && flops > 0;
   const unit = gflops ? { name: "GFLOPS", scale: 1 } : pickUnit(Number.isFinite(best) ? best : NaN);
   const y = (s: number) => (gflops ? flops / s / 1e9 : s * unit.scale);
   const s: Series = {
     metric: gflops ? "gflops" : "latency",
     unit: unit.name,
-    okX: [], okY: [], okText: [], bestX: [], bestY: [], failX: [], failY: [],
+    okX: [], okY: [], okText: [], bestX: [], bestY: [], failX: [], failY: [], pendX: [], pendY: [],
     bestTrial,
     count: latency.length,
+    total: Math.max(total, latency.length + pending.length),
   };
   let running = Infinity;
   let lo = Infinity;
@@ -110,6 +114,11 @@ export function buildSeries(latency: Float64Array, flops: number, metric: Metric
   // Failed candidates sit just past the worst edge: above the slowest latency, below the lowest GFLOPS.
   const edge = !Number.isFinite(lo) ? 1 : gflops ? lo / 1.5 : hi * 1.5;
   s.failY = s.failX.map(() => edge);
+  pending.forEach((v, i) => {
+    if (!Number.isFinite(v)) return;
+    s.pendX.push(latency.length + i);
+    s.pendY.push(y(v));
+  });
   return s;
 }
 

@@ -29,6 +29,13 @@ export function plotData(s: Series, selected: number, failSummaries: Map<number,
       marker: { color: COLORS.fail, symbol: "x", size: 9 },
     });
   }
+  if (s.pendX.length) {
+    data.push({
+      type: "scatter", mode: "markers", name: "this batch (measuring)",
+      x: s.pendX, y: s.pendY, hovertemplate: "trial %{x} (just measured)<extra></extra>",
+      marker: { color: COLORS.point, size: 7, symbol: "circle-open" },
+    });
+  }
   const i = s.okX.indexOf(selected);
   const j = i < 0 ? s.failX.indexOf(selected) : -1;
   if (i >= 0 || j >= 0) {
@@ -44,6 +51,10 @@ export function plotData(s: Series, selected: number, failSummaries: Map<number,
 export function plotLayout(s: Series, dark: boolean, height: number): Record<string, unknown> {
   const fg = dark ? "#d0d0d0" : "#333";
   const grid = dark ? "rgba(255,255,255,0.12)" : "rgba(0,0,0,0.08)";
+  const empty = !s.okX.length && !s.failX.length && !s.pendX.length;
+  // whole trials from 0 to the count asked for, from the first frame (no -1..6, no half trials)
+  const xaxis = { title: { text: "trial" }, gridcolor: grid, zeroline: false, tickformat: "d", dtick: s.total > 20 ? undefined : 1,
+    range: [-0.5, Math.max(1, s.total) - 0.5], rangemode: "nonnegative" };
   return {
     height,
     margin: { l: 64, r: 16, t: 10, b: 44 },
@@ -52,11 +63,13 @@ export function plotLayout(s: Series, dark: boolean, height: number): Record<str
     font: { color: fg, size: 12 },
     showlegend: true,
     legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom", bgcolor: "rgba(0,0,0,0)" }, // left: the modebar sits right
-    xaxis: { title: { text: "trial" }, gridcolor: grid, zeroline: false },
+    xaxis,
+    annotations: empty ? [{ text: "waiting for the first measured candidate…", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { color: fg } }] : [],
     yaxis: {
+      ...(empty ? { showticklabels: false, range: [0, 1] } : {}),
       title: { text: s.metric === "gflops" ? "GFLOPS (higher is better)" : `latency (${s.unit}, lower is better)` },
       type: "log", gridcolor: grid, zeroline: false,
-      ...(logTicks([...s.okY, ...s.failY, ...s.bestY]) ?? {}),
+      ...(logTicks([...s.okY, ...s.failY, ...s.bestY, ...s.pendY]) ?? {}),
     },
     hovermode: "closest",
     uirevision: s.metric, // keep the user's zoom across live updates; reset it when the metric changes
@@ -136,4 +149,38 @@ export class TrialPlot {
       /* never drawn */
     }
   }
+}
+
+/** The roofline view: the machine's roof (log-log) and every trial at the program's intensity. */
+export function rooflineData(s: Series, roof: { peak_gflops?: number; bandwidth_gbs?: number; intensity?: number }): unknown[] {
+  const { peak_gflops: peak, bandwidth_gbs: bw, intensity } = roof;
+  if (!peak || !bw || !intensity) return [];
+  const ridge = peak / bw;
+  const lo = Math.min(intensity, ridge) / 8;
+  const hi = Math.max(intensity, ridge) * 8;
+  return [
+    {
+      type: "scatter", mode: "lines", name: `roof (${peak.toFixed(0)} GFLOP/s, ${bw.toFixed(1)} GB/s)`,
+      x: [lo, ridge, hi], y: [bw * lo, peak, peak], hoverinfo: "skip", line: { color: COLORS.fail, width: 2 },
+    },
+    {
+      type: "scatter", mode: "markers", name: "trial",
+      x: s.okY.map(() => intensity), y: s.okY, customdata: s.okX, text: s.okText,
+      hovertemplate: "trial %{customdata}<br>%{text}<br>%{x:.1f} FLOPs/byte<extra></extra>",
+      marker: { color: COLORS.point, size: 7, opacity: 0.6 },
+    },
+  ];
+}
+
+export function rooflineLayout(dark: boolean, height: number): Record<string, unknown> {
+  const fg = dark ? "#d0d0d0" : "#333";
+  const grid = dark ? "rgba(255,255,255,0.12)" : "rgba(0,0,0,0.08)";
+  return {
+    height, margin: { l: 64, r: 16, t: 10, b: 44 }, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
+    font: { color: fg, size: 12 }, showlegend: true,
+    legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom", bgcolor: "rgba(0,0,0,0)" },
+    xaxis: { title: { text: "arithmetic intensity (FLOPs per byte)" }, type: "log", gridcolor: grid },
+    yaxis: { title: { text: "GFLOP/s" }, type: "log", gridcolor: grid },
+    hovermode: "closest", uirevision: "roofline",
+  };
 }

@@ -6,6 +6,15 @@ export interface BestTrial {
   trial?: number;
   latency_s?: number;
   gflops?: number | null;
+  confirmed_latency_s?: number; // re-timed by measure()'s method at the end of the run
+  confirmed_trial?: number;
+  method?: string;
+}
+
+export interface Roof {
+  peak_gflops?: number;
+  bandwidth_gbs?: number;
+  intensity?: number; // the program's FLOPs per byte (compulsory traffic)
 }
 
 export interface FailureItem {
@@ -41,6 +50,10 @@ export interface TuningModel {
   total: number;
   latency: Bytes;
   elapsed: Bytes;
+  phase: string; // what the job does now ("measuring candidate 5 of 16"), "" when not running
+  pending: Bytes; // the current batch's candidates measured so far (float64 s, NaN = failed)
+  stopped_early: string; // why a finished run has fewer trials than asked
+  roof: Roof;
   flops: number;
   best: BestTrial;
   failed_count: number;

@@ -6,7 +6,7 @@ import { clear, h, keepKeys } from "../lib/dom";
 import { Rpc, RpcFailure } from "../lib/rpc";
 import { isDarkTheme } from "../lib/theme";
 import { type Metric, buildSeries, formatDuration, formatGflops, formatLatency, toFloat64 } from "./data";
-import { TrialPlot, plotData, plotLayout } from "./plot";
+import { TrialPlot, plotData, plotLayout, rooflineData, rooflineLayout } from "./plot";
 import type { TrialDetail, TuningModel } from "./types";
 
 type Tab = "diff" | "trace" | "script" | "error";
@@ -41,6 +41,9 @@ export class DashboardView {
     jobError: h("pre", { class: "mlc-t-job-error" }),
     latencyBtn: h("button", { class: "mlc-t-btn mlc-t-metric", dataset: { metric: "latency" } }, "latency"),
     gflopsBtn: h("button", { class: "mlc-t-btn mlc-t-metric", dataset: { metric: "gflops" } }, "GFLOPS"),
+    rooflineBtn: h("button", { class: "mlc-t-btn mlc-t-metric", dataset: { metric: "roofline" } }, "roofline"),
+    phase: h("div", { class: "mlc-t-phase" }),
+    stopped: h("div", { class: "mlc-t-stopped" }),
     bestBtn: h("button", { class: "mlc-t-btn mlc-t-show-best" }, "Show best"),
     plot: h("div", { class: "mlc-t-plot" }),
     failHead: h("div", { class: "mlc-t-fail-head" }),
@@ -64,8 +67,10 @@ export class DashboardView {
       { class: "mlc-tuning" },
       h("div", { class: "mlc-t-head" }, e.title, e.meta, h("span", { class: "mlc-t-spacer" }), e.status, e.cancel),
       h("div", { class: "mlc-t-progress" }, h("div", { class: "mlc-t-bar" }, e.fill), e.summary),
+      e.phase,
+      e.stopped,
       e.jobError,
-      h("div", { class: "mlc-t-toolbar" }, h("span", { class: "mlc-t-label" }, "y axis:"), e.latencyBtn, e.gflopsBtn, h("span", { class: "mlc-t-spacer" }), e.bestBtn),
+      h("div", { class: "mlc-t-toolbar" }, h("span", { class: "mlc-t-label" }, "y axis:"), e.latencyBtn, e.gflopsBtn, e.rooflineBtn, h("span", { class: "mlc-t-spacer" }), e.bestBtn),
       h("div", { class: "mlc-t-main" }, e.plot, e.failures),
       e.notice,
       e.detail,
@@ -75,6 +80,7 @@ export class DashboardView {
     e.cancel.addEventListener("click", () => this.cancel());
     e.latencyBtn.addEventListener("click", () => this.setMetric("latency"));
     e.gflopsBtn.addEventListener("click", () => this.setMetric("gflops"));
+    e.rooflineBtn.addEventListener("click", () => this.setMetric("roofline"));
     e.bestBtn.addEventListener("click", () => {
       const best = this.model.get("best");
       if (best && typeof best.trial === "number") this.select(best.trial);
@@ -90,8 +96,8 @@ export class DashboardView {
         this.off.push(() => model.off(`change:${n}`, fn));
       }
     };
-    on(["status", "done", "total", "best", "failed_count", "elapsed", "job_error", "func", "target", "settings", "flops"], () => this.renderHeader());
-    on(["latency", "flops", "selected", "failures"], () => this.renderPlot());
+    on(["status", "done", "total", "best", "failed_count", "elapsed", "job_error", "func", "target", "settings", "flops", "phase", "stopped_early", "roof"], () => this.renderHeader());
+    on(["latency", "flops", "selected", "failures", "pending", "total", "roof"], () => this.renderPlot());
     on(["failures", "failed_count", "selected"], () => this.renderFailures());
     on(["detail", "selected"], () => this.renderDetail());
     on(["notice"], () => this.renderNotice());
@@ -119,6 +125,7 @@ export class DashboardView {
 
   setMetric(metric: Metric): void {
     if (metric === "gflops" && !(this.model.get("flops") > 0)) return;
+    if (metric === "roofline" && !this.model.get("roof")?.intensity) return;
     this.metric = metric;
     this.renderPlot();
     this.renderHeader();
@@ -178,12 +185,24 @@ export class DashboardView {
     if (typeof best.latency_s === "number") {
       const g = formatGflops(best.gflops);
       parts.push(`best ${formatLatency(best.latency_s)}${g ? ` (${g})` : ""} at trial ${best.trial}`);
+      if (typeof best.confirmed_latency_s === "number") parts.push(`re-timed by measure(): ${formatLatency(best.confirmed_latency_s)}`);
     }
     const elapsed = toFloat64(m.get("elapsed"));
     let last = NaN;
     for (let i = elapsed.length - 1; i >= 0; i--) if (Number.isFinite(elapsed[i])) { last = elapsed[i]; break; }
     if (Number.isFinite(last)) parts.push(formatDuration(last));
     e.summary.textContent = parts.join(" · ");
+    if (typeof best.method === "string" && best.method) e.summary.title = `timing: ${best.method}`;
+    const phase = running ? m.get("phase") || "" : "";
+    e.phase.textContent = phase;
+    e.phase.hidden = !phase;
+    const stopped = m.get("stopped_early") || "";
+    e.stopped.textContent = stopped;
+    e.stopped.hidden = !stopped;
+    const roof = m.get("roof") || {};
+    e.rooflineBtn.disabled = !roof.intensity;
+    e.rooflineBtn.title = roof.intensity ? "every trial on the machine's roofline (mlc_lab.machine())" : "the machine's roofline is not measured yet: run mlc_lab.machine()";
+    e.rooflineBtn.classList.toggle("mlc-t-on", this.metric === "roofline");
     const jobError = m.get("job_error") || "";
     e.jobError.textContent = jobError;
     e.jobError.hidden = !jobError;
@@ -198,13 +217,15 @@ export class DashboardView {
   renderPlot(): void {
     const m = this.model;
     const latency = toFloat64(m.get("latency"));
-    const series = buildSeries(latency, m.get("flops") || 0, this.metric);
+    const series = buildSeries(latency, m.get("flops") || 0, this.metric, toFloat64(m.get("pending")), m.get("total") || 0);
     const summaries = new Map<number, string>();
     for (const f of m.get("failures") || []) summaries.set(f.trial, f.summary);
     const height = Math.max(200, parseInt(String(m.get("height") || "380"), 10) || 380);
     this.els.plot.dataset.points = String(series.okX.length);
     this.els.plot.dataset.failed = String(series.failX.length);
-    this.plot.draw(plotData(series, m.get("selected"), summaries), plotLayout(series, isDarkTheme(), height));
+    const roof = this.metric === "roofline" ? rooflineData(series, m.get("roof") || {}) : [];
+    if (roof.length) this.plot.draw(roof, rooflineLayout(isDarkTheme(), height));
+    else this.plot.draw(plotData(series, m.get("selected"), summaries), plotLayout(series, isDarkTheme(), height));
   }
 
   renderFailures(): void {

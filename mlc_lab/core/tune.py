@@ -32,13 +32,15 @@ TRIALS_FILE = "mlc_lab_trials.jsonl"
 BEST_FILE = "mlc_lab_best.json"
 RECORDS_FILE = "database_tuning_record.json"
 LOG_FILE = "mlc_lab.log"
+LIVE_FILE = "mlc_lab_live.jsonl"
 FAILED_LATENCY = 1e9  # meta_schedule records a failed candidate as 1e10 s
 
 
 @dataclass
-class TrialRecord:
+class TuneRecord:
     """One measured candidate, in trial order. `latency_s` (the median of the runner's repeats,
-    `run_secs`) is None when it failed (`error` says why)."""
+    `run_secs`, timed by `mlc_lab.tvm.timing`'s TUNING method) is None when it failed (`error`
+    says why)."""
 
     trial: int
     latency_s: float | None
@@ -52,17 +54,41 @@ class TrialRecord:
     def ok(self) -> bool:
         return self.latency_s is not None
 
-    def to_dict(self) -> dict:
+    def to_json(self) -> dict:
+        """The one encoding of a record (plain JSON)."""
         return asdict(self)
+
+    to_dict = to_json  # the older name
+
+
+TrialRecord = TuneRecord  # the older name
 
 
 @dataclass
 class BestResult:
+    """The job's best candidate. When the run finished, `latency_s` is the figure re-timed by
+    `measure`'s method (`confirmed`); `tuner_latency_s` is what the search itself recorded."""
+
     trial: int
     latency_s: float
     trace: str | None
     script: str | None
     gflops: float | None = None
+    confirmed: bool = False
+    tuner_latency_s: float | None = None
+    method: str | None = None
+
+
+@dataclass
+class LiveState:
+    """What the job is doing now: its phase ("starting", "building", "measuring", "searching",
+    "confirming", "done", "exhausted"), the batch size, and the latencies (None: failed) of the
+    candidates measured in the current batch, before meta_schedule commits the batch."""
+
+    phase: str
+    batch: int
+    pending: list
+    elapsed_s: float | None = None
 
 
 def _read_json(path: str) -> Any:
@@ -188,7 +214,7 @@ class TuneJob:
 
     # -------------------------------------------------------------------------------- records
 
-    def records(self, with_traces: bool = True) -> list[TrialRecord]:
+    def records(self, with_traces: bool = True) -> list[TuneRecord]:
         """Every trial measured so far for this job's workload, in trial order."""
         index = self._status_file().get("workload_index")
         side: dict[int, dict] = {}
@@ -209,7 +235,10 @@ class TuneJob:
                 raw_lines = [x for x in fh if x.strip()]
         except OSError:
             raw_lines = []
+        skip = range(*((self._status_file().get("imported") or {}).get("lines") or [0, 0]))
         for line_no, raw in enumerate(raw_lines):
+            if line_no in skip:
+                continue  # records imported from a shared database: not this job's trials
             try:
                 obj = json.loads(raw)
                 wl, (trace_json, run_secs, *_rest) = obj[0], obj[1]
@@ -227,7 +256,7 @@ class TuneJob:
                 error = None if ok else "the candidate failed to build or run (no detail recorded)"
                 trace, elapsed = None, None
                 missing.append((len(out), raw))
-            out.append(TrialRecord(len(out), latency, secs, error, trace, trace_json, elapsed))
+            out.append(TuneRecord(len(out), latency, secs, error, trace, trace_json, elapsed))
         if with_traces and missing:
             from mlc_lab.tvm.tuning import trace_text_from_record
 
@@ -242,27 +271,71 @@ class TuneJob:
 
     @property
     def best(self) -> BestResult | None:
-        """The fastest trial so far (latency, trace text, and TVMScript when recorded)."""
+        """The fastest trial so far (latency, trace text, and TVMScript when recorded); once the
+        run has finished, the figure re-timed by `measure`'s method (`confirmed=True`)."""
         recs = [r for r in self.records(with_traces=False) if r.ok]
         if not recs:
             return None
         rec = min(recs, key=lambda r: r.latency_s)
+        flops = self.flops
+        saved = _read_json(self._path(BEST_FILE)) or {}
+        conf = saved.get("confirmed")
+        if conf and saved.get("trace"):
+            trial = next((r.trial for r in recs if r.run_secs == conf.get("run_secs")), rec.trial)
+            return BestResult(trial=trial, latency_s=conf["latency_s"], trace=saved["trace"], script=saved.get("script"),
+                              gflops=flops / conf["latency_s"] / 1e9 if flops else None, confirmed=True,
+                              tuner_latency_s=conf.get("tuner_latency_s"), method=conf.get("method"))
         script = None
         trace = rec.trace
-        saved = _read_json(self._path(BEST_FILE)) or {}
         if saved.get("latency_s") is not None and abs(saved["latency_s"] - rec.latency_s) <= 1e-12 * max(1.0, rec.latency_s):
             script = saved.get("script")
             trace = trace or saved.get("trace")
         if trace is None:
             trace = next((r.trace for r in self.records() if r.trial == rec.trial), None)
-        flops = self.flops
         return BestResult(
             trial=rec.trial,
             latency_s=rec.latency_s,
             trace=trace,
             script=script,
             gflops=flops / rec.latency_s / 1e9 if flops else None,
+            tuner_latency_s=rec.latency_s,
         )
+
+    def live(self) -> LiveState:
+        """The phase the job is in and the candidates measured since the last committed batch."""
+        phase, batch, elapsed = "starting", 0, None
+        trials: list = []
+        try:
+            with open(self._path(LIVE_FILE)) as fh:
+                lines = fh.readlines()
+        except OSError:
+            lines = []
+        st = self._status_file()
+        started = st.get("started_at")
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line being written
+            if "phase" in entry:
+                if entry["phase"] == "starting":
+                    trials = []  # a new run in the same work directory counts from 0 again
+                phase, batch = entry["phase"], int(entry.get("n") or 0)
+            elif "trial" in entry:
+                trials.append(entry.get("latency_s"))
+            elapsed = entry.get("t", elapsed)
+        committed = len(self.records(with_traces=False)) - int(st.get("done_before") or 0)
+        pending = trials[committed:] if phase in ("measuring", "building") else []
+        if started and phase not in ("done",) and self.status == "running":
+            elapsed = time.time() - started
+        return LiveState(phase=phase if self.status == "running" else self.status, batch=batch, pending=pending,
+                         elapsed_s=elapsed)
+
+    @property
+    def stopped_early(self) -> dict | None:
+        """{"measured", "requested", "reason"} when the run ended before its trial count because
+        the search space had no new candidate left."""
+        return self._status_file().get("stopped_early")
 
     # -------------------------------------------------------------------------------- control
 
@@ -308,6 +381,9 @@ class TuneJob:
             "best_gflops": best.gflops if best else None,
             "best_trial": best.trial if best else None,
             "best_trace": best.trace if best else None,
+            "best_confirmed": best.confirmed if best else None,
+            "best_tuner_latency_s": best.tuner_latency_s if best else None,
+            "stopped_early": self.stopped_early,
             "error": self.error,
         }
 
@@ -341,10 +417,15 @@ def tune(
     func_name: str | None = None,
     num_trials_per_iter: int = 16,
     seed: int | None = None,
-    min_repeat_ms: int = 30,
+    min_repeat_ms: float = 10.0,
     cost_model: str = "xgb",
     strategy: str = "evolutionary",
     timeout_s: float = 30.0,
+    database: str | None = None,
+    widen: bool = False,
+    population: int | None = None,
+    confirm: bool = True,
+    servers: int = 1,
 ) -> TuneJob:
     """Start meta_schedule on a Session (or an IRModule) and return a `TuneJob` at once.
 
@@ -352,10 +433,20 @@ def tune(
            "session" (the session's own steps, each split with literal factors sampled instead);
            a trace in JSON form (same rewriting); or a function `fn(sch) -> sch` such as the
            course's `stochastic_schedule_mm` (shipped to the job with cloudpickle).
-    runner: "local" or "rpc://HOST:PORT/KEY" (a TVM RPC tracker).
+    widen: with space="session" or a function, search meta_schedule's default space too (its
+           multi-level tiling and parallel/vectorize/unroll choices), for when the student's own
+           space holds only a few distinct candidates.
+    runner: "local" or "rpc://HOST:PORT/KEY" (a TVM RPC tracker; `servers` measure in parallel).
+    database: a shared meta_schedule database folder (a class's): its records of the same
+           workload and target seed the search and warm the cost model (they do not count as
+           this job's trials), and this job's records are added to it at the end.
     strategy, cost_model: meta_schedule's ("evolutionary" + "xgb" by default; "replay-trace" +
-           "random" is plain random sampling, much cheaper per round).
+           "random" is plain random sampling, much cheaper per round). `population`: the
+           evolutionary search's population (256 by default).
+    confirm: at the end, re-time the best candidates by `measure`'s method (`mlc_lab.tvm.timing`);
+           `TuneJob.best` then reports that figure.
     work_dir: where everything is kept; a directory that already holds trials continues.
+    Every candidate is timed by mlc_lab's one method (`mlc_lab.tvm.timing`, TUNING variant).
     """
     from mlc_lab.tvm import tuning
 
@@ -390,6 +481,15 @@ def tune(
         runner_spec = tuning.parse_runner(runner)
     except ValueError as exc:
         raise TuneError(str(exc)) from None
+    if database is not None:
+        if "://" in str(database):
+            raise TuneError("database must be a folder path (a shared meta_schedule database, e.g. on the class's "
+                            f"shared drive), not {database!r}; measuring over RPC is the runner's job (runner='rpc://...')")
+        database = os.path.abspath(os.path.expanduser(str(database)))
+    if widen:
+        if not isinstance(space_spec, dict) or space_spec["kind"] == "auto":
+            raise TuneError("widen=True widens a session-derived or function space; space='auto' is already the default space")
+        space_spec["widen"] = True
     try:
         func_name, module_text = tuning.prepare_workload(workload, func_name)
         target_json = tuning.tuning_target(target)
@@ -405,11 +505,16 @@ def tune(
                 kind="no_gpu",
             )
     try:
-        from mlc_lab.tvm.build import estimate_flops, module_from_text
+        from mlc_lab.tvm.build import estimate_flops, module_from_text, param_specs
 
-        flops = estimate_flops(module_from_text(module_text), func_name)
+        one = module_from_text(module_text)
+        flops = estimate_flops(one, func_name)
+        import numpy as np
+
+        # compulsory traffic (every element of every argument once): the roofline's bytes, as measure's
+        nbytes = float(sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for _, shape, dtype in param_specs(one, func_name)))
     except Exception:  # noqa: BLE001
-        flops = None
+        flops, nbytes = None, None
 
     if work_dir is None:
         work_dir = tuning.scratch_dir()
@@ -436,15 +541,20 @@ def tune(
         "target": target_json,
         "trials": int(trials),
         "space": space_spec,
-        "runner": runner if runner_spec["kind"] == "rpc" else "local",
+        "runner": (runner if runner_spec["kind"] == "rpc" else "local"),
+        "servers": int(servers),
         "num_trials_per_iter": int(num_trials_per_iter),
         "seed": seed,
-        "min_repeat_ms": int(min_repeat_ms),
+        "min_repeat_ms": float(min_repeat_ms),
+        "shared_db": database,
+        "population": population,
+        "confirm": bool(confirm),
         "cost_model": cost_model,
         "strategy": strategy,
         "timeout_s": float(timeout_s),
         "num_tuning_cores": usable_cores(),
         "flops": flops,
+        "bytes": nbytes,
         "created_at": time.time(),
     }
     _write_json(job._path(JOB_FILE), spec)

@@ -147,3 +147,8 @@ def run_evaluator(rt_mod: Any, device: Any, evaluator_config: Any, repeated_args
         device.sync()
         out += time_function(rt_mod, rt_mod.entry_name, device, list(args), method, best_s=best)
     return out
+
+
+def rpc_run_evaluator(_session: Any, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: list) -> list[float]:
+    """The same, as RPCRunner's `f_run_evaluator` (which also receives the RPC session)."""
+    return run_evaluator(rt_mod, device, evaluator_config, repeated_args)

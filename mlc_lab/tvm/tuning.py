@@ -9,7 +9,9 @@ Work directory files (besides meta_schedule's own database_*.json and logs/):
   mlc_lab_space.pkl     a user's space function (cloudpickle), for space=callable
   mlc_lab_status.json   state written by the subprocess: running / done / failed
   mlc_lab_trials.jsonl  one line per measured candidate: db line, latency, error, trace text
-  mlc_lab_best.json     the best candidate so far: latency, trace text, TVMScript
+  mlc_lab_best.json     the best candidate so far: latency, trace text, TVMScript, and at the
+                        end "confirmed": the best candidates re-timed by measure's method
+  mlc_lab_live.jsonl    phases (building / measuring / searching) and each candidate as measured
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import linecache
 import os
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from typing import Any
@@ -32,6 +35,7 @@ from tvm.ir.utils import derived_object  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 from mlc_lab.tvm import build as _build  # noqa: E402
+from mlc_lab.tvm import timing  # noqa: E402
 
 JOB_FILE = "mlc_lab_job.json"
 MODULE_FILE = "mlc_lab_module.json"
@@ -41,6 +45,12 @@ TRIALS_FILE = "mlc_lab_trials.jsonl"
 BEST_FILE = "mlc_lab_best.json"
 RECORDS_FILE = "database_tuning_record.json"
 WORKLOADS_FILE = "database_workload.json"
+LIVE_FILE = "mlc_lab_live.jsonl"
+TUNING_MIN_REPEAT_MS = 10.0
+CONFIRM_TOP = 3  # candidates re-timed by measure's method at the end of a run
+POPULATION = 256  # evolutionary search's population for small kernels (meta_schedule's default: 512)
+GENETIC_ITERS = 3
+LARGE_FLOPS = 1e8  # above this, a kernel takes long enough to measure that the full search is cheap
 
 
 # ----------------------------------------------------------------------------------------- kernel side
@@ -193,11 +203,14 @@ class InProcessBuilder(ms.builder.PyBuilder):
     the GIL, so LLVM code generation runs in parallel). The stock LocalBuilder starts fresh worker
     processes on every batch, which costs seconds each time."""
 
-    def __init__(self, max_workers: int | None = None) -> None:
+    def __init__(self, max_workers: int | None = None, live: "LiveLog | None" = None) -> None:
         super().__init__()
         self.max_workers = max_workers or usable_cores()
+        self.live = live
 
     def build(self, build_inputs: list) -> list:
+        if self.live is not None:
+            self.live.phase("building", len(build_inputs))
         from concurrent.futures import ThreadPoolExecutor
 
         from tvm.s_tir.meta_schedule.builder import BuilderResult
@@ -234,10 +247,11 @@ def parse_runner(spec: str) -> dict:
     return {"kind": "rpc", "host": host, "port": int(port), "key": key}
 
 
-def make_runner(spec: dict, min_repeat_ms: int, timeout_s: float) -> Any:
+def make_runner(spec: dict, min_repeat_ms: float = TUNING_MIN_REPEAT_MS, timeout_s: float = 30.0) -> Any:
+    """meta_schedule's runner, timing every candidate by mlc_lab's one method (`timing.TUNING`:
+    warm-up, 3 repeats, early stop for clearly slow candidates), locally or through an RPC tracker."""
     evaluator = ms.runner.EvaluatorConfig(
-        # three repeats: the cost model and our records take the median, robust to a busy machine
-        number=1, repeat=3, min_repeat_ms=int(min_repeat_ms), enable_cpu_cache_flush=False
+        number=1, repeat=timing.TUNING.repeats, min_repeat_ms=int(min_repeat_ms), enable_cpu_cache_flush=False
     )
     if spec["kind"] == "rpc":
         return ms.runner.RPCRunner(
@@ -248,9 +262,75 @@ def make_runner(spec: dict, min_repeat_ms: int, timeout_s: float) -> Any:
                 session_timeout_sec=int(timeout_s),
             ),
             evaluator_config=evaluator,
-            max_workers=1,
+            f_run_evaluator=timing.rpc_run_evaluator,
+            max_workers=int(spec.get("servers", 1)),
         )
-    return ms.runner.LocalRunner(timeout_sec=timeout_s, evaluator_config=evaluator)
+    return ms.runner.LocalRunner(timeout_sec=timeout_s, evaluator_config=evaluator, f_run_evaluator=timing.run_evaluator)
+
+
+@derived_object
+class LiveRunner(ms.runner.PyRunner):
+    """Wraps a runner so that each candidate is written to mlc_lab_live.jsonl the moment its
+    result is known (meta_schedule itself reports a whole batch at once), with the phase. A
+    watcher thread follows the futures in order; meta_schedule still collects them itself."""
+
+    def __init__(self, inner: Any, live: "LiveLog") -> None:
+        super().__init__()
+        self.inner = inner
+        self.live = live
+
+    def run(self, runner_inputs: list) -> list:
+        self.live.phase("measuring", len(runner_inputs))
+        if isinstance(self.inner, ms.runner.LocalRunner):
+            # LocalRunner.run measures the whole batch before returning: hand it one at a time
+            futures = []
+            for one in runner_inputs:
+                fut = self.inner.run([one])[0]
+                self._log(fut)
+                futures.append(fut)
+            return futures
+        futures = list(self.inner.run(runner_inputs))  # RPC: asynchronous, several servers at once
+        threading.Thread(target=self._watch, args=(futures,), daemon=True).start()
+        return futures
+
+    def _log(self, fut: Any) -> None:
+        result = fut.result()
+        error = result.error_msg
+        secs = [float(x) for x in result.run_secs] if result.run_secs is not None and not error else []
+        self.live.trial(_median(secs) if secs else None, error)
+
+    def _watch(self, futures: list) -> None:
+        for fut in futures:
+            try:
+                while not fut.done():
+                    time.sleep(0.02)
+                self._log(fut)
+            except Exception as exc:  # noqa: BLE001 - the live view is a nicety; the batch result stands
+                self.live.trial(None, f"{type(exc).__name__}: {exc}")
+
+
+class LiveLog:
+    """Appends to WORK_DIR/mlc_lab_live.jsonl: {"phase", "n", "t"} when a phase starts, and
+    {"trial": k, "latency_s", "error", "t"} for each candidate as it is measured (k counts the
+    candidates measured by this run; the committed records come with the batch)."""
+
+    def __init__(self, work_dir: str, t0: float) -> None:
+        self.path = os.path.join(work_dir, LIVE_FILE)
+        self.t0 = t0
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def _write(self, obj: dict) -> None:
+        obj["t"] = round(time.time() - self.t0, 3)
+        with self._lock, open(self.path, "a") as fh:
+            fh.write(json.dumps(obj) + "\n")
+
+    def phase(self, name: str, n: int = 0) -> None:
+        self._write({"phase": name, "n": n})
+
+    def trial(self, latency: float | None, error: Any) -> None:
+        self._write({"trial": self.count, "latency_s": latency, "error": str(error)[:300] if error else None})
+        self.count += 1
 
 
 class TraceSpace:
@@ -309,7 +389,8 @@ def _records_of(work_dir: str, index: int) -> int:
     return n
 
 
-def _make_progress_callback(work_dir: str, first_line: int, best_latency: float | None, t0: float) -> Any:
+def _make_progress_callback(work_dir: str, first_line: int, best_latency: float | None, t0: float,
+                            live: "LiveLog | None" = None) -> Any:
     @derived_object
     class ProgressCallback(ms.measure_callback.PyMeasureCallback):
         """Writes one line per candidate to mlc_lab_trials.jsonl (after AddToDatabase wrote the
@@ -349,6 +430,8 @@ def _make_progress_callback(work_dir: str, first_line: int, best_latency: float 
             if lines:
                 with open(os.path.join(work_dir, TRIALS_FILE), "a") as fh:
                     fh.write("\n".join(lines) + "\n")
+            if live is not None:
+                live.phase("searching" if lines else "exhausted")
 
     return ProgressCallback()
 
@@ -386,7 +469,7 @@ def tune_request(req: dict) -> int:
 
 
 def run_job(work_dir: str) -> int:
-    """Body of the tuning subprocess: read mlc_lab_job.json, tune, keep the status file current."""
+    """Body of the tuning job: read mlc_lab_job.json, tune, keep the status file current."""
     work_dir = os.path.abspath(work_dir)
     status_path = os.path.join(work_dir, STATUS_FILE)
     t0 = time.time()
@@ -400,59 +483,72 @@ def run_job(work_dir: str) -> int:
             mod = _build.module_from_text(fh.read())
         target = tvm.target.Target(job["target"])
         import_tensor_intrinsics(target)
+        cores = int(job.get("num_tuning_cores") or usable_cores())
         db = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
         # tune_tir adds tirx.noalias etc. to each task function; commit the same normalised form
         task_mod = ms.tune_context._normalize_mod(mod[job["func_name"]])
         workload = db.commit_workload(task_mod)
         index = _workload_index(work_dir, workload)
-        done = _records_of(work_dir, index)
+        imported = dict(status_of(work_dir).get("imported") or {})
+        if job.get("shared_db"):
+            imported = import_shared_records(job["shared_db"], work_dir, db, task_mod, target, imported)
+        done = _records_of(work_dir, index) - int(imported.get("count", 0))
         remaining = int(job["trials"]) - done
-        best = None
         best_path = os.path.join(work_dir, BEST_FILE)
+        best = None
         if os.path.exists(best_path):
             with open(best_path) as fh:
                 best = json.load(fh).get("latency_s")
-        status.update(state="running", workload_index=index, done_before=done, trials=int(job["trials"]))
+        status.update(state="running", workload_index=index, done_before=done, trials=int(job["trials"]), imported=imported)
         _write_json(status_path, status)
+        live = LiveLog(work_dir, t0)
+        live.phase("starting")
         if remaining > 0:
-            space_spec = job["space"]
-            if space_spec["kind"] == "auto":
-                space: Any = "post-order-apply"
-            elif space_spec["kind"] == "session":
-                space = ms.space_generator.ScheduleFn(TraceSpace(space_spec["insts"]))
-            elif space_spec["kind"] == "callable":
-                import cloudpickle
-
-                with open(os.path.join(work_dir, SPACE_PICKLE), "rb") as fh:
-                    fn = cloudpickle.load(fh)
-                space = ms.space_generator.ScheduleFn(fn)
-            else:
-                raise ValueError(f"unknown space {space_spec!r}")
-            runner = make_runner(parse_runner(job.get("runner", "local")), job.get("min_repeat_ms", 30), job.get("timeout_s", 30))
+            space = _space(job, work_dir)
+            # the runner's workers read the best latency so far from here (early stop of slow candidates)
+            os.environ["MLC_LAB_BEST_FILE"] = best_path
+            runner = LiveRunner(make_runner({**parse_runner(job.get("runner", "local")), "servers": job.get("servers", 1)},
+                                            job.get("min_repeat_ms", TUNING_MIN_REPEAT_MS), job.get("timeout_s", 30)), live)
             cost_model: Any = job.get("cost_model", "xgb")
-            if done > 0 and cost_model == "xgb":
-                cost_model = _warm_cost_model(task_mod, target, db, workload, int(job.get("num_tuning_cores") or usable_cores()))
-            callbacks = ms.MeasureCallback.create("default") + [
-                _make_progress_callback(work_dir, _count_lines(os.path.join(work_dir, RECORDS_FILE)), best, t0)
-            ]
+            if (done > 0 or imported.get("count")) and cost_model == "xgb":
+                cost_model = _warm_cost_model(task_mod, target, db, workload, cores)
+            # ours right after AddToDatabase (it names the database line), before the cost model's update
+            default = list(ms.MeasureCallback.create("default"))
+            callbacks = default[:1] + [
+                _make_progress_callback(work_dir, _count_lines(os.path.join(work_dir, RECORDS_FILE)), best, t0, live)
+            ] + default[1:]
+            live.phase("searching")
             ms.tune_tir(
                 mod=mod,
                 target=target,
                 work_dir=work_dir,
                 max_trials_global=remaining,
                 num_trials_per_iter=int(job.get("num_trials_per_iter", 16)),
-                builder=InProcessBuilder(),
+                builder=InProcessBuilder(live=live),
                 runner=runner,
                 database=db,
                 cost_model=cost_model,
                 measure_callbacks=callbacks,
                 space=space,
-                strategy=job.get("strategy", "evolutionary"),
+                strategy=_strategy(job),
                 seed=job.get("seed"),
-                num_tuning_cores=int(job.get("num_tuning_cores") or usable_cores()),
+                num_tuning_cores=cores,
             )
+        measured = _records_of(work_dir, index) - int(imported.get("count", 0))
+        if measured < int(job["trials"]):
+            status["stopped_early"] = {
+                "measured": measured,
+                "requested": int(job["trials"]),
+                "reason": f"the search space holds only {measured} distinct candidates, and all were measured",
+            }
+        if job.get("confirm", True) and parse_runner(job.get("runner", "local"))["kind"] == "local":
+            live.phase("confirming", CONFIRM_TOP)
+            confirm_best(work_dir, db, workload, target, mod, job["func_name"])
+        if job.get("shared_db"):
+            export_to_shared(job["shared_db"], work_dir, index, imported)
         status.update(state="done", finished_at=time.time())
         _write_json(status_path, status)
+        live.phase("done")
         return 0
     except BaseException as exc:  # noqa: BLE001 - recorded for the kernel, then re-raised as a status
         status.update(
@@ -464,6 +560,137 @@ def run_job(work_dir: str) -> int:
         _write_json(status_path, status)
         print(traceback.format_exc(), file=sys.stderr)
         return 1
+
+
+def status_of(work_dir: str) -> dict:
+    try:
+        with open(os.path.join(work_dir, STATUS_FILE)) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return {}
+
+
+def _space(job: dict, work_dir: str) -> Any:
+    space_spec = job["space"]
+    kind = space_spec["kind"]
+    if kind == "auto":
+        return "post-order-apply"
+    if kind == "session":
+        own = ms.space_generator.ScheduleFn(TraceSpace(space_spec["insts"]))
+    elif kind == "callable":
+        import cloudpickle
+
+        with open(os.path.join(work_dir, SPACE_PICKLE), "rb") as fh:
+            fn = cloudpickle.load(fh)
+        own = ms.space_generator.ScheduleFn(fn)
+    else:
+        raise ValueError(f"unknown space {space_spec!r}")
+    if space_spec.get("widen"):
+        # the student's space and meta_schedule's own (multi-level tiling, parallel/vectorize/unroll)
+        return ms.space_generator.SpaceGeneratorUnion([own, ms.space_generator.PostOrderApply()])
+    return own
+
+
+def _strategy(job: dict) -> Any:
+    name = job.get("strategy", "evolutionary")
+    if name != "evolutionary":
+        return name
+    # Search effort in proportion to what a candidate costs to measure: for a small kernel the
+    # search dominates a round (meta_schedule's 512 x 4 genetic steps take longer than measuring
+    # 16 candidates), for a large one measuring does and the full search is cheap by comparison.
+    small = float(job.get("flops") or 0) < LARGE_FLOPS
+    population = int(job.get("population") or (POPULATION if small else 512))
+    return ms.search_strategy.EvolutionarySearch(
+        population_size=population, init_min_unmeasured=min(50, population // 2),
+        genetic_num_iters=GENETIC_ITERS if small else 4,
+    )
+
+
+def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, mod: Any, func_name: str) -> None:
+    """Re-time the best few candidates by measure's method (`timing.MEASURE`) and record the
+    fastest as "confirmed" in mlc_lab_best.json: the figure the job reports as its best, the one
+    `measure` of the same trace reproduces."""
+    best_path = os.path.join(work_dir, BEST_FILE)
+    try:
+        with open(best_path) as fh:
+            best = json.load(fh)
+    except (OSError, ValueError):
+        return
+    top = [r for r in db.get_top_k(workload, CONFIRM_TOP) if r.run_secs and max(float(x) for x in r.run_secs) < 1e9]
+    dev = tvm.cpu()
+    specs = _build.param_specs(mod, func_name)
+    arrays = [tvm.runtime.tensor(a, dev) for a in _build.random_inputs(specs, 0)]
+    confirmed = []
+    for rec in top:
+        try:
+            sch = tvm.s_tir.Schedule(rec.workload.mod)
+            rec.trace.apply_to_schedule(sch, remove_postproc=False)
+            rt = fast_build(sch.mod, target)
+            results = timing.time_function(rt, "main", dev, arrays, timing.MEASURE)
+        except Exception as exc:  # noqa: BLE001 - a candidate that fails now is skipped
+            print(f"mlc_lab: could not re-time a candidate: {exc}", file=sys.stderr)
+            continue
+        stats = timing.summary(results)
+        secs = [float(x) for x in rec.run_secs]
+        confirmed.append({**stats, "trace": str(sch.trace), "script": sch.mod.script(), "run_secs": secs,
+                          "tuner_latency_s": _median(secs)})
+    if not confirmed:
+        return
+    winner = min(confirmed, key=lambda c: c["latency_s"])
+    best["confirmed"] = {
+        "latency_s": winner["latency_s"], "min_s": winner["min_s"], "max_s": winner["max_s"], "iqr_s": winner["iqr_s"],
+        "results_s": winner["results_s"], "tuner_latency_s": winner["tuner_latency_s"], "run_secs": winner["run_secs"],
+        "method": timing.MEASURE.describe(timing.threads()), "threads": timing.threads(), "candidates": len(confirmed),
+    }
+    best["trace"], best["script"] = winner["trace"], winner["script"]
+    best["latency_s_confirmed"] = winner["latency_s"]
+    _write_json(best_path, best)
+
+
+def import_shared_records(shared_dir: str, work_dir: str, db: Any, task_mod: Any, target: Any, imported: dict) -> dict:
+    """Copy the shared database's records of this workload and target into the job's database
+    (once per work directory): they seed the evolutionary search's population and train the cost
+    model, and are not counted as this job's trials."""
+    if imported.get("from") == os.path.abspath(shared_dir):
+        return imported
+    if not os.path.exists(os.path.join(shared_dir, WORKLOADS_FILE)):
+        return {"from": os.path.abspath(shared_dir), "count": 0, "lines": [0, 0]}
+    shared = ms.database.JSONDatabase(work_dir=shared_dir, module_equality="structural")
+    if not shared.has_workload(task_mod):
+        return {"from": os.path.abspath(shared_dir), "count": 0, "lines": [0, 0]}
+    wl = shared.commit_workload(task_mod)
+    mine = db.commit_workload(task_mod)
+    target_text = str(target.export())
+    first = _count_lines(os.path.join(work_dir, RECORDS_FILE))
+    n = 0
+    for rec in shared.get_top_k(wl, 100000):
+        if str(rec.target.export()) != target_text:
+            continue
+        db.commit_tuning_record(ms.database.TuningRecord(rec.trace, mine, rec.run_secs, rec.target, rec.args_info))
+        n += 1
+    return {"from": os.path.abspath(shared_dir), "count": n, "lines": [first, first + n]}
+
+
+def export_to_shared(shared_dir: str, work_dir: str, index: int, imported: dict) -> None:
+    """Append this job's own records to the shared database (the next student starts from them)."""
+    os.makedirs(shared_dir, exist_ok=True)
+    shared = ms.database.JSONDatabase(work_dir=shared_dir, module_equality="structural")
+    db = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
+    skip = range(*(imported.get("lines") or [0, 0]))
+    with open(os.path.join(work_dir, WORKLOADS_FILE)) as fh:
+        workloads = [ms.database.Workload.from_json(json.loads(x)) for x in fh if x.strip()]
+    wl_shared = shared.commit_workload(workloads[index].mod)
+    with open(os.path.join(work_dir, RECORDS_FILE)) as fh:
+        lines = [x for x in fh if x.strip()]
+    for line_no, raw in enumerate(lines):
+        if line_no in skip:
+            continue
+        wl_index, rec_json = json.loads(raw)
+        if wl_index != index:
+            continue
+        rec = ms.database.TuningRecord.from_json(rec_json, workloads[wl_index])
+        shared.commit_tuning_record(ms.database.TuningRecord(rec.trace, wl_shared, rec.run_secs, rec.target, rec.args_info))
+    del db
 
 
 # ----------------------------------------------------------------------------------------- reading back

@@ -48,7 +48,10 @@ MEASURE_TARGETS = ("cpu", "cuda")
 # thread so the kernel's message loop stays free (clicks, cells, Cancel) while they run.
 BACKGROUND_REQUESTS = frozenset({"measure", "cuda_source", "lower"})
 MEASUREMENT_FIELDS = ("latency_s", "std_s", "min_s", "max_s", "repeats", "gflops", "flops", "max_abs_error",
-                      "max_rel_error", "correct", "error", "error_kind")
+                      "max_rel_error", "correct", "error", "error_kind",
+                      # the roofline view and the method (see mlc_lab.tvm.timing)
+                      "intensity", "fraction_of_peak", "machine_peak_gflops", "machine_bandwidth_gbs",
+                      "threads", "cache", "load")
 
 
 class Explorer(RpcWidget):

@@ -37,6 +37,8 @@ def sweep_points(results: Iterable[tuple[Any, Any]]) -> list[dict]:
             "min_s": _get(m, "min_s") if ok else None,
             "max_s": _get(m, "max_s") if ok else None,
             "gflops": _get(m, "gflops") if ok else None,
+            "intensity": _get(m, "intensity") if ok else None,
+            "fraction_of_peak": _get(m, "fraction_of_peak") if ok else None,
             "error": None if ok else str(err or "no latency measured"),
         })
     return rows
@@ -127,6 +129,48 @@ def sweep_figure(results: Iterable[tuple[Any, Any]], *, param: str = "value", ti
     return fig
 
 
+def roofline_figure(results: Iterable[tuple[Any, Any]], *, param: str = "value", title: str | None = None,
+                    height: int = 380, machine: Any = None) -> Any:
+    """The sweep on the machine's roofline (log-log: FLOPs per byte against GFLOP/s), each value a
+    point, the roof from `mlc_lab.machine()` (or the figures the measurements carry)."""
+    import plotly.graph_objects as go
+
+    results = list(results)
+    rows = [r for r in sweep_points(results) if r["gflops"] and r["intensity"]]
+    peak = bw = None
+    if machine is not None:
+        peak, bw = machine.peak_gflops, machine.bandwidth_gbs
+    else:
+        for _, m in results:
+            if _get(m, "machine_peak_gflops") and _get(m, "machine_bandwidth_gbs"):
+                peak, bw = _get(m, "machine_peak_gflops"), _get(m, "machine_bandwidth_gbs")
+                break
+    fig = go.Figure()
+    xs = [r["intensity"] for r in rows]
+    if peak and bw:
+        ridge = peak / bw
+        lo, hi = min(xs + [ridge]) / 8, max(xs + [ridge]) * 8
+        fig.add_trace(go.Scatter(x=[lo, ridge, hi], y=[bw * lo, peak, peak], mode="lines", hoverinfo="skip",
+                                 name=f"roof: {peak:.0f} GFLOP/s, {bw:.1f} GB/s", line={"color": FAILED, "width": 2}))
+    if rows:
+        best = max(rows, key=lambda r: r["gflops"])
+        fig.add_trace(go.Scatter(
+            x=xs, y=[r["gflops"] for r in rows], mode="markers+text", name=param,
+            text=[str(r["value"]) for r in rows], textposition="top center",
+            marker={"size": [14 if r is best else 9 for r in rows], "color": [BEST if r is best else POINT for r in rows]},
+            customdata=[f"{(r['fraction_of_peak'] or 0) * 100:.1f}%" for r in rows],
+            hovertemplate=f"{param} = %{{text}}<br>%{{y:.1f}} GFLOP/s at %{{x:.2f}} FLOPs/byte<br>%{{customdata}} of the roof<extra></extra>",
+        ))
+    fig.update_layout(
+        title={"text": title or f"{param} on the roofline", "x": 0.02}, template="plotly_white", height=height,
+        margin={"l": 64, "r": 20, "t": 56, "b": 48},
+        xaxis={"title": {"text": "arithmetic intensity (FLOPs per byte)"}, "type": "log"},
+        yaxis={"title": {"text": "GFLOP/s (higher is better)"}, "type": "log"},
+        legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
+    )
+    return fig
+
+
 def sweep_html(results: Iterable[tuple[Any, Any]], path: str | Path | None = None, **kwargs: Any) -> str:
     """A self-contained HTML page of the sweep plot (plotly.js inlined: opens offline)."""
     html = sweep_figure(results, **kwargs).to_html(include_plotlyjs=True, full_html=True)
@@ -166,6 +210,11 @@ class SweepResult(list):
     def figure(self, **kwargs: Any) -> Any:
         kwargs.setdefault("param", self.param)
         return sweep_figure(self, **kwargs)
+
+    def roofline(self, **kwargs: Any) -> Any:
+        """The sweep's points on the machine's roofline (a plotly figure)."""
+        kwargs.setdefault("param", self.param)
+        return roofline_figure(self, **kwargs)
 
     def to_html(self, path: str | Path | None = None, **kwargs: Any) -> str:
         kwargs.setdefault("param", self.param)

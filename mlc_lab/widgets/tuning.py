@@ -34,7 +34,15 @@ from mlc_lab.widgets._base import RequestError, RpcWidget, bundle, rpc
 log = logging.getLogger(__name__)
 
 MAX_FAILURES = 500  # failed candidates listed (the plot marks every one)
-WATCHED = ("database_tuning_record.json", "mlc_lab_trials.jsonl", "mlc_lab_status.json", "mlc_lab_job.json")
+WATCHED = ("database_tuning_record.json", "mlc_lab_trials.jsonl", "mlc_lab_status.json", "mlc_lab_job.json",
+           "mlc_lab_live.jsonl", "mlc_lab_best.json")
+PHASE_TEXT = {
+    "starting": "starting (loading TVM, generating the search space)",
+    "searching": "searching: the cost model picks the next candidates",
+    "building": "building {n} candidates",
+    "measuring": "measuring candidate {k} of {n}",
+    "confirming": "re-timing the best candidates with measure()'s method",
+}
 
 
 # --- plain data ----------------------------------------------------------------------------------
@@ -86,6 +94,16 @@ def job_snapshot(job: Any) -> dict[str, Any]:
     status = job.status
     spec = getattr(job, "spec", {}) or {}
     target = spec.get("target") or {}
+    job_best = getattr(job, "best", None) if ok else None
+    if job_best is not None and getattr(job_best, "confirmed", False):
+        best.update(confirmed_latency_s=job_best.latency_s, confirmed_trial=job_best.trial, method=job_best.method or "")
+    live = job.live() if hasattr(job, "live") else None
+    pending = list(live.pending) if live is not None else []
+    phase = ""
+    if live is not None and status == "running":
+        template = PHASE_TEXT.get(live.phase, live.phase)
+        phase = template.format(n=live.batch, k=min(len(pending) + 1, max(live.batch, 1)))
+    stopped = getattr(job, "stopped_early", None) if status == "done" else None
     return {
         "status": status,
         "job_error": (job.error or "") if status in ("failed", "interrupted") else "",
@@ -93,7 +111,11 @@ def job_snapshot(job: Any) -> dict[str, Any]:
         "total": int(getattr(job, "trials", 0) or 0),
         "latency": float64_bytes(latency),
         "elapsed": float64_bytes(elapsed),
+        "pending": float64_bytes([math.nan if x is None else float(x) for x in pending]),
+        "phase": phase,
+        "stopped_early": _stopped_text(stopped, spec),
         "flops": float(flops),
+        "roof": _roof(spec),
         "best": best,
         "failed_count": len(failed),
         "failures": [{"trial": r.trial, "summary": error_summary(r.error)} for r in failed[:MAX_FAILURES]],
@@ -101,6 +123,33 @@ def job_snapshot(job: Any) -> dict[str, Any]:
         "target": _target_label(target),
         "settings": _settings_label(spec),
     }
+
+
+def _stopped_text(stopped: dict | None, spec: dict) -> str:
+    """Why a finished run has fewer trials than asked, and what to do about it."""
+    if not stopped:
+        return ""
+    text = (f"Stopped after {stopped['measured']} of {stopped['requested']} trials: "
+            f"{stopped.get('reason', 'the search space had no new candidate')}.")
+    kind = (spec.get("space") or {}).get("kind")
+    if kind in ("session", "callable") and not (spec.get("space") or {}).get("widen"):
+        text += (" To search more, widen it: tune(..., widen=True) adds meta_schedule's own choices "
+                 "(more tiling levels, parallel/vectorize/unroll), or split more loops in the session.")
+    return text
+
+
+def _roof(spec: dict) -> dict:
+    """The machine's roofline (when already measured) and the program's arithmetic intensity."""
+    try:
+        from mlc_lab.core.machine import cached_machine
+
+        mach = cached_machine()
+    except Exception:  # noqa: BLE001 - the roofline is optional
+        mach = None
+    flops, nbytes = spec.get("flops"), spec.get("bytes")
+    if mach is None or not flops or not nbytes:
+        return {}
+    return {"peak_gflops": mach.peak_gflops, "bandwidth_gbs": mach.bandwidth_gbs, "intensity": float(flops) / float(nbytes)}
 
 
 def _target_label(target: Any) -> str:
@@ -139,6 +188,25 @@ def retarget_trace(trace: str, func_name: str | None) -> str:
     return trace.replace('func_name="main"', f'func_name="{func_name}"')
 
 
+_LOOKUPS = ("get_sblock", "get_loops", "get_child_blocks", "get_producers", "get_consumers", "get_output_blocks")
+
+
+def without_postproc_marker(trace: str) -> tuple[str, int]:
+    """A meta_schedule trace as a student's steps: `sch.enter_postproc()` (meta_schedule's internal
+    marker, a no-op on a schedule) removed. Returns the text and how many real steps follow the
+    marker (the postprocessing), so a view can show them apart."""
+    lines = trace.splitlines()
+    at = next((i for i, ln in enumerate(lines) if re.match(r"\s*sch\.enter_postproc\(\)\s*$", ln)), None)
+    if at is None:
+        return trace, 0
+    post = 0
+    for ln in lines[at + 1:]:
+        call = re.search(r"sch\.(\w+)\(", ln)
+        if call and call.group(1) not in _LOOKUPS:
+            post += 1
+    return "\n".join(lines[:at] + lines[at + 1:]), post
+
+
 def unified_diff(before: str, after: str, before_name: str, after_name: str) -> str:
     return "".join(
         difflib.unified_diff(
@@ -173,6 +241,11 @@ class TuningDashboard(RpcWidget):
     # per trial, in trial order: float64 seconds; NaN = failed candidate / unknown time
     latency = t.Bytes(b"").tag(sync=True)
     elapsed = t.Bytes(b"").tag(sync=True)
+    # live: what the job does now, and the current batch's candidates measured so far (float64)
+    phase = t.Unicode("").tag(sync=True)
+    pending = t.Bytes(b"").tag(sync=True)
+    stopped_early = t.Unicode("").tag(sync=True)
+    roof = t.Dict().tag(sync=True)  # {peak_gflops, bandwidth_gbs, intensity} or {}
     flops = t.Float(0.0).tag(sync=True)
     best = t.Dict().tag(sync=True)
     failed_count = t.Int(0).tag(sync=True)
@@ -231,13 +304,14 @@ class TuningDashboard(RpcWidget):
     def refresh(self) -> bool:
         """Read the job again and push what changed (one comm message). True when something did."""
         with self._lock:
+            cancelling = self._cancelling  # read once: the cancel thread may clear it while we read the job
             sig = _signature(self._job.work_dir)
             status = self._job.status
-            if sig == self._sig and status == self.status and not self._cancelling:
+            if sig == self._sig and status == self.status and not cancelling:
                 return False
             snap = job_snapshot(self._job)
             self._sig = sig
-            if self._cancelling and snap["status"] in ("running", "interrupted"):
+            if cancelling and snap["status"] in ("running", "interrupted"):
                 snap["status"] = "cancelling"  # the process may be gone before "cancelled" is written
             with self.hold_sync():
                 for name, value in snap.items():
@@ -287,7 +361,8 @@ class TuningDashboard(RpcWidget):
         if not rec.trace:
             raise RequestError(f"trial {trial} has no recorded trace")
         session = self.session
-        return session.replay(retarget_trace(rec.trace, getattr(session, "func_name", None)))
+        steps, self._postproc_steps = without_postproc_marker(retarget_trace(rec.trace, getattr(session, "func_name", None)))
+        return session.replay(steps)
 
     def show_explorer(self, trial: int | None = None) -> Any:
         """``open_trial`` and show the session's explorer under the dashboard; returns the explorer."""
@@ -298,7 +373,14 @@ class TuningDashboard(RpcWidget):
                 from mlc_lab.widgets.explorer import Explorer
 
                 self.explorer = Explorer(self.session)
-            self.notice = f"trial {shown} is now step {step.id} of the session (shown in the explorer below)"
+            note = f"trial {shown} is now step {step.id} of the session (shown in the explorer below)"
+            post = getattr(self, "_postproc_steps", 0)
+            if post:
+                path = self.session.path()
+                first = path[-post] if len(path) >= post else None
+                note += (f"; its last {post} steps (from step {first}) are meta_schedule's postprocessing, which "
+                         "turns the meta_schedule.* annotations into parallel/vectorize/unroll loops")
+            self.notice = note
         return self.explorer
 
     def close(self) -> None:

@@ -98,7 +98,8 @@ def test_01_tensorir(tmp_path, monkeypatch):
     assert re.search(rf"speed-up: {NUMBER}x", text)
     assert re.search(rf"jfactor\s+16:\s+{NUMBER} ms", text)
     assert re.search(rf"best jfactor here: \d+ \({NUMBER} ms", text)
-    assert text.count("<<plotly figure>>") >= 3  # two footprints and the sweep
+    assert re.search(rf"best jfactor: {NUMBER} GFLOP/s, {NUMBER}% of the roof at {NUMBER} FLOPs/byte", text)
+    assert text.count("<<plotly figure>>") >= 4  # two footprints, the sweep, and the sweep on the roofline
     # the compiler's view: per-loop facts before/after the reorder, and what vectorize did
     assert re.search(r"original\s+innermost k\s+\(serial\): ", text)
     assert re.search(r"after vectorize:\s+j_1 vectorized: \d+-wide FMAs on [xyz]mm registers", text)
@@ -133,6 +134,7 @@ def test_03_auto_opt(tmp_path, monkeypatch):
     assert text.count("status: done") == 3
     assert re.search(rf"tuned \(default\)\s+{NUMBER} ms", text)
     assert re.search(rf"MLP end to end: {NUMBER} ms -> {NUMBER} ms \({NUMBER}x\)", text)
+    assert re.search(rf"tuned: default space\s+{NUMBER} GFLOP/s =\s+{NUMBER}% of the roof", text)  # ends on the roofline
     assert text.count("<<widget>>") >= 4  # explorer + three dashboards
     assert "<<plotly figure>>" in text
 

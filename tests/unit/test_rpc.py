@@ -1,9 +1,11 @@
-"""Tuning through TVM's RPC tracker: a tracker and two servers on 127.0.0.1, each in its own
-process group (killed at teardown), and a short tuning job measuring through them."""
+"""Tuning through TVM's RPC tracker, as docs/measuring.md sets up a class: a tracker and two
+servers on 127.0.0.1, each server pinned to its own core with one TVM thread, each process in its
+own process group (killed at teardown), and a short tuning job measuring through both at once."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,11 +27,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(args: list[str], log_path: str) -> subprocess.Popen:
+def start(args: list[str], log_path: str, core: int | None = None) -> subprocess.Popen:
     log = open(log_path, "wb")
+    prefix: list[str] = []
+    env = dict(os.environ)
+    if core is not None:  # the class setup: one server per core, one thread each
+        cores = sorted(os.sched_getaffinity(0))
+        if shutil.which("taskset"):
+            prefix = ["taskset", "-c", str(cores[core % len(cores)])]
+        env["TVM_NUM_THREADS"] = "1"
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            [*prefix, sys.executable, "-m", *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
         )
     finally:
         log.close()
@@ -85,6 +94,7 @@ def tracker(tmp_path):
                     ["tvm.exec.rpc_server", "--host", "127.0.0.1", "--port", str(sport), "--port-end", str(sport + 1),
                      "--tracker", f"127.0.0.1:{port}", "--key", KEY],
                     str(tmp_path / f"server{n}.log"),
+                    core=n,
                 )
             )
         deadline = time.monotonic() + 60
@@ -110,8 +120,9 @@ def test_tune_through_an_rpc_tracker(tracker, tmp_path):
         num_trials_per_iter=4,
         strategy="replay-trace",
         cost_model="random",
+        servers=2,
     )
-    assert job.spec["runner"] == f"rpc://127.0.0.1:{tracker}/{KEY}"
+    assert job.spec["runner"] == f"rpc://127.0.0.1:{tracker}/{KEY}" and job.spec["servers"] == 2
     assert job.wait(timeout=300) == "done", job.error
     recs = job.records()
     assert len(recs) == 4

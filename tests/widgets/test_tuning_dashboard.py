@@ -496,3 +496,23 @@ def test_sweep_result_plots_itself_and_knows_its_best():
     bundle = r._repr_mimebundle_()
     assert "application/vnd.plotly.v1+json" in bundle
     assert "jfactor=2 at 1.000 ms" in bundle["text/plain"]
+
+
+def test_a_sweep_ends_on_the_roofline():
+    from mlc_lab.core.measure import Measurement
+    from mlc_lab.widgets.sweep import SweepResult
+
+    def m(lat: float) -> Measurement:
+        flops, nbytes = 4.2e6, 196608.0
+        g = flops / lat / 1e9
+        return Measurement(latency_s=lat, gflops=g, flops=flops, bytes=nbytes, intensity=flops / nbytes,
+                           machine_peak_gflops=200.0, machine_bandwidth_gbs=10.0, fraction_of_peak=g / 200.0)
+
+    r = SweepResult([(4, m(1e-3)), (16, m(2e-4)), (64, Measurement(error="failed"))], param="jfactor")
+    fig = r.roofline()
+    roof, points = fig.data
+    assert list(roof.x)[1] == pytest.approx(20.0) and list(roof.y)[1:] == [200.0, 200.0]  # ridge, then the peak
+    assert list(points.text) == ["4", "16"]  # the failed value has no point
+    assert list(points.y) == pytest.approx([4.2, 21.0])
+    assert points.marker.color[1] == "#ff7f0e"  # the best value stands out
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"

@@ -1,0 +1,132 @@
+"""Numbers a student can trust: the tuner and `measure` time one way and agree, jobs report each
+candidate live, say why a small space stops early, and start from a class's shared database."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import mlc_lab
+from mlc_lab.core.measure import measure
+from mlc_lab.core.tune import tune
+from mlc_lab.widgets.tuning import job_snapshot, without_postproc_marker
+from tests.fixtures.programs import matmul
+
+FAST = {"strategy": "replay-trace", "cost_model": "random"}
+
+
+def quiet() -> bool:
+    return os.getloadavg()[0] < 0.5 * len(os.sched_getaffinity(0))
+
+
+@pytest.mark.slow
+def test_the_tuners_best_and_measure_of_its_trace_agree(tmp_path):
+    s = mlc_lab.Session(matmul(128))
+    job = tune(s, trials=8, work_dir=str(tmp_path / "wd"), num_trials_per_iter=8, seed=3, **FAST)
+    assert job.wait(timeout=600) == "done", job.error
+    best = job.best
+    assert best.confirmed and "warm cache" in best.method and "thread" in best.method
+    assert best.tuner_latency_s == job.records()[best.trial].latency_s  # it is one of the trials
+    again = mlc_lab.Session.from_trace(matmul(128), best.trace)
+    m = measure(again.module, again.original, again.func_name)
+    assert m.correct and m.threads == int(os.environ["TVM_NUM_THREADS"])
+    saved = json.load(open(tmp_path / "wd" / "mlc_lab_best.json"))["confirmed"]
+    if quiet():  # the acceptance figure: one method, one number (within 10 %)
+        assert abs(m.latency_s / best.latency_s - 1) <= 0.10, (m.latency_s, best.latency_s)
+    else:
+        # A shared machine (load above half its cores) moves a two-thread kernel's time by 2-3x from
+        # one second to the next, so only the order of magnitude can be checked here; the 10 %
+        # figure is benchmarks/tune.py's to report, with the load it was taken under.
+        fastest = min([m.min_s] + [measure(again.module, again.original, again.func_name).min_s for _ in range(2)])
+        assert 1 / 3 <= fastest / saved["min_s"] <= 3, (fastest, saved["min_s"], os.getloadavg())
+
+
+@pytest.mark.slow
+def test_each_candidate_is_reported_as_it_is_measured(tmp_path):
+    job = tune(mlc_lab.Session(matmul(64)), trials=6, work_dir=str(tmp_path / "wd"), num_trials_per_iter=6,
+               confirm=False, **FAST)
+    assert job.wait(timeout=600) == "done", job.error
+    lines = [json.loads(x) for x in open(tmp_path / "wd" / "mlc_lab_live.jsonl")]
+    phases = [x["phase"] for x in lines if "phase" in x]
+    assert phases[0] == "starting" and "building" in phases and "measuring" in phases and phases[-1] == "done"
+    trials = [x for x in lines if "trial" in x]
+    assert [x["trial"] for x in trials] == list(range(6))
+    assert [x["latency_s"] for x in trials] == [r.latency_s for r in job.records()]
+    # one line per candidate, written as each finished: their times are spread, not one batch stamp
+    assert len({x["t"] for x in trials}) > 1
+    assert job.live().phase == "done" and job.live().pending == []
+    snap = job_snapshot(job)
+    assert snap["phase"] == "" and snap["stopped_early"] == ""
+
+
+@pytest.mark.slow
+def test_a_small_session_space_says_why_it_stops_early(tmp_path):
+    s = mlc_lab.Session(matmul(64))
+    j0, j1 = s.apply("split", "C/j", factors=[None, 4])
+    s.apply("reorder", "C/i", j0, "C/k", j1)
+    # j = 64 = 2^6 with an innermost factor up to 16: only 5 distinct schedules exist
+    job = tune(s, trials=12, space="session", work_dir=str(tmp_path / "wd"), num_trials_per_iter=4, confirm=False,
+               cost_model="random")  # the evolutionary search: it never measures a candidate twice
+    assert job.wait(timeout=600) == "done", job.error
+    stopped = job.stopped_early
+    assert stopped and stopped["requested"] == 12 and stopped["measured"] == len(job.records()) < 12
+    text = job_snapshot(job)["stopped_early"]
+    assert f"holds only {stopped['measured']} distinct candidates" in text and "widen=True" in text
+    with pytest.raises(mlc_lab.MlcLabError, match="widen"):
+        tune(s, trials=4, space="auto", widen=True, work_dir=str(tmp_path / "other"))
+
+
+@pytest.mark.slow
+def test_a_shared_database_starts_the_next_run_warm(tmp_path):
+    shared = str(tmp_path / "class_db")
+    s = mlc_lab.Session(matmul(64))
+    first = tune(s, trials=6, work_dir=str(tmp_path / "a"), num_trials_per_iter=6, database=shared, confirm=False, **FAST)
+    assert first.wait(timeout=600) == "done", first.error
+    assert sum(1 for x in open(os.path.join(shared, "database_tuning_record.json")) if x.strip()) == 6
+    second = tune(s, trials=4, work_dir=str(tmp_path / "b"), num_trials_per_iter=4, database=shared, confirm=False,
+                  cost_model="xgb", strategy="evolutionary")
+    assert second.wait(timeout=600) == "done", second.error
+    assert len(second.records()) == 4  # the 6 imported records are not this job's trials
+    status = json.load(open(tmp_path / "b" / "mlc_lab_status.json"))
+    assert status["imported"]["count"] == 6
+    assert "cost model warmed up on 6 recorded trials" in second.log_tail(100_000)
+    assert sum(1 for x in open(os.path.join(shared, "database_tuning_record.json")) if x.strip()) == 10
+    with pytest.raises(mlc_lab.MlcLabError, match="folder path"):
+        tune(s, trials=4, database="rpc://127.0.0.1:9190/x", work_dir=str(tmp_path / "c"))
+
+
+def test_open_in_explorer_drops_meta_schedules_marker_and_counts_its_postprocessing():
+    trace = "\n".join([
+        "def apply_trace(sch):",
+        '  b0 = sch.get_sblock(name="C", func_name="main")',
+        '  sch.annotate(block_or_loop=b0, ann_key="meta_schedule.parallel", ann_val=32)',
+        "  sch.enter_postproc()",
+        '  b1 = sch.get_sblock(name="root", func_name="main")',
+        '  sch.unannotate(block_or_loop=b1, ann_key="meta_schedule.parallel")',
+        "  l2, l3 = sch.get_loops(block=b0)",
+        "  sch.parallel(loop=l2)",
+    ])
+    text, post = without_postproc_marker(trace)
+    assert "enter_postproc" not in text and post == 2  # unannotate and parallel; look-ups are not steps
+    assert text.count("\n") == trace.count("\n") - 1
+    assert without_postproc_marker("def apply_trace(sch):\n  sch.parallel(loop=l2)") == (
+        "def apply_trace(sch):\n  sch.parallel(loop=l2)", 0)
+
+
+def test_measure_states_its_method_and_places_the_program_on_the_roofline():
+    s = mlc_lab.Session(matmul(64))
+    m = measure(s.module, s.original, s.func_name, repeats=5)
+    assert m.ok and m.cache == "warm" and m.threads >= 1 and "median of 5" in m.method
+    assert m.flops == 2 * 64**3 and m.bytes == 3 * 64 * 64 * 4
+    assert m.intensity == pytest.approx(m.flops / m.bytes)
+    assert m.machine_peak_gflops > 0 and m.machine_bandwidth_gbs > 0
+    assert m.peak_gflops == pytest.approx(min(m.machine_peak_gflops, m.machine_bandwidth_gbs * m.intensity))
+    assert m.fraction_of_peak == pytest.approx(m.gflops / m.peak_gflops)
+    assert m.iqr_s is not None and m.min_s <= m.latency_s <= m.max_s
+    assert json.loads(json.dumps(m.to_json()))["method"] == m.method
+    cold = measure(s.module, s.original, s.func_name, repeats=3, cache="cold")
+    assert cold.ok and cold.cache == "cold" and "cold cache" in cold.method and cold.repeats == 3
+    with pytest.raises(mlc_lab.MlcLabError, match="cache must be"):
+        measure(s.module, s.original, s.func_name, cache="lukewarm")
