@@ -9,6 +9,7 @@ ROOT=$(pwd)
 VENV="$ROOT/.venv"
 STAMPS="$ROOT/.venv/.mlc_lab_stamps"
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+FIRST_NOTEBOOK=00_start.ipynb  # the notebook README.md tells a new user to open first
 
 say() { printf '\033[1m[mlc-lab]\033[0m %s\n' "$*" >&2; }
 
@@ -56,9 +57,14 @@ lab() {
         [ -e "$nb" ] || continue
         [ -e "$work/$(basename "$nb")" ] || cp "$nb" "$work/"
     done
-    say "opening JupyterLab on $work"
     local extra=()
     [ "$(id -u)" = 0 ] && extra+=(--allow-root)
+    # The first start opens the notebook the README names; later starts restore the workspace.
+    if [ ! -e "$work/.mlc_lab_opened" ] && [ -e "$work/$FIRST_NOTEBOOK" ]; then
+        extra+=(--ServerApp.default_url="/lab/tree/$FIRST_NOTEBOOK")
+        touch "$work/.mlc_lab_opened"
+    fi
+    say "opening JupyterLab on $work (Notebook 7 at /tree)"
     exec "$VENV/bin/jupyter" lab --notebook-dir="$work" "${extra[@]}" "$@"
 }
 

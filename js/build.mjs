@@ -1,4 +1,4 @@
-// Bundle each widget entry into one self-contained ES module under mlc_lab/static/.
+// Bundle the front end into self-contained ES modules under mlc_lab/static/.
 // anywidget loads `_esm` from a string, so there is no code splitting and CSS is inlined as text.
 import * as esbuild from "esbuild";
 
@@ -7,9 +7,13 @@ const watch = process.argv.includes("--watch");
 
 const options = {
   entryPoints: {
-    explorer: "js/explorer.ts",
-    access_view: "js/access_view.ts", // AccessView (the access panel alone; the explorer embeds the same panel)
-    tuning_dashboard: "js/tuning_dashboard.ts", // TuningDashboard (bundles plotly.js-basic-dist-min)
+    // The page's one front end: the explorer, the access view and the tuning dashboard in one
+    // bundle (CodeMirror and plotly shared). Widgets never carry it: each carries the loader
+    // (a few hundred bytes), which imports this bundle once per page from the model-only
+    // FrontEnd widget (mlc_lab/widgets/_base.py). See js/loader.ts.
+    mlc_lab: "js/mlc_lab.ts",
+    loader: "js/loader.ts",
+    saved_page: "js/saved_page.ts", // inlined into `mlc-lab export` pages (saved widgets, no kernel)
   },
   outdir: "mlc_lab/static",
   bundle: true,

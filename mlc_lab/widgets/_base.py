@@ -1,4 +1,8 @@
-"""What every mlc_lab widget shares: its bundled front end and request/response messaging.
+"""What every mlc_lab widget shares: its front end (one copy per page) and request/response messaging.
+
+Front end: every widget's `_esm` is the same small loader (js/loader.ts); the views themselves are
+one bundle (js/mlc_lab.ts) held once per kernel by the model-only :class:`FrontEnd` widget, so a
+saved notebook with an explorer, a memory view and a dashboard carries the bundle once.
 
 The front end asks with a custom message ``{"kind": "mlc-request", "id", "method", "params"}``;
 the method registered with :func:`rpc` answers, and the reply goes back as
@@ -8,19 +12,28 @@ the method registered with :func:`rpc` answers, and the reply goes back as
 
 from __future__ import annotations
 
+import base64
+import gzip
+import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import anywidget
+import ipywidgets
+import traitlets as t
 
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 REQUEST = "mlc-request"
 RESPONSE = "mlc-response"
+FRONT_END_BUNDLE = STATIC / "mlc_lab.js"  # every view, one bundle (js/mlc_lab.ts)
+LOADER_BUNDLE = STATIC / "loader.js"  # what each widget carries as `_esm` (js/loader.ts)
 
 _MISSING_BUNDLE = """
 export default { render({ el }) {
@@ -31,13 +44,84 @@ export default { render({ el }) {
 """
 
 
-def bundle(name: str) -> Path | str:
-    """The built ES module of a widget class, or a stub that says how to build it."""
-    path = STATIC / f"{name}.js"
-    if path.is_file():
-        return path
-    log.warning("mlc_lab: %s is missing; the widget will only show how to build it", path)
+class LoaderSource(str):
+    """The loader's source (a widget's `_esm`), remembering which view of the front end it renders."""
+
+    entry: str
+
+    def __new__(cls, text: str, entry: str) -> LoaderSource:
+        obj = super().__new__(cls, text)
+        obj.entry = entry
+        return obj
+
+
+def bundle(name: str) -> str:
+    """The `_esm` of a widget class whose view is called ``name`` in js/mlc_lab.ts.
+
+    Not the view's code: the loader, a few hundred bytes, which imports the page's one copy of
+    the front end from the :class:`FrontEnd` model (so N widgets in a saved notebook cost one
+    bundle, not N). A stub that says how to build the front end when it is missing.
+    """
+    if LOADER_BUNDLE.is_file() and FRONT_END_BUNDLE.is_file():
+        return LoaderSource(LOADER_BUNDLE.read_text(encoding="utf-8"), name)
+    log.warning("mlc_lab: %s is missing; the widget will only show how to build it", FRONT_END_BUNDLE)
     return _MISSING_BUNDLE
+
+
+@dataclass(frozen=True)
+class FrontEndCode:
+    """The front-end bundle as the FrontEnd model ships it: gzip, then base64 (text survives every
+    widget-state store: nbclient, JupyterLab, nbconvert, static pages)."""
+
+    code: str
+    digest: str
+    raw_bytes: int
+
+    ENCODING: ClassVar[str] = "gzip+base64"
+
+
+_code_cache: dict[tuple[str, float, int], FrontEndCode] = {}
+
+
+def front_end_code(path: Path = FRONT_END_BUNDLE) -> FrontEndCode:
+    """Compress the built bundle once per build (keyed by the file's mtime and size)."""
+    st = path.stat()
+    key = (str(path), st.st_mtime, st.st_size)
+    cached = _code_cache.get(key)
+    if cached is None:
+        raw = path.read_bytes()
+        # mtime=0: the same bundle gives the same bytes, so saved notebooks do not churn.
+        packed = gzip.compress(raw, compresslevel=9, mtime=0)
+        cached = FrontEndCode(base64.b64encode(packed).decode("ascii"), hashlib.sha256(raw).hexdigest()[:16], len(raw))
+        _code_cache.clear()
+        _code_cache[key] = cached
+    return cached
+
+
+class FrontEnd(ipywidgets.Widget):
+    """The one copy of the front-end code per kernel: a model-only widget (no view, no `_esm`)
+    that every mlc_lab widget points at (lonboard's host/child pattern turned around: the
+    children render, the model holds the code). Saved with the notebook's widget state once."""
+
+    code = t.Unicode("").tag(sync=True)
+    encoding = t.Unicode(FrontEndCode.ENCODING).tag(sync=True)
+    digest = t.Unicode("").tag(sync=True)
+
+
+_front_end: FrontEnd | None = None
+_front_end_lock = threading.Lock()
+
+
+def front_end() -> FrontEnd | None:
+    """This kernel's FrontEnd model (made on first use, remade after ``Widget.close_all()``)."""
+    global _front_end
+    with _front_end_lock:
+        if _front_end is None or _front_end.comm is None:
+            if not FRONT_END_BUNDLE.is_file():
+                return None
+            packed = front_end_code()
+            _front_end = FrontEnd(code=packed.code, digest=packed.digest)
+        return _front_end
 
 
 class Reply:
@@ -77,9 +161,16 @@ class RpcWidget(anywidget.AnyWidget):
     """An anywidget whose front end can call methods marked with :func:`rpc`."""
 
     _rpc_handlers: ClassVar[dict[str, str]] = {}
+    # Which view of the front end renders this widget, and the FrontEnd model holding that code
+    # ("anywidget:<model id>", resolved in JS by anywidget's host.getModel).
+    _mlc_entry = t.Unicode("").tag(sync=True)
+    _mlc_front_end = t.Unicode("").tag(sync=True)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        esm = cls.__dict__.get("_esm")
+        if isinstance(esm, LoaderSource):
+            cls._mlc_entry_name = esm.entry
         handlers: dict[str, str] = {}
         for klass in reversed(cls.__mro__):
             for attr, value in vars(klass).items():
@@ -88,7 +179,14 @@ class RpcWidget(anywidget.AnyWidget):
                     handlers[name] = attr
         cls._rpc_handlers = handlers
 
+    _mlc_entry_name: ClassVar[str] = ""
+
     def __init__(self, **kwargs: Any) -> None:
+        # Before the comm opens: the first state the front end sees already names its code.
+        host = front_end() if self._mlc_entry_name else None
+        if host is not None:
+            kwargs.setdefault("_mlc_entry", self._mlc_entry_name)
+            kwargs.setdefault("_mlc_front_end", f"anywidget:{host.model_id}")
         super().__init__(**kwargs)
         self.on_msg(self._handle_request)
 

@@ -168,7 +168,7 @@ FAKE_MODEL_JS = """async ([code, state]) => {
   };
   window.__model = model;
   const url = URL.createObjectURL(new Blob([code], { type: 'text/javascript' }));
-  const widget = (await import(url)).default;
+  const widget = (await import(url)).default.widgets.tuning_dashboard;
   const el = document.createElement('div');
   el.style.width = '1100px';
   document.body.append(el);
@@ -187,7 +187,7 @@ def test_failed_candidates_in_chromium(browser, artifacts):
 
     import math
 
-    code = (Path(__file__).resolve().parents[2] / "mlc_lab" / "static" / "tuning_dashboard.js").read_text()
+    code = (Path(__file__).resolve().parents[2] / "mlc_lab" / "static" / "mlc_lab.js").read_text()
     lat, failures = [], []
     for i in range(40):
         if i % 9 == 4:

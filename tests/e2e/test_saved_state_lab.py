@@ -1,0 +1,105 @@
+"""Saved widgets outlive the kernel: lecture notebook 1, executed by nbclient with its widget state
+stored, reopened in JupyterLab with no kernel and in Notebook 7: each widget renders its last state,
+says it has no kernel, and the page carries the front-end code once. No console errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.saved import REPO, execute_saving_widgets, widget_state, widget_views
+
+pytestmark = pytest.mark.e2e
+
+CODE = ".mlc-explorer .mlc-code-main .cm-content"
+
+
+@pytest.fixture(scope="module")
+def saved_lecture(lab_server, artifacts):
+    """notebooks/01_tensorir.ipynb run headless (quick sweep), saved with its widget state."""
+    _url, root = lab_server
+    dest = root / "saved_01.ipynb"
+    secs = execute_saving_widgets(REPO / "notebooks" / "01_tensorir.ipynb", dest,
+                                  prelude='import os\nos.environ["MLC_LAB_QUICK"] = "1"')
+    nb = json.loads(dest.read_text())
+    # No kernel when reopened: an unknown kernelspec makes JupyterLab ask, and we answer "No Kernel".
+    # (language too: JupyterLab would otherwise start the default kernel of that language).
+    nb["metadata"]["kernelspec"] = {"name": "mlc-lab-none", "display_name": "none", "language": "mlc-lab-none"}
+    nb["metadata"].pop("language_info", None)
+    dest.write_text(json.dumps(nb))
+    (artifacts / "saved_01.ipynb").write_text(json.dumps(nb))
+    print(f"executed 01_tensorir with widget state in {secs:.1f} s")
+    return dest, nb
+
+
+def _console_errors(page) -> list[str]:
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+    return errors
+
+
+def _no_kernel_dialog(page, artifacts, name) -> None:
+    dialog = page.locator(".jp-Dialog")
+    try:
+        dialog.wait_for(timeout=60_000)
+    except Exception:
+        page.screenshot(path=str(artifacts / f"{name}-no-dialog.png"))
+        raise
+    select = dialog.locator("select")
+    labels = select.locator("option").all_inner_texts()
+    select.select_option(label=next(t for t in labels if "No Kernel" in t))
+    dialog.locator(".jp-mod-accept").click()
+
+
+def _assert_saved_widgets(page, nb) -> None:
+    state = widget_state(nb)
+    shown = [state[i]["state"].get("_mlc_entry") for i in widget_views(nb) if i in state]
+    assert shown.count("explorer") == 1 and shown.count("access_view") == 1, shown
+    page.wait_for_selector(".mlc-explorer", timeout=60_000)
+    page.wait_for_selector(".mlc-access-view", timeout=60_000)
+    assert page.locator(".jp-OutputArea-output >> text=model not found").count() == 0
+    # The explorer shows the last step the notebook applied (decompose_reduction makes Y_init).
+    page.wait_for_function("(sel) => (document.querySelector(sel)?.innerText || '').includes('T.sblock(\"Y_init\")')",
+                           arg=CODE, timeout=30_000)
+    assert page.locator(".mlc-offline-banner").count() == 2
+    # The front end was imported once for the page, for both widgets.
+    assert page.evaluate("() => globalThis.__mlc_lab_front_ends__ && globalThis.__mlc_lab_front_ends__.size") == 1
+
+
+def test_saved_notebook_in_jupyterlab_without_kernel(lab_server, saved_lecture, browser, artifacts):
+    url, _root = lab_server
+    _path, nb = saved_lecture
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    page = context.new_page()
+    errors = _console_errors(page)
+    try:
+        page.goto(f"{url}/lab/tree/saved_01.ipynb?reset")
+        _no_kernel_dialog(page, artifacts, "saved-lab")
+        page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
+        _assert_saved_widgets(page, nb)
+        assert page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session") is None
+        # A control that needs Python says so instead of waiting.
+        page.locator(".mlc-explorer .mlc-undo").first.click()
+        page.wait_for_selector(".mlc-explorer >> text=needs a running kernel", timeout=10_000)
+        page.locator(".mlc-explorer").first.screenshot(path=str(artifacts / "saved-lab-explorer.png"))
+        assert not errors, errors
+    finally:
+        context.close()
+
+
+def test_saved_notebook_in_notebook7(lab_server, saved_lecture, browser, artifacts):
+    url, _root = lab_server
+    _path, nb = saved_lecture
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    page = context.new_page()
+    errors = _console_errors(page)
+    try:
+        page.goto(f"{url}/notebooks/saved_01.ipynb")
+        _no_kernel_dialog(page, artifacts, "saved-nb7")
+        _assert_saved_widgets(page, nb)
+        page.locator(".mlc-explorer").first.screenshot(path=str(artifacts / "saved-nb7-explorer.png"))
+        assert not errors, errors
+    finally:
+        context.close()
