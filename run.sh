@@ -38,13 +38,25 @@ setup_js() {
         npm ci --no-audit --no-fund --loglevel=error
         echo "$want" > "$STAMPS/npm"
     fi
-    local src; src=$(find js -type f \( -name '*.ts' -o -name '*.css' -o -name '*.mjs' \) ! -path '*/__tests__/*' \
-        -print0 | sort -z | xargs -0 cat | sha256sum | cut -c1-16)
-    if [ ! -d mlc_lab/static ] || [ "$(cat "$STAMPS/bundles" 2>/dev/null)" != "$src" ]; then
-        say "building the widget bundles"
-        npm run --silent build
+    local src; src=$( (find js -type f \( -name '*.ts' -o -name '*.css' -o -name '*.mjs' -o -name '*.json' \) \
+        ! -path '*/__tests__/*' ! -path 'js/labextension/lib/*' -print0 | sort -z | xargs -0 cat; cat package.json) \
+        | sha256sum | cut -c1-16)
+    if [ ! -d mlc_lab/static ] || [ ! -e mlc_lab/labextension/package.json ] \
+        || [ "$(cat "$STAMPS/bundles" 2>/dev/null)" != "$src" ]; then
+        say "building the widget bundles and the JupyterLab extension"
+        # jupyter-builder (the labextension builder) lives in the venv.
+        PATH="$VENV/bin:$PATH" npm run --silent build
         echo "$src" > "$STAMPS/bundles"
     fi
+}
+
+# The checkout's prebuilt JupyterLab extension, found through JUPYTER_PATH (an installed wheel puts
+# it in share/jupyter/labextensions instead); the shared venv is left alone.
+use_labextension() {
+    local data="$ROOT/.work/jupyter"
+    mkdir -p "$data/labextensions"
+    ln -sfn "$ROOT/mlc_lab/labextension" "$data/labextensions/mlc-lab-jupyterlab"
+    export JUPYTER_PATH="$data${JUPYTER_PATH:+:$JUPYTER_PATH}"
 }
 
 lab() {
@@ -64,6 +76,7 @@ lab() {
         extra+=(--ServerApp.default_url="/lab/tree/$FIRST_NOTEBOOK")
         touch "$work/.mlc_lab_opened"
     fi
+    use_labextension
     say "opening JupyterLab on $work (Notebook 7 at /tree)"
     exec "$VENV/bin/jupyter" lab --notebook-dir="$work" "${extra[@]}" "$@"
 }
@@ -74,6 +87,7 @@ test_all() {
     bash scripts/install_browser.sh
     say "JS unit tests (vitest)"
     npm test --silent
+    use_labextension
     say "Python, widget and real-browser tests (pytest)"
     "$VENV/bin/python" -m pytest "$@"
 }

@@ -1,5 +1,7 @@
 // Bundle the front end into self-contained ES modules under mlc_lab/static/.
 // anywidget loads `_esm` from a string, so there is no code splitting and CSS is inlined as text.
+import { spawnSync } from "node:child_process";
+import { rmSync } from "node:fs";
 import * as esbuild from "esbuild";
 
 const dev = process.argv.includes("--dev");
@@ -27,9 +29,46 @@ const options = {
   logLevel: "info",
 };
 
+// The JupyterLab extension (js/labextension): its sources are bundled here with JupyterLab's own
+// packages left as imports (they are shared singletons at run time), then JupyterLab's builder
+// (`jupyter-builder build`, Python package jupyter-builder + npm @jupyter/builder) makes the
+// prebuilt labextension in mlc_lab/labextension that the wheel installs (no node at install time).
+const labextOptions = {
+  entryPoints: { index: "js/labextension/src/index.ts" },
+  outdir: "js/labextension/lib",
+  bundle: true,
+  splitting: true, // the dashboard (plotly) is a lazy chunk: loaded when a tuning run opens
+  format: "esm",
+  target: "es2022",
+  minify: false,
+  loader: { ".css": "text" },
+  define: { "define.amd": "false" },
+  external: ["@jupyterlab/*", "@lumino/*"],
+  legalComments: "none",
+  logLevel: "warning",
+};
+
+function buildLabextension() {
+  const builder = process.env.JUPYTER_BUILDER || "jupyter-builder";
+  const args = ["build", ...(dev ? ["--development", "True"] : []), "."];
+  const run = spawnSync(builder, args, { stdio: ["ignore", "inherit", "inherit"] });
+  if (run.error || run.status !== 0) {
+    console.error(`js/build.mjs: \`${builder} ${args.join(" ")}\` failed${run.error ? `: ${run.error.message}` : ""}` +
+      " (pip install jupyter-builder, or put the project's .venv/bin on PATH)");
+    process.exit(1);
+  }
+}
+
+const skipLabext = process.argv.includes("--no-labextension");
+
 if (watch) {
   const ctx = await esbuild.context(options);
   await ctx.watch();
 } else {
   await esbuild.build(options);
+  if (!skipLabext) {
+    rmSync("js/labextension/lib", { recursive: true, force: true });
+    await esbuild.build(labextOptions);
+    buildLabextension();
+  }
 }

@@ -9,7 +9,7 @@
 // "needs a running kernel" instead of waiting for a reply that never comes (see lib/rpc.ts).
 
 import type { AnyModel } from "@anywidget/types";
-import { markKernel, offlineBanner } from "./lib/offline";
+import { bannerRefused, markKernel, offlineBanner, onRefused } from "./lib/offline";
 
 interface FrontEndModule {
   widgets: Record<string, { render: (props: any) => unknown }>;
@@ -34,7 +34,7 @@ async function importBundle(code: string, encoding: string): Promise<FrontEndMod
   }
   const url = URL.createObjectURL(new Blob([text], { type: "text/javascript" }));
   try {
-    return (await import(/* @vite-ignore */ url)) as FrontEndModule;
+    return (await import(/* webpackIgnore: true */ /* @vite-ignore */ url)) as FrontEndModule;
   } finally {
     URL.revokeObjectURL(url);
   }
@@ -77,8 +77,9 @@ async function render(props: { model: AnyModel<any>; el: HTMLElement; host?: any
     const widget = mod.widgets[entry];
     if (!widget) throw new Error(`the front end has no view called "${entry}"`);
     markKernel(model, live);
-    const cleanup = await widget.render({ ...props, model });
     const banner = live() ? null : offlineBanner();
+    if (banner) onRefused(model, (method) => bannerRefused(banner, method));
+    const cleanup = await widget.render({ ...props, model });
     if (banner) el.prepend(banner);
     return () => {
       banner?.remove();

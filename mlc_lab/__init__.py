@@ -51,6 +51,10 @@ def __getattr__(name: str):
         from mlc_lab.widgets.access_view import access_view
 
         return access_view
+    if name in ("course_program", "course_programs", "open_trace", "open_tuning_run"):
+        from mlc_lab import documents
+
+        return getattr(documents, name)
     if name == "dashboard":
         from mlc_lab.widgets.tuning import dashboard
 

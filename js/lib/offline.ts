@@ -3,6 +3,7 @@
 // with a plain "needs a running kernel" error, which the views already show like any other error.
 
 const KEY = "__mlc_kernel_live__";
+const REFUSED = "__mlc_kernel_refused__";
 
 export const NEEDS_KERNEL =
   "This needs a running kernel: this is a saved view (no kernel behind it). Re-run the notebook cell that made it to apply, measure or tune.";
@@ -16,6 +17,25 @@ export function markKernel(model: object, live: () => boolean): void {
 export function kernelLive(model: object): boolean {
   const live = (model as Record<string, unknown>)[KEY];
   return typeof live === "function" ? Boolean(live()) : true;
+}
+
+/** Be told when a request is refused for want of a kernel (the banner says so, whatever the view). */
+export function onRefused(model: object, listener: (method: string) => void): void {
+  Object.defineProperty(model, REFUSED, { value: listener, configurable: true, enumerable: false });
+}
+
+/** Called by Rpc when it refuses a request on an offline model. */
+export function refused(model: object, method: string): void {
+  const listener = (model as Record<string, unknown>)[REFUSED];
+  if (typeof listener === "function") listener(method);
+}
+
+/** Make a banner say that a control needed the kernel (which control, in plain words). */
+export function bannerRefused(banner: HTMLElement, method: string): void {
+  const what = method.replace(/_/g, " ");
+  banner.textContent = `"${what}" needs a running kernel: this is a saved view. Re-run the notebook cell that made it to apply, measure or tune.`;
+  banner.dataset.refused = method;
+  banner.animate?.([{ opacity: 0.35 }, { opacity: 1 }], { duration: 400 });
 }
 
 /** A one-line notice above a widget shown without a kernel. */

@@ -1,7 +1,7 @@
 // Request/response over anywidget custom messages, correlated by id (the quak pattern).
 // Python side: mlc_lab/widgets/_base.py (RpcWidget). Kept free of DOM so every widget can share it.
 
-import { NEEDS_KERNEL, kernelLive } from "./offline";
+import { NEEDS_KERNEL, kernelLive, refused } from "./offline";
 
 export const REQUEST = "mlc-request";
 export const RESPONSE = "mlc-response";
@@ -69,7 +69,10 @@ export class Rpc {
   request<T = unknown>(method: string, params: Record<string, unknown> = {}, buffers: ArrayBuffer[] = []): Promise<RpcReply<T>> {
     const id = `${this.prefix}-${++counter}`;
     // A saved view has no kernel: say so now rather than time out in two minutes.
-    if (!kernelLive(this.model)) return Promise.reject(new RpcFailure({ summary: NEEDS_KERNEL, type: "no_kernel" }));
+    if (!kernelLive(this.model)) {
+      refused(this.model, method);
+      return Promise.reject(new RpcFailure({ summary: NEEDS_KERNEL, type: "no_kernel" }));
+    }
     return new Promise<RpcReply<T>>((resolve, reject) => {
       const timer =
         this.timeoutMs > 0

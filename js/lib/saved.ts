@@ -6,7 +6,7 @@
 // Used by the JupyterLab extension (saved outputs in a notebook) and by `mlc-lab export` pages.
 
 import { loadFrontEnd } from "../loader";
-import { markKernel, offlineBanner } from "./offline";
+import { bannerRefused, markKernel, offlineBanner, onRefused } from "./offline";
 
 export const WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json";
 export const WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json";
@@ -152,7 +152,11 @@ export class SavedWidgets {
     const abort = new AbortController();
     const root = document.createElement("div");
     root.className = "mlc-lab";
-    if (banner) el.append(offlineBanner());
+    if (banner) {
+      const notice = offlineBanner();
+      onRefused(model, (method) => bannerRefused(notice, method));
+      el.append(notice);
+    }
     el.append(root);
     const cleanup = await view.render({ model, el: root, host: this.host(abort.signal), experimental: {} });
     return () => {

@@ -144,7 +144,9 @@ class Explorer(RpcWidget):
 
     def to_html(self, path: str | Path | None = None, *, title: str | None = None) -> str:
         """A self-contained HTML page of every step (script, diff, loop tree, trace); written to ``path`` if given."""
-        html = render_html(collect_export(self._session), title=title)
+        data = collect_export(self._session)
+        data.measurements, data.failures = self._read_measurements(), [dict(f) for f in self.failures]
+        html = render_html(data, title=title)
         if path is not None:
             Path(path).write_text(html, encoding="utf-8")
         return html

@@ -36,6 +36,37 @@ class SessionExport:
     func: str
     current: Any
     steps: list[StepExport] = field(default_factory=list)
+    # step id (as text) -> a measurement as plain data (latency_s, gflops, correct, error, target, ...)
+    measurements: dict[str, dict] = field(default_factory=dict)
+    # failed attempts: {"parent", "label", "summary", "detail"} (what the explorer's history shows)
+    failures: list[dict] = field(default_factory=list)
+
+
+def _measurement_html(m: dict | None) -> str:
+    if not m:
+        return ""
+    if m.get("error"):
+        return (f'<p class="measure bad">measured on {html.escape(str(m.get("target") or "?"))}: '
+                f'failed ({html.escape(str(m.get("error_kind") or "error"))}): {html.escape(str(m["error"]).splitlines()[0])}</p>')
+    lat = m.get("latency_s")
+    parts = [f"{lat * 1e3:.3f} ms" if isinstance(lat, (int, float)) else "?"]
+    if isinstance(m.get("gflops"), (int, float)):
+        parts.append(f"{m['gflops']:.2f} GFLOP/s")
+    if m.get("correct") is not None:
+        parts.append("matches the original" if m["correct"] else "DIFFERS from the original")
+    return (f'<p class="measure">measured on {html.escape(str(m.get("target") or "?"))}: '
+            f'{html.escape(" · ".join(parts))}</p>')
+
+
+def _failures_html(failures: list[dict], step_id: Any) -> str:
+    here = [f for f in failures if str(f.get("parent")) == str(step_id)]
+    if not here:
+        return ""
+    items = "".join(
+        f'<li><code>{html.escape(str(f.get("label") or f.get("primitive") or "?"))}</code>: {html.escape(str(f.get("summary") or ""))}'
+        + (f'<pre class="plain">{html.escape(str(f["detail"]))}</pre>' if f.get("detail") else "") + "</li>"
+        for f in here)
+    return f'<details open class="failed"><summary>Failed attempts from this step ({len(here)})</summary><ul>{items}</ul></details>'
 
 
 def collect_export(session: Any) -> SessionExport:
@@ -92,6 +123,7 @@ ul.tree.top { padding-left:0; }
 .it-spatial { background:#00838f; color:#fff; border:none; border-radius:3px; } .it-reduce { background:#c62828; color:#fff; border:none; border-radius:3px; }
 .kw { font-weight:bold; color:#008000; } body.dark .kw { color:#7ee787; }
 .rw { color:var(--muted); font-size:12px; }
+p.measure { margin:4px 0 8px; } p.measure.bad, details.failed summary { color:#c62828; }
 """
 
 _SCRIPT = """
@@ -226,7 +258,9 @@ def render_html(data: SessionExport, *, title: str | None = None) -> str:
             parts.append(f'<details open><summary>Diff against step {html.escape(str(parent.id))} ({html.escape(parent.label)})</summary>'
                          f"{diff_table(parent.script, step.script)}</details>")
         parts.append(f"<details open><summary>TVMScript{' (changed lines marked)' if marked else ''}</summary>{highlight_script(step.script, marked)}</details>")
+        parts.append(_measurement_html(data.measurements.get(str(step.id))))
         parts.append(f"<details open><summary>Loop nest</summary>{tree_html(step.loop_tree)}</details>")
+        parts.append(_failures_html(data.failures, step.id))
         if step.trace:
             parts.append(f'<details><summary>Trace</summary><pre class="plain">{html.escape(step.trace)}</pre></details>')
         parts.append("</section>")

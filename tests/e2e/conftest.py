@@ -91,8 +91,13 @@ def lab_server(tmp_path_factory):
     port = _free_port()
     cfg = cfgdir / "jupyter_server_config.py"
     cfg.write_text(SERVER_CONFIG.format(port=port, root=str(root), settings=str(settings), workspaces=str(workspaces)))
+    # This checkout's prebuilt labextension (Launcher, documents, saved widgets), not the venv's.
+    data = base / "data"
+    (data / "labextensions").mkdir(parents=True)
+    (data / "labextensions" / "mlc-lab-jupyterlab").symlink_to(REPO / "mlc_lab" / "labextension")
     env = dict(os.environ)
     env.update(
+        JUPYTER_PATH=os.pathsep.join([str(data), env.get("JUPYTER_PATH", "")]).rstrip(os.pathsep),
         JUPYTER_CONFIG_DIR=str(cfgdir),
         JUPYTER_RUNTIME_DIR=str(runtime),
         PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),

@@ -5,10 +5,12 @@ says it has no kernel, and the page carries the front-end code once. No console 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
-from tests.e2e.saved import REPO, execute_saving_widgets, widget_state, widget_views
+from tests.e2e.saved import REPO, execute_saving_widgets, plot_bytes, widget_state, widget_views
 
 pytestmark = pytest.mark.e2e
 
@@ -28,8 +30,15 @@ def saved_lecture(lab_server, artifacts):
     nb["metadata"]["kernelspec"] = {"name": "mlc-lab-none", "display_name": "none", "language": "mlc-lab-none"}
     nb["metadata"].pop("language_info", None)
     dest.write_text(json.dumps(nb))
+    # Saved widgets run code from the file: like ipywidgets, only in a trusted notebook.
+    subprocess.run([sys.executable, "-m", "jupyter", "trust", str(dest)], check=True, capture_output=True)
     (artifacts / "saved_01.ipynb").write_text(json.dumps(nb))
     print(f"executed 01_tensorir with widget state in {secs:.1f} s")
+    # Budget: the widget state of a saved lecture (explorer + memory view here; the dashboard's is
+    # measured in tests/widgets/test_saved_size.py) stays under 2 MB beyond its plots.
+    state_bytes = len(json.dumps(nb["metadata"]["widgets"]))
+    assert state_bytes < 2_000_000, state_bytes
+    assert len(dest.read_text()) - plot_bytes(nb) < 2_000_000
     return dest, nb
 
 
@@ -82,7 +91,7 @@ def test_saved_notebook_in_jupyterlab_without_kernel(lab_server, saved_lecture, 
         assert page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session") is None
         # A control that needs Python says so instead of waiting.
         page.locator(".mlc-explorer .mlc-undo").first.click()
-        page.wait_for_selector(".mlc-explorer >> text=needs a running kernel", timeout=10_000)
+        page.wait_for_selector(".mlc-offline-banner[data-refused=undo] >> text=needs a running kernel", timeout=10_000)
         page.locator(".mlc-explorer").first.screenshot(path=str(artifacts / "saved-lab-explorer.png"))
         assert not errors, errors
     finally:
@@ -100,6 +109,11 @@ def test_saved_notebook_in_notebook7(lab_server, saved_lecture, browser, artifac
         _no_kernel_dialog(page, artifacts, "saved-nb7")
         _assert_saved_widgets(page, nb)
         page.locator(".mlc-explorer").first.screenshot(path=str(artifacts / "saved-nb7-explorer.png"))
-        assert not errors, errors
+        # Notebook 7.6 itself raises these on this server's pages (its shortcut settings read a
+        # plugin it does not have; its tree plugin calls a file-browser command it did not
+        # register): reproduced with no mlc_lab extension installed, so not asserted here.
+        known = ("reading 'schema'", "Command 'filebrowser:open-path' not registered")
+        ours = [e for e in errors if not any(k in e for k in known)]
+        assert not ours, ours
     finally:
         context.close()

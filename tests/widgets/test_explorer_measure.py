@@ -149,3 +149,17 @@ def test_target_label():
     assert target_label('{"kind":"cuda","arch":"sm_90"}') == "cuda"
     assert target_label("cuda") == "cuda"
     assert target_label("") == ""
+
+
+def test_to_html_carries_measurements_and_failed_attempts(explorer, session, tmp_path):
+    session.measure_gate = threading.Event()
+    session.measure_gate.set()
+    explorer.comm.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": "m1", "method": "measure",
+                                                           "params": {"target": "cpu", "step": 0}}})
+    assert explorer.wait(10) and explorer.measurements["0"]["latency_s"] == 0.004
+    reply = explorer.comm.request("apply", {"primitive": "vectorize", "kwargs": {"loop": "k"}})
+    assert reply["ok"] is False
+    html = explorer.to_html(tmp_path / "e.html")
+    assert "measured on cpu: 4.000 ms" in html and "matches the original" in html
+    assert "Failed attempts from this step (1)" in html
+    assert "vectorize(loop=k)" in html and "k is a reduction loop and cannot be vectorized" in html

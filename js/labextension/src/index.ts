@@ -1,0 +1,244 @@
+// mlc_lab's JupyterLab extension (prebuilt, shipped in the wheel: no node at install time).
+// - saved mlc_lab widgets render in notebooks without a kernel (saved_outputs.ts);
+// - Launcher tiles and palette commands: "New schedule exploration" (a notebook pre-filled from a
+//   course program or a .py file) and "Open tuning run";
+// - documents: .trace / .trace.json and a tuning run's database_tuning_record.json open in a tab;
+// - settings: default target, trials, work-directory root.
+// The widgets themselves stay anywidget modules (js/mlc_lab.ts); this extension only hosts them.
+
+import type { JupyterFrontEnd, JupyterFrontEndPlugin } from "@jupyterlab/application";
+import { Dialog, ICommandPalette, showDialog } from "@jupyterlab/apputils";
+import { ILauncher } from "@jupyterlab/launcher";
+import { ISettingRegistry } from "@jupyterlab/settingregistry";
+import { Widget } from "@lumino/widgets";
+import { RUN_FACTORY, TRACE_FACTORY, TraceFactory, TuningRunFactory } from "./documents";
+import {
+  DEFAULT_SETTINGS,
+  type ProgramChoice,
+  type Settings,
+  basename,
+  dirname,
+  explorationNotebook,
+  traceNotebook,
+  tuningRunNotebook,
+} from "./notebooks";
+import { COURSE_PROGRAMS } from "./programs";
+import { patchNotebook } from "./saved_outputs";
+
+const PLUGIN_ID = "mlc-lab-jupyterlab:plugin";
+export const COMMANDS = {
+  newExploration: "mlc-lab:new-exploration",
+  openTuningRun: "mlc-lab:open-tuning-run",
+};
+const CATEGORY = "mlc_lab";
+
+class ChoiceBody extends Widget implements Dialog.IBodyWidget<ProgramChoice | null> {
+  private select: HTMLSelectElement;
+  private file: HTMLInputElement;
+  constructor(defaultPath: string) {
+    super();
+    this.addClass("mlc-lab-new-exploration");
+    this.select = document.createElement("select");
+    for (const p of COURSE_PROGRAMS) this.select.append(new Option(p.title, p.name));
+    this.select.append(new Option("A .py file (below)", ""));
+    this.file = document.createElement("input");
+    this.file.placeholder = "path/to/program.py (relative to the server root)";
+    this.file.value = defaultPath;
+    if (defaultPath) this.select.value = "";
+    for (const el of [this.select, this.file]) el.style.cssText = "display:block;width:100%;margin:4px 0";
+    const label = document.createElement("label");
+    label.textContent = "Program to explore";
+    this.node.append(label, this.select, this.file);
+  }
+  getValue(): ProgramChoice | null {
+    const name = this.select.value;
+    if (name) {
+      const p = COURSE_PROGRAMS.find((x) => x.name === name)!;
+      return { kind: "course", name: p.name, title: p.title };
+    }
+    const path = this.file.value.trim();
+    return path ? { kind: "file", path } : null;
+  }
+}
+
+class PathBody extends Widget implements Dialog.IBodyWidget<string> {
+  private input: HTMLInputElement;
+  constructor(value: string, hint: string) {
+    super();
+    this.input = document.createElement("input");
+    this.input.value = value;
+    this.input.style.cssText = "display:block;width:100%;margin:4px 0";
+    const p = document.createElement("div");
+    p.textContent = hint;
+    this.node.append(p, this.input);
+  }
+  getValue(): string {
+    return this.input.value.trim();
+  }
+}
+
+async function writeNotebook(app: JupyterFrontEnd, dir: string, stem: string, content: object): Promise<string> {
+  const contents = app.serviceManager.contents;
+  let path = "";
+  for (let i = 0; i < 100; i++) {
+    const name = `${stem}${i ? `-${i}` : ""}.ipynb`;
+    const candidate = dir ? `${dir}/${name}` : name;
+    try {
+      await contents.get(candidate, { content: false });
+    } catch {
+      path = candidate;
+      break;
+    }
+  }
+  if (!path) throw new Error(`no free notebook name for ${stem} in ${dir || "/"}`);
+  await contents.save(path, { type: "notebook", format: "json", content });
+  return path;
+}
+
+async function openAndRun(app: JupyterFrontEnd, path: string, run: boolean): Promise<void> {
+  const widget: any = await app.commands.execute("docmanager:open", { path, factory: "Notebook" });
+  if (!run || !widget?.sessionContext) return;
+  await widget.sessionContext.ready;
+  await widget.context?.ready;
+  await app.commands.execute("notebook:run-all-cells");
+}
+
+/** The current file-browser folder (Launcher tiles open notebooks there), or the root. */
+function currentFolder(app: JupyterFrontEnd): string {
+  const widget: any = app.shell.currentWidget;
+  const path: string | undefined = widget?.cwd ?? widget?.context?.path;
+  if (!path) return "";
+  return widget?.cwd !== undefined ? path : dirname(path);
+}
+
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: PLUGIN_ID,
+  description: "mlc_lab: Launcher, commands, documents, settings, saved widgets without a kernel",
+  autoStart: true,
+  optional: [ILauncher, ICommandPalette, ISettingRegistry],
+  activate: async (app: JupyterFrontEnd, launcher: ILauncher | null, palette: ICommandPalette | null, registry: ISettingRegistry | null) => {
+    // Saved widgets, in every notebook panel from its creation (before its outputs render).
+    // (The notebook factory may be registered after this plugin activates: Notebook 7 does.)
+    const hooked = new Set<unknown>();
+    const hookNotebooks = () => {
+      const notebooks = app.docRegistry.getWidgetFactory("Notebook");
+      if (!notebooks || hooked.has(notebooks)) return;
+      hooked.add(notebooks);
+      notebooks.widgetCreated.connect((_sender, panel) => patchNotebook(panel as never));
+    };
+    hookNotebooks();
+    app.docRegistry.changed.connect((_sender, change) => {
+      if (change.type === "widgetFactory" && change.change === "added") hookNotebooks();
+    });
+
+    let settings: Settings = { ...DEFAULT_SETTINGS };
+    if (registry) {
+      try {
+        const loaded = await registry.load(PLUGIN_ID);
+        const read = () => {
+          settings = { ...DEFAULT_SETTINGS, ...(loaded.composite as Partial<Settings>) };
+        };
+        read();
+        loaded.changed.connect(read);
+      } catch (err) {
+        console.warn("mlc_lab: settings unavailable, using defaults", err);
+      }
+    }
+
+    const openTraceWithKernel = async (tracePath: string) => {
+      const path = await writeNotebook(app, dirname(tracePath), `${basename(tracePath).replace(/\.trace(\.json)?$/, "")}-explore`, traceNotebook(basename(tracePath)));
+      await openAndRun(app, path, true);
+    };
+    const openRunWithKernel = async (recordPath: string) => {
+      const dir = dirname(recordPath);
+      const path = await writeNotebook(app, dirname(dir), `${basename(dir) || "tuning"}-dashboard`, tuningRunNotebook(basename(dir) || "."));
+      await openAndRun(app, path, true);
+    };
+
+    app.commands.addCommand(COMMANDS.newExploration, {
+      label: "New schedule exploration",
+      caption: "A notebook with the schedule explorer on a course program or a .py file",
+      execute: async (args) => {
+        let choice: ProgramChoice | null = null;
+        if (typeof args.program === "string") {
+          const p = COURSE_PROGRAMS.find((x) => x.name === args.program);
+          if (p) choice = { kind: "course", name: p.name, title: p.title };
+        } else if (typeof args.path === "string") choice = { kind: "file", path: args.path };
+        if (!choice) {
+          const selected: any = (app.shell.currentWidget as any)?.selectedItems?.()?.next?.();
+          const py = selected?.value?.path ?? selected?.path ?? "";
+          const result = await showDialog({
+            title: "New schedule exploration",
+            body: new ChoiceBody(typeof py === "string" && py.endsWith(".py") ? py : ""),
+            buttons: [Dialog.cancelButton(), Dialog.okButton({ label: "Create" })],
+          });
+          if (!result.button.accept || !result.value) return;
+          choice = result.value;
+        }
+        const stem = choice.kind === "course" ? `explore-${choice.name}` : `explore-${basename(choice.path).replace(/\.py$/, "")}`;
+        const path = await writeNotebook(app, typeof args.cwd === "string" ? args.cwd : currentFolder(app), stem, explorationNotebook(choice, settings));
+        await openAndRun(app, path, args.run === true);
+        return path;
+      },
+    });
+
+    app.commands.addCommand(COMMANDS.openTuningRun, {
+      label: "Open tuning run",
+      caption: "Show a tuning run's work directory in the dashboard",
+      execute: async (args) => {
+        let dir = typeof args.path === "string" ? args.path : "";
+        if (!dir) {
+          const result = await showDialog({
+            title: "Open tuning run",
+            body: new PathBody(settings.workDirRoot, "The run's work directory (it holds database_tuning_record.json):"),
+            buttons: [Dialog.cancelButton(), Dialog.okButton({ label: "Open" })],
+          });
+          if (!result.button.accept || !result.value) return;
+          dir = result.value;
+        }
+        dir = dir.replace(/\/?database_tuning_record\.json$/, "").replace(/\/$/, "");
+        const record = dir ? `${dir}/database_tuning_record.json` : "database_tuning_record.json";
+        return app.commands.execute("docmanager:open", { path: record, factory: RUN_FACTORY });
+      },
+    });
+
+    if (launcher) {
+      launcher.add({ command: COMMANDS.newExploration, category: CATEGORY, rank: 1 });
+      launcher.add({ command: COMMANDS.openTuningRun, category: CATEGORY, rank: 2 });
+    }
+    if (palette) {
+      palette.addItem({ command: COMMANDS.newExploration, category: CATEGORY });
+      palette.addItem({ command: COMMANDS.openTuningRun, category: CATEGORY });
+    }
+
+    app.docRegistry.addFileType({
+      name: "mlc-lab-trace",
+      displayName: "Schedule trace",
+      extensions: [".trace"],
+      pattern: "^.*\\.trace(\\.json)?$",
+      mimeTypes: ["text/plain"],
+      fileFormat: "text",
+      contentType: "file",
+    });
+    app.docRegistry.addFileType({
+      name: "mlc-lab-tuning-record",
+      displayName: "Tuning run records",
+      pattern: "^database_tuning_record\\.json$",
+      mimeTypes: ["application/json"],
+      fileFormat: "text",
+      contentType: "file",
+    });
+    app.docRegistry.addWidgetFactory(
+      new TraceFactory({ name: TRACE_FACTORY, fileTypes: ["mlc-lab-trace"], defaultFor: ["mlc-lab-trace"], readOnly: true }, openTraceWithKernel),
+    );
+    app.docRegistry.addWidgetFactory(
+      new TuningRunFactory(
+        { name: RUN_FACTORY, fileTypes: ["mlc-lab-tuning-record"], defaultFor: ["mlc-lab-tuning-record"], readOnly: true },
+        app,
+        openRunWithKernel,
+      ),
+    );
+  },
+};
+
+export default plugin;

@@ -1,0 +1,75 @@
+"""Files JupyterLab opens as mlc_lab views (the labextension's documents and Launcher commands):
+a course program to explore, a schedule trace, a tuning run's work directory.
+
+The extension writes a notebook that calls these, so the work goes through the kernel; without a
+kernel it shows the same files read-only. Traces are parsed by the whitelist parser, never run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from mlc_lab.errors import UsageError
+
+TRACE_SUFFIXES = (".trace.json", ".trace")
+RECORD_FILE = "database_tuning_record.json"
+
+
+def course_programs() -> dict[str, str]:
+    """Course program names and titles (what the Launcher offers)."""
+    from mlc_lab.tvm.course_programs import COURSE_PROGRAMS
+
+    return {name: title for name, (title, _text) in COURSE_PROGRAMS.items()}
+
+
+def course_program(name: str) -> str:
+    """A course program's TVMScript text, e.g. ``mlc_lab.explore(mlc_lab.course_program("mm_relu"))``."""
+    from mlc_lab.tvm.course_programs import COURSE_PROGRAMS
+
+    if name not in COURSE_PROGRAMS:
+        raise UsageError(f"no course program called {name!r}; there are: {', '.join(COURSE_PROGRAMS)}")
+    return COURSE_PROGRAMS[name][1]
+
+
+def program_of_trace(trace_path: str | os.PathLike) -> Path:
+    """The program a trace file applies to: the ``.py`` beside it with the same stem."""
+    path = Path(trace_path)
+    name = path.name
+    for suffix in TRACE_SUFFIXES:
+        if name.endswith(suffix):
+            candidate = path.with_name(name[: -len(suffix)] + ".py")
+            if candidate.is_file():
+                return candidate
+            raise UsageError(f"{path}: no program beside it ({candidate.name}); pass program=... to open_trace")
+    raise UsageError(f"{path}: not a trace file (.trace or .trace.json)")
+
+
+def open_trace(trace_path: str | os.PathLike, program: Any = None) -> Any:
+    """The explorer on ``program`` (default: the .py beside the trace) with the trace replayed step by step."""
+    from mlc_lab.widgets.explorer import explore
+
+    path = Path(trace_path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such trace file")
+    text = path.read_text()
+    explorer = explore(program if program is not None else str(program_of_trace(path)))
+    explorer.session.replay(text)
+    return explorer
+
+
+def work_dir_of(path: str | os.PathLike) -> Path:
+    """A tuning run's work directory, from itself or its database_tuning_record.json."""
+    p = Path(path)
+    wd = p.parent if p.name == RECORD_FILE else p
+    if not (wd / RECORD_FILE).is_file() and not (wd / "mlc_lab_job.json").is_file():
+        raise UsageError(f"{p}: not a tuning work directory (no {RECORD_FILE} in {wd})")
+    return wd
+
+
+def open_tuning_run(path: str | os.PathLike, session: Any = None) -> Any:
+    """The tuning dashboard of the run kept in ``path`` (its work dir or its record file)."""
+    from mlc_lab.widgets.tuning import dashboard
+
+    return dashboard(str(work_dir_of(path)), session)

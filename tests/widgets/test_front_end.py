@@ -1,0 +1,69 @@
+"""One copy of the front end per kernel: every widget carries the small loader as its `_esm` and
+points at the one FrontEnd model, whose `code` is the bundle (gzip + base64) — so a saved notebook
+carries the bundle once, whatever the number of widgets."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+
+import ipywidgets
+
+from mlc_lab.widgets import _base
+from tests.widgets.test_access_view import AnalysingSession
+from mlc_lab.widgets._base import FRONT_END_BUNDLE, LOADER_BUNDLE, FrontEnd, front_end, front_end_code
+
+
+def test_widgets_share_one_front_end_model(comms):
+    from mlc_lab.widgets.access_view import AccessView
+    from mlc_lab.widgets.explorer import Explorer
+
+    session = AnalysingSession()
+    ipywidgets.Widget.close_all()
+    a = Explorer(session)
+    b = AccessView(session)
+    host = front_end()
+    assert a._mlc_front_end == b._mlc_front_end == f"anywidget:{host.model_id}"
+    assert (a._mlc_entry, b._mlc_entry) == ("explorer", "access_view")
+    # the FrontEnd is model-only (no view, no _esm of its own) and opened before the widgets
+    assert host.comm in comms and comms.index(host.comm) < comms.index(a.comm)
+    assert not hasattr(host, "_esm") and host._model_name == "WidgetModel"
+    # each widget's own code is the loader, not the bundle
+    for w in (a, b):
+        assert w._esm == LOADER_BUNDLE.read_text()
+        assert len(w._esm) < 8_000 < FRONT_END_BUNDLE.stat().st_size
+
+
+def test_front_end_code_is_the_bundle_compressed():
+    packed = front_end_code()
+    raw = gzip.decompress(base64.b64decode(packed.code))
+    assert raw == FRONT_END_BUNDLE.read_bytes()
+    assert packed.raw_bytes == len(raw) and len(packed.code) < 0.6 * len(raw)
+    assert front_end_code() is packed  # compressed once per build
+    assert len(packed.digest) == 16
+
+
+def test_front_end_is_remade_after_close_all(comms, session):
+    first = front_end()
+    assert front_end() is first
+    ipywidgets.Widget.close_all()
+    second = front_end()
+    assert second is not first and second.comm is not None
+    assert isinstance(second, FrontEnd) and second.code == first.code
+
+
+def test_saved_state_carries_the_bundle_once(comms):
+    """What JupyterLab saves (the manager state): the bundle once for three widgets."""
+    from mlc_lab.widgets.access_view import AccessView
+    from mlc_lab.widgets.explorer import Explorer
+
+    session = AnalysingSession()
+    ipywidgets.Widget.close_all()
+    widgets = [Explorer(session), AccessView(session), Explorer(session)]
+    state = ipywidgets.Widget.get_manager_state(drop_defaults=True, widgets=None)["state"]
+    text = json.dumps(state)
+    code = front_end_code().code
+    assert text.count(code[:200]) == 1
+    assert len(text) < len(code) + 200_000
+    assert all(state[w.model_id]["state"]["_mlc_front_end"] == f"anywidget:{_base._front_end.model_id}" for w in widgets)
