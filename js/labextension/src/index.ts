@@ -79,18 +79,16 @@ class PathBody extends Widget implements Dialog.IBodyWidget<string> {
 
 async function writeNotebook(app: JupyterFrontEnd, dir: string, stem: string, content: object): Promise<string> {
   const contents = app.serviceManager.contents;
-  let path = "";
-  for (let i = 0; i < 100; i++) {
-    const name = `${stem}${i ? `-${i}` : ""}.ipynb`;
-    const candidate = dir ? `${dir}/${name}` : name;
-    try {
-      await contents.get(candidate, { content: false });
-    } catch {
-      path = candidate;
-      break;
-    }
+  // Pick a free name from the folder's listing (probing names one by one would log 404s).
+  const listing = await contents.get(dir, { content: true });
+  const taken = new Set<string>(Array.isArray(listing.content) ? listing.content.map((m: { name: string }) => m.name) : []);
+  let name = "";
+  for (let i = 0; i < 1000 && !name; i++) {
+    const candidate = `${stem}${i ? `-${i}` : ""}.ipynb`;
+    if (!taken.has(candidate)) name = candidate;
   }
-  if (!path) throw new Error(`no free notebook name for ${stem} in ${dir || "/"}`);
+  if (!name) throw new Error(`no free notebook name for ${stem} in ${dir || "/"}`);
+  const path = dir ? `${dir}/${name}` : name;
   await contents.save(path, { type: "notebook", format: "json", content });
   return path;
 }
