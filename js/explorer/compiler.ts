@@ -290,6 +290,7 @@ export class CompilerPanel {
     this.status.textContent = `step ${got.step}: ${got.passes.length} passes, ${changed} changed${failed ? `, ${failed} failed` : ""} · ${(got.seconds * 1000).toFixed(0)} ms`;
     this.verdict.className = `mlc-compiler-verdict${got.ok ? "" : " mlc-compiler-problem"}`;
     this.verdict.textContent = got.verdict || (got.problems[0] ?? "");
+    this.verdict.title = this.verdict.textContent; // clamped to three lines: the whole text on hover
     if (this.shown.kind === "pass" && !got.passes[this.shown.index]) this.shown = { kind: "code", code: got.kind === "cuda" ? "source" : "asm" };
     if (this.shown.kind === "code" && !CODE_KINDS[got.kind].some(([k]) => k === (this.shown as { code: CodeKind }).code))
       this.shown = { kind: "code", code: CODE_KINDS[got.kind][0][0] };
