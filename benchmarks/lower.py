@@ -3,7 +3,9 @@
 Each step is lowered once with the worker already started (what a click on a new step costs in
 the explorer's Compiler view: worker round trip + re-parse + every pass + LLVM IR + assembly +
 the facts read from them); a second call is the cache. Prints JSON: per step the wall time in ms,
-the worker's own parse / compile / code-text split, and the pass count. Target (issue 10): < 1 s.
+the worker's own parse / compile / code-text split, the pass count, and the time TVM alone takes
+for the same step (tvm.compile + assembly text, in this process) with the ratio, which holds up
+better than raw times on a loaded machine. Target (issue 10): < 1 s.
 
     .venv/bin/python benchmarks/lower.py
 """
@@ -54,8 +56,18 @@ def main() -> None:
     worker().call("env", timeout=300)
     start_s = time.perf_counter() - t0
     Session(MM_RELU).lower()  # the worker's first compile (imports, LLVM init) is not a click's cost
+    from mlc_lab.tvm.build import compile_module
+
+    def bare(step_id: int) -> float:
+        """What TVM alone takes for the same step, in this process: tvm.compile + the assembly text."""
+        t0 = time.perf_counter()
+        compile_module(s.module_at(step_id), "cpu").mod.inspect_source("asm")
+        return time.perf_counter() - t0
+
+    bare(0)
     rows = []
     for step in s.steps:
+        bare_s = bare(step.id)
         t0 = time.perf_counter()
         low = s.lower(step=step.id)
         first = time.perf_counter() - t0
@@ -64,11 +76,13 @@ def main() -> None:
         cached = time.perf_counter() - t0
         raw_timings = {k: round(v * 1e3, 1) for k, v in low.timings.items()}
         rows.append({"step": step.id, "label": step.label, "ms": round(first * 1e3, 1),
+                     "bare_tvm_ms": round(bare_s * 1e3, 1), "ratio_to_bare": round(first / bare_s, 2),
                      "worker_ms": round(low.seconds * 1e3, 1), "cached_ms": round(cached * 1e3, 3),
                      "passes": len(low.passes), "changed": len(low.changed), "verdict": low.verdict[:90],
                      **({"split_ms": raw_timings} if raw_timings else {})})
     out = {"cpu": cpu_name(), "load": os.getloadavg(), "worker_start_s": round(start_s, 2),
-           "max_ms": max(r["ms"] for r in rows), "steps": rows}
+           "max_ms": max(r["ms"] for r in rows),
+           "median_ratio_to_bare": sorted(r["ratio_to_bare"] for r in rows)[len(rows) // 2], "steps": rows}
     print(json.dumps(out, indent=1))
 
 
