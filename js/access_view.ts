@@ -7,6 +7,9 @@ import { h } from "./lib/dom";
 import { Rpc, bufferText, parseJsonBuffer } from "./lib/rpc";
 import type { LoopTree, TreeNode } from "./lib/types";
 import type { ColorBy } from "./access/color";
+import type { Region } from "./access/data";
+
+const regionOf = (r: unknown): Region => (r === "touched" || r === "buffer" ? r : "auto");
 
 export interface AccessViewModel {
   loop_tree_json: DataView | ArrayBuffer | null;
@@ -17,7 +20,7 @@ export interface AccessViewModel {
   warp: number;
   block: number;
   time: number;
-  region: "buffer" | "touched";
+  region: Region;
   height: string;
   error: { summary?: string; detail?: string };
 }
@@ -73,7 +76,7 @@ export class AccessViewWidget {
 
   private traitState(): AccessState {
     const m = this.model;
-    return { loop: m.get("loop") ?? "", at: m.get("at") ?? {}, color_by: m.get("color_by") ?? "access", warp: m.get("warp") ?? -1, block: m.get("block") ?? -1, time: m.get("time") ?? -1, region: m.get("region") === "touched" ? "touched" : "buffer" };
+    return { loop: m.get("loop") ?? "", at: m.get("at") ?? {}, color_by: m.get("color_by") ?? "access", warp: m.get("warp") ?? -1, block: m.get("block") ?? -1, time: m.get("time") ?? -1, region: regionOf(m.get("region")) };
   }
 
   private drawPicker(): void {

@@ -179,72 +179,146 @@ export function gridOf(shape: number[]): Grid {
   return { rows: shape[shape.length - 2], cols: shape[shape.length - 1], lead: shape.slice(0, -2) };
 }
 
-export interface SliceMap {
+/** What a heatmap shows: the whole buffer, the box of touched elements, or (auto) that box with
+ * context around it when the whole buffer would show the touched part as a few pixels. */
+export type Region = "auto" | "buffer" | "touched";
+
+/** The rows and columns of a 2-D slice that a heatmap shows (buffer coordinates). */
+export interface ViewBox {
+  r0: number;
+  c0: number;
   rows: number;
   cols: number;
-  r0: number; // buffer coordinates of the top-left pixel
-  c0: number;
-  map: Int32Array; // per pixel: index into the crop arrays, -1 outside the crop
+}
+
+export interface SliceMap extends ViewBox {
+  f: number; // elements per pixel side (1: one pixel per element; more: pooled)
+  whole: boolean; // the box is the whole 2-D slice
+  map: Int32Array; // per pixel: index into the crop arrays, -1 outside the crop (or untouched when pooled)
+}
+
+export interface SliceOptions {
+  maxPx?: number; // pixels the longest side may take on screen (pooling beyond it; "auto" zoom)
+  kind?: Uint8Array; // per crop element: touched bits (pooling picks a touched element)
+  first?: ArrayLike<number>; // per crop element: first touch (pooling picks the earliest)
+}
+
+/** Smallest cell, in CSS pixels, at which the whole buffer is still readable without zooming. */
+export const READABLE_CELL_PX = 6;
+
+/** The box a heatmap shows for `region` (see Region). */
+export function viewBox(shape: number[], crop: { offset: number[]; shape: number[] }, region: Region, maxPx = 280): ViewBox {
+  const nd = shape.length;
+  const g = gridOf(shape);
+  const whole: ViewBox = { r0: 0, c0: 0, rows: g.rows, cols: g.cols };
+  const cs = crop.shape;
+  if (region === "buffer" || nd === 0 || cs.length !== nd || cs.some((x) => x <= 0)) return whole;
+  const rd = nd >= 2 ? nd - 2 : -1;
+  const cd = nd - 1;
+  const touched: ViewBox = { r0: rd >= 0 ? crop.offset[rd] : 0, c0: crop.offset[cd], rows: rd >= 0 ? cs[rd] : 1, cols: cs[cd] };
+  if (region === "touched") return touched;
+  // auto: the whole buffer when it is readable as it is, or when the touched box is most of it
+  if (Math.max(g.rows, g.cols) * READABLE_CELL_PX <= maxPx) return whole;
+  const widen = (lo: number, n: number, size: number): [number, number] => {
+    const m = Math.max(2, Math.ceil(n / 2)); // context: half the touched extent each side
+    const a = Math.max(0, lo - m);
+    const b = Math.min(size, lo + n + m);
+    return [a, b - a];
+  };
+  const [r0, rows] = rd >= 0 ? widen(touched.r0, touched.rows, g.rows) : [0, 1];
+  const [c0, cols] = widen(touched.c0, touched.cols, g.cols);
+  if (rows * cols >= 0.5 * g.rows * g.cols) return whole;
+  return { r0, c0, rows, cols };
 }
 
 /**
- * Pixels of one 2-D slice (the leading dims at `lead`) mapped to elements of the crop box.
- * `region` "touched" shows only the rows and columns of the crop box.
+ * Pixels of one 2-D slice (the leading dims at `lead`) mapped to elements of the crop box, for the
+ * box `region` selects. When the box has more elements per side than `maxPx`, one pixel stands for
+ * an f x f block and shows its earliest-touched element, so that sparse touches never vanish in
+ * the scaling (a 1024 x 1024 buffer on 280 pixels kept one element in 13).
  */
-export function sliceMap(shape: number[], crop: { offset: number[]; shape: number[] }, lead: number[], region: "buffer" | "touched" = "buffer"): SliceMap {
+export function sliceMap(shape: number[], crop: { offset: number[]; shape: number[] }, lead: number[], region: Region = "buffer", opts: SliceOptions = {}): SliceMap {
   const nd = shape.length;
   const g = gridOf(shape);
+  const box = viewBox(shape, crop, region, opts.maxPx);
+  const whole = box.r0 === 0 && box.c0 === 0 && box.rows === g.rows && box.cols === g.cols;
+  const longest = Math.max(box.rows, box.cols);
+  const f = opts.maxPx && opts.kind && longest > opts.maxPx ? Math.ceil(longest / opts.maxPx) : 1;
+  const rows = Math.ceil(box.rows / f);
+  const cols = Math.ceil(box.cols / f);
+  const out: SliceMap = { ...box, rows, cols, f, whole, map: new Int32Array(rows * cols).fill(-1) };
   const off = crop.offset;
   const cs = crop.shape;
-  const empty = cs.length !== nd || cs.some((x) => x <= 0);
-  // row/col dims of the buffer (none for 0-D; only cols for 1-D)
-  const rd = nd >= 2 ? nd - 2 : -1;
-  const cd = nd >= 1 ? nd - 1 : -1;
-  let r0 = 0;
-  let c0 = 0;
-  let rows = g.rows;
-  let cols = g.cols;
-  if (region === "touched" && !empty) {
-    if (rd >= 0) {
-      r0 = off[rd];
-      rows = cs[rd];
-    }
-    if (cd >= 0) {
-      c0 = off[cd];
-      cols = cs[cd];
-    }
-  }
-  const map = new Int32Array(rows * cols).fill(-1);
-  if (empty) return { rows, cols, r0, c0, map };
+  if (cs.length !== nd || cs.some((x) => x <= 0)) return out;
   // linear offset of the leading indices inside the crop box
   let base = 0;
   for (let d = 0; d < nd - 2; d++) {
     const x = (lead[d] ?? 0) - off[d];
-    if (x < 0 || x >= cs[d]) return { rows, cols, r0, c0, map };
+    if (x < 0 || x >= cs[d]) return out;
     base = base * cs[d] + x;
   }
+  const rd = nd >= 2 ? nd - 2 : -1;
+  const cd = nd >= 1 ? nd - 1 : -1;
   const crows = rd >= 0 ? cs[rd] : 1;
   const ccols = cd >= 0 ? cs[cd] : 1;
   const orow = rd >= 0 ? off[rd] : 0;
   const ocol = cd >= 0 ? off[cd] : 0;
-  for (let r = 0; r < rows; r++) {
-    const cr = r + r0 - orow;
-    if (cr < 0 || cr >= crows) continue;
+  const map = out.map;
+  if (f === 1) {
+    for (let r = 0; r < rows; r++) {
+      const cr = r + box.r0 - orow;
+      if (cr < 0 || cr >= crows) continue;
+      const rowBase = (base * crows + cr) * ccols;
+      for (let c = 0; c < cols; c++) {
+        const cc = c + box.c0 - ocol;
+        if (cc < 0 || cc >= ccols) continue;
+        map[r * cols + c] = rowBase + cc;
+      }
+    }
+    return out;
+  }
+  // pooled: visit the crop elements inside the box once, keep the earliest touched per pixel
+  const kind = opts.kind!;
+  const first = opts.first;
+  const best = new Float64Array(rows * cols).fill(Infinity);
+  const rLo = Math.max(0, box.r0 - orow);
+  const rHi = Math.min(crows, box.r0 + box.rows - orow);
+  const cLo = Math.max(0, box.c0 - ocol);
+  const cHi = Math.min(ccols, box.c0 + box.cols - ocol);
+  for (let cr = rLo; cr < rHi; cr++) {
+    const pr = Math.floor((cr + orow - box.r0) / f);
     const rowBase = (base * crows + cr) * ccols;
-    for (let c = 0; c < cols; c++) {
-      const cc = c + c0 - ocol;
-      if (cc < 0 || cc >= ccols) continue;
-      map[r * cols + c] = rowBase + cc;
+    for (let cc = cLo; cc < cHi; cc++) {
+      const i = rowBase + cc;
+      if (!kind[i]) continue;
+      const p = pr * cols + Math.floor((cc + ocol - box.c0) / f);
+      const t = first ? first[i] : 0;
+      if (t < best[p]) {
+        best[p] = t;
+        map[p] = i;
+      }
     }
   }
-  return { rows, cols, r0, c0, map };
+  return out;
 }
 
-/** The buffer index (all dims) shown at pixel (r, c) of a slice. */
+/** The buffer index of element `i` of the crop arrays. */
+export function cropIndex(crop: { offset: number[]; shape: number[] }, i: number): number[] {
+  const out = new Array<number>(crop.shape.length);
+  let rest = i;
+  for (let d = crop.shape.length - 1; d >= 0; d--) {
+    out[d] = crop.offset[d] + (rest % crop.shape[d]);
+    rest = Math.floor(rest / crop.shape[d]);
+  }
+  return out;
+}
+
+/** The buffer index shown at pixel (r, c) of a slice (its first element when pooled). */
 export function indexAt(shape: number[], lead: number[], s: SliceMap, r: number, c: number): number[] {
+  const f = s.f ?? 1;
   if (shape.length === 0) return [];
-  if (shape.length === 1) return [c + s.c0];
-  return [...lead.slice(0, shape.length - 2).map((x) => x ?? 0), r + s.r0, c + s.c0];
+  if (shape.length === 1) return [c * f + s.c0];
+  return [...lead.slice(0, shape.length - 2).map((x) => x ?? 0), r * f + s.r0, c * f + s.c0];
 }
 
 /** What the hover tells about one element. */

@@ -8,7 +8,7 @@ import { ensureStyle } from "../lib/theme";
 import css from "./access.css";
 import { type RpcReply, RpcFailure } from "../lib/rpc";
 import { type ColorBy, OUTSIDE_LEVEL, PALETTE, type RGB, VISITED_LEVEL, FUTURE_LEVEL, hueColor, orderColor, rgbText, trailSteps } from "./color";
-import { type DecodedBuffer, type Footprint, type FootprintResult, type SliceMap, decodeFootprint, describeElement, gridOf, indexAt, launchSize, sliceMap } from "./data";
+import { type DecodedBuffer, type Footprint, type FootprintResult, READABLE_CELL_PX, type Region, type SliceMap, cropIndex, decodeFootprint, describeElement, gridOf, indexAt, launchSize, sliceMap, threadText } from "./data";
 
 export interface AccessState {
   loop: string;
@@ -17,7 +17,7 @@ export interface AccessState {
   warp: number; // -1: none
   block: number; // -1: none
   time: number; // -1: whole footprint
-  region: "buffer" | "touched"; // draw the whole buffer or only the box of touched elements
+  region: Region; // auto: zoom to the touched part (with context) when the whole buffer would hide it
 }
 
 export interface AccessHost {
@@ -68,6 +68,9 @@ interface Card {
   base: Uint32Array; // per crop element: packed base colour (r | g << 8 | b << 16)
   gathered: Gathered | null; // the touched pixels of the current slice (null: gather again)
   fresh: boolean; // the canvas has not shown this slice yet
+  grid: HTMLElement; // element borders over the canvas (when cells are large)
+  mini: HTMLCanvasElement; // the whole slice, small, with the shown box outlined (when zoomed)
+  miniBox: HTMLElement;
 }
 
 interface Gathered {
@@ -82,6 +85,7 @@ interface Gathered {
 
 const MAX_2D_PX = 280;
 const MAX_1D_PX = 640;
+const MINI_PX = 96;
 const TRAILS: Array<[string, number]> = [
   ["no trail", 0],
   ["short trail", 0.02],
@@ -97,7 +101,7 @@ const SPEEDS: Array<[string, number]> = [
 
 export class AccessPanel {
   readonly el: HTMLElement;
-  private state: AccessState = { loop: "", at: {}, color_by: "access", warp: -1, block: -1, time: -1, region: "buffer" };
+  private state: AccessState = { loop: "", at: {}, color_by: "access", warp: -1, block: -1, time: -1, region: "auto" };
   private fp: Footprint | null = null;
   private cards: Card[] = [];
   private seq = 0;
@@ -326,17 +330,14 @@ export class AccessPanel {
     if (fp.gpu) modes.push(["thread", "by thread"], ["block", "by block"]);
     for (const [v, l] of modes) colorSel.append(h("option", { value: v, selected: v === this.state.color_by }, l));
     colorSel.addEventListener("change", () => this.setColorBy(colorSel.value as ColorBy));
-    const regionSel = h("select", { class: "mlc-acc-region", title: "whole buffer or only the touched box" }) as HTMLSelectElement;
+    const regionSel = h("select", { class: "mlc-acc-region", title: "what part of each buffer the heatmaps show" }) as HTMLSelectElement;
     for (const [v, l] of [
+      ["auto", "zoom to the touched part"],
+      ["touched", "touched box only"],
       ["buffer", "whole buffer"],
-      ["touched", "touched box"],
     ])
       regionSel.append(h("option", { value: v, selected: v === this.state.region }, l));
-    regionSel.addEventListener("change", () => {
-      this.state.region = regionSel.value as "buffer" | "touched";
-      this.host.saveState?.({ region: this.state.region });
-      this.buildCards();
-    });
+    regionSel.addEventListener("change", () => this.setRegion(regionSel.value as Region));
     const parts: Array<Node | string> = [colorSel, regionSel];
     if (fp.gpu) {
       const nthreads = launchSize(fp.launch, "threadIdx");
@@ -345,9 +346,12 @@ export class AccessPanel {
       warpSel.append(h("option", { value: "-1", selected: this.state.warp < 0 }, "all warps"));
       for (let w = 0; w < Math.ceil(nthreads / 32); w++) warpSel.append(h("option", { value: String(w), selected: w === this.state.warp }, `warp ${w} (threads ${w * 32}–${Math.min(nthreads, w * 32 + 32) - 1})`));
       warpSel.addEventListener("change", () => this.pick({ warp: Number(warpSel.value) }));
-      const blockIn = h("input", { class: "mlc-acc-block", type: "number", min: "-1", max: String(nblocks - 1), value: String(this.state.block), title: `highlight one thread block (0–${nblocks - 1}; -1: all)` }) as HTMLInputElement;
-      blockIn.addEventListener("change", () => this.pick({ block: Math.max(-1, Math.min(nblocks - 1, Number(blockIn.value) | 0)) }));
-      parts.push(warpSel, h("label", { class: "mlc-acc-block-label" }, "block ", blockIn));
+      // Blocks by their (x, y) coordinates; "all blocks" rather than the -1 the traits store.
+      const blockSel = h("select", { class: "mlc-acc-block", title: "highlight one thread block (the others are dimmed)" }) as HTMLSelectElement;
+      blockSel.append(h("option", { value: "-1", selected: this.state.block < 0 }, "all blocks"));
+      for (let b = 0; b < Math.min(nblocks, 4096); b++) blockSel.append(h("option", { value: String(b), selected: b === this.state.block }, `block ${threadText(b, fp.launch, "blockIdx")}`));
+      blockSel.addEventListener("change", () => this.pick({ block: Number(blockSel.value) }));
+      parts.push(warpSel, blockSel);
     }
     parts.push(h("span", { class: "mlc-spacer" }));
     parts.push(h("button", { class: "mlc-btn mlc-acc-png", title: "download the heatmaps as a PNG", onclick: () => this.downloadPng() }, "PNG"));
@@ -360,6 +364,13 @@ export class AccessPanel {
     if (this.state.color_by === "access") return h("span", { class: "mlc-acc-legend" }, key(PALETTE.read, "read"), key(PALETTE.write, "write"), key(PALETTE.both, "both"));
     if (this.state.color_by === "order") return h("span", { class: "mlc-acc-legend" }, key(orderColor(0), "first"), key(orderColor(1), "last"));
     return h("span", { class: "mlc-acc-legend mlc-muted" }, `one colour per ${this.state.color_by}`);
+  }
+
+  setRegion(region: Region): void {
+    this.state.region = region;
+    this.host.saveState?.({ region });
+    this.drawControls();
+    this.buildCards();
   }
 
   setColorBy(mode: ColorBy): void {
@@ -388,7 +399,10 @@ export class AccessPanel {
       const g = gridOf(buf.shape);
       const lead = g.lead.map((_, d) => (buf.crop.shape.length ? buf.crop.offset[d] ?? 0 : 0));
       const canvas = h("canvas", { class: "mlc-acc-canvas", dataset: { buffer: buf.buffer } }) as HTMLCanvasElement;
-      const card: Card = { buf, el: h("div"), canvas, ctx: null, img: null, u32: null, slice: sliceMap(buf.shape, buf.crop, lead, this.state.region), lead, base: new Uint32Array(buf.size), gathered: null, fresh: true };
+      const grid = h("div", { class: "mlc-acc-grid", hidden: true });
+      const mini = h("canvas", { class: "mlc-acc-mini-canvas", title: "the whole buffer; click to show it all" }) as HTMLCanvasElement;
+      const miniBox = h("div", { class: "mlc-acc-mini-box" });
+      const card: Card = { buf, el: h("div"), canvas, ctx: null, img: null, u32: null, slice: this.sliceOf(buf, lead), lead, base: new Uint32Array(buf.size), gathered: null, fresh: true, grid, mini, miniBox };
       const sliders = g.lead.map((n, d) => {
         const val = h("span", { class: "mlc-acc-at-value" }, String(lead[d]));
         const s = h("input", { type: "range", min: "0", max: String(n - 1), value: String(lead[d]), class: "mlc-acc-dim", dataset: { dim: String(d) } }) as HTMLInputElement;
@@ -407,7 +421,7 @@ export class AccessPanel {
         { class: `mlc-acc-card${buf.distinct ? "" : " mlc-acc-untouched"}`, dataset: { buffer: buf.buffer } },
         title,
         ...sliders,
-        h("div", { class: "mlc-acc-canvas-box" }, canvas),
+        h("div", { class: "mlc-acc-views" }, h("div", { class: "mlc-acc-canvas-box" }, canvas, grid), h("div", { class: "mlc-acc-mini", onclick: () => this.setRegion("buffer") }, mini, miniBox)),
         this.statsTable(buf, fp),
       );
       canvas.addEventListener("mousemove", (ev) => this.hover(card, ev));
@@ -420,27 +434,87 @@ export class AccessPanel {
     this.rebuildColors();
   }
 
+  /** Longest side of a heatmap in CSS pixels. */
+  private maxSide(buf: DecodedBuffer): number {
+    return buf.shape.length <= 1 ? MAX_1D_PX : (this.host.maxPx ?? MAX_2D_PX);
+  }
+
+  private sliceOf(buf: DecodedBuffer, lead: number[]): SliceMap {
+    return sliceMap(buf.shape, buf.crop, lead, this.state.region, { maxPx: this.maxSide(buf), kind: buf.kind, first: buf.first });
+  }
+
   private resizeCard(card: Card): void {
-    const s = sliceMap(card.buf.shape, card.buf.crop, card.lead, this.state.region);
+    const s = this.sliceOf(card.buf, card.lead);
     card.slice = s;
     const c = card.canvas;
     c.width = s.cols;
     c.height = s.rows;
+    let px: number; // CSS pixels per canvas pixel
     if (card.buf.shape.length <= 1) {
-      const px = Math.max(1, Math.min(16, MAX_1D_PX / s.cols));
+      px = Math.max(1, Math.min(16, MAX_1D_PX / s.cols));
       c.style.width = `${Math.round(s.cols * px)}px`;
-      c.style.height = "18px";
+      c.style.height = `${Math.max(18, Math.min(px, 24))}px`;
     } else {
-      const fit = (this.host.maxPx ?? MAX_2D_PX) / Math.max(s.rows, s.cols);
+      const fit = this.maxSide(card.buf) / Math.max(s.rows, s.cols);
       // whole (or half) screen pixels per element when they fit, so cells stay even
-      const px = fit >= 2 ? Math.min(12, Math.floor(fit)) : fit >= 1 ? Math.floor(fit * 2) / 2 : fit;
+      px = fit >= 2 ? Math.min(24, Math.floor(fit)) : fit >= 1 ? Math.floor(fit * 2) / 2 : fit;
       c.style.width = `${Math.max(1, Math.round(s.cols * px))}px`;
       c.style.height = `${Math.max(1, Math.round(s.rows * px))}px`;
     }
+    // Element borders once a cell is large enough to read one (never on pooled pixels).
+    const borders = s.f === 1 && px >= READABLE_CELL_PX;
+    card.grid.hidden = !borders;
+    card.el.classList.toggle("mlc-acc-cells", borders);
+    if (borders) {
+      const ph = card.buf.shape.length <= 1 ? parseFloat(c.style.height) : px;
+      card.grid.style.backgroundSize = `${px}px ${ph}px`;
+    }
+    card.el.classList.toggle("mlc-acc-zoomed", !s.whole);
+    card.el.dataset.view = `${s.r0},${s.c0},${s.rows * s.f},${s.cols * s.f},${s.f}`;
+    this.drawMini(card);
     card.ctx = c.getContext?.("2d") ?? null;
     card.img = card.ctx ? card.ctx.createImageData(s.cols, s.rows) : null;
     card.u32 = card.img ? new Uint32Array(card.img.data.buffer) : new Uint32Array(s.rows * s.cols);
     card.gathered = null;
+  }
+
+  /**
+   * The minimap: the whole 2-D slice in at most MINI_PX pixels, touched elements dark, and the box
+   * the heatmap shows outlined. Only while zoomed in.
+   */
+  private drawMini(card: Card): void {
+    const s = card.slice;
+    const host = card.mini.parentElement as HTMLElement | null;
+    if (host) host.hidden = s.whole;
+    if (s.whole) return;
+    const buf = card.buf;
+    const whole = sliceMap(buf.shape, buf.crop, card.lead, "buffer", { maxPx: MINI_PX, kind: buf.kind, first: buf.first });
+    const m = card.mini;
+    m.width = whole.cols;
+    m.height = whole.rows;
+    const scale = Math.min(MINI_PX / whole.cols, (buf.shape.length <= 1 ? 12 : MINI_PX) / whole.rows);
+    m.style.width = `${Math.max(1, Math.round(whole.cols * scale))}px`;
+    m.style.height = `${Math.max(1, Math.round(whole.rows * scale))}px`;
+    const ctx = m.getContext?.("2d");
+    if (ctx) {
+      const img = ctx.createImageData(whole.cols, whole.rows);
+      const u32 = new Uint32Array(img.data.buffer);
+      const [er, eg, eb] = PALETTE.empty;
+      const [tr, tg, tb] = [90, 90, 100];
+      for (let p = 0; p < whole.map.length; p++) {
+        const hit = whole.map[p] >= 0;
+        u32[p] = ((0xff << 24) | ((hit ? tb : eb) << 16) | ((hit ? tg : eg) << 8) | (hit ? tr : er)) >>> 0;
+      }
+      ctx.putImageData(img, 0, 0);
+    }
+    // the shown box, in minimap CSS pixels
+    const k = scale / whole.f;
+    Object.assign(card.miniBox.style, {
+      left: `${Math.floor(s.c0 * k)}px`,
+      top: `${Math.floor(s.r0 * k)}px`,
+      width: `${Math.max(2, Math.ceil(s.cols * s.f * k))}px`,
+      height: `${Math.max(2, Math.ceil((buf.shape.length <= 1 ? whole.rows : s.rows * s.f) * k))}px`,
+    });
   }
 
   private statsTable(b: DecodedBuffer, fp: Footprint): HTMLElement {
@@ -665,8 +739,9 @@ export class AccessPanel {
     const r = Math.floor(((ev.clientY - rect.top) / rect.height) * card.slice.rows);
     if (c < 0 || r < 0 || c >= card.slice.cols || r >= card.slice.rows) return;
     const i = card.slice.map[r * card.slice.cols + c];
-    const index = indexAt(card.buf.shape, card.lead, card.slice, r, c);
-    this.tip.textContent = describeElement(card.buf, index, i, this.fp?.launch ?? {});
+    const index = i >= 0 ? cropIndex(card.buf.crop, i) : indexAt(card.buf.shape, card.lead, card.slice, r, c);
+    const pooled = card.slice.f > 1 ? ` (one pixel: ${card.slice.f}×${card.buf.shape.length > 1 ? card.slice.f : 1} elements)` : "";
+    this.tip.textContent = describeElement(card.buf, index, i, this.fp?.launch ?? {}) + pooled;
     this.tip.hidden = false;
     const host = this.el.getBoundingClientRect();
     this.tip.style.left = `${ev.clientX - host.left + 12}px`;

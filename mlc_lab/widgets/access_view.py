@@ -298,7 +298,9 @@ class AccessView(RpcWidget):
     warp = t.Int(-1).tag(sync=True)  # -1: no warp picked
     block = t.Int(-1).tag(sync=True)  # linear block id, -1: none picked
     time = t.Int(-1).tag(sync=True)  # scrubber position in steps; -1: the whole footprint
-    region = t.Unicode("buffer").tag(sync=True)  # buffer | touched (only the box of touched elements)
+    # auto: the touched part with context when the whole buffer would show it as a few pixels;
+    # touched: only the box of touched elements; buffer: the whole buffer
+    region = t.Unicode("auto").tag(sync=True)
     height = t.Unicode("").tag(sync=True)
     error = t.Dict().tag(sync=True)
 
@@ -491,10 +493,36 @@ def heatmap_rgb(fp: Any, color_by: str = "access", time: int = -1, steps: int = 
         out[later] = empty + (out[later] - empty) * 0.12
         past = touched & (first < time)  # before now: shown dimmer (the end of the trail)
         out[past] = empty + (out[past] - empty) * 0.45
-    if region == "touched" and touched.any():
+    if region in ("touched", "auto") and touched.any():
         rows, cols = np.flatnonzero(touched.any(axis=1)), np.flatnonzero(touched.any(axis=0))
-        out = out[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
+        box = (int(rows[0]), int(cols[0]), int(rows[-1] - rows[0] + 1), int(cols[-1] - cols[0] + 1))
+        r0, c0, nr, nc = box if region == "touched" else view_box(touched.shape, box)
+        out = out[r0 : r0 + nr, c0 : c0 + nc]
     return np.round(out).astype(np.uint8)
+
+
+READABLE_CELL_PX = 6  # as js/access/data.ts: below this a whole buffer hides a small footprint
+
+
+def view_box(shape: tuple, touched_box: tuple, max_px: int = 280) -> tuple[int, int, int, int]:
+    """(r0, c0, rows, cols) the "auto" region shows (the rule of ``viewBox`` in js/access/data.ts):
+    the whole 2-D slice when it is readable at ``max_px`` or the touched box with context is most
+    of it, else the touched box widened by half its extent (at least 2) on each side."""
+    rows, cols = shape
+    if max(rows, cols) * READABLE_CELL_PX <= max_px:
+        return 0, 0, rows, cols
+
+    def widen(lo: int, n: int, size: int) -> tuple[int, int]:
+        m = max(2, -(-n // 2))
+        a, b = max(0, lo - m), min(size, lo + n + m)
+        return a, b - a
+
+    r0, c0, nr, nc = touched_box
+    r0, nr = widen(r0, nr, rows) if rows > 1 else (0, 1)
+    c0, nc = widen(c0, nc, cols)
+    if nr * nc >= 0.5 * rows * cols:
+        return 0, 0, rows, cols
+    return r0, c0, nr, nc
 
 
 def png_bytes(rgb: np.ndarray) -> bytes:
@@ -516,7 +544,7 @@ def _auto_scale(shape: tuple) -> int:
 
 
 def render_png(snap: dict, *, color_by: str = "access", time: int = -1, buffer: str | None = None,
-               scale: int | None = None, region: str = "buffer") -> bytes:
+               scale: int | None = None, region: str = "auto") -> bytes:
     fps = snap["footprints"]
     names = [buffer] if buffer else list(fps)
     if buffer and buffer not in fps:
@@ -545,7 +573,7 @@ def _stats_rows(fp: Any) -> list[tuple[str, str]]:
 
 
 def render_html(snap: dict, *, color_by: str = "access", time: int = -1, title: str | None = None,
-                scale: int | None = None, region: str = "buffer") -> str:
+                scale: int | None = None, region: str = "auto") -> str:
     esc = html.escape
     at = ", ".join(f"{k}={v}" for k, v in snap["at"].items())
     head = title or f"Memory touched by loop {snap['loop']}"

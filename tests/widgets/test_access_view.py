@@ -271,11 +271,15 @@ def test_export_html_and_png(view, tmp_path):
     page = r["buffers"][0].decode("utf-8")
     assert page.startswith("<!doctype html>") and page.count("data:image/png;base64,") == 4
     assert "Memory touched by loop j_1" in page and "Y/i=3" in page
+    view.region = "buffer"
     out = view.save_png(tmp_path / "j1.png")
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     w, h = struct.unpack(">II", data[16:24])
     assert h == 128 * 2 and w == 4 * 128 * 2 + 3 * 8  # 4 buffers side by side, scale 2
+    view.region = "auto"  # the default: zoomed on the few touched elements, larger cells
+    zw, zh = struct.unpack(">II", view.save_png(tmp_path / "j1z.png").read_bytes()[16:24])
+    assert zw < w  # the touched buffers shrink to their part (C, untouched, stays whole)
     view.to_html(tmp_path / "j1.html")
     assert (tmp_path / "j1.html").read_text().count("<img") == 4
     with pytest.raises(MlcLabError, match="no buffer"):
@@ -395,3 +399,14 @@ def test_trait_changes_from_the_front_end(view):
     assert {k: getattr(view, k) for k in state} == state
     snap = view.snapshot()
     assert snap["loop"] == "k" and snap["at"] == {"Y/i": 5, "j_0": 0}
+
+
+def test_auto_region_zooms_like_the_front_end():
+    """view_box follows js/access/data.ts viewBox (memory_view.test.ts has the same cases)."""
+    assert av.view_box((16, 16), (3, 4, 1, 2)) == (0, 0, 16, 16)  # small: whole
+    assert av.view_box((128, 128), (7, 8, 1, 4)) == (5, 6, 5, 8)  # the run with context
+    assert av.view_box((1024, 1024), (0, 0, 600, 1024)) == (0, 0, 1024, 1024)  # most of it: whole
+    fp = chapter2_result({"i": 3, "k": 7})
+    img = av.heatmap_rgb(fp["B"], region="auto")  # B: row 7, columns 0..3 of 128 x 128
+    assert img.shape[:2] == (5, 6)
+    assert tuple(img[2, 0]) == av.COLORS["read"] and tuple(img[0, 0]) == av.COLORS["empty"]
