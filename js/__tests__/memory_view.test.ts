@@ -182,3 +182,11 @@ describe("the panel zooms, outlines and names", () => {
     expect(panel.viewState.block).toBe(3);
   });
 });
+
+describe("the zoomed view says where it is", () => {
+  it("names the rows and columns it shows", async () => {
+    const panel = new AccessPanel(host());
+    await panel.show("j_1");
+    expect(panel.el.querySelector(".mlc-acc-range")!.textContent).toBe("rows 5–9 × cols 6–13");
+  });
+});

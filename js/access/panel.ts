@@ -71,6 +71,7 @@ interface Card {
   grid: HTMLElement; // element borders over the canvas (when cells are large)
   mini: HTMLCanvasElement; // the whole slice, small, with the shown box outlined (when zoomed)
   miniBox: HTMLElement;
+  range: HTMLElement; // which rows and columns are shown, when not the whole buffer
 }
 
 interface Gathered {
@@ -402,7 +403,8 @@ export class AccessPanel {
       const grid = h("div", { class: "mlc-acc-grid", hidden: true });
       const mini = h("canvas", { class: "mlc-acc-mini-canvas", title: "the whole buffer; click to show it all" }) as HTMLCanvasElement;
       const miniBox = h("div", { class: "mlc-acc-mini-box" });
-      const card: Card = { buf, el: h("div"), canvas, ctx: null, img: null, u32: null, slice: this.sliceOf(buf, lead), lead, base: new Uint32Array(buf.size), gathered: null, fresh: true, grid, mini, miniBox };
+      const range = h("div", { class: "mlc-acc-range mlc-muted" });
+      const card: Card = { buf, el: h("div"), canvas, ctx: null, img: null, u32: null, slice: this.sliceOf(buf, lead), lead, base: new Uint32Array(buf.size), gathered: null, fresh: true, grid, mini, miniBox, range };
       const sliders = g.lead.map((n, d) => {
         const val = h("span", { class: "mlc-acc-at-value" }, String(lead[d]));
         const s = h("input", { type: "range", min: "0", max: String(n - 1), value: String(lead[d]), class: "mlc-acc-dim", dataset: { dim: String(d) } }) as HTMLInputElement;
@@ -422,6 +424,7 @@ export class AccessPanel {
         title,
         ...sliders,
         h("div", { class: "mlc-acc-views" }, h("div", { class: "mlc-acc-canvas-box" }, canvas, grid), h("div", { class: "mlc-acc-mini", onclick: () => this.setRegion("buffer") }, mini, miniBox)),
+        range,
         this.statsTable(buf, fp),
       );
       canvas.addEventListener("mousemove", (ev) => this.hover(card, ev));
@@ -470,6 +473,13 @@ export class AccessPanel {
       card.grid.style.backgroundSize = `${px}px ${ph}px`;
     }
     card.el.classList.toggle("mlc-acc-zoomed", !s.whole);
+    const span = (lo: number, n: number) => (n <= 1 ? `${lo}` : `${lo}–${lo + n - 1}`);
+    const nd = card.buf.shape.length;
+    const lastRow = Math.min(s.rows * s.f, (nd >= 2 ? card.buf.shape[nd - 2] : 1) - s.r0);
+    const lastCol = Math.min(s.cols * s.f, card.buf.shape[nd - 1] - s.c0);
+    card.range.textContent = s.whole
+      ? s.f > 1 ? `one pixel: ${s.f}×${nd >= 2 ? s.f : 1} elements` : ""
+      : `${nd >= 2 ? `rows ${span(s.r0, lastRow)} × ` : ""}${nd >= 1 ? `${nd >= 2 ? "cols " : "elements "}${span(s.c0, lastCol)}` : ""}${s.f > 1 ? ` (one pixel: ${s.f}×${nd >= 2 ? s.f : 1})` : ""}`;
     card.el.dataset.view = `${s.r0},${s.c0},${s.rows * s.f},${s.cols * s.f},${s.f}`;
     this.drawMini(card);
     card.ctx = c.getContext?.("2d") ?? null;

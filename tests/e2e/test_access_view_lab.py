@@ -138,7 +138,11 @@ def test_access_view_in_lab(lab_server, page, artifacts, leave_no_trace):
     ws, local, shared = views.nth(0), views.nth(1), views.nth(2)
     # window sum: the shared segment is nthread + 2 elements; hovering A says which thread fetched it
     assert stats(ws.locator('.mlc-acc-card[data-buffer="A_shared"]'))["distinct"] == "130"
-    ws.locator('canvas[data-buffer="A"]').hover(position={"x": 150, "y": 8})
+    # A is shown zoomed on the part block 1 reads (with context): find A[150]'s pixel from the view box.
+    r0, c0, rows, cols, f = (int(v) for v in ws.locator('.mlc-acc-card[data-buffer="A"]').get_attribute("data-view").split(","))
+    assert f == 1 and c0 <= 150 < c0 + cols and cols < 1027  # zoomed, one pixel per element
+    css_w = ws.locator('canvas[data-buffer="A"]').bounding_box()["width"]
+    ws.locator('canvas[data-buffer="A"]').hover(position={"x": (150 - c0 + 0.5) * css_w / cols, "y": 8})
     assert ws.locator(".mlc-acc-tip").inner_text().startswith("A[150]: read, first at step")
     assert "thread 22" in ws.locator(".mlc-acc-tip").inner_text()
     ws.scroll_into_view_if_needed()
@@ -155,10 +159,11 @@ def test_access_view_in_lab(lab_server, page, artifacts, leave_no_trace):
     gpu_table = lambda v: v.locator(".mlc-acc-gpu-table").inner_text()  # noqa: E731
     assert gpu_table(local) != gpu_table(shared)  # the coalescing figures differ
 
-    # Smoothness: six 1024x1024 heatmaps (whole buffers) redrawn every frame while playing.
+    # Smoothness: six 1024x1024 heatmaps (whole buffers, pooled 4x4 elements a pixel) redrawn every
+    # frame while playing.
     shared.locator(".mlc-acc-region").select_option("buffer")
     page.wait_for_function("() => document.querySelectorAll('.mlc-access')[3]"
-                           ".querySelector('canvas[data-buffer=\"A\"]').width === 1024")
+                           ".querySelector('.mlc-acc-card[data-buffer=\"A\"]').dataset.view === '0,0,1024,1024,4'")
     shared.locator(".mlc-acc-speed").select_option("30")
     shared.locator(".mlc-acc-play").click()
     fps = page.evaluate(FPS_JS, 3)
