@@ -1,6 +1,7 @@
 // Pure helpers over the loop tree (no DOM): indexing, lookup, navigation and the loop sets that the
 // primitive forms offer (a reorderable chain, fusable runs, compute_at targets).
 
+import { matchNames, refOf } from "../lib/names";
 import type { AnyNode, BlockNode, FuncNode, LoopNode, LoopTree, Selection, TreeNode } from "../lib/types";
 
 export interface Entry {
@@ -13,9 +14,7 @@ export interface Entry {
   index: number; // pre-order position
 }
 
-export function refOf(node: AnyNode): string {
-  return ("qualified" in node && node.qualified) || node.name;
-}
+export { refOf };
 
 export function keyOf(node: AnyNode): string {
   return `${node.kind}:${refOf(node)}`;
@@ -57,21 +56,21 @@ export class TreeIndex {
     return this.findName(sel.name, sel.kind);
   }
 
+  /** The first node `name` names by the Session's rule (lib/names.ts); functions by their name. */
   findName(name: string, kind?: string): Entry | undefined {
-    const matches = this.entries.filter(
-      (e) => (!kind || e.node.kind === kind) && (e.ref === name || e.node.name === name || e.ref.endsWith(`/${name}`)),
-    );
-    return matches.find((e) => e.ref === name) ?? matches[0];
+    if (kind === "func") return this.entries.find((e) => e.node.kind === "func" && e.node.name === name);
+    const [first] = matchNames(this.tree, name, kind);
+    return first ? this.byNode.get(first) : undefined;
   }
 
-  /** All entries whose name (plain or qualified) is in `names`. */
+  /** Every loop and block that one of `names` names (an ambiguous name: all its candidates). */
   findAll(names: readonly string[] | undefined): Entry[] {
     if (!names?.length) return [];
     const out: Entry[] = [];
     for (const name of names) {
-      for (const e of this.entries) {
-        if (e.node.kind === "func") continue;
-        if (e.ref === name || e.node.name === name || e.ref.endsWith(`/${name}`)) out.push(e);
+      for (const node of matchNames(this.tree, name)) {
+        const e = this.byNode.get(node);
+        if (e) out.push(e);
       }
     }
     return out;

@@ -12,9 +12,161 @@ import difflib
 import json
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, Iterator, Literal, TypedDict
 
-__all__ = ["Change", "StepSummary", "StepView", "changed_lines", "replace"]
+__all__ = ["BlockNode", "BufferInfo", "Change", "FuncNode", "IterVar", "LoopNode", "LoopTree", "StepSummary",
+           "StepView", "changed_lines", "ref_of", "replace"]
+
+
+# --- the loop tree -------------------------------------------------------------------------------
+# The shape of the loop nest as every view reads it, built from the printed script (mlc_lab.tvm.looptree).
+# Nodes are the JSON objects themselves (no conversion on the way to the front end); these TypedDicts
+# say what they hold, and js/lib/model.ts is generated from them.
+
+class BufferInfo(TypedDict):
+    name: str
+    shape: list[int] | str
+    dtype: str
+    scope: str
+    origin: str  # "param" | "alloc" | "alloc in <block>"
+
+
+class IterVar(TypedDict):
+    name: str
+    kind: str  # "spatial" | "reduce" | "ordered" | "opaque"
+    extent: int | str | None
+    binding: str
+
+
+class LoopNode(TypedDict):
+    kind: Literal["loop"]
+    name: str  # as printed
+    qualified: str  # unique in the module: "j", "Y/j" or "func:Y/j" (see LoopTree.match)
+    extent: int | str
+    min: int | str
+    loop_kind: str  # "serial" | "parallel" | "vectorized" | "unrolled" | "thread_binding"
+    thread: str | None
+    annotations: dict
+    line: int  # 1-based lines of the printed script
+    end_line: int
+    children: list  # LoopNode | BlockNode
+
+
+class BlockNode(TypedDict):
+    kind: Literal["block"]
+    name: str
+    iter_vars: list[IterVar]
+    reads: list[str]
+    writes: list[str]
+    has_init: bool
+    predicate: str | None  # T.where(...)
+    alloc_buffers: list[str]
+    annotations: dict
+    line: int
+    end_line: int
+    children: list  # LoopNode | BlockNode
+
+
+class FuncNode(TypedDict):
+    kind: Literal["func"]
+    name: str
+    buffers: list[BufferInfo]
+    children: list  # LoopNode | BlockNode
+
+
+def ref_of(node: dict) -> str:
+    """The name a view hands back to the Session for a node: the qualified one when it has one."""
+    return node.get("qualified") or node["name"]
+
+
+class LoopTree(dict):
+    """``{"func": focus function, "functions": [FuncNode, ...]}``: the loop nest of one step.
+
+    A dict (it is its own JSON encoding) with the one walker and THE one rule that finds loops and
+    blocks by name (:meth:`match`), used by the Session, the analyses and the widgets alike; the
+    TypeScript port (js/lib/names.ts) is held to the same answers by tests/fixtures/name_rule.json.
+    Treat it as read-only: a step's tree is shared by every view of the step.
+    """
+
+    @property
+    def focus(self) -> str | None:
+        return self.get("func")
+
+    def to_json(self) -> dict:
+        return self
+
+    def walk(self) -> Iterator[tuple[dict, dict, tuple[dict, ...]]]:
+        """(node, its function, the nodes above it) for every loop and block, in pre-order."""
+        for fn in self.get("functions") or []:
+            stack = [(c, ()) for c in reversed(fn.get("children") or [])]
+            while stack:
+                node, above = stack.pop()
+                yield node, fn, above
+                below = above + (node,)
+                stack.extend((c, below) for c in reversed(node.get("children") or []))
+
+    def loops(self) -> list[dict]:
+        return [n for n, _, _ in self.walk() if n["kind"] == "loop"]
+
+    def blocks(self) -> list[dict]:
+        return [n for n, _, _ in self.walk() if n["kind"] == "block"]
+
+    def match(self, text: str, kind: str | None = None) -> list[dict]:
+        """Every loop (or block) that ``text`` names, in pre-order. The rule:
+
+        1. a node whose qualified name (blocks: their name) is ``text`` is the answer;
+        2. otherwise ``text`` is ``[func:][block/]name``: loops called ``name``, in ``func`` if given,
+           with the block ``block`` somewhere inside if given (blocks: called ``name``, in ``func``);
+        3. an unqualified name found in several functions means the focus function's.
+        One match: found; none: unknown; several: ambiguous (qualify it with a block inside).
+        """
+        if not text:
+            return []
+        nodes = [(n, fn, above) for n, fn, above in self.walk() if kind is None or n["kind"] == kind]
+        exact = [n for n, _, _ in nodes if ref_of(n) == text]
+        if exact:
+            return exact
+        func, _, rest = text.rpartition(":")
+        block, _, name = rest.rpartition("/")
+        found = []
+        for n, fn, _ in nodes:
+            if n["name"] != name or (func and fn["name"] != func):
+                continue
+            if n["kind"] == "block":
+                if not block:
+                    found.append((n, fn))
+            elif not block or block in _blocks_under(n):
+                found.append((n, fn))
+        if not func and not block and len({fn["name"] for _, fn in found}) > 1:
+            focused = [(n, fn) for n, fn in found if fn["name"] == self.focus]
+            found = focused or found
+        return [n for n, _ in found]
+
+    def find(self, text: str, kind: str | None = None) -> dict | None:
+        """The one node ``text`` names, or None when it names none or several (see :meth:`match`)."""
+        found = self.match(text, kind)
+        return found[0] if len(found) == 1 else None
+
+    def chain(self, text: str) -> list[dict] | None:
+        """The loops from the function's top down to the loop ``text`` names (None: no such loop)."""
+        target = self.find(text, "loop")
+        if target is None:
+            return None
+        for n, _, above in self.walk():
+            if n is target:
+                return [a for a in above if a["kind"] == "loop"] + [n]
+        return None
+
+
+def _blocks_under(node: dict) -> set[str]:
+    out: set[str] = set()
+    stack = list(node.get("children") or [])
+    while stack:
+        n = stack.pop()
+        if n["kind"] == "block":
+            out.add(n["name"])
+        stack.extend(n.get("children") or [])
+    return out
 
 
 @dataclass(frozen=True)
@@ -48,7 +200,7 @@ class StepView:
     primitive: str | None
     label: str
     script: str
-    loop_tree: dict  # the LoopTree as JSON
+    loop_tree: LoopTree
     trace: str
     changed_lines: tuple[int, ...] = ()
     created: tuple[str, ...] = ()

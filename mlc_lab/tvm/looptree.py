@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import s_tir, tirx
 
+from mlc_lab.core.model import LoopTree
+
 _LOOP_FUNCS = {
     "grid": "serial",
     "range": "serial",
@@ -52,10 +54,11 @@ class BlockInfo:
 class LoopIndex:
     """Per-step lookup tables, built together with the JSON tree."""
 
-    tree: dict
+    tree: LoopTree
     mod: object = None
     loops: list[LoopInfo] = field(default_factory=list)
     blocks: list[BlockInfo] = field(default_factory=list)
+    info_of: dict[int, LoopInfo] = field(default_factory=dict)  # id(loop node) -> its LoopInfo
 
     def loops_named(self, name: str) -> list[LoopInfo]:
         return [lp for lp in self.loops if lp.name == name]
@@ -96,10 +99,11 @@ def _collect_fors(stmt: object, out: list, limit: int) -> None:
 
 
 def build(mod: tvm.IRModule, script: str, focus: str | None = None) -> LoopIndex:
-    index = LoopIndex(tree={}, mod=mod)
+    index = LoopIndex(tree=LoopTree(), mod=mod)
     functions = _Scanner(script.splitlines(), index).run()
     _qualify(index)
-    index.tree = {"func": focus or (functions[0]["name"] if functions else None), "functions": functions}
+    index.tree = LoopTree(func=focus or (functions[0]["name"] if functions else None), functions=functions)
+    _finish(index)
     return index
 
 
@@ -429,16 +433,10 @@ def _qualify(index: LoopIndex) -> None:
                 lp.qualified = f"{lp.func}:{lp.qualified}"
 
 
-def finish_tree(tree: dict) -> dict:
-    """Copy ``qualified`` names into the JSON nodes and drop the private links."""
-
-    def visit(nodes: list[dict]) -> None:
-        for n in nodes:
-            info = n.pop("_info", None)
-            if info is not None:
-                n["qualified"] = info.qualified
-            visit(n["children"])
-
-    for f in tree["functions"]:
-        visit(f["children"])
-    return tree
+def _finish(index: LoopIndex) -> None:
+    """Copy ``qualified`` names into the loop nodes; keep the link node -> LoopInfo aside."""
+    for node, _, _ in index.tree.walk():
+        info = node.pop("_info", None)
+        if info is not None:
+            node["qualified"] = info.qualified
+            index.info_of[id(node)] = info

@@ -23,6 +23,7 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError, Trace
 
+from mlc_lab.core.model import LoopTree, ref_of
 from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError
 from mlc_lab.tvm import looptree
 from mlc_lab.tvm.messages import plain_summary
@@ -125,7 +126,6 @@ class State:
         self.sampled_loops: dict[int, str] = dict(sampled_loops or {})
         self._script: str | None = None
         self._index: looptree.LoopIndex | None = None
-        self._tree: dict | None = None
 
     # --- construction ------------------------------------------------------------------------
     @classmethod
@@ -165,7 +165,7 @@ class State:
         self.mod = sch.mod
         self._length = len(sch.trace.insts)
         self._trace = None
-        self._script = self._index = self._tree = None
+        self._script = self._index = None
         self._note_samples(start)
 
     def _snapshot(self, sch: s_tir.Schedule) -> Trace:
@@ -217,10 +217,8 @@ class State:
             self._index = looptree.build(self.mod, self.script, self.func)
         return self._index
 
-    def loop_tree(self) -> dict:
-        if self._tree is None:
-            self._tree = looptree.finish_tree(self.index.tree)
-        return self._tree
+    def loop_tree(self) -> LoopTree:
+        return self.index.tree
 
     @property
     def trace(self) -> Trace:
@@ -511,27 +509,19 @@ class _Resolver:
 
     def find_loop(self, text: str) -> looptree.LoopInfo:
         index = self.state.index
-        func, _, rest = text.rpartition(":")
-        block, _, name = rest.rpartition("/")
-        matches = [
-            lp
-            for lp in index.loops
-            if lp.name == name and (not func or lp.func == func) and (not block or block in lp.blocks)
-        ]
-        if not func and not block and len({lp.func for lp in matches}) > 1:
-            matches = [lp for lp in matches if lp.func == self.state.func] or matches
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
+        nodes = index.tree.match(text, "loop")
+        if len(nodes) == 1:
+            return index.info_of[id(nodes[0])]
+        if not nodes:
             names = sorted({lp.qualified for lp in index.loops})
             raise NameResolutionError(
                 f"there is no loop named {text!r}; loops are: {', '.join(names)}",
                 primitive=self.primitive,
                 candidates=names,
             )
-        cands = [lp.qualified for lp in matches]
+        cands = [ref_of(n) for n in nodes]
         raise NameResolutionError(
-            f"the loop name {text!r} is ambiguous: {len(matches)} loops have it. "
+            f"the loop name {text!r} is ambiguous: {len(nodes)} loops have it. "
             f"Qualify it with a block inside the loop, as one of: {', '.join(cands)}",
             primitive=self.primitive,
             candidates=cands,

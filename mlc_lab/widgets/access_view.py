@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import traitlets as t
 
+from mlc_lab.core.model import LoopTree, ref_of
 from mlc_lab.errors import AccessAnalysisError, MlcLabError
 from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle, rpc
 
@@ -59,38 +60,20 @@ COLORS = {
 
 # --- the loop tree (plain data) ----------------------------------------------------------------------
 
-def _ref(node: dict) -> str:
-    return node.get("qualified") or node["name"]
+_ref = ref_of
 
 
 def loop_chain(tree: dict, name: str) -> list[dict] | None:
-    """The loops from the function's top down to the loop called ``name`` (qualified or plain)."""
-    fallback = None
-    for fn in tree.get("functions", []) or []:
-        stack = [(c, []) for c in reversed(fn.get("children", []))]
-        while stack:
-            node, chain = stack.pop()
-            if node.get("kind") != "loop":
-                continue
-            here = chain + [node]
-            if _ref(node) == name:
-                return here
-            if fallback is None and (node.get("name") == name or _ref(node).endswith("/" + name)):
-                fallback = here
-            stack.extend((c, here) for c in reversed(node.get("children", [])))
-    return fallback
+    """The loops from the function's top down to the loop called ``name`` (the one name rule)."""
+    return _tree(tree).chain(name)
 
 
 def all_loops(tree: dict) -> list[dict]:
-    out = []
-    for fn in tree.get("functions", []) or []:
-        stack = list(reversed(fn.get("children", [])))
-        while stack:
-            node = stack.pop()
-            if node.get("kind") == "loop":
-                out.append(node)
-            stack.extend(reversed(node.get("children", [])))
-    return out
+    return _tree(tree).loops()
+
+
+def _tree(tree: dict) -> LoopTree:
+    return tree if isinstance(tree, LoopTree) else LoopTree(tree)
 
 
 def launch_dims(tree: dict) -> dict[str, int]:

@@ -31,7 +31,7 @@ from typing import Any
 
 import traitlets as t
 
-from mlc_lab.core.model import Change, StepView
+from mlc_lab.core.model import Change, LoopTree, StepView, ref_of
 from mlc_lab.core.model import changed_lines as changed_lines  # noqa: PLC0414  (re-exported for the tests)
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError
 # The module by its full name: the package re-exports the function `access_view` under the same name.
@@ -98,9 +98,9 @@ class Explorer(RpcWidget):
         return self._view.script
 
     @property
-    def loop_tree(self) -> dict:
+    def loop_tree(self) -> LoopTree:
         """The loop tree of the current step, as the Session reports it (plain data)."""
-        return self._view.loop_tree
+        return _tree(self._view.loop_tree)
 
     @property
     def changed_lines(self) -> list[int]:
@@ -137,10 +137,11 @@ class Explorer(RpcWidget):
         if not name:
             self.selection = {}
             return
-        node = _find(self.loop_tree, name, kind)
-        if node is None:
-            raise MlcLabError(f"there is no loop or block called {name!r} in the current program")
-        self.selection = {"kind": node["kind"], "name": _ref(node)}
+        found = self.loop_tree.match(name, kind)
+        if len(found) != 1:
+            which = "no" if not found else "more than one"
+            raise MlcLabError(f"there is {which} loop or block called {name!r} in the current program")
+        self.selection = {"kind": found[0]["kind"], "name": ref_of(found[0])}
 
     def to_html(self, path: str | Path | None = None, *, title: str | None = None) -> str:
         """A self-contained HTML page of every step (script, diff, loop tree, trace); written to ``path`` if given."""
@@ -191,7 +192,7 @@ class Explorer(RpcWidget):
     def _show(self, view: StepView) -> None:
         self._view = view
         self.step = view.json_bytes
-        if self.selection and _find(view.loop_tree, self.selection.get("name", ""), self.selection.get("kind")) is None:
+        if self.selection and _tree(view.loop_tree).find(self.selection.get("name", ""), self.selection.get("kind")) is None:
             self.selection = {}
 
     def _full_history(self) -> dict:
@@ -442,9 +443,9 @@ class Explorer(RpcWidget):
         flat = names if isinstance(names, list) else [names]
         for name in flat:
             if isinstance(name, str):
-                node = _find(self.loop_tree, name, None)
+                node = self.loop_tree.find(name)
                 if node is not None:
-                    self.selection = {"kind": node["kind"], "name": _ref(node)}
+                    self.selection = {"kind": node["kind"], "name": ref_of(node)}
                     return
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
@@ -545,31 +546,8 @@ def _names(result: Any) -> Any:
     return _plain(result)
 
 
-def _ref(node: dict) -> str:
-    return node.get("qualified") or node["name"]
-
-
-def _walk(tree: dict):
-    for fn in tree.get("functions", []) or []:
-        stack = list(reversed(fn.get("children", [])))
-        while stack:
-            node = stack.pop()
-            yield node
-            stack.extend(reversed(node.get("children", [])))
-
-
-def _find(tree: dict, name: str, kind: str | None) -> dict | None:
-    if not name:
-        return None
-    fallback = None
-    for node in _walk(tree):
-        if kind and node.get("kind") != kind:
-            continue
-        if _ref(node) == name:
-            return node
-        if fallback is None and (node.get("name") == name or _ref(node).endswith("/" + name)):
-            fallback = node
-    return fallback
+def _tree(tree: dict) -> LoopTree:
+    return tree if isinstance(tree, LoopTree) else LoopTree(tree)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlc_lab.core.model import Change, StepView, changed_lines
+from mlc_lab.core.model import Change, LoopTree, StepView, changed_lines
 from mlc_lab.errors import (DecisionError, MeasureError, MlcLabError, NameResolutionError, NoGPUError,
                             ScheduleStepError, TraceParseError)
 
@@ -124,15 +124,6 @@ def base_tree() -> dict:
         ]}]}
 
 
-def _walk(tree):
-    for fn in tree["functions"]:
-        stack = list(fn["children"])
-        while stack:
-            node = stack.pop()
-            yield node
-            stack.extend(node["children"])
-
-
 @dataclass
 class FakeStep:
     id: int
@@ -201,7 +192,7 @@ class FakeSession:
         s, state = self._steps[sid], self._states[sid]
         lines = changed_lines(self._states[s.parent].script, state.script) if s.parent is not None else []
         return StepView(id=s.id, parent=s.parent, kind=s.kind, primitive=s.primitive, label=s.label,
-                        script=state.script, loop_tree=copy.deepcopy(state.tree), trace="\n".join(state.trace),
+                        script=state.script, loop_tree=LoopTree(copy.deepcopy(state.tree)), trace="\n".join(state.trace),
                         changed_lines=tuple(lines), created=tuple(s.created),
                         decisions=tuple(copy.deepcopy(state.decisions)), measurement=self.measurements.get(sid))
 
@@ -271,15 +262,12 @@ class FakeSession:
         return result
 
     def _find_loop(self, tree, name, primitive):
-        matches = [n for n in _walk(tree) if n["kind"] == "loop" and (n["qualified"] == name or n["name"] == name)]
-        exact = [n for n in matches if n["qualified"] == name]
-        if exact:
-            return exact[0]
+        matches = LoopTree(tree).match(name, "loop")  # the Session's own rule
         if len(matches) == 1:
             return matches[0]
         if not matches:
             raise NameResolutionError(f"there is no loop named {name!r}", primitive=primitive,
-                                      candidates=sorted(n["qualified"] for n in _walk(tree) if n["kind"] == "loop"))
+                                      candidates=sorted(n["qualified"] for n in LoopTree(tree).loops()))
         raise NameResolutionError(f"the loop name {name!r} is ambiguous", primitive=primitive,
                                   candidates=[n["qualified"] for n in matches])
 
