@@ -148,8 +148,8 @@ describe("the Compiler view in the explorer", () => {
     expect($(".mlc-compiler")!.hidden).toBe(true);
   }, 30_000);
 
-  it("for CUDA shows kernels with registers and the CUDA source", async () => {
-    const model = await mount({ history: steps, step: { id: 1, parent: 0 } });
+  it("for CUDA shows kernels with registers and the CUDA source, the selected loop marked", async () => {
+    const model = await mount({ history: steps, step: { id: 1, parent: 0 }, selection: { kind: "loop", name: "k" } });
     const sel = $(".mlc-diff-mode") as HTMLSelectElement;
     sel.value = "compiler";
     sel.dispatchEvent(new Event("change"));
@@ -159,10 +159,12 @@ describe("the Compiler view in the explorer", () => {
     target.value = "cuda";
     target.dispatchEvent(new Event("change"));
     expect(model.requests().at(-1)!.params).toEqual({ step: 1, target: "cuda" });
-    model.reply(lowering({ kind: "cuda", asm: "", llvm_ir: "", loops: [], cuda_source: 'extern "C" __global__ void main_kernel() {}', ptx: ".visible .entry main_kernel()", kernels: [{ name: "main_kernel", registers: 12, shared_bytes: 0, spill_stores: 0, spill_loads: 0, vector_loads: 0, scalar_loads: 2, fma: 0 }], verdict: "main_kernel: 12 registers" }));
+    model.reply(lowering({ kind: "cuda", asm: "", llvm_ir: "", loops: [], cuda_source: 'extern "C" __global__ void main_kernel() {\n  for (int k = 0; k < 8; ++k) {\n    A[k] = 0;\n  }\n}', cuda_loop_lines: { k: [2, 3, 4] }, ptx: ".visible .entry main_kernel()", kernels: [{ name: "main_kernel", registers: 12, shared_bytes: 0, spill_stores: 0, spill_loads: 0, vector_loads: 0, scalar_loads: 2, fma: 0 }], verdict: "main_kernel: 12 registers" }));
     await tick();
     expect($(".mlc-compiler-kernel")?.textContent).toContain("12");
     expect($(".mlc-compiler .cm-content")?.textContent).toContain("__global__");
     expect($$(".mlc-compiler-code-item").map((e) => e.textContent)).toEqual(["⚙ CUDA C++", "⚙ PTX"]);
+    expect($(".mlc-compiler")!.dataset.highlighted).toBe("3");
+    expect($$(".mlc-compiler .mlc-asm-hit")[0].textContent).toContain("for (int k = 0");
   }, 30_000);
 });

@@ -89,6 +89,7 @@ export interface LoweringInfo {
   ptxas_report: string;
   loops: LoopFactsInfo[];
   kernels: KernelFactsInfo[];
+  cuda_loop_lines?: Record<string, number[]>; // loop variable -> lines of the CUDA source
   verdict: string;
   problems: string[];
   seconds: number;
@@ -128,6 +129,12 @@ export function codeText(low: LoweringInfo, which: CodeKind): string {
   if (which === "llvm") return low.llvm_ir || "; no LLVM IR (the step did not compile)";
   if (which === "ptx") return low.ptx ?? `// no PTX: ${low.ptx_error ?? "nvcc is not installed"}`;
   return low.cuda_source || "// no CUDA source";
+}
+
+/** The CUDA source lines of a (serial) loop: by its variable, the part after "Y/" of a qualified name. */
+export function cudaLoopLines(low: LoweringInfo, name: string | null): number[] {
+  if (!name) return [];
+  return low.cuda_loop_lines?.[name.split("/").pop() as string] ?? [];
 }
 
 export function widthText(f: LoopFactsInfo): string {
@@ -413,17 +420,18 @@ export class CompilerPanel {
   }
 
   /** Mark the selected loop's instructions: in the assembly (its .loc lines name the script's
-   * lines) and in the LLVM IR (through each instruction's !dbg location). */
+   * lines), in the LLVM IR (through each instruction's !dbg location), in the CUDA source (the
+   * body of the `for` over the loop's variable). */
   private drawHits(scroll: boolean): void {
     const low = this.low;
     const editor = this.editor;
     const code = this.shown.kind === "code" ? this.shown.code : null;
-    if (!low || !editor || (code !== "asm" && code !== "llvm")) {
+    if (!low || !editor || (code !== "asm" && code !== "llvm" && code !== "source")) {
       this.el.dataset.highlighted = "0";
       return;
     }
     const f = loopFacts(low, this.selected);
-    const lines = (code === "asm" ? f?.asm_lines : f?.ir_lines) ?? [];
+    const lines = (code === "source" ? cudaLoopLines(low, this.selected) : code === "asm" ? f?.asm_lines : f?.ir_lines) ?? [];
     editor.dispatch({ effects: setHits.of(lines) });
     this.el.dataset.highlighted = String(lines.length);
     if (scroll && lines.length) {

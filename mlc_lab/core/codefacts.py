@@ -274,6 +274,27 @@ def kernel_facts(ptx: str | None, ptxas_report: str) -> list[KernelFacts]:
     return sorted(kernels.values(), key=lambda k: k.name)
 
 
+_CUDA_FOR = re.compile(r"\bfor \((?:int|long long|int64_t|int32_t) (\w+) = ")
+
+
+def cuda_loop_lines(source: str) -> dict[str, list[int]]:
+    """Lines of the CUDA source (1-based) inside each serial loop, by loop variable: TVM's CUDA
+    code keeps the script's loop names (`for (int k_0 = 0; ...)`); bound loops become threadIdx /
+    blockIdx and have no lines of their own."""
+    lines = source.splitlines()
+    out: dict[str, list[int]] = {}
+    for n, text in enumerate(lines, start=1):
+        m = _CUDA_FOR.search(text)
+        if not m:
+            continue
+        depth, end = text.count("{") - text.count("}"), n
+        while depth > 0 and end < len(lines):  # to the brace that closes the loop's body
+            depth += lines[end].count("{") - lines[end].count("}")
+            end += 1
+        out.setdefault(m.group(1), []).extend(range(n, end + 1))
+    return out
+
+
 # ----------------------------------------------------------------------------------------- loops
 
 

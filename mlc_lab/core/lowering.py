@@ -57,6 +57,7 @@ class Lowering:
     problems: list[str] = field(default_factory=list)
     loops: list[cf.LoopFacts] = field(default_factory=list)
     kernels: list[cf.KernelFacts] = field(default_factory=list)
+    cuda_loop_lines: dict[str, list[int]] = field(default_factory=dict)  # loop variable -> CUDA source lines
     verdict: str = ""
     seconds: float = 0.0  # in the worker, all included
     timings: dict[str, float] = field(default_factory=dict)  # seconds: parse, compile, code_text
@@ -167,6 +168,7 @@ def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | N
         low.verdict = cf.step_verdict(low.loops)
     elif low.kind == "cuda":
         low.kernels = cf.kernel_facts(low.ptx, low.ptxas_report)
+        low.cuda_loop_lines = cf.cuda_loop_lines(low.cuda_source)
         low.verdict = cf.cuda_verdict(low.kernels, low.problems, low.ptx_error)
     if not low.ok:
         failed = [p for p in passes if p.status == "failed"]

@@ -197,3 +197,18 @@ def test_ptxas_and_ptx_give_registers_shared_memory_and_vector_loads():
         "main_kernel", 40, 4096, 8, 4, 4)
     assert (k.vector_loads, k.scalar_stores, k.shared_loads, k.fma, k.barriers) == (1, 1, 1, 1, 1)
     assert "40 registers" in cf.cuda_verdict([k], [], None) and "spills" in cf.cuda_verdict([k], [], None)
+
+
+def test_cuda_loops_are_found_by_their_variable_and_braces():
+    src = "\n".join([
+        'extern "C" __global__ void k(float* A) {',
+        "  for (int k_0 = 0; k_0 < 128; ++k_0) {",
+        "    __syncthreads();",
+        "    for (int ax0 = 0; ax0 < 2; ++ax0) {",
+        "      A[ax0] = 0;",
+        "    }",
+        "    for (int k_1 = 0; k_1 < 8; ++k_1) A[k_1] += 1;",
+        "  }",
+        "}",
+    ])
+    assert cf.cuda_loop_lines(src) == {"k_0": [2, 3, 4, 5, 6, 7, 8], "ax0": [4, 5, 6], "k_1": [7]}

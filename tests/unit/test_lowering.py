@@ -199,6 +199,7 @@ def test_cuda_pass_list_kernels_and_ptx():
     (split,) = low.passes_named("SplitHostDevice")
     assert split.status == "changed"  # the kernels leave the host function here
     assert "__global__" in low.cuda_source
+    assert low.cuda_loop_lines == {}  # every loop of this program is bound to a GPU thread axis
     if shutil.which("nvcc") and shutil.which("ptxas"):
         assert low.ptx and ".entry main_kernel" in low.ptx
         names = sorted(k.name for k in low.kernels)
