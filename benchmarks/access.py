@@ -1,10 +1,18 @@
-"""Timings of the access analysis at every loop level of the course's 1024^3 matmuls; prints JSON.
+"""Timings of the access analysis; prints JSON.
 
-    .venv/bin/python benchmarks/access.py [--repeat 3] [--n 1024]
+    .venv/bin/python benchmarks/access.py [--repeat 3] [--n 1024] [--corpus PATH] [--skip-course]
 
-For each schedule and each loop: the best of ``repeat`` runs of ``footprint`` (all buffers,
-first_touch, counts, thread/block for GPU programs) and, for GPU schedules, of ``gpu_stats``
-(coalescing and bank conflicts of one warp). The enclosing loops are at 0.
+* ``schedules``: every loop level of the course's 1024^3 matmuls (GPU local/shared, CPU tiled),
+  best of ``repeat`` runs of ``footprint`` and, for GPU schedules, of ``gpu_stats``;
+* ``init_case``: every loop level of the 1024^3 matmul split on i, j, k and reordered with its
+  ``T.init()`` kept (nothing decomposed): target under 50 ms at every level;
+* ``corpus`` (with ``--corpus``, a file written by ``benchmarks/access_corpus.py``): the outermost,
+  a middle and the innermost loop of every program: refused (an ``MlcLabError``, a sentence),
+  raw exceptions, the slowest call (target under 1 s). The same runner works on the analysis of
+  earlier commits (``mlc_lab.core.access.footprint(func, loop)``), for before/after tables.
+
+The enclosing loops are at their first value. Footprints are computed as the views ask for them
+(no per-element counts).
 """
 
 from __future__ import annotations
@@ -17,23 +25,26 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
-
-from fixtures import programs_access as P  # noqa: E402
-from mlc_lab.core import access  # noqa: E402
-from mlc_lab.tvm.access_ir import loop_id, lower  # noqa: E402
+if str(ROOT) not in sys.path and not os.environ.get("MLC_LAB_BENCH_KEEP_PATH"):
+    sys.path.insert(0, str(ROOT))
 
 
-def footprint(func, loop):
-    return access.footprint(lower(func), loop_id(func, loop))
+def _analysis():
+    """(footprint(func, loop), gpu_stats(func, loop)) of whichever analysis is importable."""
+    try:
+        from mlc_lab.core import access
+        from mlc_lab.tvm.access_ir import loop_id, lower
+    except ImportError:   # the analysis before the split: one module that took TVM objects
+        from mlc_lab.core.access import footprint as old_fp, gpu_stats as old_gpu
 
-
-def gpu_stats(func, loop):
-    return access.gpu_stats(lower(func), loop_id(func, loop))
+        return old_fp, old_gpu
+    return (lambda f, lp: access.footprint(lower(f), loop_id(f, lp)),
+            lambda f, lp: access.gpu_stats(lower(f), loop_id(f, lp)))
 
 
 def _loops(func):
+    """The function's ``For`` nodes in pre-order (blocks' bodies, not their inits)."""
     import tvm
 
     out = []
@@ -47,6 +58,12 @@ def _loops(func):
                 walk(x)
         elif isinstance(s, tvm.s_tir.SBlockRealize):
             walk(s.block.body)
+        elif isinstance(s, tvm.tirx.IfThenElse):
+            walk(s.then_case)
+            if s.else_case is not None:
+                walk(s.else_case)
+        elif isinstance(getattr(s, "body", None), tvm.tirx.Stmt):
+            walk(s.body)
 
     walk(func.body)
     return out
@@ -61,33 +78,88 @@ def _best(fn, repeat):
     return best * 1000
 
 
+def every_level(func, repeat, gpu=False):
+    footprint, gpu_stats = _analysis()
+    footprint(func, _loops(func)[0])          # warm up (the lowered program is cached)
+    rows = []
+    for i, loop in enumerate(_loops(func)):
+        row = {"loop": f"{i}:{loop.loop_var.name}",
+               "footprint_ms": round(_best(lambda: footprint(func, loop), repeat), 1)}
+        if gpu:
+            row["gpu_stats_ms"] = round(_best(lambda: gpu_stats(func, loop), repeat), 1)
+        rows.append(row)
+    return rows
+
+
+def corpus_table(path, log=None) -> dict:
+    """Refusals, raw exceptions and the slowest call over outermost/middle/innermost loops."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from access_corpus import load
+
+    from mlc_lab.errors import MlcLabError
+
+    footprint, _ = _analysis()
+    calls = refused = raw = 0
+    slowest, slowest_at, reasons, raws = 0.0, None, {}, {}
+    for name, func in load(path):
+        loops = _loops(func)
+        picks = sorted({0, len(loops) // 2, len(loops) - 1}) if loops else []
+        for k in picks:
+            calls += 1
+            t = time.perf_counter()
+            try:
+                footprint(func, loops[k])
+            except MemoryError as exc:
+                raw += 1
+                raws[f"MemoryError: {exc}"[:100]] = raws.get(f"MemoryError: {exc}"[:100], 0) + 1
+            except Exception as exc:  # noqa: BLE001 - classified, that is the point
+                first = (str(exc).splitlines() or [""])[0]
+                if isinstance(exc, MlcLabError) or type(exc).__name__ == "AccessAnalysisError":
+                    refused += 1
+                    key = " ".join(first.split()[:8])
+                    reasons[key] = reasons.get(key, 0) + 1
+                else:
+                    raw += 1
+                    key = f"{type(exc).__name__}: {first[:80]}"
+                    raws[key] = raws.get(key, 0) + 1
+            took = time.perf_counter() - t
+            if took > slowest:
+                slowest, slowest_at = took, f"{name} loop {loops[k].loop_var.name}"
+            if log:
+                log(f"{name} {loops[k].loop_var.name}: {took * 1000:.0f} ms")
+    return {"calls": calls, "refused": refused, "refused_rate": round(refused / max(1, calls), 4),
+            "raw_exceptions": raw, "slowest_ms": round(slowest * 1000, 1), "slowest_at": slowest_at,
+            "refusals": dict(sorted(reasons.items(), key=lambda kv: -kv[1])), "raw": raws}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--n", type=int, default=1024)
+    ap.add_argument("--corpus", default=None, help="a corpus file from benchmarks/access_corpus.py")
+    ap.add_argument("--skip-course", action="store_true", help="only the corpus")
+    ap.add_argument("--mem-limit-gb", type=float, default=None, help="address-space limit (old analyses)")
     args = ap.parse_args(argv)
-    n = args.n
-    schedules = {
-        "gpu_shared (6.5)": (P.sched_gpu_shared(n), True),
-        "gpu_local (6.4)": (P.sched_gpu_local(n), True),
-        "cpu_tiled": (P.sched_cpu_tiled(n), False),
-    }
-    report = {"n": n, "repeat": args.repeat, "cpus": os.cpu_count(),
-              "loadavg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None, "schedules": {}}
-    worst = 0.0
-    for name, (sch, gpu) in schedules.items():
-        func = sch.mod["main"]
-        rows = []
-        footprint(func, _loops(func)[0])          # warm up (the program model is cached)
-        for i, loop in enumerate(_loops(func)):
-            row = {"loop": f"{i}:{loop.loop_var.name}",
-                   "footprint_ms": round(_best(lambda: footprint(func, loop), args.repeat), 1)}
-            worst = max(worst, row["footprint_ms"])
-            if gpu:
-                row["gpu_stats_ms"] = round(_best(lambda: gpu_stats(func, loop), args.repeat), 1)
-            rows.append(row)
-        report["schedules"][name] = rows
-    report["worst_footprint_ms"] = worst
+    if args.mem_limit_gb:
+        import resource
+
+        lim = int(args.mem_limit_gb * (1 << 30))
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+    report = {"n": args.n, "repeat": args.repeat, "cpus": os.cpu_count(),
+              "loadavg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
+    if not args.skip_course:
+        from fixtures import programs_access as P
+
+        n = args.n
+        schedules = {"gpu_shared (6.5)": (P.sched_gpu_shared(n), True), "gpu_local (6.4)": (P.sched_gpu_local(n), True),
+                     "cpu_tiled": (P.sched_cpu_tiled(n), False)}
+        report["schedules"] = {name: every_level(sch.mod["main"], args.repeat, gpu)
+                               for name, (sch, gpu) in schedules.items()}
+        report["worst_footprint_ms"] = max(r["footprint_ms"] for rows in report["schedules"].values() for r in rows)
+        rows = every_level(P.sched_matmul_init(n).mod["main"], args.repeat)
+        report["init_case"] = {"rows": rows, "worst_ms": max(r["footprint_ms"] for r in rows)}
+    if args.corpus:
+        report["corpus"] = corpus_table(args.corpus)
     print(json.dumps(report, indent=1))
 
 

@@ -150,6 +150,9 @@ class BufferAccumulator:
             # the common case: build steps (and threads) directly in the view's memory order
             perm = sorted(range(ndim), key=lambda i: -abs(flat[i]))
             pshape = tuple(shape[i] for i in perm)
+            if self.fresh:      # nothing there yet: write steps and ids straight into the views
+                self._fill_fresh(base, pshape, [flat[i] for i in perm], g, perm)
+                return
             evm = g.outer(g.ev_aff, perm)
             who = None if g.who_aff is None else tuple(g.outer(a, perm) for a in g.who_aff)
             self._strided(base, pshape, [flat[i] for i in perm], evm, g.mult, True, g, who)
@@ -207,6 +210,22 @@ class BufferAccumulator:
     @staticmethod
     def _bits(g: Grid) -> int:
         return (READ if g.n_reads else 0) | (WRITE if g.n_writes else 0)
+
+    def _fill_fresh(self, base, kshape, kflat, g, perm) -> None:
+        def view(arr):
+            return as_strided(arr[base:], shape=kshape, strides=[s * arr.itemsize for s in kflat], writeable=True)
+
+        g.fill(g.ev_aff, perm, view(self.first))
+        if g.who_aff is not None:
+            g.fill(g.who_aff[0], perm, view(self.who[0]))
+            g.fill(g.who_aff[1], perm, view(self.who[1]))
+        if self.count is not None:
+            view(self.count)[...] = g.mult * (g.n_reads + g.n_writes)
+        view(self.kinds)[...] = self._bits(g)
+        self.fresh = False
+        total = g.mult * math.prod(kshape)
+        self.n_reads += g.n_reads * total
+        self.n_writes += g.n_writes * total
 
     def _strided(self, base, kshape, kflat, evm, cnt, anym, g, who):
         def view(arr):

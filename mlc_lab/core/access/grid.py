@@ -50,6 +50,21 @@ class Grid:
                 out = out + axis(self.shape[i], j, nd, self.dtype) * self.dtype(w[i])
         return np.broadcast_to(out, tuple(self.shape[i] for i in order))
 
+    def fill(self, aff, order, out) -> None:
+        """Write an affine function of the axes (in ``order``) into ``out`` in one pass: the sum
+        over every axis but the last is built small, the last add broadcasts into ``out``."""
+        c, w = aff
+        nd = len(order)
+        if nd == 0:
+            out[...] = c
+            return
+        part = self.dtype(c)
+        for j, i in enumerate(order[:-1]):
+            if w[i]:
+                part = part + axis(self.shape[i], j, nd, self.dtype) * self.dtype(w[i])
+        last = order[-1]
+        np.add(part, axis(self.shape[last], nd - 1, nd, self.dtype) * self.dtype(w[last]), out=out)
+
     @property
     def ev(self):
         return self.outer(self.ev_aff)
