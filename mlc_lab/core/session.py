@@ -7,6 +7,7 @@ every click goes through the same methods a user calls from Python.
 from __future__ import annotations
 
 import copy
+import contextlib
 import json
 import logging
 from dataclasses import dataclass, field
@@ -475,17 +476,20 @@ class Session:
 
     # --- analysis and measurement ---------------------------------------------------------------
     def footprint(self, loop: str, at: dict[str, int] | None = None, step: int | None = None, *,
-                  counts: bool = False, shape_vars: dict[str, int] | None = None) -> Any:
+                  counts: bool = False, shape_vars: dict[str, int] | None = None,
+                  sweep_threads: bool = False) -> Any:
         """Which elements of every buffer the iterations of ``loop`` touch, with the enclosing loops
         fixed at ``at`` (names as in the script, ``Y/i`` included; missing ones are at their first
-        value). ``shape_vars`` gives values to symbolic shapes. Returns a
+        value). ``shape_vars`` gives values to symbolic shapes; ``sweep_threads`` runs the enclosing
+        ``threadIdx`` loops over every thread (``Footprint.thread`` then colours by thread). Returns a
         ``mlc_lab.core.access.LoopFootprint`` (a dict of ``Footprint`` by buffer name)."""
         from mlc_lab.core import access
         from mlc_lab.tvm import access_ir
 
         func, node, at_ids = self._access_query(loop, at, step)
-        return access.footprint(access_ir.lower(func), access_ir.loop_id(func, node), at_ids,
-                                counts=counts, shape_vars=shape_vars)
+        with _analysis_errors(loop):
+            return access.footprint(access_ir.lower(func), access_ir.loop_id(func, node), at_ids,
+                                    counts=counts, shape_vars=shape_vars, sweep_threads=sweep_threads)
 
     def gpu_stats(self, loop: str, at: dict[str, int] | None = None, warp: int | None = None,
                   block: dict | None = None, step: int | None = None, *,
@@ -495,8 +499,9 @@ class Session:
         from mlc_lab.tvm import access_ir
 
         func, node, at_ids = self._access_query(loop, at, step)
-        return access.gpu_stats(access_ir.lower(func), access_ir.loop_id(func, node), at_ids,
-                                warp=warp, block=block, shape_vars=shape_vars)
+        with _analysis_errors(loop):
+            return access.gpu_stats(access_ir.lower(func), access_ir.loop_id(func, node), at_ids,
+                                    warp=warp, block=block, shape_vars=shape_vars)
 
     def _access_query(self, loop: str, at: dict | None, step: int | None) -> tuple[Any, Any, dict]:
         state = self._state if step is None else self._state_of(step)
@@ -611,6 +616,23 @@ def _has_sampled(value: Any) -> bool:
     if isinstance(value, dict):
         return any(_has_sampled(v) for v in value.values())
     return False
+
+
+@contextlib.contextmanager
+def _analysis_errors(loop: str):
+    """A failure inside the analysis that it did not put in words is still an MlcLabError."""
+    from mlc_lab.errors import AccessAnalysisError
+
+    try:
+        yield
+    except MlcLabError:
+        raise
+    except MemoryError:
+        raise AccessAnalysisError(f"the access analysis of loop {loop} ran out of memory; pick an inner loop") from None
+    except Exception as exc:  # noqa: BLE001 - an unexpected failure: say where, keep TVM's/numpy's text
+        raise AccessAnalysisError(
+            f"the access analysis of loop {loop} failed on a construct it does not handle "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from exc
 
 
 def _plain_at(state: Any, func: Any, at: dict[str, int] | None) -> dict[int, int] | None:

@@ -79,11 +79,13 @@ class _Lowering:
         self._buf_names[k] = name
         return name
 
-    def size(self, e):
-        """An extent or shape: an int, or an expression over symbolic shapes."""
+    def size(self, e, env: dict | None = None):
+        """An extent or shape: an int, or an expression (over symbolic shapes, or over enclosing
+        loops for a loop whose range depends on them)."""
         if isinstance(e, tirx.IntImm):
             return int(e)
-        return self.expr(e, {})
+        out = self.expr(e, env or {})
+        return out.value if isinstance(out, Const) else out
 
     def shape_var(self, v) -> Var:
         k = _key(v)
@@ -189,7 +191,7 @@ class _Lowering:
                 idx, loops = [], list(inner)
                 for d, rng in enumerate(region.region):
                     lo = self.expr(rng.min, env)
-                    ext = self.size(rng.extent) if isinstance(rng.extent, tirx.IntImm) else self.expr(rng.extent, env)
+                    ext = self.size(rng.extent, env)
                     if isinstance(ext, int) and ext == 1:
                         idx.append(lo)
                         continue
@@ -207,9 +209,9 @@ class _Lowering:
             self.node_ids[_key(node)] = lp.id
         return lp
 
-    def for_loop(self, stmt, role) -> Loop:
+    def for_loop(self, stmt, role, env: dict) -> Loop:
         tag = str(stmt.thread_binding.thread_tag) if stmt.thread_binding is not None else None
-        return self.new_loop(str(stmt.loop_var.name), self.size(stmt.min), self.size(stmt.extent),
+        return self.new_loop(str(stmt.loop_var.name), self.size(stmt.min, env), self.size(stmt.extent, env),
                              _KINDS.get(int(stmt.kind), "serial"), tag, role, stmt)
 
     def block_env(self, realize, env, guards):
@@ -229,7 +231,7 @@ class _Lowering:
 
     def walk(self, stmt, guards, env, block):
         if isinstance(stmt, tirx.For):
-            lp = self.for_loop(stmt, "loop")
+            lp = self.for_loop(stmt, "loop", env)
             inner = dict(env)
             inner[_key(stmt.loop_var)] = lp.var
             lp.body = self.walk(stmt.body, guards, inner, block)
@@ -279,7 +281,7 @@ class _Lowering:
     def collect(self, stmt, env, guards, inner, block, label) -> list:
         """Accesses of a subtree that runs within one step (a T.init()), loops as inner loops."""
         if isinstance(stmt, tirx.For):
-            lp = self.for_loop(stmt, "inner")
+            lp = self.for_loop(stmt, "inner", env)
             benv = dict(env)
             benv[_key(stmt.loop_var)] = lp.var
             return self.collect(stmt.body, benv, guards, inner + (lp,), block, label)

@@ -208,7 +208,7 @@ def test_bad_at_values_are_plain_sentences():
 
 # --- GPU: aliased thread loops, who ---------------------------------------------------------------
 
-def test_gpu_thread_aliases_and_who():
+def staged_copy():
     """A staged copy: threads fetch A into shared, then each thread reads its neighbours."""
     b = Builder()
     b.buf("A", 64)
@@ -225,7 +225,11 @@ def test_gpu_thread_aliases_and_who():
                              W("B", op("add", op("mul", bx.var, 16), tx.var))]))
     tx.body = Seq([fetch, use])
     bx.body = tx
-    prog = b.program(bx)
+    return b.program(bx)
+
+
+def test_gpu_thread_aliases_and_who():
+    prog = staged_copy()
     every_loop(prog, random.Random(4))
     fp = footprint(prog, "tx", {"bx": 1})
     assert fp.gpu and fp.launch == {"blockIdx.x": 4, "threadIdx.x": 16}
@@ -234,6 +238,28 @@ def test_gpu_thread_aliases_and_who():
     stats = gpu_stats(prog, "tx", {"bx": 1})
     glob = [a for a in stats.accesses if a.buffer == "A"][0]
     assert glob.lanes == 16 and glob.sectors_per_request == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize("loop", ["f0", "r"])
+def test_sweeping_the_thread_loop_colours_by_thread(loop):
+    """With sweep_threads, the loops under tx run for every thread, thread after thread: the union
+    of the per-thread footprints, each element naming the first thread that touches it."""
+    prog = staged_copy()
+    L = prog.loop(loop)
+    got = footprint(prog, loop, {"bx": 2}, sweep_threads=True, counts=True)
+    per = [PlainOracle(prog).run(L, {"bx": 2, "tx": t}) for t in range(16)]
+    steps = footprint(prog, loop, {"bx": 2, "tx": 0}).total_steps
+    assert got.total_steps == 16 * steps and "tx" not in got.at
+    for name in ("A", "S", "B"):
+        first = np.full(prog.buffers[name].shape, -1)
+        thread = np.full(prog.buffers[name].shape, -1)
+        for t in reversed(range(16)):
+            hit = per[t][name]["first_touch"] >= 0
+            first[hit] = per[t][name]["first_touch"][hit] + t * steps
+            thread[hit] = t
+        np.testing.assert_array_equal(got[name].first_touch, first, err_msg=name)
+        np.testing.assert_array_equal(got[name].thread, thread, err_msg=name)
+        np.testing.assert_array_equal(got[name].count, sum(p[name]["count"] for p in per), err_msg=name)
 
 
 # --- the result carries what the views show ---------------------------------------------------------
@@ -314,3 +340,13 @@ def programs(draw):
 @given(programs(), st.integers(0, 10**6))
 def test_random_programs_match_the_interpreter(prog, seed):
     every_loop(prog, random.Random(seed))
+
+
+def test_a_loop_whose_range_depends_on_another_is_refused_in_words():
+    b = Builder()
+    b.buf("A", 8, 8)
+    i = b.loop("i", 8)
+    j = b.loop("j", op("add", i.var, 1))       # a triangular nest
+    prog = b.program(nest(i, j, body=Leaf([W("A", i.var, j.var)])))
+    with pytest.raises(AccessAnalysisError, match="loop j has a range that depends on i"):
+        footprint(prog, "i")

@@ -43,18 +43,20 @@ def groups(q: Query) -> list:
 
 
 def footprint(program: AccessProgram, loop, at: dict | None = None, *, counts: bool = False,
-              shape_vars: dict | None = None, budget: Budget | None = None) -> LoopFootprint:
+              shape_vars: dict | None = None, budget: Budget | None = None,
+              sweep_threads: bool = False) -> LoopFootprint:
     """Footprint of every buffer over the iterations of ``loop`` (a loop id, name or Loop).
 
     ``at`` gives values to the loops that enclose ``loop`` (by id, name or Loop; missing ones are at
     their first value). ``counts=True`` adds per-element access counts. ``shape_vars`` gives values
-    to symbolic shapes. Raises :class:`AccessAnalysisError` with a sentence a person can act on.
+    to symbolic shapes. ``sweep_threads=True`` runs the enclosing ``threadIdx`` loops over their whole
+    range (thread after thread): ``Footprint.thread`` then colours the loop's footprint by thread. Raises :class:`AccessAnalysisError` with a sentence a person can act on.
     """
     index = index_of(program, shape_vars)
     prog = index.prog
-    q = Query(index, prog.loop(loop if not hasattr(loop, "id") else loop.id), at)
+    q = Query(index, prog.loop(loop if not hasattr(loop, "id") else loop.id), at, sweep_threads)
     budget = budget or Budget()
-    steps = index.count(q.L)
+    steps = q.total_steps
     gs = groups(q)
     per_step = max([1] + [len(leaf.accesses) for leaf in q.leaves])
     dt = np.int32 if steps * per_step < np.iinfo(np.int32).max - 1 else np.int64
@@ -80,7 +82,8 @@ def footprint(program: AccessProgram, loop, at: dict | None = None, *, counts: b
                               itemsize=info.itemsize, origin=origin, box=box, n_reads=nr, n_writes=nw,
                               strides=per_buf_strides.get(name, {}), gpu=bool(launch), counted=counts)
     return LoopFootprint(out, loop=q.L.name, steps=steps,
-                         at={lp.name: q.fixed[lp.id] for lp in q.enclosing}, launch=launch, accesses=per_access)
+                         at={lp.name: q.fixed[lp.id] for lp in q.enclosing if lp.id in q.fixed}, launch=launch,
+                         accesses=per_access)
 
 
 def _symbolic_value(q: Query):

@@ -12,11 +12,34 @@ of CUDA). Loops of role ``"inner"`` run within one step (weight 0).
 
 from __future__ import annotations
 
-from mlc_lab.core.access.program import AccessProgram, Leaf, Loop, Seq
+from mlc_lab.core.access.program import AccessProgram, Const, Leaf, Loop, Op, Seq, Var
 from mlc_lab.errors import AccessAnalysisError
 
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+
+
+def _constant(lp: Loop, what: str) -> int:
+    value = getattr(lp, what)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, Const):
+        return value.value
+    names = sorted({v.name for v in _vars(value)})
+    raise AccessAnalysisError(
+        f"loop {lp.name} has a range that depends on {', '.join(names) or 'a value'} (its {what} is {value}); "
+        f"only loops with constant ranges can be analysed")
+
+
+def _vars(e) -> list:
+    out, stack = [], [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Var):
+            out.append(x)
+        elif isinstance(x, Op):
+            stack.extend(x.args)
+    return out
 
 
 class ProgramIndex:
@@ -30,7 +53,9 @@ class ProgramIndex:
         self.chain: dict[int, tuple] = {}          # id(access) -> loops it runs under (ids)
         self.leaf_of: dict[int, Leaf] = {}         # id(access) -> its leaf
         self.counts: dict[int, int] = {}           # id(node) -> steps
-        self.extents = {lp.id: int(lp.extent) for lp in prog.loops}
+        self.extents = {lp.id: _constant(lp, "extent") for lp in prog.loops}
+        for lp in prog.loops:
+            _constant(lp, "min")
         self._walk(prog.root, ())
         self._count(prog.root)
 
@@ -94,9 +119,14 @@ class ProgramIndex:
 
 
 class Query:
-    """Loop ``L`` over its range, the loops enclosing it fixed (``at``: id or name -> value)."""
+    """Loop ``L`` over its range, the loops enclosing it fixed (``at``: id or name -> value).
 
-    def __init__(self, index: ProgramIndex, L: Loop, at: dict | None):
+    With ``sweep_threads``, the enclosing loops bound to ``threadIdx`` run over their whole range
+    instead (thread after thread, x fastest): what the whole thread block does at this point of
+    the program, for a per-thread colouring of the loop's footprint.
+    """
+
+    def __init__(self, index: ProgramIndex, L: Loop, at: dict | None, sweep_threads: bool = False):
         if L.role != "loop":
             raise AccessAnalysisError(
                 f"loop {L.name} runs inside a T.init() or a tensorized block; pick a loop that encloses the block")
@@ -110,6 +140,23 @@ class Query:
         self.leaf_offset: dict[int, int] = {}      # id(leaf) -> first step
         self.leaves: list[Leaf] = []
         self._layout(L, 0)
+        self.total_steps = index.count(L)
+        if sweep_threads:
+            self._sweep()
+
+    def _sweep(self) -> None:
+        swept = [lp for lp in self.enclosing if lp.tag in THREAD_TAGS and lp.id not in self.index.alias]
+        # x fastest: threadIdx.x innermost in the step order, whatever the nesting of the loops
+        swept.sort(key=lambda lp: -THREAD_TAGS.index(lp.tag))
+        for lp in self.enclosing:
+            if self.index.resolve(lp.id) in swept:
+                self.fixed.pop(lp.id, None)
+        w = self.total_steps
+        for lp in reversed(swept):
+            self.weights[lp.id] = w
+            self.inside[lp.id] = lp
+            w *= self.index.extents[lp.id]
+        self.total_steps = w
 
     def _fix(self, at: dict) -> None:
         chain = self.enclosing
