@@ -19,14 +19,14 @@ THREADS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 BLOCKS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 
 
-def _steps(node, tags) -> int:
+def _steps(node, tags, bound) -> int:
     if isinstance(node, Leaf):
         return 1
     if isinstance(node, Loop):
         if node.tag is not None and node.tag in tags:
-            return _steps(node.body, tags)
-        return int(node.extent) * _steps(node.body, {**tags, node.tag: 0} if node.tag else tags)
-    return sum(_steps(c, tags) for c in node.children)
+            return _steps(node.body, tags, bound)
+        return bound[node.id] * _steps(node.body, {**tags, node.tag: 0} if node.tag else tags, bound)
+    return sum(_steps(c, tags, bound) for c in node.children)
 
 
 def _path(node, target, chain=()):
@@ -43,8 +43,14 @@ def _path(node, target, chain=()):
 
 
 class PlainOracle:
+    """A loop whose extent depends on enclosing loops runs to its largest extent (taken from the
+    analysis's own bound, which only numbers the steps), iterations past the real extent skipped."""
+
     def __init__(self, prog):
+        from mlc_lab.core.access.space import ProgramIndex
+
         self.prog = prog
+        self.bound = ProgramIndex(prog).extents
         self.dims = {}
         for lp in prog.loops:
             if lp.tag and lp.role == "loop":
@@ -101,10 +107,14 @@ class PlainOracle:
             if tags[node.tag] < int(node.extent):
                 self._node(node.body, {**env, node.id: tags[node.tag]}, tags)
             else:
-                self.step += _steps(node.body, tags)
+                self.step += _steps(node.body, tags, self.bound)
         else:
-            for v in range(int(node.min), int(node.min) + int(node.extent)):
+            real = int(evaluate(node.extent, env)) if not isinstance(node.extent, int) else node.extent
+            for v in range(int(node.min), int(node.min) + self.bound[node.id]):
                 inner_tags = {**tags, node.tag: v} if node.tag else tags
+                if v - int(node.min) >= real:
+                    self.step += _steps(node.body, inner_tags, self.bound)
+                    continue
                 self._node(node.body, {**env, node.id: v}, inner_tags)
 
     def _access(self, acc, env, tags):

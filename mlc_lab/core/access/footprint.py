@@ -31,7 +31,7 @@ def groups(q: Query) -> list:
         for acc in leaf.accesses:
             if q.L.id in acc.body_loops:
                 continue
-            key = (acc.buffer, acc.label, tuple(str(i) for i in acc.indices), tuple(str(g) for g in acc.guards),
+            key = (acc.buffer, acc.label, tuple(str(i) for i in acc.indices), tuple(str(g) for g in q.index.guards[id(acc)]),
                    q.chain(acc))
             if key in seen:
                 seen[key][1 if acc.kind == "read" else 2] += 1

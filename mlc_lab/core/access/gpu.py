@@ -103,7 +103,7 @@ def _addresses(q, acc, plan, fixed, lane_vals, nl):
         if t.id != lid and t.id in env:
             env[lid] = env[t.id]
     active = np.ones((1,) * (ndim + 1), dtype=bool)
-    for g in acc.guards:
+    for g in q.index.guards[id(acc)]:
         active = active & np.asarray(evaluate(g, env), dtype=bool)
     for lid in q.chain(acc):
         t = q.resolve(lid)

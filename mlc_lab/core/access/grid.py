@@ -166,7 +166,7 @@ class _Plan:
                 self.full |= vars_.loops_of(ix)
         self.dead = False
         self.preds, pins = [], []
-        for g in acc.guards:
+        for g in q.index.guards[id(acc)]:
             p = _pin(self.dec, g)
             if p is None:
                 self.preds.append(g)

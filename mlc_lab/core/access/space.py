@@ -8,6 +8,11 @@ Steps: each execution of a leaf is one step; the step of an iteration is a mixed
 the loop indices (``weights``: steps per iteration of each loop). A loop bound to a thread tag
 that an enclosing loop already binds does not iterate (its *alias* does: the per-thread program
 of CUDA). Loops of role ``"inner"`` run within one step (weight 0).
+
+A loop whose extent depends on enclosing loops (``compute_at`` of a non-divisible tile writes
+``range(k % 2 * 3 + 12)``) runs over the largest extent it can take (interval arithmetic over the
+enclosing ranges), the iterations past its real extent guarded off; like a predicated-off
+iteration they still count as steps.
 """
 
 from __future__ import annotations
@@ -19,16 +24,55 @@ THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 
 
-def _constant(lp: Loop, what: str) -> int:
+def _constant(lp: Loop, what: str) -> int | None:
     value = getattr(lp, what)
     if isinstance(value, int):
         return value
     if isinstance(value, Const):
         return value.value
+    return None
+
+
+def _refuse_range(lp: Loop, what: str, why: str = ""):
+    value = getattr(lp, what)
     names = sorted({v.name for v in _vars(value)})
     raise AccessAnalysisError(
-        f"loop {lp.name} has a range that depends on {', '.join(names) or 'a value'} (its {what} is {value}); "
-        f"only loops with constant ranges can be analysed")
+        f"loop {lp.name} has a range that depends on {', '.join(names) or 'a value'} (its {what} is {value}){why}; "
+        f"only loops with constant starts and bounded extents can be analysed")
+
+
+def interval(e, ranges: dict) -> tuple[int, int]:
+    """Bounds [lo, hi] of an integer expression, loop variables within ``ranges`` (id -> (lo, hi))."""
+    if isinstance(e, int):
+        return e, e
+    if isinstance(e, Const):
+        return e.value, e.value
+    if isinstance(e, Var):
+        if e.id not in ranges:
+            raise KeyError(e.name)
+        return ranges[e.id]
+    if not isinstance(e, Op):
+        raise KeyError(str(e))
+    if e.op == "select":
+        (a, b), (c, d) = interval(e.args[1], ranges), interval(e.args[2], ranges)
+        return min(a, c), max(b, d)
+    (a, b), (c, d) = interval(e.args[0], ranges), interval(e.args[1], ranges)
+    if e.op == "add":
+        return a + c, b + d
+    if e.op == "sub":
+        return a - d, b - c
+    if e.op == "mul":
+        p = (a * c, a * d, b * c, b * d)
+        return min(p), max(p)
+    if e.op == "min":
+        return min(a, c), min(b, d)
+    if e.op == "max":
+        return max(a, c), max(b, d)
+    if e.op in ("floordiv", "floormod") and c == d and c > 0:
+        if e.op == "floordiv":
+            return a // c, b // c
+        return (a % c, b % c) if a // c == b // c else (0, c - 1)
+    raise KeyError(e.op)
 
 
 def _vars(e) -> list:
@@ -53,14 +97,31 @@ class ProgramIndex:
         self.chain: dict[int, tuple] = {}          # id(access) -> loops it runs under (ids)
         self.leaf_of: dict[int, Leaf] = {}         # id(access) -> its leaf
         self.counts: dict[int, int] = {}           # id(node) -> steps
-        self.extents = {lp.id: _constant(lp, "extent") for lp in prog.loops}
-        for lp in prog.loops:
-            _constant(lp, "min")
-        self._walk(prog.root, ())
+        self.guards: dict[int, tuple] = {}          # id(access) -> its guards and those of variable extents
+        self.extents: dict[int, int] = {}
+        self._ranges: dict[int, tuple] = {}
+        self._walk(prog.root, (), ())
         self._count(prog.root)
 
-    def _walk(self, node, chain: tuple) -> None:
+    def _extent(self, lp: Loop, range_guards: tuple) -> tuple:
+        """Record the loop's (largest) extent; the guard of a variable extent joins ``range_guards``."""
+        lo = _constant(lp, "min")
+        if lo is None:
+            _refuse_range(lp, "min")
+        ext = _constant(lp, "extent")
+        if ext is None:
+            try:
+                ext = max(0, interval(lp.extent, self._ranges)[1])
+            except KeyError:
+                _refuse_range(lp, "extent", ", which cannot be bounded")
+            range_guards = range_guards + (Op("lt", (Op("sub", (lp.var, Const(lo))), lp.extent)),)
+        self.extents[lp.id] = ext
+        self._ranges[lp.id] = (lo, lo + max(ext, 1) - 1)
+        return range_guards
+
+    def _walk(self, node, chain: tuple, range_guards: tuple) -> None:
         if isinstance(node, Loop):
+            range_guards = self._extent(node, range_guards)
             self.parent[node.id] = chain[-1] if chain else None
             if node.tag is not None:
                 for outer in reversed(chain):
@@ -68,16 +129,19 @@ class ProgramIndex:
                     if lp.tag == node.tag and outer not in self.alias:
                         self.alias[node.id] = outer
                         break
-            self._walk(node.body, chain + (node.id,))
+            self._walk(node.body, chain + (node.id,), range_guards)
         elif isinstance(node, Seq):
             for c in node.children:
-                self._walk(c, chain)
+                self._walk(c, chain, range_guards)
         elif isinstance(node, Leaf):
             for acc in node.accesses:
-                self.chain[id(acc)] = chain + tuple(lp.id for lp in acc.inner)
-                self.leaf_of[id(acc)] = node
+                guards = range_guards
                 for lp in acc.inner:
+                    guards = self._extent(lp, guards)
                     self.parent.setdefault(lp.id, chain[-1] if chain else None)
+                self.chain[id(acc)] = chain + tuple(lp.id for lp in acc.inner)
+                self.guards[id(acc)] = tuple(acc.guards) + guards
+                self.leaf_of[id(acc)] = node
 
     def trips(self, lp: Loop) -> int:
         return 1 if lp.id in self.alias else self.extents[lp.id]
