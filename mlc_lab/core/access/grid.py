@@ -165,12 +165,16 @@ class _Plan:
                 self.dims_aff.append(None)
                 self.full |= vars_.loops_of(ix)
         self.dead = False
-        self.preds, pins = [], []
+        self.preds, pins, self.guard_terms = [], [], []
         for g in q.index.guards[id(acc)]:
             p = _pin(self.dec, g)
             if p is None:
                 self.preds.append(g)
-                self.full |= vars_.loops_of(g)
+                terms = self._guard_terms(g)
+                if terms is None:
+                    self.full |= vars_.loops_of(g)
+                else:       # an affine comparison: only the digits it reads are enumerated
+                    self.guard_terms += terms
             elif p[1]:
                 self.dead = True
             elif p[0]:
@@ -178,6 +182,25 @@ class _Plan:
         self.bounds = self._alias_bounds()
         self.pinned = self._refine_all(pins, ext)
         self._axes(lanes, ext)
+
+    def _guard_terms(self, g) -> list | None:
+        """Digits a boolean combination of affine comparisons reads (None: not of that form)."""
+        if not isinstance(g, Op):
+            return None
+        if g.op in ("and", "or", "not"):
+            out = []
+            for a in g.args:
+                t = self._guard_terms(a)
+                if t is None:
+                    return None
+                out += t
+            return out
+        if g.op not in ("lt", "le", "gt", "ge", "eq", "ne"):
+            return None
+        try:
+            return list(self.dec.lin(g.args[0]).terms) + list(self.dec.lin(g.args[1]).terms)
+        except NonAffine:
+            return None
 
     def _alias_bounds(self) -> list:
         """Aliased inner loops narrower than their thread: an implicit bound on the thread."""
@@ -199,7 +222,7 @@ class _Plan:
             pin_loops = {d.loop for _, ds in pins for d in ds}
             marks = {lp.id: set() for lp in self.loops}
             terms = [d for aff in self.dims_aff if aff is not None for d in aff.terms]
-            terms += [d for _, ds in pins for d in ds]
+            terms += [d for _, ds in pins for d in ds] + self.guard_terms
             for d in terms:
                 marks[d.loop].update((d.place,) if d.size is None else (d.place, d.place * d.size))
             self.refined, bad = {}, set()
@@ -233,7 +256,8 @@ class _Plan:
                                       or t.place * t.size >= ext[t.loop])
 
     def _used(self, lp, dg: Digit) -> bool:
-        return any(t.loop == lp.id and _covers(t, dg) for aff in self.dims_aff if aff is not None for t in aff.terms)
+        terms = [t for aff in self.dims_aff if aff is not None for t in aff.terms] + self.guard_terms
+        return any(t.loop == lp.id and _covers(t, dg) for t in terms)
 
     def _axes(self, lanes: frozenset, ext: dict) -> None:
         self.axes, self.mult = [], 1
