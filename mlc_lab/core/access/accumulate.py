@@ -18,6 +18,7 @@ from mlc_lab.core.access.grid import Grid, axis
 from mlc_lab.errors import AccessAnalysisError
 
 READ, WRITE = 1, 2
+SLICE_LOOP_LIMIT = 4096     # overlapping maps: at most this many strided updates instead of a scatter
 
 
 def take_first(ev, who, axes):
@@ -166,22 +167,61 @@ class BufferAccumulator:
         if injective(kshape, kflat):
             self._strided(base, kshape, kflat, evm, cnt, anym, g, who)
             return
+        if self._in_slices(base, kshape, kflat, evm, cnt, anym, g, who):
+            return
         offs = np.int64(base)
         for j, i in enumerate(keep):
             offs = offs + axis(shape[i], j, len(keep)) * kflat[j]
         self._scatter(np.broadcast_to(offs, kshape), evm, cnt, anym, g, who)
 
+    def _in_slices(self, base, kshape, kflat, evm, cnt, anym, g, who) -> bool:
+        """An overlapping affine map (``A[2*h + rh]``) as a few injective strided updates: the axes
+        that break injectivity are looped over in Python when they have few values together."""
+        best = None
+        for order in (sorted(range(len(kshape)), key=lambda i: abs(kflat[i])),
+                      sorted(range(len(kshape)), key=lambda i: -kshape[i])):
+            inj: list[int] = []
+            rest: list[int] = []
+            for i in order:
+                trial = inj + [i]
+                (inj if injective([kshape[j] for j in trial], [kflat[j] for j in trial]) else rest).append(i)
+            n = math.prod(kshape[i] for i in rest)
+            if best is None or n < best[0]:
+                best = (n, inj, rest)
+        n_rest, inj, rest = best
+        if not rest or n_rest > SLICE_LOOP_LIMIT or n_rest * 4 > math.prod(kshape):
+            return False
+        inj.sort()
+        sshape, sflat = tuple(kshape[i] for i in inj), [kflat[i] for i in inj]
+
+        def part(arr, index):
+            if arr is True or np.ndim(arr) == 0:
+                return arr
+            return np.broadcast_to(arr, kshape)[index]
+
+        for combo in np.ndindex(*[kshape[i] for i in rest]):
+            index = [slice(None)] * len(kshape)
+            off = base
+            for i, v in zip(rest, combo):
+                index[i] = v
+                off += v * kflat[i]
+            index = tuple(index)
+            self._strided(off, sshape, sflat, part(evm, index), part(cnt, index), part(anym, index), g,
+                          None if who is None else tuple(part(w, index) for w in who))
+        return True
+
     def _fold(self, g: Grid, shape, mask, zero):
-        """Steps, counts and who with the address-free axes ``zero`` folded (first touch kept)."""
+        """Steps, counts, the mask and who with the address-free axes ``zero`` folded (first touch
+        kept). Without such axes the steps stay raw and the mask applies through ``where=``."""
         ev, who = g.ev, g.who
+        if mask is not None and not zero:
+            return ev, g.mult, mask, who
         if mask is not None:
             evm = np.where(mask, ev, self.big)
-            cnt = mask.astype(self.dt)
-            if zero:
-                if who is not None:
-                    who = take_first(evm, who, zero)
-                evm = evm.min(axis=zero)
-                cnt = cnt.sum(axis=zero, dtype=self.dt)
+            cnt = mask.sum(axis=zero, dtype=self.dt)
+            if who is not None:
+                who = take_first(evm, who, zero)
+            evm = evm.min(axis=zero)
             if g.mult != 1:
                 cnt = cnt * self.dt(g.mult)
             return evm, cnt, cnt > 0, who
@@ -228,38 +268,38 @@ class BufferAccumulator:
         self.n_writes += g.n_writes * total
 
     def _strided(self, base, kshape, kflat, evm, cnt, anym, g, who):
+        """Update through an injective strided view; ``anym`` (True or a bool array) says which
+        points run, ``cnt`` (a number or an array) how many accesses each stands for."""
         def view(arr):
             return as_strided(arr[base:], shape=kshape, strides=[s * arr.itemsize for s in kflat], writeable=True)
 
         vf, vk = view(self.first), view(self.kinds)
         vc = None if self.count is None else view(self.count)
         per = g.n_reads + g.n_writes
-        bits = self._bits(g)
+        bits = np.uint8(self._bits(g))
+        where = True if anym is True else np.broadcast_to(anym, kshape)
         if who is not None:
             vt, vb = view(self.who[0]), view(self.who[1])
-            if self.fresh:
-                vt[...] = who[0]
-                vb[...] = who[1]
-            else:
-                better = evm < vf
-                np.copyto(vt, who[0], where=better)
-                np.copyto(vb, who[1], where=better)
+            better = where if self.fresh else (evm < vf) & where
+            np.copyto(vt, who[0], where=better, casting="unsafe")
+            np.copyto(vb, who[1], where=better, casting="unsafe")
         if self.fresh:
             # nothing touched yet: plain assignments (an injective view writes each element once)
-            vf[...] = evm
+            np.copyto(vf, evm, where=where, casting="unsafe")
             if vc is not None:
-                vc[...] = np.asarray(cnt) * per
-            vk[...] = np.where(anym, bits, 0) if anym is not True else bits
+                np.copyto(vc, np.asarray(cnt) * per, where=where, casting="unsafe")
+            np.copyto(vk, bits, where=where)
         else:
-            np.minimum(vf, evm, out=vf)
+            np.minimum(vf, evm, out=vf, where=where, casting="unsafe")
             if vc is not None:
-                vc += np.asarray(cnt, dtype=self.dt) * self.dt(per)
-            if anym is True:
-                vk |= np.uint8(bits)
-            else:
-                vk |= np.where(anym, bits, 0).astype(np.uint8)
+                np.add(vc, np.asarray(cnt) * per, out=vc, where=where, casting="unsafe")
+            np.bitwise_or(vk, bits, out=vk, where=where)
         self.fresh = False
-        total = int(np.sum(cnt)) if np.ndim(cnt) else int(cnt) * math.prod(kshape)
+        if np.ndim(cnt):
+            total = int(np.sum(cnt))
+        else:
+            n = math.prod(kshape) if where is True else int(np.count_nonzero(where))
+            total = int(cnt) * n
         self.n_reads += g.n_reads * total
         self.n_writes += g.n_writes * total
 
