@@ -686,3 +686,41 @@ def test_at_keeps_the_users_qualification():
         s.footprint("C/j", at={"Y/i": 5})
     with pytest.raises(MlcLabError, match="no loop named 'zz'"):
         s.footprint("C/j", at={"zz": 5})
+
+
+# ---- TVM's own design spaces, on small shapes --------------------------------------------------
+
+def _small_design_spaces():
+    """Sketches meta_schedule writes for small te workloads (llvm AVX-512 and CUDA)."""
+    from tvm import te
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.testing import te_workload as tw
+    from tvm.s_tir.meta_schedule.testing.space_generation import generate_design_space
+
+    funcs = {"GMM": te.create_prim_func(tw.matmul(16, 16, 16)),
+             "C1D": te.create_prim_func(tw.conv1d_nlc(1, 16, 4, 8, 3, 2, 1)),
+             "C2D": te.create_prim_func(tw.conv2d_nhwc(1, 8, 8, 4, 8, 3, 1, 1))}
+    targets = {"llvm": {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 4},
+               "cuda": {"kind": "cuda", "arch": "sm_80", "max_threads_per_block": 1024,
+                        "max_shared_memory_per_block": 49152, "thread_warp_size": 32}}
+    out = []
+    for name, func in funcs.items():
+        for kind, target in targets.items():
+            mod = tvm.IRModule({"main": func})
+            for i, sch in enumerate(generate_design_space(kind, mod, tvm.target.Target(target), types=ms.ScheduleRule)):
+                out.append((f"{name}/{kind}/{i}", sch.mod["main"]))
+    return out
+
+
+@pytest.mark.slow
+def test_design_spaces_match_brute_force_at_every_loop():
+    spaces = _small_design_spaces()
+    assert len(spaces) >= 12
+    rng = random.Random(13)
+    for name, func in spaces:
+        for loop in all_loops(func):
+            assert_exact(func, loop, {})
+        loops = all_loops(func)
+        loop = loops[len(loops) // 2]
+        at = {lp.loop_var.name: rng.randrange(int(lp.min), int(lp.min) + int(lp.extent)) for lp in enclosing(func, loop)}
+        assert_exact(func, loop, at)
