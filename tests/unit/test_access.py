@@ -697,9 +697,8 @@ def _small_design_spaces():
     from tvm.s_tir.meta_schedule.testing import te_workload as tw
     from tvm.s_tir.meta_schedule.testing.space_generation import generate_design_space
 
-    funcs = {"GMM": te.create_prim_func(tw.matmul(16, 16, 16)),
-             "C1D": te.create_prim_func(tw.conv1d_nlc(1, 16, 4, 8, 3, 2, 1)),
-             "C2D": te.create_prim_func(tw.conv2d_nhwc(1, 8, 8, 4, 8, 3, 1, 1))}
+    funcs = {"GMM": te.create_prim_func(tw.matmul(8, 8, 8)),
+             "C1D": te.create_prim_func(tw.conv1d_nlc(1, 8, 2, 4, 3, 2, 1))}
     targets = {"llvm": {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 4},
                "cuda": {"kind": "cuda", "arch": "sm_80", "max_threads_per_block": 1024,
                         "max_shared_memory_per_block": 49152, "thread_warp_size": 32}}
@@ -713,14 +712,14 @@ def _small_design_spaces():
 
 
 @pytest.mark.slow
-def test_design_spaces_match_brute_force_at_every_loop():
+def test_design_spaces_match_brute_force():
+    """Outermost, middle and innermost loop of each sketch (as the corpus benchmark picks them)."""
     spaces = _small_design_spaces()
-    assert len(spaces) >= 12
+    assert len(spaces) >= 8
     rng = random.Random(13)
     for name, func in spaces:
-        for loop in all_loops(func):
-            assert_exact(func, loop, {})
         loops = all_loops(func)
-        loop = loops[len(loops) // 2]
-        at = {lp.loop_var.name: rng.randrange(int(lp.min), int(lp.min) + int(lp.extent)) for lp in enclosing(func, loop)}
-        assert_exact(func, loop, at)
+        for loop in {id(x): x for x in (loops[0], loops[len(loops) // 2], loops[-1])}.values():
+            at = {lp.loop_var.name: rng.randrange(int(lp.min), int(lp.min) + int(lp.extent))
+                  for lp in enclosing(func, loop)}
+            assert_exact(func, loop, at)
