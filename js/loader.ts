@@ -9,10 +9,11 @@
 // "needs a running kernel" instead of waiting for a reply that never comes (see lib/rpc.ts).
 
 import type { AnyModel } from "@anywidget/types";
-import { bannerRefused, markKernel, offlineBanner, onRefused } from "./lib/offline";
+import { type OfflineHandler, bannerRefused, markKernel, offlineBanner, onRefused, setOfflineHandler } from "./lib/offline";
 
-interface FrontEndModule {
+export interface FrontEndModule {
   widgets: Record<string, { render: (props: any) => unknown }>;
+  offline?: Record<string, (model: any) => OfflineHandler>;
 }
 
 type Loaded = Promise<FrontEndModule>;
@@ -77,6 +78,8 @@ async function render(props: { model: AnyModel<any>; el: HTMLElement; host?: any
     const widget = mod.widgets[entry];
     if (!widget) throw new Error(`the front end has no view called "${entry}"`);
     markKernel(model, live);
+    const handler = mod.offline?.[entry];
+    if (handler) setOfflineHandler(model, handler(model));
     const banner = live() ? null : offlineBanner();
     if (banner) onRefused(model, (method) => bannerRefused(banner, method));
     const cleanup = await widget.render({ ...props, model });

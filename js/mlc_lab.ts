@@ -5,8 +5,12 @@
 
 import access_view from "./access_view";
 import explorer from "./explorer";
+import { explorerOffline } from "./explorer/offline";
 import tuning_dashboard from "./tuning_dashboard";
 
 export const widgets = { explorer, access_view, tuning_dashboard };
 
-export default { widgets };
+/** What a view answers by itself without a kernel (beyond the replies its widget recorded). */
+export const offline = { explorer: explorerOffline };
+
+export default { widgets, offline };

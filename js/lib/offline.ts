@@ -51,3 +51,74 @@ export function offlineBanner(doc: Document = document): HTMLElement {
     "border-radius:3px;padding:3px 8px;margin:0 0 4px 0";
   return el;
 }
+
+// ---- answers without a kernel ---------------------------------------------------------------
+// A widget records what a saved view needs (mlc_lab/widgets/_base.py, RpcWidget.mlc_record): the
+// last replies to some requests, and (the explorer) every step it showed, each in a model-only
+// `Recorded` child listed in the `_mlc_recorded` trait. Offline, Rpc answers from those records,
+// then from the view's own offline handler (js/explorer/offline.ts); only then does it refuse.
+
+export interface OfflineAnswer {
+  result: unknown;
+  buffers: DataView[];
+}
+
+export type OfflineHandler = (method: string, params: Record<string, unknown>) => Promise<OfflineAnswer | null>;
+
+const HANDLER = "__mlc_offline_handler__";
+
+export function setOfflineHandler(model: object, handler: OfflineHandler): void {
+  Object.defineProperty(model, HANDLER, { value: handler, configurable: true, enumerable: false });
+}
+
+export function offlineHandler(model: object): OfflineHandler | undefined {
+  const h = (model as Record<string, unknown>)[HANDLER];
+  return typeof h === "function" ? (h as OfflineHandler) : undefined;
+}
+
+/** JSON with sorted keys and no spaces: Python's json.dumps(sort_keys=True, separators=(",", ":")). */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map((v) => (v === undefined ? "null" : canonicalJson(v))).join(",")}]`;
+  if (value && typeof value === "object") {
+    const obj = value as Record<string, unknown>;
+    const keys = Object.keys(obj).filter((k) => obj[k] !== undefined).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+export const recordKey = (method: string, params: Record<string, unknown> = {}) => `${method} ${canonicalJson(params)}`;
+
+interface ModelWithManager {
+  get(name: string): any;
+  widget_manager?: { get_model(id: string): Promise<any> | any };
+}
+
+/** The `Recorded` child model kept under ``key``, or null. */
+export async function recordedModel(model: object, key: string): Promise<ModelWithManager | null> {
+  const m = model as ModelWithManager;
+  const refs = (m.get("_mlc_recorded") ?? {}) as Record<string, string>;
+  const ref = refs[key];
+  if (!ref || !m.widget_manager) return null;
+  try {
+    return (await m.widget_manager.get_model(ref.replace(/^IPY_MODEL_/, ""))) ?? null;
+  } catch {
+    return null;
+  }
+}
+
+const asView = (b: unknown): DataView =>
+  b instanceof DataView ? b : b instanceof ArrayBuffer ? new DataView(b) : ArrayBuffer.isView(b) ? new DataView(b.buffer, b.byteOffset, b.byteLength) : new DataView(new ArrayBuffer(0));
+
+/** A recorded reply to ``method(params)``, or null. */
+export async function recordedReply(model: object, method: string, params: Record<string, unknown>): Promise<OfflineAnswer | null> {
+  const rec = await recordedModel(model, recordKey(method, params));
+  if (!rec) return null;
+  let result: unknown = null;
+  try {
+    result = JSON.parse(String(rec.get("result") ?? "null"));
+  } catch {
+    return null;
+  }
+  return { result, buffers: ((rec.get("buffers") ?? []) as unknown[]).map(asView) };
+}

@@ -1,7 +1,7 @@
 // Request/response over anywidget custom messages, correlated by id (the quak pattern).
 // Python side: mlc_lab/widgets/_base.py (RpcWidget). Kept free of DOM so every widget can share it.
 
-import { NEEDS_KERNEL, kernelLive, refused } from "./offline";
+import { NEEDS_KERNEL, kernelLive, offlineHandler, recordedReply, refused } from "./offline";
 
 export const REQUEST = "mlc-request";
 export const RESPONSE = "mlc-response";
@@ -69,10 +69,7 @@ export class Rpc {
   request<T = unknown>(method: string, params: Record<string, unknown> = {}, buffers: ArrayBuffer[] = []): Promise<RpcReply<T>> {
     const id = `${this.prefix}-${++counter}`;
     // A saved view has no kernel: say so now rather than time out in two minutes.
-    if (!kernelLive(this.model)) {
-      refused(this.model, method);
-      return Promise.reject(new RpcFailure({ summary: NEEDS_KERNEL, type: "no_kernel" }));
-    }
+    if (!kernelLive(this.model)) return this.offline<T>(method, params);
     return new Promise<RpcReply<T>>((resolve, reject) => {
       const timer =
         this.timeoutMs > 0
@@ -84,6 +81,14 @@ export class Rpc {
       this.pending.set(id, { resolve, reject, timer });
       this.model.send({ kind: REQUEST, id, method, params }, undefined, buffers);
     });
+  }
+
+  /** No kernel: answer from what the widget recorded, or say plainly that it needs a kernel. */
+  private async offline<T>(method: string, params: Record<string, unknown>): Promise<RpcReply<T>> {
+    const answer = (await recordedReply(this.model, method, params)) ?? (await offlineHandler(this.model)?.(method, params)) ?? null;
+    if (answer) return { result: answer.result as T, buffers: answer.buffers };
+    refused(this.model, method);
+    throw new RpcFailure({ summary: NEEDS_KERNEL, type: "no_kernel" });
   }
 
   dispose(): void {

@@ -6,7 +6,7 @@
 // Used by the JupyterLab extension (saved outputs in a notebook) and by `mlc-lab export` pages.
 
 import { loadFrontEnd } from "../loader";
-import { bannerRefused, markKernel, offlineBanner, onRefused } from "./offline";
+import { bannerRefused, markKernel, offlineBanner, onRefused, setOfflineHandler } from "./offline";
 
 export const WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json";
 export const WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json";
@@ -149,6 +149,8 @@ export class SavedWidgets {
     const mod = await loadFrontEnd(frontEnd as never);
     const view = mod.widgets[entry];
     if (!view) throw new Error(`the saved front end has no view called "${entry}"`);
+    const handler = mod.offline?.[entry];
+    if (handler) setOfflineHandler(model, handler(model));
     const abort = new AbortController();
     const root = document.createElement("div");
     root.className = "mlc-lab";

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import json
 import logging
 import threading
 import time
@@ -108,8 +109,25 @@ class FrontEnd(ipywidgets.Widget):
     digest = t.Unicode("").tag(sync=True)
 
 
+class Recorded(ipywidgets.Widget):
+    """A model-only record that a view without a kernel reads instead of asking Python: one
+    request's reply (``result`` JSON and binary ``buffers``) or one step of the explorer (``data``).
+    Sent once when made; saved with the notebook's widget state; closed when it is dropped."""
+
+    key = t.Unicode("").tag(sync=True)
+    result = t.Unicode("null").tag(sync=True)
+    data = t.Bytes(b"").tag(sync=True)
+    buffers = t.List(t.Bytes()).tag(sync=True)
+
+
+def record_key(method: str, params: Any) -> str:
+    """The key of a recorded reply; js/lib/offline.ts writes the same (sorted keys, compact, UTF-8)."""
+    return f"{method} {json.dumps(params or {}, sort_keys=True, separators=(',', ':'), ensure_ascii=False, default=str)}"
+
+
 _front_end: FrontEnd | None = None
 _front_end_lock = threading.Lock()
+_record_lock = threading.RLock()
 
 
 def front_end() -> FrontEnd | None:
@@ -165,6 +183,11 @@ class RpcWidget(anywidget.AnyWidget):
     # ("anywidget:<model id>", resolved in JS by anywidget's host.getModel).
     _mlc_entry = t.Unicode("").tag(sync=True)
     _mlc_front_end = t.Unicode("").tag(sync=True)
+    # Records for views without a kernel: key -> "IPY_MODEL_<id>" of a Recorded child model.
+    _mlc_recorded = t.Dict().tag(sync=True)
+    # Requests whose last replies are recorded (method -> how many kept): a saved view answers
+    # them from the record (the memory view's footprints, the explorer's diffs).
+    _mlc_record_replies: ClassVar[dict[str, int]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -218,6 +241,35 @@ class RpcWidget(anywidget.AnyWidget):
             self._reply(req_id, started, ok=True, result=answer.result, buffers=answer.buffers)
         else:
             self._reply(req_id, started, ok=True, result=answer)
+        keep = self._mlc_record_replies.get(str(method))
+        if keep:
+            try:
+                result, buffers = (answer.result, answer.buffers) if isinstance(answer, Reply) else (answer, [])
+                self.mlc_record(record_key(str(method), params), group=str(method), keep=keep,
+                                result=result, buffers=buffers)
+            except Exception:  # noqa: BLE001  (a record is a nicety; the reply went out)
+                log.exception("mlc_lab: recording the reply to %r failed", method)
+
+    def mlc_record(self, key: str, *, group: str, keep: int, result: Any = None, data: bytes = b"",
+                   buffers: list[bytes] | None = None) -> None:
+        """Keep a record for views without a kernel; of each group only the last ``keep`` stay
+        (the dropped ones are closed, so they leave the saved state too)."""
+        with _record_lock:
+            records: dict[str, tuple[str, Recorded]] = self.__dict__.setdefault("_mlc_records", {})
+            old = records.pop(key, None)
+            if old is not None:
+                old[1].close()
+            records[key] = (group, Recorded(key=key, result=json.dumps(result, default=str), data=bytes(data),
+                                            buffers=[bytes(b) for b in (buffers or [])]))
+            in_group = [k for k, (g, _r) in records.items() if g == group]
+            for k in in_group[: max(0, len(in_group) - keep)]:
+                records.pop(k)[1].close()
+            self._mlc_recorded = {k: f"IPY_MODEL_{r.model_id}" for k, (_g, r) in records.items()}
+
+    def close(self) -> None:
+        for _group, rec in self.__dict__.pop("_mlc_records", {}).values():
+            rec.close()
+        super().close()
 
     def _reply(self, req_id: Any, started: float, *, ok: bool, result: Any = None, error: dict | None = None,
                buffers: list[bytes] | None = None) -> None:

@@ -272,6 +272,8 @@ class AccessView(RpcWidget):
     """
 
     _esm = bundle("access_view")
+    # A saved memory view still scrubs and plays the footprint it was showing (from the record).
+    _mlc_record_replies = {"access_footprint": 2, "access_gpu_stats": 2}
 
     loop_tree_json = t.Bytes(b"{}").tag(sync=True)
     current = t.Any(None).tag(sync=True)

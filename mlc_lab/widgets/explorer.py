@@ -58,6 +58,9 @@ class Explorer(RpcWidget):
     """Interactive view of a schedule session (see :func:`explore`)."""
 
     _esm = bundle("explorer")
+    # Saved views answer these from records (js/explorer/offline.ts steps through recorded steps).
+    _mlc_record_replies = {"access_footprint": 2, "access_gpu_stats": 2}
+    MAX_RECORDED_STEPS = 200
 
     func = t.Unicode("").tag(sync=True)
     # The current step as UTF-8 JSON in a binary buffer: encoded once per step by the StepView, and
@@ -87,6 +90,17 @@ class Explorer(RpcWidget):
         super().__init__(height=height, func=self._func_name(), step=self._view.json_bytes,
                          history=self._full_history(), measurements=self._read_measurements(), **kwargs)
         self._unsubscribe = session.on_change(self._on_session_change)
+        for step in list(session.steps)[-self.MAX_RECORDED_STEPS:]:  # steps made before this view
+            try:
+                self._record_step(self._view if step.id == self._view.id else session.step_view(step.id))
+            except Exception:  # noqa: BLE001  (a record is a nicety for saved views)
+                log.exception("mlc_lab: recording step %r failed", step.id)
+
+    def _record_step(self, view: StepView) -> None:
+        """Keep each step shown as a record, sent once: a saved explorer steps through them."""
+        key = f"step:{view.id}"
+        if key not in self.__dict__.get("_mlc_records", {}):
+            self.mlc_record(key, group="step", keep=self.MAX_RECORDED_STEPS, data=view.json_bytes)
 
     # --- public API: the current step, read from the StepView (plain data) -------------------------
     @property
@@ -192,6 +206,7 @@ class Explorer(RpcWidget):
     def _show(self, view: StepView) -> None:
         self._view = view
         self.step = view.json_bytes
+        self._record_step(view)
         if self.selection and _tree(view.loop_tree).find(self.selection.get("name", ""), self.selection.get("kind")) is None:
             self.selection = {}
 

@@ -5,6 +5,7 @@ says it has no kernel, and the page carries the front-end code once. No console 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -77,6 +78,37 @@ def _assert_saved_widgets(page, nb) -> None:
     assert page.evaluate("() => globalThis.__mlc_lab_front_ends__ && globalThis.__mlc_lab_front_ends__.size") == 1
 
 
+def code_has(page, needle: str, present: bool = True) -> None:
+    page.wait_for_function("([sel, n, p]) => (document.querySelector(sel)?.innerText || '').includes(n) === p",
+                           arg=[CODE, needle, present], timeout=15_000)
+
+
+def step_offline(page) -> None:
+    """Step through the explorer's recorded history with no kernel: goto, undo, redo."""
+    rows = page.locator(".mlc-explorer .mlc-history-list [data-step]")
+    rows.first.wait_for()
+    assert rows.count() >= 5, rows.all_inner_texts()  # the whole history, from the records
+    rows.nth(1).click()  # step 1: split
+    code_has(page, "for i, j_0, j_1, k in T.grid(128, 32, 4, 128):")
+    code_has(page, 'T.sblock("Y_init")', present=False)
+    page.locator(".mlc-explorer .mlc-undo").first.click()  # back to the original
+    code_has(page, "for i, j, k in T.grid(128, 128, 128):")
+    page.locator(".mlc-explorer .mlc-redo").first.click()
+    code_has(page, "j_0")
+    rows.nth(4).click()  # the last step again
+    code_has(page, 'T.sblock("Y_init")')
+    assert page.locator(".mlc-offline-banner[data-refused]").count() == 0  # nothing was refused
+
+
+def memory_offline(page) -> None:
+    """The memory view draws the footprint it was showing, and plays it, with no kernel."""
+    view = page.locator(".mlc-access-view").first
+    view.scroll_into_view_if_needed()
+    view.locator(".mlc-acc-buffers canvas").first.wait_for(timeout=20_000)
+    view.locator(".mlc-acc-play").click()
+    page.wait_for_function("() => document.querySelector('.mlc-access-view .mlc-acc-scrub')?.value !== '0'", timeout=10_000)
+
+
 def test_saved_notebook_in_jupyterlab_without_kernel(lab_server, saved_lecture, browser, artifacts):
     url, _root = lab_server
     _path, nb = saved_lecture
@@ -89,9 +121,11 @@ def test_saved_notebook_in_jupyterlab_without_kernel(lab_server, saved_lecture, 
         page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
         _assert_saved_widgets(page, nb)
         assert page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session") is None
+        step_offline(page)
+        memory_offline(page)
         # A control that needs Python says so instead of waiting.
-        page.locator(".mlc-explorer .mlc-undo").first.click()
-        page.wait_for_selector(".mlc-offline-banner[data-refused=undo] >> text=needs a running kernel", timeout=10_000)
+        page.locator(".mlc-explorer .mlc-measure, .mlc-explorer button:has-text('Measure')").first.click()
+        page.wait_for_selector(".mlc-offline-banner[data-refused=measure] >> text=needs a running kernel", timeout=10_000)
         page.locator(".mlc-explorer").first.screenshot(path=str(artifacts / "saved-lab-explorer.png"))
         assert not errors, errors
     finally:
@@ -115,5 +149,32 @@ def test_saved_notebook_in_notebook7(lab_server, saved_lecture, browser, artifac
         known = ("reading 'schema'", "Command 'filebrowser:open-path' not registered")
         ours = [e for e in errors if not any(k in e for k in known)]
         assert not ours, ours
+    finally:
+        context.close()
+
+
+def test_exported_page_offline_from_file(lab_server, saved_lecture, browser, artifacts, tmp_path):
+    """`mlc-lab export` of the saved lecture, opened from file:// with the network cut."""
+    path, _nb = saved_lecture
+    out = tmp_path / "site"
+    run = subprocess.run([sys.executable, "-m", "mlc_lab.cli", "export", str(path), "-o", str(out)],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode == 0, run.stderr
+    page_file = out / "saved_01.html"
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
+    page = context.new_page()
+    requests: list[str] = []
+    context.on("request", lambda r: requests.append(r.url))
+    errors = _console_errors(page)
+    try:
+        page.goto(page_file.as_uri())
+        page.wait_for_function("() => document.body.dataset.mlcLabReady === 'true'", timeout=60_000)
+        assert page.locator(".mlc-lab-saved[data-rendered=true]").count() == 2
+        assert page.locator(".mlc-lab-plot .main-svg").count() >= 3  # the notebook's plotly figures
+        step_offline(page)
+        memory_offline(page)
+        page.locator(".mlc-explorer").first.screenshot(path=str(artifacts / "export-explorer.png"))
+        assert [u for u in requests if not u.startswith(("file:", "blob:", "data:"))] == []
+        assert not errors, errors
     finally:
         context.close()

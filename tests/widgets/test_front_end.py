@@ -67,3 +67,38 @@ def test_saved_state_carries_the_bundle_once(comms):
     assert text.count(code[:200]) == 1
     assert len(text) < len(code) + 200_000
     assert all(state[w.model_id]["state"]["_mlc_front_end"] == f"anywidget:{_base._front_end.model_id}" for w in widgets)
+
+
+def test_explorer_records_each_step_once_for_saved_views(comms, session):
+    from mlc_lab.widgets.explorer import Explorer
+
+    w = Explorer(session)
+    session.apply("split", "Y/j", factors=[None, 4])
+    session.apply("parallel", "Y/i")
+    session.undo()
+    session.redo()
+    recorded = w._mlc_recorded
+    assert sorted(k for k in recorded if k.startswith("step:")) == ["step:0", "step:1", "step:2"]
+    records = {k: r for k, (_g, r) in w._mlc_records.items()}
+    # each record is the step's own view, sent once (undo/redo made no new record)
+    assert json.loads(records["step:2"].data)["id"] == 2 and records["step:2"].comm is not None
+    assert json.loads(records["step:0"].data)["parent"] is None
+    w.close()
+    assert all(r.comm is None for r in records.values())
+
+
+def test_recorded_replies_keep_only_the_last_ones(comms, session):
+    from mlc_lab.widgets._base import Recorded, record_key
+    from mlc_lab.widgets.explorer import Explorer
+
+    w = Explorer(session)
+    for i in range(5):
+        w.mlc_record(record_key("access_footprint", {"loop": "j", "at": {"i": i}}), group="access_footprint", keep=2,
+                     result={"i": i}, buffers=[bytes([i])])
+    keys = [k for k in w._mlc_recorded if k.startswith("access_footprint")]
+    assert keys == [record_key("access_footprint", {"at": {"i": 3}, "loop": "j"}),
+                    record_key("access_footprint", {"at": {"i": 4}, "loop": "j"})]
+    assert keys[1] == 'access_footprint {"at":{"i":4},"loop":"j"}'  # what js/lib/offline.ts recordKey writes
+    rec = w._mlc_records[keys[1]][1]
+    assert isinstance(rec, Recorded) and json.loads(rec.result) == {"i": 4} and rec.buffers == [b"\x04"]
+    w.close()

@@ -1,0 +1,77 @@
+// @vitest-environment jsdom
+// Views without a kernel: requests answered from the widget's records (saved models), the
+// explorer stepping through its recorded steps, and a plain refusal for what needs Python.
+import { describe, expect, it } from "vitest";
+import { explorerOffline } from "../explorer/offline";
+import { canonicalJson, markKernel, recordKey, setOfflineHandler } from "../lib/offline";
+import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
+import { SavedWidgets, type SavedState } from "../lib/saved";
+
+const b64 = (text: string) => btoa(String.fromCharCode(...new TextEncoder().encode(text)));
+const step = (id: number, parent: number | null, script: string) =>
+  JSON.stringify({ id, parent, kind: "apply", primitive: id ? "split" : null, label: `step ${id}`, script, loop_tree: {}, trace: "", changed_lines: [], created: [], decisions: [], measurement: null });
+
+function savedExplorer(): SavedState {
+  const rec = (key: string, data?: string, result = "null", buffers: string[] = []) => ({
+    model_name: "WidgetModel",
+    model_module: "@jupyter-widgets/base",
+    state: { key, result, buffers: buffers.map(() => null) },
+    buffers: [...(data ? [{ path: ["data"], encoding: "base64" as const, data: b64(data) }] : []), ...buffers.map((b, i) => ({ path: ["buffers", i], encoding: "base64" as const, data: b64(b) }))],
+  });
+  return {
+    e: {
+      model_name: "AnyModel",
+      model_module: "anywidget",
+      state: {
+        _mlc_entry: "explorer",
+        history: { from: 2, steps: [{ id: 2, parent: 1, kind: "apply", primitive: "split", label: "step 2" }] },
+        _mlc_recorded: { "step:0": "IPY_MODEL_r0", "step:1": "IPY_MODEL_r1", "step:2": "IPY_MODEL_r2", [recordKey("access_footprint", { loop: "j", at: { i: 1 } })]: "IPY_MODEL_f" },
+      },
+      buffers: [{ path: ["step"], encoding: "base64", data: b64(step(2, 1, "two")) }],
+    },
+    r0: rec("step:0", step(0, null, "zero")),
+    r1: rec("step:1", step(1, 0, "one")),
+    r2: rec("step:2", step(2, 1, "two")),
+    f: rec("access_footprint", undefined, '{"ok":1}', ["bytes!"]),
+  };
+}
+
+const cur = (m: { get(n: string): any }) => JSON.parse(bufferText(m.get("step"))).id;
+
+describe("offline answers", () => {
+  it("writes record keys as Python's json.dumps(sort_keys=True) does", () => {
+    expect(canonicalJson({ loop: "j", at: { k: 2, i: 1.5 }, none: undefined, s: "é" })).toBe('{"at":{"i":1.5,"k":2},"loop":"j","s":"é"}');
+  });
+
+  it("answers recorded replies, steps through recorded steps, and refuses the rest", async () => {
+    const widgets = new SavedWidgets(savedExplorer());
+    const model = await widgets.get_model("e");
+    setOfflineHandler(model, explorerOffline(model));
+    const rpc = new Rpc(model);
+    const fp = await rpc.request("access_footprint", { at: { i: 1 }, loop: "j" });
+    expect(fp.result).toEqual({ ok: 1 });
+    expect(bufferText(fp.buffers[0])).toBe("bytes!");
+    const hist = await rpc.request<{ from: number; steps: Array<{ id: number }> }>("history");
+    expect(hist.result.from).toBe(0);
+    expect(hist.result.steps.map((s) => s.id)).toEqual([0, 1, 2]);
+    await rpc.request("undo");
+    expect(cur(model)).toBe(1);
+    await rpc.request("goto", { step: 0 });
+    expect(cur(model)).toBe(0);
+    await rpc.request("redo");
+    expect(cur(model)).toBe(1);
+    const s2 = await rpc.request("script_at", { step: 2 });
+    expect(bufferText(s2.buffers[0])).toBe("two");
+    await expect(rpc.request("apply", { primitive: "split" })).rejects.toBeInstanceOf(RpcFailure);
+    await expect(rpc.request("access_footprint", { loop: "k" })).rejects.toThrow(/needs a running kernel/);
+  });
+
+  it("leaves live models alone", async () => {
+    const sent: unknown[] = [];
+    const model = { get: () => undefined, send: (m: unknown) => sent.push(m), on: () => {}, off: () => {} };
+    markKernel(model, () => true);
+    const rpc = new Rpc(model as never, 0);
+    void rpc.request("undo");
+    expect(sent).toHaveLength(1);
+  });
+});
