@@ -40,7 +40,7 @@ import traitlets as t
 
 from mlc_lab.core.model import LoopTree, ref_of
 from mlc_lab.errors import AccessAnalysisError, MlcLabError
-from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle, rpc
+from mlc_lab.widgets._base import record_key, Reply, RequestError, RpcWidget, bundle, rpc
 
 log = logging.getLogger(__name__)
 
@@ -307,6 +307,20 @@ class AccessView(RpcWidget):
         super().__init__(loop_tree_json=_tree_bytes(tree), current=_plain(getattr(session.current, "id", None)),
                          loop=loop or "", at=dict(at or {}), **kwargs)
         self._unsubscribe = session.on_change(self._on_session_change)
+        # A notebook saved without ever being displayed (nbclient) still carries the footprint it shows.
+        self.observe(lambda _change: self._record_footprint(), names=["loop", "at", "current"])
+        self._record_footprint()
+
+    def _record_footprint(self) -> None:
+        if not self.loop:
+            return
+        params = {"loop": self.loop, "at": dict(self.at)}
+        try:
+            result, buffers = footprint_payload(self._session, self.loop, self.at, tree=self.loop_tree)
+        except Exception:  # noqa: BLE001  (the live view reports errors when it asks)
+            return
+        self.mlc_record(record_key("access_footprint", params), group="access_footprint", keep=2,
+                        result=result, buffers=buffers)
 
     @property
     def session(self) -> Any:
