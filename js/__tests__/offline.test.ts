@@ -47,7 +47,7 @@ describe("offline answers", () => {
     const widgets = new SavedWidgets(savedExplorer());
     const model = await widgets.get_model("e");
     setOfflineHandler(model, explorerOffline(model));
-    const rpc = new Rpc(model);
+    const rpc = new Rpc(model as never);
     const fp = await rpc.request("access_footprint", { at: { i: 1 }, loop: "j" });
     expect(fp.result).toEqual({ ok: 1 });
     expect(bufferText(fp.buffers[0])).toBe("bytes!");
