@@ -110,7 +110,7 @@ describe("keys stay in the view", () => {
   });
 
   it("the trace knobs keep their keys and their focus across the redraw a change causes", async () => {
-    const decisions = (value: number[]) => [{ index: 0, kind: "SamplePerfectTile", value, choices: [[128, 1], [64, 2], [32, 4], [16, 8]], loop: "k", extent: 128 }];
+    const decisions = (value: number[]) => [{ index: 0, position: 1, kind: "SamplePerfectTile", value, choices: [[128, 1], [64, 2], [32, 4], [16, 8]], loop: "k", extent: 128 }];
     model.pushStep({ decisions: decisions([32, 4]) });
     await tick();
     ($(".mlc-tab-trace") as HTMLButtonElement).click();

@@ -217,7 +217,7 @@ describe("explorer view", () => {
   });
 
   it("trace tab: decision knobs send set_decision, replay sends the edited text", async () => {
-    model.pushStep({ decisions: [{ index: 0, kind: "SamplePerfectTile", value: [32, 4], choices: [[128, 1], [64, 2], [32, 4], [16, 8]], loop: "k", extent: 128 }], trace: "sch.split(l, [None, 4])" });
+    model.pushStep({ decisions: [{ index: 0, position: 1, kind: "SamplePerfectTile", value: [32, 4], choices: [[128, 1], [64, 2], [32, 4], [16, 8]], loop: "k", extent: 128 }], trace: "sch.split(l, [None, 4])" });
     await tick();
     ($(".mlc-tab-trace") as HTMLButtonElement).click();
     const select = $(".mlc-knob select") as HTMLSelectElement;

@@ -14,6 +14,7 @@ export function block(name: string, kinds: string[], extra: Partial<BlockNode> =
     reads: ["A[vi, vk]", "B[vk, vj]"],
     writes: [`${name}[vi, vj]`],
     has_init: kinds.includes("reduce"),
+    predicate: null,
     alloc_buffers: [],
     annotations: {},
     line: 1,
@@ -33,7 +34,7 @@ export function mmRelu(): LoopTree {
       {
         kind: "func",
         name: "mm_relu",
-        buffers: [{ name: "A", shape: [128, 128], dtype: "float32", scope: "global" }],
+        buffers: [{ name: "A", shape: [128, 128], dtype: "float32", scope: "global", origin: "param" }],
         children: [
           loop("i", 128, [loop("j", 128, [loop("k", 128, [y], { line: 12, end_line: 19 })], { qualified: "Y/j", line: 12, end_line: 19 })], { qualified: "Y/i", line: 12, end_line: 19 }),
           loop("i", 128, [loop("j", 128, [c], { qualified: "C/j", line: 20, end_line: 25 })], { qualified: "C/i", line: 20, end_line: 25 }),

@@ -31,7 +31,7 @@ export function formatChoice(value: unknown): string {
 
 export function choiceIndex(d: Decision): number {
   const key = formatChoice(d.value);
-  return d.choices.findIndex((c) => formatChoice(c) === key);
+  return (d.choices ?? []).findIndex((c) => formatChoice(c) === key);
 }
 
 export interface TraceHandlers {
@@ -186,15 +186,16 @@ export class TracePanel {
     const title = `${d.kind === "SamplePerfectTile" ? "tile" : d.kind}${d.loop ? ` of ${d.loop}` : ""}${d.extent ? ` (${d.extent})` : ""}`;
     const valueLabel = h("span", { class: "mlc-knob-value" }, formatChoice(d.value));
     const row = h("div", { class: "mlc-knob", dataset: { index: String(d.index) } }, h("span", { class: "mlc-knob-title" }, `#${d.index} ${title}`), valueLabel);
-    if (!d.choices.length) return row;
+    const choices = d.choices ?? []; // none for a compute-location decision
+    if (!choices.length) return row;
     const select = h("select", { class: "mlc-knob-select", title: "valid values" }) as HTMLSelectElement;
-    d.choices.forEach((c, i) => select.append(h("option", { value: String(i), selected: i === idx }, formatChoice(c))));
-    const slider = h("input", { type: "range", class: "mlc-knob-slider", min: "0", max: String(d.choices.length - 1), step: "1", value: String(Math.max(0, idx)) }) as HTMLInputElement;
+    choices.forEach((c, i) => select.append(h("option", { value: String(i), selected: i === idx }, formatChoice(c))));
+    const slider = h("input", { type: "range", class: "mlc-knob-slider", min: "0", max: String(choices.length - 1), step: "1", value: String(Math.max(0, idx)) }) as HTMLInputElement;
     slider.addEventListener("input", () => {
-      valueLabel.textContent = formatChoice(d.choices[Number(slider.value)]);
+      valueLabel.textContent = formatChoice(choices[Number(slider.value)]);
     });
     const commit = (i: number) => {
-      if (i !== idx && i >= 0 && i < d.choices.length) this.handlers.setDecision(d.index, d.choices[i]);
+      if (i !== idx && i >= 0 && i < choices.length) this.handlers.setDecision(d.index, choices[i]);
     };
     slider.addEventListener("change", () => commit(Number(slider.value)));
     select.addEventListener("change", () => commit(Number(select.value)));

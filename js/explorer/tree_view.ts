@@ -26,7 +26,7 @@ function badge(text: string, cls: string, title?: string): HTMLElement {
 
 function shape(b: BufferInfo | string): string {
   if (typeof b === "string") return b;
-  return `${b.name}[${(b.shape ?? []).join("×")}] ${b.dtype ?? ""}${b.scope && b.scope !== "global" ? ` @${b.scope}` : ""}`;
+  return `${b.name}[${(Array.isArray(b.shape) ? b.shape.join("×") : b.shape ?? "")}] ${b.dtype ?? ""}${b.scope && b.scope !== "global" ? ` @${b.scope}` : ""}`;
 }
 
 function loopRow(n: LoopNode): Array<Node | string> {

@@ -1,70 +1,20 @@
-// Mirrors of the plain data that mlc_lab's Python side puts into widget traits.
-// Python: mlc_lab/core/session.py (loop_tree, steps, decisions) and mlc_lab/widgets/explorer.py.
+// The plain data that mlc_lab's Python side puts into widget traits. The step and the loop tree
+// come from js/lib/model.ts (generated from mlc_lab/core/model.py); the rest mirrors
+// mlc_lab/widgets/explorer.py.
 
 export type StepId = number | string;
 
-export type LoopKind = "serial" | "parallel" | "vectorized" | "unrolled" | "thread_binding";
+// The loop tree and the step: generated from mlc_lab/core/model.py (js/lib/model.ts).
+import type { BlockNode, FuncNode, LoopNode, StepSummary, StepView } from "./model";
 
-export interface BufferInfo {
-  name: string;
-  shape: number[];
-  dtype: string;
-  scope: string;
-}
+export type { BlockNode, BufferInfo, Decision, FuncNode, IterVar, LoopNode, LoopTree, StepSummary, StepView } from "./model";
 
-export interface IterVar {
-  name: string;
-  kind: string; // "spatial" | "reduce" | "scan" | "opaque" ...
-  extent: number | string;
-  binding: string;
-}
-
-export interface LoopNode {
-  kind: "loop";
-  name: string;
-  qualified: string;
-  extent: number | string;
-  min: number | string;
-  loop_kind: LoopKind;
-  thread: string | null;
-  annotations: Record<string, unknown>;
-  line: number;
-  end_line: number;
-  children: TreeNode[];
-}
-
-export interface BlockNode {
-  kind: "block";
-  name: string;
-  qualified?: string;
-  iter_vars: IterVar[];
-  reads: string[];
-  writes: string[];
-  has_init: boolean;
-  predicate?: string | null; // T.where(...) guard, e.g. after a non-dividing split
-  alloc_buffers: Array<BufferInfo | string>;
-  annotations: Record<string, unknown>;
-  line: number;
-  end_line: number;
-  children: TreeNode[];
-}
-
-export interface FuncNode {
-  kind: "func";
-  name: string;
-  buffers: BufferInfo[];
-  line?: number;
-  end_line?: number;
-  children: TreeNode[];
-}
-
+export type LoopKind = LoopNode["loop_kind"];
 export type TreeNode = LoopNode | BlockNode;
 export type AnyNode = TreeNode | FuncNode;
 
-export interface LoopTree {
-  func: string;
-  functions: FuncNode[];
-}
+/** The `step` trait, decoded. */
+export type StepData = StepView;
 
 export interface StepInfo {
   id: StepId;
@@ -75,31 +25,12 @@ export interface StepInfo {
   kind?: string; // "root" | "apply" | "decision" | "replay" | "run"
 }
 
-/** A history entry as Python sends it (mlc_lab.core.model.StepSummary). */
-export interface StepSummary {
-  id: number;
-  parent: number | null;
-  kind: string;
-  primitive: string | null;
-  label: string;
-}
-
 /** The `history` trait: the summaries of steps `from`, `from + 1`, ... (from 0: the whole list). */
 export interface HistoryDelta {
   from: number;
   steps: StepSummary[];
 }
 
-/** The `step` trait, decoded (mlc_lab.core.model.StepView.to_json). */
-export interface StepData extends StepSummary {
-  script: string;
-  loop_tree: LoopTree;
-  trace: string;
-  changed_lines: number[];
-  created: string[];
-  decisions: Decision[];
-  measurement: unknown;
-}
 
 export interface FailureInfo {
   id: number;
@@ -111,14 +42,6 @@ export interface FailureInfo {
   involved: string[];
 }
 
-export interface Decision {
-  index: number;
-  kind: "SamplePerfectTile" | "SampleCategorical" | string;
-  value: unknown;
-  choices: unknown[];
-  loop: string | null;
-  extent: number | null;
-}
 
 export interface ExplorerError {
   source?: string; // "apply" | "replay" | "decision" | "rpc"

@@ -12,10 +12,10 @@ import difflib
 import json
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
-from typing import Any, Iterator, Literal, TypedDict
+from typing import Any, Iterator, Literal, NotRequired, TypedDict
 
-__all__ = ["BlockNode", "BufferInfo", "Change", "FuncNode", "IterVar", "LoopNode", "LoopTree", "StepSummary",
-           "StepView", "changed_lines", "ref_of", "replace"]
+__all__ = ["BlockNode", "BufferInfo", "Change", "Decision", "FuncNode", "IterVar", "LoopNode", "LoopTree",
+           "StepSummary", "StepView", "changed_lines", "ref_of", "replace"]
 
 
 # --- the loop tree -------------------------------------------------------------------------------
@@ -44,12 +44,13 @@ class LoopNode(TypedDict):
     qualified: str  # unique in the module: "j", "Y/j" or "func:Y/j" (see LoopTree.match)
     extent: int | str
     min: int | str
-    loop_kind: str  # "serial" | "parallel" | "vectorized" | "unrolled" | "thread_binding"
+    loop_kind: Literal["serial", "parallel", "vectorized", "unrolled", "thread_binding"]
     thread: str | None
     annotations: dict
     line: int  # 1-based lines of the printed script
     end_line: int
-    children: list  # LoopNode | BlockNode
+    children: list["LoopNode | BlockNode"]
+    in_init: NotRequired[bool]  # inside a block's T.init()
 
 
 class BlockNode(TypedDict):
@@ -64,14 +65,31 @@ class BlockNode(TypedDict):
     annotations: dict
     line: int
     end_line: int
-    children: list  # LoopNode | BlockNode
+    children: list["LoopNode | BlockNode"]
+    in_init: NotRequired[bool]
 
 
 class FuncNode(TypedDict):
     kind: Literal["func"]
     name: str
     buffers: list[BufferInfo]
-    children: list  # LoopNode | BlockNode
+    children: list["LoopNode | BlockNode"]
+
+
+class Decision(TypedDict):
+    """One sampling instruction of a step's trace, with the values it may take."""
+
+    index: int  # among the sampling instructions
+    position: int  # in the trace
+    kind: str  # "SamplePerfectTile" | "SampleCategorical" | "SampleComputeLocation"
+    value: Any
+    choices: list | None
+    loop: str | None  # the loop a perfect tile splits
+    extent: int | None
+    n: NotRequired[int]
+    max_innermost_factor: NotRequired[int]
+    candidates: NotRequired[list]
+    probs: NotRequired[list]
 
 
 def ref_of(node: dict) -> str:
@@ -204,7 +222,7 @@ class StepView:
     trace: str
     changed_lines: tuple[int, ...] = ()
     created: tuple[str, ...] = ()
-    decisions: tuple[dict, ...] = ()
+    decisions: tuple[Decision, ...] = ()
     measurement: Any = None  # mlc_lab.core.measure.Measurement
 
     @property

@@ -177,7 +177,7 @@ def resolve_at(chain: list[dict], at: dict | None) -> dict[str, int]:
 def footprint_payload(session: Any, loop: str, at: dict | None = None, step: int | None = None,
                       tree: dict | None = None) -> tuple[dict, list[bytes]]:
     """The footprint of ``loop`` as (JSON result, binary buffers) for the front end."""
-    tree = tree if tree is not None else session.loop_tree(step) if step is not None else session.loop_tree()
+    tree = tree if tree is not None else session.step_view(step).loop_tree
     chain = loop_chain(tree, loop)
     if chain is None:
         raise RequestError(f"there is no loop called {loop!r} in the current program", type="unknown_loop")
@@ -232,7 +232,7 @@ def _buffer_entry(name: str, fp: Any, pack: _Packer) -> dict:
 def gpu_payload(session: Any, loop: str, at: dict | None = None, warp: int | None = None,
                 block: int | dict | None = None, step: int | None = None, tree: dict | None = None) -> dict:
     """Per-access warp statistics (coalescing, bank conflicts) in plain data."""
-    tree = tree if tree is not None else session.loop_tree(step) if step is not None else session.loop_tree()
+    tree = tree if tree is not None else session.step_view(step).loop_tree
     chain = loop_chain(tree, loop)
     if chain is None:
         raise RequestError(f"there is no loop called {loop!r} in the current program", type="unknown_loop")
@@ -290,12 +290,12 @@ class AccessView(RpcWidget):
     error = t.Dict().tag(sync=True)
 
     def __init__(self, session: Any, loop: str | None = None, *, at: dict | None = None, **kwargs: Any) -> None:
-        for name in ("footprint", "loop_tree", "on_change"):
+        for name in ("footprint", "step_view", "on_change"):
             if not hasattr(session, name):
                 raise TypeError(f"AccessView needs a mlc_lab.Session (or an object with .{name}); got {type(session).__name__}")
         self._session = session
         self._lock = threading.RLock()
-        tree = session.loop_tree()
+        tree = session.step_view().loop_tree
         if loop:
             chain = loop_chain(tree, loop)
             if chain is None:
@@ -428,7 +428,7 @@ def access_view(x: Any, loop: str | None = None, **kwargs: Any) -> AccessView:
 
 def snapshot_data(session: Any, loop: str, at: dict | None = None, *, warp: int = -1, block: int = -1,
                   tree: dict | None = None) -> dict:
-    tree = tree if tree is not None else session.loop_tree()
+    tree = tree if tree is not None else session.step_view().loop_tree
     chain = loop_chain(tree, loop)
     if chain is None:
         raise MlcLabError(f"there is no loop called {loop!r} in the current program")

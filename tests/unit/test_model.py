@@ -78,3 +78,13 @@ def test_a_session_resolves_names_by_the_same_rule():
     with pytest.raises(NameResolutionError, match="ambiguous") as info:
         s.apply("parallel", "i")
     assert sorted(info.value.candidates) == sorted(n["qualified"] for n in tree.match("i", "loop"))
+
+
+def test_the_typescript_model_is_generated_from_the_python_one():
+    from mlc_lab.core import model_ts
+
+    assert model_ts.TARGET.read_text() == model_ts.render(), "stale: run `python -m mlc_lab.core.model_ts`"
+    text = model_ts.render()
+    for name in ("LoopNode", "BlockNode", "StepView", "StepSummary", "Decision"):
+        assert f"export interface {name} {{" in text
+    assert "  qualified: string;" in text and "  changed_lines: number[];" in text

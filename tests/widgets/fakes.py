@@ -1,5 +1,8 @@
 """A stand-in for mlc_lab.Session (same contract, no TVM) and a recording comm.
 
+tests/widgets/test_session_contract.py holds the fake and the real Session to the same contract
+(mlc_lab.core.protocol.SessionLike).
+
 The fake keeps a real branching step tree, a loop tree that follows split/parallel/vectorize/
 unroll, decisions, and the errors the real Session raises, so every front-end request can be
 checked without TVM.
@@ -182,9 +185,6 @@ class FakeSession:
             raise MlcLabError(f"there is no step {step!r}")
         return self._states[step].script
 
-    def loop_tree(self, step=None):
-        return copy.deepcopy(self._states[self._current if step is None else step].tree)
-
     def step_view(self, step=None):
         sid = self._current if step is None else step
         if sid not in self._states:
@@ -199,9 +199,6 @@ class FakeSession:
     @property
     def trace(self):
         return "\n".join(self._states[self._current].trace)
-
-    def trace_at(self, step):
-        return "\n".join(self._states[step].trace)
 
     @property
     def trace_json(self):

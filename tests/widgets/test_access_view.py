@@ -158,14 +158,14 @@ def test_opening_sends_the_loop_and_tree(view, asession):
     state = view.comm.open_data["state"]
     assert state["loop"] == "j_1"
     assert ["loop_tree_json"] in view.comm.open_data["buffer_paths"]
-    assert view.loop_tree == asession.loop_tree()
+    assert view.loop_tree == asession.step_view().loop_tree
     assert state["color_by"] == "access" and state["time"] == -1 and state["warp"] == -1
     assert view._esm
 
 
 def test_default_loop_is_the_innermost_of_the_last_nest(comms, asession):
     w = AccessView(asession)
-    assert w.loop in {n["qualified"] for n in av.all_loops(asession.loop_tree())}
+    assert w.loop in {n["qualified"] for n in av.all_loops(asession.step_view().loop_tree)}
     w.close()
     with pytest.raises(MlcLabError, match="no loop called 'nope'"):
         AccessView(asession, "nope")
