@@ -139,6 +139,11 @@ def front_end() -> FrontEnd | None:
                 return None
             packed = front_end_code()
             _front_end = FrontEnd(code=packed.code, digest=packed.digest)
+        elif FRONT_END_BUNDLE.is_file():
+            packed = front_end_code()  # rebuilt since (npm run dev): widgets made from now on get it
+            if packed.digest != _front_end.digest:
+                with _front_end.hold_sync():
+                    _front_end.code, _front_end.digest = packed.code, packed.digest
         return _front_end
 
 

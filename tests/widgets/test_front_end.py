@@ -102,3 +102,10 @@ def test_recorded_replies_keep_only_the_last_ones(comms, session):
     rec = w._mlc_records[keys[1]][1]
     assert isinstance(rec, Recorded) and json.loads(rec.result) == {"i": 4} and rec.buffers == [b"\x04"]
     w.close()
+
+
+def test_a_rebuilt_bundle_reaches_the_front_end_model(comms, monkeypatch):
+    host = front_end()
+    rebuilt = _base.FrontEndCode(code="bmV3", digest="0123456789abcdef", raw_bytes=3)
+    monkeypatch.setattr(_base, "front_end_code", lambda path=FRONT_END_BUNDLE: rebuilt)
+    assert front_end() is host and (host.code, host.digest) == ("bmV3", "0123456789abcdef")
