@@ -6,7 +6,9 @@ mm_relu, a 3x3 convolution with a padding stage, and a 512^3 matmul followed by 
   live:    what a user does by hand on a live schedule: the TVM primitive with the handles already in
            hand (``sch.split(j, factors=...)``), then ``sch.mod.script()``; no copy
 in the same process, each step from a fresh session / schedule brought to the step before (untimed),
-and prints JSON with medians in milliseconds and the ratio session/live per step.
+and prints JSON with medians in milliseconds and the ratio session/live per step. Times are the
+thread's CPU time (time.thread_time): on a shared, oversubscribed machine wall-clock medians of
+~1 ms steps mostly measure the scheduler.
 Target (issue 9): every ratio <= 1.2.
 
     .venv/bin/python benchmarks/step_latency.py [--repeat 30]
@@ -166,6 +168,7 @@ def main() -> None:
     out = {
         "benchmark": "step_latency",
         "baseline": "the same primitive on a live tvm Schedule (handles in hand) + mod.script(), no copy",
+        "clock": "thread CPU time",
         "repeat": args.repeat,
         "machine": f"{platform.machine()} {platform.processor() or ''} cores={len(os.sched_getaffinity(0))}",
         "steps": rows,

@@ -115,13 +115,23 @@ class LoopTree(dict):
 
     def walk(self) -> Iterator[tuple[dict, dict, tuple[dict, ...]]]:
         """(node, its function, the nodes above it) for every loop and block, in pre-order."""
+        return iter(self._walked())
+
+    def _walked(self) -> list[tuple[dict, dict, tuple[dict, ...]]]:
+        # A step's tree does not change once built: walk it once (names are looked up many times).
+        cached = self.__dict__.get("_walk")
+        if cached is not None and cached[0] == len(self.get("functions") or ()):
+            return cached[1]
+        out = []
         for fn in self.get("functions") or []:
             stack = [(c, ()) for c in reversed(fn.get("children") or [])]
             while stack:
                 node, above = stack.pop()
-                yield node, fn, above
+                out.append((node, fn, above))
                 below = above + (node,)
                 stack.extend((c, below) for c in reversed(node.get("children") or []))
+        self.__dict__["_walk"] = (len(self.get("functions") or ()), out)
+        return out
 
     def loops(self) -> list[dict]:
         return [n for n, _, _ in self.walk() if n["kind"] == "loop"]
