@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import Any, Iterator, Literal, NotRequired, TypedDict
 
 __all__ = ["BlockNode", "BufferInfo", "Change", "Decision", "FuncNode", "IterVar", "LoopNode", "LoopTree",
-           "StepSummary", "StepView", "changed_lines", "ref_of", "replace"]
+           "StepSummary", "StepView", "changed_lines", "plain", "ref_of", "replace"]
 
 
 # --- the loop tree -------------------------------------------------------------------------------
@@ -267,6 +267,24 @@ class Change:
     kind: str  # "apply" | "decision" | "replay" | "run" | "undo" | "redo" | "goto" | "measure"
     step: StepView
     added: tuple[StepSummary, ...] = field(default_factory=tuple)
+
+
+def plain(value: Any) -> Any:
+    """A JSON-safe copy of plain data: tuples become lists, keys text, numpy scalars Python numbers,
+    a sampled value (``.value``) its value; anything else its text. The one such helper the views use."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "shape", None) == ():  # a numpy scalar
+        return plain(item())
+    inner = getattr(value, "value", None)
+    if isinstance(inner, (int, float, list, tuple)):  # a Sampled value
+        return plain(inner)
+    return str(value)
 
 
 def changed_lines(before: str, after: str) -> list[int]:

@@ -39,6 +39,7 @@ import numpy as np
 import traitlets as t
 
 from mlc_lab.core.model import LoopTree, ref_of
+from mlc_lab.core.model import plain as _plain
 from mlc_lab.errors import AccessAnalysisError, MlcLabError
 from mlc_lab.widgets._base import record_key, Reply, RequestError, RpcWidget, bundle, rpc
 
@@ -139,20 +140,6 @@ class _Packer:
             for d in self.descr:
                 d["enc"] = "deflate"
         return self.buffers
-
-
-def _plain(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value)
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return str(value)
 
 
 def resolve_at(chain: list[dict], at: dict | None) -> dict[str, int]:

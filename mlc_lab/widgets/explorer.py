@@ -32,6 +32,7 @@ from typing import Any
 import traitlets as t
 
 from mlc_lab.core.model import Change, LoopTree, StepView, ref_of
+from mlc_lab.core.model import plain as _plain
 from mlc_lab.core.model import changed_lines as changed_lines  # noqa: PLC0414  (re-exported for the tests)
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError
 # The module by its full name: the package re-exports the function `access_view` under the same name.
@@ -535,22 +536,6 @@ def _summary_detail(exc: BaseException) -> tuple[str, str]:
     detail = getattr(exc, "detail", "") or ""
     rest = rest.strip("\n")
     return first.strip() or type(exc).__name__, "\n\n".join(p for p in (rest, detail) if p)
-
-
-def _plain(value: Any) -> Any:
-    """JSON-safe copy (tuples to lists, unknown objects to text)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if hasattr(value, "value") and isinstance(getattr(value, "value"), (int, float, list, tuple)):
-        return _plain(value.value)  # a Sampled value
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return str(value)
 
 
 def _names(result: Any) -> Any:

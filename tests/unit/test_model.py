@@ -88,3 +88,17 @@ def test_the_typescript_model_is_generated_from_the_python_one():
     for name in ("LoopNode", "BlockNode", "StepView", "StepSummary", "Decision"):
         assert f"export interface {name} {{" in text
     assert "  qualified: string;" in text and "  changed_lines: number[];" in text
+
+
+def test_plain_makes_view_data_json_safe():
+    import numpy as np
+
+    from mlc_lab.core.model import plain
+
+    class Sampled:
+        value = [4, 8]
+
+    data = {1: (np.int64(3), np.float32(0.5), np.bool_(True)), "s": Sampled(), "o": object, "n": None}
+    out = plain(data)
+    assert out == {"1": [3, 0.5, True], "s": [4, 8], "o": str(object), "n": None}
+    assert type(out["1"][0]) is int and json.dumps(out)
