@@ -83,9 +83,13 @@ def _best(fn, repeat):
 
 def every_level(func, repeat, gpu=False):
     footprint, gpu_stats = _analysis()
-    footprint(func, _loops(func)[0])          # warm up (the lowered program is cached)
     rows = []
     for i, loop in enumerate(_loops(func)):
+        try:
+            footprint(func, loop)       # warm up (the lowered program is cached)
+        except Exception as exc:  # noqa: BLE001 - an earlier analysis may refuse: say so in the row
+            rows.append({"loop": f"{i}:{loop.loop_var.name}", "refused": str(exc).splitlines()[0][:120]})
+            continue
         wall, cpu = _best(lambda: footprint(func, loop), repeat)
         row = {"loop": f"{i}:{loop.loop_var.name}", "footprint_ms": wall, "footprint_cpu_ms": cpu}
         if gpu:
@@ -162,12 +166,13 @@ def main(argv=None):
                      "cpu_tiled": (P.sched_cpu_tiled(n), False)}
         report["schedules"] = {name: every_level(sch.mod["main"], args.repeat, gpu)
                                for name, (sch, gpu) in schedules.items()}
-        report["worst_footprint_ms"] = max(r["footprint_ms"] for rows in report["schedules"].values() for r in rows)
-        report["worst_footprint_cpu_ms"] = max(r["footprint_cpu_ms"] for rows in report["schedules"].values()
+        report["worst_footprint_ms"] = max(r.get("footprint_ms", 0) for rows in report["schedules"].values() for r in rows)
+        report["worst_footprint_cpu_ms"] = max(r.get("footprint_cpu_ms", 0) for rows in report["schedules"].values()
                                                for r in rows)
         rows = every_level(P.sched_matmul_init(n).mod["main"], args.repeat)
-        report["init_case"] = {"rows": rows, "worst_ms": max(r["footprint_ms"] for r in rows),
-                               "worst_cpu_ms": max(r["footprint_cpu_ms"] for r in rows)}
+        report["init_case"] = {"rows": rows, "worst_ms": max(r.get("footprint_ms", 0) for r in rows),
+                               "worst_cpu_ms": max(r.get("footprint_cpu_ms", 0) for r in rows),
+                               "refused": sum("refused" in r for r in rows)}
     if args.corpus:
         report["corpus"] = corpus_table(args.corpus)
     print(json.dumps(report, indent=1))

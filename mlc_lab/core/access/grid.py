@@ -51,19 +51,20 @@ class Grid:
         return np.broadcast_to(out, tuple(self.shape[i] for i in order))
 
     def fill(self, aff, order, out) -> None:
-        """Write an affine function of the axes (in ``order``) into ``out`` in one pass: the sum
-        over every axis but the last is built small, the last add broadcasts into ``out``."""
+        """Write an affine function of the axes (in ``order``, the memory order of ``out``) into
+        ``out``. Built from the innermost axis outwards as flat blocks, so every numpy loop runs
+        over long contiguous rows (a view whose inner axes hold 4 or 8 elements is slow to fill
+        by broadcasting)."""
         c, w = aff
-        nd = len(order)
-        if nd == 0:
-            out[...] = c
-            return
-        part = self.dtype(c)
-        for j, i in enumerate(order[:-1]):
-            if w[i]:
-                part = part + axis(self.shape[i], j, nd, self.dtype) * self.dtype(w[i])
-        last = order[-1]
-        np.add(part, axis(self.shape[last], nd - 1, nd, self.dtype) * self.dtype(w[last]), out=out)
+        dt = self.dtype
+        block = np.full(1, c, dtype=dt)
+        for j, i in enumerate(reversed(order)):
+            vals = np.arange(self.shape[i], dtype=dt) * dt(w[i])
+            if j == len(order) - 1 and out.flags.c_contiguous:
+                np.add(vals[:, None], block[None, :], out=out.reshape(self.shape[i], -1))
+                return
+            block = (vals[:, None] + block[None, :]).reshape(-1)
+        out[...] = block.reshape(out.shape)
 
     @property
     def ev(self):
