@@ -27,6 +27,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="auto (meta_schedule's own space) or session:TRACE (search around the splits of a trace file)",
     )
     p.add_argument("--rpc", metavar="HOST:PORT:KEY", help="measure through a TVM RPC tracker")
+    p.add_argument("--servers", type=int, default=1, help="with --rpc: candidates measured at once (default: 1)")
+    p.add_argument("--database", metavar="DIR",
+                   help="a shared meta_schedule database (a class's): start from its records, add ours at the end")
     p.add_argument("--func", help="the function to tune when the module has several")
     p.add_argument("--per-iter", type=int, default=16, help="candidates per search round (default: 16)")
     p.add_argument("--seed", type=int, help="random seed of the search")
@@ -75,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         runner=runner,
         num_trials_per_iter=args.per_iter,
         seed=args.seed,
+        database=args.database,
+        servers=args.servers,
     )
     tty = sys.stderr.isatty()
     last = None

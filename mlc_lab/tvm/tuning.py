@@ -436,17 +436,56 @@ def _make_progress_callback(work_dir: str, first_line: int, best_latency: float 
     return ProgressCallback()
 
 
-def _warm_cost_model(task_mod: Any, target: Any, db: Any, workload: Any, cores: int) -> Any:
+@derived_object
+class EarlyXGB(ms.cost_model.PyCostModel):
+    """meta_schedule's XGBoost cost model, put to work early and spared pointless training.
+
+    Stock meta_schedule predicts *random* scores until its model has seen 100 candidates
+    (`num_warmup_samples`), yet trains it after every batch: a 64-trial run pays for four trainings
+    and is never guided by them. Here the model predicts as soon as it has seen one batch, and the
+    training after the run's last batch (which no round would use) is skipped."""
+
+    def __init__(self, total: int, warmup: int, cores: int) -> None:
+        super().__init__()
+        self.inner = ms.cost_model.XGBModel(num_warmup_samples=warmup, num_tuning_cores=cores)
+        self.total = total  # candidates this run will measure
+        self.seen = 0
+
+    def load(self, path: str) -> None:
+        self.inner.load(path)
+
+    def save(self, path: str) -> None:
+        self.inner.save(path)
+
+    def update(self, context: Any, candidates: list, results: list) -> None:
+        self.seen += len(candidates)
+        if self.seen >= self.total:
+            return  # the run's last batch: no round will ask the model again
+        self.inner.update(context, candidates, results)
+
+    def predict(self, context: Any, candidates: list) -> Any:
+        return self.inner.predict(context, candidates)
+
+
+def _cost_model(name: str, remaining: int, per_iter: int, cores: int) -> Any:
+    if name != "xgb":
+        return name
+    return EarlyXGB(total=remaining, warmup=max(1, min(per_iter, 100)), cores=cores)
+
+
+def _warm_cost_model(task_mod: Any, target: Any, db: Any, workload: Any, cores: int, model: Any = None) -> Any:
     """An XGB cost model already trained on the trials in the database.
 
-    When a run continues, meta_schedule seeds its evolutionary search with the best records of the
-    database, but its cost model starts empty; we train it on every recorded trial first, so the
-    continued search is guided from its first round. Falls back to a fresh model on any failure.
+    When a run continues (or starts from a shared database), meta_schedule seeds its evolutionary
+    search with the best records of the database, but its cost model starts empty; we train it on
+    every recorded trial first, so the search is guided from its first round. Falls back to a
+    fresh model on any failure.
     """
+    model = model if model is not None else ms.CostModel.create("xgb", num_tuning_cores=cores, tree_method="auto")
     try:
         records = [r for r in db.get_top_k(workload, 100000) if r.run_secs and max(float(x) for x in r.run_secs) < 1e9]
         if not records:
-            return "xgb"
+            return model
         ctx = ms.TuneContext(mod=task_mod, target=target, task_name="main", num_threads=cores)
         candidates, results = [], []
         for rec in records:
@@ -454,18 +493,13 @@ def _warm_cost_model(task_mod: Any, target: Any, db: Any, workload: Any, cores: 
             rec.trace.apply_to_schedule(sch, remove_postproc=False)
             candidates.append(ms.MeasureCandidate(sch, rec.args_info))
             results.append(ms.runner.RunnerResult(run_secs=rec.run_secs, error_msg=None))
-        model = ms.CostModel.create("xgb", num_tuning_cores=cores, tree_method="auto")
-        model.update(ctx, candidates, results)
+        inner = getattr(model, "inner", model)  # train the XGB model itself (EarlyXGB counts only this run's)
+        inner.update(ctx, candidates, results)
         print(f"mlc_lab: cost model warmed up on {len(records)} recorded trials", file=sys.stderr)
         return model
     except Exception as exc:  # noqa: BLE001 - a cold model still tunes
         print(f"mlc_lab: could not warm the cost model from the database ({exc}); starting cold", file=sys.stderr)
-        return "xgb"
-
-
-def tune_request(req: dict) -> int:
-    """The worker's "tune" job: the exit status of the tuning process."""
-    return run_job(req["work_dir"])
+        return model
 
 
 def run_job(work_dir: str) -> int:
@@ -509,9 +543,10 @@ def run_job(work_dir: str) -> int:
             os.environ["MLC_LAB_BEST_FILE"] = best_path
             runner = LiveRunner(make_runner({**parse_runner(job.get("runner", "local")), "servers": job.get("servers", 1)},
                                             job.get("min_repeat_ms", TUNING_MIN_REPEAT_MS), job.get("timeout_s", 30)), live)
-            cost_model: Any = job.get("cost_model", "xgb")
-            if (done > 0 or imported.get("count")) and cost_model == "xgb":
-                cost_model = _warm_cost_model(task_mod, target, db, workload, cores)
+            per_iter = int(job.get("num_trials_per_iter", 16))
+            cost_model: Any = _cost_model(job.get("cost_model", "xgb"), remaining, per_iter, cores)
+            if (done > 0 or imported.get("count")) and isinstance(cost_model, EarlyXGB):
+                cost_model = _warm_cost_model(task_mod, target, db, workload, cores, cost_model)
             # ours right after AddToDatabase (it names the database line), before the cost model's update
             default = list(ms.MeasureCallback.create("default"))
             callbacks = default[:1] + [

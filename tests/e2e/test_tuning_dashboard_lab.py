@@ -73,6 +73,8 @@ def test_dashboard_live_cancel_detail_explorer(lab_server, page, artifacts):
     assert "/ 64 trials" in summary and "best" in summary and "GFLOPS" in summary
     assert page.locator(".mlc-tuning .js-plotly-plot .scatterlayer .trace").count() >= 2  # points + best line
     assert lab.kernel_json("dash.polling") is True
+    # what the job does now, between and during batches (building, measuring candidate k of n, ...)
+    assert page.locator(".mlc-tuning .mlc-t-phase").inner_text().strip()
     lab.shot("running", board)
 
     # 2. Cancel: a custom message handled while the kernel is idle; the job's processes stop
@@ -135,6 +137,8 @@ def test_dashboard_live_cancel_detail_explorer(lab_server, page, artifacts):
     after = lab.kernel_json("[len(s.steps), s.current.kind, s.script == dash.detail['script']]")
     assert after[0] > steps_before and after[1] == "replay" and after[2] is True
     assert "is now step" in page.locator(".mlc-tuning .mlc-t-notice").inner_text()
+    # the trial is the student's own steps: meta_schedule's internal enter_postproc() is not one of them
+    assert lab.kernel_json("sum(1 for st in s.steps if 'enter_postproc' in str(getattr(st, 'label', '')))") == 0
     explorer = page.locator(".mlc-tuning .mlc-t-explorer")
     explorer.scroll_into_view_if_needed()
     lab.shot("best-in-explorer", explorer)
