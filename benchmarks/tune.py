@@ -112,7 +112,8 @@ def run_job(n: int, trials: int, per_iter: int, seed: int, database: str | None 
     wall = time.perf_counter() - t0
     best = job.best
     recs = job.records(with_traces=False)
-    live = [json.loads(x) for x in open(os.path.join(wd, "mlc_lab_live.jsonl"))]
+    live_path = os.path.join(wd, "mlc_lab_live.jsonl")
+    live = [json.loads(x) for x in open(live_path)] if os.path.exists(live_path) else []
     first_trial = next((x["t"] for x in live if "trial" in x), None)
     return {
         "n": n,

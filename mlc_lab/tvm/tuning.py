@@ -502,6 +502,11 @@ def _warm_cost_model(task_mod: Any, target: Any, db: Any, workload: Any, cores: 
         return model
 
 
+def tune_request(req: dict) -> int:
+    """The worker's "tune" job: the exit status of the tuning process."""
+    return run_job(req["work_dir"])
+
+
 def run_job(work_dir: str) -> int:
     """Body of the tuning job: read mlc_lab_job.json, tune, keep the status file current."""
     work_dir = os.path.abspath(work_dir)
