@@ -48,8 +48,8 @@ WORKLOADS_FILE = "database_workload.json"
 LIVE_FILE = "mlc_lab_live.jsonl"
 TUNING_MIN_REPEAT_MS = 10.0
 CONFIRM_TOP = 3  # candidates re-timed by measure's method at the end of a run
-POPULATION = 256  # evolutionary search's population for small kernels (meta_schedule's default: 512)
-GENETIC_ITERS = 3
+POPULATION = 128  # evolutionary search's population for small kernels (meta_schedule's default: 512)
+GENETIC_ITERS = 2  # genetic steps per round for small kernels (meta_schedule's default: 4)
 LARGE_FLOPS = 1e8  # above this, a kernel takes long enough to measure that the full search is cheap
 
 
@@ -638,11 +638,13 @@ def _strategy(job: dict) -> Any:
     # Search effort in proportion to what a candidate costs to measure: for a small kernel the
     # search dominates a round (meta_schedule's 512 x 4 genetic steps take longer than measuring
     # 16 candidates), for a large one measuring does and the full search is cheap by comparison.
+    # With the cost model predicting from the second batch (EarlyXGB), every genetic step extracts
+    # features of the whole population: the search effort is what a round costs.
     small = float(job.get("flops") or 0) < LARGE_FLOPS
-    population = int(job.get("population") or (POPULATION if small else 512))
+    population = int(job.get("population") or (POPULATION if small else 2 * POPULATION))
     return ms.search_strategy.EvolutionarySearch(
         population_size=population, init_min_unmeasured=min(50, population // 2),
-        genetic_num_iters=GENETIC_ITERS if small else 4,
+        genetic_num_iters=GENETIC_ITERS if small else GENETIC_ITERS + 1,
     )
 
 
