@@ -307,7 +307,8 @@ class State:
         self._trace = snapshot
         self._sch = None  # handed on to the new state
         new = State(sch, self.func, self.block_rvs, make=self._make, sampled_loops=self.sampled_loops)
-        new._note_samples(before)
+        if name == "sample_perfect_tile":  # the only primitive that adds a perfect-tile sample
+            new._note_samples(before)
         outputs = new._outputs(result, before)
         return new, outputs
 
