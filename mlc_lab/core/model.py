@@ -287,6 +287,27 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
+# The rest of the model lives with the code that computes it; found here by name, imported on first
+# use (this module stays free of numpy, TVM and the worker: every layer imports it).
+_ELSEWHERE = {
+    "Footprint": "mlc_lab.core.access.model",
+    "LoopFootprint": "mlc_lab.core.access.model",
+    "WarpAccess": "mlc_lab.core.access.model",
+    "GpuStats": "mlc_lab.core.access.model",
+    "Measurement": "mlc_lab.core.measure",
+    "TuneRecord": "mlc_lab.core.tune",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _ELSEWHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
 def changed_lines(before: str, after: str) -> list[int]:
     """1-based lines of ``after`` that are new or rewritten against ``before``.
 

@@ -102,3 +102,15 @@ def test_plain_makes_view_data_json_safe():
     out = plain(data)
     assert out == {"1": [3, 0.5, True], "s": [4, 8], "o": str(object), "n": None}
     assert type(out["1"][0]) is int and json.dumps(out)
+
+
+def test_the_model_names_the_types_that_live_with_their_analyses():
+    from mlc_lab.core import model
+    from mlc_lab.core.access.model import Footprint, GpuStats, WarpAccess
+    from mlc_lab.core.measure import Measurement
+    from mlc_lab.core.tune import TuneRecord
+
+    assert (model.Footprint, model.GpuStats, model.WarpAccess) == (Footprint, GpuStats, WarpAccess)
+    assert model.Measurement is Measurement and model.TuneRecord is TuneRecord
+    code = "import sys, mlc_lab.core.model; assert 'numpy' not in sys.modules and 'tvm' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
