@@ -342,28 +342,29 @@ class Session:
         return self.current
 
     def _parse_trace(self, trace: Any) -> list[trace_io.TraceCall]:
-        if isinstance(trace, (list, tuple)):
-            data = trace_io.parse_trace_json(json.loads(json.dumps(list(trace))))
-            text = trace_io.json_to_text(data, self._original)
-        elif isinstance(trace, str) and trace_io.looks_like_json(trace):
-            data = trace_io.parse_trace_json(trace)
-            text = trace_io.json_to_text(data, self._original)
-        elif isinstance(trace, str):
-            text = trace
-        else:
-            raise TraceParseError(f"a trace is text or JSON, not {type(trace).__name__}")
-        return trace_io.parse_trace_text(text)
+        """A trace in any form a user holds (text, JSON, ``sch.trace``, a tuning record) as calls."""
+        data = trace_io.trace_data(trace)
+        if isinstance(data, str):
+            return trace_io.parse_trace_text(data)
+        return trace_io.calls_from_json(data)
 
     def _replay_calls(self, state: tsch.State, calls: list[trace_io.TraceCall], env: dict[str, Any]
                       ) -> list[tuple[tsch.State, trace_io.TraceCall, list]]:
-        """Apply calls one by one; lookups are folded into the next real call's step."""
+        """Apply calls one by one; lookups are folded into the next real call's step.
+
+        Every failure is a ``TraceParseError`` naming the line (text) or instruction (JSON); the states
+        already built are new objects, so the session is untouched until the caller adds them.
+        """
+
+        def lookup(name: str) -> Any:
+            if name not in env:
+                raise ScheduleStepError(f"{name} is not defined", primitive="?")
+            return env[name]
 
         def resolve(value: Any) -> Any:
             if isinstance(value, trace_io.Ref):
-                if value.name not in env:
-                    raise ScheduleStepError(f"{value.name} is not defined", primitive="?")
-                return env[value.name]
-            return value
+                return lookup(value.name)
+            return trace_io.bind_value(value, lookup)
 
         names = set(program.prim_func_names(self._original))
         built = []
@@ -371,20 +372,24 @@ class Session:
             if call.primitive == "get_sblock" and call.kwargs.get("func_name") not in names | {None}:
                 # meta_schedule tunes a copy of the function called "main": point it back at ours.
                 call.kwargs["func_name"] = self.func_name
-            if call.primitive not in tsch.LOOKUPS:
-                call.label = state.describe(call.primitive, tuple(call.args), dict(call.kwargs), resolve)
             try:
+                if call.primitive not in tsch.LOOKUPS:
+                    call.label = state.describe(call.primitive, tuple(call.args), dict(call.kwargs), resolve)
                 state, outputs = state.apply(call.primitive, tuple(call.args), dict(call.kwargs), resolve)
             except ScheduleStepError as exc:
-                raise TraceParseError(f"{call.text or call.primitive}\n{exc}", line=call.line) from None
+                raise _replay_error(call, str(exc)) from None
+            except MlcLabError as exc:
+                raise _replay_error(call, str(exc)) from None
+            except Exception as exc:  # noqa: BLE001  (TVM or our conversion failed in a way not foreseen)
+                raise _replay_error(call, f"{call.primitive} failed: {type(exc).__name__}: {exc}".strip()) from None
             if call.targets:
                 if len(call.targets) != len(outputs):
-                    raise TraceParseError(
-                        f"{call.primitive} gives {len(outputs)} value(s) but the trace names {len(call.targets)}",
-                        line=call.line,
+                    raise _replay_error(
+                        call, f"{call.primitive} gives {len(outputs)} value(s) but the trace names {len(call.targets)}"
                     )
                 for name, out in zip(call.targets, outputs):
-                    env[name] = out.rv
+                    if name != "_":
+                        env[name] = out.rv
             if call.primitive not in tsch.LOOKUPS:
                 built.append((state, call, outputs))
         return built
@@ -602,6 +607,15 @@ class Session:
     def access_view(self, loop: str | None = None, **kwargs: Any) -> Any:
         """The memory-access view of this session (heatmaps of what ``loop`` touches)."""
         return display.open_view("access", self, loop, **kwargs)
+
+
+def _replay_error(call: trace_io.TraceCall, message: str) -> TraceParseError:
+    """``line 4: sch.split(...)`` / ``instruction 7 (Split): ...`` then what went wrong."""
+    first, _, rest = message.partition("\n")
+    text = first + (f"\n  {call.text}" if call.text else "") + (f"\n{rest}" if rest else "")
+    if call.where.startswith("instruction"):
+        return TraceParseError(f"{call.where}: {text}")
+    return TraceParseError(text, line=call.line)
 
 
 _LIST_RESULTS = {"split", "sample_perfect_tile", "get_loops", "loop_partition", "get_child_blocks", "get_producers",

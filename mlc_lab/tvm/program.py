@@ -172,6 +172,13 @@ def _ffi_equal(a: object, b: object) -> bool:
     return bool(tvm_ffi.structural_equal(a, b))
 
 
+def structural_hash(mod: object) -> str:
+    """A fingerprint of a module: structurally equal modules have equal hashes."""
+    import tvm_ffi
+
+    return str(tvm_ffi.structural_hash(mod))
+
+
 def save_json(mod: tvm.IRModule) -> str:
     return tvm.ir.save_json(mod)
 

@@ -41,14 +41,19 @@ def _get(sch: s_tir.Schedule, rv: Any) -> Any:
     return _raw_get(sch, rv)
 
 # The primitives a user may apply by name (TVM's own method names and argument names).
+# Every primitive of tvm.s_tir.Schedule 0.27 that a trace can record (one instruction kind each, see
+# src/s_tir/schedule/primitive/*.cc); tests/unit/test_trace_forms.py checks the list against TVM's.
 PRIMITIVES = frozenset(
-    """split reorder fuse parallel vectorize unroll bind compute_at reverse_compute_at cache_read
-    cache_write decompose_reduction compute_inline reverse_compute_inline rfactor blockize annotate
-    unannotate set_scope storage_align transform_layout sample_perfect_tile sample_categorical
-    sample_compute_location get_sblock get_loops get_child_blocks get_producers get_consumers
-    get_output_blocks add_unit_loop fuse_reduction_epilogue reindex loop_partition merge pad_einsum
-    decompose_padding rolling_buffer transform_block_layout tensorize enter_postproc
-    reindex_cache_read reindex_cache_write cache_inplace cache_index""".split()
+    """split reorder fuse merge loop_partition add_unit_loop parallel vectorize unroll bind
+    compute_at reverse_compute_at compute_inline reverse_compute_inline fuse_reduction_epilogue
+    cache_read cache_write cache_inplace cache_index reindex reindex_cache_read reindex_cache_write
+    read_at write_at set_scope storage_align unsafe_set_dtype
+    decompose_reduction rfactor decompose_padding pad_einsum rolling_buffer
+    blockize tensorize annotate unannotate annotate_buffer_access unsafe_hide_buffer_access
+    transform_layout transform_block_layout reorder_block_iter_var
+    sample_perfect_tile sample_partitioned_tile sample_categorical sample_compute_location
+    get_sblock get_loops get_child_blocks get_producers get_consumers get_output_blocks
+    enter_postproc""".split()
 )
 ALIASES = {"get_block": "get_sblock"}
 # Instructions that only look things up: they are folded into the next real step.
@@ -333,7 +338,10 @@ class State:
         out = []
         for i, rv in enumerate(items):
             handle = Handle(position, i)
-            if isinstance(rv, LoopRV):
+            if isinstance(rv, LoopRV) and _special_location(self.sch, rv):
+                # sample_compute_location decided -1 (the root: stay) or -2 (inline): not a loop
+                out.append(Output(rv, "loop", _special_location(self.sch, rv), None, handle))
+            elif isinstance(rv, LoopRV):
                 out.append(Output(rv, "loop", self._loop_name(rv), None, handle))
             elif isinstance(rv, SBlockRV):
                 out.append(Output(rv, "block", _get(self.sch, rv).name_hint, None, handle))
@@ -399,6 +407,16 @@ class State:
         fresh = State.initial(original, self.func, seed)
         new_trace.apply_to_schedule(fresh.sch, remove_postproc=False)
         return State(fresh.sch, self.func, make=fresh._make, sampled_loops=self.sampled_loops)
+
+
+def _special_location(sch: s_tir.Schedule, rv: Any) -> str | None:
+    """``"root"`` / ``"inline"`` for the marks sample_compute_location returns instead of a loop."""
+    sref = sch.get_sref(rv)
+    if sref.same_as(s_tir.schedule.StmtSRef.root_mark()):
+        return "root"
+    if sref.same_as(s_tir.schedule.StmtSRef.inline_mark()):
+        return "inline"
+    return None
 
 
 class _Resolver:

@@ -1,0 +1,50 @@
+"""The conformance table of issue 13 on the corpus of ``tests/conformance``; prints JSON.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/conformance.py [--subset fast|all|ID-PART] [--no-footprint]
+        [--details out.json]
+
+Replays every schedule of the corpus from its printed trace and from its JSON, compares with TVM's
+module, builds the loop tree and times ``footprint`` at three loops. Memory is capped (RLIMIT_AS) so
+that an analysis asking for too much fails in this process instead of swapping the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.append(str(ROOT))  # after PYTHONPATH: another checkout's mlc_lab can be measured with this corpus
+
+from tests.conformance import harness  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--subset", default="all")
+    parser.add_argument("--no-footprint", action="store_true")
+    parser.add_argument("--details", help="write every outcome to this JSON file")
+    parser.add_argument("--memory-gb", type=float, default=12.0)
+    args = parser.parse_args()
+    limit = int(args.memory_gb * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    started = time.time()
+    outcomes = []
+    for entry in harness.entries(args.subset):
+        outcomes.append(harness.run_entry(entry, footprint=not args.no_footprint))
+    table = harness.summarize(outcomes)
+    table["wall_s"] = round(time.time() - started, 1)
+    import mlc_lab
+
+    table["mlc_lab"] = str(Path(mlc_lab.__file__).parent)
+    if args.details:
+        Path(args.details).write_text(json.dumps([harness.outcome_dict(o) for o in outcomes], indent=1))
+    print(json.dumps(table, indent=2))
+
+
+if __name__ == "__main__":
+    main()

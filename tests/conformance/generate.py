@@ -1,0 +1,215 @@
+"""Generate the conformance corpus: schedules TVM itself writes, with TVM's own replay as the oracle.
+
+    PYTHONPATH=. .venv/bin/python tests/conformance/generate.py  # rewrites corpus.json.gz (~1 min)
+
+Sources, all shipped in the apache-tvm wheel (no network):
+- ``meta_schedule.testing.te_workload``: the 13 workloads, design spaces for llvm (AVX-512), CUDA and
+  (fp16 GEMMs) CUDA tensor cores; every sketch again with decisions re-sampled under fixed seeds;
+- a matmul with a symbolic extent (dynamic ``sample_perfect_tile``, decision ``[-1, ...]``);
+- dlight's GPU rules;
+- the course's programs (tests/fixtures) with the schedules of the test suite;
+- a few schedules per primitive of ``tvm.s_tir.Schedule`` (``primitive_schedules.py``).
+
+Each entry stores the original module (TVMScript), the trace as TVM prints it and as its JSON, the
+structural hash of the scheduled module, and whether TVM's own replays (text via ``exec`` here, at
+generation time only, and JSON) reproduce it. The corpus is deterministic for a given TVM version.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import tvm  # noqa: E402
+import tvm.s_tir  # noqa: E402,F401
+import tvm.s_tir.tensor_intrin  # noqa: E402,F401  (registers the wmma / x86 intrinsics the rules name)
+from tvm import s_tir, te  # noqa: E402
+from tvm.s_tir import meta_schedule as ms  # noqa: E402
+from tvm.s_tir.meta_schedule.testing import te_workload  # noqa: E402
+from tvm.s_tir.schedule import Trace  # noqa: E402
+from tvm.target import Target  # noqa: E402
+
+from mlc_lab.tvm.program import structural_hash  # noqa: E402
+from mlc_lab.tvm.schedule import to_plain  # noqa: E402
+
+CORPUS = Path(__file__).with_name("corpus.json.gz")
+WORKLOADS = ["C1D", "C2D", "C3D", "GMM", "GRP", "DIL", "DEP", "T2D", "CAP", "NRM", "SFM", "CBR", "TBG"]
+SEEDS = (1, 2)
+TARGETS = {
+    "llvm": Target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 4}),
+    "cuda": Target({"kind": "cuda", "arch": "sm_80", "max_threads_per_block": 1024, "thread_warp_size": 32,
+                    "max_shared_memory_per_block": 49152, "registers_per_block": 65536}),
+}
+TARGETS["cuda-tensorcore"] = TARGETS["cuda"]
+
+
+def design_spaces(kind: str, mod: tvm.IRModule) -> list[s_tir.Schedule]:
+    ctx = ms.TuneContext(
+        mod=mod, target=TARGETS[kind], task_name="corpus",
+        space_generator=ms.space_generator.PostOrderApply(
+            sch_rules=ms.ScheduleRule.create(kind), postprocs=[], mutator_probs={}),
+    )
+    return list(ctx.generate_design_space())
+
+
+def resampled(trace: Trace, mod: tvm.IRModule, seed: int) -> s_tir.Schedule | None:
+    """The sketch with every decision drawn again from ``seed``."""
+    sch = s_tir.Schedule(mod, seed=seed, debug_mask="none")
+    try:
+        Trace(trace.insts, {}).apply_to_schedule(sch, remove_postproc=False)
+    except Exception:  # noqa: BLE001  (some draws are invalid for the sketch: TVM refuses them too)
+        return None
+    return sch
+
+
+def _printed(trace: Trace) -> str | None:
+    """TVM's printed trace; None where its printer fails (decompose_padding in 0.27)."""
+    try:
+        trace.as_python()
+    except Exception:  # noqa: BLE001
+        return None
+    return str(trace)
+
+
+def tvm_replays(sch: s_tir.Schedule, mod: tvm.IRModule) -> tuple[bool, bool]:
+    """Does TVM's own replay, from its printed Python and from its JSON, reproduce the module?"""
+    from tvm.script import tirx as T
+
+    def same(fresh: s_tir.Schedule) -> bool:
+        return bool(tvm.ir.structural_equal(fresh.mod, sch.mod))
+
+    text_ok = json_ok = False
+    try:
+        fresh = s_tir.Schedule(mod, debug_mask="none")
+        env: dict[str, Any] = {"T": T, **tvm.tirx.__dict__}
+        exec("\n".join(sch.trace.as_python()), env, {"sch": fresh})  # noqa: S102  (our own corpus, trusted)
+        text_ok = same(fresh)
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        fresh = s_tir.Schedule(mod, debug_mask="none")
+        Trace.apply_json_to_schedule(sch.trace.as_json(), fresh)
+        json_ok = same(fresh)
+    except Exception:  # noqa: BLE001
+        pass
+    return text_ok, json_ok
+
+
+def entry(ident: str, group: str, mod: tvm.IRModule, sch: s_tir.Schedule, func: str = "main") -> dict:
+    text_ok, json_ok = tvm_replays(sch, mod)
+    return {
+        "id": ident,
+        "group": group,
+        "func": func,
+        "module": mod.script(),
+        "text": _printed(sch.trace),
+        "json": to_plain(sch.trace.as_json()),
+        "hash": structural_hash(sch.mod),
+        "tvm_text": text_ok,
+        "tvm_json": json_ok,
+    }
+
+
+def te_entries() -> Iterator[dict]:
+    for name in WORKLOADS:
+        mod = tvm.IRModule({"main": te_workload.create_te_workload(name, 0)})
+        for kind in ("llvm", "cuda"):
+            yield from _spaces(f"{name}/{kind}", kind, mod)
+    gemms = {
+        "GMM16": te.create_prim_func(te_workload.matmul(128, 128, 128, "float16", "float32")),
+        "BMM16": te.create_prim_func(te_workload.batch_matmul_nkkm(2, 64, 64, 64, "float16", "float32")),
+    }
+    for name, func in gemms.items():
+        yield from _spaces(f"{name}/cuda-tensorcore", "cuda-tensorcore", tvm.IRModule({"main": func}))
+    n = te.var("n")
+    dynamic = te.create_prim_func(te_workload.matmul(n, 128, 128))
+    for kind in ("llvm", "cuda"):
+        yield from _spaces(f"DYN/{kind}", kind, tvm.IRModule({"main": dynamic}))
+
+
+def _spaces(prefix: str, kind: str, mod: tvm.IRModule) -> Iterator[dict]:
+    group = kind
+    for i, sch in enumerate(design_spaces(kind, mod)):
+        yield entry(f"{prefix}/sketch{i}", group, mod, sch)
+        for seed in SEEDS:
+            again = resampled(sch.trace, mod, seed)
+            if again is not None:
+                yield entry(f"{prefix}/sketch{i}/seed{seed}", group, mod, again)
+
+
+def dlight_entries() -> Iterator[dict]:
+    from tvm.s_tir import dlight as dl
+
+    target = Target({"kind": "cuda", "arch": "sm_80", "max_threads_per_block": 1024, "thread_warp_size": 32,
+                     "max_shared_memory_per_block": 49152})
+    n = te.var("n")
+    funcs = {
+        "matmul": te.create_prim_func(te_workload.matmul(256, 256, 256)),
+        "matmul_dyn": te.create_prim_func(te_workload.matmul(n, 256, 256)),
+        "softmax": te.create_prim_func(te_workload.softmax_mn(256, 256)),
+        "norm": te.create_prim_func(te_workload.norm_bmn(1, 256, 256)),
+        "gemv": te.create_prim_func(te_workload.matmul(1, 256, 256)),
+    }
+    rules = [dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()]
+    for name, func in funcs.items():
+        func = func.with_attr("global_symbol", "main")
+        mod = tvm.IRModule({"main": func})
+        for rule in rules:
+            try:
+                sch = rule.apply(func, target, False)
+            except Exception:  # noqa: BLE001  (the rule does not apply to this function)
+                continue
+            if sch is None:
+                continue
+            for k, one in enumerate(sch if isinstance(sch, list) else [sch]):
+                if one.trace is None or not one.trace.insts:
+                    continue
+                yield entry(f"dlight/{type(rule).__name__}/{name}/{k}", "dlight", mod, one)
+            break
+
+
+def course_entries() -> Iterator[dict]:
+    """The course's programs with the test suite's schedules (applied through mlc_lab by name: the
+    module and trace are TVM's own, as in any notebook)."""
+    from mlc_lab.tvm.program import load
+    from tests.unit.test_trace import SCENARIOS, run_scenario
+
+    for name in sorted(SCENARIOS):
+        session = run_scenario(name)
+        sch = session._state.sch  # noqa: SLF001  (the TVM schedule behind the session's last step)
+        yield entry(f"course/{name}", "course", load(SCENARIOS[name][0]), sch, session.func_name)
+
+
+def primitive_entries() -> Iterator[dict]:
+    from tests.conformance.primitive_schedules import SCHEDULES
+
+    for name, (mod, fn) in SCHEDULES.items():
+        sch = s_tir.Schedule(mod, seed=7, debug_mask="none")
+        fn(sch)
+        yield entry(f"primitive/{name}", "primitive", mod, sch, [gv.name_hint for gv in mod.functions][0])
+
+
+def main() -> None:
+    started = time.time()
+    entries: list[dict] = []
+    sources: list[Callable[[], Iterator[dict]]] = [primitive_entries, course_entries, dlight_entries, te_entries]
+    for source in sources:
+        t0 = time.time()
+        got = list(source())
+        print(f"{source.__name__}: {len(got)} schedules in {time.time() - t0:.1f} s", file=sys.stderr)
+        entries.extend(got)
+    data = json.dumps({"tvm": tvm.__version__, "entries": entries}, separators=(",", ":"), sort_keys=True)
+    CORPUS.write_bytes(gzip.compress(data.encode(), mtime=0))
+    print(f"{len(entries)} schedules, {CORPUS.stat().st_size // 1024} KiB, {time.time() - started:.0f} s",
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

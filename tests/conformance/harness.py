@@ -1,0 +1,182 @@
+"""Run mlc_lab on the conformance corpus and count what matters (see ``benchmarks/conformance.py``).
+
+For one corpus entry: replay its printed trace and its JSON with ``Session.from_trace`` and compare the
+result with TVM's module (by structural hash: equal modules hash equally), build the loop tree, and
+ask ``Session.footprint`` about the outermost, a middle and the innermost loop. Every outcome is one of
+``equal`` / ``differs`` / ``refused`` (an ``MlcLabError``) / ``raw`` (any other exception).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable
+
+CORPUS = Path(__file__).with_name("corpus.json.gz")
+
+
+@lru_cache(maxsize=1)
+def corpus() -> list[dict]:
+    return json.loads(gzip.decompress(CORPUS.read_bytes()))["entries"]
+
+
+def entries(subset: str = "all") -> list[dict]:
+    """``all``, or ``fast``: every primitive and course schedule, and one sketch of each design space."""
+    items = corpus()
+    if subset == "all":
+        return items
+    if subset == "fast":
+        return [e for e in items if e["group"] in {"primitive", "course"}
+                or (e["id"].endswith("/sketch0") and not e["id"].startswith(("C3D", "CAP", "T2D", "DIL")))]
+    return [e for e in items if subset in e["id"]]
+
+
+@dataclass
+class Outcome:
+    id: str
+    tvm_text: bool
+    tvm_json: bool
+    text: str = "?"
+    json: str = "?"
+    loop_tree: str = "?"
+    footprints: list[tuple[str, str, float]] = field(default_factory=list)  # (loop, outcome, seconds)
+    errors: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def _module_hash(session: Any) -> str:
+    from mlc_lab.tvm.program import structural_hash
+
+    return structural_hash(session.module)
+
+
+def _classify(exc: BaseException) -> str:
+    from mlc_lab.errors import MlcLabError
+
+    return "refused" if isinstance(exc, MlcLabError) else "raw"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def run_entry(entry: dict, *, footprint: bool = True) -> Outcome:
+    from mlc_lab import Session
+
+    out = Outcome(entry["id"], entry["tvm_text"], entry["tvm_json"])
+    started = time.perf_counter()
+    replayed = None
+    for form in ("text", "json"):
+        if entry[form] is None:  # TVM could not print this trace: nothing to replay
+            setattr(out, form, "n/a")
+            continue
+        try:
+            session = Session.from_trace(entry["module"], entry[form], entry.get("func"))
+            result = "equal" if _module_hash(session) == entry["hash"] else "differs"
+            replayed = replayed or (session if result == "equal" else None)
+        except Exception as exc:  # noqa: BLE001  (counted: refused or raw)
+            result = _classify(exc)
+            out.errors[form] = _first_line(exc)
+            if result == "raw":
+                out.errors[form + "_traceback"] = traceback.format_exc(limit=-3)
+        setattr(out, form, result)
+    if replayed is not None:
+        try:
+            tree = replayed.loop_tree()
+            out.loop_tree = "ok"
+        except Exception as exc:  # noqa: BLE001
+            out.loop_tree = _classify(exc)
+            out.errors["loop_tree"] = _first_line(exc)
+            tree = None
+        if footprint and tree is not None:
+            for loop in _three_loops(tree):
+                t0 = time.perf_counter()
+                try:
+                    replayed.footprint(loop)
+                    result = "ok"
+                except Exception as exc:  # noqa: BLE001
+                    result = _classify(exc)
+                    out.errors[f"footprint {loop}"] = _first_line(exc)
+                out.footprints.append((loop, result, time.perf_counter() - t0))
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def _three_loops(tree: dict) -> list[str]:
+    """The outermost, a middle and the innermost loop of the deepest nest (qualified names)."""
+    best: list[dict] = []
+
+    def walk(node: dict, chain: list[dict]) -> None:
+        nonlocal best
+        chain = chain + [node] if node.get("kind") == "loop" else chain
+        kids = node.get("children", [])
+        if not kids and len(chain) > len(best):
+            best = chain
+        for kid in kids:
+            walk(kid, chain)
+
+    for func in tree.get("functions", []):
+        for child in func.get("children", []):
+            walk(child, [])
+    if not best:
+        return []
+    picks = [best[0], best[len(best) // 2], best[-1]]
+    names: list[str] = []
+    for node in picks:
+        name = node.get("qualified") or node.get("name")
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def summarize(outcomes: Iterable[Outcome]) -> dict:
+    outcomes = list(outcomes)
+    n = len(outcomes)
+
+    def rate(k: int, d: int) -> float | None:
+        return round(100.0 * k / d, 1) if d else None
+
+    table: dict[str, Any] = {"schedules": n}
+    for form in ("text", "json"):
+        present = [o for o in outcomes if getattr(o, form) != "n/a"]
+        n = len(present)
+        tvm_ok = [o for o in present if getattr(o, f"tvm_{form}")]
+        equal = [o for o in present if getattr(o, form) == "equal"]
+        equal_where_tvm = [o for o in tvm_ok if getattr(o, form) == "equal"]
+        table[form] = {
+            "schedules": n,
+            "equal_pct": rate(len(equal), n),
+            "tvm_own_pct": rate(len(tvm_ok), n),
+            "equal_where_tvm_reproduces_pct": rate(len(equal_where_tvm), len(tvm_ok)),
+            "refused": sum(getattr(o, form) == "refused" for o in outcomes),
+            "differs": sum(getattr(o, form) == "differs" for o in outcomes),
+            "raw": sum(getattr(o, form) == "raw" for o in outcomes),
+            "failing_where_tvm_reproduces": [o.id for o in tvm_ok if getattr(o, form) != "equal"][:20],
+        }
+    n = len(outcomes)
+    replays = sum((o.text != "n/a") + (o.json != "n/a") for o in outcomes)
+    raw = sum((o.text == "raw") + (o.json == "raw") for o in outcomes)
+    table["replays_raw_exception_pct"] = rate(raw, replays)
+    table["loop_tree"] = {k: sum(o.loop_tree == k for o in outcomes) for k in ("ok", "refused", "raw")}
+    calls = [f for o in outcomes for f in o.footprints]
+    slowest = max(((f[2], o.id, f[0]) for o in outcomes for f in o.footprints), default=None)
+    table["footprint"] = {
+        "calls": len(calls),
+        "refused_pct": rate(sum(f[1] == "refused" for f in calls), len(calls)),
+        "raw_pct": rate(sum(f[1] == "raw" for f in calls), len(calls)),
+        "slowest_s": round(slowest[0], 3) if slowest else None,
+        "slowest_at": f"{slowest[1]} {slowest[2]}" if slowest else None,
+    }
+    slow_entry = max(outcomes, key=lambda o: o.seconds, default=None)
+    table["slowest_schedule"] = {"id": slow_entry.id, "seconds": round(slow_entry.seconds, 2)} if slow_entry else None
+    return table
+
+
+def outcome_dict(o: Outcome) -> dict:
+    return asdict(o)
