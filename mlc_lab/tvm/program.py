@@ -84,7 +84,9 @@ def parse_text(text: str, filename: str = "<script>") -> tvm.IRModule:
         text = convert(text)
     snippet, offset = _tvmscript_part(text)
     try:
-        parsed = tvm.script.from_source(snippet)
+        symbolic = _symbolic_vars_above(text)
+        parsed = tvm.script.from_source(snippet, extra_vars=_script_globals(symbolic)) if symbolic else (
+            tvm.script.from_source(snippet))
     except Exception as exc:  # TVM raises DiagnosticError, or plain errors from the evaluator
         raise _load_error(exc, snippet, offset, original, filename) from None
     if isinstance(parsed, tirx.PrimFunc):
@@ -119,6 +121,40 @@ def _tvmscript_part(text: str) -> tuple[str, int]:
     raise LoadError(
         "found no @I.ir_module class or @T.prim_func function in the text", source=text
     )
+
+
+# What TVM prints above a module for a symbolic shape variable: ``n = T.int32()``, ``n = T.int64()``,
+# and, for an int64 variable in a signature, ``n = TypeVar("n")``.
+_SYMBOLIC_DTYPES = {f"T.{t}": t for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")}
+
+
+def _script_globals(extra: dict) -> dict:
+    from tvm.script.parser.core.entry import _default_globals
+
+    return {**_default_globals(), **extra}
+
+
+def _symbolic_vars_above(text: str) -> dict[str, tirx.Var]:
+    """Symbolic variables declared at the top level of a printed module, as TIR variables.
+
+    Only the declaration forms above are read (never evaluated); ``TypeVar`` carries no dtype, and
+    TVM prints it for 64-bit shape variables, so it becomes an int64 variable.
+    """
+    out: dict[str, tirx.Var] = {}
+    for node in ast.parse(text).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name, value = node.targets[0].id, node.value
+        if not isinstance(value, ast.Call):
+            continue
+        callee = ast.unparse(value.func)
+        if callee in _SYMBOLIC_DTYPES and not value.args and not value.keywords:
+            out[name] = tirx.Var(name, _SYMBOLIC_DTYPES[callee])
+        elif callee in {"TypeVar", "typing.TypeVar"} and len(value.args) == 1 and not value.keywords and isinstance(
+            value.args[0], ast.Constant
+        ) and value.args[0].value == name:
+            out[name] = tirx.Var(name, "int64")
+    return out
 
 
 def _decorator_name(node: ast.expr) -> str:

@@ -345,6 +345,8 @@ class State:
                 out.append(Output(rv, "loop", self._loop_name(rv), None, handle))
             elif isinstance(rv, SBlockRV):
                 out.append(Output(rv, "block", _get(self.sch, rv).name_hint, None, handle))
+            elif rv is None:  # a dynamic sample_perfect_tile: the outer factor is left to split (None)
+                out.append(Output(None, "value", None, None, handle))
             else:
                 out.append(Output(rv, "value", None, _plain_value(_get(self.sch, rv)), handle))
         return out
@@ -409,6 +411,12 @@ class State:
         return State(fresh.sch, self.func, make=fresh._make, sampled_loops=self.sampled_loops)
 
 
+def _register_tensor_intrinsics() -> None:
+    """The intrinsics TVM ships (wmma, mma, x86, arm...) register themselves on import; meta_schedule
+    traces name them, so a replay needs them registered."""
+    import tvm.s_tir.tensor_intrin  # noqa: F401
+
+
 def _special_location(sch: s_tir.Schedule, rv: Any) -> str | None:
     """``"root"`` / ``"inline"`` for the marks sample_compute_location returns instead of a loop."""
     sref = sch.get_sref(rv)
@@ -452,6 +460,8 @@ class _Resolver:
         return self.literal(value)
 
     def literal(self, value: Any) -> Any:
+        if self.primitive == "tensorize" and isinstance(value, str):
+            _register_tensor_intrinsics()
         if isinstance(value, list):
             return [self.literal(v) for v in value]
         if isinstance(value, tuple):

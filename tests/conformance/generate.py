@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import tvm  # noqa: E402
+import tvm_ffi  # noqa: E402
 import tvm.s_tir  # noqa: E402,F401
 import tvm.s_tir.tensor_intrin  # noqa: E402,F401  (registers the wmma / x86 intrinsics the rules name)
 from tvm import s_tir, te  # noqa: E402
@@ -83,7 +84,7 @@ def tvm_replays(sch: s_tir.Schedule, mod: tvm.IRModule) -> tuple[bool, bool]:
     from tvm.script import tirx as T
 
     def same(fresh: s_tir.Schedule) -> bool:
-        return bool(tvm.ir.structural_equal(fresh.mod, sch.mod))
+        return bool(tvm_ffi.structural_equal(fresh.mod, sch.mod))
 
     text_ok = json_ok = False
     try:
