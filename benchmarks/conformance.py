@@ -29,7 +29,17 @@ def main() -> None:
     parser.add_argument("--no-footprint", action="store_true")
     parser.add_argument("--details", help="write every outcome to this JSON file")
     parser.add_argument("--memory-gb", type=float, default=12.0)
+    parser.add_argument("--from-details", help="summarize a --details file again (with the corpus's TVM flags)")
     args = parser.parse_args()
+    if args.from_details:
+        flags = {e["id"]: e for e in harness.corpus()}
+        outcomes = []
+        for item in json.loads(Path(args.from_details).read_text()):
+            item.update(tvm_text=flags[item["id"]]["tvm_text"], tvm_json=flags[item["id"]]["tvm_json"])
+            item["footprints"] = [tuple(f) for f in item["footprints"]]
+            outcomes.append(harness.Outcome(**item))
+        print(json.dumps(harness.summarize(outcomes), indent=2))
+        return
     limit = int(args.memory_gb * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     started = time.time()

@@ -400,21 +400,24 @@ class Session:
         work = before.fork()
         try:
             fn(work.sch)
+        except AttributeError as exc:
+            raise ScheduleStepError(_legacy_attribute_hint(exc), primitive=getattr(fn, "__name__", "run"),
+                                    detail=f"{type(exc).__name__}: {exc}") from exc
         except Exception as exc:
             raise ScheduleStepError(f"the schedule function raised {type(exc).__name__}: {exc}",
                                     primitive=getattr(fn, "__name__", "run")) from exc
         old_len = before.trace_length()
         work.took_changes(old_len)
-        stmts = work.trace.as_python(remove_postproc=False)
-        env: dict[str, Any] = {}
-        old_calls = trace_io.parse_trace_text("\n".join(stmts[:old_len]))
         insts = before.sch.trace.insts  # handles of the schedule the calls are replayed on
-        for pos, call in enumerate(old_calls):
-            for k, name in enumerate(call.targets):
-                env[name] = insts[pos].outputs[k]
         try:
-            new_calls = trace_io.parse_trace_text("\n".join(stmts))[old_len:]
-            built = self._replay_calls(before, new_calls, env)
+            # Read what the function did from TVM's JSON (its printer fails on some primitives).
+            calls = trace_io.calls_from_json(trace_io.trace_data(work.trace))
+            env: dict[str, Any] = {}
+            for pos, call in enumerate(calls[:old_len]):
+                for k, name in enumerate(call.targets):
+                    if name != "_":
+                        env[name] = insts[pos].outputs[k]
+            built = self._replay_calls(before, calls[old_len:], env)
         except (TraceParseError, ScheduleStepError):
             built = []
         if not built:  # fall back to one step holding whatever the function did
@@ -607,6 +610,19 @@ class Session:
     def access_view(self, loop: str | None = None, **kwargs: Any) -> Any:
         """The memory-access view of this session (heatmaps of what ``loop`` touches)."""
         return display.open_view("access", self, loop, **kwargs)
+
+
+# Schedule methods the course's TVM had under other names (TVM 0.27 renamed them).
+_RENAMED_METHODS = {"get_block": "get_sblock"}
+
+
+def _legacy_attribute_hint(exc: AttributeError) -> str:
+    """The plain sentence for a schedule function that uses a name TVM 0.27 no longer has."""
+    name = getattr(exc, "name", None) or ""
+    if name in _RENAMED_METHODS:
+        return (f"the schedule function calls sch.{name}, which TVM 0.27 calls {_RENAMED_METHODS[name]}: "
+                f"use sch.{_RENAMED_METHODS[name]}, or pass the course's code through mlc_lab.convert")
+    return f"the schedule function raised AttributeError: {exc}"
 
 
 def _replay_error(call: trace_io.TraceCall, message: str) -> TraceParseError:

@@ -58,7 +58,8 @@ _LIST_OPTIONS = {"keys", "libs", "mattr"}
 _LEGACY_HINT = re.compile(
     r"tvm\.script import[^\n]*\btir\b|T\.block|Buffer\s*\[|T\.alloc_buffer|prim_func|tir\.noalias"
     r"|\btir\.|tvm\.tir\b|from tvm import[^\n]*\b(tir|meta_schedule)\b|meta_schedule|get_block\b|tvm\.nd\b"
-    r"|\bbuild\s*\(|time_evaluator|imported_modules|register_func|structural_equal|structural_hash"
+    r"|\bbuild\s*\(|time_evaluator|imported_modules|get_source|entry_name|device\s*\("
+    r"|register_func|structural_equal|structural_hash"
     r"|contrib|call_tir|call_dps_packed|out_sinfo|name_hint|TensorStructInfo|tune_tir"
     r"|relax\.output|Tensor\s*\(|create_schedule|tvm\.lower\b|\b(%s)\s+-" % "|".join(_TARGET_KINDS)
 )
@@ -160,6 +161,8 @@ class _Names:
         self.relax = {"relax"}
         self.tir = set()        # `from tvm import tir`
         self.built = set()      # names bound to tvm.build(...) / tvm.compile(...) results
+        self.device_modules = set()  # names bound to `<built>.imported_modules[i]` (device code)
+        self.strings: dict[str, set[str]] = {}  # names bound to string literals, and those strings
         self.has_tvm_ffi = False
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -187,9 +190,26 @@ class _Names:
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                 if _dotted(node.value.func) in self.dotted("build", "compile"):
                     self.built.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            if isinstance(node, ast.Assign) and _is_imported_module(node.value):
+                self.device_modules.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            if isinstance(node, ast.Assign):
+                value = node.value.value if isinstance(node.value, ast.Constant) else None
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        self.strings.setdefault(t.id, set()).add(value if isinstance(value, str) else "")
 
     def dotted(self, *attrs: str) -> set[str]:
         return {f"{t}.{a}" for t in self.tvm for a in attrs}
+
+
+def _is_imported_module(node: ast.AST) -> bool:
+    """``x.imported_modules[i]`` / ``x.imports[i]``: a device module of a built library."""
+    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr in (
+        "imported_modules", "imports")
+
+
+def _target_kind(text: str) -> str:
+    return text.strip().split(" ")[0].split("-")[0].strip()
 
 
 class _Rewriter(ast.NodeVisitor):
@@ -378,9 +398,18 @@ class _Rewriter(ast.NodeVisitor):
                       "and tvm.s_tir.Schedule")
         elif node.attr == "name_hint":
             self.mark(".name_hint is gone on relax/tir variables (use .name); GlobalVar keeps it")
-        elif node.attr in ("time_evaluator", "imported_modules") and self._is_built(node.value):
-            new = "mod.time_evaluator" if node.attr == "time_evaluator" else "mod.imports"
+        elif node.attr in ("time_evaluator", "imported_modules", "entry_name") and self._is_built(node.value):
+            # the Executable of tvm.compile keeps its runtime module in `.mod`
+            new = {"time_evaluator": "mod.time_evaluator", "imported_modules": "mod.imports",
+                   "entry_name": "mod.entry_name"}[node.attr]
             self.rename_attr(node, new)
+        elif node.attr == "get_source" and self._is_built(node.value):
+            self.rename_attr(node, "mod.inspect_source")
+        elif node.attr == "get_source" and (
+            _is_imported_module(node.value)
+            or (isinstance(node.value, ast.Name) and node.value.id in self.names.device_modules)
+        ):
+            self.rename_attr(node, "inspect_source")  # runtime.Module.get_source became inspect_source
         self.generic_visit(node)
 
     def _is_built(self, node: ast.AST) -> bool:
@@ -501,6 +530,8 @@ class _Rewriter(ast.NodeVisitor):
             skip = self._tune_tir(node)
         elif name == "Tensor" and self.in_relax_func:
             self.replace(self.src.start(node), self.src.start(node), f"{sorted(self.names.R)[0]}.")
+        if name in self.names.dotted("device") and node.args:
+            self._device_kind(node.args[0])
         if name in self.names.dotted("build") and len(node.args) > 1 and isinstance(node.args[1], ast.List):
             self.mark("tvm.build(schedule, [tensors]) is the removed TE flow; build "
                       "te.create_prim_func([...]) with tvm.compile instead")
@@ -512,6 +543,20 @@ class _Rewriter(ast.NodeVisitor):
         for child in list(node.args) + [k.value for k in node.keywords]:
             if id(child) not in skip:
                 self.visit(child)
+
+    def _device_kind(self, arg: ast.AST) -> None:
+        """``tvm.device("llvm", 0)``: 0.27 takes device names ("cpu", "cuda"), not target kinds."""
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            if _target_kind(arg.value) in {"llvm", "c"}:
+                self.replace_node(arg, '"cpu"')
+            return
+        if isinstance(arg, ast.Name) and arg.id in self.names.strings:
+            kinds = {_target_kind(v) for v in self.names.strings[arg.id]}
+            if kinds <= {"llvm", "c"}:
+                self.replace_node(arg, '"cpu"')
+            elif kinds & {"llvm", "c"}:
+                self.mark(f"tvm.device({arg.id}): when {arg.id} is an llvm target, the device is \"cpu\" "
+                          "(tvm.device no longer takes target kinds)")
 
     def _call_tir(self, node: ast.Call, r: str) -> set[int]:
         """Legacy ``R.call_tir(f, args, (shape), dtype=...)`` -> ``out_ty=R.Tensor(...)``."""

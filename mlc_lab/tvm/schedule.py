@@ -411,10 +411,28 @@ class State:
         return State(fresh.sch, self.func, make=fresh._make, sampled_loops=self.sampled_loops)
 
 
-def _register_tensor_intrinsics() -> None:
-    """The intrinsics TVM ships (wmma, mma, x86, arm...) register themselves on import; meta_schedule
-    traces name them, so a replay needs them registered."""
-    import tvm.s_tir.tensor_intrin  # noqa: F401
+# Tensor intrinsics register themselves when their module is imported (cuda.py alone takes seconds:
+# it parses ~100 TVMScript descriptions), so import only the family a trace names.
+_INTRINSIC_FAMILIES = (
+    (("wmma_", "mma_", "ldmatrix", "mma.", "dp4a"), "cuda"),
+    (("dot_16x4", "dot_32x4_u8u8i32_vrmpy"), "x86"),
+    (("arm_", "neon", "sdot", "udot", "sme_", "sve_"), "arm_cpu"),
+    (("hvx", "vrmpy", "vdmpy"), "hexagon"),
+    (("amdgpu", "rocm", "sdot4"), "rocm"),
+    (("simdgroup",), "metal"),
+    (("rvv",), "riscv_cpu"),
+)
+
+
+def _register_tensor_intrinsics(name: str) -> None:
+    """meta_schedule traces name TVM's shipped intrinsics (wmma, mma, x86, arm...); register them."""
+    import importlib
+
+    for prefixes, module in _INTRINSIC_FAMILIES:
+        if any(p in name for p in prefixes):
+            importlib.import_module(f"tvm.s_tir.tensor_intrin.{module}")
+            return
+    import tvm.s_tir.tensor_intrin  # noqa: F401  (an unknown family: register them all)
 
 
 def _special_location(sch: s_tir.Schedule, rv: Any) -> str | None:
@@ -461,7 +479,7 @@ class _Resolver:
 
     def literal(self, value: Any) -> Any:
         if self.primitive == "tensorize" and isinstance(value, str):
-            _register_tensor_intrinsics()
+            _register_tensor_intrinsics(value)
         if isinstance(value, list):
             return [self.literal(v) for v in value]
         if isinstance(value, tuple):
@@ -514,7 +532,7 @@ class _Resolver:
             func, _, name = value.rpartition(":")
             func = func or self.state.func
             names = [b.name for b in self.state.index.blocks if b.func == func]
-            if name not in names:
+            if name not in names and name != "root":  # the function's root block has no loops to show
                 raise NameResolutionError(
                     f"there is no block named {name!r}" + (f" in {func}" if func else "")
                     + (f"; blocks are: {', '.join(names)}" if names else ""),

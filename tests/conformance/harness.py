@@ -31,8 +31,9 @@ def entries(subset: str = "all") -> list[dict]:
     if subset == "all":
         return items
     if subset == "fast":
-        return [e for e in items if e["group"] in {"primitive", "course"}
-                or (e["id"].endswith("/sketch0") and not e["id"].startswith(("C3D", "CAP", "T2D", "DIL")))]
+        small = ("GMM/", "SFM/", "NRM/", "C1D/", "GMM16/", "DYN/")
+        return [e for e in items if e["group"] in {"primitive", "course", "dlight"}
+                or (e["id"].startswith(small) and e["id"].endswith("/sketch0"))]
     return [e for e in items if subset in e["id"]]
 
 

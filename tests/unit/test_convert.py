@@ -82,6 +82,28 @@ ROWS = {
         "lib = tvm.build(m)\nsrc = lib.imported_modules[0]\n",
         "lib = tvm.compile(m)\nsrc = lib.mod.imports[0]\n",
     ),
+    "get_source on an imported device module": (
+        "lib = tvm.build(m, target)\nprint(lib.imported_modules[0].get_source())\n",
+        "lib = tvm.compile(m, target)\nprint(lib.mod.imports[0].inspect_source())\n",
+    ),
+    "get_source through a name": (
+        "rt_mod = tvm.build(m)\ndev_module = rt_mod.imported_modules[0]\nprint(dev_module.get_source())\n",
+        "rt_mod = tvm.compile(m)\ndev_module = rt_mod.mod.imports[0]\nprint(dev_module.inspect_source())\n",
+    ),
+    "get_source on a built module": (
+        "lib = tvm.build(m)\nprint(lib.get_source())\n",
+        "lib = tvm.compile(m)\nprint(lib.mod.inspect_source())\n",
+    ),
+    "device llvm": ('dev = tvm.device("llvm", 0)\n', 'dev = tvm.device("cpu", 0)\n'),
+    "device through a name bound to llvm": (
+        'target = "llvm"\ndev = tvm.device(target, 0)\nlib = tvm.build(m, target=target)\n',
+        'target = "llvm"\ndev = tvm.device("cpu", 0)\nlib = tvm.compile(m, target=target)\n',
+    ),
+    "device cuda untouched": ('dev = tvm.device("cuda", 0)\n', 'dev = tvm.device("cuda", 0)\n'),
+    "entry_name for time_evaluator": (
+        'lib = tvm.build(m)\nf = lib.time_evaluator(lib.entry_name, dev)\n',
+        'lib = tvm.compile(m)\nf = lib.mod.time_evaluator(lib.mod.entry_name, dev)\n',
+    ),
     "nd.array": ("a = tvm.nd.array(x, tvm.cpu())\n", "a = tvm.runtime.tensor(x, tvm.cpu())\n"),
     "nd.empty": (
         'c = tvm.nd.empty((4,), dtype="float32")\n', 'c = tvm.runtime.empty((4,), dtype="float32")\n'),
@@ -514,3 +536,54 @@ def test_compat_does_not_import_tvm():
     probe = "import sys, mlc_lab.tvm.compat as c; c.convert('x = tvm.nd.array(a)'); print('tvm' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_converted_device_calls_run_on_tvm_0_27(tmp_path):
+    # The three calls the course's notebooks make after building, converted and run for real:
+    # tvm.device with a target kind, entry_name for time_evaluator, get_source on the device module.
+    legacy = '''
+import numpy as np
+import tvm
+from tvm.script import tir as T
+
+
+@T.prim_func
+def add_one(A: T.Buffer[(64,), "float32"], B: T.Buffer[(64,), "float32"]):
+    T.func_attr({"global_symbol": "main", "tir.noalias": True})
+    for i in range(64):
+        with T.block("B"):
+            vi = T.axis.spatial(64, i)
+            B[vi] = A[vi] + T.float32(1)
+
+
+@T.prim_func
+def add_one_gpu(A: T.Buffer[(64,), "float32"], B: T.Buffer[(64,), "float32"]):
+    T.func_attr({"global_symbol": "main", "tir.noalias": True})
+    for i in T.thread_binding(64, thread="threadIdx.x"):
+        with T.block("B"):
+            vi = T.axis.spatial(64, i)
+            B[vi] = A[vi] + T.float32(1)
+
+
+target = "llvm"
+cpu_lib = tvm.build(tvm.IRModule({"main": add_one}), target=target)
+dev = tvm.device(target, 0)
+a = tvm.nd.array(np.zeros(64, "float32"), dev)
+b = tvm.nd.empty((64,), "float32", dev)
+timer = cpu_lib.time_evaluator(cpu_lib.entry_name, dev, number=1)
+mean = timer(a, b).mean
+gpu_lib = tvm.build(tvm.IRModule({"main": add_one_gpu}), target="cuda")
+cuda_source = gpu_lib.imported_modules[0].get_source()
+'''
+    modern = convert(legacy)
+    assert MARKER not in modern
+    assert 'tvm.device("cpu", 0)' in modern
+    assert "cpu_lib.mod.time_evaluator(cpu_lib.mod.entry_name, dev" in modern
+    assert "gpu_lib.mod.imports[0].inspect_source()" in modern
+    path = tmp_path / "converted.py"  # TVMScript reads its source from a file
+    path.write_text(modern)
+    import runpy
+
+    scope = runpy.run_path(str(path))
+    assert scope["mean"] > 0
+    assert "__global__" in scope["cuda_source"]
