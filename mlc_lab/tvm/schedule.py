@@ -411,28 +411,11 @@ class State:
         return State(fresh.sch, self.func, make=fresh._make, sampled_loops=self.sampled_loops)
 
 
-# Tensor intrinsics register themselves when their module is imported (cuda.py alone takes seconds:
-# it parses ~100 TVMScript descriptions), so import only the family a trace names.
-_INTRINSIC_FAMILIES = (
-    (("wmma_", "mma_", "ldmatrix", "mma.", "dp4a"), "cuda"),
-    (("dot_16x4", "dot_32x4_u8u8i32_vrmpy"), "x86"),
-    (("arm_", "neon", "sdot", "udot", "sme_", "sve_"), "arm_cpu"),
-    (("hvx", "vrmpy", "vdmpy"), "hexagon"),
-    (("amdgpu", "rocm", "sdot4"), "rocm"),
-    (("simdgroup",), "metal"),
-    (("rvv",), "riscv_cpu"),
-)
-
-
 def _register_tensor_intrinsics(name: str) -> None:
-    """meta_schedule traces name TVM's shipped intrinsics (wmma, mma, x86, arm...); register them."""
-    import importlib
+    """meta_schedule traces name TVM's shipped intrinsics (wmma, mma, x86, arm...): register them.
 
-    for prefixes, module in _INTRINSIC_FAMILIES:
-        if any(p in name for p in prefixes):
-            importlib.import_module(f"tvm.s_tir.tensor_intrin.{module}")
-            return
-    import tvm.s_tir.tensor_intrin  # noqa: F401  (an unknown family: register them all)
+    The first call costs seconds (the package parses ~100 TVMScript descriptions at import)."""
+    import tvm.s_tir.tensor_intrin  # noqa: F401
 
 
 def _special_location(sch: s_tir.Schedule, rv: Any) -> str | None:
