@@ -209,10 +209,11 @@ def _ffi_equal(a: object, b: object) -> bool:
 
 
 def structural_hash(mod: object) -> str:
-    """A fingerprint of a module: structurally equal modules have equal hashes."""
+    """A fingerprint of a module: structurally equal modules have equal hashes. Free variables are
+    matched by position, not identity (some primitives, cache_inplace, leave one in the module)."""
     import tvm_ffi
 
-    return str(tvm_ffi.structural_hash(mod))
+    return str(tvm_ffi.structural_hash(mod, map_free_vars=True))
 
 
 def save_json(mod: tvm.IRModule) -> str:

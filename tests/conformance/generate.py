@@ -90,7 +90,7 @@ def tvm_replays(sch: s_tir.Schedule, mod: tvm.IRModule) -> tuple[bool, bool]:
     from tvm.script import tirx as T
 
     def same(fresh: s_tir.Schedule) -> bool:
-        return bool(tvm_ffi.structural_equal(fresh.mod, sch.mod))
+        return bool(tvm_ffi.structural_equal(fresh.mod, sch.mod, map_free_vars=True))
 
     text_ok = json_ok = False
     try:

@@ -54,7 +54,7 @@ class Outcome:
 def _module_hash(session: Any) -> str:
     import tvm_ffi  # the harness, not mlc_lab: it also measures checkouts that predate program.structural_hash
 
-    return str(tvm_ffi.structural_hash(session.module))
+    return str(tvm_ffi.structural_hash(session.module, map_free_vars=True))  # as generate.py
 
 
 def _classify(exc: BaseException) -> str:

@@ -12,17 +12,8 @@ import pytest
 from tests.conformance import harness
 
 
-def _copy_drops_compute_location(entry: dict, out: harness.Outcome) -> bool:
-    """TVM's Schedule.copy() turns the root/inline marks of sample_compute_location (-1/-2) into
-    expired loops; replay works once steps stop copying schedules (the State rework)."""
-    marks = "decision=-1)" in (entry["text"] or "") or "decision=-2)" in (entry["text"] or "")
-    return marks and any("no longer exists" in e for e in out.errors.values())
-
-
 def _check(entry: dict) -> None:
     out = harness.run_entry(entry, footprint=False)
-    if _copy_drops_compute_location(entry, out):
-        pytest.xfail("Schedule.copy() drops sample_compute_location's root/inline marks")
     assert "raw" not in (out.text, out.json, out.loop_tree), out.errors
     if entry["tvm_text"]:
         assert out.text == "equal", out.errors.get("text", "the module differs from TVM's")

@@ -139,12 +139,8 @@ def test_a_json_index_map_naming_an_undefined_value_is_refused():
 # --- sampled decisions ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(
-        reason="TVM's Schedule.copy() turns the root/inline marks into expired loops; passes once the "
-               "session's states stop copying schedules (the State rework of engineer steps)", strict=False))
-    for name in ("compute_location_root", "compute_location_inline", "compute_location_sampled")
-] + ["compute_location_loop"])
+@pytest.mark.parametrize("name", ["compute_location_root", "compute_location_inline", "compute_location_loop",
+                                  "compute_location_sampled"])
 def test_sampled_compute_locations_replay(name):
     _replays_equal(name)
 
