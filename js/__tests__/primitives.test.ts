@@ -56,6 +56,20 @@ describe("building the Session.apply call", () => {
     return { entry, o, values: defaultValues(o.fields) };
   };
 
+  it("the buffer-level primitives of TVM 0.27 (set_scope, unsafe_set_dtype, rolling_buffer, add_unit_loop)", () => {
+    const scope = offer("Y", "block", "set_scope");
+    expect(scope.o.fields.map((f) => f.name)).toEqual(["buffer_index", "storage_scope"]);
+    expect(buildCall(scope.o.spec, scope.entry, scope.values)).toEqual({
+      primitive: "set_scope", args: [], kwargs: { block: "Y", buffer_index: 0, storage_scope: "shared" },
+    });
+    const dtype = offer("Y", "block", "unsafe_set_dtype");
+    expect(buildCall(dtype.o.spec, dtype.entry, dtype.values).kwargs).toEqual({ block: "Y", buffer_index: 0, dtype: "float16" });
+    const rolling = offer("Y", "block", "rolling_buffer");
+    expect(buildCall(rolling.o.spec, rolling.entry, rolling.values).kwargs).toEqual({ block: "Y", write_buffer_index: 0 });
+    const unit = offer("C", "block", "add_unit_loop");
+    expect(buildCall(unit.o.spec, unit.entry, unit.values)).toEqual({ primitive: "add_unit_loop", args: ["C"], kwargs: {} });
+  });
+
   it("split", () => {
     const { entry, o, values } = offer("Y/j", "loop", "split");
     values.factors = [null, 4];

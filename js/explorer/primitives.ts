@@ -212,7 +212,40 @@ export const PRIMITIVES: PrimitiveSpec[] = [
     help: "Attach an annotation (key = value) to this block.",
     fields: () => annotateFields(),
   },
+  {
+    name: "set_scope",
+    target: "block",
+    help: "Keep a buffer this block writes in another memory scope (shared, local...).",
+    fields: (e) => writeBufferFields(e, [{ kind: "choice", name: "storage_scope", label: "scope", options: STORAGE_SCOPES.map((s) => ({ value: s, label: s })), value: "shared" }]),
+  },
+  {
+    name: "unsafe_set_dtype",
+    target: "block",
+    help: "Change the element type of a buffer this block writes (unchecked: values may lose precision).",
+    fields: (e) => writeBufferFields(e, [{ kind: "choice", name: "dtype", label: "type", options: DTYPES.map((d) => ({ value: d, label: d })), value: "float16" }]),
+  },
+  {
+    name: "rolling_buffer",
+    target: "block",
+    help: "Keep only the rows of this block's output that later iterations still read (a sliding window).",
+    fields: (e) => writeBufferFields(e, []),
+  },
+  {
+    name: "add_unit_loop",
+    target: "block",
+    help: "Wrap this block in a new loop of extent 1.",
+    fields: (e) => (isRootBlock(e) ? null : []),
+  },
 ];
+
+const DTYPES = ["float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64"];
+
+/** A choice of one buffer the block writes (allocated ones only: TVM refuses function parameters). */
+function writeBufferFields(e: Entry, more: Field[]): Field[] | null {
+  const b = e.node as BlockNode;
+  if (isRootBlock(e) || !b.writes?.length) return null;
+  return [{ kind: "choice", name: "buffer_index", label: "buffer", options: b.writes.map((r, i) => ({ value: String(i), label: r })) }, ...more];
+}
 
 function kindIs(e: Entry, kind: string): boolean {
   return isLoop(e.node) && e.node.loop_kind === kind;
@@ -338,7 +371,14 @@ export function buildCall(spec: PrimitiveSpec, entry: Entry, values: FormValues)
       return { primitive: p, args: [], kwargs: { block: ref, write_buffer_index: Number(values.write_buffer_index ?? 0), storage_scope: values.storage_scope } };
     case "compute_inline":
     case "reverse_compute_inline":
-      return { primitive: p, args: [], kwargs: { block: ref } };
+    case "add_unit_loop":
+      return p === "add_unit_loop" ? { primitive: p, args: [ref], kwargs: {} } : { primitive: p, args: [], kwargs: { block: ref } };
+    case "set_scope":
+      return { primitive: p, args: [], kwargs: { block: ref, buffer_index: Number(values.buffer_index ?? 0), storage_scope: values.storage_scope } };
+    case "unsafe_set_dtype":
+      return { primitive: p, args: [], kwargs: { block: ref, buffer_index: Number(values.buffer_index ?? 0), dtype: values.dtype } };
+    case "rolling_buffer":
+      return { primitive: p, args: [], kwargs: { block: ref, write_buffer_index: Number(values.buffer_index ?? 0) } };
     default:
       return { primitive: p, args: [ref], kwargs: { ...values } };
   }
