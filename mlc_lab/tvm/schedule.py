@@ -230,7 +230,9 @@ class State:
         return self._sch.trace if self._sch is not None else self._trace
 
     def trace_text(self) -> str:
-        return str(self.trace)
+        from mlc_lab.tvm.trace_io import printed_trace  # trace_io imports this module
+
+        return printed_trace(self.trace)
 
     def trace_json(self) -> list:
         return to_plain(self.trace.as_json())

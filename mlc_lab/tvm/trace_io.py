@@ -751,6 +751,18 @@ def _value_text(value: Any) -> str:
     return repr(value)
 
 
+def printed_trace(trace: Trace) -> str:
+    """TVM's printed trace; where its printer fails (decompose_padding in 0.27 prints
+    ``Trace(<address>)``), the same text written from the trace's JSON."""
+    from mlc_lab.tvm.schedule import to_plain
+
+    try:
+        trace.as_python(remove_postproc=False)
+    except Exception:  # noqa: BLE001  (TVM's printer raises TypeError on some instructions)
+        return trace_text_from_json(to_plain(trace.as_json(remove_postproc=False)))
+    return str(trace)
+
+
 def trace_text_from_json(data: Any) -> str:
     """A printed trace written from the JSON (for traces TVM's own printer cannot print)."""
     lines = ["# from tvm import s_tir", "def apply_trace(sch: s_tir.Schedule) -> None:"]

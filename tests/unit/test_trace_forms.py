@@ -58,6 +58,9 @@ def test_json_replays_decompose_padding_which_tvm_cannot_print():
     replayed = Session.from_trace(mod, _json(sch))
     assert structural_equal(replayed.module, sch.mod)
     assert [s.primitive for s in replayed.steps[1:]] == ["decompose_padding"]
+    # the session prints it all the same (written from the JSON), and that text replays
+    assert "b2 = sch.decompose_padding(block=b0, loop=l1)" in replayed.trace
+    assert structural_equal(Session.from_trace(mod, replayed.trace).module, sch.mod)
 
 
 def test_json_of_main_replays_on_a_function_with_another_global_symbol():
