@@ -264,7 +264,7 @@ describe("AccessPanel", () => {
     const host = fakeHost();
     const panel = new AccessPanel(host);
     await panel.show("j_1", { "Y/i": 3 });
-    expect(host.calls[0]).toEqual({ method: "access_footprint", params: { loop: "j_1", at: { "Y/i": 3 } } });
+    expect(host.calls[0]).toEqual({ method: "access_footprint", params: { loop: "j_1", at: { "Y/i": 3 }, sweep_threads: true } });
     const cards = panel.el.querySelectorAll(".mlc-acc-card");
     expect(Array.from(cards).map((c) => (c as HTMLElement).dataset.buffer)).toEqual(["A", "B"]);
     expect(panel.el.querySelector(".mlc-acc-stats")!.textContent).toContain("distinct3");

@@ -190,3 +190,41 @@ describe("the zoomed view says where it is", () => {
     expect(panel.el.querySelector(".mlc-acc-range")!.textContent).toBe("rows 5–9 × cols 6–13");
   });
 });
+
+describe("threads of a block together", () => {
+  function threadHost(swept: string[]) {
+    const h = host();
+    const inner = h.request.bind(h);
+    h.request = async (method: string, params: Record<string, unknown> = {}) => {
+      const reply = await inner(method, params);
+      if (method === "access_footprint") {
+        const r = reply.result as any;
+        r.enclosing = [{ name: "tx", ref: "tx", extent: 64, min: 0, thread: "threadIdx.x", value: 0 }];
+        r.at = { tx: 0 };
+        r.swept = params.sweep_threads ? swept : [];
+      }
+      return reply;
+    };
+    return h;
+  }
+
+  it("an enclosing threadIdx loop runs over every thread by default; unticked, it is a slider again", async () => {
+    const h = threadHost(["tx"]);
+    const panel = new AccessPanel(h);
+    await panel.show("k_0");
+    expect(h.calls[0].params.sweep_threads).toBe(true);
+    const slider = panel.el.querySelector<HTMLInputElement>('.mlc-acc-at-slider[data-loop="tx"]')!;
+    expect(slider.disabled).toBe(true);
+    expect(panel.el.querySelector(".mlc-acc-at-value")!.textContent).toBe("all");
+    const box = panel.el.querySelector<HTMLInputElement>(".mlc-acc-sweep")!;
+    expect(box.checked).toBe(true);
+    box.checked = false;
+    box.dispatchEvent(new Event("change"));
+    await tick();
+    expect(h.calls.filter((c) => c.method === "access_footprint").at(-1)!.params.sweep_threads).toBe(false);
+    expect(h.saved).toContainEqual({ sweep_threads: false });
+    expect(panel.el.querySelector<HTMLInputElement>('.mlc-acc-at-slider[data-loop="tx"]')!.disabled).toBe(false);
+  });
+});
+
+const tick = () => new Promise((r) => setTimeout(r, 0));

@@ -44,6 +44,7 @@ export interface FootprintResult {
   loop: LoopInfo;
   enclosing: Array<LoopInfo & { value: number }>;
   at: Record<string, number>;
+  swept?: string[]; // enclosing threadIdx loops run over every thread (not fixed at `at`)
   steps: number;
   gpu: boolean;
   launch: Record<string, number>;

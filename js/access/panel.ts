@@ -18,6 +18,7 @@ export interface AccessState {
   block: number; // -1: none
   time: number; // -1: whole footprint
   region: Region; // auto: zoom to the touched part (with context) when the whole buffer would hide it
+  sweep_threads: boolean; // enclosing threadIdx loops run over every thread (not fixed at `at`)
 }
 
 export interface AccessHost {
@@ -102,7 +103,7 @@ const SPEEDS: Array<[string, number]> = [
 
 export class AccessPanel {
   readonly el: HTMLElement;
-  private state: AccessState = { loop: "", at: {}, color_by: "access", warp: -1, block: -1, time: -1, region: "auto" };
+  private state: AccessState = { loop: "", at: {}, color_by: "access", warp: -1, block: -1, time: -1, region: "auto", sweep_threads: true };
   private fp: Footprint | null = null;
   private cards: Card[] = [];
   private seq = 0;
@@ -191,7 +192,10 @@ export class AccessPanel {
 
   /** Apply view state from the host (standalone widget traits); reloads only when needed. */
   setState(s: Partial<AccessState>): Promise<void> {
-    const needLoad = (s.loop !== undefined && s.loop !== this.state.loop) || (s.at !== undefined && JSON.stringify(s.at) !== JSON.stringify(this.state.at));
+    const needLoad =
+      (s.loop !== undefined && s.loop !== this.state.loop) ||
+      (s.at !== undefined && JSON.stringify(s.at) !== JSON.stringify(this.state.at)) ||
+      (s.sweep_threads !== undefined && s.sweep_threads !== this.state.sweep_threads);
     const needGpu = (s.warp !== undefined && s.warp !== this.state.warp) || (s.block !== undefined && s.block !== this.state.block);
     Object.assign(this.state, s);
     if (needLoad) return this.reload();
@@ -224,7 +228,7 @@ export class AccessPanel {
     this.setStatus("analysing…");
     let fp: Footprint;
     try {
-      const reply = await this.host.request<FootprintResult>("access_footprint", { loop: this.state.loop, at: this.state.at });
+      const reply = await this.host.request<FootprintResult>("access_footprint", { loop: this.state.loop, at: this.state.at, sweep_threads: this.state.sweep_threads });
       fp = await decodeFootprint(reply.result, reply.buffers);
     } catch (err) {
       if (seq !== this.seq || this.disposed) return;
@@ -298,19 +302,40 @@ export class AccessPanel {
       this.atHost.replaceChildren(h("span", { class: "mlc-muted" }, "no enclosing loops"));
       return;
     }
+    const swept = new Set(fp.swept ?? []);
     const rows = fp.enclosing.map((lp) => {
       const max = (lp.extent ?? 1) - 1 + lp.min;
-      const value = h("span", { class: "mlc-acc-at-value" }, String(lp.value));
-      const slider = h("input", { type: "range", min: String(lp.min), max: String(max), value: String(lp.value), class: "mlc-acc-at-slider", dataset: { loop: lp.ref } }) as HTMLInputElement;
+      const all = swept.has(lp.ref);
+      const value = h("span", { class: "mlc-acc-at-value" }, all ? "all" : String(lp.value));
+      const slider = h("input", { type: "range", min: String(lp.min), max: String(max), value: String(lp.value), class: "mlc-acc-at-slider", dataset: { loop: lp.ref }, disabled: all }) as HTMLInputElement;
       slider.addEventListener("input", () => (value.textContent = slider.value));
       slider.addEventListener("change", () => this.setAt(lp.ref, Number(slider.value)));
-      return h("label", { class: "mlc-acc-at-row", title: lp.thread ? `bound to ${lp.thread}` : "enclosing loop fixed at this value" }, h("span", { class: "mlc-acc-at-name" }, lp.ref, lp.thread ? h("small", {}, ` ${lp.thread}`) : ""), slider, value);
+      // A loop bound to threadIdx runs over every thread by default (a kernel's threads run together):
+      // colouring by thread then shows who touches what, instead of thread 0 alone.
+      const isThread = (lp.thread ?? "").startsWith("threadIdx");
+      const allBox = isThread
+        ? h(
+            "label",
+            { class: "mlc-acc-all-threads", title: "run this loop over every thread (untick to look at one thread)" },
+            h("input", { type: "checkbox", class: "mlc-acc-sweep", checked: this.state.sweep_threads, onchange: (ev: Event) => this.setSweep((ev.target as HTMLInputElement).checked) }),
+            " all threads",
+          )
+        : null;
+      const title = all ? `bound to ${lp.thread}: every thread` : lp.thread ? `bound to ${lp.thread}` : "enclosing loop fixed at this value";
+      return h("span", { class: "mlc-acc-at-row", title }, h("span", { class: "mlc-acc-at-name" }, lp.ref, lp.thread ? h("small", {}, ` ${lp.thread}`) : ""), slider, value, allBox);
     });
     // Moved with the keyboard, a slider is redrawn by the reload it asks for: keep its focus.
     const active = typeof document !== "undefined" ? document.activeElement : null;
     const focusedLoop = active && this.atHost.contains(active) ? (active as HTMLElement).dataset.loop : undefined;
     this.atHost.replaceChildren(h("span", { class: "mlc-acc-at-title" }, "enclosing loops at"), ...rows);
     if (focusedLoop !== undefined) rows.map((r) => r.querySelector<HTMLInputElement>("input")).find((i) => i?.dataset.loop === focusedLoop)?.focus({ preventScroll: true });
+  }
+
+  /** Run the enclosing threadIdx loops over every thread (or fix them at `at`) and fetch again. */
+  setSweep(on: boolean): Promise<void> {
+    this.state.sweep_threads = on;
+    this.host.saveState?.({ sweep_threads: on });
+    return this.reload();
   }
 
   /** Fix an enclosing loop at `value` and fetch the footprint again. */

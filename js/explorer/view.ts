@@ -687,6 +687,7 @@ export class ExplorerView {
     this.form = { offer, handle, entryKey: sel.key };
     this.drawPrimitives(false);
     handle.focus();
+    revealInContainer(this.primHost, handle.el); // the whole form, its Apply button included
   }
 
   async apply(call: ApplyCall): Promise<void> {

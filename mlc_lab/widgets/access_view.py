@@ -161,17 +161,33 @@ def resolve_at(chain: list[dict], at: dict | None) -> dict[str, int]:
     return out
 
 
+def swept_loops(chain: list[dict]) -> list[str]:
+    """The enclosing loops bound to ``threadIdx``: with ``sweep_threads`` they run over every thread
+    (a loop inside a kernel then shows what the whole thread block touches, coloured by thread)."""
+    return [_ref(n) for n in chain[:-1] if str(n.get("thread") or "").startswith("threadIdx")]
+
+
+def _footprints(session: Any, target: str, values: dict, step: int | None, sweep: bool) -> Any:
+    if sweep:
+        return session.footprint(target, at=values, step=step, sweep_threads=True)
+    return session.footprint(target, at=values, step=step)
+
+
 def footprint_payload(session: Any, loop: str, at: dict | None = None, step: int | None = None,
-                      tree: dict | None = None) -> tuple[dict, list[bytes]]:
-    """The footprint of ``loop`` as (JSON result, binary buffers) for the front end."""
+                      tree: dict | None = None, sweep_threads: bool = False) -> tuple[dict, list[bytes]]:
+    """The footprint of ``loop`` as (JSON result, binary buffers) for the front end.
+
+    ``sweep_threads``: the enclosing ``threadIdx`` loops run over every thread instead of the value
+    ``at`` gives them (listed in the result as ``swept``)."""
     tree = tree if tree is not None else session.step_view(step).loop_tree
     chain = loop_chain(tree, loop)
     if chain is None:
         raise RequestError(f"there is no loop called {loop!r} in the current program", type="unknown_loop")
     values = resolve_at(chain, at)
     target = chain[-1]
+    swept = swept_loops(chain) if sweep_threads else []
     try:
-        fps = session.footprint(_ref(target), at=values, step=step)
+        fps = _footprints(session, _ref(target), values, step, bool(swept))
     except (AccessAnalysisError, ValueError) as exc:  # the analysis cannot handle this loop nest
         raise RequestError(f"the access analysis cannot show loop {_ref(target)}: {_first_line(exc)}",
                            detail=str(exc), type="analysis") from None
@@ -184,6 +200,7 @@ def footprint_payload(session: Any, loop: str, at: dict | None = None, step: int
         "loop": _loop_info(target),
         "enclosing": [{**_loop_info(n), "value": values[_ref(n)]} for n in chain[:-1]],
         "at": values,
+        "swept": swept,
         "steps": int(fps.steps),
         "gpu": bool(fps.gpu),
         "launch": _plain(fps.launch),
@@ -270,6 +287,8 @@ class AccessView(RpcWidget):
     warp = t.Int(-1).tag(sync=True)  # -1: no warp picked
     block = t.Int(-1).tag(sync=True)  # linear block id, -1: none picked
     time = t.Int(-1).tag(sync=True)  # scrubber position in steps; -1: the whole footprint
+    # enclosing threadIdx loops run over every thread (else fixed at ``at``, thread 0 by default)
+    sweep_threads = t.Bool(True).tag(sync=True)
     # auto: the touched part with context when the whole buffer would show it as a few pixels;
     # touched: only the box of touched elements; buffer: the whole buffer
     region = t.Unicode("auto").tag(sync=True)
@@ -337,8 +356,8 @@ class AccessView(RpcWidget):
 
     # --- requests ----------------------------------------------------------------------------------
     @rpc()
-    def access_footprint(self, loop: str, at: dict | None = None) -> Reply:
-        result, buffers = self._footprint(loop, at)
+    def access_footprint(self, loop: str, at: dict | None = None, sweep_threads: bool = False) -> Reply:
+        result, buffers = self._footprint(loop, at, sweep_threads)
         return Reply(result, buffers)
 
     @rpc()
@@ -350,9 +369,10 @@ class AccessView(RpcWidget):
     def export_html(self) -> Reply:
         return Reply.text(self.to_html())
 
-    def _footprint(self, loop: str, at: dict | None) -> tuple[dict, list[bytes]]:
+    def _footprint(self, loop: str, at: dict | None, sweep_threads: bool = False) -> tuple[dict, list[bytes]]:
         try:
-            result, buffers = footprint_payload(self._session, loop, at, tree=self.loop_tree)
+            result, buffers = footprint_payload(self._session, loop, at, tree=self.loop_tree,
+                                                sweep_threads=bool(sweep_threads))
         except RequestError as exc:
             self.error = {"summary": exc.payload["summary"], "detail": exc.payload.get("detail", ""), "loop": loop}
             raise
@@ -366,7 +386,7 @@ class AccessView(RpcWidget):
         if not self.loop:
             raise MlcLabError("the access view shows no loop; set view.loop first")
         return snapshot_data(self._session, self.loop, self.at, warp=self.warp, block=self.block,
-                             tree=self.loop_tree)
+                             tree=self.loop_tree, sweep_threads=self.sweep_threads)
 
     def to_html(self, path: str | Path | None = None, *, title: str | None = None, scale: int | None = None) -> str:
         """A self-contained HTML page of the view (heatmaps as inline PNGs, statistics as tables)."""
@@ -414,13 +434,13 @@ def access_view(x: Any, loop: str | None = None, **kwargs: Any) -> AccessView:
 # --- server-side rendering (static snapshots) ------------------------------------------------------
 
 def snapshot_data(session: Any, loop: str, at: dict | None = None, *, warp: int = -1, block: int = -1,
-                  tree: dict | None = None) -> dict:
+                  tree: dict | None = None, sweep_threads: bool = False) -> dict:
     tree = tree if tree is not None else session.step_view().loop_tree
     chain = loop_chain(tree, loop)
     if chain is None:
         raise MlcLabError(f"there is no loop called {loop!r} in the current program")
     values = resolve_at(chain, at)
-    fps = session.footprint(_ref(chain[-1]), at=values)
+    fps = _footprints(session, _ref(chain[-1]), values, None, sweep_threads and bool(swept_loops(chain)))
     gpu = None
     if fps.gpu and hasattr(session, "gpu_stats"):
         try:

@@ -341,8 +341,9 @@ class Explorer(RpcWidget):
 
     # The memory-access panel (mlc_lab.widgets.access_view) embedded in the explorer.
     @rpc()
-    def access_footprint(self, loop: str, at: dict | None = None) -> Reply:
-        result, buffers = footprint_payload(self._session, loop, at, tree=self.loop_tree)
+    def access_footprint(self, loop: str, at: dict | None = None, sweep_threads: bool = False) -> Reply:
+        result, buffers = footprint_payload(self._session, loop, at, tree=self.loop_tree,
+                                            sweep_threads=bool(sweep_threads))
         return Reply(result, buffers)
 
     @rpc()

@@ -195,7 +195,8 @@ def test_layout_fits_a_laptop_screen(lab_server, browser, artifacts, leave_no_tr
     page.locator('.mlc-explorer .mlc-row[data-kind="loop"][data-name="Y/j"]').click()
     page.keyboard.press("s")
     apply_btn = page.locator('.mlc-form[data-primitive="split"] .mlc-apply')
-    apply_btn.scroll_into_view_if_needed()
+    apply_btn.wait_for()
+    page.wait_for_timeout(100)  # the pane scrolls the form into view in the next frame
     pane = page.locator(".mlc-explorer .mlc-pane-prims").bounding_box()
     b = apply_btn.bounding_box()
     assert pane["y"] <= b["y"] and b["y"] + b["height"] <= pane["y"] + pane["height"] + 1
