@@ -6,6 +6,7 @@
 import { h, keepFocus } from "../lib/dom";
 
 const MIN_HEIGHT = 360;
+const WINDOW_CHROME_PX = 160; // JupyterLab's menu, tabs, notebook toolbar and status bar
 
 export class ExplorerLayout {
   readonly maximizeBtn: HTMLButtonElement;
@@ -34,9 +35,13 @@ export class ExplorerLayout {
     return this.placeholder !== null;
   }
 
-  /** The explorer's height without the memory panel: dragged by the user, else the trait. */
+  /**
+   * The explorer's height without the memory panel: dragged by the user, else the trait, but no
+   * taller than the window leaves for a notebook output (a laptop's 720 px window has about 560).
+   */
   baseHeight(traitHeight: string): string {
-    return this.userHeight !== null ? `${this.userHeight}px` : traitHeight;
+    if (this.userHeight !== null) return `${this.userHeight}px`;
+    return `min(${traitHeight}, max(${MIN_HEIGHT}px, calc(100vh - ${WINDOW_CHROME_PX}px)))`;
   }
 
   /**

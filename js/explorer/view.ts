@@ -188,6 +188,7 @@ export class ExplorerView {
     this.layout = new ExplorerLayout(this.root, () => (this.memoryHost.hidden ? 0 : 520), () => this.layoutHeight());
     toolbarEnd.before(this.layout.maximizeBtn);
     this.root.append(this.layout.grip);
+    this.layoutHeight();
     this.code = new CodeView(center, (line) => this.selectAtLine(line));
     this.cuda = new CudaPanel(model);
     center.append(this.cuda.el);
