@@ -227,3 +227,55 @@ def test_layout_fits_a_laptop_screen(lab_server, browser, artifacts, leave_no_tr
     page.wait_for_selector(".mlc-explorer.mlc-maximized", state="detached")
     assert page.locator(".jp-OutputArea-output .mlc-explorer").count() == 1
     assert page.locator(".mlc-explorer-placeholder").count() == 0
+
+
+# Pixels of one heatmap that are not the empty colour, and how many colours they have.
+CANVAS_COLOURS_JS = """([n, name]) => {
+  const c = document.querySelectorAll('.mlc-access')[n].querySelector(`canvas.mlc-acc-canvas[data-buffer="${name}"]`);
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  const colours = new Set(); let painted = 0;
+  for (let i = 0; i < d.length; i += 4) {
+    const key = (d[i] << 16) | (d[i + 1] << 8) | d[i + 2];
+    if (key === ((236 << 16) | (238 << 8) | 241)) continue;  // PALETTE.empty
+    painted++; colours.add(key);
+  }
+  return { painted, colours: colours.size, width: c.width, height: c.height };
+}"""
+
+GPU_CELLS = [
+    "import mlc_lab\nfrom mlc_lab.widgets.access_view import access_view\nfrom tests.fixtures import programs_access as P",
+    "shared_mm = mlc_lab.Session(P.sched_gpu_shared(1024).mod)\naccess_view(shared_mm, 'k_0')",
+]
+
+
+def test_notebook04_k0_by_thread(lab_server, page, artifacts, leave_no_trace):
+    """Notebook 04: "choose loop k_0, colour by thread, pick a warp" on the shared-memory matmul."""
+    url, root = lab_server
+    write_notebook(root / "classroom.ipynb", GPU_CELLS)
+    lab = Lab(page, url, artifacts, prefix="classroom-gpu")
+    lab.open("classroom.ipynb")
+    lab.run_all()
+    view = page.locator(".jp-OutputArea-output .mlc-access").first
+    view.locator('.mlc-acc-card[data-buffer="A_shared"]').wait_for(timeout=90_000)
+    idle = "() => !document.querySelector('.mlc-access').classList.contains('mlc-acc-loading')"
+    page.wait_for_function(idle)
+    # the thread loop runs over every thread: the slider says "all"
+    assert view.locator('.mlc-acc-at-slider[data-loop="i_1_j_1_fused"]').is_disabled()
+    view.locator(".mlc-acc-color").select_option("thread")
+    shared = page.evaluate(CANVAS_COLOURS_JS, [0, "A_shared"])
+    assert shared["colours"] > 8, shared  # many threads, many colours (one colour before)
+    view.locator(".mlc-acc-warp").select_option("1")
+    page.wait_for_function("() => document.querySelector('.mlc-access .mlc-acc-gpu-title')?.textContent.includes('Warp 1')")
+    view.scroll_into_view_if_needed()
+    lab.shot("k0-by-thread-warp1", view)
+
+    # One thread (untick "all threads"): A's 1,024 touched elements of a 1024 x 1024 buffer are
+    # drawn (pooled pixels), not a blank canvas.
+    view.locator(".mlc-acc-sweep").uncheck()
+    page.wait_for_function("() => !document.querySelector('.mlc-access .mlc-acc-at-slider[data-loop=\"i_1_j_1_fused\"]').disabled")
+    page.wait_for_function(idle)
+    a_card = view.locator('.mlc-acc-card[data-buffer="A"]')
+    assert a_card.locator(".mlc-acc-stats tr").first.locator("td").inner_text() == "1,024"
+    a = page.evaluate(CANVAS_COLOURS_JS, [0, "A"])
+    assert a["painted"] >= 200, a
+    lab.shot("k0-one-thread", view)
