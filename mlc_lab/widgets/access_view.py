@@ -314,15 +314,17 @@ class AccessView(RpcWidget):
                          loop=loop or "", at=dict(at or {}), **kwargs)
         self._unsubscribe = session.on_change(self._on_session_change)
         # A notebook saved without ever being displayed (nbclient) still carries the footprint it shows.
-        self.observe(lambda _change: self._record_footprint(), names=["loop", "at", "current"])
+        self.observe(lambda _change: self._record_footprint(), names=["loop", "at", "current", "sweep_threads"])
         self._record_footprint()
 
     def _record_footprint(self) -> None:
         if not self.loop:
             return
-        params = {"loop": self.loop, "at": dict(self.at)}
+        # the request js/access/panel.ts sends (the record's key)
+        params = {"loop": self.loop, "at": dict(self.at), "sweep_threads": bool(self.sweep_threads)}
         try:
-            result, buffers = footprint_payload(self._session, self.loop, self.at, tree=self.loop_tree)
+            result, buffers = footprint_payload(self._session, self.loop, self.at, tree=self.loop_tree,
+                                                sweep_threads=bool(self.sweep_threads))
         except Exception:  # noqa: BLE001  (the live view reports errors when it asks)
             return
         self.mlc_record(record_key("access_footprint", params), group="access_footprint", keep=2,
