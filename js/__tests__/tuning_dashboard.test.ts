@@ -355,3 +355,18 @@ describe("log ticks", () => {
     expect(logTicks([5])!.tickvals).toEqual([2, 5, 10]);
   });
 });
+
+describe("keys in a notebook", () => {
+  it("keys pressed in the dashboard do not reach the notebook (Ctrl chords do)", () => {
+    const seen: string[] = [];
+    const record = (ev: KeyboardEvent) => seen.push(`${ev.ctrlKey ? "Ctrl+" : ""}${ev.key}`);
+    document.addEventListener("keydown", record);
+    const root = el.querySelector<HTMLElement>(".mlc-tuning")!;
+    expect(root.getAttribute("data-lm-suppress-shortcuts")).toBe("true");
+    const target = root.querySelector<HTMLElement>("button") ?? root;
+    for (const key of ["ArrowDown", "a", "b", "Enter"]) target.dispatchEvent(new KeyboardEvent("keydown", { key, bubbles: true }));
+    target.dispatchEvent(new KeyboardEvent("keydown", { key: "s", ctrlKey: true, bubbles: true }));
+    document.removeEventListener("keydown", record);
+    expect(seen).toEqual(["Ctrl+s"]);
+  });
+});
