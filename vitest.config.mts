@@ -6,5 +6,8 @@ export default defineConfig({
     environment: "jsdom",
     pool: "threads",
     maxWorkers: 1,
+    // jsdom + CodeMirror + plotly take seconds per test on a loaded 2-core machine; a test that
+    // hangs still fails, just not at the 5 s default.
+    testTimeout: 30000,
   },
 });
