@@ -1,7 +1,7 @@
 """Where the widgets plug their views of a Session in, so that core never imports them.
 
-``mlc_lab.widgets`` registers its view factories here when it is imported (``import mlc_lab``'s
-``mlc_lab.Session`` imports it for you); ``Session.view()``, ``Session.access_view()`` and the
+The widgets package registers its view factories here when it is imported (``import mlc_lab``
+does that for you); ``Session.view()``, ``Session.access_view()`` and the
 notebook display of a Session then use them. Without widgets a Session displays as text.
 """
 
@@ -22,7 +22,7 @@ def register_view(name: str, factory: Callable[..., Any]) -> None:
 def open_view(name: str, session: Any, *args: Any, **kwargs: Any) -> Any:
     factory = _FACTORIES.get(name)
     if factory is None:
-        raise MlcLabError(f"no {name} view is registered: import mlc_lab.widgets (it needs anywidget) to see it")
+        raise MlcLabError(f"no {name} view is registered: `import mlc_lab` (with anywidget installed) registers the widget views")
     return factory(session, *args, **kwargs)
 
 

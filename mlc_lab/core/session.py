@@ -604,7 +604,7 @@ class Session:
         return {"text/plain": repr(self) + "\n" + self.script}
 
     def view(self) -> Any:
-        """The interactive explorer of this session (registered by ``mlc_lab.widgets``)."""
+        """The interactive explorer of this session (registered by the widgets package)."""
         return display.open_view("explorer", self)
 
     def access_view(self, loop: str | None = None, **kwargs: Any) -> Any:

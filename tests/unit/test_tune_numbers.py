@@ -40,7 +40,8 @@ def test_the_tuners_best_and_measure_of_its_trace_agree(tmp_path):
         # one second to the next, so only the order of magnitude can be checked here; the 10 %
         # figure is benchmarks/tune.py's to report, with the load it was taken under.
         fastest = min([m.min_s] + [measure(again.module, again.original, again.func_name).min_s for _ in range(2)])
-        assert 1 / 3 <= fastest / saved["min_s"] <= 3, (fastest, saved["min_s"], os.getloadavg())
+        ratio = fastest / saved["min_s"]
+        assert 0.33 <= ratio <= 3.0, (fastest, saved["min_s"], os.getloadavg())
 
 
 @pytest.mark.slow
