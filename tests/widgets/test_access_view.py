@@ -336,7 +336,6 @@ def test_widgets_do_not_import_tvm():
 
 @pytest.fixture(scope="module")
 def programs():
-    pytest.importorskip("tvm")
     from tests.fixtures import programs_access as P
 
     return P

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("tvm")
-
-from mlc_lab.core.session import Session  # noqa: E402
-from mlc_lab.widgets.explorer import Explorer  # noqa: E402
-from tests.fixtures.programs import MM_RELU  # noqa: E402
+from mlc_lab.core.session import Session  # TVM is a hard dependency: a broken install fails here
+from mlc_lab.widgets.explorer import Explorer
+from tests.fixtures.programs import MM_RELU
 
 
 @pytest.fixture()
