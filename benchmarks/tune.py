@@ -33,6 +33,7 @@ sys.path.insert(0, ROOT)
 import mlc_lab  # noqa: E402
 from mlc_lab.core.measure import measure, shutdown_worker  # noqa: E402
 from mlc_lab.core.tune import tune  # noqa: E402
+from benchmarks.machine import numpy_matmul as numpy_gflops  # noqa: E402  (numpy timed the same way)
 
 
 def matmul(n: int) -> str:
@@ -51,23 +52,6 @@ class Mod:
                 with T.init():
                     C[vi, vj] = T.float32(0)
                 C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-"""
-
-NUMPY_SNIPPET = """
-import json, time, numpy as np
-n = {n}
-rng = np.random.default_rng(0)
-a = rng.random((n, n), dtype=np.float32); b = rng.random((n, n), dtype=np.float32)
-for _ in range(3): a @ b                       # warm-up
-t = time.perf_counter(); a @ b; one = time.perf_counter() - t
-number = max(1, int(0.02 / one))               # repeats of at least 20 ms, as measure() does
-times = []
-for _ in range(10):
-    t = time.perf_counter()
-    for _ in range(number): a @ b
-    times.append((time.perf_counter() - t) / number)
-times.sort()
-print(json.dumps({{"median_s": times[len(times) // 2], "min_s": times[0]}}))
 """
 
 BARE_SNIPPET = """
@@ -93,14 +77,6 @@ def loadavg() -> list[float]:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
         return []
-
-
-def numpy_gflops(n: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", NUMPY_SNIPPET.format(n=n)], capture_output=True, text=True, check=True)
-    r = json.loads(out.stdout)
-    r["gflops"] = 2 * n**3 / r["median_s"] / 1e9
-    r["gflops_at_min"] = 2 * n**3 / r["min_s"] / 1e9
-    return r
 
 
 def run_job(n: int, trials: int, per_iter: int, seed: int, database: str | None = None) -> dict:
