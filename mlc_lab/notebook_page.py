@@ -66,11 +66,12 @@ def execute(nb: Any, cwd: Path, timeout: int) -> None:
                    store_widget_state=True, resources={"metadata": {"path": str(cwd)}}).execute()
 
 
-def _placeholder(model_id: str, data: dict) -> str:
-    fallback = data.get("text/plain", "")
-    fallback = "".join(fallback) if isinstance(fallback, list) else str(fallback)
+def _placeholder(model_id: str) -> str:
+    # Replaced by the live widget as soon as the page's script runs; never the output's text/plain,
+    # which (for mlc_lab widgets) only says how to see the widget, e.g. with this very page.
     return (f'<div class="mlc-lab-saved" data-model-id="{html.escape(model_id)}">'
-            f"<pre>{html.escape(fallback[:500])}</pre></div>")
+            "<pre>Loading the mlc_lab widget from the state saved in this page "
+            "(it needs JavaScript; nothing is fetched).</pre></div>")
 
 
 def _plot_div(index: int, figure: dict) -> str:
@@ -99,7 +100,7 @@ def prepare(nb: Any) -> tuple[Any, dict[str, Any], int]:
                 entry = state.get(mid, {}).get("state", {}).get("_mlc_entry")
                 if entry:
                     shown.append(mid)
-                    out["data"] = {"text/html": _placeholder(mid, data)}
+                    out["data"] = {"text/html": _placeholder(mid)}
                 else:  # another library's widget, or state not saved: its text stands in
                     out["data"] = {k: v for k, v in data.items() if k != WIDGET_VIEW}
                     if not out["data"]:

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import html as _html
+
 import anywidget
 import ipywidgets
 import traitlets as t
@@ -180,6 +182,28 @@ def rpc(name: str | None = None) -> Callable[[Callable[..., Any]], Callable[...,
     return mark
 
 
+SEE_IT_LIVE = "mlc-lab export NOTEBOOK.ipynb -o DIR"
+
+
+def fallback_bundle(what: str) -> dict[str, str]:
+    """What a widget's output carries besides the widget itself, for the readers that cannot show
+    widgets (``jupyter nbconvert`` of a notebook saved without widget state, GitHub, a text
+    console). It names the widget and how to see it live, and nothing of its state: the widget
+    changes after it is displayed (an explorer at step 0 is at step 10 a few cells later), and a
+    copy taken at display time would show a moment the notebook has left behind."""
+    plain = (f"[mlc_lab {what}: an interactive widget. This text stands in for it where widgets "
+             "cannot be shown and does not follow its state. To see it live: run the notebook, open it "
+             "in JupyterLab or Notebook 7 with its widget state saved, or make an offline page with "
+             f"`{SEE_IT_LIVE}`.]")
+    rich = ('<div class="mlc-lab-fallback" style="border:1px dashed #98a2b3;border-radius:4px;'
+            'padding:6px 10px;color:#475467;font:13px sans-serif">'
+            f"<b>mlc_lab {_html.escape(what)}</b>: an interactive widget. This text stands in for it "
+            "where widgets cannot be shown and does not follow its state. To see it live: run the notebook, "
+            "open it in JupyterLab or Notebook 7 with its widget state saved, or make an offline page with "
+            f"<code>{_html.escape(SEE_IT_LIVE)}</code>.</div>")
+    return {"text/plain": plain, "text/html": rich}
+
+
 class RpcWidget(anywidget.AnyWidget):
     """An anywidget whose front end can call methods marked with :func:`rpc`."""
 
@@ -286,6 +310,17 @@ class RpcWidget(anywidget.AnyWidget):
         else:
             msg["error"] = error or {"summary": "unknown error"}
         self.send(msg, buffers or None)
+
+    def mlc_what(self) -> str:
+        """What this widget is, in facts that do not change once it is shown (see fallback_bundle)."""
+        return "widget"
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        shown = super()._repr_mimebundle_(**kwargs)
+        data = shown[0] if isinstance(shown, tuple) else shown
+        if isinstance(data, dict):
+            data.update(fallback_bundle(self.mlc_what()))
+        return shown
 
     def _error_payload(self, exc: BaseException) -> dict[str, Any]:
         """Plain-data rendering of an error; subclasses know their domain errors better."""

@@ -317,6 +317,10 @@ class AccessView(RpcWidget):
         self.observe(lambda _change: self._record_footprint(), names=["loop", "at", "current", "sweep_threads"])
         self._record_footprint()
 
+    def mlc_what(self) -> str:
+        name = getattr(self._session, "func_name", "") or ""
+        return f"memory-access view of `{name}`" if name else "memory-access view"
+
     def _record_footprint(self) -> None:
         if not self.loop:
             return

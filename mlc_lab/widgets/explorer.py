@@ -465,15 +465,8 @@ class Explorer(RpcWidget):
                     self.selection = {"kind": node["kind"], "name": ref_of(node)}
                     return
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        bundle_ = super()._repr_mimebundle_(**kwargs)
-        if isinstance(bundle_, tuple):
-            data = bundle_[0]
-        else:
-            data = bundle_
-        if isinstance(data, dict):
-            data["text/plain"] = f"<mlc_lab Explorer of {self.func}: step {self.current}>\n{self.script}"
-        return bundle_
+    def mlc_what(self) -> str:
+        return f"schedule explorer of `{self.func}`" if self.func else "schedule explorer"
 
 
 def explore(x: Any, func: str | None = None, **kwargs: Any) -> Explorer:

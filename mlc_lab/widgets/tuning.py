@@ -280,6 +280,9 @@ class TuningDashboard(RpcWidget):
         if snap["status"] == "running":
             self._start_polling()
 
+    def mlc_what(self) -> str:
+        return f"tuning dashboard of the run in {self.work_dir}" if self.work_dir else "tuning dashboard"
+
     # --- public API ------------------------------------------------------------------------------
     @classmethod
     def from_work_dir(cls, work_dir: str | os.PathLike, session: Any = None, **kwargs: Any) -> "TuningDashboard":
