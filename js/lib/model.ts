@@ -83,6 +83,17 @@ export interface StepSummary {
   label: string;
 }
 
+/** A step that was tried and failed, kept in the session's history (``Session.failed``). */
+export interface FailedAttempt {
+  id: number;
+  parent: number | null;
+  primitive: string;
+  label: string;
+  summary: string;
+  detail: string;
+  involved: string[];
+}
+
 /** Everything a view shows of one step, computed once when the step is first looked at. */
 export interface StepView {
   id: number;

@@ -5,7 +5,7 @@
 export type StepId = number | string;
 
 // The loop tree and the step: generated from mlc_lab/core/model.py (js/lib/model.ts).
-import type { BlockNode, FuncNode, LoopNode, StepSummary, StepView } from "./model";
+import type { BlockNode, FailedAttempt, FuncNode, LoopNode, StepSummary, StepView } from "./model";
 
 export type { BlockNode, BufferInfo, Decision, FuncNode, IterVar, LoopNode, LoopTree, StepSummary, StepView } from "./model";
 
@@ -32,15 +32,8 @@ export interface HistoryDelta {
 }
 
 
-export interface FailureInfo {
-  id: number;
-  parent: StepId | null; // the step the attempt was made from
-  primitive: string;
-  label: string;
-  summary: string;
-  detail: string;
-  involved: string[];
-}
+/** A failed attempt as the Session keeps it (mlc_lab.core.model.FailedAttempt). */
+export type FailureInfo = FailedAttempt;
 
 
 export interface ExplorerError {

@@ -213,6 +213,35 @@ class StepSummary:
 
 
 @dataclass(frozen=True)
+class FailedAttempt:
+    """A step that was tried and failed, kept in the session's history (``Session.failed``).
+
+    ``parent`` is the step it was tried from; ``label`` reads as the step would have; ``summary``,
+    ``detail`` and ``involved`` (loop and block names) come from the error. Never changes once made.
+    """
+
+    id: int
+    parent: int | None
+    primitive: str
+    label: str
+    summary: str
+    detail: str = ""
+    involved: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "parent": self.parent, "primitive": self.primitive, "label": self.label,
+                "summary": self.summary, "detail": self.detail, "involved": list(self.involved)}
+
+    @classmethod
+    def of(cls, exc: BaseException, *, id: int, parent: int | None, primitive: str, label: str) -> FailedAttempt:  # noqa: A002
+        """The attempt as the error tells it (ScheduleStepError's summary, detail and involved names)."""
+        summary = getattr(exc, "summary", None) or (str(exc).split("\n", 1)[0].strip() or type(exc).__name__)
+        return cls(id=id, parent=parent, primitive=str(getattr(exc, "primitive", None) or primitive), label=label,
+                   summary=str(summary), detail=str(getattr(exc, "detail", "") or ""),
+                   involved=tuple(str(n) for n in getattr(exc, "involved", ()) or ()))
+
+
+@dataclass(frozen=True)
 class StepView:
     """Everything a view shows of one step, computed once when the step is first looked at.
 

@@ -19,7 +19,7 @@ from mlc_lab.core import model
 
 TARGET = Path(__file__).resolve().parents[2] / "js" / "lib" / "model.ts"
 # In the order they are written; LoopTree (a dict class) is written by hand below.
-TYPES = ["BufferInfo", "IterVar", "LoopNode", "BlockNode", "FuncNode", "LoopTree", "Decision", "StepSummary",
+TYPES = ["BufferInfo", "IterVar", "LoopNode", "BlockNode", "FuncNode", "LoopTree", "Decision", "StepSummary", "FailedAttempt",
          "StepView"]
 _LOOP_TREE = """export interface LoopTree {
   func: string | null;

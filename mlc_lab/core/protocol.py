@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from mlc_lab.core.model import Change, StepView
+from mlc_lab.core.model import Change, FailedAttempt, StepView
 
 
 @runtime_checkable
@@ -24,6 +24,10 @@ class SessionLike(Protocol):
     @property
     def current(self) -> Any:
         """The current step (as in ``steps``)."""
+
+    @property
+    def failed(self) -> list[FailedAttempt]:
+        """Attempts that raised (oldest first, each with the ``parent`` step it was tried from)."""
 
     @property
     def script(self) -> str: ...

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from mlc_lab.core import display
-from mlc_lab.core.model import Change, StepSummary, StepView, changed_lines, replace
+from mlc_lab.core.model import Change, FailedAttempt, StepSummary, StepView, changed_lines, replace
 from mlc_lab.errors import DecisionError, MlcLabError, ScheduleStepError, TraceParseError
 from mlc_lab.tvm import program
 from mlc_lab.tvm import schedule as tsch
@@ -74,6 +74,8 @@ class Sampled:
 
 
 class Session:
+    MAX_FAILED = 50  # failed attempts kept (the oldest go first)
+
     def __init__(self, module: Any, func: str | None = None, *, seed: int | None = None):
         mod = program.load(module, func)
         names = program.prim_func_names(mod)
@@ -87,6 +89,7 @@ class Session:
         self._listeners: list[Listener] = []
         self._views: dict[int, StepView] = {}  # built once, when a step is first looked at
         self._added: list[int] = []  # steps made since the last notification (the history delta)
+        self._failed: list[FailedAttempt] = []  # attempts that raised, oldest first (see ``failed``)
         self.measurements: dict[int, Any] = {}  # step id -> Measurement
         self._lowerings: dict[tuple[int, str], Any] = {}  # (step id, target) -> Lowering (a step never changes)
 
@@ -239,6 +242,7 @@ class Session:
             new_state, outputs = self._state.apply(primitive, args_t, kwargs_t)
         except MlcLabError as exc:
             exc.label = label  # the failed attempt reads as the step would have
+            self._keep_failed(exc, primitive, label)
             raise
         step = self._add_step(
             new_state,
@@ -250,6 +254,17 @@ class Session:
             outputs=outputs,
         )
         return self._results(step, outputs)
+
+    @property
+    def failed(self) -> list[FailedAttempt]:
+        """The attempts that failed (the last ``MAX_FAILED``), oldest first, each under the step it was
+        tried from. A failure changes no step and notifies no listener; views read this list."""
+        return list(self._failed)
+
+    def _keep_failed(self, exc: BaseException, primitive: str, label: str) -> None:
+        last = self._failed[-1].id if self._failed else 0
+        self._failed.append(FailedAttempt.of(exc, id=last + 1, parent=self._current, primitive=primitive, label=label))
+        del self._failed[: -self.MAX_FAILED]
 
     def _same_child(self, primitive: str, label: str, args: tuple, kwargs: dict) -> Step | None:
         if _has_sampled((args, kwargs)) or primitive.startswith("sample_"):

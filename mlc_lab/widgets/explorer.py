@@ -43,7 +43,6 @@ from mlc_lab.widgets.export import collect_export, render_html
 
 log = logging.getLogger(__name__)
 
-MAX_FAILURES = 50  # failed attempts kept for the history panel
 MEASURE_TARGETS = ("cpu", "cuda")
 # Requests that build or run code in the measure worker (seconds): answered from a background
 # thread so the kernel's message loop stays free (clicks, cells, Cancel) while they run.
@@ -77,19 +76,19 @@ class Explorer(RpcWidget):
     height = t.Unicode("640px").tag(sync=True)
 
     def __init__(self, session: Any, *, height: str = "640px", **kwargs: Any) -> None:
-        for name in ("apply", "undo", "redo", "goto", "steps", "step_view", "on_change"):
+        for name in ("apply", "undo", "redo", "goto", "steps", "step_view", "on_change", "failed"):
             if not hasattr(session, name):
                 raise TypeError(f"Explorer needs a mlc_lab.Session (or an object with .{name}); got {type(session).__name__}")
         self._session = session
         self._lock = threading.RLock()
         self._view: StepView = session.step_view()
         self._history_len = 0
-        self._failure_ids = itertools.count(1)
         self._error_ids = itertools.count(1)
         self._jobs: list[threading.Thread] = []  # background requests (measure, cuda_source)
         # The first comm message already carries the whole state (no empty first render).
         super().__init__(height=height, func=self._func_name(), step=self._view.json_bytes,
-                         history=self._full_history(), measurements=self._read_measurements(), **kwargs)
+                         history=self._full_history(), measurements=self._read_measurements(),
+                         failures=self._read_failures(), **kwargs)
         self._unsubscribe = session.on_change(self._on_session_change)
         for step in list(session.steps)[-self.MAX_RECORDED_STEPS:]:  # steps made before this view
             try:
@@ -161,7 +160,7 @@ class Explorer(RpcWidget):
     def to_html(self, path: str | Path | None = None, *, title: str | None = None) -> str:
         """A self-contained HTML page of every step (script, diff, loop tree, trace); written to ``path`` if given."""
         data = collect_export(self._session)
-        data.measurements, data.failures = self._read_measurements(), [dict(f) for f in self.failures]
+        data.measurements = self._read_measurements()
         html = render_html(data, title=title)
         if path is not None:
             Path(path).write_text(html, encoding="utf-8")
@@ -192,6 +191,7 @@ class Explorer(RpcWidget):
                     self.error = {}
                 return
             self._show(change.step)
+            self._sync_failures()  # attempts that failed in cells (session.apply) since the last change
             if change.added:
                 self.history = {"from": self._history_len, "steps": [a.to_json() for a in change.added]}
                 self._history_len += len(change.added)
@@ -203,6 +203,7 @@ class Explorer(RpcWidget):
             self._show(self._session.step_view())
             self.history = self._full_history()
             self.measurements = self._read_measurements()
+            self._sync_failures()
 
     def _show(self, view: StepView) -> None:
         self._view = view
@@ -224,6 +225,15 @@ class Explorer(RpcWidget):
 
     def _func_name(self) -> str:
         return str(self._view.loop_tree.get("func") or getattr(self._session, "func_name", "") or "")
+
+    def _read_failures(self) -> list[dict]:
+        """The Session's failed attempts (it keeps them; this view only shows them)."""
+        return [f.to_json() for f in self._session.failed]
+
+    def _sync_failures(self) -> None:
+        failures = self._read_failures()
+        if failures != self.failures:
+            self.failures = failures
 
     def _read_measurements(self) -> dict[str, dict]:
         found = getattr(self._session, "measurements", None) or {}
@@ -439,21 +449,15 @@ class Explorer(RpcWidget):
         self.error = {"id": next(self._error_ids), **{k: _plain(v) for k, v in fields.items()}}
 
     def _record_failure(self, exc: BaseException, parent: Any, primitive: str, args: list, kwargs: dict) -> None:
-        summary = getattr(exc, "summary", None) or _first_line(exc)
-        failure = {
-            "id": next(self._failure_ids),
-            "parent": _plain(parent),
-            "primitive": primitive,
-            # The Session labels the attempt as it labels steps; call_label is for sessions that do not.
-            "label": getattr(exc, "label", None) or call_label(primitive, args, kwargs),
-            "summary": summary,
-            "detail": getattr(exc, "detail", "") or "",
-            "involved": [str(n) for n in getattr(exc, "involved", []) or []],
-        }
+        """Show a failed click: the Session keeps the attempt (``Session.failed``); the banner says why."""
         with self.hold_sync():
-            self.failures = [*self.failures, failure][-MAX_FAILURES:]
-            self._set_error(source="apply", primitive=primitive, summary=summary, detail=failure["detail"],
-                            involved=failure["involved"], label=failure["label"])
+            self._sync_failures()
+            self._set_error(source="apply", primitive=primitive,
+                            summary=getattr(exc, "summary", None) or _first_line(exc),
+                            detail=getattr(exc, "detail", "") or "",
+                            involved=[str(n) for n in getattr(exc, "involved", []) or []],
+                            # the Session labels the attempt as it labels steps; call_label for others
+                            label=getattr(exc, "label", None) or call_label(primitive, args, kwargs))
 
     def _select_new(self, names: Any) -> None:
         """After a step, select the first new loop/block it made (split -> the outer loop)."""

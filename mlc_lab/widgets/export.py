@@ -79,7 +79,7 @@ def collect_export(session: Any) -> SessionExport:
                                 changed_lines=list(view.changed_lines)))
     tree_now = session.step_view().loop_tree
     return SessionExport(func=str(tree_now.get("func") or getattr(session, "func_name", "")), current=session.current.id,
-                         steps=steps)
+                         steps=steps, failures=[f.to_json() for f in getattr(session, "failed", [])])
 
 
 _CSS = """

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlc_lab.core.model import Change, LoopTree, StepView, changed_lines
+from mlc_lab.core.model import Change, FailedAttempt, LoopTree, StepView, changed_lines
 from mlc_lab.errors import (DecisionError, MeasureError, MlcLabError, NameResolutionError, NoGPUError,
                             ScheduleStepError, TraceParseError)
 
@@ -161,6 +161,7 @@ class FakeSession:
         self._added = []
         self.events: list[str] = []
         self.measurements: dict[int, FakeMeasurement] = {}
+        self._failed: list[FailedAttempt] = []
         # knobs of the fake measure worker
         self.has_gpu = False
         self.gpu_bound = False  # cuda_source: pretend the loops are bound to GPU threads
@@ -214,7 +215,20 @@ class FakeSession:
         return copy.deepcopy(self._states[self._current].decisions)
 
     # --- changing --------------------------------------------------------------------------------
+    @property
+    def failed(self):
+        return list(self._failed)
+
     def apply(self, primitive, *args, **kwargs):
+        try:
+            return self._apply(primitive, *args, **kwargs)
+        except MlcLabError as exc:  # kept as the Session keeps them, labelled as the step would be
+            label = f"{primitive}({', '.join([*map(str, args), *(f'{k}={v}' for k, v in kwargs.items())])})"
+            self._failed.append(FailedAttempt.of(exc, id=len(self._failed) + 1, parent=self._current,
+                                                 primitive=primitive, label=label))
+            raise
+
+    def _apply(self, primitive, *args, **kwargs):
         state = copy.deepcopy(self._states[self._current])
         loop_name = kwargs.get("loop", args[0] if args else None)
         label = f"{primitive}({', '.join([*map(str, args), *(f'{k}={v}' for k, v in kwargs.items())])})"

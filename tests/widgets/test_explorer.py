@@ -116,6 +116,26 @@ def test_failed_apply_reports_the_error_and_changes_nothing(explorer, session):
     assert failure["summary"] == err["summary"]
 
 
+def test_failed_attempts_are_the_sessions(comms, session):
+    """The Session keeps failed attempts (Python users and records see them); the explorer shows them:
+    those made before it opened, by clicks, and by cells (with the next change)."""
+    from mlc_lab.errors import ScheduleStepError
+    from mlc_lab.widgets.explorer import Explorer
+
+    with pytest.raises(ScheduleStepError):
+        session.apply("vectorize", loop="k")
+    explorer = Explorer(session)
+    assert [f["label"] for f in explorer.failures] == ["vectorize(loop=k)"]
+    explorer.comm.request("apply", {"primitive": "split", "kwargs": {"loop": "i", "factors": [None, 2]}})
+    assert [f.to_json() for f in session.failed] == explorer.failures and len(explorer.failures) == 2
+    with pytest.raises(ScheduleStepError):
+        session.apply("vectorize", loop="k")  # from a cell
+    session.apply("parallel", "Y/i")
+    assert len(explorer.failures) == 3 and explorer.failures[-1]["parent"] == 0
+    assert "vectorize(loop=k)" in explorer.to_html()
+    explorer.close()
+
+
 def test_unknown_or_ambiguous_names_are_plain_errors(explorer):
     reply = explorer.comm.request("apply", {"primitive": "split", "kwargs": {"loop": "i", "factors": [None, 2]}})
     assert reply["ok"] is False

@@ -77,6 +77,24 @@ def test_a_failed_step_changes_nothing_and_tells_no_one(s):
     assert (s.current.id, s.script, len(s.steps)) == before and changes == []
 
 
+def test_failed_attempts_are_kept_under_the_step_they_were_tried_from(s):
+    s.apply("split", loop="Y/j", factors=[None, 4])
+    assert s.failed == []
+    with pytest.raises(ScheduleStepError):
+        s.apply("vectorize", loop="k")
+    with pytest.raises(ScheduleStepError):
+        s.apply("split", loop="i", factors=[None, 2])  # ambiguous
+    s.undo()
+    first, second = s.failed
+    assert (first.parent, first.primitive) == (1, "vectorize")
+    assert first.label.startswith("vectorize(") and "k" in first.label  # labelled as the step would be
+    assert first.summary and "k" in first.involved and second.id > first.id
+    assert first.to_json() == {"id": first.id, "parent": 1, "primitive": "vectorize", "label": first.label,
+                               "summary": first.summary, "detail": first.detail, "involved": list(first.involved)}
+    s.apply("parallel", "Y/i")  # steps that work add none
+    assert len(s.failed) == 2
+
+
 def test_history_moves(s):
     s.apply("parallel", "Y/i")
     changes: list[Change] = []
