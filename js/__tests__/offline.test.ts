@@ -66,6 +66,50 @@ describe("offline answers", () => {
     await expect(rpc.request("access_footprint", { loop: "k" })).rejects.toThrow(/needs a running kernel/);
   });
 
+  it("answers the panels from compressed per-step records, recorded errors as errors, and says when a step was cut", async () => {
+    const gz = async (text: string) => {
+      const bytes0 = new TextEncoder().encode(text);
+      const source = new ReadableStream({ start: (c) => (c.enqueue(bytes0), c.close()) });
+      const stream = source.pipeThrough(new CompressionStream("gzip"));
+      const bytes = new Uint8Array(await new Response(stream).arrayBuffer());
+      let bin = "";
+      for (const b of bytes) bin += String.fromCharCode(b);
+      return btoa(bin);
+    };
+    const footprintAt1 = recordKey("access_footprint", { loop: "j_1", at: {}, sweep_threads: true, step: 1 });
+    const lowerAt1 = recordKey("lower", { step: 1, target: "cpu" });
+    const cudaAt1 = recordKey("cuda_source", { step: 1, ptx: true });
+    const saved = savedExplorer();
+    const e = saved.e.state as Record<string, any>;
+    e.record_cut = { max_steps: 3, steps: 5, steps_recorded: 3, replies_dropped: 0 };
+    e._mlc_recorded = { ...e._mlc_recorded, [footprintAt1]: "IPY_MODEL_fp", [lowerAt1]: "IPY_MODEL_lo", [cudaAt1]: "IPY_MODEL_cu" };
+    e.step = null;
+    saved.e.buffers = [{ path: ["step"], encoding: "base64", data: b64(step(1, 0, "one")) }];
+    const rec = (key: string, state: Record<string, unknown>, buffers: Array<{ path: Array<string | number>; data: string }>) => ({
+      model_name: "WidgetModel",
+      model_module: "@jupyter-widgets/base",
+      state: { key, ...state },
+      buffers: buffers.map((b) => ({ ...b, encoding: "base64" as const })),
+    });
+    saved.fp = rec(footprintAt1, { result: '{"at1":true}', encoding: "gzip", buffers: [null] }, [{ path: ["buffers", 0], data: await gz("cells") }]);
+    saved.lo = rec(lowerAt1, { result: "", encoding: "gzip", buffers: [] }, [{ path: ["data"], data: await gz('{"asm":"vfmadd"}') }]);
+    saved.cu = rec(cudaAt1, { result: '{"summary":"no GPU kernel: loops unbound","type":"gpu_check"}', ok: false, buffers: [] }, []);
+    const widgets = new SavedWidgets(saved);
+    const model = await widgets.get_model("e");
+    setOfflineHandler(model, explorerOffline(model));
+    const rpc = new Rpc(model as never);
+    const fp = await rpc.request("access_footprint", { loop: "j_1", at: {}, sweep_threads: true });
+    expect(fp.result).toEqual({ at1: true });
+    expect(bufferText(fp.buffers[0])).toBe("cells");
+    expect((await rpc.request("lower", { step: 1, target: "cpu" })).result).toEqual({ asm: "vfmadd" });
+    await expect(rpc.request("cuda_source", { step: 1, ptx: true })).rejects.toThrow(/no GPU kernel/);
+    await expect(rpc.request("lower", { step: 1, target: "cuda" })).rejects.toThrow(/needs a running kernel/);
+    await rpc.request("goto", { step: 0 });
+    // the footprint was recorded at step 1, not at step 0
+    await expect(rpc.request("access_footprint", { loop: "j_1", at: {}, sweep_threads: true })).rejects.toThrow(/needs a running kernel/);
+    await expect(rpc.request("goto", { step: 4 })).rejects.toThrow(/Step 4 is not in this saved record: it keeps the last 3 steps of 5/);
+  });
+
   it("leaves live models alone", async () => {
     const sent: unknown[] = [];
     const model = { get: () => undefined, send: (m: unknown) => sent.push(m), on: () => {}, off: () => {} };

@@ -3,7 +3,7 @@
 // the history, diffs against any recorded step — by setting its own `step` trait, as Python would.
 
 import { bufferText } from "../lib/rpc";
-import { type OfflineAnswer, type OfflineHandler, recordedModel } from "../lib/offline";
+import { type OfflineAnswer, type OfflineHandler, recordData, recordedModel, recordedReply } from "../lib/offline";
 import type { StepData, StepSummary } from "../lib/types";
 
 interface ExplorerLikeModel {
@@ -29,7 +29,7 @@ export function explorerOffline(model: ExplorerLikeModel): OfflineHandler {
     const key = String(id);
     if (!steps.has(key)) {
       const rec = await recordedModel(model, `step:${key}`);
-      const data = rec?.get("data") as DataView | undefined;
+      const data = rec ? await recordData(rec) : undefined;
       const step = decode(data);
       if (!data || !step) return null;
       steps.set(key, { data, step });
@@ -43,7 +43,7 @@ export function explorerOffline(model: ExplorerLikeModel): OfflineHandler {
   const current = () => decode(model.get("step"));
   const goto = async (id: unknown): Promise<OfflineAnswer | null> => {
     const rec = await load(id);
-    if (!rec) return null;
+    if (!rec) return notRecorded(id);
     model.set("step", rec.data);
     return ok({ step: rec.step.id });
   };
@@ -54,8 +54,25 @@ export function explorerOffline(model: ExplorerLikeModel): OfflineHandler {
       .sort((a, b) => a.id - b.id);
   };
 
+  // A step the record left out (it keeps the last `max_steps`): say so, not "needs a kernel".
+  const notRecorded = (id: unknown): OfflineAnswer | null => {
+    const cut = (model.get("record_cut") ?? {}) as { max_steps?: number; steps?: number };
+    if (!cut.max_steps) return null;
+    return {
+      result: null,
+      buffers: [],
+      error: { summary: `Step ${String(id)} is not in this saved record: it keeps the last ${cut.max_steps} steps of ${cut.steps}. Re-run the notebook to see it.`, type: "not_recorded" },
+    };
+  };
+
   return async (method, params) => {
     switch (method) {
+      case "access_footprint":
+      case "access_gpu_stats": {
+        // recorded under the step they were asked at (the panel asks about "the current step")
+        const cur = current();
+        return cur ? recordedReply(model, method, { ...params, step: cur.id }) : null;
+      }
       case "history":
         return ok({ from: 0, steps: await summaries() });
       case "goto":

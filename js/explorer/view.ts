@@ -5,8 +5,9 @@
 import type { AnyModel } from "@anywidget/types";
 import { AccessPanel } from "../access/panel";
 import { downloadText, h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
+import { kernelLive } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
-import type { ExplorerError, ExplorerModel, FailureInfo, HistoryDelta, Selection, StepData, StepId } from "../lib/types";
+import type { ExplorerError, ExplorerModel, FailureInfo, HistoryDelta, RecordCut, Selection, StepData, StepId } from "../lib/types";
 import { CodeView, type DiffMode, type Marks } from "./code";
 import { CompilerPanel } from "./compiler";
 import { CudaPanel } from "./cuda";
@@ -439,8 +440,20 @@ export class ExplorerView {
       );
       list.append(row);
     }
-    this.historyHost.replaceChildren(list);
+    this.historyHost.replaceChildren(...[this.recordCutNote()].filter((n) => n !== null), list);
     revealInContainer(this.historyHost, list.querySelector<HTMLElement>(".mlc-current"));
+  }
+
+  /** A saved view whose record was cut says so above its history (live views have the kernel). */
+  private recordCutNote(): HTMLElement | null {
+    const cut = this.model.get("record_cut") as RecordCut | Record<string, never> | undefined;
+    if (kernelLive(this.model) || !cut || !("max_steps" in cut)) return null;
+    const parts: string[] = [];
+    if (cut.steps > cut.steps_recorded)
+      parts.push(`This saved record keeps ${cut.steps_recorded} of the session's ${cut.steps} steps (records are capped at ${cut.max_steps} steps): the others need the notebook re-run.`);
+    if (cut.replies_dropped > 0)
+      parts.push(`${cut.replies_dropped} older panel answer${cut.replies_dropped === 1 ? " was" : "s were"} dropped to keep the notebook small.`);
+    return parts.length ? h("div", { class: "mlc-record-cut", role: "note" }, parts.join(" ")) : null;
   }
 
   private measuringStep(): string | null {

@@ -61,6 +61,8 @@ export function offlineBanner(doc: Document = document): HTMLElement {
 export interface OfflineAnswer {
   result: unknown;
   buffers: DataView[];
+  /** A recorded error reply (e.g. "this step has no GPU kernel"): the request fails with it. */
+  error?: { summary: string; detail?: string; type?: string; [k: string]: unknown };
 }
 
 export type OfflineHandler = (method: string, params: Record<string, unknown>) => Promise<OfflineAnswer | null>;
@@ -110,15 +112,45 @@ export async function recordedModel(model: object, key: string): Promise<ModelWi
 const asView = (b: unknown): DataView =>
   b instanceof DataView ? b : b instanceof ArrayBuffer ? new DataView(b) : ArrayBuffer.isView(b) ? new DataView(b.buffer, b.byteOffset, b.byteLength) : new DataView(new ArrayBuffer(0));
 
+/** Bytes of a gzip-compressed record (mlc_lab/widgets/_base.py, Recorded.make). */
+export async function gunzip(view: DataView): Promise<DataView> {
+  const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+  const source = new ReadableStream<Uint8Array>({
+    start(c) {
+      c.enqueue(bytes);
+      c.close();
+    },
+  });
+  const stream = source.pipeThrough(new DecompressionStream("gzip") as unknown as ReadableWritablePair<Uint8Array, Uint8Array>);
+  return new DataView(await new Response(stream).arrayBuffer());
+}
+
+/** A record's `data` as it was before it was stored (decompressed if it was compressed). */
+export async function recordData(rec: { get(name: string): any }): Promise<DataView | undefined> {
+  const data = rec.get("data") as unknown;
+  if (!data) return undefined;
+  const view = asView(data);
+  return rec.get("encoding") === "gzip" ? gunzip(view) : view;
+}
+
 /** A recorded reply to ``method(params)``, or null. */
 export async function recordedReply(model: object, method: string, params: Record<string, unknown>): Promise<OfflineAnswer | null> {
   const rec = await recordedModel(model, recordKey(method, params));
   if (!rec) return null;
+  const gz = rec.get("encoding") === "gzip";
   let result: unknown = null;
   try {
-    result = JSON.parse(String(rec.get("result") ?? "null"));
+    let text = String(rec.get("result") ?? "null");
+    if (text === "") {
+      const data = await recordData(rec);
+      text = data ? new TextDecoder().decode(data) : "null";
+    }
+    result = JSON.parse(text);
   } catch {
     return null;
   }
-  return { result, buffers: ((rec.get("buffers") ?? []) as unknown[]).map(asView) };
+  const raw = ((rec.get("buffers") ?? []) as unknown[]).map(asView);
+  const buffers = gz ? await Promise.all(raw.map(gunzip)) : raw;
+  if (rec.get("ok") === false) return { result: null, buffers: [], error: (result ?? { summary: "failed" }) as OfflineAnswer["error"] };
+  return { result, buffers };
 }

@@ -86,6 +86,7 @@ export class Rpc {
   /** No kernel: answer from what the widget recorded, or say plainly that it needs a kernel. */
   private async offline<T>(method: string, params: Record<string, unknown>): Promise<RpcReply<T>> {
     const answer = (await recordedReply(this.model, method, params)) ?? (await offlineHandler(this.model)?.(method, params)) ?? null;
+    if (answer?.error) throw new RpcFailure({ ...answer.error, summary: String(answer.error.summary ?? "failed") });
     if (answer) return { result: answer.result as T, buffers: answer.buffers };
     refused(this.model, method);
     throw new RpcFailure({ summary: NEEDS_KERNEL, type: "no_kernel" });

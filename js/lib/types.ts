@@ -59,4 +59,13 @@ export interface ExplorerModel {
   error: ExplorerError | Record<string, never>;
   failures: FailureInfo[];
   height: string;
+  /** What the saved record leaves out ({} when nothing; mlc_lab/widgets/explorer.py, Explorer.record_cut). */
+  record_cut?: RecordCut | Record<string, never>;
+}
+
+export interface RecordCut {
+  max_steps: number;
+  steps: number;
+  steps_recorded: number;
+  replies_dropped: number;
 }

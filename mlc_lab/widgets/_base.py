@@ -113,13 +113,46 @@ class FrontEnd(ipywidgets.Widget):
 
 class Recorded(ipywidgets.Widget):
     """A model-only record that a view without a kernel reads instead of asking Python: one
-    request's reply (``result`` JSON and binary ``buffers``) or one step of the explorer (``data``).
-    Sent once when made; saved with the notebook's widget state; closed when it is dropped."""
+    request's reply (``result`` JSON and binary ``buffers``; ``ok`` False for an error reply, whose
+    ``result`` is the error) or one step of the explorer (``data``).
+    Sent once when made; saved with the notebook's widget state; closed when it is dropped.
+
+    Large records are stored gzip-compressed (``encoding`` "gzip"): ``data`` and every buffer are
+    gzip bytes, and a ``result`` of "" means the reply's JSON is in ``data`` (a lowering is ~250 kB
+    of JSON, ~30 kB compressed). js/lib/offline.ts reads both forms."""
 
     key = t.Unicode("").tag(sync=True)
     result = t.Unicode("null").tag(sync=True)
     data = t.Bytes(b"").tag(sync=True)
     buffers = t.List(t.Bytes()).tag(sync=True)
+    ok = t.Bool(True).tag(sync=True)
+    encoding = t.Unicode("").tag(sync=True)
+
+    COMPRESS_FROM: ClassVar[int] = 4096  # bytes; smaller records are kept as they are
+
+    @classmethod
+    def make(cls, key: str, *, result: Any = None, data: bytes = b"", buffers: list[bytes] | None = None,
+             ok: bool = True) -> Recorded:
+        text = json.dumps(result, default=str)
+        blobs = [bytes(b) for b in (buffers or [])]
+        size = len(text) + len(data) + sum(len(b) for b in blobs)
+        if size < cls.COMPRESS_FROM:
+            return cls(key=key, result=text, data=bytes(data), buffers=blobs, ok=ok)
+        pack = lambda raw: gzip.compress(raw, compresslevel=6, mtime=0)  # noqa: E731
+        if not data:  # a reply: its JSON goes into data, compressed
+            return cls(key=key, result="", data=pack(text.encode("utf-8")), buffers=[pack(b) for b in blobs],
+                       ok=ok, encoding="gzip")
+        return cls(key=key, result=text, data=pack(bytes(data)), buffers=[pack(b) for b in blobs], ok=ok,
+                   encoding="gzip")
+
+    @property
+    def nbytes(self) -> int:
+        """What the record adds to the saved state (before base64)."""
+        return len(self.result) + len(self.data) + sum(len(b) for b in self.buffers)
+
+
+# Errors not worth keeping for a saved view: they say something about that moment, not the step.
+_TRANSIENT_ERRORS = frozenset({"timeout", "crash", "busy", "bad_request", "unknown", "unknown_step", "no_kernel"})
 
 
 def record_key(method: str, params: Any) -> str:
@@ -258,6 +291,8 @@ class RpcWidget(anywidget.AnyWidget):
             answer = getattr(self, attr)(**params)
         except RequestError as exc:
             self._reply(req_id, started, ok=False, error=exc.payload)
+            if exc.payload.get("type") not in _TRANSIENT_ERRORS:  # e.g. "this step has no GPU kernel"
+                self._record_reply(str(method), params if isinstance(params, dict) else {}, exc.payload, [], ok=False)
             return
         except TypeError as exc:  # wrong parameters from a front end that does not match this version
             self._reply(req_id, started, ok=False, error={"summary": f"bad request {method!r}: {exc}", "type": "bad_request"})
@@ -270,30 +305,61 @@ class RpcWidget(anywidget.AnyWidget):
             self._reply(req_id, started, ok=True, result=answer.result, buffers=answer.buffers)
         else:
             self._reply(req_id, started, ok=True, result=answer)
-        keep = self._mlc_record_replies.get(str(method))
-        if keep:
-            try:
-                result, buffers = (answer.result, answer.buffers) if isinstance(answer, Reply) else (answer, [])
-                self.mlc_record(record_key(str(method), params), group=str(method), keep=keep,
-                                result=result, buffers=buffers)
-            except Exception:  # noqa: BLE001  (a record is a nicety; the reply went out)
-                log.exception("mlc_lab: recording the reply to %r failed", method)
+        if isinstance(answer, Reply):
+            self._record_reply(str(method), params, answer.result, answer.buffers)
+        else:
+            self._record_reply(str(method), params, answer, [])
+
+    def _record_reply(self, method: str, params: dict, result: Any, buffers: list[bytes], *, ok: bool = True) -> None:
+        keep = self._mlc_record_replies.get(method)
+        if not keep:
+            return
+        try:
+            self.mlc_record(record_key(method, self._mlc_record_params(method, params)), group=method, keep=keep,
+                            result=result, buffers=buffers, ok=ok)
+        except Exception:  # noqa: BLE001  (a record is a nicety; the reply went out)
+            log.exception("mlc_lab: recording the reply to %r failed", method)
+
+    def _mlc_record_params(self, method: str, params: dict) -> dict:
+        """The parameters a reply is recorded under (js/lib/offline.ts looks it up with the same)."""
+        return params
+
+    # Bytes of recorded replies (every group but the explorer's steps) a widget keeps; the oldest go
+    # first. A saved notebook stays small however many panels were opened.
+    _mlc_reply_budget: ClassVar[int] = 1_500_000
 
     def mlc_record(self, key: str, *, group: str, keep: int, result: Any = None, data: bytes = b"",
-                   buffers: list[bytes] | None = None) -> None:
-        """Keep a record for views without a kernel; of each group only the last ``keep`` stay
-        (the dropped ones are closed, so they leave the saved state too)."""
+                   buffers: list[bytes] | None = None, ok: bool = True) -> None:
+        """Keep a record for views without a kernel; of each group only the last ``keep`` stay, and
+        replies (groups other than "step") within ``_mlc_reply_budget`` bytes in all (the dropped
+        ones are closed, so they leave the saved state too; ``mlc_records_dropped`` counts them)."""
         with _record_lock:
             records: dict[str, tuple[str, Recorded]] = self.__dict__.setdefault("_mlc_records", {})
             old = records.pop(key, None)
             if old is not None:
                 old[1].close()
-            records[key] = (group, Recorded(key=key, result=json.dumps(result, default=str), data=bytes(data),
-                                            buffers=[bytes(b) for b in (buffers or [])]))
+            records[key] = (group, Recorded.make(key, result=result, data=data, buffers=buffers, ok=ok))
+            dropped = self.__dict__.setdefault("_mlc_dropped", {})
             in_group = [k for k, (g, _r) in records.items() if g == group]
             for k in in_group[: max(0, len(in_group) - keep)]:
                 records.pop(k)[1].close()
+                dropped[group] = dropped.get(group, 0) + 1
+            if group != "step":
+                replies = [k for k, (g, _r) in records.items() if g != "step"]
+                total = sum(records[k][1].nbytes for k in replies)
+                for k in replies[:-1]:  # never the one just made
+                    if total <= self._mlc_reply_budget:
+                        break
+                    g, rec = records.pop(k)
+                    total -= rec.nbytes
+                    rec.close()
+                    dropped[g] = dropped.get(g, 0) + 1
             self._mlc_recorded = {k: f"IPY_MODEL_{r.model_id}" for k, (_g, r) in records.items()}
+
+    @property
+    def mlc_records_dropped(self) -> dict[str, int]:
+        """How many records of each group were dropped to keep the saved state small."""
+        return dict(self.__dict__.get("_mlc_dropped", {}))
 
     def close(self) -> None:
         for _group, rec in self.__dict__.pop("_mlc_records", {}).values():

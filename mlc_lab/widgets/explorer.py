@@ -58,9 +58,14 @@ class Explorer(RpcWidget):
     """Interactive view of a schedule session (see :func:`explore`)."""
 
     _esm = bundle("explorer")
-    # Saved views answer these from records (js/explorer/offline.ts steps through recorded steps).
-    _mlc_record_replies = {"access_footprint": 2, "access_gpu_stats": 2}
     MAX_RECORDED_STEPS = 200
+    # Saved views answer these from records (js/explorer/offline.ts steps through recorded steps):
+    # what the Memory, Compiler and CUDA panels showed, per step, within the reply budget
+    # (RpcWidget._mlc_reply_budget; the oldest go first).
+    _mlc_record_replies = {"access_footprint": MAX_RECORDED_STEPS, "access_gpu_stats": MAX_RECORDED_STEPS,
+                           "lower": MAX_RECORDED_STEPS, "cuda_source": MAX_RECORDED_STEPS}
+    # The memory panel asks about "the current step" without naming it: its records name the step.
+    _STEP_IMPLIED = frozenset({"access_footprint", "access_gpu_stats"})
 
     func = t.Unicode("").tag(sync=True)
     # The current step as UTF-8 JSON in a binary buffer: encoded once per step by the StepView, and
@@ -74,6 +79,9 @@ class Explorer(RpcWidget):
     measurements = t.Dict().tag(sync=True)
     measuring = t.Dict().tag(sync=True)  # {"step", "target"} while a measurement runs, else {}
     height = t.Unicode("640px").tag(sync=True)
+    # What the saved record leaves out ({} when nothing): {"max_steps", "steps", "steps_recorded",
+    # "replies_dropped"}; a saved view says so (js/explorer/view.ts).
+    record_cut = t.Dict().tag(sync=True)
 
     def __init__(self, session: Any, *, height: str = "640px", **kwargs: Any) -> None:
         for name in ("apply", "undo", "redo", "goto", "steps", "step_view", "on_change", "failed"):
@@ -91,16 +99,39 @@ class Explorer(RpcWidget):
                          failures=self._read_failures(), **kwargs)
         self._unsubscribe = session.on_change(self._on_session_change)
         for step in list(session.steps)[-self.MAX_RECORDED_STEPS:]:  # steps made before this view
-            try:
-                self._record_step(self._view if step.id == self._view.id else session.step_view(step.id))
-            except Exception:  # noqa: BLE001  (a record is a nicety for saved views)
-                log.exception("mlc_lab: recording step %r failed", step.id)
+            if step.id != self._view.id:
+                self._record_step_id(step.id)
+        self._record_step(self._view)  # the step on screen, last (the first a saved view shows)
 
     def _record_step(self, view: StepView) -> None:
         """Keep each step shown as a record, sent once: a saved explorer steps through them."""
         key = f"step:{view.id}"
         if key not in self.__dict__.get("_mlc_records", {}):
             self.mlc_record(key, group="step", keep=self.MAX_RECORDED_STEPS, data=view.json_bytes)
+
+    def _record_step_id(self, step_id: Any) -> None:
+        if f"step:{step_id}" not in self.__dict__.get("_mlc_records", {}):
+            try:
+                self._record_step(self._session.step_view(step_id))
+            except Exception:  # noqa: BLE001  (a record is a nicety for saved views)
+                log.exception("mlc_lab: recording step %r failed", step_id)
+
+    def _mlc_record_params(self, method: str, params: dict) -> dict:
+        if method in self._STEP_IMPLIED:
+            return {**params, "step": _plain(self._view.id)}
+        return params
+
+    def mlc_record(self, key: str, **kwargs: Any) -> None:
+        super().mlc_record(key, **kwargs)
+        records = self.__dict__.get("_mlc_records", {})
+        recorded = sum(1 for g, _r in records.values() if g == "step")
+        steps = len(self._session.steps)
+        dropped = {g: n for g, n in self.mlc_records_dropped.items() if g != "step"}
+        cut = {} if recorded >= steps and not dropped else {
+            "max_steps": self.MAX_RECORDED_STEPS, "steps": steps, "steps_recorded": recorded,
+            "replies_dropped": sum(dropped.values())}
+        if cut != self.record_cut:
+            self.record_cut = cut
 
     # --- public API: the current step, read from the StepView (plain data) -------------------------
     @property
@@ -190,6 +221,9 @@ class Explorer(RpcWidget):
                 if self.error.get("source") == "measure":
                     self.error = {}
                 return
+            for added in change.added:  # a replayed trace adds several: a saved view steps through each
+                if added.id != change.step.id:
+                    self._record_step_id(added.id)
             self._show(change.step)
             self._sync_failures()  # attempts that failed in cells (session.apply) since the last change
             if change.added:

@@ -109,3 +109,87 @@ def test_a_rebuilt_bundle_reaches_the_front_end_model(comms, monkeypatch):
     rebuilt = _base.FrontEndCode(code="bmV3", digest="0123456789abcdef", raw_bytes=3)
     monkeypatch.setattr(_base, "front_end_code", lambda path=FRONT_END_BUNDLE: rebuilt)
     assert front_end() is host and (host.code, host.digest) == ("bmV3", "0123456789abcdef")
+
+
+def _record(w, key):
+    return {k: r for k, (_g, r) in w._mlc_records.items()}[key]
+
+
+def _reply_of(rec):
+    """A recorded reply as js/lib/offline.ts reads it (plain or gzip-compressed)."""
+    if rec.encoding == "gzip":
+        text = rec.result or gzip.decompress(rec.data).decode()
+        return json.loads(text), [gzip.decompress(b) for b in rec.buffers]
+    return json.loads(rec.result), list(rec.buffers)
+
+
+def test_explorer_records_the_panels_per_step(comms):
+    """A saved explorer shows offline what its Memory and CUDA panels showed at each step: the
+    records name the step (the memory panel asks about "the current step"); errors that belong to
+    the step (no GPU kernel) are recorded as errors; big answers are stored compressed."""
+    from mlc_lab.widgets._base import record_key
+    from mlc_lab.widgets.explorer import Explorer
+
+    session = AnalysingSession()
+    w = Explorer(session)
+    c = w.comm
+    assert c.request("access_footprint", {"loop": "Y/j", "at": {"Y/i": 3}})["ok"]
+    session.apply("split", "Y/j", factors=[None, 4])
+    assert c.request("access_footprint", {"loop": "j_1", "at": {"Y/i": 3}}, req_id="r2")["ok"]
+    at0 = record_key("access_footprint", {"loop": "Y/j", "at": {"Y/i": 3}, "step": 0})
+    at1 = record_key("access_footprint", {"loop": "j_1", "at": {"Y/i": 3}, "step": 1})
+    assert at0 in w._mlc_recorded and at1 in w._mlc_recorded
+    result, buffers = _reply_of(_record(w, at1))
+    assert result["loop"]["name"] == "j_1" and len(buffers) > 1 and b"\xf0" in buffers
+    # the CUDA panel: an error of the step is kept (offline it says the same), then a result
+    c.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": "c1", "method": "cuda_source",
+                                               "params": {"step": 1, "ptx": True}}})
+    assert w.wait(60)
+    bad = _record(w, record_key("cuda_source", {"step": 1, "ptx": True}))
+    assert bad.ok is False and json.loads(bad.result)["type"] == "gpu_check"
+    session.gpu_bound = True
+    c.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": "c2", "method": "cuda_source",
+                                               "params": {"step": 0, "ptx": True}}})
+    assert w.wait(60)
+    good = _record(w, record_key("cuda_source", {"step": 0, "ptx": True}))
+    assert good.ok is True and "main_kernel" in _reply_of(good)[0]["source"]
+    assert w.record_cut == {}  # nothing left out
+    w.close()
+
+
+def test_big_records_are_compressed_and_replies_stay_within_the_budget(comms, monkeypatch):
+    from mlc_lab.widgets._base import Recorded
+    from mlc_lab.widgets.explorer import Explorer
+
+    session = AnalysingSession()
+    w = Explorer(session)
+    monkeypatch.setattr(Explorer, "_mlc_reply_budget", 60_000)
+    text = "".join(f"line {i}: T.Ramp(x, 1, 8)\n" for i in range(4000))  # ~100 kB of lowering text
+    for step in range(6):
+        w.mlc_record(f"lower {step}", group="lower", keep=200, result={"step": step, "asm": text + str(step)})
+    kept = [k for k in w._mlc_recorded if k.startswith("lower")]
+    rec = _record(w, kept[-1])
+    assert isinstance(rec, Recorded) and rec.encoding == "gzip" and rec.result == ""
+    assert rec.nbytes < 20_000 and _reply_of(rec)[0]["step"] == 5
+    assert sum(_record(w, k).nbytes for k in kept) <= 60_000 and kept[-1] == "lower 5"
+    assert w.mlc_records_dropped["lower"] == 6 - len(kept) > 0
+    assert w.record_cut["replies_dropped"] == 6 - len(kept)  # the saved view says so
+    w.close()
+
+
+def test_record_cut_says_how_many_steps_the_record_left_out(comms, monkeypatch):
+    from mlc_lab.widgets.explorer import Explorer
+
+    monkeypatch.setattr(Explorer, "MAX_RECORDED_STEPS", 3)
+    session = AnalysingSession()
+    w = Explorer(session)
+    assert w.record_cut == {}
+    session.apply("parallel", "Y/i")
+    session.apply("unroll", "k")
+    session.apply("vectorize", "C/j")
+    session.apply("split", "Y/j", factors=[None, 2])
+    steps = len(session.steps)
+    assert steps == 5
+    assert sum(1 for k in w._mlc_recorded if k.startswith("step:")) == 3
+    assert w.record_cut == {"max_steps": 3, "steps": steps, "steps_recorded": 3, "replies_dropped": 0}
+    w.close()
