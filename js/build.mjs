@@ -43,7 +43,7 @@ const labextOptions = {
   minify: false,
   loader: { ".css": "text" },
   define: { "define.amd": "false" },
-  external: ["@jupyterlab/*", "@lumino/*"],
+  external: ["@jupyterlab/*", "@lumino/*", "@jupyter-widgets/*"],
   legalComments: "none",
   logLevel: "warning",
 };

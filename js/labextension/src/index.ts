@@ -9,6 +9,7 @@
 import type { JupyterFrontEnd, JupyterFrontEndPlugin } from "@jupyterlab/application";
 import { Dialog, ICommandPalette, showDialog } from "@jupyterlab/apputils";
 import { ILauncher } from "@jupyterlab/launcher";
+import { IRenderMimeRegistry } from "@jupyterlab/rendermime";
 import { ISettingRegistry } from "@jupyterlab/settingregistry";
 import { Widget } from "@lumino/widgets";
 import { RUN_FACTORY, TRACE_FACTORY, TraceFactory, TuningRunFactory } from "./documents";
@@ -113,8 +114,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: "mlc_lab: Launcher, commands, documents, settings, saved widgets without a kernel",
   autoStart: true,
-  optional: [ILauncher, ICommandPalette, ISettingRegistry],
-  activate: async (app: JupyterFrontEnd, launcher: ILauncher | null, palette: ICommandPalette | null, registry: ISettingRegistry | null) => {
+  optional: [ILauncher, ICommandPalette, ISettingRegistry, IRenderMimeRegistry],
+  activate: async (
+    app: JupyterFrontEnd,
+    launcher: ILauncher | null,
+    palette: ICommandPalette | null,
+    registry: ISettingRegistry | null,
+    rendermime: IRenderMimeRegistry | null,
+  ) => {
     // Saved widgets, in every notebook panel from its creation (before its outputs render).
     // (The notebook factory may be registered after this plugin activates: Notebook 7 does.)
     const hooked = new Set<unknown>();
@@ -226,14 +233,19 @@ const plugin: JupyterFrontEndPlugin<void> = {
       fileFormat: "text",
       contentType: "file",
     });
+    const live = (openAsNotebook: (path: string) => Promise<void>) => ({
+      app,
+      rendermime,
+      startKernel: () => settings.documentKernel,
+      openAsNotebook,
+    });
     app.docRegistry.addWidgetFactory(
-      new TraceFactory({ name: TRACE_FACTORY, fileTypes: ["mlc-lab-trace"], defaultFor: ["mlc-lab-trace"], readOnly: true }, openTraceWithKernel),
+      new TraceFactory({ name: TRACE_FACTORY, fileTypes: ["mlc-lab-trace"], defaultFor: ["mlc-lab-trace"], readOnly: true }, live(openTraceWithKernel)),
     );
     app.docRegistry.addWidgetFactory(
       new TuningRunFactory(
         { name: RUN_FACTORY, fileTypes: ["mlc-lab-tuning-record"], defaultFor: ["mlc-lab-tuning-record"], readOnly: true },
-        app,
-        openRunWithKernel,
+        live(openRunWithKernel),
       ),
     );
   },

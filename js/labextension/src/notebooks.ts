@@ -6,9 +6,10 @@ export interface Settings {
   target: string;
   trials: number;
   workDirRoot: string;
+  documentKernel: boolean; // a trace or tuning-run document starts a kernel of its own when it opens
 }
 
-export const DEFAULT_SETTINGS: Settings = { target: "cpu", trials: 64, workDirRoot: "mlc_tune" };
+export const DEFAULT_SETTINGS: Settings = { target: "cpu", trials: 64, workDirRoot: "mlc_tune", documentKernel: true };
 
 function lines(text: string): string[] {
   const out = text.split("\n").map((l) => `${l}\n`);
