@@ -150,15 +150,15 @@ class LoopTree(dict):
         """
         if not text:
             return []
-        nodes = [(n, fn, above) for n, fn, above in self.walk() if kind is None or n["kind"] == kind]
-        exact = [n for n, _, _ in nodes if ref_of(n) == text]
+        refs, names = self._names()
+        exact = [n for n in refs.get(text, ()) if kind is None or n["kind"] == kind]
         if exact:
             return exact
         func, _, rest = text.rpartition(":")
         block, _, name = rest.rpartition("/")
         found = []
-        for n, fn, _ in nodes:
-            if n["name"] != name or (func and fn["name"] != func):
+        for n, fn in names.get(name, ()):
+            if (kind is not None and n["kind"] != kind) or (func and fn["name"] != func):
                 continue
             if n["kind"] == "block":
                 if not block:
@@ -169,6 +169,21 @@ class LoopTree(dict):
             focused = [(n, fn) for n, fn in found if fn["name"] == self.focus]
             found = focused or found
         return [n for n, _ in found]
+
+    def _names(self) -> tuple[dict[str, list[dict]], dict[str, list[tuple[dict, dict]]]]:
+        """({reference: nodes}, {bare name: [(node, function)]}), both in pre-order; built once per tree
+        (a step's names are looked up once per argument of every later call)."""
+        cached = self.__dict__.get("_name_index")
+        walked = self._walked()
+        if cached is not None and cached[0] is walked:
+            return cached[1]
+        refs: dict[str, list[dict]] = {}
+        names: dict[str, list[tuple[dict, dict]]] = {}
+        for n, fn, _ in walked:
+            refs.setdefault(ref_of(n), []).append(n)
+            names.setdefault(n["name"], []).append((n, fn))
+        self.__dict__["_name_index"] = (walked, (refs, names))
+        return refs, names
 
     def find(self, text: str, kind: str | None = None) -> dict | None:
         """The one node ``text`` names, or None when it names none or several (see :meth:`match`)."""

@@ -267,6 +267,8 @@ class Session:
         del self._failed[: -self.MAX_FAILED]
 
     def _same_child(self, primitive: str, label: str, args: tuple, kwargs: dict) -> Step | None:
+        if not self.current.children:  # the common case: a step at the tip of its branch
+            return None
         if _has_sampled((args, kwargs)) or primitive.startswith("sample_"):
             return None  # sampling again must draw again
         for cid in self.current.children:

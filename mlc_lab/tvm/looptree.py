@@ -31,7 +31,7 @@ _AXIS_KINDS = {"spatial": "spatial", "reduce": "reduce", "scan": "ordered", "opa
                "R": "reduce", "O": "opaque"}
 
 
-@dataclass
+@dataclass(slots=True)
 class LoopInfo:
     """What the session needs to turn a loop name back into a LoopRV: a block under it and a depth."""
 
@@ -100,10 +100,13 @@ def _collect_fors(stmt: object, out: list, limit: int) -> None:
 
 def build(mod: tvm.IRModule, script: str, focus: str | None = None) -> LoopIndex:
     index = LoopIndex(tree=LoopTree(), mod=mod)
-    functions = _Scanner(script.splitlines(), index).run()
+    scanner = _Scanner(script.splitlines(), index)
+    functions = scanner.run()
     _qualify(index)
     index.tree = LoopTree(func=focus or (functions[0]["name"] if functions else None), functions=functions)
-    _finish(index)
+    for node, info in scanner.loop_nodes:
+        node["qualified"] = info.qualified
+        index.info_of[id(node)] = info
     return index
 
 
@@ -182,6 +185,7 @@ class _Scanner:
     def __init__(self, lines: list[str], index: LoopIndex):
         self.lines = lines
         self.index = index
+        self.loop_nodes: list[tuple[dict, LoopInfo]] = []  # to copy qualified names in once known
 
     def run(self) -> list[dict]:
         functions: list[dict] = []
@@ -203,13 +207,8 @@ class _Scanner:
         name = m.group(2)
         base = len(m.group(1))
         func: dict = {"kind": "func", "name": name, "buffers": [], "children": []}
-        params = m.group(3)
-        for pm in _PARAM.finditer(params):
-            j, depth = pm.end(), 1  # the buffer's arguments run to the matching parenthesis
-            while j < len(params) and depth:
-                depth += {"(": 1, ")": -1}.get(params[j], 0)
-                j += 1
-            func["buffers"].append(self.buffer(pm.group(1), params[pm.end() : j - 1], "param"))
+        for pname, args_text in _parse_params(m.group(3)):
+            func["buffers"].append(self.buffer(pname, args_text, "param"))
         functions.append(func)
         self.func, self.order = name, 0
         self.open_loops: list[LoopInfo] = []  # loops since the last block boundary, outer first
@@ -220,13 +219,11 @@ class _Scanner:
         i = start + 1
         lines = self.lines
         while i < len(lines):
-            raw = lines[i]
-            stripped = raw.lstrip()
-            text = stripped.rstrip()
-            if not text or text[0] == "#":
+            line = _line(lines[i])
+            if line is None:
                 i += 1
                 continue
-            indent = len(raw) - len(stripped)
+            indent, tag, payload = line
             if indent <= base:
                 break
             while len(stack) > 1 and indent <= stack[-1][0]:
@@ -234,26 +231,20 @@ class _Scanner:
             top = stack[-1]
             last = i + 1
             i += 1
-            if text.startswith("for "):
-                parsed = _parse_for(text)
-                if parsed is not None:
-                    stack.append([indent, "for", None, self._loops(parsed, top, last)])
-                    continue
-            elif text.startswith("with T.sblock("):
-                bm = _SBLOCK.match(text)
-                if bm:
-                    stack.append(self._open_block(bm.group(1), top, indent, last))
-                    continue
-            if text == "with T.init():" and top[1] == "block":
+            if tag == "for":
+                stack.append([indent, "for", None, self._loops(payload, top, last)])
+            elif tag == "block":
+                stack.append(self._open_block(payload, top, indent, last))
+            elif tag == "init" and top[1] == "block":
                 top[2]["has_init"] = True
                 stack.append([indent, "init", top[2], None])
-            elif text.endswith(":"):  # if / else / other with-statements: nesting only
+            elif tag != "line":  # if / else / other with-statements: nesting only
                 stack.append([indent, "other", top[2], top[1]])
             elif top[1] == "block":
-                self._block_line(top[2], text, func)
-            else:
-                am = _ALLOC.match(text)
-                if am and top[1] == "func":
+                self._block_line(top[2], payload, func)
+            elif top[1] == "func":
+                am = _ALLOC.match(payload)
+                if am:
                     func["buffers"].append(self.buffer(am.group(1), am.group(2), "alloc"))
         while len(stack) > 1:
             self._close(stack.pop(), last)
@@ -273,8 +264,9 @@ class _Scanner:
             node = {
                 "kind": "loop", "name": loop_name, "qualified": loop_name, "extent": extent, "min": lo_v,
                 "loop_kind": kind, "thread": thread, "annotations": dict(annotations),
-                "line": line, "end_line": line, "children": [], "_info": info,
+                "line": line, "end_line": line, "children": [],
             }
+            self.loop_nodes.append((node, info))
             if chain:
                 chain[-1]["children"].append(node)
             else:
@@ -340,6 +332,45 @@ class _Scanner:
             name, args_text = value
             func["buffers"].append(self.buffer(name, args_text, f"alloc in {block['name']}"))
             block["alloc_buffers"].append(name)
+
+
+@functools.lru_cache(maxsize=65536)
+def _line(raw: str) -> tuple[int, str, object] | None:
+    """(indentation, tag, payload) of one printed line, None for blank lines and comments. Tags:
+    ``for`` (payload: :func:`_parse_for`), ``block`` (its name), ``init``, ``other`` (any other line
+    that opens a nested suite), ``line`` (a statement; payload: its text). Steps reprint mostly the
+    same lines, so each is read once."""
+    stripped = raw.lstrip()
+    text = stripped.rstrip()
+    if not text or text[0] == "#":
+        return None
+    indent = len(raw) - len(stripped)
+    if text.startswith("for "):
+        parsed = _parse_for(text)
+        if parsed is not None:
+            return indent, "for", parsed
+    elif text.startswith("with T.sblock("):
+        bm = _SBLOCK.match(text)
+        if bm:
+            return indent, "block", bm.group(1)
+    if text == "with T.init():":
+        return indent, "init", None
+    if text.endswith(":"):
+        return indent, "other", None
+    return indent, "line", text
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_params(params: str) -> tuple[tuple[str, str], ...]:
+    """((buffer name, its T.Buffer arguments), ...) of a function's parameter list."""
+    out = []
+    for pm in _PARAM.finditer(params):
+        j, depth = pm.end(), 1  # the buffer's arguments run to the matching parenthesis
+        while j < len(params) and depth:
+            depth += {"(": 1, ")": -1}.get(params[j], 0)
+            j += 1
+        out.append((pm.group(1), params[pm.end() : j - 1]))
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=16384)
@@ -431,12 +462,3 @@ def _qualify(index: LoopIndex) -> None:
             lp.qualified = f"{lp.anchor_block}/{lp.name}"
             if len(funcs) > 1:
                 lp.qualified = f"{lp.func}:{lp.qualified}"
-
-
-def _finish(index: LoopIndex) -> None:
-    """Copy ``qualified`` names into the loop nodes; keep the link node -> LoopInfo aside."""
-    for node, _, _ in index.tree.walk():
-        info = node.pop("_info", None)
-        if info is not None:
-            node["qualified"] = info.qualified
-            index.info_of[id(node)] = info

@@ -23,7 +23,7 @@ from tvm.s_tir.schedule import ScheduleError, Trace
 
 from mlc_lab.core.model import LoopTree, ref_of
 from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError
-from mlc_lab.tvm import looptree
+from mlc_lab.tvm import looptree, program
 from mlc_lab.tvm.step_errors import step_error as _step_error
 
 LoopRV = s_tir.schedule.LoopRV
@@ -211,7 +211,7 @@ class State:
     @property
     def script(self) -> str:
         if self._script is None:
-            self._script = self.mod.script()
+            self._script = program.script(self.mod)
         return self._script
 
     @property
@@ -314,7 +314,7 @@ class State:
         new = State(sch, self.func, self.block_rvs, make=self._make, sampled_loops=self.sampled_loops)
         if name == "sample_perfect_tile":  # the only primitive that adds a perfect-tile sample
             new._note_samples(before)
-        outputs = new._outputs(result, before)
+        outputs = new._outputs(result, before, sampled_location=name == "sample_compute_location")
         return new, outputs
 
     def _note_samples(self, start: int) -> None:
@@ -328,7 +328,7 @@ class State:
                 except Exception:  # noqa: BLE001  (not a loop of this schedule: leave it unnamed)
                     pass
 
-    def _outputs(self, result: Any, first_new: int) -> list[Output]:
+    def _outputs(self, result: Any, first_new: int, sampled_location: bool = False) -> list[Output]:
         if result is None:
             return []
         items = list(result) if isinstance(result, (list, tuple)) or _is_array(result) else [result]
@@ -338,9 +338,9 @@ class State:
         out = []
         for i, rv in enumerate(items):
             handle = Handle(position, i)
-            if isinstance(rv, LoopRV) and _special_location(self.sch, rv):
-                # sample_compute_location decided -1 (the root: stay) or -2 (inline): not a loop
-                out.append(Output(rv, "loop", _special_location(self.sch, rv), None, handle))
+            special = _special_location(self.sch, rv) if sampled_location else None
+            if special:  # sample_compute_location decided -1 (the root: stay) or -2 (inline): not a loop
+                out.append(Output(rv, "loop", special, None, handle))
             elif isinstance(rv, LoopRV):
                 out.append(Output(rv, "loop", self._loop_name(rv), None, handle))
             elif isinstance(rv, SBlockRV):
