@@ -6,6 +6,7 @@ import { python } from "@codemirror/lang-python";
 import { EditorState, StateEffect, StateField } from "@codemirror/state";
 import { Decoration, EditorView, keymap, lineNumbers } from "@codemirror/view";
 import { h } from "../lib/dom";
+import { minimalChange } from "./code";
 import { jpCodeTheme } from "../lib/cm_theme";
 import type { Decision } from "../lib/types";
 
@@ -141,8 +142,10 @@ export class TracePanel {
   }
 
   setText(text: string, userAction: boolean): void {
-    const cur = this.text;
-    if (cur !== text) this.editor.dispatch({ changes: { from: 0, to: cur.length, insert: text } });
+    // A step adds or removes a few instructions: replace only what differs (CodeMirror then redraws
+    // those lines, not the whole trace).
+    const change = minimalChange(this.text, text);
+    if (change) this.editor.dispatch({ changes: change });
     if (userAction) this.showError(null, "");
     this.el.classList.toggle("mlc-trace-dirty", this.dirty);
   }

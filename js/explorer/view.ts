@@ -36,6 +36,7 @@ export interface LatencySample {
   stateMs?: number; // click -> the kernel's state update arrived
   drawMs?: number; // time spent drawing that update
   kernelMs?: number; // time the kernel spent on the request
+  panels?: Record<string, number>; // drawing time per panel (ms), for the ones that were redrawn
 }
 
 declare global {
@@ -69,7 +70,14 @@ export class ExplorerView {
   private diffBase: string | null = null;
   private diffBaseChosen = false; // the user picked a base; otherwise it follows the parent step
   private scripts = new Map<string, string>(); // step id -> script (immutable per step)
-  private pendingClick: { t0: number; primitive: string; tState?: number; drawMs?: number; kernelMs?: number } | null = null;
+  private pendingClick: {
+    t0: number;
+    primitive: string;
+    tState?: number;
+    drawMs?: number;
+    kernelMs?: number;
+    panels?: Record<string, number>;
+  } | null = null;
   private dirty = new Set<string>();
   private flushQueued = false;
   private disposers: Array<() => void> = [];
@@ -265,28 +273,36 @@ export class ExplorerView {
     const d = this.dirty;
     this.dirty = new Set();
     const has = (...names: string[]) => names.some((n) => d.has(n));
+    // Each panel's drawing time goes with a click's latency sample (what a redraw costs, where).
+    const panels: Record<string, number> = {};
+    const timed = (name: string, draw: () => void) => {
+      const t = performance.now();
+      draw();
+      panels[name] = (panels[name] ?? 0) + performance.now() - t;
+    };
     if (has("loop_tree_json")) this.index = new TreeIndex(this.cur.loop_tree);
     if (has("height")) this.layoutHeight();
     if (has("error", "failures")) this.inspected = null;
     if (has("loop_tree_json", "selection", "error")) {
-      this.drawTree();
-      this.drawPrimitives(has("loop_tree_json"));
+      timed("tree", () => this.drawTree());
+      timed("primitives", () => this.drawPrimitives(has("loop_tree_json")));
     }
-    if (has("script", "changed_lines", "loop_tree_json", "selection", "error")) this.drawCode(has("selection"));
-    if (!this.memoryHost.hidden && has("loop_tree_json", "selection", "current")) this.syncMemory(has("loop_tree_json", "current"));
-    if (has("steps", "current", "failures", "measurements", "measuring")) this.drawHistory();
-    if (has("steps", "current", "measurements")) this.drawPlot();
+    if (has("script", "changed_lines", "loop_tree_json", "selection", "error")) timed("code", () => this.drawCode(has("selection")));
+    if (!this.memoryHost.hidden && has("loop_tree_json", "selection", "current")) timed("memory", () => this.syncMemory(has("loop_tree_json", "current")));
+    if (has("steps", "current", "failures", "measurements", "measuring")) timed("history", () => this.drawHistory());
+    if (has("steps", "current", "measurements")) timed("plot", () => this.drawPlot());
     if (has("measuring")) this.drawMeasure();
     if (this.cudaOn && has("current")) void this.cuda.show(this.current());
-    if (this.compilerOn && has("loop_tree_json", "selection", "current")) this.syncCompiler(has("current"));
-    if (has("steps", "current", "can_undo", "can_redo")) this.drawToolbar();
+    if (this.compilerOn && has("loop_tree_json", "selection", "current")) timed("compiler", () => this.syncCompiler(has("current")));
+    if (has("steps", "current", "can_undo", "can_redo")) timed("toolbar", () => this.drawToolbar());
     if (has("error")) this.drawBanner();
-    if (has("decisions")) this.trace.setDecisions(this.cur.decisions);
-    if (has("trace")) this.trace.setTrace(this.cur.trace);
+    if (has("decisions")) timed("decisions", () => this.trace.setDecisions(this.cur.decisions));
+    if (has("trace")) timed("trace", () => this.trace.setTrace(this.cur.trace));
     if (has("error")) this.drawTraceError();
     if (this.diffMode !== "off" && has("script", "current", "steps")) void this.renderDiff();
     if (has("script", "error") && this.pendingClick) {
       this.pendingClick.drawMs = performance.now() - tFlush;
+      this.pendingClick.panels = panels;
       this.recordLatency();
     }
     // Redrawn panels may have removed the focused button: keep keyboard focus in the explorer.
@@ -477,6 +493,13 @@ export class ExplorerView {
   /** The latency-by-step plot under the history (measured steps on the current path). */
   private drawPlot(): void {
     const points = plotPoints(this.history.steps(), this.current(), this.model.get("measurements") ?? {});
+    if (!points.length) {
+      // Nothing measured: no plot, and no reading of the pane's width (that would force a layout of
+      // everything just redrawn, on every click).
+      this.plotHost.hidden = true;
+      if (this.plotHost.firstChild) this.plotHost.replaceChildren();
+      return;
+    }
     const width = Math.max(180, Math.min(420, (this.historyTab.clientWidth || 268) - 8));
     const onPick = (id: StepId) => this.call("goto", { step: id }, "goto");
     const measurements = this.model.get("measurements") ?? {};
@@ -888,6 +911,7 @@ export class ExplorerView {
           stateMs: pending.tState === undefined ? undefined : pending.tState - pending.t0,
           drawMs: pending.drawMs,
           kernelMs: pending.kernelMs,
+          panels: pending.panels,
         });
       }
     };

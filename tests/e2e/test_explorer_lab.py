@@ -246,6 +246,11 @@ def test_chapter2_by_clicks(lab_server, page, artifacts):
     print("  (primitive, total ms, kernel ms, state arrived ms, draw ms):",
           [(s["primitive"], round(s["ms"]), round(s.get("kernelMs") or -1), round(s.get("stateMs") or -1),
             round(s.get("drawMs") or -1)) for s in samples])
+    panels: dict[str, list[float]] = {}
+    for s in samples:
+        for name, ms in (s.get("panels") or {}).items():
+            panels.setdefault(name, []).append(ms)
+    print("  drawing per panel, median ms:", {k: round(statistics.median(v), 1) for k, v in panels.items()})
     print(f"  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     (artifacts / "explorer-latency.json").write_text(json.dumps({"apply_ms": applies, "undo_ms": undos, "median_apply_ms": med}))
     assert lab.kernel_json("ex.session.current.id") == start_step  # every unroll was undone
