@@ -543,7 +543,6 @@ def run_job(work_dir: str) -> int:
         live = LiveLog(work_dir, t0)
         live.phase("starting")
         if remaining > 0:
-            space = _space(job, work_dir)
             # the runner's workers read the best latency so far from here (early stop of slow candidates)
             os.environ["MLC_LAB_BEST_FILE"] = best_path
             runner = LiveRunner(make_runner({**parse_runner(job.get("runner", "local")), "servers": job.get("servers", 1)},
@@ -557,23 +556,30 @@ def run_job(work_dir: str) -> int:
             callbacks = default[:1] + [
                 _make_progress_callback(work_dir, _count_lines(os.path.join(work_dir, RECORDS_FILE)), best, t0, live)
             ] + default[1:]
-            live.phase("searching")
-            ms.tune_tir(
-                mod=mod,
-                target=target,
-                work_dir=work_dir,
-                max_trials_global=remaining,
-                num_trials_per_iter=int(job.get("num_trials_per_iter", 16)),
-                builder=InProcessBuilder(live=live),
-                runner=runner,
-                database=db,
-                cost_model=cost_model,
-                measure_callbacks=callbacks,
-                space=space,
-                strategy=_strategy(job),
-                seed=job.get("seed"),
-                num_tuning_cores=cores,
-            )
+            first_batch = done == 0 and not imported.get("count")
+            for space, stage_trials in _stages(job, work_dir, task_mod, target, remaining, per_iter, first_batch):
+                left = int(job["trials"]) - (_records_of(work_dir, index) - int(imported.get("count", 0)))
+                if left <= 0:
+                    break
+                live.phase("searching")
+                # one cost model and one database across the stages: the second starts from the
+                # first one's records (population seeds) and the model they trained
+                ms.tune_tir(
+                    mod=mod,
+                    target=target,
+                    work_dir=work_dir,
+                    max_trials_global=min(left, stage_trials),
+                    num_trials_per_iter=per_iter,
+                    builder=InProcessBuilder(live=live),
+                    runner=runner,
+                    database=db,
+                    cost_model=cost_model,
+                    measure_callbacks=callbacks,
+                    space=space,
+                    strategy=_strategy(job),
+                    seed=job.get("seed"),
+                    num_tuning_cores=cores,
+                )
         measured = _records_of(work_dir, index) - int(imported.get("count", 0))
         if measured < int(job["trials"]):
             status["stopped_early"] = {
@@ -610,11 +616,33 @@ def status_of(work_dir: str) -> dict:
         return {}
 
 
-def _space(job: dict, work_dir: str) -> Any:
+def _stages(job: dict, work_dir: str, task_mod: Any, target: Any, remaining: int, per_iter: int,
+            first_run: bool) -> list[tuple[Any, int]]:
+    """(space, trials) in order. A fresh run of the default space on a matrix product measures
+    one batch of the packed-panel sketch first (`mlc_lab.tvm.cpu_space`): meta_schedule's
+    evolutionary search draws its first candidates evenly from the union's design spaces and then
+    breeds from whatever it measured, and with the sketch as one design space of four it measured
+    1 sketch candidate in 64 trials. After that batch, the whole space is searched with the
+    sketch's best already in the database, so they seed the population."""
+    from mlc_lab.tvm.cpu_space import packed_panel_space
+
+    space = _space(job, work_dir, task_mod, target)
+    if job["space"]["kind"] == "auto" and first_run and remaining > per_iter:
+        sketch = packed_panel_space(task_mod["main"], target)
+        if sketch is not None:
+            return [(sketch, per_iter), (space, remaining)]
+    return [(space, remaining)]
+
+
+def _space(job: dict, work_dir: str, task_mod: Any, target: Any) -> Any:
+    """The search space: meta_schedule's default one plus, for a matrix product on a CPU, the
+    packed-panel GEMM sketch of `mlc_lab.tvm.cpu_space` ("auto"); or the student's own."""
+    from mlc_lab.tvm.cpu_space import auto_space
+
     space_spec = job["space"]
     kind = space_spec["kind"]
     if kind == "auto":
-        return "post-order-apply"
+        return auto_space(task_mod["main"], target)
     if kind == "session":
         own = ms.space_generator.ScheduleFn(TraceSpace(space_spec["insts"]))
     elif kind == "callable":
@@ -627,7 +655,9 @@ def _space(job: dict, work_dir: str) -> Any:
         raise ValueError(f"unknown space {space_spec!r}")
     if space_spec.get("widen"):
         # the student's space and meta_schedule's own (multi-level tiling, parallel/vectorize/unroll)
-        return ms.space_generator.SpaceGeneratorUnion([own, ms.space_generator.PostOrderApply()])
+        default = auto_space(task_mod["main"], target)
+        extra = list(default.space_generators) if isinstance(default, ms.space_generator.SpaceGeneratorUnion) else [default]
+        return ms.space_generator.SpaceGeneratorUnion([own, *extra])
     return own
 
 
