@@ -181,3 +181,28 @@ describe("diffs", () => {
     expect(indentInsensitiveDiff(a, a)).toEqual([]);
   });
 });
+
+describe("open in a side panel", () => {
+  it("is offered only where the page offers it, and asks by a bubbling event", async () => {
+    const { OPEN_SIDE_PANEL, setHostOffer } = await import("../lib/host");
+    const side = () => $(".mlc-side-panel")!;
+    await new Promise((r) => setTimeout(r, 0));
+    expect(side().hidden).toBe(true); // no JupyterLab extension on this page
+    const asked: EventTarget[] = [];
+    const listen = (ev: Event) => asked.push(ev.target!);
+    document.addEventListener(OPEN_SIDE_PANEL, listen);
+    setHostOffer({ canOpenSidePanel: (node) => node.isConnected && node.classList.contains("mlc-explorer") });
+    try {
+      $(".mlc-explorer")!.dispatchEvent(new Event("pointerenter"));
+      expect(side().hidden).toBe(false);
+      side().click();
+      expect(asked).toEqual([$(".mlc-explorer")]);
+      setHostOffer({ canOpenSidePanel: () => false }); // e.g. already in a side panel
+      $(".mlc-explorer")!.dispatchEvent(new Event("pointerenter"));
+      expect(side().hidden).toBe(true);
+    } finally {
+      setHostOffer(null);
+      document.removeEventListener(OPEN_SIDE_PANEL, listen);
+    }
+  });
+});

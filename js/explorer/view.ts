@@ -5,6 +5,7 @@
 import type { AnyModel } from "@anywidget/types";
 import { AccessPanel } from "../access/panel";
 import { downloadText, h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
+import { hostOffer, requestSidePanel } from "../lib/host";
 import { kernelLive } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerModel, FailureInfo, HistoryDelta, RecordCut, Selection, StepData, StepId } from "../lib/types";
@@ -196,6 +197,16 @@ export class ExplorerView {
     );
     this.layout = new ExplorerLayout(this.root, () => (this.memoryHost.hidden ? 0 : 520), () => this.layoutHeight());
     toolbarEnd.before(this.layout.maximizeBtn);
+    // In JupyterLab with mlc_lab's extension: a second view of this explorer in the right split.
+    const side = btn("⇥", "Open in a side panel: a second view of this explorer beside the notebook", "mlc-side-panel", () => requestSidePanel(this.root));
+    side.hidden = true;
+    this.layout.maximizeBtn.before(side);
+    const offerSide = () => {
+      side.hidden = !(this.root.isConnected && hostOffer()?.canOpenSidePanel(this.root));
+    };
+    queueMicrotask(offerSide);
+    setTimeout(offerSide, 0); // the output is attached to the page after render returns
+    this.root.addEventListener("pointerenter", offerSide);
     this.root.append(this.layout.grip);
     this.layoutHeight();
     this.code = new CodeView(center, (line) => this.selectAtLine(line));

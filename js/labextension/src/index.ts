@@ -3,7 +3,8 @@
 // - Launcher tiles and palette commands: "New schedule exploration" (a notebook pre-filled from a
 //   course program or a .py file) and "Open tuning run";
 // - documents: .trace / .trace.json and a tuning run's database_tuning_record.json open in a tab;
-// - settings: default target, trials, work-directory root.
+// - settings: default target, trials, work-directory root, whether documents start a kernel;
+// - "open in a side panel" for the explorer in a notebook (side_panel.ts).
 // The widgets themselves stay anywidget modules (js/mlc_lab.ts); this extension only hosts them.
 
 import type { JupyterFrontEnd, JupyterFrontEndPlugin } from "@jupyterlab/application";
@@ -25,6 +26,7 @@ import {
 } from "./notebooks";
 import { COURSE_PROGRAMS } from "./programs";
 import { patchNotebook } from "./saved_outputs";
+import { offerSidePanels } from "./side_panel";
 
 const PLUGIN_ID = "mlc-lab-jupyterlab:plugin";
 export const COMMANDS = {
@@ -132,6 +134,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       notebooks.widgetCreated.connect((_sender, panel) => patchNotebook(panel as never));
     };
     hookNotebooks();
+    offerSidePanels(app); // "open in a side panel" for explorers in notebook outputs
     app.docRegistry.changed.connect((_sender, change) => {
       if (change.type === "widgetFactory" && change.change === "added") hookNotebooks();
     });
