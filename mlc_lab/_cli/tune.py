@@ -28,8 +28,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("--rpc", metavar="HOST:PORT:KEY", help="measure through a TVM RPC tracker")
     p.add_argument("--servers", type=int, default=1, help="with --rpc: candidates measured at once (default: 1)")
-    p.add_argument("--database", metavar="DIR",
-                   help="a shared meta_schedule database (a class's): start from its records, add ours at the end")
+    p.add_argument("--database", metavar="DIR|rpc://HOST:PORT",
+                   help="a class's shared database (a folder, or one served by `mlc-lab database serve`): "
+                        "start from its records, add ours at the end")
     p.add_argument("--func", help="the function to tune when the module has several")
     p.add_argument("--per-iter", type=int, default=16, help="candidates per search round (default: 16)")
     p.add_argument("--seed", type=int, help="random seed of the search")

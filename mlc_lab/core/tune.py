@@ -82,7 +82,7 @@ class BestResult:
 @dataclass
 class LiveState:
     """What the job is doing now: its phase ("starting", "building", "measuring", "searching",
-    "confirming", "done", "exhausted"), the batch size, and the latencies (None: failed) of the
+    "confirming", "sharing", "done", "exhausted"), the batch size, and the latencies (None: failed) of the
     candidates measured in the current batch, before meta_schedule commits the batch."""
 
     phase: str
@@ -437,9 +437,11 @@ def tune(
            multi-level tiling and parallel/vectorize/unroll choices), for when the student's own
            space holds only a few distinct candidates.
     runner: "local" or "rpc://HOST:PORT/KEY" (a TVM RPC tracker; `servers` measure in parallel).
-    database: a shared meta_schedule database folder (a class's): its records of the same
-           workload and target seed the search and warm the cost model (they do not count as
-           this job's trials), and this job's records are added to it at the end.
+    database: a class's shared meta_schedule database: a folder (e.g. on a shared drive), or
+           "rpc://HOST:PORT" / "rpc://TRACKER:PORT/KEY" for one served by `mlc-lab database serve`.
+           Its records of the same workload and target seed the search and warm the cost model
+           (they do not count as this job's trials), and this job's records are added to it at
+           the end (under a lock: many students may finish at once).
     strategy, cost_model: meta_schedule's ("evolutionary" + "xgb" by default; "replay-trace" +
            "random" is plain random sampling, much cheaper per round). `population`: the
            evolutionary search's population (256 by default).
@@ -482,10 +484,20 @@ def tune(
     except ValueError as exc:
         raise TuneError(str(exc)) from None
     if database is not None:
-        if "://" in str(database):
-            raise TuneError("database must be a folder path (a shared meta_schedule database, e.g. on the class's "
-                            f"shared drive), not {database!r}; measuring over RPC is the runner's job (runner='rpc://...')")
-        database = os.path.abspath(os.path.expanduser(str(database)))
+        database = str(database)
+        if database.startswith("rpc://"):
+            from mlc_lab.tvm import class_db
+
+            try:
+                class_db.parse(database)
+                class_db.check(database)  # say now, not when the job has started, that it is not there
+            except (ValueError, class_db.ClassDatabaseError) as exc:
+                raise TuneError(str(exc)) from None
+        elif "://" in database:
+            raise TuneError(f"database must be a folder path or 'rpc://HOST:PORT[/KEY]' (a class database served by "
+                            f"`mlc-lab database serve`), not {database!r}")
+        else:
+            database = os.path.abspath(os.path.expanduser(database))
     if widen:
         if not isinstance(space_spec, dict) or space_spec["kind"] == "auto":
             raise TuneError("widen=True widens a session-derived or function space; space='auto' is already the default space")

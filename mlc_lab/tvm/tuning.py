@@ -35,6 +35,7 @@ from tvm.ir.utils import derived_object  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 from mlc_lab.tvm import build as _build  # noqa: E402
+from mlc_lab.tvm import class_db  # noqa: E402
 from mlc_lab.tvm import timing  # noqa: E402
 
 JOB_FILE = "mlc_lab_job.json"
@@ -530,7 +531,7 @@ def run_job(work_dir: str) -> int:
         index = _workload_index(work_dir, workload)
         imported = dict(status_of(work_dir).get("imported") or {})
         if job.get("shared_db"):
-            imported = import_shared_records(job["shared_db"], work_dir, db, task_mod, target, imported)
+            imported = import_shared(job["shared_db"], work_dir, db, task_mod, target, imported, live=None)
         done = _records_of(work_dir, index) - int(imported.get("count", 0))
         remaining = int(job["trials"]) - done
         best_path = os.path.join(work_dir, BEST_FILE)
@@ -591,7 +592,8 @@ def run_job(work_dir: str) -> int:
             live.phase("confirming", CONFIRM_TOP)
             confirm_best(work_dir, db, workload, target, mod, job["func_name"])
         if job.get("shared_db"):
-            export_to_shared(job["shared_db"], work_dir, index, imported)
+            live.phase("sharing")
+            status["shared"] = share(job["shared_db"], work_dir, index, imported)
         status.update(state="done", finished_at=time.time())
         _write_json(status_path, status)
         live.phase("done")
@@ -719,17 +721,43 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, mod: Any, f
     _write_json(best_path, best)
 
 
-def import_shared_records(shared_dir: str, work_dir: str, db: Any, task_mod: Any, target: Any, imported: dict) -> dict:
+def _shared_name(shared: str) -> str:
+    return shared if shared.startswith("rpc://") else os.path.abspath(shared)
+
+
+def import_shared(shared: str, work_dir: str, db: Any, task_mod: Any, target: Any, imported: dict, live: Any = None) -> dict:
+    """Records of this workload and target from the class's database (a folder, or "rpc://..." served
+    by `mlc-lab database serve`) into the job's database; see `import_shared_records`."""
+    if imported.get("from") == _shared_name(shared):
+        return imported
+    if not shared.startswith("rpc://"):
+        return import_shared_records(shared, work_dir, db, task_mod, target)
+    with tempfile.TemporaryDirectory(prefix="mlc_lab_classdb_") as tmp:
+        class_db.fetch(shared, tmp)
+        return {**import_shared_records(tmp, work_dir, db, task_mod, target), "from": shared}
+
+
+def share(shared: str, work_dir: str, index: int, imported: dict) -> dict:
+    """This job's own records into the class's database (folder or "rpc://..."): {"to", "count"}."""
+    if not shared.startswith("rpc://"):
+        return {"to": _shared_name(shared), "count": export_to_shared(shared, work_dir, index, imported)}
+    with tempfile.TemporaryDirectory(prefix="mlc_lab_classdb_") as tmp:
+        n = export_to_shared(tmp, work_dir, index, imported)
+        class_db.commit(shared, tmp)
+    return {"to": shared, "count": n}
+
+
+def import_shared_records(shared_dir: str, work_dir: str, db: Any, task_mod: Any, target: Any) -> dict:
     """Copy the shared database's records of this workload and target into the job's database
     (once per work directory): they seed the evolutionary search's population and train the cost
     model, and are not counted as this job's trials."""
-    if imported.get("from") == os.path.abspath(shared_dir):
-        return imported
+    empty = {"from": os.path.abspath(shared_dir), "count": 0, "lines": [0, 0]}
     if not os.path.exists(os.path.join(shared_dir, WORKLOADS_FILE)):
-        return {"from": os.path.abspath(shared_dir), "count": 0, "lines": [0, 0]}
-    shared = ms.database.JSONDatabase(work_dir=shared_dir, module_equality="structural")
+        return empty
+    with class_db.locked(shared_dir):  # another student may be adding records right now
+        shared = ms.database.JSONDatabase(work_dir=shared_dir, module_equality="structural")
     if not shared.has_workload(task_mod):
-        return {"from": os.path.abspath(shared_dir), "count": 0, "lines": [0, 0]}
+        return empty
     wl = shared.commit_workload(task_mod)
     mine = db.commit_workload(task_mod)
     target_text = str(target.export())
@@ -743,12 +771,19 @@ def import_shared_records(shared_dir: str, work_dir: str, db: Any, task_mod: Any
     return {"from": os.path.abspath(shared_dir), "count": n, "lines": [first, first + n]}
 
 
-def export_to_shared(shared_dir: str, work_dir: str, index: int, imported: dict) -> None:
-    """Append this job's own records to the shared database (the next student starts from them)."""
+def export_to_shared(shared_dir: str, work_dir: str, index: int, imported: dict) -> int:
+    """Append this job's own records to the shared database (the next student starts from them);
+    returns how many."""
     os.makedirs(shared_dir, exist_ok=True)
+    with class_db.locked(shared_dir):
+        return _export_locked(shared_dir, work_dir, index, imported)
+
+
+def _export_locked(shared_dir: str, work_dir: str, index: int, imported: dict) -> int:
     shared = ms.database.JSONDatabase(work_dir=shared_dir, module_equality="structural")
     db = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
     skip = range(*(imported.get("lines") or [0, 0]))
+    n = 0
     with open(os.path.join(work_dir, WORKLOADS_FILE)) as fh:
         workloads = [ms.database.Workload.from_json(json.loads(x)) for x in fh if x.strip()]
     wl_shared = shared.commit_workload(workloads[index].mod)
@@ -762,7 +797,9 @@ def export_to_shared(shared_dir: str, work_dir: str, index: int, imported: dict)
             continue
         rec = ms.database.TuningRecord.from_json(rec_json, workloads[wl_index])
         shared.commit_tuning_record(ms.database.TuningRecord(rec.trace, wl_shared, rec.run_secs, rec.target, rec.args_info))
-    del db
+        n += 1
+    del db, shared
+    return n
 
 
 # ----------------------------------------------------------------------------------------- reading back

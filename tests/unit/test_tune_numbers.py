@@ -94,8 +94,58 @@ def test_a_shared_database_starts_the_next_run_warm(tmp_path):
     assert status["imported"]["count"] == 6
     assert "cost model warmed up on 6 recorded trials" in second.log_tail(100_000)
     assert sum(1 for x in open(os.path.join(shared, "database_tuning_record.json")) if x.strip()) == 10
-    with pytest.raises(mlc_lab.MlcLabError, match="folder path"):
-        tune(s, trials=4, database="rpc://127.0.0.1:9190/x", work_dir=str(tmp_path / "c"))
+    with pytest.raises(mlc_lab.MlcLabError, match="folder path or 'rpc://HOST:PORT"):
+        tune(s, trials=4, database="http://127.0.0.1:9190/x", work_dir=str(tmp_path / "c"))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_a_class_database_served_over_rpc(tmp_path):
+    """`mlc-lab database serve DIR` (a real TVM RPC server in its own process): two students' jobs
+    tune with database="rpc://..."; the second starts from the first one's records, and both end up
+    in the teacher's folder."""
+    import subprocess
+    import sys
+    import time
+
+    shared = tmp_path / "teacher_db"
+    port = _free_port()
+    log = tmp_path / "server.log"
+    server = subprocess.Popen([sys.executable, "-m", "mlc_lab.cli", "database", "serve", str(shared),
+                               "--host", "127.0.0.1", "--port", str(port)], stderr=open(log, "w"))
+    try:
+        deadline = time.time() + 120
+        while "students tune with database=" not in log.read_text() and time.time() < deadline:
+            assert server.poll() is None, log.read_text()
+            time.sleep(0.2)
+        assert f"students tune with database='rpc://127.0.0.1:{port}'" in log.read_text()
+        spec = f"rpc://127.0.0.1:{port}"
+        s = mlc_lab.Session(matmul(64))
+        first = tune(s, trials=5, work_dir=str(tmp_path / "a"), num_trials_per_iter=5, database=spec, confirm=False, **FAST)
+        assert first.wait(timeout=600) == "done", first.error
+        assert json.load(open(tmp_path / "a" / "mlc_lab_status.json"))["shared"] == {"to": spec, "count": 5}
+        assert sum(1 for x in open(shared / "database_tuning_record.json") if x.strip()) == 5
+        second = tune(s, trials=3, work_dir=str(tmp_path / "b"), num_trials_per_iter=3, database=spec, confirm=False,
+                      cost_model="xgb", strategy="evolutionary")
+        assert second.wait(timeout=600) == "done", second.error
+        status = json.load(open(tmp_path / "b" / "mlc_lab_status.json"))
+        assert status["imported"]["count"] == 5 and status["imported"]["from"] == spec
+        assert len(second.records()) == 3
+        assert sum(1 for x in open(shared / "database_tuning_record.json") if x.strip()) == 8
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    t0 = time.time()
+    with pytest.raises(mlc_lab.MlcLabError, match=f"cannot reach the class database at rpc://127.0.0.1:{port}"):
+        tune(mlc_lab.Session(matmul(64)), trials=2, database=f"rpc://127.0.0.1:{port}", work_dir=str(tmp_path / "c"))
+    assert time.time() - t0 < 30 and not (tmp_path / "c").exists()  # refused before any job started
 
 
 def test_open_in_explorer_drops_meta_schedules_marker_and_counts_its_postprocessing():

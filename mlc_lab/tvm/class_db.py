@@ -1,0 +1,182 @@
+"""A class's shared tuning database, reachable over TVM RPC (``tune(..., database="rpc://HOST:PORT")``).
+
+The teacher's machine keeps one meta_schedule JSON database in a folder and serves it with
+``mlc-lab database serve DIR --port 9190`` (a TVM RPC server, optionally registered with the class's
+tracker under a key). A student's tuning job asks it for the folder's two files before searching
+and sends back its own records at the end; the server merges them under a lock, so thirty students
+finishing at once never interleave half-written lines. The files travel as text: the job then
+reads and writes them exactly as it does a shared folder (``tuning.import_shared_records`` /
+``export_to_shared``).
+
+The same lock is taken when the database is a plain folder on a shared drive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import json
+import os
+import tempfile
+from typing import Any, Iterator
+
+WORKLOADS_FILE = "database_workload.json"
+RECORDS_FILE = "database_tuning_record.json"
+LOCK_FILE = ".mlc_lab_database.lock"
+FETCH = "mlc_lab.class_db.fetch"
+COMMIT = "mlc_lab.class_db.commit"
+DEFAULT_KEY = "mlc-lab-database"
+
+
+class ClassDatabaseError(RuntimeError):
+    """The class database could not be reached or refused a request (the message says which)."""
+
+
+@contextlib.contextmanager
+def locked(directory: str) -> Iterator[None]:
+    """An exclusive lock on a database folder, for as long as the block runs."""
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, LOCK_FILE), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def read_files(directory: str) -> dict[str, str]:
+    """The database folder's two files as text ("" for a file that does not exist yet)."""
+    out = {}
+    with locked(directory):
+        for name in (WORKLOADS_FILE, RECORDS_FILE):
+            try:
+                with open(os.path.join(directory, name)) as fh:
+                    out[name] = fh.read()
+            except FileNotFoundError:
+                out[name] = ""
+    return out
+
+
+def write_files(directory: str, files: dict[str, str]) -> None:
+    os.makedirs(directory, exist_ok=True)
+    for name in (WORKLOADS_FILE, RECORDS_FILE):
+        with open(os.path.join(directory, name), "w") as fh:
+            fh.write(files.get(name, ""))
+
+
+def merge(source: str, directory: str) -> int:
+    """Add every record of the database folder ``source`` to the one in ``directory`` (under its
+    lock); workloads are matched structurally. Returns the number of records added."""
+    from tvm.s_tir import meta_schedule as ms
+
+    with open(os.path.join(source, WORKLOADS_FILE)) as fh:
+        workloads = [ms.database.Workload.from_json(json.loads(x)) for x in fh if x.strip()]
+    with open(os.path.join(source, RECORDS_FILE)) as fh:
+        lines = [x for x in fh if x.strip()]
+    with locked(directory):
+        shared = ms.database.JSONDatabase(work_dir=directory, module_equality="structural")
+        mapped: dict[int, Any] = {}
+        for raw in lines:
+            index, rec_json = json.loads(raw)
+            if index not in mapped:
+                mapped[index] = shared.commit_workload(workloads[index].mod)
+            rec = ms.database.TuningRecord.from_json(rec_json, workloads[index])
+            shared.commit_tuning_record(
+                ms.database.TuningRecord(rec.trace, mapped[index], rec.run_secs, rec.target, rec.args_info)
+            )
+        del shared
+    return len(lines)
+
+
+# --- the server --------------------------------------------------------------------------------------
+def _fetch(directory: str) -> str:
+    return json.dumps(read_files(directory))
+
+
+def _commit(directory: str, payload: str) -> int:
+    files = json.loads(payload)
+    if not isinstance(files, dict) or not all(isinstance(files.get(n, ""), str) for n in (WORKLOADS_FILE, RECORDS_FILE)):
+        raise ValueError("a class database commit is a JSON object with the two database files as text")
+    with tempfile.TemporaryDirectory(prefix="mlc_lab_commit_") as tmp:
+        write_files(tmp, files)
+        return merge(tmp, directory)
+
+
+def register(directory: str) -> None:
+    """Register the database's functions in this process (the RPC server's start-up hook)."""
+    import tvm
+
+    directory = os.path.abspath(directory)
+    tvm.register_global_func(FETCH, functools.partial(_fetch, directory), override=True)
+    tvm.register_global_func(COMMIT, functools.partial(_commit, directory), override=True)
+
+
+def serve(directory: str, host: str = "0.0.0.0", port: int = 9190, tracker: str | None = None,
+          key: str = DEFAULT_KEY) -> Any:
+    """Start serving ``directory`` and return the TVM RPC server (``.terminate()`` stops it).
+    ``tracker``: "HOST:PORT" of the class's tracker, to register the server there under ``key``."""
+    from tvm import rpc
+
+    os.makedirs(directory, exist_ok=True)
+    tracker_addr = None
+    if tracker:
+        thost, _, tport = tracker.rpartition(":")
+        tracker_addr = (thost, int(tport))
+    return rpc.Server(host=host, port=port, port_end=port + 1, key=key, tracker_addr=tracker_addr,
+                      server_init_callback=functools.partial(register, os.path.abspath(directory)))
+
+
+# --- the client (inside a tuning job) ------------------------------------------------------------------
+def parse(spec: str) -> dict:
+    """``rpc://HOST:PORT`` (the server itself) or ``rpc://HOST:PORT/KEY`` (through a tracker)."""
+    text = spec[len("rpc://"):]
+    hostport, _, key = text.partition("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"a class database is 'rpc://HOST:PORT' or 'rpc://HOST:PORT/KEY', not {spec!r}")
+    return {"host": host, "port": int(port), "key": key or None}
+
+
+def _session(spec: str, timeout_s: float) -> Any:
+    from tvm import rpc
+
+    where = parse(spec)
+    try:
+        if where["key"]:
+            return rpc.connect_tracker(where["host"], where["port"]).request(
+                where["key"], session_timeout=int(timeout_s))
+        return rpc.connect(where["host"], where["port"], key=DEFAULT_KEY, session_timeout=int(timeout_s))
+    except Exception as exc:  # noqa: BLE001 - TVM says "connection refused" in many ways
+        raise ClassDatabaseError(f"cannot reach the class database at {spec}: {str(exc).splitlines()[0]}") from None
+
+
+def _remote(sess: Any, name: str, spec: str) -> Any:
+    try:
+        return sess.get_function(name)
+    except Exception:  # noqa: BLE001
+        raise ClassDatabaseError(
+            f"{spec} is a TVM RPC server but not a class database (start one with `mlc-lab database serve DIR`)"
+        ) from None
+
+
+def check(spec: str, timeout_s: float = 10.0) -> None:
+    """Raise ClassDatabaseError unless ``spec`` answers as a class database."""
+    _remote(_session(spec, timeout_s), FETCH, spec)
+
+
+def fetch(spec: str, into: str, timeout_s: float = 60.0) -> None:
+    """Copy the class database's files into the folder ``into``."""
+    sess = _session(spec, timeout_s)
+    files = json.loads(_remote(sess, FETCH, spec)())
+    write_files(into, files)
+
+
+def commit(spec: str, source: str, timeout_s: float = 60.0) -> int:
+    """Send the database folder ``source`` to the class database; returns the records it added."""
+    files = {}
+    for name in (WORKLOADS_FILE, RECORDS_FILE):
+        with open(os.path.join(source, name)) as fh:
+            files[name] = fh.read()
+    sess = _session(spec, timeout_s)
+    return int(_remote(sess, COMMIT, spec)(json.dumps(files)))
