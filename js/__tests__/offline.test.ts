@@ -119,3 +119,27 @@ describe("offline answers", () => {
     expect(sent).toHaveLength(1);
   });
 });
+
+describe("a saved explorer whose record was cut", () => {
+  it("says so above its history, and only without a kernel", async () => {
+    const { default: widget } = await import("../explorer");
+    const { fakeModel } = await import("./fixtures");
+    const cut = { max_steps: 200, steps: 250, steps_recorded: 200, replies_dropped: 3 };
+    const render = async (live: boolean) => {
+      const model = fakeModel({ record_cut: cut } as never);
+      markKernel(model, () => live);
+      const el = document.createElement("div");
+      document.body.append(el);
+      const cleanup = await widget.render({ model: model as never, el, signal: new AbortController().signal } as never);
+      await new Promise((r) => setTimeout(r, 0));
+      const note = el.querySelector(".mlc-record-cut")?.textContent ?? null;
+      if (typeof cleanup === "function") (cleanup as () => void)();
+      el.remove();
+      return note;
+    };
+    const offline = await render(false);
+    expect(offline).toContain("keeps 200 of the session's 250 steps (records are capped at 200 steps)");
+    expect(offline).toContain("3 older panel answers were dropped");
+    expect(await render(true)).toBeNull();
+  });
+});
