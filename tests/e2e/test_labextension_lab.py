@@ -142,3 +142,30 @@ def test_tuning_run_document_without_kernel(lab_server, lab_page, artifacts):
     assert not any(s["path"].endswith("database_tuning_record.json") for s in sessions(url))
     lab_setting(url)
     assert not errors, errors
+
+
+def test_tuning_run_document_live_through_its_own_kernel(lab_server, lab_page, artifacts):
+    url, root = lab_server
+    page, errors = lab_page
+    lab_setting(url)  # documents start a kernel of their own
+    wd = WorkDir(root / "runs" / "live", total=12)
+    for i in range(10):
+        wd.add(None if i == 3 else 1e-4 * (10 - i), RUN_ERROR if i == 3 else None)
+    page.goto(f"{url}/lab/tree/runs/live/database_tuning_record.json?reset")
+    # live: the dashboard made by mlc_lab.open_tuning_run in the document's kernel (its folder)
+    board = page.locator(".mlc-lab-doc .mlc-lab-live .mlc-tuning")
+    board.wait_for(timeout=180_000)
+    page.wait_for_function("() => document.querySelector('.mlc-lab-doc-status')?.dataset.state === 'live'", timeout=30_000)
+    page.wait_for_selector(".mlc-lab-live .js-plotly-plot .scatterlayer .trace", timeout=30_000)
+    assert page.locator(".mlc-lab-live .mlc-t-failure").count() == 1 and "10" in board.inner_text()
+    assert page.locator(".mlc-lab-run-doc").is_hidden() and page.locator(".mlc-lab-live .mlc-offline-banner").count() == 0
+    (ours,) = [s for s in sessions(url) if s["path"].endswith("runs/live/database_tuning_record.json")]
+    assert ours["type"] == "mlc_lab"
+    board.screenshot(path=str(artifacts / "tuning-run-document-live.png"))
+    page.locator(".jp-Toolbar .mlc-lab-doc-kernel").click()  # back to read-only: its kernel goes
+    page.locator(".mlc-lab-run-doc .mlc-tuning").wait_for(state="visible", timeout=30_000)
+    deadline = time.time() + 30
+    while any(s["path"].endswith("runs/live/database_tuning_record.json") for s in sessions(url)) and time.time() < deadline:
+        page.wait_for_timeout(300)
+    assert not any(s["path"].endswith("runs/live/database_tuning_record.json") for s in sessions(url))
+    assert not errors, errors
