@@ -100,4 +100,10 @@ class AccessAnalysisError(MlcLabError, ValueError):
     names the construct in plain words.
 
     (Also a ``ValueError``, as it was before it joined the ``MlcLabError`` family.)
+
+    ``shape_vars``: the symbolic shapes that need values (for a view to ask for them).
     """
+
+    def __init__(self, message: str, *, shape_vars: list[str] | None = None):
+        super().__init__(message)
+        self.shape_vars = list(shape_vars or [])

@@ -378,8 +378,13 @@ def enclosing(func, loop):
 
 
 def assert_exact(func, loop, at=None):
+    try:
+        exp = Oracle(func).run(loop, at)
+    except AssertionError:      # TVM wrote a program that indexes out of a buffer
+        with pytest.raises(AccessAnalysisError, match="is accessed out of its bounds"):
+            footprint(func, loop, at, counts=True)
+        return
     got = footprint(func, loop, at, counts=True)
-    exp = Oracle(func).run(loop, at)
     assert set(got) == set(exp)
     for name, e in exp.items():
         g = got[name]
@@ -669,8 +674,9 @@ def test_symbolic_shapes_through_the_session():
     from mlc_lab.core.session import Session
 
     s = Session(P.symbolic_add())
-    with pytest.raises(AccessAnalysisError, match=r"symbolic shapes n.*shape_vars"):
+    with pytest.raises(AccessAnalysisError, match=r"symbolic shapes n.*shape_vars") as refused:
         s.footprint("i")
+    assert refused.value.shape_vars == ["n"]        # a view asks for exactly these
     fp = s.footprint("i", shape_vars={"n": 64})
     assert fp["C"].distinct == 64 and fp["A"].shape == (64,)
 

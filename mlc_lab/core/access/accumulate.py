@@ -2,8 +2,10 @@
 
 The working box is the union of the accesses' index ranges (it may stick out of the buffer where
 a guard masks points; the result is clipped and checked). Injective affine grids are written
-through a strided view (plain assignments the first time); the others go through
-``np.minimum.at`` (exact, slower).
+through a strided view (plain assignments the first time); an affine grid that touches elements
+more than once is reduced per group of independent axes (``_add_overlapping``); evaluated indices
+go through ``np.minimum.at``. The thread and block of a first touch follow from its step
+(``Query.who``): they are never tracked per point.
 """
 
 from __future__ import annotations
@@ -18,21 +20,6 @@ from mlc_lab.core.access.grid import Grid, axis
 from mlc_lab.errors import AccessAnalysisError
 
 READ, WRITE = 1, 2
-SLICE_LOOP_LIMIT = 4096     # overlapping maps: at most this many strided updates instead of a scatter
-
-
-def take_first(ev, who, axes):
-    """``who`` at the first (smallest-step) point along ``axes``; ev holds BIG where masked."""
-    keep = [i for i in range(ev.ndim) if i not in axes]
-    perm = keep + list(axes)
-    kshape = tuple(ev.shape[i] for i in keep)
-    e = np.transpose(np.broadcast_to(ev, ev.shape), perm).reshape(kshape + (-1,))
-    arg = e.argmin(axis=-1)[..., None]
-    out = []
-    for w in who:
-        wf = np.transpose(np.broadcast_to(w, ev.shape), perm).reshape(kshape + (-1,))
-        out.append(np.take_along_axis(wf, arg, axis=-1)[..., 0])
-    return tuple(out)
 
 
 def dim_range(grid: Grid, d: int) -> tuple[int, int]:
@@ -63,23 +50,50 @@ def injective(shape, flat) -> bool:
     return True
 
 
-class BufferAccumulator:
-    """First touch, kinds, counts and who of one buffer over its working box."""
+def _independent_axes(shape, coefs, masks) -> list[list[int]]:
+    """Axes (of more than one value) in groups that share no buffer dimension and no mask factor."""
+    parent = {i: i for i, n in enumerate(shape) if n > 1}
 
-    def __init__(self, name: str, shape: tuple, ranges, dtype, counts: bool, budget: Budget, gpu: bool):
+    def root(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def join(axes):
+        axes = [i for i in axes if i in parent]
+        for i in axes[1:]:
+            parent[root(i)] = root(axes[0])
+
+    for row in coefs:
+        join([i for i in range(len(shape)) if row[i]])
+    for m in masks:
+        join([i for i in range(m.ndim) if m.shape[i] > 1])
+    groups: dict[int, list[int]] = {}
+    for i in parent:
+        groups.setdefault(root(i), []).append(i)
+    return list(groups.values())
+
+
+class BufferAccumulator:
+    """First touch, kinds and counts of one buffer over its working box; ``who`` (steps -> thread
+    and block ids) names the threads of GPU kernels."""
+
+    def __init__(self, name: str, shape: tuple, ranges, dtype, counts: bool, budget: Budget, who=None):
         self.name, self.full = name, tuple(shape)
         self.with_counts = counts
         self.dt = dtype
         self.big = np.iinfo(dtype).max
+        self.who = who
+        self.budget = budget
         self.lo = [min(r[d][0] for r in ranges) for d in range(len(shape))]
         hi = [max(r[d][1] for r in ranges) for d in range(len(shape))]
         self.pshape = tuple(b - a + 1 for a, b in zip(self.lo, hi))
         self.size = math.prod(self.pshape)
         item = np.dtype(dtype).itemsize
-        per = item + 1 + (item if counts else 0) + (2 * item if gpu else 0)
+        per = item + 1 + (item if counts else 0)
         budget.take(self.size * per, f"the footprint of buffer {name} (a box of {self.size} elements)")
         self.first = self.count = self.kinds = None     # allocated by the first access
-        self.who = None
         self.fresh = True
         self._cover = False
         st, s = [], 1
@@ -91,10 +105,10 @@ class BufferAccumulator:
         self.n_writes = 0
 
     # --- allocation -------------------------------------------------------------------------------
-    def _allocate(self, g: Grid, shape, mask) -> None:
+    def _allocate(self, g: Grid, shape) -> None:
         # an injective unmasked first access covering the whole box writes every element:
         # no need to pre-fill (memset of a 1024x1024 buffer is a visible cost)
-        cover = mask is None and math.prod(shape) == self.size and g.affine
+        cover = not g.masks and math.prod(shape) == self.size and g.affine
         if cover:
             def alloc(fill, dt=self.dt):
                 return np.empty(self.size, dt)
@@ -105,8 +119,6 @@ class BufferAccumulator:
         if self.with_counts:
             self.count = alloc(0)
         self.kinds = alloc(0, np.uint8)
-        if g.who_aff is not None:
-            self.who = (alloc(-1), alloc(-1))
         self._cover = cover
 
     def _clear(self) -> None:
@@ -114,22 +126,16 @@ class BufferAccumulator:
         if self.count is not None:
             self.count.fill(0)
         self.kinds.fill(0)
-        if self.who is not None:
-            self.who[0].fill(-1)
-            self.who[1].fill(-1)
 
     # --- adding a grid ----------------------------------------------------------------------------
     def add(self, g: Grid) -> None:
         shape = tuple(g.shape)
-        mask = None if g.mask is None else np.broadcast_to(g.mask, shape)
         if self.first is None:
-            self._allocate(g, shape, mask)
-        if g.who_aff is not None and self.who is None:
-            self.who = (np.full(self.size, -1, self.dt), np.full(self.size, -1, self.dt))
+            self._allocate(g, shape)
         if g.affine:
-            self._add_affine(g, shape, mask)
+            self._add_affine(g, shape)
         else:
-            self._add_general(g, shape, mask)
+            self._add_general(g, shape)
 
     def _flat(self, g: Grid):
         flat = np.zeros(len(g.shape), dtype=np.int64)
@@ -139,98 +145,87 @@ class BufferAccumulator:
             base += (const - self.lo[d]) * self.strides[d]
         return [int(f) for f in flat], int(base)
 
-    def _add_affine(self, g: Grid, shape, mask) -> None:
+    def _add_affine(self, g: Grid, shape) -> None:
         ndim = len(shape)
         flat, base = self._flat(g)
-        # axes that do not move the address (they come from guards): fold them
-        zero = tuple(i for i in range(ndim) if flat[i] == 0)
-        inj = not zero and injective(shape, flat)
-        if self.fresh and self._cover and not inj:
-            self._clear()
-        if mask is None and inj:
-            # the common case: build steps (and threads) directly in the view's memory order
-            perm = sorted(range(ndim), key=lambda i: -abs(flat[i]))
-            pshape = tuple(shape[i] for i in perm)
-            if self.fresh:      # nothing there yet: write steps and ids straight into the views
-                self._fill_fresh(base, pshape, [flat[i] for i in perm], g, perm)
-                return
-            evm = g.outer(g.ev_aff, perm)
-            who = None if g.who_aff is None else tuple(g.outer(a, perm) for a in g.who_aff)
-            self._strided(base, pshape, [flat[i] for i in perm], evm, g.mult, True, g, who)
+        if not injective(shape, flat):
+            if self.fresh and self._cover:
+                self._clear()
+            self._add_overlapping(g, shape)
             return
-        evm, cnt, anym, who = self._fold(g, shape, mask, zero)
-        keep = [i for i in range(ndim) if i not in zero]
-        kshape = tuple(shape[i] for i in keep)
-        kflat = [flat[i] for i in keep]
-        if who is not None and not zero:
-            who = tuple(np.broadcast_to(w, kshape) for w in who)
-        if injective(kshape, kflat):
-            self._strided(base, kshape, kflat, evm, cnt, anym, g, who)
-            return
-        if self._in_slices(base, kshape, kflat, evm, cnt, anym, g, who):
-            return
-        offs = np.int64(base)
-        for j, i in enumerate(keep):
-            offs = offs + axis(shape[i], j, len(keep)) * kflat[j]
-        self._scatter(np.broadcast_to(offs, kshape), evm, cnt, anym, g, who)
-
-    def _in_slices(self, base, kshape, kflat, evm, cnt, anym, g, who) -> bool:
-        """An overlapping affine map (``A[2*h + rh]``) as a few injective strided updates: the axes
-        that break injectivity are looped over in Python when they have few values together."""
-        best = None
-        for order in (sorted(range(len(kshape)), key=lambda i: abs(kflat[i])),
-                      sorted(range(len(kshape)), key=lambda i: -kshape[i])):
-            inj: list[int] = []
-            rest: list[int] = []
-            for i in order:
-                trial = inj + [i]
-                (inj if injective([kshape[j] for j in trial], [kflat[j] for j in trial]) else rest).append(i)
-            n = math.prod(kshape[i] for i in rest)
-            if best is None or n < best[0]:
-                best = (n, inj, rest)
-        n_rest, inj, rest = best
-        if not rest or n_rest > SLICE_LOOP_LIMIT or n_rest * 4 > math.prod(kshape):
-            return False
-        inj.sort()
-        sshape, sflat = tuple(kshape[i] for i in inj), [kflat[i] for i in inj]
-
-        def part(arr, index):
-            if arr is True or np.ndim(arr) == 0:
-                return arr
-            return np.broadcast_to(arr, kshape)[index]
-
-        for combo in np.ndindex(*[kshape[i] for i in rest]):
-            index = [slice(None)] * len(kshape)
-            off = base
-            for i, v in zip(rest, combo):
-                index[i] = v
-                off += v * kflat[i]
-            index = tuple(index)
-            self._strided(off, sshape, sflat, part(evm, index), part(cnt, index), part(anym, index), g,
-                          None if who is None else tuple(part(w, index) for w in who))
-        return True
-
-    def _fold(self, g: Grid, shape, mask, zero):
-        """Steps, counts, the mask and who with the address-free axes ``zero`` folded (first touch
-        kept). Without such axes the steps stay raw and the mask applies through ``where=``."""
-        ev, who = g.ev, g.who
-        if mask is not None and not zero:
-            return ev, g.mult, mask, who
+        mask = g.mask
         if mask is not None:
-            evm = np.where(mask, ev, self.big)
-            cnt = mask.sum(axis=zero, dtype=self.dt)
-            if who is not None:
-                who = take_first(evm, who, zero)
-            evm = evm.min(axis=zero)
-            if g.mult != 1:
-                cnt = cnt * self.dt(g.mult)
-            return evm, cnt, cnt > 0, who
-        if zero and who is not None:
-            who = take_first(ev, who, zero)
-        evm = ev.min(axis=zero) if zero else ev
-        return evm, g.mult * math.prod(shape[i] for i in zero), True, who
+            self._strided(base, shape, flat, g.ev, g.mult, np.broadcast_to(mask, shape), g)
+            return
+        # the common case: build steps directly in the view's memory order
+        perm = sorted(range(ndim), key=lambda i: -abs(flat[i]))
+        pshape = tuple(shape[i] for i in perm)
+        if self.fresh:      # nothing there yet: write steps straight into the view
+            self._fill_fresh(base, pshape, [flat[i] for i in perm], g, perm)
+            return
+        self._strided(base, pshape, [flat[i] for i in perm], g.outer(g.ev_aff, perm), g.mult, True, g)
 
-    def _add_general(self, g: Grid, shape, mask) -> None:
+    def _add_overlapping(self, g: Grid, shape) -> None:
+        """An affine grid that touches elements more than once (``A[2*h + rh]``, or axes that do
+        not move the address), reduced without visiting its points together.
+
+        Axes fall into groups that share no buffer dimension and no mask factor. A point's step
+        is a sum of one term per group, its address one index range per group, and it runs when
+        every group's factors hold: so an element's first touch is the sum of the groups' least
+        steps at its indices and its count the product of the groups' counts. Each group is
+        reduced over its own points (the rows and the columns of a dilated convolution apart:
+        2 * 109 * 13 points instead of 109**2 * 13**2), then combined over the box they span."""
+        nb, nd = len(g.dims), len(shape)
+        coefs = np.array([c for c, _ in g.dims], dtype=np.int64).reshape(nb, nd)
+        weights = g.ev_aff[1]
+        lo = [int(const) for _, const in g.dims]       # the sub-box's corner, per buffer dimension
+        sub = [1] * nb
+        first, count, runs = np.int64(g.ev_aff[0]), np.int64(g.mult), True
+        for axes in _independent_axes(shape, coefs, g.masks):
+            k = len(axes)
+            ar = [axis(shape[i], j, k) for j, i in enumerate(axes)]
+            ev = sum((ar[j] * int(weights[i]) for j, i in enumerate(axes) if weights[i]), np.int64(0))
+            run = None
+            for m in g.masks:
+                if any(m.shape[i] > 1 for i in axes):
+                    f = m.reshape(tuple(m.shape[i] for i in axes))
+                    run = f if run is None else run & f
+            dims = [d for d in range(nb) if coefs[d, axes].any()]
+            gshape = tuple(shape[i] for i in axes)
+            off, lshape = np.int64(0), []
+            for d in dims:
+                idx = sum((ar[j] * int(coefs[d, i]) for j, i in enumerate(axes) if coefs[d, i]), np.int64(0))
+                a = sum(min(0, int(coefs[d, i]) * (shape[i] - 1)) for i in axes)
+                b = sum(max(0, int(coefs[d, i]) * (shape[i] - 1)) for i in axes)
+                off = off * (b - a + 1) + (idx - a)
+                lo[d] += a
+                lshape.append(b - a + 1)
+            off = np.broadcast_to(off, gshape).reshape(-1)
+            ev = np.broadcast_to(ev, gshape).reshape(-1)
+            if run is not None:
+                keep = np.broadcast_to(run, gshape).reshape(-1)
+                off, ev = off[keep], ev[keep]
+            if not ev.size:
+                return          # one group never runs: neither does the access
+            size = math.prod(lshape)
+            self.budget.check(size * 16, f"the footprint of buffer {self.name} (a box of {size} elements)")
+            gmin = np.full(size, np.iinfo(np.int64).max, np.int64)
+            np.minimum.at(gmin, off, ev)
+            gcnt = np.bincount(off, minlength=size)
+            here = [1] * nb
+            for d, n in zip(dims, lshape):
+                here[d] = sub[d] = n
+            gmin, gcnt = gmin.reshape(here), gcnt.reshape(here)
+            hit = gcnt > 0
+            first = first + np.where(hit, gmin, 0)
+            count = count * gcnt
+            runs = hit if runs is True else runs & hit
+        base = sum((lo[d] - self.lo[d]) * self.strides[d] for d in range(nb))
+        sub = tuple(sub)
+        self._strided(base, sub, self.strides, np.broadcast_to(first, sub), np.broadcast_to(count, sub),
+                      True if runs is True else np.broadcast_to(runs, sub), g)
+
+    def _add_general(self, g: Grid, shape) -> None:
         ndim = len(shape)
         offs = np.int64(0)
         for d, spec in enumerate(g.dims):
@@ -245,7 +240,7 @@ class BufferAccumulator:
             offs = offs + idx * self.strides[d]
         if self.fresh and self._cover:
             self._clear()
-        self._scatter(np.broadcast_to(offs, shape), g.ev, g.mult, True if mask is None else mask, g, g.who)
+        self._scatter(np.broadcast_to(offs, shape), g.ev, g.mult, g.mask, g)
 
     @staticmethod
     def _bits(g: Grid) -> int:
@@ -256,9 +251,6 @@ class BufferAccumulator:
             return as_strided(arr[base:], shape=kshape, strides=[s * arr.itemsize for s in kflat], writeable=True)
 
         g.fill(g.ev_aff, perm, view(self.first))
-        if g.who_aff is not None:
-            g.fill(g.who_aff[0], perm, view(self.who[0]))
-            g.fill(g.who_aff[1], perm, view(self.who[1]))
         if self.count is not None:
             view(self.count)[...] = g.mult * (g.n_reads + g.n_writes)
         view(self.kinds)[...] = self._bits(g)
@@ -267,7 +259,7 @@ class BufferAccumulator:
         self.n_reads += g.n_reads * total
         self.n_writes += g.n_writes * total
 
-    def _strided(self, base, kshape, kflat, evm, cnt, anym, g, who):
+    def _strided(self, base, kshape, kflat, evm, cnt, anym, g):
         """Update through an injective strided view; ``anym`` (True or a bool array) says which
         points run, ``cnt`` (a number or an array) how many accesses each stands for."""
         def view(arr):
@@ -278,11 +270,6 @@ class BufferAccumulator:
         per = g.n_reads + g.n_writes
         bits = np.uint8(self._bits(g))
         where = True if anym is True else np.broadcast_to(anym, kshape)
-        if who is not None:
-            vt, vb = view(self.who[0]), view(self.who[1])
-            better = where if self.fresh else (evm < vf) & where
-            np.copyto(vt, who[0], where=better, casting="unsafe")
-            np.copyto(vb, who[1], where=better, casting="unsafe")
         if self.fresh:
             # nothing touched yet: plain assignments (an injective view writes each element once)
             np.copyto(vf, evm, where=where, casting="unsafe")
@@ -296,37 +283,26 @@ class BufferAccumulator:
             np.bitwise_or(vk, bits, out=vk, where=where)
         self.fresh = False
         if np.ndim(cnt):
-            total = int(np.sum(cnt))
+            total = int(np.sum(cnt, where=where, dtype=np.int64))
         else:
             n = math.prod(kshape) if where is True else int(np.count_nonzero(where))
             total = int(cnt) * n
         self.n_reads += g.n_reads * total
         self.n_writes += g.n_writes * total
 
-    def _scatter(self, offs, evm, cnt, anym, g, who):
-        shape = offs.shape
+    def _scatter(self, offs, evm, cnt, mask, g):
         offs = np.ascontiguousarray(offs).reshape(-1)
-        evm = np.ascontiguousarray(np.broadcast_to(evm, shape)).reshape(-1)
-        cnt = np.ascontiguousarray(np.broadcast_to(np.asarray(cnt, dtype=np.int64), shape)).reshape(-1)
-        if who is not None:
-            who = [np.ascontiguousarray(np.broadcast_to(w, shape)).reshape(-1) for w in who]
-        if anym is not True:
-            sel = np.ascontiguousarray(np.broadcast_to(anym, shape)).reshape(-1)
-            offs, evm, cnt = offs[sel], evm[sel], cnt[sel]
-            if who is not None:
-                who = [w[sel] for w in who]
+        evm = np.broadcast_to(evm, g.shape).reshape(-1)
+        if mask is not None:
+            sel = np.broadcast_to(mask, g.shape).reshape(-1)
+            offs, evm = offs[sel], evm[sel]
         per = g.n_reads + g.n_writes
         np.minimum.at(self.first, offs, evm.astype(self.dt))
-        if who is not None:
-            # the point whose step is now the element's first touch names the thread
-            hit = self.first[offs] == evm
-            self.who[0][offs[hit]] = who[0][hit]
-            self.who[1][offs[hit]] = who[1][hit]
         if self.count is not None:
-            self.count += np.bincount(offs, weights=cnt * per, minlength=self.count.size).astype(self.dt)
+            self.count += (np.bincount(offs, minlength=self.count.size) * (cnt * per)).astype(self.dt)
         self.kinds[offs] |= np.uint8(self._bits(g))
         self.fresh = False
-        total = int(cnt.sum())
+        total = int(cnt) * offs.size
         self.n_reads += g.n_reads * total
         self.n_writes += g.n_writes * total
 
@@ -353,5 +329,9 @@ class BufferAccumulator:
         if self.count is not None:
             arrays["count"] = box(self.count, 0)
         if self.who is not None:
-            arrays["thread"], arrays["block"] = box(self.who[0], -1), box(self.who[1], -1)
+            thread = np.full(inner.shape, -1, self.dt)
+            block = np.full(inner.shape, -1, self.dt)
+            touched = ~untouched
+            thread[touched], block[touched] = self.who(arrays["first_touch"][touched])
+            arrays["thread"], arrays["block"] = thread, block
         return origin, arrays

@@ -63,7 +63,7 @@ def footprint(program: AccessProgram, loop, at: dict | None = None, *, counts: b
     launch = index.launch()
     by_buf: dict[str, list] = {}
     for acc, nr, nw, off in gs:
-        g = build_grid(q, acc, off, nr, nw, step_dtype=dt, launch=launch, budget=budget)
+        g = build_grid(q, acc, off, nr, nw, step_dtype=dt, budget=budget)
         if g is not None:
             by_buf.setdefault(acc.buffer, []).append(g)
     per_buf_strides, per_access = strides_table(q, gs)
@@ -73,7 +73,8 @@ def footprint(program: AccessProgram, loop, at: dict | None = None, *, counts: b
         grids = by_buf.get(name, [])
         if grids:
             ranges = [[dim_range(g, d) for d in range(len(info.shape))] for g in grids]
-            acc = BufferAccumulator(name, info.shape, ranges, dt, counts, budget, bool(launch))
+            who = (lambda steps: q.who(steps, launch)) if launch else None
+            acc = BufferAccumulator(name, info.shape, ranges, dt, counts, budget, who)
             for g in grids:
                 acc.add(g)
             origin, box = acc.result()

@@ -18,7 +18,7 @@ import numpy as np
 from mlc_lab.core.access.budget import Budget
 from mlc_lab.core.access.expr import Affine, Decomposer, Digit, NonAffine, digit_range, evaluate
 from mlc_lab.core.access.program import Op, Var, free_vars
-from mlc_lab.core.access.space import BLOCK_TAGS, THREAD_TAGS, Query
+from mlc_lab.core.access.space import Query
 from mlc_lab.errors import AccessAnalysisError
 
 
@@ -33,10 +33,9 @@ class Grid:
     shape: tuple
     dims: list                # per buffer dim: (coefs per axis, const) or an evaluated array
     ev_aff: tuple             # step of a point = const + sum(weight[axis] * digit)
-    mask: object              # bool array (broadcastable) or None
+    masks: list               # bool arrays (broadcastable to shape) that all hold where the access runs
     mult: int                 # iterations collapsed into each point
     digits: list              # Digit per axis
-    who_aff: tuple = None     # ((const, weights) thread, (const, weights) block); GPU only
     dtype: object = np.int64
 
     def outer(self, aff, order=None):
@@ -71,8 +70,14 @@ class Grid:
         return self.outer(self.ev_aff)
 
     @property
-    def who(self):
-        return None if self.who_aff is None else tuple(self.outer(a) for a in self.who_aff)
+    def mask(self):
+        """Where the access runs (None: everywhere): the factors combined."""
+        if not self.masks:
+            return None
+        out = self.masks[0]
+        for m in self.masks[1:]:
+            out = out & m
+        return out
 
     @property
     def affine(self) -> bool:
@@ -307,50 +312,60 @@ def _env(plan: _Plan, fixed: dict, overrides: dict | None = None) -> dict:
     return env
 
 
-def _mask(plan: _Plan, env: dict):
-    mask = None
+def _conjuncts(e) -> list:
+    """``a and b and c`` as [a, b, c]."""
+    if isinstance(e, Op) and e.op == "and":
+        return _conjuncts(e.args[0]) + _conjuncts(e.args[1])
+    return [e]
 
-    def both(m):
-        return m if mask is None else (mask & m)
 
-    for p in plan.preds:
-        mask = both(np.asarray(evaluate(p, env), dtype=bool))
+_COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+            "eq": np.equal, "ne": np.not_equal}
+
+
+def _condition(plan: _Plan, e, env: dict):
+    """One condition over the grid. An affine comparison is computed from its digits, so that
+    the array spans only the axes it reads (``ax_fused % 459 // 17 < 57`` reads one digit of
+    the fused loop, not all of them)."""
+    if isinstance(e, Op) and e.op in _COMPARE:
+        try:
+            aff = plan.dec.lin(e.args[0]).add(plan.dec.lin(e.args[1]), -1)
+        except NonAffine:
+            aff = None
+        ext = plan.q.index.extents
+        if aff is not None and all(plan._representable(t, ext) for t in aff.terms):
+            coefs, const = plan.expand(aff)
+            nd = len(plan.shape)
+            value = np.int64(const)
+            for i, c in enumerate(coefs):
+                if c:
+                    value = value + axis(plan.shape[i], i, nd) * int(c)
+            return _COMPARE[e.op](np.asarray(value).reshape((1,) * (nd - np.ndim(value)) + np.shape(value)), 0)
+    return np.asarray(evaluate(e, env), dtype=bool)
+
+
+def _masks(plan: _Plan, env: dict) -> list | None:
+    """The conditions of an access over the grid, one array per factor (None: it never runs).
+
+    Kept apart, not and-ed into one array over the whole grid: each factor then spans only the
+    axes of the loops it reads, and the accumulation can reduce independent axes separately
+    (the padding guard of a convolution reads rows and columns in two factors)."""
+    conds = [_condition(plan, c, env) for p in plan.preds for c in _conjuncts(p)]
     for lid, ext in plan.bounds:
         lp = plan.q.index.loops[lid]
-        mask = both((env[lid] - lp.min) < ext)
+        conds.append((env[lid] - lp.min) < ext)
     for lp in plan.loops:
         digs = plan.refined[lp.id]
         if plan.q.index.extents[lp.id] % digs[-1].place and len(digs) > 1:
-            mask = both((env[lp.id] - lp.min) < plan.q.index.extents[lp.id])
-    return mask
-
-
-def _who(plan: _Plan, launch: dict):
-    """Affine thread and block ids (x fastest) of each point, for kernels that bind threads."""
-    nd = len(plan.axes)
-    tagval = {}
-    for lid in plan.q.chain(plan.acc):
-        t = plan.q.resolve(lid)
-        if t.tag is None or t.tag in tagval:
+            conds.append((env[lp.id] - lp.min) < plan.q.index.extents[lp.id])
+    out = []
+    for m in conds:
+        if m.all():
             continue
-        if t.id in plan.vars.fixed:
-            tagval[t.tag] = (plan.vars.fixed[t.id], np.zeros(nd, dtype=np.int64))
-        elif t.id in plan.vars.inside and t.id in plan.refined:
-            w = np.zeros(nd, dtype=np.int64)
-            for dg in plan.refined[t.id]:
-                if dg in plan.ax_of:
-                    w[plan.ax_of[dg]] += dg.place
-            tagval[t.tag] = (int(t.min), w)
-
-    def linear(tags):
-        if not any(t in tagval for t in tags):
-            return (-1, np.zeros(nd, dtype=np.int64))
-        zero = (0, np.zeros(nd, dtype=np.int64))
-        (cx, wx), (cy, wy), (cz, wz) = (tagval.get(t, zero) for t in tags)
-        nx, ny = launch.get(tags[0], 1), launch.get(tags[1], 1)
-        return (cx + nx * (cy + ny * cz), wx + nx * (wy + ny * wz))
-
-    return linear(THREAD_TAGS), linear(BLOCK_TAGS)
+        if m.size == 1:
+            return None
+        out.append(m)
+    return out
 
 
 def plan_access(q: Query, acc, lanes: frozenset = frozenset(), fixed: dict | None = None,
@@ -381,7 +396,7 @@ def _describe(acc) -> str:
 
 
 def build_grid(q: Query, acc, leaf_offset: int, n_reads: int, n_writes: int,
-               step_dtype=np.int64, launch: dict | None = None, budget=None) -> Grid | None:
+               step_dtype=np.int64, budget=None) -> Grid | None:
     plan = plan_access(q, acc)
     if plan is None:
         return None
@@ -397,14 +412,11 @@ def build_grid(q: Query, acc, leaf_offset: int, n_reads: int, n_writes: int,
         else:
             env = env if env is not None else _env(plan, q.fixed)
             dims.append(np.asarray(evaluate(ix, env), dtype=np.int64))
-    mask = None
+    masks = []
     if plan.preds or plan.bounds or any(lp.id in plan.full for lp in plan.loops):
         env = env if env is not None else _env(plan, q.fixed)
-        mask = _mask(plan, env)
-    if mask is not None and mask.ndim == 0:
-        if not bool(mask):
+        masks = _masks(plan, env)
+        if masks is None:
             return None
-        mask = None
     ev_aff = (leaf_offset, [q.weights[d.loop] * d.place for d in plan.axes])
-    who = _who(plan, launch) if launch else None
-    return Grid(acc, n_reads, n_writes, plan.shape, dims, ev_aff, mask, plan.mult, plan.axes, who, step_dtype)
+    return Grid(acc, n_reads, n_writes, plan.shape, dims, ev_aff, masks, plan.mult, plan.axes, step_dtype)

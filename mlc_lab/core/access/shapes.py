@@ -27,7 +27,7 @@ def bind_shapes(program: AccessProgram, shape_vars: dict | None) -> AccessProgra
         example = ", ".join(f"{n!r}: 128" for n in missing)
         raise AccessAnalysisError(
             f"function {program.name} has symbolic shapes {', '.join(missing)}: give their values, "
-            f"for example shape_vars={{{example}}}")
+            f"for example shape_vars={{{example}}}", shape_vars=missing)
     values = {}
     for n, v in given.items():
         try:

@@ -17,6 +17,8 @@ iteration they still count as steps.
 
 from __future__ import annotations
 
+import numpy as np
+
 from mlc_lab.core.access.program import AccessProgram, Const, Leaf, Loop, Op, Seq, Var
 from mlc_lab.errors import AccessAnalysisError
 
@@ -100,6 +102,7 @@ class ProgramIndex:
         self.guards: dict[int, tuple] = {}          # id(access) -> its guards and those of variable extents
         self.extents: dict[int, int] = {}
         self._ranges: dict[int, tuple] = {}
+        self._tagged: dict[int, bool] = {}
         self._walk(prog.root, (), ())
         self._count(prog.root)
 
@@ -159,6 +162,18 @@ class ProgramIndex:
     def count(self, node) -> int:
         return self.counts[id(node)]
 
+    def has_tags(self, node) -> bool:
+        """Whether a loop under ``node`` (itself included) binds a thread or block tag."""
+        key = id(node)
+        if key not in self._tagged:
+            if isinstance(node, Loop):
+                self._tagged[key] = node.tag is not None or self.has_tags(node.body)
+            elif isinstance(node, Seq):
+                self._tagged[key] = any(self.has_tags(c) for c in node.children)
+            else:
+                self._tagged[key] = False
+        return self._tagged[key]
+
     def resolve(self, loop_id: int) -> Loop:
         """The loop that iterates for ``loop_id`` (itself, or the enclosing loop of its thread tag)."""
         while loop_id in self.alias:
@@ -180,6 +195,44 @@ class ProgramIndex:
             if lp.tag and lp.id not in self.alias and lp.role == "loop":
                 dims[lp.tag] = max(dims.get(lp.tag, 1), self.extents[lp.id])
         return dims
+
+
+_ALL_TAGS = THREAD_TAGS + BLOCK_TAGS
+
+
+def _mod(a: np.ndarray, m: int) -> np.ndarray:
+    """``a % m`` for non-negative ``a``: numpy divides by a scalar fast, but its modulo is slow."""
+    return a - (a // m) * m
+
+
+class _Tags:
+    """Values of the thread and block tags at n points (-1: not bound there)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.values: dict[str, object] = {}
+        self.partial = False
+
+    def put(self, tag: str, value, at) -> None:
+        if at is None:
+            self.values[tag] = value
+            return
+        arr = self.values.get(tag, -1)
+        if np.ndim(arr) == 0:
+            arr = np.full(self.n, arr, np.int64)
+            self.partial = self.partial or int(self.values.get(tag, -1)) < 0
+        arr[at] = value
+        self.values[tag] = arr
+
+    def linear(self, names: tuple, launch: dict):
+        if not any(t in self.values for t in names):
+            return np.full(self.n, -1, np.int64)
+        x, y, z = (self.values.get(t, -1) for t in names)
+        nx, ny = launch.get(names[0], 1), launch.get(names[1], 1)
+        lin = np.maximum(x, 0) + nx * (np.maximum(y, 0) + ny * np.maximum(z, 0))
+        if self.partial:
+            lin = np.where((np.asarray(x) >= 0) | (np.asarray(y) >= 0) | (np.asarray(z) >= 0), lin, -1)
+        return np.broadcast_to(lin, (self.n,))
 
 
 class Query:
@@ -277,6 +330,49 @@ class Query:
 
     def resolve(self, loop_id: int) -> Loop:
         return self.index.resolve(loop_id)
+
+    def who(self, steps: np.ndarray, launch: dict) -> tuple[np.ndarray, np.ndarray]:
+        """The thread and the block (linear ids, x fastest; -1 where no loop binds one) that run
+        each of ``steps``. A step fixes every loop that iterates (inner loops bind no threads),
+        so these follow from the first touch alone and need not be tracked per point."""
+        steps = np.asarray(steps, dtype=np.int64).reshape(-1)
+        tags = _Tags(steps.size)
+        for lp in self.enclosing:
+            if lp.tag not in _ALL_TAGS or lp.id in self.index.alias:
+                continue
+            if lp.id in self.fixed:
+                tags.put(lp.tag, self.fixed[lp.id], None)
+            else:       # swept: a digit above the loop's own steps
+                tags.put(lp.tag, int(lp.min) + steps // self.weights[lp.id] % self.index.extents[lp.id], None)
+        if self.total_steps != self.index.count(self.L):         # swept threads: the step within L
+            steps = _mod(steps, max(1, self.index.count(self.L)))
+        self._decode(self.L, steps, None, tags)
+        return tags.linear(THREAD_TAGS, launch), tags.linear(BLOCK_TAGS, launch)
+
+    def _decode(self, node, s: np.ndarray, at, tags: "_Tags") -> None:
+        """The values of the tag-bound loops under ``node`` at steps ``s`` counted from the
+        node's first step (``at``: the positions they stand for; None: all)."""
+        index = self.index
+        top = True          # s // body of the first loop is below its trips: no modulo
+        while isinstance(node, Loop):
+            if not index.has_tags(node):
+                return
+            if node.tag in _ALL_TAGS and node.id not in index.alias:
+                q = s // max(1, index.count(node.body))
+                tags.put(node.tag, int(node.min) + (q if top else _mod(q, index.trips(node))), at)
+            top = top and node.id in index.alias
+            node = node.body
+        if not isinstance(node, Seq) or not index.has_tags(node):
+            return
+        if not top:
+            s = _mod(s, max(1, index.count(node)))
+        starts = np.cumsum([0] + [index.count(c) for c in node.children])
+        which = np.searchsorted(starts, s, side="right") - 1
+        for k, child in enumerate(node.children):
+            if index.has_tags(child):
+                sel = np.flatnonzero(which == k)
+                if sel.size:
+                    self._decode(child, s[sel] - starts[k], sel if at is None else at[sel], tags)
 
     def chain(self, acc) -> tuple:
         return self.index.chain[id(acc)]
