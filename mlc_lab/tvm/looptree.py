@@ -42,6 +42,7 @@ class LoopInfo:
     depth: int  # index of this loop in get_loops(anchor_block)
     qualified: str = ""
     blocks: list[str] = field(default_factory=list)  # every block inside, nested ones too
+    scope_block: str | None = None  # the block whose body holds the loop (None: the function's root)
 
 
 @dataclass
@@ -213,6 +214,7 @@ class _Scanner:
         self.func, self.order = name, 0
         self.open_loops: list[LoopInfo] = []  # loops since the last block boundary, outer first
         self.all_open: list[LoopInfo] = []  # every enclosing loop
+        self.open_blocks: list[str] = []  # every enclosing block, outer first
         self.extents: dict[str, object] = {}
         stack: list[list] = [[base, "func", func, None]]  # [indent, kind, node, extra]
         last = start + 1
@@ -255,7 +257,8 @@ class _Scanner:
         kind, thread, annotations, loops = parsed
         chain: list[dict] = []
         for loop_name, extent, lo_v in loops:
-            info = LoopInfo(self.func, loop_name, self.order, None, len(self.open_loops))
+            info = LoopInfo(self.func, loop_name, self.order, None, len(self.open_loops),
+                            scope_block=self.open_blocks[-1] if self.open_blocks else None)
             self.order += 1
             self.index.loops.append(info)
             self.open_loops.append(info)
@@ -289,6 +292,7 @@ class _Scanner:
         self._add_child(top, block)
         entry = [indent, "block", block, self.open_loops]
         self.open_loops = []  # get_loops stops at a block boundary
+        self.open_blocks.append(name)
         return entry
 
     def _add_child(self, top: list, node: dict) -> None:
@@ -311,6 +315,7 @@ class _Scanner:
             node["end_line"] = last
             node["children"] = node.pop("_init") + node["children"]
             self.open_loops = extra
+            self.open_blocks.pop()
 
     def _block_line(self, block: dict, text: str, func: dict) -> None:
         parsed = _parse_block_line(text)
@@ -450,15 +455,25 @@ def _parse_buffer(args_text: str) -> tuple:
 
 
 def _qualify(index: LoopIndex) -> None:
-    """Give every loop a name that is unique in the module: `name`, `block/name` or `func:block/name`."""
+    """Give every loop a name that is unique in the module: `name`, `block/name` or `func:block/name`.
+
+    `block` is the loop's first block inside (what `get_loops(block)` reaches it from). A loop with
+    no block inside (the copy loops that `read_at` / `write_at` write in a block's body) is named
+    by the block it runs in instead; should two loops still share a name, the later ones take the
+    block's name with a counter (`A_shared.2/ax0`). Every such name is found by rule 1 of
+    ``LoopTree.match`` (an exact qualified name)."""
     counts: dict[str, int] = {}
     for lp in index.loops:
         counts[lp.name] = counts.get(lp.name, 0) + 1
     funcs = {lp.func for lp in index.loops}
+    taken: dict[str, int] = {}
     for lp in index.loops:
         if counts[lp.name] == 1:
             lp.qualified = lp.name
-        else:
-            lp.qualified = f"{lp.anchor_block}/{lp.name}"
-            if len(funcs) > 1:
-                lp.qualified = f"{lp.func}:{lp.qualified}"
+            continue
+        where = lp.anchor_block or lp.scope_block or "root"
+        prefix = f"{lp.func}:" if len(funcs) > 1 else ""
+        qualified = f"{prefix}{where}/{lp.name}"
+        k = taken.get(qualified, 0) + 1
+        taken[qualified] = k
+        lp.qualified = qualified if k == 1 else f"{prefix}{where}.{k}/{lp.name}"

@@ -114,3 +114,29 @@ def test_the_model_names_the_types_that_live_with_their_analyses():
     assert model.Measurement is Measurement and model.TuneRecord is TuneRecord
     code = "import sys, mlc_lab.core.model; assert 'numpy' not in sys.modules and 'tvm' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_loops_without_a_block_inside_get_unique_names_the_rule_resolves():
+    """read_at / write_at put their copy loops inside a block (no block below them): both blocks'
+    loops are called ax0, ax1. Each gets the block it runs in as qualifier (tree "C" of
+    name_rule.json is this program's tree), and the analysis finds them by that name."""
+    import tvm
+
+    from mlc_lab import Session
+    from mlc_lab.core.model import ref_of
+    from tests.conformance import primitive_schedules as PS
+
+    sch = tvm.s_tir.Schedule(PS.MATMUL)
+    PS.read_write_at(sch)
+    s = Session.from_trace(PS.MATMUL, sch.trace)
+    tree = s.loop_tree()
+    vectors = json.loads((ROOT / "tests" / "fixtures" / "name_rule.json").read_text())
+    assert json.loads(json.dumps(tree)) == vectors["trees"]["C"]
+    refs = [ref_of(n) for n in tree.loops()]
+    assert sorted(refs) == sorted(["i", "j", "k", "A_shared/ax0", "A_shared/ax1", "C_local/ax0", "C_local/ax1"])
+    for ref in refs:
+        (node,) = tree.match(ref, "loop")
+        assert ref_of(node) == ref
+    fp = s.footprint("A_shared/ax1", at={"i": 5, "A_shared/ax0": 0})
+    assert fp["A"].distinct == 64 and fp["A"].bounds == [[5, 5], [0, 63]]
+    assert fp["A_shared"].distinct == 64 and bool(fp["A_shared"].writes[5].all())
