@@ -22,6 +22,7 @@ export interface AccessViewModel {
   time: number;
   region: Region;
   sweep_threads: boolean;
+  shape_vars: Record<string, number>;
   height: string;
   error: { summary?: string; detail?: string };
 }
@@ -70,14 +71,14 @@ export class AccessViewWidget {
     };
     on("loop_tree_json", () => this.programChanged());
     on("current", () => this.programChanged());
-    for (const name of ["loop", "at", "color_by", "warp", "block", "time", "region", "sweep_threads"] as const) on(name, () => void this.panel.setState({ [name]: model.get(name) } as Partial<AccessState>));
+    for (const name of ["loop", "at", "color_by", "warp", "block", "time", "region", "sweep_threads", "shape_vars"] as const) on(name, () => void this.panel.setState({ [name]: model.get(name) } as Partial<AccessState>));
     this.drawPicker();
     void this.panel.setState(this.traitState());
   }
 
   private traitState(): AccessState {
     const m = this.model;
-    return { loop: m.get("loop") ?? "", at: m.get("at") ?? {}, color_by: m.get("color_by") ?? "access", warp: m.get("warp") ?? -1, block: m.get("block") ?? -1, time: m.get("time") ?? -1, region: regionOf(m.get("region")), sweep_threads: m.get("sweep_threads") !== false };
+    return { loop: m.get("loop") ?? "", at: m.get("at") ?? {}, color_by: m.get("color_by") ?? "access", warp: m.get("warp") ?? -1, block: m.get("block") ?? -1, time: m.get("time") ?? -1, region: regionOf(m.get("region")), sweep_threads: m.get("sweep_threads") !== false, shape_vars: m.get("shape_vars") ?? {} };
   }
 
   private drawPicker(): void {

@@ -347,6 +347,38 @@ describe("AccessPanel", () => {
     expect(panel.el.querySelectorAll(".mlc-acc-card").length).toBe(0);
   });
 
+  it("asks for the values of symbolic shapes the error names and sends them with the next request", async () => {
+    const host = fakeHost(new RpcFailure({ summary: "the access analysis cannot show loop i: function main has symbolic shapes m, n", type: "analysis", shape_vars: ["m", "n"] }));
+    const panel = new AccessPanel(host);
+    await panel.show("i");
+    expect(panel.el.querySelector(".mlc-acc-error")!.textContent).toContain("symbolic shapes m, n");
+    const fields = Array.from(panel.el.querySelectorAll<HTMLInputElement>(".mlc-acc-shape-var"));
+    expect(fields.map((f) => f.dataset.var)).toEqual(["m", "n"]);
+    const analyse = panel.el.querySelector<HTMLButtonElement>(".mlc-acc-shape-apply")!;
+    fields[0].value = "64";
+    analyse.click(); // n is still empty: nothing is asked
+    await tick();
+    expect(host.calls.length).toBe(1);
+    expect(fields[1].getAttribute("aria-invalid")).toBe("true");
+    host.fail = null;
+    fields[1].value = "128";
+    analyse.click();
+    await tick();
+    const asked = host.calls.filter((c) => c.method === "access_footprint");
+    expect(asked.at(-1)).toEqual({ method: "access_footprint", params: { loop: "i", at: {}, sweep_threads: true, shape_vars: { m: 64, n: 128 } } });
+    expect(host.calls.filter((c) => c.method === "access_gpu_stats").at(-1)!.params.shape_vars).toEqual({ m: 64, n: 128 });
+    expect(host.saved).toContainEqual({ shape_vars: { m: 64, n: 128 } });
+    expect(panel.el.querySelector<HTMLElement>(".mlc-acc-error")!.hidden).toBe(true);
+    expect(panel.el.querySelectorAll(".mlc-acc-card").length).toBe(2);
+  });
+
+  it("shows no shape fields for a program without symbolic shapes", async () => {
+    const panel = new AccessPanel(fakeHost());
+    await panel.show("j_1");
+    expect(panel.el.querySelector<HTMLElement>(".mlc-acc-shapes")!.hidden).toBe(true);
+    expect(panel.el.querySelectorAll(".mlc-acc-shape-var").length).toBe(0);
+  });
+
   it("shows a hint when no loop is selected", async () => {
     const host = fakeHost();
     const panel = new AccessPanel(host);

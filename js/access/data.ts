@@ -45,6 +45,7 @@ export interface FootprintResult {
   enclosing: Array<LoopInfo & { value: number }>;
   at: Record<string, number>;
   swept?: string[]; // enclosing threadIdx loops run over every thread (not fixed at `at`)
+  shape_vars?: Record<string, number>; // the values of symbolic shapes the analysis used
   steps: number;
   gpu: boolean;
   launch: Record<string, number>;

@@ -19,6 +19,7 @@ export interface AccessState {
   time: number; // -1: whole footprint
   region: Region; // auto: zoom to the touched part (with context) when the whole buffer would hide it
   sweep_threads: boolean; // enclosing threadIdx loops run over every thread (not fixed at `at`)
+  shape_vars: Record<string, number>; // values of the program's symbolic shapes ({ n: 128 })
 }
 
 export interface AccessHost {
@@ -103,7 +104,7 @@ const SPEEDS: Array<[string, number]> = [
 
 export class AccessPanel {
   readonly el: HTMLElement;
-  private state: AccessState = { loop: "", at: {}, color_by: "access", warp: -1, block: -1, time: -1, region: "auto", sweep_threads: true };
+  private state: AccessState = { loop: "", at: {}, color_by: "access", warp: -1, block: -1, time: -1, region: "auto", sweep_threads: true, shape_vars: {} };
   private fp: Footprint | null = null;
   private cards: Card[] = [];
   private seq = 0;
@@ -114,6 +115,7 @@ export class AccessPanel {
   private duration = 5;
   private head: HTMLElement;
   private atHost: HTMLElement;
+  private shapeHost: HTMLElement;
   private controls: HTMLElement;
   private timeBar: HTMLElement;
   private playBtn: HTMLButtonElement;
@@ -131,6 +133,7 @@ export class AccessPanel {
     this.head = h("div", { class: "mlc-acc-head" });
     this.statusEl = h("span", { class: "mlc-acc-status" });
     this.atHost = h("div", { class: "mlc-acc-at" });
+    this.shapeHost = h("div", { class: "mlc-acc-shapes", hidden: true });
     this.controls = h("div", { class: "mlc-acc-controls" });
     this.playBtn = h("button", { class: "mlc-btn mlc-acc-play", title: "play the loop's iterations in execution order", onclick: () => this.togglePlay() }, "▶ Play") as HTMLButtonElement;
     this.scrub = h("input", { class: "mlc-acc-scrub", type: "range", min: "0", max: "0", value: "0", title: "step of the selected loop" }) as HTMLInputElement;
@@ -159,6 +162,7 @@ export class AccessPanel {
       { class: "mlc-access" },
       h("div", { class: "mlc-acc-top" }, this.head, this.statusEl),
       this.atHost,
+      this.shapeHost,
       this.controls,
       this.timeBar,
       this.errorEl,
@@ -175,7 +179,7 @@ export class AccessPanel {
   }
 
   get viewState(): AccessState {
-    return { ...this.state, at: { ...this.state.at } };
+    return { ...this.state, at: { ...this.state.at }, shape_vars: { ...this.state.shape_vars } };
   }
 
   // ---- state in ---------------------------------------------------------------------------------
@@ -195,7 +199,8 @@ export class AccessPanel {
     const needLoad =
       (s.loop !== undefined && s.loop !== this.state.loop) ||
       (s.at !== undefined && JSON.stringify(s.at) !== JSON.stringify(this.state.at)) ||
-      (s.sweep_threads !== undefined && s.sweep_threads !== this.state.sweep_threads);
+      (s.sweep_threads !== undefined && s.sweep_threads !== this.state.sweep_threads) ||
+      (s.shape_vars !== undefined && JSON.stringify(s.shape_vars) !== JSON.stringify(this.state.shape_vars));
     const needGpu = (s.warp !== undefined && s.warp !== this.state.warp) || (s.block !== undefined && s.block !== this.state.block);
     Object.assign(this.state, s);
     if (needLoad) return this.reload();
@@ -223,12 +228,13 @@ export class AccessPanel {
       this.timeBar.hidden = true;
       this.gpuHost.hidden = true;
       this.showError(null);
+      this.drawShapes([]);
       return;
     }
     this.setStatus("analysing…");
     let fp: Footprint;
     try {
-      const reply = await this.host.request<FootprintResult>("access_footprint", { loop: this.state.loop, at: this.state.at, sweep_threads: this.state.sweep_threads });
+      const reply = await this.host.request<FootprintResult>("access_footprint", this.withShapes({ loop: this.state.loop, at: this.state.at, sweep_threads: this.state.sweep_threads }));
       fp = await decodeFootprint(reply.result, reply.buffers);
     } catch (err) {
       if (seq !== this.seq || this.disposed) return;
@@ -239,6 +245,7 @@ export class AccessPanel {
       this.timeBar.hidden = true;
       this.gpuHost.hidden = true;
       this.showError(err);
+      this.drawShapes(err instanceof RpcFailure ? err.error.shape_vars ?? [] : []);
       this.drawHead();
       return;
     }
@@ -251,6 +258,7 @@ export class AccessPanel {
     if (this.state.time >= fp.steps) this.state.time = -1;
     this.drawHead();
     this.drawAt();
+    this.drawShapes(Object.keys(fp.shape_vars ?? {}));
     this.drawControls();
     this.buildCards();
     this.timeBar.hidden = fp.steps <= 0;
@@ -329,6 +337,50 @@ export class AccessPanel {
     const focusedLoop = active && this.atHost.contains(active) ? (active as HTMLElement).dataset.loop : undefined;
     this.atHost.replaceChildren(h("span", { class: "mlc-acc-at-title" }, "enclosing loops at"), ...rows);
     if (focusedLoop !== undefined) rows.map((r) => r.querySelector<HTMLInputElement>("input")).find((i) => i?.dataset.loop === focusedLoop)?.focus({ preventScroll: true });
+  }
+
+  /** Request parameters with the values of symbolic shapes, when the view has any. */
+  private withShapes(params: Record<string, unknown>): Record<string, unknown> {
+    return Object.keys(this.state.shape_vars).length ? { ...params, shape_vars: { ...this.state.shape_vars } } : params;
+  }
+
+  /** One number field per symbolic shape of the program (`n = T.int32()`), shown while the
+   * analysis asks for their values and after, to change them. */
+  private drawShapes(names: string[]): void {
+    if (!names.length) {
+      this.shapeHost.hidden = true;
+      this.shapeHost.replaceChildren();
+      return;
+    }
+    const inputs = names.map(
+      (name) =>
+        h("input", { type: "number", min: "1", step: "1", class: "mlc-acc-shape-var", dataset: { var: name }, value: name in this.state.shape_vars ? String(this.state.shape_vars[name]) : "", placeholder: "128", title: `the value of ${name}`, onkeydown: (ev: KeyboardEvent) => ev.key === "Enter" && apply() }) as HTMLInputElement,
+    );
+    const apply = () => {
+      const values: Record<string, number> = {};
+      let ok = true;
+      for (const input of inputs) {
+        const v = Number(input.value);
+        const good = input.value.trim() !== "" && Number.isInteger(v) && v > 0;
+        input.setAttribute("aria-invalid", good ? "false" : "true");
+        if (good) values[input.dataset.var as string] = v;
+        ok = ok && good;
+      }
+      if (ok) void this.setShapeVars(values);
+    };
+    this.shapeHost.hidden = false;
+    this.shapeHost.replaceChildren(
+      h("span", { class: "mlc-acc-at-title" }, "symbolic shapes"),
+      ...names.map((name, i) => h("label", { class: "mlc-acc-at-row" }, `${name} =`, inputs[i])),
+      h("button", { class: "mlc-btn mlc-acc-shape-apply", title: "analyse with these values", onclick: apply }, "Analyse"),
+    );
+  }
+
+  /** Give the program's symbolic shapes values (`{ n: 128 }`) and fetch again. */
+  setShapeVars(values: Record<string, number>): Promise<void> {
+    this.state.shape_vars = { ...values };
+    this.host.saveState?.({ shape_vars: this.state.shape_vars });
+    return this.reload();
   }
 
   /** Run the enclosing threadIdx loops over every thread (or fix them at `at`) and fetch again. */
@@ -791,7 +843,7 @@ export class AccessPanel {
     if (this.state.warp >= 0) params.warp = this.state.warp;
     if (this.state.block >= 0) params.block = this.state.block;
     try {
-      const reply = await this.host.request<GpuStatsResult>("access_gpu_stats", params);
+      const reply = await this.host.request<GpuStatsResult>("access_gpu_stats", this.withShapes(params));
       if (seq !== this.gpuSeq || this.disposed) return;
       this.drawGpu(reply.result);
     } catch (err) {

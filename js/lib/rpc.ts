@@ -12,6 +12,7 @@ export interface RpcError {
   involved?: string[];
   line?: number | null;
   type?: string;
+  shape_vars?: string[]; // symbolic shapes the request must give values to
 }
 
 export class RpcFailure extends Error {

@@ -11,10 +11,13 @@ order), ``first_touch`` as little-endian int32 (float64 beyond 2**31), ``count``
 ``block`` in the smallest integer type that holds them. Arrays cover only the crop box; large
 payloads are deflated (zlib) and marked ``"enc": "deflate"``.
 
-Requests (front end -> kernel): ``access_footprint(loop, at)`` and ``access_gpu_stats(loop, at, warp,
-block)``, answered by :class:`AccessView` and by the explorer (which embeds the same panel), plus
-``export_html`` here. The view state (``loop``, ``at``, ``color_by``, ``warp``, ``block``, ``time``,
-``region``) lives in traits, written by either side.
+Requests (front end -> kernel): ``access_footprint(loop, at, sweep_threads, shape_vars)`` and
+``access_gpu_stats(loop, at, warp, block, shape_vars)``, answered by :class:`AccessView` and by the
+explorer (which embeds the same panel), plus ``export_html`` here. The view state (``loop``, ``at``,
+``color_by``, ``warp``, ``block``, ``time``, ``region``, ``shape_vars``) lives in traits, written by
+either side. A program with symbolic shapes (``n = T.int32()``) is analysed once ``shape_vars``
+gives them values; until then the error names them (``shape_vars`` in the error payload) and the
+panel asks for them.
 
 Static snapshots (:meth:`AccessView.to_html`, :meth:`AccessView.save_png`) are rendered here with
 numpy and zlib, following the same colour rules as the front end (``js/access/color.ts``); a
@@ -167,18 +170,41 @@ def swept_loops(chain: list[dict]) -> list[str]:
     return [_ref(n) for n in chain[:-1] if str(n.get("thread") or "").startswith("threadIdx")]
 
 
-def _footprints(session: Any, target: str, values: dict, step: int | None, sweep: bool) -> Any:
+def _footprints(session: Any, target: str, values: dict, step: int | None, sweep: bool,
+                shape_vars: dict | None = None) -> Any:
+    kwargs: dict[str, Any] = {"shape_vars": shape_vars} if shape_vars else {}
     if sweep:
-        return session.footprint(target, at=values, step=step, sweep_threads=True)
-    return session.footprint(target, at=values, step=step)
+        kwargs["sweep_threads"] = True
+    return session.footprint(target, at=values, step=step, **kwargs)
+
+
+def shape_values(shape_vars: Any) -> dict[str, int]:
+    """Values of symbolic shapes as the front end sends them (numbers or numeric text)."""
+    out: dict[str, int] = {}
+    for name, value in dict(shape_vars or {}).items():
+        try:
+            out[str(name)] = int(value)
+        except (TypeError, ValueError):
+            raise RequestError(f"the value of the symbolic shape {name} must be an integer, not {value!r}",
+                               type="bad_request") from None
+    return out
+
+
+def _analysis_error(summary: str, exc: BaseException) -> RequestError:
+    """The error of a failed analysis; one that needs symbolic shapes names them for the panel."""
+    fields: dict[str, Any] = {"detail": str(exc), "type": "analysis"}
+    if getattr(exc, "shape_vars", None):
+        fields["shape_vars"] = list(exc.shape_vars)
+    return RequestError(summary, **fields)
 
 
 def footprint_payload(session: Any, loop: str, at: dict | None = None, step: int | None = None,
-                      tree: dict | None = None, sweep_threads: bool = False) -> tuple[dict, list[bytes]]:
+                      tree: dict | None = None, sweep_threads: bool = False,
+                      shape_vars: dict | None = None) -> tuple[dict, list[bytes]]:
     """The footprint of ``loop`` as (JSON result, binary buffers) for the front end.
 
     ``sweep_threads``: the enclosing ``threadIdx`` loops run over every thread instead of the value
-    ``at`` gives them (listed in the result as ``swept``)."""
+    ``at`` gives them (listed in the result as ``swept``). ``shape_vars``: values of symbolic shapes."""
     tree = tree if tree is not None else session.step_view(step).loop_tree
     chain = loop_chain(tree, loop)
     if chain is None:
@@ -186,13 +212,14 @@ def footprint_payload(session: Any, loop: str, at: dict | None = None, step: int
     values = resolve_at(chain, at)
     target = chain[-1]
     swept = swept_loops(chain) if sweep_threads else []
+    shapes = shape_values(shape_vars)
     try:
-        fps = _footprints(session, _ref(target), values, step, bool(swept))
+        fps = _footprints(session, _ref(target), values, step, bool(swept), shapes)
     except (AccessAnalysisError, ValueError) as exc:  # the analysis cannot handle this loop nest
-        raise RequestError(f"the access analysis cannot show loop {_ref(target)}: {_first_line(exc)}",
-                           detail=str(exc), type="analysis") from None
+        raise _analysis_error(f"the access analysis cannot show loop {_ref(target)}: {_first_line(exc)}",
+                              exc) from None
     except MlcLabError as exc:
-        raise RequestError(_first_line(exc), detail=str(exc), type="analysis") from None
+        raise _analysis_error(_first_line(exc), exc) from None
     pack = _Packer()
     buffers = [_buffer_entry(name, fp, pack) for name, fp in fps.items()]
     data = pack.finish()
@@ -201,6 +228,7 @@ def footprint_payload(session: Any, loop: str, at: dict | None = None, step: int
         "enclosing": [{**_loop_info(n), "value": values[_ref(n)]} for n in chain[:-1]],
         "at": values,
         "swept": swept,
+        "shape_vars": shapes,
         "steps": int(fps.steps),
         "gpu": bool(fps.gpu),
         "launch": _plain(fps.launch),
@@ -234,7 +262,8 @@ def _buffer_entry(name: str, fp: Any, pack: _Packer) -> dict:
 
 
 def gpu_payload(session: Any, loop: str, at: dict | None = None, warp: int | None = None,
-                block: int | dict | None = None, step: int | None = None, tree: dict | None = None) -> dict:
+                block: int | dict | None = None, step: int | None = None, tree: dict | None = None,
+                shape_vars: dict | None = None) -> dict:
     """Per-access warp statistics (coalescing, bank conflicts) in plain data."""
     tree = tree if tree is not None else session.step_view(step).loop_tree
     chain = loop_chain(tree, loop)
@@ -247,8 +276,10 @@ def gpu_payload(session: Any, loop: str, at: dict | None = None, warp: int | Non
         block_dict = None if block is None else block_coords(block, launch_dims(tree))
     else:
         block_dict = dict(block)
+    shapes = shape_values(shape_vars)
     try:
-        stats = session.gpu_stats(_ref(chain[-1]), at=values, warp=warp, block=block_dict, step=step)
+        kwargs = {"shape_vars": shapes} if shapes else {}
+        stats = session.gpu_stats(_ref(chain[-1]), at=values, warp=warp, block=block_dict, step=step, **kwargs)
     except (MlcLabError, ValueError) as exc:
         raise RequestError(f"no warp statistics for loop {_ref(chain[-1])}: {_first_line(exc)}",
                            detail=str(exc), type="analysis") from None
@@ -292,6 +323,8 @@ class AccessView(RpcWidget):
     # auto: the touched part with context when the whole buffer would show it as a few pixels;
     # touched: only the box of touched elements; buffer: the whole buffer
     region = t.Unicode("auto").tag(sync=True)
+    # values of the program's symbolic shapes ({"n": 128}); the panel asks for them when needed
+    shape_vars = t.Dict().tag(sync=True)
     height = t.Unicode("").tag(sync=True)
     error = t.Dict().tag(sync=True)
 
@@ -314,7 +347,8 @@ class AccessView(RpcWidget):
                          loop=loop or "", at=dict(at or {}), **kwargs)
         self._unsubscribe = session.on_change(self._on_session_change)
         # A notebook saved without ever being displayed (nbclient) still carries the footprint it shows.
-        self.observe(lambda _change: self._record_footprint(), names=["loop", "at", "current", "sweep_threads"])
+        self.observe(lambda _change: self._record_footprint(),
+                     names=["loop", "at", "current", "sweep_threads", "shape_vars"])
         self._record_footprint()
 
     def mlc_what(self) -> str:
@@ -326,9 +360,11 @@ class AccessView(RpcWidget):
             return
         # the request js/access/panel.ts sends (the record's key)
         params = {"loop": self.loop, "at": dict(self.at), "sweep_threads": bool(self.sweep_threads)}
+        if self.shape_vars:
+            params["shape_vars"] = dict(self.shape_vars)
         try:
             result, buffers = footprint_payload(self._session, self.loop, self.at, tree=self.loop_tree,
-                                                sweep_threads=bool(self.sweep_threads))
+                                                sweep_threads=bool(self.sweep_threads), shape_vars=self.shape_vars)
         except Exception:  # noqa: BLE001  (the live view reports errors when it asks)
             return
         self.mlc_record(record_key("access_footprint", params), group="access_footprint", keep=2,
@@ -362,25 +398,29 @@ class AccessView(RpcWidget):
 
     # --- requests ----------------------------------------------------------------------------------
     @rpc()
-    def access_footprint(self, loop: str, at: dict | None = None, sweep_threads: bool = False) -> Reply:
-        result, buffers = self._footprint(loop, at, sweep_threads)
+    def access_footprint(self, loop: str, at: dict | None = None, sweep_threads: bool = False,
+                         shape_vars: dict | None = None) -> Reply:
+        result, buffers = self._footprint(loop, at, sweep_threads, shape_vars)
         return Reply(result, buffers)
 
     @rpc()
     def access_gpu_stats(self, loop: str, at: dict | None = None, warp: int | None = None,
-                         block: int | None = None) -> dict:
-        return gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree)
+                         block: int | None = None, shape_vars: dict | None = None) -> dict:
+        return gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree,
+                           shape_vars=shape_vars)
 
     @rpc()
     def export_html(self) -> Reply:
         return Reply.text(self.to_html())
 
-    def _footprint(self, loop: str, at: dict | None, sweep_threads: bool = False) -> tuple[dict, list[bytes]]:
+    def _footprint(self, loop: str, at: dict | None, sweep_threads: bool = False,
+                   shape_vars: dict | None = None) -> tuple[dict, list[bytes]]:
         try:
             result, buffers = footprint_payload(self._session, loop, at, tree=self.loop_tree,
-                                                sweep_threads=bool(sweep_threads))
+                                                sweep_threads=bool(sweep_threads), shape_vars=shape_vars)
         except RequestError as exc:
-            self.error = {"summary": exc.payload["summary"], "detail": exc.payload.get("detail", ""), "loop": loop}
+            self.error = {"summary": exc.payload["summary"], "detail": exc.payload.get("detail", ""), "loop": loop,
+                          **({"shape_vars": exc.payload["shape_vars"]} if "shape_vars" in exc.payload else {})}
             raise
         if self.error:
             self.error = {}
@@ -392,7 +432,7 @@ class AccessView(RpcWidget):
         if not self.loop:
             raise MlcLabError("the access view shows no loop; set view.loop first")
         return snapshot_data(self._session, self.loop, self.at, warp=self.warp, block=self.block,
-                             tree=self.loop_tree, sweep_threads=self.sweep_threads)
+                             tree=self.loop_tree, sweep_threads=self.sweep_threads, shape_vars=self.shape_vars)
 
     def to_html(self, path: str | Path | None = None, *, title: str | None = None, scale: int | None = None) -> str:
         """A self-contained HTML page of the view (heatmaps as inline PNGs, statistics as tables)."""
@@ -440,17 +480,18 @@ def access_view(x: Any, loop: str | None = None, **kwargs: Any) -> AccessView:
 # --- server-side rendering (static snapshots) ------------------------------------------------------
 
 def snapshot_data(session: Any, loop: str, at: dict | None = None, *, warp: int = -1, block: int = -1,
-                  tree: dict | None = None, sweep_threads: bool = False) -> dict:
+                  tree: dict | None = None, sweep_threads: bool = False, shape_vars: dict | None = None) -> dict:
     tree = tree if tree is not None else session.step_view().loop_tree
     chain = loop_chain(tree, loop)
     if chain is None:
         raise MlcLabError(f"there is no loop called {loop!r} in the current program")
     values = resolve_at(chain, at)
-    fps = _footprints(session, _ref(chain[-1]), values, None, sweep_threads and bool(swept_loops(chain)))
+    shapes = shape_values(shape_vars)
+    fps = _footprints(session, _ref(chain[-1]), values, None, sweep_threads and bool(swept_loops(chain)), shapes)
     gpu = None
     if fps.gpu and hasattr(session, "gpu_stats"):
         try:
-            gpu = gpu_payload(session, loop, values, warp=warp, block=block, tree=tree)
+            gpu = gpu_payload(session, loop, values, warp=warp, block=block, tree=tree, shape_vars=shapes)
         except RequestError:
             gpu = None
     return {"loop": _ref(chain[-1]), "at": values, "footprints": fps, "gpu": gpu, "steps": int(fps.steps),

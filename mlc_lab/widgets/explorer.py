@@ -385,15 +385,17 @@ class Explorer(RpcWidget):
 
     # The memory-access panel (mlc_lab.widgets.access_view) embedded in the explorer.
     @rpc()
-    def access_footprint(self, loop: str, at: dict | None = None, sweep_threads: bool = False) -> Reply:
+    def access_footprint(self, loop: str, at: dict | None = None, sweep_threads: bool = False,
+                         shape_vars: dict | None = None) -> Reply:
         result, buffers = footprint_payload(self._session, loop, at, tree=self.loop_tree,
-                                            sweep_threads=bool(sweep_threads))
+                                            sweep_threads=bool(sweep_threads), shape_vars=shape_vars)
         return Reply(result, buffers)
 
     @rpc()
     def access_gpu_stats(self, loop: str, at: dict | None = None, warp: int | None = None,
-                         block: int | None = None) -> dict:
-        return gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree)
+                         block: int | None = None, shape_vars: dict | None = None) -> dict:
+        return gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree,
+                           shape_vars=shape_vars)
 
     # Measuring and CUDA: both run in the measure worker; answered from a background thread.
     def _handle_request(self, widget: Any, content: Any, buffers: list[Any] | None) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from mlc_lab.core.access import Footprint, LoopFootprint
-from mlc_lab.errors import MlcLabError
+from mlc_lab.errors import AccessAnalysisError, MlcLabError
 from mlc_lab.widgets import access_view as av
 from mlc_lab.widgets.access_view import AccessView, access_view
 from tests.widgets.fakes import FakeSession
@@ -84,11 +84,16 @@ class AnalysingSession(FakeSession):
         self.calls: list = []
         self.fail: Exception | None = None
         self.gpu = False
+        self.symbolic: list[str] = []     # symbolic shapes of the program (Session: shape_vars needed)
 
-    def footprint(self, loop, at=None, step=None):
-        self.calls.append(("footprint", loop, dict(at or {})))
+    def footprint(self, loop, at=None, step=None, shape_vars=None):
+        self.calls.append(("footprint", loop, dict(at or {})) + ((dict(shape_vars),) if shape_vars else ()))
         if self.fail:
             raise self.fail
+        missing = sorted(set(self.symbolic) - set(shape_vars or {}))
+        if missing:     # the words and the attribute of mlc_lab.core.access.shapes.bind_shapes
+            raise AccessAnalysisError(f"function main has symbolic shapes {', '.join(missing)}: give their values, "
+                                      f"for example shape_vars={{'n': 128}}", shape_vars=missing)
         plain = {k.rpartition("/")[2]: v for k, v in (at or {}).items()}
         return chapter2_result(plain, self.gpu)
 
@@ -232,6 +237,30 @@ def test_analysis_errors_give_an_error_state(view, asession):
     asession.fail = None
     ok(view.comm.request("access_footprint", {"loop": "j_1"}, req_id="r2"))
     assert view.error == {}
+
+
+def test_symbolic_shapes_are_named_in_the_error_and_their_values_passed_through(view, asession):
+    """The panel offers one field per variable the error names; the values travel with the request
+    (and in the ``shape_vars`` trait) to ``Session.footprint(..., shape_vars=...)``."""
+    asession.symbolic = ["m", "n"]
+    reply = view.comm.request("access_footprint", {"loop": "j_1"})
+    assert reply["ok"] is False
+    err = reply["error"]
+    assert err["shape_vars"] == ["m", "n"] and "symbolic shapes m, n" in err["summary"]
+    assert view.error["shape_vars"] == ["m", "n"]
+    r = ok(view.comm.request("access_footprint", {"loop": "j_1", "shape_vars": {"m": "64", "n": 128}}, req_id="r2"))
+    assert r["result"]["shape_vars"] == {"m": 64, "n": 128}
+    assert asession.calls[-1] == ("footprint", "j_1", {"Y/i": 0, "j_0": 0, "k": 0}, {"m": 64, "n": 128})
+    assert view.error == {}
+    bad = view.comm.request("access_footprint", {"loop": "j_1", "shape_vars": {"n": "many"}}, req_id="r3")
+    assert not bad["ok"] and bad["error"]["type"] == "bad_request" and "symbolic shape n" in bad["error"]["summary"]
+    # the trait: what a notebook sets from Python (or the panel saves) is used by snapshots too
+    view.shape_vars = {"m": 8, "n": 16}
+    assert view.snapshot()["footprints"]["B"].distinct == 4
+    assert asession.calls[-1][-1] == {"m": 8, "n": 16}
+    view.shape_vars = {}
+    with pytest.raises(AccessAnalysisError, match="symbolic shapes m, n"):
+        view.snapshot()
 
 
 def test_unknown_loop_and_bad_requests(view):
