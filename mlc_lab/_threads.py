@@ -1,4 +1,12 @@
-"""TVM sizes its worker pool once, when the runtime starts: set the thread count before that."""
+"""TVM sizes its worker pool once, when the runtime starts: set the thread count before that.
+
+TVM's pool threads also *spin* after every parallel kernel before they sleep: 300,000
+`sched_yield` calls by default, which is 0.1 s on an idle core and a second or more when another
+process wants that core. The idle measuring worker then competes with whatever runs next: measured
+here, 0.4-0.55 CPU-seconds burnt by an idle worker while a numpy matmul ran right after a
+`measure` (and numpy's median went from 1.8 ms to 24 ms). `SPIN_COUNT` yields (~1-10 ms) keep
+the threads awake between the back-to-back calls of one timing, and let them sleep right after.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +20,17 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+SPIN_COUNT = 10000
+
+
+def tvm_thread_env() -> dict[str, str]:
+    """The variables TVM's thread pool reads when it starts (a value already set wins)."""
+    return {
+        # TVM picks one worker per *physical* core, which is 1 on a 2-vCPU VM: `parallel` then does nothing.
+        "TVM_NUM_THREADS": os.environ.get("TVM_NUM_THREADS") or str(usable_cores()),
+        "TVM_THREAD_POOL_SPIN_COUNT": os.environ.get("TVM_THREAD_POOL_SPIN_COUNT") or str(SPIN_COUNT),
+    }
+
+
 def ensure_tvm_threads() -> None:
-    # TVM picks one worker per *physical* core, which is 1 on a 2-vCPU VM: `parallel` then does nothing.
-    os.environ.setdefault("TVM_NUM_THREADS", str(usable_cores()))
+    os.environ.update(tvm_thread_env())

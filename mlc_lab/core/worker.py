@@ -31,7 +31,7 @@ from typing import Any
 
 import psutil
 
-from mlc_lab._threads import usable_cores
+from mlc_lab._threads import tvm_thread_env
 from mlc_lab.errors import MeasureError, NoGPUError
 from mlc_lab.tvm.wire import decode, encode
 
@@ -44,7 +44,7 @@ def child_env() -> dict[str, str]:
     """The environment of every child: TVM's thread count fixed before TVM starts its pool (the
     same count the kernel's own measurements state), unbuffered output for the logs."""
     env = dict(os.environ)
-    env.setdefault("TVM_NUM_THREADS", str(usable_cores()))
+    env.update(tvm_thread_env())
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

@@ -3,12 +3,18 @@
 
     threads   TVM_NUM_THREADS = the cores this process may use, fixed before TVM starts (TVM's own
               default is one thread per *physical* core: 1 on a 2-vCPU VM). Stated in every result.
+              The pool's threads spin 10,000 yields between calls, then sleep
+              (TVM_THREAD_POOL_SPIN_COUNT; TVM's default of 300,000 kept an idle worker burning a
+              core for up to a second after each measurement: see `mlc_lab._threads`).
     warm-up   one untimed call (page faults, lazy initialisation, the thread pool waking up), then
               TVM's `time_evaluator`, which makes one more untimed call itself.
     repeats   `repeats` timed repeats (10 for `measure`, 3 while tuning); each repeat runs the
               kernel `number` times back to back, `number` grown until the repeat lasts at least
               `min_repeat_ms`, and reports the mean of those calls.
     figure    the median of the repeats; the spread is min/max and the interquartile range.
+    others    the CPU time other processes used while the repeats ran, in cores
+              (`mlc_lab._contention`): ~0 on a quiet machine, 1 when another process kept a core
+              busy. The load average cannot say this about one measurement; this figure can.
     cache     "warm" (default): inputs stay in cache from one call to the next, which is what a
               kernel inside a model usually sees for small tensors. "cold": every call is preceded
               by flushing every argument out of the CPU caches (clflush), number = 1: what a kernel
@@ -17,12 +23,10 @@
               `EARLY_STOP_FACTOR` times slower than the best so far stops there (its figure is
               that one repeat: enough to rank it, and no time wasted on it).
 
-Why earlier figures differed (the tuner's record 1.6-2.6x faster than `measure` of the same trace):
-on a shared machine a two-thread kernel runs at the speed of whichever thread got the busier core,
-so one figure moves by 2x from one second to the next; the tuner keeps the fastest of 64 such
-figures (the minimum of noisy numbers is biased low) while `measure` took one later. The two
-now time the same way, and the tuner re-times its best candidates with `measure`'s method at the
-end (`confirmed` in the job's best).
+Why the tuner's figures and `measure`'s used to differ, and what was done: docs/measuring.md
+("One timing method"). In short: the build is the same (byte-identical code), the job's re-timing
+now calls `measure`'s own function, and a figure taken while another process held a core says so
+(`others_cores`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+
+from mlc_lab._contention import OthersCpu
 
 EARLY_STOP_FACTOR = 3.0
 
@@ -103,6 +109,15 @@ def time_function(mod: Any, func_name: str, dev: Any, args: list, method: Timing
         repeats -= 1
     results += [float(x) for x in mod.time_evaluator(func_name, dev, repeat=repeats, **kwargs)(*args).results]
     return results
+
+
+def timed(mod: Any, func_name: str, dev: Any, args: list, method: TimingMethod = MEASURE) -> dict:
+    """`time_function` and its `summary`, with the cores other processes used meanwhile
+    (`others_cores`): the one call behind `measure`, the tuner's end-of-run confirmation and the
+    machine's peaks."""
+    with OthersCpu() as probe:
+        results = time_function(mod, func_name, dev, args, method)
+    return {**summary(results), "others_cores": probe.cores}
 
 
 def summary(results: list[float]) -> dict:
