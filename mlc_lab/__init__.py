@@ -63,10 +63,10 @@ def __getattr__(name: str):
         from mlc_lab.core import tune as _tune
 
         return getattr(_tune, name)
-    if name == "measure":
-        from mlc_lab.core.measure import measure
+    if name in ("measure", "time_callable"):
+        from mlc_lab.core import measure as _measure
 
-        return measure
+        return getattr(_measure, name)
     if name == "machine":
         from mlc_lab.core.machine import machine
 
@@ -93,6 +93,7 @@ __all__ = [
     "machine",
     "measure",
     "sweep",
+    "time_callable",
     "tune",
     "convert",
     "load",

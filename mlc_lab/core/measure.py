@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable
 from mlc_lab.core.worker import DEFAULT_TIMEOUT_S, shutdown_worker, worker
 from mlc_lab.errors import MeasureError
 
-__all__ = ["Measurement", "CudaBuild", "measure", "cuda_source", "sweep", "worker", "shutdown_worker"]
+__all__ = ["Measurement", "CudaBuild", "measure", "cuda_source", "sweep", "time_callable", "worker", "shutdown_worker"]
 
 
 @dataclass
@@ -48,7 +48,10 @@ class Measurement:
     cache: str = "warm"  # "warm" or "cold": see mlc_lab.tvm.timing
     method: str = ""  # the timing method in one sentence
     load: float | None = None  # the machine's 1-minute load average when it was measured
-    bytes: float | None = None  # compulsory traffic: every element of every argument once
+    others_cores: float | None = None  # CPU time other processes used while it was timed, in cores
+    bytes: float | None = None  # memory traffic for the roofline: see bytes_source
+    bytes_source: str = ""  # "footprint: ..." (the whole function's distinct bytes) or "compulsory: ..."
+    bytes_by_buffer: dict = field(default_factory=dict)  # the footprint's bytes per buffer
     intensity: float | None = None  # FLOPs per byte
     peak_gflops: float | None = None  # the machine's roofline at this intensity
     fraction_of_peak: float | None = None  # gflops / peak_gflops
@@ -58,6 +61,14 @@ class Measurement:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def quiet(self) -> bool | None:
+        """Whether the machine was quiet while this was timed (other processes used under a
+        quarter of a core): only then is a figure comparable with another one taken elsewhere."""
+        from mlc_lab._contention import QUIET_CORES
+
+        return None if self.others_cores is None else self.others_cores < QUIET_CORES
 
     def to_json(self) -> dict:
         """The one encoding of a measurement (plain JSON: widgets, files, the CLI)."""
@@ -138,10 +149,12 @@ def measure(
 
 def _place_on_roofline(m: Measurement) -> None:
     """Fill `peak_gflops` (the roof at the measurement's intensity) and `fraction_of_peak`."""
-    from mlc_lab.core.machine import machine
+    from mlc_lab.core.machine import machine, observed
 
     try:
         mach = machine()
+        if m.gflops and m.gflops > mach.peak_gflops:  # the peak was wrong: see machine.observed
+            mach = observed(m.gflops, f"a measured kernel ({m.func_name})")
     except MeasureError:
         return  # the roofline is a nicety; the timing stands
     m.machine_peak_gflops, m.machine_bandwidth_gbs = mach.peak_gflops, mach.bandwidth_gbs
@@ -151,6 +164,39 @@ def _place_on_roofline(m: Measurement) -> None:
         m.peak_gflops = mach.peak_gflops
     if m.gflops and m.peak_gflops:
         m.fraction_of_peak = m.gflops / m.peak_gflops
+
+
+def time_callable(fn: Callable[[], Any], repeats: int = 10, min_repeat_ms: float = 20.0, warmup: int = 1) -> dict:
+    """Time a Python callable (numpy's `a @ b`, say) by the same method as `measure`: `warmup`
+    untimed calls, then the median of `repeats` repeats, each running `fn` back to back until it
+    lasts at least `min_repeat_ms`, with the spread and the cores other processes used meanwhile
+    (`others_cores`). Runs here, in this process: compare it with `measure` only when both say
+    the machine was quiet. Returns a dict of seconds (latency_s, min_s, max_s, iqr_s, results_s)."""
+    import time
+
+    import numpy as np
+
+    from mlc_lab._contention import OthersCpu
+
+    for _ in range(max(0, int(warmup))):
+        fn()
+    t0 = time.perf_counter()
+    fn()
+    one = max(time.perf_counter() - t0, 1e-9)
+    number = max(1, int(np.ceil(min_repeat_ms / 1e3 / one)))
+    results = []
+    with OthersCpu() as probe:
+        for _ in range(max(1, int(repeats))):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn()
+            results.append((time.perf_counter() - t0) / number)
+    arr = np.asarray(results)
+    q1, med, q3 = np.percentile(arr, [25, 50, 75])
+    return {"latency_s": float(med), "min_s": float(arr.min()), "max_s": float(arr.max()), "iqr_s": float(q3 - q1),
+            "results_s": [float(x) for x in arr], "repeats": int(arr.size), "number": number,
+            "others_cores": probe.cores,
+            "method": f"median of {arr.size} repeats of at least {min_repeat_ms:g} ms, after {warmup} warm-up call(s)"}
 
 
 def cuda_source(

@@ -67,7 +67,9 @@ TrialRecord = TuneRecord  # the older name
 @dataclass
 class BestResult:
     """The job's best candidate. When the run finished, `latency_s` is the figure re-timed by
-    `measure`'s method (`confirmed`); `tuner_latency_s` is what the search itself recorded."""
+    `measure` itself in the job's process (`confirmed`: the same build, check and method);
+    `tuner_latency_s` is what the search itself recorded. `others_cores` is the CPU time other
+    processes used while it was re-timed (see `Measurement.quiet`)."""
 
     trial: int
     latency_s: float
@@ -77,6 +79,9 @@ class BestResult:
     confirmed: bool = False
     tuner_latency_s: float | None = None
     method: str | None = None
+    others_cores: float | None = None
+    correct: bool | None = None
+    min_s: float | None = None
 
 
 @dataclass
@@ -284,7 +289,8 @@ class TuneJob:
             trial = next((r.trial for r in recs if r.run_secs == conf.get("run_secs")), rec.trial)
             return BestResult(trial=trial, latency_s=conf["latency_s"], trace=saved["trace"], script=saved.get("script"),
                               gflops=flops / conf["latency_s"] / 1e9 if flops else None, confirmed=True,
-                              tuner_latency_s=conf.get("tuner_latency_s"), method=conf.get("method"))
+                              tuner_latency_s=conf.get("tuner_latency_s"), method=conf.get("method"),
+                              others_cores=conf.get("others_cores"), correct=conf.get("correct"), min_s=conf.get("min_s"))
         script = None
         trace = rec.trace
         if saved.get("latency_s") is not None and abs(saved["latency_s"] - rec.latency_s) <= 1e-12 * max(1.0, rec.latency_s):

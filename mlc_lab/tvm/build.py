@@ -458,6 +458,26 @@ def _compile(mod: Any, target: Any) -> Any:
     return tvm.compile(mod, target=target)
 
 
+COMPULSORY = "compulsory: every element of every argument once"
+FOOTPRINT = "footprint: every element of every global buffer the function touches, once"
+
+
+def function_traffic(mod: Any, func_name: str, inputs: list[np.ndarray]) -> tuple[float, str, dict]:
+    """(bytes, which count, bytes per buffer) for the roofline: the distinct bytes of the whole
+    function from the footprint analysis, or the arguments' sizes where the analysis cannot say
+    (symbolic shapes, accesses it cannot place)."""
+    from mlc_lab.core.access.traffic import function_bytes
+    from mlc_lab.tvm import access_ir
+
+    try:
+        by_buffer = function_bytes(access_ir.lower(mod[func_name]))
+        if by_buffer:
+            return float(sum(by_buffer.values())), FOOTPRINT, by_buffer
+    except Exception:  # noqa: BLE001 - the analysis is a refinement; the compulsory count stands
+        pass
+    return float(sum(a.nbytes for a in inputs)), COMPULSORY, {}
+
+
 def measure_request(req: dict) -> dict:
     """Build `req["module"]`, check it against `req["reference"]`, time it. Runs generated code:
     call it only in the worker process."""
@@ -557,18 +577,20 @@ def measure_request(req: dict) -> dict:
         raise MeasureFailure("usage", "cold-cache timing flushes CPU caches: it is offered for CPU targets only")
     tensors = [tvm.runtime.tensor(a, dev) for a in inputs]
     try:
-        results = timing.time_function(ex.mod, func_name, dev, tensors, method)
+        stats = timing.timed(ex.mod, func_name, dev, tensors, method)
     except Exception as exc:  # noqa: BLE001
         raise MeasureFailure("run", "the program failed while being timed", str(exc)) from exc
-    stats = timing.summary(results)
     median = stats["latency_s"]
-    nbytes = float(sum(a.nbytes for a in inputs))
+    nbytes, bytes_source, bytes_by_buffer = function_traffic(one, func_name, inputs) if kind == "llvm" else (
+        float(sum(a.nbytes for a in inputs)), COMPULSORY, {})
     threads = timing.threads() if kind == "llvm" else None
     return {
         **stats,
         "flops": flops,
         "gflops": flops / median / 1e9 if median > 0 and flops else 0.0,
         "bytes": nbytes,
+        "bytes_source": bytes_source,
+        "bytes_by_buffer": bytes_by_buffer,
         "intensity": flops / nbytes if nbytes and flops else None,
         "max_abs_error": max_abs,
         "max_rel_error": max_rel,

@@ -590,7 +590,7 @@ def run_job(work_dir: str) -> int:
             }
         if job.get("confirm", True) and parse_runner(job.get("runner", "local"))["kind"] == "local":
             live.phase("confirming", CONFIRM_TOP)
-            confirm_best(work_dir, db, workload, target, mod, job["func_name"])
+            confirm_best(work_dir, db, workload, target)
         if job.get("shared_db"):
             live.phase("sharing")
             status["shared"] = share(job["shared_db"], work_dir, index, imported)
@@ -680,10 +680,11 @@ def _strategy(job: dict) -> Any:
     )
 
 
-def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, mod: Any, func_name: str) -> None:
-    """Re-time the best few candidates by measure's method (`timing.MEASURE`) and record the
-    fastest as "confirmed" in mlc_lab_best.json: the figure the job reports as its best, the one
-    `measure` of the same trace reproduces."""
+def confirm_best(work_dir: str, db: Any, workload: Any, target: Any) -> None:
+    """Re-time the best few candidates with `measure` itself (`build.measure_request`: the same
+    build, the same correctness check against the workload, the same timing method
+    `timing.MEASURE`) and record the fastest as "confirmed" in mlc_lab_best.json: the figure the
+    job reports as its best, the one `measure` of the same trace reproduces."""
     best_path = os.path.join(work_dir, BEST_FILE)
     try:
         with open(best_path) as fh:
@@ -691,31 +692,33 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, mod: Any, f
     except (OSError, ValueError):
         return
     top = [r for r in db.get_top_k(workload, CONFIRM_TOP) if r.run_secs and max(float(x) for x in r.run_secs) < 1e9]
-    dev = tvm.cpu()
-    specs = _build.param_specs(mod, func_name)
-    arrays = [tvm.runtime.tensor(a, dev) for a in _build.random_inputs(specs, 0)]
     confirmed = []
     for rec in top:
         try:
             sch = tvm.s_tir.Schedule(rec.workload.mod)
             rec.trace.apply_to_schedule(sch, remove_postproc=False)
-            rt = fast_build(sch.mod, target)
-            results = timing.time_function(rt, "main", dev, arrays, timing.MEASURE)
+            m = _build.measure_request({
+                "module": _build.module_to_text(sch.mod),
+                "reference": _build.module_to_text(rec.workload.mod),
+                "func_name": "main",
+                "target": _build.target_to_json(target),
+            })
         except Exception as exc:  # noqa: BLE001 - a candidate that fails now is skipped
             print(f"mlc_lab: could not re-time a candidate: {exc}", file=sys.stderr)
             continue
-        stats = timing.summary(results)
+        if m.get("correct") is False:
+            print(f"mlc_lab: a candidate computes a wrong result (max abs error {m.get('max_abs_error')}); skipped",
+                  file=sys.stderr)
+            continue
         secs = [float(x) for x in rec.run_secs]
-        confirmed.append({**stats, "trace": str(sch.trace), "script": sch.mod.script(), "run_secs": secs,
+        confirmed.append({**m, "trace": str(sch.trace), "script": sch.mod.script(), "run_secs": secs,
                           "tuner_latency_s": _median(secs)})
     if not confirmed:
         return
     winner = min(confirmed, key=lambda c: c["latency_s"])
-    best["confirmed"] = {
-        "latency_s": winner["latency_s"], "min_s": winner["min_s"], "max_s": winner["max_s"], "iqr_s": winner["iqr_s"],
-        "results_s": winner["results_s"], "tuner_latency_s": winner["tuner_latency_s"], "run_secs": winner["run_secs"],
-        "method": timing.MEASURE.describe(timing.threads()), "threads": timing.threads(), "candidates": len(confirmed),
-    }
+    keep = ("latency_s", "min_s", "max_s", "iqr_s", "results_s", "tuner_latency_s", "run_secs", "method", "threads",
+            "others_cores", "load", "correct", "target", "cache")
+    best["confirmed"] = {**{k: winner.get(k) for k in keep}, "candidates": len(confirmed)}
     best["trace"], best["script"] = winner["trace"], winner["script"]
     best["latency_s_confirmed"] = winner["latency_s"]
     _write_json(best_path, best)

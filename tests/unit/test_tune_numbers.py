@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
 import mlc_lab
+from mlc_lab._contention import QUIET_CORES
 from mlc_lab.core.measure import measure
 from mlc_lab.core.tune import tune
 from mlc_lab.widgets.tuning import job_snapshot, without_postproc_marker
@@ -17,31 +19,54 @@ from tests.fixtures.programs import matmul
 FAST = {"strategy": "replay-trace", "cost_model": "random"}
 
 
-def quiet() -> bool:
-    return os.getloadavg()[0] < 0.5 * len(os.sched_getaffinity(0))
-
-
 @pytest.mark.slow
 def test_the_tuners_best_and_measure_of_its_trace_agree(tmp_path):
     s = mlc_lab.Session(matmul(128))
     job = tune(s, trials=8, work_dir=str(tmp_path / "wd"), num_trials_per_iter=8, seed=3, **FAST)
     assert job.wait(timeout=600) == "done", job.error
     best = job.best
-    assert best.confirmed and "warm cache" in best.method and "thread" in best.method
+    assert best.confirmed and best.correct and "warm cache" in best.method and "thread" in best.method
     assert best.tuner_latency_s == job.records()[best.trial].latency_s  # it is one of the trials
     again = mlc_lab.Session.from_trace(matmul(128), best.trace)
     m = measure(again.module, again.original, again.func_name)
     assert m.correct and m.threads == int(os.environ["TVM_NUM_THREADS"])
+    assert best.method == m.method  # one method: repeats, cache, warm-up, threads
     saved = json.load(open(tmp_path / "wd" / "mlc_lab_best.json"))["confirmed"]
-    if quiet():  # the acceptance figure: one method, one number (within 10 %)
-        assert abs(m.latency_s / best.latency_s - 1) <= 0.10, (m.latency_s, best.latency_s)
+    assert saved["others_cores"] is not None and saved["target"].startswith('{"kind":"llvm"')
+    # Whether the machine was quiet is read off the two measurements themselves (the cores other
+    # processes used while each ran), not the load average, which counts our own tuning job.
+    if best.others_cores < QUIET_CORES and m.others_cores < QUIET_CORES:
+        # the acceptance figure: one method, one number (within 10 %)
+        assert abs(m.latency_s / best.latency_s - 1) <= 0.10, (m.latency_s, best.latency_s, m.others_cores)
     else:
-        # A shared machine (load above half its cores) moves a two-thread kernel's time by 2-3x from
-        # one second to the next, so only the order of magnitude can be checked here; the 10 %
-        # figure is benchmarks/tune.py's to report, with the load it was taken under.
+        # Another process held a core during one of them: a two-thread kernel then waits for it, by
+        # up to 10x here. Only the order of magnitude of the fastest repeats can be checked.
         fastest = min([m.min_s] + [measure(again.module, again.original, again.func_name).min_s for _ in range(2)])
         ratio = fastest / saved["min_s"]
-        assert 0.33 <= ratio <= 3.0, (fastest, saved["min_s"], os.getloadavg())
+        assert 0.2 <= ratio <= 5.0, (fastest, saved["min_s"], best.others_cores, m.others_cores)
+
+
+def test_the_tuning_target_and_measures_target_build_the_same_machine_code():
+    # the job builds with tuning_target("cpu") (the native CPU plus "num-cores" for
+    # meta_schedule's rules), measure with resolve_target("cpu"): the code must be the same
+    import tvm
+
+    from mlc_lab.tvm import build, tuning
+
+    s = mlc_lab.Session(matmul(64))
+    j0, j1 = s.apply("split", "C/j", factors=[None, 16])
+    s.apply("vectorize", j1)
+    s.apply("parallel", "C/i")
+    _, one = build.single_function_module(s.module, s.func_name)
+    job_target = tvm.target.Target(tuning.tuning_target("cpu"))
+    assert int(job_target.attrs["num-cores"]) >= 1
+    def asm(target) -> str:
+        mod = tvm.compile(one, target=target).mod
+        return "\n".join(m.inspect_source("asm") for m in [mod, *mod.imports] if m.kind == "llvm")
+
+    job_code, measure_code = asm(job_target), asm(build.resolve_target("cpu"))
+    assert re.search(r"v(fmadd|mul|add)\w*ps", job_code)  # the vectorised body is there
+    assert job_code == measure_code
 
 
 @pytest.mark.slow
@@ -170,7 +195,9 @@ def test_measure_states_its_method_and_places_the_program_on_the_roofline():
     s = mlc_lab.Session(matmul(64))
     m = measure(s.module, s.original, s.func_name, repeats=5)
     assert m.ok and m.cache == "warm" and m.threads >= 1 and "median of 5" in m.method
-    assert m.flops == 2 * 64**3 and m.bytes == 3 * 64 * 64 * 4
+    assert m.flops == 2 * 64**3 and m.bytes == 3 * 64 * 64 * 4 and m.bytes_source.startswith("footprint")
+    assert m.bytes_by_buffer == {"A": 64 * 64 * 4, "B": 64 * 64 * 4, "C": 64 * 64 * 4}
+    assert m.others_cores is not None and m.others_cores >= 0 and m.quiet == (m.others_cores < 0.25)
     assert m.intensity == pytest.approx(m.flops / m.bytes)
     assert m.machine_peak_gflops > 0 and m.machine_bandwidth_gbs > 0
     assert m.peak_gflops == pytest.approx(min(m.machine_peak_gflops, m.machine_bandwidth_gbs * m.intensity))
@@ -181,3 +208,34 @@ def test_measure_states_its_method_and_places_the_program_on_the_roofline():
     assert cold.ok and cold.cache == "cold" and "cold cache" in cold.method and cold.repeats == 3
     with pytest.raises(mlc_lab.MlcLabError, match="cache must be"):
         measure(s.module, s.original, s.func_name, cache="lukewarm")
+
+
+HALF_READ = """
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+@I.ir_module
+class Mod:
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((64, 64), "float32"), B: T.Buffer((32, 64), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        for i, j in T.grid(32, 64):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] * T.float32(2)
+"""
+
+
+def test_intensity_counts_the_bytes_the_whole_function_touches():
+    # half of A is never read: the footprint counts 32 rows of A, the arguments' sizes all 64
+    s = mlc_lab.Session(HALF_READ)
+    m = measure(s.module, s.original, s.func_name, repeats=3)
+    assert m.correct and m.bytes_source.startswith("footprint")
+    assert m.bytes_by_buffer == {"A": 32 * 64 * 4, "B": 32 * 64 * 4} and m.bytes == 2 * 32 * 64 * 4
+    assert m.intensity == pytest.approx(m.flops / m.bytes) and m.flops == 32 * 64
+    # a schedule that stages the result in a global intermediate adds that buffer's traffic
+    t = mlc_lab.Session(matmul(64))
+    t.apply("cache_write", "C", 0, "global")
+    staged = measure(t.module, t.original, t.func_name, repeats=3)
+    assert staged.correct and set(staged.bytes_by_buffer) == {"A", "B", "C", "C_global"}
+    assert staged.bytes == 4 * 64 * 64 * 4 and staged.intensity == pytest.approx(2 * 64**3 / (4 * 64 * 64 * 4))
