@@ -5,11 +5,18 @@
               `ms.tune_tir` in a plain subprocess in the same run: the same builder and start-up
               fixes, but meta_schedule's stock runner settings (number=1, repeat=3,
               min_repeat_ms=30) and search (population 512). Target: job / bare <= 0.67.
-  agreement:  the job's best (re-timed at the end by measure's method) against `measure` of the
-              same trace, afterwards, in this process. Target: within 1.1.
+  agreement:  the job's best (re-timed at the end by `measure` itself, in the job's process) against
+              `measure` of the same trace, afterwards, three times. Each figure states the cores
+              other processes used while it was taken (`others_cores`); the ratio is the median
+              re-measurement over the job's figure, and `both_quiet` says whether the job's figure
+              and at least one re-measurement were taken on a quiet machine. Target: within 1.1.
   quality:    64 trials of the 512^3 float32 matmul; the best trace re-measured with `measure`,
-              against numpy's `a @ b` (a clean subprocess, the same median-of-repeats method),
-              interleaved three times so that both see the same load. Target: >= 1.0.
+              against numpy's `a @ b` (a clean subprocess, `mlc_lab.time_callable`: the same
+              median-of-repeats method), interleaved five times. The headline ratio divides each
+              side's fastest median (its least disturbed round: another process on one core slows
+              numpy's two OpenBLAS threads by 10-30x, and a two-thread TVM kernel too), so that one
+              disturbed round on one side cannot decide it; every round is printed with its
+              others_cores. Target: >= 1.0.
   warm start: a second 64-trial run of the 128^3 matmul whose shared database is the speed run's;
               the trials it needs to reach the first run's best.
 
@@ -34,6 +41,7 @@ import mlc_lab  # noqa: E402
 from mlc_lab.core.measure import measure, shutdown_worker  # noqa: E402
 from mlc_lab.core.tune import tune  # noqa: E402
 from benchmarks.machine import numpy_matmul as numpy_gflops  # noqa: E402  (numpy timed the same way)
+from mlc_lab._contention import QUIET_CORES  # noqa: E402
 
 
 def matmul(n: int) -> str:
@@ -137,7 +145,26 @@ def recheck_best(job, n: int) -> dict | None:
     m = measure(s.module, s.original, s.func_name)
     return {"latency_s": m.latency_s, "min_s": m.min_s, "iqr_s": m.iqr_s, "gflops": m.gflops,
             "fraction_of_peak": m.fraction_of_peak, "correct": m.correct, "method": m.method, "load": m.load,
+            "others_cores": m.others_cores, "intensity": m.intensity, "bytes_source": m.bytes_source.split(":")[0],
             "_session": s}
+
+
+def agreement(job, n: int, times: int = 3) -> dict:
+    """`measure` of the job's best trace, `times` times, against the job's own confirmed figure."""
+    best = job.best
+    checks = []
+    for _ in range(times):
+        r = recheck_best(job, n)
+        r.pop("_session", None)
+        checks.append(r)
+    median = sorted(c["latency_s"] for c in checks)[len(checks) // 2]
+    quiet = [c for c in checks if c["others_cores"] is not None and c["others_cores"] < QUIET_CORES]
+    job_quiet = best.others_cores is not None and best.others_cores < QUIET_CORES
+    return {"job_latency_s": best.latency_s, "job_others_cores": best.others_cores, "rechecks": checks,
+            "measure_over_tuner_best": round(median / best.latency_s, 3),
+            "measure_over_tuner_best_quiet": (round(sorted(c["latency_s"] for c in quiet)[len(quiet) // 2] / best.latency_s, 3)
+                                              if quiet and job_quiet else None),
+            "both_quiet": bool(quiet) and job_quiet}
 
 
 def trials_to_reach(latencies: list, target: float, slack: float = 0.0) -> int | None:
@@ -163,15 +190,15 @@ def main() -> int:
                  "cores": len(os.sched_getaffinity(0)), "tvm_num_threads": os.environ.get("TVM_NUM_THREADS"),
                  "loadavg_start": loadavg()}
     mach = mlc_lab.machine()
-    out["machine"] = {"peak_gflops": round(mach.peak_gflops, 1), "bandwidth_gbs": round(mach.bandwidth_gbs, 2)}
+    out["machine"] = {"peak_gflops": round(mach.peak_gflops, 1), "bandwidth_gbs": round(mach.bandwidth_gbs, 2),
+                      "peak_one_core_gflops": round(mach.peak_one_core_gflops or 0, 1), "measured": mach.when(),
+                      "peak_note": mach.peak_note}
     speed = None
     if not args.skip_speed:
         speed = run_job(128, args.trials, args.per_iter, args.seed)
         job = speed.pop("_job")
-        recheck = recheck_best(job, 128)
-        recheck.pop("_session", None)
-        speed["recheck_with_measure"] = recheck
-        speed["measure_over_tuner_best"] = round(recheck["latency_s"] / speed["best_latency_s"], 3)
+        speed["agreement"] = agreement(job, 128)
+        speed["measure_over_tuner_best"] = speed["agreement"]["measure_over_tuner_best"]
         out["speed_128"] = {k: v for k, v in speed.items() if k != "latencies_s"}
     if not args.skip_bare and speed is not None:
         bare = run_bare(128, args.trials, args.per_iter, args.seed)
@@ -196,20 +223,27 @@ def main() -> int:
         quality = run_job(512, args.trials, args.per_iter, args.seed)
         job = quality.pop("_job")
         quality.pop("latencies_s")
+        quality["agreement"] = agreement(job, 512)
+        quality["measure_over_tuner_best"] = quality["agreement"]["measure_over_tuner_best"]
         rounds = []
-        for _ in range(3):  # interleaved: numpy and the tuned kernel see the same load
+        for _ in range(5):  # interleaved: numpy and the tuned kernel see the same machine
             npy = numpy_gflops(512)
             mine = recheck_best(job, 512)
             mine.pop("_session", None)
             rounds.append({"numpy_median_s": npy["median_s"], "tuned_median_s": mine["latency_s"],
                            "numpy_min_s": npy["min_s"], "tuned_min_s": mine["min_s"],
+                           "numpy_others_cores": npy["others_cores"], "tuned_others_cores": mine["others_cores"],
                            "tuned_over_numpy_speed": round(npy["median_s"] / mine["latency_s"], 3),
                            "tuned_correct": mine["correct"], "load": mine["load"]})
         quality["rounds"] = rounds
-        quality["measure_over_tuner_best"] = round(rounds[0]["tuned_median_s"] / quality["best_latency_s"], 3)
         out["quality_512"] = quality
-        speeds = sorted(r["tuned_over_numpy_speed"] for r in rounds)
-        out["tuned_512_over_numpy_median_of_rounds"] = speeds[1]
+        numpy_best = min(r["numpy_median_s"] for r in rounds)
+        tuned_best = min(r["tuned_median_s"] for r in rounds)
+        out["tuned_512_over_numpy"] = round(numpy_best / tuned_best, 3)  # the headline: see the docstring
+        quiet = [r for r in rounds if max(r["numpy_others_cores"] or 9, r["tuned_others_cores"] or 9) < QUIET_CORES]
+        out["tuned_512_over_numpy_quiet_rounds"] = (
+            sorted(r["tuned_over_numpy_speed"] for r in quiet)[len(quiet) // 2] if quiet else None)
+        out["quiet_rounds"] = len(quiet)
         out["tuned_512_over_numpy_at_min"] = round(min(r["numpy_min_s"] for r in rounds) / min(r["tuned_min_s"] for r in rounds), 3)
     out["loadavg_end"] = loadavg()
     shutdown_worker()
