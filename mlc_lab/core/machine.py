@@ -49,6 +49,8 @@ class Machine:
     load: float | None = None  # 1-minute load average while it was measured
     tvm: str = ""
     peak_one_core_gflops: float | None = None  # the FMA kernel on one core alone
+    peak_all_cores_gflops: float | None = None  # the FMA kernel on all cores at once, as measured
+    peak_source: str = ""  # "all cores at once", or why threads x the one-core figure was taken
     others_cores: float | None = None  # cores other processes used while it was measured
     measured_at: float | None = None  # time.time() of the measurement
     peak_note: str = ""  # set when the peak was raised to a figure a real kernel reached
@@ -164,7 +166,8 @@ def machine(refresh: bool = False, *, timeout: float = MEASURE_TIMEOUT_S) -> Mac
         new = Machine(**{**asdict(new), "peak_gflops": max(new.peak_gflops, old.peak_gflops),
                          "bandwidth_gbs": max(new.bandwidth_gbs, old.bandwidth_gbs),
                          "peak_one_core_gflops": max(new.peak_one_core_gflops or 0, old.peak_one_core_gflops or 0) or None,
-                         "peak_note": old.peak_note if better_peak else new.peak_note})
+                         "peak_note": old.peak_note if better_peak else new.peak_note,
+                         "peak_source": old.peak_source if better_peak else new.peak_source})
     _write_cache(path, new)
     _cached = new
     return new

@@ -130,3 +130,25 @@ def _timed(fn) -> float:
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
+
+
+def test_an_all_core_peak_below_the_cores_times_one_core_was_disturbed(monkeypatch):
+    from mlc_lab.tvm import machine as tvm_machine
+
+    def flops(chunks: int) -> float:
+        return 2.0 * chunks * tvm_machine.FMA_ITERS * tvm_machine.ACCUMULATORS * 16
+
+    def fake_fastest(all_gflops: float):
+        def fastest(ex, name, args, calls, bursts=1):
+            chunks = args[0].shape[0]
+            gflops = all_gflops if chunks == 2 else 114.6
+            return [flops(chunks) / gflops / 1e9], 0.0
+        return fastest
+
+    monkeypatch.setattr(tvm_machine, "_fastest", fake_fastest(225.4))  # quiet: 225.4 ~ 2 x 114.6
+    quiet = tvm_machine.peak_gflops(2, 16)
+    assert quiet["gflops"] == pytest.approx(225.4) and quiet["source"] == "all cores at once"
+    monkeypatch.setattr(tvm_machine, "_fastest", fake_fastest(110.4))  # another process held a core
+    busy = tvm_machine.peak_gflops(2, 16)
+    assert busy["gflops"] == pytest.approx(2 * 114.6) and busy["all_cores_gflops"] == pytest.approx(110.4)
+    assert "another process held a core" in busy["source"]
