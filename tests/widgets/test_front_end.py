@@ -81,8 +81,9 @@ def test_explorer_records_each_step_once_for_saved_views(comms, session):
     assert sorted(k for k in recorded if k.startswith("step:")) == ["step:0", "step:1", "step:2"]
     records = {k: r for k, (_g, r) in w._mlc_records.items()}
     # each record is the step's own view, sent once (undo/redo made no new record)
-    assert json.loads(records["step:2"].data)["id"] == 2 and records["step:2"].comm is not None
-    assert json.loads(records["step:0"].data)["parent"] is None
+    assert json.loads(records["step:2"].raw_data)["id"] == 2 and records["step:2"].comm is not None
+    assert json.loads(records["step:0"].raw_data)["parent"] is None
+    assert records["step:2"].encoding == "gzip" and len(records["step:2"].data) < len(records["step:2"].raw_data) / 2
     w.close()
     assert all(r.comm is None for r in records.values())
 
