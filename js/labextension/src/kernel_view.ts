@@ -11,13 +11,22 @@
 import { SessionContext, type ISessionContext } from "@jupyterlab/apputils";
 import type { IRenderMimeRegistry } from "@jupyterlab/rendermime";
 import type { ServiceManager } from "@jupyterlab/services";
-import { OutputArea, OutputAreaModel, SimplifiedOutputArea } from "@jupyterlab/outputarea";
-import { registerWidgetManager } from "@jupyter-widgets/jupyterlab-manager";
+import type { SimplifiedOutputArea } from "@jupyterlab/outputarea";
 import type { IDisposable } from "@lumino/disposable";
 import { Signal } from "@lumino/signaling";
 import { Panel } from "@lumino/widgets";
 
 export type LiveState = "idle" | "starting" | "live" | "no-kernel" | "failed";
+
+// Loaded when a document first goes live, not with the extension: without ipywidgets' JupyterLab
+// extension the documents stay read-only and everything else still works.
+type Libraries = [typeof import("@jupyterlab/outputarea"), typeof import("@jupyter-widgets/jupyterlab-manager")];
+let libraries: Promise<Libraries> | null = null;
+const loadLibraries = () =>
+  (libraries ??= Promise.all([import("@jupyterlab/outputarea"), import("@jupyter-widgets/jupyterlab-manager")]).catch((err) => {
+    libraries = null;
+    throw new Error(`the widget manager of ipywidgets' JupyterLab extension is not available (${err instanceof Error ? err.message : String(err)})`);
+  }));
 
 export interface KernelViewOptions {
   services: ServiceManager.IManager;
@@ -89,8 +98,9 @@ export class KernelView extends Panel {
         return false;
       }
       await this.session.ready;
-      this.bindWidgets(this.session);
-      await this.run();
+      const libs = await loadLibraries();
+      this.bindWidgets(this.session, libs);
+      await this.run(libs);
       return (this._state as LiveState) === "live";
     } catch (err) {
       this.setState("failed", err instanceof Error ? err.message : String(err));
@@ -99,7 +109,7 @@ export class KernelView extends Panel {
   }
 
   /** A widget manager for this kernel on our own copy of the rendermime (as notebooks get one). */
-  private bindWidgets(session: SessionContext): void {
+  private bindWidgets(session: SessionContext, [{ OutputAreaModel, SimplifiedOutputArea }, { registerWidgetManager }]: Libraries): void {
     if (this.manager) return;
     const rendermime = this.options.rendermime.clone();
     // What registerWidgetManager reads of a notebook's context: its kernel session, the signal it
@@ -118,7 +128,7 @@ export class KernelView extends Panel {
     this.addWidget(this.output);
   }
 
-  private async run(): Promise<void> {
+  private async run([{ OutputArea }]: Libraries): Promise<void> {
     if (!this.session || !this.output) return;
     this.output.model.clear();
     const reply: any = await OutputArea.execute(this.options.code, this.output, this.session);
