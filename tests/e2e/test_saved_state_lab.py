@@ -144,6 +144,8 @@ def test_saved_notebook_in_notebook7(lab_server, saved_lecture, browser, artifac
         _no_kernel_dialog(page, artifacts, "saved-nb7")
         _assert_saved_widgets(page, nb)
         page.locator(".mlc-explorer").first.screenshot(path=str(artifacts / "saved-nb7-explorer.png"))
+        page.locator(".mlc-explorer").first.hover()  # Notebook 7 has no side panels to offer
+        assert page.locator(".mlc-explorer .mlc-side-panel").first.is_hidden()
         # Notebook 7.6 itself raises these on this server's pages (its shortcut settings read a
         # plugin it does not have; its tree plugin calls a file-browser command it did not
         # register): reproduced with no mlc_lab extension installed, so not asserted here.

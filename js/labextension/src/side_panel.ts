@@ -38,7 +38,9 @@ async function openBeside(app: JupyterFrontEnd, panel: NotebookPanelLike, index:
 }
 
 export function offerSidePanels(app: JupyterFrontEnd): void {
+  // JupyterLab's dock panel has a right split; Notebook 7's one-document shell has none.
   const can = (el: HTMLElement) =>
+    app.name === "JupyterLab" &&
     app.commands.hasCommand(COMMAND) && !!el.closest(".jp-Notebook .jp-Cell .jp-OutputArea") && !el.closest(".jp-LinkedOutputView");
   setHostOffer({ canOpenSidePanel: can });
   document.addEventListener(OPEN_SIDE_PANEL, (ev) => {
