@@ -8,6 +8,7 @@ then converted by a real ``jupyter nbconvert --to html``."""
 from __future__ import annotations
 
 import html
+import os
 import re
 import subprocess
 import sys
@@ -87,8 +88,6 @@ def test_nbconvert_html_of_an_executed_notebook_is_honest(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
-    import os
-
     env_before = dict(os.environ)
     os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     try:  # JupyterLab's default save: no widget state
