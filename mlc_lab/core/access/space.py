@@ -163,11 +163,13 @@ class ProgramIndex:
         return self.counts[id(node)]
 
     def has_tags(self, node) -> bool:
-        """Whether a loop under ``node`` (itself included) binds a thread or block tag."""
+        """Whether a loop under ``node`` (itself included) binds a thread or block index (a loop
+        re-binding an enclosing loop's tag, as a cooperative fetch does, binds nothing new)."""
         key = id(node)
         if key not in self._tagged:
             if isinstance(node, Loop):
-                self._tagged[key] = node.tag is not None or self.has_tags(node.body)
+                binds = node.tag in THREAD_TAGS + BLOCK_TAGS and node.id not in self.alias
+                self._tagged[key] = binds or self.has_tags(node.body)
             elif isinstance(node, Seq):
                 self._tagged[key] = any(self.has_tags(c) for c in node.children)
             else:
@@ -208,8 +210,9 @@ def _mod(a: np.ndarray, m: int) -> np.ndarray:
 class _Tags:
     """Values of the thread and block tags at n points (-1: not bound there)."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, dtype=np.int64):
         self.n = n
+        self.dtype = dtype
         self.values: dict[str, object] = {}
         self.partial = False
 
@@ -219,7 +222,7 @@ class _Tags:
             return
         arr = self.values.get(tag, -1)
         if np.ndim(arr) == 0:
-            arr = np.full(self.n, arr, np.int64)
+            arr = np.full(self.n, arr, self.dtype)
             self.partial = self.partial or int(self.values.get(tag, -1)) < 0
         arr[at] = value
         self.values[tag] = arr
@@ -229,6 +232,8 @@ class _Tags:
             return np.full(self.n, -1, np.int64)
         x, y, z = (self.values.get(t, -1) for t in names)
         nx, ny = launch.get(names[0], 1), launch.get(names[1], 1)
+        if nx * ny * launch.get(names[2], 1) >= 2**31:       # ids past int32
+            x, y, z = (np.asarray(v, dtype=np.int64) for v in (x, y, z))
         lin = np.maximum(x, 0) + nx * (np.maximum(y, 0) + ny * np.maximum(z, 0))
         if self.partial:
             lin = np.where((np.asarray(x) >= 0) | (np.asarray(y) >= 0) | (np.asarray(z) >= 0), lin, -1)
@@ -335,8 +340,8 @@ class Query:
         """The thread and the block (linear ids, x fastest; -1 where no loop binds one) that run
         each of ``steps``. A step fixes every loop that iterates (inner loops bind no threads),
         so these follow from the first touch alone and need not be tracked per point."""
-        steps = np.asarray(steps, dtype=np.int64).reshape(-1)
-        tags = _Tags(steps.size)
+        steps = np.asarray(steps).reshape(-1)       # int32 when the steps fit: it divides faster
+        tags = _Tags(steps.size, steps.dtype)
         for lp in self.enclosing:
             if lp.tag not in _ALL_TAGS or lp.id in self.index.alias:
                 continue
@@ -346,8 +351,29 @@ class Query:
                 tags.put(lp.tag, int(lp.min) + steps // self.weights[lp.id] % self.index.extents[lp.id], None)
         if self.total_steps != self.index.count(self.L):         # swept threads: the step within L
             steps = _mod(steps, max(1, self.index.count(self.L)))
+        run = self._tag_run()
+        if run and self.index.count(self.L) // run < steps.size and not any(map(np.ndim, tags.values.values())):
+            # the ids change only every `run` steps: work them out once per run, then look them up
+            runs = _Tags(self.index.count(self.L) // run, steps.dtype)
+            runs.values.update(tags.values)
+            self._decode(self.L, np.arange(runs.n, dtype=steps.dtype) * run, None, runs)
+            which = steps // run
+            return runs.linear(THREAD_TAGS, launch)[which], runs.linear(BLOCK_TAGS, launch)[which]
         self._decode(self.L, steps, None, tags)
         return tags.linear(THREAD_TAGS, launch), tags.linear(BLOCK_TAGS, launch)
+
+    def _tag_run(self) -> int | None:
+        """Steps per iteration of the innermost tag-binding loop, when every such loop under L
+        sits on the nest's single chain of loops (no sequence above one): the tags are then
+        constant over runs of that many steps. None otherwise."""
+        index, node, run = self.index, self.L, None
+        while isinstance(node, Loop) and index.has_tags(node):
+            if node.tag in _ALL_TAGS and node.id not in index.alias:
+                run = max(1, index.count(node.body))
+            node = node.body
+        if isinstance(node, Seq) and index.has_tags(node):
+            return None
+        return run
 
     def _decode(self, node, s: np.ndarray, at, tags: "_Tags") -> None:
         """The values of the tag-bound loops under ``node`` at steps ``s`` counted from the
