@@ -1,18 +1,21 @@
 """Generate the conformance corpus: schedules TVM itself writes, with TVM's own replay as the oracle.
 
     PYTHONPATH=. .venv/bin/python tests/conformance/generate.py  # rewrites corpus.json.gz (~1 min)
+    PYTHONPATH=. .venv/bin/python tests/conformance/generate.py --sources access_entries  # only these
 
 Sources, all shipped in the apache-tvm wheel (no network):
 - ``meta_schedule.testing.te_workload``: the 13 workloads, design spaces for llvm (AVX-512), CUDA and
   (fp16 GEMMs) CUDA tensor cores; every sketch again with decisions re-sampled under fixed seeds;
 - a matmul with a symbolic extent (dynamic ``sample_perfect_tile``, decision ``[-1, ...]``);
 - dlight's GPU rules;
-- the course's programs (tests/fixtures) with the schedules of the test suite;
+- the course's programs (tests/fixtures) with the schedules of the test suite, and at full size
+  (1024^3 matmuls on GPU and CPU, its ``T.init()`` kept) with the access analysis's schedules;
 - a few schedules per primitive of ``tvm.s_tir.Schedule`` (``primitive_schedules.py``).
 
 Each entry stores the original module (TVMScript), the trace as TVM prints it and as its JSON, the
 structural hash of the scheduled module, and whether TVM's own replays (text via ``exec`` here, at
-generation time only, and JSON) reproduce it. The corpus is deterministic for a given TVM version.
+generation time only, and JSON) reproduce it. Design spaces are drawn
+with a random seed (TuneContext), so a full regeneration changes their sketches' decisions.
 """
 
 from __future__ import annotations
@@ -194,6 +197,31 @@ def course_entries() -> Iterator[dict]:
         yield entry(f"course/{name}", "course", load(SCENARIOS[name][0]), sch, session.func_name)
 
 
+def access_entries() -> Iterator[dict]:
+    """The course's programs at the size the course runs them, scheduled as the access analysis's
+    tests do (tests/fixtures/programs_access.py): what the Memory view is asked about in class."""
+    from tests.fixtures import programs_access as P
+
+    cases = {
+        "mm_relu_split": (lambda: P.mm_relu(128), lambda: P.sched_mm_relu_split(128)),
+        "vector_add": (lambda: P.vector_add(1024), lambda: P.sched_vector_add(1024)),
+        "window_sum": (lambda: P.window_sum(1024), lambda: P.sched_window_sum(1024)),
+        "gpu_local": (lambda: P.matmul(1024), lambda: P.sched_gpu_local(1024)),
+        "gpu_shared": (lambda: P.matmul(1024), lambda: P.sched_gpu_shared(1024)),
+        "cpu_tiled": (lambda: P.matmul(1024), lambda: P.sched_cpu_tiled(1024)),
+        "matmul_init": (lambda: P.matmul(1024), lambda: P.sched_matmul_init(1024)),
+    }
+    for name, (original, scheduled) in cases.items():
+        done = scheduled()
+        func = done.mod.get_global_vars()[0].name_hint
+        prog = original()       # a module or a lone PrimFunc, as the fixtures write them
+        prog = prog[func] if isinstance(prog, tvm.IRModule) else prog
+        mod = reparsed(tvm.IRModule({func: prog.with_attr("global_symbol", func)}))
+        sch = s_tir.Schedule(mod, debug_mask="none")
+        done.trace.apply_to_schedule(sch, remove_postproc=False)
+        yield entry(f"course-access/{name}", "course-access", mod, sch, func)
+
+
 def primitive_entries() -> Iterator[dict]:
     from tests.conformance.primitive_schedules import SCHEDULES
 
@@ -205,14 +233,30 @@ def primitive_entries() -> Iterator[dict]:
 
 
 def main() -> None:
+    """``--sources access_entries,...``: regenerate only these sources and keep every other entry
+    of the committed corpus as it is (TuneContext draws a sketch's decisions from a random seed:
+    regenerating the design spaces changes their entries)."""
     started = time.time()
+    sources: list[Callable[[], Iterator[dict]]] = [primitive_entries, course_entries, access_entries, dlight_entries,
+                                                   te_entries]
+    only = None
+    if len(sys.argv) > 2 and sys.argv[1] == "--sources":
+        only = set(sys.argv[2].split(","))
+        unknown = only - {f.__name__ for f in sources}
+        if unknown:
+            raise SystemExit(f"unknown sources {sorted(unknown)}; sources are {[f.__name__ for f in sources]}")
     entries: list[dict] = []
-    sources: list[Callable[[], Iterator[dict]]] = [primitive_entries, course_entries, dlight_entries, te_entries]
     for source in sources:
+        if only is not None and source.__name__ not in only:
+            continue
         t0 = time.time()
         got = list(source())
         print(f"{source.__name__}: {len(got)} schedules in {time.time() - t0:.1f} s", file=sys.stderr)
         entries.extend(got)
+    if only is not None:
+        fresh = {e["id"]: e for e in entries}
+        kept = json.loads(gzip.decompress(CORPUS.read_bytes()))["entries"]
+        entries = [fresh.pop(e["id"], e) for e in kept] + list(fresh.values())
     data = json.dumps({"tvm": tvm.__version__, "entries": entries}, separators=(",", ":"), sort_keys=True)
     CORPUS.write_bytes(gzip.compress(data.encode(), mtime=0))
     print(f"{len(entries)} schedules, {CORPUS.stat().st_size // 1024} KiB, {time.time() - started:.0f} s",
