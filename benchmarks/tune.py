@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -89,11 +90,15 @@ def loadavg() -> list[float]:
 
 def run_job(n: int, trials: int, per_iter: int, seed: int, database: str | None = None) -> dict:
     wd = tempfile.mkdtemp(prefix=f"bench_tune_{n}_")
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     job = tune(mlc_lab.Session(matmul(n)), trials=trials, work_dir=wd, num_trials_per_iter=per_iter, seed=seed,
                database=database)
     status = job.wait()
     wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU seconds of the job (and the processes it waited for): what the run cost, less the load
+    job_cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     best = job.best
     recs = job.records(with_traces=False)
     live_path = os.path.join(wd, "mlc_lab_live.jsonl")
@@ -104,6 +109,7 @@ def run_job(n: int, trials: int, per_iter: int, seed: int, database: str | None 
         "status": status,
         "error": job.error,
         "wall_s": round(wall, 2),
+        "job_cpu_s": round(job_cpu, 2),
         "trials": len(recs),
         "failed": sum(1 for r in recs if not r.ok),
         "best_latency_s": best.latency_s if best else None,
@@ -125,14 +131,17 @@ def run_bare(n: int, trials: int, per_iter: int, seed: int) -> dict:
     module_path = os.path.join(wd, "module.json")
     with open(module_path, "w") as fh:
         fh.write(module_to_text(mlc_lab.load(matmul(n))))
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", BARE_SNIPPET, wd, module_path, str(trials), str(per_iter), str(seed)],
         capture_output=True, text=True,
     )
     wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     lines = open(os.path.join(wd, "database_tuning_record.json")).read().splitlines() if proc.returncode == 0 else []
-    return {"wall_s": round(wall, 2), "rc": proc.returncode, "trials": len(lines),
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "rc": proc.returncode, "trials": len(lines),
             "stderr_tail": proc.stderr[-500:] if proc.returncode else None}
 
 
@@ -206,6 +215,7 @@ def main() -> int:
         out["bare_tune_tir_128"] = bare
         if bare["rc"] == 0:
             out["job_over_bare_wall"] = round(speed["wall_s"] / bare["wall_s"], 3)
+            out["job_over_bare_cpu"] = round(speed["job_cpu_s"] / bare["cpu_s"], 3) if bare["cpu_s"] else None
     if not args.skip_warm and speed is not None:
         warm = run_job(128, args.trials, args.per_iter, args.seed + 1, database=speed["work_dir"])
         warm.pop("_job")

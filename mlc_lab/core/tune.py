@@ -450,7 +450,7 @@ def tune(
            the end (under a lock: many students may finish at once).
     strategy, cost_model: meta_schedule's ("evolutionary" + "xgb" by default; "replay-trace" +
            "random" is plain random sampling, much cheaper per round). `population`: the
-           evolutionary search's population (256 by default).
+           evolutionary search's population (64 for small kernels, 256 above 1e8 FLOPs).
     confirm: at the end, re-time the best candidates by `measure`'s method (`mlc_lab.tvm.timing`);
            `TuneJob.best` then reports that figure.
     work_dir: where everything is kept; a directory that already holds trials continues.

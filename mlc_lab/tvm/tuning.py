@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import traceback
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from mlc_lab._threads import ensure_tvm_threads, usable_cores
@@ -49,8 +50,11 @@ WORKLOADS_FILE = "database_workload.json"
 LIVE_FILE = "mlc_lab_live.jsonl"
 TUNING_MIN_REPEAT_MS = 10.0
 CONFIRM_TOP = 3  # candidates re-timed by measure's method at the end of a run
-POPULATION = 128  # evolutionary search's population for small kernels (meta_schedule's default: 512)
+CONFIRM_WITHIN = 1.25  # ... those within this factor of the best tuner figure
+POPULATION = 64  # evolutionary search's population for small kernels (meta_schedule's default: 512)
+POPULATION_LARGE = 256  # ... for kernels above LARGE_FLOPS, where measuring dominates a round
 GENETIC_ITERS = 2  # genetic steps per round for small kernels (meta_schedule's default: 4)
+XGB_PATIENCE = 10  # boosting rounds without improvement before XGBoost stops (meta_schedule: 50)
 LARGE_FLOPS = 1e8  # above this, a kernel takes long enough to measure that the full search is cheap
 
 
@@ -198,6 +202,17 @@ def fast_build(mod: Any, target: Any, _params: Any = None) -> Any:
     return tvm.tirx.build(mod, target=target)
 
 
+def export_shared(rt_mod: Any) -> str:
+    """The candidate as a shared library, linked here, on the builder's threads. meta_schedule's
+    default_export writes a tar of object files instead, which the runner must unpack and link
+    before it can time anything: 0.1-0.25 s per candidate spent in the one-at-a-time measuring
+    phase, against 0.05-0.1 s more here, where two candidates build at once. The directory is
+    removed by meta_schedule's RemoveBuildArtifact callback, as the tar's was."""
+    path = os.path.join(tempfile.mkdtemp(prefix="mlc_lab_cand_"), "candidate.so")
+    rt_mod.export_library(path)
+    return path
+
+
 @derived_object
 class InProcessBuilder(ms.builder.PyBuilder):
     """Builds candidates in the tuning process itself, on a few threads (TVM's FFI calls release
@@ -215,12 +230,11 @@ class InProcessBuilder(ms.builder.PyBuilder):
         from concurrent.futures import ThreadPoolExecutor
 
         from tvm.s_tir.meta_schedule.builder import BuilderResult
-        from tvm.s_tir.meta_schedule.builder.local_builder import default_export
 
         def one(item: Any) -> Any:
             try:
                 rt_mod = fast_build(item.mod, item.target, None)
-                return BuilderResult(default_export(rt_mod), None)
+                return BuilderResult(export_shared(rt_mod), None)
             except Exception as exc:  # noqa: BLE001 - a failed candidate is a result, not a crash
                 return BuilderResult(None, f"build failed: {exc}")
 
@@ -277,8 +291,14 @@ class LiveRunner(ms.runner.PyRunner):
 
     def __init__(self, inner: Any, live: "LiveLog") -> None:
         super().__init__()
-        self.inner = inner
+        self._inner = inner  # a runner, or a Future of one (started while the job does other things)
         self.live = live
+
+    @property
+    def inner(self) -> Any:
+        if isinstance(self._inner, Future):
+            self._inner = self._inner.result()
+        return self._inner
 
     def run(self, runner_inputs: list) -> list:
         self.live.phase("measuring", len(runner_inputs))
@@ -448,7 +468,15 @@ class EarlyXGB(ms.cost_model.PyCostModel):
 
     def __init__(self, total: int, warmup: int, cores: int) -> None:
         super().__init__()
-        self.inner = ms.cost_model.XGBModel(num_warmup_samples=warmup, num_tuning_cores=cores)
+        from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig
+
+        # One XGBoost thread: the model trains on a few dozen candidates, and with one OpenMP
+        # thread per core on a 2-core machine that is also running anything else, its threads
+        # spin-wait for each other: 3 trainings took 20 s with 2 threads, 4 s with 1 (load 8).
+        # Training stops 10 rounds after the last improvement instead of 50 (the best round is
+        # the same, the predicted ranking identical on held-out trials; 4 s -> 2.3 s).
+        self.inner = ms.cost_model.XGBModel(num_warmup_samples=warmup, num_tuning_cores=cores,
+                                            config=XGBConfig(nthread=1), early_stopping_rounds=XGB_PATIENCE)
         self.total = total  # candidates this run will measure
         self.seen = 0
 
@@ -519,6 +547,16 @@ def run_job(work_dir: str) -> int:
         with open(os.path.join(work_dir, JOB_FILE)) as fh:
             job = json.load(fh)
         install_fast_stack()
+        best_path = os.path.join(work_dir, BEST_FILE)
+        # the runner's workers read the best latency so far from here (early stop of slow candidates)
+        os.environ["MLC_LAB_BEST_FILE"] = best_path
+        # LocalRunner starts a measuring process that imports TVM (1-4 s) and waits for it: let it
+        # start while this process reads the database and searches its first batch
+        starter = ThreadPoolExecutor(max_workers=1)
+        runner_future = starter.submit(
+            make_runner, {**parse_runner(job.get("runner", "local")), "servers": job.get("servers", 1)},
+            job.get("min_repeat_ms", TUNING_MIN_REPEAT_MS), job.get("timeout_s", 30))
+        starter.shutdown(wait=False)
         with open(os.path.join(work_dir, MODULE_FILE)) as fh:
             mod = _build.module_from_text(fh.read())
         target = tvm.target.Target(job["target"])
@@ -534,7 +572,6 @@ def run_job(work_dir: str) -> int:
             imported = import_shared(job["shared_db"], work_dir, db, task_mod, target, imported, live=None)
         done = _records_of(work_dir, index) - int(imported.get("count", 0))
         remaining = int(job["trials"]) - done
-        best_path = os.path.join(work_dir, BEST_FILE)
         best = None
         if os.path.exists(best_path):
             with open(best_path) as fh:
@@ -544,10 +581,7 @@ def run_job(work_dir: str) -> int:
         live = LiveLog(work_dir, t0)
         live.phase("starting")
         if remaining > 0:
-            # the runner's workers read the best latency so far from here (early stop of slow candidates)
-            os.environ["MLC_LAB_BEST_FILE"] = best_path
-            runner = LiveRunner(make_runner({**parse_runner(job.get("runner", "local")), "servers": job.get("servers", 1)},
-                                            job.get("min_repeat_ms", TUNING_MIN_REPEAT_MS), job.get("timeout_s", 30)), live)
+            runner = LiveRunner(runner_future, live)
             per_iter = int(job.get("num_trials_per_iter", 16))
             cost_model: Any = _cost_model(job.get("cost_model", "xgb"), remaining, per_iter, cores)
             if (done > 0 or imported.get("count")) and isinstance(cost_model, EarlyXGB):
@@ -558,7 +592,7 @@ def run_job(work_dir: str) -> int:
                 _make_progress_callback(work_dir, _count_lines(os.path.join(work_dir, RECORDS_FILE)), best, t0, live)
             ] + default[1:]
             first_batch = done == 0 and not imported.get("count")
-            for space, stage_trials in _stages(job, work_dir, task_mod, target, remaining, per_iter, first_batch):
+            for space, stage_trials, strategy in _stages(job, work_dir, task_mod, target, remaining, per_iter, first_batch):
                 left = int(job["trials"]) - (_records_of(work_dir, index) - int(imported.get("count", 0)))
                 if left <= 0:
                     break
@@ -577,7 +611,7 @@ def run_job(work_dir: str) -> int:
                     cost_model=cost_model,
                     measure_callbacks=callbacks,
                     space=space,
-                    strategy=_strategy(job),
+                    strategy=strategy,
                     seed=job.get("seed"),
                     num_tuning_cores=cores,
                 )
@@ -619,21 +653,27 @@ def status_of(work_dir: str) -> dict:
 
 
 def _stages(job: dict, work_dir: str, task_mod: Any, target: Any, remaining: int, per_iter: int,
-            first_run: bool) -> list[tuple[Any, int]]:
-    """(space, trials) in order. A fresh run of the default space on a matrix product measures
-    one batch of the packed-panel sketch first (`mlc_lab.tvm.cpu_space`): meta_schedule's
-    evolutionary search draws its first candidates evenly from the union's design spaces and then
-    breeds from whatever it measured, and with the sketch as one design space of four it measured
-    1 sketch candidate in 64 trials. After that batch, the whole space is searched with the
-    sketch's best already in the database, so they seed the population."""
+            first_run: bool) -> list[tuple[Any, int, Any]]:
+    """(space, trials, search strategy) in order.
+
+    A fresh run of the default space on a matrix product measures one batch of the packed-panel
+    sketch first (`mlc_lab.tvm.cpu_space`): meta_schedule's evolutionary search draws its first
+    candidates evenly from the union's design spaces and then breeds from whatever it measured,
+    and with the sketch as one design space of four it measured 1 sketch candidate in 64 trials.
+    After that batch, the whole space is searched with the sketch's best already in the database,
+    so they seed the population. That first batch is drawn at random (distinct samples, no
+    genetic steps): before any measurement the cost model has nothing to say, and breeding
+    guided by it would only cost time (2.2 s of search at load 6 -> 0.4 s)."""
     from mlc_lab.tvm.cpu_space import packed_panel_space
 
     space = _space(job, work_dir, task_mod, target)
     if job["space"]["kind"] == "auto" and first_run and remaining > per_iter:
         sketch = packed_panel_space(task_mod["main"], target)
         if sketch is not None:
-            return [(sketch, per_iter), (space, remaining)]
-    return [(space, remaining)]
+            first = ms.search_strategy.EvolutionarySearch(  # distinct random samples, no breeding
+                population_size=2 * per_iter, init_min_unmeasured=2 * per_iter, genetic_num_iters=0)
+            return [(sketch, per_iter, first), (space, remaining, _strategy(job))]
+    return [(space, remaining, _strategy(job))]
 
 
 def _space(job: dict, work_dir: str, task_mod: Any, target: Any) -> Any:
@@ -673,7 +713,8 @@ def _strategy(job: dict) -> Any:
     # With the cost model predicting from the second batch (EarlyXGB), every genetic step extracts
     # features of the whole population: the search effort is what a round costs.
     small = float(job.get("flops") or 0) < LARGE_FLOPS
-    population = int(job.get("population") or (POPULATION if small else 2 * POPULATION))
+    # 128 -> 64 for small kernels cut a 64-trial 128^3 run's CPU time by a quarter (43.6 -> 33.0 s)
+    population = int(job.get("population") or (POPULATION if small else POPULATION_LARGE))
     return ms.search_strategy.EvolutionarySearch(
         population_size=population, init_min_unmeasured=min(50, population // 2),
         genetic_num_iters=GENETIC_ITERS if small else GENETIC_ITERS + 1,
@@ -692,6 +733,11 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any) -> None:
     except (OSError, ValueError):
         return
     top = [r for r in db.get_top_k(workload, CONFIRM_TOP) if r.run_secs and max(float(x) for x in r.run_secs) < 1e9]
+    if top:
+        # only the candidates that the tuner's figures cannot tell from the best (each re-timing
+        # costs a build, a check and 10 repeats of 20 ms or more)
+        fastest = min(_median([float(x) for x in r.run_secs]) for r in top)
+        top = [r for r in top if _median([float(x) for x in r.run_secs]) <= CONFIRM_WITHIN * fastest]
     confirmed = []
     for rec in top:
         try:
@@ -711,15 +757,14 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any) -> None:
                   file=sys.stderr)
             continue
         secs = [float(x) for x in rec.run_secs]
-        confirmed.append({**m, "trace": str(sch.trace), "script": sch.mod.script(), "run_secs": secs,
-                          "tuner_latency_s": _median(secs)})
+        confirmed.append({**m, "sch": sch, "run_secs": secs, "tuner_latency_s": _median(secs)})
     if not confirmed:
         return
     winner = min(confirmed, key=lambda c: c["latency_s"])
     keep = ("latency_s", "min_s", "max_s", "iqr_s", "results_s", "tuner_latency_s", "run_secs", "method", "threads",
             "others_cores", "load", "correct", "target", "cache")
     best["confirmed"] = {**{k: winner.get(k) for k in keep}, "candidates": len(confirmed)}
-    best["trace"], best["script"] = winner["trace"], winner["script"]
+    best["trace"], best["script"] = str(winner["sch"].trace), winner["sch"].mod.script()  # printed once, for the winner
     best["latency_s_confirmed"] = winner["latency_s"]
     _write_json(best_path, best)
 
