@@ -6,17 +6,18 @@
               fixes, but meta_schedule's stock runner settings (number=1, repeat=3,
               min_repeat_ms=30) and search (population 512). Target: job / bare <= 0.67.
   agreement:  the job's best (re-timed at the end by `measure` itself, in the job's process) against
-              `measure` of the same trace, afterwards, three times. Each figure states the cores
-              other processes used while it was taken (`others_cores`); the ratio is the median
-              re-measurement over the job's figure, and `both_quiet` says whether the job's figure
-              and at least one re-measurement were taken on a quiet machine. Target: within 1.1.
+              `measure` of the same trace, afterwards, three times (up to six while none was
+              quiet). Each figure states the cores other processes used while it was taken
+              (`others_cores`); the ratio is the median re-measurement over the job's figure, and
+              measure_over_tuner_best_quiet the same over quiet figures only (None unless the job's
+              figure was quiet too). Target: within 1.1.
   quality:    64 trials of the 512^3 float32 matmul; the best trace re-measured with `measure`,
               against numpy's `a @ b` (a clean subprocess, `mlc_lab.time_callable`: the same
-              median-of-repeats method), interleaved five times. The headline ratio divides each
-              side's fastest median (its least disturbed round: another process on one core slows
-              numpy's two OpenBLAS threads by 10-30x, and a two-thread TVM kernel too), so that one
-              disturbed round on one side cannot decide it; every round is printed with its
-              others_cores. Target: >= 1.0.
+              median-of-repeats method), interleaved: at least five rounds, on until three were
+              quiet for both (at most twelve). The headline is the median ratio of the quiet rounds
+              (None when none was: another process on one core slows numpy's OpenBLAS threads by
+              10-30x and a two-thread TVM kernel by 2-5x, so a busy machine's ratio is printed
+              apart, as tuned_512_over_numpy_busy_machine). Target: >= 1.0.
   warm start: a second 64-trial run of the 128^3 matmul whose shared database is the speed run's;
               the trials it needs to reach the first run's best.
 
@@ -158,22 +159,26 @@ def recheck_best(job, n: int) -> dict | None:
             "_session": s}
 
 
-def agreement(job, n: int, times: int = 3) -> dict:
-    """`measure` of the job's best trace, `times` times, against the job's own confirmed figure."""
+def _quiet(x: float | None) -> bool:
+    return x is not None and x < QUIET_CORES
+
+
+def agreement(job, n: int, times: int = 3, most: int = 6) -> dict:
+    """`measure` of the job's best trace, `times` times (up to `most` while none was quiet),
+    against the job's own confirmed figure."""
     best = job.best
     checks = []
-    for _ in range(times):
+    while len(checks) < times or (len(checks) < most and not any(_quiet(c["others_cores"]) for c in checks)):
         r = recheck_best(job, n)
         r.pop("_session", None)
         checks.append(r)
     median = sorted(c["latency_s"] for c in checks)[len(checks) // 2]
-    quiet = [c for c in checks if c["others_cores"] is not None and c["others_cores"] < QUIET_CORES]
-    job_quiet = best.others_cores is not None and best.others_cores < QUIET_CORES
+    quiet = sorted(c["latency_s"] for c in checks if _quiet(c["others_cores"]))
+    both = bool(quiet) and _quiet(best.others_cores)
     return {"job_latency_s": best.latency_s, "job_others_cores": best.others_cores, "rechecks": checks,
             "measure_over_tuner_best": round(median / best.latency_s, 3),
-            "measure_over_tuner_best_quiet": (round(sorted(c["latency_s"] for c in quiet)[len(quiet) // 2] / best.latency_s, 3)
-                                              if quiet and job_quiet else None),
-            "both_quiet": bool(quiet) and job_quiet}
+            "measure_over_tuner_best_quiet": round(quiet[len(quiet) // 2] / best.latency_s, 3) if both else None,
+            "both_quiet": both}
 
 
 def trials_to_reach(latencies: list, target: float, slack: float = 0.0) -> int | None:
@@ -236,24 +241,28 @@ def main() -> int:
         quality["agreement"] = agreement(job, 512)
         quality["measure_over_tuner_best"] = quality["agreement"]["measure_over_tuner_best"]
         rounds = []
-        for _ in range(5):  # interleaved: numpy and the tuned kernel see the same machine
+        # interleaved, so that numpy and the tuned kernel see the same machine; on until three
+        # rounds were quiet for both (at most 12)
+        while len(rounds) < 5 or (len(rounds) < 12 and sum(r["quiet"] for r in rounds) < 3):
             npy = numpy_gflops(512)
             mine = recheck_best(job, 512)
             mine.pop("_session", None)
             rounds.append({"numpy_median_s": npy["median_s"], "tuned_median_s": mine["latency_s"],
                            "numpy_min_s": npy["min_s"], "tuned_min_s": mine["min_s"],
                            "numpy_others_cores": npy["others_cores"], "tuned_others_cores": mine["others_cores"],
+                           "quiet": _quiet(npy["others_cores"]) and _quiet(mine["others_cores"]),
                            "tuned_over_numpy_speed": round(npy["median_s"] / mine["latency_s"], 3),
                            "tuned_correct": mine["correct"], "load": mine["load"]})
         quality["rounds"] = rounds
         out["quality_512"] = quality
-        numpy_best = min(r["numpy_median_s"] for r in rounds)
-        tuned_best = min(r["tuned_median_s"] for r in rounds)
-        out["tuned_512_over_numpy"] = round(numpy_best / tuned_best, 3)  # the headline: see the docstring
-        quiet = [r for r in rounds if max(r["numpy_others_cores"] or 9, r["tuned_others_cores"] or 9) < QUIET_CORES]
-        out["tuned_512_over_numpy_quiet_rounds"] = (
-            sorted(r["tuned_over_numpy_speed"] for r in quiet)[len(quiet) // 2] if quiet else None)
+        quiet = sorted(r["tuned_over_numpy_speed"] for r in rounds if r["quiet"])
         out["quiet_rounds"] = len(quiet)
+        # The headline: the median over rounds where neither numpy nor the kernel was disturbed.
+        # Another process on one core slows numpy's OpenBLAS threads by 10-30x and a two-thread TVM
+        # kernel by 2-5x, so a ratio from a busy machine says nothing; it is printed apart.
+        out["tuned_512_over_numpy"] = quiet[len(quiet) // 2] if quiet else None
+        out["tuned_512_over_numpy_busy_machine"] = (None if quiet else round(
+            min(r["numpy_median_s"] for r in rounds) / min(r["tuned_median_s"] for r in rounds), 3))
         out["tuned_512_over_numpy_at_min"] = round(min(r["numpy_min_s"] for r in rounds) / min(r["tuned_min_s"] for r in rounds), 3)
     out["loadavg_end"] = loadavg()
     shutdown_worker()

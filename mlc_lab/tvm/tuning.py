@@ -724,8 +724,10 @@ def _strategy(job: dict) -> Any:
 def confirm_best(work_dir: str, db: Any, workload: Any, target: Any) -> None:
     """Re-time the best few candidates with `measure` itself (`build.measure_request`: the same
     build, the same correctness check against the workload, the same timing method
-    `timing.MEASURE`) and record the fastest as "confirmed" in mlc_lab_best.json: the figure the
-    job reports as its best, the one `measure` of the same trace reproduces."""
+    `timing.MEASURE`) and record the fastest as "confirmed" in mlc_lab_best.json: the job's best,
+    the figure `measure` of the same trace reproduces. When several were re-timed, the fastest is
+    timed once more and that fresh figure is recorded: the figure it was chosen by is the luckiest
+    of several noisy medians (biased low, as the tuner's fastest of 64 was)."""
     best_path = os.path.join(work_dir, BEST_FILE)
     try:
         with open(best_path) as fh:
@@ -738,17 +740,19 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any) -> None:
         # costs a build, a check and 10 repeats of 20 ms or more)
         fastest = min(_median([float(x) for x in r.run_secs]) for r in top)
         top = [r for r in top if _median([float(x) for x in r.run_secs]) <= CONFIRM_WITHIN * fastest]
+    reference = _build.module_to_text(workload.mod)
+
+    def measured(module_text: str) -> dict:
+        return _build.measure_request({"module": module_text, "reference": reference, "func_name": "main",
+                                       "target": _build.target_to_json(target)})
+
     confirmed = []
     for rec in top:
         try:
             sch = tvm.s_tir.Schedule(rec.workload.mod)
             rec.trace.apply_to_schedule(sch, remove_postproc=False)
-            m = _build.measure_request({
-                "module": _build.module_to_text(sch.mod),
-                "reference": _build.module_to_text(rec.workload.mod),
-                "func_name": "main",
-                "target": _build.target_to_json(target),
-            })
+            text = _build.module_to_text(sch.mod)
+            m = measured(text)
         except Exception as exc:  # noqa: BLE001 - a candidate that fails now is skipped
             print(f"mlc_lab: could not re-time a candidate: {exc}", file=sys.stderr)
             continue
@@ -757,15 +761,21 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any) -> None:
                   file=sys.stderr)
             continue
         secs = [float(x) for x in rec.run_secs]
-        confirmed.append({**m, "sch": sch, "run_secs": secs, "tuner_latency_s": _median(secs)})
+        confirmed.append({**m, "sch": sch, "module_text": text, "run_secs": secs, "tuner_latency_s": _median(secs)})
     if not confirmed:
         return
     winner = min(confirmed, key=lambda c: c["latency_s"])
+    final = {**winner, "selection_latency_s": winner["latency_s"] if len(confirmed) > 1 else None}
+    if len(confirmed) > 1:
+        try:
+            final.update(measured(winner["module_text"]))
+        except Exception as exc:  # noqa: BLE001 - it ran a moment ago; keep the selection's figure
+            print(f"mlc_lab: could not re-time the best candidate: {exc}", file=sys.stderr)
     keep = ("latency_s", "min_s", "max_s", "iqr_s", "results_s", "tuner_latency_s", "run_secs", "method", "threads",
-            "others_cores", "load", "correct", "target", "cache")
-    best["confirmed"] = {**{k: winner.get(k) for k in keep}, "candidates": len(confirmed)}
+            "others_cores", "load", "correct", "target", "cache", "selection_latency_s")
+    best["confirmed"] = {**{k: final.get(k) for k in keep}, "candidates": len(confirmed)}
     best["trace"], best["script"] = str(winner["sch"].trace), winner["sch"].mod.script()  # printed once, for the winner
-    best["latency_s_confirmed"] = winner["latency_s"]
+    best["latency_s_confirmed"] = final["latency_s"]
     _write_json(best_path, best)
 
 
