@@ -234,5 +234,9 @@ describe("the roofline view of the measured steps", () => {
     expect(dots[1].querySelector("title")!.textContent).toContain("20.0% of the roof");
     expect(rooflinePlot(rp, null)).toBeNull(); // no machine figures: no roofline
     expect(measurementTitle(m(1e-4, 40))).toContain("2 thread(s), warm cache, load 0.3");
+    const busy = measurementTitle({ ...m(1e-4, 40), others_cores: 1.5, bytes_source: "footprint: every element" });
+    expect(busy).toContain("busy machine: other processes used 1.50 cores");
+    expect(busy).toContain("bytes: footprint");
+    expect(measurementTitle({ ...m(1e-4, 40), others_cores: 0.02 })).toContain("quiet machine");
   });
 });

@@ -26,6 +26,8 @@ export interface MeasurementInfo {
   threads?: number | null;
   cache?: string;
   load?: number | null;
+  others_cores?: number | null; // CPU time other processes used while it was timed, in cores
+  bytes_source?: string; // "footprint: ..." or "compulsory: ..." (the roofline's byte count)
 }
 
 export type Measurements = Record<string, MeasurementInfo>;
@@ -36,6 +38,7 @@ export interface MeasuringInfo {
 }
 
 const SVG = "http://www.w3.org/2000/svg";
+const QUIET_CORES = 0.25; // as mlc_lab/_contention.py
 
 /** "2.63 ms", "41.2 µs", "1.20 s": three significant digits in the unit that fits. */
 export function formatLatency(seconds: number | null | undefined): string {
@@ -88,7 +91,13 @@ export function measurementTitle(m: MeasurementInfo): string {
   if (m.std_s != null) parts.push(`std ${formatLatency(m.std_s)}`);
   if (m.gflops != null) parts.push(formatGflops(m.gflops));
   if (m.fraction_of_peak != null) parts.push(`${(100 * m.fraction_of_peak).toFixed(1)}% of the machine's roof at ${precise(m.intensity ?? 0)} FLOPs/byte`);
+  if (m.fraction_of_peak != null && m.bytes_source) parts.push(`bytes: ${m.bytes_source.split(":")[0]}`);
   if (m.threads != null) parts.push(`${m.threads} thread(s), ${m.cache ?? "warm"} cache${m.load != null ? `, load ${m.load}` : ""}`);
+  if (m.others_cores != null) {
+    parts.push(m.others_cores < QUIET_CORES
+      ? "quiet machine while it ran"
+      : `busy machine: other processes used ${m.others_cores.toFixed(2)} cores while it ran (compare with care)`);
+  }
   parts.push(checkTitle(m));
   return parts.join("\n");
 }

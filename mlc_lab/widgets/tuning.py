@@ -96,7 +96,11 @@ def job_snapshot(job: Any) -> dict[str, Any]:
     target = spec.get("target") or {}
     job_best = getattr(job, "best", None) if ok else None
     if job_best is not None and getattr(job_best, "confirmed", False):
-        best.update(confirmed_latency_s=job_best.latency_s, confirmed_trial=job_best.trial, method=job_best.method or "")
+        from mlc_lab._contention import describe
+
+        others = getattr(job_best, "others_cores", None)
+        method = (job_best.method or "") + (f"; {describe(others)}" if others is not None else "")
+        best.update(confirmed_latency_s=job_best.latency_s, confirmed_trial=job_best.trial, method=method)
     live = job.live() if hasattr(job, "live") else None
     pending = list(live.pending) if live is not None else []
     phase = ""

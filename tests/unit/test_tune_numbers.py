@@ -31,6 +31,8 @@ def test_the_tuners_best_and_measure_of_its_trace_agree(tmp_path):
     m = measure(again.module, again.original, again.func_name)
     assert m.correct and m.threads == int(os.environ["TVM_NUM_THREADS"])
     assert best.method == m.method  # one method: repeats, cache, warm-up, threads
+    shown = job_snapshot(job)["best"]["method"]  # the dashboard says how busy the machine was
+    assert shown.startswith(best.method) and ("quiet machine" in shown or "busy machine" in shown)
     saved = json.load(open(tmp_path / "wd" / "mlc_lab_best.json"))["confirmed"]
     assert saved["others_cores"] is not None and saved["target"].startswith('{"kind":"llvm"')
     # with several re-timed, the reported figure is a fresh timing of the chosen one, not the lucky
