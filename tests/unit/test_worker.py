@@ -48,3 +48,30 @@ def test_a_detached_job_is_recognised_and_stopped_with_its_group():
     assert not job_running(proc.pid, "other")
     stop_group(proc.pid, grace_s=2.0, popen=proc)
     assert proc.poll() is not None and not job_running(proc.pid, "tune")
+
+
+def test_an_idle_worker_stops_spinning_right_after_a_measurement():
+    # TVM's pool threads yield-spin after every parallel kernel (300,000 times by default: up to a
+    # second of a core when another process wants it, e.g. numpy timed right after a measure).
+    # The worker's environment bounds that spin; its CPU time while idle must stay near zero.
+    import time
+
+    import psutil
+
+    import mlc_lab
+    from mlc_lab.core.measure import measure
+    from tests.fixtures.programs import matmul
+
+    s = mlc_lab.Session(matmul(128))
+    s.apply("parallel", "C/i")
+    w = worker()
+    assert w.call("env")["threads"] is not None
+    measure(s.module, s.original, s.func_name, repeats=3)
+    proc = psutil.Process(w.pid)
+    assert proc.environ()["TVM_THREAD_POOL_SPIN_COUNT"] == "10000"
+    before = sum(proc.cpu_times()[:2])
+    busy = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 1: pass"])
+    time.sleep(1.0)  # a competitor for the cores, as numpy's threads would be
+    busy.wait()
+    idle_cpu = sum(proc.cpu_times()[:2]) - before
+    assert idle_cpu < 0.1, idle_cpu
