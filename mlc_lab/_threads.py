@@ -3,9 +3,9 @@
 TVM's pool threads also *spin* after every parallel kernel before they sleep: 300,000
 `sched_yield` calls by default, which is 0.1 s on an idle core and a second or more when another
 process wants that core. The idle measuring worker then competes with whatever runs next: measured
-here, 0.4-0.55 CPU-seconds burnt by an idle worker while a numpy matmul ran right after a
-`measure` (and numpy's median went from 1.8 ms to 24 ms). `SPIN_COUNT` yields (~1-10 ms) keep
-the threads awake between the back-to-back calls of one timing, and let them sleep right after.
+here, 0.38-0.55 CPU-seconds burnt by an idle worker while another process ran right after a
+`measure`. `SPIN_COUNT` yields (~1-10 ms) keep the threads awake between the back-to-back calls
+of one timing, and let them sleep right after (0.00-0.01 CPU-seconds then).
 """
 
 from __future__ import annotations
