@@ -170,3 +170,20 @@ def test_a_missing_relu_is_caught_by_the_check():
     broken = mlc_lab.load(MM_RELU.replace("T.max(Y[vi, vj], T.float32(0))", "Y[vi, vj]"))
     m = measure(broken, mlc_lab.load(MM_RELU), "mm_relu", raise_errors=False)
     assert m.correct is False or m.error_kind == "check"
+
+
+def test_time_callable_times_python_code_by_measures_method():
+    from mlc_lab.core.measure import time_callable
+
+    calls = []
+
+    def fn():
+        calls.append(1)
+        time.sleep(0.002)
+
+    r = time_callable(fn, repeats=4, min_repeat_ms=10, warmup=2)
+    assert r["repeats"] == 4 and len(r["results_s"]) == 4 and r["number"] >= 2
+    assert len(calls) == 2 + 1 + 4 * r["number"]  # warm-up, the call that sizes a repeat, the repeats
+    assert r["number"] * r["min_s"] >= 0.008  # each repeat lasted about min_repeat_ms
+    assert 0.002 <= r["min_s"] <= r["latency_s"] <= r["max_s"]
+    assert r["others_cores"] is not None and r["others_cores"] >= 0 and "median of 4" in r["method"]
