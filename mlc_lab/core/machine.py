@@ -51,6 +51,8 @@ class Machine:
     peak_one_core_gflops: float | None = None  # the FMA kernel on one core alone
     peak_all_cores_gflops: float | None = None  # the FMA kernel on all cores at once, as measured
     peak_source: str = ""  # "all cores at once", or why threads x the one-core figure was taken
+    bandwidth_one_core_gbs: float | None = None  # the triad on one core
+    bandwidth_all_cores_gbs: float | None = None  # the triad on all cores (bandwidth_gbs: the higher)
     others_cores: float | None = None  # cores other processes used while it was measured
     measured_at: float | None = None  # time.time() of the measurement
     peak_note: str = ""  # set when the peak was raised to a figure a real kernel reached
