@@ -49,6 +49,7 @@ class TuneRecord:
     trace: str | None  # TVM's printed trace (Python), None if not recorded
     trace_json: Any
     elapsed_s: float | None = None  # since the start of the run that measured it
+    others_cores: float | None = None  # cores other processes used while it was timed (local runner)
 
     @property
     def ok(self) -> bool:
@@ -255,13 +256,14 @@ class TuneJob:
             entry = side.get(line_no)
             if entry is not None:
                 latency, error, trace, elapsed = entry["latency_s"], entry["error"], entry["trace"], entry.get("t")
+                others = entry.get("others_cores")
             else:
                 ok = bool(secs) and max(secs) < FAILED_LATENCY
                 latency = sorted(secs)[len(secs) // 2] if ok else None
                 error = None if ok else "the candidate failed to build or run (no detail recorded)"
-                trace, elapsed = None, None
+                trace, elapsed, others = None, None, None
                 missing.append((len(out), raw))
-            out.append(TuneRecord(len(out), latency, secs, error, trace, trace_json, elapsed))
+            out.append(TuneRecord(len(out), latency, secs, error, trace, trace_json, elapsed, others))
         if with_traces and missing:
             from mlc_lab.tvm.tuning import trace_text_from_record
 

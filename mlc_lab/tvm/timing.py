@@ -140,7 +140,8 @@ def summary(results: list[float]) -> dict:
 def run_evaluator(rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: list) -> list[float]:
     """meta_schedule's `f_run_evaluator` (LocalRunner / RPCRunner), timing by the TUNING method.
     The best latency so far is read from the file named by $MLC_LAB_BEST_FILE (written by the
-    tuning job), so clearly slow candidates stop after one repeat."""
+    tuning job), so clearly slow candidates stop after one repeat; the cores other processes used
+    meanwhile are appended to $MLC_LAB_CONTENTION_FILE (one line per candidate) when it is set."""
     best = None
     path = os.environ.get("MLC_LAB_BEST_FILE")
     if path:
@@ -158,9 +159,14 @@ def run_evaluator(rt_mod: Any, device: Any, evaluator_config: Any, repeated_args
         early_stop_factor=TUNING.early_stop_factor,
     )
     out: list[float] = []
-    for args in repeated_args:
-        device.sync()
-        out += time_function(rt_mod, rt_mod.entry_name, device, list(args), method, best_s=best)
+    with OthersCpu() as probe:
+        for args in repeated_args:
+            device.sync()
+            out += time_function(rt_mod, rt_mod.entry_name, device, list(args), method, best_s=best)
+    report = os.environ.get("MLC_LAB_CONTENTION_FILE")
+    if report:  # the tuning job reads it back for this candidate (LiveRunner)
+        with open(report, "a") as fh:
+            fh.write(f"{probe.cores}\n")
     return out
 
 

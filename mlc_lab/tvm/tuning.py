@@ -48,6 +48,7 @@ BEST_FILE = "mlc_lab_best.json"
 RECORDS_FILE = "database_tuning_record.json"
 WORKLOADS_FILE = "database_workload.json"
 LIVE_FILE = "mlc_lab_live.jsonl"
+CONTENTION_FILE = "mlc_lab_contention.txt"  # the runner's process: others' cores per candidate
 TUNING_MIN_REPEAT_MS = 10.0
 CONFIRM_TOP = 3  # candidates re-timed by measure's method at the end of a run
 CONFIRM_WITHIN = 1.25  # ... those within this factor of the best tuner figure
@@ -289,10 +290,14 @@ class LiveRunner(ms.runner.PyRunner):
     result is known (meta_schedule itself reports a whole batch at once), with the phase. A
     watcher thread follows the futures in order; meta_schedule still collects them itself."""
 
-    def __init__(self, inner: Any, live: "LiveLog") -> None:
+    def __init__(self, inner: Any, live: "LiveLog", contention_file: str | None = None) -> None:
         super().__init__()
         self._inner = inner  # a runner, or a Future of one (started while the job does other things)
         self.live = live
+        # the local runner's process appends the cores other processes used while it timed each
+        # candidate (timing.run_evaluator); one value per runner input, in order, for the records
+        self.contention_file = contention_file
+        self.others: list = []
 
     @property
     def inner(self) -> Any:
@@ -306,19 +311,21 @@ class LiveRunner(ms.runner.PyRunner):
             # LocalRunner.run measures the whole batch before returning: hand it one at a time
             futures = []
             for one in runner_inputs:
+                start = _file_size(self.contention_file)
                 fut = self.inner.run([one])[0]
-                self._log(fut)
+                self._log(fut, _new_value(self.contention_file, start))
                 futures.append(fut)
             return futures
         futures = list(self.inner.run(runner_inputs))  # RPC: asynchronous, several servers at once
         threading.Thread(target=self._watch, args=(futures,), daemon=True).start()
         return futures
 
-    def _log(self, fut: Any) -> None:
+    def _log(self, fut: Any, others: float | None = None) -> None:
         result = fut.result()
         error = result.error_msg
         secs = [float(x) for x in result.run_secs] if result.run_secs is not None and not error else []
-        self.live.trial(_median(secs) if secs else None, error)
+        self.others.append(others)
+        self.live.trial(_median(secs) if secs else None, error, others)
 
     def _watch(self, futures: list) -> None:
         for fut in futures:
@@ -349,9 +356,30 @@ class LiveLog:
     def phase(self, name: str, n: int = 0) -> None:
         self._write({"phase": name, "n": n})
 
-    def trial(self, latency: float | None, error: Any) -> None:
-        self._write({"trial": self.count, "latency_s": latency, "error": str(error)[:300] if error else None})
+    def trial(self, latency: float | None, error: Any, others_cores: float | None = None) -> None:
+        self._write({"trial": self.count, "latency_s": latency, "error": str(error)[:300] if error else None,
+                     "others_cores": others_cores})
         self.count += 1
+
+
+def _file_size(path: str | None) -> int:
+    try:
+        return os.path.getsize(path) if path else 0
+    except OSError:
+        return 0
+
+
+def _new_value(path: str | None, start: int) -> float | None:
+    """The number the runner's process appended to `path` after byte `start` (None if none)."""
+    if not path:
+        return None
+    try:
+        with open(path) as fh:
+            fh.seek(start)
+            text = fh.read().strip().splitlines()
+        return float(text[-1]) if text and text[-1] != "None" else None
+    except (OSError, ValueError):
+        return None
 
 
 class TraceSpace:
@@ -411,7 +439,7 @@ def _records_of(work_dir: str, index: int) -> int:
 
 
 def _make_progress_callback(work_dir: str, first_line: int, best_latency: float | None, t0: float,
-                            live: "LiveLog | None" = None) -> Any:
+                            live: "LiveLog | None" = None, runner: "LiveRunner | None" = None) -> Any:
     @derived_object
     class ProgressCallback(ms.measure_callback.PyMeasureCallback):
         """Writes one line per candidate to mlc_lab_trials.jsonl (after AddToDatabase wrote the
@@ -426,6 +454,8 @@ def _make_progress_callback(work_dir: str, first_line: int, best_latency: float 
             lines = []
             for cand, br, rr in zip(measure_candidates, builder_results, runner_results):
                 error = br.error_msg or rr.error_msg
+                # a candidate that built was handed to the runner: its others' cores come in order
+                others = runner.others.pop(0) if runner is not None and not br.error_msg and runner.others else None
                 secs = [float(x) for x in rr.run_secs] if rr.run_secs is not None and not error else []
                 latency = _median(secs) if secs else None
                 trace = str(cand.sch.trace)
@@ -437,6 +467,7 @@ def _make_progress_callback(work_dir: str, first_line: int, best_latency: float 
                             "run_secs": secs,
                             "error": str(error)[:4000] if error else None,
                             "trace": trace,
+                            "others_cores": others,
                             "t": round(time.time() - t0, 3),
                         }
                     )
@@ -550,6 +581,8 @@ def run_job(work_dir: str) -> int:
         best_path = os.path.join(work_dir, BEST_FILE)
         # the runner's workers read the best latency so far from here (early stop of slow candidates)
         os.environ["MLC_LAB_BEST_FILE"] = best_path
+        contention_path = os.path.join(work_dir, CONTENTION_FILE)
+        os.environ["MLC_LAB_CONTENTION_FILE"] = contention_path  # before the runner's process starts
         # LocalRunner starts a measuring process that imports TVM (1-4 s) and waits for it: let it
         # start while this process reads the database and searches its first batch
         starter = ThreadPoolExecutor(max_workers=1)
@@ -581,7 +614,7 @@ def run_job(work_dir: str) -> int:
         live = LiveLog(work_dir, t0)
         live.phase("starting")
         if remaining > 0:
-            runner = LiveRunner(runner_future, live)
+            runner = LiveRunner(runner_future, live, contention_path)
             per_iter = int(job.get("num_trials_per_iter", 16))
             cost_model: Any = _cost_model(job.get("cost_model", "xgb"), remaining, per_iter, cores)
             if (done > 0 or imported.get("count")) and isinstance(cost_model, EarlyXGB):
@@ -589,7 +622,8 @@ def run_job(work_dir: str) -> int:
             # ours right after AddToDatabase (it names the database line), before the cost model's update
             default = list(ms.MeasureCallback.create("default"))
             callbacks = default[:1] + [
-                _make_progress_callback(work_dir, _count_lines(os.path.join(work_dir, RECORDS_FILE)), best, t0, live)
+                _make_progress_callback(work_dir, _count_lines(os.path.join(work_dir, RECORDS_FILE)), best, t0, live,
+                                        runner)
             ] + default[1:]
             first_batch = done == 0 and not imported.get("count")
             for space, stage_trials, strategy in _stages(job, work_dir, task_mod, target, remaining, per_iter, first_batch):

@@ -88,6 +88,9 @@ def test_each_candidate_is_reported_as_it_is_measured(tmp_path):
     trials = [x for x in lines if "trial" in x]
     assert [x["trial"] for x in trials] == list(range(6))
     assert [x["latency_s"] for x in trials] == [r.latency_s for r in job.records()]
+    # each candidate says how busy the machine was while the runner's process timed it
+    assert all(x["others_cores"] is not None and x["others_cores"] >= 0 for x in trials)
+    assert [x["others_cores"] for x in trials] == [r.others_cores for r in job.records()]
     # one line per candidate, written as each finished: their times are spread, not one batch stamp
     assert len({x["t"] for x in trials}) > 1
     assert job.live().phase == "done" and job.live().pending == []
