@@ -329,9 +329,13 @@ class BufferAccumulator:
         if self.count is not None:
             arrays["count"] = box(self.count, 0)
         if self.who is not None:
-            thread = np.full(inner.shape, -1, self.dt)
-            block = np.full(inner.shape, -1, self.dt)
-            touched = ~untouched
-            thread[touched], block[touched] = self.who(arrays["first_touch"][touched])
+            first = arrays["first_touch"]
+            if not any_untouched:       # the usual case: no masking on the way in or out
+                thread, block = (a.reshape(first.shape) for a in self.who(first))
+            else:
+                thread = np.full(inner.shape, -1, self.dt)
+                block = np.full(inner.shape, -1, self.dt)
+                touched = ~untouched
+                thread[touched], block[touched] = self.who(first[touched])
             arrays["thread"], arrays["block"] = thread, block
         return origin, arrays

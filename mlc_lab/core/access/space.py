@@ -358,7 +358,8 @@ class Query:
             runs.values.update(tags.values)
             self._decode(self.L, np.arange(runs.n, dtype=steps.dtype) * run, None, runs)
             which = steps // run
-            return runs.linear(THREAD_TAGS, launch)[which], runs.linear(BLOCK_TAGS, launch)[which]
+            return (np.take(np.ascontiguousarray(runs.linear(THREAD_TAGS, launch)), which),
+                    np.take(np.ascontiguousarray(runs.linear(BLOCK_TAGS, launch)), which))
         self._decode(self.L, steps, None, tags)
         return tags.linear(THREAD_TAGS, launch), tags.linear(BLOCK_TAGS, launch)
 
