@@ -690,23 +690,28 @@ def _stages(job: dict, work_dir: str, task_mod: Any, target: Any, remaining: int
             first_run: bool) -> list[tuple[Any, int, Any]]:
     """(space, trials, search strategy) in order.
 
-    A fresh run of the default space on a matrix product measures one batch of the packed-panel
-    sketch first (`mlc_lab.tvm.cpu_space`): meta_schedule's evolutionary search draws its first
-    candidates evenly from the union's design spaces and then breeds from whatever it measured,
-    and with the sketch as one design space of four it measured 1 sketch candidate in 64 trials.
-    After that batch, the whole space is searched with the sketch's best already in the database,
-    so they seed the population. That first batch is drawn at random (distinct samples, no
-    genetic steps): before any measurement the cost model has nothing to say, and breeding
-    guided by it would only cost time (2.2 s of search at load 6 -> 0.4 s)."""
+    For the default space on a matrix product, the packed-panel sketch (`mlc_lab.tvm.cpu_space`)
+    gets the first batches: one drawn at random on a fresh run (distinct samples, no genetic
+    steps: before any measurement the cost model has nothing to say, and breeding guided by it
+    would only cost time, 2.2 s of search at load 6 -> 0.4 s), then one bred from the best so far
+    (a continued or warm-started run starts here, from the records it has). Only then is the
+    union of both spaces searched, with those records seeding its population. Without this,
+    meta_schedule's evolutionary search draws its candidates evenly from the union's design
+    spaces (the sketch is one of four) and breeds from whatever it measured: a fresh 512^3 run
+    measured 1 sketch candidate in 64 trials, and a warm-started one, whose cost model had seen
+    only sketch candidates, spent its first batch on default-space ones it could not judge."""
     from mlc_lab.tvm.cpu_space import packed_panel_space
 
     space = _space(job, work_dir, task_mod, target)
-    if job["space"]["kind"] == "auto" and first_run and remaining > per_iter:
+    if job["space"]["kind"] == "auto" and remaining > per_iter:
         sketch = packed_panel_space(task_mod["main"], target)
         if sketch is not None:
-            first = ms.search_strategy.EvolutionarySearch(  # distinct random samples, no breeding
-                population_size=2 * per_iter, init_min_unmeasured=2 * per_iter, genetic_num_iters=0)
-            return [(sketch, per_iter, first), (space, remaining, _strategy(job))]
+            stages = []
+            if first_run:
+                stages.append((sketch, per_iter, ms.search_strategy.EvolutionarySearch(
+                    population_size=2 * per_iter, init_min_unmeasured=2 * per_iter, genetic_num_iters=0)))
+            stages.append((sketch, per_iter, _strategy(job)))
+            return [*stages, (space, remaining, _strategy(job))]
     return [(space, remaining, _strategy(job))]
 
 
