@@ -4,6 +4,7 @@ export default defineConfig({
   test: {
     include: ["js/__tests__/**/*.test.ts"],
     environment: "jsdom",
+    setupFiles: ["js/__tests__/setup.ts"],
     pool: "threads",
     maxWorkers: 1,
     // jsdom + CodeMirror + plotly take seconds per test on a loaded 2-core machine; a test that

@@ -4,12 +4,6 @@ import widget from "../explorer";
 import { type LoweringInfo, type PassInfo, asmLanguage, codeText, loopFacts, scriptAfter, scriptBefore, widthText } from "../explorer/compiler";
 import { fakeModel, tick } from "./fixtures";
 
-// jsdom has no layout: CodeMirror's scrollIntoView measures text ranges, so give them empty boxes.
-const emptyRects = () => Object.assign([], { item: () => null }) as unknown as DOMRectList;
-const emptyRect = () => ({ x: 0, y: 0, width: 0, height: 0, top: 0, left: 0, right: 0, bottom: 0, toJSON: () => ({}) }) as DOMRect;
-Range.prototype.getClientRects ??= emptyRects;
-Range.prototype.getBoundingClientRect ??= emptyRect;
-
 const pass = (index: number, name: string, status: PassInfo["status"], base: number, script: string | null = null, extra: Partial<PassInfo> = {}): PassInfo => ({
   index, name, phase: "pipeline", status, depth: 0, base, note: "", script, error: null, seconds: 0.001, ...extra,
 });
