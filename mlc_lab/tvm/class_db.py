@@ -1,14 +1,14 @@
-"""A class's shared tuning database, reachable over TVM RPC (``tune(..., database="rpc://HOST:PORT")``).
+"""A class's shared tuning database: a folder, or one reachable over TVM RPC.
 
 The teacher's machine keeps one meta_schedule JSON database in a folder and serves it with
 ``mlc-lab database serve DIR --port 9190`` (a TVM RPC server, optionally registered with the class's
 tracker under a key). A student's tuning job asks it for the folder's two files before searching
 and sends back its own records at the end; the server merges them under a lock, so thirty students
 finishing at once never interleave half-written lines. The files travel as text: the job then
-reads and writes them exactly as it does a shared folder (``tuning.import_shared_records`` /
-``export_to_shared``).
+reads and writes them exactly as it does a shared folder (`import_shared_records` /
+`export_to_shared`), under the same lock when the folder is on a shared drive.
 
-The same lock is taken when the database is a plain folder on a shared drive.
+A tuning job calls `import_shared` before its search and `share` at the end.
 """
 
 from __future__ import annotations
@@ -180,3 +180,96 @@ def commit(spec: str, source: str, timeout_s: float = 60.0) -> int:
             files[name] = fh.read()
     sess = _session(spec, timeout_s)
     return int(_remote(sess, COMMIT, spec)(json.dumps(files)))
+
+
+# --- inside a tuning job --------------------------------------------------------------------------------
+def count_lines(path: str) -> int:
+    """Records (non-empty lines) in a database file; 0 when it does not exist."""
+    if not os.path.exists(path):
+        return 0
+    with open(path, "rb") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
+def _shared_name(shared: str) -> str:
+    return shared if shared.startswith("rpc://") else os.path.abspath(shared)
+
+
+def import_shared(shared: str, work_dir: str, db: Any, task_mod: Any, target: Any, imported: dict) -> dict:
+    """Records of this workload and target from the class's database (a folder, or "rpc://..." served
+    by `mlc-lab database serve`) into the job's database; see `import_shared_records`."""
+    if imported.get("from") == _shared_name(shared):
+        return imported
+    if not shared.startswith("rpc://"):
+        return import_shared_records(shared, work_dir, db, task_mod, target)
+    with tempfile.TemporaryDirectory(prefix="mlc_lab_classdb_") as tmp:
+        fetch(shared, tmp)
+        return {**import_shared_records(tmp, work_dir, db, task_mod, target), "from": shared}
+
+
+def share(shared: str, work_dir: str, index: int, imported: dict) -> dict:
+    """This job's own records into the class's database (folder or "rpc://..."): {"to", "count"}."""
+    if not shared.startswith("rpc://"):
+        return {"to": _shared_name(shared), "count": export_to_shared(shared, work_dir, index, imported)}
+    with tempfile.TemporaryDirectory(prefix="mlc_lab_classdb_") as tmp:
+        n = export_to_shared(tmp, work_dir, index, imported)
+        commit(shared, tmp)
+    return {"to": shared, "count": n}
+
+
+def import_shared_records(shared_dir: str, work_dir: str, db: Any, task_mod: Any, target: Any) -> dict:
+    """Copy the shared database's records of this workload and target into the job's database
+    (once per work directory): they seed the evolutionary search's population and train the cost
+    model, and are not counted as this job's trials."""
+    from tvm.s_tir import meta_schedule as ms
+
+    empty = {"from": os.path.abspath(shared_dir), "count": 0, "lines": [0, 0]}
+    if not os.path.exists(os.path.join(shared_dir, WORKLOADS_FILE)):
+        return empty
+    with locked(shared_dir):  # another student may be adding records right now
+        shared = ms.database.JSONDatabase(work_dir=shared_dir, module_equality="structural")
+    if not shared.has_workload(task_mod):
+        return empty
+    wl = shared.commit_workload(task_mod)
+    mine = db.commit_workload(task_mod)
+    target_text = str(target.export())
+    first = count_lines(os.path.join(work_dir, RECORDS_FILE))
+    n = 0
+    for rec in shared.get_top_k(wl, 100000):
+        if str(rec.target.export()) != target_text:
+            continue
+        db.commit_tuning_record(ms.database.TuningRecord(rec.trace, mine, rec.run_secs, rec.target, rec.args_info))
+        n += 1
+    return {"from": os.path.abspath(shared_dir), "count": n, "lines": [first, first + n]}
+
+
+def export_to_shared(shared_dir: str, work_dir: str, index: int, imported: dict) -> int:
+    """Append this job's own records to the shared database (the next student starts from them);
+    returns how many."""
+    os.makedirs(shared_dir, exist_ok=True)
+    with locked(shared_dir):
+        return _export_locked(shared_dir, work_dir, index, imported)
+
+
+def _export_locked(shared_dir: str, work_dir: str, index: int, imported: dict) -> int:
+    from tvm.s_tir import meta_schedule as ms
+
+    shared = ms.database.JSONDatabase(work_dir=shared_dir, module_equality="structural")
+    skip = range(*(imported.get("lines") or [0, 0]))
+    n = 0
+    with open(os.path.join(work_dir, WORKLOADS_FILE)) as fh:
+        workloads = [ms.database.Workload.from_json(json.loads(x)) for x in fh if x.strip()]
+    wl_shared = shared.commit_workload(workloads[index].mod)
+    with open(os.path.join(work_dir, RECORDS_FILE)) as fh:
+        lines = [x for x in fh if x.strip()]
+    for line_no, raw in enumerate(lines):
+        if line_no in skip:
+            continue
+        wl_index, rec_json = json.loads(raw)
+        if wl_index != index:
+            continue
+        rec = ms.database.TuningRecord.from_json(rec_json, workloads[wl_index])
+        shared.commit_tuning_record(ms.database.TuningRecord(rec.trace, wl_shared, rec.run_secs, rec.target, rec.args_info))
+        n += 1
+    del shared
+    return n

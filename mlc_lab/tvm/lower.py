@@ -335,7 +335,7 @@ def ptxas_info(ptx: str, arch: str) -> dict:
 
 def lower_request(req: dict) -> dict:
     """The worker's "lower" request: {"script", "func_name", "target", "ptx"}."""
-    from mlc_lab.tvm.tuning import install_fast_stack
+    from mlc_lab.tvm.tuning_build import install_fast_stack
 
     # Re-parsing the step costs ~0.3 s of inspect.stack() in T.prim_func otherwise (worker only:
     # it patches TVM internals).

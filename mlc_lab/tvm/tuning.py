@@ -17,7 +17,6 @@ Work directory files (besides meta_schedule's own database_*.json and logs/):
 from __future__ import annotations
 
 import json
-import linecache
 import os
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 from mlc_lab.tvm import build as _build  # noqa: E402
 from mlc_lab.tvm import class_db  # noqa: E402
+from mlc_lab.tvm.tuning_build import InProcessBuilder, install_fast_stack  # noqa: E402,F401  (benchmarks use both)
 from mlc_lab.tvm import timing  # noqa: E402
 
 JOB_FILE = "mlc_lab_job.json"
@@ -45,8 +45,7 @@ SPACE_PICKLE = "mlc_lab_space.pkl"
 STATUS_FILE = "mlc_lab_status.json"
 TRIALS_FILE = "mlc_lab_trials.jsonl"
 BEST_FILE = "mlc_lab_best.json"
-RECORDS_FILE = "database_tuning_record.json"
-WORKLOADS_FILE = "database_workload.json"
+RECORDS_FILE, WORKLOADS_FILE = class_db.RECORDS_FILE, class_db.WORKLOADS_FILE  # meta_schedule's database
 LIVE_FILE = "mlc_lab_live.jsonl"
 CONTENTION_FILE = "mlc_lab_contention.txt"  # the runner's process: others' cores per candidate
 TUNING_MIN_REPEAT_MS = 10.0
@@ -142,107 +141,6 @@ def _check_inst(inst: Any) -> None:
 
 
 # ----------------------------------------------------------------------------------------- subprocess
-
-
-class _FrameInfo:
-    """Just what TVMScript's parser reads from `inspect.stack()`, with the source line loaded lazily."""
-
-    __slots__ = ("frame", "filename", "lineno", "function", "index")
-
-    def __init__(self, frame: Any) -> None:
-        self.frame = frame
-        self.filename = frame.f_code.co_filename
-        self.lineno = frame.f_lineno
-        self.function = frame.f_code.co_name
-        self.index = 0
-
-    @property
-    def code_context(self) -> list[str] | None:
-        line = linecache.getline(self.filename, self.lineno)
-        return [line] if line else None
-
-
-class _FastInspect:
-    """A stand-in for the `inspect` module whose `stack()` does not read every source file."""
-
-    def __init__(self, real: Any) -> None:
-        self._real = real
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-    def stack(self, context: int = 1) -> list:  # noqa: ARG002 - same signature as inspect.stack
-        frames = []
-        frame = sys._getframe(1)
-        while frame is not None:
-            frames.append(_FrameInfo(frame))
-            frame = frame.f_back
-        return frames
-
-
-def install_fast_stack() -> None:
-    """TVMScript's decorators call `inspect.stack()`, which costs ~20 ms each and ~10 s for the 496
-    tensor intrinsics meta_schedule imports. Subprocess only: it patches TVM internals."""
-    import importlib
-    import inspect
-
-    for name in ("tvm.tirx.script.parser.entry", "tvm.script.parser.ir.entry"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        if getattr(module, "inspect", None) is inspect:
-            module.inspect = _FastInspect(inspect)
-
-
-def fast_build(mod: Any, target: Any, _params: Any = None) -> Any:
-    """meta_schedule's default_build without its `import tvm.s_tir.tensor_intrin` (seconds per call)."""
-    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
-
-    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-    return tvm.tirx.build(mod, target=target)
-
-
-def export_shared(rt_mod: Any) -> str:
-    """The candidate as a shared library, linked here, on the builder's threads. meta_schedule's
-    default_export writes a tar of object files instead, which the runner must unpack and link
-    before it can time anything: 0.1-0.25 s per candidate spent in the one-at-a-time measuring
-    phase, against 0.05-0.1 s more here, where two candidates build at once. The directory is
-    removed by meta_schedule's RemoveBuildArtifact callback, as the tar's was."""
-    path = os.path.join(tempfile.mkdtemp(prefix="mlc_lab_cand_"), "candidate.so")
-    rt_mod.export_library(path)
-    return path
-
-
-@derived_object
-class InProcessBuilder(ms.builder.PyBuilder):
-    """Builds candidates in the tuning process itself, on a few threads (TVM's FFI calls release
-    the GIL, so LLVM code generation runs in parallel). The stock LocalBuilder starts fresh worker
-    processes on every batch, which costs seconds each time."""
-
-    def __init__(self, max_workers: int | None = None, live: "LiveLog | None" = None) -> None:
-        super().__init__()
-        self.max_workers = max_workers or usable_cores()
-        self.live = live
-
-    def build(self, build_inputs: list) -> list:
-        if self.live is not None:
-            self.live.phase("building", len(build_inputs))
-        from concurrent.futures import ThreadPoolExecutor
-
-        from tvm.s_tir.meta_schedule.builder import BuilderResult
-
-        def one(item: Any) -> Any:
-            try:
-                rt_mod = fast_build(item.mod, item.target, None)
-                return BuilderResult(export_shared(rt_mod), None)
-            except Exception as exc:  # noqa: BLE001 - a failed candidate is a result, not a crash
-                return BuilderResult(None, f"build failed: {exc}")
-
-        if self.max_workers <= 1 or len(build_inputs) <= 1:
-            return [one(item) for item in build_inputs]
-        with ThreadPoolExecutor(max_workers=self.max_workers) as pool:
-            return list(pool.map(one, build_inputs))
 
 
 def parse_runner(spec: str) -> dict:
@@ -404,13 +302,6 @@ def _write_json(path: str, obj: Any) -> None:
     with open(tmp, "w") as fh:
         json.dump(obj, fh)
     os.replace(tmp, path)
-
-
-def _count_lines(path: str) -> int:
-    if not os.path.exists(path):
-        return 0
-    with open(path, "rb") as fh:
-        return sum(1 for line in fh if line.strip())
 
 
 def _workload_index(work_dir: str, workload: Any) -> int:
@@ -602,7 +493,7 @@ def run_job(work_dir: str) -> int:
         index = _workload_index(work_dir, workload)
         imported = dict(status_of(work_dir).get("imported") or {})
         if job.get("shared_db"):
-            imported = import_shared(job["shared_db"], work_dir, db, task_mod, target, imported, live=None)
+            imported = class_db.import_shared(job["shared_db"], work_dir, db, task_mod, target, imported)
         done = _records_of(work_dir, index) - int(imported.get("count", 0))
         remaining = int(job["trials"]) - done
         best = None
@@ -622,7 +513,7 @@ def run_job(work_dir: str) -> int:
             # ours right after AddToDatabase (it names the database line), before the cost model's update
             default = list(ms.MeasureCallback.create("default"))
             callbacks = default[:1] + [
-                _make_progress_callback(work_dir, _count_lines(os.path.join(work_dir, RECORDS_FILE)), best, t0, live,
+                _make_progress_callback(work_dir, class_db.count_lines(os.path.join(work_dir, RECORDS_FILE)), best, t0, live,
                                         runner)
             ] + default[1:]
             first_batch = done == 0 and not imported.get("count")
@@ -661,7 +552,7 @@ def run_job(work_dir: str) -> int:
             confirm_best(work_dir, db, workload, target)
         if job.get("shared_db"):
             live.phase("sharing")
-            status["shared"] = share(job["shared_db"], work_dir, index, imported)
+            status["shared"] = class_db.share(job["shared_db"], work_dir, index, imported)
         status.update(state="done", finished_at=time.time())
         _write_json(status_path, status)
         live.phase("done")
@@ -816,87 +707,6 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any) -> None:
     best["trace"], best["script"] = str(winner["sch"].trace), winner["sch"].mod.script()  # printed once, for the winner
     best["latency_s_confirmed"] = final["latency_s"]
     _write_json(best_path, best)
-
-
-def _shared_name(shared: str) -> str:
-    return shared if shared.startswith("rpc://") else os.path.abspath(shared)
-
-
-def import_shared(shared: str, work_dir: str, db: Any, task_mod: Any, target: Any, imported: dict, live: Any = None) -> dict:
-    """Records of this workload and target from the class's database (a folder, or "rpc://..." served
-    by `mlc-lab database serve`) into the job's database; see `import_shared_records`."""
-    if imported.get("from") == _shared_name(shared):
-        return imported
-    if not shared.startswith("rpc://"):
-        return import_shared_records(shared, work_dir, db, task_mod, target)
-    with tempfile.TemporaryDirectory(prefix="mlc_lab_classdb_") as tmp:
-        class_db.fetch(shared, tmp)
-        return {**import_shared_records(tmp, work_dir, db, task_mod, target), "from": shared}
-
-
-def share(shared: str, work_dir: str, index: int, imported: dict) -> dict:
-    """This job's own records into the class's database (folder or "rpc://..."): {"to", "count"}."""
-    if not shared.startswith("rpc://"):
-        return {"to": _shared_name(shared), "count": export_to_shared(shared, work_dir, index, imported)}
-    with tempfile.TemporaryDirectory(prefix="mlc_lab_classdb_") as tmp:
-        n = export_to_shared(tmp, work_dir, index, imported)
-        class_db.commit(shared, tmp)
-    return {"to": shared, "count": n}
-
-
-def import_shared_records(shared_dir: str, work_dir: str, db: Any, task_mod: Any, target: Any) -> dict:
-    """Copy the shared database's records of this workload and target into the job's database
-    (once per work directory): they seed the evolutionary search's population and train the cost
-    model, and are not counted as this job's trials."""
-    empty = {"from": os.path.abspath(shared_dir), "count": 0, "lines": [0, 0]}
-    if not os.path.exists(os.path.join(shared_dir, WORKLOADS_FILE)):
-        return empty
-    with class_db.locked(shared_dir):  # another student may be adding records right now
-        shared = ms.database.JSONDatabase(work_dir=shared_dir, module_equality="structural")
-    if not shared.has_workload(task_mod):
-        return empty
-    wl = shared.commit_workload(task_mod)
-    mine = db.commit_workload(task_mod)
-    target_text = str(target.export())
-    first = _count_lines(os.path.join(work_dir, RECORDS_FILE))
-    n = 0
-    for rec in shared.get_top_k(wl, 100000):
-        if str(rec.target.export()) != target_text:
-            continue
-        db.commit_tuning_record(ms.database.TuningRecord(rec.trace, mine, rec.run_secs, rec.target, rec.args_info))
-        n += 1
-    return {"from": os.path.abspath(shared_dir), "count": n, "lines": [first, first + n]}
-
-
-def export_to_shared(shared_dir: str, work_dir: str, index: int, imported: dict) -> int:
-    """Append this job's own records to the shared database (the next student starts from them);
-    returns how many."""
-    os.makedirs(shared_dir, exist_ok=True)
-    with class_db.locked(shared_dir):
-        return _export_locked(shared_dir, work_dir, index, imported)
-
-
-def _export_locked(shared_dir: str, work_dir: str, index: int, imported: dict) -> int:
-    shared = ms.database.JSONDatabase(work_dir=shared_dir, module_equality="structural")
-    db = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
-    skip = range(*(imported.get("lines") or [0, 0]))
-    n = 0
-    with open(os.path.join(work_dir, WORKLOADS_FILE)) as fh:
-        workloads = [ms.database.Workload.from_json(json.loads(x)) for x in fh if x.strip()]
-    wl_shared = shared.commit_workload(workloads[index].mod)
-    with open(os.path.join(work_dir, RECORDS_FILE)) as fh:
-        lines = [x for x in fh if x.strip()]
-    for line_no, raw in enumerate(lines):
-        if line_no in skip:
-            continue
-        wl_index, rec_json = json.loads(raw)
-        if wl_index != index:
-            continue
-        rec = ms.database.TuningRecord.from_json(rec_json, workloads[wl_index])
-        shared.commit_tuning_record(ms.database.TuningRecord(rec.trace, wl_shared, rec.run_secs, rec.target, rec.args_info))
-        n += 1
-    del db, shared
-    return n
 
 
 # ----------------------------------------------------------------------------------------- reading back
