@@ -158,3 +158,16 @@ def page(browser, artifacts):
     yield pg
     (artifacts / "console.log").write_text("\n".join(console))
     context.close()
+
+
+@pytest.fixture()
+def lab_page(browser):
+    """(page, its console errors) in a fresh context wide enough for JupyterLab's right split."""
+    from tests.e2e.lab import console_errors
+
+    context = browser.new_context(viewport={"width": 1600, "height": 950})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    errors = console_errors(pg)
+    yield pg, errors
+    context.close()

@@ -30,6 +30,14 @@ KERNEL_EXEC_JS = """async (code) => {
 }"""
 
 
+def console_errors(page) -> list[str]:
+    """A list that collects the page's console errors and uncaught exceptions from now on."""
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+    return errors
+
+
 def write_notebook(path: Path, cells: list[str]) -> None:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}

@@ -40,16 +40,11 @@ def sessions(url: str) -> list[dict]:
         return json.loads(r.read())
 
 
-@pytest.fixture()
-def lab_page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 950})
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    yield page, errors
-    context.close()
+def ten_trials(path) -> None:
+    """A tuning run's folder: 10 of 12 trials measured, the fourth one failed."""
+    wd = WorkDir(path, total=12)
+    for i in range(10):
+        wd.add(None if i == 3 else 1e-4 * (10 - i), RUN_ERROR if i == 3 else None)
 
 
 def test_launcher_tile_writes_an_exploration(lab_server, lab_page, artifacts):
@@ -128,9 +123,7 @@ def test_tuning_run_document_without_kernel(lab_server, lab_page, artifacts):
     url, root = lab_server
     page, errors = lab_page
     lab_setting(url, documentKernel=False)  # documents stay read-only until "Open with kernel"
-    wd = WorkDir(root / "runs" / "mm", total=12)
-    for i in range(10):
-        wd.add(None if i == 3 else 1e-4 * (10 - i), RUN_ERROR if i == 3 else None)
+    ten_trials(root / "runs" / "mm")
     page.goto(f"{url}/lab/tree/runs/mm/database_tuning_record.json?reset")
     board = page.locator(".mlc-lab-run-doc .mlc-tuning")
     board.wait_for(timeout=60_000)
@@ -148,9 +141,7 @@ def test_tuning_run_document_live_through_its_own_kernel(lab_server, lab_page, a
     url, root = lab_server
     page, errors = lab_page
     lab_setting(url)  # documents start a kernel of their own
-    wd = WorkDir(root / "runs" / "live", total=12)
-    for i in range(10):
-        wd.add(None if i == 3 else 1e-4 * (10 - i), RUN_ERROR if i == 3 else None)
+    ten_trials(root / "runs" / "live")
     page.goto(f"{url}/lab/tree/runs/live/database_tuning_record.json?reset")
     # live: the dashboard made by mlc_lab.open_tuning_run in the document's kernel (its folder)
     board = page.locator(".mlc-lab-doc .mlc-lab-live .mlc-tuning")

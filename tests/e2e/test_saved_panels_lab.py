@@ -14,6 +14,7 @@ import sys
 import nbformat
 import pytest
 
+from tests.e2e.lab import console_errors
 from tests.e2e.saved import REPO, execute_saving_widgets, widget_state
 
 pytestmark = pytest.mark.e2e
@@ -61,9 +62,7 @@ def test_saved_panels_offline(browser, artifacts, tmp_path):
     assert run.returncode == 0, run.stderr
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
     page = context.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+    errors = console_errors(page)
     requests: list[str] = []
     context.on("request", lambda r: requests.append(r.url))
     try:

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from tests.e2e.lab import console_errors
 from tests.e2e.saved import REPO, execute_saving_widgets, plot_bytes, widget_state, widget_views
 
 pytestmark = pytest.mark.e2e
@@ -41,13 +42,6 @@ def saved_lecture(lab_server, artifacts):
     assert state_bytes < 2_000_000, state_bytes
     assert len(dest.read_text()) - plot_bytes(nb) < 2_000_000
     return dest, nb
-
-
-def _console_errors(page) -> list[str]:
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    return errors
 
 
 def _no_kernel_dialog(page, artifacts, name) -> None:
@@ -115,7 +109,7 @@ def test_saved_notebook_in_jupyterlab_without_kernel(lab_server, saved_lecture, 
     _path, nb = saved_lecture
     context = browser.new_context(viewport={"width": 1500, "height": 1000})
     page = context.new_page()
-    errors = _console_errors(page)
+    errors = console_errors(page)
     try:
         page.goto(f"{url}/lab/tree/saved_01.ipynb?reset")
         _no_kernel_dialog(page, artifacts, "saved-lab")
@@ -138,7 +132,7 @@ def test_saved_notebook_in_notebook7(lab_server, saved_lecture, browser, artifac
     _path, nb = saved_lecture
     context = browser.new_context(viewport={"width": 1500, "height": 1000})
     page = context.new_page()
-    errors = _console_errors(page)
+    errors = console_errors(page)
     try:
         page.goto(f"{url}/notebooks/saved_01.ipynb")
         _no_kernel_dialog(page, artifacts, "saved-nb7")
@@ -168,7 +162,7 @@ def test_exported_page_offline_from_file(lab_server, saved_lecture, browser, art
     page = context.new_page()
     requests: list[str] = []
     context.on("request", lambda r: requests.append(r.url))
-    errors = _console_errors(page)
+    errors = console_errors(page)
     try:
         page.goto(page_file.as_uri())
         page.wait_for_function("() => document.body.dataset.mlcLabReady === 'true'", timeout=60_000)

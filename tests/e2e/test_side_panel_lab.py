@@ -16,9 +16,9 @@ NOTEBOOK_CODE = ".jp-NotebookPanel .jp-Cell .mlc-explorer .mlc-code-main .cm-con
 SIDE = ".jp-LinkedOutputView"
 
 
-def test_explorer_opens_in_a_side_panel(lab_server, lab_page_with_errors, artifacts):
+def test_explorer_opens_in_a_side_panel(lab_server, lab_page, artifacts):
     url, root = lab_server
-    page, errors = lab_page_with_errors
+    page, errors = lab_page
     write_notebook(root / "side_panel.ipynb", [
         "from mlc_lab.widgets import explore\nMM_RELU = " + repr(MM_RELU),
         'ex = explore(MM_RELU, height="560px")\nex.session.apply("split", "Y/j", factors=[None, 4])\nex',
@@ -48,15 +48,3 @@ def test_explorer_opens_in_a_side_panel(lab_server, lab_page_with_errors, artifa
                                timeout=60_000)
     page.screenshot(path=str(artifacts / "side-panel.png"))
     assert not errors, errors
-
-
-@pytest.fixture()
-def lab_page_with_errors(browser):
-    context = browser.new_context(viewport={"width": 1600, "height": 950})
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    yield page, errors
-    context.close()
