@@ -173,16 +173,21 @@ class LoopTree(dict):
     def _names(self) -> tuple[dict[str, list[dict]], dict[str, list[tuple[dict, dict]]]]:
         """({reference: nodes}, {bare name: [(node, function)]}), both in pre-order; built once per tree
         (a step's names are looked up once per argument of every later call)."""
+        size = len(self.get("functions") or ())
         cached = self.__dict__.get("_name_index")
-        walked = self._walked()
-        if cached is not None and cached[0] is walked:
+        if cached is not None and cached[0] == size:
             return cached[1]
+        return self.index_names([(n, fn) for n, fn, _ in self._walked()])
+
+    def index_names(self, preorder: list[tuple[dict, dict]]) -> tuple[dict, dict]:
+        """Index every (node, its function), given in pre-order: the scanner that built the tree hands
+        them over as it made them, which saves a walk per step."""
         refs: dict[str, list[dict]] = {}
         names: dict[str, list[tuple[dict, dict]]] = {}
-        for n, fn, _ in walked:
-            refs.setdefault(ref_of(n), []).append(n)
+        for n, fn in preorder:
+            refs.setdefault(n.get("qualified") or n["name"], []).append(n)
             names.setdefault(n["name"], []).append((n, fn))
-        self.__dict__["_name_index"] = (walked, (refs, names))
+        self.__dict__["_name_index"] = (len(self.get("functions") or ()), (refs, names))
         return refs, names
 
     def find(self, text: str, kind: str | None = None) -> dict | None:

@@ -108,6 +108,7 @@ def build(mod: tvm.IRModule, script: str, focus: str | None = None) -> LoopIndex
     for node, info in scanner.loop_nodes:
         node["qualified"] = info.qualified
         index.info_of[id(node)] = info
+    index.tree.index_names(scanner.preorder)
     return index
 
 
@@ -187,6 +188,7 @@ class _Scanner:
         self.lines = lines
         self.index = index
         self.loop_nodes: list[tuple[dict, LoopInfo]] = []  # to copy qualified names in once known
+        self.preorder: list[tuple[dict, dict]] = []  # (loop or block node, its function) as made
 
     def run(self) -> list[dict]:
         functions: list[dict] = []
@@ -211,7 +213,7 @@ class _Scanner:
         for pname, args_text in _parse_params(m.group(3)):
             func["buffers"].append(self.buffer(pname, args_text, "param"))
         functions.append(func)
-        self.func, self.order = name, 0
+        self.func, self.order, self.func_node = name, 0, func
         self.open_loops: list[LoopInfo] = []  # loops since the last block boundary, outer first
         self.all_open: list[LoopInfo] = []  # every enclosing loop
         self.open_blocks: list[str] = []  # every enclosing block, outer first
@@ -270,6 +272,7 @@ class _Scanner:
                 "line": line, "end_line": line, "children": [],
             }
             self.loop_nodes.append((node, info))
+            self.preorder.append((node, self.func_node))
             if chain:
                 chain[-1]["children"].append(node)
             else:
@@ -290,6 +293,7 @@ class _Scanner:
             "children": [], "_init": [],
         }
         self._add_child(top, block)
+        self.preorder.append((block, self.func_node))
         entry = [indent, "block", block, self.open_loops]
         self.open_loops = []  # get_loops stops at a block boundary
         self.open_blocks.append(name)

@@ -91,7 +91,7 @@ def run_entry(entry: dict, *, footprint: bool = True) -> Outcome:
     if replayed is not None:
         try:
             tree = replayed.loop_tree()
-            out.loop_tree = "ok"
+            out.loop_tree = "ok" if _index_matches_walk(tree) else "names differ"
         except Exception as exc:  # noqa: BLE001
             out.loop_tree = _classify(exc)
             out.errors["loop_tree"] = _first_line(exc)
@@ -108,6 +108,19 @@ def run_entry(entry: dict, *, footprint: bool = True) -> Outcome:
                 out.footprints.append((loop, result, time.perf_counter() - t0))
     out.seconds = time.perf_counter() - started
     return out
+
+
+def _index_matches_walk(tree) -> bool:
+    """The name index the scanner hands over equals the one a walk of the finished tree builds."""
+    fresh = type(tree)(tree)
+    walked = fresh.index_names([(n, fn) for n, fn, _ in fresh._walked()])
+
+    def ids(index):
+        refs, names = index
+        return ({k: [id(n) for n in v] for k, v in refs.items()},
+                {k: [(id(n), id(fn)) for n, fn in v] for k, v in names.items()})
+
+    return ids(tree._names()) == ids(walked)
 
 
 def _three_loops(tree: dict) -> list[str]:
