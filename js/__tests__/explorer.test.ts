@@ -1,6 +1,7 @@
 // @vitest-environment jsdom
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import widget from "../explorer";
+import { BUSY_DELAY_MS } from "../explorer/view";
 import { SCRIPT, fakeModel, mmRelu, tick, treeBytes } from "./fixtures";
 
 type Model = ReturnType<typeof fakeModel>;
@@ -122,6 +123,33 @@ describe("explorer view", () => {
     await tick();
     $(".mlc-prim[data-primitive='parallel']")!.click();
     expect(model.requests().at(-1)!.params).toEqual({ primitive: "parallel", args: [], kwargs: { loop: "C/i" } });
+  });
+
+  it("'working…' shows only for a request that outlasts BUSY_DELAY_MS; a quick answer changes nothing on the click", async () => {
+    row("loop", "C/i").click();
+    await tick();
+    vi.useFakeTimers();
+    try {
+      const busy = () => !$(".mlc-busy")!.hidden;
+      const cursor = () => $(".mlc-explorer")!.classList.contains("mlc-busy-state");
+      const parallel = () => $(".mlc-prim[data-primitive='parallel']")!.click();
+      parallel();
+      expect(model.requests().at(-1)!.method).toBe("apply");
+      expect([busy(), cursor()]).toEqual([false, false]);
+      await vi.advanceTimersByTimeAsync(BUSY_DELAY_MS / 2);
+      model.reply({ names: [] });
+      await vi.advanceTimersByTimeAsync(BUSY_DELAY_MS * 2);
+      expect([busy(), cursor()]).toEqual([false, false]);
+
+      parallel();
+      await vi.advanceTimersByTimeAsync(BUSY_DELAY_MS + 1);
+      expect([busy(), cursor()]).toEqual([true, true]);
+      model.reply({ names: [] });
+      await vi.advanceTimersByTimeAsync(0);
+      expect([busy(), cursor()]).toEqual([false, false]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("re-renders when Python changes the state (a step from a cell)", async () => {

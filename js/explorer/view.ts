@@ -31,6 +31,9 @@ export interface MeasuredExplorerModel extends ExplorerModel {
 
 type Model = AnyModel<MeasuredExplorerModel>;
 
+/** A request answered sooner than this shows no "working…" (see ExplorerView.setBusy). */
+export const BUSY_DELAY_MS = 300;
+
 export interface LatencySample {
   primitive: string;
   ms: number; // click -> first frame painted with the new state
@@ -62,6 +65,7 @@ export class ExplorerView {
   private diffSel: HTMLSelectElement;
   private baseSel: HTMLSelectElement;
   private busyEl: HTMLElement;
+  private busyTimer: ReturnType<typeof setTimeout> | null = null;
   private tabs: Record<"history" | "trace", HTMLElement>;
   private collapsed = new Set<string>();
   private revealedKey: string | null = null;
@@ -901,9 +905,25 @@ export class ExplorerView {
     }
   }
 
+  /** "working…" and the progress cursor, for a request that outlasts BUSY_DELAY_MS. A click is
+   * usually answered sooner: showing them at once would restyle the whole explorer on the click
+   * (the cursor is inherited by every element) and again when the answer lands, just when the new
+   * step is to be drawn, for an indicator that flickers for a few frames. */
   private setBusy(busy: boolean): void {
-    this.busyEl.hidden = !busy && this.rpc.inFlight === 0;
-    this.root.classList.toggle("mlc-busy-state", !this.busyEl.hidden);
+    if (busy) {
+      if (this.busyTimer === null && this.busyEl.hidden) this.busyTimer = setTimeout(() => this.showBusy(true), BUSY_DELAY_MS);
+      return;
+    }
+    if (this.rpc.inFlight > 0) return;
+    if (this.busyTimer !== null) clearTimeout(this.busyTimer);
+    this.busyTimer = null;
+    if (!this.busyEl.hidden) this.showBusy(false);
+  }
+
+  private showBusy(shown: boolean): void {
+    this.busyTimer = null;
+    this.busyEl.hidden = !shown;
+    this.root.classList.toggle("mlc-busy-state", shown);
   }
 
   /** Click-to-render latency: from the click to the first frame painted with the new state. */
@@ -937,6 +957,7 @@ export class ExplorerView {
   }
 
   dispose(): void {
+    if (this.busyTimer !== null) clearTimeout(this.busyTimer);
     for (const d of this.disposers) d();
     this.memory.dispose();
     this.layout.dispose();
