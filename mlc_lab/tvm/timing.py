@@ -158,8 +158,10 @@ def run_evaluator(rt_mod: Any, device: Any, evaluator_config: Any, repeated_args
         cache="cold" if evaluator_config.enable_cpu_cache_flush else "warm",
         early_stop_factor=TUNING.early_stop_factor,
     )
+    from mlc_lab.tvm import timeline
+
     out: list[float] = []
-    with OthersCpu() as probe:
+    with timeline.span("evaluate"), OthersCpu() as probe:
         for args in repeated_args:
             device.sync()
             out += time_function(rt_mod, rt_mod.entry_name, device, list(args), method, best_s=best)

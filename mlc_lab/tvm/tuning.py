@@ -37,7 +37,7 @@ from tvm.s_tir import meta_schedule as ms  # noqa: E402
 from mlc_lab.tvm import build as _build  # noqa: E402
 from mlc_lab.tvm import class_db  # noqa: E402
 from mlc_lab.tvm.tuning_build import InProcessBuilder, install_fast_stack  # noqa: E402,F401  (benchmarks use both)
-from mlc_lab.tvm import timing  # noqa: E402
+from mlc_lab.tvm import timeline, timing  # noqa: E402
 
 JOB_FILE = "mlc_lab_job.json"
 MODULE_FILE = "mlc_lab_module.json"
@@ -210,7 +210,8 @@ class LiveRunner(ms.runner.PyRunner):
             futures = []
             for one in runner_inputs:
                 start = _file_size(self.contention_file)
-                fut = self.inner.run([one])[0]
+                with timeline.span("measure"):
+                    fut = self.inner.run([one])[0]
                 self._log(fut, _new_value(self.contention_file, start))
                 futures.append(fut)
             return futures
@@ -342,6 +343,7 @@ def _make_progress_callback(work_dir: str, first_line: int, best_latency: float 
             self.best = best_latency
 
         def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+            timeline.event("batch_measured", n=len(measure_candidates))
             lines = []
             for cand, br, rr in zip(measure_candidates, builder_results, runner_results):
                 error = br.error_msg or rr.error_msg
@@ -412,10 +414,12 @@ class EarlyXGB(ms.cost_model.PyCostModel):
         self.seen += len(candidates)
         if self.seen >= self.total:
             return  # the run's last batch: no round will ask the model again
-        self.inner.update(context, candidates, results)
+        with timeline.span("xgb_update", n=len(candidates)):
+            self.inner.update(context, candidates, results)
 
     def predict(self, context: Any, candidates: list) -> Any:
-        return self.inner.predict(context, candidates)
+        with timeline.span("xgb_predict", n=len(candidates)):
+            return self.inner.predict(context, candidates)
 
 
 def _cost_model(name: str, remaining: int, per_iter: int, cores: int) -> Any:
@@ -463,6 +467,7 @@ def run_job(work_dir: str) -> int:
     work_dir = os.path.abspath(work_dir)
     status_path = os.path.join(work_dir, STATUS_FILE)
     t0 = time.time()
+    timeline.event("job_main")
     status: dict = {"state": "starting", "pid": os.getpid(), "started_at": t0}
     _write_json(status_path, status)
     try:
@@ -481,6 +486,7 @@ def run_job(work_dir: str) -> int:
             make_runner, {**parse_runner(job.get("runner", "local")), "servers": job.get("servers", 1)},
             job.get("min_repeat_ms", TUNING_MIN_REPEAT_MS), job.get("timeout_s", 30))
         starter.shutdown(wait=False)
+        runner_future.add_done_callback(lambda _f: timeline.event("runner_ready"))
         with open(os.path.join(work_dir, MODULE_FILE)) as fh:
             mod = _build.module_from_text(fh.read())
         target = tvm.target.Target(job["target"])
@@ -522,6 +528,7 @@ def run_job(work_dir: str) -> int:
                 if left <= 0:
                     break
                 live.phase("searching")
+                timeline.event("stage", trials=min(left, stage_trials))
                 # one cost model and one database across the stages: the second starts from the
                 # first one's records (population seeds) and the model they trained
                 ms.tune_tir(
@@ -549,13 +556,15 @@ def run_job(work_dir: str) -> int:
             }
         if job.get("confirm", True) and parse_runner(job.get("runner", "local"))["kind"] == "local":
             live.phase("confirming", CONFIRM_TOP)
-            confirm_best(work_dir, db, workload, target)
+            with timeline.span("confirm"):
+                confirm_best(work_dir, db, workload, target)
         if job.get("shared_db"):
             live.phase("sharing")
             status["shared"] = class_db.share(job["shared_db"], work_dir, index, imported)
         status.update(state="done", finished_at=time.time())
         _write_json(status_path, status)
         live.phase("done")
+        timeline.event("done")
         return 0
     except BaseException as exc:  # noqa: BLE001 - recorded for the kernel, then re-raised as a status
         status.update(

@@ -15,6 +15,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
 from mlc_lab._threads import usable_cores
+from mlc_lab.tvm import timeline
 
 if TYPE_CHECKING:
     from mlc_lab.tvm.tuning import LiveLog
@@ -108,14 +109,20 @@ class InProcessBuilder(ms.builder.PyBuilder):
 
         from tvm.s_tir.meta_schedule.builder import BuilderResult
 
+        def compile_one(item: Any) -> str:
+            with timeline.span("lower_codegen"):
+                rt_mod = fast_build(item.mod, item.target, None)
+            with timeline.span("export"):
+                return export_shared(rt_mod)
+
         def one(item: Any) -> Any:
             try:
-                rt_mod = fast_build(item.mod, item.target, None)
-                return BuilderResult(export_shared(rt_mod), None)
+                return BuilderResult(compile_one(item), None)
             except Exception as exc:  # noqa: BLE001 - a failed candidate is a result, not a crash
                 return BuilderResult(None, f"build failed: {exc}")
 
-        if self.max_workers <= 1 or len(build_inputs) <= 1:
-            return [one(item) for item in build_inputs]
-        with ThreadPoolExecutor(max_workers=self.max_workers) as pool:
-            return list(pool.map(one, build_inputs))
+        with timeline.span("build_batch", n=len(build_inputs)):
+            if self.max_workers <= 1 or len(build_inputs) <= 1:
+                return [one(item) for item in build_inputs]
+            with ThreadPoolExecutor(max_workers=self.max_workers) as pool:
+                return list(pool.map(one, build_inputs))
