@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import linecache
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 from typing import TYPE_CHECKING, Any
@@ -80,6 +82,27 @@ def fast_build(mod: Any, target: Any, _params: Any = None) -> Any:
     return tvm.tirx.build(mod, target=target)
 
 
+def _link_shared(output: str, objects: list, options: Any = None, **_kwargs: Any) -> None:
+    """`export_library`'s linking step by `ld -shared` itself. TVM's default runs the `g++`
+    driver, which starts collect2 and ld and adds the C++ start files and libraries: 0.05 CPU-s
+    and 0.1 s of wall time per candidate here, against 0.01 s. The kernel's machine code is the
+    object's either way (the disassembly of every function is identical); the shared library just
+    lacks the empty _init/_fini and the DT_NEEDED entries for libraries the loading process
+    already has. Falls back to TVM's own link when `ld` is missing or fails."""
+    objects = [objects] if isinstance(objects, str) else list(objects)
+    if _LD is not None:
+        cmd = [_LD, "-shared", "-o", output, *objects]
+        if subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+            return
+    from tvm.support import cc
+
+    cc.create_shared(output, objects, options)
+
+
+_link_shared.output_format = "so"  # type: ignore[attr-defined]  (what export_library asks of an fcompile)
+_LD = shutil.which("ld") if sys.platform.startswith("linux") else None
+
+
 def export_shared(rt_mod: Any) -> str:
     """The candidate as a shared library, linked here, on the builder's threads. meta_schedule's
     default_export writes a tar of object files instead, which the runner must unpack and link
@@ -87,7 +110,7 @@ def export_shared(rt_mod: Any) -> str:
     phase, against 0.05-0.1 s more here, where two candidates build at once. The directory is
     removed by meta_schedule's RemoveBuildArtifact callback, as the tar's was."""
     path = os.path.join(tempfile.mkdtemp(prefix="mlc_lab_cand_"), "candidate.so")
-    rt_mod.export_library(path)
+    rt_mod.export_library(path, fcompile=_link_shared)
     return path
 
 

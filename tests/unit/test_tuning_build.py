@@ -1,0 +1,71 @@
+"""How the tuning job builds its candidates (`mlc_lab.tvm.tuning_build`): the cheaper link gives the
+same machine code, and it runs."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import tvm
+
+import mlc_lab
+from mlc_lab.tvm import build, tuning
+from mlc_lab.tvm.tuning_build import export_shared, fast_build
+from tests.fixtures.programs import matmul
+
+
+def _candidate(n: int = 64, factor: int = 16):
+    s = mlc_lab.Session(matmul(n))
+    _, j1 = s.apply("split", "C/j", factors=[None, factor])
+    s.apply("vectorize", j1)
+    s.apply("parallel", "C/i")
+    _, one = build.single_function_module(s.module, s.func_name)
+    return one, tvm.target.Target(tuning.tuning_target("cpu"))
+
+
+def _disassembly(path: str) -> dict[str, list[str]]:
+    """Each function's instructions, with what only the layout of the library decides (addresses,
+    rip-relative offsets, the nearest symbol objdump names in a comment) left out."""
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", path], capture_output=True, text=True,
+                         check=True).stdout
+    funcs: dict[str, list[str]] = {}
+    name = None
+    for line in out.splitlines():
+        head = re.match(r"^[0-9a-f]+ <(.+)>:$", line)
+        if head:
+            name = head.group(1)
+            funcs[name] = []
+        elif name and ":\t" in line:
+            ins = line.split(":\t", 1)[1]
+            ins = re.sub(r"\s*#.*$", "", ins)
+            ins = re.sub(r"[0-9a-f]+ <([^>+]+)(\+0x[0-9a-f]+)?>", r"<\1>", ins)
+            ins = re.sub(r"-?0x[0-9a-f]+\(%rip\)", "REL(%rip)", ins)
+            funcs[name].append(ins.strip())
+    return funcs
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="binutils' objdump is not installed")
+def test_candidates_linked_by_ld_carry_the_machine_code_of_tvms_own_link(tmp_path):
+    one, target = _candidate()
+    rt = fast_build(one, target)
+    ours = export_shared(rt)
+    theirs = str(tmp_path / "default_link.so")
+    rt.export_library(theirs)  # TVM's default: the g++ driver
+    mine, reference = _disassembly(ours), _disassembly(theirs)
+    kernels = [f for f in mine if "@plt" not in f and not f.startswith("_")] + ["__tvm_ffi_main"]
+    assert any("compute" in f for f in kernels), sorted(mine)
+    for f in mine:
+        if "@plt" in f:
+            continue
+        assert mine[f] == reference[f], f
+    assert any(re.match(r"v(fmadd|mul|add)\w*ps", ins) for f in kernels for ins in mine.get(f, []))
+
+    loaded = tvm.runtime.load_module(ours)
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((64, 64)).astype("float32") for _ in range(2))
+    args = [tvm.runtime.tensor(a), tvm.runtime.tensor(b), tvm.runtime.tensor(np.zeros((64, 64), "float32"))]
+    loaded[loaded.entry_name](*args)
+    np.testing.assert_allclose(args[2].numpy(), a @ b, rtol=1e-4, atol=1e-4)
