@@ -36,7 +36,7 @@ from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 from mlc_lab.tvm import build as _build  # noqa: E402
 from mlc_lab.tvm import class_db  # noqa: E402
-from mlc_lab.tvm.tuning_build import InProcessBuilder, install_fast_stack  # noqa: E402,F401  (benchmarks use both)
+from mlc_lab.tvm.tuning_build import BuiltCandidates, InProcessBuilder, install_fast_stack  # noqa: E402,F401  (benchmarks use both)
 from mlc_lab.tvm import timeline, timing  # noqa: E402
 
 JOB_FILE = "mlc_lab_job.json"
@@ -469,6 +469,7 @@ def run_job(work_dir: str) -> int:
     t0 = time.time()
     timeline.event("job_main")
     status: dict = {"state": "starting", "pid": os.getpid(), "started_at": t0}
+    built = BuiltCandidates()  # one job's libraries, across its stages
     _write_json(status_path, status)
     try:
         with open(os.path.join(work_dir, JOB_FILE)) as fh:
@@ -537,7 +538,7 @@ def run_job(work_dir: str) -> int:
                     work_dir=work_dir,
                     max_trials_global=min(left, stage_trials),
                     num_trials_per_iter=per_iter,
-                    builder=InProcessBuilder(live=live),
+                    builder=InProcessBuilder(live=live, built=built),
                     runner=runner,
                     database=db,
                     cost_model=cost_model,
@@ -561,7 +562,7 @@ def run_job(work_dir: str) -> int:
         if job.get("shared_db"):
             live.phase("sharing")
             status["shared"] = class_db.share(job["shared_db"], work_dir, index, imported)
-        status.update(state="done", finished_at=time.time())
+        status.update(state="done", finished_at=time.time(), builds_reused=built.hits)
         _write_json(status_path, status)
         live.phase("done")
         timeline.event("done")
@@ -576,6 +577,8 @@ def run_job(work_dir: str) -> int:
         _write_json(status_path, status)
         print(traceback.format_exc(), file=sys.stderr)
         return 1
+    finally:
+        built.close()
 
 
 def status_of(work_dir: str) -> dict:

@@ -4,17 +4,21 @@ made cheap for the job's process (`install_fast_stack`)."""
 
 from __future__ import annotations
 
+import itertools
 import linecache
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from typing import TYPE_CHECKING, Any
+import threading
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Callable
 
 import tvm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
+from tvm_ffi import structural_equal, structural_hash
 
 from mlc_lab._threads import usable_cores
 from mlc_lab.tvm import timeline
@@ -114,16 +118,81 @@ def export_shared(rt_mod: Any) -> str:
     return path
 
 
+class BuiltCandidates:
+    """The shared libraries of one job's candidates, by module, so that a candidate built before
+    is not built again.
+
+    A run in stages (`tuning._stages`) starts a new evolutionary search per stage, and a new search
+    does not know which candidates the previous ones measured: it seeds its population with the
+    database's best and measures many of them again (24 of 64 trials of a 128^3 run were such
+    repeats). Each repeat is still measured (that is meta_schedule's trial), but its library is a
+    hard link to the one built before (same module, same target: the same code), not a new
+    0.2-0.3 CPU-s compile. Two equal candidates in one batch: the second waits for the first."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="mlc_lab_built_")
+        self._lock = threading.Lock()
+        self._entries: dict[int, list[tuple[Any, Future]]] = {}  # structural hash -> [(module, future of path)]
+        self._names = itertools.count()
+        self.hits = 0
+
+    def get_or_build(self, mod: Any, target: Any, build: Callable[[], str]) -> str:
+        """The path of a fresh artifact directory's library for `mod`: linked to the one built
+        before, or built now by `build()` (which returns a library path it owns)."""
+        key = structural_hash(mod) ^ hash(str(target))
+        with self._lock:
+            for other, fut in self._entries.get(key, []):
+                if structural_equal(other, mod):
+                    break
+            else:
+                other, fut = None, Future()
+                self._entries.setdefault(key, []).append((mod, fut))
+        if other is not None:
+            kept = fut.result()  # raises the first build's error for its twin too
+            self.hits += 1
+            timeline.event("build_reused")
+            return _link_copy(kept)
+        try:
+            path = build()
+            with self._lock:
+                kept = os.path.join(self.dir, f"{next(self._names)}.so")
+            _link_or_copy(path, kept)
+            fut.set_result(kept)
+            return path
+        except BaseException as exc:
+            fut.set_exception(exc)
+            raise
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system
+        shutil.copyfile(src, dst)
+
+
+def _link_copy(kept: str) -> str:
+    """A new artifact directory holding `kept`'s library (RemoveBuildArtifact deletes the directory)."""
+    path = os.path.join(tempfile.mkdtemp(prefix="mlc_lab_cand_"), "candidate.so")
+    _link_or_copy(kept, path)
+    return path
+
+
 @derived_object
 class InProcessBuilder(ms.builder.PyBuilder):
     """Builds candidates in the tuning process itself, on a few threads (TVM's FFI calls release
     the GIL, so LLVM code generation runs in parallel). The stock LocalBuilder starts fresh worker
     processes on every batch, which costs seconds each time."""
 
-    def __init__(self, max_workers: int | None = None, live: "LiveLog | None" = None) -> None:
+    def __init__(self, max_workers: int | None = None, live: "LiveLog | None" = None,
+                 built: BuiltCandidates | None = None) -> None:
         super().__init__()
         self.max_workers = max_workers or usable_cores()
         self.live = live
+        self.built = built  # a job's candidates built so far (None: build every one)
 
     def build(self, build_inputs: list) -> list:
         if self.live is not None:
@@ -140,7 +209,9 @@ class InProcessBuilder(ms.builder.PyBuilder):
 
         def one(item: Any) -> Any:
             try:
-                return BuilderResult(compile_one(item), None)
+                if self.built is None:
+                    return BuilderResult(compile_one(item), None)
+                return BuilderResult(self.built.get_or_build(item.mod, item.target, lambda: compile_one(item)), None)
             except Exception as exc:  # noqa: BLE001 - a failed candidate is a result, not a crash
                 return BuilderResult(None, f"build failed: {exc}")
 

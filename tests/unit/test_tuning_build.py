@@ -1,8 +1,9 @@
 """How the tuning job builds its candidates (`mlc_lab.tvm.tuning_build`): the cheaper link gives the
-same machine code, and it runs."""
+same machine code, and it runs; a candidate built before is not compiled again."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ import tvm
 
 import mlc_lab
 from mlc_lab.tvm import build, tuning
-from mlc_lab.tvm.tuning_build import export_shared, fast_build
+from mlc_lab.tvm.tuning_build import BuiltCandidates, InProcessBuilder, export_shared, fast_build
 from tests.fixtures.programs import matmul
 
 
@@ -69,3 +70,41 @@ def test_candidates_linked_by_ld_carry_the_machine_code_of_tvms_own_link(tmp_pat
     args = [tvm.runtime.tensor(a), tvm.runtime.tensor(b), tvm.runtime.tensor(np.zeros((64, 64), "float32"))]
     loaded[loaded.entry_name](*args)
     np.testing.assert_allclose(args[2].numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_candidate_built_before_is_linked_not_compiled_again():
+    from tvm.s_tir import meta_schedule as ms
+
+    one, target = _candidate()
+    twin, _ = _candidate()  # another module object, structurally the same program
+    other, _ = _candidate(factor=8)
+    built = BuiltCandidates()
+    compiled = []
+
+    def compile_(mod):
+        compiled.append(mod)
+        return export_shared(fast_build(mod, target))
+
+    first = built.get_or_build(one, target, lambda: compile_(one))
+    again = built.get_or_build(twin, target, lambda: compile_(twin))
+    third = built.get_or_build(other, target, lambda: compile_(other))
+    assert len(compiled) == 2 and built.hits == 1
+    assert os.path.dirname(first) != os.path.dirname(again)  # each trial owns its artifact directory
+    assert open(first, "rb").read() == open(again, "rb").read() != open(third, "rb").read()
+    # meta_schedule removes each trial's directory after measuring it: the twin's stays usable
+    shutil.rmtree(os.path.dirname(first))
+    loaded = tvm.runtime.load_module(again)
+    a, b = (np.random.default_rng(1).standard_normal((64, 64)).astype("float32") for _ in range(2))
+    args = [tvm.runtime.tensor(a), tvm.runtime.tensor(b), tvm.runtime.tensor(np.zeros((64, 64), "float32"))]
+    loaded[loaded.entry_name](*args)
+    np.testing.assert_allclose(args[2].numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+    # twins in one batch, built on two threads: one compile, two libraries
+    builder = InProcessBuilder(max_workers=2, built=built)
+    fresh, _ = _candidate(factor=4)
+    fresh_twin, _ = _candidate(factor=4)
+    results = builder.build([ms.builder.BuilderInput(fresh, target), ms.builder.BuilderInput(fresh_twin, target)])
+    assert [r.error_msg for r in results] == [None, None] and built.hits == 2
+    assert len({os.path.dirname(r.artifact_path) for r in results}) == 2
+    built.close()
+    assert not os.path.exists(built.dir)
