@@ -35,7 +35,7 @@ from tvm.ir.utils import derived_object  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 from mlc_lab.tvm import build as _build  # noqa: E402
-from mlc_lab.tvm import class_db  # noqa: E402
+from mlc_lab.tvm import class_db, runner_process  # noqa: E402
 from mlc_lab.tvm.tuning_build import BuiltCandidates, InProcessBuilder, install_fast_stack  # noqa: E402,F401  (benchmarks use both)
 from mlc_lab.tvm import timeline, timing  # noqa: E402
 
@@ -44,10 +44,10 @@ MODULE_FILE = "mlc_lab_module.json"
 SPACE_PICKLE = "mlc_lab_space.pkl"
 STATUS_FILE = "mlc_lab_status.json"
 TRIALS_FILE = "mlc_lab_trials.jsonl"
-BEST_FILE = "mlc_lab_best.json"
+BEST_FILE = runner_process.BEST_FILE
 RECORDS_FILE, WORKLOADS_FILE = class_db.RECORDS_FILE, class_db.WORKLOADS_FILE  # meta_schedule's database
 LIVE_FILE = "mlc_lab_live.jsonl"
-CONTENTION_FILE = "mlc_lab_contention.txt"  # the runner's process: others' cores per candidate
+CONTENTION_FILE = runner_process.CONTENTION_FILE  # the runner's process: others' cores per candidate
 TUNING_MIN_REPEAT_MS = 10.0
 CONFIRM_TOP = 3  # candidates re-timed by measure's method at the end of a run
 CONFIRM_WITHIN = 1.25  # ... those within this factor of the best tuner figure
@@ -179,7 +179,9 @@ def make_runner(spec: dict, min_repeat_ms: float = TUNING_MIN_REPEAT_MS, timeout
             f_run_evaluator=timing.rpc_run_evaluator,
             max_workers=int(spec.get("servers", 1)),
         )
-    return ms.runner.LocalRunner(timeout_sec=timeout_s, evaluator_config=evaluator, f_run_evaluator=timing.run_evaluator)
+    with runner_process.adopting():  # its process may have been started already (runner_process.prestart)
+        return ms.runner.LocalRunner(timeout_sec=timeout_s, evaluator_config=evaluator,
+                                     f_run_evaluator=timing.run_evaluator)
 
 
 @derived_object
@@ -476,12 +478,13 @@ def run_job(work_dir: str) -> int:
             job = json.load(fh)
         install_fast_stack()
         best_path = os.path.join(work_dir, BEST_FILE)
-        # the runner's workers read the best latency so far from here (early stop of slow candidates)
-        os.environ["MLC_LAB_BEST_FILE"] = best_path
         contention_path = os.path.join(work_dir, CONTENTION_FILE)
-        os.environ["MLC_LAB_CONTENTION_FILE"] = contention_path  # before the runner's process starts
-        # LocalRunner starts a measuring process that imports TVM (1-4 s) and waits for it: let it
-        # start while this process reads the database and searches its first batch
+        # the runner's workers read the best latency so far from one (early stop of slow candidates)
+        # and report others' cores to the other; set before the runner's process starts (if
+        # runner_process.prestart has not started it already)
+        os.environ.update(runner_process.runner_env(work_dir))
+        # LocalRunner waits for its measuring process to import TVM (1-4 s): let it do so while this
+        # process reads the database and searches its first batch
         starter = ThreadPoolExecutor(max_workers=1)
         runner_future = starter.submit(
             make_runner, {**parse_runner(job.get("runner", "local")), "servers": job.get("servers", 1)},

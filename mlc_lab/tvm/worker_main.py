@@ -87,6 +87,11 @@ def main(argv: list[str]) -> int:
     if not argv:
         return serve()
     if len(argv) == 3 and argv[0] == "--job":
+        if argv[1] == "tune":
+            # the job's measuring process imports TVM while this one does (see runner_process)
+            from mlc_lab.tvm.runner_process import prestart
+
+            prestart(argv[2])
         result = handler(argv[1])({"work_dir": argv[2]})
         return int(result) if isinstance(result, int) else 0
     print("usage: python -m mlc_lab.tvm.worker_main [--job NAME WORK_DIR]", file=sys.stderr)

@@ -3,6 +3,7 @@ same machine code, and it runs; a candidate built before is not compiled again."
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -108,3 +109,28 @@ def test_a_candidate_built_before_is_linked_not_compiled_again():
     assert len({os.path.dirname(r.artifact_path) for r in results}) == 2
     built.close()
     assert not os.path.exists(built.dir)
+
+
+def test_the_measuring_process_started_before_tvm_is_the_one_the_runner_uses(tmp_path, monkeypatch):
+    from mlc_lab.tvm import runner_process
+
+    for name in runner_process.runner_env(str(tmp_path)):
+        monkeypatch.setenv(name, "unset")  # restored afterwards
+    (tmp_path / runner_process.JOB_FILE).write_text(json.dumps({"runner": "rpc://host:9190/key"}))
+    assert not runner_process.prestart(str(tmp_path))  # an RPC job measures elsewhere
+    (tmp_path / runner_process.JOB_FILE).write_text(json.dumps({"runner": "local"}))
+    assert runner_process.prestart(str(tmp_path))
+    pid = runner_process._prestarted[0].pid
+    assert os.environ["MLC_LAB_BEST_FILE"] == str(tmp_path / runner_process.BEST_FILE)
+    runner = tuning.make_runner({"kind": "local"})
+    try:
+        assert runner_process._prestarted is None
+        assert runner.pool.submit(os.getpid).result() == pid  # the adopted process runs the pool's work
+    finally:
+        runner.pool.shutdown()
+    # with none pre-started, the pool starts its own as before
+    runner = tuning.make_runner({"kind": "local"})
+    try:
+        assert runner.pool.submit(os.getpid).result() not in (pid, os.getpid())
+    finally:
+        runner.pool.shutdown()
