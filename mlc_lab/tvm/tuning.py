@@ -383,6 +383,51 @@ def _make_progress_callback(work_dir: str, first_line: int, best_latency: float 
     return ProgressCallback()
 
 
+class CachedFeatures:
+    """A feature extractor that extracts each distinct candidate's features once per job.
+
+    The evolutionary search asks the cost model about its whole population at every genetic step,
+    and most of that population was asked about before: survivors, unmutated copies, the
+    database's best seeding each round, and the measured candidates the model then trains on (in a
+    64-trial 128^3 run, 409 of 608 candidates predicted had been predicted before). Extracting
+    features lowers each candidate; the features depend only on the candidate's module and the
+    task (its module and target), so a repeat gets the features extracted the first time: the
+    same arrays, the same predictions, less work."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self._cache: dict[tuple, list[list]] = {}  # (task, module hash) -> [[module, features], ...]
+        self.hits = 0
+
+    def extract_from(self, context: Any, candidates: list) -> list:
+        from tvm_ffi import structural_equal, structural_hash
+
+        task = (structural_hash(context.mod), str(context.target))
+        slots: list[list] = []
+        todo: list[int] = []  # the first of each kind not seen before: extracted now
+        for i, cand in enumerate(candidates):
+            mod = cand.sch.mod
+            entries = self._cache.setdefault((task, structural_hash(mod)), [])
+            entry = next((e for e in entries if structural_equal(e[0], mod)), None)
+            if entry is None:
+                entry = [mod, None]
+                entries.append(entry)
+                todo.append(i)
+            else:
+                self.hits += 1  # seen before, or earlier in this very call
+            slots.append(entry)
+        if todo:
+            try:
+                extracted = self.inner.extract_from(context, [candidates[i] for i in todo])
+            except BaseException:
+                for key, entries in self._cache.items():  # nothing half-made stays cached
+                    self._cache[key] = [e for e in entries if e[1] is not None]
+                raise
+            for i, features in zip(todo, extracted):
+                slots[i][1] = features
+        return [entry[1] for entry in slots]
+
+
 @derived_object
 class EarlyXGB(ms.cost_model.PyCostModel):
     """meta_schedule's XGBoost cost model, put to work early and spared pointless training.
@@ -403,6 +448,7 @@ class EarlyXGB(ms.cost_model.PyCostModel):
         # the same, the predicted ranking identical on held-out trials; 4 s -> 2.3 s).
         self.inner = ms.cost_model.XGBModel(num_warmup_samples=warmup, num_tuning_cores=cores,
                                             config=XGBConfig(nthread=1), early_stopping_rounds=XGB_PATIENCE)
+        self.inner.extractor = CachedFeatures(self.inner.extractor)
         self.total = total  # candidates this run will measure
         self.seen = 0
 

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -134,3 +135,62 @@ def test_the_measuring_process_started_before_tvm_is_the_one_the_runner_uses(tmp
         assert runner.pool.submit(os.getpid).result() not in (pid, os.getpid())
     finally:
         runner.pool.shutdown()
+
+
+FEATURES_CHECK = """
+import json
+import numpy as np
+import tvm
+from tvm.s_tir import meta_schedule as ms
+import mlc_lab
+from mlc_lab.tvm import tuning
+from tests.fixtures.programs import matmul
+
+target = tvm.target.Target(tuning.tuning_target("cpu"))
+tuning.import_tensor_intrinsics(target)  # TuneContext would parse every backend's intrinsics otherwise
+task_mod = ms.tune_context._normalize_mod(mlc_lab.load(matmul(64))["main"])
+context = ms.TuneContext(mod=task_mod, target=target, task_name="main", num_threads=1)
+
+
+def candidate(factor):
+    sch = tvm.s_tir.Schedule(task_mod)
+    j = sch.get_loops(sch.get_sblock("C"))[1]
+    sch.split(j, factors=[None, factor])
+    return ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_prim_func(task_mod["main"]))
+
+
+class Counting:
+    def __init__(self, inner):
+        self.inner, self.extracted = inner, 0
+
+    def extract_from(self, ctx, cands):
+        self.extracted += len(cands)
+        return self.inner.extract_from(ctx, cands)
+
+
+direct = ms.feature_extractor.PerStoreFeature()
+counting = Counting(ms.feature_extractor.PerStoreFeature())
+cached = tuning.CachedFeatures(counting)
+a, b, c = candidate(16), candidate(8), candidate(4)
+batch = [a, b, candidate(16), a, c]  # a twin (another schedule, the same program) and a repeat
+got = cached.extract_from(context, batch)
+first = {"extracted": counting.extracted, "hits": cached.hits}
+expected = direct.extract_from(context, batch)
+same = [bool(np.array_equal(x.numpy(), y.numpy())) for x, y in zip(got, expected)]
+differ = not np.array_equal(got[0].numpy(), got[1].numpy())
+again = cached.extract_from(context, [c, candidate(2), b])
+print(json.dumps({"first": first, "same": same, "differ": differ, "extracted": counting.extracted,
+                  "hits": cached.hits, "again_same": bool(np.array_equal(again[0].numpy(), expected[4].numpy()))}))
+"""
+
+
+def test_the_cost_model_extracts_each_distinct_candidates_features_once():
+    # in a subprocess: loading only some tensor intrinsics must not leak into this test process
+    out = subprocess.run([sys.executable, "-c", FEATURES_CHECK], capture_output=True, text=True, timeout=300,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["first"] == {"extracted": 3, "hits": 2}  # a, b, c once; the twin and the repeat from the cache
+    assert r["same"] == [True] * 5  # the very features a direct extraction gives
+    assert r["differ"]  # different programs, different features
+    assert r["extracted"] == 4 and r["hits"] == 4 and r["again_same"]
