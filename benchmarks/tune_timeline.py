@@ -185,6 +185,9 @@ def main() -> int:
     def total(key: str) -> float:
         return round(sum(p[key]["s"] for p in phases), 2)
 
+    def total_cpu(key: str) -> float:
+        return round(sum(p[key]["s"] * (p[key]["cores"][0] or 0) for p in phases), 2)
+
     out = {
         "cpu": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), ""),
         "cores": usable_cores(),
@@ -204,6 +207,8 @@ def main() -> int:
             "cores_to_job_main": sampler.cores(sampler.create_time, first.get("job_main", sampler.create_time))[0],
         },
         "totals": {"search_s": total("search"), "build_s": total("build"), "measure_s": total("measure"),
+                   "search_cpu_s": total_cpu("search"), "build_cpu_s": total_cpu("build"),
+                   "measure_cpu_s": total_cpu("measure"),
                    "xgb_update_s": round(sum(u[1] - u[0] for u in updates), 2),
                    "xgb_predict_s": round(sum(p[1] - p[0] for p in predicts), 2),
                    "confirm_s": round(confirm[0][1] - confirm[0][0], 2) if confirm else None,
