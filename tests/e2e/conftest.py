@@ -7,6 +7,7 @@ news and update checks off through user settings, ``--allow-root``. The browser 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -80,7 +81,14 @@ def artifacts() -> Path:
 @pytest.fixture(scope="session")
 def lab_server(tmp_path_factory):
     """(base_url, root_dir) of a running JupyterLab."""
-    base = tmp_path_factory.mktemp("lab")
+    with running_lab(tmp_path_factory.mktemp("lab")) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def running_lab(base: Path, extra_config: str = ""):
+    """Start JupyterLab under ``base`` (``extra_config``: Python appended to its config file, e.g.
+    instrumentation); yield (base_url, root_dir); stop it."""
     root, settings, workspaces, cfgdir, runtime = (base / n for n in ("root", "settings", "workspaces", "config", "runtime"))
     for d in (root, settings, workspaces, cfgdir, runtime):
         d.mkdir()
@@ -90,7 +98,7 @@ def lab_server(tmp_path_factory):
         path.write_text(json.dumps(data))
     port = _free_port()
     cfg = cfgdir / "jupyter_server_config.py"
-    cfg.write_text(SERVER_CONFIG.format(port=port, root=str(root), settings=str(settings), workspaces=str(workspaces)))
+    cfg.write_text(SERVER_CONFIG.format(port=port, root=str(root), settings=str(settings), workspaces=str(workspaces)) + extra_config)
     # This checkout's prebuilt labextension (Launcher, documents, saved widgets), not the venv's.
     data = base / "data"
     (data / "labextensions").mkdir(parents=True)
@@ -126,13 +134,15 @@ def lab_server(tmp_path_factory):
             proc.kill()
             raise RuntimeError(f"JupyterLab did not start; see {base / 'server.log'}:\n{(base / 'server.log').read_text()[-3000:]}")
         time.sleep(0.3)
-    yield url, root
-    proc.terminate()
     try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+        yield url, root
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
     shutil.copy(base / "server.log", ARTIFACTS / "server.log") if ARTIFACTS.exists() else None
 
 
