@@ -20,6 +20,7 @@ import os
 import time
 
 QUIET_CORES = 0.25  # below this, a measurement counts as taken on a quiet machine
+PARALLEL_FLOOR = 0.8  # and with at least this share of its cores' speed (mlc_lab.tvm.machine.parallel_speed)
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -68,9 +69,16 @@ class OthersCpu:
         self.cores = round(max(0.0, others / _TICK) / self.wall_s, 3)
 
 
-def describe(cores: float | None) -> str:
+def describe(cores: float | None, parallel_speed: float | None = None) -> str:
+    """How busy the machine was while something was timed, in words (`parallel_speed`: see
+    `mlc_lab.tvm.machine.parallel_speed`)."""
     if cores is None:
-        return "other processes' CPU use unknown"
-    if cores < QUIET_CORES:
-        return f"quiet machine (other processes used {cores:.2f} cores meanwhile)"
-    return f"busy machine: other processes used {cores:.2f} cores meanwhile"
+        text = "other processes' CPU use unknown"
+    elif cores < QUIET_CORES:
+        text = f"quiet machine (other processes used {cores:.2f} cores meanwhile)"
+    else:
+        text = f"busy machine: other processes used {cores:.2f} cores meanwhile"
+    if parallel_speed is not None and parallel_speed < PARALLEL_FLOOR:
+        text += (f"; shared cores: the process got {100 * parallel_speed:.0f}% of its cores' speed "
+                 "(the host ran them on fewer physical cores)")
+    return text

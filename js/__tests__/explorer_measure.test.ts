@@ -238,5 +238,8 @@ describe("the roofline view of the measured steps", () => {
     expect(busy).toContain("busy machine: other processes used 1.50 cores");
     expect(busy).toContain("bytes: footprint");
     expect(measurementTitle({ ...m(1e-4, 40), others_cores: 0.02 })).toContain("quiet machine");
+    expect(measurementTitle({ ...m(1e-4, 40), others_cores: 0.02, parallel_speed: 0.55 }))
+      .toContain("shared cores: the process got 55% of its cores' speed");
+    expect(measurementTitle({ ...m(1e-4, 40), others_cores: 0.02, parallel_speed: 0.97 })).not.toContain("shared cores");
   });
 });

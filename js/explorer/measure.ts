@@ -27,6 +27,7 @@ export interface MeasurementInfo {
   cache?: string;
   load?: number | null;
   others_cores?: number | null; // CPU time other processes used while it was timed, in cores
+  parallel_speed?: number | null; // share of its cores' speed the process got right after (1 = full)
   bytes_source?: string; // "footprint: ..." or "compulsory: ..." (the roofline's byte count)
 }
 
@@ -39,6 +40,7 @@ export interface MeasuringInfo {
 
 const SVG = "http://www.w3.org/2000/svg";
 const QUIET_CORES = 0.25; // as mlc_lab/_contention.py
+const PARALLEL_FLOOR = 0.8; // as mlc_lab/_contention.py
 
 /** "2.63 ms", "41.2 µs", "1.20 s": three significant digits in the unit that fits. */
 export function formatLatency(seconds: number | null | undefined): string {
@@ -97,6 +99,10 @@ export function measurementTitle(m: MeasurementInfo): string {
     parts.push(m.others_cores < QUIET_CORES
       ? "quiet machine while it ran"
       : `busy machine: other processes used ${m.others_cores.toFixed(2)} cores while it ran (compare with care)`);
+  }
+  if (m.parallel_speed != null && m.parallel_speed < PARALLEL_FLOOR) {
+    parts.push(`shared cores: the process got ${(100 * m.parallel_speed).toFixed(0)}% of its cores' speed ` +
+      "(the host ran them on fewer physical cores; compare with care)");
   }
   parts.push(checkTitle(m));
   return parts.join("\n");

@@ -49,6 +49,9 @@ class Measurement:
     method: str = ""  # the timing method in one sentence
     load: float | None = None  # the machine's 1-minute load average when it was measured
     others_cores: float | None = None  # CPU time other processes used while it was timed, in cores
+    # the share of its cores' speed the process got right after timing (1.0 full; ~0.5 on 2 threads:
+    # the cores were shared, e.g. by a VM's host, which others_cores cannot see); CPU, >1 thread
+    parallel_speed: float | None = None
     bytes: float | None = None  # memory traffic for the roofline: see bytes_source
     bytes_source: str = ""  # "footprint: ..." (the whole function's distinct bytes) or "compulsory: ..."
     bytes_by_buffer: dict = field(default_factory=dict)  # the footprint's bytes per buffer
@@ -64,11 +67,14 @@ class Measurement:
 
     @property
     def quiet(self) -> bool | None:
-        """Whether the machine was quiet while this was timed (other processes used under a
-        quarter of a core): only then is a figure comparable with another one taken elsewhere."""
-        from mlc_lab._contention import QUIET_CORES
+        """Whether the machine was quiet while this was timed: other processes used under a quarter
+        of a core, and the process got its cores' full speed (`parallel_speed`, when probed). Only
+        then is a figure comparable with another one taken elsewhere."""
+        from mlc_lab._contention import QUIET_CORES, PARALLEL_FLOOR
 
-        return None if self.others_cores is None else self.others_cores < QUIET_CORES
+        if self.others_cores is None:
+            return None
+        return self.others_cores < QUIET_CORES and (self.parallel_speed is None or self.parallel_speed >= PARALLEL_FLOOR)
 
     def to_json(self) -> dict:
         """The one encoding of a measurement (plain JSON: widgets, files, the CLI)."""

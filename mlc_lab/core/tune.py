@@ -83,6 +83,16 @@ class BestResult:
     others_cores: float | None = None
     correct: bool | None = None
     min_s: float | None = None
+    parallel_speed: float | None = None  # see Measurement.parallel_speed
+
+    @property
+    def quiet(self) -> bool | None:
+        """As `Measurement.quiet`, for the job's re-timing."""
+        from mlc_lab._contention import QUIET_CORES, PARALLEL_FLOOR
+
+        if self.others_cores is None:
+            return None
+        return self.others_cores < QUIET_CORES and (self.parallel_speed is None or self.parallel_speed >= PARALLEL_FLOOR)
 
 
 @dataclass
@@ -292,7 +302,8 @@ class TuneJob:
             return BestResult(trial=trial, latency_s=conf["latency_s"], trace=saved["trace"], script=saved.get("script"),
                               gflops=flops / conf["latency_s"] / 1e9 if flops else None, confirmed=True,
                               tuner_latency_s=conf.get("tuner_latency_s"), method=conf.get("method"),
-                              others_cores=conf.get("others_cores"), correct=conf.get("correct"), min_s=conf.get("min_s"))
+                              others_cores=conf.get("others_cores"), correct=conf.get("correct"), min_s=conf.get("min_s"),
+                              parallel_speed=conf.get("parallel_speed"))
         script = None
         trace = rec.trace
         if saved.get("latency_s") is not None and abs(saved["latency_s"] - rec.latency_s) <= 1e-12 * max(1.0, rec.latency_s):

@@ -577,7 +577,8 @@ def measure_request(req: dict) -> dict:
         raise MeasureFailure("usage", "cold-cache timing flushes CPU caches: it is offered for CPU targets only")
     tensors = [tvm.runtime.tensor(a, dev) for a in inputs]
     try:
-        stats = timing.timed(ex.mod, func_name, dev, tensors, method)
+        stats = timing.timed(ex.mod, func_name, dev, tensors, method,
+                             speed_probe=kind == "llvm" and bool(req.get("speed_probe", True)))
     except Exception as exc:  # noqa: BLE001
         raise MeasureFailure("run", "the program failed while being timed", str(exc)) from exc
     median = stats["latency_s"]

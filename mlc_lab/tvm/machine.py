@@ -136,6 +136,39 @@ def peak_gflops(threads: int, lanes: int, calls: int = FMA_CALLS) -> dict:
                       f"FMA chains x {lanes} lanes; the fastest of {calls} calls in {FMA_BURSTS} bursts"}
 
 
+PROBE_CALLS = 12  # short calls of each probe kernel (~0.2 ms each): a few milliseconds in all
+_probe_kernels: dict = {}
+
+
+def parallel_speed(threads: int) -> dict:
+    """How much of its cores this process gets right now: the FMA kernel on all `threads` at once
+    against `threads` x the same kernel on one thread, each the fastest of `PROBE_CALLS` calls.
+
+    1.0: every core ran at full speed. Near 1/threads: the threads shared one core's FMA units. On
+    a VM that happens when the host runs two virtual CPUs on one physical core (or a neighbour on
+    the sibling hyperthread): the guest sees no other process and no steal time, so `others_cores`
+    stays at 0 while a two-thread kernel runs at the speed of one. Measured on this project's 2-vCPU
+    VM: numpy's 512^3 matmul 1.8 ms in some minutes and 2.9 ms in others, with nothing else
+    running. The first call compiles the two kernels (about a second); later calls cost ~5 ms."""
+    target = cpu_target()
+    key = (str(target), threads)
+    kernels = _probe_kernels.get(key)
+    if kernels is None:
+        _, lanes = vector_isa(target)
+        kernels = []
+        for chunks in (max(1, threads), 1):
+            ex = tvm.compile(_fma_kernel(chunks, lanes), target=target)
+            buf = tvm.runtime.empty((chunks, ACCUMULATORS * lanes), "float32", tvm.cpu())
+            kernels.append((ex, buf, 2.0 * chunks * FMA_ITERS * ACCUMULATORS * lanes))
+        _probe_kernels[key] = kernels
+    (ex_all, buf_all, flops_all), (ex_one, buf_one, flops_one) = kernels
+    all_secs, _ = _fastest(ex_all, "fma", [buf_all, 0.999, 0.001], PROBE_CALLS)
+    one_secs, _ = _fastest(ex_one, "fma", [buf_one, 0.999, 0.001], PROBE_CALLS)
+    all_gflops, one_gflops = flops_all / min(all_secs) / 1e9, flops_one / min(one_secs) / 1e9
+    return {"all_cores_gflops": all_gflops, "one_core_gflops": one_gflops,
+            "parallel_speed": round(all_gflops / (max(1, threads) * one_gflops), 3)}
+
+
 def stream_gbs(lanes: int, calls: int = STREAM_CALLS) -> dict:
     """Bandwidth of the triad on all cores, and on one core: one core rarely saturates memory, but
     it needs only one free core, so on a busy machine it can be the higher of the two. The

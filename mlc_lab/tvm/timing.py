@@ -111,13 +111,21 @@ def time_function(mod: Any, func_name: str, dev: Any, args: list, method: Timing
     return results
 
 
-def timed(mod: Any, func_name: str, dev: Any, args: list, method: TimingMethod = MEASURE) -> dict:
+def timed(mod: Any, func_name: str, dev: Any, args: list, method: TimingMethod = MEASURE,
+          speed_probe: bool = False) -> dict:
     """`time_function` and its `summary`, with the cores other processes used meanwhile
     (`others_cores`): the one call behind `measure`, the tuner's end-of-run confirmation and the
-    machine's peaks."""
+    machine's peaks. With `speed_probe` (a CPU kernel on more than one thread), also the share of
+    its cores' speed the process got right after (`parallel_speed`, see
+    `mlc_lab.tvm.machine.parallel_speed`): what `others_cores` cannot see on a VM."""
     with OthersCpu() as probe:
         results = time_function(mod, func_name, dev, args, method)
-    return {**summary(results), "others_cores": probe.cores}
+    out = {**summary(results), "others_cores": probe.cores}
+    if speed_probe and threads() > 1:
+        from mlc_lab.tvm.machine import parallel_speed  # machine imports the builder: only when asked
+
+        out["parallel_speed"] = parallel_speed(threads())["parallel_speed"]
+    return out
 
 
 def summary(results: list[float]) -> dict:

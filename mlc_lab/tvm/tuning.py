@@ -607,7 +607,7 @@ def run_job(work_dir: str) -> int:
         if job.get("confirm", True) and parse_runner(job.get("runner", "local"))["kind"] == "local":
             live.phase("confirming", CONFIRM_TOP)
             with timeline.span("confirm"):
-                confirm_best(work_dir, db, workload, target)
+                confirm_best(work_dir, db, workload, target, speed_probe=float(job.get("flops") or 0) >= LARGE_FLOPS)
         if job.get("shared_db"):
             live.phase("sharing")
             status["shared"] = class_db.share(job["shared_db"], work_dir, index, imported)
@@ -712,11 +712,13 @@ def _strategy(job: dict) -> Any:
     )
 
 
-def confirm_best(work_dir: str, db: Any, workload: Any, target: Any) -> None:
+def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, speed_probe: bool = False) -> None:
     """Re-time the best few candidates with `measure` itself (`build.measure_request`: the same
     build, the same correctness check against the workload, the same timing method
     `timing.MEASURE`) and record the fastest as "confirmed" in mlc_lab_best.json: the job's best,
-    the figure `measure` of the same trace reproduces. When several were re-timed, the fastest is
+    the figure `measure` of the same trace reproduces. `speed_probe` adds `parallel_speed` (see
+    `mlc_lab.tvm.machine.parallel_speed`; about a second once, so only for kernels large enough
+    that a shared core changes their figure, not for the small ones whose tuning must be quick). When several were re-timed, the fastest is
     timed once more and that fresh figure is recorded: the figure it was chosen by is the luckiest
     of several noisy medians (biased low, as the tuner's fastest of 64 was)."""
     best_path = os.path.join(work_dir, BEST_FILE)
@@ -735,7 +737,7 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any) -> None:
 
     def measured(module_text: str) -> dict:
         return _build.measure_request({"module": module_text, "reference": reference, "func_name": "main",
-                                       "target": _build.target_to_json(target)})
+                                       "target": _build.target_to_json(target), "speed_probe": speed_probe})
 
     confirmed = []
     for rec in top:
@@ -763,7 +765,7 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any) -> None:
         except Exception as exc:  # noqa: BLE001 - it ran a moment ago; keep the selection's figure
             print(f"mlc_lab: could not re-time the best candidate: {exc}", file=sys.stderr)
     keep = ("latency_s", "min_s", "max_s", "iqr_s", "results_s", "tuner_latency_s", "run_secs", "method", "threads",
-            "others_cores", "load", "correct", "target", "cache", "selection_latency_s")
+            "others_cores", "parallel_speed", "load", "correct", "target", "cache", "selection_latency_s")
     best["confirmed"] = {**{k: final.get(k) for k in keep}, "candidates": len(confirmed)}
     best["trace"], best["script"] = str(winner["sch"].trace), winner["sch"].mod.script()  # printed once, for the winner
     best["latency_s_confirmed"] = final["latency_s"]

@@ -51,7 +51,7 @@ MEASUREMENT_FIELDS = ("latency_s", "std_s", "min_s", "max_s", "repeats", "gflops
                       "max_rel_error", "correct", "error", "error_kind",
                       # the roofline view and the method (see mlc_lab.tvm.timing)
                       "intensity", "fraction_of_peak", "machine_peak_gflops", "machine_bandwidth_gbs",
-                      "threads", "cache", "load", "others_cores", "bytes_source")
+                      "threads", "cache", "load", "others_cores", "parallel_speed", "bytes_source")
 
 
 class Explorer(RpcWidget):

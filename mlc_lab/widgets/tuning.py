@@ -99,7 +99,8 @@ def job_snapshot(job: Any) -> dict[str, Any]:
         from mlc_lab._contention import describe
 
         others = getattr(job_best, "others_cores", None)
-        method = (job_best.method or "") + (f"; {describe(others)}" if others is not None else "")
+        speed = getattr(job_best, "parallel_speed", None)
+        method = (job_best.method or "") + (f"; {describe(others, speed)}" if others is not None else "")
         best.update(confirmed_latency_s=job_best.latency_s, confirmed_trial=job_best.trial, method=method)
     live = job.live() if hasattr(job, "live") else None
     pending = list(live.pending) if live is not None else []

@@ -10,7 +10,6 @@ import re
 import pytest
 
 import mlc_lab
-from mlc_lab._contention import QUIET_CORES
 from mlc_lab.core.measure import measure
 from mlc_lab.core.tune import tune
 from mlc_lab.widgets.tuning import job_snapshot, without_postproc_marker
@@ -43,7 +42,7 @@ def test_the_tuners_best_and_measure_of_its_trace_agree(tmp_path):
         assert saved["selection_latency_s"] is None
     # Whether the machine was quiet is read off the two measurements themselves (the cores other
     # processes used while each ran), not the load average, which counts our own tuning job.
-    if best.others_cores < QUIET_CORES and m.others_cores < QUIET_CORES:
+    if best.quiet and m.quiet:
         # the acceptance figure: one method, one number (within 10 %)
         assert abs(m.latency_s / best.latency_s - 1) <= 0.10, (m.latency_s, best.latency_s, m.others_cores)
     else:
@@ -208,7 +207,15 @@ def test_measure_states_its_method_and_places_the_program_on_the_roofline():
     assert m.ok and m.cache == "warm" and m.threads >= 1 and "median of 5" in m.method
     assert m.flops == 2 * 64**3 and m.bytes == 3 * 64 * 64 * 4 and m.bytes_source.startswith("footprint")
     assert m.bytes_by_buffer == {"A": 64 * 64 * 4, "B": 64 * 64 * 4, "C": 64 * 64 * 4}
-    assert m.others_cores is not None and m.others_cores >= 0 and m.quiet == (m.others_cores < 0.25)
+    assert m.others_cores is not None and m.others_cores >= 0
+    # on more than one thread, the share of the cores' speed the worker got right after timing
+    assert (m.parallel_speed is None) == (m.threads == 1)
+    assert m.parallel_speed is None or 0.2 < m.parallel_speed < 1.5
+    assert m.quiet == (m.others_cores < 0.25 and (m.parallel_speed is None or m.parallel_speed >= 0.8))
+    from mlc_lab._contention import describe
+
+    assert "shared cores: the process got 50% of its cores' speed" in describe(0.0, 0.5)
+    assert describe(0.0, 0.95) == "quiet machine (other processes used 0.00 cores meanwhile)"
     assert m.intensity == pytest.approx(m.flops / m.bytes)
     assert m.machine_peak_gflops > 0 and m.machine_bandwidth_gbs > 0
     assert m.peak_gflops == pytest.approx(min(m.machine_peak_gflops, m.machine_bandwidth_gbs * m.intensity))
