@@ -72,6 +72,7 @@ def test_candidates_linked_by_ld_carry_the_machine_code_of_tvms_own_link(tmp_pat
     args = [tvm.runtime.tensor(a), tvm.runtime.tensor(b), tvm.runtime.tensor(np.zeros((64, 64), "float32"))]
     loaded[loaded.entry_name](*args)
     np.testing.assert_allclose(args[2].numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    shutil.rmtree(os.path.dirname(ours))
 
 
 def test_a_candidate_built_before_is_linked_not_compiled_again():
@@ -110,6 +111,8 @@ def test_a_candidate_built_before_is_linked_not_compiled_again():
     assert len({os.path.dirname(r.artifact_path) for r in results}) == 2
     built.close()
     assert not os.path.exists(built.dir)
+    for path in [again, third, *(r.artifact_path for r in results)]:  # what RemoveBuildArtifact would do
+        shutil.rmtree(os.path.dirname(path))
 
 
 def test_the_measuring_process_started_before_tvm_is_the_one_the_runner_uses(tmp_path, monkeypatch):
