@@ -2,11 +2,11 @@
 // the selected loop/block and the loops an error involves marked; or a diff (unified or side by
 // side, @codemirror/merge) against an earlier step.
 
-import { python } from "@codemirror/lang-python";
 import { MergeView, unifiedMergeView } from "@codemirror/merge";
 import { EditorState, type Extension, RangeSetBuilder, StateEffect, StateField } from "@codemirror/state";
 import { Decoration, type DecorationSet, EditorView, GutterMarker, gutter, lineNumbers } from "@codemirror/view";
 import { h } from "../lib/dom";
+import { cachedPython } from "../lib/cached_python";
 import { jpCodeTheme } from "../lib/cm_theme";
 import { indentInsensitiveDiff } from "./line_diff";
 
@@ -90,8 +90,11 @@ const changeGutter = gutter({
   },
 });
 
+// One parser for every script pane and diff: a step back or forth shows a script already parsed.
+const scriptPython = cachedPython();
+
 function readOnlyCode(): Extension[] {
-  return [EditorState.readOnly.of(true), EditorView.editable.of(false), python(), ...jpCodeTheme()];
+  return [EditorState.readOnly.of(true), EditorView.editable.of(false), scriptPython, ...jpCodeTheme()];
 }
 
 export type DiffMode = "off" | "unified" | "split";

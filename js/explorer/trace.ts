@@ -2,7 +2,7 @@
 // its line, the sampled decisions as knobs, import/export and "copy as Python".
 
 import { defaultKeymap, history, historyKeymap } from "@codemirror/commands";
-import { python } from "@codemirror/lang-python";
+import { cachedPython } from "../lib/cached_python";
 import { EditorState, StateEffect, StateField } from "@codemirror/state";
 import { Decoration, EditorView, keymap, lineNumbers } from "@codemirror/view";
 import { h } from "../lib/dom";
@@ -82,7 +82,7 @@ export class TracePanel {
           lineNumbers(),
           history(),
           keymap.of([...defaultKeymap, ...historyKeymap]),
-          python(),
+          cachedPython(),
           ...jpCodeTheme(),
           errorLineField,
           EditorView.updateListener.of((u) => {

@@ -80,7 +80,19 @@ export interface TreeViewState {
   collapsed: Set<string>;
 }
 
-/** Draw the rows; returns the element of the selected row (to scroll to). */
+/** What a drawn row shows (its markup) and the entry its handlers act on (replaced on reuse). */
+interface RowState {
+  html: string;
+  entry: Entry;
+}
+const rowStates = new WeakMap<HTMLElement, RowState>();
+
+/**
+ * Draw the rows; returns the element of the selected row (to scroll to).
+ *
+ * A step changes a few rows (a loop split, a kind set): rows whose markup is unchanged keep their
+ * elements, so the page restyles and lays out only the rows that differ, not the whole tree.
+ */
 export function renderTree(
   host: HTMLElement,
   index: TreeIndex,
@@ -89,48 +101,91 @@ export function renderTree(
   onToggle: (e: Entry) => void,
   onHover?: (e: Entry | null) => void,
 ): HTMLElement | null {
-  const frag = document.createDocumentFragment();
+  // The rows drawn last time, by key (a key may repeat: queue them in order).
+  const old = new Map<string, HTMLElement[]>();
+  for (const el of Array.from(host.children) as HTMLElement[]) {
+    const k = el.dataset.key;
+    if (k === undefined || !rowStates.has(el)) continue;
+    const list = old.get(k);
+    if (list) list.push(el);
+    else old.set(k, [el]);
+  }
+  const rows: HTMLElement[] = [];
   let selectedEl: HTMLElement | null = null;
   let hideBelow = Number.POSITIVE_INFINITY;
   for (const e of index.entries) {
     if (e.depth > hideBelow) continue;
     hideBelow = Number.POSITIVE_INFINITY;
-    const n = e.node;
-    const hasKids = (n.children ?? []).length > 0;
     const collapsed = state.collapsed.has(e.key);
     if (collapsed) hideBelow = e.depth;
-    const twisty = h(
-      "span",
-      {
-        class: `mlc-twisty${hasKids ? "" : " mlc-twisty-leaf"}`,
-        onclick: (ev: Event) => {
-          ev.stopPropagation();
-          if (hasKids) onToggle(e);
-        },
-      },
-      hasKids ? (collapsed ? "▸" : "▾") : "",
-    );
-    const content = n.kind === "loop" ? loopRow(n) : n.kind === "block" ? blockRow(n) : funcRow(n);
-    const classes = ["mlc-row", `mlc-row-${n.kind}`];
-    if (e.key === state.selectedKey) classes.push("mlc-selected");
-    if (state.involvedKeys.has(e.key)) classes.push("mlc-involved");
-    const row = h(
-      "div",
-      {
-        class: classes.join(" "),
-        style: { paddingLeft: `${4 + e.depth * 14}px` },
-        dataset: { key: e.key, kind: n.kind, name: e.ref },
-        title: "line" in n && n.line ? `lines ${n.line}–${n.end_line ?? n.line}` : undefined,
-        onclick: () => onSelect(e),
-        onmouseenter: onHover ? () => onHover(e) : undefined,
-        onmouseleave: onHover ? () => onHover(null) : undefined,
-      },
-      h("div", { class: "mlc-row-main" }, twisty, ...content),
-      detailLine(e),
-    );
+    const fresh = drawRow(e, state, collapsed, onSelect, onToggle, onHover);
+    const html = fresh.outerHTML;
+    const candidates = old.get(e.key);
+    const prev = candidates?.[0];
+    let row = fresh;
+    if (prev && rowStates.get(prev)!.html === html) {
+      candidates!.shift();
+      rowStates.get(prev)!.entry = e;
+      row = prev;
+    } else rowStates.set(fresh, { html, entry: e });
     if (e.key === state.selectedKey) selectedEl = row;
-    frag.append(row);
+    rows.push(row);
   }
-  host.replaceChildren(frag);
+  // Put the rows in order, moving or inserting only where they differ from what is there.
+  let cursor: ChildNode | null = host.firstChild;
+  for (const row of rows) {
+    if (row === cursor) cursor = cursor.nextSibling;
+    else host.insertBefore(row, cursor);
+  }
+  while (cursor) {
+    const next: ChildNode | null = cursor.nextSibling;
+    cursor.remove();
+    cursor = next;
+  }
   return selectedEl;
+}
+
+function drawRow(
+  e: Entry,
+  state: TreeViewState,
+  collapsed: boolean,
+  onSelect: (e: Entry) => void,
+  onToggle: (e: Entry) => void,
+  onHover?: (e: Entry | null) => void,
+): HTMLElement {
+  const n = e.node;
+  const hasKids = (n.children ?? []).length > 0;
+  // Handlers act on the entry of the latest draw (a reused row outlives the index it was drawn from).
+  let row: HTMLElement;
+  const current = () => rowStates.get(row)?.entry ?? e;
+  const twisty = h(
+    "span",
+    {
+      class: `mlc-twisty${hasKids ? "" : " mlc-twisty-leaf"}`,
+      onclick: (ev: Event) => {
+        ev.stopPropagation();
+        if (hasKids) onToggle(current());
+      },
+    },
+    hasKids ? (collapsed ? "▸" : "▾") : "",
+  );
+  const content = n.kind === "loop" ? loopRow(n) : n.kind === "block" ? blockRow(n) : funcRow(n);
+  const classes = ["mlc-row", `mlc-row-${n.kind}`];
+  if (e.key === state.selectedKey) classes.push("mlc-selected");
+  if (state.involvedKeys.has(e.key)) classes.push("mlc-involved");
+  row = h(
+    "div",
+    {
+      class: classes.join(" "),
+      style: { paddingLeft: `${4 + e.depth * 14}px` },
+      dataset: { key: e.key, kind: n.kind, name: e.ref },
+      title: "line" in n && n.line ? `lines ${n.line}–${n.end_line ?? n.line}` : undefined,
+      onclick: () => onSelect(current()),
+      onmouseenter: onHover ? () => onHover(current()) : undefined,
+      onmouseleave: onHover ? () => onHover(null) : undefined,
+    },
+    h("div", { class: "mlc-row-main" }, twisty, ...content),
+    detailLine(e),
+  );
+  return row;
 }

@@ -298,11 +298,15 @@ export class ExplorerView {
     if (has("loop_tree_json")) this.index = new TreeIndex(this.cur.loop_tree);
     if (has("height")) this.layoutHeight();
     if (has("error", "failures")) this.inspected = null;
+    // The CodeMirror panes first. A CodeMirror update that redraws lines reads the DOM selection,
+    // which in Chrome lays out the page there and then: done before any other pane is written, that
+    // layout covers only the editor's own changed lines, and the rest is laid out once, in the frame.
+    if (has("script", "changed_lines", "loop_tree_json", "selection", "error")) timed("code", () => this.drawCode(has("selection")));
+    if (has("trace")) timed("trace", () => this.trace.setTrace(this.cur.trace));
     if (has("loop_tree_json", "selection", "error")) {
       timed("tree", () => this.drawTree());
       timed("primitives", () => this.drawPrimitives(has("loop_tree_json")));
     }
-    if (has("script", "changed_lines", "loop_tree_json", "selection", "error")) timed("code", () => this.drawCode(has("selection")));
     if (!this.memoryHost.hidden && has("loop_tree_json", "selection", "current")) timed("memory", () => this.syncMemory(has("loop_tree_json", "current")));
     if (has("steps", "current", "failures", "measurements", "measuring")) timed("history", () => this.drawHistory());
     if (has("steps", "current", "measurements")) timed("plot", () => this.drawPlot());
@@ -312,7 +316,6 @@ export class ExplorerView {
     if (has("steps", "current", "can_undo", "can_redo")) timed("toolbar", () => this.drawToolbar());
     if (has("error")) this.drawBanner();
     if (has("decisions")) timed("decisions", () => this.trace.setDecisions(this.cur.decisions));
-    if (has("trace")) timed("trace", () => this.trace.setTrace(this.cur.trace));
     if (has("error")) this.drawTraceError();
     if (this.diffMode !== "off" && has("script", "current", "steps")) void this.renderDiff();
     if (has("script", "error") && this.pendingClick) {

@@ -8,7 +8,8 @@ jupyter_server's channel connection); the kernel logs when the comm handler runs
 is made (``Session.send``) and when the IOPub thread puts it on the wire. The explorer adds its own
 samples (state drawn, first frame). The table gives each hop's median, min and max in ms after the
 click, for unroll / undo clicks on the chapter-2 schedule of mm_relu (as test_explorer_lab's
-latency step). ``MLC_LAB_PROBE_TRACE=file.json`` also records a Chrome trace of the clicks.
+latency step). ``MLC_LAB_PROBE_TRACE=file.json`` also records a Chrome trace of the clicks, and
+``MLC_LAB_PROBE_PROFILE=file.json`` a V8 CPU profile of the page (DevTools' .cpuprofile format).
 
 It checks, per click, what the kernel must send: one state update and one reply, the update first.
 """
@@ -217,6 +218,10 @@ def test_transport_hops(probe_lab, page, artifacts):
     if trace:
         page.context.browser.start_tracing(page=page, path=trace, categories=[
             "devtools.timeline", "disabled-by-default-devtools.timeline", "toplevel", "v8.execute", "blink.user_timing"])
+    _cdp = None
+    if os.environ.get("MLC_LAB_PROBE_PROFILE"):
+        _cdp = page.context.new_cdp_session(page)
+        _cdp.send("Profiler.enable"); _cdp.send("Profiler.setSamplingInterval", {"interval": 100}); _cdp.send("Profiler.start")
     n = 0
     for _ in range(ROUNDS):
         for click in (lambda: prim(page, "unroll").click(), lambda: page.locator(".mlc-explorer .mlc-undo").click()):
@@ -226,6 +231,8 @@ def test_transport_hops(probe_lab, page, artifacts):
             page.wait_for_timeout(150)  # let the reply and idle land: each click starts from a quiet page
     if trace:
         page.context.browser.stop_tracing()
+    if _cdp:
+        Path(os.environ["MLC_LAB_PROBE_PROFILE"]).write_text(json.dumps(_cdp.send("Profiler.stop")["profile"]))
     samples = page.evaluate("() => window.__mlcLab.latencies")
     page_log = page.evaluate("() => window.__mlcProbe")
     kernel_log = lab.kernel_json("_MLC_PROBE")
