@@ -53,6 +53,22 @@ describe("explorer view", () => {
     expect(prims).not.toContain("compute_at");
   });
 
+  it("a step that leaves the selection's offers alone keeps the primitive buttons, which act on the new tree", async () => {
+    row("loop", "Y/j").click();
+    await tick();
+    const before = $$(".mlc-prim");
+    const tree = mmRelu();
+    Object.assign(tree.functions[0].children[1], { loop_kind: "parallel" }); // C/i: not the selection
+    model.pushStep({ id: 1, parent: 0, kind: "apply", primitive: "parallel", label: "parallel(C/i)", loop_tree: tree });
+    await tick();
+    expect(row("loop", "C/i").querySelector(".mlc-kind-parallel")).not.toBeNull();
+    const after = $$(".mlc-prim");
+    expect(after.length).toBe(before.length);
+    after.forEach((b, i) => expect(b).toBe(before[i]));
+    $(".mlc-prim[data-primitive='parallel']")!.click();
+    expect(model.requests().at(-1)!.params).toEqual({ primitive: "parallel", args: [], kwargs: { loop: "Y/j" } });
+  });
+
   it("marks loop kinds with badges", async () => {
     const tree = mmRelu();
     Object.assign(tree.functions[0].children[1], { loop_kind: "thread_binding", thread: "blockIdx.x" });

@@ -389,9 +389,13 @@ export class ExplorerView {
     this.code.update(this.cur.script, marks, scroll && span ? span[0] : firstChanged);
   }
 
+  private primOffers: Offer[] = [];
+  private primShown: { markup: string; form: HTMLElement | null } | null = null;
+
   private drawPrimitives(treeChanged: boolean): void {
     const sel = this.selectedEntry();
     const offers = applicable(sel, this.index);
+    this.primOffers = offers;
     if (this.form && (treeChanged || this.form.entryKey !== sel?.key)) this.form = null;
     const header = sel
       ? h("div", { class: "mlc-prim-target" }, `${sel.node.kind} `, h("b", {}, sel.ref))
@@ -404,7 +408,8 @@ export class ExplorerView {
           class: `mlc-btn mlc-prim${this.form?.offer === offer || this.form?.offer.spec === offer.spec ? " mlc-active" : ""}`,
           dataset: { primitive: offer.spec.name },
           title: `${offer.spec.help}${offer.spec.key ? ` (key ${offer.spec.key})` : ""}`,
-          onclick: () => this.openOffer(offer),
+          // The offer of the latest draw (a kept button outlives the tree it was drawn for).
+          onclick: () => this.openOffer(this.primOffers.find((o) => o.spec === offer.spec) ?? offer),
           onmousedown: keepFocus,
         },
         offer.spec.name,
@@ -412,7 +417,13 @@ export class ExplorerView {
       );
       buttons.append(b);
     }
-    this.primHost.replaceChildren(header, buttons, this.form ? this.form.handle.el : "");
+    const form = this.form ? this.form.handle.el : null;
+    const markup = header.outerHTML + buttons.outerHTML;
+    // Most steps leave the selection's offers as they were: then the pane's elements stay, and the
+    // frame has nothing of it to restyle or lay out.
+    if (this.primShown && this.primShown.markup === markup && this.primShown.form === form && this.primHost.firstChild) return;
+    this.primShown = { markup, form };
+    this.primHost.replaceChildren(header, buttons, form ?? "");
   }
 
   private historyShape = "";
