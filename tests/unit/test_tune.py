@@ -157,7 +157,7 @@ WARM_CHECK = """
 import json, os, sys
 import tvm
 from tvm.s_tir import meta_schedule as ms
-from mlc_lab.tvm import build, tuning
+from mlc_lab.tvm import build, tuning, tuning_model
 wd = sys.argv[1]
 spec = json.load(open(os.path.join(wd, "mlc_lab_job.json")))
 mod = build.module_from_text(open(os.path.join(wd, "mlc_lab_module.json")).read())
@@ -166,7 +166,7 @@ tuning.import_tensor_intrinsics(target)
 db = ms.database.JSONDatabase(work_dir=wd)
 task_mod = ms.tune_context._normalize_mod(mod[spec["func_name"]])
 workload = db.commit_workload(task_mod)
-model = tuning._warm_cost_model(task_mod, target, db, workload, 2)
+model = tuning_model.warm_cost_model(task_mod, target, db, workload, 2)
 assert not isinstance(model, str), "the cost model was not trained"
 ctx = ms.TuneContext(mod=task_mod, target=target, task_name="main", num_threads=2)
 best = db.get_top_k(workload, 1)[0]

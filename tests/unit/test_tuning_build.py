@@ -146,7 +146,7 @@ import numpy as np
 import tvm
 from tvm.s_tir import meta_schedule as ms
 import mlc_lab
-from mlc_lab.tvm import tuning
+from mlc_lab.tvm import tuning, tuning_model
 from tests.fixtures.programs import matmul
 
 target = tvm.target.Target(tuning.tuning_target("cpu"))
@@ -173,7 +173,7 @@ class Counting:
 
 direct = ms.feature_extractor.PerStoreFeature()
 counting = Counting(ms.feature_extractor.PerStoreFeature())
-cached = tuning.CachedFeatures(counting)
+cached = tuning_model.CachedFeatures(counting)
 a, b, c = candidate(16), candidate(8), candidate(4)
 batch = [a, b, candidate(16), a, c]  # a twin (another schedule, the same program) and a repeat
 got = cached.extract_from(context, batch)
