@@ -30,6 +30,7 @@
               against the median of all the cold run's trials.
 
 Usage: python benchmarks/tune.py [--trials 64] [--skip-speed] [--skip-bare] [--skip-quality] [--skip-warm]
+                                [--warm-n 512]   (the warm-start pair at another size, with its own cold run)
 The machine's load average is included with every figure: on a shared 2-core box they move a lot.
 """
 
@@ -263,6 +264,8 @@ def main() -> int:
     ap.add_argument("--skip-bare", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-warm", action="store_true")
+    ap.add_argument("--warm-n", type=int, default=128,
+                    help="matmul size of the warm-start pair (128: the speed run is its cold run)")
     args = ap.parse_args()
 
     out: dict = {"cpu": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), ""),
@@ -286,30 +289,35 @@ def main() -> int:
         if bare["rc"] == 0:
             out["job_over_bare_wall"] = round(speed["wall_s"] / bare["wall_s"], 3)
             out["job_over_bare_cpu"] = round(speed["job_cpu_s"] / bare["cpu_s"], 3) if bare["cpu_s"] else None
-    if not args.skip_warm and speed is not None:
-        warm = run_job(128, args.trials, args.per_iter, args.seed + 1, database=speed["work_dir"])
+    if not args.skip_warm and (speed is not None or args.warm_n != 128):
+        wn = args.warm_n
+        cold = speed
+        if wn != 128 or speed is None:
+            cold = run_job(wn, args.trials, args.per_iter, args.seed)
+            cold.pop("_job")
+        warm = run_job(wn, args.trials, args.per_iter, args.seed + 1, database=cold["work_dir"])
         warm.pop("_job")
-        cold_best = min(x for x in speed["latencies_s"] if x is not None)
-        reported = speed["best_latency_s"]
+        cold_best = min(x for x in cold["latencies_s"] if x is not None)
+        reported = cold["best_latency_s"]
 
         def first_batch(lat: list) -> float | None:
             got = sorted(x for x in lat[: args.per_iter] if x is not None)
             return got[len(got) // 2] if got else None
 
-        out["warm_start_128"] = {
+        out[f"warm_start_{wn}"] = {
             # what a warm start buys, robust to the machine's noise: where each run's first batch lands
-            "cold_first_batch_median_s": first_batch(speed["latencies_s"]),
+            "cold_first_batch_median_s": first_batch(cold["latencies_s"]),
             "warm_first_batch_median_s": first_batch(warm["latencies_s"]),
-            "cold_median_of_all_trials_s": sorted(x for x in speed["latencies_s"] if x is not None)[len(speed["latencies_s"]) // 2],
+            "cold_median_of_all_trials_s": sorted(x for x in cold["latencies_s"] if x is not None)[len(cold["latencies_s"]) // 2],
             "cold_reported_best_s": reported,
-            "cold_trials_to_reported_best": trials_to_reach(speed["latencies_s"], reported),
+            "cold_trials_to_reported_best": trials_to_reach(cold["latencies_s"], reported),
             "warm_trials_to_reported_best": trials_to_reach(warm["latencies_s"], reported),
             "warm_reported_best_s": warm["best_latency_s"],
             "cold_best_tuner_latency_s": cold_best,
-            "cold_trials_to_its_best": trials_to_reach(speed["latencies_s"], cold_best),
+            "cold_trials_to_its_best": trials_to_reach(cold["latencies_s"], cold_best),
             "warm_trials_to_cold_best": trials_to_reach(warm["latencies_s"], cold_best),
             "warm_trials_to_within_5pct": trials_to_reach(warm["latencies_s"], cold_best, 0.05),
-            "cold_trials_to_within_5pct": trials_to_reach(speed["latencies_s"], cold_best, 0.05),
+            "cold_trials_to_within_5pct": trials_to_reach(cold["latencies_s"], cold_best, 0.05),
             "warm_wall_s": warm["wall_s"], "warm_best_tuner_latency_s": warm["best_tuner_latency_s"],
             "loadavg": warm["loadavg"],
         }
