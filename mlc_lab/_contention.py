@@ -69,6 +69,14 @@ class OthersCpu:
         self.cores = round(max(0.0, others / _TICK) / self.wall_s, 3)
 
 
+def quiet(cores: float | None, parallel_speed: float | None = None) -> bool | None:
+    """The one rule for a quiet figure: other processes used under `QUIET_CORES`, and the process
+    got at least `PARALLEL_FLOOR` of its cores' speed where that was probed (None: not known)."""
+    if cores is None:
+        return None
+    return cores < QUIET_CORES and (parallel_speed is None or parallel_speed >= PARALLEL_FLOOR)
+
+
 def describe(cores: float | None, parallel_speed: float | None = None) -> str:
     """How busy the machine was while something was timed, in words (`parallel_speed`: see
     `mlc_lab.tvm.machine.parallel_speed`)."""

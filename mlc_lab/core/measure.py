@@ -70,11 +70,9 @@ class Measurement:
         """Whether the machine was quiet while this was timed: other processes used under a quarter
         of a core, and the process got its cores' full speed (`parallel_speed`, when probed). Only
         then is a figure comparable with another one taken elsewhere."""
-        from mlc_lab._contention import QUIET_CORES, PARALLEL_FLOOR
+        from mlc_lab._contention import quiet
 
-        if self.others_cores is None:
-            return None
-        return self.others_cores < QUIET_CORES and (self.parallel_speed is None or self.parallel_speed >= PARALLEL_FLOOR)
+        return quiet(self.others_cores, self.parallel_speed)
 
     def to_json(self) -> dict:
         """The one encoding of a measurement (plain JSON: widgets, files, the CLI)."""

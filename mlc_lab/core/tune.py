@@ -88,11 +88,9 @@ class BestResult:
     @property
     def quiet(self) -> bool | None:
         """As `Measurement.quiet`, for the job's re-timing."""
-        from mlc_lab._contention import QUIET_CORES, PARALLEL_FLOOR
+        from mlc_lab._contention import quiet
 
-        if self.others_cores is None:
-            return None
-        return self.others_cores < QUIET_CORES and (self.parallel_speed is None or self.parallel_speed >= PARALLEL_FLOOR)
+        return quiet(self.others_cores, self.parallel_speed)
 
 
 @dataclass
