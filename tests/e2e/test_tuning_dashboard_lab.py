@@ -100,18 +100,21 @@ def test_dashboard_live_cancel_detail_explorer(lab_server, page, artifacts):
     # 3. a trial's detail: click a point on the plot -> trace, and its diff against the best
     best = lab.kernel_json("dash.best['trial']")
     gd_points = page.locator(".mlc-tuning .js-plotly-plot .scatterlayer .trace").first.locator("path.point")
-    clicked = None
+    clicked, differs = None, False
     for i in range(gd_points.count()):
         if i != best:
             box = gd_points.nth(i).bounding_box()
             page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
             page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-            clicked = lab.kernel_json("dash.selected")
-            if clicked >= 0 and clicked != best:
+            # a trial whose program differs from the best (about a third are re-measures of one)
+            clicked, differs = lab.kernel_json("[dash.selected, bool(dash.detail.get('diff'))]")
+            if clicked >= 0 and clicked != best and differs:
                 break
-    by_click = clicked is not None and clicked >= 0 and clicked != best
-    if not by_click:  # no clickable point: pick the trial from Python
-        clicked = 0 if best != 0 else 1
+    by_click = clicked is not None and clicked >= 0 and clicked != best and differs
+    if not by_click:  # no clickable point with another program: pick the trial from Python
+        clicked = lab.kernel_json(
+            f"next(t for t in range(dash.done) if t != {best} and dash.select(t).get('diff'))"
+        )
         lab.kernel(f"dash.select({clicked})")
     page.wait_for_selector(f".mlc-tuning .mlc-t-detail-head >> text=Trial {clicked}", timeout=30_000)
     page.wait_for_selector(".mlc-tuning .mlc-t-tab[data-tab='diff']", timeout=30_000)
