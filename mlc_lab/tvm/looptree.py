@@ -9,6 +9,7 @@ caller needs the ``For`` node behind a loop (``LoopIndex.for_node``).
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 import re
 from dataclasses import dataclass, field
@@ -103,11 +104,9 @@ def build(mod: tvm.IRModule, script: str, focus: str | None = None) -> LoopIndex
     index = LoopIndex(tree=LoopTree(), mod=mod)
     scanner = _Scanner(script.splitlines(), index)
     functions = scanner.run()
-    _qualify(index)
+    _qualify(index, scanner.loop_nodes)
     index.tree = LoopTree(func=focus or (functions[0]["name"] if functions else None), functions=functions)
-    for node, info in scanner.loop_nodes:
-        node["qualified"] = info.qualified
-        index.info_of[id(node)] = info
+    index.info_of = dict(zip(map(id, scanner.loop_nodes), index.loops))
     index.tree.index_names(scanner.preorder)
     return index
 
@@ -184,10 +183,20 @@ def _lit(text: str) -> object:
 
 
 class _Scanner:
+    """Reads the functions of a printed script into their trees, the LoopInfos and the BlockInfos.
+
+    The walk over a function's lines is one loop with its state in local variables: it runs once
+    per step over every line, and method calls and attribute look-ups per line were most of its
+    cost. A stack entry is ``[indent, kind, children, in_init, node, extra]``: ``children`` is the
+    list a statement nested under it joins (``in_init``: and is marked ``in_init``); ``node`` the
+    function or block it opens; ``extra`` what closing it needs (``for``: its loop nodes;
+    ``block``: the loops open outside it and its ``T.init()`` children)."""
+
     def __init__(self, lines: list[str], index: LoopIndex):
         self.lines = lines
+        self.parsed = list(map(_line, lines))
         self.index = index
-        self.loop_nodes: list[tuple[dict, LoopInfo]] = []  # to copy qualified names in once known
+        self.loop_nodes: list[dict] = []  # the node of each of index.loops, in the same order
         self.preorder: list[tuple[dict, dict]] = []  # (loop or block node, its function) as made
 
     def run(self) -> list[dict]:
@@ -201,137 +210,139 @@ class _Scanner:
                 i += 1
         return functions
 
-    def buffer(self, name: str, args_text: str, origin: str) -> dict:
-        shape, dtype, scope = _parse_buffer(args_text)
-        return {"name": name, "shape": list(shape) if isinstance(shape, tuple) else shape, "dtype": dtype,
-                "scope": scope, "origin": origin}
-
     def function(self, start: int, m: re.Match, functions: list) -> int:
-        name = m.group(2)
+        fname = m.group(2)
         base = len(m.group(1))
-        func: dict = {"kind": "func", "name": name, "buffers": [], "children": []}
+        func: dict = {"kind": "func", "name": fname, "buffers": [], "children": []}
+        buffers = func["buffers"]
         for pname, args_text in _parse_params(m.group(3)):
-            func["buffers"].append(self.buffer(pname, args_text, "param"))
+            buffers.append(_buffer(pname, args_text, "param"))
         functions.append(func)
-        self.func, self.order, self.func_node = name, 0, func
-        self.open_loops: list[LoopInfo] = []  # loops since the last block boundary, outer first
-        self.all_open: list[LoopInfo] = []  # every enclosing loop
-        self.open_blocks: list[str] = []  # every enclosing block, outer first
-        self.extents: dict[str, object] = {}
-        stack: list[list] = [[base, "func", func, None]]  # [indent, kind, node, extra]
-        last = start + 1
-        i = start + 1
-        lines = self.lines
-        while i < len(lines):
-            line = _line(lines[i])
+        all_loops, all_blocks = self.index.loops, self.index.blocks
+        loop_nodes, preorder = self.loop_nodes, self.preorder
+        order = 0  # pre-order position of the next loop in the function
+        open_loops: list[LoopInfo] = []  # loops since the last block boundary, outer first
+        all_open: list[LoopInfo] = []  # every enclosing loop
+        open_blocks: list[str] = []  # every enclosing block, outer first
+        extents: dict[str, object] = {}
+        top = [base, "func", func["children"], False, func, None]
+        stack = [top]
+        parsed = self.parsed
+        last = start + 1  # 1-based number of the last statement read: where a closing suite ends
+        for i in range(start + 1, len(parsed)):
+            line = parsed[i]
             if line is None:
-                i += 1
                 continue
             indent, tag, payload = line
             if indent <= base:
                 break
-            while len(stack) > 1 and indent <= stack[-1][0]:
-                self._close(stack.pop(), last)
-            top = stack[-1]
+            while indent <= top[0]:  # close every suite this line is not inside
+                kind = top[1]
+                if kind == "for":
+                    for node in top[5]:
+                        node["end_line"] = last
+                    del open_loops[len(open_loops) - len(top[5]):]
+                    del all_open[len(all_open) - len(top[5]):]
+                elif kind == "block":
+                    block = top[4]
+                    block["end_line"] = last
+                    open_loops, init = top[5]
+                    if init:
+                        block["children"] = init + block["children"]
+                    open_blocks.pop()
+                stack.pop()
+                top = stack[-1]
             last = i + 1
-            i += 1
-            if tag == "for":
-                stack.append([indent, "for", None, self._loops(payload, top, last)])
+
+            if tag == "for":  # one line may hold several loops: `for i, j in T.grid(4, 8)`
+                loop_kind, thread, annotations, specs = payload
+                scope = open_blocks[-1] if open_blocks else None
+                children, in_init = top[2], top[3]
+                chain = []
+                for loop_name, extent, lo in specs:
+                    info = LoopInfo(fname, loop_name, order, None, len(open_loops), loop_name, [], scope)
+                    order += 1
+                    all_loops.append(info)
+                    open_loops.append(info)
+                    all_open.append(info)
+                    extents[loop_name] = extent
+                    node = {
+                        "kind": "loop", "name": loop_name, "qualified": loop_name, "extent": extent, "min": lo,
+                        "loop_kind": loop_kind, "thread": thread,
+                        "annotations": dict(annotations) if annotations else {},
+                        "line": last, "end_line": last, "children": [],
+                    }
+                    if in_init:  # only the first loop of the line sits directly in T.init()
+                        node["in_init"] = True
+                        in_init = False
+                    loop_nodes.append(node)
+                    preorder.append((node, func))
+                    children.append(node)
+                    children = node["children"]
+                    chain.append(node)
+                top = [indent, "for", children, False, None, chain]
+                stack.append(top)
             elif tag == "block":
-                stack.append(self._open_block(payload, top, indent, last))
+                name = payload
+                for lp in open_loops:
+                    if lp.anchor_block is None:
+                        lp.anchor_block = name
+                for lp in all_open:
+                    lp.blocks.append(name)
+                all_blocks.append(BlockInfo(fname, name))
+                block = {
+                    "kind": "block", "name": name, "iter_vars": [], "reads": [], "writes": [], "has_init": False,
+                    "predicate": None, "alloc_buffers": [], "annotations": {}, "line": last, "end_line": last,
+                    "children": [],
+                }
+                if top[3]:
+                    block["in_init"] = True
+                top[2].append(block)
+                preorder.append((block, func))
+                top = [indent, "block", block["children"], False, block, (open_loops, [])]
+                stack.append(top)
+                open_loops = []  # get_loops stops at a block boundary
+                open_blocks.append(name)
             elif tag == "init" and top[1] == "block":
-                top[2]["has_init"] = True
-                stack.append([indent, "init", top[2], None])
-            elif tag != "line":  # if / else / other with-statements: nesting only
-                stack.append([indent, "other", top[2], top[1]])
+                top[4]["has_init"] = True
+                top = [indent, "init", top[5][1], True, top[4], None]
+                stack.append(top)
+            elif tag != "line":
+                # if / else / any other with-statement: nesting only. What is under it joins the
+                # node around it (a T.init() around it marks nothing in_init: the block's children).
+                children = top[4]["children"] if top[1] == "init" else top[2]
+                top = [indent, "other", children, False, None, None]
+                stack.append(top)
             elif top[1] == "block":
-                self._block_line(top[2], payload, func)
-            elif top[1] == "func":
-                am = _ALLOC.match(payload)
-                if am:
-                    func["buffers"].append(self.buffer(am.group(1), am.group(2), "alloc"))
-        while len(stack) > 1:
-            self._close(stack.pop(), last)
+                what, value, _ = payload
+                if what is not None:
+                    self._block_line(top[4], what, value, extents, buffers)
+            elif top[1] == "func" and payload[2] is not None:
+                buffers.append(_buffer(*payload[2], "alloc"))
+        else:
+            i = len(parsed)
+        while len(stack) > 1:  # the function's last suites end at its last statement
+            kind = top[1]
+            if kind == "for":
+                for node in top[5]:
+                    node["end_line"] = last
+            elif kind == "block":
+                block = top[4]
+                block["end_line"] = last
+                if top[5][1]:
+                    block["children"] = top[5][1] + block["children"]
+            stack.pop()
+            top = stack[-1]
         return i
 
-    def _loops(self, parsed: tuple, top: list, line: int) -> list[dict]:
-        """One `for` line may hold several loops (`for i, j in T.grid(4, 8)`)."""
-        kind, thread, annotations, loops = parsed
-        chain: list[dict] = []
-        for loop_name, extent, lo_v in loops:
-            info = LoopInfo(self.func, loop_name, self.order, None, len(self.open_loops),
-                            scope_block=self.open_blocks[-1] if self.open_blocks else None)
-            self.order += 1
-            self.index.loops.append(info)
-            self.open_loops.append(info)
-            self.all_open.append(info)
-            self.extents[loop_name] = extent
-            node = {
-                "kind": "loop", "name": loop_name, "qualified": loop_name, "extent": extent, "min": lo_v,
-                "loop_kind": kind, "thread": thread, "annotations": dict(annotations),
-                "line": line, "end_line": line, "children": [],
-            }
-            self.loop_nodes.append((node, info))
-            self.preorder.append((node, self.func_node))
-            if chain:
-                chain[-1]["children"].append(node)
-            else:
-                self._add_child(top, node)
-            chain.append(node)
-        return chain
-
-    def _open_block(self, name: str, top: list, indent: int, line: int) -> list:
-        for lp in self.open_loops:
-            if lp.anchor_block is None:
-                lp.anchor_block = name
-        for lp in self.all_open:
-            lp.blocks.append(name)
-        self.index.blocks.append(BlockInfo(self.func, name))
-        block = {
-            "kind": "block", "name": name, "iter_vars": [], "reads": [], "writes": [], "has_init": False,
-            "predicate": None, "alloc_buffers": [], "annotations": {}, "line": line, "end_line": line,
-            "children": [], "_init": [],
-        }
-        self._add_child(top, block)
-        self.preorder.append((block, self.func_node))
-        entry = [indent, "block", block, self.open_loops]
-        self.open_loops = []  # get_loops stops at a block boundary
-        self.open_blocks.append(name)
-        return entry
-
-    def _add_child(self, top: list, node: dict) -> None:
-        if top[1] == "init":
-            node["in_init"] = True
-            top[2]["_init"].append(node)
-        elif top[1] == "for":
-            top[3][-1]["children"].append(node)
-        else:
-            top[2]["children"].append(node)
-
-    def _close(self, entry: list, last: int) -> None:
-        _, kind, node, extra = entry
-        if kind == "for":
-            for loop in extra:
-                loop["end_line"] = last
-                self.open_loops.pop()
-                self.all_open.pop()
-        elif kind == "block":
-            node["end_line"] = last
-            node["children"] = node.pop("_init") + node["children"]
-            self.open_loops = extra
-            self.open_blocks.pop()
-
-    def _block_line(self, block: dict, text: str, func: dict) -> None:
-        parsed = _parse_block_line(text)
-        if parsed is None:
-            return
-        what, value = parsed
+    @staticmethod
+    def _block_line(block: dict, what: str, value: object, extents: dict, buffers: list) -> None:
         if what == "axis":
+            iter_vars = block["iter_vars"]
             for name, kind, extent, binding, remapped in value:
-                block["iter_vars"].append({"name": name, "kind": kind,
-                                           "extent": self.extents.get(binding) if remapped else extent,
-                                           "binding": binding})
-        elif what in ("reads", "writes"):
+                iter_vars.append({"name": name, "kind": kind, "extent": extents.get(binding) if remapped else extent,
+                                  "binding": binding})
+        elif what == "reads" or what == "writes":
             block[what] = list(value)
         elif what == "where":
             block["predicate"] = value
@@ -339,16 +350,24 @@ class _Scanner:
             block["annotations"] = dict(value)
         else:  # an allocation inside the block
             name, args_text = value
-            func["buffers"].append(self.buffer(name, args_text, f"alloc in {block['name']}"))
+            buffers.append(_buffer(name, args_text, f"alloc in {block['name']}"))
             block["alloc_buffers"].append(name)
+
+
+def _buffer(name: str, args_text: str, origin: str) -> dict:
+    shape, dtype, scope = _parse_buffer(args_text)
+    return {"name": name, "shape": list(shape) if isinstance(shape, tuple) else shape, "dtype": dtype,
+            "scope": scope, "origin": origin}
 
 
 @functools.lru_cache(maxsize=65536)
 def _line(raw: str) -> tuple[int, str, object] | None:
     """(indentation, tag, payload) of one printed line, None for blank lines and comments. Tags:
     ``for`` (payload: :func:`_parse_for`), ``block`` (its name), ``init``, ``other`` (any other line
-    that opens a nested suite), ``line`` (a statement; payload: its text). Steps reprint mostly the
-    same lines, so each is read once."""
+    that opens a nested suite), ``line`` (a statement; payload: what it says inside a block, as
+    ``(what, value)`` of :func:`_parse_block_line` or ``(None, None)``, then ``(name, arguments)``
+    when it allocates a buffer at a function's top, else None). Steps reprint mostly the same
+    lines, so each is read once."""
     stripped = raw.lstrip()
     text = stripped.rstrip()
     if not text or text[0] == "#":
@@ -366,7 +385,9 @@ def _line(raw: str) -> tuple[int, str, object] | None:
         return indent, "init", None
     if text.endswith(":"):
         return indent, "other", None
-    return indent, "line", text
+    what, value = _parse_block_line(text) or (None, None)
+    am = _ALLOC.match(text)
+    return indent, "line", (what, value, (am.group(1), am.group(2)) if am else None)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -458,26 +479,26 @@ def _parse_buffer(args_text: str) -> tuple:
     return tuple(shape) if isinstance(shape, (tuple, list)) else str(shape), dtype, scope
 
 
-def _qualify(index: LoopIndex) -> None:
+def _qualify(index: LoopIndex, nodes: list[dict]) -> None:
     """Give every loop a name that is unique in the module: `name`, `block/name` or `func:block/name`.
 
     `block` is the loop's first block inside (what `get_loops(block)` reaches it from). A loop with
     no block inside (the copy loops that `read_at` / `write_at` write in a block's body) is named
     by the block it runs in instead; should two loops still share a name, the later ones take the
     block's name with a counter (`A_shared.2/ax0`). Every such name is found by rule 1 of
-    ``LoopTree.match`` (an exact qualified name)."""
-    counts: dict[str, int] = {}
-    for lp in index.loops:
-        counts[lp.name] = counts.get(lp.name, 0) + 1
+    ``LoopTree.match`` (an exact qualified name). ``nodes[k]`` is the tree node of ``index.loops[k]``;
+    the scanner named both by their plain name already, so only loops sharing a name are renamed."""
+    counts = collections.Counter(lp.name for lp in index.loops)
+    if len(counts) == len(index.loops):
+        return
     funcs = {lp.func for lp in index.loops}
     taken: dict[str, int] = {}
-    for lp in index.loops:
+    for lp, node in zip(index.loops, nodes):
         if counts[lp.name] == 1:
-            lp.qualified = lp.name
             continue
         where = lp.anchor_block or lp.scope_block or "root"
         prefix = f"{lp.func}:" if len(funcs) > 1 else ""
         qualified = f"{prefix}{where}/{lp.name}"
         k = taken.get(qualified, 0) + 1
         taken[qualified] = k
-        lp.qualified = qualified if k == 1 else f"{prefix}{where}.{k}/{lp.name}"
+        lp.qualified = node["qualified"] = qualified if k == 1 else f"{prefix}{where}.{k}/{lp.name}"
