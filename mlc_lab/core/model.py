@@ -180,13 +180,18 @@ class LoopTree(dict):
         return self.index_names([(n, fn) for n, fn, _ in self._walked()])
 
     def index_names(self, preorder: list[tuple[dict, dict]]) -> tuple[dict, dict]:
-        """Index every (node, its function), given in pre-order: the scanner that built the tree hands
-        them over as it made them, which saves a walk per step."""
+        """Index every (node, its function), given in pre-order."""
         refs: dict[str, list[dict]] = {}
         names: dict[str, list[tuple[dict, dict]]] = {}
         for n, fn in preorder:
             refs.setdefault(n.get("qualified") or n["name"], []).append(n)
             names.setdefault(n["name"], []).append((n, fn))
+        return self.adopt_names(refs, names)
+
+    def adopt_names(self, refs: dict[str, list[dict]], names: dict[str, list[tuple[dict, dict]]]) -> tuple[dict, dict]:
+        """Take ``(refs, names)`` as this tree's name index, exactly as :meth:`index_names` would build
+        it from the tree's pre-order: the scanner that builds a step's tree fills it as it makes the
+        nodes, which saves a walk per step."""
         self.__dict__["_name_index"] = (len(self.get("functions") or ()), (refs, names))
         return refs, names
 

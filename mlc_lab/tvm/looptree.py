@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import collections
 import functools
+import itertools
 import re
 from dataclasses import dataclass, field
 
@@ -101,14 +102,14 @@ def _collect_fors(stmt: object, out: list, limit: int) -> None:
 
 
 def build(mod: tvm.IRModule, script: str, focus: str | None = None) -> LoopIndex:
-    index = LoopIndex(tree=LoopTree(), mod=mod)
-    scanner = _Scanner(script.splitlines(), index)
+    scanner = _Scanner(script.splitlines())
     functions = scanner.run()
-    _qualify(index, scanner.loop_nodes)
-    index.tree = LoopTree(func=focus or (functions[0]["name"] if functions else None), functions=functions)
-    index.info_of = dict(zip(map(id, scanner.loop_nodes), index.loops))
-    index.tree.index_names(scanner.preorder)
-    return index
+    if scanner.shared_names:
+        _qualify(scanner.loops, scanner.loop_nodes)
+    tree = LoopTree(func=focus or (functions[0]["name"] if functions else None), functions=functions)
+    tree.adopt_names(*scanner.name_index())
+    return LoopIndex(tree=tree, mod=mod, loops=scanner.loops, blocks=scanner.blocks,
+                     info_of=dict(zip(map(id, scanner.loop_nodes), scanner.loops)))
 
 
 # The printer's output is regular: one statement a line, nesting by indentation. A line scanner
@@ -183,175 +184,211 @@ def _lit(text: str) -> object:
 
 
 class _Scanner:
-    """Reads the functions of a printed script into their trees, the LoopInfos and the BlockInfos.
+    """Reads the functions of a printed script into their trees, LoopInfos, BlockInfos and the
+    tree's name index (:meth:`LoopTree.adopt_names`), all in one pass.
 
-    The walk over a function's lines is one loop with its state in local variables: it runs once
-    per step over every line, and method calls and attribute look-ups per line were most of its
-    cost. A stack entry is ``[indent, kind, children, in_init, node, extra]``: ``children`` is the
-    list a statement nested under it joins (``in_init``: and is marked ``in_init``); ``node`` the
-    function or block it opens; ``extra`` what closing it needs (``for``: its loop nodes;
-    ``block``: the loops open outside it and its ``T.init()`` children)."""
+    It runs once per step over every line of the script, so the walk over a function's lines is
+    one loop with its state in local variables, the most common lines tested first (method calls
+    and attribute look-ups per line were most of its cost). A stack entry is
+    ``[indent, kind, children, in_init, node, extra]``: ``children`` is the list a node nested
+    under it joins (``in_init``: and is marked ``in_init``); ``node`` the function or block it
+    opens; ``extra`` what closing it needs (``for``: where its loops are in ``loops`` and where its
+    blocks start in ``block_names``; ``block``: the loops open outside it and its ``T.init()``
+    children)."""
 
-    def __init__(self, lines: list[str], index: LoopIndex):
-        self.lines = lines
-        self.parsed = list(map(_line, lines))
-        self.index = index
-        self.loop_nodes: list[dict] = []  # the node of each of index.loops, in the same order
-        self.preorder: list[tuple[dict, dict]] = []  # (loop or block node, its function) as made
+    def __init__(self, lines: list[str]):
+        self.parsed = _parse_lines(lines)
+        self.loops: list[LoopInfo] = []
+        self.loop_nodes: list[dict] = []  # the node of each of self.loops, in the same order
+        self.blocks: list[BlockInfo] = []
+        self.block_names: list[str] = []  # of self.blocks: a loop's blocks are a slice of it
+        self.nodes: list[dict] = []  # every loop and block node, in pre-order
+        self.refs: dict[str, list[dict]] = {}  # name -> nodes: the reference index while names are plain
+        self.names: dict[str, list[tuple[dict, dict]]] = {}  # name -> (node, its function)
+        # A loop has the name of a node before it: _qualify may have to give it a longer one.
+        self.shared_names = False
 
     def run(self) -> list[dict]:
         functions: list[dict] = []
+        parsed = self.parsed
         i = 0
-        while i < len(self.lines):
-            m = _DEF.match(self.lines[i])
-            if m:
-                i = self.function(i, m, functions)
+        while i < len(parsed):
+            if parsed[i][1] == "def":
+                i = self.function(i, functions)
             else:
                 i += 1
         return functions
 
-    def function(self, start: int, m: re.Match, functions: list) -> int:
-        fname = m.group(2)
-        base = len(m.group(1))
+    def name_index(self) -> tuple[dict, dict]:
+        """(reference -> nodes, name -> (node, function)), as ``LoopTree._names`` builds them."""
+        if not self.shared_names:
+            return self.refs, self.names  # every reference is the node's plain name
+        refs: dict[str, list[dict]] = {}
+        for n in self.nodes:
+            refs.setdefault(n.get("qualified") or n["name"], []).append(n)
+        return refs, self.names
+
+    def function(self, start: int, functions: list) -> int:
+        """Read the function whose ``def`` is line ``start``; returns the index of the line after it."""
+        parsed = self.parsed
+        base, _, (fname, params) = parsed[start]
         func: dict = {"kind": "func", "name": fname, "buffers": [], "children": []}
         buffers = func["buffers"]
-        for pname, args_text in _parse_params(m.group(3)):
+        for pname, args_text in _parse_params(params):
             buffers.append(_buffer(pname, args_text, "param"))
         functions.append(func)
-        all_loops, all_blocks = self.index.loops, self.index.blocks
-        loop_nodes, preorder = self.loop_nodes, self.preorder
+        all_loops, loop_nodes, all_blocks, block_names = self.loops, self.loop_nodes, self.blocks, self.block_names
+        nodes, refs, names = self.nodes, self.refs, self.names
         order = 0  # pre-order position of the next loop in the function
         open_loops: list[LoopInfo] = []  # loops since the last block boundary, outer first
-        all_open: list[LoopInfo] = []  # every enclosing loop
         open_blocks: list[str] = []  # every enclosing block, outer first
         extents: dict[str, object] = {}
         top = [base, "func", func["children"], False, func, None]
+        top_kind = "func"
         stack = [top]
-        parsed = self.parsed
         last = start + 1  # 1-based number of the last statement read: where a closing suite ends
-        for i in range(start + 1, len(parsed)):
-            line = parsed[i]
-            if line is None:
+        lineno = start + 1
+        for lineno, line in enumerate(itertools.islice(parsed, start + 1, None), start + 2):
+            if line is _BLANK:
                 continue
             indent, tag, payload = line
-            if indent <= base:
-                break
-            while indent <= top[0]:  # close every suite this line is not inside
-                kind = top[1]
-                if kind == "for":
-                    for node in top[5]:
-                        node["end_line"] = last
-                    del open_loops[len(open_loops) - len(top[5]):]
-                    del all_open[len(all_open) - len(top[5]):]
-                elif kind == "block":
-                    block = top[4]
-                    block["end_line"] = last
-                    open_loops, init = top[5]
-                    if init:
-                        block["children"] = init + block["children"]
-                    open_blocks.pop()
-                stack.pop()
-                top = stack[-1]
-            last = i + 1
+            if indent <= top[0]:
+                if indent <= base:
+                    break
+                while indent <= top[0]:  # close every suite this line is not inside
+                    self._close(top, last)
+                    if top_kind == "block":
+                        open_loops = top[5][0]
+                        open_blocks.pop()
+                    elif top_kind == "for":
+                        del open_loops[len(open_loops) - (top[5][1] - top[5][0]):]
+                    stack.pop()
+                    top = stack[-1]
+                    top_kind = top[1]
+            last = lineno
 
-            if tag == "for":  # one line may hold several loops: `for i, j in T.grid(4, 8)`
+            if tag in _STATEMENTS:  # most lines
+                if top_kind == "block":
+                    if tag == "axis":
+                        iter_vars = top[4]["iter_vars"]
+                        for name, kind, extent, binding, remapped in payload[0]:
+                            iter_vars.append({"name": name, "kind": kind,
+                                              "extent": extents.get(binding) if remapped else extent,
+                                              "binding": binding})
+                    elif tag != "stmt":
+                        _block_line(top[4], tag, payload[0], buffers)
+                elif top_kind == "func" and payload[1] is not None:
+                    buffers.append(_buffer(*payload[1], "alloc"))
+            elif tag == "for":  # one line may hold several loops: `for i, j in T.grid(4, 8)`
                 loop_kind, thread, annotations, specs = payload
                 scope = open_blocks[-1] if open_blocks else None
                 children, in_init = top[2], top[3]
-                chain = []
-                for loop_name, extent, lo in specs:
-                    info = LoopInfo(fname, loop_name, order, None, len(open_loops), loop_name, [], scope)
+                first = len(all_loops)
+                for name, extent, lo in specs:
+                    # blocks: filled in when the loop closes (a slice of block_names)
+                    info = LoopInfo(fname, name, order, None, len(open_loops), name, None, scope)  # type: ignore[arg-type]
                     order += 1
                     all_loops.append(info)
                     open_loops.append(info)
-                    all_open.append(info)
-                    extents[loop_name] = extent
+                    extents[name] = extent
                     node = {
-                        "kind": "loop", "name": loop_name, "qualified": loop_name, "extent": extent, "min": lo,
+                        "kind": "loop", "name": name, "qualified": name, "extent": extent, "min": lo,
                         "loop_kind": loop_kind, "thread": thread,
                         "annotations": dict(annotations) if annotations else {},
-                        "line": last, "end_line": last, "children": [],
+                        "line": lineno, "end_line": lineno, "children": [],
                     }
                     if in_init:  # only the first loop of the line sits directly in T.init()
                         node["in_init"] = True
                         in_init = False
                     loop_nodes.append(node)
-                    preorder.append((node, func))
                     children.append(node)
                     children = node["children"]
-                    chain.append(node)
-                top = [indent, "for", children, False, None, chain]
+                    nodes.append(node)
+                    same = refs.get(name)
+                    if same is None:
+                        refs[name] = [node]
+                        names[name] = [(node, func)]
+                    else:
+                        same.append(node)
+                        names[name].append((node, func))
+                        self.shared_names = True
+                top = [indent, "for", children, False, None, (first, len(all_loops), len(block_names))]
+                top_kind = "for"
                 stack.append(top)
             elif tag == "block":
                 name = payload
                 for lp in open_loops:
                     if lp.anchor_block is None:
                         lp.anchor_block = name
-                for lp in all_open:
-                    lp.blocks.append(name)
                 all_blocks.append(BlockInfo(fname, name))
+                block_names.append(name)
                 block = {
                     "kind": "block", "name": name, "iter_vars": [], "reads": [], "writes": [], "has_init": False,
-                    "predicate": None, "alloc_buffers": [], "annotations": {}, "line": last, "end_line": last,
+                    "predicate": None, "alloc_buffers": [], "annotations": {}, "line": lineno, "end_line": lineno,
                     "children": [],
                 }
                 if top[3]:
                     block["in_init"] = True
                 top[2].append(block)
-                preorder.append((block, func))
+                nodes.append(block)
+                same = refs.get(name)
+                if same is None:
+                    refs[name] = [block]
+                    names[name] = [(block, func)]
+                else:
+                    same.append(block)
+                    names[name].append((block, func))
                 top = [indent, "block", block["children"], False, block, (open_loops, [])]
+                top_kind = "block"
                 stack.append(top)
                 open_loops = []  # get_loops stops at a block boundary
                 open_blocks.append(name)
-            elif tag == "init" and top[1] == "block":
+            elif tag == "init" and top_kind == "block":
                 top[4]["has_init"] = True
                 top = [indent, "init", top[5][1], True, top[4], None]
+                top_kind = "init"
                 stack.append(top)
-            elif tag != "line":
-                # if / else / any other with-statement: nesting only. What is under it joins the
-                # node around it (a T.init() around it marks nothing in_init: the block's children).
-                children = top[4]["children"] if top[1] == "init" else top[2]
+            else:
+                # if / else / any other with-statement or def: nesting only. What is under it joins
+                # the node around it (a T.init() around it marks nothing in_init: the block's children).
+                children = top[4]["children"] if top_kind == "init" else top[2]
                 top = [indent, "other", children, False, None, None]
+                top_kind = "other"
                 stack.append(top)
-            elif top[1] == "block":
-                what, value, _ = payload
-                if what is not None:
-                    self._block_line(top[4], what, value, extents, buffers)
-            elif top[1] == "func" and payload[2] is not None:
-                buffers.append(_buffer(*payload[2], "alloc"))
         else:
-            i = len(parsed)
+            lineno = len(parsed) + 1
         while len(stack) > 1:  # the function's last suites end at its last statement
-            kind = top[1]
-            if kind == "for":
-                for node in top[5]:
-                    node["end_line"] = last
-            elif kind == "block":
-                block = top[4]
-                block["end_line"] = last
-                if top[5][1]:
-                    block["children"] = top[5][1] + block["children"]
-            stack.pop()
-            top = stack[-1]
-        return i
+            self._close(stack.pop(), last)
+        return lineno - 1
 
-    @staticmethod
-    def _block_line(block: dict, what: str, value: object, extents: dict, buffers: list) -> None:
-        if what == "axis":
-            iter_vars = block["iter_vars"]
-            for name, kind, extent, binding, remapped in value:
-                iter_vars.append({"name": name, "kind": kind, "extent": extents.get(binding) if remapped else extent,
-                                  "binding": binding})
-        elif what == "reads" or what == "writes":
-            block[what] = list(value)
-        elif what == "where":
-            block["predicate"] = value
-        elif what == "annotations":
-            block["annotations"] = dict(value)
-        else:  # an allocation inside the block
-            name, args_text = value
-            buffers.append(_buffer(name, args_text, f"alloc in {block['name']}"))
-            block["alloc_buffers"].append(name)
+    def _close(self, entry: list, last: int) -> None:
+        kind = entry[1]
+        if kind == "for":
+            first, end, first_block = entry[5]
+            for node in self.loop_nodes[first:end]:
+                node["end_line"] = last
+            for info in self.loops[first:end]:
+                info.blocks = self.block_names[first_block:]  # the blocks opened while it was open
+        elif kind == "block":
+            block = entry[4]
+            block["end_line"] = last
+            init = entry[5][1]
+            if init:
+                block["children"] = init + block["children"]
+
+
+def _block_line(block: dict, what: str, value: object, buffers: list) -> None:
+    """What a line directly in a block says, but its iterators (see :func:`_parse_block_line`)."""
+    if what == "reads" or what == "writes":
+        block[what] = list(value)  # type: ignore[call-overload]
+    elif what == "where":
+        block["predicate"] = value
+    elif what == "annotations":
+        block["annotations"] = dict(value)  # type: ignore[call-overload]
+    else:  # an allocation inside the block
+        name, args_text = value  # type: ignore[misc]
+        buffers.append(_buffer(name, args_text, f"alloc in {block['name']}"))
+        block["alloc_buffers"].append(name)
 
 
 def _buffer(name: str, args_text: str, origin: str) -> dict:
@@ -360,18 +397,36 @@ def _buffer(name: str, args_text: str, origin: str) -> dict:
             "scope": scope, "origin": origin}
 
 
-@functools.lru_cache(maxsize=65536)
-def _line(raw: str) -> tuple[int, str, object] | None:
-    """(indentation, tag, payload) of one printed line, None for blank lines and comments. Tags:
-    ``for`` (payload: :func:`_parse_for`), ``block`` (its name), ``init``, ``other`` (any other line
-    that opens a nested suite), ``line`` (a statement; payload: what it says inside a block, as
-    ``(what, value)`` of :func:`_parse_block_line` or ``(None, None)``, then ``(name, arguments)``
-    when it allocates a buffer at a function's top, else None). Steps reprint mostly the same
-    lines, so each is read once."""
+# raw line -> _line(raw). A dict rather than functools.lru_cache: a step looks up every line of
+# its script, and a dict's get (mapped over the lines in C) costs a fraction of a cached call.
+_LINES: dict[str, tuple] = {}
+_LINES_MAX = 65536
+_BLANK = (-1, "blank", None)  # a blank line or a comment
+_STATEMENTS = frozenset({"stmt", "axis", "reads", "writes", "where", "annotations", "alloc"})  # tags
+
+
+def _parse_lines(lines: list[str]) -> list[tuple]:
+    parsed = list(map(_LINES.get, lines))
+    if None in parsed:  # lines not seen before
+        if len(_LINES) > _LINES_MAX:
+            _LINES.clear()
+        for k, raw in enumerate(lines):
+            if parsed[k] is None:
+                parsed[k] = _LINES[raw] = _line(raw)
+    return parsed
+
+
+def _line(raw: str) -> tuple[int, str, object]:
+    """(indentation, tag, payload) of one printed line, :data:`_BLANK` for blank lines and comments.
+    Tags: ``def`` (payload: (name, parameters)), ``for`` (payload: :func:`_parse_for`), ``block`` (its
+    name), ``init``, ``other`` (any other line that opens a nested suite); a statement: what it says
+    inside a block, as :func:`_parse_block_line` tells it (``axis``, ``reads``...), or ``stmt``
+    (nothing), with the payload ``(value, (name, arguments))`` when it allocates a buffer at a
+    function's top, ``(value, None)`` otherwise."""
     stripped = raw.lstrip()
     text = stripped.rstrip()
     if not text or text[0] == "#":
-        return None
+        return _BLANK
     indent = len(raw) - len(stripped)
     if text.startswith("for "):
         parsed = _parse_for(text)
@@ -383,11 +438,15 @@ def _line(raw: str) -> tuple[int, str, object] | None:
             return indent, "block", bm.group(1)
     if text == "with T.init():":
         return indent, "init", None
+    if text.startswith("def "):
+        dm = _DEF.match(raw)
+        if dm:
+            return indent, "def", (dm.group(2), dm.group(3))
     if text.endswith(":"):
         return indent, "other", None
-    what, value = _parse_block_line(text) or (None, None)
+    what, value = _parse_block_line(text) or ("stmt", None)
     am = _ALLOC.match(text)
-    return indent, "line", (what, value, (am.group(1), am.group(2)) if am else None)
+    return indent, what, (value, (am.group(1), am.group(2)) if am else None)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -479,21 +538,19 @@ def _parse_buffer(args_text: str) -> tuple:
     return tuple(shape) if isinstance(shape, (tuple, list)) else str(shape), dtype, scope
 
 
-def _qualify(index: LoopIndex, nodes: list[dict]) -> None:
+def _qualify(loops: list[LoopInfo], nodes: list[dict]) -> None:
     """Give every loop a name that is unique in the module: `name`, `block/name` or `func:block/name`.
 
     `block` is the loop's first block inside (what `get_loops(block)` reaches it from). A loop with
     no block inside (the copy loops that `read_at` / `write_at` write in a block's body) is named
     by the block it runs in instead; should two loops still share a name, the later ones take the
     block's name with a counter (`A_shared.2/ax0`). Every such name is found by rule 1 of
-    ``LoopTree.match`` (an exact qualified name). ``nodes[k]`` is the tree node of ``index.loops[k]``;
-    the scanner named both by their plain name already, so only loops sharing a name are renamed."""
-    counts = collections.Counter(lp.name for lp in index.loops)
-    if len(counts) == len(index.loops):
-        return
-    funcs = {lp.func for lp in index.loops}
+    ``LoopTree.match`` (an exact qualified name). ``nodes[k]`` is the tree node of ``loops[k]``; the
+    scanner named both by their plain name, which is the answer for every name no other loop has."""
+    counts = collections.Counter(lp.name for lp in loops)
+    funcs = {lp.func for lp in loops}
     taken: dict[str, int] = {}
-    for lp, node in zip(index.loops, nodes):
+    for lp, node in zip(loops, nodes):
         if counts[lp.name] == 1:
             continue
         where = lp.anchor_block or lp.scope_block or "root"
