@@ -246,38 +246,46 @@ class _Scanner:
         top = [base, "func", func["children"], False, func, None]
         top_kind = "func"
         stack = [top]
-        last = start + 1  # 1-based number of the last statement read: where a closing suite ends
-        lineno = start + 1
-        for lineno, line in enumerate(itertools.islice(parsed, start + 1, None), start + 2):
-            if line is _BLANK:
-                continue
-            indent, tag, payload = line
-            if indent <= top[0]:
-                if indent <= base:
-                    break
-                while indent <= top[0]:  # close every suite this line is not inside
-                    self._close(top, last)
-                    if top_kind == "block":
-                        open_loops = top[5][0]
+        lines = itertools.chain(itertools.islice(parsed, start + 1, None), _END)
+        for lineno, (indent, tag, payload) in enumerate(lines, start + 2):  # lineno: 1-based
+            if indent <= top[0]:  # the line is not inside the innermost suite (a blank line never)
+                last = _last_statement(parsed, lineno)  # where the suites it closes end
+                while indent <= top[0] and top_kind != "func":
+                    if top_kind == "for":
+                        first, end, first_block = top[5]
+                        for node in loop_nodes[first:end]:
+                            node["end_line"] = last
+                        for info in all_loops[first:end]:
+                            info.blocks = block_names[first_block:]  # the blocks opened while it was open
+                        del open_loops[len(open_loops) - (end - first):]
+                    elif top_kind == "block":
+                        block = top[4]
+                        block["end_line"] = last
+                        open_loops, init = top[5]
+                        if init:
+                            block["children"] = init + block["children"]
                         open_blocks.pop()
-                    elif top_kind == "for":
-                        del open_loops[len(open_loops) - (top[5][1] - top[5][0]):]
                     stack.pop()
                     top = stack[-1]
                     top_kind = top[1]
-            last = lineno
+                if indent <= base:  # the function ends here
+                    return lineno - 1
 
-            if tag in _STATEMENTS:  # most lines
-                if top_kind == "block":
-                    if tag == "axis":
-                        iter_vars = top[4]["iter_vars"]
-                        for name, kind, extent, binding, remapped in payload[0]:
-                            iter_vars.append({"name": name, "kind": kind,
-                                              "extent": extents.get(binding) if remapped else extent,
-                                              "binding": binding})
-                    elif tag != "stmt":
-                        _block_line(top[4], tag, payload[0], buffers)
-                elif top_kind == "func" and payload[1] is not None:
+            if top_kind == "block":  # most lines: what a block says
+                if tag == "stmt":
+                    continue
+                if tag == "axis":
+                    iter_vars = top[4]["iter_vars"]
+                    for name, kind, extent, binding, remapped in payload[0]:
+                        iter_vars.append({"name": name, "kind": kind,
+                                          "extent": extents.get(binding) if remapped else extent,
+                                          "binding": binding})
+                    continue
+                if tag in _STATEMENTS:
+                    _block_line(top[4], tag, payload[0], buffers)
+                    continue
+            if tag in _STATEMENTS:
+                if top_kind == "func" and payload[1] is not None:
                     buffers.append(_buffer(*payload[1], "alloc"))
             elif tag == "for":  # one line may hold several loops: `for i, j in T.grid(4, 8)`
                 loop_kind, thread, annotations, specs = payload
@@ -355,26 +363,17 @@ class _Scanner:
                 top = [indent, "other", children, False, None, None]
                 top_kind = "other"
                 stack.append(top)
-        else:
-            lineno = len(parsed) + 1
-        while len(stack) > 1:  # the function's last suites end at its last statement
-            self._close(stack.pop(), last)
-        return lineno - 1
+        raise AssertionError("the function's lines end with _END")
 
-    def _close(self, entry: list, last: int) -> None:
-        kind = entry[1]
-        if kind == "for":
-            first, end, first_block = entry[5]
-            for node in self.loop_nodes[first:end]:
-                node["end_line"] = last
-            for info in self.loops[first:end]:
-                info.blocks = self.block_names[first_block:]  # the blocks opened while it was open
-        elif kind == "block":
-            block = entry[4]
-            block["end_line"] = last
-            init = entry[5][1]
-            if init:
-                block["children"] = init + block["children"]
+
+def _last_statement(parsed: list[tuple], lineno: int) -> int:
+    """The 1-based number of the last line before line ``lineno`` that is not blank: where the
+    suites that line ``lineno`` closes end. (Looked up when suites close rather than remembered at
+    every line.) The function's ``def`` line stops the search."""
+    k = lineno - 2
+    while parsed[k] is _BLANK:
+        k -= 1
+    return k + 1
 
 
 def _block_line(block: dict, what: str, value: object, buffers: list) -> None:
@@ -401,7 +400,10 @@ def _buffer(name: str, args_text: str, origin: str) -> dict:
 # its script, and a dict's get (mapped over the lines in C) costs a fraction of a cached call.
 _LINES: dict[str, tuple] = {}
 _LINES_MAX = 65536
-_BLANK = (-1, "blank", None)  # a blank line or a comment
+# A blank line or a comment: a statement that says nothing, indented deeper than anything, so
+# that it never ends a suite (see _last_statement).
+_BLANK = (1 << 30, "stmt", (None, None))
+_END = ((-1, "end", None),)  # after a script's last line: it ends every function
 _STATEMENTS = frozenset({"stmt", "axis", "reads", "writes", "where", "annotations", "alloc"})  # tags
 
 

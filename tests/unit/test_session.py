@@ -342,6 +342,35 @@ def test_blocks_created_by_the_schedule_appear_in_the_tree():
     assert buffers["A_shared"] == "shared" and buffers["C_local"] == "local"
 
 
+GUARDED = """
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+
+@I.ir_module
+class Guarded:
+    @T.prim_func(s_tir=True)
+    def guarded(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+        for i in range(8):
+            if i < 4:
+                with T.sblock("B"):
+                    vi = T.axis.spatial(8, i)
+                    B[vi] = A[vi]
+"""
+
+
+def test_a_block_under_an_if_in_a_loop_is_a_child_of_the_loop():
+    # The tree shows loops and blocks only: an if nests nothing (the scanner used to fail here).
+    s = Session(GUARDED)
+    [loop] = s.loop_tree()["functions"][0]["children"]
+    assert (loop["name"], [c["name"] for c in loop["children"]]) == ("i", ["B"])
+    lines = s.script.splitlines()
+    assert loop["end_line"] == len(lines) and lines[loop["children"][0]["line"] - 1].strip() == 'with T.sblock("B"):'
+    assert s.apply("split", "i", factors=[2, 4]) == ["i_0", "i_1"]
+    [outer] = s.loop_tree()["functions"][0]["children"]
+    assert [c["name"] for c in outer["children"][0]["children"]] == ["B"]
+
+
 # --- loading ---------------------------------------------------------------------------------------
 
 
