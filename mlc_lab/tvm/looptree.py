@@ -294,7 +294,7 @@ class _Scanner:
                 first = len(all_loops)
                 for name, extent, lo in specs:
                     # blocks: filled in when the loop closes (a slice of block_names)
-                    info = LoopInfo(fname, name, order, None, len(open_loops), name, None, scope)  # type: ignore[arg-type]
+                    info = LoopInfo(fname, name, order, None, len(open_loops), name, None, scope)
                     order += 1
                     all_loops.append(info)
                     open_loops.append(info)
@@ -377,15 +377,15 @@ def _last_statement(parsed: list[tuple], lineno: int) -> int:
 
 
 def _block_line(block: dict, what: str, value: object, buffers: list) -> None:
-    """What a line directly in a block says, but its iterators (see :func:`_parse_block_line`)."""
+    """What a line directly in a block says, other than its iterators (see :func:`_parse_block_line`)."""
     if what == "reads" or what == "writes":
-        block[what] = list(value)  # type: ignore[call-overload]
+        block[what] = list(value)
     elif what == "where":
         block["predicate"] = value
     elif what == "annotations":
-        block["annotations"] = dict(value)  # type: ignore[call-overload]
+        block["annotations"] = dict(value)
     else:  # an allocation inside the block
-        name, args_text = value  # type: ignore[misc]
+        name, args_text = value
         buffers.append(_buffer(name, args_text, f"alloc in {block['name']}"))
         block["alloc_buffers"].append(name)
 
