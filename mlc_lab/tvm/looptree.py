@@ -47,7 +47,7 @@ class LoopInfo:
     scope_block: str | None = None  # the block whose body holds the loop (None: the function's root)
 
 
-@dataclass
+@dataclass(slots=True)
 class BlockInfo:
     func: str
     name: str
