@@ -288,23 +288,21 @@ class _Scanner:
                 if top_kind == "func" and payload[1] is not None:
                     buffers.append(_buffer(*payload[1], "alloc"))
             elif tag == "for":  # one line may hold several loops: `for i, j in T.grid(4, 8)`
-                loop_kind, thread, annotations, specs = payload
+                annotations, loops = payload
                 scope = open_blocks[-1] if open_blocks else None
                 children, in_init = top[2], top[3]
                 first = len(all_loops)
-                for name, extent, lo in specs:
+                for name, extent, template in loops:
                     # blocks: filled in when the loop closes (a slice of block_names)
                     info = LoopInfo(fname, name, order, None, len(open_loops), name, None, scope)
                     order += 1
                     all_loops.append(info)
                     open_loops.append(info)
                     extents[name] = extent
-                    node = {
-                        "kind": "loop", "name": name, "qualified": name, "extent": extent, "min": lo,
-                        "loop_kind": loop_kind, "thread": thread,
-                        "annotations": dict(annotations) if annotations else {},
-                        "line": lineno, "end_line": lineno, "children": [],
-                    }
+                    node = template.copy()  # what the line says; then what is this node's own
+                    node["annotations"] = dict(annotations) if annotations else {}
+                    node["line"] = node["end_line"] = lineno
+                    node["children"] = []
                     if in_init:  # only the first loop of the line sits directly in T.init()
                         node["in_init"] = True
                         in_init = False
@@ -420,7 +418,7 @@ def _parse_lines(lines: list[str]) -> list[tuple]:
 
 def _line(raw: str) -> tuple[int, str, object]:
     """(indentation, tag, payload) of one printed line, :data:`_BLANK` for blank lines and comments.
-    Tags: ``def`` (payload: (name, parameters)), ``for`` (payload: :func:`_parse_for`), ``block`` (its
+    Tags: ``def`` (payload: (name, parameters)), ``for`` (payload: :func:`_loop_templates`), ``block`` (its
     name), ``init``, ``other`` (any other line that opens a nested suite); a statement: what it says
     inside a block, as :func:`_parse_block_line` tells it (``axis``, ``reads``...), or ``stmt``
     (nothing), with the payload ``(value, (name, arguments))`` when it allocates a buffer at a
@@ -433,7 +431,7 @@ def _line(raw: str) -> tuple[int, str, object]:
     if text.startswith("for "):
         parsed = _parse_for(text)
         if parsed is not None:
-            return indent, "for", parsed
+            return indent, "for", _loop_templates(*parsed)
     elif text.startswith("with T.sblock("):
         bm = _SBLOCK.match(text)
         if bm:
@@ -462,6 +460,18 @@ def _parse_params(params: str) -> tuple[tuple[str, str], ...]:
             j += 1
         out.append((pm.group(1), params[pm.end() : j - 1]))
     return tuple(out)
+
+
+def _loop_templates(kind: str, thread: object, annotations: dict, loops: tuple) -> tuple:
+    """(annotations, ((name, extent, node template), ...)) of a `for` line: a loop's node is a copy of
+    its template (copying a dict costs less than building it) with its own annotations, lines and
+    children. The keys are in the order of a node's JSON."""
+    templates = tuple(
+        (name, extent, {"kind": "loop", "name": name, "qualified": name, "extent": extent, "min": lo,
+                        "loop_kind": kind, "thread": thread, "annotations": None, "line": 0, "end_line": 0,
+                        "children": None})
+        for name, extent, lo in loops)
+    return annotations, templates
 
 
 @functools.lru_cache(maxsize=16384)
