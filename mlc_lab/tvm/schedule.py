@@ -436,7 +436,7 @@ class _Resolver:
         self.primitive = primitive
         self.extra = extra
         self.mentioned = mentioned
-        self.loops_of: dict[tuple[str, str], list] = {}
+        self.loops_of: dict[tuple[str, str], Any] = {}  # TVM's array, read by index (no per-loop copy)
 
     def convert(self, pname: str, value: Any) -> Any:
         if pname in _LOOP_LIST_PARAMS:
@@ -566,7 +566,7 @@ class _Resolver:
         loops = self.loops_of.get(key)
         if loops is None:
             block = self.state.block_rv(info.anchor_block, info.func)
-            loops = self.loops_of[key] = list(_raw_get_loops(self.state.sch, block))
+            loops = self.loops_of[key] = _raw_get_loops(self.state.sch, block)
         return loops[info.depth]
 
 
