@@ -18,9 +18,14 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Callable
 
 QUIET_CORES = 0.25  # below this, a measurement counts as taken on a quiet machine
 PARALLEL_FLOOR = 0.8  # and with at least this share of its cores' speed (mlc_lab.tvm.machine.parallel_speed)
+# and steady: the repeats' interquartile range at most this share of their median. A figure whose
+# own repeats spread wider was disturbed by something no other probe saw (on this project's VM: a
+# 512^3 kernel at 2.4-4.0 ms within one 0.2 s measurement, others_cores 0.1, parallel_speed 1.0).
+STEADY_SPREAD = 0.10
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -69,17 +74,26 @@ class OthersCpu:
         self.cores = round(max(0.0, others / _TICK) / self.wall_s, 3)
 
 
-def quiet(cores: float | None, parallel_speed: float | None = None) -> bool | None:
-    """The one rule for a quiet figure: other processes used under `QUIET_CORES`, and the process
-    got at least `PARALLEL_FLOOR` of its cores' speed where that was probed (None: not known)."""
+def spread(iqr_s: float | None, median_s: float | None) -> float | None:
+    """The repeats' interquartile range over their median (None: not known)."""
+    if iqr_s is None or not median_s:
+        return None
+    return iqr_s / median_s
+
+
+def quiet(cores: float | None, parallel_speed: float | None = None, spread: float | None = None) -> bool | None:
+    """The one rule for a quiet figure: other processes used under `QUIET_CORES`, the process got
+    at least `PARALLEL_FLOOR` of its cores' speed where that was probed, and the repeats spread at
+    most `STEADY_SPREAD` where known (None: not known)."""
     if cores is None:
         return None
-    return cores < QUIET_CORES and (parallel_speed is None or parallel_speed >= PARALLEL_FLOOR)
+    return (cores < QUIET_CORES and (parallel_speed is None or parallel_speed >= PARALLEL_FLOOR)
+            and (spread is None or spread <= STEADY_SPREAD))
 
 
-def describe(cores: float | None, parallel_speed: float | None = None) -> str:
+def describe(cores: float | None, parallel_speed: float | None = None, spread: float | None = None) -> str:
     """How busy the machine was while something was timed, in words (`parallel_speed`: see
-    `mlc_lab.tvm.machine.parallel_speed`)."""
+    `mlc_lab.tvm.machine.parallel_speed`; `spread`: see `spread`)."""
     if cores is None:
         text = "other processes' CPU use unknown"
     elif cores < QUIET_CORES:
@@ -89,4 +103,29 @@ def describe(cores: float | None, parallel_speed: float | None = None) -> str:
     if parallel_speed is not None and parallel_speed < PARALLEL_FLOOR:
         text += (f"; shared cores: the process got {100 * parallel_speed:.0f}% of its cores' speed "
                  "(the host ran them on fewer physical cores)")
+    if spread is not None and spread > STEADY_SPREAD:
+        text += f"; unsteady: the repeats spread {100 * spread:.0f}% of their median (something disturbed them)"
     return text
+
+
+def _round_is_quiet(r: dict) -> bool:
+    return bool(quiet(r.get("others_cores"), r.get("parallel_speed"), spread(r.get("iqr_s"), r.get("latency_s"))))
+
+
+def quietest_round(take: Callable[[], dict], rounds: int) -> dict:
+    """Call `take()` (one round of repeats: a dict with latency_s, iqr_s, others_cores and maybe
+    parallel_speed) until a round is quiet or `rounds` were taken. Returns the first quiet round,
+    or else the steadiest (rounds another process or a shared core slowed last, then the smallest
+    spread), with `rounds` = how many were taken. Never the fastest of several: that would pick
+    the luckiest and bias the figure low."""
+    taken: list[dict] = []
+    for _ in range(max(1, rounds)):
+        taken.append(take())
+        if _round_is_quiet(taken[-1]):
+            return {**taken[-1], "rounds": len(taken)}
+
+    def disturbed(r: dict) -> tuple:
+        calm = quiet(r.get("others_cores"), r.get("parallel_speed"))
+        return (calm is False, spread(r.get("iqr_s"), r.get("latency_s")) or 0.0)
+
+    return {**min(taken, key=disturbed), "rounds": len(taken)}

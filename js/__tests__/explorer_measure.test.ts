@@ -241,5 +241,9 @@ describe("the roofline view of the measured steps", () => {
     expect(measurementTitle({ ...m(1e-4, 40), others_cores: 0.02, parallel_speed: 0.55 }))
       .toContain("shared cores: the process got 55% of its cores' speed");
     expect(measurementTitle({ ...m(1e-4, 40), others_cores: 0.02, parallel_speed: 0.97 })).not.toContain("shared cores");
+    // repeats that disagree: the figure says so (interquartile range over 10% of the median)
+    expect(measurementTitle({ ...m(1e-4, 40), iqr_s: 3e-5, rounds: 3 }))
+      .toContain("unsteady: the repeats spread 30% of their median, the steadiest of 3 rounds");
+    expect(measurementTitle({ ...m(1e-4, 40), iqr_s: 5e-6, rounds: 1 })).not.toContain("unsteady");
   });
 });

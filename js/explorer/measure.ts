@@ -28,6 +28,8 @@ export interface MeasurementInfo {
   load?: number | null;
   others_cores?: number | null; // CPU time other processes used while it was timed, in cores
   parallel_speed?: number | null; // share of its cores' speed the process got right after (1 = full)
+  iqr_s?: number | null; // interquartile range of the repeats
+  rounds?: number | null; // rounds of repeats taken (again while not quiet)
   bytes_source?: string; // "footprint: ..." or "compulsory: ..." (the roofline's byte count)
 }
 
@@ -41,6 +43,7 @@ export interface MeasuringInfo {
 const SVG = "http://www.w3.org/2000/svg";
 const QUIET_CORES = 0.25; // as mlc_lab/_contention.py
 const PARALLEL_FLOOR = 0.8; // as mlc_lab/_contention.py
+const STEADY_SPREAD = 0.1; // as mlc_lab/_contention.py
 
 /** "2.63 ms", "41.2 µs", "1.20 s": three significant digits in the unit that fits. */
 export function formatLatency(seconds: number | null | undefined): string {
@@ -103,6 +106,11 @@ export function measurementTitle(m: MeasurementInfo): string {
   if (m.parallel_speed != null && m.parallel_speed < PARALLEL_FLOOR) {
     parts.push(`shared cores: the process got ${(100 * m.parallel_speed).toFixed(0)}% of its cores' speed ` +
       "(the host ran them on fewer physical cores; compare with care)");
+  }
+  const spread = m.iqr_s != null && m.latency_s ? m.iqr_s / m.latency_s : null;
+  if (spread != null && spread > STEADY_SPREAD) {
+    const rounds = m.rounds != null && m.rounds > 1 ? `, the steadiest of ${m.rounds} rounds` : "";
+    parts.push(`unsteady: the repeats spread ${(100 * spread).toFixed(0)}% of their median${rounds} (compare with care)`);
   }
   parts.push(checkTitle(m));
   return parts.join("\n");

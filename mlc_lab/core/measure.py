@@ -52,6 +52,7 @@ class Measurement:
     # the share of its cores' speed the process got right after timing (1.0 full; ~0.5 on 2 threads:
     # the cores were shared, e.g. by a VM's host, which others_cores cannot see); CPU, >1 thread
     parallel_speed: float | None = None
+    rounds: int | None = None  # rounds of repeats taken (again while not quiet: mlc_lab.tvm.timing)
     bytes: float | None = None  # memory traffic for the roofline: see bytes_source
     bytes_source: str = ""  # "footprint: ..." (the whole function's distinct bytes) or "compulsory: ..."
     bytes_by_buffer: dict = field(default_factory=dict)  # the footprint's bytes per buffer
@@ -68,11 +69,12 @@ class Measurement:
     @property
     def quiet(self) -> bool | None:
         """Whether the machine was quiet while this was timed: other processes used under a quarter
-        of a core, and the process got its cores' full speed (`parallel_speed`, when probed). Only
-        then is a figure comparable with another one taken elsewhere."""
-        from mlc_lab._contention import quiet
+        of a core, the process got its cores' full speed (`parallel_speed`, when probed), and the
+        repeats agreed (interquartile range within 10% of the median). Only then is a figure
+        comparable with another one taken elsewhere."""
+        from mlc_lab._contention import quiet, spread
 
-        return quiet(self.others_cores, self.parallel_speed)
+        return quiet(self.others_cores, self.parallel_speed, spread(self.iqr_s, self.latency_s))
 
     def to_json(self) -> dict:
         """The one encoding of a measurement (plain JSON: widgets, files, the CLI)."""
@@ -170,17 +172,19 @@ def _place_on_roofline(m: Measurement) -> None:
         m.fraction_of_peak = m.gflops / m.peak_gflops
 
 
-def time_callable(fn: Callable[[], Any], repeats: int = 10, min_repeat_ms: float = 20.0, warmup: int = 1) -> dict:
+def time_callable(fn: Callable[[], Any], repeats: int = 10, min_repeat_ms: float = 20.0, warmup: int = 1,
+                  rounds: int = 3) -> dict:
     """Time a Python callable (numpy's `a @ b`, say) by the same method as `measure`: `warmup`
     untimed calls, then the median of `repeats` repeats, each running `fn` back to back until it
     lasts at least `min_repeat_ms`, with the spread and the cores other processes used meanwhile
-    (`others_cores`). Runs here, in this process: compare it with `measure` only when both say
-    the machine was quiet. Returns a dict of seconds (latency_s, min_s, max_s, iqr_s, results_s)."""
+    (`others_cores`), taken again (up to `rounds` in all) while a round was not quiet. Runs here,
+    in this process: compare it with `measure` only when both say the machine was quiet. Returns
+    a dict of seconds (latency_s, min_s, max_s, iqr_s, results_s) and `rounds`."""
     import time
 
     import numpy as np
 
-    from mlc_lab._contention import OthersCpu
+    from mlc_lab._contention import OthersCpu, quietest_round
 
     for _ in range(max(0, int(warmup))):
         fn()
@@ -188,19 +192,25 @@ def time_callable(fn: Callable[[], Any], repeats: int = 10, min_repeat_ms: float
     fn()
     one = max(time.perf_counter() - t0, 1e-9)
     number = max(1, int(np.ceil(min_repeat_ms / 1e3 / one)))
-    results = []
-    with OthersCpu() as probe:
-        for _ in range(max(1, int(repeats))):
-            t0 = time.perf_counter()
-            for _ in range(number):
-                fn()
-            results.append((time.perf_counter() - t0) / number)
-    arr = np.asarray(results)
-    q1, med, q3 = np.percentile(arr, [25, 50, 75])
-    return {"latency_s": float(med), "min_s": float(arr.min()), "max_s": float(arr.max()), "iqr_s": float(q3 - q1),
-            "results_s": [float(x) for x in arr], "repeats": int(arr.size), "number": number,
-            "others_cores": probe.cores,
-            "method": f"median of {arr.size} repeats of at least {min_repeat_ms:g} ms, after {warmup} warm-up call(s)"}
+
+    def one_round() -> dict:
+        results = []
+        with OthersCpu() as probe:
+            for _ in range(max(1, int(repeats))):
+                t0 = time.perf_counter()
+                for _ in range(number):
+                    fn()
+                results.append((time.perf_counter() - t0) / number)
+        arr = np.asarray(results)
+        q1, med, q3 = np.percentile(arr, [25, 50, 75])
+        return {"latency_s": float(med), "min_s": float(arr.min()), "max_s": float(arr.max()), "iqr_s": float(q3 - q1),
+                "results_s": [float(x) for x in arr], "repeats": int(arr.size), "number": number,
+                "others_cores": probe.cores}
+
+    out = quietest_round(one_round, rounds)
+    out["method"] = (f"median of {out['repeats']} repeats of at least {min_repeat_ms:g} ms, after {warmup} warm-up call(s)"
+                     + (f", taken again (up to {rounds} rounds) while not quiet" if rounds > 1 else ""))
+    return out
 
 
 def cuda_source(

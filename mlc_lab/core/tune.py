@@ -84,13 +84,14 @@ class BestResult:
     correct: bool | None = None
     min_s: float | None = None
     parallel_speed: float | None = None  # see Measurement.parallel_speed
+    iqr_s: float | None = None
 
     @property
     def quiet(self) -> bool | None:
         """As `Measurement.quiet`, for the job's re-timing."""
-        from mlc_lab._contention import quiet
+        from mlc_lab._contention import quiet, spread
 
-        return quiet(self.others_cores, self.parallel_speed)
+        return quiet(self.others_cores, self.parallel_speed, spread(self.iqr_s, self.latency_s))
 
 
 @dataclass
@@ -301,7 +302,7 @@ class TuneJob:
                               gflops=flops / conf["latency_s"] / 1e9 if flops else None, confirmed=True,
                               tuner_latency_s=conf.get("tuner_latency_s"), method=conf.get("method"),
                               others_cores=conf.get("others_cores"), correct=conf.get("correct"), min_s=conf.get("min_s"),
-                              parallel_speed=conf.get("parallel_speed"))
+                              parallel_speed=conf.get("parallel_speed"), iqr_s=conf.get("iqr_s"))
         script = None
         trace = rec.trace
         if saved.get("latency_s") is not None and abs(saved["latency_s"] - rec.latency_s) <= 1e-12 * max(1.0, rec.latency_s):

@@ -12,6 +12,11 @@
               kernel `number` times back to back, `number` grown until the repeat lasts at least
               `min_repeat_ms`, and reports the mean of those calls.
     figure    the median of the repeats; the spread is min/max and the interquartile range.
+    rounds    `measure` takes the repeats again, up to 3 rounds in all, while a round was not quiet
+              (`mlc_lab._contention.quiet`: another process held a core, the cores ran shared, or
+              the repeats spread over 10% of their median), and reports the first quiet round, or
+              else the steadiest. On this project's VM a 512^3 kernel's repeats read 2.4-4.0 ms
+              within one 0.2 s round that no other probe flagged; the next round read 2.4-2.6.
     others    the CPU time other processes used while the repeats ran, in cores
               (`mlc_lab._contention`): ~0 on a quiet machine, 1 when another process kept a core
               busy. The load average cannot say this about one measurement; this figure can.
@@ -37,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from mlc_lab import _contention
 from mlc_lab._contention import OthersCpu
 
 EARLY_STOP_FACTOR = 3.0
@@ -49,18 +55,21 @@ class TimingMethod:
     min_repeat_ms: float = 20.0
     warmup: int = 1
     early_stop_factor: float | None = None  # tuning only: see the module's docstring
+    rounds: int = 3  # at most; see the module's docstring
 
     def describe(self, threads: int | None) -> str:
         where = "cold cache (arguments flushed before every call)" if self.cache == "cold" else "warm cache"
         per = "1 call per repeat" if self.cache == "cold" else f"repeats of at least {self.min_repeat_ms:g} ms"
-        return f"median of {self.repeats} {per}, {where}, after {self.warmup} warm-up call(s), {threads or '?'} thread(s)"
+        again = f", taken again (up to {self.rounds} rounds) while not quiet" if self.rounds > 1 else ""
+        return (f"median of {self.repeats} {per}, {where}, after {self.warmup} warm-up call(s), "
+                f"{threads or '?'} thread(s){again}")
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
 MEASURE = TimingMethod()
-TUNING = TimingMethod(repeats=3, min_repeat_ms=10.0, early_stop_factor=EARLY_STOP_FACTOR)
+TUNING = TimingMethod(repeats=3, min_repeat_ms=10.0, early_stop_factor=EARLY_STOP_FACTOR, rounds=1)
 
 
 def threads() -> int:
@@ -118,14 +127,17 @@ def timed(mod: Any, func_name: str, dev: Any, args: list, method: TimingMethod =
     machine's peaks. With `speed_probe` (a CPU kernel on more than one thread), also the share of
     its cores' speed the process got right after (`parallel_speed`, see
     `mlc_lab.tvm.machine.parallel_speed`): what `others_cores` cannot see on a VM."""
-    with OthersCpu() as probe:
-        results = time_function(mod, func_name, dev, args, method)
-    out = {**summary(results), "others_cores": probe.cores}
-    if speed_probe and threads() > 1:
-        from mlc_lab.tvm.machine import parallel_speed  # machine imports the builder: only when asked
+    def one_round() -> dict:
+        with OthersCpu() as probe:
+            results = time_function(mod, func_name, dev, args, method)
+        out = {**summary(results), "others_cores": probe.cores}
+        if speed_probe and threads() > 1:
+            from mlc_lab.tvm.machine import parallel_speed  # machine imports the builder: only when asked
 
-        out["parallel_speed"] = parallel_speed(threads())["parallel_speed"]
-    return out
+            out["parallel_speed"] = parallel_speed(threads())["parallel_speed"]
+        return out
+
+    return _contention.quietest_round(one_round, method.rounds)
 
 
 def summary(results: list[float]) -> dict:

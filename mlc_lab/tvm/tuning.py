@@ -664,7 +664,7 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, speed_probe
         except Exception as exc:  # noqa: BLE001 - it ran a moment ago; keep the selection's figure
             print(f"mlc_lab: could not re-time the best candidate: {exc}", file=sys.stderr)
     keep = ("latency_s", "min_s", "max_s", "iqr_s", "results_s", "tuner_latency_s", "run_secs", "method", "threads",
-            "others_cores", "parallel_speed", "load", "correct", "target", "cache", "selection_latency_s")
+            "others_cores", "parallel_speed", "rounds", "load", "correct", "target", "cache", "selection_latency_s")
     best["confirmed"] = {**{k: final.get(k) for k in keep}, "candidates": len(confirmed)}
     best["trace"], best["script"] = str(winner["sch"].trace), winner["sch"].mod.script()  # printed once, for the winner
     best["latency_s_confirmed"] = final["latency_s"]

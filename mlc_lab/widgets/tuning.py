@@ -96,11 +96,12 @@ def job_snapshot(job: Any) -> dict[str, Any]:
     target = spec.get("target") or {}
     job_best = getattr(job, "best", None) if ok else None
     if job_best is not None and getattr(job_best, "confirmed", False):
-        from mlc_lab._contention import describe
+        from mlc_lab._contention import describe, spread
 
         others = getattr(job_best, "others_cores", None)
         speed = getattr(job_best, "parallel_speed", None)
-        method = (job_best.method or "") + (f"; {describe(others, speed)}" if others is not None else "")
+        spread_now = spread(getattr(job_best, "iqr_s", None), job_best.latency_s)
+        method = (job_best.method or "") + (f"; {describe(others, speed, spread_now)}" if others is not None else "")
         best.update(confirmed_latency_s=job_best.latency_s, confirmed_trial=job_best.trial, method=method)
     live = job.live() if hasattr(job, "live") else None
     pending = list(live.pending) if live is not None else []
