@@ -15,8 +15,8 @@
     rounds    `measure` takes the repeats again, up to 3 rounds in all, while a round was not quiet
               (`mlc_lab._contention.quiet`: another process held a core, the cores ran shared, or
               the repeats spread over 10% of their median), and reports the first quiet round, or
-              else the steadiest. On this project's VM a 512^3 kernel's repeats read 2.4-4.0 ms
-              within one 0.2 s round that no other probe flagged; the next round read 2.4-2.6.
+              else the steadiest (docs/measuring.md: a round no other probe flagged whose
+              repeats spread 57% of their median).
     others    the CPU time other processes used while the repeats ran, in cores
               (`mlc_lab._contention`): ~0 on a quiet machine, 1 when another process kept a core
               busy. The load average cannot say this about one measurement; this figure can.
