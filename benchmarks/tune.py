@@ -244,7 +244,10 @@ def agreement(job, n: int, times: int = 3, most: int = 6) -> dict:
             "job_parallel_speed": best.parallel_speed, "rechecks": checks,
             "measure_over_tuner_best": round(median / best.latency_s, 3),
             "measure_over_tuner_best_quiet": round(quiet[len(quiet) // 2] / best.latency_s, 3) if both else None,
-            "both_quiet": both}
+            "both_quiet": both,
+            # measure against itself: the quiet re-checks of one module, seconds apart (this VM's
+            # speed moves between levels; see docs/measuring.md)
+            "measure_self_spread": round(quiet[-1] / quiet[0], 3) if len(quiet) > 1 else None}
 
 
 def trials_to_reach(latencies: list, target: float, slack: float = 0.0) -> int | None:
