@@ -228,6 +228,18 @@ class _Scanner:
             refs.setdefault(n.get("qualified") or n["name"], []).append(n)
         return refs, self.names
 
+    def _index(self, node: dict, name: str, func: dict, loop: bool) -> None:
+        """Enter a loop or block node in the name index as it is made (two loops of one name make
+        the qualifying pass run)."""
+        same = self.refs.get(name)
+        if same is None:
+            self.refs[name] = [node]
+            self.names[name] = [(node, func)]
+        else:
+            same.append(node)
+            self.names[name].append((node, func))
+            self.shared_names = self.shared_names or loop
+
     def function(self, start: int, functions: list) -> int:
         """Read the function whose ``def`` is line ``start``; returns the index of the line after it."""
         parsed = self.parsed
@@ -238,7 +250,7 @@ class _Scanner:
             buffers.append(_buffer(pname, args_text, "param"))
         functions.append(func)
         all_loops, loop_nodes, all_blocks, block_names = self.loops, self.loop_nodes, self.blocks, self.block_names
-        nodes, refs, names = self.nodes, self.refs, self.names
+        nodes = self.nodes
         order = 0  # pre-order position of the next loop in the function
         open_loops: list[LoopInfo] = []  # loops since the last block boundary, outer first
         open_blocks: list[str] = []  # every enclosing block, outer first
@@ -310,14 +322,7 @@ class _Scanner:
                     children.append(node)
                     children = node["children"]
                     nodes.append(node)
-                    same = refs.get(name)
-                    if same is None:
-                        refs[name] = [node]
-                        names[name] = [(node, func)]
-                    else:
-                        same.append(node)
-                        names[name].append((node, func))
-                        self.shared_names = True
+                    self._index(node, name, func, loop=True)
                 top = [indent, "for", children, False, None, (first, len(all_loops), len(block_names))]
                 top_kind = "for"
                 stack.append(top)
@@ -337,13 +342,7 @@ class _Scanner:
                     block["in_init"] = True
                 top[2].append(block)
                 nodes.append(block)
-                same = refs.get(name)
-                if same is None:
-                    refs[name] = [block]
-                    names[name] = [(block, func)]
-                else:
-                    same.append(block)
-                    names[name].append((block, func))
+                self._index(block, name, func, loop=False)
                 top = [indent, "block", block["children"], False, block, (open_loops, [])]
                 top_kind = "block"
                 stack.append(top)
