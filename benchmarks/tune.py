@@ -52,7 +52,7 @@ import mlc_lab  # noqa: E402
 from mlc_lab.core.measure import measure, shutdown_worker  # noqa: E402
 from mlc_lab.core.tune import tune  # noqa: E402
 from benchmarks.machine import numpy_matmul as numpy_gflops  # noqa: E402  (numpy timed the same way)
-from mlc_lab._contention import QUIET_CORES  # noqa: E402
+from mlc_lab import _contention  # noqa: E402
 
 
 def matmul(n: int) -> str:
@@ -222,10 +222,6 @@ def recheck_best(job, n: int) -> dict | None:
             "_session": s}
 
 
-def _quiet(x: float | None) -> bool:
-    return x is not None and x < QUIET_CORES
-
-
 def agreement(job, n: int, times: int = 3, most: int = 6) -> dict:
     """`measure` of the job's best trace, `times` times (up to `most` while none was quiet),
     against the job's own confirmed figure."""
@@ -341,7 +337,8 @@ def main() -> int:
                            "numpy_min_s": npy["min_s"], "tuned_min_s": mine["min_s"],
                            "numpy_others_cores": npy["others_cores"], "tuned_others_cores": mine["others_cores"],
                            "tuned_parallel_speed": mine["parallel_speed"],
-                           "quiet": _quiet(npy["others_cores"]) and bool(mine["quiet"]),
+                           "quiet": bool(_contention.quiet(npy["others_cores"], None, _contention.spread(npy["iqr_s"], npy["latency_s"])))
+                           and bool(mine["quiet"]),
                            "tuned_over_numpy_speed": round(npy["median_s"] / mine["latency_s"], 3),
                            "tuned_correct": mine["correct"], "load": mine["load"]})
         quality["rounds"] = rounds

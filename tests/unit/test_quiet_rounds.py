@@ -50,3 +50,17 @@ def test_a_figure_whose_repeats_disagree_is_not_quiet_and_says_why():
     text = describe(0.0, 0.95, 0.57)
     assert text.startswith("quiet machine") and "unsteady: the repeats spread 57% of their median" in text
     assert "unsteady" not in describe(0.0, 0.95, 0.05)
+
+
+def test_the_explorers_quiet_rule_uses_the_same_thresholds():
+    # js/explorer/measure.ts words a measurement's hover text by the same rule: its copies of the
+    # thresholds must not drift from the Python ones
+    import re
+    from pathlib import Path
+
+    from mlc_lab import _contention
+
+    ts = (Path(__file__).resolve().parents[2] / "js" / "explorer" / "measure.ts").read_text()
+    for name in ("QUIET_CORES", "PARALLEL_FLOOR", "STEADY_SPREAD"):
+        m = re.search(rf"const {name} = ([0-9.]+);", ts)
+        assert m and float(m.group(1)) == getattr(_contention, name), name
