@@ -103,6 +103,22 @@ class Lowering:
         lines = self.asm.splitlines()
         return "\n".join(lines[n - 1] for n in self.loop(loop).asm_lines)
 
+    def asm_around_first(self, loop: str, klass: str = "vector_fma", *, before: int = 3, after: int = 4) -> str | None:
+        """The loop's instructions around its first one of class `klass` (see `codefacts`;
+        ``"vector_fma"``: a packed FMA), that one marked ``=>``; None when the loop has none.
+
+        Where the first FMA sits depends on the CPU LLVM compiled for (on Zen 4 it unrolls eight
+        loads ahead of it), so a fixed number of lines from the top would show it on some
+        machines and not on others."""
+        numbers = self.loop(loop).asm_lines
+        classes = {i.asm_line: i.klass for i in cf.parse_asm(self.asm)}
+        first = next((k for k, n in enumerate(numbers) if classes.get(n) == klass), None)
+        if first is None:
+            return None
+        lines = self.asm.splitlines()
+        return "\n".join(("=> " if k == first else "   ") + lines[numbers[k] - 1].strip()
+                         for k in range(max(0, first - before), min(len(numbers), first + after + 1)))
+
     @property
     def code(self) -> str:
         """The generated code: assembly for CPU targets, CUDA source for GPU ones."""

@@ -14,6 +14,7 @@ import pytest
 import tvm
 
 from mlc_lab import Session
+from mlc_lab.core import codefacts as cf
 from mlc_lab.errors import MlcLabError
 from mlc_lab.tvm.build import resolve_target
 from tests.fixtures.programs import GPU_TWO_BLOCKS, MM_RELU
@@ -142,6 +143,43 @@ def test_j1_scalar_or_vector_before_and_after_vectorize(steps):
     # and in the LLVM IR, through the instructions' debug locations: 16-lane float operations
     ir = after.llvm_ir.splitlines()
     assert a.ir_lines and any("<16 x float>" in ir[n - 1] for n in a.ir_lines)
+
+
+def test_the_excerpt_shows_the_first_packed_fma_of_j1_on_this_cpu(steps):
+    _, _, after = steps
+    excerpt = after.asm_around_first("j_1", before=2, after=2)
+    assert excerpt is not None  # the verdict above says j_1 has packed FMAs
+    lines = excerpt.splitlines()
+    marked = [line for line in lines if line.startswith("=> ")]
+    assert len(marked) == 1 and len(lines) <= 5
+    (insn,) = cf.parse_asm("\t" + marked[0][3:] + "\n")
+    assert insn.klass == "vector_fma" and insn.lanes > 1
+
+
+# Zen 4's shape of j_1 (LLVM's znver4 schedule loads eight vectors before the first FMA)
+ZEN4_ASM = "\n".join(["\t.loc\t1 7 0"] + [f"\tvmovaps\t{32 * n}(%rax), %zmm{n}" for n in range(8)]
+                     + ["\tvfmadd213ps\t(%rcx), %zmm9, %zmm0", "\tvmovaps\t%zmm0, (%rdx)", "\t.loc\t1 9 0",
+                        "\tretq"])
+
+
+def _one_loop_lowering(asm: str):
+    from mlc_lab.core.lowering import Lowering
+
+    facts = cf.loop_facts([{"name": "j_1", "line": 7, "end_line": 8, "loop_kind": "vectorized", "innermost": True}],
+                          cf.parse_asm(asm))
+    return Lowering(target="llvm", kind="cpu", func_name="main", script="", passes=[], ok=True, asm=asm,
+                    loops=facts)
+
+
+def test_the_excerpt_finds_the_fma_wherever_llvm_scheduled_it():
+    low = _one_loop_lowering(ZEN4_ASM)
+    assert "vfmadd" not in "\n".join(low.asm_of("j_1").splitlines()[:8])  # a fixed head of the listing misses it
+    excerpt = low.asm_around_first("j_1", before=3, after=1).splitlines()
+    assert excerpt[3] == "=> vfmadd213ps\t(%rcx), %zmm9, %zmm0" and len(excerpt) == 5
+    assert excerpt[0].strip().startswith("vmovaps") and excerpt[4].strip().startswith("vmovaps")
+    no_fma = _one_loop_lowering(ZEN4_ASM.replace("vfmadd213ps", "vaddps"))
+    assert no_fma.asm_around_first("j_1") is None
+    assert no_fma.asm_around_first("j_1", "vector_arith").startswith("   vmovaps")
 
 
 def test_cli_json_gives_the_same_counts(steps, tmp_path):
