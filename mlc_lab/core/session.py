@@ -137,9 +137,6 @@ class Session:
     def trace_json(self) -> list:
         return self._state.trace_json()
 
-    def trace_at(self, step: int) -> str:
-        return self._state_of(step).trace_text()
-
     @property
     def trace_python(self) -> str:
         """The current schedule as a function to paste into a notebook."""
@@ -532,11 +529,6 @@ class Session:
         state = self._state if step is None else self._state_of(step)
         func, node = state.loop_node(state.find_loop(loop))
         return func, node, _plain_at(state, func, at)
-
-    def _loop_node(self, loop: str, step: int | None) -> tuple[Any, Any]:
-        state = self._state if step is None else self._state_of(step)
-        info = state.find_loop(loop)
-        return state.loop_node(info)
 
     def measure(self, target: Any = "cpu", step: int | None = None, **kwargs: Any) -> Any:
         """Build the step (default: current), check it against the original program on random inputs,

@@ -123,10 +123,6 @@ def resolve_target(spec: Any) -> Any:
     return target
 
 
-def target_kind(target: Any) -> str:
-    return resolve_target(target).kind.name
-
-
 def target_to_json(target: Any) -> dict:
     """A JSON-safe dict of a target (host included), as meta_schedule accepts."""
     target = resolve_target(target)
@@ -146,10 +142,6 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)) or hasattr(obj, "__iter__"):
         return [_plain(v) for v in obj]
     return str(obj)
-
-
-def target_text(target: Any) -> str:
-    return str(resolve_target(target))
 
 
 def compile_module(mod: Any, target: Any) -> Any:

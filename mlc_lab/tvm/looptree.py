@@ -66,10 +66,6 @@ class LoopIndex:
     def loops_named(self, name: str) -> list[LoopInfo]:
         return [lp for lp in self.loops if lp.name == name]
 
-    def by_plain_name(self, name: str) -> LoopInfo | None:
-        found = self.loops_named(name)
-        return found[0] if len(found) == 1 else None
-
     def for_node(self, info: LoopInfo) -> object:
         """The ``tirx.For`` behind ``info`` (walks the IR of its function in pre-order)."""
         func = self.mod[info.func]

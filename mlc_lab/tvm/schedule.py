@@ -238,10 +238,6 @@ class State:
     def trace_length(self) -> int:
         return len(self.trace.insts)
 
-    def value_of(self, handle: Handle) -> Any:
-        rv = self.rv_of(handle)
-        return _plain_value(_get(self.sch, rv))
-
     def rv_of(self, handle: Handle) -> Any:
         insts = self.sch.trace.insts
         if handle.position >= len(insts):

@@ -93,15 +93,6 @@ def free_vars(e: Expr, out: set | None = None) -> set:
     return out
 
 
-def constant_value(e) -> int | None:
-    """The value of ``e`` when it is an integer or a constant expression, else None."""
-    if isinstance(e, int):
-        return e
-    if isinstance(e, Const):
-        return e.value
-    return None
-
-
 # --- the program tree -----------------------------------------------------------------------------
 
 
