@@ -7,7 +7,6 @@ parse raises ``LoadError`` carrying TVM's caret-annotated diagnostic and the lin
 from __future__ import annotations
 
 import ast
-import os
 import re
 from pathlib import Path
 
@@ -226,17 +225,3 @@ def structural_hash(mod: object) -> str:
     return str(tvm_ffi.structural_hash(mod, map_free_vars=True))
 
 
-def save_json(mod: tvm.IRModule) -> str:
-    return tvm.ir.save_json(mod)
-
-
-def load_json(text: str) -> tvm.IRModule:
-    return tvm.ir.load_json(text)
-
-
-def is_module(obj: object) -> bool:
-    return isinstance(obj, (tvm.IRModule, tirx.PrimFunc))
-
-
-def env_threads() -> str | None:
-    return os.environ.get("TVM_NUM_THREADS")
