@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mlc_lab.errors import UsageError
+from mlc_lab.errors import TraceParseError, UsageError
 
 TRACE_SUFFIXES = (".trace.json", ".trace")
 RECORD_FILE = "database_tuning_record.json"
@@ -42,7 +42,10 @@ def program_of_trace(trace_path: str | os.PathLike) -> Path:
             candidate = path.with_name(name[: -len(suffix)] + ".py")
             if candidate.is_file():
                 return candidate
-            raise UsageError(f"{path}: no program beside it ({candidate.name}); pass program=... to open_trace")
+            raise UsageError(
+                f"{path.name} needs its program: save the program as {candidate.name} in the same folder "
+                f"and open the trace again (from Python: mlc_lab.open_trace({str(path)!r}, program=...))"
+            )
     raise UsageError(f"{path}: not a trace file (.trace or .trace.json)")
 
 
@@ -55,7 +58,10 @@ def open_trace(trace_path: str | os.PathLike, program: Any = None) -> Any:
         raise UsageError(f"{path}: no such trace file")
     text = path.read_text()
     explorer = explore(program if program is not None else str(program_of_trace(path)))
-    explorer.session.replay(text)
+    try:
+        explorer.session.replay(text)
+    except TraceParseError as exc:  # its "line N" is a line of this file: say which file
+        raise TraceParseError(f"{path.name}, {exc}") from None
     return explorer
 
 

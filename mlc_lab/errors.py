@@ -4,7 +4,15 @@ from __future__ import annotations
 
 
 class MlcLabError(Exception):
-    """Base class of every error mlc_lab raises on purpose."""
+    """Base class of every error mlc_lab raises on purpose.
+
+    In IPython and Jupyter it reads sentence first, then the student's own lines (no mlc_lab frames).
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        from mlc_lab._traceback import render
+
+        return render(self)
 
 
 class LoadError(MlcLabError):
@@ -31,12 +39,20 @@ class ScheduleStepError(MlcLabError):
         self.primitive = primitive
         self.detail = detail
         self.involved = list(involved or [])
-        text = summary
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        text = self.summary
         if self.involved:
             text += f"\n  involved: {', '.join(self.involved)}"
-        if detail:
-            text += "\n\n" + detail
-        super().__init__(text)
+        if self.detail:
+            text += "\n\n" + self.detail
+        return text
+
+    def add_to_summary(self, sentence: str) -> None:
+        """Say more in the first line (how to get back, what to do next)."""
+        self.summary = f"{self.summary}. {sentence}"
+        self.args = (self._text(),)
 
 
 class NameResolutionError(ScheduleStepError):

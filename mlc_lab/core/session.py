@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 
 from mlc_lab.core import display
 from mlc_lab.core.model import Change, FailedAttempt, StepSummary, StepView, changed_lines, replace
-from mlc_lab.errors import DecisionError, MlcLabError, ScheduleStepError, TraceParseError
+from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError, TraceParseError
 from mlc_lab.tvm import program
 from mlc_lab.tvm import schedule as tsch
 from mlc_lab.tvm import trace_io
@@ -239,6 +239,13 @@ class Session:
             new_state, outputs = self._state.apply(primitive, args_t, kwargs_t)
         except MlcLabError as exc:
             exc.label = label  # the failed attempt reads as the step would have
+            if isinstance(exc, NameResolutionError) and self._current != 0:
+                # The usual cause: clicks in the explorer moved the session on from where the code
+                # expects it. Say where it is and the way back.
+                exc.add_to_summary(
+                    f"The session is at step {self._current} ({self.current.label}), not at the original "
+                    f"program: Undo in the explorer, or session.goto(0), goes back to it"
+                )
             self._keep_failed(exc, primitive, label)
             raise
         step = self._add_step(

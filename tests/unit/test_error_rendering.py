@@ -1,0 +1,132 @@
+"""mlc_lab's errors as a student sees them in a notebook: run cells through a real IPython shell and
+read what it would send to the page (the ``traceback`` lines of the error message)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+PROGRAM_CELL = '''x = 1
+y = 2
+PROG = """
+from tvm.script import tirx as T
+
+@T.prim_func(s_tir=True)
+def f(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.sblock("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = A[vi] + undefined_thing
+"""
+'''
+
+GOOD_PROGRAM = '''PROG = """
+from tvm.script import tirx as T
+
+@T.prim_func(s_tir=True)
+def f(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
+    for i, j in T.grid(4, 8):
+        with T.sblock("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] + T.float32(1)
+"""
+'''
+
+
+@pytest.fixture()
+def shell(monkeypatch):
+    InteractiveShell.clear_instance()
+    sh = InteractiveShell.instance()
+    shown: list[list[str]] = []
+
+    def capture(etype, evalue, stb):  # what ipykernel sends as the error's traceback
+        shown.append([ANSI.sub("", line) for line in stb])
+
+    monkeypatch.setattr(sh, "_showtraceback", capture)
+
+    def run(cell: str) -> list[str] | None:
+        before = len(shown)
+        sh.run_cell(cell, store_history=True)
+        return shown[-1] if len(shown) > before else None
+
+    assert run("import mlc_lab") is None
+    yield run
+    InteractiveShell.clear_instance()
+
+
+def _no_internal_frames(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    assert "Traceback" not in text
+    assert "mlc_lab/" not in text and "site-packages" not in text, text
+    assert "File " not in text, text
+
+
+def test_parse_error_names_the_line_in_the_cell(shell):
+    assert shell(PROGRAM_CELL) is None
+    lines = shell("s = mlc_lab.Session(PROG)")
+    assert lines is not None
+    assert lines[0].startswith("LoadError: line 9 of the program text: TVMScript does not parse: "
+                               "Undefined variable: undefined_thing"), lines[0]
+    # the string starts on the cell's third line, so the program's line 9 is the cell's line 11
+    assert "  line 9 of the program text is Cell In[2], line 11: B[vi] = A[vi] + undefined_thing" in lines
+    assert "  in Cell In[3], line 1: s = mlc_lab.Session(PROG)" in lines
+    # TVM's own caret rendering follows, counted in the same lines
+    assert any("line 9, column" in line for line in lines)
+    _no_internal_frames(lines)
+
+
+def test_unknown_loop_after_clicks_says_how_to_get_back(shell):
+    assert shell(GOOD_PROGRAM) is None
+    assert shell("session = mlc_lab.Session(PROG)\nsession.apply('split', 'B/j', factors=[None, 4])") is None
+    # the walk-through's next cell still names the loop split away
+    lines = shell("a, b = session.apply('split', 'B/j', factors=[None, 2])")
+    assert lines is not None
+    assert lines[0].startswith("NameResolutionError: there is no loop named 'B/j'"), lines[0]
+    assert "session.goto(0)" in lines[0] and "Undo" in lines[0] and "step 1" in lines[0]
+    assert "  in Cell In[4], line 1: a, b = session.apply('split', 'B/j', factors=[None, 2])" in lines
+    _no_internal_frames(lines)
+
+
+def test_user_functions_stay_in_the_trace(shell):
+    assert shell(GOOD_PROGRAM) is None
+    assert shell("def schedule(s):\n    return s.apply('vectorize', 'nowhere')") is None
+    lines = shell("schedule(mlc_lab.Session(PROG))")
+    assert lines is not None
+    assert lines[0].startswith("NameResolutionError: there is no loop named 'nowhere'")
+    assert "goto(0)" not in lines[0]  # at the original program: nothing to go back to
+    assert "  in Cell In[4], line 1: schedule(mlc_lab.Session(PROG))" in lines
+    assert "  in Cell In[3], line 2: return s.apply('vectorize', 'nowhere')" in lines
+    _no_internal_frames(lines)
+
+
+def test_plain_python_errors_keep_ipythons_traceback(shell):
+    lines = shell("1/0")
+    assert lines is not None and any("ZeroDivisionError" in line for line in lines)
+
+
+def test_trace_document_errors_name_the_file_line(shell, tmp_path):
+    """What a double-clicked .trace runs in its kernel (mlc_lab.open_trace): the sentence first,
+    naming the file and its line."""
+    (tmp_path / "add.py").write_text(GOOD_PROGRAM.split('"""')[1])
+    trace = tmp_path / "add.trace"
+    trace.write_text('b0 = sch.get_sblock(name="B", func_name="main")\n'
+                     'l1, l2 = sch.get_loops(block=b0)\n'
+                     'sch.vectorize(loop=l9)\n')
+    lines = shell(f"mlc_lab.open_trace({str(trace)!r})")
+    assert lines is not None
+    assert lines[0].startswith("TraceParseError: add.trace, line 3: "), lines[0]
+    _no_internal_frames(lines)
+
+
+def test_trace_without_program_says_what_to_do(shell, tmp_path):
+    trace = tmp_path / "lonely.trace"
+    trace.write_text('b0 = sch.get_sblock(name="B", func_name="main")\n')
+    lines = shell(f"mlc_lab.open_trace({str(trace)!r})")
+    assert lines is not None
+    assert lines[0].startswith("UsageError: lonely.trace needs its program: save the program as lonely.py "
+                               "in the same folder and open the trace again"), lines[0]
+    _no_internal_frames(lines)
