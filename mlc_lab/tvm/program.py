@@ -21,6 +21,7 @@ PrimFunc = tirx.PrimFunc
 
 # Where TVM's diagnostic renderer puts the line: `--> <file>:LINE:COL`.
 _DIAG_LINE = re.compile(r"-->\s*\S*?:(\d+):(\d+)")
+_NOT_DEFINED = re.compile(r"name '(\w+)' is not defined")
 
 
 def load(src: object, func: str | None = None) -> tvm.IRModule:
@@ -49,8 +50,10 @@ def _looks_like_path(text: str) -> bool:
 
 
 def _module_from_primfunc(f: tirx.PrimFunc) -> tvm.IRModule:
-    name = f.attrs["global_symbol"] if f.attrs is not None and "global_symbol" in f.attrs else "main"
-    return tvm.IRModule({str(name): f})
+    """A lone PrimFunc as TVM's ``Schedule(prim_func)`` holds it: a module whose one function is
+    called "main" (its ``global_symbol`` stays), so that a trace written here says
+    ``func_name="main"`` and replays unchanged on ``tvm.s_tir.Schedule(prim_func)``."""
+    return tvm.IRModule({"main": f})
 
 
 def select_function(mod: tvm.IRModule, func: str) -> tvm.IRModule:
@@ -71,7 +74,8 @@ def load_file(path: Path) -> tvm.IRModule:
     try:
         return parse_text(text, filename=str(path))
     except LoadError as exc:
-        raise LoadError(f"{path}: {exc}", line=exc.line, source=text) from None
+        message = str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}"
+        raise LoadError(message, line=exc.line, source=text) from None
 
 
 def parse_text(text: str, filename: str = "<script>") -> tvm.IRModule:
@@ -81,10 +85,10 @@ def parse_text(text: str, filename: str = "<script>") -> tvm.IRModule:
     original = text
     if looks_legacy(text):
         text = convert(text)
-    snippet, offset = _tvmscript_part(text)
+    snippet, offset, node = _tvmscript_part(text)
+    extra = _names_for_snippet(text, node, offset, filename)
     try:
-        symbolic = _symbolic_vars_above(text)
-        parsed = tvm.script.from_source(snippet, extra_vars=_script_globals(symbolic)) if symbolic else (
+        parsed = tvm.script.from_source(snippet, extra_vars=_script_globals(extra)) if extra else (
             tvm.script.from_source(snippet))
     except Exception as exc:  # TVM raises DiagnosticError, or plain errors from the evaluator
         raise _load_error(exc, snippet, offset, original, filename) from None
@@ -95,11 +99,11 @@ def parse_text(text: str, filename: str = "<script>") -> tvm.IRModule:
     return parsed
 
 
-def _tvmscript_part(text: str) -> tuple[str, int]:
+def _tvmscript_part(text: str) -> tuple[str, int, ast.stmt]:
     """Cut the first ``@...ir_module`` class or ``@...prim_func`` def out of a Python file.
 
     ``from_source`` evaluates only the decorated definition, so imports and other code in a notebook
-    file are never run. Returns the snippet and the number of lines before it.
+    file are never run. Returns the snippet, the number of lines before it and its syntax tree.
     """
     try:
         tree = ast.parse(text)
@@ -116,9 +120,84 @@ def _tvmscript_part(text: str) -> tuple[str, int]:
         ):
             start = min(d.lineno for d in node.decorator_list) - 1
             end = node.end_lineno or len(lines)
-            return "\n".join(lines[start:end]) + "\n", start
+            return "\n".join(lines[start:end]) + "\n", start, node
     raise LoadError(
         "found no @I.ir_module class or @T.prim_func function in the text", source=text
+    )
+
+
+def _names_for_snippet(text: str, node: ast.stmt, offset: int, filename: str) -> dict:
+    """The values of the module-level names the TVMScript definition uses: symbolic shape variables
+    as TVM prints them, and constants read from the file (never run). A name it uses whose value
+    cannot be read is refused here, naming both lines and the way out."""
+    from mlc_lab.tvm.constants import Unreadable, read_constants
+
+    symbolic = _symbolic_vars_above(text)
+    used, bound = _free_names(node)
+    wanted = set(used) - bound - _default_names()
+    if not wanted:
+        return {}
+    constants = read_constants(ast.parse(text), text, before_line=offset + 1)
+    out: dict = {}
+    for name in sorted(wanted, key=lambda n: used[n]):
+        if name in symbolic:
+            out[name] = symbolic[name]
+        elif name in constants and not isinstance(constants[name], Unreadable):
+            out[name] = constants[name]
+        elif name in constants:
+            raise _unreadable_error(constants[name], used[name], node, filename, text)
+    return out
+
+
+def _free_names(node: ast.stmt) -> tuple[dict[str, tuple[int, int]], set[str]]:
+    """Names the definition reads (with where it first reads each) and names it binds itself."""
+    used: dict[str, tuple[int, int]] = {}
+    bound: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            if isinstance(sub.ctx, ast.Load):
+                here = (sub.lineno, sub.col_offset)
+                used[sub.id] = min(used.get(sub.id, here), here)
+            else:
+                bound.add(sub.id)
+        elif isinstance(sub, ast.arg):
+            bound.add(sub.arg)
+        elif isinstance(sub, (ast.FunctionDef, ast.ClassDef)) and sub is not node:
+            bound.add(sub.name)
+    return used, bound
+
+
+_DEFAULT_NAMES: frozenset[str] | None = None
+
+
+def _default_names() -> frozenset[str]:
+    """Names the TVMScript parser knows without help (``T``, ``I``, ``tvm`` ...) and Python's builtins."""
+    global _DEFAULT_NAMES
+    if _DEFAULT_NAMES is None:
+        import builtins
+
+        from tvm.script.parser.core.entry import _default_globals
+
+        _DEFAULT_NAMES = frozenset(_default_globals()) | frozenset(dir(builtins))
+    return _DEFAULT_NAMES
+
+
+def _where(filename: str, line: int | None) -> str:
+    """``prog.py, line 4``; text given without a file name is ``line 4`` (the caller names the file)."""
+    if filename == "<script>":
+        return f"line {line}" if line else "the text"
+    return f"{filename}, line {line}" if line else filename
+
+
+def _unreadable_error(u, use_line: tuple[int, int], node: ast.stmt, filename: str, text: str) -> LoadError:
+    func = node.name
+    return LoadError(
+        f"{_where(filename, u.line)}: `{u.name}` cannot be read without running the file ({u.why}): "
+        f"`{u.text}`, used by {func} on line {use_line[0]}. mlc_lab reads module constants only as literals or arithmetic on "
+        f"them (M = N = K = 2048); write it that way, or pass the object itself: import it and call "
+        f"mlc_lab.load({func}) or Session({func})",
+        line=u.line,
+        source=text,
     )
 
 
@@ -170,14 +249,33 @@ def _load_error(exc: Exception, snippet: str, offset: int, original: str, filena
     rendered = str(exc).strip() or type(exc).__name__
     match = _DIAG_LINE.search(rendered)
     line = int(match.group(1)) + offset if match else None
-    where = f"{filename}, line {line}" if line else filename
+    if filename == "<script>":  # text given directly: its own line numbers, said as such
+        where = f"line {line} of the program text" if line else "the program text"
+    else:
+        where = _where(filename, line)
+    rendered = _renumbered(rendered, offset)
     first = _first_error_line(rendered)
-    message = f"{where}: TVMScript does not parse: {first}\n\n{rendered}"
+    message = f"{where}: TVMScript does not parse: {first}"
+    missing = _NOT_DEFINED.search(rendered)
+    if missing:
+        name = missing.group(1)
+        message += (f"; define `{name}` above the function as a constant ({name} = 128), or pass the "
+                    f"function object itself (mlc_lab.load(func) after importing it)")
+    message += f"\n\n{rendered}"
     if line is not None:
         user_lines = original.splitlines()
         if 0 < line <= len(user_lines) and user_lines[line - 1].strip() not in rendered:
             message += f"\n\nline {line} of your text: {user_lines[line - 1].strip()}"
     return LoadError(message, line=line, source=original)
+
+
+def _renumbered(rendered: str, offset: int) -> str:
+    """TVM's diagnostic counts lines of the snippet it parsed; count those of the user's text instead."""
+    if not offset:
+        return rendered
+    rendered = re.sub(r"(-->\s*)\S*?:(\d+):(\d+)",
+                      lambda m: f"{m.group(1)}line {int(m.group(2)) + offset}, column {m.group(3)}", rendered)
+    return re.sub(r"(?m)^(\s*)(\d+)( \|)", lambda m: f"{m.group(1)}{int(m.group(2)) + offset}{m.group(3)}", rendered)
 
 
 def _first_error_line(rendered: str) -> str:

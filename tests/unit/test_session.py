@@ -381,7 +381,9 @@ def test_load_accepts_text_path_module_and_primfunc(tmp_path):
     assert structural_equal(mlc_lab.load(path), mod)
     assert structural_equal(mlc_lab.load(str(path)), mod)
     assert structural_equal(mlc_lab.load(mod), mod)
-    assert structural_equal(mlc_lab.load(mod["mm_relu"]), mod)
+    lone = mlc_lab.load(mod["mm_relu"])  # a lone PrimFunc is "main", as in TVM's Schedule(prim_func)
+    assert [gv.name_hint for gv in lone.get_global_vars()] == ["main"]
+    assert structural_equal(lone["main"], mod["mm_relu"])
     assert Session(mod).func_name == "mm_relu"
 
 
