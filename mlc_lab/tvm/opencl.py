@@ -1,0 +1,406 @@
+"""A GPU schedule run on the CPU: TVM's OpenCL code for the same schedule, run by pocl.
+
+TVM 0.27's wheel has no OpenCL runtime, but it has the OpenCL code generator
+(`target.build.opencl`): a thread-bound PrimFunc compiles to OpenCL C with `__local` for shared
+memory and `barrier()` for `__syncthreads()`. pocl's CPU device (PyPI's `pocl-binary-distribution`,
+through `pyopencl`) runs that code with the semantics of a thread block: work-groups, barriers,
+local memory. This module does the three things TVM does not:
+
+- `opencl_program`: the OpenCL source plus the host side that TVM would otherwise compile for us
+  (which kernels to launch in which order, with which grid and block, on which buffers, and the
+  global intermediates to allocate), read from the host function that `SplitHostDevice` leaves;
+- `run_opencl`: that program run with pyopencl on given numpy arrays, each buffer with guard
+  bands around it, so that a write outside a buffer is seen (and a read outside one reads NaN);
+- `resize_program`: the same program at other sizes (a 1024^3 matmul as 128^3), so that a
+  schedule's trace can be replayed on it and checked in a second.
+
+`numeric_gpu_request` is the worker's "numeric_gpu" request: build, run on pocl, run the unscheduled
+program on the CPU with LLVM as the reference, compare. It runs in the worker process: a kernel
+that crashes pocl costs the worker, never the caller.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import numpy as np
+
+from mlc_lab.tvm import build as tbuild
+
+import tvm  # noqa: E402  (after build: it sets the thread count before TVM starts)
+import tvm_ffi  # noqa: E402
+
+# Limits for the OpenCL build: those of a CUDA GPU, not TVM's OpenCL defaults (256 threads, 16 KB of
+# local memory), so that a CUDA schedule builds as it is. `thread_warp_size` 1: a cross-thread
+# reduction is lowered through local memory, which pocl runs, not through warp shuffles.
+OPENCL_TARGET = {
+    "kind": "opencl",
+    "max_num_threads": 1024,
+    "max_threads_per_block": 1024,
+    "max_shared_memory_per_block": 228 * 1024,
+    "thread_warp_size": 1,
+}
+GUARD_BYTES = 4096  # on each side of every buffer; a multiple of every device's base-address alignment
+_THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
+
+
+class OpenCLProgramError(Exception):
+    """The schedule cannot be run as OpenCL (host loops, a launch parameter we do not handle)."""
+
+
+# ----------------------------------------------------------------------------------------- build
+
+
+def opencl_target() -> Any:
+    return tvm.target.Target(OPENCL_TARGET, host=tbuild.cpu_target())
+
+
+@tvm.instrument.pass_instrument
+class _KeepSplit:
+    """Keeps the module right after SplitHostDevice: the host function still says, in TIR, which
+    kernels it launches with which arguments and extents."""
+
+    def __init__(self) -> None:
+        self.split: Any = None
+
+    def run_after_pass(self, mod: Any, info: Any) -> None:
+        if str(info.name) == "tirx.SplitHostDevice":
+            self.split = mod
+
+
+def opencl_program(mod: Any, func_name: str | None) -> dict:
+    """Compile `func_name` of `mod` (thread-bound) for OpenCL. Returns plain data:
+    {"source", "params": [{"name", "shape", "dtype"}], "allocs": [{"name", "shape", "dtype"}],
+    "launches": [{"kernel", "args": [{"buffer": name} | {"scalar": value, "dtype"}],
+    "grid": [x, y, z], "block": [x, y, z]}]}."""
+    func_name, one = tbuild.single_function_module(mod, func_name)
+    keep = _KeepSplit()
+    with tvm.transform.PassContext(instruments=[keep]):
+        ex = tvm.compile(one, target=opencl_target())
+    device = [m for m in ex.mod.imports if m.kind == "opencl"]
+    if not device or keep.split is None:
+        raise OpenCLProgramError("the program compiled to host code only (no kernel): are its loops bound to "
+                                 "blockIdx/threadIdx?")
+    source = device[0].inspect_source()
+    params = [{"name": n, "shape": list(s), "dtype": d} for n, s, d in tbuild.param_specs(one, func_name)]
+    host = keep.split[func_name]
+    kernel_params = {gv.name_hint: f.params for gv, f in keep.split.functions_items()
+                     if gv.name_hint != func_name and isinstance(f, tvm.tirx.PrimFunc)}
+    allocs: list[dict] = []
+    launches: list[dict] = []
+    loops: list[str] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tvm.tirx.For):
+            loops.append(str(node.loop_var.name))
+        elif isinstance(node, tvm.tirx.AllocBuffer):
+            buf = node.buffer
+            allocs.append({"name": str(buf.name), "shape": [int(x) for x in buf.shape], "dtype": str(buf.dtype)})
+        elif isinstance(node, tvm.ir.Call) and getattr(node.op, "name", "") == "tirx.call_ffi_kernel":
+            launches.append(_launch(node, kernel_params))
+
+    tvm_ffi.structural_walk(host.body, visit, order="pre")
+    if loops:
+        raise OpenCLProgramError(
+            f"part of the program runs on the host, outside any kernel (loop {', '.join(dict.fromkeys(loops))}): "
+            "bind its loops to blockIdx/threadIdx")
+    names = [p["name"] for p in params] + [a["name"] for a in allocs]
+    if len(set(names)) != len(names):
+        raise OpenCLProgramError(f"two buffers share a name ({', '.join(names)}); rename one")
+    return {"source": source, "params": params, "allocs": allocs, "launches": launches}
+
+
+def _launch(call: Any, kernel_params: dict) -> dict:
+    name = str(call.args[0].value)
+    tags = [str(t) for t in call.attrs.launch_params]
+    unknown = [t for t in tags if t not in _THREAD_TAGS]
+    if unknown:
+        raise OpenCLProgramError(f"kernel {name} needs launch parameter {unknown[0]}, which the CPU run does not "
+                                 "provide (dynamic shared memory?)")
+    values = list(call.args[1:])
+    extents = values[len(values) - len(tags):]
+    args = []
+    for value in values[: len(values) - len(tags)]:
+        if isinstance(value, tvm.ir.Call) and getattr(value.op, "name", "") == "tirx.buffer_data":
+            args.append({"buffer": str(value.args[0].name)})
+        elif isinstance(value, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
+            args.append({"scalar": value.value, "dtype": str(value.dtype)})
+        else:
+            raise OpenCLProgramError(f"kernel {name} takes an argument the CPU run cannot compute ({value})")
+    grid, block = [1, 1, 1], [1, 1, 1]
+    for tag, ext in zip(tags, extents):
+        if not isinstance(ext, tvm.tirx.IntImm):
+            raise OpenCLProgramError(f"kernel {name}: the extent of {tag} is not a constant ({ext}); give sizes")
+        (grid if tag.startswith("blockIdx") else block)["xyz".index(tag[-1])] = int(ext.value)
+    if name in kernel_params and len(kernel_params[name]) != len(args):
+        raise OpenCLProgramError(f"kernel {name} takes {len(kernel_params[name])} arguments, the launch passes {len(args)}")
+    return {"kernel": name, "args": args, "grid": grid, "block": block}
+
+
+# ----------------------------------------------------------------------------------------- run
+
+
+_PROBE = "__kernel void probe(__global float* x) { x[get_global_id(0)] += 1.0f; }"
+_DEVICE: list[Any] = []  # the device chosen, once per process
+
+
+def opencl_device() -> tuple[Any, str]:
+    """The OpenCL device to run on and its engine's name: pocl's CPU device when its compiler
+    works on this CPU, else the Oclgrind simulator (both are pyopencl extras from PyPI).
+
+    pocl 3.0's LLVM 14 does not know the newest CPUs (AMD family 1Ah, Zen 5): it asks clang for
+    `-target-cpu generic` and every build fails. Oclgrind interprets the kernel instead (about
+    10x slower) and reports out-of-bounds accesses itself."""
+    if _DEVICE:
+        return _DEVICE[0]
+    import pyopencl as cl
+
+    found: dict[str, Any] = {}
+    for platform in cl.get_platforms():
+        name = platform.name.lower()
+        key = "pocl" if ("portable computing language" in name or "pocl" in name) else (
+            "oclgrind" if "oclgrind" in name else name)
+        devices = platform.get_devices()
+        if devices:
+            found.setdefault(key, devices[0])
+    reasons = []
+    for key in ("pocl", "oclgrind", *[k for k in found if k not in ("pocl", "oclgrind")]):
+        dev = found.get(key)
+        if dev is None:
+            continue
+        try:
+            cl.Program(cl.Context([dev]), _PROBE).build()
+        except Exception as exc:  # noqa: BLE001 - this engine cannot compile here: try the next
+            reasons.append(f"{key}: {str(exc).strip().splitlines()[-1][:200]}")
+            continue
+        _DEVICE.append((dev, key))
+        return _DEVICE[0]
+    raise OpenCLProgramError("no OpenCL engine that works on this machine (install pyopencl[pocl,oclgrind]); "
+                             + ("; ".join(reasons) or "no OpenCL platform found"))
+
+
+def run_opencl(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
+    """Run the launches of `prog` (from `opencl_program`) on copies of `arrays` (one per parameter,
+    by name). Returns {"outputs": {name: array}, "guard_writes": {name: count}, "seconds": {...}}.
+
+    Every buffer lives in a larger one, between guard bands filled with NaN (or a pattern for
+    integers): a kernel that writes outside a buffer changes a guard, and one that reads outside
+    it reads NaN, which shows in the result. A far-out access may still crash the process."""
+    import pyopencl as cl
+
+    t0 = time.perf_counter()
+    dev, engine = opencl_device()
+    ctx = cl.Context([dev])
+    queue = cl.CommandQueue(ctx)
+    try:
+        program = cl.Program(ctx, prog["source"]).build()
+    except cl.RuntimeError as exc:
+        raise OpenCLProgramError(f"{engine} could not compile TVM's OpenCL code: " + str(exc).strip().splitlines()[0]) from None
+    t_build = time.perf_counter()
+    max_group = int(dev.max_work_group_size)
+    host: dict[str, np.ndarray] = {}
+    for p in prog["params"]:
+        host[p["name"]] = np.ascontiguousarray(arrays[p["name"]], dtype=p["dtype"]).copy()
+    for a in prog["allocs"]:
+        host[a["name"]] = _fill(np.empty(a["shape"], dtype=a["dtype"]))
+    guard = {}
+    bufs = {}
+    mf = cl.mem_flags
+    for name, arr in host.items():
+        g = GUARD_BYTES // arr.itemsize
+        padded = _fill(np.empty(arr.size + 2 * g, dtype=arr.dtype))
+        padded[g: g + arr.size] = arr.ravel()
+        guard[name] = (g, padded.copy())
+        whole = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=padded)
+        inner = whole.get_sub_region(GUARD_BYTES, max(arr.nbytes, arr.itemsize))
+        bufs[name] = (whole, inner, padded)
+    kernels = {}
+    for launch in prog["launches"]:
+        threads = int(np.prod(launch["block"]))
+        if threads > max_group:
+            raise OpenCLProgramError(f"kernel {launch['kernel']} uses {threads} threads per block; {engine} runs at most "
+                                     f"{max_group}")
+        kern = kernels.get(launch["kernel"]) or getattr(program, launch["kernel"])
+        kernels[launch["kernel"]] = kern
+        args = []
+        for arg in launch["args"]:
+            if "buffer" in arg:
+                args.append(bufs[arg["buffer"]][1])
+            else:
+                args.append(np.dtype(arg["dtype"]).type(arg["scalar"]))
+        global_size = tuple(g * b for g, b in zip(launch["grid"], launch["block"]))
+        kern(queue, global_size, tuple(launch["block"]), *args)
+    queue.finish()
+    t_run = time.perf_counter()
+    outputs, guard_writes = {}, {}
+    for name, (whole, _inner, padded) in bufs.items():
+        back = np.empty_like(padded)
+        cl.enqueue_copy(queue, back, whole)
+        g, before = guard[name]
+        size = host[name].size
+        band = np.concatenate([back[:g], back[g + size:]])
+        band_before = np.concatenate([before[:g], before[g + size:]])
+        changed = int(np.count_nonzero(band.view(_uint_of(band)) != band_before.view(_uint_of(band))))
+        if changed:
+            guard_writes[name] = changed
+        outputs[name] = back[g: g + size].reshape(host[name].shape)
+    queue.finish()
+    return {"outputs": outputs, "guard_writes": guard_writes, "engine": engine,
+            "seconds": {"pocl_build": t_build - t0, "run": t_run - t_build}}
+
+
+def _fill(arr: np.ndarray) -> np.ndarray:
+    if arr.dtype.kind == "f":
+        arr.fill(np.nan)
+    else:
+        arr.view(_uint_of(arr)).fill(np.iinfo(_uint_of(arr)).max // 3)
+    return arr
+
+
+def _uint_of(arr: np.ndarray) -> Any:
+    return {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[arr.itemsize]
+
+
+# ----------------------------------------------------------------------------------------- sizes
+
+
+_INT_LITERAL = r"(?<![\w.]){}(?![\w.])"
+
+
+def buffer_dims(mod: Any, func_name: str | None) -> list[int]:
+    """The distinct constant dimensions of the function's parameters, largest first."""
+    dims = set()
+    for _, shape, _ in tbuild.param_specs(mod, func_name):
+        dims.update(int(d) for d in shape)
+    return sorted(dims, reverse=True)
+
+
+def resize_program(mod: Any, func_name: str | None, sizes: dict) -> Any:
+    """The program with other sizes. `sizes` maps a dimension (an int: every integer literal of that
+    value in the function's TVMScript, its shapes, loop extents and index arithmetic, becomes the
+    new value) or a symbolic shape variable (a str) to its new size."""
+    func_name, one = tbuild.single_function_module(mod, func_name)
+    literal = {int(k): int(v) for k, v in sizes.items() if not isinstance(k, str)}
+    symbolic = {str(k): int(v) for k, v in sizes.items() if isinstance(k, str)}
+    if symbolic:
+        func = one[func_name]
+        free = {}
+        for var in _shape_vars(func):
+            free.setdefault(str(var.name), var)
+        missing = [k for k in symbolic if k not in free]
+        if missing:
+            raise ValueError(f"the function has no shape variable {missing[0]!r} (it has: {', '.join(free) or 'none'})")
+        func = func.specialize({free[k]: tvm.tirx.IntImm(free[k].dtype, v) for k, v in symbolic.items()})
+        one = tvm.IRModule({func_name: func})
+    if literal:
+        dims = set()
+        for _, shape, _ in tbuild.param_specs(one, func_name):
+            dims.update(int(d) for d in shape)
+        missing = [k for k in literal if k not in dims]
+        if missing:
+            raise ValueError(f"no parameter of {func_name} has a dimension of {missing[0]} "
+                             f"(its dimensions are {', '.join(str(d) for d in sorted(dims))})")
+        text = one.script()
+        pattern = re.compile("|".join(_INT_LITERAL.format(k) for k in sorted(literal, key=lambda k: -len(str(k)))))
+        text = pattern.sub(lambda m: str(literal[int(m.group(0))]), text)
+        one = tbuild.module_from_text(text)
+    return one
+
+
+def _shape_vars(func: Any) -> list[Any]:
+    found = []
+    for param in func.params:
+        for dim in getattr(param, "shape", None) or []:
+            if isinstance(dim, tvm.tirx.Var):
+                found.append(dim)
+    return found
+
+
+def predicate_count(mod: Any, func_name: str | None) -> int:
+    """How many blocks carry a predicate (`T.where`): a split whose factors do not divide its loop."""
+    _, func = tbuild.get_prim_func(mod, func_name)
+    count = 0
+
+    def visit(node: Any) -> None:
+        nonlocal count
+        pred = getattr(node, "predicate", None)
+        if pred is not None and type(node).__name__.endswith("BlockRealize"):
+            if not (isinstance(pred, tvm.tirx.IntImm) and int(pred.value) == 1):
+                count += 1
+
+    tvm_ffi.structural_walk(func.body, visit, order="pre")
+    return count
+
+
+# ----------------------------------------------------------------------------------------- request
+
+
+def numeric_gpu_request(req: dict) -> dict:
+    """The worker's "numeric_gpu" request: {"module", "reference", "func_name", "seed", "rtol",
+    "atol"} (modules as `build.module_to_text`). Runs the scheduled module on pocl and the
+    reference on the CPU with LLVM, on the same random inputs; returns the comparison."""
+    from mlc_lab.tvm.wire import RequestFailure
+
+    t0 = time.perf_counter()
+    func_name = req["func_name"]
+    mod = tbuild.module_from_text(req["module"])
+    ref = tbuild.module_from_text(req["reference"])
+    try:
+        prog = opencl_program(mod, func_name)
+    except OpenCLProgramError as exc:
+        raise RequestFailure("check", str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - TVM refused to build it: say so in one line
+        text = str(exc).strip()
+        raise RequestFailure("build", "the schedule does not build for OpenCL: " + _first_line(text), text[-3000:]) from None
+    t_built = time.perf_counter()
+    specs = tbuild.param_specs(ref, func_name)
+    inputs = tbuild.random_inputs(specs, int(req.get("seed", 0)))
+    _, one = tbuild.single_function_module(ref, func_name)
+    ex = tvm.compile(one, target=tbuild.cpu_target())
+    tensors = [tvm.runtime.tensor(a, tvm.cpu()) for a in inputs]
+    ex.mod.get_function(func_name)(*tensors)
+    expected = [t.numpy() for t in tensors]
+    t_ref = time.perf_counter()
+    try:
+        ran = run_opencl(prog, {name: a for (name, _, _), a in zip(specs, inputs)})
+    except OpenCLProgramError as exc:
+        raise RequestFailure("check", str(exc)) from None
+    rtol, atol = float(req.get("rtol", 1e-3)), float(req.get("atol", 1e-3))
+    wrong = total = 0
+    max_error = 0.0
+    worst: dict | None = None
+    outputs = []
+    for (name, shape, _), before, want in zip(specs, inputs, expected):
+        got = ran["outputs"][name]
+        is_output = not np.array_equal(before, want, equal_nan=True)
+        if not is_output and np.array_equal(got, want, equal_nan=True):
+            continue
+        outputs.append(name)
+        g64, w64 = got.astype(np.float64), want.astype(np.float64)
+        bad = ~np.isclose(g64, w64, rtol=rtol, atol=atol)
+        diff = np.abs(g64 - w64)
+        diff[np.isnan(diff)] = np.inf
+        wrong += int(np.count_nonzero(bad))
+        total += int(got.size)
+        if diff.size and float(diff.max()) > max_error:
+            max_error = float(diff.max())
+            at = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
+            worst = {"buffer": name, "index": list(at), "got": got[at].item(), "expected": want[at].item()}
+    return {
+        "wrong": wrong, "total": total, "max_error": max_error, "worst": worst, "outputs": outputs,
+        "shape": {name: list(shape) for name, shape, _ in specs},
+        "guard_writes": ran["guard_writes"], "engine": ran["engine"],
+        "nan_read": bool(worst is not None and isinstance(worst["got"], float) and np.isnan(worst["got"])),
+        "launches": [{"kernel": x["kernel"], "grid": x["grid"], "block": x["block"]} for x in prog["launches"]],
+        "seconds": {"build": t_built - t0, "reference": t_ref - t_built, **ran["seconds"],
+                    "total": time.perf_counter() - t0},
+    }
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return "unknown error"
