@@ -567,6 +567,19 @@ class Session:
             self._lowerings[key] = lower(state.script, state.loop_tree(), self.func_name, target, step=sid, **kwargs)
         return self._lowerings[key]
 
+    def check(self, names: list[str] | None = None, *, target: Any = None, step: int | None = None) -> Any:
+        """Named checks of the step (default: current) and its hazards, as a ``CheckReport``: which
+        optimisations the schedule applies (``mlc_lab.core.checks.CHECKS``), judged from what it does.
+        ``target``: "cpu", "cuda", a CUDA arch ("sm_75") or a dict; default "cuda" when the program
+        binds threads, else "cpu"."""
+        from mlc_lab.core.checks import check_session
+
+        if target is None:
+            from mlc_lab.core.check_facts import binds_threads
+
+            target = "cuda" if binds_threads(self, step) else "cpu"
+        return check_session(self, names, target=target, step=step)
+
     def cuda_source(self, step: int | None = None, **kwargs: Any) -> Any:
         """The CUDA kernel this step compiles to (no GPU needed); refuses unbound programs."""
         from mlc_lab.core.measure import cuda_source

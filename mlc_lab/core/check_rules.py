@@ -1,0 +1,1 @@
+"""The named checks (registered in ``mlc_lab.core.checks.CHECKS``)."""

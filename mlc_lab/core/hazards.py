@@ -1,0 +1,372 @@
+"""Hazards of a GPU schedule, found exactly from the schedule (no run): races, out-of-bounds accesses,
+stages bound to one thread axis with different extents, local arrays that spill, launch limits.
+
+Each hazard names the block and loop it is about and says what goes wrong when the kernel runs.
+See ``mlc_lab.core.check_facts`` for the model of TVM's code generation this follows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Kernel, Site, StepFacts, free_vars
+from mlc_lab.core.checks import Hazard
+
+_AXIS = {"threadIdx.x": 1024, "threadIdx.y": 1024, "threadIdx.z": 64,
+         "blockIdx.x": 2**31 - 1, "blockIdx.y": 65535, "blockIdx.z": 65535}
+
+
+def find(sf: StepFacts) -> list:
+    out: list[Hazard] = []
+    if not sf.target.gpu:
+        return out
+    for k in sf.kernels():
+        out += thread_extents(sf, k)
+        out += limits(sf, k)
+        out += spills(sf, k)
+        out += out_of_bounds(sf, k)
+        out += races(sf, k)
+    return out
+
+
+# --- thread axes with different extents --------------------------------------------------------------
+
+def thread_extents(sf: StepFacts, k: Kernel) -> list:
+    out = []
+    for tag in THREAD_TAGS + BLOCK_TAGS:
+        bound = [lp for lp in k.loops if lp.tag == tag]
+        if len({int(lp.extent) for lp in bound if isinstance(lp.extent, int)}) <= 1:
+            continue
+        launched = k.launch[tag]
+        short = [lp for lp in bound if lp.extent != launched]
+        parts = ", ".join(f"{sf.loop_name(lp.id)} ({lp.extent})" for lp in bound)
+        first = short[0]
+        out.append(Hazard(
+            "thread_extent",
+            f"{tag} is bound to loops with different extents ({parts}); the kernel launches {launched} "
+            f"and loop {sf.loop_name(first.id)} then runs {launched} iterations instead of {first.extent}: "
+            f"bind every stage to the same number of threads on {tag}",
+            sf.loop_name(first.id)))
+    return out
+
+
+# --- launch limits ---------------------------------------------------------------------------------
+
+def limits(sf: StepFacts, k: Kernel) -> list:
+    out = []
+    tgt = sf.target
+    where = sf.loop_name(k.root.id)
+    if k.threads > tgt.max_threads_per_block:
+        dims = " x ".join(str(k.launch[t]) for t in THREAD_TAGS if t in k.launch)
+        out.append(Hazard("limit", f"the kernel under {where} uses {k.threads} threads per block ({dims}), "
+                                   f"more than the {tgt.max_threads_per_block} a block may have: it will not launch",
+                          where))
+    for tag, n in k.launch.items():
+        if n > _AXIS.get(tag, n):
+            out.append(Hazard("limit", f"{tag} is launched with {n}, more than its limit of {_AXIS[tag]}", where))
+    shared = {b: _bytes(sf, b) for b in _buffers_in(k) if sf.scope(b).startswith("shared")}
+    total = sum(shared.values())
+    if total > tgt.max_shared_memory_per_block:
+        parts = ", ".join(f"{b} {n // 1024} KB" if n >= 1024 else f"{b} {n} B" for b, n in shared.items())
+        out.append(Hazard("limit", f"the kernel under {where} allocates {total // 1024} KB of shared memory per "
+                                   f"block ({parts}), more than the {tgt.max_shared_memory_per_block // 1024} KB "
+                                   f"a block may have: make the shared tiles smaller", where))
+    return out
+
+
+def _buffers_in(k: Kernel) -> list:
+    return list(dict.fromkeys(s.access.buffer for s in k.sites))
+
+
+def _bytes(sf: StepFacts, buffer: str) -> int:
+    info = sf.prog.buffers[buffer]
+    shape = sf.facts.allocated.get(buffer, info.shape)
+    if not all(isinstance(x, int) for x in shape):
+        return 0
+    return math.prod(shape) * info.itemsize
+
+
+# --- local arrays that spill ---------------------------------------------------------------------------
+
+def spills(sf: StepFacts, k: Kernel) -> list:
+    out = []
+    limit = sf.target.registers_per_thread * 4
+    for b in _buffers_in(k):
+        if not sf.scope(b).startswith("local") or b not in sf.facts.allocated:
+            continue
+        n = _bytes(sf, b)
+        if n > limit:
+            shape = "x".join(str(x) for x in sf.facts.allocated[b])
+            block = next((s.access.block for s in k.sites if s.access.buffer == b and s.access.kind == "write"), "")
+            out.append(Hazard(
+                "spill",
+                f"each thread keeps a {shape} local array {b} ({n // 1024 if n >= 1024 else n} "
+                f"{'KB' if n >= 1024 else 'B'}), more than its {sf.target.registers_per_thread} registers hold: "
+                f"it goes to the stack in local memory; place the accumulator under the thread loops so each "
+                f"thread keeps only its own tile", block or None))
+    return out
+
+
+# --- out-of-bounds accesses ----------------------------------------------------------------------------
+
+def out_of_bounds(sf: StepFacts, k: Kernel) -> list:
+    """Accesses past the end of a buffer: a global buffer's shape, or for shared and local buffers the
+    region TVM allocates (what the loops' own extents reach; a thread axis launched wider runs past it)."""
+    out, seen = [], set()
+    declared: dict = {}            # buffer -> per dim [lo, hi] the loops' own extents reach
+    launched: dict = {}            # buffer -> list of (site, dim, lo, hi) under the launch
+    held = _held_loops(sf, k)
+    for s in k.sites:
+        acc = s.access
+        info = sf.prog.buffers.get(acc.buffer)
+        if info is None or not acc.indices:
+            continue
+        scope = info.scope
+        fixed = {lid: sf.loop(lid).min for lid in held.get(acc.buffer, ())} if scope != "global" else {}
+        got = _ranges(sf, s, k, fixed)
+        if got is None:
+            continue
+        launched.setdefault(acc.buffer, []).append((s, got))
+        if scope != "global":
+            own = _ranges(sf, s, None, fixed)
+            if own is not None:
+                box = declared.setdefault(acc.buffer, [list(r) for r in own])
+                for d, (lo, hi) in enumerate(own):
+                    box[d][0], box[d][1] = min(box[d][0], lo), max(box[d][1], hi)
+    for buf, items in launched.items():
+        info = sf.prog.buffers[buf]
+        if info.scope == "global":
+            allowed = [(0, int(n) - 1) if isinstance(n, int) else (-math.inf, math.inf) for n in info.shape]
+        elif buf in declared:
+            allowed = [tuple(r) for r in declared[buf]]
+        else:
+            continue
+        for s, ranges in items:
+            for d, (lo, hi) in enumerate(ranges):
+                if lo >= allowed[d][0] and hi <= allowed[d][1]:
+                    continue
+                key = (s.access.block, buf)
+                if key in seen:
+                    break
+                seen.add(key)
+                verb = "writes" if s.access.kind == "write" else "reads"
+                bad = hi if hi > allowed[d][1] else lo
+                what = (f"past the end of {buf} ({int(allowed[d][1]) + 1} in dimension {d})" if info.scope == "global"
+                        else f"outside the {_shape_text(allowed)} tile of {buf} that TVM allocates "
+                             f"(dimension {d}: {int(allowed[d][0])}..{int(allowed[d][1])})")
+                cause = _wide_thread_cause(sf, s, k)
+                out.append(Hazard("out_of_bounds",
+                                  f"block {s.access.block} {verb} {buf} at index {bad} {what}{cause}",
+                                  s.access.block))
+                break
+    return out
+
+
+def _held_loops(sf: StepFacts, k: Kernel) -> dict:
+    """Per shared or local buffer, the loops TVM holds fixed when it sizes the buffer: those above the
+    place it allocates the buffer (the innermost loop enclosing every access), and for a local buffer
+    the thread loops too (each thread has its own)."""
+    chains: dict = {}
+    for s in k.sites:
+        if sf.scope(s.access.buffer) != "global":
+            chains.setdefault(s.access.buffer, []).append(s.chain)
+    out = {}
+    for buf, cs in chains.items():
+        common = []
+        for level in zip(*cs):
+            if all(lp.id == level[0].id for lp in level):
+                common.append(level[0])
+            else:
+                break
+        local = sf.scope(buf).startswith("local")
+        held = {lp.id for lp in common if lp.tag not in THREAD_TAGS or local}
+        if local:
+            held |= {lp.id for c in cs for lp in c if lp.tag in THREAD_TAGS or lp.tag in BLOCK_TAGS}
+        out[buf] = held
+    return out
+
+
+def _shape_text(allowed: list) -> str:
+    return "x".join(str(int(hi - lo + 1)) for lo, hi in allowed)
+
+
+def _wide_thread_cause(sf: StepFacts, s: Site, k: Kernel) -> str:
+    for lp in s.chain:
+        if lp.tag and lp.tag in k.launch and isinstance(lp.extent, int) and lp.extent < k.launch[lp.tag]:
+            return (f": its loop {sf.loop_name(lp.id)} is bound to {lp.tag} with extent {lp.extent}, but the kernel "
+                    f"launches {k.launch[lp.tag]} threads on {lp.tag}, so threads {lp.extent}..{k.launch[lp.tag] - 1} "
+                    f"run it too")
+    return ""
+
+
+def _ranges(sf: StepFacts, s: Site, k: Kernel | None, fixed: dict) -> list | None:
+    """Per dimension (min, max) of the site's index over the points where it runs. ``k`` None: every
+    loop over its own extent (TVM's view when it sizes a buffer), else thread loops over the launch."""
+    out = []
+    for d, e in enumerate(s.access.indices):
+        sub = Site(_OneIndex(s.access, d), s.chain, s.leaf, s.index)
+        got = sf.enumerate(sub, k, fixed=fixed)
+        if got is None:
+            return None
+        idx, active, _env, _axes = got
+        vals = idx[0][active]
+        if vals.size == 0:
+            return None
+        out.append((int(vals.min()), int(vals.max())))
+    return out
+
+
+class _OneIndex:
+    """An access seen through one of its dimensions (what ``enumerate`` needs of it)."""
+
+    def __init__(self, acc, d: int):
+        self.indices = (acc.indices[d],)
+        self.guards = acc.guards
+        self.inner = acc.inner
+        self.block = acc.block
+        self.buffer = acc.buffer
+        self.kind = acc.kind
+
+
+# --- races ---------------------------------------------------------------------------------------------
+
+def races(sf: StepFacts, k: Kernel) -> list:
+    """Two threads of a block writing one element of a global or shared buffer (a statement every thread
+    runs identically, copying the same values, is redundant work, not a race); a thread reading an
+    element of a global buffer that another thread writes in the same kernel (nothing orders them);
+    a thread reading an element of a local buffer that it never wrote (each thread has its own)."""
+    out = []
+    thread_ids = {lp.id for lp in k.loops if lp.tag in THREAD_TAGS}
+    fixed = {tag: 0 for tag in BLOCK_TAGS}
+    by_buffer: dict = {}
+    for s in k.sites:
+        by_buffer.setdefault(s.access.buffer, []).append(s)
+    nthreads = max(1, k.threads)
+    for buf, sites in by_buffer.items():
+        scope = sf.scope(buf)
+        writes = [s for s in sites if s.access.kind == "write"]
+        if not writes:
+            continue
+        wpairs = []
+        for s in writes:
+            if scope != "local" and _thread_invariant(sf, s, thread_ids):
+                continue
+            got = _pairs(sf, s, k, fixed)
+            if got is not None:
+                wpairs.append((s, got))
+        if not wpairs:
+            continue
+        wkeys = _uniq(np.concatenate([p[0] * nthreads + p[1] for _, p in wpairs]))
+        if scope == "local":
+            for s in sites:
+                if s.access.kind != "read":
+                    continue
+                got = _pairs(sf, s, k, fixed)
+                if got is None:
+                    continue
+                keys = got[0] * nthreads + got[1]
+                miss = ~_isin(keys, wkeys)
+                if miss.any():
+                    i = int(np.flatnonzero(miss)[0])
+                    others = wkeys[wkeys // nthreads == got[0][i]] % nthreads
+                    who = (f"thread {int(others[0])} computes it" if others.size else "no thread writes it")
+                    out.append(Hazard(
+                        "race",
+                        f"block {s.access.block} in thread {int(got[1][i])} reads element "
+                        f"{_element(sf, buf, int(got[0][i]))} of the local buffer {buf}, which that thread never "
+                        f"wrote ({who}; local memory is private to each thread): bind the loops of "
+                        f"{s.access.block} to the threads that computed those elements",
+                        s.access.block))
+                    break
+            continue
+        addr = wkeys // nthreads
+        dup = np.flatnonzero(addr[1:] == addr[:-1])
+        if dup.size:
+            i = int(dup[0])
+            t1, t2 = int(wkeys[i] % nthreads), int(wkeys[i + 1] % nthreads)
+            block = next(s.access.block for s, p in wpairs if np.any(p[0] * nthreads + p[1] == wkeys[i]))
+            out.append(Hazard(
+                "race",
+                f"threads {t1} and {t2} of a thread block both write element {_element(sf, buf, int(addr[i]))} of "
+                f"{buf} (block {block}): the result depends on which runs last; each element must be written "
+                f"by one thread", block))
+            continue
+        if scope != "global":
+            continue
+        for s in sites:
+            if s.access.kind != "read":
+                continue
+            got = _pairs(sf, s, k, fixed)
+            if got is None:
+                continue
+            keys = got[0] * nthreads + got[1]
+            written = _isin(got[0], addr)
+            foreign = written & ~_isin(keys, wkeys)
+            if foreign.any():
+                i = int(np.flatnonzero(foreign)[0])
+                writer = int(wkeys[np.searchsorted(addr, got[0][i])] % nthreads)
+                out.append(Hazard(
+                    "race",
+                    f"block {s.access.block} in thread {int(got[1][i])} reads element "
+                    f"{_element(sf, buf, int(got[0][i]))} of {buf}, which thread {writer} writes in the same kernel "
+                    f"with no barrier between (global memory): compute it in the thread that reads it",
+                    s.access.block))
+                break
+    return out
+
+
+def _uniq(a: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (sorting: numpy's hash-based unique is slower on these arrays)."""
+    s = np.sort(a, kind="stable")
+    if s.size == 0:
+        return s
+    keep = np.ones(s.size, dtype=bool)
+    keep[1:] = s[1:] != s[:-1]
+    return s[keep]
+
+
+def _isin(values, sorted_set: np.ndarray) -> np.ndarray:
+    """``values`` in the sorted array ``sorted_set``."""
+    values = np.asarray(values)
+    if sorted_set.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    pos = np.clip(np.searchsorted(sorted_set, values), 0, sorted_set.size - 1)
+    return sorted_set[pos] == values
+
+
+def _thread_invariant(sf: StepFacts, s: Site, thread_ids: set) -> bool:
+    for acc in s.leaf.accesses:
+        if acc.block != s.access.block:
+            continue
+        if acc.kind == "read" and sf.scope(acc.buffer).startswith("local"):
+            return False
+        used = set()
+        for e in acc.indices + tuple(acc.guards):
+            used |= free_vars(e)
+        if used & thread_ids:
+            return False
+    return True
+
+
+def _pairs(sf: StepFacts, s: Site, k: Kernel, fixed: dict):
+    """(linear element, linear thread) of every point where the site runs, thread axes included."""
+    thread_loops = tuple(lp for lp in s.chain if lp.tag in THREAD_TAGS)
+    got = sf.enumerate(s, k, fixed=fixed, extra_loops=thread_loops)
+    if got is None:
+        return None
+    idx, active, _env, axes = got
+    info = sf.prog.buffers[s.access.buffer]
+    shape = [int(n) if isinstance(n, int) else 1 for n in info.shape]
+    lin = np.zeros(active.shape, dtype=np.int64)
+    for i, n in zip(idx, shape):
+        lin = lin * n + np.clip(i, 0, max(n - 1, 0))
+    tid = np.broadcast_to(sf.thread_ids(k, axes), active.shape)
+    return lin[active], tid[active]
+
+
+def _element(sf: StepFacts, buf: str, lin: int) -> str:
+    shape = [int(n) if isinstance(n, int) else 1 for n in sf.prog.buffers[buf].shape]
+    idx = np.unravel_index(lin, shape) if shape else ()
+    return f"{buf}[{', '.join(str(int(i)) for i in idx)}]"
