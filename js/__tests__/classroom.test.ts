@@ -94,7 +94,43 @@ describe("forms in a notebook", () => {
     expect(submitsOnEnter(mk("button"))).toBe(false);
     expect(submitsOnEnter(mk("input", "button"))).toBe(false);
     expect(submitsOnEnter(mk("li"))).toBe(false);
+    expect(submitsOnEnter(Object.assign(mk("li"), { className: "mlc-order-item" }))).toBe(true);
     expect(submitsOnEnter(null)).toBe(false);
+  });
+
+  it("s puts the focus in the factor field: typing 4 sets the factor, not the number of loops", async () => {
+    const form = await openSplit();
+    const active = document.activeElement as HTMLInputElement;
+    expect(active.classList.contains("mlc-factor")).toBe(true);
+    expect(active).toBe(form.querySelector(".mlc-factor.mlc-focused"));
+    expect(active.selectionStart === 0 || active.type === "number").toBe(true); // its text selected: a key replaces it
+    expect(form.querySelector<HTMLSelectElement>(".mlc-parts")!.value).toBe("2");
+  });
+
+  it("Enter on a focused reorder row applies the reorder", async () => {
+    row("loop", "Y/i").click();
+    await tick();
+    press($(".mlc-explorer")!, "r");
+    const item = $(".mlc-form .mlc-order-item")!;
+    item.focus();
+    expect(!press(item, "Enter")).toBe(true);
+    expect(model.requests().at(-1)).toMatchObject({ method: "apply", params: { primitive: "reorder" } });
+  });
+
+  it("a double-click on Apply sends one apply", async () => {
+    const form = await openSplit();
+    const apply = form.querySelector<HTMLButtonElement>(".mlc-apply")!;
+    apply.click();
+    apply.click(); // the first is still on its way
+    press(document.activeElement ?? $(".mlc-explorer")!, "Enter");
+    expect(model.requests().filter((r) => r.method === "apply")).toHaveLength(1);
+  });
+
+  it("p pressed again while parallel is on its way sends one apply", async () => {
+    row("loop", "Y/i").click();
+    await tick();
+    for (let i = 0; i < 5; i++) press($(".mlc-explorer")!, "p");
+    expect(model.requests().filter((r) => r.method === "apply")).toHaveLength(1);
   });
 });
 

@@ -49,11 +49,26 @@ export function renderForm(offer: Offer, values: FormValues, onApply: () => void
     el: form,
     values,
     valid: () => checks.every((c) => c()),
-    focus: () => {
-      const first = form.querySelector<HTMLElement>("input:not([type=hidden]), select, .mlc-order-item, button");
-      first?.focus();
-    },
+    focus: () => focusFirstField(form),
   };
+}
+
+/** Focus where the student types: a split's factor (the highlighted one), else the first text or
+ * number field, else the first control. Its text is selected, so a typed value replaces it. */
+export function focusFirstField(form: HTMLElement): void {
+  const target =
+    form.querySelector<HTMLElement>(".mlc-factor.mlc-focused") ??
+    form.querySelector<HTMLElement>("input[type=number], input[type=text]") ??
+    form.querySelector<HTMLElement>("input:not([type=hidden]), select, .mlc-order-item, button");
+  if (!target) return;
+  target.focus();
+  if (target instanceof HTMLInputElement) {
+    try {
+      target.select();
+    } catch {
+      // some input types cannot select their text
+    }
+  }
 }
 
 function fieldEditor(f: Field, values: FormValues, refresh: () => void, checks: Array<() => boolean>): HTMLElement {
@@ -263,6 +278,7 @@ export function submitsOnEnter(target: EventTarget | null): boolean {
   const el = target as HTMLElement | null;
   if (!el || typeof el.tagName !== "string") return false;
   if (el.tagName === "SELECT") return true;
+  if (el.classList?.contains("mlc-order-item")) return true; // a focused row of the reorder list
   if (el.tagName !== "INPUT") return false;
   const type = (el as HTMLInputElement).type;
   return type !== "button" && type !== "submit" && type !== "reset" && type !== "file";

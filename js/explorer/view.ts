@@ -756,12 +756,22 @@ export class ExplorerView {
     revealInContainer(this.primHost, handle.el); // the whole form, its Apply button included
   }
 
+  /** One intent, one step: while an apply is on its way, a second one (a double-click on Apply, a
+   * key pressed again before the new step is drawn) is dropped; it would act on the old selection. */
+  private applying = false;
+
   async apply(call: ApplyCall): Promise<void> {
+    if (this.applying) return;
+    this.applying = true;
     this.pendingClick = { t0: performance.now(), primitive: call.primitive };
-    const ok = await this.call("apply", call as unknown as Record<string, unknown>, call.primitive, false);
-    if (ok) {
-      this.form = null;
-      this.drawPrimitives(false);
+    try {
+      const ok = await this.call("apply", call as unknown as Record<string, unknown>, call.primitive, false);
+      if (ok) {
+        this.form = null;
+        this.drawPrimitives(false);
+      }
+    } finally {
+      this.applying = false;
     }
   }
 

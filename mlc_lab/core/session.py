@@ -232,6 +232,8 @@ class Session:
         try:
             args_t = tuple(self._to_handles(a) for a in args)
             kwargs_t = {k: self._to_handles(v) for k, v in kwargs.items()}
+            if self._repeats_current(primitive, label):  # one intent, one step: parallel twice is parallel
+                return self._results_of(self.current)
             again = self._same_child(primitive, label, args, kwargs)
             if again is not None:  # the same step again after an undo: go back down that branch
                 self._move(again.id, "apply")
@@ -269,6 +271,14 @@ class Session:
         last = self._failed[-1].id if self._failed else 0
         self._failed.append(FailedAttempt.of(exc, id=last + 1, parent=self._current, primitive=primitive, label=label))
         del self._failed[: -self.MAX_FAILED]
+
+    # Applying one of these again, with the same arguments, to the step it made changes nothing.
+    _IDEMPOTENT = frozenset({"parallel", "vectorize", "unroll", "bind", "annotate", "unannotate"})
+
+    def _repeats_current(self, primitive: str, label: str) -> bool:
+        step = self.current
+        return (tsch.ALIASES.get(primitive, primitive) in self._IDEMPOTENT and step.kind == "apply"
+                and step.primitive == tsch.ALIASES.get(primitive, primitive) and step.label == label)
 
     def _same_child(self, primitive: str, label: str, args: tuple, kwargs: dict) -> Step | None:
         if not self.current.children:  # the common case: a step at the tip of its branch
