@@ -489,15 +489,18 @@ def compare_structure(program: Any, target: Any, *, func: str | None = None,
     # A reduction block the target decomposed (X -> X_init + X_update) is compared with the
     # student's undecomposed X, and the other way round.
     alias: dict[str, str] = {}
+    # Listed last: decompose_reduction is the step to take after the loops' kinds are right (TVM
+    # refuses parallel on a loop once the init is its own block), so the report reads in that order.
+    decompose: list[Difference] = []
     for name, b in by_name_t.items():
         if name.endswith("_update") and name not in by_name_y and name[: -len("_update")] in by_name_y:
             base = name[: -len("_update")]
             alias[name] = base
             total += 1
-            diffs.append(Difference(
+            decompose.append(Difference(
                 f"block {base}", "the reduction's initialisation is still inside the block (T.init)",
                 yours=f"{base} with T.init", target=f"{base}_init + {name}",
-                hint=f"sch.decompose_reduction({base!r}, loop): the init goes above that loop",
+                hint=_decompose_hint(base, by_name_y[base], b),
                 line=by_name_y[base].line))
     for name, b in by_name_y.items():
         if name.endswith("_update") and name not in by_name_t and name[: -len("_update")] in by_name_t:
@@ -602,6 +605,7 @@ def compare_structure(program: Any, target: Any, *, func: str | None = None,
                                         yours=str(ly.annotations or "none"), target=str(lt.annotations or "none"),
                                         hint="sch.annotate / sch.unannotate", line=ly.line))
 
+    diffs.extend(decompose)
     rep.differences.extend(diffs)
     rep.structure_total = max(total, len(diffs))
     equal = False
@@ -622,6 +626,18 @@ def compare_structure(program: Any, target: Any, *, func: str | None = None,
                                 f"{len(diffs)} difference(s) from the target"
                                 + (f"; {sim:.0%} of the structure agrees" if sim is not None else "")))
     return rep
+
+
+def _decompose_hint(base: str, yours: _Block, target_update: _Block) -> str:
+    """``sch.decompose_reduction("Y", "Y/k_0")``: the loop the target's init sits above, named as the
+    student's loop at the same depth; after the loops' kinds when the target has any."""
+    depth = target_update.shared if target_update.prev == f"{base}_init" else None
+    loop = (f"{base}/{yours.loops[depth].name}" if depth is not None and depth < len(yours.loops) else None)
+    call = f"sch.decompose_reduction({base!r}, {loop!r})" if loop else f"sch.decompose_reduction({base!r}, loop)"
+    text = f"{call}: the init goes above {'that loop' if not loop else repr(loop)}"
+    if any(lp.kind != "serial" for lp in target_update.loops):
+        text += "; do it after parallel / unroll / vectorize of the loops around it (TVM refuses parallel after it)"
+    return text
 
 
 def _missing_block_hint(name: str) -> str | None:

@@ -165,8 +165,11 @@ Loops and blocks are named as they appear in the script. Both loop nests have an
 `Y/j` means "the `j` around block `Y`". Each `apply` returns the names of the loops it created.
 
 **Step 1: split.** Cut `j` (128) into `j_0` (32) × `j_1` (4). `None` lets TVM infer that factor.
+The cell starts from the original program (`goto(0)`), so steps you clicked in the explorer above do
+not get in the way; they stay in its history, as a branch you can go back to.
 '''),
     ("code", r'''
+session.goto(0)
 j0, j1 = session.apply("split", "Y/j", factors=[None, 4])
 print(j0, j1)
 print(session.script_of_function("mm_relu"))
@@ -657,6 +660,7 @@ model and an evolutionary search instead of blind sampling.
     ("code", r'''
 import os
 import tempfile
+from types import SimpleNamespace
 
 import numpy as np
 import plotly.graph_objects as go
@@ -672,8 +676,20 @@ from mlc_lab.widgets.tuning import dashboard
 # laptop). The test suite sets MLC_LAB_TRIALS=8 so that the notebook runs in CI.
 TRIALS = int(os.environ.get("MLC_LAB_TRIALS", "64"))
 SEARCH_TRIALS = min(TRIALS, 12)   # the hand-written random search below measures this many
-WORK = tempfile.mkdtemp(prefix="mlc_tune_", dir=".")   # tuning records are kept here
+WORK = tempfile.mkdtemp(prefix="mlc_tune_")   # tuning records: a temporary folder, not next to the notebook
 print(f"{TRIALS} trials per tuning run; records under {WORK}")
+
+
+def best_of(job, session):
+    """The job's best candidate so far. A run cancelled before it measured anything has none: say so,
+    and let the session's own schedule stand in for it (run the tuning cell again to tune)."""
+    best = job.best
+    if best is not None:
+        return best
+    print(f"The tuning run was {job.status} before any candidate was measured, so there is no tuned "
+          f"program: the schedule it started from stands in for it below. Run the tuning cell again to tune.")
+    m = session.measure()
+    return SimpleNamespace(trial=None, latency_s=m.latency_s, trace=session.trace, gflops=m.gflops)
 '''),
     ("md", r'''
 ## The program: a 128×128 matmul
@@ -784,9 +800,10 @@ board
 '''),
     ("code", r'''
 print("status:", job_session.wait())
-best = job_session.best
-print(f"{len(job_session.records())} distinct candidates measured (the space is small); "
-      f"best {best.latency_s * 1e3:.3f} ms at trial {best.trial}")
+best = best_of(job_session, student)
+if best.trial is not None:
+    print(f"{len(job_session.records())} distinct candidates measured (the space is small); "
+          f"best {best.latency_s * 1e3:.3f} ms at trial {best.trial}")
 if job_session.stopped_early:
     print("why it stopped early:", job_session.stopped_early["reason"])
 print(best.trace)
@@ -804,7 +821,7 @@ dashboard(job_auto, student)
 '''),
     ("code", r'''
 print("status:", job_auto.wait())
-best_auto = job_auto.best
+best_auto = best_of(job_auto, student)
 tuned = mlc_lab.Session.from_trace(MyModule, best_auto.trace)
 m_tuned = tuned.measure()
 print(tuned.script)
@@ -910,10 +927,11 @@ dashboard(job_linear, linear0)
 '''),
     ("code", r'''
 print("status:", job_linear.wait())
-tuned_linear0 = mlc_lab.Session.from_trace(MyModuleMixture, job_linear.best.trace, func="linear0")
+best_linear0 = best_of(job_linear, linear0)
+tuned_linear0 = mlc_lab.Session.from_trace(MyModuleMixture, best_linear0.trace, func="linear0")
 
 mlp_after_ms = run_mlp(MyModuleMixture, linear0=tuned_linear0.module["linear0"])
-print(f"linear0 alone: {job_linear.best.latency_s * 1e3:.4f} ms after tuning")
+print(f"linear0 alone: {best_linear0.latency_s * 1e3:.4f} ms after tuning")
 print(f"MLP end to end: {mlp_before_ms:.4f} ms -> {mlp_after_ms:.4f} ms "
       f"({mlp_before_ms / mlp_after_ms:.2f}x), outputs still match numpy")
 '''),

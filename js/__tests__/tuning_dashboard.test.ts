@@ -243,6 +243,16 @@ describe("dashboard view", () => {
     expect($(".mlc-t-status")!.textContent).toBe("cancelled");
   });
 
+  it("a run cancelled before any measured candidate says so on the chart, not 'waiting'", async () => {
+    cleanup && (cleanup as () => void)();
+    await mount({ done: 0, latency: f64([]), elapsed: f64([]), best: {}, failed_count: 0, failures: [] });
+    expect(lastPlot().layout.annotations[0].text).toMatch(/waiting for the first measured candidate/);
+    model.set("status", "cancelled");
+    await frame();
+    expect(lastPlot().layout.annotations[0].text).toBe("cancelled before any candidate was measured");
+    expect($(".mlc-t-status")!.textContent).toBe("cancelled");
+  });
+
   it("a failed cancel request is shown", async () => {
     ($(".mlc-t-cancel") as HTMLButtonElement).click();
     const [msg] = model.send.mock.calls[0];

@@ -48,7 +48,20 @@ export function plotData(s: Series, selected: number, failSummaries: Map<number,
   return data;
 }
 
-export function plotLayout(s: Series, dark: boolean, height: number): Record<string, unknown> {
+/** What an empty chart says, by the job's status: a run that ended with nothing measured must not
+ * read as one still waiting. */
+export function emptyChartText(status: string): string {
+  switch (status) {
+    case "cancelled": return "cancelled before any candidate was measured";
+    case "cancelling": return "cancelling…";
+    case "failed": return "the job failed before any candidate was measured";
+    case "interrupted": return "the job stopped before any candidate was measured";
+    case "done": return "the job ended without a measured candidate";
+    default: return "waiting for the first measured candidate…";
+  }
+}
+
+export function plotLayout(s: Series, dark: boolean, height: number, status = "running"): Record<string, unknown> {
   const fg = dark ? "#d0d0d0" : "#333";
   const grid = dark ? "rgba(255,255,255,0.12)" : "rgba(0,0,0,0.08)";
   const empty = !s.okX.length && !s.failX.length && !s.pendX.length;
@@ -64,7 +77,7 @@ export function plotLayout(s: Series, dark: boolean, height: number): Record<str
     showlegend: true,
     legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom", bgcolor: "rgba(0,0,0,0)" }, // left: the modebar sits right
     xaxis,
-    annotations: empty ? [{ text: "waiting for the first measured candidate…", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { color: fg } }] : [],
+    annotations: empty ? [{ text: emptyChartText(status), showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { color: fg } }] : [],
     yaxis: {
       ...(empty ? { showticklabels: false, range: [0, 1] } : {}),
       title: { text: s.metric === "gflops" ? "GFLOPS (higher is better)" : `latency (${s.unit}, lower is better)` },

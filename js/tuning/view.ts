@@ -97,7 +97,7 @@ export class DashboardView {
       }
     };
     on(["status", "done", "total", "best", "failed_count", "elapsed", "job_error", "func", "target", "settings", "flops", "phase", "stopped_early", "roof"], () => this.renderHeader());
-    on(["latency", "flops", "selected", "failures", "pending", "total", "roof"], () => this.renderPlot());
+    on(["latency", "flops", "selected", "failures", "pending", "total", "roof", "status"], () => this.renderPlot());
     on(["failures", "failed_count", "selected"], () => this.renderFailures());
     on(["detail", "selected"], () => this.renderDetail());
     on(["notice"], () => this.renderNotice());
@@ -225,7 +225,7 @@ export class DashboardView {
     this.els.plot.dataset.failed = String(series.failX.length);
     const roof = this.metric === "roofline" ? rooflineData(series, m.get("roof") || {}) : [];
     if (roof.length) this.plot.draw(roof, rooflineLayout(isDarkTheme(), height));
-    else this.plot.draw(plotData(series, m.get("selected"), summaries), plotLayout(series, isDarkTheme(), height));
+    else this.plot.draw(plotData(series, m.get("selected"), summaries), plotLayout(series, isDarkTheme(), height, m.get("status") || "running"));
   }
 
   renderFailures(): void {

@@ -47,7 +47,9 @@ def _texts(nb) -> list[str]:
     return out
 
 
-def run_notebook(name: str, tmp_path: Path, monkeypatch) -> tuple[object, str]:
+def run_notebook(name: str, tmp_path: Path, monkeypatch, after: dict[str, str] | None = None) -> tuple[object, str]:
+    """``after``: code to run right after the first cell whose source contains the key (what a
+    student's clicks in a widget do, through the same Python API, between two cells)."""
     from nbclient import NotebookClient
 
     work = tmp_path / "notebooks"
@@ -57,6 +59,9 @@ def run_notebook(name: str, tmp_path: Path, monkeypatch) -> tuple[object, str]:
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     monkeypatch.setenv("TVM_NUM_THREADS", os.environ.get("TVM_NUM_THREADS", str(len(os.sched_getaffinity(0)))))
     nb = nbformat.read(str(work / name), as_version=4)
+    for marker, code in (after or {}).items():
+        at = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and marker in c.source)
+        nb.cells.insert(at + 1, nbformat.v4.new_code_cell(code))
     client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
                             resources={"metadata": {"path": str(work)}})
     t0 = time.monotonic()
@@ -76,6 +81,7 @@ def run_notebook(name: str, tmp_path: Path, monkeypatch) -> tuple[object, str]:
             elif o.output_type == "stream" and o.name == "stderr" and "Traceback" in o.text:
                 errors.append(o.text[-2000:])
     assert not errors, "\n".join(errors)
+    assert not list(work.glob("mlc_tune_*")), "tuning records were left next to the notebooks"
     return nb, "\n".join(_texts(nb))
 
 
@@ -120,6 +126,20 @@ def test_01_tensorir(tmp_path, monkeypatch):
 
 
 @slow
+def test_01_after_clicks_in_the_explorer(tmp_path, monkeypatch):
+    """A student clicks split and parallel in the explorer before running the walk-through: it still
+    runs (it starts from the original program) and shows the chapter's program."""
+    clicks = ('session.apply("split", "Y/j", factors=[None, 8])\n'
+              'session.apply("parallel", "Y/i")\n'
+              'print("clicked to step", session.current.id)')
+    nb, text = run_notebook("01_tensorir.ipynb", tmp_path, monkeypatch,
+                            after={"explorer = mlc_lab.explore(MyModule)": clicks})
+    assert "clicked to step 2" in text
+    assert 'T.sblock("Y_init")' in text and "for k, j_1 in T.grid(128, 4):" in text
+    assert "replays to the same program: True" in text
+
+
+@slow
 def test_02_exercises(tmp_path, monkeypatch):
     nb, text = run_notebook("02_exercises.ipynb", tmp_path, monkeypatch)
     assert "Example: element-wise add: PASSED" in text
@@ -148,6 +168,22 @@ def test_03_auto_opt(tmp_path, monkeypatch):
     assert re.search(rf"tuned: default space\s+{NUMBER} GFLOP/s =\s+{NUMBER}% of the roof", text)  # ends on the roofline
     assert text.count("<<widget>>") >= 4  # explorer + three dashboards
     assert "<<plotly figure>>" in text
+
+
+@slow
+def test_03_after_cancelling_the_tuning_runs(tmp_path, monkeypatch):
+    """The notebook says a tuning run may be cancelled: cancel each one at once (the dashboard's
+    Cancel) and the notebook still runs to the end, saying what happened."""
+    cancel = 'print("dashboard:", {board}.cancel())'
+    nb, text = run_notebook("03_auto_opt.ipynb", tmp_path, monkeypatch, after={
+        "board = dashboard(job_session, student)": cancel.format(board="board"),
+        'job_auto = tune(': "print('job:', job_auto.cancel())",
+        'job_linear = tune(': "print('job:', job_linear.cancel())",
+    })
+    assert "dashboard: cancelled" in text
+    assert "status: cancelled" in text
+    assert "The tuning run was cancelled before any candidate was measured" in text
+    assert re.search(rf"tuned \(session\)\s+{NUMBER} ms", text)
 
 
 @slow

@@ -3,6 +3,8 @@ that differs from the target gets a report naming each difference (block, loop, 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import mlc_lab
@@ -200,6 +202,25 @@ def test_a_partial_schedule_gets_its_differences_named():
     assert "4 structural difference(s)" in text and "your loop nests:" in text and "the target's loop nests:" in text
     html = rep._repr_html_()
     assert "sch.parallel(n)" in html and "sch.unroll(k_1)" in html and "<table" in html
+
+
+def test_following_the_hints_in_the_order_listed_works():
+    """The grader lists what is left in an order that works: the loops' kinds, then
+    decompose_reduction (TVM refuses parallel after it), whose hint names its loop."""
+    s = target_schedule(mlc_lab.Session(exercises.BMM_RELU), upto=4)
+    rep = exercises.check_bmm_relu(s, numeric=False)
+    hints = [d.hint for d in rep.differences]
+    assert hints[-1].startswith("sch.decompose_reduction('Y', 'Y/k_0')"), hints
+    assert "after parallel" in hints[-1]
+    for hint in hints:  # do what each one says, in order: none fails
+        call = re.match(r"sch\.(\w+)\((.*?)\)(:|$)", hint)
+        assert call, hint
+        args = [a.strip().strip("'") for a in call.group(2).split(",")]
+        if call.group(1) in ("parallel", "unroll", "vectorize"):
+            args = [a if "/" in a else f"Y/{a}" if a != "ax0" else "C/ax0" for a in args]
+        s.apply(call.group(1), *args)
+    left = exercises.check_bmm_relu(s, numeric=False)
+    assert [d.what for d in left.differences] == ["the loop has another kind"]  # only the init's vectorize
 
 
 def test_the_distance_shrinks_towards_the_target():
