@@ -207,6 +207,39 @@ def _tvm():
     return exercises_tvm
 
 
+RUN_TIMEOUT_S = 60.0
+
+
+def run_function(module: Any, func_name: str, inputs: list[np.ndarray], timeout: float = RUN_TIMEOUT_S) -> dict:
+    """Build ``func_name`` for the native CPU and call it on ``inputs`` (one array per parameter), in
+    the worker process (an out-of-bounds store costs the worker, never the kernel). Returns
+    {"ok": True, "outputs": [arrays after the call]} or
+    {"ok": False, "stage": "build"|"run"|"crash"|"timeout", "error": one line, "detail": text}."""
+    from mlc_lab.core.worker import worker
+    from mlc_lab.errors import MeasureError
+
+    try:
+        outputs = worker().call("run_function", timeout=timeout, module=_tvm().module_json(module), func_name=func_name,
+                                inputs=[np.ascontiguousarray(a) for a in inputs])
+    except MeasureError as exc:
+        if exc.kind == "timeout":
+            return {"ok": False, "stage": "timeout",
+                    "error": f"the program ran for more than {timeout:g} s and was stopped (an endless loop?)", "detail": ""}
+        if exc.kind == "crash":
+            return {"ok": False, "stage": "crash",
+                    "error": "the program crashed while running (" + _signal_of(exc.summary) + "); an index outside a buffer?",
+                    "detail": exc.detail}
+        return {"ok": False, "stage": exc.kind, "error": exc.summary, "detail": exc.detail}
+    return {"ok": True, "outputs": outputs}
+
+
+def _signal_of(text: str) -> str:
+    import re
+
+    match = re.search(r"\((SIG\w+|signal \d+)\)", text)
+    return match.group(1) if match else "the worker died"
+
+
 def _module(program: Any) -> Any:
     """An IRModule from whatever the student hands in."""
     if hasattr(program, "module") and hasattr(program, "original") and hasattr(program, "loop_tree"):
@@ -269,7 +302,7 @@ def numeric_check(program: Any, func_name: str, inputs: list[np.ndarray], expect
         rep.checks.append(Check("signature", False, "; ".join(bad)))
         return rep
     rep.checks.append(Check("signature", True, ", ".join(f"{p['name']} {_shape_text(p['shape'], p['dtype'])}" for p in sig)))
-    result = _tvm().run_function(mod, name, inputs)
+    result = run_function(mod, name, inputs)
     if not result.get("ok"):
         rep.checks.append(Check(result.get("stage", "run"), False, result.get("error", "failed")))
         return rep

@@ -1,4 +1,4 @@
-// Generated from mlc_lab/core/model.py by `python -m mlc_lab.core.model_ts`: do not edit.
+// Generated from mlc_lab/model/steps.py by `python -m mlc_lab.core.model_ts`: do not edit.
 
 export interface BufferInfo {
   name: string;

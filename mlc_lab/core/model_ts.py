@@ -1,4 +1,4 @@
-"""Writes js/lib/model.ts, the TypeScript types of mlc_lab.core.model (run it after changing the model).
+"""Writes js/lib/model.ts, the TypeScript types of mlc_lab.model.steps (run it after changing the model).
 
     .venv/bin/python -m mlc_lab.core.model_ts        # rewrites js/lib/model.ts
     .venv/bin/python -m mlc_lab.core.model_ts --check  # exit 1 when the file is stale
@@ -15,7 +15,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from mlc_lab.core import model
+from mlc_lab.model import steps as model
 
 TARGET = Path(__file__).resolve().parents[2] / "js" / "lib" / "model.ts"
 # In the order they are written; LoopTree (a dict class) is written by hand below.
@@ -65,7 +65,7 @@ def _fields(cls: type) -> list[tuple[str, str, bool]]:
 
 
 def render() -> str:
-    out = ["// Generated from mlc_lab/core/model.py by `python -m mlc_lab.core.model_ts`: do not edit.", ""]
+    out = ["// Generated from mlc_lab/model/steps.py by `python -m mlc_lab.core.model_ts`: do not edit.", ""]
     for name in TYPES:
         cls = getattr(model, name)
         doc = (cls.__doc__ or "").strip().splitlines()

@@ -131,7 +131,7 @@ class Session:
 
     @property
     def trace(self) -> str:
-        return self._state.trace_text()
+        return trace_io.printed_trace(self._state.trace)
 
     @property
     def trace_json(self) -> list:
@@ -170,7 +170,7 @@ class Session:
         lines = changed_lines(self._states[step.parent].script, script) if step.parent is not None else []
         return StepView(
             id=step.id, parent=step.parent, kind=step.kind, primitive=step.primitive, label=step.label,
-            script=script, loop_tree=state.loop_tree(), trace=state.trace_text(), changed_lines=tuple(lines),
+            script=script, loop_tree=state.loop_tree(), trace=trace_io.printed_trace(state.trace), changed_lines=tuple(lines),
             created=step.created, decisions=tuple(self._decisions_of(sid)),
             measurement=self.measurements.get(sid),
         )

@@ -1,7 +1,7 @@
 """Tuning jobs: meta_schedule in its own process group, state on disk, a handle in the kernel.
 
 `tune(...)` writes the job into a work directory, starts it as a detached worker job
-(``python -m mlc_lab.tvm.worker_main --job tune WORK_DIR``, see `mlc_lab.core.worker`) and
+(``python -m mlc_lab.core.worker_main --job tune WORK_DIR``, see `mlc_lab.core.worker`) and
 returns a `TuneJob` at once. Everything the job learns lands in
 meta_schedule's JSON database in that directory (one line per trial, in trial order) plus a side
 file with error texts and trace texts, so a cancel, a crash or a kernel restart loses nothing:

@@ -1,4 +1,4 @@
-"""Every out-of-process job of mlc_lab, one mechanism: ``python -m mlc_lab.tvm.worker_main``.
+"""Every out-of-process job of mlc_lab, one mechanism: ``python -m mlc_lab.core.worker_main``.
 
 Generated code (measuring, the exercise graders, lowering checks) and meta_schedule can segfault
 or hang; they run in a child process in its own process group, so that the Jupyter kernel never
@@ -10,7 +10,7 @@ does. Two ways to use that child, both through this module:
 - `start_job`: a detached child running one long request (a tuning job) that outlives the
   kernel; it is found again by pid (`job_running`) and stopped with its whole group (`stop_job`).
 
-The request types live in one table, `mlc_lab.tvm.worker_main.REQUESTS`: adding one is one line
+The request types live in one table, `mlc_lab.core.worker_main.REQUESTS`: adding one is one line
 there plus a function taking the request dict and returning plain data. Process control is psutil's.
 """
 
@@ -37,7 +37,7 @@ from mlc_lab.tvm.wire import decode, encode
 
 DEFAULT_TIMEOUT_S = 30.0
 START_TIMEOUT_S = 120.0
-ENTRY = "mlc_lab.tvm.worker_main"  # the module every child runs; also how a job is recognised
+ENTRY = "mlc_lab.core.worker_main"  # the module every child runs; also how a job is recognised
 
 
 def child_env() -> dict[str, str]:

@@ -1,7 +1,7 @@
 """Lowering a PrimFunc into the plain access program that ``mlc_lab.core.access`` analyses.
 
 The one place where the access analysis touches TVM: the function is walked once, and every loop,
-block, guard and buffer access becomes plain data (``mlc_lab.core.access.program``). Decisions
+block, guard and buffer access becomes plain data (``mlc_lab.model.access_program``). Decisions
 taken here:
 
 * block iteration variables and let-bound variables are replaced by their values, so index
@@ -24,7 +24,7 @@ import tvm
 from tvm import tirx
 from tvm.s_tir import SBlockRealize
 
-from mlc_lab.core.access.program import (
+from mlc_lab.model.access_program import (
     Access, AccessProgram, BufferInfo, Const, Leaf, Loop, Op, Opaque, Seq, Var)
 from mlc_lab.errors import AccessAnalysisError
 

@@ -2,7 +2,7 @@
 
 Everything here takes and returns plain data (text, dicts, numpy arrays) except the few helpers that
 accept an IRModule from the caller. The functions that *run* generated code (`measure_request`) are
-meant to be called inside the measure worker (`mlc_lab.tvm.worker_main`), never in a Jupyter kernel.
+meant to be called inside the measure worker (`mlc_lab.core.worker_main`), never in a Jupyter kernel.
 """
 
 from __future__ import annotations
@@ -13,12 +13,19 @@ import re
 import shutil
 import time
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from mlc_lab._threads import ensure_tvm_threads
 from mlc_lab.tvm import timing
+from mlc_lab.tvm.targets import (  # noqa: F401  (re-exported: callers use build.resolve_target and friends)
+    DEFAULT_CUDA_ARCH,
+    cpu_target,
+    gpu_present,
+    resolve_target,
+    target_to_json,
+)
 from mlc_lab.tvm.wire import RequestFailure
 
 ensure_tvm_threads()
@@ -26,7 +33,6 @@ ensure_tvm_threads()
 import tvm  # noqa: E402
 from tvm.s_tir.meta_schedule.arg_info import ArgInfo  # noqa: E402
 
-DEFAULT_CUDA_ARCH = "sm_90"
 DEFAULT_MAX_THREADS_PER_BLOCK = 1024
 DEFAULT_MAX_SHARED_BYTES = 48 * 1024
 
@@ -82,66 +88,7 @@ def estimate_flops(mod: Any, func_name: str | None = None) -> float:
 
 
 # ----------------------------------------------------------------------------------------- targets
-
-
-def cpu_target() -> Any:
-    """The native CPU target (`mcpu` of this machine); plain "llvm" is generic x86-64 and much slower."""
-    return tvm.target.Target.from_device(tvm.cpu())
-
-
-def gpu_present() -> bool:
-    try:
-        return bool(tvm.cuda(0).exist)
-    except Exception:  # noqa: BLE001 - a runtime without CUDA support at all
-        return False
-
-
-def resolve_target(spec: Any) -> Any:
-    """"cpu"/"llvm" -> native CPU; "cuda"/"gpu" -> CUDA (this GPU's arch if present); a dict or a
-    TVM target string/tag otherwise. CUDA targets get the native CPU as host."""
-    if isinstance(spec, tvm.target.Target):
-        target = spec
-    elif spec is None or spec in ("cpu", "llvm", "native"):
-        return cpu_target()
-    elif spec in ("cuda", "gpu"):
-        if gpu_present():
-            target = tvm.target.Target.from_device(tvm.cuda(0))
-        else:
-            target = tvm.target.Target({"kind": "cuda", "arch": DEFAULT_CUDA_ARCH})
-    elif isinstance(spec, dict):
-        spec = dict(spec)
-        if spec.get("kind") == "llvm" and "mcpu" not in spec and "mtriple" not in spec:
-            native = dict(cpu_target().attrs)
-            for key in ("mtriple", "mcpu"):
-                if key in native:
-                    spec[key] = str(native[key])
-        target = tvm.target.Target(spec)
-    else:
-        target = tvm.target.Target(spec)
-    if target.kind.name == "cuda" and target.host is None:
-        target = tvm.target.Target(target, host=cpu_target())
-    return target
-
-
-def target_to_json(target: Any) -> dict:
-    """A JSON-safe dict of a target (host included), as meta_schedule accepts."""
-    target = resolve_target(target)
-    out = _plain(dict(target.export()))
-    return out
-
-
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, (bool, int, float, str)) or obj is None:
-        return obj
-    if isinstance(obj, tvm.tirx.IntImm):
-        return int(obj.value)
-    if isinstance(obj, tvm.tirx.FloatImm):
-        return float(obj.value)
-    if hasattr(obj, "items"):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)) or hasattr(obj, "__iter__"):
-        return [_plain(v) for v in obj]
-    return str(obj)
+# (in mlc_lab.tvm.targets, which the machine probe imports too; re-exported here for the callers)
 
 
 def compile_module(mod: Any, target: Any) -> Any:
@@ -454,25 +401,15 @@ COMPULSORY = "compulsory: every element of every argument once"
 FOOTPRINT = "footprint: every element of every global buffer the function touches, once"
 
 
-def function_traffic(mod: Any, func_name: str, inputs: list[np.ndarray]) -> tuple[float, str, dict]:
-    """(bytes, which count, bytes per buffer) for the roofline: the distinct bytes of the whole
-    function from the footprint analysis, or the arguments' sizes where the analysis cannot say
-    (symbolic shapes, accesses it cannot place)."""
-    from mlc_lab.core.access.traffic import function_bytes
-    from mlc_lab.tvm import access_ir
-
-    try:
-        by_buffer = function_bytes(access_ir.lower(mod[func_name]))
-        if by_buffer:
-            return float(sum(by_buffer.values())), FOOTPRINT, by_buffer
-    except Exception:  # noqa: BLE001 - the analysis is a refinement; the compulsory count stands
-        pass
+def compulsory_traffic(inputs: list[np.ndarray]) -> tuple[float, str, dict]:
     return float(sum(a.nbytes for a in inputs)), COMPULSORY, {}
 
 
-def measure_request(req: dict) -> dict:
+def measure_request(req: dict, traffic: Callable[[Any, str, list], tuple[float, str, dict]] | None = None) -> dict:
     """Build `req["module"]`, check it against `req["reference"]`, time it. Runs generated code:
-    call it only in the worker process."""
+    call it only in the worker process. `traffic(module, func_name, inputs)` counts the bytes for
+    the roofline on CPU (default: the arguments' sizes; the worker's "measure" request passes the
+    footprint count of `mlc_lab.core.access.traffic`)."""
     func_name = req.get("func_name")
     mod = module_from_text(req["module"])
     func_name, one = single_function_module(mod, func_name)
@@ -574,8 +511,8 @@ def measure_request(req: dict) -> dict:
     except Exception as exc:  # noqa: BLE001
         raise MeasureFailure("run", "the program failed while being timed", str(exc)) from exc
     median = stats["latency_s"]
-    nbytes, bytes_source, bytes_by_buffer = function_traffic(one, func_name, inputs) if kind == "llvm" else (
-        float(sum(a.nbytes for a in inputs)), COMPULSORY, {})
+    nbytes, bytes_source, bytes_by_buffer = (traffic(one, func_name, inputs) if traffic is not None and kind == "llvm"
+                                             else compulsory_traffic(inputs))
     threads = timing.threads() if kind == "llvm" else None
     return {
         **stats,

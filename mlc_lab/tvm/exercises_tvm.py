@@ -2,7 +2,7 @@
 
 Two jobs: run one function of a student's module on given numpy inputs, and test two functions for
 TVM's structural equality. Running generated code happens in the worker process
-(`mlc_lab.core.worker`, request "run_function") so that an out-of-bounds store in a student's
+(request "run_function", sent by ``mlc_lab.exercises.run_function``) so that an out-of-bounds store in a student's
 program costs the worker, never the Jupyter kernel.
 """
 
@@ -19,7 +19,6 @@ ensure_tvm_threads()
 import tvm  # noqa: E402
 import tvm.s_tir  # noqa: E402,F401  (registers s_tir node types)
 
-RUN_TIMEOUT_S = 60.0
 
 
 def _module_of(obj: Any) -> Any:
@@ -68,34 +67,10 @@ def functions_equal(a: Any, b: Any, func_a: str, func_b: str) -> bool:
     return structural_equal(fa, fb)
 
 
-def run_function(module: Any, func_name: str, inputs: list[np.ndarray], timeout: float = RUN_TIMEOUT_S) -> dict:
-    """Build ``func_name`` for the native CPU and call it on ``inputs`` (one array per parameter), in
-    the worker process. Returns {"ok": True, "outputs": [arrays after the call]} or
-    {"ok": False, "stage": "build"|"run"|"crash"|"timeout", "error": one line, "detail": text}."""
-    from mlc_lab.core.worker import worker
-    from mlc_lab.errors import MeasureError
-
-    mod = _module_of(module)
-    try:
-        outputs = worker().call("run_function", timeout=timeout, module=tvm.ir.save_json(mod), func_name=func_name,
-                                inputs=[np.ascontiguousarray(a) for a in inputs])
-    except MeasureError as exc:
-        if exc.kind == "timeout":
-            return {"ok": False, "stage": "timeout",
-                    "error": f"the program ran for more than {timeout:g} s and was stopped (an endless loop?)", "detail": ""}
-        if exc.kind == "crash":
-            return {"ok": False, "stage": "crash",
-                    "error": "the program crashed while running (" + _signal_of(exc.summary) + "); an index outside a buffer?",
-                    "detail": exc.detail}
-        return {"ok": False, "stage": exc.kind, "error": exc.summary, "detail": exc.detail}
-    return {"ok": True, "outputs": outputs}
-
-
-def _signal_of(text: str) -> str:
-    import re
-
-    match = re.search(r"\((SIG\w+|signal \d+)\)", text)
-    return match.group(1) if match else "the worker died"
+def module_json(module: Any) -> str:
+    """``tvm.ir.save_json`` of the IRModule behind ``module`` (a Schedule, a PrimFunc or an IRModule):
+    how a program travels to the worker."""
+    return tvm.ir.save_json(_module_of(module))
 
 
 def run_function_request(req: dict) -> list[np.ndarray]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import s_tir, tirx
 
-from mlc_lab.core.model import LoopTree
+from mlc_lab.model.steps import LoopTree
 
 _LOOP_FUNCS = {
     "grid": "serial",

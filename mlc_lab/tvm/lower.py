@@ -8,7 +8,7 @@ spans survive lowering, and LLVM turns them into debug locations (`.loc 1 LINE` 
 hence a loop, of the script the student sees.
 
 Everything returned is plain data (text, numbers, dicts). Compiling can crash or hang on odd
-programs: call this in the worker process (`worker_main`, request "lower"), not in a kernel.
+programs: call this in the worker process (`mlc_lab.core.worker_main`, request "lower"), not in a kernel.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ ensure_tvm_threads()
 import tvm  # noqa: E402
 from tvm.script import tirx as T  # noqa: E402
 
-from mlc_lab.tvm.build import cpu_target, gpu_present  # noqa: E402
+from mlc_lab.tvm.targets import cpu_target, gpu_present  # noqa: E402
 
 ACCUMULATORS = 16  # independent FMA chains per thread: latency (4 cycles) x 2 FMA ports, doubled
 FMA_ITERS = 20000  # one chunk: 20000 x 16 vector FMAs, ~0.2 ms at 2 GHz with two FMA ports

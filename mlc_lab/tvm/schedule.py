@@ -21,7 +21,7 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError, Trace
 
-from mlc_lab.core.model import LoopTree, ref_of
+from mlc_lab.model.steps import LoopTree, ref_of
 from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError
 from mlc_lab.tvm import looptree, program
 from mlc_lab.tvm.step_errors import step_error as _step_error
@@ -226,11 +226,6 @@ class State:
     @property
     def trace(self) -> Trace:
         return self._sch.trace if self._sch is not None else self._trace
-
-    def trace_text(self) -> str:
-        from mlc_lab.tvm.trace_io import printed_trace  # trace_io imports this module
-
-        return printed_trace(self.trace)
 
     def trace_json(self) -> list:
         return to_plain(self.trace.as_json())

@@ -132,7 +132,7 @@ def timed(mod: Any, func_name: str, dev: Any, args: list, method: TimingMethod =
             results = time_function(mod, func_name, dev, args, method)
         out = {**summary(results), "others_cores": probe.cores}
         if speed_probe and threads() > 1:
-            from mlc_lab.tvm.machine import parallel_speed  # machine imports the builder: only when asked
+            from mlc_lab.tvm.machine import parallel_speed  # the probe compiles a kernel: only when asked
 
             out["parallel_speed"] = parallel_speed(threads())["parallel_speed"]
         return out

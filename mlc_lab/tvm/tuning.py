@@ -1,5 +1,5 @@
 """meta_schedule glue. `run_job` runs inside the tuning job (the worker's "tune" request,
-``python -m mlc_lab.tvm.worker_main --job tune WORK_DIR``);
+``python -m mlc_lab.core.worker_main --job tune WORK_DIR``);
 the small helpers at the top (`prepare_workload`, `rewrite_session_space`, `tuning_target`) are
 called by the kernel-side `mlc_lab.core.tune` to write the job's files.
 

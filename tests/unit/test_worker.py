@@ -14,7 +14,7 @@ import pytest
 from mlc_lab.core.worker import ENTRY, job_running, stop_group, worker
 from mlc_lab.errors import MeasureError
 from mlc_lab.tvm.wire import decode, encode
-from mlc_lab.tvm.worker_main import REQUESTS
+from mlc_lab.core.worker_main import REQUESTS
 
 
 def test_every_request_type_names_a_function():

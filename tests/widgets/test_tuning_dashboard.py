@@ -125,7 +125,7 @@ class TunedSession(FakeSession):
 
 def running_process() -> subprocess.Popen:
     """A stand-in for the tuning job: its command line names the worker's entry and the tune job."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "mlc_lab.tvm.worker_main", "tune"],
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "mlc_lab.core.worker_main", "tune"],
                             start_new_session=True)
     threading.Thread(target=proc.wait, daemon=True).start()  # reap it once stopped (no zombie)
     return proc

@@ -14,7 +14,7 @@ from mlc_lab.core.access.budget import BUDGET_BYTES, Budget
 from mlc_lab.core.access.footprint import footprint
 from mlc_lab.core.access.gpu import gpu_stats
 from mlc_lab.core.access.model import Footprint, GpuStats, LoopFootprint, WarpAccess
-from mlc_lab.core.access.program import (
+from mlc_lab.model.access_program import (
     Access, AccessProgram, BufferInfo, Const, Leaf, Loop, Op, Opaque, Seq, Var, op)
 from mlc_lab.errors import AccessAnalysisError
 

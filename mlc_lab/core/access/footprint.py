@@ -9,9 +9,18 @@ from mlc_lab.core.access.budget import Budget
 from mlc_lab.core.access.expr import Affine, Decomposer, Digit, NonAffine
 from mlc_lab.core.access.grid import build_grid
 from mlc_lab.core.access.model import Footprint, LoopFootprint
-from mlc_lab.core.access.program import AccessProgram
+from mlc_lab.model.access_program import AccessProgram
 from mlc_lab.core.access.shapes import bind_shapes
 from mlc_lab.core.access.space import ProgramIndex, Query
+from mlc_lab.errors import AccessAnalysisError
+
+
+def loop_of(prog: AccessProgram, loop) -> object:
+    """The program's loop by id, name or Loop; an unknown or ambiguous name is an AccessAnalysisError."""
+    try:
+        return prog.loop(loop if not hasattr(loop, "id") else loop.id)
+    except LookupError as exc:
+        raise AccessAnalysisError(str(exc)) from None
 
 
 def index_of(program: AccessProgram, shape_vars: dict | None = None) -> ProgramIndex:
@@ -54,7 +63,7 @@ def footprint(program: AccessProgram, loop, at: dict | None = None, *, counts: b
     """
     index = index_of(program, shape_vars)
     prog = index.prog
-    q = Query(index, prog.loop(loop if not hasattr(loop, "id") else loop.id), at, sweep_threads)
+    q = Query(index, loop_of(prog, loop), at, sweep_threads)
     budget = budget or Budget()
     steps = q.total_steps
     gs = groups(q)

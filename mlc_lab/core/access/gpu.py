@@ -16,11 +16,11 @@ import math
 import numpy as np
 
 from mlc_lab.core.access.expr import evaluate
-from mlc_lab.core.access.footprint import groups, index_of
+from mlc_lab.core.access.footprint import groups, index_of, loop_of
 from mlc_lab.core.access.budget import Budget
 from mlc_lab.core.access.grid import axis, check_points, plan_access
 from mlc_lab.core.access.model import GpuStats, WarpAccess
-from mlc_lab.core.access.program import AccessProgram
+from mlc_lab.model.access_program import AccessProgram
 from mlc_lab.core.access.space import BLOCK_TAGS, THREAD_TAGS, Query
 from mlc_lab.errors import AccessAnalysisError
 
@@ -36,7 +36,7 @@ def gpu_stats(program: AccessProgram, loop, at: dict | None = None, warp: int | 
     (by tag or loop name) for block loops inside ``loop`` (their first value otherwise).
     """
     index = index_of(program, shape_vars)
-    q = Query(index, index.prog.loop(loop if not hasattr(loop, "id") else loop.id), at)
+    q = Query(index, loop_of(index.prog, loop), at)
     dims = index.launch()
     nx, ny, nz = (dims.get(t, 1) for t in THREAD_TAGS)
     nthreads = nx * ny * nz

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlc_lab.core.access.program import AccessProgram, Const, Leaf, Loop, Op, Seq, Var
+from mlc_lab.model.access_program import AccessProgram, Const, Leaf, Loop, Op, Seq, Var
 from mlc_lab.errors import AccessAnalysisError
 
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")

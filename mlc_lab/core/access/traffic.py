@@ -11,12 +11,13 @@ a schedule adds (`cache_write` to "global").
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from mlc_lab.core.access.budget import BUDGET_BYTES
 from mlc_lab.core.access.footprint import footprint
-from mlc_lab.core.access.program import AccessProgram, Leaf, Loop, Seq
+from mlc_lab.model.access_program import AccessProgram, Leaf, Loop, Seq
 from mlc_lab.errors import AccessAnalysisError
 
 
@@ -59,3 +60,27 @@ def function_bytes(program: AccessProgram, scopes: tuple[str, ...] = ("global",)
                 itemsize[name] = fp.itemsize
             whole[fp._box_slices()] |= fp.box_touched
     return {name: int(np.count_nonzero(arr)) * itemsize[name] for name, arr in touched.items()}
+
+
+def function_traffic(mod: Any, func_name: str, inputs: list[np.ndarray]) -> tuple[float, str, dict]:
+    """(bytes, which count, bytes per buffer) for the roofline: the distinct bytes of the whole
+    function from the footprint analysis, or the arguments' sizes where the analysis cannot say
+    (symbolic shapes, accesses it cannot place). Runs in the worker, beside the timing."""
+    from mlc_lab.tvm import access_ir
+    from mlc_lab.tvm.build import FOOTPRINT, compulsory_traffic
+
+    try:
+        by_buffer = function_bytes(access_ir.lower(mod[func_name]))
+        if by_buffer:
+            return float(sum(by_buffer.values())), FOOTPRINT, by_buffer
+    except Exception:  # noqa: BLE001 - the analysis is a refinement; the compulsory count stands
+        pass
+    return compulsory_traffic(inputs)
+
+
+def measure_request(req: dict) -> dict:
+    """The worker's "measure" request: `mlc_lab.tvm.build.measure_request` (build, check, time),
+    its bytes counted by `function_traffic` (core's analysis, which the tvm layer may not import)."""
+    from mlc_lab.tvm.build import measure_request as build_and_time
+
+    return build_and_time(req, traffic=function_traffic)

@@ -179,9 +179,7 @@ class AccessProgram:
         if isinstance(ref, int):
             return self.loops[ref]
         found = [lp for lp in self.loops if lp.name == ref]
-        from mlc_lab.errors import AccessAnalysisError
-
-        if len(found) != 1:
+        if len(found) != 1:  # core's analysis says it as an AccessAnalysisError (see footprint.loop_of)
             what = "no loop" if not found else f"{len(found)} loops"
-            raise AccessAnalysisError(f"{what} called {ref!r} in function {self.name}")
+            raise LookupError(f"{what} called {ref!r} in function {self.name}")
         return found[0]

@@ -1,7 +1,7 @@
 """The worker process of `mlc_lab.core.worker`: every out-of-process job of mlc_lab runs here.
 
-    python -m mlc_lab.tvm.worker_main                      serve requests on stdin (persistent)
-    python -m mlc_lab.tvm.worker_main --job NAME WORK_DIR  run one long request, detached (tuning)
+    python -m mlc_lab.core.worker_main                      serve requests on stdin (persistent)
+    python -m mlc_lab.core.worker_main --job NAME WORK_DIR  run one long request, detached (tuning)
 
 Protocol of the persistent mode: one JSON object per line on stdin ({"id", "op", ...}); one per line
 back on the *original* stdout ({"id", "ok", "result"} or {"id", "ok": false, "kind", "error",
@@ -12,6 +12,8 @@ is {"ready": true, "pid", "env"}.
 To add a request type: one line in REQUESTS ("op": "module:function"); the function takes the
 request dict and returns JSON-able data (numpy arrays allowed), or raises `wire.RequestFailure`.
 Handlers are imported on first use, so a request type costs nothing until it is asked for.
+This entry point sits in core, above the one door to TVM: a handler may join the two layers (the
+measurement's byte count comes from core's access analysis of what `mlc_lab.tvm.build` times).
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from mlc_lab.tvm.wire import RequestFailure, decode, encode
 
 REQUESTS: dict[str, str] = {
     "env": "mlc_lab.tvm.build:environment_request",
-    "measure": "mlc_lab.tvm.build:measure_request",
+    "measure": "mlc_lab.core.access.traffic:measure_request",
     "cuda": "mlc_lab.tvm.build:cuda_request",
     "lower": "mlc_lab.tvm.lower:lower_request",
     "run_function": "mlc_lab.tvm.exercises_tvm:run_function_request",
+    "numeric_gpu": "mlc_lab.tvm.opencl:numeric_gpu_request",
     "machine": "mlc_lab.tvm.machine:machine_request",
     "tune": "mlc_lab.tvm.tuning:tune_request",  # a --job: {"work_dir": ...}
 }
@@ -94,7 +97,7 @@ def main(argv: list[str]) -> int:
             prestart(argv[2])
         result = handler(argv[1])({"work_dir": argv[2]})
         return int(result) if isinstance(result, int) else 0
-    print("usage: python -m mlc_lab.tvm.worker_main [--job NAME WORK_DIR]", file=sys.stderr)
+    print("usage: python -m mlc_lab.core.worker_main [--job NAME WORK_DIR]", file=sys.stderr)
     return 2
 
 
