@@ -96,6 +96,9 @@ class Session:
     # --- construction from traces --------------------------------------------------------------
     @classmethod
     def from_trace(cls, module: Any, trace: Any, func: str | None = None, *, seed: int | None = None) -> "Session":
+        """A session of ``module`` with ``trace`` replayed: a path to a trace file, TVM's printed trace
+        or a pasted ``apply_trace`` function, its JSON, ``sch.trace``, or a meta_schedule tuning
+        record (a database line or its JSON). The trace is parsed by a whitelist, never executed."""
         session = cls(module, func, seed=seed)
         session.replay(trace)
         return session
@@ -150,6 +153,13 @@ class Session:
         lines += [f"    {stmt}" for stmt in body] or ["    pass"]
         lines.append("    return sch")
         return "\n".join(lines) + "\n"
+
+    def submission(self, step: int | None = None) -> str:
+        """The schedule of the step (default: current) as the function courses ask students to hand
+        in, ``def apply_trace(sch: s_tir.Schedule) -> None:`` with its import: it runs unchanged on
+        ``tvm.s_tir.Schedule(prim_func)`` and reads back with ``Session.from_trace``."""
+        state = self._state if step is None else self._state_of(step)
+        return trace_io.apply_trace_source(state.trace)
 
     def loop_tree(self, step: int | None = None) -> dict:
         state = self._state if step is None else self._state_of(step)
@@ -358,9 +368,16 @@ class Session:
         The trace is parsed, never executed. On any error nothing changes and ``TraceParseError``
         says which line.
         """
-        calls = self._parse_trace(trace)
-        root_state = self._states[0]
-        built = self._replay_calls(root_state, calls, env={})
+        trace, path = trace_io.read_trace_source(trace)
+        try:
+            calls = self._parse_trace(trace)
+            built = self._replay_calls(self._states[0], calls, env={})
+        except TraceParseError as exc:
+            if path is None:
+                raise
+            named = TraceParseError(f"{path}: {exc}")
+            named.line = exc.line
+            raise named from None
         if not built:  # nothing but look-ups: the trace describes the original program
             self._move(0, "replay")
             return self.current
@@ -373,7 +390,8 @@ class Session:
         return self.current
 
     def _parse_trace(self, trace: Any) -> list[trace_io.TraceCall]:
-        """A trace in any form a user holds (text, JSON, ``sch.trace``, a tuning record) as calls."""
+        """A trace in any form a user holds (a path to a file, text, a pasted ``apply_trace`` function,
+        JSON, ``sch.trace``, a tuning record) as calls; a file is read, never run."""
         data = trace_io.trace_data(trace)
         if isinstance(data, str):
             return trace_io.parse_trace_text(data)
