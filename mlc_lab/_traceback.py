@@ -125,6 +125,13 @@ def render(exc: BaseException) -> list[str]:
     for f in frames:
         out.append(f"  in {where_label(f.filename, f.lineno)}: {f.line}" if f.line else
                    f"  in {where_label(f.filename, f.lineno)}")
-    if rest.strip():
-        out += [""] + rest.strip("\n").splitlines()
+    detail = rest.strip("\n").splitlines()
+    if detail and detail[0].startswith("  involved: "):  # said already when the sentence lists them
+        names = detail[0][len("  involved: "):].split(", ")
+        if all(n in head for n in names):
+            detail = detail[1:]
+    while detail and not detail[0].strip():
+        detail = detail[1:]
+    if detail:
+        out += [""] + detail
     return out
