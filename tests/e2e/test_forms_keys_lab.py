@@ -141,3 +141,38 @@ def test_forms_keys_one_intent_one_step(lab_server, page, artifacts):
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         for p in shots:
             shutil.copy(p, Path(SHOTS) / p.name)
+
+
+BAD_PROGRAM_CELL = '''import mlc_lab
+# the program, as a string in the cell
+PROGRAM = """
+from tvm.script import tirx as T
+
+@T.prim_func(s_tir=True)
+def add(A: T.Buffer((8,), "float32"), B: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.sblock("B"):
+            vi = T.axis.spatial(8, i)
+            B[vi] = A[vi] + bias
+"""
+session = mlc_lab.Session(PROGRAM)'''
+
+
+def test_a_program_error_names_the_cell_line(lab_server, page, artifacts):
+    url, root = lab_server
+    write_notebook(root / "program_error.ipynb", [BAD_PROGRAM_CELL])
+    lab = Lab(page, url, artifacts, prefix="program-error")
+    lab.open("program_error.ipynb")
+    run_cell(page, 0)
+    err = cell(page, 0).locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    err.wait_for(timeout=60_000)
+    text = err.inner_text()
+    lines = text.splitlines()
+    assert lines[0].startswith("LoadError: line 9 of the program text: TVMScript does not parse"), text
+    # the string starts on the cell's line 3: the program's line 9 is the cell's line 11
+    assert "line 9 of the program text is Cell In[1], line 11: B[vi] = A[vi] + bias" in text
+    assert "mlc_lab/" not in text and "Traceback" not in text
+    shot = lab.shot("cell-line-of-the-program", cell(page, 0))
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(SHOTS) / shot.name)
