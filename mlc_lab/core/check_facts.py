@@ -72,6 +72,12 @@ class Kernel:
     sites: list                    # Sites inside the kernel
 
     @property
+    def ids(self) -> set:
+        if not hasattr(self, "_ids"):
+            self._ids = {lp.id for lp in self.loops}
+        return self._ids
+
+    @property
     def threads(self) -> int:
         return math.prod(self.launch.get(t, 1) for t in THREAD_TAGS)
 
@@ -172,6 +178,9 @@ class StepFacts:
             used |= free_vars(e)
         used |= {lp.id for lp in extra_loops}
         fixed = dict(fixed or {})
+        if kernel is not None:       # loops above the kernel run on the host: one launch at a time
+            fixed.update({lp.id: int(lp.min) for lp in site.chain
+                          if lp.id not in kernel.ids and isinstance(lp.min, int) and lp.id not in fixed})
         loops = [lp for lp in site.chain] + list(acc.inner)
         axes: list = []          # (key, extent): key is a tag or a loop id
         for lp in loops:

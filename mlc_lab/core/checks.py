@@ -217,3 +217,6 @@ def _jsonable(value: Any) -> Any:
         return value.item()
     except AttributeError:
         return str(value)
+
+
+from mlc_lab.core import check_rules as _rules  # noqa: E402,F401  (fills CHECKS; it imports this module)
