@@ -88,11 +88,16 @@ test_all() {
     setup_python
     setup_js
     bash scripts/install_browser.sh
+    # Types, lint and the import contract first (seconds; scripts/check.sh also runs alone); the
+    # tests still run when a check fails, and the run fails at the end.
+    local checks=ok
+    bash scripts/check.sh || checks=failed
     say "JS unit tests (vitest)"
     npm test --silent
     use_labextension
     say "Python, widget and real-browser tests (pytest)"
     "$VENV/bin/python" -m pytest "$@"
+    if [ "$checks" != ok ]; then say "the static checks failed (see the start of this run)"; return 1; fi
 }
 
 case "${1:-}" in

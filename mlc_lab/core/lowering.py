@@ -137,7 +137,7 @@ class Lowering:
     def __repr__(self) -> str:
         return f"<Lowering {self.summary().splitlines()[0]}>"
 
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+    def _repr_pretty_(self, printer: Any, _cycle: bool) -> None:
         printer.text(self.summary())
 
     def to_json(self, *, texts: bool = True) -> dict:

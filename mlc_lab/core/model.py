@@ -5,23 +5,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlc_lab.model.steps import (  # re-exported
-    BlockNode as BlockNode,
-    BufferInfo as BufferInfo,
-    Change as Change,
-    Decision as Decision,
-    FailedAttempt as FailedAttempt,
-    FuncNode as FuncNode,
-    IterVar as IterVar,
-    LoopNode as LoopNode,
-    LoopTree as LoopTree,
-    StepSummary as StepSummary,
-    StepView as StepView,
-    changed_lines as changed_lines,
-    plain as plain,
-    ref_of as ref_of,
-    replace as replace,
+from mlc_lab.model.steps import (
+    BlockNode,
+    BufferInfo,
+    Change,
+    Decision,
+    FailedAttempt,
+    FuncNode,
+    IterVar,
+    LoopNode,
+    LoopTree,
+    StepSummary,
+    StepView,
+    changed_lines,
+    plain,
+    ref_of,
+    replace,
 )
+
+__all__ = ["BlockNode", "BufferInfo", "Change", "Decision", "FailedAttempt", "FuncNode", "IterVar", "LoopNode",
+           "LoopTree", "StepSummary", "StepView", "changed_lines", "plain", "ref_of", "replace"]
 
 # The rest of the model lives with the code that computes it; found here by name, imported on first
 # use (importing this module loads no numpy, TVM or worker).

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import contextlib
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable

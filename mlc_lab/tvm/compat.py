@@ -516,7 +516,7 @@ class _Rewriter(ast.NodeVisitor):
         elif _CLI_TARGET.match(node.value):
             self.replace_node(node, cli_target_to_dict(node.value))
 
-    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+    def visit_JoinedStr(self, _node: ast.JoinedStr) -> None:
         return  # f-string pieces are not separate literals in the source
 
     # -- calls: R.call_tir, tune_tir, bare relax Tensor annotations -------------------------------

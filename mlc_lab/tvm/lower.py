@@ -91,7 +91,7 @@ class _PassRecorder:
         )
         self._stack.append((index, mod, _hash(mod), time.perf_counter()))
 
-    def run_after_pass(self, mod: Any, info: Any) -> None:
+    def run_after_pass(self, mod: Any, _info: Any) -> None:
         index, before, before_hash, t0 = self._stack.pop()
         if index is None:
             return
@@ -119,7 +119,7 @@ class _PassRecorder:
             index = self.records[index]["base"]
         return self.input_script if index < 0 else self.records[index]["script"]
 
-    def should_run(self, mod: Any, info: Any) -> bool:
+    def should_run(self, _mod: Any, _info: Any) -> bool:
         return True
 
     def fail(self, exc: BaseException, stage: str) -> None:

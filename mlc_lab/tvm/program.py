@@ -90,7 +90,7 @@ def parse_text(text: str, filename: str = "<script>") -> tvm.IRModule:
     try:
         parsed = tvm.script.from_source(snippet, extra_vars=_script_globals(extra)) if extra else (
             tvm.script.from_source(snippet))
-    except Exception as exc:  # TVM raises DiagnosticError, or plain errors from the evaluator
+    except Exception as exc:  # noqa: BLE001  (TVM raises DiagnosticError, or plain errors from the evaluator)
         raise _load_error(exc, snippet, offset, original, filename) from None
     if isinstance(parsed, tirx.PrimFunc):
         parsed = _module_from_primfunc(parsed)

@@ -305,7 +305,7 @@ class State:
         new = State(sch, self.func, self.block_rvs, make=self._make, sampled_loops=self.sampled_loops)
         if name == "sample_perfect_tile":  # the only primitive that adds a perfect-tile sample
             new._note_samples(before)
-        outputs = new._outputs(result, before, sampled_location=name == "sample_compute_location")
+        outputs = new._outputs(result, sampled_location=name == "sample_compute_location")
         return new, outputs
 
     def _note_samples(self, start: int) -> None:
@@ -319,7 +319,7 @@ class State:
                 except Exception:  # noqa: BLE001  (not a loop of this schedule: leave it unnamed)
                     pass
 
-    def _outputs(self, result: Any, first_new: int, sampled_location: bool = False) -> list[Output]:
+    def _outputs(self, result: Any, sampled_location: bool = False) -> list[Output]:
         if result is None:
             return []
         items = list(result) if isinstance(result, (list, tuple)) or _is_array(result) else [result]

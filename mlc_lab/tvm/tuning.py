@@ -359,7 +359,7 @@ def _make_progress_callback(work_dir: str, first_line: int, best_latency: float 
             self.line = first_line
             self.best = best_latency
 
-        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+        def apply(self, _task_scheduler, _task_id, measure_candidates, builder_results, runner_results) -> None:
             timeline.event("batch_measured", n=len(measure_candidates))
             lines = []
             for cand, br, rr in zip(measure_candidates, builder_results, runner_results):

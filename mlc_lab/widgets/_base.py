@@ -281,7 +281,7 @@ class RpcWidget(anywidget.AnyWidget):
         super().__init__(**kwargs)
         self.on_msg(self._handle_request)
 
-    def _handle_request(self, _widget: Any, content: Any, buffers: list[Any] | None) -> None:
+    def _handle_request(self, _widget: Any, content: Any, _buffers: list[Any] | None) -> None:
         if not isinstance(content, dict) or content.get("kind") != REQUEST:
             return
         started = time.perf_counter()
@@ -326,7 +326,7 @@ class RpcWidget(anywidget.AnyWidget):
         except Exception:  # noqa: BLE001  (a record is a nicety; the reply went out)
             log.exception("mlc_lab: recording the reply to %r failed", method)
 
-    def _mlc_record_params(self, method: str, params: dict) -> dict:
+    def _mlc_record_params(self, _method: str, params: dict) -> dict:
         """The parameters a reply is recorded under (js/lib/offline.ts looks it up with the same)."""
         return params
 

@@ -286,7 +286,6 @@ class Explorer(RpcWidget):
               then_split: bool = False) -> dict:
         args = list(args or [])
         kwargs = dict(kwargs or {})
-        before = self._session.current.id
         # One state message for the whole click: the new step, the history delta, the selection.
         with self._lock, self.hold_sync():
             try:
@@ -295,11 +294,11 @@ class Explorer(RpcWidget):
                     loop = kwargs.get("loop", args[0] if args else None)
                     result = self._session.apply("split", loop, factors=result)
             except ScheduleStepError as exc:
-                self._record_failure(exc, before, primitive, args, kwargs)
+                self._record_failure(exc, primitive, args, kwargs)
                 raise RequestError(exc.summary, detail=exc.detail, involved=list(exc.involved),
                                    primitive=getattr(exc, "primitive", primitive), type="step") from None
             except MlcLabError as exc:
-                self._record_failure(exc, before, primitive, args, kwargs)
+                self._record_failure(exc, primitive, args, kwargs)
                 raise RequestError(str(exc), primitive=primitive, type=type(exc).__name__) from None
             names = _names(result)
             self._select_new(names)
@@ -484,7 +483,7 @@ class Explorer(RpcWidget):
     def _set_error(self, **fields: Any) -> None:
         self.error = {"id": next(self._error_ids), **{k: _plain(v) for k, v in fields.items()}}
 
-    def _record_failure(self, exc: BaseException, parent: Any, primitive: str, args: list, kwargs: dict) -> None:
+    def _record_failure(self, exc: BaseException, primitive: str, args: list, kwargs: dict) -> None:
         """Show a failed click: the Session keeps the attempt (``Session.failed``); the banner says why."""
         with self.hold_sync():
             self._sync_failures()

@@ -224,7 +224,7 @@ class SweepResult(list):
         ok = [(v, m) for v, m in self if _get(m, "latency_s") is not None and not _get(m, "error")]
         return min(ok, key=lambda vm: _get(vm[1], "latency_s")) if ok else None
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+    def _repr_mimebundle_(self, **_kwargs: Any) -> dict:
         # JupyterLab draws plotly's own MIME type offline (the renderer ships with plotly).
         import plotly.io as pio
 

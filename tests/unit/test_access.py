@@ -8,9 +8,15 @@ slow: use it on shapes of 16..64.
 from __future__ import annotations
 
 import itertools
+import random
+import sys
+from pathlib import Path
 
 import numpy as np
+import pytest
 import tvm
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 from tvm import tirx
 from tvm.s_tir import SBlockRealize
 
@@ -324,14 +330,6 @@ class Oracle:
 
 # ==============================================================================================
 # Tests
-
-import random
-import sys
-from pathlib import Path
-
-import pytest
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

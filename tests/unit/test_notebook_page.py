@@ -8,7 +8,6 @@ import json
 import re
 
 import nbformat
-import pytest
 
 from mlc_lab.cli import main
 from mlc_lab.notebook_page import WIDGET_STATE, WIDGET_VIEW, export_notebook, prepare
@@ -20,8 +19,11 @@ FE, EXP, OTHER, LAYOUT = "f" * 32, "e" * 32, "a" * 32, "b" * 32
 def saved_notebook(with_plot: bool = True) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    view = lambda mid: nbformat.v4.new_output("display_data", data={WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": mid},
-                                                                   "text/plain": f"<widget {mid[:4]}>"})
+
+    def view(mid: str) -> nbformat.NotebookNode:
+        return nbformat.v4.new_output("display_data", data={WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": mid},
+                                                            "text/plain": f"<widget {mid[:4]}>"})
+
     outputs = [view(EXP), view(OTHER)]
     if with_plot:
         outputs.append(nbformat.v4.new_output("display_data", data={"application/vnd.plotly.v1+json": {"data": [{"type": "scatter", "y": [1, 2]}], "layout": {}}}))
