@@ -431,7 +431,7 @@ def vectorize(sf: StepFacts) -> CheckResult | None:
         hint = f" (the innermost loop {sf.loop_name(inner.id)} of {r.name} is a candidate)" if inner is not None else ""
         return CheckResult("vectorize", False, f"no loop is vectorized{hint}: vectorize an innermost data-parallel "
                                                f"loop with unit stride", r.name, ev)
-    lp = vec[0]
+    lp = next((x for x in vec if chain and x in chain), vec[0])
     return CheckResult("vectorize", True, f"loop {sf.loop_name(lp.id)} is vectorized, {lp.extent} lanes wide",
                        sf.loop_name(lp.id), ev)
 
@@ -499,31 +499,41 @@ def packing(sf: StepFacts) -> CheckResult | None:
     r, chain, sites = _cpu_main(sf)
     if r is None or not chain:
         return None
-    inner = chain[-1]
-    params = set(sf.original.blocks and _inputs(sf))
+    params = _inputs(sf)
+    spatial = [lid for lid in r.loops if lid in r.loops_of("S")]
     ev: dict = {"packed": []}
     for s in sites:
         if s.access.kind != "read" or s.access.buffer in r.writes:
             continue
         prods = sf.producers(s.access.buffer)
-        if not prods:
+        if not prods or not any(x in params for x in prods[0].reads):
             continue
         p = prods[0]
-        if not any(x in params for x in p.reads):
+        if not _relayout(sf, p.name):
             continue
-        st = _stride(sf, s, inner.id)
-        ev["packed"].append({"buffer": s.access.buffer, "from": list(p.reads), "by": p.name, "stride": st})
-    good = [x for x in ev["packed"] if x["stride"] is not None and abs(x["stride"]) <= 1]
+        unit = [lid for lid in spatial if _stride(sf, s, lid) == 1]
+        ev["packed"].append({"buffer": s.access.buffer, "from": list(p.reads), "by": p.name,
+                             "unit_stride_loop": sf.loop_name(unit[-1]) if unit else None})
+    good = [x for x in ev["packed"] if x["unit_stride_loop"]]
     if good:
         g = good[0]
         return CheckResult("packing", True,
-                           f"{r.name} reads {g['buffer']}, a copy of {', '.join(g['from'])} packed by block "
-                           f"{g['by']}, with unit stride in its innermost loop {sf.loop_name(inner.id)}",
-                           g["by"], ev)
+                           f"{r.name} reads {g['buffer']}, a copy of {', '.join(g['from'])} that block {g['by']} lays "
+                           f"out so that loop {g['unit_stride_loop']} reads it contiguously", g["by"], ev)
     return CheckResult("packing", False,
-                       f"no operand of {r.name} is packed: cache_read the operand its innermost loop "
-                       f"{sf.loop_name(inner.id)} reads with a large stride into a buffer laid out in the order the "
-                       f"loops walk it (transform_layout)", r.name, ev)
+                       f"no operand of {r.name} is packed: cache_read the operand read with a large stride and "
+                       f"transform_layout it so that an inner spatial loop reads it contiguously", r.name, ev)
+
+
+def _relayout(sf: StepFacts, block: str) -> bool:
+    """Does the copy block write its buffer in another layout than it reads it?"""
+    ss = sf.block_sites(block)
+    w = next((s for s in ss if s.access.kind == "write"), None)
+    rd = next((s for s in ss if s.access.kind == "read"), None)
+    if w is None or rd is None:
+        return False
+    return (len(w.access.indices) != len(rd.access.indices)
+            or any(str(a) != str(b) for a, b in zip(w.access.indices, rd.access.indices)))
 
 
 def _inputs(sf: StepFacts) -> set:
