@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { TreeIndex, lineSpan } from "../explorer/tree";
+import { applicable } from "../explorer/primitives";
 import { block, loop, mmRelu } from "./fixtures";
 
 describe("TreeIndex", () => {
@@ -49,6 +50,20 @@ describe("TreeIndex", () => {
     const c = t.find({ kind: "block", name: "C" })!;
     expect(t.computeAtTargets(c).map((e) => e.ref)).toEqual(["Y/i", "Y/j", "k"]);
     expect(t.ancestorLoops(c).map((e) => e.ref)).toEqual(["C/i", "C/j"]);
+  });
+
+  it("compute_at offers only the consumers' loops, reverse_compute_at only the producers'", () => {
+    const c = t.find({ kind: "block", name: "C" })!;
+    const y = t.find({ kind: "block", name: "Y" })!;
+    expect(t.computeAtTargets(y, "consumers").map((e) => e.ref)).toEqual(["C/i", "C/j"]);
+    expect(t.computeAtTargets(c, "consumers")).toEqual([]); // C feeds nothing: no loop where compute_at works
+    expect(t.computeAtTargets(c, "producers").map((e) => e.ref)).toEqual(["Y/i", "Y/j", "k"]);
+    expect(t.computeAtTargets(y, "producers")).toEqual([]); // Y reads only the function's inputs
+    const offered = (b: string) => applicable(t.find({ kind: "block", name: b }), t).map((o) => o.spec.name);
+    expect(offered("C")).not.toContain("compute_at");
+    expect(offered("C")).toContain("reverse_compute_at");
+    expect(offered("Y")).toContain("compute_at");
+    expect(offered("Y")).not.toContain("reverse_compute_at");
   });
 
   it("navigates like a list", () => {

@@ -161,14 +161,14 @@ export const PRIMITIVES: PrimitiveSpec[] = [
     key: "c",
     target: "block",
     help: "Compute this (producer) block inside a loop of its consumer.",
-    fields: (e, t) => computeAtFields(e, t, hasReduce(e.node as BlockNode)),
+    fields: (e, t) => computeAtFields(e, t, "consumers"),
   },
   {
     name: "reverse_compute_at",
     key: "c",
     target: "block",
     help: "Compute this (consumer) block inside a loop of its producer.",
-    fields: (e, t) => computeAtFields(e, t, false),
+    fields: (e, t) => computeAtFields(e, t, "producers"),
   },
   {
     name: "decompose_reduction",
@@ -258,9 +258,9 @@ function annotateFields(): Field[] {
   ];
 }
 
-function computeAtFields(e: Entry, t: TreeIndex, _reduction: boolean): Field[] | null {
+function computeAtFields(e: Entry, t: TreeIndex, among: "consumers" | "producers"): Field[] | null {
   if (isRootBlock(e)) return null;
-  const targets = t.computeAtTargets(e);
+  const targets = t.computeAtTargets(e, among);
   if (!targets.length) return null;
   return [
     { kind: "choice", name: "loop", label: "under loop", options: targets.map(opt) },

@@ -145,9 +145,24 @@ export class TreeIndex {
   }
 
   /** Loops a block may be moved under with compute_at / reverse_compute_at (outside its own nest). */
-  computeAtTargets(block: Entry): Entry[] {
+  /** Where a block can go: compute_at puts a producer under a loop of a block that reads what it
+   * writes (its consumers), reverse_compute_at a consumer under a loop of a block that writes what it
+   * reads (its producers). Loops of the block's own nest never count. Without the blocks' accesses
+   * (an older tree) every other loop of the function is offered. */
+  computeAtTargets(block: Entry, among: "consumers" | "producers" | "any" = "any"): Entry[] {
     const own = new Set(this.ancestors(block));
-    return this.entries.filter((e) => e.node.kind === "loop" && e.func === block.func && !own.has(e));
+    const node = block.node as BlockNode;
+    let related: Set<Entry> | null = null;
+    if (among !== "any" && node.reads && node.writes) {
+      const mine = new Set((among === "consumers" ? node.writes : node.reads).map(bufferOf));
+      related = new Set();
+      for (const e of this.entries) {
+        if (e === block || e.func !== block.func || !isBlock(e.node)) continue;
+        const theirs = among === "consumers" ? e.node.reads : e.node.writes;
+        if ((theirs ?? []).some((r) => mine.has(bufferOf(r)))) for (const a of this.ancestors(e)) related.add(a);
+      }
+    }
+    return this.entries.filter((e) => e.node.kind === "loop" && e.func === block.func && !own.has(e) && (!related || related.has(e)));
   }
 
   /** Visible order for keyboard navigation. */
@@ -163,6 +178,12 @@ export class TreeIndex {
     const child = entry.node.children?.[0];
     return child ? this.entryOf(child) : undefined;
   }
+}
+
+/** "Y[vi, vj]" -> "Y". */
+function bufferOf(region: string): string {
+  const at = region.indexOf("[");
+  return (at < 0 ? region : region.slice(0, at)).trim();
 }
 
 function onlyChild(node: AnyNode): TreeNode | undefined {

@@ -62,6 +62,9 @@ SAMPLING_KINDS = {"SamplePerfectTile", "SampleCategorical", "SampleComputeLocati
 
 # What each parameter name of a primitive takes, beyond literals.
 _LOOP_PARAMS = {"loop"}
+# What bind accepts as a thread axis (CUDA's grid and block indices, TVM's virtual threads).
+THREAD_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z",
+               "vthread", "vthread.x", "vthread.y", "vthread.z")
 _LOOP_LIST_PARAMS = {"ordered_loops", "loops"}
 _BLOCK_PARAMS = {"block", "reduction_block", "epilogue_block", "scope_block"}
 _BLOCK_LIST_PARAMS = {"consumer_blocks"}
@@ -449,6 +452,12 @@ class _Resolver:
             return self.loop(value)
         if pname == "loops" and isinstance(value, (list, tuple)):
             return [self.loop(v) for v in value]
+        if pname == "thread_axis" and self.primitive == "bind" and value not in THREAD_AXES:
+            # TVM takes any "threadIdx.*" and fails later, in the build, far from the step.
+            raise ScheduleStepError(
+                f"bind: {value!r} is not a GPU thread axis; the thread axes are {', '.join(THREAD_AXES)}",
+                primitive="bind",
+            )
         return self.literal(value)
 
     def literal(self, value: Any) -> Any:
