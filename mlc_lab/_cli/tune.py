@@ -8,6 +8,8 @@ import os
 import sys
 import time
 
+from mlc_lab._units import format_latency
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -40,7 +42,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def _bar(done: int, total: int, best: float | None, width: int = 30) -> str:
     frac = min(1.0, done / total) if total else 1.0
     filled = int(round(frac * width))
-    best_txt = f"  best {best * 1e3:.4f} ms" if best is not None else ""
+    best_txt = f"  best {format_latency(best)}" if best is not None else ""
     return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}{best_txt}"
 
 
@@ -84,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     )
     tty = sys.stderr.isatty()
     last = None
+    best = None
     interrupted = False
     try:
         while True:
@@ -104,6 +107,9 @@ def run(args: argparse.Namespace) -> int:
         print(file=sys.stderr)
     report = write_report(job, os.path.join(job.work_dir, "report.html"))
     summary = job.summary()
+    if summary["best_latency_s"] is not None:  # the figure the JSON gives, in the progress line's unit
+        print(f"best: {format_latency(summary['best_latency_s'])} (best_latency_s in the JSON below; "
+              f"the search's own figure was {format_latency(best) if best is not None else '—'})", file=sys.stderr)
     out = {
         "trials": summary["trials"],
         "best_latency_s": summary["best_latency_s"],
