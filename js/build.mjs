@@ -65,10 +65,14 @@ if (watch) {
   const ctx = await esbuild.context(options);
   await ctx.watch();
 } else {
-  await esbuild.build(options);
+  // The labextension's intermediate bundle (js/labextension/lib) lies under js/, the folder the
+  // wheel's build hook compares with mlc_lab/static by modification time (pyproject.toml,
+  // [tool.hatch.build.hooks.jupyter-builder]): it is built first, so that the widget bundles end up
+  // newer than every file under js/ and a wheel built where the bundles exist needs no npm.
   if (!skipLabext) {
     rmSync("js/labextension/lib", { recursive: true, force: true });
     await esbuild.build(labextOptions);
     buildLabextension();
   }
+  await esbuild.build(options);
 }
