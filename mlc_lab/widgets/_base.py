@@ -222,6 +222,10 @@ def rpc(name: str | None = None) -> Callable[[Callable[..., Any]], Callable[...,
 
 
 SEE_IT_LIVE = "mlc-lab export NOTEBOOK.ipynb -o DIR"
+# JupyterLab shows this text in place of a saved widget when the notebook is not trusted: say so first.
+SEE_IT_LIVE_HOW = ("To see it live: if this is JupyterLab or Notebook 7, trust the notebook (command palette, "
+                   "Ctrl+Shift+C: Trust Notebook) or run it; elsewhere, open it in JupyterLab with its "
+                   "widget state saved")
 
 
 def fallback_bundle(what: str) -> dict[str, str]:
@@ -231,15 +235,13 @@ def fallback_bundle(what: str) -> dict[str, str]:
     changes after it is displayed (an explorer at step 0 is at step 10 a few cells later), and a
     copy taken at display time would show a moment the notebook has left behind."""
     plain = (f"[mlc_lab {what}: an interactive widget. This text stands in for it where widgets "
-             "cannot be shown and does not follow its state. To see it live: run the notebook, open it "
-             "in JupyterLab or Notebook 7 with its widget state saved, or make an offline page with "
-             f"`{SEE_IT_LIVE}`.]")
+             f"cannot be shown and does not follow its state. {SEE_IT_LIVE_HOW}, or make an offline page "
+             f"with `{SEE_IT_LIVE}`.]")
     rich = ('<div class="mlc-lab-fallback" style="border:1px dashed #98a2b3;border-radius:4px;'
             'padding:6px 10px;color:#475467;font:13px sans-serif">'
             f"<b>mlc_lab {_html.escape(what)}</b>: an interactive widget. This text stands in for it "
-            "where widgets cannot be shown and does not follow its state. To see it live: run the notebook, "
-            "open it in JupyterLab or Notebook 7 with its widget state saved, or make an offline page with "
-            f"<code>{_html.escape(SEE_IT_LIVE)}</code>.</div>")
+            f"where widgets cannot be shown and does not follow its state. {_html.escape(SEE_IT_LIVE_HOW)}, "
+            f"or make an offline page with <code>{_html.escape(SEE_IT_LIVE)}</code>.</div>")
     return {"text/plain": plain, "text/html": rich}
 
 

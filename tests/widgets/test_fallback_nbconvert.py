@@ -61,6 +61,7 @@ def test_every_widget_says_what_it_is_and_not_its_state(comms, tmp_path):
     after = shown(explorer)
     assert before["text/plain"] == after["text/plain"] and before["text/html"] == after["text/html"]
     assert "schedule explorer of `mm_relu`" in after["text/plain"] and SEE_IT_LIVE in after["text/plain"]
+    assert "trust the notebook" in after["text/plain"] and "trust the notebook" in after["text/html"]
     assert FIRST_STEP_LINE not in after["text/plain"] and "step" not in after["text/plain"].split(":")[0]
     assert after["application/vnd.jupyter.widget-view+json"]["model_id"] == explorer.model_id
     memory = AccessView(s, "j_1")
