@@ -53,25 +53,8 @@ from mlc_lab.core.measure import measure, shutdown_worker  # noqa: E402
 from mlc_lab.core.tune import tune  # noqa: E402
 from benchmarks.machine import numpy_matmul as numpy_gflops  # noqa: E402  (numpy timed the same way)
 from mlc_lab import _contention  # noqa: E402
+from mlc_lab.tvm.course_programs import matmul  # noqa: E402  (the course's matmul, at any size)
 
-
-def matmul(n: int) -> str:
-    return f"""
-from tvm.script import ir as I
-from tvm.script import tirx as T
-
-@I.ir_module
-class Mod:
-    @T.prim_func(s_tir=True)
-    def main(A: T.Buffer(({n}, {n}), "float32"), B: T.Buffer(({n}, {n}), "float32"), C: T.Buffer(({n}, {n}), "float32")):
-        T.func_attr({{"global_symbol": "main", "tirx.noalias": True}})
-        for i, j, k in T.grid({n}, {n}, {n}):
-            with T.sblock("C"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    C[vi, vj] = T.float32(0)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-"""
 
 BARE_SNIPPET = """
 import sys, time

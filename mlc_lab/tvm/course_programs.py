@@ -34,7 +34,12 @@ class MyModule:
                 C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
 '''
 
-MATMUL = '''
+
+
+def matmul(n: int = 128, name: str = "main") -> str:
+    """The chapter-4 matmul ``C = A @ B`` at ``n`` x ``n`` (the course's is 128), its function
+    called ``name``: the one text of it that the Launcher, the tests and the benchmarks use."""
+    return f'''
 from tvm.script import ir as I
 from tvm.script import tirx as T
 
@@ -42,16 +47,19 @@ from tvm.script import tirx as T
 @I.ir_module
 class MyModule:
     @T.prim_func(s_tir=True)
-    def main(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128, 128), "float32"),
-             C: T.Buffer((128, 128), "float32")):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        for i, j, k in T.grid(128, 128, 128):
+    def {name}(A: T.Buffer(({n}, {n}), "float32"), B: T.Buffer(({n}, {n}), "float32"),
+             C: T.Buffer(({n}, {n}), "float32")):
+        T.func_attr({{"global_symbol": "{name}", "tirx.noalias": True}})
+        for i, j, k in T.grid({n}, {n}, {n}):
             with T.sblock("C"):
                 vi, vj, vk = T.axis.remap("SSR", [i, j, k])
                 with T.init():
                     C[vi, vj] = T.float32(0)
                 C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
 '''
+
+
+MATMUL = matmul(128)
 
 VECTOR_ADD = '''
 from tvm.script import ir as I

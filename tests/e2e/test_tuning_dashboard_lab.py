@@ -8,27 +8,12 @@ import time
 
 import pytest
 
+from mlc_lab.tvm.course_programs import matmul
 from tests.e2e.lab import Lab, write_notebook
 
 pytestmark = pytest.mark.e2e
 
-MATMUL = '''
-from tvm.script import ir as I
-from tvm.script import tirx as T
-
-
-@I.ir_module
-class Mod:
-    @T.prim_func(s_tir=True)
-    def mm(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
-        T.func_attr({"global_symbol": "mm", "tirx.noalias": True})
-        for i, j, k in T.grid(64, 64, 64):
-            with T.sblock("C"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    C[vi, vj] = T.float32(0)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-'''
+MATMUL = matmul(64, "mm")
 
 POINTS_JS = "() => Number(document.querySelector('.mlc-tuning .mlc-t-plot')?.dataset.points || 0)"
 
