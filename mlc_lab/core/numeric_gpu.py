@@ -92,7 +92,8 @@ def numeric_check(program_or_session: Any, trace: Any = None, *, sizes: Any = No
                             atol=atol)
     except MeasureError as exc:
         return _failure(exc, used, _shapes(small, func_name), timeout_s)
-    return _result(raw, used, rtol, atol)
+    against = "the unscheduled program" if trace is not None else "the program with its thread loops run in order"
+    return _result(raw, used, rtol, atol, against)
 
 
 # ----------------------------------------------------------------------------------------- set-up
@@ -130,9 +131,10 @@ def _at_size(original: Any, trace: Any, func_name: str, sizes: Any, shape_vars: 
         except ValueError as exc:
             raise NumericCheckError(str(exc)) from None
     if trace is None:
-        if literal:
-            raise NumericCheckError("sizes need the schedule's trace: the program is run as it is without one")
-        return original, original, {}
+        if literal or sizes is not None:
+            raise NumericCheckError("sizes need the schedule's trace: without one the program runs at its own size")
+        # The reference: the same program with its thread loops as plain loops (TensorIR's meaning).
+        return opencl.serial_version(original, func_name), original, {}
     dims = opencl.buffer_dims(original, func_name)
     full = _replay(original, trace, func_name, None)
     full_predicates = opencl.predicate_count(full, func_name)
@@ -236,7 +238,7 @@ def _failure(exc: MeasureError, used: dict, shape: dict, timeout_s: float) -> Nu
                          sizes=dict(used), diagnostics=[exc.detail[-2000:]] if exc.detail else [])
 
 
-def _result(raw: dict, used: dict, rtol: float, atol: float) -> NumericResult:
+def _result(raw: dict, used: dict, rtol: float, atol: float, against: str) -> NumericResult:
     wrong, total = int(raw["wrong"]), int(raw["total"])
     outputs = ", ".join(raw.get("outputs") or []) or "the outputs"
     diagnostics = list(raw.get("diagnostics") or [])
@@ -245,7 +247,7 @@ def _result(raw: dict, used: dict, rtol: float, atol: float) -> NumericResult:
     max_error = raw.get("max_error")
     engine = str(raw.get("engine", ""))
     if wrong == 0 and not diagnostics:
-        message = (f"all {total} elements of {outputs} match the unscheduled program "
+        message = (f"all {total} elements of {outputs} match {against} "
                    f"(max error {max_error:.3g}){_where(used)} on {engine}")
         verdict = "match"
     else:
@@ -273,3 +275,37 @@ def _num(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     return repr(value)
+
+
+# ----------------------------------------------------------------------------------------- given inputs
+
+
+def is_gpu_program(module: Any, func_name: str) -> bool:
+    """Whether any loop of the function is bound to blockIdx/threadIdx (it then builds only for a GPU)."""
+    from mlc_lab.tvm import build as tbuild
+
+    return bool(tbuild.thread_bound_loops(module, func_name))
+
+
+def run_gpu_function(module: Any, func_name: str, inputs: list, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+    """Run a thread-bound function on given inputs (one array per parameter) as OpenCL on the CPU,
+    in the worker. Returns {"ok": True, "outputs", "engine", "diagnostics"} or {"ok": False,
+    "stage": "build"|"check"|"crash"|"timeout", "error": one sentence, "detail"}: the shape of
+    `exercises`' CPU runner."""
+    import numpy as np
+
+    from mlc_lab.core.worker import worker
+    from mlc_lab.tvm import build as tbuild
+
+    try:
+        out = worker().call("run_opencl", timeout=timeout_s, module=tbuild.module_to_text(module),
+                            func_name=func_name, inputs=[np.ascontiguousarray(a) for a in inputs])
+    except MeasureError as exc:
+        if exc.kind == "crash":
+            return {"ok": False, "stage": "crash", "detail": exc.detail,
+                    "error": "the kernel crashed (out-of-bounds access?) while running as OpenCL on the CPU"}
+        if exc.kind == "timeout":
+            return {"ok": False, "stage": "timeout", "detail": "",
+                    "error": f"the kernel ran for more than {timeout_s:g} s and was stopped (an endless loop?)"}
+        return {"ok": False, "stage": exc.kind, "error": exc.summary, "detail": exc.detail}
+    return {"ok": True, **out}

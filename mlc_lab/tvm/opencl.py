@@ -183,45 +183,76 @@ def opencl_device() -> tuple[Any, str]:
 
 def run_opencl(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
     """Run the launches of `prog` (from `opencl_program`) on copies of `arrays` (one per parameter,
-    by name). Returns {"outputs": {name: array}, "guard_writes": {name: count}, "seconds": {...}}.
+    by name). Returns {"outputs": {name: array}, "guard_writes": {name: count}, "engine",
+    "diagnostics": [sentence], "seconds": {...}}.
 
-    Every buffer lives in a larger one, between guard bands filled with NaN (or a pattern for
-    integers): a kernel that writes outside a buffer changes a guard, and one that reads outside
-    it reads NaN, which shows in the result. A far-out access may still crash the process."""
+    On pocl every buffer lives in a larger one, between guard bands filled with NaN (or a pattern
+    for integers): a kernel that writes outside a buffer changes a guard, and one that reads outside
+    it reads NaN, which shows in the result; a far-out access may still crash the process. Oclgrind
+    checks every access itself and, with its data-race plugin, two threads writing one element
+    (or one reading what another writes) without a barrier between: its reports come back as
+    diagnostics."""
+    import os
+    import tempfile
+
     import pyopencl as cl
 
     t0 = time.perf_counter()
     dev, engine = opencl_device()
-    ctx = cl.Context([dev])
-    queue = cl.CommandQueue(ctx)
+    log_path = None
+    if engine == "oclgrind":
+        # Oclgrind reads its settings when a context is made: one log per run.
+        fd, log_path = tempfile.mkstemp(prefix="mlc_lab_oclgrind_", suffix=".log")
+        os.close(fd)
+        os.environ["OCLGRIND_LOG"] = log_path
+        os.environ["OCLGRIND_DATA_RACES"] = "1"
     try:
-        program = cl.Program(ctx, prog["source"]).build()
-    except cl.RuntimeError as exc:
-        raise OpenCLProgramError(f"{engine} could not compile TVM's OpenCL code: " + str(exc).strip().splitlines()[0]) from None
-    t_build = time.perf_counter()
-    max_group = int(dev.max_work_group_size)
+        ctx = cl.Context([dev])
+        queue = cl.CommandQueue(ctx)
+        try:
+            program = cl.Program(ctx, prog["source"]).build()
+        except cl.RuntimeError as exc:
+            raise OpenCLProgramError(f"{engine} could not compile TVM's OpenCL code: "
+                                     + str(exc).strip().splitlines()[0]) from None
+        t_build = time.perf_counter()
+        outputs, guard_writes = _launch_all(cl, ctx, queue, program, prog, arrays, engine,
+                                            guard_bytes=0 if engine == "oclgrind" else GUARD_BYTES,
+                                            max_group=int(dev.max_work_group_size))
+        t_run = time.perf_counter()
+        diagnostics = _oclgrind_diagnostics(log_path) if log_path else []
+    finally:
+        if log_path:
+            os.environ.pop("OCLGRIND_LOG", None)
+            try:
+                os.unlink(log_path)
+            except OSError:
+                pass
+    return {"outputs": outputs, "guard_writes": guard_writes, "engine": engine, "diagnostics": diagnostics,
+            "seconds": {"opencl_build": t_build - t0, "run": t_run - t_build}}
+
+
+def _launch_all(cl: Any, ctx: Any, queue: Any, program: Any, prog: dict, arrays: dict[str, np.ndarray], engine: str,
+                *, guard_bytes: int, max_group: int) -> tuple[dict, dict]:
     host: dict[str, np.ndarray] = {}
     for p in prog["params"]:
         host[p["name"]] = np.ascontiguousarray(arrays[p["name"]], dtype=p["dtype"]).copy()
     for a in prog["allocs"]:
         host[a["name"]] = _fill(np.empty(a["shape"], dtype=a["dtype"]))
-    guard = {}
     bufs = {}
     mf = cl.mem_flags
     for name, arr in host.items():
-        g = GUARD_BYTES // arr.itemsize
+        g = guard_bytes // arr.itemsize
         padded = _fill(np.empty(arr.size + 2 * g, dtype=arr.dtype))
         padded[g: g + arr.size] = arr.ravel()
-        guard[name] = (g, padded.copy())
         whole = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=padded)
-        inner = whole.get_sub_region(GUARD_BYTES, max(arr.nbytes, arr.itemsize))
-        bufs[name] = (whole, inner, padded)
-    kernels = {}
+        inner = whole.get_sub_region(guard_bytes, max(arr.nbytes, arr.itemsize)) if g else whole
+        bufs[name] = (whole, inner, padded, g)
+    kernels: dict[str, Any] = {}
     for launch in prog["launches"]:
         threads = int(np.prod(launch["block"]))
         if threads > max_group:
-            raise OpenCLProgramError(f"kernel {launch['kernel']} uses {threads} threads per block; {engine} runs at most "
-                                     f"{max_group}")
+            raise OpenCLProgramError(f"kernel {launch['kernel']} uses {threads} threads per block; {engine} runs at "
+                                     f"most {max_group}")
         kern = kernels.get(launch["kernel"]) or getattr(program, launch["kernel"])
         kernels[launch["kernel"]] = kern
         args = []
@@ -233,22 +264,65 @@ def run_opencl(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
         global_size = tuple(g * b for g, b in zip(launch["grid"], launch["block"]))
         kern(queue, global_size, tuple(launch["block"]), *args)
     queue.finish()
-    t_run = time.perf_counter()
     outputs, guard_writes = {}, {}
-    for name, (whole, _inner, padded) in bufs.items():
+    for name, (whole, _inner, padded, g) in bufs.items():
         back = np.empty_like(padded)
         cl.enqueue_copy(queue, back, whole)
-        g, before = guard[name]
         size = host[name].size
-        band = np.concatenate([back[:g], back[g + size:]])
-        band_before = np.concatenate([before[:g], before[g + size:]])
-        changed = int(np.count_nonzero(band.view(_uint_of(band)) != band_before.view(_uint_of(band))))
-        if changed:
-            guard_writes[name] = changed
+        if g:
+            unsigned = _uint_of(back)
+            band = np.concatenate([back[:g], back[g + size:]]).view(unsigned)
+            band_before = np.concatenate([padded[:g], padded[g + size:]]).view(unsigned)
+            changed = int(np.count_nonzero(band != band_before))
+            if changed:
+                guard_writes[name] = changed
         outputs[name] = back[g: g + size].reshape(host[name].shape)
     queue.finish()
-    return {"outputs": outputs, "guard_writes": guard_writes, "engine": engine,
-            "seconds": {"pocl_build": t_build - t0, "run": t_run - t_build}}
+    return outputs, guard_writes
+
+
+# Oclgrind's report headlines, in a student's words.
+_OCLGRIND_KINDS = (
+    ("Invalid write", "the kernel writes outside a buffer", ""),
+    ("Invalid read", "the kernel reads outside a buffer", ""),
+    ("Write-write data race", "two threads write the same element with no barrier between", "a race"),
+    ("Read-write data race", "a thread reads an element that another thread writes with no barrier between", "a race"),
+    ("Work-group divergence", "the threads of a block reach different barriers", "a barrier inside a branch?"),
+    ("Uninitialized value", "the kernel uses a value that was never written", ""),
+)
+
+
+def _oclgrind_diagnostics(path: str) -> list[str]:
+    """One sentence per kind of problem Oclgrind reported: how many, in which memory, which kernel."""
+    try:
+        with open(path, errors="replace") as fh:
+            text = fh.read(4_000_000)
+    except OSError:
+        return []
+    counts: dict[str, list] = {}
+    kernel = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("Kernel:"):
+            kernel = stripped.split(":", 1)[1].strip()
+            continue
+        if not line or line[0].isspace():
+            continue
+        for head, words, note in _OCLGRIND_KINDS:
+            if line.startswith(head):
+                memory = next((m for m in ("global", "local", "private") if f" {m} memory" in line), "")
+                entry = counts.setdefault((words, note), [0, set(), kernel])
+                entry[0] += 1
+                if memory:
+                    entry[1].add(memory)
+                break
+    out = []
+    capped = "at least " if "suppressing further errors" in text else ""
+    for (words, note), (count, memories, _kernel) in counts.items():
+        where = f" in {' and '.join(sorted(memories))} memory" if memories else ""
+        notes = ", ".join(n for n in (note, f"{capped}{count} report(s) from Oclgrind") if n)
+        out.append(f"{words}{where} ({notes})")
+    return out
 
 
 def _fill(arr: np.ndarray) -> np.ndarray:
@@ -316,6 +390,19 @@ def _shape_vars(func: Any) -> list[Any]:
             if isinstance(dim, tvm.tirx.Var):
                 found.append(dim)
     return found
+
+
+_THREAD_LOOP = re.compile(r"T\.thread_binding\(([^()]*?),\s*thread=\"[^\"]+\"\)")
+_SCOPE = re.compile(r",\s*scope=\"(shared|shared\.dyn|local|warp)\"")
+
+
+def serial_version(mod: Any, func_name: str | None) -> Any:
+    """The function with its thread-bound loops as plain loops and shared/local buffers as
+    ordinary ones: the same computation in TensorIR's sequential meaning, which builds for the CPU.
+    The reference for a bound program that comes without the trace that made it."""
+    func_name, one = tbuild.single_function_module(mod, func_name)
+    text = _SCOPE.sub("", _THREAD_LOOP.sub(lambda m: f"range({m.group(1)})", one.script()))
+    return tbuild.module_from_text(text)
 
 
 def predicate_count(mod: Any, func_name: str | None) -> int:
@@ -391,7 +478,7 @@ def numeric_gpu_request(req: dict) -> dict:
     return {
         "wrong": wrong, "total": total, "max_error": max_error, "worst": worst, "outputs": outputs,
         "shape": {name: list(shape) for name, shape, _ in specs},
-        "guard_writes": ran["guard_writes"], "engine": ran["engine"],
+        "guard_writes": ran["guard_writes"], "engine": ran["engine"], "diagnostics": ran["diagnostics"],
         "nan_read": bool(worst is not None and isinstance(worst["got"], float) and np.isnan(worst["got"])),
         "launches": [{"kernel": x["kernel"], "grid": x["grid"], "block": x["block"]} for x in prog["launches"]],
         "seconds": {"build": t_built - t0, "reference": t_ref - t_built, **ran["seconds"],
@@ -404,3 +491,28 @@ def _first_line(text: str) -> str:
         if line.strip():
             return line.strip()[:300]
     return "unknown error"
+
+
+def run_function_request(req: dict) -> dict:
+    """The worker's "run_opencl" request: {"module", "func_name", "inputs"} -> {"outputs": [arrays
+    after the call, one per parameter], "engine", "diagnostics"}: a thread-bound function run on
+    given inputs (what `exercises.numeric_check` does with a GPU schedule)."""
+    from mlc_lab.tvm.wire import RequestFailure
+
+    mod = tbuild.module_from_text(req["module"])
+    func_name = req["func_name"]
+    try:
+        prog = opencl_program(mod, func_name)
+    except OpenCLProgramError as exc:
+        raise RequestFailure("check", str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - TVM refused to build it
+        text = str(exc).strip()
+        raise RequestFailure("build", "the program does not build for OpenCL: " + _first_line(text), text[-3000:]) from None
+    names = [p["name"] for p in prog["params"]]
+    try:
+        ran = run_opencl(prog, dict(zip(names, req["inputs"])))
+    except OpenCLProgramError as exc:
+        raise RequestFailure("check", str(exc)) from None
+    diagnostics = [f"the kernel wrote {n} element(s) outside buffer {b}" for b, n in ran["guard_writes"].items()]
+    return {"outputs": [ran["outputs"][n] for n in names], "engine": ran["engine"],
+            "diagnostics": diagnostics + ran["diagnostics"]}
