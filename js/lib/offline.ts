@@ -128,10 +128,13 @@ export async function gunzip(view: DataView): Promise<DataView> {
 /** A record's `data` as it was before it was stored (decompressed if it was compressed). */
 export async function recordData(rec: { get(name: string): any }): Promise<DataView | undefined> {
   const data = rec.get("data") as unknown;
-  if (!data) return undefined;
+  if (!data || !isBytes(data)) return undefined; // `{}`: bytes lost by a save that wrote them as JSON
   const view = asView(data);
+  if (!view.byteLength) return undefined;
   return rec.get("encoding") === "gzip" ? gunzip(view) : view;
 }
+
+const isBytes = (b: unknown) => b instanceof DataView || b instanceof ArrayBuffer || ArrayBuffer.isView(b);
 
 /** A recorded reply to ``method(params)``, or null. */
 export async function recordedReply(model: object, method: string, params: Record<string, unknown>): Promise<OfflineAnswer | null> {
@@ -149,7 +152,9 @@ export async function recordedReply(model: object, method: string, params: Recor
   } catch {
     return null;
   }
-  const raw = ((rec.get("buffers") ?? []) as unknown[]).map(asView);
+  const stored = (rec.get("buffers") ?? []) as unknown[];
+  if (!stored.every(isBytes)) return null; // bytes lost in the save: as good as not recorded
+  const raw = stored.map(asView);
   const buffers = gz ? await Promise.all(raw.map(gunzip)) : raw;
   if (rec.get("ok") === false) return { result: null, buffers: [], error: (result ?? { summary: "failed" }) as OfflineAnswer["error"] };
   return { result, buffers };

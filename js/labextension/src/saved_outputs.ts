@@ -9,6 +9,7 @@
 import type { IRenderMime } from "@jupyterlab/rendermime-interfaces";
 import { PanelLayout, Widget } from "@lumino/widgets";
 import { SavedWidgets, WIDGET_STATE_MIME, WIDGET_VIEW_MIME, type SavedState } from "../../lib/saved";
+import { completeWidgetState, type ManagerLike } from "./widget_state";
 
 interface RenderMimeLike {
   addFactory(factory: IRenderMime.IRendererFactory, rank?: number): void;
@@ -225,6 +226,11 @@ export function patchNotebook(panel: NotebookPanelLike): void {
     if (factory !== ours && factory.mimeTypes.includes(WIDGET_VIEW_MIME)) {
       addFactory(ours, -20);
       delegate.set(factory, true);
+      // The notebook's widget manager: what JupyterLab's "save widget state" writes, made complete.
+      const probe = factory.createRenderer({ mimeType: WIDGET_VIEW_MIME } as IRenderMime.IRendererOptions);
+      const manager = managerOf(probe);
+      probe.dispose();
+      void manager?.then((m) => completeWidgetState(m as unknown as ManagerLike));
     }
   };
   addFactory(ours, -20);

@@ -1,0 +1,137 @@
+"""A notebook saved by JupyterLab's own widget-state saving (the "Save Widget State Automatically"
+setting, then ctrl+s), reopened with no kernel: the explorer has its whole history (a branch
+included), Undo steps back, the memory view draws its heatmaps, and no error banner shows. The
+`mlc-lab export` page of that file shows the same history."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.e2e.lab import Lab, console_errors, write_notebook
+from tests.e2e.saved import REPO, widget_state
+from tests.e2e.test_saved_state_lab import _no_kernel_dialog
+
+pytestmark = pytest.mark.e2e
+
+SAVE_STATE = "@jupyter-widgets/jupyterlab-manager:saveWidgetState"
+CODE = ".mlc-explorer .mlc-code-main .cm-content"
+STEP_ROWS = ".mlc-explorer .mlc-history-list .mlc-hrow-step"
+
+CELLS = [
+    "import mlc_lab\nfrom tests.fixtures.programs import MM_RELU\n"
+    "s = mlc_lab.Session(MM_RELU)\ns.apply('split', 'Y/j', factors=[None, 4])\nmlc_lab.explore(s)",
+    "mlc_lab.access_view(s, 'j_1')",
+]
+
+# Made after the widgets are on screen, so the page gets them as history deltas: 2 after 1, then
+# back to 1 and a branch (3) from there.
+LATER_STEPS = "s.apply('reorder', 'Y/i', 'j_0', 'k', 'j_1')\ns.undo()\ns.apply('parallel', 'Y/i')"
+HISTORY = [(0, None), (1, 0), (2, 1), (3, 1)]  # (step, parent)
+
+
+def _code_has(page, needle: str) -> None:
+    page.wait_for_function("([sel, n]) => (document.querySelector(sel)?.innerText || '').includes(n)",
+                           arg=[CODE, needle], timeout=15_000)
+
+
+def _check_saved_view(page) -> None:
+    """The whole history, Undo, heatmaps, and no error banner, with no kernel behind the page."""
+    page.wait_for_selector(".mlc-explorer", timeout=60_000)
+    page.wait_for_function("(sel) => document.querySelectorAll(sel).length >= 4", arg=STEP_ROWS, timeout=20_000)
+    steps = page.eval_on_selector_all(STEP_ROWS, "els => els.map(e => Number(e.dataset.step))")
+    assert steps == [0, 1, 2, 3], steps
+    # the branch: step 3 was made from step 1 after an undo: drawn as a branch off the list
+    pads = page.eval_on_selector_all(STEP_ROWS, "els => els.map(e => parseFloat(e.style.paddingLeft))")
+    assert pads[0] == pads[1] == pads[2] < pads[3], pads
+    assert page.eval_on_selector_all(f"{STEP_ROWS}.mlc-branch", "els => els.map(e => Number(e.dataset.step))") == [3]
+    current = page.eval_on_selector(f"{STEP_ROWS}.mlc-current", "e => Number(e.dataset.step)")
+    assert current == 3
+    _code_has(page, "T.parallel")
+    page.locator(".mlc-explorer .mlc-undo").first.click()  # back to step 1
+    page.wait_for_function("(sel) => document.querySelector(sel + '.mlc-current')?.dataset.step === '1'", arg=STEP_ROWS,
+                           timeout=15_000)
+    _code_has(page, "j_0")
+    page.wait_for_function("(sel) => !(document.querySelector(sel)?.innerText || '').includes('T.parallel')", arg=CODE,
+                           timeout=15_000)
+    view = page.locator(".mlc-access-view").first
+    view.scroll_into_view_if_needed()
+    view.locator(".mlc-acc-buffers canvas").first.wait_for(timeout=20_000)
+    assert page.locator(".mlc-explorer .mlc-banner:visible, .mlc-has-error").count() == 0
+    assert page.locator(".mlc-offline-banner[data-refused]").count() == 0
+
+
+def test_jupyterlab_widget_state_save_reopens_whole(lab_server, lab_page, browser, artifacts, tmp_path):
+    url, root = lab_server
+    page, errors = lab_page
+    write_notebook(root / "jl_saved.ipynb", CELLS)
+    lab = Lab(page, url, artifacts, prefix="jl-saved")
+    lab.open("jl_saved.ipynb")
+    lab.run_all()
+    page.wait_for_selector(".mlc-access-view .mlc-acc-buffers canvas", timeout=120_000)
+    lab.kernel(LATER_STEPS)
+    page.wait_for_function("(sel) => document.querySelectorAll(sel).length >= 4", arg=STEP_ROWS, timeout=30_000)
+    page.wait_for_timeout(1000)  # the memory view follows the step (its reply is recorded)
+
+    toggled = page.evaluate(f"() => window.jupyterapp.commands.isToggled('{SAVE_STATE}')")
+    try:
+        if not toggled:
+            page.evaluate(f"() => window.jupyterapp.commands.execute('{SAVE_STATE}')")
+            page.wait_for_function(f"() => window.jupyterapp.commands.isToggled('{SAVE_STATE}')")
+        page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").click(position={"x": 5, "y": 5})
+        page.keyboard.press("Control+s")
+        page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
+    finally:
+        if not toggled:
+            page.evaluate(f"() => window.jupyterapp.commands.execute('{SAVE_STATE}')")
+    nb = json.loads((root / "jl_saved.ipynb").read_text())
+    (artifacts / "jl_saved.ipynb").write_text(json.dumps(nb))
+
+    # Reopened with no kernel (an unknown kernelspec; we answer "No Kernel").
+    nb["metadata"]["kernelspec"] = {"name": "mlc-lab-none", "display_name": "none", "language": "mlc-lab-none"}
+    nb["metadata"].pop("language_info", None)
+    dest = root / "jl_saved_nokernel.ipynb"
+    dest.write_text(json.dumps(nb))
+    subprocess.run([sys.executable, "-m", "jupyter", "trust", str(dest)], check=True, capture_output=True)
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    other = context.new_page()
+    offline_errors = console_errors(other)
+    try:
+        other.goto(f"{url}/lab/tree/{dest.name}?reset")
+        _no_kernel_dialog(other, artifacts, "jl-saved")
+        try:
+            _check_saved_view(other)
+        finally:
+            other.screenshot(path=str(artifacts / "jl-saved-nokernel.png"))
+        assert not offline_errors, offline_errors
+    finally:
+        context.close()
+
+    # `mlc-lab export` of the same file, opened from file:// with the network cut
+    out = tmp_path / "site"
+    run = subprocess.run([sys.executable, "-m", "mlc_lab.cli", "export", str(dest), "-o", str(out)],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode == 0, run.stderr
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
+    exported = context.new_page()
+    export_errors = console_errors(exported)
+    try:
+        exported.goto((out / f"{dest.stem}.html").as_uri())
+        exported.wait_for_function("() => document.body.dataset.mlcLabReady === 'true'", timeout=60_000)
+        try:
+            _check_saved_view(exported)
+        finally:
+            exported.screenshot(path=str(artifacts / "jl-saved-export.png"))
+        assert not export_errors, export_errors
+    finally:
+        context.close()
+    # what JupyterLab wrote holds the whole history, not the last delta the page received
+    state = widget_state(json.loads((root / "jl_saved.ipynb").read_text()))
+    explorer = next(m for m in state.values() if m["state"].get("_mlc_entry") == "explorer")
+    history = explorer["state"]["history"]
+    assert history["from"] == 0 and [(h["id"], h["parent"]) for h in history["steps"]] == HISTORY, history
+    assert not errors, errors
