@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlc_lab import Session  # noqa: E402
+from mlc_lab._threads import cpu_name  # noqa: E402
 from mlc_lab.core.worker import worker  # noqa: E402
 from tests.fixtures.programs import MM_RELU  # noqa: E402
 
@@ -38,16 +38,6 @@ def walk() -> Session:
     s.apply("vectorize", j1)
     s.apply("parallel", "Y/i")
     return s
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import mlc_lab  # noqa: E402
+from mlc_lab._threads import cpu_name  # noqa: E402
 from mlc_lab.core.worker import shutdown_worker  # noqa: E402
 
 NUMPY_SNIPPET = """
@@ -48,15 +49,8 @@ def numpy_matmul(n: int) -> dict:
     return r
 
 
-def cpu_model() -> str:
-    try:
-        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.lower().startswith("model name"))
-    except (OSError, StopIteration):
-        return ""
-
-
 def main() -> int:
-    out: dict = {"cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)),
+    out: dict = {"cpu": cpu_name(), "cores": len(os.sched_getaffinity(0)),
                  "tvm_num_threads": os.environ.get("TVM_NUM_THREADS"),
                  "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
     m = mlc_lab.machine(refresh=True)

@@ -53,6 +53,7 @@ from mlc_lab.core.measure import measure, shutdown_worker  # noqa: E402
 from mlc_lab.core.tune import tune  # noqa: E402
 from benchmarks.machine import numpy_matmul as numpy_gflops  # noqa: E402  (numpy timed the same way)
 from mlc_lab import _contention  # noqa: E402
+from mlc_lab._threads import cpu_name  # noqa: E402
 from mlc_lab.tvm.course_programs import matmul  # noqa: E402  (the course's matmul, at any size)
 
 
@@ -250,7 +251,7 @@ def main() -> int:
                     help="matmul size of the warm-start pair (128: the speed run is its cold run)")
     args = ap.parse_args()
 
-    out: dict = {"cpu": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), ""),
+    out: dict = {"cpu": cpu_name(),
                  "cores": len(os.sched_getaffinity(0)), "tvm_num_threads": os.environ.get("TVM_NUM_THREADS"),
                  "loadavg_start": loadavg()}
     mach = mlc_lab.machine()

@@ -32,7 +32,7 @@ sys.path.insert(0, ROOT)
 import psutil  # noqa: E402
 
 from mlc_lab._contention import _machine_busy_ticks, _TICK  # noqa: E402
-from mlc_lab._threads import usable_cores  # noqa: E402
+from mlc_lab._threads import cpu_name, usable_cores  # noqa: E402
 
 
 class Sampler(threading.Thread):
@@ -189,7 +189,7 @@ def main() -> int:
         return round(sum(p[key]["s"] * (p[key]["cores"][0] or 0) for p in phases), 2)
 
     out = {
-        "cpu": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), ""),
+        "cpu": cpu_name(),
         "cores": usable_cores(),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "status": status,

@@ -11,6 +11,7 @@ of one timing, and let them sleep right after (0.00-0.01 CPU-seconds then).
 from __future__ import annotations
 
 import os
+import platform
 
 
 def usable_cores() -> int:
@@ -18,6 +19,19 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo (what `platform` says where there is none): the one
+    reader, for the machine figures (`mlc_lab.tvm.machine`), their cache key and the benchmarks."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 SPIN_COUNT = 10000

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mlc_lab._contention import QUIET_CORES
-from mlc_lab._threads import usable_cores
+from mlc_lab._threads import cpu_name, usable_cores
 
 MEASURE_TIMEOUT_S = 300.0
 STALE_BUSY_S = 600.0  # a figure taken on a busy machine is re-measured when older than this
@@ -101,19 +101,8 @@ _cached: Machine | None = None
 
 def cache_path() -> str:
     base = os.environ.get("MLC_LAB_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mlc_lab")
-    key = f"{platform.node()}|{_cpu_model()}|{os.cpu_count()}|{os.environ.get('TVM_NUM_THREADS') or usable_cores()}"
+    key = f"{platform.node()}|{cpu_name()}|{os.cpu_count()}|{os.environ.get('TVM_NUM_THREADS') or usable_cores()}"
     return os.path.join(base, f"machine-{hashlib.sha1(key.encode()).hexdigest()[:12]}.json")
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def _from_json(data: dict) -> Machine:

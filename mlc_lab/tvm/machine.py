@@ -20,14 +20,13 @@ worker process.
 from __future__ import annotations
 
 import os
-import platform
 import time
 from typing import Any
 
 import numpy as np
 
 from mlc_lab._contention import OthersCpu
-from mlc_lab._threads import ensure_tvm_threads
+from mlc_lab._threads import cpu_name, ensure_tvm_threads
 
 ensure_tvm_threads()
 
@@ -218,17 +217,6 @@ def os_caches() -> list[dict]:
         shared = read("shared_cpu_list")
         out.append({"level": int(read("level") or 0), "type": read("type").lower(), "bytes": nbytes, "shared_cpu_list": shared})
     return out
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def gpu_facts() -> dict:
