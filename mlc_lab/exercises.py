@@ -302,7 +302,17 @@ def numeric_check(program: Any, func_name: str, inputs: list[np.ndarray], expect
         rep.checks.append(Check("signature", False, "; ".join(bad)))
         return rep
     rep.checks.append(Check("signature", True, ", ".join(f"{p['name']} {_shape_text(p['shape'], p['dtype'])}" for p in sig)))
-    result = run_function(mod, name, inputs)
+    from mlc_lab.core import numeric_gpu
+
+    if numeric_gpu.is_gpu_program(mod, name):
+        # Its loops are bound to GPU threads: it builds only for a GPU, so it runs as OpenCL on the CPU.
+        result = numeric_gpu.run_gpu_function(mod, name, inputs)
+        if result.get("ok"):
+            rep.checks.append(Check("runs as a GPU kernel", not result["diagnostics"],
+                                    "; ".join(result["diagnostics"]) or
+                                    f"bound to GPU threads: run as OpenCL on the CPU ({result['engine']})"))
+    else:
+        result = run_function(mod, name, inputs)
     if not result.get("ok"):
         rep.checks.append(Check(result.get("stage", "run"), False, result.get("error", "failed")))
         return rep

@@ -34,6 +34,7 @@ REQUESTS: dict[str, str] = {
     "lower": "mlc_lab.tvm.lower:lower_request",
     "run_function": "mlc_lab.tvm.exercises_tvm:run_function_request",
     "numeric_gpu": "mlc_lab.tvm.opencl:numeric_gpu_request",
+    "run_opencl": "mlc_lab.tvm.opencl:run_function_request",
     "machine": "mlc_lab.tvm.machine:machine_request",
     "tune": "mlc_lab.tvm.tuning:tune_request",  # a --job: {"work_dir": ...}
 }
