@@ -486,36 +486,43 @@ def loop_verdict(f: LoopFacts, strides: dict[str, list[dict]], cpu_features: lis
         bad = [a for a in strides.get(f.name, []) if a.get("stride") not in (0, 1)]
         why = ", ".join(
             f"the access to {a['buffer']} has stride {a['stride']}" if a.get("stride") is not None
-            else f"the access to {a['buffer']} is not affine in {f.name}" for a in bad)
+            else f"the access to {a['buffer']} is not affine in {f.loop}" for a in bad)
         if f.is_vector and not bad and not f.gathers:
-            text = f"{f.name} vectorized: {f.vector_width}-wide {op} on {f.register} registers"
+            text = f"{f.loop} vectorized: {f.vector_width}-wide {op} on {f.register} registers"
             if f.approximate:
                 text += " (counted over the whole parallel body: it has no line information)"
             reason = _width_reason(int(f.extent or 0), f.vector_width, f.register, cpu_features)
             return f"{text} ({reason})" if reason else text
         if f.is_vector and bad:
-            return (f"{f.name} vectorized: the arithmetic is {f.vector_width}-wide on {f.register}, but memory is "
+            return (f"{f.loop} vectorized: the arithmetic is {f.vector_width}-wide on {f.register}, but memory is "
                     f"moved one element at a time ({f.scalar_loads} scalar loads, {f.scalar_stores} scalar stores, "
                     f"{f.gathers} gathers): {why}")
         if bad:
-            return f"vectorize requested on {f.name}, but the loop body is scalar: {why}"
+            return f"vectorize requested on {f.loop}, but the loop body is scalar: {why}"
+        if not f.asm_lines and not f.approximate:
+            # Typically an init loop (Y_init) whose zeros LLVM keeps in registers or merges into the
+            # loop next to it: not a failed vectorize, there is simply no code of this loop left.
+            return (f"{f.loop} left no code of its own: LLVM folded it into the code around it "
+                    f"(nothing to vectorize, not a problem)")
+        if not (f.vector_arith or f.vector_fma or f.scalar_fallbacks) and f.vector_stores:
+            return f"{f.loop} vectorized: {f.vector_stores} packed store(s), no arithmetic (it only writes values)"
         if f.is_vector:
-            return f"{f.name} vectorized with {f.gathers} gather(s): {f.vector_width}-wide {op} on {f.register}"
-        return f"vectorize requested on {f.name}, but no packed float operations were generated for it"
+            return f"{f.loop} vectorized with {f.gathers} gather(s): {f.vector_width}-wide {op} on {f.register}"
+        return f"vectorize requested on {f.loop}, but no packed float operations were generated for it"
     if f.kind == "parallel":
         launches = sum(v for k, v in f.runtime_calls.items() if "Parallel" in k)
-        return f"{f.name} runs in parallel: its body is a separate function started by TVMBackendParallelLaunch" + (
+        return f"{f.loop} runs in parallel: its body is a separate function started by TVMBackendParallelLaunch" + (
             f" ({launches} reference(s))" if launches else "")
     if f.kind == "unrolled":
         copies = f" ({f.unrolled_copies} copies of the body)" if f.unrolled_copies else ""
-        return f"{f.name} unrolled{copies}"
+        return f"{f.loop} unrolled{copies}"
     if f.innermost and f.is_vector:
-        text = (f"{f.name} is not marked vectorized, but LLVM vectorized it on its own: "
+        text = (f"{f.loop} is not marked vectorized, but LLVM vectorized it on its own: "
                 f"{f.vector_width}-wide {op} on {f.register} registers")
         reason = _width_reason(int(f.extent or 0), f.vector_width, f.register, cpu_features)
         return f"{text} ({reason})" if reason else text
     if f.innermost and f.scalar_fallbacks:
-        return f"{f.name}'s body is scalar: {f.scalar_fallbacks} scalar float operation(s), no packed ones"
+        return f"{f.loop}'s body is scalar: {f.scalar_fallbacks} scalar float operation(s), no packed ones"
     return ""
 
 

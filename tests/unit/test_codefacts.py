@@ -165,6 +165,27 @@ def test_llvm_vectorizing_on_its_own_is_named():
     assert scalar.startswith("j_1's body is scalar")
 
 
+def test_an_init_loop_llvm_folded_away_is_not_a_failure():
+    init = _facts(loop="j_1_init", name="j_1_init", extent=4, in_llvm_ir=False)  # no instruction of its own
+    text = cf.loop_verdict(init, {}, INTEL)
+    assert text == "j_1_init left no code of its own: LLVM folded it into the code around it (nothing to vectorize, not a problem)"
+    assert "but" not in text
+    stores = cf.loop_verdict(_facts(loop="j_1_init", name="j_1_init", asm_lines=[3, 4], vector_stores=1), {}, INTEL)
+    assert stores == "j_1_init vectorized: 1 packed store(s), no arithmetic (it only writes values)"
+    # with instructions but no packed ones, it still says so
+    scalar = cf.loop_verdict(_facts(asm_lines=[5], scalar_loads=1), {}, INTEL)
+    assert scalar == "vectorize requested on j_1, but no packed float operations were generated for it"
+
+
+def test_verdicts_name_loops_as_the_explorer_does_when_names_repeat():
+    y = _facts(kind="serial", loop="Y/j", name="j", scalar_fma=1)
+    assert cf.loop_verdict(y, {}, INTEL).startswith("Y/j's body is scalar")
+    c = _facts(kind="parallel", loop="C/j", name="j")
+    assert cf.loop_verdict(c, {}, INTEL).startswith("C/j runs in parallel")
+    v = _facts(loop="C/j", name="j", vector_arith=1, vector_width=8, register="ymm", extent=8)
+    assert cf.loop_verdict(v, {}, INTEL).startswith("C/j vectorized: 8-wide operations")
+
+
 def test_step_verdict_puts_annotated_loops_first():
     a = _facts(kind="serial", loop="C/j", name="j", line=30, verdict="j is scalar")
     b = _facts(line=13, verdict="j_1 vectorized: 16-wide FMAs on zmm registers")
