@@ -15,6 +15,22 @@ def _names(involved: list[str], default: str) -> str:
     return ", ".join(involved) if involved else default
 
 
+def _not_under(involved: list[str], role: str, count: int, listed: str) -> str:
+    # TVM lists every required block, not only the ones outside the loop
+    names = list(dict.fromkeys(re.findall(r"block (\w+)", listed)))
+    loop = f"loop {involved[1]}" if len(involved) > 1 else "the target loop"
+    if len(names) == 1:
+        return (f"{_first(involved, 'the block')} cannot move under {loop}: its {role} {names[0]} is not under "
+                f"that loop; pick a loop that encloses it too, or move it there first")
+    every = f"its {role}s ({', '.join(names)})" if names else f"its {role}s"
+    return (f"{_first(involved, 'the block')} cannot move under {loop}: {every} must all be under that loop, and "
+            f"{count} {'is' if count == 1 else 'are'} not; pick a loop that encloses them, or move them there first")
+
+
+def _index_range(n: int) -> str:
+    return "0" if n == 1 else f"0..{n - 1}"
+
+
 def _first(involved: list[str], default: str) -> str:
     return involved[0] if involved else default
 
@@ -99,6 +115,26 @@ _RULES: list[tuple[re.Pattern[str], object]] = [
     (
         re.compile(r"loop .* is not a single-branch|not single-branch|has multiple children", re.I),
         lambda p, inv, m: f"{_names(inv, 'the loop')} has more than one statement inside; {p} needs a single branch",
+    ),
+    (
+        re.compile(r"has (\d+) (read|write) regions, so `buffer_index` is required to be in \[0, \d+\)\. "
+                   r"However, the input `buffer_index` is (-?\d+)"),
+        lambda p, inv, m: (
+            f"{_first(inv, 'the block')} has {m.group(1)} {m.group(2)} buffer{'s' if m.group(1) != '1' else ''}, "
+            f"so the buffer index must be {_index_range(int(m.group(1)))}, not {m.group(3)}"
+        ),
+    ),
+    (
+        re.compile(r"required not to be touched by any data parallel block iter"),
+        lambda p, inv, m: (
+            f"{_first(inv, 'the loop')} is used by a data-parallel iterator of the block below it; rfactor needs "
+            "a loop that only the reduction iterators use (a part of the split reduction loop)"
+        ),
+    ),
+    (
+        re.compile(r"requires all the (consumer|producer)\(s\) of the given block to be present under the target "
+                   r"loop.*?there are (\d+) \w+\(s\) not satisfying.*?List of the \w+\(s\):(.*)", re.S),
+        lambda p, inv, m: _not_under(inv, m.group(1), int(m.group(2)), m.group(3)),
     ),
     (
         re.compile(r"thread_axis|Unknown thread|thread tag", re.I),

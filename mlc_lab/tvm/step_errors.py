@@ -22,13 +22,66 @@ _NAME_IN_LINE = [
 
 
 def step_error(name: str, exc: Exception, mentioned: list[str], before: "State") -> ScheduleStepError:
-    detail = str(exc).strip()
+    raw = str(exc).strip()
+    detail = without_placeholders(raw)
     named = list(dict.fromkeys(mentioned))
     # The user's own arguments first, then what TVM underlined (often the block around them).
     involved = list(dict.fromkeys(named + _underlined_names(detail)))
     reduction = bool(named) and _is_reduction_loop(before, named[0])
-    summary = plain_summary(name, detail, named or involved, reduction_loop=reduction)
+    summary = without_placeholders(plain_summary(name, detail, named or involved, reduction_loop=reduction),
+                                   _placeholder_names(raw))
     return ScheduleStepError(summary, primitive=name, detail=detail, involved=involved)
+
+
+# TVM names the statements an error is about by placeholders (``tirx.For#0``, ``s_tir.SBlock#1``), and
+# its rendering prints each as a comment above the statement: ``# tirx.For#0`` then ``for j_1 in ...``.
+_PLACEHOLDER = re.compile(r"(?:[a-z_]+\.)*(For|SBlock|Block)#(\d+)(?!\d)")
+_COMMENT = re.compile(r"^\s*#\s*((?:[a-z_]+\.)*(?:For|SBlock|Block)#\d+)\s*$")
+_FOR_LINE = re.compile(r"^\s*for ([A-Za-z_]\w*)\b")
+_BLOCK_LINE = re.compile(r'T\.s?block\("([^"]+)"\)')
+
+
+def _placeholder_names(text: str) -> dict[str, str]:
+    """``For#0`` / ``SBlock#1`` -> the name printed on the statement under TVM's comment for it."""
+    lines = text.splitlines()
+    out: dict[str, str] = {}
+    for i, line in enumerate(lines):
+        m = _COMMENT.match(line)
+        if not m or i + 1 >= len(lines):
+            continue
+        key = _key(m.group(1))
+        nxt = lines[i + 1]
+        f, b = _FOR_LINE.match(nxt), _BLOCK_LINE.search(nxt)
+        if key.startswith("For") and f:
+            out[key] = f"loop {f.group(1)}"
+        elif "Block" in key and b:
+            out[key] = f"block {b.group(1)}"
+    return out
+
+
+def _key(placeholder: str) -> str:
+    m = _PLACEHOLDER.search(placeholder)
+    return f"{m.group(1)}#{m.group(2)}" if m else placeholder
+
+
+def without_placeholders(text: str, names: dict[str, str] | None = None) -> str:
+    """``text`` with TVM's placeholders replaced by the names the user sees (from TVM's own rendering
+    in ``text``, or ``names``) and the placeholder comments of the rendering dropped; a placeholder
+    no rendering names becomes "a loop" / "a block"."""
+    names = dict(names or {})
+    names.update(_placeholder_names(text))
+    kept = [ln for ln in text.splitlines() if not _COMMENT.match(ln)]
+    text = "\n".join(kept)
+
+    def sub(m: re.Match) -> str:
+        key = f"{m.group(1)}#{m.group(2)}"
+        name = names.get(key) or ("a loop" if m.group(1) == "For" else "a block")
+        glued = m.string[m.end():m.end() + 1].isalnum()      # TVM lists them with no separator
+        return name + (", " if glued else "")
+
+    text = _PLACEHOLDER.sub(sub, text)
+    # "the loop loop j_1" / "The block block Y" when TVM's sentence already said what it is
+    return re.sub(r"\b(loop|block) (\1) ", r"\1 ", text, flags=re.I)
 
 
 def _is_reduction_loop(state: "State", name: str) -> bool:
