@@ -5,9 +5,12 @@ falls back to a saved view (the kernel still holds their models)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.e2e.lab import KERNEL_READY_JS, Lab, write_notebook
+from tests.e2e.saved import widget_state
 
 pytestmark = pytest.mark.e2e
 
@@ -21,6 +24,7 @@ CELLS = [
     "ipywidgets.IntSlider(value=7, description='plain')",
 ]
 
+SAVE_STATE = "@jupyter-widgets/jupyterlab-manager:saveWidgetState"
 LOADING_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output')]
   .filter((el) => (el.textContent || '').includes('Loading widget...')).length"""
 
@@ -79,4 +83,25 @@ def test_reload_brings_back_every_widget(lab_server, lab_page, browser, artifact
     # the live explorer still answers the kernel: a step made in Python shows after the reload
     lab.kernel("s.apply('parallel', 'Y/i')")
     page.wait_for_selector(".mlc-explorer .mlc-history-list [data-step='2']", timeout=20_000)
+
+    # Saved with the widget state in the file too ("Save Widget State Automatically"): after a
+    # reload the kernel's models win over the saved copies (live views, no "saved view" banner).
+    toggled = page.evaluate(f"() => window.jupyterapp.commands.isToggled('{SAVE_STATE}')")
+    try:
+        if not toggled:
+            page.evaluate(f"() => window.jupyterapp.commands.execute('{SAVE_STATE}')")
+        page.evaluate("() => { window.jupyterapp.shell.currentWidget.context.model.dirty = true; }")
+        save(page)
+        state = widget_state(json.loads((root / "reload.ipynb").read_text()))
+        assert any(m["state"].get("_mlc_entry") == "explorer" for m in state.values())
+        page.reload()
+        reopen(page, url)
+        page.wait_for_selector(".mlc-explorer .mlc-history-list [data-step='2']", timeout=60_000)
+        page.wait_for_function("() => document.querySelectorAll('.mlc-offline-banner').length === 0", timeout=30_000)
+        all_widgets_live(page)
+        lab.kernel("s.undo()")
+        page.wait_for_selector(".mlc-explorer .mlc-history-list [data-step='1'].mlc-current", timeout=20_000)
+    finally:
+        if not toggled:
+            page.evaluate(f"() => window.jupyterapp.commands.execute('{SAVE_STATE}')")
     assert not [e for e in errors if "Loading widget" in e or "model not found" in e], errors
