@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from mlc_lab.errors import ConvertError
 
-__all__ = ["MARKER", "cli_target_to_dict", "convert", "looks_legacy"]
+__all__ = ["MARKER", "NotebookReport", "cli_target_to_dict", "convert", "convert_notebook", "looks_legacy"]
 
 MARKER = "# mlc_lab: could not convert: "
 
@@ -40,6 +40,9 @@ _S_TIR_NAMES = {
     "meta_schedule": "meta_schedule",
     "dlight": "dlight",
 }
+# Where the schedule's random-variable classes were imported from; 0.27 renamed BlockRV to SBlockRV.
+_SCHEDULE_MODULES = {"tvm.tir.schedule", "tvm.tir.schedule.schedule", "tvm.s_tir.schedule",
+                     "tvm.s_tir.schedule.schedule"}
 # tvm.contrib helpers that now live in tvm.support.
 _SUPPORT_MODULES = {"cc", "clang", "emcc", "ndk", "nvcc", "rocm", "tar", "utils", "xcode"}
 _ND_NAMES = {"array": "tensor", "empty": "empty", "NDArray": "Tensor"}
@@ -61,7 +64,7 @@ _LEGACY_HINT = re.compile(
     r"|\bbuild\s*\(|time_evaluator|imported_modules|get_source|entry_name|device\s*\("
     r"|register_func|structural_equal|structural_hash"
     r"|contrib|call_tir|call_dps_packed|out_sinfo|name_hint|TensorStructInfo|tune_tir"
-    r"|relax\.output|Tensor\s*\(|create_schedule|tvm\.lower\b|\b(%s)\s+-" % "|".join(_TARGET_KINDS)
+    r"|relax\.output|Tensor\s*\(|create_schedule|tvm\.lower\b|\bBlockRV\b|\b(%s)\s+-" % "|".join(_TARGET_KINDS)
 )
 
 
@@ -120,6 +123,9 @@ def _decorator_name(node: ast.AST) -> str | None:
 def _mask_magics(code: str) -> str:
     # Notebook lines such as `!wget ...` or `%timeit` are not Python; hide them from the parser
     # (same length, so every offset stays valid). They are copied through untouched.
+    # `%time stmt` / `%timeit stmt` run Python: the statement is kept, behind a no-op of the same width.
+    code = re.sub(r"(?m)^([ \t]*)%(timeit|time)([ \t]+)(?=[^\s-])",
+                  lambda m: m.group(1) + "0;" + " " * (len(m.group(0)) - len(m.group(1)) - 2), code)
     return re.sub(r"(?m)^([ \t]*)[!%](?=[%A-Za-z])", r"\1#", code)
 
 
@@ -164,6 +170,7 @@ class _Names:
         self.device_modules = set()  # names bound to `<built>.imported_modules[i]` (device code)
         self.strings: dict[str, set[str]] = {}  # names bound to string literals, and those strings
         self.has_tvm_ffi = False
+        self.blockrv_imported = False  # `from tvm.tir.schedule import BlockRV`: its uses are renamed too
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -176,6 +183,8 @@ class _Names:
             elif isinstance(node, ast.ImportFrom):
                 for a in node.names:
                     bound = a.asname or a.name
+                    if node.module in _SCHEDULE_MODULES and a.name == "BlockRV" and not a.asname:
+                        self.blockrv_imported = True
                     if node.module == "tvm.script" and a.name in ("tir", "tirx"):
                         self.T.add(bound)
                     elif node.module == "tvm.script" and a.name == "relax":
@@ -186,10 +195,10 @@ class _Names:
                         self.relax.add(bound)
                     elif node.module == "tvm" and a.name == "tir":
                         self.tir.add(bound)
+        self.flows = _built_flows(tree, self.dotted("build"), self.dotted("compile"))
+        self.flow_by_name = {name: f for f in self.flows for name in f.names}
+        self.built = set(self.flow_by_name)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                if _dotted(node.value.func) in self.dotted("build", "compile"):
-                    self.built.update(t.id for t in node.targets if isinstance(t, ast.Name))
             if isinstance(node, ast.Assign) and _is_imported_module(node.value):
                 self.device_modules.update(t.id for t in node.targets if isinstance(t, ast.Name))
             if isinstance(node, ast.Assign):
@@ -200,6 +209,114 @@ class _Names:
 
     def dotted(self, *attrs: str) -> set[str]:
         return {f"{t}.{a}" for t in self.tvm for a in attrs}
+
+
+# What a built module is asked for. On 0.27 ``tvm.build`` still returns a runtime.Module (these work
+# on it, but for the two old names below); ``tvm.compile`` returns an Executable, which keeps that
+# module in ``.mod``. ``None``: the same on both.
+_MODULE_ATTRS = {
+    "time_evaluator": "mod.time_evaluator", "imported_modules": "mod.imports", "imports": "mod.imports",
+    "get_source": "mod.inspect_source", "inspect_source": "mod.inspect_source", "entry_name": "mod.entry_name",
+    "get_function": "mod.get_function", "export_library": None,
+}
+# runtime.Module's old names, wrong on 0.27 whichever way the module was built.
+_RUNTIME_RENAMES = {"imported_modules": "imports", "get_source": "inspect_source"}
+
+
+@dataclass
+class _Flow:
+    """One built module: the ``tvm.build``/``tvm.compile`` calls that make it, the names it is bound
+    to (through assignments, aliases and helper functions that return it) and what is asked of it.
+    ``tvm.build`` becomes ``tvm.compile`` only when every use can follow (all or nothing)."""
+
+    kind: str  # "build" | "compile"
+    calls: list
+    names: set
+    helpers: set
+    uses: list  # the ast.Attribute nodes read off the module
+    opaque: bool = False  # it goes somewhere we cannot follow (an argument, a container ...)
+    modernize: bool = False
+
+    @property
+    def is_executable(self) -> bool:
+        return self.kind == "compile" or self.modernize
+
+    def can_modernize(self) -> bool:
+        return not self.opaque and all(use.attr in _MODULE_ATTRS for use in self.uses)
+
+
+def _built_flows(tree: ast.Module, build: set[str], compile_: set[str]) -> list[_Flow]:
+    parents: dict[int, ast.AST] = {}
+    enclosing: dict[int, ast.AST] = {}  # node -> the function it is in
+
+    def index(node: ast.AST, func: ast.AST | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+            if func is not None:
+                enclosing[id(child)] = func
+            index(child, child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else func)
+
+    index(tree, None)
+    loads: dict[str, list[ast.Name]] = {}
+    calls_of: dict[str, list[ast.Call]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            loads.setdefault(node.id, []).append(node)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            calls_of.setdefault(node.func.id, []).append(node)
+
+    flows: list[_Flow] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _dotted(node.func)
+        if name not in build and name not in compile_:
+            continue
+        flow = _Flow("build" if name in build else "compile", [node], set(), set(), [])
+        work: list[ast.AST] = [node]
+        while work:
+            expr = work.pop()
+            parent = parents.get(id(expr))
+            if isinstance(parent, ast.Assign) and parent.value is expr:
+                for target in parent.targets:
+                    if isinstance(target, ast.Name):
+                        if target.id not in flow.names:
+                            flow.names.add(target.id)
+                            work.extend(loads.get(target.id, []))
+                    else:
+                        flow.opaque = True
+            elif isinstance(parent, ast.Return):
+                func = enclosing.get(id(parent))
+                if func is None:
+                    flow.opaque = True
+                elif func.name not in flow.helpers:
+                    flow.helpers.add(func.name)
+                    work.extend(calls_of.get(func.name, []))
+            elif isinstance(parent, ast.Attribute) and parent.value is expr:
+                flow.uses.append(parent)
+            elif isinstance(parent, ast.Subscript) and parent.value is expr:
+                pass  # lib["main"]: the same on a runtime.Module and an Executable
+            elif isinstance(parent, ast.Call) and parent.func is expr:
+                pass
+            elif isinstance(parent, ast.Expr):
+                pass
+            else:
+                flow.opaque = True
+        flows.append(flow)
+    return _merge_flows(flows)
+
+
+def _merge_flows(flows: list[_Flow]) -> list[_Flow]:
+    """Calls whose modules meet in one name or helper are one object: they change together."""
+    merged: list[_Flow] = []
+    for flow in flows:
+        for other in [m for m in merged if m.names & flow.names or m.helpers & flow.helpers]:
+            merged.remove(other)
+            flow = _Flow("compile" if "compile" in (flow.kind, other.kind) else "build", other.calls + flow.calls,
+                         other.names | flow.names, other.helpers | flow.helpers, other.uses + flow.uses,
+                         other.opaque or flow.opaque)
+        merged.append(flow)
+    return merged
 
 
 def _is_imported_module(node: ast.AST) -> bool:
@@ -345,6 +462,11 @@ class _Rewriter(ast.NodeVisitor):
         if node.module == "tvm":
             self._split_tvm_import(node)
             return
+        if node.module in _SCHEDULE_MODULES:
+            for a in node.names:
+                if a.name == "BlockRV":
+                    start = self.src.offset(a.lineno, a.col_offset)
+                    self.replace(start, start + len("BlockRV"), "SBlockRV")
         if node.module == "tvm.tir" and 0 < sum(n in _S_TIR_NAMES for n in names) < len(names):
             self.mark("these names are now split between tvm.tirx and tvm.s_tir; split this import")
             return
@@ -387,6 +509,10 @@ class _Rewriter(ast.NodeVisitor):
 
     # -- attribute chains: tvm.tir.*, tvm.nd.*, T.block, sch.get_block ... --------------------
 
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id == "BlockRV" and self.names.blockrv_imported:
+            self.replace_node(node, "SBlockRV")
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
         dotted = _dotted(node)
         if dotted is not None and self._rewrite_dotted(node, dotted):
@@ -398,13 +524,16 @@ class _Rewriter(ast.NodeVisitor):
                       "and tvm.s_tir.Schedule")
         elif node.attr == "name_hint":
             self.mark(".name_hint is gone on relax/tir variables (use .name); GlobalVar keeps it")
-        elif node.attr in ("time_evaluator", "imported_modules", "entry_name") and self._is_built(node.value):
-            # the Executable of tvm.compile keeps its runtime module in `.mod`
-            new = {"time_evaluator": "mod.time_evaluator", "imported_modules": "mod.imports",
-                   "entry_name": "mod.entry_name"}[node.attr]
-            self.rename_attr(node, new)
-        elif node.attr == "get_source" and self._is_built(node.value):
-            self.rename_attr(node, "mod.inspect_source")
+        elif node.attr in _MODULE_ATTRS and (flow := self._flow_of(node.value)) is not None:
+            if flow.is_executable:  # the Executable of tvm.compile keeps its runtime module in `.mod`
+                if _MODULE_ATTRS[node.attr]:
+                    self.rename_attr(node, _MODULE_ATTRS[node.attr])
+            elif node.attr in _RUNTIME_RENAMES:  # tvm.build kept: only the names 0.27 lost
+                self.rename_attr(node, _RUNTIME_RENAMES[node.attr])
+        elif node.attr == "imported_modules":
+            # a module this file does not build (a parameter, a dict's value): 0.27's runtime.Module
+            # calls the list `imports`, and legacy code built it with tvm.build
+            self.rename_attr(node, "imports")
         elif node.attr == "get_source" and (
             _is_imported_module(node.value)
             or (isinstance(node.value, ast.Name) and node.value.id in self.names.device_modules)
@@ -412,15 +541,27 @@ class _Rewriter(ast.NodeVisitor):
             self.rename_attr(node, "inspect_source")  # runtime.Module.get_source became inspect_source
         self.generic_visit(node)
 
-    def _is_built(self, node: ast.AST) -> bool:
-        """Is this an Executable from tvm.build/tvm.compile (which lost time_evaluator)?"""
+    def _flow_of(self, node: ast.AST) -> _Flow | None:
+        """The built module this expression is: a name bound to one, a build call, a helper's call."""
         if isinstance(node, ast.Name):
-            return node.id in self.names.built
-        return isinstance(node, ast.Call) and _dotted(node.func) in self.names.dotted("build", "compile")
+            return self.names.flow_by_name.get(node.id)
+        if isinstance(node, ast.Call):
+            for flow in self.names.flows:
+                if any(node is call for call in flow.calls) or (
+                        isinstance(node.func, ast.Name) and node.func.id in flow.helpers):
+                    return flow
+        return None
 
     def _rewrite_dotted(self, node: ast.Attribute, dotted: str) -> bool:
         """Handle a pure name chain; True when it is fully dealt with."""
         head, *rest = dotted.split(".")
+        if head in self.names.tvm and rest == ["build"]:
+            if any(call.func is node and flow.modernize for flow in self.names.flows for call in flow.calls):
+                self.replace_node(node, f"{head}.compile")
+            return True
+        if head in self.names.tvm and rest[:2] == ["s_tir", "schedule"] and rest[-1] == "BlockRV":
+            self.rename_attr(node, "SBlockRV")  # half-converted code: the module is right, the class is not
+            return True
         if head in self.names.tvm and rest:
             new = self._tvm_chain(rest)
             if new is None:
@@ -450,6 +591,8 @@ class _Rewriter(ast.NodeVisitor):
             text = f"{sorted(self.names.R)[0]}.output"
         else:
             return False
+        if text.endswith(".BlockRV") and ".s_tir." in f".{text}":
+            text = text[: -len("BlockRV")] + "SBlockRV"
         if self.src.segment(node) == dotted:
             self.replace_node(node, text)
         else:
@@ -470,8 +613,6 @@ class _Rewriter(ast.NodeVisitor):
                 return ["runtime", _ND_NAMES[rest[1]]] + rest[2:]
             self.mark(f"tvm.nd.{rest[1]} is gone; tvm.nd moved to tvm.runtime (tensor/empty/Tensor)")
             return None
-        if rest == ["build"]:
-            return ["compile"]
         if rest == ["register_func"]:
             return ["register_global_func"]
         if rest[:2] == ["ir", "structural_equal"] or rest[:2] == ["ir", "structural_hash"]:
@@ -765,7 +906,16 @@ def convert(code: str) -> str:
     if not _LEGACY_HINT.search(code):
         return code
     src = _Source(code)
+    # First only what 0.27 cannot run: code that needs none of it is valid on 0.27 and is left
+    # alone (``tvm.build`` included: deprecated, it still works there).
+    required = _Rewriter(src, tree)
+    required.visit(tree)
+    if not required.edits and not required.markers and not required.need_tvm_ffi:
+        return code
+    # Code being ported: each built module moves to tvm.compile when all its uses can follow.
     rw = _Rewriter(src, tree)
+    for flow in rw.names.flows:
+        flow.modernize = flow.kind == "build" and flow.can_modernize()
     rw.visit(tree)
     return _apply(src, rw)
 
@@ -786,3 +936,100 @@ def looks_legacy(code: str) -> bool:
         return convert(code) != code
     except ConvertError:
         return False
+
+
+# --- notebooks ----------------------------------------------------------------------------------
+
+
+@dataclass
+class NotebookReport:
+    """What ``convert_notebook`` did: 1-based numbers of code cells (as Jupyter counts them from the top)."""
+
+    code_cells: int = 0
+    changed: list = None  # type: ignore[assignment]
+    skipped: list = None  # type: ignore[assignment]  # (cell, reason)
+    marked: list = None  # type: ignore[assignment]  # cells with a "could not convert" line
+
+    def __post_init__(self) -> None:
+        self.changed = list(self.changed or [])
+        self.skipped = list(self.skipped or [])
+        self.marked = list(self.marked or [])
+
+    def summary(self, name: str) -> str:
+        if not self.changed:
+            parts = [f"{name}: nothing to convert: its {self.code_cells - len(self.skipped)} Python code cell(s) "
+                     "are valid TVM 0.27 code"]
+        else:
+            parts = [f"{name}: converted {len(self.changed)} of {self.code_cells} code cell(s) "
+                     f"(cells {', '.join(map(str, self.changed))})"]
+        parts += [f"cell {cell} left as it is: {why}" for cell, why in self.skipped]
+        if self.marked:
+            parts.append(f"cells {', '.join(map(str, self.marked))} hold lines to fix by hand ({MARKER.strip()})")
+        return "; ".join(parts)
+
+
+_CELL_BOUNDARY = "# mlc_lab: cell boundary {}"
+
+
+def convert_notebook(text: str) -> tuple[str, NotebookReport]:
+    """Convert the code cells of a Jupyter notebook (its JSON text) for TVM 0.27.
+
+    The cells are converted as one program, so a module built in one cell and read in another is
+    followed; a cell that is not Python (``%%bash``, a syntax error) is left as it is and reported.
+    Returns the notebook's text (unchanged, byte for byte, when nothing needed converting) and a report.
+    """
+    import json
+
+    try:
+        nb = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConvertError(f"not a notebook: its JSON does not parse (line {exc.lineno}: {exc.msg})",
+                           line=exc.lineno) from None
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list):
+        raise ConvertError("not a notebook: it has no list of cells")
+    report = NotebookReport()
+    sources: dict[int, str] = {}
+    for index, cell in enumerate(cells):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        report.code_cells += 1
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        try:
+            _parse(source)
+        except ConvertError as exc:
+            report.skipped.append((index + 1, str(exc)))
+            continue
+        sources[index] = source
+    joined = "".join(f"{_CELL_BOUNDARY.format(i)}\n{src}{'' if src.endswith(chr(10)) or not src else chr(10)}"
+                     for i, src in sources.items())
+    try:
+        converted = _split_cells(convert(joined), list(sources))
+    except ConvertError:  # the cells do not make one program (they parse one by one): convert each alone
+        converted = {i: convert(src) for i, src in sources.items()}
+    for index, new in converted.items():
+        old = sources[index]
+        if not old.endswith("\n") and new.endswith("\n"):
+            new = new[:-1]
+        if new == old:
+            continue
+        report.changed.append(index + 1)
+        if MARKER in new:
+            report.marked.append(index + 1)
+        cells[index]["source"] = new.splitlines(keepends=True)
+    if not report.changed:
+        return text, report
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n", report
+
+
+def _split_cells(joined: str, order: list[int]) -> dict[int, str]:
+    out: dict[int, str] = {}
+    pieces = re.split(r"(?m)^# mlc_lab: cell boundary (\d+)\n", joined)
+    if [int(x) for x in pieces[1::2]] != order:
+        raise ConvertError("the cell boundaries did not survive conversion")
+    for number, body in zip(pieces[1::2], pieces[2::2]):
+        out[int(number)] = body
+    if pieces[0] and order:  # an import added at the very top (import tvm_ffi) opens the first cell
+        out[order[0]] = pieces[0] + out[order[0]]
+    return out

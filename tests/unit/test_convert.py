@@ -18,6 +18,8 @@ def same(code: str) -> str:
     return textwrap.dedent(code).lstrip("\n")
 
 
+OLD_T, NEW_T = "from tvm.script import tir as T\n", "from tvm.script import tirx as T\n"
+
 # One row per line of the translation table: (legacy, modern). Snippets need no imports.
 ROWS = {
     "script import": ("from tvm.script import tir as T\n", "from tvm.script import tirx as T\n"),
@@ -69,14 +71,15 @@ ROWS = {
     ),
     "from tvm.tir import Schedule": (
         "from tvm.tir import Schedule\n", "from tvm.s_tir import Schedule\n"),
-    "build": ('lib = tvm.build(mod, target="llvm")\n', 'lib = tvm.compile(mod, target="llvm")\n'),
+    # tvm.build still runs on 0.27: it becomes tvm.compile only in code being ported (the T import here).
+    "build": (OLD_T + 'lib = tvm.build(mod, target="llvm")\n', NEW_T + 'lib = tvm.compile(mod, target="llvm")\n'),
     "time_evaluator on a built module": (
-        'lib = tvm.build(mod, "llvm")\nf = lib.time_evaluator("main", tvm.cpu())\n',
-        'lib = tvm.compile(mod, "llvm")\nf = lib.mod.time_evaluator("main", tvm.cpu())\n',
+        OLD_T + 'lib = tvm.build(mod, "llvm")\nf = lib.time_evaluator("main", tvm.cpu())\n',
+        NEW_T + 'lib = tvm.compile(mod, "llvm")\nf = lib.mod.time_evaluator("main", tvm.cpu())\n',
     ),
     "time_evaluator on a build call": (
-        't = tvm.build(mod).time_evaluator("main", dev)\n',
-        't = tvm.compile(mod).mod.time_evaluator("main", dev)\n',
+        OLD_T + 't = tvm.build(mod).time_evaluator("main", dev)\n',
+        NEW_T + 't = tvm.compile(mod).mod.time_evaluator("main", dev)\n',
     ),
     "imported_modules": (
         "lib = tvm.build(m)\nsrc = lib.imported_modules[0]\n",
@@ -101,8 +104,8 @@ ROWS = {
     ),
     "device cuda untouched": ('dev = tvm.device("cuda", 0)\n', 'dev = tvm.device("cuda", 0)\n'),
     "entry_name for time_evaluator": (
-        'lib = tvm.build(m)\nf = lib.time_evaluator(lib.entry_name, dev)\n',
-        'lib = tvm.compile(m)\nf = lib.mod.time_evaluator(lib.mod.entry_name, dev)\n',
+        OLD_T + 'lib = tvm.build(m)\nf = lib.time_evaluator(lib.entry_name, dev)\n',
+        NEW_T + 'lib = tvm.compile(m)\nf = lib.mod.time_evaluator(lib.mod.entry_name, dev)\n',
     ),
     "nd.array": ("a = tvm.nd.array(x, tvm.cpu())\n", "a = tvm.runtime.tensor(x, tvm.cpu())\n"),
     "nd.empty": (
