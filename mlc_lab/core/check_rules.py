@@ -258,10 +258,14 @@ def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
                                f"consecutive threads should write consecutive words of {b}", p.name, ev)
     if not ev:
         return None
-    parts = "; ".join(f"{b} by {v['copy']} over {v.get('threads')} threads"
-                      + (f", {v['sectors_per_request']:g} sectors per request" if "sectors_per_request" in v else "")
+    parts = "; ".join(f"{b}: all {v.get('threads')} threads"
+                      + (f", {v['sectors_per_request']:g} sectors per warp request ({v['efficiency']:.0%} of the "
+                         f"bytes moved used)" if v.get("efficiency") is not None else "")
+                      + (f", {v['max_ways']}-way bank access at most" if "max_ways" in v else "")
                       for b, v in ev.items())
-    return CheckResult(name, True, f"the shared copies are fetched cooperatively ({parts})", None, ev)
+    first = next(iter(ev.values()))["copy"]
+    return CheckResult(name, True, f"the copies into shared memory are spread over the thread block ({parts})",
+                       first, ev)
 
 
 def _warp_stats(sf: StepFacts, block: str, w: Site) -> dict:

@@ -1,0 +1,99 @@
+"""mlc-lab check PROGRAM [--trace T] [--target cpu|cuda|ARCH] [--json] [--numeric]: which optimisations a
+schedule applies (the named checks), its hazards, and (--numeric) whether its GPU kernel computes the
+right numbers, run on the CPU. Exit 0 when everything holds, 1 when something fails, 2 on bad input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from mlc_lab._cli.common import read_text
+from mlc_lab.errors import UsageError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("check", help="judge a schedule: named optimisations, hazards (races, out-of-bounds, "
+                                     "spills, limits) and optionally its numbers")
+    p.add_argument("file", help="the program (.py with TVMScript)")
+    p.add_argument("--trace", help="a schedule trace to apply first (TVM's printed trace or its JSON; never executed)")
+    p.add_argument("--func", help="the PrimFunc to check")
+    p.add_argument("--target", help="cpu, cuda, or a CUDA arch such as sm_80 (default: cuda when the program binds "
+                                    "threads, else cpu)")
+    p.add_argument("--only", metavar="NAMES", help="comma-separated check names (default: every check that applies)")
+    p.add_argument("--numeric", action="store_true",
+                   help="also run the GPU kernel on the CPU (OpenCL) at a small size and compare with the program")
+    p.add_argument("--json", action="store_true",
+                   help='print {"checks": [...], "hazards": [...], "numeric": {...} or null} as JSON')
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlc_lab.core.checks import CheckReport, Target
+    from mlc_lab.core.session import Session
+    from mlc_lab.errors import LoadError, MlcLabError, TraceParseError
+
+    program = read_text(args.file)
+    try:
+        session = Session(program, func=args.func)
+    except LoadError as exc:
+        raise LoadError(f"{args.file}: {exc}", line=exc.line) from None
+    if args.trace:
+        trace = read_text(args.trace)
+        try:
+            session.replay(trace)
+        except TraceParseError as exc:
+            where = f"{args.trace}, line {exc.line}" if exc.line else args.trace
+            message = str(exc).split(": ", 1)[1] if exc.line else str(exc)
+            raise TraceParseError(f"{where}: {message}") from None
+    target = args.target
+    if target is not None:
+        try:
+            Target.of(target)
+        except MlcLabError as exc:
+            raise UsageError(f"--target: {exc}") from None
+    names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
+    report = session.check(names, target=target)
+    numeric = None
+    if args.numeric:
+        kind = Target.of(target).kind if target is not None else ("cuda" if _binds(session) else "cpu")
+        if kind != "cuda":
+            raise UsageError("--numeric runs a GPU schedule on the CPU; this program is checked for a CPU target")
+        from mlc_lab.core.numeric_gpu import numeric_check
+
+        result = numeric_check(session)
+        numeric = {"ok": bool(result.ok), "max_error": result.max_error, "shape": result.shape,
+                   "message": result.message}
+        report = CheckReport(report.checks, report.hazards, numeric)
+    if args.json:
+        json.dump(report.to_json(), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(_text(report))
+    return 0 if report.ok else 1
+
+
+def _binds(session) -> bool:
+    from mlc_lab.core.check_facts import binds_threads
+
+    return binds_threads(session)
+
+
+def _text(report) -> str:
+    lines = []
+    for c in report.checks:
+        lines.append(f"{'ok  ' if c.ok else 'FAIL'}  {c.name:<22} {c.message}")
+    for h in report.hazards:
+        lines.append(f"HAZARD {h.kind:<19} {h.message}")
+    if report.numeric is not None:
+        n = report.numeric
+        lines.append(f"{'ok  ' if n['ok'] else 'FAIL'}  {'numeric':<22} {n.get('message') or n.get('max_error')}")
+    if not lines:
+        lines.append("no check applies to this program")
+    failed = sum(1 for c in report.checks if not c.ok)
+    lines.append("")
+    lines.append("all checks hold" if report.ok else
+                 f"{failed} check{'s' if failed != 1 else ''} failed, {len(report.hazards)} "
+                 f"hazard{'s' if len(report.hazards) != 1 else ''}"
+                 + ("" if report.numeric is None or report.numeric["ok"] else ", wrong numbers"))
+    return "\n".join(lines) + "\n"
