@@ -75,8 +75,10 @@ lab() {
     local extra=()
     [ "$(id -u)" = 0 ] && extra+=(--allow-root)
     # The first start opens the notebook the README names; later starts restore the workspace.
+    # (LabApp.default_url: JupyterLab sets the server's default_url from its own, so
+    # --ServerApp.default_url is overridden; tests/e2e/test_run_sh_lab.py checks where / goes.)
     if [ ! -e "$work/.mlc_lab_opened" ] && [ -e "$work/$FIRST_NOTEBOOK" ]; then
-        extra+=(--ServerApp.default_url="/lab/tree/$FIRST_NOTEBOOK")
+        extra+=(--LabApp.default_url="/lab/tree/$FIRST_NOTEBOOK")
         touch "$work/.mlc_lab_opened"
     fi
     use_labextension
