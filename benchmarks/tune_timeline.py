@@ -132,7 +132,7 @@ def main() -> int:
     session = mlc_lab.Session(matmul(args.n))
     t_call = time.time()
     job = tune(session, trials=args.trials, work_dir=wd, num_trials_per_iter=args.per_iter, seed=args.seed)
-    sampler = Sampler(job._proc.pid)
+    sampler = Sampler(job.pid)
     sampler.start()
     status = job.wait()
     t_end = time.time()

@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         sub_parser = module.add_parser(sub)
-        sub_parser.set_defaults(_run=module.run)
+        sub_parser.set_defaults(run=module.run)
     return parser
 
 
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        return int(args._run(args) or 0)
+        return int(args.run(args) or 0)
     except (MlcLabError, OSError) as exc:
         print(f"mlc-lab: {exc}", file=sys.stderr)
         return 2

@@ -57,7 +57,7 @@ class Sampled:
     """A value drawn by ``sample_*``; pass it as a split factor. ``int(x)`` gives its current value."""
 
     def __init__(self, session: "Session", step: int, handle: tsch.Handle, value: Any):
-        self._session = session
+        self.session = session
         self.step = step
         self.handle = handle
         self.value = value
@@ -308,7 +308,7 @@ class Session:
 
     def _to_handles(self, value: Any) -> Any:
         if isinstance(value, Sampled):
-            if value._session is not self:
+            if value.session is not self:
                 raise ScheduleStepError("that sampled value belongs to another session", primitive="?")
             if value.step not in self.path():
                 raise ScheduleStepError(

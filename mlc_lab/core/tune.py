@@ -139,7 +139,8 @@ class TuneJob:
             raise TuneError(f"{work_dir} holds no tuning job (no {JOB_FILE} nor {RECORDS_FILE})")
         return cls(work_dir)
 
-    def _path(self, name: str) -> str:
+    def path(self, name: str) -> str:
+        """A file of the job's work directory."""
         return os.path.join(self.work_dir, name)
 
     def session(self) -> Any:
@@ -147,7 +148,7 @@ class TuneJob:
         from mlc_lab.core.session import Session
         from mlc_lab.tvm.build import module_from_text
 
-        path = self._path(MODULE_FILE)
+        path = self.path(MODULE_FILE)
         if not os.path.exists(path):
             raise TuneError(f"{self.work_dir} does not hold the tuned program ({MODULE_FILE})")
         with open(path) as fh:
@@ -156,16 +157,17 @@ class TuneJob:
 
     @property
     def spec(self) -> dict:
-        return _read_json(self._path(JOB_FILE)) or {}
+        return _read_json(self.path(JOB_FILE)) or {}
 
-    def _status_file(self) -> dict:
-        return _read_json(self._path(STATUS_FILE)) or {}
+    def read_status(self) -> dict:
+        """The job's status file as written last (empty before the job wrote one)."""
+        return _read_json(self.path(STATUS_FILE)) or {}
 
     @property
     def pid(self) -> int | None:
         if self._proc is not None:
             return self._proc.pid if self._proc.poll() is None else None
-        pid = self._status_file().get("pid")
+        pid = self.read_status().get("pid")
         return pid if _pid_is_tune_job(pid) else None
 
     # -------------------------------------------------------------------------------- state
@@ -174,7 +176,7 @@ class TuneJob:
     def status(self) -> str:
         """"running", "done", "cancelled", "failed", "interrupted" (the process went away without
         finishing: killed, crashed, machine restarted) or "not started"."""
-        st = self._status_file()
+        st = self.read_status()
         state = st.get("state")
         if self._cancelled or state == "cancelled":
             return "cancelled"
@@ -189,7 +191,7 @@ class TuneJob:
             return state
         if state in ("starting", "running"):
             return "running" if _pid_is_tune_job(st.get("pid")) else "interrupted"
-        return "not started" if not os.path.exists(self._path(RECORDS_FILE)) else "done"
+        return "not started" if not os.path.exists(self.path(RECORDS_FILE)) else "done"
 
     @property
     def error(self) -> str | None:
@@ -197,7 +199,7 @@ class TuneJob:
         status = self.status
         if status not in ("failed", "interrupted"):
             return None
-        st = self._status_file()
+        st = self.read_status()
         msg = st.get("error")
         if msg is None and self._proc is not None and self._proc.returncode is not None and self._proc.returncode < 0:
             try:
@@ -211,7 +213,7 @@ class TuneJob:
 
     def log_tail(self, limit: int = 4000) -> str:
         try:
-            with open(self._path(LOG_FILE), "rb") as fh:
+            with open(self.path(LOG_FILE), "rb") as fh:
                 fh.seek(0, os.SEEK_END)
                 fh.seek(max(0, fh.tell() - limit))
                 return fh.read().decode("utf-8", errors="replace").strip()
@@ -231,10 +233,10 @@ class TuneJob:
 
     def records(self, with_traces: bool = True) -> list[TuneRecord]:
         """Every trial measured so far for this job's workload, in trial order."""
-        index = self._status_file().get("workload_index")
+        index = self.read_status().get("workload_index")
         side: dict[int, dict] = {}
         try:
-            with open(self._path(TRIALS_FILE)) as fh:
+            with open(self.path(TRIALS_FILE)) as fh:
                 for line in fh:
                     try:
                         entry = json.loads(line)
@@ -246,11 +248,11 @@ class TuneJob:
         out: list[TrialRecord] = []
         missing: list[tuple[int, str]] = []
         try:
-            with open(self._path(RECORDS_FILE)) as fh:
+            with open(self.path(RECORDS_FILE)) as fh:
                 raw_lines = [x for x in fh if x.strip()]
         except OSError:
             raw_lines = []
-        skip = range(*((self._status_file().get("imported") or {}).get("lines") or [0, 0]))
+        skip = range(*((self.read_status().get("imported") or {}).get("lines") or [0, 0]))
         for line_no, raw in enumerate(raw_lines):
             if line_no in skip:
                 continue  # records imported from a shared database: not this job's trials
@@ -294,7 +296,7 @@ class TuneJob:
             return None
         rec = min(recs, key=lambda r: r.latency_s)
         flops = self.flops
-        saved = _read_json(self._path(BEST_FILE)) or {}
+        saved = _read_json(self.path(BEST_FILE)) or {}
         conf = saved.get("confirmed")
         if conf and saved.get("trace"):
             trial = next((r.trial for r in recs if r.run_secs == conf.get("run_secs")), rec.trial)
@@ -324,11 +326,11 @@ class TuneJob:
         phase, batch, elapsed = "starting", 0, None
         trials: list = []
         try:
-            with open(self._path(LIVE_FILE)) as fh:
+            with open(self.path(LIVE_FILE)) as fh:
                 lines = fh.readlines()
         except OSError:
             lines = []
-        st = self._status_file()
+        st = self.read_status()
         started = st.get("started_at")
         for line in lines:
             try:
@@ -353,7 +355,7 @@ class TuneJob:
     def stopped_early(self) -> dict | None:
         """{"measured", "requested", "reason"} when the run ended before its trial count because
         the search space had no new candidate left."""
-        return self._status_file().get("stopped_early")
+        return self.read_status().get("stopped_early")
 
     # -------------------------------------------------------------------------------- control
 
@@ -378,10 +380,10 @@ class TuneJob:
         if pid is None:
             return self.status
         stop_group(pid, grace_s, popen=self._proc)
-        st = self._status_file()
+        st = self.read_status()
         if st.get("state") not in ("done", "failed"):
             st.update(state="cancelled", finished_at=time.time())
-            _write_json(self._path(STATUS_FILE), st)
+            _write_json(self.path(STATUS_FILE), st)
         self._cancelled = st.get("state") == "cancelled"
         return self.status
 
@@ -554,16 +556,16 @@ def tune(
     if job.pid is not None:
         raise TuneError(f"a tuning job is already running in {work_dir} (pid {job.pid}); cancel it first")
 
-    old_status = job._status_file()
+    old_status = job.read_status()
     old_module = None
     try:
-        with open(job._path(MODULE_FILE)) as fh:
+        with open(job.path(MODULE_FILE)) as fh:
             old_module = fh.read()
     except OSError:
         pass
-    _write_text(job._path(MODULE_FILE), module_text)
+    _write_text(job.path(MODULE_FILE), module_text)
     if pickled is not None:
-        with open(job._path(SPACE_PICKLE), "wb") as fh:
+        with open(job.path(SPACE_PICKLE), "wb") as fh:
             fh.write(pickled)
     spec = {
         "version": 1,
@@ -587,17 +589,17 @@ def tune(
         "bytes": nbytes,
         "created_at": time.time(),
     }
-    _write_json(job._path(JOB_FILE), spec)
+    _write_json(job.path(JOB_FILE), spec)
     status = {"state": "starting", "started_at": time.time()}
     if old_module == module_text and "workload_index" in old_status:
         status["workload_index"] = old_status["workload_index"]
-    _write_json(job._path(STATUS_FILE), status)
+    _write_json(job.path(STATUS_FILE), status)
 
-    proc = start_job("tune", work_dir, job._path(LOG_FILE))
+    proc = start_job("tune", work_dir, job.path(LOG_FILE))
     status["pid"] = proc.pid
-    current = _read_json(job._path(STATUS_FILE)) or {}
+    current = _read_json(job.path(STATUS_FILE)) or {}
     if current.get("state") == "starting" and "pid" not in current:
-        _write_json(job._path(STATUS_FILE), status)
+        _write_json(job.path(STATUS_FILE), status)
     return TuneJob(work_dir, proc)
 
 

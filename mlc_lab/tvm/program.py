@@ -297,7 +297,7 @@ def script(mod: tvm.IRModule) -> str:
 
     if _PRINTER_CONFIG is None:
         _PRINTER_CONFIG = script_printer.PrinterConfig()
-    return script_printer._script(mod, _PRINTER_CONFIG)
+    return script_printer._script(mod, _PRINTER_CONFIG)  # noqa: SLF001  (TVM's printer without its per-call config)
 
 
 def function_script(mod: tvm.IRModule, name: str) -> str:

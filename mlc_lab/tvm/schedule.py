@@ -675,7 +675,7 @@ def _type_check(method: Any, sch: Any, args: list, kwargs: dict) -> None:
     for param in sig.parameters.values():
         hint = hints.get(param.name, inspect.Parameter.empty)
         if hint is not inspect.Parameter.empty:
-            message = _type_checker._type_check(bound.arguments[param.name], param.name, hint)
+            message = _type_checker._type_check(bound.arguments[param.name], param.name, hint)  # noqa: SLF001  (TVM's own wording)
             if message is not None:
                 raise TypeError(f'In "{raw.__qualname__}", {message}')
 

@@ -437,7 +437,7 @@ def run_job(work_dir: str) -> int:
         cores = int(job.get("num_tuning_cores") or usable_cores())
         db = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
         # tune_tir adds tirx.noalias etc. to each task function; commit the same normalised form
-        task_mod = ms.tune_context._normalize_mod(mod[job["func_name"]])
+        task_mod = ms.tune_context._normalize_mod(mod[job["func_name"]])  # noqa: SLF001  (what tune_tir commits)
         workload = db.commit_workload(task_mod)
         index = _workload_index(work_dir, workload)
         imported = dict(status_of(work_dir).get("imported") or {})

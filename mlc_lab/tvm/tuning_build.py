@@ -4,6 +4,7 @@ made cheap for the job's process (`install_fast_stack`)."""
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import linecache
 import os
@@ -56,7 +57,7 @@ class _FastInspect:
 
     def stack(self, context: int = 1) -> list:  # noqa: ARG002 - same signature as inspect.stack
         frames = []
-        frame = sys._getframe(1)
+        frame = inspect.currentframe().f_back  # the caller's frame, as inspect.stack starts
         while frame is not None:
             frames.append(_FrameInfo(frame))
             frame = frame.f_back
@@ -67,7 +68,6 @@ def install_fast_stack() -> None:
     """TVMScript's decorators call `inspect.stack()`, which costs ~20 ms each and ~10 s for the 496
     tensor intrinsics meta_schedule imports. Subprocess only: it patches TVM internals."""
     import importlib
-    import inspect
 
     for name in ("tvm.tirx.script.parser.entry", "tvm.script.parser.ir.entry"):
         try:

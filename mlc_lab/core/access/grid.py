@@ -251,12 +251,12 @@ class _Plan:
                     self.full |= self.vars.loops_of(g)
             pins = [p for p in pins if not any(d.loop in bad for d in p[1])]
         for i, aff in enumerate(self.dims_aff):
-            if aff is not None and not all(self._representable(t, ext) for t in aff.terms):
+            if aff is not None and not all(self.representable(t, ext) for t in aff.terms):
                 self.dims_aff[i] = None
                 self.full |= self.vars.loops_of(self.acc.indices[i])
         return {dg for _, ds in pins for d in ds for dg in self.refined[d.loop] if _covers(d, dg)}
 
-    def _representable(self, t: Digit, ext: dict) -> bool:
+    def representable(self, t: Digit, ext: dict) -> bool:
         starts = {dg.place for dg in self.refined[t.loop]}
         return t.place in starts and (t.size is None or t.place * t.size in starts
                                       or t.place * t.size >= ext[t.loop])
@@ -333,7 +333,7 @@ def _condition(plan: _Plan, e, env: dict):
         except NonAffine:
             aff = None
         ext = plan.q.index.extents
-        if aff is not None and all(plan._representable(t, ext) for t in aff.terms):
+        if aff is not None and all(plan.representable(t, ext) for t in aff.terms):
             coefs, const = plan.expand(aff)
             nd = len(plan.shape)
             value = np.int64(const)

@@ -83,10 +83,10 @@ class Footprint:
                 f"buffer {self.buffer} is too large to expand to a whole-buffer array ({nbytes >> 20} MB); "
                 f"use Footprint.crop() or .box")
         out = np.full(self.shape, fill, dtype=dtype)
-        out[self._box_slices()] = arr
+        out[self.box_slices()] = arr
         return out
 
-    def _box_slices(self) -> tuple:
+    def box_slices(self) -> tuple:
         shape = next(iter(self.box.values())).shape
         return tuple(slice(o, o + n) for o, n in zip(self.origin, shape))
 

@@ -58,7 +58,7 @@ def function_bytes(program: AccessProgram, scopes: tuple[str, ...] = ("global",)
                     raise AccessAnalysisError(f"buffer {name} is symbolic or too large to count element by element")
                 whole = touched[name] = np.zeros(fp.shape, dtype=bool)
                 itemsize[name] = fp.itemsize
-            whole[fp._box_slices()] |= fp.box_touched
+            whole[fp.box_slices()] |= fp.box_touched
     return {name: int(np.count_nonzero(arr)) * itemsize[name] for name, arr in touched.items()}
 
 
