@@ -3,7 +3,7 @@ import vectors from "../../tests/fixtures/name_rule.json";
 import { matchNames, refOf } from "../lib/names";
 import type { LoopTree } from "../lib/types";
 
-// The same cases pytest runs against mlc_lab.core.model.LoopTree.match.
+// The same cases pytest runs against mlc_lab.model.steps.LoopTree.match.
 const trees = vectors.trees as unknown as Record<string, LoopTree>;
 
 describe("the one name rule (shared with Python)", () => {

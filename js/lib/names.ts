@@ -1,4 +1,4 @@
-// The one rule that finds loops and blocks by name: a port of mlc_lab.core.model.LoopTree.match.
+// The one rule that finds loops and blocks by name: a port of mlc_lab.model.steps.LoopTree.match.
 // Both test suites check it against tests/fixtures/name_rule.json.
 
 import type { FuncNode, LoopTree, TreeNode } from "./types";

@@ -1,10 +1,10 @@
 // The plain data that mlc_lab's Python side puts into widget traits. The step and the loop tree
-// come from js/lib/model.ts (generated from mlc_lab/core/model.py); the rest mirrors
+// come from js/lib/model.ts (generated from mlc_lab/model/steps.py); the rest mirrors
 // mlc_lab/widgets/explorer.py.
 
 export type StepId = number | string;
 
-// The loop tree and the step: generated from mlc_lab/core/model.py (js/lib/model.ts).
+// The loop tree and the step: generated from mlc_lab/model/steps.py (js/lib/model.ts).
 import type { BlockNode, FailedAttempt, FuncNode, LoopNode, StepSummary, StepView } from "./model";
 
 export type { BlockNode, BufferInfo, Decision, FuncNode, IterVar, LoopNode, LoopTree, StepSummary, StepView } from "./model";
@@ -32,7 +32,7 @@ export interface HistoryDelta {
 }
 
 
-/** A failed attempt as the Session keeps it (mlc_lab.core.model.FailedAttempt). */
+/** A failed attempt as the Session keeps it (mlc_lab.model.steps.FailedAttempt). */
 export type FailureInfo = FailedAttempt;
 
 
