@@ -100,7 +100,11 @@ nav > ul { padding-left:6px; }
 nav a { color:var(--fg); text-decoration:none; display:block; padding:1px 6px; border-radius:3px; }
 nav a:hover { background:var(--accent-bg); }
 nav a.active { background:var(--accent-bg); font-weight:600; }
-nav a.current::after { content:" ●"; color:var(--accent); }
+nav ul.history { padding-left:0; }
+nav .mark { color:var(--muted); }
+nav a.current .mark { color:var(--accent); }
+nav li.failure a { color:#c62828; }
+nav li.failure .mark { color:#c62828; }
 main { padding:8px 16px 32px; min-width:0; }
 section.step { border-bottom:1px solid var(--border); padding-bottom:16px; margin-bottom:16px; }
 section.step h2 { font-size:16px; font-family:ui-monospace, Menlo, Consolas, monospace; }
@@ -135,6 +139,15 @@ _SCRIPT = """
     links.forEach(function (a) { a.classList.toggle('active', a.dataset.step === id); });
   }
   links.forEach(function (a) { a.addEventListener('click', function (e) { e.preventDefault(); show(a.dataset.step); history.replaceState(null, '', '#step-' + a.dataset.step); }); });
+  // a failed attempt: the step it was tried from, opened at its "Failed attempts" list
+  Array.prototype.slice.call(document.querySelectorAll('nav a[data-failure-of]')).forEach(function (a) {
+    a.addEventListener('click', function (e) {
+      e.preventDefault();
+      show(a.dataset.failureOf);
+      var list = document.querySelector('section.step[data-step="' + a.dataset.failureOf + '"] details.failed');
+      if (list) { list.open = true; list.scrollIntoView(); }
+    });
+  });
   var start = (location.hash.match(/^#step-(.+)$/) || [])[1] || document.body.dataset.current;
   show(start);
   var dark = window.matchMedia && window.matchMedia('(prefers-color-scheme: dark)').matches;
@@ -229,19 +242,51 @@ def _children(nodes: list) -> str:
     return "".join(out)
 
 
-def _nav(data: SessionExport) -> str:
+def history_rows(data: SessionExport) -> list[dict]:
+    """The step tree as rows, drawn as the explorer's History draws it (js/explorer/history.ts):
+    pre-order; a step's first child continues at its depth (a linear history reads as a list),
+    later children are branches one deeper; failed attempts hang under the step they were tried from."""
     by_id = {str(s.id): s for s in data.steps}
+    failures_at: dict[str, list[dict]] = {}
+    for f in data.failures:
+        failures_at.setdefault(str(f.get("parent")), []).append(f)
+    rows: list[dict] = []
 
-    def item(step: StepExport) -> str:
-        cls = "current" if str(step.id) == str(data.current) else ""
+    def visit(step: StepExport, depth: int, branch: bool) -> None:
+        rows.append({"kind": "step", "step": step, "depth": depth, "branch": branch})
+        for f in failures_at.get(str(step.id), []):
+            rows.append({"kind": "failure", "failure": f, "parent": step.id, "depth": depth + 1, "branch": False})
         kids = [by_id[str(c)] for c in step.children if str(c) in by_id]
-        inner = "".join(item(k) for k in kids)
-        sub = f"<ul>{inner}</ul>" if inner else ""
-        return (f'<li><a href="#step-{html.escape(str(step.id))}" data-step="{html.escape(str(step.id))}" class="{cls}">'
-                f"{html.escape(str(step.id))}: {html.escape(step.label)}</a>{sub}</li>")
+        for i, kid in enumerate(kids):
+            visit(kid, depth if i == 0 else depth + 1, i > 0)
 
-    roots = [s for s in data.steps if s.parent is None or str(s.parent) not in by_id]
-    return "<ul>" + "".join(item(r) for r in roots) + "</ul>"
+    for root in (s for s in data.steps if s.parent is None or str(s.parent) not in by_id):
+        visit(root, 0, False)
+    return rows
+
+
+def _nav(data: SessionExport) -> str:
+    items = []
+    for row in history_rows(data):
+        pad = f' style="padding-left:{6 + 14 * row["depth"]}px"'
+        if row["kind"] == "failure":
+            f = row["failure"]
+            label = html.escape(str(f.get("label") or f.get("primitive") or "?"))
+            summary = html.escape(str(f.get("summary") or ""))
+            parent = html.escape(str(row["parent"]))
+            items.append(f'<li class="hrow failure" data-depth="{row["depth"]}" data-failure-of="{parent}"{pad}>'
+                         f'<a href="#step-{parent}" data-failure-of="{parent}" title="{summary}">'
+                         f'<span class="mark">✗</span> {label}</a></li>')
+            continue
+        step = row["step"]
+        sid = html.escape(str(step.id))
+        current = str(step.id) == str(data.current)
+        mark = "●" if current else "┬" if row["branch"] else "○"
+        cls = " ".join(["hrow", "step"] + (["branch"] if row["branch"] else []))
+        items.append(f'<li class="{cls}" data-step="{sid}" data-depth="{row["depth"]}"{pad}>'
+                     f'<a href="#step-{sid}" data-step="{sid}" class="{"current" if current else ""}">'
+                     f'<span class="mark">{mark}</span> {sid}: {html.escape(step.label)}</a></li>')
+    return '<ul class="history">' + "".join(items) + "</ul>"
 
 
 def render_html(data: SessionExport, *, title: str | None = None) -> str:
