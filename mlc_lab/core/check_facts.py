@@ -226,6 +226,66 @@ class StepFacts:
             return None
         return idx, active, env, axes
 
+    def points(self, site: Site, kernel: Kernel | None, fixed: dict) -> int:
+        """How many points ``enumerate`` would cover for the site (without ``extra_loops``)."""
+        used = set()
+        for e in site.access.indices + tuple(site.access.guards):
+            used |= free_vars(e)
+        seen, n = set(), 1
+        for lp in list(site.chain) + list(site.access.inner):
+            if lp.id not in used or lp.id in fixed or (lp.tag and lp.tag in fixed):
+                continue
+            if kernel is not None and lp.id not in kernel.ids and lp in site.chain:
+                continue
+            key = lp.tag if (lp.tag and kernel is not None and lp.tag in kernel.launch) else lp.id
+            if key in seen:
+                continue
+            seen.add(key)
+            ext = kernel.launch[key] if isinstance(key, str) else lp.extent
+            n *= int(ext) if isinstance(ext, int) else 1
+        return n
+
+    def affine_range(self, site: Site, kernel: Kernel | None, fixed: dict, e) -> tuple | None:
+        """(min, max) of index ``e`` over the site's points from its affine form, when that is exact:
+        no guard, and every loop split into digits that tile its extent. None otherwise."""
+        from mlc_lab.core.access.expr import Affine, Decomposer, Digit, NonAffine, digit_range
+
+        if site.access.guards:
+            return None
+        values: dict = {}
+        extents: dict = {}
+        for lp in list(site.chain) + list(site.access.inner):
+            key = lp.tag if (lp.tag and kernel is not None and lp.tag in kernel.launch) else lp.id
+            if lp.id in fixed or (lp.tag and lp.tag in fixed) or (
+                    kernel is not None and lp in site.chain and lp.id not in kernel.ids):
+                v = fixed.get(lp.id, fixed.get(lp.tag, lp.min))
+                values[lp.id] = Affine(const=int(v) if isinstance(v, int) else 0)
+                continue
+            ext = kernel.launch[key] if isinstance(key, str) else lp.extent
+            if not isinstance(ext, int) or not isinstance(lp.min, int):
+                return None
+            kid = -1 - (THREAD_TAGS + BLOCK_TAGS).index(key) if isinstance(key, str) else key
+            extents[kid] = int(ext)
+            values[lp.id] = Affine({Digit(kid, 1, None): 1}, int(lp.min) if isinstance(key, int) else 0)
+
+        def value_of(v):
+            if v.id not in values:
+                raise NonAffine
+            return values[v.id]
+
+        try:
+            form = Decomposer(value_of, extents).lin(e)
+        except NonAffine:
+            return None
+        lo = hi = form.const
+        for d, coef in form.terms.items():
+            n = digit_range(d, extents)
+            if extents[d.loop] % (d.place * n):
+                return None
+            lo += min(0, coef * (n - 1))
+            hi += max(0, coef * (n - 1))
+        return int(lo), int(hi)
+
     def thread_ids(self, kernel: Kernel, axes: list) -> np.ndarray:
         """Linear thread id (x fastest) broadcast over the axes of an enumeration."""
         nd = len(axes)

@@ -176,13 +176,36 @@ def check_session(session: Any, names: list[str] | None = None, *, target: Any =
     for check in CHECKS.values():
         if check.target != tgt.kind or (names is not None and check.name not in names):
             continue
-        result = check.run(facts)
+        result = _run_check(check, facts)
         if result is None and names is not None and check.name in names:
             result = CheckResult(check.name, False, f"{check.title} does not apply to this program: "
                                  f"{facts.why_not(check.name)}", None, {})
         if result is not None:
             results.append(result)
     return CheckReport(results, list(step_hazards(session, step, tgt)), None)
+
+
+def _run_check(check: Check, facts: Any) -> CheckResult | None:
+    """A check's verdict; a program it cannot read (symbolic shapes, a construct it does not know) is a
+    failed verdict that says so, never an exception out of the report."""
+    try:
+        return check.run(facts)
+    except MlcLabError as exc:
+        reason = str(exc).splitlines()[0]
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError) as exc:
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    symbolic = _symbolic_shapes(facts)
+    why = (f"the program has symbolic shapes ({', '.join(symbolic)}) and the check needs their values"
+           if symbolic else f"it reads a construct the check does not handle ({reason})")
+    return CheckResult(check.name, False, f"{check.title} could not be judged on this program: {why}", None,
+                       {"error": reason})
+
+
+def _symbolic_shapes(facts: Any) -> list:
+    try:
+        return sorted(facts.prog.shape_vars)
+    except AttributeError:
+        return []
 
 
 _HAZARDS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
