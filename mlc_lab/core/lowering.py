@@ -8,6 +8,7 @@ plain data: `to_json()` is what the explorer's Compiler panel and `mlc-lab lower
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -58,6 +59,12 @@ class Lowering:
     loops: list[cf.LoopFacts] = field(default_factory=list)
     kernels: list[cf.KernelFacts] = field(default_factory=list)
     cuda_loop_lines: dict[str, list[int]] = field(default_factory=dict)  # loop variable -> CUDA source lines
+    arch: str = ""  # the CUDA architecture compiled for ("sm_75"); "" for the CPU
+    # CUDA: the shared and local buffers at the size one block / one thread keeps them
+    # [{"name", "scope", "shape", "dtype", "bytes"}], and per kernel the arrays its source declares
+    # [{"name", "scope" ("local"|"shared"), "elements", "dtype", "bytes"}]: the facts without ptxas.
+    gpu_buffers: list[dict] = field(default_factory=list)
+    kernel_arrays: dict[str, list[dict]] = field(default_factory=dict)
     verdict: str = ""
     seconds: float = 0.0  # in the worker, all included
     timings: dict[str, float] = field(default_factory=dict)  # seconds: parse, compile, code_text
@@ -183,9 +190,17 @@ def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | N
             f.verdict = cf.loop_verdict(f, strides, low.cpu_features)
         low.verdict = cf.step_verdict(low.loops)
     elif low.kind == "cuda":
+        low.arch = str(raw.get("arch") or "")
+        low.gpu_buffers = list(raw.get("gpu_buffers") or [])
+        low.kernel_arrays = cuda_kernel_arrays(low.cuda_source)
         low.kernels = cf.kernel_facts(low.ptx, low.ptxas_report)
+        for name, arrays in low.kernel_arrays.items():  # no ptxas: the kernels and shared memory from the source
+            if not any(k.name == name for k in low.kernels):
+                low.kernels.append(cf.KernelFacts(name, shared_bytes=sum(a["bytes"] or 0 for a in arrays
+                                                                         if a["scope"] == "shared")))
         low.cuda_loop_lines = cf.cuda_loop_lines(low.cuda_source)
-        low.verdict = cf.cuda_verdict(low.kernels, low.problems, low.ptx_error)
+        low.loops = cuda_loop_facts(loops, low.cuda_source, low.cuda_loop_lines)
+        low.verdict = cuda_step_verdict(low)
     if not low.ok:
         failed = [p for p in passes if p.status == "failed"]
         where = f"in {failed[0].name}" if failed else "while compiling"
@@ -195,6 +210,18 @@ def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | N
     return low
 
 
+def target_info(target: Any) -> dict:
+    """{"key", "kind" ("cpu"|"cuda"), "arch"} of a target `lower` accepts: "cpu", "cuda", a CUDA
+    architecture ("sm_75"), a target dict ({"kind": "cuda", "arch": "sm_75"}) or a TVM target tag.
+    Anything else raises `MlcLabError` saying what is accepted."""
+    from mlc_lab.tvm.lower import describe_target
+
+    try:
+        return describe_target(target)
+    except ValueError as exc:
+        raise MlcLabError(str(exc)) from None
+
+
 def lower(script: str, loop_tree: dict | None, func_name: str | None, target: Any = "cpu", *,
           step: int | None = None, ptx: bool = True, timeout: float = DEFAULT_TIMEOUT_S) -> Lowering:
     """Compile `script` (a step's TVMScript) for `target` in the worker process and read its facts."""
@@ -202,3 +229,116 @@ def lower(script: str, loop_tree: dict | None, func_name: str | None, target: An
 
     result = worker().call("lower", timeout=timeout, script=script, func_name=func_name, target=target, ptx=ptx)
     return build_lowering(result, script, loop_tree, step)
+
+
+# ----------------------------------------------------------------------------------------- CUDA facts
+
+
+_KERNEL = re.compile(r'__global__ void(?: __launch_bounds__\(\d+\))? (\w+)\(')
+_ARRAY = re.compile(r"^\s*(__shared__ )?(?:alignas\(\d+\) )?(?:volatile )?([A-Za-z_][\w ]*?\w) (\w+)\[(\d+)\];")
+_CUDA_TYPE_BYTES = {"float": 4, "int": 4, "unsigned int": 4, "uint": 4, "half": 2, "__half": 2, "nv_bfloat16": 2,
+                    "double": 8, "long long": 8, "int64_t": 8, "char": 1, "signed char": 1, "unsigned char": 1,
+                    "float2": 8, "float4": 16, "half2": 4, "int4": 16, "bool": 1, "short": 2}
+# A thread has at most 255 32-bit registers: a local array larger than that cannot live in them.
+MAX_REGISTER_BYTES = 255 * 4
+LARGE_STACK_BYTES = 1024
+
+
+def cuda_kernel_arrays(source: str) -> dict[str, list[dict]]:
+    """Per kernel of the CUDA source, the arrays it declares: `float C_local[4096];` (one per
+    thread: local) and `__shared__ float A_shared[512];` (one per block)."""
+    out: dict[str, list[dict]] = {}
+    current = None
+    for line in source.splitlines():
+        m = _KERNEL.search(line)
+        if m:
+            current = out.setdefault(m.group(1), [])
+            continue
+        m = _ARRAY.match(line)
+        if m and current is not None:
+            shared, ctype, name, count = m.group(1), m.group(2).strip(), m.group(3), int(m.group(4))
+            size = _CUDA_TYPE_BYTES.get(ctype)
+            current.append({"name": name[:-4] if name.endswith("_ptr") else name, "scope": "shared" if shared else "local",
+                            "elements": count, "dtype": ctype, "bytes": None if size is None else size * count})
+    return out
+
+
+def cuda_loop_facts(loops: list[dict], source: str, loop_lines: dict[str, list[int]]) -> list[cf.LoopFacts]:
+    """What each loop of the step became in the CUDA code, as its `verdict`: a block or thread
+    index, a loop in every thread, one wide access, unrolled copies, or nothing."""
+    lines = source.splitlines()
+    out = []
+    seen: dict[str, int] = {}
+    for n in loops:
+        name, kind, extent = str(n.get("name")), str(n.get("loop_kind") or "serial"), n.get("extent")
+        # Two loops of one name (one per block): TVM's code calls the second `name_1`, and so on.
+        nth = seen.get(name, 0)
+        seen[name] = nth + 1
+        code_name = name if nth == 0 else f"{name}_{nth}"
+        f = cf.LoopFacts(loop=str(n.get("qualified") or name), name=name, line=int(n.get("line") or 0),
+                         end_line=int(n.get("end_line") or 0), kind=kind, extent=extent,
+                         innermost=bool(n.get("innermost")))
+        here = loop_lines.get(code_name, [])
+        span = f" (CUDA lines {here[0]}-{here[-1]})" if here else ""
+        if kind == "thread_binding":
+            thread = str(n.get("thread") or "")
+            if thread.startswith("blockIdx"):
+                f.verdict = f"{thread}: {extent} thread blocks, each runs one iteration"
+            elif thread.startswith("threadIdx"):
+                f.verdict = f"{thread}: {extent} threads of a block, each runs one iteration"
+            else:
+                f.verdict = f"{thread}: a virtual thread, its {extent} iterations interleaved in each thread"
+        elif kind == "vectorized":
+            wide = [t for t in (f"float{extent}", f"half{extent}", f"int{extent}", f"uint{extent}") if t in source]
+            f.verdict = (f"one {extent}-wide access ({wide[0]}) per statement, no loop" if wide else
+                         f"vectorized, but the code has no {extent}-wide type: {extent} scalar statements")
+        elif here:
+            first = here[0]
+            pragma = first >= 2 and "#pragma unroll" in lines[first - 2]
+            what = "a loop with #pragma unroll (nvcc unrolls it)" if pragma else f"a loop of {extent} iterations"
+            f.verdict = f"{what} in every thread{span}"
+        elif extent == 1:
+            f.verdict = "extent 1: no loop in the code"
+        elif kind == "unrolled":
+            f.verdict = f"unrolled by TVM: {extent} copies of its body, no loop"
+        else:
+            f.verdict = "no loop of its own in the code (unrolled, or merged by TVM's passes)"
+        out.append(f)
+    return out
+
+
+def _shape_text(shape: list) -> str:
+    return "x".join(str(d) for d in shape)
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:.3g} KB" if n >= 1024 else f"{n} B"
+
+
+def cuda_step_verdict(low: Lowering) -> str:
+    """One line for a CUDA step: a large per-thread stack frame first (the usual reason a GPU
+    matmul is slow), then registers, shared memory, spills and vector loads per kernel."""
+    if low.problems:
+        return low.problems[0].splitlines()[0]
+    base = cf.cuda_verdict(low.kernels, low.problems, low.ptx_error)
+    shapes = {b["name"]: b for b in low.gpu_buffers}
+    notes = []
+    for k in low.kernels:
+        local = [a for a in low.kernel_arrays.get(k.name, []) if a["scope"] == "local" and a["bytes"]]
+        local.sort(key=lambda a: -a["bytes"])
+        what = ""
+        if local:
+            a = local[0]
+            buf = shapes.get(a["name"], {})
+            shape = _shape_text(buf.get("shape") or [a["elements"]])
+            noun = "accumulator" if a["name"].endswith("_local") else "array"
+            what = f"each thread keeps a {shape} {buf.get('dtype') or a['dtype']} {noun} ({a['name']}, {_kib(a['bytes'])})"
+        if k.stack_bytes >= LARGE_STACK_BYTES or k.spill_stores:
+            lead = what or "each thread keeps local data"
+            notes.append(f"{k.name}: {lead}: a {_kib(k.stack_bytes)} stack frame per thread (ptxas), in local memory "
+                         "(off-chip, cached in L1) instead of registers: give each thread a smaller tile")
+        elif k.registers is None and local and local[0]["bytes"] > MAX_REGISTER_BYTES:
+            notes.append(f"{k.name}: {what}: more than a thread's 255 registers hold, so it will live on the stack "
+                         "in local memory (off-chip): give each thread a smaller tile (ptxas was not run: no stack "
+                         "figure)")
+    return "; ".join(notes + [base]) if notes else base

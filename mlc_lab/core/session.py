@@ -578,18 +578,17 @@ class Session:
         self._notify("measure", sid)
         return result
 
-    def lower(self, step: int | None = None, target: str = "cpu", **kwargs: Any) -> Any:
-        """How the step (default: current) compiles for ``target`` ("cpu" or "cuda"): every pass
-        ``tvm.compile`` runs with the TVMScript after it, the LLVM IR and assembly (CPU) or CUDA
-        source and PTX (CUDA), and per-loop facts with a one-line verdict. Compiled in the worker
-        process; cached per step and target. See ``mlc_lab.core.lowering.Lowering``."""
-        from mlc_lab.core.lowering import lower
+    def lower(self, step: int | None = None, target: Any = "cpu", **kwargs: Any) -> Any:
+        """How the step (default: current) compiles for ``target``: "cpu", "cuda", a CUDA
+        architecture ("sm_75"), a target dict ({"kind": "cuda", "arch": "sm_75"}) or a TVM target
+        tag. Every pass ``tvm.compile`` runs with the TVMScript after it, the LLVM IR and assembly
+        (CPU) or CUDA source and PTX (CUDA), and per-loop facts with a one-line verdict. Compiled in
+        the worker process; cached per step and target. See ``mlc_lab.core.lowering.Lowering``."""
+        from mlc_lab.core.lowering import lower, target_info
 
         sid = self._current if step is None else step
         state = self._state_of(sid)
-        if not isinstance(target, str) or target not in ("cpu", "cuda"):
-            raise MlcLabError(f"lower() compiles for target 'cpu' or 'cuda', not {target!r}")
-        key = (sid, target)
+        key = (sid, target if isinstance(target, str) and target in ("cpu", "cuda") else target_info(target)["key"])
         if key not in self._lowerings:
             self._lowerings[key] = lower(state.script, state.loop_tree(), self.func_name, target, step=sid, **kwargs)
         return self._lowerings[key]

@@ -13,6 +13,7 @@ programs: call this in the worker process (`mlc_lab.core.worker_main`, request "
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tempfile
 import time
@@ -41,6 +42,7 @@ class _PassRecorder:
         # after SplitHostDevice's two Filters, host and device passes work on different modules.
         self._last_changed = {"pipeline": -1, "host": -1, "device": -1}
         self.before_vectorize: Any = None
+        self.after_compact: Any = None
         self.phase = "pipeline"
         self._filters = 0
 
@@ -96,6 +98,8 @@ class _PassRecorder:
         if index is None:
             return
         rec = self.records[index]
+        if rec["name"] == "s_tir.CompactBufferAllocation":
+            self.after_compact = mod  # the shared/local buffers at the size each block/thread keeps
         rec["seconds"] = time.perf_counter() - t0
         # Not `mod.same_as(before)`: some passes (AnnotateEntryFunc) change the module in place.
         if _hash(mod) == before_hash:
@@ -164,6 +168,36 @@ def _parse(script: str, func_name: str | None) -> tuple[str, Any]:
     return tbuild.single_function_module(mod, func_name)
 
 
+_CUDA_ARCH = re.compile(r"^sm_\d+[a-z]?$")
+
+
+def lower_target(spec: Any) -> Any:
+    """The TVM target `lower` compiles for: "cpu" (this machine), "cuda" (this GPU's architecture,
+    sm_90 without one), a CUDA architecture ("sm_75"), a target dict ({"kind": "cuda", "arch":
+    "sm_75"}), a TVM target string or tag ("nvidia/geforce-rtx-3080"). Raises ValueError, in
+    one sentence, for anything else or for a kind other than the CPU or CUDA."""
+    if isinstance(spec, str) and _CUDA_ARCH.match(spec.strip()):
+        spec = {"kind": "cuda", "arch": spec.strip()}
+    try:
+        tgt = tbuild.resolve_target(spec)
+    except Exception as exc:  # noqa: BLE001 - TVM's parser: its first line says which part
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ValueError(f"{spec!r} is not a target lower() knows: give 'cpu', 'cuda', a CUDA architecture "
+                         f"such as 'sm_75', a target dict or a TVM target tag ({first[:200]})") from None
+    if tgt.kind.name not in ("llvm", "cuda"):
+        raise ValueError(f"lower() compiles for the CPU or for CUDA, not for {tgt.kind.name!r} ({spec!r})")
+    return tgt
+
+
+def describe_target(spec: Any) -> dict:
+    """{"key": the target as TVM prints it (one per distinct target), "kind": "cpu"|"cuda",
+    "arch": the CUDA architecture or ""}: what a caller needs to cache and label a lowering."""
+    tgt = lower_target(spec)
+    kind = "cuda" if tgt.kind.name == "cuda" else "cpu"
+    arch = str(tgt.attrs.get("arch", tbuild.DEFAULT_CUDA_ARCH)) if kind == "cuda" else ""
+    return {"key": str(tgt), "kind": kind, "arch": arch}
+
+
 def lower_script(script: str, func_name: str | None = None, target: Any = "cpu", *,
                  ptx: bool = True, keep_scripts: bool = True) -> dict:
     """Compile the TVMScript `script` (one function of it) for `target` the way `tvm.compile`
@@ -178,7 +212,7 @@ def lower_script(script: str, func_name: str | None = None, target: Any = "cpu",
     t0 = time.perf_counter()
     func_name, mod = _parse(script, func_name)
     t_parsed = time.perf_counter()
-    tgt = tbuild.resolve_target(target)
+    tgt = lower_target(target)
     kind = "cuda" if tgt.kind.name == "cuda" else "cpu"
     rec = _PassRecorder(keep_scripts=keep_scripts, input_script=script)
     out: dict[str, Any] = {
@@ -202,6 +236,9 @@ def lower_script(script: str, func_name: str | None = None, target: Any = "cpu",
     out["ok"] = True
     t_compiled = time.perf_counter()
     out["vector_strides"] = _vector_strides(rec.before_vectorize)
+    if kind == "cuda":
+        out["gpu_buffers"] = gpu_buffers(rec.after_compact)
+        out["arch"] = str(tgt.attrs.get("arch", tbuild.DEFAULT_CUDA_ARCH))
     host = ex.mod
     if kind == "cpu":
         out["llvm_ir"] = host.inspect_source("ll")
@@ -245,6 +282,51 @@ def _cpu_features(tgt: Any) -> list[str]:
     except Exception:  # noqa: BLE001 - an LLVM without this query: no explanation, same facts
         return []
     return [f for f in _EXPLAINING_FEATURES if f in features]
+
+
+# ----------------------------------------------------------------------------------------- GPU buffers
+
+
+_GPU_SCOPES = ("local", "shared", "shared.dyn", "warp")
+
+
+def gpu_buffers(mod: Any) -> list[dict]:
+    """The shared and local buffers of the module as `CompactBufferAllocation` leaves them: what one
+    thread block (shared) or one thread (local) really keeps. [{"name", "scope", "shape", "dtype",
+    "bytes"}], in the order of the code."""
+    if mod is None:
+        return []
+    found: list[dict] = []
+    seen: set[str] = set()
+
+    def add(buf: Any) -> None:
+        scope = buf.scope() if callable(getattr(buf, "scope", None)) else getattr(buf, "scope", "")
+        scope, name = str(scope), str(buf.name)
+        if scope not in _GPU_SCOPES or name in seen:
+            return
+        shape = [_int_or_none(d) for d in buf.shape]
+        dtype = tvm.DataType(str(buf.dtype))
+        size = None if any(d is None for d in shape) else (dtype.bits * dtype.lanes // 8) * _product(shape)
+        seen.add(name)
+        found.append({"name": name, "scope": scope, "shape": shape, "dtype": str(buf.dtype), "bytes": size})
+
+    def visit(node: Any) -> None:
+        for buf in getattr(node, "alloc_buffers", None) or []:
+            add(buf)
+        if isinstance(node, tvm.tirx.AllocBuffer):
+            add(node.buffer)
+
+    for _, func in mod.functions_items():
+        if isinstance(func, tvm.tirx.PrimFunc):
+            tvm_ffi.structural_walk(func.body, visit, order="pre")
+    return found
+
+
+def _product(values: list) -> int:
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out
 
 
 # ----------------------------------------------------------------------------------------- strides

@@ -216,8 +216,10 @@ def test_a_strided_vectorized_loop_is_explained():
 def test_lowering_is_cached_per_step_and_target(steps):
     s, _, after = steps
     assert s.lower() is after
-    with pytest.raises(MlcLabError, match="target 'cpu' or 'cuda'"):
-        s.lower(target="llvm -mcpu=x")
+    with pytest.raises(MlcLabError, match="compiles for the CPU or for CUDA, not for 'opencl'"):
+        s.lower(target="opencl")
+    with pytest.raises(MlcLabError, match="'sm_' is not a target lower.. knows: give 'cpu', 'cuda', a CUDA architecture"):
+        s.lower(target="sm_")
 
 
 def test_a_failing_compile_names_where_it_failed():
