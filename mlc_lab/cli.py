@@ -9,7 +9,7 @@ import sys
 
 from mlc_lab.errors import UsageError  # noqa: F401  (re-exported for subcommands)
 
-SUBCOMMANDS = ["convert", "show", "replay", "trace", "bench", "tune", "lower", "check", "export", "database"]
+SUBCOMMANDS = ["convert", "show", "replay", "trace", "bench", "tune", "lower", "check", "export", "database", "grade"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -154,8 +154,9 @@ class _CallParser:
             raise TraceParseError("each statement of a trace must be a call of a schedule primitive", line=line)
         func = node.func
         if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == self.sch):
+            shown = ast.unparse(func)
             raise TraceParseError(
-                f"only methods of `{self.sch}` may be called in a trace, not `{_dotted(func)}`", line=line
+                f"only methods of `{self.sch}` may be called in a trace, not `{shown[:80]}`", line=line
             )
         name = ALIASES.get(func.attr, func.attr)
         if name not in PRIMITIVES:
