@@ -205,15 +205,14 @@ def run_opencl(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
         fd, log_path = tempfile.mkstemp(prefix="mlc_lab_oclgrind_", suffix=".log")
         os.close(fd)
         os.environ["OCLGRIND_LOG"] = log_path
-        os.environ["OCLGRIND_DATA_RACES"] = "1"
+        os.environ["OCLGRIND_DATA_RACES"] = os.environ.get("MLC_LAB_OCLGRIND_RACES", "1")
     try:
         ctx = cl.Context([dev])
         queue = cl.CommandQueue(ctx)
         try:
             program = cl.Program(ctx, prog["source"]).build()
         except cl.RuntimeError as exc:
-            raise OpenCLProgramError(f"{engine} could not compile TVM's OpenCL code: "
-                                     + str(exc).strip().splitlines()[0]) from None
+            raise OpenCLProgramError(_build_error(engine, str(exc))) from None
         t_build = time.perf_counter()
         outputs, guard_writes = _launch_all(cl, ctx, queue, program, prog, arrays, engine,
                                             guard_bytes=0 if engine == "oclgrind" else GUARD_BYTES,
@@ -229,6 +228,22 @@ def run_opencl(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
                 pass
     return {"outputs": outputs, "guard_writes": guard_writes, "engine": engine, "diagnostics": diagnostics,
             "seconds": {"opencl_build": t_build - t0, "run": t_run - t_build}}
+
+
+_CL_ERROR = re.compile(r"error: (.+)")
+_GLOBAL_IN_KERNEL = re.compile(r"__global \w+ (\w+?)(?:_ptr)?\[")
+
+
+def _build_error(engine: str, text: str) -> str:
+    """The OpenCL compiler's first error in one sentence, with what to do for the usual one."""
+    errors = _CL_ERROR.findall(text)
+    first = errors[0].strip() if errors else (text.strip().splitlines() or ["unknown error"])[0]
+    message = f"{engine} could not compile TVM's OpenCL code: {first}"
+    if "global address space" in first:
+        names = ", ".join(dict.fromkeys(_GLOBAL_IN_KERNEL.findall(text))) or "an intermediate buffer"
+        message += (f" ({names}: a global buffer allocated inside the kernel, which a GPU cannot do; compute "
+                     "it in a kernel of its own, or give it a 'local' or 'shared' scope)")
+    return message
 
 
 def _launch_all(cl: Any, ctx: Any, queue: Any, program: Any, prog: dict, arrays: dict[str, np.ndarray], engine: str,

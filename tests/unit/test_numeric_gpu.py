@@ -16,7 +16,7 @@ from mlc_lab import exercises
 from mlc_lab.core import numeric_gpu
 from mlc_lab.core.numeric_gpu import NumericCheckError, numeric_check
 from mlc_lab.core.worker import worker
-from tests.fixtures.programs import GPU_TWO_BLOCKS, matmul
+from tests.fixtures.programs import GPU_TWO_BLOCKS, MM_RELU, matmul
 from tests.unit.test_cuda import blocking_with_shared
 
 
@@ -164,3 +164,29 @@ def test_the_check_at_128_takes_seconds(reference):
     t0 = time.perf_counter()
     assert numeric_check(reference).ok
     assert time.perf_counter() - t0 < 30  # 3-6 s measured on 2 shared cores (benchmarks/numeric_gpu.py)
+
+
+def _bind_2d(s: mlc_lab.Session, block: str, tile: int = 16) -> tuple:
+    i0, i1 = s.apply("split", f"{block}/i", factors=[None, tile])
+    j0, j1 = s.apply("split", f"{block}/j", factors=[None, tile])
+    s.apply("reorder", i0, j0, i1, j1)
+    for loop, axis in ((i0, "blockIdx.y"), (j0, "blockIdx.x"), (i1, "threadIdx.y"), (j1, "threadIdx.x")):
+        s.apply("bind", loop, axis)
+    return i0, j0, i1, j1
+
+
+def test_two_kernels_and_a_global_intermediate_between_them():
+    s = mlc_lab.Session(MM_RELU)
+    _bind_2d(s, "Y")
+    _bind_2d(s, "C")
+    r = numeric_check(s, sizes={128: 32})
+    assert r.ok and r.total == 32 * 32 and r.shape["C"] == [32, 32], r.message
+
+
+def test_an_intermediate_left_inside_the_kernel_is_explained():
+    s = mlc_lab.Session(MM_RELU)
+    *_, j1 = _bind_2d(s, "Y")
+    s.apply("reverse_compute_at", "C", j1)  # Y stays a global buffer, now allocated inside the kernel
+    r = numeric_check(s, sizes={128: 32})
+    assert r.verdict == "error" and not r.ok
+    assert "global address space (Y: a global buffer allocated inside the kernel" in r.message
