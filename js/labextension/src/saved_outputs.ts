@@ -75,6 +75,7 @@ class SavedWidgetRenderer extends Widget implements IRenderMime.IRenderer {
   private cleanup: (() => void) | null = null;
   private inner: { renderer: IRenderMime.IRenderer; factory: IRenderMime.IRendererFactory } | null = null;
   private model: IRenderMime.IMimeModel | null = null;
+  private savedShown = false; // the saved view (or why it could not be shown) is on screen
   private generation = 0;
 
   constructor(
@@ -113,7 +114,7 @@ class SavedWidgetRenderer extends Widget implements IRenderMime.IRenderer {
     if (!this.model || this.isDisposed) return;
     if (this.inner && this.inner.factory === this.delegate.factory) return;
     const generation = ++this.generation;
-    if (this.cleanup) void this.goLive(generation);
+    if (this.savedShown) void this.goLive(generation);
     else void this.renderDelegated(generation);
   }
 
@@ -121,6 +122,7 @@ class SavedWidgetRenderer extends Widget implements IRenderMime.IRenderer {
     this.cleanup?.();
     this.cleanup = null;
     this.node.replaceChildren();
+    this.savedShown = true;
     try {
       this.cleanup = await widgets.render(id, this.node);
     } catch (err) {
@@ -135,6 +137,7 @@ class SavedWidgetRenderer extends Widget implements IRenderMime.IRenderer {
   }
 
   private dropSaved(): void {
+    this.savedShown = false;
     this.cleanup?.();
     this.cleanup = null;
     this.node.replaceChildren();
