@@ -104,16 +104,27 @@ def _inputs(program_or_session: Any, trace: Any, func: str | None) -> tuple[Any,
 
     obj = program_or_session
     if hasattr(obj, "original") and hasattr(obj, "func_name") and hasattr(obj, "trace"):
-        return obj.original, (trace if trace is not None else obj.trace), func or obj.func_name
+        return obj.original, (_trace_text(trace) if trace is not None else obj.trace), func or obj.func_name
     try:
         mod = tprogram.load(obj, func)
     except MlcLabError as exc:
         raise NumericCheckError(f"the program could not be loaded: {str(exc).splitlines()[0]}") from None
     names = tprogram.prim_func_names(mod)
     name = func or ("main" if "main" in names else names[0])
-    if trace is not None and not isinstance(trace, (str, list, dict)) and hasattr(trace, "read_text"):
-        trace = trace.read_text()
-    return mod, trace, name
+    return mod, _trace_text(trace), name
+
+
+def _trace_text(trace: Any) -> Any:
+    """A trace as given, or the text of the file it names (a path)."""
+    from pathlib import Path
+
+    if isinstance(trace, Path) or (isinstance(trace, str) and "\n" not in trace and len(trace) < 1024
+                                   and trace.strip().endswith((".json", ".trace", ".txt", ".py"))):
+        path = Path(trace)
+        if not path.is_file():
+            raise NumericCheckError(f"there is no trace file {str(trace)!r}")
+        return path.read_text()
+    return trace
 
 
 def _at_size(original: Any, trace: Any, func_name: str, sizes: Any, shape_vars: dict) -> tuple[Any, Any, dict]:

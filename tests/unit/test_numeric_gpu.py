@@ -190,3 +190,12 @@ def test_an_intermediate_left_inside_the_kernel_is_explained():
     r = numeric_check(s, sizes={128: 32})
     assert r.verdict == "error" and not r.ok
     assert "global address space (Y: a global buffer allocated inside the kernel" in r.message
+
+
+def test_a_program_and_a_trace_file(reference, tmp_path):
+    (tmp_path / "mm.py").write_text(matmul(1024))
+    (tmp_path / "mm.trace").write_text(reference.trace)
+    r = numeric_check(str(tmp_path / "mm.py"), str(tmp_path / "mm.trace"), sizes=64)
+    assert r.ok and r.sizes == {1024: 64} and r.total == 64 * 64, r.message
+    with pytest.raises(NumericCheckError, match="no trace file"):
+        numeric_check(str(tmp_path / "mm.py"), str(tmp_path / "missing.trace"))
