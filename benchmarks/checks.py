@@ -65,9 +65,17 @@ def main() -> None:
         runs = [one(session, target) for _ in range(args.repeat)]
         med = {k: round(statistics.median(r[k] for r in runs), 2) for k in runs[0]}
         rows.append({"submission": name, "ms": med})
+    # the hazards of every step of the reference's history (what marking the history costs), cold
+    ref = lab.session_of("reference")
+    _cold(ref)
+    t = time.perf_counter()
+    for sid in ref.path():
+        checks.step_hazards(ref, sid, target)
+    history = {"steps": len(ref.path()), "ms": round((time.perf_counter() - t) * 1e3, 1)}
     worst = max(rows, key=lambda r: r["ms"]["total"])
     print(json.dumps({"cpu": cpu_name(), "size": 2048, "repeat": args.repeat, "target_ms": 200,
                       "slowest": {"submission": worst["submission"], "total_ms": worst["ms"]["total"]},
+                      "history_hazards": history,
                       "steps": rows}, indent=1))
 
 

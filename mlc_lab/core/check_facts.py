@@ -167,8 +167,9 @@ class StepFacts:
 
     # --- enumeration ---------------------------------------------------------------------------
     def enumerate(self, site: Site, kernel: Kernel | None, *, fixed: dict | None = None,
-                  extra_loops: tuple = ()) -> tuple | None:
-        """The site's element indices over the loops its indices and guards use (plus ``extra_loops``),
+                  extra_loops: tuple = (), all_threads: bool = False) -> tuple | None:
+        """The site's element indices over the loops its indices and guards use (plus ``extra_loops``,
+        and with ``all_threads`` every thread the kernel launches, bound loop or not),
         with loops in ``fixed`` held at a value. Thread-bound loops run over the launched range of their
         tag (one shared axis per tag). Returns (indices per dimension, active mask, env, axes) as
         broadcast arrays, or None when too large or not evaluable."""
@@ -193,6 +194,10 @@ class StepFacts:
             if not isinstance(ext, int):
                 return None
             axes.append((key, int(ext)))
+        if all_threads and kernel is not None:   # a statement of a kernel runs in every launched thread
+            for tag in THREAD_TAGS:
+                if tag in kernel.launch and not any(k == tag for k, _ in axes):
+                    axes.append((tag, int(kernel.launch[tag])))
         if math.prod(n for _, n in axes) > MAX_POINTS:
             return None
         nd = len(axes)

@@ -15,6 +15,7 @@ from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Kernel, Site, Step
 from mlc_lab.core.checks import CheckResult, register
 
 _GOOD_EFFICIENCY = 0.5      # coalescing: bytes used / bytes of the 32-byte sectors moved, at least
+_MAX_REQUESTS = 1 << 14     # a copy loop longer than this is not measured warp by warp (too slow to ask)
 _BAD_WAYS = 2               # shared-memory bank conflicts: worse than 2-way fails
 
 
@@ -224,19 +225,25 @@ def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
         # one phase: the loops above the copy that do not bind threads, held at their first value
         fixed = _fixed_blocks(pk)
         fixed.update({lp.id: int(lp.min) for lp in w.chain if lp.tag is None and lp.id in set(r.loops)})
-        tl = tuple(lp for lp in w.chain if lp.tag in THREAD_TAGS)
-        out = sf.enumerate(w, pk, fixed=fixed, extra_loops=tl)
+        out = sf.enumerate(w, pk, fixed=fixed, all_threads=True)
         info: dict = {"copy": p.name}
         ev[b] = info
         if out is None:
             continue
         idx, active, _env, axes = out
         tid = np.broadcast_to(sf.thread_ids(pk, axes), active.shape)[active]
-        used = int(np.unique(tid).size) if tl else 1
-        info["threads"] = used
-        info["block_threads"] = pk.threads
-        if not tl or used < pk.threads:
-            how = ("every thread copies the whole tile" if not tl else
+        shape = [int(n) if isinstance(n, int) else 1 for n in sf.prog.buffers[b].shape]
+        lin = np.zeros(active.shape, dtype=np.int64)
+        for i, n in zip(idx, shape):
+            lin = lin * n + np.clip(i, 0, max(n - 1, 0))
+        lin = lin[active]
+        elements = _distinct(lin)
+        pairs = _distinct(lin * max(1, pk.threads) + tid)
+        used = _distinct(tid)
+        info.update(threads=used, block_threads=pk.threads, elements=elements,
+                    copies_per_element=round(pairs / max(1, elements), 2))
+        if pairs > elements or used < pk.threads:
+            how = (f"every element is copied by {pairs / max(1, elements):g} threads" if pairs > elements else
                    f"only {used} of the block's {pk.threads} threads take part")
             return CheckResult(name, False,
                                f"block {p.name} is not spread over the thread block ({how}): fuse its loops, split "
@@ -268,18 +275,22 @@ def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
                        first, ev)
 
 
+def _distinct(a: np.ndarray) -> int:
+    """Number of distinct values (by sorting: numpy's hash-based unique is slow on these arrays)."""
+    if a.size == 0:
+        return 0
+    s = np.sort(a, kind="stable")
+    return 1 + int(np.count_nonzero(s[1:] != s[:-1]))
+
+
 def _warp_stats(sf: StepFacts, block: str, w: Site) -> dict:
     """Coalescing and bank conflicts of one warp of the copy, from the access analysis."""
     from mlc_lab.core.access import gpu_stats
 
-    loop = next((lp for lp in w.chain if lp.tag is None and lp.role == "loop"
-                 and all(x.tag is None or x.tag in THREAD_TAGS or x.tag in BLOCK_TAGS for x in w.chain)
-                 and lp.id not in set(sf.reduction_block().loops)), None)
-    if loop is None:
-        loop = next((lp for lp in reversed(w.chain) if lp.tag is None), None)
-    if loop is None:
-        loop = w.chain[-1] if w.chain else None
-    if loop is None:
+    # one request is enough to judge: the copy's innermost loop, the loops above it at their first
+    # value (its thread loops, enclosing or not, are the warp's lanes, a vectorized loop its vector)
+    loop = w.chain[-1] if w.chain else None
+    if loop is None or not isinstance(loop.extent, int) or loop.extent > _MAX_REQUESTS:
         return {}
     try:
         stats = gpu_stats(sf.prog, loop.id, None, warp=0)

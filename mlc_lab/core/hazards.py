@@ -364,8 +364,7 @@ def _thread_invariant(sf: StepFacts, s: Site, thread_ids: set) -> bool:
 
 def _pairs(sf: StepFacts, s: Site, k: Kernel, fixed: dict):
     """(linear element, linear thread) of every point where the site runs, thread axes included."""
-    thread_loops = tuple(lp for lp in s.chain if lp.tag in THREAD_TAGS)
-    got = sf.enumerate(s, k, fixed=fixed, extra_loops=thread_loops)
+    got = sf.enumerate(s, k, fixed=fixed, all_threads=True)
     if got is None:
         return None
     idx, active, _env, axes = got

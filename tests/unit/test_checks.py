@@ -133,3 +133,24 @@ def test_too_many_threads_and_too_much_shared_memory():
     assert not [h for h in s.check(target="cuda").hazards if h.kind == "limit"]
     small = s.check(target={"kind": "cuda", "max_shared_memory_per_block": 4096})
     assert any(h.kind == "limit" and "A_shared 8 KB" in h.message for h in small.hazards)
+
+
+def test_write_back_under_the_reduction_outer_loop_races():
+    # the lab: thread loops under k_0 and the write-back placed at k_0, outside them: every
+    # thread of a block writes the whole 64x64 tile of D from its own accumulator, 128 times
+    from tests.labs.gpu_matmul import GEMM_RELU_ADD
+
+    s = _gpu([("cache_write", "gemm", 0, "local"), ("split", "gemm/i", [None, 16, 4]),
+              ("split", "gemm/j", [None, 16, 4]), ("split", "k", [None, 16]),
+              ("reorder", ["i_0", "j_0", "k_0", "i_1", "j_1", "k_1", "i_2", "j_2"]),
+              ("bind", "i_0", "blockIdx.y"), ("bind", "j_0", "blockIdx.x"),
+              ("bind", "i_1", "threadIdx.y"), ("bind", "j_1", "threadIdx.x"),
+              ("reverse_compute_at", "Y_local", "k_0"), ("reverse_compute_inline", "relu_add"),
+              ("decompose_reduction", "gemm", "k_0")], GEMM_RELU_ADD)
+    rep = s.check(target="cuda")
+    races = [h.message for h in rep.hazards if h.kind == "race"]
+    assert any("both write element D[0, 0]" in m for m in races)
+    assert any("local buffer Y_local" in m for m in races)
+    assert any(h.kind == "spill" and "64x64" in h.message for h in rep.hazards)
+    wc = next(c for c in rep.checks if c.name == "write_cache")
+    assert not wc.ok and "128 times" in wc.message
