@@ -199,3 +199,31 @@ def test_a_program_and_a_trace_file(reference, tmp_path):
     assert r.ok and r.sizes == {1024: 64} and r.total == 64 * 64, r.message
     with pytest.raises(NumericCheckError, match="no trace file"):
         numeric_check(str(tmp_path / "mm.py"), str(tmp_path / "missing.trace"))
+
+
+def test_guard_bands_see_writes_past_a_buffer_and_reads_of_nan():
+    """The guard bands that catch out-of-bounds accesses on pocl (whose kernels are not checked),
+    exercised on whichever engine this machine has: a kernel that writes 8 elements past the end of
+    X, and one that reads 4 before the start of X into Y."""
+    import pyopencl as cl
+
+    from mlc_lab.tvm import opencl
+
+    source = ("__kernel void over(__global float* X) { X[get_global_id(0)] = 1.0f; }\n"
+              "__kernel void under(__global float* X, __global float* Y) { Y[get_global_id(0)] = "
+              "X[(int)get_global_id(0) - 4]; }\n")
+    prog = {"source": source, "allocs": [],
+            "params": [{"name": "X", "shape": [16], "dtype": "float32"}, {"name": "Y", "shape": [16], "dtype": "float32"}],
+            "launches": [{"kernel": "over", "args": [{"buffer": "X"}], "grid": [3, 1, 1], "block": [8, 1, 1]},
+                         {"kernel": "under", "args": [{"buffer": "X"}, {"buffer": "Y"}], "grid": [2, 1, 1],
+                          "block": [8, 1, 1]}]}
+    dev, engine = opencl.opencl_device()
+    ctx = cl.Context([dev])
+    queue = cl.CommandQueue(ctx)
+    program = cl.Program(ctx, source).build()
+    arrays = {"X": np.zeros(16, "float32"), "Y": np.zeros(16, "float32")}
+    outputs, guard_writes = opencl._launch_all(cl, ctx, queue, program, prog, arrays, engine,
+                                               guard_bytes=opencl.GUARD_BYTES, max_group=64)
+    assert guard_writes == {"X": 8}
+    assert np.isnan(outputs["Y"][:4]).all() and (outputs["Y"][4:] == 1.0).all()
+    assert (outputs["X"] == 1.0).all()
