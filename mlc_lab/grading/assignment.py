@@ -11,11 +11,16 @@ hazards_fail = true                 # a race, an out-of-bounds access ... fails 
 time_s = 60
 memory_mb = 4096
 
+[performance]                       # optional: time each submission (checked against the program)
+measure = true                      # also without thresholds: a "Latency (ms)" leaderboard column
+repeats = 5
+
 [[tasks]]
 name = "thread_blocks"
 title = "Tile the output over thread blocks"
 checks = ["thread_block_tiling"]
 points = 5
+max_latency_ms = 12.5               # optional performance threshold of this task
 ```
 """
 
@@ -38,6 +43,7 @@ class Task:
     title: str
     checks: tuple[str, ...]
     points: float
+    max_latency_ms: float | None = None  # a performance threshold: the program, timed, must be this fast
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,13 @@ class Assignment:
     hazards_fail: bool = True
     time_s: float = 60.0
     memory_mb: int = 4096
+    measure: bool = False  # time every submission (for thresholds and the leaderboard)
+    repeats: int = 5
     extra: dict = field(default_factory=dict)
+
+    @property
+    def timed(self) -> bool:
+        return self.measure or any(t.max_latency_ms is not None for t in self.tasks)
 
     @property
     def max_score(self) -> float:
@@ -86,8 +98,13 @@ def load_assignment(path: str | Path) -> Assignment:
         at = f"{where}: task {i}"
         name = _get(raw, "name", str, at)
         checks = raw.get("checks", [])
-        if not isinstance(checks, list) or not all(isinstance(c, str) for c in checks) or not checks:
-            raise AssignmentError(f"{at} ({name}): 'checks' must be a non-empty list of check names")
+        latency = raw.get("max_latency_ms")
+        if latency is not None and (not isinstance(latency, (int, float)) or latency <= 0):
+            raise AssignmentError(f"{at} ({name}): 'max_latency_ms' must be a number > 0")
+        if not isinstance(checks, list) or not all(isinstance(c, str) for c in checks) or (
+                not checks and latency is None):
+            raise AssignmentError(f"{at} ({name}): 'checks' must be a non-empty list of check names "
+                                  "(or the task sets max_latency_ms)")
         for c in checks:
             if c not in CHECKS:
                 raise AssignmentError(f"{at} ({name}): there is no check named {c!r}; the checks are "
@@ -98,13 +115,16 @@ def load_assignment(path: str | Path) -> Assignment:
         points = raw.get("points", 1)
         if not isinstance(points, (int, float)) or points < 0:
             raise AssignmentError(f"{at} ({name}): 'points' must be a number >= 0")
-        tasks.append(Task(name, str(raw.get("title", name)), tuple(checks), float(points)))
+        tasks.append(Task(name, str(raw.get("title", name)), tuple(checks), float(points),
+                          float(latency) if latency is not None else None))
     limits = data.get("limits", {})
+    performance = data.get("performance", {})
     return Assignment(
         title=str(data.get("title", path.stem)), path=path, program=program_path,
         func=data.get("func"), target=target, tasks=tuple(tasks),
         hazards_fail=bool(data.get("hazards_fail", True)),
         time_s=float(limits.get("time_s", 60)), memory_mb=int(limits.get("memory_mb", 4096)),
+        measure=bool(performance.get("measure", False)), repeats=int(performance.get("repeats", 5)),
     )
 
 

@@ -53,6 +53,8 @@ class GradeResult:
     hazards: list = field(default_factory=list)
     trace: str | None = None  # the schedule as the course's apply_trace function
     seconds: float = 0.0
+    latency_ms: float | None = None  # when the assignment times submissions
+    correct: bool | None = None  # its output against the original program's, on random inputs
 
     @property
     def score(self) -> float:
@@ -65,10 +67,12 @@ class GradeResult:
     def to_json(self) -> dict:
         return {"submission": self.submission, "kind": self.kind, "score": self.score, "max_score": self.max_score,
                 "error": self.error, "hazards": list(self.hazards), "tasks": [t.to_json() for t in self.tasks],
-                "trace": self.trace, "seconds": round(self.seconds, 3)}
+                "trace": self.trace, "seconds": round(self.seconds, 3), "latency_ms": self.latency_ms,
+                "correct": self.correct}
 
     def to_text(self) -> str:
-        lines = [f"{self.submission} ({self.kind}): {_num(self.score)}/{_num(self.max_score)}"]
+        lines = [f"{self.submission} ({self.kind}): {_num(self.score)}/{_num(self.max_score)}"
+                 + (f", {self.latency_ms:.4g} ms" if self.latency_ms is not None else "")]
         if self.error:
             lines.append(f"  {self.error}")
         for t in self.tasks:
@@ -94,7 +98,9 @@ class GradeResult:
             "tests": tests,
             "leaderboard": [{"name": "Score", "value": self.score, "order": "desc"},
                             {"name": "Tasks passed", "value": sum(1 for t in self.tasks if t.passed),
-                             "order": "desc"}],
+                             "order": "desc"}]
+            + ([{"name": "Latency (ms)", "value": round(self.latency_ms, 6), "order": "asc"}]
+               if self.latency_ms is not None else []),
         }
 
 
@@ -184,15 +190,42 @@ def _judge(assignment: Assignment, trace: Any, result: GradeResult) -> None:
     by_name = {c.name: c for c in report.checks}
     result.hazards = [h.message for h in report.hazards]
     result.trace = session.submission()
+    timing_problem = _time(assignment, session, result) if assignment.timed else None
     for task in assignment.tasks:
         checks = [by_name[n] for n in task.checks]
         messages = [c.message for c in checks if not c.ok]
+        if task.max_latency_ms is not None:
+            if timing_problem:
+                messages.append(timing_problem)
+            elif result.latency_ms > task.max_latency_ms:
+                messages.append(f"the program takes {result.latency_ms:.4g} ms; this task asks for at most "
+                                f"{task.max_latency_ms:g} ms")
         passed = not messages
         if assignment.hazards_fail and report.hazards:
             passed = False
             messages += [f"{h.kind.replace('_', ' ')}: {h.message}" for h in report.hazards]
+        kept = [c.message for c in checks] + ([f"the program takes {result.latency_ms:.4g} ms (at most "
+                                               f"{task.max_latency_ms:g} ms asked)"]
+                                              if task.max_latency_ms is not None and passed else [])
         result.tasks.append(TaskResult(task.name, task.title, task.points if passed else 0.0, task.points, passed,
-                                       messages if not passed else [c.message for c in checks]))
+                                       messages if not passed else kept))
+
+
+def _time(assignment: Assignment, session: Any, result: GradeResult) -> str | None:
+    """Time the scheduled program (checked against the original on random inputs) in the worker;
+    the sentence that says why a threshold cannot be judged, or None."""
+    from mlc_lab.core.checks import Target
+
+    target = "cuda" if Target.of(assignment.target).gpu else "cpu"
+    m = session.measure(target, repeats=assignment.repeats, raise_errors=False, roofline=False)
+    if m.error:
+        return f"the program could not be timed: {m.error.splitlines()[0]}"
+    result.correct = bool(m.correct)
+    if not m.correct:
+        return (f"the program computes a wrong result (max error {m.max_abs_error:.3g} against the original "
+                "program on random inputs)")
+    result.latency_ms = m.latency_s * 1e3
+    return None
 
 
 def _run_in_child(assignment: Assignment, path: Path) -> list:

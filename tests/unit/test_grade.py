@@ -178,3 +178,102 @@ def test_a_bad_assignment_says_which_key(tmp_path, edit, message):
         load_assignment(bad)
     r, _ = _cli("grade", str(bad), str(LAB / "submissions" / "reference.py"))
     assert r.returncode == 2 and "Traceback" not in r.stderr and message.split("'")[0] in r.stderr
+
+
+# --- performance thresholds (a CPU assignment, timed in the worker) ----------------------------------
+
+CPU_PROGRAM = '''from tvm.script import tirx as T
+
+N = 128
+
+
+@T.prim_func(s_tir=True)
+def mm_relu(A: T.Buffer((N, N), "float32"), B: T.Buffer((N, N), "float32"), C: T.Buffer((N, N), "float32")):
+    T.func_attr({"tirx.noalias": True})
+    Y = T.sblock_alloc_buffer((N, N), "float32")
+    for i, j, k in T.grid(N, N, N):
+        with T.sblock("Y"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                Y[vi, vj] = T.float32(0)
+            Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
+    for i, j in T.grid(N, N):
+        with T.sblock("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
+'''
+
+CPU_ASSIGNMENT = '''title = "Lab 2: mm_relu on the CPU"
+program = "mm_relu.py"
+target = "cpu"
+
+[performance]
+repeats = 3
+
+[[tasks]]
+name = "parallel"
+title = "Run the outer loop on every core"
+checks = ["parallel"]
+points = 2
+
+[[tasks]]
+name = "fast"
+title = "Vectorize, and be fast"
+checks = ["vectorize"]
+points = 3
+max_latency_ms = LIMIT
+'''
+
+COURSE_TRACE = '''from tvm import s_tir
+
+
+def apply_trace(sch: s_tir.Schedule) -> None:
+    b0 = sch.get_sblock(name="Y", func_name="main")
+    l1, l2, l3 = sch.get_loops(block=b0)
+    l4, l5 = sch.split(loop=l2, factors=[None, 8], preserve_unit_iters=True, disable_predication=False)
+    sch.reorder(l1, l4, l3, l5)
+    sch.parallel(loop=l1)
+    sch.vectorize(loop=l5)
+'''
+
+
+def test_performance_thresholds_time_the_program_and_rank_it(tmp_path):
+    (tmp_path / "mm_relu.py").write_text(CPU_PROGRAM)
+    (tmp_path / "fast.toml").write_text(CPU_ASSIGNMENT.replace("LIMIT", "1000"))
+    (tmp_path / "impossible.toml").write_text(CPU_ASSIGNMENT.replace("LIMIT", "0.000001"))
+    course = tmp_path / "course.py"
+    course.write_text(COURSE_TRACE)
+    naive = tmp_path / "naive.py"
+    naive.write_text("def apply_trace(sch):\n    pass\n")
+
+    good = grade(load_assignment(tmp_path / "fast.toml"), course)
+    assert good.error is None and good.score == 5 and good.correct is True
+    assert good.latency_ms is not None and 0 < good.latency_ms < 1000
+    fast = next(t for t in good.tasks if t.name == "fast")
+    assert any("ms (at most 1000 ms asked)" in m for m in fast.messages)
+    board = {e["name"]: e for e in good.to_gradescope()["leaderboard"]}
+    assert board["Latency (ms)"]["order"] == "asc" and board["Latency (ms)"]["value"] == pytest.approx(
+        good.latency_ms, rel=1e-3)
+    jsonschema.validate(good.to_gradescope(), GRADESCOPE_SCHEMA)
+
+    slow = grade(load_assignment(tmp_path / "impossible.toml"), course)
+    assert slow.score == 2 and [t.name for t in slow.tasks if not t.passed] == ["fast"]
+    assert any("this task asks for at most 1e-06 ms" in m for m in slow.tasks[1].messages)
+
+    plain = grade(load_assignment(tmp_path / "fast.toml"), naive)
+    assert plain.score == 0 and plain.latency_ms is not None  # timed, but neither parallel nor vectorized
+
+
+def test_a_courses_own_pytest_autograder_uses_the_plugin(tmp_path):
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["mlc_lab.grading.pytest_plugin"]\n')
+    (tmp_path / "test_lab3.py").write_text(
+        "from mlc_lab.grading.pytest_plugin import assert_task\n\n\n"
+        "def test_thread_blocks(graded):\n    assert_task(graded, 'thread_blocks')\n\n\n"
+        "def test_epilogue(graded):\n    assert_task(graded, 'epilogue')\n\n\n"
+        "def test_score(graded):\n    assert graded.score == 15\n")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path),
+                        "--assignment", str(ASSIGNMENT), "--submission", str(LAB / "submissions" / "lab3.ipynb")],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=180,
+                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert "1 failed, 2 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "Fuse ReLU + add into the GEMM kernel: block relu_add computes D in a kernel of its own" in r.stdout
