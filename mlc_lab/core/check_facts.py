@@ -22,36 +22,11 @@ import numpy as np
 
 from mlc_lab.core.access.expr import evaluate
 from mlc_lab.core.access import AccessProgram, Leaf, Loop, Op, Seq, Var
+from mlc_lab.model.schedule_facts import BlockFact, ScheduleFacts
 
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 MAX_POINTS = 1 << 22      # points one enumeration may cover (an access over its relevant loops)
-
-
-@dataclass(frozen=True)
-class BlockFact:
-    """A block: ``loops`` (access-program ids, outermost first), ``iters`` one ``(kind, loop ids)``
-    per iteration variable (kind "S" spatial, "R" reduction, "O" other)."""
-
-    name: str
-    loops: tuple
-    iters: tuple
-    has_init: bool
-    reads: tuple
-    writes: tuple
-    tensorized: bool = False
-
-    def loops_of(self, kind: str) -> set:
-        return {lid for k, ids in self.iters if k == kind for lid in ids}
-
-
-@dataclass
-class ScheduleFacts:
-    name: str
-    program: AccessProgram
-    blocks: dict                   # name -> BlockFact, program order
-    annotations: dict              # loop id -> {key: value}
-    allocated: dict                # buffer -> shape TVM allocates (compacted) for shared/local buffers
 
 
 @dataclass
@@ -161,8 +136,13 @@ class StepFacts:
         return info.scope if info is not None else "global"
 
     def why_not(self, check: str) -> str:
+        """Why ``check`` found nothing to judge in this program."""
         if self.reduction_block() is None:
             return "it has no reduction (no block with a reduction loop)"
+        if check == "epilogue_fusion":
+            return "no block of the original program uses the reduction's result"
+        if check == "cooperative_fetching":
+            return "the reduction reads no shared buffer, so there is no copy to spread over threads"
         return "the program has nothing this check looks at"
 
     # --- enumeration ---------------------------------------------------------------------------
@@ -387,6 +367,10 @@ def schedule_facts(session: Any, step: int) -> ScheduleFacts:
     return cache[step]
 
 
+def forget(session: Any) -> None:
+    _FACTS.pop(session, None)
+
+
 def step_facts(session: Any, step: int | None, target: Any) -> StepFacts:
     sid = session.current.id if step is None else step
     return StepFacts(schedule_facts(session, sid), schedule_facts(session, 0), target, sid)
@@ -396,12 +380,3 @@ def binds_threads(session: Any, step: int | None = None) -> bool:
     sid = session.current.id if step is None else step
     prog = schedule_facts(session, sid).program
     return any(lp.tag for lp in prog.loops)
-
-
-# --- hazards ---------------------------------------------------------------------------------------
-
-def hazards(sf: StepFacts) -> list:
-    """Every hazard of the step, for a GPU target (a CPU target has only out-of-bounds accesses)."""
-    from mlc_lab.core import hazards as hz
-
-    return hz.find(sf)

@@ -12,7 +12,18 @@ import math
 import numpy as np
 
 from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Kernel, Site, StepFacts
-from mlc_lab.core.checks import CheckResult, register
+from mlc_lab.core.check_types import Check, CheckResult
+
+CHECKS: dict[str, Check] = {}   # name -> Check, in the order a report lists them
+
+
+def register(name: str, target: str, title: str):
+    def deco(fn):
+        CHECKS[name] = Check(name, target, title, fn)
+        return fn
+
+    return deco
+
 
 _GOOD_EFFICIENCY = 0.5      # coalescing: bytes used / bytes of the 32-byte sectors moved, at least
 _MAX_REQUESTS = 1 << 14     # a copy loop longer than this is not measured warp by warp (too slow to ask)

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Kernel, Site, StepFacts, free_vars
-from mlc_lab.core.checks import Hazard
+from mlc_lab.core.check_types import Hazard
 
 log = logging.getLogger(__name__)
 

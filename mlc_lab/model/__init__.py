@@ -6,4 +6,5 @@ nothing above it, so importing it never starts TVM. The import contract in pypro
 
 - ``steps``: the step, the loop tree and the change pushed to every view.
 - ``access_program``: the plain description of a tensor function that the access analysis reads.
+- ``schedule_facts``: the blocks, loop annotations and allocated sizes the named checks read.
 """

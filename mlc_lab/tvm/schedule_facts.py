@@ -13,7 +13,7 @@ import tvm
 from tvm import tirx
 from tvm.s_tir import SBlockRealize
 
-from mlc_lab.core.check_facts import BlockFact, ScheduleFacts
+from mlc_lab.model.schedule_facts import BlockFact, ScheduleFacts
 from mlc_lab.tvm import access_ir
 
 __all__ = ["of_module", "of_function"]
@@ -26,7 +26,7 @@ def of_module(mod, func_name: str) -> ScheduleFacts:
 
 
 def of_function(func, name: str = "main") -> ScheduleFacts:
-    _, prog, node_ids = access_ir._lowered(func)
+    _, prog, node_ids = access_ir._lowered(func)  # noqa: SLF001  (the same cached walk, with its For ids)
     walker = _Walker(node_ids, prog)
     walker.walk(func.body, (), {})
     allocated = _allocated_shapes(func)
@@ -114,6 +114,6 @@ def _allocated_shapes(func) -> dict:
     """Buffer name -> the shape TVM allocates it with (after compaction): per thread block for
     shared buffers, per thread for local ones."""
     try:
-        return {name: tuple(shape) for name, (shape, _strides) in access_ir._compacted_layouts(func).items()}
+        return {name: tuple(shape) for name, (shape, _strides) in access_ir._compacted_layouts(func).items()}  # noqa: SLF001
     except Exception:  # noqa: BLE001 - advisory: an odd program keeps its declared shapes
         return {}
