@@ -228,3 +228,63 @@ describe("threads of a block together", () => {
 });
 
 const tick = () => new Promise((r) => setTimeout(r, 0));
+
+describe("strips and untouched buffers", () => {
+  /** R: a 1 x 128 row, all read; N: a 128 x 4 band, all read; U: a 64 x 64 buffer not touched. */
+  function stripsHost() {
+    const strip = (name: string, shape: number[], first: number) => {
+      const n = shape[0] * shape[1];
+      return {
+        buffer: name, shape, dtype: "float32", scope: "global", itemsize: 4, distinct: n, accesses: n, n_reads: n, n_writes: 0,
+        reuse: 1, cache_lines: 1, bounds: shape.map((s) => [0, s - 1]), strides: {}, crop: { offset: [0, 0], shape },
+        arrays: {
+          reads: { buffer: first, dtype: "bits", size: n, nbytes: Math.ceil(n / 8) },
+          writes: { buffer: first + 1, dtype: "bits", size: n, nbytes: Math.ceil(n / 8) },
+          first_touch: { buffer: first + 2, dtype: "int32", size: n, nbytes: 4 * n },
+        },
+      };
+    };
+    const result = {
+      loop: { name: "i", ref: "i", extent: 128, min: 0, thread: null }, enclosing: [], at: {}, steps: 128, gpu: false, launch: {},
+      buffers: [
+        strip("R", [1, 128], 0),
+        strip("N", [128, 4], 3),
+        { buffer: "U", shape: [64, 64], dtype: "float32", scope: "global", itemsize: 4, distinct: 0, accesses: 0, n_reads: 0, n_writes: 0,
+          reuse: 0, cache_lines: 0, bounds: [], strides: {}, crop: { offset: [0, 0], shape: [0, 0] }, arrays: {} },
+      ],
+    };
+    const arrays = (n: number) => [packbits(new Array(n).fill(1)), packbits(new Array(n).fill(0)), new Uint8Array(new Int32Array(n).map((_, i) => i).buffer)];
+    const bufs = [...arrays(128), ...arrays(512)];
+    return {
+      async request(method: string) {
+        if (method === "access_footprint") return { result: result as any, buffers: bufs.map((b) => new DataView(b.buffer)) };
+        return { result: {} as any, buffers: [] };
+      },
+      saveState() {},
+    };
+  }
+
+  it("a 1 x 128 row and a 128 x 4 band are drawn at least 28 px across, not as 2 px lines", async () => {
+    const panel = new AccessPanel(stripsHost());
+    await panel.show("i");
+    const size = (b: string) => {
+      const c = panel.el.querySelector<HTMLCanvasElement>(`.mlc-acc-card[data-buffer="${b}"] canvas.mlc-acc-canvas`)!;
+      return [parseFloat(c.style.width), parseFloat(c.style.height)];
+    };
+    const [rw, rh] = size("R");
+    expect(rh).toBeGreaterThanOrEqual(24);
+    expect(rw).toBeGreaterThanOrEqual(128); // the long side keeps its scale
+    const [nw, nh] = size("N");
+    expect(nw).toBeGreaterThanOrEqual(24);
+    expect(nh).toBeGreaterThanOrEqual(128);
+  });
+
+  it("an untouched buffer is one line, not a large empty card", async () => {
+    const panel = new AccessPanel(stripsHost());
+    await panel.show("i");
+    const card = panel.el.querySelector<HTMLElement>('.mlc-acc-card[data-buffer="U"]')!;
+    expect(card.classList.contains("mlc-acc-untouched")).toBe(true);
+    expect(card.querySelector(".mlc-acc-untouched-note")!.textContent).toBe("not touched by this loop");
+    expect(panel.el.querySelector('.mlc-acc-card[data-buffer="R"] .mlc-acc-untouched-note')).toBeNull();
+  });
+});

@@ -89,6 +89,9 @@ interface Gathered {
 const MAX_2D_PX = 280;
 const MAX_1D_PX = 640;
 const MINI_PX = 96;
+/** A strip (a 1×128 row, a 128×4 band) is at least this many CSS px across: its cells stretch
+ * along the short side instead of drawing a 2 px line. */
+const MIN_STRIP_PX = 28;
 const TRAILS: Array<[string, number]> = [
   ["no trail", 0],
   ["short trail", 0.02],
@@ -499,6 +502,8 @@ export class AccessPanel {
         "div",
         { class: `mlc-acc-card${buf.distinct ? "" : " mlc-acc-untouched"}`, dataset: { buffer: buf.buffer } },
         title,
+        // An untouched buffer is one line, not a large empty picture.
+        buf.distinct ? "" : h("div", { class: "mlc-acc-untouched-note mlc-muted" }, "not touched by this loop"),
         ...sliders,
         h("div", { class: "mlc-acc-views" }, h("div", { class: "mlc-acc-canvas-box" }, canvas, grid), h("div", { class: "mlc-acc-mini", onclick: () => this.setRegion("buffer") }, mini, miniBox)),
         range,
@@ -529,26 +534,27 @@ export class AccessPanel {
     const c = card.canvas;
     c.width = s.cols;
     c.height = s.rows;
-    let px: number; // CSS pixels per canvas pixel
+    let pw: number; // CSS pixels per canvas pixel, across and down (equal unless the slice is a strip)
+    let ph: number;
     if (card.buf.shape.length <= 1) {
-      px = Math.max(1, Math.min(16, MAX_1D_PX / s.cols));
-      c.style.width = `${Math.round(s.cols * px)}px`;
-      c.style.height = `${Math.max(18, Math.min(px, 24))}px`;
+      pw = Math.max(1, Math.min(16, MAX_1D_PX / s.cols));
+      ph = Math.max(18, Math.min(pw, 24));
+      c.style.width = `${Math.round(s.cols * pw)}px`;
+      c.style.height = `${ph}px`;
     } else {
       const fit = this.maxSide(card.buf) / Math.max(s.rows, s.cols);
       // whole (or half) screen pixels per element when they fit, so cells stay even
-      px = fit >= 2 ? Math.min(24, Math.floor(fit)) : fit >= 1 ? Math.floor(fit * 2) / 2 : fit;
-      c.style.width = `${Math.max(1, Math.round(s.cols * px))}px`;
-      c.style.height = `${Math.max(1, Math.round(s.rows * px))}px`;
+      const px = fit >= 2 ? Math.min(24, Math.floor(fit)) : fit >= 1 ? Math.floor(fit * 2) / 2 : fit;
+      pw = s.cols * px < MIN_STRIP_PX ? Math.min(24, MIN_STRIP_PX / s.cols) : px;
+      ph = s.rows * px < MIN_STRIP_PX ? Math.min(24, MIN_STRIP_PX / s.rows) : px;
+      c.style.width = `${Math.max(1, Math.round(s.cols * pw))}px`;
+      c.style.height = `${Math.max(1, Math.round(s.rows * ph))}px`;
     }
     // Element borders once a cell is large enough to read one (never on pooled pixels).
-    const borders = s.f === 1 && px >= READABLE_CELL_PX;
+    const borders = s.f === 1 && Math.min(pw, ph) >= READABLE_CELL_PX;
     card.grid.hidden = !borders;
     card.el.classList.toggle("mlc-acc-cells", borders);
-    if (borders) {
-      const ph = card.buf.shape.length <= 1 ? parseFloat(c.style.height) : px;
-      card.grid.style.backgroundSize = `${px}px ${ph}px`;
-    }
+    if (borders) card.grid.style.backgroundSize = `${pw}px ${ph}px`;
     card.el.classList.toggle("mlc-acc-zoomed", !s.whole);
     const span = (lo: number, n: number) => (n <= 1 ? `${lo}` : `${lo}–${lo + n - 1}`);
     const nd = card.buf.shape.length;
