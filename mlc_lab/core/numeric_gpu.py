@@ -46,7 +46,7 @@ class NumericResult:
     total: int
     message: str
     verdict: str = "match"
-    sizes: dict[int, int] = field(default_factory=dict)
+    sizes: dict = field(default_factory=dict)  # {1024: 128}: dimensions changed; {"n": 128}: shape variables
     engine: str = ""
     worst: dict | None = None
     diagnostics: list[str] = field(default_factory=list)  # out-of-bounds writes, the simulator's reports
@@ -85,7 +85,9 @@ def numeric_check(program_or_session: Any, trace: Any = None, *, sizes: Any = No
     from mlc_lab.tvm import build as tbuild
 
     original, trace, func_name = _inputs(program_or_session, trace, func)
-    small, scheduled, used = _at_size(original, trace, func_name, sizes, dict(shape_vars or {}))
+    given = dict(shape_vars or {})
+    small, scheduled, used = _at_size(original, trace, func_name, sizes, given)
+    used = {**{k: v for k, v in given.items() if isinstance(k, str)}, **used}
     try:
         raw = worker().call("numeric_gpu", timeout=timeout_s, module=tbuild.module_to_text(scheduled),
                             reference=tbuild.module_to_text(small), func_name=func_name, seed=seed, rtol=rtol,
@@ -141,8 +143,15 @@ def _at_size(original: Any, trace: Any, func_name: str, sizes: Any, shape_vars: 
             original = opencl.resize_program(original, func_name, shape_vars)
         except ValueError as exc:
             raise NumericCheckError(str(exc)) from None
+        if sizes is None or (literal is not None and not literal):
+            literal = {}  # the values given are the size to run at
+    else:
+        free = opencl.shape_var_names(original, func_name)
+        if free:
+            raise NumericCheckError(f"the program's shapes are symbolic ({', '.join(free)}): give their values, "
+                                    f"e.g. shape_vars={{{free[0]!r}: 128}}")
     if trace is None:
-        if literal or sizes is not None:
+        if literal or (sizes is not None and not isinstance(sizes, dict)):
             raise NumericCheckError("sizes need the schedule's trace: without one the program runs at its own size")
         # The reference: the same program with its thread loops as plain loops (TensorIR's meaning).
         return opencl.serial_version(original, func_name), original, {}
@@ -215,7 +224,9 @@ def _replay(mod: Any, trace: Any, func_name: str, mapping: dict | None) -> Any:
 
 
 def _sizes_text(mapping: dict) -> str:
-    return ", ".join(f"{k} -> {v}" for k, v in sorted(mapping.items(), reverse=True)) or "its own size"
+    items = sorted(mapping.items(), key=lambda kv: (isinstance(kv[0], str), -kv[0] if isinstance(kv[0], int) else 0,
+                                                  str(kv[0])))
+    return ", ".join(f"{k} = {v}" if isinstance(k, str) else f"{k} -> {v}" for k, v in items) or "its own size"
 
 
 def _shapes(mod: Any, func_name: str) -> dict[str, list[int]]:

@@ -366,6 +366,12 @@ def buffer_dims(mod: Any, func_name: str | None) -> list[int]:
     return sorted(dims, reverse=True)
 
 
+def shape_var_names(mod: Any, func_name: str | None) -> list[str]:
+    """The symbolic shape variables the function declares (`n = T.int32()`)."""
+    _, one = tbuild.single_function_module(mod, func_name)
+    return re.findall(r"^\s*(\w+) = T\.(?:int32|int64)\(\)\s*$", one.script(), re.M)
+
+
 def resize_program(mod: Any, func_name: str | None, sizes: dict) -> Any:
     """The program with other sizes. `sizes` maps a dimension (an int: every integer literal of that
     value in the function's TVMScript, its shapes, loop extents and index arithmetic, becomes the
@@ -374,15 +380,18 @@ def resize_program(mod: Any, func_name: str | None, sizes: dict) -> Any:
     literal = {int(k): int(v) for k, v in sizes.items() if not isinstance(k, str)}
     symbolic = {str(k): int(v) for k, v in sizes.items() if isinstance(k, str)}
     if symbolic:
-        func = one[func_name]
-        free = {}
-        for var in _shape_vars(func):
-            free.setdefault(str(var.name), var)
-        missing = [k for k in symbolic if k not in free]
+        # The shape variables are declared in the script (`n = T.int32()`): the declaration goes,
+        # every use of the name becomes the value.
+        text = one.script()
+        declared = re.findall(r"^\s*(\w+) = T\.(?:int32|int64)\(\)\s*$", text, re.M)
+        missing = [k for k in symbolic if k not in declared]
         if missing:
-            raise ValueError(f"the function has no shape variable {missing[0]!r} (it has: {', '.join(free) or 'none'})")
-        func = func.specialize({free[k]: tvm.tirx.IntImm(free[k].dtype, v) for k, v in symbolic.items()})
-        one = tvm.IRModule({func_name: func})
+            raise ValueError(f"the function has no shape variable {missing[0]!r} "
+                             f"(it has: {', '.join(declared) or 'none'})")
+        for name, value in symbolic.items():
+            text = re.sub(rf"^\s*{name} = T\.(?:int32|int64)\(\)\s*\n", "", text, flags=re.M)
+            text = re.sub(rf"(?<![\w.])\"?{name}\"?(?![\w])", str(value), text)
+        one = tbuild.module_from_text(text)
     if literal:
         dims = set()
         for _, shape, _ in tbuild.param_specs(one, func_name):
@@ -396,15 +405,6 @@ def resize_program(mod: Any, func_name: str | None, sizes: dict) -> Any:
         text = pattern.sub(lambda m: str(literal[int(m.group(0))]), text)
         one = tbuild.module_from_text(text)
     return one
-
-
-def _shape_vars(func: Any) -> list[Any]:
-    found = []
-    for param in func.params:
-        for dim in getattr(param, "shape", None) or []:
-            if isinstance(dim, tvm.tirx.Var):
-                found.append(dim)
-    return found
 
 
 _THREAD_LOOP = re.compile(r"T\.thread_binding\(([^()]*?),\s*thread=\"[^\"]+\"\)")

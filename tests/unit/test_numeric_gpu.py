@@ -227,3 +227,35 @@ def test_guard_bands_see_writes_past_a_buffer_and_reads_of_nan():
     assert guard_writes == {"X": 8}
     assert np.isnan(outputs["Y"][:4]).all() and (outputs["Y"][4:] == 1.0).all()
     assert (outputs["X"] == 1.0).all()
+
+
+SYMBOLIC = '''
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+@I.ir_module
+class Mod:
+    @T.prim_func(s_tir=True)
+    def main(a: T.handle, b: T.handle):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        n = T.int32()
+        A = T.match_buffer(a, (n,), "float32")
+        B = T.match_buffer(b, (n,), "float32")
+        for i in range(n):
+            with T.sblock("B"):
+                vi = T.axis.spatial(n, i)
+                B[vi] = A[vi] * T.float32(2)
+'''
+
+
+def test_symbolic_shapes_run_at_the_values_given():
+    s = mlc_lab.Session(SYMBOLIC)
+    i0, i1 = s.apply("split", "i", factors=[None, 64])
+    s.apply("bind", i0, "blockIdx.x")
+    s.apply("bind", i1, "threadIdx.x")
+    r = numeric_check(s, shape_vars={"n": 192})
+    assert r.ok and r.shape == {"A": [192], "B": [192]} and r.sizes == {"n": 192} and "n = 192" in r.message
+    with pytest.raises(NumericCheckError, match=r"symbolic \(n\): give their values, e.g. shape_vars=\{'n': 128\}"):
+        numeric_check(s)
+    with pytest.raises(NumericCheckError, match="no shape variable 'm' \\(it has: n\\)"):
+        numeric_check(s, shape_vars={"m": 3})
