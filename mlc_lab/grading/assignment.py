@@ -11,6 +11,9 @@ hazards_fail = true                 # a race, an out-of-bounds access ... fails 
 time_s = 60
 memory_mb = 4096
 
+[numeric]                           # optional, GPU targets: run each schedule at a smaller size on
+size = 128                          # the CPU (the largest dimension becomes 128) and compare results
+
 [performance]                       # optional: time each submission (checked against the program)
 measure = true                      # also without thresholds: a "Latency (ms)" leaderboard column
 repeats = 5
@@ -59,6 +62,7 @@ class Assignment:
     memory_mb: int = 4096
     measure: bool = False  # time every submission (for thresholds and the leaderboard)
     repeats: int = 5
+    numeric: dict | None = None  # {"sizes": 128 or {2048: 128}, "rtol", "atol"}: run smaller, compare
     extra: dict = field(default_factory=dict)
 
     @property
@@ -119,13 +123,39 @@ def load_assignment(path: str | Path) -> Assignment:
                           float(latency) if latency is not None else None))
     limits = data.get("limits", {})
     performance = data.get("performance", {})
+    numeric = _numeric(data.get("numeric"), where, kind)
     return Assignment(
         title=str(data.get("title", path.stem)), path=path, program=program_path,
         func=data.get("func"), target=target, tasks=tuple(tasks),
         hazards_fail=bool(data.get("hazards_fail", True)),
         time_s=float(limits.get("time_s", 60)), memory_mb=int(limits.get("memory_mb", 4096)),
         measure=bool(performance.get("measure", False)), repeats=int(performance.get("repeats", 5)),
+        numeric=numeric,
     )
+
+
+def _numeric(table: object, where: str, kind: str) -> dict | None:
+    """``[numeric]``: ``size = 128`` (the largest dimension becomes 128) or ``sizes = {"2048" = 128}``,
+    with ``rtol``/``atol`` and ``timeout_s`` (the run on the CPU's OpenCL simulator takes seconds). The schedule runs at that size on the CPU and is compared with the program."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise AssignmentError(f"{where}: [numeric] must be a table")
+    if kind != "cuda":
+        raise AssignmentError(f"{where}: [numeric] runs GPU schedules on the CPU; for a cpu target use "
+                              "[performance], whose timing checks the result")
+    if "sizes" in table:
+        raw = table["sizes"]
+        if not isinstance(raw, dict) or not all(str(k).isdigit() and isinstance(v, int) for k, v in raw.items()):
+            raise AssignmentError(f"{where}: [numeric] sizes must map dimensions to smaller ones, "
+                                  'as {"2048" = 128}')
+        sizes: object = {int(k): v for k, v in raw.items()}
+    else:
+        sizes = table.get("size", 128)
+        if not isinstance(sizes, int) or sizes < 1:
+            raise AssignmentError(f"{where}: [numeric] size must be a positive integer")
+    return {"sizes": sizes, "rtol": float(table.get("rtol", 1e-3)), "atol": float(table.get("atol", 1e-3)),
+            "timeout_s": float(table.get("timeout_s", 120))}
 
 
 def _get(table: dict, key: str, kind: type, where: str):

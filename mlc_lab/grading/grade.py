@@ -54,6 +54,7 @@ class GradeResult:
     trace: str | None = None  # the schedule as the course's apply_trace function
     seconds: float = 0.0
     latency_ms: float | None = None  # when the assignment times submissions
+    numeric: dict | None = None  # {"ok", "verdict", "message"} when the assignment runs the schedule smaller
     correct: bool | None = None  # its output against the original program's, on random inputs
 
     @property
@@ -68,7 +69,7 @@ class GradeResult:
         return {"submission": self.submission, "kind": self.kind, "score": self.score, "max_score": self.max_score,
                 "error": self.error, "hazards": list(self.hazards), "tasks": [t.to_json() for t in self.tasks],
                 "trace": self.trace, "seconds": round(self.seconds, 3), "latency_ms": self.latency_ms,
-                "correct": self.correct}
+                "correct": self.correct, "numeric": self.numeric}
 
     def to_text(self) -> str:
         lines = [f"{self.submission} ({self.kind}): {_num(self.score)}/{_num(self.max_score)}"
@@ -191,6 +192,7 @@ def _judge(assignment: Assignment, trace: Any, result: GradeResult) -> None:
     result.hazards = [h.message for h in report.hazards]
     result.trace = session.submission()
     timing_problem = _time(assignment, session, result) if assignment.timed else None
+    wrong = _numeric(assignment, session, result) if assignment.numeric else None
     for task in assignment.tasks:
         checks = [by_name[n] for n in task.checks]
         messages = [c.message for c in checks if not c.ok]
@@ -204,11 +206,26 @@ def _judge(assignment: Assignment, trace: Any, result: GradeResult) -> None:
         if assignment.hazards_fail and report.hazards:
             passed = False
             messages += [f"{h.kind.replace('_', ' ')}: {h.message}" for h in report.hazards]
+        if wrong:
+            passed = False
+            messages.append(wrong)
         kept = [c.message for c in checks] + ([f"the program takes {result.latency_ms:.4g} ms (at most "
                                                f"{task.max_latency_ms:g} ms asked)"]
                                               if task.max_latency_ms is not None and passed else [])
         result.tasks.append(TaskResult(task.name, task.title, task.points if passed else 0.0, task.points, passed,
                                        messages if not passed else kept))
+
+
+def _numeric(assignment: Assignment, session: Any, result: GradeResult) -> str | None:
+    """Run the schedule at the assignment's smaller size (a GPU schedule, on the CPU) and compare it
+    with the unscheduled program; the sentence that fails every task when it is wrong, or None."""
+    from mlc_lab.core.numeric_gpu import numeric_check
+
+    spec = assignment.numeric or {}
+    r = numeric_check(session, sizes=spec["sizes"], rtol=spec["rtol"], atol=spec["atol"],
+                      timeout_s=spec["timeout_s"])
+    result.numeric = {"ok": r.ok, "verdict": r.verdict, "message": r.message}
+    return None if r.ok else f"wrong result at a smaller size: {r.message}"
 
 
 def _time(assignment: Assignment, session: Any, result: GradeResult) -> str | None:

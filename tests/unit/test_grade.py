@@ -277,3 +277,23 @@ def test_a_courses_own_pytest_autograder_uses_the_plugin(tmp_path):
                        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert "1 failed, 2 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
     assert "Fuse ReLU + add into the GEMM kernel: block relu_add computes D in a kernel of its own" in r.stdout
+
+
+def test_numeric_check_at_a_smaller_size_fails_a_wrong_kernel(tmp_path):
+    # The racing write-back: the static race check sees it, and so does running it (2048 -> 128).
+    text = ASSIGNMENT.read_text().replace("hazards_fail = true", "hazards_fail = false")
+    (tmp_path / "gemm_relu_add.py").write_text((LAB / "gemm_relu_add.py").read_text())
+    (tmp_path / "numeric.toml").write_text(text.replace("[limits]", "[numeric]\nsize = 128\n\n[limits]"))
+    assignment = load_assignment(tmp_path / "numeric.toml")
+    assert assignment.numeric == {"sizes": 128, "rtol": 1e-3, "atol": 1e-3, "timeout_s": 120}
+    right = grade(assignment, LAB / "submissions" / "reference.py")
+    assert right.score == 20 and right.numeric["ok"] and right.numeric["verdict"] == "match"
+    racing = grade(assignment, LAB / "submissions" / "racing.json")
+    assert racing.score == 0 and racing.numeric["verdict"] == "mismatch"
+    assert all(any(m.startswith("wrong result at a smaller size: ") and "elements of D are wrong" in m
+                   for m in t.messages) for t in racing.tasks)
+    (tmp_path / "mm_relu.py").write_text(CPU_PROGRAM)
+    (tmp_path / "cpu.toml").write_text(CPU_ASSIGNMENT.replace("LIMIT", "10").replace(
+        "[performance]", "[numeric]\nsize = 64\n\n[performance]"))
+    with pytest.raises(AssignmentError, match=r"\[numeric\] runs GPU schedules on the CPU; for a cpu target"):
+        load_assignment(tmp_path / "cpu.toml")
