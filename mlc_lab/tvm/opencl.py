@@ -241,8 +241,9 @@ def _build_error(engine: str, text: str) -> str:
     message = f"{engine} could not compile TVM's OpenCL code: {first}"
     if "global address space" in first:
         names = ", ".join(dict.fromkeys(_GLOBAL_IN_KERNEL.findall(text))) or "an intermediate buffer"
-        message += (f" ({names}: a global buffer allocated inside the kernel, which a GPU cannot do; compute "
-                     "it in a kernel of its own, or give it a 'local' or 'shared' scope)")
+        message += (f" ({names}: a global buffer allocated inside the kernel, which a GPU cannot do: inline it "
+                     "(reverse_compute_inline of its consumer, or compute_inline), compute it in a kernel of its "
+                     "own, or give it a 'local' or 'shared' scope)")
     return message
 
 
