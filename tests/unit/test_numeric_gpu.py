@@ -259,3 +259,34 @@ def test_symbolic_shapes_run_at_the_values_given():
         numeric_check(s)
     with pytest.raises(NumericCheckError, match="no shape variable 'm' \\(it has: n\\)"):
         numeric_check(s, shape_vars={"m": 3})
+
+
+GEMM_RELU_ADD = '''
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+@I.ir_module
+class Lab:
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((2048, 2048), "float32"), B: T.Buffer((2048, 2048), "float32"),
+             bias: T.Buffer((2048,), "float32"), D: T.Buffer((2048, 2048), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        C = T.sblock_alloc_buffer((2048, 2048), "float32")
+        for i, j, k in T.grid(2048, 2048, 2048):
+            with T.sblock("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+        for i, j in T.grid(2048, 2048):
+            with T.sblock("D"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                D[vi, vj] = T.max(C[vi, vj], T.float32(0)) + bias[vj]
+'''
+
+
+def test_gemm_relu_add_at_2048_with_the_epilogue_fused_into_the_write_back():
+    s = blocking_with_shared(mlc_lab.Session(GEMM_RELU_ADD))
+    s.apply("reverse_compute_inline", "D")  # relu + bias applied as C leaves the local accumulator
+    r = numeric_check(s)
+    assert r.ok and r.sizes == {2048: 128} and r.shape["bias"] == [128] and r.total == 128 * 128, r.message
