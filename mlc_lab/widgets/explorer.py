@@ -37,7 +37,8 @@ from mlc_lab.core.model import changed_lines as changed_lines  # noqa: PLC0414  
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError
 # The module by its full name: the package re-exports the function `access_view` under the same name.
 from mlc_lab.widgets.access_view import footprint_payload, gpu_payload
-from mlc_lab.widgets._base import REQUEST, Reply, RequestError, RpcWidget, bundle, rpc
+from mlc_lab.widgets._base import REQUEST, Reply, RequestError, RpcWidget, bundle, record_key, rpc
+from mlc_lab.widgets.checks_panel import ChecksWorker, checks_setup
 from mlc_lab.widgets.compiler_panel import LOWER_TARGETS, lower_payload
 from mlc_lab.widgets.export import collect_export, render_html
 
@@ -82,8 +83,14 @@ class Explorer(RpcWidget):
     # What the saved record leaves out ({} when nothing): {"max_steps", "steps", "steps_recorded",
     # "replies_dropped"}; a saved view says so (js/explorer/view.ts).
     record_cut = t.Dict().tag(sync=True)
+    # The Checks panel (mlc_lab/widgets/checks_panel.py): what it lists, the report of the current
+    # step (sent after the step's state, from a worker thread) and the hazards of each step.
+    checks_setup = t.Dict().tag(sync=True)
+    checks = t.Dict().tag(sync=True)
+    hazards = t.Dict().tag(sync=True)
 
-    def __init__(self, session: Any, *, height: str = "640px", **kwargs: Any) -> None:
+    def __init__(self, session: Any, *, height: str = "640px", checks: list[str] | None = None,
+                 tasks: list[dict] | None = None, assignment: Any = None, **kwargs: Any) -> None:
         for name in ("apply", "undo", "redo", "goto", "steps", "step_view", "on_change", "failed"):
             if not hasattr(session, name):
                 raise TypeError(f"Explorer needs a mlc_lab.Session (or an object with .{name}); got {type(session).__name__}")
@@ -93,10 +100,13 @@ class Explorer(RpcWidget):
         self._history_len = 0
         self._error_ids = itertools.count(1)
         self._jobs: list[threading.Thread] = []  # background requests (measure, cuda_source)
+        setup = checks_setup(session, checks=checks, tasks=tasks, assignment=assignment)
         # The first comm message already carries the whole state (no empty first render).
         super().__init__(height=height, func=self._func_name(), step=self._view.json_bytes,
                          history=self._full_history(), measurements=self._read_measurements(),
-                         failures=self._read_failures(), **kwargs)
+                         failures=self._read_failures(), checks_setup=setup, **kwargs)
+        self._checks = ChecksWorker(session, setup, self._publish_checks)
+        self._checks.schedule(self._view.id, [s.id for s in session.steps])
         self._unsubscribe = session.on_change(self._on_session_change)
         for step in list(session.steps)[-self.MAX_RECORDED_STEPS:]:  # steps made before this view
             if step.id != self._view.id:
@@ -198,19 +208,27 @@ class Explorer(RpcWidget):
         return html
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait for running background requests (a measurement, a CUDA compile); False on timeout."""
+        """Wait for running background requests (a measurement, a CUDA compile) and for the checks
+        of the current step; False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         for job in list(self._jobs):
             job.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
             if job.is_alive():
                 return False
-        return True
+        return self._checks.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+    def check_report(self, step: Any = None) -> dict:
+        """The Checks panel's report of a step (default: the current one), as the panel shows it."""
+        return self._checks.report(self._session.current.id if step is None else self._step_id(step))
 
     def close(self) -> None:
         unsubscribe = getattr(self, "_unsubscribe", None)
         if unsubscribe is not None:
             unsubscribe()
             self._unsubscribe = None
+        checks = getattr(self, "_checks", None)
+        if checks is not None:
+            checks.close()
         super().close()
 
     # --- session -> traits ------------------------------------------------------------------------
@@ -230,6 +248,18 @@ class Explorer(RpcWidget):
                 self.history = {"from": self._history_len, "steps": [a.to_json() for a in change.added]}
                 self._history_len += len(change.added)
             self.error = {}
+        # After the step's state: its checks and the new steps' hazards come as a second message.
+        self._checks.schedule(change.step.id, [a.id for a in change.added])
+
+    def _publish_checks(self, what: str, sid: Any, data: dict) -> None:
+        """From the checks worker: the report of the current step, or one step's hazards."""
+        with self._lock, self.hold_sync():
+            if what == "checks":
+                self.mlc_record(record_key("checks", {"step": _plain(sid)}), group="checks",
+                                keep=self.MAX_RECORDED_STEPS, result=_plain(data))
+                self.checks = _plain(data)
+            elif data.get("hazards"):
+                self.hazards = {**self.hazards, str(_plain(sid)): _plain(data)}
 
     def refresh(self) -> None:
         """Read the Session's current step and whole history again (one comm message)."""
@@ -238,6 +268,7 @@ class Explorer(RpcWidget):
             self.history = self._full_history()
             self.measurements = self._read_measurements()
             self._sync_failures()
+        self._checks.schedule(self._view.id)
 
     def _show(self, view: StepView) -> None:
         self._view = view
@@ -513,6 +544,10 @@ def explore(x: Any, func: str | None = None, **kwargs: Any) -> Explorer:
 
     >>> ex = mlc_lab.explore(MMRelu)        # display it: last expression of a cell
     >>> ex.session.apply("split", "Y/j", factors=[None, 4])   # shows up in the open explorer
+
+    The Checks panel lists every named check that applies to each step's target, or those given:
+    ``checks=["vectorize", "parallel"]``, ``tasks=[{"title": "Tile for the GPU", "checks": [...]}]``,
+    or ``assignment="lab.toml"`` (the tasks of an assignment file, see ``mlc_lab.grading``).
     """
     if hasattr(x, "apply") and hasattr(x, "on_change"):
         session = x

@@ -1,0 +1,147 @@
+"""The explorer's Checks panel, Python side: the checks of each step and the hazards of the step that
+creates them reach the front end as a message after the step's own state (a real Session, TVM)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mlc_lab.core.session import Session  # TVM is a hard dependency: a broken install fails here
+from mlc_lab.errors import MlcLabError
+from mlc_lab.widgets.explorer import Explorer
+from tests.labs import cpu_mm_relu, gpu_matmul
+
+ASSIGNMENT = Path(__file__).resolve().parents[1] / "labs" / "grading" / "assignment.toml"
+
+
+def _lines(report: dict) -> dict:
+    return {c["name"]: c for c in report["checks"]}
+
+
+def test_a_click_sends_its_state_first_and_the_checks_after(comms):
+    w = Explorer(Session(cpu_mm_relu.MM_RELU), checks=["parallel", "vectorize"])
+    try:
+        assert w.wait(60)
+        first = w.checks
+        assert first["step"] == 0 and first["target"] == "cpu"
+        assert not _lines(first)["parallel"]["ok"]
+        assert w.checks_setup == {"available": True, "title": None, "target": "cpu", "names": ["parallel", "vectorize"],
+                                  "tasks": []}
+        c = w.comm
+        start = len(c.sent)
+        reply = c.request("apply", {"primitive": "parallel", "args": ["Y/i"]})
+        assert reply["ok"], reply
+        assert w.wait(60)
+        updates = c.updates(start)
+        with_step = [i for i, u in enumerate(updates) if "step" in u]
+        with_checks = [i for i, u in enumerate(updates) if "checks" in u]
+        assert with_step and with_checks
+        # the click's own state message does not wait for the checks; they follow it
+        assert "checks" not in updates[with_step[0]]
+        assert with_checks[-1] > with_step[0]
+        report = updates[with_checks[-1]]["checks"]
+        assert report["step"] == 1
+        line = _lines(report)["parallel"]
+        assert line["ok"] and line["title"] == "parallel loops" and line["where"]
+        assert isinstance(line["evidence"], dict) and isinstance(report["ms"], float)
+        # recorded for a saved notebook, under the key js/lib/offline.ts looks up
+        assert 'checks {"step":1}' in w._mlc_recorded
+    finally:
+        w.close()
+
+
+def test_a_step_made_from_python_is_checked_too(comms):
+    session = Session(cpu_mm_relu.MM_RELU)
+    w = Explorer(session)  # nothing named: every check for the step's target
+    try:
+        session.apply("parallel", "Y/i")
+        assert w.wait(60)
+        assert w.checks["step"] == 1
+        assert set(_lines(w.checks)) == {"loop_order", "vectorize", "parallel", "unroll", "reduction_init", "packing"}
+        assert _lines(w.checks)["parallel"]["ok"]
+        assert w.hazards == {}  # a CPU program has none
+    finally:
+        w.close()
+
+
+def test_hazards_mark_the_step_that_creates_them(comms):
+    program, steps = gpu_matmul.SUBMISSIONS["copy_8x32_threads"]
+    session = Session(program)
+    gpu_matmul.apply(session, steps)
+    w = Explorer(session, assignment=ASSIGNMENT)
+    try:
+        assert w.wait(240)
+        setup = w.checks_setup
+        assert setup["target"] == "cuda" and setup["title"].startswith("Lab 3")
+        assert [t["title"] for t in setup["tasks"]][0] == "Tile the output over thread blocks"
+        kinds = {h["kind"] for h in w.checks["hazards"]}
+        assert {"thread_extent", "out_of_bounds"} <= kinds
+        # the first step that has the thread-extent hazard is marked as creating it; later ones keep it
+        # without the mark
+        marked = {int(k): v for k, v in w.hazards.items()}
+        having = sorted(sid for sid, v in marked.items() if any(h["kind"] == "thread_extent" for h in v["hazards"]))
+        assert having, marked
+        first = having[0]
+        new_kinds = {marked[first]["hazards"][i]["kind"] for i in marked[first]["new"]}
+        assert "thread_extent" in new_kinds
+        assert session.steps[first].primitive == "bind"
+        # binding the copy's threadIdx.x (32 where the compute has 16) creates the out-of-bounds accesses
+        oob = min(sid for sid, v in marked.items() if any(h["kind"] == "out_of_bounds" for h in v["hazards"]))
+        assert session.steps[oob].label.startswith("bind(A_shared/ax0_ax1_fused_2")
+        assert "out_of_bounds" in {marked[oob]["hazards"][i]["kind"] for i in marked[oob]["new"]}
+        # later steps keep them (the block gemm renamed gemm_update by decompose_reduction too) unmarked
+        for later in having[1:]:
+            if session.steps[later].primitive != "bind":
+                assert marked[later]["new"] == [] or session.steps[later].primitive == "cache_read", \
+                    (session.steps[later].label, marked[later])
+        # the state the front end opens with carries them too
+        assert w.comm.opened()["checks_setup"]["target"] == "cuda"
+    finally:
+        w.close()
+
+
+def test_tasks_and_their_errors(comms):
+    session = Session(cpu_mm_relu.MM_RELU)
+    w = Explorer(session, tasks=[{"title": "Use the cores", "checks": ["parallel"]}])
+    try:
+        assert w.checks_setup["tasks"] == [{"title": "Use the cores", "checks": ["parallel"], "points": None}]
+        assert w.wait(60) and [c["name"] for c in w.checks["checks"]] == ["parallel"]
+    finally:
+        w.close()
+    with pytest.raises(MlcLabError, match="no check named 'paralel'"):
+        Explorer(session, checks=["paralel"])
+    with pytest.raises(MlcLabError, match="mix cpu and cuda"):
+        Explorer(session, checks=["parallel", "write_cache"])
+    with pytest.raises(MlcLabError, match="task 1 of tasks needs 'checks'"):
+        Explorer(session, tasks=[{"title": "nothing"}])
+
+
+def test_session_view_takes_the_checks(comms):
+    import mlc_lab  # noqa: F401  (registers the explorer as the session's view)
+
+    session = Session(cpu_mm_relu.MM_RELU)
+    w = session.view(checks=["unroll"])
+    try:
+        assert w.checks_setup["names"] == ["unroll"]
+    finally:
+        w.close()
+
+
+def test_a_session_without_checks_shows_none(explorer):
+    assert explorer.checks_setup == {"available": False}
+    explorer.session.apply("split", "Y/j", factors=[None, 4])
+    assert explorer.wait(5) and explorer.checks == {}
+
+
+def test_new_hazards_match_kind_and_place_not_the_wording():
+    from mlc_lab.widgets.checks_panel import new_hazards
+
+    te = lambda where, text: {"kind": "thread_extent", "where": where, "message": text}  # noqa: E731
+    oob = lambda where, text: {"kind": "out_of_bounds", "where": where, "message": text}  # noqa: E731
+    before = [te("i_1", "loops i_1 (16), ax0 (8)"), oob("gemm", "block gemm reads B")]
+    # the same hazards reworded (a loop renamed, a block renamed): nothing new
+    assert new_hazards(before, [te("i_1", "loops i_1 (16), A_shared/ax0 (8)"), oob("gemm_update", "block gemm_update reads B")]) == []
+    # a second thread-extent hazard: that one is new
+    assert new_hazards(before, [te("j_1", "loops j_1 (16), ax1 (32)"), te("i_1", "x"), oob("gemm", "block gemm reads B")]) == [0]
+    assert new_hazards([], before) == [0, 1]
