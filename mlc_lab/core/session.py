@@ -658,9 +658,10 @@ class Session:
                 log.exception("mlc_lab: the explorer of this session could not be shown")
         return {"text/plain": repr(self) + "\n" + self.script}
 
-    def view(self) -> Any:
-        """The interactive explorer of this session (registered by the widgets package)."""
-        return display.open_view("explorer", self)
+    def view(self, **kwargs: Any) -> Any:
+        """The interactive explorer of this session (registered by the widgets package); ``checks=``,
+        ``tasks=`` or ``assignment=`` choose what its Checks panel lists (see ``mlc_lab.explore``)."""
+        return display.open_view("explorer", self, **kwargs)
 
     def access_view(self, loop: str | None = None, **kwargs: Any) -> Any:
         """The memory-access view of this session (heatmaps of what ``loop`` touches)."""
