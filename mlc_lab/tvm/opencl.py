@@ -76,6 +76,12 @@ def opencl_program(mod: Any, func_name: str | None) -> dict:
     "launches": [{"kernel", "args": [{"buffer": name} | {"scalar": value, "dtype"}],
     "grid": [x, y, z], "block": [x, y, z]}]}."""
     func_name, one = tbuild.single_function_module(mod, func_name)
+    unbound = tbuild.unbound_blocks(one, func_name)
+    if unbound:
+        raise OpenCLProgramError("not every block runs in a GPU kernel yet: " + "; ".join(
+            f"block {u['block']!r} is not inside a blockIdx/threadIdx loop (loops above it: "
+            f"{', '.join(u['loops']) or 'none'})" for u in unbound) + "; bind its loops with bind(loop, 'blockIdx.x') "
+            "and bind(loop, 'threadIdx.x')")
     keep = _KeepSplit()
     with tvm.transform.PassContext(instruments=[keep]):
         ex = tvm.compile(one, target=opencl_target())

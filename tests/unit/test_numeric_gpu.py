@@ -290,3 +290,12 @@ def test_gemm_relu_add_at_2048_with_the_epilogue_fused_into_the_write_back():
     s.apply("reverse_compute_inline", "D")  # relu + bias applied as C leaves the local accumulator
     r = numeric_check(s)
     assert r.ok and r.sizes == {2048: 128} and r.shape["bias"] == [128] and r.total == 128 * 128, r.message
+
+
+def test_a_block_left_unbound_is_named():
+    s = mlc_lab.Session(MM_RELU)
+    _bind_2d(s, "C")
+    r = numeric_check(s, sizes={128: 32})
+    assert r.verdict == "error" and not r.ok
+    assert "block 'Y' is not inside a blockIdx/threadIdx loop (loops above it: i, j, k)" in r.message
+    assert "block 'C'" not in r.message
