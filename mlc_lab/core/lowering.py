@@ -269,6 +269,10 @@ def cuda_loop_facts(loops: list[dict], source: str, loop_lines: dict[str, list[i
     lines = source.splitlines()
     out = []
     seen: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    for n in loops:
+        counts[str(n.get("name"))] = counts.get(str(n.get("name")), 0) + 1
+    tree_names = set(counts)
     for n in loops:
         name, kind, extent = str(n.get("name")), str(n.get("loop_kind") or "serial"), n.get("extent")
         # Two loops of one name (one per block): TVM's code calls the second `name_1`, and so on.
@@ -297,6 +301,11 @@ def cuda_loop_facts(loops: list[dict], source: str, loop_lines: dict[str, list[i
             pragma = first >= 2 and "#pragma unroll" in lines[first - 2]
             what = "a loop with #pragma unroll (nvcc unrolls it)" if pragma else f"a loop of {extent} iterations"
             f.verdict = f"{what} in every thread{span}"
+            if counts[name] == 1:  # copies TVM made when it unrolled an enclosing loop: name_1, name_2, ...
+                copies = 1 + sum(1 for key in loop_lines if re.fullmatch(rf"{re.escape(name)}_\d+", key)
+                                 and key not in tree_names)
+                if copies > 1:
+                    f.verdict += f", {copies} copies (an enclosing loop was unrolled)"
         elif extent == 1:
             f.verdict = "extent 1: no loop in the code"
         elif kind == "unrolled":

@@ -93,6 +93,8 @@ def test_each_loop_says_what_it_became(course):
     assert became["A_shared/ax0_ax1_fused_2"] == "one 4-wide access (float4) per statement, no loop"
     assert became["k_1"] == "unrolled by TVM: 8 copies of its body, no loop"
     assert became["k_0"].startswith("a loop of 128 iterations in every thread (CUDA lines ")
+    assert became["i_2"].endswith(", 8 copies (an enclosing loop was unrolled)")
+    assert "copies" not in became["k_0"]
     # two copy loops of one name: each is found at its own lines (TVM calls the second `_1`)
     a_lines, b_lines = became["A_shared/ax0_ax1_fused_0"], became["B_shared/ax0_ax1_fused_0"]
     assert a_lines != b_lines and all(v.startswith("a loop of 2 iterations") for v in (a_lines, b_lines))
