@@ -38,7 +38,7 @@ class Hazard:
         return {"kind": self.kind, "message": self.message, "where": self.where}
 
 
-HAZARD_KINDS = ("race", "out_of_bounds", "thread_extent", "spill", "limit")
+HAZARD_KINDS = ("race", "out_of_bounds", "thread_extent", "spill", "limit", "allocation")
 
 
 @dataclass(frozen=True)

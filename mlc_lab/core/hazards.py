@@ -26,7 +26,7 @@ def find(sf: StepFacts) -> list:
     if not sf.target.gpu:
         return out
     for k in sf.kernels():
-        for family in (thread_extents, limits, spills, out_of_bounds, races):
+        for family in (thread_extents, limits, spills, global_in_kernel, out_of_bounds, races):
             try:
                 out += family(sf, k)
             except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError):
@@ -110,6 +110,28 @@ def spills(sf: StepFacts, k: Kernel) -> list:
                 f"{'KB' if n >= 1024 else 'B'}), more than its {sf.target.registers_per_thread} registers hold: "
                 f"it goes to the stack in local memory; place the accumulator under the thread loops so each "
                 f"thread keeps only its own tile", block or None))
+    return out
+
+
+# --- a global intermediate inside a kernel ------------------------------------------------------------
+
+def global_in_kernel(sf: StepFacts, k: Kernel) -> list:
+    """A global buffer the function allocates whose every access is inside one kernel: TVM allocates it
+    there, and a kernel cannot allocate global memory (the CUDA build fails)."""
+    out = []
+    params = set(sf.facts.params)
+    inside = {s.access.buffer for s in k.sites}
+    for buf in sorted(inside):
+        if buf in params or sf.scope(buf) != "global" or not sf.facts.params:
+            continue
+        if any(s.access.buffer == buf and s not in k.sites for s in sf.sites()):
+            continue
+        writer = next((s.access.block for s in k.sites if s.access.buffer == buf and s.access.kind == "write"), None)
+        out.append(Hazard(
+            "allocation",
+            f"the intermediate {buf} is used only inside the kernel under {sf.loop_name(k.root.id)}, so TVM "
+            f"allocates it there, and a kernel cannot allocate global memory (the CUDA build fails): keep the "
+            f"accumulator in a 'local' buffer (cache_write) or compute {buf} in a kernel of its own", writer))
     return out
 
 
@@ -251,7 +273,6 @@ def races(sf: StepFacts, k: Kernel) -> list:
     a thread reading an element of a local buffer that it never wrote (each thread has its own)."""
     out = []
     thread_ids = {lp.id for lp in k.loops if lp.tag in THREAD_TAGS}
-    fixed = {tag: 0 for tag in BLOCK_TAGS}
     by_buffer: dict = {}
     for s in k.sites:
         by_buffer.setdefault(s.access.buffer, []).append(s)
@@ -261,6 +282,13 @@ def races(sf: StepFacts, k: Kernel) -> list:
         writes = [s for s in sites if s.access.kind == "write"]
         if not writes:
             continue
+        # A shared or local buffer lives for one iteration of the loops around all its uses (TVM
+        # allocates it there): those loops are held at their first value. A global buffer only when
+        # the enumeration would be too large (then two threads meeting across those loops go unseen).
+        common = _common_serial(sites)
+        fixed = {tag: 0 for tag in BLOCK_TAGS}
+        if scope != "global" or any(sf.points(s, k, fixed) > _RACE_POINTS for s in sites):
+            fixed.update({lid: int(sf.loop(lid).min) for lid in common})
         wpairs = []
         for s in writes:
             if scope != "local" and _thread_invariant(sf, s, thread_ids):
@@ -326,6 +354,20 @@ def races(sf: StepFacts, k: Kernel) -> list:
                     f"with no barrier between (global memory): compute it in the thread that reads it",
                     s.access.block))
                 break
+    return out
+
+
+_RACE_POINTS = 1 << 18
+
+
+def _common_serial(sites: list) -> list:
+    """Ids of the loops, bound to no thread or block, that enclose every one of ``sites``."""
+    out = []
+    for level in zip(*[s.chain for s in sites]):
+        if not all(lp.id == level[0].id for lp in level):
+            break
+        if level[0].tag is None and isinstance(level[0].min, int):
+            out.append(level[0].id)
     return out
 
 

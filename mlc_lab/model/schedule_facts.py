@@ -35,3 +35,4 @@ class ScheduleFacts:
     blocks: dict                   # name -> BlockFact, program order
     annotations: dict              # loop id -> {key: value}
     allocated: dict                # buffer -> shape TVM allocates (compacted) for shared/local buffers
+    params: tuple = ()             # buffers the function takes as arguments (the others it allocates)

@@ -30,8 +30,10 @@ def of_function(func, name: str = "main") -> ScheduleFacts:
     walker = _Walker(node_ids, prog)
     walker.walk(func.body, (), {})
     allocated = _allocated_shapes(func)
+    params = tuple(str(b.name) for b in func.buffer_map.values()) if hasattr(func, "buffer_map") else ()
+    params += tuple(str(p.name) for p in func.params if hasattr(p, "shape") and str(p.name) not in params)
     return ScheduleFacts(name=name, program=prog, blocks=walker.blocks, annotations=walker.annotations,
-                         allocated=allocated)
+                         allocated=allocated, params=params)
 
 
 class _Walker:
