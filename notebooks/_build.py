@@ -991,12 +991,12 @@ print("CUDA GPU found: kernels will be timed" if HAS_GPU else
       "no CUDA GPU here: kernels are built and analysed, but timing needs a GPU")
 
 
-def time_on_gpu(session, label):
-    """GFLOPS of the current step on the GPU (checked against the original program), or a note."""
+def time_on_gpu(session, label, step=None):
+    """GFLOPS of the step (default: current) on the GPU (checked against the original program), or a note."""
     if not HAS_GPU:
         print(f"{label}: built and checked statically; timing needs a GPU")
         return None
-    m = session.measure(target="cuda")
+    m = session.measure(target="cuda", step=step)
     print(f"{label}: {m.latency_s * 1e6:.1f} us, {m.gflops:.1f} GFLOPS, correct={m.correct}")
     return m
 
@@ -1159,6 +1159,7 @@ def blocking(sch, tile_local_y, tile_local_x, tile_block_y, tile_block_x, tile_k
 
 local = mlc_lab.explore(MATMUL)
 local.session.run(lambda sch: blocking(sch, 8, 8, 8, 8, 4))
+blocked = local.session.current.id   # the cells below analyse this step, whatever you click meanwhile
 local
 '''),
     ("md", r'''
@@ -1167,8 +1168,8 @@ the thread block (right) that writes each element. The 8×8 tiles per thread and
 block are the schedule's split factors.
 '''),
     ("code", r'''
-def ownership_figure(session, buffer="C", corner=128, title=""):
-    fp = session.footprint("i_0")[buffer]
+def ownership_figure(session, buffer="C", corner=128, title="", step=None):
+    fp = session.footprint("i_0", step=step)[buffer]
     fig = make_subplots(rows=1, cols=2, subplot_titles=["thread (linear threadIdx)", "block (linear blockIdx)"])
     for col, data in ((1, fp.thread), (2, fp.block)):
         fig.add_trace(go.Heatmap(z=data[:corner, :corner], colorscale="Turbo", showscale=False,
@@ -1178,13 +1179,13 @@ def ownership_figure(session, buffer="C", corner=128, title=""):
     return fig
 
 
-ownership_figure(local.session, title="local blocking: each thread owns an 8x8 tile of C")
+ownership_figure(local.session, title="local blocking: each thread owns an 8x8 tile of C", step=blocked)
 '''),
     ("code", r'''
-cuda = local.session.cuda_source()
+cuda = local.session.cuda_source(step=blocked)
 print(cuda.source[:2500])
-warp_table(local.session.gpu_stats("i_0"))
-m_local = time_on_gpu(local.session, "local blocking")
+warp_table(local.session.gpu_stats("i_0", step=blocked))
+m_local = time_on_gpu(local.session, "local blocking", step=blocked)
 '''),
     ("md", r'''
 The warp analysis shows the cost of this schedule: the 32 threads of a warp read `A` from 4 rows
@@ -1402,6 +1403,7 @@ def schedule(sch):
 
 
 if session.func_name == "add":   # only for the pre-filled example
+    session.goto(0)               # from the original program: steps clicked above stay in the history
     session.run(schedule)
 print(session.script)
 '''),

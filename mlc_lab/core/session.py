@@ -250,13 +250,7 @@ class Session:
             new_state, outputs = self._state.apply(primitive, args_t, kwargs_t)
         except MlcLabError as exc:
             exc.label = label  # the failed attempt reads as the step would have
-            if isinstance(exc, NameResolutionError) and self._current != 0:
-                # The usual cause: clicks in the explorer moved the session on from where the code
-                # expects it. Say where it is and the way back.
-                exc.add_to_summary(
-                    f"The session is at step {self._current} ({self.current.label}), not at the original "
-                    f"program: Undo in the explorer, or session.goto(0), goes back to it"
-                )
+            self._say_way_back(exc)
             self._keep_failed(exc, primitive, label)
             raise
         step = self._add_step(
@@ -280,6 +274,16 @@ class Session:
         last = self._failed[-1].id if self._failed else 0
         self._failed.append(FailedAttempt.of(exc, id=last + 1, parent=self._current, primitive=primitive, label=label))
         del self._failed[: -self.MAX_FAILED]
+
+    def _say_way_back(self, exc: BaseException) -> None:
+        """An unknown name at a step other than the original: the usual cause is clicks in the
+        explorer that moved the session on from where the code expects it. Say where it is and the
+        way back."""
+        if isinstance(exc, NameResolutionError) and self._current != 0:
+            exc.add_to_summary(
+                f"The session is at step {self._current} ({self.current.label}), not at the original "
+                f"program: Undo in the explorer, or session.goto(0), goes back to it"
+            )
 
     # Applying one of these again, with the same arguments, to the step it made changes nothing.
     _IDEMPOTENT = frozenset({"parallel", "vectorize", "unroll", "bind", "annotate", "unannotate"})
@@ -561,7 +565,13 @@ class Session:
 
     def _access_query(self, loop: str, at: dict | None, step: int | None) -> tuple[Any, Any, dict]:
         state = self._state if step is None else self._state_of(step)
-        func, node = state.loop_node(state.find_loop(loop))
+        try:
+            found = state.find_loop(loop)
+        except NameResolutionError as exc:
+            if step is None:
+                self._say_way_back(exc)
+            raise
+        func, node = state.loop_node(found)
         return func, node, _plain_at(state, func, at)
 
     def measure(self, target: Any = "cpu", step: int | None = None, **kwargs: Any) -> Any:

@@ -204,6 +204,29 @@ def test_04_gpu(tmp_path, monkeypatch):
 
 
 @slow
+def test_04_after_clicks_in_the_explorer(tmp_path, monkeypatch):
+    """The original program clicked in the local-blocking explorer's History: the analyses below
+    still read the blocked step."""
+    nb, text = run_notebook("04_gpu.ipynb", tmp_path, monkeypatch, after={
+        "blocked = local.session.current.id": 'local.session.goto(0)\n'
+                                              'print("clicked back to step", local.session.current.id, "of", blocked)',
+    })
+    back = re.search(r"clicked back to step (\d+) of (\d+)", text)
+    assert back and int(back.group(1)) < int(back.group(2))
+    assert "<<plotly figure>>" in text and 'extern "C" __global__' in text
+
+
+@slow
+def test_05_after_clicks_in_the_playground(tmp_path, monkeypatch):
+    nb, text = run_notebook("05_playground.ipynb", tmp_path, monkeypatch, after={
+        "playground = mlc_lab.explore(PROGRAM)": 'session.apply("split", "i", factors=[None, 2])\n'
+                                                 'session.apply("parallel", "i_0")',
+    })
+    assert "for j in T.vectorized(4):" in text
+    assert re.search(rf"step \d+: {NUMBER} us, correct=True", text)
+
+
+@slow
 def test_05_playground(tmp_path, monkeypatch):
     nb, text = run_notebook("05_playground.ipynb", tmp_path, monkeypatch)
     assert "tvm.s_tir.Schedule(MyAdd)" in text and "T.sblock" in text  # converted

@@ -131,3 +131,15 @@ def test_trace_without_program_says_what_to_do(shell, tmp_path):
     assert lines[0].startswith("UsageError: lonely.trace needs its program: save the program as lonely.py "
                                "in the same folder and open the trace again"), lines[0]
     _no_internal_frames(lines)
+
+
+def test_an_analysis_of_a_name_clicked_away_says_how_to_get_back():
+    import mlc_lab
+    from mlc_lab.errors import NameResolutionError
+
+    s = mlc_lab.Session(mlc_lab.course_program("mm_relu"))
+    s.apply("split", "Y/j", factors=[None, 4])
+    with pytest.raises(NameResolutionError) as info:
+        s.footprint("Y/j")
+    assert "session.goto(0)" in str(info.value).splitlines()[0]
+    assert s.footprint("Y/j", step=0)  # the original program still has it
