@@ -6,9 +6,10 @@ import type { AnyModel } from "@anywidget/types";
 import { AccessPanel } from "../access/panel";
 import { downloadText, h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
 import { hostOffer, requestSidePanel } from "../lib/host";
-import { kernelLive } from "../lib/offline";
+import { kernelLive, recordedReply } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerModel, FailureInfo, HistoryDelta, RecordCut, Selection, StepData, StepId } from "../lib/types";
+import { ChecksPanel, type ChecksReport, type ChecksSetup, type StepHazards, checksBadge, hazardMark } from "./checks";
 import { CodeView, type DiffMode, type Marks } from "./code";
 import { CompilerPanel } from "./compiler";
 import { CudaPanel } from "./cuda";
@@ -27,6 +28,10 @@ import { renderTree } from "./tree_view";
 export interface MeasuredExplorerModel extends ExplorerModel {
   measurements: Measurements;
   measuring: MeasuringInfo | Record<string, never>;
+  // the Checks panel (js/explorer/checks.ts; mlc_lab/widgets/checks_panel.py)
+  checks_setup: ChecksSetup;
+  checks: ChecksReport | Record<string, never>;
+  hazards: Record<string, StepHazards>;
 }
 
 type Model = AnyModel<MeasuredExplorerModel>;
@@ -66,7 +71,8 @@ export class ExplorerView {
   private baseSel: HTMLSelectElement;
   private busyEl: HTMLElement;
   private busyTimer: ReturnType<typeof setTimeout> | null = null;
-  private tabs: Record<"history" | "trace", HTMLElement>;
+  private tabs: Record<"history" | "trace" | "checks", HTMLElement>;
+  private checksPanel: ChecksPanel;
   private collapsed = new Set<string>();
   private revealedKey: string | null = null;
   private form: { offer: Offer; handle: FormHandle; entryKey: string } | null = null;
@@ -185,12 +191,16 @@ export class ExplorerView {
     });
     this.plotHost = h("div", { class: "mlc-plot", hidden: true });
     this.historyTab = h("div", { class: "mlc-history-tab" }, this.historyHost, this.plotHost);
-    this.tabs = { history: this.historyTab, trace: this.trace.el };
+    this.checksPanel = new ChecksPanel({
+      pick: (name) => this.selectName(name),
+      recorded: async (step) => ((await recordedReply(model, "checks", { step }))?.result as ChecksReport | null) ?? null,
+    });
+    this.tabs = { history: this.historyTab, trace: this.trace.el, checks: this.checksPanel.el };
     const tabBar = h("div", { class: "mlc-tabs" });
-    for (const name of ["history", "trace"] as const) {
-      tabBar.append(h("button", { class: `mlc-tab mlc-tab-${name}`, dataset: { tab: name }, onclick: () => this.showTab(name) }, name === "history" ? "History" : "Trace & decisions"));
+    for (const name of ["history", "trace", "checks"] as const) {
+      tabBar.append(h("button", { class: `mlc-tab mlc-tab-${name}`, dataset: { tab: name }, onclick: () => this.showTab(name) }, name === "history" ? "History" : name === "trace" ? "Trace & decisions" : "Checks"));
     }
-    const right = h("div", { class: "mlc-right" }, tabBar, this.historyTab, this.trace.el);
+    const right = h("div", { class: "mlc-right" }, tabBar, this.historyTab, this.trace.el, this.checksPanel.el);
     this.root = h(
       "div",
       { class: "mlc-explorer", tabindex: "0", style: { height: model.get("height") || "640px" } },
@@ -226,11 +236,11 @@ export class ExplorerView {
       model.on(`change:${name}`, cb);
       this.disposers.push(() => model.off(`change:${name}`, cb));
     };
-    for (const name of ["failures", "selection", "error", "height", "measurements", "measuring"] as const) watch(name);
+    for (const name of ["failures", "selection", "error", "height", "measurements", "measuring", "checks", "checks_setup", "hazards"] as const) watch(name);
     watch("step", () => this.onStep());
     watch("history", () => this.onHistory());
     this.onHistory();
-    for (const name of ["script", "loop_tree_json", "steps", "decisions", "trace", "error", "can_undo", "measuring"]) this.dirty.add(name);
+    for (const name of ["script", "loop_tree_json", "steps", "decisions", "trace", "error", "can_undo", "measuring", "checks"]) this.dirty.add(name);
     this.flush();
   }
 
@@ -308,7 +318,8 @@ export class ExplorerView {
       timed("primitives", () => this.drawPrimitives(has("loop_tree_json")));
     }
     if (!this.memoryHost.hidden && has("loop_tree_json", "selection", "current")) timed("memory", () => this.syncMemory(has("loop_tree_json", "current")));
-    if (has("steps", "current", "failures", "measurements", "measuring")) timed("history", () => this.drawHistory());
+    if (has("steps", "current", "failures", "measurements", "measuring", "hazards")) timed("history", () => this.drawHistory());
+    if (has("checks", "checks_setup", "current")) timed("checks", () => this.drawChecks());
     if (has("steps", "current", "measurements")) timed("plot", () => this.drawPlot());
     if (has("measuring")) this.drawMeasure();
     if (this.cudaOn && has("current")) void this.cuda.show(this.current());
@@ -439,7 +450,9 @@ export class ExplorerView {
       return `${m ? `${measurementText(m)}${checkMark(m)}${m.max_abs_error ?? ""}` : ""}${r.kind === "step" && measuring === String(r.id) ? "…" : ""}`;
     };
     // Undo/redo/goto only move the current step: restyle the rows instead of rebuilding them.
-    const shape = rows.map((r) => `${r.kind}:${r.id}:${r.depth}:${r.branch ? 1 : 0}:${r.stepKind ?? ""}:${r.label}:${mKey(r)}`).join("|");
+    const hazards = this.model.get("hazards") ?? {};
+    const hMark = (r: (typeof rows)[number]) => (r.kind === "step" ? hazardMark(hazards[String(r.id)]) : null);
+    const shape = rows.map((r) => `${r.kind}:${r.id}:${r.depth}:${r.branch ? 1 : 0}:${r.stepKind ?? ""}:${r.label}:${mKey(r)}:${hMark(r)?.title ?? ""}`).join("|");
     const existing = this.historyHost.querySelectorAll<HTMLElement>(".mlc-hrow");
     if (shape === this.historyShape && existing.length === rows.length) {
       rows.forEach((r, i) => {
@@ -479,6 +492,7 @@ export class ExplorerView {
         },
         h("span", { class: "mlc-hmark" }, r.kind === "failure" ? "✗" : r.current ? "●" : r.branch ? "┬" : "○"),
         h("span", { class: "mlc-hlabel" }, r.label),
+        ((m) => (m ? h("span", { class: "mlc-hhazard", title: m.title }, m.text) : null))(hMark(r)),
         r.stepKind ? h("span", { class: "mlc-hkind", title: `a ${r.stepKind} step` }, r.stepKind) : null,
         r.failure ? h("span", { class: "mlc-hsummary" }, r.failure.summary) : null,
         this.measureCell(mOf(r), r.kind === "step" && measuring === String(r.id)),
@@ -487,6 +501,22 @@ export class ExplorerView {
     }
     this.historyHost.replaceChildren(...[this.recordCutNote()].filter((n) => n !== null), list);
     revealInContainer(this.historyHost, list.querySelector<HTMLElement>(".mlc-current"));
+  }
+
+  /** The Checks panel follows the current step; its tab says how many checks hold and the hazards. */
+  private drawChecks(): void {
+    const report = this.checksPanel.update({
+      setup: this.model.get("checks_setup") ?? {},
+      report: this.model.get("checks") ?? {},
+      step: this.current(),
+      live: kernelLive(this.model),
+    });
+    const badge = checksBadge(report);
+    const tab = this.root.querySelector<HTMLElement>(".mlc-tab-checks");
+    if (tab) {
+      tab.textContent = badge ? `Checks ${badge.passed}/${badge.total}${badge.hazards ? ` ⚠${badge.hazards}` : ""}` : "Checks";
+      tab.classList.toggle("mlc-tab-warn", !!badge && (badge.hazards > 0 || badge.passed < badge.total));
+    }
   }
 
   /** A saved view whose record was cut says so above its history (live views have the kernel). */
@@ -688,7 +718,7 @@ export class ExplorerView {
     this.root.style.height = this.memoryHost.hidden ? base : `calc(${base} + 520px)`;
   }
 
-  private showTab(name: "history" | "trace"): void {
+  private showTab(name: "history" | "trace" | "checks"): void {
     for (const [k, el] of Object.entries(this.tabs)) el.hidden = k !== name;
     if (name === "trace") this.trace.show();
     this.root.querySelectorAll<HTMLElement>(".mlc-tab").forEach((t) => t.classList.toggle("mlc-active", t.dataset.tab === name));

@@ -1,0 +1,156 @@
+// @vitest-environment jsdom
+// The explorer's Checks panel (js/explorer/checks.ts) and the history's hazard marks, driven through
+// the explorer view with a fake model as Python would set its traits.
+import { afterEach, describe, expect, it } from "vitest";
+import widget from "../explorer";
+import { type ChecksReport, evidenceText, hazardMark, taskVerdicts } from "../explorer/checks";
+import { markKernel, recordKey } from "../lib/offline";
+import { fakeModel, tick } from "./fixtures";
+
+type Model = ReturnType<typeof fakeModel>;
+let el: HTMLElement;
+let cleanup: (() => void) | void;
+
+const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
+const $$ = (sel: string) => Array.from(el.querySelectorAll<HTMLElement>(sel));
+
+const HISTORY = [
+  { id: 0, parent: null, kind: "root", primitive: null, label: "original program" },
+  { id: 1, parent: 0, kind: "apply", primitive: "split", label: "split(Y/j, factors=[None, 4])" },
+];
+
+function report(step: number, parallel: boolean, extra: Partial<ChecksReport> = {}): ChecksReport {
+  return {
+    step,
+    target: "cpu",
+    ms: 3.2,
+    hazards: [],
+    checks: [
+      { name: "parallel", title: "parallel loops", ok: parallel, message: parallel ? "loop Y/i runs on 4 cores" : "no loop runs in parallel: parallelize Y/i", where: "Y/i", evidence: { cores: 4, parallel_loops: parallel ? ["Y/i"] : [] } },
+      { name: "vectorize", title: "vectorization", ok: true, message: "Y/j_1 is vectorized 4 wide", where: "Y/j", evidence: { width: 4, tile: [4, 8] } },
+    ],
+    ...extra,
+  };
+}
+
+async function mount(traits: Record<string, unknown>, live = true, before: (m: Model) => void = () => undefined): Promise<Model> {
+  const model = fakeModel({ history: HISTORY, step: { id: 1, parent: 0, label: "split(Y/j, factors=[None, 4])" }, ...traits });
+  markKernel(model, () => live);
+  before(model);
+  el = document.createElement("div");
+  document.body.append(el);
+  cleanup = (await widget.render({ model: model as any, el, signal: new AbortController().signal } as any)) as any;
+  ($(".mlc-tab-checks") as HTMLButtonElement).click();
+  return model;
+}
+
+afterEach(() => {
+  if (typeof cleanup === "function") cleanup();
+  el?.remove();
+});
+
+const SETUP = { available: true, title: null, target: "cpu", names: null, tasks: [] };
+
+describe("checks panel", () => {
+  it("lists each check with its sentence, the evidence on hover, and follows a new report", async () => {
+    const model = await mount({ checks_setup: SETUP, checks: report(1, false) });
+    const lines = $$(".mlc-check");
+    expect(lines.map((l) => l.dataset.check)).toEqual(["parallel", "vectorize"]);
+    expect(lines[0].classList.contains("mlc-check-fail")).toBe(true);
+    expect(lines[0].querySelector(".mlc-check-mark")!.textContent).toBe("✗");
+    expect(lines[0].textContent).toContain("no loop runs in parallel");
+    expect(lines[0].title).toContain("cores: 4");
+    expect(lines[1].title).toContain("tile: 4x8");
+    expect($(".mlc-tab-checks")!.textContent).toBe("Checks 1/2");
+    // a step applied: the state comes first (the old report is dimmed while the new one is computed) ...
+    model.pushHistory([...HISTORY, { id: 2, parent: 1, kind: "apply", primitive: "parallel", label: "parallel(Y/i)" }]);
+    model.pushStep({ id: 2, parent: 1, label: "parallel(Y/i)" });
+    await tick();
+    expect($(".mlc-checks-body")!.classList.contains("mlc-stale")).toBe(true);
+    expect($(".mlc-checks-pending")!.textContent).toContain("checking step 2");
+    // ... then its checks
+    model.set("checks", report(2, true));
+    await tick();
+    expect($(".mlc-checks-body")!.classList.contains("mlc-stale")).toBe(false);
+    expect($$(".mlc-check-fail")).toHaveLength(0);
+    expect($(".mlc-tab-checks")!.textContent).toBe("Checks 2/2");
+  });
+
+  it("a click on a line selects its loop in the tree", async () => {
+    const model = await mount({ checks_setup: SETUP, checks: report(1, false) });
+    $(".mlc-check[data-check='parallel']")!.click();
+    expect(model.state.selection).toEqual({ kind: "loop", name: "Y/i" });
+    await tick();
+    expect($(".mlc-row.mlc-selected")!.dataset.name).toBe("Y/i");
+  });
+
+  it("groups the lines by task; shows the step's hazards above them", async () => {
+    const tasks = [
+      { title: "Use the cores", checks: ["parallel"], points: 5 },
+      { title: "Vectorize", checks: ["vectorize"], points: null },
+    ];
+    const hazards = [{ kind: "race", message: "threads 0 and 1 both write Y[0, 0]", where: "Y" }];
+    await mount({ checks_setup: { ...SETUP, title: "Lab 2", tasks }, checks: report(1, false, { hazards }) });
+    expect($(".mlc-checks-title")!.textContent).toBe("Lab 2");
+    const t = $$(".mlc-task");
+    expect(t.map((x) => x.classList.contains("mlc-task-ok"))).toEqual([false, true]);
+    expect(t[0].textContent).toContain("Use the cores (5 pts)");
+    expect(t[0].querySelectorAll(".mlc-check")).toHaveLength(1);
+    const z = $(".mlc-hazard")!;
+    expect(z.dataset.hazard).toBe("race");
+    expect(z.textContent).toContain("threads 0 and 1 both write");
+    expect($(".mlc-tab-checks")!.textContent).toBe("Checks 1/2 ⚠1");
+  });
+
+  it("marks the history row of the step that creates a hazard, with its sentence on hover", async () => {
+    const model = await mount({ checks_setup: SETUP, checks: report(1, true) });
+    expect($$(".mlc-hhazard")).toHaveLength(0);
+    const hz = { kind: "out_of_bounds", message: "block Y reads A at index 130 past its end", where: "Y" };
+    model.set("hazards", { "1": { hazards: [hz], new: [0] } });
+    await tick();
+    const marks = $$(".mlc-hhazard");
+    expect(marks).toHaveLength(1);
+    expect(marks[0].closest<HTMLElement>(".mlc-hrow")!.dataset.step).toBe("1");
+    expect(marks[0].title).toContain("out of bounds: block Y reads A at index 130 past its end");
+  });
+
+  it("a saved view shows the recorded report of a step, and says when a step needs a kernel", async () => {
+    const recorded = report(1, false);
+    const record = { get: (k: string) => ({ result: JSON.stringify(recorded), ok: true, buffers: [], encoding: "", data: new DataView(new ArrayBuffer(0)) })[k] };
+    const model = await mount({ checks_setup: SETUP, checks: {}, _mlc_recorded: { [recordKey("checks", { step: 1 })]: "IPY_MODEL_c1" } }, false, (m) =>
+      m.widget_manager.get_model.mockImplementation(async (id: string) => (id === "c1" ? record : null)),
+    );
+    await tick();
+    await tick();
+    expect($$(".mlc-check").map((l) => l.dataset.check)).toEqual(["parallel", "vectorize"]);
+    // step 0 was never checked while the kernel ran
+    model.pushStep({ id: 0, parent: null, label: "original program" });
+    await tick();
+    await tick();
+    expect($(".mlc-checks-nokernel")!.textContent).toContain("The checks of step 0 need a running kernel");
+    expect($(".mlc-banner")!.hidden).toBe(true); // no error
+  });
+
+  it("a session without checks says so", async () => {
+    await mount({ checks_setup: { available: false }, checks: {} });
+    expect($(".mlc-checks")!.textContent).toContain("no named checks");
+  });
+});
+
+describe("checks helpers", () => {
+  it("evidence as lines, nested tables indented", () => {
+    expect(evidenceText({ accumulator: "Y_local", thread_tile: [4, 4], A_shared: { reuse: 64.0, efficiency: 0.66666 } })).toBe(
+      "accumulator: Y_local\nthread tile: 4x4\nA shared:\n  reuse: 64\n  efficiency: 0.667",
+    );
+  });
+  it("hazard marks only for hazards a step creates", () => {
+    const z = { kind: "spill", message: "Y_local goes to the stack", where: "gemm" };
+    expect(hazardMark({ hazards: [z], new: [] })).toBeNull();
+    expect(hazardMark(undefined)).toBeNull();
+    expect(hazardMark({ hazards: [z, z], new: [0, 1] })!.text).toBe("⚠2");
+  });
+  it("a task with a check missing from the report does not hold", () => {
+    const v = taskVerdicts({ tasks: [{ title: "t", checks: ["parallel", "packing"] }] }, report(1, true))!;
+    expect(v[0].ok).toBe(false);
+  });
+});

@@ -1,0 +1,270 @@
+// The explorer's Checks panel: the named checks of the current step (✓/✗, one sentence each, the
+// figures behind it on hover, a click selects the loop or block it is about), grouped by task when a
+// task list was given, the step's hazards above them, and the ⚠ marks of the history. Python side:
+// mlc_lab/widgets/checks_panel.py (traits checks_setup, checks, hazards; the report of a step arrives
+// after the step's own state). A saved view shows the report recorded for a step, or says that the
+// step's checks need a kernel.
+
+import { h } from "../lib/dom";
+import type { StepId } from "../lib/types";
+
+/** One verdict (mlc_lab.core.check_types.CheckResult.to_json, with the check's title). */
+export interface CheckLine {
+  name: string;
+  title: string;
+  ok: boolean;
+  message: string;
+  where: string | null;
+  evidence: Record<string, unknown>;
+}
+
+/** mlc_lab.core.check_types.Hazard.to_json */
+export interface HazardInfo {
+  kind: string;
+  message: string;
+  where: string | null;
+}
+
+export interface ChecksReport {
+  step: StepId;
+  target?: "cpu" | "cuda" | null;
+  checks?: CheckLine[];
+  hazards?: HazardInfo[];
+  ms?: number;
+  error?: string;
+}
+
+export interface TaskInfo {
+  title: string;
+  checks: string[];
+  points?: number | null;
+}
+
+export interface ChecksSetup {
+  available?: boolean;
+  title?: string | null;
+  target?: string | null;
+  names?: string[] | null;
+  tasks?: TaskInfo[];
+}
+
+/** The hazards of one step and which of them it created (indices): the history's ⚠. */
+export interface StepHazards {
+  hazards: HazardInfo[];
+  new: number[];
+}
+
+export const HAZARD_NAMES: Record<string, string> = {
+  race: "race",
+  out_of_bounds: "out of bounds",
+  thread_extent: "thread extent",
+  spill: "spill",
+  limit: "limit",
+};
+
+const NO_KERNEL = "need a running kernel: this saved view recorded the checks of the steps shown while it ran. Re-run the notebook to check this one.";
+
+// ---- pure helpers (tested without a DOM) -------------------------------------------------------
+
+/** The figures behind a verdict, one per line ("key: value", nested tables indented). */
+export function evidenceText(evidence: unknown, indent = ""): string {
+  if (!evidence || typeof evidence !== "object" || Array.isArray(evidence)) return `${indent}${formatValue(evidence)}`;
+  const lines: string[] = [];
+  for (const [key, value] of Object.entries(evidence as Record<string, unknown>)) {
+    const label = key.replace(/_/g, " ");
+    if (value && typeof value === "object" && !Array.isArray(value)) lines.push(`${indent}${label}:`, evidenceText(value, `${indent}  `));
+    else lines.push(`${indent}${label}: ${formatValue(value)}`);
+  }
+  return lines.join("\n");
+}
+
+function formatValue(v: unknown): string {
+  if (Array.isArray(v)) return v.every((x) => typeof x === "number") && v.length > 1 && v.length <= 4 ? v.join("x") : v.map(formatValue).join(", ");
+  if (typeof v === "number") return Number.isInteger(v) ? String(v) : String(Math.round(v * 1000) / 1000);
+  if (v && typeof v === "object") return JSON.stringify(v);
+  return String(v);
+}
+
+/** Whether a report is about the step shown. */
+export function reportFor(report: ChecksReport | Record<string, never> | null | undefined, step: StepId): ChecksReport | null {
+  return report && "step" in report && String(report.step) === String(step) ? (report as ChecksReport) : null;
+}
+
+/** "4/6" and the number of hazards, for the tab's label. */
+export function checksBadge(report: ChecksReport | null): { passed: number; total: number; hazards: number } | null {
+  if (!report || report.error || !report.checks) return null;
+  return { passed: report.checks.filter((c) => c.ok).length, total: report.checks.length, hazards: report.hazards?.length ?? 0 };
+}
+
+/** The tasks with their verdicts (a task holds when each of its checks does), or null without tasks. */
+export function taskVerdicts(setup: ChecksSetup, report: ChecksReport): Array<{ task: TaskInfo; ok: boolean; lines: CheckLine[] }> | null {
+  if (!setup.tasks?.length) return null;
+  const byName = new Map((report.checks ?? []).map((c) => [c.name, c]));
+  return setup.tasks.map((task) => {
+    const lines = task.checks.map((n) => byName.get(n)).filter((c): c is CheckLine => !!c);
+    return { task, ok: lines.length === task.checks.length && lines.every((c) => c.ok), lines };
+  });
+}
+
+/** The ⚠ of a history row: the hazards the step created (its hover text), or null. */
+export function hazardMark(entry: StepHazards | undefined): { text: string; title: string } | null {
+  if (!entry || !entry.new?.length) return null;
+  const made = entry.new.map((i) => entry.hazards[i]).filter((x): x is HazardInfo => !!x);
+  if (!made.length) return null;
+  return {
+    text: made.length > 1 ? `⚠${made.length}` : "⚠",
+    title: `This step creates ${made.length === 1 ? "a hazard" : `${made.length} hazards`}:\n${made.map((z) => `• ${HAZARD_NAMES[z.kind] ?? z.kind}: ${z.message}`).join("\n")}`,
+  };
+}
+
+// ---- the panel ---------------------------------------------------------------------------------
+
+export interface ChecksPanelHost {
+  /** Select a loop or block by its name (the tree, the code, the primitives follow). */
+  pick(name: string): void;
+  /** A saved view: the recorded report of a step, or null when none was recorded. */
+  recorded(step: StepId): Promise<ChecksReport | null>;
+}
+
+export interface ChecksState {
+  setup: ChecksSetup;
+  report: ChecksReport | Record<string, never> | null;
+  step: StepId;
+  live: boolean;
+}
+
+export class ChecksPanel {
+  readonly el: HTMLElement;
+  private last: ChecksReport | null = null; // the last report shown (kept, dimmed, while the next is computed)
+  private offline = new Map<string, ChecksReport | null | "pending">();
+  private step: StepId | null = null; // the step last asked about
+  private shown = "";
+
+  constructor(private readonly host: ChecksPanelHost) {
+    this.el = h("div", { class: "mlc-checks", role: "region", "aria-label": "Checks" });
+  }
+
+  /** Draw the checks of `state.step`; returns the report shown (null when none is). */
+  update(state: ChecksState): ChecksReport | null {
+    const { setup, step, live } = state;
+    if (!setup.available) {
+      this.draw(`none`, [h("div", { class: "mlc-muted mlc-checks-note" }, "This session has no named checks (it is not a mlc_lab Session).")]);
+      return null;
+    }
+    let report = reportFor(state.report, step);
+    if (!report && !live) {
+      const key = String(step);
+      if (!this.offline.has(key)) {
+        this.offline.set(key, "pending");
+        void this.host
+          .recorded(step)
+          .catch(() => null)
+          .then((rec) => {
+            this.offline.set(key, rec);
+            if (String(this.step) === key) this.update(state);
+          });
+      }
+      this.step = step;
+      const rec = this.offline.get(key);
+      if (rec === "pending") return null;
+      if (!rec) {
+        this.draw(`nokernel:${key}`, [this.head(setup, null), h("div", { class: "mlc-muted mlc-checks-note mlc-checks-nokernel" }, `The checks of step ${key} ${NO_KERNEL}`)]);
+        return null;
+      }
+      report = rec;
+    }
+    this.step = step;
+    if (report) this.last = report;
+    const pending = !report;
+    const shown = report ?? this.last;
+    const key = `${pending}:${JSON.stringify(setup)}:${JSON.stringify(shown)}:${step}`;
+    if (key === this.shown) return report;
+    const body: HTMLElement[] = [this.head(setup, report, pending ? step : null)];
+    if (shown?.error) body.push(h("div", { class: "mlc-checks-error mlc-error-text" }, shown.error));
+    else if (shown) body.push(...this.lines(setup, shown, pending));
+    this.draw(key, body);
+    return report;
+  }
+
+  private draw(key: string, children: HTMLElement[]): void {
+    this.shown = key;
+    this.el.replaceChildren(...children);
+  }
+
+  private head(setup: ChecksSetup, report: ChecksReport | null, pendingStep: StepId | null = null): HTMLElement {
+    const target = report?.target ?? setup.target;
+    const badge = checksBadge(report);
+    return h(
+      "div",
+      { class: "mlc-checks-head" },
+      setup.title ? h("div", { class: "mlc-checks-title" }, setup.title) : null,
+      h(
+        "div",
+        { class: "mlc-muted" },
+        target ? `${target === "cuda" ? "GPU (CUDA)" : "CPU"} checks` : "Checks",
+        report ? ` of step ${report.step}` : "",
+        badge ? `: ${badge.passed} of ${badge.total} hold` : "",
+        report?.ms !== undefined ? h("span", { class: "mlc-checks-ms", title: "time the kernel took to check this step" }, ` (${Math.round(report.ms)} ms)`) : null,
+        pendingStep !== null ? h("span", { class: "mlc-checks-pending" }, ` checking step ${pendingStep}…`) : null,
+      ),
+    );
+  }
+
+  private lines(setup: ChecksSetup, report: ChecksReport, stale: boolean): HTMLElement[] {
+    const out: HTMLElement[] = [];
+    const hazards = report.hazards ?? [];
+    if (hazards.length)
+      out.push(
+        h(
+          "div",
+          { class: "mlc-hazards" },
+          h("div", { class: "mlc-checks-group" }, `Hazards (${hazards.length})`),
+          ...hazards.map((z) =>
+            this.line(
+              { cls: "mlc-hazard", mark: "⚠", title: HAZARD_NAMES[z.kind] ?? z.kind, message: z.message, where: z.where, hover: `${HAZARD_NAMES[z.kind] ?? z.kind}: ${z.message}` },
+              { hazard: z.kind },
+            ),
+          ),
+        ),
+      );
+    const tasks = taskVerdicts(setup, report);
+    const checkLine = (c: CheckLine) =>
+      this.line(
+        { cls: c.ok ? "mlc-check mlc-check-ok" : "mlc-check mlc-check-fail", mark: c.ok ? "✓" : "✗", title: c.title, message: c.message, where: c.where, hover: evidenceText(c.evidence) },
+        { check: c.name },
+      );
+    if (tasks) {
+      for (const { task, ok, lines } of tasks)
+        out.push(
+          h(
+            "div",
+            { class: `mlc-task ${ok ? "mlc-task-ok" : "mlc-task-fail"}` },
+            h("div", { class: "mlc-task-title" }, h("span", { class: "mlc-check-mark" }, ok ? "✓" : "✗"), " ", task.title, task.points ? h("span", { class: "mlc-muted" }, ` (${task.points} pts)`) : null),
+            ...lines.map(checkLine),
+          ),
+        );
+    } else out.push(...(report.checks ?? []).map(checkLine));
+    if (!report.checks?.length && !hazards.length) out.push(h("div", { class: "mlc-muted mlc-checks-note" }, "No named check applies to this program yet."));
+    const wrap = h("div", { class: `mlc-checks-body${stale ? " mlc-stale" : ""}` }, ...out);
+    return [wrap];
+  }
+
+  private line(
+    l: { cls: string; mark: string; title: string; message: string; where: string | null; hover: string },
+    data: Record<string, string>,
+  ): HTMLElement {
+    const where = l.where;
+    return h(
+      "div",
+      {
+        class: `${l.cls}${where ? " mlc-check-link" : ""}`,
+        dataset: { ...data, ...(where ? { where } : {}) },
+        title: `${l.hover}${where ? `\n\n(click: select ${where})` : ""}`,
+        onclick: where ? () => this.host.pick(where) : undefined,
+      },
+      h("span", { class: "mlc-check-mark" }, l.mark),
+      h("span", { class: "mlc-check-name" }, l.title),
+      h("span", { class: "mlc-check-message" }, l.message),
+    );
+  }
+}
