@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Kernel, Site, StepFacts
+from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Site, StepFacts
 from mlc_lab.core.check_types import Check, CheckResult
 
 CHECKS: dict[str, Check] = {}   # name -> Check, in the order a report lists them
@@ -61,7 +61,8 @@ def _reduction_loops(sf: StepFacts, r) -> list:
     return [lid for lid in r.loops if lid in red]
 
 
-def _fixed_blocks(k: Kernel | None) -> dict:
+def _fixed_blocks() -> dict:
+    """The first thread block: what one block does is what every block does, shifted."""
     return {tag: 0 for tag in BLOCK_TAGS}
 
 
@@ -97,7 +98,7 @@ def thread_block_tiling(sf: StepFacts) -> CheckResult | None:
         return CheckResult(name, False, f"block {r.name} has no loop bound to {missing}: split its spatial loops "
                                         f"and bind the outer ones to blockIdx and the inner ones to threadIdx",
                            r.name, ev)
-    out = sf.enumerate(ws, k, fixed=_fixed_blocks(k), extra_loops=tuple(threads))
+    out = sf.enumerate(ws, k, fixed=_fixed_blocks(), extra_loops=tuple(threads))
     if out is None:
         return CheckResult(name, False, f"the tile each thread block computes in {r.name} could not be worked out",
                            r.name, ev)
@@ -184,7 +185,7 @@ def register_tiling(sf: StepFacts) -> CheckResult | None:
     r, k, sites = got
     ws = _write_site(sites)
     red = set(_reduction_loops(sf, r))
-    fixed = _fixed_blocks(k)
+    fixed = _fixed_blocks()
     fixed.update({tag: 0 for tag in THREAD_TAGS})
     fixed.update({lid: int(sf.loop(lid).min) for lid in red})
     out = sf.enumerate(ws, k, fixed=fixed)
@@ -234,7 +235,7 @@ def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
             continue
         pk = sf.kernel_of(p.name) or k
         # one phase: the loops above the copy that do not bind threads, held at their first value
-        fixed = _fixed_blocks(pk)
+        fixed = _fixed_blocks()
         fixed.update({lp.id: int(lp.min) for lp in w.chain if lp.tag is None and lp.id in set(r.loops)})
         out = sf.enumerate(w, pk, fixed=fixed, all_threads=True)
         info: dict = {"copy": p.name}
