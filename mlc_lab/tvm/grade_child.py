@@ -86,10 +86,10 @@ def main(argv: list[str]) -> int:
     import tvm
     from tvm import s_tir
 
-    import mlc_lab
+    from mlc_lab.tvm.program import load
     from mlc_lab.tvm.schedule import to_plain
 
-    mod = mlc_lab.load(program, func)
+    mod = load(program, func)
     sch = s_tir.Schedule(mod, debug_mask="none")
     if func:
         sch.work_on(func)

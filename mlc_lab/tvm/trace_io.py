@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import tvm
-from tvm import s_tir
 from tvm.s_tir.schedule import Trace
 
 from mlc_lab.errors import TraceParseError

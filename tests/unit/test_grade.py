@@ -20,6 +20,8 @@ from mlc_lab.grading.assignment import AssignmentError
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "tests" / "labs" / "grading"
 ASSIGNMENT = LAB / "assignment.toml"
+# A submission with a syntax error is written when the tests run (a committed one would fail the lint).
+SYNTAX_ERROR = 'def schedule(sch):\n    block = sch.get_sblock("gemm"\n    i, j, k = sch.get_loops(block)\n'
 SUBMISSIONS = sorted((LAB / "submissions").iterdir())
 TASKS = ["thread_blocks", "shared_memory", "registers", "epilogue"]
 
@@ -29,7 +31,7 @@ EXPECTED = {
     "variant_ji.json": ("trace", 20, set(), None),
     "schedule_variant.py": ("schedule", 20, set(), None),
     "no_shared.py": ("trace", 15, {"shared_memory"}, None),
-    "no_write_cache.record.json": ("trace", 15, {"registers"}, None),
+    "write_back_in_k.record.json": ("trace", 15, {"registers"}, None),
     "lab3.ipynb": ("notebook", 15, {"epilogue"}, None),
     "racing.json": ("trace", 0, set(TASKS), None),  # a race fails every task
     "hostile_trace.py": ("trace", 0, set(TASKS), "the trace is refused: line 6: only methods of `sch`"),
@@ -87,14 +89,16 @@ def _cli(*args: str, timeout: int = 240) -> tuple[subprocess.CompletedProcess, f
 def graded(tmp_path_factory):
     """`mlc-lab grade` on all submissions at once, as JSON, and as Gradescope files."""
     MARKER.unlink(missing_ok=True)
-    r, seconds = _cli("grade", str(ASSIGNMENT), *map(str, SUBMISSIONS), "--format", "json")
+    broken = tmp_path_factory.mktemp("hand_ins") / "syntax_error.py"
+    broken.write_text(SYNTAX_ERROR)
+    r, seconds = _cli("grade", str(ASSIGNMENT), *map(str, SUBMISSIONS + [broken]), "--format", "json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     return {Path(x["submission"]).name: x for x in data["results"]}, seconds, data
 
 
 def test_every_submission_is_there():
-    assert {p.name for p in SUBMISSIONS} == set(EXPECTED)
+    assert {p.name for p in SUBMISSIONS} | {"syntax_error.py"} == set(EXPECTED)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -154,11 +158,11 @@ def test_gradescope_results_validate(tmp_path):
 def test_the_python_api_and_text_format():
     assignment = load_assignment(ASSIGNMENT)
     assert [t.name for t in assignment.tasks] == TASKS and assignment.max_score == 20
-    result = grade(assignment, LAB / "submissions" / "no_write_cache.record.json")
+    result = grade(assignment, LAB / "submissions" / "write_back_in_k.record.json")
     assert isinstance(result, GradeResult) and result.score == 15
     text = result.to_text()
     assert text.splitlines()[0].endswith("(trace): 15/20")
-    assert "FAIL registers (0/5)" in text and "cache_write it to a 'local' buffer" in text
+    assert "FAIL registers (0/5)" in text and "inside the reduction loop k_0, 128 times per element" in text
     missing = grade(assignment, LAB / "submissions" / "nope.py")
     assert missing.score == 0 and "no such file" in missing.error
 

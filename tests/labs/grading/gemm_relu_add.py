@@ -1,6 +1,6 @@
 """Lab 3: GEMM + ReLU + add on the GPU, as handed out (sizes as module constants)."""
 
-import tvm
+import tvm  # noqa: F401  (as lab files are handed out)
 from tvm.script import tirx as T
 
 M = N = K = 2048
