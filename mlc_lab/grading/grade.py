@@ -185,7 +185,11 @@ def _judge(assignment: Assignment, trace: Any, result: GradeResult) -> None:
     try:
         session = Session.from_trace(_program(assignment), trace, assignment.func)
     except TraceParseError as exc:
-        raise _Refused(f"the trace is refused: {exc}") from None
+        hint = ""
+        if isinstance(trace, str) and "def apply_trace" in trace and "not a " in str(exc):
+            hint = (" (a trace holds schedule calls only; a file with other Python hands in "
+                    "`def schedule(sch):` instead, which is run in a sandbox)")
+        raise _Refused(f"the trace is refused: {exc}{hint}") from None
     names = sorted({c for t in assignment.tasks for c in t.checks})
     report = check_session(session, names, target=assignment.target)
     by_name = {c.name: c for c in report.checks}

@@ -167,6 +167,15 @@ def test_the_python_api_and_text_format():
     assert missing.score == 0 and "no such file" in missing.error
 
 
+def test_an_apply_trace_with_a_loop_is_refused_with_the_way_out(tmp_path):
+    hand_in = tmp_path / "loop_trace.py"
+    hand_in.write_text('def apply_trace(sch):\n    for name in ["gemm"]:\n        sch.get_sblock(name)\n')
+    result = grade(load_assignment(ASSIGNMENT), hand_in)
+    assert result.kind == "trace" and result.score == 0
+    assert result.error.startswith("the trace is refused: line 2: only schedule calls are allowed")
+    assert "hands in `def schedule(sch):` instead" in result.error
+
+
 @pytest.mark.parametrize("edit, message", [
     (lambda t: t.replace('checks = ["epilogue_fusion"]', 'checks = ["epilog"]'), "there is no check named 'epilog'"),
     (lambda t: t.replace('checks = ["epilogue_fusion"]', 'checks = ["vectorize"]'),
