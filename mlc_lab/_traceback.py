@@ -122,6 +122,8 @@ def render(exc: BaseException) -> list[str]:
         if place is not None:
             shown = source.splitlines()[line - 1].strip()
             out.append(f"  line {line} of the program text is {place}: {shown}")
+    if getattr(exc, "about_a_file", False):
+        frames = []  # the sentence names the file and its line; the code that opened it is not the student's
     for f in frames:
         out.append(f"  in {where_label(f.filename, f.lineno)}: {f.line}" if f.line else
                    f"  in {where_label(f.filename, f.lineno)}")

@@ -54,14 +54,19 @@ def open_trace(trace_path: str | os.PathLike, program: Any = None) -> Any:
     from mlc_lab.widgets.explorer import explore
 
     path = Path(trace_path)
-    if not path.is_file():
-        raise UsageError(f"{path}: no such trace file")
-    text = path.read_text()
-    explorer = explore(program if program is not None else str(program_of_trace(path)))
     try:
-        explorer.session.replay(text)
-    except TraceParseError as exc:  # its "line N" is a line of this file: say which file
-        raise TraceParseError(f"{path.name}, {exc}") from None
+        if not path.is_file():
+            raise UsageError(f"{path}: no such trace file")
+        text = path.read_text()
+        explorer = explore(program if program is not None else str(program_of_trace(path)))
+        try:
+            explorer.session.replay(text)
+        except TraceParseError as exc:  # its "line N" is a line of this file: say which file
+            raise TraceParseError(f"{path.name}, {exc}") from None
+    except (UsageError, TraceParseError) as exc:
+        # A double-clicked document runs this for the user: the file is what to look at, not our call.
+        exc.about_a_file = True
+        raise
     return explorer
 
 

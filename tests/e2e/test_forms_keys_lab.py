@@ -176,3 +176,29 @@ def test_a_program_error_names_the_cell_line(lab_server, page, artifacts):
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(SHOTS) / shot.name)
+
+
+def test_a_trace_document_shows_the_sentence_first(lab_server, lab_page, artifacts):
+    """A double-clicked .trace whose third line fails, in its own kernel: the output under the
+    document reads sentence first, naming the file and its line, with no mlc_lab frames."""
+    from tests.e2e.test_labextension_lab import lab_setting
+
+    url, root = lab_server
+    page, _errors = lab_page
+    lab_setting(url)  # documents start a kernel of their own
+    (root / "bad.py").write_text(MM_RELU)
+    (root / "bad.trace").write_text('b0 = sch.get_sblock(name="Y", func_name="mm_relu")\n'
+                                    'l1, l2, l3 = sch.get_loops(block=b0)\n'
+                                    'sch.vectorize(loop=l9)\n')
+    page.goto(f"{url}/lab/tree/bad.trace?reset")
+    err = page.locator(".mlc-lab-doc .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    err.wait_for(timeout=180_000)
+    text = err.inner_text()
+    assert text.startswith("TraceParseError: bad.trace, line 3: "), text
+    assert "mlc_lab/" not in text and "Traceback" not in text
+    assert "Cell In[" not in text  # the document's own code is not the student's: the file is where to look
+    shot = artifacts / "trace-document-error-sentence-first.png"
+    page.locator(".mlc-lab-doc").first.screenshot(path=str(shot))
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(SHOTS) / shot.name)

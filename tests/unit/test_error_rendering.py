@@ -120,6 +120,7 @@ def test_trace_document_errors_name_the_file_line(shell, tmp_path):
     lines = shell(f"mlc_lab.open_trace({str(trace)!r})")
     assert lines is not None
     assert lines[0].startswith("TraceParseError: add.trace, line 3: "), lines[0]
+    assert not any("in Cell In[" in line for line in lines)  # the file is where to look
     _no_internal_frames(lines)
 
 
