@@ -74,7 +74,10 @@ def test_checks_panel_follows_a_step_that_creates_hazards(lab_server, page, arti
     assert "thread extent: threadIdx.y is bound to loops with different extents" in mark.get_attribute("title")
     assert page.locator(".mlc-explorer .mlc-hhazard").count() == marks_before + 1  # that step, no other
     page.locator(".mlc-explorer .mlc-tab-checks").click()
+    page.locator(".mlc-explorer .mlc-maximize").click()  # the whole window: every task in view
+    page.wait_for_selector(".mlc-explorer.mlc-maximized")
     shot = lab.shot("panel", explorer)
+    page.locator(".mlc-explorer .mlc-maximize").click()
     shots = Path(os.environ.get("MLC_LAB_SHOTS", artifacts))
     shots.mkdir(parents=True, exist_ok=True)
     shutil.copy(shot, shots / "checks_panel.png")

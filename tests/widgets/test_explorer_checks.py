@@ -145,3 +145,20 @@ def test_new_hazards_match_kind_and_place_not_the_wording():
     # a second thread-extent hazard: that one is new
     assert new_hazards(before, [te("j_1", "loops j_1 (16), ax1 (32)"), te("i_1", "x"), oob("gemm", "block gemm reads B")]) == [0]
     assert new_hazards([], before) == [0, 1]
+
+
+def test_the_panel_reads_the_fields_python_sends():
+    """js/explorer/checks.ts declares CheckLine and HazardInfo by hand: they must name exactly the
+    fields of CheckResult.to_json (plus the title the panel adds) and Hazard.to_json."""
+    import re
+
+    from mlc_lab.core.checks import CheckResult, Hazard
+
+    source = (Path(__file__).resolve().parents[2] / "js" / "explorer" / "checks.ts").read_text(encoding="utf-8")
+
+    def fields(interface: str) -> set:
+        body = re.search(rf"export interface {interface} \{{(.*?)\n\}}", source, re.S).group(1)
+        return set(re.findall(r"^\s+(\w+)\??:", body, re.M))
+
+    assert fields("CheckLine") == set(CheckResult("n", True, "m").to_json()) | {"title"}
+    assert fields("HazardInfo") == set(Hazard("race", "m").to_json())
