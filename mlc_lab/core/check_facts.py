@@ -288,6 +288,14 @@ class StepFacts:
         return tid
 
 
+SYMBOLIC_EXTENT = 1 << 20   # a symbolic dimension is laid out as if this long (to number elements)
+
+
+def linear_shape(shape) -> list:
+    """Sizes to number a buffer's elements by: its shape, a symbolic dimension taken as very long."""
+    return [int(n) if isinstance(n, int) else SYMBOLIC_EXTENT for n in shape]
+
+
 def free_vars(e, out: set | None = None) -> set:
     """Ids of the loop variables an index expression mentions."""
     out = set() if out is None else out

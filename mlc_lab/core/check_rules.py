@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Site, StepFacts
+from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Site, StepFacts, linear_shape
 from mlc_lab.core.check_types import Check, CheckResult
 
 CHECKS: dict[str, Check] = {}   # name -> Check, in the order a report lists them
@@ -244,7 +244,7 @@ def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
             continue
         idx, active, _env, axes = out
         tid = np.broadcast_to(sf.thread_ids(pk, axes), active.shape)[active]
-        shape = [int(n) if isinstance(n, int) else 1 for n in sf.prog.buffers[b].shape]
+        shape = linear_shape(sf.prog.buffers[b].shape)
         lin = np.zeros(active.shape, dtype=np.int64)
         for i, n in zip(idx, shape):
             lin = lin * n + np.clip(i, 0, max(n - 1, 0))
@@ -402,7 +402,7 @@ def _stride(sf: StepFacts, s: Site, lid: int) -> int | None:
     from mlc_lab.core.access.expr import evaluate
 
     info = sf.prog.buffers[s.access.buffer]
-    shape = [int(n) if isinstance(n, int) else 1 for n in info.shape]
+    shape = linear_shape(info.shape)
     env = {lp.id: int(lp.min) if isinstance(lp.min, int) else 0 for lp in s.chain + tuple(s.access.inner)}
     try:
         a = [int(np.asarray(evaluate(e, env))) for e in s.access.indices]

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Kernel, Site, StepFacts, free_vars
+from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Kernel, Site, StepFacts, free_vars, linear_shape
 from mlc_lab.core.check_types import Hazard
 
 log = logging.getLogger(__name__)
@@ -268,13 +268,26 @@ class _OneIndex:
 
 def races(sf: StepFacts, k: Kernel) -> list:
     """Two threads of a block writing one element of a global or shared buffer (a statement every thread
-    runs identically, copying the same values, is redundant work, not a race); a thread reading an
+    runs identically, copying the same values, is redundant work, and a reduction over threads with its
+    init TVM's cross-thread reduction: neither is a race); a thread reading an
     element of a global buffer that another thread writes in the same kernel (nothing orders them);
     a thread reading an element of a local buffer that it never wrote (each thread has its own)."""
     out = []
     thread_ids = {lp.id for lp in k.loops if lp.tag in THREAD_TAGS}
+    # A reduction whose reduction loop is bound to threads, its init still inside it: TVM lowers it to
+    # a cross-thread reduction (an all-reduce, one thread writes the result), not to racing updates.
+    # Decomposed (no init), the updates of the threads do race.
+    allreduce = {b.name: set(b.writes) for b in sf.facts.blocks.values()
+                 if b.has_init and b.loops_of("R") & thread_ids}
     by_buffer: dict = {}
+    tensorized = {b.name for b in sf.facts.blocks.values() if b.tensorized}
     for s in k.sites:
+        if s.access.buffer in allreduce.get(s.access.block, ()):
+            continue
+        # a tensorized block is one warp-wide instruction, and fragments (wmma.*) belong to a warp:
+        # which thread holds which element is the intrinsic's business
+        if s.access.block in tensorized or not _per_thread_or_shared(sf.scope(s.access.buffer)):
+            continue
         by_buffer.setdefault(s.access.buffer, []).append(s)
     nthreads = max(1, k.threads)
     for buf, sites in by_buffer.items():
@@ -360,6 +373,10 @@ def races(sf: StepFacts, k: Kernel) -> list:
 _RACE_POINTS = 1 << 18
 
 
+def _per_thread_or_shared(scope: str) -> bool:
+    return scope in ("global", "local") or scope.startswith("shared")
+
+
 def _common_serial(sites: list) -> list:
     """Ids of the loops, bound to no thread or block, that enclose every one of ``sites``."""
     out = []
@@ -411,7 +428,7 @@ def _pairs(sf: StepFacts, s: Site, k: Kernel, fixed: dict):
         return None
     idx, active, _env, axes = got
     info = sf.prog.buffers[s.access.buffer]
-    shape = [int(n) if isinstance(n, int) else 1 for n in info.shape]
+    shape = linear_shape(info.shape)
     lin = np.zeros(active.shape, dtype=np.int64)
     for i, n in zip(idx, shape):
         lin = lin * n + np.clip(i, 0, max(n - 1, 0))
@@ -420,6 +437,6 @@ def _pairs(sf: StepFacts, s: Site, k: Kernel, fixed: dict):
 
 
 def _element(sf: StepFacts, buf: str, lin: int) -> str:
-    shape = [int(n) if isinstance(n, int) else 1 for n in sf.prog.buffers[buf].shape]
+    shape = linear_shape(sf.prog.buffers[buf].shape)
     idx = np.unravel_index(lin, shape) if shape else ()
     return f"{buf}[{', '.join(str(int(i)) for i in idx)}]"
