@@ -48,10 +48,10 @@ export interface ChecksSetup {
   tasks?: TaskInfo[];
 }
 
-/** The hazards of one step and which of them it created (indices): the history's ⚠. */
+/** The hazards a step created (its parent did not have them) and how many it has: the history's ⚠. */
 export interface StepHazards {
-  hazards: HazardInfo[];
-  new: number[];
+  new: HazardInfo[];
+  count: number;
 }
 
 export const HAZARD_NAMES: Record<string, string> = {
@@ -108,8 +108,7 @@ export function taskVerdicts(setup: ChecksSetup, report: ChecksReport): Array<{ 
 
 /** The ⚠ of a history row: the hazards the step created (its hover text), or null. */
 export function hazardMark(entry: StepHazards | undefined): { text: string; title: string } | null {
-  if (!entry || !entry.new?.length) return null;
-  const made = entry.new.map((i) => entry.hazards[i]).filter((x): x is HazardInfo => !!x);
+  const made = entry?.new ?? [];
   if (!made.length) return null;
   return {
     text: made.length > 1 ? `⚠${made.length}` : "⚠",

@@ -10,8 +10,8 @@ arrive here as ``CheckReport`` objects of the Session and leave as JSON.
 Wire (traits of the Explorer): ``checks_setup`` says what the panel lists (``{"available", "title",
 "target", "names", "tasks": [{"title", "checks", "points"}]}``); ``checks`` is the report of one step
 (``{"step", "target", "checks": [CheckResult.to_json() + "title"], "hazards": [Hazard.to_json()],
-"ms"}`` or ``{"step", "error"}``); ``hazards`` maps a step id (text) to ``{"hazards": [...], "new":
-[indices of those its parent did not have]}``, for steps that have any. js/explorer/checks.ts reads them.
+"ms"}`` or ``{"step", "error"}``); ``hazards`` maps a step id (text) to ``{"new": [the hazards its
+parent did not have], "count": how many it has}``, for the steps that create one. js/explorer/checks.ts reads them.
 """
 
 from __future__ import annotations
@@ -176,10 +176,11 @@ class ChecksWorker:
         return out
 
     def hazards_of(self, sid: Any) -> dict:
-        """``{"hazards": [...], "new": [indices]}``: new are those the step's parent does not have."""
+        """``{"new": [the hazards the step's parent does not have], "count": how many it has}``."""
         found = self._hazards(sid)
         parent = _parent(self._session, sid)
-        return {"hazards": found, "new": new_hazards(self._hazards(parent) if parent is not None else [], found)}
+        made = new_hazards(self._hazards(parent) if parent is not None else [], found)
+        return {"new": [found[i] for i in made], "count": len(found)}
 
     def _hazards(self, sid: Any) -> list:
         if sid not in self._seen:

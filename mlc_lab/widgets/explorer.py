@@ -258,7 +258,7 @@ class Explorer(RpcWidget):
                 self.mlc_record(record_key("checks", {"step": _plain(sid)}), group="checks",
                                 keep=self.MAX_RECORDED_STEPS, result=_plain(data))
                 self.checks = _plain(data)
-            elif data.get("hazards"):
+            elif data.get("new"):  # only the steps that create a hazard: the history marks them
                 self.hazards = {**self.hazards, str(_plain(sid)): _plain(data)}
 
     def refresh(self) -> None:
