@@ -102,3 +102,77 @@ def test_checks_panel_follows_a_step_that_creates_hazards(lab_server, page, arti
     report_ms = lab.kernel_json(f"ex.check_report({start + 1})['ms']")
     print(f"\nchecks panel, GPU lab 2048^3: click-to-render {json.dumps([round(s['ms'], 1) for s in samples])} ms, "
           f"the bind step's checks took {report_ms} ms in the kernel (after the state)")
+
+
+SAVED_CELL = f'''import mlc_lab
+from mlc_lab.core.session import Session
+from tests.labs import gpu_matmul as g
+program, steps = g.SUBMISSIONS["copy_8x32_threads"]
+ex = mlc_lab.explore(Session(program), assignment={str(ASSIGNMENT)!r})
+assert ex.wait(300)                       # step 0 checked
+g.apply(ex.session, steps[:{BEFORE_BIND}])  # steps from Python, faster than their checks: some are skipped
+assert ex.wait(300)
+g.apply(ex.session, steps[{BEFORE_BIND}:{BEFORE_BIND + 1}])  # the bind that creates the hazards
+assert ex.wait(300)
+ex'''
+
+
+def test_saved_checks_panel_offline(browser, artifacts, tmp_path):
+    """Saved with its widget state and exported (`mlc-lab export`), opened from file:// without a
+    kernel: the recorded report of a step, the history's ⚠, and for a step whose checks were never
+    computed a sentence that they need a kernel; no console errors."""
+    import subprocess
+    import sys
+
+    import nbformat
+
+    from tests.e2e.lab import console_errors
+    from tests.e2e.saved import REPO, execute_saving_widgets, widget_state
+
+    src = tmp_path / "checks_src.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(SAVED_CELL)]
+    nbformat.write(nb, str(src))
+    saved = tmp_path / "checks.ipynb"
+    execute_saving_widgets(src, saved)
+    state = widget_state(json.loads(saved.read_text()))
+    recorded = {int(json.loads(m["state"]["key"].split(" ", 1)[1])["step"]) for m in state.values()
+                if m["state"].get("key", "").startswith("checks ")}
+    last = BEFORE_BIND + 1
+    assert {0, BEFORE_BIND, last} <= recorded, recorded
+    never = min(set(range(1, last)) - recorded)
+    run = subprocess.run([sys.executable, "-m", "mlc_lab.cli", "export", str(saved), "-o", str(tmp_path / "site")],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode == 0, run.stderr
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
+    page = context.new_page()
+    errors = console_errors(page)
+    try:
+        page.goto((tmp_path / "site" / "checks.html").as_uri())
+        page.wait_for_function("() => document.body.dataset.mlcLabReady === 'true'", timeout=60_000)
+        ex = page.locator(".mlc-explorer").first
+        head = ".mlc-explorer .mlc-checks-head"
+        ex.locator(".mlc-tab-checks").click()
+        page.wait_for_function("([h, s]) => document.querySelector(h)?.innerText.includes('of step ' + s)", arg=[head, last],
+                               timeout=20_000)
+        assert ex.locator(".mlc-hazard[data-hazard='thread_extent']").count() == 1
+        # the history's marks come with the saved state
+        ex.locator(".mlc-tab-history").click()
+        assert ex.locator(f".mlc-hrow[data-step='{last}'] .mlc-hhazard").count() == 1
+        # a step whose checks were recorded, then one whose checks never ran
+        ex.locator(f".mlc-history-list [data-step='{BEFORE_BIND}']").click()
+        ex.locator(".mlc-tab-checks").click()
+        page.wait_for_function("([h, s]) => document.querySelector(h)?.innerText.includes('of step ' + s)",
+                               arg=[head, BEFORE_BIND], timeout=20_000)
+        assert ex.locator(".mlc-hazard").count() == 0 and ex.locator(".mlc-check").count() == 6
+        ex.locator(".mlc-tab-history").click()
+        ex.locator(f".mlc-history-list [data-step='{never}']").click()
+        ex.locator(".mlc-tab-checks").click()
+        note = ex.locator(".mlc-checks-nokernel")
+        note.wait_for(timeout=20_000)
+        assert f"The checks of step {never} need a running kernel" in note.inner_text()
+        ex.screenshot(path=str(artifacts / "saved-checks-panel.png"))
+        assert not errors, errors
+    finally:
+        context.close()
