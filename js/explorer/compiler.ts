@@ -10,7 +10,7 @@ import { StreamLanguage, type StringStream } from "@codemirror/language";
 import { getChunks, unifiedMergeView } from "@codemirror/merge";
 import { EditorState, type Extension, RangeSetBuilder, StateEffect, StateField } from "@codemirror/state";
 import { Decoration, type DecorationSet, EditorView, lineNumbers } from "@codemirror/view";
-import { h } from "../lib/dom";
+import { h, moreRoomButton } from "../lib/dom";
 import { jpCodeTheme } from "../lib/cm_theme";
 import { Rpc, RpcFailure } from "../lib/rpc";
 import { ensureStyle } from "../lib/theme";
@@ -228,7 +228,7 @@ export class CompilerPanel {
     this.el = h(
       "div",
       { class: "mlc-compiler", hidden: true },
-      h("div", { class: "mlc-compiler-bar" }, h("b", {}, "Compiler"), this.targetSel, this.status),
+      h("div", { class: "mlc-compiler-bar" }, h("b", {}, "Compiler"), this.targetSel, this.status, h("span", { class: "mlc-spacer" }), moreRoomButton()),
       this.verdict,
       this.facts,
       h("div", { class: "mlc-compiler-body" }, this.passList, this.main),

@@ -5,7 +5,7 @@ import { defaultKeymap, history, historyKeymap } from "@codemirror/commands";
 import { cachedPython } from "../lib/cached_python";
 import { EditorState, StateEffect, StateField } from "@codemirror/state";
 import { Decoration, EditorView, keymap, lineNumbers } from "@codemirror/view";
-import { h } from "../lib/dom";
+import { h, moreRoomButton } from "../lib/dom";
 import { minimalChange } from "./code";
 import { jpCodeTheme } from "../lib/cm_theme";
 import type { Decision } from "../lib/types";
@@ -47,6 +47,7 @@ export class TracePanel {
   private editor: EditorView;
   private pristine = "";
   private knobs: HTMLElement;
+  private decisionsTitle: HTMLElement;
   private status: HTMLElement;
 
   constructor(private handlers: TraceHandlers) {
@@ -71,15 +72,18 @@ export class TracePanel {
       btn("Text", "Download the trace as text", "mlc-export-text", () => this.handlers.exportTrace("text")),
       btn("Copy as Python", "Copy a pasteable schedule function", "mlc-copy-python", () => this.handlers.exportTrace("python")),
       fileInput,
+      moreRoomButton(),
     );
     const editorHost = h("div", { class: "mlc-trace-editor" });
-    this.el.append(h("div", { class: "mlc-section-title" }, "Decisions"), this.knobs, h("div", { class: "mlc-section-title" }, "Trace"), toolbar, editorHost, this.status);
+    this.decisionsTitle = h("div", { class: "mlc-section-title" }, "Decisions");
+    this.el.append(this.decisionsTitle, this.knobs, h("div", { class: "mlc-section-title" }, "Trace"), toolbar, editorHost, this.status);
     this.editor = new EditorView({
       parent: editorHost,
       state: EditorState.create({
         doc: "",
         extensions: [
           lineNumbers(),
+          EditorView.lineWrapping, // a narrow pane shows whole calls, not their first 35 characters
           history(),
           keymap.of([...defaultKeymap, ...historyKeymap]),
           cachedPython(),
@@ -176,8 +180,10 @@ export class TracePanel {
     const knob = focused && this.knobs.contains(focused) ? (focused.closest(".mlc-knob") as HTMLElement | null) : null;
     const refocus = knob ? { index: knob.dataset.index, cls: (focused as HTMLElement).className } : null;
     this.knobs.replaceChildren();
+    // No decisions: one line, not a section (in a cell the trace below needs the height).
+    this.decisionsTitle.hidden = !decisions.length;
     if (!decisions.length) {
-      this.knobs.append(h("div", { class: "mlc-muted" }, "No sampled decisions yet. sample_perfect_tile (key t) on a loop adds one."));
+      this.knobs.append(h("div", { class: "mlc-muted mlc-no-decisions", title: "sample_perfect_tile (key t) on a loop adds one" }, "Decisions: none sampled yet (key t on a loop)"));
       return;
     }
     for (const d of decisions) this.knobs.append(this.knob(d));

@@ -38,6 +38,8 @@ type Model = AnyModel<MeasuredExplorerModel>;
 
 /** A request answered sooner than this shows no "working…" (see ExplorerView.setBusy). */
 export const BUSY_DELAY_MS = 300;
+/** Below this height (px) the History pane shows the latency plot folded to one line. */
+export const SHORT_HISTORY_PX = 320;
 
 export interface LatencySample {
   primitive: string;
@@ -222,6 +224,9 @@ export class ExplorerView {
     setTimeout(offerSide, 0); // the output is attached to the page after render returns
     this.root.addEventListener("pointerenter", offerSide);
     this.root.append(this.layout.grip);
+    this.root.addEventListener("click", (ev) => {
+      if ((ev.target as HTMLElement | null)?.closest?.(".mlc-more-room")) this.layout.setMaximized(true);
+    });
     this.layoutHeight();
     this.code = new CodeView(center, (line) => this.selectAtLine(line));
     this.cuda = new CudaPanel(model);
@@ -560,10 +565,26 @@ export class ExplorerView {
       return;
     }
     const width = Math.max(180, Math.min(420, (this.historyTab.clientWidth || 268) - 8));
+    // A short pane (the explorer inside a cell) keeps its height for the history rows: the plot
+    // is one line there until asked for, and then a smaller one.
+    const room = this.historyTab.clientHeight || 400;
+    const plotHeight = (full: number) => Math.max(64, Math.min(full, Math.round(room * 0.4) - 22));
+    const short = room < SHORT_HISTORY_PX;
+    const fold = h("button", { class: "mlc-plot-toggle mlc-plot-fold", title: "the plot takes room from the history here; ⤢ gives both room" },
+      this.plotOpen ? "hide" : "show plot");
+    fold.addEventListener("click", () => {
+      this.plotOpen = !this.plotOpen;
+      this.drawPlot();
+    });
+    if (short && !this.plotOpen) {
+      this.plotHost.hidden = false;
+      this.plotHost.replaceChildren(h("div", { class: "mlc-section-title" }, `Latency per step (${points.length} measured)`, " ", fold));
+      return;
+    }
     const onPick = (id: StepId) => this.call("goto", { step: id }, "goto");
     const measurements = this.model.get("measurements") ?? {};
-    const roofline = this.plotMode === "roofline" ? rooflinePlot(rooflinePoints(points, measurements), roofOf(measurements), { width, height: 140, onPick }) : null;
-    const svg = roofline ?? latencyPlot(points, { width, height: 120, onPick });
+    const roofline = this.plotMode === "roofline" ? rooflinePlot(rooflinePoints(points, measurements), roofOf(measurements), { width, height: plotHeight(140), onPick }) : null;
+    const svg = roofline ?? latencyPlot(points, { width, height: plotHeight(120), onPick });
     this.plotHost.hidden = !svg;
     const toggle = h("button", { class: "mlc-plot-toggle", title: "switch between latency per step and the machine's roofline" },
       this.plotMode === "roofline" ? "latency" : "roofline");
@@ -572,10 +593,12 @@ export class ExplorerView {
       this.drawPlot();
     });
     const title = roofline ? "Steps on the roofline (GFLOP/s against FLOPs/byte)" : "Latency per step (log scale)";
-    this.plotHost.replaceChildren(...(svg ? [h("div", { class: "mlc-section-title" }, title, " ", toggle), svg] : []));
+    this.plotHost.replaceChildren(...(svg ? [h("div", { class: "mlc-section-title" }, title, " ", toggle, short ? fold : ""), svg] : []));
   }
 
   private plotMode: "latency" | "roofline" = "latency";
+  /** In a short History pane the plot starts folded; "show plot" opens it until "hide". */
+  private plotOpen = false;
 
   private drawMeasure(): void {
     const step = this.measuringStep();
@@ -626,6 +649,7 @@ export class ExplorerView {
     this.undoBtn.disabled = this.cur.parent === null;
     this.redoBtn.disabled = !this.history.hasChildren(this.cur.id);
     this.stepLabel.textContent = this.cur.label ? `step ${this.cur.id}: ${this.cur.label}` : "";
+    this.stepLabel.title = this.stepLabel.textContent; // whole on hover where a narrow cell cuts it
     if (this.diffMode !== "off") this.drawBases();
   }
 

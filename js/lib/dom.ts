@@ -89,3 +89,14 @@ export function keepKeys(root: HTMLElement): void {
   root.addEventListener("keydown", stop);
   root.addEventListener("keypress", stop);
 }
+
+/** "⤢ more room": in a crowded view of a widget inside a cell, the way to its full-window view. The
+ * widget's root answers the click (a click on `.mlc-more-room` inside it); hidden once maximized. */
+export function moreRoomButton(): HTMLButtonElement {
+  return h("button", {
+    type: "button",
+    class: "mlc-btn mlc-more-room",
+    title: "Open the explorer over the whole page (Esc to come back): this view gets the room it needs",
+    onmousedown: keepFocus,
+  }, "⤢ more room") as HTMLButtonElement;
+}
