@@ -75,6 +75,8 @@ class ChecksWorker:
     """Computes the checks of the current step and the hazards of new steps in a background thread,
     newest first, and hands each result to ``publish`` (called from the worker thread)."""
 
+    IDLE_EXIT_S = 30.0  # a thread with nothing to do ends (an explorer nobody closes keeps none)
+
     def __init__(self, session: Any, setup: dict, publish: Callable[[str, Any, Any], None]) -> None:
         self._session = session
         self._setup = setup
@@ -128,7 +130,9 @@ class ChecksWorker:
                 while not self._closed and self._current is None and not self._pending:
                     self._busy = False
                     self._cond.notify_all()
-                    self._cond.wait()
+                    if not self._cond.wait(self.IDLE_EXIT_S):  # idle: end the thread; schedule starts another
+                        self._thread = None
+                        return
                 if self._closed:
                     self._busy = False
                     self._cond.notify_all()

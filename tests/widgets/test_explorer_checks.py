@@ -160,3 +160,21 @@ def test_the_panel_reads_the_fields_python_sends():
 
     assert fields("CheckLine") == set(CheckResult("n", True, "m").to_json()) | {"title"}
     assert fields("HazardInfo") == set(Hazard("race", "m").to_json())
+
+
+def test_the_worker_thread_ends_when_idle_and_comes_back(comms, monkeypatch):
+    from mlc_lab.widgets.checks_panel import ChecksWorker
+
+    monkeypatch.setattr(ChecksWorker, "IDLE_EXIT_S", 0.05)
+    session = Session(cpu_mm_relu.MM_RELU)
+    w = Explorer(session, checks=["parallel"])
+    try:
+        assert w.wait(60)
+        thread = w._checks._thread
+        if thread is not None:
+            thread.join(5)
+        assert w._checks._thread is None
+        session.apply("parallel", "Y/i")
+        assert w.wait(60) and w.checks["step"] == 1 and w.checks["checks"][0]["ok"]
+    finally:
+        w.close()
