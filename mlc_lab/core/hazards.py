@@ -95,21 +95,28 @@ def _bytes(sf: StepFacts, buffer: str) -> int:
 # --- local arrays that spill ---------------------------------------------------------------------------
 
 def spills(sf: StepFacts, k: Kernel) -> list:
+    """A thread's local arrays larger than its registers: TVM's compacted size, times every virtual
+    thread (vthread) around the uses, which TVM gives a copy of its own."""
     out = []
     limit = sf.target.registers_per_thread * 4
     for b in _buffers_in(k):
         if not sf.scope(b).startswith("local") or b not in sf.facts.allocated:
             continue
-        n = _bytes(sf, b)
+        sites = [s for s in k.sites if s.access.buffer == b]
+        vthreads = {lp.id: int(lp.extent) for s in sites for lp in s.chain
+                    if lp.tag and lp.tag.startswith("vthread") and isinstance(lp.extent, int)}
+        copies = math.prod(vthreads.values())
+        n = _bytes(sf, b) * copies
         if n > limit:
             shape = "x".join(str(x) for x in sf.facts.allocated[b])
-            block = next((s.access.block for s in k.sites if s.access.buffer == b and s.access.kind == "write"), "")
+            per = f" for each of {copies} virtual threads" if copies > 1 else ""
+            block = next((s.access.block for s in sites if s.access.kind == "write"), "")
             out.append(Hazard(
                 "spill",
-                f"each thread keeps a {shape} local array {b} ({n // 1024 if n >= 1024 else n} "
+                f"each thread keeps a {shape} local array {b}{per} ({n // 1024 if n >= 1024 else n} "
                 f"{'KB' if n >= 1024 else 'B'}), more than its {sf.target.registers_per_thread} registers hold: "
-                f"it goes to the stack in local memory; place the accumulator under the thread loops so each "
-                f"thread keeps only its own tile", block or None))
+                f"it goes to the stack in local memory; give each thread a smaller tile (the accumulator under "
+                f"the thread loops, fewer or smaller register tiles)", block or None))
     return out
 
 

@@ -27,3 +27,13 @@ def test_numbers_agree_with_the_hazards(name):
         assert not result.ok and result.verdict in ("mismatch", "crash"), result.message
     else:
         assert result.ok, result.message
+
+
+@pytest.mark.parametrize("name", ["reference", "variant_128_block_tk8", "racing_write_back", "no_register_tile",
+                                  "course_blocking_with_shared"])
+def test_spill_agrees_with_ptxas(name):
+    # the spill hazard (a per-thread local array over 255 registers) against ptxas's stack frame
+    session = lab.session_of(name)
+    stack = max(k.stack_bytes for k in session.lower(target="cuda").kernels)
+    spills = [h for h in session.check(target="cuda").hazards if h.kind == "spill"]
+    assert bool(spills) == (stack > 0), (stack, spills)
