@@ -9,7 +9,7 @@ import sys
 
 from mlc_lab.errors import UsageError  # noqa: F401  (re-exported for subcommands)
 
-SUBCOMMANDS = ["convert", "show", "replay", "trace", "bench", "tune", "lower", "check", "export", "database", "grade"]
+SUBCOMMANDS = ["convert", "show", "replay", "trace", "bench", "tune", "lower", "check", "export", "database", "grade", "classroom"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,7 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from mlc_lab.errors import MlcLabError
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # argparse gives an optional positional its value only before the options (`submit URL --name N
+    # FILE` leaves FILE over): a subcommand may take what is left (`take_extra(args, extra) -> bool`).
+    if extra and not getattr(args, "take_extra", lambda _a, _e: False)(args, extra):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.run(args) or 0)
     except (MlcLabError, OSError) as exc:

@@ -160,6 +160,15 @@ class Session:
         state = self._state if step is None else self._state_of(step)
         return trace_io.apply_trace_source(state.trace)
 
+    def submit(self, server: str | None = None, name: str = "", *, task: str | None = None,
+               step: int | None = None, wait_s: float = 300.0) -> dict:
+        """Hand the step's (default: current) ``submission()`` in to a class server (``mlc-lab class
+        serve``; default ``$MLC_LAB_CLASS_SERVER``) under the pseudonym ``name``; the verdict: score,
+        per-task verdicts, latency and rank (``mlc_lab.classroom.client.submit``)."""
+        from mlc_lab.classroom.client import submit
+
+        return submit(server, name, self.submission(step), task=task, wait_s=wait_s)
+
     def loop_tree(self, step: int | None = None) -> dict:
         state = self._state if step is None else self._state_of(step)
         return state.loop_tree()

@@ -1,0 +1,121 @@
+"""`mlc-lab class serve ASSIGNMENT --dir DIR [--host H] [--port P] [--tracker HOST:PORT/KEY]`: the class
+server; `mlc-lab submit SERVER --name PSEUDONYM (TRACE_FILE | --program P --trace T) [--task T]`: hand in.
+
+The server stores submissions in DIR/class.sqlite (a restart loses nothing), grades each with the
+autograder in a child process, times it (on the class's measurement machines through TVM's RPC
+tracker with --tracker, else on this machine) and serves the leaderboard and the teacher's summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("class", help="run a class server: submissions, autograding, leaderboard, teacher's view",
+                       description="Serve a class over one assignment: students submit traces (the explorer's "
+                       "Submit button, `mlc-lab submit`, Session.submit); each is graded by the autograder and "
+                       "timed; students see the leaderboard, the teacher a summary (with the printed token).")
+    p.add_argument("action", choices=["serve"], help="serve: run the class server until interrupted")
+    p.add_argument("assignment", help="the assignment's TOML file (mlc-lab grade's format)")
+    p.add_argument("--dir", required=True, help="the class's folder: class.sqlite holds every submission")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; 0.0.0.0 for students on other machines or "
+                   "other JupyterHub containers)")
+    p.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765)")
+    p.add_argument("--tracker", help="HOST:PORT/KEY of the class's TVM RPC tracker: time submissions on the "
+                   "measurement machines registered under KEY (default: time them on this machine)")
+    p.add_argument("--new-token", action="store_true", help="replace the teacher's token kept in DIR")
+
+    s = sub.add_parser("submit", help="hand in a trace to a class server",
+                       description="Submit a trace under a pseudonym and print the verdict and the rank.")
+    s.add_argument("server", help="the class server, http://HOST:PORT")
+    s.add_argument("trace_file", nargs="?", help="the trace: an apply_trace(sch) .py file, TVM's JSON trace, or "
+                   "printed trace statements")
+    s.add_argument("--name", required=True, help="your pseudonym on the leaderboard")
+    s.add_argument("--program", help="with --trace: the program the trace schedules (re-read as a submission)")
+    s.add_argument("--trace", dest="trace_opt", help="with --program: the trace (a file or text)")
+    s.add_argument("--task", help="the task this submission is for (default: all of them)")
+    s.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    s.set_defaults(run=run_submit, take_extra=_take_trace_file)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from mlc_lab.classroom.server import ClassServer, serve_forever
+    from mlc_lab.cli import UsageError
+
+    runner = None
+    if args.tracker:
+        t = args.tracker[len("rpc://"):] if args.tracker.startswith("rpc://") else args.tracker
+        where, _, key = t.partition("/")
+        if ":" not in where or not key:
+            raise UsageError(f"--tracker must be HOST:PORT/KEY (the tracker and the measurement servers' key), "
+                             f"not {args.tracker!r}")
+        runner = f"rpc://{t}"
+    if os.path.exists(args.dir) and not os.path.isdir(args.dir):
+        raise UsageError(f"{args.dir} is a file; the class's folder must be a folder")
+    try:
+        server = ClassServer(args.assignment, args.dir, host=args.host, port=args.port, runner=runner,
+                             new_token=args.new_token)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from None
+    counts = server.store.counts()
+    print(f"mlc-lab: class server for {server.assignment.title!r} at {server.url}", file=sys.stderr)
+    print(f"mlc-lab: submissions in {server.store.path} ({counts['submissions']} so far, "
+          f"{counts['queued']} waiting to be graded)", file=sys.stderr)
+    print(f"mlc-lab: timing on {runner or 'this machine'}", file=sys.stderr)
+    print(f"mlc-lab: students: explore(program, classroom={server.url!r}), mlc_lab.leaderboard({server.url!r})",
+          file=sys.stderr)
+    print(f"mlc-lab: teacher's token: {server.token}", file=sys.stderr)
+    print(f"mlc-lab: teacher: mlc_lab.class_dashboard({server.url!r}, {server.token!r})", file=sys.stderr)
+    sys.stderr.flush()
+    serve_forever(server)
+    return 0
+
+
+def _take_trace_file(args: argparse.Namespace, extra: list[str]) -> bool:
+    """`mlc-lab submit SERVER --name N TRACE_FILE`: the file given after the options."""
+    if args.trace_file is None and len(extra) == 1 and not extra[0].startswith("-"):
+        args.trace_file = extra[0]
+        return True
+    return False
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    import json
+
+    from mlc_lab.classroom.client import submit, verdict_text
+    from mlc_lab.cli import UsageError
+
+    if args.program or args.trace_opt:
+        if not (args.program and args.trace_opt) or args.trace_file:
+            raise UsageError("give a TRACE_FILE, or --program P and --trace T (not both)")
+        from mlc_lab.core.session import Session
+
+        import mlc_lab
+
+        trace = Session.from_trace(mlc_lab.load(args.program), args.trace_opt).submission()
+    elif args.trace_file:
+        try:
+            with open(args.trace_file, encoding="utf-8") as fh:
+                trace = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{args.trace_file}: cannot be read as text ({exc})") from None
+    else:
+        raise UsageError("give a TRACE_FILE, or --program P and --trace T")
+    v = submit(args.server, args.name, trace, task=args.task)
+    if args.json:
+        json.dump(v, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(verdict_text(v))
+        for t in v.get("tasks") or []:
+            print(f"  {'PASS' if t['passed'] else 'FAIL'} {t['name']}: {t['title']}")
+            if not t["passed"] and not v.get("error"):
+                for m in t.get("messages") or []:
+                    print(f"       {m}")
+    return 0 if v.get("status") == "graded" and not v.get("error") else 1

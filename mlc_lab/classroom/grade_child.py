@@ -1,0 +1,71 @@
+"""One submission graded and timed, in a child process of the class server.
+
+``python -m mlc_lab.classroom.grade_child ASSIGNMENT SUBMISSION OUT [--runner rpc://HOST:PORT/KEY]``
+writes ``GradeResult.to_json()`` with the class's timing to OUT. The autograder parses the trace
+(never runs it); a submission that passes at least one task is then timed by mlc_lab's one method:
+``Session.measure`` here (in its worker process), or on a measurement machine of the class through
+TVM's RPC tracker when a runner is given. Whatever happens here, the server only sees a verdict or
+a dead child: it never goes down with a submission.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+
+
+def time_submission(assignment, trace: str, runner: str | None) -> dict:
+    """``{"latency_ms", "correct", "timing": {"where", "method"}}`` or ``{"timing_error": ...}``."""
+    import mlc_lab
+    from mlc_lab.core.checks import Target
+    from mlc_lab.core.session import Session
+
+    target = "cuda" if Target.of(assignment.target).gpu else "cpu"
+    session = Session.from_trace(mlc_lab.load(str(assignment.program), assignment.func), trace, assignment.func)
+    if runner:
+        from mlc_lab.tvm.build import module_to_text
+        from mlc_lab.tvm.rpc_timing import measure_remote
+
+        try:
+            r = measure_remote(module_to_text(session.module), module_to_text(session.original), session.func_name,
+                               target, runner, repeats=assignment.repeats)
+        except Exception as exc:  # noqa: BLE001  (the verdict says it; the server goes on)
+            return {"timing_error": f"the program could not be timed on the class's machines: {exc}"}
+        if not r["correct"]:
+            return {"correct": False, "timing_error": "the program computes a wrong result on the class's machine "
+                    f"(max error {r['max_abs_error']:.3g})"}
+        return {"latency_ms": r["latency_s"] * 1e3, "correct": True,
+                "timing": {"where": runner, "method": r["method"]}}
+    m = session.measure(target, repeats=assignment.repeats, raise_errors=False, roofline=False)
+    if m.error:
+        return {"timing_error": f"the program could not be timed: {m.error.splitlines()[0]}"}
+    if not m.correct:
+        return {"correct": False, "timing_error": "the program computes a wrong result (max error "
+                f"{m.max_abs_error:.3g} against the original program on random inputs)"}
+    return {"latency_ms": m.latency_s * 1e3, "correct": True, "timing": {"where": "the class server", "method": m.method}}
+
+
+def main(argv: list[str]) -> int:
+    assignment_path, submission, out = argv[:3]
+    runner = argv[4] if len(argv) > 4 and argv[3] == "--runner" else None
+    try:
+        from mlc_lab.grading import grade, load_assignment
+
+        assignment = load_assignment(assignment_path)
+        result = grade(assignment, submission).to_json()
+        if not result.get("error") and result.get("trace") and any(t["passed"] for t in result["tasks"]):
+            if runner or result.get("latency_ms") is None:
+                result.update(time_submission(assignment, result["trace"], runner))
+        if result.get("timing_error"):
+            result["correct"] = result.get("correct", None)
+    except Exception as exc:  # noqa: BLE001
+        result = {"error": f"the class server's grader failed on this submission ({type(exc).__name__}: {exc}); "
+                  "tell the course staff", "detail": traceback.format_exc()[-2000:]}
+    with open(out, "w", encoding="utf-8") as fh:
+        json.dump(result, fh)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

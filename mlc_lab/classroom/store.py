@@ -1,0 +1,233 @@
+"""A class's submissions in SQLite (``DIR/class.sqlite``): every hand-in, its verdict, and the figures
+the leaderboard and the teacher's summary are made of. Plain data in and out; no TVM, no HTTP.
+
+A submission is written before it is graded (status ``queued``), so a server stopped while grading
+finds it again on restart and grades it then: a restart loses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import statistics
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS submissions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    task TEXT,
+    trace TEXT NOT NULL,
+    submitted_at REAL NOT NULL,
+    status TEXT NOT NULL DEFAULT 'queued',
+    score REAL,
+    max_score REAL,
+    passed_tasks TEXT,
+    passing INTEGER,
+    latency_ms REAL,
+    error TEXT,
+    result TEXT,
+    graded_at REAL
+);
+CREATE INDEX IF NOT EXISTS submissions_by_name ON submissions (name);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+STUCK_AFTER = 3  # failed submissions at one task before the teacher's view calls a student stuck
+
+
+class Store:
+    """The class database. Thread-safe (one connection, one lock): the HTTP handlers and the grading
+    thread share it."""
+
+    def __init__(self, directory: str | Path, tasks: list[dict]) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / "class.sqlite"
+        self.tasks = list(tasks)  # [{"name", "title", "points"}] in the assignment's order
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # --- the teacher's token ----------------------------------------------------------------------
+
+    def token(self, renew: bool = False) -> str:
+        """The teacher's token, kept in the database so that a restart keeps the dashboard working."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key='token'").fetchone()
+            if row and not renew:
+                return row[0]
+            value = secrets.token_urlsafe(18)
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('token', ?)", (value,))
+            return value
+
+    # --- submissions ------------------------------------------------------------------------------
+
+    def add(self, name: str, task: str | None, trace: str) -> int:
+        with self._lock:
+            cur = self._db.execute("INSERT INTO submissions (name, task, trace, submitted_at) VALUES (?, ?, ?, ?)",
+                                   (name, task, trace, time.time()))
+            return int(cur.lastrowid)
+
+    def pending(self) -> list[int]:
+        """Submissions not graded yet (also those whose grading a stopped server left unfinished)."""
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT id FROM submissions WHERE status != 'graded' ORDER BY id")]
+
+    def trace_of(self, sid: int) -> tuple[str, str | None]:
+        with self._lock:
+            row = self._db.execute("SELECT trace, task FROM submissions WHERE id=?", (sid,)).fetchone()
+        if row is None:
+            raise KeyError(sid)
+        return row[0], row[1]
+
+    def record(self, sid: int, result: dict) -> None:
+        """Store a verdict: ``result`` is ``GradeResult.to_json()`` (plus ``latency_ms`` from the
+        class's timing), or ``{"error": ...}`` when the grader could not grade it at all."""
+        _trace, task = self.trace_of(sid)
+        tasks = result.get("tasks") or []
+        passed = [t["name"] for t in tasks if t.get("passed")]
+        wanted = [task] if task else [t["name"] for t in self.tasks]
+        passing = bool(tasks) and not result.get("error") and all(n in passed for n in wanted) \
+            and result.get("correct") is not False
+        with self._lock:
+            self._db.execute(
+                "UPDATE submissions SET status='graded', score=?, max_score=?, passed_tasks=?, passing=?, "
+                "latency_ms=?, error=?, result=?, graded_at=? WHERE id=?",
+                (float(result.get("score") or 0.0), float(result.get("max_score") or self.max_score),
+                 json.dumps(passed), int(passing), result.get("latency_ms"),
+                 result.get("error"), json.dumps(result), time.time(), sid))
+
+    @property
+    def max_score(self) -> float:
+        return float(sum(t.get("points", 0) for t in self.tasks))
+
+    def verdict(self, sid: int) -> dict | None:
+        """One submission as its student sees it (no trace): status, score, per-task verdicts, rank."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, name, task, status, score, max_score, passing, latency_ms, error, result, submitted_at "
+                "FROM submissions WHERE id=?", (sid,)).fetchone()
+        if row is None:
+            return None
+        sid, name, task, status, score, max_score, passing, latency, error, result, at = row
+        out: dict[str, Any] = {"id": sid, "name": name, "task": task, "status": status, "submitted_at": at}
+        if status == "graded":
+            data = json.loads(result or "{}")
+            out.update(score=score, max_score=max_score, passing=bool(passing), latency_ms=latency, error=error,
+                       tasks=[{k: t.get(k) for k in ("name", "title", "points", "max_points", "passed", "messages")}
+                              for t in data.get("tasks") or []],
+                       hazards=data.get("hazards") or [], correct=data.get("correct"),
+                       timing=data.get("timing"), timing_error=data.get("timing_error"))
+            board = self.leaderboard()["rows"]
+            out["rank"] = next((r["rank"] for r in board if r["name"] == name), None)
+            out["students"] = len(board)
+        return out
+
+    def _graded(self) -> list[dict]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, name, task, score, passed_tasks, passing, latency_ms, error, result, submitted_at "
+                "FROM submissions WHERE status='graded' ORDER BY id").fetchall()
+        out = []
+        for sid, name, task, score, passed, passing, latency, error, result, at in rows:
+            out.append({"id": sid, "name": name, "task": task, "score": score or 0.0,
+                        "passed": json.loads(passed or "[]"), "passing": bool(passing), "latency_ms": latency,
+                        "error": error, "result": json.loads(result or "{}"), "at": at})
+        return out
+
+    def counts(self) -> dict:
+        with self._lock:
+            total, queued = self._db.execute(
+                "SELECT COUNT(*), SUM(status != 'graded') FROM submissions").fetchone()
+        return {"submissions": int(total or 0), "queued": int(queued or 0)}
+
+    # --- what students see --------------------------------------------------------------------------
+
+    def leaderboard(self) -> dict:
+        """One row per pseudonym: best score, tasks passed, best latency of a passing submission,
+        ranked by score (high first), then latency (fast first), then who got there first."""
+        students: dict[str, dict] = {}
+        for s in self._graded():
+            st = students.setdefault(s["name"], {"name": s["name"], "score": 0.0, "tasks_passed": set(),
+                                                 "best_latency_ms": None, "submissions": 0, "reached_at": s["at"]})
+            st["submissions"] += 1
+            st["tasks_passed"].update(s["passed"])
+            if s["score"] > st["score"]:
+                st["score"], st["reached_at"] = s["score"], s["at"]
+            if s["passing"] and s["latency_ms"] is not None and (
+                    st["best_latency_ms"] is None or s["latency_ms"] < st["best_latency_ms"]):
+                st["best_latency_ms"] = s["latency_ms"]
+        order = [t["name"] for t in self.tasks]
+        rows = sorted(students.values(), key=lambda r: (-r["score"], r["best_latency_ms"] is None,
+                                                         r["best_latency_ms"] or 0.0, r["reached_at"]))
+        for i, r in enumerate(rows, 1):
+            r["rank"] = i
+            r["tasks_passed"] = [n for n in order if n in r["tasks_passed"]]
+            del r["reached_at"]
+        return {"max_score": self.max_score, "tasks": self.tasks, "rows": rows, **self.counts()}
+
+    # --- what the teacher sees ------------------------------------------------------------------
+
+    def summary(self) -> dict:
+        """Per-task pass rates (of the students who handed anything in), the distribution of each
+        student's best passing latency, the most common failures, and who is stuck at which task."""
+        graded = self._graded()
+        names = sorted({s["name"] for s in graded})
+        passed_by: dict[str, set] = {t["name"]: set() for t in self.tasks}
+        failures: dict[tuple[str, str], dict] = {}
+        attempts: dict[tuple[str, str], int] = {}
+        last_message: dict[tuple[str, str], str] = {}
+        for s in graded:
+            for n in s["passed"]:
+                passed_by.setdefault(n, set()).add(s["name"])
+            if s["error"]:  # not graded at all: one failure, whatever the tasks
+                seen = [(None, s["error"])]
+            else:
+                seen = [(t["name"], (t.get("messages") or ["failed"])[0])
+                        for t in s["result"].get("tasks") or [] if not t.get("passed")]
+            for task, text in seen:
+                key = (task, text[:200])
+                f = failures.setdefault(key, {"task": task, "message": key[1], "count": 0, "students": set()})
+                f["count"] += 1
+                f["students"].add(s["name"])
+            for t in s["result"].get("tasks") or []:
+                if t.get("passed"):
+                    continue
+                text = s["error"] or (t.get("messages") or ["failed"])[0]
+                attempts[(s["name"], t["name"])] = attempts.get((s["name"], t["name"]), 0) + 1
+                last_message[(s["name"], t["name"])] = text[:200]
+        tasks = []
+        for t in self.tasks:
+            n = len(passed_by.get(t["name"], ()))
+            tasks.append({"name": t["name"], "title": t.get("title", t["name"]), "passed": n, "students": len(names),
+                          "pass_rate": n / len(names) if names else 0.0})
+        board = {r["name"]: r for r in self.leaderboard()["rows"]}
+        latencies = sorted((r["best_latency_ms"], r["name"]) for r in board.values() if r["best_latency_ms"] is not None)
+        values = [v for v, _ in latencies]
+        distribution = {"students": [{"name": n, "latency_ms": v} for v, n in latencies]}
+        if values:
+            distribution.update(min=values[0], median=statistics.median(values), max=values[-1])
+        stuck = []
+        for name in names:
+            at = next((t["name"] for t in self.tasks if name not in passed_by.get(t["name"], ())), None)
+            if at is None:
+                continue
+            tries = attempts.get((name, at), 0)
+            stuck.append({"name": name, "task": at, "failed_attempts": tries, "stuck": tries >= STUCK_AFTER,
+                          "last_message": last_message.get((name, at))})
+        stuck.sort(key=lambda r: (-r["failed_attempts"], r["name"]))
+        common = sorted(failures.values(), key=lambda f: (-len(f["students"]), -f["count"], f["task"] or ""))[:10]
+        for f in common:
+            f["students"] = len(f["students"])
+        return {"students": len(names), "tasks": tasks, "latency": distribution, "common_failures": common,
+                "stuck": stuck, **self.counts()}

@@ -1,0 +1,286 @@
+"""The class server (mlc_lab.classroom): submissions in SQLite that survive a restart, hostile
+submissions that get a verdict (or a refusal) and never take the server down, the teacher's token,
+the leaderboard and the teacher's figures, `mlc-lab class serve` / `mlc-lab submit`, and timing on
+the class's measurement machines through TVM's RPC tracker. The lab is mm_relu at 64x64 on the CPU
+(tests/labs/classroom), so grading and timing one submission takes seconds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import mlc_lab
+from mlc_lab.classroom import client
+from mlc_lab.classroom.server import ClassServer
+from mlc_lab.classroom.store import Store
+from mlc_lab.core.session import Session
+from tests.unit.test_rpc import KEY, tracker  # noqa: F401  (the fixture: a tracker and two servers)
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB = ROOT / "tests" / "labs" / "classroom"
+ASSIGNMENT = LAB / "assignment.toml"
+TASKS = [{"name": "parallel", "title": "Run the rows in parallel", "points": 5.0},
+         {"name": "vectorize", "title": "Vectorize the inner loop", "points": 5.0}]
+
+
+def trace(*steps: tuple) -> str:
+    s = Session(mlc_lab.load(str(LAB / "mm_relu.py")))
+    for primitive, *args in steps:
+        s.apply(primitive, *args)
+    return s.submission()
+
+
+PARALLEL = ("parallel", "Y/i")
+SPLIT = ("split", "Y/j", [None, 8])
+VECTORIZE = ("vectorize", "Y/j_1")
+
+
+@pytest.fixture
+def server(tmp_path):
+    srv = ClassServer(ASSIGNMENT, tmp_path / "class", port=0).start()
+    yield srv
+    srv.stop()
+
+
+def _post(url: str, data: bytes, headers: dict | None = None) -> tuple[int, dict]:
+    req = urllib.request.Request(url + "/api/submit", data=data, method="POST",
+                                 headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _get(url: str, headers: dict | None = None) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+# --- the store alone (no grading) -----------------------------------------------------------------
+
+
+def _result(passed: list[str], latency: float | None = None, error: str | None = None) -> dict:
+    tasks = [{"name": t["name"], "title": t["title"], "points": t["points"] if t["name"] in passed else 0.0,
+              "max_points": t["points"], "passed": t["name"] in passed,
+              "messages": [] if t["name"] in passed else [error or f"{t['name']} is missing"]} for t in TASKS]
+    return {"score": sum(t["points"] for t in tasks), "max_score": 10.0, "tasks": tasks, "error": error,
+            "latency_ms": latency, "correct": True if latency else None}
+
+
+def test_store_ranks_and_summarises_and_keeps_everything_when_reopened(tmp_path):
+    store = Store(tmp_path, TASKS)
+    token = store.token()
+    for name, task, result in [
+        ("ada", None, _result(["parallel", "vectorize"], 2.0)),
+        ("ada", None, _result(["parallel", "vectorize"], 1.5)),  # her best counts
+        ("bo", None, _result(["parallel", "vectorize"], 1.0)),  # same score, faster: first
+        ("cy", "parallel", _result(["parallel"], 3.0)),  # passing the task asked for: timed on the board
+        ("dee", None, _result(["parallel"], 0.5)),  # fast but failing a task: no latency on the board
+        ("dee", None, _result(["parallel"])),
+        ("dee", None, _result(["parallel"])),
+        ("eve", None, _result([], error="the trace is refused: line 1: not a schedule call")),
+    ]:
+        store.record(store.add(name, task, "trace"), result)
+    store.close()
+
+    store = Store(tmp_path, TASKS)  # a restart: the same figures, the same token
+    assert store.token() == token
+    rows = store.leaderboard()["rows"]
+    assert [(r["name"], r["rank"], r["score"], r["best_latency_ms"]) for r in rows] == [
+        ("bo", 1, 10.0, 1.0), ("ada", 2, 10.0, 1.5), ("cy", 3, 5.0, 3.0), ("dee", 4, 5.0, None), ("eve", 5, 0.0, None)]
+    assert rows[1]["submissions"] == 2 and rows[2]["tasks_passed"] == ["parallel"]
+
+    summary = store.summary()
+    assert summary["students"] == 5 and summary["submissions"] == 8
+    assert {t["name"]: (t["passed"], t["pass_rate"]) for t in summary["tasks"]} == {
+        "parallel": (4, 0.8), "vectorize": (2, 0.4)}
+    assert summary["latency"]["min"] == 1.0 and summary["latency"]["max"] == 3.0 and summary["latency"]["median"] == 1.5
+    stuck = {s["name"]: s for s in summary["stuck"]}
+    assert set(stuck) == {"cy", "dee", "eve"}
+    assert stuck["dee"]["task"] == "vectorize" and stuck["dee"]["failed_attempts"] == 3 and stuck["dee"]["stuck"]
+    assert stuck["eve"]["task"] == "parallel" and not stuck["eve"]["stuck"]
+    top = summary["common_failures"][0]
+    assert top["task"] == "vectorize" and top["message"] == "vectorize is missing" and top["students"] == 2
+    refused = [f for f in summary["common_failures"] if f["task"] is None]
+    assert refused and refused[0]["count"] == 1  # one refused hand-in is one failure, not one per task
+    assert store.token(renew=True) != token
+
+
+# --- the server -------------------------------------------------------------------------------------
+
+
+def test_a_submission_is_graded_timed_and_ranked(server):
+    v = client.submit(server.url, "ada", trace(PARALLEL, SPLIT, VECTORIZE))
+    assert v["status"] == "graded" and v["error"] is None, v
+    assert v["score"] == 10 and v["passing"] and v["rank"] == 1
+    assert v["latency_ms"] > 0 and v["correct"] is True
+    assert "median of 3 repeats" in v["timing"]["method"]  # mlc_lab's one method, the assignment's repeats
+    partial = client.submit(server.url, "bo", trace(PARALLEL), task="parallel")
+    assert partial["passing"] and partial["score"] == 5 and partial["rank"] == 2
+    assert [t["passed"] for t in partial["tasks"]] == [True, False]
+    assert "no loop is vectorized" in partial["tasks"][1]["messages"][0]
+    board = client.leaderboard(server.url)
+    assert [(r["name"], r["rank"]) for r in board["rows"]] == [("ada", 1), ("bo", 2)]
+    assert board["rows"][1]["best_latency_ms"] == pytest.approx(partial["latency_ms"])
+
+
+def test_hostile_submissions_get_a_verdict_and_the_server_stays_up(server, tmp_path):
+    marker = tmp_path / "the_server_ran_it"
+    # refused before anything is stored
+    for body, phrase in [
+        (b"{not json", "is a JSON object"),
+        (b"[1, 2]", "is a JSON object"),
+        (json.dumps({"name": "<script>", "trace": "x"}).encode(), "pseudonym"),
+        (json.dumps({"name": "", "trace": "x"}).encode(), "pseudonym"),
+        (json.dumps({"name": "ada", "trace": ""}).encode(), "has no trace"),
+        (json.dumps({"name": "ada", "trace": 7}).encode(), "has no trace"),
+        (json.dumps({"name": "ada", "trace": "x" * 200_001}).encode(), "at most 200,000"),
+        (json.dumps({"name": "ada", "trace": "b0 = sch.get_sblock('Y')", "task": "nope"}).encode(), "no task 'nope'"),
+        (json.dumps({"name": "ada", "trace": f"def schedule(sch):\n    open({str(marker)!r}, 'w')\n"}).encode(),
+         "not schedule files"),
+    ]:
+        status, answer = _post(server.url, body)
+        assert status == 400 and phrase in answer["error"], (body[:60], answer)
+    status, answer = _post(server.url, b"x" * 10, {"Content-Length": "999999999"})
+    assert status == 413
+    assert server.store.counts()["submissions"] == 0
+
+    # stored and graded: the trace is parsed, never run
+    evil = ("from tvm import s_tir\n\ndef apply_trace(sch: s_tir.Schedule) -> None:\n"
+            f"    open({str(marker)!r}, 'w').write('x')\n    sch.get_sblock('Y')\n")
+    v = client.submit(server.url, "mallory", evil)
+    assert v["status"] == "graded" and "the trace is refused" in v["error"] and v["score"] == 0
+    garbage = client.submit(server.url, "mallory", "\x00\x01 not a trace at all ((((")
+    assert garbage["status"] == "graded" and garbage["error"] and garbage["score"] == 0
+    assert not marker.exists()
+
+    # a grader that hangs is stopped and gets a verdict; the server answers the next one
+    server.grade_timeout_s = 0.5
+    slow = client.submit(server.url, "mallory", trace(PARALLEL))
+    assert "took longer than 0.5 s" in slow["error"]
+    server.grade_timeout_s = 120
+    ok = client.submit(server.url, "ada", trace(PARALLEL))
+    assert ok["error"] is None and ok["score"] == 5
+    assert [r["name"] for r in client.leaderboard(server.url)["rows"]] == ["ada", "mallory"]
+
+
+def test_the_teachers_summary_needs_the_token(server):
+    client.submit(server.url, "ada", trace(PARALLEL), wait_s=0)  # queued: the summary counts it
+    assert _get(server.url + "/api/summary")[0] == 403
+    assert _get(server.url + "/api/summary", {"Authorization": "Bearer wrong"})[0] == 403
+    assert _get(server.url + "/api/summary", {"Authorization": server.token[:-1]})[0] == 403
+    with pytest.raises(client.ClassServerError, match="needs the token"):
+        client.summary(server.url, "wrong")
+    status, summary = _get(server.url + "/api/summary", {"Authorization": f"Bearer {server.token}"})
+    assert status == 200 and summary["submissions"] == 1
+    assert client.summary(server.url, server.token)["title"] == "Lab 1: mm_relu on the CPU"
+    # the students' pages do not need it
+    assert _get(server.url + "/api/leaderboard")[0] == 200
+
+
+def test_a_restart_loses_nothing(tmp_path):
+    folder = tmp_path / "class"
+    first = ClassServer(ASSIGNMENT, folder, port=0).start()
+    try:
+        graded = client.submit(first.url, "ada", trace(PARALLEL, SPLIT, VECTORIZE))
+        token = first.token
+        board = client.leaderboard(first.url)
+    finally:
+        first.stop()
+    # a submission the server had taken but not graded when it stopped
+    store = Store(folder, TASKS)
+    waiting = store.add("bo", None, trace(PARALLEL))
+    store.close()
+
+    second = ClassServer(ASSIGNMENT, folder, port=0).start()
+    try:
+        assert second.token == token
+        assert client.verdict(second.url, graded["id"])["score"] == 10
+        deadline = time.monotonic() + 120
+        while client.verdict(second.url, waiting)["status"] != "graded":
+            assert time.monotonic() < deadline, "the waiting submission was not graded after the restart"
+            time.sleep(0.5)
+        rows = client.leaderboard(second.url)["rows"]
+        assert rows[0] == board["rows"][0]
+        assert [r["name"] for r in rows] == ["ada", "bo"]
+        assert client.summary(second.url, token)["students"] == 2
+    finally:
+        second.stop()
+
+
+def test_session_submit(server):
+    s = Session(mlc_lab.load(str(LAB / "mm_relu.py")))
+    s.apply(*PARALLEL)
+    v = s.submit(server.url, "cy", task="parallel")
+    assert v["passing"] and v["name"] == "cy"
+    with pytest.raises(client.ClassServerError, match="cannot be reached"):
+        s.submit("http://127.0.0.1:9", "cy")
+    with pytest.raises(client.ClassServerError, match="pseudonym"):
+        s.submit(server.url, "")
+
+
+def test_the_commands(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    port = _free_port()
+    serve = subprocess.Popen([sys.executable, "-m", "mlc_lab.cli", "class", "serve", str(ASSIGNMENT), "--dir",
+                              str(tmp_path / "class"), "--port", str(port)], stderr=subprocess.PIPE, text=True,
+                             env=env, start_new_session=True)
+    try:
+        lines = []
+        while not any("teacher's token" in ln for ln in lines):
+            line = serve.stderr.readline()
+            assert line, "the server exited: " + "".join(lines)
+            lines.append(line)
+        token = lines[-1].rsplit(":", 1)[1].strip()
+        url = f"http://127.0.0.1:{port}"
+        assert any(url in ln for ln in lines)
+        hand_in = tmp_path / "lab1.py"
+        hand_in.write_text(trace(PARALLEL))
+        out = subprocess.run([sys.executable, "-m", "mlc_lab.cli", "submit", url, "--name", "ada", str(hand_in)],
+                             capture_output=True, text=True, env=env, timeout=300)
+        assert out.returncode == 0, out.stderr
+        assert "5/10 points" in out.stdout and "rank 1 of 1" in out.stdout and "FAIL vectorize" in out.stdout
+        program = subprocess.run([sys.executable, "-m", "mlc_lab.cli", "submit", url, "--name", "bo", "--program",
+                                  str(LAB / "mm_relu.py"), "--trace", str(hand_in), "--json"],
+                                 capture_output=True, text=True, env=env, timeout=300)
+        assert json.loads(program.stdout)["score"] == 5
+        bad = subprocess.run([sys.executable, "-m", "mlc_lab.cli", "submit", url, "--name", "no way!", str(hand_in)],
+                             capture_output=True, text=True, env=env, timeout=60)
+        assert bad.returncode == 2 and "pseudonym" in bad.stderr and "Traceback" not in bad.stderr
+        assert client.summary(url, token)["students"] == 2
+    finally:
+        os.killpg(serve.pid, 15)
+        serve.wait(timeout=30)
+    assert serve.returncode == 0
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_timed_on_the_measurement_machines_through_the_tracker(tmp_path, tracker):  # noqa: F811
+    runner = f"rpc://127.0.0.1:{tracker}/{KEY}"
+    srv = ClassServer(ASSIGNMENT, tmp_path / "class", port=0, runner=runner).start()
+    try:
+        v = client.submit(srv.url, "ada", trace(PARALLEL, SPLIT, VECTORIZE))
+        assert v["error"] is None and v["timing_error"] is None, v
+        assert v["timing"]["where"] == runner and v["correct"] is True and v["latency_ms"] > 0
+        assert KEY in v["timing"]["method"]
+    finally:
+        srv.stop()
