@@ -310,3 +310,15 @@ def test_numeric_check_at_a_smaller_size_fails_a_wrong_kernel(tmp_path):
         "[performance]", "[numeric]\nsize = 64\n\n[performance]"))
     with pytest.raises(AssignmentError, match=r"\[numeric\] runs GPU schedules on the CPU; for a cpu target"):
         load_assignment(tmp_path / "cpu.toml")
+
+
+def test_a_schedule_file_in_the_courses_older_spelling_is_converted_before_it_runs(tmp_path):
+    variant = (LAB / "submissions" / "schedule_variant.py").read_text()
+    legacy = variant.replace("from tvm import s_tir", "import tvm").replace(
+        "def schedule(sch: s_tir.Schedule) -> s_tir.Schedule:", "def schedule(sch: tvm.tir.Schedule):").replace(
+        "sch.get_sblock(", "sch.get_block(")
+    assert "get_block(" in legacy and "s_tir" not in legacy
+    hand_in = tmp_path / "old_spelling.py"
+    hand_in.write_text(legacy)
+    result = grade(load_assignment(ASSIGNMENT), hand_in)
+    assert result.kind == "schedule" and result.error is None and result.score == 20
