@@ -29,11 +29,16 @@ max_latency_ms = 12.5               # optional performance threshold of this tas
 
 from __future__ import annotations
 
-import tomllib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlc_lab.errors import MlcLabError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
 
 
 class AssignmentError(MlcLabError):
