@@ -131,6 +131,21 @@ describe("checks panel", () => {
     expect($(".mlc-banner")!.hidden).toBe(true); // no error
   });
 
+  it("behind another tab the panel is not redrawn on a click, only the tab's label; shown, it is", async () => {
+    const model = await mount({ checks_setup: SETUP, checks: report(1, false) });
+    ($(".mlc-tab-history") as HTMLButtonElement).click();
+    const before = $(".mlc-checks-body");
+    model.pushHistory([...HISTORY, { id: 2, parent: 1, kind: "apply", primitive: "parallel", label: "parallel(Y/i)" }]);
+    model.pushStep({ id: 2, parent: 1, label: "parallel(Y/i)" });
+    model.set("checks", report(2, true));
+    await tick();
+    expect($(".mlc-checks-body")).toBe(before); // the same element: nothing drawn while hidden
+    expect($(".mlc-tab-checks")!.textContent).toBe("Checks 2/2");
+    ($(".mlc-tab-checks") as HTMLButtonElement).click();
+    expect($(".mlc-checks-body")).not.toBe(before);
+    expect($$(".mlc-check-fail")).toHaveLength(0);
+  });
+
   it("a session without checks says so", async () => {
     await mount({ checks_setup: { available: false }, checks: {} });
     expect($(".mlc-checks")!.textContent).toContain("no named checks");

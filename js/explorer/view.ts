@@ -9,7 +9,7 @@ import { hostOffer, requestSidePanel } from "../lib/host";
 import { kernelLive, recordedReply } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerModel, FailureInfo, HistoryDelta, RecordCut, Selection, StepData, StepId } from "../lib/types";
-import { ChecksPanel, type ChecksReport, type ChecksSetup, type StepHazards, checksBadge, hazardMark } from "./checks";
+import { ChecksPanel, type ChecksReport, type ChecksSetup, type StepHazards, checksBadge, hazardMark, reportFor } from "./checks";
 import { CodeView, type DiffMode, type Marks } from "./code";
 import { CompilerPanel } from "./compiler";
 import { CudaPanel } from "./cuda";
@@ -510,12 +510,9 @@ export class ExplorerView {
 
   /** The Checks panel follows the current step; its tab says how many checks hold and the hazards. */
   private drawChecks(): void {
-    const report = this.checksPanel.update({
-      setup: this.model.get("checks_setup") ?? {},
-      report: this.model.get("checks") ?? {},
-      step: this.current(),
-      live: kernelLive(this.model),
-    });
+    const state = { setup: this.model.get("checks_setup") ?? {}, report: this.model.get("checks") ?? {}, step: this.current(), live: kernelLive(this.model) };
+    // A hidden panel is drawn when its tab is shown: a click then only relabels the tab.
+    const report = this.checksPanel.el.hidden ? reportFor(state.report, state.step) : this.checksPanel.update(state);
     const badge = checksBadge(report);
     const tab = this.root.querySelector<HTMLElement>(".mlc-tab-checks");
     if (tab) {
@@ -745,6 +742,7 @@ export class ExplorerView {
   private showTab(name: "history" | "trace" | "checks"): void {
     for (const [k, el] of Object.entries(this.tabs)) el.hidden = k !== name;
     if (name === "trace") this.trace.show();
+    if (name === "checks") this.drawChecks();
     this.root.querySelectorAll<HTMLElement>(".mlc-tab").forEach((t) => t.classList.toggle("mlc-active", t.dataset.tab === name));
   }
 

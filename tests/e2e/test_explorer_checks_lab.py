@@ -100,7 +100,8 @@ def test_checks_panel_follows_a_step_that_creates_hazards(lab_server, page, arti
     assert page.locator(".mlc-explorer .mlc-hazard").count() == 0
     samples = page.evaluate("() => window.__mlcLab.latencies")
     report_ms = lab.kernel_json(f"ex.check_report({start + 1})['ms']")
-    print(f"\nchecks panel, GPU lab 2048^3: click-to-render {json.dumps([round(s['ms'], 1) for s in samples])} ms, "
+    print(f"\nchecks panel, GPU lab 2048^3: click-to-render {json.dumps([round(s['ms'], 1) for s in samples])} ms "
+          f"(drawing the Checks panel in the click's frame: {[round((s.get('panels') or {}).get('checks', 0), 1) for s in samples]} ms), "
           f"the bind step's checks took {report_ms} ms in the kernel (after the state)")
 
 
