@@ -40,6 +40,23 @@ _BINOPS = {
 _LETS = tuple(c for c in (getattr(tirx, "Bind", None), getattr(tirx, "LetStmt", None)) if c is not None)
 
 
+_FLOATS = ("float16", "float32", "float64")
+_FLOAT_CALLS = ("floor", "ceil", "trunc", "round", "nearbyint", "fabs")
+
+
+def _dtype(e) -> str:
+    """An expression's type (``dtype`` on most nodes; 0.27's Cast has only ``ty``)."""
+    dt = getattr(e, "dtype", None)
+    return str(dt if dt is not None else e.ty)
+
+
+def _is_float(e) -> bool:
+    try:
+        return _dtype(e).startswith(("float", "bfloat"))
+    except AttributeError:
+        return False
+
+
 def _key(obj) -> int:
     return obj.__chandle__()
 
@@ -57,6 +74,7 @@ class _Lowering:
         self.node_ids: dict[int, int] = {}          # For handle -> loop id
         self.shape_vars: dict[str, Var] = {}
         self._shape_var_of: dict[int, Var] = {}
+        self._declared = _declared_vars(func)       # parameters and the variables of buffer shapes
         for param in func.params:                   # 0.27: buffer parameters are buffer-typed variables
             if hasattr(param, "shape") and hasattr(param, "dtype"):
                 self.register(param)
@@ -103,16 +121,30 @@ class _Lowering:
         if isinstance(e, tirx.IntImm):
             return Const(int(e))
         if isinstance(e, tirx.Var):
-            return env.get(_key(e)) or self.shape_var(e)
+            k = _key(e)
+            if k in env:
+                return env[k]
+            if k in self._declared:
+                return self.shape_var(e)
+            # neither a loop, a block variable, a parameter nor a shape: TVM wrote the variable
+            # outside its scope (cache_inplace does); only a query that needs it is refused
+            return Opaque(f"variable {e.name} outside any scope that defines it (an ill-formed program)")
         name = _BINOPS.get(type(e))
         if name is not None:
+            if name == "div" and _is_float(e):
+                name = "fdiv"           # a true division (Div of integers truncates)
             return Op(name, (self.expr(e.a, env), self.expr(e.b, env)))
         if isinstance(e, tirx.Not):
             return Op("not", (self.expr(e.a, env),))
         if isinstance(e, tirx.Cast):
-            if "int" in str(e.dtype) or str(e.dtype) == "bool":
-                return self.expr(e.value, env)
-            return Opaque(f"a cast to {e.dtype}")
+            to, inner = _dtype(e), self.expr(e.value, env)
+            if _is_float(e.value):      # float -> int truncates, float -> float rounds
+                return Op("cast:" + ("int64" if "int" in to else to), (inner,))
+            if "int" in to or to == "bool":
+                return inner
+            if to in _FLOATS:
+                return Op("cast:" + to, (inner,))
+            return Opaque(f"a cast to {to}")
         if isinstance(e, tirx.Select):
             return Op("select", tuple(self.expr(x, env) for x in (e.condition, e.true_value, e.false_value)))
         if isinstance(e, tirx.Let):
@@ -125,11 +157,14 @@ class _Lowering:
                 return self.expr(e.args[0], env)
             if cname == "if_then_else":
                 return Op("select", tuple(self.expr(x, env) for x in e.args))
+            if cname in _FLOAT_CALLS and len(e.args) == 1 and _dtype(e) in _FLOATS:
+                return Op(cname, (self.expr(e.args[0], env),))
             return Opaque(f"a call to {cname}")
         if isinstance(e, _LOAD):
             return Opaque(f"an indirect index (a value loaded from buffer {e.source.name})")
-        if isinstance(e, tirx.FloatImm):
-            return Opaque("a floating-point value")
+        if isinstance(e, tirx.FloatImm) and _dtype(e) in _FLOATS:
+            # rounded to its type when evaluated, as the compiled code holds it
+            return Op("cast:" + _dtype(e), (Const(float(e.value)),))
         return Opaque(f"an expression of type {type(e).__name__}")
 
     def guards(self, cond, env: dict) -> tuple:
@@ -311,6 +346,34 @@ class _Lowering:
             return [] if body is None else self.collect(body, benv, guards, inner, block, label)
         body = getattr(stmt, "body", None)
         return self.collect(body, env, guards, inner, block, label) if isinstance(body, tirx.Stmt) else []
+
+
+def _declared_vars(func) -> set:
+    """Handles of the variables a function declares: its scalar parameters and every variable in
+    the shape, strides or offset of a buffer it names (symbolic shapes)."""
+    exprs = [p for p in func.params if not hasattr(p, "shape")]
+    buffers = [p for p in func.params if hasattr(p, "shape")]
+    buffers += list(func.buffer_map.values()) if hasattr(func, "buffer_map") else []
+
+    def visit(node):
+        if isinstance(node, SBlockRealize):
+            buffers.extend(node.block.alloc_buffers)
+            buffers.extend(mb.buffer for mb in node.block.match_buffers)
+        elif isinstance(node, (tirx.AllocBuffer, tirx.DeclBuffer)):
+            buffers.append(node.buffer)
+
+    _visit_stmts(func.body, visit)
+    for buf in buffers:
+        exprs += list(buf.shape) + list(getattr(buf, "strides", ()) or ())
+        if getattr(buf, "elem_offset", None) is not None:
+            exprs.append(buf.elem_offset)
+    out = set()
+    for e in exprs:
+        if isinstance(e, tirx.Var):
+            out.add(_key(e))
+        elif isinstance(e, tvm.ir.Expr) and not isinstance(e, tirx.IntImm):
+            out.update(_key(v) for v in tirx.analysis.undefined_vars(e))
+    return out
 
 
 def _region_buffer(region):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -150,6 +151,30 @@ def _three_loops(tree: dict) -> list[str]:
     return names
 
 
+# TVM's rendering of an object without a name: ``s_tir.SBlock#0``, ``tirx.For#1``
+PLACEHOLDER = re.compile(r"\b[A-Za-z_.]*[A-Za-z]#\d+")
+
+# refusals of the access analysis by what they say (the first pattern found names the class)
+REASONS = (
+    ("symbolic shapes without values", "has symbolic shapes"),
+    ("memory budget", "beyond the analysis's budget"),
+    ("memory budget", "AccessAnalysisError: enumerating the access"),    # the message cut before "budget"
+    ("function not readable", "could not be read for the access analysis"),
+    ("variable out of scope (ill-formed program)", "outside any scope that defines it"),
+    ("value it cannot evaluate", "which the analysis cannot evaluate"),
+    ("loop range not bounded", "only loops with constant starts and bounded extents"),
+    ("out of bounds", "is accessed out of its bounds"),
+    ("construct not handled", "failed on a construct it does not handle"),
+)
+
+
+def refusal_reason(message: str) -> str:
+    for name, pattern in REASONS:
+        if pattern in message:
+            return name
+    return "other: " + re.sub(r"\d+", "N", message)[:80]
+
+
 def summarize(outcomes: Iterable[Outcome]) -> dict:
     outcomes = list(outcomes)
     n = len(outcomes)
@@ -181,13 +206,23 @@ def summarize(outcomes: Iterable[Outcome]) -> dict:
     table["loop_tree"] = {k: sum(o.loop_tree == k for o in outcomes) for k in ("ok", "refused", "raw")}
     calls = [f for o in outcomes for f in o.footprints]
     slowest = max(((f[2], o.id, f[0]) for o in outcomes for f in o.footprints), default=None)
+    reasons: dict[str, int] = {}
+    for o in outcomes:
+        for loop, result, _ in o.footprints:
+            if result != "ok":
+                why = refusal_reason(o.errors.get(f"footprint {loop}", ""))
+                reasons[why] = reasons.get(why, 0) + 1
     table["footprint"] = {
         "calls": len(calls),
         "refused_pct": rate(sum(f[1] == "refused" for f in calls), len(calls)),
         "raw_pct": rate(sum(f[1] == "raw" for f in calls), len(calls)),
+        "refusals_by_reason": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
         "slowest_s": round(slowest[0], 3) if slowest else None,
         "slowest_at": f"{slowest[1]} {slowest[2]}" if slowest else None,
     }
+    placeholders = sorted({f"{o.id}: {m}" for o in outcomes for k, m in o.errors.items()
+                           if not k.endswith("_traceback") and PLACEHOLDER.search(m)})
+    table["messages_with_tvm_placeholder"] = {"count": len(placeholders), "first": placeholders[:5]}
     slow_entry = max(outcomes, key=lambda o: o.seconds, default=None)
     table["slowest_schedule"] = {"id": slow_entry.id, "seconds": round(slow_entry.seconds, 2)} if slow_entry else None
     return table

@@ -28,8 +28,14 @@ def _ev(e, env):
         return int(e)
     if isinstance(e, tirx.Var):
         return env[e.__chandle__()]
+    if isinstance(e, tirx.FloatImm):
+        return np.dtype(str(e.ty)).type(e.value)
     if isinstance(e, tirx.Cast):
-        return _ev(e.value, env)
+        to = str(getattr(e, "dtype", None) or e.ty)
+        v = _ev(e.value, env)
+        return np.dtype(to).type(v) if to.startswith("float") else int(np.trunc(v))
+    if isinstance(e, tvm.ir.Call) and str(e.op.name).rpartition(".")[2] == "floor":
+        return np.floor(_ev(e.args[0], env))
     ops = {
         tirx.Add: lambda a, b: a + b, tirx.Sub: lambda a, b: a - b, tirx.Mul: lambda a, b: a * b,
         tirx.FloorDiv: lambda a, b: a // b, tirx.FloorMod: lambda a, b: a % b,

@@ -192,6 +192,9 @@ class BufferAccumulator:
                     run = f if run is None else run & f
             dims = [d for d in range(nb) if coefs[d, axes].any()]
             gshape = tuple(shape[i] for i in axes)
+            npts = math.prod(gshape)
+            self.budget.check(npts * 24, f"the footprint of buffer {self.name} ({npts} points of an access "
+                                         f"that touches elements repeatedly, enumerated together)")
             off, lshape = np.int64(0), []
             for d in dims:
                 idx = sum((ar[j] * int(coefs[d, i]) for j, i in enumerate(axes) if coefs[d, i]), np.int64(0))

@@ -23,6 +23,11 @@ _BINARY = {
 }
 
 
+# float functions an index may use (a resize's source pixel); numpy keeps the argument's type
+_FLOAT_UNARY = {"floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint, "nearbyint": np.rint,
+                "fabs": np.abs}
+
+
 def evaluate(e, env: dict):
     """Value of ``e`` with variables from ``env`` (id -> int or numpy array, broadcasting)."""
     if isinstance(e, Const):
@@ -46,6 +51,14 @@ def evaluate(e, env: dict):
             return np.trunc(np.true_divide(a, b)).astype(np.int64)
         if e.op == "mod":
             return np.fmod(evaluate(e.args[0], env), evaluate(e.args[1], env))
+        if e.op.startswith("cast:"):        # to a float type (rounds) or to int64 (truncates)
+            x = np.asarray(evaluate(e.args[0], env))
+            return np.trunc(x).astype(np.int64) if e.op == "cast:int64" else x.astype(e.op[5:])
+        if e.op == "fdiv":
+            return np.true_divide(evaluate(e.args[0], env), evaluate(e.args[1], env))
+        fn = _FLOAT_UNARY.get(e.op)
+        if fn is not None:
+            return fn(evaluate(e.args[0], env))
     if isinstance(e, Opaque):
         raise AccessAnalysisError(f"an index or condition uses {e.text}, which the analysis cannot evaluate")
     raise AccessAnalysisError(f"cannot evaluate the expression {e}")

@@ -297,10 +297,14 @@ class _Plan:
         return val
 
 
-def _env(plan: _Plan, fixed: dict, overrides: dict | None = None) -> dict:
-    """Variable values over the grid (loop id -> array), aliases following their thread."""
+def _env(plan: _Plan, fixed: dict, overrides: dict | None = None, window: tuple | None = None) -> dict:
+    """Variable values over the grid (loop id -> array), aliases following their thread.
+    ``window`` ((start, stop) per axis) narrows the axes to a part of their range."""
     nd = len(plan.shape)
-    ar = [axis(n, i, nd) for i, n in enumerate(plan.shape)]
+    if window is None:
+        ar = [axis(n, i, nd) for i, n in enumerate(plan.shape)]
+    else:
+        ar = [axis(b - a, i, nd) + a for i, (a, b) in enumerate(window)]
     env = {lp.id: plan.loop_value(lp, ar) for lp in plan.loops}
     env.update(overrides or {})
     for k, v in fixed.items():
@@ -383,9 +387,9 @@ def plan_access(q: Query, acc, lanes: frozenset = frozenset(), fixed: dict | Non
     return plan
 
 
-def check_points(plan, budget, per_point: int, what: str) -> None:
+def check_points(plan, budget, per_point: int, what: str, shape: tuple | None = None) -> None:
     """Refuse a grid whose arrays would not fit in the budget (``per_point`` bytes per point)."""
-    npts = math.prod(plan.shape)
+    npts = math.prod(plan.shape if shape is None else shape)
     loops = sorted({plan.q.index.loops[d.loop].name for d in plan.axes})
     budget.check(npts * per_point, f"{what} ({npts} points over the loops {', '.join(loops)})")
 
@@ -395,28 +399,72 @@ def _describe(acc) -> str:
     return f"{what} {acc.buffer}[{', '.join(str(i) for i in acc.indices)}] of block {acc.block}"
 
 
+def _span(plan: _Plan, loop_ids: set) -> tuple:
+    """The grid's shape restricted to the axes of some loops (1 elsewhere): what an array
+    computed from those loops' values spans."""
+    return tuple(n if d.loop in loop_ids else 1 for n, d in zip(plan.shape, plan.axes))
+
+
+def _window(shape: tuple, masks: list) -> tuple | None:
+    """Per axis, the (start, stop) outside which no point runs: every mask factor projected on
+    each of its axes (None when a factor never holds). Points cut away all have a false factor,
+    so the grid over the window runs exactly the same points."""
+    lo, hi = [0] * len(shape), list(shape)
+    for m in masks:
+        for i in range(m.ndim):
+            if m.shape[i] == 1:
+                continue
+            other = tuple(j for j in range(m.ndim) if j != i)
+            hit = np.flatnonzero(m.any(axis=other) if other else m)
+            if not hit.size:
+                return None
+            lo[i], hi[i] = max(lo[i], int(hit[0])), min(hi[i], int(hit[-1]) + 1)
+    if any(a >= b for a, b in zip(lo, hi)):
+        return None
+    return tuple(zip(lo, hi))
+
+
 def build_grid(q: Query, acc, leaf_offset: int, n_reads: int, n_writes: int,
                step_dtype=np.int64, budget=None) -> Grid | None:
     plan = plan_access(q, acc)
     if plan is None:
         return None
-    # an unguarded affine grid is written through broadcast views (about one array of steps);
-    # guards and evaluated indices materialise a few int64 arrays of the grid
-    simple = not plan.preds and not plan.bounds and all(a is not None for a in plan.dims_aff)
-    check_points(plan, budget or Budget(), 8 if simple else 32, f"enumerating {_describe(acc)}")
+    budget = budget or Budget()
+    what = f"enumerating {_describe(acc)}"
+    # Conditions are computed factor by factor, each over the axes of the loops it reads; an
+    # affine grid is then written through strided views (the buffer's box is budgeted by the
+    # accumulator, overlapping grids per group of axes), and only evaluated indices are
+    # materialised over the whole grid, after the conditions have cut the axes down.
+    spans = [_span(plan, plan.vars.loops_of(c)) for p in plan.preds for c in _conjuncts(p)]
+    spans += [_span(plan, {lid}) for lid, _ in plan.bounds]
+    if spans:
+        check_points(plan, budget, 32, what, max(spans, key=math.prod))
+    masks = []
+    if plan.preds or plan.bounds or any(lp.id in plan.full for lp in plan.loops):
+        masks = _masks(plan, _env(plan, q.fixed))
+        if masks is None:
+            return None
+    window = _window(plan.shape, masks)
+    if window is None:
+        return None
+    cut = window != tuple((0, n) for n in plan.shape)
+    shape = tuple(b - a for a, b in window)
+    if cut:
+        sl = tuple(slice(a, b) for a, b in window)
+        masks = [m[tuple(s if n > 1 else slice(None) for s, n in zip(sl, m.shape))] for m in masks]
+        masks = [m for m in masks if not m.all()]
+    starts = np.array([a for a, _ in window], dtype=np.int64)
     env = None
     dims = []
     for ix, aff in zip(acc.indices, plan.dims_aff):
         if aff is not None:
-            dims.append(plan.expand(aff))
+            coefs, const = plan.expand(aff)
+            dims.append((coefs, const + int(coefs @ starts)))
         else:
-            env = env if env is not None else _env(plan, q.fixed)
+            if env is None:
+                check_points(plan, budget, 32, what, shape)
+                env = _env(plan, q.fixed, window=window if cut else None)
             dims.append(np.asarray(evaluate(ix, env), dtype=np.int64))
-    masks = []
-    if plan.preds or plan.bounds or any(lp.id in plan.full for lp in plan.loops):
-        env = env if env is not None else _env(plan, q.fixed)
-        masks = _masks(plan, env)
-        if masks is None:
-            return None
-    ev_aff = (leaf_offset, [q.weights[d.loop] * d.place for d in plan.axes])
-    return Grid(acc, n_reads, n_writes, plan.shape, dims, ev_aff, masks, plan.mult, plan.axes, step_dtype)
+    weights = [q.weights[d.loop] * d.place for d in plan.axes]
+    ev_aff = (leaf_offset + int(np.dot(weights, starts)), weights)
+    return Grid(acc, n_reads, n_writes, shape, dims, ev_aff, masks, plan.mult, plan.axes, step_dtype)
