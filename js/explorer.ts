@@ -5,13 +5,22 @@ import { ensureStyle } from "./lib/theme";
 import type { ExplorerModel } from "./lib/types";
 import css from "./explorer/explorer.css";
 import { ExplorerView } from "./explorer/view";
+import css_class from "./classroom/classroom.css";
+import { SubmitBar } from "./classroom/submit";
 
 function render({ model, el }: RenderProps<ExplorerModel>) {
   ensureStyle("mlc-lab-explorer-style", css);
   const view = new ExplorerView(model);
   el.classList.add("mlc-lab");
   el.append(view.root);
-  return () => view.dispose();
+  // The Submit bar (shown only with a class server), a row under the toolbar.
+  ensureStyle("mlc-lab-classroom-style", css_class);
+  const submit = new SubmitBar(model as any);
+  view.root.querySelector(".mlc-toolbar")?.after(submit.el);
+  return () => {
+    submit.dispose();
+    view.dispose();
+  };
 }
 
 export default { render };

@@ -4,11 +4,12 @@
 // model-only FrontEnd widget (mlc_lab/widgets/_base.py). Static pages import it directly.
 
 import access_view from "./access_view";
+import { class_dashboard, leaderboard } from "./classroom";
 import explorer from "./explorer";
 import { explorerOffline } from "./explorer/offline";
 import tuning_dashboard from "./tuning_dashboard";
 
-export const widgets = { explorer, access_view, tuning_dashboard };
+export const widgets = { explorer, access_view, tuning_dashboard, leaderboard, class_dashboard };
 
 /** What a view answers by itself without a kernel (beyond the replies its widget recorded). */
 export const offline = { explorer: explorerOffline };

@@ -71,6 +71,10 @@ def __getattr__(name: str):
         from mlc_lab.core.machine import machine
 
         return machine
+    if name in ("leaderboard", "class_dashboard"):
+        from mlc_lab.widgets import classroom as _classroom
+
+        return getattr(_classroom, name)
     if name == "sweep":
         from mlc_lab.widgets.sweep import sweep
 
@@ -88,8 +92,10 @@ __all__ = [
     "Session",
     "__version__",
     "access_view",
+    "class_dashboard",
     "dashboard",
     "explore",
+    "leaderboard",
     "machine",
     "measure",
     "sweep",

@@ -39,6 +39,7 @@ from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError
 from mlc_lab.widgets.access_view import footprint_payload, gpu_payload
 from mlc_lab.widgets._base import REQUEST, Reply, RequestError, RpcWidget, bundle, record_key, rpc
 from mlc_lab.widgets.checks_panel import ChecksWorker, checks_setup
+from mlc_lab.widgets.classroom import classroom_setup, submit_from_explorer
 from mlc_lab.widgets.compiler_panel import LOWER_TARGETS, lower_payload
 from mlc_lab.widgets.export import collect_export, render_html
 
@@ -88,9 +89,14 @@ class Explorer(RpcWidget):
     checks_setup = t.Dict().tag(sync=True)
     checks = t.Dict().tag(sync=True)
     hazards = t.Dict().tag(sync=True)
+    # The Submit bar (mlc_lab/widgets/classroom.py, js/classroom/submit.ts): {"server"} when the
+    # explorer was given a class server, and the last submission's state and verdict.
+    classroom = t.Dict().tag(sync=True)
+    class_submission = t.Dict().tag(sync=True)
 
     def __init__(self, session: Any, *, height: str = "640px", checks: list[str] | None = None,
-                 tasks: list[dict] | None = None, assignment: Any = None, **kwargs: Any) -> None:
+                 tasks: list[dict] | None = None, assignment: Any = None, classroom: str | None = None,
+                 **kwargs: Any) -> None:
         for name in ("apply", "undo", "redo", "goto", "steps", "step_view", "on_change", "failed"):
             if not hasattr(session, name):
                 raise TypeError(f"Explorer needs a mlc_lab.Session (or an object with .{name}); got {type(session).__name__}")
@@ -104,7 +110,8 @@ class Explorer(RpcWidget):
         # The first comm message already carries the whole state (no empty first render).
         super().__init__(height=height, func=self._func_name(), step=self._view.json_bytes,
                          history=self._full_history(), measurements=self._read_measurements(),
-                         failures=self._read_failures(), checks_setup=setup, **kwargs)
+                         failures=self._read_failures(), checks_setup=setup,
+                         classroom=classroom_setup(classroom), **kwargs)
         self._checks = ChecksWorker(session, setup, self._publish_checks)
         self._checks.schedule(self._view.id, [s.id for s in session.steps])
         self._unsubscribe = session.on_change(self._on_session_change)
@@ -534,6 +541,11 @@ class Explorer(RpcWidget):
                 if node is not None:
                     self.selection = {"kind": node["kind"], "name": ref_of(node)}
                     return
+
+    @rpc()
+    def class_submit(self, name: str = "", task: str | None = None) -> dict:
+        """The Submit bar: hand the current step in to the class server (verdict in class_submission)."""
+        return submit_from_explorer(self, self._session, name, task)
 
     def mlc_what(self) -> str:
         return f"schedule explorer of `{self.func}`" if self.func else "schedule explorer"

@@ -1,0 +1,162 @@
+// @vitest-environment jsdom
+// The class widgets: the explorer's Submit bar (shown only with a class server), the students'
+// leaderboard and the teacher's dashboard, each from the plain data the kernel pushes.
+import { afterEach, describe, expect, it } from "vitest";
+import { class_dashboard, leaderboard } from "../classroom";
+import type { Board, Summary } from "../classroom/types";
+import widget from "../explorer";
+import { fakeModel, tick } from "./fixtures";
+
+const cleanups: Array<() => void> = [];
+afterEach(() => {
+  while (cleanups.length) cleanups.pop()!();
+  document.body.replaceChildren();
+  localStorage.clear();
+});
+
+async function explorer(traits: Record<string, unknown> = {}) {
+  const model = fakeModel(traits as any);
+  const el = document.createElement("div");
+  document.body.append(el);
+  const cleanup = (await widget.render({ model: model as any, el, signal: new AbortController().signal } as any)) as any;
+  if (typeof cleanup === "function") cleanups.push(cleanup);
+  return { model, el };
+}
+
+const BOARD: Board = {
+  title: "Lab 1",
+  max_score: 10,
+  tasks: [
+    { name: "parallel", title: "Run the rows in parallel", points: 5 },
+    { name: "vectorize", title: "Vectorize", points: 5 },
+  ],
+  rows: [
+    { name: "ada", rank: 1, score: 10, tasks_passed: ["parallel", "vectorize"], best_latency_ms: 0.05, submissions: 2 },
+    { name: "bo", rank: 2, score: 5, tasks_passed: ["parallel"], best_latency_ms: null, submissions: 1 },
+  ],
+  submissions: 3,
+  queued: 0,
+};
+
+function polledModel(state: Record<string, unknown>) {
+  const m = fakeModel({ server: "http://127.0.0.1:1", error: "", updated: Date.now() / 1000, ...state } as any);
+  return m;
+}
+
+describe("the explorer's Submit bar", () => {
+  it("is not there without a class server", async () => {
+    const { el } = await explorer();
+    expect(el.querySelector<HTMLElement>(".mlc-class-bar")!.hidden).toBe(true);
+  });
+
+  it("submits the current step under the pseudonym and shows the verdict and the rank", async () => {
+    const { model, el } = await explorer({ classroom: { server: "http://127.0.0.1:8765" }, class_submission: {} });
+    const bar = el.querySelector<HTMLElement>(".mlc-class-bar")!;
+    expect(bar.hidden).toBe(false);
+    expect(bar.previousElementSibling!.classList.contains("mlc-toolbar")).toBe(true);
+    const button = bar.querySelector<HTMLButtonElement>(".mlc-class-submit")!;
+    button.click();
+    await tick();
+    expect(model.requests().filter((r) => r.method === "class_submit")).toEqual([]);
+    expect(bar.querySelector(".mlc-class-verdict")!.textContent).toContain("type a pseudonym");
+
+    const input = bar.querySelector<HTMLInputElement>(".mlc-class-name")!;
+    input.value = "ada";
+    input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", bubbles: true }));
+    await tick();
+    expect(model.requests().at(-1)).toMatchObject({ method: "class_submit", params: { name: "ada" } });
+    expect(button.disabled).toBe(true);
+    model.reply({ step: 0 });
+    model.set("class_submission", { state: "sending", name: "ada", step: 0, text: "grading…" });
+    expect(bar.querySelector(".mlc-class-verdict")!.textContent).toBe("grading…");
+    model.set("class_submission", {
+      state: "graded", name: "ada", step: 0, text: "10/10 points, 0.05 ms, rank 1 of 2",
+      verdict: { id: 3, status: "graded", score: 10, max_score: 10, rank: 1, students: 2, error: null },
+    });
+    const verdict = bar.querySelector<HTMLElement>(".mlc-class-verdict")!;
+    expect(verdict.textContent).toBe("step 0: 10/10 points, 0.05 ms, rank 1 of 2");
+    expect(verdict.dataset.state).toBe("graded");
+    expect(verdict.dataset.rank).toBe("1");
+    expect(button.disabled).toBe(false);
+    expect(localStorage.getItem("mlc-lab-class-pseudonym")).toBe("ada");
+  });
+
+  it("shows a refusal and keeps the button usable", async () => {
+    const { model, el } = await explorer({ classroom: { server: "http://127.0.0.1:8765" }, class_submission: {} });
+    const input = el.querySelector<HTMLInputElement>(".mlc-class-name")!;
+    input.value = "ada";
+    el.querySelector<HTMLButtonElement>(".mlc-class-submit")!.click();
+    await tick();
+    model.reply({ summary: "the class server at http://127.0.0.1:8765 cannot be reached (refused)" }, false);
+    await tick();
+    const verdict = el.querySelector<HTMLElement>(".mlc-class-verdict")!;
+    expect(verdict.dataset.state).toBe("error");
+    expect(verdict.textContent).toContain("cannot be reached");
+    expect(el.querySelector<HTMLButtonElement>(".mlc-class-submit")!.disabled).toBe(false);
+  });
+});
+
+describe("the leaderboard", () => {
+  it("lists students by rank, marks yours, and re-draws on new figures", () => {
+    const model = polledModel({ board: BOARD, highlight: "bo" });
+    const el = document.createElement("div");
+    cleanups.push(leaderboard.render({ model: model as any, el } as any) as any);
+    const rows = [...el.querySelectorAll<HTMLElement>(".mlc-board-row")];
+    expect(rows.map((r) => r.dataset.name)).toEqual(["ada", "bo"]);
+    expect(rows[0].querySelector(".mlc-board-latency")!.textContent).toBe("50.0 µs");
+    expect(rows[1].querySelector(".mlc-board-latency")!.textContent).toBe("–");
+    expect(rows[1].classList.contains("mlc-board-you")).toBe(true);
+    expect(rows[1].querySelectorAll(".mlc-chip-ok").length).toBe(1);
+    model.set("board", { ...BOARD, rows: [...BOARD.rows!, { name: "cy", rank: 3, score: 0, tasks_passed: [], best_latency_ms: null, submissions: 1 }] });
+    expect(el.querySelectorAll(".mlc-board-row").length).toBe(3);
+    model.set("error", "the class server at http://127.0.0.1:1 cannot be reached");
+    expect(el.querySelector(".mlc-class-error")!.textContent).toContain("cannot be reached");
+    (el.querySelector(".mlc-class-refresh") as HTMLButtonElement).click();
+    expect(model.requests().at(-1)).toMatchObject({ method: "refresh" });
+  });
+});
+
+describe("the teacher's dashboard", () => {
+  const SUMMARY: Summary = {
+    title: "Lab 1",
+    students: 3,
+    submissions: 6,
+    queued: 1,
+    tasks: [
+      { name: "parallel", title: "Run the rows in parallel", passed: 2, students: 3, pass_rate: 2 / 3 },
+      { name: "vectorize", title: "Vectorize", passed: 1, students: 3, pass_rate: 1 / 3 },
+    ],
+    latency: { students: [{ name: "ada", latency_ms: 0.05 }, { name: "bo", latency_ms: 0.2 }], min: 0.05, median: 0.125, max: 0.2 },
+    common_failures: [{ task: "vectorize", message: "no loop is vectorized", count: 4, students: 2 }, { task: null, message: "the trace is refused", count: 1, students: 1 }],
+    stuck: [
+      { name: "cy", task: "parallel", failed_attempts: 3, stuck: true, last_message: "the trace is refused" },
+      { name: "bo", task: "vectorize", failed_attempts: 1, stuck: false, last_message: "no loop is vectorized" },
+    ],
+  };
+
+  it("shows pass rates, the latency distribution, the common failures, who is stuck and the board", () => {
+    const model = polledModel({ summary: SUMMARY, board: BOARD });
+    const el = document.createElement("div");
+    cleanups.push(class_dashboard.render({ model: model as any, el } as any) as any);
+    expect(el.querySelector(".mlc-class-counts")!.textContent).toBe("3 students · 6 submissions · 1 being graded");
+    const rates = [...el.querySelectorAll<HTMLElement>(".mlc-rate")];
+    expect(rates.map((r) => [r.dataset.task, r.querySelector(".mlc-rate-text")!.textContent])).toEqual([
+      ["parallel", "2/3 (67%)"],
+      ["vectorize", "1/3 (33%)"],
+    ]);
+    expect(rates[0].querySelector<HTMLElement>(".mlc-rate-fill")!.style.width).toBe("67%");
+    expect([...el.querySelectorAll<SVGElement>(".mlc-latency-dot")].map((d) => d.dataset.name)).toEqual(["ada", "bo"]);
+    expect(el.querySelector(".mlc-latency-legend")!.textContent).toContain("median 125.0 µs");
+    const failures = [...el.querySelectorAll(".mlc-failures tbody tr")].map((r) => r.textContent);
+    expect(failures[0]).toBe("vectorizeno loop is vectorized24");
+    expect(failures[1]).toContain("(not graded)");
+    const stuck = [...el.querySelectorAll<HTMLElement>(".mlc-stuck-row")];
+    expect(stuck.map((r) => [r.dataset.name, r.dataset.task, r.classList.contains("mlc-stuck")])).toEqual([
+      ["cy", "parallel", true],
+      ["bo", "vectorize", false],
+    ]);
+    expect(el.querySelectorAll(".mlc-sec-board .mlc-board-row").length).toBe(2);
+    model.set("summary", { ...SUMMARY, students: 4 });
+    expect(el.querySelector(".mlc-class-counts")!.textContent).toContain("4 students");
+  });
+});

@@ -1,0 +1,36 @@
+// The leaderboard table (students' widget, and a part of the teacher's dashboard).
+
+import { h } from "../lib/dom";
+import { ms, points } from "./format";
+import type { Board } from "./types";
+
+export function boardTable(board: Board, highlight = ""): HTMLElement {
+  const rows = board.rows ?? [];
+  const tasks = board.tasks ?? [];
+  if (!rows.length) return h("div", { class: "mlc-class-empty" }, "No submissions yet.");
+  return h(
+    "table",
+    { class: "mlc-class-table mlc-board" },
+    h("thead", {}, h("tr", {}, h("th", {}, "#"), h("th", {}, "Pseudonym"), h("th", {}, "Score"), h("th", {}, "Best latency"), h("th", {}, "Tasks"), h("th", {}, "Submissions"))),
+    h(
+      "tbody",
+      {},
+      rows.map((r) =>
+        h(
+          "tr",
+          { class: r.name === highlight ? "mlc-board-row mlc-board-you" : "mlc-board-row", dataset: { name: r.name, rank: String(r.rank) } },
+          h("td", { class: "mlc-board-rank" }, String(r.rank)),
+          h("td", { class: "mlc-board-name" }, r.name),
+          h("td", { class: "mlc-board-score" }, `${points(r.score)} / ${points(board.max_score)}`),
+          h("td", { class: "mlc-board-latency", title: "the fastest of this student's passing submissions, timed by measure()'s method" }, ms(r.best_latency_ms)),
+          h(
+            "td",
+            { class: "mlc-board-tasks" },
+            tasks.map((t) => h("span", { class: r.tasks_passed.includes(t.name) ? "mlc-chip mlc-chip-ok" : "mlc-chip", title: t.title }, r.tasks_passed.includes(t.name) ? `✓ ${t.name}` : t.name)),
+          ),
+          h("td", {}, String(r.submissions)),
+        ),
+      ),
+    ),
+  );
+}

@@ -1,0 +1,97 @@
+// The explorer's Submit bar, shown when the explorer was given a class server: a pseudonym field
+// and a Submit button that hands in the current step's trace (the kernel sends Session.submission()
+// to the server), then the verdict and the rank. Traits: `classroom` ({"server"}) and
+// `class_submission` (mlc_lab/widgets/classroom.py).
+
+import type { AnyModel } from "@anywidget/types";
+import { h } from "../lib/dom";
+import { Rpc, RpcFailure } from "../lib/rpc";
+import type { ClassSubmission } from "./types";
+
+export interface SubmitModel {
+  classroom: { server?: string };
+  class_submission: ClassSubmission;
+}
+
+const NAME_KEY = "mlc-lab-class-pseudonym";
+
+export class SubmitBar {
+  readonly el: HTMLElement;
+  private readonly nameInput: HTMLInputElement;
+  private readonly button: HTMLButtonElement;
+  private readonly verdict: HTMLElement;
+  private readonly rpc: Rpc;
+  private readonly redraw = () => this.draw();
+
+  constructor(private readonly model: AnyModel<SubmitModel>) {
+    this.rpc = new Rpc(model as any, 600_000);
+    this.nameInput = h("input", { class: "mlc-class-name", type: "text", placeholder: "your pseudonym", maxlength: "40", spellcheck: "false", "aria-label": "pseudonym" });
+    try {
+      this.nameInput.value = globalThis.localStorage?.getItem(NAME_KEY) ?? "";
+    } catch {
+      /* storage blocked: the field starts empty */
+    }
+    this.nameInput.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter") {
+        ev.preventDefault();
+        void this.submit();
+      }
+    });
+    this.button = h("button", { class: "mlc-class-submit", title: "Hand in this step's schedule to the class server", onclick: () => void this.submit() }, "Submit");
+    this.verdict = h("span", { class: "mlc-class-verdict", role: "status" });
+    this.el = h("div", { class: "mlc-class-bar" }, h("span", { class: "mlc-class-label" }, "Class:"), this.nameInput, this.button, this.verdict);
+    model.on("change:classroom", this.redraw);
+    model.on("change:class_submission", this.redraw);
+    this.draw();
+  }
+
+  async submit(): Promise<void> {
+    const name = this.nameInput.value.trim();
+    if (!name) {
+      this.show("error", "type a pseudonym first: it is your name on the leaderboard");
+      this.nameInput.focus();
+      return;
+    }
+    try {
+      globalThis.localStorage?.setItem(NAME_KEY, name);
+    } catch {
+      /* not kept: fine */
+    }
+    this.button.disabled = true;
+    this.show("sending", "sending…");
+    try {
+      await this.rpc.request("class_submit", { name });
+    } catch (err) {
+      this.show("error", err instanceof RpcFailure ? err.message : String(err));
+      this.button.disabled = false;
+    }
+  }
+
+  private show(state: string, text: string): void {
+    this.verdict.dataset.state = state;
+    this.verdict.textContent = text;
+    this.verdict.title = text;
+  }
+
+  private draw(): void {
+    const server = this.model.get("classroom")?.server;
+    this.el.hidden = !server;
+    this.el.title = server ? `class server: ${server}` : "";
+    const sub = this.model.get("class_submission") ?? {};
+    if (!sub.state) return;
+    this.button.disabled = sub.state === "sending";
+    const v = sub.verdict;
+    let text = sub.text ?? "";
+    if (sub.state === "graded" && v && !v.error && sub.step !== undefined) text = `step ${sub.step}: ${text}`;
+    this.show(sub.state === "graded" && v?.error ? "error" : sub.state, text);
+    if (v?.rank) this.verdict.dataset.rank = String(v.rank);
+    else delete this.verdict.dataset.rank;
+  }
+
+  dispose(): void {
+    this.model.off("change:classroom", this.redraw);
+    this.model.off("change:class_submission", this.redraw);
+    this.rpc.dispose();
+    this.el.remove();
+  }
+}

@@ -1,0 +1,181 @@
+"""A class's widgets: the students' leaderboard, the teacher's dashboard, and the explorer's Submit bar.
+
+The widgets take plain data (traits ``board`` and ``summary``: the class server's JSON, see
+``mlc_lab.classroom.store``); ``leaderboard(server)`` and ``class_dashboard(server, token)`` are the
+facades that fetch it from the server, in a background thread of the kernel every ``refresh_s``
+seconds (the kernel, not the browser, talks to the server: on a JupyterHub the server is reachable
+from the kernels, not necessarily from the students' browsers). The explorer's Submit bar calls
+``submit_from_explorer`` (the explorer's ``class_submit`` request), which hands the current step's
+``Session.submission()`` in, off the kernel's message loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import traitlets as t
+
+from mlc_lab.classroom import client
+from mlc_lab.widgets._base import RequestError, RpcWidget, bundle, rpc
+
+log = logging.getLogger(__name__)
+
+TOKEN_ENV = "MLC_LAB_CLASS_TOKEN"
+
+
+class _Polled(RpcWidget):
+    """A widget whose data a background thread refreshes from ``fetch`` (a plain callable)."""
+
+    server = t.Unicode("").tag(sync=True)
+    error = t.Unicode("").tag(sync=True)  # why the last refresh failed ("" when it worked)
+    updated = t.Float(0.0).tag(sync=True)  # time.time() of the last refresh that worked
+    refresh_s = t.Float(3.0).tag(sync=True)
+
+    def __init__(self, fetch: Callable[[], dict] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._fetch = fetch
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if fetch is not None and self.refresh_s > 0:
+            self._thread = threading.Thread(target=self._poll, name=f"mlc-lab-{type(self).__name__}", daemon=True)
+            self._thread.start()
+
+    def _apply(self, data: dict) -> None:
+        raise NotImplementedError
+
+    def refresh(self) -> None:
+        """Fetch now (also what the ⟳ button asks)."""
+        if self._fetch is None:
+            return
+        import time
+
+        try:
+            data = self._fetch()
+        except client.ClassServerError as exc:
+            self.error = str(exc)
+            return
+        with self.hold_sync():
+            self._apply(data)
+            self.error = ""
+            self.updated = time.time()
+
+    @rpc("refresh")
+    def _refresh_request(self) -> dict:
+        self.refresh()
+        return {"error": self.error}
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.refresh()
+            except Exception:  # noqa: BLE001  (a closed comm, a bad answer: try again later)
+                log.debug("mlc_lab: refreshing %s failed", type(self).__name__, exc_info=True)
+            self._stop.wait(max(0.5, float(self.refresh_s)))
+
+    def close(self) -> None:
+        self._stop.set()
+        super().close()
+
+
+class Leaderboard(_Polled):
+    """The class's leaderboard by pseudonym (``board``: the server's ``/api/leaderboard`` JSON)."""
+
+    _esm = bundle("leaderboard")
+    _mlc_entry_name = "leaderboard"
+    board = t.Dict().tag(sync=True)
+    highlight = t.Unicode("").tag(sync=True)  # a pseudonym to mark (yours)
+
+    def _apply(self, data: dict) -> None:
+        self.board = data
+
+    def mlc_what(self) -> str:
+        return "class leaderboard"
+
+
+class ClassDashboard(_Polled):
+    """The teacher's view (``summary``: the server's ``/api/summary``; ``board``: the leaderboard)."""
+
+    _esm = bundle("class_dashboard")
+    _mlc_entry_name = "class_dashboard"
+    summary = t.Dict().tag(sync=True)
+    board = t.Dict().tag(sync=True)
+
+    def _apply(self, data: dict) -> None:
+        self.summary = data.get("summary", {})
+        self.board = data.get("board", {})
+
+    def mlc_what(self) -> str:
+        return "class dashboard (teacher's view)"
+
+
+def leaderboard(server: str | None = None, *, refresh_s: float = 3.0, highlight: str = "") -> Leaderboard:
+    """The leaderboard of a class server (default ``$MLC_LAB_CLASS_SERVER``), refreshed every
+    ``refresh_s`` seconds while it is open."""
+    url = client.server_url(server)
+    first = client.leaderboard(url)  # a wrong address says so here, not in an empty widget
+    return Leaderboard(lambda: client.leaderboard(url), server=url, board=first, refresh_s=refresh_s,
+                       highlight=highlight)
+
+
+def class_dashboard(server: str | None = None, token: str | None = None, *, refresh_s: float = 3.0) -> ClassDashboard:
+    """The teacher's dashboard: per-task pass rates, the latency distribution, the most common
+    failures, who is stuck at which task, and the leaderboard; ``token`` is the one ``mlc-lab class
+    serve`` printed (default ``$MLC_LAB_CLASS_TOKEN``)."""
+    url = client.server_url(server)
+    token = token or os.environ.get(TOKEN_ENV)
+    if not token:
+        raise client.ClassServerError(f"the teacher's dashboard needs the token printed by `mlc-lab class serve` "
+                                      f"(pass token=... or set ${TOKEN_ENV})")
+
+    def fetch() -> dict:
+        return {"summary": client.summary(url, token), "board": client.leaderboard(url)}
+
+    first = fetch()
+    return ClassDashboard(fetch, server=url, summary=first["summary"], board=first["board"], refresh_s=refresh_s)
+
+
+# --- the explorer's Submit bar ---------------------------------------------------------------------------
+
+
+def classroom_setup(classroom: str | None) -> dict:
+    """The explorer's ``classroom`` trait: ``{"server": URL}`` when a class server is given (or
+    ``$MLC_LAB_CLASS_SERVER`` is set), else ``{}`` (no Submit bar)."""
+    url = classroom or os.environ.get(client.ENV)
+    return {"server": client.server_url(url)} if url else {}
+
+
+def submit_from_explorer(widget: Any, session: Any, name: Any, task: Any = None) -> dict:
+    """Hand in the current step's submission under ``name``; the verdict arrives in the widget's
+    ``class_submission`` trait (``{"state": "sending"|"graded"|"error", "name", "step", "text",
+    "verdict"}``). Returns at once: grading takes seconds and the kernel's message loop stays free."""
+    server = (widget.classroom or {}).get("server")
+    if not server:
+        raise RequestError("this explorer was opened without a class server (explore(..., classroom=URL))",
+                           type="usage")
+    name = str(name or "").strip()
+    if not name:
+        raise RequestError("type a pseudonym first: it is your name on the leaderboard", type="usage")
+    if (widget.class_submission or {}).get("state") == "sending":
+        raise RequestError("a submission is being graded; wait for its verdict", type="busy")
+    step = session.current.id
+    trace = session.submission(step)
+    widget.class_submission = {"state": "sending", "name": name, "step": step, "text": "grading…"}
+
+    def run() -> None:
+        try:
+            v = client.submit(server, name, trace, task=task or None)
+            state = {"state": "graded" if v.get("status") == "graded" else "queued", "verdict": v,
+                     "text": client.verdict_text(v)}
+        except client.ClassServerError as exc:
+            state = {"state": "error", "text": str(exc)}
+        except Exception as exc:  # noqa: BLE001  (the bar says it; the kernel goes on)
+            log.exception("mlc_lab: submitting to %s failed", server)
+            state = {"state": "error", "text": f"the submission failed ({type(exc).__name__}: {exc})"}
+        widget.class_submission = {"name": name, "step": step, **state}
+
+    threading.Thread(target=run, name="mlc-lab-class-submit", daemon=True).start()
+    return {"step": step}

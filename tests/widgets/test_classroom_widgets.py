@@ -1,0 +1,121 @@
+"""The class widgets, Python side: the explorer's Submit bar (a real Session handing its current step
+in to a real class server), the leaderboard and the teacher's dashboard fed by a polling thread
+from plain data, and their refusals."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import mlc_lab
+from mlc_lab.classroom import client
+from mlc_lab.classroom.server import ClassServer
+from mlc_lab.core.session import Session
+from mlc_lab.widgets.classroom import ClassDashboard, Leaderboard, class_dashboard, classroom_setup, leaderboard
+from mlc_lab.widgets.explorer import Explorer
+from tests.unit.test_classroom import ASSIGNMENT, LAB
+
+
+@pytest.fixture
+def server(tmp_path):
+    srv = ClassServer(ASSIGNMENT, tmp_path / "class", port=0).start()
+    yield srv
+    srv.stop()
+
+
+def _until(predicate, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_the_submit_bar_hands_in_the_current_step(comms, server):
+    w = Explorer(Session(mlc_lab.load(str(LAB / "mm_relu.py"))), classroom=server.url)
+    try:
+        assert w.classroom == {"server": server.url}
+        assert w.comm.request("apply", {"primitive": "parallel", "args": ["Y/i"]})["ok"]
+        reply = w.comm.request("class_submit", {"name": "ada"})
+        assert reply["ok"] and reply["result"] == {"step": 1}
+        _until(lambda: w.class_submission.get("state") != "sending")
+        sub = w.class_submission
+        assert sub["state"] == "graded", sub
+        assert sub["verdict"]["score"] == 5 and sub["verdict"]["rank"] == 1 and sub["step"] == 1
+        assert "5/10 points" in sub["text"] and "rank 1 of 1" in sub["text"]
+        assert [r["name"] for r in client.leaderboard(server.url)["rows"]] == ["ada"]
+        # an empty pseudonym is refused in the explorer, and nothing is sent
+        bad = w.comm.request("class_submit", {"name": "  "}, req_id="r2")
+        assert not bad["ok"] and "pseudonym" in bad["error"]["summary"]
+        assert client.leaderboard(server.url)["submissions"] == 1
+    finally:
+        w.close()
+
+
+def test_a_server_that_is_gone_is_a_sentence_in_the_bar(comms):
+    w = Explorer(Session(mlc_lab.load(str(LAB / "mm_relu.py"))), classroom="http://127.0.0.1:9")
+    try:
+        assert w.comm.request("class_submit", {"name": "ada"})["ok"]
+        _until(lambda: w.class_submission.get("state") not in (None, "sending"), 30)
+        assert w.class_submission["state"] == "error" and "cannot be reached" in w.class_submission["text"]
+    finally:
+        w.close()
+
+
+def test_no_bar_without_a_server_unless_the_environment_names_one(comms, session, monkeypatch):
+    monkeypatch.delenv(client.ENV, raising=False)
+    w = Explorer(session)
+    try:
+        assert w.classroom == {}
+        reply = w.comm.request("class_submit", {"name": "ada"})
+        assert not reply["ok"] and "without a class server" in reply["error"]["summary"]
+    finally:
+        w.close()
+    monkeypatch.setenv(client.ENV, "127.0.0.1:8765")
+    assert classroom_setup(None) == {"server": "http://127.0.0.1:8765"}
+
+
+def test_leaderboard_and_dashboard_refresh_live(comms, server):
+    board = leaderboard(server.url, refresh_s=0.5, highlight="bo")
+    dash = class_dashboard(server.url, server.token, refresh_s=0.5)
+    try:
+        assert board.board["rows"] == [] and dash.summary["students"] == 0
+        s = Session(mlc_lab.load(str(LAB / "mm_relu.py")))
+        s.apply("parallel", "Y/i")
+        s.submit(server.url, "bo")
+        _until(lambda: [r["name"] for r in board.board["rows"]] == ["bo"], 30)
+        _until(lambda: dash.summary["students"] == 1, 30)
+        assert dash.summary["tasks"][0]["passed"] == 1 and dash.board["rows"][0]["name"] == "bo"
+        assert dash.summary["stuck"][0]["task"] == "vectorize"
+        assert board.updated > 0 and board.error == ""
+    finally:
+        board.close()
+        dash.close()
+    with pytest.raises(client.ClassServerError, match="token"):
+        class_dashboard(server.url, "")
+    with pytest.raises(client.ClassServerError, match="needs the token"):
+        class_dashboard(server.url, "wrong")
+
+
+def test_widgets_take_plain_data_and_say_why_a_refresh_failed(comms):
+    calls = []
+
+    def fetch():
+        calls.append(1)
+        if len(calls) > 1:
+            raise client.ClassServerError("the class server at http://x cannot be reached (refused)")
+        return {"rows": [{"name": "ada"}]}
+
+    w = Leaderboard(fetch, refresh_s=0)  # no thread: refreshed when asked
+    try:
+        w.refresh()
+        assert w.board == {"rows": [{"name": "ada"}]} and w.error == ""
+        reply = w.comm.request("refresh")
+        assert reply["ok"] and "cannot be reached" in reply["result"]["error"]
+        assert w.board == {"rows": [{"name": "ada"}]}, "the last figures stay on screen"
+    finally:
+        w.close()
+    d = ClassDashboard(None, summary={"students": 2}, board={})
+    assert d.summary == {"students": 2}
+    d.close()
+    assert mlc_lab.leaderboard is leaderboard and mlc_lab.class_dashboard is class_dashboard
