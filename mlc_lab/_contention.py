@@ -20,13 +20,8 @@ import os
 import time
 from typing import Callable
 
-QUIET_CORES = 0.25  # below this, a measurement counts as taken on a quiet machine
-PARALLEL_FLOOR = 0.8  # and with at least this share of its cores' speed (mlc_lab.tvm.machine.parallel_speed)
-# and steady: the repeats' interquartile range at most this share of their median. A figure whose
-# own repeats spread wider was disturbed by something no other probe saw (on this project's VM: a
-# 512^3 kernel's repeats with a median of 2.85 ms and an interquartile range of 1.64 ms within one
-# 0.2 s measurement, others_cores 0.10, parallel_speed 1.0).
-STEADY_SPREAD = 0.10
+# The thresholds and the rule (quiet, spread) are part of the measurement: mlc_lab.model.measurement.
+from mlc_lab.model.measurement import PARALLEL_FLOOR, QUIET_CORES, STEADY_SPREAD, quiet, spread  # noqa: F401
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -73,23 +68,6 @@ class OthersCpu:
             return
         others = (busy - self._busy0) - (own - self._own0)
         self.cores = round(max(0.0, others / _TICK) / self.wall_s, 3)
-
-
-def spread(iqr_s: float | None, median_s: float | None) -> float | None:
-    """The repeats' interquartile range over their median (None: not known)."""
-    if iqr_s is None or not median_s:
-        return None
-    return iqr_s / median_s
-
-
-def quiet(cores: float | None, parallel_speed: float | None = None, spread: float | None = None) -> bool | None:
-    """The one rule for a quiet figure: other processes used under `QUIET_CORES`, the process got
-    at least `PARALLEL_FLOOR` of its cores' speed where that was probed, and the repeats spread at
-    most `STEADY_SPREAD` where known (None: not known)."""
-    if cores is None:
-        return None
-    return (cores < QUIET_CORES and (parallel_speed is None or parallel_speed >= PARALLEL_FLOOR)
-            and (spread is None or spread <= STEADY_SPREAD))
 
 
 def describe(cores: float | None, parallel_speed: float | None = None, spread: float | None = None) -> str:

@@ -3,7 +3,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
 import { cudaLanguage, launchShape } from "../explorer/cuda";
 import { keyAction } from "../explorer/keys";
-import { checkMark, checkTitle, formatLatency, latencyPlot, logRange, logTicks, measurementText, plotPoints } from "../explorer/measure";
+import { checkMark, checkTitle, formatLatency, latencyPlot, logRange, logTicks, measurementText, measurementTitle, plotPoints } from "../explorer/measure";
+import { EMPTY_MEASUREMENT, MEASUREMENT_HOVER, type Measurement } from "../lib/model";
+import unsteady from "../../tests/fixtures/measurement_unsteady.json";
 import { fakeModel, tick } from "./fixtures";
 
 const steps = [
@@ -12,7 +14,7 @@ const steps = [
   { id: 2, parent: 1, children: [], primitive: "reorder", label: "reorder" },
   { id: 3, parent: 0, children: [], primitive: "parallel", label: "parallel(i)" },
 ];
-const m = (latency_s: number, extra = {}) => ({ latency_s, gflops: 4.21e6 / latency_s / 1e9, correct: true, max_abs_error: 0, repeats: 5, target: "cpu", ...extra });
+const m = (latency_s: number, extra: Partial<Measurement> = {}): Measurement => ({ ...EMPTY_MEASUREMENT, latency_s, gflops: 4.21e6 / latency_s / 1e9, correct: true, max_abs_error: 0, repeats: 5, target: "cpu", ...extra });
 
 describe("measurement text", () => {
   it("formats latencies in the unit that fits", () => {
@@ -27,8 +29,8 @@ describe("measurement text", () => {
     expect(checkMark(m(0.001))).toBe("✓");
     expect(checkMark(m(0.001, { correct: false, max_abs_error: 0.5 }))).toBe("✗");
     expect(checkTitle(m(0.001, { correct: false, max_abs_error: 0.5 }))).toContain("max |error| 0.500");
-    expect(measurementText({ latency_s: null, error: "boom", error_kind: "build" })).toBe("failed: build");
-    expect(checkMark({ latency_s: null, error: "boom" })).toBe("");
+    expect(measurementText({ ...EMPTY_MEASUREMENT, error: "boom", error_kind: "build" })).toBe("failed: build");
+    expect(checkMark({ ...EMPTY_MEASUREMENT, error: "boom" })).toBe("");
   });
 });
 
@@ -213,8 +215,8 @@ describe("explorer with measurements", () => {
 describe("the roofline view of the measured steps", () => {
   it("places steps under the machine's roof and says how far below they are", async () => {
     const { roofOf, rooflinePoints, rooflinePlot, measurementTitle } = await import("../explorer/measure");
-    const m = (latency: number, gflops: number) => ({
-      latency_s: latency, gflops, intensity: 10.7, fraction_of_peak: gflops / 200, machine_peak_gflops: 200,
+    const m = (latency: number, gflops: number): Measurement => ({
+      ...EMPTY_MEASUREMENT, latency_s: latency, gflops, intensity: 10.7, fraction_of_peak: gflops / 200, machine_peak_gflops: 200,
       machine_bandwidth_gbs: 10, threads: 2, cache: "warm", load: 0.3, correct: true,
     });
     const measurements = { "0": m(1e-3, 4), "1": m(1e-4, 40) };
@@ -245,5 +247,17 @@ describe("the roofline view of the measured steps", () => {
     expect(measurementTitle({ ...m(1e-4, 40), iqr_s: 3e-5, rounds: 3 }))
       .toContain("unsteady: the repeats spread 30% of their median, the steadiest of 3 rounds");
     expect(measurementTitle({ ...m(1e-4, 40), iqr_s: 5e-6, rounds: 1 })).not.toContain("unsteady");
+  });
+});
+
+describe("a measurement as the kernel sends it", () => {
+  // tests/fixtures/measurement_unsteady.json is what the explorer's packer sends for an unsteady
+  // measurement (tests/widgets/test_measurement_wire.py holds it to the packer): not written by hand.
+  it("says unsteady when measure did, and lists the fields the contract shows on hover", () => {
+    const sent: Measurement = unsteady;
+    const text = measurementTitle(sent);
+    expect(text).toContain("unsteady: the repeats spread 25% of their median, the steadiest of 3 rounds");
+    for (const { label } of MEASUREMENT_HOVER) expect(text).toContain(`${label}: `);
+    expect(text).toContain("build: 125 ms");
   });
 });

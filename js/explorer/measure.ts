@@ -2,38 +2,11 @@
 // inline SVG, log scale) along the current path. Python: Explorer.measurements / .measuring
 // (mlc_lab/widgets/explorer.py), which mirror Session.measurements.
 
+import { type Measurement, MEASUREMENT_HOVER, PARALLEL_FLOOR, QUIET_CORES, STEADY_SPREAD } from "../lib/model";
 import type { StepId, StepInfo } from "../lib/types";
 
-/** One step's Measurement as plain data (times in seconds). */
-export interface MeasurementInfo {
-  latency_s: number | null;
-  std_s?: number | null;
-  min_s?: number | null;
-  max_s?: number | null;
-  repeats?: number;
-  gflops?: number | null;
-  flops?: number | null;
-  max_abs_error?: number | null;
-  max_rel_error?: number | null;
-  correct?: boolean | null;
-  error?: string | null;
-  error_kind?: string | null;
-  target?: string;
-  intensity?: number | null; // FLOPs per byte (roofline)
-  fraction_of_peak?: number | null;
-  machine_peak_gflops?: number | null;
-  machine_bandwidth_gbs?: number | null;
-  threads?: number | null;
-  cache?: string;
-  load?: number | null;
-  others_cores?: number | null; // CPU time other processes used while it was timed, in cores
-  parallel_speed?: number | null; // share of its cores' speed the process got right after (1 = full)
-  iqr_s?: number | null; // interquartile range of the repeats
-  rounds?: number | null; // rounds of repeats taken (again while not quiet)
-  bytes_source?: string; // "footprint: ..." or "compulsory: ..." (the roofline's byte count)
-}
-
-export type Measurements = Record<string, MeasurementInfo>;
+/** Each measured step's Measurement (generated from mlc_lab/model/measurement.py), by step id. */
+export type Measurements = Record<string, Measurement>;
 
 export interface MeasuringInfo {
   step: StepId;
@@ -41,9 +14,6 @@ export interface MeasuringInfo {
 }
 
 const SVG = "http://www.w3.org/2000/svg";
-const QUIET_CORES = 0.25; // as mlc_lab/_contention.py
-const PARALLEL_FLOOR = 0.8; // as mlc_lab/_contention.py
-const STEADY_SPREAD = 0.1; // as mlc_lab/_contention.py
 
 /** "2.63 ms", "41.2 µs", "1.20 s": three significant digits in the unit that fits. */
 export function formatLatency(seconds: number | null | undefined): string {
@@ -68,19 +38,19 @@ export function formatGflops(g: number | null | undefined): string {
 }
 
 /** What a history row shows: latency and throughput (or that the measurement failed). */
-export function measurementText(m: MeasurementInfo): string {
+export function measurementText(m: Measurement): string {
   if (m.error) return `failed: ${m.error_kind ?? "error"}`;
   const g = formatGflops(m.gflops);
   return g ? `${formatLatency(m.latency_s)} · ${g}` : formatLatency(m.latency_s);
 }
 
 /** ✓ / ✗ for the check against the original program ("" when it was not checked). */
-export function checkMark(m: MeasurementInfo): string {
+export function checkMark(m: Measurement): string {
   if (m.error || m.correct === null || m.correct === undefined) return "";
   return m.correct ? "✓" : "✗";
 }
 
-export function checkTitle(m: MeasurementInfo): string {
+export function checkTitle(m: Measurement): string {
   const err = m.max_abs_error;
   const shown = err === null || err === undefined ? "not checked" : `max |error| ${err.toPrecision(3)}`;
   if (m.correct === true) return `correct: matches the original program (${shown})`;
@@ -89,7 +59,7 @@ export function checkTitle(m: MeasurementInfo): string {
 }
 
 /** Hover text of a measured step: the spread of the repeats, the target, the check. */
-export function measurementTitle(m: MeasurementInfo): string {
+export function measurementTitle(m: Measurement): string {
   if (m.error) return m.error;
   const parts = [`median ${formatLatency(m.latency_s)} of ${m.repeats ?? "?"} runs on ${m.target || "?"}`];
   if (m.min_s != null && m.max_s != null) parts.push(`min ${formatLatency(m.min_s)}, max ${formatLatency(m.max_s)}`);
@@ -112,8 +82,17 @@ export function measurementTitle(m: MeasurementInfo): string {
     const rounds = m.rounds != null && m.rounds > 1 ? `, the steadiest of ${m.rounds} rounds` : "";
     parts.push(`unsteady: the repeats spread ${(100 * spread).toFixed(0)}% of their median${rounds} (compare with care)`);
   }
+  for (const { field, label, unit } of MEASUREMENT_HOVER) parts.push(...hoverLine(label, unit, m[field]));
   parts.push(checkTitle(m));
   return parts.join("\n");
+}
+
+/** "label: value unit" of a field the contract marks as shown on hover (nothing when it is empty). */
+function hoverLine(label: string, unit: string, value: unknown): string[] {
+  if (value === null || value === undefined || value === "") return [];
+  if (unit === "s" && typeof value === "number") return [`${label}: ${formatLatency(value)}`];
+  const text = typeof value === "number" ? precise(value) : typeof value === "object" ? JSON.stringify(value) : String(value);
+  return [`${label}: ${text}${unit ? ` ${unit}` : ""}`];
 }
 
 export interface PlotPoint {

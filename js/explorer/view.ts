@@ -6,6 +6,7 @@ import type { AnyModel } from "@anywidget/types";
 import { AccessPanel } from "../access/panel";
 import { downloadText, h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
 import { hostOffer, requestSidePanel } from "../lib/host";
+import type { Measurement } from "../lib/model";
 import { kernelLive, recordedReply } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerModel, FailureInfo, HistoryDelta, RecordCut, Selection, StepData, StepId } from "../lib/types";
@@ -17,7 +18,7 @@ import { type FormHandle, renderForm } from "./forms";
 import { diffBaseGroups, historyRows } from "./history";
 import { ExplorerLayout } from "./layout";
 import { SHORTCUT_HELP, isEditableTarget, keyAction } from "./keys";
-import { type MeasurementInfo, type Measurements, type MeasuringInfo, checkMark, checkTitle, latencyPlot, measurementText, measurementTitle, plotPoints, roofOf, rooflinePlot, rooflinePoints } from "./measure";
+import { type Measurements, type MeasuringInfo, checkMark, checkTitle, latencyPlot, measurementText, measurementTitle, plotPoints, roofOf, rooflinePlot, rooflinePoints } from "./measure";
 import { type ApplyCall, type Offer, applicable, buildCall, defaultValues, offerForKey } from "./primitives";
 import { History, readStep } from "./state";
 import { TracePanel } from "./trace";
@@ -449,7 +450,7 @@ export class ExplorerView {
     const rows = historyRows(this.history.steps(), this.model.get("failures") ?? [], this.current());
     const measured = this.model.get("measurements") ?? {};
     const measuring = this.measuringStep();
-    const mOf = (r: (typeof rows)[number]): MeasurementInfo | undefined => (r.kind === "step" ? measured[String(r.id)] : undefined);
+    const mOf = (r: (typeof rows)[number]): Measurement | undefined => (r.kind === "step" ? measured[String(r.id)] : undefined);
     const mKey = (r: (typeof rows)[number]) => {
       const m = mOf(r);
       return `${m ? `${measurementText(m)}${checkMark(m)}${m.max_abs_error ?? ""}` : ""}${r.kind === "step" && measuring === String(r.id) ? "…" : ""}`;
@@ -539,7 +540,7 @@ export class ExplorerView {
   }
 
   /** Latency, GFLOP/s and ✓/✗ next to a measured step's label (or "measuring…"). */
-  private measureCell(m: MeasurementInfo | undefined, running: boolean): HTMLElement | null {
+  private measureCell(m: Measurement | undefined, running: boolean): HTMLElement | null {
     if (running) return h("span", { class: "mlc-hmeasure mlc-hmeasuring" }, "measuring…");
     if (!m) return null;
     const mark = checkMark(m);

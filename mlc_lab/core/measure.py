@@ -13,74 +13,14 @@ roofline (`mlc_lab.machine()`): its arithmetic intensity and its fraction of the
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from mlc_lab.core.worker import DEFAULT_TIMEOUT_S, shutdown_worker, worker
 from mlc_lab.errors import MeasureError
+from mlc_lab.model.measurement import Measurement
 
 __all__ = ["Measurement", "CudaBuild", "measure", "cuda_source", "sweep", "time_callable", "worker", "shutdown_worker"]
-
-
-@dataclass
-class Measurement:
-    """One timing of one program. Times are seconds; `error` is set (and the numbers are empty)
-    when the program could not be built, checked or run."""
-
-    latency_s: float | None = None  # median of the repeats
-    std_s: float | None = None
-    repeats: int = 0
-    flops: float = 0.0
-    gflops: float | None = None
-    max_abs_error: float | None = None  # against the reference program on random inputs
-    target: str = ""
-    error: str | None = None
-    error_kind: str | None = None
-    min_s: float | None = None
-    max_s: float | None = None
-    results_s: list[float] = field(default_factory=list)
-    max_rel_error: float | None = None
-    correct: bool | None = None  # max_abs_error within 1e-3 of the output's magnitude
-    build_s: float | None = None
-    func_name: str | None = None
-    iqr_s: float | None = None  # interquartile range of the repeats: the spread
-    threads: int | None = None  # TVM's worker threads (CPU)
-    cache: str = "warm"  # "warm" or "cold": see mlc_lab.tvm.timing
-    method: str = ""  # the timing method in one sentence
-    load: float | None = None  # the machine's 1-minute load average when it was measured
-    others_cores: float | None = None  # CPU time other processes used while it was timed, in cores
-    # the share of its cores' speed the process got right after timing (1.0 full; ~0.5 on 2 threads:
-    # the cores were shared, e.g. by a VM's host, which others_cores cannot see); CPU, >1 thread
-    parallel_speed: float | None = None
-    rounds: int | None = None  # rounds of repeats taken (again while not quiet: mlc_lab.tvm.timing)
-    bytes: float | None = None  # memory traffic for the roofline: see bytes_source
-    bytes_source: str = ""  # "footprint: ..." (the whole function's distinct bytes) or "compulsory: ..."
-    bytes_by_buffer: dict = field(default_factory=dict)  # the footprint's bytes per buffer
-    intensity: float | None = None  # FLOPs per byte
-    peak_gflops: float | None = None  # the machine's roofline at this intensity
-    fraction_of_peak: float | None = None  # gflops / peak_gflops
-    machine_peak_gflops: float | None = None  # the roof itself (mlc_lab.machine()), for plots
-    machine_bandwidth_gbs: float | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    @property
-    def quiet(self) -> bool | None:
-        """Whether the machine was quiet while this was timed: other processes used under a quarter
-        of a core, the process got its cores' full speed (`parallel_speed`, when probed), and the
-        repeats agreed (interquartile range within 10% of the median). Only then is a figure
-        comparable with another one taken elsewhere."""
-        from mlc_lab._contention import quiet, spread
-
-        return quiet(self.others_cores, self.parallel_speed, spread(self.iqr_s, self.latency_s))
-
-    def to_json(self) -> dict:
-        """The one encoding of a measurement (plain JSON: widgets, files, the CLI)."""
-        return asdict(self)
-
-    to_dict = to_json  # the older name
 
 
 @dataclass
@@ -146,8 +86,7 @@ def measure(
         if raise_errors:
             raise
         return Measurement(target=str(target), error=str(exc), error_kind=exc.kind, func_name=func_name, cache=cache)
-    known = set(Measurement.__dataclass_fields__)
-    m = Measurement(**{k: v for k, v in r.items() if k in known})
+    m = Measurement.from_json(r)
     if roofline and m.threads is not None:
         _place_on_roofline(m)
     return m

@@ -33,7 +33,7 @@ _ELSEWHERE = {
     "LoopFootprint": "mlc_lab.core.access.model",
     "WarpAccess": "mlc_lab.core.access.model",
     "GpuStats": "mlc_lab.core.access.model",
-    "Measurement": "mlc_lab.core.measure",
+    "Measurement": "mlc_lab.model.measurement",
     "TuneRecord": "mlc_lab.core.tune",
 }
 

@@ -1,4 +1,9 @@
-"""Writes js/lib/model.ts, the TypeScript types of mlc_lab.model.steps (run it after changing the model).
+"""Writes js/lib/model.ts, the TypeScript side of the wire contract in mlc_lab.model (run it after changing the model).
+
+The types come from the dataclasses' and TypedDicts' annotations (mlc_lab.model.steps, .measurement);
+a dataclass's defaults give ``EMPTY_<NAME>`` (its encoding with every field at its default), and the
+fields whose metadata says ``hover`` (mlc_lab.model.measurement.hover) give ``<NAME>_HOVER``, the
+fields the page lists in its hover text. The thresholds of the quiet rule are written out as constants.
 
     .venv/bin/python -m mlc_lab.core.model_ts        # rewrites js/lib/model.ts
     .venv/bin/python -m mlc_lab.core.model_ts --check  # exit 1 when the file is stale
@@ -9,25 +14,35 @@ tests/unit/test_model.py fails when the file is stale.
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 import sys
 import types
 import typing
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from mlc_lab.model import measurement as measurement_model
 from mlc_lab.model import steps as model
 
 TARGET = Path(__file__).resolve().parents[2] / "js" / "lib" / "model.ts"
 # In the order they are written; LoopTree (a dict class) is written by hand below.
 TYPES = ["BufferInfo", "IterVar", "LoopNode", "BlockNode", "FuncNode", "LoopTree", "Decision", "StepSummary", "FailedAttempt",
-         "StepView"]
+         "Measurement", "StepView"]
+_MODULES = (model, measurement_model)
+
+
+def contract() -> dict[str, type]:
+    """The types written, by name, in order."""
+    return {name: next(getattr(m, name) for m in _MODULES if hasattr(m, name)) for name in TYPES}
+
 _LOOP_TREE = """export interface LoopTree {
   func: string | null;
   functions: FuncNode[];
 }"""
 
 
-def ts_type(tp: Any) -> str:
+def ts_type(tp: Any, names: Any = TYPES) -> str:
     origin, args = get_origin(tp), get_args(tp)
     if tp is type(None) or tp is None:
         return "null"
@@ -39,35 +54,64 @@ def ts_type(tp: Any) -> str:
         return "number"
     if tp is bool:
         return "boolean"
-    if tp is dict or origin is dict:
+    if tp is dict or (origin is dict and not args):
         return "Record<string, unknown>"
-    if isinstance(tp, type) and tp.__name__ in TYPES:
+    if origin is dict:
+        return f"Record<string, {ts_type(args[1], names)}>"
+    if isinstance(tp, type) and tp.__name__ in names:
         return tp.__name__
     if origin is Literal:
         return " | ".join(f'"{a}"' for a in args)
     if origin in (Union, types.UnionType):
-        return " | ".join(dict.fromkeys(ts_type(a) for a in args))
+        return " | ".join(dict.fromkeys(ts_type(a, names) for a in args))
     if tp in (list, tuple):
         return "unknown[]"
     if origin in (list, tuple):
-        inner = ts_type(args[0]) if args else "unknown"
+        inner = ts_type(args[0], names) if args else "unknown"
         return f"({inner})[]" if " | " in inner else f"{inner}[]"
     raise TypeError(f"no TypeScript for {tp!r}")
 
 
-def _fields(cls: type) -> list[tuple[str, str, bool]]:
-    hints = get_type_hints(cls, vars(model))
+def _fields(cls: type, names: Any = TYPES) -> list[tuple[str, str, bool]]:
+    scope = {**vars(model), **vars(measurement_model)}
+    hints = get_type_hints(cls, scope)
     if dataclasses.is_dataclass(cls):
-        return [(f.name, ts_type(hints[f.name]), False) for f in dataclasses.fields(cls)]
-    extras = get_type_hints(cls, vars(model), include_extras=True)  # NotRequired[...] marks optional keys
+        return [(f.name, ts_type(hints[f.name], names), False) for f in dataclasses.fields(cls)]
+    extras = get_type_hints(cls, scope, include_extras=True)  # NotRequired[...] marks optional keys
     optional = {n for n, tp in extras.items() if get_origin(tp) is typing.NotRequired}
-    return [(name, ts_type(tp), name in optional) for name, tp in hints.items()]
+    return [(name, ts_type(tp, names), name in optional) for name, tp in hints.items()]
 
 
-def render() -> str:
-    out = ["// Generated from mlc_lab/model/steps.py by `python -m mlc_lab.core.model_ts`: do not edit.", ""]
-    for name in TYPES:
-        cls = getattr(model, name)
+def _upper(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper()
+
+
+def _values(cls: type) -> list[str]:
+    """``EMPTY_<NAME>`` and ``<NAME>_HOVER`` of a dataclass whose fields all have defaults."""
+    out = []
+    flds = dataclasses.fields(cls)
+    if all(f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING for f in flds):
+        empty = cls().to_json() if hasattr(cls, "to_json") else dataclasses.asdict(cls())
+        out += [f"/** A {cls.__name__} with every field at its default (its encoding, as Python writes it). */",
+                f"export const EMPTY_{_upper(cls.__name__)}: {cls.__name__} = {json.dumps(empty)};", ""]
+    shown = [{"field": f.name, **f.metadata["hover"]} for f in flds if "hover" in f.metadata]
+    if shown:
+        out += [f"/** The {cls.__name__} fields a hover text lists (field metadata `hover`): label, unit. */",
+                f"export const {_upper(cls.__name__)}_HOVER: ReadonlyArray<{{ field: keyof {cls.__name__}; "
+                "label: string; unit: string }> = ["]
+        out += [f"  {json.dumps(h)}," for h in shown]
+        out += ["];", ""]
+    return out
+
+
+def render(types: dict[str, type] | None = None) -> str:
+    """The file's text, for the contract's types (``types``: name -> class, in order; tests pass a variant)."""
+    types = contract() if types is None else types
+    out = ["// Generated from mlc_lab/model/ (steps.py, measurement.py) by `python -m mlc_lab.core.model_ts`: do not edit.",
+           ""]
+    out += [f"export const {k} = {v!r};" for k, v in measurement_model.CONSTANTS.items()]
+    out.append("")
+    for name, cls in types.items():
         doc = (cls.__doc__ or "").strip().splitlines()
         if doc and not doc[0].startswith(name + "("):
             out.append(f"/** {doc[0]} */")
@@ -75,9 +119,11 @@ def render() -> str:
             out.append(_LOOP_TREE)
         else:
             out.append(f"export interface {name} {{")
-            out += [f"  {field}{'?' if optional else ''}: {tp};" for field, tp, optional in _fields(cls)]
+            out += [f"  {field}{'?' if optional else ''}: {tp};" for field, tp, optional in _fields(cls, types)]
             out.append("}")
         out.append("")
+        if dataclasses.is_dataclass(cls):
+            out += _values(cls)
     return "\n".join(out)
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Iterator, Literal, NotRequired, TypedDict
+
+from mlc_lab.model.measurement import Measurement
 
 __all__ = ["BlockNode", "BufferInfo", "Change", "Decision", "FailedAttempt", "FuncNode", "IterVar", "LoopNode",
            "LoopTree", "StepSummary", "StepView", "changed_lines", "plain", "ref_of", "replace"]
@@ -287,7 +289,7 @@ class StepView:
     changed_lines: tuple[int, ...] = ()
     created: tuple[str, ...] = ()
     decisions: tuple[Decision, ...] = ()
-    measurement: Any = None  # mlc_lab.core.measure.Measurement
+    measurement: Measurement | None = None
 
     @property
     def summary(self) -> StepSummary:
@@ -300,7 +302,7 @@ class StepView:
             "label": self.label, "script": self.script, "loop_tree": self.loop_tree, "trace": self.trace,
             "changed_lines": list(self.changed_lines), "created": list(self.created),
             "decisions": [dict(d) for d in self.decisions],
-            "measurement": None if m is None else (m.to_json() if hasattr(m, "to_json") else _asdict(m)),
+            "measurement": None if m is None else m.to_json(),
         }
 
     @cached_property
@@ -363,12 +365,3 @@ def changed_lines(before: str, after: str) -> list[int]:
             out.extend(range(head + j1 + 1, head + j2 + 1))
     return out
 
-
-def _asdict(obj: Any) -> Any:
-    if hasattr(obj, "__dataclass_fields__"):
-        return {f.name: _asdict(getattr(obj, f.name)) for f in fields(obj)}
-    if isinstance(obj, (list, tuple)):
-        return [_asdict(v) for v in obj]
-    if isinstance(obj, dict):
-        return {str(k): _asdict(v) for k, v in obj.items()}
-    return obj

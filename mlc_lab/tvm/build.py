@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from mlc_lab._threads import ensure_tvm_threads
+from mlc_lab.model.measurement import Measurement
 from mlc_lab.tvm import timing
 from mlc_lab.tvm.targets import (  # noqa: F401  (re-exported: callers use build.resolve_target and friends)
     DEFAULT_CUDA_ARCH,
@@ -514,25 +515,25 @@ def measure_request(req: dict, traffic: Callable[[Any, str, list], tuple[float, 
     nbytes, bytes_source, bytes_by_buffer = (traffic(one, func_name, inputs) if traffic is not None and kind == "llvm"
                                              else compulsory_traffic(inputs))
     threads = timing.threads() if kind == "llvm" else None
-    return {
+    return Measurement(  # its one encoding: core.measure reads it back with Measurement.from_json
         **stats,
-        "flops": flops,
-        "gflops": flops / median / 1e9 if median > 0 and flops else 0.0,
-        "bytes": nbytes,
-        "bytes_source": bytes_source,
-        "bytes_by_buffer": bytes_by_buffer,
-        "intensity": flops / nbytes if nbytes and flops else None,
-        "max_abs_error": max_abs,
-        "max_rel_error": max_rel,
-        "correct": correct,
-        "target": str(target),
-        "build_s": build_s,
-        "func_name": func_name,
-        "threads": threads,
-        "cache": method.cache,
-        "method": method.describe(threads) if kind == "llvm" else method.describe(None).replace("? thread(s)", "GPU"),
-        "load": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
-    }
+        flops=flops,
+        gflops=flops / median / 1e9 if median > 0 and flops else 0.0,
+        bytes=nbytes,
+        bytes_source=bytes_source,
+        bytes_by_buffer=bytes_by_buffer,
+        intensity=flops / nbytes if nbytes and flops else None,
+        max_abs_error=max_abs,
+        max_rel_error=max_rel,
+        correct=correct,
+        target=str(target),
+        build_s=build_s,
+        func_name=func_name,
+        threads=threads,
+        cache=method.cache,
+        method=method.describe(threads) if kind == "llvm" else method.describe(None).replace("? thread(s)", "GPU"),
+        load=round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+    ).to_json()
 
 
 def cuda_request(req: dict) -> dict:

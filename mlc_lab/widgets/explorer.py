@@ -35,6 +35,7 @@ from mlc_lab.core.model import Change, LoopTree, StepView, ref_of
 from mlc_lab.core.model import plain as _plain
 from mlc_lab.core.model import changed_lines as changed_lines  # noqa: PLC0414  (re-exported for the tests)
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError
+from mlc_lab.model.measurement import Measurement
 # The module by its full name: the package re-exports the function `access_view` under the same name.
 from mlc_lab.widgets.access_view import footprint_payload, gpu_payload
 from mlc_lab.widgets._base import REQUEST, Reply, RequestError, RpcWidget, bundle, record_key, rpc
@@ -49,11 +50,6 @@ MEASURE_TARGETS = ("cpu", "cuda")
 # Requests that build or run code in the measure worker (seconds): answered from a background
 # thread so the kernel's message loop stays free (clicks, cells, Cancel) while they run.
 BACKGROUND_REQUESTS = frozenset({"measure", "cuda_source", "lower"})
-MEASUREMENT_FIELDS = ("latency_s", "std_s", "min_s", "max_s", "repeats", "gflops", "flops", "max_abs_error",
-                      "max_rel_error", "correct", "error", "error_kind",
-                      # the roofline view and the method (see mlc_lab.tvm.timing)
-                      "intensity", "fraction_of_peak", "machine_peak_gflops", "machine_bandwidth_gbs",
-                      "threads", "cache", "load", "others_cores", "parallel_speed", "bytes_source")
 
 
 class Explorer(RpcWidget):
@@ -602,11 +598,10 @@ def target_label(target: Any) -> str:
     return {"llvm": "cpu", "c": "cpu"}.get(kind, kind)
 
 
-def _measurement_info(m: Any) -> dict:
-    """A Measurement as plain JSON (times in seconds)."""
-    out = {name: _plain(getattr(m, name, None)) for name in MEASUREMENT_FIELDS}
-    out["target"] = target_label(getattr(m, "target", ""))
-    return out
+def _measurement_info(m: Measurement) -> dict:
+    """A Measurement in its one encoding (mlc_lab.model.measurement; the page's type is generated from
+    it), with the target as the page names it ("cpu", "cuda")."""
+    return {**m.to_json(), "target": target_label(m.target)}
 
 
 def _summary_detail(exc: BaseException) -> tuple[str, str]:

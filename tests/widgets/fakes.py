@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlc_lab.core.model import Change, FailedAttempt, LoopTree, StepView, changed_lines
+from mlc_lab.model.measurement import Measurement
 from mlc_lab.errors import (DecisionError, MeasureError, MlcLabError, NameResolutionError, NoGPUError,
                             ScheduleStepError, TraceParseError)
 
@@ -160,7 +161,7 @@ class FakeSession:
         self._listeners = []
         self._added = []
         self.events: list[str] = []
-        self.measurements: dict[int, FakeMeasurement] = {}
+        self.measurements: dict[int, Measurement] = {}
         self._failed: list[FailedAttempt] = []
         # knobs of the fake measure worker
         self.has_gpu = False
@@ -354,7 +355,7 @@ class FakeSession:
                              "(cuda_source(...)), but not run or time it", kind="no_gpu")
         latency = 0.004 / (1 + sid)
         flops = 2.0 * 128 ** 3
-        result = FakeMeasurement(latency_s=latency, std_s=latency / 100, min_s=latency * 0.99, max_s=latency * 1.01,
+        result = Measurement(latency_s=latency, std_s=latency / 100, min_s=latency * 0.99, max_s=latency * 1.01,
                                  repeats=5, flops=flops, gflops=flops / latency / 1e9,
                                  max_abs_error=0.0 if sid != 2 else 0.5, max_rel_error=0.0, correct=sid != 2,
                                  target='{"kind":"llvm","mcpu":"fake"}' if target == "cpu" else '{"kind":"cuda"}')
@@ -391,23 +392,6 @@ class FakeSession:
         change = Change(event, self.step_view(step), tuple(self.step_view(a.id).summary for a in added))
         for cb in list(self._listeners):
             cb(change)
-
-
-@dataclass
-class FakeMeasurement:
-    latency_s: float | None = None
-    std_s: float | None = None
-    min_s: float | None = None
-    max_s: float | None = None
-    repeats: int = 0
-    flops: float = 0.0
-    gflops: float | None = None
-    max_abs_error: float | None = None
-    max_rel_error: float | None = None
-    correct: bool | None = None
-    target: str = ""
-    error: str | None = None
-    error_kind: str | None = None
 
 
 @dataclass
