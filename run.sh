@@ -35,9 +35,9 @@ setup_js() {
     local want; want=$(digest package.json package-lock.json)
     if [ ! -d node_modules ] || [ "$(cat "$STAMPS/npm" 2>/dev/null)" != "$want" ]; then
         say "installing the front-end toolchain (npm install from package-lock.json)"
-        # Not `npm ci`: the labextension builder depends on rspack, whose bindings for other
-        # platforms are optional packages the registry here does not serve, so the lock file can
-        # never list them and `npm ci` refuses it as out of sync. `npm install` follows the lock.
+        # `npm install` follows the lock file (which lists rspack's optional per-platform
+        # bindings as npm itself writes them, so this leaves it unchanged) and, unlike `npm ci`,
+        # keeps a node_modules that is already there.
         npm install --no-audit --no-fund --loglevel=error
         echo "$want" > "$STAMPS/npm"
     fi

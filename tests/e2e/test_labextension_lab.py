@@ -54,6 +54,10 @@ def test_launcher_tile_writes_an_exploration(lab_server, lab_page, artifacts):
     tile = page.locator(".jp-LauncherCard[title*='schedule explorer'], .jp-LauncherCard:has-text('New schedule exploration')").first
     tile.wait_for(timeout=60_000)
     page.locator(".jp-Launcher").screenshot(path=str(artifacts / "launcher.png"))
+    # Each tile carries its own icon (the theme-coloured LabIcon), not JupyterLab's blank square.
+    assert tile.locator("svg[data-icon='mlc-lab:explore']").count() == 1
+    run_tile = page.locator(".jp-LauncherCard:has-text('Open tuning run')").first
+    assert run_tile.locator("svg[data-icon='mlc-lab:tuning-run']").count() == 1
     tile.click()
     dialog = page.locator(".jp-Dialog")
     dialog.locator("select").select_option("mm_relu")

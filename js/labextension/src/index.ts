@@ -24,6 +24,7 @@ import {
   traceNotebook,
   tuningRunNotebook,
 } from "./notebooks";
+import { exploreIcon, tuningIcon } from "./icons";
 import { COURSE_PROGRAMS } from "./programs";
 import { patchNotebook } from "./saved_outputs";
 import { offerSidePanels } from "./side_panel";
@@ -165,6 +166,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     app.commands.addCommand(COMMANDS.newExploration, {
       label: "New schedule exploration",
+      icon: exploreIcon,
       caption: "A notebook with the schedule explorer on a course program or a .py file",
       execute: async (args) => {
         let choice: ProgramChoice | null = null;
@@ -192,6 +194,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     app.commands.addCommand(COMMANDS.openTuningRun, {
       label: "Open tuning run",
+      icon: tuningIcon,
       caption: "Show a tuning run's work directory in the dashboard",
       execute: async (args) => {
         let dir = typeof args.path === "string" ? args.path : "";
