@@ -189,8 +189,8 @@ class ChecksWorker:
     def _hazards(self, sid: Any) -> list:
         if sid not in self._seen:
             target = self._setup.get("target") or "cuda"
-            if _kind(target) != "cuda":
-                self._seen[sid] = []
+            if _kind(target) != "cuda" or not _binds_threads(self._session, sid):
+                self._seen[sid] = []  # hazards are of GPU kernels: a step that binds no thread has none
             else:
                 try:
                     self._seen[sid] = [h.to_json() for h in self._session.check([], target=target, step=sid).hazards]
@@ -225,6 +225,22 @@ def _kind(target: Any) -> str | None:
     if isinstance(target, dict):
         return "cpu" if str(target.get("kind")) in ("llvm", "cpu") else "cuda"
     return "cpu" if str(target) in ("cpu", "llvm") else "cuda"
+
+
+def _binds_threads(session: Any, sid: Any) -> bool:
+    """Whether a loop of the step is bound to a thread axis, read from its loop tree (plain data the
+    explorer has already: no analysis of the program for a CPU schedule's history)."""
+    try:
+        tree = session.step_view(sid).loop_tree
+    except Exception:  # noqa: BLE001  (ask the checks instead)
+        return True
+    stack = [c for fn in tree.get("functions", []) for c in fn.get("children", [])]
+    while stack:
+        node = stack.pop()
+        if node.get("thread"):
+            return True
+        stack.extend(node.get("children", []))
+    return False
 
 
 def _parent(session: Any, sid: Any) -> Any:

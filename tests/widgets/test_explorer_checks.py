@@ -178,3 +178,18 @@ def test_the_worker_thread_ends_when_idle_and_comes_back(comms, monkeypatch):
         assert w.wait(60) and w.checks["step"] == 1 and w.checks["checks"][0]["ok"]
     finally:
         w.close()
+
+
+def test_a_cpu_history_is_not_analysed_for_hazards(comms, monkeypatch):
+    session = Session(cpu_mm_relu.MM_RELU)
+    gpu_matmul.apply(session, cpu_mm_relu.SUBMISSIONS["reference"][1][:4])  # (primitive, args, kwargs) steps
+    asked = []
+    real_check = session.check
+    monkeypatch.setattr(session, "check", lambda names=None, **kw: asked.append(names) or real_check(names, **kw))
+    w = Explorer(session)
+    try:
+        assert w.wait(60)
+        assert asked == [None]  # the current step's report only: no step binds a thread
+        assert w.hazards == {}
+    finally:
+        w.close()
