@@ -23,7 +23,7 @@ export function passRates(summary: Summary): HTMLElement {
   );
 }
 
-/** Each student's best passing latency as a dot on one axis (linear from the fastest to the slowest). */
+/** Each student's best passing latency as a tick on one axis (linear from the fastest to the slowest). */
 export function latencyPlot(summary: Summary): HTMLElement {
   const lat = summary.latency ?? { students: [] };
   const points = lat.students ?? [];
@@ -41,11 +41,11 @@ export function latencyPlot(summary: Summary): HTMLElement {
   Object.entries({ x1: "10", x2: String(W - 10), y1: "30", y2: "30", class: "mlc-latency-axis" }).forEach(([k, v]) => axis.setAttribute(k, v));
   svg.append(axis);
   points.forEach((p, i) => {
-    const c = document.createElementNS(ns, "circle");
-    const x = 10 + ((p.latency_ms - lo) / span) * (W - 20);
-    c.setAttribute("cx", x.toFixed(1));
-    c.setAttribute("cy", String(22 - (i % 3) * 7));
-    c.setAttribute("r", "4");
+    // a tick per student (a circle would be stretched: the plot fills the width, not the ratio)
+    const c = document.createElementNS(ns, "line");
+    const x = (10 + ((p.latency_ms - lo) / span) * (W - 20)).toFixed(1);
+    const top = 6 + (i % 3) * 4;
+    Object.entries({ x1: x, x2: x, y1: String(top), y2: "30" }).forEach(([k, v]) => c.setAttribute(k, v));
     c.setAttribute("class", "mlc-latency-dot");
     c.dataset.name = p.name;
     const title = document.createElementNS(ns, "title");
