@@ -349,10 +349,12 @@ def write_cache(sf: StepFacts) -> CheckResult | None:
             times = math.prod(int(sf.loop(lid).extent) for lid in inside)
             ev["writes_per_element"] = times
             where = sf.loop_name(inside[0])
+            pos = r.loops.index(red[0]) if red and red[0] in r.loops else 0
+            above = f"loop {sf.loop_name(r.loops[pos - 1])}, just above {where}" if pos > 0 else f"a loop above {where}"
             return CheckResult(name, False,
                                f"block {b.name} writes {acc} back inside the reduction loop {where}, {times} times "
-                               f"per element: reverse_compute_at it to the loop just above {where}, so it runs once "
-                               f"after the reduction", b.name, ev)
+                               f"per element: reverse_compute_at it to {above}, so it runs once after the reduction",
+                               b.name, ev)
     ev["writes_per_element"] = 1
     after = sf.loop_name(red[0]) if red else r.name
     return CheckResult(name, True,
