@@ -146,6 +146,13 @@ describe("checks panel", () => {
     expect($$(".mlc-check-fail")).toHaveLength(0);
   });
 
+  it("a step the checks could not judge says why in one sentence", async () => {
+    await mount({ checks_setup: SETUP, checks: { step: 1, error: "the program has symbolic shapes (n) and the checks need their values" } });
+    expect($(".mlc-checks-error")!.textContent).toBe("the program has symbolic shapes (n) and the checks need their values");
+    expect($$(".mlc-check")).toHaveLength(0);
+    expect($(".mlc-tab-checks")!.textContent).toBe("Checks");
+  });
+
   it("a session without checks says so", async () => {
     await mount({ checks_setup: { available: false }, checks: {} });
     expect($(".mlc-checks")!.textContent).toContain("no named checks");

@@ -73,11 +73,12 @@ def checks_setup(session: Any, *, checks: list[str] | None = None, tasks: list[d
 
 class ChecksWorker:
     """Computes the checks of the current step and the hazards of new steps in a background thread,
-    newest first, and hands each result to ``publish`` (called from the worker thread)."""
+    newest first, and hands each result to ``publish`` (called from the worker thread, with the worker:
+    a view that replaced it ignores what it still sends)."""
 
     IDLE_EXIT_S = 30.0  # a thread with nothing to do ends (an explorer nobody closes keeps none)
 
-    def __init__(self, session: Any, setup: dict, publish: Callable[[str, Any, Any], None]) -> None:
+    def __init__(self, session: Any, setup: dict, publish: Callable[[str, Any, Any, ChecksWorker], None]) -> None:
         self._session = session
         self._setup = setup
         self._publish = publish
@@ -146,9 +147,9 @@ class ChecksWorker:
                     self._marked.add(hazard_sid)
             try:
                 if sid is not None:
-                    self._publish("checks", sid, self.report(sid))
+                    self._publish("checks", sid, self.report(sid), self)
                 else:
-                    self._publish("hazards", hazard_sid, self.hazards_of(hazard_sid))
+                    self._publish("hazards", hazard_sid, self.hazards_of(hazard_sid), self)
             except Exception:  # noqa: BLE001  (a view's helper thread must not die)
                 log.exception("mlc_lab: the checks of step %r failed", sid if sid is not None else hazard_sid)
 

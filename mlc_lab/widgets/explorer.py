@@ -220,6 +220,18 @@ class Explorer(RpcWidget):
                 return False
         return self._checks.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
+    def set_checks(self, checks: list[str] | None = None, *, tasks: list[dict] | None = None,
+                   assignment: Any = None) -> None:
+        """List other checks in the Checks panel (as ``explore``'s ``checks=``, ``tasks=``,
+        ``assignment=``; nothing: every check for each step's target). Every step is judged again."""
+        setup = checks_setup(self._session, checks=checks, tasks=tasks, assignment=assignment)
+        with self._lock:
+            self._checks.close()
+            self._checks = ChecksWorker(self._session, setup, self._publish_checks)
+            with self.hold_sync():
+                self.checks_setup, self.checks, self.hazards = setup, {}, {}
+        self._checks.schedule(self._session.current.id, [s.id for s in self._session.steps])
+
     def check_report(self, step: Any = None) -> dict:
         """The Checks panel's report of a step (default: the current one), as the panel shows it."""
         return self._checks.report(self._session.current.id if step is None else self._step_id(step))
@@ -254,9 +266,11 @@ class Explorer(RpcWidget):
         # After the step's state: its checks and the new steps' hazards come as a second message.
         self._checks.schedule(change.step.id, [a.id for a in change.added])
 
-    def _publish_checks(self, what: str, sid: Any, data: dict) -> None:
+    def _publish_checks(self, what: str, sid: Any, data: dict, worker: Any = None) -> None:
         """From the checks worker: the report of the current step, or one step's hazards."""
         with self._lock, self.hold_sync():
+            if worker is not None and worker is not self._checks:  # replaced by set_checks meanwhile
+                return
             if what == "checks":
                 self.mlc_record(record_key("checks", {"step": _plain(sid)}), group="checks",
                                 keep=self.MAX_RECORDED_STEPS, result=_plain(data))

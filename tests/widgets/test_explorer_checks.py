@@ -193,3 +193,19 @@ def test_a_cpu_history_is_not_analysed_for_hazards(comms, monkeypatch):
         assert w.hazards == {}
     finally:
         w.close()
+
+
+def test_set_checks_lists_others_and_judges_again(comms):
+    session = Session(cpu_mm_relu.MM_RELU)
+    session.apply("parallel", "Y/i")
+    w = Explorer(session, checks=["parallel"])
+    try:
+        assert w.wait(60) and [c["name"] for c in w.checks["checks"]] == ["parallel"]
+        w.set_checks(tasks=[{"title": "Unroll", "checks": ["unroll"]}])
+        assert w.checks_setup["tasks"][0]["title"] == "Unroll"
+        assert w.wait(60) and [c["name"] for c in w.checks["checks"]] == ["unroll"]
+        with pytest.raises(MlcLabError, match="no check named"):
+            w.set_checks(["nope"])
+        assert w.checks_setup["names"] == ["unroll"]  # a refused list changes nothing
+    finally:
+        w.close()
