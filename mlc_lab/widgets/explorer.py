@@ -14,6 +14,10 @@ the whole state: opening, a page reload); ``selection``, ``error``, ``failures``
 ``measuring`` as before. A front end that finds a gap in the history asks for it (request
 ``history``).
 
+The Checks panel (``checks_setup``, ``checks``, ``hazards``; see ``checks_panel.py``) is the one trait
+set not sent with the click: the named checks of the new step follow its state as a second message,
+from a worker thread, so a click does not wait for them.
+
 Measuring (``Session.measure``) and the CUDA view (``Session.cuda_source``) take seconds in the
 measure worker, so those two requests are answered from a background thread: the ``measuring``
 trait says what runs, ``measurements`` mirrors ``Session.measurements`` as plain data.
