@@ -273,7 +273,7 @@ class Explorer(RpcWidget):
     def _publish_checks(self, what: str, sid: Any, data: dict, worker: Any = None) -> None:
         """From the checks worker: the report of the current step, or one step's hazards."""
         with self._lock, self.hold_sync():
-            if worker is not None and worker is not self._checks:  # replaced by set_checks meanwhile
+            if (worker is not None and worker is not self._checks) or self.comm is None:  # replaced, or closed
                 return
             if what == "checks":
                 self.mlc_record(record_key("checks", {"step": _plain(sid)}), group="checks",
