@@ -154,13 +154,25 @@ def _spaces(prefix: str, kind: str, mod: tvm.IRModule) -> Iterator[dict]:
                 yield entry(f"{prefix}/sketch{i}/seed{seed}", group, mod, again)
 
 
-def dlight_entries() -> Iterator[dict]:
+def dlight_full_size() -> dict:
+    """dlight's workloads at the sizes a language model gives them (``benchmarks/conformance.py``
+    times the access analysis on them: too large for the corpus's quick runs)."""
+    return {
+        "matmul_2048_f16": te.create_prim_func(te_workload.matmul(2048, 2048, 2048, "float16", "float32")),
+        "gemv_4096": te.create_prim_func(te_workload.matmul(1, 4096, 4096, "float16", "float16")),
+        "softmax_2048": te.create_prim_func(te_workload.softmax_mn(2048, 2048)),
+        "norm_2048": te.create_prim_func(te_workload.norm_bmn(1, 2048, 2048)),
+        "matmul_4096x512": te.create_prim_func(te_workload.matmul(512, 4096, 4096, "float16", "float32")),
+    }
+
+
+def dlight_entries(funcs: dict | None = None, prefix: str = "dlight") -> Iterator[dict]:
     from tvm.s_tir import dlight as dl
 
     target = Target({"kind": "cuda", "arch": "sm_80", "max_threads_per_block": 1024, "thread_warp_size": 32,
                      "max_shared_memory_per_block": 49152})
     n = te.var("n")
-    funcs = {
+    funcs = funcs or {
         "matmul": te.create_prim_func(te_workload.matmul(256, 256, 256)),
         "matmul_dyn": te.create_prim_func(te_workload.matmul(n, 256, 256)),
         "softmax": te.create_prim_func(te_workload.softmax_mn(256, 256)),
@@ -181,7 +193,7 @@ def dlight_entries() -> Iterator[dict]:
             for k, one in enumerate(sch if isinstance(sch, list) else [sch]):
                 if one.trace is None or not one.trace.insts:
                     continue
-                yield entry(f"dlight/{type(rule).__name__}/{name}/{k}", "dlight", mod, one)
+                yield entry(f"{prefix}/{type(rule).__name__}/{name}/{k}", "dlight", mod, one)
             break
 
 

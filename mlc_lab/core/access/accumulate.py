@@ -163,7 +163,9 @@ class BufferAccumulator:
         if self.fresh:      # nothing there yet: write steps straight into the view
             self._fill_fresh(base, pshape, [flat[i] for i in perm], g, perm)
             return
-        self._strided(base, pshape, [flat[i] for i in perm], g.outer(g.ev_aff, perm), g.mult, True, g)
+        steps = np.empty(pshape, g.dtype)      # built row by row (faster than a broadcast sum)
+        g.fill(g.ev_aff, perm, steps)
+        self._strided(base, pshape, [flat[i] for i in perm], steps, g.mult, True, g)
 
     def _add_overlapping(self, g: Grid, shape) -> None:
         """An affine grid that touches elements more than once (``A[2*h + rh]``, or axes that do
