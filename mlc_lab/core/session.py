@@ -165,7 +165,7 @@ class Session:
         """Hand the step's (default: current) ``submission()`` in to a class server (``mlc-lab class
         serve``; default ``$MLC_LAB_CLASS_SERVER``) under the pseudonym ``name``; the verdict: score,
         per-task verdicts, latency and rank (``mlc_lab.classroom.client.submit``)."""
-        from mlc_lab.classroom.client import submit
+        from mlc_lab.core.class_client import submit
 
         return submit(server, name, self.submission(step), task=task, wait_s=wait_s)
 
