@@ -1,5 +1,5 @@
-"""`mlc-lab class serve ASSIGNMENT --dir DIR [--host H] [--port P] [--tracker HOST:PORT/KEY]`: the class
-server; `mlc-lab submit SERVER --name PSEUDONYM (TRACE_FILE | --program P --trace T) [--task T]`: hand in.
+"""`mlc-lab class serve ASSIGNMENT --dir DIR [--host H] [--port P] [--tracker HOST:PORT/KEY]
+[--tuning-db-port P]`: the class server (and, with --tuning-db-port, the class's tuning database); `mlc-lab submit SERVER --name PSEUDONYM (TRACE_FILE | --program P --trace T) [--task T]`: hand in.
 
 The server stores submissions in DIR/class.sqlite (a restart loses nothing), grades each with the
 autograder in a child process, times it (on the class's measurement machines through TVM's RPC
@@ -27,6 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--tracker", help="HOST:PORT/KEY of the class's TVM RPC tracker: time submissions on the "
                    "measurement machines registered under KEY (default: time them on this machine)")
     p.add_argument("--new-token", action="store_true", help="replace the teacher's token kept in DIR")
+    p.add_argument("--tuning-db-port", type=int, metavar="PORT",
+                   help="also serve the class's shared tuning database (DIR/tuning_db, as `mlc-lab database serve`) "
+                   "on PORT, registered with --tracker's tracker when given")
 
     s = sub.add_parser("submit", help="hand in a trace to a class server",
                        description="Submit a trace under a pseudonym and print the verdict and the rank.")
@@ -70,10 +73,29 @@ def run(args: argparse.Namespace) -> int:
     print(f"mlc-lab: timing on {runner or 'this machine'}", file=sys.stderr)
     print(f"mlc-lab: students: explore(program, classroom={server.url!r}), mlc_lab.leaderboard({server.url!r})",
           file=sys.stderr)
+    database = None
+    if args.tuning_db_port:
+        from mlc_lab.tvm import class_db
+
+        tracker = runner[len("rpc://"):].split("/", 1)[0] if runner else None
+        try:
+            database = class_db.serve(os.path.join(args.dir, "tuning_db"), host=args.host, port=args.tuning_db_port,
+                                      tracker=tracker)
+        except Exception as exc:  # noqa: BLE001  (TVM says "address in use" in its own words)
+            server.stop()
+            raise UsageError(f"cannot serve the tuning database on port {args.tuning_db_port}: "
+                             f"{str(exc).splitlines()[0]}") from None
+        where = (f"rpc://{tracker}/{class_db.DEFAULT_KEY}" if tracker
+                 else f"rpc://{server.url.split('//', 1)[1].rsplit(':', 1)[0]}:{database.port}")
+        print(f"mlc-lab: the class's tuning database: students tune with database={where!r}", file=sys.stderr)
     print(f"mlc-lab: teacher's token: {server.token}", file=sys.stderr)
     print(f"mlc-lab: teacher: mlc_lab.class_dashboard({server.url!r}, {server.token!r})", file=sys.stderr)
     sys.stderr.flush()
-    serve_forever(server)
+    try:
+        serve_forever(server)
+    finally:
+        if database is not None:
+            database.terminate()
     return 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -233,10 +234,10 @@ def test_session_submit(server):
 
 def test_the_commands(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    port = _free_port()
+    port, db_port = _free_port(), _free_port()
     serve = subprocess.Popen([sys.executable, "-m", "mlc_lab.cli", "class", "serve", str(ASSIGNMENT), "--dir",
-                              str(tmp_path / "class"), "--port", str(port)], stderr=subprocess.PIPE, text=True,
-                             env=env, start_new_session=True)
+                              str(tmp_path / "class"), "--port", str(port), "--tuning-db-port", str(db_port)],
+                             stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
     try:
         lines = []
         while not any("teacher's token" in ln for ln in lines):
@@ -246,6 +247,14 @@ def test_the_commands(tmp_path):
         token = lines[-1].rsplit(":", 1)[1].strip()
         url = f"http://127.0.0.1:{port}"
         assert any(url in ln for ln in lines)
+        # one command also serves the class's tuning database (`mlc-lab database serve`)
+        assert any(f"database='rpc://127.0.0.1:{db_port}'" in ln for ln in lines), lines
+        socket.create_connection(("127.0.0.1", db_port), timeout=5).close()
+        # a second server on the same port says why it cannot start
+        again = subprocess.run([sys.executable, "-m", "mlc_lab.cli", "class", "serve", str(ASSIGNMENT), "--dir",
+                                str(tmp_path / "other"), "--port", str(port)], capture_output=True, text=True,
+                               env=env, timeout=60)
+        assert again.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in again.stderr, again.stderr
         hand_in = tmp_path / "lab1.py"
         hand_in.write_text(trace(PARALLEL))
         out = subprocess.run([sys.executable, "-m", "mlc_lab.cli", "submit", url, "--name", "ada", str(hand_in)],
@@ -264,11 +273,11 @@ def test_the_commands(tmp_path):
         os.killpg(serve.pid, 15)
         serve.wait(timeout=30)
     assert serve.returncode == 0
+    with pytest.raises(OSError):  # the tuning database stopped with it
+        socket.create_connection(("127.0.0.1", db_port), timeout=5).close()
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -73,6 +73,18 @@ def test_no_bar_without_a_server_unless_the_environment_names_one(comms, session
         w.close()
     monkeypatch.setenv(client.ENV, "127.0.0.1:8765")
     assert classroom_setup(None) == {"server": "http://127.0.0.1:8765"}
+    w = Explorer(session)
+    assert w.classroom == {"server": "http://127.0.0.1:8765"}
+    w.close()
+
+
+def test_session_view_takes_the_class_server(comms):
+    s = Session(mlc_lab.load(str(LAB / "mm_relu.py")))
+    w = s.view(classroom="http://127.0.0.1:8765/")
+    try:
+        assert isinstance(w, Explorer) and w.classroom == {"server": "http://127.0.0.1:8765"}
+    finally:
+        w.close()
 
 
 def test_leaderboard_and_dashboard_refresh_live(comms, server):
