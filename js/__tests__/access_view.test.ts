@@ -181,8 +181,8 @@ describe("N-D slicing", () => {
 function payload(deflate = false): FootprintResult {
   const enc = deflate ? { enc: "deflate" as const } : {};
   return {
-    loop: { name: "j_1", ref: "j_1", extent: 4, min: 0, thread: null },
-    enclosing: [{ name: "i", ref: "Y/i", extent: 128, min: 0, thread: null, value: 3 }],
+    loop: { name: "j_1", ref: "j_1", extent: 4, min: 0, thread: null, loop_kind: "serial" },
+    enclosing: [{ name: "i", ref: "Y/i", extent: 128, min: 0, thread: null, loop_kind: "serial", value: 3 }],
     at: { "Y/i": 3 },
     steps: 3,
     gpu: true,
@@ -419,7 +419,7 @@ describe("N-D buffers in the panel", () => {
   it("draws one 2-D slice with a slider per leading dim", async () => {
     // C[2, 2, 3]: elements [1, 0, 0..2] read (first touches 0..2)
     const result: FootprintResult = {
-      loop: { name: "t", ref: "t", extent: 3, min: 0, thread: null },
+      loop: { name: "t", ref: "t", extent: 3, min: 0, thread: null, loop_kind: "serial" },
       enclosing: [],
       at: {},
       steps: 3,

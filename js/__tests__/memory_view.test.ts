@@ -85,7 +85,7 @@ describe("pooled pixels", () => {
 /** A 128 x 128 buffer with 4 touched elements (a run of row 7), and a GPU launch of 2 x 2 blocks. */
 function payload(): FootprintResult {
   return {
-    loop: { name: "j_1", ref: "j_1", extent: 4, min: 0, thread: null },
+    loop: { name: "j_1", ref: "j_1", extent: 4, min: 0, thread: null, loop_kind: "serial" },
     enclosing: [],
     at: {},
     steps: 4,
@@ -245,7 +245,7 @@ describe("strips and untouched buffers", () => {
       };
     };
     const result = {
-      loop: { name: "i", ref: "i", extent: 128, min: 0, thread: null }, enclosing: [], at: {}, steps: 128, gpu: false, launch: {},
+      loop: { name: "i", ref: "i", extent: 128, min: 0, thread: null, loop_kind: "serial" }, enclosing: [], at: {}, steps: 128, gpu: false, launch: {},
       buffers: [
         strip("R", [1, 128], 0),
         strip("N", [128, 4], 3),

@@ -2,55 +2,10 @@
 // decoding typed arrays, bit masks, N-D -> 2-D slicing, element look-up. Python side:
 // mlc_lab/widgets/access_view.py (footprint_payload).
 
-export interface LoopInfo {
-  name: string;
-  ref: string; // qualified name, what requests use
-  extent: number | null;
-  min: number;
-  thread: string | null;
-  loop_kind?: string;
-}
+// The payload's types are generated from mlc_lab/model/access_payload.py (js/lib/model.ts).
+import type { ArrayDescr, BufferPayload, FootprintResult } from "../lib/model";
 
-export interface ArrayDescr {
-  buffer: number;
-  dtype: string; // bits | int8 | int16 | int32 | uint8 | uint16 | uint32 | float64
-  size: number;
-  nbytes: number;
-  enc?: "deflate";
-}
-
-export interface BufferStats {
-  buffer: string;
-  shape: number[];
-  dtype: string;
-  scope: string;
-  itemsize: number;
-  distinct: number;
-  accesses: number;
-  n_reads: number;
-  n_writes: number;
-  reuse: number;
-  cache_lines: number;
-  bounds: Array<[number, number] | null>;
-  strides: Record<string, number | null>;
-}
-
-export interface BufferPayload extends BufferStats {
-  crop: { offset: number[]; shape: number[] };
-  arrays: Partial<Record<"reads" | "writes" | "first_touch" | "count" | "thread" | "block", ArrayDescr>>;
-}
-
-export interface FootprintResult {
-  loop: LoopInfo;
-  enclosing: Array<LoopInfo & { value: number }>;
-  at: Record<string, number>;
-  swept?: string[]; // enclosing threadIdx loops run over every thread (not fixed at `at`)
-  shape_vars?: Record<string, number>; // the values of symbolic shapes the analysis used
-  steps: number;
-  gpu: boolean;
-  launch: Record<string, number>;
-  buffers: BufferPayload[];
-}
+export type { ArrayDescr, BufferPayload, BufferStats, EnclosingLoop, FootprintResult, LoopInfo } from "../lib/model";
 
 type NumArray = Int8Array | Int16Array | Int32Array | Uint8Array | Uint16Array | Uint32Array | Float64Array;
 

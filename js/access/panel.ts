@@ -31,32 +31,10 @@ export interface AccessHost {
   maxPx?: number;
 }
 
-export interface WarpAccess {
-  buffer: string;
-  block: string;
-  kind: string;
-  scope: string;
-  index: string;
-  requests: number;
-  lanes: number;
-  vector: number;
-  active_lanes: number;
-  sectors_per_request?: number;
-  sectors?: number;
-  efficiency?: number;
-  wavefronts?: number;
-  bank_conflicts?: number;
-  ways?: number;
-  max_ways?: number;
-  note?: string;
-}
+// The warp statistics' types are generated from mlc_lab/model/access_payload.py (js/lib/model.ts).
+import type { GpuStats as GpuStatsResult, WarpAccess } from "../lib/model";
 
-export interface GpuStatsResult {
-  warp: number;
-  threads: number[];
-  launch: Record<string, number>;
-  accesses: WarpAccess[];
-}
+export type { GpuStatsResult, WarpAccess };
 
 interface Card {
   buf: DecodedBuffer;
@@ -861,7 +839,7 @@ export class AccessPanel {
   }
 
   private drawGpu(g: GpuStatsResult): void {
-    const num = (v: number | undefined, digits = 2) => (v === undefined || v === null ? "–" : Number.isInteger(v) ? String(v) : v.toFixed(digits));
+    const num = (v: number | null | undefined, digits = 2) => (v === undefined || v === null ? "–" : Number.isInteger(v) ? String(v) : v.toFixed(digits));
     const head = ["buffer", "block", "access", "scope", "index", "requests", "sectors/req", "sector eff.", "wavefronts", "bank conflicts", "n-way"];
     const tips = [
       "",
@@ -879,8 +857,8 @@ export class AccessPanel {
     const rows = g.accesses.map((a) =>
       h(
         "tr",
-        { class: `mlc-acc-gpu-row${(a.bank_conflicts ?? 0) > 0 || (a.efficiency !== undefined && a.efficiency < 0.5) ? " mlc-acc-bad" : ""}`, dataset: { buffer: a.buffer } },
-        ...[a.buffer, a.block, a.kind, a.scope, a.index, num(a.requests), num(a.sectors_per_request), a.efficiency === undefined ? "–" : `${Math.round(a.efficiency * 100)}%`, num(a.wavefronts), num(a.bank_conflicts), num(a.ways)].map((v) => h("td", {}, String(v))),
+        { class: `mlc-acc-gpu-row${(a.bank_conflicts ?? 0) > 0 || (a.efficiency != null && a.efficiency < 0.5) ? " mlc-acc-bad" : ""}`, dataset: { buffer: a.buffer } },
+        ...[a.buffer, a.block, a.kind, a.scope, a.index, num(a.requests), num(a.sectors_per_request), a.efficiency == null ? "–" : `${Math.round(a.efficiency * 100)}%`, num(a.wavefronts), num(a.bank_conflicts), num(a.ways)].map((v) => h("td", {}, String(v))),
       ),
     );
     const threads = g.threads.length ? `threads ${g.threads[0]}–${g.threads[g.threads.length - 1]}` : "";

@@ -1,4 +1,4 @@
-// Generated from mlc_lab/model/ (steps.py, measurement.py) by `python -m mlc_lab.core.model_ts`: do not edit.
+// Generated from mlc_lab/model/ (steps.py, measurement.py, access_payload.py) by `python -m mlc_lab.core.model_ts`: do not edit.
 
 export const QUIET_CORES = 0.25;
 export const PARALLEL_FLOOR = 0.8;
@@ -156,4 +156,128 @@ export interface StepView {
   created: string[];
   decisions: Decision[];
   measurement: Measurement | null;
+}
+
+/** A loop as the memory view names it. */
+export interface LoopInfo {
+  name: string;
+  ref: string;
+  extent: number | null;
+  min: number;
+  thread: string | null;
+  loop_kind: string | null;
+}
+
+/** A loop around the one shown, with the value the analysis fixed it at. */
+export interface EnclosingLoop {
+  name: string;
+  ref: string;
+  extent: number | null;
+  min: number;
+  thread: string | null;
+  loop_kind: string | null;
+  value: number;
+}
+
+/** One array of a footprint: the index of its binary buffer and how to read it. */
+export interface ArrayDescr {
+  buffer: number;
+  dtype: string;
+  size: number;
+  nbytes: number;
+  enc?: "deflate";
+}
+
+/** The arrays of one buffer over its crop box (none when it is untouched; thread/block on GPU). */
+export interface BufferArrays {
+  reads?: ArrayDescr;
+  writes?: ArrayDescr;
+  first_touch?: ArrayDescr;
+  count?: ArrayDescr;
+  thread?: ArrayDescr;
+  block?: ArrayDescr;
+}
+
+/** What one loop does to one buffer, in numbers (mlc_lab.core.access.Footprint.summary). */
+export interface BufferStats {
+  buffer: string;
+  shape: number[];
+  dtype: string;
+  scope: string;
+  itemsize: number;
+  distinct: number;
+  accesses: number;
+  n_reads: number;
+  n_writes: number;
+  reuse: number;
+  cache_lines: number;
+  bounds: ([number, number] | null)[];
+  strides: Record<string, number | null>;
+}
+
+export interface CropBox {
+  offset: number[];
+  shape: number[];
+}
+
+/** A buffer's statistics and its arrays over the touched box. */
+export interface BufferPayload {
+  buffer: string;
+  shape: number[];
+  dtype: string;
+  scope: string;
+  itemsize: number;
+  distinct: number;
+  accesses: number;
+  n_reads: number;
+  n_writes: number;
+  reuse: number;
+  cache_lines: number;
+  bounds: ([number, number] | null)[];
+  strides: Record<string, number | null>;
+  crop: CropBox;
+  arrays: BufferArrays;
+}
+
+/** The footprint of one loop (the JSON half of ``access_footprint``'s answer). */
+export interface FootprintResult {
+  loop: LoopInfo;
+  enclosing: EnclosingLoop[];
+  at: Record<string, number>;
+  swept?: string[];
+  shape_vars?: Record<string, number>;
+  steps: number;
+  gpu: boolean;
+  launch: Record<string, number>;
+  buffers: BufferPayload[];
+}
+
+/** One access of a block body, as one warp issues it (Nsight Compute vocabulary). */
+export interface WarpAccess {
+  buffer: string;
+  block: string;
+  kind: string;
+  scope: string;
+  index: string;
+  requests: number;
+  lanes: number;
+  vector: number;
+  active_lanes: number;
+  sectors_per_request: number | null;
+  sectors: number | null;
+  efficiency: number | null;
+  wavefronts: number | null;
+  bank_conflicts: number | null;
+  ways: number | null;
+  max_ways: number | null;
+  layout: Record<string, unknown> | null;
+  note: string | null;
+}
+
+/** Per-access warp statistics of one warp (the answer of ``access_gpu_stats``). */
+export interface GpuStats {
+  warp: number;
+  threads: number[];
+  launch: Record<string, number>;
+  accesses: WarpAccess[];
 }

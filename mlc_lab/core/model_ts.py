@@ -22,14 +22,17 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from mlc_lab.model import measurement as measurement_model
+from mlc_lab.model import access_payload, measurement as measurement_model
 from mlc_lab.model import steps as model
 
 TARGET = Path(__file__).resolve().parents[2] / "js" / "lib" / "model.ts"
 # In the order they are written; LoopTree (a dict class) is written by hand below.
 TYPES = ["BufferInfo", "IterVar", "LoopNode", "BlockNode", "FuncNode", "LoopTree", "Decision", "StepSummary", "FailedAttempt",
-         "Measurement", "StepView"]
-_MODULES = (model, measurement_model)
+         "Measurement", "StepView",
+         # the memory view (mlc_lab.model.access_payload)
+         "LoopInfo", "EnclosingLoop", "ArrayDescr", "BufferArrays", "BufferStats", "CropBox", "BufferPayload",
+         "FootprintResult", "WarpAccess", "GpuStats"]
+_MODULES = (model, measurement_model, access_payload)
 
 
 def contract() -> dict[str, type]:
@@ -66,20 +69,29 @@ def ts_type(tp: Any, names: Any = TYPES) -> str:
         return " | ".join(dict.fromkeys(ts_type(a, names) for a in args))
     if tp in (list, tuple):
         return "unknown[]"
+    if origin is tuple and args and Ellipsis not in args:
+        return "[" + ", ".join(ts_type(a, names) for a in args) + "]"
     if origin in (list, tuple):
         inner = ts_type(args[0], names) if args else "unknown"
         return f"({inner})[]" if " | " in inner else f"{inner}[]"
     raise TypeError(f"no TypeScript for {tp!r}")
 
 
-def _fields(cls: type, names: Any = TYPES) -> list[tuple[str, str, bool]]:
-    scope = {**vars(model), **vars(measurement_model)}
-    hints = get_type_hints(cls, scope)
+def hints(cls: type) -> list[tuple[str, Any, bool]]:
+    """(field or key, its annotation, optional?) of a contract type, in order."""
+    scope = {k: v for m in _MODULES for k, v in vars(m).items()}
+    found = get_type_hints(cls, scope)
     if dataclasses.is_dataclass(cls):
-        return [(f.name, ts_type(hints[f.name], names), False) for f in dataclasses.fields(cls)]
+        return [(f.name, found[f.name], False) for f in dataclasses.fields(cls)]
     extras = get_type_hints(cls, scope, include_extras=True)  # NotRequired[...] marks optional keys
     optional = {n for n, tp in extras.items() if get_origin(tp) is typing.NotRequired}
-    return [(name, ts_type(tp, names), name in optional) for name, tp in hints.items()]
+    if not cls.__total__:  # every key of a total=False TypedDict (its own, not its bases')
+        optional |= set(cls.__annotations__)
+    return [(name, tp, name in optional) for name, tp in found.items()]
+
+
+def _fields(cls: type, names: Any = TYPES) -> list[tuple[str, str, bool]]:
+    return [(name, ts_type(tp, names), optional) for name, tp, optional in hints(cls)]
 
 
 def _upper(name: str) -> str:
@@ -107,7 +119,7 @@ def _values(cls: type) -> list[str]:
 def render(types: dict[str, type] | None = None) -> str:
     """The file's text, for the contract's types (``types``: name -> class, in order; tests pass a variant)."""
     types = contract() if types is None else types
-    out = ["// Generated from mlc_lab/model/ (steps.py, measurement.py) by `python -m mlc_lab.core.model_ts`: do not edit.",
+    out = ["// Generated from mlc_lab/model/ (steps.py, measurement.py, access_payload.py) by `python -m mlc_lab.core.model_ts`: do not edit.",
            ""]
     out += [f"export const {k} = {v!r};" for k, v in measurement_model.CONSTANTS.items()]
     out.append("")

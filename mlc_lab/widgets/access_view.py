@@ -44,6 +44,7 @@ import traitlets as t
 from mlc_lab.core.model import LoopTree, ref_of
 from mlc_lab.core.model import plain as _plain
 from mlc_lab.errors import AccessAnalysisError, MlcLabError
+from mlc_lab.model.access_payload import ArrayDescr, BufferPayload, FootprintResult, LoopInfo
 from mlc_lab.widgets._base import record_key, Reply, RequestError, RpcWidget, bundle, rpc
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ def launch_dims(tree: dict) -> dict[str, int]:
     return dims
 
 
-def _loop_info(node: dict) -> dict:
+def _loop_info(node: dict) -> LoopInfo:
     ext = node.get("extent")
     return {"name": node["name"], "ref": _ref(node), "extent": ext if isinstance(ext, int) else None,
             "min": node.get("min", 0) if isinstance(node.get("min", 0), int) else 0,
@@ -117,9 +118,9 @@ class _Packer:
 
     def __init__(self) -> None:
         self.buffers: list[bytes] = []
-        self.descr: list[dict] = []
+        self.descr: list[ArrayDescr] = []
 
-    def add(self, arr: np.ndarray, kind: str) -> dict:
+    def add(self, arr: np.ndarray, kind: str) -> ArrayDescr:
         arr = np.ascontiguousarray(arr)
         if kind == "bits":
             data = np.packbits(arr.reshape(-1).astype(bool)).tobytes()
@@ -130,7 +131,7 @@ class _Packer:
         else:
             data_arr = _int_array(arr, signed=(kind == "signed"))
             data, dtype = data_arr.tobytes(), data_arr.dtype.name
-        d = {"buffer": len(self.buffers), "dtype": dtype, "size": int(arr.size), "nbytes": len(data)}
+        d: ArrayDescr = {"buffer": len(self.buffers), "dtype": dtype, "size": int(arr.size), "nbytes": len(data)}
         self.buffers.append(data)
         self.descr.append(d)
         return d
@@ -200,7 +201,7 @@ def _analysis_error(summary: str, exc: BaseException) -> RequestError:
 
 def footprint_payload(session: Any, loop: str, at: dict | None = None, step: int | None = None,
                       tree: dict | None = None, sweep_threads: bool = False,
-                      shape_vars: dict | None = None) -> tuple[dict, list[bytes]]:
+                      shape_vars: dict | None = None) -> tuple[FootprintResult, list[bytes]]:
     """The footprint of ``loop`` as (JSON result, binary buffers) for the front end.
 
     ``sweep_threads``: the enclosing ``threadIdx`` loops run over every thread instead of the value
@@ -223,7 +224,7 @@ def footprint_payload(session: Any, loop: str, at: dict | None = None, step: int
     pack = _Packer()
     buffers = [_buffer_entry(name, fp, pack) for name, fp in fps.items()]
     data = pack.finish()
-    result = {
+    result: FootprintResult = {
         "loop": _loop_info(target),
         "enclosing": [{**_loop_info(n), "value": values[_ref(n)]} for n in chain[:-1]],
         "at": values,
@@ -237,12 +238,12 @@ def footprint_payload(session: Any, loop: str, at: dict | None = None, step: int
     return result, data
 
 
-def _buffer_entry(name: str, fp: Any, pack: _Packer) -> dict:
+def _buffer_entry(name: str, fp: Any, pack: _Packer) -> BufferPayload:
     """One buffer's statistics and its arrays over the touched box (as the analysis cropped them)."""
     summary = _plain(fp.summary())
     offset, arrays = fp.crop()
     size = list(arrays["reads"].shape) if arrays else [0] * len(fp.shape)
-    entry = {**summary, "crop": {"offset": [int(o) for o in offset], "shape": [int(n) for n in size]}, "arrays": {}}
+    entry: BufferPayload = {**summary, "crop": {"offset": [int(o) for o in offset], "shape": [int(n) for n in size]}, "arrays": {}}
     if not fp.distinct:
         return entry
     n = int(np.prod(size)) if size else 1

@@ -28,6 +28,7 @@ from functools import cached_property
 import numpy as np
 
 from mlc_lab.core.access.budget import BUDGET_BYTES
+from mlc_lab.model.access_payload import BufferStats, GpuStats, WarpAccess  # noqa: F401  (re-exported: the answers live in the model)
 from mlc_lab.errors import AccessAnalysisError
 
 CACHE_LINE = 64
@@ -178,7 +179,7 @@ class Footprint:
         sl = tuple(slice(b[0] - o, b[1] - o + 1) for b, o in zip(self.bounds, self.origin))
         return [b[0] for b in self.bounds], {k: v[sl] for k, v in self.box.items()}
 
-    def summary(self) -> dict:
+    def summary(self) -> BufferStats:
         return {"buffer": self.buffer, "shape": list(self.shape), "dtype": self.dtype, "scope": self.scope,
                 "itemsize": self.itemsize, "distinct": self.distinct, "accesses": self.accesses,
                 "n_reads": self.n_reads, "n_writes": self.n_writes, "reuse": self.reuse,
@@ -222,42 +223,3 @@ class LoopFootprint(dict):
     def steps(self) -> int:
         """One past the last first touch over all buffers (the length of the scrubber)."""
         return max([fp.steps for fp in self.values()] or [0])
-
-
-@dataclass
-class WarpAccess:
-    """One access of a block body, as one warp issues it (Nsight Compute vocabulary)."""
-
-    buffer: str
-    block: str
-    kind: str                    # read / write / read+write
-    scope: str
-    index: str
-    requests: int                # warp-level instructions over the loop's iterations
-    lanes: int                   # threads x vector lanes in one request
-    vector: int
-    active_lanes: float
-    sectors_per_request: float | None = None    # global memory: 32-byte sectors per request
-    sectors: int | None = None
-    efficiency: float | None = None             # bytes asked for / bytes of the sectors moved
-    wavefronts: int | None = None               # shared memory
-    bank_conflicts: int | None = None           # extra wavefronts over the ideal
-    ways: float | None = None                   # mean of the worst n-way conflict per request
-    max_ways: int | None = None
-    layout: dict | None = None                  # shared: compacted shape/strides used for banks
-    note: str | None = None
-
-    def to_json(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
-
-
-@dataclass
-class GpuStats:
-    warp: int
-    threads: list
-    launch: dict
-    accesses: list
-
-    def to_json(self) -> dict:
-        return {"warp": self.warp, "threads": list(self.threads), "launch": dict(self.launch),
-                "accesses": [a.to_json() for a in self.accesses]}
