@@ -1,4 +1,4 @@
-"""mlc-lab lower FILE [--trace T] [--target cpu|cuda] [--pass NAME] [--asm|--llvm|--source|--json]:
+"""mlc-lab lower FILE [--trace T] [--target cpu|cuda|ARCH|TAG|JSON] [--pass NAME] [--asm|--llvm|--source|--json]:
 what tvm.compile does with a (scheduled) program: its passes, the generated code, facts per loop."""
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("file", help="the program (.py with TVMScript)")
     p.add_argument("--trace", help="a schedule trace to apply first (TVM's printed trace or its JSON; never executed)")
     p.add_argument("--func", help="the PrimFunc to compile")
-    p.add_argument("--target", choices=("cpu", "cuda"), default="cpu", help="cpu (this machine's CPU) or cuda")
+    p.add_argument("--target", default="cpu",
+                   help="cpu (this machine's CPU), cuda, a CUDA arch (sm_75), a TVM target tag "
+                        "(nvidia/geforce-rtx-3080) or a target as JSON ('{\"kind\": \"cuda\", \"arch\": \"sm_75\"}')")
     p.add_argument("--pass", dest="pass_name", metavar="NAME",
                    help="print what the pass NAME changed (a diff of the TVMScript before and after it)")
     out = p.add_mutually_exclusive_group()
@@ -32,6 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mlc_lab.core.lowering import target_info
     from mlc_lab.core.session import Session
     from mlc_lab.errors import LoadError, TraceParseError
 
@@ -48,11 +51,13 @@ def run(args: argparse.Namespace) -> int:
             where = f"{args.trace}, line {exc.line}" if exc.line else args.trace
             message = str(exc).split(": ", 1)[1] if exc.line else str(exc)
             raise TraceParseError(f"{where}: {message}") from None
-    if args.llvm and args.target != "cpu":
-        raise UsageError("--llvm prints the LLVM IR of a CPU build; for --target cuda use --source or --asm (PTX)")
-    if args.source and args.target != "cuda":
+    target = _target(args.target)
+    kind = target_info(target)["kind"]
+    if args.llvm and kind != "cpu":
+        raise UsageError("--llvm prints the LLVM IR of a CPU build; for a CUDA target use --source or --asm (PTX)")
+    if args.source and kind != "cuda":
         raise UsageError("--source prints CUDA source; for --target cpu use --asm or --llvm")
-    low = session.lower(target=args.target)
+    low = session.lower(target=target)
     if args.pass_name:
         passes = low.passes_named(args.pass_name)
         if args.json:
@@ -73,6 +78,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(_report(low))
     return 0 if low.ok else 1
+
+
+def _target(text: str) -> object:
+    """--target as given: a JSON object is a target dict, anything else a name, arch or tag."""
+    if text.lstrip().startswith("{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--target: {text!r} is not valid JSON ({exc.msg} at column {exc.colno})") from None
+    return text
 
 
 def _dump(obj: object) -> None:

@@ -5,6 +5,7 @@ names a large per-thread stack frame."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -119,3 +120,26 @@ def test_the_cpu_path_is_unchanged():
     s = mlc_lab.Session(matmul(64))
     low = s.lower(target="cpu")
     assert low.ok and low.kind == "cpu" and low.arch == "" and low.loops
+
+
+def test_the_cli_lowers_for_any_arch_tag_or_target_json(course, tmp_path):
+    from tests.unit.test_cli import mlc_lab as cli
+
+    prog = tmp_path / "mm.py"
+    prog.write_text(course.script_at(0))
+    trace = tmp_path / "mm.trace"
+    trace.write_text(course.trace)
+    for target, arch in (("sm_75", "sm_75"), ('{"kind": "cuda", "arch": "sm_80"}', "sm_80"),
+                         ("nvidia/geforce-rtx-3080", "sm_86")):
+        r = cli("lower", str(prog), "--trace", str(trace), "--target", target, "--json")
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["kind"] == "cuda" and out["arch"] == arch, (target, out["target"])
+    r = cli("lower", str(prog), "--trace", str(trace), "--target", "sm_75", "--source")
+    assert r.returncode == 0 and "__global__" in r.stdout
+    r = cli("lower", str(prog), "--target", "sm75")
+    assert r.returncode == 2 and "'sm75' is not a target" in r.stderr and "Traceback" not in r.stderr
+    r = cli("lower", str(prog), "--target", '{"kind": cuda}')
+    assert r.returncode == 2 and "not valid JSON" in r.stderr
+    r = cli("lower", str(prog), "--target", "sm_75", "--llvm")
+    assert r.returncode == 2 and "--llvm" in r.stderr
