@@ -27,6 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--tracker", help="HOST:PORT/KEY of the class's TVM RPC tracker: time submissions on the "
                    "measurement machines registered under KEY (default: time them on this machine)")
     p.add_argument("--new-token", action="store_true", help="replace the teacher's token kept in DIR")
+    p.add_argument("--workers", type=int, default=1,
+                   help="submissions graded at once (default 1; more only with --tracker: timings taken side "
+                   "by side on this machine disturb each other)")
     p.add_argument("--tuning-db-port", type=int, metavar="PORT",
                    help="also serve the class's shared tuning database (DIR/tuning_db, as `mlc-lab database serve`) "
                    "on PORT, registered with --tracker's tracker when given")
@@ -59,11 +62,14 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--tracker must be HOST:PORT/KEY (the tracker and the measurement servers' key), "
                              f"not {args.tracker!r}")
         runner = f"rpc://{t}"
+    if args.workers > 1 and not runner:
+        print("mlc-lab: warning: --workers > 1 times submissions side by side on this machine; their "
+              "latencies disturb each other (use --tracker for the class's measurement machines)", file=sys.stderr)
     if os.path.exists(args.dir) and not os.path.isdir(args.dir):
         raise UsageError(f"{args.dir} is a file; the class's folder must be a folder")
     try:
         server = ClassServer(args.assignment, args.dir, host=args.host, port=args.port, runner=runner,
-                             new_token=args.new_token)
+                             new_token=args.new_token, workers=args.workers)
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from None
     counts = server.store.counts()

@@ -81,7 +81,8 @@ class ClassServer:
     """A class server over one assignment and one folder (``class.sqlite`` and the graders' files)."""
 
     def __init__(self, assignment: str | Path, directory: str | Path, *, host: str = "127.0.0.1", port: int = 8765,
-                 runner: str | None = None, grade_timeout_s: float | None = None, new_token: bool = False) -> None:
+                 runner: str | None = None, grade_timeout_s: float | None = None, new_token: bool = False,
+                 workers: int = 1) -> None:
         from mlc_lab.grading import load_assignment
 
         self.assignment_path = Path(assignment).resolve()
@@ -96,7 +97,8 @@ class ClassServer:
         self._done: dict[int, threading.Event] = {}
         self._done_lock = threading.Lock()
         self._stop = threading.Event()
-        self._child: subprocess.Popen | None = None
+        self._children: set[subprocess.Popen] = set()
+        self.workers = max(1, int(workers))  # graders at once; >1 is for --tracker (local timings would collide)
         self.httpd = ThreadingHTTPServer((host, port), _handler(self))
         self.httpd.daemon_threads = True
         self.host, self.port = self.httpd.server_address[:2]
@@ -112,17 +114,18 @@ class ClassServer:
     def start(self) -> ClassServer:
         for sid in self.store.pending():  # left by a server stopped while they waited: graded now
             self._queue.put(sid)
-        self._threads = [threading.Thread(target=self._grade_loop, name="mlc-lab-class-grader", daemon=True),
-                         threading.Thread(target=self.httpd.serve_forever, name="mlc-lab-class-http", daemon=True)]
+        self._threads = [threading.Thread(target=self._grade_loop, name=f"mlc-lab-class-grader-{i}", daemon=True)
+                         for i in range(self.workers)]
+        self._threads.append(threading.Thread(target=self.httpd.serve_forever, name="mlc-lab-class-http", daemon=True))
         for th in self._threads:
             th.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        self._queue.put(-1)
-        child = self._child
-        if child is not None and child.poll() is None:
+        for _ in range(self.workers):
+            self._queue.put(-1)
+        for child in list(self._children):
             _kill(child)
         self.httpd.shutdown()
         self.httpd.server_close()
@@ -177,8 +180,9 @@ class ClassServer:
             if self.runner:
                 cmd += ["--runner", self.runner]
             env = {**os.environ, "PYTHONPATH": _package_root() + os.pathsep + os.environ.get("PYTHONPATH", "")}
-            self._child = proc = subprocess.Popen(cmd, cwd=tmp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            proc = subprocess.Popen(cmd, cwd=tmp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                                   stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+            self._children.add(proc)
             try:
                 _out, err = proc.communicate(timeout=self.grade_timeout_s)
             except subprocess.TimeoutExpired:
@@ -186,7 +190,7 @@ class ClassServer:
                 return {"error": f"grading this submission took longer than {self.grade_timeout_s:g} s; it was stopped"}
             finally:
                 _kill(proc)
-                self._child = None
+                self._children.discard(proc)
             if not out.is_file():
                 tail = (err or "").strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
                 return {"error": f"the grader's process died on this submission: {tail[0][:300]}"}

@@ -285,11 +285,14 @@ def _free_port() -> int:
 
 def test_timed_on_the_measurement_machines_through_the_tracker(tmp_path, tracker):  # noqa: F811
     runner = f"rpc://127.0.0.1:{tracker}/{KEY}"
-    srv = ClassServer(ASSIGNMENT, tmp_path / "class", port=0, runner=runner).start()
+    srv = ClassServer(ASSIGNMENT, tmp_path / "class", port=0, runner=runner, workers=2).start()
     try:
+        first = client.submit(srv.url, "bo", trace(PARALLEL), wait_s=0)  # two graders, two servers: side by side
         v = client.submit(srv.url, "ada", trace(PARALLEL, SPLIT, VECTORIZE))
         assert v["error"] is None and v["timing_error"] is None, v
         assert v["timing"]["where"] == runner and v["correct"] is True and v["latency_ms"] > 0
         assert KEY in v["timing"]["method"]
+        assert srv.wait(first["id"], 120)
+        assert client.verdict(srv.url, first["id"])["timing"]["where"] == runner
     finally:
         srv.stop()
