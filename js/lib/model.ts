@@ -1,4 +1,4 @@
-// Generated from mlc_lab/model/ (steps.py, measurement.py, access_payload.py) by `python -m mlc_lab.core.model_ts`: do not edit.
+// Generated from mlc_lab/model/ (steps.py, measurement.py, access_payload.py, tuning_view.py) by `python -m mlc_lab.core.model_ts`: do not edit.
 
 export const QUIET_CORES = 0.25;
 export const PARALLEL_FLOOR = 0.8;
@@ -280,4 +280,45 @@ export interface GpuStats {
   threads: number[];
   launch: Record<string, number>;
   accesses: WarpAccess[];
+}
+
+/** The fastest trial so far (empty before one succeeded), and its re-timing at the end of the run. */
+export interface BestTrial {
+  trial?: number;
+  latency_s?: number;
+  gflops?: number | null;
+  confirmed_latency_s?: number;
+  confirmed_trial?: number;
+  method?: string;
+}
+
+/** The machine's roofline (when already measured) and the program's arithmetic intensity (empty: unknown). */
+export interface Roof {
+  peak_gflops?: number;
+  bandwidth_gbs?: number;
+  intensity?: number;
+}
+
+/** A failed trial and the line of its error that says why. */
+export interface FailureItem {
+  trial: number;
+  summary: string;
+}
+
+/** One trial as the dashboard shows it when selected: only ``trial`` and ``problem`` when it cannot */
+export interface TrialDetail {
+  trial?: number;
+  ok?: boolean;
+  latency_s?: number | null;
+  gflops?: number | null;
+  run_secs?: number[];
+  error?: string;
+  error_summary?: string;
+  trace?: string;
+  script?: string;
+  script_problem?: string;
+  diff?: string;
+  best_trial?: number | null;
+  vs_best?: number | null;
+  problem?: string;
 }

@@ -1,43 +1,11 @@
-// Mirrors of the TuningDashboard traits (mlc_lab/widgets/tuning.py).
+// The TuningDashboard traits (mlc_lab/widgets/tuning.py).
 
 export type Bytes = DataView | ArrayBuffer | Uint8Array | null | undefined;
 
-export interface BestTrial {
-  trial?: number;
-  latency_s?: number;
-  gflops?: number | null;
-  confirmed_latency_s?: number; // re-timed by measure()'s method at the end of the run
-  confirmed_trial?: number;
-  method?: string;
-}
+// The dashboard's plain data is generated from mlc_lab/model/tuning_view.py (js/lib/model.ts).
+import type { BestTrial, FailureItem, Roof, TrialDetail } from "../lib/model";
 
-export interface Roof {
-  peak_gflops?: number;
-  bandwidth_gbs?: number;
-  intensity?: number; // the program's FLOPs per byte (compulsory traffic)
-}
-
-export interface FailureItem {
-  trial: number;
-  summary: string;
-}
-
-export interface TrialDetail {
-  trial?: number;
-  ok?: boolean;
-  latency_s?: number | null;
-  gflops?: number | null;
-  run_secs?: number[];
-  error?: string;
-  error_summary?: string;
-  trace?: string;
-  script?: string;
-  script_problem?: string;
-  diff?: string;
-  best_trial?: number | null;
-  vs_best?: number | null;
-  problem?: string;
-}
+export type { BestTrial, FailureItem, Roof, TrialDetail };
 
 export interface TuningModel {
   work_dir: string;
@@ -59,7 +27,7 @@ export interface TuningModel {
   failed_count: number;
   failures: FailureItem[];
   selected: number;
-  detail: TrialDetail;
+  detail: TrialDetail; // {} while no trial is selected
   notice: string;
   explorer: string | null;
   updated_at: number;

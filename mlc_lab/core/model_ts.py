@@ -22,7 +22,8 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from mlc_lab.model import access_payload, measurement as measurement_model
+from mlc_lab.model import access_payload, tuning_view
+from mlc_lab.model import measurement as measurement_model
 from mlc_lab.model import steps as model
 
 TARGET = Path(__file__).resolve().parents[2] / "js" / "lib" / "model.ts"
@@ -31,8 +32,10 @@ TYPES = ["BufferInfo", "IterVar", "LoopNode", "BlockNode", "FuncNode", "LoopTree
          "Measurement", "StepView",
          # the memory view (mlc_lab.model.access_payload)
          "LoopInfo", "EnclosingLoop", "ArrayDescr", "BufferArrays", "BufferStats", "CropBox", "BufferPayload",
-         "FootprintResult", "WarpAccess", "GpuStats"]
-_MODULES = (model, measurement_model, access_payload)
+         "FootprintResult", "WarpAccess", "GpuStats",
+         # the tuning dashboard (mlc_lab.model.tuning_view)
+         "BestTrial", "Roof", "FailureItem", "TrialDetail"]
+_MODULES = (model, measurement_model, access_payload, tuning_view)
 
 
 def contract() -> dict[str, type]:
@@ -119,7 +122,7 @@ def _values(cls: type) -> list[str]:
 def render(types: dict[str, type] | None = None) -> str:
     """The file's text, for the contract's types (``types``: name -> class, in order; tests pass a variant)."""
     types = contract() if types is None else types
-    out = ["// Generated from mlc_lab/model/ (steps.py, measurement.py, access_payload.py) by `python -m mlc_lab.core.model_ts`: do not edit.",
+    out = ["// Generated from mlc_lab/model/ (steps.py, measurement.py, access_payload.py, tuning_view.py) by `python -m mlc_lab.core.model_ts`: do not edit.",
            ""]
     out += [f"export const {k} = {v!r};" for k, v in measurement_model.CONSTANTS.items()]
     out.append("")

@@ -29,6 +29,7 @@ from typing import Any
 import anywidget
 import traitlets as t
 
+from mlc_lab.model.tuning_view import BestTrial, FailureItem, Roof, TrialDetail
 from mlc_lab.widgets._base import RequestError, RpcWidget, bundle, rpc
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def job_snapshot(job: Any) -> dict[str, Any]:
     latency = [r.latency_s if r.ok else math.nan for r in records]
     elapsed = [r.elapsed_s if r.elapsed_s is not None else math.nan for r in records]
     ok = [r for r in records if r.ok]
-    best: dict[str, Any] = {}
+    best: BestTrial = {}
     if ok:
         b = min(ok, key=lambda r: r.latency_s)
         best = {"trial": b.trial, "latency_s": b.latency_s, "gflops": flops / b.latency_s / 1e9 if flops else None}
@@ -124,7 +125,7 @@ def job_snapshot(job: Any) -> dict[str, Any]:
         "roof": _roof(spec),
         "best": best,
         "failed_count": len(failed),
-        "failures": [{"trial": r.trial, "summary": error_summary(r.error)} for r in failed[:MAX_FAILURES]],
+        "failures": [FailureItem(trial=r.trial, summary=error_summary(r.error)) for r in failed[:MAX_FAILURES]],
         "func": str(spec.get("func_name") or ""),
         "target": _target_label(target),
         "settings": _settings_label(spec),
@@ -144,7 +145,7 @@ def _stopped_text(stopped: dict | None, spec: dict) -> str:
     return text
 
 
-def _roof(spec: dict) -> dict:
+def _roof(spec: dict) -> Roof:
     """The machine's roofline (when already measured) and the program's arithmetic intensity."""
     try:
         from mlc_lab.core.machine import cached_machine
@@ -473,13 +474,13 @@ class TuningDashboard(RpcWidget):
         with self._lock:  # the polling thread may be inside hold_sync: never interleave with it
             self.detail = detail
 
-    def _detail(self, trial: int) -> dict:
+    def _detail(self, trial: int) -> TrialDetail:
         records = self._job.records(with_traces=True)
         if not 0 <= trial < len(records):
             return {"trial": trial, "problem": f"there is no trial {trial}"}
         rec = records[trial]
         flops = self.flops
-        out: dict[str, Any] = {
+        out: TrialDetail = {
             "trial": trial,
             "ok": rec.ok,
             "latency_s": rec.latency_s,
