@@ -138,3 +138,54 @@ def test_float_guard_and_index_agree_with_brute_force():
     func = sch.mod["main"]
     for loop in all_loops(func):
         assert_exact(func, loop, {})
+
+
+# ---- accesses too large to enumerate at once, added slice by slice ------------------------------
+
+def test_slices_of_a_large_access_add_up_to_the_whole(monkeypatch):
+    """With a budget too small for whole grids, accesses go in slice by slice: every loop of
+    guarded, fused, GPU and convolution programs gives the same arrays as without slicing (and
+    those match brute force, test_access). Before: a refusal ("needs N MB ... beyond the budget")."""
+    import importlib
+
+    fp_module = importlib.import_module("mlc_lab.core.access.footprint")
+    from mlc_lab.core.access.budget import BudgetExceeded
+    from mlc_lab.core.access.grid import plan_access
+    from tests.unit.test_access import MORE, SMALL
+
+    sliced = []
+    real_build = fp_module.build_grid
+
+    def build(q, acc, *args, chunk=None, **kw):     # every access of a grid too large to enumerate
+        if chunk is None and kw.get("plan") is None and getattr(plan_access(q, acc), "shape", None):
+            raise BudgetExceeded("forced")
+        sliced.append(chunk)
+        return real_build(q, acc, *args, chunk=chunk, **kw)
+
+    funcs = {**SMALL, **MORE, "split_past_extent": lambda: _split_with_predicate(7, [5, 2, 3], 8, 3)}
+    for name, make in funcs.items():
+        func = make()
+        prog = lower(func)
+        for loop in all_loops(func):
+            whole = access.footprint(prog, loop_id(func, loop), counts=True)
+            with monkeypatch.context() as m:
+                m.setattr(fp_module, "build_grid", build)
+                m.setattr(fp_module, "SLICE_BYTES_PER_POINT", 1 << 40)     # one value of the axis a slice
+                part = access.footprint(prog, loop_id(func, loop), counts=True)
+            for buf, f in whole.items():
+                for key in ("reads", "writes", "first_touch", "count", "thread", "block"):
+                    a, b = getattr(f, key), getattr(part[buf], key)
+                    if a is None:
+                        assert b is None
+                    else:
+                        np.testing.assert_array_equal(a, b, err_msg=f"{name} {loop.loop_var.name} {buf}.{key}")
+                assert (f.n_reads, f.n_writes) == (part[buf].n_reads, part[buf].n_writes)
+    assert len(sliced) > 100
+
+
+def test_an_access_past_the_budget_even_in_slices_says_so():
+    from mlc_lab.core.access.budget import Budget
+
+    func = _split_with_predicate(7, [5, 2, 3], 8, 3)
+    with pytest.raises(AccessAnalysisError, match="beyond the analysis's budget"):
+        access.footprint(lower(func), loop_id(func, all_loops(func)[0]), budget=Budget(300))

@@ -7,6 +7,10 @@ from mlc_lab.errors import AccessAnalysisError
 BUDGET_BYTES = 512 << 20
 
 
+class BudgetExceeded(AccessAnalysisError):
+    """An array the analysis would need does not fit its memory budget."""
+
+
 class Budget:
     def __init__(self, limit: int = BUDGET_BYTES):
         self.limit = int(limit)
@@ -15,7 +19,7 @@ class Budget:
     def check(self, nbytes: int, what: str) -> None:
         """Refuse ``what`` when it would not fit next to what is already held."""
         if self.used + nbytes > self.limit:
-            raise AccessAnalysisError(
+            raise BudgetExceeded(
                 f"{what} needs {_mb(nbytes)} of memory, beyond the analysis's budget of {_mb(self.limit)} "
                 f"({_mb(self.used)} already held); pick an inner loop or fix more enclosing loops")
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mlc_lab.core.access.accumulate import BufferAccumulator, dim_range
-from mlc_lab.core.access.budget import Budget
+from mlc_lab.core.access.budget import Budget, BudgetExceeded
 from mlc_lab.core.access.expr import Affine, Decomposer, Digit, NonAffine
-from mlc_lab.core.access.grid import build_grid
+from mlc_lab.core.access.grid import build_grid, plan_access
 from mlc_lab.core.access.model import Footprint, LoopFootprint
 from mlc_lab.model.access_program import AccessProgram
 from mlc_lab.core.access.shapes import bind_shapes
@@ -71,8 +73,13 @@ def footprint(program: AccessProgram, loop, at: dict | None = None, *, counts: b
     dt = np.int32 if steps * per_step < np.iinfo(np.int32).max - 1 else np.int64
     launch = index.launch()
     by_buf: dict[str, list] = {}
+    sliced: dict[str, list] = {}        # accesses too large to enumerate at once: added slice by slice
     for acc, nr, nw, off in gs:
-        g = build_grid(q, acc, off, nr, nw, step_dtype=dt, budget=budget)
+        try:
+            g = build_grid(q, acc, off, nr, nw, step_dtype=dt, budget=budget)
+        except BudgetExceeded:
+            sliced.setdefault(acc.buffer, []).append((acc, nr, nw, off))
+            continue
         if g is not None:
             by_buf.setdefault(acc.buffer, []).append(g)
     per_buf_strides, per_access = strides_table(q, gs)
@@ -80,12 +87,16 @@ def footprint(program: AccessProgram, loop, at: dict | None = None, *, counts: b
     for name, info in prog.buffers.items():
         origin, box, nr, nw = (0,) * len(info.shape), {}, 0, 0
         grids = by_buf.get(name, [])
-        if grids:
+        if grids or name in sliced:
             ranges = [[dim_range(g, d) for d in range(len(info.shape))] for g in grids]
+            for access_, *_ in sliced.get(name, []):
+                ranges.append(_whole_range(q, access_, info.shape))
             who = (lambda steps: q.who(steps, launch)) if launch else None
             acc = BufferAccumulator(name, info.shape, ranges, dt, counts, budget, who)
             for g in grids:
                 acc.add(g)
+            for access_, anr, anw, off in sliced.get(name, []):
+                _add_in_slices(q, acc, access_, anr, anw, off, dt, budget, info.shape)
             origin, box = acc.result()
             nr, nw = acc.n_reads, acc.n_writes
         out[name] = Footprint(buffer=name, shape=tuple(info.shape), dtype=info.dtype, scope=info.scope,
@@ -94,6 +105,56 @@ def footprint(program: AccessProgram, loop, at: dict | None = None, *, counts: b
     return LoopFootprint(out, loop=q.L.name, steps=steps,
                          at={lp.name: q.fixed[lp.id] for lp in q.enclosing if lp.id in q.fixed}, launch=launch,
                          accesses=per_access)
+
+
+SLICE_BYTES_PER_POINT = 64
+
+
+def _whole_range(q: Query, access_, shape) -> list:
+    """Per buffer dimension, the range an access's grid spans before its conditions: an affine
+    index over all its points, the buffer's bounds for an evaluated one (checked per slice)."""
+    plan = plan_access(q, access_)
+    if plan is None:
+        return [(0, 0) for _ in shape]
+    out = []
+    for aff, n in zip(plan.dims_aff, shape):
+        if aff is None:
+            out.append((0, int(n) - 1))
+            continue
+        coefs, const = plan.expand(aff)
+        out.append((int(const + sum(min(0, c * (k - 1)) for c, k in zip(coefs, plan.shape))),
+                    int(const + sum(max(0, c * (k - 1)) for c, k in zip(coefs, plan.shape)))))
+    return out
+
+
+def _add_in_slices(q: Query, acc: BufferAccumulator, access_, nr: int, nw: int, off: int, dt, budget: Budget,
+                   shape) -> None:
+    """An access whose grid does not fit the budget, built and added slice by slice along its
+    largest axis (exact: the slices partition the grid). The buffer's box holds every slice
+    (``_whole_range``); an evaluated index is checked against the bounds where it runs."""
+    plan = plan_access(q, access_)
+    if plan is None:
+        return
+    if not plan.shape:      # a single point always fits
+        g = build_grid(q, access_, off, nr, nw, step_dtype=dt, budget=budget, plan=plan)
+        if g is not None:
+            acc.add(g)
+        return
+    ax = max(range(len(plan.shape)), key=lambda i: plan.shape[i])
+    per = math.prod(plan.shape) // plan.shape[ax]
+    # slices of about half the room left (a slice that still does not fit says so when built)
+    step = max(1, (budget.limit - budget.used) // SLICE_BYTES_PER_POINT // max(1, per))
+    for a in range(0, plan.shape[ax], step):
+        g = build_grid(q, access_, off, nr, nw, step_dtype=dt, budget=budget, plan=plan,
+                       chunk=(ax, a, min(plan.shape[ax], a + step)))
+        if g is None:
+            continue
+        for d, n in enumerate(shape):
+            if not isinstance(g.dims[d], tuple):
+                lo, hi = dim_range(g, d)
+                if lo < 0 or hi >= int(n):
+                    raise AccessAnalysisError(f"buffer {acc.name} is accessed out of its bounds {tuple(shape)}")
+        acc.add(g)
 
 
 def _symbolic_value(q: Query):

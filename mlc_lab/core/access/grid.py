@@ -256,6 +256,16 @@ class _Plan:
                 self.full |= self.vars.loops_of(self.acc.indices[i])
         return {dg for _, ds in pins for d in ds for dg in self.refined[d.loop] if _covers(d, dg)}
 
+    window = None       # (start, stop) per axis: the part of the grid being built (None: all)
+
+    def axis_values(self, i: int):
+        """The values of axis ``i`` (within the window), shaped to broadcast over the grid."""
+        nd = len(self.shape)
+        if self.window is None:
+            return axis(self.shape[i], i, nd)
+        a, b = self.window[i]
+        return axis(b - a, i, nd) + a
+
     def representable(self, t: Digit, ext: dict) -> bool:
         starts = {dg.place for dg in self.refined[t.loop]}
         return t.place in starts and (t.size is None or t.place * t.size in starts
@@ -343,7 +353,7 @@ def _condition(plan: _Plan, e, env: dict):
             value = np.int64(const)
             for i, c in enumerate(coefs):
                 if c:
-                    value = value + axis(plan.shape[i], i, nd) * int(c)
+                    value = value + plan.axis_values(i) * int(c)
             return _COMPARE[e.op](np.asarray(value).reshape((1,) * (nd - np.ndim(value)) + np.shape(value)), 0)
     return np.asarray(evaluate(e, env), dtype=bool)
 
@@ -399,10 +409,10 @@ def _describe(acc) -> str:
     return f"{what} {acc.buffer}[{', '.join(str(i) for i in acc.indices)}] of block {acc.block}"
 
 
-def _span(plan: _Plan, loop_ids: set) -> tuple:
+def _span(plan: _Plan, loop_ids: set, shape: tuple) -> tuple:
     """The grid's shape restricted to the axes of some loops (1 elsewhere): what an array
     computed from those loops' values spans."""
-    return tuple(n if d.loop in loop_ids else 1 for n, d in zip(plan.shape, plan.axes))
+    return tuple(n if d.loop in loop_ids else 1 for n, d in zip(shape, plan.axes))
 
 
 def _window(shape: tuple, masks: list) -> tuple | None:
@@ -425,35 +435,45 @@ def _window(shape: tuple, masks: list) -> tuple | None:
 
 
 def build_grid(q: Query, acc, leaf_offset: int, n_reads: int, n_writes: int,
-               step_dtype=np.int64, budget=None) -> Grid | None:
-    plan = plan_access(q, acc)
+               step_dtype=np.int64, budget=None, plan=None, chunk: tuple | None = None) -> Grid | None:
+    """The access's grid; ``chunk`` (axis, start, stop) builds only that slice of one axis (an
+    access too large to enumerate at once is added to its buffer slice by slice)."""
+    plan = plan or plan_access(q, acc)
     if plan is None:
         return None
     budget = budget or Budget()
     what = f"enumerating {_describe(acc)}"
+    base = tuple((0, n) for n in plan.shape)
+    if chunk is not None:
+        ax, a, b = chunk
+        base = base[:ax] + ((a, b),) + base[ax + 1:]
+    plan.window = base if chunk is not None else None
+    full_shape = tuple(b - a for a, b in base)
     # Conditions are computed factor by factor, each over the axes of the loops it reads; an
     # affine grid is then written through strided views (the buffer's box is budgeted by the
     # accumulator, overlapping grids per group of axes), and only evaluated indices are
     # materialised over the whole grid, after the conditions have cut the axes down.
-    spans = [_span(plan, plan.vars.loops_of(c)) for p in plan.preds for c in _conjuncts(p)]
-    spans += [_span(plan, {lid}) for lid, _ in plan.bounds]
+    spans = [_span(plan, plan.vars.loops_of(c), full_shape) for p in plan.preds for c in _conjuncts(p)]
+    spans += [_span(plan, {lid}, full_shape) for lid, _ in plan.bounds]
     if spans:
         check_points(plan, budget, 32, what, max(spans, key=math.prod))
     masks = []
     if plan.preds or plan.bounds or any(lp.id in plan.full for lp in plan.loops):
-        masks = _masks(plan, _env(plan, q.fixed))
+        masks = _masks(plan, _env(plan, q.fixed, window=plan.window))
         if masks is None:
             return None
-    window = _window(plan.shape, masks)
-    if window is None:
+    rel = _window(full_shape, masks)
+    if rel is None:
         return None
-    cut = window != tuple((0, n) for n in plan.shape)
+    cut = rel != tuple((0, n) for n in full_shape)
+    window = tuple((a0 + a, a0 + b) for (a0, _), (a, b) in zip(base, rel))
     shape = tuple(b - a for a, b in window)
     if cut:
-        sl = tuple(slice(a, b) for a, b in window)
+        sl = tuple(slice(a, b) for a, b in rel)
         masks = [m[tuple(s if n > 1 else slice(None) for s, n in zip(sl, m.shape))] for m in masks]
         masks = [m for m in masks if not m.all()]
     starts = np.array([a for a, _ in window], dtype=np.int64)
+    cut = cut or chunk is not None
     env = None
     dims = []
     for ix, aff in zip(acc.indices, plan.dims_aff):
