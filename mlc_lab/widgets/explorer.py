@@ -45,7 +45,7 @@ from mlc_lab.widgets.access_view import footprint_payload, gpu_payload
 from mlc_lab.widgets._base import REQUEST, Reply, RequestError, RpcWidget, bundle, record_key, rpc
 from mlc_lab.widgets.checks_panel import ChecksWorker, checks_setup
 from mlc_lab.widgets.classroom import classroom_setup, submit_from_explorer
-from mlc_lab.widgets.compiler_panel import LOWER_TARGETS, lower_payload
+from mlc_lab.widgets.compiler_panel import BadTarget, lower_payload
 from mlc_lab.widgets.export import collect_export, render_html
 
 log = logging.getLogger(__name__)
@@ -93,6 +93,9 @@ class Explorer(RpcWidget):
     # explorer was given a class server, and the last submission's state and verdict.
     classroom = t.Dict().tag(sync=True)
     class_submission = t.Dict().tag(sync=True)
+    # The Compiler view's target as its field holds it ("cpu", "cuda", "sm_75", a tag, JSON): the
+    # last one that compiled, kept per explorer (and in a saved notebook, with its recorded replies).
+    compiler_target = t.Unicode("cpu").tag(sync=True)
 
     def __init__(self, session: Any, *, height: str = "640px", checks: list[str] | None = None,
                  tasks: list[dict] | None = None, assignment: Any = None, classroom: str | None = None,
@@ -506,13 +509,14 @@ class Explorer(RpcWidget):
         }
 
     @rpc()
-    def lower(self, step: Any = None, target: str = "cpu") -> dict:
-        """The Compiler panel: passes, code and loop facts of a step (see compiler_panel.py)."""
-        if str(target) not in LOWER_TARGETS:
-            raise RequestError(f"unknown target {target!r}; use {' or '.join(LOWER_TARGETS)}", type="bad_request")
+    def lower(self, step: Any = None, target: Any = "cpu") -> dict:
+        """The Compiler panel: passes, code and loop facts of a step (see compiler_panel.py); the
+        target is "cpu", "cuda", a CUDA arch, a TVM target tag or a target as JSON."""
         sid = self._session.current.id if step is None else self._step_id(step)
         try:
-            return lower_payload(self._session, _plain(sid), str(target))
+            return lower_payload(self._session, _plain(sid), target)
+        except BadTarget as exc:  # the panel keeps its last good view and says this under its field
+            raise RequestError(str(exc), type="bad_target") from None
         except MlcLabError as exc:
             summary, detail = _summary_detail(exc)
             raise RequestError(summary, detail=detail, step=_plain(sid),
