@@ -296,3 +296,30 @@ def test_timed_on_the_measurement_machines_through_the_tracker(tmp_path, tracker
         assert client.verdict(srv.url, first["id"])["timing"]["where"] == runner
     finally:
         srv.stop()
+
+
+def test_the_typescript_types_name_the_fields_the_server_sends(tmp_path):
+    """js/classroom/types.ts is written by hand: every field the store sends is declared there, and
+    every field declared is sent (a renamed key fails here, not silently on the page)."""
+    import re
+
+    text = (ROOT / "js" / "classroom" / "types.ts").read_text()
+
+    def fields(interface: str) -> set[str]:
+        body = re.search(r"export interface " + interface + r" \{(.*?)\n\}", text, re.S).group(1)
+        return set(re.findall(r"^  (\w+)\??:", body, re.M))
+
+    store = Store(tmp_path, TASKS)
+    store.record(store.add("ada", None, "t"), _result(["parallel", "vectorize"], 1.0))
+    for _ in range(3):
+        store.record(store.add("bo", None, "t"), _result(["parallel"]))
+    board, summary = store.leaderboard(), store.summary()
+    assert fields("Board") == set(board) | {"title"}  # the server adds the title
+    assert fields("BoardRow") == set(board["rows"][0])
+    assert fields("TaskInfo") == set(TASKS[0])
+    assert fields("Summary") == set(summary) | {"title"}
+    assert fields("TaskRate") == set(summary["tasks"][0])
+    assert fields("Failure") == set(summary["common_failures"][0])
+    assert fields("Stuck") == set(summary["stuck"][0])
+    verdict = store.verdict(1)
+    assert fields("Verdict") <= set(verdict)
