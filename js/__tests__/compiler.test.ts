@@ -153,7 +153,7 @@ describe("the Compiler view in the explorer", () => {
     target.value = "cuda";
     target.dispatchEvent(new Event("change"));
     expect(model.requests().at(-1)!.params).toEqual({ step: 1, target: "cuda" });
-    model.reply(lowering({ kind: "cuda", asm: "", llvm_ir: "", loops: [], cuda_source: 'extern "C" __global__ void main_kernel() {\n  for (int k = 0; k < 8; ++k) {\n    A[k] = 0;\n  }\n}', cuda_loop_lines: { k: [2, 3, 4] }, ptx: ".visible .entry main_kernel()", kernels: [{ name: "main_kernel", registers: 12, shared_bytes: 0, spill_stores: 0, spill_loads: 0, vector_loads: 0, scalar_loads: 2, fma: 0 }], verdict: "main_kernel: 12 registers" }));
+    model.reply(lowering({ kind: "cuda", asm: "", llvm_ir: "", loops: [], cuda_source: 'extern "C" __global__ void main_kernel() {\n  for (int k = 0; k < 8; ++k) {\n    A[k] = 0;\n  }\n}', cuda_loop_lines: { k: [2, 3, 4] }, ptx: ".visible .entry main_kernel()", kernels: [{ name: "main_kernel", registers: 12, shared_bytes: 0, stack_bytes: 0, spill_stores: 0, spill_loads: 0, vector_loads: 0, vector_stores: 0, scalar_loads: 2, scalar_stores: 0, shared_loads: 0, fma: 0, barriers: 0, facts_from: "ptxas" }], verdict: "main_kernel: 12 registers" }));
     await tick();
     expect($(".mlc-compiler-kernel")?.textContent).toContain("12");
     expect($(".mlc-compiler .cm-content")?.textContent).toContain("__global__");

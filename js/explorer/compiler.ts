@@ -18,81 +18,22 @@ import type { StepId } from "../lib/types";
 import css from "./compiler.css";
 import { cudaLanguage } from "./cuda";
 
-export type PassStatus = "changed" | "no-op" | "failed";
+// The lowering's types are generated from mlc_lab/model/lowering.py (js/lib/model.ts).
+import type { KernelFacts, LoopFacts as LoopFactsInfo, Lowering, PassStep as PassInfo } from "../lib/model";
 
-export interface PassInfo {
-  index: number;
-  name: string;
-  phase: string;
-  status: PassStatus;
-  depth: number;
-  base: number;
-  note: string;
-  script: string | null;
-  error: string | null;
-  seconds: number;
+export type { LoopFactsInfo, PassInfo };
+export type PassStatus = PassInfo["status"];
+
+/** A kernel as the panel receives it: the contract's KernelFacts, and the local memory that
+ *  lower_payload (mlc_lab/widgets/compiler_panel.py) adds from the kernel's arrays. */
+export interface KernelFactsInfo extends KernelFacts {
+  local_bytes?: number;
+  local_arrays?: string[];
 }
 
-export interface LoopFactsInfo {
-  loop: string;
-  name: string;
-  line: number;
-  end_line: number;
-  kind: string;
-  extent: number | null;
-  innermost: boolean;
-  asm_lines: number[];
-  ir_lines?: number[];
-  vector_width: number;
-  register: string;
-  vector_fma: number;
-  scalar_fma: number;
-  vector_arith: number;
-  scalar_arith: number;
-  vector_loads: number;
-  vector_stores: number;
-  scalar_loads: number;
-  scalar_stores: number;
-  broadcasts: number;
-  gathers: number;
-  in_llvm_ir: boolean | null;
-  unrolled_copies: number | null;
-  runtime_calls: Record<string, number>;
-  approximate: boolean;
-  verdict: string;
-}
-
-export interface KernelFactsInfo {
-  name: string;
-  registers: number | null;
-  shared_bytes: number;
-  spill_stores: number;
-  spill_loads: number;
-  vector_loads: number;
-  scalar_loads: number;
-  fma: number;
-}
-
-export interface LoweringInfo {
-  step: StepId;
-  target: string;
-  kind: "cpu" | "cuda";
-  script: string;
-  passes: PassInfo[];
-  ok: boolean;
-  error: string | null;
-  llvm_ir: string;
-  asm: string;
-  cuda_source: string;
-  ptx: string | null;
-  ptx_error: string | null;
-  ptxas_report: string;
-  loops: LoopFactsInfo[];
+/** The lowering as the panel receives it (lower_payload's answer). */
+export interface LoweringInfo extends Omit<Lowering, "kernels"> {
   kernels: KernelFactsInfo[];
-  cuda_loop_lines?: Record<string, number[]>; // loop variable -> lines of the CUDA source
-  verdict: string;
-  problems: string[];
-  seconds: number;
 }
 
 interface LowerProblem {

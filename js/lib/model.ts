@@ -1,4 +1,4 @@
-// Generated from mlc_lab/model/ (steps.py, measurement.py, access_payload.py, tuning_view.py) by `python -m mlc_lab.core.model_ts`: do not edit.
+// Generated from mlc_lab/model/ (steps, measurement, access_payload, tuning_view, lowering) by `python -m mlc_lab.core.model_ts`: do not edit.
 
 export const QUIET_CORES = 0.25;
 export const PARALLEL_FLOOR = 0.8;
@@ -321,4 +321,116 @@ export interface TrialDetail {
   best_trial?: number | null;
   vs_best?: number | null;
   problem?: string;
+}
+
+/** One pass that `tvm.compile` ran. `script` is the module after it when it changed something; */
+export interface PassStep {
+  index: number;
+  name: string;
+  phase: string;
+  status: "changed" | "no-op" | "failed";
+  depth: number;
+  base: number;
+  note: string;
+  script: string | null;
+  error: string | null;
+  seconds: number;
+}
+
+/** What the machine code of one loop of the schedule looks like. */
+export interface LoopFacts {
+  loop: string;
+  name: string;
+  line: number;
+  end_line: number;
+  kind: string;
+  extent: number | null;
+  innermost: boolean;
+  asm_lines: number[];
+  ir_lines: number[];
+  vector_width: number;
+  register: string;
+  vector_fma: number;
+  scalar_fma: number;
+  vector_arith: number;
+  scalar_arith: number;
+  vector_loads: number;
+  vector_stores: number;
+  scalar_loads: number;
+  scalar_stores: number;
+  broadcasts: number;
+  gathers: number;
+  in_llvm_ir: boolean | null;
+  unrolled_copies: number | null;
+  runtime_calls: Record<string, number>;
+  approximate: boolean;
+  verdict: string;
+  is_vector: boolean;
+  scalar_fallbacks: number;
+}
+
+/** One CUDA kernel, from ptxas -v and the PTX text. */
+export interface KernelFacts {
+  name: string;
+  registers: number | null;
+  shared_bytes: number;
+  stack_bytes: number;
+  spill_stores: number;
+  spill_loads: number;
+  vector_loads: number;
+  vector_stores: number;
+  scalar_loads: number;
+  scalar_stores: number;
+  shared_loads: number;
+  fma: number;
+  barriers: number;
+  facts_from: "ptxas" | "source";
+}
+
+/** A shared or local buffer at the size one block / one thread keeps it. */
+export interface GpuBuffer {
+  name: string;
+  scope: string;
+  shape: number[];
+  dtype: string;
+  bytes: number | null;
+}
+
+/** An array a CUDA kernel's source declares (the facts without ptxas). */
+export interface KernelArray {
+  name: string;
+  scope: string;
+  elements: number | null;
+  dtype: string;
+  bytes: number | null;
+}
+
+/** Everything about how one step compiles for one target (see `Session.lower`). */
+export interface Lowering {
+  target: string;
+  kind: "cpu" | "cuda";
+  func_name: string;
+  script: string;
+  passes: PassStep[];
+  ok: boolean;
+  error: string | null;
+  step: number | null;
+  llvm_ir: string;
+  asm: string;
+  cuda_source: string;
+  ptx: string | null;
+  ptx_error: string | null;
+  ptxas_report: string;
+  target_cpu: string;
+  cpu_features: string[];
+  problems: string[];
+  loops: LoopFacts[];
+  kernels: KernelFacts[];
+  cuda_loop_lines: Record<string, number[]>;
+  arch: string;
+  gpu_buffers: GpuBuffer[];
+  kernel_arrays: Record<string, KernelArray[]>;
+  verdict: string;
+  seconds: number;
+  timings: Record<string, number>;
 }

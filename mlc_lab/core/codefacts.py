@@ -11,8 +11,10 @@ An instruction belongs to every loop whose lines (`for` line to last body line) 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable
+
+from mlc_lab.model.lowering import KernelFacts, LoopFacts  # noqa: F401  (re-exported: the facts are plain data of the model)
 
 # ----------------------------------------------------------------------------------------- x86
 
@@ -192,25 +194,6 @@ def loop_in_llvm(name: str, labels: Iterable[str]) -> bool:
 # ----------------------------------------------------------------------------------------- PTX
 
 
-@dataclass
-class KernelFacts:
-    """One CUDA kernel, from ptxas -v and the PTX text."""
-
-    name: str
-    registers: int | None = None
-    shared_bytes: int = 0
-    stack_bytes: int = 0
-    spill_stores: int = 0
-    spill_loads: int = 0
-    vector_loads: int = 0  # ld.*.v2/.v4
-    vector_stores: int = 0
-    scalar_loads: int = 0
-    scalar_stores: int = 0
-    shared_loads: int = 0
-    fma: int = 0
-    barriers: int = 0  # bar.sync in the PTX
-
-
 _PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _PTXAS_USED = re.compile(r"Used (\d+) registers")
 _PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
@@ -296,49 +279,6 @@ def cuda_loop_lines(source: str) -> dict[str, list[int]]:
 
 
 # ----------------------------------------------------------------------------------------- loops
-
-
-@dataclass
-class LoopFacts:
-    """What the machine code of one loop of the schedule looks like."""
-
-    loop: str  # the name the explorer uses (qualified when ambiguous: "Y/i")
-    name: str  # the loop variable
-    line: int  # its `for` line in the step's TVMScript
-    end_line: int
-    kind: str  # serial | vectorized | parallel | unrolled | thread_binding
-    extent: int | None
-    innermost: bool
-    asm_lines: list[int] = field(default_factory=list)  # instructions attributed to its lines
-    ir_lines: list[int] = field(default_factory=list)  # LLVM IR instructions whose !dbg line is in it
-    vector_width: int = 0  # most elements per packed float operation
-    register: str = ""  # the widest register of those operations (xmm/ymm/zmm)
-    vector_fma: int = 0
-    scalar_fma: int = 0
-    vector_arith: int = 0
-    scalar_arith: int = 0
-    vector_loads: int = 0  # including loads folded into arithmetic (a memory operand)
-    vector_stores: int = 0
-    scalar_loads: int = 0
-    scalar_stores: int = 0
-    broadcasts: int = 0
-    gathers: int = 0
-    in_llvm_ir: bool | None = None  # still a loop in LLVM IR (None: no IR to tell)
-    unrolled_copies: int | None = None  # copies of the body in the code when the loop was unrolled
-    runtime_calls: dict[str, int] = field(default_factory=dict)
-    # True when some instructions could only be placed in an enclosing parallel loop's body as a
-    # whole: TVM emits no line information inside the function that runs a parallel loop's body.
-    approximate: bool = False
-    verdict: str = ""
-
-    @property
-    def is_vector(self) -> bool:
-        return self.vector_fma + self.vector_arith > 0
-
-    @property
-    def scalar_fallbacks(self) -> int:
-        """Scalar float operations: what runs one element at a time."""
-        return self.scalar_fma + self.scalar_arith
 
 
 def walk_loops(loop_tree: dict) -> list[dict]:

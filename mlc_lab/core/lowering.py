@@ -9,65 +9,20 @@ plain data: `to_json()` is what the explorer's Compiler panel and `mlc-lab lower
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mlc_lab.core import codefacts as cf
 from mlc_lab.errors import MlcLabError
+from mlc_lab.model import lowering as model_lowering
+from mlc_lab.model.lowering import LoopFacts, PassStep
 
 DEFAULT_TIMEOUT_S = 120.0  # nvcc + ptxas for a CUDA step take a few seconds; the first start more
 
 
-@dataclass
-class PassStep:
-    """One pass that `tvm.compile` ran. `script` is the module after it when it changed something;
-    `base` is the index of the pass whose script was its input (-1: the step's own TVMScript)."""
-
-    index: int
-    name: str
-    phase: str  # bind | pipeline | split | host | device | codegen
-    status: str  # changed | no-op | failed
-    depth: int = 0  # 1 for the passes a pass runs inside itself (HoistIfThenElse, SplitHostDevice)
-    base: int = -1
-    note: str = ""
-    script: str | None = None
-    error: str | None = None
-    seconds: float = 0.0
-
-
-@dataclass
-class Lowering:
-    """Everything about how one step compiles for one target (see `Session.lower`)."""
-
-    target: str
-    kind: str  # "cpu" | "cuda"
-    func_name: str
-    script: str  # the step's TVMScript: the input of the first pass, and what `.loc` lines refer to
-    passes: list[PassStep]
-    ok: bool
-    error: str | None = None
-    step: int | None = None
-    llvm_ir: str = ""
-    asm: str = ""
-    cuda_source: str = ""
-    ptx: str | None = None
-    ptx_error: str | None = None
-    ptxas_report: str = ""
-    target_cpu: str = ""
-    cpu_features: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    loops: list[cf.LoopFacts] = field(default_factory=list)
-    kernels: list[cf.KernelFacts] = field(default_factory=list)
-    cuda_loop_lines: dict[str, list[int]] = field(default_factory=dict)  # loop variable -> CUDA source lines
-    arch: str = ""  # the CUDA architecture compiled for ("sm_75"); "" for the CPU
-    # CUDA: the shared and local buffers at the size one block / one thread keeps them
-    # [{"name", "scope", "shape", "dtype", "bytes"}], and per kernel the arrays its source declares
-    # [{"name", "scope" ("local"|"shared"), "elements", "dtype", "bytes"}]: the facts without ptxas.
-    gpu_buffers: list[dict] = field(default_factory=list)
-    kernel_arrays: dict[str, list[dict]] = field(default_factory=dict)
-    verdict: str = ""
-    seconds: float = 0.0  # in the worker, all included
-    timings: dict[str, float] = field(default_factory=dict)  # seconds: parse, compile, code_text
+class Lowering(model_lowering.Lowering):
+    """Everything about how one step compiles for one target (see `Session.lower`): the plain data of
+    ``mlc_lab.model.lowering.Lowering`` (its fields and its one encoding), and the look-ups that say
+    what is missing as an `MlcLabError` or read the assembly."""
 
     # --- reading it -----------------------------------------------------------------------------
     def passes_named(self, name: str) -> list[PassStep]:
@@ -78,25 +33,7 @@ class Lowering:
             raise MlcLabError(f"no pass named {name!r} ran for this step; the passes were: {names}")
         return found
 
-    def script_before(self, p: PassStep) -> str:
-        """The TVMScript the pass received."""
-        base = p.base
-        while base >= 0 and self.passes[base].script is None:
-            base = self.passes[base].base
-        return self.script if base < 0 else str(self.passes[base].script)
-
-    def script_after(self, p: PassStep) -> str:
-        return p.script if p.script is not None else self.script_before(p)
-
-    @property
-    def changed(self) -> list[PassStep]:
-        return [p for p in self.passes if p.status == "changed"]
-
-    @property
-    def failed(self) -> list[PassStep]:
-        return [p for p in self.passes if p.status == "failed"]
-
-    def loop(self, name: str) -> cf.LoopFacts:
+    def loop(self, name: str) -> LoopFacts:
         """The facts of a loop, by the name the explorer shows (``j_1`` or ``Y/i``)."""
         hits = [f for f in self.loops if f.loop == name] or [f for f in self.loops if f.name == name]
         if len(hits) == 1:
@@ -125,43 +62,6 @@ class Lowering:
         lines = self.asm.splitlines()
         return "\n".join(("=> " if k == first else "   ") + lines[numbers[k] - 1].strip()
                          for k in range(max(0, first - before), min(len(numbers), first + after + 1)))
-
-    @property
-    def code(self) -> str:
-        """The generated code: assembly for CPU targets, CUDA source for GPU ones."""
-        return self.asm if self.kind == "cpu" else self.cuda_source
-
-    def summary(self) -> str:
-        counts = {s: sum(1 for p in self.passes if p.status == s) for s in ("changed", "no-op", "failed")}
-        head = (f"step {self.step}: {len(self.passes)} passes for {self.kind} ({counts['changed']} changed, "
-                f"{counts['no-op']} no-op, {counts['failed']} failed)")
-        lines = [head, self.verdict]
-        if self.error:
-            lines.append("error: " + self.error.splitlines()[0])
-        lines.extend(f"problem: {p}" for p in self.problems)
-        return "\n".join(line for line in lines if line)
-
-    def __repr__(self) -> str:
-        return f"<Lowering {self.summary().splitlines()[0]}>"
-
-    def _repr_pretty_(self, printer: Any, _cycle: bool) -> None:
-        printer.text(self.summary())
-
-    def to_json(self, *, texts: bool = True) -> dict:
-        """Plain JSON data (what the explorer and `mlc-lab lower --json` show). `texts=False` leaves
-        out the scripts and code, keeping the pass list, facts and verdict."""
-        out = asdict(self)
-        for f, loop in zip(out["loops"], self.loops):
-            f["is_vector"] = loop.is_vector
-            f["scalar_fallbacks"] = loop.scalar_fallbacks
-        if not texts:
-            for key in ("llvm_ir", "asm", "cuda_source", "ptx", "script"):
-                out.pop(key, None)
-            for p in out["passes"]:
-                p.pop("script", None)
-            for f in out["loops"]:
-                f.pop("asm_lines", None)
-        return out
 
 
 def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | None = None) -> Lowering:

@@ -22,7 +22,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from mlc_lab.model import access_payload, tuning_view
+from mlc_lab.model import access_payload, lowering, tuning_view
 from mlc_lab.model import measurement as measurement_model
 from mlc_lab.model import steps as model
 
@@ -34,8 +34,10 @@ TYPES = ["BufferInfo", "IterVar", "LoopNode", "BlockNode", "FuncNode", "LoopTree
          "LoopInfo", "EnclosingLoop", "ArrayDescr", "BufferArrays", "BufferStats", "CropBox", "BufferPayload",
          "FootprintResult", "WarpAccess", "GpuStats",
          # the tuning dashboard (mlc_lab.model.tuning_view)
-         "BestTrial", "Roof", "FailureItem", "TrialDetail"]
-_MODULES = (model, measurement_model, access_payload, tuning_view)
+         "BestTrial", "Roof", "FailureItem", "TrialDetail",
+         # the compiler panel (mlc_lab.model.lowering)
+         "PassStep", "LoopFacts", "KernelFacts", "GpuBuffer", "KernelArray", "Lowering"]
+_MODULES = (model, measurement_model, access_payload, tuning_view, lowering)
 
 
 def contract() -> dict[str, type]:
@@ -84,8 +86,10 @@ def hints(cls: type) -> list[tuple[str, Any, bool]]:
     """(field or key, its annotation, optional?) of a contract type, in order."""
     scope = {k: v for m in _MODULES for k, v in vars(m).items()}
     found = get_type_hints(cls, scope)
-    if dataclasses.is_dataclass(cls):
-        return [(f.name, found[f.name], False) for f in dataclasses.fields(cls)]
+    if dataclasses.is_dataclass(cls):  # and the properties its to_json sends with the fields
+        computed = [(name, get_type_hints(getattr(cls, name).fget, scope)["return"], False)
+                    for name in getattr(cls, "__wire_properties__", ())]
+        return [(f.name, found[f.name], False) for f in dataclasses.fields(cls)] + computed
     extras = get_type_hints(cls, scope, include_extras=True)  # NotRequired[...] marks optional keys
     optional = {n for n, tp in extras.items() if get_origin(tp) is typing.NotRequired}
     if not cls.__total__:  # every key of a total=False TypedDict (its own, not its bases')
@@ -122,7 +126,7 @@ def _values(cls: type) -> list[str]:
 def render(types: dict[str, type] | None = None) -> str:
     """The file's text, for the contract's types (``types``: name -> class, in order; tests pass a variant)."""
     types = contract() if types is None else types
-    out = ["// Generated from mlc_lab/model/ (steps.py, measurement.py, access_payload.py, tuning_view.py) by `python -m mlc_lab.core.model_ts`: do not edit.",
+    out = ["// Generated from mlc_lab/model/ (steps, measurement, access_payload, tuning_view, lowering) by `python -m mlc_lab.core.model_ts`: do not edit.",
            ""]
     out += [f"export const {k} = {v!r};" for k, v in measurement_model.CONSTANTS.items()]
     out.append("")
