@@ -4,6 +4,7 @@ import { HighlightStyle, syntaxHighlighting } from "@codemirror/language";
 import type { Extension } from "@codemirror/state";
 import { EditorView } from "@codemirror/view";
 import { tags as t } from "@lezer/highlight";
+import { onShadowRoot } from "./styles";
 import { jp } from "./theme";
 
 const mirror = (name: string, fallback: string) => jp(`mirror-editor-${name}-color`, fallback);
@@ -62,3 +63,29 @@ export function jpCodeTheme(): Extension[] {
   return [jpEditorTheme(), syntaxHighlighting(jpHighlightStyle)];
 }
 
+
+/** CodeMirror mounts its stylesheets (base theme, the themes above, syntax colours) in the root it
+ * was made in, and an editor made before its widget is attached takes the document. In a shadow
+ * root (marimo, MyST) every editor under it is moved to that root (`EditorView.setRoot`), the ones
+ * made later too, so that its line layout and highlighting colours reach it. */
+export function adoptEditors(root: ShadowRoot): () => void {
+  const adopt = (dom: Element) => {
+    const view = EditorView.findFromDOM(dom as HTMLElement);
+    if (view && view.root !== root) view.setRoot(root);
+  };
+  for (const dom of root.querySelectorAll(".cm-editor")) adopt(dom);
+  const observer = new MutationObserver((records) => {
+    for (const record of records) {
+      for (const node of record.addedNodes) {
+        if (node.nodeType !== 1) continue;
+        const el = node as Element;
+        if (el.classList.contains("cm-editor")) adopt(el);
+        else if (!el.closest(".cm-editor")) for (const dom of el.querySelectorAll(".cm-editor")) adopt(dom);
+      }
+    }
+  });
+  observer.observe(root, { childList: true, subtree: true });
+  return () => observer.disconnect();
+}
+
+onShadowRoot(adoptEditors);

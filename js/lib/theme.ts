@@ -3,6 +3,8 @@
 // (VS Code, Colab, a static page). DOM-only: CodeMirror themes live in ./cm_theme.ts, so a widget
 // without an editor (the tuning dashboard) does not pull CodeMirror into its bundle.
 
+import { registerStyle } from "./styles";
+
 /** `var(--jp-name, fallback)`. */
 export function jp(name: string, fallback: string): string {
   return `var(--jp-${name}, ${fallback})`;
@@ -16,15 +18,9 @@ export function isDarkTheme(doc: Document = document): boolean {
   return typeof window !== "undefined" && !!window.matchMedia?.("(prefers-color-scheme: dark)").matches;
 }
 
-/** Install a stylesheet once per document (anywidget injects bundles, not CSS, in this project). */
+/** Install a stylesheet once per root that holds mlc_lab widgets: the document, or the shadow root a
+ * host such as marimo renders each widget in (see ./styles.ts). `doc` is where it goes when no
+ * widget root is known (code that draws outside a widget's render). */
 export function ensureStyle(id: string, css: string, doc: Document = document): void {
-  const existing = doc.getElementById(id);
-  if (existing) {
-    if (existing.textContent !== css) existing.textContent = css; // hot reload
-    return;
-  }
-  const style = doc.createElement("style");
-  style.id = id;
-  style.textContent = css;
-  doc.head.appendChild(style);
+  registerStyle(id, css, doc);
 }

@@ -1,8 +1,9 @@
 """What every mlc_lab widget shares: its front end (one copy per page) and request/response messaging.
 
 Front end: every widget's `_esm` is the same small loader (js/loader.ts); the views themselves are
-one bundle (js/mlc_lab.ts) held once per kernel by the model-only :class:`FrontEnd` widget, so a
-saved notebook with an explorer, a memory view and a dashboard carries the bundle once.
+one bundle (js/mlc_lab.ts) held once per page by the model-only :class:`FrontEnd` widget (one per
+kernel in Jupyter, one per browser session in marimo), so a saved notebook with an explorer, a
+memory view and a dashboard carries the bundle once.
 
 The front end asks with a custom message ``{"kind": "mlc-request", "id", "method", "params"}``;
 the method registered with :func:`rpc` answers, and the reply goes back as
@@ -17,6 +18,7 @@ import gzip
 import hashlib
 import json
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -166,26 +168,52 @@ def record_key(method: str, params: Any) -> str:
     return f"{method} {json.dumps(params or {}, sort_keys=True, separators=(',', ':'), ensure_ascii=False, default=str)}"
 
 
-_front_end: FrontEnd | None = None
+# The FrontEnd model of each page (see _page): a widget must point at a model its own page knows.
+_front_ends: dict[int, tuple[Any, FrontEnd]] = {}
 _front_end_lock = threading.Lock()
 _record_lock = threading.RLock()
 
 
+def _page() -> Any:
+    """The page a widget made now is shown on, or None for the kernel's one page.
+
+    A Jupyter kernel has one widget manager: every page of the notebook knows every model. marimo
+    serves all browser sessions of `marimo run` from one process, and a model reaches only the
+    session whose runtime context made it (its comm keeps that context's stream): a FrontEnd
+    made for the first session is "not found" in the second. There the stream of the current
+    context (thread-local, one per session) names the page.
+    """
+    context = sys.modules.get("marimo._runtime.context")  # never imported here: only if marimo runs us
+    if context is None:
+        return None
+    try:
+        ctx = context.safe_get_context()
+    except Exception:  # noqa: BLE001  (another marimo version: one front end per process, as before)
+        return None
+    return getattr(ctx, "stream", None) if ctx is not None else None
+
+
 def front_end() -> FrontEnd | None:
-    """This kernel's FrontEnd model (made on first use, remade after ``Widget.close_all()``)."""
-    global _front_end
+    """This page's FrontEnd model (made on first use, remade after ``Widget.close_all()``)."""
+    page = _page()
     with _front_end_lock:
-        if _front_end is None or _front_end.comm is None:
+        for key in [k for k, (_p, fe) in _front_ends.items() if fe.comm is None]:
+            del _front_ends[key]  # closed (close_all, a marimo cell run again, a session ended)
+        held = _front_ends.get(id(page))
+        if held is None or held[0] is not page:
             if not FRONT_END_BUNDLE.is_file():
                 return None
             packed = front_end_code()
-            _front_end = FrontEnd(code=packed.code, digest=packed.digest)
-        elif FRONT_END_BUNDLE.is_file():
+            made = FrontEnd(code=packed.code, digest=packed.digest)
+            _front_ends[id(page)] = (page, made)
+            return made
+        host = held[1]
+        if FRONT_END_BUNDLE.is_file():
             packed = front_end_code()  # rebuilt since (npm run dev): widgets made from now on get it
-            if packed.digest != _front_end.digest:
-                with _front_end.hold_sync():
-                    _front_end.code, _front_end.digest = packed.code, packed.digest
-        return _front_end
+            if packed.digest != host.digest:
+                with host.hold_sync():
+                    host.code, host.digest = packed.code, packed.digest
+        return host
 
 
 class Reply:

@@ -66,7 +66,7 @@ def test_saved_state_carries_the_bundle_once(comms):
     code = front_end_code().code
     assert text.count(code[:200]) == 1
     assert len(text) < len(code) + 200_000
-    assert all(state[w.model_id]["state"]["_mlc_front_end"] == f"anywidget:{_base._front_end.model_id}" for w in widgets)
+    assert all(state[w.model_id]["state"]["_mlc_front_end"] == f"anywidget:{front_end().model_id}" for w in widgets)
 
 
 def test_explorer_records_each_step_once_for_saved_views(comms, session):
@@ -194,3 +194,33 @@ def test_record_cut_says_how_many_steps_the_record_left_out(comms, monkeypatch):
     assert sum(1 for k in w._mlc_recorded if k.startswith("step:")) == 3
     assert w.record_cut == {"max_steps": 3, "steps": steps, "steps_recorded": 3, "replies_dropped": 0}
     w.close()
+
+
+def test_each_marimo_session_gets_its_own_front_end(comms, monkeypatch):
+    """`marimo run` serves every browser session from one process, each with its own runtime context
+    (thread-local); a model reaches only the session that made it. A widget must point at a
+    FrontEnd made for its own session, or the second browser shows "Model not found"."""
+    import types
+
+    import marimo._runtime.context as marimo_context
+
+    from mlc_lab.widgets.access_view import AccessView
+
+    first, second = types.SimpleNamespace(stream=object()), types.SimpleNamespace(stream=object())
+    current = {"ctx": first}
+    monkeypatch.setattr(marimo_context, "safe_get_context", lambda: current["ctx"])
+    session = AnalysingSession()
+    a = AccessView(session)
+    current["ctx"] = second
+    b = AccessView(session)
+    host_b = front_end()
+    current["ctx"] = first
+    host_a = front_end()
+    assert host_a is not host_b
+    assert a._mlc_front_end == f"anywidget:{host_a.model_id}" and b._mlc_front_end == f"anywidget:{host_b.model_id}"
+    # a session's front end is kept while it is open, and remade once it is closed
+    assert front_end() is host_a
+    host_a.close()
+    assert front_end() is not host_a
+    current["ctx"] = None  # outside any marimo cell: the kernel's one page
+    assert front_end() not in (host_a, host_b)
