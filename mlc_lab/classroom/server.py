@@ -42,6 +42,7 @@ NAME = re.compile(r"^\w[\w .\-]{0,39}$")
 MAX_TRACE = 200_000  # characters: a long tuned trace is ~20 kB
 MAX_BODY = 400_000
 MAX_WAIT_S = 600.0
+MAX_WAITING = 3  # submissions of one pseudonym waiting to be graded: one student cannot fill the queue
 
 
 class SubmissionRefused(MlcLabError):
@@ -137,6 +138,9 @@ class ClassServer:
         why = refusal(name, trace, task, [t.name for t in self.assignment.tasks])
         if why:
             raise SubmissionRefused(why)
+        if self.store.waiting(name) >= MAX_WAITING:
+            raise SubmissionRefused(f"{name} has {MAX_WAITING} submissions waiting to be graded; submit again "
+                                    "once their verdicts are in")
         sid = self.store.add(name, task, trace)
         self._event(sid)
         self._queue.put(sid)

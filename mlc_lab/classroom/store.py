@@ -78,6 +78,12 @@ class Store:
                                    (name, task, trace, time.time()))
             return int(cur.lastrowid)
 
+    def waiting(self, name: str) -> int:
+        """How many of this student's submissions wait to be graded."""
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM submissions WHERE name=? AND status != 'graded'",
+                                        (name,)).fetchone()[0])
+
     def pending(self) -> list[int]:
         """Submissions not graded yet (also those whose grading a stopped server left unfinished)."""
         with self._lock:

@@ -20,7 +20,7 @@ import pytest
 
 import mlc_lab
 from mlc_lab.classroom import client
-from mlc_lab.classroom.server import ClassServer
+from mlc_lab.classroom.server import ClassServer, SubmissionRefused
 from mlc_lab.classroom.store import Store
 from mlc_lab.core.session import Session
 from tests.unit.test_rpc import KEY, tracker  # noqa: F401  (the fixture: a tracker and two servers)
@@ -175,6 +175,20 @@ def test_hostile_submissions_get_a_verdict_and_the_server_stays_up(server, tmp_p
     ok = client.submit(server.url, "ada", trace(PARALLEL))
     assert ok["error"] is None and ok["score"] == 5
     assert [r["name"] for r in client.leaderboard(server.url)["rows"]] == ["ada", "mallory"]
+
+
+def test_one_student_cannot_fill_the_queue(tmp_path):
+    srv = ClassServer(ASSIGNMENT, tmp_path / "class", port=0)  # not started: nothing is graded
+    try:
+        for _ in range(3):
+            srv.submit("ada", "b0 = sch.get_sblock('Y')")
+        with pytest.raises(SubmissionRefused, match="ada has 3 submissions waiting"):
+            srv.submit("ada", "b0 = sch.get_sblock('Y')")
+        srv.submit("bo", "b0 = sch.get_sblock('Y')")  # the others still can
+        assert srv.store.counts() == {"submissions": 4, "queued": 4}
+    finally:
+        srv.httpd.server_close()
+        srv.store.close()
 
 
 def test_the_teachers_summary_needs_the_token(server):
