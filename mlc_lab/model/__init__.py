@@ -7,4 +7,14 @@ nothing above it, so importing it never starts TVM. The import contract in pypro
 - ``steps``: the step, the loop tree and the change pushed to every view.
 - ``access_program``: the plain description of a tensor function that the access analysis reads.
 - ``schedule_facts``: the blocks, loop annotations and allocated sizes the named checks read.
+- ``measurement``: one timing of one program, and the quiet rule (thresholds, ``quiet``, ``spread``).
+- ``access_payload``: what the memory view receives (footprint payload, warp statistics).
+- ``tuning_view``: what the tuning dashboard shows of a job (best trial, roof, failures, a trial).
+- ``lowering``: how a step compiles (passes, loop and kernel facts).
+
+The wire contract: every type above that crosses to the page is written to ``js/lib/model.ts`` by
+``python -m mlc_lab.core.model_ts`` (list it in ``model_ts.TYPES``); tests/unit/test_model.py fails when
+that file is stale, and ``tsc --noEmit`` checks its users. To add a field, add it here and regenerate:
+the TypeScript compiler then names every user that must handle it. A Measurement field whose metadata
+is ``hover(label, unit)`` is also listed in the explorer's hover text, with no TypeScript edit.
 """
