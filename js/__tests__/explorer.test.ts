@@ -1,7 +1,7 @@
 // @vitest-environment jsdom
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import widget from "../explorer";
-import { BUSY_DELAY_MS } from "../explorer/view";
+import { BUSY_DELAY_MS, FOLLOW } from "../explorer/view";
 import { SCRIPT, fakeModel, mmRelu, tick, treeBytes } from "./fixtures";
 
 type Model = ReturnType<typeof fakeModel>;
@@ -10,6 +10,8 @@ let el: HTMLElement;
 let cleanup: (() => void) | void;
 
 const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
+/** The notes the view sent the kernel (fire and forget: the Session follows the page). */
+const notes = () => model.send.mock.calls.map((c: any[]) => c[0]).filter((m: any) => m?.kind === FOLLOW);
 const $$ = (sel: string) => Array.from(el.querySelectorAll<HTMLElement>(sel));
 const row = (kind: string, name: string) => $(`.mlc-row[data-kind="${kind}"][data-name="${name}"]`)!;
 const key = (k: string, extra: KeyboardEventInit = {}) =>
@@ -201,21 +203,52 @@ describe("explorer view", () => {
     expect($$(".mlc-hrow").length).toBe(5);
   });
 
-  it("history: clicking a step sends goto", async () => {
+  it("history: clicking a step the page holds shows it at once; the kernel is told, not asked", async () => {
     model.pushHistory([{ id: 1, parent: 0, primitive: "parallel", label: "parallel" }], 1);
-    model.pushStep({ id: 1, parent: 0, label: "parallel" });
+    model.pushStep({ id: 1, parent: 0, label: "parallel", script: `${SCRIPT}\nline 27` });
     await tick();
-    $$(".mlc-hrow")[0].click();
-    expect(model.requests().at(-1)).toMatchObject({ method: "goto", params: { step: 0 } });
-    // undo/goto only restyle the rows
     const first = $$(".mlc-hrow")[0];
-    model.pushStep({ id: 0, parent: null, label: "original program" });
+    first.click();
     await tick();
+    expect(model.requests()).toEqual([]); // no request: nothing to wait for
+    expect(notes()).toEqual([{ kind: FOLLOW, step: 0 }]);
+    expect(JSON.parse(new TextDecoder().decode(model.state.step as DataView)).id).toBe(0);
+    expect($(".mlc-code-main .cm-content")?.textContent).not.toContain("line 27");
+    // a move only restyles the rows
     expect($$(".mlc-hrow")[0]).toBe(first);
     expect(first.classList.contains("mlc-current")).toBe(true);
     expect($$(".mlc-hrow")[1].classList.contains("mlc-current")).toBe(false);
     $$(".mlc-hrow")[1].click();
+    await tick();
+    expect(notes().at(-1)).toEqual({ kind: FOLLOW, step: 1 });
+    expect($(".mlc-code-main .cm-content")?.textContent).toContain("line 27");
+  });
+
+  it("history: a step the page never held (made before it opened) is asked of the kernel", async () => {
+    model.pushHistory([0, 1, 2].map((id) => ({ id, parent: id ? id - 1 : null, primitive: null, label: `step ${id}` })));
+    await tick();
+    $$(".mlc-hrow")[1].click();
+    await tick();
     expect(model.requests().at(-1)).toMatchObject({ method: "goto", params: { step: 1 } });
+    expect(notes()).toEqual([]);
+  });
+
+  it("undo and redo are answered by the page; redo goes to the child visited last, as the Session's", async () => {
+    // 0 -> 1, then 0 -> 2 (a branch); the page saw both steps
+    model.pushHistory([{ id: 1, parent: 0, primitive: "parallel", label: "parallel" }], 1);
+    model.pushStep({ id: 1, parent: 0, label: "parallel", script: "one" });
+    model.pushHistory([{ id: 2, parent: 0, primitive: "unroll", label: "unroll" }], 2);
+    model.pushStep({ id: 2, parent: 0, label: "unroll", script: "two" });
+    await tick();
+    $$(".mlc-hrow")[1].click(); // go to step 1: now the child of 0 visited last
+    await tick();
+    ($(".mlc-undo") as HTMLButtonElement).click();
+    await tick();
+    ($(".mlc-redo") as HTMLButtonElement).click();
+    await tick();
+    expect(notes().map((n) => n.step)).toEqual([1, 0, 1]); // the newest child would be 2
+    expect($(".mlc-code-main .cm-content")?.textContent).toContain("one");
+    expect(model.requests()).toEqual([]);
   });
 
   it("shows an error with the involved loops highlighted; Esc asks to clear it", async () => {
@@ -244,10 +277,19 @@ describe("explorer view", () => {
     await tick();
     key("ArrowLeft");
     expect(model.state.selection).toEqual({ kind: "loop", name: "Y/i" });
+    model.pushHistory([{ id: 1, parent: 0, primitive: "parallel", label: "parallel" }], 1);
+    model.pushStep({ id: 1, parent: 0, label: "parallel" });
+    await tick();
     key("z", { ctrlKey: true });
+    await tick();
     key("z", { ctrlKey: true, shiftKey: true });
+    await tick();
+    key("z", { ctrlKey: true });
+    await tick();
     key("y", { ctrlKey: true });
-    expect(model.requests().map((r) => r.method)).toEqual(["undo", "redo", "redo"]);
+    await tick();
+    expect(notes().map((n) => n.step)).toEqual([0, 1, 0, 1]);
+    expect(model.requests()).toEqual([]);
   });
 
   it("keys typed into a form stay in the form", async () => {
@@ -283,15 +325,28 @@ describe("explorer view", () => {
     expect($(".mlc-trace .mlc-line-error")).not.toBeNull();
   });
 
-  it("diff mode fetches the base script once and shows a merge view", async () => {
+  it("diff mode compares with a step the page holds, and asks the kernel once for one it never held", async () => {
     model.pushHistory([{ id: 1, parent: 0, primitive: "parallel", label: "parallel" }], 1);
     model.pushStep({ id: 1, parent: 0, label: "parallel" });
     await tick();
     const mode = $(".mlc-diff-mode") as HTMLSelectElement;
     mode.value = "split";
     mode.dispatchEvent(new Event("change"));
+    await tick();
+    await tick();
+    expect(model.requests()).toEqual([]); // step 0 was shown here: the page has its script
+    expect($(".cm-mergeView")).not.toBeNull();
+    mode.value = "off";
+    mode.dispatchEvent(new Event("change"));
+    // steps 2 and 3 were made in a cell: the page was sent step 3 only
+    model.pushHistory([2, 3].map((id) => ({ id, parent: id - 1, primitive: "unroll", label: `step ${id}` })), 2);
+    model.pushStep({ id: 3, parent: 2, label: "step 3" });
+    await tick();
+    mode.value = "split";
+    mode.dispatchEvent(new Event("change"));
+    await tick();
     const req = model.requests().at(-1)!;
-    expect(req).toMatchObject({ method: "script_at", params: { step: "0" } });
+    expect(req).toMatchObject({ method: "script_at", params: { step: "2" } });
     model.reply({ bytes: 3 }, true, [new DataView(new TextEncoder().encode("old").buffer)]);
     await tick();
     await tick();

@@ -43,7 +43,7 @@ describe("offline answers", () => {
     expect(canonicalJson({ loop: "j", at: { k: 2, i: 1.5 }, none: undefined, s: "é" })).toBe('{"at":{"i":1.5,"k":2},"loop":"j","s":"é"}');
   });
 
-  it("answers recorded replies, steps through recorded steps, and refuses the rest", async () => {
+  it("answers recorded replies and refuses the rest; moving between steps is no request", async () => {
     const widgets = new SavedWidgets(savedExplorer());
     const model = await widgets.get_model("e");
     setOfflineHandler(model, explorerOffline(model));
@@ -54,14 +54,10 @@ describe("offline answers", () => {
     const hist = await rpc.request<{ from: number; steps: Array<{ id: number }> }>("history");
     expect(hist.result.from).toBe(0);
     expect(hist.result.steps.map((s) => s.id)).toEqual([0, 1, 2]);
-    await rpc.request("undo");
-    expect(cur(model)).toBe(1);
-    await rpc.request("goto", { step: 0 });
-    expect(cur(model)).toBe(0);
-    await rpc.request("redo");
-    expect(cur(model)).toBe(1);
-    const s2 = await rpc.request("script_at", { step: 2 });
-    expect(bufferText(s2.buffers[0])).toBe("two");
+    // the view answers these from the steps it holds (js/explorer/view.ts, moveTo): no second copy here
+    for (const [method, params] of [["undo", {}], ["redo", {}], ["goto", { step: 0 }], ["script_at", { step: 2 }]] as const)
+      await expect(rpc.request(method, params)).rejects.toThrow(/needs a running kernel/);
+    expect(cur(model)).toBe(2);
     await expect(rpc.request("apply", { primitive: "split" })).rejects.toBeInstanceOf(RpcFailure);
     await expect(rpc.request("access_footprint", { loop: "k" })).rejects.toThrow(/needs a running kernel/);
   });
@@ -104,10 +100,52 @@ describe("offline answers", () => {
     expect((await rpc.request("lower", { step: 1, target: "cpu" })).result).toEqual({ asm: "vfmadd" });
     await expect(rpc.request("cuda_source", { step: 1, ptx: true })).rejects.toThrow(/no GPU kernel/);
     await expect(rpc.request("lower", { step: 1, target: "cuda" })).rejects.toThrow(/needs a running kernel/);
-    await rpc.request("goto", { step: 0 });
+    model.set("step", new DataView(new TextEncoder().encode(step(0, null, "zero")).buffer));
     // the footprint was recorded at step 1, not at step 0
     await expect(rpc.request("access_footprint", { loop: "j_1", at: {}, sweep_threads: true })).rejects.toThrow(/needs a running kernel/);
-    await expect(rpc.request("goto", { step: 4 })).rejects.toThrow(/Step 4 is not in this saved record: it keeps the last 3 steps of 5/);
+  });
+
+  it("a saved explorer steps through its recorded steps with the live view's code: undo, redo, go to, diff", async () => {
+    const { default: widget } = await import("../explorer");
+    const saved = savedExplorer();
+    (saved.e.state as Record<string, any>).record_cut = { max_steps: 3, steps: 5, steps_recorded: 3, replies_dropped: 0 };
+    (saved.e.state as Record<string, any>).history = { from: 0, steps: [0, 1, 2, 3, 4].map((id) => ({ id, parent: id ? id - 1 : null, kind: "apply", primitive: null, label: `step ${id}` })) };
+    const model = await new SavedWidgets(saved).get_model("e");
+    markKernel(model, () => false);
+    setOfflineHandler(model, explorerOffline(model));
+    const el = document.createElement("div");
+    document.body.append(el);
+    const cleanup = await widget.render({ model: model as never, el, signal: new AbortController().signal } as never);
+    const settle = async () => {
+      for (let i = 0; i < 5; i++) await new Promise((r) => setTimeout(r, 0));
+    };
+    const code = () => el.querySelector(".mlc-code-main .cm-content")?.textContent ?? "";
+    const click = async (sel: string) => {
+      el.querySelector<HTMLElement>(sel)!.click();
+      await settle();
+    };
+    expect(code()).toContain("two");
+    await click(".mlc-undo");
+    expect([cur(model), code()]).toEqual([1, "one"]);
+    await click(".mlc-undo");
+    expect([cur(model), code()]).toEqual([0, "zero"]);
+    await click(".mlc-redo");
+    expect(cur(model)).toBe(1);
+    await click(".mlc-hrow[data-step='2']");
+    expect([cur(model), code()]).toEqual([2, "two"]);
+    const mode = el.querySelector(".mlc-diff-mode") as HTMLSelectElement;
+    mode.value = "unified";
+    mode.dispatchEvent(new Event("change"));
+    await settle();
+    expect(el.querySelector(".mlc-code-diff")?.textContent).toContain("one"); // the parent's script, from its record
+    mode.value = "off";
+    mode.dispatchEvent(new Event("change"));
+    await click(".mlc-hrow[data-step='4']"); // left out of the record
+    expect(el.querySelector(".mlc-banner")?.textContent).toContain("Step 4 is not in this saved record: it keeps the last 3 steps of 5");
+    expect(cur(model)).toBe(2);
+    expect(el.querySelector(".mlc-offline-banner[data-refused]")).toBeNull();
+    if (typeof cleanup === "function") cleanup();
+    el.remove();
   });
 
   it("leaves live models alone", async () => {

@@ -75,3 +75,18 @@ export function diffBases(steps: StepInfo[], current: StepId | null): StepInfo[]
   const { path, others } = diffBaseGroups(steps, current);
   return [...path, ...others];
 }
+
+/**
+ * Where redo goes from `current`: the child that was current last (`visited`: parent -> child),
+ * else the newest child; null when there is none. The Session's `redo` follows the same rule
+ * (mlc_lab/core/session.py); tests/unit/test_history_rule.py and js/__tests__/history_rule.test.ts
+ * drive both through one recorded walk (js/__tests__/fixtures/history_walk.json).
+ */
+export function redoTarget(steps: StepInfo[], current: StepId | null, visited: ReadonlyMap<string, StepId>): StepId | null {
+  if (current === null) return null;
+  const cur = steps.find((s) => String(s.id) === String(current));
+  const children = cur?.children ?? [];
+  if (!children.length) return null;
+  const last = visited.get(String(current));
+  return last !== undefined && children.some((c) => String(c) === String(last)) ? last : children[children.length - 1];
+}

@@ -1,6 +1,7 @@
-// The explorer without a kernel (a saved notebook, a static page): it steps through the steps it
-// recorded while it ran (mlc_lab/widgets/explorer.py, Explorer._record_step) — goto, undo, redo,
-// the history, diffs against any recorded step — by setting its own `step` trait, as Python would.
+// The explorer without a kernel (a saved notebook, a static page): the requests it still sends
+// there, answered from what it recorded while it ran (mlc_lab/widgets/explorer.py, _record_step).
+// Undo, redo, go to step and diffs are not requests: the view answers them from the steps it
+// holds, live and offline alike (js/explorer/view.ts, moveTo).
 
 import { bufferText } from "../lib/rpc";
 import { type OfflineAnswer, type OfflineHandler, recordData, recordedModel, recordedReply } from "../lib/offline";
@@ -41,28 +42,11 @@ export function explorerOffline(model: ExplorerLikeModel): OfflineHandler {
       .filter((k) => k.startsWith("step:"))
       .map((k) => k.slice(5));
   const current = () => decode(model.get("step"));
-  const goto = async (id: unknown): Promise<OfflineAnswer | null> => {
-    const rec = await load(id);
-    if (!rec) return notRecorded(id);
-    model.set("step", rec.data);
-    return ok({ step: rec.step.id });
-  };
   const summaries = async (): Promise<StepSummary[]> => {
     const all = (await Promise.all(recordedIds().map(load))).filter((r) => r !== null);
     return all
       .map(({ step }) => ({ id: step.id, parent: step.parent, kind: step.kind, primitive: step.primitive, label: step.label }))
       .sort((a, b) => a.id - b.id);
-  };
-
-  // A step the record left out (it keeps the last `max_steps`): say so, not "needs a kernel".
-  const notRecorded = (id: unknown): OfflineAnswer | null => {
-    const cut = (model.get("record_cut") ?? {}) as { max_steps?: number; steps?: number };
-    if (!cut.max_steps) return null;
-    return {
-      result: null,
-      buffers: [],
-      error: { summary: `Step ${String(id)} is not in this saved record: it keeps the last ${cut.max_steps} steps of ${cut.steps}. Re-run the notebook to see it.`, type: "not_recorded" },
-    };
   };
 
   return async (method, params) => {
@@ -75,24 +59,6 @@ export function explorerOffline(model: ExplorerLikeModel): OfflineHandler {
       }
       case "history":
         return ok({ from: 0, steps: await summaries() });
-      case "goto":
-        return goto(params.step);
-      case "undo": {
-        const cur = current();
-        return cur && cur.parent !== null && cur.parent !== undefined ? goto(cur.parent) : null;
-      }
-      case "redo": {
-        const cur = current();
-        if (!cur) return null;
-        const children = (await summaries()).filter((s) => String(s.parent) === String(cur.id));
-        return children.length ? goto(children[children.length - 1].id) : null;
-      }
-      case "script_at": {
-        const rec = await load(params.step);
-        if (!rec) return null;
-        const bytes = new TextEncoder().encode(rec.step.script);
-        return ok({ bytes: bytes.length, step: rec.step.id }, [new DataView(bytes.buffer)]);
-      }
       case "select_name": {
         const name = params.name;
         model.set("selection", typeof name === "string" && name ? { kind: params.kind ?? "loop", name } : {});

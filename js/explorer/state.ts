@@ -2,7 +2,8 @@
 // as the `step` trait) and the step tree, grown by the deltas Python sends in the `history` trait.
 
 import { parseJsonBuffer } from "../lib/rpc";
-import type { Decision, HistoryDelta, LoopTree, StepData, StepInfo, StepSummary } from "../lib/types";
+import type { Decision, HistoryDelta, LoopTree, StepData, StepId, StepInfo, StepSummary } from "../lib/types";
+import { redoTarget } from "./history";
 
 const EMPTY_STEP: StepData = {
   id: 0,
@@ -25,17 +26,28 @@ export function readStep(value: DataView | ArrayBuffer | string | null | undefin
   return { ...EMPTY_STEP, ...data, loop_tree: (data.loop_tree as LoopTree) ?? EMPTY_STEP.loop_tree, decisions: (data.decisions as Decision[]) ?? [] };
 }
 
-/** The step tree seen so far. Deltas are idempotent: the same delta twice leaves the same list. */
+/** The step tree seen so far. Deltas are idempotent: the same delta twice leaves the same list.
+ * It also keeps, per step, the child that was current last: where redo goes (see redoTarget). */
 export class History {
   private list: StepSummary[] = [];
   private withChildren: StepInfo[] | null = null;
+  private readonly visited = new Map<string, StepId>();
 
   /** Apply `{from, steps}`; false when it leaves a gap (ask Python for the whole history). */
   apply(delta: HistoryDelta | Record<string, never> | null | undefined): boolean {
     if (!delta || !("steps" in delta) || !Array.isArray(delta.steps)) return true;
     const from = typeof delta.from === "number" ? delta.from : 0;
     if (from > this.list.length) return false;
+    const known = this.list.length;
     this.list = [...this.list.slice(0, from), ...delta.steps];
+    const visited = (delta as { visited?: Record<string, StepId> }).visited;
+    if (from === 0 && visited) {
+      // the whole history (opening, a reload): the Session says where redo goes from each step
+      this.visited.clear();
+      for (const [parent, child] of Object.entries(visited)) this.visited.set(parent, child);
+    }
+    // a new step is the child visited last of its parent (as the Session's _add_step)
+    for (const s of delta.steps.slice(Math.max(0, known - from))) if (s.parent !== null && s.parent !== undefined) this.visited.set(String(s.parent), s.id);
     this.withChildren = null;
     return true;
   }
@@ -55,6 +67,18 @@ export class History {
     }
     this.withChildren = this.list.map((s) => ({ ...s, primitive: s.primitive ?? "", children: kids.get(String(s.id)) ?? [] }));
     return this.withChildren;
+  }
+
+  /** The page shows `id` now (whoever moved there): redo from its parent comes back to it. */
+  visit(id: StepId | null): void {
+    if (id === null) return;
+    const s = this.list.find((x) => String(x.id) === String(id));
+    if (s && s.parent !== null && s.parent !== undefined) this.visited.set(String(s.parent), s.id);
+  }
+
+  /** Where redo goes from `current` (null: nothing to redo). */
+  redoTarget(current: StepId | null): StepId | null {
+    return redoTarget(this.steps(), current, this.visited);
   }
 
   hasChildren(id: number | string | null): boolean {

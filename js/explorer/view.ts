@@ -7,7 +7,7 @@ import { AccessPanel } from "../access/panel";
 import { downloadText, h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
 import { hostOffer, requestSidePanel } from "../lib/host";
 import type { Measurement } from "../lib/model";
-import { kernelLive, recordedReply } from "../lib/offline";
+import { kernelLive, recordData, recordedModel, recordedReply } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerModel, FailureInfo, HistoryDelta, RecordCut, Selection, StepData, StepId } from "../lib/types";
 import { ChecksPanel, type ChecksReport, type ChecksSetup, type StepHazards, checksBadge, hazardMark, reportFor } from "./checks";
@@ -36,6 +36,9 @@ export interface MeasuredExplorerModel extends ExplorerModel {
 }
 
 type Model = AnyModel<MeasuredExplorerModel>;
+
+/** The note that moves the kernel's Session to the step the page shows (mlc_lab/widgets/explorer.py, FOLLOW). */
+export const FOLLOW = "mlc-follow";
 
 /** A request answered sooner than this shows no "working…" (see ExplorerView.setBusy). */
 export const BUSY_DELAY_MS = 300;
@@ -84,6 +87,9 @@ export class ExplorerView {
   private diffBase: string | null = null;
   private diffBaseChosen = false; // the user picked a base; otherwise it follows the parent step
   private scripts = new Map<string, string>(); // step id -> script (immutable per step)
+  // Every step this page has held (the `step` trait's bytes, as sent or recorded), by id: undo,
+  // redo, go to step and diffs are answered from these, live and offline alike (see moveTo).
+  private held = new Map<string, DataView>();
   private pendingClick: {
     t0: number;
     primitive: string;
@@ -116,13 +122,13 @@ export class ExplorerView {
     this.model = model as unknown as Model;
     this.rpc = new Rpc(model);
     this.measureRpc = { rpc: new Rpc(model, 300_000) };
-    this.cur = readStep(model.get("step"));
+    this.cur = this.hold();
     this.index = new TreeIndex(this.cur.loop_tree);
 
     const btn = (label: string, title: string, cls: string, onclick: () => void) =>
       h("button", { class: `mlc-btn ${cls}`, title, onclick, onmousedown: keepFocus }, label) as HTMLButtonElement;
-    this.undoBtn = btn("↶ Undo", "Undo (Ctrl/⌘+Z)", "mlc-undo", () => this.call("undo"));
-    this.redoBtn = btn("↷ Redo", "Redo (Ctrl/⌘+Shift+Z or Ctrl+Y)", "mlc-redo", () => this.call("redo"));
+    this.undoBtn = btn("↶ Undo", "Undo (Ctrl/⌘+Z)", "mlc-undo", () => void this.undo());
+    this.redoBtn = btn("↷ Redo", "Redo (Ctrl/⌘+Shift+Z or Ctrl+Y)", "mlc-redo", () => void this.redo());
     this.stepLabel = h("span", { class: "mlc-step-label" });
     this.diffSel = h("select", { class: "mlc-diff-mode", title: "compare with an earlier step" }) as HTMLSelectElement;
     for (const [v, l] of [
@@ -134,6 +140,7 @@ export class ExplorerView {
     ])
       this.diffSel.append(h("option", { value: v }, l));
     this.diffSel.addEventListener("change", () => {
+      if (this.diffSel.value === "unified" || this.diffSel.value === "split") this.pendingClick = { t0: performance.now(), primitive: "diff" };
       this.setCuda(this.diffSel.value === "cuda");
       this.setCompiler(this.diffSel.value === "compiler");
       this.diffMode = this.cudaOn || this.compilerOn ? "off" : (this.diffSel.value as DiffMode);
@@ -143,6 +150,7 @@ export class ExplorerView {
     });
     this.baseSel = h("select", { class: "mlc-diff-base", title: "step to compare against", hidden: true }) as HTMLSelectElement;
     this.baseSel.addEventListener("change", () => {
+      this.pendingClick = { t0: performance.now(), primitive: "diff" };
       this.diffBase = this.baseSel.value;
       this.diffBaseChosen = true;
       void this.renderDiff();
@@ -255,8 +263,9 @@ export class ExplorerView {
   /** A new current step: mark what differs from the one shown (one redraw for the whole message). */
   private onStep(): void {
     const prev = this.cur;
-    const next = readStep(this.model.get("step"));
+    const next = this.hold();
     this.cur = next;
+    this.history.visit(next.id);
     if (next.id !== prev.id) {
       for (const name of ["current", "can_undo", "can_redo", "loop_tree_json"]) this.invalidate(name);
     } else if (JSON.stringify(next.loop_tree) !== JSON.stringify(prev.loop_tree)) this.invalidate("loop_tree_json");
@@ -264,6 +273,16 @@ export class ExplorerView {
     if (next.changed_lines.join() !== prev.changed_lines.join()) this.invalidate("changed_lines");
     if (JSON.stringify(next.decisions) !== JSON.stringify(prev.decisions)) this.invalidate("decisions");
     if (next.trace !== prev.trace) this.invalidate("trace");
+  }
+
+  /** Keep the `step` trait's step (its bytes as sent): the page can show it again by itself. */
+  private hold(): StepData {
+    const raw = this.model.get("step") as unknown;
+    const step = readStep(raw as DataView);
+    const bytes = raw instanceof DataView ? raw : raw instanceof ArrayBuffer ? new DataView(raw) : null;
+    if (bytes && bytes.byteLength) this.held.set(String(step.id), bytes);
+    this.scripts.set(String(step.id), step.script);
+    return step;
   }
 
   /** The history trait holds what changed; a gap (a view opened late) is filled by asking Python. */
@@ -493,7 +512,7 @@ export class ExplorerView {
               this.drawBanner();
               this.drawTree();
               this.drawCode(false);
-            } else if (!this.historyRows.find((x) => x.kind === "step" && x.id === r.id)?.current) this.call("goto", { step: r.id }, "goto");
+            } else if (!this.historyRows.find((x) => x.kind === "step" && x.id === r.id)?.current) void this.moveTo(r.id, "goto");
           },
         },
         h("span", { class: "mlc-hmark" }, r.kind === "failure" ? "✗" : r.current ? "●" : r.branch ? "┬" : "○"),
@@ -579,7 +598,7 @@ export class ExplorerView {
       this.plotHost.replaceChildren(h("div", { class: "mlc-section-title" }, `Latency per step (${points.length} measured)`, " ", fold));
       return;
     }
-    const onPick = (id: StepId) => this.call("goto", { step: id }, "goto");
+    const onPick = (id: StepId) => void this.moveTo(id, "goto");
     const measurements = this.model.get("measurements") ?? {};
     const roofline = this.plotMode === "roofline" ? rooflinePlot(rooflinePoints(points, measurements), roofOf(measurements), { width, height: plotHeight(140), onPick }) : null;
     const svg = roofline ?? latencyPlot(points, { width, height: plotHeight(120), onPick });
@@ -708,16 +727,80 @@ export class ExplorerView {
     const base = this.diffBase;
     let original = this.scripts.get(base);
     if (original === undefined) {
-      try {
-        const reply = await this.rpc.request("script_at", { step: base });
-        original = bufferText(reply.buffers[0]);
-        this.scripts.set(base, original);
-      } catch (err) {
-        this.showLocalError(err);
+      const held = await this.stepBytes(base);
+      if (held) original = readStep(held).script;
+      else if (!kernelLive(this.model)) {
+        this.showLocalError(new Error(this.notRecorded(base)));
         return;
+      } else {
+        try {
+          // a step this page never held (made before it opened, not yet recorded): the kernel has it
+          const reply = await this.rpc.request("script_at", { step: base });
+          original = bufferText(reply.buffers[0]);
+        } catch (err) {
+          this.showLocalError(err);
+          return;
+        }
       }
+      this.scripts.set(base, original);
     }
-    if (this.diffBase === base && (this.diffMode as DiffMode) !== "off") this.code.showDiff(this.diffMode, original, this.cur.script);
+    if (this.diffBase === base && (this.diffMode as DiffMode) !== "off") {
+      this.code.showDiff(this.diffMode, original, this.cur.script);
+      if (this.pendingClick?.primitive === "diff") this.recordLatency();
+    }
+  }
+
+  // ---- the history, answered by the page -------------------------------------------------------
+  // The page holds every step it was sent or that was recorded for it; undo, redo and go to step
+  // show one of those at once, live or in a saved view, by the same code. A live kernel's Session
+  // follows with a note that needs no answer (Explorer._follow), so Python sees the same step.
+
+  private undo(): Promise<void> {
+    return this.cur.parent === null || this.cur.parent === undefined ? Promise.resolve() : this.moveTo(this.cur.parent, "undo");
+  }
+
+  private redo(): Promise<void> {
+    const target = this.history.redoTarget(this.cur.id);
+    return target === null ? Promise.resolve() : this.moveTo(target, "redo");
+  }
+
+  /** Show step `id` (undo, redo, go to step): from the steps held, else from the records. */
+  async moveTo(id: StepId, label: string): Promise<void> {
+    if (String(id) === String(this.cur.id)) return;
+    this.pendingClick = { t0: performance.now(), primitive: label };
+    const data = await this.stepBytes(id);
+    const live = kernelLive(this.model);
+    if (!data) {
+      // Not held (a step made before this page opened, not recorded yet): the kernel sends it.
+      if (live) await this.call("goto", { step: id }, label, false);
+      else {
+        this.pendingClick = null;
+        this.showLocalError(new Error(this.notRecorded(id)));
+      }
+      return;
+    }
+    this.model.set("step", data);
+    if (live) this.model.send({ kind: FOLLOW, step: id });
+  }
+
+  /** The bytes of step `id` as the `step` trait carries them: held, or read from its record. */
+  private async stepBytes(id: StepId): Promise<DataView | null> {
+    const key = String(id);
+    const held = this.held.get(key);
+    if (held) return held;
+    const rec = await recordedModel(this.model, `step:${key}`);
+    const data = rec ? await recordData(rec) : undefined;
+    if (!data || !data.byteLength || String(readStep(data).id) !== key) return null;
+    this.held.set(key, data);
+    return data;
+  }
+
+  /** Why a saved view cannot show a step (its record keeps the last `max_steps`). */
+  private notRecorded(id: StepId): string {
+    const cut = (this.model.get("record_cut") ?? {}) as { max_steps?: number; steps?: number };
+    return cut.max_steps
+      ? `Step ${String(id)} is not in this saved record: it keeps the last ${cut.max_steps} steps of ${cut.steps}. Re-run the notebook to see it.`
+      : `Step ${String(id)} is not in this saved record. Re-run the notebook to see it.`;
   }
 
   private toggleMemory(): void {
@@ -946,10 +1029,10 @@ export class ExplorerView {
     const sel = this.selectedEntry();
     switch (action.type) {
       case "undo":
-        this.call("undo");
+        void this.undo();
         break;
       case "redo":
-        this.call("redo");
+        void this.redo();
         break;
       case "move":
         this.select(this.index.next(sel, action.delta));

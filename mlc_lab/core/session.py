@@ -211,6 +211,13 @@ class Session:
             node = self._steps[node].parent
         return out[::-1]
 
+    @property
+    def visited_children(self) -> dict[int, int]:
+        """Where redo goes from each step: parent id -> the child that was current last (the
+        newest child when none was). The explorer's page applies the same rule to the steps it holds
+        (js/explorer/history.ts, redoTarget)."""
+        return dict(self._last_child)
+
     def undo(self) -> Step:
         parent = self.current.parent
         if parent is None:

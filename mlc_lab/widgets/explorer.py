@@ -54,6 +54,9 @@ MEASURE_TARGETS = ("cpu", "cuda")
 # Requests that build or run code in the measure worker (seconds): answered from a background
 # thread so the kernel's message loop stays free (clicks, cells, Cancel) while they run.
 BACKGROUND_REQUESTS = frozenset({"measure", "cuda_source", "lower"})
+# A note from the page that needs no answer: it moved to a step it holds (undo, redo, go to step:
+# js/explorer/view.ts answers those from its own steps) and the Session follows.
+FOLLOW = "mlc-follow"
 
 
 class Explorer(RpcWidget):
@@ -61,6 +64,9 @@ class Explorer(RpcWidget):
 
     _esm = bundle("explorer")
     MAX_RECORDED_STEPS = 200
+    # Steps are recorded for saved views this long after the last change (or at the end of the cell,
+    # or in wait()): each record is a gzip and a comm of its own, kept off the click's path.
+    RECORD_DELAY_S = 1.0
     # Saved views answer these from records (js/explorer/offline.ts steps through recorded steps):
     # what the Memory, Compiler and CUDA panels showed, per step, within the reply budget
     # (RpcWidget._mlc_reply_budget; the oldest go first).
@@ -109,6 +115,11 @@ class Explorer(RpcWidget):
         self._history_len = 0
         self._error_ids = itertools.count(1)
         self._jobs: list[threading.Thread] = []  # background requests (measure, cuda_source)
+        self._page_shows: Any = None  # the step the page moved to itself (see _follow)
+        self._quiet_step: bytes | None = None
+        self._pending_records: dict[Any, StepView | None] = {}  # step id -> view (None: make it)
+        self._record_timer: threading.Timer | None = None
+        self._record_hook: Any = None
         setup = checks_setup(session, checks=checks, tasks=tasks, assignment=assignment)
         # The first comm message already carries the whole state (no empty first render).
         super().__init__(height=height, func=self._func_name(), step=self._view.json_bytes,
@@ -124,17 +135,47 @@ class Explorer(RpcWidget):
         self._record_step(self._view)  # the step on screen, last (the first a saved view shows)
 
     def _record_step(self, view: StepView) -> None:
-        """Keep each step shown as a record, sent once: a saved explorer steps through them."""
-        key = f"step:{view.id}"
-        if key not in self.__dict__.get("_mlc_records", {}):
-            self.mlc_record(key, group="step", keep=self.MAX_RECORDED_STEPS, data=view.json_bytes)
+        """Keep each step shown as a record, sent once: a saved explorer steps through them. Made
+        later (``_flush_records``): a click's state update is not held up by a gzip and a comm."""
+        if f"step:{view.id}" not in self.__dict__.get("_mlc_records", {}):
+            self._pending_records[view.id] = view
+            self._schedule_records()
 
     def _record_step_id(self, step_id: Any) -> None:
         if f"step:{step_id}" not in self.__dict__.get("_mlc_records", {}):
-            try:
-                self._record_step(self._session.step_view(step_id))
-            except Exception:  # noqa: BLE001  (a record is a nicety for saved views)
-                log.exception("mlc_lab: recording step %r failed", step_id)
+            self._pending_records.setdefault(step_id, None)
+            self._schedule_records()
+
+    def _schedule_records(self) -> None:
+        if self._record_hook is None:  # in IPython: the records of a cell's steps go out before it ends
+            shell = _ipython()
+            if shell is not None:
+                self._record_hook = (shell, lambda *_a: self._flush_records())
+                shell.events.register("post_run_cell", self._record_hook[1])
+        if self._record_timer is not None:
+            self._record_timer.cancel()
+        self._record_timer = threading.Timer(self.RECORD_DELAY_S, self._flush_records)
+        self._record_timer.daemon = True
+        self._record_timer.start()
+
+    def _flush_records(self) -> None:
+        """Record the steps shown since the last flush (the one on screen last: a saved view opens on it)."""
+        with self._lock:
+            pending, self._pending_records = self._pending_records, {}
+            if not pending or self.comm is None:
+                return
+            current = self._view.id
+            order = [sid for sid in pending if sid != current] + ([current] if current in pending else [])
+            with self.hold_sync():
+                for sid in order:
+                    if f"step:{sid}" in self.__dict__.get("_mlc_records", {}):
+                        continue
+                    try:
+                        view = pending[sid] or self._session.step_view(sid)
+                        self.mlc_record(f"step:{view.id}", group="step", keep=self.MAX_RECORDED_STEPS,
+                                        data=view.json_bytes)
+                    except Exception:  # noqa: BLE001  (a record is a nicety for saved views)
+                        log.exception("mlc_lab: recording step %r failed", sid)
 
     def _mlc_record_params(self, method: str, params: dict) -> dict:
         if method in self._STEP_IMPLIED:
@@ -219,7 +260,8 @@ class Explorer(RpcWidget):
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for running background requests (a measurement, a CUDA compile) and for the checks
-        of the current step; False on timeout."""
+        of the current step; False on timeout. Records the steps not yet recorded for saved views."""
+        self._flush_records()
         deadline = None if timeout is None else time.monotonic() + timeout
         for job in list(self._jobs):
             job.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
@@ -244,6 +286,15 @@ class Explorer(RpcWidget):
         return self._checks.report(self._session.current.id if step is None else self._step_id(step))
 
     def close(self) -> None:
+        timer, hook = getattr(self, "_record_timer", None), getattr(self, "_record_hook", None)
+        if timer is not None:
+            timer.cancel()
+        if hook is not None:
+            try:
+                hook[0].events.unregister("post_run_cell", hook[1])
+            except ValueError:
+                pass
+            self._record_hook = None
         unsubscribe = getattr(self, "_unsubscribe", None)
         if unsubscribe is not None:
             unsubscribe()
@@ -296,7 +347,10 @@ class Explorer(RpcWidget):
 
     def _show(self, view: StepView) -> None:
         self._view = view
+        # A step the page moved to itself is on screen already: the trait follows, nothing is sent.
+        self._quiet_step = view.json_bytes if self._page_shows is not None and view.id == self._page_shows else None
         self.step = view.json_bytes
+        self._quiet_step = None
         self._record_step(view)
         if self.selection and _tree(view.loop_tree).find(self.selection.get("name", ""), self.selection.get("kind")) is None:
             self.selection = {}
@@ -304,7 +358,38 @@ class Explorer(RpcWidget):
     def _full_history(self) -> dict:
         steps = self._session.steps
         self._history_len = len(steps)
-        return {"from": 0, "steps": [_summary(s) for s in steps]}
+        # Where redo goes from each step (the child visited last): a reloaded page starts from it.
+        visited = getattr(self._session, "visited_children", None) or {}
+        history: dict = {"from": 0, "steps": [_summary(s) for s in steps]}
+        if visited:
+            history["visited"] = {str(_plain(p)): _plain(c) for p, c in dict(visited).items()}
+        return history
+
+    def _should_send_property(self, key: str, value: Any) -> bool:
+        if key == "step" and self._quiet_step is not None and value is self._quiet_step:
+            if self._holding_sync:
+                self._states_to_send.discard(key)
+            return False
+        return super()._should_send_property(key, value)
+
+    def _follow(self, step: Any) -> None:
+        """The page moved to a step it holds (undo, redo, go to): the Session follows, so Python
+        sees what the page shows. No reply: the page does not wait for this."""
+        with self._lock:
+            try:
+                target = self._step_id(step)
+            except RequestError:
+                log.warning("mlc_lab: the page moved to step %r, which this session does not have", step)
+                return
+            if target == self._session.current.id:
+                return
+            self._page_shows = target
+            try:
+                self._session.goto(target)
+            except MlcLabError:
+                log.exception("mlc_lab: following the page to step %r failed", target)
+            finally:
+                self._page_shows = None
 
     def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict:
         state = super().get_state(key, drop_defaults)
@@ -453,6 +538,9 @@ class Explorer(RpcWidget):
 
     # Measuring and CUDA: both run in the measure worker; answered from a background thread.
     def _handle_request(self, widget: Any, content: Any, buffers: list[Any] | None) -> None:
+        if isinstance(content, dict) and content.get("kind") == FOLLOW:
+            self._follow(content.get("step"))
+            return
         if isinstance(content, dict) and content.get("kind") == REQUEST and content.get("method") in BACKGROUND_REQUESTS:
             job = threading.Thread(target=super()._handle_request, args=(widget, content, buffers),
                                    name=f"mlc-lab-explorer-{content.get('method')}", daemon=True)
@@ -645,6 +733,14 @@ def _names(result: Any) -> Any:
 
 def _tree(tree: dict) -> LoopTree:
     return tree if isinstance(tree, LoopTree) else LoopTree(tree)
+
+
+def _ipython() -> Any:
+    """The running IPython shell, or None (a script, a test without a kernel)."""
+    import sys
+
+    module = sys.modules.get("IPython")
+    return module.get_ipython() if module is not None else None
 
 
 def _first_line(exc: BaseException) -> str:

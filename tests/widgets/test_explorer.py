@@ -380,3 +380,78 @@ def test_the_widgets_layer_does_not_import_tvm():
             "bad = [m for m in sys.modules if m == 'tvm' or m.startswith('tvm.')]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
+
+
+# --- the page owns the history (js/explorer/view.ts, moveTo); the Session follows --------------------
+
+def _follow(explorer, step) -> None:
+    explorer.comm.deliver({"method": "custom", "content": {"kind": "mlc-follow", "step": step}})
+
+
+def test_the_session_follows_the_page_and_sends_nothing_back(explorer, session):
+    """Undo, redo and "go to step" are answered by the page from the steps it holds: the note that
+    follows is not answered, and the step the page already shows is not sent to it again."""
+    c = explorer.comm
+    c.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}})
+    c.request("apply", {"primitive": "unroll", "kwargs": {"loop": "C/j"}})
+    mark = len(c.sent)
+    _follow(explorer, 1)
+    _follow(explorer, "0")  # ids may come back as text
+    assert c.sent[mark:] == []
+    assert session.current.id == 0 and explorer.current == 0 and step_of({"step": explorer.step})["id"] == 0
+    assert explorer.can_redo is True
+    # Python sees the same step; a move from a cell is sent to the page as before
+    session.goto(2)
+    (state,) = c.updates(mark)
+    assert step_of(state)["id"] == 2
+
+
+def test_following_the_page_to_an_unknown_step_changes_nothing(explorer, session):
+    c = explorer.comm
+    mark = len(c.sent)
+    _follow(explorer, 42)
+    assert c.sent[mark:] == [] and session.current.id == 0
+
+
+def test_a_new_step_is_one_state_update_and_one_reply_and_no_record(explorer):
+    """A click that makes a step sends one update and the reply; the step's record for saved
+    notebooks comes later, in its own message, off the click's path."""
+    explorer.wait()
+    c = explorer.comm
+    mark = len(c.sent)
+    c.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}}, req_id="click")
+    kinds = [m["data"].get("method") for m in c.sent[mark:]]
+    assert kinds == ["update", "custom"], kinds
+    (state,) = c.updates(mark)
+    assert "_mlc_recorded" not in state and "record_cut" not in state
+    explorer.wait()
+    assert "step:1" in explorer._mlc_recorded
+
+
+def test_records_are_made_after_a_pause(comms, session, monkeypatch):
+    import time
+
+    from mlc_lab.widgets.explorer import Explorer
+
+    monkeypatch.setattr(Explorer, "RECORD_DELAY_S", 0.05)
+    w = Explorer(session)
+    session.apply("parallel", "Y/i")
+    deadline = time.monotonic() + 5
+    while "step:1" not in w._mlc_recorded and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert {"step:0", "step:1"} <= set(w._mlc_recorded)
+    w.close()
+
+
+def test_a_reloaded_page_is_told_where_redo_goes(comms):
+    """The whole history carries the Session's "child visited last" per step (the page's rule)."""
+    from mlc_lab.widgets.explorer import Explorer
+
+    from tests.widgets.fakes import FakeSession
+
+    class VisitingSession(FakeSession):
+        visited_children = {0: 1, 1: 3}
+
+    w = Explorer(VisitingSession())
+    assert w.get_state()["history"]["visited"] == {"0": 1, "1": 3}
+    w.close()

@@ -73,10 +73,15 @@ def test_explorer_records_each_step_once_for_saved_views(comms, session):
     from mlc_lab.widgets.explorer import Explorer
 
     w = Explorer(session)
+    w.wait()
+    opened = len(comms)
     session.apply("split", "Y/j", factors=[None, 4])
     session.apply("parallel", "Y/i")
     session.undo()
     session.redo()
+    # off the click's path: no record (a gzip and a comm of its own) is made with the step's state
+    assert len(comms) == opened and not any(k in w._mlc_recorded for k in ("step:1", "step:2"))
+    w.wait()  # (or RECORD_DELAY_S after the last change, or at the end of the cell)
     recorded = w._mlc_recorded
     assert sorted(k for k in recorded if k.startswith("step:")) == ["step:0", "step:1", "step:2"]
     records = {k: r for k, (_g, r) in w._mlc_records.items()}
@@ -191,6 +196,7 @@ def test_record_cut_says_how_many_steps_the_record_left_out(comms, monkeypatch):
     session.apply("split", "Y/j", factors=[None, 2])
     steps = len(session.steps)
     assert steps == 5
+    w.wait()
     assert sum(1 for k in w._mlc_recorded if k.startswith("step:")) == 3
     assert w.record_cut == {"max_steps": 3, "steps": steps, "steps_recorded": 3, "replies_dropped": 0}
     w.close()
