@@ -3,6 +3,12 @@ import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
 import { type LoweringInfo, type PassInfo, asmLanguage, codeText, loopFacts, scriptAfter, scriptBefore, widthText } from "../explorer/compiler";
 import { fakeModel, tick } from "./fixtures";
+import type { StepData } from "../lib/types";
+// A real lowering of the course's 1024^3 GPU matmul with a 64x64 accumulator per thread for sm_75, as
+// Explorer.lower sends it (written by tests/widgets/test_explorer_compiler.py from Session.lower).
+import bigTile from "../../tests/fixtures/lowering_cuda_big_tile.json";
+import bigTileStep from "../../tests/fixtures/step_cuda_big_tile.json";
+import { cudaFacts } from "../explorer/compiler";
 
 const pass = (index: number, name: string, status: PassInfo["status"], base: number, script: string | null = null, extra: Partial<PassInfo> = {}): PassInfo => ({
   index, name, phase: "pipeline", status, depth: 0, base, note: "", script, error: null, seconds: 0.001, ...extra,
@@ -161,4 +167,103 @@ describe("the Compiler view in the explorer", () => {
     expect($(".mlc-compiler")!.dataset.highlighted).toBe("3");
     expect($$(".mlc-compiler .mlc-asm-hit")[0].textContent).toContain("for (int k = 0");
   }, 30_000);
+
+  it("for a CUDA arch: the stack-frame verdict, the kernel table and what each loop became, linked to the tree; a bad target keeps the view", async () => {
+    const big = bigTile as unknown as LoweringInfo;
+    const S = big.step as number;
+    const view = bigTileStep as unknown as StepData;
+    expect(view.id).toBe(S);
+    const hist = [steps[0], { id: S, parent: 0, children: [], primitive: view.primitive, label: view.label }];
+    // the explorer's compiler_target trait says sm_75: the first request is for it
+    const model = await mount({ history: hist, step: view, selection: {}, compiler_target: "sm_75" });
+    const sel = $(".mlc-diff-mode") as HTMLSelectElement;
+    sel.value = "compiler";
+    sel.dispatchEvent(new Event("change"));
+    expect(model.requests().at(-1)!.params).toEqual({ step: S, target: "sm_75" });
+    const field = $(".mlc-compiler-target") as HTMLInputElement;
+    expect(field.value).toBe("sm_75");
+    expect(Array.from(el.querySelectorAll("datalist option")).map((o) => (o as HTMLOptionElement).value)).toEqual(["cpu", "cuda", "sm_75", "sm_80", "sm_86", "sm_90"]);
+    model.reply(big);
+    await tick();
+    // the verdict names the 64x64 accumulator and its 16 KB stack frame, first
+    expect($(".mlc-compiler-verdict")!.textContent).toMatch(/^main_kernel: each thread keeps a 64x64 float32 accumulator \(C_local, 16 KB\): a 16 KB stack frame per thread \(ptxas\)/);
+    expect($(".mlc-compiler-status")!.textContent).toMatch(/^step \d+ for CUDA sm_75: /);
+    const kernel = $('.mlc-compiler-kernel[data-kernel="main_kernel"]')!;
+    const cell = (fact: string) => kernel.querySelector<HTMLElement>(`td[data-fact="${fact}"]`)!.textContent;
+    expect(kernel.dataset.from).toBe("ptxas");
+    expect(cell("registers")).toBe(String(big.kernels[0].registers));
+    expect(cell("stack")).toBe("16 KB");
+    expect(cell("shared")).toBe("8 KB");
+    expect(cell("local")).toBe("16 KB (C_local)");
+    expect(cell("spills")).toBe("0 B / 0 B");
+    expect(kernel.classList.contains("mlc-compiler-kernel-stack")).toBe(true);
+    expect($(".mlc-compiler-kernel-source")!.textContent).toBe("figures from ptxas -v for sm_75");
+    // per loop what it became, as Python said it
+    const rows = $$(".mlc-compiler-cuda-loop");
+    expect(rows.map((r) => r.dataset.loop)).toEqual(big.loops.map((f) => f.loop));
+    const became = (loop: string) => $(`.mlc-compiler-cuda-loop[data-loop="${loop}"] .mlc-compiler-became`)!.textContent;
+    expect(became("i_0")).toBe("blockIdx.y: 8 thread blocks, each runs one iteration");
+    expect(became("i_1_j_1_fused")).toBe("threadIdx.x: 4 threads of a block, each runs one iteration");
+    expect(became("A_shared/ax0_ax1_fused_2")).toBe("one 4-wide access (float4) per statement, no loop");
+    expect(became("k_0")).toMatch(/^a loop of 128 iterations in every thread \(CUDA lines \d+-\d+\)$/);
+    // a click on a loop row selects it in the tree; the tree's selection marks the row and its CUDA lines
+    $('.mlc-compiler-cuda-loop[data-loop="k_0"]')!.click();
+    expect(model.state.selection).toEqual({ kind: "loop", name: "k_0" });
+    await tick();
+    expect($('.mlc-compiler-cuda-loop[data-loop="k_0"]')!.classList.contains("mlc-active")).toBe(true);
+    expect($$(".mlc-compiler-cuda-loop.mlc-active").length).toBe(1);
+    expect(Number($(".mlc-compiler")!.dataset.highlighted)).toBe(big.cuda_loop_lines.k_0.length);
+    // a bad target: its sentence under the field, the last good view stays, the trait unchanged
+    field.value = "sm75";
+    field.dispatchEvent(new Event("change"));
+    expect(model.requests().at(-1)!.params).toEqual({ step: S, target: "sm75" });
+    const said = "'sm75' is not a target the Compiler view knows: give 'cpu', 'cuda', a CUDA architecture such as 'sm_75', a target dict or a TVM target tag";
+    model.reply({ summary: said, detail: "", type: "bad_target" }, false);
+    await tick();
+    expect($(".mlc-compiler-target-error")!.hidden).toBe(false);
+    expect($(".mlc-compiler-target-error")!.textContent).toBe(said);
+    expect(field.classList.contains("mlc-compiler-target-bad")).toBe(true);
+    expect($(".mlc-compiler-verdict")!.textContent).toContain("a 16 KB stack frame per thread");
+    expect($('.mlc-compiler-kernel[data-kernel="main_kernel"]')).not.toBeNull();
+    expect($(".mlc-compiler-status")!.textContent).toMatch(/for CUDA sm_75/);
+    expect(model.state.compiler_target).toBe("sm_75");
+    // the next step is still lowered for the good target
+    const n = model.requests().length;
+    model.pushStep({ id: 0, parent: null });
+    await tick();
+    expect(model.requests().length).toBe(n + 1);
+    expect(model.requests().at(-1)!.params).toEqual({ step: 0, target: "sm_75" });
+    model.pushStep(view);
+    await tick();
+    // another arch: compiled, kept in the trait (saved with the notebook), the error gone
+    field.value = " sm_80 ";
+    field.dispatchEvent(new Event("change"));
+    expect(model.requests().at(-1)!.params).toEqual({ step: S, target: "sm_80" });
+    model.reply({ ...big, arch: "sm_80" });
+    await tick();
+    expect(model.state.compiler_target).toBe("sm_80");
+    expect(model.save_changes).toHaveBeenCalled();
+    expect($(".mlc-compiler-target-error")!.hidden).toBe(true);
+    expect($(".mlc-compiler-kernel-source")!.textContent).toBe("figures from ptxas -v for sm_80");
+    // the trait set from Python (ex.compiler_target = "cpu") moves the panel too
+    model.set("compiler_target", "sm_75");
+    await tick();
+    expect(field.value).toBe("sm_75");
+    expect($(".mlc-compiler-kernel-source")!.textContent).toBe("figures from ptxas -v for sm_75"); // from the cache
+  }, 30_000);
+});
+
+describe("CUDA facts without ptxas", () => {
+  it("says the figures come from the source: registers, stack and spills unknown, shared and local arrays known", () => {
+    const big = bigTile as unknown as LoweringInfo;
+    const low = { ...big, ptx: null, ptx_error: "nvcc is not installed", ptxas_report: "", kernels: big.kernels.map((k) => ({ ...k, registers: null, stack_bytes: 0, facts_from: "source" as const })) };
+    const host = document.createElement("div");
+    host.append(...cudaFacts(low, null, () => {}));
+    const kernel = host.querySelector<HTMLElement>(".mlc-compiler-kernel")!;
+    expect(kernel.dataset.from).toBe("source");
+    const cell = (fact: string) => kernel.querySelector<HTMLElement>(`td[data-fact="${fact}"]`)!.textContent;
+    expect([cell("registers"), cell("stack"), cell("spills"), cell("shared"), cell("local"), cell("from")]).toEqual(["?", "?", "?", "8 KB", "16 KB (C_local)", "CUDA source"]);
+    expect(host.querySelector(".mlc-compiler-kernel-source")!.textContent).toBe(
+      "no ptxas (nvcc is not installed): registers, stack frame and spills unknown; shared memory and local arrays from the CUDA source for sm_75");
+  });
 });

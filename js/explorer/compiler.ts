@@ -40,6 +40,25 @@ interface LowerProblem {
   step: StepId;
   summary: string;
   detail: string;
+  type?: string;
+}
+
+/** What the target field offers (any other CUDA architecture, TVM target tag or JSON may be typed). */
+export const COMMON_TARGETS = ["cpu", "cuda", "sm_75", "sm_80", "sm_86", "sm_90"];
+const LARGE_STACK_BYTES = 1024; // as mlc_lab/core/lowering.py: a stack frame this large is the verdict's first sentence
+
+/** "16 KB" / "512 B", as the Python verdict writes sizes. */
+export function bytesText(n: number | null | undefined): string {
+  if (!n) return "0 B";
+  return n >= 1024 ? `${Number((n / 1024).toPrecision(3))} KB` : `${n} B`;
+}
+
+/** One line saying where a CUDA lowering's kernel figures come from. */
+export function kernelSourceText(low: LoweringInfo): string {
+  const fromPtxas = low.kernels.some((k) => (k.facts_from ?? (k.registers == null ? "source" : "ptxas")) === "ptxas");
+  const arch = low.arch ? ` for ${low.arch}` : "";
+  if (fromPtxas) return `figures from ptxas -v${arch}`;
+  return `no ptxas${low.ptx_error ? ` (${low.ptx_error.split("\n")[0]})` : ""}: registers, stack frame and spills unknown; shared memory and local arrays from the CUDA source${arch}`;
 }
 
 // ---- pure helpers (tested without a DOM) -----------------------------------------------------
@@ -134,10 +153,20 @@ function readOnly(): Extension[] {
 
 // ---- the panel ---------------------------------------------------------------------------------
 
+type PanelModel = ConstructorParameters<typeof Rpc>[0] & {
+  get?(name: string): any;
+  set?(name: string, value: unknown): void;
+  save_changes?(): void;
+};
+
+let datalistIds = 0;
+
 export class CompilerPanel {
   readonly el: HTMLElement;
   private rpc: Rpc;
-  private targetSel: HTMLSelectElement;
+  private targetField: HTMLInputElement;
+  private targetError: HTMLElement;
+  private goodTarget: string; // the last target that compiled (or was chosen): what a new step is lowered for
   private status: HTMLElement;
   private verdict: HTMLElement;
   private facts: HTMLElement;
@@ -151,16 +180,34 @@ export class CompilerPanel {
   private editorText: string | null = null;
   private selected: string | null = null;
 
-  /** `onSelectLoop` asks the explorer to select a loop (a click on a facts row). */
-  constructor(model: ConstructorParameters<typeof Rpc>[0], private onSelectLoop: (name: string) => void = () => {}) {
+  private readonly onTraitTarget = () => {
+    const t = String(this.model.get?.("compiler_target") ?? "").trim();
+    if (t && t !== this.goodTarget) {
+      this.targetField.value = t;
+      void this.chooseTarget(t);
+    }
+  };
+
+  /** `onSelectLoop` asks the explorer to select a loop (a click on a facts row). The target is the
+   * model's `compiler_target` trait (kept per explorer; a saved notebook's records are keyed by it). */
+  constructor(private model: PanelModel, private onSelectLoop: (name: string) => void = () => {}) {
     if (typeof document !== "undefined") ensureStyle("mlc-lab-compiler-style", css);
     this.rpc = new Rpc(model, 300_000); // the first lowering may start the worker (up to a minute)
-    this.targetSel = h("select", { class: "mlc-compiler-target", title: "compile for this machine's CPU or for CUDA" }) as HTMLSelectElement;
-    for (const t of ["cpu", "cuda"]) this.targetSel.append(h("option", { value: t }, t));
-    this.targetSel.addEventListener("change", () => {
-      this.shown = { kind: "code", code: this.targetSel.value === "cuda" ? "source" : "asm" };
-      void this.show(this.step);
-    });
+    this.goodTarget = String(model.get?.("compiler_target") || "cpu").trim() || "cpu";
+    const listId = `mlc-compiler-targets-${++datalistIds}`;
+    this.targetField = h("input", {
+      class: "mlc-compiler-target",
+      type: "text",
+      list: listId,
+      spellcheck: "false",
+      "aria-label": "compile for",
+      title: "cpu (this machine), cuda, a CUDA architecture (sm_75, sm_80, …), a TVM target tag (nvidia/geforce-rtx-3080) or a target as JSON; Enter compiles",
+    }) as HTMLInputElement;
+    this.targetField.value = this.goodTarget;
+    const datalist = h("datalist", { id: listId }, ...COMMON_TARGETS.map((t) => h("option", { value: t })));
+    this.targetField.addEventListener("change", () => void this.chooseTarget(this.targetField.value));
+    this.targetError = h("div", { class: "mlc-compiler-target-error", hidden: true, role: "alert" });
+    (model as unknown as { on(event: string, cb: () => void): void }).on("change:compiler_target", this.onTraitTarget);
     this.status = h("span", { class: "mlc-muted mlc-compiler-status" });
     this.verdict = h("div", { class: "mlc-compiler-verdict" });
     this.facts = h("div", { class: "mlc-compiler-facts" });
@@ -169,7 +216,8 @@ export class CompilerPanel {
     this.el = h(
       "div",
       { class: "mlc-compiler", hidden: true },
-      h("div", { class: "mlc-compiler-bar" }, h("b", {}, "Compiler"), this.targetSel, this.status, h("span", { class: "mlc-spacer" }), moreRoomButton()),
+      h("div", { class: "mlc-compiler-bar" }, h("b", {}, "Compiler"), h("span", { class: "mlc-muted" }, "for"), this.targetField, datalist, this.status, h("span", { class: "mlc-spacer" }), moreRoomButton()),
+      this.targetError,
       this.verdict,
       this.facts,
       h("div", { class: "mlc-compiler-body" }, this.passList, this.main),
@@ -178,40 +226,99 @@ export class CompilerPanel {
 
   private step: StepId | null = null;
 
-  get target(): "cpu" | "cuda" {
-    return this.targetSel.value as "cpu" | "cuda";
+  /** The target the panel compiles for: the last good one ("cpu", "cuda", "sm_75", a tag, JSON). */
+  get target(): string {
+    return this.goodTarget;
   }
 
-  /** Show the lowering of `step` (asked once per step and target, then cached). */
-  async show(step: StepId | null): Promise<void> {
+  /** The field's text was committed (Enter, a pick from the list, leaving the field): compile the
+   * current step for it. A target Python refuses shows its sentence under the field and the panel
+   * keeps its last good view; a good one becomes the explorer's `compiler_target`. */
+  async chooseTarget(text: string): Promise<void> {
+    const target = text.trim();
+    if (!target || target === this.goodTarget) {
+      this.targetField.value = this.goodTarget;
+      this.setTargetError(null);
+      return;
+    }
+    if (this.step === null) {
+      this.adoptTarget(target);
+      return;
+    }
+    await this.show(this.step, target);
+  }
+
+  private adoptTarget(target: string): void {
+    this.setTargetError(null);
+    if (target === this.goodTarget) return;
+    this.goodTarget = target;
+    this.targetField.value = target;
+    if (this.model.set && this.model.get?.("compiler_target") !== target) {
+      this.model.set("compiler_target", target);
+      this.model.save_changes?.();
+    }
+  }
+
+  private setTargetError(text: string | null): void {
+    this.targetError.hidden = !text;
+    this.targetError.textContent = text ?? "";
+    this.targetField.classList.toggle("mlc-compiler-target-bad", !!text);
+  }
+
+  /** Show the lowering of `step` for `target` (default: the current one; asked once per step and
+   * target, then cached). */
+  async show(step: StepId | null, target: string = this.goodTarget): Promise<void> {
     if (step === null) return;
     this.step = step;
-    const key = `${step}:${this.target}`;
+    const key = `${step}:${target}`;
     this.wanted = key;
     const cached = this.cache.get(key);
     if (cached) {
-      this.draw(key, cached);
+      this.arrive(key, target, cached);
       return;
     }
-    this.status.textContent = `compiling step ${step} for ${this.target}…`;
+    this.status.textContent = `compiling step ${step} for ${target}…`;
     this.el.classList.add("mlc-compiler-loading");
     let got: LoweringInfo | LowerProblem;
     try {
-      got = (await this.rpc.request<LoweringInfo>("lower", { step, target: this.target })).result;
+      got = (await this.rpc.request<LoweringInfo>("lower", { step, target })).result;
     } catch (err) {
       const e = err instanceof RpcFailure ? err.error : { summary: err instanceof Error ? err.message : String(err), detail: "", type: "error" };
-      got = { step, summary: e.summary, detail: e.detail ?? "" };
-      if (this.wanted === key) this.draw(key, got);
-      return; // not cached: a worker crash or timeout may go away
+      got = { step, summary: e.summary, detail: e.detail ?? "", type: e.type };
+      if (e.type === "bad_target") this.cache.set(key, got); // the same text stays bad
+      if (this.wanted === key) this.arrive(key, target, got);
+      return; // other failures are not cached: a worker crash or timeout may go away
     }
     this.cache.set(key, got);
-    if (this.wanted === key) this.draw(key, got);
+    if (this.wanted === key) this.arrive(key, target, got);
+  }
+
+  /** A reply for `target`: a refused new target leaves the last good view on screen. */
+  private arrive(key: string, target: string, got: LoweringInfo | LowerProblem): void {
+    if ("summary" in got && got.type === "bad_target" && target !== this.goodTarget) {
+      this.el.classList.remove("mlc-compiler-loading");
+      this.setTargetError(got.summary);
+      this.wanted = `${this.step}:${this.goodTarget}`;
+      if (this.low || this.cache.has(this.wanted)) {
+        const last = this.cache.get(this.wanted);
+        if (last) this.draw(this.wanted, last);
+      } else this.status.textContent = "";
+      return;
+    }
+    if (target !== this.goodTarget) {
+      this.adoptTarget(target);
+      this.shown = { kind: "code", code: "summary" in got ? "asm" : CODE_KINDS[got.kind][0][0] }; // a new target: its code first
+    } else if ("summary" in got && got.type === "bad_target") this.setTargetError(got.summary);
+    else this.setTargetError(null);
+    this.draw(key, got);
   }
 
   /** The explorer's selection changed: highlight that loop's instructions and facts row. */
   select(name: string | null): void {
     this.selected = name;
     this.drawFacts();
+    const row = this.facts.querySelector<HTMLElement>(".mlc-compiler-loop.mlc-active");
+    if (row && typeof row.scrollIntoView === "function") row.scrollIntoView({ block: "nearest" }); // the tree's pick, in view
     this.drawHits(true);
   }
 
@@ -235,7 +342,8 @@ export class CompilerPanel {
     this.low = got;
     const changed = got.passes.filter((p) => p.status === "changed").length;
     const failed = got.passes.filter((p) => p.status === "failed").length;
-    this.status.textContent = `step ${got.step}: ${got.passes.length} passes, ${changed} changed${failed ? `, ${failed} failed` : ""} · ${(got.seconds * 1000).toFixed(0)} ms`;
+    const forWhat = got.kind === "cuda" ? `CUDA ${got.arch ?? ""}`.trim() : "CPU";
+    this.status.textContent = `step ${got.step} for ${forWhat}: ${got.passes.length} passes, ${changed} changed${failed ? `, ${failed} failed` : ""} · ${(got.seconds * 1000).toFixed(0)} ms`;
     this.verdict.className = `mlc-compiler-verdict${got.ok ? "" : " mlc-compiler-problem"}`;
     this.verdict.textContent = got.verdict || (got.problems[0] ?? "");
     this.verdict.title = this.verdict.textContent; // clamped to three lines: the whole text on hover
@@ -251,15 +359,9 @@ export class CompilerPanel {
     const low = this.low;
     if (!low) return;
     const sel = loopFacts(low, this.selected);
+    this.facts.classList.toggle("mlc-compiler-facts-cuda", low.kind === "cuda"); // kernels stay, loops scroll
     if (low.kind === "cuda") {
-      const rows = low.kernels.map((k) =>
-        h("tr", { class: "mlc-compiler-kernel" }, h("td", { class: "mlc-name" }, k.name), h("td", {}, String(k.registers ?? "?")), h("td", {}, `${k.shared_bytes} B`), h("td", {}, `${k.spill_stores}/${k.spill_loads} B`), h("td", {}, String(k.vector_loads)), h("td", {}, String(k.scalar_loads)), h("td", {}, String(k.fma))),
-      );
-      this.facts.replaceChildren(
-        rows.length
-          ? h("table", {}, h("tr", {}, ...["kernel", "registers", "shared", "spills st/ld", "vector loads", "scalar loads", "FMA"].map((t) => h("th", {}, t))), ...rows)
-          : h("div", { class: "mlc-muted" }, low.ptx_error ? `no ptxas facts: ${low.ptx_error}` : "no kernels"),
-      );
+      this.facts.replaceChildren(...cudaFacts(low, sel, this.onSelectLoop));
       return;
     }
     const rows = low.loops.map((f) =>
@@ -382,7 +484,53 @@ export class CompilerPanel {
   }
 
   destroy(): void {
+    (this.model as unknown as { off(event: string, cb: () => void): void }).off("change:compiler_target", this.onTraitTarget);
     this.rpc.dispose();
     this.editor?.destroy();
   }
+}
+
+/** The CUDA facts: per kernel (registers, stack frame, spills, shared memory, local arrays; from
+ * ptxas when it ran, else from the source, said under the table), then per loop what it became
+ * (a block or thread index, a loop in every thread, unrolled copies, one wide access), each row a
+ * link to that loop in the explorer's tree. */
+export function cudaFacts(low: LoweringInfo, sel: LoopFactsInfo | null, onSelectLoop: (name: string) => void): Array<HTMLElement | string> {
+  const kernelRows = low.kernels.map((k) => {
+    const local = (low.kernel_arrays?.[k.name] ?? []).filter((a) => a.scope === "local");
+    const localBytes = local.reduce((n, a) => n + (a.bytes ?? 0), 0);
+    const fromPtxas = (k.facts_from ?? (k.registers == null ? "source" : "ptxas")) === "ptxas";
+    const stack = k.stack_bytes ?? 0;
+    const big = stack >= LARGE_STACK_BYTES || k.spill_stores > 0;
+    return h(
+      "tr",
+      { class: `mlc-compiler-kernel${big ? " mlc-compiler-kernel-stack" : ""}`, dataset: { kernel: k.name, from: fromPtxas ? "ptxas" : "source" } },
+      h("td", { class: "mlc-name" }, k.name),
+      h("td", { dataset: { fact: "registers" } }, fromPtxas ? String(k.registers) : "?"),
+      h("td", { dataset: { fact: "stack" } }, fromPtxas ? bytesText(stack) : "?"),
+      h("td", { dataset: { fact: "spills" } }, fromPtxas ? `${bytesText(k.spill_stores)} / ${bytesText(k.spill_loads)}` : "?"),
+      h("td", { dataset: { fact: "shared" } }, bytesText(k.shared_bytes)),
+      h("td", { dataset: { fact: "local" } }, local.length ? `${bytesText(localBytes)} (${local.map((a) => a.name).join(", ")})` : "none"),
+      h("td", {}, fromPtxas ? `${k.vector_loads} / ${k.scalar_loads}` : "?"),
+      h("td", {}, fromPtxas ? String(k.fma) : "?"),
+      h("td", { dataset: { fact: "from" } }, fromPtxas ? "ptxas" : "CUDA source"),
+    );
+  });
+  const kernelHead = ["kernel", "registers", "stack frame", "spills st / ld", "shared", "local arrays", "loads v / s", "FMA", "from"];
+  const loopRows = low.loops.map((f) =>
+    h(
+      "tr",
+      { class: `mlc-compiler-loop mlc-compiler-cuda-loop${sel === f ? " mlc-active" : ""}`, dataset: { loop: f.loop }, title: `${f.loop}: ${f.verdict}`, onclick: () => onSelectLoop(f.loop) },
+      h("td", { class: "mlc-name" }, f.loop),
+      h("td", {}, f.kind),
+      h("td", {}, f.extent == null ? "?" : String(f.extent)),
+      h("td", { class: "mlc-compiler-became" }, f.verdict),
+    ),
+  );
+  return [
+    kernelRows.length
+      ? h("table", { class: "mlc-compiler-kernels" }, h("tr", {}, ...kernelHead.map((t) => h("th", {}, t))), ...kernelRows)
+      : h("div", { class: "mlc-muted" }, low.ptx_error ? `no kernels: ${low.ptx_error}` : "no kernels"),
+    h("div", { class: "mlc-muted mlc-compiler-kernel-source" }, kernelSourceText(low)),
+    loopRows.length ? h("div", { class: "mlc-compiler-cuda-loops-box" }, h("table", { class: "mlc-compiler-cuda-loops" }, h("tr", {}, ...["loop", "kind", "extent", "became"].map((t) => h("th", {}, t))), ...loopRows)) : "",
+  ];
 }

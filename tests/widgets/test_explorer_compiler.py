@@ -59,6 +59,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # What js/__tests__/compiler.test.ts feeds the panel: a real lowering (below), written by
 # MLC_LAB_WRITE_FIXTURES=1 and otherwise compared with what Python sends now.
 FIXTURE = ROOT / "tests" / "fixtures" / "lowering_cuda_big_tile.json"
+STEP_FIXTURE = ROOT / "tests" / "fixtures" / "step_cuda_big_tile.json"  # the step itself, as the page gets it
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +102,12 @@ def test_lower_for_a_cuda_arch_a_tag_or_json_and_a_bad_target_in_one_sentence(co
         assert f'lower {{"step":{step},"target":"sm_75"}}' in records
         assert not any(k.startswith("lower ") and '"target":"cuda"' in k for k in records)
 
+        view = json.loads(big_tile.step_view(step).json_bytes)
         if os.environ.get("MLC_LAB_WRITE_FIXTURES"):
             FIXTURE.write_text(json.dumps(fixture_of(r), indent=1, sort_keys=True) + "\n")
+            STEP_FIXTURE.write_text(json.dumps(view, indent=1, sort_keys=True) + "\n")
         fixture = json.loads(FIXTURE.read_text())
+        assert json.loads(STEP_FIXTURE.read_text()) == view, "stale fixture: run this test with MLC_LAB_WRITE_FIXTURES=1"
         assert {k: fixture[k] for k in STABLE} == {k: fixture_of(r)[k] for k in STABLE}, \
             "stale fixture: run this test with MLC_LAB_WRITE_FIXTURES=1"
         assert [(f["loop"], f["verdict"]) for f in fixture["loops"]] == [(f["loop"], f["verdict"]) for f in r["loops"]]
