@@ -78,7 +78,10 @@ class Explorer(RpcWidget):
     func = t.Unicode("").tag(sync=True)
     # The current step as UTF-8 JSON in a binary buffer: encoded once per step by the StepView, and
     # no walk by ipywidgets through hundreds of nested dicts of the loop tree.
-    step = t.Bytes(b"{}").tag(sync=True)
+    # The page also sets it, when it moves to a step it holds (undo, redo, go to: js/explorer/view.ts,
+    # moveTo) and says so by FOLLOW; the bytes its next change carries back are not taken (set_state)
+    # nor echoed: an echo arriving after a later move would take the page back.
+    step = t.Bytes(b"{}").tag(sync=True, echo_update=False)
     history = t.Dict().tag(sync=True)  # {"from": n, "steps": [step summaries n, n+1, ...]}
     selection = t.Dict().tag(sync=True)
     error = t.Dict().tag(sync=True)
@@ -364,6 +367,11 @@ class Explorer(RpcWidget):
         if visited:
             history["visited"] = {str(_plain(p)): _plain(c) for p, c in dict(visited).items()}
         return history
+
+    def set_state(self, sync_data: dict) -> None:
+        state = {k: v for k, v in sync_data.items() if k != "step"}  # the Session follows FOLLOW notes
+        if state:
+            super().set_state(state)
 
     def _should_send_property(self, key: str, value: Any) -> bool:
         if key == "step" and self._quiet_step is not None and value is self._quiet_step:

@@ -455,3 +455,19 @@ def test_a_reloaded_page_is_told_where_redo_goes(comms):
     w = Explorer(VisitingSession())
     assert w.get_state()["history"]["visited"] == {"0": 1, "1": 3}
     w.close()
+
+
+def test_a_step_the_page_set_comes_back_without_an_echo_and_is_not_taken(explorer, session):
+    """After a move the page's next change (a selection) carries the step it set: Python neither
+    takes it (the FOLLOW note moved the Session) nor echoes it (a late echo would undo a later move)."""
+    c = explorer.comm
+    c.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}})
+    page_set = explorer.step
+    _follow(explorer, 0)
+    mark = len(c.sent)
+    c.deliver({"method": "update", "state": {"selection": {"kind": "loop", "name": "Y/i"}, "step": page_set},
+               "buffer_paths": []})
+    echoes = [m["data"] for m in c.sent[mark:] if m["data"].get("method") == "echo_update"]
+    assert all("step" not in e["state"] for e in echoes) and echoes  # the selection is echoed, the step not
+    assert explorer.selection == {"kind": "loop", "name": "Y/i"}
+    assert session.current.id == 0 and step_of({"step": explorer.step})["id"] == 0
