@@ -1,6 +1,6 @@
 // The `_esm` of every mlc_lab widget: a few hundred bytes instead of a 0.5-1.7 MB bundle per
-// instance. The bundle itself lives once per kernel in a model-only widget (FrontEnd, in
-// mlc_lab/widgets/_base.py) whose `code` trait holds it gzip-compressed and base64-encoded; this
+// instance. The bundle itself lives once per page (kernel in Jupyter, browser session in marimo) in a
+// model-only widget (FrontEnd, in mlc_lab/widgets/_base.py) whose `code` trait holds it gzip-compressed and base64-encoded; this
 // loader fetches that model through anywidget's host, imports the bundle once per page (keyed by
 // its digest, so saved notebooks and live kernels share it), and renders the widget's entry.
 //

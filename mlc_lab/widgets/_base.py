@@ -104,7 +104,7 @@ def front_end_code(path: Path = FRONT_END_BUNDLE) -> FrontEndCode:
 
 
 class FrontEnd(ipywidgets.Widget):
-    """The one copy of the front-end code per kernel: a model-only widget (no view, no `_esm`)
+    """The one copy of the front-end code per page (see :func:`front_end`): a model-only widget (no view, no `_esm`)
     that every mlc_lab widget points at (lonboard's host/child pattern turned around: the
     children render, the model holds the code). Saved with the notebook's widget state once."""
 
