@@ -4,6 +4,9 @@ import widget from "../explorer";
 import { type LoweringInfo, type PassInfo, asmLanguage, codeText, loopFacts, scriptAfter, scriptBefore, widthText } from "../explorer/compiler";
 import { fakeModel, tick } from "./fixtures";
 import type { StepData } from "../lib/types";
+import { explorerOffline } from "../explorer/offline";
+import { markKernel, recordKey, setOfflineHandler } from "../lib/offline";
+import { SavedWidgets, type SavedState } from "../lib/saved";
 // A real lowering of the course's 1024^3 GPU matmul with a 64x64 accumulator per thread for sm_75, as
 // Explorer.lower sends it (written by tests/widgets/test_explorer_compiler.py from Session.lower).
 import bigTile from "../../tests/fixtures/lowering_cuda_big_tile.json";
@@ -213,6 +216,15 @@ describe("the Compiler view in the explorer", () => {
     expect($('.mlc-compiler-cuda-loop[data-loop="k_0"]')!.classList.contains("mlc-active")).toBe(true);
     expect($$(".mlc-compiler-cuda-loop.mlc-active").length).toBe(1);
     expect(Number($(".mlc-compiler")!.dataset.highlighted)).toBe(big.cuda_loop_lines.k_0.length);
+    // two copy loops of one variable: B's is the second in the code (TVM names it ax0_ax1_fused_0_1)
+    model.set("selection", { kind: "loop", name: "B_shared/ax0_ax1_fused_0" });
+    await tick();
+    expect($$(".mlc-compiler .mlc-asm-hit").map((l) => l.textContent)[0]).toContain("for (int ax0_ax1_fused_0_1 = 0;");
+    model.set("selection", { kind: "loop", name: "A_shared/ax0_ax1_fused_0" });
+    await tick();
+    expect($$(".mlc-compiler .mlc-asm-hit").map((l) => l.textContent)[0]).toContain("for (int ax0_ax1_fused_0 = 0;");
+    model.set("selection", { kind: "loop", name: "k_0" });
+    await tick();
     // a bad target: its sentence under the field, the last good view stays, the trait unchanged
     field.value = "sm75";
     field.dispatchEvent(new Event("change"));
@@ -266,4 +278,67 @@ describe("CUDA facts without ptxas", () => {
     expect(host.querySelector(".mlc-compiler-kernel-source")!.textContent).toBe(
       "no ptxas (nvcc is not installed): registers, stack frame and spills unknown; shared memory and local arrays from the CUDA source for sm_75");
   });
+});
+
+describe("a saved explorer's Compiler view", () => {
+  let el: HTMLElement;
+  let cleanup: (() => void) | void;
+  afterEach(() => {
+    if (typeof cleanup === "function") cleanup();
+    el.remove();
+  });
+  const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
+  it("opens on its saved target and answers from the reply recorded under it; an unrecorded target keeps the view", async () => {
+    const { default: widget } = await import("../explorer");
+    const big = bigTile as unknown as LoweringInfo;
+    const S = big.step as number;
+    const b64 = (text: string) => btoa(String.fromCharCode(...new TextEncoder().encode(text)));
+    const stepText = JSON.stringify(bigTileStep);
+    const rec = (key: string, state: Record<string, unknown>, data?: string) => ({
+      model_name: "WidgetModel",
+      model_module: "@jupyter-widgets/base",
+      state: { key, buffers: [], ...state },
+      buffers: data ? [{ path: ["data"], encoding: "base64" as const, data: b64(data) }] : [],
+    });
+    // what Explorer records: the reply under recordKey("lower", params as the panel sent them)
+    const lowerKey = recordKey("lower", { step: S, target: "sm_75" });
+    const saved: SavedState = {
+      e: {
+        model_name: "AnyModel",
+        model_module: "anywidget",
+        state: {
+          _mlc_entry: "explorer",
+          compiler_target: "sm_75",
+          history: { from: 0, steps: [{ id: S, parent: null, kind: "apply", primitive: "decompose_reduction", label: "decompose_reduction" }] },
+          _mlc_recorded: { [`step:${S}`]: "IPY_MODEL_s", [lowerKey]: "IPY_MODEL_lo" },
+        },
+        buffers: [{ path: ["step"], encoding: "base64", data: b64(stepText) }],
+      },
+      s: rec(`step:${S}`, { result: "null" }, stepText),
+      lo: rec(lowerKey, { result: JSON.stringify(big) }),
+    };
+    const model = await new SavedWidgets(saved).get_model("e");
+    markKernel(model, () => false);
+    setOfflineHandler(model, explorerOffline(model));
+    el = document.createElement("div");
+    document.body.append(el);
+    cleanup = (await widget.render({ model: model as never, el, signal: new AbortController().signal } as never)) as never;
+    const settle = async () => {
+      for (let i = 0; i < 5; i++) await new Promise((r) => setTimeout(r, 0));
+    };
+    const sel = $(".mlc-diff-mode") as HTMLSelectElement;
+    sel.value = "compiler";
+    sel.dispatchEvent(new Event("change"));
+    await settle();
+    expect(($(".mlc-compiler-target") as HTMLInputElement).value).toBe("sm_75");
+    expect($(".mlc-compiler-verdict")!.textContent).toContain("a 16 KB stack frame per thread (ptxas)");
+    expect($(".mlc-compiler-kernel")!.querySelector('td[data-fact="stack"]')!.textContent).toBe("16 KB");
+    const field = $(".mlc-compiler-target") as HTMLInputElement;
+    field.value = "sm_90";
+    field.dispatchEvent(new Event("change"));
+    await settle();
+    expect($(".mlc-compiler-target-error")!.textContent).toMatch(/needs a running kernel/);
+    expect($(".mlc-compiler-verdict")!.textContent).toContain("a 16 KB stack frame per thread (ptxas)");
+    expect(model.get("compiler_target")).toBe("sm_75");
+  }, 30_000);
 });

@@ -91,9 +91,17 @@ export function codeText(low: LoweringInfo, which: CodeKind): string {
   return low.cuda_source || "// no CUDA source";
 }
 
-/** The CUDA source lines of a (serial) loop: by its variable, the part after "Y/" of a qualified name. */
+/** The CUDA source lines of a (serial) loop: by its variable, the part after "Y/" of a qualified name.
+ * Of two loops with one variable (one per block), TVM's code calls the second `name_1`, the third
+ * `name_2` (as mlc_lab/core/lowering.py's cuda_loop_facts reads them). */
 export function cudaLoopLines(low: LoweringInfo, name: string | null): number[] {
   if (!name) return [];
+  const f = loopFacts(low, name);
+  if (f) {
+    const nth = low.loops.filter((g) => g.name === f.name).indexOf(f);
+    const lines = low.cuda_loop_lines?.[nth > 0 ? `${f.name}_${nth}` : f.name];
+    if (lines) return lines;
+  }
   return low.cuda_loop_lines?.[name.split("/").pop() as string] ?? [];
 }
 
@@ -295,7 +303,8 @@ export class CompilerPanel {
 
   /** A reply for `target`: a refused new target leaves the last good view on screen. */
   private arrive(key: string, target: string, got: LoweringInfo | LowerProblem): void {
-    if ("summary" in got && got.type === "bad_target" && target !== this.goodTarget) {
+    // a refused target, or one a saved view has no record of: said under the field, the view stays
+    if ("summary" in got && (got.type === "bad_target" || got.type === "no_kernel") && target !== this.goodTarget) {
       this.el.classList.remove("mlc-compiler-loading");
       this.setTargetError(got.summary);
       this.wanted = `${this.step}:${this.goodTarget}`;
