@@ -53,7 +53,7 @@ export const SCRIPT = Array.from({ length: 26 }, (_, i) => `line ${i + 1}`).join
 
 /** The explorer's first step as Python sends it (a StepView), with `patch` over it. */
 export function stepData(patch: Partial<StepData> = {}): StepData {
-  return { id: 0, parent: null, kind: "root", primitive: null, label: "original program", script: SCRIPT, loop_tree: mmRelu(), trace: "", changed_lines: [], created: [], decisions: [], measurement: null, ...patch };
+  return { id: 0, parent: null, kind: "root", primitive: null, label: "original program", script: SCRIPT, loop_tree: mmRelu(), trace: "", changed_lines: [], created: [], decisions: [], ...patch };
 }
 
 /** A history entry (StepSummary); extra fields such as `children` are ignored by the view. */

@@ -17,7 +17,6 @@ const EMPTY_STEP: StepData = {
   changed_lines: [],
   created: [],
   decisions: [],
-  measurement: null,
 };
 
 /** The `step` trait (UTF-8 JSON of a StepView) as an object; an empty trait reads as an empty step. */

@@ -155,7 +155,6 @@ export interface StepView {
   changed_lines: number[];
   created: string[];
   decisions: Decision[];
-  measurement: Measurement | null;
 }
 
 /** A loop as the memory view names it. */

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from mlc_lab.core import display
-from mlc_lab.core.model import Change, FailedAttempt, StepSummary, StepView, changed_lines, replace
+from mlc_lab.core.model import Change, FailedAttempt, StepSummary, StepView, changed_lines
 from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError, TraceParseError
 from mlc_lab.tvm import program
 from mlc_lab.tvm import schedule as tsch
@@ -190,7 +190,6 @@ class Session:
             id=step.id, parent=step.parent, kind=step.kind, primitive=step.primitive, label=step.label,
             script=script, loop_tree=state.loop_tree(), trace=trace_io.printed_trace(state.trace), changed_lines=tuple(lines),
             created=step.created, decisions=tuple(self._decisions_of(sid)),
-            measurement=self.measurements.get(sid),
         )
 
     # --- history ------------------------------------------------------------------------------
@@ -598,9 +597,7 @@ class Session:
         sid = self._current if step is None else step
         module = self._state_of(sid).mod
         result = measure(module, self._original, self.func_name, target, **kwargs)
-        self.measurements[sid] = result
-        if sid in self._views:
-            self._views[sid] = replace(self._views[sid], measurement=result)
+        self.measurements[sid] = result  # a step's view never changes: its measurements live here
         self._notify("measure", sid)
         return result
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Iterator, Literal, NotRequired, TypedDict
 
-from mlc_lab.model.measurement import Measurement
 
 __all__ = ["BlockNode", "BufferInfo", "Change", "Decision", "FailedAttempt", "FuncNode", "IterVar", "LoopNode",
            "LoopTree", "StepSummary", "StepView", "changed_lines", "plain", "ref_of", "replace"]
@@ -275,7 +274,8 @@ class StepView:
     ``changed_lines`` are the 1-based lines of ``script`` that the step inserted or rewrote against
     its parent (indentation-only changes do not count); ``created`` the names of the loops and blocks
     the step made, as the step's primitive returned them; ``decisions`` one entry per sampling
-    instruction of the step's trace; ``measurement`` the step's latest measurement, if any.
+    instruction of the step's trace. It never changes once made: a step's measurements are kept beside
+    it (``Session.measurements``) and travel on their own.
     """
 
     id: int
@@ -289,20 +289,17 @@ class StepView:
     changed_lines: tuple[int, ...] = ()
     created: tuple[str, ...] = ()
     decisions: tuple[Decision, ...] = ()
-    measurement: Measurement | None = None
 
     @property
     def summary(self) -> StepSummary:
         return StepSummary(self.id, self.parent, self.kind, self.primitive, self.label)
 
     def to_json(self) -> dict:
-        m = self.measurement
         return {
             "id": self.id, "parent": self.parent, "kind": self.kind, "primitive": self.primitive,
             "label": self.label, "script": self.script, "loop_tree": self.loop_tree, "trace": self.trace,
             "changed_lines": list(self.changed_lines), "created": list(self.created),
             "decisions": [dict(d) for d in self.decisions],
-            "measurement": None if m is None else m.to_json(),
         }
 
     @cached_property

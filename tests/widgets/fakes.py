@@ -196,7 +196,7 @@ class FakeSession:
         return StepView(id=s.id, parent=s.parent, kind=s.kind, primitive=s.primitive, label=s.label,
                         script=state.script, loop_tree=LoopTree(copy.deepcopy(state.tree)), trace="\n".join(state.trace),
                         changed_lines=tuple(lines), created=tuple(s.created),
-                        decisions=tuple(copy.deepcopy(state.decisions)), measurement=self.measurements.get(sid))
+                        decisions=tuple(copy.deepcopy(state.decisions)))
 
     @property
     def trace(self):
