@@ -424,6 +424,8 @@ def _window(shape: tuple, masks: list) -> tuple | None:
         for i in range(m.ndim):
             if m.shape[i] == 1:
                 continue
+            if m.take(0, axis=i).any() and m.take(m.shape[i] - 1, axis=i).any():
+                continue        # points run at both ends of the axis: nothing to cut (cheap to see)
             other = tuple(j for j in range(m.ndim) if j != i)
             hit = np.flatnonzero(m.any(axis=other) if other else m)
             if not hit.size:

@@ -200,6 +200,7 @@ class ProgramIndex:
 
 
 _ALL_TAGS = THREAD_TAGS + BLOCK_TAGS
+_TABLE_MAX = 1 << 16        # iterations of a chain of loops whose tag values are looked up in a table
 
 
 def _mod(a: np.ndarray, m: int) -> np.ndarray:
@@ -378,21 +379,31 @@ class Query:
 
     def _decode(self, node, s: np.ndarray, at, tags: "_Tags") -> None:
         """The values of the tag-bound loops under ``node`` at steps ``s`` counted from the
-        node's first step (``at``: the positions they stand for; None: all)."""
+        node's first step (``at``: the positions they stand for; None: all).
+
+        The loops on the chain from ``node`` down to a sequence are decoded from one division,
+        ``s // width`` (``width``: the steps of the sequence), and, when the chain has few
+        iterations, looked up in a table of each tag's value per iteration."""
         index = self.index
-        top = True          # s // body of the first loop is below its trips: no modulo
-        while isinstance(node, Loop):
-            if not index.has_tags(node):
-                return
-            if node.tag in _ALL_TAGS and node.id not in index.alias:
-                q = s // max(1, index.count(node.body))
-                tags.put(node.tag, int(node.min) + (q if top else _mod(q, index.trips(node))), at)
-            top = top and node.id in index.alias
+        head, loops = node, []
+        while isinstance(node, Loop) and index.has_tags(node):
+            loops.append(node)
             node = node.body
-        if not isinstance(node, Seq) or not index.has_tags(node):
+        seq = isinstance(node, Seq) and index.has_tags(node)
+        if loops:
+            width = max(1, index.count(node))
+            which = s // width
+            bound = [lp for lp in loops if lp.tag in _ALL_TAGS and lp.id not in index.alias]
+            n_iter = max(1, index.count(head) // width)
+            lookup = n_iter <= _TABLE_MAX and n_iter < which.size
+            t = np.arange(n_iter, dtype=which.dtype) if lookup else which
+            for lp in bound:
+                value = int(lp.min) + _mod(t // (max(1, index.count(lp.body)) // width), index.trips(lp))
+                tags.put(lp.tag, np.take(value, which) if lookup else value, at)
+            if seq:
+                s = s - which * width
+        if not seq:
             return
-        if not top:
-            s = _mod(s, max(1, index.count(node)))
         starts = np.cumsum([0] + [index.count(c) for c in node.children])
         which = np.searchsorted(starts, s, side="right") - 1
         for k, child in enumerate(node.children):
