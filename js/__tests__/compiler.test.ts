@@ -190,7 +190,7 @@ describe("the Compiler view in the explorer", () => {
     await tick();
     // the verdict names the 64x64 accumulator and its 16 KB stack frame, first
     expect($(".mlc-compiler-verdict")!.textContent).toMatch(/^main_kernel: each thread keeps a 64x64 float32 accumulator \(C_local, 16 KB\): a 16 KB stack frame per thread \(ptxas\)/);
-    expect($(".mlc-compiler-status")!.textContent).toMatch(/^step \d+ for CUDA sm_75: /);
+    expect($(".mlc-compiler-status")!.textContent).toMatch(/^step \d+: CUDA sm_75, \d+ passes/);
     const kernel = $('.mlc-compiler-kernel[data-kernel="main_kernel"]')!;
     const cell = (fact: string) => kernel.querySelector<HTMLElement>(`td[data-fact="${fact}"]`)!.textContent;
     expect(kernel.dataset.from).toBe("ptxas");
@@ -237,7 +237,7 @@ describe("the Compiler view in the explorer", () => {
     expect(field.classList.contains("mlc-compiler-target-bad")).toBe(true);
     expect($(".mlc-compiler-verdict")!.textContent).toContain("a 16 KB stack frame per thread");
     expect($('.mlc-compiler-kernel[data-kernel="main_kernel"]')).not.toBeNull();
-    expect($(".mlc-compiler-status")!.textContent).toMatch(/for CUDA sm_75/);
+    expect($(".mlc-compiler-status")!.textContent).toMatch(/: CUDA sm_75, /);
     expect(model.state.compiler_target).toBe("sm_75");
     // the next step is still lowered for the good target
     const n = model.requests().length;

@@ -352,7 +352,7 @@ export class CompilerPanel {
     const changed = got.passes.filter((p) => p.status === "changed").length;
     const failed = got.passes.filter((p) => p.status === "failed").length;
     const forWhat = got.kind === "cuda" ? `CUDA ${got.arch ?? ""}`.trim() : "CPU";
-    this.status.textContent = `step ${got.step} for ${forWhat}: ${got.passes.length} passes, ${changed} changed${failed ? `, ${failed} failed` : ""} · ${(got.seconds * 1000).toFixed(0)} ms`;
+    this.status.textContent = `step ${got.step}: ${forWhat}, ${got.passes.length} passes, ${changed} changed${failed ? `, ${failed} failed` : ""} · ${(got.seconds * 1000).toFixed(0)} ms`;
     this.verdict.className = `mlc-compiler-verdict${got.ok ? "" : " mlc-compiler-problem"}`;
     this.verdict.textContent = got.verdict || (got.problems[0] ?? "");
     this.verdict.title = this.verdict.textContent; // clamped to three lines: the whole text on hover

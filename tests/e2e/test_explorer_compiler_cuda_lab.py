@@ -61,7 +61,7 @@ def test_compiler_view_for_sm_75_names_the_stack_frame_and_links_loops(lab_serve
         assert ex.locator(".mlc-compiler-kernel-source").inner_text() == "figures from ptxas -v for sm_75"
     assert kernel.locator('td[data-fact="shared"]').inner_text() == "8 KB"
     assert kernel.locator('td[data-fact="local"]').inner_text() == "16 KB (C_local)"
-    assert "for CUDA sm_75" in ex.locator(".mlc-compiler-status").inner_text()
+    assert ": CUDA sm_75, " in ex.locator(".mlc-compiler-status").inner_text()
     assert lab.kernel_json("ex.compiler_target") == "sm_75"  # kept per explorer
 
     # what each loop became
