@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -77,8 +78,9 @@ def fixture_of(reply: dict) -> dict:
     return out
 
 
-STABLE = ("kind", "arch", "target", "ok", "verdict", "kernels", "kernel_arrays", "gpu_buffers", "cuda_loop_lines",
-          "cuda_source", "step")
+# What does not depend on this machine (the target names the host CPU) nor on whether ptxas is there.
+STABLE = ("kind", "arch", "ok", "kernel_arrays", "gpu_buffers", "cuda_loop_lines", "cuda_source", "step")
+HAS_PTXAS = bool(shutil.which("nvcc") and shutil.which("ptxas"))
 
 
 def test_lower_for_a_cuda_arch_a_tag_or_json_and_a_bad_target_in_one_sentence(comms, big_tile):
@@ -91,9 +93,12 @@ def test_lower_for_a_cuda_arch_a_tag_or_json_and_a_bad_target_in_one_sentence(co
         r = reply["result"]
         assert r["kind"] == "cuda" and r["arch"] == "sm_75" and r["step"] == step
         (kernel,) = r["kernels"]
-        assert kernel["facts_from"] == "ptxas" and kernel["stack_bytes"] >= 16384 and kernel["registers"]
-        assert r["verdict"].startswith("main_kernel: each thread keeps a 64x64 float32 accumulator (C_local, 16 KB): "
-                                       "a 16 KB stack frame per thread (ptxas)")
+        assert r["verdict"].startswith("main_kernel: each thread keeps a 64x64 float32 accumulator (C_local, 16 KB): ")
+        if HAS_PTXAS:
+            assert kernel["facts_from"] == "ptxas" and kernel["stack_bytes"] >= 16384 and kernel["registers"]
+            assert "a 16 KB stack frame per thread (ptxas)" in r["verdict"]
+        else:
+            assert kernel["facts_from"] == "source" and kernel["registers"] is None
         became = {f["loop"]: f["verdict"] for f in r["loops"]}
         assert became["i_0"] == "blockIdx.y: 8 thread blocks, each runs one iteration"
         assert became["i_1_j_1_fused"] == "threadIdx.x: 4 threads of a block, each runs one iteration"
@@ -107,10 +112,15 @@ def test_lower_for_a_cuda_arch_a_tag_or_json_and_a_bad_target_in_one_sentence(co
             FIXTURE.write_text(json.dumps(fixture_of(r), indent=1, sort_keys=True) + "\n")
             STEP_FIXTURE.write_text(json.dumps(view, indent=1, sort_keys=True) + "\n")
         fixture = json.loads(FIXTURE.read_text())
-        assert json.loads(STEP_FIXTURE.read_text()) == view, "stale fixture: run this test with MLC_LAB_WRITE_FIXTURES=1"
+        saved_view = json.loads(STEP_FIXTURE.read_text())
+        assert {k: saved_view[k] for k in ("id", "script", "loop_tree")} == {k: view[k] for k in ("id", "script", "loop_tree")}, \
+            "stale fixture: run this test with MLC_LAB_WRITE_FIXTURES=1"
         assert {k: fixture[k] for k in STABLE} == {k: fixture_of(r)[k] for k in STABLE}, \
             "stale fixture: run this test with MLC_LAB_WRITE_FIXTURES=1"
         assert [(f["loop"], f["verdict"]) for f in fixture["loops"]] == [(f["loop"], f["verdict"]) for f in r["loops"]]
+        if HAS_PTXAS:  # the fixture was written where ptxas ran: its figures are what ptxas says here
+            assert fixture["verdict"] == r["verdict"]
+            assert [k["stack_bytes"] for k in fixture["kernels"]] == [k["stack_bytes"] for k in r["kernels"]]
 
         tag = ask(w, "lower", {"step": step, "target": "nvidia/geforce-rtx-3080"}, "g2")
         assert tag["ok"] is True and tag["result"]["arch"] == "sm_86"
