@@ -52,7 +52,9 @@ def test_compiler_view_for_sm_75_names_the_stack_frame_and_links_loops(lab_serve
     )
     verdict = ex.locator(".mlc-compiler-verdict").inner_text()
     assert verdict.startswith("main_kernel: each thread keeps a 64x64 float32 accumulator (C_local, 16 KB)"), verdict
-    assert "a 16 KB stack frame per thread" in verdict, verdict
+    # ptxas's figure where nvcc is installed; without it, the source's array says where it will live
+    stack_said = "a 16 KB stack frame per thread (ptxas)" if shutil.which("ptxas") else "so it will live on the stack"
+    assert stack_said in verdict, verdict
     kernel = ex.locator('.mlc-compiler-kernel[data-kernel="main_kernel"]')
     if shutil.which("ptxas"):
         assert kernel.get_attribute("data-from") == "ptxas"
@@ -89,7 +91,7 @@ def test_compiler_view_for_sm_75_names_the_stack_frame_and_links_loops(lab_serve
     error.wait_for(state="visible", timeout=60_000)
     assert error.inner_text() == ("'sm75' is not a target the Compiler view knows: give 'cpu', 'cuda', a CUDA "
                                   "architecture such as 'sm_75', a target dict or a TVM target tag")
-    assert "a 16 KB stack frame per thread" in ex.locator(".mlc-compiler-verdict").inner_text()
+    assert stack_said in ex.locator(".mlc-compiler-verdict").inner_text()
     assert ex.locator('.mlc-compiler-kernel[data-kernel="main_kernel"]').count() == 1
     assert lab.kernel_json("ex.compiler_target") == "sm_75"
     lab.shot("bad-target", ex)
