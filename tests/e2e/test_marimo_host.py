@@ -190,6 +190,10 @@ def test_two_marimo_sessions_styled_and_answering(marimo_app, browser):
             assert set(probe["keywordColours"]) == {"rgb(0, 128, 0)"}, f"session {n}: no CodeMirror highlighting: {probe}"
             assert not probe["headHasExplorerStyle"]  # the styles live in the widget's root, not document.head
             page.screenshot(path=str(SHOTS / f"marimo_session{n}_loaded.png"), full_page=True)
+            page.locator(".mlc-access >> visible=true").first.screenshot(path=str(SHOTS / f"marimo_session{n}_memory.png"))
+            dash = page.locator(".mlc-tuning >> visible=true").first
+            dash.locator(".js-plotly-plot").first.hover()  # plotly shows its mode bar
+            dash.screenshot(path=str(SHOTS / f"marimo_session{n}_dashboard.png"))
 
         # A click answered in each session (its own kernel state): unroll k of Y from the primitives pane.
         for n, (_ctx, page, errors) in enumerate(sessions, start=1):
