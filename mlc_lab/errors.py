@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+from mlc_lab.model.errors import ERROR_KINDS
+
+
+def error_kind(exc: BaseException) -> str:
+    """The kind of an error in the one vocabulary (``mlc_lab.model.errors.ERROR_KINDS``): its own
+    ``kind`` when it has one of them, "error" for another of mlc_lab's, "internal" for anything else."""
+    kind = getattr(exc, "kind", None)
+    if isinstance(kind, str) and kind in ERROR_KINDS:
+        return kind
+    return "error" if isinstance(exc, MlcLabError) else "internal"
+
 
 class MlcLabError(Exception):
     """Base class of every error mlc_lab raises on purpose.
 
     In IPython and Jupyter it reads sentence first, then the student's own lines (no mlc_lab frames).
+    ``kind`` names it in the vocabulary of ``mlc_lab.model.errors.ERROR_KINDS``.
     """
+
+    kind: str = "error"
 
     def _render_traceback_(self) -> list[str]:
         from mlc_lab._traceback import render
@@ -21,6 +35,8 @@ class LoadError(MlcLabError):
     ``line`` is the 1-based line in the user's text where the problem is, when known.
     """
 
+    kind = "load"
+
     def __init__(self, message: str, *, line: int | None = None, source: str | None = None):
         super().__init__(message)
         self.line = line
@@ -33,6 +49,8 @@ class ScheduleStepError(MlcLabError):
     ``summary`` is one plain sentence, ``detail`` TVM's own rendering and ``involved``
     the names of the loops and blocks the failure is about.
     """
+
+    kind = "step"
 
     def __init__(self, summary: str, *, primitive: str, detail: str = "", involved: list[str] | None = None):
         self.summary = summary
@@ -58,6 +76,8 @@ class ScheduleStepError(MlcLabError):
 class NameResolutionError(ScheduleStepError):
     """A loop or block name is unknown or ambiguous."""
 
+    kind = "unknown_name"
+
     def __init__(self, summary: str, *, primitive: str, candidates: list[str] | None = None):
         self.candidates = list(candidates or [])
         super().__init__(summary, primitive=primitive, involved=self.candidates)
@@ -65,6 +85,8 @@ class NameResolutionError(ScheduleStepError):
 
 class TraceParseError(MlcLabError):
     """A trace (text or JSON) was refused by the safe parser, or failed to replay."""
+
+    kind = "trace"
 
     def __init__(self, message: str, *, line: int | None = None):
         super().__init__(message if line is None else f"line {line}: {message}")
@@ -74,9 +96,13 @@ class TraceParseError(MlcLabError):
 class DecisionError(MlcLabError):
     """A sampled decision given to ``set_decision`` is not valid for its instruction."""
 
+    kind = "decision"
+
 
 class ConvertError(MlcLabError):
     """Legacy code could not be parsed at all (conversion marks everything else in place)."""
+
+    kind = "convert"
 
     def __init__(self, message: str, *, line: int | None = None):
         super().__init__(message)
@@ -105,9 +131,13 @@ class NoGPUError(MeasureError):
 class TuneError(MlcLabError):
     """A tuning job could not be started, or its work directory cannot be read."""
 
+    kind = "tune"
+
 
 class UsageError(MlcLabError):
     """Bad command-line input (a missing file, a directory): the CLI prints it and exits 2."""
+
+    kind = "usage"
 
 
 class AccessAnalysisError(MlcLabError, ValueError):
@@ -119,6 +149,8 @@ class AccessAnalysisError(MlcLabError, ValueError):
 
     ``shape_vars``: the symbolic shapes that need values (for a view to ask for them).
     """
+
+    kind = "analysis"
 
     def __init__(self, message: str, *, shape_vars: list[str] | None = None):
         super().__init__(message)

@@ -6,7 +6,7 @@ import type { AnyModel } from "@anywidget/types";
 import { AccessPanel } from "../access/panel";
 import { downloadText, h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
 import { hostOffer, requestSidePanel } from "../lib/host";
-import type { Measurement } from "../lib/model";
+import { ERROR_KINDS, type Measurement } from "../lib/model";
 import { kernelLive, recordData, recordedModel, recordedReply } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerModel, FailureInfo, HistoryDelta, RecordCut, Selection, StepData, StepId } from "../lib/types";
@@ -633,7 +633,7 @@ export class ExplorerView {
       await this.measureRpc.rpc.request("measure", { target, step: this.current() });
     } catch (err) {
       // Python put a measurement failure into the `error` trait (banner); show anything else here.
-      if (!(err instanceof RpcFailure) || !["no_gpu", "gpu_check", "build", "run", "check", "crash", "timeout", "internal", "busy"].includes(err.error.type ?? ""))
+      if (!(err instanceof RpcFailure) || !(err.error.type && ERROR_KINDS[err.error.type].measurement))
         this.showLocalError(err);
     }
   }

@@ -1,8 +1,43 @@
-// Generated from mlc_lab/model/ (steps, measurement, access_payload, tuning_view, lowering) by `python -m mlc_lab.core.model_ts`: do not edit.
+// Generated from mlc_lab/model/ (steps, measurement, access_payload, tuning_view, lowering, errors) by `python -m mlc_lab.core.model_ts`: do not edit.
 
 export const QUIET_CORES = 0.25;
 export const PARALLEL_FLOOR = 0.8;
 export const STEADY_SPREAD = 0.1;
+
+/** The one vocabulary of error kinds: what each means, whether it is transient (a saved notebook
+ *  does not keep it) and whether it is a measurement's failure (the explorer's banner shows it). */
+export const ERROR_KINDS = {
+  build: {"means": "the program does not build", "transient": false, "measurement": true},
+  run: {"means": "the program failed while running or being timed", "transient": false, "measurement": true},
+  check: {"means": "the program's output or parameters differ from the reference's", "transient": false, "measurement": true},
+  crash: {"means": "the worker process running the program crashed", "transient": true, "measurement": true},
+  timeout: {"means": "the program ran past the time limit", "transient": true, "measurement": true},
+  no_gpu: {"means": "no CUDA GPU on this machine", "transient": false, "measurement": true},
+  gpu_check: {"means": "the program cannot run on a GPU as it is (unbound loops, GPU limits)", "transient": false, "measurement": true},
+  internal: {"means": "an unexpected failure inside mlc_lab", "transient": false, "measurement": true},
+  busy: {"means": "another measurement of this explorer is running", "transient": true, "measurement": true},
+  usage: {"means": "a request or command was used the wrong way", "transient": false, "measurement": false},
+  protocol: {"means": "the worker process answered something it should not", "transient": false, "measurement": false},
+  schedule: {"means": "a sweep's schedule failed for one value", "transient": false, "measurement": false},
+  bad_request: {"means": "the request's parameters are wrong", "transient": true, "measurement": false},
+  unknown: {"means": "no such request", "transient": true, "measurement": false},
+  unknown_step: {"means": "no such step", "transient": true, "measurement": false},
+  no_kernel: {"means": "the page has no kernel to answer (a saved view)", "transient": true, "measurement": false},
+  unknown_loop: {"means": "no such loop in the program", "transient": false, "measurement": false},
+  unknown_name: {"means": "no loop or block by that name", "transient": false, "measurement": false},
+  too_large: {"means": "more than the view draws", "transient": false, "measurement": false},
+  analysis: {"means": "the access analysis cannot answer for this loop", "transient": false, "measurement": false},
+  bad_target: {"means": "a target the Compiler view cannot compile for", "transient": false, "measurement": false},
+  step: {"means": "a schedule primitive failed; the session is unchanged", "transient": false, "measurement": false},
+  history: {"means": "nothing to undo or redo", "transient": false, "measurement": false},
+  trace: {"means": "a trace was refused or failed to replay", "transient": false, "measurement": false},
+  decision: {"means": "a sampled decision is not valid for its instruction", "transient": false, "measurement": false},
+  load: {"means": "a module, script or file could not be loaded", "transient": false, "measurement": false},
+  convert: {"means": "legacy code could not be parsed", "transient": false, "measurement": false},
+  tune: {"means": "a tuning job could not be started or read", "transient": false, "measurement": false},
+  error: {"means": "another error mlc_lab raised on purpose", "transient": false, "measurement": false},
+} as const;
+export type ErrorKind = keyof typeof ERROR_KINDS;
 
 export interface BufferInfo {
   name: string;
@@ -432,4 +467,15 @@ export interface Lowering {
   verdict: string;
   seconds: number;
   timings: Record<string, number>;
+}
+
+/** A failed request's answer: one sentence, and what else the error knows. */
+export interface ErrorInfo {
+  summary: string;
+  type?: ErrorKind;
+  detail?: string;
+  involved?: string[];
+  primitive?: string;
+  line?: number | null;
+  shape_vars?: string[];
 }

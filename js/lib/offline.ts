@@ -2,6 +2,8 @@
 // The loader marks the model with a liveness test; Rpc answers requests on an offline model at once
 // with a plain "needs a running kernel" error, which the views already show like any other error.
 
+import type { ErrorInfo } from "./model";
+
 const KEY = "__mlc_kernel_live__";
 const REFUSED = "__mlc_kernel_refused__";
 
@@ -62,7 +64,7 @@ export interface OfflineAnswer {
   result: unknown;
   buffers: DataView[];
   /** A recorded error reply (e.g. "this step has no GPU kernel"): the request fails with it. */
-  error?: { summary: string; detail?: string; type?: string; [k: string]: unknown };
+  error?: ErrorInfo; // a recorded failure, as the kernel answered it (mlc_lab/model/errors.py)
 }
 
 export type OfflineHandler = (method: string, params: Record<string, unknown>) => Promise<OfflineAnswer | null>;

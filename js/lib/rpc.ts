@@ -1,19 +1,14 @@
 // Request/response over anywidget custom messages, correlated by id (the quak pattern).
 // Python side: mlc_lab/widgets/_base.py (RpcWidget). Kept free of DOM so every widget can share it.
 
+import type { ErrorInfo } from "./model";
 import { NEEDS_KERNEL, kernelLive, offlineHandler, recordedReply, refused } from "./offline";
 
 export const REQUEST = "mlc-request";
 export const RESPONSE = "mlc-response";
 
-export interface RpcError {
-  summary: string;
-  detail?: string;
-  involved?: string[];
-  line?: number | null;
-  type?: string;
-  shape_vars?: string[]; // symbolic shapes the request must give values to
-}
+/** A failed request's answer (generated from mlc_lab/model/errors.py: its `type` is one of ERROR_KINDS). */
+export type RpcError = ErrorInfo;
 
 export class RpcFailure extends Error {
   readonly error: RpcError;

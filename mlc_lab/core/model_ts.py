@@ -22,7 +22,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from mlc_lab.model import access_payload, lowering, tuning_view
+from mlc_lab.model import access_payload, errors, lowering, tuning_view
 from mlc_lab.model import measurement as measurement_model
 from mlc_lab.model import steps as model
 
@@ -36,8 +36,10 @@ TYPES = ["BufferInfo", "IterVar", "LoopNode", "BlockNode", "FuncNode", "LoopTree
          # the tuning dashboard (mlc_lab.model.tuning_view)
          "BestTrial", "Roof", "FailureItem", "TrialDetail",
          # the compiler panel (mlc_lab.model.lowering)
-         "PassStep", "LoopFacts", "KernelFacts", "GpuBuffer", "KernelArray", "Lowering"]
-_MODULES = (model, measurement_model, access_payload, tuning_view, lowering)
+         "PassStep", "LoopFacts", "KernelFacts", "GpuBuffer", "KernelArray", "Lowering",
+         # errors as values (mlc_lab.model.errors; ERROR_KINDS and ErrorKind are written before the types)
+         "ErrorInfo"]
+_MODULES = (model, measurement_model, access_payload, tuning_view, lowering, errors)
 
 
 def contract() -> dict[str, type]:
@@ -56,6 +58,8 @@ def ts_type(tp: Any, names: Any = TYPES) -> str:
         return "null"
     if tp is Any:
         return "unknown"
+    if tp == errors.ErrorKind:
+        return "ErrorKind"
     if tp is str:
         return "string"
     if tp in (int, float):
@@ -126,10 +130,14 @@ def _values(cls: type) -> list[str]:
 def render(types: dict[str, type] | None = None) -> str:
     """The file's text, for the contract's types (``types``: name -> class, in order; tests pass a variant)."""
     types = contract() if types is None else types
-    out = ["// Generated from mlc_lab/model/ (steps, measurement, access_payload, tuning_view, lowering) by `python -m mlc_lab.core.model_ts`: do not edit.",
+    out = ["// Generated from mlc_lab/model/ (steps, measurement, access_payload, tuning_view, lowering, errors) by `python -m mlc_lab.core.model_ts`: do not edit.",
            ""]
     out += [f"export const {k} = {v!r};" for k, v in measurement_model.CONSTANTS.items()]
-    out.append("")
+    out += ["", "/** The one vocabulary of error kinds: what each means, whether it is transient (a saved notebook",
+            " *  does not keep it) and whether it is a measurement's failure (the explorer's banner shows it). */",
+            "export const ERROR_KINDS = {"]
+    out += [f"  {k}: {json.dumps(dataclasses.asdict(v))}," for k, v in errors.ERROR_KINDS.items()]
+    out += ["} as const;", "export type ErrorKind = keyof typeof ERROR_KINDS;", ""]
     for name, cls in types.items():
         doc = (cls.__doc__ or "").strip().splitlines()
         if doc and not doc[0].startswith(name + "("):

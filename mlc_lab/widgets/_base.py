@@ -32,6 +32,9 @@ import anywidget
 import ipywidgets
 import traitlets as t
 
+from mlc_lab.errors import error_kind
+from mlc_lab.model.errors import ERROR_KINDS
+
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
@@ -160,7 +163,7 @@ class Recorded(ipywidgets.Widget):
 
 
 # Errors not worth keeping for a saved view: they say something about that moment, not the step.
-_TRANSIENT_ERRORS = frozenset({"timeout", "crash", "busy", "bad_request", "unknown", "unknown_step", "no_kernel"})
+_TRANSIENT_ERRORS = frozenset(k for k, info in ERROR_KINDS.items() if info.transient)
 
 
 def record_key(method: str, params: Any) -> str:
@@ -426,5 +429,5 @@ class RpcWidget(anywidget.AnyWidget):
 
     def _error_payload(self, exc: BaseException) -> dict[str, Any]:
         """Plain-data rendering of an error; subclasses know their domain errors better."""
-        return {"summary": str(exc).split("\n", 1)[0] or type(exc).__name__, "detail": str(exc),
-                "type": type(exc).__name__}
+        return {"summary": str(exc).split("\n", 1)[0] or type(exc).__name__, "detail": f"{type(exc).__name__}: {exc}",
+                "type": error_kind(exc)}

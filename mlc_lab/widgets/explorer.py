@@ -38,7 +38,7 @@ import traitlets as t
 from mlc_lab.core.model import Change, LoopTree, StepView, ref_of
 from mlc_lab.core.model import plain as _plain
 from mlc_lab.core.model import changed_lines as changed_lines  # noqa: PLC0414  (re-exported for the tests)
-from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError
+from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError, error_kind
 from mlc_lab.model.measurement import Measurement
 # The module by its full name: the package re-exports the function `access_view` under the same name.
 from mlc_lab.widgets.access_view import footprint_payload, gpu_payload
@@ -447,7 +447,7 @@ class Explorer(RpcWidget):
                                    primitive=getattr(exc, "primitive", primitive), type="step") from None
             except MlcLabError as exc:
                 self._record_failure(exc, primitive, args, kwargs)
-                raise RequestError(str(exc), primitive=primitive, type=type(exc).__name__) from None
+                raise RequestError(str(exc), primitive=primitive, type=error_kind(exc)) from None
             names = _names(result)
             self._select_new(names)
         return {"names": names, "step": _plain(self._session.current.id)}
@@ -487,7 +487,7 @@ class Explorer(RpcWidget):
             except MlcLabError as exc:
                 self._set_error(source="decision", primitive=f"decision #{index}", summary=_first_line(exc),
                                 detail=str(exc))
-                raise RequestError(_first_line(exc), type=type(exc).__name__) from None
+                raise RequestError(_first_line(exc), type=error_kind(exc)) from None
         return {"step": _plain(self._session.current.id)}
 
     @rpc()
@@ -505,7 +505,7 @@ class Explorer(RpcWidget):
             raise RequestError(summary, line=line, detail=str(exc), type="trace") from None
         except MlcLabError as exc:
             self._set_error(source="replay", primitive="replay", summary=_first_line(exc), detail=str(exc))
-            raise RequestError(_first_line(exc), detail=str(exc), type=type(exc).__name__) from None
+            raise RequestError(_first_line(exc), detail=str(exc), type=error_kind(exc)) from None
         return {"step": _plain(self._session.current.id)}
 
     @rpc()
@@ -576,7 +576,7 @@ class Explorer(RpcWidget):
                 self.measuring = {}
                 self._set_error(source="measure", primitive=f"measure on {target}", summary=summary, detail=detail,
                                 kind=getattr(exc, "kind", type(exc).__name__))
-            raise RequestError(summary, detail=detail, type=getattr(exc, "kind", type(exc).__name__)) from None
+            raise RequestError(summary, detail=detail, type=error_kind(exc)) from None
         except BaseException:
             with self._lock:
                 self.measuring = {}
@@ -595,7 +595,7 @@ class Explorer(RpcWidget):
         except MlcLabError as exc:
             summary, detail = _summary_detail(exc)
             raise RequestError(summary, detail=detail, message=str(exc), step=_plain(sid),
-                               type=getattr(exc, "kind", type(exc).__name__)) from None
+                               type=error_kind(exc)) from None
         return {
             "step": _plain(sid),
             "source": str(getattr(build, "source", "")),
@@ -616,7 +616,7 @@ class Explorer(RpcWidget):
         except MlcLabError as exc:
             summary, detail = _summary_detail(exc)
             raise RequestError(summary, detail=detail, step=_plain(sid),
-                               type=getattr(exc, "kind", type(exc).__name__)) from None
+                               type=error_kind(exc)) from None
 
     @rpc()
     def clear_error(self) -> dict:
