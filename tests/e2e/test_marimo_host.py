@@ -27,7 +27,7 @@ pytestmark = pytest.mark.e2e
 
 SHOTS = Path(os.environ.get("MLC_LAB_SHOTS", "/work/notes/shots"))
 
-APP = '''
+APP = """
 import marimo
 
 app = marimo.App(width="full")
@@ -69,7 +69,7 @@ def _(TuningDashboard, os):
 
 if __name__ == "__main__":
     app.run()
-'''
+"""
 
 # Computed values that only mlc_lab's stylesheets set (custom properties of each widget's root), and
 # whether CodeMirror's highlighting reached the code pane: a keyword's colour (lib/cm_theme.ts gives
@@ -127,9 +127,24 @@ def marimo_app(tmp_path):
     log_path = tmp_path / "marimo.log"
     log = open(log_path, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "marimo", "run", str(app), "--headless", "--host", "127.0.0.1", "--port", str(port),
-         "--no-token"],
-        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "marimo",
+            "run",
+            str(app),
+            "--headless",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-token",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
@@ -179,18 +194,24 @@ def test_two_marimo_sessions_styled_and_answering(marimo_app, browser):
             page.locator(".mlc-explorer .mlc-row").first.wait_for()
             page.locator(".mlc-access canvas").first.wait_for()
             page.locator(".mlc-tuning .js-plotly-plot").first.wait_for()
-            page.wait_for_function(STYLE_PROBE_JS.replace("() => {", "() => { const r = (() => {", 1)
-                                   + ")(); return r.keywordColours.length > 0; }")
+            page.wait_for_function(
+                STYLE_PROBE_JS.replace("() => {", "() => { const r = (() => {", 1)
+                + ")(); return r.keywordColours.length > 0; }"
+            )
             probe = page.evaluate(STYLE_PROBE_JS)
             assert not probe["notFound"], f"session {n}: a widget says 'Model not found'"
             assert probe["inShadowRoot"], "marimo no longer renders widgets in a shadow root: this test checks nothing"
             assert probe["explorerBg"] == "#fff", f"session {n}: explorer.css did not reach the widget: {probe}"
             assert probe["accessFg"] == "#222", f"session {n}: access.css did not reach the memory view: {probe}"
             assert probe["tuningBorder"] == "solid", f"session {n}: dashboard.css did not reach the dashboard: {probe}"
-            assert set(probe["keywordColours"]) == {"rgb(0, 128, 0)"}, f"session {n}: no CodeMirror highlighting: {probe}"
+            assert set(probe["keywordColours"]) == {"rgb(0, 128, 0)"}, (
+                f"session {n}: no CodeMirror highlighting: {probe}"
+            )
             assert not probe["headHasExplorerStyle"]  # the styles live in the widget's root, not document.head
             page.screenshot(path=str(SHOTS / f"marimo_session{n}_loaded.png"), full_page=True)
-            page.locator(".mlc-access >> visible=true").first.screenshot(path=str(SHOTS / f"marimo_session{n}_memory.png"))
+            page.locator(".mlc-access >> visible=true").first.screenshot(
+                path=str(SHOTS / f"marimo_session{n}_memory.png")
+            )
             dash = page.locator(".mlc-tuning >> visible=true").first
             dash.locator(".js-plotly-plot").first.hover()  # plotly shows its mode bar
             dash.screenshot(path=str(SHOTS / f"marimo_session{n}_dashboard.png"))
