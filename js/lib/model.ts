@@ -143,7 +143,7 @@ export interface Measurement {
   max_abs_error: number | null;
   target: string;
   error: string | null;
-  error_kind: string | null;
+  error_kind: ErrorKind | null;
   min_s: number | null;
   max_s: number | null;
   results_s: number[];

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from mlc_lab.model.errors import ErrorKind
+
 __all__ = ["Measurement", "PARALLEL_FLOOR", "QUIET_CORES", "STEADY_SPREAD", "hover", "quiet", "spread"]
 
 QUIET_CORES = 0.25  # below this, a measurement counts as taken on a quiet machine
@@ -61,7 +63,7 @@ class Measurement:
     max_abs_error: float | None = None  # against the reference program on random inputs
     target: str = ""
     error: str | None = None
-    error_kind: str | None = None
+    error_kind: ErrorKind | None = None  # mlc_lab.model.errors.ERROR_KINDS
     min_s: float | None = None
     max_s: float | None = None
     results_s: list[float] = field(default_factory=list)
