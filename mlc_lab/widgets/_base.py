@@ -183,8 +183,9 @@ def _page() -> Any:
     A Jupyter kernel has one widget manager: every page of the notebook knows every model. marimo
     serves all browser sessions of `marimo run` from one process, and a model reaches only the
     session whose runtime context made it (its comm keeps that context's stream): a FrontEnd
-    made for the first session is "not found" in the second. There the stream of the current
-    context (thread-local, one per session) names the page.
+    made for the first session is "not found" in the second. There the current context
+    (thread-local, one per session) names the page: its stream's pipe (a thread the session
+    starts writes through a copy of the stream, to the same pipe).
     """
     context = sys.modules.get("marimo._runtime.context")  # never imported here: only if marimo runs us
     if context is None:
@@ -193,7 +194,8 @@ def _page() -> Any:
         ctx = context.safe_get_context()
     except Exception:  # noqa: BLE001  (another marimo version: one front end per process, as before)
         return None
-    return getattr(ctx, "stream", None) if ctx is not None else None
+    stream = getattr(ctx, "stream", None) if ctx is not None else None
+    return getattr(stream, "pipe", stream)
 
 
 def front_end() -> FrontEnd | None:

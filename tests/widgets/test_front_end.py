@@ -212,7 +212,10 @@ def test_each_marimo_session_gets_its_own_front_end(comms, monkeypatch):
 
     from mlc_lab.widgets.access_view import AccessView
 
-    first, second = types.SimpleNamespace(stream=object()), types.SimpleNamespace(stream=object())
+    def context():
+        return types.SimpleNamespace(stream=types.SimpleNamespace(pipe=object()))
+
+    first, second = context(), context()
     current = {"ctx": first}
     monkeypatch.setattr(marimo_context, "safe_get_context", lambda: current["ctx"])
     session = AnalysingSession()
@@ -226,6 +229,10 @@ def test_each_marimo_session_gets_its_own_front_end(comms, monkeypatch):
     assert a._mlc_front_end == f"anywidget:{host_a.model_id}" and b._mlc_front_end == f"anywidget:{host_b.model_id}"
     # a session's front end is kept while it is open, and remade once it is closed
     assert front_end() is host_a
+    # a thread the session starts writes through a copy of its stream, to the same pipe: the same page
+    current["ctx"] = types.SimpleNamespace(stream=types.SimpleNamespace(pipe=first.stream.pipe))
+    assert front_end() is host_a
+    current["ctx"] = first
     host_a.close()
     assert front_end() is not host_a
     current["ctx"] = None  # outside any marimo cell: the kernel's one page
