@@ -57,7 +57,11 @@ export class ExplorerLayout {
       this.placeholder = h("div", { class: "mlc-explorer-placeholder" }, "The explorer is open in the full window. ", h("button", { class: "mlc-btn", onclick: () => this.setMaximized(false) }, "Bring it back"));
       this.placeholder.style.height = `${this.root.offsetHeight}px`;
       parent.replaceChild(this.placeholder, this.root);
-      document.body.append(this.root);
+      // Inside a shadow root (marimo, MyST) it stays in that root, where its stylesheets and its
+      // editors' are (lib/styles.ts); `position: fixed` still covers the window from there.
+      const home = parent.getRootNode();
+      if (home instanceof ShadowRoot) home.append(this.root);
+      else document.body.append(this.root);
       this.root.classList.add("mlc-maximized");
       document.addEventListener("keydown", this.onWindowKey);
     } else {

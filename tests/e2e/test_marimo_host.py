@@ -231,6 +231,17 @@ def test_two_marimo_sessions_styled_and_answering(marimo_app, browser):
                 timeout=30_000,
             )
             page.locator(".mlc-explorer").first.screenshot(path=str(SHOTS / f"marimo_session{n}_unrolled.png"))
+            if n == 1:  # full window: the explorer stays in its shadow root, styled, over the whole page
+                page.locator(".mlc-explorer .mlc-maximize").first.click()
+                page.locator(".mlc-explorer.mlc-maximized").wait_for()
+                box = page.locator(".mlc-explorer.mlc-maximized").bounding_box()
+                assert box["width"] > 1400 and box["height"] > 1000, box
+                full = page.locator(".mlc-explorer.mlc-maximized")
+                assert full.evaluate("(el) => getComputedStyle(el).position") == "fixed"
+                assert full.evaluate("(el) => el.getRootNode() instanceof ShadowRoot")
+                page.screenshot(path=str(SHOTS / "marimo_session1_full_window.png"))
+                page.keyboard.press("Escape")
+                page.locator(".mlc-explorer.mlc-maximized").wait_for(state="detached")
             assert not errors, f"session {n}: page errors {errors}"
     except Exception:
         print(log_path.read_text()[-4000:])
