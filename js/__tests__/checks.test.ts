@@ -146,6 +146,20 @@ describe("checks panel", () => {
     expect($$(".mlc-check-fail")).toHaveLength(0);
   });
 
+  it("back at a step it was sent the report of, the page shows that report (Python does not send it again)", async () => {
+    const model = await mount({ checks_setup: SETUP, checks: report(1, false) });
+    model.pushHistory([...HISTORY, { id: 2, parent: 1, kind: "apply", primitive: "parallel", label: "parallel(Y/i)" }]);
+    model.pushStep({ id: 2, parent: 1, label: "parallel(Y/i)" });
+    model.set("checks", report(2, true));
+    await tick();
+    expect($$(".mlc-check-fail")).toHaveLength(0);
+    ($(".mlc-undo") as HTMLButtonElement).click(); // answered by the page: no new `checks` comes
+    await tick();
+    await tick();
+    expect($$(".mlc-check-fail").map((l) => l.closest<HTMLElement>(".mlc-check")!.dataset.check)).toEqual(["parallel"]);
+    expect($(".mlc-tab-checks")!.textContent).toBe("Checks 1/2");
+  });
+
   it("a step the checks could not judge says why in one sentence", async () => {
     await mount({ checks_setup: SETUP, checks: { step: 1, error: "the program has symbolic shapes (n) and the checks need their values" } });
     expect($(".mlc-checks-error")!.textContent).toBe("the program has symbolic shapes (n) and the checks need their values");

@@ -90,6 +90,7 @@ export class ExplorerView {
   // Every step this page has held (the `step` trait's bytes, as sent or recorded), by id: undo,
   // redo, go to step and diffs are answered from these, live and offline alike (see moveTo).
   private held = new Map<string, DataView>();
+  private reports = new Map<string, ChecksReport>(); // step id -> its checks report, as sent
   private pendingClick: {
     t0: number;
     primitive: string;
@@ -250,7 +251,19 @@ export class ExplorerView {
       model.on(`change:${name}`, cb);
       this.disposers.push(() => model.off(`change:${name}`, cb));
     };
-    for (const name of ["failures", "selection", "error", "height", "measurements", "measuring", "checks", "checks_setup", "hazards"] as const) watch(name);
+    for (const name of ["failures", "selection", "error", "height", "measurements", "measuring", "hazards"] as const) watch(name);
+    // Each step's checks report is kept: back at a step, the page shows it (Python sends it once).
+    watch("checks", () => {
+      const report = this.model.get("checks") as ChecksReport | Record<string, never>;
+      if (report && "step" in report) this.reports.set(String(report.step), report as ChecksReport);
+      this.invalidate("checks");
+    });
+    const firstReport = model.get("checks" as never) as unknown as ChecksReport | Record<string, never> | undefined;
+    if (firstReport && "step" in firstReport) this.reports.set(String(firstReport.step), firstReport as ChecksReport);
+    watch("checks_setup", () => {
+      this.reports.clear();
+      this.invalidate("checks_setup");
+    });
     watch("step", () => this.onStep());
     watch("history", () => this.onHistory());
     this.onHistory();
@@ -530,7 +543,7 @@ export class ExplorerView {
 
   /** The Checks panel follows the current step; its tab says how many checks hold and the hazards. */
   private drawChecks(): void {
-    const state = { setup: this.model.get("checks_setup") ?? {}, report: this.model.get("checks") ?? {}, step: this.current(), live: kernelLive(this.model) };
+    const state = { setup: this.model.get("checks_setup") ?? {}, report: this.reports.get(String(this.current())) ?? this.model.get("checks") ?? {}, step: this.current(), live: kernelLive(this.model) };
     // A hidden panel is drawn when its tab is shown: a click then only relabels the tab.
     const report = this.checksPanel.el.hidden ? reportFor(state.report, state.step) : this.checksPanel.update(state);
     const badge = checksBadge(report);

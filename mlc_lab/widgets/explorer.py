@@ -66,7 +66,7 @@ class Explorer(RpcWidget):
     MAX_RECORDED_STEPS = 200
     # Steps are recorded for saved views this long after the last change (or at the end of the cell,
     # or in wait()): each record is a gzip and a comm of its own, kept off the click's path.
-    RECORD_DELAY_S = 1.0
+    RECORD_DELAY_S = 2.0
     # Saved views answer these from records (js/explorer/offline.ts steps through recorded steps):
     # what the Memory, Compiler and CUDA panels showed, per step, within the reply budget
     # (RpcWidget._mlc_reply_budget; the oldest go first).
@@ -119,8 +119,10 @@ class Explorer(RpcWidget):
         self._error_ids = itertools.count(1)
         self._jobs: list[threading.Thread] = []  # background requests (measure, cuda_source)
         self._page_shows: Any = None  # the step the page moved to itself (see _follow)
-        self._quiet_step: bytes | None = None
+        self._quiet: dict[str, Any] = {}  # trait -> a value the page holds already: set, not sent
         self._pending_records: dict[Any, StepView | None] = {}  # step id -> view (None: make it)
+        self._pending_replies: dict[str, dict] = {}  # record key -> mlc_record's arguments (checks)
+        self._checks_sent: dict[Any, dict] = {}  # step id -> the report the page was sent (it keeps them)
         self._record_timer: threading.Timer | None = None
         self._record_hook: Any = None
         setup = checks_setup(session, checks=checks, tasks=tasks, assignment=assignment)
@@ -165,7 +167,8 @@ class Explorer(RpcWidget):
         """Record the steps shown since the last flush (the one on screen last: a saved view opens on it)."""
         with self._lock:
             pending, self._pending_records = self._pending_records, {}
-            if not pending or self.comm is None:
+            replies, self._pending_replies = self._pending_replies, {}
+            if (not pending and not replies) or self.comm is None:
                 return
             current = self._view.id
             order = [sid for sid in pending if sid != current] + ([current] if current in pending else [])
@@ -179,6 +182,8 @@ class Explorer(RpcWidget):
                                         data=view.json_bytes)
                     except Exception:  # noqa: BLE001  (a record is a nicety for saved views)
                         log.exception("mlc_lab: recording step %r failed", sid)
+                for key, kwargs in replies.items():
+                    self.mlc_record(key, **kwargs)
 
     def _mlc_record_params(self, method: str, params: dict) -> dict:
         if method in self._STEP_IMPLIED:
@@ -270,7 +275,9 @@ class Explorer(RpcWidget):
             job.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
             if job.is_alive():
                 return False
-        return self._checks.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        done = self._checks.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        self._flush_records()  # what the checks reported, too
+        return done
 
     def set_checks(self, checks: list[str] | None = None, *, tasks: list[dict] | None = None,
                    assignment: Any = None) -> None:
@@ -282,6 +289,7 @@ class Explorer(RpcWidget):
             self._checks = ChecksWorker(self._session, setup, self._publish_checks)
             with self.hold_sync():
                 self.checks_setup, self.checks, self.hazards = setup, {}, {}
+                self._checks_sent = {}
         self._checks.schedule(self._session.current.id, [s.id for s in self._session.steps])
 
     def check_report(self, step: Any = None) -> dict:
@@ -333,9 +341,15 @@ class Explorer(RpcWidget):
             if (worker is not None and worker is not self._checks) or self.comm is None:  # replaced, or closed
                 return
             if what == "checks":
-                self.mlc_record(record_key("checks", {"step": _plain(sid)}), group="checks",
-                                keep=self.MAX_RECORDED_STEPS, result=_plain(data))
-                self.checks = _plain(data)
+                report = _plain(data)
+                # The page keeps each step's report (js/explorer/view.ts): back at a step, it has it.
+                known = self._checks_sent.get(sid) == report
+                self._checks_sent[sid] = report
+                if not known:  # recorded later, with the steps (off the click's path)
+                    self._pending_replies[record_key("checks", {"step": _plain(sid)})] = {
+                        "group": "checks", "keep": self.MAX_RECORDED_STEPS, "result": report}
+                    self._schedule_records()
+                self._set_quietly("checks", report, quiet=known)
             elif data.get("new"):  # only the steps that create a hazard: the history marks them
                 self.hazards = {**self.hazards, str(_plain(sid)): _plain(data)}
 
@@ -351,9 +365,7 @@ class Explorer(RpcWidget):
     def _show(self, view: StepView) -> None:
         self._view = view
         # A step the page moved to itself is on screen already: the trait follows, nothing is sent.
-        self._quiet_step = view.json_bytes if self._page_shows is not None and view.id == self._page_shows else None
-        self.step = view.json_bytes
-        self._quiet_step = None
+        self._set_quietly("step", view.json_bytes, quiet=self._page_shows is not None and view.id == self._page_shows)
         self._record_step(view)
         if self.selection and _tree(view.loop_tree).find(self.selection.get("name", ""), self.selection.get("kind")) is None:
             self.selection = {}
@@ -373,8 +385,18 @@ class Explorer(RpcWidget):
         if state:
             super().set_state(state)
 
+    def _set_quietly(self, name: str, value: Any, *, quiet: bool) -> None:
+        """Set a trait; when ``quiet``, without sending it (the page holds that value already)."""
+        if quiet:
+            self._quiet[name] = value
+        try:
+            setattr(self, name, value)
+        finally:
+            self._quiet.pop(name, None)
+
     def _should_send_property(self, key: str, value: Any) -> bool:
-        if key == "step" and self._quiet_step is not None and value is self._quiet_step:
+        quiet = self._quiet.get(key, self._quiet)
+        if quiet is not self._quiet and (value is quiet or value == quiet):
             if self._holding_sync:
                 self._states_to_send.discard(key)
             return False

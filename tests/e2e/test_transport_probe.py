@@ -7,11 +7,14 @@ logs each frame as it crosses between the websocket and ZeroMQ (its config file 
 jupyter_server's channel connection); the kernel logs when the comm handler runs, when each message
 is made (``Session.send``) and when the IOPub thread puts it on the wire. The explorer adds its own
 samples (state drawn, first frame). The table gives each hop's median, min and max in ms after the
-click, for unroll / undo clicks on the chapter-2 schedule of mm_relu (as test_explorer_lab's
-latency step). ``MLC_LAB_PROBE_TRACE=file.json`` also records a Chrome trace of the clicks, and
+click, for the new-step clicks (unroll) on the chapter-2 schedule of mm_relu (as test_explorer_lab's
+latency step); then click to frame (median and 90th percentile) of new steps and of moves the page
+answers itself (undo, redo, go to step, diff), with the state updates each click cost. ``MLC_LAB_PROBE_TRACE=file.json`` also records a Chrome trace of the clicks, and
 ``MLC_LAB_PROBE_PROFILE=file.json`` a V8 CPU profile of the page (DevTools' .cpuprofile format).
 
-It checks, per click, what the kernel must send: one state update and one reply, the update first.
+It checks, per click, what the kernel must send: for a new step one state update and one reply, the
+update first, and no comm opened (records for saved notebooks are made later); for a move, nothing
+(the page answers it; the kernel's Session follows a note that is not answered).
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from tests.fixtures.programs import MM_RELU
 
 pytestmark = [pytest.mark.e2e, pytest.mark.full]
 
-ROUNDS = 11  # unroll + undo each; the first round warms caches and is left out
+ROUNDS = 11  # unroll, undo, redo, go to step, diff each; the first round warms caches and is left out
+NAVIGATION = ("undo", "redo", "goto", "diff")
 
 # Appended to the server's config file (Python). Logs one JSON line per frame to MLC_LAB_PROBE_LOG.
 SERVER_PROBE = r'''
@@ -59,8 +63,14 @@ def _pout(self, stream, msg_list):
     _, fed = self.session.feed_identities(msg_list)
     mt, mid, pid = _phead([getattr(p, "bytes", p) for p in fed[1:3]])
     _out0(self, stream, msg_list)
-    _PLOG.write(_pj.dumps({"hop": "srv_out", "t": t, "type": mt, "id": mid, "parent": pid}) + "\n")
+    _PLOG.write(_pj.dumps({"hop": "srv_out", "t": t, "t_done": _pt.time(), "type": mt, "id": mid, "parent": pid}) + "\n")
 _C.handle_incoming_message, _C.handle_outgoing_message = _pin, _pout
+if _po.environ.get("MLC_LAB_PROBE_NODELAY"):
+    _conn0 = _C.connect
+    def _pconnect(self):
+        self.websocket_handler.set_nodelay(True)
+        return _conn0(self)
+    _C.connect = _pconnect
 '''
 
 # Run in the kernel (a hidden execute): wraps the comm_msg handler, Session.send and the IOPub
@@ -144,6 +154,36 @@ def probe_lab(tmp_path_factory):
         os.environ.pop("MLC_LAB_PROBE_LOG", None)
 
 
+def _ws_head(payload_b64: str) -> dict | None:
+    """msg_type and msg_id of a kernel websocket frame (v1 protocol), from CDP's base64 payload."""
+    import base64
+    import struct
+
+    try:
+        raw = base64.b64decode(payload_b64)
+        n = struct.unpack_from("<Q", raw, 0)[0]
+        off = [struct.unpack_from("<Q", raw, 8 * (i + 1))[0] for i in range(n)]
+        header = json.loads(raw[off[1]:off[2]])
+        return {"type": header.get("msg_type"), "id": header.get("msg_id")}
+    except Exception:  # noqa: BLE001  (a text frame, another protocol)
+        return None
+
+
+def network_log(cdp_events: list[tuple[str, dict]]) -> list[dict]:
+    """When chromium's network stack got each kernel frame (CDP Network events; wall clock from the
+    handshake's wallTime/timestamp pair), before the page's main thread sees it."""
+    offsets = [p["wallTime"] - p["timestamp"] for m, p in cdp_events if m == "handshake" and "wallTime" in p]
+    if not offsets:
+        return []
+    out = []
+    for method, params in cdp_events:
+        if method == "frame":
+            head = _ws_head(params["response"].get("payloadData", ""))
+            if head:
+                out.append({"hop": "net_recv", "t": params["timestamp"] + offsets[-1], **head})
+    return out
+
+
 def _iso(date: str) -> float:
     return datetime.fromisoformat(date.replace("Z", "+00:00")).timestamp()
 
@@ -165,25 +205,69 @@ def click_rows(clicks, samples, page_log, kernel_log, server_log) -> list[dict]:
         made = [e for e in kernel_log if e["hop"] == "k_made" and e["parent"] == rid]
         names = {"update": "update", "custom": "reply", "busy": "busy", "idle": "idle"}
         kinds = [names.get(e["what"], e["what"]) for e in made]
-        # What the protocol promises: one state message per click, then the reply.
-        assert kinds.count("update") == 1 and kinds.count("reply") == 1, kinds
-        assert kinds.index("update") < kinds.index("reply"), kinds
-        ids = {e["id"]: names.get(e["what"], e["what"]) for e in made}
+        before_reply = kinds[:kinds.index("reply")] if "reply" in kinds else kinds
+        r["updates"], r["comm_opens"], r["_kinds"] = before_reply.count("update"), kinds.count("comm_open"), kinds
+        ids = {}
+        for e in made:  # a second message of a kind (the checks' update) is "update 2"
+            kind = names.get(e["what"], e["what"])
+            ids[e["id"]] = kind if kind not in ids.values() else f"{kind} {list(ids.values()).count(kind) + 1}"
         for e in made:
             r[f"{ids[e['id']]} made (k)"] = e["t"] - t0
-        for hop, label, source in (("k_wire", "wire", kernel_log), ("srv_out", "srv", server_log), ("br_recv", "br", page_log)):
+        for hop, label, source in (("k_wire", "wire", kernel_log), ("srv_out", "srv", server_log),
+                                   ("net_recv", "net", page_log), ("br_recv", "br", page_log)):
             for e in source:
                 if e["hop"] == hop and e.get("id") in ids:
                     r[f"{ids[e['id']]} at {label}"] = e["t"] - t0
+                    if "t_done" in e:  # the server wrote it to the websocket
+                        r[f"{ids[e['id']]} at {label} (written)"] = e["t_done"] - t0
         if sample.get("stateMs") is not None:
             r["state drawn from"] = sample["stateMs"] / 1000
         r["drawing"] = (sample.get("drawMs") or 0) / 1000
         r["first frame (done)"] = sample["ms"] / 1000
+        r["_primitive"] = sample["primitive"]
         rows.append(r)
     return rows
 
 
+def check_messages(rows: list[dict]) -> None:
+    """What the protocol promises, per click (after the tables are printed)."""
+    for r in rows:
+        kinds = r["_kinds"]
+        if r["_primitive"] in NAVIGATION:
+            # answered by the page: the kernel follows and sends nothing back
+            assert kinds.count("update") == kinds.count("reply") == kinds.count("comm_open") == 0, kinds
+        else:
+            # one state message, then the reply; no record (made later for saved notebooks). The
+            # Checks panel's report of the new step may follow the reply, from its worker thread.
+            assert kinds.count("reply") == 1 and kinds[:kinds.index("reply")].count("update") == 1, kinds
+            assert kinds.count("comm_open") == 0, kinds
+
+
+def _p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+
+
+def print_summary(samples: list[dict], rows: list[dict]) -> dict:
+    """Click to frame per kind of click (median, 90th percentile) and the state updates each cost."""
+    out: dict = {}
+    updates = {}
+    for r in rows:
+        kind = "new step" if r["_primitive"] not in NAVIGATION else "navigation"
+        updates.setdefault(kind, []).append(r["updates"])
+    print(f"{'click to frame, ms':28s} {'n':>3s} {'median':>7s} {'p90':>7s} {'max':>7s}  state updates per click")
+    for kind, names in (("new step", None), ("navigation", NAVIGATION), *((n, (n,)) for n in NAVIGATION)):
+        v = [s["ms"] for s in samples if (s["primitive"] in names if names else s["primitive"] not in NAVIGATION)]
+        if not v:
+            continue
+        per = sorted(set(updates.get(kind, []))) if kind in updates else ""
+        out[kind] = {"n": len(v), "median_ms": statistics.median(v), "p90_ms": _p90(v), "max_ms": max(v)}
+        print(f"  {kind:26s} {len(v):3d} {statistics.median(v):7.1f} {_p90(v):7.1f} {max(v):7.1f}  {per}")
+    return out
+
+
 def print_table(rows: list[dict]) -> None:
+    rows = [{k: v for k, v in r.items() if k not in ("updates", "comm_opens", "_primitive", "_kinds")} for r in rows]
     keys: list[str] = []
     for r in rows:
         keys += [k for k in r if k not in keys and k != "primitive"]
@@ -200,6 +284,12 @@ def test_transport_hops(probe_lab, page, artifacts):
     page.add_init_script(PAGE_PROBE)
     write_notebook(root / "probe.ipynb", ["from mlc_lab.widgets import explore\nMM_RELU = " + repr(MM_RELU), "ex = explore(MM_RELU)\nex"])
     lab = Lab(page, url, artifacts, prefix="probe")
+    # chromium's network stack: when each kernel frame arrived, before the page's main thread ran
+    cdp_events: list[tuple[str, dict]] = []
+    net = page.context.new_cdp_session(page)
+    net.on("Network.webSocketWillSendHandshakeRequest", lambda p: cdp_events.append(("handshake", p)))
+    net.on("Network.webSocketFrameReceived", lambda p: cdp_events.append(("frame", p)))
+    net.send("Network.enable")
     lab.open("probe.ipynb")
     lab.run_all()
     wait_code(page, "for i, j, k in T.grid(128, 128, 128):")
@@ -212,6 +302,8 @@ def test_transport_hops(probe_lab, page, artifacts):
     row(page, "loop", "j_1_init").click()
     page.wait_for_timeout(300)
     page.evaluate("() => { window.__mlcLab = { latencies: [] }; window.__mlcProbe.length = 0; }")
+    if os.environ.get("MLC_LAB_PROBE_NO_CHECKS"):  # (an experiment: the Checks panel's worker off)
+        lab.kernel("ex._checks.schedule = lambda *a, **k: None")
     lab.kernel("_MLC_PROBE.clear()")
     page.evaluate("() => { window.__mlcProbe.length = 0; }")  # forget the execute above
     trace = os.environ.get("MLC_LAB_PROBE_TRACE")
@@ -223,26 +315,43 @@ def test_transport_hops(probe_lab, page, artifacts):
         _cdp = page.context.new_cdp_session(page)
         _cdp.send("Profiler.enable"); _cdp.send("Profiler.setSamplingInterval", {"interval": 100}); _cdp.send("Profiler.start")
     n = 0
+    start = lab.kernel_json("ex.session.current.id")
     for _ in range(ROUNDS):
-        for click in (lambda: prim(page, "unroll").click(), lambda: page.locator(".mlc-explorer .mlc-undo").click()):
+        for click in (lambda: prim(page, "unroll").click(), lambda: page.locator(".mlc-explorer .mlc-undo").click(),
+                      lambda: page.locator(".mlc-explorer .mlc-redo").click(),
+                      lambda: page.locator(f".mlc-explorer .mlc-hrow[data-step='{start}']").click(),
+                      lambda: page.locator(".mlc-explorer .mlc-diff-mode").select_option("unified")):
             click()
             n += 1
             page.wait_for_function("(n) => window.__mlcLab.latencies.length >= n", arg=n, polling=50)
             page.wait_for_timeout(150)  # let the reply and idle land: each click starts from a quiet page
+        page.locator(".mlc-explorer .mlc-diff-mode").select_option("off")
+        page.wait_for_timeout(50)
     if trace:
         page.context.browser.stop_tracing()
     if _cdp:
         Path(os.environ["MLC_LAB_PROBE_PROFILE"]).write_text(json.dumps(_cdp.send("Profiler.stop")["profile"]))
     samples = page.evaluate("() => window.__mlcLab.latencies")
-    page_log = page.evaluate("() => window.__mlcProbe")
+    page_log = page.evaluate("() => window.__mlcProbe") + network_log(cdp_events)
     kernel_log = lab.kernel_json("_MLC_PROBE")
     server_log = [json.loads(line) for line in server_log_path.read_text().splitlines()]
     clicks = [e for e in page_log if e["hop"] == "br_click"]
-    rows = click_rows(clicks, samples, page_log, kernel_log, server_log)[2:]
+    # a diff is chosen in a <select> (no click, no message): timed by the page only
+    clicked = [s for s in samples if s["primitive"] != "diff"]
+    assert lab.kernel_json("ex.session.current.id") == start  # the Session followed every move
+    rows = click_rows(clicks, clicked, page_log, kernel_log, server_log)[4:]
+    samples = samples[5:]  # the first round warms caches
     thread = next(e["thread"] for e in kernel_log if e["hop"] == "k_handle")
-    print(f"\nclick -> rendered, hop by hop ({len(rows)} clicks, unroll/undo on mm_relu 128^3; handler thread {thread}; "
-          f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
-    print_table(rows)
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), "?")
+    new = [r for r in rows if r["_primitive"] not in NAVIGATION]
+    print(f"\nnew step (unroll on mm_relu 128^3) click -> rendered, hop by hop ({len(new)} clicks; handler thread {thread}; "
+          f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores, {cpu})")
+    print_table(new)
+    summary = print_summary(samples, rows)
     (artifacts / "transport-probe.json").write_text(json.dumps(
-        {"rows": rows, "page": page_log, "kernel": kernel_log, "server": server_log}, default=str))
-    assert len(rows) == 2 * ROUNDS - 2
+        {"summary": summary, "rows": rows, "page": page_log, "kernel": kernel_log, "server": server_log}, default=str))
+    for r in rows:
+        print(f"  {r['_primitive']:8s} {r['first frame (done)'] * 1000:6.1f} ms  {' '.join(r['_kinds'])}")
+    assert len(rows) == 4 * ROUNDS - 4
+    check_messages(rows)

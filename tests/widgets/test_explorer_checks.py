@@ -51,6 +51,23 @@ def test_a_click_sends_its_state_first_and_the_checks_after(comms):
         w.close()
 
 
+def test_back_at_a_step_the_page_was_sent_the_report_of_nothing_is_sent(comms):
+    """The page keeps each step's report (js/explorer/view.ts): a move back to a checked step (the
+    page's undo, which the Session follows) costs no state message and no new record."""
+    w = Explorer(Session(cpu_mm_relu.MM_RELU), checks=["parallel", "vectorize"])
+    try:
+        c = w.comm
+        c.request("apply", {"primitive": "parallel", "args": ["Y/i"]})
+        assert w.wait(60)
+        opened, start = len(comms), len(c.sent)
+        c.deliver({"method": "custom", "content": {"kind": "mlc-follow", "step": 0}})
+        assert w.wait(60)
+        assert c.sent[start:] == [] and len(comms) == opened
+        assert w.checks["step"] == 0 and w.check_report()["step"] == 0  # Python sees it all the same
+    finally:
+        w.close()
+
+
 def test_a_step_made_from_python_is_checked_too(comms):
     session = Session(cpu_mm_relu.MM_RELU)
     w = Explorer(session)  # nothing named: every check for the step's target
