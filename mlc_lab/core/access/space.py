@@ -231,9 +231,17 @@ class _Tags:
     def linear(self, names: tuple, launch: dict):
         if not any(t in self.values for t in names):
             return np.full(self.n, -1, np.int64)
-        x, y, z = (self.values.get(t, -1) for t in names)
         nx, ny = launch.get(names[0], 1), launch.get(names[1], 1)
-        if nx * ny * launch.get(names[2], 1) >= 2**31:       # ids past int32
+        big = nx * ny * launch.get(names[2], 1) >= 2**31       # ids past int32
+        if not self.partial:    # every value is a tag's (>= 0) or absent (0): few passes over n
+            x, y, z = (self.values.get(t, 0) for t in names)
+            if big:
+                x, y, z = (np.asarray(v, dtype=np.int64) for v in (x, y, z))
+            inner = y if np.ndim(z) == 0 and z == 0 else y + ny * z
+            lin = x if np.ndim(inner) == 0 and inner == 0 else x + nx * inner
+            return np.broadcast_to(lin, (self.n,))
+        x, y, z = (self.values.get(t, -1) for t in names)
+        if big:
             x, y, z = (np.asarray(v, dtype=np.int64) for v in (x, y, z))
         lin = np.maximum(x, 0) + nx * (np.maximum(y, 0) + ny * np.maximum(z, 0))
         if self.partial:
@@ -405,6 +413,12 @@ class Query:
         if not seq:
             return
         starts = np.cumsum([0] + [index.count(c) for c in node.children])
+        if s.size:      # the usual case: every step in one child (the stage that touches a buffer first)
+            first = int(np.searchsorted(starts, s.min(), side="right")) - 1
+            if s.max() < starts[first + 1]:
+                if index.has_tags(node.children[first]):
+                    self._decode(node.children[first], s - starts[first] if starts[first] else s, at, tags)
+                return
         which = np.searchsorted(starts, s, side="right") - 1
         for k, child in enumerate(node.children):
             if index.has_tags(child):
