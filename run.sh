@@ -60,6 +60,8 @@ use_labextension() {
     mkdir -p "$data/labextensions"
     ln -sfn "$ROOT/mlc_lab/labextension" "$data/labextensions/mlc-lab-jupyterlab"
     export JUPYTER_PATH="$data${JUPYTER_PATH:+:$JUPYTER_PATH}"
+    # mlc_lab's server extension (mlc_lab/_server.py: the kernel websocket without Nagle's delay)
+    export JUPYTER_CONFIG_PATH="$ROOT/jupyter-config${JUPYTER_CONFIG_PATH:+:$JUPYTER_CONFIG_PATH}"
 }
 
 lab() {

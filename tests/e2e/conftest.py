@@ -50,6 +50,7 @@ c.LabServerApp.user_settings_dir = {settings!r}
 c.LabServerApp.workspaces_dir = {workspaces!r}
 c.LabApp.news_url = None
 c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
+c.ServerApp.jpserver_extensions = {{"mlc_lab._server": True}}  # as jupyter-config/ enables it for users
 """
 
 USER_SETTINGS = {

@@ -65,12 +65,6 @@ def _pout(self, stream, msg_list):
     _out0(self, stream, msg_list)
     _PLOG.write(_pj.dumps({"hop": "srv_out", "t": t, "t_done": _pt.time(), "type": mt, "id": mid, "parent": pid}) + "\n")
 _C.handle_incoming_message, _C.handle_outgoing_message = _pin, _pout
-if _po.environ.get("MLC_LAB_PROBE_NODELAY"):
-    _conn0 = _C.connect
-    def _pconnect(self):
-        self.websocket_handler.set_nodelay(True)
-        return _conn0(self)
-    _C.connect = _pconnect
 '''
 
 # Run in the kernel (a hidden execute): wraps the comm_msg handler, Session.send and the IOPub
@@ -301,6 +295,10 @@ def test_transport_hops(probe_lab, page, artifacts):
     page.locator(".mlc-explorer").scroll_into_view_if_needed()
     row(page, "loop", "j_1_init").click()
     page.wait_for_timeout(300)
+    tab = os.environ.get("MLC_LAB_PROBE_TAB")  # e.g. "trace": the clicks with another pane shown
+    if tab:
+        page.locator(f".mlc-explorer .mlc-tab-{tab}").click()
+        page.wait_for_timeout(300)
     page.evaluate("() => { window.__mlcLab = { latencies: [] }; window.__mlcProbe.length = 0; }")
     if os.environ.get("MLC_LAB_PROBE_NO_CHECKS"):  # (an experiment: the Checks panel's worker off)
         lab.kernel("ex._checks.schedule = lambda *a, **k: None")
@@ -316,15 +314,20 @@ def test_transport_hops(probe_lab, page, artifacts):
         _cdp.send("Profiler.enable"); _cdp.send("Profiler.setSamplingInterval", {"interval": 100}); _cdp.send("Profiler.start")
     n = 0
     start = lab.kernel_json("ex.session.current.id")
+    clicks = (lambda: prim(page, "unroll").click(), lambda: page.locator(".mlc-explorer .mlc-undo").click(),
+              lambda: page.locator(".mlc-explorer .mlc-redo").click(),
+              lambda: page.locator(f".mlc-explorer .mlc-hrow[data-step='{start}']").click(),
+              lambda: page.locator(".mlc-explorer .mlc-diff-mode").select_option("unified"))
+    if tab:  # the History is hidden: unroll and undo only
+        clicks = clicks[:2]
     for _ in range(ROUNDS):
-        for click in (lambda: prim(page, "unroll").click(), lambda: page.locator(".mlc-explorer .mlc-undo").click(),
-                      lambda: page.locator(".mlc-explorer .mlc-redo").click(),
-                      lambda: page.locator(f".mlc-explorer .mlc-hrow[data-step='{start}']").click(),
-                      lambda: page.locator(".mlc-explorer .mlc-diff-mode").select_option("unified")):
+        for click in clicks:
             click()
             n += 1
             page.wait_for_function("(n) => window.__mlcLab.latencies.length >= n", arg=n, polling=50)
-            page.wait_for_timeout(150)  # let the reply and idle land: each click starts from a quiet page
+            # let the reply and idle land: each click starts from a quiet page (MLC_LAB_PROBE_PAUSE_MS=0:
+            # click on at once, as a student does, and as test_explorer_lab's latency step)
+            page.wait_for_timeout(int(os.environ.get("MLC_LAB_PROBE_PAUSE_MS", "150")))
         page.locator(".mlc-explorer .mlc-diff-mode").select_option("off")
         page.wait_for_timeout(50)
     if trace:
@@ -335,12 +338,13 @@ def test_transport_hops(probe_lab, page, artifacts):
     page_log = page.evaluate("() => window.__mlcProbe") + network_log(cdp_events)
     kernel_log = lab.kernel_json("_MLC_PROBE")
     server_log = [json.loads(line) for line in server_log_path.read_text().splitlines()]
-    clicks = [e for e in page_log if e["hop"] == "br_click"]
+    clicked_at = [e for e in page_log if e["hop"] == "br_click"]
     # a diff is chosen in a <select> (no click, no message): timed by the page only
     clicked = [s for s in samples if s["primitive"] != "diff"]
     assert lab.kernel_json("ex.session.current.id") == start  # the Session followed every move
-    rows = click_rows(clicks, clicked, page_log, kernel_log, server_log)[4:]
-    samples = samples[5:]  # the first round warms caches
+    per_round = 2 if tab else 4
+    rows = click_rows(clicked_at, clicked, page_log, kernel_log, server_log)[per_round:]
+    samples = samples[per_round + (0 if tab else 1):]  # the first round warms caches
     thread = next(e["thread"] for e in kernel_log if e["hop"] == "k_handle")
     cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
                 if ln.startswith("model name")), "?")
@@ -353,5 +357,5 @@ def test_transport_hops(probe_lab, page, artifacts):
         {"summary": summary, "rows": rows, "page": page_log, "kernel": kernel_log, "server": server_log}, default=str))
     for r in rows:
         print(f"  {r['_primitive']:8s} {r['first frame (done)'] * 1000:6.1f} ms  {' '.join(r['_kinds'])}")
-    assert len(rows) == 4 * ROUNDS - 4
+    assert len(rows) == per_round * (ROUNDS - 1)
     check_messages(rows)
