@@ -10,9 +10,15 @@ and the error together, inside ``hold_sync``), one reply. This module never impo
 Wire protocol (traits): ``step`` is the current :class:`StepView` as UTF-8 JSON in a binary buffer
 (script, loop tree, changed lines, decisions, trace); ``history`` is what changed in the step tree,
 ``{"from": n, "steps": [summaries of steps n, n+1, ...]}`` (the whole list when the front end gets
-the whole state: opening, a page reload); ``selection``, ``error``, ``failures``, ``measurements``,
-``measuring`` as before. A front end that finds a gap in the history asks for it (request
-``history``).
+the whole state: opening, a page reload; then with ``visited``, where redo goes from each step);
+``selection``, ``error``, ``failures``, ``measurements``, ``measuring`` as before. A front end that
+finds a gap in the history asks for it (request ``history``).
+
+The page owns the history: undo, redo, go to step and diffs are answered in js/explorer/view.ts from
+the steps it holds (sent to it, or recorded), live and in saved views alike; it then sends a FOLLOW
+note (no answer) and the Session moves there, with nothing sent back. Only new steps, measurements
+and analyses are requests. Records for saved notebooks (each step, each checks report) are made
+after a pause, at the end of a cell or in ``wait()``: never on a click's path.
 
 The Checks panel (``checks_setup``, ``checks``, ``hazards``; see ``checks_panel.py``) is the one trait
 set not sent with the click: the named checks of the new step follow its state as a second message,
@@ -67,7 +73,7 @@ class Explorer(RpcWidget):
     # Steps are recorded for saved views this long after the last change (or at the end of the cell,
     # or in wait()): each record is a gzip and a comm of its own, kept off the click's path.
     RECORD_DELAY_S = 2.0
-    # Saved views answer these from records (js/explorer/offline.ts steps through recorded steps):
+    # Saved views answer these from records (the page steps through recorded steps itself):
     # what the Memory, Compiler and CUDA panels showed, per step, within the reply budget
     # (RpcWidget._mlc_reply_budget; the oldest go first).
     _mlc_record_replies = {"access_footprint": MAX_RECORDED_STEPS, "access_gpu_stats": MAX_RECORDED_STEPS,
