@@ -33,8 +33,9 @@ def dim_range(grid: Grid, d: int) -> tuple[int, int]:
         m = np.broadcast_to(grid.mask, grid.shape)
         if not m.any():
             return 0, 0
-        vals = np.broadcast_to(spec, grid.shape)[m]
-        return int(vals.min()), int(vals.max())
+        vals = np.broadcast_to(spec, grid.shape)
+        big = np.iinfo(np.int64).max
+        return int(np.min(vals, where=m, initial=big)), int(np.max(vals, where=m, initial=-big))
     return int(spec.min()), int(spec.max())
 
 
@@ -245,7 +246,9 @@ class BufferAccumulator:
             offs = offs + idx * self.strides[d]
         if self.fresh and self._cover:
             self._clear()
-        self._scatter(np.broadcast_to(offs, shape), g.ev, g.mult, g.mask, g)
+        steps = np.empty(shape, g.dtype)       # built row by row (faster than a broadcast sum)
+        g.fill(g.ev_aff, list(range(ndim)), steps)
+        self._scatter(np.broadcast_to(offs, shape), steps, g.mult, g.mask, g)
 
     @staticmethod
     def _bits(g: Grid) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -69,9 +70,9 @@ class Grid:
     def ev(self):
         return self.outer(self.ev_aff)
 
-    @property
+    @cached_property
     def mask(self):
-        """Where the access runs (None: everywhere): the factors combined."""
+        """Where the access runs (None: everywhere): the factors combined (once: asked per dimension)."""
         if not self.masks:
             return None
         out = self.masks[0]
