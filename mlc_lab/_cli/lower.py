@@ -8,7 +8,7 @@ import difflib
 import json
 import sys
 
-from mlc_lab._cli.common import read_text
+from mlc_lab._cli.common import open_session
 from mlc_lab.errors import UsageError
 
 
@@ -35,22 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from mlc_lab.core.lowering import target_info
-    from mlc_lab.core.session import Session
-    from mlc_lab.errors import LoadError, TraceParseError
 
-    program = read_text(args.file)
-    try:
-        session = Session(program, func=args.func)
-    except LoadError as exc:
-        raise LoadError(f"{args.file}: {exc}", line=exc.line) from None
-    if args.trace:
-        trace = read_text(args.trace)
-        try:
-            session.replay(trace)
-        except TraceParseError as exc:
-            where = f"{args.trace}, line {exc.line}" if exc.line else args.trace
-            message = str(exc).split(": ", 1)[1] if exc.line else str(exc)
-            raise TraceParseError(f"{where}: {message}") from None
+    session = open_session(args.file, args.func, args.trace)
     target = _target(args.target)
     kind = target_info(target)["kind"]
     if args.llvm and kind != "cpu":

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from mlc_lab._cli.common import read_text
+from mlc_lab._cli.common import open_session
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -19,21 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlc_lab.core.session import Session
-    from mlc_lab.errors import LoadError, TraceParseError
 
-    program = read_text(args.file)
-    trace = read_text(args.trace)
-    try:
-        session = Session(program, func=args.func)
-    except LoadError as exc:
-        raise LoadError(f"{args.file}: {exc}", line=exc.line) from None
-    try:
-        session.replay(trace)
-    except TraceParseError as exc:
-        where = f"{args.trace}, line {exc.line}" if exc.line else args.trace
-        message = str(exc).split(": ", 1)[1] if exc.line else str(exc)
-        raise TraceParseError(f"{where}: {message}") from None
+    session = open_session(args.file, args.func, args.trace)
     if args.json:
         out = {
             "script": session.script,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mlc_lab._cli.common import read_text
+from mlc_lab._cli.common import open_session
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -16,14 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlc_lab.core.session import Session
-    from mlc_lab.errors import LoadError
-
-    text = read_text(args.file)
-    try:
-        session = Session(text, func=args.func)
-    except LoadError as exc:
-        raise LoadError(f"{args.file}: {exc}", line=exc.line) from None
+    session = open_session(args.file, args.func)
     sys.stdout.write(session.script_of_function(args.func) if args.func else session.script)
     sys.stdout.write("\n")
     return 0

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from mlc_lab._cli.common import read_text
+from mlc_lab._cli.common import open_session
 
 FORMS = ("apply_trace", "text", "json")
 
@@ -32,20 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlc_lab.core.session import Session
-    from mlc_lab.errors import LoadError, TraceParseError
-
-    text = read_text(args.program)
-    try:
-        session = Session(text, func=args.func)
-    except LoadError as exc:
-        raise LoadError(f"{args.program}: {exc}", line=exc.line) from None
-    if args.trace:
-        trace = read_text(args.trace)
-        try:
-            session.replay(trace)
-        except TraceParseError as exc:
-            raise TraceParseError(f"{args.trace}: {exc}") from None
+    session = open_session(args.program, args.func, args.trace)
     if args.form == "apply_trace":
         sys.stdout.write(session.submission())
     elif args.form == "text":

@@ -132,7 +132,7 @@ class _CallParser:
             value = stmt.value
         else:
             raise TraceParseError(
-                f"only schedule calls are allowed in a trace, not a {type(stmt).__name__} statement", line=line
+                f"only schedule calls are allowed in a trace, not {_statement_kind(stmt)}", line=line
             )
         call = self.call(value, line)
         call.targets = targets
@@ -823,3 +823,14 @@ def read_trace_source(trace: Any) -> tuple[Any, str | None]:
             return fh.read(), path
     except UnicodeDecodeError:
         raise TraceParseError(f"{path}: not a text file") from None
+
+
+def _statement_kind(stmt: ast.stmt) -> str:
+    """'an import', 'a for loop', ...: a refused statement named as a student would name it."""
+    words = {"Import": "an import", "ImportFrom": "an import", "FunctionDef": "a function definition",
+             "AsyncFunctionDef": "a function definition", "ClassDef": "a class definition", "For": "a for loop",
+             "While": "a while loop", "If": "an if statement", "With": "a with statement", "Try": "a try statement",
+             "AugAssign": "an augmented assignment", "Delete": "a del statement", "Global": "a global statement",
+             "Return": "a return statement", "Raise": "a raise statement"}
+    name = type(stmt).__name__
+    return words.get(name, f"a {name.lower()} statement")

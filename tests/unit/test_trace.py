@@ -118,7 +118,7 @@ def test_user_schedule_function_is_recorded_as_steps():
 HOSTILE = [
     ("__import__('os').system('touch /tmp/mlc_lab_pwned')", 1, "only methods of `sch`"),
     ("sch.split(loop=__import__('os'), factors=[1])", 1, "not allowed in a trace"),
-    ("import os\nsch.parallel(loop=l1)", 1, "Import"),
+    ("import os\nsch.parallel(loop=l1)", 1, "not an import"),
     ("b0 = sch.get_sblock(name='C', func_name='main')\nsch.__class__.__init__(b0)", 2, "only methods of `sch`"),
     ("sch.__init__(None)", 1, "`__init__` is not a schedule primitive"),
     ("b0 = sch.get_sblock(name='C', func_name='main')\nb0.__dict__", 2, "each statement"),
@@ -132,7 +132,7 @@ HOSTILE = [
     ("b0 = sch.get_sblock(name='C')\nsch.transform_layout(block=b0, buffer=('write', 0), "
      "index_map=lambda i: __import__('os'))", 2, "not allowed in an index map"),
     ("sch.split(loop=l9, factors=[None, 4])", 1, "`l9` is not defined"),
-    ("for i in range(3):\n    sch.parallel(loop=l1)", 1, "For statement"),
+    ("for i in range(3):\n    sch.parallel(loop=l1)", 1, "not a for loop"),
     ("sch.split(*args)", 1, "`*args`"),
     ("sch.split(**kw)", 1, "`**kwargs`"),
     ("lambda: 0", 1, "each statement"),
