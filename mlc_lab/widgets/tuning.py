@@ -30,7 +30,7 @@ import anywidget
 import traitlets as t
 
 from mlc_lab.model.tuning_view import BestTrial, FailureItem, Roof, TrialDetail
-from mlc_lab.widgets._base import RequestError, RpcWidget, bundle, rpc
+from mlc_lab.widgets._base import RequestError, RpcWidget, bundle
 
 log = logging.getLogger(__name__)
 
@@ -235,6 +235,8 @@ class TuningDashboard(RpcWidget):
     """
 
     _esm = bundle("tuning_dashboard")
+    # The requests of mlc_lab.model.requests.REQUESTS it answers, and the method answering each.
+    handlers = {"cancel": "_rpc_cancel", "open_in_explorer": "_rpc_open", "refresh": "_rpc_refresh"}
 
     # job facts
     work_dir = t.Unicode("").tag(sync=True)
@@ -420,12 +422,10 @@ class TuningDashboard(RpcWidget):
                 break
 
     # --- front-end requests -----------------------------------------------------------------------
-    @rpc("cancel")
     def _rpc_cancel(self) -> dict:
         self._cancel_in_background()
         return {"status": self.status}
 
-    @rpc("open_in_explorer")
     def _rpc_open(self, trial: int | None = None) -> dict:
         try:
             self.show_explorer(trial)
@@ -436,7 +436,6 @@ class TuningDashboard(RpcWidget):
                                detail=str(exc)) from None
         return {"notice": self.notice}
 
-    @rpc("refresh")
     def _rpc_refresh(self) -> dict:
         self.refresh()
         return {"status": self.status}
