@@ -958,12 +958,7 @@ export class ExplorerView {
       const last = typeof window !== "undefined" ? window.__mlcLab?.latencies.at(-1) : undefined;
       if (last && last.primitive === label && last.kernelMs === undefined) last.kernelMs = reply.elapsedMs;
       else if (this.pendingClick) this.pendingClick.kernelMs = reply.elapsedMs;
-      const next = reply.result?.selection as Selection | null | undefined;
-      if (next && next.name) {
-        const entry = this.index.find(next);
-        if (entry) this.select(entry);
-      }
-      return true;
+      return true; // the new selection (apply's new loops) comes with the state, not in the reply
     } catch (err) {
       if (!(err instanceof RpcFailure)) this.showLocalError(err);
       // An RpcFailure's error is already in the `error` trait (Python set it before answering).

@@ -480,12 +480,33 @@ export interface ErrorInfo {
   shape_vars?: string[];
 }
 
+/** A step of the history (default: the current one). */
+export interface MaybeStepParams {
+  step?: number | string | null;
+}
+
+/** One CUDA kernel of a step, with its launch facts. */
+export interface CudaKernel {
+  name: string;
+  threads_per_block?: number;
+  blocks?: number;
+  shared_bytes?: number;
+  local_bytes?: number;
+  thread_extents?: Record<string, number>;
+}
+
 /** A schedule primitive with its arguments (then_split: a sampled tile is split at once). */
 export interface ApplyParams {
   primitive: string;
   args?: unknown[] | null;
   kwargs?: Record<string, unknown> | null;
   then_split?: boolean;
+}
+
+/** A request that changed the session: the step it is at now (apply: the names it made). */
+export interface StepResult {
+  step: number | string;
+  names?: unknown;
 }
 
 /** No parameters. */
@@ -495,6 +516,7 @@ export type NoParams = Record<string, never>;
 export interface HistoryResult {
   from: number;
   steps: StepSummary[];
+  visited?: Record<string, number | string>;
 }
 
 /** A sampled decision's new value (by its index in the trace). */
@@ -537,6 +559,15 @@ export interface CudaSourceParams {
   ptx?: boolean;
 }
 
+/** A step's CUDA source, its kernels, and its PTX (or why there is none). */
+export interface CudaSource {
+  step: number | string;
+  source: string;
+  kernels: CudaKernel[];
+  ptx: string | null;
+  ptx_error: string | null;
+}
+
 /** A step compiled for a target ("cpu", "cuda", an sm_ name). */
 export interface LowerParams {
   step?: number | string | null;
@@ -547,6 +578,11 @@ export interface LowerParams {
 export interface SelectNameParams {
   name: string | null;
   kind?: string | null;
+}
+
+/** The selection after a pick by name (empty: none). */
+export interface SelectionResult {
+  selection: Record<string, unknown>;
 }
 
 /** A student's name and the class task the current step is submitted for. */
@@ -634,20 +670,20 @@ export interface RequestParams {
 
 /** Each request's result (the reply's JSON; its buffers travel beside it). */
 export interface RequestResults {
-  apply: Record<string, unknown>;
+  apply: StepResult;
   history: HistoryResult;
-  set_decision: Record<string, unknown>;
-  replay: Record<string, unknown>;
-  goto: Record<string, unknown>;
-  undo: Record<string, unknown>;
-  redo: Record<string, unknown>;
+  set_decision: StepResult;
+  replay: StepResult;
+  goto: StepResult;
+  undo: StepResult;
+  redo: StepResult;
   script_at: TextResult;
   export_trace: TextResult;
   measure: Record<string, unknown>;
-  cuda_source: Record<string, unknown>;
+  cuda_source: CudaSource;
   lower: Lowering;
   clear_error: Record<string, unknown>;
-  select_name: Record<string, unknown>;
+  select_name: SelectionResult;
   class_submit: Record<string, unknown>;
   access_footprint: FootprintResult;
   access_gpu_stats: GpuStats;

@@ -148,6 +148,12 @@ export const recordKey = (method: string, params: object = {}): string => `${met
 def _request_types() -> dict[str, type]:
     """The parameter and result TypedDicts of mlc_lab.model.requests, in the table's order."""
     found: dict[str, type] = {}
+    for name, value in vars(requests).items():  # nested types first, in the module's order
+        if isinstance(value, type) and value.__module__ == requests.__name__ and hasattr(value, "__total__") \
+                and name not in ("NoParams",):
+            if any(value is r.params or value is r.result for r in requests.REQUESTS.values()):
+                continue
+            found[name] = value
     for r in requests.REQUESTS.values():
         for tp in (r.params, r.result):
             if isinstance(tp, type) and tp.__module__ == requests.__name__:

@@ -161,8 +161,44 @@ class TextResult(TypedDict):
 
 
 # The summaries of steps ``from``, ``from + 1``, ... (from 0: the whole list); ``from`` is a Python keyword.
-HistoryResult = TypedDict("HistoryResult", {"from": int, "steps": list[StepSummary]})
+# ``visited``: where redo goes from each step (the child visited last), by the parent's id.
+HistoryResult = TypedDict("HistoryResult", {"from": int, "steps": list[StepSummary],
+                                            "visited": NotRequired[dict[str, int | str]]})
 HistoryResult.__doc__ = "The summaries of steps `from`, `from + 1`, ... (from 0: the whole list)."
+
+
+class StepResult(TypedDict):
+    """A request that changed the session: the step it is at now (apply: the names it made)."""
+
+    step: int | str
+    names: NotRequired[Any]
+
+
+class SelectionResult(TypedDict):
+    """The selection after a pick by name (empty: none)."""
+
+    selection: dict[str, Any]
+
+
+class CudaKernel(TypedDict):
+    """One CUDA kernel of a step, with its launch facts."""
+
+    name: str
+    threads_per_block: NotRequired[int]
+    blocks: NotRequired[int]
+    shared_bytes: NotRequired[int]
+    local_bytes: NotRequired[int]
+    thread_extents: NotRequired[dict[str, int]]
+
+
+class CudaSource(TypedDict):
+    """A step's CUDA source, its kernels, and its PTX (or why there is none)."""
+
+    step: int | str
+    source: str
+    kernels: list[CudaKernel]
+    ptx: str | None
+    ptx_error: str | None
 
 
 @dataclass(frozen=True)
@@ -190,23 +226,23 @@ _ANALYSIS: tuple[ErrorKind, ...] = ("unknown_loop", "unknown_name", "too_large",
 
 REQUESTS: dict[str, Request] = {
     # the explorer (mlc_lab/widgets/explorer.py)
-    "apply": Request(ApplyParams, errors=("step", "usage", "unknown_loop", "unknown_name")),
+    "apply": Request(ApplyParams, StepResult, errors=("step", "usage", "unknown_loop", "unknown_name")),
     "history": Request(NoParams, HistoryResult),
-    "set_decision": Request(SetDecisionParams, errors=("decision", "trace")),
-    "replay": Request(ReplayParams, errors=("trace", "load")),
-    "goto": Request(StepParams, errors=_STEP_ERRORS),
-    "undo": Request(NoParams, errors=("history",)),  # the page moves by itself (goto when a step is not held)
-    "redo": Request(NoParams, errors=("history",)),
+    "set_decision": Request(SetDecisionParams, StepResult, errors=("decision", "trace")),
+    "replay": Request(ReplayParams, StepResult, errors=("trace", "load")),
+    "goto": Request(StepParams, StepResult, errors=_STEP_ERRORS),
+    "undo": Request(NoParams, StepResult, errors=("history",)),  # the page moves by itself (goto when a step is not held)
+    "redo": Request(NoParams, StepResult, errors=("history",)),
     "script_at": Request(StepParams, TextResult, buffers=True, errors=_STEP_ERRORS),
     "export_trace": Request(ExportTraceParams, TextResult, buffers=True, errors=("usage",)),
     "measure": Request(MeasureParams, background=True,
                        errors=("busy", "usage", "no_gpu", "unknown_step", "build", "run", "check", "crash",
                                "timeout", "gpu_check")),
-    "cuda_source": Request(CudaSourceParams, background=True, keep=2,
+    "cuda_source": Request(CudaSourceParams, CudaSource, background=True, keep=2,
                            errors=("no_gpu", "gpu_check", "build", "unknown_step", "usage")),
     "lower": Request(LowerParams, Lowering, background=True, keep=2, errors=("bad_target", "build", "unknown_step", "usage")),
     "clear_error": Request(NoParams),
-    "select_name": Request(SelectNameParams, errors=("unknown_name",)),
+    "select_name": Request(SelectNameParams, SelectionResult, errors=("unknown_name",)),
     "class_submit": Request(ClassSubmitParams, errors=("usage", "error")),
     # the explorer's memory panel and the memory view (mlc_lab/widgets/access_view.py)
     "access_footprint": Request(FootprintParams, FootprintResult, buffers=True, keep=2, step_implied=True,

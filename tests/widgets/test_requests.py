@@ -70,3 +70,23 @@ def test_record_keys_match_the_shared_cases():
     cases = json.loads((ROOT / "tests" / "fixtures" / "record_keys.json").read_text(encoding="utf-8"))["cases"]
     for case in cases:
         assert table.record_key(case["method"], case["params"]) == case["key"]
+
+
+def _keys(td: type) -> tuple[set[str], set[str]]:
+    """(every key, the required keys) of a TypedDict of the table."""
+    from typing import NotRequired, get_origin, get_type_hints
+
+    hints = get_type_hints(td, include_extras=True)
+    return set(hints), {k for k, tp in hints.items() if get_origin(tp) is not NotRequired}
+
+
+def test_the_explorer_answers_with_the_declared_results(explorer):
+    """A reply carries the keys its result type declares (so the generated TypeScript types hold)."""
+    c = explorer.comm
+    asked = [("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}}), ("undo", {}), ("redo", {}),
+             ("goto", {"step": 0}), ("history", {}), ("select_name", {"name": "Y/i", "kind": "loop"})]
+    for name, params in asked:
+        reply = c.request(name, params)
+        assert reply["ok"] is True, (name, reply)
+        every, required = _keys(table.REQUESTS[name].result)
+        assert required <= set(reply["result"]) <= every, (name, reply["result"])
