@@ -635,7 +635,7 @@ export const REQUESTS = {
   access_gpu_stats: {"background": false, "keep": 2, "step_implied": true, "buffers": false, "errors": ["unknown_loop", "unknown_name", "too_large", "analysis", "usage"]},
   export_html: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": []},
   cancel: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
-  open_in_explorer: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["tune", "error"]},
+  open_in_explorer: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["tune", "usage"]},
   refresh: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
 } as const;
 export type RequestName = keyof typeof REQUESTS;

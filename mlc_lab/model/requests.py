@@ -14,7 +14,7 @@ A view asks with ``{"kind": "mlc-request", "id", "method", "params"}`` (``mlc_la
 - ``step_implied``: it asks about "the current step" without naming it; a widget with steps records the
   reply under its parameters plus ``step``, and a saved view looks it up the same way.
 - ``errors``: the error kinds it answers with on purpose (besides ``bad_request`` and ``unknown``, which
-  any request may get, and ``internal`` for a bug).
+  any request may get, and ``internal`` for a bug); an error of another kind is logged as a warning.
 
 Each widget names its handler per request (``RpcWidget.handlers``); tests/widgets/test_requests.py fails
 when a request has no handler or a handler answers a request that is not here. ``js/lib/model.ts`` gets
@@ -251,7 +251,7 @@ REQUESTS: dict[str, Request] = {
     "export_html": Request(NoParams, TextResult, buffers=True),
     # the tuning dashboard (mlc_lab/widgets/tuning.py) and the class status (mlc_lab/widgets/classroom.py)
     "cancel": Request(NoParams),
-    "open_in_explorer": Request(OpenTrialParams, errors=("tune", "error")),
+    "open_in_explorer": Request(OpenTrialParams, errors=("tune", "usage")),
     "refresh": Request(NoParams),
 }
 

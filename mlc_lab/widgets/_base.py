@@ -164,6 +164,10 @@ class Recorded(ipywidgets.Widget):
 
 
 # Errors not worth keeping for a saved view: they say something about that moment, not the step.
+# Error kinds any request may answer with, besides those its entry in the table declares.
+_ANY_REQUEST_ERRORS = ("bad_request", "unknown", "internal")
+
+
 def _transient(kind: Any) -> bool:
     info = ERROR_KINDS.get(kind) if isinstance(kind, str) else None
     return bool(info and info.transient)
@@ -332,6 +336,10 @@ class RpcWidget(anywidget.AnyWidget):
                 raise RequestError("request parameters must be an object", type="bad_request")
             answer = getattr(self, attr)(**params)
         except RequestError as exc:
+            spec = REQUESTS.get(str(method))
+            if spec is not None and exc.payload.get("type") not in (*spec.errors, *_ANY_REQUEST_ERRORS):
+                log.warning("mlc_lab: %r answered an error of kind %r, which mlc_lab.model.requests does not declare",
+                            method, exc.payload.get("type"))
             self._reply(req_id, started, ok=False, error=exc.payload)
             if not _transient(exc.payload.get("type")):  # e.g. "this step has no GPU kernel"
                 self._record_reply(str(method), params if isinstance(params, dict) else {}, exc.payload, [], ok=False)

@@ -367,7 +367,7 @@ class TuningDashboard(RpcWidget):
         program; returns the new step. An explorer of that session shows it at once."""
         if trial is None:
             if not self.best:
-                raise RequestError("no trial has succeeded yet")
+                raise RequestError("no trial has succeeded yet", type="usage")
             trial = int(self.best["trial"])
         rec = self._record(int(trial))
         if not rec.trace:
@@ -433,7 +433,7 @@ class TuningDashboard(RpcWidget):
             raise
         except Exception as exc:  # noqa: BLE001  (say it in the dashboard, keep the kernel's loop alive)
             raise RequestError(f"could not open trial {trial} in the explorer: {_first_line(exc)}",
-                               detail=str(exc)) from None
+                               detail=str(exc), type="tune") from None
         return {"notice": self.notice}
 
     def _rpc_refresh(self) -> dict:
@@ -460,7 +460,7 @@ class TuningDashboard(RpcWidget):
     def _record(self, trial: int) -> Any:
         records = self._job.records(with_traces=True)
         if not 0 <= trial < len(records):
-            raise RequestError(f"there is no trial {trial}; trials are 0..{len(records) - 1}")
+            raise RequestError(f"there is no trial {trial}; trials are 0..{len(records) - 1}", type="usage")
         return records[trial]
 
     def _on_selected(self, change: dict) -> None:

@@ -90,3 +90,12 @@ def test_the_explorer_answers_with_the_declared_results(explorer):
         assert reply["ok"] is True, (name, reply)
         every, required = _keys(table.REQUESTS[name].result)
         assert required <= set(reply["result"]) <= every, (name, reply["result"])
+
+
+def test_an_error_of_a_kind_the_table_does_not_declare_is_logged(explorer, caplog, monkeypatch):
+    caplog.set_level("WARNING", logger="mlc_lab.widgets._base")
+    assert explorer.comm.request("goto", {"step": 99})["error"]["type"] == "unknown_step"  # declared
+    assert "does not declare" not in caplog.text
+    monkeypatch.setitem(table.REQUESTS, "goto", table.Request(table.StepParams, table.StepResult))
+    assert explorer.comm.request("goto", {"step": 99}, req_id="r2")["ok"] is False
+    assert "'goto' answered an error of kind 'unknown_step'" in caplog.text
