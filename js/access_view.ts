@@ -53,7 +53,7 @@ export class AccessViewWidget {
   constructor(private model: AnyModel<AccessViewModel>) {
     this.rpc = new Rpc(model);
     this.panel = new AccessPanel({
-      request: (method, params) => this.rpc.request(method, params),
+      request: (method, params) => this.rpc.call(method, params),
       saveState: (s) => this.save(s),
       exportHtml: () => void this.exportHtml(),
     });
@@ -108,7 +108,7 @@ export class AccessViewWidget {
 
   private async exportHtml(): Promise<void> {
     try {
-      const reply = await this.rpc.request("export_html");
+      const reply = await this.rpc.call("export_html");
       const url = URL.createObjectURL(new Blob([bufferText(reply.buffers[0])], { type: "text/html" }));
       const a = h("a", { href: url, download: `access_${(this.model.get("loop") || "view").replace(/[^\w-]+/g, "_")}.html`, style: { display: "none" } });
       document.body.append(a);

@@ -222,7 +222,7 @@ function fakeHost(fail: unknown = null) {
     calls: [] as Array<{ method: string; params: any }>,
     saved: [] as any[],
     fail,
-    async request(method: string, params: Record<string, unknown> = {}) {
+    async request(method: string, params: any = {}) {
       this.calls.push({ method, params });
       if (this.fail) throw this.fail;
       if (method === "access_footprint") return { result: payload() as any, buffers: rawBuffers().map((b) => new DataView(b.buffer)) };

@@ -112,7 +112,7 @@ function host() {
   return {
     calls,
     saved: [] as any[],
-    async request(method: string, params: Record<string, unknown> = {}) {
+    async request(method: string, params: any = {}) {
       calls.push({ method, params });
       if (method === "access_footprint") {
         const bufs = [packbits([1, 1, 1, 1]), packbits([0, 0, 0, 0]), new Uint8Array(new Int32Array([0, 1, 2, 3]).buffer), new Uint8Array(new Int8Array([0, 1, 2, 3]).buffer), new Uint8Array(new Int8Array([3, 3, 3, 3]).buffer)];

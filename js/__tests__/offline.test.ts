@@ -6,6 +6,7 @@ import { explorerOffline } from "../explorer/offline";
 import { canonicalJson, markKernel, recordKey, setOfflineHandler } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import { SavedWidgets, type SavedState } from "../lib/saved";
+import recordKeys from "../../tests/fixtures/record_keys.json";
 
 const b64 = (text: string) => btoa(String.fromCharCode(...new TextEncoder().encode(text)));
 const step = (id: number, parent: number | null, script: string) =>
@@ -41,6 +42,11 @@ const cur = (m: { get(n: string): any }) => JSON.parse(bufferText(m.get("step"))
 describe("offline answers", () => {
   it("writes record keys as Python's json.dumps(sort_keys=True) does", () => {
     expect(canonicalJson({ loop: "j", at: { k: 2, i: 1.5 }, none: undefined, s: "é" })).toBe('{"at":{"i":1.5,"k":2},"loop":"j","s":"é"}');
+  });
+
+  it("keys records as mlc_lab.model.requests.record_key does (tests/fixtures/record_keys.json, read by pytest too)", () => {
+    expect(recordKeys.cases.length).toBeGreaterThan(3);
+    for (const c of recordKeys.cases) expect(recordKey(c.method, c.params)).toBe(c.key);
   });
 
   it("answers recorded replies and refuses the rest; moving between steps is no request", async () => {

@@ -22,8 +22,11 @@ export interface AccessState {
   shape_vars: Record<string, number>; // values of the program's symbolic shapes ({ n: 128 })
 }
 
+export type PanelRequest = "access_footprint" | "access_gpu_stats";
+
 export interface AccessHost {
-  request<T = unknown>(method: string, params?: Record<string, unknown>): Promise<RpcReply<T>>;
+  /** The panel's two requests (mlc_lab/model/requests.py), typed by the table: Rpc.call answers it. */
+  request<K extends PanelRequest>(method: K, params: RequestParams[K]): Promise<RpcReply<RequestResults[K]>>;
   /** Called when the user changes the view state (the standalone widget mirrors it into traits). */
   saveState?(state: Partial<AccessState>): void;
   exportHtml?(): void;
@@ -32,7 +35,7 @@ export interface AccessHost {
 }
 
 // The warp statistics' types are generated from mlc_lab/model/access_payload.py (js/lib/model.ts).
-import type { GpuStats as GpuStatsResult, WarpAccess } from "../lib/model";
+import type { FootprintParams, GpuStats as GpuStatsResult, GpuStatsParams, RequestParams, RequestResults, WarpAccess } from "../lib/model";
 
 export type { GpuStatsResult, WarpAccess };
 
@@ -215,7 +218,7 @@ export class AccessPanel {
     this.setStatus("analysing…");
     let fp: Footprint;
     try {
-      const reply = await this.host.request<FootprintResult>("access_footprint", this.withShapes({ loop: this.state.loop, at: this.state.at, sweep_threads: this.state.sweep_threads }));
+      const reply = await this.host.request("access_footprint", this.withShapes<FootprintParams>({ loop: this.state.loop, at: this.state.at, sweep_threads: this.state.sweep_threads }));
       fp = await decodeFootprint(reply.result, reply.buffers);
     } catch (err) {
       if (seq !== this.seq || this.disposed) return;
@@ -321,7 +324,7 @@ export class AccessPanel {
   }
 
   /** Request parameters with the values of symbolic shapes, when the view has any. */
-  private withShapes(params: Record<string, unknown>): Record<string, unknown> {
+  private withShapes<P extends { shape_vars?: Record<string, unknown> | null }>(params: P): P {
     return Object.keys(this.state.shape_vars).length ? { ...params, shape_vars: { ...this.state.shape_vars } } : params;
   }
 
@@ -823,11 +826,11 @@ export class AccessPanel {
     const fp = this.fp;
     if (!fp || !fp.gpu) return;
     const seq = ++this.gpuSeq;
-    const params: Record<string, unknown> = { loop: this.state.loop, at: this.state.at };
+    const params: GpuStatsParams = { loop: this.state.loop, at: this.state.at };
     if (this.state.warp >= 0) params.warp = this.state.warp;
     if (this.state.block >= 0) params.block = this.state.block;
     try {
-      const reply = await this.host.request<GpuStatsResult>("access_gpu_stats", this.withShapes(params));
+      const reply = await this.host.request("access_gpu_stats", this.withShapes(params));
       if (seq !== this.gpuSeq || this.disposed) return;
       this.drawGpu(reply.result);
     } catch (err) {

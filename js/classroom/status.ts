@@ -20,6 +20,6 @@ export function statusLine(model: AnyModel<PolledModel>, rpc: Rpc, title: string
     h("span", { class: "mlc-class-counts" }, counts),
     h("span", { class: "mlc-spacer" }),
     err ? h("span", { class: "mlc-class-error", title: err }, `⚠ ${err}`) : h("span", { class: "mlc-class-updated", title: model.get("server") }, `updated ${ago(model.get("updated"))}`),
-    h("button", { class: "mlc-class-refresh", title: "Refresh now", onclick: () => void rpc.request("refresh").catch(() => undefined) }, "⟳"),
+    h("button", { class: "mlc-class-refresh", title: "Refresh now", onclick: () => void rpc.call("refresh").catch(() => undefined) }, "⟳"),
   );
 }

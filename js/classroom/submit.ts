@@ -60,7 +60,7 @@ export class SubmitBar {
     this.button.disabled = true;
     this.show("sending", "sending…");
     try {
-      await this.rpc.request("class_submit", { name });
+      await this.rpc.call("class_submit", { name });
     } catch (err) {
       this.show("error", err instanceof RpcFailure ? err.message : String(err));
       this.button.disabled = false;

@@ -289,7 +289,7 @@ export class CompilerPanel {
     this.el.classList.add("mlc-compiler-loading");
     let got: LoweringInfo | LowerProblem;
     try {
-      got = (await this.rpc.request<LoweringInfo>("lower", { step, target })).result;
+      got = (await this.rpc.call("lower", { step, target })).result;
     } catch (err) {
       const e = err instanceof RpcFailure ? err.error : { summary: err instanceof Error ? err.message : String(err), detail: "", type: "error" };
       got = { step, summary: e.summary, detail: e.detail ?? "", type: e.type };

@@ -8,24 +8,12 @@ import { EditorView, lineNumbers } from "@codemirror/view";
 import { h } from "../lib/dom";
 import { jpCodeTheme } from "../lib/cm_theme";
 import { Rpc, RpcFailure } from "../lib/rpc";
+import type { CudaKernel, CudaSource } from "../lib/model";
 import type { StepId } from "../lib/types";
 
-export interface KernelInfo {
-  name: string;
-  threads_per_block?: number;
-  blocks?: number;
-  shared_bytes?: number;
-  local_bytes?: number;
-  thread_extents?: Record<string, number>;
-}
-
-export interface CudaResult {
-  step: StepId;
-  source: string;
-  kernels: KernelInfo[];
-  ptx: string | null;
-  ptx_error: string | null;
-}
+/** The `cuda_source` request's result and its kernels (mlc_lab/model/requests.py, generated). */
+export type KernelInfo = CudaKernel;
+export type CudaResult = CudaSource;
 
 export interface CudaProblem {
   step: StepId;
@@ -149,7 +137,7 @@ export class CudaPanel {
     this.el.classList.add("mlc-cuda-loading");
     let got: CudaResult | CudaProblem;
     try {
-      const reply = await this.rpc.request<CudaResult>("cuda_source", { step, ptx: true });
+      const reply = await this.rpc.call("cuda_source", { step, ptx: true });
       got = reply.result;
     } catch (err) {
       const e = err instanceof RpcFailure ? err.error : { summary: err instanceof Error ? err.message : String(err), detail: "", type: "error" };

@@ -5,6 +5,7 @@
 
 import { bufferText } from "../lib/rpc";
 import { type OfflineAnswer, type OfflineHandler, recordData, recordedModel, recordedReply } from "../lib/offline";
+import { STEP_IMPLIED } from "../lib/model";
 import type { StepData, StepSummary } from "../lib/types";
 
 interface ExplorerLikeModel {
@@ -50,13 +51,13 @@ export function explorerOffline(model: ExplorerLikeModel): OfflineHandler {
   };
 
   return async (method, params) => {
+    if (STEP_IMPLIED.has(method)) {
+      // recorded under the step they were asked at (the panel asks about "the current step"):
+      // which requests those are, the table says (mlc_lab/model/requests.py, step_implied)
+      const cur = current();
+      return cur ? recordedReply(model, method, { ...params, step: cur.id }) : null;
+    }
     switch (method) {
-      case "access_footprint":
-      case "access_gpu_stats": {
-        // recorded under the step they were asked at (the panel asks about "the current step")
-        const cur = current();
-        return cur ? recordedReply(model, method, { ...params, step: cur.id }) : null;
-      }
       case "history":
         return ok({ from: 0, steps: await summaries() });
       case "select_name": {

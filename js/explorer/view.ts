@@ -6,7 +6,10 @@ import type { AnyModel } from "@anywidget/types";
 import { AccessPanel } from "../access/panel";
 import { downloadText, h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
 import { hostOffer, requestSidePanel } from "../lib/host";
-import { ERROR_KINDS, type Measurement } from "../lib/model";
+import { ERROR_KINDS, type Measurement, type RequestParams } from "../lib/model";
+
+/** The requests that change the session: Python answers with the new state (and maybe a selection). */
+type StepRequest = "apply" | "goto" | "set_decision" | "replay";
 import { kernelLive, recordData, recordedModel, recordedReply } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerModel, FailureInfo, HistoryDelta, RecordCut, Selection, StepData, StepId } from "../lib/types";
@@ -157,7 +160,7 @@ export class ExplorerView {
       void this.renderDiff();
     });
     this.busyEl = h("span", { class: "mlc-busy", hidden: true }, "working…");
-    this.memory = new AccessPanel({ request: (method, params) => this.rpc.request(method, params), maxPx: 200 });
+    this.memory = new AccessPanel({ request: (method, params) => this.rpc.call(method, params), maxPx: 200 });
     this.memoryHost = h("div", { class: "mlc-memory", hidden: true }, this.memory.el);
     this.measureBtn = btn("Measure", "Build, check and time the current step (key m)", "mlc-measure", () => void this.measure());
     this.measureBtn.append(h("kbd", {}, "m"));
@@ -307,7 +310,7 @@ export class ExplorerView {
       return;
     }
     void this.rpc
-      .request<HistoryDelta>("history")
+      .call("history")
       .then((reply) => {
         if (this.history.apply(reply.result)) this.invalidate("steps");
       })
@@ -643,7 +646,7 @@ export class ExplorerView {
     if (this.measuringStep() !== null) return;
     const target = this.targetSel.value || "cpu";
     try {
-      await this.measureRpc.rpc.request("measure", { target, step: this.current() });
+      await this.measureRpc.rpc.call("measure", { target, step: this.current() });
     } catch (err) {
       // Python put a measurement failure into the `error` trait (banner); show anything else here.
       if (!(err instanceof RpcFailure) || !(err.error.type && ERROR_KINDS[err.error.type].measurement))
@@ -748,7 +751,7 @@ export class ExplorerView {
       } else {
         try {
           // a step this page never held (made before it opened, not yet recorded): the kernel has it
-          const reply = await this.rpc.request("script_at", { step: base });
+          const reply = await this.rpc.call("script_at", { step: base });
           original = bufferText(reply.buffers[0]);
         } catch (err) {
           this.showLocalError(err);
@@ -914,7 +917,7 @@ export class ExplorerView {
     this.applying = true;
     this.pendingClick = { t0: performance.now(), primitive: call.primitive };
     try {
-      const ok = await this.call("apply", call as unknown as Record<string, unknown>, call.primitive, false);
+      const ok = await this.call("apply", call, call.primitive, false);
       if (ok) {
         this.form = null;
         this.drawPrimitives(false);
@@ -947,20 +950,15 @@ export class ExplorerView {
   }
 
   /** Send a request; Python updates the traits (and the error trait on failure). */
-  private async call(method: string, params: Record<string, unknown> = {}, label = method, clearTiming = true): Promise<boolean> {
+  private async call<K extends StepRequest>(method: K, params: RequestParams[K], label: string = method, clearTiming = true): Promise<boolean> {
     if (clearTiming) this.pendingClick = { t0: performance.now(), primitive: label };
     this.setBusy(true);
     try {
-      const reply = await this.rpc.request<{ names?: unknown; selection?: Selection | null }>(method, params);
+      const reply = await this.rpc.call<StepRequest>(method, params);
       const last = typeof window !== "undefined" ? window.__mlcLab?.latencies.at(-1) : undefined;
       if (last && last.primitive === label && last.kernelMs === undefined) last.kernelMs = reply.elapsedMs;
       else if (this.pendingClick) this.pendingClick.kernelMs = reply.elapsedMs;
-      const next = reply.result?.selection;
-      if (next && next.name) {
-        const entry = this.index.find(next);
-        if (entry) this.select(entry);
-      }
-      return true;
+      return true; // the new selection (apply's new loops) comes with the state, not in the reply
     } catch (err) {
       if (!(err instanceof RpcFailure)) this.showLocalError(err);
       // An RpcFailure's error is already in the `error` trait (Python set it before answering).
@@ -978,7 +976,7 @@ export class ExplorerView {
       this.drawCode(false);
       return;
     }
-    void this.rpc.request("clear_error").catch(() => undefined);
+    void this.rpc.call("clear_error").catch(() => undefined);
   }
 
   private showLocalError(err: unknown): void {
@@ -989,7 +987,7 @@ export class ExplorerView {
 
   private async exportTrace(format: "json" | "text" | "python"): Promise<void> {
     try {
-      const reply = await this.rpc.request("export_trace", { format });
+      const reply = await this.rpc.call("export_trace", { format });
       const text = bufferText(reply.buffers[0]);
       if (format === "python") {
         let copied = false;
@@ -1026,7 +1024,7 @@ export class ExplorerView {
 
   private async exportHtml(): Promise<void> {
     try {
-      const reply = await this.rpc.request("export_html");
+      const reply = await this.rpc.call("export_html");
       downloadText(`${this.model.get("func") || "explorer"}_schedule.html`, bufferText(reply.buffers[0]), "text/html");
     } catch (err) {
       this.showLocalError(err);

@@ -479,3 +479,230 @@ export interface ErrorInfo {
   line?: number | null;
   shape_vars?: string[];
 }
+
+/** A step of the history (default: the current one). */
+export interface MaybeStepParams {
+  step?: number | string | null;
+}
+
+/** One CUDA kernel of a step, with its launch facts. */
+export interface CudaKernel {
+  name: string;
+  threads_per_block?: number;
+  blocks?: number;
+  shared_bytes?: number;
+  local_bytes?: number;
+  thread_extents?: Record<string, number>;
+}
+
+/** A schedule primitive with its arguments (then_split: a sampled tile is split at once). */
+export interface ApplyParams {
+  primitive: string;
+  args?: unknown[] | null;
+  kwargs?: Record<string, unknown> | null;
+  then_split?: boolean;
+}
+
+/** A request that changed the session: the step it is at now (apply: the names it made). */
+export interface StepResult {
+  step: number | string;
+  names?: unknown;
+}
+
+/** No parameters. */
+export type NoParams = Record<string, never>;
+
+/** The summaries of steps `from`, `from + 1`, ... (from 0: the whole list). */
+export interface HistoryResult {
+  from: number;
+  steps: StepSummary[];
+  visited?: Record<string, number | string>;
+}
+
+/** A sampled decision's new value (by its index in the trace). */
+export interface SetDecisionParams {
+  index: number;
+  value: unknown;
+}
+
+/** A trace's text, replayed as a new branch. */
+export interface ReplayParams {
+  trace: string;
+}
+
+/** One step of the history, by id. */
+export interface StepParams {
+  step: number | string;
+}
+
+/** A text reply: its UTF-8 bytes are the reply's first buffer. */
+export interface TextResult {
+  bytes: number;
+  step?: number | string;
+  format?: string;
+}
+
+/** Which form of the trace: "text" or "json". */
+export interface ExportTraceParams {
+  format?: string;
+}
+
+/** Where a step is measured: "cpu" or "cuda". */
+export interface MeasureParams {
+  target?: string;
+  step?: number | string | null;
+}
+
+/** A step's CUDA source (and its PTX). */
+export interface CudaSourceParams {
+  step?: number | string | null;
+  ptx?: boolean;
+}
+
+/** A step's CUDA source, its kernels, and its PTX (or why there is none). */
+export interface CudaSource {
+  step: number | string;
+  source: string;
+  kernels: CudaKernel[];
+  ptx: string | null;
+  ptx_error: string | null;
+}
+
+/** A step compiled for a target ("cpu", "cuda", an sm_ name). */
+export interface LowerParams {
+  step?: number | string | null;
+  target?: string;
+}
+
+/** A loop or block picked by name (none: the selection is cleared). */
+export interface SelectNameParams {
+  name: string | null;
+  kind?: string | null;
+}
+
+/** The selection after a pick by name (empty: none). */
+export interface SelectionResult {
+  selection: Record<string, unknown>;
+}
+
+/** A student's name and the class task the current step is submitted for. */
+export interface ClassSubmitParams {
+  name?: string;
+  task?: string | null;
+}
+
+/** The loop whose footprint is drawn, where the enclosing loops stand, and the shapes' values. */
+export interface FootprintParams {
+  loop: string;
+  at?: Record<string, unknown> | null;
+  sweep_threads?: boolean;
+  shape_vars?: Record<string, unknown> | null;
+}
+
+/** A loop's GPU access statistics, for one warp and block (default: the first). */
+export interface GpuStatsParams {
+  loop: string;
+  at?: Record<string, unknown> | null;
+  warp?: number | null;
+  block?: number | null;
+  shape_vars?: Record<string, unknown> | null;
+}
+
+/** A tuning trial (default: the best). */
+export interface OpenTrialParams {
+  trial?: number | null;
+}
+
+/** Every request a widget answers (mlc_lab/model/requests.py): background, kept replies (0: not
+ *  recorded), step-implied (recorded under the current step), the reply has buffers, its error kinds. */
+export const REQUESTS = {
+  apply: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["step", "usage", "unknown_loop", "unknown_name"]},
+  history: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
+  set_decision: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["decision", "trace"]},
+  replay: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["trace", "load"]},
+  goto: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["unknown_step"]},
+  undo: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["history"]},
+  redo: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["history"]},
+  script_at: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": ["unknown_step"]},
+  export_trace: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": ["usage"]},
+  measure: {"background": true, "keep": 0, "step_implied": false, "buffers": false, "errors": ["busy", "usage", "no_gpu", "unknown_step", "build", "run", "check", "crash", "timeout", "gpu_check"]},
+  cuda_source: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["no_gpu", "gpu_check", "build", "unknown_step", "usage"]},
+  lower: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["bad_target", "build", "unknown_step", "usage"]},
+  clear_error: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
+  select_name: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["unknown_name"]},
+  class_submit: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["usage", "error"]},
+  access_footprint: {"background": false, "keep": 2, "step_implied": true, "buffers": true, "errors": ["unknown_loop", "unknown_name", "too_large", "analysis", "usage"]},
+  access_gpu_stats: {"background": false, "keep": 2, "step_implied": true, "buffers": false, "errors": ["unknown_loop", "unknown_name", "too_large", "analysis", "usage"]},
+  export_html: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": []},
+  cancel: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
+  open_in_explorer: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["tune", "usage"]},
+  refresh: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
+} as const;
+export type RequestName = keyof typeof REQUESTS;
+
+/** The requests that ask about the current step without naming it. */
+export const STEP_IMPLIED: ReadonlySet<string> = new Set(["access_footprint", "access_gpu_stats"]);
+
+/** Each request's parameters. */
+export interface RequestParams {
+  apply: ApplyParams;
+  history: NoParams;
+  set_decision: SetDecisionParams;
+  replay: ReplayParams;
+  goto: StepParams;
+  undo: NoParams;
+  redo: NoParams;
+  script_at: StepParams;
+  export_trace: ExportTraceParams;
+  measure: MeasureParams;
+  cuda_source: CudaSourceParams;
+  lower: LowerParams;
+  clear_error: NoParams;
+  select_name: SelectNameParams;
+  class_submit: ClassSubmitParams;
+  access_footprint: FootprintParams;
+  access_gpu_stats: GpuStatsParams;
+  export_html: NoParams;
+  cancel: NoParams;
+  open_in_explorer: OpenTrialParams;
+  refresh: NoParams;
+}
+
+/** Each request's result (the reply's JSON; its buffers travel beside it). */
+export interface RequestResults {
+  apply: StepResult;
+  history: HistoryResult;
+  set_decision: StepResult;
+  replay: StepResult;
+  goto: StepResult;
+  undo: StepResult;
+  redo: StepResult;
+  script_at: TextResult;
+  export_trace: TextResult;
+  measure: Record<string, unknown>;
+  cuda_source: CudaSource;
+  lower: Lowering;
+  clear_error: Record<string, unknown>;
+  select_name: SelectionResult;
+  class_submit: Record<string, unknown>;
+  access_footprint: FootprintResult;
+  access_gpu_stats: GpuStats;
+  export_html: TextResult;
+  cancel: Record<string, unknown>;
+  open_in_explorer: Record<string, unknown>;
+  refresh: Record<string, unknown>;
+}
+
+/** JSON with sorted keys and no spaces: Python's json.dumps(sort_keys=True, separators=(",", ":")). */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map((v) => (v === undefined ? "null" : canonicalJson(v))).join(",")}]`;
+  if (value && typeof value === "object") {
+    const obj = value as Record<string, unknown>;
+    const keys = Object.keys(obj).filter((k) => obj[k] !== undefined).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+/** The key of a recorded reply (mlc_lab.model.requests.record_key): the method, a space, its parameters. */
+export const recordKey = (method: string, params: object = {}): string => `${method} ${canonicalJson(params)}`;

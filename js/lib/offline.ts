@@ -2,7 +2,10 @@
 // The loader marks the model with a liveness test; Rpc answers requests on an offline model at once
 // with a plain "needs a running kernel" error, which the views already show like any other error.
 
-import type { ErrorInfo } from "./model";
+import { type ErrorInfo, canonicalJson, recordKey } from "./model";
+
+// The record key is generated with the table of requests (mlc_lab/model/requests.py -> js/lib/model.ts).
+export { canonicalJson, recordKey };
 
 const KEY = "__mlc_kernel_live__";
 const REFUSED = "__mlc_kernel_refused__";
@@ -80,18 +83,6 @@ export function offlineHandler(model: object): OfflineHandler | undefined {
   return typeof h === "function" ? (h as OfflineHandler) : undefined;
 }
 
-/** JSON with sorted keys and no spaces: Python's json.dumps(sort_keys=True, separators=(",", ":")). */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map((v) => (v === undefined ? "null" : canonicalJson(v))).join(",")}]`;
-  if (value && typeof value === "object") {
-    const obj = value as Record<string, unknown>;
-    const keys = Object.keys(obj).filter((k) => obj[k] !== undefined).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(",")}}`;
-  }
-  return JSON.stringify(value ?? null);
-}
-
-export const recordKey = (method: string, params: Record<string, unknown> = {}) => `${method} ${canonicalJson(params)}`;
 
 interface ModelWithManager {
   get(name: string): any;

@@ -1,7 +1,7 @@
 // Request/response over anywidget custom messages, correlated by id (the quak pattern).
 // Python side: mlc_lab/widgets/_base.py (RpcWidget). Kept free of DOM so every widget can share it.
 
-import type { ErrorInfo } from "./model";
+import type { ErrorInfo, RequestName, RequestParams, RequestResults } from "./model";
 import { NEEDS_KERNEL, kernelLive, offlineHandler, recordedReply, refused } from "./offline";
 
 export const REQUEST = "mlc-request";
@@ -62,6 +62,16 @@ export class Rpc {
     return this.pending.size;
   }
 
+  /** Send one request of the table (mlc_lab/model/requests.py, generated into js/lib/model.ts): its
+   *  parameters and its result are typed by the request's name. */
+  call<K extends RequestName>(
+    name: K,
+    ...params: RequestParams[K] extends Record<string, never> ? [params?: RequestParams[K]] : [params: RequestParams[K]]
+  ): Promise<RpcReply<RequestResults[K]>> {
+    return this.request<RequestResults[K]>(name, (params[0] ?? {}) as Record<string, unknown>);
+  }
+
+  /** Untyped: a request by any name (tests; a caller of the table uses ``call``). */
   request<T = unknown>(method: string, params: Record<string, unknown> = {}, buffers: ArrayBuffer[] = []): Promise<RpcReply<T>> {
     const id = `${this.prefix}-${++counter}`;
     // A saved view has no kernel: say so now rather than time out in two minutes.

@@ -5,7 +5,7 @@
 export type StepId = number | string;
 
 // The loop tree and the step: generated from mlc_lab/model/steps.py (js/lib/model.ts).
-import type { BlockNode, FailedAttempt, FuncNode, LoopNode, StepSummary, StepView } from "./model";
+import type { BlockNode, FailedAttempt, FuncNode, HistoryResult, LoopNode, StepSummary, StepView } from "./model";
 
 export type { BlockNode, BufferInfo, Decision, FuncNode, IterVar, LoopNode, LoopTree, StepSummary, StepView } from "./model";
 
@@ -25,11 +25,9 @@ export interface StepInfo {
   kind?: string; // "root" | "apply" | "decision" | "replay" | "run"
 }
 
-/** The `history` trait: the summaries of steps `from`, `from + 1`, ... (from 0: the whole list). */
-export interface HistoryDelta {
-  from: number;
-  steps: StepSummary[];
-}
+/** The `history` trait: the summaries of steps `from`, `from + 1`, ... (from 0: the whole list); the
+ *  `history` request's result (mlc_lab/model/requests.py). */
+export type HistoryDelta = HistoryResult;
 
 
 /** A failed attempt as the Session keeps it (mlc_lab.model.steps.FailedAttempt). */

@@ -135,7 +135,7 @@ export class DashboardView {
     this.els.cancel.disabled = true;
     this.els.cancel.textContent = "Cancelling…";
     try {
-      await this.rpc.request("cancel");
+      await this.rpc.call("cancel");
     } catch (err) {
       this.showProblem(err);
       this.renderHeader();
@@ -146,7 +146,7 @@ export class DashboardView {
     const btn = this.els.detail.querySelector<HTMLButtonElement>(".mlc-t-open");
     if (btn) btn.disabled = true;
     try {
-      await this.rpc.request("open_in_explorer", { trial });
+      await this.rpc.call("open_in_explorer", { trial });
     } catch (err) {
       this.showProblem(err);
     } finally {

@@ -22,7 +22,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from mlc_lab.model import access_payload, errors, lowering, tuning_view
+from mlc_lab.model import access_payload, errors, lowering, requests, tuning_view
 from mlc_lab.model import measurement as measurement_model
 from mlc_lab.model import steps as model
 
@@ -39,7 +39,7 @@ TYPES = ["BufferInfo", "IterVar", "LoopNode", "BlockNode", "FuncNode", "LoopTree
          "PassStep", "LoopFacts", "KernelFacts", "GpuBuffer", "KernelArray", "Lowering",
          # errors as values (mlc_lab.model.errors; ERROR_KINDS and ErrorKind are written before the types)
          "ErrorInfo"]
-_MODULES = (model, measurement_model, access_payload, tuning_view, lowering, errors)
+_MODULES = (model, measurement_model, access_payload, tuning_view, lowering, errors, requests)
 
 
 def contract() -> dict[str, type]:
@@ -127,9 +127,65 @@ def _values(cls: type) -> list[str]:
     return out
 
 
+# The record key (mlc_lab.model.requests.record_key), written out for the page: JSON with sorted keys and
+# no spaces, as Python's json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False) writes it.
+_RECORD_KEY = """/** JSON with sorted keys and no spaces: Python's json.dumps(sort_keys=True, separators=(",", ":")). */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map((v) => (v === undefined ? "null" : canonicalJson(v))).join(",")}]`;
+  if (value && typeof value === "object") {
+    const obj = value as Record<string, unknown>;
+    const keys = Object.keys(obj).filter((k) => obj[k] !== undefined).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+/** The key of a recorded reply (mlc_lab.model.requests.record_key): the method, a space, its parameters. */
+export const recordKey = (method: string, params: object = {}): string => `${method} ${canonicalJson(params)}`;
+"""
+
+
+def _request_types() -> dict[str, type]:
+    """The parameter and result TypedDicts of mlc_lab.model.requests, in the table's order."""
+    found: dict[str, type] = {}
+    for name, value in vars(requests).items():  # nested types first, in the module's order
+        if isinstance(value, type) and value.__module__ == requests.__name__ and hasattr(value, "__total__") \
+                and name not in ("NoParams",):
+            if any(value is r.params or value is r.result for r in requests.REQUESTS.values()):
+                continue
+            found[name] = value
+    for r in requests.REQUESTS.values():
+        for tp in (r.params, r.result):
+            if isinstance(tp, type) and tp.__module__ == requests.__name__:
+                found.setdefault(tp.__name__, tp)
+    return found
+
+
+def _requests(names: Any) -> list[str]:
+    """The table of requests: their policy (REQUESTS), and the types of their parameters and results."""
+    out = ["/** Every request a widget answers (mlc_lab/model/requests.py): background, kept replies (0: not",
+           " *  recorded), step-implied (recorded under the current step), the reply has buffers, its error kinds. */",
+           "export const REQUESTS = {"]
+    for name, r in requests.REQUESTS.items():
+        policy = {"background": r.background, "keep": r.keep, "step_implied": r.step_implied, "buffers": r.buffers,
+                  "errors": list(r.errors)}
+        out.append(f"  {name}: {json.dumps(policy)},")
+    out += ["} as const;", "export type RequestName = keyof typeof REQUESTS;", "",
+            "/** The requests that ask about the current step without naming it. */",
+            f"export const STEP_IMPLIED: ReadonlySet<string> = new Set({json.dumps(requests.step_implied())});", "",
+            "/** Each request's parameters. */", "export interface RequestParams {"]
+    out += [f"  {name}: {ts_type(r.params, names)};" for name, r in requests.REQUESTS.items()]
+    out += ["}", "", "/** Each request's result (the reply's JSON; its buffers travel beside it). */",
+            "export interface RequestResults {"]
+    out += [f"  {name}: {ts_type(r.result, names)};" for name, r in requests.REQUESTS.items()]
+    out += ["}", "", _RECORD_KEY]
+    return out
+
+
 def render(types: dict[str, type] | None = None) -> str:
     """The file's text, for the contract's types (``types``: name -> class, in order; tests pass a variant)."""
     types = contract() if types is None else types
+    types = {**types, **{k: v for k, v in _request_types().items() if k not in types}}
     out = ["// Generated from mlc_lab/model/ (steps, measurement, access_payload, tuning_view, lowering, errors) by `python -m mlc_lab.core.model_ts`: do not edit.",
            ""]
     out += [f"export const {k} = {v!r};" for k, v in measurement_model.CONSTANTS.items()]
@@ -144,6 +200,8 @@ def render(types: dict[str, type] | None = None) -> str:
             out.append(f"/** {doc[0]} */")
         if name == "LoopTree":
             out.append(_LOOP_TREE)
+        elif not hints(cls):
+            out.append(f"export type {name} = Record<string, never>;")
         else:
             out.append(f"export interface {name} {{")
             out += [f"  {field}{'?' if optional else ''}: {tp};" for field, tp, optional in _fields(cls, types)]
@@ -151,6 +209,7 @@ def render(types: dict[str, type] | None = None) -> str:
         out.append("")
         if dataclasses.is_dataclass(cls):
             out += _values(cls)
+    out += _requests(types)
     return "\n".join(out)
 
 

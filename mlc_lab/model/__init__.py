@@ -11,6 +11,8 @@ nothing above it, so importing it never starts TVM. The import contract in pypro
 - ``access_payload``: what the memory view receives (footprint payload, warp statistics).
 - ``tuning_view``: what the tuning dashboard shows of a job (best trial, roof, failures, a trial).
 - ``lowering``: how a step compiles (passes, loop and kernel facts).
+- ``requests``: every request a widget answers, in one table: parameters, result, and policy (background,
+  recorded for saved notebooks, step-implied, error kinds); the record key.
 
 The wire contract: every type above that crosses to the page is written to ``js/lib/model.ts`` by
 ``python -m mlc_lab.core.model_ts`` (list it in ``model_ts.TYPES``); tests/unit/test_model.py fails when

@@ -6,7 +6,8 @@ kernel in Jupyter, one per browser session in marimo), so a saved notebook with 
 memory view and a dashboard carries the bundle once.
 
 The front end asks with a custom message ``{"kind": "mlc-request", "id", "method", "params"}``;
-the method registered with :func:`rpc` answers, and the reply goes back as
+the handler the widget names for that request (``RpcWidget.handlers``; every request and its policy is
+declared once, in :data:`mlc_lab.model.requests.REQUESTS`) answers, and the reply goes back as
 ``{"kind": "mlc-response", "id", "ok", "result" | "error"}`` with optional binary buffers
 (text payloads such as scripts travel as UTF-8 bytes). Plain data only: no TVM in this package.
 """
@@ -21,7 +22,6 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -34,6 +34,7 @@ import traitlets as t
 
 from mlc_lab.errors import error_kind
 from mlc_lab.model.errors import ERROR_KINDS
+from mlc_lab.model.requests import REQUESTS, record_key
 
 log = logging.getLogger(__name__)
 
@@ -163,12 +164,14 @@ class Recorded(ipywidgets.Widget):
 
 
 # Errors not worth keeping for a saved view: they say something about that moment, not the step.
-_TRANSIENT_ERRORS = frozenset(k for k, info in ERROR_KINDS.items() if info.transient)
+# Error kinds any request may answer with, besides those its entry in the table declares.
+_ANY_REQUEST_ERRORS = ("bad_request", "unknown", "internal")
 
 
-def record_key(method: str, params: Any) -> str:
-    """The key of a recorded reply; js/lib/offline.ts writes the same (sorted keys, compact, UTF-8)."""
-    return f"{method} {json.dumps(params or {}, sort_keys=True, separators=(',', ':'), ensure_ascii=False, default=str)}"
+def _transient(kind: Any) -> bool:
+    info = ERROR_KINDS.get(kind) if isinstance(kind, str) else None
+    return bool(info and info.transient)
+
 
 
 # The FrontEnd model of each page (see _page): a widget must point at a model its own page knows.
@@ -244,16 +247,6 @@ class RequestError(Exception):
         self.payload = {"summary": summary, **fields}
 
 
-def rpc(name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Mark a method as the handler of front-end requests called ``name`` (default: its own name)."""
-
-    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
-        fn._mlc_rpc = name or fn.__name__  # type: ignore[attr-defined]  # noqa: SLF001  (a mark read by RpcWidget)
-        return fn
-
-    return mark
-
-
 SEE_IT_LIVE = "mlc-lab export NOTEBOOK.ipynb -o DIR"
 # JupyterLab shows this text in place of a saved widget when the notebook is not trusted: say so first.
 SEE_IT_LIVE_HOW = ("To see it live: if this is JupyterLab or Notebook 7, trust the notebook (command palette, "
@@ -279,31 +272,32 @@ def fallback_bundle(what: str) -> dict[str, str]:
 
 
 class RpcWidget(anywidget.AnyWidget):
-    """An anywidget whose front end can call methods marked with :func:`rpc`."""
+    """An anywidget whose front end sends it the requests of :data:`mlc_lab.model.requests.REQUESTS`.
 
-    _rpc_handlers: ClassVar[dict[str, str]] = {}
+    A subclass names its handler per request in ``handlers`` (request -> method name); the table says
+    the rest (background, recorded, step-implied). tests/widgets/test_requests.py checks both ways.
+    """
+
+    handlers: ClassVar[dict[str, str]] = {}
     # Which view of the front end renders this widget, and the FrontEnd model holding that code
     # ("anywidget:<model id>", resolved in JS by anywidget's host.getModel).
     _mlc_entry = t.Unicode("").tag(sync=True)
     _mlc_front_end = t.Unicode("").tag(sync=True)
     # Records for views without a kernel: key -> "IPY_MODEL_<id>" of a Recorded child model.
     _mlc_recorded = t.Dict().tag(sync=True)
-    # Requests whose last replies are recorded (method -> how many kept): a saved view answers
-    # them from the record (the memory view's footprints, the explorer's diffs).
-    _mlc_record_replies: ClassVar[dict[str, int]] = {}
+    # A widget that holds steps keeps one recorded reply per recorded step (0: the table's ``keep``).
+    _mlc_steps_kept: ClassVar[int] = 0
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         esm = cls.__dict__.get("_esm")
         if isinstance(esm, LoaderSource):
             cls._mlc_entry_name = esm.entry
-        handlers: dict[str, str] = {}
-        for klass in reversed(cls.__mro__):
-            for attr, value in vars(klass).items():
-                name = getattr(value, "_mlc_rpc", None)
-                if name:
-                    handlers[name] = attr
-        cls._rpc_handlers = handlers
+        for name, attr in cls.handlers.items():
+            if name not in REQUESTS:
+                raise TypeError(f"{cls.__name__} handles {name!r}, which mlc_lab.model.requests.REQUESTS does not declare")
+            if not callable(getattr(cls, attr, None)):
+                raise TypeError(f"{cls.__name__}.handlers names {attr!r} for {name!r}: no such method")
 
     _mlc_entry_name: ClassVar[str] = ""
 
@@ -314,16 +308,27 @@ class RpcWidget(anywidget.AnyWidget):
             kwargs.setdefault("_mlc_entry", self._mlc_entry_name)
             kwargs.setdefault("_mlc_front_end", f"anywidget:{host.model_id}")
         super().__init__(**kwargs)
+        self._mlc_jobs: list[threading.Thread] = []  # background requests in flight
         self.on_msg(self._handle_request)
 
     def _handle_request(self, _widget: Any, content: Any, _buffers: list[Any] | None) -> None:
         if not isinstance(content, dict) or content.get("kind") != REQUEST:
             return
+        spec = REQUESTS.get(str(content.get("method")))
+        if spec is not None and spec.background and str(content.get("method")) in self.handlers:
+            job = threading.Thread(target=self._answer, args=(content,), name=f"mlc-lab-{content.get('method')}",
+                                   daemon=True)
+            self._mlc_jobs = [j for j in self._mlc_jobs if j.is_alive()] + [job]
+            job.start()
+            return
+        self._answer(content)
+
+    def _answer(self, content: dict) -> None:
         started = time.perf_counter()
         req_id = content.get("id")
         method = content.get("method")
         params = content.get("params") or {}
-        attr = self._rpc_handlers.get(str(method))
+        attr = self.handlers.get(str(method))
         try:
             if attr is None:
                 raise RequestError(f"unknown request {method!r}", type="unknown")
@@ -331,8 +336,12 @@ class RpcWidget(anywidget.AnyWidget):
                 raise RequestError("request parameters must be an object", type="bad_request")
             answer = getattr(self, attr)(**params)
         except RequestError as exc:
+            spec = REQUESTS.get(str(method))
+            if spec is not None and exc.payload.get("type") not in (*spec.errors, *_ANY_REQUEST_ERRORS):
+                log.warning("mlc_lab: %r answered an error of kind %r, which mlc_lab.model.requests does not declare",
+                            method, exc.payload.get("type"))
             self._reply(req_id, started, ok=False, error=exc.payload)
-            if exc.payload.get("type") not in _TRANSIENT_ERRORS:  # e.g. "this step has no GPU kernel"
+            if not _transient(exc.payload.get("type")):  # e.g. "this step has no GPU kernel"
                 self._record_reply(str(method), params if isinstance(params, dict) else {}, exc.payload, [], ok=False)
             return
         except TypeError as exc:  # wrong parameters from a front end that does not match this version
@@ -352,17 +361,20 @@ class RpcWidget(anywidget.AnyWidget):
             self._record_reply(str(method), params, answer, [])
 
     def _record_reply(self, method: str, params: dict, result: Any, buffers: list[bytes], *, ok: bool = True) -> None:
-        keep = self._mlc_record_replies.get(method)
-        if not keep:
+        spec = REQUESTS.get(method)
+        if spec is None or not spec.keep:
             return
+        keep = self._mlc_steps_kept or spec.keep
         try:
-            self.mlc_record(record_key(method, self._mlc_record_params(method, params)), group=method, keep=keep,
-                            result=result, buffers=buffers, ok=ok)
+            if spec.step_implied:
+                params = self._mlc_step_params(params)
+            self.mlc_record(record_key(method, params), group=method, keep=keep, result=result, buffers=buffers, ok=ok)
         except Exception:  # noqa: BLE001  (a record is a nicety; the reply went out)
             log.exception("mlc_lab: recording the reply to %r failed", method)
 
-    def _mlc_record_params(self, _method: str, params: dict) -> dict:
-        """The parameters a reply is recorded under (js/lib/offline.ts looks it up with the same)."""
+    def _mlc_step_params(self, params: dict) -> dict:
+        """The parameters a step-implied reply is recorded under: a widget with steps adds the current
+        one (js/lib/offline.ts looks it up the same way); a widget without steps records them as sent."""
         return params
 
     # Bytes of recorded replies (every group but the explorer's steps) a widget keeps; the oldest go

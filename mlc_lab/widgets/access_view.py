@@ -45,7 +45,8 @@ from mlc_lab.core.model import LoopTree, ref_of
 from mlc_lab.core.model import plain as _plain
 from mlc_lab.errors import AccessAnalysisError, MlcLabError
 from mlc_lab.model.access_payload import ArrayDescr, BufferPayload, FootprintResult, LoopInfo
-from mlc_lab.widgets._base import record_key, Reply, RequestError, RpcWidget, bundle, rpc
+from mlc_lab.model.requests import REQUESTS, record_key
+from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle
 
 log = logging.getLogger(__name__)
 
@@ -308,8 +309,11 @@ class AccessView(RpcWidget):
     """
 
     _esm = bundle("access_view")
-    # A saved memory view still scrubs and plays the footprint it was showing (from the record).
-    _mlc_record_replies = {"access_footprint": 2, "access_gpu_stats": 2}
+    # The requests of mlc_lab.model.requests.REQUESTS it answers, and the method answering each.
+    handlers = {"access_footprint": "access_footprint", "access_gpu_stats": "access_gpu_stats",
+                "export_html": "export_html"}
+    # A saved memory view still scrubs and plays the footprint it was showing (the recorded requests
+    # of mlc_lab.model.requests keep their last replies).
 
     loop_tree_json = t.Bytes(b"{}").tag(sync=True)
     current = t.Any(None).tag(sync=True)
@@ -368,7 +372,8 @@ class AccessView(RpcWidget):
                                                 sweep_threads=bool(self.sweep_threads), shape_vars=self.shape_vars)
         except Exception:  # noqa: BLE001  (the live view reports errors when it asks)
             return
-        self.mlc_record(record_key("access_footprint", params), group="access_footprint", keep=2,
+        self.mlc_record(record_key("access_footprint", params), group="access_footprint",
+                        keep=REQUESTS["access_footprint"].keep,
                         result=result, buffers=buffers)
 
     @property
@@ -398,19 +403,16 @@ class AccessView(RpcWidget):
             self.error = {}
 
     # --- requests ----------------------------------------------------------------------------------
-    @rpc()
     def access_footprint(self, loop: str, at: dict | None = None, sweep_threads: bool = False,
                          shape_vars: dict | None = None) -> Reply:
         result, buffers = self._footprint(loop, at, sweep_threads, shape_vars)
         return Reply(result, buffers)
 
-    @rpc()
     def access_gpu_stats(self, loop: str, at: dict | None = None, warp: int | None = None,
                          block: int | None = None, shape_vars: dict | None = None) -> dict:
         return gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree,
                            shape_vars=shape_vars)
 
-    @rpc()
     def export_html(self) -> Reply:
         return Reply.text(self.to_html())
 

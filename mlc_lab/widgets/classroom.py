@@ -20,7 +20,7 @@ from typing import Any
 import traitlets as t
 
 from mlc_lab.classroom import client
-from mlc_lab.widgets._base import RequestError, RpcWidget, bundle, rpc
+from mlc_lab.widgets._base import RequestError, RpcWidget, bundle
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,9 @@ class _Polled(RpcWidget):
             self.error = ""
             self.updated = time.time()
 
-    @rpc("refresh")
+    # The requests of mlc_lab.model.requests.REQUESTS it answers, and the method answering each.
+    handlers = {"refresh": "_refresh_request"}
+
     def _refresh_request(self) -> dict:
         self.refresh()
         return {"error": self.error}

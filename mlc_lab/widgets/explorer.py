@@ -48,7 +48,8 @@ from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError, erro
 from mlc_lab.model.measurement import Measurement
 # The module by its full name: the package re-exports the function `access_view` under the same name.
 from mlc_lab.widgets.access_view import footprint_payload, gpu_payload
-from mlc_lab.widgets._base import REQUEST, Reply, RequestError, RpcWidget, bundle, record_key, rpc
+from mlc_lab.model.requests import record_key
+from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle
 from mlc_lab.widgets.checks_panel import ChecksWorker, checks_setup
 from mlc_lab.widgets.classroom import classroom_setup, submit_from_explorer
 from mlc_lab.widgets.compiler_panel import BadTarget, lower_payload
@@ -57,9 +58,6 @@ from mlc_lab.widgets.export import collect_export, render_html
 log = logging.getLogger(__name__)
 
 MEASURE_TARGETS = ("cpu", "cuda")
-# Requests that build or run code in the measure worker (seconds): answered from a background
-# thread so the kernel's message loop stays free (clicks, cells, Cancel) while they run.
-BACKGROUND_REQUESTS = frozenset({"measure", "cuda_source", "lower"})
 # A note from the page that needs no answer: it moved to a step it holds (undo, redo, go to step:
 # js/explorer/view.ts answers those from its own steps) and the Session follows.
 FOLLOW = "mlc-follow"
@@ -73,13 +71,17 @@ class Explorer(RpcWidget):
     # Steps are recorded for saved views this long after the last change (or at the end of the cell,
     # or in wait()): each record is a gzip and a comm of its own, kept off the click's path.
     RECORD_DELAY_S = 2.0
-    # Saved views answer these from records (the page steps through recorded steps itself):
-    # what the Memory, Compiler and CUDA panels showed, per step, within the reply budget
-    # (RpcWidget._mlc_reply_budget; the oldest go first).
-    _mlc_record_replies = {"access_footprint": MAX_RECORDED_STEPS, "access_gpu_stats": MAX_RECORDED_STEPS,
-                           "lower": MAX_RECORDED_STEPS, "cuda_source": MAX_RECORDED_STEPS}
-    # The memory panel asks about "the current step" without naming it: its records name the step.
-    _STEP_IMPLIED = frozenset({"access_footprint", "access_gpu_stats"})
+    # Saved views answer the recorded requests (mlc_lab.model.requests: what the Memory, Compiler and
+    # CUDA panels showed) from records, one per recorded step, within the reply budget
+    # (RpcWidget._mlc_reply_budget; the oldest go first). The page steps through recorded steps itself.
+    _mlc_steps_kept = MAX_RECORDED_STEPS
+    # The requests of mlc_lab.model.requests.REQUESTS this widget answers, and the method answering each.
+    handlers = {"apply": "apply", "history": "full_history", "undo": "undo", "redo": "redo", "goto": "goto",
+                "set_decision": "set_decision", "replay": "replay", "script_at": "script_at",
+                "export_trace": "export_trace", "export_html": "export_html", "access_footprint": "access_footprint",
+                "access_gpu_stats": "access_gpu_stats", "measure": "measure", "cuda_source": "cuda_source",
+                "lower": "lower", "clear_error": "clear_error", "select_name": "select_name",
+                "class_submit": "class_submit"}
 
     func = t.Unicode("").tag(sync=True)
     # The current step as UTF-8 JSON in a binary buffer: encoded once per step by the StepView, and
@@ -123,7 +125,6 @@ class Explorer(RpcWidget):
         self._view: StepView = session.step_view()
         self._history_len = 0
         self._error_ids = itertools.count(1)
-        self._jobs: list[threading.Thread] = []  # background requests (measure, cuda_source)
         self._page_shows: Any = None  # the step the page moved to itself (see _follow)
         self._quiet: dict[str, Any] = {}  # trait -> a value the page holds already: set, not sent
         self._pending_records: dict[Any, StepView | None] = {}  # step id -> view (None: make it)
@@ -191,10 +192,9 @@ class Explorer(RpcWidget):
                 for key, kwargs in replies.items():
                     self.mlc_record(key, **kwargs)
 
-    def _mlc_record_params(self, method: str, params: dict) -> dict:
-        if method in self._STEP_IMPLIED:
-            return {**params, "step": _plain(self._view.id)}
-        return params
+    def _mlc_step_params(self, params: dict) -> dict:
+        # The memory panel asks about "the current step" without naming it: its records name the step.
+        return {**params, "step": _plain(self._view.id)}
 
     def mlc_record(self, key: str, **kwargs: Any) -> None:
         super().mlc_record(key, **kwargs)
@@ -277,7 +277,7 @@ class Explorer(RpcWidget):
         of the current step; False on timeout. Records the steps not yet recorded for saved views."""
         self._flush_records()
         deadline = None if timeout is None else time.monotonic() + timeout
-        for job in list(self._jobs):
+        for job in list(self._mlc_jobs):
             job.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
             if job.is_alive():
                 return False
@@ -457,7 +457,6 @@ class Explorer(RpcWidget):
         raise RequestError(f"there is no step {value!r}", type="unknown_step")
 
     # --- front-end requests -------------------------------------------------------------------------
-    @rpc()
     def apply(self, primitive: str, args: list | None = None, kwargs: dict | None = None,
               then_split: bool = False) -> dict:
         args = list(args or [])
@@ -480,20 +479,16 @@ class Explorer(RpcWidget):
             self._select_new(names)
         return {"names": names, "step": _plain(self._session.current.id)}
 
-    @rpc("history")
     def full_history(self) -> dict:
         """The whole history, for a front end that missed part of it."""
         return self._full_history()
 
-    @rpc()
     def undo(self) -> dict:
         return self._move(lambda: self._session.undo(), "undo")
 
-    @rpc()
     def redo(self) -> dict:
         return self._move(lambda: self._session.redo(), "redo")
 
-    @rpc()
     def goto(self, step: Any) -> dict:
         target = self._step_id(step)
         return self._move(lambda: self._session.goto(target), "goto")
@@ -507,7 +502,6 @@ class Explorer(RpcWidget):
                 raise RequestError(str(exc), type="history") from None
         return {"step": _plain(self._session.current.id)}
 
-    @rpc()
     def set_decision(self, index: int, value: Any) -> dict:
         with self._lock, self.hold_sync():
             try:
@@ -518,7 +512,6 @@ class Explorer(RpcWidget):
                 raise RequestError(_first_line(exc), type=error_kind(exc)) from None
         return {"step": _plain(self._session.current.id)}
 
-    @rpc()
     def replay(self, trace: str) -> dict:
         with self._lock, self.hold_sync():
             return self._replay(trace)
@@ -536,12 +529,10 @@ class Explorer(RpcWidget):
             raise RequestError(_first_line(exc), detail=str(exc), type=error_kind(exc)) from None
         return {"step": _plain(self._session.current.id)}
 
-    @rpc()
     def script_at(self, step: Any) -> Reply:
         step_id = self._step_id(step)
         return Reply.text(self._session.script_at(step_id), step=_plain(step_id))
 
-    @rpc()
     def export_trace(self, format: str = "text") -> Reply:  # noqa: A002  (the front end's word)
         s = self._session
         if format == "json":
@@ -554,19 +545,16 @@ class Explorer(RpcWidget):
             raise RequestError(f"unknown trace format {format!r}; use json, text or python", type="bad_request")
         return Reply.text(text, format=format)
 
-    @rpc()
     def export_html(self) -> Reply:
         return Reply.text(self.to_html())
 
     # The memory-access panel (mlc_lab.widgets.access_view) embedded in the explorer.
-    @rpc()
     def access_footprint(self, loop: str, at: dict | None = None, sweep_threads: bool = False,
                          shape_vars: dict | None = None) -> Reply:
         result, buffers = footprint_payload(self._session, loop, at, tree=self.loop_tree,
                                             sweep_threads=bool(sweep_threads), shape_vars=shape_vars)
         return Reply(result, buffers)
 
-    @rpc()
     def access_gpu_stats(self, loop: str, at: dict | None = None, warp: int | None = None,
                          block: int | None = None, shape_vars: dict | None = None) -> dict:
         return gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree,
@@ -577,15 +565,8 @@ class Explorer(RpcWidget):
         if isinstance(content, dict) and content.get("kind") == FOLLOW:
             self._follow(content.get("step"))
             return
-        if isinstance(content, dict) and content.get("kind") == REQUEST and content.get("method") in BACKGROUND_REQUESTS:
-            job = threading.Thread(target=super()._handle_request, args=(widget, content, buffers),
-                                   name=f"mlc-lab-explorer-{content.get('method')}", daemon=True)
-            self._jobs = [j for j in self._jobs if j.is_alive()] + [job]
-            job.start()
-            return
         super()._handle_request(widget, content, buffers)
 
-    @rpc()
     def measure(self, target: str = "cpu", step: Any = None) -> dict:
         target = str(target)
         if target not in MEASURE_TARGETS:
@@ -614,7 +595,6 @@ class Explorer(RpcWidget):
             self.measurements = self._read_measurements()
         return {"step": _plain(sid), "measurement": _measurement_info(result)}
 
-    @rpc()
     def cuda_source(self, step: Any = None, ptx: bool = True) -> dict:
         """The CUDA kernels of a step, or (type "gpu_check") why it cannot be compiled for a GPU."""
         sid = self._session.current.id if step is None else self._step_id(step)
@@ -632,7 +612,6 @@ class Explorer(RpcWidget):
             "ptx_error": getattr(build, "ptx_error", None),
         }
 
-    @rpc()
     def lower(self, step: Any = None, target: Any = "cpu") -> dict:
         """The Compiler panel: passes, code and loop facts of a step (see compiler_panel.py); the
         target is "cpu", "cuda", a CUDA arch, a TVM target tag or a target as JSON."""
@@ -646,12 +625,10 @@ class Explorer(RpcWidget):
             raise RequestError(summary, detail=detail, step=_plain(sid),
                                type=error_kind(exc)) from None
 
-    @rpc()
     def clear_error(self) -> dict:
         self.error = {}
         return {}
 
-    @rpc()
     def select_name(self, name: str | None, kind: str | None = None) -> dict:
         try:
             self.select(name, kind)
@@ -684,7 +661,6 @@ class Explorer(RpcWidget):
                     self.selection = {"kind": node["kind"], "name": ref_of(node)}
                     return
 
-    @rpc()
     def class_submit(self, name: str = "", task: str | None = None) -> dict:
         """The Submit bar: hand the current step in to the class server (verdict in class_submission)."""
         return submit_from_explorer(self, self._session, name, task)

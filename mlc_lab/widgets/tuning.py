@@ -30,7 +30,7 @@ import anywidget
 import traitlets as t
 
 from mlc_lab.model.tuning_view import BestTrial, FailureItem, Roof, TrialDetail
-from mlc_lab.widgets._base import RequestError, RpcWidget, bundle, rpc
+from mlc_lab.widgets._base import RequestError, RpcWidget, bundle
 
 log = logging.getLogger(__name__)
 
@@ -235,6 +235,8 @@ class TuningDashboard(RpcWidget):
     """
 
     _esm = bundle("tuning_dashboard")
+    # The requests of mlc_lab.model.requests.REQUESTS it answers, and the method answering each.
+    handlers = {"cancel": "_rpc_cancel", "open_in_explorer": "_rpc_open", "refresh": "_rpc_refresh"}
 
     # job facts
     work_dir = t.Unicode("").tag(sync=True)
@@ -365,7 +367,7 @@ class TuningDashboard(RpcWidget):
         program; returns the new step. An explorer of that session shows it at once."""
         if trial is None:
             if not self.best:
-                raise RequestError("no trial has succeeded yet")
+                raise RequestError("no trial has succeeded yet", type="usage")
             trial = int(self.best["trial"])
         rec = self._record(int(trial))
         if not rec.trace:
@@ -420,12 +422,10 @@ class TuningDashboard(RpcWidget):
                 break
 
     # --- front-end requests -----------------------------------------------------------------------
-    @rpc("cancel")
     def _rpc_cancel(self) -> dict:
         self._cancel_in_background()
         return {"status": self.status}
 
-    @rpc("open_in_explorer")
     def _rpc_open(self, trial: int | None = None) -> dict:
         try:
             self.show_explorer(trial)
@@ -433,10 +433,9 @@ class TuningDashboard(RpcWidget):
             raise
         except Exception as exc:  # noqa: BLE001  (say it in the dashboard, keep the kernel's loop alive)
             raise RequestError(f"could not open trial {trial} in the explorer: {_first_line(exc)}",
-                               detail=str(exc)) from None
+                               detail=str(exc), type="tune") from None
         return {"notice": self.notice}
 
-    @rpc("refresh")
     def _rpc_refresh(self) -> dict:
         self.refresh()
         return {"status": self.status}
@@ -461,7 +460,7 @@ class TuningDashboard(RpcWidget):
     def _record(self, trial: int) -> Any:
         records = self._job.records(with_traces=True)
         if not 0 <= trial < len(records):
-            raise RequestError(f"there is no trial {trial}; trials are 0..{len(records) - 1}")
+            raise RequestError(f"there is no trial {trial}; trials are 0..{len(records) - 1}", type="usage")
         return records[trial]
 
     def _on_selected(self, change: dict) -> None:

@@ -364,10 +364,10 @@ def test_every_front_end_request_has_a_handler():
     sent = set()
     for path in (JS / "explorer").glob("*.ts"):
         text = path.read_text()
-        sent |= set(re.findall(r'rpc\.request(?:<[^>]*>)?\(\s*"(\w+)"', text))
+        sent |= set(re.findall(r'rpc\.(?:request|call)(?:<[^>]*>)?\(\s*"(\w+)"', text))
         sent |= set(re.findall(r'this\.call\(\s*"(\w+)"', text))
     assert sent, "no requests found in js/explorer"
-    assert sent <= set(Explorer._rpc_handlers), sent - set(Explorer._rpc_handlers)
+    assert sent <= set(Explorer.handlers), sent - set(Explorer.handlers)
     assert REQUEST == "mlc-request"
 
 

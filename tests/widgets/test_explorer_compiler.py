@@ -14,7 +14,8 @@ import pytest
 from mlc_lab.tvm.course_programs import matmul
 from tests.unit.test_cuda import blocking_with_shared
 from mlc_lab.core.session import Session
-from mlc_lab.widgets.explorer import BACKGROUND_REQUESTS, Explorer
+from mlc_lab.model.requests import REQUESTS
+from mlc_lab.widgets.explorer import Explorer
 from tests.fixtures.programs import MM_RELU
 
 
@@ -35,7 +36,7 @@ def test_lower_request_gives_passes_code_and_the_selected_loops_instructions(com
     s.apply("vectorize", j1)
     w = Explorer(s)
     try:
-        assert "lower" in BACKGROUND_REQUESTS  # compiling never blocks the kernel's message loop
+        assert REQUESTS["lower"].background  # compiling never blocks the kernel's message loop
         reply = ask(w, "lower", {"step": s.current.id, "target": "cpu"}, "l1")
         assert reply["ok"] is True, reply
         r = reply["result"]

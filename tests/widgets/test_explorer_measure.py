@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import threading
 
-from mlc_lab.widgets.explorer import BACKGROUND_REQUESTS, Explorer, target_label
+from mlc_lab.model.requests import REQUESTS
+from mlc_lab.widgets.explorer import Explorer, target_label
 
 
 def ask(w: Explorer, method: str, params: dict | None = None, req_id: str = "m1") -> dict:
@@ -141,7 +142,8 @@ def test_cuda_view_of_unbound_loops_names_them(explorer):
 
 
 def test_background_requests_are_known_handlers():
-    assert BACKGROUND_REQUESTS <= set(Explorer._rpc_handlers)
+    assert {"measure", "cuda_source", "lower"} == {n for n, r in REQUESTS.items() if r.background}
+    assert {n for n, r in REQUESTS.items() if r.background} <= set(Explorer.handlers)
 
 
 def test_target_label():

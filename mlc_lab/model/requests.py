@@ -1,0 +1,268 @@
+"""Every request a widget answers, in one table: its parameters and result, and its policy.
+
+A view asks with ``{"kind": "mlc-request", "id", "method", "params"}`` (``mlc_lab.widgets._base``);
+:data:`REQUESTS` says, per ``method``:
+
+- ``params``: a TypedDict of its parameters (NotRequired: the handler has a default), ``result``: what it
+  answers (a contract type, a TypedDict, or ``dict`` for a small object); ``buffers``: the reply also
+  carries binary buffers (text as UTF-8, footprints as arrays).
+- ``background``: answered from a thread (it builds or runs code for seconds), so the kernel's message
+  loop stays free.
+- ``keep``: its last replies are recorded for saved notebooks, this many (0: not recorded); a widget that
+  holds steps (the explorer) keeps one per recorded step instead. Its error replies are recorded too,
+  unless their kind is transient (:data:`mlc_lab.model.errors.ERROR_KINDS`).
+- ``step_implied``: it asks about "the current step" without naming it; a widget with steps records the
+  reply under its parameters plus ``step``, and a saved view looks it up the same way.
+- ``errors``: the error kinds it answers with on purpose (besides ``bad_request`` and ``unknown``, which
+  any request may get, and ``internal`` for a bug); an error of another kind is logged as a warning.
+
+Each widget names its handler per request (``RpcWidget.handlers``); tests/widgets/test_requests.py fails
+when a request has no handler or a handler answers a request that is not here. ``js/lib/model.ts`` gets
+the same table, the parameter and result types per request (``RequestParams``, ``RequestResults``) and
+:func:`record_key` (``python -m mlc_lab.core.model_ts``); ``Rpc.call`` in js/lib/rpc.ts is typed by it.
+
+Adding a request:
+
+1. Declare it in :data:`REQUESTS`: a ``TypedDict`` of its parameters (here, or ``NoParams``), its result
+   type (a type of mlc_lab.model, or ``dict``), and its policy.
+2. Write the handler on the widget and name it in that widget's ``handlers``.
+3. Run ``python -m mlc_lab.core.model_ts`` (js/lib/model.ts), then call it from the page with
+   ``rpc.call("name", params)``; ``tsc --noEmit`` checks the parameters and the result's use.
+4. A saved view answers it from its records when ``keep`` > 0 (nothing else to write); the explorer's
+   offline handler (js/explorer/offline.ts) adds the step to a step-implied request's key by itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, NotRequired, TypedDict
+
+from mlc_lab.model.access_payload import FootprintResult, GpuStats
+from mlc_lab.model.errors import ERROR_KINDS, ErrorKind
+from mlc_lab.model.lowering import Lowering
+from mlc_lab.model.steps import StepSummary
+
+__all__ = ["REQUESTS", "Request", "record_key", "step_implied"]
+
+
+# --- parameters -------------------------------------------------------------------------------------
+class NoParams(TypedDict):
+    """No parameters."""
+
+
+class ApplyParams(TypedDict):
+    """A schedule primitive with its arguments (then_split: a sampled tile is split at once)."""
+
+    primitive: str
+    args: NotRequired[list[Any] | None]
+    kwargs: NotRequired[dict[str, Any] | None]
+    then_split: NotRequired[bool]
+
+
+class StepParams(TypedDict):
+    """One step of the history, by id."""
+
+    step: int | str
+
+
+class MaybeStepParams(TypedDict):
+    """A step of the history (default: the current one)."""
+
+    step: NotRequired[int | str | None]
+
+
+class SetDecisionParams(TypedDict):
+    """A sampled decision's new value (by its index in the trace)."""
+
+    index: int
+    value: Any
+
+
+class ReplayParams(TypedDict):
+    """A trace's text, replayed as a new branch."""
+
+    trace: str
+
+
+class ExportTraceParams(TypedDict):
+    """Which form of the trace: "text" or "json"."""
+
+    format: NotRequired[str]
+
+
+class FootprintParams(TypedDict):
+    """The loop whose footprint is drawn, where the enclosing loops stand, and the shapes' values."""
+
+    loop: str
+    at: NotRequired[dict[str, Any] | None]
+    sweep_threads: NotRequired[bool]
+    shape_vars: NotRequired[dict[str, Any] | None]
+
+
+class GpuStatsParams(TypedDict):
+    """A loop's GPU access statistics, for one warp and block (default: the first)."""
+
+    loop: str
+    at: NotRequired[dict[str, Any] | None]
+    warp: NotRequired[int | None]
+    block: NotRequired[int | None]
+    shape_vars: NotRequired[dict[str, Any] | None]
+
+
+class MeasureParams(TypedDict):
+    """Where a step is measured: "cpu" or "cuda"."""
+
+    target: NotRequired[str]
+    step: NotRequired[int | str | None]
+
+
+class CudaSourceParams(TypedDict):
+    """A step's CUDA source (and its PTX)."""
+
+    step: NotRequired[int | str | None]
+    ptx: NotRequired[bool]
+
+
+class LowerParams(TypedDict):
+    """A step compiled for a target ("cpu", "cuda", an sm_ name)."""
+
+    step: NotRequired[int | str | None]
+    target: NotRequired[str]
+
+
+class SelectNameParams(TypedDict):
+    """A loop or block picked by name (none: the selection is cleared)."""
+
+    name: str | None
+    kind: NotRequired[str | None]
+
+
+class ClassSubmitParams(TypedDict):
+    """A student's name and the class task the current step is submitted for."""
+
+    name: NotRequired[str]
+    task: NotRequired[str | None]
+
+
+class OpenTrialParams(TypedDict):
+    """A tuning trial (default: the best)."""
+
+    trial: NotRequired[int | None]
+
+
+# --- results ----------------------------------------------------------------------------------------
+class TextResult(TypedDict):
+    """A text reply: its UTF-8 bytes are the reply's first buffer."""
+
+    bytes: int
+    step: NotRequired[int | str]
+    format: NotRequired[str]
+
+
+# The summaries of steps ``from``, ``from + 1``, ... (from 0: the whole list); ``from`` is a Python keyword.
+# ``visited``: where redo goes from each step (the child visited last), by the parent's id.
+HistoryResult = TypedDict("HistoryResult", {"from": int, "steps": list[StepSummary],
+                                            "visited": NotRequired[dict[str, int | str]]})
+HistoryResult.__doc__ = "The summaries of steps `from`, `from + 1`, ... (from 0: the whole list)."
+
+
+class StepResult(TypedDict):
+    """A request that changed the session: the step it is at now (apply: the names it made)."""
+
+    step: int | str
+    names: NotRequired[Any]
+
+
+class SelectionResult(TypedDict):
+    """The selection after a pick by name (empty: none)."""
+
+    selection: dict[str, Any]
+
+
+class CudaKernel(TypedDict):
+    """One CUDA kernel of a step, with its launch facts."""
+
+    name: str
+    threads_per_block: NotRequired[int]
+    blocks: NotRequired[int]
+    shared_bytes: NotRequired[int]
+    local_bytes: NotRequired[int]
+    thread_extents: NotRequired[dict[str, int]]
+
+
+class CudaSource(TypedDict):
+    """A step's CUDA source, its kernels, and its PTX (or why there is none)."""
+
+    step: int | str
+    source: str
+    kernels: list[CudaKernel]
+    ptx: str | None
+    ptx_error: str | None
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request: its types and its policy (see the module's docstring)."""
+
+    params: type
+    result: Any = dict
+    buffers: bool = False
+    background: bool = False
+    keep: int = 0
+    step_implied: bool = False
+    errors: tuple[ErrorKind, ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = [k for k in self.errors if k not in ERROR_KINDS]
+        if unknown:
+            raise ValueError(f"error kinds not in ERROR_KINDS: {unknown}")
+        if self.step_implied and not self.keep:
+            raise ValueError("a step-implied request is one whose replies are recorded under the step")
+
+
+_STEP_ERRORS: tuple[ErrorKind, ...] = ("unknown_step",)
+_ANALYSIS: tuple[ErrorKind, ...] = ("unknown_loop", "unknown_name", "too_large", "analysis", "usage")
+
+REQUESTS: dict[str, Request] = {
+    # the explorer (mlc_lab/widgets/explorer.py)
+    "apply": Request(ApplyParams, StepResult, errors=("step", "usage", "unknown_loop", "unknown_name")),
+    "history": Request(NoParams, HistoryResult),
+    "set_decision": Request(SetDecisionParams, StepResult, errors=("decision", "trace")),
+    "replay": Request(ReplayParams, StepResult, errors=("trace", "load")),
+    "goto": Request(StepParams, StepResult, errors=_STEP_ERRORS),
+    "undo": Request(NoParams, StepResult, errors=("history",)),  # the page moves by itself (goto when a step is not held)
+    "redo": Request(NoParams, StepResult, errors=("history",)),
+    "script_at": Request(StepParams, TextResult, buffers=True, errors=_STEP_ERRORS),
+    "export_trace": Request(ExportTraceParams, TextResult, buffers=True, errors=("usage",)),
+    "measure": Request(MeasureParams, background=True,
+                       errors=("busy", "usage", "no_gpu", "unknown_step", "build", "run", "check", "crash",
+                               "timeout", "gpu_check")),
+    "cuda_source": Request(CudaSourceParams, CudaSource, background=True, keep=2,
+                           errors=("no_gpu", "gpu_check", "build", "unknown_step", "usage")),
+    "lower": Request(LowerParams, Lowering, background=True, keep=2, errors=("bad_target", "build", "unknown_step", "usage")),
+    "clear_error": Request(NoParams),
+    "select_name": Request(SelectNameParams, SelectionResult, errors=("unknown_name",)),
+    "class_submit": Request(ClassSubmitParams, errors=("usage", "error")),
+    # the explorer's memory panel and the memory view (mlc_lab/widgets/access_view.py)
+    "access_footprint": Request(FootprintParams, FootprintResult, buffers=True, keep=2, step_implied=True,
+                                errors=_ANALYSIS),
+    "access_gpu_stats": Request(GpuStatsParams, GpuStats, keep=2, step_implied=True, errors=_ANALYSIS),
+    "export_html": Request(NoParams, TextResult, buffers=True),
+    # the tuning dashboard (mlc_lab/widgets/tuning.py) and the class status (mlc_lab/widgets/classroom.py)
+    "cancel": Request(NoParams),
+    "open_in_explorer": Request(OpenTrialParams, errors=("tune", "usage")),
+    "refresh": Request(NoParams),
+}
+
+
+def step_implied() -> list[str]:
+    """The requests that belong to the current step without naming it."""
+    return [name for name, r in REQUESTS.items() if r.step_implied]
+
+
+def record_key(method: str, params: Any) -> str:
+    """The key of a recorded reply: the method, a space, its parameters as canonical JSON (sorted keys,
+    compact, UTF-8). js/lib/model.ts's ``recordKey`` (generated) writes the same; both test suites read
+    tests/fixtures/record_keys.json."""
+    return f"{method} {json.dumps(params or {}, sort_keys=True, separators=(',', ':'), ensure_ascii=False, default=str)}"
