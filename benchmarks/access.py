@@ -37,12 +37,14 @@ def _analysis():
     try:
         from mlc_lab.core import access
         from mlc_lab.tvm.access_ir import loop_id, lower
-    except ImportError:   # the analysis before the split: one module that took TVM objects
+    except ImportError:  # the analysis before the split: one module that took TVM objects
         from mlc_lab.core.access import footprint as old_fp, gpu_stats as old_gpu
 
         return old_fp, old_gpu
-    return (lambda f, lp: access.footprint(lower(f), loop_id(f, lp)),
-            lambda f, lp: access.gpu_stats(lower(f), loop_id(f, lp)))
+    return (
+        lambda f, lp: access.footprint(lower(f), loop_id(f, lp)),
+        lambda f, lp: access.gpu_stats(lower(f), loop_id(f, lp)),
+    )
 
 
 def _loops(func):
@@ -88,7 +90,7 @@ def every_level(func, repeat, gpu=False):
     rows = []
     for i, loop in enumerate(_loops(func)):
         try:
-            footprint(func, loop)       # warm up (the lowered program is cached)
+            footprint(func, loop)  # warm up (the lowered program is cached)
         except Exception as exc:  # noqa: BLE001 - an earlier analysis may refuse: say so in the row
             rows.append({"loop": f"{i}:{loop.loop_var.name}", "refused": str(exc).splitlines()[0][:120]})
             continue
@@ -104,7 +106,7 @@ def scheduled_functions(subset: str = "all"):
     """(id, scheduled PrimFunc) of the conformance corpus, replayed from the JSON traces (the text
     where TVM could not write JSON); entries that do not replay are counted, not timed."""
     if str(ROOT) not in sys.path:
-        sys.path.append(str(ROOT))      # the corpus's harness, whichever mlc_lab is measured
+        sys.path.append(str(ROOT))  # the corpus's harness, whichever mlc_lab is measured
     from tests.conformance import harness
 
     from mlc_lab import Session
@@ -158,19 +160,32 @@ def corpus_table(subset: str = "all", log=None) -> dict:
                 slowest, slowest_at = took, f"{name} loop {loops[k].loop_var.name}"
             if log:
                 log(f"{name} {loops[k].loop_var.name}: cpu {took_cpu * 1000:.0f} ms wall {took * 1000:.0f} ms")
-    return {"not_replayed": not_replayed, "calls": calls, "refused": refused,
-            "refused_rate": round(refused / max(1, calls), 4),
-            "raw_exceptions": raw, "slowest_ms": round(slowest * 1000, 1), "slowest_at": slowest_at,
-            "slowest_cpu_ms": round(slowest_cpu * 1000, 1), "slowest_cpu_at": slowest_cpu_at,
-            "refusals": dict(sorted(reasons.items(), key=lambda kv: -kv[1])), "raw": raws}
+    return {
+        "not_replayed": not_replayed,
+        "calls": calls,
+        "refused": refused,
+        "refused_rate": round(refused / max(1, calls), 4),
+        "raw_exceptions": raw,
+        "slowest_ms": round(slowest * 1000, 1),
+        "slowest_at": slowest_at,
+        "slowest_cpu_ms": round(slowest_cpu * 1000, 1),
+        "slowest_cpu_at": slowest_cpu_at,
+        "refusals": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+        "raw": raws,
+    }
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--n", type=int, default=1024)
-    ap.add_argument("--corpus", nargs="?", const="all", default=None,
-                    help="time the conformance corpus (all, fast, or the ids containing this part)")
+    ap.add_argument(
+        "--corpus",
+        nargs="?",
+        const="all",
+        default=None,
+        help="time the conformance corpus (all, fast, or the ids containing this part)",
+    )
     ap.add_argument("--skip-course", action="store_true", help="only the corpus")
     ap.add_argument("--mem-limit-gb", type=float, default=None, help="address-space limit (old analyses)")
     args = ap.parse_args(argv)
@@ -179,23 +194,37 @@ def main(argv=None):
 
         lim = int(args.mem_limit_gb * (1 << 30))
         resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
-    report = {"n": args.n, "repeat": args.repeat, "cpus": os.cpu_count(),
-              "loadavg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
+    report = {
+        "n": args.n,
+        "repeat": args.repeat,
+        "cpus": os.cpu_count(),
+        "loadavg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+    }
     if not args.skip_course:
         from fixtures import programs_access as P
 
         n = args.n
-        schedules = {"gpu_shared (6.5)": (P.sched_gpu_shared(n), True), "gpu_local (6.4)": (P.sched_gpu_local(n), True),
-                     "cpu_tiled": (P.sched_cpu_tiled(n), False)}
-        report["schedules"] = {name: every_level(sch.mod["main"], args.repeat, gpu)
-                               for name, (sch, gpu) in schedules.items()}
-        report["worst_footprint_ms"] = max(r.get("footprint_ms", 0) for rows in report["schedules"].values() for r in rows)
-        report["worst_footprint_cpu_ms"] = max(r.get("footprint_cpu_ms", 0) for rows in report["schedules"].values()
-                                               for r in rows)
+        schedules = {
+            "gpu_shared (6.5)": (P.sched_gpu_shared(n), True),
+            "gpu_local (6.4)": (P.sched_gpu_local(n), True),
+            "cpu_tiled": (P.sched_cpu_tiled(n), False),
+        }
+        report["schedules"] = {
+            name: every_level(sch.mod["main"], args.repeat, gpu) for name, (sch, gpu) in schedules.items()
+        }
+        report["worst_footprint_ms"] = max(
+            r.get("footprint_ms", 0) for rows in report["schedules"].values() for r in rows
+        )
+        report["worst_footprint_cpu_ms"] = max(
+            r.get("footprint_cpu_ms", 0) for rows in report["schedules"].values() for r in rows
+        )
         rows = every_level(P.sched_matmul_init(n).mod["main"], args.repeat)
-        report["init_case"] = {"rows": rows, "worst_ms": max(r.get("footprint_ms", 0) for r in rows),
-                               "worst_cpu_ms": max(r.get("footprint_cpu_ms", 0) for r in rows),
-                               "refused": sum("refused" in r for r in rows)}
+        report["init_case"] = {
+            "rows": rows,
+            "worst_ms": max(r.get("footprint_ms", 0) for r in rows),
+            "worst_cpu_ms": max(r.get("footprint_cpu_ms", 0) for r in rows),
+            "refused": sum("refused" in r for r in rows),
+        }
     if args.corpus:
         report["corpus"] = corpus_table(args.corpus)
     print(json.dumps(report, indent=1))

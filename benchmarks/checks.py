@@ -72,10 +72,20 @@ def main() -> None:
         checks.step_hazards(ref, sid, target)
     history = {"steps": len(ref.path()), "ms": round((time.perf_counter() - t) * 1e3, 1)}
     worst = max(rows, key=lambda r: r["ms"]["total"])
-    print(json.dumps({"cpu": cpu_name(), "size": 2048, "repeat": args.repeat, "target_ms": 200,
-                      "slowest": {"submission": worst["submission"], "total_ms": worst["ms"]["total"]},
-                      "history_hazards": history,
-                      "steps": rows}, indent=1))
+    print(
+        json.dumps(
+            {
+                "cpu": cpu_name(),
+                "size": 2048,
+                "repeat": args.repeat,
+                "target_ms": 200,
+                "slowest": {"submission": worst["submission"], "total_ms": worst["ms"]["total"]},
+                "history_hazards": history,
+                "steps": rows,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

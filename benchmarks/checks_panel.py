@@ -45,8 +45,11 @@ def run(program: str, steps: list, checks: bool, gap_s: float) -> dict:
             w.session.apply(primitive, *args, **kwargs)
             w.wait(300)
             continue
-        params = {"primitive": primitive, "args": [list(a) if isinstance(a, tuple) else a for a in args],
-                  "kwargs": kwargs}
+        params = {
+            "primitive": primitive,
+            "args": [list(a) if isinstance(a, tuple) else a for a in args],
+            "kwargs": kwargs,
+        }
         t = time.perf_counter()
         reply = w.comm.request("apply", params, req_id=f"r{i}")
         clicks.append((time.perf_counter() - t) * 1e3)
@@ -71,11 +74,17 @@ def main() -> None:
     ap.add_argument("--gap", type=float, default=50.0, help="ms between clicks")
     args = ap.parse_args()
     comm.create_comm = lambda **kw: RecordingComm(**kw)  # no Jupyter: the comm keeps the messages
-    labs = {"gpu_2048_reference": gpu_matmul.SUBMISSIONS["reference"], "mm_relu_reference": cpu_mm_relu.SUBMISSIONS["reference"]}
+    labs = {
+        "gpu_2048_reference": gpu_matmul.SUBMISSIONS["reference"],
+        "mm_relu_reference": cpu_mm_relu.SUBMISSIONS["reference"],
+    }
     rows = {}
     for name, (program, steps) in labs.items():
-        rows[name] = {"steps": len(steps), "without_panel": run(program, steps, False, args.gap / 1e3),
-                      "with_panel": run(program, steps, True, args.gap / 1e3)}
+        rows[name] = {
+            "steps": len(steps),
+            "without_panel": run(program, steps, False, args.gap / 1e3),
+            "with_panel": run(program, steps, True, args.gap / 1e3),
+        }
     print(json.dumps({"cpu": cpu_name(), "gap_ms": args.gap, "ms": rows}, indent=1))
 
 

@@ -65,14 +65,29 @@ def main() -> None:
         s.lower(step=step.id)
         cached = time.perf_counter() - t0
         raw_timings = {k: round(v * 1e3, 1) for k, v in low.timings.items()}
-        rows.append({"step": step.id, "label": step.label, "ms": round(first * 1e3, 1),
-                     "bare_tvm_ms": round(bare_s * 1e3, 1), "ratio_to_bare": round(first / bare_s, 2),
-                     "worker_ms": round(low.seconds * 1e3, 1), "cached_ms": round(cached * 1e3, 3),
-                     "passes": len(low.passes), "changed": len(low.changed), "verdict": low.verdict[:90],
-                     **({"split_ms": raw_timings} if raw_timings else {})})
-    out = {"cpu": cpu_name(), "load": os.getloadavg(), "worker_start_s": round(start_s, 2),
-           "max_ms": max(r["ms"] for r in rows),
-           "median_ratio_to_bare": sorted(r["ratio_to_bare"] for r in rows)[len(rows) // 2], "steps": rows}
+        rows.append(
+            {
+                "step": step.id,
+                "label": step.label,
+                "ms": round(first * 1e3, 1),
+                "bare_tvm_ms": round(bare_s * 1e3, 1),
+                "ratio_to_bare": round(first / bare_s, 2),
+                "worker_ms": round(low.seconds * 1e3, 1),
+                "cached_ms": round(cached * 1e3, 3),
+                "passes": len(low.passes),
+                "changed": len(low.changed),
+                "verdict": low.verdict[:90],
+                **({"split_ms": raw_timings} if raw_timings else {}),
+            }
+        )
+    out = {
+        "cpu": cpu_name(),
+        "load": os.getloadavg(),
+        "worker_start_s": round(start_s, 2),
+        "max_ms": max(r["ms"] for r in rows),
+        "median_ratio_to_bare": sorted(r["ratio_to_bare"] for r in rows)[len(rows) // 2],
+        "steps": rows,
+    }
     print(json.dumps(out, indent=1))
 
 

@@ -40,8 +40,9 @@ print(json.dumps(r))
 def numpy_matmul(n: int) -> dict:
     """numpy's `a @ b` (OpenBLAS, its own threads) timed by measure()'s method in a clean process,
     with the cores other processes used meanwhile (`others_cores`)."""
-    out = subprocess.run([sys.executable, "-c", NUMPY_SNIPPET.format(n=n, root=ROOT)], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", NUMPY_SNIPPET.format(n=n, root=ROOT)], capture_output=True, text=True, check=True
+    )
     r = json.loads(out.stdout.strip().splitlines()[-1])
     r["median_s"] = r["latency_s"]
     r["gflops"] = 2 * n**3 / r["median_s"] / 1e9
@@ -50,9 +51,12 @@ def numpy_matmul(n: int) -> dict:
 
 
 def main() -> int:
-    out: dict = {"cpu": cpu_name(), "cores": len(os.sched_getaffinity(0)),
-                 "tvm_num_threads": os.environ.get("TVM_NUM_THREADS"),
-                 "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
+    out: dict = {
+        "cpu": cpu_name(),
+        "cores": len(os.sched_getaffinity(0)),
+        "tvm_num_threads": os.environ.get("TVM_NUM_THREADS"),
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+    }
     m = mlc_lab.machine(refresh=True)
     numpy = {n: numpy_matmul(n) for n in (512, 1024)}
     fastest = max(r["gflops_at_min"] for r in numpy.values())

@@ -19,7 +19,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tests.fixtures.programs import MM_RELU  # noqa: E402
 
 
-
 def main() -> int:
     s = mlc_lab.Session(MM_RELU)
     steps = [

@@ -44,12 +44,25 @@ def main() -> int:
         t0 = time.perf_counter()
         last = numeric_check(session, sizes=args.size)
         seconds.append(round(time.perf_counter() - t0, 3))
-    print(json.dumps({
-        "program": "course matmul 1024^3, shared-memory schedule", "size": args.size, "ok": last.ok,
-        "wrong": last.wrong, "total": last.total, "engine": last.engine, "first_s": round(first_s, 3),
-        "seconds": seconds, "best_s": min(seconds) if seconds else None, "target_s": 10,
-        "cpus": os.cpu_count(), "message": last.message,
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "program": "course matmul 1024^3, shared-memory schedule",
+                "size": args.size,
+                "ok": last.ok,
+                "wrong": last.wrong,
+                "total": last.total,
+                "engine": last.engine,
+                "first_s": round(first_s, 3),
+                "seconds": seconds,
+                "best_s": min(seconds) if seconds else None,
+                "target_s": 10,
+                "cpus": os.cpu_count(),
+                "message": last.message,
+            },
+            indent=2,
+        )
+    )
     return 0 if last.ok else 1
 
 

@@ -33,7 +33,7 @@ from tests.fixtures.programs import MM_RELU  # noqa: E402
 
 MM_RELU_512 = MM_RELU.replace("128", "512")
 
-CONV = '''
+CONV = """
 from tvm.script import ir as I
 from tvm.script import tirx as T
 
@@ -56,7 +56,7 @@ class Conv:
                 with T.init():
                     Y[vn, vf, vh, vw] = T.float32(0)
                 Y[vn, vf, vh, vw] = Y[vn, vf, vh, vw] + P[vn, vc, vh + vkh, vw + vkw] * W[vf, vc, vkh, vkw]
-'''
+"""
 
 
 def _mm_relu_steps():
@@ -153,8 +153,15 @@ def time_program(name, source, func, make_steps, handles_of, repeat):
             _ = sch.mod.script()
             live_t.append(time.thread_time() - t0)
         sm, lm = statistics.median(sess_t) * 1e3, statistics.median(live_t) * 1e3
-        rows.append({"program": name, "step": label, "session_ms": round(sm, 3), "live_ms": round(lm, 3),
-                     "ratio": round(sm / lm, 3)})
+        rows.append(
+            {
+                "program": name,
+                "step": label,
+                "session_ms": round(sm, 3),
+                "live_ms": round(lm, 3),
+                "ratio": round(sm / lm, 3),
+            }
+        )
     return rows
 
 

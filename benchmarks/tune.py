@@ -114,11 +114,23 @@ def one_core(job, n: int) -> dict | None:
         return None
     with tempfile.NamedTemporaryFile("w", suffix=".trace", delete=False) as fh:
         fh.write(best.trace)
-    env = {**os.environ, "TVM_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-           "MKL_NUM_THREADS": "1", "PYTHONPATH": ROOT}
+    env = {
+        **os.environ,
+        "TVM_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONPATH": ROOT,
+    }
     try:
-        proc = subprocess.run([sys.executable, "-c", ONE_CORE_SNIPPET, str(n), fh.name], capture_output=True,
-                              text=True, env=env, cwd=ROOT, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-c", ONE_CORE_SNIPPET, str(n), fh.name],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=600,
+        )
     finally:
         os.unlink(fh.name)
     if proc.returncode:
@@ -139,8 +151,14 @@ def run_job(n: int, trials: int, per_iter: int, seed: int, database: str | None 
     wd = tempfile.mkdtemp(prefix=f"bench_tune_{n}_")
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    job = tune(mlc_lab.Session(matmul(n)), trials=trials, work_dir=wd, num_trials_per_iter=per_iter, seed=seed,
-               database=database)
+    job = tune(
+        mlc_lab.Session(matmul(n)),
+        trials=trials,
+        work_dir=wd,
+        num_trials_per_iter=per_iter,
+        seed=seed,
+        database=database,
+    )
     status = job.wait()
     wall = time.perf_counter() - t0
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -182,14 +200,20 @@ def run_bare(n: int, trials: int, per_iter: int, seed: int) -> dict:
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", BARE_SNIPPET, wd, module_path, str(trials), str(per_iter), str(seed)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     wall = time.perf_counter() - t0
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     lines = open(os.path.join(wd, "database_tuning_record.json")).read().splitlines() if proc.returncode == 0 else []
-    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "rc": proc.returncode, "trials": len(lines),
-            "stderr_tail": proc.stderr[-500:] if proc.returncode else None}
+    return {
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
+        "rc": proc.returncode,
+        "trials": len(lines),
+        "stderr_tail": proc.stderr[-500:] if proc.returncode else None,
+    }
 
 
 def recheck_best(job, n: int) -> dict | None:
@@ -199,11 +223,22 @@ def recheck_best(job, n: int) -> dict | None:
         return None
     s = mlc_lab.Session.from_trace(matmul(n), best.trace)
     m = measure(s.module, s.original, s.func_name)
-    return {"latency_s": m.latency_s, "min_s": m.min_s, "iqr_s": m.iqr_s, "gflops": m.gflops,
-            "fraction_of_peak": m.fraction_of_peak, "correct": m.correct, "method": m.method, "load": m.load,
-            "others_cores": m.others_cores, "parallel_speed": m.parallel_speed, "quiet": m.quiet,
-            "intensity": m.intensity, "bytes_source": m.bytes_source.split(":")[0],
-            "_session": s}
+    return {
+        "latency_s": m.latency_s,
+        "min_s": m.min_s,
+        "iqr_s": m.iqr_s,
+        "gflops": m.gflops,
+        "fraction_of_peak": m.fraction_of_peak,
+        "correct": m.correct,
+        "method": m.method,
+        "load": m.load,
+        "others_cores": m.others_cores,
+        "parallel_speed": m.parallel_speed,
+        "quiet": m.quiet,
+        "intensity": m.intensity,
+        "bytes_source": m.bytes_source.split(":")[0],
+        "_session": s,
+    }
 
 
 def agreement(job, n: int, times: int = 3, most: int = 6) -> dict:
@@ -220,14 +255,18 @@ def agreement(job, n: int, times: int = 3, most: int = 6) -> dict:
     median = sorted(c["latency_s"] for c in checks)[len(checks) // 2]
     quiet = sorted(c["latency_s"] for c in checks if c["quiet"])
     both = bool(quiet) and bool(best.quiet)
-    return {"job_latency_s": best.latency_s, "job_others_cores": best.others_cores,
-            "job_parallel_speed": best.parallel_speed, "rechecks": checks,
-            "measure_over_tuner_best": round(median / best.latency_s, 3),
-            "measure_over_tuner_best_quiet": round(quiet[len(quiet) // 2] / best.latency_s, 3) if both else None,
-            "both_quiet": both,
-            # measure against itself: the quiet re-checks of one module, seconds apart (this VM's
-            # speed moves between levels; see docs/measuring.md)
-            "measure_self_spread": round(quiet[-1] / quiet[0], 3) if len(quiet) > 1 else None}
+    return {
+        "job_latency_s": best.latency_s,
+        "job_others_cores": best.others_cores,
+        "job_parallel_speed": best.parallel_speed,
+        "rechecks": checks,
+        "measure_over_tuner_best": round(median / best.latency_s, 3),
+        "measure_over_tuner_best_quiet": round(quiet[len(quiet) // 2] / best.latency_s, 3) if both else None,
+        "both_quiet": both,
+        # measure against itself: the quiet re-checks of one module, seconds apart (this VM's
+        # speed moves between levels; see docs/measuring.md)
+        "measure_self_spread": round(quiet[-1] / quiet[0], 3) if len(quiet) > 1 else None,
+    }
 
 
 def trials_to_reach(latencies: list, target: float, slack: float = 0.0) -> int | None:
@@ -247,17 +286,28 @@ def main() -> int:
     ap.add_argument("--skip-bare", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-warm", action="store_true")
-    ap.add_argument("--warm-n", type=int, default=128,
-                    help="matmul size of the warm-start pair (128: the speed run is its cold run)")
+    ap.add_argument(
+        "--warm-n",
+        type=int,
+        default=128,
+        help="matmul size of the warm-start pair (128: the speed run is its cold run)",
+    )
     args = ap.parse_args()
 
-    out: dict = {"cpu": cpu_name(),
-                 "cores": len(os.sched_getaffinity(0)), "tvm_num_threads": os.environ.get("TVM_NUM_THREADS"),
-                 "loadavg_start": loadavg()}
+    out: dict = {
+        "cpu": cpu_name(),
+        "cores": len(os.sched_getaffinity(0)),
+        "tvm_num_threads": os.environ.get("TVM_NUM_THREADS"),
+        "loadavg_start": loadavg(),
+    }
     mach = mlc_lab.machine()
-    out["machine"] = {"peak_gflops": round(mach.peak_gflops, 1), "bandwidth_gbs": round(mach.bandwidth_gbs, 2),
-                      "peak_one_core_gflops": round(mach.peak_one_core_gflops or 0, 1), "measured": mach.when(),
-                      "peak_note": mach.peak_note}
+    out["machine"] = {
+        "peak_gflops": round(mach.peak_gflops, 1),
+        "bandwidth_gbs": round(mach.bandwidth_gbs, 2),
+        "peak_one_core_gflops": round(mach.peak_one_core_gflops or 0, 1),
+        "measured": mach.when(),
+        "peak_note": mach.peak_note,
+    }
     speed = None
     if not args.skip_speed:
         speed = run_job(128, args.trials, args.per_iter, args.seed)
@@ -291,7 +341,9 @@ def main() -> int:
             # what a warm start buys, robust to the machine's noise: where each run's first batch lands
             "cold_first_batch_median_s": first_batch(cold["latencies_s"]),
             "warm_first_batch_median_s": first_batch(warm["latencies_s"]),
-            "cold_median_of_all_trials_s": sorted(x for x in cold["latencies_s"] if x is not None)[len(cold["latencies_s"]) // 2],
+            "cold_median_of_all_trials_s": sorted(x for x in cold["latencies_s"] if x is not None)[
+                len(cold["latencies_s"]) // 2
+            ],
             "cold_reported_best_s": reported,
             "cold_trials_to_reported_best": trials_to_reach(cold["latencies_s"], reported),
             "warm_trials_to_reported_best": trials_to_reach(warm["latencies_s"], reported),
@@ -301,7 +353,8 @@ def main() -> int:
             "warm_trials_to_cold_best": trials_to_reach(warm["latencies_s"], cold_best),
             "warm_trials_to_within_5pct": trials_to_reach(warm["latencies_s"], cold_best, 0.05),
             "cold_trials_to_within_5pct": trials_to_reach(cold["latencies_s"], cold_best, 0.05),
-            "warm_wall_s": warm["wall_s"], "warm_best_tuner_latency_s": warm["best_tuner_latency_s"],
+            "warm_wall_s": warm["wall_s"],
+            "warm_best_tuner_latency_s": warm["best_tuner_latency_s"],
             "loadavg": warm["loadavg"],
         }
     if not args.skip_quality:
@@ -317,14 +370,24 @@ def main() -> int:
             npy = numpy_gflops(512)
             mine = recheck_best(job, 512)
             mine.pop("_session", None)
-            rounds.append({"numpy_median_s": npy["median_s"], "tuned_median_s": mine["latency_s"],
-                           "numpy_min_s": npy["min_s"], "tuned_min_s": mine["min_s"],
-                           "numpy_others_cores": npy["others_cores"], "tuned_others_cores": mine["others_cores"],
-                           "tuned_parallel_speed": mine["parallel_speed"],
-                           "quiet": bool(_contention.quiet(npy["others_cores"], None, _contention.spread(npy["iqr_s"], npy["latency_s"])))
-                           and bool(mine["quiet"]),
-                           "tuned_over_numpy_speed": round(npy["median_s"] / mine["latency_s"], 3),
-                           "tuned_correct": mine["correct"], "load": mine["load"]})
+            rounds.append(
+                {
+                    "numpy_median_s": npy["median_s"],
+                    "tuned_median_s": mine["latency_s"],
+                    "numpy_min_s": npy["min_s"],
+                    "tuned_min_s": mine["min_s"],
+                    "numpy_others_cores": npy["others_cores"],
+                    "tuned_others_cores": mine["others_cores"],
+                    "tuned_parallel_speed": mine["parallel_speed"],
+                    "quiet": bool(
+                        _contention.quiet(npy["others_cores"], None, _contention.spread(npy["iqr_s"], npy["latency_s"]))
+                    )
+                    and bool(mine["quiet"]),
+                    "tuned_over_numpy_speed": round(npy["median_s"] / mine["latency_s"], 3),
+                    "tuned_correct": mine["correct"],
+                    "load": mine["load"],
+                }
+            )
         quality["rounds"] = rounds
         out["quality_512"] = quality
         quiet = sorted(r["tuned_over_numpy_speed"] for r in rounds if r["quiet"])
@@ -333,9 +396,14 @@ def main() -> int:
         # Another process on one core slows numpy's OpenBLAS threads by 10-30x and a two-thread TVM
         # kernel by 2-5x, so a ratio from a busy machine says nothing; it is printed apart.
         out["tuned_512_over_numpy"] = quiet[len(quiet) // 2] if quiet else None
-        out["tuned_512_over_numpy_busy_machine"] = (None if quiet else round(
-            min(r["numpy_median_s"] for r in rounds) / min(r["tuned_median_s"] for r in rounds), 3))
-        out["tuned_512_over_numpy_at_min"] = round(min(r["numpy_min_s"] for r in rounds) / min(r["tuned_min_s"] for r in rounds), 3)
+        out["tuned_512_over_numpy_busy_machine"] = (
+            None
+            if quiet
+            else round(min(r["numpy_median_s"] for r in rounds) / min(r["tuned_median_s"] for r in rounds), 3)
+        )
+        out["tuned_512_over_numpy_at_min"] = round(
+            min(r["numpy_min_s"] for r in rounds) / min(r["tuned_min_s"] for r in rounds), 3
+        )
         quality["one_core"] = one_core(job, 512)
         out["tuned_512_over_numpy_one_core"] = (quality["one_core"] or {}).get("tuned_over_numpy_speed")
     out["loadavg_end"] = loadavg()

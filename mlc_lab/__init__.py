@@ -81,6 +81,7 @@ def __getattr__(name: str):
         return sweep
     raise AttributeError(f"module 'mlc_lab' has no attribute {name!r}")
 
+
 __all__ = [
     "ConvertError",
     "DecisionError",

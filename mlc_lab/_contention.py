@@ -80,8 +80,10 @@ def describe(cores: float | None, parallel_speed: float | None = None, spread: f
     else:
         text = f"busy machine: other processes used {cores:.2f} cores meanwhile"
     if parallel_speed is not None and parallel_speed < PARALLEL_FLOOR:
-        text += (f"; shared cores: the process got {100 * parallel_speed:.0f}% of its cores' speed "
-                 "(the host ran them on fewer physical cores)")
+        text += (
+            f"; shared cores: the process got {100 * parallel_speed:.0f}% of its cores' speed "
+            "(the host ran them on fewer physical cores)"
+        )
     if spread is not None and spread > STEADY_SPREAD:
         text += f"; unsteady: the repeats spread {100 * spread:.0f}% of their median (something disturbed them)"
     return text

@@ -125,11 +125,14 @@ def render(exc: BaseException) -> list[str]:
     if getattr(exc, "about_a_file", False):
         frames = []  # the sentence names the file and its line; the code that opened it is not the student's
     for f in frames:
-        out.append(f"  in {where_label(f.filename, f.lineno)}: {f.line}" if f.line else
-                   f"  in {where_label(f.filename, f.lineno)}")
+        out.append(
+            f"  in {where_label(f.filename, f.lineno)}: {f.line}"
+            if f.line
+            else f"  in {where_label(f.filename, f.lineno)}"
+        )
     detail = rest.strip("\n").splitlines()
     if detail and detail[0].startswith("  involved: "):  # said already when the sentence lists them
-        names = detail[0][len("  involved: "):].split(", ")
+        names = detail[0][len("  involved: ") :].split(", ")
         if all(n in head for n in names):
             detail = detail[1:]
     while detail and not detail[0].strip():

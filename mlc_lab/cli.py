@@ -9,7 +9,20 @@ import sys
 
 from mlc_lab.errors import UsageError  # noqa: F401  (re-exported for subcommands)
 
-SUBCOMMANDS = ["convert", "show", "replay", "trace", "bench", "tune", "lower", "check", "export", "database", "grade", "classroom"]
+SUBCOMMANDS = [
+    "convert",
+    "show",
+    "replay",
+    "trace",
+    "bench",
+    "tune",
+    "lower",
+    "check",
+    "export",
+    "database",
+    "grade",
+    "classroom",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -169,7 +169,9 @@ class GradeReport:
         if self.differences:
             sim = self.similarity
             extra = f" &mdash; {sim:.0%} of the structure agrees" if sim is not None else ""
-            parts.append(f"<div style='margin-top:8px'><b>{len(self.differences)} structural difference(s)</b>{extra}</div>")
+            parts.append(
+                f"<div style='margin-top:8px'><b>{len(self.differences)} structural difference(s)</b>{extra}</div>"
+            )
             parts.append(
                 "<table style='border-collapse:collapse;font-size:0.92em;margin-top:4px'>"
                 "<tr style='background:#f6f8fa'><th style='text-align:left;padding:3px 6px'>where</th>"
@@ -219,16 +221,30 @@ def run_function(module: Any, func_name: str, inputs: list[np.ndarray], timeout:
     from mlc_lab.errors import MeasureError
 
     try:
-        outputs = worker().call("run_function", timeout=timeout, module=_tvm().module_json(module), func_name=func_name,
-                                inputs=[np.ascontiguousarray(a) for a in inputs])
+        outputs = worker().call(
+            "run_function",
+            timeout=timeout,
+            module=_tvm().module_json(module),
+            func_name=func_name,
+            inputs=[np.ascontiguousarray(a) for a in inputs],
+        )
     except MeasureError as exc:
         if exc.kind == "timeout":
-            return {"ok": False, "stage": "timeout",
-                    "error": f"the program ran for more than {timeout:g} s and was stopped (an endless loop?)", "detail": ""}
+            return {
+                "ok": False,
+                "stage": "timeout",
+                "error": f"the program ran for more than {timeout:g} s and was stopped (an endless loop?)",
+                "detail": "",
+            }
         if exc.kind == "crash":
-            return {"ok": False, "stage": "crash",
-                    "error": "the program crashed while running (" + _signal_of(exc.summary) + "); an index outside a buffer?",
-                    "detail": exc.detail}
+            return {
+                "ok": False,
+                "stage": "crash",
+                "error": "the program crashed while running ("
+                + _signal_of(exc.summary)
+                + "); an index outside a buffer?",
+                "detail": exc.detail,
+            }
         return {"ok": False, "stage": exc.kind, "error": exc.summary, "detail": exc.detail}
     return {"ok": True, "outputs": outputs}
 
@@ -259,7 +275,9 @@ def _pick_function(mod: Any, wanted: str, checks: list[Check]) -> str | None:
     if len(names) == 1:
         checks.append(Check("function", True, f"no function called {wanted!r}; grading the only one, {names[0]!r}"))
         return names[0]
-    checks.append(Check("function", False, f"the module has no function called {wanted!r} (it has: {', '.join(names) or 'none'})"))
+    checks.append(
+        Check("function", False, f"the module has no function called {wanted!r} (it has: {', '.join(names) or 'none'})")
+    )
     return None
 
 
@@ -272,9 +290,18 @@ def _shape_text(shape: Any, dtype: str) -> str:
 # ----------------------------------------------------------------------------------------- numeric
 
 
-def numeric_check(program: Any, func_name: str, inputs: list[np.ndarray], expected: np.ndarray, *,
-                  output: int = -1, rtol: float = 1e-5, atol: float = 1e-6, exercise: str = "numeric check",
-                  report: GradeReport | None = None) -> GradeReport:
+def numeric_check(
+    program: Any,
+    func_name: str,
+    inputs: list[np.ndarray],
+    expected: np.ndarray,
+    *,
+    output: int = -1,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    exercise: str = "numeric check",
+    report: GradeReport | None = None,
+) -> GradeReport:
     """Build ``func_name`` of ``program``, call it on ``inputs`` (one array per parameter, the output
     buffers included) and compare parameter ``output`` with ``expected`` (numpy's answer)."""
     rep = report if report is not None else GradeReport(exercise)
@@ -290,27 +317,41 @@ def numeric_check(program: Any, func_name: str, inputs: list[np.ndarray], expect
     if len(sig) != len(inputs):
         given = ", ".join(_shape_text(list(a.shape), str(a.dtype)) for a in inputs)
         declared = ", ".join(f"{p['name']}: {_shape_text(p['shape'], p['dtype'])}" for p in sig) or "none"
-        rep.checks.append(Check("signature", False,
-                                f"{name} takes {len(sig)} parameter(s) ({declared}); the exercise passes {len(inputs)}: {given}"))
+        rep.checks.append(
+            Check(
+                "signature",
+                False,
+                f"{name} takes {len(sig)} parameter(s) ({declared}); the exercise passes {len(inputs)}: {given}",
+            )
+        )
         return rep
     bad = []
     for p, a in zip(sig, inputs):
         if p["shape"] is None or list(p["shape"]) != list(a.shape) or p["dtype"] != str(a.dtype):
-            bad.append(f"{p['name']} is declared {_shape_text(p['shape'], p['dtype'])} but the exercise passes "
-                       f"{_shape_text(list(a.shape), str(a.dtype))}")
+            bad.append(
+                f"{p['name']} is declared {_shape_text(p['shape'], p['dtype'])} but the exercise passes "
+                f"{_shape_text(list(a.shape), str(a.dtype))}"
+            )
     if bad:
         rep.checks.append(Check("signature", False, "; ".join(bad)))
         return rep
-    rep.checks.append(Check("signature", True, ", ".join(f"{p['name']} {_shape_text(p['shape'], p['dtype'])}" for p in sig)))
+    rep.checks.append(
+        Check("signature", True, ", ".join(f"{p['name']} {_shape_text(p['shape'], p['dtype'])}" for p in sig))
+    )
     from mlc_lab.core import numeric_gpu
 
     if numeric_gpu.is_gpu_program(mod, name):
         # Its loops are bound to GPU threads: it builds only for a GPU, so it runs as OpenCL on the CPU.
         result = numeric_gpu.run_gpu_function(mod, name, inputs)
         if result.get("ok"):
-            rep.checks.append(Check("runs as a GPU kernel", not result["diagnostics"],
-                                    "; ".join(result["diagnostics"]) or
-                                    f"bound to GPU threads: run as OpenCL on the CPU ({result['engine']})"))
+            rep.checks.append(
+                Check(
+                    "runs as a GPU kernel",
+                    not result["diagnostics"],
+                    "; ".join(result["diagnostics"])
+                    or f"bound to GPU threads: run as OpenCL on the CPU ({result['engine']})",
+                )
+            )
     else:
         result = run_function(mod, name, inputs)
     if not result.get("ok"):
@@ -329,11 +370,14 @@ def numeric_check(program: Any, func_name: str, inputs: list[np.ndarray], expect
     else:
         wrong = int(np.count_nonzero(~np.isclose(got, expected, rtol=rtol, atol=atol)))
         first = tuple(int(i) for i in np.unravel_index(int(np.nanargmax(diff)), diff.shape))
-        rep.checks.append(Check(
-            "matches numpy", False,
-            f"max abs error {max_err:.6g}; {wrong} of {got.size} elements differ; the worst at index {first}: "
-            f"yours {got[first].item()!r}, numpy {expected[first].item()!r}",
-        ))
+        rep.checks.append(
+            Check(
+                "matches numpy",
+                False,
+                f"max abs error {max_err:.6g}; {wrong} of {got.size} elements differ; the worst at index {first}: "
+                f"yours {got[first].item()!r}, numpy {expected[first].item()!r}",
+            )
+        )
     return rep
 
 
@@ -360,7 +404,7 @@ def conv2d_reference(data: np.ndarray, weight: np.ndarray) -> np.ndarray:
     out = np.zeros((n, co, h - kh + 1, w - kw + 1), dtype=np.result_type(data, weight))
     for di in range(kh):
         for dj in range(kw):
-            window = data[:, :, di:di + h - kh + 1, dj:dj + w - kw + 1]  # n, ci, oh, ow
+            window = data[:, :, di : di + h - kh + 1, dj : dj + w - kw + 1]  # n, ci, oh, ow
             out += np.einsum("nchw,kc->nkhw", window, weight[:, :, di, dj])
     return out
 
@@ -370,8 +414,9 @@ def check_conv(program: Any) -> GradeReport:
     data = np.arange(64, dtype=np.int64).reshape(1, 1, 8, 8)
     weight = np.arange(18, dtype=np.int64).reshape(2, 1, 3, 3)
     out = np.zeros((1, 2, 6, 6), dtype=np.int64)
-    return numeric_check(program, "conv", [data, weight, out], conv2d_reference(data, weight),
-                         exercise="Exercise 2: 2-D convolution")
+    return numeric_check(
+        program, "conv", [data, weight, out], conv2d_reference(data, weight), exercise="Exercise 2: 2-D convolution"
+    )
 
 
 def check_bmm_relu(program: Any, target: Any = None, *, numeric: bool = True, seed: int = 0) -> GradeReport:
@@ -462,13 +507,28 @@ def _blocks(fnode: dict) -> list[_Block]:
         for child in node.get("children", []):
             if child.get("kind") == "loop":
                 uid[0] += 1
-                loop = _Loop(uid[0], child.get("name", "?"), child.get("extent"), child.get("loop_kind", "serial"),
-                             child.get("thread"), dict(child.get("annotations") or {}), child.get("line"))
+                loop = _Loop(
+                    uid[0],
+                    child.get("name", "?"),
+                    child.get("extent"),
+                    child.get("loop_kind", "serial"),
+                    child.get("thread"),
+                    dict(child.get("annotations") or {}),
+                    child.get("line"),
+                )
                 walk(child, chain + [loop])
             elif child.get("kind") == "block":
-                out.append(_Block(child.get("name", "?"), list(chain), bool(child.get("has_init")),
-                                  [iv.get("kind", "?") for iv in child.get("iter_vars", [])], child.get("line"), len(out),
-                                  dict(child.get("annotations") or {})))
+                out.append(
+                    _Block(
+                        child.get("name", "?"),
+                        list(chain),
+                        bool(child.get("has_init")),
+                        [iv.get("kind", "?") for iv in child.get("iter_vars", [])],
+                        child.get("line"),
+                        len(out),
+                        dict(child.get("annotations") or {}),
+                    )
+                )
                 walk(child, chain)
 
     walk(fnode, [])
@@ -505,8 +565,9 @@ def _tree_of(program: Any) -> tuple[dict, str | None]:
     return session.loop_tree(), session.func_name
 
 
-def compare_structure(program: Any, target: Any, *, func: str | None = None,
-                      report: GradeReport | None = None) -> GradeReport:
+def compare_structure(
+    program: Any, target: Any, *, func: str | None = None, report: GradeReport | None = None
+) -> GradeReport:
     """How far ``program``'s loop structure is from ``target``'s, and where.
 
     Compares, function ``func`` of both: the blocks (names, decomposed reduction init), their
@@ -540,19 +601,31 @@ def compare_structure(program: Any, target: Any, *, func: str | None = None,
             base = name[: -len("_update")]
             alias[name] = base
             total += 1
-            decompose.append(Difference(
-                f"block {base}", "the reduction's initialisation is still inside the block (T.init)",
-                yours=f"{base} with T.init", target=f"{base}_init + {name}",
-                hint=_decompose_hint(base, by_name_y[base], b),
-                line=by_name_y[base].line))
+            decompose.append(
+                Difference(
+                    f"block {base}",
+                    "the reduction's initialisation is still inside the block (T.init)",
+                    yours=f"{base} with T.init",
+                    target=f"{base}_init + {name}",
+                    hint=_decompose_hint(base, by_name_y[base], b),
+                    line=by_name_y[base].line,
+                )
+            )
     for name, b in by_name_y.items():
         if name.endswith("_update") and name not in by_name_t and name[: -len("_update")] in by_name_t:
             base = name[: -len("_update")]
             alias[base] = name
             total += 1
-            diffs.append(Difference(f"block {base}", "the reduction is decomposed here but not in the target",
-                                    yours=f"{base}_init + {name}", target=f"{base} with T.init",
-                                    hint="leave out decompose_reduction", line=b.line))
+            diffs.append(
+                Difference(
+                    f"block {base}",
+                    "the reduction is decomposed here but not in the target",
+                    yours=f"{base}_init + {name}",
+                    target=f"{base} with T.init",
+                    hint="leave out decompose_reduction",
+                    line=b.line,
+                )
+            )
     skip_y = {alias[n][: -len("_update")] + "_init" for n in alias if alias[n].endswith("_update")}
     skip_t = {n[: -len("_update")] + "_init" for n in alias if n.endswith("_update")}
 
@@ -573,25 +646,44 @@ def compare_structure(program: Any, target: Any, *, func: str | None = None,
         total += 1
         yname = counterpart(tb.name)
         if yname is None or yname not in by_name_y:
-            diffs.append(Difference(f"block {tb.name}", "the target has this block and your program does not",
-                                    target=tb.name, hint=_missing_block_hint(tb.name)))
+            diffs.append(
+                Difference(
+                    f"block {tb.name}",
+                    "the target has this block and your program does not",
+                    target=tb.name,
+                    hint=_missing_block_hint(tb.name),
+                )
+            )
             continue
         pairs.append((by_name_y[yname], tb))
     matched_y = {y.name for y, _ in pairs}
     for yb in mine:
         if yb.name not in matched_y and yb.name not in skip_y:
             total += 1
-            diffs.append(Difference(f"block {yb.name}", "your program has this block and the target does not",
-                                    yours=yb.name, hint="undo the step that created it", line=yb.line))
+            diffs.append(
+                Difference(
+                    f"block {yb.name}",
+                    "your program has this block and the target does not",
+                    yours=yb.name,
+                    hint="undo the step that created it",
+                    line=yb.line,
+                )
+            )
 
     # order of the blocks both have
     order_y = [y.name for y, _ in sorted(pairs, key=lambda p: p[0].order)]
     order_t = [y.name for y, _ in sorted(pairs, key=lambda p: p[1].order)]
     total += 1
     if order_y != order_t:
-        diffs.append(Difference("block order", "the blocks run in a different order",
-                                yours=" -> ".join(order_y), target=" -> ".join(order_t),
-                                hint="compute_at / reverse_compute_at move a block; reorder moves loops"))
+        diffs.append(
+            Difference(
+                "block order",
+                "the blocks run in a different order",
+                yours=" -> ".join(order_y),
+                target=" -> ".join(order_t),
+                hint="compute_at / reverse_compute_at move a block; reorder moves loops",
+            )
+        )
 
     for yb, tb in pairs:
         label = f"block {tb.name}" if yb.name == tb.name else f"block {tb.name} (your {yb.name})"
@@ -601,32 +693,61 @@ def compare_structure(program: Any, target: Any, *, func: str | None = None,
             if yb.shared != tb.shared:
                 tloop = tb.loops[tb.shared - 1].name if tb.shared else None
                 yloop = yb.loops[yb.shared - 1].name if yb.shared else None
-                diffs.append(Difference(
-                    label, f"it sits at a different place relative to block {tb.prev}",
-                    yours=f"under {yb.shared} loop(s) shared with {yb.prev}" + (f" (inside {yloop})" if yloop else " (its own loop nest)"),
-                    target=f"under {tb.shared} loop(s) shared with {tb.prev}" + (f" (inside {tloop})" if tloop else " (its own loop nest)"),
-                    hint=(f"sch.reverse_compute_at({tb.name!r}, <the loop matching {tloop}>) or compute_at"
-                          if tb.shared > yb.shared else "it is nested deeper than in the target"),
-                    line=yb.line))
+                diffs.append(
+                    Difference(
+                        label,
+                        f"it sits at a different place relative to block {tb.prev}",
+                        yours=f"under {yb.shared} loop(s) shared with {yb.prev}"
+                        + (f" (inside {yloop})" if yloop else " (its own loop nest)"),
+                        target=f"under {tb.shared} loop(s) shared with {tb.prev}"
+                        + (f" (inside {tloop})" if tloop else " (its own loop nest)"),
+                        hint=(
+                            f"sch.reverse_compute_at({tb.name!r}, <the loop matching {tloop}>) or compute_at"
+                            if tb.shared > yb.shared
+                            else "it is nested deeper than in the target"
+                        ),
+                        line=yb.line,
+                    )
+                )
         # iteration kinds of the block itself
         if yb.iter_kinds and tb.iter_kinds and yb.iter_kinds != tb.iter_kinds:
             total += 1
-            diffs.append(Difference(label, "the block's iteration axes differ",
-                                    yours=", ".join(yb.iter_kinds), target=", ".join(tb.iter_kinds), line=yb.line))
+            diffs.append(
+                Difference(
+                    label,
+                    "the block's iteration axes differ",
+                    yours=", ".join(yb.iter_kinds),
+                    target=", ".join(tb.iter_kinds),
+                    line=yb.line,
+                )
+            )
         if yb.annotations != tb.annotations:
             total += 1
-            diffs.append(Difference(label, "the block's annotations differ", yours=str(yb.annotations or "none"),
-                                    target=str(tb.annotations or "none"), hint="sch.annotate / sch.unannotate",
-                                    line=yb.line))
+            diffs.append(
+                Difference(
+                    label,
+                    "the block's annotations differ",
+                    yours=str(yb.annotations or "none"),
+                    target=str(tb.annotations or "none"),
+                    hint="sch.annotate / sch.unannotate",
+                    line=yb.line,
+                )
+            )
         # the loops around it, outermost first
         total += 1
         if len(yb.loops) != len(tb.loops):
-            diffs.append(Difference(
-                label, f"it is inside {len(yb.loops)} loop(s), the target {len(tb.loops)}",
-                yours=" / ".join(lp.shape() for lp in yb.loops) or "none",
-                target=" / ".join(lp.shape() for lp in tb.loops) or "none",
-                hint="sch.split a loop into more pieces" if len(yb.loops) < len(tb.loops) else "fewer splits (or fuse)",
-                line=yb.line))
+            diffs.append(
+                Difference(
+                    label,
+                    f"it is inside {len(yb.loops)} loop(s), the target {len(tb.loops)}",
+                    yours=" / ".join(lp.shape() for lp in yb.loops) or "none",
+                    target=" / ".join(lp.shape() for lp in tb.loops) or "none",
+                    hint="sch.split a loop into more pieces"
+                    if len(yb.loops) < len(tb.loops)
+                    else "fewer splits (or fuse)",
+                    line=yb.line,
+                )
+            )
         for depth in range(min(len(yb.loops), len(tb.loops))):
             ly, lt = yb.loops[depth], tb.loops[depth]
             if depth < yb.shared and depth < tb.shared and yb.order > 0 and tb.order > 0:
@@ -634,19 +755,39 @@ def compare_structure(program: Any, target: Any, *, func: str | None = None,
             where = f"{label}, loop {depth + 1} of {len(tb.loops)}"
             total += 2
             if str(ly.extent) != str(lt.extent):
-                diffs.append(Difference(where, "the loop has another extent",
-                                        yours=f"{ly.name}: {ly.extent}", target=f"{lt.name}: {lt.extent}",
-                                        hint="change the split factors (or the loop order: reorder)", line=ly.line))
+                diffs.append(
+                    Difference(
+                        where,
+                        "the loop has another extent",
+                        yours=f"{ly.name}: {ly.extent}",
+                        target=f"{lt.name}: {lt.extent}",
+                        hint="change the split factors (or the loop order: reorder)",
+                        line=ly.line,
+                    )
+                )
             if ly.kind != lt.kind or (ly.thread or None) != (lt.thread or None):
-                diffs.append(Difference(where, "the loop has another kind",
-                                        yours=f"{ly.name}: {ly.kind if ly.kind != 'thread_binding' else ly.thread}",
-                                        target=f"{lt.name}: {lt.kind if lt.kind != 'thread_binding' else lt.thread}",
-                                        hint=_kind_hint(lt.kind, ly.name, lt.thread), line=ly.line))
+                diffs.append(
+                    Difference(
+                        where,
+                        "the loop has another kind",
+                        yours=f"{ly.name}: {ly.kind if ly.kind != 'thread_binding' else ly.thread}",
+                        target=f"{lt.name}: {lt.kind if lt.kind != 'thread_binding' else lt.thread}",
+                        hint=_kind_hint(lt.kind, ly.name, lt.thread),
+                        line=ly.line,
+                    )
+                )
             if ly.annotations != lt.annotations:
                 total += 1
-                diffs.append(Difference(where, "the loop's annotations differ",
-                                        yours=str(ly.annotations or "none"), target=str(lt.annotations or "none"),
-                                        hint="sch.annotate / sch.unannotate", line=ly.line))
+                diffs.append(
+                    Difference(
+                        where,
+                        "the loop's annotations differ",
+                        yours=str(ly.annotations or "none"),
+                        target=str(lt.annotations or "none"),
+                        hint="sch.annotate / sch.unannotate",
+                        line=ly.line,
+                    )
+                )
 
     diffs.extend(decompose)
     rep.differences.extend(diffs)
@@ -660,14 +801,24 @@ def compare_structure(program: Any, target: Any, *, func: str | None = None,
     if equal:
         rep.checks.append(Check("structure", True, "the same program as the target (tvm.ir.structural_equal)"))
     elif not diffs:
-        rep.checks.append(Check("structure", False,
-                                "the loops and blocks match the target, but TVM still sees a difference "
-                                "(an index expression, a buffer, or an annotation): compare the scripts"))
+        rep.checks.append(
+            Check(
+                "structure",
+                False,
+                "the loops and blocks match the target, but TVM still sees a difference "
+                "(an index expression, a buffer, or an annotation): compare the scripts",
+            )
+        )
     else:
         sim = rep.similarity
-        rep.checks.append(Check("structure", False,
-                                f"{len(diffs)} difference(s) from the target"
-                                + (f"; {sim:.0%} of the structure agrees" if sim is not None else "")))
+        rep.checks.append(
+            Check(
+                "structure",
+                False,
+                f"{len(diffs)} difference(s) from the target"
+                + (f"; {sim:.0%} of the structure agrees" if sim is not None else ""),
+            )
+        )
     return rep
 
 
@@ -675,7 +826,7 @@ def _decompose_hint(base: str, yours: _Block, target_update: _Block) -> str:
     """``sch.decompose_reduction("Y", "Y/k_0")``: the loop the target's init sits above, named as the
     student's loop at the same depth; after the loops' kinds when the target has any."""
     depth = target_update.shared if target_update.prev == f"{base}_init" else None
-    loop = (f"{base}/{yours.loops[depth].name}" if depth is not None and depth < len(yours.loops) else None)
+    loop = f"{base}/{yours.loops[depth].name}" if depth is not None and depth < len(yours.loops) else None
     call = f"sch.decompose_reduction({base!r}, {loop!r})" if loop else f"sch.decompose_reduction({base!r}, loop)"
     text = f"{call}: the init goes above {'that loop' if not loop else repr(loop)}"
     if any(lp.kind != "serial" for lp in target_update.loops):

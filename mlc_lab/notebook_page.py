@@ -28,7 +28,9 @@ PLOTLY = "application/vnd.plotly.v1+json"
 STATIC = Path(__file__).resolve().parent / "static"
 SAVED_PAGE_SCRIPT = STATIC / "saved_page.js"
 
-_EXTERNAL = re.compile(r"<script[^>]*\ssrc=[\"']https?://[^>]*>\s*</script>|<link[^>]*\shref=[\"']https?://[^>]*>", re.I)
+_EXTERNAL = re.compile(
+    r"<script[^>]*\ssrc=[\"']https?://[^>]*>\s*</script>|<link[^>]*\shref=[\"']https?://[^>]*>", re.I
+)
 
 
 @dataclass
@@ -62,22 +64,31 @@ def execute(nb: Any, cwd: Path, timeout: int) -> None:
     """Run a notebook in a fresh kernel, keeping the widget state (nbclient's store_widget_state)."""
     from nbclient import NotebookClient
 
-    NotebookClient(nb, timeout=timeout, kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
-                   store_widget_state=True, resources={"metadata": {"path": str(cwd)}}).execute()
+    NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
+        store_widget_state=True,
+        resources={"metadata": {"path": str(cwd)}},
+    ).execute()
 
 
 def _placeholder(model_id: str) -> str:
     # Replaced by the live widget as soon as the page's script runs; never the output's text/plain,
     # which (for mlc_lab widgets) only says how to see the widget, e.g. with this very page.
-    return (f'<div class="mlc-lab-saved" data-model-id="{html.escape(model_id)}">'
-            "<pre>Loading the mlc_lab widget from the state saved in this page "
-            "(it needs JavaScript; nothing is fetched).</pre></div>")
+    return (
+        f'<div class="mlc-lab-saved" data-model-id="{html.escape(model_id)}">'
+        "<pre>Loading the mlc_lab widget from the state saved in this page "
+        "(it needs JavaScript; nothing is fetched).</pre></div>"
+    )
 
 
 def _plot_div(index: int, figure: dict) -> str:
     payload = json.dumps(figure).replace("</", "<\\/")
-    return (f'<div class="mlc-lab-plot" id="mlc-lab-plot-{index}"></div>'
-            f'<script type="application/json" class="mlc-lab-plot-data" data-target="mlc-lab-plot-{index}">{payload}</script>')
+    return (
+        f'<div class="mlc-lab-plot" id="mlc-lab-plot-{index}"></div>'
+        f'<script type="application/json" class="mlc-lab-plot-data" data-target="mlc-lab-plot-{index}">{payload}</script>'
+    )
 
 
 def prepare(nb: Any) -> tuple[Any, dict[str, Any], int]:
@@ -139,9 +150,11 @@ def render_page(nb: Any, *, title: str) -> tuple[str, int, int, int]:
     if not SAVED_PAGE_SCRIPT.is_file():
         raise UsageError(f"{SAVED_PAGE_SCRIPT} is missing: build the front end first (npm run build)")
     state_json = json.dumps({"version_major": 2, "version_minor": 0, "state": models}).replace("</", "<\\/")
-    extra = [f"<style>{_PAGE_CSS}</style>",
-             f'<script type="{WIDGET_STATE}">{state_json}</script>',
-             f'<script type="module">{SAVED_PAGE_SCRIPT.read_text(encoding="utf-8")}</script>']
+    extra = [
+        f"<style>{_PAGE_CSS}</style>",
+        f'<script type="{WIDGET_STATE}">{state_json}</script>',
+        f'<script type="module">{SAVED_PAGE_SCRIPT.read_text(encoding="utf-8")}</script>',
+    ]
     if plots:
         from plotly.offline import get_plotlyjs
 
@@ -162,14 +175,18 @@ def export_notebook(path: str | Path, out_dir: str | Path, *, run: bool = False,
     try:
         nb = nbformat.read(str(src), as_version=4)
     except Exception as exc:  # noqa: BLE001  (nbformat raises several types for a bad file)
-        raise UsageError(f"{src}: not a readable notebook ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        raise UsageError(
+            f"{src}: not a readable notebook ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+        ) from None
     if run:
         execute(nb, src.resolve().parent, timeout)
     elif not saved_widget_state(nb) and any(
         WIDGET_VIEW in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
     ):
-        raise UsageError(f"{src}: its widgets were saved without their state; export with --execute "
-                         "(or save it with widget state: nbclient's store_widget_state)")
+        raise UsageError(
+            f"{src}: its widgets were saved without their state; export with --execute "
+            "(or save it with widget state: nbclient's store_widget_state)"
+        )
     page, widgets, plots, state_bytes = render_page(nb, title=src.stem)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -47,7 +47,9 @@ def main() -> None:
 NOTEBOOKS: dict[str, list[tuple[str, str]]] = {}
 
 NOTEBOOKS["01_tensorir.ipynb"] = [
-    ("md", r'''
+    (
+        "md",
+        r"""
 # 1. Tensor programs and TensorIR
 
 A model is a chain of *primitive tensor functions*: a matrix multiply, an add, a ReLU. Each one can be
@@ -62,8 +64,11 @@ In this notebook:
 3. the chapter-2 transformation (split, reorder, reverse_compute_at, decompose_reduction), step by step;
 4. **why** the new loop order is faster, read off the memory each loop touches;
 5. a sweep over the split factor, measured on this machine.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 import os
 
 import numpy as np
@@ -77,8 +82,11 @@ from mlc_lab.widgets.sweep import sweep_figure
 
 # MLC_LAB_QUICK=1 (set by the test suite and CI) keeps the sweep short; leave it unset in class.
 QUICK = os.environ.get("MLC_LAB_QUICK", "0") == "1"
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## The program
 
 `Y = A @ B` then `C = max(Y, 0)`, all 128×128 float32. Three things to notice in the script:
@@ -92,8 +100,11 @@ QUICK = os.environ.get("MLC_LAB_QUICK", "0") == "1"
 
 This is TVM 0.27's spelling (`tirx`, `T.sblock`, `s_tir=True`); the course's older spelling
 (`tir`, `T.block`) is accepted everywhere mlc_lab takes a program, see notebook 5.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 @I.ir_module
 class MyModule:
     @T.prim_func(s_tir=True)
@@ -115,12 +126,18 @@ class MyModule:
                 vi = T.axis.spatial(128, i)
                 vj = T.axis.spatial(128, j)
                 C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 The same loops in plain Python, next to numpy's one-liner. The loop version is what the TensorIR
 program means; we run it on a 24×24 corner because Python loops are slow.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 def loops_mm_relu(A, B, C):
     n, m, K = A.shape[0], B.shape[1], A.shape[1]
     Y = np.empty((n, m), dtype="float32")
@@ -143,8 +160,11 @@ c_loops = np.empty((small, small), dtype="float32")
 loops_mm_relu(a_np[:small, :small], b_np[:small, :small], c_loops)
 np.testing.assert_allclose(c_loops, np.maximum(a_np[:small, :small] @ b_np[:small, :small], 0), rtol=1e-5, atol=1e-6)
 print("the loop version agrees with numpy")
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## The explorer
 
 `mlc_lab.explore` opens a *session* on the program: the script on the left (changed lines are
@@ -152,13 +172,19 @@ highlighted after each step), the loop nest on the right, the primitives you can
 select, and the history. Click a loop, pick a primitive, fill the form, apply. Every click calls the
 same Python methods you can call yourself, so the cells below and the widget stay in step: run a cell
 and watch the explorer change.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 explorer = mlc_lab.explore(MyModule)
 session = explorer.session
 explorer
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## The chapter-2 walk-through
 
 Loops and blocks are named as they appear in the script. Both loop nests have an `i` and a `j`, so
@@ -167,43 +193,67 @@ Loops and blocks are named as they appear in the script. Both loop nests have an
 **Step 1: split.** Cut `j` (128) into `j_0` (32) × `j_1` (4). `None` lets TVM infer that factor.
 The cell starts from the original program (`goto(0)`), so steps you clicked in the explorer above do
 not get in the way; they stay in its history, as a branch you can go back to.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 session.goto(0)
 j0, j1 = session.apply("split", "Y/j", factors=[None, 4])
 print(j0, j1)
 print(session.script_of_function("mm_relu"))
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 **Step 2: reorder** to `i, j_0, k, j_1`: the innermost loop now walks along a *row* of `B` and `Y`
 instead of down a column of `B`.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 session.apply("reorder", "Y/i", j0, "k", j1)
 print(session.script_of_function("mm_relu"))
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 **Step 3: reverse_compute_at** moves block `C` (the ReLU) inside `j_0`: the four `Y` values are
 turned into `C` right after they are computed, while they are still in cache.
 
 **Step 4: decompose_reduction** takes the `T.init()` out of the block as its own block `Y_init`,
 placed above `k`. TVM would do this when compiling anyway; doing it here makes it visible.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 session.apply("reverse_compute_at", "C", j0)
 session.apply("decompose_reduction", "Y", "k")
 print(session.script_of_function("mm_relu"))
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 The schedule so far is recorded as a *trace*, TVM's own record of every step. It replays on the
 original program and gives the same result (the explorer's trace panel shows it too).
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 print(session.trace)
 replayed = mlc_lab.Session.from_trace(MyModule, session.trace)
 print("replays to the same program:", replayed.script == session.script)
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## Why is the new order faster? The memory each loop touches
 
 A CPU does not fetch one float at a time: it moves 64-byte *cache lines* (16 floats). A loop whose
@@ -214,8 +264,11 @@ that jumps by a whole row pays a new line for every single float.
 elements of every buffer its iterations touch, in which order, and with which stride per loop. Below:
 the inner loops of `Y` before the transformation (`k` at `i = j = 0`) and after it (`k` with `j_1`
 inside, at `i = j_0 = 0`). Colour is the order of first touch (dark = early).
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r'''
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -249,12 +302,18 @@ print("before: loop k of Y, at i = j = 0")
 footprint_table(before_fp, ["A", "B", "Y"])
 print("after: loops k, j_1 of Y_update, at i = j_0 = 0")
 footprint_table(after_fp, ["A", "B", "Y"])
-'''),
-    ("code", r'''
+''',
+    ),
+    (
+        "code",
+        r"""
 footprint_figure(before_fp, ["A", "B", "Y"], "before: k innermost walks down a column of B").show()
 footprint_figure(after_fp, ["A", "B", "Y"], "after: j_1 innermost walks along rows of B and Y").show()
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 Read the numbers above: before, the 128 floats of `B` that one `(i, j)` needs sit in 128 different
 cache lines (stride 128 floats for `k`). After, each cache line of `B` that is brought in serves
 `j_1`'s 4 consecutive floats (stride 1 for `j_1`). A larger `j_1` uses more of each line, which is
@@ -262,30 +321,42 @@ what the sweep at the end of this notebook measures.
 
 The **access view** shows the same data interactively: pick a loop, move the enclosing loops with
 the sliders, scrub through time, colour by order or by access kind.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 try:
     from mlc_lab.widgets.access_view import access_view
 except ImportError:  # an older mlc_lab without the access view: the figures above carry the same data
     access_view = None
 view = access_view(session, "k", at={"i": 0, "j_0": 0}) if access_view is not None else None
 view
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## Measure it
 
 `session.measure(step=...)` builds a step for this machine's CPU, checks its output against the
 original program on random inputs, and times it (in a separate process, so a crashing program
 cannot take the notebook down). Nothing below is typed in: every number is measured now.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 m_before = session.measure(step=0)
 m_after = session.measure()
 for label, m in (("original", m_before), ("transformed", m_after)):
     print(f"{label:12s} {m.latency_s * 1e3:8.3f} ms  {m.gflops:6.2f} GFLOPS  correct={m.correct}  max error {m.max_abs_error:.2g}")
 print(f"speed-up: {m_before.latency_s / m_after.latency_s:.2f}x")
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## What did the compiler make of it?
 
 `session.lower(step)` compiles a step the way `tvm.compile` does and keeps everything on the way:
@@ -296,8 +367,11 @@ loop: how wide the vector operations are, how many FMAs are packed or scalar, ho
 
 The original program's innermost loop is `k`, which walks *down a column* of `B` (stride 128); the
 transformed one has `j_1` innermost, walking *along a row* of `B` and `Y` (stride 1).
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 low_before = session.lower(step=0)
 low_after = session.lower()
 print("original:   ", low_before.verdict)
@@ -307,8 +381,11 @@ for label, low, loop in (("original", low_before, "k"), ("transformed", low_afte
     width = f"{f.vector_width}-wide on {f.register}" if f.vector_width else "scalar"
     print(f"{label:12s} innermost {f.name:4s} ({f.kind}): {width}; FMAs {f.vector_fma} packed / {f.scalar_fma} scalar; "
           f"loads {f.vector_loads} vector / {f.scalar_loads} scalar")
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 Read it as: along `k`, the elements of `B` are 512 bytes apart, so the compiler can only load them one
 at a time and the loop stays scalar. Along `j_1`, they are neighbours, and LLVM may pack the
 iterations of `j_1` into vector FMAs *on its own*, without being asked (the verdict says whether it
@@ -320,8 +397,11 @@ instructions.
 Now ask for it explicitly, with `j_1` of 16 (one 64-byte cache line of floats). The pass
 `tirx.VectorizeLoop` replaces the loop by vector expressions (`T.Ramp` is "16 consecutive
 addresses", `T.Broadcast` "one value in all 16 lanes"); the verdict says what reached the machine.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 import difflib
 
 vec = mlc_lab.Session(MyModule)
@@ -337,30 +417,42 @@ print(f"{len(after_vec.passes)} passes ran; these changed the program:", ", ".jo
 print("".join(difflib.unified_diff(after_vec.script_before(vectorize_pass).splitlines(True),
                                    after_vec.script_after(vectorize_pass).splitlines(True),
                                    "before tirx.VectorizeLoop", "after", n=0)))
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 excerpt = after_vec.asm_around_first("j_1", "vector_fma")
 if excerpt is None:
     print("j_1's machine code holds no packed FMA on this CPU: the verdict above says what it does instead")
 else:
     print("j_1's body around its first packed FMA, marked => (x86 assembly, AT&T syntax: source operands first):")
     print(excerpt)
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 The marked `vfmadd...ps` is a packed fused multiply-add: one instruction, as many floats as the
 register holds (`xmm` 4, `ymm` 8, `zmm` 16). How many loads LLVM places ahead of the first one
 depends on the CPU it compiled for, which is why the excerpt is found, not cut at a fixed line.
 On Intel CPUs with AVX-512, LLVM's own vectorizer prefers 256-bit `ymm` registers (512-bit code
 lowers the clock), so a 16-wide loop it vectorizes by itself runs as two
 8-wide halves; the verdicts above say which happened on this machine.
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## How does the split factor matter?
 
 The course asks: try other values of `j_1`'s extent (`jfactor`). `sweep` measures one schedule per
 value, `sweep_figure` plots latency against it (log axes, min-max bars, the best marked).
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 JFACTORS = [1, 4, 16, 128] if QUICK else [1, 2, 4, 8, 16, 32, 64, 128]
 
 
@@ -376,18 +468,27 @@ results = sweep(transform, JFACTORS, repeats=3 if QUICK else 5)
 for jf, m in results:
     print(f"jfactor {jf:4d}: {m.latency_s * 1e3:7.3f} ms" if m.ok else f"jfactor {jf}: {m.error}")
 sweep_figure(results, param="jfactor", title="mm_relu 128³: latency against the split factor of j")
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 best_jf, best_m = min(((jf, m) for jf, m in results if m.ok), key=lambda r: r[1].latency_s)
 print(f"best jfactor here: {best_jf} ({best_m.latency_s * 1e3:.3f} ms, "
       f"{m_before.latency_s / best_m.latency_s:.1f}x faster than the original)")
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 Your curve depends on your CPU (cache sizes, vector width) and on what else the machine is doing.
 Things to try in the explorer above: `vectorize` the innermost `j_1`, `parallel` the outer `i`,
 or `undo` and try another order. Then measure again.
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## How far from what the machine can do?
 
 A latency alone does not say whether a schedule is good. `mlc_lab.machine()` measures this CPU
@@ -397,8 +498,11 @@ its **arithmetic intensity** (FLOPs per byte the program must move) and its **fr
 peak**. On the **roofline** below, the slanted line is the memory's limit and the flat line the
 arithmetic's: a point far under the roof has room to grow, and the roof above it says what to
 work on.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 from mlc_lab.widgets.sweep import roofline_figure
 
 machine = mlc_lab.machine()
@@ -406,11 +510,14 @@ print(machine)
 print(f"best jfactor: {best_m.gflops:.1f} GFLOP/s, {best_m.fraction_of_peak:.1%} of the roof "
       f"at {best_m.intensity:.1f} FLOPs/byte")
 roofline_figure(results, param="jfactor", machine=machine, title="mm_relu 128³ on this machine's roofline")
-'''),
+""",
+    ),
 ]
 
 NOTEBOOKS["02_exercises.ipynb"] = [
-    ("md", r'''
+    (
+        "md",
+        r"""
 # 2. Exercises: writing and transforming TensorIR
 
 Three exercises from the course's TensorIR chapter, each with a grader from `mlc_lab.exercises`:
@@ -422,8 +529,11 @@ Three exercises from the course's TensorIR chapter, each with a grader from `mlc
 
 Each exercise cell holds a first attempt that is **not** right yet: run it, read the report, fix it.
 (Worked solutions are at the very end, collapsed; try first.)
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 import numpy as np
 import tvm
 from tvm.script import ir as I
@@ -431,15 +541,21 @@ from tvm.script import tirx as T
 
 import mlc_lab
 from mlc_lab import exercises
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## Warm-up: element-wise add
 
 `C[i, j] = A[i, j] + B[i, j]` on 4×4 `int64` arrays (numpy's default integer type, which the
 grader's `np.arange` inputs use). A grader builds your function for this CPU, calls it on its own
 inputs and compares the output buffer with numpy.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 @I.ir_module
 class MyAdd:
     @T.prim_func(s_tir=True)
@@ -455,16 +571,22 @@ class MyAdd:
 
 
 exercises.check_add(MyAdd)
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## Exercise 1: broadcast add
 
 Now `B` is a vector of 4: `C[i, j] = A[i, j] + B[j]`. The grader passes
 `A = np.arange(16).reshape(4, 4)`, `B = np.arange(4, 0, -1)` and an empty `C`, and expects `A + B`.
 
 The attempt below still declares `B` as a matrix. Run it, read the report, fix the function.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 @I.ir_module
 class MyBroadcastAdd:
     @T.prim_func(s_tir=True)
@@ -480,8 +602,11 @@ class MyBroadcastAdd:
 
 report1 = exercises.check_broadcast_add(MyBroadcastAdd)
 report1
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## Exercise 2: 2-D convolution
 
 NCHW layout, stride 1, no padding:
@@ -492,8 +617,11 @@ with data `(1, 1, 8, 8)`, weights `(2, 1, 3, 3)`, output `(1, 2, 6, 6)`, all `in
 (`np.arange` values). Spatial axes are `b, k, i, j`; `q, di, dj` are reduce axes.
 
 The attempt below has one wrong index. The report says how many elements are off and by how much.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 @I.ir_module
 class MyConv:
     @T.prim_func(s_tir=True)
@@ -511,14 +639,20 @@ class MyConv:
 
 report2 = exercises.check_conv(MyConv)
 report2
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## Exercise 3: transform a batched matmul
 
 `Y[n, i, j] = sum over k of A[n, i, k] * B[n, k, j]`, then `C[n, i, j] = max(Y[n, i, j], 0)`, with
 `n` 16 and the rest 128, float32. First the program itself:
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 @I.ir_module
 class MyBmmRelu:
     @T.prim_func(s_tir=True)
@@ -542,22 +676,34 @@ class MyBmmRelu:
 start = exercises.check_bmm_relu(MyBmmRelu)
 print(start.check("matches numpy").message)
 print(f"unscheduled: {start.distance} structural differences from the target")
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 The target is the course's `TargetModule` (`exercises.BMM_RELU_TARGET`): the batch loop runs in
 parallel, `j` is split by 8 with `C` computed right after each 8-wide strip of `Y`, `k` is split by 4
 and unrolled, the reduction's initialisation is its own vectorised block, and `C`'s inner loop is
 vectorised.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 print(exercises.BMM_RELU_TARGET)
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 Schedule it in a session (the explorer below shows the program as you go; you can also click).
 This first attempt does the splits, the reorder and moves `C`, and stops there. The grader lists
 what is left, with the primitive that closes each gap.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 bmm = mlc_lab.explore(MyBmmRelu)
 s3 = bmm.session
 j0, j1 = s3.apply("split", "Y/j", factors=[None, 8])
@@ -565,35 +711,56 @@ k0, k1 = s3.apply("split", "k", factors=[None, 4])
 s3.apply("reorder", j0, k0, k1, j1)
 s3.apply("reverse_compute_at", "C", j0)
 bmm
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 report3 = exercises.check_bmm_relu(s3)
 report3
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 The same report as text (handy in a terminal), and the numbers behind it:
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 print(report3.text())
 print("differences:", report3.distance, " share of the structure that agrees:", f"{report3.similarity:.0%}")
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 Towards the target is what counts: the course says a program that moves in its direction and gets
 faster is good enough. Measure where you are (original against your current step):
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 m_orig = s3.measure(step=0)
 m_now = s3.measure()
 print(f"original {m_orig.latency_s * 1e3:.2f} ms, yours {m_now.latency_s * 1e3:.2f} ms: "
       f"{m_orig.latency_s / m_now.latency_s:.2f}x, correct={m_now.correct}")
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ---
 ## Solutions
 
 Collapsed cells: click the `...` to open them. Each ends with its grader passing.
-'''),
-    ("code!", r'''
+""",
+    ),
+    (
+        "code!",
+        r"""
 @I.ir_module
 class BroadcastAddSolution:
     @T.prim_func(s_tir=True)
@@ -606,8 +773,11 @@ class BroadcastAddSolution:
 
 
 exercises.check_broadcast_add(BroadcastAddSolution)
-'''),
-    ("code!", r'''
+""",
+    ),
+    (
+        "code!",
+        r"""
 @I.ir_module
 class ConvSolution:
     @T.prim_func(s_tir=True)
@@ -623,8 +793,11 @@ class ConvSolution:
 
 
 exercises.check_conv(ConvSolution)
-'''),
-    ("code!", r'''
+""",
+    ),
+    (
+        "code!",
+        r"""
 solution = mlc_lab.Session(MyBmmRelu)
 j0, j1 = solution.apply("split", "Y/j", factors=[None, 8])
 k0, k1 = solution.apply("split", "k", factors=[None, 4])
@@ -639,11 +812,14 @@ final = exercises.check_bmm_relu(solution)
 m_final = solution.measure()
 print(f"{m_orig.latency_s / m_final.latency_s:.2f}x faster than the original")
 final
-'''),
+""",
+    ),
 ]
 
 NOTEBOOKS["03_auto_opt.ipynb"] = [
-    ("md", r'''
+    (
+        "md",
+        r"""
 # 3. Automatic program optimisation
 
 In notebook 1 we picked the split factor by hand and measured a handful of values. Here the
@@ -656,8 +832,11 @@ model and an evolutionary search instead of blind sampling.
 2. random search by hand, latency per trial;
 3. `meta_schedule` over *your* space (`space="session"`) and over its default space, with a live dashboard;
 4. the tuned kernel put back into the course's two-layer MLP (Relax), end to end before and after.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r'''
 import os
 import tempfile
 from types import SimpleNamespace
@@ -690,11 +869,17 @@ def best_of(job, session):
           f"program: the schedule it started from stands in for it below. Run the tuning cell again to tune.")
     m = session.measure()
     return SimpleNamespace(trial=None, latency_s=m.latency_s, trace=session.trace, gflops=m.gflops)
-'''),
-    ("md", r'''
+''',
+    ),
+    (
+        "md",
+        r"""
 ## The program: a 128×128 matmul
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 @I.ir_module
 class MyModule:
     @T.prim_func(s_tir=True)
@@ -712,16 +897,22 @@ class MyModule:
 
 baseline = mlc_lab.Session(MyModule).measure()
 print(f"unscheduled: {baseline.latency_s * 1e3:.3f} ms ({baseline.gflops:.2f} GFLOPS)")
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## A stochastic schedule
 
 The deterministic schedule of the course splits `j` by a fixed 4. The stochastic one asks
 `sample_perfect_tile` for two factors whose product is 128 and splits with them. The sampled
 values are *decisions*: the trace records them, and changing one replays the schedule with the new
 value. `session.decisions` lists each one with all the values it may take.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 explorer = mlc_lab.explore(MyModule)
 stoch = explorer.session
 tiles = stoch.apply("sample_perfect_tile", "j", n=2)
@@ -731,24 +922,36 @@ stoch.apply("decompose_reduction", "C", "k")
 decision = stoch.decisions[0]
 print("sampled:", decision["value"], " possible:", decision["choices"])
 explorer
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 In the explorer the decision is a knob in the trace panel. From Python, `set_decision` does the
 same: it replays the schedule with the new value, as a new step of the history.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 for choice in decision["choices"]:
     stoch.set_decision(0, choice)
     m = stoch.measure(repeats=3)
     print(f"decision {choice}: j_1 has extent {choice[1]:3d}, {m.latency_s * 1e3:.3f} ms")
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## Random search by hand
 
 The course's `random_search`: draw the schedule again and again (a different seed each time),
 measure each program, keep the best. Every draw is independent; nothing is learned between them.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 def stochastic_schedule_mm(session):
     tiles = session.apply("sample_perfect_tile", "j", n=2)
     j0, j1 = session.apply("split", "j", factors=tiles)
@@ -765,8 +968,11 @@ for trial in range(SEARCH_TRIALS):
     print(f"trial {trial:2d}: decision {s.decisions[0]['value']}, {m.latency_s * 1e3:.3f} ms")
 best_trial = min(search, key=lambda r: r[2])
 print(f"best: trial {best_trial[0]}, decision {best_trial[1]}, {best_trial[2] * 1e3:.3f} ms")
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 trials = [r[0] for r in search]
 lat_ms = [r[2] * 1e3 for r in search]
 best_so_far = np.minimum.accumulate(lat_ms)
@@ -777,8 +983,11 @@ fig.add_scatter(x=trials, y=best_so_far, mode="lines", name="best so far", line_
 fig.update_layout(title="random search over the stochastic schedule", xaxis_title="trial",
                   yaxis_title="latency (ms)", yaxis_type="log", template="plotly_white", height=360)
 fig
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## meta_schedule over your own space
 
 `tune(session, space="session")` turns the steps of a session into a search space: every split with
@@ -787,8 +996,11 @@ literal factors becomes a sampled split of the same loop. Below, the course's de
 the random search, with its cost model and evolutionary search. The job runs in its own process
 (cancel it any time; the records stay in the work directory). The dashboard shows latency per trial
 as measurements arrive; click a point to see that trial's trace and program.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 student = mlc_lab.Session(MyModule)
 j0, j1 = student.apply("split", "j", factors=[None, 4])
 student.apply("reorder", "i", j0, "k", j1)
@@ -797,8 +1009,11 @@ student.apply("decompose_reduction", "C", "k")
 job_session = tune(student, trials=TRIALS, space="session", work_dir=os.path.join(WORK, "session_space"))
 board = dashboard(job_session, student)
 board
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 print("status:", job_session.wait())
 best = best_of(job_session, student)
 if best.trial is not None:
@@ -807,19 +1022,28 @@ if best.trial is not None:
 if job_session.stopped_early:
     print("why it stopped early:", job_session.stopped_early["reason"])
 print(best.trace)
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## meta_schedule's own space
 
 Without `space=`, meta_schedule builds its default space for the target: multi-level tiling,
 a cached write, parallel outer loops, vectorised inner loops, unrolling. Many more decisions, so
 many more trials pay off.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 job_auto = tune(student, trials=TRIALS, space="auto", work_dir=os.path.join(WORK, "auto_space"))
 dashboard(job_auto, student)
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 print("status:", job_auto.wait())
 best_auto = best_of(job_auto, student)
 tuned = mlc_lab.Session.from_trace(MyModule, best_auto.trace)
@@ -829,16 +1053,22 @@ print(f"unscheduled      {baseline.latency_s * 1e3:8.3f} ms")
 print(f"random search    {best_trial[2] * 1e3:8.3f} ms")
 print(f"tuned (session)  {best.latency_s * 1e3:8.3f} ms")
 print(f"tuned (default)  {m_tuned.latency_s * 1e3:8.3f} ms  ({m_tuned.gflops:.1f} GFLOPS, correct={m_tuned.correct})")
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## Back into the model: the MLP in Relax
 
 The course's two-layer MLP (784 → 128 → ReLU → 10) as a Relax program: `linear0` is a TensorIR
 function, the ReLU and the second layer call out to Python functions registered with TVM
 (`env.relu`, `env.linear`, numpy underneath). The weights are random numbers made here: we measure
 speed, not accuracy, so nothing is downloaded.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 from tvm import relax
 from tvm.script import relax as R
 
@@ -882,8 +1112,11 @@ def env_linear(x, w, b, out):
 @tvm.register_global_func("env.relu", override=True)
 def env_relu(x, out):
     np.maximum(np.from_dlpack(x), 0, out=np.from_dlpack(out))
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r'''
 rng = np.random.default_rng(0)
 params = {
     "w0": (rng.standard_normal((128, 784)) * 0.05).astype("float32"),
@@ -915,17 +1148,26 @@ def run_mlp(module, linear0=None):
 
 mlp_before_ms = run_mlp(MyModuleMixture)
 print(f"MLP with the naive linear0: {mlp_before_ms:.4f} ms per image")
-'''),
-    ("md", r'''
+''',
+    ),
+    (
+        "md",
+        r"""
 Tune `linear0` alone (a session on that one function of the module), then swap the tuned function in
 with `update_func` and measure the whole model again.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 linear0 = mlc_lab.Session(MyModuleMixture, func="linear0")
 job_linear = tune(linear0, trials=TRIALS, space="auto", work_dir=os.path.join(WORK, "linear0"))
 dashboard(job_linear, linear0)
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 print("status:", job_linear.wait())
 best_linear0 = best_of(job_linear, linear0)
 tuned_linear0 = mlc_lab.Session.from_trace(MyModuleMixture, best_linear0.trace, func="linear0")
@@ -934,20 +1176,29 @@ mlp_after_ms = run_mlp(MyModuleMixture, linear0=tuned_linear0.module["linear0"])
 print(f"linear0 alone: {best_linear0.latency_s * 1e3:.4f} ms after tuning")
 print(f"MLP end to end: {mlp_before_ms:.4f} ms -> {mlp_after_ms:.4f} ms "
       f"({mlp_before_ms / mlp_after_ms:.2f}x), outputs still match numpy")
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 The end-to-end gain is smaller than `linear0`'s own: the other two calls and the VM's own work did
 not get faster. That is the usual picture, and why real compilers tune every kernel and fuse them.
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## The chapter on one picture: the roofline
 
 Each schedule of this notebook, measured the same way (`measure`: warm-up, median of repeats, all
 cores), placed against what this machine can do (`mlc_lab.machine()`). All of them do the same
 FLOPs on the same bytes, so they stand on one vertical line: the distance to the roof is what
 tuning won, and what is left.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 from mlc_lab.widgets.sweep import roofline_figure
 
 m_session = mlc_lab.Session.from_trace(MyModule, best.trace).measure()
@@ -955,11 +1206,14 @@ points = [("unscheduled", baseline), ("tuned: your space", m_session), ("tuned: 
 for name, m in points:
     print(f"{name:22s} {m.gflops:8.1f} GFLOP/s = {m.fraction_of_peak:6.1%} of the roof")
 roofline_figure(points, param="schedule", machine=mlc_lab.machine(), title="MyModule 128³ on this machine's roofline")
-'''),
+""",
+    ),
 ]
 
 NOTEBOOKS["04_gpu.ipynb"] = [
-    ("md", r'''
+    (
+        "md",
+        r"""
 # 4. GPU acceleration
 
 A GPU runs thousands of threads. In CUDA terms, threads are grouped in **thread blocks** (a block
@@ -971,8 +1225,11 @@ This notebook works with or without a GPU. Without one, everything that does not
 kernel still works: building the CUDA code, reading it, and analysing how threads touch memory
 (coalescing of global memory, bank conflicts of shared memory). **Timings need a GPU**: those cells
 say so and skip.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r'''
 import os
 
 import numpy as np
@@ -1012,13 +1269,19 @@ def warp_table(stats):
         else:
             fig = a.note or ""
         print(f"  {a.kind:10s} {a.buffer}[{a.index}] in {a.block} ({a.scope}): {fig}")
-'''),
-    ("md", r'''
+''',
+    ),
+    (
+        "md",
+        r"""
 ## Vector add
 
 `C[i] = A[i] + B[i]` for 1024 elements: split `i` into blocks of 128 threads.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r'''
 VEC_ADD = """
 from tvm.script import ir as I
 from tvm.script import tirx as T
@@ -1038,24 +1301,36 @@ i0, i1 = vec.apply("split", "i", factors=[None, 128])
 vec.apply("bind", i0, "blockIdx.x")
 vec.apply("bind", i1, "threadIdx.x")
 print(vec.script_of_function("main"))
-'''),
-    ("md", r'''
+''',
+    ),
+    (
+        "md",
+        r"""
 The CUDA kernel TVM generates (no GPU needed to build it): one thread per element,
 `blockIdx.x * 128 + threadIdx.x`.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 cuda = vec.cuda_source()
 print(cuda.source)
 print(cuda.kernels)
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 **Coalescing.** The 32 threads of a *warp* issue each load together. When they read 32 neighbouring
 floats (128 bytes), the memory system moves four 32-byte sectors and every byte is used. Below, the
 analysis of warp 0, then the same computation with the split the other way round (thread `t` of
 block `b` handles element `8t + b`): neighbouring threads are 32 bytes apart, every lane needs its
 own sector and 7/8 of each sector moved is wasted.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 warp_table(vec.gpu_stats("i_0"))
 
 strided = mlc_lab.Session(VEC_ADD)
@@ -1064,16 +1339,22 @@ strided.apply("bind", t, "threadIdx.x")
 strided.apply("bind", b, "blockIdx.x")
 print()
 warp_table(strided.gpu_stats("i_0"))
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## Window sum: shared memory and cooperative fetching
 
 `B[i] = A[i] + A[i + 1] + A[i + 2]`. The 128 threads of a block together need 130 consecutive
 elements of `A`, each read three times. `cache_read(..., "shared")` adds a stage that copies them
 into shared memory once; `compute_at` puts that copy inside the block; splitting the copy loop and
 binding it to `threadIdx.x` makes all 128 threads fetch together (*cooperative fetching*).
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r'''
 WINDOW_SUM = """
 from tvm.script import ir as I
 from tvm.script import tirx as T
@@ -1097,29 +1378,44 @@ win.apply("compute_at", shared, i1)
 f0, f1 = win.apply("split", "ax0", factors=[None, 128])
 win.apply("bind", f1, "threadIdx.x")
 print(win.script_of_function("main"))
-'''),
-    ("code", r'''
+''',
+    ),
+    (
+        "code",
+        r"""
 cuda = win.cuda_source()
 print(cuda.source)
 k = cuda.kernels[0]
 print(f"{k['blocks']} blocks x {k['threads_per_block']} threads, {k['shared_bytes']} bytes of shared memory per block")
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 warp_table(win.gpu_stats("i_0"))
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 The build shrank the shared buffer to the 130 elements one block uses. The three shared reads are
 conflict-free: the 32 threads of a warp read 32 consecutive floats, one per bank.
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## Matrix multiply on the GPU: local blocking
 
 `C = A @ B`, 1024×1024. The course's first GPU schedule: each thread computes an 8×8 tile of `C`
 in registers (`cache_write(..., "local")`), so every value of `A` and `B` it loads is used 8 times;
 a thread block of 8×8 threads covers a 64×64 tile. The function is the course's, in today's API
 (`get_sblock`); `session.run` records what it does as steps.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r'''
 MATMUL = """
 from tvm.script import ir as I
 from tvm.script import tirx as T
@@ -1161,13 +1457,19 @@ local = mlc_lab.explore(MATMUL)
 local.session.run(lambda sch: blocking(sch, 8, 8, 8, 8, 4))
 blocked = local.session.current.id   # the cells below analyse this step, whatever you click meanwhile
 local
-'''),
-    ("md", r'''
+''',
+    ),
+    (
+        "md",
+        r"""
 Who computes what: below, the top-left 128×128 corner of `C`, coloured by the thread (left) and by
 the thread block (right) that writes each element. The 8×8 tiles per thread and 64×64 tiles per
 block are the schedule's split factors.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 def ownership_figure(session, buffer="C", corner=128, title="", step=None):
     fp = session.footprint("i_0", step=step)[buffer]
     fig = make_subplots(rows=1, cols=2, subplot_titles=["thread (linear threadIdx)", "block (linear blockIdx)"])
@@ -1180,14 +1482,20 @@ def ownership_figure(session, buffer="C", corner=128, title="", step=None):
 
 
 ownership_figure(local.session, title="local blocking: each thread owns an 8x8 tile of C", step=blocked)
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 cuda = local.session.cuda_source(step=blocked)
 print(cuda.source[:2500])
 warp_table(local.session.gpu_stats("i_0", step=blocked))
 m_local = time_on_gpu(local.session, "local blocking", step=blocked)
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 The warp analysis shows the cost of this schedule: the 32 threads of a warp read `A` from 4 rows
 and `B` 8 floats apart, so only one float in eight of every sector moved is used.
 
@@ -1196,8 +1504,11 @@ and `B` 8 floats apart, so only one float in eight of every sector moved is used
 The threads of one block need the same rows of `A` and columns of `B`. The course's second
 schedule stages a 64×8 tile of `A` and an 8×64 tile of `B` in shared memory at every step of `k_0`,
 fetched cooperatively (all 64 threads, 4 floats each, vectorised), then computes from shared memory.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 def cache_read_and_coop_fetch(sch, block, nthread, read_idx, read_loc):
     read_cache = sch.cache_read(block=block, read_buffer_index=read_idx, storage_scope="shared")
     sch.compute_at(block=read_cache, loop=read_loc)
@@ -1231,20 +1542,29 @@ def blocking_with_shared(sch, tile_local_y, tile_local_x, tile_block_y, tile_blo
 shared_mm = mlc_lab.explore(MATMUL)
 shared_mm.session.run(lambda sch: blocking_with_shared(sch, 8, 8, 8, 8, 8))
 shared_mm
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 cuda = shared_mm.session.cuda_source()
 print(cuda.source[:3000])
 k = cuda.kernels[0]
 print(f"{k['blocks']} blocks x {k['threads_per_block']} threads, {k['shared_bytes']} bytes of shared memory per block")
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 What does the GPU's own compiler make of this kernel? `session.lower(target="cuda")` runs TVM's
 lowering passes, then `nvcc` (to PTX, the GPU's portable assembly) and `ptxas -v`, which reports
 the **registers** each thread needs, its shared memory and spills. Registers bound occupancy: a
 streaming multiprocessor has 65536 of them, shared by all the threads resident on it.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 low_gpu = shared_mm.session.lower(target="cuda")
 print(low_gpu.verdict)
 for kf in low_gpu.kernels:
@@ -1257,14 +1577,20 @@ if low_gpu.ptx:
     print("\nsome loads in the PTX:", *loads[:8], sep="\n  ")
 else:
     print("no PTX:", low_gpu.ptx_error)
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 Now the global loads are the cooperative fetches: consecutive threads load consecutive `float4`s, so
 the sectors are fully used. The reads of the computation come from shared memory, where what matters
 is **bank conflicts**: shared memory has 32 banks, and threads of a warp that hit different
 addresses in the same bank are served one after another.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 stats = shared_mm.session.gpu_stats("i_0")
 warp_table(stats)
 for a in stats.accesses:
@@ -1272,30 +1598,45 @@ for a in stats.accesses:
         print(f"-> {a.buffer}[{a.index}] in {a.block}: {a.bank_conflicts / a.wavefronts:.0%} of its wavefronts are "
               f"conflict replays (worst {a.max_ways}-way)")
 m_shared = time_on_gpu(shared_mm.session, "shared-memory blocking")
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 Where the shared-memory reads show conflicts, several threads of a warp read different addresses
 of the staged tile that are a multiple of 32 floats apart, so they fall into the same bank. Padding each row of the shared buffer (`sch.storage_align`) or another thread layout spreads
 them over the banks: try it in the explorer above and run the analysis again.
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 The same data in the access view (choose loop `k_0`, colour by thread, pick a warp):
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 try:
     from mlc_lab.widgets.access_view import access_view
 except ImportError:  # an older mlc_lab without the access view
     access_view = None
 access_view(shared_mm.session, "k_0") if access_view is not None else None
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 ## meta_schedule on CUDA
 
 The tuner searches thread bindings, tile sizes, shared-memory staging and unrolling for the GPU.
 It has to *run* candidates, so it needs a GPU (or an RPC runner on a machine with one: pass
 `runner="rpc://HOST:PORT/KEY"`). Here it runs only when a GPU is present.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 from mlc_lab.core.tune import tune
 from mlc_lab.widgets.tuning import dashboard
 
@@ -1311,8 +1652,11 @@ else:
         print(err)
     board = None
 board
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 if gpu_job is not None and (gpu_job.wait() != "done" or gpu_job.best is None):
     print("the tuning job found no working candidate:", gpu_job.error or gpu_job.summary())
 elif gpu_job is not None:
@@ -1322,11 +1666,14 @@ elif gpu_job is not None:
         print(f"{label:16s} {m.gflops:8.1f} GFLOPS")
 else:
     print("no GPU: the GFLOPS comparison of the three schedules needs one")
-'''),
+""",
+    ),
 ]
 
 NOTEBOOKS["05_playground.ipynb"] = [
-    ("md", r'''
+    (
+        "md",
+        r"""
 # 5. Playground
 
 Paste any TensorIR program into `PROGRAM` below and run the notebook: the explorer opens on it.
@@ -1336,8 +1683,11 @@ function in the text is the program; other code in it is *not* run.
 
 Pre-filled: the course's element-wise add with its parallel / unroll / vectorize demo, as the
 course printed it (old spelling).
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r'''
 import mlc_lab
 
 PROGRAM = """
@@ -1370,29 +1720,47 @@ sch.vectorize(j)
 rt_lib = tvm.build(sch.mod, target="llvm")
 a_tvm = tvm.nd.array(np.arange(16).reshape(4, 4))
 """
-'''),
-    ("md", r'''
+''',
+    ),
+    (
+        "md",
+        r"""
 `mlc_lab.convert` rewrites old course code for today's TVM, keeping your layout and comments (and
 marking anything it cannot convert). Copy from its output what you want to keep.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 print(mlc_lab.convert(PROGRAM))
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 The explorer on the program. Select a loop or a block, pick a primitive, apply; undo and redo freely
 (the history is a tree). Errors are explained in a sentence and change nothing.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 playground = mlc_lab.explore(PROGRAM)
 session = playground.session
 playground
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 Steps can come from Python too, using the names shown in the script. A function written against
 TVM's schedule API (as in the course, with today's `get_sblock`) is recorded step by step with
 `session.run`. This is the pre-filled program's demo; change it or skip it for your own program.
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 def schedule(sch):
     block = sch.get_sblock("C", func_name="add")
     i, j = sch.get_loops(block)
@@ -1406,12 +1774,18 @@ if session.func_name == "add":   # only for the pre-filled example
     session.goto(0)               # from the original program: steps clicked above stay in the history
     session.run(schedule)
 print(session.script)
-'''),
-    ("md", r'''
+""",
+    ),
+    (
+        "md",
+        r"""
 Check and time the current step against the original program (random inputs, a separate process),
 and list what the innermost loop touches:
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 m = session.measure()
 print(f"step {session.current.id}: {m.latency_s * 1e6:.2f} us, correct={m.correct}" if m.ok else m.error)
 
@@ -1431,14 +1805,18 @@ loop = innermost(session.loop_tree())
 for name, fp in session.footprint(loop).items():
     s = fp.summary()
     print(f"{loop}: {name} touches {s['distinct']} element(s), strides {s['strides']}")
-'''),
-    ("code", r'''
+""",
+    ),
+    (
+        "code",
+        r"""
 try:
     from mlc_lab.widgets.access_view import access_view
 except ImportError:  # an older mlc_lab without the access view
     access_view = None
 access_view(session, loop) if access_view is not None else None
-'''),
+""",
+    ),
 ]
 
 # CELLS_PLACEHOLDER

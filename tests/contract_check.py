@@ -31,7 +31,11 @@ def problems(value: Any, tp: Any, where: str = "$") -> list[str]:
     if tp is bool:
         return [] if isinstance(value, bool) else [f"{where}: {value!r} is not a boolean"]
     if tp in (int, float):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (tp is float or float(value).is_integer())
+        ok = (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and (tp is float or float(value).is_integer())
+        )
         return [] if ok else [f"{where}: {value!r} is not a{'n integer' if tp is int else ' number'}"]
     if tp is str:
         return [] if isinstance(value, str) else [f"{where}: {value!r} is not text"]

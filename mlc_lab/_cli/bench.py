@@ -19,8 +19,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--target", default="cpu", help="cpu (native, all cores) or cuda (default: cpu)")
     p.add_argument("--func", help="the function to use when the module has several")
     p.add_argument("--repeats", type=int, default=10, help="timed repeats; the median is reported (default: 10)")
-    p.add_argument("--cache", choices=("warm", "cold"), default="warm",
-                   help="warm: inputs stay cached between calls (default); cold: flushed before every call")
+    p.add_argument(
+        "--cache",
+        choices=("warm", "cold"),
+        default="warm",
+        help="warm: inputs stay cached between calls (default); cold: flushed before every call",
+    )
     p.add_argument("--timeout", type=float, default=30.0, help="seconds before a hanging program is stopped")
     return p
 
@@ -54,8 +58,15 @@ def run(args: argparse.Namespace) -> int:
     if args.target not in ("cpu", "cuda", "llvm", "gpu"):
         raise UsageError(f"--target must be cpu or cuda, not {args.target!r}")
     session = load_session(args.file, args.func, args.trace)
-    m = measure(session.module, session.original, session.func_name, args.target, args.repeats, timeout=args.timeout,
-                cache=args.cache)
+    m = measure(
+        session.module,
+        session.original,
+        session.func_name,
+        args.target,
+        args.repeats,
+        timeout=args.timeout,
+        cache=args.cache,
+    )
     # the same figures as every other measurement (mlc_lab.tvm.timing), in Measurement's one encoding
     out = {
         **{k: v for k, v in m.to_json().items() if k not in ("results_s", "error", "error_kind")},

@@ -13,18 +13,29 @@ from mlc_lab.errors import UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser("check", help="judge a schedule: named optimisations, hazards (races, out-of-bounds, "
-                                     "spills, limits) and optionally its numbers")
+    p = sub.add_parser(
+        "check",
+        help="judge a schedule: named optimisations, hazards (races, out-of-bounds, "
+        "spills, limits) and optionally its numbers",
+    )
     p.add_argument("file", help="the program (.py with TVMScript)")
     p.add_argument("--trace", help="a schedule trace to apply first (TVM's printed trace or its JSON; never executed)")
     p.add_argument("--func", help="the PrimFunc to check")
-    p.add_argument("--target", help="cpu, cuda, or a CUDA arch such as sm_80 (default: cuda when the program binds "
-                                    "threads, else cpu)")
+    p.add_argument(
+        "--target",
+        help="cpu, cuda, or a CUDA arch such as sm_80 (default: cuda when the program binds threads, else cpu)",
+    )
     p.add_argument("--only", metavar="NAMES", help="comma-separated check names (default: every check that applies)")
-    p.add_argument("--numeric", action="store_true",
-                   help="also run the GPU kernel on the CPU (OpenCL) at a small size and compare with the program")
-    p.add_argument("--json", action="store_true",
-                   help='print {"checks": [...], "hazards": [...], "numeric": {...} or null} as JSON')
+    p.add_argument(
+        "--numeric",
+        action="store_true",
+        help="also run the GPU kernel on the CPU (OpenCL) at a small size and compare with the program",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"checks": [...], "hazards": [...], "numeric": {...} or null} as JSON',
+    )
     return p
 
 
@@ -49,8 +60,12 @@ def run(args: argparse.Namespace) -> int:
         from mlc_lab.core.numeric_gpu import numeric_check
 
         result = numeric_check(session)
-        numeric = {"ok": bool(result.ok), "max_error": result.max_error, "shape": result.shape,
-                   "message": result.message}
+        numeric = {
+            "ok": bool(result.ok),
+            "max_error": result.max_error,
+            "shape": result.shape,
+            "message": result.message,
+        }
         report = CheckReport(report.checks, report.hazards, numeric)
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=1)
@@ -79,8 +94,11 @@ def _text(report) -> str:
         lines.append("no check applies to this program")
     failed = sum(1 for c in report.checks if not c.ok)
     lines.append("")
-    lines.append("all checks hold" if report.ok else
-                 f"{failed} check{'s' if failed != 1 else ''} failed, {len(report.hazards)} "
-                 f"hazard{'s' if len(report.hazards) != 1 else ''}"
-                 + ("" if report.numeric is None or report.numeric["ok"] else ", wrong numbers"))
+    lines.append(
+        "all checks hold"
+        if report.ok
+        else f"{failed} check{'s' if failed != 1 else ''} failed, {len(report.hazards)} "
+        f"hazard{'s' if len(report.hazards) != 1 else ''}"
+        + ("" if report.numeric is None or report.numeric["ok"] else ", wrong numbers")
+    )
     return "\n".join(lines) + "\n"

@@ -13,32 +13,55 @@ import sys
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser("class", help="run a class server: submissions, autograding, leaderboard, teacher's view",
-                       description="Serve a class over one assignment: students submit traces (the explorer's "
-                       "Submit button, `mlc-lab submit`, Session.submit); each is graded by the autograder and "
-                       "timed; students see the leaderboard, the teacher a summary (with the printed token).")
+    p = sub.add_parser(
+        "class",
+        help="run a class server: submissions, autograding, leaderboard, teacher's view",
+        description="Serve a class over one assignment: students submit traces (the explorer's "
+        "Submit button, `mlc-lab submit`, Session.submit); each is graded by the autograder and "
+        "timed; students see the leaderboard, the teacher a summary (with the printed token).",
+    )
     p.add_argument("action", choices=["serve"], help="serve: run the class server until interrupted")
     p.add_argument("assignment", help="the assignment's TOML file (mlc-lab grade's format)")
     p.add_argument("--dir", required=True, help="the class's folder: class.sqlite holds every submission")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default 127.0.0.1; 0.0.0.0 for students on other machines or "
-                   "other JupyterHub containers)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; 0.0.0.0 for students on other machines or "
+        "other JupyterHub containers)",
+    )
     p.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765)")
-    p.add_argument("--tracker", help="HOST:PORT/KEY of the class's TVM RPC tracker: time submissions on the "
-                   "measurement machines registered under KEY (default: time them on this machine)")
+    p.add_argument(
+        "--tracker",
+        help="HOST:PORT/KEY of the class's TVM RPC tracker: time submissions on the "
+        "measurement machines registered under KEY (default: time them on this machine)",
+    )
     p.add_argument("--new-token", action="store_true", help="replace the teacher's token kept in DIR")
-    p.add_argument("--workers", type=int, default=1,
-                   help="submissions graded at once (default 1; more only with --tracker: timings taken side "
-                   "by side on this machine disturb each other)")
-    p.add_argument("--tuning-db-port", type=int, metavar="PORT",
-                   help="also serve the class's shared tuning database (DIR/tuning_db, as `mlc-lab database serve`) "
-                   "on PORT, registered with --tracker's tracker when given")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="submissions graded at once (default 1; more only with --tracker: timings taken side "
+        "by side on this machine disturb each other)",
+    )
+    p.add_argument(
+        "--tuning-db-port",
+        type=int,
+        metavar="PORT",
+        help="also serve the class's shared tuning database (DIR/tuning_db, as `mlc-lab database serve`) "
+        "on PORT, registered with --tracker's tracker when given",
+    )
 
-    s = sub.add_parser("submit", help="hand in a trace to a class server",
-                       description="Submit a trace under a pseudonym and print the verdict and the rank.")
+    s = sub.add_parser(
+        "submit",
+        help="hand in a trace to a class server",
+        description="Submit a trace under a pseudonym and print the verdict and the rank.",
+    )
     s.add_argument("server", help="the class server, http://HOST:PORT")
-    s.add_argument("trace_file", nargs="?", help="the trace: an apply_trace(sch) .py file, TVM's JSON trace, or "
-                   "printed trace statements")
+    s.add_argument(
+        "trace_file",
+        nargs="?",
+        help="the trace: an apply_trace(sch) .py file, TVM's JSON trace, or printed trace statements",
+    )
     s.add_argument("--name", required=True, help="your pseudonym on the leaderboard")
     s.add_argument("--program", help="with --trace: the program the trace schedules (re-read as a submission)")
     s.add_argument("--trace", dest="trace_opt", help="with --program: the trace (a file or text)")
@@ -56,43 +79,64 @@ def run(args: argparse.Namespace) -> int:
 
     runner = None
     if args.tracker:
-        t = args.tracker[len("rpc://"):] if args.tracker.startswith("rpc://") else args.tracker
+        t = args.tracker[len("rpc://") :] if args.tracker.startswith("rpc://") else args.tracker
         where, _, key = t.partition("/")
         if ":" not in where or not key:
-            raise UsageError(f"--tracker must be HOST:PORT/KEY (the tracker and the measurement servers' key), "
-                             f"not {args.tracker!r}")
+            raise UsageError(
+                f"--tracker must be HOST:PORT/KEY (the tracker and the measurement servers' key), not {args.tracker!r}"
+            )
         runner = f"rpc://{t}"
     if args.workers > 1 and not runner:
-        print("mlc-lab: warning: --workers > 1 times submissions side by side on this machine; their "
-              "latencies disturb each other (use --tracker for the class's measurement machines)", file=sys.stderr)
+        print(
+            "mlc-lab: warning: --workers > 1 times submissions side by side on this machine; their "
+            "latencies disturb each other (use --tracker for the class's measurement machines)",
+            file=sys.stderr,
+        )
     if os.path.exists(args.dir) and not os.path.isdir(args.dir):
         raise UsageError(f"{args.dir} is a file; the class's folder must be a folder")
     try:
-        server = ClassServer(args.assignment, args.dir, host=args.host, port=args.port, runner=runner,
-                             new_token=args.new_token, workers=args.workers)
+        server = ClassServer(
+            args.assignment,
+            args.dir,
+            host=args.host,
+            port=args.port,
+            runner=runner,
+            new_token=args.new_token,
+            workers=args.workers,
+        )
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from None
     counts = server.store.counts()
     print(f"mlc-lab: class server for {server.assignment.title!r} at {server.url}", file=sys.stderr)
-    print(f"mlc-lab: submissions in {server.store.path} ({counts['submissions']} so far, "
-          f"{counts['queued']} waiting to be graded)", file=sys.stderr)
+    print(
+        f"mlc-lab: submissions in {server.store.path} ({counts['submissions']} so far, "
+        f"{counts['queued']} waiting to be graded)",
+        file=sys.stderr,
+    )
     print(f"mlc-lab: timing on {runner or 'this machine'}", file=sys.stderr)
-    print(f"mlc-lab: students: explore(program, classroom={server.url!r}), mlc_lab.leaderboard({server.url!r})",
-          file=sys.stderr)
+    print(
+        f"mlc-lab: students: explore(program, classroom={server.url!r}), mlc_lab.leaderboard({server.url!r})",
+        file=sys.stderr,
+    )
     database = None
     if args.tuning_db_port:
         from mlc_lab.tvm import class_db
 
-        tracker = runner[len("rpc://"):].split("/", 1)[0] if runner else None
+        tracker = runner[len("rpc://") :].split("/", 1)[0] if runner else None
         try:
-            database = class_db.serve(os.path.join(args.dir, "tuning_db"), host=args.host, port=args.tuning_db_port,
-                                      tracker=tracker)
+            database = class_db.serve(
+                os.path.join(args.dir, "tuning_db"), host=args.host, port=args.tuning_db_port, tracker=tracker
+            )
         except Exception as exc:  # noqa: BLE001  (TVM says "address in use" in its own words)
             server.stop()
-            raise UsageError(f"cannot serve the tuning database on port {args.tuning_db_port}: "
-                             f"{str(exc).splitlines()[0]}") from None
-        where = (f"rpc://{tracker}/{class_db.DEFAULT_KEY}" if tracker
-                 else f"rpc://{server.url.split('//', 1)[1].rsplit(':', 1)[0]}:{database.port}")
+            raise UsageError(
+                f"cannot serve the tuning database on port {args.tuning_db_port}: {str(exc).splitlines()[0]}"
+            ) from None
+        where = (
+            f"rpc://{tracker}/{class_db.DEFAULT_KEY}"
+            if tracker
+            else f"rpc://{server.url.split('//', 1)[1].rsplit(':', 1)[0]}:{database.port}"
+        )
         print(f"mlc-lab: the class's tuning database: students tune with database={where!r}", file=sys.stderr)
     print(f"mlc-lab: teacher's token: {server.token}", file=sys.stderr)
     print(f"mlc-lab: teacher: mlc_lab.class_dashboard({server.url!r}, {server.token!r})", file=sys.stderr)

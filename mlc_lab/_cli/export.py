@@ -18,6 +18,8 @@ def run(args: argparse.Namespace) -> int:
     from mlc_lab.notebook_page import export_notebook
 
     report = export_notebook(args.notebook, args.output, run=args.execute, timeout=args.timeout)
-    print(f"{report.path}: {report.widgets} widgets, {report.plots} plots, "
-          f"{report.widget_state_bytes / 1e6:.2f} MB of widget state, {report.page_bytes / 1e6:.2f} MB in all")
+    print(
+        f"{report.path}: {report.widgets} widgets, {report.plots} plots, "
+        f"{report.widget_state_bytes / 1e6:.2f} MB of widget state, {report.page_bytes / 1e6:.2f} MB in all"
+    )
     return 0

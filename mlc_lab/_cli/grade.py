@@ -29,8 +29,15 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "text":
         print("\n\n".join(r.to_text() for r in results))
     elif args.format == "json":
-        json.dump({"assignment": assignment.title, "max_score": assignment.max_score,
-                   "results": [r.to_json() for r in results]}, sys.stdout, indent=1)
+        json.dump(
+            {
+                "assignment": assignment.title,
+                "max_score": assignment.max_score,
+                "results": [r.to_json() for r in results],
+            },
+            sys.stdout,
+            indent=1,
+        )
         sys.stdout.write("\n")
     else:
         docs = {r.submission: r.to_gradescope() for r in results}

@@ -20,11 +20,18 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("file", help="the program (.py with TVMScript)")
     p.add_argument("--trace", help="a schedule trace to apply first (TVM's printed trace or its JSON; never executed)")
     p.add_argument("--func", help="the PrimFunc to compile")
-    p.add_argument("--target", default="cpu",
-                   help="cpu (this machine's CPU), cuda, a CUDA arch (sm_75), a TVM target tag "
-                        "(nvidia/geforce-rtx-3080) or a target as JSON ('{\"kind\": \"cuda\", \"arch\": \"sm_75\"}')")
-    p.add_argument("--pass", dest="pass_name", metavar="NAME",
-                   help="print what the pass NAME changed (a diff of the TVMScript before and after it)")
+    p.add_argument(
+        "--target",
+        default="cpu",
+        help="cpu (this machine's CPU), cuda, a CUDA arch (sm_75), a TVM target tag "
+        '(nvidia/geforce-rtx-3080) or a target as JSON (\'{"kind": "cuda", "arch": "sm_75"}\')',
+    )
+    p.add_argument(
+        "--pass",
+        dest="pass_name",
+        metavar="NAME",
+        help="print what the pass NAME changed (a diff of the TVMScript before and after it)",
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument("--asm", action="store_true", help="print the assembly (CPU) or the PTX (CUDA)")
     out.add_argument("--llvm", action="store_true", help="print the LLVM IR (CPU)")
@@ -47,8 +54,19 @@ def run(args: argparse.Namespace) -> int:
     if args.pass_name:
         passes = low.passes_named(args.pass_name)
         if args.json:
-            _dump([{"name": p.name, "index": p.index, "status": p.status, "error": p.error,
-                    "before": low.script_before(p), "after": low.script_after(p)} for p in passes])
+            _dump(
+                [
+                    {
+                        "name": p.name,
+                        "index": p.index,
+                        "status": p.status,
+                        "error": p.error,
+                        "before": low.script_before(p),
+                        "after": low.script_after(p),
+                    }
+                    for p in passes
+                ]
+            )
             return 0
         for p in passes:
             sys.stdout.write(_pass_diff(low, p))
@@ -87,8 +105,9 @@ def _pass_diff(low, p) -> str:
         return head + f"# error: {p.error}\n"
     if p.status != "changed":
         return head + "# no change\n"
-    diff = difflib.unified_diff(low.script_before(p).splitlines(), low.script_after(p).splitlines(),
-                                "before", "after", lineterm="")
+    diff = difflib.unified_diff(
+        low.script_before(p).splitlines(), low.script_after(p).splitlines(), "before", "after", lineterm=""
+    )
     return head + "\n".join(diff) + "\n"
 
 
@@ -108,8 +127,11 @@ def _report(low) -> str:
                 f"  {f.loop:<10} {f.kind:<11} line {f.line:<3} {width:<12} fma {f.vector_fma} vector / {f.scalar_fma} scalar,"
                 f" loads {f.vector_loads}v/{f.scalar_loads}s, stores {f.vector_stores}v/{f.scalar_stores}s"
                 + (f", unrolled x{f.unrolled_copies}" if f.unrolled_copies else "")
-                + (f", calls {f.runtime_calls}" if f.runtime_calls else ""))
+                + (f", calls {f.runtime_calls}" if f.runtime_calls else "")
+            )
     for k in low.kernels:
-        lines.append(f"  kernel {k.name}: {k.registers} registers, {k.shared_bytes} B shared, "
-                     f"spills {k.spill_stores}/{k.spill_loads} B, {k.vector_loads} vector loads")
+        lines.append(
+            f"  kernel {k.name}: {k.registers} registers, {k.shared_bytes} B shared, "
+            f"spills {k.spill_stores}/{k.spill_loads} B, {k.vector_loads} vector loads"
+        )
     return "\n".join(lines) + "\n"

@@ -30,9 +30,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("--rpc", metavar="HOST:PORT:KEY", help="measure through a TVM RPC tracker")
     p.add_argument("--servers", type=int, default=1, help="with --rpc: candidates measured at once (default: 1)")
-    p.add_argument("--database", metavar="DIR|rpc://HOST:PORT",
-                   help="a class's shared database (a folder, or one served by `mlc-lab database serve`): "
-                        "start from its records, add ours at the end")
+    p.add_argument(
+        "--database",
+        metavar="DIR|rpc://HOST:PORT",
+        help="a class's shared database (a folder, or one served by `mlc-lab database serve`): "
+        "start from its records, add ours at the end",
+    )
     p.add_argument("--func", help="the function to tune when the module has several")
     p.add_argument("--per-iter", type=int, default=16, help="candidates per search round (default: 16)")
     p.add_argument("--seed", type=int, help="random seed of the search")
@@ -58,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     trace = None
     space = "auto"
     if args.space.startswith("session:"):
-        trace = args.space[len("session:"):]
+        trace = args.space[len("session:") :]
         if not trace:
             raise UsageError("--space session:TRACE needs a trace file")
         space = "session"
@@ -108,8 +111,11 @@ def run(args: argparse.Namespace) -> int:
     report = write_report(job, os.path.join(job.work_dir, "report.html"))
     summary = job.summary()
     if summary["best_latency_s"] is not None:  # the figure the JSON gives, in the progress line's unit
-        print(f"best: {format_latency(summary['best_latency_s'])} (best_latency_s in the JSON below; "
-              f"the search's own figure was {format_latency(best) if best is not None else '—'})", file=sys.stderr)
+        print(
+            f"best: {format_latency(summary['best_latency_s'])} (best_latency_s in the JSON below; "
+            f"the search's own figure was {format_latency(best) if best is not None else '—'})",
+            file=sys.stderr,
+        )
     out = {
         "trials": summary["trials"],
         "best_latency_s": summary["best_latency_s"],

@@ -28,24 +28,38 @@ def time_submission(assignment, trace: str, runner: str | None) -> dict:
         from mlc_lab.tvm.rpc_timing import measure_remote
 
         try:
-            r = measure_remote(module_to_text(session.module), module_to_text(session.original), session.func_name,
-                               target, runner, repeats=assignment.repeats)
+            r = measure_remote(
+                module_to_text(session.module),
+                module_to_text(session.original),
+                session.func_name,
+                target,
+                runner,
+                repeats=assignment.repeats,
+            )
         except Exception as exc:  # noqa: BLE001  (the verdict says it; the server goes on)
             return {"timing_error": f"the program could not be timed on the class's machines: {exc}"}
         if not r["correct"]:
-            return {"correct": False, "timing_error": "the program computes a wrong result on the class's machine "
-                    f"(max error {r['max_abs_error']:.3g})"}
-        return {"latency_ms": r["latency_s"] * 1e3, "correct": True,
-                "timing": {"where": runner, "method": r["method"]}}
+            return {
+                "correct": False,
+                "timing_error": "the program computes a wrong result on the class's machine "
+                f"(max error {r['max_abs_error']:.3g})",
+            }
+        return {"latency_ms": r["latency_s"] * 1e3, "correct": True, "timing": {"where": runner, "method": r["method"]}}
     m = session.measure(target, repeats=assignment.repeats, raise_errors=False, roofline=False)
     if m.error:
         return {"timing_error": f"the program could not be timed: {m.error.splitlines()[0]}"}
     if not m.correct:
-        return {"correct": False, "timing_error": "the program computes a wrong result (max error "
-                f"{m.max_abs_error:.3g} against the original program on random inputs)"}
+        return {
+            "correct": False,
+            "timing_error": "the program computes a wrong result (max error "
+            f"{m.max_abs_error:.3g} against the original program on random inputs)",
+        }
     # quiet: whether the machine was quiet while it was timed (another process on a core makes it slower)
-    return {"latency_ms": m.latency_s * 1e3, "correct": True,
-            "timing": {"where": "the class server", "method": m.method, "quiet": m.quiet}}
+    return {
+        "latency_ms": m.latency_s * 1e3,
+        "correct": True,
+        "timing": {"where": "the class server", "method": m.method, "quiet": m.quiet},
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -62,8 +76,11 @@ def main(argv: list[str]) -> int:
         if result.get("timing_error"):
             result["correct"] = result.get("correct", None)
     except Exception as exc:  # noqa: BLE001
-        result = {"error": f"the class server's grader failed on this submission ({type(exc).__name__}: {exc}); "
-                  "tell the course staff", "detail": traceback.format_exc()[-2000:]}
+        result = {
+            "error": f"the class server's grader failed on this submission ({type(exc).__name__}: {exc}); "
+            "tell the course staff",
+            "detail": traceback.format_exc()[-2000:],
+        }
     with open(out, "w", encoding="utf-8") as fh:
         json.dump(result, fh)
     return 0

@@ -52,8 +52,10 @@ class SubmissionRefused(MlcLabError):
 def refusal(name: Any, trace: Any, task: Any, task_names: list[str]) -> str | None:
     """Why a submission is refused before it is stored, or None."""
     if not isinstance(name, str) or not NAME.match(name):
-        return ("the pseudonym must be 1 to 40 letters, digits, spaces, dots, dashes or underscores, "
-                "starting with a letter or digit")
+        return (
+            "the pseudonym must be 1 to 40 letters, digits, spaces, dots, dashes or underscores, "
+            "starting with a letter or digit"
+        )
     if not isinstance(trace, str) or not trace.strip():
         return "the submission has no trace: send the text of s.submission() (an apply_trace function) or a trace"
     if len(trace) > MAX_TRACE:
@@ -61,8 +63,10 @@ def refusal(name: Any, trace: Any, task: Any, task_names: list[str]) -> str | No
     if task is not None and task not in task_names:
         return f"the assignment has no task {task!r}; its tasks are {', '.join(task_names)}"
     if _is_schedule_file(trace):
-        return ("the class server takes traces (the apply_trace function of s.submission(), or a printed trace), "
-                "not schedule files that would have to be run: submit s.submission()")
+        return (
+            "the class server takes traces (the apply_trace function of s.submission(), or a printed trace), "
+            "not schedule files that would have to be run: submit s.submission()"
+        )
     return None
 
 
@@ -81,9 +85,18 @@ def _is_schedule_file(text: str) -> bool:
 class ClassServer:
     """A class server over one assignment and one folder (``class.sqlite`` and the graders' files)."""
 
-    def __init__(self, assignment: str | Path, directory: str | Path, *, host: str = "127.0.0.1", port: int = 8765,
-                 runner: str | None = None, grade_timeout_s: float | None = None, new_token: bool = False,
-                 workers: int = 1) -> None:
+    def __init__(
+        self,
+        assignment: str | Path,
+        directory: str | Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8765,
+        runner: str | None = None,
+        grade_timeout_s: float | None = None,
+        new_token: bool = False,
+        workers: int = 1,
+    ) -> None:
         from mlc_lab.grading import load_assignment
 
         self.assignment_path = Path(assignment).resolve()
@@ -115,8 +128,10 @@ class ClassServer:
     def start(self) -> ClassServer:
         for sid in self.store.pending():  # left by a server stopped while they waited: graded now
             self._queue.put(sid)
-        self._threads = [threading.Thread(target=self._grade_loop, name=f"mlc-lab-class-grader-{i}", daemon=True)
-                         for i in range(self.workers)]
+        self._threads = [
+            threading.Thread(target=self._grade_loop, name=f"mlc-lab-class-grader-{i}", daemon=True)
+            for i in range(self.workers)
+        ]
         self._threads.append(threading.Thread(target=self.httpd.serve_forever, name="mlc-lab-class-http", daemon=True))
         for th in self._threads:
             th.start()
@@ -139,8 +154,9 @@ class ClassServer:
         if why:
             raise SubmissionRefused(why)
         if self.store.waiting(name) >= MAX_WAITING:
-            raise SubmissionRefused(f"{name} has {MAX_WAITING} submissions waiting to be graded; submit again "
-                                    "once their verdicts are in")
+            raise SubmissionRefused(
+                f"{name} has {MAX_WAITING} submissions waiting to be graded; submit again once their verdicts are in"
+            )
         sid = self.store.add(name, task, trace)
         self._event(sid)
         self._queue.put(sid)
@@ -164,8 +180,10 @@ class ClassServer:
                 result = self._grade(sid)
             except Exception as exc:  # noqa: BLE001  (the server goes on)
                 log.exception("mlc_lab: grading submission %s failed", sid)
-                result = {"error": f"the class server could not grade this submission ({type(exc).__name__}: "
-                          f"{exc}); tell the course staff"}
+                result = {
+                    "error": f"the class server could not grade this submission ({type(exc).__name__}: "
+                    f"{exc}); tell the course staff"
+                }
             if self._stop.is_set():
                 return  # stopped while grading: it stays queued and is graded after the restart
             self.store.record(sid, result)
@@ -184,8 +202,16 @@ class ClassServer:
             if self.runner:
                 cmd += ["--runner", self.runner]
             env = {**os.environ, "PYTHONPATH": _package_root() + os.pathsep + os.environ.get("PYTHONPATH", "")}
-            proc = subprocess.Popen(cmd, cwd=tmp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                                  stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+            proc = subprocess.Popen(
+                cmd,
+                cwd=tmp,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+                env=env,
+            )
             self._children.add(proc)
             try:
                 _out, err = proc.communicate(timeout=self.grade_timeout_s)
@@ -245,12 +271,23 @@ def _handler(server: ClassServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, {"title": server.assignment.title, **server.store.leaderboard()})
             elif path == "/api/assignment":
                 a = server.assignment
-                self._send(200, {"title": a.title, "target": a.target, "max_score": a.max_score,
-                                 "tasks": server.store.tasks, "timed_on": server.runner or "the class server"})
+                self._send(
+                    200,
+                    {
+                        "title": a.title,
+                        "target": a.target,
+                        "max_score": a.max_score,
+                        "tasks": server.store.tasks,
+                        "timed_on": server.runner or "the class server",
+                    },
+                )
             elif path == "/api/summary":
                 if not self._teacher():
-                    self._error(HTTPStatus.FORBIDDEN, "the teacher's summary needs the token the server printed "
-                                "when it started (header 'Authorization: Bearer TOKEN')")
+                    self._error(
+                        HTTPStatus.FORBIDDEN,
+                        "the teacher's summary needs the token the server printed "
+                        "when it started (header 'Authorization: Bearer TOKEN')",
+                    )
                     return
                 self._send(200, {"title": server.assignment.title, **server.store.summary()})
             elif path.startswith("/api/submissions/") and path.rsplit("/", 1)[1].isdigit():
@@ -260,8 +297,11 @@ def _handler(server: ClassServer) -> type[BaseHTTPRequestHandler]:
                 else:
                     self._send(200, v)
             else:
-                self._error(404, f"no such page {path or '/'}: the class server answers /api/submit, "
-                            "/api/leaderboard, /api/assignment, /api/submissions/N and /api/summary")
+                self._error(
+                    404,
+                    f"no such page {path or '/'}: the class server answers /api/submit, "
+                    "/api/leaderboard, /api/assignment, /api/submissions/N and /api/summary",
+                )
 
         def do_POST(self) -> None:  # noqa: N802
             path = urlparse(self.path).path.rstrip("/")
@@ -297,7 +337,7 @@ def _handler(server: ClassServer) -> type[BaseHTTPRequestHandler]:
             import hmac
 
             given = self.headers.get("Authorization", "")
-            given = given[len("Bearer "):] if given.startswith("Bearer ") else self.headers.get("X-Class-Token", "")
+            given = given[len("Bearer ") :] if given.startswith("Bearer ") else self.headers.get("X-Class-Token", "")
             return bool(given) and hmac.compare_digest(given.encode(), server.token.encode())
 
     return Handler

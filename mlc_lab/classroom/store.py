@@ -74,15 +74,20 @@ class Store:
 
     def add(self, name: str, task: str | None, trace: str) -> int:
         with self._lock:
-            cur = self._db.execute("INSERT INTO submissions (name, task, trace, submitted_at) VALUES (?, ?, ?, ?)",
-                                   (name, task, trace, time.time()))
+            cur = self._db.execute(
+                "INSERT INTO submissions (name, task, trace, submitted_at) VALUES (?, ?, ?, ?)",
+                (name, task, trace, time.time()),
+            )
             return int(cur.lastrowid)
 
     def waiting(self, name: str) -> int:
         """How many of this student's submissions wait to be graded."""
         with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM submissions WHERE name=? AND status != 'graded'",
-                                        (name,)).fetchone()[0])
+            return int(
+                self._db.execute(
+                    "SELECT COUNT(*) FROM submissions WHERE name=? AND status != 'graded'", (name,)
+                ).fetchone()[0]
+            )
 
     def pending(self) -> list[int]:
         """Submissions not graded yet (also those whose grading a stopped server left unfinished)."""
@@ -103,15 +108,28 @@ class Store:
         tasks = result.get("tasks") or []
         passed = [t["name"] for t in tasks if t.get("passed")]
         wanted = [task] if task else [t["name"] for t in self.tasks]
-        passing = bool(tasks) and not result.get("error") and all(n in passed for n in wanted) \
+        passing = (
+            bool(tasks)
+            and not result.get("error")
+            and all(n in passed for n in wanted)
             and result.get("correct") is not False
+        )
         with self._lock:
             self._db.execute(
                 "UPDATE submissions SET status='graded', score=?, max_score=?, passed_tasks=?, passing=?, "
                 "latency_ms=?, error=?, result=?, graded_at=? WHERE id=?",
-                (float(result.get("score") or 0.0), float(result.get("max_score") or self.max_score),
-                 json.dumps(passed), int(passing), result.get("latency_ms"),
-                 result.get("error"), json.dumps(result), time.time(), sid))
+                (
+                    float(result.get("score") or 0.0),
+                    float(result.get("max_score") or self.max_score),
+                    json.dumps(passed),
+                    int(passing),
+                    result.get("latency_ms"),
+                    result.get("error"),
+                    json.dumps(result),
+                    time.time(),
+                    sid,
+                ),
+            )
 
     @property
     def max_score(self) -> float:
@@ -122,18 +140,30 @@ class Store:
         with self._lock:
             row = self._db.execute(
                 "SELECT id, name, task, status, score, max_score, passing, latency_ms, error, result, submitted_at "
-                "FROM submissions WHERE id=?", (sid,)).fetchone()
+                "FROM submissions WHERE id=?",
+                (sid,),
+            ).fetchone()
         if row is None:
             return None
         sid, name, task, status, score, max_score, passing, latency, error, result, at = row
         out: dict[str, Any] = {"id": sid, "name": name, "task": task, "status": status, "submitted_at": at}
         if status == "graded":
             data = json.loads(result or "{}")
-            out.update(score=score, max_score=max_score, passing=bool(passing), latency_ms=latency, error=error,
-                       tasks=[{k: t.get(k) for k in ("name", "title", "points", "max_points", "passed", "messages")}
-                              for t in data.get("tasks") or []],
-                       hazards=data.get("hazards") or [], correct=data.get("correct"),
-                       timing=data.get("timing"), timing_error=data.get("timing_error"))
+            out.update(
+                score=score,
+                max_score=max_score,
+                passing=bool(passing),
+                latency_ms=latency,
+                error=error,
+                tasks=[
+                    {k: t.get(k) for k in ("name", "title", "points", "max_points", "passed", "messages")}
+                    for t in data.get("tasks") or []
+                ],
+                hazards=data.get("hazards") or [],
+                correct=data.get("correct"),
+                timing=data.get("timing"),
+                timing_error=data.get("timing_error"),
+            )
             board = self.leaderboard()["rows"]
             out["rank"] = next((r["rank"] for r in board if r["name"] == name), None)
             out["students"] = len(board)
@@ -143,18 +173,29 @@ class Store:
         with self._lock:
             rows = self._db.execute(
                 "SELECT id, name, task, score, passed_tasks, passing, latency_ms, error, result, submitted_at "
-                "FROM submissions WHERE status='graded' ORDER BY id").fetchall()
+                "FROM submissions WHERE status='graded' ORDER BY id"
+            ).fetchall()
         out = []
         for sid, name, task, score, passed, passing, latency, error, result, at in rows:
-            out.append({"id": sid, "name": name, "task": task, "score": score or 0.0,
-                        "passed": json.loads(passed or "[]"), "passing": bool(passing), "latency_ms": latency,
-                        "error": error, "result": json.loads(result or "{}"), "at": at})
+            out.append(
+                {
+                    "id": sid,
+                    "name": name,
+                    "task": task,
+                    "score": score or 0.0,
+                    "passed": json.loads(passed or "[]"),
+                    "passing": bool(passing),
+                    "latency_ms": latency,
+                    "error": error,
+                    "result": json.loads(result or "{}"),
+                    "at": at,
+                }
+            )
         return out
 
     def counts(self) -> dict:
         with self._lock:
-            total, queued = self._db.execute(
-                "SELECT COUNT(*), SUM(status != 'graded') FROM submissions").fetchone()
+            total, queued = self._db.execute("SELECT COUNT(*), SUM(status != 'graded') FROM submissions").fetchone()
         return {"submissions": int(total or 0), "queued": int(queued or 0)}
 
     # --- what students see --------------------------------------------------------------------------
@@ -164,18 +205,32 @@ class Store:
         ranked by score (high first), then latency (fast first), then who got there first."""
         students: dict[str, dict] = {}
         for s in self._graded():
-            st = students.setdefault(s["name"], {"name": s["name"], "score": 0.0, "tasks_passed": set(),
-                                                 "best_latency_ms": None, "submissions": 0, "reached_at": s["at"]})
+            st = students.setdefault(
+                s["name"],
+                {
+                    "name": s["name"],
+                    "score": 0.0,
+                    "tasks_passed": set(),
+                    "best_latency_ms": None,
+                    "submissions": 0,
+                    "reached_at": s["at"],
+                },
+            )
             st["submissions"] += 1
             st["tasks_passed"].update(s["passed"])
             if s["score"] > st["score"]:
                 st["score"], st["reached_at"] = s["score"], s["at"]
-            if s["passing"] and s["latency_ms"] is not None and (
-                    st["best_latency_ms"] is None or s["latency_ms"] < st["best_latency_ms"]):
+            if (
+                s["passing"]
+                and s["latency_ms"] is not None
+                and (st["best_latency_ms"] is None or s["latency_ms"] < st["best_latency_ms"])
+            ):
                 st["best_latency_ms"] = s["latency_ms"]
         order = [t["name"] for t in self.tasks]
-        rows = sorted(students.values(), key=lambda r: (-r["score"], r["best_latency_ms"] is None,
-                                                         r["best_latency_ms"] or 0.0, r["reached_at"]))
+        rows = sorted(
+            students.values(),
+            key=lambda r: (-r["score"], r["best_latency_ms"] is None, r["best_latency_ms"] or 0.0, r["reached_at"]),
+        )
         for i, r in enumerate(rows, 1):
             r["rank"] = i
             r["tasks_passed"] = [n for n in order if n in r["tasks_passed"]]
@@ -199,8 +254,11 @@ class Store:
             if s["error"]:  # not graded at all: one failure, whatever the tasks
                 seen = [(None, s["error"])]
             else:
-                seen = [(t["name"], (t.get("messages") or ["failed"])[0])
-                        for t in s["result"].get("tasks") or [] if not t.get("passed")]
+                seen = [
+                    (t["name"], (t.get("messages") or ["failed"])[0])
+                    for t in s["result"].get("tasks") or []
+                    if not t.get("passed")
+                ]
             for task, text in seen:
                 key = (task, text[:200])
                 f = failures.setdefault(key, {"task": task, "message": key[1], "count": 0, "students": set()})
@@ -215,10 +273,19 @@ class Store:
         tasks = []
         for t in self.tasks:
             n = len(passed_by.get(t["name"], ()))
-            tasks.append({"name": t["name"], "title": t.get("title", t["name"]), "passed": n, "students": len(names),
-                          "pass_rate": n / len(names) if names else 0.0})
+            tasks.append(
+                {
+                    "name": t["name"],
+                    "title": t.get("title", t["name"]),
+                    "passed": n,
+                    "students": len(names),
+                    "pass_rate": n / len(names) if names else 0.0,
+                }
+            )
         board = {r["name"]: r for r in self.leaderboard()["rows"]}
-        latencies = sorted((r["best_latency_ms"], r["name"]) for r in board.values() if r["best_latency_ms"] is not None)
+        latencies = sorted(
+            (r["best_latency_ms"], r["name"]) for r in board.values() if r["best_latency_ms"] is not None
+        )
         values = [v for v, _ in latencies]
         distribution = {"students": [{"name": n, "latency_ms": v} for v, n in latencies]}
         if values:
@@ -229,11 +296,24 @@ class Store:
             if at is None:
                 continue
             tries = attempts.get((name, at), 0)
-            stuck.append({"name": name, "task": at, "failed_attempts": tries, "stuck": tries >= STUCK_AFTER,
-                          "last_message": last_message.get((name, at))})
+            stuck.append(
+                {
+                    "name": name,
+                    "task": at,
+                    "failed_attempts": tries,
+                    "stuck": tries >= STUCK_AFTER,
+                    "last_message": last_message.get((name, at)),
+                }
+            )
         stuck.sort(key=lambda r: (-r["failed_attempts"], r["name"]))
         common = sorted(failures.values(), key=lambda f: (-len(f["students"]), -f["count"], f["task"] or ""))[:10]
         for f in common:
             f["students"] = len(f["students"])
-        return {"students": len(names), "tasks": tasks, "latency": distribution, "common_failures": common,
-                "stuck": stuck, **self.counts()}
+        return {
+            "students": len(names),
+            "tasks": tasks,
+            "latency": distribution,
+            "common_failures": common,
+            "stuck": stuck,
+            **self.counts(),
+        }

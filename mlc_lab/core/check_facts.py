@@ -26,7 +26,7 @@ from mlc_lab.model.schedule_facts import BlockFact, ScheduleFacts
 
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
-MAX_POINTS = 1 << 22      # points one enumeration may cover (an access over its relevant loops)
+MAX_POINTS = 1 << 22  # points one enumeration may cover (an access over its relevant loops)
 
 
 @dataclass
@@ -34,17 +34,17 @@ class Site:
     """One access as it runs: the access, the loops above it (outermost first) and its block."""
 
     access: Any
-    chain: tuple                   # Loop objects of role "loop", outermost first
+    chain: tuple  # Loop objects of role "loop", outermost first
     leaf: Any
-    index: int                     # position of the leaf in program order
+    index: int  # position of the leaf in program order
 
 
 @dataclass
 class Kernel:
     root: Loop
-    loops: list                    # every Loop of the kernel (role "loop")
-    launch: dict                   # tag -> launched extent
-    sites: list                    # Sites inside the kernel
+    loops: list  # every Loop of the kernel (role "loop")
+    launch: dict  # tag -> launched extent
+    sites: list  # Sites inside the kernel
 
     @property
     def ids(self) -> set:
@@ -119,8 +119,9 @@ class StepFacts:
         for b in f.blocks.values():
             if not b.loops_of("R") or b.tensorized:
                 continue
-            n = math.prod(int(f.program.loops[lid].extent) for lid in b.loops
-                          if isinstance(f.program.loops[lid].extent, int))
+            n = math.prod(
+                int(f.program.loops[lid].extent) for lid in b.loops if isinstance(f.program.loops[lid].extent, int)
+            )
             if n > best_n:
                 best, best_n = b, n
         return best
@@ -146,8 +147,15 @@ class StepFacts:
         return "the program has nothing this check looks at"
 
     # --- enumeration ---------------------------------------------------------------------------
-    def enumerate(self, site: Site, kernel: Kernel | None, *, fixed: dict | None = None,
-                  extra_loops: tuple = (), all_threads: bool = False) -> tuple | None:
+    def enumerate(
+        self,
+        site: Site,
+        kernel: Kernel | None,
+        *,
+        fixed: dict | None = None,
+        extra_loops: tuple = (),
+        all_threads: bool = False,
+    ) -> tuple | None:
         """The site's element indices over the loops its indices and guards use (plus ``extra_loops``,
         and with ``all_threads`` every thread the kernel launches, bound loop or not),
         with loops in ``fixed`` held at a value. Thread-bound loops run over the launched range of their
@@ -159,11 +167,16 @@ class StepFacts:
             used |= free_vars(e)
         used |= {lp.id for lp in extra_loops}
         fixed = dict(fixed or {})
-        if kernel is not None:       # loops above the kernel run on the host: one launch at a time
-            fixed.update({lp.id: int(lp.min) for lp in site.chain
-                          if lp.id not in kernel.ids and isinstance(lp.min, int) and lp.id not in fixed})
+        if kernel is not None:  # loops above the kernel run on the host: one launch at a time
+            fixed.update(
+                {
+                    lp.id: int(lp.min)
+                    for lp in site.chain
+                    if lp.id not in kernel.ids and isinstance(lp.min, int) and lp.id not in fixed
+                }
+            )
         loops = [lp for lp in site.chain] + list(acc.inner)
-        axes: list = []          # (key, extent): key is a tag or a loop id
+        axes: list = []  # (key, extent): key is a tag or a loop id
         for lp in loops:
             if lp.id not in used or lp.id in fixed or (lp.tag and lp.tag in fixed):
                 continue
@@ -174,7 +187,7 @@ class StepFacts:
             if not isinstance(ext, int):
                 return None
             axes.append((key, int(ext)))
-        if all_threads and kernel is not None:   # a statement of a kernel runs in every launched thread
+        if all_threads and kernel is not None:  # a statement of a kernel runs in every launched thread
             for tag in THREAD_TAGS:
                 if tag in kernel.launch and not any(k == tag for k, _ in axes):
                     axes.append((tag, int(kernel.launch[tag])))
@@ -202,8 +215,10 @@ class StepFacts:
             else:
                 env[lp.id] = int(lp.min) if isinstance(lp.min, int) else 0
         try:
-            idx = [np.broadcast_to(np.asarray(evaluate(e, env), dtype=np.int64), [n for _, n in axes] or [1])
-                   for e in acc.indices]
+            idx = [
+                np.broadcast_to(np.asarray(evaluate(e, env), dtype=np.int64), [n for _, n in axes] or [1])
+                for e in acc.indices
+            ]
             active = np.ones([n for _, n in axes] or [1], dtype=bool)
             for g in acc.guards:
                 active = active & np.asarray(evaluate(g, env), dtype=bool)
@@ -241,8 +256,11 @@ class StepFacts:
         extents: dict = {}
         for lp in list(site.chain) + list(site.access.inner):
             key = lp.tag if (lp.tag and kernel is not None and lp.tag in kernel.launch) else lp.id
-            if lp.id in fixed or (lp.tag and lp.tag in fixed) or (
-                    kernel is not None and lp in site.chain and lp.id not in kernel.ids):
+            if (
+                lp.id in fixed
+                or (lp.tag and lp.tag in fixed)
+                or (kernel is not None and lp in site.chain and lp.id not in kernel.ids)
+            ):
                 v = fixed.get(lp.id, fixed.get(lp.tag, lp.min))
                 values[lp.id] = Affine(const=int(v) if isinstance(v, int) else 0)
                 continue
@@ -288,7 +306,7 @@ class StepFacts:
         return tid
 
 
-SYMBOLIC_EXTENT = 1 << 20   # a symbolic dimension is laid out as if this long (to number elements)
+SYMBOLIC_EXTENT = 1 << 20  # a symbolic dimension is laid out as if this long (to number elements)
 
 
 def linear_shape(shape) -> list:
@@ -327,12 +345,16 @@ def _kernels(prog: AccessProgram, sites: list) -> list:
 
     def walk(node, in_kernel: bool):
         if isinstance(node, Loop):
-            if node.tag and node.role == "loop" and not in_kernel and (
-                    node.tag in THREAD_TAGS or node.tag in BLOCK_TAGS):
+            if (
+                node.tag
+                and node.role == "loop"
+                and not in_kernel
+                and (node.tag in THREAD_TAGS or node.tag in BLOCK_TAGS)
+            ):
                 loops: list = []
                 _loops_under(node, loops)
                 launch: dict = {}
-                for lp in loops:          # program order: the last loop bound to a tag sets its extent
+                for lp in loops:  # program order: the last loop bound to a tag sets its extent
                     if lp.tag in THREAD_TAGS or lp.tag in BLOCK_TAGS:
                         if isinstance(lp.extent, int):
                             launch[lp.tag] = int(lp.extent)

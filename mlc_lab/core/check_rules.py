@@ -14,7 +14,7 @@ import numpy as np
 from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Site, StepFacts, linear_shape
 from mlc_lab.core.check_types import Check, CheckResult
 
-CHECKS: dict[str, Check] = {}   # name -> Check, in the order a report lists them
+CHECKS: dict[str, Check] = {}  # name -> Check, in the order a report lists them
 
 
 def register(name: str, target: str, title: str):
@@ -25,12 +25,13 @@ def register(name: str, target: str, title: str):
     return deco
 
 
-_GOOD_EFFICIENCY = 0.5      # coalescing: bytes used / bytes of the 32-byte sectors moved, at least
-_MAX_REQUESTS = 1 << 14     # a copy loop longer than this is not measured warp by warp (too slow to ask)
-_BAD_WAYS = 2               # shared-memory bank conflicts: worse than 2-way fails
+_GOOD_EFFICIENCY = 0.5  # coalescing: bytes used / bytes of the 32-byte sectors moved, at least
+_MAX_REQUESTS = 1 << 14  # a copy loop longer than this is not measured warp by warp (too slow to ask)
+_BAD_WAYS = 2  # shared-memory bank conflicts: worse than 2-way fails
 
 
 # --- shared helpers ---------------------------------------------------------------------------------
+
 
 def _main(sf: StepFacts):
     """The reduction block, its kernel and its sites (the update's accesses)."""
@@ -72,13 +73,19 @@ def _gpu_preamble(name: str, sf: StepFacts):
     if r is None:
         return None
     if k is None:
-        return CheckResult(name, False,
-                           f"block {r.name} runs on the host: no loop above it is bound to blockIdx or threadIdx, "
-                           f"so nothing of it runs on the GPU", r.name, {"bound": False})
+        return CheckResult(
+            name,
+            False,
+            f"block {r.name} runs on the host: no loop above it is bound to blockIdx or threadIdx, "
+            f"so nothing of it runs on the GPU",
+            r.name,
+            {"bound": False},
+        )
     return r, k, sites
 
 
 # --- GPU --------------------------------------------------------------------------------------------
+
 
 @register("thread_block_tiling", "cuda", "thread-block tiling")
 def thread_block_tiling(sf: StepFacts) -> CheckResult | None:
@@ -91,17 +98,22 @@ def thread_block_tiling(sf: StepFacts) -> CheckResult | None:
     chain_tags = [lp.tag for lp in ws.chain if lp.tag]
     blocks = [lp for lp in ws.chain if lp.tag in BLOCK_TAGS]
     threads = [lp for lp in ws.chain if lp.tag in THREAD_TAGS]
-    ev = {"blocks": k.blocks, "threads_per_block": k.threads,
-          "launch": dict(k.launch), "bound": chain_tags}
+    ev = {"blocks": k.blocks, "threads_per_block": k.threads, "launch": dict(k.launch), "bound": chain_tags}
     if not blocks or not threads:
         missing = "blockIdx" if not blocks else "threadIdx"
-        return CheckResult(name, False, f"block {r.name} has no loop bound to {missing}: split its spatial loops "
-                                        f"and bind the outer ones to blockIdx and the inner ones to threadIdx",
-                           r.name, ev)
+        return CheckResult(
+            name,
+            False,
+            f"block {r.name} has no loop bound to {missing}: split its spatial loops "
+            f"and bind the outer ones to blockIdx and the inner ones to threadIdx",
+            r.name,
+            ev,
+        )
     out = sf.enumerate(ws, k, fixed=_fixed_blocks(), extra_loops=tuple(threads))
     if out is None:
-        return CheckResult(name, False, f"the tile each thread block computes in {r.name} could not be worked out",
-                           r.name, ev)
+        return CheckResult(
+            name, False, f"the tile each thread block computes in {r.name} could not be worked out", r.name, ev
+        )
     idx, active, _env, _axes = out
     box = _box(idx, active)
     shape = [int(n) for n in sf.prog.buffers[ws.access.buffer].shape]
@@ -109,16 +121,32 @@ def thread_block_tiling(sf: StepFacts) -> CheckResult | None:
     where = sf.loop_name(blocks[0].id)
     flat = [d for d, (b, n) in enumerate(zip(box, shape)) if n > 1 and b <= 1]
     if k.blocks <= 1:
-        return CheckResult(name, False, f"all of {r.name} runs in one thread block; bind the outer tile loops to "
-                                        f"blockIdx so that many blocks share the work", where, ev)
+        return CheckResult(
+            name,
+            False,
+            f"all of {r.name} runs in one thread block; bind the outer tile loops to "
+            f"blockIdx so that many blocks share the work",
+            where,
+            ev,
+        )
     if flat:
-        return CheckResult(name, False,
-                           f"each thread block computes a {_tile_text(box)} strip of {ws.access.buffer}, one element "
-                           f"wide in dimension {flat[0]}: split that loop too so that a block computes a 2-D tile "
-                           f"whose inputs its threads share", where, ev)
-    return CheckResult(name, True,
-                       f"{r.name} is tiled over thread blocks: each of the {k.blocks} blocks computes a "
-                       f"{_tile_text(box)} tile of {ws.access.buffer} with {k.threads} threads", where, ev)
+        return CheckResult(
+            name,
+            False,
+            f"each thread block computes a {_tile_text(box)} strip of {ws.access.buffer}, one element "
+            f"wide in dimension {flat[0]}: split that loop too so that a block computes a 2-D tile "
+            f"whose inputs its threads share",
+            where,
+            ev,
+        )
+    return CheckResult(
+        name,
+        True,
+        f"{r.name} is tiled over thread blocks: each of the {k.blocks} blocks computes a "
+        f"{_tile_text(box)} tile of {ws.access.buffer} with {k.threads} threads",
+        where,
+        ev,
+    )
 
 
 @register("shared_memory_tiling", "cuda", "shared-memory tiling")
@@ -138,10 +166,15 @@ def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
         b = direct[0]
         ev["global_operands"] = direct
         where = sf.loop_name(red[0]) if red else r.name
-        return CheckResult(name, False,
-                           f"block {r.name} reads {b} straight from global memory: cache_read it into a "
-                           f"'shared' buffer and compute_at that copy under the reduction loop {where}, so the "
-                           f"block's threads share one copy of each tile", r.name, ev)
+        return CheckResult(
+            name,
+            False,
+            f"block {r.name} reads {b} straight from global memory: cache_read it into a "
+            f"'shared' buffer and compute_at that copy under the reduction loop {where}, so the "
+            f"block's threads share one copy of each tile",
+            r.name,
+            ev,
+        )
     if not staged:
         return None
     for b in dict.fromkeys(staged):
@@ -155,25 +188,36 @@ def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
         ev["operands"][b] = info
         if not under:
             where = sf.loop_name(red[0]) if red else p.name
-            return CheckResult(name, False,
-                               f"{b} is filled once for the whole reduction ({_tile_text(tile)} elements, above loop "
-                               f"{where}): compute_at block {p.name} under {where} so it holds one slice of the "
-                               f"reduction at a time", p.name, ev)
+            return CheckResult(
+                name,
+                False,
+                f"{b} is filled once for the whole reduction ({_tile_text(tile)} elements, above loop "
+                f"{where}): compute_at block {p.name} under {where} so it holds one slice of the "
+                f"reduction at a time",
+                p.name,
+                ev,
+            )
         place = under[-1]
         info["under"] = sf.loop_name(place)
-        inside = [lid for lid in r.loops[r.loops.index(place) + 1:] if sf.loop(lid).tag is None]
+        inside = [lid for lid in r.loops[r.loops.index(place) + 1 :] if sf.loop(lid).tag is None]
         per_phase = k.threads * math.prod(int(sf.loop(lid).extent) for lid in inside)
         elements = math.prod(int(x) for x in tile) or 1
         reuse = per_phase / elements
         info["reuse"] = round(reuse, 2)
         if reuse <= 1:
-            return CheckResult(name, False,
-                               f"each element of {b} that block {p.name} copies is read only {reuse:.2g} times "
-                               f"by {r.name}: the copy buys no reuse", p.name, ev)
-    parts = "; ".join(f"{b}: a {_tile_text(v['tile'])} tile under {v['under']}, each element read {v['reuse']:g} "
-                      f"times" for b, v in ev["operands"].items())
-    return CheckResult(name, True, f"{r.name} reads its operands from shared memory ({parts})",
-                       r.name, ev)
+            return CheckResult(
+                name,
+                False,
+                f"each element of {b} that block {p.name} copies is read only {reuse:.2g} times "
+                f"by {r.name}: the copy buys no reuse",
+                p.name,
+                ev,
+            )
+    parts = "; ".join(
+        f"{b}: a {_tile_text(v['tile'])} tile under {v['under']}, each element read {v['reuse']:g} times"
+        for b, v in ev["operands"].items()
+    )
+    return CheckResult(name, True, f"{r.name} reads its operands from shared memory ({parts})", r.name, ev)
 
 
 @register("register_tiling", "cuda", "register tiling")
@@ -191,8 +235,9 @@ def register_tiling(sf: StepFacts) -> CheckResult | None:
     out = sf.enumerate(ws, k, fixed=fixed)
     ev: dict = {"accumulator": ws.access.buffer}
     if out is None:
-        return CheckResult(name, False, f"the tile each thread of {r.name} computes could not be worked out",
-                           r.name, ev)
+        return CheckResult(
+            name, False, f"the tile each thread of {r.name} computes could not be worked out", r.name, ev
+        )
     idx, active, _env, _axes = out
     box = _box(idx, active)
     ev["thread_tile"] = box
@@ -200,15 +245,25 @@ def register_tiling(sf: StepFacts) -> CheckResult | None:
     wide = [n for n in box if n > 1]
     inner = sf.loop_name(max(red, key=lambda lid: r.loops.index(lid))) if red else r.name
     if len(wide) < 2:
-        return CheckResult(name, False,
-                           f"each thread of {r.name} updates a {_tile_text(box)} tile of {ws.access.buffer} per step "
-                           f"of {inner}: split i and j once more inside the thread loops and place those loops under "
-                           f"{inner}, so that each value a thread loads is used for several outputs", r.name, ev)
+        return CheckResult(
+            name,
+            False,
+            f"each thread of {r.name} updates a {_tile_text(box)} tile of {ws.access.buffer} per step "
+            f"of {inner}: split i and j once more inside the thread loops and place those loops under "
+            f"{inner}, so that each value a thread loads is used for several outputs",
+            r.name,
+            ev,
+        )
     reuse = min(wide)
     ev["loads_reused"] = reuse
-    return CheckResult(name, True,
-                       f"each thread of {r.name} accumulates a {_tile_text(box)} tile of {ws.access.buffer} per step "
-                       f"of {inner}, so each value it loads is used {reuse} times", r.name, ev)
+    return CheckResult(
+        name,
+        True,
+        f"each thread of {r.name} accumulates a {_tile_text(box)} tile of {ws.access.buffer} per step "
+        f"of {inner}, so each value it loads is used {reuse} times",
+        r.name,
+        ev,
+    )
 
 
 @register("cooperative_fetching", "cuda", "cooperative fetching")
@@ -218,8 +273,11 @@ def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
     if got is None or isinstance(got, CheckResult):
         return got
     r, k, sites = got
-    staged = list(dict.fromkeys(s.access.buffer for s in sites
-                                if s.access.kind == "read" and sf.scope(s.access.buffer).startswith("shared")))
+    staged = list(
+        dict.fromkeys(
+            s.access.buffer for s in sites if s.access.kind == "read" and sf.scope(s.access.buffer).startswith("shared")
+        )
+    )
     if not staged:
         return None
     ev: dict = {}
@@ -252,39 +310,66 @@ def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
         elements = _distinct(lin)
         pairs = _distinct(lin * max(1, pk.threads) + tid)
         used = _distinct(tid)
-        info.update(threads=used, block_threads=pk.threads, elements=elements,
-                    copies_per_element=round(pairs / max(1, elements), 2))
+        info.update(
+            threads=used,
+            block_threads=pk.threads,
+            elements=elements,
+            copies_per_element=round(pairs / max(1, elements), 2),
+        )
         if pairs > elements or used < pk.threads:
-            how = (f"every element is copied by {pairs / max(1, elements):g} threads" if pairs > elements else
-                   f"only {used} of the block's {pk.threads} threads take part")
-            return CheckResult(name, False,
-                               f"block {p.name} is not spread over the thread block ({how}): fuse its loops, split "
-                               f"the fused loop by the block's thread counts and bind the parts to threadIdx",
-                               p.name, ev)
+            how = (
+                f"every element is copied by {pairs / max(1, elements):g} threads"
+                if pairs > elements
+                else f"only {used} of the block's {pk.threads} threads take part"
+            )
+            return CheckResult(
+                name,
+                False,
+                f"block {p.name} is not spread over the thread block ({how}): fuse its loops, split "
+                f"the fused loop by the block's thread counts and bind the parts to threadIdx",
+                p.name,
+                ev,
+            )
         stats = _warp_stats(sf, p.name, w)
         info.update(stats)
         eff = stats.get("efficiency")
         if rd is not None and eff is not None and eff < _GOOD_EFFICIENCY:
-            return CheckResult(name, False,
-                               f"the copy into {b} (block {p.name}) is not coalesced: a warp's read of "
-                               f"{rd.access.buffer} touches {stats['sectors_per_request']:g} 32-byte sectors per "
-                               f"request and uses {eff:.0%} of the bytes moved; bind threadIdx.x to the loop that "
-                               f"walks along the rows of {rd.access.buffer}", p.name, ev)
+            return CheckResult(
+                name,
+                False,
+                f"the copy into {b} (block {p.name}) is not coalesced: a warp's read of "
+                f"{rd.access.buffer} touches {stats['sectors_per_request']:g} 32-byte sectors per "
+                f"request and uses {eff:.0%} of the bytes moved; bind threadIdx.x to the loop that "
+                f"walks along the rows of {rd.access.buffer}",
+                p.name,
+                ev,
+            )
         ways = stats.get("max_ways")
         if ways is not None and ways > _BAD_WAYS:
-            return CheckResult(name, False,
-                               f"the copy into {b} (block {p.name}) has {ways}-way shared-memory bank conflicts: "
-                               f"consecutive threads should write consecutive words of {b}", p.name, ev)
+            return CheckResult(
+                name,
+                False,
+                f"the copy into {b} (block {p.name}) has {ways}-way shared-memory bank conflicts: "
+                f"consecutive threads should write consecutive words of {b}",
+                p.name,
+                ev,
+            )
     if not ev:
         return None
-    parts = "; ".join(f"{b}: all {v.get('threads')} threads"
-                      + (f", {v['sectors_per_request']:g} sectors per warp request ({v['efficiency']:.0%} of the "
-                         f"bytes moved used)" if v.get("efficiency") is not None else "")
-                      + (f", {v['max_ways']}-way bank access at most" if "max_ways" in v else "")
-                      for b, v in ev.items())
+    parts = "; ".join(
+        f"{b}: all {v.get('threads')} threads"
+        + (
+            f", {v['sectors_per_request']:g} sectors per warp request ({v['efficiency']:.0%} of the bytes moved used)"
+            if v.get("efficiency") is not None
+            else ""
+        )
+        + (f", {v['max_ways']}-way bank access at most" if "max_ways" in v else "")
+        for b, v in ev.items()
+    )
     first = next(iter(ev.values()))["copy"]
-    return CheckResult(name, True, f"the copies into shared memory are spread over the thread block ({parts})",
-                       first, ev)
+    return CheckResult(
+        name, True, f"the copies into shared memory are spread over the thread block ({parts})", first, ev
+    )
 
 
 def _distinct(a: np.ndarray) -> int:
@@ -334,14 +419,20 @@ def write_cache(sf: StepFacts) -> CheckResult | None:
     steps = math.prod(int(sf.loop(lid).extent) for lid in red)
     ev: dict = {"accumulator": acc, "scope": sf.scope(acc)}
     if not sf.scope(acc).startswith("local"):
-        return CheckResult(name, False,
-                           f"block {r.name} accumulates straight into {acc} in {sf.scope(acc)} memory, reading and "
-                           f"writing each element {steps} times: cache_write it to a 'local' buffer and write that "
-                           f"back once after the reduction", r.name, ev)
+        return CheckResult(
+            name,
+            False,
+            f"block {r.name} accumulates straight into {acc} in {sf.scope(acc)} memory, reading and "
+            f"writing each element {steps} times: cache_write it to a 'local' buffer and write that "
+            f"back once after the reduction",
+            r.name,
+            ev,
+        )
     backs = [b for b in sf.consumers(acc) if b.name != r.name and acc not in b.writes]
     if not backs:
-        return CheckResult(name, False, f"nothing writes the local accumulator {acc} of {r.name} back to memory",
-                           r.name, ev)
+        return CheckResult(
+            name, False, f"nothing writes the local accumulator {acc} of {r.name} back to memory", r.name, ev
+        )
     for b in backs:
         inside = [lid for lid in b.loops if lid in set(red)]
         ev["write_back"] = b.name
@@ -351,15 +442,24 @@ def write_cache(sf: StepFacts) -> CheckResult | None:
             where = sf.loop_name(inside[0])
             pos = r.loops.index(red[0]) if red and red[0] in r.loops else 0
             above = f"loop {sf.loop_name(r.loops[pos - 1])}, just above {where}" if pos > 0 else f"a loop above {where}"
-            return CheckResult(name, False,
-                               f"block {b.name} writes {acc} back inside the reduction loop {where}, {times} times "
-                               f"per element: reverse_compute_at it to {above}, so it runs once after the reduction",
-                               b.name, ev)
+            return CheckResult(
+                name,
+                False,
+                f"block {b.name} writes {acc} back inside the reduction loop {where}, {times} times "
+                f"per element: reverse_compute_at it to {above}, so it runs once after the reduction",
+                b.name,
+                ev,
+            )
     ev["writes_per_element"] = 1
     after = sf.loop_name(red[0]) if red else r.name
-    return CheckResult(name, True,
-                       f"{r.name} accumulates in the local buffer {acc} and block {backs[0].name} writes each element "
-                       f"back once, after loop {after}", backs[0].name, ev)
+    return CheckResult(
+        name,
+        True,
+        f"{r.name} accumulates in the local buffer {acc} and block {backs[0].name} writes each element "
+        f"back once, after loop {after}",
+        backs[0].name,
+        ev,
+    )
 
 
 @register("epilogue_fusion", "cuda", "epilogue fusion")
@@ -386,18 +486,29 @@ def epilogue_fusion(sf: StepFacts) -> CheckResult | None:
             inter = out0 if any(out0 in b.reads for b in sf.facts.blocks.values()) else None
             ev["separate"] = outside
             via = f", reading {inter} back from global memory" if inter else ""
-            return CheckResult(name, False,
-                               f"block {outside[0]} computes {buf} in a kernel of its own{via}: "
-                               f"reverse_compute_inline it into the write-back of {r.name}, or reverse_compute_at it "
-                               f"under {r.name}'s thread loops", outside[0], ev)
+            return CheckResult(
+                name,
+                False,
+                f"block {outside[0]} computes {buf} in a kernel of its own{via}: "
+                f"reverse_compute_inline it into the write-back of {r.name}, or reverse_compute_at it "
+                f"under {r.name}'s thread loops",
+                outside[0],
+                ev,
+            )
         ev["fused_into"] = writers
-    return CheckResult(name, True,
-                       f"the epilogue ({', '.join(ev['epilogue'])}) runs in the kernel of {r.name}: block "
-                       f"{', '.join(ev['fused_into'])} writes {', '.join(finals)} without a round trip through "
-                       f"global memory", (ev["fused_into"] or [None])[0], ev)
+    return CheckResult(
+        name,
+        True,
+        f"the epilogue ({', '.join(ev['epilogue'])}) runs in the kernel of {r.name}: block "
+        f"{', '.join(ev['fused_into'])} writes {', '.join(finals)} without a round trip through "
+        f"global memory",
+        (ev["fused_into"] or [None])[0],
+        ev,
+    )
 
 
 # --- CPU --------------------------------------------------------------------------------------------
+
 
 def _stride(sf: StepFacts, s: Site, lid: int) -> int | None:
     """Elements the access moves by when loop ``lid`` steps by one (others at their first value)."""
@@ -412,7 +523,7 @@ def _stride(sf: StepFacts, s: Site, lid: int) -> int | None:
         b = [int(np.asarray(evaluate(e, env))) for e in s.access.indices]
     except Exception:  # noqa: BLE001
         return None
-    lin = lambda ix: sum(i * math.prod(shape[d + 1:]) for d, i in enumerate(ix))  # noqa: E731
+    lin = lambda ix: sum(i * math.prod(shape[d + 1 :]) for d, i in enumerate(ix))  # noqa: E731
     return lin(b) - lin(a)
 
 
@@ -439,13 +550,22 @@ def loop_order(sf: StepFacts) -> CheckResult | None:
     bad = {b: v for b, v in body.items() if v is not None and abs(v) > 1}
     if bad:
         b, v = next(iter(bad.items()))
-        return CheckResult("loop_order", False,
-                           f"the innermost loop {sf.loop_name(inner.id)} of {r.name} moves along {b} by {v} elements "
-                           f"per iteration: reorder the loops so that the innermost one walks each buffer with unit "
-                           f"stride", sf.loop_name(inner.id), ev)
-    return CheckResult("loop_order", True,
-                       f"the innermost loop {sf.loop_name(inner.id)} of {r.name} walks every buffer with unit stride "
-                       f"(or not at all)", sf.loop_name(inner.id), ev)
+        return CheckResult(
+            "loop_order",
+            False,
+            f"the innermost loop {sf.loop_name(inner.id)} of {r.name} moves along {b} by {v} elements "
+            f"per iteration: reorder the loops so that the innermost one walks each buffer with unit "
+            f"stride",
+            sf.loop_name(inner.id),
+            ev,
+        )
+    return CheckResult(
+        "loop_order",
+        True,
+        f"the innermost loop {sf.loop_name(inner.id)} of {r.name} walks every buffer with unit stride (or not at all)",
+        sf.loop_name(inner.id),
+        ev,
+    )
 
 
 @register("vectorize", "cpu", "vectorization")
@@ -458,11 +578,17 @@ def vectorize(sf: StepFacts) -> CheckResult | None:
     if not vec:
         inner = chain[-1] if chain else None
         hint = f" (the innermost loop {sf.loop_name(inner.id)} of {r.name} is a candidate)" if inner is not None else ""
-        return CheckResult("vectorize", False, f"no loop is vectorized{hint}: vectorize an innermost data-parallel "
-                                               f"loop with unit stride", r.name, ev)
+        return CheckResult(
+            "vectorize",
+            False,
+            f"no loop is vectorized{hint}: vectorize an innermost data-parallel loop with unit stride",
+            r.name,
+            ev,
+        )
     lp = next((x for x in vec if chain and x in chain), vec[0])
-    return CheckResult("vectorize", True, f"loop {sf.loop_name(lp.id)} is vectorized, {lp.extent} lanes wide",
-                       sf.loop_name(lp.id), ev)
+    return CheckResult(
+        "vectorize", True, f"loop {sf.loop_name(lp.id)} is vectorized, {lp.extent} lanes wide", sf.loop_name(lp.id), ev
+    )
 
 
 @register("parallel", "cpu", "parallel loops")
@@ -475,11 +601,22 @@ def parallel(sf: StepFacts) -> CheckResult | None:
     if not par:
         outer = chain[0] if chain else None
         hint = f" (its outer loop {sf.loop_name(outer.id)})" if outer is not None else ""
-        return CheckResult("parallel", False, f"no loop above {r.name} runs in parallel: parallelize an outer "
-                                              f"data-parallel loop{hint} so every core takes a share", r.name, ev)
+        return CheckResult(
+            "parallel",
+            False,
+            f"no loop above {r.name} runs in parallel: parallelize an outer "
+            f"data-parallel loop{hint} so every core takes a share",
+            r.name,
+            ev,
+        )
     lp = par[0]
-    return CheckResult("parallel", True, f"loop {sf.loop_name(lp.id)} above {r.name} runs its {lp.extent} "
-                                         f"iterations in parallel", sf.loop_name(lp.id), ev)
+    return CheckResult(
+        "parallel",
+        True,
+        f"loop {sf.loop_name(lp.id)} above {r.name} runs its {lp.extent} iterations in parallel",
+        sf.loop_name(lp.id),
+        ev,
+    )
 
 
 @register("unroll", "cpu", "unrolling")
@@ -492,13 +629,24 @@ def unroll(sf: StepFacts) -> CheckResult | None:
     ev = {"unrolled": [sf.loop_name(lp.id) for lp in unrolled], "annotated": [sf.loop_name(lid) for lid in pragma]}
     if unrolled:
         lp = unrolled[0]
-        return CheckResult("unroll", True, f"loop {sf.loop_name(lp.id)} is unrolled ({lp.extent} copies of its body)",
-                           sf.loop_name(lp.id), ev)
+        return CheckResult(
+            "unroll",
+            True,
+            f"loop {sf.loop_name(lp.id)} is unrolled ({lp.extent} copies of its body)",
+            sf.loop_name(lp.id),
+            ev,
+        )
     if pragma:
-        return CheckResult("unroll", True, f"loop {sf.loop_name(pragma[0])} carries an unroll annotation",
-                           sf.loop_name(pragma[0]), ev)
-    return CheckResult("unroll", False, f"no loop is unrolled: unroll a short inner loop of {r.name} to save its "
-                                        f"loop overhead", r.name, ev)
+        return CheckResult(
+            "unroll", True, f"loop {sf.loop_name(pragma[0])} carries an unroll annotation", sf.loop_name(pragma[0]), ev
+        )
+    return CheckResult(
+        "unroll",
+        False,
+        f"no loop is unrolled: unroll a short inner loop of {r.name} to save its loop overhead",
+        r.name,
+        ev,
+    )
 
 
 @register("reduction_init", "cpu", "decomposed reduction init")
@@ -512,15 +660,23 @@ def reduction_init(sf: StepFacts) -> CheckResult | None:
     if r.has_init or not inits:
         red = _reduction_loops(sf, r)
         where = sf.loop_name(red[0]) if red else r.name
-        return CheckResult("reduction_init", False,
-                           f"block {r.name} still sets {out} to its initial value inside the reduction (T.init()): "
-                           f"decompose_reduction({r.name}, {where}) moves it into a block of its own before the loop",
-                           r.name, ev)
+        return CheckResult(
+            "reduction_init",
+            False,
+            f"block {r.name} still sets {out} to its initial value inside the reduction (T.init()): "
+            f"decompose_reduction({r.name}, {where}) moves it into a block of its own before the loop",
+            r.name,
+            ev,
+        )
     b = inits[0]
     where = sf.loop_name(b.loops[-1]) if b.loops else None
-    return CheckResult("reduction_init", True,
-                       f"the reduction's init is a block of its own ({b.name}), outside the reduction loop",
-                       b.name, ev | {"under": where})
+    return CheckResult(
+        "reduction_init",
+        True,
+        f"the reduction's init is a block of its own ({b.name}), outside the reduction loop",
+        b.name,
+        ev | {"under": where},
+    )
 
 
 @register("packing", "cpu", "packed operand")
@@ -541,17 +697,33 @@ def packing(sf: StepFacts) -> CheckResult | None:
         if not _relayout(sf, p.name):
             continue
         unit = [lid for lid in spatial if _stride(sf, s, lid) == 1]
-        ev["packed"].append({"buffer": s.access.buffer, "from": list(p.reads), "by": p.name,
-                             "unit_stride_loop": sf.loop_name(unit[-1]) if unit else None})
+        ev["packed"].append(
+            {
+                "buffer": s.access.buffer,
+                "from": list(p.reads),
+                "by": p.name,
+                "unit_stride_loop": sf.loop_name(unit[-1]) if unit else None,
+            }
+        )
     good = [x for x in ev["packed"] if x["unit_stride_loop"]]
     if good:
         g = good[0]
-        return CheckResult("packing", True,
-                           f"{r.name} reads {g['buffer']}, a copy of {', '.join(g['from'])} that block {g['by']} lays "
-                           f"out so that loop {g['unit_stride_loop']} reads it contiguously", g["by"], ev)
-    return CheckResult("packing", False,
-                       f"no operand of {r.name} is packed: cache_read the operand read with a large stride and "
-                       f"transform_layout it so that an inner spatial loop reads it contiguously", r.name, ev)
+        return CheckResult(
+            "packing",
+            True,
+            f"{r.name} reads {g['buffer']}, a copy of {', '.join(g['from'])} that block {g['by']} lays "
+            f"out so that loop {g['unit_stride_loop']} reads it contiguously",
+            g["by"],
+            ev,
+        )
+    return CheckResult(
+        "packing",
+        False,
+        f"no operand of {r.name} is packed: cache_read the operand read with a large stride and "
+        f"transform_layout it so that an inner spatial loop reads it contiguously",
+        r.name,
+        ev,
+    )
 
 
 def _relayout(sf: StepFacts, block: str) -> bool:
@@ -561,8 +733,9 @@ def _relayout(sf: StepFacts, block: str) -> bool:
     rd = next((s for s in ss if s.access.kind == "read"), None)
     if w is None or rd is None:
         return False
-    return (len(w.access.indices) != len(rd.access.indices)
-            or any(str(a) != str(b) for a, b in zip(w.access.indices, rd.access.indices)))
+    return len(w.access.indices) != len(rd.access.indices) or any(
+        str(a) != str(b) for a, b in zip(w.access.indices, rd.access.indices)
+    )
 
 
 def _inputs(sf: StepFacts) -> set:

@@ -22,8 +22,13 @@ class CheckResult:
     evidence: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "ok": self.ok, "message": self.message, "where": self.where,
-                "evidence": _jsonable(self.evidence)}
+        return {
+            "name": self.name,
+            "ok": self.ok,
+            "message": self.message,
+            "where": self.where,
+            "evidence": _jsonable(self.evidence),
+        }
 
 
 @dataclass(frozen=True)
@@ -45,12 +50,15 @@ HAZARD_KINDS = ("race", "out_of_bounds", "thread_extent", "spill", "limit", "all
 class CheckReport:
     checks: list
     hazards: list
-    numeric: dict | None = None      # {"ok", "max_error", "shape"} when a numeric check ran
+    numeric: dict | None = None  # {"ok", "max_error", "shape"} when a numeric check ran
 
     @property
     def ok(self) -> bool:
-        return (all(c.ok for c in self.checks) and not self.hazards
-                and (self.numeric is None or bool(self.numeric.get("ok"))))
+        return (
+            all(c.ok for c in self.checks)
+            and not self.hazards
+            and (self.numeric is None or bool(self.numeric.get("ok")))
+        )
 
     def failed(self) -> list:
         return [c for c in self.checks if not c.ok]
@@ -58,21 +66,30 @@ class CheckReport:
     def to_json(self) -> dict:
         numeric = None
         if self.numeric is not None:
-            numeric = {"ok": bool(self.numeric.get("ok")), "max_error": self.numeric.get("max_error"),
-                       "shape": self.numeric.get("shape")}
-        return {"checks": [c.to_json() for c in self.checks], "hazards": [h.to_json() for h in self.hazards],
-                "numeric": _jsonable(numeric)}
+            numeric = {
+                "ok": bool(self.numeric.get("ok")),
+                "max_error": self.numeric.get("max_error"),
+                "shape": self.numeric.get("shape"),
+            }
+        return {
+            "checks": [c.to_json() for c in self.checks],
+            "hazards": [h.to_json() for h in self.hazards],
+            "numeric": _jsonable(numeric),
+        }
 
     def __str__(self) -> str:
         lines = [f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.message}" for c in self.checks]
         lines += [f"HAZARD {h.kind}: {h.message}" for h in self.hazards]
         if self.numeric is not None:
-            lines.append(f"{'ok  ' if self.numeric.get('ok') else 'FAIL'} numeric: max error "
-                         f"{self.numeric.get('max_error')} at shape {self.numeric.get('shape')}")
+            lines.append(
+                f"{'ok  ' if self.numeric.get('ok') else 'FAIL'} numeric: max error "
+                f"{self.numeric.get('max_error')} at shape {self.numeric.get('shape')}"
+            )
         return "\n".join(lines)
 
 
 # --- targets ----------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Target:
@@ -87,7 +104,7 @@ class Target:
 
     @classmethod
     def of(cls, target: Any) -> "Target":
-        """"cpu", "cuda", an arch such as "sm_75", or a dict like ``{"kind": "cuda", "arch": "sm_75"}``."""
+        """ "cpu", "cuda", an arch such as "sm_75", or a dict like ``{"kind": "cuda", "arch": "sm_75"}``."""
         if isinstance(target, Target):
             return target
         if isinstance(target, str):
@@ -106,11 +123,14 @@ class Target:
             if kind != "cuda":
                 raise MlcLabError(f"checks judge 'cpu' or 'cuda' targets, not kind {kind!r}")
             arch = target.get("arch")
-            return cls("cuda", arch=str(arch) if arch else None,
-                       max_threads_per_block=int(target.get("max_threads_per_block", 1024)),
-                       max_shared_memory_per_block=int(target.get("max_shared_memory_per_block", 48 * 1024)),
-                       registers_per_thread=int(target.get("registers_per_thread", 255)),
-                       warp_size=int(target.get("thread_warp_size", 32)))
+            return cls(
+                "cuda",
+                arch=str(arch) if arch else None,
+                max_threads_per_block=int(target.get("max_threads_per_block", 1024)),
+                max_shared_memory_per_block=int(target.get("max_shared_memory_per_block", 48 * 1024)),
+                registers_per_thread=int(target.get("registers_per_thread", 255)),
+                warp_size=int(target.get("thread_warp_size", 32)),
+            )
         raise MlcLabError(f"the target must be 'cpu', 'cuda', a CUDA arch or a dict, not {type(target).__name__}")
 
     @property
@@ -145,4 +165,3 @@ def _jsonable(value: Any) -> Any:
         return value.item()
     except AttributeError:
         return str(value)
-

@@ -21,24 +21,37 @@ from mlc_lab.core.check_rules import CHECKS
 from mlc_lab.core.check_types import HAZARD_KINDS, Check, CheckReport, CheckResult, Hazard, Target
 from mlc_lab.errors import MlcLabError
 
-__all__ = ["CHECKS", "HAZARD_KINDS", "Check", "CheckReport", "CheckResult", "Hazard", "Target", "check_session",
-           "step_hazards"]
+__all__ = [
+    "CHECKS",
+    "HAZARD_KINDS",
+    "Check",
+    "CheckReport",
+    "CheckResult",
+    "Hazard",
+    "Target",
+    "check_session",
+    "step_hazards",
+]
 
 
-def check_session(session: Any, names: list[str] | None = None, *, target: Any = "cpu",
-                  step: int | None = None) -> CheckReport:
+def check_session(
+    session: Any, names: list[str] | None = None, *, target: Any = "cpu", step: int | None = None
+) -> CheckReport:
     """Run the named checks (default: every one that applies to ``target``) on a step of ``session``
     (default: the current one), with the hazards of that step for a GPU target."""
     tgt = Target.of(target)
     if names is not None:
         unknown = [n for n in names if n not in CHECKS]
         if unknown:
-            raise MlcLabError(f"there is no check named {', '.join(map(repr, unknown))}; "
-                              f"the checks are {', '.join(sorted(CHECKS))}")
+            raise MlcLabError(
+                f"there is no check named {', '.join(map(repr, unknown))}; the checks are {', '.join(sorted(CHECKS))}"
+            )
         wrong = [n for n in names if CHECKS[n].target != tgt.kind]
         if wrong:
-            raise MlcLabError(f"{', '.join(wrong)} {'is a check' if len(wrong) == 1 else 'are checks'} for "
-                              f"{CHECKS[wrong[0]].target} targets, not {tgt.kind}")
+            raise MlcLabError(
+                f"{', '.join(wrong)} {'is a check' if len(wrong) == 1 else 'are checks'} for "
+                f"{CHECKS[wrong[0]].target} targets, not {tgt.kind}"
+            )
     facts = check_facts.step_facts(session, step, tgt)
     results = []
     for check in CHECKS.values():
@@ -46,8 +59,13 @@ def check_session(session: Any, names: list[str] | None = None, *, target: Any =
             continue
         result = _run_check(check, facts)
         if result is None and names is not None and check.name in names:
-            result = CheckResult(check.name, False, f"{check.title} does not apply to this program: "
-                                 f"{facts.why_not(check.name)}", None, {})
+            result = CheckResult(
+                check.name,
+                False,
+                f"{check.title} does not apply to this program: {facts.why_not(check.name)}",
+                None,
+                {},
+            )
         if result is not None:
             results.append(result)
     return CheckReport(results, list(step_hazards(session, step, tgt)), None)
@@ -63,10 +81,14 @@ def _run_check(check: Check, facts: Any) -> CheckResult | None:
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError) as exc:
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     symbolic = _symbolic_shapes(facts)
-    why = (f"the program has symbolic shapes ({', '.join(symbolic)}) and the check needs their values"
-           if symbolic else f"it reads a construct the check does not handle ({reason})")
-    return CheckResult(check.name, False, f"{check.title} could not be judged on this program: {why}", None,
-                       {"error": reason})
+    why = (
+        f"the program has symbolic shapes ({', '.join(symbolic)}) and the check needs their values"
+        if symbolic
+        else f"it reads a construct the check does not handle ({reason})"
+    )
+    return CheckResult(
+        check.name, False, f"{check.title} could not be judged on this program: {why}", None, {"error": reason}
+    )
 
 
 def _symbolic_shapes(facts: Any) -> list:

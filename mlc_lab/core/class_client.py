@@ -29,8 +29,9 @@ def server_url(server: str | None) -> str:
     return url.rstrip("/")
 
 
-def _call(server: str | None, path: str, body: dict | None = None, token: str | None = None,
-          timeout_s: float = 30.0) -> dict:
+def _call(
+    server: str | None, path: str, body: dict | None = None, token: str | None = None, timeout_s: float = 30.0
+) -> dict:
     url = server_url(server) + path
     data = json.dumps(body).encode("utf-8") if body is not None else None
     req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")

@@ -229,9 +229,16 @@ def ptx_kernel_counts(ptx: str) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     starts = [(m.start(), m.group(1)) for m in _PTX_ENTRY.finditer(ptx)]
     for i, (pos, name) in enumerate(starts):
-        body = ptx[pos: starts[i + 1][0] if i + 1 < len(starts) else len(ptx)]
-        counts = {"vector_loads": 0, "vector_stores": 0, "scalar_loads": 0, "scalar_stores": 0,
-                  "shared_loads": 0, "fma": 0, "barriers": 0}
+        body = ptx[pos : starts[i + 1][0] if i + 1 < len(starts) else len(ptx)]
+        counts = {
+            "vector_loads": 0,
+            "vector_stores": 0,
+            "scalar_loads": 0,
+            "scalar_stores": 0,
+            "shared_loads": 0,
+            "fma": 0,
+            "barriers": 0,
+        }
         for line in body.splitlines():
             op = line.strip().split(None, 1)[0] if line.strip() else ""
             if op.startswith("ld.shared"):
@@ -312,8 +319,12 @@ def walk_loops(loop_tree: dict) -> list[dict]:
 _LAMBDA = re.compile(r"parallel_lambda")
 
 
-def loop_facts(loops: list[dict], insns: list[AsmInstruction], llvm_labels: set[str] | None = None,
-               ir_lines: dict[int, int] | None = None) -> list[LoopFacts]:
+def loop_facts(
+    loops: list[dict],
+    insns: list[AsmInstruction],
+    llvm_labels: set[str] | None = None,
+    ir_lines: dict[int, int] | None = None,
+) -> list[LoopFacts]:
     """Facts of every loop: the instructions whose script line lies in the loop's lines.
 
     A parallel loop's body is compiled into its own function (`__tvm_parallel_lambda`), which
@@ -332,19 +343,36 @@ def loop_facts(loops: list[dict], insns: list[AsmInstruction], llvm_labels: set[
         for sym in runtime_symbols(insn):
             if "Parallel" in sym:
                 parallel_refs[sym] = parallel_refs.get(sym, 0) + 1
-    outer_parallel = [n for n in loops if n.get("loop_kind") == "parallel"
-                      and not any(o is not n and o.get("loop_kind") == "parallel"
-                                  and o.get("line", 0) <= n.get("line", 0) <= o.get("end_line", 0)
-                                  and (o.get("line"), o.get("end_line")) != (n.get("line"), n.get("end_line"))
-                                  for o in loops)]
+    outer_parallel = [
+        n
+        for n in loops
+        if n.get("loop_kind") == "parallel"
+        and not any(
+            o is not n
+            and o.get("loop_kind") == "parallel"
+            and o.get("line", 0) <= n.get("line", 0) <= o.get("end_line", 0)
+            and (o.get("line"), o.get("end_line")) != (n.get("line"), n.get("end_line"))
+            for o in loops
+        )
+    ]
     bodies = list(lambdas.values())
-    ranges = [(int(n.get("line") or 0), int(n.get("end_line") or 0), bodies[i])
-              for i, n in enumerate(outer_parallel) if i < len(bodies)]
+    ranges = [
+        (int(n.get("line") or 0), int(n.get("end_line") or 0), bodies[i])
+        for i, n in enumerate(outer_parallel)
+        if i < len(bodies)
+    ]
     for node in loops:
         line, end = int(node.get("line") or 0), int(node.get("end_line") or node.get("line") or 0)
         kind = str(node.get("loop_kind") or "serial")
-        f = LoopFacts(loop=str(node.get("qualified") or node.get("name")), name=str(node.get("name")), line=line,
-                      end_line=end, kind=kind, extent=node.get("extent"), innermost=bool(node.get("innermost")))
+        f = LoopFacts(
+            loop=str(node.get("qualified") or node.get("name")),
+            name=str(node.get("name")),
+            line=line,
+            end_line=end,
+            kind=kind,
+            extent=node.get("extent"),
+            innermost=bool(node.get("innermost")),
+        )
         for src in range(line, end + 1):
             for insn in by_line.get(src, ()):
                 f.asm_lines.append(insn.asm_line)
@@ -369,10 +397,18 @@ def loop_facts(loops: list[dict], insns: list[AsmInstruction], llvm_labels: set[
     return out
 
 
-_COUNTED = {"vector_fma": "vector_fma", "scalar_fma": "scalar_fma", "vector_arith": "vector_arith",
-            "scalar_arith": "scalar_arith", "vector_load": "vector_loads", "vector_store": "vector_stores",
-            "scalar_load": "scalar_loads", "scalar_store": "scalar_stores", "broadcast": "broadcasts",
-            "gather": "gathers"}
+_COUNTED = {
+    "vector_fma": "vector_fma",
+    "scalar_fma": "scalar_fma",
+    "vector_arith": "vector_arith",
+    "scalar_arith": "scalar_arith",
+    "vector_load": "vector_loads",
+    "vector_store": "vector_stores",
+    "scalar_load": "scalar_loads",
+    "scalar_store": "scalar_stores",
+    "broadcast": "broadcasts",
+    "gather": "gathers",
+}
 
 
 def _count(f: LoopFacts, insn: AsmInstruction) -> None:
@@ -425,8 +461,11 @@ def loop_verdict(f: LoopFacts, strides: dict[str, list[dict]], cpu_features: lis
     if f.kind == "vectorized":
         bad = [a for a in strides.get(f.name, []) if a.get("stride") not in (0, 1)]
         why = ", ".join(
-            f"the access to {a['buffer']} has stride {a['stride']}" if a.get("stride") is not None
-            else f"the access to {a['buffer']} is not affine in {f.loop}" for a in bad)
+            f"the access to {a['buffer']} has stride {a['stride']}"
+            if a.get("stride") is not None
+            else f"the access to {a['buffer']} is not affine in {f.loop}"
+            for a in bad
+        )
         if f.is_vector and not bad and not f.gathers:
             text = f"{f.loop} vectorized: {f.vector_width}-wide {op} on {f.register} registers"
             if f.approximate:
@@ -434,16 +473,20 @@ def loop_verdict(f: LoopFacts, strides: dict[str, list[dict]], cpu_features: lis
             reason = _width_reason(int(f.extent or 0), f.vector_width, f.register, cpu_features)
             return f"{text} ({reason})" if reason else text
         if f.is_vector and bad:
-            return (f"{f.loop} vectorized: the arithmetic is {f.vector_width}-wide on {f.register}, but memory is "
-                    f"moved one element at a time ({f.scalar_loads} scalar loads, {f.scalar_stores} scalar stores, "
-                    f"{f.gathers} gathers): {why}")
+            return (
+                f"{f.loop} vectorized: the arithmetic is {f.vector_width}-wide on {f.register}, but memory is "
+                f"moved one element at a time ({f.scalar_loads} scalar loads, {f.scalar_stores} scalar stores, "
+                f"{f.gathers} gathers): {why}"
+            )
         if bad:
             return f"vectorize requested on {f.loop}, but the loop body is scalar: {why}"
         if not f.asm_lines and not f.approximate:
             # Typically an init loop (Y_init) whose zeros LLVM keeps in registers or merges into the
             # loop next to it: not a failed vectorize, there is simply no code of this loop left.
-            return (f"{f.loop} left no code of its own: LLVM folded it into the code around it "
-                    f"(nothing to vectorize, not a problem)")
+            return (
+                f"{f.loop} left no code of its own: LLVM folded it into the code around it "
+                f"(nothing to vectorize, not a problem)"
+            )
         if not (f.vector_arith or f.vector_fma or f.scalar_fallbacks) and f.vector_stores:
             return f"{f.loop} vectorized: {f.vector_stores} packed store(s), no arithmetic (it only writes values)"
         if f.is_vector:
@@ -452,13 +495,16 @@ def loop_verdict(f: LoopFacts, strides: dict[str, list[dict]], cpu_features: lis
     if f.kind == "parallel":
         launches = sum(v for k, v in f.runtime_calls.items() if "Parallel" in k)
         return f"{f.loop} runs in parallel: its body is a separate function started by TVMBackendParallelLaunch" + (
-            f" ({launches} reference(s))" if launches else "")
+            f" ({launches} reference(s))" if launches else ""
+        )
     if f.kind == "unrolled":
         copies = f" ({f.unrolled_copies} copies of the body)" if f.unrolled_copies else ""
         return f"{f.loop} unrolled{copies}"
     if f.innermost and f.is_vector:
-        text = (f"{f.loop} is not marked vectorized, but LLVM vectorized it on its own: "
-                f"{f.vector_width}-wide {op} on {f.register} registers")
+        text = (
+            f"{f.loop} is not marked vectorized, but LLVM vectorized it on its own: "
+            f"{f.vector_width}-wide {op} on {f.register} registers"
+        )
         reason = _width_reason(int(f.extent or 0), f.vector_width, f.register, cpu_features)
         return f"{text} ({reason})" if reason else text
     if f.innermost and f.scalar_fallbacks:
@@ -468,8 +514,10 @@ def loop_verdict(f: LoopFacts, strides: dict[str, list[dict]], cpu_features: lis
 
 def step_verdict(facts: list[LoopFacts]) -> str:
     """One line for the step: the annotated loops first, then the innermost ones."""
-    ranked = sorted((f for f in facts if f.verdict),
-                    key=lambda f: (0 if f.kind in ("vectorized", "parallel", "unrolled") else 1, f.line))
+    ranked = sorted(
+        (f for f in facts if f.verdict),
+        key=lambda f: (0 if f.kind in ("vectorized", "parallel", "unrolled") else 1, f.line),
+    )
     seen, parts = set(), []
     for f in ranked:
         if f.verdict not in seen:

@@ -22,7 +22,9 @@ def register_view(name: str, factory: Callable[..., Any]) -> None:
 def open_view(name: str, session: Any, *args: Any, **kwargs: Any) -> Any:
     factory = _FACTORIES.get(name)
     if factory is None:
-        raise MlcLabError(f"no {name} view is registered: `import mlc_lab` (with anywidget installed) registers the widget views")
+        raise MlcLabError(
+            f"no {name} view is registered: `import mlc_lab` (with anywidget installed) registers the widget views"
+        )
     return factory(session, *args, **kwargs)
 
 

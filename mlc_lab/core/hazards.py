@@ -17,8 +17,14 @@ from mlc_lab.core.check_types import Hazard
 
 log = logging.getLogger(__name__)
 
-_AXIS = {"threadIdx.x": 1024, "threadIdx.y": 1024, "threadIdx.z": 64,
-         "blockIdx.x": 2**31 - 1, "blockIdx.y": 65535, "blockIdx.z": 65535}
+_AXIS = {
+    "threadIdx.x": 1024,
+    "threadIdx.y": 1024,
+    "threadIdx.z": 64,
+    "blockIdx.x": 2**31 - 1,
+    "blockIdx.y": 65535,
+    "blockIdx.z": 65535,
+}
 
 
 def find(sf: StepFacts) -> list:
@@ -37,6 +43,7 @@ def find(sf: StepFacts) -> list:
 
 # --- thread axes with different extents --------------------------------------------------------------
 
+
 def thread_extents(sf: StepFacts, k: Kernel) -> list:
     out = []
     for tag in THREAD_TAGS + BLOCK_TAGS:
@@ -47,16 +54,20 @@ def thread_extents(sf: StepFacts, k: Kernel) -> list:
         short = [lp for lp in bound if lp.extent != launched]
         parts = ", ".join(f"{sf.loop_name(lp.id)} ({lp.extent})" for lp in bound)
         first = short[0]
-        out.append(Hazard(
-            "thread_extent",
-            f"{tag} is bound to loops with different extents ({parts}); the kernel launches {launched} "
-            f"and loop {sf.loop_name(first.id)} then runs {launched} iterations instead of {first.extent}: "
-            f"bind every stage to the same number of threads on {tag}",
-            sf.loop_name(first.id)))
+        out.append(
+            Hazard(
+                "thread_extent",
+                f"{tag} is bound to loops with different extents ({parts}); the kernel launches {launched} "
+                f"and loop {sf.loop_name(first.id)} then runs {launched} iterations instead of {first.extent}: "
+                f"bind every stage to the same number of threads on {tag}",
+                sf.loop_name(first.id),
+            )
+        )
     return out
 
 
 # --- launch limits ---------------------------------------------------------------------------------
+
 
 def limits(sf: StepFacts, k: Kernel) -> list:
     out = []
@@ -64,9 +75,14 @@ def limits(sf: StepFacts, k: Kernel) -> list:
     where = sf.loop_name(k.root.id)
     if k.threads > tgt.max_threads_per_block:
         dims = " x ".join(str(k.launch[t]) for t in THREAD_TAGS if t in k.launch)
-        out.append(Hazard("limit", f"the kernel under {where} uses {k.threads} threads per block ({dims}), "
-                                   f"more than the {tgt.max_threads_per_block} a block may have: it will not launch",
-                          where))
+        out.append(
+            Hazard(
+                "limit",
+                f"the kernel under {where} uses {k.threads} threads per block ({dims}), "
+                f"more than the {tgt.max_threads_per_block} a block may have: it will not launch",
+                where,
+            )
+        )
     for tag, n in k.launch.items():
         if n > _AXIS.get(tag, n):
             out.append(Hazard("limit", f"{tag} is launched with {n}, more than its limit of {_AXIS[tag]}", where))
@@ -74,9 +90,15 @@ def limits(sf: StepFacts, k: Kernel) -> list:
     total = sum(shared.values())
     if total > tgt.max_shared_memory_per_block:
         parts = ", ".join(f"{b} {n // 1024} KB" if n >= 1024 else f"{b} {n} B" for b, n in shared.items())
-        out.append(Hazard("limit", f"the kernel under {where} allocates {total // 1024} KB of shared memory per "
-                                   f"block ({parts}), more than the {tgt.max_shared_memory_per_block // 1024} KB "
-                                   f"a block may have: make the shared tiles smaller", where))
+        out.append(
+            Hazard(
+                "limit",
+                f"the kernel under {where} allocates {total // 1024} KB of shared memory per "
+                f"block ({parts}), more than the {tgt.max_shared_memory_per_block // 1024} KB "
+                f"a block may have: make the shared tiles smaller",
+                where,
+            )
+        )
     return out
 
 
@@ -94,6 +116,7 @@ def _bytes(sf: StepFacts, buffer: str) -> int:
 
 # --- local arrays that spill ---------------------------------------------------------------------------
 
+
 def spills(sf: StepFacts, k: Kernel) -> list:
     """A thread's local arrays too large for its registers: TVM's compacted size, times every virtual
     thread (vthread) around the uses, which TVM gives a copy of its own."""
@@ -106,24 +129,33 @@ def spills(sf: StepFacts, k: Kernel) -> list:
         if not sf.scope(b).startswith("local") or b not in sf.facts.allocated:
             continue
         sites = [s for s in k.sites if s.access.buffer == b]
-        vthreads = {lp.id: int(lp.extent) for s in sites for lp in s.chain
-                    if lp.tag and lp.tag.startswith("vthread") and isinstance(lp.extent, int)}
+        vthreads = {
+            lp.id: int(lp.extent)
+            for s in sites
+            for lp in s.chain
+            if lp.tag and lp.tag.startswith("vthread") and isinstance(lp.extent, int)
+        }
         copies = math.prod(vthreads.values())
         n = _bytes(sf, b) * copies
         if n > limit:
             shape = "x".join(str(x) for x in sf.facts.allocated[b])
             per = f" for each of {copies} virtual threads" if copies > 1 else ""
             block = next((s.access.block for s in sites if s.access.kind == "write"), "")
-            out.append(Hazard(
-                "spill",
-                f"each thread keeps a {shape} local array {b}{per} ({n // 1024 if n >= 1024 else n} "
-                f"{'KB' if n >= 1024 else 'B'}), more than half of the {sf.target.registers_per_thread} registers it "
-                f"has: it goes to the stack in local memory; give each thread a smaller tile (the accumulator under "
-                f"the thread loops, fewer or smaller register tiles)", block or None))
+            out.append(
+                Hazard(
+                    "spill",
+                    f"each thread keeps a {shape} local array {b}{per} ({n // 1024 if n >= 1024 else n} "
+                    f"{'KB' if n >= 1024 else 'B'}), more than half of the {sf.target.registers_per_thread} registers it "
+                    f"has: it goes to the stack in local memory; give each thread a smaller tile (the accumulator under "
+                    f"the thread loops, fewer or smaller register tiles)",
+                    block or None,
+                )
+            )
     return out
 
 
 # --- a global intermediate inside a kernel ------------------------------------------------------------
+
 
 def global_in_kernel(sf: StepFacts, k: Kernel) -> list:
     """A global buffer the function allocates whose every access is inside one kernel: TVM allocates it
@@ -137,22 +169,27 @@ def global_in_kernel(sf: StepFacts, k: Kernel) -> list:
         if any(s.access.buffer == buf and s not in k.sites for s in sf.sites()):
             continue
         writer = next((s.access.block for s in k.sites if s.access.buffer == buf and s.access.kind == "write"), None)
-        out.append(Hazard(
-            "allocation",
-            f"the intermediate {buf} is used only inside the kernel under {sf.loop_name(k.root.id)}, so TVM "
-            f"allocates it there, and a kernel cannot allocate global memory (the CUDA build fails): keep the "
-            f"accumulator in a 'local' buffer (cache_write) or compute {buf} in a kernel of its own", writer))
+        out.append(
+            Hazard(
+                "allocation",
+                f"the intermediate {buf} is used only inside the kernel under {sf.loop_name(k.root.id)}, so TVM "
+                f"allocates it there, and a kernel cannot allocate global memory (the CUDA build fails): keep the "
+                f"accumulator in a 'local' buffer (cache_write) or compute {buf} in a kernel of its own",
+                writer,
+            )
+        )
     return out
 
 
 # --- out-of-bounds accesses ----------------------------------------------------------------------------
 
+
 def out_of_bounds(sf: StepFacts, k: Kernel) -> list:
     """Accesses past the end of a buffer: a global buffer's shape, or for shared and local buffers the
     region TVM allocates (what the loops' own extents reach; a thread axis launched wider runs past it)."""
     out, seen = [], set()
-    declared: dict = {}            # buffer -> per dim [lo, hi] the loops' own extents reach
-    launched: dict = {}            # buffer -> list of (site, dim, lo, hi) under the launch
+    declared: dict = {}  # buffer -> per dim [lo, hi] the loops' own extents reach
+    launched: dict = {}  # buffer -> list of (site, dim, lo, hi) under the launch
     held = _held_loops(sf, k)
     for s in k.sites:
         acc = s.access
@@ -189,13 +226,20 @@ def out_of_bounds(sf: StepFacts, k: Kernel) -> list:
                 seen.add(key)
                 verb = "writes" if s.access.kind == "write" else "reads"
                 bad = hi if hi > allowed[d][1] else lo
-                what = (f"past the end of {buf} ({int(allowed[d][1]) + 1} in dimension {d})" if info.scope == "global"
-                        else f"outside the {_shape_text(allowed)} tile of {buf} that TVM allocates "
-                             f"(dimension {d}: {int(allowed[d][0])}..{int(allowed[d][1])})")
+                what = (
+                    f"past the end of {buf} ({int(allowed[d][1]) + 1} in dimension {d})"
+                    if info.scope == "global"
+                    else f"outside the {_shape_text(allowed)} tile of {buf} that TVM allocates "
+                    f"(dimension {d}: {int(allowed[d][0])}..{int(allowed[d][1])})"
+                )
                 cause = _wide_thread_cause(sf, s, k)
-                out.append(Hazard("out_of_bounds",
-                                  f"block {s.access.block} {verb} {buf} at index {bad} {what}{cause}",
-                                  s.access.block))
+                out.append(
+                    Hazard(
+                        "out_of_bounds",
+                        f"block {s.access.block} {verb} {buf} at index {bad} {what}{cause}",
+                        s.access.block,
+                    )
+                )
                 break
     return out
 
@@ -231,13 +275,15 @@ def _shape_text(allowed: list) -> str:
 def _wide_thread_cause(sf: StepFacts, s: Site, k: Kernel) -> str:
     for lp in s.chain:
         if lp.tag and lp.tag in k.launch and isinstance(lp.extent, int) and lp.extent < k.launch[lp.tag]:
-            return (f": its loop {sf.loop_name(lp.id)} is bound to {lp.tag} with extent {lp.extent}, but the kernel "
-                    f"launches {k.launch[lp.tag]} threads on {lp.tag}, so threads {lp.extent}..{k.launch[lp.tag] - 1} "
-                    f"run it too")
+            return (
+                f": its loop {sf.loop_name(lp.id)} is bound to {lp.tag} with extent {lp.extent}, but the kernel "
+                f"launches {k.launch[lp.tag]} threads on {lp.tag}, so threads {lp.extent}..{k.launch[lp.tag] - 1} "
+                f"run it too"
+            )
     return ""
 
 
-_ENUMERATE_BELOW = 1 << 15   # more points than this: an exact affine bound first, when there is one
+_ENUMERATE_BELOW = 1 << 15  # more points than this: an exact affine bound first, when there is one
 
 
 def _ranges(sf: StepFacts, s: Site, k: Kernel | None, fixed: dict) -> list | None:
@@ -276,6 +322,7 @@ class _OneIndex:
 
 # --- races ---------------------------------------------------------------------------------------------
 
+
 def races(sf: StepFacts, k: Kernel) -> list:
     """Two threads of a block writing one element of a global or shared buffer (a statement every thread
     runs identically, copying the same values, is redundant work, and a reduction over threads with its
@@ -287,8 +334,7 @@ def races(sf: StepFacts, k: Kernel) -> list:
     # A reduction whose reduction loop is bound to threads, its init still inside it: TVM lowers it to
     # a cross-thread reduction (an all-reduce, one thread writes the result), not to racing updates.
     # Decomposed (no init), the updates of the threads do race.
-    allreduce = {b.name: set(b.writes) for b in sf.facts.blocks.values()
-                 if b.has_init and b.loops_of("R") & thread_ids}
+    allreduce = {b.name: set(b.writes) for b in sf.facts.blocks.values() if b.has_init and b.loops_of("R") & thread_ids}
     by_buffer: dict = {}
     tensorized = {b.name for b in sf.facts.blocks.values() if b.tensorized}
     for s in k.sites:
@@ -334,14 +380,17 @@ def races(sf: StepFacts, k: Kernel) -> list:
                 if miss.any():
                     i = int(np.flatnonzero(miss)[0])
                     others = wkeys[wkeys // nthreads == got[0][i]] % nthreads
-                    who = (f"thread {int(others[0])} computes it" if others.size else "no thread writes it")
-                    out.append(Hazard(
-                        "race",
-                        f"block {s.access.block} in thread {int(got[1][i])} reads element "
-                        f"{_element(sf, buf, int(got[0][i]))} of the local buffer {buf}, which that thread never "
-                        f"wrote ({who}; local memory is private to each thread): bind the loops of "
-                        f"{s.access.block} to the threads that computed those elements",
-                        s.access.block))
+                    who = f"thread {int(others[0])} computes it" if others.size else "no thread writes it"
+                    out.append(
+                        Hazard(
+                            "race",
+                            f"block {s.access.block} in thread {int(got[1][i])} reads element "
+                            f"{_element(sf, buf, int(got[0][i]))} of the local buffer {buf}, which that thread never "
+                            f"wrote ({who}; local memory is private to each thread): bind the loops of "
+                            f"{s.access.block} to the threads that computed those elements",
+                            s.access.block,
+                        )
+                    )
                     break
             continue
         addr = wkeys // nthreads
@@ -350,11 +399,15 @@ def races(sf: StepFacts, k: Kernel) -> list:
             i = int(dup[0])
             t1, t2 = int(wkeys[i] % nthreads), int(wkeys[i + 1] % nthreads)
             block = next(s.access.block for s, p in wpairs if np.any(p[0] * nthreads + p[1] == wkeys[i]))
-            out.append(Hazard(
-                "race",
-                f"threads {t1} and {t2} of a thread block both write element {_element(sf, buf, int(addr[i]))} of "
-                f"{buf} (block {block}): the result depends on which runs last; each element must be written "
-                f"by one thread", block))
+            out.append(
+                Hazard(
+                    "race",
+                    f"threads {t1} and {t2} of a thread block both write element {_element(sf, buf, int(addr[i]))} of "
+                    f"{buf} (block {block}): the result depends on which runs last; each element must be written "
+                    f"by one thread",
+                    block,
+                )
+            )
             continue
         if scope != "global":
             continue
@@ -370,12 +423,15 @@ def races(sf: StepFacts, k: Kernel) -> list:
             if foreign.any():
                 i = int(np.flatnonzero(foreign)[0])
                 writer = int(wkeys[np.searchsorted(addr, got[0][i])] % nthreads)
-                out.append(Hazard(
-                    "race",
-                    f"block {s.access.block} in thread {int(got[1][i])} reads element "
-                    f"{_element(sf, buf, int(got[0][i]))} of {buf}, which thread {writer} writes in the same kernel "
-                    f"with no barrier between (global memory): compute it in the thread that reads it",
-                    s.access.block))
+                out.append(
+                    Hazard(
+                        "race",
+                        f"block {s.access.block} in thread {int(got[1][i])} reads element "
+                        f"{_element(sf, buf, int(got[0][i]))} of {buf}, which thread {writer} writes in the same kernel "
+                        f"with no barrier between (global memory): compute it in the thread that reads it",
+                        s.access.block,
+                    )
+                )
                 break
     return out
 

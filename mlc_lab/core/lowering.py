@@ -60,31 +60,60 @@ class Lowering(model_lowering.Lowering):
         if first is None:
             return None
         lines = self.asm.splitlines()
-        return "\n".join(("=> " if k == first else "   ") + lines[numbers[k] - 1].strip()
-                         for k in range(max(0, first - before), min(len(numbers), first + after + 1)))
+        return "\n".join(
+            ("=> " if k == first else "   ") + lines[numbers[k] - 1].strip()
+            for k in range(max(0, first - before), min(len(numbers), first + after + 1))
+        )
 
 
 def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | None = None) -> Lowering:
     """A Lowering from the worker's answer (`mlc_lab.tvm.lower.lower_script`) and the step's loop tree."""
-    passes = [PassStep(index=int(p["index"]), name=str(p["name"]), phase=str(p["phase"]), status=str(p["status"]),
-                       depth=int(p.get("depth", 0)), base=int(p.get("base", -1)), note=str(p.get("note") or ""),
-                       script=p.get("script"), error=p.get("error"), seconds=float(p.get("seconds", 0.0)))
-              for p in raw.get("passes", [])]
+    passes = [
+        PassStep(
+            index=int(p["index"]),
+            name=str(p["name"]),
+            phase=str(p["phase"]),
+            status=str(p["status"]),
+            depth=int(p.get("depth", 0)),
+            base=int(p.get("base", -1)),
+            note=str(p.get("note") or ""),
+            script=p.get("script"),
+            error=p.get("error"),
+            seconds=float(p.get("seconds", 0.0)),
+        )
+        for p in raw.get("passes", [])
+    ]
     ptxas = raw.get("ptxas") or {}
     low = Lowering(
-        target=str(raw.get("target", "")), kind=str(raw.get("kind", "cpu")), func_name=str(raw.get("func_name", "")),
-        script=script, passes=passes, ok=bool(raw.get("ok")), error=raw.get("error"), step=step,
-        llvm_ir=raw.get("llvm_ir") or "", asm=raw.get("asm") or "", cuda_source=raw.get("cuda_source") or "",
-        ptx=raw.get("ptx"), ptx_error=raw.get("ptx_error") or (ptxas.get("error") if ptxas else None),
-        ptxas_report=str(ptxas.get("report") or ""), target_cpu=str(raw.get("target_cpu") or ""),
-        cpu_features=list(raw.get("cpu_features") or []), problems=list(raw.get("problems") or []),
-        seconds=float(raw.get("seconds", 0.0)), timings=dict(raw.get("timings") or {}),
+        target=str(raw.get("target", "")),
+        kind=str(raw.get("kind", "cpu")),
+        func_name=str(raw.get("func_name", "")),
+        script=script,
+        passes=passes,
+        ok=bool(raw.get("ok")),
+        error=raw.get("error"),
+        step=step,
+        llvm_ir=raw.get("llvm_ir") or "",
+        asm=raw.get("asm") or "",
+        cuda_source=raw.get("cuda_source") or "",
+        ptx=raw.get("ptx"),
+        ptx_error=raw.get("ptx_error") or (ptxas.get("error") if ptxas else None),
+        ptxas_report=str(ptxas.get("report") or ""),
+        target_cpu=str(raw.get("target_cpu") or ""),
+        cpu_features=list(raw.get("cpu_features") or []),
+        problems=list(raw.get("problems") or []),
+        seconds=float(raw.get("seconds", 0.0)),
+        timings=dict(raw.get("timings") or {}),
     )
     loops = cf.walk_loops(loop_tree) if loop_tree else []
     if low.kind == "cpu" and low.asm:
         insns = cf.parse_asm(low.asm)
-        low.loops = cf.loop_facts(loops, insns, cf.llvm_loop_blocks(low.llvm_ir) if low.llvm_ir else None,
-                                  cf.llvm_ir_script_lines(low.llvm_ir) if low.llvm_ir else None)
+        low.loops = cf.loop_facts(
+            loops,
+            insns,
+            cf.llvm_loop_blocks(low.llvm_ir) if low.llvm_ir else None,
+            cf.llvm_ir_script_lines(low.llvm_ir) if low.llvm_ir else None,
+        )
         strides = cf.strides_by_loop(raw.get("vector_strides") or [])
         for f in low.loops:
             f.verdict = cf.loop_verdict(f, strides, low.cpu_features)
@@ -96,8 +125,9 @@ def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | N
         low.kernels = cf.kernel_facts(low.ptx, low.ptxas_report)
         for name, arrays in low.kernel_arrays.items():  # no ptxas: the kernels and shared memory from the source
             if not any(k.name == name for k in low.kernels):
-                low.kernels.append(cf.KernelFacts(name, shared_bytes=sum(a["bytes"] or 0 for a in arrays
-                                                                         if a["scope"] == "shared")))
+                low.kernels.append(
+                    cf.KernelFacts(name, shared_bytes=sum(a["bytes"] or 0 for a in arrays if a["scope"] == "shared"))
+                )
         low.cuda_loop_lines = cf.cuda_loop_lines(low.cuda_source)
         low.loops = cuda_loop_facts(loops, low.cuda_source, low.cuda_loop_lines)
         low.verdict = cuda_step_verdict(low)
@@ -122,8 +152,16 @@ def target_info(target: Any) -> dict:
         raise MlcLabError(str(exc)) from None
 
 
-def lower(script: str, loop_tree: dict | None, func_name: str | None, target: Any = "cpu", *,
-          step: int | None = None, ptx: bool = True, timeout: float = DEFAULT_TIMEOUT_S) -> Lowering:
+def lower(
+    script: str,
+    loop_tree: dict | None,
+    func_name: str | None,
+    target: Any = "cpu",
+    *,
+    step: int | None = None,
+    ptx: bool = True,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> Lowering:
     """Compile `script` (a step's TVMScript) for `target` in the worker process and read its facts."""
     from mlc_lab.core.worker import worker
 
@@ -134,11 +172,29 @@ def lower(script: str, loop_tree: dict | None, func_name: str | None, target: An
 # ----------------------------------------------------------------------------------------- CUDA facts
 
 
-_KERNEL = re.compile(r'__global__ void(?: __launch_bounds__\(\d+\))? (\w+)\(')
+_KERNEL = re.compile(r"__global__ void(?: __launch_bounds__\(\d+\))? (\w+)\(")
 _ARRAY = re.compile(r"^\s*(__shared__ )?(?:alignas\(\d+\) )?(?:volatile )?([A-Za-z_][\w ]*?\w) (\w+)\[(\d+)\];")
-_CUDA_TYPE_BYTES = {"float": 4, "int": 4, "unsigned int": 4, "uint": 4, "half": 2, "__half": 2, "nv_bfloat16": 2,
-                    "double": 8, "long long": 8, "int64_t": 8, "char": 1, "signed char": 1, "unsigned char": 1,
-                    "float2": 8, "float4": 16, "half2": 4, "int4": 16, "bool": 1, "short": 2}
+_CUDA_TYPE_BYTES = {
+    "float": 4,
+    "int": 4,
+    "unsigned int": 4,
+    "uint": 4,
+    "half": 2,
+    "__half": 2,
+    "nv_bfloat16": 2,
+    "double": 8,
+    "long long": 8,
+    "int64_t": 8,
+    "char": 1,
+    "signed char": 1,
+    "unsigned char": 1,
+    "float2": 8,
+    "float4": 16,
+    "half2": 4,
+    "int4": 16,
+    "bool": 1,
+    "short": 2,
+}
 # A thread has at most 255 32-bit registers: a local array larger than that cannot live in them.
 MAX_REGISTER_BYTES = 255 * 4
 LARGE_STACK_BYTES = 1024
@@ -158,8 +214,15 @@ def cuda_kernel_arrays(source: str) -> dict[str, list[dict]]:
         if m and current is not None:
             shared, ctype, name, count = m.group(1), m.group(2).strip(), m.group(3), int(m.group(4))
             size = _CUDA_TYPE_BYTES.get(ctype)
-            current.append({"name": name[:-4] if name.endswith("_ptr") else name, "scope": "shared" if shared else "local",
-                            "elements": count, "dtype": ctype, "bytes": None if size is None else size * count})
+            current.append(
+                {
+                    "name": name[:-4] if name.endswith("_ptr") else name,
+                    "scope": "shared" if shared else "local",
+                    "elements": count,
+                    "dtype": ctype,
+                    "bytes": None if size is None else size * count,
+                }
+            )
     return out
 
 
@@ -179,9 +242,15 @@ def cuda_loop_facts(loops: list[dict], source: str, loop_lines: dict[str, list[i
         nth = seen.get(name, 0)
         seen[name] = nth + 1
         code_name = name if nth == 0 else f"{name}_{nth}"
-        f = cf.LoopFacts(loop=str(n.get("qualified") or name), name=name, line=int(n.get("line") or 0),
-                         end_line=int(n.get("end_line") or 0), kind=kind, extent=extent,
-                         innermost=bool(n.get("innermost")))
+        f = cf.LoopFacts(
+            loop=str(n.get("qualified") or name),
+            name=name,
+            line=int(n.get("line") or 0),
+            end_line=int(n.get("end_line") or 0),
+            kind=kind,
+            extent=extent,
+            innermost=bool(n.get("innermost")),
+        )
         here = loop_lines.get(code_name, [])
         span = f" (CUDA lines {here[0]}-{here[-1]})" if here else ""
         if kind == "thread_binding":
@@ -194,16 +263,20 @@ def cuda_loop_facts(loops: list[dict], source: str, loop_lines: dict[str, list[i
                 f.verdict = f"{thread}: a virtual thread, its {extent} iterations interleaved in each thread"
         elif kind == "vectorized":
             wide = [t for t in (f"float{extent}", f"half{extent}", f"int{extent}", f"uint{extent}") if t in source]
-            f.verdict = (f"one {extent}-wide access ({wide[0]}) per statement, no loop" if wide else
-                         f"vectorized, but the code has no {extent}-wide type: {extent} scalar statements")
+            f.verdict = (
+                f"one {extent}-wide access ({wide[0]}) per statement, no loop"
+                if wide
+                else f"vectorized, but the code has no {extent}-wide type: {extent} scalar statements"
+            )
         elif here:
             first = here[0]
             pragma = first >= 2 and "#pragma unroll" in lines[first - 2]
             what = "a loop with #pragma unroll (nvcc unrolls it)" if pragma else f"a loop of {extent} iterations"
             f.verdict = f"{what} in every thread{span}"
             if counts[name] == 1:  # copies TVM made when it unrolled an enclosing loop: name_1, name_2, ...
-                copies = 1 + sum(1 for key in loop_lines if re.fullmatch(rf"{re.escape(name)}_\d+", key)
-                                 and key not in tree_names)
+                copies = 1 + sum(
+                    1 for key in loop_lines if re.fullmatch(rf"{re.escape(name)}_\d+", key) and key not in tree_names
+                )
                 if copies > 1:
                     f.verdict += f", {copies} copies (an enclosing loop was unrolled)"
         elif extent == 1:
@@ -241,13 +314,19 @@ def cuda_step_verdict(low: Lowering) -> str:
             buf = shapes.get(a["name"], {})
             shape = _shape_text(buf.get("shape") or [a["elements"]])
             noun = "accumulator" if a["name"].endswith("_local") else "array"
-            what = f"each thread keeps a {shape} {buf.get('dtype') or a['dtype']} {noun} ({a['name']}, {_kib(a['bytes'])})"
+            what = (
+                f"each thread keeps a {shape} {buf.get('dtype') or a['dtype']} {noun} ({a['name']}, {_kib(a['bytes'])})"
+            )
         if k.stack_bytes >= LARGE_STACK_BYTES or k.spill_stores:
             lead = what or "each thread keeps local data"
-            notes.append(f"{k.name}: {lead}: a {_kib(k.stack_bytes)} stack frame per thread (ptxas), in local memory "
-                         "(off-chip, cached in L1) instead of registers: give each thread a smaller tile")
+            notes.append(
+                f"{k.name}: {lead}: a {_kib(k.stack_bytes)} stack frame per thread (ptxas), in local memory "
+                "(off-chip, cached in L1) instead of registers: give each thread a smaller tile"
+            )
         elif k.registers is None and local and local[0]["bytes"] > MAX_REGISTER_BYTES:
-            notes.append(f"{k.name}: {what}: more than a thread's 255 registers hold, so it will live on the stack "
-                         "in local memory (off-chip): give each thread a smaller tile (ptxas was not run: no stack "
-                         "figure)")
+            notes.append(
+                f"{k.name}: {what}: more than a thread's 255 registers hold, so it will live on the stack "
+                "in local memory (off-chip): give each thread a smaller tile (ptxas was not run: no stack "
+                "figure)"
+            )
     return "; ".join(notes + [base]) if notes else base

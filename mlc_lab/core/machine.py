@@ -65,9 +65,16 @@ class Machine:
         """When and under what load the figures were measured, in words."""
         import time as _time
 
-        at = _time.strftime("%Y-%m-%d %H:%M UTC", _time.gmtime(self.measured_at)) if self.measured_at else "an unknown time"
-        busy = ("other processes' CPU use unknown" if self.others_cores is None
-                else f"other processes used {self.others_cores:.2f} cores meanwhile")
+        at = (
+            _time.strftime("%Y-%m-%d %H:%M UTC", _time.gmtime(self.measured_at))
+            if self.measured_at
+            else "an unknown time"
+        )
+        busy = (
+            "other processes' CPU use unknown"
+            if self.others_cores is None
+            else f"other processes used {self.others_cores:.2f} cores meanwhile"
+        )
         return f"measured {at} ({busy}; load {self.load})"
 
     @property
@@ -90,9 +97,12 @@ class Machine:
     def __str__(self) -> str:
         l3 = self.cache_bytes(3)
         gpu = "no GPU" if not self.gpu.get("present") else str(self.gpu.get("device_name", "GPU"))
-        return (f"{self.cpu}: {self.threads} threads, {self.vector_isa} ({self.fp32_lanes} fp32 lanes), "
-                f"peak {self.peak_gflops:.0f} GFLOP/s, {self.bandwidth_gbs:.1f} GB/s"
-                + (f", L3 {l3 / 2**20:.0f} MiB" if l3 else "") + f"; {gpu}; {self.when()}")
+        return (
+            f"{self.cpu}: {self.threads} threads, {self.vector_isa} ({self.fp32_lanes} fp32 lanes), "
+            f"peak {self.peak_gflops:.0f} GFLOP/s, {self.bandwidth_gbs:.1f} GB/s"
+            + (f", L3 {l3 / 2**20:.0f} MiB" if l3 else "")
+            + f"; {gpu}; {self.when()}"
+        )
 
 
 _FIELDS = set(Machine.__dataclass_fields__)
@@ -154,11 +164,16 @@ def machine(refresh: bool = False, *, timeout: float = MEASURE_TIMEOUT_S) -> Mac
     new = _from_json(raw)
     if old is not None:  # peaks only go up: a busy machine can only make them look lower
         better_peak = old.peak_gflops > new.peak_gflops
-        new = Machine(**{**asdict(new), "peak_gflops": max(new.peak_gflops, old.peak_gflops),
-                         "bandwidth_gbs": max(new.bandwidth_gbs, old.bandwidth_gbs),
-                         "peak_one_core_gflops": max(new.peak_one_core_gflops or 0, old.peak_one_core_gflops or 0) or None,
-                         "peak_note": old.peak_note if better_peak else new.peak_note,
-                         "peak_source": old.peak_source if better_peak else new.peak_source})
+        new = Machine(
+            **{
+                **asdict(new),
+                "peak_gflops": max(new.peak_gflops, old.peak_gflops),
+                "bandwidth_gbs": max(new.bandwidth_gbs, old.bandwidth_gbs),
+                "peak_one_core_gflops": max(new.peak_one_core_gflops or 0, old.peak_one_core_gflops or 0) or None,
+                "peak_note": old.peak_note if better_peak else new.peak_note,
+                "peak_source": old.peak_source if better_peak else new.peak_source,
+            }
+        )
     _write_cache(path, new)
     _cached = new
     return new
@@ -174,8 +189,13 @@ def observed(gflops: float, what: str) -> Machine:
     if not _rechecked:
         m = machine(refresh=True)
     if gflops > m.peak_gflops:
-        m = Machine(**{**asdict(m), "peak_gflops": gflops,
-                       "peak_note": f"raised to {gflops:.1f} GFLOP/s reached by {what}: faster than the FMA kernel ran"})
+        m = Machine(
+            **{
+                **asdict(m),
+                "peak_gflops": gflops,
+                "peak_note": f"raised to {gflops:.1f} GFLOP/s reached by {what}: faster than the FMA kernel ran",
+            }
+        )
         _write_cache(cache_path(), m)
         _cached = m
     return m

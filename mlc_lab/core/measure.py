@@ -111,8 +111,9 @@ def _place_on_roofline(m: Measurement) -> None:
         m.fraction_of_peak = m.gflops / m.peak_gflops
 
 
-def time_callable(fn: Callable[[], Any], repeats: int = 10, min_repeat_ms: float = 20.0, warmup: int = 1,
-                  rounds: int = 3) -> dict:
+def time_callable(
+    fn: Callable[[], Any], repeats: int = 10, min_repeat_ms: float = 20.0, warmup: int = 1, rounds: int = 3
+) -> dict:
     """Time a Python callable (numpy's `a @ b`, say) by the same method as `measure`: `warmup`
     untimed calls, then the median of `repeats` repeats, each running `fn` back to back until it
     lasts at least `min_repeat_ms`, with the spread and the cores other processes used meanwhile
@@ -142,13 +143,22 @@ def time_callable(fn: Callable[[], Any], repeats: int = 10, min_repeat_ms: float
                 results.append((time.perf_counter() - t0) / number)
         arr = np.asarray(results)
         q1, med, q3 = np.percentile(arr, [25, 50, 75])
-        return {"latency_s": float(med), "min_s": float(arr.min()), "max_s": float(arr.max()), "iqr_s": float(q3 - q1),
-                "results_s": [float(x) for x in arr], "repeats": int(arr.size), "number": number,
-                "others_cores": probe.cores}
+        return {
+            "latency_s": float(med),
+            "min_s": float(arr.min()),
+            "max_s": float(arr.max()),
+            "iqr_s": float(q3 - q1),
+            "results_s": [float(x) for x in arr],
+            "repeats": int(arr.size),
+            "number": number,
+            "others_cores": probe.cores,
+        }
 
     out = quietest_round(one_round, rounds)
-    out["method"] = (f"median of {out['repeats']} repeats of at least {min_repeat_ms:g} ms, after {warmup} warm-up call(s)"
-                     + (f", taken again (up to {rounds} rounds) while not quiet" if rounds > 1 else ""))
+    out["method"] = (
+        f"median of {out['repeats']} repeats of at least {min_repeat_ms:g} ms, after {warmup} warm-up call(s)"
+        + (f", taken again (up to {rounds} rounds) while not quiet" if rounds > 1 else "")
+    )
     return out
 
 
@@ -198,7 +208,9 @@ def sweep(
         try:
             made = make_session(value)
         except Exception as exc:  # noqa: BLE001 - a failing schedule is one point of the sweep
-            m = Measurement(target=str(target), error=f"the schedule failed for {value!r}: {exc}", error_kind="schedule")
+            m = Measurement(
+                target=str(target), error=f"the schedule failed for {value!r}: {exc}", error_kind="schedule"
+            )
         else:
             module, reference, func_name = _session_parts(made)
             m = measure(module, reference, func_name, target, repeats, timeout=timeout, raise_errors=False)

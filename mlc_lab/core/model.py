@@ -23,8 +23,23 @@ from mlc_lab.model.steps import (
     replace,
 )
 
-__all__ = ["BlockNode", "BufferInfo", "Change", "Decision", "FailedAttempt", "FuncNode", "IterVar", "LoopNode",
-           "LoopTree", "StepSummary", "StepView", "changed_lines", "plain", "ref_of", "replace"]
+__all__ = [
+    "BlockNode",
+    "BufferInfo",
+    "Change",
+    "Decision",
+    "FailedAttempt",
+    "FuncNode",
+    "IterVar",
+    "LoopNode",
+    "LoopTree",
+    "StepSummary",
+    "StepView",
+    "changed_lines",
+    "plain",
+    "ref_of",
+    "replace",
+]
 
 # The rest of the model lives with the code that computes it; found here by name, imported on first
 # use (importing this module loads no numpy, TVM or worker).

@@ -28,23 +28,51 @@ from mlc_lab.model import steps as model
 
 TARGET = Path(__file__).resolve().parents[2] / "js" / "lib" / "model.ts"
 # In the order they are written; LoopTree (a dict class) is written by hand below.
-TYPES = ["BufferInfo", "IterVar", "LoopNode", "BlockNode", "FuncNode", "LoopTree", "Decision", "StepSummary", "FailedAttempt",
-         "Measurement", "StepView",
-         # the memory view (mlc_lab.model.access_payload)
-         "LoopInfo", "EnclosingLoop", "ArrayDescr", "BufferArrays", "BufferStats", "CropBox", "BufferPayload",
-         "FootprintResult", "WarpAccess", "GpuStats",
-         # the tuning dashboard (mlc_lab.model.tuning_view)
-         "BestTrial", "Roof", "FailureItem", "TrialDetail",
-         # the compiler panel (mlc_lab.model.lowering)
-         "PassStep", "LoopFacts", "KernelFacts", "GpuBuffer", "KernelArray", "Lowering",
-         # errors as values (mlc_lab.model.errors; ERROR_KINDS and ErrorKind are written before the types)
-         "ErrorInfo"]
+TYPES = [
+    "BufferInfo",
+    "IterVar",
+    "LoopNode",
+    "BlockNode",
+    "FuncNode",
+    "LoopTree",
+    "Decision",
+    "StepSummary",
+    "FailedAttempt",
+    "Measurement",
+    "StepView",
+    # the memory view (mlc_lab.model.access_payload)
+    "LoopInfo",
+    "EnclosingLoop",
+    "ArrayDescr",
+    "BufferArrays",
+    "BufferStats",
+    "CropBox",
+    "BufferPayload",
+    "FootprintResult",
+    "WarpAccess",
+    "GpuStats",
+    # the tuning dashboard (mlc_lab.model.tuning_view)
+    "BestTrial",
+    "Roof",
+    "FailureItem",
+    "TrialDetail",
+    # the compiler panel (mlc_lab.model.lowering)
+    "PassStep",
+    "LoopFacts",
+    "KernelFacts",
+    "GpuBuffer",
+    "KernelArray",
+    "Lowering",
+    # errors as values (mlc_lab.model.errors; ERROR_KINDS and ErrorKind are written before the types)
+    "ErrorInfo",
+]
 _MODULES = (model, measurement_model, access_payload, tuning_view, lowering, errors, requests)
 
 
 def contract() -> dict[str, type]:
     """The types written, by name, in order."""
     return {name: next(getattr(m, name) for m in _MODULES if hasattr(m, name)) for name in TYPES}
+
 
 _LOOP_TREE = """export interface LoopTree {
   func: string | null;
@@ -91,8 +119,10 @@ def hints(cls: type) -> list[tuple[str, Any, bool]]:
     scope = {k: v for m in _MODULES for k, v in vars(m).items()}
     found = get_type_hints(cls, scope)
     if dataclasses.is_dataclass(cls):  # and the properties its to_json sends with the fields
-        computed = [(name, get_type_hints(getattr(cls, name).fget, scope)["return"], False)
-                    for name in getattr(cls, "__wire_properties__", ())]
+        computed = [
+            (name, get_type_hints(getattr(cls, name).fget, scope)["return"], False)
+            for name in getattr(cls, "__wire_properties__", ())
+        ]
         return [(f.name, found[f.name], False) for f in dataclasses.fields(cls)] + computed
     extras = get_type_hints(cls, scope, include_extras=True)  # NotRequired[...] marks optional keys
     optional = {n for n, tp in extras.items() if get_origin(tp) is typing.NotRequired}
@@ -115,13 +145,18 @@ def _values(cls: type) -> list[str]:
     flds = dataclasses.fields(cls)
     if all(f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING for f in flds):
         empty = cls().to_json() if hasattr(cls, "to_json") else dataclasses.asdict(cls())
-        out += [f"/** A {cls.__name__} with every field at its default (its encoding, as Python writes it). */",
-                f"export const EMPTY_{_upper(cls.__name__)}: {cls.__name__} = {json.dumps(empty)};", ""]
+        out += [
+            f"/** A {cls.__name__} with every field at its default (its encoding, as Python writes it). */",
+            f"export const EMPTY_{_upper(cls.__name__)}: {cls.__name__} = {json.dumps(empty)};",
+            "",
+        ]
     shown = [{"field": f.name, **f.metadata["hover"]} for f in flds if "hover" in f.metadata]
     if shown:
-        out += [f"/** The {cls.__name__} fields a hover text lists (field metadata `hover`): label, unit. */",
-                f"export const {_upper(cls.__name__)}_HOVER: ReadonlyArray<{{ field: keyof {cls.__name__}; "
-                "label: string; unit: string }> = ["]
+        out += [
+            f"/** The {cls.__name__} fields a hover text lists (field metadata `hover`): label, unit. */",
+            f"export const {_upper(cls.__name__)}_HOVER: ReadonlyArray<{{ field: keyof {cls.__name__}; "
+            "label: string; unit: string }> = [",
+        ]
         out += [f"  {json.dumps(h)}," for h in shown]
         out += ["];", ""]
     return out
@@ -149,8 +184,12 @@ def _request_types() -> dict[str, type]:
     """The parameter and result TypedDicts of mlc_lab.model.requests, in the table's order."""
     found: dict[str, type] = {}
     for name, value in vars(requests).items():  # nested types first, in the module's order
-        if isinstance(value, type) and value.__module__ == requests.__name__ and hasattr(value, "__total__") \
-                and name not in ("NoParams",):
+        if (
+            isinstance(value, type)
+            and value.__module__ == requests.__name__
+            and hasattr(value, "__total__")
+            and name not in ("NoParams",)
+        ):
             if any(value is r.params or value is r.result for r in requests.REQUESTS.values()):
                 continue
             found[name] = value
@@ -163,20 +202,37 @@ def _request_types() -> dict[str, type]:
 
 def _requests(names: Any) -> list[str]:
     """The table of requests: their policy (REQUESTS), and the types of their parameters and results."""
-    out = ["/** Every request a widget answers (mlc_lab/model/requests.py): background, kept replies (0: not",
-           " *  recorded), step-implied (recorded under the current step), the reply has buffers, its error kinds. */",
-           "export const REQUESTS = {"]
+    out = [
+        "/** Every request a widget answers (mlc_lab/model/requests.py): background, kept replies (0: not",
+        " *  recorded), step-implied (recorded under the current step), the reply has buffers, its error kinds. */",
+        "export const REQUESTS = {",
+    ]
     for name, r in requests.REQUESTS.items():
-        policy = {"background": r.background, "keep": r.keep, "step_implied": r.step_implied, "buffers": r.buffers,
-                  "errors": list(r.errors)}
+        policy = {
+            "background": r.background,
+            "keep": r.keep,
+            "step_implied": r.step_implied,
+            "buffers": r.buffers,
+            "errors": list(r.errors),
+        }
         out.append(f"  {name}: {json.dumps(policy)},")
-    out += ["} as const;", "export type RequestName = keyof typeof REQUESTS;", "",
-            "/** The requests that ask about the current step without naming it. */",
-            f"export const STEP_IMPLIED: ReadonlySet<string> = new Set({json.dumps(requests.step_implied())});", "",
-            "/** Each request's parameters. */", "export interface RequestParams {"]
+    out += [
+        "} as const;",
+        "export type RequestName = keyof typeof REQUESTS;",
+        "",
+        "/** The requests that ask about the current step without naming it. */",
+        f"export const STEP_IMPLIED: ReadonlySet<string> = new Set({json.dumps(requests.step_implied())});",
+        "",
+        "/** Each request's parameters. */",
+        "export interface RequestParams {",
+    ]
     out += [f"  {name}: {ts_type(r.params, names)};" for name, r in requests.REQUESTS.items()]
-    out += ["}", "", "/** Each request's result (the reply's JSON; its buffers travel beside it). */",
-            "export interface RequestResults {"]
+    out += [
+        "}",
+        "",
+        "/** Each request's result (the reply's JSON; its buffers travel beside it). */",
+        "export interface RequestResults {",
+    ]
     out += [f"  {name}: {ts_type(r.result, names)};" for name, r in requests.REQUESTS.items()]
     out += ["}", "", _RECORD_KEY]
     return out
@@ -186,12 +242,17 @@ def render(types: dict[str, type] | None = None) -> str:
     """The file's text, for the contract's types (``types``: name -> class, in order; tests pass a variant)."""
     types = contract() if types is None else types
     types = {**types, **{k: v for k, v in _request_types().items() if k not in types}}
-    out = ["// Generated from mlc_lab/model/ (steps, measurement, access_payload, tuning_view, lowering, errors) by `python -m mlc_lab.core.model_ts`: do not edit.",
-           ""]
+    out = [
+        "// Generated from mlc_lab/model/ (steps, measurement, access_payload, tuning_view, lowering, errors) by `python -m mlc_lab.core.model_ts`: do not edit.",
+        "",
+    ]
     out += [f"export const {k} = {v!r};" for k, v in measurement_model.CONSTANTS.items()]
-    out += ["", "/** The one vocabulary of error kinds: what each means, whether it is transient (a saved notebook",
-            " *  does not keep it) and whether it is a measurement's failure (the explorer's banner shows it). */",
-            "export const ERROR_KINDS = {"]
+    out += [
+        "",
+        "/** The one vocabulary of error kinds: what each means, whether it is transient (a saved notebook",
+        " *  does not keep it) and whether it is a measurement's failure (the explorer's banner shows it). */",
+        "export const ERROR_KINDS = {",
+    ]
     out += [f"  {k}: {json.dumps(dataclasses.asdict(v))}," for k, v in errors.ERROR_KINDS.items()]
     out += ["} as const;", "export type ErrorKind = keyof typeof ERROR_KINDS;", ""]
     for name, cls in types.items():

@@ -64,9 +64,18 @@ class NumericResult:
         return self.message
 
 
-def numeric_check(program_or_session: Any, trace: Any = None, *, sizes: Any = None, shape_vars: dict | None = None,
-                  func: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, seed: int = 0,
-                  rtol: float = 1e-3, atol: float = 1e-3) -> NumericResult:
+def numeric_check(
+    program_or_session: Any,
+    trace: Any = None,
+    *,
+    sizes: Any = None,
+    shape_vars: dict | None = None,
+    func: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    seed: int = 0,
+    rtol: float = 1e-3,
+    atol: float = 1e-3,
+) -> NumericResult:
     """Run a GPU schedule on the CPU and compare it with the unscheduled program on random inputs.
 
     ``program_or_session``: a `Session` (its original program and its current trace are used), or a
@@ -89,9 +98,16 @@ def numeric_check(program_or_session: Any, trace: Any = None, *, sizes: Any = No
     small, scheduled, used = _at_size(original, trace, func_name, sizes, given)
     used = {**{k: v for k, v in given.items() if isinstance(k, str)}, **used}
     try:
-        raw = worker().call("numeric_gpu", timeout=timeout_s, module=tbuild.module_to_text(scheduled),
-                            reference=tbuild.module_to_text(small), func_name=func_name, seed=seed, rtol=rtol,
-                            atol=atol)
+        raw = worker().call(
+            "numeric_gpu",
+            timeout=timeout_s,
+            module=tbuild.module_to_text(scheduled),
+            reference=tbuild.module_to_text(small),
+            func_name=func_name,
+            seed=seed,
+            rtol=rtol,
+            atol=atol,
+        )
     except MeasureError as exc:
         return _failure(exc, used, _shapes(small, func_name), timeout_s)
     against = "the unscheduled program" if trace is not None else "the program with its thread loops run in order"
@@ -120,8 +136,12 @@ def _trace_text(trace: Any) -> Any:
     """A trace as given, or the text of the file it names (a path)."""
     from pathlib import Path
 
-    if isinstance(trace, Path) or (isinstance(trace, str) and "\n" not in trace and len(trace) < 1024
-                                   and trace.strip().endswith((".json", ".trace", ".txt", ".py"))):
+    if isinstance(trace, Path) or (
+        isinstance(trace, str)
+        and "\n" not in trace
+        and len(trace) < 1024
+        and trace.strip().endswith((".json", ".trace", ".txt", ".py"))
+    ):
         path = Path(trace)
         if not path.is_file():
             raise NumericCheckError(f"there is no trace file {str(trace)!r}")
@@ -148,8 +168,10 @@ def _at_size(original: Any, trace: Any, func_name: str, sizes: Any, shape_vars: 
     else:
         free = opencl.shape_var_names(original, func_name)
         if free:
-            raise NumericCheckError(f"the program's shapes are symbolic ({', '.join(free)}): give their values, "
-                                    f"e.g. shape_vars={{{free[0]!r}: 128}}")
+            raise NumericCheckError(
+                f"the program's shapes are symbolic ({', '.join(free)}): give their values, "
+                f"e.g. shape_vars={{{free[0]!r}: 128}}"
+            )
     if trace is None:
         if literal or (sizes is not None and not isinstance(sizes, dict)):
             raise NumericCheckError("sizes need the schedule's trace: without one the program runs at its own size")
@@ -184,9 +206,11 @@ def _at_size(original: Any, trace: Any, func_name: str, sizes: Any, shape_vars: 
             continue
         extra = opencl.predicate_count(scheduled, func_name) - full_predicates
         if extra > 0:
-            last_problem = (f"at {_sizes_text(mapping)} the schedule's tiles no longer divide the loops "
-                            f"({extra} block(s) get a bounds check they do not have at full size): "
-                            "give sizes that are multiples of the tile sizes")
+            last_problem = (
+                f"at {_sizes_text(mapping)} the schedule's tiles no longer divide the loops "
+                f"({extra} block(s) get a bounds check they do not have at full size): "
+                "give sizes that are multiples of the tile sizes"
+            )
             if explicit:
                 raise NumericCheckError(last_problem)
             continue
@@ -224,8 +248,9 @@ def _replay(mod: Any, trace: Any, func_name: str, mapping: dict | None) -> Any:
 
 
 def _sizes_text(mapping: dict) -> str:
-    items = sorted(mapping.items(), key=lambda kv: (isinstance(kv[0], str), -kv[0] if isinstance(kv[0], int) else 0,
-                                                  str(kv[0])))
+    items = sorted(
+        mapping.items(), key=lambda kv: (isinstance(kv[0], str), -kv[0] if isinstance(kv[0], int) else 0, str(kv[0]))
+    )
     return ", ".join(f"{k} = {v}" if isinstance(k, str) else f"{k} -> {v}" for k, v in items) or "its own size"
 
 
@@ -248,16 +273,27 @@ def _where(used: dict) -> str:
 def _failure(exc: MeasureError, used: dict, shape: dict, timeout_s: float) -> NumericResult:
     if exc.kind == "crash":
         verdict = "crash"
-        message = ("the kernel crashed (out-of-bounds access?): the process running it died"
-                   f"{_where(used)}; check the extents of the loops bound to threads against the buffers")
+        message = (
+            "the kernel crashed (out-of-bounds access?): the process running it died"
+            f"{_where(used)}; check the extents of the loops bound to threads against the buffers"
+        )
     elif exc.kind == "timeout":
         verdict = "timeout"
         message = f"the kernel ran for more than {timeout_s:g} s and was stopped (an endless loop?){_where(used)}"
     else:
         verdict = "error"
         message = exc.summary + _where(used)
-    return NumericResult(ok=False, max_error=None, shape=shape, wrong=0, total=0, message=message, verdict=verdict,
-                         sizes=dict(used), diagnostics=[exc.detail[-2000:]] if exc.detail else [])
+    return NumericResult(
+        ok=False,
+        max_error=None,
+        shape=shape,
+        wrong=0,
+        total=0,
+        message=message,
+        verdict=verdict,
+        sizes=dict(used),
+        diagnostics=[exc.detail[-2000:]] if exc.detail else [],
+    )
 
 
 def _result(raw: dict, used: dict, rtol: float, atol: float, against: str) -> NumericResult:
@@ -269,28 +305,40 @@ def _result(raw: dict, used: dict, rtol: float, atol: float, against: str) -> Nu
     max_error = raw.get("max_error")
     engine = str(raw.get("engine", ""))
     if wrong == 0 and not diagnostics:
-        message = (f"all {total} elements of {outputs} match {against} "
-                   f"(max error {max_error:.3g}){_where(used)} on {engine}")
+        message = (
+            f"all {total} elements of {outputs} match {against} (max error {max_error:.3g}){_where(used)} on {engine}"
+        )
         verdict = "match"
     else:
         verdict = "mismatch"
         if wrong:
             worst = raw.get("worst") or {}
             at = ", ".join(str(i) for i in worst.get("index", []))
-            message = (f"{wrong} of {total} elements of {outputs} are wrong (tolerance {rtol:g} relative, {atol:g} "
-                       f"absolute); the worst is {worst.get('buffer', '?')}[{at}]: {_num(worst.get('got'))} instead of "
-                       f"{_num(worst.get('expected'))}{_where(used)}")
+            message = (
+                f"{wrong} of {total} elements of {outputs} are wrong (tolerance {rtol:g} relative, {atol:g} "
+                f"absolute); the worst is {worst.get('buffer', '?')}[{at}]: {_num(worst.get('got'))} instead of "
+                f"{_num(worst.get('expected'))}{_where(used)}"
+            )
             if raw.get("nan_read"):
                 message += "; a NaN there means the kernel read outside a buffer"
         else:
             message = f"the numbers match, but {diagnostics[0]}{_where(used)}"
         if diagnostics and wrong:
             message += f"; {diagnostics[0]}"
-    return NumericResult(ok=verdict == "match", max_error=None if max_error is None else float(max_error),
-                         shape={k: list(v) for k, v in (raw.get("shape") or {}).items()}, wrong=wrong, total=total,
-                         message=message, verdict=verdict, sizes=dict(used), engine=engine,
-                         worst=raw.get("worst"), diagnostics=diagnostics,
-                         seconds=float((raw.get("seconds") or {}).get("total", 0.0)))
+    return NumericResult(
+        ok=verdict == "match",
+        max_error=None if max_error is None else float(max_error),
+        shape={k: list(v) for k, v in (raw.get("shape") or {}).items()},
+        wrong=wrong,
+        total=total,
+        message=message,
+        verdict=verdict,
+        sizes=dict(used),
+        engine=engine,
+        worst=raw.get("worst"),
+        diagnostics=diagnostics,
+        seconds=float((raw.get("seconds") or {}).get("total", 0.0)),
+    )
 
 
 def _num(value: Any) -> str:
@@ -320,14 +368,27 @@ def run_gpu_function(module: Any, func_name: str, inputs: list, timeout_s: float
     from mlc_lab.tvm import build as tbuild
 
     try:
-        out = worker().call("run_opencl", timeout=timeout_s, module=tbuild.module_to_text(module),
-                            func_name=func_name, inputs=[np.ascontiguousarray(a) for a in inputs])
+        out = worker().call(
+            "run_opencl",
+            timeout=timeout_s,
+            module=tbuild.module_to_text(module),
+            func_name=func_name,
+            inputs=[np.ascontiguousarray(a) for a in inputs],
+        )
     except MeasureError as exc:
         if exc.kind == "crash":
-            return {"ok": False, "stage": "crash", "detail": exc.detail,
-                    "error": "the kernel crashed (out-of-bounds access?) while running as OpenCL on the CPU"}
+            return {
+                "ok": False,
+                "stage": "crash",
+                "detail": exc.detail,
+                "error": "the kernel crashed (out-of-bounds access?) while running as OpenCL on the CPU",
+            }
         if exc.kind == "timeout":
-            return {"ok": False, "stage": "timeout", "detail": "",
-                    "error": f"the kernel ran for more than {timeout_s:g} s and was stopped (an endless loop?)"}
+            return {
+                "ok": False,
+                "stage": "timeout",
+                "detail": "",
+                "error": f"the kernel ran for more than {timeout_s:g} s and was stopped (an endless loop?)",
+            }
         return {"ok": False, "stage": exc.kind, "error": exc.summary, "detail": exc.detail}
     return {"ok": True, **out}

@@ -160,8 +160,15 @@ class Session:
         state = self._state if step is None else self._state_of(step)
         return trace_io.apply_trace_source(state.trace)
 
-    def submit(self, server: str | None = None, name: str = "", *, task: str | None = None,
-               step: int | None = None, wait_s: float = 300.0) -> dict:
+    def submit(
+        self,
+        server: str | None = None,
+        name: str = "",
+        *,
+        task: str | None = None,
+        step: int | None = None,
+        wait_s: float = 300.0,
+    ) -> dict:
         """Hand the step's (default: current) ``submission()`` in to a class server (``mlc-lab class
         serve``; default ``$MLC_LAB_CLASS_SERVER``) under the pseudonym ``name``; the verdict: score,
         per-task verdicts, latency and rank (``mlc_lab.classroom.client.submit``)."""
@@ -187,9 +194,17 @@ class Session:
         script = state.script
         lines = changed_lines(self._states[step.parent].script, script) if step.parent is not None else []
         return StepView(
-            id=step.id, parent=step.parent, kind=step.kind, primitive=step.primitive, label=step.label,
-            script=script, loop_tree=state.loop_tree(), trace=trace_io.printed_trace(state.trace), changed_lines=tuple(lines),
-            created=step.created, decisions=tuple(self._decisions_of(sid)),
+            id=step.id,
+            parent=step.parent,
+            kind=step.kind,
+            primitive=step.primitive,
+            label=step.label,
+            script=script,
+            loop_tree=state.loop_tree(),
+            trace=trace_io.printed_trace(state.trace),
+            changed_lines=tuple(lines),
+            created=step.created,
+            decisions=tuple(self._decisions_of(sid)),
         )
 
     # --- history ------------------------------------------------------------------------------
@@ -305,8 +320,12 @@ class Session:
 
     def _repeats_current(self, primitive: str, label: str) -> bool:
         step = self.current
-        return (tsch.ALIASES.get(primitive, primitive) in self._IDEMPOTENT and step.kind == "apply"
-                and step.primitive == tsch.ALIASES.get(primitive, primitive) and step.label == label)
+        return (
+            tsch.ALIASES.get(primitive, primitive) in self._IDEMPOTENT
+            and step.kind == "apply"
+            and step.primitive == tsch.ALIASES.get(primitive, primitive)
+            and step.label == label
+        )
 
     def _same_child(self, primitive: str, label: str, args: tuple, kwargs: dict) -> Step | None:
         if not self.current.children:  # the common case: a step at the tip of its branch
@@ -354,9 +373,19 @@ class Session:
             return values[0]
         return values
 
-    def _add_step(self, state: tsch.State, *, kind: str, primitive: str | None, label: str,
-                  args: list | None = None, kwargs: dict | None = None, outputs: list | None = None,
-                  parent: int | None = None, notify: bool = True) -> Step:
+    def _add_step(
+        self,
+        state: tsch.State,
+        *,
+        kind: str,
+        primitive: str | None,
+        label: str,
+        args: list | None = None,
+        kwargs: dict | None = None,
+        outputs: list | None = None,
+        parent: int | None = None,
+        notify: bool = True,
+    ) -> Step:
         parent_id = self._current if parent is None else parent
         step = Step(
             id=len(self._steps),
@@ -401,8 +430,15 @@ class Session:
             return self.current
         parent = 0
         for state, call, outputs in built:
-            step = self._add_step(state, kind="replay", primitive=call.primitive, label=call.label or call.text,
-                                  outputs=outputs, parent=parent, notify=False)
+            step = self._add_step(
+                state,
+                kind="replay",
+                primitive=call.primitive,
+                label=call.label or call.text,
+                outputs=outputs,
+                parent=parent,
+                notify=False,
+            )
             parent = step.id
         self._notify("replay")
         return self.current
@@ -415,8 +451,9 @@ class Session:
             return trace_io.parse_trace_text(data)
         return trace_io.calls_from_json(data)
 
-    def _replay_calls(self, state: tsch.State, calls: list[trace_io.TraceCall], env: dict[str, Any]
-                      ) -> list[tuple[tsch.State, trace_io.TraceCall, list]]:
+    def _replay_calls(
+        self, state: tsch.State, calls: list[trace_io.TraceCall], env: dict[str, Any]
+    ) -> list[tuple[tsch.State, trace_io.TraceCall, list]]:
         """Apply calls one by one; lookups are folded into the next real call's step.
 
         Every failure is a ``TraceParseError`` naming the line (text) or instruction (JSON); the states
@@ -468,11 +505,15 @@ class Session:
         try:
             fn(work.sch)
         except AttributeError as exc:
-            raise ScheduleStepError(_legacy_attribute_hint(exc), primitive=getattr(fn, "__name__", "run"),
-                                    detail=f"{type(exc).__name__}: {exc}") from exc
+            raise ScheduleStepError(
+                _legacy_attribute_hint(exc),
+                primitive=getattr(fn, "__name__", "run"),
+                detail=f"{type(exc).__name__}: {exc}",
+            ) from exc
         except Exception as exc:
-            raise ScheduleStepError(f"the schedule function raised {type(exc).__name__}: {exc}",
-                                    primitive=getattr(fn, "__name__", "run")) from exc
+            raise ScheduleStepError(
+                f"the schedule function raised {type(exc).__name__}: {exc}", primitive=getattr(fn, "__name__", "run")
+            ) from exc
         old_len = before.trace_length()
         work.took_changes(old_len)
         insts = before.sch.trace.insts  # handles of the schedule the calls are replayed on
@@ -491,8 +532,14 @@ class Session:
             self._add_step(work, kind="run", primitive=None, label=f"run {getattr(fn, '__name__', 'fn')}()")
             return self.current
         for state, call, outputs in built:
-            self._add_step(state, kind="apply", primitive=call.primitive, label=call.label or call.text,
-                           outputs=outputs, notify=False)
+            self._add_step(
+                state,
+                kind="apply",
+                primitive=call.primitive,
+                label=call.label or call.text,
+                outputs=outputs,
+                notify=False,
+            )
         self._notify("run")
         return self.current
 
@@ -514,11 +561,17 @@ class Session:
             if kind == "SamplePerfectTile":
                 n, max_inner = int(attrs[0]), int(attrs[1])
                 extent = _product(decision)
-                entry.update(n=n, max_innermost_factor=max_inner, extent=extent,
-                             choices=perfect_tilings(extent, n, max_inner), loop=self._sampled_loop_name(sid, pos))
+                entry.update(
+                    n=n,
+                    max_innermost_factor=max_inner,
+                    extent=extent,
+                    choices=perfect_tilings(extent, n, max_inner),
+                    loop=self._sampled_loop_name(sid, pos),
+                )
             elif kind == "SampleCategorical":
-                entry.update(candidates=attrs[0], probs=attrs[1], choices=list(range(len(attrs[0]))),
-                             loop=None, extent=None)
+                entry.update(
+                    candidates=attrs[0], probs=attrs[1], choices=list(range(len(attrs[0]))), loop=None, extent=None
+                )
             else:
                 entry.update(choices=None, loop=None, extent=None)
             out.append(entry)
@@ -545,14 +598,26 @@ class Session:
             if limit > 0 and clean[-1] > limit:
                 raise DecisionError(f"the innermost factor {clean[-1]} is above max_innermost_factor={limit}")
         new_state = self._state.with_decision(entry["position"], clean, self._original, self._seed)
-        self._add_step(new_state, kind="decision", primitive=entry["kind"],
-                       label=f"decision #{index} = {clean}", args=[index, clean])
+        self._add_step(
+            new_state,
+            kind="decision",
+            primitive=entry["kind"],
+            label=f"decision #{index} = {clean}",
+            args=[index, clean],
+        )
         return self.current
 
     # --- analysis and measurement ---------------------------------------------------------------
-    def footprint(self, loop: str, at: dict[str, int] | None = None, step: int | None = None, *,
-                  counts: bool = False, shape_vars: dict[str, int] | None = None,
-                  sweep_threads: bool = False) -> Any:
+    def footprint(
+        self,
+        loop: str,
+        at: dict[str, int] | None = None,
+        step: int | None = None,
+        *,
+        counts: bool = False,
+        shape_vars: dict[str, int] | None = None,
+        sweep_threads: bool = False,
+    ) -> Any:
         """Which elements of every buffer the iterations of ``loop`` touch, with the enclosing loops
         fixed at ``at`` (names as in the script, ``Y/i`` included; missing ones are at their first
         value). ``shape_vars`` gives values to symbolic shapes; ``sweep_threads`` runs the enclosing
@@ -563,20 +628,39 @@ class Session:
 
         func, node, at_ids = self._access_query(loop, at, step)
         with _analysis_errors(loop):
-            return access.footprint(access_ir.lower(func), access_ir.loop_id(func, node), at_ids,
-                                    counts=counts, shape_vars=shape_vars, sweep_threads=sweep_threads)
+            return access.footprint(
+                access_ir.lower(func),
+                access_ir.loop_id(func, node),
+                at_ids,
+                counts=counts,
+                shape_vars=shape_vars,
+                sweep_threads=sweep_threads,
+            )
 
-    def gpu_stats(self, loop: str, at: dict[str, int] | None = None, warp: int | None = None,
-                  block: dict | None = None, step: int | None = None, *,
-                  shape_vars: dict[str, int] | None = None) -> Any:
+    def gpu_stats(
+        self,
+        loop: str,
+        at: dict[str, int] | None = None,
+        warp: int | None = None,
+        block: dict | None = None,
+        step: int | None = None,
+        *,
+        shape_vars: dict[str, int] | None = None,
+    ) -> Any:
         """Coalescing (sectors per request) and shared-memory bank conflicts for one warp."""
         from mlc_lab.core import access
         from mlc_lab.tvm import access_ir
 
         func, node, at_ids = self._access_query(loop, at, step)
         with _analysis_errors(loop):
-            return access.gpu_stats(access_ir.lower(func), access_ir.loop_id(func, node), at_ids,
-                                    warp=warp, block=block, shape_vars=shape_vars)
+            return access.gpu_stats(
+                access_ir.lower(func),
+                access_ir.loop_id(func, node),
+                at_ids,
+                warp=warp,
+                block=block,
+                shape_vars=shape_vars,
+            )
 
     def _access_query(self, loop: str, at: dict | None, step: int | None) -> tuple[Any, Any, dict]:
         state = self._state if step is None else self._state_of(step)
@@ -652,9 +736,11 @@ class Session:
         added, self._added = self._added, []
         if not self._listeners:  # nobody looks: build no views
             return
-        change = Change(event, self.step_view(step),
-                        tuple(StepSummary(s.id, s.parent, s.kind, s.primitive, s.label)
-                              for s in (self._steps[i] for i in added)))
+        change = Change(
+            event,
+            self.step_view(step),
+            tuple(StepSummary(s.id, s.parent, s.kind, s.primitive, s.label) for s in (self._steps[i] for i in added)),
+        )
         for cb in list(self._listeners):
             try:
                 cb(change)
@@ -699,8 +785,10 @@ def _legacy_attribute_hint(exc: AttributeError) -> str:
     """The plain sentence for a schedule function that uses a name TVM 0.27 no longer has."""
     name = getattr(exc, "name", None) or ""
     if name in _RENAMED_METHODS:
-        return (f"the schedule function calls sch.{name}, which TVM 0.27 calls {_RENAMED_METHODS[name]}: "
-                f"use sch.{_RENAMED_METHODS[name]}, or pass the course's code through mlc_lab.convert")
+        return (
+            f"the schedule function calls sch.{name}, which TVM 0.27 calls {_RENAMED_METHODS[name]}: "
+            f"use sch.{_RENAMED_METHODS[name]}, or pass the course's code through mlc_lab.convert"
+        )
     return f"the schedule function raised AttributeError: {exc}"
 
 
@@ -713,8 +801,18 @@ def _replay_error(call: trace_io.TraceCall, message: str) -> TraceParseError:
     return TraceParseError(text, line=call.line)
 
 
-_LIST_RESULTS = {"split", "sample_perfect_tile", "get_loops", "loop_partition", "get_child_blocks", "get_producers",
-                 "get_consumers", "cache_inplace", "cache_index", "get_output_blocks"}
+_LIST_RESULTS = {
+    "split",
+    "sample_perfect_tile",
+    "get_loops",
+    "loop_partition",
+    "get_child_blocks",
+    "get_producers",
+    "get_consumers",
+    "cache_inplace",
+    "cache_index",
+    "get_output_blocks",
+}
 
 
 def _has_sampled(value: Any) -> bool:
@@ -741,7 +839,8 @@ def _analysis_errors(loop: str):
     except Exception as exc:  # noqa: BLE001 - an unexpected failure: say where, keep TVM's/numpy's text
         raise AccessAnalysisError(
             f"the access analysis of loop {loop} failed on a construct it does not handle "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from exc
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+        ) from exc
 
 
 def _plain_at(state: Any, func: Any, at: dict[str, int] | None) -> dict[int, int] | None:
@@ -830,7 +929,9 @@ def _arg_text(value: Any) -> str:
 def _call_label(primitive: str, args: tuple, kwargs: dict) -> str:
     """``split(Y/j, factors=[None, 4])``: the same text however the call was spelled (see call_parts)."""
     try:
-        parts = [_arg_text(v) if k is None else f"{k}={_arg_text(v)}" for k, v in tsch.call_parts(primitive, args, kwargs)]
+        parts = [
+            _arg_text(v) if k is None else f"{k}={_arg_text(v)}" for k, v in tsch.call_parts(primitive, args, kwargs)
+        ]
     except TypeError:  # arguments that do not fit: the step will fail; label it as given
         parts = [_arg_text(a) for a in args] + [f"{k}={_arg_text(v)}" for k, v in kwargs.items()]
     return f"{primitive}({', '.join(parts)})"

@@ -174,7 +174,7 @@ class TuneJob:
 
     @property
     def status(self) -> str:
-        """"running", "done", "cancelled", "failed", "interrupted" (the process went away without
+        """ "running", "done", "cancelled", "failed", "interrupted" (the process went away without
         finishing: killed, crashed, machine restarted) or "not started"."""
         st = self.read_status()
         state = st.get("state")
@@ -300,14 +300,26 @@ class TuneJob:
         conf = saved.get("confirmed")
         if conf and saved.get("trace"):
             trial = next((r.trial for r in recs if r.run_secs == conf.get("run_secs")), rec.trial)
-            return BestResult(trial=trial, latency_s=conf["latency_s"], trace=saved["trace"], script=saved.get("script"),
-                              gflops=flops / conf["latency_s"] / 1e9 if flops else None, confirmed=True,
-                              tuner_latency_s=conf.get("tuner_latency_s"), method=conf.get("method"),
-                              others_cores=conf.get("others_cores"), correct=conf.get("correct"), min_s=conf.get("min_s"),
-                              parallel_speed=conf.get("parallel_speed"), iqr_s=conf.get("iqr_s"))
+            return BestResult(
+                trial=trial,
+                latency_s=conf["latency_s"],
+                trace=saved["trace"],
+                script=saved.get("script"),
+                gflops=flops / conf["latency_s"] / 1e9 if flops else None,
+                confirmed=True,
+                tuner_latency_s=conf.get("tuner_latency_s"),
+                method=conf.get("method"),
+                others_cores=conf.get("others_cores"),
+                correct=conf.get("correct"),
+                min_s=conf.get("min_s"),
+                parallel_speed=conf.get("parallel_speed"),
+                iqr_s=conf.get("iqr_s"),
+            )
         script = None
         trace = rec.trace
-        if saved.get("latency_s") is not None and abs(saved["latency_s"] - rec.latency_s) <= 1e-12 * max(1.0, rec.latency_s):
+        if saved.get("latency_s") is not None and abs(saved["latency_s"] - rec.latency_s) <= 1e-12 * max(
+            1.0, rec.latency_s
+        ):
             script = saved.get("script")
             trace = trace or saved.get("trace")
         if trace is None:
@@ -348,8 +360,9 @@ class TuneJob:
         pending = trials[committed:] if phase in ("measuring", "building") else []
         if started and phase not in ("done",) and self.status == "running":
             elapsed = time.time() - started
-        return LiveState(phase=phase if self.status == "running" else self.status, batch=batch, pending=pending,
-                         elapsed_s=elapsed)
+        return LiveState(
+            phase=phase if self.status == "running" else self.status, batch=batch, pending=pending, elapsed_s=elapsed
+        )
 
     @property
     def stopped_early(self) -> dict | None:
@@ -514,13 +527,17 @@ def tune(
             except (ValueError, class_db.ClassDatabaseError) as exc:
                 raise TuneError(str(exc)) from None
         elif "://" in database:
-            raise TuneError(f"database must be a folder path or 'rpc://HOST:PORT[/KEY]' (a class database served by "
-                            f"`mlc-lab database serve`), not {database!r}")
+            raise TuneError(
+                f"database must be a folder path or 'rpc://HOST:PORT[/KEY]' (a class database served by "
+                f"`mlc-lab database serve`), not {database!r}"
+            )
         else:
             database = os.path.abspath(os.path.expanduser(database))
     if widen:
         if not isinstance(space_spec, dict) or space_spec["kind"] == "auto":
-            raise TuneError("widen=True widens a session-derived or function space; space='auto' is already the default space")
+            raise TuneError(
+                "widen=True widens a session-derived or function space; space='auto' is already the default space"
+            )
         space_spec["widen"] = True
     try:
         func_name, module_text = tuning.prepare_workload(workload, func_name)
@@ -544,7 +561,9 @@ def tune(
         import numpy as np
 
         # compulsory traffic (every element of every argument once): the roofline's bytes, as measure's
-        nbytes = float(sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for _, shape, dtype in param_specs(one, func_name)))
+        nbytes = float(
+            sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for _, shape, dtype in param_specs(one, func_name))
+        )
     except Exception:  # noqa: BLE001
         flops, nbytes = None, None
 
@@ -651,8 +670,12 @@ def write_report(job: TuneJob, path: str | None = None) -> str:
         top = max((r.latency_s for r in ok), default=1e-3) * 1e3
         fig.add_trace(
             go.Scatter(
-                x=[r.trial for r in failed], y=[top] * len(failed), mode="markers", name="failed",
-                marker={"symbol": "x", "color": "red"}, text=[(r.error or "")[:200] for r in failed],
+                x=[r.trial for r in failed],
+                y=[top] * len(failed),
+                mode="markers",
+                name="failed",
+                marker={"symbol": "x", "color": "red"},
+                text=[(r.error or "")[:200] for r in failed],
             )
         )
     fig.update_layout(

@@ -217,8 +217,10 @@ class Worker:
                 name = signal.Signals(-code).name
             except ValueError:
                 name = f"signal {-code}"
-            msg = (f"the generated code crashed the worker process ({name}) while {what}; "
-                   "the kernel is fine, the next call starts a fresh worker")
+            msg = (
+                f"the generated code crashed the worker process ({name}) while {what}; "
+                "the kernel is fine, the next call starts a fresh worker"
+            )
         else:
             msg = f"the worker process exited (status {code}) while {what}; the next call starts a fresh worker"
         self.close()

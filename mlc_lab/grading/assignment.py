@@ -110,31 +110,51 @@ def load_assignment(path: str | Path) -> Assignment:
         latency = raw.get("max_latency_ms")
         if latency is not None and (not isinstance(latency, (int, float)) or latency <= 0):
             raise AssignmentError(f"{at} ({name}): 'max_latency_ms' must be a number > 0")
-        if not isinstance(checks, list) or not all(isinstance(c, str) for c in checks) or (
-                not checks and latency is None):
-            raise AssignmentError(f"{at} ({name}): 'checks' must be a non-empty list of check names "
-                                  "(or the task sets max_latency_ms)")
+        if (
+            not isinstance(checks, list)
+            or not all(isinstance(c, str) for c in checks)
+            or (not checks and latency is None)
+        ):
+            raise AssignmentError(
+                f"{at} ({name}): 'checks' must be a non-empty list of check names (or the task sets max_latency_ms)"
+            )
         for c in checks:
             if c not in CHECKS:
-                raise AssignmentError(f"{at} ({name}): there is no check named {c!r}; the checks are "
-                                      f"{', '.join(sorted(CHECKS))}")
+                raise AssignmentError(
+                    f"{at} ({name}): there is no check named {c!r}; the checks are {', '.join(sorted(CHECKS))}"
+                )
             if CHECKS[c].target != kind:
-                raise AssignmentError(f"{at} ({name}): {c} is a check for {CHECKS[c].target} targets, "
-                                      f"and the assignment's target is {target}")
+                raise AssignmentError(
+                    f"{at} ({name}): {c} is a check for {CHECKS[c].target} targets, "
+                    f"and the assignment's target is {target}"
+                )
         points = raw.get("points", 1)
         if not isinstance(points, (int, float)) or points < 0:
             raise AssignmentError(f"{at} ({name}): 'points' must be a number >= 0")
-        tasks.append(Task(name, str(raw.get("title", name)), tuple(checks), float(points),
-                          float(latency) if latency is not None else None))
+        tasks.append(
+            Task(
+                name,
+                str(raw.get("title", name)),
+                tuple(checks),
+                float(points),
+                float(latency) if latency is not None else None,
+            )
+        )
     limits = data.get("limits", {})
     performance = data.get("performance", {})
     numeric = _numeric(data.get("numeric"), where, kind)
     return Assignment(
-        title=str(data.get("title", path.stem)), path=path, program=program_path,
-        func=data.get("func"), target=target, tasks=tuple(tasks),
+        title=str(data.get("title", path.stem)),
+        path=path,
+        program=program_path,
+        func=data.get("func"),
+        target=target,
+        tasks=tuple(tasks),
         hazards_fail=bool(data.get("hazards_fail", True)),
-        time_s=float(limits.get("time_s", 60)), memory_mb=int(limits.get("memory_mb", 4096)),
-        measure=bool(performance.get("measure", False)), repeats=int(performance.get("repeats", 5)),
+        time_s=float(limits.get("time_s", 60)),
+        memory_mb=int(limits.get("memory_mb", 4096)),
+        measure=bool(performance.get("measure", False)),
+        repeats=int(performance.get("repeats", 5)),
         numeric=numeric,
     )
 
@@ -147,20 +167,25 @@ def _numeric(table: object, where: str, kind: str) -> dict | None:
     if not isinstance(table, dict):
         raise AssignmentError(f"{where}: [numeric] must be a table")
     if kind != "cuda":
-        raise AssignmentError(f"{where}: [numeric] runs GPU schedules on the CPU; for a cpu target use "
-                              "[performance], whose timing checks the result")
+        raise AssignmentError(
+            f"{where}: [numeric] runs GPU schedules on the CPU; for a cpu target use "
+            "[performance], whose timing checks the result"
+        )
     if "sizes" in table:
         raw = table["sizes"]
         if not isinstance(raw, dict) or not all(str(k).isdigit() and isinstance(v, int) for k, v in raw.items()):
-            raise AssignmentError(f"{where}: [numeric] sizes must map dimensions to smaller ones, "
-                                  'as {"2048" = 128}')
+            raise AssignmentError(f'{where}: [numeric] sizes must map dimensions to smaller ones, as {{"2048" = 128}}')
         sizes: object = {int(k): v for k, v in raw.items()}
     else:
         sizes = table.get("size", 128)
         if not isinstance(sizes, int) or sizes < 1:
             raise AssignmentError(f"{where}: [numeric] size must be a positive integer")
-    return {"sizes": sizes, "rtol": float(table.get("rtol", 1e-3)), "atol": float(table.get("atol", 1e-3)),
-            "timeout_s": float(table.get("timeout_s", 120))}
+    return {
+        "sizes": sizes,
+        "rtol": float(table.get("rtol", 1e-3)),
+        "atol": float(table.get("atol", 1e-3)),
+        "timeout_s": float(table.get("timeout_s", 120)),
+    }
 
 
 def _get(table: dict, key: str, kind: type, where: str):

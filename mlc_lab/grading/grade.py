@@ -40,8 +40,14 @@ class TaskResult:
     messages: list = field(default_factory=list)  # one sentence per check (and hazard), in a student's words
 
     def to_json(self) -> dict:
-        return {"name": self.name, "title": self.title, "points": self.points, "max_points": self.max_points,
-                "passed": self.passed, "messages": list(self.messages)}
+        return {
+            "name": self.name,
+            "title": self.title,
+            "points": self.points,
+            "max_points": self.max_points,
+            "passed": self.passed,
+            "messages": list(self.messages),
+        }
 
 
 @dataclass
@@ -66,19 +72,32 @@ class GradeResult:
         return float(sum(t.max_points for t in self.tasks))
 
     def to_json(self) -> dict:
-        return {"submission": self.submission, "kind": self.kind, "score": self.score, "max_score": self.max_score,
-                "error": self.error, "hazards": list(self.hazards), "tasks": [t.to_json() for t in self.tasks],
-                "trace": self.trace, "seconds": round(self.seconds, 3), "latency_ms": self.latency_ms,
-                "correct": self.correct, "numeric": self.numeric}
+        return {
+            "submission": self.submission,
+            "kind": self.kind,
+            "score": self.score,
+            "max_score": self.max_score,
+            "error": self.error,
+            "hazards": list(self.hazards),
+            "tasks": [t.to_json() for t in self.tasks],
+            "trace": self.trace,
+            "seconds": round(self.seconds, 3),
+            "latency_ms": self.latency_ms,
+            "correct": self.correct,
+            "numeric": self.numeric,
+        }
 
     def to_text(self) -> str:
-        lines = [f"{self.submission} ({self.kind}): {_num(self.score)}/{_num(self.max_score)}"
-                 + (f", {self.latency_ms:.4g} ms" if self.latency_ms is not None else "")]
+        lines = [
+            f"{self.submission} ({self.kind}): {_num(self.score)}/{_num(self.max_score)}"
+            + (f", {self.latency_ms:.4g} ms" if self.latency_ms is not None else "")
+        ]
         if self.error:
             lines.append(f"  {self.error}")
         for t in self.tasks:
-            lines.append(f"  {'PASS' if t.passed else 'FAIL'} {t.name} ({_num(t.points)}/{_num(t.max_points)}): "
-                         f"{t.title}")
+            lines.append(
+                f"  {'PASS' if t.passed else 'FAIL'} {t.name} ({_num(t.points)}/{_num(t.max_points)}): {t.title}"
+            )
             if not t.passed and not self.error:  # an error is said once, above
                 lines += [f"       {m}" for m in t.messages]
         return "\n".join(lines)
@@ -90,18 +109,30 @@ class GradeResult:
             output = "\n".join(t.messages) if t.messages else ""
             if self.error and not t.passed:
                 output = self.error
-            tests.append({"name": t.title, "number": t.name, "score": t.points, "max_score": t.max_points,
-                          "status": "passed" if t.passed else "failed", "output": output})
+            tests.append(
+                {
+                    "name": t.title,
+                    "number": t.name,
+                    "score": t.points,
+                    "max_score": t.max_points,
+                    "status": "passed" if t.passed else "failed",
+                    "output": output,
+                }
+            )
         return {
             "score": self.score,
             "execution_time": round(self.seconds, 3),
             "output": self.error or f"{_num(self.score)} of {_num(self.max_score)} points",
             "tests": tests,
-            "leaderboard": [{"name": "Score", "value": self.score, "order": "desc"},
-                            {"name": "Tasks passed", "value": sum(1 for t in self.tasks if t.passed),
-                             "order": "desc"}]
-            + ([{"name": "Latency (ms)", "value": round(self.latency_ms, 6), "order": "asc"}]
-               if self.latency_ms is not None else []),
+            "leaderboard": [
+                {"name": "Score", "value": self.score, "order": "desc"},
+                {"name": "Tasks passed", "value": sum(1 for t in self.tasks if t.passed), "order": "desc"},
+            ]
+            + (
+                [{"name": "Latency (ms)", "value": round(self.latency_ms, 6), "order": "asc"}]
+                if self.latency_ms is not None
+                else []
+            ),
         }
 
 
@@ -130,8 +161,10 @@ def grade(assignment: Assignment, submission: str | Path) -> GradeResult:
         result.error = f"the schedule could not be replayed on the program: {exc}"
         result.tasks = [_failed(t, result.error) for t in assignment.tasks]
     except Exception as exc:  # noqa: BLE001  (a fault of the grader itself must not stop the other submissions)
-        result.error = (f"the grader failed on this submission ({type(exc).__name__}: {exc}); "
-                        "it is not graded: tell the course staff")
+        result.error = (
+            f"the grader failed on this submission ({type(exc).__name__}: {exc}); "
+            "it is not graded: tell the course staff"
+        )
         result.tasks = [_failed(t, result.error) for t in assignment.tasks]
     result.seconds = time.monotonic() - started
     return result
@@ -187,8 +220,10 @@ def _judge(assignment: Assignment, trace: Any, result: GradeResult) -> None:
     except TraceParseError as exc:
         hint = ""
         if isinstance(trace, str) and "def apply_trace" in trace and "not a " in str(exc):
-            hint = (" (a trace holds schedule calls only; a file with other Python hands in "
-                    "`def schedule(sch):` instead, which is run in a sandbox)")
+            hint = (
+                " (a trace holds schedule calls only; a file with other Python hands in "
+                "`def schedule(sch):` instead, which is run in a sandbox)"
+            )
         raise _Refused(f"the trace is refused: {exc}{hint}") from None
     names = sorted({c for t in assignment.tasks for c in t.checks})
     report = check_session(session, names, target=assignment.target)
@@ -204,8 +239,10 @@ def _judge(assignment: Assignment, trace: Any, result: GradeResult) -> None:
             if timing_problem:
                 messages.append(timing_problem)
             elif result.latency_ms > task.max_latency_ms:
-                messages.append(f"the program takes {result.latency_ms:.4g} ms; this task asks for at most "
-                                f"{task.max_latency_ms:g} ms")
+                messages.append(
+                    f"the program takes {result.latency_ms:.4g} ms; this task asks for at most "
+                    f"{task.max_latency_ms:g} ms"
+                )
         passed = not messages
         if assignment.hazards_fail and report.hazards:
             passed = False
@@ -213,11 +250,21 @@ def _judge(assignment: Assignment, trace: Any, result: GradeResult) -> None:
         if wrong:
             passed = False
             messages.append(wrong)
-        kept = [c.message for c in checks] + ([f"the program takes {result.latency_ms:.4g} ms (at most "
-                                               f"{task.max_latency_ms:g} ms asked)"]
-                                              if task.max_latency_ms is not None and passed else [])
-        result.tasks.append(TaskResult(task.name, task.title, task.points if passed else 0.0, task.points, passed,
-                                       messages if not passed else kept))
+        kept = [c.message for c in checks] + (
+            [f"the program takes {result.latency_ms:.4g} ms (at most {task.max_latency_ms:g} ms asked)"]
+            if task.max_latency_ms is not None and passed
+            else []
+        )
+        result.tasks.append(
+            TaskResult(
+                task.name,
+                task.title,
+                task.points if passed else 0.0,
+                task.points,
+                passed,
+                messages if not passed else kept,
+            )
+        )
 
 
 def _numeric(assignment: Assignment, session: Any, result: GradeResult) -> str | None:
@@ -226,8 +273,7 @@ def _numeric(assignment: Assignment, session: Any, result: GradeResult) -> str |
     from mlc_lab.core.numeric_gpu import numeric_check
 
     spec = assignment.numeric or {}
-    r = numeric_check(session, sizes=spec["sizes"], rtol=spec["rtol"], atol=spec["atol"],
-                      timeout_s=spec["timeout_s"])
+    r = numeric_check(session, sizes=spec["sizes"], rtol=spec["rtol"], atol=spec["atol"], timeout_s=spec["timeout_s"])
     result.numeric = {"ok": r.ok, "verdict": r.verdict, "message": r.message}
     return None if r.ok else f"wrong result at a smaller size: {r.message}"
 
@@ -243,8 +289,10 @@ def _time(assignment: Assignment, session: Any, result: GradeResult) -> str | No
         return f"the program could not be timed: {m.error.splitlines()[0]}"
     result.correct = bool(m.correct)
     if not m.correct:
-        return (f"the program computes a wrong result (max error {m.max_abs_error:.3g} against the original "
-                "program on random inputs)")
+        return (
+            f"the program computes a wrong result (max error {m.max_abs_error:.3g} against the original "
+            "program on random inputs)"
+        )
     result.latency_ms = m.latency_s * 1e3
     return None
 
@@ -267,16 +315,29 @@ def _run_in_child(assignment: Assignment, path: Path) -> list:
         if assignment.func:
             cmd.append(assignment.func)
         cmd = _without_network() + cmd
-        env = {**os.environ, "PYTHONPATH": _package_root() + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               "TVM_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-        proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=limits, start_new_session=True, env=env)
+        env = {
+            **os.environ,
+            "PYTHONPATH": _package_root() + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "TVM_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+        }
+        proc = subprocess.Popen(
+            cmd,
+            cwd=work,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=limits,
+            start_new_session=True,
+            env=env,
+        )
         try:
             _stdout, stderr = proc.communicate(timeout=assignment.time_s)
         except subprocess.TimeoutExpired:
             _kill(proc)
-            raise _Refused(f"the submission did not finish within the time limit of {_num(assignment.time_s)} s "
-                           "(an endless loop?)") from None
+            raise _Refused(
+                f"the submission did not finish within the time limit of {_num(assignment.time_s)} s (an endless loop?)"
+            ) from None
         finally:
             _kill(proc)
         if not os.path.exists(out):

@@ -47,8 +47,7 @@ def graded(request: pytest.FixtureRequest, mlc_lab_grade) -> GradeResult:
     assignment = request.config.getoption("--assignment") or os.environ.get("MLC_LAB_ASSIGNMENT")
     submission = request.config.getoption("--submission") or os.environ.get("MLC_LAB_SUBMISSION")
     if not assignment or not submission:
-        pytest.fail("give --assignment and --submission (or MLC_LAB_ASSIGNMENT and MLC_LAB_SUBMISSION)",
-                    pytrace=False)
+        pytest.fail("give --assignment and --submission (or MLC_LAB_ASSIGNMENT and MLC_LAB_SUBMISSION)", pytrace=False)
     return mlc_lab_grade(assignment, submission)
 
 
@@ -56,7 +55,8 @@ def assert_task(result: GradeResult, name: str) -> None:
     """Fail (with the task's messages, in a student's words) unless the task passed."""
     task = next((t for t in result.tasks if t.name == name), None)
     if task is None:
-        raise AssertionError(f"the assignment has no task {name!r}; its tasks are "
-                             f"{', '.join(t.name for t in result.tasks)}")
+        raise AssertionError(
+            f"the assignment has no task {name!r}; its tasks are {', '.join(t.name for t in result.tasks)}"
+        )
     if not task.passed:
         raise AssertionError(f"{task.title}: " + " ".join(task.messages))

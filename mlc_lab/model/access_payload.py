@@ -11,8 +11,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal, NotRequired, TypedDict
 
-__all__ = ["ArrayDescr", "BufferArrays", "BufferPayload", "BufferStats", "CropBox", "EnclosingLoop",
-           "FootprintResult", "GpuStats", "LoopInfo", "WarpAccess"]
+__all__ = [
+    "ArrayDescr",
+    "BufferArrays",
+    "BufferPayload",
+    "BufferStats",
+    "CropBox",
+    "EnclosingLoop",
+    "FootprintResult",
+    "GpuStats",
+    "LoopInfo",
+    "WarpAccess",
+]
 
 
 class LoopInfo(TypedDict):
@@ -135,5 +145,9 @@ class GpuStats:
     accesses: list[WarpAccess]
 
     def to_json(self) -> dict:
-        return {"warp": self.warp, "threads": list(self.threads), "launch": dict(self.launch),
-                "accesses": [a.to_json() for a in self.accesses]}
+        return {
+            "warp": self.warp,
+            "threads": list(self.threads),
+            "launch": dict(self.launch),
+            "accesses": [a.to_json() for a in self.accesses],
+        }

@@ -39,10 +39,40 @@ class Var:
 
 # Operators of Op: binary arithmetic and comparisons, "not" (one argument) and "select"
 # (condition, then, else: TVM's if_then_else and Select). "div"/"mod" round towards zero.
-BINARY_OPS = ("add", "sub", "mul", "floordiv", "floormod", "div", "mod", "min", "max",
-              "lt", "le", "gt", "ge", "eq", "ne", "and", "or")
-_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "floormod": "%", "lt": "<", "le": "<=",
-           "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "and", "or": "or"}
+BINARY_OPS = (
+    "add",
+    "sub",
+    "mul",
+    "floordiv",
+    "floormod",
+    "div",
+    "mod",
+    "min",
+    "max",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "eq",
+    "ne",
+    "and",
+    "or",
+)
+_SYMBOL = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "floordiv": "//",
+    "floormod": "%",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+    "eq": "==",
+    "ne": "!=",
+    "and": "and",
+    "or": "or",
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,10 +134,10 @@ class Loop:
 
     id: int
     name: str
-    min: object                 # int, or an Expr over shape variables
+    min: object  # int, or an Expr over shape variables
     extent: object
-    kind: str = "serial"        # serial / parallel / vectorized / unrolled / thread_binding
-    tag: str | None = None      # thread tag when bound (threadIdx.x, blockIdx.y, ...)
+    kind: str = "serial"  # serial / parallel / vectorized / unrolled / thread_binding
+    tag: str | None = None  # thread tag when bound (threadIdx.x, blockIdx.y, ...)
     body: "Node | None" = None
     role: str = "loop"
 
@@ -135,7 +165,7 @@ class Access:
     """
 
     buffer: str
-    kind: str                   # "read" / "write"
+    kind: str  # "read" / "write"
     indices: tuple
     block: str = ""
     guards: tuple = ()
@@ -155,7 +185,7 @@ Node = Union[Loop, Seq, Leaf]
 @dataclass
 class BufferInfo:
     name: str
-    shape: tuple                 # ints, or Exprs over shape variables
+    shape: tuple  # ints, or Exprs over shape variables
     dtype: str
     scope: str = "global"
     itemsize: int = 4
@@ -169,8 +199,8 @@ class AccessProgram:
     name: str
     buffers: dict
     root: Node
-    loops: list                  # every Loop, role "loop" and "inner", indexed by id
-    shape_vars: dict = field(default_factory=dict)   # name -> Var of a symbolic shape
+    loops: list  # every Loop, role "loop" and "inner", indexed by id
+    shape_vars: dict = field(default_factory=dict)  # name -> Var of a symbolic shape
 
     def loop(self, ref) -> Loop:
         """A loop by id or by (unique) name."""

@@ -190,8 +190,10 @@ class Lowering:
 
     def summary(self) -> str:
         counts = {s: sum(1 for p in self.passes if p.status == s) for s in ("changed", "no-op", "failed")}
-        head = (f"step {self.step}: {len(self.passes)} passes for {self.kind} ({counts['changed']} changed, "
-                f"{counts['no-op']} no-op, {counts['failed']} failed)")
+        head = (
+            f"step {self.step}: {len(self.passes)} passes for {self.kind} ({counts['changed']} changed, "
+            f"{counts['no-op']} no-op, {counts['failed']} failed)"
+        )
         lines = [head, self.verdict]
         if self.error:
             lines.append("error: " + self.error.splitlines()[0])

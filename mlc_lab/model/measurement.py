@@ -40,8 +40,11 @@ def quiet(cores: float | None, parallel_speed: float | None = None, spread: floa
     most `STEADY_SPREAD` where known (None: not known)."""
     if cores is None:
         return None
-    return (cores < QUIET_CORES and (parallel_speed is None or parallel_speed >= PARALLEL_FLOOR)
-            and (spread is None or spread <= STEADY_SPREAD))
+    return (
+        cores < QUIET_CORES
+        and (parallel_speed is None or parallel_speed >= PARALLEL_FLOOR)
+        and (spread is None or spread <= STEADY_SPREAD)
+    )
 
 
 def hover(label: str, unit: str = "") -> dict:

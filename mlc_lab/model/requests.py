@@ -162,8 +162,9 @@ class TextResult(TypedDict):
 
 # The summaries of steps ``from``, ``from + 1``, ... (from 0: the whole list); ``from`` is a Python keyword.
 # ``visited``: where redo goes from each step (the child visited last), by the parent's id.
-HistoryResult = TypedDict("HistoryResult", {"from": int, "steps": list[StepSummary],
-                                            "visited": NotRequired[dict[str, int | str]]})
+HistoryResult = TypedDict(
+    "HistoryResult", {"from": int, "steps": list[StepSummary], "visited": NotRequired[dict[str, int | str]]}
+)
 HistoryResult.__doc__ = "The summaries of steps `from`, `from + 1`, ... (from 0: the whole list)."
 
 
@@ -231,22 +232,34 @@ REQUESTS: dict[str, Request] = {
     "set_decision": Request(SetDecisionParams, StepResult, errors=("decision", "trace")),
     "replay": Request(ReplayParams, StepResult, errors=("trace", "load")),
     "goto": Request(StepParams, StepResult, errors=_STEP_ERRORS),
-    "undo": Request(NoParams, StepResult, errors=("history",)),  # the page moves by itself (goto when a step is not held)
+    "undo": Request(
+        NoParams, StepResult, errors=("history",)
+    ),  # the page moves by itself (goto when a step is not held)
     "redo": Request(NoParams, StepResult, errors=("history",)),
     "script_at": Request(StepParams, TextResult, buffers=True, errors=_STEP_ERRORS),
     "export_trace": Request(ExportTraceParams, TextResult, buffers=True, errors=("usage",)),
-    "measure": Request(MeasureParams, background=True,
-                       errors=("busy", "usage", "no_gpu", "unknown_step", "build", "run", "check", "crash",
-                               "timeout", "gpu_check")),
-    "cuda_source": Request(CudaSourceParams, CudaSource, background=True, keep=2,
-                           errors=("no_gpu", "gpu_check", "build", "unknown_step", "usage")),
-    "lower": Request(LowerParams, Lowering, background=True, keep=2, errors=("bad_target", "build", "unknown_step", "usage")),
+    "measure": Request(
+        MeasureParams,
+        background=True,
+        errors=("busy", "usage", "no_gpu", "unknown_step", "build", "run", "check", "crash", "timeout", "gpu_check"),
+    ),
+    "cuda_source": Request(
+        CudaSourceParams,
+        CudaSource,
+        background=True,
+        keep=2,
+        errors=("no_gpu", "gpu_check", "build", "unknown_step", "usage"),
+    ),
+    "lower": Request(
+        LowerParams, Lowering, background=True, keep=2, errors=("bad_target", "build", "unknown_step", "usage")
+    ),
     "clear_error": Request(NoParams),
     "select_name": Request(SelectNameParams, SelectionResult, errors=("unknown_name",)),
     "class_submit": Request(ClassSubmitParams, errors=("usage", "error")),
     # the explorer's memory panel and the memory view (mlc_lab/widgets/access_view.py)
-    "access_footprint": Request(FootprintParams, FootprintResult, buffers=True, keep=2, step_implied=True,
-                                errors=_ANALYSIS),
+    "access_footprint": Request(
+        FootprintParams, FootprintResult, buffers=True, keep=2, step_implied=True, errors=_ANALYSIS
+    ),
     "access_gpu_stats": Request(GpuStatsParams, GpuStats, keep=2, step_implied=True, errors=_ANALYSIS),
     "export_html": Request(NoParams, TextResult, buffers=True),
     # the tuning dashboard (mlc_lab/widgets/tuning.py) and the class status (mlc_lab/widgets/classroom.py)
@@ -265,4 +278,6 @@ def record_key(method: str, params: Any) -> str:
     """The key of a recorded reply: the method, a space, its parameters as canonical JSON (sorted keys,
     compact, UTF-8). js/lib/model.ts's ``recordKey`` (generated) writes the same; both test suites read
     tests/fixtures/record_keys.json."""
-    return f"{method} {json.dumps(params or {}, sort_keys=True, separators=(',', ':'), ensure_ascii=False, default=str)}"
+    return (
+        f"{method} {json.dumps(params or {}, sort_keys=True, separators=(',', ':'), ensure_ascii=False, default=str)}"
+    )

@@ -32,7 +32,7 @@ class BlockFact:
 class ScheduleFacts:
     name: str
     program: AccessProgram
-    blocks: dict                   # name -> BlockFact, program order
-    annotations: dict              # loop id -> {key: value}
-    allocated: dict                # buffer -> shape TVM allocates (compacted) for shared/local buffers
-    params: tuple = ()             # buffers the function takes as arguments (the others it allocates)
+    blocks: dict  # name -> BlockFact, program order
+    annotations: dict  # loop id -> {key: value}
+    allocated: dict  # buffer -> shape TVM allocates (compacted) for shared/local buffers
+    params: tuple = ()  # buffers the function takes as arguments (the others it allocates)

@@ -15,14 +15,30 @@ from functools import cached_property
 from typing import Any, Iterator, Literal, NotRequired, TypedDict
 
 
-__all__ = ["BlockNode", "BufferInfo", "Change", "Decision", "FailedAttempt", "FuncNode", "IterVar", "LoopNode",
-           "LoopTree", "StepSummary", "StepView", "changed_lines", "plain", "ref_of", "replace"]
+__all__ = [
+    "BlockNode",
+    "BufferInfo",
+    "Change",
+    "Decision",
+    "FailedAttempt",
+    "FuncNode",
+    "IterVar",
+    "LoopNode",
+    "LoopTree",
+    "StepSummary",
+    "StepView",
+    "changed_lines",
+    "plain",
+    "ref_of",
+    "replace",
+]
 
 
 # --- the loop tree -------------------------------------------------------------------------------
 # The shape of the loop nest as every view reads it, built from the printed script (mlc_lab.tvm.looptree).
 # Nodes are the JSON objects themselves (no conversion on the way to the front end); these TypedDicts
 # say what they hold, and js/lib/model.ts is generated from them.
+
 
 class BufferInfo(TypedDict):
     name: str
@@ -234,8 +250,13 @@ class StepSummary:
     label: str
 
     def to_json(self) -> dict:
-        return {"id": self.id, "parent": self.parent, "kind": self.kind, "primitive": self.primitive,
-                "label": self.label}
+        return {
+            "id": self.id,
+            "parent": self.parent,
+            "kind": self.kind,
+            "primitive": self.primitive,
+            "label": self.label,
+        }
 
 
 @dataclass(frozen=True)
@@ -255,16 +276,29 @@ class FailedAttempt:
     involved: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return {"id": self.id, "parent": self.parent, "primitive": self.primitive, "label": self.label,
-                "summary": self.summary, "detail": self.detail, "involved": list(self.involved)}
+        return {
+            "id": self.id,
+            "parent": self.parent,
+            "primitive": self.primitive,
+            "label": self.label,
+            "summary": self.summary,
+            "detail": self.detail,
+            "involved": list(self.involved),
+        }
 
     @classmethod
     def of(cls, exc: BaseException, *, id: int, parent: int | None, primitive: str, label: str) -> FailedAttempt:  # noqa: A002
         """The attempt as the error tells it (ScheduleStepError's summary, detail and involved names)."""
         summary = getattr(exc, "summary", None) or (str(exc).split("\n", 1)[0].strip() or type(exc).__name__)
-        return cls(id=id, parent=parent, primitive=str(getattr(exc, "primitive", None) or primitive), label=label,
-                   summary=str(summary), detail=str(getattr(exc, "detail", "") or ""),
-                   involved=tuple(str(n) for n in getattr(exc, "involved", ()) or ()))
+        return cls(
+            id=id,
+            parent=parent,
+            primitive=str(getattr(exc, "primitive", None) or primitive),
+            label=label,
+            summary=str(summary),
+            detail=str(getattr(exc, "detail", "") or ""),
+            involved=tuple(str(n) for n in getattr(exc, "involved", ()) or ()),
+        )
 
 
 @dataclass(frozen=True)
@@ -296,9 +330,16 @@ class StepView:
 
     def to_json(self) -> dict:
         return {
-            "id": self.id, "parent": self.parent, "kind": self.kind, "primitive": self.primitive,
-            "label": self.label, "script": self.script, "loop_tree": self.loop_tree, "trace": self.trace,
-            "changed_lines": list(self.changed_lines), "created": list(self.created),
+            "id": self.id,
+            "parent": self.parent,
+            "kind": self.kind,
+            "primitive": self.primitive,
+            "label": self.label,
+            "script": self.script,
+            "loop_tree": self.loop_tree,
+            "trace": self.trace,
+            "changed_lines": list(self.changed_lines),
+            "created": list(self.created),
             "decisions": [dict(d) for d in self.decisions],
         }
 
@@ -356,9 +397,8 @@ def changed_lines(before: str, after: str) -> list[int]:
     while tail < len(a) - head and tail < len(b) - head and a[-1 - tail] == b[-1 - tail]:
         tail += 1
     out: list[int] = []
-    matcher = difflib.SequenceMatcher(None, a[head:len(a) - tail], b[head:len(b) - tail], autojunk=False)
+    matcher = difflib.SequenceMatcher(None, a[head : len(a) - tail], b[head : len(b) - tail], autojunk=False)
     for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
         if tag in ("replace", "insert"):
             out.extend(range(head + j1 + 1, head + j2 + 1))
     return out
-

@@ -303,8 +303,12 @@ def strip_cuda_preamble(source: str) -> str:
     match = _KERNEL_START.search(source)
     if match is None:
         return source.strip() + "\n"
-    body = source[match.start():]
-    kept = [line for line in body.splitlines() if not (line.startswith('extern "C" __global__') and line.rstrip().endswith(");"))]
+    body = source[match.start() :]
+    kept = [
+        line
+        for line in body.splitlines()
+        if not (line.startswith('extern "C" __global__') and line.rstrip().endswith(");"))
+    ]
     return "\n".join(kept).strip() + "\n"
 
 
@@ -316,7 +320,14 @@ def cuda_build(mod: Any, func_name: str | None, target: Any, ptx: bool = False) 
         raise ValueError(f"not a CUDA target: {target}")
     func_name, one = single_function_module(mod, func_name)
     problems, kernels = gpu_problems(one, func_name, target)
-    out: dict = {"source": "", "full_source": "", "kernels": kernels, "problems": problems, "ptx": None, "ptx_error": None}
+    out: dict = {
+        "source": "",
+        "full_source": "",
+        "kernels": kernels,
+        "problems": problems,
+        "ptx": None,
+        "ptx_error": None,
+    }
     if problems:
         return out
     ex = tvm.compile(one, target=target)
@@ -457,7 +468,9 @@ def measure_request(req: dict, traffic: Callable[[Any, str, list], tuple[float, 
         raise MeasureFailure("build", "the program does not build", str(exc)) from exc
     build_s = time.perf_counter() - t0
     if kind == "cuda" and not any(m.kind == "cuda" for m in ex.mod.imports):
-        raise MeasureFailure("gpu_check", "the program compiled to host code only (no CUDA kernel): are its loops bound?")
+        raise MeasureFailure(
+            "gpu_check", "the program compiled to host code only (no CUDA kernel): are its loops bound?"
+        )
 
     if ref_text:
         inputs, expected = _reference_outputs(ref_text, func_name, seed)
@@ -507,13 +520,15 @@ def measure_request(req: dict, traffic: Callable[[Any, str, list], tuple[float, 
         raise MeasureFailure("usage", "cold-cache timing flushes CPU caches: it is offered for CPU targets only")
     tensors = [tvm.runtime.tensor(a, dev) for a in inputs]
     try:
-        stats = timing.timed(ex.mod, func_name, dev, tensors, method,
-                             speed_probe=kind == "llvm" and bool(req.get("speed_probe", True)))
+        stats = timing.timed(
+            ex.mod, func_name, dev, tensors, method, speed_probe=kind == "llvm" and bool(req.get("speed_probe", True))
+        )
     except Exception as exc:  # noqa: BLE001
         raise MeasureFailure("run", "the program failed while being timed", str(exc)) from exc
     median = stats["latency_s"]
-    nbytes, bytes_source, bytes_by_buffer = (traffic(one, func_name, inputs) if traffic is not None and kind == "llvm"
-                                             else compulsory_traffic(inputs))
+    nbytes, bytes_source, bytes_by_buffer = (
+        traffic(one, func_name, inputs) if traffic is not None and kind == "llvm" else compulsory_traffic(inputs)
+    )
     threads = timing.threads() if kind == "llvm" else None
     return Measurement(  # its one encoding: core.measure reads it back with Measurement.from_json
         **stats,

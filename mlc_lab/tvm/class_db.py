@@ -96,7 +96,9 @@ def _fetch(directory: str) -> str:
 
 def _commit(directory: str, payload: str) -> int:
     files = json.loads(payload)
-    if not isinstance(files, dict) or not all(isinstance(files.get(n, ""), str) for n in (WORKLOADS_FILE, RECORDS_FILE)):
+    if not isinstance(files, dict) or not all(
+        isinstance(files.get(n, ""), str) for n in (WORKLOADS_FILE, RECORDS_FILE)
+    ):
         raise ValueError("a class database commit is a JSON object with the two database files as text")
     with tempfile.TemporaryDirectory(prefix="mlc_lab_commit_") as tmp:
         write_files(tmp, files)
@@ -112,8 +114,9 @@ def register(directory: str) -> None:
     tvm.register_global_func(COMMIT, functools.partial(_commit, directory), override=True)
 
 
-def serve(directory: str, host: str = "0.0.0.0", port: int = 9190, tracker: str | None = None,
-          key: str = DEFAULT_KEY) -> Any:
+def serve(
+    directory: str, host: str = "0.0.0.0", port: int = 9190, tracker: str | None = None, key: str = DEFAULT_KEY
+) -> Any:
     """Start serving ``directory`` and return the TVM RPC server (``.terminate()`` stops it).
     ``tracker``: "HOST:PORT" of the class's tracker, to register the server there under ``key``."""
     from tvm import rpc
@@ -123,14 +126,20 @@ def serve(directory: str, host: str = "0.0.0.0", port: int = 9190, tracker: str 
     if tracker:
         thost, _, tport = tracker.rpartition(":")
         tracker_addr = (thost, int(tport))
-    return rpc.Server(host=host, port=port, port_end=port + 1, key=key, tracker_addr=tracker_addr,
-                      server_init_callback=functools.partial(register, os.path.abspath(directory)))
+    return rpc.Server(
+        host=host,
+        port=port,
+        port_end=port + 1,
+        key=key,
+        tracker_addr=tracker_addr,
+        server_init_callback=functools.partial(register, os.path.abspath(directory)),
+    )
 
 
 # --- the client (inside a tuning job) ------------------------------------------------------------------
 def parse(spec: str) -> dict:
     """``rpc://HOST:PORT`` (the server itself) or ``rpc://HOST:PORT/KEY`` (through a tracker)."""
-    text = spec[len("rpc://"):]
+    text = spec[len("rpc://") :]
     hostport, _, key = text.partition("/")
     host, _, port = hostport.rpartition(":")
     if not host or not port.isdigit():
@@ -145,7 +154,8 @@ def _session(spec: str, timeout_s: float) -> Any:
     try:
         if where["key"]:
             return rpc.connect_tracker(where["host"], where["port"]).request(
-                where["key"], session_timeout=int(timeout_s))
+                where["key"], session_timeout=int(timeout_s)
+            )
         return rpc.connect(where["host"], where["port"], key=DEFAULT_KEY, session_timeout=int(timeout_s))
     except Exception as exc:  # noqa: BLE001 - TVM says "connection refused" in many ways
         raise ClassDatabaseError(f"cannot reach the class database at {spec}: {str(exc).splitlines()[0]}") from None
@@ -269,7 +279,9 @@ def _export_locked(shared_dir: str, work_dir: str, index: int, imported: dict) -
         if wl_index != index:
             continue
         rec = ms.database.TuningRecord.from_json(rec_json, workloads[wl_index])
-        shared.commit_tuning_record(ms.database.TuningRecord(rec.trace, wl_shared, rec.run_secs, rec.target, rec.args_info))
+        shared.commit_tuning_record(
+            ms.database.TuningRecord(rec.trace, wl_shared, rec.run_secs, rec.target, rec.args_info)
+        )
         n += 1
     del shared
     return n

@@ -41,19 +41,20 @@ _S_TIR_NAMES = {
     "dlight": "dlight",
 }
 # Where the schedule's random-variable classes were imported from; 0.27 renamed BlockRV to SBlockRV.
-_SCHEDULE_MODULES = {"tvm.tir.schedule", "tvm.tir.schedule.schedule", "tvm.s_tir.schedule",
-                     "tvm.s_tir.schedule.schedule"}
+_SCHEDULE_MODULES = {
+    "tvm.tir.schedule",
+    "tvm.tir.schedule.schedule",
+    "tvm.s_tir.schedule",
+    "tvm.s_tir.schedule.schedule",
+}
 # tvm.contrib helpers that now live in tvm.support.
 _SUPPORT_MODULES = {"cc", "clang", "emcc", "ndk", "nvcc", "rocm", "tar", "utils", "xcode"}
 _ND_NAMES = {"array": "tensor", "empty": "empty", "NDArray": "Tensor"}
 # Keywords of the old ms.TuneConfig that tune_tir now takes directly.
-_TUNE_CONFIG_KEYS = {"max_trials_global", "num_trials_per_iter", "max_trials_per_task",
-                     "task_scheduler", "strategy"}
+_TUNE_CONFIG_KEYS = {"max_trials_global", "num_trials_per_iter", "max_trials_per_task", "task_scheduler", "strategy"}
 _TARGET_KINDS = ("llvm", "cuda", "c", "rocm", "metal", "vulkan", "opencl", "nvptx", "webgpu")
 # "llvm --num-cores=1", "llvm -mcpu=znver4", "cuda -arch=sm_80", "llvm -num-cores 2"
-_CLI_TARGET = re.compile(
-    r"^\s*(%s)((?:\s+--?[A-Za-z][\w-]*(?:=\S*|\s+(?!-)\S+)?)+)\s*$" % "|".join(_TARGET_KINDS)
-)
+_CLI_TARGET = re.compile(r"^\s*(%s)((?:\s+--?[A-Za-z][\w-]*(?:=\S*|\s+(?!-)\S+)?)+)\s*$" % "|".join(_TARGET_KINDS))
 _CLI_OPTION = re.compile(r"--?([A-Za-z][\w-]*)(?:=(\S*)|\s+(?!-)(\S+))?")
 _LIST_OPTIONS = {"keys", "libs", "mattr"}
 
@@ -101,7 +102,7 @@ class _Source:
         return self.offset(node.end_lineno, node.end_col_offset)
 
     def segment(self, node: ast.AST) -> str:
-        return self.text[self.start(node):self.end(node)]
+        return self.text[self.start(node) : self.end(node)]
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -124,8 +125,11 @@ def _mask_magics(code: str) -> str:
     # Notebook lines such as `!wget ...` or `%timeit` are not Python; hide them from the parser
     # (same length, so every offset stays valid). They are copied through untouched.
     # `%time stmt` / `%timeit stmt` run Python: the statement is kept, behind a no-op of the same width.
-    code = re.sub(r"(?m)^([ \t]*)%(timeit|time)([ \t]+)(?=[^\s-])",
-                  lambda m: m.group(1) + "0;" + " " * (len(m.group(0)) - len(m.group(1)) - 2), code)
+    code = re.sub(
+        r"(?m)^([ \t]*)%(timeit|time)([ \t]+)(?=[^\s-])",
+        lambda m: m.group(1) + "0;" + " " * (len(m.group(0)) - len(m.group(1)) - 2),
+        code,
+    )
     return re.sub(r"(?m)^([ \t]*)[!%](?=[%A-Za-z])", r"\1#", code)
 
 
@@ -161,12 +165,12 @@ class _Names:
 
     def __init__(self, tree: ast.Module):
         self.tvm = {"tvm"}
-        self.T = {"T"}          # tvm.script.tir / tirx
-        self.R = {"R"}          # tvm.script.relax
-        self.ms = {"ms"}        # meta_schedule
+        self.T = {"T"}  # tvm.script.tir / tirx
+        self.R = {"R"}  # tvm.script.relax
+        self.ms = {"ms"}  # meta_schedule
         self.relax = {"relax"}
-        self.tir = set()        # `from tvm import tir`
-        self.built = set()      # names bound to tvm.build(...) / tvm.compile(...) results
+        self.tir = set()  # `from tvm import tir`
+        self.built = set()  # names bound to tvm.build(...) / tvm.compile(...) results
         self.device_modules = set()  # names bound to `<built>.imported_modules[i]` (device code)
         self.strings: dict[str, set[str]] = {}  # names bound to string literals, and those strings
         self.has_tvm_ffi = False
@@ -215,9 +219,14 @@ class _Names:
 # on it, but for the two old names below); ``tvm.compile`` returns an Executable, which keeps that
 # module in ``.mod``. ``None``: the same on both.
 _MODULE_ATTRS = {
-    "time_evaluator": "mod.time_evaluator", "imported_modules": "mod.imports", "imports": "mod.imports",
-    "get_source": "mod.inspect_source", "inspect_source": "mod.inspect_source", "entry_name": "mod.entry_name",
-    "get_function": "mod.get_function", "export_library": None,
+    "time_evaluator": "mod.time_evaluator",
+    "imported_modules": "mod.imports",
+    "imports": "mod.imports",
+    "get_source": "mod.inspect_source",
+    "inspect_source": "mod.inspect_source",
+    "entry_name": "mod.entry_name",
+    "get_function": "mod.get_function",
+    "export_library": None,
 }
 # runtime.Module's old names, wrong on 0.27 whichever way the module was built.
 _RUNTIME_RENAMES = {"imported_modules": "imports", "get_source": "inspect_source"}
@@ -312,17 +321,25 @@ def _merge_flows(flows: list[_Flow]) -> list[_Flow]:
     for flow in flows:
         for other in [m for m in merged if m.names & flow.names or m.helpers & flow.helpers]:
             merged.remove(other)
-            flow = _Flow("compile" if "compile" in (flow.kind, other.kind) else "build", other.calls + flow.calls,
-                         other.names | flow.names, other.helpers | flow.helpers, other.uses + flow.uses,
-                         other.opaque or flow.opaque)
+            flow = _Flow(
+                "compile" if "compile" in (flow.kind, other.kind) else "build",
+                other.calls + flow.calls,
+                other.names | flow.names,
+                other.helpers | flow.helpers,
+                other.uses + flow.uses,
+                other.opaque or flow.opaque,
+            )
         merged.append(flow)
     return merged
 
 
 def _is_imported_module(node: ast.AST) -> bool:
     """``x.imported_modules[i]`` / ``x.imports[i]``: a device module of a built library."""
-    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr in (
-        "imported_modules", "imports")
+    return (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr in ("imported_modules", "imports")
+    )
 
 
 def _target_kind(text: str) -> str:
@@ -387,7 +404,9 @@ class _Rewriter(ast.NodeVisitor):
     def _is_prim_func(self, deco: ast.AST) -> bool:
         name = _decorator_name(deco)
         return name in {f"{t}.prim_func" for t in self.names.T} or name in (
-            "tvm.script.tir.prim_func", "tvm.script.tirx.prim_func")
+            "tvm.script.tir.prim_func",
+            "tvm.script.tirx.prim_func",
+        )
 
     def _is_relax_func(self, deco: ast.AST) -> bool:
         return _decorator_name(deco) in {f"{r}.function" for r in self.names.R}
@@ -432,7 +451,7 @@ class _Rewriter(ast.NodeVisitor):
         if parts[0] != "tvm" or len(parts) < 2:
             return None
         if parts[1] == "meta_schedule":
-            return "tvm.s_tir." + module[len("tvm."):]
+            return "tvm.s_tir." + module[len("tvm.") :]
         if parts[1] == "contrib" and len(parts) > 2 and parts[2] in _SUPPORT_MODULES:
             return "tvm.support." + ".".join(parts[2:])
         if parts[1] == "tir":
@@ -520,8 +539,7 @@ class _Rewriter(ast.NodeVisitor):
         if node.attr == "get_block":
             self.rename_attr(node, "get_sblock")
         elif node.attr == "create_schedule":
-            self.mark("te.create_schedule (TE schedules) was removed; use te.create_prim_func "
-                      "and tvm.s_tir.Schedule")
+            self.mark("te.create_schedule (TE schedules) was removed; use te.create_prim_func and tvm.s_tir.Schedule")
         elif node.attr == "name_hint":
             self.mark(".name_hint is gone on relax/tir variables (use .name); GlobalVar keeps it")
         elif node.attr in _MODULE_ATTRS and (flow := self._flow_of(node.value)) is not None:
@@ -548,7 +566,8 @@ class _Rewriter(ast.NodeVisitor):
         if isinstance(node, ast.Call):
             for flow in self.names.flows:
                 if any(node is call for call in flow.calls) or (
-                        isinstance(node.func, ast.Name) and node.func.id in flow.helpers):
+                    isinstance(node.func, ast.Name) and node.func.id in flow.helpers
+                ):
                     return flow
         return None
 
@@ -624,8 +643,9 @@ class _Rewriter(ast.NodeVisitor):
         if rest[:2] == ["script", "tir"]:
             return ["script", "tirx"] + rest[2:]
         if rest[-1:] == ["create_schedule"] or rest == ["lower"]:
-            self.mark(f"tvm.{'.'.join(rest)} (TE schedules) was removed; use te.create_prim_func "
-                      "and tvm.s_tir.Schedule")
+            self.mark(
+                f"tvm.{'.'.join(rest)} (TE schedules) was removed; use te.create_prim_func and tvm.s_tir.Schedule"
+            )
         return None
 
     # -- T.Buffer[...] -> T.Buffer(...) ------------------------------------------------------------
@@ -674,8 +694,10 @@ class _Rewriter(ast.NodeVisitor):
         if name in self.names.dotted("device") and node.args:
             self._device_kind(node.args[0])
         if name in self.names.dotted("build") and len(node.args) > 1 and isinstance(node.args[1], ast.List):
-            self.mark("tvm.build(schedule, [tensors]) is the removed TE flow; build "
-                      "te.create_prim_func([...]) with tvm.compile instead")
+            self.mark(
+                "tvm.build(schedule, [tensors]) is the removed TE flow; build "
+                "te.create_prim_func([...]) with tvm.compile instead"
+            )
         for kw in node.keywords:
             if kw.arg == "out_sinfo" and name and name.split(".")[-1].startswith(("call_tir", "call_dps")):
                 start = self.src.offset(kw.lineno, kw.col_offset)
@@ -696,8 +718,10 @@ class _Rewriter(ast.NodeVisitor):
             if kinds <= {"llvm", "c"}:
                 self.replace_node(arg, '"cpu"')
             elif kinds & {"llvm", "c"}:
-                self.mark(f"tvm.device({arg.id}): when {arg.id} is an llvm target, the device is \"cpu\" "
-                          "(tvm.device no longer takes target kinds)")
+                self.mark(
+                    f'tvm.device({arg.id}): when {arg.id} is an llvm target, the device is "cpu" '
+                    "(tvm.device no longer takes target kinds)"
+                )
 
     def _call_tir(self, node: ast.Call, r: str) -> set[int]:
         """Legacy ``R.call_tir(f, args, (shape), dtype=...)`` -> ``out_ty=R.Tensor(...)``."""
@@ -707,9 +731,10 @@ class _Rewriter(ast.NodeVisitor):
         if not args:
             return skip
         # the old third argument is a shape: a tuple of extents, not a list of R.Tensor(...)
-        legacy_shape = len(args) >= 3 and (dtype is not None or (
-            isinstance(args[2], (ast.Tuple, ast.List))
-            and not any(isinstance(e, ast.Call) for e in args[2].elts)))
+        legacy_shape = len(args) >= 3 and (
+            dtype is not None
+            or (isinstance(args[2], (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Call) for e in args[2].elts))
+        )
         callee = args[0]
         func_attr_end = self.src.end(node.func)
         func_attr_start = func_attr_end - len(node.func.attr)
@@ -722,8 +747,9 @@ class _Rewriter(ast.NodeVisitor):
                 self.replace_node(callee, f"{cls[0]}.{callee.id}")
                 self.replace(func_attr_start, func_attr_end, "call_tir")
             elif cls is None or callee.id not in cls[1]:
-                self.mark(f"R.call_tir: `{callee.id}` is not a function of this ir_module; "
-                          "refer to it as <Module>.<func>")
+                self.mark(
+                    f"R.call_tir: `{callee.id}` is not a function of this ir_module; refer to it as <Module>.<func>"
+                )
         if legacy_shape:
             if dtype is None:
                 self.mark("R.call_tir with a bare output shape needs dtype=")
@@ -739,8 +765,9 @@ class _Rewriter(ast.NodeVisitor):
             if between and self.src.start(between[0].value) < end:
                 self.mark("R.call_tir: keyword arguments mixed into the output shape; fix by hand")
                 return skip
-            self.replace(start, end, f"out_ty={r}.Tensor({self.src.segment(shape)}, "
-                                     f"dtype={self.src.segment(dtype.value)})")
+            self.replace(
+                start, end, f"out_ty={r}.Tensor({self.src.segment(shape)}, dtype={self.src.segment(dtype.value)})"
+            )
             skip.update({id(shape), id(dtype.value)})
         return skip
 
@@ -754,8 +781,12 @@ class _Rewriter(ast.NodeVisitor):
         if "config" in kws:
             config = kws["config"].value
             fields = config.keywords if isinstance(config, ast.Call) else None
-            if (fields is None or config.args or any(k.arg not in _TUNE_CONFIG_KEYS for k in fields)
-                    or not (_dotted(config.func) or "").endswith("TuneConfig")):
+            if (
+                fields is None
+                or config.args
+                or any(k.arg not in _TUNE_CONFIG_KEYS for k in fields)
+                or not (_dotted(config.func) or "").endswith("TuneConfig")
+            ):
                 self.mark("tune_tir(config=...): TuneConfig is gone; pass its fields to tune_tir directly")
             else:
                 kw = kws["config"]
@@ -764,9 +795,9 @@ class _Rewriter(ast.NodeVisitor):
                 if fields and fields[0].lineno != fields[-1].lineno:
                     # one field per line: keep that, at the indentation of `config=`
                     first = self.src.offset(fields[0].lineno, fields[0].col_offset)
-                    indent = self.src.text[self.src.line_starts[kw.lineno - 1]:kw_start]
+                    indent = self.src.text[self.src.line_starts[kw.lineno - 1] : kw_start]
                     indent = indent if not indent.strip() else " " * len(indent)
-                    lines = self.src.text[first:self.src.end(fields[-1].value)].split("\n")
+                    lines = self.src.text[first : self.src.end(fields[-1].value)].split("\n")
                     inner = "\n".join([lines[0]] + [indent + ln.lstrip() for ln in lines[1:]])
                 self.replace(kw_start, self.src.end(kw.value), inner)
                 skip.add(id(config))
@@ -785,18 +816,24 @@ class _Rewriter(ast.NodeVisitor):
         if not (isinstance(stmt, ast.Assign) and stmt.value is node):
             return False
         names = {t.id for t in stmt.targets if isinstance(t, ast.Name)}
-        return any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-                   and n.value.id in names and n.attr in ("trace", "mod")
-                   for n in ast.walk(self.tree))
+        return any(
+            isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name)
+            and n.value.id in names
+            and n.attr in ("trace", "mod")
+            for n in ast.walk(self.tree)
+        )
 
     def _drop_keyword(self, node: ast.Call, kw: ast.keyword) -> None:
-        items = sorted(list(node.args) + [k for k in node.keywords],
-                       key=lambda n: (n.lineno, n.col_offset))
+        items = sorted(list(node.args) + [k for k in node.keywords], key=lambda n: (n.lineno, n.col_offset))
         i = items.index(kw)
         kw_start = self.src.offset(kw.lineno, kw.col_offset)
         if i > 0:
-            self.replace(self.src.end(items[i - 1].value if isinstance(items[i - 1], ast.keyword)
-                                      else items[i - 1]), self.src.end(kw.value), "")
+            self.replace(
+                self.src.end(items[i - 1].value if isinstance(items[i - 1], ast.keyword) else items[i - 1]),
+                self.src.end(kw.value),
+                "",
+            )
         elif len(items) > 1:
             nxt = items[1]
             self.replace(kw_start, self.src.offset(nxt.lineno, nxt.col_offset), "")
@@ -811,7 +848,7 @@ class _Rewriter(ast.NodeVisitor):
             return
         last = max(items, key=lambda n: (n.end_lineno, n.end_col_offset))
         at = self.src.end(last)
-        tail = self.src.text[at:self.src.end(node) - 1]
+        tail = self.src.text[at : self.src.end(node) - 1]
         if tail.strip().startswith(","):
             # one argument per line with a trailing comma: add ours the same way
             at += tail.index(",") + 1
@@ -829,9 +866,12 @@ class _Rewriter(ast.NodeVisitor):
         target = kws.get("target", node.args[1] if len(node.args) > 1 else None)
         simple = (ast.Name, ast.Attribute, ast.Constant, ast.Dict, ast.Subscript)
         if not (isinstance(stmt, ast.Assign) and stmt.value is node) or not (
-                isinstance(mod, simple) and isinstance(target, simple)):
-            self.mark("tune_tir now returns a Database, not a Schedule: "
-                      "use ms.tir_integration.compile_tir(database, mod, target)")
+            isinstance(mod, simple) and isinstance(target, simple)
+        ):
+            self.mark(
+                "tune_tir now returns a Database, not a Schedule: "
+                "use ms.tir_integration.compile_tir(database, mod, target)"
+            )
             return
         ms_name = _dotted(node.func).rsplit(".", 1)[0]
         target_text = self.src.segment(target)
@@ -852,7 +892,8 @@ def _apply(src: _Source, rw: _Rewriter) -> str:
         if kept and e.start < kept[-1].end:
             line_no = bisect.bisect_right(src.line_starts, e.start)
             rw.markers.setdefault(src.line_starts[line_no - 1], []).append(
-                "two rewrites overlap on this line; check it by hand")
+                "two rewrites overlap on this line; check it by hand"
+            )
             continue
         kept.append(e)
     for offset, reasons in rw.markers.items():
@@ -870,7 +911,7 @@ def _apply(src: _Source, rw: _Rewriter) -> str:
     if rw.need_tvm_ffi and not rw.names.has_tvm_ffi:
         kept.append(_tvm_ffi_import(src, rw.tree))
     for e in sorted(kept, key=lambda e: (e.start, e.end), reverse=True):
-        text = text[:e.start] + e.text + text[e.end:]
+        text = text[: e.start] + e.text + text[e.end :]
     return text
 
 
@@ -898,10 +939,8 @@ def convert(code: str) -> str:
     indent = _common_indent(code)
     if indent:
         # a snippet cut out of a class body: convert it flush left, then put the indent back
-        flat = "".join(ln[len(indent):] if ln.startswith(indent) else ln
-                       for ln in code.splitlines(keepends=True))
-        return "".join(ln if ln in ("\n", "\r\n") else indent + ln
-                       for ln in convert(flat).splitlines(keepends=True))
+        flat = "".join(ln[len(indent) :] if ln.startswith(indent) else ln for ln in code.splitlines(keepends=True))
+        return "".join(ln if ln in ("\n", "\r\n") else indent + ln for ln in convert(flat).splitlines(keepends=True))
     tree = _parse(code)
     if not _LEGACY_HINT.search(code):
         return code
@@ -957,11 +996,15 @@ class NotebookReport:
 
     def summary(self, name: str) -> str:
         if not self.changed:
-            parts = [f"{name}: nothing to convert: its {self.code_cells - len(self.skipped)} Python code cell(s) "
-                     "are valid TVM 0.27 code"]
+            parts = [
+                f"{name}: nothing to convert: its {self.code_cells - len(self.skipped)} Python code cell(s) "
+                "are valid TVM 0.27 code"
+            ]
         else:
-            parts = [f"{name}: converted {len(self.changed)} of {self.code_cells} code cell(s) "
-                     f"(cells {', '.join(map(str, self.changed))})"]
+            parts = [
+                f"{name}: converted {len(self.changed)} of {self.code_cells} code cell(s) "
+                f"(cells {', '.join(map(str, self.changed))})"
+            ]
         parts += [f"cell {cell} left as it is: {why}" for cell, why in self.skipped]
         if self.marked:
             parts.append(f"cells {', '.join(map(str, self.marked))} hold lines to fix by hand ({MARKER.strip()})")
@@ -983,8 +1026,9 @@ def convert_notebook(text: str) -> tuple[str, NotebookReport]:
     try:
         nb = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConvertError(f"not a notebook: its JSON does not parse (line {exc.lineno}: {exc.msg})",
-                           line=exc.lineno) from None
+        raise ConvertError(
+            f"not a notebook: its JSON does not parse (line {exc.lineno}: {exc.msg})", line=exc.lineno
+        ) from None
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list):
         raise ConvertError("not a notebook: it has no list of cells")
@@ -1002,8 +1046,10 @@ def convert_notebook(text: str) -> tuple[str, NotebookReport]:
             report.skipped.append((index + 1, str(exc)))
             continue
         sources[index] = source
-    joined = "".join(f"{_CELL_BOUNDARY.format(i)}\n{src}{'' if src.endswith(chr(10)) or not src else chr(10)}"
-                     for i, src in sources.items())
+    joined = "".join(
+        f"{_CELL_BOUNDARY.format(i)}\n{src}{'' if src.endswith(chr(10)) or not src else chr(10)}"
+        for i, src in sources.items()
+    )
     try:
         converted = _split_cells(convert(joined), list(sources))
     except ConvertError:  # the cells do not make one program (they parse one by one): convert each alone

@@ -32,8 +32,13 @@ class _NotLiteral(Exception):
 
 
 _OPS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
 }
 _MAX_BITS = 4096  # no constant of a lab is larger; ``2 ** 10 ** 9`` is refused, not computed
 
@@ -81,8 +86,12 @@ def read_constants(tree: ast.Module, source: str, before_line: int | None = None
         else:  # if / for / while / with / try ...: whatever they bind depends on running them
             for node in ast.walk(stmt):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                    env[node.id] = Unreadable(node.id, node.lineno, _line(lines, node.lineno),
-                                              f"it is assigned inside a `{_keyword(stmt)}` statement")
+                    env[node.id] = Unreadable(
+                        node.id,
+                        node.lineno,
+                        _line(lines, node.lineno),
+                        f"it is assigned inside a `{_keyword(stmt)}` statement",
+                    )
     return env
 
 
@@ -163,8 +172,12 @@ def _arith(op: ast.operator, left: Any, right: Any) -> Any:
     if isinstance(op, ast.Pow) and isinstance(left, int) and isinstance(right, int):
         if right < 0 or (abs(left) > 1 and right * math.log2(abs(left)) > _MAX_BITS):
             raise _NotLiteral(f"{left} ** {right} is not a size")
-    if isinstance(op, ast.Mult) and isinstance(left, int) and isinstance(right, int) and (
-            left.bit_length() + right.bit_length() > _MAX_BITS):
+    if (
+        isinstance(op, ast.Mult)
+        and isinstance(left, int)
+        and isinstance(right, int)
+        and (left.bit_length() + right.bit_length() > _MAX_BITS)
+    ):
         raise _NotLiteral("the product is not a size")
     try:
         return _OPS[type(op)](left, right)

@@ -7,7 +7,7 @@ same names (js/labextension/src/programs.ts; a test keeps the two lists equal).
 
 from mlc_lab.tvm.exercise_programs import BMM_RELU
 
-MM_RELU = '''
+MM_RELU = """
 from tvm.script import ir as I
 from tvm.script import tirx as T
 
@@ -32,8 +32,7 @@ class MyModule:
                 vi = T.axis.spatial(128, i)
                 vj = T.axis.spatial(128, j)
                 C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
-'''
-
+"""
 
 
 def matmul(n: int = 128, name: str = "main") -> str:
@@ -61,7 +60,7 @@ class MyModule:
 
 MATMUL = matmul(128)
 
-VECTOR_ADD = '''
+VECTOR_ADD = """
 from tvm.script import ir as I
 from tvm.script import tirx as T
 
@@ -75,7 +74,7 @@ class MyAdd:
             with T.sblock("C"):
                 vi = T.axis.spatial(1024, i)
                 C[vi] = A[vi] + B[vi]
-'''
+"""
 
 #: name -> (title, TVMScript text)
 COURSE_PROGRAMS: dict[str, tuple[str, str]] = {

@@ -171,7 +171,7 @@ class PackedPanelSketch:
         info = self.block
         C = sch.get_sblock(info.name, self.func_name)
         loops = sch.get_loops(C)
-        batch, (i, j, k) = loops[: info.batch], loops[info.batch:]
+        batch, (i, j, k) = loops[: info.batch], loops[info.batch :]
         jo, jv = sch.split(j, [None, info.lanes])
         j0, j1 = sch.split(jo, sch.sample_perfect_tile(jo, n=2, max_innermost_factor=MAX_NR_VECTORS))
         i0, i1 = sch.split(i, sch.sample_perfect_tile(i, n=2, max_innermost_factor=MAX_MR))

@@ -5,7 +5,7 @@ is renamed again, this is one of the places to change.
 """
 
 #: Exercise 3's starting program (batched matmul then relu), for notebooks and tests.
-BMM_RELU = '''
+BMM_RELU = """
 from tvm.script import ir as I
 from tvm.script import tirx as T
 
@@ -27,10 +27,10 @@ class MyBmmRelu:
             with T.sblock("C"):
                 vn, vi, vj = T.axis.remap("SSS", [n, i, j])
                 C[vn, vi, vj] = T.max(Y[vn, vi, vj], T.float32(0))
-'''
+"""
 
 #: The schedule the course asks for (its ``TargetModule``), in today's spelling.
-BMM_RELU_TARGET = '''
+BMM_RELU_TARGET = """
 from tvm.script import ir as I
 from tvm.script import tirx as T
 
@@ -62,4 +62,4 @@ class TargetModule:
                         n, i = T.axis.remap("SS", [i0, i1])
                         j = T.axis.spatial(128, i2_0 * 8 + i2_1)
                         C[n, i, j] = T.max(Y[n, i, j], T.float32(0))
-'''
+"""

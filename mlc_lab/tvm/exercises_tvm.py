@@ -20,7 +20,6 @@ import tvm  # noqa: E402
 import tvm.s_tir  # noqa: E402,F401  (registers s_tir node types)
 
 
-
 def _module_of(obj: Any) -> Any:
     """An IRModule from a Schedule, a PrimFunc or an IRModule."""
     if isinstance(obj, tvm.IRModule):

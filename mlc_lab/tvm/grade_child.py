@@ -83,13 +83,21 @@ def main(argv: list[str]) -> int:
         _write(out, {"error": "memory", "message": "the submission ran out of memory"})
         return 0
     except BaseException as exc:  # noqa: BLE001
-        _write(out, {"error": "raised", "line": _line_in(exc.__traceback__, submission),
-                     "message": f"the submission raised {type(exc).__name__}: {exc}"})
+        _write(
+            out,
+            {
+                "error": "raised",
+                "line": _line_in(exc.__traceback__, submission),
+                "message": f"the submission raised {type(exc).__name__}: {exc}",
+            },
+        )
         return 0
     fn = namespace.get("schedule") or namespace.get("apply_trace")
     if not callable(fn):
-        _write(out, {"error": "no_function",
-                     "message": "the submission defines no schedule(sch) or apply_trace(sch) function"})
+        _write(
+            out,
+            {"error": "no_function", "message": "the submission defines no schedule(sch) or apply_trace(sch) function"},
+        )
         return 0
     import tvm
     from tvm import s_tir
@@ -109,8 +117,14 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # noqa: BLE001
         message = str(exc).strip().splitlines()
         first = next((ln for ln in message if ln.strip() and not ln.startswith(("Traceback", "  "))), "")
-        _write(out, {"error": "raised", "line": _line_in(exc.__traceback__, submission),
-                     "message": f"the schedule function raised {type(exc).__name__}: {first}"[:2000]})
+        _write(
+            out,
+            {
+                "error": "raised",
+                "line": _line_in(exc.__traceback__, submission),
+                "message": f"the schedule function raised {type(exc).__name__}: {first}"[:2000],
+            },
+        )
         return 0
     del tvm
     _write(out, {"trace": to_plain(sch.trace.as_json(remove_postproc=False))})

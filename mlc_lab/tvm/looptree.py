@@ -29,8 +29,15 @@ _LOOP_FUNCS = {
     "unroll": "unrolled",
     "thread_binding": "thread_binding",
 }
-_AXIS_KINDS = {"spatial": "spatial", "reduce": "reduce", "scan": "ordered", "opaque": "opaque", "S": "spatial",
-               "R": "reduce", "O": "opaque"}
+_AXIS_KINDS = {
+    "spatial": "spatial",
+    "reduce": "reduce",
+    "scan": "ordered",
+    "opaque": "opaque",
+    "S": "spatial",
+    "R": "reduce",
+    "O": "opaque",
+}
 
 
 @dataclass(slots=True)
@@ -104,8 +111,13 @@ def build(mod: tvm.IRModule, script: str, focus: str | None = None) -> LoopIndex
         _qualify(scanner.loops, scanner.loop_nodes)
     tree = LoopTree(func=focus or (functions[0]["name"] if functions else None), functions=functions)
     tree.adopt_names(*scanner.name_index())
-    return LoopIndex(tree=tree, mod=mod, loops=scanner.loops, blocks=scanner.blocks,
-                     info_of=dict(zip(map(id, scanner.loop_nodes), scanner.loops)))
+    return LoopIndex(
+        tree=tree,
+        mod=mod,
+        loops=scanner.loops,
+        blocks=scanner.blocks,
+        info_of=dict(zip(map(id, scanner.loop_nodes), scanner.loops)),
+    )
 
 
 # The printer's output is regular: one statement a line, nesting by indentation. A line scanner
@@ -265,7 +277,7 @@ class _Scanner:
                             node["end_line"] = last
                         for info in all_loops[first:end]:
                             info.blocks = block_names[first_block:]  # the blocks opened while it was open
-                        del open_loops[len(open_loops) - (end - first):]
+                        del open_loops[len(open_loops) - (end - first) :]
                     elif top_kind == "block":
                         block = top[4]
                         block["end_line"] = last
@@ -285,9 +297,14 @@ class _Scanner:
                 if tag == "axis":
                     iter_vars = top[4]["iter_vars"]
                     for name, kind, extent, binding, remapped in payload[0]:
-                        iter_vars.append({"name": name, "kind": kind,
-                                          "extent": extents.get(binding) if remapped else extent,
-                                          "binding": binding})
+                        iter_vars.append(
+                            {
+                                "name": name,
+                                "kind": kind,
+                                "extent": extents.get(binding) if remapped else extent,
+                                "binding": binding,
+                            }
+                        )
                     continue
                 if tag in _STATEMENTS:
                     _block_line(top[4], tag, payload[0], buffers)
@@ -330,8 +347,17 @@ class _Scanner:
                 all_blocks.append(BlockInfo(fname, name))
                 block_names.append(name)
                 block = {
-                    "kind": "block", "name": name, "iter_vars": [], "reads": [], "writes": [], "has_init": False,
-                    "predicate": None, "alloc_buffers": [], "annotations": {}, "line": lineno, "end_line": lineno,
+                    "kind": "block",
+                    "name": name,
+                    "iter_vars": [],
+                    "reads": [],
+                    "writes": [],
+                    "has_init": False,
+                    "predicate": None,
+                    "alloc_buffers": [],
+                    "annotations": {},
+                    "line": lineno,
+                    "end_line": lineno,
                     "children": [],
                 }
                 if top[3]:
@@ -385,8 +411,13 @@ def _block_line(block: dict, what: str, value: object, buffers: list) -> None:
 
 def _buffer(name: str, args_text: str, origin: str) -> dict:
     shape, dtype, scope = _parse_buffer(args_text)
-    return {"name": name, "shape": list(shape) if isinstance(shape, tuple) else shape, "dtype": dtype,
-            "scope": scope, "origin": origin}
+    return {
+        "name": name,
+        "shape": list(shape) if isinstance(shape, tuple) else shape,
+        "dtype": dtype,
+        "scope": scope,
+        "origin": origin,
+    }
 
 
 # raw line -> _line(raw). A dict rather than functools.lru_cache: a step looks up every line of
@@ -462,10 +493,25 @@ def _loop_templates(kind: str, thread: object, annotations: dict, loops: tuple) 
     its template (copying a dict costs less than building it) with its own annotations, lines and
     children. The keys are in the order of a node's JSON."""
     templates = tuple(
-        (name, extent, {"kind": "loop", "name": name, "qualified": name, "extent": extent, "min": lo,
-                        "loop_kind": kind, "thread": thread, "annotations": None, "line": 0, "end_line": 0,
-                        "children": None})
-        for name, extent, lo in loops)
+        (
+            name,
+            extent,
+            {
+                "kind": "loop",
+                "name": name,
+                "qualified": name,
+                "extent": extent,
+                "min": lo,
+                "loop_kind": kind,
+                "thread": thread,
+                "annotations": None,
+                "line": 0,
+                "end_line": 0,
+                "children": None,
+            },
+        )
+        for name, extent, lo in loops
+    )
     return annotations, templates
 
 
@@ -515,8 +561,9 @@ def _parse_block_line(text: str) -> tuple | None:
             values = _split_args(args[1].strip()[1:-1])
             return "axis", tuple((t, _AXIS_KINDS.get(k, k), None, v, True) for t, k, v in zip(targets, kinds, values))
         if args:
-            return "axis", ((targets[0], _AXIS_KINDS.get(axis, axis), _num(args[0]),
-                             args[1] if len(args) > 1 else "", False),)
+            return "axis", (
+                (targets[0], _AXIS_KINDS.get(axis, axis), _num(args[0]), args[1] if len(args) > 1 else "", False),
+            )
         return None
     cm = _CALL.match(text)
     if cm:

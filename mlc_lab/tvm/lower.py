@@ -140,8 +140,18 @@ class _PassRecorder:
                 self._stack.clear()
                 return
         self.records.append(
-            {"index": len(self.records), "name": stage, "note": "", "phase": "codegen", "depth": 0, "status": "failed",
-             "base": -1, "script": None, "error": text, "seconds": 0.0}
+            {
+                "index": len(self.records),
+                "name": stage,
+                "note": "",
+                "phase": "codegen",
+                "depth": 0,
+                "status": "failed",
+                "base": -1,
+                "script": None,
+                "error": text,
+                "seconds": 0.0,
+            }
         )
 
 
@@ -182,8 +192,10 @@ def lower_target(spec: Any) -> Any:
         tgt = tbuild.resolve_target(spec)
     except Exception as exc:  # noqa: BLE001 - TVM's parser: its first line says which part
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ValueError(f"{spec!r} is not a target lower() knows: give 'cpu', 'cuda', a CUDA architecture "
-                         f"such as 'sm_75', a target dict or a TVM target tag ({first[:200]})") from None
+        raise ValueError(
+            f"{spec!r} is not a target lower() knows: give 'cpu', 'cuda', a CUDA architecture "
+            f"such as 'sm_75', a target dict or a TVM target tag ({first[:200]})"
+        ) from None
     if tgt.kind.name not in ("llvm", "cuda"):
         raise ValueError(f"lower() compiles for the CPU or for CUDA, not for {tgt.kind.name!r} ({spec!r})")
     return tgt
@@ -198,8 +210,9 @@ def describe_target(spec: Any) -> dict:
     return {"key": str(tgt), "kind": kind, "arch": arch}
 
 
-def lower_script(script: str, func_name: str | None = None, target: Any = "cpu", *,
-                 ptx: bool = True, keep_scripts: bool = True) -> dict:
+def lower_script(
+    script: str, func_name: str | None = None, target: Any = "cpu", *, ptx: bool = True, keep_scripts: bool = True
+) -> dict:
     """Compile the TVMScript `script` (one function of it) for `target` the way `tvm.compile`
     does, recording every pass. Returns plain data:
 
@@ -216,9 +229,21 @@ def lower_script(script: str, func_name: str | None = None, target: Any = "cpu",
     kind = "cuda" if tgt.kind.name == "cuda" else "cpu"
     rec = _PassRecorder(keep_scripts=keep_scripts, input_script=script)
     out: dict[str, Any] = {
-        "target": str(tgt), "kind": kind, "func_name": func_name, "passes": rec.records, "ok": False,
-        "error": None, "llvm_ir": "", "asm": "", "cuda_source": "", "ptx": None, "ptx_error": None,
-        "ptxas": None, "target_cpu": _target_cpu(tgt), "cpu_features": _cpu_features(tgt), "vector_strides": [],
+        "target": str(tgt),
+        "kind": kind,
+        "func_name": func_name,
+        "passes": rec.records,
+        "ok": False,
+        "error": None,
+        "llvm_ir": "",
+        "asm": "",
+        "cuda_source": "",
+        "ptx": None,
+        "ptx_error": None,
+        "ptxas": None,
+        "target_cpu": _target_cpu(tgt),
+        "cpu_features": _cpu_features(tgt),
+        "vector_strides": [],
         "problems": [],
     }
     if kind == "cuda":
@@ -247,7 +272,8 @@ def lower_script(script: str, func_name: str | None = None, target: Any = "cpu",
         cuda_mods = [m for m in host.imports if m.kind == "cuda"]
         if not cuda_mods:
             out["problems"] = out["problems"] or [
-                "the program compiled to host code only (no CUDA kernel): are its loops bound?"]
+                "the program compiled to host code only (no CUDA kernel): are its loops bound?"
+            ]
         else:
             full = cuda_mods[0].inspect_source()
             out["cuda_source"] = tbuild.strip_cuda_preamble(full)
@@ -258,8 +284,11 @@ def lower_script(script: str, func_name: str | None = None, target: Any = "cpu",
                 except Exception as exc:  # noqa: BLE001 - nvcc problems are reported, not raised
                     out["ptx_error"] = _error_text(exc)
     out["seconds"] = time.perf_counter() - t0
-    out["timings"] = {"parse": t_parsed - t0, "compile": t_compiled - t_parsed,
-                      "code_text": time.perf_counter() - t_compiled}
+    out["timings"] = {
+        "parse": t_parsed - t0,
+        "compile": t_compiled - t_parsed,
+        "code_text": time.perf_counter() - t_compiled,
+    }
     return out
 
 
@@ -357,8 +386,12 @@ def _vector_strides(mod: Any) -> list[dict]:
     def visit_for(node: Any) -> None:
         if isinstance(node, tvm.tirx.For) and node.kind == tvm.tirx.ForKind.VECTORIZED:
             var = node.loop_var
-            entry = {"loop": str(var.name), "line": _span_line(node), "extent": _int_or_none(node.extent),
-                     "accesses": []}
+            entry = {
+                "loop": str(var.name),
+                "line": _span_line(node),
+                "extent": _int_or_none(node.extent),
+                "accesses": [],
+            }
             seen = set()
             for kind, buf, indices in accesses(node.body):
                 if len(indices) != 1:
@@ -409,8 +442,12 @@ def ptxas_info(ptx: str, arch: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="mlc_lab_ptxas_") as tmp:
         src = Path(tmp) / "kernel.ptx"
         src.write_text(ptx)
-        proc = subprocess.run([exe, "-v", f"-arch={arch}", str(src), "-o", str(Path(tmp) / "kernel.cubin")],
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [exe, "-v", f"-arch={arch}", str(src), "-o", str(Path(tmp) / "kernel.cubin")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     report = (proc.stderr or "") + (proc.stdout or "")
     return {"report": report.strip(), "error": None if proc.returncode == 0 else f"ptxas exited with {proc.returncode}"}
 

@@ -116,8 +116,11 @@ def peak_gflops(threads: int, lanes: int, calls: int = FMA_CALLS) -> dict:
         buf = tvm.runtime.empty((chunks, ACCUMULATORS * lanes), "float32", tvm.cpu())
         flops = 2.0 * chunks * FMA_ITERS * ACCUMULATORS * lanes
         secs, others = _fastest(ex, "fma", [buf, 0.999, 0.001], calls if label == "all" else calls // 3, FMA_BURSTS)
-        out[label] = {"gflops": flops / min(secs) / 1e9, "gflops_median": flops / float(np.median(secs)) / 1e9,
-                      "others_cores": others}
+        out[label] = {
+            "gflops": flops / min(secs) / 1e9,
+            "gflops_median": flops / float(np.median(secs)) / 1e9,
+            "others_cores": others,
+        }
     # FMA units are per core: on a quiet machine all cores do `threads` x what one does (measured
     # here: 225.4 against 2 x 114.6). An all-core figure far below that was taken while another
     # process held a core during every call (seen with 1.5 cores of others' load); one free core
@@ -127,12 +130,23 @@ def peak_gflops(threads: int, lanes: int, calls: int = FMA_CALLS) -> dict:
     if all_cores >= SCALING_FLOOR * scaled:
         peak, source = all_cores, "all cores at once"
     else:
-        peak, source = scaled, (f"{max(1, threads)} x the one-core figure: the all-core run reached only "
-                                f"{all_cores:.1f} GFLOP/s, another process held a core")
-    return {"gflops": peak, "gflops_median": out["all"]["gflops_median"], "all_cores_gflops": all_cores,
-            "one_core_gflops": one_core, "others_cores": out["all"]["others_cores"], "source": source,
-            "kernel": f"{max(1, threads)} parallel chunk(s) x {FMA_ITERS} iterations x {ACCUMULATORS} independent "
-                      f"FMA chains x {lanes} lanes; the fastest of {calls} calls in {FMA_BURSTS} bursts"}
+        peak, source = (
+            scaled,
+            (
+                f"{max(1, threads)} x the one-core figure: the all-core run reached only "
+                f"{all_cores:.1f} GFLOP/s, another process held a core"
+            ),
+        )
+    return {
+        "gflops": peak,
+        "gflops_median": out["all"]["gflops_median"],
+        "all_cores_gflops": all_cores,
+        "one_core_gflops": one_core,
+        "others_cores": out["all"]["others_cores"],
+        "source": source,
+        "kernel": f"{max(1, threads)} parallel chunk(s) x {FMA_ITERS} iterations x {ACCUMULATORS} independent "
+        f"FMA chains x {lanes} lanes; the fastest of {calls} calls in {FMA_BURSTS} bursts",
+    }
 
 
 PROBE_CALLS = 12  # short calls of each probe kernel (~0.2 ms each): a few milliseconds in all
@@ -164,8 +178,11 @@ def parallel_speed(threads: int) -> dict:
     all_secs, _ = _fastest(ex_all, "fma", [buf_all, 0.999, 0.001], PROBE_CALLS)
     one_secs, _ = _fastest(ex_one, "fma", [buf_one, 0.999, 0.001], PROBE_CALLS)
     all_gflops, one_gflops = flops_all / min(all_secs) / 1e9, flops_one / min(one_secs) / 1e9
-    return {"all_cores_gflops": all_gflops, "one_core_gflops": one_gflops,
-            "parallel_speed": round(all_gflops / (max(1, threads) * one_gflops), 3)}
+    return {
+        "all_cores_gflops": all_gflops,
+        "one_core_gflops": one_gflops,
+        "parallel_speed": round(all_gflops / (max(1, threads) * one_gflops), 3),
+    }
 
 
 def stream_gbs(lanes: int, calls: int = STREAM_CALLS) -> dict:
@@ -181,12 +198,20 @@ def stream_gbs(lanes: int, calls: int = STREAM_CALLS) -> dict:
     for label, parallel, count in (("all", True, calls), ("one", False, max(2, calls // 4))):
         ex = tvm.compile(_triad_kernel(n, lanes, parallel), target=target)
         secs, others = _fastest(ex, "triad", [*arrays, 3.0], count, 2)
-        out[label] = {"gbs": nbytes / min(secs) / 1e9, "gbs_median": nbytes / float(np.median(secs)) / 1e9,
-                      "others_cores": others}
-    return {"gbs": max(out["all"]["gbs"], out["one"]["gbs"]), "gbs_median": out["all"]["gbs_median"],
-            "all_cores_gbs": out["all"]["gbs"], "one_core_gbs": out["one"]["gbs"], "others_cores": out["all"]["others_cores"],
-            "kernel": f"STREAM triad, {n} float32 per array, 12 bytes per element; the fastest of {calls} calls "
-                      f"on all cores and of {max(2, calls // 4)} on one core, the higher"}
+        out[label] = {
+            "gbs": nbytes / min(secs) / 1e9,
+            "gbs_median": nbytes / float(np.median(secs)) / 1e9,
+            "others_cores": others,
+        }
+    return {
+        "gbs": max(out["all"]["gbs"], out["one"]["gbs"]),
+        "gbs_median": out["all"]["gbs_median"],
+        "all_cores_gbs": out["all"]["gbs"],
+        "one_core_gbs": out["one"]["gbs"],
+        "others_cores": out["all"]["others_cores"],
+        "kernel": f"STREAM triad, {n} float32 per array, 12 bytes per element; the fastest of {calls} calls "
+        f"on all cores and of {max(2, calls // 4)} on one core, the higher",
+    }
 
 
 def os_caches() -> list[dict]:
@@ -215,7 +240,9 @@ def os_caches() -> list[dict]:
         except ValueError:
             continue
         shared = read("shared_cpu_list")
-        out.append({"level": int(read("level") or 0), "type": read("type").lower(), "bytes": nbytes, "shared_cpu_list": shared})
+        out.append(
+            {"level": int(read("level") or 0), "type": read("type").lower(), "bytes": nbytes, "shared_cpu_list": shared}
+        )
     return out
 
 

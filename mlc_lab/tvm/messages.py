@@ -20,11 +20,15 @@ def _not_under(involved: list[str], role: str, count: int, listed: str) -> str:
     names = list(dict.fromkeys(re.findall(r"block (\w+)", listed)))
     loop = f"loop {involved[1]}" if len(involved) > 1 else "the target loop"
     if len(names) == 1:
-        return (f"{_first(involved, 'the block')} cannot move under {loop}: its {role} {names[0]} is not under "
-                f"that loop; pick a loop that encloses it too, or move it there first")
+        return (
+            f"{_first(involved, 'the block')} cannot move under {loop}: its {role} {names[0]} is not under "
+            f"that loop; pick a loop that encloses it too, or move it there first"
+        )
     every = f"its {role}s ({', '.join(names)})" if names else f"its {role}s"
-    return (f"{_first(involved, 'the block')} cannot move under {loop}: {every} must all be under that loop, and "
-            f"{count} {'is' if count == 1 else 'are'} not; pick a loop that encloses them, or move them there first")
+    return (
+        f"{_first(involved, 'the block')} cannot move under {loop}: {every} must all be under that loop, and "
+        f"{count} {'is' if count == 1 else 'are'} not; pick a loop that encloses them, or move them there first"
+    )
 
 
 def _index_range(n: int) -> str:
@@ -45,7 +49,9 @@ _RULES: list[tuple[re.Pattern[str], object]] = [
     ),
     (
         re.compile(r"not in a chain"),
-        lambda p, inv, m: f"the loops are not in one chain ({_names(inv, 'these loops')} are not nested one inside another)",
+        lambda p, inv, m: (
+            f"the loops are not in one chain ({_names(inv, 'these loops')} are not nested one inside another)"
+        ),
     ),
     (
         re.compile(r"not a data parallel block iter"),
@@ -117,8 +123,10 @@ _RULES: list[tuple[re.Pattern[str], object]] = [
         lambda p, inv, m: f"{_names(inv, 'the loop')} has more than one statement inside; {p} needs a single branch",
     ),
     (
-        re.compile(r"has (\d+) (read|write) regions, so `buffer_index` is required to be in \[0, \d+\)\. "
-                   r"However, the input `buffer_index` is (-?\d+)"),
+        re.compile(
+            r"has (\d+) (read|write) regions, so `buffer_index` is required to be in \[0, \d+\)\. "
+            r"However, the input `buffer_index` is (-?\d+)"
+        ),
         lambda p, inv, m: (
             f"{_first(inv, 'the block')} has {m.group(1)} {m.group(2)} buffer{'s' if m.group(1) != '1' else ''}, "
             f"so the buffer index must be {_index_range(int(m.group(1)))}, not {m.group(3)}"
@@ -132,8 +140,11 @@ _RULES: list[tuple[re.Pattern[str], object]] = [
         ),
     ),
     (
-        re.compile(r"requires all the (consumer|producer)\(s\) of the given block to be present under the target "
-                   r"loop.*?there are (\d+) \w+\(s\) not satisfying.*?List of the \w+\(s\):(.*)", re.S),
+        re.compile(
+            r"requires all the (consumer|producer)\(s\) of the given block to be present under the target "
+            r"loop.*?there are (\d+) \w+\(s\) not satisfying.*?List of the \w+\(s\):(.*)",
+            re.S,
+        ),
         lambda p, inv, m: _not_under(inv, m.group(1), int(m.group(2)), m.group(3)),
     ),
     (
@@ -151,8 +162,10 @@ def plain_summary(primitive: str, detail: str, involved: list[str], reduction_lo
     reduction iterator of a block below it (vectorize and parallel can never apply to it, whichever
     check of TVM's refused it first; after decompose_reduction that is the compact-dataflow one)."""
     if reduction_loop and primitive in _DATA_PARALLEL_ONLY:
-        return (f"{primitive} failed: {_first(involved, 'the loop')} is a reduction loop and cannot be "
-                f"{_VERB[primitive]} (only data-parallel loops can)")
+        return (
+            f"{primitive} failed: {_first(involved, 'the loop')} is a reduction loop and cannot be "
+            f"{_VERB[primitive]} (only data-parallel loops can)"
+        )
     for pattern, make in _RULES:
         m = pattern.search(detail)
         if m:

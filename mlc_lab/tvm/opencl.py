@@ -78,22 +78,32 @@ def opencl_program(mod: Any, func_name: str | None) -> dict:
     func_name, one = tbuild.single_function_module(mod, func_name)
     unbound = tbuild.unbound_blocks(one, func_name)
     if unbound:
-        raise OpenCLProgramError("not every block runs in a GPU kernel yet: " + "; ".join(
-            f"block {u['block']!r} is not inside a blockIdx/threadIdx loop (loops above it: "
-            f"{', '.join(u['loops']) or 'none'})" for u in unbound) + "; bind its loops with bind(loop, 'blockIdx.x') "
-            "and bind(loop, 'threadIdx.x')")
+        raise OpenCLProgramError(
+            "not every block runs in a GPU kernel yet: "
+            + "; ".join(
+                f"block {u['block']!r} is not inside a blockIdx/threadIdx loop (loops above it: "
+                f"{', '.join(u['loops']) or 'none'})"
+                for u in unbound
+            )
+            + "; bind its loops with bind(loop, 'blockIdx.x') "
+            "and bind(loop, 'threadIdx.x')"
+        )
     keep = _KeepSplit()
     with tvm.transform.PassContext(instruments=[keep]):
         ex = tvm.compile(one, target=opencl_target())
     device = [m for m in ex.mod.imports if m.kind == "opencl"]
     if not device or keep.split is None:
-        raise OpenCLProgramError("the program compiled to host code only (no kernel): are its loops bound to "
-                                 "blockIdx/threadIdx?")
+        raise OpenCLProgramError(
+            "the program compiled to host code only (no kernel): are its loops bound to blockIdx/threadIdx?"
+        )
     source = device[0].inspect_source()
     params = [{"name": n, "shape": list(s), "dtype": d} for n, s, d in tbuild.param_specs(one, func_name)]
     host = keep.split[func_name]
-    kernel_params = {gv.name_hint: f.params for gv, f in keep.split.functions_items()
-                     if gv.name_hint != func_name and isinstance(f, tvm.tirx.PrimFunc)}
+    kernel_params = {
+        gv.name_hint: f.params
+        for gv, f in keep.split.functions_items()
+        if gv.name_hint != func_name and isinstance(f, tvm.tirx.PrimFunc)
+    }
     allocs: list[dict] = []
     launches: list[dict] = []
     loops: list[str] = []
@@ -111,7 +121,8 @@ def opencl_program(mod: Any, func_name: str | None) -> dict:
     if loops:
         raise OpenCLProgramError(
             f"part of the program runs on the host, outside any kernel (loop {', '.join(dict.fromkeys(loops))}): "
-            "bind its loops to blockIdx/threadIdx")
+            "bind its loops to blockIdx/threadIdx"
+        )
     names = [p["name"] for p in params] + [a["name"] for a in allocs]
     if len(set(names)) != len(names):
         raise OpenCLProgramError(f"two buffers share a name ({', '.join(names)}); rename one")
@@ -123,10 +134,12 @@ def _launch(call: Any, kernel_params: dict) -> dict:
     tags = [str(t) for t in call.attrs.launch_params]
     unknown = [t for t in tags if t not in _THREAD_TAGS]
     if unknown:
-        raise OpenCLProgramError(f"kernel {name} needs launch parameter {unknown[0]}, which the CPU run does not "
-                                 "provide (dynamic shared memory?)")
+        raise OpenCLProgramError(
+            f"kernel {name} needs launch parameter {unknown[0]}, which the CPU run does not "
+            "provide (dynamic shared memory?)"
+        )
     values = list(call.args[1:])
-    extents = values[len(values) - len(tags):]
+    extents = values[len(values) - len(tags) :]
     args = []
     for value in values[: len(values) - len(tags)]:
         if isinstance(value, tvm.ir.Call) and getattr(value.op, "name", "") == "tirx.buffer_data":
@@ -141,7 +154,9 @@ def _launch(call: Any, kernel_params: dict) -> dict:
             raise OpenCLProgramError(f"kernel {name}: the extent of {tag} is not a constant ({ext}); give sizes")
         (grid if tag.startswith("blockIdx") else block)["xyz".index(tag[-1])] = int(ext.value)
     if name in kernel_params and len(kernel_params[name]) != len(args):
-        raise OpenCLProgramError(f"kernel {name} takes {len(kernel_params[name])} arguments, the launch passes {len(args)}")
+        raise OpenCLProgramError(
+            f"kernel {name} takes {len(kernel_params[name])} arguments, the launch passes {len(args)}"
+        )
     return {"kernel": name, "args": args, "grid": grid, "block": block}
 
 
@@ -166,8 +181,11 @@ def opencl_device() -> tuple[Any, str]:
     found: dict[str, Any] = {}
     for platform in cl.get_platforms():
         name = platform.name.lower()
-        key = "pocl" if ("portable computing language" in name or "pocl" in name) else (
-            "oclgrind" if "oclgrind" in name else name)
+        key = (
+            "pocl"
+            if ("portable computing language" in name or "pocl" in name)
+            else ("oclgrind" if "oclgrind" in name else name)
+        )
         devices = platform.get_devices()
         if devices:
             found.setdefault(key, devices[0])
@@ -183,8 +201,10 @@ def opencl_device() -> tuple[Any, str]:
             continue
         _DEVICE.append((dev, key))
         return _DEVICE[0]
-    raise OpenCLProgramError("no OpenCL engine that works on this machine (install pyopencl[pocl,oclgrind]); "
-                             + ("; ".join(reasons) or "no OpenCL platform found"))
+    raise OpenCLProgramError(
+        "no OpenCL engine that works on this machine (install pyopencl[pocl,oclgrind]); "
+        + ("; ".join(reasons) or "no OpenCL platform found")
+    )
 
 
 def run_opencl(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
@@ -220,9 +240,17 @@ def run_opencl(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
         except cl.RuntimeError as exc:
             raise OpenCLProgramError(_build_error(engine, str(exc))) from None
         t_build = time.perf_counter()
-        outputs, guard_writes = _launch_all(cl, ctx, queue, program, prog, arrays, engine,
-                                            guard_bytes=0 if engine == "oclgrind" else GUARD_BYTES,
-                                            max_group=int(dev.max_work_group_size))
+        outputs, guard_writes = _launch_all(
+            cl,
+            ctx,
+            queue,
+            program,
+            prog,
+            arrays,
+            engine,
+            guard_bytes=0 if engine == "oclgrind" else GUARD_BYTES,
+            max_group=int(dev.max_work_group_size),
+        )
         t_run = time.perf_counter()
         diagnostics = _oclgrind_diagnostics(log_path) if log_path else []
     finally:
@@ -232,8 +260,13 @@ def run_opencl(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
                 os.unlink(log_path)
             except OSError:
                 pass
-    return {"outputs": outputs, "guard_writes": guard_writes, "engine": engine, "diagnostics": diagnostics,
-            "seconds": {"opencl_build": t_build - t0, "run": t_run - t_build}}
+    return {
+        "outputs": outputs,
+        "guard_writes": guard_writes,
+        "engine": engine,
+        "diagnostics": diagnostics,
+        "seconds": {"opencl_build": t_build - t0, "run": t_run - t_build},
+    }
 
 
 _CL_ERROR = re.compile(r"error: (.+)")
@@ -247,14 +280,26 @@ def _build_error(engine: str, text: str) -> str:
     message = f"{engine} could not compile TVM's OpenCL code: {first}"
     if "global address space" in first:
         names = ", ".join(dict.fromkeys(_GLOBAL_IN_KERNEL.findall(text))) or "an intermediate buffer"
-        message += (f" ({names}: a global buffer allocated inside the kernel, which a GPU cannot do: inline it "
-                     "(reverse_compute_inline of its consumer, or compute_inline), compute it in a kernel of its "
-                     "own, or give it a 'local' or 'shared' scope)")
+        message += (
+            f" ({names}: a global buffer allocated inside the kernel, which a GPU cannot do: inline it "
+            "(reverse_compute_inline of its consumer, or compute_inline), compute it in a kernel of its "
+            "own, or give it a 'local' or 'shared' scope)"
+        )
     return message
 
 
-def _launch_all(cl: Any, ctx: Any, queue: Any, program: Any, prog: dict, arrays: dict[str, np.ndarray], engine: str,
-                *, guard_bytes: int, max_group: int) -> tuple[dict, dict]:
+def _launch_all(
+    cl: Any,
+    ctx: Any,
+    queue: Any,
+    program: Any,
+    prog: dict,
+    arrays: dict[str, np.ndarray],
+    engine: str,
+    *,
+    guard_bytes: int,
+    max_group: int,
+) -> tuple[dict, dict]:
     host: dict[str, np.ndarray] = {}
     for p in prog["params"]:
         host[p["name"]] = np.ascontiguousarray(arrays[p["name"]], dtype=p["dtype"]).copy()
@@ -265,7 +310,7 @@ def _launch_all(cl: Any, ctx: Any, queue: Any, program: Any, prog: dict, arrays:
     for name, arr in host.items():
         g = guard_bytes // arr.itemsize
         padded = _fill(np.empty(arr.size + 2 * g, dtype=arr.dtype))
-        padded[g: g + arr.size] = arr.ravel()
+        padded[g : g + arr.size] = arr.ravel()
         whole = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=padded)
         inner = whole.get_sub_region(guard_bytes, max(arr.nbytes, arr.itemsize)) if g else whole
         bufs[name] = (whole, inner, padded, g)
@@ -273,8 +318,9 @@ def _launch_all(cl: Any, ctx: Any, queue: Any, program: Any, prog: dict, arrays:
     for launch in prog["launches"]:
         threads = int(np.prod(launch["block"]))
         if threads > max_group:
-            raise OpenCLProgramError(f"kernel {launch['kernel']} uses {threads} threads per block; {engine} runs at "
-                                     f"most {max_group}")
+            raise OpenCLProgramError(
+                f"kernel {launch['kernel']} uses {threads} threads per block; {engine} runs at most {max_group}"
+            )
         kern = kernels.get(launch["kernel"]) or getattr(program, launch["kernel"])
         kernels[launch["kernel"]] = kern
         args = []
@@ -293,12 +339,12 @@ def _launch_all(cl: Any, ctx: Any, queue: Any, program: Any, prog: dict, arrays:
         size = host[name].size
         if g:
             unsigned = _uint_of(back)
-            band = np.concatenate([back[:g], back[g + size:]]).view(unsigned)
-            band_before = np.concatenate([padded[:g], padded[g + size:]]).view(unsigned)
+            band = np.concatenate([back[:g], back[g + size :]]).view(unsigned)
+            band_before = np.concatenate([padded[:g], padded[g + size :]]).view(unsigned)
             changed = int(np.count_nonzero(band != band_before))
             if changed:
                 guard_writes[name] = changed
-        outputs[name] = back[g: g + size].reshape(host[name].shape)
+        outputs[name] = back[g : g + size].reshape(host[name].shape)
     queue.finish()
     return outputs, guard_writes
 
@@ -393,8 +439,9 @@ def resize_program(mod: Any, func_name: str | None, sizes: dict) -> Any:
         declared = re.findall(r"^\s*(\w+) = T\.(?:int32|int64)\(\)\s*$", text, re.M)
         missing = [k for k in symbolic if k not in declared]
         if missing:
-            raise ValueError(f"the function has no shape variable {missing[0]!r} "
-                             f"(it has: {', '.join(declared) or 'none'})")
+            raise ValueError(
+                f"the function has no shape variable {missing[0]!r} (it has: {', '.join(declared) or 'none'})"
+            )
         for name, value in symbolic.items():
             text = re.sub(rf"^\s*{name} = T\.(?:int32|int64)\(\)\s*\n", "", text, flags=re.M)
             text = re.sub(rf"(?<![\w.])\"?{name}\"?(?![\w])", str(value), text)
@@ -405,8 +452,10 @@ def resize_program(mod: Any, func_name: str | None, sizes: dict) -> Any:
             dims.update(int(d) for d in shape)
         missing = [k for k in literal if k not in dims]
         if missing:
-            raise ValueError(f"no parameter of {func_name} has a dimension of {missing[0]} "
-                             f"(its dimensions are {', '.join(str(d) for d in sorted(dims))})")
+            raise ValueError(
+                f"no parameter of {func_name} has a dimension of {missing[0]} "
+                f"(its dimensions are {', '.join(str(d) for d in sorted(dims))})"
+            )
         text = one.script()
         pattern = re.compile("|".join(_INT_LITERAL.format(k) for k in sorted(literal, key=lambda k: -len(str(k)))))
         text = pattern.sub(lambda m: str(literal[int(m.group(0))]), text)
@@ -462,7 +511,9 @@ def numeric_gpu_request(req: dict) -> dict:
         raise RequestFailure("check", str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - TVM refused to build it: say so in one line
         text = str(exc).strip()
-        raise RequestFailure("build", "the schedule does not build for OpenCL: " + _first_line(text), text[-3000:]) from None
+        raise RequestFailure(
+            "build", "the schedule does not build for OpenCL: " + _first_line(text), text[-3000:]
+        ) from None
     t_built = time.perf_counter()
     specs = tbuild.param_specs(ref, func_name)
     inputs = tbuild.random_inputs(specs, int(req.get("seed", 0)))
@@ -498,13 +549,23 @@ def numeric_gpu_request(req: dict) -> dict:
             at = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
             worst = {"buffer": name, "index": list(at), "got": got[at].item(), "expected": want[at].item()}
     return {
-        "wrong": wrong, "total": total, "max_error": max_error, "worst": worst, "outputs": outputs,
+        "wrong": wrong,
+        "total": total,
+        "max_error": max_error,
+        "worst": worst,
+        "outputs": outputs,
         "shape": {name: list(shape) for name, shape, _ in specs},
-        "guard_writes": ran["guard_writes"], "engine": ran["engine"], "diagnostics": ran["diagnostics"],
+        "guard_writes": ran["guard_writes"],
+        "engine": ran["engine"],
+        "diagnostics": ran["diagnostics"],
         "nan_read": bool(worst is not None and isinstance(worst["got"], float) and np.isnan(worst["got"])),
         "launches": [{"kernel": x["kernel"], "grid": x["grid"], "block": x["block"]} for x in prog["launches"]],
-        "seconds": {"build": t_built - t0, "reference": t_ref - t_built, **ran["seconds"],
-                    "total": time.perf_counter() - t0},
+        "seconds": {
+            "build": t_built - t0,
+            "reference": t_ref - t_built,
+            **ran["seconds"],
+            "total": time.perf_counter() - t0,
+        },
     }
 
 
@@ -529,12 +590,17 @@ def run_function_request(req: dict) -> dict:
         raise RequestFailure("check", str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - TVM refused to build it
         text = str(exc).strip()
-        raise RequestFailure("build", "the program does not build for OpenCL: " + _first_line(text), text[-3000:]) from None
+        raise RequestFailure(
+            "build", "the program does not build for OpenCL: " + _first_line(text), text[-3000:]
+        ) from None
     names = [p["name"] for p in prog["params"]]
     try:
         ran = run_opencl(prog, dict(zip(names, req["inputs"])))
     except OpenCLProgramError as exc:
         raise RequestFailure("check", str(exc)) from None
     diagnostics = [f"the kernel wrote {n} element(s) outside buffer {b}" for b, n in ran["guard_writes"].items()]
-    return {"outputs": [ran["outputs"][n] for n in names], "engine": ran["engine"],
-            "diagnostics": diagnostics + ran["diagnostics"]}
+    return {
+        "outputs": [ran["outputs"][n] for n in names],
+        "engine": ran["engine"],
+        "diagnostics": diagnostics + ran["diagnostics"],
+    }

@@ -88,8 +88,11 @@ def parse_text(text: str, filename: str = "<script>") -> tvm.IRModule:
     snippet, offset, node = _tvmscript_part(text)
     extra = _names_for_snippet(text, node, offset, filename)
     try:
-        parsed = tvm.script.from_source(snippet, extra_vars=_script_globals(extra)) if extra else (
-            tvm.script.from_source(snippet))
+        parsed = (
+            tvm.script.from_source(snippet, extra_vars=_script_globals(extra))
+            if extra
+            else (tvm.script.from_source(snippet))
+        )
     except Exception as exc:  # noqa: BLE001  (TVM raises DiagnosticError, or plain errors from the evaluator)
         raise _load_error(exc, snippet, offset, original, filename) from None
     if isinstance(parsed, tirx.PrimFunc):
@@ -121,9 +124,7 @@ def _tvmscript_part(text: str) -> tuple[str, int, ast.stmt]:
             start = min(d.lineno for d in node.decorator_list) - 1
             end = node.end_lineno or len(lines)
             return "\n".join(lines[start:end]) + "\n", start, node
-    raise LoadError(
-        "found no @I.ir_module class or @T.prim_func function in the text", source=text
-    )
+    raise LoadError("found no @I.ir_module class or @T.prim_func function in the text", source=text)
 
 
 def _names_for_snippet(text: str, node: ast.stmt, offset: int, filename: str) -> dict:
@@ -228,9 +229,13 @@ def _symbolic_vars_above(text: str) -> dict[str, tirx.Var]:
         callee = ast.unparse(value.func)
         if callee in _SYMBOLIC_DTYPES and not value.args and not value.keywords:
             out[name] = tirx.Var(name, _SYMBOLIC_DTYPES[callee])
-        elif callee in {"TypeVar", "typing.TypeVar"} and len(value.args) == 1 and not value.keywords and isinstance(
-            value.args[0], ast.Constant
-        ) and value.args[0].value == name:
+        elif (
+            callee in {"TypeVar", "typing.TypeVar"}
+            and len(value.args) == 1
+            and not value.keywords
+            and isinstance(value.args[0], ast.Constant)
+            and value.args[0].value == name
+        ):
             out[name] = tirx.Var(name, "int64")
     return out
 
@@ -259,8 +264,10 @@ def _load_error(exc: Exception, snippet: str, offset: int, original: str, filena
     missing = _NOT_DEFINED.search(rendered)
     if missing:
         name = missing.group(1)
-        message += (f"; define `{name}` above the function as a constant ({name} = 128), or pass the "
-                    f"function object itself (mlc_lab.load(func) after importing it)")
+        message += (
+            f"; define `{name}` above the function as a constant ({name} = 128), or pass the "
+            f"function object itself (mlc_lab.load(func) after importing it)"
+        )
     message += f"\n\n{rendered}"
     if line is not None:
         user_lines = original.splitlines()
@@ -273,8 +280,11 @@ def _renumbered(rendered: str, offset: int) -> str:
     """TVM's diagnostic counts lines of the snippet it parsed; count those of the user's text instead."""
     if not offset:
         return rendered
-    rendered = re.sub(r"(-->\s*)\S*?:(\d+):(\d+)",
-                      lambda m: f"{m.group(1)}line {int(m.group(2)) + offset}, column {m.group(3)}", rendered)
+    rendered = re.sub(
+        r"(-->\s*)\S*?:(\d+):(\d+)",
+        lambda m: f"{m.group(1)}line {int(m.group(2)) + offset}, column {m.group(3)}",
+        rendered,
+    )
     return re.sub(r"(?m)^(\s*)(\d+)( \|)", lambda m: f"{m.group(1)}{int(m.group(2)) + offset}{m.group(3)}", rendered)
 
 
@@ -321,5 +331,3 @@ def structural_hash(mod: object) -> str:
     import tvm_ffi
 
     return str(tvm_ffi.structural_hash(mod, map_free_vars=True))
-
-

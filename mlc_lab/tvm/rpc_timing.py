@@ -25,17 +25,28 @@ from tvm import rpc  # noqa: E402
 
 def parse_runner(spec: str) -> tuple[str, int, str]:
     """``rpc://HOST:PORT/KEY`` as (host, port, key); a sentence naming the spelling otherwise."""
-    text = spec[len("rpc://"):] if spec.startswith("rpc://") else spec
+    text = spec[len("rpc://") :] if spec.startswith("rpc://") else spec
     where, _, key = text.partition("/")
     host, _, port = where.rpartition(":")
     if not host or not port.isdigit() or not key:
-        raise ValueError(f"the measurement machines are given as rpc://HOST:PORT/KEY (the tracker and the "
-                         f"servers' key), not {spec!r}")
+        raise ValueError(
+            f"the measurement machines are given as rpc://HOST:PORT/KEY (the tracker and the "
+            f"servers' key), not {spec!r}"
+        )
     return host, int(port), key
 
 
-def measure_remote(module_text: str, reference_text: str, func_name: str | None, target: Any, runner: str, *,
-                   repeats: int = 10, seed: int = 0, timeout_s: float = 60.0) -> dict:
+def measure_remote(
+    module_text: str,
+    reference_text: str,
+    func_name: str | None,
+    target: Any,
+    runner: str,
+    *,
+    repeats: int = 10,
+    seed: int = 0,
+    timeout_s: float = 60.0,
+) -> dict:
     """``{"latency_s", "results_s", ..., "correct", "max_abs_error", "method", "target"}`` of the
     module run on a server of ``runner`` (``rpc://HOST:PORT/KEY``)."""
     host, port, key = parse_runner(runner)
@@ -66,5 +77,11 @@ def measure_remote(module_text: str, reference_text: str, func_name: str | None,
     tensors = [tvm.runtime.tensor(a, dev) for a in inputs]
     method = timing.TimingMethod(repeats=max(1, int(repeats)), rounds=1)  # the quiet probes watch this machine only
     results = timing.time_function(rmod, func_name, dev, tensors, method)
-    return {**timing.summary(results), "correct": correct, "max_abs_error": max_abs, "target": str(tgt),
-            "func_name": func_name, "method": method.describe(None).replace("? thread(s)", f"a server of {key!r}")}
+    return {
+        **timing.summary(results),
+        "correct": correct,
+        "max_abs_error": max_abs,
+        "target": str(tgt),
+        "func_name": func_name,
+        "method": method.describe(None).replace("? thread(s)", f"a server of {key!r}"),
+    }

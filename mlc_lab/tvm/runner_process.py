@@ -28,8 +28,10 @@ _prestarted: tuple[Any, Any, Any] | None = None  # (Popen, reader, writer), unti
 
 def runner_env(work_dir: str) -> dict[str, str]:
     """What the measuring process reads from its environment (`mlc_lab.tvm.timing.run_evaluator`)."""
-    return {"MLC_LAB_BEST_FILE": os.path.join(work_dir, BEST_FILE),
-            "MLC_LAB_CONTENTION_FILE": os.path.join(work_dir, CONTENTION_FILE)}
+    return {
+        "MLC_LAB_BEST_FILE": os.path.join(work_dir, BEST_FILE),
+        "MLC_LAB_CONTENTION_FILE": os.path.join(work_dir, CONTENTION_FILE),
+    }
 
 
 def prestart(work_dir: str) -> bool:
@@ -50,8 +52,11 @@ def prestart(work_dir: str) -> bool:
     # the same command, pipes and streams as TVM's PopenWorker._start (LocalRunner: stderr silenced)
     main_read, worker_write = os.pipe()
     worker_read, main_write = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-m", "tvm.exec.popen_worker", str(worker_read), str(worker_write)],
-                            pass_fds=(worker_read, worker_write), stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tvm.exec.popen_worker", str(worker_read), str(worker_write)],
+        pass_fds=(worker_read, worker_write),
+        stderr=subprocess.DEVNULL,
+    )
     os.close(worker_read)
     os.close(worker_write)
     _prestarted = (proc, os.fdopen(main_read, "rb"), os.fdopen(main_write, "wb"))

@@ -38,6 +38,7 @@ _raw_get_loops = inspect.unwrap(s_tir.Schedule.get_loops)
 def _get(sch: s_tir.Schedule, rv: Any) -> Any:
     return _raw_get(sch, rv)
 
+
 # The primitives a user may apply by name (TVM's own method names and argument names).
 # Every primitive of tvm.s_tir.Schedule 0.27 that a trace can record (one instruction kind each, see
 # src/s_tir/schedule/primitive/*.cc); tests/unit/test_trace_forms.py checks the list against TVM's.
@@ -63,8 +64,18 @@ SAMPLING_KINDS = {"SamplePerfectTile", "SampleCategorical", "SampleComputeLocati
 # What each parameter name of a primitive takes, beyond literals.
 _LOOP_PARAMS = {"loop"}
 # What bind accepts as a thread axis (CUDA's grid and block indices, TVM's virtual threads).
-THREAD_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z",
-               "vthread", "vthread.x", "vthread.y", "vthread.z")
+THREAD_AXES = (
+    "blockIdx.x",
+    "blockIdx.y",
+    "blockIdx.z",
+    "threadIdx.x",
+    "threadIdx.y",
+    "threadIdx.z",
+    "vthread",
+    "vthread.x",
+    "vthread.y",
+    "vthread.z",
+)
 _LOOP_LIST_PARAMS = {"ordered_loops", "loops"}
 _BLOCK_PARAMS = {"block", "reduction_block", "epilogue_block", "scope_block"}
 _BLOCK_LIST_PARAMS = {"consumer_blocks"}
@@ -117,8 +128,15 @@ class Output:
 
 
 class State:
-    def __init__(self, sch: s_tir.Schedule, func: str, block_rvs: dict | None = None, *,
-                 make: Callable[[], s_tir.Schedule] | None = None, sampled_loops: dict | None = None):
+    def __init__(
+        self,
+        sch: s_tir.Schedule,
+        func: str,
+        block_rvs: dict | None = None,
+        *,
+        make: Callable[[], s_tir.Schedule] | None = None,
+        sampled_loops: dict | None = None,
+    ):
         self._sch: s_tir.Schedule | None = sch  # None once handed on (rebuilt from _trace on demand)
         self.func = func
         self.mod: tvm.IRModule = sch.mod  # this step's program: immutable, whatever the schedule does next
@@ -517,7 +535,8 @@ class _Resolver:
             names = [b.name for b in self.state.index.blocks if b.func == func]
             if name not in names and name != "root":  # the function's root block has no loops to show
                 raise NameResolutionError(
-                    f"there is no block named {name!r}" + (f" in {func}" if func else "")
+                    f"there is no block named {name!r}"
+                    + (f" in {func}" if func else "")
                     + (f"; blocks are: {', '.join(names)}" if names else ""),
                     primitive=self.primitive,
                     candidates=names,
@@ -731,8 +750,10 @@ def check_decision(inst: Any, value: Any) -> Any:
     attrs = to_plain(inst.attrs)
     if kind == "SamplePerfectTile":
         n = int(attrs[0])
-        if not isinstance(value, (list, tuple)) or len(value) != n or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value
+        if (
+            not isinstance(value, (list, tuple))
+            or len(value) != n
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
         ):
             raise DecisionError(f"a perfect tile decision is a list of {n} positive integers, not {value!r}")
         return [int(v) for v in value]

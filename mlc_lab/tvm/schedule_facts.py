@@ -32,8 +32,14 @@ def of_function(func, name: str = "main") -> ScheduleFacts:
     allocated = _allocated_shapes(func)
     params = tuple(str(b.name) for b in func.buffer_map.values()) if hasattr(func, "buffer_map") else ()
     params += tuple(str(p.name) for p in func.params if hasattr(p, "shape") and str(p.name) not in params)
-    return ScheduleFacts(name=name, program=prog, blocks=walker.blocks, annotations=walker.annotations,
-                         allocated=allocated, params=params)
+    return ScheduleFacts(
+        name=name,
+        program=prog,
+        blocks=walker.blocks,
+        annotations=walker.annotations,
+        allocated=allocated,
+        params=params,
+    )
 
 
 class _Walker:
@@ -65,10 +71,14 @@ class _Walker:
                     iters.append((_ITER_KINDS.get(int(iv.iter_type), "O"), frozenset(used)))
                 name = str(blk.name_hint)
                 self.blocks[name] = BlockFact(
-                    name=name, loops=loops, iters=tuple(iters), has_init=blk.init is not None,
+                    name=name,
+                    loops=loops,
+                    iters=tuple(iters),
+                    has_init=blk.init is not None,
                     reads=tuple(dict.fromkeys(str(_buf(r).name) for r in blk.reads)),
                     writes=tuple(dict.fromkeys(str(_buf(r).name) for r in blk.writes)),
-                    tensorized=bool(len(blk.match_buffers)))
+                    tensorized=bool(len(blk.match_buffers)),
+                )
             self.walk(blk.body, loops, var_loop)
             if blk.init is not None:
                 self.walk(blk.init, loops, var_loop)

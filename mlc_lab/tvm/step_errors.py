@@ -28,8 +28,9 @@ def step_error(name: str, exc: Exception, mentioned: list[str], before: "State")
     # The user's own arguments first, then what TVM underlined (often the block around them).
     involved = list(dict.fromkeys(named + _underlined_names(detail)))
     reduction = bool(named) and _is_reduction_loop(before, named[0])
-    summary = without_placeholders(plain_summary(name, detail, named or involved, reduction_loop=reduction),
-                                   _placeholder_names(raw))
+    summary = without_placeholders(
+        plain_summary(name, detail, named or involved, reduction_loop=reduction), _placeholder_names(raw)
+    )
     return ScheduleStepError(summary, primitive=name, detail=detail, involved=involved)
 
 
@@ -76,7 +77,7 @@ def without_placeholders(text: str, names: dict[str, str] | None = None) -> str:
     def sub(m: re.Match) -> str:
         key = f"{m.group(1)}#{m.group(2)}"
         name = names.get(key) or ("a loop" if m.group(1) == "For" else "a block")
-        glued = m.string[m.end():m.end() + 1].isalnum()      # TVM lists them with no separator
+        glued = m.string[m.end() : m.end() + 1].isalnum()  # TVM lists them with no separator
         return name + (", " if glued else "")
 
     text = _PLACEHOLDER.sub(sub, text)
@@ -104,7 +105,9 @@ def _is_reduction_loop(state: "State", name: str) -> bool:
     def reduces(node: dict, var: str) -> bool:
         if node.get("kind") == "block":
             for iv in node.get("iter_vars", []):
-                if iv.get("kind") in ("reduce", "R") and re.search(rf"\b{re.escape(var)}\b", str(iv.get("binding", ""))):
+                if iv.get("kind") in ("reduce", "R") and re.search(
+                    rf"\b{re.escape(var)}\b", str(iv.get("binding", ""))
+                ):
                     return True
         return any(reduces(c, var) for c in node.get("children", []))
 

@@ -30,7 +30,7 @@ def gpu_present() -> bool:
 
 
 def resolve_target(spec: Any) -> Any:
-    """"cpu"/"llvm" -> native CPU; "cuda"/"gpu" -> CUDA (this GPU's arch if present); a dict or a
+    """ "cpu"/"llvm" -> native CPU; "cuda"/"gpu" -> CUDA (this GPU's arch if present); a dict or a
     TVM target string/tag otherwise. CUDA targets get the native CPU as host."""
     if isinstance(spec, tvm.target.Target):
         target = spec

@@ -28,8 +28,7 @@ def enabled() -> bool:
 def event(ev: str, **fields: Any) -> None:
     if _PATH is None:
         return
-    line = json.dumps({"t": time.time(), "ev": ev, "pid": os.getpid(), "tid": threading.get_ident() % 100000,
-                       **fields})
+    line = json.dumps({"t": time.time(), "ev": ev, "pid": os.getpid(), "tid": threading.get_ident() % 100000, **fields})
     with _lock, open(_PATH, "a") as fh:  # one short append: lines from two processes do not interleave
         fh.write(line + "\n")
 

@@ -61,8 +61,10 @@ class TimingMethod:
         where = "cold cache (arguments flushed before every call)" if self.cache == "cold" else "warm cache"
         per = "1 call per repeat" if self.cache == "cold" else f"repeats of at least {self.min_repeat_ms:g} ms"
         again = f", taken again (up to {self.rounds} rounds) while not quiet" if self.rounds > 1 else ""
-        return (f"median of {self.repeats} {per}, {where}, after {self.warmup} warm-up call(s), "
-                f"{threads or '?'} thread(s){again}")
+        return (
+            f"median of {self.repeats} {per}, {where}, after {self.warmup} warm-up call(s), "
+            f"{threads or '?'} thread(s){again}"
+        )
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -95,8 +97,9 @@ def _flush_function() -> str:
     return _FLUSH
 
 
-def time_function(mod: Any, func_name: str, dev: Any, args: list, method: TimingMethod = MEASURE,
-                  best_s: float | None = None) -> list[float]:
+def time_function(
+    mod: Any, func_name: str, dev: Any, args: list, method: TimingMethod = MEASURE, best_s: float | None = None
+) -> list[float]:
     """Seconds per call, one figure per repeat, by `method` (see the module's docstring)."""
     fn = mod.get_function(func_name)
     for _ in range(method.warmup):
@@ -120,13 +123,15 @@ def time_function(mod: Any, func_name: str, dev: Any, args: list, method: Timing
     return results
 
 
-def timed(mod: Any, func_name: str, dev: Any, args: list, method: TimingMethod = MEASURE,
-          speed_probe: bool = False) -> dict:
+def timed(
+    mod: Any, func_name: str, dev: Any, args: list, method: TimingMethod = MEASURE, speed_probe: bool = False
+) -> dict:
     """`time_function` and its `summary`, with the cores other processes used meanwhile
     (`others_cores`): the one call behind `measure`, the tuner's end-of-run confirmation and the
     machine's peaks. With `speed_probe` (a CPU kernel on more than one thread), also the share of
     its cores' speed the process got right after (`parallel_speed`, see
     `mlc_lab.tvm.machine.parallel_speed`): what `others_cores` cannot see on a VM."""
+
     def one_round() -> dict:
         with OthersCpu() as probe:
             results = time_function(mod, func_name, dev, args, method)
@@ -192,6 +197,8 @@ def run_evaluator(rt_mod: Any, device: Any, evaluator_config: Any, repeated_args
     return out
 
 
-def rpc_run_evaluator(_session: Any, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: list) -> list[float]:
+def rpc_run_evaluator(
+    _session: Any, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: list
+) -> list[float]:
     """The same, as RPCRunner's `f_run_evaluator` (which also receives the RPC session)."""
     return run_evaluator(rt_mod, device, evaluator_config, repeated_args)

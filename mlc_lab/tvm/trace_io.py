@@ -131,9 +131,7 @@ class _CallParser:
         elif isinstance(stmt, ast.Expr):
             value = stmt.value
         else:
-            raise TraceParseError(
-                f"only schedule calls are allowed in a trace, not {_statement_kind(stmt)}", line=line
-            )
+            raise TraceParseError(f"only schedule calls are allowed in a trace, not {_statement_kind(stmt)}", line=line)
         call = self.call(value, line)
         call.targets = targets
         call.text = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
@@ -215,8 +213,24 @@ class _CallParser:
 
 _ARITH = {ast.Add: "__add__", ast.Sub: "__sub__", ast.Mult: "__mul__", ast.FloorDiv: "__floordiv__", ast.Mod: "__mod__"}
 # Typed literals as TVM prints them inside index maps: ``T.int64(8)``, ``T.float32(0.0)``.
-_CASTS = {f"T.{t}" for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                             "float16", "float32", "float64", "bfloat16", "bool")}
+_CASTS = {
+    f"T.{t}"
+    for t in (
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "bfloat16",
+        "bool",
+    )
+}
 
 
 class IndexLambda:
@@ -227,8 +241,15 @@ class IndexLambda:
     ``+ - * // %`` and unary minus. Nothing else; nothing is evaluated by Python.
     """
 
-    def __init__(self, params: list[str], body: ast.expr, source: str, line: int, free: tuple[str, ...] = (),
-                 bound: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        params: list[str],
+        body: ast.expr,
+        source: str,
+        line: int,
+        free: tuple[str, ...] = (),
+        bound: dict[str, Any] | None = None,
+    ):
         self.params = params
         self.body = body
         self.source = source
@@ -260,8 +281,8 @@ class IndexLambda:
             cls._check(node.right, params, defined, free, line)
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             cls._check(node.operand, params, defined, free, line)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(
-            node.value, bool
+        elif (
+            isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
         ):
             pass
         elif _is_cast(node):
@@ -281,8 +302,9 @@ class IndexLambda:
         """A copy whose trace variables are the replay's values (``resolve(name)``)."""
         if not self.free:
             return self
-        return IndexLambda(self.params, self.body, self.source, self.line, self.free,
-                           {name: resolve(name) for name in self.free})
+        return IndexLambda(
+            self.params, self.body, self.source, self.line, self.free, {name: resolve(name) for name in self.free}
+        )
 
     def __call__(self, *args: Any) -> Any:
         env = dict(self.bound)
@@ -317,8 +339,7 @@ class IndexLambda:
 
 
 def _is_cast(node: ast.expr) -> bool:
-    if not (isinstance(node, ast.Call) and _dotted(node.func) in _CASTS and len(node.args) == 1
-            and not node.keywords):
+    if not (isinstance(node, ast.Call) and _dotted(node.func) in _CASTS and len(node.args) == 1 and not node.keywords):
         return False
     arg = node.args[0]
     if isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub):
@@ -366,10 +387,20 @@ def _number_op(op: ast.operator, left: Any, right: Any) -> Any:
     if isinstance(right, (int, float)):
         if isinstance(op, (ast.FloorDiv, ast.Mod)) and right == 0:
             raise TraceParseError("division by zero in an index map")
-        return {ast.Add: lambda: left + right, ast.Sub: lambda: left - right, ast.Mult: lambda: left * right,
-                ast.FloorDiv: lambda: left // right, ast.Mod: lambda: left % right}[type(op)]()
-    name = {ast.Add: "__radd__", ast.Sub: "__rsub__", ast.Mult: "__rmul__", ast.FloorDiv: "__rfloordiv__",
-            ast.Mod: "__rmod__"}[type(op)]
+        return {
+            ast.Add: lambda: left + right,
+            ast.Sub: lambda: left - right,
+            ast.Mult: lambda: left * right,
+            ast.FloorDiv: lambda: left // right,
+            ast.Mod: lambda: left % right,
+        }[type(op)]()
+    name = {
+        ast.Add: "__radd__",
+        ast.Sub: "__rsub__",
+        ast.Mult: "__rmul__",
+        ast.FloorDiv: "__rfloordiv__",
+        ast.Mod: "__rmod__",
+    }[type(op)]
     return getattr(right, name)(left)
 
 
@@ -380,8 +411,10 @@ class RangesLambda:
     def __init__(self, index_map: Any):
         self.index_map = index_map
         self.__signature__ = inspect.Signature(
-            [inspect.Parameter(f"v{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-             for i in range(len(index_map.initial_indices))]
+            [
+                inspect.Parameter(f"v{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                for i in range(len(index_map.initial_indices))
+            ]
         )
 
     def __call__(self, *args: Any) -> list:
@@ -515,8 +548,11 @@ def trace_data(trace: Any) -> list | str:
 
 
 def _is_trace_shape(data: Any) -> bool:
-    return isinstance(data, list) and len(data) == 2 and all(isinstance(part, list) for part in data) and all(
-        isinstance(inst, list) and len(inst) == 4 and isinstance(inst[0], str) for inst in data[0]
+    return (
+        isinstance(data, list)
+        and len(data) == 2
+        and all(isinstance(part, list) for part in data)
+        and all(isinstance(inst, list) and len(inst) == 4 and isinstance(inst[0], str) for inst in data[0])
     )
 
 
@@ -584,8 +620,9 @@ _KINDS: dict[str, _Kind] = {
     "GetConsumers": _k("get_consumers", "block"),
     "GetOutputBlocks": _k("get_output_blocks", "scope_block"),
     "UnsafeHideBufferAccess": _k("unsafe_hide_buffer_access", "block buf_type buf_index_array"),
-    "TransformLayout": _k("transform_layout", "block index_map",
-                          "buffer_index buffer_index_type pad_value assume_injective_transform"),
+    "TransformLayout": _k(
+        "transform_layout", "block index_map", "buffer_index buffer_index_type pad_value assume_injective_transform"
+    ),
     "TransformBlockLayout": _k("transform_block_layout", "block", "index_map"),
     "Split": _k("split", "loop *factors", "preserve_unit_iters disable_predication"),
     "LoopPartition": _k("loop_partition", "loop *factors", "preserve_unit_iters"),
@@ -602,8 +639,7 @@ _KINDS: dict[str, _Kind] = {
     "RollingBuffer": _k("rolling_buffer", "block", "write_buffer_index"),
     "SampleCategorical": _k("sample_categorical", "", "candidates probs", decision=True),
     "SamplePerfectTile": _k("sample_perfect_tile", "loop", "n max_innermost_factor", decision=True),
-    "SamplePartitionedTile": _k("sample_partitioned_tile", "loop", "n partition_pos innerpart_factor",
-                                decision=True),
+    "SamplePartitionedTile": _k("sample_partitioned_tile", "loop", "n partition_pos innerpart_factor", decision=True),
     "SampleComputeLocation": _k("sample_compute_location", "block", "", decision=True),
     "EnterPostproc": _k("enter_postproc"),
 }
@@ -636,8 +672,7 @@ def calls_from_json(data: Any) -> list[TraceCall]:
             if not _NAME.fullmatch(name):
                 raise TraceParseError(f"{where}: bad output name {name!r}")
         targets = list(outputs)
-        call = TraceCall(line=pos + 1, primitive=spec.primitive, args=args, kwargs=kwargs, targets=targets,
-                         where=where)
+        call = TraceCall(line=pos + 1, primitive=spec.primitive, args=args, kwargs=kwargs, targets=targets, where=where)
         call.text = _call_text(call)
         calls.append(call)
         defined.update(targets)
@@ -648,14 +683,14 @@ def _json_arguments(spec: _Kind, inputs: list, attrs: list, defined: set[str]) -
     if len(attrs) != len(spec.attrs):
         raise TraceParseError(f"expected {len(spec.attrs)} attribute(s), got {len(attrs)}")
     fixed = [p for p in spec.inputs if not p.startswith("*")]
-    rest = spec.inputs[len(fixed):]
+    rest = spec.inputs[len(fixed) :]
     if len(inputs) < len(fixed) or (not rest and len(inputs) != len(fixed)):
         raise TraceParseError(f"expected {len(fixed)} input(s), got {len(inputs)}")
     args: list = []
     kwargs: dict = {}
     for pname, raw in zip(fixed, inputs):
         kwargs[pname] = _json_input(raw, defined)
-    extra = [_json_input(raw, defined) for raw in inputs[len(fixed):]]
+    extra = [_json_input(raw, defined) for raw in inputs[len(fixed) :]]
     if rest == ("*",):
         args.extend(extra)
     elif rest:
@@ -747,8 +782,19 @@ def _call_text(call: TraceCall) -> str:
     return (f"{head} = " if head else "") + f"sch.{call.primitive}({', '.join(parts)})"
 
 
-_LIST_OUTPUTS = {"get_loops", "get_child_blocks", "get_producers", "get_consumers", "get_output_blocks", "split",
-                 "loop_partition", "sample_perfect_tile", "sample_partitioned_tile", "cache_inplace", "cache_index"}
+_LIST_OUTPUTS = {
+    "get_loops",
+    "get_child_blocks",
+    "get_producers",
+    "get_consumers",
+    "get_output_blocks",
+    "split",
+    "loop_partition",
+    "sample_perfect_tile",
+    "sample_partitioned_tile",
+    "cache_inplace",
+    "cache_index",
+}
 
 
 def _value_text(value: Any) -> str:
@@ -811,8 +857,12 @@ def read_trace_source(trace: Any) -> tuple[Any, str | None]:
 
     if isinstance(trace, Path):
         path = str(trace)
-    elif isinstance(trace, str) and "\n" not in trace and len(trace) < 4096 and (
-            os.path.isfile(trace) or trace.strip().endswith(_TRACE_FILE_SUFFIXES)):
+    elif (
+        isinstance(trace, str)
+        and "\n" not in trace
+        and len(trace) < 4096
+        and (os.path.isfile(trace) or trace.strip().endswith(_TRACE_FILE_SUFFIXES))
+    ):
         path = trace.strip()
     else:
         return trace, None
@@ -827,10 +877,22 @@ def read_trace_source(trace: Any) -> tuple[Any, str | None]:
 
 def _statement_kind(stmt: ast.stmt) -> str:
     """'an import', 'a for loop', ...: a refused statement named as a student would name it."""
-    words = {"Import": "an import", "ImportFrom": "an import", "FunctionDef": "a function definition",
-             "AsyncFunctionDef": "a function definition", "ClassDef": "a class definition", "For": "a for loop",
-             "While": "a while loop", "If": "an if statement", "With": "a with statement", "Try": "a try statement",
-             "AugAssign": "an augmented assignment", "Delete": "a del statement", "Global": "a global statement",
-             "Return": "a return statement", "Raise": "a raise statement"}
+    words = {
+        "Import": "an import",
+        "ImportFrom": "an import",
+        "FunctionDef": "a function definition",
+        "AsyncFunctionDef": "a function definition",
+        "ClassDef": "a class definition",
+        "For": "a for loop",
+        "While": "a while loop",
+        "If": "an if statement",
+        "With": "a with statement",
+        "Try": "a try statement",
+        "AugAssign": "an augmented assignment",
+        "Delete": "a del statement",
+        "Global": "a global statement",
+        "Return": "a return statement",
+        "Raise": "a raise statement",
+    }
     name = type(stmt).__name__
     return words.get(name, f"a {name.lower()} statement")

@@ -95,9 +95,13 @@ def rewrite_session_space(trace_json: Any, func_name: str = "main") -> list:
         trace_json = json.loads(trace_json)
     if not isinstance(trace_json, list):
         raise ValueError("a trace in JSON form is a list [instructions, decisions]")
-    insts = trace_json[0] if len(trace_json) == 2 and isinstance(trace_json[0], list) and (
-        not trace_json[0] or isinstance(trace_json[0][0], list)
-    ) else trace_json
+    insts = (
+        trace_json[0]
+        if len(trace_json) == 2
+        and isinstance(trace_json[0], list)
+        and (not trace_json[0] or isinstance(trace_json[0][0], list))
+        else trace_json
+    )
     used = set()
     for inst in insts:
         _check_inst(inst)
@@ -144,10 +148,10 @@ def _check_inst(inst: Any) -> None:
 
 
 def parse_runner(spec: str) -> dict:
-    """"local" or "rpc://HOST:PORT/KEY" (also HOST:PORT:KEY) as a dict."""
+    """ "local" or "rpc://HOST:PORT/KEY" (also HOST:PORT:KEY) as a dict."""
     if spec in (None, "", "local"):
         return {"kind": "local"}
-    text = spec[len("rpc://"):] if spec.startswith("rpc://") else spec
+    text = spec[len("rpc://") :] if spec.startswith("rpc://") else spec
     if "/" in text:
         hostport, key = text.split("/", 1)
         host, _, port = hostport.rpartition(":")
@@ -180,8 +184,9 @@ def make_runner(spec: dict, min_repeat_ms: float = TUNING_MIN_REPEAT_MS, timeout
             max_workers=int(spec.get("servers", 1)),
         )
     with runner_process.adopting():  # its process may have been started already (runner_process.prestart)
-        return ms.runner.LocalRunner(timeout_sec=timeout_s, evaluator_config=evaluator,
-                                     f_run_evaluator=timing.run_evaluator)
+        return ms.runner.LocalRunner(
+            timeout_sec=timeout_s, evaluator_config=evaluator, f_run_evaluator=timing.run_evaluator
+        )
 
 
 @derived_object
@@ -273,8 +278,14 @@ class LiveLog:
         self._write({"phase": name, "n": n})
 
     def trial(self, latency: float | None, error: Any, others_cores: float | None = None) -> None:
-        self._write({"trial": self.count, "latency_s": latency, "error": str(error)[:300] if error else None,
-                     "others_cores": others_cores})
+        self._write(
+            {
+                "trial": self.count,
+                "latency_s": latency,
+                "error": str(error)[:300] if error else None,
+                "others_cores": others_cores,
+            }
+        )
         self.count += 1
 
 
@@ -347,8 +358,14 @@ def _records_of(work_dir: str, index: int) -> int:
     return n
 
 
-def _make_progress_callback(work_dir: str, first_line: int, best_latency: float | None, t0: float,
-                            live: "LiveLog | None" = None, runner: "LiveRunner | None" = None) -> Any:
+def _make_progress_callback(
+    work_dir: str,
+    first_line: int,
+    best_latency: float | None,
+    t0: float,
+    live: "LiveLog | None" = None,
+    runner: "LiveRunner | None" = None,
+) -> Any:
     @derived_object
     class ProgressCallback(ms.measure_callback.PyMeasureCallback):
         """Writes one line per candidate to mlc_lab_trials.jsonl (after AddToDatabase wrote the
@@ -426,8 +443,11 @@ def run_job(work_dir: str) -> int:
         # process reads the database and searches its first batch
         starter = ThreadPoolExecutor(max_workers=1)
         runner_future = starter.submit(
-            make_runner, {**parse_runner(job.get("runner", "local")), "servers": job.get("servers", 1)},
-            job.get("min_repeat_ms", TUNING_MIN_REPEAT_MS), job.get("timeout_s", 30))
+            make_runner,
+            {**parse_runner(job.get("runner", "local")), "servers": job.get("servers", 1)},
+            job.get("min_repeat_ms", TUNING_MIN_REPEAT_MS),
+            job.get("timeout_s", 30),
+        )
         starter.shutdown(wait=False)
         runner_future.add_done_callback(lambda _f: timeline.event("runner_ready"))
         with open(os.path.join(work_dir, MODULE_FILE)) as fh:
@@ -449,7 +469,9 @@ def run_job(work_dir: str) -> int:
         if os.path.exists(best_path):
             with open(best_path) as fh:
                 best = json.load(fh).get("latency_s")
-        status.update(state="running", workload_index=index, done_before=done, trials=int(job["trials"]), imported=imported)
+        status.update(
+            state="running", workload_index=index, done_before=done, trials=int(job["trials"]), imported=imported
+        )
         _write_json(status_path, status)
         live = LiveLog(work_dir, t0)
         live.phase("starting")
@@ -466,12 +488,19 @@ def run_job(work_dir: str) -> int:
                 cost_model = warm_cost_model(task_mod, target, db, workload, cores, cost_model)
             # ours right after AddToDatabase (it names the database line), before the cost model's update
             default = list(ms.MeasureCallback.create("default"))
-            callbacks = default[:1] + [
-                _make_progress_callback(work_dir, class_db.count_lines(os.path.join(work_dir, RECORDS_FILE)), best, t0, live,
-                                        runner)
-            ] + default[1:]
+            callbacks = (
+                default[:1]
+                + [
+                    _make_progress_callback(
+                        work_dir, class_db.count_lines(os.path.join(work_dir, RECORDS_FILE)), best, t0, live, runner
+                    )
+                ]
+                + default[1:]
+            )
             first_batch = done == 0 and not imported.get("count")
-            for space, stage_trials, strategy in _stages(job, work_dir, task_mod, target, remaining, per_iter, first_batch):
+            for space, stage_trials, strategy in _stages(
+                job, work_dir, task_mod, target, remaining, per_iter, first_batch
+            ):
                 left = int(job["trials"]) - (_records_of(work_dir, index) - int(imported.get("count", 0)))
                 if left <= 0:
                     break
@@ -537,8 +566,9 @@ def status_of(work_dir: str) -> dict:
         return {}
 
 
-def _stages(job: dict, work_dir: str, task_mod: Any, target: Any, remaining: int, per_iter: int,
-            first_run: bool) -> list[tuple[Any, int, Any]]:
+def _stages(
+    job: dict, work_dir: str, task_mod: Any, target: Any, remaining: int, per_iter: int, first_run: bool
+) -> list[tuple[Any, int, Any]]:
     """(space, trials, search strategy) in order.
 
     For the default space on a matrix product, the packed-panel sketch (`mlc_lab.tvm.cpu_space`)
@@ -559,8 +589,15 @@ def _stages(job: dict, work_dir: str, task_mod: Any, target: Any, remaining: int
         if sketch is not None:
             stages = []
             if first_run:
-                stages.append((sketch, per_iter, ms.search_strategy.EvolutionarySearch(
-                    population_size=2 * per_iter, init_min_unmeasured=2 * per_iter, genetic_num_iters=0)))
+                stages.append(
+                    (
+                        sketch,
+                        per_iter,
+                        ms.search_strategy.EvolutionarySearch(
+                            population_size=2 * per_iter, init_min_unmeasured=2 * per_iter, genetic_num_iters=0
+                        ),
+                    )
+                )
             stages.append((sketch, per_iter, _strategy(job)))
             return [*stages, (space, remaining, _strategy(job))]
     return [(space, remaining, _strategy(job))]
@@ -588,7 +625,9 @@ def _space(job: dict, work_dir: str, task_mod: Any, target: Any) -> Any:
     if space_spec.get("widen"):
         # the student's space and meta_schedule's own (multi-level tiling, parallel/vectorize/unroll)
         default = auto_space(task_mod["main"], target)
-        extra = list(default.space_generators) if isinstance(default, ms.space_generator.SpaceGeneratorUnion) else [default]
+        extra = (
+            list(default.space_generators) if isinstance(default, ms.space_generator.SpaceGeneratorUnion) else [default]
+        )
         return ms.space_generator.SpaceGeneratorUnion([own, *extra])
     return own
 
@@ -606,7 +645,8 @@ def _strategy(job: dict) -> Any:
     # 128 -> 64 for small kernels cut a 64-trial 128^3 run's CPU time by a quarter (43.6 -> 33.0 s)
     population = int(job.get("population") or (POPULATION if small else POPULATION_LARGE))
     return ms.search_strategy.EvolutionarySearch(
-        population_size=population, init_min_unmeasured=min(50, population // 2),
+        population_size=population,
+        init_min_unmeasured=min(50, population // 2),
         genetic_num_iters=GENETIC_ITERS if small else GENETIC_ITERS + 1,
     )
 
@@ -635,8 +675,15 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, speed_probe
     reference = _build.module_to_text(workload.mod)
 
     def measured(module_text: str) -> dict:
-        return _build.measure_request({"module": module_text, "reference": reference, "func_name": "main",
-                                       "target": _build.target_to_json(target), "speed_probe": speed_probe})
+        return _build.measure_request(
+            {
+                "module": module_text,
+                "reference": reference,
+                "func_name": "main",
+                "target": _build.target_to_json(target),
+                "speed_probe": speed_probe,
+            }
+        )
 
     confirmed = []
     for rec in top:
@@ -649,8 +696,10 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, speed_probe
             print(f"mlc_lab: could not re-time a candidate: {exc}", file=sys.stderr)
             continue
         if m.get("correct") is False:
-            print(f"mlc_lab: a candidate computes a wrong result (max abs error {m.get('max_abs_error')}); skipped",
-                  file=sys.stderr)
+            print(
+                f"mlc_lab: a candidate computes a wrong result (max abs error {m.get('max_abs_error')}); skipped",
+                file=sys.stderr,
+            )
             continue
         secs = [float(x) for x in rec.run_secs]
         confirmed.append({**m, "sch": sch, "module_text": text, "run_secs": secs, "tuner_latency_s": _median(secs)})
@@ -663,8 +712,25 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, speed_probe
             final.update(measured(winner["module_text"]))
         except Exception as exc:  # noqa: BLE001 - it ran a moment ago; keep the selection's figure
             print(f"mlc_lab: could not re-time the best candidate: {exc}", file=sys.stderr)
-    keep = ("latency_s", "min_s", "max_s", "iqr_s", "results_s", "tuner_latency_s", "run_secs", "method", "threads",
-            "others_cores", "parallel_speed", "rounds", "load", "correct", "target", "cache", "selection_latency_s")
+    keep = (
+        "latency_s",
+        "min_s",
+        "max_s",
+        "iqr_s",
+        "results_s",
+        "tuner_latency_s",
+        "run_secs",
+        "method",
+        "threads",
+        "others_cores",
+        "parallel_speed",
+        "rounds",
+        "load",
+        "correct",
+        "target",
+        "cache",
+        "selection_latency_s",
+    )
     best["confirmed"] = {**{k: final.get(k) for k in keep}, "candidates": len(confirmed)}
     best["trace"], best["script"] = str(winner["sch"].trace), winner["sch"].mod.script()  # printed once, for the winner
     best["latency_s_confirmed"] = final["latency_s"]

@@ -187,8 +187,9 @@ class InProcessBuilder(ms.builder.PyBuilder):
     the GIL, so LLVM code generation runs in parallel). The stock LocalBuilder starts fresh worker
     processes on every batch, which costs seconds each time."""
 
-    def __init__(self, max_workers: int | None = None, live: "LiveLog | None" = None,
-                 built: BuiltCandidates | None = None) -> None:
+    def __init__(
+        self, max_workers: int | None = None, live: "LiveLog | None" = None, built: BuiltCandidates | None = None
+    ) -> None:
         super().__init__()
         self.max_workers = max_workers or usable_cores()
         self.live = live

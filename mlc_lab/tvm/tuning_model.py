@@ -80,8 +80,12 @@ class EarlyXGB(ms.cost_model.PyCostModel):
         # spin-wait for each other: 3 trainings took 20 s with 2 threads, 4 s with 1 (load 8).
         # Training stops 10 rounds after the last improvement instead of 50 (the best round is
         # the same, the predicted ranking identical on held-out trials; 4 s -> 2.3 s).
-        self.inner = ms.cost_model.XGBModel(num_warmup_samples=warmup, num_tuning_cores=cores,
-                                            config=XGBConfig(nthread=1), early_stopping_rounds=XGB_PATIENCE)
+        self.inner = ms.cost_model.XGBModel(
+            num_warmup_samples=warmup,
+            num_tuning_cores=cores,
+            config=XGBConfig(nthread=1),
+            early_stopping_rounds=XGB_PATIENCE,
+        )
         self.inner.extractor = CachedFeatures(self.inner.extractor)
         self.total = total  # candidates this run will measure
         self.seen = 0

@@ -25,7 +25,11 @@ class RequestFailure(Exception):
 def encode(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         arr = np.ascontiguousarray(obj)
-        return {"__ndarray__": str(arr.dtype), "shape": list(arr.shape), "b64": base64.b64encode(arr.tobytes()).decode()}
+        return {
+            "__ndarray__": str(arr.dtype),
+            "shape": list(arr.shape),
+            "b64": base64.b64encode(arr.tobytes()).decode(),
+        }
     if isinstance(obj, dict):
         return {k: encode(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -138,8 +138,9 @@ class Recorded(ipywidgets.Widget):
     COMPRESS_FROM: ClassVar[int] = 1024
 
     @classmethod
-    def make(cls, key: str, *, result: Any = None, data: bytes = b"", buffers: list[bytes] | None = None,
-             ok: bool = True) -> Recorded:
+    def make(
+        cls, key: str, *, result: Any = None, data: bytes = b"", buffers: list[bytes] | None = None, ok: bool = True
+    ) -> Recorded:
         text = json.dumps(result, default=str)
         blobs = [bytes(b) for b in (buffers or [])]
         size = len(text) + len(data) + sum(len(b) for b in blobs)
@@ -147,10 +148,17 @@ class Recorded(ipywidgets.Widget):
             return cls(key=key, result=text, data=bytes(data), buffers=blobs, ok=ok)
         pack = lambda raw: gzip.compress(raw, compresslevel=6, mtime=0)  # noqa: E731
         if not data:  # a reply: its JSON goes into data, compressed
-            return cls(key=key, result="", data=pack(text.encode("utf-8")), buffers=[pack(b) for b in blobs],
-                       ok=ok, encoding="gzip")
-        return cls(key=key, result=text, data=pack(bytes(data)), buffers=[pack(b) for b in blobs], ok=ok,
-                   encoding="gzip")
+            return cls(
+                key=key,
+                result="",
+                data=pack(text.encode("utf-8")),
+                buffers=[pack(b) for b in blobs],
+                ok=ok,
+                encoding="gzip",
+            )
+        return cls(
+            key=key, result=text, data=pack(bytes(data)), buffers=[pack(b) for b in blobs], ok=ok, encoding="gzip"
+        )
 
     @property
     def raw_data(self) -> bytes:
@@ -171,7 +179,6 @@ _ANY_REQUEST_ERRORS = ("bad_request", "unknown", "internal")
 def _transient(kind: Any) -> bool:
     info = ERROR_KINDS.get(kind) if isinstance(kind, str) else None
     return bool(info and info.transient)
-
 
 
 # The FrontEnd model of each page (see _page): a widget must point at a model its own page knows.
@@ -249,9 +256,11 @@ class RequestError(Exception):
 
 SEE_IT_LIVE = "mlc-lab export NOTEBOOK.ipynb -o DIR"
 # JupyterLab shows this text in place of a saved widget when the notebook is not trusted: say so first.
-SEE_IT_LIVE_HOW = ("To see it live: if this is JupyterLab or Notebook 7, trust the notebook (command palette, "
-                   "Ctrl+Shift+C: Trust Notebook) or run it; elsewhere, open it in JupyterLab with its "
-                   "widget state saved")
+SEE_IT_LIVE_HOW = (
+    "To see it live: if this is JupyterLab or Notebook 7, trust the notebook (command palette, "
+    "Ctrl+Shift+C: Trust Notebook) or run it; elsewhere, open it in JupyterLab with its "
+    "widget state saved"
+)
 
 
 def fallback_bundle(what: str) -> dict[str, str]:
@@ -260,14 +269,18 @@ def fallback_bundle(what: str) -> dict[str, str]:
     console). It names the widget and how to see it live, and nothing of its state: the widget
     changes after it is displayed (an explorer at step 0 is at step 10 a few cells later), and a
     copy taken at display time would show a moment the notebook has left behind."""
-    plain = (f"[mlc_lab {what}: an interactive widget. This text stands in for it where widgets "
-             f"cannot be shown and does not follow its state. {SEE_IT_LIVE_HOW}, or make an offline page "
-             f"with `{SEE_IT_LIVE}`.]")
-    rich = ('<div class="mlc-lab-fallback" style="border:1px dashed #98a2b3;border-radius:4px;'
-            'padding:6px 10px;color:#475467;font:13px sans-serif">'
-            f"<b>mlc_lab {_html.escape(what)}</b>: an interactive widget. This text stands in for it "
-            f"where widgets cannot be shown and does not follow its state. {_html.escape(SEE_IT_LIVE_HOW)}, "
-            f"or make an offline page with <code>{_html.escape(SEE_IT_LIVE)}</code>.</div>")
+    plain = (
+        f"[mlc_lab {what}: an interactive widget. This text stands in for it where widgets "
+        f"cannot be shown and does not follow its state. {SEE_IT_LIVE_HOW}, or make an offline page "
+        f"with `{SEE_IT_LIVE}`.]"
+    )
+    rich = (
+        '<div class="mlc-lab-fallback" style="border:1px dashed #98a2b3;border-radius:4px;'
+        'padding:6px 10px;color:#475467;font:13px sans-serif">'
+        f"<b>mlc_lab {_html.escape(what)}</b>: an interactive widget. This text stands in for it "
+        f"where widgets cannot be shown and does not follow its state. {_html.escape(SEE_IT_LIVE_HOW)}, "
+        f"or make an offline page with <code>{_html.escape(SEE_IT_LIVE)}</code>.</div>"
+    )
     return {"text/plain": plain, "text/html": rich}
 
 
@@ -295,7 +308,9 @@ class RpcWidget(anywidget.AnyWidget):
             cls._mlc_entry_name = esm.entry
         for name, attr in cls.handlers.items():
             if name not in REQUESTS:
-                raise TypeError(f"{cls.__name__} handles {name!r}, which mlc_lab.model.requests.REQUESTS does not declare")
+                raise TypeError(
+                    f"{cls.__name__} handles {name!r}, which mlc_lab.model.requests.REQUESTS does not declare"
+                )
             if not callable(getattr(cls, attr, None)):
                 raise TypeError(f"{cls.__name__}.handlers names {attr!r} for {name!r}: no such method")
 
@@ -316,8 +331,9 @@ class RpcWidget(anywidget.AnyWidget):
             return
         spec = REQUESTS.get(str(content.get("method")))
         if spec is not None and spec.background and str(content.get("method")) in self.handlers:
-            job = threading.Thread(target=self._answer, args=(content,), name=f"mlc-lab-{content.get('method')}",
-                                   daemon=True)
+            job = threading.Thread(
+                target=self._answer, args=(content,), name=f"mlc-lab-{content.get('method')}", daemon=True
+            )
             self._mlc_jobs = [j for j in self._mlc_jobs if j.is_alive()] + [job]
             job.start()
             return
@@ -338,14 +354,19 @@ class RpcWidget(anywidget.AnyWidget):
         except RequestError as exc:
             spec = REQUESTS.get(str(method))
             if spec is not None and exc.payload.get("type") not in (*spec.errors, *_ANY_REQUEST_ERRORS):
-                log.warning("mlc_lab: %r answered an error of kind %r, which mlc_lab.model.requests does not declare",
-                            method, exc.payload.get("type"))
+                log.warning(
+                    "mlc_lab: %r answered an error of kind %r, which mlc_lab.model.requests does not declare",
+                    method,
+                    exc.payload.get("type"),
+                )
             self._reply(req_id, started, ok=False, error=exc.payload)
             if not _transient(exc.payload.get("type")):  # e.g. "this step has no GPU kernel"
                 self._record_reply(str(method), params if isinstance(params, dict) else {}, exc.payload, [], ok=False)
             return
         except TypeError as exc:  # wrong parameters from a front end that does not match this version
-            self._reply(req_id, started, ok=False, error={"summary": f"bad request {method!r}: {exc}", "type": "bad_request"})
+            self._reply(
+                req_id, started, ok=False, error={"summary": f"bad request {method!r}: {exc}", "type": "bad_request"}
+            )
             return
         except Exception as exc:  # noqa: BLE001  (a view must never kill the kernel's message loop)
             log.exception("mlc_lab: request %r failed", method)
@@ -381,8 +402,17 @@ class RpcWidget(anywidget.AnyWidget):
     # first. A saved notebook stays small however many panels were opened.
     _mlc_reply_budget: ClassVar[int] = 1_500_000
 
-    def mlc_record(self, key: str, *, group: str, keep: int, result: Any = None, data: bytes = b"",
-                   buffers: list[bytes] | None = None, ok: bool = True) -> None:
+    def mlc_record(
+        self,
+        key: str,
+        *,
+        group: str,
+        keep: int,
+        result: Any = None,
+        data: bytes = b"",
+        buffers: list[bytes] | None = None,
+        ok: bool = True,
+    ) -> None:
         """Keep a record for views without a kernel; of each group only the last ``keep`` stay, and
         replies (groups other than "step") within ``_mlc_reply_budget`` bytes in all (the dropped
         ones are closed, so they leave the saved state too; ``mlc_records_dropped`` counts them)."""
@@ -419,11 +449,23 @@ class RpcWidget(anywidget.AnyWidget):
             rec.close()
         super().close()
 
-    def _reply(self, req_id: Any, started: float, *, ok: bool, result: Any = None, error: dict | None = None,
-               buffers: list[bytes] | None = None) -> None:
+    def _reply(
+        self,
+        req_id: Any,
+        started: float,
+        *,
+        ok: bool,
+        result: Any = None,
+        error: dict | None = None,
+        buffers: list[bytes] | None = None,
+    ) -> None:
         # elapsed_ms: time spent in the kernel, so the front end can tell it from transport and drawing.
-        msg: dict[str, Any] = {"kind": RESPONSE, "id": req_id, "ok": ok,
-                               "elapsed_ms": round((time.perf_counter() - started) * 1000, 2)}
+        msg: dict[str, Any] = {
+            "kind": RESPONSE,
+            "id": req_id,
+            "ok": ok,
+            "elapsed_ms": round((time.perf_counter() - started) * 1000, 2),
+        }
         if ok:
             msg["result"] = result
         else:
@@ -443,5 +485,8 @@ class RpcWidget(anywidget.AnyWidget):
 
     def _error_payload(self, exc: BaseException) -> dict[str, Any]:
         """Plain-data rendering of an error; subclasses know their domain errors better."""
-        return {"summary": str(exc).split("\n", 1)[0] or type(exc).__name__, "detail": f"{type(exc).__name__}: {exc}",
-                "type": error_kind(exc)}
+        return {
+            "summary": str(exc).split("\n", 1)[0] or type(exc).__name__,
+            "detail": f"{type(exc).__name__}: {exc}",
+            "type": error_kind(exc),
+        }

@@ -33,8 +33,9 @@ def _catalog() -> dict:
     return CHECKS
 
 
-def checks_setup(session: Any, *, checks: list[str] | None = None, tasks: list[dict] | None = None,
-                 assignment: Any = None) -> dict:
+def checks_setup(
+    session: Any, *, checks: list[str] | None = None, tasks: list[dict] | None = None, assignment: Any = None
+) -> dict:
     """What the Checks panel lists, validated: the named ``checks``, a ``tasks`` list of ``{"title",
     "checks"}`` dicts, or the tasks of an assignment TOML file (``mlc_lab.grading``). Nothing given:
     every check that applies to each step's target (GPU when the step binds threads, else CPU)."""
@@ -56,13 +57,19 @@ def checks_setup(session: Any, *, checks: list[str] | None = None, tasks: list[d
             names = task.get("checks") if isinstance(task, dict) else None
             if not isinstance(names, (list, tuple)) or not names or not all(isinstance(n, str) for n in names):
                 raise MlcLabError(f"task {i} of tasks needs 'checks', a non-empty list of check names")
-            task_list.append({"title": str(task.get("title") or ", ".join(names)), "checks": list(names),
-                              "points": task.get("points")})
+            task_list.append(
+                {
+                    "title": str(task.get("title") or ", ".join(names)),
+                    "checks": list(names),
+                    "points": task.get("points"),
+                }
+            )
     names = list(dict.fromkeys([*(checks or []), *(n for t in task_list for n in t["checks"])]))
     unknown = [n for n in names if n not in catalog]
     if unknown:
-        raise MlcLabError(f"there is no check named {', '.join(map(repr, unknown))}; the checks are "
-                          f"{', '.join(sorted(catalog))}")
+        raise MlcLabError(
+            f"there is no check named {', '.join(map(repr, unknown))}; the checks are {', '.join(sorted(catalog))}"
+        )
     kinds = {catalog[n].target for n in names}
     if len(kinds) > 1:
         raise MlcLabError(f"the checks {', '.join(names)} mix cpu and cuda checks; a view judges one target")
@@ -83,13 +90,13 @@ class ChecksWorker:
         self._setup = setup
         self._publish = publish
         self._cond = threading.Condition()
-        self._current: Any = None            # the step to check next (only the newest is kept)
-        self._pending: list = []             # steps whose hazards the history still needs
-        self._seen: dict = {}                # step id -> its hazards as JSON (computed once; steps never change)
-        self._marked: set = set()            # steps whose hazards went to the history
+        self._current: Any = None  # the step to check next (only the newest is kept)
+        self._pending: list = []  # steps whose hazards the history still needs
+        self._seen: dict = {}  # step id -> its hazards as JSON (computed once; steps never change)
+        self._marked: set = set()  # steps whose hazards went to the history
         self._busy = False
         self._closed = False
-        self._reports: dict = {}             # step id -> report JSON (a step never changes)
+        self._reports: dict = {}  # step id -> report JSON (a step never changes)
         self._thread: threading.Thread | None = None
 
     @property
@@ -165,8 +172,11 @@ class ChecksWorker:
             return {"step": sid, "error": str(exc).split("\n", 1)[0]}
         except Exception as exc:  # noqa: BLE001  (say it in the panel; the step itself is fine)
             log.exception("mlc_lab: checking step %r failed", sid)
-            return {"step": sid, "error": f"the checks of step {sid} could not be computed ({type(exc).__name__}: "
-                                         f"{str(exc).splitlines()[0] if str(exc) else ''})"}
+            return {
+                "step": sid,
+                "error": f"the checks of step {sid} could not be computed ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''})",
+            }
         data = report.to_json()
         lines = []
         for line in data["checks"]:
@@ -174,8 +184,13 @@ class ChecksWorker:
             lines.append({**line, "title": check.title if check else line["name"]})
         kinds = {catalog[c["name"]].target for c in data["checks"] if c["name"] in catalog}
         target = self._setup.get("target") or (kinds.pop() if len(kinds) == 1 else None)
-        out = {"step": sid, "target": _kind(target), "checks": lines, "hazards": data["hazards"],
-               "ms": round((time.perf_counter() - started) * 1e3, 1)}
+        out = {
+            "step": sid,
+            "target": _kind(target),
+            "checks": lines,
+            "hazards": data["hazards"],
+            "ms": round((time.perf_counter() - started) * 1e3, 1),
+        }
         self._reports[sid] = out
         self._seen.setdefault(sid, list(data["hazards"]))
         return out

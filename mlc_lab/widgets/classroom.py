@@ -119,8 +119,9 @@ def leaderboard(server: str | None = None, *, refresh_s: float = 3.0, highlight:
     ``refresh_s`` seconds while it is open."""
     url = client.server_url(server)
     first = client.leaderboard(url)  # a wrong address says so here, not in an empty widget
-    return Leaderboard(lambda: client.leaderboard(url), server=url, board=first, refresh_s=refresh_s,
-                       highlight=highlight)
+    return Leaderboard(
+        lambda: client.leaderboard(url), server=url, board=first, refresh_s=refresh_s, highlight=highlight
+    )
 
 
 def class_dashboard(server: str | None = None, token: str | None = None, *, refresh_s: float = 3.0) -> ClassDashboard:
@@ -130,8 +131,10 @@ def class_dashboard(server: str | None = None, token: str | None = None, *, refr
     url = client.server_url(server)
     token = token or os.environ.get(TOKEN_ENV)
     if not token:
-        raise client.ClassServerError(f"the teacher's dashboard needs the token printed by `mlc-lab class serve` "
-                                      f"(pass token=... or set ${TOKEN_ENV})")
+        raise client.ClassServerError(
+            f"the teacher's dashboard needs the token printed by `mlc-lab class serve` "
+            f"(pass token=... or set ${TOKEN_ENV})"
+        )
 
     def fetch() -> dict:
         return {"summary": client.summary(url, token), "board": client.leaderboard(url)}
@@ -156,8 +159,9 @@ def submit_from_explorer(widget: Any, session: Any, name: Any, task: Any = None)
     "verdict"}``). Returns at once: grading takes seconds and the kernel's message loop stays free."""
     server = (widget.classroom or {}).get("server")
     if not server:
-        raise RequestError("this explorer was opened without a class server (explore(..., classroom=URL))",
-                           type="usage")
+        raise RequestError(
+            "this explorer was opened without a class server (explore(..., classroom=URL))", type="usage"
+        )
     name = str(name or "").strip()
     if not name:
         raise RequestError("type a pseudonym first: it is your name on the leaderboard", type="usage")
@@ -170,8 +174,11 @@ def submit_from_explorer(widget: Any, session: Any, name: Any, task: Any = None)
     def run() -> None:
         try:
             v = client.submit(server, name, trace, task=task or None)
-            state = {"state": "graded" if v.get("status") == "graded" else "queued", "verdict": v,
-                     "text": client.verdict_text(v)}
+            state = {
+                "state": "graded" if v.get("status") == "graded" else "queued",
+                "verdict": v,
+                "text": client.verdict_text(v),
+            }
         except client.ClassServerError as exc:
             state = {"state": "error", "text": str(exc)}
         except Exception as exc:  # noqa: BLE001  (the bar says it; the kernel goes on)

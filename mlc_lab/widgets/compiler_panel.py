@@ -36,14 +36,17 @@ def parse_target(text: Any) -> Any:
     else:
         spec = str(text if text is not None else "").strip()
         if not spec:
-            raise BadTarget("the Compiler view's target is empty: give cpu, cuda, a CUDA architecture such as "
-                            "sm_75, a TVM target tag or a target as JSON")
+            raise BadTarget(
+                "the Compiler view's target is empty: give cpu, cuda, a CUDA architecture such as "
+                "sm_75, a TVM target tag or a target as JSON"
+            )
         if spec.startswith("{"):
             try:
                 spec = json.loads(spec)
             except json.JSONDecodeError as exc:
-                raise BadTarget(f"the Compiler view's target {spec!r} is not valid JSON ({exc.msg} at column "
-                                f"{exc.colno})") from None
+                raise BadTarget(
+                    f"the Compiler view's target {spec!r} is not valid JSON ({exc.msg} at column {exc.colno})"
+                ) from None
     try:
         target_info(spec)
     except MlcLabError as exc:

@@ -46,6 +46,7 @@ from mlc_lab.core.model import plain as _plain
 from mlc_lab.core.model import changed_lines as changed_lines  # noqa: PLC0414  (re-exported for the tests)
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError, error_kind
 from mlc_lab.model.measurement import Measurement
+
 # The module by its full name: the package re-exports the function `access_view` under the same name.
 from mlc_lab.widgets.access_view import footprint_payload, gpu_payload
 from mlc_lab.model.requests import record_key
@@ -76,12 +77,26 @@ class Explorer(RpcWidget):
     # (RpcWidget._mlc_reply_budget; the oldest go first). The page steps through recorded steps itself.
     _mlc_steps_kept = MAX_RECORDED_STEPS
     # The requests of mlc_lab.model.requests.REQUESTS this widget answers, and the method answering each.
-    handlers = {"apply": "apply", "history": "full_history", "undo": "undo", "redo": "redo", "goto": "goto",
-                "set_decision": "set_decision", "replay": "replay", "script_at": "script_at",
-                "export_trace": "export_trace", "export_html": "export_html", "access_footprint": "access_footprint",
-                "access_gpu_stats": "access_gpu_stats", "measure": "measure", "cuda_source": "cuda_source",
-                "lower": "lower", "clear_error": "clear_error", "select_name": "select_name",
-                "class_submit": "class_submit"}
+    handlers = {
+        "apply": "apply",
+        "history": "full_history",
+        "undo": "undo",
+        "redo": "redo",
+        "goto": "goto",
+        "set_decision": "set_decision",
+        "replay": "replay",
+        "script_at": "script_at",
+        "export_trace": "export_trace",
+        "export_html": "export_html",
+        "access_footprint": "access_footprint",
+        "access_gpu_stats": "access_gpu_stats",
+        "measure": "measure",
+        "cuda_source": "cuda_source",
+        "lower": "lower",
+        "clear_error": "clear_error",
+        "select_name": "select_name",
+        "class_submit": "class_submit",
+    }
 
     func = t.Unicode("").tag(sync=True)
     # The current step as UTF-8 JSON in a binary buffer: encoded once per step by the StepView, and
@@ -114,12 +129,22 @@ class Explorer(RpcWidget):
     # last one that compiled, kept per explorer (and in a saved notebook, with its recorded replies).
     compiler_target = t.Unicode("cpu").tag(sync=True)
 
-    def __init__(self, session: Any, *, height: str = "640px", checks: list[str] | None = None,
-                 tasks: list[dict] | None = None, assignment: Any = None, classroom: str | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        session: Any,
+        *,
+        height: str = "640px",
+        checks: list[str] | None = None,
+        tasks: list[dict] | None = None,
+        assignment: Any = None,
+        classroom: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         for name in ("apply", "undo", "redo", "goto", "steps", "step_view", "on_change", "failed"):
             if not hasattr(session, name):
-                raise TypeError(f"Explorer needs a mlc_lab.Session (or an object with .{name}); got {type(session).__name__}")
+                raise TypeError(
+                    f"Explorer needs a mlc_lab.Session (or an object with .{name}); got {type(session).__name__}"
+                )
         self._session = session
         self._lock = threading.RLock()
         self._view: StepView = session.step_view()
@@ -134,14 +159,21 @@ class Explorer(RpcWidget):
         self._record_hook: Any = None
         setup = checks_setup(session, checks=checks, tasks=tasks, assignment=assignment)
         # The first comm message already carries the whole state (no empty first render).
-        super().__init__(height=height, func=self._func_name(), step=self._view.json_bytes,
-                         history=self._full_history(), measurements=self._read_measurements(),
-                         failures=self._read_failures(), checks_setup=setup,
-                         classroom=classroom_setup(classroom), **kwargs)
+        super().__init__(
+            height=height,
+            func=self._func_name(),
+            step=self._view.json_bytes,
+            history=self._full_history(),
+            measurements=self._read_measurements(),
+            failures=self._read_failures(),
+            checks_setup=setup,
+            classroom=classroom_setup(classroom),
+            **kwargs,
+        )
         self._checks = ChecksWorker(session, setup, self._publish_checks)
         self._checks.schedule(self._view.id, [s.id for s in session.steps])
         self._unsubscribe = session.on_change(self._on_session_change)
-        for step in list(session.steps)[-self.MAX_RECORDED_STEPS:]:  # steps made before this view
+        for step in list(session.steps)[-self.MAX_RECORDED_STEPS :]:  # steps made before this view
             if step.id != self._view.id:
                 self._record_step_id(step.id)
         self._record_step(self._view)  # the step on screen, last (the first a saved view shows)
@@ -185,8 +217,9 @@ class Explorer(RpcWidget):
                         continue
                     try:
                         view = pending[sid] or self._session.step_view(sid)
-                        self.mlc_record(f"step:{view.id}", group="step", keep=self.MAX_RECORDED_STEPS,
-                                        data=view.json_bytes)
+                        self.mlc_record(
+                            f"step:{view.id}", group="step", keep=self.MAX_RECORDED_STEPS, data=view.json_bytes
+                        )
                     except Exception:  # noqa: BLE001  (a record is a nicety for saved views)
                         log.exception("mlc_lab: recording step %r failed", sid)
                 for key, kwargs in replies.items():
@@ -202,9 +235,16 @@ class Explorer(RpcWidget):
         recorded = sum(1 for g, _r in records.values() if g == "step")
         steps = len(self._session.steps)
         dropped = {g: n for g, n in self.mlc_records_dropped.items() if g != "step"}
-        cut = {} if recorded >= steps and not dropped else {
-            "max_steps": self.MAX_RECORDED_STEPS, "steps": steps, "steps_recorded": recorded,
-            "replies_dropped": sum(dropped.values())}
+        cut = (
+            {}
+            if recorded >= steps and not dropped
+            else {
+                "max_steps": self.MAX_RECORDED_STEPS,
+                "steps": steps,
+                "steps_recorded": recorded,
+                "replies_dropped": sum(dropped.values()),
+            }
+        )
         if cut != self.record_cut:
             self.record_cut = cut
 
@@ -285,8 +325,9 @@ class Explorer(RpcWidget):
         self._flush_records()  # what the checks reported, too
         return done
 
-    def set_checks(self, checks: list[str] | None = None, *, tasks: list[dict] | None = None,
-                   assignment: Any = None) -> None:
+    def set_checks(
+        self, checks: list[str] | None = None, *, tasks: list[dict] | None = None, assignment: Any = None
+    ) -> None:
         """List other checks in the Checks panel (as ``explore``'s ``checks=``, ``tasks=``,
         ``assignment=``; nothing: every check for each step's target). Every step is judged again."""
         setup = checks_setup(self._session, checks=checks, tasks=tasks, assignment=assignment)
@@ -353,7 +394,10 @@ class Explorer(RpcWidget):
                 self._checks_sent[sid] = report
                 if not known:  # recorded later, with the steps (off the click's path)
                     self._pending_replies[record_key("checks", {"step": _plain(sid)})] = {
-                        "group": "checks", "keep": self.MAX_RECORDED_STEPS, "result": report}
+                        "group": "checks",
+                        "keep": self.MAX_RECORDED_STEPS,
+                        "result": report,
+                    }
                     self._schedule_records()
                 self._set_quietly("checks", report, quiet=known)
             elif data.get("new"):  # only the steps that create a hazard: the history marks them
@@ -373,7 +417,10 @@ class Explorer(RpcWidget):
         # A step the page moved to itself is on screen already: the trait follows, nothing is sent.
         self._set_quietly("step", view.json_bytes, quiet=self._page_shows is not None and view.id == self._page_shows)
         self._record_step(view)
-        if self.selection and _tree(view.loop_tree).find(self.selection.get("name", ""), self.selection.get("kind")) is None:
+        if (
+            self.selection
+            and _tree(view.loop_tree).find(self.selection.get("name", ""), self.selection.get("kind")) is None
+        ):
             self.selection = {}
 
     def _full_history(self) -> dict:
@@ -457,8 +504,9 @@ class Explorer(RpcWidget):
         raise RequestError(f"there is no step {value!r}", type="unknown_step")
 
     # --- front-end requests -------------------------------------------------------------------------
-    def apply(self, primitive: str, args: list | None = None, kwargs: dict | None = None,
-              then_split: bool = False) -> dict:
+    def apply(
+        self, primitive: str, args: list | None = None, kwargs: dict | None = None, then_split: bool = False
+    ) -> dict:
         args = list(args or [])
         kwargs = dict(kwargs or {})
         # One state message for the whole click: the new step, the history delta, the selection.
@@ -470,8 +518,13 @@ class Explorer(RpcWidget):
                     result = self._session.apply("split", loop, factors=result)
             except ScheduleStepError as exc:
                 self._record_failure(exc, primitive, args, kwargs)
-                raise RequestError(exc.summary, detail=exc.detail, involved=list(exc.involved),
-                                   primitive=getattr(exc, "primitive", primitive), type="step") from None
+                raise RequestError(
+                    exc.summary,
+                    detail=exc.detail,
+                    involved=list(exc.involved),
+                    primitive=getattr(exc, "primitive", primitive),
+                    type="step",
+                ) from None
             except MlcLabError as exc:
                 self._record_failure(exc, primitive, args, kwargs)
                 raise RequestError(str(exc), primitive=primitive, type=error_kind(exc)) from None
@@ -507,8 +560,9 @@ class Explorer(RpcWidget):
             try:
                 self._session.set_decision(int(index), value)
             except MlcLabError as exc:
-                self._set_error(source="decision", primitive=f"decision #{index}", summary=_first_line(exc),
-                                detail=str(exc))
+                self._set_error(
+                    source="decision", primitive=f"decision #{index}", summary=_first_line(exc), detail=str(exc)
+                )
                 raise RequestError(_first_line(exc), type=error_kind(exc)) from None
         return {"step": _plain(self._session.current.id)}
 
@@ -549,16 +603,23 @@ class Explorer(RpcWidget):
         return Reply.text(self.to_html())
 
     # The memory-access panel (mlc_lab.widgets.access_view) embedded in the explorer.
-    def access_footprint(self, loop: str, at: dict | None = None, sweep_threads: bool = False,
-                         shape_vars: dict | None = None) -> Reply:
-        result, buffers = footprint_payload(self._session, loop, at, tree=self.loop_tree,
-                                            sweep_threads=bool(sweep_threads), shape_vars=shape_vars)
+    def access_footprint(
+        self, loop: str, at: dict | None = None, sweep_threads: bool = False, shape_vars: dict | None = None
+    ) -> Reply:
+        result, buffers = footprint_payload(
+            self._session, loop, at, tree=self.loop_tree, sweep_threads=bool(sweep_threads), shape_vars=shape_vars
+        )
         return Reply(result, buffers)
 
-    def access_gpu_stats(self, loop: str, at: dict | None = None, warp: int | None = None,
-                         block: int | None = None, shape_vars: dict | None = None) -> dict:
-        return gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree,
-                           shape_vars=shape_vars)
+    def access_gpu_stats(
+        self,
+        loop: str,
+        at: dict | None = None,
+        warp: int | None = None,
+        block: int | None = None,
+        shape_vars: dict | None = None,
+    ) -> dict:
+        return gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree, shape_vars=shape_vars)
 
     # Measuring and CUDA: both run in the measure worker; answered from a background thread.
     def _handle_request(self, widget: Any, content: Any, buffers: list[Any] | None) -> None:
@@ -574,8 +635,9 @@ class Explorer(RpcWidget):
         sid = self._session.current.id if step is None else self._step_id(step)
         with self._lock:
             if self.measuring:
-                raise RequestError(f"step {self.measuring.get('step')} is being measured; wait for it to finish",
-                                   type="busy")
+                raise RequestError(
+                    f"step {self.measuring.get('step')} is being measured; wait for it to finish", type="busy"
+                )
             self.measuring = {"step": _plain(sid), "target": target}
         try:
             result = self._session.measure(target=target, step=sid)
@@ -583,8 +645,13 @@ class Explorer(RpcWidget):
             summary, detail = _summary_detail(exc)
             with self._lock, self.hold_sync():
                 self.measuring = {}
-                self._set_error(source="measure", primitive=f"measure on {target}", summary=summary, detail=detail,
-                                kind=getattr(exc, "kind", type(exc).__name__))
+                self._set_error(
+                    source="measure",
+                    primitive=f"measure on {target}",
+                    summary=summary,
+                    detail=detail,
+                    kind=getattr(exc, "kind", type(exc).__name__),
+                )
             raise RequestError(summary, detail=detail, type=error_kind(exc)) from None
         except BaseException:
             with self._lock:
@@ -602,8 +669,9 @@ class Explorer(RpcWidget):
             build = self._session.cuda_source(step=sid, ptx=bool(ptx))
         except MlcLabError as exc:
             summary, detail = _summary_detail(exc)
-            raise RequestError(summary, detail=detail, message=str(exc), step=_plain(sid),
-                               type=error_kind(exc)) from None
+            raise RequestError(
+                summary, detail=detail, message=str(exc), step=_plain(sid), type=error_kind(exc)
+            ) from None
         return {
             "step": _plain(sid),
             "source": str(getattr(build, "source", "")),
@@ -622,8 +690,7 @@ class Explorer(RpcWidget):
             raise RequestError(str(exc), type="bad_target") from None
         except MlcLabError as exc:
             summary, detail = _summary_detail(exc)
-            raise RequestError(summary, detail=detail, step=_plain(sid),
-                               type=error_kind(exc)) from None
+            raise RequestError(summary, detail=detail, step=_plain(sid), type=error_kind(exc)) from None
 
     def clear_error(self) -> dict:
         self.error = {}
@@ -644,12 +711,15 @@ class Explorer(RpcWidget):
         """Show a failed click: the Session keeps the attempt (``Session.failed``); the banner says why."""
         with self.hold_sync():
             self._sync_failures()
-            self._set_error(source="apply", primitive=primitive,
-                            summary=getattr(exc, "summary", None) or _first_line(exc),
-                            detail=getattr(exc, "detail", "") or "",
-                            involved=[str(n) for n in getattr(exc, "involved", []) or []],
-                            # the Session labels the attempt as it labels steps; call_label for others
-                            label=getattr(exc, "label", None) or call_label(primitive, args, kwargs))
+            self._set_error(
+                source="apply",
+                primitive=primitive,
+                summary=getattr(exc, "summary", None) or _first_line(exc),
+                detail=getattr(exc, "detail", "") or "",
+                involved=[str(n) for n in getattr(exc, "involved", []) or []],
+                # the Session labels the attempt as it labels steps; call_label for others
+                label=getattr(exc, "label", None) or call_label(primitive, args, kwargs),
+            )
 
     def _select_new(self, names: Any) -> None:
         """After a step, select the first new loop/block it made (split -> the outer loop)."""
@@ -690,6 +760,7 @@ def explore(x: Any, func: str | None = None, **kwargs: Any) -> Explorer:
 
 # --- plain-data helpers ------------------------------------------------------------------------------
 
+
 def call_label(primitive: str, args: list, kwargs: dict) -> str:
     def text(v: Any) -> str:
         if isinstance(v, str):
@@ -704,12 +775,17 @@ def call_label(primitive: str, args: list, kwargs: dict) -> str:
 
 def _summary(step: Any) -> dict:
     """A history entry (as StepSummary.to_json) of a Session's step."""
-    return {"id": step.id, "parent": step.parent, "kind": getattr(step, "kind", "apply"),
-            "primitive": step.primitive, "label": step.label}
+    return {
+        "id": step.id,
+        "parent": step.parent,
+        "kind": getattr(step, "kind", "apply"),
+        "primitive": step.primitive,
+        "label": step.label,
+    }
 
 
 def target_label(target: Any) -> str:
-    """"cpu", "cuda" or the target's kind, from what a Measurement records (often TVM's target JSON)."""
+    """ "cpu", "cuda" or the target's kind, from what a Measurement records (often TVM's target JSON)."""
     text = str(target or "")
     kind = text
     if text.startswith("{"):
@@ -761,4 +837,4 @@ def _first_line(exc: BaseException) -> str:
 
 def _strip_line_prefix(text: str, line: int | None) -> str:
     prefix = f"line {line}: "
-    return text[len(prefix):] if line is not None and text.startswith(prefix) else text
+    return text[len(prefix) :] if line is not None and text.startswith(prefix) else text

@@ -18,6 +18,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
+
 @dataclass
 class StepExport:
     id: Any
@@ -46,16 +47,20 @@ def _measurement_html(m: dict | None) -> str:
     if not m:
         return ""
     if m.get("error"):
-        return (f'<p class="measure bad">measured on {html.escape(str(m.get("target") or "?"))}: '
-                f'failed ({html.escape(str(m.get("error_kind") or "error"))}): {html.escape(str(m["error"]).splitlines()[0])}</p>')
+        return (
+            f'<p class="measure bad">measured on {html.escape(str(m.get("target") or "?"))}: '
+            f"failed ({html.escape(str(m.get('error_kind') or 'error'))}): {html.escape(str(m['error']).splitlines()[0])}</p>"
+        )
     lat = m.get("latency_s")
     parts = [f"{lat * 1e3:.3f} ms" if isinstance(lat, (int, float)) else "?"]
     if isinstance(m.get("gflops"), (int, float)):
         parts.append(f"{m['gflops']:.2f} GFLOP/s")
     if m.get("correct") is not None:
         parts.append("matches the original" if m["correct"] else "DIFFERS from the original")
-    return (f'<p class="measure">measured on {html.escape(str(m.get("target") or "?"))}: '
-            f'{html.escape(" · ".join(parts))}</p>')
+    return (
+        f'<p class="measure">measured on {html.escape(str(m.get("target") or "?"))}: '
+        f"{html.escape(' · '.join(parts))}</p>"
+    )
 
 
 def _failures_html(failures: list[dict], step_id: Any) -> str:
@@ -63,9 +68,11 @@ def _failures_html(failures: list[dict], step_id: Any) -> str:
     if not here:
         return ""
     items = "".join(
-        f'<li><code>{html.escape(str(f.get("label") or f.get("primitive") or "?"))}</code>: {html.escape(str(f.get("summary") or ""))}'
-        + (f'<pre class="plain">{html.escape(str(f["detail"]))}</pre>' if f.get("detail") else "") + "</li>"
-        for f in here)
+        f"<li><code>{html.escape(str(f.get('label') or f.get('primitive') or '?'))}</code>: {html.escape(str(f.get('summary') or ''))}"
+        + (f'<pre class="plain">{html.escape(str(f["detail"]))}</pre>' if f.get("detail") else "")
+        + "</li>"
+        for f in here
+    )
     return f'<details open class="failed"><summary>Failed attempts from this step ({len(here)})</summary><ul>{items}</ul></details>'
 
 
@@ -74,12 +81,26 @@ def collect_export(session: Any) -> SessionExport:
     steps = []
     for step in session.steps:
         view = session.step_view(step.id)
-        steps.append(StepExport(id=view.id, parent=view.parent, children=list(step.children), label=view.label,
-                                kind=view.kind, script=view.script, trace=view.trace, loop_tree=view.loop_tree,
-                                changed_lines=list(view.changed_lines)))
+        steps.append(
+            StepExport(
+                id=view.id,
+                parent=view.parent,
+                children=list(step.children),
+                label=view.label,
+                kind=view.kind,
+                script=view.script,
+                trace=view.trace,
+                loop_tree=view.loop_tree,
+                changed_lines=list(view.changed_lines),
+            )
+        )
     tree_now = session.step_view().loop_tree
-    return SessionExport(func=str(tree_now.get("func") or getattr(session, "func_name", "")), current=session.current.id,
-                         steps=steps, failures=[f.to_json() for f in getattr(session, "failed", [])])
+    return SessionExport(
+        func=str(tree_now.get("func") or getattr(session, "func_name", "")),
+        current=session.current.id,
+        steps=steps,
+        failures=[f.to_json() for f in getattr(session, "failed", [])],
+    )
 
 
 _CSS = """
@@ -184,7 +205,9 @@ def diff_table(before: str, after: str, context: int = 3) -> str:
     for group in matcher.get_grouped_opcodes(context):
         i1, j1 = group[0][1], group[0][3]
         i2, j2 = group[-1][2], group[-1][4]
-        rows.append(f'<tr class="hunk"><td class="n"></td><td class="n"></td><td class="t">@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@</td></tr>')
+        rows.append(
+            f'<tr class="hunk"><td class="n"></td><td class="n"></td><td class="t">@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@</td></tr>'
+        )
         for tag, x1, x2, y1, y2 in group:
             if tag == "equal":
                 for k in range(x2 - x1):
@@ -208,7 +231,9 @@ def tree_html(tree: dict | None) -> str:
         return '<p class="rw">(not available)</p>'
     parts = ['<ul class="tree top">']
     for fn in tree.get("functions", []):
-        bufs = ", ".join(f"{html.escape(b['name'])}[{'×'.join(str(x) for x in b.get('shape', []))}]" for b in fn.get("buffers", []))
+        bufs = ", ".join(
+            f"{html.escape(b['name'])}[{'×'.join(str(x) for x in b.get('shape', []))}]" for b in fn.get("buffers", [])
+        )
         parts.append(f'<li><span class="kw">def</span> {html.escape(fn["name"])} <span class="rw">{bufs}</span>')
         parts.append(_children(fn.get("children", [])))
         parts.append("</li>")
@@ -223,19 +248,31 @@ def _children(nodes: list) -> str:
     for n in nodes:
         if n.get("kind") == "loop":
             kind = n.get("loop_kind", "serial")
-            badge = "" if kind == "serial" else f'<span class="badge k-{html.escape(kind)}">{html.escape(n.get("thread") or kind)}</span>'
-            out.append(f'<li><span class="kw">for</span> {html.escape(n["name"])} <span class="badge">{html.escape(str(n.get("extent")))}</span>{badge}')
+            badge = (
+                ""
+                if kind == "serial"
+                else f'<span class="badge k-{html.escape(kind)}">{html.escape(n.get("thread") or kind)}</span>'
+            )
+            out.append(
+                f'<li><span class="kw">for</span> {html.escape(n["name"])} <span class="badge">{html.escape(str(n.get("extent")))}</span>{badge}'
+            )
         else:
             iters = "".join(
                 f'<span class="badge it-{html.escape(iv.get("kind", ""))}" title="{html.escape(iv.get("name", ""))}">{html.escape(iv.get("kind", "?")[:1].upper())}</span>'
                 for iv in n.get("iter_vars", [])
             )
             init = '<span class="badge">init</span>' if n.get("has_init") else ""
-            rw = " · ".join(x for x in [
-                ("reads " + ", ".join(n.get("reads", []))) if n.get("reads") else "",
-                ("writes " + ", ".join(n.get("writes", []))) if n.get("writes") else "",
-            ] if x)
-            out.append(f'<li><span class="kw">block</span> {html.escape(n["name"])}{iters}{init} <span class="rw">{html.escape(rw)}</span>')
+            rw = " · ".join(
+                x
+                for x in [
+                    ("reads " + ", ".join(n.get("reads", []))) if n.get("reads") else "",
+                    ("writes " + ", ".join(n.get("writes", []))) if n.get("writes") else "",
+                ]
+                if x
+            )
+            out.append(
+                f'<li><span class="kw">block</span> {html.escape(n["name"])}{iters}{init} <span class="rw">{html.escape(rw)}</span>'
+            )
         out.append(_children(n.get("children", [])))
         out.append("</li>")
     out.append("</ul>")
@@ -274,18 +311,22 @@ def _nav(data: SessionExport) -> str:
             label = html.escape(str(f.get("label") or f.get("primitive") or "?"))
             summary = html.escape(str(f.get("summary") or ""))
             parent = html.escape(str(row["parent"]))
-            items.append(f'<li class="hrow failure" data-depth="{row["depth"]}" data-failure-of="{parent}"{pad}>'
-                         f'<a href="#step-{parent}" data-failure-of="{parent}" title="{summary}">'
-                         f'<span class="mark">✗</span> {label}</a></li>')
+            items.append(
+                f'<li class="hrow failure" data-depth="{row["depth"]}" data-failure-of="{parent}"{pad}>'
+                f'<a href="#step-{parent}" data-failure-of="{parent}" title="{summary}">'
+                f'<span class="mark">✗</span> {label}</a></li>'
+            )
             continue
         step = row["step"]
         sid = html.escape(str(step.id))
         current = str(step.id) == str(data.current)
         mark = "●" if current else "┬" if row["branch"] else "○"
         cls = " ".join(["hrow", "step"] + (["branch"] if row["branch"] else []))
-        items.append(f'<li class="{cls}" data-step="{sid}" data-depth="{row["depth"]}"{pad}>'
-                     f'<a href="#step-{sid}" data-step="{sid}" class="{"current" if current else ""}">'
-                     f'<span class="mark">{mark}</span> {sid}: {html.escape(step.label)}</a></li>')
+        items.append(
+            f'<li class="{cls}" data-step="{sid}" data-depth="{row["depth"]}"{pad}>'
+            f'<a href="#step-{sid}" data-step="{sid}" class="{"current" if current else ""}">'
+            f'<span class="mark">{mark}</span> {sid}: {html.escape(step.label)}</a></li>'
+        )
     return '<ul class="history">' + "".join(items) + "</ul>"
 
 
@@ -297,23 +338,31 @@ def render_html(data: SessionExport, *, title: str | None = None) -> str:
     for step in data.steps:
         parent = by_id.get(str(step.parent)) if step.parent is not None else None
         marked = step.changed_lines if parent else []
-        parts = [f'<section class="step" id="step-{html.escape(str(step.id))}" data-step="{html.escape(str(step.id))}">',
-                 f"<h2>step {html.escape(str(step.id))}: {html.escape(step.label)}</h2>"]
+        parts = [
+            f'<section class="step" id="step-{html.escape(str(step.id))}" data-step="{html.escape(str(step.id))}">',
+            f"<h2>step {html.escape(str(step.id))}: {html.escape(step.label)}</h2>",
+        ]
         if parent is not None:
-            parts.append(f'<details open><summary>Diff against step {html.escape(str(parent.id))} ({html.escape(parent.label)})</summary>'
-                         f"{diff_table(parent.script, step.script)}</details>")
-        parts.append(f"<details open><summary>TVMScript{' (changed lines marked)' if marked else ''}</summary>{highlight_script(step.script, marked)}</details>")
+            parts.append(
+                f"<details open><summary>Diff against step {html.escape(str(parent.id))} ({html.escape(parent.label)})</summary>"
+                f"{diff_table(parent.script, step.script)}</details>"
+            )
+        parts.append(
+            f"<details open><summary>TVMScript{' (changed lines marked)' if marked else ''}</summary>{highlight_script(step.script, marked)}</details>"
+        )
         parts.append(_measurement_html(data.measurements.get(str(step.id))))
         parts.append(f"<details open><summary>Loop nest</summary>{tree_html(step.loop_tree)}</details>")
         parts.append(_failures_html(data.failures, step.id))
         if step.trace:
-            parts.append(f'<details><summary>Trace</summary><pre class="plain">{html.escape(step.trace)}</pre></details>')
+            parts.append(
+                f'<details><summary>Trace</summary><pre class="plain">{html.escape(step.trace)}</pre></details>'
+            )
         parts.append("</section>")
         sections.append("".join(parts))
     meta = json.dumps({"func": data.func, "current": data.current, "steps": len(data.steps)})
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{html.escape(title)}</title>"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{html.escape(title)}</title>'
         f'<script type="application/json" id="mlc-lab-meta">{html.escape(meta, quote=False)}</script>'
         f"<style>{_CSS}\n{_pygments_css()}</style></head>"
         f'<body data-current="{html.escape(str(data.current))}">'

@@ -31,16 +31,18 @@ def sweep_points(results: Iterable[tuple[Any, Any]]) -> list[dict]:
         lat = _get(m, "latency_s")
         err = _get(m, "error")
         ok = lat is not None and not err and math.isfinite(lat)
-        rows.append({
-            "value": value,
-            "latency_s": float(lat) if ok else None,
-            "min_s": _get(m, "min_s") if ok else None,
-            "max_s": _get(m, "max_s") if ok else None,
-            "gflops": _get(m, "gflops") if ok else None,
-            "intensity": _get(m, "intensity") if ok else None,
-            "fraction_of_peak": _get(m, "fraction_of_peak") if ok else None,
-            "error": None if ok else str(err or "no latency measured"),
-        })
+        rows.append(
+            {
+                "value": value,
+                "latency_s": float(lat) if ok else None,
+                "min_s": _get(m, "min_s") if ok else None,
+                "max_s": _get(m, "max_s") if ok else None,
+                "gflops": _get(m, "gflops") if ok else None,
+                "intensity": _get(m, "intensity") if ok else None,
+                "fraction_of_peak": _get(m, "fraction_of_peak") if ok else None,
+                "error": None if ok else str(err or "no latency measured"),
+            }
+        )
     return rows
 
 
@@ -59,8 +61,9 @@ def _log2_axis(values: list[Any]) -> bool:
     return max(values) / min(values) >= 8
 
 
-def sweep_figure(results: Iterable[tuple[Any, Any]], *, param: str = "value", title: str | None = None,
-                 height: int = 380) -> Any:
+def sweep_figure(
+    results: Iterable[tuple[Any, Any]], *, param: str = "value", title: str | None = None, height: int = 380
+) -> Any:
     """Latency (with min-max bars) against the swept value; the best marked, failures shown in red."""
     import plotly.graph_objects as go
 
@@ -79,58 +82,105 @@ def sweep_figure(results: Iterable[tuple[Any, Any]], *, param: str = "value", ti
 
     fig = go.Figure()
     bars = all(r["min_s"] is not None and r["max_s"] is not None for r in ok) and ok
-    fig.add_trace(go.Scatter(
-        x=xs, y=[r["latency_s"] * scale for r in ok], mode="lines+markers", name="latency",
-        line={"color": POINT, "width": 2}, marker={"size": 8, "color": POINT},
-        text=[hover(r) for r in ok], hovertemplate="%{text}<extra></extra>",
-        error_y={
-            "type": "data", "symmetric": False, "thickness": 1, "width": 3, "color": "rgba(31,119,180,0.5)",
-            "array": [(r["max_s"] - r["latency_s"]) * scale for r in ok],
-            "arrayminus": [(r["latency_s"] - r["min_s"]) * scale for r in ok],
-        } if bars else None,
-    ))
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=[r["latency_s"] * scale for r in ok],
+            mode="lines+markers",
+            name="latency",
+            line={"color": POINT, "width": 2},
+            marker={"size": 8, "color": POINT},
+            text=[hover(r) for r in ok],
+            hovertemplate="%{text}<extra></extra>",
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "thickness": 1,
+                "width": 3,
+                "color": "rgba(31,119,180,0.5)",
+                "array": [(r["max_s"] - r["latency_s"]) * scale for r in ok],
+                "arrayminus": [(r["latency_s"] - r["min_s"]) * scale for r in ok],
+            }
+            if bars
+            else None,
+        )
+    )
     if ok:
         best = min(ok, key=lambda r: r["latency_s"])
         bx = str(best["value"]) if categorical else best["value"]
-        fig.add_trace(go.Scatter(
-            x=[bx], y=[best["latency_s"] * scale], mode="markers", name="best",
-            marker={"symbol": "star", "size": 16, "color": BEST, "line": {"color": "white", "width": 1}},
-            hoverinfo="skip",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[bx],
+                y=[best["latency_s"] * scale],
+                mode="markers",
+                name="best",
+                marker={"symbol": "star", "size": 16, "color": BEST, "line": {"color": "white", "width": 1}},
+                hoverinfo="skip",
+            )
+        )
         label = f"best: {param} = {best['value']}, {best['latency_s'] * scale:.4g} {unit}"
         if best.get("gflops"):
             label += f" ({best['gflops']:.1f} GFLOPS)"
         # annotations on a log axis are placed in log10 units
         ax_x = math.log10(bx) if not categorical and _log2_axis([r["value"] for r in rows]) else bx
-        fig.add_annotation(x=ax_x, y=math.log10(best["latency_s"] * scale), text=label, showarrow=True, arrowhead=0,
-                           ax=0, ay=-44, font={"color": BEST}, bgcolor="rgba(255,255,255,0.85)")
+        fig.add_annotation(
+            x=ax_x,
+            y=math.log10(best["latency_s"] * scale),
+            text=label,
+            showarrow=True,
+            arrowhead=0,
+            ax=0,
+            ay=-44,
+            font={"color": BEST},
+            bgcolor="rgba(255,255,255,0.85)",
+        )
     if failed:
         low = min((r["latency_s"] * scale for r in ok), default=1.0) * 0.8
-        fig.add_trace(go.Scatter(
-            x=[str(r["value"]) if categorical else r["value"] for r in failed], y=[low] * len(failed),
-            mode="markers", name=f"failed ({len(failed)})", marker={"symbol": "x", "size": 11, "color": FAILED},
-            text=[f"{param} = {r['value']} failed<br>{_short(r['error'])}" for r in failed],
-            hovertemplate="%{text}<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[str(r["value"]) if categorical else r["value"] for r in failed],
+                y=[low] * len(failed),
+                mode="markers",
+                name=f"failed ({len(failed)})",
+                marker={"symbol": "x", "size": 11, "color": FAILED},
+                text=[f"{param} = {r['value']} failed<br>{_short(r['error'])}" for r in failed],
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
     values = [r["value"] for r in rows]
     xaxis: dict[str, Any] = {"title": {"text": param}, "zeroline": False}
     if not categorical and _log2_axis(values):
-        xaxis.update(type="log", tickvals=values if len(values) <= 16 else None,
-                     ticktext=[str(v) for v in values] if len(values) <= 16 else None)
+        xaxis.update(
+            type="log",
+            tickvals=values if len(values) <= 16 else None,
+            ticktext=[str(v) for v in values] if len(values) <= 16 else None,
+        )
     fig.update_layout(
         title={"text": title or f"latency against {param}", "x": 0.02},
-        template="plotly_white", height=height, margin={"l": 64, "r": 20, "t": 56, "b": 48},
+        template="plotly_white",
+        height=height,
+        margin={"l": 64, "r": 20, "t": 56, "b": 48},
         xaxis=xaxis,
-        yaxis={"title": {"text": f"latency ({unit}, lower is better)"}, "type": "log", "zeroline": False,
-               **_log_ticks([r["latency_s"] * scale for r in ok] + [r["max_s"] * scale for r in ok if r["max_s"]])},
+        yaxis={
+            "title": {"text": f"latency ({unit}, lower is better)"},
+            "type": "log",
+            "zeroline": False,
+            **_log_ticks([r["latency_s"] * scale for r in ok] + [r["max_s"] * scale for r in ok if r["max_s"]]),
+        },
         legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
         hovermode="closest",
     )
     return fig
 
 
-def roofline_figure(results: Iterable[tuple[Any, Any]], *, param: str = "value", title: str | None = None,
-                    height: int = 380, machine: Any = None) -> Any:
+def roofline_figure(
+    results: Iterable[tuple[Any, Any]],
+    *,
+    param: str = "value",
+    title: str | None = None,
+    height: int = 380,
+    machine: Any = None,
+) -> Any:
     """The sweep on the machine's roofline (log-log: FLOPs per byte against GFLOP/s), each value a
     point, the roof from `mlc_lab.machine()` (or the figures the measurements carry)."""
     import plotly.graph_objects as go
@@ -150,19 +200,38 @@ def roofline_figure(results: Iterable[tuple[Any, Any]], *, param: str = "value",
     if peak and bw:
         ridge = peak / bw
         lo, hi = min(xs + [ridge]) / 8, max(xs + [ridge]) * 8
-        fig.add_trace(go.Scatter(x=[lo, ridge, hi], y=[bw * lo, peak, peak], mode="lines", hoverinfo="skip",
-                                 name=f"roof: {peak:.0f} GFLOP/s, {bw:.1f} GB/s", line={"color": FAILED, "width": 2}))
+        fig.add_trace(
+            go.Scatter(
+                x=[lo, ridge, hi],
+                y=[bw * lo, peak, peak],
+                mode="lines",
+                hoverinfo="skip",
+                name=f"roof: {peak:.0f} GFLOP/s, {bw:.1f} GB/s",
+                line={"color": FAILED, "width": 2},
+            )
+        )
     if rows:
         best = max(rows, key=lambda r: r["gflops"])
-        fig.add_trace(go.Scatter(
-            x=xs, y=[r["gflops"] for r in rows], mode="markers+text", name=param,
-            text=[str(r["value"]) for r in rows], textposition="top center",
-            marker={"size": [14 if r is best else 9 for r in rows], "color": [BEST if r is best else POINT for r in rows]},
-            customdata=[f"{(r['fraction_of_peak'] or 0) * 100:.1f}%" for r in rows],
-            hovertemplate=f"{param} = %{{text}}<br>%{{y:.1f}} GFLOP/s at %{{x:.2f}} FLOPs/byte<br>%{{customdata}} of the roof<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[r["gflops"] for r in rows],
+                mode="markers+text",
+                name=param,
+                text=[str(r["value"]) for r in rows],
+                textposition="top center",
+                marker={
+                    "size": [14 if r is best else 9 for r in rows],
+                    "color": [BEST if r is best else POINT for r in rows],
+                },
+                customdata=[f"{(r['fraction_of_peak'] or 0) * 100:.1f}%" for r in rows],
+                hovertemplate=f"{param} = %{{text}}<br>%{{y:.1f}} GFLOP/s at %{{x:.2f}} FLOPs/byte<br>%{{customdata}} of the roof<extra></extra>",
+            )
+        )
     fig.update_layout(
-        title={"text": title or f"{param} on the roofline", "x": 0.02}, template="plotly_white", height=height,
+        title={"text": title or f"{param} on the roofline", "x": 0.02},
+        template="plotly_white",
+        height=height,
         margin={"l": 64, "r": 20, "t": 56, "b": 48},
         xaxis={"title": {"text": "arithmetic intensity (FLOPs per byte)"}, "type": "log"},
         yaxis={"title": {"text": "GFLOP/s (higher is better)"}, "type": "log"},
@@ -186,8 +255,12 @@ def _log_ticks(values: list[float]) -> dict:
     if not vals:
         return {}
     lo, hi = min(vals) / 3, max(vals) * 3  # plotly draws only those inside the range it picks
-    ticks = [float(f"{m * 10.0 ** k:.1g}") for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
-             for m in (1, 2, 5) if lo <= m * 10.0 ** k <= hi]
+    ticks = [
+        float(f"{m * 10.0**k:.1g}")
+        for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+        for m in (1, 2, 5)
+        if lo <= m * 10.0**k <= hi
+    ]
     if len(ticks) > 13:
         ticks = [t for t in ticks if f"{t:g}".lstrip("0.").startswith("1")]
     if len(ticks) < 2:

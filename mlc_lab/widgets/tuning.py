@@ -35,8 +35,14 @@ from mlc_lab.widgets._base import RequestError, RpcWidget, bundle
 log = logging.getLogger(__name__)
 
 MAX_FAILURES = 500  # failed candidates listed (the plot marks every one)
-WATCHED = ("database_tuning_record.json", "mlc_lab_trials.jsonl", "mlc_lab_status.json", "mlc_lab_job.json",
-           "mlc_lab_live.jsonl", "mlc_lab_best.json")
+WATCHED = (
+    "database_tuning_record.json",
+    "mlc_lab_trials.jsonl",
+    "mlc_lab_status.json",
+    "mlc_lab_job.json",
+    "mlc_lab_live.jsonl",
+    "mlc_lab_best.json",
+)
 PHASE_TEXT = {
     "starting": "starting (loading TVM, generating the search space)",
     "searching": "searching: the cost model picks the next candidates",
@@ -136,12 +142,16 @@ def _stopped_text(stopped: dict | None, spec: dict) -> str:
     """Why a finished run has fewer trials than asked, and what to do about it."""
     if not stopped:
         return ""
-    text = (f"Stopped after {stopped['measured']} of {stopped['requested']} trials: "
-            f"{stopped.get('reason', 'the search space had no new candidate')}.")
+    text = (
+        f"Stopped after {stopped['measured']} of {stopped['requested']} trials: "
+        f"{stopped.get('reason', 'the search space had no new candidate')}."
+    )
     kind = (spec.get("space") or {}).get("kind")
     if kind in ("session", "callable") and not (spec.get("space") or {}).get("widen"):
-        text += (" To search more, widen it: tune(..., widen=True) adds meta_schedule's own choices "
-                 "(more tiling levels, parallel/vectorize/unroll), or split more loops in the session.")
+        text += (
+            " To search more, widen it: tune(..., widen=True) adds meta_schedule's own choices "
+            "(more tiling levels, parallel/vectorize/unroll), or split more loops in the session."
+        )
     return text
 
 
@@ -156,7 +166,11 @@ def _roof(spec: dict) -> Roof:
     flops, nbytes = spec.get("flops"), spec.get("bytes")
     if mach is None or not flops or not nbytes:
         return {}
-    return {"peak_gflops": mach.peak_gflops, "bandwidth_gbs": mach.bandwidth_gbs, "intensity": float(flops) / float(nbytes)}
+    return {
+        "peak_gflops": mach.peak_gflops,
+        "bandwidth_gbs": mach.bandwidth_gbs,
+        "intensity": float(flops) / float(nbytes),
+    }
 
 
 def _target_label(target: Any) -> str:
@@ -207,11 +221,11 @@ def without_postproc_marker(trace: str) -> tuple[str, int]:
     if at is None:
         return trace, 0
     post = 0
-    for ln in lines[at + 1:]:
+    for ln in lines[at + 1 :]:
         call = re.search(r"sch\.(\w+)\(", ln)
         if call and call.group(1) not in _LOOKUPS:
             post += 1
-    return "\n".join(lines[:at] + lines[at + 1:]), post
+    return "\n".join(lines[:at] + lines[at + 1 :]), post
 
 
 def unified_diff(before: str, after: str, before_name: str, after_name: str) -> str:
@@ -267,8 +281,9 @@ class TuningDashboard(RpcWidget):
     updated_at = t.Float(0.0).tag(sync=True)
     height = t.Unicode("380px").tag(sync=True)
 
-    def __init__(self, job: Any, session: Any = None, *, poll_s: float = 0.25, height: str = "380px",
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, job: Any, session: Any = None, *, poll_s: float = 0.25, height: str = "380px", **kwargs: Any
+    ) -> None:
         if isinstance(job, (str, os.PathLike)):
             job = _open_job(os.fspath(job))
         for name in ("records", "status", "cancel", "work_dir"):
@@ -373,7 +388,9 @@ class TuningDashboard(RpcWidget):
         if not rec.trace:
             raise RequestError(f"trial {trial} has no recorded trace")
         session = self.session
-        steps, self._postproc_steps = without_postproc_marker(retarget_trace(rec.trace, getattr(session, "func_name", None)))
+        steps, self._postproc_steps = without_postproc_marker(
+            retarget_trace(rec.trace, getattr(session, "func_name", None))
+        )
         return session.replay(steps)
 
     def show_explorer(self, trial: int | None = None) -> Any:
@@ -390,8 +407,10 @@ class TuningDashboard(RpcWidget):
             if post:
                 path = self.session.path()
                 first = path[-post] if len(path) >= post else None
-                note += (f"; its last {post} steps (from step {first}) are meta_schedule's postprocessing, which "
-                         "turns the meta_schedule.* annotations into parallel/vectorize/unroll loops")
+                note += (
+                    f"; its last {post} steps (from step {first}) are meta_schedule's postprocessing, which "
+                    "turns the meta_schedule.* annotations into parallel/vectorize/unroll loops"
+                )
             self.notice = note
         return self.explorer
 
@@ -432,8 +451,9 @@ class TuningDashboard(RpcWidget):
         except RequestError:
             raise
         except Exception as exc:  # noqa: BLE001  (say it in the dashboard, keep the kernel's loop alive)
-            raise RequestError(f"could not open trial {trial} in the explorer: {_first_line(exc)}",
-                               detail=str(exc), type="tune") from None
+            raise RequestError(
+                f"could not open trial {trial} in the explorer: {_first_line(exc)}", detail=str(exc), type="tune"
+            ) from None
         return {"notice": self.notice}
 
     def _rpc_refresh(self) -> dict:

@@ -90,7 +90,9 @@ def lab_server(tmp_path_factory):
 def running_lab(base: Path, extra_config: str = ""):
     """Start JupyterLab under ``base`` (``extra_config``: Python appended to its config file, e.g.
     instrumentation); yield (base_url, root_dir); stop it."""
-    root, settings, workspaces, cfgdir, runtime = (base / n for n in ("root", "settings", "workspaces", "config", "runtime"))
+    root, settings, workspaces, cfgdir, runtime = (
+        base / n for n in ("root", "settings", "workspaces", "config", "runtime")
+    )
     for d in (root, settings, workspaces, cfgdir, runtime):
         d.mkdir()
     for rel, data in USER_SETTINGS.items():
@@ -99,7 +101,10 @@ def running_lab(base: Path, extra_config: str = ""):
         path.write_text(json.dumps(data))
     port = _free_port()
     cfg = cfgdir / "jupyter_server_config.py"
-    cfg.write_text(SERVER_CONFIG.format(port=port, root=str(root), settings=str(settings), workspaces=str(workspaces)) + extra_config)
+    cfg.write_text(
+        SERVER_CONFIG.format(port=port, root=str(root), settings=str(settings), workspaces=str(workspaces))
+        + extra_config
+    )
     # This checkout's prebuilt labextension (Launcher, documents, saved widgets), not the venv's.
     data = base / "data"
     (data / "labextensions").mkdir(parents=True)
@@ -133,7 +138,9 @@ def running_lab(base: Path, extra_config: str = ""):
             pass
         if proc.poll() is not None or time.time() > deadline:
             proc.kill()
-            raise RuntimeError(f"JupyterLab did not start; see {base / 'server.log'}:\n{(base / 'server.log').read_text()[-3000:]}")
+            raise RuntimeError(
+                f"JupyterLab did not start; see {base / 'server.log'}:\n{(base / 'server.log').read_text()[-3000:]}"
+            )
         time.sleep(0.3)
     try:
         yield url, root

@@ -31,8 +31,13 @@ def execute_saving_widgets(src: Path, dest: Path, *, prelude: str = "", timeout:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     t0 = time.monotonic()
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
-                       resources={"metadata": {"path": str(dest.parent)}}).execute()
+        NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            store_widget_state=True,
+            resources={"metadata": {"path": str(dest.parent)}},
+        ).execute()
     finally:
         os.environ.clear()
         os.environ.update(env_before)

@@ -119,27 +119,36 @@ def test_access_view_in_lab(lab_server, page, artifacts, leave_no_trace):
     before = page.evaluate(CANVAS_URL_JS, [0, "B"])
     panel.locator(".mlc-acc-speed").select_option("2")
     panel.locator(".mlc-acc-play").click()
-    page.wait_for_function(f"() => Number(document.querySelector('{EXPLORER_PANEL}').dataset.time) >= 1", timeout=10_000)
+    page.wait_for_function(
+        f"() => Number(document.querySelector('{EXPLORER_PANEL}').dataset.time) >= 1", timeout=10_000
+    )
     during = page.evaluate(CANVAS_URL_JS, [0, "B"])
     lab.shot("chapter2-playing", panel)
-    page.wait_for_function(f"""() => {{ const p = document.querySelector('{EXPLORER_PANEL}');
-        return p.dataset.time === '3' && !p.classList.contains('mlc-acc-playing'); }}""", timeout=10_000)
+    page.wait_for_function(
+        f"""() => {{ const p = document.querySelector('{EXPLORER_PANEL}');
+        return p.dataset.time === '3' && !p.classList.contains('mlc-acc-playing'); }}""",
+        timeout=10_000,
+    )
     after = page.evaluate(CANVAS_URL_JS, [0, "B"])
     assert len({before, during, after}) == 3, "every frame draws a different picture"
     assert panel.locator(".mlc-acc-scrub").input_value() == "3"
 
     # Chapter 6 (standalone AccessView widgets); a tall window so that each fits one screenshot.
     page.set_viewport_size({"width": 1500, "height": 1700})
-    page.wait_for_function("() => document.querySelectorAll('.mlc-access-view .mlc-acc-card').length >= 3 + 4 + 6",
-                           timeout=60_000)
-    page.wait_for_function("() => document.querySelectorAll('.mlc-access-view .mlc-acc-gpu-table').length === 3",
-                           timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.mlc-access-view .mlc-acc-card').length >= 3 + 4 + 6", timeout=60_000
+    )
+    page.wait_for_function(
+        "() => document.querySelectorAll('.mlc-access-view .mlc-acc-gpu-table').length === 3", timeout=30_000
+    )
     views = page.locator(".mlc-access-view")
     ws, local, shared = views.nth(0), views.nth(1), views.nth(2)
     # window sum: the shared segment is nthread + 2 elements; hovering A says which thread fetched it
     assert stats(ws.locator('.mlc-acc-card[data-buffer="A_shared"]'))["distinct"] == "130"
     # A is shown zoomed on the part block 1 reads (with context): find A[150]'s pixel from the view box.
-    r0, c0, rows, cols, f = (int(v) for v in ws.locator('.mlc-acc-card[data-buffer="A"]').get_attribute("data-view").split(","))
+    r0, c0, rows, cols, f = (
+        int(v) for v in ws.locator('.mlc-acc-card[data-buffer="A"]').get_attribute("data-view").split(",")
+    )
     assert f == 1 and c0 <= 150 < c0 + cols and cols < 1027  # zoomed, one pixel per element
     css_w = ws.locator('canvas[data-buffer="A"]').bounding_box()["width"]
     ws.locator('canvas[data-buffer="A"]').hover(position={"x": (150 - c0 + 0.5) * css_w / cols, "y": 8})
@@ -162,8 +171,10 @@ def test_access_view_in_lab(lab_server, page, artifacts, leave_no_trace):
     # Smoothness: six 1024x1024 heatmaps (whole buffers, pooled 4x4 elements a pixel) redrawn every
     # frame while playing.
     shared.locator(".mlc-acc-region").select_option("buffer")
-    page.wait_for_function("() => document.querySelectorAll('.mlc-access')[3]"
-                           ".querySelector('.mlc-acc-card[data-buffer=\"A\"]').dataset.view === '0,0,1024,1024,4'")
+    page.wait_for_function(
+        "() => document.querySelectorAll('.mlc-access')[3]"
+        ".querySelector('.mlc-acc-card[data-buffer=\"A\"]').dataset.view === '0,0,1024,1024,4'"
+    )
     shared.locator(".mlc-acc-speed").select_option("30")
     shared.locator(".mlc-acc-play").click()
     fps = page.evaluate(FPS_JS, 3)

@@ -37,10 +37,25 @@ def _free_port() -> int:
 def start_class_server(folder: Path, port: int) -> tuple[subprocess.Popen, str]:
     """`mlc-lab class serve` as a teacher types it; (the process, the token it printed)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "mlc_lab.cli", "class", "serve", str(LAB / "assignment.toml"),
-                             "--dir", str(folder), "--port", str(port)],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlc_lab.cli",
+            "class",
+            "serve",
+            str(LAB / "assignment.toml"),
+            "--dir",
+            str(folder),
+            "--port",
+            str(port),
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     lines: list[str] = []
     while True:
         line = proc.stderr.readline()
@@ -115,20 +130,27 @@ def test_three_students_a_leaderboard_a_dashboard_and_a_restart(lab_server, page
 
         # The students' leaderboard (refreshed by the kernel, no re-run) ...
         board = page.locator(".mlc-leaderboard")
-        page.wait_for_function("() => document.querySelectorAll('.mlc-leaderboard .mlc-board-row').length === 3",
-                               timeout=30_000)
+        page.wait_for_function(
+            "() => document.querySelectorAll('.mlc-leaderboard .mlc-board-row').length === 3", timeout=30_000
+        )
         names = board.locator(".mlc-board-row").evaluate_all("rows => rows.map(r => r.dataset.name)")
         assert names[0] == "ada" and sorted(names[1:]) == ["bo", "cy"]
         assert board.locator(".mlc-board-you").get_attribute("data-name") == "bo"
-        assert re.fullmatch(r"[\d.]+ (ms|µs)", board.locator('.mlc-board-row[data-name="ada"] .mlc-board-latency').inner_text())
+        assert re.fullmatch(
+            r"[\d.]+ (ms|µs)", board.locator('.mlc-board-row[data-name="ada"] .mlc-board-latency').inner_text()
+        )
         lab.shot("leaderboard", board)
 
         # ... and the teacher's dashboard.
         dash = page.locator(".mlc-class-dashboard")
-        page.wait_for_function("() => (document.querySelector('.mlc-class-dashboard .mlc-class-counts') || {})"
-                               ".textContent === '3 students · 3 submissions'", timeout=30_000)
+        page.wait_for_function(
+            "() => (document.querySelector('.mlc-class-dashboard .mlc-class-counts') || {})"
+            ".textContent === '3 students · 3 submissions'",
+            timeout=30_000,
+        )
         rates = dash.locator(".mlc-rate").evaluate_all(
-            "rs => rs.map(r => [r.dataset.task, r.querySelector('.mlc-rate-text').textContent])")
+            "rs => rs.map(r => [r.dataset.task, r.querySelector('.mlc-rate-text').textContent])"
+        )
         assert rates == [["parallel", "2/3 (67%)"], ["vectorize", "2/3 (67%)"]]
         stuck = dash.locator(".mlc-stuck-row").evaluate_all("rs => rs.map(r => [r.dataset.name, r.dataset.task])")
         assert sorted(stuck) == [["bo", "vectorize"], ["cy", "parallel"]]
@@ -151,18 +173,26 @@ def test_three_students_a_leaderboard_a_dashboard_and_a_restart(lab_server, page
 
         # bo finishes the lab after the restart: a fourth submission, ranked with the three before.
         lab.kernel("bo.session.apply('split', 'Y/j', [None, 4])\nbo.session.apply('vectorize', 'Y/j_1')")
-        page.wait_for_function("() => document.querySelectorAll('.mlc-explorer')[1].innerText.includes('j_1')",
-                               timeout=30_000)
+        page.wait_for_function(
+            "() => document.querySelectorAll('.mlc-explorer')[1].innerText.includes('j_1')", timeout=30_000
+        )
         bars.nth(1).locator(".mlc-class-submit").click()
         page.wait_for_function(
             "() => { const v = document.querySelectorAll('.mlc-explorer .mlc-class-verdict')[1];"
-            " return v.dataset.state === 'graded' && v.textContent.includes('10/10'); }", timeout=120_000)
-        page.wait_for_function("() => (document.querySelector('.mlc-class-dashboard .mlc-class-counts') || {})"
-                               ".textContent === '3 students · 4 submissions'", timeout=30_000)
+            " return v.dataset.state === 'graded' && v.textContent.includes('10/10'); }",
+            timeout=120_000,
+        )
+        page.wait_for_function(
+            "() => (document.querySelector('.mlc-class-dashboard .mlc-class-counts') || {})"
+            ".textContent === '3 students · 4 submissions'",
+            timeout=30_000,
+        )
         rows = board.locator(".mlc-board-row")
-        page.wait_for_function("() => [...document.querySelectorAll('.mlc-leaderboard .mlc-board-row')]"
-                               ".slice(0, 2).every(r => r.querySelector('.mlc-board-score').textContent.startsWith('10'))",
-                               timeout=30_000)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.mlc-leaderboard .mlc-board-row')]"
+            ".slice(0, 2).every(r => r.querySelector('.mlc-board-score').textContent.startsWith('10'))",
+            timeout=30_000,
+        )
         assert sorted(rows.evaluate_all("rs => rs.slice(0, 2).map(r => r.dataset.name)")) == ["ada", "bo"]
         stuck = dash.locator(".mlc-stuck-row").evaluate_all("rs => rs.map(r => [r.dataset.name, r.dataset.task])")
         assert stuck == [["cy", "parallel"]]

@@ -22,9 +22,7 @@ NOTEBOOK_MODE_JS = "() => window.jupyterapp.shell.currentWidget.content.mode"
 CELLS = [
     "import mlc_lab\nfrom mlc_lab.widgets import explore\nfrom mlc_lab.widgets.access_view import access_view\n"
     "MM_RELU = " + repr(MM_RELU),
-    "ex = explore(MM_RELU)\n"
-    "ex.session.apply('sample_perfect_tile', 'Y/j', n=2, max_innermost_factor=16)\n"
-    "ex",
+    "ex = explore(MM_RELU)\nex.session.apply('sample_perfect_tile', 'Y/j', n=2, max_innermost_factor=16)\nex",
     "av = access_view(mlc_lab.Session(MM_RELU), 'k')\nav",
     "x = 1  # a cell below the widgets: arrow keys must not move here",
 ]
@@ -74,7 +72,9 @@ def _press_keeps_cell(page, locator, key: str) -> tuple[str, str]:
     page.wait_for_timeout(150)
     assert page.evaluate(ACTIVE_CELL_JS) == cell, f"{key} moved the active cell"
     assert page.evaluate(NOTEBOOK_MODE_JS) == mode
-    assert page.evaluate("(el) => document.activeElement === el", locator.element_handle()), f"{key} took the focus away"
+    assert page.evaluate("(el) => document.activeElement === el", locator.element_handle()), (
+        f"{key} took the focus away"
+    )
     return before, locator.input_value()
 
 
@@ -95,7 +95,9 @@ def test_keys_stay_in_the_widgets(lab_server, page, artifacts, leave_no_trace):
     factor = page.locator('.mlc-form[data-primitive="split"] .mlc-factor').nth(1)
     factor.fill("8")
     factor.press("Enter")
-    page.wait_for_function("() => document.querySelector('.mlc-explorer .cm-content').innerText.includes('k_0')", timeout=20_000)
+    page.wait_for_function(
+        "() => document.querySelector('.mlc-explorer .cm-content').innerText.includes('k_0')", timeout=20_000
+    )
     assert lab.kernel_json("ex.session.current.primitive") == "split"
     assert page.locator(".mlc-explorer .mlc-form").count() == 0
     page.locator('.mlc-explorer .mlc-row[data-kind="loop"][data-name="Y/i"]').click()
@@ -220,7 +222,10 @@ def test_layout_fits_a_laptop_screen(lab_server, browser, artifacts, leave_no_tr
     assert box["width"] >= 1250 and box["height"] >= 690
     wide = page.evaluate(CODE_COLUMNS_JS)
     assert wide["columns"] >= 80, wide
-    tree, code = page.locator(".mlc-explorer .mlc-pane-tree").bounding_box(), page.locator(".mlc-explorer .mlc-center").bounding_box()
+    tree, code = (
+        page.locator(".mlc-explorer .mlc-pane-tree").bounding_box(),
+        page.locator(".mlc-explorer .mlc-center").bounding_box(),
+    )
     assert tree["x"] + tree["width"] <= code["x"] + 1  # side by side
     lab.shot("maximized", page)
     page.keyboard.press("Escape")
@@ -265,14 +270,18 @@ def test_notebook04_k0_by_thread(lab_server, page, artifacts, leave_no_trace):
     shared = page.evaluate(CANVAS_COLOURS_JS, [0, "A_shared"])
     assert shared["colours"] > 8, shared  # many threads, many colours (one colour before)
     view.locator(".mlc-acc-warp").select_option("1")
-    page.wait_for_function("() => document.querySelector('.mlc-access .mlc-acc-gpu-title')?.textContent.includes('Warp 1')")
+    page.wait_for_function(
+        "() => document.querySelector('.mlc-access .mlc-acc-gpu-title')?.textContent.includes('Warp 1')"
+    )
     view.scroll_into_view_if_needed()
     lab.shot("k0-by-thread-warp1", view)
 
     # One thread (untick "all threads"): A's 1,024 touched elements of a 1024 x 1024 buffer are
     # drawn (pooled pixels), not a blank canvas.
     view.locator(".mlc-acc-sweep").uncheck()
-    page.wait_for_function("() => !document.querySelector('.mlc-access .mlc-acc-at-slider[data-loop=\"i_1_j_1_fused\"]').disabled")
+    page.wait_for_function(
+        "() => !document.querySelector('.mlc-access .mlc-acc-at-slider[data-loop=\"i_1_j_1_fused\"]').disabled"
+    )
     page.wait_for_function(idle)
     a_card = view.locator('.mlc-acc-card[data-buffer="A"]')
     assert a_card.locator(".mlc-acc-stats tr").first.locator("td").inner_text() == "1,024"

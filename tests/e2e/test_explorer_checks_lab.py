@@ -43,8 +43,11 @@ def test_checks_panel_follows_a_step_that_creates_hazards(lab_server, page, arti
     start = lab.kernel_json("ex.session.current.id")
     # the current step's checks arrive after its state: wait for the report of this step
     page.wait_for_selector(".mlc-explorer .mlc-checks .mlc-task", timeout=120_000)
-    page.wait_for_function("(s) => document.querySelector('.mlc-explorer .mlc-checks-head')?.innerText.includes('of step ' + s)",
-                           arg=start, timeout=120_000)
+    page.wait_for_function(
+        "(s) => document.querySelector('.mlc-explorer .mlc-checks-head')?.innerText.includes('of step ' + s)",
+        arg=start,
+        timeout=120_000,
+    )
     assert page.locator(".mlc-explorer .mlc-checks-title").inner_text().startswith("Lab 3")
     assert page.locator(".mlc-explorer .mlc-task").count() == 4
     assert page.locator(".mlc-explorer .mlc-hazard").count() == 0
@@ -61,8 +64,11 @@ def test_checks_panel_follows_a_step_that_creates_hazards(lab_server, page, arti
     form = page.locator('.mlc-form[data-primitive="bind"]')
     form.locator('select[name="thread_axis"]').select_option("threadIdx.y")
     form.locator(".mlc-apply").click()
-    page.wait_for_function("(s) => document.querySelector('.mlc-explorer .mlc-checks-head')?.innerText.includes('of step ' + s)",
-                           arg=start + 1, timeout=120_000)
+    page.wait_for_function(
+        "(s) => document.querySelector('.mlc-explorer .mlc-checks-head')?.innerText.includes('of step ' + s)",
+        arg=start + 1,
+        timeout=120_000,
+    )
     assert lab.kernel_json("ex.session.current.primitive") == "bind"
     kinds = sorted({h.get_attribute("data-hazard") for h in page.locator(".mlc-explorer .mlc-hazard").all()})
     assert "thread_extent" in kinds, kinds
@@ -95,17 +101,22 @@ def test_checks_panel_follows_a_step_that_creates_hazards(lab_server, page, arti
 
     # undo: the step before has no hazard; its checks come from the worker's cache at once
     page.locator(".mlc-explorer .mlc-undo").click()
-    page.wait_for_function("(s) => document.querySelector('.mlc-explorer .mlc-checks-head')?.innerText.includes('of step ' + s)",
-                           arg=start, timeout=60_000)
+    page.wait_for_function(
+        "(s) => document.querySelector('.mlc-explorer .mlc-checks-head')?.innerText.includes('of step ' + s)",
+        arg=start,
+        timeout=60_000,
+    )
     assert page.locator(".mlc-explorer .mlc-hazard").count() == 0
     samples = page.evaluate("() => window.__mlcLab.latencies")
     report_ms = lab.kernel_json(f"ex.check_report({start + 1})['ms']")
-    print(f"\nchecks panel, GPU lab 2048^3: click-to-render {json.dumps([round(s['ms'], 1) for s in samples])} ms "
-          f"(drawing the Checks panel in the click's frame: {[round((s.get('panels') or {}).get('checks', 0), 1) for s in samples]} ms), "
-          f"the bind step's checks took {report_ms} ms in the kernel (after the state)")
+    print(
+        f"\nchecks panel, GPU lab 2048^3: click-to-render {json.dumps([round(s['ms'], 1) for s in samples])} ms "
+        f"(drawing the Checks panel in the click's frame: {[round((s.get('panels') or {}).get('checks', 0), 1) for s in samples]} ms), "
+        f"the bind step's checks took {report_ms} ms in the kernel (after the state)"
+    )
 
 
-SAVED_CELL = f'''import mlc_lab
+SAVED_CELL = f"""import mlc_lab
 from mlc_lab.core.session import Session
 from tests.labs import gpu_matmul as g
 program, steps = g.SUBMISSIONS["copy_8x32_threads"]
@@ -115,7 +126,7 @@ g.apply(ex.session, steps[:{BEFORE_BIND}])  # steps from Python, faster than the
 assert ex.wait(300)
 g.apply(ex.session, steps[{BEFORE_BIND}:{BEFORE_BIND + 1}])  # the bind that creates the hazards
 assert ex.wait(300)
-ex'''
+ex"""
 
 
 def test_saved_checks_panel_offline(browser, artifacts, tmp_path):
@@ -138,13 +149,20 @@ def test_saved_checks_panel_offline(browser, artifacts, tmp_path):
     saved = tmp_path / "checks.ipynb"
     execute_saving_widgets(src, saved)
     state = widget_state(json.loads(saved.read_text()))
-    recorded = {int(json.loads(m["state"]["key"].split(" ", 1)[1])["step"]) for m in state.values()
-                if m["state"].get("key", "").startswith("checks ")}
+    recorded = {
+        int(json.loads(m["state"]["key"].split(" ", 1)[1])["step"])
+        for m in state.values()
+        if m["state"].get("key", "").startswith("checks ")
+    }
     last = BEFORE_BIND + 1
     assert {0, BEFORE_BIND, last} <= recorded, recorded
     never = min(set(range(1, last)) - recorded)
-    run = subprocess.run([sys.executable, "-m", "mlc_lab.cli", "export", str(saved), "-o", str(tmp_path / "site")],
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    run = subprocess.run(
+        [sys.executable, "-m", "mlc_lab.cli", "export", str(saved), "-o", str(tmp_path / "site")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert run.returncode == 0, run.stderr
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
     page = context.new_page()
@@ -155,8 +173,11 @@ def test_saved_checks_panel_offline(browser, artifacts, tmp_path):
         ex = page.locator(".mlc-explorer").first
         head = ".mlc-explorer .mlc-checks-head"
         ex.locator(".mlc-tab-checks").click()
-        page.wait_for_function("([h, s]) => document.querySelector(h)?.innerText.includes('of step ' + s)", arg=[head, last],
-                               timeout=20_000)
+        page.wait_for_function(
+            "([h, s]) => document.querySelector(h)?.innerText.includes('of step ' + s)",
+            arg=[head, last],
+            timeout=20_000,
+        )
         assert ex.locator(".mlc-hazard[data-hazard='thread_extent']").count() == 1
         # the history's marks come with the saved state
         ex.locator(".mlc-tab-history").click()
@@ -164,8 +185,11 @@ def test_saved_checks_panel_offline(browser, artifacts, tmp_path):
         # a step whose checks were recorded, then one whose checks never ran
         ex.locator(f".mlc-history-list [data-step='{BEFORE_BIND}']").click()
         ex.locator(".mlc-tab-checks").click()
-        page.wait_for_function("([h, s]) => document.querySelector(h)?.innerText.includes('of step ' + s)",
-                               arg=[head, BEFORE_BIND], timeout=20_000)
+        page.wait_for_function(
+            "([h, s]) => document.querySelector(h)?.innerText.includes('of step ' + s)",
+            arg=[head, BEFORE_BIND],
+            timeout=20_000,
+        )
         assert ex.locator(".mlc-hazard").count() == 0 and ex.locator(".mlc-check").count() == 6
         ex.locator(".mlc-tab-history").click()
         ex.locator(f".mlc-history-list [data-step='{never}']").click()

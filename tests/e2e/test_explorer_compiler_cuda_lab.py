@@ -74,10 +74,13 @@ def test_compiler_view_for_sm_75_names_the_stack_frame_and_links_loops(lab_serve
     # a loop's row selects the loop in the loop nest, and its CUDA lines are marked
     ex.locator('.mlc-compiler-cuda-loop[data-loop="k_0"]').click()
     page.wait_for_function(
-        "() => document.querySelector('.mlc-explorer .mlc-row.mlc-selected')?.dataset.name === 'k_0'", timeout=30_000)
+        "() => document.querySelector('.mlc-explorer .mlc-row.mlc-selected')?.dataset.name === 'k_0'", timeout=30_000
+    )
     page.wait_for_function(
         "() => document.querySelector('.mlc-compiler-cuda-loop.mlc-active')?.dataset.loop === 'k_0' && "
-        "Number(document.querySelector('.mlc-compiler')?.dataset.highlighted ?? 0) > 0", timeout=30_000)
+        "Number(document.querySelector('.mlc-compiler')?.dataset.highlighted ?? 0) > 0",
+        timeout=30_000,
+    )
     assert lab.kernel_json("ex.selection") == {"kind": "loop", "name": "k_0"}
     assert any("for (int k_0 = 0" in line for line in ex.locator(".mlc-compiler .mlc-asm-hit").all_inner_texts())
     shot = lab.shot("sm_75", ex)
@@ -89,8 +92,10 @@ def test_compiler_view_for_sm_75_names_the_stack_frame_and_links_loops(lab_serve
     field.press("Enter")
     error = ex.locator(".mlc-compiler-target-error")
     error.wait_for(state="visible", timeout=60_000)
-    assert error.inner_text() == ("'sm75' is not a target the Compiler view knows: give 'cpu', 'cuda', a CUDA "
-                                  "architecture such as 'sm_75', a target dict or a TVM target tag")
+    assert error.inner_text() == (
+        "'sm75' is not a target the Compiler view knows: give 'cpu', 'cuda', a CUDA "
+        "architecture such as 'sm_75', a target dict or a TVM target tag"
+    )
     assert stack_said in ex.locator(".mlc-compiler-verdict").inner_text()
     assert ex.locator('.mlc-compiler-kernel[data-kernel="main_kernel"]').count() == 1
     assert lab.kernel_json("ex.compiler_target") == "sm_75"

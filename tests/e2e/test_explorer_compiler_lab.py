@@ -55,11 +55,12 @@ def test_compiler_view_highlights_the_selected_loop(lab_server, page, artifacts)
     # another loop: C's i has its own, different instructions
     ex.locator('.mlc-compiler-loop[data-loop="C/i"]').click()
     page.wait_for_function(
-        "() => document.querySelector('.mlc-compiler-loop.mlc-active')?.dataset.loop === 'C/i'", timeout=30_000)
+        "() => document.querySelector('.mlc-compiler-loop.mlc-active')?.dataset.loop === 'C/i'", timeout=30_000
+    )
     assert lab.kernel_json("ex.selection") == {"kind": "loop", "name": "C/i"}
 
     # the VectorizeLoop pass: the diff of the script it received and the one it produced
-    ex.locator('.mlc-compiler-pass[data-index]', has_text="tirx.VectorizeLoop").click()
+    ex.locator(".mlc-compiler-pass[data-index]", has_text="tirx.VectorizeLoop").click()
     page.wait_for_function(
         "() => (document.querySelector('.mlc-compiler .cm-content')?.innerText ?? '').includes('T.Ramp')",
         timeout=30_000,

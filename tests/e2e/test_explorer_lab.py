@@ -184,7 +184,9 @@ def test_chapter2_by_clicks(lab_server, page, artifacts):
     steps_before = lab.kernel_json("len(ex.session.steps)")
     page.locator(".mlc-explorer .mlc-replay").click()
     status = page.locator(".mlc-explorer .mlc-trace-status")
-    page.wait_for_function("() => /line \\d+/.test(document.querySelector('.mlc-explorer .mlc-trace-status').textContent)")
+    page.wait_for_function(
+        "() => /line \\d+/.test(document.querySelector('.mlc-explorer .mlc-trace-status').textContent)"
+    )
     assert page.locator(".mlc-explorer .mlc-trace .mlc-line-error").count() == 1
     assert lab.kernel_json("len(ex.session.steps)") == steps_before
     lab.shot("replay-error", explorer)
@@ -205,7 +207,9 @@ def test_chapter2_by_clicks(lab_server, page, artifacts):
     script_before = lab.kernel_json("ex.session.script")
     steps_before = lab.kernel_json("len(ex.session.steps)")
     page.locator(".mlc-explorer .mlc-trace input[type=file]").set_input_files(str(exported))
-    page.wait_for_function("(n) => document.querySelectorAll('.mlc-explorer .mlc-hrow-step').length > n", arg=steps_before)
+    page.wait_for_function(
+        "(n) => document.querySelectorAll('.mlc-explorer .mlc-hrow-step').length > n", arg=steps_before
+    )
     assert lab.kernel_json("[ex.session.current.kind, ex.session.script]") == ["replay", script_before]
     assert_code_is_session_script(lab)
     first_trace_line = lab.kernel_json("ex.session.trace.splitlines()[0]")
@@ -216,7 +220,9 @@ def test_chapter2_by_clicks(lab_server, page, artifacts):
 
     # 9. diff view against the parent step
     page.locator(".mlc-explorer .mlc-diff-mode").select_option("unified")
-    page.wait_for_selector(".mlc-explorer .mlc-code-diff .cm-changedLine, .mlc-explorer .mlc-code-diff .cm-deletedChunk", timeout=20_000)
+    page.wait_for_selector(
+        ".mlc-explorer .mlc-code-diff .cm-changedLine, .mlc-explorer .mlc-code-diff .cm-deletedChunk", timeout=20_000
+    )
     lab.shot("diff-unified", explorer)
     page.locator(".mlc-explorer .mlc-diff-mode").select_option("split")
     page.wait_for_selector(".mlc-explorer .mlc-code-diff .cm-mergeView", timeout=20_000)
@@ -241,18 +247,32 @@ def test_chapter2_by_clicks(lab_server, page, artifacts):
     applies = [s["ms"] for s in samples if s["primitive"] == "unroll"]
     undos = [s["ms"] for s in samples if s["primitive"] == "undo"]
     med = statistics.median(applies)
-    print(f"\nclick-to-render latency (unroll on mm_relu 128^3): median {med:.1f} ms, "
-          f"min {min(applies):.1f}, max {max(applies):.1f}, n={len(applies)}; undo median {statistics.median(undos):.1f} ms")
-    print("  (primitive, total ms, kernel ms, state arrived ms, draw ms):",
-          [(s["primitive"], round(s["ms"]), round(s.get("kernelMs") or -1), round(s.get("stateMs") or -1),
-            round(s.get("drawMs") or -1)) for s in samples])
+    print(
+        f"\nclick-to-render latency (unroll on mm_relu 128^3): median {med:.1f} ms, "
+        f"min {min(applies):.1f}, max {max(applies):.1f}, n={len(applies)}; undo median {statistics.median(undos):.1f} ms"
+    )
+    print(
+        "  (primitive, total ms, kernel ms, state arrived ms, draw ms):",
+        [
+            (
+                s["primitive"],
+                round(s["ms"]),
+                round(s.get("kernelMs") or -1),
+                round(s.get("stateMs") or -1),
+                round(s.get("drawMs") or -1),
+            )
+            for s in samples
+        ],
+    )
     panels: dict[str, list[float]] = {}
     for s in samples:
         for name, ms in (s.get("panels") or {}).items():
             panels.setdefault(name, []).append(ms)
     print("  drawing per panel, median ms:", {k: round(statistics.median(v), 1) for k, v in panels.items()})
     print(f"  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    (artifacts / "explorer-latency.json").write_text(json.dumps({"apply_ms": applies, "undo_ms": undos, "median_apply_ms": med}))
+    (artifacts / "explorer-latency.json").write_text(
+        json.dumps({"apply_ms": applies, "undo_ms": undos, "median_apply_ms": med})
+    )
     assert lab.kernel_json("ex.session.current.id") == start_step  # every unroll was undone
     assert len(applies) == 10
     check_latency(med)
@@ -265,7 +285,9 @@ def check_latency(median_ms: float) -> None:
     if median_ms < LATENCY_BUDGET_MS:
         return
     load, cores = os.getloadavg()[0], os.cpu_count() or 1
-    message = f"median click-to-render {median_ms:.1f} ms is over {LATENCY_BUDGET_MS} ms (load {load:.1f} on {cores} cores)"
+    message = (
+        f"median click-to-render {median_ms:.1f} ms is over {LATENCY_BUDGET_MS} ms (load {load:.1f} on {cores} cores)"
+    )
     if load > 1.5 * cores and os.environ.get("MLC_LAB_LATENCY_STRICT") != "1":
         pytest.xfail(message + ": machine overloaded")
     raise AssertionError(message)
@@ -320,7 +342,9 @@ def test_large_script_theme_and_export(lab_server, page, artifacts):
     page.evaluate("() => { window.__mlcLab = { latencies: [] }; }")
     # selecting the last stage scrolls the code to it
     row(page, "block", "S71").click()
-    page.wait_for_function("() => document.querySelector('.mlc-explorer .mlc-code-main .cm-content').innerText.includes('S71')")
+    page.wait_for_function(
+        "() => document.querySelector('.mlc-explorer .mlc-code-main .cm-content').innerText.includes('S71')"
+    )
     n = 0
     for _ in range(5):
         row(page, "loop", "S71/j").click()
@@ -333,21 +357,27 @@ def test_large_script_theme_and_export(lab_server, page, artifacts):
     samples = page.evaluate("() => window.__mlcLab.latencies")[2:]
     applies = [s["ms"] for s in samples if s["primitive"] == "unroll"]
     kernel = [s.get("kernelMs") or 0 for s in samples if s["primitive"] == "unroll"]
-    print(f"\n{n_lines}-line script: click-to-render median {statistics.median(applies):.1f} ms "
-          f"(kernel {statistics.median(kernel):.1f} ms), draw median "
-          f"{statistics.median([s.get('drawMs') or 0 for s in samples]):.1f} ms, load {os.getloadavg()[0]:.1f}")
+    print(
+        f"\n{n_lines}-line script: click-to-render median {statistics.median(applies):.1f} ms "
+        f"(kernel {statistics.median(kernel):.1f} ms), draw median "
+        f"{statistics.median([s.get('drawMs') or 0 for s in samples]):.1f} ms, load {os.getloadavg()[0]:.1f}"
+    )
     lab.shot("large-script", explorer)
 
     # Scrolling the long script keeps drawing lines (virtualised view).
     scroller = page.locator(".mlc-explorer .mlc-code-main .cm-scroller")
     scroller.evaluate("(el) => { el.scrollTop = 0; }")
-    page.wait_for_function("() => document.querySelector('.mlc-explorer .mlc-code-main .cm-content').innerText.includes('class Module')")
+    page.wait_for_function(
+        "() => document.querySelector('.mlc-explorer .mlc-code-main .cm-content').innerText.includes('class Module')"
+    )
 
     # Dark theme: the explorer's colours come from --jp-* variables.
     light_bg = explorer.evaluate("(el) => getComputedStyle(el).backgroundColor")
     page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
-    page.wait_for_function("([bg]) => getComputedStyle(document.querySelector('.mlc-explorer')).backgroundColor !== bg", arg=[light_bg])
+    page.wait_for_function(
+        "([bg]) => getComputedStyle(document.querySelector('.mlc-explorer')).backgroundColor !== bg", arg=[light_bg]
+    )
     lab.shot("dark-theme", explorer)
     page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
 

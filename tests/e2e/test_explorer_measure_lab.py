@@ -27,8 +27,11 @@ def test_measure_and_cuda_view(lab_server, page, artifacts):
     lab = Lab(page, url, artifacts, prefix="explorer-measure")
     lab.open("explorer_measure.ipynb")
     lab.run_all()
-    page.wait_for_function("() => document.querySelectorAll('.mlc-explorer .mlc-row').length > 0 && "
-                           "document.querySelectorAll('.mlc-explorer').length === 2", timeout=60_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.mlc-explorer .mlc-row').length > 0 && "
+        "document.querySelectorAll('.mlc-explorer').length === 2",
+        timeout=60_000,
+    )
     ex = page.locator(".mlc-explorer").nth(0)
     gx = page.locator(".mlc-explorer").nth(1)
     ex.scroll_into_view_if_needed()
@@ -47,7 +50,9 @@ def test_measure_and_cuda_view(lab_server, page, artifacts):
     assert ex.locator('.mlc-hrow[data-step="0"] .mlc-hcheck').inner_text() == "✓"
 
     # 2. a step from Python, then the `m` key in the explorer
-    lab.kernel('ex.session.apply("split", "Y/j", factors=[None, 4]); ex.session.apply("reorder", "Y/i", "j_0", "k", "j_1")')
+    lab.kernel(
+        'ex.session.apply("split", "Y/j", factors=[None, 4]); ex.session.apply("reorder", "Y/i", "j_0", "k", "j_1")'
+    )
     ex.locator('.mlc-hrow[data-step="2"]').wait_for()
     ex.locator('.mlc-row[data-name="Y/i"]').click()
     page.keyboard.press("m")

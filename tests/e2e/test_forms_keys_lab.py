@@ -44,15 +44,18 @@ def steps(lab: Lab) -> list[str]:
 
 def test_forms_keys_one_intent_one_step(lab_server, page, artifacts):
     url, root = lab_server
-    write_notebook(root / "forms_keys.ipynb", [
-        "import tempfile\nimport mlc_lab\nfrom mlc_lab.widgets import explore\nMM_RELU = " + repr(MM_RELU),
-        "ex = explore(MM_RELU)\nex",
-        "session = ex.session\nj0, j1 = session.apply('split', 'Y/j', factors=[None, 4])",
-        "from mlc_lab.core.tune import tune\nfrom mlc_lab.widgets.tuning import dashboard\n"
-        "s0 = mlc_lab.Session(MM_RELU)\njob = tune(s0, trials=8, work_dir=tempfile.mkdtemp(prefix='mlc_tune_e2e_'))\n"
-        "board = dashboard(job, s0)\nboard",
-        "print(board.cancel())",
-    ])
+    write_notebook(
+        root / "forms_keys.ipynb",
+        [
+            "import tempfile\nimport mlc_lab\nfrom mlc_lab.widgets import explore\nMM_RELU = " + repr(MM_RELU),
+            "ex = explore(MM_RELU)\nex",
+            "session = ex.session\nj0, j1 = session.apply('split', 'Y/j', factors=[None, 4])",
+            "from mlc_lab.core.tune import tune\nfrom mlc_lab.widgets.tuning import dashboard\n"
+            "s0 = mlc_lab.Session(MM_RELU)\njob = tune(s0, trials=8, work_dir=tempfile.mkdtemp(prefix='mlc_tune_e2e_'))\n"
+            "board = dashboard(job, s0)\nboard",
+            "print(board.cancel())",
+        ],
+    )
     lab = Lab(page, url, artifacts, prefix="forms-keys")
     lab.open("forms_keys.ipynb")
     run_cell(page, 0)
@@ -130,9 +133,11 @@ def test_forms_keys_one_intent_one_step(lab_server, page, artifacts):
     page.wait_for_selector(".mlc-t-status", timeout=60_000)
     run_cell(page, 4)
     page.wait_for_function("() => document.querySelector('.mlc-t-status').textContent === 'cancelled'", timeout=60_000)
-    page.wait_for_function("() => [...document.querySelectorAll('.mlc-t-plot text')].some("
-                           "(t) => t.textContent.includes('cancelled before any candidate was measured'))",
-                           timeout=20_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.mlc-t-plot text')].some("
+        "(t) => t.textContent.includes('cancelled before any candidate was measured'))",
+        timeout=20_000,
+    )
     board = page.locator(".mlc-tuning").first
     board.scroll_into_view_if_needed()
     shots.append(lab.shot("dashboard-cancelled-before-first-candidate", board))
@@ -187,9 +192,11 @@ def test_a_trace_document_shows_the_sentence_first(lab_server, lab_page, artifac
     page, _errors = lab_page
     lab_setting(url)  # documents start a kernel of their own
     (root / "bad.py").write_text(MM_RELU)
-    (root / "bad.trace").write_text('b0 = sch.get_sblock(name="Y", func_name="mm_relu")\n'
-                                    'l1, l2, l3 = sch.get_loops(block=b0)\n'
-                                    'sch.vectorize(loop=l9)\n')
+    (root / "bad.trace").write_text(
+        'b0 = sch.get_sblock(name="Y", func_name="mm_relu")\n'
+        "l1, l2, l3 = sch.get_loops(block=b0)\n"
+        "sch.vectorize(loop=l9)\n"
+    )
     page.goto(f"{url}/lab/tree/bad.trace?reset")
     err = page.locator(".mlc-lab-doc .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
     err.wait_for(timeout=180_000)

@@ -35,8 +35,9 @@ HISTORY = [(0, None), (1, 0), (2, 1), (3, 1)]  # (step, parent)
 
 
 def _code_has(page, needle: str) -> None:
-    page.wait_for_function("([sel, n]) => (document.querySelector(sel)?.innerText || '').includes(n)",
-                           arg=[CODE, needle], timeout=15_000)
+    page.wait_for_function(
+        "([sel, n]) => (document.querySelector(sel)?.innerText || '').includes(n)", arg=[CODE, needle], timeout=15_000
+    )
 
 
 def _check_saved_view(page) -> None:
@@ -53,11 +54,13 @@ def _check_saved_view(page) -> None:
     assert current == 3
     _code_has(page, "T.parallel")
     page.locator(".mlc-explorer .mlc-undo").first.click()  # back to step 1
-    page.wait_for_function("(sel) => document.querySelector(sel + '.mlc-current')?.dataset.step === '1'", arg=STEP_ROWS,
-                           timeout=15_000)
+    page.wait_for_function(
+        "(sel) => document.querySelector(sel + '.mlc-current')?.dataset.step === '1'", arg=STEP_ROWS, timeout=15_000
+    )
     _code_has(page, "j_0")
-    page.wait_for_function("(sel) => !(document.querySelector(sel)?.innerText || '').includes('T.parallel')", arg=CODE,
-                           timeout=15_000)
+    page.wait_for_function(
+        "(sel) => !(document.querySelector(sel)?.innerText || '').includes('T.parallel')", arg=CODE, timeout=15_000
+    )
     view = page.locator(".mlc-access-view").first
     view.scroll_into_view_if_needed()
     view.locator(".mlc-acc-buffers canvas").first.wait_for(timeout=20_000)
@@ -113,8 +116,12 @@ def test_jupyterlab_widget_state_save_reopens_whole(lab_server, lab_page, browse
 
     # `mlc-lab export` of the same file, opened from file:// with the network cut
     out = tmp_path / "site"
-    run = subprocess.run([sys.executable, "-m", "mlc_lab.cli", "export", str(dest), "-o", str(out)],
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    run = subprocess.run(
+        [sys.executable, "-m", "mlc_lab.cli", "export", str(dest), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert run.returncode == 0, run.stderr
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
     exported = context.new_page()

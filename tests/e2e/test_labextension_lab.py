@@ -29,8 +29,12 @@ sch.reorder(l1, l4, l3, l5)
 def lab_setting(url: str, **values) -> None:
     """Set mlc_lab's JupyterLab settings for the pages opened after this (the settings REST API)."""
     body = json.dumps({"raw": json.dumps(values)}).encode()
-    req = urllib.request.Request(f"{url}/lab/api/settings/mlc-lab-jupyterlab:plugin", data=body, method="PUT",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{url}/lab/api/settings/mlc-lab-jupyterlab:plugin",
+        data=body,
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=10) as r:
         assert r.status in (200, 204)
 
@@ -51,7 +55,9 @@ def test_launcher_tile_writes_an_exploration(lab_server, lab_page, artifacts):
     url, root = lab_server
     page, errors = lab_page
     page.goto(f"{url}/lab?reset")
-    tile = page.locator(".jp-LauncherCard[title*='schedule explorer'], .jp-LauncherCard:has-text('New schedule exploration')").first
+    tile = page.locator(
+        ".jp-LauncherCard[title*='schedule explorer'], .jp-LauncherCard:has-text('New schedule exploration')"
+    ).first
     tile.wait_for(timeout=60_000)
     page.locator(".jp-Launcher").screenshot(path=str(artifacts / "launcher.png"))
     # Each tile carries its own icon (the theme-coloured LabIcon), not JupyterLab's blank square.
@@ -85,8 +91,9 @@ def test_trace_document_live_through_its_own_kernel(lab_server, lab_page, artifa
     steps.first.wait_for(timeout=60_000)  # read-only at once, from the file
     assert steps.count() == 4 and "sch.split" in steps.nth(2).inner_text()
     # then live in the same tab: the explorer, the trace replayed by the document's kernel
-    page.wait_for_function(f"() => (document.querySelector({LIVE_CODE!r})?.innerText || '').includes('j_1')",
-                           timeout=180_000)
+    page.wait_for_function(
+        f"() => (document.querySelector({LIVE_CODE!r})?.innerText || '').includes('j_1')", timeout=180_000
+    )
     assert page.locator(".mlc-lab-doc-status").first.get_attribute("data-state") == "live"
     assert page.locator(".mlc-lab-trace-doc").is_hidden()
     assert page.locator(".mlc-lab-doc .mlc-offline-banner").count() == 0
@@ -98,13 +105,17 @@ def test_trace_document_live_through_its_own_kernel(lab_server, lab_page, artifa
     rows = page.locator(".mlc-lab-doc .mlc-explorer .mlc-history-list [data-step]")
     assert rows.count() == 3  # the original, the split and the reorder (get_sblock/get_loops are no steps)
     rows.first.click()
-    page.wait_for_function(f"() => (document.querySelector({LIVE_CODE!r})?.innerText || '').includes('for i, j, k in T.grid(128, 128, 128)')",
-                           timeout=60_000)
+    page.wait_for_function(
+        f"() => (document.querySelector({LIVE_CODE!r})?.innerText || '').includes('for i, j, k in T.grid(128, 128, 128)')",
+        timeout=60_000,
+    )
     page.locator(".mlc-lab-doc .mlc-explorer").first.screenshot(path=str(artifacts / "trace-document-live.png"))
     # "Read-only": the kernel the document started goes away, the read-only view comes back
     page.locator(".jp-Toolbar .mlc-lab-doc-kernel").click()
     page.locator(".mlc-lab-trace-doc").wait_for(state="visible", timeout=30_000)
-    page.wait_for_function("() => document.querySelector('.mlc-lab-doc-status')?.dataset.state === 'idle'", timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelector('.mlc-lab-doc-status')?.dataset.state === 'idle'", timeout=30_000
+    )
     page.wait_for_function(f"() => !document.querySelector({LIVE_CODE!r})", timeout=30_000)
     deadline = time.time() + 30
     while any(s["path"].endswith("mm.trace") for s in sessions(url)) and time.time() < deadline:
@@ -116,9 +127,12 @@ def test_trace_document_live_through_its_own_kernel(lab_server, lab_page, artifa
     page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .mlc-explorer", timeout=120_000)
     page.wait_for_function(
         "() => (document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .mlc-explorer .mlc-code-main .cm-content')?.innerText || '').includes('j_1')",
-        timeout=60_000)
+        timeout=60_000,
+    )
     assert page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .mlc-offline-banner").count() == 0  # live
-    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .mlc-explorer").first.screenshot(path=str(artifacts / "trace-explorer.png"))
+    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .mlc-explorer").first.screenshot(
+        path=str(artifacts / "trace-explorer.png")
+    )
     assert (root / "mm-explore.ipynb").exists()
     assert not errors, errors
 
@@ -150,17 +164,24 @@ def test_tuning_run_document_live_through_its_own_kernel(lab_server, lab_page, a
     # live: the dashboard made by mlc_lab.open_tuning_run in the document's kernel (its folder)
     board = page.locator(".mlc-lab-doc .mlc-lab-live .mlc-tuning")
     board.wait_for(timeout=180_000)
-    page.wait_for_function("() => document.querySelector('.mlc-lab-doc-status')?.dataset.state === 'live'", timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelector('.mlc-lab-doc-status')?.dataset.state === 'live'", timeout=30_000
+    )
     page.wait_for_selector(".mlc-lab-live .js-plotly-plot .scatterlayer .trace", timeout=30_000)
     assert page.locator(".mlc-lab-live .mlc-t-failure").count() == 1 and "10" in board.inner_text()
-    assert page.locator(".mlc-lab-run-doc").is_hidden() and page.locator(".mlc-lab-live .mlc-offline-banner").count() == 0
+    assert (
+        page.locator(".mlc-lab-run-doc").is_hidden() and page.locator(".mlc-lab-live .mlc-offline-banner").count() == 0
+    )
     (ours,) = [s for s in sessions(url) if s["path"].endswith("runs/live/database_tuning_record.json")]
     assert ours["type"] == "mlc_lab"
     board.screenshot(path=str(artifacts / "tuning-run-document-live.png"))
     page.locator(".jp-Toolbar .mlc-lab-doc-kernel").click()  # back to read-only: its kernel goes
     page.locator(".mlc-lab-run-doc .mlc-tuning").wait_for(state="visible", timeout=30_000)
     deadline = time.time() + 30
-    while any(s["path"].endswith("runs/live/database_tuning_record.json") for s in sessions(url)) and time.time() < deadline:
+    while (
+        any(s["path"].endswith("runs/live/database_tuning_record.json") for s in sessions(url))
+        and time.time() < deadline
+    ):
         page.wait_for_timeout(300)
     assert not any(s["path"].endswith("runs/live/database_tuning_record.json") for s in sessions(url))
     assert not errors, errors

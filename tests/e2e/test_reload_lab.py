@@ -35,7 +35,9 @@ def all_widgets_live(page, timeout: int = 60_000) -> None:
     assert page.evaluate(LOADING_JS) == 0
     # live views, not the saved ones: no "saved view, no kernel" banner, and the slider is ipywidgets'
     assert page.locator(".mlc-offline-banner").count() == 0
-    assert page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .widget-slider .widget-readout").first.inner_text() == "7"
+    assert (
+        page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .widget-slider .widget-readout").first.inner_text() == "7"
+    )
     # the explorer's history has the split made in Python
     page.wait_for_selector(".mlc-explorer .mlc-history-list [data-step='1']", timeout=20_000)
 

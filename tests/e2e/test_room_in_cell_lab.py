@@ -39,13 +39,16 @@ def row(page, kind: str, name: str):
 def test_room_inside_a_cell(lab_server, laptop, artifacts):
     page = laptop
     url, root = lab_server
-    write_notebook(root / "room.ipynb", [
-        "import mlc_lab\nfrom mlc_lab.widgets import explore\nPROGRAM = " + repr(PROGRAM),
-        "ex = explore(PROGRAM)\ns = ex.session\n"
-        f"j0, j1 = s.apply('split', '{LONG}/j', factors=[None, 4])\n"
-        f"s.apply('reorder', '{LONG}/i', j0, 'k', j1)\n"
-        "s.apply('unroll', j1)\nex",
-    ])
+    write_notebook(
+        root / "room.ipynb",
+        [
+            "import mlc_lab\nfrom mlc_lab.widgets import explore\nPROGRAM = " + repr(PROGRAM),
+            "ex = explore(PROGRAM)\ns = ex.session\n"
+            f"j0, j1 = s.apply('split', '{LONG}/j', factors=[None, 4])\n"
+            f"s.apply('reorder', '{LONG}/i', j0, 'k', j1)\n"
+            "s.apply('unroll', j1)\nex",
+        ],
+    )
     lab = Lab(page, url, artifacts, prefix="room")
     lab.open("room.ipynb")
     lab.run_all()
@@ -74,7 +77,9 @@ def test_room_inside_a_cell(lab_server, laptop, artifacts):
     page.keyboard.press("m")
     ex.locator('.mlc-hrow[data-step="3"] .mlc-hlatency').wait_for(timeout=120_000)
     ex.locator('.mlc-hrow[data-step="1"]').click()
-    page.wait_for_function("() => document.querySelector('.mlc-explorer .mlc-step-label').textContent.startsWith('step 1')")
+    page.wait_for_function(
+        "() => document.querySelector('.mlc-explorer .mlc-step-label').textContent.startsWith('step 1')"
+    )
     ex.locator(".mlc-measure").click()
     ex.locator('.mlc-hrow[data-step="1"] .mlc-hlatency').wait_for(timeout=60_000)
     rows_visible = page.evaluate("""() => {
@@ -98,8 +103,10 @@ def test_room_inside_a_cell(lab_server, laptop, artifacts):
 
     # the compiler view points to the full window, which gives it the whole page
     ex.locator(".mlc-diff-mode").select_option("compiler")
-    page.wait_for_function("() => (document.querySelector('.mlc-explorer .mlc-compiler-verdict')?.textContent || '').length > 0",
-                           timeout=120_000)
+    page.wait_for_function(
+        "() => (document.querySelector('.mlc-explorer .mlc-compiler-verdict')?.textContent || '').length > 0",
+        timeout=120_000,
+    )
     more = ex.locator(".mlc-compiler .mlc-more-room")
     assert more.is_visible()
     shots.append(lab.shot("compiler-view-in-cell", ex))
@@ -115,7 +122,9 @@ def test_room_inside_a_cell(lab_server, laptop, artifacts):
     ex.locator(".mlc-memory-toggle").click()
     row(page, "loop", "k").click()
     panel = ex.locator(".mlc-memory")
-    page.wait_for_selector('.mlc-explorer .mlc-memory .mlc-acc-card[data-buffer="B"] canvas.mlc-acc-canvas', timeout=60_000)
+    page.wait_for_selector(
+        '.mlc-explorer .mlc-memory .mlc-acc-card[data-buffer="B"] canvas.mlc-acc-canvas', timeout=60_000
+    )
     sizes = page.evaluate("""() => Object.fromEntries([...document.querySelectorAll('.mlc-explorer .mlc-memory .mlc-acc-card')].map((c) => {
       const cv = c.querySelector('canvas.mlc-acc-canvas'); const r = cv.getBoundingClientRect();
       return [c.dataset.buffer, [Math.round(r.width), Math.round(r.height), c.getBoundingClientRect().height]];

@@ -70,9 +70,22 @@ def run_lab(root: Path, tmp: Path):
     )
     log = open(tmp / "run_sh.log", "a")
     proc = subprocess.Popen(
-        ["bash", str(root / "run.sh"), "lab", f"--port={port}", "--ServerApp.port_retries=0", "--no-browser",
-         "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", "--LabApp.news_url=None"],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            "bash",
+            str(root / "run.sh"),
+            "lab",
+            f"--port={port}",
+            "--ServerApp.port_retries=0",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            "--IdentityProvider.token=",
+            "--LabApp.news_url=None",
+        ],
+        cwd=root,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         deadline = time.time() + 90

@@ -19,7 +19,7 @@ from tests.e2e.saved import REPO, execute_saving_widgets, widget_state
 
 pytestmark = pytest.mark.e2e
 
-CELL = '''import mlc_lab
+CELL = """import mlc_lab
 ex = mlc_lab.explore(mlc_lab.course_program("mm_relu"))
 s = ex.session
 j0, j1 = s.apply("split", "Y/j", factors=[None, 4])
@@ -33,14 +33,17 @@ def ask(method, **params):  # what the explorer's panels send (js/explorer/view.
 ask("access_footprint", loop=ex.selection["name"], at={}, sweep_threads=True)
 ask("lower", step=2, target="cpu")
 ask("lower", step=1, target="cpu")
-ex'''
+ex"""
 
 COMPILER = ".mlc-explorer .mlc-compiler"
 
 
 def _status_has(page, text: str) -> None:
-    page.wait_for_function("(t) => (document.querySelector('.mlc-explorer .mlc-compiler-status')?.textContent || '').startsWith(t)",
-                           arg=text, timeout=20_000)
+    page.wait_for_function(
+        "(t) => (document.querySelector('.mlc-explorer .mlc-compiler-status')?.textContent || '').startsWith(t)",
+        arg=text,
+        timeout=20_000,
+    )
 
 
 def test_saved_panels_offline(browser, artifacts, tmp_path):
@@ -54,11 +57,18 @@ def test_saved_panels_offline(browser, artifacts, tmp_path):
     size = saved.stat().st_size
     state = widget_state(json.loads(saved.read_text()))
     records = [m["state"]["key"] for m in state.values() if m["state"].get("key")]
-    assert sum(k.startswith("lower ") for k in records) == 2 and sum(k.startswith("access_footprint ") for k in records) == 1
+    assert (
+        sum(k.startswith("lower ") for k in records) == 2
+        and sum(k.startswith("access_footprint ") for k in records) == 1
+    )
     print(f"\nsaved notebook with 3 steps, 2 lowerings and 1 footprint recorded: {size / 1e6:.2f} MB")
     assert size < 2_000_000
-    run = subprocess.run([sys.executable, "-m", "mlc_lab.cli", "export", str(saved), "-o", str(tmp_path / "site")],
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    run = subprocess.run(
+        [sys.executable, "-m", "mlc_lab.cli", "export", str(saved), "-o", str(tmp_path / "site")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert run.returncode == 0, run.stderr
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
     page = context.new_page()
@@ -81,8 +91,10 @@ def test_saved_panels_offline(browser, artifacts, tmp_path):
         ex.screenshot(path=str(artifacts / "saved-panels-compiler.png"))
         # step 0's lowering was never asked: the panel says it needs the kernel
         ex.locator(".mlc-history-list [data-step]").nth(0).click()
-        page.wait_for_function("() => (document.querySelector('.mlc-explorer .mlc-compiler-verdict')?.textContent || '').includes('needs a running kernel')",
-                               timeout=20_000)
+        page.wait_for_function(
+            "() => (document.querySelector('.mlc-explorer .mlc-compiler-verdict')?.textContent || '').includes('needs a running kernel')",
+            timeout=20_000,
+        )
         assert page.locator(".mlc-offline-banner[data-refused=lower]").count() == 1
         assert [u for u in requests if not u.startswith(("file:", "blob:", "data:"))] == []
         assert not errors, errors

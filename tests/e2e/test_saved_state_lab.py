@@ -24,8 +24,9 @@ def saved_lecture(lab_server, artifacts):
     """notebooks/01_tensorir.ipynb run headless (quick sweep), saved with its widget state."""
     _url, root = lab_server
     dest = root / "saved_01.ipynb"
-    secs = execute_saving_widgets(REPO / "notebooks" / "01_tensorir.ipynb", dest,
-                                  prelude='import os\nos.environ["MLC_LAB_QUICK"] = "1"')
+    secs = execute_saving_widgets(
+        REPO / "notebooks" / "01_tensorir.ipynb", dest, prelude='import os\nos.environ["MLC_LAB_QUICK"] = "1"'
+    )
     nb = json.loads(dest.read_text())
     # No kernel when reopened: an unknown kernelspec makes JupyterLab ask, and we answer "No Kernel".
     # (language too: JupyterLab would otherwise start the default kernel of that language).
@@ -65,16 +66,22 @@ def _assert_saved_widgets(page, nb) -> None:
     page.wait_for_selector(".mlc-access-view", timeout=60_000)
     assert page.locator(".jp-OutputArea-output >> text=model not found").count() == 0
     # The explorer shows the last step the notebook applied (decompose_reduction makes Y_init).
-    page.wait_for_function("(sel) => (document.querySelector(sel)?.innerText || '').includes('T.sblock(\"Y_init\")')",
-                           arg=CODE, timeout=30_000)
+    page.wait_for_function(
+        "(sel) => (document.querySelector(sel)?.innerText || '').includes('T.sblock(\"Y_init\")')",
+        arg=CODE,
+        timeout=30_000,
+    )
     assert page.locator(".mlc-offline-banner").count() == 2
     # The front end was imported once for the page, for both widgets.
     assert page.evaluate("() => globalThis.__mlc_lab_front_ends__ && globalThis.__mlc_lab_front_ends__.size") == 1
 
 
 def code_has(page, needle: str, present: bool = True) -> None:
-    page.wait_for_function("([sel, n, p]) => (document.querySelector(sel)?.innerText || '').includes(n) === p",
-                           arg=[CODE, needle, present], timeout=15_000)
+    page.wait_for_function(
+        "([sel, n, p]) => (document.querySelector(sel)?.innerText || '').includes(n) === p",
+        arg=[CODE, needle, present],
+        timeout=15_000,
+    )
 
 
 def step_offline(page) -> None:
@@ -101,7 +108,9 @@ def memory_offline(page) -> None:
     view.scroll_into_view_if_needed()
     view.locator(".mlc-acc-buffers canvas").first.wait_for(timeout=20_000)
     view.locator(".mlc-acc-play").click()
-    page.wait_for_function("() => document.querySelector('.mlc-access-view .mlc-acc-scrub')?.value !== '0'", timeout=10_000)
+    page.wait_for_function(
+        "() => document.querySelector('.mlc-access-view .mlc-acc-scrub')?.value !== '0'", timeout=10_000
+    )
 
 
 def test_saved_notebook_in_jupyterlab_without_kernel(lab_server, saved_lecture, browser, artifacts):
@@ -120,7 +129,9 @@ def test_saved_notebook_in_jupyterlab_without_kernel(lab_server, saved_lecture, 
         memory_offline(page)
         # A control that needs Python says so instead of waiting.
         page.locator(".mlc-explorer .mlc-measure, .mlc-explorer button:has-text('Measure')").first.click()
-        page.wait_for_selector(".mlc-offline-banner[data-refused=measure] >> text=needs a running kernel", timeout=10_000)
+        page.wait_for_selector(
+            ".mlc-offline-banner[data-refused=measure] >> text=needs a running kernel", timeout=10_000
+        )
         page.locator(".mlc-explorer").first.screenshot(path=str(artifacts / "saved-lab-explorer.png"))
         assert not errors, errors
     finally:
@@ -154,8 +165,12 @@ def test_exported_page_offline_from_file(lab_server, saved_lecture, browser, art
     """`mlc-lab export` of the saved lecture, opened from file:// with the network cut."""
     path, _nb = saved_lecture
     out = tmp_path / "site"
-    run = subprocess.run([sys.executable, "-m", "mlc_lab.cli", "export", str(path), "-o", str(out)],
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    run = subprocess.run(
+        [sys.executable, "-m", "mlc_lab.cli", "export", str(path), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert run.returncode == 0, run.stderr
     page_file = out / "saved_01.html"
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)

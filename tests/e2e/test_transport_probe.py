@@ -38,7 +38,7 @@ ROUNDS = 11  # unroll, undo, redo, go to step, diff each; the first round warms 
 NAVIGATION = ("undo", "redo", "goto", "diff")
 
 # Appended to the server's config file (Python). Logs one JSON line per frame to MLC_LAB_PROBE_LOG.
-SERVER_PROBE = r'''
+SERVER_PROBE = r"""
 import json as _pj, os as _po, time as _pt
 from jupyter_server.services.kernels.connection import channels as _pch
 from jupyter_server.services.kernels.connection.base import deserialize_msg_from_ws_v1 as _pdeser
@@ -65,11 +65,11 @@ def _pout(self, stream, msg_list):
     _out0(self, stream, msg_list)
     _PLOG.write(_pj.dumps({"hop": "srv_out", "t": t, "t_done": _pt.time(), "type": mt, "id": mid, "parent": pid}) + "\n")
 _C.handle_incoming_message, _C.handle_outgoing_message = _pin, _pout
-'''
+"""
 
 # Run in the kernel (a hidden execute): wraps the comm_msg handler, Session.send and the IOPub
 # thread's send; the log is the list _MLC_PROBE.
-KERNEL_PROBE = r'''
+KERNEL_PROBE = r"""
 import json as _pj, threading as _pth, time as _pt
 _pk = get_ipython().kernel
 _MLC_PROBE = []
@@ -101,7 +101,7 @@ def _pr(msg, *a, **kw):
         _MLC_PROBE.append({"hop": "k_wire", "t": t, "id": _pj.loads(parts[parts.index(b"<IDS|MSG>") + 2])["msg_id"]})
     return r
 _pio._really_send = _pr
-'''
+"""
 
 # Added to the page before JupyterLab loads: kernel websocket frames (v1 protocol) and clicks.
 PAGE_PROBE = r"""(() => {
@@ -157,7 +157,7 @@ def _ws_head(payload_b64: str) -> dict | None:
         raw = base64.b64decode(payload_b64)
         n = struct.unpack_from("<Q", raw, 0)[0]
         off = [struct.unpack_from("<Q", raw, 8 * (i + 1))[0] for i in range(n)]
-        header = json.loads(raw[off[1]:off[2]])
+        header = json.loads(raw[off[1] : off[2]])
         return {"type": header.get("msg_type"), "id": header.get("msg_id")}
     except Exception:  # noqa: BLE001  (a text frame, another protocol)
         return None
@@ -191,7 +191,11 @@ def click_rows(clicks, samples, page_log, kernel_log, server_log) -> list[dict]:
     rows = []
     for click, sample, req in zip(clicks, samples, requests):
         t0, rid = click["t"], req["id"]
-        r: dict = {"primitive": sample["primitive"], "req sent (br)": req["t"] - t0, "req header date": _iso(req["date"]) - t0}
+        r: dict = {
+            "primitive": sample["primitive"],
+            "req sent (br)": req["t"] - t0,
+            "req header date": _iso(req["date"]) - t0,
+        }
         r.update({"req at srv": e["t"] - t0 for e in server_log if e["hop"] == "srv_in" and e["id"] == rid})
         handled = [e for e in kernel_log if e["hop"] == "k_handle" and e["id"] == rid]
         assert len(handled) == 1, f"the kernel handled request {rid} {len(handled)} times"
@@ -199,7 +203,7 @@ def click_rows(clicks, samples, page_log, kernel_log, server_log) -> list[dict]:
         made = [e for e in kernel_log if e["hop"] == "k_made" and e["parent"] == rid]
         names = {"update": "update", "custom": "reply", "busy": "busy", "idle": "idle"}
         kinds = [names.get(e["what"], e["what"]) for e in made]
-        before_reply = kinds[:kinds.index("reply")] if "reply" in kinds else kinds
+        before_reply = kinds[: kinds.index("reply")] if "reply" in kinds else kinds
         r["updates"], r["comm_opens"], r["_kinds"] = before_reply.count("update"), kinds.count("comm_open"), kinds
         ids = {}
         for e in made:  # a second message of a kind (the checks' update) is "update 2"
@@ -207,8 +211,12 @@ def click_rows(clicks, samples, page_log, kernel_log, server_log) -> list[dict]:
             ids[e["id"]] = kind if kind not in ids.values() else f"{kind} {list(ids.values()).count(kind) + 1}"
         for e in made:
             r[f"{ids[e['id']]} made (k)"] = e["t"] - t0
-        for hop, label, source in (("k_wire", "wire", kernel_log), ("srv_out", "srv", server_log),
-                                   ("net_recv", "net", page_log), ("br_recv", "br", page_log)):
+        for hop, label, source in (
+            ("k_wire", "wire", kernel_log),
+            ("srv_out", "srv", server_log),
+            ("net_recv", "net", page_log),
+            ("br_recv", "br", page_log),
+        ):
             for e in source:
                 if e["hop"] == hop and e.get("id") in ids:
                     r[f"{ids[e['id']]} at {label}"] = e["t"] - t0
@@ -233,7 +241,7 @@ def check_messages(rows: list[dict]) -> None:
         else:
             # one state message, then the reply; no record (made later for saved notebooks). The
             # Checks panel's report of the new step may follow the reply, from its worker thread.
-            assert kinds.count("reply") == 1 and kinds[:kinds.index("reply")].count("update") == 1, kinds
+            assert kinds.count("reply") == 1 and kinds[: kinds.index("reply")].count("update") == 1, kinds
             assert kinds.count("comm_open") == 0, kinds
 
 
@@ -276,7 +284,10 @@ def print_table(rows: list[dict]) -> None:
 def test_transport_hops(probe_lab, page, artifacts):
     url, root, server_log_path = probe_lab
     page.add_init_script(PAGE_PROBE)
-    write_notebook(root / "probe.ipynb", ["from mlc_lab.widgets import explore\nMM_RELU = " + repr(MM_RELU), "ex = explore(MM_RELU)\nex"])
+    write_notebook(
+        root / "probe.ipynb",
+        ["from mlc_lab.widgets import explore\nMM_RELU = " + repr(MM_RELU), "ex = explore(MM_RELU)\nex"],
+    )
     lab = Lab(page, url, artifacts, prefix="probe")
     # chromium's network stack: when each kernel frame arrived, before the page's main thread ran
     cdp_events: list[tuple[str, dict]] = []
@@ -289,8 +300,10 @@ def test_transport_hops(probe_lab, page, artifacts):
     wait_code(page, "for i, j, k in T.grid(128, 128, 128):")
     lab.kernel(KERNEL_PROBE)
     # The chapter-2 schedule (test_explorer_lab reaches it by clicks).
-    lab.kernel("s = ex.session\ns.apply('split', 'Y/j', factors=[None, 4])\ns.apply('reorder', 'Y/i', 'j_0', 'k', 'j_1')\n"
-               "s.apply('reverse_compute_at', 'C', 'j_0')\ns.apply('decompose_reduction', 'Y', 'k')")
+    lab.kernel(
+        "s = ex.session\ns.apply('split', 'Y/j', factors=[None, 4])\ns.apply('reorder', 'Y/i', 'j_0', 'k', 'j_1')\n"
+        "s.apply('reverse_compute_at', 'C', 'j_0')\ns.apply('decompose_reduction', 'Y', 'k')"
+    )
     wait_code(page, 'T.sblock("Y_init")')
     page.locator(".mlc-explorer").scroll_into_view_if_needed()
     row(page, "loop", "j_1_init").click()
@@ -306,18 +319,32 @@ def test_transport_hops(probe_lab, page, artifacts):
     page.evaluate("() => { window.__mlcProbe.length = 0; }")  # forget the execute above
     trace = os.environ.get("MLC_LAB_PROBE_TRACE")
     if trace:
-        page.context.browser.start_tracing(page=page, path=trace, categories=[
-            "devtools.timeline", "disabled-by-default-devtools.timeline", "toplevel", "v8.execute", "blink.user_timing"])
+        page.context.browser.start_tracing(
+            page=page,
+            path=trace,
+            categories=[
+                "devtools.timeline",
+                "disabled-by-default-devtools.timeline",
+                "toplevel",
+                "v8.execute",
+                "blink.user_timing",
+            ],
+        )
     _cdp = None
     if os.environ.get("MLC_LAB_PROBE_PROFILE"):
         _cdp = page.context.new_cdp_session(page)
-        _cdp.send("Profiler.enable"); _cdp.send("Profiler.setSamplingInterval", {"interval": 100}); _cdp.send("Profiler.start")
+        _cdp.send("Profiler.enable")
+        _cdp.send("Profiler.setSamplingInterval", {"interval": 100})
+        _cdp.send("Profiler.start")
     n = 0
     start = lab.kernel_json("ex.session.current.id")
-    clicks = (lambda: prim(page, "unroll").click(), lambda: page.locator(".mlc-explorer .mlc-undo").click(),
-              lambda: page.locator(".mlc-explorer .mlc-redo").click(),
-              lambda: page.locator(f".mlc-explorer .mlc-hrow[data-step='{start}']").click(),
-              lambda: page.locator(".mlc-explorer .mlc-diff-mode").select_option("unified"))
+    clicks = (
+        lambda: prim(page, "unroll").click(),
+        lambda: page.locator(".mlc-explorer .mlc-undo").click(),
+        lambda: page.locator(".mlc-explorer .mlc-redo").click(),
+        lambda: page.locator(f".mlc-explorer .mlc-hrow[data-step='{start}']").click(),
+        lambda: page.locator(".mlc-explorer .mlc-diff-mode").select_option("unified"),
+    )
     if tab:  # the History is hidden: unroll and undo only
         clicks = clicks[:2]
     for _ in range(ROUNDS):
@@ -344,17 +371,29 @@ def test_transport_hops(probe_lab, page, artifacts):
     assert lab.kernel_json("ex.session.current.id") == start  # the Session followed every move
     per_round = 2 if tab else 4
     rows = click_rows(clicked_at, clicked, page_log, kernel_log, server_log)[per_round:]
-    samples = samples[per_round + (0 if tab else 1):]  # the first round warms caches
+    samples = samples[per_round + (0 if tab else 1) :]  # the first round warms caches
     thread = next(e["thread"] for e in kernel_log if e["hop"] == "k_handle")
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), "?")
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        "?",
+    )
     new = [r for r in rows if r["_primitive"] not in NAVIGATION]
-    print(f"\nnew step (unroll on mm_relu 128^3) click -> rendered, hop by hop ({len(new)} clicks; handler thread {thread}; "
-          f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores, {cpu})")
+    print(
+        f"\nnew step (unroll on mm_relu 128^3) click -> rendered, hop by hop ({len(new)} clicks; handler thread {thread}; "
+        f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores, {cpu})"
+    )
     print_table(new)
     summary = print_summary(samples, rows)
-    (artifacts / "transport-probe.json").write_text(json.dumps(
-        {"summary": summary, "rows": rows, "page": page_log, "kernel": kernel_log, "server": server_log}, default=str))
+    (artifacts / "transport-probe.json").write_text(
+        json.dumps(
+            {"summary": summary, "rows": rows, "page": page_log, "kernel": kernel_log, "server": server_log},
+            default=str,
+        )
+    )
     for r in rows:
         print(f"  {r['_primitive']:8s} {r['first frame (done)'] * 1000:6.1f} ms  {' '.join(r['_kinds'])}")
     assert len(rows) == per_round * (ROUNDS - 1)

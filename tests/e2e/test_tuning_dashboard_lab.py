@@ -97,9 +97,7 @@ def test_dashboard_live_cancel_detail_explorer(lab_server, page, artifacts):
                 break
     by_click = clicked is not None and clicked >= 0 and clicked != best and differs
     if not by_click:  # no clickable point with another program: pick the trial from Python
-        clicked = lab.kernel_json(
-            f"next(t for t in range(dash.done) if t != {best} and dash.select(t).get('diff'))"
-        )
+        clicked = lab.kernel_json(f"next(t for t in range(dash.done) if t != {best} and dash.select(t).get('diff'))")
         lab.kernel(f"dash.select({clicked})")
     page.wait_for_selector(f".mlc-tuning .mlc-t-detail-head >> text=Trial {clicked}", timeout=30_000)
     page.wait_for_selector(".mlc-tuning .mlc-t-tab[data-tab='diff']", timeout=30_000)
@@ -190,11 +188,26 @@ def test_failed_candidates_in_chromium(browser, artifacts):
     ok = [x for x in lat if x is not None]
     best = lat.index(min(ok))
     state = {
-        "work_dir": "/tmp/wd", "func": "mm_relu", "target": "llvm cascadelake 2 cores", "settings": "evolutionary · xgb · auto",
-        "status": "running", "job_error": "", "done": 40, "total": 64, "latency": lat, "elapsed": [0.8 * (i + 1) for i in range(40)],
-        "flops": 2 * 128**3 + 128**2, "best": {"trial": best, "latency_s": min(ok), "gflops": (2 * 128**3) / min(ok) / 1e9},
-        "failed_count": len(failures), "failures": failures, "selected": -1, "detail": {}, "notice": "",
-        "explorer": None, "updated_at": 0, "height": "360px",
+        "work_dir": "/tmp/wd",
+        "func": "mm_relu",
+        "target": "llvm cascadelake 2 cores",
+        "settings": "evolutionary · xgb · auto",
+        "status": "running",
+        "job_error": "",
+        "done": 40,
+        "total": 64,
+        "latency": lat,
+        "elapsed": [0.8 * (i + 1) for i in range(40)],
+        "flops": 2 * 128**3 + 128**2,
+        "best": {"trial": best, "latency_s": min(ok), "gflops": (2 * 128**3) / min(ok) / 1e9},
+        "failed_count": len(failures),
+        "failures": failures,
+        "selected": -1,
+        "detail": {},
+        "notice": "",
+        "explorer": None,
+        "updated_at": 0,
+        "height": "360px",
     }
     page = browser.new_page(viewport={"width": 1150, "height": 900})
     try:

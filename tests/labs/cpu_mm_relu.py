@@ -10,8 +10,9 @@ def _pack(k, j):  # B[k, j] -> B_global[j // 8, k, j % 8]: the inner loop over j
     return (j // 8, k, j % 8)
 
 
-def _steps(*, jf=8, kf=4, order="k_inside", parallel=True, vectorize="Y", unroll=True, decompose=True,
-           pack=True) -> list:
+def _steps(
+    *, jf=8, kf=4, order="k_inside", parallel=True, vectorize="Y", unroll=True, decompose=True, pack=True
+) -> list:
     s = [("split", ("Y/j", [None, jf]), {}), ("split", ("k", [None, kf]), {})]
     if order == "k_inside":
         s.append(("reorder", (["Y/i", "Y/j_0", "k_0", "k_1", "Y/j_1"],), {}))
@@ -21,8 +22,7 @@ def _steps(*, jf=8, kf=4, order="k_inside", parallel=True, vectorize="Y", unroll
     if parallel:
         s.append(("parallel", ("Y/i",), {}))
     if pack:
-        s += [("cache_read", ("Y", 1, "global"), {}),
-              ("transform_layout", ("Y", ("read", 1), _pack), {})]
+        s += [("cache_read", ("Y", 1, "global"), {}), ("transform_layout", ("Y", ("read", 1), _pack), {})]
     if vectorize == "Y":
         s.append(("vectorize", ("Y/j_1",), {}))
     elif vectorize == "C":

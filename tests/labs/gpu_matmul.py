@@ -7,7 +7,7 @@ each submission, which checks fail and which hazards it has (everything else mus
 
 from __future__ import annotations
 
-GEMM_RELU_ADD = '''
+GEMM_RELU_ADD = """
 from tvm.script import ir as I
 from tvm.script import tirx as T
 
@@ -29,10 +29,10 @@ class Module:
             with T.sblock("relu_add"):
                 vi, vj = T.axis.remap("SS", [i, j])
                 D[vi, vj] = T.max(Y[vi, vj], T.float32(0)) + C[vi, vj]
-'''
+"""
 
 # The course's MyModuleMatmul (001 §6.1.5) in TVM 0.27's spelling.
-MATMUL_1024 = '''
+MATMUL_1024 = """
 from tvm.script import ir as I
 from tvm.script import tirx as T
 
@@ -49,18 +49,37 @@ class MyModuleMatmul:
                 with T.init():
                     C[vi, vj] = T.float32(0)
                 C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-'''
+"""
 
 
-def _steps_gemm(*, ty=16, tx=16, ly=4, lx=4, tk=16, copy=(16, 16), vec=4, order="ij", write_back="j_1",
-                shared=(0, 1), cooperative=True, swap_copy=False, write_cache=True, epilogue="inline",
-                blocks=True, racing=False) -> list:
+def _steps_gemm(
+    *,
+    ty=16,
+    tx=16,
+    ly=4,
+    lx=4,
+    tk=16,
+    copy=(16, 16),
+    vec=4,
+    order="ij",
+    write_back="j_1",
+    shared=(0, 1),
+    cooperative=True,
+    swap_copy=False,
+    write_cache=True,
+    epilogue="inline",
+    blocks=True,
+    racing=False,
+) -> list:
     """The gemm + relu + add schedule with the knobs a submission turns (defaults: the reference)."""
     s = []
     if write_cache:
         s.append(("cache_write", ("gemm", 0, "local"), {}))
-    s += [("split", ("gemm/i", [None, ty, ly]), {}), ("split", ("gemm/j", [None, tx, lx]), {}),
-          ("split", ("k", [None, tk]), {})]
+    s += [
+        ("split", ("gemm/i", [None, ty, ly]), {}),
+        ("split", ("gemm/j", [None, tx, lx]), {}),
+        ("split", ("k", [None, tk]), {}),
+    ]
     inner = ["i_2", "j_2"] if order == "ij" else ["j_2", "i_2"]
     outer = ["i_0", "j_0"] if order == "ij" else ["j_0", "i_0"]
     if blocks:
@@ -76,10 +95,14 @@ def _steps_gemm(*, ty=16, tx=16, ly=4, lx=4, tk=16, copy=(16, 16), vec=4, order=
     elif write_cache:
         if racing:
             # the write-back above the thread loops, bound to threads in another mapping than the compute
-            s += [("reverse_compute_at", ("Y_local", "j_0"), {}),
-                  ("split", ("Y_local/ax0", [ty, ly]), {}), ("split", ("Y_local/ax1", [lx, tx]), {}),
-                  ("reorder", (["Y_local/ax0_0", "Y_local/ax1_1", "Y_local/ax0_1", "Y_local/ax1_0"],), {}),
-                  ("bind", ("Y_local/ax0_0", "threadIdx.y"), {}), ("bind", ("Y_local/ax1_1", "threadIdx.x"), {})]
+            s += [
+                ("reverse_compute_at", ("Y_local", "j_0"), {}),
+                ("split", ("Y_local/ax0", [ty, ly]), {}),
+                ("split", ("Y_local/ax1", [lx, tx]), {}),
+                ("reorder", (["Y_local/ax0_0", "Y_local/ax1_1", "Y_local/ax0_1", "Y_local/ax1_0"],), {}),
+                ("bind", ("Y_local/ax0_0", "threadIdx.y"), {}),
+                ("bind", ("Y_local/ax1_1", "threadIdx.x"), {}),
+            ]
         else:
             s.append(("reverse_compute_at", ("Y_local", write_back), {}))
         if epilogue == "inline":
@@ -87,29 +110,39 @@ def _steps_gemm(*, ty=16, tx=16, ly=4, lx=4, tk=16, copy=(16, 16), vec=4, order=
     elif epilogue == "inline":
         s.append(("reverse_compute_at", ("relu_add", "j_1"), {}))
     if epilogue == "kernel":
-        s += [("fuse", ("relu_add/i", "relu_add/j"), {}), ("split", ("i_j_fused", [None, 256]), {}),
-              ("bind", ("i_j_fused_0", "blockIdx.x"), {}), ("bind", ("i_j_fused_1", "threadIdx.x"), {})]
+        s += [
+            ("fuse", ("relu_add/i", "relu_add/j"), {}),
+            ("split", ("i_j_fused", [None, 256]), {}),
+            ("bind", ("i_j_fused_0", "blockIdx.x"), {}),
+            ("bind", ("i_j_fused_1", "threadIdx.x"), {}),
+        ]
     for idx in shared:
         name = "A_shared" if idx == 0 else "B_shared"
         s += [("cache_read", ("gemm", idx, "shared"), {}), ("compute_at", (name, "k_0"), {})]
         if cooperative:
             s.append(("fuse", (f"{name}/ax0", f"{name}/ax1"), {}))
             cy, cx = ("threadIdx.x", "threadIdx.y") if swap_copy else ("threadIdx.y", "threadIdx.x")
-            s += [("split", (f"{name}/ax0_ax1_fused", [None, copy[0], copy[1], vec]), {}),
-                  ("vectorize", (f"{name}/ax0_ax1_fused_3",), {}),
-                  ("bind", (f"{name}/ax0_ax1_fused_1", cy), {}), ("bind", (f"{name}/ax0_ax1_fused_2", cx), {})]
+            s += [
+                ("split", (f"{name}/ax0_ax1_fused", [None, copy[0], copy[1], vec]), {}),
+                ("vectorize", (f"{name}/ax0_ax1_fused_3",), {}),
+                ("bind", (f"{name}/ax0_ax1_fused_1", cy), {}),
+                ("bind", (f"{name}/ax0_ax1_fused_2", cx), {}),
+            ]
     s += [("decompose_reduction", ("gemm", "k_0"), {}), ("unroll", ("k_1",), {})]
     return s
 
 
-def _steps_matmul_course(tile_local_y=8, tile_local_x=8, tile_block_y=8, tile_block_x=8, tile_k=8,
-                         shared=True, write_cache=True) -> list:
+def _steps_matmul_course(
+    tile_local_y=8, tile_local_x=8, tile_block_y=8, tile_block_x=8, tile_k=8, shared=True, write_cache=True
+) -> list:
     """The course's ``blocking_with_shared`` (and ``blocking`` with shared=False) as steps."""
     s = [("cache_write", ("C", 0, "local"), {})] if write_cache else []
-    s += [("split", ("i", [None, tile_block_y, tile_local_y]), {}),
-          ("split", ("j", [None, tile_block_x, tile_local_x]), {}),
-          ("split", ("k", [None, tile_k]), {}),
-          ("reorder", (["i_0", "j_0", "i_1", "j_1", "k_0", "k_1", "i_2", "j_2"],), {})]
+    s += [
+        ("split", ("i", [None, tile_block_y, tile_local_y]), {}),
+        ("split", ("j", [None, tile_block_x, tile_local_x]), {}),
+        ("split", ("k", [None, tile_k]), {}),
+        ("reorder", (["i_0", "j_0", "i_1", "j_1", "k_0", "k_1", "i_2", "j_2"],), {}),
+    ]
     if write_cache:
         s.append(("reverse_compute_at", ("C_local", "j_1"), {}))
     s += [("bind", ("i_0", "blockIdx.y"), {}), ("bind", ("j_0", "blockIdx.x"), {})]
@@ -119,11 +152,14 @@ def _steps_matmul_course(tile_local_y=8, tile_local_x=8, tile_block_y=8, tile_bl
         nthread = tile_block_y * tile_block_x
         s += [("fuse", ("i_1", "j_1"), {}), ("bind", ("i_1_j_1_fused", "threadIdx.x"), {})]
         for idx, name in ((0, "A_shared"), (1, "B_shared")):
-            s += [("cache_read", ("C", idx, "shared"), {}), ("compute_at", (name, "k_0"), {}),
-                  ("fuse", (f"{name}/ax0", f"{name}/ax1"), {}),
-                  ("split", (f"{name}/ax0_ax1_fused", [None, nthread, 4]), {}),
-                  ("vectorize", (f"{name}/ax0_ax1_fused_2",), {}),
-                  ("bind", (f"{name}/ax0_ax1_fused_1", "threadIdx.x"), {})]
+            s += [
+                ("cache_read", ("C", idx, "shared"), {}),
+                ("compute_at", (name, "k_0"), {}),
+                ("fuse", (f"{name}/ax0", f"{name}/ax1"), {}),
+                ("split", (f"{name}/ax0_ax1_fused", [None, nthread, 4]), {}),
+                ("vectorize", (f"{name}/ax0_ax1_fused_2",), {}),
+                ("bind", (f"{name}/ax0_ax1_fused_1", "threadIdx.x"), {}),
+            ]
     s.append(("decompose_reduction", ("C", "k_0"), {}))
     return s
 

@@ -62,8 +62,9 @@ def run_notebook(name: str, tmp_path: Path, monkeypatch, after: dict[str, str] |
     for marker, code in (after or {}).items():
         at = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and marker in c.source)
         nb.cells.insert(at + 1, nbformat.v4.new_code_cell(code))
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                            resources={"metadata": {"path": str(work)}})
+    client = NotebookClient(
+        nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(work)}}
+    )
     t0 = time.monotonic()
     try:
         client.execute()
@@ -129,11 +130,14 @@ def test_01_tensorir(tmp_path, monkeypatch):
 def test_01_after_clicks_in_the_explorer(tmp_path, monkeypatch):
     """A student clicks split and parallel in the explorer before running the walk-through: it still
     runs (it starts from the original program) and shows the chapter's program."""
-    clicks = ('session.apply("split", "Y/j", factors=[None, 8])\n'
-              'session.apply("parallel", "Y/i")\n'
-              'print("clicked to step", session.current.id)')
-    nb, text = run_notebook("01_tensorir.ipynb", tmp_path, monkeypatch,
-                            after={"explorer = mlc_lab.explore(MyModule)": clicks})
+    clicks = (
+        'session.apply("split", "Y/j", factors=[None, 8])\n'
+        'session.apply("parallel", "Y/i")\n'
+        'print("clicked to step", session.current.id)'
+    )
+    nb, text = run_notebook(
+        "01_tensorir.ipynb", tmp_path, monkeypatch, after={"explorer = mlc_lab.explore(MyModule)": clicks}
+    )
     assert "clicked to step 2" in text
     assert 'T.sblock("Y_init")' in text and "for k, j_1 in T.grid(128, 4):" in text
     assert "replays to the same program: True" in text
@@ -165,7 +169,9 @@ def test_03_auto_opt(tmp_path, monkeypatch):
     assert text.count("status: done") == 3
     assert re.search(rf"tuned \(default\)\s+{NUMBER} ms", text)
     assert re.search(rf"MLP end to end: {NUMBER} ms -> {NUMBER} ms \({NUMBER}x\)", text)
-    assert re.search(rf"tuned: default space\s+{NUMBER} GFLOP/s =\s+{NUMBER}% of the roof", text)  # ends on the roofline
+    assert re.search(
+        rf"tuned: default space\s+{NUMBER} GFLOP/s =\s+{NUMBER}% of the roof", text
+    )  # ends on the roofline
     assert text.count("<<widget>>") >= 4  # explorer + three dashboards
     assert "<<plotly figure>>" in text
 
@@ -175,11 +181,16 @@ def test_03_after_cancelling_the_tuning_runs(tmp_path, monkeypatch):
     """The notebook says a tuning run may be cancelled: cancel each one at once (the dashboard's
     Cancel) and the notebook still runs to the end, saying what happened."""
     cancel = 'print("dashboard:", {board}.cancel())'
-    nb, text = run_notebook("03_auto_opt.ipynb", tmp_path, monkeypatch, after={
-        "board = dashboard(job_session, student)": cancel.format(board="board"),
-        'job_auto = tune(': "print('job:', job_auto.cancel())",
-        'job_linear = tune(': "print('job:', job_linear.cancel())",
-    })
+    nb, text = run_notebook(
+        "03_auto_opt.ipynb",
+        tmp_path,
+        monkeypatch,
+        after={
+            "board = dashboard(job_session, student)": cancel.format(board="board"),
+            "job_auto = tune(": "print('job:', job_auto.cancel())",
+            "job_linear = tune(": "print('job:', job_linear.cancel())",
+        },
+    )
     assert "dashboard: cancelled" in text
     assert "status: cancelled" in text
     assert "The tuning run was cancelled before any candidate was measured" in text
@@ -207,10 +218,15 @@ def test_04_gpu(tmp_path, monkeypatch):
 def test_04_after_clicks_in_the_explorer(tmp_path, monkeypatch):
     """The original program clicked in the local-blocking explorer's History: the analyses below
     still read the blocked step."""
-    nb, text = run_notebook("04_gpu.ipynb", tmp_path, monkeypatch, after={
-        "blocked = local.session.current.id": 'local.session.goto(0)\n'
-                                              'print("clicked back to step", local.session.current.id, "of", blocked)',
-    })
+    nb, text = run_notebook(
+        "04_gpu.ipynb",
+        tmp_path,
+        monkeypatch,
+        after={
+            "blocked = local.session.current.id": "local.session.goto(0)\n"
+            'print("clicked back to step", local.session.current.id, "of", blocked)',
+        },
+    )
     back = re.search(r"clicked back to step (\d+) of (\d+)", text)
     assert back and int(back.group(1)) < int(back.group(2))
     assert "<<plotly figure>>" in text and 'extern "C" __global__' in text
@@ -218,10 +234,15 @@ def test_04_after_clicks_in_the_explorer(tmp_path, monkeypatch):
 
 @slow
 def test_05_after_clicks_in_the_playground(tmp_path, monkeypatch):
-    nb, text = run_notebook("05_playground.ipynb", tmp_path, monkeypatch, after={
-        "playground = mlc_lab.explore(PROGRAM)": 'session.apply("split", "i", factors=[None, 2])\n'
-                                                 'session.apply("parallel", "i_0")',
-    })
+    nb, text = run_notebook(
+        "05_playground.ipynb",
+        tmp_path,
+        monkeypatch,
+        after={
+            "playground = mlc_lab.explore(PROGRAM)": 'session.apply("split", "i", factors=[None, 2])\n'
+            'session.apply("parallel", "i_0")',
+        },
+    )
     assert "for j in T.vectorized(4):" in text
     assert re.search(rf"step \d+: {NUMBER} us, correct=True", text)
 

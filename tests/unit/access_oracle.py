@@ -75,9 +75,14 @@ class PlainOracle:
 
     def _arrays(self, name, cells):
         shape = tuple(int(s) for s in self.prog.buffers[name].shape)
-        out = {"reads": np.zeros(shape, bool), "writes": np.zeros(shape, bool),
-               "first_touch": np.full(shape, -1, np.int64), "count": np.zeros(shape, np.int64),
-               "thread": np.full(shape, -1, np.int64), "block": np.full(shape, -1, np.int64)}
+        out = {
+            "reads": np.zeros(shape, bool),
+            "writes": np.zeros(shape, bool),
+            "first_touch": np.full(shape, -1, np.int64),
+            "count": np.zeros(shape, np.int64),
+            "thread": np.full(shape, -1, np.int64),
+            "block": np.full(shape, -1, np.int64),
+        }
         for ix, (kinds, first, count, who) in cells.items():
             out["reads"][ix] = "read" in kinds
             out["writes"][ix] = "write" in kinds
@@ -93,6 +98,7 @@ class PlainOracle:
                 return -1
             x, y, z = (v or 0 for v in vals)
             return x + self.dims.get(names[0], 1) * (y + self.dims.get(names[1], 1) * z)
+
         return lin(THREADS), lin(BLOCKS)
 
     def _node(self, node, env, tags):
@@ -118,7 +124,7 @@ class PlainOracle:
                 self._node(node.body, {**env, node.id: v}, inner_tags)
 
     def _access(self, acc, env, tags):
-        if self.loop.id in acc.body_loops:      # an init that runs before the queried loop starts
+        if self.loop.id in acc.body_loops:  # an init that runs before the queried loop starts
             return
         ranges = [range(int(lp.min), int(lp.min) + int(lp.extent)) for lp in acc.inner]
         for vals in itertools.product(*ranges):

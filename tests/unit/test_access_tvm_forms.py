@@ -23,16 +23,36 @@ def _footprint(func, loop, **kw):
 
 # ---- a float index (an image resize's source pixel) ---------------------------------------------
 
+
 @T.prim_func(s_tir=True)
 def resize(x: T.Buffer((1, 1, 32, 32), "float32"), out: T.Buffer((1, 1, 12, 12), "float32")):
     for i0, i1, i2, i3 in T.grid(1, 1, 12, 12):
         with T.sblock("resize"):
             v0, v1, v2, v3 = T.axis.remap("SSSS", [i0, i1, i2, i3])
-            out[v0, v1, v2, v3] = x[v0, v1,
-                                    T.max(T.min(T.Cast("int32", T.floor((T.Cast("float32", v2) + T.float32(0.5))
-                                                                        * T.float32(2.67) - T.float32(0.5))), 31), 0),
-                                    T.max(T.min(T.Cast("int32", T.floor((T.Cast("float32", v3) + T.float32(0.5))
-                                                                        * T.float32(2.67) - T.float32(0.5))), 31), 0)]
+            out[v0, v1, v2, v3] = x[
+                v0,
+                v1,
+                T.max(
+                    T.min(
+                        T.Cast(
+                            "int32",
+                            T.floor((T.Cast("float32", v2) + T.float32(0.5)) * T.float32(2.67) - T.float32(0.5)),
+                        ),
+                        31,
+                    ),
+                    0,
+                ),
+                T.max(
+                    T.min(
+                        T.Cast(
+                            "int32",
+                            T.floor((T.Cast("float32", v3) + T.float32(0.5)) * T.float32(2.67) - T.float32(0.5)),
+                        ),
+                        31,
+                    ),
+                    0,
+                ),
+            ]
 
 
 def test_float_index_is_read_as_the_compiled_kernel_reads_it():
@@ -43,7 +63,7 @@ def test_float_index_is_read_as_the_compiled_kernel_reads_it():
     x = np.arange(32 * 32, dtype="float32").reshape(1, 1, 32, 32)
     out = tvm.runtime.tensor(np.zeros((1, 1, 12, 12), "float32"))
     ex["main"](tvm.runtime.tensor(x), out)
-    src = out.numpy().astype(np.int64).reshape(-1)          # output pixel (in step order) -> input pixel
+    src = out.numpy().astype(np.int64).reshape(-1)  # output pixel (in step order) -> input pixel
     expected_first = np.full(32 * 32, -1)
     for step, pixel in reversed(list(enumerate(src))):
         expected_first[pixel] = step
@@ -55,6 +75,7 @@ def test_float_index_is_read_as_the_compiled_kernel_reads_it():
 
 # ---- a split far past the loop's extent (the predicate leaves most iterations dead) ------------
 
+
 def _elementwise(n: int):
     @T.prim_func(s_tir=True)
     def func(a: T.handle, b: T.handle) -> None:
@@ -64,6 +85,7 @@ def _elementwise(n: int):
             with T.sblock("B"):
                 vi, vj, vk = T.axis.remap("SSS", [i, j, k])
                 B[vi, vj, vk] = A[vi, vj, vk] * 2.0
+
     return func
 
 
@@ -88,12 +110,13 @@ def test_split_far_past_the_extent_answers_at_full_size():
     t0 = time.perf_counter()
     fp = _footprint(func, all_loops(func)[0])
     assert time.perf_counter() - t0 < 5
-    assert fp["A"].distinct == fp["B"].distinct == 128 ** 3 and fp["A"].n_reads == 128 ** 3
+    assert fp["A"].distinct == fp["B"].distinct == 128**3 and fp["A"].n_reads == 128**3
     # B[1, 0, 0]: i = 1 is (i_0, i_1, i_2) = (0, 0, 1), after the 129 * 129 steps of i = 0
     assert fp["B"].first_touch[1, 0, 0] == 129 * 129 and fp["B"].first_touch[0, 1, 0] == 129
 
 
 # ---- a padded convolution's whole nest (overlapping windows, padding guard) --------------------
+
 
 def test_whole_padded_convolution_answers():
     """The outermost loop of a 3-D convolution sketch at full size (C3D/llvm/sketch2 of the
@@ -108,6 +131,7 @@ def test_whole_padded_convolution_answers():
 
 
 # ---- a variable TVM wrote outside its scope (cache_inplace) --------------------------------------
+
 
 @T.prim_func(s_tir=True)
 def _inplace(A: T.Buffer((16,), "float32")):
@@ -142,6 +166,7 @@ def test_float_guard_and_index_agree_with_brute_force():
 
 # ---- accesses too large to enumerate at once, added slice by slice ------------------------------
 
+
 def test_slices_of_a_large_access_add_up_to_the_whole(monkeypatch):
     """With a budget too small for whole grids, accesses go in slice by slice: every loop of
     guarded, fused, GPU and convolution programs gives the same arrays as without slicing (and
@@ -156,7 +181,7 @@ def test_slices_of_a_large_access_add_up_to_the_whole(monkeypatch):
     sliced = []
     real_build = fp_module.build_grid
 
-    def build(q, acc, *args, chunk=None, **kw):     # every access of a grid too large to enumerate
+    def build(q, acc, *args, chunk=None, **kw):  # every access of a grid too large to enumerate
         if chunk is None and kw.get("plan") is None and getattr(plan_access(q, acc), "shape", None):
             raise BudgetExceeded("forced")
         sliced.append(chunk)
@@ -170,7 +195,7 @@ def test_slices_of_a_large_access_add_up_to_the_whole(monkeypatch):
             whole = access.footprint(prog, loop_id(func, loop), counts=True)
             with monkeypatch.context() as m:
                 m.setattr(fp_module, "build_grid", build)
-                m.setattr(fp_module, "SLICE_BYTES_PER_POINT", 1 << 40)     # one value of the axis a slice
+                m.setattr(fp_module, "SLICE_BYTES_PER_POINT", 1 << 40)  # one value of the axis a slice
                 part = access.footprint(prog, loop_id(func, loop), counts=True)
             for buf, f in whole.items():
                 for key in ("reads", "writes", "first_touch", "count", "thread", "block"):

@@ -14,8 +14,14 @@ from mlc_lab.tvm.course_programs import MATMUL, MM_RELU
 from tests.labs import cpu_mm_relu as cpu_lab
 
 CPU_CHECKS = {"loop_order", "vectorize", "parallel", "unroll", "reduction_init", "packing"}
-GPU_CHECKS = {"thread_block_tiling", "shared_memory_tiling", "register_tiling", "cooperative_fetching",
-              "write_cache", "epilogue_fusion"}
+GPU_CHECKS = {
+    "thread_block_tiling",
+    "shared_memory_tiling",
+    "register_tiling",
+    "cooperative_fetching",
+    "write_cache",
+    "epilogue_fusion",
+}
 
 
 def test_registry_names_and_targets():
@@ -23,9 +29,16 @@ def test_registry_names_and_targets():
     assert {n for n, c in CHECKS.items() if c.target == "cuda"} == GPU_CHECKS
 
 
-@pytest.mark.parametrize("given,kind,arch", [
-    ("cpu", "cpu", None), ("cuda", "cuda", None), ("sm_75", "cuda", "sm_75"),
-    ({"kind": "cuda", "arch": "sm_80"}, "cuda", "sm_80"), ({"kind": "llvm"}, "cpu", None)])
+@pytest.mark.parametrize(
+    "given,kind,arch",
+    [
+        ("cpu", "cpu", None),
+        ("cuda", "cuda", None),
+        ("sm_75", "cuda", "sm_75"),
+        ({"kind": "cuda", "arch": "sm_80"}, "cuda", "sm_80"),
+        ({"kind": "llvm"}, "cpu", None),
+    ],
+)
 def test_targets(given, kind, arch):
     t = Target.of(given)
     assert (t.kind, t.arch) == (kind, arch)
@@ -38,14 +51,18 @@ def test_bad_targets_say_what_is_accepted(bad):
 
 
 def test_report_json_and_ok():
-    r = CheckReport([CheckResult("parallel", True, "fine", "i", {"extent": 4})],
-                    [Hazard("race", "two threads", "Y")], {"ok": True, "max_error": 0.0, "shape": [8, 8], "x": 1})
+    r = CheckReport(
+        [CheckResult("parallel", True, "fine", "i", {"extent": 4})],
+        [Hazard("race", "two threads", "Y")],
+        {"ok": True, "max_error": 0.0, "shape": [8, 8], "x": 1},
+    )
     data = r.to_json()
-    assert data == {"checks": [{"name": "parallel", "ok": True, "message": "fine", "where": "i",
-                                "evidence": {"extent": 4}}],
-                    "hazards": [{"kind": "race", "message": "two threads", "where": "Y"}],
-                    "numeric": {"ok": True, "max_error": 0.0, "shape": [8, 8]}}
-    assert not r.ok                                   # a hazard
+    assert data == {
+        "checks": [{"name": "parallel", "ok": True, "message": "fine", "where": "i", "evidence": {"extent": 4}}],
+        "hazards": [{"kind": "race", "message": "two threads", "where": "Y"}],
+        "numeric": {"ok": True, "max_error": 0.0, "shape": [8, 8]},
+    }
+    assert not r.ok  # a hazard
     assert CheckReport(r.checks, [], None).ok
     assert not CheckReport(r.checks, [], {"ok": False, "max_error": 1.0, "shape": [8]}).ok
     json.dumps(data)
@@ -71,7 +88,7 @@ def test_session_check_picks_the_target():
 def test_checks_of_an_earlier_step():
     s = cpu_lab.session_of("reference")
     assert s.check(target="cpu").ok
-    first = s.check(target="cpu", step=1)          # after the first split only
+    first = s.check(target="cpu", step=1)  # after the first split only
     assert {c.name for c in first.checks if not c.ok} >= {"parallel", "vectorize", "reduction_init"}
 
 
@@ -84,7 +101,7 @@ def test_cpu_lab(name):
     assert report.hazards == []
     for c in report.checks:
         assert c.message and "\n" not in c.message
-        assert "#" not in c.message                   # no TVM placeholder
+        assert "#" not in c.message  # no TVM placeholder
 
 
 def test_loop_order_evidence():
@@ -94,6 +111,7 @@ def test_loop_order_evidence():
 
 
 # --- hazards of small GPU programs, known by hand ----------------------------------------------------
+
 
 def _gpu(steps, program=MATMUL):
     s = Session(program)
@@ -113,8 +131,12 @@ def test_reduction_over_threads_races_only_once_decomposed():
     # k split over threadIdx.x: with its init in the block TVM lowers it to a cross-thread reduction
     # (numeric check: all of C right); decomposed at the thread loop, 32 threads add into one C[i, j]
     # (numeric check: 16380 of 16384 wrong)
-    steps = [("split", "k", [None, 32]), ("reorder", ["i", "j", "k_1", "k_0"]),
-             ("bind", "i", "blockIdx.x"), ("bind", "k_1", "threadIdx.x")]
+    steps = [
+        ("split", "k", [None, 32]),
+        ("reorder", ["i", "j", "k_1", "k_0"]),
+        ("bind", "i", "blockIdx.x"),
+        ("bind", "k_1", "threadIdx.x"),
+    ]
     assert not [h for h in _gpu(steps).check(target="cuda").hazards if h.kind == "race"]
     s = _gpu(steps + [("decompose_reduction", "C", "k_1")])
     races = [h for h in s.check(target="cuda").hazards if h.kind == "race"]
@@ -122,17 +144,32 @@ def test_reduction_over_threads_races_only_once_decomposed():
 
 
 def test_too_many_threads_and_too_much_shared_memory():
-    s = _gpu([("split", "i", [None, 64]), ("split", "j", [None, 32]),
-              ("reorder", ["i_0", "j_0", "i_1", "j_1", "k"]),
-              ("bind", "i_0", "blockIdx.y"), ("bind", "j_0", "blockIdx.x"),
-              ("bind", "i_1", "threadIdx.y"), ("bind", "j_1", "threadIdx.x")])
+    s = _gpu(
+        [
+            ("split", "i", [None, 64]),
+            ("split", "j", [None, 32]),
+            ("reorder", ["i_0", "j_0", "i_1", "j_1", "k"]),
+            ("bind", "i_0", "blockIdx.y"),
+            ("bind", "j_0", "blockIdx.x"),
+            ("bind", "i_1", "threadIdx.y"),
+            ("bind", "j_1", "threadIdx.x"),
+        ]
+    )
     limits = [h.message for h in s.check(target="cuda").hazards if h.kind == "limit"]
     assert any("2048 threads per block" in m for m in limits)
-    s = _gpu([("split", "i", [None, 16]), ("split", "j", [None, 16]),
-              ("reorder", ["i_0", "j_0", "i_1", "j_1", "k"]),
-              ("bind", "i_0", "blockIdx.y"), ("bind", "j_0", "blockIdx.x"),
-              ("bind", "i_1", "threadIdx.y"), ("bind", "j_1", "threadIdx.x"),
-              ("cache_read", "C", 0, "shared"), ("compute_at", "A_shared", "j_0")])
+    s = _gpu(
+        [
+            ("split", "i", [None, 16]),
+            ("split", "j", [None, 16]),
+            ("reorder", ["i_0", "j_0", "i_1", "j_1", "k"]),
+            ("bind", "i_0", "blockIdx.y"),
+            ("bind", "j_0", "blockIdx.x"),
+            ("bind", "i_1", "threadIdx.y"),
+            ("bind", "j_1", "threadIdx.x"),
+            ("cache_read", "C", 0, "shared"),
+            ("compute_at", "A_shared", "j_0"),
+        ]
+    )
     # A_shared holds a 16x128 stripe: 8 KB, within 48 KB; with a 4 KB limit it is over
     assert not [h for h in s.check(target="cuda").hazards if h.kind == "limit"]
     small = s.check(target={"kind": "cuda", "max_shared_memory_per_block": 4096})
@@ -144,13 +181,23 @@ def test_write_back_under_the_reduction_outer_loop_races():
     # thread of a block writes the whole 64x64 tile of D from its own accumulator, 128 times
     from tests.labs.gpu_matmul import GEMM_RELU_ADD
 
-    s = _gpu([("cache_write", "gemm", 0, "local"), ("split", "gemm/i", [None, 16, 4]),
-              ("split", "gemm/j", [None, 16, 4]), ("split", "k", [None, 16]),
-              ("reorder", ["i_0", "j_0", "k_0", "i_1", "j_1", "k_1", "i_2", "j_2"]),
-              ("bind", "i_0", "blockIdx.y"), ("bind", "j_0", "blockIdx.x"),
-              ("bind", "i_1", "threadIdx.y"), ("bind", "j_1", "threadIdx.x"),
-              ("reverse_compute_at", "Y_local", "k_0"), ("reverse_compute_inline", "relu_add"),
-              ("decompose_reduction", "gemm", "k_0")], GEMM_RELU_ADD)
+    s = _gpu(
+        [
+            ("cache_write", "gemm", 0, "local"),
+            ("split", "gemm/i", [None, 16, 4]),
+            ("split", "gemm/j", [None, 16, 4]),
+            ("split", "k", [None, 16]),
+            ("reorder", ["i_0", "j_0", "k_0", "i_1", "j_1", "k_1", "i_2", "j_2"]),
+            ("bind", "i_0", "blockIdx.y"),
+            ("bind", "j_0", "blockIdx.x"),
+            ("bind", "i_1", "threadIdx.y"),
+            ("bind", "j_1", "threadIdx.x"),
+            ("reverse_compute_at", "Y_local", "k_0"),
+            ("reverse_compute_inline", "relu_add"),
+            ("decompose_reduction", "gemm", "k_0"),
+        ],
+        GEMM_RELU_ADD,
+    )
     rep = s.check(target="cuda")
     races = [h.message for h in rep.hazards if h.kind == "race"]
     assert any("both write element D[0, 0]" in m for m in races)

@@ -31,8 +31,14 @@ def _run(capsys, *argv):
 def test_reference_holds(capsys, files):
     rc, out, _ = _run(capsys, files / "gemm.py", "--trace", files / "reference.trace")
     assert rc == 0
-    for name in ("thread_block_tiling", "shared_memory_tiling", "register_tiling", "cooperative_fetching",
-                 "write_cache", "epilogue_fusion"):
+    for name in (
+        "thread_block_tiling",
+        "shared_memory_tiling",
+        "register_tiling",
+        "cooperative_fetching",
+        "write_cache",
+        "epilogue_fusion",
+    ):
         assert f"ok    {name}" in out
     assert "all checks hold" in out
 
@@ -48,8 +54,9 @@ def test_json_shape_and_failure_exit(capsys, files):
 
 
 def test_hazards_fail_with_arch_target(capsys, files):
-    rc, out, _ = _run(capsys, files / "gemm.py", "--trace", files / "copy_8x32_threads.trace",
-                      "--target", "sm_75", "--json")
+    rc, out, _ = _run(
+        capsys, files / "gemm.py", "--trace", files / "copy_8x32_threads.trace", "--target", "sm_75", "--json"
+    )
     assert rc == 1
     kinds = {h["kind"] for h in json.loads(out)["hazards"]}
     assert kinds == {"thread_extent", "out_of_bounds"}
@@ -57,17 +64,20 @@ def test_hazards_fail_with_arch_target(capsys, files):
 
 def test_cpu_program_gets_cpu_checks(capsys, files):
     rc, out, _ = _run(capsys, files / "mm_relu.py", "--only", "loop_order,parallel")
-    assert rc == 1                                   # the plain program runs nothing in parallel
+    assert rc == 1  # the plain program runs nothing in parallel
     assert "loop_order" in out and "FAIL  parallel" in out and "vectorize" not in out
 
 
-@pytest.mark.parametrize("argv,words", [
-    (["{d}/gemm.py", "--target", "gpu"], "--target"),
-    (["{d}/missing.py"], "no such file"),
-    (["{d}/gemm.py", "--trace", "{d}/broken.trace"], "broken.trace"),
-    (["{d}/gemm.py", "--only", "tiling"], "no check named 'tiling'"),
-    (["{d}/mm_relu.py", "--numeric"], "--numeric"),
-])
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["{d}/gemm.py", "--target", "gpu"], "--target"),
+        (["{d}/missing.py"], "no such file"),
+        (["{d}/gemm.py", "--trace", "{d}/broken.trace"], "broken.trace"),
+        (["{d}/gemm.py", "--only", "tiling"], "no check named 'tiling'"),
+        (["{d}/mm_relu.py", "--numeric"], "--numeric"),
+    ],
+)
 def test_bad_input_exits_2(capsys, files, argv, words):
     rc, out, err = _run(capsys, *[a.format(d=files) for a in argv])
     assert rc == 2 and words in err and "Traceback" not in err

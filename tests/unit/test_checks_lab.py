@@ -51,7 +51,7 @@ def test_reference_figures(reports):
     assert by["register_tiling"].evidence["thread_tile"] == [4, 4]
     shared = by["shared_memory_tiling"].evidence["operands"]
     assert shared["A_shared"]["tile"] == [64, 16] and shared["A_shared"]["under"] == "k_0"
-    assert shared["A_shared"]["reuse"] == 64       # 16 threads along j x 4 values of j_2
+    assert shared["A_shared"]["reuse"] == 64  # 16 threads along j x 4 values of j_2
     assert by["cooperative_fetching"].evidence["A_shared"]["sectors_per_request"] == 16
     assert by["write_cache"].evidence["writes_per_element"] == 1
 

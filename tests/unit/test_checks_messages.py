@@ -13,7 +13,7 @@ from mlc_lab.tvm.course_programs import MATMUL, MM_RELU
 
 PLACEHOLDER = re.compile(r"(For|Block)#\d")
 
-SOFTMAX = '''
+SOFTMAX = """
 from tvm.script import ir as I
 from tvm.script import tirx as T
 
@@ -41,7 +41,7 @@ class Module:
             with T.sblock("norm"):
                 vi, vj = T.axis.remap("SS", [i, j])
                 B[vi, vj] = T.exp(A[vi, vj] - M[vi]) / S[vi]
-'''
+"""
 
 # (program, steps, words the first sentence must hold)
 CASES = {
@@ -55,14 +55,26 @@ CASES = {
     "decompose_not_reduction": (MM_RELU, [("decompose_reduction", "C", "C/i")], ["C is not a reduction block"]),
     "cache_write_index": (MM_RELU, [("cache_write", "Y", 3, "local")], ["Y has 1 write buffer", "not 3"]),
     "rfactor_spatial_loop": (MM_RELU, [("rfactor", "Y/i", 0)], ["i is used by a data-parallel iterator"]),
-    "softmax_compute_at_consumer": (SOFTMAX, [("compute_at", "max", "norm/j")],
-                                    ["max cannot move under loop j", "sum, norm"]),
-    "softmax_compute_at_one_consumer": (SOFTMAX, [("compute_at", "sum", "max/k")],
-                                        ["sum cannot move under loop k", "consumer norm"]),
-    "softmax_reverse_compute_at": (SOFTMAX, [("reverse_compute_at", "sum", "norm/j")],
-                                   ["sum cannot move under loop j", "producer max"]),
-    "vectorize_after_decompose": (MM_RELU, [("decompose_reduction", "Y", "k"), ("vectorize", "Y_update/j")],
-                                  ["vectorize failed"]),
+    "softmax_compute_at_consumer": (
+        SOFTMAX,
+        [("compute_at", "max", "norm/j")],
+        ["max cannot move under loop j", "sum, norm"],
+    ),
+    "softmax_compute_at_one_consumer": (
+        SOFTMAX,
+        [("compute_at", "sum", "max/k")],
+        ["sum cannot move under loop k", "consumer norm"],
+    ),
+    "softmax_reverse_compute_at": (
+        SOFTMAX,
+        [("reverse_compute_at", "sum", "norm/j")],
+        ["sum cannot move under loop j", "producer max"],
+    ),
+    "vectorize_after_decompose": (
+        MM_RELU,
+        [("decompose_reduction", "Y", "k"), ("vectorize", "Y_update/j")],
+        ["vectorize failed"],
+    ),
 }
 
 
@@ -84,9 +96,11 @@ def test_failing_primitive_names_what_the_user_sees(name):
 def test_rendering_comments_give_the_names():
     from mlc_lab.tvm.step_errors import without_placeholders
 
-    text = ("for i in range(4):\n    # tirx.For#0\n    for j_1 in range(8):\n        # s_tir.SBlock#1\n"
-            "        with T.sblock(\"Y_update\"):\n            pass\n"
-            "Error message: The queried subtree root tirx.For#0 has a child s_tir.SBlock#1 and s_tir.SBlock#2")
+    text = (
+        "for i in range(4):\n    # tirx.For#0\n    for j_1 in range(8):\n        # s_tir.SBlock#1\n"
+        '        with T.sblock("Y_update"):\n            pass\n'
+        "Error message: The queried subtree root tirx.For#0 has a child s_tir.SBlock#1 and s_tir.SBlock#2"
+    )
     out = without_placeholders(text)
     assert "loop j_1" in out and "block Y_update" in out and "a block" in out
     assert "# tirx" not in out and not PLACEHOLDER.search(out)
@@ -95,6 +109,8 @@ def test_rendering_comments_give_the_names():
 def test_placeholders_listed_without_separator():
     from mlc_lab.tvm.step_errors import without_placeholders
 
-    text = ("    # s_tir.SBlock#0\n    with T.sblock(\"sum\"):\n    # s_tir.SBlock#1\n    with T.sblock(\"norm\"):\n"
-            "List of the consumer(s):s_tir.SBlock#0s_tir.SBlock#1")
+    text = (
+        '    # s_tir.SBlock#0\n    with T.sblock("sum"):\n    # s_tir.SBlock#1\n    with T.sblock("norm"):\n'
+        "List of the consumer(s):s_tir.SBlock#0s_tir.SBlock#1"
+    )
     assert without_placeholders(text).endswith("List of the consumer(s):block sum, block norm")

@@ -12,8 +12,8 @@ from tests.labs import gpu_matmul as lab
 pytestmark = pytest.mark.full
 
 # what the numeric check says when the schedule does not run as a kernel
-NOT_RUN = {"no_write_cache": "error"}      # flagged 'allocation': TVM cannot build it (global memory in a kernel)
-SLOW = {"copy_by_every_thread": 300.0}     # every thread copies every tile: slow to simulate
+NOT_RUN = {"no_write_cache": "error"}  # flagged 'allocation': TVM cannot build it (global memory in a kernel)
+SLOW = {"copy_by_every_thread": 300.0}  # every thread copies every tile: slow to simulate
 
 
 @pytest.mark.parametrize("name", sorted(lab.SUBMISSIONS))
@@ -29,9 +29,19 @@ def test_numbers_agree_with_the_hazards(name):
         assert result.ok, result.message
 
 
-@pytest.mark.parametrize("name", ["reference", "variant_128_block_tk8", "racing_write_back", "no_register_tile",
-                                  "course_blocking_with_shared", "GRP/cuda/sketch0", "GMM/cuda/sketch0",
-                                  "GMM/cuda/sketch0/seed1"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "reference",
+        "variant_128_block_tk8",
+        "racing_write_back",
+        "no_register_tile",
+        "course_blocking_with_shared",
+        "GRP/cuda/sketch0",
+        "GMM/cuda/sketch0",
+        "GMM/cuda/sketch0/seed1",
+    ],
+)
 def test_spill_agrees_with_ptxas(name):
     # the spill hazard (per-thread local arrays over half the registers) against ptxas's stack frame: the
     # lab, and meta_schedule's sketches at 224 words (GRP), 1024 words over 32 vthreads (GMM), 32 (seed1)

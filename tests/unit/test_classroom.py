@@ -28,8 +28,10 @@ from tests.unit.test_rpc import KEY, tracker  # noqa: F401  (the fixture: a trac
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "tests" / "labs" / "classroom"
 ASSIGNMENT = LAB / "assignment.toml"
-TASKS = [{"name": "parallel", "title": "Run the rows in parallel", "points": 5.0},
-         {"name": "vectorize", "title": "Vectorize the inner loop", "points": 5.0}]
+TASKS = [
+    {"name": "parallel", "title": "Run the rows in parallel", "points": 5.0},
+    {"name": "vectorize", "title": "Vectorize the inner loop", "points": 5.0},
+]
 
 
 def trace(*steps: tuple) -> str:
@@ -52,8 +54,9 @@ def server(tmp_path):
 
 
 def _post(url: str, data: bytes, headers: dict | None = None) -> tuple[int, dict]:
-    req = urllib.request.Request(url + "/api/submit", data=data, method="POST",
-                                 headers={"Content-Type": "application/json", **(headers or {})})
+    req = urllib.request.Request(
+        url + "/api/submit", data=data, method="POST", headers={"Content-Type": "application/json", **(headers or {})}
+    )
     try:
         with urllib.request.urlopen(req, timeout=120) as r:
             return r.status, json.loads(r.read())
@@ -73,11 +76,25 @@ def _get(url: str, headers: dict | None = None) -> tuple[int, dict]:
 
 
 def _result(passed: list[str], latency: float | None = None, error: str | None = None) -> dict:
-    tasks = [{"name": t["name"], "title": t["title"], "points": t["points"] if t["name"] in passed else 0.0,
-              "max_points": t["points"], "passed": t["name"] in passed,
-              "messages": [] if t["name"] in passed else [error or f"{t['name']} is missing"]} for t in TASKS]
-    return {"score": sum(t["points"] for t in tasks), "max_score": 10.0, "tasks": tasks, "error": error,
-            "latency_ms": latency, "correct": True if latency else None}
+    tasks = [
+        {
+            "name": t["name"],
+            "title": t["title"],
+            "points": t["points"] if t["name"] in passed else 0.0,
+            "max_points": t["points"],
+            "passed": t["name"] in passed,
+            "messages": [] if t["name"] in passed else [error or f"{t['name']} is missing"],
+        }
+        for t in TASKS
+    ]
+    return {
+        "score": sum(t["points"] for t in tasks),
+        "max_score": 10.0,
+        "tasks": tasks,
+        "error": error,
+        "latency_ms": latency,
+        "correct": True if latency else None,
+    }
 
 
 def test_store_ranks_and_summarises_and_keeps_everything_when_reopened(tmp_path):
@@ -100,13 +117,20 @@ def test_store_ranks_and_summarises_and_keeps_everything_when_reopened(tmp_path)
     assert store.token() == token
     rows = store.leaderboard()["rows"]
     assert [(r["name"], r["rank"], r["score"], r["best_latency_ms"]) for r in rows] == [
-        ("bo", 1, 10.0, 1.0), ("ada", 2, 10.0, 1.5), ("cy", 3, 5.0, 3.0), ("dee", 4, 5.0, None), ("eve", 5, 0.0, None)]
+        ("bo", 1, 10.0, 1.0),
+        ("ada", 2, 10.0, 1.5),
+        ("cy", 3, 5.0, 3.0),
+        ("dee", 4, 5.0, None),
+        ("eve", 5, 0.0, None),
+    ]
     assert rows[1]["submissions"] == 2 and rows[2]["tasks_passed"] == ["parallel"]
 
     summary = store.summary()
     assert summary["students"] == 5 and summary["submissions"] == 8
     assert {t["name"]: (t["passed"], t["pass_rate"]) for t in summary["tasks"]} == {
-        "parallel": (4, 0.8), "vectorize": (2, 0.4)}
+        "parallel": (4, 0.8),
+        "vectorize": (2, 0.4),
+    }
     assert summary["latency"]["min"] == 1.0 and summary["latency"]["max"] == 3.0 and summary["latency"]["median"] == 1.5
     stuck = {s["name"]: s for s in summary["stuck"]}
     assert set(stuck) == {"cy", "dee", "eve"}
@@ -149,8 +173,10 @@ def test_hostile_submissions_get_a_verdict_and_the_server_stays_up(server, tmp_p
         (json.dumps({"name": "ada", "trace": 7}).encode(), "has no trace"),
         (json.dumps({"name": "ada", "trace": "x" * 200_001}).encode(), "at most 200,000"),
         (json.dumps({"name": "ada", "trace": "b0 = sch.get_sblock('Y')", "task": "nope"}).encode(), "no task 'nope'"),
-        (json.dumps({"name": "ada", "trace": f"def schedule(sch):\n    open({str(marker)!r}, 'w')\n"}).encode(),
-         "not schedule files"),
+        (
+            json.dumps({"name": "ada", "trace": f"def schedule(sch):\n    open({str(marker)!r}, 'w')\n"}).encode(),
+            "not schedule files",
+        ),
     ]:
         status, answer = _post(server.url, body)
         assert status == 400 and phrase in answer["error"], (body[:60], answer)
@@ -159,8 +185,10 @@ def test_hostile_submissions_get_a_verdict_and_the_server_stays_up(server, tmp_p
     assert server.store.counts()["submissions"] == 0
 
     # stored and graded: the trace is parsed, never run
-    evil = ("from tvm import s_tir\n\ndef apply_trace(sch: s_tir.Schedule) -> None:\n"
-            f"    open({str(marker)!r}, 'w').write('x')\n    sch.get_sblock('Y')\n")
+    evil = (
+        "from tvm import s_tir\n\ndef apply_trace(sch: s_tir.Schedule) -> None:\n"
+        f"    open({str(marker)!r}, 'w').write('x')\n    sch.get_sblock('Y')\n"
+    )
     v = client.submit(server.url, "mallory", evil)
     assert v["status"] == "graded" and "the trace is refused" in v["error"] and v["score"] == 0
     garbage = client.submit(server.url, "mallory", "\x00\x01 not a trace at all ((((")
@@ -249,9 +277,26 @@ def test_session_submit(server):
 def test_the_commands(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     port, db_port = _free_port(), _free_port()
-    serve = subprocess.Popen([sys.executable, "-m", "mlc_lab.cli", "class", "serve", str(ASSIGNMENT), "--dir",
-                              str(tmp_path / "class"), "--port", str(port), "--tuning-db-port", str(db_port)],
-                             stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    serve = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlc_lab.cli",
+            "class",
+            "serve",
+            str(ASSIGNMENT),
+            "--dir",
+            str(tmp_path / "class"),
+            "--port",
+            str(port),
+            "--tuning-db-port",
+            str(db_port),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         lines = []
         while not any("teacher's token" in ln for ln in lines):
@@ -265,22 +310,64 @@ def test_the_commands(tmp_path):
         assert any(f"database='rpc://127.0.0.1:{db_port}'" in ln for ln in lines), lines
         socket.create_connection(("127.0.0.1", db_port), timeout=5).close()
         # a second server on the same port says why it cannot start
-        again = subprocess.run([sys.executable, "-m", "mlc_lab.cli", "class", "serve", str(ASSIGNMENT), "--dir",
-                                str(tmp_path / "other"), "--port", str(port)], capture_output=True, text=True,
-                               env=env, timeout=60)
+        again = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mlc_lab.cli",
+                "class",
+                "serve",
+                str(ASSIGNMENT),
+                "--dir",
+                str(tmp_path / "other"),
+                "--port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
         assert again.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in again.stderr, again.stderr
         hand_in = tmp_path / "lab1.py"
         hand_in.write_text(trace(PARALLEL))
-        out = subprocess.run([sys.executable, "-m", "mlc_lab.cli", "submit", url, "--name", "ada", str(hand_in)],
-                             capture_output=True, text=True, env=env, timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-m", "mlc_lab.cli", "submit", url, "--name", "ada", str(hand_in)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
         assert out.returncode == 0, out.stderr
         assert "5/10 points" in out.stdout and "rank 1 of 1" in out.stdout and "FAIL vectorize" in out.stdout
-        program = subprocess.run([sys.executable, "-m", "mlc_lab.cli", "submit", url, "--name", "bo", "--program",
-                                  str(LAB / "mm_relu.py"), "--trace", str(hand_in), "--json"],
-                                 capture_output=True, text=True, env=env, timeout=300)
+        program = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mlc_lab.cli",
+                "submit",
+                url,
+                "--name",
+                "bo",
+                "--program",
+                str(LAB / "mm_relu.py"),
+                "--trace",
+                str(hand_in),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
         assert json.loads(program.stdout)["score"] == 5
-        bad = subprocess.run([sys.executable, "-m", "mlc_lab.cli", "submit", url, "--name", "no way!", str(hand_in)],
-                             capture_output=True, text=True, env=env, timeout=60)
+        bad = subprocess.run(
+            [sys.executable, "-m", "mlc_lab.cli", "submit", url, "--name", "no way!", str(hand_in)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
         assert bad.returncode == 2 and "pseudonym" in bad.stderr and "Traceback" not in bad.stderr
         assert client.summary(url, token)["students"] == 2
     finally:

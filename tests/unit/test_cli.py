@@ -16,7 +16,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def mlc_lab(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "mlc_lab.cli", *args], capture_output=True, text=True, cwd=ROOT, input=stdin,
+        [sys.executable, "-m", "mlc_lab.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        input=stdin,
         timeout=120,
     )
 

@@ -39,14 +39,45 @@ mm_relu_compute_:
 # Lines as a Session's loop tree gives them: i (parallel) holds j_1 (vectorized); C's loop j apart.
 TREE = {
     "func": "mm_relu",
-    "functions": [{"name": "mm_relu", "kind": "func", "children": [
-        {"kind": "loop", "name": "i", "qualified": "Y/i", "line": 12, "end_line": 15, "loop_kind": "parallel",
-         "extent": 128, "children": [
-             {"kind": "loop", "name": "j_1", "qualified": "j_1", "line": 13, "end_line": 15,
-              "loop_kind": "vectorized", "extent": 16, "children": [{"kind": "block", "name": "Y", "children": []}]}]},
-        {"kind": "loop", "name": "j", "qualified": "C/j", "line": 18, "end_line": 20, "loop_kind": "serial",
-         "extent": 128, "children": []},
-    ]}],
+    "functions": [
+        {
+            "name": "mm_relu",
+            "kind": "func",
+            "children": [
+                {
+                    "kind": "loop",
+                    "name": "i",
+                    "qualified": "Y/i",
+                    "line": 12,
+                    "end_line": 15,
+                    "loop_kind": "parallel",
+                    "extent": 128,
+                    "children": [
+                        {
+                            "kind": "loop",
+                            "name": "j_1",
+                            "qualified": "j_1",
+                            "line": 13,
+                            "end_line": 15,
+                            "loop_kind": "vectorized",
+                            "extent": 16,
+                            "children": [{"kind": "block", "name": "Y", "children": []}],
+                        }
+                    ],
+                },
+                {
+                    "kind": "loop",
+                    "name": "j",
+                    "qualified": "C/j",
+                    "line": 18,
+                    "end_line": 20,
+                    "loop_kind": "serial",
+                    "extent": 128,
+                    "children": [],
+                },
+            ],
+        }
+    ],
 }
 
 
@@ -84,7 +115,10 @@ def test_instructions_carry_their_function_and_script_line():
     assert (first.func, first.src_line, first.mnemonic) == ("mm_relu_compute_", 0, "pushq")
     fmas = [i for i in insns if i.klass == "vector_fma"]
     assert [(i.func, i.src_line) for i in fmas] == [
-        ("mm_relu_compute_", 14), ("mm_relu_compute_", 14), (".L__tvm_parallel_lambda", 0)]
+        ("mm_relu_compute_", 14),
+        ("mm_relu_compute_", 14),
+        (".L__tvm_parallel_lambda", 0),
+    ]
     assert {i.src_line for i in insns if i.mnemonic == "vmaxss"} == {20}
     # the listing's own line numbers point back into the text
     lines = ASM.splitlines()
@@ -108,17 +142,19 @@ def test_loop_facts_count_the_instructions_of_the_loops_lines():
 
 
 def test_llvm_ir_instructions_map_to_script_lines_through_their_debug_locations():
-    ir = "\n".join([
-        "define void @f() !dbg !5 {",
-        "  %0 = load float, ptr %B, align 64, !dbg !62, !tbaa !63",
-        "  %1 = fmul float %0, %0",
-        "  store float %1, ptr %Y, align 4, !dbg !74",
-        "  ret void, !dbg !15",
-        "}",
-        "!15 = !DILocation(line: 0, scope: !5)",
-        "!62 = !DILocation(line: 14, column: 17, scope: !39)",
-        "!74 = distinct !DILocation(line: 20, column: 17, scope: !39)",
-    ])
+    ir = "\n".join(
+        [
+            "define void @f() !dbg !5 {",
+            "  %0 = load float, ptr %B, align 64, !dbg !62, !tbaa !63",
+            "  %1 = fmul float %0, %0",
+            "  store float %1, ptr %Y, align 4, !dbg !74",
+            "  ret void, !dbg !15",
+            "}",
+            "!15 = !DILocation(line: 0, scope: !5)",
+            "!62 = !DILocation(line: 14, column: 17, scope: !39)",
+            "!74 = distinct !DILocation(line: 20, column: 17, scope: !39)",
+        ]
+    )
     assert cf.llvm_ir_script_lines(ir) == {2: 14, 4: 20}
     facts = {f.loop: f for f in cf.loop_facts(cf.walk_loops(TREE), [], None, cf.llvm_ir_script_lines(ir))}
     assert facts["j_1"].ir_lines == [2] and facts["C/j"].ir_lines == [4] and facts["Y/i"].ir_lines == [2]
@@ -168,7 +204,10 @@ def test_llvm_vectorizing_on_its_own_is_named():
 def test_an_init_loop_llvm_folded_away_is_not_a_failure():
     init = _facts(loop="j_1_init", name="j_1_init", extent=4, in_llvm_ir=False)  # no instruction of its own
     text = cf.loop_verdict(init, {}, INTEL)
-    assert text == "j_1_init left no code of its own: LLVM folded it into the code around it (nothing to vectorize, not a problem)"
+    assert (
+        text
+        == "j_1_init left no code of its own: LLVM folded it into the code around it (nothing to vectorize, not a problem)"
+    )
     assert "but" not in text
     stores = cf.loop_verdict(_facts(loop="j_1_init", name="j_1_init", asm_lines=[3, 4], vector_stores=1), {}, INTEL)
     assert stores == "j_1_init vectorized: 1 packed store(s), no arithmetic (it only writes values)"
@@ -215,21 +254,29 @@ PTX = """\
 def test_ptxas_and_ptx_give_registers_shared_memory_and_vector_loads():
     (k,) = cf.kernel_facts(PTX, PTXAS)
     assert (k.name, k.registers, k.shared_bytes, k.stack_bytes, k.spill_stores, k.spill_loads) == (
-        "main_kernel", 40, 4096, 8, 4, 4)
+        "main_kernel",
+        40,
+        4096,
+        8,
+        4,
+        4,
+    )
     assert (k.vector_loads, k.scalar_stores, k.shared_loads, k.fma, k.barriers) == (1, 1, 1, 1, 1)
     assert "40 registers" in cf.cuda_verdict([k], [], None) and "spills" in cf.cuda_verdict([k], [], None)
 
 
 def test_cuda_loops_are_found_by_their_variable_and_braces():
-    src = "\n".join([
-        'extern "C" __global__ void k(float* A) {',
-        "  for (int k_0 = 0; k_0 < 128; ++k_0) {",
-        "    __syncthreads();",
-        "    for (int ax0 = 0; ax0 < 2; ++ax0) {",
-        "      A[ax0] = 0;",
-        "    }",
-        "    for (int k_1 = 0; k_1 < 8; ++k_1) A[k_1] += 1;",
-        "  }",
-        "}",
-    ])
+    src = "\n".join(
+        [
+            'extern "C" __global__ void k(float* A) {',
+            "  for (int k_0 = 0; k_0 < 128; ++k_0) {",
+            "    __syncthreads();",
+            "    for (int ax0 = 0; ax0 < 2; ++ax0) {",
+            "      A[ax0] = 0;",
+            "    }",
+            "    for (int k_1 = 0; k_1 < 8; ++k_1) A[k_1] += 1;",
+            "  }",
+            "}",
+        ]
+    )
     assert cf.cuda_loop_lines(src) == {"k_0": [2, 3, 4, 5, 6, 7, 8], "ax0": [4, 5, 6], "k_1": [7]}

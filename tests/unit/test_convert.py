@@ -28,8 +28,7 @@ ROWS = {
         "from tvm.script import ir as I, relax as R, tirx as T\n",
     ),
     "script import without alias": ("from tvm.script import tir\n", "from tvm.script import tirx as tir\n"),
-    "prim_func bare": (
-        "@T.prim_func\ndef f():\n    pass\n", "@T.prim_func(s_tir=True)\ndef f():\n    pass\n"),
+    "prim_func bare": ("@T.prim_func\ndef f():\n    pass\n", "@T.prim_func(s_tir=True)\ndef f():\n    pass\n"),
     "prim_func keeps kwargs": (
         "@T.prim_func(private=True)\ndef f():\n    pass\n",
         "@T.prim_func(private=True, s_tir=True)\ndef f():\n    pass\n",
@@ -55,10 +54,8 @@ ROWS = {
     "noalias single quotes": ("attrs = {'tir.noalias': True}\n", "attrs = {'tirx.noalias': True}\n"),
     "Schedule": ("sch = tvm.tir.Schedule(mod)\n", "sch = tvm.s_tir.Schedule(mod)\n"),
     "Schedule annotation": ("def f(sch: tvm.tir.Schedule): pass\n", "def f(sch: tvm.s_tir.Schedule): pass\n"),
-    "get_block": (
-        'b = sch.get_block("C", func_name="main")\n', 'b = sch.get_sblock("C", func_name="main")\n'),
-    "get_block on a call": (
-        'tvm.tir.Schedule(m).get_block("C")\n', 'tvm.s_tir.Schedule(m).get_sblock("C")\n'),
+    "get_block": ('b = sch.get_block("C", func_name="main")\n', 'b = sch.get_sblock("C", func_name="main")\n'),
+    "get_block on a call": ('tvm.tir.Schedule(m).get_block("C")\n', 'tvm.s_tir.Schedule(m).get_sblock("C")\n'),
     "TensorIntrin": (
         'tvm.tir.TensorIntrin.register("tmm16", desc, impl)\n',
         'tvm.s_tir.TensorIntrin.register("tmm16", desc, impl)\n',
@@ -69,8 +66,7 @@ ROWS = {
         "from tvm import tir\nsch = tir.Schedule(f)\nx = tir.IntImm('int32', 1)\n",
         "from tvm import s_tir, tirx as tir\nsch = s_tir.Schedule(f)\nx = tir.IntImm('int32', 1)\n",
     ),
-    "from tvm.tir import Schedule": (
-        "from tvm.tir import Schedule\n", "from tvm.s_tir import Schedule\n"),
+    "from tvm.tir import Schedule": ("from tvm.tir import Schedule\n", "from tvm.s_tir import Schedule\n"),
     # tvm.build still runs on 0.27: it becomes tvm.compile only in code being ported (the T import here).
     "build": (OLD_T + 'lib = tvm.build(mod, target="llvm")\n', NEW_T + 'lib = tvm.compile(mod, target="llvm")\n'),
     "time_evaluator on a built module": (
@@ -104,20 +100,17 @@ ROWS = {
     ),
     "device cuda untouched": ('dev = tvm.device("cuda", 0)\n', 'dev = tvm.device("cuda", 0)\n'),
     "entry_name for time_evaluator": (
-        OLD_T + 'lib = tvm.build(m)\nf = lib.time_evaluator(lib.entry_name, dev)\n',
-        NEW_T + 'lib = tvm.compile(m)\nf = lib.mod.time_evaluator(lib.mod.entry_name, dev)\n',
+        OLD_T + "lib = tvm.build(m)\nf = lib.time_evaluator(lib.entry_name, dev)\n",
+        NEW_T + "lib = tvm.compile(m)\nf = lib.mod.time_evaluator(lib.mod.entry_name, dev)\n",
     ),
     "nd.array": ("a = tvm.nd.array(x, tvm.cpu())\n", "a = tvm.runtime.tensor(x, tvm.cpu())\n"),
-    "nd.empty": (
-        'c = tvm.nd.empty((4,), dtype="float32")\n', 'c = tvm.runtime.empty((4,), dtype="float32")\n'),
+    "nd.empty": ('c = tvm.nd.empty((4,), dtype="float32")\n', 'c = tvm.runtime.empty((4,), dtype="float32")\n'),
     "nd.NDArray": ("def f(x: tvm.nd.NDArray): pass\n", "def f(x: tvm.runtime.Tensor): pass\n"),
-    "target num-cores": (
-        't = "llvm --num-cores=1"\n', 't = {"kind": "llvm", "num-cores": 1}\n'),
+    "target num-cores": ('t = "llvm --num-cores=1"\n', 't = {"kind": "llvm", "num-cores": 1}\n'),
     "target mcpu": ('t = "llvm -mcpu=znver4"\n', 't = {"kind": "llvm", "mcpu": "znver4"}\n'),
     "target cuda arch": ('t = "cuda -arch=sm_80"\n', 't = {"kind": "cuda", "arch": "sm_80"}\n'),
     "target with space value": ('t = "llvm -num-cores 2"\n', 't = {"kind": "llvm", "num-cores": 2}\n'),
-    "meta_schedule import": (
-        "from tvm import meta_schedule as ms\n", "from tvm.s_tir import meta_schedule as ms\n"),
+    "meta_schedule import": ("from tvm import meta_schedule as ms\n", "from tvm.s_tir import meta_schedule as ms\n"),
     "meta_schedule import mixed": (
         "from tvm import relax, meta_schedule as ms\n",
         "from tvm import relax\nfrom tvm.s_tir import meta_schedule as ms\n",
@@ -127,17 +120,18 @@ ROWS = {
         "from tvm.s_tir.meta_schedule.runner import LocalRunner\n",
     ),
     "tune_tir work_dir added": (
-        'db = ms.tune_tir(mod=M, target=t, max_trials_global=8)\n',
+        "db = ms.tune_tir(mod=M, target=t, max_trials_global=8)\n",
         'db = ms.tune_tir(mod=M, target=t, max_trials_global=8, work_dir="./tune_tmp")\n',
     ),
-    "relax.vm.build": (
-        'ex = relax.vm.build(mod, target="llvm")\n', 'ex = tvm.compile(mod, target="llvm")\n'),
+    "relax.vm.build": ('ex = relax.vm.build(mod, target="llvm")\n', 'ex = tvm.compile(mod, target="llvm")\n'),
     "register_func": (
         '@tvm.register_func("env.relu", override=True)\ndef f(x, out): pass\n',
         '@tvm.register_global_func("env.relu", override=True)\ndef f(x, out): pass\n',
     ),
     "contrib.nvcc attribute": (
-        'ptx = tvm.contrib.nvcc.compile_cuda(src)\n', 'ptx = tvm.support.nvcc.compile_cuda(src)\n'),
+        "ptx = tvm.contrib.nvcc.compile_cuda(src)\n",
+        "ptx = tvm.support.nvcc.compile_cuda(src)\n",
+    ),
     "contrib import": ("from tvm.contrib import clang, utils\n", "from tvm.support import clang, utils\n"),
     "contrib.nvcc import": ("import tvm.contrib.nvcc\n", "import tvm.support.nvcc\n"),
     "TensorStructInfo": (
@@ -172,7 +166,8 @@ def test_plain_targets_and_tags_are_left_alone():
 
 def test_cli_target_lists_and_flags():
     assert cli_target_to_dict("llvm -mattr=+avx2,+fma -libs=cblas") == (
-        '{"kind": "llvm", "mattr": ["+avx2", "+fma"], "libs": ["cblas"]}')
+        '{"kind": "llvm", "mattr": ["+avx2", "+fma"], "libs": ["cblas"]}'
+    )
     assert cli_target_to_dict("llvm") is None
 
 
@@ -192,7 +187,7 @@ def test_time_evaluator_on_other_objects_is_left_alone():
 
 
 def test_legacy_relax_call_tir_resolves_to_the_module_class():
-    out = conv('''
+    out = conv("""
         @tvm.script.ir_module
         class MyModuleMixture:
             @T.prim_func
@@ -206,10 +201,9 @@ def test_legacy_relax_call_tir_resolves_to_the_module_class():
                     lv1 = R.call_tir("env.relu", (lv0,), (1, 128), dtype="float32")
                     relax.output(lv1)
                 return lv1
-        ''')
+        """)
     assert 'def main(x: R.Tensor((1, 784), "float32")):' in out
-    assert ('lv0 = R.call_tir(MyModuleMixture.linear0, (x,), '
-            'out_ty=R.Tensor((1, 128), dtype="float32"))') in out
+    assert ('lv0 = R.call_tir(MyModuleMixture.linear0, (x,), out_ty=R.Tensor((1, 128), dtype="float32"))') in out
     assert 'lv1 = R.call_dps_packed("env.relu", (lv0,), out_ty=R.Tensor((1, 128), dtype="float32"))' in out
     assert "R.output(lv1)" in out
     assert MARKER not in out
@@ -217,7 +211,7 @@ def test_legacy_relax_call_tir_resolves_to_the_module_class():
 
 def test_call_dps_packed_with_a_bare_function_becomes_call_tir():
     # the book's mixed form (illustration in ch.3): a TIR function is called with call_tir
-    out = conv('''
+    out = conv("""
         @I.ir_module
         class M:
             @T.prim_func(s_tir=True)
@@ -226,25 +220,25 @@ def test_call_dps_packed_with_a_bare_function_becomes_call_tir():
             def main(x: R.Tensor((1, 784), "float32")):
                 lv0 = R.call_dps_packed(linear0, (x,), (1, 128), dtype="float32")
                 return lv0
-        ''')
+        """)
     assert 'lv0 = R.call_tir(M.linear0, (x,), out_ty=R.Tensor((1, 128), dtype="float32"))' in out
 
 
 def test_call_tir_to_an_unknown_function_is_marked():
-    out = conv('''
+    out = conv("""
         @R.function
         def main(A: Tensor((128, 128), "float32")):
             with R.dataflow():
                 lv = R.call_tir(te_matmul, (A, A), (128, 128), dtype="float32")
                 R.output(lv)
             return lv
-        ''')
+        """)
     assert f"        {MARKER}R.call_tir: `te_matmul` is not a function of this ir_module" in out
     assert 'lv = R.call_tir(te_matmul, (A, A), out_ty=R.Tensor((128, 128), dtype="float32"))' in out
 
 
 def test_tune_tir_2022_form_is_flattened_and_compiled():
-    out = conv('''
+    out = conv("""
         from tvm import meta_schedule as ms
 
         sch_tuned = ms.tune_tir(
@@ -259,8 +253,8 @@ def test_tune_tir_2022_form_is_flattened_and_compiled():
             task_name="main"
         )
         print(sch_tuned.trace)
-        ''')
-    assert out == same('''
+        """)
+    assert out == same("""
         from tvm.s_tir import meta_schedule as ms
 
         sch_tuned = ms.tir_integration.compile_tir(ms.tune_tir(
@@ -272,34 +266,34 @@ def test_tune_tir_2022_form_is_flattened_and_compiled():
             work_dir="./tune_tmp"
         ), MyModule, {"kind": "llvm", "num-cores": 1})
         print(sch_tuned.trace)
-        ''')
+        """)
 
 
 def test_tune_tir_2022_form_with_trailing_comma_and_missing_work_dir():
-    out = conv('''
+    out = conv("""
         s = ms.tune_tir(
             mod=mod_linear,
             target="llvm --num-cores=1",
             config=ms.TuneConfig(max_trials_global=4, num_trials_per_iter=4),
             task_name="main",
         )
-        ''')
-    assert out == same('''
+        """)
+    assert out == same("""
         s = ms.tir_integration.compile_tir(ms.tune_tir(
             mod=mod_linear,
             target={"kind": "llvm", "num-cores": 1},
             max_trials_global=4, num_trials_per_iter=4,
             work_dir="./tune_tmp",
         ), mod_linear, {"kind": "llvm", "num-cores": 1})
-        ''')
+        """)
 
 
 def test_tune_tir_result_used_as_a_schedule_gets_compile_tir():
-    out = conv('''
+    out = conv("""
         sch = ms.tune_tir(mod=MyModule, target="llvm --num-cores=1", max_trials_global=8,
                           work_dir="./tune_tmp")
         print(sch.trace)
-        ''')
+        """)
     assert out.startswith("sch = ms.tir_integration.compile_tir(ms.tune_tir(mod=MyModule, ")
     assert 'work_dir="./tune_tmp"), MyModule, {"kind": "llvm", "num-cores": 1})\nprint(sch.trace)' in out
     assert convert(out) == out
@@ -311,67 +305,67 @@ def test_tune_tir_database_result_is_left_as_is():
 
 
 def test_tune_tir_2022_result_not_assigned_is_marked():
-    out = conv('''
+    out = conv("""
         run(ms.tune_tir(mod=M, target="llvm --num-cores=1", work_dir="w",
                         config=ms.TuneConfig(max_trials_global=4), task_name="main"))
-        ''')
+        """)
     assert out.startswith(MARKER + "tune_tir now returns a Database")
     assert "max_trials_global=4" in out and "task_name" not in out and "config=" not in out
 
 
 def test_tune_config_held_in_a_variable_is_marked():
-    out = conv('''
+    out = conv("""
         db = ms.tune_tir(mod=M, target=t, work_dir="w", config=cfg)
-        ''')
+        """)
     assert MARKER + "tune_tir(config=...): TuneConfig is gone" in out
     assert "config=cfg" in out  # never dropped
 
 
 def test_structural_equal_moves_to_tvm_ffi_and_imports_it():
-    out = conv('''
+    out = conv("""
         import numpy as np
         import tvm
 
         assert tvm.ir.structural_equal(a, b)
         tvm.ir.assert_structural_equal(a, b)
-        ''')
-    assert out == same('''
+        """)
+    assert out == same("""
         import numpy as np
         import tvm
         import tvm_ffi
 
         assert tvm_ffi.structural_equal(a, b)
         tvm.ir.assert_structural_equal(a, b)
-        ''')
+        """)
     assert convert(out) == out
 
 
 def test_structural_equal_without_tvm_import_goes_after_future_imports():
-    out = conv('''
+    out = conv("""
         from __future__ import annotations
         ok = tvm.ir.structural_equal(a, b)
-        ''')
+        """)
     assert out == "from __future__ import annotations\nimport tvm_ffi\nok = tvm_ffi.structural_equal(a, b)\n"
 
 
 def test_name_hint_is_flagged_not_changed():
-    out = conv('''
+    out = conv("""
         def show(v):
             print(v.name_hint)
-        ''')
-    assert out == same(f'''
+        """)
+    assert out == same(f"""
         def show(v):
             {MARKER}.name_hint is gone on relax/tir variables (use .name); GlobalVar keeps it
             print(v.name_hint)
-        ''')
+        """)
     assert convert(out) == out  # the marker is not added twice
 
 
 def test_removed_te_schedule_flow_is_flagged():
-    out = conv('''
+    out = conv("""
         s = tvm.te.create_schedule([C.op])
         lib = tvm.build(s, [A, B, C], target="llvm")
-        ''')
+        """)
     assert MARKER + "tvm.te.create_schedule (TE schedules) was removed" in out
     bare = convert("s = te.create_schedule([C.op])\n")
     assert bare.startswith(MARKER + "te.create_schedule (TE schedules) was removed")
@@ -381,12 +375,14 @@ def test_removed_te_schedule_flow_is_flagged():
 
 def test_unknown_nd_function_is_flagged():
     out = conv("x = tvm.nd.from_dlpack(t)\n")
-    assert out == f"{MARKER}tvm.nd.from_dlpack is gone; tvm.nd moved to tvm.runtime (tensor/empty/Tensor)\n" \
-                  "x = tvm.nd.from_dlpack(t)\n"
+    assert (
+        out == f"{MARKER}tvm.nd.from_dlpack is gone; tvm.nd moved to tvm.runtime (tensor/empty/Tensor)\n"
+        "x = tvm.nd.from_dlpack(t)\n"
+    )
 
 
 def test_formatting_and_comments_are_kept():
-    legacy = same('''
+    legacy = same("""
         # my notes   (odd spacing on purpose)
         @tvm.script.ir_module
         class  MyModule :   # the module
@@ -398,8 +394,8 @@ def test_formatting_and_comments_are_kept():
                     with T.block( "B" ):   # keep
                         vi, vj = T.axis.remap("SS", [i, j])
                         B[vi, vj] = A[vi, vj]    +   1.0
-        ''')
-    expected = same('''
+        """)
+    expected = same("""
         # my notes   (odd spacing on purpose)
         @tvm.script.ir_module
         class  MyModule :   # the module
@@ -411,7 +407,7 @@ def test_formatting_and_comments_are_kept():
                     with T.sblock( "B" ):   # keep
                         vi, vj = T.axis.remap("SS", [i, j])
                         B[vi, vj] = A[vi, vj]    +   1.0
-        ''')
+        """)
     assert convert(legacy) == expected
 
 
@@ -421,7 +417,7 @@ def test_non_ascii_text_keeps_offsets_right():
 
 
 def test_bare_tvmscript_snippet_without_imports():
-    out = conv('''
+    out = conv("""
         @T.prim_func
         def main(A: T.Buffer[128, "float32"], B: T.Buffer[128, "float32"]):
             Y = T.alloc_buffer((128,), "float32")
@@ -429,19 +425,20 @@ def test_bare_tvmscript_snippet_without_imports():
                 with T.block("B"):
                     vi = T.axis.spatial(128, i)
                     B[vi] = A[vi]
-        ''')
-    assert out.startswith('@T.prim_func(s_tir=True)\ndef main(A: T.Buffer((128,), "float32"), '
-                          'B: T.Buffer((128,), "float32")):\n')
+        """)
+    assert out.startswith(
+        '@T.prim_func(s_tir=True)\ndef main(A: T.Buffer((128,), "float32"), B: T.Buffer((128,), "float32")):\n'
+    )
     assert 'Y = T.sblock_alloc_buffer((128,), "float32")' in out
     assert 'with T.sblock("B"):' in out
 
 
 def test_indented_snippet_cut_out_of_a_class():
-    legacy = ('    @T.prim_func\n    def f(A: T.Buffer[4, "int32"]):\n\n'
-              '        with T.block("x"):\n            pass\n')
+    legacy = '    @T.prim_func\n    def f(A: T.Buffer[4, "int32"]):\n\n        with T.block("x"):\n            pass\n'
     assert convert(legacy) == (
         '    @T.prim_func(s_tir=True)\n    def f(A: T.Buffer((4,), "int32")):\n\n'
-        '        with T.sblock("x"):\n            pass\n')
+        '        with T.sblock("x"):\n            pass\n'
+    )
 
 
 def test_notebook_magics_pass_through():
@@ -449,7 +446,7 @@ def test_notebook_magics_pass_through():
     assert convert(code) == code.replace("tvm.nd.array", "tvm.runtime.tensor")
 
 
-MODERN = same('''
+MODERN = same("""
     import tvm
     from tvm.script import ir as I
     from tvm.script import tirx as T
@@ -471,7 +468,7 @@ MODERN = same('''
     timer = ex.mod.time_evaluator("main", tvm.cpu())
     db = ms.tune_tir(mod=MyModule, target={"kind": "llvm", "num-cores": 2}, work_dir="w",
                      max_trials_global=8)
-    ''')
+    """)
 
 
 def test_modern_code_is_unchanged():
@@ -502,7 +499,8 @@ def test_unparsable_code_raises_convert_error_with_line(code, line):
 
 def test_converted_tvmscript_parses_on_tvm():
     import tvm  # a hard dependency: imported, never skipped
-    out = conv('''
+
+    out = conv("""
         from tvm.script import tir as T
 
         @tvm.script.ir_module
@@ -522,7 +520,7 @@ def test_converted_tvmscript_parses_on_tvm():
                     with T.block("C"):
                         vi, vj = T.axis.remap("SS", [i, j])
                         C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
-        ''')
+        """)
     mod = tvm.script.from_source(out.split("\n", 2)[2])  # without the import line
     sch = tvm.s_tir.Schedule(mod)
     block_c = sch.get_sblock("C", func_name="mm_relu")
@@ -544,7 +542,7 @@ def test_compat_does_not_import_tvm():
 def test_converted_device_calls_run_on_tvm_0_27(tmp_path):
     # The three calls the course's notebooks make after building, converted and run for real:
     # tvm.device with a target kind, entry_name for time_evaluator, get_source on the device module.
-    legacy = '''
+    legacy = """
 import numpy as np
 import tvm
 from tvm.script import tir as T
@@ -577,7 +575,7 @@ timer = cpu_lib.time_evaluator(cpu_lib.entry_name, dev, number=1)
 mean = timer(a, b).mean
 gpu_lib = tvm.build(tvm.IRModule({"main": add_one_gpu}), target="cuda")
 cuda_source = gpu_lib.imported_modules[0].get_source()
-'''
+"""
     modern = convert(legacy)
     assert MARKER not in modern
     assert 'tvm.device("cpu", 0)' in modern

@@ -19,7 +19,7 @@ from mlc_lab.tvm.compat import MARKER, convert, convert_notebook, looks_legacy
 
 ROOT = Path(__file__).resolve().parents[2]
 
-LEGACY_HEADER = '''
+LEGACY_HEADER = """
 import numpy as np
 import tvm
 from tvm.script import tir as T
@@ -47,20 +47,20 @@ class MyModule:
 a_np = np.random.rand(16, 16).astype("float32")
 b_np = np.random.rand(16, 16).astype("float32")
 c_ref = np.maximum(a_np @ b_np, 0)
-'''
+"""
 
-GPU_SCHEDULE = '''
+GPU_SCHEDULE = """
 sch = tvm.tir.Schedule(MyModule)
 for name in ("Y", "C"):
     block = sch.get_block(name, func_name="main")
     loops = sch.get_loops(block)
     sch.bind(loops[0], "blockIdx.x")
     sch.bind(loops[1], "threadIdx.x")
-'''
+"""
 
 # The calls of the course (see /work/shared/course/catalog.md), one program each.
 CALLS = {
-    "schedule, get_block, split, reorder, decompose_reduction, trace": '''
+    "schedule, get_block, split, reorder, decompose_reduction, trace": """
 sch = tvm.tir.Schedule(MyModule)
 block_Y = sch.get_block("Y", func_name="main")
 i, j, k = sch.get_loops(block_Y)
@@ -68,8 +68,8 @@ j0, j1 = sch.split(j, factors=[None, 4])
 sch.reorder(j0, k, j1)
 sch.decompose_reduction(block_Y, k)
 assert "Y_init" in sch.mod.script() and "get_sblock" in str(sch.trace)
-''',
-    "build, nd.array, nd.empty, call, time_evaluator": '''
+""",
+    "build, nd.array, nd.empty, call, time_evaluator": """
 rt_lib = tvm.build(MyModule, target="llvm")
 a_nd = tvm.nd.array(a_np)
 b_nd = tvm.nd.array(b_np)
@@ -78,8 +78,8 @@ rt_lib["main"](a_nd, b_nd, c_nd)
 np.testing.assert_allclose(c_nd.numpy(), c_ref, rtol=1e-5)
 f_timer = rt_lib.time_evaluator("main", tvm.cpu())
 assert f_timer(a_nd, b_nd, c_nd).mean > 0
-''',
-    "device from a target kind, entry_name": '''
+""",
+    "device from a target kind, entry_name": """
 target = "llvm"
 dev = tvm.device(target, 0)
 lib = tvm.build(MyModule, target=target)
@@ -87,13 +87,15 @@ a_nd, b_nd = tvm.nd.array(a_np, dev), tvm.nd.array(b_np, dev)
 c_nd = tvm.nd.empty((16, 16), "float32", dev)
 assert lib.time_evaluator(lib.entry_name, dev, number=1)(a_nd, b_nd, c_nd).mean > 0
 np.testing.assert_allclose(c_nd.numpy(), c_ref, rtol=1e-5)
-''',
-    "cuda source through imported_modules": GPU_SCHEDULE + '''
+""",
+    "cuda source through imported_modules": GPU_SCHEDULE
+    + """
 rt_mod = tvm.build(sch.mod, target="cuda")
 source = rt_mod.imported_modules[0].get_source()
 assert "__global__" in source
-''',
-    "cuda source of a module a helper built": GPU_SCHEDULE + '''
+""",
+    "cuda source of a module a helper built": GPU_SCHEDULE
+    + """
 def build_for(mod, target):
     lib = tvm.build(mod, target=target)
     return lib
@@ -102,8 +104,9 @@ def build_for(mod, target):
 f = build_for(sch.mod, "cuda")
 dev_module = f.imported_modules[0]
 assert "__global__" in dev_module.get_source()
-''',
-    "a built module handed to other code keeps tvm.build": GPU_SCHEDULE + '''
+""",
+    "a built module handed to other code keeps tvm.build": GPU_SCHEDULE
+    + """
 def kernel_source(lib):
     return lib.imported_modules[0].get_source()
 
@@ -111,15 +114,15 @@ def kernel_source(lib):
 rt_mod = tvm.build(sch.mod, target="cuda")
 assert "__global__" in kernel_source(rt_mod)
 assert "__global__" in rt_mod.imported_modules[0].get_source()
-''',
-    "from tvm import tir": '''
+""",
+    "from tvm import tir": """
 from tvm import tir
 
 sch = tir.Schedule(MyModule)
 assert isinstance(tir.IntImm("int32", 3), tir.IntImm)
 sch.get_block("C")
-''',
-    "BlockRV imported from tvm.tir.schedule": '''
+""",
+    "BlockRV imported from tvm.tir.schedule": """
 from tvm.tir.schedule import BlockRV, LoopRV
 
 
@@ -131,20 +134,20 @@ sch = tvm.tir.Schedule(MyModule)
 block = sch.get_block("Y")
 assert isinstance(block, BlockRV) and isinstance(block, tvm.tir.schedule.BlockRV)
 assert isinstance(first_loop(sch, block), LoopRV)
-''',
-    "structural_equal, structural_hash": '''
+""",
+    "structural_equal, structural_hash": """
 assert tvm.ir.structural_equal(MyModule, MyModule)
 assert tvm.ir.structural_hash(MyModule) == tvm.ir.structural_hash(MyModule)
-''',
-    "register_func": '''
+""",
+    "register_func": """
 @tvm.register_func("env.mlc_lab_add_one", override=True)
 def add_one(x):
     return x + 1
 
 
 assert tvm.get_global_func("env.mlc_lab_add_one")(41) == 42
-''',
-    "te.create_prim_func": '''
+""",
+    "te.create_prim_func": """
 from tvm import te
 
 A = te.placeholder((16, 16), "float32", name="A")
@@ -157,12 +160,12 @@ lib = tvm.build(tvm.IRModule({"mm_relu": te_func}), target="llvm")
 c_nd = tvm.nd.empty((16, 16), "float32")
 lib["mm_relu"](tvm.nd.array(a_np), tvm.nd.array(b_np), c_nd)
 np.testing.assert_allclose(c_nd.numpy(), c_ref, rtol=1e-5)
-''',
+""",
 }
 
 # Code written for 0.27 (tvm.build still runs there, deprecated): convert must give it back as it is.
 MODERN = {
-    "evaluate.py with tvm.build and imports[0]": '''
+    "evaluate.py with tvm.build and imports[0]": """
 import numpy as np
 import tvm
 from tvm.script import tirx as T
@@ -196,8 +199,8 @@ a = tvm.runtime.tensor(np.zeros(64, "float32"))
 b = tvm.runtime.empty((64,), "float32")
 lib.time_evaluator(lib.entry_name, tvm.cpu(), number=1)(a, b)
 np.testing.assert_allclose(b.numpy(), 1)
-''',
-    "tvm.compile and ex.mod": '''
+""",
+    "tvm.compile and ex.mod": """
 import numpy as np
 import tvm
 from tvm import s_tir
@@ -219,10 +222,10 @@ ex = tvm.compile(sch.mod, target="llvm")
 a, b = tvm.runtime.tensor(np.zeros(64, "float32")), tvm.runtime.empty((64,), "float32")
 ex["main"](a, b)
 assert ex.mod.time_evaluator("main", tvm.cpu(), number=1)(a, b).mean > 0
-''',
+""",
 }
 
-HARNESS = textwrap.dedent('''
+HARNESS = textwrap.dedent("""
     import json, runpy, sys, traceback
     results = {}
     for path in sys.argv[1:]:
@@ -232,7 +235,7 @@ HARNESS = textwrap.dedent('''
         except BaseException:
             results[path] = traceback.format_exc()[-2500:]
     print("RESULTS " + json.dumps(results))
-''')
+""")
 
 
 def _converted_calls() -> dict[str, str]:
@@ -244,18 +247,26 @@ def verdicts(tmp_path_factory) -> dict[str, str]:
     """Run every converted call and every modern snippet (unconverted) in one child interpreter."""
     work = tmp_path_factory.mktemp("converted")
     files = {}
-    programs = {**{f"call:{k}": v for k, v in _converted_calls().items()},
-                **{f"modern:{k}": v for k, v in MODERN.items()}}
+    programs = {
+        **{f"call:{k}": v for k, v in _converted_calls().items()},
+        **{f"modern:{k}": v for k, v in MODERN.items()},
+    }
     for i, (name, text) in enumerate(programs.items()):
         path = work / f"snippet_{i}.py"
         path.write_text(text)
         files[str(path)] = name
     (work / "harness.py").write_text(HARNESS)
-    proc = subprocess.run([sys.executable, "harness.py", *files], cwd=work, capture_output=True, text=True,
-                          timeout=300, env={**__import__("os").environ, "TVM_NUM_THREADS": "1"})
+    proc = subprocess.run(
+        [sys.executable, "harness.py", *files],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "TVM_NUM_THREADS": "1"},
+    )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULTS ")), None)
     assert line, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return {files[path]: verdict for path, verdict in json.loads(line[len("RESULTS "):]).items()}
+    return {files[path]: verdict for path, verdict in json.loads(line[len("RESULTS ") :]).items()}
 
 
 @pytest.mark.parametrize("name", list(CALLS))
@@ -304,22 +315,35 @@ def test_block_rv_becomes_sblock_rv():
 
 
 def _notebook(*cells: tuple[str, str]) -> str:
-    return json.dumps({
-        "cells": [{"cell_type": kind, "metadata": {}, "source": text.splitlines(keepends=True),
-                   **({"outputs": [], "execution_count": None} if kind == "code" else {})}
-                  for kind, text in cells],
-        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-        "nbformat": 4, "nbformat_minor": 5,
-    }, indent=1) + "\n"
+    return (
+        json.dumps(
+            {
+                "cells": [
+                    {
+                        "cell_type": kind,
+                        "metadata": {},
+                        "source": text.splitlines(keepends=True),
+                        **({"outputs": [], "execution_count": None} if kind == "code" else {}),
+                    }
+                    for kind, text in cells
+                ],
+                "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+                "nbformat": 4,
+                "nbformat_minor": 5,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 LEGACY_NOTEBOOK = _notebook(
     ("markdown", "# Lab 1\nTensorIR with `T.block`."),
     ("code", LEGACY_HEADER.strip() + "\n"),
     ("code", "%%bash\necho not python: left as it is\n"),
-    ("code", GPU_SCHEDULE.strip() + "\nrt_mod = tvm.build(sch.mod, target=\"cuda\")\n"),
+    ("code", GPU_SCHEDULE.strip() + '\nrt_mod = tvm.build(sch.mod, target="cuda")\n'),
     ("code", "%time src = rt_mod.imported_modules[0].get_source()\nassert '__global__' in src\n"),
-    ("code", "print(\"nothing to change here\")"),
+    ("code", 'print("nothing to change here")'),
 )
 
 
@@ -347,8 +371,9 @@ def test_a_valid_notebook_comes_back_byte_for_byte():
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mlc_lab.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "mlc_lab.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
 
 
 def test_cli_converts_a_notebook_and_says_what_it_did(tmp_path):
@@ -364,8 +389,11 @@ def test_cli_converts_a_notebook_and_says_what_it_did(tmp_path):
     r = _cli("convert", str(out))
     assert r.returncode == 0 and r.stdout == out.read_text() and "nothing to convert" in r.stderr
     # the converted notebook's Python cells run, in order, as Jupyter would run them
-    code = "\n".join("".join(c["source"]).replace("%time ", "") for c in json.loads(out.read_text())["cells"]
-                     if c["cell_type"] == "code" and not "".join(c["source"]).startswith("%%"))
+    code = "\n".join(
+        "".join(c["source"]).replace("%time ", "")
+        for c in json.loads(out.read_text())["cells"]
+        if c["cell_type"] == "code" and not "".join(c["source"]).startswith("%%")
+    )
     script = tmp_path / "cells.py"
     script.write_text(code)
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=120)

@@ -23,7 +23,7 @@ TUNES = {"ch4_auto_opt", "ch4_2022_auto_opt"}  # the fixtures that call ms.tune_
 
 # Runs one converted fixture. Kept as text: it is the script of the child process.
 HARNESS = textwrap.dedent(
-    '''
+    """
     import inspect, linecache, os, pickle, runpy, sys, types
 
     import numpy as np
@@ -91,7 +91,7 @@ HARNESS = textwrap.dedent(
 
     # 3. The fixture itself, as a file (TVMScript reads class sources from it).
     runpy.run_path(sys.argv[1], init_globals=stand_ins, run_name="__main__")
-    '''
+    """
 )
 
 
@@ -103,14 +103,16 @@ def _run(fixture: Path, tmp_path: Path, timeout: int) -> subprocess.CompletedPro
     (tmp_path / "_harness.py").write_text(HARNESS)
     return subprocess.run(
         [sys.executable, "_harness.py", script.name],
-        cwd=tmp_path, capture_output=True, text=True, timeout=timeout,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         # one TVM thread: the timings are not checked, and the box is shared with other tests
         env={**os.environ, "MLC_LAB_TUNE_TRIALS": "4", "TVM_NUM_THREADS": "1"},
     )
 
 
-RUN_PARAMS = [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in TUNES else [])
-              for p in FIXTURES]
+RUN_PARAMS = [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in TUNES else []) for p in FIXTURES]
 
 
 def test_fixtures_are_present():
@@ -130,7 +132,7 @@ def test_fixture_is_legacy_and_converts_once(fixture):
 def test_converted_fixture_runs(fixture, tmp_path):
     timeout = 300 if fixture.stem in TUNES else 120
     proc = _run(fixture, tmp_path, timeout)
-    tail = (proc.stdout[-3000:] + "\n--- stderr ---\n" + proc.stderr[-3000:])
+    tail = proc.stdout[-3000:] + "\n--- stderr ---\n" + proc.stderr[-3000:]
     assert proc.returncode == 0, tail
     assert f"CHECK {fixture.stem} ok" in proc.stdout, tail
     if fixture.stem in TUNES:

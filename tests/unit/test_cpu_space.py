@@ -71,7 +71,10 @@ def test_recognises_matrix_products_and_nothing_else():
     # the vector width comes from the target: 4 fp32 lanes on plain x86-64 (SSE), 8 on AVX2
     assert cpu_space.find_matmul_block(task(matmul(64))["main"], GENERIC).lanes == 4
     assert cpu_space.find_matmul_block(task(matmul(64))["main"], AVX2).lanes == 8
-    assert cpu_space.packed_panel_space(task(matmul(64))["main"], tvm.target.Target({"kind": "cuda", "arch": "sm_80"})) is None
+    assert (
+        cpu_space.packed_panel_space(task(matmul(64))["main"], tvm.target.Target({"kind": "cuda", "arch": "sm_80"}))
+        is None
+    )
 
 
 @pytest.mark.parametrize("src", [matmul(128), MM_RELU, BATCHED], ids=["matmul", "mm_relu", "batched"])
@@ -99,13 +102,23 @@ def test_every_sample_replays_builds_and_computes_the_product(src):
             fn["main"](*args)
             outs.append(args[-1].numpy())
         np.testing.assert_allclose(outs[1], outs[0], rtol=1e-4, atol=1e-3)
-    assert len(seen) > 5  # the samples differ (decisions are part of the printed trace): tiles and unrolling are searched
+    assert (
+        len(seen) > 5
+    )  # the samples differ (decisions are part of the printed trace): tiles and unrolling are searched
 
 
 @pytest.mark.slow
 def test_a_fresh_auto_job_on_a_matmul_measures_the_sketch_first(tmp_path):
-    job = tune(mlc_lab.Session(matmul(64)), trials=6, work_dir=str(tmp_path), num_trials_per_iter=3, seed=3,
-               confirm=False, strategy="replay-trace", cost_model="random")
+    job = tune(
+        mlc_lab.Session(matmul(64)),
+        trials=6,
+        work_dir=str(tmp_path),
+        num_trials_per_iter=3,
+        seed=3,
+        confirm=False,
+        strategy="replay-trace",
+        cost_model="random",
+    )
     assert job.wait(timeout=300) == "done", job.error
     recs = job.records()
     assert len(recs) == 6 and all(r.ok for r in recs)

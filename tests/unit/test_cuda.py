@@ -174,7 +174,13 @@ def test_gpu_present_path_with_a_stand_in_device(monkeypatch):
     gpu_text = build.module_to_text(mlc_lab.load(GPU_TWO_BLOCKS))
     ref_text = build.module_to_text(mlc_lab.load(TWO_BLOCKS_CPU))
     result = build.measure_request(
-        {"module": gpu_text, "reference": ref_text, "func_name": "main", "target": {"kind": "cuda", "arch": "sm_90"}, "repeats": 3}
+        {
+            "module": gpu_text,
+            "reference": ref_text,
+            "func_name": "main",
+            "target": {"kind": "cuda", "arch": "sm_90"},
+            "repeats": 3,
+        }
     )
     assert calls == ["cuda"]
     assert result["max_abs_error"] == 0.0 and result["correct"]

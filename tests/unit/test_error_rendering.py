@@ -69,8 +69,9 @@ def test_parse_error_names_the_line_in_the_cell(shell):
     assert shell(PROGRAM_CELL) is None
     lines = shell("s = mlc_lab.Session(PROG)")
     assert lines is not None
-    assert lines[0].startswith("LoadError: line 9 of the program text: TVMScript does not parse: "
-                               "Undefined variable: undefined_thing"), lines[0]
+    assert lines[0].startswith(
+        "LoadError: line 9 of the program text: TVMScript does not parse: Undefined variable: undefined_thing"
+    ), lines[0]
     # the string starts on the cell's third line, so the program's line 9 is the cell's line 11
     assert "  line 9 of the program text is Cell In[2], line 11: B[vi] = A[vi] + undefined_thing" in lines
     assert "  in Cell In[3], line 1: s = mlc_lab.Session(PROG)" in lines
@@ -114,9 +115,9 @@ def test_trace_document_errors_name_the_file_line(shell, tmp_path):
     naming the file and its line."""
     (tmp_path / "add.py").write_text(GOOD_PROGRAM.split('"""')[1])
     trace = tmp_path / "add.trace"
-    trace.write_text('b0 = sch.get_sblock(name="B", func_name="main")\n'
-                     'l1, l2 = sch.get_loops(block=b0)\n'
-                     'sch.vectorize(loop=l9)\n')
+    trace.write_text(
+        'b0 = sch.get_sblock(name="B", func_name="main")\nl1, l2 = sch.get_loops(block=b0)\nsch.vectorize(loop=l9)\n'
+    )
     lines = shell(f"mlc_lab.open_trace({str(trace)!r})")
     assert lines is not None
     assert lines[0].startswith("TraceParseError: add.trace, line 3: "), lines[0]
@@ -129,8 +130,10 @@ def test_trace_without_program_says_what_to_do(shell, tmp_path):
     trace.write_text('b0 = sch.get_sblock(name="B", func_name="main")\n')
     lines = shell(f"mlc_lab.open_trace({str(trace)!r})")
     assert lines is not None
-    assert lines[0].startswith("UsageError: lonely.trace needs its program: save the program as lonely.py "
-                               "in the same folder and open the trace again"), lines[0]
+    assert lines[0].startswith(
+        "UsageError: lonely.trace needs its program: save the program as lonely.py "
+        "in the same folder and open the trace again"
+    ), lines[0]
     _no_internal_frames(lines)
 
 

@@ -11,29 +11,29 @@ import mlc_lab
 from mlc_lab import exercises
 from mlc_lab.exercises import GradeReport
 
-HEADER = '''
+HEADER = """
 from tvm.script import ir as I
 from tvm.script import tirx as T
 
 @I.ir_module
 class Mod:
-'''
+"""
 
 
 def program(body: str) -> str:
     return HEADER + body
 
 
-BROADCAST_OK = program('''
+BROADCAST_OK = program("""
     @T.prim_func(s_tir=True)
     def add(A: T.Buffer((4, 4), "int64"), B: T.Buffer((4,), "int64"), C: T.Buffer((4, 4), "int64")):
         for i, j in T.grid(4, 4):
             with T.sblock("C"):
                 vi, vj = T.axis.remap("SS", [i, j])
                 C[vi, vj] = A[vi, vj] + B[vj]
-''')
+""")
 
-BROADCAST_LEGACY = '''
+BROADCAST_LEGACY = """
 import tvm
 from tvm.script import tir as T
 
@@ -46,13 +46,14 @@ class MyAdd:
             with T.block("C"):
                 vi, vj = T.axis.remap("SS", [i, j])
                 C[vi, vj] = A[vi, vj] + B[vj]
-'''
+"""
 
 BROADCAST_WRONG_INDEX = BROADCAST_OK.replace("+ B[vj]", "+ B[vi]")
 BROADCAST_WRONG_SHAPE = BROADCAST_OK.replace('B: T.Buffer((4,), "int64")', 'B: T.Buffer((4, 4), "int64")').replace(
-    "B[vj]", "B[vi, vj]")
+    "B[vj]", "B[vi, vj]"
+)
 
-CONV_OK = program('''
+CONV_OK = program("""
     @T.prim_func(s_tir=True)
     def conv(A: T.Buffer((1, 1, 8, 8), "int64"), W: T.Buffer((2, 1, 3, 3), "int64"),
              Out: T.Buffer((1, 2, 6, 6), "int64")):
@@ -62,7 +63,7 @@ CONV_OK = program('''
                 with T.init():
                     Out[vb, vk, vi, vj] = T.int64(0)
                 Out[vb, vk, vi, vj] = Out[vb, vk, vi, vj] + A[vb, vq, vi + vdi, vj + vdj] * W[vk, vq, vdi, vdj]
-''')
+""")
 
 
 def target_schedule(session: mlc_lab.Session, *, upto: int = 99, jfactor: int = 8) -> mlc_lab.Session:
@@ -148,14 +149,14 @@ def test_conv_reference_matches_the_course_printout():
 def test_add_example_accepts_a_session_and_a_schedule():
     import tvm
 
-    add = program('''
+    add = program("""
     @T.prim_func(s_tir=True)
     def add(A: T.Buffer((4, 4), "int64"), B: T.Buffer((4, 4), "int64"), C: T.Buffer((4, 4), "int64")):
         for i, j in T.grid(4, 4):
             with T.sblock("C"):
                 vi, vj = T.axis.remap("SS", [i, j])
                 C[vi, vj] = A[vi, vj] + B[vi, vj]
-''')
+""")
     s = mlc_lab.Session(add)
     i0, i1 = s.apply("split", "i", factors=[2, 2])
     s.apply("parallel", i0)
@@ -226,8 +227,9 @@ def test_following_the_hints_in_the_order_listed_works():
 def test_the_distance_shrinks_towards_the_target():
     distances = []
     for upto in (0, 4, 6, 8, 9):
-        rep = exercises.compare_structure(target_schedule(mlc_lab.Session(exercises.BMM_RELU), upto=upto),
-                                          exercises.BMM_RELU_TARGET)
+        rep = exercises.compare_structure(
+            target_schedule(mlc_lab.Session(exercises.BMM_RELU), upto=upto), exercises.BMM_RELU_TARGET
+        )
         distances.append(rep.distance)
     assert distances == sorted(distances, reverse=True) and distances[-1] == 0 and distances[0] > distances[1]
 

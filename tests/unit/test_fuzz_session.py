@@ -24,9 +24,25 @@ PROGRAMS = {"matmul": matmul(64), "mm_relu": MM_RELU, "conv": CONV, "two_stage":
 _SESSIONS: dict[str, Session] = {}
 
 PRIMITIVES = [
-    "split", "reorder", "fuse", "parallel", "vectorize", "unroll", "bind", "compute_at", "reverse_compute_at",
-    "cache_read", "cache_write", "decompose_reduction", "compute_inline", "reverse_compute_inline", "rfactor",
-    "blockize", "annotate", "sample_perfect_tile", "sample_categorical",
+    "split",
+    "reorder",
+    "fuse",
+    "parallel",
+    "vectorize",
+    "unroll",
+    "bind",
+    "compute_at",
+    "reverse_compute_at",
+    "cache_read",
+    "cache_write",
+    "decompose_reduction",
+    "compute_inline",
+    "reverse_compute_inline",
+    "rfactor",
+    "blockize",
+    "annotate",
+    "sample_perfect_tile",
+    "sample_categorical",
 ]
 THREADS = ["blockIdx.x", "threadIdx.x", "threadIdx.y", "vthread.x", "warp.bogus"]
 
@@ -62,7 +78,11 @@ def draw_call(data, s: Session, sampled: list):
     if prim in ("compute_at", "reverse_compute_at", "decompose_reduction"):
         return prim, (block(), loop()), {}
     if prim in ("cache_read", "cache_write"):
-        return prim, (block(), data.draw(st.integers(0, 2)), data.draw(st.sampled_from(["local", "shared", "global"]))), {}
+        return (
+            prim,
+            (block(), data.draw(st.integers(0, 2)), data.draw(st.sampled_from(["local", "shared", "global"]))),
+            {},
+        )
     if prim in ("compute_inline", "reverse_compute_inline"):
         return prim, (block(),), {}
     if prim == "blockize":
@@ -80,8 +100,12 @@ FULL_EXAMPLES = 1000
 
 def _settings(examples: int):
     # Shrinking TVM programs is slow (minutes); the failing example is printed unshrunk instead.
-    return settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-                    phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    )
 
 
 def random_schedules_never_break_the_session(name, data, seed):
@@ -110,9 +134,12 @@ def random_schedules_never_break_the_session(name, data, seed):
 
 
 _RANDOM = given(name=st.sampled_from(sorted(PROGRAMS)), data=st.data(), seed=st.integers(1, 1000))
-test_random_schedules_never_break_the_session = _settings(CI_EXAMPLES)(_RANDOM(random_schedules_never_break_the_session))
+test_random_schedules_never_break_the_session = _settings(CI_EXAMPLES)(
+    _RANDOM(random_schedules_never_break_the_session)
+)
 test_random_schedules_never_break_the_session_full = pytest.mark.full(
-    _settings(FULL_EXAMPLES)(_RANDOM(random_schedules_never_break_the_session)))
+    _settings(FULL_EXAMPLES)(_RANDOM(random_schedules_never_break_the_session))
+)
 
 
 # --- schedules from the conformance corpus, decisions drawn again ------------------------------------
@@ -184,7 +211,8 @@ def corpus_schedules_replay_like_tvm(data):
 
 test_corpus_schedules_replay_like_tvm = _settings(CI_EXAMPLES)(given(data=st.data())(corpus_schedules_replay_like_tvm))
 test_corpus_schedules_replay_like_tvm_full = pytest.mark.full(
-    _settings(FULL_EXAMPLES)(given(data=st.data())(corpus_schedules_replay_like_tvm)))
+    _settings(FULL_EXAMPLES)(given(data=st.data())(corpus_schedules_replay_like_tvm))
+)
 
 
 def test_errors_are_mlc_lab_errors_only():

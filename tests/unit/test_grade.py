@@ -53,25 +53,37 @@ GRADESCOPE_SCHEMA = {
         "visibility": {"enum": ["hidden", "after_due_date", "after_published", "visible"]},
         "stdout_visibility": {"enum": ["hidden", "after_due_date", "after_published", "visible"]},
         "extra_data": {"type": "object"},
-        "tests": {"type": "array", "items": {
-            "type": "object",
-            "properties": {
-                "score": {"type": "number"}, "max_score": {"type": "number"},
-                "status": {"enum": ["passed", "failed"]}, "name": {"type": "string"},
-                "number": {"type": "string"}, "output": {"type": "string"},
-                "tags": {"type": "array", "items": {"type": "string"}},
-                "visibility": {"enum": ["hidden", "after_due_date", "after_published", "visible"]},
-                "extra_data": {"type": "object"},
+        "tests": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "score": {"type": "number"},
+                    "max_score": {"type": "number"},
+                    "status": {"enum": ["passed", "failed"]},
+                    "name": {"type": "string"},
+                    "number": {"type": "string"},
+                    "output": {"type": "string"},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "visibility": {"enum": ["hidden", "after_due_date", "after_published", "visible"]},
+                    "extra_data": {"type": "object"},
+                },
+                "additionalProperties": False,
             },
-            "additionalProperties": False,
-        }},
-        "leaderboard": {"type": "array", "items": {
-            "type": "object",
-            "properties": {"name": {"type": "string"}, "value": {"type": ["number", "string"]},
-                           "order": {"enum": ["asc", "desc"]}},
-            "required": ["name", "value"],
-            "additionalProperties": False,
-        }},
+        },
+        "leaderboard": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "value": {"type": ["number", "string"]},
+                    "order": {"enum": ["asc", "desc"]},
+                },
+                "required": ["name", "value"],
+                "additionalProperties": False,
+            },
+        },
     },
     "anyOf": [{"required": ["score"]}, {"required": ["tests"]}],
     "additionalProperties": False,
@@ -80,8 +92,9 @@ GRADESCOPE_SCHEMA = {
 
 def _cli(*args: str, timeout: int = 240) -> tuple[subprocess.CompletedProcess, float]:
     start = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "mlc_lab.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                       timeout=timeout)
+    r = subprocess.run(
+        [sys.executable, "-m", "mlc_lab.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout
+    )
     return r, time.monotonic() - start
 
 
@@ -176,13 +189,21 @@ def test_an_apply_trace_with_a_loop_is_refused_with_the_way_out(tmp_path):
     assert "hands in `def schedule(sch):` instead" in result.error
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace('checks = ["epilogue_fusion"]', 'checks = ["epilog"]'), "there is no check named 'epilog'"),
-    (lambda t: t.replace('checks = ["epilogue_fusion"]', 'checks = ["vectorize"]'),
-     "vectorize is a check for cpu targets"),
-    (lambda t: t.replace('program = "gemm_relu_add.py"', 'program = "missing.py"'), "is not a file"),
-    (lambda t: t.replace("[[tasks]]", "[[tasks", 1), "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda t: t.replace('checks = ["epilogue_fusion"]', 'checks = ["epilog"]'),
+            "there is no check named 'epilog'",
+        ),
+        (
+            lambda t: t.replace('checks = ["epilogue_fusion"]', 'checks = ["vectorize"]'),
+            "vectorize is a check for cpu targets",
+        ),
+        (lambda t: t.replace('program = "gemm_relu_add.py"', 'program = "missing.py"'), "is not a file"),
+        (lambda t: t.replace("[[tasks]]", "[[tasks", 1), "not valid TOML"),
+    ],
+)
 def test_a_bad_assignment_says_which_key(tmp_path, edit, message):
     (tmp_path / "gemm_relu_add.py").write_text((LAB / "gemm_relu_add.py").read_text())
     bad = tmp_path / "assignment.toml"
@@ -195,7 +216,7 @@ def test_a_bad_assignment_says_which_key(tmp_path, edit, message):
 
 # --- performance thresholds (a CPU assignment, timed in the worker) ----------------------------------
 
-CPU_PROGRAM = '''from tvm.script import tirx as T
+CPU_PROGRAM = """from tvm.script import tirx as T
 
 N = 128
 
@@ -214,9 +235,9 @@ def mm_relu(A: T.Buffer((N, N), "float32"), B: T.Buffer((N, N), "float32"), C: T
         with T.sblock("C"):
             vi, vj = T.axis.remap("SS", [i, j])
             C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
-'''
+"""
 
-CPU_ASSIGNMENT = '''title = "Lab 2: mm_relu on the CPU"
+CPU_ASSIGNMENT = """title = "Lab 2: mm_relu on the CPU"
 program = "mm_relu.py"
 target = "cpu"
 
@@ -235,9 +256,9 @@ title = "Vectorize, and be fast"
 checks = ["vectorize"]
 points = 3
 max_latency_ms = LIMIT
-'''
+"""
 
-COURSE_TRACE = '''from tvm import s_tir
+COURSE_TRACE = """from tvm import s_tir
 
 
 def apply_trace(sch: s_tir.Schedule) -> None:
@@ -247,7 +268,7 @@ def apply_trace(sch: s_tir.Schedule) -> None:
     sch.reorder(l1, l4, l3, l5)
     sch.parallel(loop=l1)
     sch.vectorize(loop=l5)
-'''
+"""
 
 
 def test_performance_thresholds_time_the_program_and_rank_it(tmp_path):
@@ -266,7 +287,8 @@ def test_performance_thresholds_time_the_program_and_rank_it(tmp_path):
     assert any("ms (at most 1000 ms asked)" in m for m in fast.messages)
     board = {e["name"]: e for e in good.to_gradescope()["leaderboard"]}
     assert board["Latency (ms)"]["order"] == "asc" and board["Latency (ms)"]["value"] == pytest.approx(
-        good.latency_ms, rel=1e-3)
+        good.latency_ms, rel=1e-3
+    )
     jsonschema.validate(good.to_gradescope(), GRADESCOPE_SCHEMA)
 
     slow = grade(load_assignment(tmp_path / "impossible.toml"), course)
@@ -283,11 +305,28 @@ def test_a_courses_own_pytest_autograder_uses_the_plugin(tmp_path):
         "from mlc_lab.grading.pytest_plugin import assert_task\n\n\n"
         "def test_thread_blocks(graded):\n    assert_task(graded, 'thread_blocks')\n\n\n"
         "def test_epilogue(graded):\n    assert_task(graded, 'epilogue')\n\n\n"
-        "def test_score(graded):\n    assert graded.score == 15\n")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path),
-                        "--assignment", str(ASSIGNMENT), "--submission", str(LAB / "submissions" / "lab3.ipynb")],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=180,
-                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+        "def test_score(graded):\n    assert graded.score == 15\n"
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(tmp_path),
+            "--assignment",
+            str(ASSIGNMENT),
+            "--submission",
+            str(LAB / "submissions" / "lab3.ipynb"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=180,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    )
     assert "1 failed, 2 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
     assert "Fuse ReLU + add into the GEMM kernel: block relu_add computes D in a kernel of its own" in r.stdout
 
@@ -303,20 +342,25 @@ def test_numeric_check_at_a_smaller_size_fails_a_wrong_kernel(tmp_path):
     assert right.score == 20 and right.numeric["ok"] and right.numeric["verdict"] == "match"
     racing = grade(assignment, LAB / "submissions" / "racing.json")
     assert racing.score == 0 and racing.numeric["verdict"] == "mismatch"
-    assert all(any(m.startswith("wrong result at a smaller size: ") and "elements of D are wrong" in m
-                   for m in t.messages) for t in racing.tasks)
+    assert all(
+        any(m.startswith("wrong result at a smaller size: ") and "elements of D are wrong" in m for m in t.messages)
+        for t in racing.tasks
+    )
     (tmp_path / "mm_relu.py").write_text(CPU_PROGRAM)
-    (tmp_path / "cpu.toml").write_text(CPU_ASSIGNMENT.replace("LIMIT", "10").replace(
-        "[performance]", "[numeric]\nsize = 64\n\n[performance]"))
+    (tmp_path / "cpu.toml").write_text(
+        CPU_ASSIGNMENT.replace("LIMIT", "10").replace("[performance]", "[numeric]\nsize = 64\n\n[performance]")
+    )
     with pytest.raises(AssignmentError, match=r"\[numeric\] runs GPU schedules on the CPU; for a cpu target"):
         load_assignment(tmp_path / "cpu.toml")
 
 
 def test_a_schedule_file_in_the_courses_older_spelling_is_converted_before_it_runs(tmp_path):
     variant = (LAB / "submissions" / "schedule_variant.py").read_text()
-    legacy = variant.replace("from tvm import s_tir", "import tvm").replace(
-        "def schedule(sch: s_tir.Schedule) -> s_tir.Schedule:", "def schedule(sch: tvm.tir.Schedule):").replace(
-        "sch.get_sblock(", "sch.get_block(")
+    legacy = (
+        variant.replace("from tvm import s_tir", "import tvm")
+        .replace("def schedule(sch: s_tir.Schedule) -> s_tir.Schedule:", "def schedule(sch: tvm.tir.Schedule):")
+        .replace("sch.get_sblock(", "sch.get_block(")
+    )
     assert "get_block(" in legacy and "s_tir" not in legacy
     hand_in = tmp_path / "old_spelling.py"
     hand_in.write_text(legacy)

@@ -157,18 +157,20 @@ def test_the_excerpt_shows_the_first_packed_fma_of_j1_on_this_cpu(steps):
 
 
 # Zen 4's shape of j_1 (LLVM's znver4 schedule loads eight vectors before the first FMA)
-ZEN4_ASM = "\n".join(["\t.loc\t1 7 0"] + [f"\tvmovaps\t{32 * n}(%rax), %zmm{n}" for n in range(8)]
-                     + ["\tvfmadd213ps\t(%rcx), %zmm9, %zmm0", "\tvmovaps\t%zmm0, (%rdx)", "\t.loc\t1 9 0",
-                        "\tretq"])
+ZEN4_ASM = "\n".join(
+    ["\t.loc\t1 7 0"]
+    + [f"\tvmovaps\t{32 * n}(%rax), %zmm{n}" for n in range(8)]
+    + ["\tvfmadd213ps\t(%rcx), %zmm9, %zmm0", "\tvmovaps\t%zmm0, (%rdx)", "\t.loc\t1 9 0", "\tretq"]
+)
 
 
 def _one_loop_lowering(asm: str):
     from mlc_lab.core.lowering import Lowering
 
-    facts = cf.loop_facts([{"name": "j_1", "line": 7, "end_line": 8, "loop_kind": "vectorized", "innermost": True}],
-                          cf.parse_asm(asm))
-    return Lowering(target="llvm", kind="cpu", func_name="main", script="", passes=[], ok=True, asm=asm,
-                    loops=facts)
+    facts = cf.loop_facts(
+        [{"name": "j_1", "line": 7, "end_line": 8, "loop_kind": "vectorized", "innermost": True}], cf.parse_asm(asm)
+    )
+    return Lowering(target="llvm", kind="cpu", func_name="main", script="", passes=[], ok=True, asm=asm, loops=facts)
 
 
 def test_the_excerpt_finds_the_fma_wherever_llvm_scheduled_it():
@@ -218,7 +220,9 @@ def test_lowering_is_cached_per_step_and_target(steps):
     assert s.lower() is after
     with pytest.raises(MlcLabError, match="compiles for the CPU or for CUDA, not for 'opencl'"):
         s.lower(target="opencl")
-    with pytest.raises(MlcLabError, match="'sm_' is not a target lower.. knows: give 'cpu', 'cuda', a CUDA architecture"):
+    with pytest.raises(
+        MlcLabError, match="'sm_' is not a target lower.. knows: give 'cpu', 'cuda', a CUDA architecture"
+    ):
         s.lower(target="sm_")
 
 

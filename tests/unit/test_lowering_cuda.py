@@ -55,9 +55,20 @@ def test_lower_for_a_given_architecture(course):
 def test_a_64x64_accumulator_per_thread_is_named_with_its_stack_frame(big_tile):
     low = big_tile.lower(target="sm_75")
     (kernel,) = low.kernels
-    assert {"name": "C_local", "scope": "local", "shape": [64, 64], "dtype": "float32", "bytes": 16384} in low.gpu_buffers
-    assert low.kernel_arrays["main_kernel"][0] == {"name": "C_local", "scope": "local", "elements": 4096,
-                                                   "dtype": "float", "bytes": 16384}
+    assert {
+        "name": "C_local",
+        "scope": "local",
+        "shape": [64, 64],
+        "dtype": "float32",
+        "bytes": 16384,
+    } in low.gpu_buffers
+    assert low.kernel_arrays["main_kernel"][0] == {
+        "name": "C_local",
+        "scope": "local",
+        "elements": 4096,
+        "dtype": "float",
+        "bytes": 16384,
+    }
     assert low.verdict.startswith("main_kernel: each thread keeps a 64x64 float32 accumulator (C_local, 16 KB)")
     if HAS_PTXAS:
         assert kernel.stack_bytes >= 16384 and kernel.registers and kernel.shared_bytes == 8192
@@ -103,14 +114,22 @@ def test_each_loop_says_what_it_became(course):
 
 
 def test_loop_facts_and_arrays_from_plain_text():
-    source = ('extern "C" __global__ void __launch_bounds__(32) k(float* __restrict__ A) {\n'
-              '  alignas(64) float acc_local[16];\n  __shared__ alignas(64) float A_shared[128];\n'
-              '  #pragma unroll\n  for (int i = 0; i < 4; ++i) {\n    acc_local[i] = 0.0f;\n  }\n}\n')
+    source = (
+        'extern "C" __global__ void __launch_bounds__(32) k(float* __restrict__ A) {\n'
+        "  alignas(64) float acc_local[16];\n  __shared__ alignas(64) float A_shared[128];\n"
+        "  #pragma unroll\n  for (int i = 0; i < 4; ++i) {\n    acc_local[i] = 0.0f;\n  }\n}\n"
+    )
     arrays = cuda_kernel_arrays(source)
-    assert arrays == {"k": [{"name": "acc_local", "scope": "local", "elements": 16, "dtype": "float", "bytes": 64},
-                            {"name": "A_shared", "scope": "shared", "elements": 128, "dtype": "float", "bytes": 512}]}
-    loops = [{"name": "i", "loop_kind": "unrolled", "extent": 4, "line": 3, "end_line": 4},
-             {"name": "j", "loop_kind": "serial", "extent": 1, "line": 5, "end_line": 6}]
+    assert arrays == {
+        "k": [
+            {"name": "acc_local", "scope": "local", "elements": 16, "dtype": "float", "bytes": 64},
+            {"name": "A_shared", "scope": "shared", "elements": 128, "dtype": "float", "bytes": 512},
+        ]
+    }
+    loops = [
+        {"name": "i", "loop_kind": "unrolled", "extent": 4, "line": 3, "end_line": 4},
+        {"name": "j", "loop_kind": "serial", "extent": 1, "line": 5, "end_line": 6},
+    ]
     facts = cuda_loop_facts(loops, source, {"i": [5, 6, 7]})
     assert facts[0].verdict == "a loop with #pragma unroll (nvcc unrolls it) in every thread (CUDA lines 5-7)"
     assert facts[1].verdict == "extent 1: no loop in the code"
@@ -129,8 +148,11 @@ def test_the_cli_lowers_for_any_arch_tag_or_target_json(course, tmp_path):
     prog.write_text(course.script_at(0))
     trace = tmp_path / "mm.trace"
     trace.write_text(course.trace)
-    for target, arch in (("sm_75", "sm_75"), ('{"kind": "cuda", "arch": "sm_80"}', "sm_80"),
-                         ("nvidia/geforce-rtx-3080", "sm_86")):
+    for target, arch in (
+        ("sm_75", "sm_75"),
+        ('{"kind": "cuda", "arch": "sm_80"}', "sm_80"),
+        ("nvidia/geforce-rtx-3080", "sm_86"),
+    ):
         r = cli("lower", str(prog), "--trace", str(trace), "--target", target, "--json")
         assert r.returncode == 0, r.stderr
         out = json.loads(r.stdout)

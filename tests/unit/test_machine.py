@@ -14,10 +14,20 @@ from mlc_lab.core.machine import Machine
 
 
 def fake(peak: float, bw: float, others: float | None = 0.0) -> dict:
-    return {"cpu": "Test CPU", "cores": 2, "threads": 2, "vector_isa": "avx512f", "fp32_lanes": 16,
-            "peak_gflops": peak, "bandwidth_gbs": bw, "caches": [{"level": 3, "type": "unified", "bytes": 32 << 20}],
-            "gpu": {"present": False, "note": "no CUDA GPU found"}, "unknown_field": 1,
-            "others_cores": others, "measured_at": None if others is None else time.time()}
+    return {
+        "cpu": "Test CPU",
+        "cores": 2,
+        "threads": 2,
+        "vector_isa": "avx512f",
+        "fp32_lanes": 16,
+        "peak_gflops": peak,
+        "bandwidth_gbs": bw,
+        "caches": [{"level": 3, "type": "unified", "bytes": 32 << 20}],
+        "gpu": {"present": False, "note": "no CUDA GPU found"},
+        "unknown_field": 1,
+        "others_cores": others,
+        "measured_at": None if others is None else time.time(),
+    }
 
 
 class FakeWorker:
@@ -86,8 +96,9 @@ def test_a_kernel_faster_than_the_peak_is_believed_over_the_cached_peak(tmp_path
     monkeypatch.setattr(machine_mod, "_rechecked", False)
     w = FakeWorker([fake(17.4, 2.8), fake(20.0, 3.0)])
     monkeypatch.setattr("mlc_lab.core.worker.worker", lambda: w)
-    machine_mod._write_cache(machine_mod.cache_path(), Machine(**{k: v for k, v in fake(17.4, 2.8).items()
-                                                                  if k != "unknown_field"}))
+    machine_mod._write_cache(
+        machine_mod.cache_path(), Machine(**{k: v for k, v in fake(17.4, 2.8).items() if k != "unknown_field"})
+    )
     assert machine_mod.observed(10.0, "numpy").peak_gflops == 17.4 and w.calls == []  # no contradiction
     m = machine_mod.observed(155.0, "numpy's 512^3 matmul")
     assert w.calls == ["machine"]  # measured again at once ...
@@ -105,8 +116,14 @@ def test_the_generated_kernels_measure_this_machine(tmp_path):
         "'caches': m.caches, 'gpu': m.gpu, 'threads': m.threads, 'one': m.peak_one_core_gflops, "
         "'others': m.others_cores, 'when': m.when()}))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True,
-                         env={**__import__("os").environ, "MLC_LAB_CACHE_DIR": str(tmp_path)})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+        env={**__import__("os").environ, "MLC_LAB_CACHE_DIR": str(tmp_path)},
+    )
     m = json.loads(out.stdout.strip().splitlines()[-1])
     assert m["peak"] > 1.0 and m["bw"] > 0.1 and m["threads"] >= 1
     assert m["isa"] in ("avx512f", "avx2", "avx", "sse4.2", "neon", "sve", "scalar") and m["lanes"] >= 1
@@ -143,6 +160,7 @@ def test_an_all_core_peak_below_the_cores_times_one_core_was_disturbed(monkeypat
             chunks = args[0].shape[0]
             gflops = all_gflops if chunks == 2 else 114.6
             return [flops(chunks) / gflops / 1e9], 0.0
+
         return fastest
 
     monkeypatch.setattr(tvm_machine, "_fastest", fake_fastest(225.4))  # quiet: 225.4 ~ 2 x 114.6

@@ -27,9 +27,19 @@ def test_changed_lines_ignore_indentation_only_changes():
 
 
 def test_a_step_view_has_one_json_encoding():
-    view = StepView(id=1, parent=0, kind="apply", primitive="split", label="split(j, factors=[None, 4])",
-                    script="s", loop_tree={"func": "f", "functions": []}, trace="t", changed_lines=(3,),
-                    created=("j_0", "j_1"), decisions=({"index": 0, "value": [2, 2]},))
+    view = StepView(
+        id=1,
+        parent=0,
+        kind="apply",
+        primitive="split",
+        label="split(j, factors=[None, 4])",
+        script="s",
+        loop_tree={"func": "f", "functions": []},
+        trace="t",
+        changed_lines=(3,),
+        created=("j_0", "j_1"),
+        decisions=({"index": 0, "value": [2, 2]},),
+    )
     data = view.to_json()
     assert json.loads(view.json_bytes) == data
     assert data["created"] == ["j_0", "j_1"] and data["changed_lines"] == [3]
@@ -43,14 +53,18 @@ def test_core_never_imports_widgets():
     imports = re.compile(r"^\s*(from|import)\s+mlc_lab\.widgets|import_module\(\s*[\"']mlc_lab\.widgets", re.M)
     for path in (ROOT / "mlc_lab" / "core").rglob("*.py"):
         assert not imports.search(path.read_text()), path
-    code = ("import sys, mlc_lab.core.session; "
-            "bad = [m for m in sys.modules if m.startswith('mlc_lab.widgets')]; assert not bad, bad")
+    code = (
+        "import sys, mlc_lab.core.session; "
+        "bad = [m for m in sys.modules if m.startswith('mlc_lab.widgets')]; assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 def test_the_package_registers_the_views_for_users():
-    code = ("import mlc_lab; from mlc_lab.core import display; mlc_lab.Session; "
-            "assert display.has_view('explorer') and display.has_view('access')")
+    code = (
+        "import mlc_lab; from mlc_lab.core import display; mlc_lab.Session; "
+        "assert display.has_view('explorer') and display.has_view('access')"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 

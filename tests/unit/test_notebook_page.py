@@ -21,22 +21,54 @@ def saved_notebook(with_plot: bool = True) -> nbformat.NotebookNode:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 
     def view(mid: str) -> nbformat.NotebookNode:
-        return nbformat.v4.new_output("display_data", data={WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": mid},
-                                                            "text/plain": f"<widget {mid[:4]}>"})
+        return nbformat.v4.new_output(
+            "display_data",
+            data={
+                WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": mid},
+                "text/plain": f"<widget {mid[:4]}>",
+            },
+        )
 
     outputs = [view(EXP), view(OTHER)]
     if with_plot:
-        outputs.append(nbformat.v4.new_output("display_data", data={"application/vnd.plotly.v1+json": {"data": [{"type": "scatter", "y": [1, 2]}], "layout": {}}}))
+        outputs.append(
+            nbformat.v4.new_output(
+                "display_data",
+                data={"application/vnd.plotly.v1+json": {"data": [{"type": "scatter", "y": [1, 2]}], "layout": {}}},
+            )
+        )
     cell = nbformat.v4.new_code_cell("explorer", outputs=outputs)
     nb.cells = [nbformat.v4.new_markdown_cell("# Lecture"), cell]
     packed = front_end_code()
-    nb.metadata["widgets"] = {WIDGET_STATE: {"version_major": 2, "version_minor": 0, "state": {
-        FE: {"model_name": "WidgetModel", "model_module": "@jupyter-widgets/base", "state": {"code": packed.code, "digest": packed.digest, "encoding": "gzip+base64"}},
-        EXP: {"model_name": "AnyModel", "model_module": "anywidget", "state": {"_mlc_entry": "explorer", "_mlc_front_end": f"anywidget:{FE}", "layout": f"IPY_MODEL_{LAYOUT}"},
-              "buffers": [{"path": ["loop_tree_json"], "encoding": "base64", "data": "e30="}]},
-        LAYOUT: {"model_name": "LayoutModel", "model_module": "@jupyter-widgets/base", "state": {}},
-        OTHER: {"model_name": "IntSliderModel", "model_module": "@jupyter-widgets/controls", "state": {"value": 3}},
-    }}}
+    nb.metadata["widgets"] = {
+        WIDGET_STATE: {
+            "version_major": 2,
+            "version_minor": 0,
+            "state": {
+                FE: {
+                    "model_name": "WidgetModel",
+                    "model_module": "@jupyter-widgets/base",
+                    "state": {"code": packed.code, "digest": packed.digest, "encoding": "gzip+base64"},
+                },
+                EXP: {
+                    "model_name": "AnyModel",
+                    "model_module": "anywidget",
+                    "state": {
+                        "_mlc_entry": "explorer",
+                        "_mlc_front_end": f"anywidget:{FE}",
+                        "layout": f"IPY_MODEL_{LAYOUT}",
+                    },
+                    "buffers": [{"path": ["loop_tree_json"], "encoding": "base64", "data": "e30="}],
+                },
+                LAYOUT: {"model_name": "LayoutModel", "model_module": "@jupyter-widgets/base", "state": {}},
+                OTHER: {
+                    "model_name": "IntSliderModel",
+                    "model_module": "@jupyter-widgets/controls",
+                    "state": {"value": 3},
+                },
+            },
+        }
+    }
     return nb
 
 

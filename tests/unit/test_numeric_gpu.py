@@ -209,27 +209,34 @@ def test_guard_bands_see_writes_past_a_buffer_and_reads_of_nan():
 
     from mlc_lab.tvm import opencl
 
-    source = ("__kernel void over(__global float* X) { X[get_global_id(0)] = 1.0f; }\n"
-              "__kernel void under(__global float* X, __global float* Y) { Y[get_global_id(0)] = "
-              "X[(int)get_global_id(0) - 4]; }\n")
-    prog = {"source": source, "allocs": [],
-            "params": [{"name": "X", "shape": [16], "dtype": "float32"}, {"name": "Y", "shape": [16], "dtype": "float32"}],
-            "launches": [{"kernel": "over", "args": [{"buffer": "X"}], "grid": [3, 1, 1], "block": [8, 1, 1]},
-                         {"kernel": "under", "args": [{"buffer": "X"}, {"buffer": "Y"}], "grid": [2, 1, 1],
-                          "block": [8, 1, 1]}]}
+    source = (
+        "__kernel void over(__global float* X) { X[get_global_id(0)] = 1.0f; }\n"
+        "__kernel void under(__global float* X, __global float* Y) { Y[get_global_id(0)] = "
+        "X[(int)get_global_id(0) - 4]; }\n"
+    )
+    prog = {
+        "source": source,
+        "allocs": [],
+        "params": [{"name": "X", "shape": [16], "dtype": "float32"}, {"name": "Y", "shape": [16], "dtype": "float32"}],
+        "launches": [
+            {"kernel": "over", "args": [{"buffer": "X"}], "grid": [3, 1, 1], "block": [8, 1, 1]},
+            {"kernel": "under", "args": [{"buffer": "X"}, {"buffer": "Y"}], "grid": [2, 1, 1], "block": [8, 1, 1]},
+        ],
+    }
     dev, engine = opencl.opencl_device()
     ctx = cl.Context([dev])
     queue = cl.CommandQueue(ctx)
     program = cl.Program(ctx, source).build()
     arrays = {"X": np.zeros(16, "float32"), "Y": np.zeros(16, "float32")}
-    outputs, guard_writes = opencl._launch_all(cl, ctx, queue, program, prog, arrays, engine,
-                                               guard_bytes=opencl.GUARD_BYTES, max_group=64)
+    outputs, guard_writes = opencl._launch_all(
+        cl, ctx, queue, program, prog, arrays, engine, guard_bytes=opencl.GUARD_BYTES, max_group=64
+    )
     assert guard_writes == {"X": 8}
     assert np.isnan(outputs["Y"][:4]).all() and (outputs["Y"][4:] == 1.0).all()
     assert (outputs["X"] == 1.0).all()
 
 
-SYMBOLIC = '''
+SYMBOLIC = """
 from tvm.script import ir as I
 from tvm.script import tirx as T
 
@@ -245,7 +252,7 @@ class Mod:
             with T.sblock("B"):
                 vi = T.axis.spatial(n, i)
                 B[vi] = A[vi] * T.float32(2)
-'''
+"""
 
 
 def test_symbolic_shapes_run_at_the_values_given():
@@ -261,7 +268,7 @@ def test_symbolic_shapes_run_at_the_values_given():
         numeric_check(s, shape_vars={"m": 3})
 
 
-GEMM_RELU_ADD = '''
+GEMM_RELU_ADD = """
 from tvm.script import ir as I
 from tvm.script import tirx as T
 
@@ -282,7 +289,7 @@ class Lab:
             with T.sblock("D"):
                 vi, vj = T.axis.remap("SS", [i, j])
                 D[vi, vj] = T.max(C[vi, vj], T.float32(0)) + bias[vj]
-'''
+"""
 
 
 def test_gemm_relu_add_at_2048_with_the_epilogue_fused_into_the_write_back():

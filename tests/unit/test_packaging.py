@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_package_json_is_not_an_es_module_scope():
     pkg = json.loads((REPO / "package.json").read_text())
-    assert "type" not in pkg, 'node would read .venv/**/*.js (JupyterLab\'s yarn.js) as ES modules'
+    assert "type" not in pkg, "node would read .venv/**/*.js (JupyterLab's yarn.js) as ES modules"
     assert (REPO / "vitest.config.mts").exists() and (REPO / "js" / "build.mjs").exists()
     assert pkg["jupyterlab"]["outputDir"] == "mlc_lab/labextension"
 

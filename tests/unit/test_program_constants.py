@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 HEADER = "import tvm\nfrom tvm.script import tirx as T\n"
 
-BODY = '''
+BODY = """
 @T.prim_func(s_tir=True)
 def gemm_relu_add(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"),
                   C: T.Buffer((M, N), "float32"), D: T.Buffer((M, N), "float32")):
@@ -39,7 +39,7 @@ def gemm_relu_add(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32")
         with T.sblock("D"):
             vi, vj = T.axis.remap("SS", [i, j])
             D[vi, vj] = T.max(Y[vi, vj], T.float32(0)) + C[vi, vj]
-'''
+"""
 
 
 def lab(constants: str, body: str = BODY) -> str:
@@ -49,8 +49,8 @@ def lab(constants: str, body: str = BODY) -> str:
 def literal(m: int, n: int, k: int) -> str:
     """The same program with its sizes written in place: what the constants must give."""
     return HEADER + BODY.replace("(M, K)", f"({m}, {k})").replace("(K, N)", f"({k}, {n})").replace(
-        "(M, N)", f"({m}, {n})").replace("T.grid(M, N, K)", f"T.grid({m}, {n}, {k})").replace(
-        "T.grid(M, N)", f"T.grid({m}, {n})")
+        "(M, N)", f"({m}, {n})"
+    ).replace("T.grid(M, N, K)", f"T.grid({m}, {n}, {k})").replace("T.grid(M, N)", f"T.grid({m}, {n})")
 
 
 def shapes(mod) -> list[tuple[int, ...]]:
@@ -58,8 +58,10 @@ def shapes(mod) -> list[tuple[int, ...]]:
     import re
 
     script = mod[prim_func_names(mod)[0]].script()
-    return [tuple(int(x) for x in dims.split(",") if x.strip())
-            for dims in re.findall(r"\w+: T\.Buffer\(\(([\d, ]+)\)", script)]
+    return [
+        tuple(int(x) for x in dims.split(",") if x.strip())
+        for dims in re.findall(r"\w+: T\.Buffer\(\(([\d, ]+)\)", script)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -87,14 +89,18 @@ def test_module_constants_are_read_without_running_the_file(tmp_path, constants,
 
 
 def test_string_and_tuple_constants_in_a_signature():
-    text = HEADER + 'SHAPE = (16, 16)\nDT = "float32"\n' + '''
+    text = (
+        HEADER
+        + 'SHAPE = (16, 16)\nDT = "float32"\n'
+        + """
 @T.prim_func(s_tir=True)
 def add_one(A: T.Buffer(SHAPE, DT), B: T.Buffer(SHAPE, DT)):
     for i, j in T.grid(16, 16):
         with T.sblock("B"):
             vi, vj = T.axis.remap("SS", [i, j])
             B[vi, vj] = A[vi, vj] + T.float32(1)
-'''
+"""
+    )
     mod = mlc_lab.load(text)
     assert shapes(mod) == [(16, 16), (16, 16)]
     assert 'A: T.Buffer((16, 16), "float32")' in mod["main"].script()
@@ -146,8 +152,9 @@ def test_the_function_object_itself_still_loads():
 
 
 def _cli(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mlc_lab.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "mlc_lab.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout
+    )
 
 
 @pytest.fixture()
@@ -183,8 +190,7 @@ def test_cli_show_lower_replay_and_bench_load_a_lab_with_constants(lab_file):
 
 def test_cli_tune_loads_a_lab_with_constants(lab_file, tmp_path):
     path, _ = lab_file
-    r = _cli("tune", str(path), "--trials", "2", "--per-iter", "2", "--work-dir", str(tmp_path / "work"),
-             "--seed", "1")
+    r = _cli("tune", str(path), "--trials", "2", "--per-iter", "2", "--work-dir", str(tmp_path / "work"), "--seed", "1")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["trials"] >= 1 and out["best_latency_s"] is not None
@@ -198,5 +204,8 @@ def test_cli_refusal_names_the_file_and_line(tmp_path):
         r = _cli(command, str(path), *extra)
         assert r.returncode == 2, (command, r.stderr)
         assert "Traceback" not in r.stderr
-        assert re.search(r"lab\.py[:,] line 4: `M` cannot be read", r.stderr) and "`M = N = K = int(sys.argv[1])`" in r.stderr
+        assert (
+            re.search(r"lab\.py[:,] line 4: `M` cannot be read", r.stderr)
+            and "`M = N = K = int(sys.argv[1])`" in r.stderr
+        )
         assert "mlc_lab.load(gemm_relu_add)" in r.stderr

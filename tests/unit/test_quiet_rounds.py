@@ -7,17 +7,22 @@ from hypothesis import strategies as st
 
 from mlc_lab._contention import describe, quiet, quietest_round, spread
 
-ROUND = st.fixed_dictionaries({
-    "latency_s": st.floats(1e-6, 1.0),
-    "iqr_s": st.floats(0.0, 0.5),
-    "others_cores": st.sampled_from([0.0, 0.1, 0.3, 1.0]),
-    "parallel_speed": st.sampled_from([None, 0.5, 0.95]),
-})
+ROUND = st.fixed_dictionaries(
+    {
+        "latency_s": st.floats(1e-6, 1.0),
+        "iqr_s": st.floats(0.0, 0.5),
+        "others_cores": st.sampled_from([0.0, 0.1, 0.3, 1.0]),
+        "parallel_speed": st.sampled_from([None, 0.5, 0.95]),
+    }
+)
 
 
 def _is_quiet(r: dict) -> bool:  # the rule, written out
-    return (r["others_cores"] < 0.25 and (r["parallel_speed"] is None or r["parallel_speed"] >= 0.8)
-            and r["iqr_s"] / r["latency_s"] <= 0.10)
+    return (
+        r["others_cores"] < 0.25
+        and (r["parallel_speed"] is None or r["parallel_speed"] >= 0.8)
+        and r["iqr_s"] / r["latency_s"] <= 0.10
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -65,4 +70,6 @@ def test_the_explorers_quiet_rule_uses_the_same_thresholds():
     for name in ("QUIET_CORES", "PARALLEL_FLOOR", "STEADY_SPREAD"):
         m = re.search(rf"export const {name} = ([0-9.]+);", ts)
         assert m and float(m.group(1)) == getattr(_contention, name), name
-    assert not re.search(r"const (QUIET_CORES|PARALLEL_FLOOR|STEADY_SPREAD) =", (js / "explorer" / "measure.ts").read_text())
+    assert not re.search(
+        r"const (QUIET_CORES|PARALLEL_FLOOR|STEADY_SPREAD) =", (js / "explorer" / "measure.ts").read_text()
+    )

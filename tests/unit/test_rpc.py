@@ -38,7 +38,11 @@ def start(args: list[str], log_path: str, core: int | None = None) -> subprocess
         env["TVM_NUM_THREADS"] = "1"
     try:
         return subprocess.Popen(
-            [*prefix, sys.executable, "-m", *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
+            [*prefix, sys.executable, "-m", *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
         )
     finally:
         log.close()
@@ -76,8 +80,12 @@ def free_servers(host: str, port: int) -> int:
 @pytest.fixture
 def tracker(tmp_path):
     port = free_port()
-    procs = [start(["tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port), "--port-end", str(port + 1)],
-                   str(tmp_path / "tracker.log"))]
+    procs = [
+        start(
+            ["tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port), "--port-end", str(port + 1)],
+            str(tmp_path / "tracker.log"),
+        )
+    ]
     try:
         deadline = time.monotonic() + 30
         while True:  # servers that find no tracker retry only every 5 s: start them after it listens
@@ -91,8 +99,19 @@ def tracker(tmp_path):
             sport = free_port()
             procs.append(
                 start(
-                    ["tvm.exec.rpc_server", "--host", "127.0.0.1", "--port", str(sport), "--port-end", str(sport + 1),
-                     "--tracker", f"127.0.0.1:{port}", "--key", KEY],
+                    [
+                        "tvm.exec.rpc_server",
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(sport),
+                        "--port-end",
+                        str(sport + 1),
+                        "--tracker",
+                        f"127.0.0.1:{port}",
+                        "--key",
+                        KEY,
+                    ],
                     str(tmp_path / f"server{n}.log"),
                     core=n,
                 )

@@ -483,6 +483,7 @@ def test_replayed_steps_are_labelled_with_program_names():
 
 # --- the schedule lifecycle: no copies (Schedule.copy() breaks after tensorize) ---------------------------
 
+
 def _tensorized(s: Session, intrin: str) -> None:
     s.apply("split", "Y/i", factors=[None, 4])
     s.apply("split", "Y/j", factors=[None, 4])

@@ -20,26 +20,46 @@ SCENARIOS = {
     "parallel": (MATMUL, [("parallel", ("i",), {})]),
     "vectorize": (MATMUL, [("split", ("j",), {"factors": [None, 8]}), ("vectorize", ("j_1",), {})]),
     "unroll": (MATMUL, [("unroll", ("k",), {})]),
-    "bind": (TWO_STAGE, [("split", ("C/i",), {"factors": [None, 128]}), ("bind", ("i_0", "blockIdx.x"), {}),
-                         ("bind", ("i_1", "threadIdx.x"), {})]),
+    "bind": (
+        TWO_STAGE,
+        [
+            ("split", ("C/i",), {"factors": [None, 128]}),
+            ("bind", ("i_0", "blockIdx.x"), {}),
+            ("bind", ("i_1", "threadIdx.x"), {}),
+        ],
+    ),
     "compute_at": (TWO_STAGE, [("split", ("C/i",), {"factors": [None, 64]}), ("compute_at", ("D", "i_0"), {})]),
-    "reverse_compute_at": (MM_RELU, [("split", ("Y/j",), {"factors": [None, 4]}),
-                                     ("reverse_compute_at", ("C", "j_0"), {})]),
+    "reverse_compute_at": (
+        MM_RELU,
+        [("split", ("Y/j",), {"factors": [None, 4]}), ("reverse_compute_at", ("C", "j_0"), {})],
+    ),
     "cache_read": (MATMUL, [("cache_read", ("C", "A", "shared"), {})]),
     "cache_write": (MATMUL, [("cache_write", ("C", 0, "local"), {}), ("reverse_compute_at", ("C_local", "i"), {})]),
     "decompose_reduction": (MATMUL, [("decompose_reduction", ("C", "k"), {})]),
     "compute_inline": (TWO_STAGE, [("compute_inline", ("D",), {})]),
     "reverse_compute_inline": (TWO_STAGE, [("reverse_compute_inline", ("C",), {})]),
     "rfactor": (MATMUL, [("split", ("k",), {"factors": [None, 4]}), ("rfactor", ("k_1", 0), {})]),
-    "blockize": (MATMUL, [("split", ("i",), {"factors": [None, 16]}), ("split", ("j",), {"factors": [None, 16]}),
-                          ("reorder", ("i_0", "j_0", "i_1", "j_1"), {}), ("blockize", ("i_1",), {})]),
+    "blockize": (
+        MATMUL,
+        [
+            ("split", ("i",), {"factors": [None, 16]}),
+            ("split", ("j",), {"factors": [None, 16]}),
+            ("reorder", ("i_0", "j_0", "i_1", "j_1"), {}),
+            ("blockize", ("i_1",), {}),
+        ],
+    ),
     "annotate": (MATMUL, [("annotate", ("i", "pragma_note", "hello"), {}), ("annotate", ("C", "flag", 3), {})]),
     "set_scope": (MM_RELU, [("set_scope", ("Y", 0, "shared"), {})]),
     "storage_align": (MM_RELU, [("storage_align", ("Y", 0), {"axis": 0, "factor": 128, "offset": 1})]),
     "transform_layout": (MM_RELU, [("transform_layout", ("Y", ("write", 0), lambda i, j: (j // 32, i, j % 32)), {})]),
     "sample_perfect_tile": (MATMUL, [("sample_perfect_tile", ("j",), {"n": 2}), ("split", ("j",), {"factors": "$0"})]),
-    "sample_categorical": (MATMUL, [("sample_categorical", (), {"candidates": [0, 16, 64], "probs": [0.3, 0.3, 0.4]}),
-                                    ("annotate", ("C", "meta_schedule.unroll_explicit", "$0"), {})]),
+    "sample_categorical": (
+        MATMUL,
+        [
+            ("sample_categorical", (), {"candidates": [0, 16, 64], "probs": [0.3, 0.3, 0.4]}),
+            ("annotate", ("C", "meta_schedule.unroll_explicit", "$0"), {}),
+        ],
+    ),
     "conv_tiles": (CONV, [("split", ("i",), {"factors": [None, 2]}), ("fuse", ("b", "k"), {})]),
     "gpu_program": (GPU_TWO_BLOCKS, [("compute_inline", ("D",), {})]),
 }
@@ -108,7 +128,7 @@ def test_user_schedule_function_is_recorded_as_steps():
 
     s.run(course_schedule)
     assert [st.primitive for st in s.steps] == [None, "split", "reorder", "reverse_compute_at"]
-    assert (s.script.strip() == open("tests/golden/mm_relu_step3.py").read().strip())
+    assert s.script.strip() == open("tests/golden/mm_relu_step3.py").read().strip()
     s.undo()
     assert "for ax0" not in s.script
 
@@ -125,12 +145,19 @@ HOSTILE = [
     ("sch.mod.__class__", 1, "each statement"),
     ("open('/etc/passwd').read()", 1, "only methods of `sch`"),
     ("x = [c for c in ().__class__.__base__.__subclasses__()]", 1, "each statement of a trace must be a call"),
-    ("b0 = sch.get_sblock(name='C')\nsch.annotate(block_or_loop=b0, ann_key='k', ann_val=eval('1'))", 2,
-     "not allowed in a trace"),
+    (
+        "b0 = sch.get_sblock(name='C')\nsch.annotate(block_or_loop=b0, ann_key='k', ann_val=eval('1'))",
+        2,
+        "not allowed in a trace",
+    ),
     ("def apply_trace(sch):\n    exec('print(1)')", 2, "only methods of `sch`"),
     ("@decorator\ndef apply_trace(sch):\n    pass", 2, "decorators"),
-    ("b0 = sch.get_sblock(name='C')\nsch.transform_layout(block=b0, buffer=('write', 0), "
-     "index_map=lambda i: __import__('os'))", 2, "not allowed in an index map"),
+    (
+        "b0 = sch.get_sblock(name='C')\nsch.transform_layout(block=b0, buffer=('write', 0), "
+        "index_map=lambda i: __import__('os'))",
+        2,
+        "not allowed in an index map",
+    ),
     ("sch.split(loop=l9, factors=[None, 4])", 1, "`l9` is not defined"),
     ("for i in range(3):\n    sch.parallel(loop=l1)", 1, "not a for loop"),
     ("sch.split(*args)", 1, "`*args`"),
@@ -183,7 +210,7 @@ def test_broken_json_traces(data, message):
 
 
 def test_legacy_spelling_in_traces_is_accepted():
-    legacy = '''
+    legacy = """
 # from tvm import tir
 def apply_trace(sch: tir.Schedule) -> None:
   b0 = sch.get_block(name="C", func_name="main")
@@ -191,7 +218,7 @@ def apply_trace(sch: tir.Schedule) -> None:
   l4, l5 = sch.split(loop=l2, factors=[None, 4], preserve_unit_iters=True)
   sch.reorder(l1, l4, l3, l5)
   b6 = sch.decompose_reduction(block=b0, loop=l3)
-'''
+"""
     s = Session.from_trace(MATMUL, legacy)
     assert 'T.sblock("C_init")' in s.script and "for k, j_1 in T.grid(128, 4):" in s.script
 

@@ -83,8 +83,17 @@ def test_json_calls_are_the_printed_calls():
 # --- index maps ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["transform_sampled_var", "transform_typed_cast", "transform_layouts",
-                                  "transform_pad_value", "reindex_cache", "annotate_buffer_access"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "transform_sampled_var",
+        "transform_typed_cast",
+        "transform_layouts",
+        "transform_pad_value",
+        "reindex_cache",
+        "annotate_buffer_access",
+    ],
+)
 def test_index_maps_replay_from_json(name):
     _replays_equal(name, forms=("json",))
 
@@ -110,23 +119,30 @@ def test_pad_value_lambda_and_typed_literals_replay_from_text():
     assert "pad_value=lambda a, b, c, d: (T.float32(0.0),)" in str(sch.trace)
     assert structural_equal(Session.from_trace(mod, str(sch.trace)).module, sch.mod)
     s = Session(MATMUL)
-    s.replay('b0 = sch.get_sblock(name="C", func_name="main")\n'
-             'sch.transform_layout(block=b0, buffer=("write", 0), '
-             'index_map=lambda i, j: (i // T.int32(8), j, i % T.int32(8),), pad_value=None)')
+    s.replay(
+        'b0 = sch.get_sblock(name="C", func_name="main")\n'
+        'sch.transform_layout(block=b0, buffer=("write", 0), '
+        "index_map=lambda i, j: (i // T.int32(8), j, i % T.int32(8),), pad_value=None)"
+    )
     assert "T.Buffer((16, 128, 8)" in s.script
 
 
-@pytest.mark.parametrize("body, message", [
-    ("lambda i, j: (i, j, os)", "not allowed in an index map"),
-    ("lambda i, j: (i, T.evil(3))", "not allowed in an index map"),
-    ("lambda i, j: (i, j.__class__)", "not allowed in an index map"),
-    ("lambda i, j: (i, v9)", "not allowed in an index map"),  # v9: not defined by the trace
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("lambda i, j: (i, j, os)", "not allowed in an index map"),
+        ("lambda i, j: (i, T.evil(3))", "not allowed in an index map"),
+        ("lambda i, j: (i, j.__class__)", "not allowed in an index map"),
+        ("lambda i, j: (i, v9)", "not allowed in an index map"),  # v9: not defined by the trace
+    ],
+)
 def test_index_maps_evaluate_nothing_else(body, message):
     s = Session(MATMUL)
     with pytest.raises(TraceParseError, match=message):
-        s.replay(f'b0 = sch.get_sblock(name="C", func_name="main")\n'
-                 f'sch.transform_layout(block=b0, buffer=("write", 0), index_map={body})')
+        s.replay(
+            f'b0 = sch.get_sblock(name="C", func_name="main")\n'
+            f'sch.transform_layout(block=b0, buffer=("write", 0), index_map={body})'
+        )
     assert len(s.steps) == 1
 
 
@@ -142,8 +158,9 @@ def test_a_json_index_map_naming_an_undefined_value_is_refused():
 # --- sampled decisions ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["compute_location_root", "compute_location_inline", "compute_location_loop",
-                                  "compute_location_sampled"])
+@pytest.mark.parametrize(
+    "name", ["compute_location_root", "compute_location_inline", "compute_location_loop", "compute_location_sampled"]
+)
 def test_sampled_compute_locations_replay(name):
     _replays_equal(name)
 
@@ -168,8 +185,24 @@ def test_a_dynamic_perfect_tile_replays_and_lists_its_decision():
 # --- every primitive -----------------------------------------------------------------------------
 
 # Methods of tvm.s_tir.Schedule that are not schedule primitives recorded in a trace.
-_NOT_PRIMITIVES = {"copy", "get", "get_sref", "remove_rv", "seed", "fork_seed", "show", "work_on", "mod",
-                   "state", "trace", "func_working_on", "can_decompose_padding", "id_", "is_", "same_as"}
+_NOT_PRIMITIVES = {
+    "copy",
+    "get",
+    "get_sref",
+    "remove_rv",
+    "seed",
+    "fork_seed",
+    "show",
+    "work_on",
+    "mod",
+    "state",
+    "trace",
+    "func_working_on",
+    "can_decompose_padding",
+    "id_",
+    "is_",
+    "same_as",
+}
 
 
 def test_every_primitive_of_the_schedule_is_applicable_and_read_from_json():
@@ -236,12 +269,15 @@ def test_a_json_replay_leaves_every_other_step_working():
 # --- failures ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("trace, message", [
-    ('[[["Split", ["l9", "None", 4], [1, 0], ["l1", "l2"]]], []]', "instruction 0 .Split.: `l9` is not defined"),
-    ('[[["Bind", ["b0"], [], []]], []]', "instruction 0 .Bind.: expected 1 attribute"),
-    ('[[["GetSBlock", [], ["Z", "main"], ["b0"]], ["Parallel", ["b0"], [], []]], []]', "instruction 0"),
-    ('[[["TransformBlockLayout", ["b0"], ["{\\"root_index\\": 0}"]]], []]', "instruction 0"),
-])
+@pytest.mark.parametrize(
+    "trace, message",
+    [
+        ('[[["Split", ["l9", "None", 4], [1, 0], ["l1", "l2"]]], []]', "instruction 0 .Split.: `l9` is not defined"),
+        ('[[["Bind", ["b0"], [], []]], []]', "instruction 0 .Bind.: expected 1 attribute"),
+        ('[[["GetSBlock", [], ["Z", "main"], ["b0"]], ["Parallel", ["b0"], [], []]], []]', "instruction 0"),
+        ('[[["TransformBlockLayout", ["b0"], ["{\\"root_index\\": 0}"]]], []]', "instruction 0"),
+    ],
+)
 def test_bad_json_fails_with_a_plain_first_line_and_changes_nothing(trace, message):
     s = Session(MATMUL)
     s.apply("split", "i", factors=[None, 8])

@@ -28,7 +28,7 @@ from tests.unit.test_fuzz_session import _settings, draw_call
 
 ROOT = Path(__file__).resolve().parents[2]
 
-LAB = '''import tvm
+LAB = """import tvm
 from tvm.script import tirx as T
 
 M = N = K = 64
@@ -49,7 +49,7 @@ def gemm_relu_add(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32")
         with T.sblock("D"):
             vi, vj = T.axis.remap("SS", [i, j])
             D[vi, vj] = T.max(Y[vi, vj], T.float32(0)) + C[vi, vj]
-'''
+"""
 
 
 @pytest.fixture()
@@ -122,7 +122,8 @@ def test_submission_is_exactly_the_course_function(lab):
     assert all(ln.startswith("    ") for ln in lines[4:]) and lines[4].startswith("    b0 = sch.get_sblock(")
     assert "return" not in text
     assert Session(lab).submission() == (  # the original program: nothing to apply
-        "from tvm import s_tir\n\n\ndef apply_trace(sch: s_tir.Schedule) -> None:\n    pass\n")
+        "from tvm import s_tir\n\n\ndef apply_trace(sch: s_tir.Schedule) -> None:\n    pass\n"
+    )
     assert structural_equal(Session.from_trace(lab, s.submission(step=2)).module, s.module_at(2))
 
 
@@ -138,9 +139,15 @@ def test_from_trace_reads_a_path_a_pasted_function_and_tuning_records(lab, tmp_p
     (tmp_path / "db").mkdir()
     db = ms.database.JSONDatabase(work_dir=str(tmp_path / "db"), module_equality="structural")
     workload = db.commit_workload(tvm.IRModule({"main": func}))
-    db.commit_tuning_record(ms.database.TuningRecord(
-        sch.trace, workload, [tvm.runtime.const(1.5e-5, "float32")], tvm.target.Target("llvm"),
-        ms.arg_info.ArgInfo.from_prim_func(func)))
+    db.commit_tuning_record(
+        ms.database.TuningRecord(
+            sch.trace,
+            workload,
+            [tvm.runtime.const(1.5e-5, "float32")],
+            tvm.target.Target("llvm"),
+            ms.arg_info.ArgInfo.from_prim_func(func),
+        )
+    )
     line = (tmp_path / "db" / "database_tuning_record.json").read_text().strip()
     assert len(line.splitlines()) == 1
     record_json = json.dumps(json.loads(line)[1])
@@ -160,9 +167,11 @@ def test_an_older_trace_naming_the_function_still_replays(lab):
 def test_a_hostile_hand_in_file_is_refused_with_its_name_and_line_and_never_run(lab, tmp_path):
     marker = tmp_path / "ran"
     hostile = tmp_path / "evil_submission.py"
-    hostile.write_text("from tvm import s_tir\n\n\ndef apply_trace(sch: s_tir.Schedule) -> None:\n"
-                       '    b0 = sch.get_sblock(name="Y", func_name="main")\n'
-                       f"    open({str(marker)!r}, 'w').write('x')\n")
+    hostile.write_text(
+        "from tvm import s_tir\n\n\ndef apply_trace(sch: s_tir.Schedule) -> None:\n"
+        '    b0 = sch.get_sblock(name="Y", func_name="main")\n'
+        f"    open({str(marker)!r}, 'w').write('x')\n"
+    )
     with pytest.raises(TraceParseError) as info:
         Session.from_trace(lab, str(hostile))
     assert str(info.value).startswith(f"{hostile}: line 6: ") and "only methods of `sch`" in str(info.value)
@@ -171,16 +180,20 @@ def test_a_hostile_hand_in_file_is_refused_with_its_name_and_line_and_never_run(
     with pytest.raises(TraceParseError, match="missing_submission.py: no such file"):
         Session.from_trace(lab, str(tmp_path / "missing_submission.py"))
     failing = tmp_path / "bad_step.py"
-    failing.write_text(s_text := Session(lab).submission().replace(
-        "    pass\n", '    b0 = sch.get_sblock(name="nope", func_name="main")\n'))
+    failing.write_text(
+        s_text := Session(lab)
+        .submission()
+        .replace("    pass\n", '    b0 = sch.get_sblock(name="nope", func_name="main")\n')
+    )
     with pytest.raises(TraceParseError) as info:
         Session.from_trace(lab, failing)
     assert str(info.value).startswith(f"{failing}: line 5: ") and s_text
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mlc_lab.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "mlc_lab.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
 
 
 def test_cli_trace_as_apply_trace_gives_the_hand_in(lab, tmp_path):
@@ -199,7 +212,11 @@ def test_cli_trace_as_apply_trace_gives_the_hand_in(lab, tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("import os\nos.system('true')\n")
     r = _cli("trace", str(lab), "--trace", str(bad))
-    assert r.returncode == 2 and "Traceback" not in r.stderr and "bad.py, line 1: only schedule calls are allowed in a trace, not an import" in r.stderr
+    assert (
+        r.returncode == 2
+        and "Traceback" not in r.stderr
+        and "bad.py, line 1: only schedule calls are allowed in a trace, not an import" in r.stderr
+    )
 
 
 # --- property: random schedules of a lone PrimFunc replay on TVM in every form -----------------------
@@ -231,4 +248,5 @@ def random_schedules_replay_on_tvms_schedule(data, seed):
 
 
 test_random_schedules_replay_on_tvms_schedule = _settings(12)(
-    given(data=st.data(), seed=st.integers(1, 1000))(random_schedules_replay_on_tvms_schedule))
+    given(data=st.data(), seed=st.integers(1, 1000))(random_schedules_replay_on_tvms_schedule)
+)

@@ -79,6 +79,7 @@ def test_the_tuning_target_and_measures_target_build_the_same_machine_code():
     _, one = build.single_function_module(s.module, s.func_name)
     job_target = tvm.target.Target(tuning.tuning_target("cpu"))
     assert int(job_target.attrs["num-cores"]) >= 1
+
     def asm(target) -> str:
         mod = tvm.compile(one, target=target).mod
         return "\n".join(m.inspect_source("asm") for m in [mod, *mod.imports] if m.kind == "llvm")
@@ -90,8 +91,14 @@ def test_the_tuning_target_and_measures_target_build_the_same_machine_code():
 
 @pytest.mark.slow
 def test_each_candidate_is_reported_as_it_is_measured(tmp_path):
-    job = tune(mlc_lab.Session(matmul(64)), trials=6, work_dir=str(tmp_path / "wd"), num_trials_per_iter=6,
-               confirm=False, **FAST)
+    job = tune(
+        mlc_lab.Session(matmul(64)),
+        trials=6,
+        work_dir=str(tmp_path / "wd"),
+        num_trials_per_iter=6,
+        confirm=False,
+        **FAST,
+    )
     assert job.wait(timeout=600) == "done", job.error
     lines = [json.loads(x) for x in open(tmp_path / "wd" / "mlc_lab_live.jsonl")]
     phases = [x["phase"] for x in lines if "phase" in x]
@@ -115,8 +122,15 @@ def test_a_small_session_space_says_why_it_stops_early(tmp_path):
     j0, j1 = s.apply("split", "C/j", factors=[None, 4])
     s.apply("reorder", "C/i", j0, "C/k", j1)
     # j = 64 = 2^6 with an innermost factor up to 16: only 5 distinct schedules exist
-    job = tune(s, trials=12, space="session", work_dir=str(tmp_path / "wd"), num_trials_per_iter=4, confirm=False,
-               cost_model="random")  # the evolutionary search: it never measures a candidate twice
+    job = tune(
+        s,
+        trials=12,
+        space="session",
+        work_dir=str(tmp_path / "wd"),
+        num_trials_per_iter=4,
+        confirm=False,
+        cost_model="random",
+    )  # the evolutionary search: it never measures a candidate twice
     assert job.wait(timeout=600) == "done", job.error
     stopped = job.stopped_early
     assert stopped and stopped["requested"] == 12 and stopped["measured"] == len(job.records()) < 12
@@ -130,11 +144,21 @@ def test_a_small_session_space_says_why_it_stops_early(tmp_path):
 def test_a_shared_database_starts_the_next_run_warm(tmp_path):
     shared = str(tmp_path / "class_db")
     s = mlc_lab.Session(matmul(64))
-    first = tune(s, trials=6, work_dir=str(tmp_path / "a"), num_trials_per_iter=6, database=shared, confirm=False, **FAST)
+    first = tune(
+        s, trials=6, work_dir=str(tmp_path / "a"), num_trials_per_iter=6, database=shared, confirm=False, **FAST
+    )
     assert first.wait(timeout=600) == "done", first.error
     assert sum(1 for x in open(os.path.join(shared, "database_tuning_record.json")) if x.strip()) == 6
-    second = tune(s, trials=4, work_dir=str(tmp_path / "b"), num_trials_per_iter=4, database=shared, confirm=False,
-                  cost_model="xgb", strategy="evolutionary")
+    second = tune(
+        s,
+        trials=4,
+        work_dir=str(tmp_path / "b"),
+        num_trials_per_iter=4,
+        database=shared,
+        confirm=False,
+        cost_model="xgb",
+        strategy="evolutionary",
+    )
     assert second.wait(timeout=600) == "done", second.error
     assert len(second.records()) == 4  # the 6 imported records are not this job's trials
     status = json.load(open(tmp_path / "b" / "mlc_lab_status.json"))
@@ -165,8 +189,21 @@ def test_a_class_database_served_over_rpc(tmp_path):
     shared = tmp_path / "teacher_db"
     port = _free_port()
     log = tmp_path / "server.log"
-    server = subprocess.Popen([sys.executable, "-m", "mlc_lab.cli", "database", "serve", str(shared),
-                               "--host", "127.0.0.1", "--port", str(port)], stderr=open(log, "w"))
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlc_lab.cli",
+            "database",
+            "serve",
+            str(shared),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stderr=open(log, "w"),
+    )
     try:
         deadline = time.time() + 120
         while "students tune with database=" not in log.read_text() and time.time() < deadline:
@@ -175,12 +212,22 @@ def test_a_class_database_served_over_rpc(tmp_path):
         assert f"students tune with database='rpc://127.0.0.1:{port}'" in log.read_text()
         spec = f"rpc://127.0.0.1:{port}"
         s = mlc_lab.Session(matmul(64))
-        first = tune(s, trials=5, work_dir=str(tmp_path / "a"), num_trials_per_iter=5, database=spec, confirm=False, **FAST)
+        first = tune(
+            s, trials=5, work_dir=str(tmp_path / "a"), num_trials_per_iter=5, database=spec, confirm=False, **FAST
+        )
         assert first.wait(timeout=600) == "done", first.error
         assert json.load(open(tmp_path / "a" / "mlc_lab_status.json"))["shared"] == {"to": spec, "count": 5}
         assert sum(1 for x in open(shared / "database_tuning_record.json") if x.strip()) == 5
-        second = tune(s, trials=3, work_dir=str(tmp_path / "b"), num_trials_per_iter=3, database=spec, confirm=False,
-                      cost_model="xgb", strategy="evolutionary")
+        second = tune(
+            s,
+            trials=3,
+            work_dir=str(tmp_path / "b"),
+            num_trials_per_iter=3,
+            database=spec,
+            confirm=False,
+            cost_model="xgb",
+            strategy="evolutionary",
+        )
         assert second.wait(timeout=600) == "done", second.error
         status = json.load(open(tmp_path / "b" / "mlc_lab_status.json"))
         assert status["imported"]["count"] == 5 and status["imported"]["from"] == spec
@@ -196,21 +243,25 @@ def test_a_class_database_served_over_rpc(tmp_path):
 
 
 def test_open_in_explorer_drops_meta_schedules_marker_and_counts_its_postprocessing():
-    trace = "\n".join([
-        "def apply_trace(sch):",
-        '  b0 = sch.get_sblock(name="C", func_name="main")',
-        '  sch.annotate(block_or_loop=b0, ann_key="meta_schedule.parallel", ann_val=32)',
-        "  sch.enter_postproc()",
-        '  b1 = sch.get_sblock(name="root", func_name="main")',
-        '  sch.unannotate(block_or_loop=b1, ann_key="meta_schedule.parallel")',
-        "  l2, l3 = sch.get_loops(block=b0)",
-        "  sch.parallel(loop=l2)",
-    ])
+    trace = "\n".join(
+        [
+            "def apply_trace(sch):",
+            '  b0 = sch.get_sblock(name="C", func_name="main")',
+            '  sch.annotate(block_or_loop=b0, ann_key="meta_schedule.parallel", ann_val=32)',
+            "  sch.enter_postproc()",
+            '  b1 = sch.get_sblock(name="root", func_name="main")',
+            '  sch.unannotate(block_or_loop=b1, ann_key="meta_schedule.parallel")',
+            "  l2, l3 = sch.get_loops(block=b0)",
+            "  sch.parallel(loop=l2)",
+        ]
+    )
     text, post = without_postproc_marker(trace)
     assert "enter_postproc" not in text and post == 2  # unannotate and parallel; look-ups are not steps
     assert text.count("\n") == trace.count("\n") - 1
     assert without_postproc_marker("def apply_trace(sch):\n  sch.parallel(loop=l2)") == (
-        "def apply_trace(sch):\n  sch.parallel(loop=l2)", 0)
+        "def apply_trace(sch):\n  sch.parallel(loop=l2)",
+        0,
+    )
 
 
 def test_measure_states_its_method_and_places_the_program_on_the_roofline():
@@ -223,8 +274,11 @@ def test_measure_states_its_method_and_places_the_program_on_the_roofline():
     # on more than one thread, the share of the cores' speed the worker got right after timing
     assert (m.parallel_speed is None) == (m.threads == 1)
     assert m.parallel_speed is None or 0.2 < m.parallel_speed < 1.5
-    assert m.quiet == (m.others_cores < 0.25 and (m.parallel_speed is None or m.parallel_speed >= 0.8)
-                       and m.iqr_s <= 0.10 * m.latency_s)
+    assert m.quiet == (
+        m.others_cores < 0.25
+        and (m.parallel_speed is None or m.parallel_speed >= 0.8)
+        and m.iqr_s <= 0.10 * m.latency_s
+    )
     # the repeats were taken again while a round was not quiet (at most 3 rounds), and it says so
     assert m.rounds in (1, 2, 3) and (m.quiet or m.rounds == 3) and "up to 3 rounds" in m.method
     from mlc_lab._contention import describe

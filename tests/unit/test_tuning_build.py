@@ -32,8 +32,9 @@ def _candidate(n: int = 64, factor: int = 16):
 def _disassembly(path: str) -> dict[str, list[str]]:
     """Each function's instructions, with what only the layout of the library decides (addresses,
     rip-relative offsets, the nearest symbol objdump names in a comment) left out."""
-    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", path], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", path], capture_output=True, text=True, check=True
+    ).stdout
     funcs: dict[str, list[str]] = {}
     name = None
     for line in out.splitlines():
@@ -189,8 +190,13 @@ print(json.dumps({"first": first, "same": same, "differ": differ, "extracted": c
 
 def test_the_cost_model_extracts_each_distinct_candidates_features_once():
     # in a subprocess: loading only some tensor intrinsics must not leak into this test process
-    out = subprocess.run([sys.executable, "-c", FEATURES_CHECK], capture_output=True, text=True, timeout=300,
-                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    out = subprocess.run(
+        [sys.executable, "-c", FEATURES_CHECK],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     r = json.loads(out.stdout.strip().splitlines()[-1])
     assert r["first"] == {"extracted": 3, "hits": 2}  # a, b, c once; the twin and the repeat from the cache

@@ -57,8 +57,13 @@ def test_a_wheel_builds_without_npm_when_the_bundles_exist(tmp_path):
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     env.pop("HATCH_JUPYTER_BUILDER_SKIP_NPM", None)
     out = tmp_path / "dist"
-    run = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)],
-                         env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert not called.exists(), f"the wheel build ran {called.read_text().strip()!r}"
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     (wheel,) = out.glob("mlc_lab-*.whl")

@@ -42,7 +42,9 @@ def test_an_unknown_request_is_a_plain_error_and_the_worker_lives_on():
 
 
 def test_a_detached_job_is_recognised_and_stopped_with_its_group():
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", ENTRY, "tune"], start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", ENTRY, "tune"], start_new_session=True
+    )
     threading.Thread(target=proc.wait, daemon=True).start()
     assert job_running(proc.pid, "tune")
     assert not job_running(proc.pid, "other")

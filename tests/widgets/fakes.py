@@ -17,8 +17,15 @@ from typing import Any
 
 from mlc_lab.core.model import Change, FailedAttempt, LoopTree, StepView, changed_lines
 from mlc_lab.model.measurement import Measurement
-from mlc_lab.errors import (DecisionError, MeasureError, MlcLabError, NameResolutionError, NoGPUError,
-                            ScheduleStepError, TraceParseError)
+from mlc_lab.errors import (
+    DecisionError,
+    MeasureError,
+    MlcLabError,
+    NameResolutionError,
+    NoGPUError,
+    ScheduleStepError,
+    TraceParseError,
+)
 
 
 class RecordingComm:
@@ -57,10 +64,17 @@ class RecordingComm:
     def request(self, method: str, params: dict | None = None, req_id: str = "r1") -> dict:
         """Send a front-end request; return the response (with its buffers)."""
         start = len(self.sent)
-        self.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": req_id, "method": method,
-                                                       "params": params or {}}})
-        replies = [m for m in self.sent[start:] if m["data"].get("method") == "custom"
-                   and m["data"]["content"].get("kind") == "mlc-response"]
+        self.deliver(
+            {
+                "method": "custom",
+                "content": {"kind": "mlc-request", "id": req_id, "method": method, "params": params or {}},
+            }
+        )
+        replies = [
+            m
+            for m in self.sent[start:]
+            if m["data"].get("method") == "custom" and m["data"]["content"].get("kind") == "mlc-response"
+        ]
         assert len(replies) == 1, f"expected one response, got {replies}"
         reply = dict(replies[0]["data"]["content"])
         reply["buffers"] = replies[0]["buffers"]
@@ -69,8 +83,11 @@ class RecordingComm:
     def updates(self, since: int = 0) -> list[dict]:
         """State updates sent to the front end after message number ``since`` (binary traits put
         back in place as bytes)."""
-        return [_with_buffers(m["data"]["state"], m["data"].get("buffer_paths") or [], m["buffers"])
-                for m in self.sent[since:] if m["data"].get("method") == "update"]
+        return [
+            _with_buffers(m["data"]["state"], m["data"].get("buffer_paths") or [], m["buffers"])
+            for m in self.sent[since:]
+            if m["data"].get("method") == "update"
+        ]
 
     def opened(self) -> dict:
         """The whole state the widget opened with (binary traits as bytes)."""
@@ -104,28 +121,56 @@ def mm_relu(A, B, C):
 
 
 def _loop(name, extent, qualified=None, children=None, line=5):
-    return {"kind": "loop", "name": name, "qualified": qualified or name, "extent": extent, "min": 0,
-            "loop_kind": "serial", "thread": None, "annotations": {}, "line": line, "end_line": line + 2,
-            "children": children or []}
+    return {
+        "kind": "loop",
+        "name": name,
+        "qualified": qualified or name,
+        "extent": extent,
+        "min": 0,
+        "loop_kind": "serial",
+        "thread": None,
+        "annotations": {},
+        "line": line,
+        "end_line": line + 2,
+        "children": children or [],
+    }
 
 
 def _block(name, iters, reads, writes, has_init, line):
-    return {"kind": "block", "name": name,
-            "iter_vars": [{"name": f"v{n}", "kind": k, "extent": 128, "binding": n} for n, k in iters],
-            "reads": reads, "writes": writes, "has_init": has_init, "alloc_buffers": [], "annotations": {},
-            "line": line, "end_line": line + 1, "children": []}
+    return {
+        "kind": "block",
+        "name": name,
+        "iter_vars": [{"name": f"v{n}", "kind": k, "extent": 128, "binding": n} for n, k in iters],
+        "reads": reads,
+        "writes": writes,
+        "has_init": has_init,
+        "alloc_buffers": [],
+        "annotations": {},
+        "line": line,
+        "end_line": line + 1,
+        "children": [],
+    }
 
 
 def base_tree() -> dict:
-    y = _block("Y", [("i", "spatial"), ("j", "spatial"), ("k", "reduce")], ["A[vi, vk]", "B[vk, vj]"], ["Y[vi, vj]"], True, 6)
+    y = _block(
+        "Y", [("i", "spatial"), ("j", "spatial"), ("k", "reduce")], ["A[vi, vk]", "B[vk, vj]"], ["Y[vi, vj]"], True, 6
+    )
     c = _block("C", [("i", "spatial"), ("j", "spatial")], ["Y[vi, vj]"], ["C[vi, vj]"], False, 9)
-    return {"func": "mm_relu", "functions": [{
-        "kind": "func", "name": "mm_relu",
-        "buffers": [{"name": n, "shape": [128, 128], "dtype": "float32", "scope": "global"} for n in "ABCY"],
-        "children": [
-            _loop("i", 128, "Y/i", [_loop("j", 128, "Y/j", [_loop("k", 128, "k", [y])])], line=5),
-            _loop("i", 128, "C/i", [_loop("j", 128, "C/j", [c])], line=8),
-        ]}]}
+    return {
+        "func": "mm_relu",
+        "functions": [
+            {
+                "kind": "func",
+                "name": "mm_relu",
+                "buffers": [{"name": n, "shape": [128, 128], "dtype": "float32", "scope": "global"} for n in "ABCY"],
+                "children": [
+                    _loop("i", 128, "Y/i", [_loop("j", 128, "Y/j", [_loop("k", 128, "k", [y])])], line=5),
+                    _loop("i", 128, "C/i", [_loop("j", 128, "C/j", [c])], line=8),
+                ],
+            }
+        ],
+    }
 
 
 @dataclass
@@ -139,8 +184,14 @@ class FakeStep:
     created: tuple = ()
 
     def to_json(self) -> dict:
-        return {"id": self.id, "parent": self.parent, "primitive": self.primitive, "label": self.label,
-                "kind": self.kind, "children": list(self.children)}
+        return {
+            "id": self.id,
+            "parent": self.parent,
+            "primitive": self.primitive,
+            "label": self.label,
+            "kind": self.kind,
+            "children": list(self.children),
+        }
 
 
 @dataclass
@@ -193,10 +244,19 @@ class FakeSession:
             raise MlcLabError(f"there is no step {sid!r}")
         s, state = self._steps[sid], self._states[sid]
         lines = changed_lines(self._states[s.parent].script, state.script) if s.parent is not None else []
-        return StepView(id=s.id, parent=s.parent, kind=s.kind, primitive=s.primitive, label=s.label,
-                        script=state.script, loop_tree=LoopTree(copy.deepcopy(state.tree)), trace="\n".join(state.trace),
-                        changed_lines=tuple(lines), created=tuple(s.created),
-                        decisions=tuple(copy.deepcopy(state.decisions)))
+        return StepView(
+            id=s.id,
+            parent=s.parent,
+            kind=s.kind,
+            primitive=s.primitive,
+            label=s.label,
+            script=state.script,
+            loop_tree=LoopTree(copy.deepcopy(state.tree)),
+            trace="\n".join(state.trace),
+            changed_lines=tuple(lines),
+            created=tuple(s.created),
+            decisions=tuple(copy.deepcopy(state.decisions)),
+        )
 
     @property
     def trace(self):
@@ -225,8 +285,9 @@ class FakeSession:
             return self._apply(primitive, *args, **kwargs)
         except MlcLabError as exc:  # kept as the Session keeps them, labelled as the step would be
             label = f"{primitive}({', '.join([*map(str, args), *(f'{k}={v}' for k, v in kwargs.items())])})"
-            self._failed.append(FailedAttempt.of(exc, id=len(self._failed) + 1, parent=self._current,
-                                                 primitive=primitive, label=label))
+            self._failed.append(
+                FailedAttempt.of(exc, id=len(self._failed) + 1, parent=self._current, primitive=primitive, label=label)
+            )
             raise
 
     def _apply(self, primitive, *args, **kwargs):
@@ -237,24 +298,37 @@ class FakeSession:
         if primitive in ("split", "parallel", "vectorize", "unroll", "sample_perfect_tile"):
             node = self._find_loop(state.tree, loop_name, primitive)
             if primitive == "vectorize" and node["name"] == "k":
-                raise ScheduleStepError("k is a reduction loop and cannot be vectorized", primitive=primitive,
-                                        detail="TVM: the block binding uses a reduction iterator", involved=["k", "Y"])
+                raise ScheduleStepError(
+                    "k is a reduction loop and cannot be vectorized",
+                    primitive=primitive,
+                    detail="TVM: the block binding uses a reduction iterator",
+                    involved=["k", "Y"],
+                )
             if primitive == "split":
                 factors = kwargs.get("factors") or args[1]
                 factors = [int(f) if hasattr(f, "value") is False and f is not None else f for f in factors]
                 inner = factors[-1] if isinstance(factors[-1], int) else 4
                 base = node["name"]
                 outer = dict(node, name=f"{base}_0", qualified=f"{base}_0", extent=node["extent"] // inner)
-                inner_node = dict(node, name=f"{base}_1", qualified=f"{base}_1", extent=inner, children=node["children"])
+                inner_node = dict(
+                    node, name=f"{base}_1", qualified=f"{base}_1", extent=inner, children=node["children"]
+                )
                 outer["children"] = [inner_node]
                 node.clear()
                 node.update(outer)
                 result = [f"{base}_0", f"{base}_1"]
             elif primitive == "sample_perfect_tile":
                 value = [node["extent"] // 4, 4]
-                state.decisions.append({"index": len(state.decisions), "kind": "SamplePerfectTile", "value": value,
-                                        "choices": [[node["extent"] // d, d] for d in (1, 2, 4, 8)],
-                                        "loop": node["name"], "extent": node["extent"]})
+                state.decisions.append(
+                    {
+                        "index": len(state.decisions),
+                        "kind": "SamplePerfectTile",
+                        "value": value,
+                        "choices": [[node["extent"] // d, d] for d in (1, 2, 4, 8)],
+                        "loop": node["name"],
+                        "extent": node["extent"],
+                    }
+                )
                 result = [SampledValue(value[0]), SampledValue(value[1])]
             else:
                 node["loop_kind"] = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"}[primitive]
@@ -278,10 +352,14 @@ class FakeSession:
         if len(matches) == 1:
             return matches[0]
         if not matches:
-            raise NameResolutionError(f"there is no loop named {name!r}", primitive=primitive,
-                                      candidates=sorted(n["qualified"] for n in LoopTree(tree).loops()))
-        raise NameResolutionError(f"the loop name {name!r} is ambiguous", primitive=primitive,
-                                  candidates=[n["qualified"] for n in matches])
+            raise NameResolutionError(
+                f"there is no loop named {name!r}",
+                primitive=primitive,
+                candidates=sorted(n["qualified"] for n in LoopTree(tree).loops()),
+            )
+        raise NameResolutionError(
+            f"the loop name {name!r} is ambiguous", primitive=primitive, candidates=[n["qualified"] for n in matches]
+        )
 
     def _add(self, state, primitive, label, kind, parent=None, notify=True):
         parent = self._current if parent is None else parent
@@ -351,14 +429,26 @@ class FakeSession:
         if self.measure_gate is not None:
             self.measure_gate.wait(10)
         if target == "cuda" and not self.has_gpu:
-            raise NoGPUError("no CUDA GPU found; you can still build, inspect and visualise the CUDA program "
-                             "(cuda_source(...)), but not run or time it", kind="no_gpu")
+            raise NoGPUError(
+                "no CUDA GPU found; you can still build, inspect and visualise the CUDA program "
+                "(cuda_source(...)), but not run or time it",
+                kind="no_gpu",
+            )
         latency = 0.004 / (1 + sid)
-        flops = 2.0 * 128 ** 3
-        result = Measurement(latency_s=latency, std_s=latency / 100, min_s=latency * 0.99, max_s=latency * 1.01,
-                                 repeats=5, flops=flops, gflops=flops / latency / 1e9,
-                                 max_abs_error=0.0 if sid != 2 else 0.5, max_rel_error=0.0, correct=sid != 2,
-                                 target='{"kind":"llvm","mcpu":"fake"}' if target == "cpu" else '{"kind":"cuda"}')
+        flops = 2.0 * 128**3
+        result = Measurement(
+            latency_s=latency,
+            std_s=latency / 100,
+            min_s=latency * 0.99,
+            max_s=latency * 1.01,
+            repeats=5,
+            flops=flops,
+            gflops=flops / latency / 1e9,
+            max_abs_error=0.0 if sid != 2 else 0.5,
+            max_rel_error=0.0,
+            correct=sid != 2,
+            target='{"kind":"llvm","mcpu":"fake"}' if target == "cpu" else '{"kind":"cuda"}',
+        )
         self.measurements[sid] = result
         self._notify("measure", sid)
         return result
@@ -366,16 +456,34 @@ class FakeSession:
     def cuda_source(self, step=None, ptx=False, **kwargs):
         sid = self._current if step is None else step
         if not self.gpu_bound:
-            raise MeasureError("the program has unbound loops: on a CUDA target they would silently run on the host.\n"
-                               "  block 'Y' is not inside a blockIdx/threadIdx loop (loops above it: i, j, k)\n"
-                               "  block 'C' is not inside a blockIdx/threadIdx loop (loops above it: i, j)", kind="gpu_check")
-        source = (f"// step {sid}\n"
-                  'extern "C" __global__ void __launch_bounds__(128) main_kernel(float* __restrict__ A) {\n'
-                  "  A[((int)blockIdx.x) * 128 + ((int)threadIdx.x)] = 0.0f;\n}\n")
-        kernels = [{"name": "main_kernel", "threads_per_block": 128, "blocks": 8, "shared_bytes": 0, "local_bytes": 0,
-                    "thread_extents": {"blockIdx.x": 8, "threadIdx.x": 128}}]
-        return FakeCudaBuild(source=source, full_source="#include <cuda.h>\n" + source, kernels=kernels,
-                             ptx=".visible .entry main_kernel()" if ptx else None, ptx_error=None)
+            raise MeasureError(
+                "the program has unbound loops: on a CUDA target they would silently run on the host.\n"
+                "  block 'Y' is not inside a blockIdx/threadIdx loop (loops above it: i, j, k)\n"
+                "  block 'C' is not inside a blockIdx/threadIdx loop (loops above it: i, j)",
+                kind="gpu_check",
+            )
+        source = (
+            f"// step {sid}\n"
+            'extern "C" __global__ void __launch_bounds__(128) main_kernel(float* __restrict__ A) {\n'
+            "  A[((int)blockIdx.x) * 128 + ((int)threadIdx.x)] = 0.0f;\n}\n"
+        )
+        kernels = [
+            {
+                "name": "main_kernel",
+                "threads_per_block": 128,
+                "blocks": 8,
+                "shared_bytes": 0,
+                "local_bytes": 0,
+                "thread_extents": {"blockIdx.x": 8, "threadIdx.x": 128},
+            }
+        ]
+        return FakeCudaBuild(
+            source=source,
+            full_source="#include <cuda.h>\n" + source,
+            kernels=kernels,
+            ptx=".visible .entry main_kernel()" if ptx else None,
+            ptx_error=None,
+        )
 
     def on_change(self, callback):
         self._listeners.append(callback)

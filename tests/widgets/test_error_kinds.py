@@ -11,7 +11,15 @@ from mlc_lab.model.errors import ERROR_KINDS
 from mlc_lab.widgets import _base
 
 ROOT = Path(__file__).resolve().parents[2]
-_RAISERS = {"RequestError", "MeasureError", "NoGPUError", "MeasureFailure", "RequestFailure", "Measurement", "BadTarget"}
+_RAISERS = {
+    "RequestError",
+    "MeasureError",
+    "NoGPUError",
+    "MeasureFailure",
+    "RequestFailure",
+    "Measurement",
+    "BadTarget",
+}
 
 
 def kinds_in_source() -> dict[str, list[str]]:
@@ -29,9 +37,14 @@ def kinds_in_source() -> dict[str, list[str]]:
                     hits += [k.value for k in node.keywords if k.arg in ("type", "kind", "error_kind")]
                     if name in ("MeasureFailure", "RequestFailure") and node.args:
                         hits.append(node.args[0])
-            elif isinstance(node, ast.ClassDef) and any(getattr(b, "id", "").endswith(("Error", "Target")) for b in node.bases):
-                hits += [s.value for s in node.body if isinstance(s, ast.Assign)
-                         and any(getattr(t, "id", None) == "kind" for t in s.targets)]
+            elif isinstance(node, ast.ClassDef) and any(
+                getattr(b, "id", "").endswith(("Error", "Target")) for b in node.bases
+            ):
+                hits += [
+                    s.value
+                    for s in node.body
+                    if isinstance(s, ast.Assign) and any(getattr(t, "id", None) == "kind" for t in s.targets)
+                ]
             elif isinstance(node, ast.Dict) and rel.startswith("mlc_lab/widgets/"):  # an error: it has a summary
                 keys = {k.value: v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)}
                 hits += [keys["type"]] if "type" in keys and "summary" in keys else []

@@ -27,8 +27,10 @@ def test_opening_sends_the_whole_state(explorer, session):
     assert opened["func"] == "mm_relu"
     assert step["id"] == 0
     assert step["parent"] is None and explorer.can_undo is False and explorer.can_redo is False
-    assert opened["history"] == {"from": 0, "steps": [
-        {"id": 0, "parent": None, "kind": "root", "primitive": None, "label": "original program"}]}
+    assert opened["history"] == {
+        "from": 0,
+        "steps": [{"id": 0, "parent": None, "kind": "root", "primitive": None, "label": "original program"}],
+    }
     assert ["step"] in explorer.comm.open_data["buffer_paths"]  # sent as a binary buffer
     assert explorer.loop_tree["functions"][0]["children"][0]["qualified"] == "Y/i"
     assert step["loop_tree"] == explorer.loop_tree
@@ -55,13 +57,16 @@ def test_apply_request_goes_through_the_session_and_updates_the_state(explorer, 
     assert explorer.steps[-1]["label"].startswith("split(")
 
 
-@pytest.mark.parametrize("request_", [
-    ("apply", {"primitive": "split", "kwargs": {"loop": "Y/j", "factors": [None, 4]}}),
-    ("apply", {"primitive": "sample_perfect_tile", "then_split": True, "kwargs": {"loop": "k", "n": 2}}),
-    ("apply", {"primitive": "vectorize", "kwargs": {"loop": "k"}}),  # a failure: the error and the attempt
-    ("undo", {}),  # an error too: nothing to undo
-    ("replay", {"trace": "sch.parallel(loop=Y/i)\nsch.unroll(loop=k)"}),
-])
+@pytest.mark.parametrize(
+    "request_",
+    [
+        ("apply", {"primitive": "split", "kwargs": {"loop": "Y/j", "factors": [None, 4]}}),
+        ("apply", {"primitive": "sample_perfect_tile", "then_split": True, "kwargs": {"loop": "k", "n": 2}}),
+        ("apply", {"primitive": "vectorize", "kwargs": {"loop": "k"}}),  # a failure: the error and the attempt
+        ("undo", {}),  # an error too: nothing to undo
+        ("replay", {"trace": "sch.parallel(loop=Y/i)\nsch.unroll(loop=k)"}),
+    ],
+)
 def test_one_click_is_one_state_message(explorer, request_):
     c = explorer.comm
     c.request("apply", {"primitive": "parallel", "kwargs": {"loop": "C/i"}})
@@ -152,8 +157,14 @@ def test_a_successful_step_clears_the_error(explorer):
 
 
 def test_sample_perfect_tile_then_split(explorer, session):
-    reply = explorer.comm.request("apply", {"primitive": "sample_perfect_tile", "then_split": True,
-                                             "kwargs": {"loop": "k", "n": 2, "max_innermost_factor": 16}})
+    reply = explorer.comm.request(
+        "apply",
+        {
+            "primitive": "sample_perfect_tile",
+            "then_split": True,
+            "kwargs": {"loop": "k", "n": 2, "max_innermost_factor": 16},
+        },
+    )
     assert reply["ok"] is True
     assert [s.primitive for s in session.steps[1:]] == ["sample_perfect_tile", "split"]
     assert explorer.decisions[0]["kind"] == "SamplePerfectTile"
@@ -271,13 +282,17 @@ def test_clear_error(explorer):
 
 
 def test_select_name_request(explorer):
-    assert explorer.comm.request("select_name", {"name": "C/j"})["result"] == {"selection": {"kind": "loop", "name": "C/j"}}
+    assert explorer.comm.request("select_name", {"name": "C/j"})["result"] == {
+        "selection": {"kind": "loop", "name": "C/j"}
+    }
     reply = explorer.comm.request("select_name", {"name": "nope"})
     assert reply["ok"] is False
 
 
 def test_selection_from_the_front_end(explorer):
-    explorer.comm.deliver({"method": "update", "state": {"selection": {"kind": "block", "name": "Y"}}, "buffer_paths": []})
+    explorer.comm.deliver(
+        {"method": "update", "state": {"selection": {"kind": "block", "name": "Y"}}, "buffer_paths": []}
+    )
     assert explorer.selection == {"kind": "block", "name": "Y"}
 
 
@@ -327,7 +342,7 @@ def test_to_html_is_self_contained(explorer, session, tmp_path):
     assert path.read_text() == html
     assert html.count('<section class="step"') == 3
     assert 'class="hl"' in html  # Pygments
-    assert "<table class=\"diff\">" in html
+    assert '<table class="diff">' in html
     assert not re.search(r'(src|href)="(https?:)?//', html), "the page must not load anything from the network"
     assert 'data-current="2"' in html
 
@@ -376,13 +391,16 @@ def test_the_widgets_layer_does_not_import_tvm():
     import subprocess
     import sys
 
-    code = ("import sys, mlc_lab.widgets.explorer, mlc_lab.widgets.export; "
-            "bad = [m for m in sys.modules if m == 'tvm' or m.startswith('tvm.')]; "
-            "assert not bad, bad")
+    code = (
+        "import sys, mlc_lab.widgets.explorer, mlc_lab.widgets.export; "
+        "bad = [m for m in sys.modules if m == 'tvm' or m.startswith('tvm.')]; "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
 
 
 # --- the page owns the history (js/explorer/view.ts, moveTo); the Session follows --------------------
+
 
 def _follow(explorer, step) -> None:
     explorer.comm.deliver({"method": "custom", "content": {"kind": "mlc-follow", "step": step}})
@@ -465,8 +483,13 @@ def test_a_step_the_page_set_comes_back_without_an_echo_and_is_not_taken(explore
     page_set = explorer.step
     _follow(explorer, 0)
     mark = len(c.sent)
-    c.deliver({"method": "update", "state": {"selection": {"kind": "loop", "name": "Y/i"}, "step": page_set},
-               "buffer_paths": []})
+    c.deliver(
+        {
+            "method": "update",
+            "state": {"selection": {"kind": "loop", "name": "Y/i"}, "step": page_set},
+            "buffer_paths": [],
+        }
+    )
     echoes = [m["data"] for m in c.sent[mark:] if m["data"].get("method") == "echo_update"]
     assert all("step" not in e["state"] for e in echoes) and echoes  # the selection is echoed, the step not
     assert explorer.selection == {"kind": "loop", "name": "Y/i"}

@@ -26,8 +26,13 @@ def test_a_click_sends_its_state_first_and_the_checks_after(comms):
         first = w.checks
         assert first["step"] == 0 and first["target"] == "cpu"
         assert not _lines(first)["parallel"]["ok"]
-        assert w.checks_setup == {"available": True, "title": None, "target": "cpu", "names": ["parallel", "vectorize"],
-                                  "tasks": []}
+        assert w.checks_setup == {
+            "available": True,
+            "title": None,
+            "target": "cpu",
+            "names": ["parallel", "vectorize"],
+            "tasks": [],
+        }
         c = w.comm
         start = len(c.sent)
         reply = c.request("apply", {"primitive": "parallel", "args": ["Y/i"]})
@@ -156,9 +161,16 @@ def test_new_hazards_match_kind_and_place_not_the_wording():
     oob = lambda where, text: {"kind": "out_of_bounds", "where": where, "message": text}  # noqa: E731
     before = [te("i_1", "loops i_1 (16), ax0 (8)"), oob("gemm", "block gemm reads B")]
     # the same hazards reworded (a loop renamed, a block renamed): nothing new
-    assert new_hazards(before, [te("i_1", "loops i_1 (16), A_shared/ax0 (8)"), oob("gemm_update", "block gemm_update reads B")]) == []
+    assert (
+        new_hazards(
+            before, [te("i_1", "loops i_1 (16), A_shared/ax0 (8)"), oob("gemm_update", "block gemm_update reads B")]
+        )
+        == []
+    )
     # a second thread-extent hazard: that one is new
-    assert new_hazards(before, [te("j_1", "loops j_1 (16), ax1 (32)"), te("i_1", "x"), oob("gemm", "block gemm reads B")]) == [0]
+    assert new_hazards(
+        before, [te("j_1", "loops j_1 (16), ax1 (32)"), te("i_1", "x"), oob("gemm", "block gemm reads B")]
+    ) == [0]
     assert new_hazards([], before) == [0, 1]
 
 

@@ -22,10 +22,17 @@ from tests.fixtures.programs import MM_RELU
 def ask(w: Explorer, method: str, params: dict, req_id: str) -> dict:
     c = w.comm
     start = len(c.sent)
-    c.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": req_id, "method": method, "params": params}})
+    c.deliver(
+        {"method": "custom", "content": {"kind": "mlc-request", "id": req_id, "method": method, "params": params}}
+    )
     assert w.wait(300), "the background request did not finish"
-    (reply,) = [m["data"]["content"] for m in c.sent[start:] if m["data"].get("method") == "custom"
-                and m["data"]["content"].get("kind") == "mlc-response" and m["data"]["content"]["id"] == req_id]
+    (reply,) = [
+        m["data"]["content"]
+        for m in c.sent[start:]
+        if m["data"].get("method") == "custom"
+        and m["data"]["content"].get("kind") == "mlc-response"
+        and m["data"]["content"]["id"] == req_id
+    ]
     return reply
 
 
@@ -50,8 +57,10 @@ def test_lower_request_gives_passes_code_and_the_selected_loops_instructions(com
         assert r["verdict"].startswith("j_1 vectorized")
         bad = ask(w, "lower", {"target": "tpu"}, "l2")
         assert bad["ok"] is False and bad["error"]["type"] == "bad_target"
-        assert bad["error"]["summary"] == ("'tpu' is not a target the Compiler view knows: give 'cpu', 'cuda', a CUDA "
-                                           "architecture such as 'sm_75', a target dict or a TVM target tag")
+        assert bad["error"]["summary"] == (
+            "'tpu' is not a target the Compiler view knows: give 'cpu', 'cuda', a CUDA "
+            "architecture such as 'sm_75', a target dict or a TVM target tag"
+        )
         assert w.error == {}  # a view, not an action: no banner
     finally:
         w.close()
@@ -114,10 +123,12 @@ def test_lower_for_a_cuda_arch_a_tag_or_json_and_a_bad_target_in_one_sentence(co
             STEP_FIXTURE.write_text(json.dumps(view, indent=1, sort_keys=True) + "\n")
         fixture = json.loads(FIXTURE.read_text())
         saved_view = json.loads(STEP_FIXTURE.read_text())
-        assert {k: saved_view[k] for k in ("id", "script", "loop_tree")} == {k: view[k] for k in ("id", "script", "loop_tree")}, \
+        assert {k: saved_view[k] for k in ("id", "script", "loop_tree")} == {
+            k: view[k] for k in ("id", "script", "loop_tree")
+        }, "stale fixture: run this test with MLC_LAB_WRITE_FIXTURES=1"
+        assert {k: fixture[k] for k in STABLE} == {k: fixture_of(r)[k] for k in STABLE}, (
             "stale fixture: run this test with MLC_LAB_WRITE_FIXTURES=1"
-        assert {k: fixture[k] for k in STABLE} == {k: fixture_of(r)[k] for k in STABLE}, \
-            "stale fixture: run this test with MLC_LAB_WRITE_FIXTURES=1"
+        )
         assert [(f["loop"], f["verdict"]) for f in fixture["loops"]] == [(f["loop"], f["verdict"]) for f in r["loops"]]
         if HAS_PTXAS:  # the fixture was written where ptxas ran: its figures are what ptxas says here
             assert fixture["verdict"] == r["verdict"]
@@ -128,13 +139,23 @@ def test_lower_for_a_cuda_arch_a_tag_or_json_and_a_bad_target_in_one_sentence(co
         as_json = ask(w, "lower", {"step": step, "target": ' {"kind": "cuda", "arch": "sm_80"}'}, "g3")
         assert as_json["ok"] is True and as_json["result"]["arch"] == "sm_80"
 
-        for text, said in (("sm75", "'sm75' is not a target the Compiler view knows: give 'cpu', 'cuda', a CUDA "
-                                    "architecture such as 'sm_75', a target dict or a TVM target tag"),
-                           ("opencl", "the Compiler view compiles for the CPU or for CUDA, not for 'opencl'"),
-                           ('{"kind": cuda}', "the Compiler view's target '{\"kind\": cuda}' is not valid JSON "
-                                              "(Expecting value at column 10)"),
-                           ("  ", "the Compiler view's target is empty: give cpu, cuda, a CUDA architecture such "
-                                  "as sm_75, a TVM target tag or a target as JSON")):
+        for text, said in (
+            (
+                "sm75",
+                "'sm75' is not a target the Compiler view knows: give 'cpu', 'cuda', a CUDA "
+                "architecture such as 'sm_75', a target dict or a TVM target tag",
+            ),
+            ("opencl", "the Compiler view compiles for the CPU or for CUDA, not for 'opencl'"),
+            (
+                '{"kind": cuda}',
+                "the Compiler view's target '{\"kind\": cuda}' is not valid JSON (Expecting value at column 10)",
+            ),
+            (
+                "  ",
+                "the Compiler view's target is empty: give cpu, cuda, a CUDA architecture such "
+                "as sm_75, a TVM target tag or a target as JSON",
+            ),
+        ):
             bad = ask(w, "lower", {"step": step, "target": text}, "b")
             assert bad["ok"] is False and bad["error"]["type"] == "bad_target", (text, bad)
             assert bad["error"]["summary"] == said

@@ -15,11 +15,17 @@ from mlc_lab.widgets.explorer import Explorer, target_label
 def ask(w: Explorer, method: str, params: dict | None = None, req_id: str = "m1") -> dict:
     c = w.comm
     start = len(c.sent)
-    c.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": req_id, "method": method,
-                                               "params": params or {}}})
+    c.deliver(
+        {"method": "custom", "content": {"kind": "mlc-request", "id": req_id, "method": method, "params": params or {}}}
+    )
     assert w.wait(10), "the background request did not finish"
-    replies = [m for m in c.sent[start:] if m["data"].get("method") == "custom"
-               and m["data"]["content"].get("kind") == "mlc-response" and m["data"]["content"]["id"] == req_id]
+    replies = [
+        m
+        for m in c.sent[start:]
+        if m["data"].get("method") == "custom"
+        and m["data"]["content"].get("kind") == "mlc-response"
+        and m["data"]["content"]["id"] == req_id
+    ]
     assert len(replies) == 1, replies
     return replies[0]["data"]["content"]
 
@@ -29,8 +35,12 @@ def test_measure_runs_in_the_background_and_fills_the_measurements(explorer, ses
     session.measure_gate = gate
     c = explorer.comm
     mark = len(c.sent)
-    c.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": "m1", "method": "measure",
-                                               "params": {"target": "cpu", "step": 0}}})
+    c.deliver(
+        {
+            "method": "custom",
+            "content": {"kind": "mlc-request", "id": "m1", "method": "measure", "params": {"target": "cpu", "step": 0}},
+        }
+    )
     # the message loop is free: the handler returned while the measurement waits on the gate
     for _ in range(200):
         if explorer.measuring:
@@ -156,8 +166,12 @@ def test_target_label():
 def test_to_html_carries_measurements_and_failed_attempts(explorer, session, tmp_path):
     session.measure_gate = threading.Event()
     session.measure_gate.set()
-    explorer.comm.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": "m1", "method": "measure",
-                                                           "params": {"target": "cpu", "step": 0}}})
+    explorer.comm.deliver(
+        {
+            "method": "custom",
+            "content": {"kind": "mlc-request", "id": "m1", "method": "measure", "params": {"target": "cpu", "step": 0}},
+        }
+    )
     assert explorer.wait(10) and explorer.measurements["0"]["latency_s"] == 0.004
     reply = explorer.comm.request("apply", {"primitive": "vectorize", "kwargs": {"loop": "k"}})
     assert reply["ok"] is False

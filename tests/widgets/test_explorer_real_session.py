@@ -31,7 +31,12 @@ def test_chapter2_by_requests(real):
     ok(c.request("apply", {"primitive": "split", "kwargs": {"loop": "Y/j", "factors": [None, 4]}}))
     assert real.selection == {"kind": "loop", "name": "j_0"}
     ok(c.request("apply", {"primitive": "reorder", "args": ["Y/i", "j_0", "k", "j_1"]}))
-    ok(c.request("apply", {"primitive": "reverse_compute_at", "kwargs": {"block": "C", "loop": "j_0", "preserve_unit_loops": False}}))
+    ok(
+        c.request(
+            "apply",
+            {"primitive": "reverse_compute_at", "kwargs": {"block": "C", "loop": "j_0", "preserve_unit_loops": False}},
+        )
+    )
     ok(c.request("apply", {"primitive": "decompose_reduction", "kwargs": {"block": "Y", "loop": "k"}}))
     assert 'T.sblock("Y_init")' in real.script and "for ax0 in range(4):" in real.script
     assert real.changed_lines, "the last step's lines are marked"
@@ -49,8 +54,14 @@ def test_real_failure_and_sampling(real):
     reply = c.request("apply", {"primitive": "vectorize", "kwargs": {"loop": "k"}})
     assert reply["ok"] is False and "k" in reply["error"]["involved"]
     assert len(real.session.steps) == 1
-    reply = c.request("apply", {"primitive": "sample_perfect_tile", "then_split": True,
-                                "kwargs": {"loop": "k", "n": 2, "max_innermost_factor": 16}})
+    reply = c.request(
+        "apply",
+        {
+            "primitive": "sample_perfect_tile",
+            "then_split": True,
+            "kwargs": {"loop": "k", "n": 2, "max_innermost_factor": 16},
+        },
+    )
     assert reply["ok"] is True, reply
     (d,) = real.decisions
     other = next(ch for ch in d["choices"] if ch != d["value"])
@@ -70,11 +81,18 @@ def test_measure_mm_relu_for_real(real):
     """One real CPU measurement through the widget (worker process, background thread)."""
     c = real.comm
     start = len(c.sent)
-    c.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": "m", "method": "measure",
-                                               "params": {"target": "cpu", "step": 0}}})
+    c.deliver(
+        {
+            "method": "custom",
+            "content": {"kind": "mlc-request", "id": "m", "method": "measure", "params": {"target": "cpu", "step": 0}},
+        }
+    )
     assert real.wait(120), "the measurement did not finish"
-    (reply,) = [m["data"]["content"] for m in c.sent[start:]
-                if m["data"].get("method") == "custom" and m["data"]["content"].get("id") == "m"]
+    (reply,) = [
+        m["data"]["content"]
+        for m in c.sent[start:]
+        if m["data"].get("method") == "custom" and m["data"]["content"].get("id") == "m"
+    ]
     assert reply["ok"] is True, reply
     m = real.measurements["0"]
     assert m["latency_s"] > 0 and m["gflops"] > 0 and m["correct"] is True and m["target"] == "cpu"

@@ -92,16 +92,25 @@ def test_nbconvert_html_of_an_executed_notebook_is_honest(tmp_path):
     env_before = dict(os.environ)
     os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     try:  # JupyterLab's default save: no widget state
-        NotebookClient(nb, timeout=300, kernel_name="python3", store_widget_state=False,
-                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+        NotebookClient(
+            nb,
+            timeout=300,
+            kernel_name="python3",
+            store_widget_state=False,
+            resources={"metadata": {"path": str(tmp_path)}},
+        ).execute()
     finally:
         os.environ.clear()
         os.environ.update(env_before)
     assert "at step 10" in "".join(o.get("text", "") for o in nb.cells[1].outputs)
     src = tmp_path / "lecture.ipynb"
     nbformat.write(nb, str(src))
-    done = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(src)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(src)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     page = (tmp_path / "lecture.html").read_text()
     text = html.unescape(re.sub(r"<[^>]+>", "", page))

@@ -99,11 +99,18 @@ def test_recorded_replies_keep_only_the_last_ones(comms, session):
 
     w = Explorer(session)
     for i in range(5):
-        w.mlc_record(record_key("access_footprint", {"loop": "j", "at": {"i": i}}), group="access_footprint", keep=2,
-                     result={"i": i}, buffers=[bytes([i])])
+        w.mlc_record(
+            record_key("access_footprint", {"loop": "j", "at": {"i": i}}),
+            group="access_footprint",
+            keep=2,
+            result={"i": i},
+            buffers=[bytes([i])],
+        )
     keys = [k for k in w._mlc_recorded if k.startswith("access_footprint")]
-    assert keys == [record_key("access_footprint", {"at": {"i": 3}, "loop": "j"}),
-                    record_key("access_footprint", {"at": {"i": 4}, "loop": "j"})]
+    assert keys == [
+        record_key("access_footprint", {"at": {"i": 3}, "loop": "j"}),
+        record_key("access_footprint", {"at": {"i": 4}, "loop": "j"}),
+    ]
     assert keys[1] == 'access_footprint {"at":{"i":4},"loop":"j"}'  # what js/lib/offline.ts recordKey writes
     rec = w._mlc_records[keys[1]][1]
     assert isinstance(rec, Recorded) and json.loads(rec.result) == {"i": 4} and rec.buffers == [b"\x04"]
@@ -148,14 +155,22 @@ def test_explorer_records_the_panels_per_step(comms):
     result, buffers = _reply_of(_record(w, at1))
     assert result["loop"]["name"] == "j_1" and len(buffers) > 1 and b"\xf0" in buffers
     # the CUDA panel: an error of the step is kept (offline it says the same), then a result
-    c.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": "c1", "method": "cuda_source",
-                                               "params": {"step": 1, "ptx": True}}})
+    c.deliver(
+        {
+            "method": "custom",
+            "content": {"kind": "mlc-request", "id": "c1", "method": "cuda_source", "params": {"step": 1, "ptx": True}},
+        }
+    )
     assert w.wait(60)
     bad = _record(w, record_key("cuda_source", {"step": 1, "ptx": True}))
     assert bad.ok is False and json.loads(bad.result)["type"] == "gpu_check"
     session.gpu_bound = True
-    c.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": "c2", "method": "cuda_source",
-                                               "params": {"step": 0, "ptx": True}}})
+    c.deliver(
+        {
+            "method": "custom",
+            "content": {"kind": "mlc-request", "id": "c2", "method": "cuda_source", "params": {"step": 0, "ptx": True}},
+        }
+    )
     assert w.wait(60)
     good = _record(w, record_key("cuda_source", {"step": 0, "ptx": True}))
     assert good.ok is True and "main_kernel" in _reply_of(good)[0]["source"]

@@ -21,9 +21,24 @@ FIXTURE = ROOT / "tests" / "fixtures" / "measurement_unsteady.json"
 
 # A measurement whose repeats spread 25% of their median, the steadiest of 3 rounds: measure says
 # "unsteady" (mlc_lab.model.measurement.quiet) and so must the page.
-UNSTEADY = Measurement(latency_s=2e-3, std_s=3e-4, min_s=1.8e-3, max_s=2.9e-3, repeats=10, iqr_s=5e-4, rounds=3,
-                       results_s=[2e-3] * 10, flops=4.2e6, gflops=2.1, max_abs_error=0.0, correct=True,
-                       target='{"kind":"llvm","mcpu":"znver4"}', threads=2, others_cores=0.02, build_s=0.125)
+UNSTEADY = Measurement(
+    latency_s=2e-3,
+    std_s=3e-4,
+    min_s=1.8e-3,
+    max_s=2.9e-3,
+    repeats=10,
+    iqr_s=5e-4,
+    rounds=3,
+    results_s=[2e-3] * 10,
+    flops=4.2e6,
+    gflops=2.1,
+    max_abs_error=0.0,
+    correct=True,
+    target='{"kind":"llvm","mcpu":"znver4"}',
+    threads=2,
+    others_cores=0.02,
+    build_s=0.125,
+)
 
 _BUNDLE = r"""
 const esbuild = require("esbuild");
@@ -39,11 +54,17 @@ def hover_text(packed: dict, model_text: str, tmp: Path) -> str:
     """measurementTitle(packed) of js/explorer/measure.ts, built against ``model_text`` as js/lib/model.ts."""
     (tmp / "model.ts").write_text(model_text)
     (tmp / "m.json").write_text(json.dumps(packed))
-    (tmp / "entry.ts").write_text(f'import {{ measurementTitle }} from "{ROOT / "js" / "explorer" / "measure.ts"}";\n'
-                                  'import m from "./m.json";\n'
-                                  "console.log(JSON.stringify(measurementTitle(m as never)));\n")
-    subprocess.run(["node", "-e", _BUNDLE, str(tmp / "entry.ts"), str(tmp / "model.ts"), str(tmp / "out.mjs")],
-                   cwd=ROOT, check=True, timeout=120)
+    (tmp / "entry.ts").write_text(
+        f'import {{ measurementTitle }} from "{ROOT / "js" / "explorer" / "measure.ts"}";\n'
+        'import m from "./m.json";\n'
+        "console.log(JSON.stringify(measurementTitle(m as never)));\n"
+    )
+    subprocess.run(
+        ["node", "-e", _BUNDLE, str(tmp / "entry.ts"), str(tmp / "model.ts"), str(tmp / "out.mjs")],
+        cwd=ROOT,
+        check=True,
+        timeout=120,
+    )
     done = subprocess.run(["node", str(tmp / "out.mjs")], capture_output=True, text=True, check=True, timeout=60)
     return json.loads(done.stdout)
 
@@ -63,9 +84,11 @@ def test_the_spread_and_the_rounds_reach_the_page_and_it_says_unsteady(tmp_path)
 def test_a_field_added_to_measurement_reaches_the_hover_text_with_no_hand_edit(tmp_path):
     """Add a field to Measurement (a variant dataclass), declared shown on hover: regenerate the
     TypeScript from the variant, and the real packer and the real hover code carry it to the text."""
-    variant = make_dataclass("Measurement", [("die_temp_c", float | None,
-                                              field(default=None, metadata=hover("die temperature", "°C")))],
-                             bases=(Measurement,))
+    variant = make_dataclass(
+        "Measurement",
+        [("die_temp_c", float | None, field(default=None, metadata=hover("die temperature", "°C")))],
+        bases=(Measurement,),
+    )
     m = variant(latency_s=1e-3, repeats=5, target="cpu", die_temp_c=71.5)
     packed = _measurement_info(m)
     assert packed["die_temp_c"] == 71.5
@@ -75,5 +98,6 @@ def test_a_field_added_to_measurement_reaches_the_hover_text_with_no_hand_edit(t
     assert "die temperature: 71.5 °C" in hover_text(packed, generated, tmp_path)
     # and the file in the tree does not have it: the text came from the variant's contract alone
     assert "die_temp_c" not in model_ts.TARGET.read_text()
-    assert "die temperature" not in hover_text(_measurement_info(Measurement(latency_s=1e-3)), model_ts.TARGET.read_text(),
-                                               tmp_path)
+    assert "die temperature" not in hover_text(
+        _measurement_info(Measurement(latency_s=1e-3)), model_ts.TARGET.read_text(), tmp_path
+    )

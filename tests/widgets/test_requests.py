@@ -83,8 +83,14 @@ def _keys(td: type) -> tuple[set[str], set[str]]:
 def test_the_explorer_answers_with_the_declared_results(explorer):
     """A reply carries the keys its result type declares (so the generated TypeScript types hold)."""
     c = explorer.comm
-    asked = [("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}}), ("undo", {}), ("redo", {}),
-             ("goto", {"step": 0}), ("history", {}), ("select_name", {"name": "Y/i", "kind": "loop"})]
+    asked = [
+        ("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}}),
+        ("undo", {}),
+        ("redo", {}),
+        ("goto", {"step": 0}),
+        ("history", {}),
+        ("select_name", {"name": "Y/i", "kind": "loop"}),
+    ]
     for name, params in asked:
         reply = c.request(name, params)
         assert reply["ok"] is True, (name, reply)

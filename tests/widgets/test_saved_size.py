@@ -35,10 +35,14 @@ def test_lecture_widgets_fit_the_budget(comms, tmp_path):
     state = ipywidgets.Widget.get_manager_state(drop_defaults=True)
     text = json.dumps(state)
     code = front_end_code().code
-    per_widget = {name: len(json.dumps(state["state"][w.model_id]))
-                  for name, w in (("explorer", explorer), ("memory", memory), ("dashboard", board))}
-    print(f"\nsaved widget state: {len(text) / 1e6:.2f} MB in all; front end {len(code) / 1e6:.2f} MB once; "
-          + ", ".join(f"{k} {v / 1e3:.1f} kB" for k, v in per_widget.items()))
+    per_widget = {
+        name: len(json.dumps(state["state"][w.model_id]))
+        for name, w in (("explorer", explorer), ("memory", memory), ("dashboard", board))
+    }
+    print(
+        f"\nsaved widget state: {len(text) / 1e6:.2f} MB in all; front end {len(code) / 1e6:.2f} MB once; "
+        + ", ".join(f"{k} {v / 1e3:.1f} kB" for k, v in per_widget.items())
+    )
     assert text.count(code[:300]) == 1
     assert len(text) < BUDGET
     board.close()

@@ -89,8 +89,15 @@ def test_failed_attempts_are_kept_under_the_step_they_were_tried_from(s):
     assert (first.parent, first.primitive) == (1, "vectorize")
     assert first.label.startswith("vectorize(") and "k" in first.label  # labelled as the step would be
     assert first.summary and "k" in first.involved and second.id > first.id
-    assert first.to_json() == {"id": first.id, "parent": 1, "primitive": "vectorize", "label": first.label,
-                               "summary": first.summary, "detail": first.detail, "involved": list(first.involved)}
+    assert first.to_json() == {
+        "id": first.id,
+        "parent": 1,
+        "primitive": "vectorize",
+        "label": first.label,
+        "summary": first.summary,
+        "detail": first.detail,
+        "involved": list(first.involved),
+    }
     s.apply("parallel", "Y/i")  # steps that work add none
     assert len(s.failed) == 2
 

@@ -46,7 +46,7 @@ def trace_text(i: int) -> str:
         "def apply_trace(sch: s_tir.Schedule) -> None:\n"
         '  b0 = sch.get_sblock(name="Y", func_name="main")\n'
         "  l1, l2, l3 = sch.get_loops(block=b0)\n"
-        f"  v4, v5 = sch.sample_perfect_tile(loop=l2, n=2, max_innermost_factor=64, decision=[{64 // 2**(i % 4)}, {2**(i % 4)}])\n"
+        f"  v4, v5 = sch.sample_perfect_tile(loop=l2, n=2, max_innermost_factor=64, decision=[{64 // 2 ** (i % 4)}, {2 ** (i % 4)}])\n"
         "  l6, l7 = sch.split(loop=l2, factors=[v4, v5], preserve_unit_iters=True, disable_predication=False)\n"
     )
 
@@ -60,10 +60,21 @@ class WorkDir:
         self.n = 0
         self.t0 = time.time()
         (path / "database_workload.json").write_text(json.dumps(["123", "AAAA"]) + "\n")
-        (path / "mlc_lab_job.json").write_text(json.dumps({
-            "version": 1, "func_name": func, "target": TARGET, "trials": total, "space": {"kind": "auto"},
-            "strategy": "evolutionary", "cost_model": "xgb", "flops": FLOPS, "num_trials_per_iter": 4,
-        }))
+        (path / "mlc_lab_job.json").write_text(
+            json.dumps(
+                {
+                    "version": 1,
+                    "func_name": func,
+                    "target": TARGET,
+                    "trials": total,
+                    "space": {"kind": "auto"},
+                    "strategy": "evolutionary",
+                    "cost_model": "xgb",
+                    "flops": FLOPS,
+                    "num_trials_per_iter": 4,
+                }
+            )
+        )
         (path / "database_tuning_record.json").touch()
         self.status("done")
 
@@ -80,8 +91,14 @@ class WorkDir:
         line = [0, [trace_json, secs, TARGET, [["TENSOR", "float32", [64, 64]]]]]
         with open(self.path / "database_tuning_record.json", "a") as fh:
             fh.write(json.dumps(line) + "\n")
-        side = {"line": i, "latency_s": latency, "run_secs": secs if latency is not None else [],
-                "error": error if latency is None else None, "trace": trace_text(i), "t": round(0.5 * (i + 1), 3)}
+        side = {
+            "line": i,
+            "latency_s": latency,
+            "run_secs": secs if latency is not None else [],
+            "error": error if latency is None else None,
+            "trace": trace_text(i),
+            "t": round(0.5 * (i + 1), 3),
+        }
         with open(self.path / "mlc_lab_trials.jsonl", "a") as fh:
             fh.write(json.dumps(side) + "\n")
         self.n += 1
@@ -124,8 +141,10 @@ class TunedSession(FakeSession):
 
 def running_process() -> subprocess.Popen:
     """A stand-in for the tuning job: its command line names the worker's entry and the tune job."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "mlc_lab.core.worker_main", "tune"],
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", "mlc_lab.core.worker_main", "tune"],
+        start_new_session=True,
+    )
     threading.Thread(target=proc.wait, daemon=True).start()  # reap it once stopped (no zombie)
     return proc
 
@@ -194,8 +213,11 @@ def test_float64_roundtrip():
 
 
 def test_a_work_dir_path_or_a_job_or_the_helper(comms, work_dir):
-    for w in (TuningDashboard(str(work_dir.path)), TuningDashboard(TuneJob.open(str(work_dir.path))),
-              dashboard(work_dir.path)):
+    for w in (
+        TuningDashboard(str(work_dir.path)),
+        TuningDashboard(TuneJob.open(str(work_dir.path))),
+        dashboard(work_dir.path),
+    ):
         assert w.done == 6 and w.work_dir == str(work_dir.path)
         w.close()
 
@@ -323,7 +345,9 @@ def test_live_updates_are_batched_and_throttled(comms, tmp_path):
         wait_until(lambda: w.status == "done" and w.done == 40)
         wait_until(lambda: not w.polling)
         spent = time.monotonic() - t0
-        with_data = [m["data"] for m in c.sent[mark:] if m["data"]["method"] == "update" and "done" in m["data"]["state"]]
+        with_data = [
+            m["data"] for m in c.sent[mark:] if m["data"]["method"] == "update" and "done" in m["data"]["state"]
+        ]
         assert 2 <= len(with_data) <= spent / 0.1 + 2  # at most one message per poll period
         for msg in with_data:  # one message per tick, the numbers in binary buffers
             assert {"done", "updated_at"} <= msg["state"].keys() and ["latency"] in msg["buffer_paths"]
@@ -504,8 +528,16 @@ def test_a_sweep_ends_on_the_roofline():
     def m(lat: float) -> Measurement:
         flops, nbytes = 4.2e6, 196608.0
         g = flops / lat / 1e9
-        return Measurement(latency_s=lat, gflops=g, flops=flops, bytes=nbytes, intensity=flops / nbytes,
-                           machine_peak_gflops=200.0, machine_bandwidth_gbs=10.0, fraction_of_peak=g / 200.0)
+        return Measurement(
+            latency_s=lat,
+            gflops=g,
+            flops=flops,
+            bytes=nbytes,
+            intensity=flops / nbytes,
+            machine_peak_gflops=200.0,
+            machine_bandwidth_gbs=10.0,
+            fraction_of_peak=g / 200.0,
+        )
 
     r = SweepResult([(4, m(1e-3)), (16, m(2e-4)), (64, Measurement(error="failed"))], param="jfactor")
     fig = r.roofline()

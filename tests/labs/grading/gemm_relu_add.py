@@ -7,8 +7,12 @@ M = N = K = 2048
 
 
 @T.prim_func(s_tir=True)
-def gemm_relu_add(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"),
-                  C: T.Buffer((M, N), "float32"), D: T.Buffer((M, N), "float32")):
+def gemm_relu_add(
+    A: T.Buffer((M, K), "float32"),
+    B: T.Buffer((K, N), "float32"),
+    C: T.Buffer((M, N), "float32"),
+    D: T.Buffer((M, N), "float32"),
+):
     T.func_attr({"tirx.noalias": True})
     Y = T.sblock_alloc_buffer((M, N), "float32")
     for i, j, k in T.grid(M, N, K):

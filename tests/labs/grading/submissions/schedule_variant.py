@@ -34,7 +34,9 @@ def schedule(sch: s_tir.Schedule) -> s_tir.Schedule:
     l85, l86, l87, l88, l89, l90, l91 = sch.get_loops(block=b76)
     l92 = sch.fuse(l90, l91, preserve_unit_iters=True)
     l93, l94, l95, l96, l97, l98 = sch.get_loops(block=b76)
-    l99, l100, l101, l102 = sch.split(loop=l98, factors=[None, 8, 8, 4], preserve_unit_iters=True, disable_predication=False)
+    l99, l100, l101, l102 = sch.split(
+        loop=l98, factors=[None, 8, 8, 4], preserve_unit_iters=True, disable_predication=False
+    )
     l103, l104, l105, l106, l107, l108, l109, l110, l111 = sch.get_loops(block=b76)
     sch.vectorize(loop=l111)
     l112, l113, l114, l115, l116, l117, l118, l119, l120 = sch.get_loops(block=b76)
@@ -48,7 +50,9 @@ def schedule(sch: s_tir.Schedule) -> s_tir.Schedule:
     l141, l142, l143, l144, l145, l146, l147 = sch.get_loops(block=b131)
     l148 = sch.fuse(l146, l147, preserve_unit_iters=True)
     l149, l150, l151, l152, l153, l154 = sch.get_loops(block=b131)
-    l155, l156, l157, l158 = sch.split(loop=l154, factors=[None, 8, 8, 4], preserve_unit_iters=True, disable_predication=False)
+    l155, l156, l157, l158 = sch.split(
+        loop=l154, factors=[None, 8, 8, 4], preserve_unit_iters=True, disable_predication=False
+    )
     l159, l160, l161, l162, l163, l164, l165, l166, l167 = sch.get_loops(block=b131)
     sch.vectorize(loop=l167)
     l168, l169, l170, l171, l172, l173, l174, l175, l176 = sch.get_loops(block=b131)
