@@ -240,6 +240,37 @@ def test_gpu_thread_aliases_and_who():
     assert glob.lanes == 16 and glob.sectors_per_request == pytest.approx(1.5)
 
 
+def test_thread_and_block_are_decoded_on_first_use_exactly(monkeypatch):
+    """footprint() leaves the thread / block of each first touch to the first caller that asks
+    (decoding tens of millions of steps costs seconds); asked for, whole or cropped, they are the
+    oracle's, and they are decoded once."""
+    from mlc_lab.core.access.space import Query
+
+    calls = []
+    who = Query.who
+
+    def counting(self, steps, launch):
+        calls.append(np.asarray(steps).size)
+        return who(self, steps, launch)
+
+    monkeypatch.setattr(Query, "who", counting)
+    prog = staged_copy()
+    fp = footprint(prog, "tx", {"bx": 1}, counts=True)
+    summaries = {name: f.summary() for name, f in fp.items()}
+    assert calls == [] and summaries["A"]["distinct"] == 18 and fp.steps > 0
+    expect = PlainOracle(prog).run(prog.loop("tx"), {"bx": 1})
+    offset, arrays = fp["S"].crop()         # the panel's path: only the cropped part is decoded
+    assert calls == [18] and offset == [0]
+    np.testing.assert_array_equal(arrays["thread"], expect["S"]["thread"][:18])
+    np.testing.assert_array_equal(arrays["block"], expect["S"]["block"][:18])
+    for name in ("A", "S", "B"):
+        np.testing.assert_array_equal(fp[name].thread, expect[name]["thread"], err_msg=name)
+        np.testing.assert_array_equal(fp[name].block, expect[name]["block"], err_msg=name)
+    n = len(calls)
+    fp["A"].to_json(), fp["A"].crop()
+    assert len(calls) == n
+
+
 @pytest.mark.parametrize("loop", ["f0", "r"])
 def test_sweeping_the_thread_loop_colours_by_thread(loop):
     """With sweep_threads, the loops under tx run for every thread, thread after thread: the union

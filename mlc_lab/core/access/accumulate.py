@@ -336,14 +336,7 @@ class BufferAccumulator:
                   "first_touch": box(self.first, -1)}
         if self.count is not None:
             arrays["count"] = box(self.count, 0)
-        if self.who is not None:
-            first = arrays["first_touch"]
-            if not any_untouched:       # the usual case: no masking on the way in or out
-                thread, block = (a.reshape(first.shape) for a in self.who(first))
-            else:
-                thread = np.full(inner.shape, -1, self.dt)
-                block = np.full(inner.shape, -1, self.dt)
-                touched = ~untouched
-                thread[touched], block[touched] = self.who(first[touched])
-            arrays["thread"], arrays["block"] = thread, block
+        if self.who is not None:        # thread and block: decoded from first_touch on first use
+            from mlc_lab.core.access.model import WhoBox
+            arrays = WhoBox(arrays, self.who, untouched if any_untouched else None, self.dt)
         return origin, arrays
