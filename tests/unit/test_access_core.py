@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 import time
@@ -166,6 +167,43 @@ def test_non_divisible_split_predicate():
     x = op("add", op("mul", o.var, 3), t.var)
     prog = b.program(nest(o, t, body=Leaf([W("A", x, guards=(op("lt", x, 10),))])))
     every_loop(prog, random.Random(3))
+
+
+def transposed_conv_read():
+    """A transposed convolution's padded read: A[(h + r // 64) // 2, r % 64] where
+    (h + r // 64) % 2 == 0, r a fused loop of 4 x 64 iterations."""
+    b = Builder()
+    b.buf("A", 8, 64)
+    b.buf("O", 16)
+    h, r = b.loop("h", 12), b.loop("r", 256)
+    hr = op("add", h.var, op("floordiv", r.var, 64))
+    leaf = Leaf([R("A", op("floordiv", hr, 2), op("floormod", r.var, 64),
+                   guards=(op("eq", op("floormod", hr, 2), 0),)), W("O", h.var)])
+    return b.program(nest(h, r, body=leaf)), h, r
+
+
+def test_evaluated_indices_span_only_the_digits_of_their_affine_parts():
+    """``(h + r // 64) // 2`` is not affine, but its parts are: computed from their digits, the
+    index and the condition span h and r's top digit, not r's 64 inner values; and exact."""
+    from mlc_lab.core.access.footprint import index_of
+    from mlc_lab.core.access.grid import build_grid, plan_access
+    from mlc_lab.core.access.space import Query
+
+    prog, h, r = transposed_conv_read()
+    every_loop(prog, random.Random(5))
+    q = Query(index_of(prog), prog.loop("h"), None)
+    acc = prog.loop("r").body.accesses[0]
+    g = build_grid(q, acc, 0, 1, 0, plan=plan_access(q, acc))
+    assert math.prod(g.shape) == 12 * 256 and np.size(g.dims[0]) == 12 * 4
+    assert all(np.size(m) == 12 * 4 for m in g.masks)
+    from mlc_lab.core.access.accumulate import dim_range
+
+    run = np.broadcast_to(g.mask, g.shape)
+    for d in range(2):
+        spec = g.dims[d]
+        vals = np.broadcast_to(spec, g.shape) if not isinstance(spec, tuple) else None
+        if vals is not None:    # the masked range, worked out over the index's own axes, is the grid's
+            assert dim_range(g, d) == (int(vals[run].min()), int(vals[run].max()))
 
 
 # --- symbolic shapes, budget, errors ----------------------------------------------------------------
