@@ -307,6 +307,13 @@ def test_thread_and_block_are_decoded_on_first_use_exactly(monkeypatch):
     n = len(calls)
     fp["A"].to_json(), fp["A"].crop()
     assert len(calls) == n
+    import copy
+    import pickle
+
+    fresh = footprint(prog, "tx", {"bx": 1})["B"]       # copied or pickled: plain arrays, decoded
+    for box in (pickle.loads(pickle.dumps(fresh.box)), copy.deepcopy(fresh.box)):
+        assert type(box) is dict
+        np.testing.assert_array_equal(box["thread"], expect["B"]["thread"][fresh.box_slices()])
 
 
 @pytest.mark.parametrize("loop", ["f0", "r"])

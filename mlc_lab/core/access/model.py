@@ -98,6 +98,10 @@ class WhoBox(dict):
         self._resolve()
         return dict.items(self)
 
+    def __reduce__(self):        # copied or pickled: as the plain dict of arrays it stands for
+        self._resolve()
+        return (dict, (dict(dict.items(self)),))
+
     def cropped(self, sl) -> dict:
         """Every array over ``sl``; thread and block decoded over that part only (unless known)."""
         out = {k: v[sl] for k, v in dict.items(self) if k not in self._LAZY}
