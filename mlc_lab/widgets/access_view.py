@@ -30,6 +30,7 @@ import base64
 import html
 import json
 import logging
+import math
 import os
 import struct
 import threading
@@ -242,15 +243,16 @@ def footprint_payload(session: Any, loop: str, at: dict | None = None, step: int
 def _buffer_entry(name: str, fp: Any, pack: _Packer) -> BufferPayload:
     """One buffer's statistics and its arrays over the touched box (as the analysis cropped them)."""
     summary = _plain(fp.summary())
+    if fp.distinct:     # refused before cropping: the crop works out each element's thread and block
+        n = math.prod(int(hi) - int(lo) + 1 for lo, hi in fp.bounds)
+        if n > MAX_ELEMENTS:
+            raise RequestError(f"buffer {name} has {n} touched elements in its box, more than the "
+                               f"{MAX_ELEMENTS} this view draws; pick an inner loop", type="too_large")
     offset, arrays = fp.crop()
     size = list(arrays["reads"].shape) if arrays else [0] * len(fp.shape)
     entry: BufferPayload = {**summary, "crop": {"offset": [int(o) for o in offset], "shape": [int(n) for n in size]}, "arrays": {}}
     if not fp.distinct:
         return entry
-    n = int(np.prod(size)) if size else 1
-    if n > MAX_ELEMENTS:
-        raise RequestError(f"buffer {name} has {n} touched elements in its box, more than the "
-                           f"{MAX_ELEMENTS} this view draws; pick an inner loop", type="too_large")
     out = entry["arrays"]
     out["reads"] = pack.add(arrays["reads"], "bits")
     out["writes"] = pack.add(arrays["writes"], "bits")

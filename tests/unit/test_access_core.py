@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 import time
@@ -168,6 +169,43 @@ def test_non_divisible_split_predicate():
     every_loop(prog, random.Random(3))
 
 
+def transposed_conv_read():
+    """A transposed convolution's padded read: A[(h + r // 64) // 2, r % 64] where
+    (h + r // 64) % 2 == 0, r a fused loop of 4 x 64 iterations."""
+    b = Builder()
+    b.buf("A", 8, 64)
+    b.buf("O", 16)
+    h, r = b.loop("h", 12), b.loop("r", 256)
+    hr = op("add", h.var, op("floordiv", r.var, 64))
+    leaf = Leaf([R("A", op("floordiv", hr, 2), op("floormod", r.var, 64),
+                   guards=(op("eq", op("floormod", hr, 2), 0),)), W("O", h.var)])
+    return b.program(nest(h, r, body=leaf)), h, r
+
+
+def test_evaluated_indices_span_only_the_digits_of_their_affine_parts():
+    """``(h + r // 64) // 2`` is not affine, but its parts are: computed from their digits, the
+    index and the condition span h and r's top digit, not r's 64 inner values; and exact."""
+    from mlc_lab.core.access.footprint import index_of
+    from mlc_lab.core.access.grid import build_grid, plan_access
+    from mlc_lab.core.access.space import Query
+
+    prog, h, r = transposed_conv_read()
+    every_loop(prog, random.Random(5))
+    q = Query(index_of(prog), prog.loop("h"), None)
+    acc = prog.loop("r").body.accesses[0]
+    g = build_grid(q, acc, 0, 1, 0, plan=plan_access(q, acc))
+    assert math.prod(g.shape) == 12 * 256 and np.size(g.dims[0]) == 12 * 4
+    assert all(np.size(m) == 12 * 4 for m in g.masks)
+    from mlc_lab.core.access.accumulate import dim_range
+
+    run = np.broadcast_to(g.mask, g.shape)
+    for d in range(2):
+        spec = g.dims[d]
+        vals = np.broadcast_to(spec, g.shape) if not isinstance(spec, tuple) else None
+        if vals is not None:    # the masked range, worked out over the index's own axes, is the grid's
+            assert dim_range(g, d) == (int(vals[run].min()), int(vals[run].max()))
+
+
 # --- symbolic shapes, budget, errors ----------------------------------------------------------------
 
 def test_symbolic_shapes_need_values_and_then_work():
@@ -238,6 +276,44 @@ def test_gpu_thread_aliases_and_who():
     stats = gpu_stats(prog, "tx", {"bx": 1})
     glob = [a for a in stats.accesses if a.buffer == "A"][0]
     assert glob.lanes == 16 and glob.sectors_per_request == pytest.approx(1.5)
+
+
+def test_thread_and_block_are_decoded_on_first_use_exactly(monkeypatch):
+    """footprint() leaves the thread / block of each first touch to the first caller that asks
+    (decoding tens of millions of steps costs seconds); asked for, whole or cropped, they are the
+    oracle's, and they are decoded once."""
+    from mlc_lab.core.access.space import Query
+
+    calls = []
+    who = Query.who
+
+    def counting(self, steps, launch):
+        calls.append(np.asarray(steps).size)
+        return who(self, steps, launch)
+
+    monkeypatch.setattr(Query, "who", counting)
+    prog = staged_copy()
+    fp = footprint(prog, "tx", {"bx": 1}, counts=True)
+    summaries = {name: f.summary() for name, f in fp.items()}
+    assert calls == [] and summaries["A"]["distinct"] == 18 and fp.steps > 0
+    expect = PlainOracle(prog).run(prog.loop("tx"), {"bx": 1})
+    offset, arrays = fp["S"].crop()         # the panel's path: only the cropped part is decoded
+    assert calls == [18] and offset == [0]
+    np.testing.assert_array_equal(arrays["thread"], expect["S"]["thread"][:18])
+    np.testing.assert_array_equal(arrays["block"], expect["S"]["block"][:18])
+    for name in ("A", "S", "B"):
+        np.testing.assert_array_equal(fp[name].thread, expect[name]["thread"], err_msg=name)
+        np.testing.assert_array_equal(fp[name].block, expect[name]["block"], err_msg=name)
+    n = len(calls)
+    fp["A"].to_json(), fp["A"].crop()
+    assert len(calls) == n
+    import copy
+    import pickle
+
+    fresh = footprint(prog, "tx", {"bx": 1})["B"]       # copied or pickled: plain arrays, decoded
+    for box in (pickle.loads(pickle.dumps(fresh.box)), copy.deepcopy(fresh.box)):
+        assert type(box) is dict
+        np.testing.assert_array_equal(box["thread"], expect["B"]["thread"][fresh.box_slices()])
 
 
 @pytest.mark.parametrize("loop", ["f0", "r"])

@@ -217,6 +217,25 @@ def test_gpu_footprint_carries_thread_and_block(view, asession):
     assert (d["Y"]["block"] == 5).all()
 
 
+def test_a_buffer_too_large_to_draw_is_refused_before_its_threads_are_decoded(monkeypatch):
+    """The analysis decodes each element's thread and block only when asked (the crop): a
+    buffer the view refuses never pays for it; one it draws gets them over the crop, exactly."""
+    from mlc_lab.core.access import footprint
+    from mlc_lab.core.access.space import Query
+    from tests.unit.test_access_core import staged_copy
+
+    calls = []
+    who = Query.who
+    monkeypatch.setattr(Query, "who", lambda self, steps, launch: calls.append(1) or who(self, steps, launch))
+    fps = footprint(staged_copy(), "tx", {"bx": 1})
+    monkeypatch.setattr(av, "MAX_ELEMENTS", 17)
+    with pytest.raises(av.RequestError, match="18 touched elements"):
+        av._buffer_entry("A", fps["A"], av._Packer())
+    assert calls == []
+    entry = av._buffer_entry("B", fps["B"], av._Packer())
+    assert calls == [1] and entry["crop"] == {"offset": [16], "shape": [16]} and "thread" in entry["arrays"]
+
+
 def test_big_payloads_are_deflated(view, asession, monkeypatch):
     monkeypatch.setattr(av, "DEFLATE_ABOVE", 0)
     reply = ok(view.comm.request("access_footprint", {"loop": "j_1", "at": {"Y/i": 2, "k": 9}}))

@@ -30,10 +30,20 @@ def dim_range(grid: Grid, d: int) -> tuple[int, int]:
         hi = const + sum(max(0, c * (n - 1)) for c, n in zip(coefs, grid.shape))
         return int(lo), int(hi)
     if grid.mask is not None:       # evaluated indices: only the points that run count
-        m = np.broadcast_to(grid.mask, grid.shape)
+        # the mask reduced (any) over the axes the index does not read: the same values, over
+        # the index's own axes instead of the whole grid
+        nd = len(grid.shape)
+        spec, m = np.asarray(spec), np.asarray(grid.mask)
+        spec = spec.reshape((1,) * (nd - spec.ndim) + spec.shape)
+        m = m.reshape((1,) * (nd - m.ndim) + m.shape)
+        other = tuple(i for i in range(nd) if spec.shape[i] == 1 and m.shape[i] > 1)
+        if other:
+            m = m.any(axis=other, keepdims=True)
+        shape = np.broadcast_shapes(spec.shape, m.shape)
+        m = np.broadcast_to(m, shape)
         if not m.any():
             return 0, 0
-        vals = np.broadcast_to(spec, grid.shape)
+        vals = np.broadcast_to(spec, shape)
         big = np.iinfo(np.int64).max
         return int(np.min(vals, where=m, initial=big)), int(np.max(vals, where=m, initial=-big))
     return int(spec.min()), int(spec.max())
@@ -336,14 +346,7 @@ class BufferAccumulator:
                   "first_touch": box(self.first, -1)}
         if self.count is not None:
             arrays["count"] = box(self.count, 0)
-        if self.who is not None:
-            first = arrays["first_touch"]
-            if not any_untouched:       # the usual case: no masking on the way in or out
-                thread, block = (a.reshape(first.shape) for a in self.who(first))
-            else:
-                thread = np.full(inner.shape, -1, self.dt)
-                block = np.full(inner.shape, -1, self.dt)
-                touched = ~untouched
-                thread[touched], block[touched] = self.who(first[touched])
-            arrays["thread"], arrays["block"] = thread, block
+        if self.who is not None:        # thread and block: decoded from first_touch on first use
+            from mlc_lab.core.access.model import WhoBox
+            arrays = WhoBox(arrays, self.who, untouched if any_untouched else None, self.dt)
         return origin, arrays

@@ -17,7 +17,7 @@ from functools import cached_property
 import numpy as np
 
 from mlc_lab.core.access.budget import Budget
-from mlc_lab.core.access.expr import Affine, Decomposer, Digit, NonAffine, digit_range, evaluate
+from mlc_lab.core.access.expr import _BINARY, Affine, Decomposer, Digit, NonAffine, digit_range, evaluate
 from mlc_lab.model.access_program import Op, Var, free_vars
 from mlc_lab.core.access.space import Query
 from mlc_lab.errors import AccessAnalysisError
@@ -187,6 +187,7 @@ class _Plan:
             elif p[0]:
                 pins.append((g, p[0]))
         self.bounds = self._alias_bounds()
+        self.extra_terms = self._evaluated_terms(vars_)
         self.pinned = self._refine_all(pins, ext)
         self._axes(lanes, ext)
 
@@ -208,6 +209,31 @@ class _Plan:
             return list(self.dec.lin(g.args[0]).terms) + list(self.dec.lin(g.args[1]).terms)
         except NonAffine:
             return None
+
+    def _evaluated_terms(self, vars_) -> list:
+        """Digits of the affine parts of the indices and conditions evaluated numerically
+        (``(h + rh // 1024) // 2``: ``h`` and ``rh // 1024``). Cutting their loops there too lets
+        each part be computed from its own digits (``_plan_value``) instead of over every digit
+        of its loops."""
+        out = []
+
+        def walk(e):
+            if not isinstance(e, Op):
+                return
+            try:
+                out.extend(self.dec.lin(e).terms)
+                return
+            except NonAffine:
+                pass
+            for a in e.args:
+                walk(a)
+
+        for ix, aff in zip(self.acc.indices, self.dims_aff):
+            if aff is None:
+                walk(ix)
+        for g in self.preds:
+            walk(g)
+        return out
 
     def _alias_bounds(self) -> list:
         """Aliased inner loops narrower than their thread: an implicit bound on the thread."""
@@ -232,9 +258,18 @@ class _Plan:
             terms += [d for _, ds in pins for d in ds] + self.guard_terms
             for d in terms:
                 marks[d.loop].update((d.place,) if d.size is None else (d.place, d.place * d.size))
+            extra = {lp.id: set() for lp in self.loops}
+            for d in self.extra_terms:
+                if d.loop in extra:
+                    extra[d.loop].update((d.place,) if d.size is None else (d.place, d.place * d.size))
             self.refined, bad = {}, set()
             for lp in self.loops:
                 digs = _refine(lp, marks[lp.id], ext[lp.id])
+                if digs is not None and lp.id not in pin_loops and extra[lp.id] - marks[lp.id]:
+                    finer = _refine(lp, marks[lp.id] | extra[lp.id], ext[lp.id])
+                    # only where the cuts nest and add no partial top digit (a mask)
+                    if finer is not None and (ext[lp.id] % finer[-1].place == 0 or ext[lp.id] % digs[-1].place):
+                        digs = finer
                 if digs is not None and lp.id in pin_loops and ext[lp.id] % digs[-1].place:
                     digs = None
                 if digs is None:
@@ -338,6 +373,41 @@ _COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.great
             "eq": np.equal, "ne": np.not_equal}
 
 
+def _affine_value(plan: _Plan, e):
+    """An affine expression over the grid from its digits alone (so that the array spans only
+    the axes it reads); None when it is not affine or its digits are not axes of the grid."""
+    try:
+        aff = plan.dec.lin(e)
+    except NonAffine:
+        return None
+    ext = plan.q.index.extents
+    if not all(plan.representable(t, ext) for t in aff.terms):
+        return None
+    coefs, const = plan.expand(aff)
+    nd = len(plan.shape)
+    value = np.int64(const)
+    for i, c in enumerate(coefs):
+        if c:
+            value = value + plan.axis_values(i) * int(c)
+    return np.asarray(value).reshape((1,) * (nd - np.ndim(value)) + np.shape(value))
+
+
+def _plan_value(plan: _Plan, e, env: dict):
+    """``evaluate(e, env)`` with its affine parts computed from their digits: the same numbers,
+    over only the axes each part reads (``(h + rh // 1024) // 2`` does not span the other
+    digits of ``rh``'s fused loop)."""
+    if isinstance(e, Op):
+        v = _affine_value(plan, e)
+        if v is not None:
+            return v
+        fn = _BINARY.get(e.op)
+        if fn is not None:
+            return fn(_plan_value(plan, e.args[0], env), _plan_value(plan, e.args[1], env))
+        if e.op == "not":
+            return np.logical_not(_plan_value(plan, e.args[0], env))
+    return evaluate(e, env)
+
+
 def _condition(plan: _Plan, e, env: dict):
     """One condition over the grid. An affine comparison is computed from its digits, so that
     the array spans only the axes it reads (``ax_fused % 459 // 17 < 57`` reads one digit of
@@ -356,7 +426,7 @@ def _condition(plan: _Plan, e, env: dict):
                 if c:
                     value = value + plan.axis_values(i) * int(c)
             return _COMPARE[e.op](np.asarray(value).reshape((1,) * (nd - np.ndim(value)) + np.shape(value)), 0)
-    return np.asarray(evaluate(e, env), dtype=bool)
+    return np.asarray(_plan_value(plan, e, env), dtype=bool)
 
 
 def _masks(plan: _Plan, env: dict) -> list | None:
@@ -477,6 +547,7 @@ def build_grid(q: Query, acc, leaf_offset: int, n_reads: int, n_writes: int,
         masks = [m for m in masks if not m.all()]
     starts = np.array([a for a, _ in window], dtype=np.int64)
     cut = cut or chunk is not None
+    plan.window = window if cut else None     # the axes the evaluated indices are computed over
     env = None
     dims = []
     for ix, aff in zip(acc.indices, plan.dims_aff):
@@ -487,7 +558,7 @@ def build_grid(q: Query, acc, leaf_offset: int, n_reads: int, n_writes: int,
             if env is None:
                 check_points(plan, budget, 32, what, shape)
                 env = _env(plan, q.fixed, window=window if cut else None)
-            dims.append(np.asarray(evaluate(ix, env), dtype=np.int64))
+            dims.append(np.asarray(_plan_value(plan, ix, env), dtype=np.int64))
     weights = [q.weights[d.loop] * d.place for d in plan.axes]
     ev_aff = (leaf_offset + int(np.dot(weights, starts)), weights)
     return Grid(acc, n_reads, n_writes, shape, dims, ev_aff, masks, plan.mult, plan.axes, step_dtype)

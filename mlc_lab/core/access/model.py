@@ -47,6 +47,71 @@ def _raw(arr: np.ndarray) -> dict:
     return {"dtype": a.dtype.str.lstrip("<=|"), "shape": list(a.shape), "data": a.tobytes()}
 
 
+class WhoBox(dict):
+    """The box arrays of a GPU footprint, with ``thread`` and ``block`` worked out from
+    ``first_touch`` on first use (``who``: steps -> (thread ids, block ids)) rather than when the
+    analysis runs: they are exact, but decoding tens of millions of first touches costs seconds
+    that a caller asking for counts or statistics never needs. ``cropped`` decodes only a slice."""
+
+    _LAZY = ("thread", "block")
+
+    def __init__(self, arrays: dict, who, untouched, dtype):
+        super().__init__(arrays)
+        for k in self._LAZY:
+            dict.__setitem__(self, k, None)
+        self._who, self._untouched, self._dt = who, untouched, dtype
+
+    def _decode(self, sl=None) -> tuple[np.ndarray, np.ndarray]:
+        first = dict.__getitem__(self, "first_touch")
+        untouched = self._untouched
+        if sl is not None:
+            first = first[sl]
+            untouched = None if untouched is None else untouched[sl]
+        if untouched is None or not untouched.any():
+            thread, block = (np.asarray(a).reshape(first.shape) for a in self._who(first))
+            return thread, block
+        thread = np.full(first.shape, -1, self._dt)
+        block = np.full(first.shape, -1, self._dt)
+        touched = ~untouched
+        thread[touched], block[touched] = self._who(first[touched])
+        return thread, block
+
+    def _resolve(self) -> None:
+        if dict.__getitem__(self, "thread") is None:
+            thread, block = self._decode()
+            dict.__setitem__(self, "thread", thread)
+            dict.__setitem__(self, "block", block)
+
+    def __getitem__(self, key):
+        if key in self._LAZY:
+            self._resolve()
+        return dict.__getitem__(self, key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def values(self):
+        self._resolve()
+        return dict.values(self)
+
+    def items(self):
+        self._resolve()
+        return dict.items(self)
+
+    def __reduce__(self):        # copied or pickled: as the plain dict of arrays it stands for
+        self._resolve()
+        return (dict, (dict(dict.items(self)),))
+
+    def cropped(self, sl) -> dict:
+        """Every array over ``sl``; thread and block decoded over that part only (unless known)."""
+        out = {k: v[sl] for k, v in dict.items(self) if k not in self._LAZY}
+        if dict.__getitem__(self, "thread") is None:
+            out["thread"], out["block"] = self._decode(sl)
+        else:
+            out["thread"], out["block"] = dict.__getitem__(self, "thread")[sl], dict.__getitem__(self, "block")[sl]
+        return out
+
+
 @dataclass
 class Footprint:
     """What one loop (over its iterations, enclosing loops fixed) does to one buffer."""
@@ -88,7 +153,7 @@ class Footprint:
         return out
 
     def box_slices(self) -> tuple:
-        shape = next(iter(self.box.values())).shape
+        shape = next(iter(dict.values(self.box))).shape
         return tuple(slice(o, o + n) for o, n in zip(self.origin, shape))
 
     @cached_property
@@ -177,6 +242,8 @@ class Footprint:
         if not self.distinct:
             return [0] * len(self.shape), {}
         sl = tuple(slice(b[0] - o, b[1] - o + 1) for b, o in zip(self.bounds, self.origin))
+        if isinstance(self.box, WhoBox):
+            return [b[0] for b in self.bounds], self.box.cropped(sl)
         return [b[0] for b in self.bounds], {k: v[sl] for k, v in self.box.items()}
 
     def summary(self) -> BufferStats:
