@@ -89,9 +89,10 @@ def test_a_warm_measurement_of_one_step_is_fast():
     s = course_schedule(mlc_lab.Session(MM_RELU))
     measure(s.module, s.original, s.func_name)  # warm the worker and its reference cache
     t0 = time.perf_counter()
-    measure(s.module, s.original, s.func_name)
-    # < 1 s on an idle 2-core machine; allow for a loaded CI box
-    assert time.perf_counter() - t0 < 2.0
+    m = measure(s.module, s.original, s.func_name)
+    # < 1 s on an idle 2-core machine; allow for a loaded CI box, which may also make measure take
+    # its repeats again (up to 3 rounds) while a round was not quiet
+    assert time.perf_counter() - t0 < 2.0 * m.rounds
 
 
 def test_a_wrong_program_shows_its_error():
@@ -183,7 +184,10 @@ def test_time_callable_times_python_code_by_measures_method():
 
     r = time_callable(fn, repeats=4, min_repeat_ms=10, warmup=2)
     assert r["repeats"] == 4 and len(r["results_s"]) == 4 and r["number"] >= 2
-    assert len(calls) == 2 + 1 + 4 * r["number"]  # warm-up, the call that sizes a repeat, the repeats
+    # warm-up, the call that sizes a repeat, then the repeats of each round (a round that was not quiet,
+    # on a busy machine, is taken again: up to 3)
+    assert 1 <= r["rounds"] <= 3
+    assert len(calls) == 2 + 1 + r["rounds"] * 4 * r["number"]
     assert r["number"] * r["min_s"] >= 0.008  # each repeat lasted about min_repeat_ms
     assert 0.002 <= r["min_s"] <= r["latency_s"] <= r["max_s"]
     assert r["others_cores"] is not None and r["others_cores"] >= 0 and "median of 4" in r["method"]
