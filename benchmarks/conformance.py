@@ -73,8 +73,11 @@ def dlight_table() -> dict:
     entries = list(generate.dlight_entries(generate.dlight_full_size(), prefix="dlight-full"))
     outcomes = [harness.run_entry(e, every_loop=True) for e in entries]
     table = harness.summarize(outcomes)
-    return {"schedules": [e["id"] for e in entries], "footprint": table["footprint"],
-            "messages_with_tvm_placeholder": table["messages_with_tvm_placeholder"]}
+    return {
+        "schedules": [e["id"] for e in entries],
+        "footprint": table["footprint"],
+        "messages_with_tvm_placeholder": table["messages_with_tvm_placeholder"],
+    }
 
 
 if __name__ == "__main__":

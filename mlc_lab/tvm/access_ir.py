@@ -24,18 +24,31 @@ import tvm
 from tvm import tirx
 from tvm.s_tir import SBlockRealize
 
-from mlc_lab.model.access_program import (
-    Access, AccessProgram, BufferInfo, Const, Leaf, Loop, Op, Opaque, Seq, Var)
+from mlc_lab.model.access_program import Access, AccessProgram, BufferInfo, Const, Leaf, Loop, Op, Opaque, Seq, Var
 from mlc_lab.errors import AccessAnalysisError
 
 __all__ = ["lower", "loop_id"]
 
-_LOAD = tvm.ir.TensorLoad       # what a BufferLoad is in 0.27 (buffer in .source)
+_LOAD = tvm.ir.TensorLoad  # what a BufferLoad is in 0.27 (buffer in .source)
 _KINDS = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread_binding"}
 _BINOPS = {
-    tirx.Add: "add", tirx.Sub: "sub", tirx.Mul: "mul", tirx.FloorDiv: "floordiv", tirx.FloorMod: "floormod",
-    tirx.Div: "div", tirx.Mod: "mod", tirx.Min: "min", tirx.Max: "max", tirx.LT: "lt", tirx.LE: "le",
-    tirx.GT: "gt", tirx.GE: "ge", tirx.EQ: "eq", tirx.NE: "ne", tirx.And: "and", tirx.Or: "or",
+    tirx.Add: "add",
+    tirx.Sub: "sub",
+    tirx.Mul: "mul",
+    tirx.FloorDiv: "floordiv",
+    tirx.FloorMod: "floormod",
+    tirx.Div: "div",
+    tirx.Mod: "mod",
+    tirx.Min: "min",
+    tirx.Max: "max",
+    tirx.LT: "lt",
+    tirx.LE: "le",
+    tirx.GT: "gt",
+    tirx.GE: "ge",
+    tirx.EQ: "eq",
+    tirx.NE: "ne",
+    tirx.And: "and",
+    tirx.Or: "or",
 }
 _LETS = tuple(c for c in (getattr(tirx, "Bind", None), getattr(tirx, "LetStmt", None)) if c is not None)
 
@@ -71,11 +84,11 @@ class _Lowering:
         self.buffers: dict[str, BufferInfo] = {}
         self._buf_names: dict[int, str] = {}
         self.loops: list[Loop] = []
-        self.node_ids: dict[int, int] = {}          # For handle -> loop id
+        self.node_ids: dict[int, int] = {}  # For handle -> loop id
         self.shape_vars: dict[str, Var] = {}
         self._shape_var_of: dict[int, Var] = {}
-        self._declared = _declared_vars(func)       # parameters and the variables of buffer shapes
-        for param in func.params:                   # 0.27: buffer parameters are buffer-typed variables
+        self._declared = _declared_vars(func)  # parameters and the variables of buffer shapes
+        for param in func.params:  # 0.27: buffer parameters are buffer-typed variables
             if hasattr(param, "shape") and hasattr(param, "dtype"):
                 self.register(param)
         for buf in func.buffer_map.values() if hasattr(func, "buffer_map") else ():
@@ -92,8 +105,9 @@ class _Lowering:
             name = name + "'"
         dt = tvm.runtime.DataType(str(buf.dtype))
         shape = tuple(self.size(s) for s in buf.shape)
-        self.buffers[name] = BufferInfo(name, shape, str(buf.dtype), str(buf.scope()),
-                                        max(1, dt.bits * max(1, dt.lanes) // 8))
+        self.buffers[name] = BufferInfo(
+            name, shape, str(buf.dtype), str(buf.scope()), max(1, dt.bits * max(1, dt.lanes) // 8)
+        )
         self._buf_names[k] = name
         return name
 
@@ -132,13 +146,13 @@ class _Lowering:
         name = _BINOPS.get(type(e))
         if name is not None:
             if name == "div" and _is_float(e):
-                name = "fdiv"           # a true division (Div of integers truncates)
+                name = "fdiv"  # a true division (Div of integers truncates)
             return Op(name, (self.expr(e.a, env), self.expr(e.b, env)))
         if isinstance(e, tirx.Not):
             return Op("not", (self.expr(e.a, env),))
         if isinstance(e, tirx.Cast):
             to, inner = _dtype(e), self.expr(e.value, env)
-            if _is_float(e.value):      # float -> int truncates, float -> float rounds
+            if _is_float(e.value):  # float -> int truncates, float -> float rounds
                 return Op("cast:" + ("int64" if "int" in to else to), (inner,))
             if "int" in to or to == "bool":
                 return inner
@@ -188,8 +202,17 @@ class _Lowering:
             if isinstance(e, _LOAD):
                 for ix in e.indices:
                     visit(ix, gs)
-                out.append(Access(self.register(e.source), "read", tuple(self.expr(i, env) for i in e.indices),
-                                  block, gs, inner, label))
+                out.append(
+                    Access(
+                        self.register(e.source),
+                        "read",
+                        tuple(self.expr(i, env) for i in e.indices),
+                        block,
+                        gs,
+                        inner,
+                        label,
+                    )
+                )
                 return
             if isinstance(e, tvm.ir.Call) and _call_name(e) == "if_then_else" and len(e.args) == 3:
                 c = self.expr(e.args[0], env)
@@ -211,8 +234,17 @@ class _Lowering:
             visit(stmt.value, guards)
             for ix in stmt.indices:
                 visit(ix, guards)
-            out.append(Access(self.register(stmt.buffer), "write", tuple(self.expr(i, env) for i in stmt.indices),
-                              block, guards, inner, label))
+            out.append(
+                Access(
+                    self.register(stmt.buffer),
+                    "write",
+                    tuple(self.expr(i, env) for i in stmt.indices),
+                    block,
+                    guards,
+                    inner,
+                    label,
+                )
+            )
         elif isinstance(stmt, tirx.Evaluate):
             visit(stmt.value, guards)
         return out
@@ -246,8 +278,15 @@ class _Lowering:
 
     def for_loop(self, stmt, role, env: dict) -> Loop:
         tag = str(stmt.thread_binding.thread_tag) if stmt.thread_binding is not None else None
-        return self.new_loop(str(stmt.loop_var.name), self.size(stmt.min, env), self.size(stmt.extent, env),
-                             _KINDS.get(int(stmt.kind), "serial"), tag, role, stmt)
+        return self.new_loop(
+            str(stmt.loop_var.name),
+            self.size(stmt.min, env),
+            self.size(stmt.extent, env),
+            _KINDS.get(int(stmt.kind), "serial"),
+            tag,
+            role,
+            stmt,
+        )
 
     def block_env(self, realize, env, guards):
         blk = realize.block
@@ -260,7 +299,7 @@ class _Lowering:
             if int(iv.iter_type) == 2:
                 reduce.append(Op("eq", (inner_env[_key(iv.var)], self.expr(iv.dom.min, env))))
         guards = guards + self.guards(realize.predicate, env)
-        for mb in blk.match_buffers:       # the matched buffer names the source region's buffer
+        for mb in blk.match_buffers:  # the matched buffer names the source region's buffer
             self._buf_names[_key(mb.buffer)] = self.register(_region_buffer(mb.source))
         return blk, inner_env, guards, tuple(reduce)
 
@@ -399,8 +438,12 @@ def _compacted_layouts(func) -> dict[str, tuple]:
     try:
         mod = tvm.IRModule({"main": func})
         tr = tvm.s_tir.transform
-        for p in (tr.LowerInitBlock(), tr.PlanAndUpdateBufferAllocationLocation(),
-                  tr.ConvertBlocksToOpaque(), tr.CompactBufferAllocation()):
+        for p in (
+            tr.LowerInitBlock(),
+            tr.PlanAndUpdateBufferAllocationLocation(),
+            tr.ConvertBlocksToOpaque(),
+            tr.CompactBufferAllocation(),
+        ):
             mod = p(mod)
     except Exception:  # noqa: BLE001 - compaction is advisory (symbolic shapes, odd programs)
         return {}
@@ -450,7 +493,8 @@ def _lowered(func):
         raise
     except Exception as exc:  # noqa: BLE001 - an IR shape the walker does not know: say so plainly
         raise AccessAnalysisError(
-            f"the function could not be read for the access analysis ({type(exc).__name__}: {exc})") from exc
+            f"the function could not be read for the access analysis ({type(exc).__name__}: {exc})"
+        ) from exc
     name = str(func.attrs["global_symbol"]) if func.attrs is not None and "global_symbol" in func.attrs else "main"
     prog = AccessProgram(name, low.buffers, low.root, low.loops, dict(low.shape_vars))
     if any(b.scope.startswith("shared") for b in prog.buffers.values()):

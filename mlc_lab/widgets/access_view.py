@@ -95,12 +95,18 @@ def launch_dims(tree: dict) -> dict[str, int]:
 
 def _loop_info(node: dict) -> LoopInfo:
     ext = node.get("extent")
-    return {"name": node["name"], "ref": _ref(node), "extent": ext if isinstance(ext, int) else None,
-            "min": node.get("min", 0) if isinstance(node.get("min", 0), int) else 0,
-            "thread": node.get("thread"), "loop_kind": node.get("loop_kind")}
+    return {
+        "name": node["name"],
+        "ref": _ref(node),
+        "extent": ext if isinstance(ext, int) else None,
+        "min": node.get("min", 0) if isinstance(node.get("min", 0), int) else 0,
+        "thread": node.get("thread"),
+        "loop_kind": node.get("loop_kind"),
+    }
 
 
 # --- array encoding ----------------------------------------------------------------------------------
+
 
 def _int_array(a: np.ndarray, signed: bool) -> np.ndarray:
     """The smallest little-endian integer type holding ``a`` (-1 sentinels need a signed one)."""
@@ -158,8 +164,9 @@ def resolve_at(chain: list[dict], at: dict | None) -> dict[str, int]:
         try:
             value = int(value)
         except (TypeError, ValueError):
-            raise RequestError(f"the value of loop {info['ref']} must be an integer, not {value!r}",
-                               type="bad_request") from None
+            raise RequestError(
+                f"the value of loop {info['ref']} must be an integer, not {value!r}", type="bad_request"
+            ) from None
         lo = info["min"]
         if info["extent"] is not None:
             value = max(lo, min(lo + info["extent"] - 1, value))
@@ -173,8 +180,9 @@ def swept_loops(chain: list[dict]) -> list[str]:
     return [_ref(n) for n in chain[:-1] if str(n.get("thread") or "").startswith("threadIdx")]
 
 
-def _footprints(session: Any, target: str, values: dict, step: int | None, sweep: bool,
-                shape_vars: dict | None = None) -> Any:
+def _footprints(
+    session: Any, target: str, values: dict, step: int | None, sweep: bool, shape_vars: dict | None = None
+) -> Any:
     kwargs: dict[str, Any] = {"shape_vars": shape_vars} if shape_vars else {}
     if sweep:
         kwargs["sweep_threads"] = True
@@ -188,8 +196,9 @@ def shape_values(shape_vars: Any) -> dict[str, int]:
         try:
             out[str(name)] = int(value)
         except (TypeError, ValueError):
-            raise RequestError(f"the value of the symbolic shape {name} must be an integer, not {value!r}",
-                               type="bad_request") from None
+            raise RequestError(
+                f"the value of the symbolic shape {name} must be an integer, not {value!r}", type="bad_request"
+            ) from None
     return out
 
 
@@ -201,9 +210,15 @@ def _analysis_error(summary: str, exc: BaseException) -> RequestError:
     return RequestError(summary, **fields)
 
 
-def footprint_payload(session: Any, loop: str, at: dict | None = None, step: int | None = None,
-                      tree: dict | None = None, sweep_threads: bool = False,
-                      shape_vars: dict | None = None) -> tuple[FootprintResult, list[bytes]]:
+def footprint_payload(
+    session: Any,
+    loop: str,
+    at: dict | None = None,
+    step: int | None = None,
+    tree: dict | None = None,
+    sweep_threads: bool = False,
+    shape_vars: dict | None = None,
+) -> tuple[FootprintResult, list[bytes]]:
     """The footprint of ``loop`` as (JSON result, binary buffers) for the front end.
 
     ``sweep_threads``: the enclosing ``threadIdx`` loops run over every thread instead of the value
@@ -219,8 +234,7 @@ def footprint_payload(session: Any, loop: str, at: dict | None = None, step: int
     try:
         fps = _footprints(session, _ref(target), values, step, bool(swept), shapes)
     except (AccessAnalysisError, ValueError) as exc:  # the analysis cannot handle this loop nest
-        raise _analysis_error(f"the access analysis cannot show loop {_ref(target)}: {_first_line(exc)}",
-                              exc) from None
+        raise _analysis_error(f"the access analysis cannot show loop {_ref(target)}: {_first_line(exc)}", exc) from None
     except MlcLabError as exc:
         raise _analysis_error(_first_line(exc), exc) from None
     pack = _Packer()
@@ -243,14 +257,21 @@ def footprint_payload(session: Any, loop: str, at: dict | None = None, step: int
 def _buffer_entry(name: str, fp: Any, pack: _Packer) -> BufferPayload:
     """One buffer's statistics and its arrays over the touched box (as the analysis cropped them)."""
     summary = _plain(fp.summary())
-    if fp.distinct:     # refused before cropping: the crop works out each element's thread and block
+    if fp.distinct:  # refused before cropping: the crop works out each element's thread and block
         n = math.prod(int(hi) - int(lo) + 1 for lo, hi in fp.bounds)
         if n > MAX_ELEMENTS:
-            raise RequestError(f"buffer {name} has {n} touched elements in its box, more than the "
-                               f"{MAX_ELEMENTS} this view draws; pick an inner loop", type="too_large")
+            raise RequestError(
+                f"buffer {name} has {n} touched elements in its box, more than the "
+                f"{MAX_ELEMENTS} this view draws; pick an inner loop",
+                type="too_large",
+            )
     offset, arrays = fp.crop()
     size = list(arrays["reads"].shape) if arrays else [0] * len(fp.shape)
-    entry: BufferPayload = {**summary, "crop": {"offset": [int(o) for o in offset], "shape": [int(n) for n in size]}, "arrays": {}}
+    entry: BufferPayload = {
+        **summary,
+        "crop": {"offset": [int(o) for o in offset], "shape": [int(n) for n in size]},
+        "arrays": {},
+    }
     if not fp.distinct:
         return entry
     out = entry["arrays"]
@@ -265,9 +286,16 @@ def _buffer_entry(name: str, fp: Any, pack: _Packer) -> BufferPayload:
     return entry
 
 
-def gpu_payload(session: Any, loop: str, at: dict | None = None, warp: int | None = None,
-                block: int | dict | None = None, step: int | None = None, tree: dict | None = None,
-                shape_vars: dict | None = None) -> dict:
+def gpu_payload(
+    session: Any,
+    loop: str,
+    at: dict | None = None,
+    warp: int | None = None,
+    block: int | dict | None = None,
+    step: int | None = None,
+    tree: dict | None = None,
+    shape_vars: dict | None = None,
+) -> dict:
     """Per-access warp statistics (coalescing, bank conflicts) in plain data."""
     tree = tree if tree is not None else session.step_view(step).loop_tree
     chain = loop_chain(tree, loop)
@@ -285,8 +313,9 @@ def gpu_payload(session: Any, loop: str, at: dict | None = None, warp: int | Non
         kwargs = {"shape_vars": shapes} if shapes else {}
         stats = session.gpu_stats(_ref(chain[-1]), at=values, warp=warp, block=block_dict, step=step, **kwargs)
     except (MlcLabError, ValueError) as exc:
-        raise RequestError(f"no warp statistics for loop {_ref(chain[-1])}: {_first_line(exc)}",
-                           detail=str(exc), type="analysis") from None
+        raise RequestError(
+            f"no warp statistics for loop {_ref(chain[-1])}: {_first_line(exc)}", detail=str(exc), type="analysis"
+        ) from None
     data = stats.to_json() if hasattr(stats, "to_json") else dict(stats)
     return _plain(data)
 
@@ -303,6 +332,7 @@ def _first_line(exc: BaseException) -> str:
 
 # --- the widget --------------------------------------------------------------------------------------
 
+
 class AccessView(RpcWidget):
     """Heatmaps of the memory a loop touches (see :func:`access_view`).
 
@@ -312,8 +342,11 @@ class AccessView(RpcWidget):
 
     _esm = bundle("access_view")
     # The requests of mlc_lab.model.requests.REQUESTS it answers, and the method answering each.
-    handlers = {"access_footprint": "access_footprint", "access_gpu_stats": "access_gpu_stats",
-                "export_html": "export_html"}
+    handlers = {
+        "access_footprint": "access_footprint",
+        "access_gpu_stats": "access_gpu_stats",
+        "export_html": "export_html",
+    }
     # A saved memory view still scrubs and plays the footprint it was showing (the recorded requests
     # of mlc_lab.model.requests keep their last replies).
 
@@ -338,7 +371,9 @@ class AccessView(RpcWidget):
     def __init__(self, session: Any, loop: str | None = None, *, at: dict | None = None, **kwargs: Any) -> None:
         for name in ("footprint", "step_view", "on_change"):
             if not hasattr(session, name):
-                raise TypeError(f"AccessView needs a mlc_lab.Session (or an object with .{name}); got {type(session).__name__}")
+                raise TypeError(
+                    f"AccessView needs a mlc_lab.Session (or an object with .{name}); got {type(session).__name__}"
+                )
         self._session = session
         self._lock = threading.RLock()
         tree = session.step_view().loop_tree
@@ -350,12 +385,18 @@ class AccessView(RpcWidget):
         else:
             loops = all_loops(tree)
             loop = _ref(loops[-1]) if loops else ""
-        super().__init__(loop_tree_json=_tree_bytes(tree), current=_plain(getattr(session.current, "id", None)),
-                         loop=loop or "", at=dict(at or {}), **kwargs)
+        super().__init__(
+            loop_tree_json=_tree_bytes(tree),
+            current=_plain(getattr(session.current, "id", None)),
+            loop=loop or "",
+            at=dict(at or {}),
+            **kwargs,
+        )
         self._unsubscribe = session.on_change(self._on_session_change)
         # A notebook saved without ever being displayed (nbclient) still carries the footprint it shows.
-        self.observe(lambda _change: self._record_footprint(),
-                     names=["loop", "at", "current", "sweep_threads", "shape_vars"])
+        self.observe(
+            lambda _change: self._record_footprint(), names=["loop", "at", "current", "sweep_threads", "shape_vars"]
+        )
         self._record_footprint()
 
     def mlc_what(self) -> str:
@@ -370,13 +411,23 @@ class AccessView(RpcWidget):
         if self.shape_vars:
             params["shape_vars"] = dict(self.shape_vars)
         try:
-            result, buffers = footprint_payload(self._session, self.loop, self.at, tree=self.loop_tree,
-                                                sweep_threads=bool(self.sweep_threads), shape_vars=self.shape_vars)
+            result, buffers = footprint_payload(
+                self._session,
+                self.loop,
+                self.at,
+                tree=self.loop_tree,
+                sweep_threads=bool(self.sweep_threads),
+                shape_vars=self.shape_vars,
+            )
         except Exception:  # noqa: BLE001  (the live view reports errors when it asks)
             return
-        self.mlc_record(record_key("access_footprint", params), group="access_footprint",
-                        keep=REQUESTS["access_footprint"].keep,
-                        result=result, buffers=buffers)
+        self.mlc_record(
+            record_key("access_footprint", params),
+            group="access_footprint",
+            keep=REQUESTS["access_footprint"].keep,
+            result=result,
+            buffers=buffers,
+        )
 
     @property
     def session(self) -> Any:
@@ -405,27 +456,39 @@ class AccessView(RpcWidget):
             self.error = {}
 
     # --- requests ----------------------------------------------------------------------------------
-    def access_footprint(self, loop: str, at: dict | None = None, sweep_threads: bool = False,
-                         shape_vars: dict | None = None) -> Reply:
+    def access_footprint(
+        self, loop: str, at: dict | None = None, sweep_threads: bool = False, shape_vars: dict | None = None
+    ) -> Reply:
         result, buffers = self._footprint(loop, at, sweep_threads, shape_vars)
         return Reply(result, buffers)
 
-    def access_gpu_stats(self, loop: str, at: dict | None = None, warp: int | None = None,
-                         block: int | None = None, shape_vars: dict | None = None) -> dict:
-        return gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree,
-                           shape_vars=shape_vars)
+    def access_gpu_stats(
+        self,
+        loop: str,
+        at: dict | None = None,
+        warp: int | None = None,
+        block: int | None = None,
+        shape_vars: dict | None = None,
+    ) -> dict:
+        return gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree, shape_vars=shape_vars)
 
     def export_html(self) -> Reply:
         return Reply.text(self.to_html())
 
-    def _footprint(self, loop: str, at: dict | None, sweep_threads: bool = False,
-                   shape_vars: dict | None = None) -> tuple[dict, list[bytes]]:
+    def _footprint(
+        self, loop: str, at: dict | None, sweep_threads: bool = False, shape_vars: dict | None = None
+    ) -> tuple[dict, list[bytes]]:
         try:
-            result, buffers = footprint_payload(self._session, loop, at, tree=self.loop_tree,
-                                                sweep_threads=bool(sweep_threads), shape_vars=shape_vars)
+            result, buffers = footprint_payload(
+                self._session, loop, at, tree=self.loop_tree, sweep_threads=bool(sweep_threads), shape_vars=shape_vars
+            )
         except RequestError as exc:
-            self.error = {"summary": exc.payload["summary"], "detail": exc.payload.get("detail", ""), "loop": loop,
-                          **({"shape_vars": exc.payload["shape_vars"]} if "shape_vars" in exc.payload else {})}
+            self.error = {
+                "summary": exc.payload["summary"],
+                "detail": exc.payload.get("detail", ""),
+                "loop": loop,
+                **({"shape_vars": exc.payload["shape_vars"]} if "shape_vars" in exc.payload else {}),
+            }
             raise
         if self.error:
             self.error = {}
@@ -436,13 +499,22 @@ class AccessView(RpcWidget):
         """Plain data of what the view shows: footprint arrays (numpy) and statistics."""
         if not self.loop:
             raise MlcLabError("the access view shows no loop; set view.loop first")
-        return snapshot_data(self._session, self.loop, self.at, warp=self.warp, block=self.block,
-                             tree=self.loop_tree, sweep_threads=self.sweep_threads, shape_vars=self.shape_vars)
+        return snapshot_data(
+            self._session,
+            self.loop,
+            self.at,
+            warp=self.warp,
+            block=self.block,
+            tree=self.loop_tree,
+            sweep_threads=self.sweep_threads,
+            shape_vars=self.shape_vars,
+        )
 
     def to_html(self, path: str | Path | None = None, *, title: str | None = None, scale: int | None = None) -> str:
         """A self-contained HTML page of the view (heatmaps as inline PNGs, statistics as tables)."""
-        page = render_html(self.snapshot(), color_by=self.color_by, time=self.time, title=title, scale=scale,
-                           region=self.region)
+        page = render_html(
+            self.snapshot(), color_by=self.color_by, time=self.time, title=title, scale=scale, region=self.region
+        )
         if path is not None:
             Path(path).write_text(page, encoding="utf-8")
         return page
@@ -484,8 +556,18 @@ def access_view(x: Any, loop: str | None = None, **kwargs: Any) -> AccessView:
 
 # --- server-side rendering (static snapshots) ------------------------------------------------------
 
-def snapshot_data(session: Any, loop: str, at: dict | None = None, *, warp: int = -1, block: int = -1,
-                  tree: dict | None = None, sweep_threads: bool = False, shape_vars: dict | None = None) -> dict:
+
+def snapshot_data(
+    session: Any,
+    loop: str,
+    at: dict | None = None,
+    *,
+    warp: int = -1,
+    block: int = -1,
+    tree: dict | None = None,
+    sweep_threads: bool = False,
+    shape_vars: dict | None = None,
+) -> dict:
     tree = tree if tree is not None else session.step_view().loop_tree
     chain = loop_chain(tree, loop)
     if chain is None:
@@ -499,8 +581,16 @@ def snapshot_data(session: Any, loop: str, at: dict | None = None, *, warp: int 
             gpu = gpu_payload(session, loop, values, warp=warp, block=block, tree=tree, shape_vars=shapes)
         except RequestError:
             gpu = None
-    return {"loop": _ref(chain[-1]), "at": values, "footprints": fps, "gpu": gpu, "steps": int(fps.steps),
-            "launch": _plain(fps.launch), "warp": warp, "block": block}
+    return {
+        "loop": _ref(chain[-1]),
+        "at": values,
+        "footprints": fps,
+        "gpu": gpu,
+        "steps": int(fps.steps),
+        "launch": _plain(fps.launch),
+        "warp": warp,
+        "block": block,
+    }
 
 
 def _hue_rgb(i: np.ndarray) -> np.ndarray:
@@ -512,7 +602,9 @@ def _hue_rgb(i: np.ndarray) -> np.ndarray:
     return np.round(rgb * 255).astype(np.uint8)
 
 
-def heatmap_rgb(fp: Any, color_by: str = "access", time: int = -1, steps: int = 0, region: str = "buffer") -> np.ndarray:
+def heatmap_rgb(
+    fp: Any, color_by: str = "access", time: int = -1, steps: int = 0, region: str = "buffer"
+) -> np.ndarray:
     """RGB image (rows, cols, 3) of one buffer: 2-D as is, 1-D as one row, N-D as the first slice."""
     reads, writes = np.asarray(fp.reads), np.asarray(fp.writes)
     first = np.asarray(fp.first_touch)
@@ -592,8 +684,12 @@ def png_bytes(rgb: np.ndarray) -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw, 6))
+        + chunk(b"IEND", b"")
+    )
 
 
 def _auto_scale(shape: tuple) -> int:
@@ -601,8 +697,15 @@ def _auto_scale(shape: tuple) -> int:
     return max(1, min(16, 256 // max(1, longest)))
 
 
-def render_png(snap: dict, *, color_by: str = "access", time: int = -1, buffer: str | None = None,
-               scale: int | None = None, region: str = "auto") -> bytes:
+def render_png(
+    snap: dict,
+    *,
+    color_by: str = "access",
+    time: int = -1,
+    buffer: str | None = None,
+    scale: int | None = None,
+    region: str = "auto",
+) -> bytes:
     fps = snap["footprints"]
     names = [buffer] if buffer else list(fps)
     if buffer and buffer not in fps:
@@ -625,13 +728,25 @@ def _stats_rows(fp: Any) -> list[tuple[str, str]]:
     s = fp.summary()
     strides = ", ".join(f"{k}: {'–' if v is None else v}" for k, v in s["strides"].items()) or "–"
     bounds = " × ".join("–" if b is None else f"[{b[0]}, {b[1]}]" for b in s["bounds"]) or "–"
-    return [("distinct elements", f"{s['distinct']:,}"), ("accesses", f"{s['accesses']:,} ({s['n_reads']:,} R / {s['n_writes']:,} W)"),
-            ("64-byte cache lines", f"{s['cache_lines']:,}"), ("reuse", f"{s['reuse']:.2f} accesses/element"),
-            ("bounds", bounds), ("strides (elements)", strides)]
+    return [
+        ("distinct elements", f"{s['distinct']:,}"),
+        ("accesses", f"{s['accesses']:,} ({s['n_reads']:,} R / {s['n_writes']:,} W)"),
+        ("64-byte cache lines", f"{s['cache_lines']:,}"),
+        ("reuse", f"{s['reuse']:.2f} accesses/element"),
+        ("bounds", bounds),
+        ("strides (elements)", strides),
+    ]
 
 
-def render_html(snap: dict, *, color_by: str = "access", time: int = -1, title: str | None = None,
-                scale: int | None = None, region: str = "auto") -> str:
+def render_html(
+    snap: dict,
+    *,
+    color_by: str = "access",
+    time: int = -1,
+    title: str | None = None,
+    scale: int | None = None,
+    region: str = "auto",
+) -> str:
     esc = html.escape
     at = ", ".join(f"{k}={v}" for k, v in snap["at"].items())
     head = title or f"Memory touched by loop {snap['loop']}"
@@ -645,21 +760,41 @@ def render_html(snap: dict, *, color_by: str = "access", time: int = -1, title: 
         cards.append(
             f'<div class="card"><h3>{esc(name)} <small>{esc(shape)} {esc(fp.dtype)} {esc(fp.scope)}</small></h3>'
             f'<img alt="{esc(name)}" src="{uri}" width="{img.shape[1] * k}" height="{img.shape[0] * k}">'
-            f"<table>{rows}</table></div>")
+            f"<table>{rows}</table></div>"
+        )
     gpu = ""
     if snap.get("gpu"):
         g = snap["gpu"]
         body = "".join(
-            "<tr>" + "".join(f"<td>{esc(str(v))}</td>" for v in (
-                a.get("buffer"), a.get("block"), a.get("kind"), a.get("scope"), a.get("index"), a.get("requests"),
-                _fmt(a.get("sectors_per_request")), _fmt(a.get("efficiency"), pct=True), a.get("wavefronts", "–"),
-                a.get("bank_conflicts", "–"))) + "</tr>"
-            for a in g.get("accesses", []))
-        gpu = ("<h2>One warp (" + esc(f"warp {g.get('warp')}, threads {g['threads'][0]}–{g['threads'][-1]}" if g.get("threads") else "") +
-               ")</h2><table class='gpu'><tr><th>buffer</th><th>block</th><th>access</th><th>scope</th><th>index</th>"
-               "<th>requests</th><th>sectors/request</th><th>sector efficiency</th><th>shared wavefronts</th>"
-               f"<th>bank conflicts</th></tr>{body}</table>")
-    legend = "".join(f'<span class="key" style="background:rgb{COLORS[k]}"></span>{k} ' for k in ("read", "write", "both"))
+            "<tr>"
+            + "".join(
+                f"<td>{esc(str(v))}</td>"
+                for v in (
+                    a.get("buffer"),
+                    a.get("block"),
+                    a.get("kind"),
+                    a.get("scope"),
+                    a.get("index"),
+                    a.get("requests"),
+                    _fmt(a.get("sectors_per_request")),
+                    _fmt(a.get("efficiency"), pct=True),
+                    a.get("wavefronts", "–"),
+                    a.get("bank_conflicts", "–"),
+                )
+            )
+            + "</tr>"
+            for a in g.get("accesses", [])
+        )
+        gpu = (
+            "<h2>One warp ("
+            + esc(f"warp {g.get('warp')}, threads {g['threads'][0]}–{g['threads'][-1]}" if g.get("threads") else "")
+            + ")</h2><table class='gpu'><tr><th>buffer</th><th>block</th><th>access</th><th>scope</th><th>index</th>"
+            "<th>requests</th><th>sectors/request</th><th>sector efficiency</th><th>shared wavefronts</th>"
+            f"<th>bank conflicts</th></tr>{body}</table>"
+        )
+    legend = "".join(
+        f'<span class="key" style="background:rgb{COLORS[k]}"></span>{k} ' for k in ("read", "write", "both")
+    )
     when = f"; step {time} of {snap['steps']}" if time is not None and time >= 0 else f"; {snap['steps']:,} steps"
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{esc(head)}</title><style>
 body{{font:13px system-ui,sans-serif;margin:16px;color:#222}} .cards{{display:flex;flex-wrap:wrap;gap:16px}}
@@ -667,8 +802,8 @@ body{{font:13px system-ui,sans-serif;margin:16px;color:#222}} .cards{{display:fl
 img{{image-rendering:pixelated;display:block;border:1px solid #ccc}} table{{border-collapse:collapse;margin-top:6px}}
 th,td{{text-align:left;padding:1px 8px 1px 0;font-weight:normal}} th{{color:#666}} table.gpu td,table.gpu th{{border-bottom:1px solid #eee}}
 .key{{display:inline-block;width:10px;height:10px;margin:0 3px 0 8px}}</style></head><body>
-<h1>{esc(head)}</h1><p>enclosing loops: {esc(at or 'none')}{esc(when)}; colour: {esc(color_by)} {legend if color_by == 'access' else ''}</p>
-<div class="cards">{''.join(cards)}</div>{gpu}</body></html>"""
+<h1>{esc(head)}</h1><p>enclosing loops: {esc(at or "none")}{esc(when)}; colour: {esc(color_by)} {legend if color_by == "access" else ""}</p>
+<div class="cards">{"".join(cards)}</div>{gpu}</body></html>"""
 
 
 def _fmt(v: Any, pct: bool = False) -> str:

@@ -48,8 +48,16 @@ WORKLOADS = ["C1D", "C2D", "C3D", "GMM", "GRP", "DIL", "DEP", "T2D", "CAP", "NRM
 SEEDS = (1, 2)
 TARGETS = {
     "llvm": Target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 4}),
-    "cuda": Target({"kind": "cuda", "arch": "sm_80", "max_threads_per_block": 1024, "thread_warp_size": 32,
-                    "max_shared_memory_per_block": 49152, "registers_per_block": 65536}),
+    "cuda": Target(
+        {
+            "kind": "cuda",
+            "arch": "sm_80",
+            "max_threads_per_block": 1024,
+            "thread_warp_size": 32,
+            "max_shared_memory_per_block": 49152,
+            "registers_per_block": 65536,
+        }
+    ),
 }
 TARGETS["cuda-tensorcore"] = TARGETS["cuda"]
 
@@ -62,9 +70,12 @@ def reparsed(mod: tvm.IRModule) -> tvm.IRModule:
 
 def design_spaces(kind: str, mod: tvm.IRModule) -> list[s_tir.Schedule]:
     ctx = ms.TuneContext(
-        mod=mod, target=TARGETS[kind], task_name="corpus",
+        mod=mod,
+        target=TARGETS[kind],
+        task_name="corpus",
         space_generator=ms.space_generator.PostOrderApply(
-            sch_rules=ms.ScheduleRule.create(kind), postprocs=[], mutator_probs={}),
+            sch_rules=ms.ScheduleRule.create(kind), postprocs=[], mutator_probs={}
+        ),
     )
     return list(ctx.generate_design_space())
 
@@ -169,8 +180,15 @@ def dlight_full_size() -> dict:
 def dlight_entries(funcs: dict | None = None, prefix: str = "dlight") -> Iterator[dict]:
     from tvm.s_tir import dlight as dl
 
-    target = Target({"kind": "cuda", "arch": "sm_80", "max_threads_per_block": 1024, "thread_warp_size": 32,
-                     "max_shared_memory_per_block": 49152})
+    target = Target(
+        {
+            "kind": "cuda",
+            "arch": "sm_80",
+            "max_threads_per_block": 1024,
+            "thread_warp_size": 32,
+            "max_shared_memory_per_block": 49152,
+        }
+    )
     n = te.var("n")
     funcs = funcs or {
         "matmul": te.create_prim_func(te_workload.matmul(256, 256, 256)),
@@ -226,7 +244,7 @@ def access_entries() -> Iterator[dict]:
     for name, (original, scheduled) in cases.items():
         done = scheduled()
         func = done.mod.get_global_vars()[0].name_hint
-        prog = original()       # a module or a lone PrimFunc, as the fixtures write them
+        prog = original()  # a module or a lone PrimFunc, as the fixtures write them
         prog = prog[func] if isinstance(prog, tvm.IRModule) else prog
         mod = reparsed(tvm.IRModule({func: prog.with_attr("global_symbol", func)}))
         sch = s_tir.Schedule(mod, debug_mask="none")
@@ -249,8 +267,13 @@ def main() -> None:
     of the committed corpus as it is (TuneContext draws a sketch's decisions from a random seed:
     regenerating the design spaces changes their entries)."""
     started = time.time()
-    sources: list[Callable[[], Iterator[dict]]] = [primitive_entries, course_entries, access_entries, dlight_entries,
-                                                   te_entries]
+    sources: list[Callable[[], Iterator[dict]]] = [
+        primitive_entries,
+        course_entries,
+        access_entries,
+        dlight_entries,
+        te_entries,
+    ]
     only = None
     if len(sys.argv) > 2 and sys.argv[1] == "--sources":
         only = set(sys.argv[2].split(","))
@@ -271,8 +294,9 @@ def main() -> None:
         entries = [fresh.pop(e["id"], e) for e in kept] + list(fresh.values())
     data = json.dumps({"tvm": tvm.__version__, "entries": entries}, separators=(",", ":"), sort_keys=True)
     CORPUS.write_bytes(gzip.compress(data.encode(), mtime=0))
-    print(f"{len(entries)} schedules, {CORPUS.stat().st_size // 1024} KiB, {time.time() - started:.0f} s",
-          file=sys.stderr)
+    print(
+        f"{len(entries)} schedules, {CORPUS.stat().st_size // 1024} KiB, {time.time() - started:.0f} s", file=sys.stderr
+    )
 
 
 if __name__ == "__main__":

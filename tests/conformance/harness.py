@@ -34,8 +34,12 @@ def entries(subset: str = "all") -> list[dict]:
     if subset == "fast":
         small = ("GMM/", "SFM/", "NRM/", "C1D/", "GMM16/", "DYN/")
         # tensorize registers TVM's tensor intrinsics (a minute on a loaded machine): full runs only
-        return [e for e in items if (e["group"] in {"primitive", "course", "dlight"} and "tensorize" not in e["id"])
-                or (e["id"].startswith(small) and e["id"].endswith("/sketch0"))]
+        return [
+            e
+            for e in items
+            if (e["group"] in {"primitive", "course", "dlight"} and "tensorize" not in e["id"])
+            or (e["id"].startswith(small) and e["id"].endswith("/sketch0"))
+        ]
     return [e for e in items if subset in e["id"]]
 
 
@@ -98,7 +102,7 @@ def run_entry(entry: dict, *, footprint: bool = True, every_loop: bool = False) 
             out.errors["loop_tree"] = _first_line(exc)
             tree = None
         if footprint and tree is not None:
-            for loop in (_every_loop(tree) if every_loop else _three_loops(tree)):
+            for loop in _every_loop(tree) if every_loop else _three_loops(tree):
                 t0, c0 = time.perf_counter(), time.process_time()
                 try:
                     replayed.footprint(loop)
@@ -118,8 +122,10 @@ def _index_matches_walk(tree) -> bool:
 
     def ids(index):
         refs, names = index
-        return ({k: [id(n) for n in v] for k, v in refs.items()},
-                {k: [(id(n), id(fn)) for n, fn in v] for k, v in names.items()})
+        return (
+            {k: [id(n) for n in v] for k, v in refs.items()},
+            {k: [(id(n), id(fn)) for n, fn in v] for k, v in names.items()},
+        )
 
     return ids(tree._names()) == ids(walked)
 
@@ -176,7 +182,7 @@ PLACEHOLDER = re.compile(r"\b[A-Za-z_.]*[A-Za-z]#\d+")
 REASONS = (
     ("symbolic shapes without values", "has symbolic shapes"),
     ("memory budget", "beyond the analysis's budget"),
-    ("memory budget", "AccessAnalysisError: enumerating the access"),    # the message cut before "budget"
+    ("memory budget", "AccessAnalysisError: enumerating the access"),  # the message cut before "budget"
     ("function not readable", "could not be read for the access analysis"),
     ("variable out of scope (ill-formed program)", "outside any scope that defines it"),
     ("value it cannot evaluate", "which the analysis cannot evaluate"),
@@ -243,8 +249,14 @@ def summarize(outcomes: Iterable[Outcome]) -> dict:
     if slowest_cpu:
         table["footprint"]["slowest_cpu_s"] = round(slowest_cpu[0], 3)
         table["footprint"]["slowest_cpu_at"] = f"{slowest_cpu[1]} {slowest_cpu[2]}"
-    placeholders = sorted({f"{o.id}: {m}" for o in outcomes for k, m in o.errors.items()
-                           if not k.endswith("_traceback") and PLACEHOLDER.search(m)})
+    placeholders = sorted(
+        {
+            f"{o.id}: {m}"
+            for o in outcomes
+            for k, m in o.errors.items()
+            if not k.endswith("_traceback") and PLACEHOLDER.search(m)
+        }
+    )
     table["messages_with_tvm_placeholder"] = {"count": len(placeholders), "first": placeholders[:5]}
     slow_entry = max(outcomes, key=lambda o: o.seconds, default=None)
     table["slowest_schedule"] = {"id": slow_entry.id, "seconds": round(slow_entry.seconds, 2)} if slow_entry else None

@@ -116,6 +116,7 @@ def compute_location(decision):
         b = sch.get_sblock("B")
         loc = sch.sample_compute_location(b, decision=decision)
         sch.compute_at(b, loc)
+
     return fn
 
 
@@ -199,8 +200,9 @@ def transform_layouts(sch):
 
 def transform_with_pad(sch):
     c = sch.get_sblock("C")
-    sch.transform_layout(c, ("write", 0), lambda i, j: (i // 16, j // 16, i % 16, j % 16),
-                         pad_value=lambda a, b, c, d: T.float32(0))
+    sch.transform_layout(
+        c, ("write", 0), lambda i, j: (i // 16, j // 16, i % 16, j % 16), pad_value=lambda a, b, c, d: T.float32(0)
+    )
 
 
 def transform_with_sampled(sch):

@@ -48,12 +48,21 @@ def _check_footprints(entry: dict) -> None:
 
 # the fast subset's schedules whose footprints matter most: every primitive, the course, dlight,
 # and the full-size padded convolutions and fused GPU nests that once overflowed the budget
-_FOOTPRINT_IDS = ("primitive/", "course", "dlight/", "C3D/llvm/sketch2", "C3D/cuda/sketch0/seed2",
-                  "T2D/cuda/sketch1/seed1")
+_FOOTPRINT_IDS = (
+    "primitive/",
+    "course",
+    "dlight/",
+    "C3D/llvm/sketch2",
+    "C3D/cuda/sketch0/seed2",
+    "T2D/cuda/sketch1/seed1",
+)
 
 
-@pytest.mark.parametrize("entry", [e for e in harness.corpus() if e["id"].startswith(_FOOTPRINT_IDS)
-                                   and "tensorize" not in e["id"]], ids=lambda e: e["id"])
+@pytest.mark.parametrize(
+    "entry",
+    [e for e in harness.corpus() if e["id"].startswith(_FOOTPRINT_IDS) and "tensorize" not in e["id"]],
+    ids=lambda e: e["id"],
+)
 def test_footprints_refuse_only_symbolic_shapes(entry):
     _check_footprints(entry)
 
@@ -65,10 +74,13 @@ def test_whole_corpus_footprints_refuse_only_symbolic_shapes(entry):
 
 
 def test_refusal_reasons_and_placeholders_are_recognised():
-    assert harness.refusal_reason("function main has symbolic shapes n: give their values") == \
-        "symbolic shapes without values"
-    assert harness.refusal_reason("the function could not be read for the access analysis (X)") == \
-        "function not readable"
+    assert (
+        harness.refusal_reason("function main has symbolic shapes n: give their values")
+        == "symbolic shapes without values"
+    )
+    assert (
+        harness.refusal_reason("the function could not be read for the access analysis (X)") == "function not readable"
+    )
     assert harness.PLACEHOLDER.search("cannot bind s_tir.SBlock#0 to tirx.For#1")
     assert not harness.PLACEHOLDER.search("loop i_0 of block C")
 

@@ -66,7 +66,7 @@ def probe(mod, test: str, out_path: str) -> None:
         if not isinstance(func, tirx.PrimFunc):
             continue
         loops = _loops(func)
-        picks = {id(x): x for x in (loops[:1] + loops[len(loops) // 2:][:1] + loops[-1:])}.values()
+        picks = {id(x): x for x in (loops[:1] + loops[len(loops) // 2 :][:1] + loops[-1:])}.values()
         for loop in picks:
             t0, c0 = time.perf_counter(), time.process_time()
             try:
@@ -75,9 +75,17 @@ def probe(mod, test: str, out_path: str) -> None:
             except Exception as exc:  # noqa: BLE001 - counted: a sentence (refused) or anything else (raw)
                 result = "refused" if type(exc).__name__ == "AccessAnalysisError" else "raw"
                 message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:400]
-            rows.append({"test": test, "func": gv.name_hint, "loop": str(loop.loop_var.name), "result": result,
-                         "msg": message, "s": round(time.perf_counter() - t0, 4),
-                         "cpu": round(time.process_time() - c0, 4)})
+            rows.append(
+                {
+                    "test": test,
+                    "func": gv.name_hint,
+                    "loop": str(loop.loop_var.name),
+                    "result": result,
+                    "msg": message,
+                    "s": round(time.perf_counter() - t0, 4),
+                    "cpu": round(time.process_time() - c0, 4),
+                }
+            )
     with open(out_path, "a") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")
@@ -113,7 +121,8 @@ def summarize(rows: list[dict]) -> dict:
         "calls": len(calls),
         "refused_pct": round(100.0 * sum(r["result"] != "ok" for r in calls) / len(calls), 1) if calls else None,
         "refusals_by_reason": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
-        "slowest_s": slow and slow["s"], "slowest_at": slow and f"{slow['test']} {slow['loop']}",
+        "slowest_s": slow and slow["s"],
+        "slowest_at": slow and f"{slow['test']} {slow['loop']}",
         "slowest_cpu_s": slow_cpu and slow_cpu["cpu"],
         "slowest_cpu_at": slow_cpu and f"{slow_cpu['test']} {slow_cpu['loop']}",
     }

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tvm import tirx
 from tvm.s_tir import SBlockRealize
 
-_LOAD = tvm.ir.TensorLoad   # what a BufferLoad is in 0.27 (buffer in .source)
+_LOAD = tvm.ir.TensorLoad  # what a BufferLoad is in 0.27 (buffer in .source)
 
 
 def _ev(e, env):
@@ -37,11 +37,21 @@ def _ev(e, env):
     if isinstance(e, tvm.ir.Call) and str(e.op.name).rpartition(".")[2] == "floor":
         return np.floor(_ev(e.args[0], env))
     ops = {
-        tirx.Add: lambda a, b: a + b, tirx.Sub: lambda a, b: a - b, tirx.Mul: lambda a, b: a * b,
-        tirx.FloorDiv: lambda a, b: a // b, tirx.FloorMod: lambda a, b: a % b,
-        tirx.Min: min, tirx.Max: max, tirx.LT: lambda a, b: a < b, tirx.LE: lambda a, b: a <= b,
-        tirx.GT: lambda a, b: a > b, tirx.GE: lambda a, b: a >= b, tirx.EQ: lambda a, b: a == b,
-        tirx.NE: lambda a, b: a != b, tirx.And: lambda a, b: a and b, tirx.Or: lambda a, b: a or b,
+        tirx.Add: lambda a, b: a + b,
+        tirx.Sub: lambda a, b: a - b,
+        tirx.Mul: lambda a, b: a * b,
+        tirx.FloorDiv: lambda a, b: a // b,
+        tirx.FloorMod: lambda a, b: a % b,
+        tirx.Min: min,
+        tirx.Max: max,
+        tirx.LT: lambda a, b: a < b,
+        tirx.LE: lambda a, b: a <= b,
+        tirx.GT: lambda a, b: a > b,
+        tirx.GE: lambda a, b: a >= b,
+        tirx.EQ: lambda a, b: a == b,
+        tirx.NE: lambda a, b: a != b,
+        tirx.And: lambda a, b: a and b,
+        tirx.Or: lambda a, b: a or b,
     }
     for cls, fn in ops.items():
         if type(e) is cls:
@@ -129,8 +139,9 @@ class Oracle:
             env[lp.loop_var.__chandle__()] = v
             if tag is not None:
                 tags[tag] = v
-        self.res = {name: {"reads": set(), "writes": set(), "first": {}, "count": {}, "who": {}}
-                    for name in self.shapes}
+        self.res = {
+            name: {"reads": set(), "writes": set(), "first": {}, "count": {}, "who": {}} for name in self.shapes
+        }
         self.step = 0
         self.serial, self.block = {}, ""
         self._stmt(loop, env, tags)
@@ -157,6 +168,7 @@ class Oracle:
 
     def _who(self, tags):
         d = self.dims
+
         def lin(names):
             vals = [tags.get(n) for n in names]
             if all(v is None for v in vals):
@@ -164,16 +176,17 @@ class Oracle:
             x, y, z = (v or 0 for v in vals)
             nx, ny = d.get(names[0], 1), d.get(names[1], 1)
             return x + nx * (y + ny * z)
-        return (lin(("threadIdx.x", "threadIdx.y", "threadIdx.z")),
-                lin(("blockIdx.x", "blockIdx.y", "blockIdx.z")))
 
-    trace = None          # a list to record every access with its loop values (warp oracle)
+        return (lin(("threadIdx.x", "threadIdx.y", "threadIdx.z")), lin(("blockIdx.x", "blockIdx.y", "blockIdx.z")))
+
+    trace = None  # a list to record every access with its loop values (warp oracle)
 
     def _touch(self, buf, indices, kind, env, tags):
         ix = tuple(_ev(i, env) for i in indices)
         if self.trace is not None:
-            self.trace.append((self.block, buf.name, kind, str(list(indices)), tuple(sorted(self.serial.items())),
-                               dict(tags), ix))
+            self.trace.append(
+                (self.block, buf.name, kind, str(list(indices)), tuple(sorted(self.serial.items())), dict(tags), ix)
+            )
         shape = self.shapes[buf.name]
         assert all(0 <= a < s for a, s in zip(ix, shape)), (buf.name, ix)
         r = self.res[buf.name]
@@ -194,7 +207,7 @@ class Oracle:
             if isinstance(e, (tirx.Var, tirx.IntImm, tirx.FloatImm)):
                 return
             if isinstance(e, tvm.ir.Call) and str(e.op.name).endswith("if_then_else"):
-                walk(e.args[0])          # only the branch taken loads
+                walk(e.args[0])  # only the branch taken loads
                 walk(e.args[1] if _ev(e.args[0], env) else e.args[2])
                 return
             for name in ("a", "b", "value", "condition", "true_value", "false_value"):
@@ -242,7 +255,7 @@ class Oracle:
                     tags[tag] = v
                 if not lane:
                     self.serial[key] = v
-                if v - int(stmt.min) >= real:       # past a variable extent: steps counted, nothing runs
+                if v - int(stmt.min) >= real:  # past a variable extent: steps counted, nothing runs
                     self.step += self._count(stmt.body, tags)
                     continue
                 self._stmt(stmt.body, env, tags)
@@ -262,9 +275,10 @@ class Oracle:
                 self.step += self._count(stmt, tags)
                 return
             if blk.init is not None and all(
-                    env[iv.var.__chandle__()] == int(iv.dom.min) for iv in blk.iter_vars if int(iv.iter_type) == 2):
+                env[iv.var.__chandle__()] == int(iv.dom.min) for iv in blk.iter_vars if int(iv.iter_type) == 2
+            ):
                 self._init(blk.init, env, tags)
-            if len(blk.match_buffers):      # tensorized: its regions, in one step
+            if len(blk.match_buffers):  # tensorized: its regions, in one step
                 self._regions(blk, env, tags)
                 self.step += 1
                 return
@@ -312,7 +326,8 @@ class Oracle:
             if not _ev(stmt.predicate, env):
                 return
             if blk.init is not None and all(
-                    env[iv.var.__chandle__()] == int(iv.dom.min) for iv in blk.iter_vars if int(iv.iter_type) == 2):
+                env[iv.var.__chandle__()] == int(iv.dom.min) for iv in blk.iter_vars if int(iv.iter_type) == 2
+            ):
                 self._init(blk.init, env, tags)
             if len(blk.match_buffers):
                 self._regions(blk, env, tags)
@@ -342,7 +357,8 @@ class Oracle:
             return 1 if len(stmt.block.match_buffers) else self._count(stmt.block.body, tags)
         if isinstance(stmt, tirx.IfThenElse):
             return self._count(stmt.then_case, tags) + (
-                self._count(stmt.else_case, tags) if stmt.else_case is not None else 0)
+                self._count(stmt.else_case, tags) if stmt.else_case is not None else 0
+            )
         if isinstance(stmt, (tirx.BufferStore, tirx.Evaluate)):
             return 1
         body = getattr(stmt, "body", None)
@@ -399,7 +415,7 @@ def enclosing(func, loop):
 def assert_exact(func, loop, at=None):
     try:
         exp = Oracle(func).run(loop, at)
-    except AssertionError:      # TVM wrote a program that indexes out of a buffer
+    except AssertionError:  # TVM wrote a program that indexes out of a buffer
         with pytest.raises(AccessAnalysisError, match="is accessed out of its bounds"):
             footprint(func, loop, at, counts=True)
         return
@@ -408,8 +424,9 @@ def assert_exact(func, loop, at=None):
     for name, e in exp.items():
         g = got[name]
         for key in ("reads", "writes", "first_touch", "count"):
-            np.testing.assert_array_equal(getattr(g, key), e[key],
-                                          err_msg=f"{name}.{key} under {loop.loop_var.name} at {at}")
+            np.testing.assert_array_equal(
+                getattr(g, key), e[key], err_msg=f"{name}.{key} under {loop.loop_var.name} at {at}"
+            )
         assert g.n_reads + g.n_writes == int(e["count"].sum())
         if g.gpu:
             np.testing.assert_array_equal(g.thread, e["thread"], err_msg=f"{name}.thread")
@@ -421,8 +438,10 @@ def assert_every_loop(func, rng=None):
     for loop in all_loops(func):
         assert_exact(func, loop, {})
         if rng is not None:
-            at = {lp.loop_var.name: rng.randrange(int(lp.min), int(lp.min) + oracle._extent(lp))
-                  for lp in enclosing(func, loop)}
+            at = {
+                lp.loop_var.name: rng.randrange(int(lp.min), int(lp.min) + oracle._extent(lp))
+                for lp in enclosing(func, loop)
+            }
             assert_exact(func, loop, at)
 
 
@@ -430,7 +449,7 @@ def assert_every_loop(func, rng=None):
 
 SMALL = {
     "mm_relu_split": lambda: P.sched_mm_relu_split(16).mod["mm_relu"],
-    "mm_relu_split3": lambda: P.sched_mm_relu_split(10, 3).mod["mm_relu"],   # predicate
+    "mm_relu_split3": lambda: P.sched_mm_relu_split(10, 3).mod["mm_relu"],  # predicate
     "vector_add": lambda: P.sched_vector_add(64, 16).mod["main"],
     "window_sum": lambda: P.sched_window_sum(64, 16).mod["main"],
     "gpu_local": lambda: P.sched_gpu_local(32, 2, 2, 4, 4, 4).mod["main"],
@@ -445,6 +464,7 @@ def test_exact_every_loop(name):
 
 
 # ---- random schedules ----------------------------------------------------------------------------
+
 
 def _random_schedule(data):
     kind = data.draw(st.sampled_from(["matmul", "mm_relu", "window", "gpu"]))
@@ -499,8 +519,12 @@ def _random_schedule(data):
     return sch.mod[name]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck),
-          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
 @given(st.data())
 def test_exact_random_schedules(data):
     func = _random_schedule(data)
@@ -508,6 +532,7 @@ def test_exact_random_schedules(data):
 
 
 # ---- acceptance cases ----------------------------------------------------------------------------
+
 
 def test_mm_relu_split_reorder_j1():
     """Chapter 2: j_1 at i=0, j_0=0, k=3 touches B[3, 0:4], Y[0, 0:4] and one element of A."""
@@ -540,8 +565,8 @@ def test_window_sum_shared_segment_and_fetching_threads():
         who = fp["A"].thread[seg]
         assert who.tolist() == list(range(nthread)) + [0, 1]
         assert (fp["A"].block[seg] == b).all()
-        assert fp["A"].accesses == nthread + 2             # each element fetched once from global
-        assert fp["A_shared"].n_reads == 3 * nthread       # and read three times from shared
+        assert fp["A"].accesses == nthread + 2  # each element fetched once from global
+        assert fp["A_shared"].n_reads == 3 * nthread  # and read three times from shared
     stats = gpu_stats(func, i1, {"i_0": 0})
     fetch = [a for a in stats.accesses if a.block == "A_shared" and a.buffer == "A_shared"][0]
     assert fetch.layout["shape"] == [nthread + 2] and fetch.bank_conflicts == 0
@@ -569,9 +594,13 @@ def test_gpu_matmul_local_vs_shared():
         assert (fa["A"].thread[fa["A"].reads] == t).all()
         seen_a |= fa["A"].reads
         seen_b |= fb["B"].reads
-    assert np.array_equal(np.argwhere(seen_a).min(0), [64, 40]) and np.array_equal(np.argwhere(seen_a).max(0), [127, 47])
+    assert np.array_equal(np.argwhere(seen_a).min(0), [64, 40]) and np.array_equal(
+        np.argwhere(seen_a).max(0), [127, 47]
+    )
     assert seen_a.sum() == 512 and seen_b.sum() == 512
-    assert np.array_equal(np.argwhere(seen_b).min(0), [40, 128]) and np.array_equal(np.argwhere(seen_b).max(0), [47, 191])
+    assert np.array_equal(np.argwhere(seen_b).min(0), [40, 128]) and np.array_equal(
+        np.argwhere(seen_b).max(0), [47, 191]
+    )
     fk2 = footprint(shared, P.find_loop(shared, "k_1"), {"i_0": 1, "j_0": 2, "i_1_j_1_fused": 9, "k_0": 5})
     assert fk2["A_shared"].bounds == [[72, 79], [40, 47]] and fk2["B_shared"].bounds == [[40, 47], [136, 143]]
     assert np.count_nonzero(fk2["C_local"].writes) == 64
@@ -591,7 +620,7 @@ def test_outer_loop_of_1024_matmul_is_exact_in_closed_form():
     """The whole 1024^3 kernel: first_touch order without enumerating 10^9 iterations."""
     func = P.sched_cpu_tiled(1024).mod["main"]
     fp = footprint(func, P.find_loop(func, "i_0"))
-    assert fp["A"].distinct == 1024 * 1024 and fp["A"].accesses == 1024 ** 3
+    assert fp["A"].distinct == 1024 * 1024 and fp["A"].accesses == 1024**3
     # C_global[i, j] is first written by C_init of tile (i//32, j//64)
     steps_per_tile = 32 * 64 + 32 * 256 * 4 * 4 * 16 + 32 * 64
     ft = fp["C_global"].first_touch
@@ -668,8 +697,8 @@ def test_matmul_1024_with_init_at_every_level():
         fp = footprint(func, loop)
         assert fp["C"].distinct > 0
     top = footprint(func, all_loops(func)[0])
-    assert top["C"].distinct == 1024 * 1024 and top["A"].accesses == 1024 ** 3
-    assert top["C"].n_writes == 1024 * 1024 + 1024 ** 3     # the init once per element, then every update
+    assert top["C"].distinct == 1024 * 1024 and top["A"].accesses == 1024**3
+    assert top["C"].n_writes == 1024 * 1024 + 1024**3  # the init once per element, then every update
     # C[i, j] of the first tile is first written by its init, in the k_0 = 0 pass (i_1, k_1 = 0, j_1)
     assert top["C"].first_touch[0, 0] == 0 and top["C"].first_touch[0, 5] == 5
     assert top["C"].first_touch[1, 0] == 4 * 32 and top["C"].first_touch[0, 32] == 1 << 20
@@ -696,7 +725,7 @@ def test_symbolic_shapes_through_the_session():
     s = Session(P.symbolic_add())
     with pytest.raises(AccessAnalysisError, match=r"symbolic shapes n.*shape_vars") as refused:
         s.footprint("i")
-    assert refused.value.shape_vars == ["n"]        # a view asks for exactly these
+    assert refused.value.shape_vars == ["n"]  # a view asks for exactly these
     fp = s.footprint("i", shape_vars={"n": 64})
     assert fp["C"].distinct == 64 and fp["A"].shape == (64,)
 
@@ -716,6 +745,7 @@ def test_at_keeps_the_users_qualification():
 
 # ---- TVM's own design spaces, on small shapes --------------------------------------------------
 
+
 def _small_design_spaces():
     """Sketches meta_schedule writes for small te workloads (llvm AVX-512 and CUDA)."""
     from tvm import te
@@ -723,11 +753,20 @@ def _small_design_spaces():
     from tvm.s_tir.meta_schedule.testing import te_workload as tw
     from tvm.s_tir.meta_schedule.testing.space_generation import generate_design_space
 
-    funcs = {"GMM": te.create_prim_func(tw.matmul(8, 8, 8)),
-             "C1D": te.create_prim_func(tw.conv1d_nlc(1, 8, 2, 4, 3, 2, 1))}
-    targets = {"llvm": {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 4},
-               "cuda": {"kind": "cuda", "arch": "sm_80", "max_threads_per_block": 1024,
-                        "max_shared_memory_per_block": 49152, "thread_warp_size": 32}}
+    funcs = {
+        "GMM": te.create_prim_func(tw.matmul(8, 8, 8)),
+        "C1D": te.create_prim_func(tw.conv1d_nlc(1, 8, 2, 4, 3, 2, 1)),
+    }
+    targets = {
+        "llvm": {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 4},
+        "cuda": {
+            "kind": "cuda",
+            "arch": "sm_80",
+            "max_threads_per_block": 1024,
+            "max_shared_memory_per_block": 49152,
+            "thread_warp_size": 32,
+        },
+    }
     out = []
     for name, func in funcs.items():
         for kind, target in targets.items():
@@ -746,6 +785,8 @@ def test_design_spaces_match_brute_force():
     for name, func in spaces:
         loops = all_loops(func)
         for loop in {id(x): x for x in (loops[0], loops[len(loops) // 2], loops[-1])}.values():
-            at = {lp.loop_var.name: rng.randrange(int(lp.min), int(lp.min) + int(lp.extent))
-                  for lp in enclosing(func, loop)}
+            at = {
+                lp.loop_var.name: rng.randrange(int(lp.min), int(lp.min) + int(lp.extent))
+                for lp in enclosing(func, loop)
+            }
             assert_exact(func, loop, at)

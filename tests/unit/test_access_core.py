@@ -13,7 +13,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mlc_lab.core.access import (
-    Access, AccessAnalysisError, AccessProgram, BufferInfo, Budget, Leaf, Loop, Seq, Var, footprint, gpu_stats, op)
+    Access,
+    AccessAnalysisError,
+    AccessProgram,
+    BufferInfo,
+    Budget,
+    Leaf,
+    Loop,
+    Seq,
+    Var,
+    footprint,
+    gpu_stats,
+    op,
+)
 from mlc_lab.errors import MlcLabError
 from tests.unit.access_oracle import PlainOracle
 
@@ -62,7 +74,8 @@ def W(buf, *ix, **kw):
 def assert_exact(prog, loop, at=None, shape_vars=None):
     got = footprint(prog, loop.id, at, counts=True, shape_vars=shape_vars)
     exp = PlainOracle(prog if not shape_vars else _bound(prog, shape_vars)).run(
-        loop if not shape_vars else _bound(prog, shape_vars).loops[loop.id], at)
+        loop if not shape_vars else _bound(prog, shape_vars).loops[loop.id], at
+    )
     for name, e in exp.items():
         g = got[name]
         for key in ("reads", "writes", "first_touch", "count"):
@@ -94,6 +107,7 @@ def every_loop(prog, rng):
 
 # --- reduction init -------------------------------------------------------------------------------
 
+
 def matmul_with_init(n=8, f=4, reorder=True):
     """C[i, j] += A[i, k] * B[k, j], k split by f, T.init() kept: init guarded by k == 0."""
     b = Builder()
@@ -101,9 +115,15 @@ def matmul_with_init(n=8, f=4, reorder=True):
         b.buf(name, n, n)
     i, j, k0, k1 = b.loop("i", n), b.loop("j", n), b.loop("k_0", n // f), b.loop("k_1", f)
     k = op("add", op("mul", k0.var, f), k1.var)
-    leaf = Leaf([W("C", i.var, j.var, guards=(op("eq", k, 0),), label="init", block="C"),
-                 R("C", i.var, j.var, block="C"), R("A", i.var, k, block="C"), R("B", k, j.var, block="C"),
-                 W("C", i.var, j.var, block="C")])
+    leaf = Leaf(
+        [
+            W("C", i.var, j.var, guards=(op("eq", k, 0),), label="init", block="C"),
+            R("C", i.var, j.var, block="C"),
+            R("A", i.var, k, block="C"),
+            R("B", k, j.var, block="C"),
+            W("C", i.var, j.var, block="C"),
+        ]
+    )
     order = (i, k0, j, k1) if reorder else (i, j, k0, k1)
     return b.program(nest(*order, body=leaf)), b
 
@@ -119,7 +139,7 @@ def test_init_is_analysed_as_a_sub_space_not_enumerated():
     t = time.perf_counter()
     fp = footprint(prog, "i")
     took = time.perf_counter() - t
-    assert fp["C"].distinct == 1024 * 1024 and fp["C"].n_writes == 1024 * 1024 + 1024 ** 3
+    assert fp["C"].distinct == 1024 * 1024 and fp["C"].n_writes == 1024 * 1024 + 1024**3
     # C[0, j] is first touched by the init at step j * 4 (k_1 at 0: 4 steps per j, 256 k_0 ... )
     assert fp["C"].first_touch[0, 5] == 5 * 4
     assert took < 5.0
@@ -133,10 +153,20 @@ def test_init_with_loops_inside():
     io, ko, ii = b.loop("i_o", 4), b.loop("k_o", 4), b.loop("i_i_init", 4, role="inner")
     region = b.loop("region", 4, role="inner")
     ci = op("add", op("mul", io.var, 4), ii.var)
-    leaf = Leaf([W("C", ci, guards=(op("eq", ko.var, 0),), inner=(ii,), label="init", block="C_o"),
-                 R("A", op("add", op("mul", io.var, 4), region.var), op("mul", ko.var, 4), inner=(region,),
-                   label="region", block="C_o"),
-                 W("C", op("add", op("mul", io.var, 4), region.var), inner=(region,), label="region", block="C_o")])
+    leaf = Leaf(
+        [
+            W("C", ci, guards=(op("eq", ko.var, 0),), inner=(ii,), label="init", block="C_o"),
+            R(
+                "A",
+                op("add", op("mul", io.var, 4), region.var),
+                op("mul", ko.var, 4),
+                inner=(region,),
+                label="region",
+                block="C_o",
+            ),
+            W("C", op("add", op("mul", io.var, 4), region.var), inner=(region,), label="region", block="C_o"),
+        ]
+    )
     prog = b.program(nest(io, ko, body=leaf))
     every_loop(prog, random.Random(2))
     fp = footprint(prog, "k_o", {"i_o": 2})
@@ -146,6 +176,7 @@ def test_init_with_loops_inside():
 
 
 # --- guards ---------------------------------------------------------------------------------------
+
 
 def test_padding_guard_touches_exactly_the_elements():
     """A[i - 1] read under if_then_else(1 <= i < 9): never out of bounds, exactly 8 elements."""
@@ -177,8 +208,12 @@ def transposed_conv_read():
     b.buf("O", 16)
     h, r = b.loop("h", 12), b.loop("r", 256)
     hr = op("add", h.var, op("floordiv", r.var, 64))
-    leaf = Leaf([R("A", op("floordiv", hr, 2), op("floormod", r.var, 64),
-                   guards=(op("eq", op("floormod", hr, 2), 0),)), W("O", h.var)])
+    leaf = Leaf(
+        [
+            R("A", op("floordiv", hr, 2), op("floormod", r.var, 64), guards=(op("eq", op("floormod", hr, 2), 0),)),
+            W("O", h.var),
+        ]
+    )
     return b.program(nest(h, r, body=leaf)), h, r
 
 
@@ -202,11 +237,12 @@ def test_evaluated_indices_span_only_the_digits_of_their_affine_parts():
     for d in range(2):
         spec = g.dims[d]
         vals = np.broadcast_to(spec, g.shape) if not isinstance(spec, tuple) else None
-        if vals is not None:    # the masked range, worked out over the index's own axes, is the grid's
+        if vals is not None:  # the masked range, worked out over the index's own axes, is the grid's
             assert dim_range(g, d) == (int(vals[run].min()), int(vals[run].max()))
 
 
 # --- symbolic shapes, budget, errors ----------------------------------------------------------------
+
 
 def test_symbolic_shapes_need_values_and_then_work():
     b = Builder()
@@ -246,6 +282,7 @@ def test_bad_at_values_are_plain_sentences():
 
 # --- GPU: aliased thread loops, who ---------------------------------------------------------------
 
+
 def staged_copy():
     """A staged copy: threads fetch A into shared, then each thread reads its neighbours."""
     b = Builder()
@@ -255,12 +292,34 @@ def staged_copy():
     bx, tx = b.loop("bx", 4, tag="blockIdx.x"), b.loop("tx", 16, tag="threadIdx.x")
     f0, f1 = b.loop("f0", 2), b.loop("f1", 16, tag="threadIdx.x")
     e = op("add", op("mul", f0.var, 16), f1.var)
-    fetch = nest(f0, f1, body=Leaf([R("A", op("add", op("mul", bx.var, 16), e), guards=(op("lt", e, 18), op("lt", op("add", op("mul", bx.var, 16), e), 64))),
-                                   W("S", e, guards=(op("lt", e, 18), op("lt", op("add", op("mul", bx.var, 16), e), 64)))]))
+    fetch = nest(
+        f0,
+        f1,
+        body=Leaf(
+            [
+                R(
+                    "A",
+                    op("add", op("mul", bx.var, 16), e),
+                    guards=(op("lt", e, 18), op("lt", op("add", op("mul", bx.var, 16), e), 64)),
+                ),
+                W("S", e, guards=(op("lt", e, 18), op("lt", op("add", op("mul", bx.var, 16), e), 64))),
+            ]
+        ),
+    )
     r = b.loop("r", 3)
-    use = nest(r, body=Leaf([R("S", op("add", tx.var, r.var),
-                                guards=(op("lt", op("add", op("add", op("mul", bx.var, 16), tx.var), r.var), 64),)),
-                             W("B", op("add", op("mul", bx.var, 16), tx.var))]))
+    use = nest(
+        r,
+        body=Leaf(
+            [
+                R(
+                    "S",
+                    op("add", tx.var, r.var),
+                    guards=(op("lt", op("add", op("add", op("mul", bx.var, 16), tx.var), r.var), 64),),
+                ),
+                W("B", op("add", op("mul", bx.var, 16), tx.var)),
+            ]
+        ),
+    )
     tx.body = Seq([fetch, use])
     bx.body = tx
     return b.program(bx)
@@ -297,7 +356,7 @@ def test_thread_and_block_are_decoded_on_first_use_exactly(monkeypatch):
     summaries = {name: f.summary() for name, f in fp.items()}
     assert calls == [] and summaries["A"]["distinct"] == 18 and fp.steps > 0
     expect = PlainOracle(prog).run(prog.loop("tx"), {"bx": 1})
-    offset, arrays = fp["S"].crop()         # the panel's path: only the cropped part is decoded
+    offset, arrays = fp["S"].crop()  # the panel's path: only the cropped part is decoded
     assert calls == [18] and offset == [0]
     np.testing.assert_array_equal(arrays["thread"], expect["S"]["thread"][:18])
     np.testing.assert_array_equal(arrays["block"], expect["S"]["block"][:18])
@@ -310,7 +369,7 @@ def test_thread_and_block_are_decoded_on_first_use_exactly(monkeypatch):
     import copy
     import pickle
 
-    fresh = footprint(prog, "tx", {"bx": 1})["B"]       # copied or pickled: plain arrays, decoded
+    fresh = footprint(prog, "tx", {"bx": 1})["B"]  # copied or pickled: plain arrays, decoded
     for box in (pickle.loads(pickle.dumps(fresh.box)), copy.deepcopy(fresh.box)):
         assert type(box) is dict
         np.testing.assert_array_equal(box["thread"], expect["B"]["thread"][fresh.box_slices()])
@@ -340,6 +399,7 @@ def test_sweeping_the_thread_loop_colours_by_thread(loop):
 
 # --- the result carries what the views show ---------------------------------------------------------
 
+
 def test_result_carries_steps_crop_and_launch():
     prog, _ = matmul_with_init(8, 4)
     fp = footprint(prog, "j", {"i": 2, "k_0": 1})
@@ -355,12 +415,15 @@ def test_result_carries_steps_crop_and_launch():
 def test_core_does_not_import_tvm():
     import subprocess
 
-    code = ("import sys, mlc_lab.core.access as a, tests.unit.access_oracle; "
-            "assert 'tvm' not in sys.modules, sorted(m for m in sys.modules if m.startswith('tvm'))")
+    code = (
+        "import sys, mlc_lab.core.access as a, tests.unit.access_oracle; "
+        "assert 'tvm' not in sys.modules, sorted(m for m in sys.modules if m.startswith('tvm'))"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 # --- random programs against the interpreter --------------------------------------------------------
+
 
 @st.composite
 def programs(draw):
@@ -371,7 +434,7 @@ def programs(draw):
     b.buf("A", sizes["x"] + sizes["r"], sizes["r"])
     b.buf("B", sizes["r"], sizes["y"])
     b.buf("C", sizes["x"], sizes["y"])
-    parts, guards = [], []          # (name, extent) per loop, in creation order
+    parts, guards = [], []  # (name, extent) per loop, in creation order
     axis_terms = {}
     for a, n in sizes.items():
         f = draw(st.sampled_from([0, 2, 3, 4]))
@@ -407,8 +470,15 @@ def programs(draw):
     x, y, r = axis("x"), axis("y"), axis("r")
     g = tuple(op("lt", axis(a), sizes[a]) for a in guards)
     ax = op("add", x, r) if draw(st.booleans()) else x
-    leaf = Leaf([W("C", x, y, guards=g + (op("eq", r, 0),), label="init"), R("C", x, y, guards=g),
-                 R("A", ax, r, guards=g), R("B", r, y, guards=g), W("C", x, y, guards=g)])
+    leaf = Leaf(
+        [
+            W("C", x, y, guards=g + (op("eq", r, 0),), label="init"),
+            R("C", x, y, guards=g),
+            R("A", ax, r, guards=g),
+            R("B", r, y, guards=g),
+            W("C", x, y, guards=g),
+        ]
+    )
     return b.program(nest(*loops, body=leaf))
 
 
@@ -423,7 +493,7 @@ def test_a_loop_whose_extent_depends_on_another_runs_to_its_bound():
     b.buf("A", 8, 8)
     b.buf("B", 8)
     i = b.loop("i", 8)
-    j = b.loop("j", op("add", op("floormod", i.var, 3), 2))    # compute_at of a ragged tile writes these
+    j = b.loop("j", op("add", op("floormod", i.var, 3), 2))  # compute_at of a ragged tile writes these
     prog = b.program(nest(i, j, body=Leaf([R("B", j.var), W("A", i.var, j.var)])))
     every_loop(prog, random.Random(5))
     fp = footprint(prog, "i")

@@ -29,14 +29,25 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # --- a fake analysis ----------------------------------------------------------------------------------
 
+
 def fake_footprint(name, reads, writes, first_touch, strides, thread=None, block=None) -> Footprint:
     """A real (plain-data) Footprint over the whole buffer; counts as the number of touched cells."""
     box = {"reads": reads, "writes": writes, "first_touch": first_touch}
     if thread is not None:
         box.update(thread=thread, block=block)
-    return Footprint(buffer=name, shape=reads.shape, dtype="float32", scope="global", itemsize=4,
-                     origin=(0,) * reads.ndim, box=box, n_reads=int(reads.sum()), n_writes=int(writes.sum()),
-                     strides=dict(strides), gpu=thread is not None)
+    return Footprint(
+        buffer=name,
+        shape=reads.shape,
+        dtype="float32",
+        scope="global",
+        itemsize=4,
+        origin=(0,) * reads.ndim,
+        box=box,
+        n_reads=int(reads.sum()),
+        n_writes=int(writes.sum()),
+        strides=dict(strides),
+        gpu=thread is not None,
+    )
 
 
 def chapter2_footprints(at: dict) -> dict:
@@ -56,8 +67,12 @@ def chapter2_footprints(at: dict) -> dict:
                 ft[a, b] = step
         return r, w, ft
 
-    return {"A": fp("A", [(i, k)] * 4, "r"), "B": fp("B", [(k, j0 * 4 + t) for t in range(4)], "r"),
-            "C": fp("C", [], "r"), "Y": fp("Y", [(i, j0 * 4 + t) for t in range(4)], "rw")}
+    return {
+        "A": fp("A", [(i, k)] * 4, "r"),
+        "B": fp("B", [(k, j0 * 4 + t) for t in range(4)], "r"),
+        "C": fp("C", [], "r"),
+        "Y": fp("Y", [(i, j0 * 4 + t) for t in range(4)], "rw"),
+    }
 
 
 def chapter2_result(at: dict, gpu: bool = False) -> LoopFootprint:
@@ -71,8 +86,7 @@ def chapter2_result(at: dict, gpu: bool = False) -> LoopFootprint:
             thread = np.where(touched, np.arange(128 * 128).reshape(128, 128) % 64, -1).astype(np.int64)
             block = np.where(touched, 5, -1).astype(np.int64)
         fps[name] = fake_footprint(name, r, w, ft, strides, thread, block)
-    return LoopFootprint(fps, loop="j_1", steps=4, at=dict(at), launch={"threadIdx.x": 64} if gpu else {},
-                         accesses=[])
+    return LoopFootprint(fps, loop="j_1", steps=4, at=dict(at), launch={"threadIdx.x": 64} if gpu else {}, accesses=[])
 
 
 class AnalysingSession(FakeSession):
@@ -83,16 +97,19 @@ class AnalysingSession(FakeSession):
         self.calls: list = []
         self.fail: Exception | None = None
         self.gpu = False
-        self.symbolic: list[str] = []     # symbolic shapes of the program (Session: shape_vars needed)
+        self.symbolic: list[str] = []  # symbolic shapes of the program (Session: shape_vars needed)
 
     def footprint(self, loop, at=None, step=None, shape_vars=None):
         self.calls.append(("footprint", loop, dict(at or {})) + ((dict(shape_vars),) if shape_vars else ()))
         if self.fail:
             raise self.fail
         missing = sorted(set(self.symbolic) - set(shape_vars or {}))
-        if missing:     # the words and the attribute of mlc_lab.core.access.shapes.bind_shapes
-            raise AccessAnalysisError(f"function main has symbolic shapes {', '.join(missing)}: give their values, "
-                                      f"for example shape_vars={{'n': 128}}", shape_vars=missing)
+        if missing:  # the words and the attribute of mlc_lab.core.access.shapes.bind_shapes
+            raise AccessAnalysisError(
+                f"function main has symbolic shapes {', '.join(missing)}: give their values, "
+                f"for example shape_vars={{'n': 128}}",
+                shape_vars=missing,
+            )
         plain = {k.rpartition("/")[2]: v for k, v in (at or {}).items()}
         return chapter2_result(plain, self.gpu)
 
@@ -101,10 +118,27 @@ class AnalysingSession(FakeSession):
 
         class Stats:
             def to_json(self_inner):
-                return {"warp": warp or 0, "threads": list(range(32)), "launch": {"threadIdx.x": 64},
-                        "accesses": [{"buffer": "B", "block": "Y", "kind": "read", "scope": "global", "index": "vk, vj",
-                                      "requests": 4, "lanes": 32, "vector": 1, "active_lanes": 32.0,
-                                      "sectors_per_request": 4.0, "sectors": 16, "efficiency": 1.0}]}
+                return {
+                    "warp": warp or 0,
+                    "threads": list(range(32)),
+                    "launch": {"threadIdx.x": 64},
+                    "accesses": [
+                        {
+                            "buffer": "B",
+                            "block": "Y",
+                            "kind": "read",
+                            "scope": "global",
+                            "index": "vk, vj",
+                            "requests": 4,
+                            "lanes": 32,
+                            "vector": 1,
+                            "active_lanes": 32.0,
+                            "sectors_per_request": 4.0,
+                            "sectors": 16,
+                            "efficiency": 1.0,
+                        }
+                    ],
+                }
 
         return Stats()
 
@@ -132,6 +166,7 @@ def view(comms, asession):
 
 # --- decoding as the front end does (js/access/data.ts) --------------------------------------------
 
+
 def decode(reply: dict) -> dict:
     """{buffer name: {"kind": 2-D crop of 0..3, "first": ..., "thread": ...}} from a response."""
     out = {}
@@ -157,6 +192,7 @@ def ok(reply):
 
 
 # --- tests ------------------------------------------------------------------------------------------
+
 
 def test_opening_sends_the_loop_and_tree(view, asession):
     state = view.comm.open_data["state"]
@@ -373,13 +409,16 @@ def test_the_facade_and_the_explorer_answer_the_same_requests(comms, asession):
 
 
 def test_widgets_do_not_import_tvm():
-    code = ("import sys; import mlc_lab.widgets.access_view, mlc_lab.widgets.explorer; "
-            "print(any(m == 'tvm' or m.startswith('tvm.') for m in sys.modules))")
+    code = (
+        "import sys; import mlc_lab.widgets.access_view, mlc_lab.widgets.explorer; "
+        "print(any(m == 'tvm' or m.startswith('tvm.') for m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
 
 
 # --- the course's scenarios on a real Session (TVM) ---------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def programs():
@@ -440,7 +479,15 @@ def test_gpu_matmul_local_vs_shared_blocking(programs):
 
 def test_trait_changes_from_the_front_end(view):
     """The panel writes loop/at/colour/warp/block/time/region back as ordinary trait updates."""
-    state = {"loop": "k", "at": {"Y/i": 5}, "color_by": "thread", "warp": 2, "block": 1, "time": 17, "region": "touched"}
+    state = {
+        "loop": "k",
+        "at": {"Y/i": 5},
+        "color_by": "thread",
+        "warp": 2,
+        "block": 1,
+        "time": 17,
+        "region": "touched",
+    }
     view.comm.deliver({"method": "update", "state": state, "buffer_paths": []})
     assert {k: getattr(view, k) for k in state} == state
     snap = view.snapshot()

@@ -14,10 +14,28 @@ from mlc_lab.core.access.budget import BUDGET_BYTES, Budget
 from mlc_lab.core.access.footprint import footprint
 from mlc_lab.core.access.gpu import gpu_stats
 from mlc_lab.core.access.model import Footprint, GpuStats, LoopFootprint, WarpAccess
-from mlc_lab.model.access_program import (
-    Access, AccessProgram, BufferInfo, Const, Leaf, Loop, Op, Opaque, Seq, Var, op)
+from mlc_lab.model.access_program import Access, AccessProgram, BufferInfo, Const, Leaf, Loop, Op, Opaque, Seq, Var, op
 from mlc_lab.errors import AccessAnalysisError
 
-__all__ = ["AccessAnalysisError", "AccessProgram", "Access", "BufferInfo", "Budget", "BUDGET_BYTES", "Const",
-           "Footprint", "GpuStats", "Leaf", "Loop", "LoopFootprint", "Op", "Opaque", "Seq", "Var",
-           "WarpAccess", "footprint", "gpu_stats", "op"]
+__all__ = [
+    "AccessAnalysisError",
+    "AccessProgram",
+    "Access",
+    "BufferInfo",
+    "Budget",
+    "BUDGET_BYTES",
+    "Const",
+    "Footprint",
+    "GpuStats",
+    "Leaf",
+    "Loop",
+    "LoopFootprint",
+    "Op",
+    "Opaque",
+    "Seq",
+    "Var",
+    "WarpAccess",
+    "footprint",
+    "gpu_stats",
+    "op",
+]

@@ -29,7 +29,7 @@ def dim_range(grid: Grid, d: int) -> tuple[int, int]:
         lo = const + sum(min(0, c * (n - 1)) for c, n in zip(coefs, grid.shape))
         hi = const + sum(max(0, c * (n - 1)) for c, n in zip(coefs, grid.shape))
         return int(lo), int(hi)
-    if grid.mask is not None:       # evaluated indices: only the points that run count
+    if grid.mask is not None:  # evaluated indices: only the points that run count
         # the mask reduced (any) over the axes the index does not read: the same values, over
         # the index's own axes instead of the whole grid
         nd = len(grid.shape)
@@ -104,7 +104,7 @@ class BufferAccumulator:
         item = np.dtype(dtype).itemsize
         per = item + 1 + (item if counts else 0)
         budget.take(self.size * per, f"the footprint of buffer {name} (a box of {self.size} elements)")
-        self.first = self.count = self.kinds = None     # allocated by the first access
+        self.first = self.count = self.kinds = None  # allocated by the first access
         self.fresh = True
         self._cover = False
         st, s = [], 1
@@ -121,11 +121,14 @@ class BufferAccumulator:
         # no need to pre-fill (memset of a 1024x1024 buffer is a visible cost)
         cover = not g.masks and math.prod(shape) == self.size and g.affine
         if cover:
+
             def alloc(fill, dt=self.dt):
                 return np.empty(self.size, dt)
         else:
+
             def alloc(fill, dt=self.dt):
                 return np.full(self.size, fill, dt)
+
         self.first = alloc(self.big)
         if self.with_counts:
             self.count = alloc(0)
@@ -171,10 +174,10 @@ class BufferAccumulator:
         # the common case: build steps directly in the view's memory order
         perm = sorted(range(ndim), key=lambda i: -abs(flat[i]))
         pshape = tuple(shape[i] for i in perm)
-        if self.fresh:      # nothing there yet: write steps straight into the view
+        if self.fresh:  # nothing there yet: write steps straight into the view
             self._fill_fresh(base, pshape, [flat[i] for i in perm], g, perm)
             return
-        steps = np.empty(pshape, g.dtype)      # built row by row (faster than a broadcast sum)
+        steps = np.empty(pshape, g.dtype)  # built row by row (faster than a broadcast sum)
         g.fill(g.ev_aff, perm, steps)
         self._strided(base, pshape, [flat[i] for i in perm], steps, g.mult, True, g)
 
@@ -191,7 +194,7 @@ class BufferAccumulator:
         nb, nd = len(g.dims), len(shape)
         coefs = np.array([c for c, _ in g.dims], dtype=np.int64).reshape(nb, nd)
         weights = g.ev_aff[1]
-        lo = [int(const) for _, const in g.dims]       # the sub-box's corner, per buffer dimension
+        lo = [int(const) for _, const in g.dims]  # the sub-box's corner, per buffer dimension
         sub = [1] * nb
         first, count, runs = np.int64(g.ev_aff[0]), np.int64(g.mult), True
         for axes in _independent_axes(shape, coefs, g.masks):
@@ -206,8 +209,11 @@ class BufferAccumulator:
             dims = [d for d in range(nb) if coefs[d, axes].any()]
             gshape = tuple(shape[i] for i in axes)
             npts = math.prod(gshape)
-            self.budget.check(npts * 24, f"the footprint of buffer {self.name} ({npts} points of an access "
-                                         f"that touches elements repeatedly, enumerated together)")
+            self.budget.check(
+                npts * 24,
+                f"the footprint of buffer {self.name} ({npts} points of an access "
+                f"that touches elements repeatedly, enumerated together)",
+            )
             off, lshape = np.int64(0), []
             for d in dims:
                 idx = sum((ar[j] * int(coefs[d, i]) for j, i in enumerate(axes) if coefs[d, i]), np.int64(0))
@@ -222,7 +228,7 @@ class BufferAccumulator:
                 keep = np.broadcast_to(run, gshape).reshape(-1)
                 off, ev = off[keep], ev[keep]
             if not ev.size:
-                return          # one group never runs: neither does the access
+                return  # one group never runs: neither does the access
             size = math.prod(lshape)
             self.budget.check(size * 16, f"the footprint of buffer {self.name} (a box of {size} elements)")
             gmin = np.full(size, np.iinfo(np.int64).max, np.int64)
@@ -238,8 +244,15 @@ class BufferAccumulator:
             runs = hit if runs is True else runs & hit
         base = sum((lo[d] - self.lo[d]) * self.strides[d] for d in range(nb))
         sub = tuple(sub)
-        self._strided(base, sub, self.strides, np.broadcast_to(first, sub), np.broadcast_to(count, sub),
-                      True if runs is True else np.broadcast_to(runs, sub), g)
+        self._strided(
+            base,
+            sub,
+            self.strides,
+            np.broadcast_to(first, sub),
+            np.broadcast_to(count, sub),
+            True if runs is True else np.broadcast_to(runs, sub),
+            g,
+        )
 
     def _add_general(self, g: Grid, shape) -> None:
         ndim = len(shape)
@@ -256,7 +269,7 @@ class BufferAccumulator:
             offs = offs + idx * self.strides[d]
         if self.fresh and self._cover:
             self._clear()
-        steps = np.empty(shape, g.dtype)       # built row by row (faster than a broadcast sum)
+        steps = np.empty(shape, g.dtype)  # built row by row (faster than a broadcast sum)
         g.fill(g.ev_aff, list(range(ndim)), steps)
         self._scatter(np.broadcast_to(offs, shape), steps, g.mult, g.mask, g)
 
@@ -280,6 +293,7 @@ class BufferAccumulator:
     def _strided(self, base, kshape, kflat, evm, cnt, anym, g):
         """Update through an injective strided view; ``anym`` (True or a bool array) says which
         points run, ``cnt`` (a number or an array) how many accesses each stands for."""
+
         def view(arr):
             return as_strided(arr[base:], shape=kshape, strides=[s * arr.itemsize for s in kflat], writeable=True)
 
@@ -342,11 +356,11 @@ class BufferAccumulator:
                 out = np.where(untouched, fill, out)
             return out
 
-        arrays = {"reads": (inner & READ) != 0, "writes": (inner & WRITE) != 0,
-                  "first_touch": box(self.first, -1)}
+        arrays = {"reads": (inner & READ) != 0, "writes": (inner & WRITE) != 0, "first_touch": box(self.first, -1)}
         if self.count is not None:
             arrays["count"] = box(self.count, 0)
-        if self.who is not None:        # thread and block: decoded from first_touch on first use
+        if self.who is not None:  # thread and block: decoded from first_touch on first use
             from mlc_lab.core.access.model import WhoBox
+
             arrays = WhoBox(arrays, self.who, untouched if any_untouched else None, self.dt)
         return origin, arrays

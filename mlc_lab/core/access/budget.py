@@ -21,7 +21,8 @@ class Budget:
         if self.used + nbytes > self.limit:
             raise BudgetExceeded(
                 f"{what} needs {_mb(nbytes)} of memory, beyond the analysis's budget of {_mb(self.limit)} "
-                f"({_mb(self.used)} already held); pick an inner loop or fix more enclosing loops")
+                f"({_mb(self.used)} already held); pick an inner loop or fix more enclosing loops"
+            )
 
     def take(self, nbytes: int, what: str) -> None:
         self.check(nbytes, what)

@@ -16,16 +16,33 @@ from mlc_lab.model.access_program import Const, Op, Opaque, Var
 from mlc_lab.errors import AccessAnalysisError
 
 _BINARY = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "floordiv": np.floor_divide,
-    "floormod": np.mod, "min": np.minimum, "max": np.maximum, "lt": np.less, "le": np.less_equal,
-    "gt": np.greater, "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal,
-    "and": np.logical_and, "or": np.logical_or,
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "floordiv": np.floor_divide,
+    "floormod": np.mod,
+    "min": np.minimum,
+    "max": np.maximum,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "and": np.logical_and,
+    "or": np.logical_or,
 }
 
 
 # float functions an index may use (a resize's source pixel); numpy keeps the argument's type
-_FLOAT_UNARY = {"floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "round": np.rint, "nearbyint": np.rint,
-                "fabs": np.abs}
+_FLOAT_UNARY = {
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "trunc": np.trunc,
+    "round": np.rint,
+    "nearbyint": np.rint,
+    "fabs": np.abs,
+}
 
 
 def evaluate(e, env: dict):
@@ -51,7 +68,7 @@ def evaluate(e, env: dict):
             return np.trunc(np.true_divide(a, b)).astype(np.int64)
         if e.op == "mod":
             return np.fmod(evaluate(e.args[0], env), evaluate(e.args[1], env))
-        if e.op.startswith("cast:"):        # to a float type (rounds) or to int64 (truncates)
+        if e.op.startswith("cast:"):  # to a float type (rounds) or to int64 (truncates)
             x = np.asarray(evaluate(e.args[0], env))
             return np.trunc(x).astype(np.int64) if e.op == "cast:int64" else x.astype(e.op[5:])
         if e.op == "fdiv":
@@ -73,9 +90,9 @@ class NonAffine(Exception):
 
 @dataclass(frozen=True)
 class Digit:
-    loop: int                # id of the iterating loop
+    loop: int  # id of the iterating loop
     place: int
-    size: int | None         # None: the top digit (no modulus)
+    size: int | None  # None: the top digit (no modulus)
 
 
 class Affine:

@@ -42,8 +42,13 @@ def groups(q: Query) -> list:
         for acc in leaf.accesses:
             if q.L.id in acc.body_loops:
                 continue
-            key = (acc.buffer, acc.label, tuple(str(i) for i in acc.indices), tuple(str(g) for g in q.index.guards[id(acc)]),
-                   q.chain(acc))
+            key = (
+                acc.buffer,
+                acc.label,
+                tuple(str(i) for i in acc.indices),
+                tuple(str(g) for g in q.index.guards[id(acc)]),
+                q.chain(acc),
+            )
             if key in seen:
                 seen[key][1 if acc.kind == "read" else 2] += 1
                 continue
@@ -53,9 +58,16 @@ def groups(q: Query) -> list:
     return out
 
 
-def footprint(program: AccessProgram, loop, at: dict | None = None, *, counts: bool = False,
-              shape_vars: dict | None = None, budget: Budget | None = None,
-              sweep_threads: bool = False) -> LoopFootprint:
+def footprint(
+    program: AccessProgram,
+    loop,
+    at: dict | None = None,
+    *,
+    counts: bool = False,
+    shape_vars: dict | None = None,
+    budget: Budget | None = None,
+    sweep_threads: bool = False,
+) -> LoopFootprint:
     """Footprint of every buffer over the iterations of ``loop`` (a loop id, name or Loop).
 
     ``at`` gives values to the loops that enclose ``loop`` (by id, name or Loop; missing ones are at
@@ -73,7 +85,7 @@ def footprint(program: AccessProgram, loop, at: dict | None = None, *, counts: b
     dt = np.int32 if steps * per_step < np.iinfo(np.int32).max - 1 else np.int64
     launch = index.launch()
     by_buf: dict[str, list] = {}
-    sliced: dict[str, list] = {}        # accesses too large to enumerate at once: added slice by slice
+    sliced: dict[str, list] = {}  # accesses too large to enumerate at once: added slice by slice
     for acc, nr, nw, off in gs:
         try:
             g = build_grid(q, acc, off, nr, nw, step_dtype=dt, budget=budget)
@@ -99,12 +111,28 @@ def footprint(program: AccessProgram, loop, at: dict | None = None, *, counts: b
                 _add_in_slices(q, acc, access_, anr, anw, off, dt, budget, info.shape)
             origin, box = acc.result()
             nr, nw = acc.n_reads, acc.n_writes
-        out[name] = Footprint(buffer=name, shape=tuple(info.shape), dtype=info.dtype, scope=info.scope,
-                              itemsize=info.itemsize, origin=origin, box=box, n_reads=nr, n_writes=nw,
-                              strides=per_buf_strides.get(name, {}), gpu=bool(launch), counted=counts)
-    return LoopFootprint(out, loop=q.L.name, steps=steps,
-                         at={lp.name: q.fixed[lp.id] for lp in q.enclosing if lp.id in q.fixed}, launch=launch,
-                         accesses=per_access)
+        out[name] = Footprint(
+            buffer=name,
+            shape=tuple(info.shape),
+            dtype=info.dtype,
+            scope=info.scope,
+            itemsize=info.itemsize,
+            origin=origin,
+            box=box,
+            n_reads=nr,
+            n_writes=nw,
+            strides=per_buf_strides.get(name, {}),
+            gpu=bool(launch),
+            counted=counts,
+        )
+    return LoopFootprint(
+        out,
+        loop=q.L.name,
+        steps=steps,
+        at={lp.name: q.fixed[lp.id] for lp in q.enclosing if lp.id in q.fixed},
+        launch=launch,
+        accesses=per_access,
+    )
 
 
 SLICE_BYTES_PER_POINT = 64
@@ -122,20 +150,25 @@ def _whole_range(q: Query, access_, shape) -> list:
             out.append((0, int(n) - 1))
             continue
         coefs, const = plan.expand(aff)
-        out.append((int(const + sum(min(0, c * (k - 1)) for c, k in zip(coefs, plan.shape))),
-                    int(const + sum(max(0, c * (k - 1)) for c, k in zip(coefs, plan.shape)))))
+        out.append(
+            (
+                int(const + sum(min(0, c * (k - 1)) for c, k in zip(coefs, plan.shape))),
+                int(const + sum(max(0, c * (k - 1)) for c, k in zip(coefs, plan.shape))),
+            )
+        )
     return out
 
 
-def _add_in_slices(q: Query, acc: BufferAccumulator, access_, nr: int, nw: int, off: int, dt, budget: Budget,
-                   shape) -> None:
+def _add_in_slices(
+    q: Query, acc: BufferAccumulator, access_, nr: int, nw: int, off: int, dt, budget: Budget, shape
+) -> None:
     """An access whose grid does not fit the budget, built and added slice by slice along its
     largest axis (exact: the slices partition the grid). The buffer's box holds every slice
     (``_whole_range``); an evaluated index is checked against the bounds where it runs."""
     plan = plan_access(q, access_)
     if plan is None:
         return
-    if not plan.shape:      # a single point always fits
+    if not plan.shape:  # a single point always fits
         g = build_grid(q, access_, off, nr, nw, step_dtype=dt, budget=budget, plan=plan)
         if g is not None:
             acc.add(g)
@@ -145,8 +178,17 @@ def _add_in_slices(q: Query, acc: BufferAccumulator, access_, nr: int, nw: int, 
     # slices of about half the room left (a slice that still does not fit says so when built)
     step = max(1, (budget.limit - budget.used) // SLICE_BYTES_PER_POINT // max(1, per))
     for a in range(0, plan.shape[ax], step):
-        g = build_grid(q, access_, off, nr, nw, step_dtype=dt, budget=budget, plan=plan,
-                       chunk=(ax, a, min(plan.shape[ax], a + step)))
+        g = build_grid(
+            q,
+            access_,
+            off,
+            nr,
+            nw,
+            step_dtype=dt,
+            budget=budget,
+            plan=plan,
+            chunk=(ax, a, min(plan.shape[ax], a + step)),
+        )
         if g is None:
             continue
         for d, n in enumerate(shape):
@@ -159,9 +201,11 @@ def _add_in_slices(q: Query, acc: BufferAccumulator, access_, nr: int, nw: int, 
 
 def _symbolic_value(q: Query):
     """Every loop (enclosing ones too) as a variable: for strides."""
+
     def value_of(v) -> Affine:
         t = q.resolve(v.id)
         return Affine({Digit(t.id, 1, None): 1}, 0)
+
     return value_of
 
 
@@ -172,8 +216,7 @@ def strides_table(q: Query, gs: list):
     bufs = q.index.prog.buffers
     for acc, nr, nw, off in gs:
         row = _access_strides(q, acc, bufs[acc.buffer].shape)
-        per_access.append({"buffer": acc.buffer, "block": acc.block,
-                           "kind": "read" if nr else "write", "strides": row})
+        per_access.append({"buffer": acc.buffer, "block": acc.block, "kind": "read" if nr else "write", "strides": row})
         cur = per_buf.setdefault(acc.buffer, {})
         for name, s in row.items():
             if name in cur and cur[name] != s:

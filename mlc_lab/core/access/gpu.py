@@ -27,9 +27,18 @@ from mlc_lab.errors import AccessAnalysisError
 _BIG = np.iinfo(np.int64).max
 
 
-def gpu_stats(program: AccessProgram, loop, at: dict | None = None, warp: int | None = None,
-              block: dict | None = None, *, shape_vars: dict | None = None, sector_bytes: int = 32,
-              banks: int = 32, bank_bytes: int = 4) -> GpuStats:
+def gpu_stats(
+    program: AccessProgram,
+    loop,
+    at: dict | None = None,
+    warp: int | None = None,
+    block: dict | None = None,
+    *,
+    shape_vars: dict | None = None,
+    sector_bytes: int = 32,
+    banks: int = 32,
+    bank_bytes: int = 4,
+) -> GpuStats:
     """Per-access warp statistics under ``loop``, for one warp of one thread block.
 
     ``warp`` defaults to the warp of the thread fixed by ``at``; ``block`` gives blockIdx values
@@ -147,11 +156,17 @@ def _warp_access(q: Query, acc, nr, nw, tcoord, block, sector_bytes, banks, bank
     act = np.broadcast_to(active, shape).reshape(-1, nl)
     rows = act.any(axis=1)
     addr, act = addr[rows], act[rows]
-    out = {"buffer": acc.buffer, "block": acc.block, "scope": info.scope,
-           "kind": "read+write" if nr and nw else ("read" if nr else "write"),
-           "index": ", ".join(str(i) for i in acc.indices),
-           "requests": int(rows.sum()) * plan.mult * (nr + nw), "lanes": int(nl), "vector": int(nvec),
-           "active_lanes": float(act.sum() / max(1, act.shape[0]))}
+    out = {
+        "buffer": acc.buffer,
+        "block": acc.block,
+        "scope": info.scope,
+        "kind": "read+write" if nr and nw else ("read" if nr else "write"),
+        "index": ", ".join(str(i) for i in acc.indices),
+        "requests": int(rows.sum()) * plan.mult * (nr + nw),
+        "lanes": int(nl),
+        "vector": int(nvec),
+        "active_lanes": float(act.sum() / max(1, act.shape[0])),
+    }
     m = plan.mult * (nr + nw)
     if addr.shape[0] == 0:
         pass
@@ -174,9 +189,12 @@ def _distinct_per_row(values, act):
 
 def _sectors(addr, act, itemsize, sector_bytes, m):
     distinct = _distinct_per_row(addr // sector_bytes, act)
-    useful = _distinct_per_row(addr, act) * itemsize     # distinct bytes asked for
-    return {"sectors_per_request": float(distinct.mean()), "sectors": int(distinct.sum()) * m,
-            "efficiency": float(useful.sum() / (distinct.sum() * sector_bytes))}
+    useful = _distinct_per_row(addr, act) * itemsize  # distinct bytes asked for
+    return {
+        "sectors_per_request": float(distinct.mean()),
+        "sectors": int(distinct.sum()) * m,
+        "efficiency": float(useful.sum() / (distinct.sum() * sector_bytes)),
+    }
 
 
 def _banks(addr, act, per_thread, nthr, nvec, nl, banks, bank_bytes, m):
@@ -200,6 +218,10 @@ def _banks(addr, act, per_thread, nthr, nvec, nl, banks, bank_bytes, m):
         ways = np.where(has, cnt.max(axis=1), 0)
         wav += ways
         ways_max = np.maximum(ways_max, ways)
-    return {"phases": int(phases), "wavefronts": int(wav.sum()) * m,
-            "bank_conflicts": int((wav - phases).clip(min=0).sum()) * m,
-            "ways": float(ways_max.mean()), "max_ways": int(ways_max.max())}
+    return {
+        "phases": int(phases),
+        "wavefronts": int(wav.sum()) * m,
+        "bank_conflicts": int((wav - phases).clip(min=0).sum()) * m,
+        "ways": float(ways_max.mean()),
+        "max_ways": int(ways_max.max()),
+    }

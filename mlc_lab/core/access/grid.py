@@ -23,7 +23,6 @@ from mlc_lab.core.access.space import Query
 from mlc_lab.errors import AccessAnalysisError
 
 
-
 @dataclass
 class Grid:
     """An access enumerated over its relevant digits (one numpy axis per digit)."""
@@ -32,11 +31,11 @@ class Grid:
     n_reads: int
     n_writes: int
     shape: tuple
-    dims: list                # per buffer dim: (coefs per axis, const) or an evaluated array
-    ev_aff: tuple             # step of a point = const + sum(weight[axis] * digit)
-    masks: list               # bool arrays (broadcastable to shape) that all hold where the access runs
-    mult: int                 # iterations collapsed into each point
-    digits: list              # Digit per axis
+    dims: list  # per buffer dim: (coefs per axis, const) or an evaluated array
+    ev_aff: tuple  # step of a point = const + sum(weight[axis] * digit)
+    masks: list  # bool arrays (broadcastable to shape) that all hold where the access runs
+    mult: int  # iterations collapsed into each point
+    digits: list  # Digit per axis
     dtype: object = np.int64
 
     def outer(self, aff, order=None):
@@ -139,7 +138,7 @@ def _pin(dec: Decomposer, guard) -> tuple | None:
         return None
     const = aff.const if signs == {True} else -aff.const
     if const < 0:
-        return None           # a non-trivial point of the range: left to the numeric path
+        return None  # a non-trivial point of the range: left to the numeric path
     return tuple(aff.terms), const > 0
 
 
@@ -180,14 +179,14 @@ class _Plan:
                 terms = self._guard_terms(g)
                 if terms is None:
                     self.full |= vars_.loops_of(g)
-                else:       # an affine comparison: only the digits it reads are enumerated
+                else:  # an affine comparison: only the digits it reads are enumerated
                     self.guard_terms += terms
             elif p[1]:
                 self.dead = True
             elif p[0]:
                 pins.append((g, p[0]))
         self.bounds = self._alias_bounds()
-        self.extra_terms = self._evaluated_terms(vars_)
+        self.extra_terms = self._evaluated_terms()
         self.pinned = self._refine_all(pins, ext)
         self._axes(lanes, ext)
 
@@ -210,7 +209,7 @@ class _Plan:
         except NonAffine:
             return None
 
-    def _evaluated_terms(self, vars_) -> list:
+    def _evaluated_terms(self) -> list:
         """Digits of the affine parts of the indices and conditions evaluated numerically
         (``(h + rh // 1024) // 2``: ``h`` and ``rh // 1024``). Cutting their loops there too lets
         each part be computed from its own digits (``_plan_value``) instead of over every digit
@@ -277,11 +276,11 @@ class _Plan:
                     self.full.add(lp.id)
                     digs = [Digit(lp.id, 1, None)]
                 elif ext[lp.id] % digs[-1].place:
-                    self.full.add(lp.id)      # a partial top digit: masked below
+                    self.full.add(lp.id)  # a partial top digit: masked below
                 self.refined[lp.id] = digs
             if not bad:
                 break
-            for g, ds in pins:          # digits that do not nest: the guard is evaluated instead
+            for g, ds in pins:  # digits that do not nest: the guard is evaluated instead
                 if any(d.loop in bad for d in ds):
                     self.preds.append(g)
                     self.full |= self.vars.loops_of(g)
@@ -292,7 +291,7 @@ class _Plan:
                 self.full |= self.vars.loops_of(self.acc.indices[i])
         return {dg for _, ds in pins for d in ds for dg in self.refined[d.loop] if _covers(d, dg)}
 
-    window = None       # (start, stop) per axis: the part of the grid being built (None: all)
+    window = None  # (start, stop) per axis: the part of the grid being built (None: all)
 
     def axis_values(self, i: int):
         """The values of axis ``i`` (within the window), shaped to broadcast over the grid."""
@@ -304,8 +303,7 @@ class _Plan:
 
     def representable(self, t: Digit, ext: dict) -> bool:
         starts = {dg.place for dg in self.refined[t.loop]}
-        return t.place in starts and (t.size is None or t.place * t.size in starts
-                                      or t.place * t.size >= ext[t.loop])
+        return t.place in starts and (t.size is None or t.place * t.size in starts or t.place * t.size >= ext[t.loop])
 
     def _used(self, lp, dg: Digit) -> bool:
         terms = [t for aff in self.dims_aff if aff is not None for t in aff.terms] + self.guard_terms
@@ -369,8 +367,14 @@ def _conjuncts(e) -> list:
     return [e]
 
 
-_COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-            "eq": np.equal, "ne": np.not_equal}
+_COMPARE = {
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "eq": np.equal,
+    "ne": np.not_equal,
+}
 
 
 def _affine_value(plan: _Plan, e):
@@ -453,8 +457,7 @@ def _masks(plan: _Plan, env: dict) -> list | None:
     return out
 
 
-def plan_access(q: Query, acc, lanes: frozenset = frozenset(), fixed: dict | None = None,
-                inside: dict | None = None):
+def plan_access(q: Query, acc, lanes: frozenset = frozenset(), fixed: dict | None = None, inside: dict | None = None):
     """The axes of an access in a query (None when the access never runs there)."""
     vars_ = _Vars(q, acc, fixed, inside)
     loops = []
@@ -496,7 +499,7 @@ def _window(shape: tuple, masks: list) -> tuple | None:
             if m.shape[i] == 1:
                 continue
             if m.take(0, axis=i).any() and m.take(m.shape[i] - 1, axis=i).any():
-                continue        # points run at both ends of the axis: nothing to cut (cheap to see)
+                continue  # points run at both ends of the axis: nothing to cut (cheap to see)
             other = tuple(j for j in range(m.ndim) if j != i)
             hit = np.flatnonzero(m.any(axis=other) if other else m)
             if not hit.size:
@@ -507,8 +510,17 @@ def _window(shape: tuple, masks: list) -> tuple | None:
     return tuple(zip(lo, hi))
 
 
-def build_grid(q: Query, acc, leaf_offset: int, n_reads: int, n_writes: int,
-               step_dtype=np.int64, budget=None, plan=None, chunk: tuple | None = None) -> Grid | None:
+def build_grid(
+    q: Query,
+    acc,
+    leaf_offset: int,
+    n_reads: int,
+    n_writes: int,
+    step_dtype=np.int64,
+    budget=None,
+    plan=None,
+    chunk: tuple | None = None,
+) -> Grid | None:
     """The access's grid; ``chunk`` (axis, start, stop) builds only that slice of one axis (an
     access too large to enumerate at once is added to its buffer slice by slice)."""
     plan = plan or plan_access(q, acc)
@@ -519,7 +531,7 @@ def build_grid(q: Query, acc, leaf_offset: int, n_reads: int, n_writes: int,
     base = tuple((0, n) for n in plan.shape)
     if chunk is not None:
         ax, a, b = chunk
-        base = base[:ax] + ((a, b),) + base[ax + 1:]
+        base = base[:ax] + ((a, b),) + base[ax + 1 :]
     plan.window = base if chunk is not None else None
     full_shape = tuple(b - a for a, b in base)
     # Conditions are computed factor by factor, each over the axes of the loops it reads; an
@@ -547,7 +559,7 @@ def build_grid(q: Query, acc, leaf_offset: int, n_reads: int, n_writes: int,
         masks = [m for m in masks if not m.all()]
     starts = np.array([a for a, _ in window], dtype=np.int64)
     cut = cut or chunk is not None
-    plan.window = window if cut else None     # the axes the evaluated indices are computed over
+    plan.window = window if cut else None  # the axes the evaluated indices are computed over
     env = None
     dims = []
     for ix, aff in zip(acc.indices, plan.dims_aff):

@@ -36,8 +36,11 @@ _FILL = {"reads": False, "writes": False, "first_touch": -1, "count": 0, "thread
 
 
 def _packed(mask: np.ndarray) -> dict:
-    return {"dtype": "bits", "shape": list(mask.shape),
-            "data": np.packbits(np.ascontiguousarray(mask, dtype=bool).reshape(-1)).tobytes()}
+    return {
+        "dtype": "bits",
+        "shape": list(mask.shape),
+        "data": np.packbits(np.ascontiguousarray(mask, dtype=bool).reshape(-1)).tobytes(),
+    }
 
 
 def _raw(arr: np.ndarray) -> dict:
@@ -98,7 +101,7 @@ class WhoBox(dict):
         self._resolve()
         return dict.items(self)
 
-    def __reduce__(self):        # copied or pickled: as the plain dict of arrays it stands for
+    def __reduce__(self):  # copied or pickled: as the plain dict of arrays it stands for
         self._resolve()
         return (dict, (dict(dict.items(self)),))
 
@@ -121,13 +124,13 @@ class Footprint:
     dtype: str
     scope: str
     itemsize: int
-    origin: tuple                # where the box arrays start in the buffer
-    box: dict                    # name -> array over the box: reads, writes, first_touch, count?, thread?, block?
+    origin: tuple  # where the box arrays start in the buffer
+    box: dict  # name -> array over the box: reads, writes, first_touch, count?, thread?, block?
     n_reads: int
     n_writes: int
-    strides: dict = field(default_factory=dict)     # loop name -> stride in elements (None: not affine)
-    gpu: bool = False            # thread / block ids are known (the kernel binds threads)
-    counted: bool = False        # per-element counts were asked for
+    strides: dict = field(default_factory=dict)  # loop name -> stride in elements (None: not affine)
+    gpu: bool = False  # thread / block ids are known (the kernel binds threads)
+    counted: bool = False  # per-element counts were asked for
 
     # --- whole-buffer arrays (built on first use) ------------------------------------------------
     def _whole(self, name: str):
@@ -147,7 +150,8 @@ class Footprint:
         if nbytes > BUDGET_BYTES:
             raise AccessAnalysisError(
                 f"buffer {self.buffer} is too large to expand to a whole-buffer array ({nbytes >> 20} MB); "
-                f"use Footprint.crop() or .box")
+                f"use Footprint.crop() or .box"
+            )
         out = np.full(self.shape, fill, dtype=dtype)
         out[self.box_slices()] = arr
         return out
@@ -247,11 +251,21 @@ class Footprint:
         return [b[0] for b in self.bounds], {k: v[sl] for k, v in self.box.items()}
 
     def summary(self) -> BufferStats:
-        return {"buffer": self.buffer, "shape": list(self.shape), "dtype": self.dtype, "scope": self.scope,
-                "itemsize": self.itemsize, "distinct": self.distinct, "accesses": self.accesses,
-                "n_reads": self.n_reads, "n_writes": self.n_writes, "reuse": self.reuse,
-                "cache_lines": self.cache_lines, "bounds": self.bounds,
-                "strides": {k: (None if v is None else int(v)) for k, v in self.strides.items()}}
+        return {
+            "buffer": self.buffer,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "scope": self.scope,
+            "itemsize": self.itemsize,
+            "distinct": self.distinct,
+            "accesses": self.accesses,
+            "n_reads": self.n_reads,
+            "n_writes": self.n_writes,
+            "reuse": self.reuse,
+            "cache_lines": self.cache_lines,
+            "bounds": self.bounds,
+            "strides": {k: (None if v is None else int(v)) for k, v in self.strides.items()},
+        }
 
     def to_json(self) -> dict:
         """JSON-safe scalars; arrays as ``{"dtype", "shape", "data": bytes}`` (binary buffers).
@@ -276,11 +290,11 @@ class LoopFootprint(dict):
 
     def __init__(self, buffers: dict, *, loop: str, steps: int, at: dict, launch: dict, accesses: list):
         super().__init__(buffers)
-        self.loop = loop              # the loop's name
-        self.total_steps = steps      # steps of the loop's whole run
-        self.at = at                  # enclosing loop name -> value used
-        self.launch = launch          # thread tag -> extent ({} on CPU)
-        self.accesses = accesses      # per access: buffer, block, kind, strides
+        self.loop = loop  # the loop's name
+        self.total_steps = steps  # steps of the loop's whole run
+        self.at = at  # enclosing loop name -> value used
+        self.launch = launch  # thread tag -> extent ({} on CPU)
+        self.accesses = accesses  # per access: buffer, block, kind, strides
 
     @property
     def gpu(self) -> bool:

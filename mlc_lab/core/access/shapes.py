@@ -19,7 +19,8 @@ def bind_shapes(program: AccessProgram, shape_vars: dict | None) -> AccessProgra
         have = ", ".join(sorted(names)) or "none"
         raise AccessAnalysisError(
             f"shape_vars names {', '.join(unknown)}, which function {program.name} does not have "
-            f"(its symbolic shapes: {have})")
+            f"(its symbolic shapes: {have})"
+        )
     if not names:
         return program
     missing = sorted(set(names) - set(given))
@@ -27,7 +28,9 @@ def bind_shapes(program: AccessProgram, shape_vars: dict | None) -> AccessProgra
         example = ", ".join(f"{n!r}: 128" for n in missing)
         raise AccessAnalysisError(
             f"function {program.name} has symbolic shapes {', '.join(missing)}: give their values, "
-            f"for example shape_vars={{{example}}}", shape_vars=missing)
+            f"for example shape_vars={{{example}}}",
+            shape_vars=missing,
+        )
     values = {}
     for n, v in given.items():
         try:
@@ -67,8 +70,12 @@ class _Binder:
     def loop(self, lp: Loop) -> Loop:
         new = self.loops.get(lp.id)
         if new is None:
-            new = replace(lp, min=self.int(lp.min, f"the start of loop {lp.name}"),
-                          extent=self.int(lp.extent, f"the extent of loop {lp.name}"), body=None)
+            new = replace(
+                lp,
+                min=self.int(lp.min, f"the start of loop {lp.name}"),
+                extent=self.int(lp.extent, f"the extent of loop {lp.name}"),
+                body=None,
+            )
             self.loops[lp.id] = new
             if lp.body is not None:
                 new.body = self.node(lp.body)
@@ -79,14 +86,23 @@ class _Binder:
             return self.loop(n)
         if isinstance(n, Seq):
             return Seq([self.node(c) for c in n.children])
-        return Leaf([replace(a, indices=tuple(self.expr(i) for i in a.indices),
-                             guards=tuple(self.expr(g) for g in a.guards),
-                             inner=tuple(self.loop(lp) for lp in a.inner)) for a in n.accesses])
+        return Leaf(
+            [
+                replace(
+                    a,
+                    indices=tuple(self.expr(i) for i in a.indices),
+                    guards=tuple(self.expr(g) for g in a.guards),
+                    inner=tuple(self.loop(lp) for lp in a.inner),
+                )
+                for a in n.accesses
+            ]
+        )
 
     def program(self, p: AccessProgram) -> AccessProgram:
         root = self.node(p.root)
         loops = [self.loop(lp) for lp in p.loops]
-        buffers = {name: replace(b, shape=tuple(self.int(s, f"dimension {d} of buffer {name}")
-                                                for d, s in enumerate(b.shape)))
-                   for name, b in p.buffers.items()}
+        buffers = {
+            name: replace(b, shape=tuple(self.int(s, f"dimension {d} of buffer {name}") for d, s in enumerate(b.shape)))
+            for name, b in p.buffers.items()
+        }
         return AccessProgram(p.name, buffers, root, loops, {})

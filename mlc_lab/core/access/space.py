@@ -40,7 +40,8 @@ def _refuse_range(lp: Loop, what: str, why: str = ""):
     names = sorted({v.name for v in _vars(value)})
     raise AccessAnalysisError(
         f"loop {lp.name} has a range that depends on {', '.join(names) or 'a value'} (its {what} is {value}){why}; "
-        f"only loops with constant starts and bounded extents can be analysed")
+        f"only loops with constant starts and bounded extents can be analysed"
+    )
 
 
 def interval(e, ranges: dict) -> tuple[int, int]:
@@ -95,11 +96,11 @@ class ProgramIndex:
         self.prog = prog
         self.loops: list[Loop] = prog.loops
         self.parent: dict[int, int | None] = {}
-        self.alias: dict[int, int] = {}           # loop id -> enclosing loop with the same tag
-        self.chain: dict[int, tuple] = {}          # id(access) -> loops it runs under (ids)
-        self.leaf_of: dict[int, Leaf] = {}         # id(access) -> its leaf
-        self.counts: dict[int, int] = {}           # id(node) -> steps
-        self.guards: dict[int, tuple] = {}          # id(access) -> its guards and those of variable extents
+        self.alias: dict[int, int] = {}  # loop id -> enclosing loop with the same tag
+        self.chain: dict[int, tuple] = {}  # id(access) -> loops it runs under (ids)
+        self.leaf_of: dict[int, Leaf] = {}  # id(access) -> its leaf
+        self.counts: dict[int, int] = {}  # id(node) -> steps
+        self.guards: dict[int, tuple] = {}  # id(access) -> its guards and those of variable extents
         self.extents: dict[int, int] = {}
         self._ranges: dict[int, tuple] = {}
         self._tagged: dict[int, bool] = {}
@@ -200,7 +201,7 @@ class ProgramIndex:
 
 
 _ALL_TAGS = THREAD_TAGS + BLOCK_TAGS
-_TABLE_MAX = 1 << 16        # iterations of a chain of loops whose tag values are looked up in a table
+_TABLE_MAX = 1 << 16  # iterations of a chain of loops whose tag values are looked up in a table
 
 
 def _mod(a: np.ndarray, m: int) -> np.ndarray:
@@ -232,8 +233,8 @@ class _Tags:
         if not any(t in self.values for t in names):
             return np.full(self.n, -1, np.int64)
         nx, ny = launch.get(names[0], 1), launch.get(names[1], 1)
-        big = nx * ny * launch.get(names[2], 1) >= 2**31       # ids past int32
-        if not self.partial:    # every value is a tag's (>= 0) or absent (0): few passes over n
+        big = nx * ny * launch.get(names[2], 1) >= 2**31  # ids past int32
+        if not self.partial:  # every value is a tag's (>= 0) or absent (0): few passes over n
             x, y, z = (self.values.get(t, 0) for t in names)
             if big:
                 x, y, z = (np.asarray(v, dtype=np.int64) for v in (x, y, z))
@@ -260,15 +261,16 @@ class Query:
     def __init__(self, index: ProgramIndex, L: Loop, at: dict | None, sweep_threads: bool = False):
         if L.role != "loop":
             raise AccessAnalysisError(
-                f"loop {L.name} runs inside a T.init() or a tensorized block; pick a loop that encloses the block")
+                f"loop {L.name} runs inside a T.init() or a tensorized block; pick a loop that encloses the block"
+            )
         self.index = index
         self.L = L
         self.enclosing = index.enclosing(L)
-        self.fixed: dict[int, int] = {}            # loop id -> value
+        self.fixed: dict[int, int] = {}  # loop id -> value
         self._fix(dict(at or {}))
-        self.inside: dict[int, Loop] = {}          # iterating loops under L (after aliasing)
-        self.weights: dict[int, int] = {}          # loop id -> steps per iteration
-        self.leaf_offset: dict[int, int] = {}      # id(leaf) -> first step
+        self.inside: dict[int, Loop] = {}  # iterating loops under L (after aliasing)
+        self.weights: dict[int, int] = {}  # loop id -> steps per iteration
+        self.leaf_offset: dict[int, int] = {}  # id(leaf) -> first step
         self.leaves: list[Leaf] = []
         self._layout(L, 0)
         self.total_steps = index.count(L)
@@ -300,7 +302,8 @@ class Query:
             names = [self._name(k) for k in unknown]
             raise AccessAnalysisError(
                 f"'at' names loops that do not enclose {self.L.name}: {sorted(names)}; "
-                f"enclosing loops are {[lp.name for lp in chain]}")
+                f"enclosing loops are {[lp.name for lp in chain]}"
+            )
         given = {}
         for k, v in at.items():
             lp = by_key[k.id if isinstance(k, Loop) else k]
@@ -312,8 +315,7 @@ class Query:
             lo, ext = int(lp.min), self.index.extents[lp.id]
             v = int(given.get(lp.id, lo))
             if not lo <= v < lo + ext:
-                raise AccessAnalysisError(
-                    f"at[{lp.name!r}] = {v} is outside the loop's range [{lo}, {lo + ext})")
+                raise AccessAnalysisError(f"at[{lp.name!r}] = {v} is outside the loop's range [{lo}, {lo + ext})")
             self.fixed[lp.id] = v
 
     def _name(self, key) -> str:
@@ -349,16 +351,16 @@ class Query:
         """The thread and the block (linear ids, x fastest; -1 where no loop binds one) that run
         each of ``steps``. A step fixes every loop that iterates (inner loops bind no threads),
         so these follow from the first touch alone and need not be tracked per point."""
-        steps = np.asarray(steps).reshape(-1)       # int32 when the steps fit: it divides faster
+        steps = np.asarray(steps).reshape(-1)  # int32 when the steps fit: it divides faster
         tags = _Tags(steps.size, steps.dtype)
         for lp in self.enclosing:
             if lp.tag not in _ALL_TAGS or lp.id in self.index.alias:
                 continue
             if lp.id in self.fixed:
                 tags.put(lp.tag, self.fixed[lp.id], None)
-            else:       # swept: a digit above the loop's own steps
+            else:  # swept: a digit above the loop's own steps
                 tags.put(lp.tag, int(lp.min) + steps // self.weights[lp.id] % self.index.extents[lp.id], None)
-        if self.total_steps != self.index.count(self.L):         # swept threads: the step within L
+        if self.total_steps != self.index.count(self.L):  # swept threads: the step within L
             steps = _mod(steps, max(1, self.index.count(self.L)))
         run = self._tag_run()
         if run and self.index.count(self.L) // run < steps.size and not any(map(np.ndim, tags.values.values())):
@@ -367,8 +369,10 @@ class Query:
             runs.values.update(tags.values)
             self._decode(self.L, np.arange(runs.n, dtype=steps.dtype) * run, None, runs)
             which = steps // run
-            return (np.take(np.ascontiguousarray(runs.linear(THREAD_TAGS, launch)), which),
-                    np.take(np.ascontiguousarray(runs.linear(BLOCK_TAGS, launch)), which))
+            return (
+                np.take(np.ascontiguousarray(runs.linear(THREAD_TAGS, launch)), which),
+                np.take(np.ascontiguousarray(runs.linear(BLOCK_TAGS, launch)), which),
+            )
         self._decode(self.L, steps, None, tags)
         return tags.linear(THREAD_TAGS, launch), tags.linear(BLOCK_TAGS, launch)
 
@@ -413,7 +417,7 @@ class Query:
         if not seq:
             return
         starts = np.cumsum([0] + [index.count(c) for c in node.children])
-        if s.size:      # the usual case: every step in one child (the stage that touches a buffer first)
+        if s.size:  # the usual case: every step in one child (the stage that touches a buffer first)
             first = int(np.searchsorted(starts, s.min(), side="right")) - 1
             if s.max() < starts[first + 1]:
                 if index.has_tags(node.children[first]):
