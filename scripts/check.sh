@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The static checks, seconds in all: the TypeScript types (tsc --noEmit), ruff's lint with the rules
-# of pyproject.toml's [tool.ruff] and its layout (ruff format --check), and the import contract of [tool.importlinter] (layers point down,
-# only mlc_lab.tvm imports tvm, no circles). Every check runs; the exit status is 1 when any failed.
+# of pyproject.toml's [tool.ruff] and its layout (ruff format --check), and the import contract of
+# [tool.importlinter] (layers point down, only mlc_lab.tvm imports tvm, no circles). Every check runs;
+# the exit status is 1 when any failed.
 # `./run.sh test` runs it first; alone (`bash scripts/check.sh`) it needs the environment that sets
 # up: .venv with the test extra, and node_modules.
 set -uo pipefail
