@@ -161,6 +161,21 @@ def test_02_exercises(tmp_path, monkeypatch):
 
 
 @slow
+def test_02_after_clicks_in_the_explorer(tmp_path, monkeypatch):
+    """A student goes back to the start in exercise 3's explorer and clicks parallel: the grader, the
+    measurement and the solutions below still run, and the grader judges the student's step."""
+    clicks = 's3.goto(0)\ns3.apply("parallel", "Y/n")\nprint("clicked to step", s3.current.id)'
+    nb, text = run_notebook(
+        "02_exercises.ipynb", tmp_path, monkeypatch, after={"bmm = mlc_lab.explore(MyBmmRelu)": clicks}
+    )
+    assert "clicked to step 5" in text
+    assert "Exercise 3: batched matmul + relu: not yet" in text
+    assert re.search(r"original [0-9.]+ ms, yours [0-9.]+ ms: [0-9.]+x, correct=True", text)
+    for title in ("Exercise 1: broadcast add", "Exercise 2: 2-D convolution", "Exercise 3: batched matmul + relu"):
+        assert f"{title}: PASSED" in text, title
+
+
+@slow
 def test_03_auto_opt(tmp_path, monkeypatch):
     nb, text = run_notebook("03_auto_opt.ipynb", tmp_path, monkeypatch)
     assert "8 trials per tuning run" in text  # the budget came from MLC_LAB_TRIALS
