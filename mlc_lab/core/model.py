@@ -5,41 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlc_lab.model.steps import (
-    BlockNode,
-    BufferInfo,
-    Change,
-    Decision,
-    FailedAttempt,
-    FuncNode,
-    IterVar,
-    LoopNode,
-    LoopTree,
-    StepSummary,
-    StepView,
-    changed_lines,
-    plain,
-    ref_of,
-    replace,
-)
+from mlc_lab.model import steps as _steps
+from mlc_lab.model.steps import *  # noqa: F403 - the step model, under its old address
 
-__all__ = [
-    "BlockNode",
-    "BufferInfo",
-    "Change",
-    "Decision",
-    "FailedAttempt",
-    "FuncNode",
-    "IterVar",
-    "LoopNode",
-    "LoopTree",
-    "StepSummary",
-    "StepView",
-    "changed_lines",
-    "plain",
-    "ref_of",
-    "replace",
-]
+__all__ = list(_steps.__all__)
 
 # The rest of the model lives with the code that computes it; found here by name, imported on first
 # use (importing this module loads no numpy, TVM or worker).
