@@ -6,26 +6,11 @@ import { AccessPanel, type AccessState } from "./access/panel";
 import { h } from "./lib/dom";
 import { Rpc, bufferText, parseJsonBuffer } from "./lib/rpc";
 import type { LoopTree, TreeNode } from "./lib/types";
-import type { ColorBy } from "./access/color";
+import type { AccessViewTraits } from "./lib/model";
 import type { Region } from "./access/data";
 
 const regionOf = (r: unknown): Region => (r === "touched" || r === "buffer" ? r : "auto");
 
-export interface AccessViewModel {
-  loop_tree_json: DataView | ArrayBuffer | null;
-  current: number | string | null;
-  loop: string;
-  at: Record<string, number>;
-  color_by: ColorBy;
-  warp: number;
-  block: number;
-  time: number;
-  region: Region;
-  sweep_threads: boolean;
-  shape_vars: Record<string, number>;
-  height: string;
-  error: { summary?: string; detail?: string };
-}
 
 /** Loops of a loop tree in program order, with their depth (for the picker). */
 export function loopOptions(tree: LoopTree): Array<{ ref: string; depth: number; label: string }> {
@@ -50,7 +35,7 @@ export class AccessViewWidget {
   private picker: HTMLSelectElement;
   private disposers: Array<() => void> = [];
 
-  constructor(private model: AnyModel<AccessViewModel>) {
+  constructor(private model: AnyModel<AccessViewTraits>) {
     this.rpc = new Rpc(model);
     this.panel = new AccessPanel({
       request: (method, params) => this.rpc.call(method, params),
@@ -102,7 +87,7 @@ export class AccessViewWidget {
   }
 
   private save(s: Partial<AccessState>): void {
-    for (const [k, v] of Object.entries(s)) this.model.set(k as keyof AccessViewModel, v as never);
+    for (const [k, v] of Object.entries(s)) this.model.set(k as keyof AccessViewTraits, v as never);
     this.model.save_changes();
   }
 
@@ -128,7 +113,7 @@ export class AccessViewWidget {
   }
 }
 
-function render({ model, el }: RenderProps<AccessViewModel>) {
+function render({ model, el }: RenderProps<AccessViewTraits>) {
   const view = new AccessViewWidget(model);
   el.classList.add("mlc-lab");
   el.append(view.root);

@@ -5,24 +5,14 @@ import type { AnyModel, RenderProps } from "@anywidget/types";
 import css from "./classroom/classroom.css";
 import { dashboardBody } from "./classroom/dashboard";
 import { boardTable } from "./classroom/leaderboard";
-import { type PolledModel, statusLine } from "./classroom/status";
-import type { Board, Summary } from "./classroom/types";
+import { statusLine } from "./classroom/status";
+import type { ClassDashboardTraits, LeaderboardTraits, PolledTraits } from "./lib/model";
 import { Rpc } from "./lib/rpc";
 import { ensureStyle } from "./lib/theme";
 
 export { css as classroomCss };
 
-interface LeaderboardModel extends PolledModel {
-  board: Board;
-  highlight: string;
-}
-
-interface DashboardModel extends PolledModel {
-  board: Board;
-  summary: Summary;
-}
-
-function mount<M extends PolledModel>(model: AnyModel<M>, el: HTMLElement, cls: string, draw: (rpc: Rpc) => HTMLElement[], traits: string[]) {
+function mount<M extends PolledTraits>(model: AnyModel<M>, el: HTMLElement, cls: string, draw: (rpc: Rpc) => HTMLElement[], traits: string[]) {
   ensureStyle("mlc-lab-classroom-style", css);
   const rpc = new Rpc(model as any);
   const root = document.createElement("div");
@@ -40,7 +30,7 @@ function mount<M extends PolledModel>(model: AnyModel<M>, el: HTMLElement, cls: 
 }
 
 export const leaderboard = {
-  render({ model, el }: RenderProps<LeaderboardModel>) {
+  render({ model, el }: RenderProps<LeaderboardTraits>) {
     return mount(model, el, "mlc-leaderboard", (rpc) => {
       const board = model.get("board") ?? {};
       const n = board.rows?.length ?? 0;
@@ -51,7 +41,7 @@ export const leaderboard = {
 };
 
 export const class_dashboard = {
-  render({ model, el }: RenderProps<DashboardModel>) {
+  render({ model, el }: RenderProps<ClassDashboardTraits>) {
     return mount(model, el, "mlc-class-dashboard", (rpc) => {
       const s = model.get("summary") ?? {};
       const counts = `${s.students ?? 0} students · ${s.submissions ?? 0} submissions${s.queued ? ` · ${s.queued} being graded` : ""}`;

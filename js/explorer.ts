@@ -2,13 +2,13 @@
 
 import type { RenderProps } from "@anywidget/types";
 import { ensureStyle } from "./lib/theme";
-import type { ExplorerModel } from "./lib/types";
+import type { ExplorerTraits } from "./lib/model";
 import css from "./explorer/explorer.css";
 import { ExplorerView } from "./explorer/view";
 import css_class from "./classroom/classroom.css";
 import { SubmitBar } from "./classroom/submit";
 
-function render({ model, el }: RenderProps<ExplorerModel>) {
+function render({ model, el }: RenderProps<ExplorerTraits>) {
   ensureStyle("mlc-lab-explorer-style", css);
   const view = new ExplorerView(model);
   el.classList.add("mlc-lab");

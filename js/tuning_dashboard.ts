@@ -3,10 +3,10 @@
 import type { RenderProps } from "@anywidget/types";
 import { ensureStyle } from "./lib/theme";
 import css from "./tuning/dashboard.css";
-import type { TuningModel } from "./tuning/types";
+import type { TuningTraits } from "./lib/model";
 import { DashboardView } from "./tuning/view";
 
-function render({ model, el, host }: RenderProps<TuningModel>) {
+function render({ model, el, host }: RenderProps<TuningTraits>) {
   ensureStyle("mlc-lab-tuning-style", css);
   const view = new DashboardView(model, host);
   el.classList.add("mlc-lab");

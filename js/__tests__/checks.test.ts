@@ -3,7 +3,7 @@
 // the explorer view with a fake model as Python would set its traits.
 import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
-import { type ChecksReport, evidenceText, hazardMark, taskVerdicts } from "../explorer/checks";
+import { type StepChecks, evidenceText, hazardMark, taskVerdicts } from "../explorer/checks";
 import { markKernel, recordKey } from "../lib/offline";
 import { fakeModel, tick } from "./fixtures";
 
@@ -19,7 +19,7 @@ const HISTORY = [
   { id: 1, parent: 0, kind: "apply", primitive: "split", label: "split(Y/j, factors=[None, 4])" },
 ];
 
-function report(step: number, parallel: boolean, extra: Partial<ChecksReport> = {}): ChecksReport {
+function report(step: number, parallel: boolean, extra: Partial<StepChecks> = {}): StepChecks {
   return {
     step,
     target: "cpu",
@@ -89,7 +89,7 @@ describe("checks panel", () => {
       { title: "Use the cores", checks: ["parallel"], points: 5 },
       { title: "Vectorize", checks: ["vectorize"], points: null },
     ];
-    const hazards = [{ kind: "race", message: "threads 0 and 1 both write Y[0, 0]", where: "Y" }];
+    const hazards = [{ kind: "race" as const, message: "threads 0 and 1 both write Y[0, 0]", where: "Y" }];
     await mount({ checks_setup: { ...SETUP, title: "Lab 2", tasks }, checks: report(1, false, { hazards }) });
     expect($(".mlc-checks-title")!.textContent).toBe("Lab 2");
     const t = $$(".mlc-task");
@@ -105,7 +105,7 @@ describe("checks panel", () => {
   it("marks the history row of the step that creates a hazard, with its sentence on hover", async () => {
     const model = await mount({ checks_setup: SETUP, checks: report(1, true) });
     expect($$(".mlc-hhazard")).toHaveLength(0);
-    const hz = { kind: "out_of_bounds", message: "block Y reads A at index 130 past its end", where: "Y" };
+    const hz = { kind: "out_of_bounds" as const, message: "block Y reads A at index 130 past its end", where: "Y" };
     model.set("hazards", { "1": { new: [hz], count: 1 } });
     await tick();
     const marks = $$(".mlc-hhazard");
@@ -180,7 +180,7 @@ describe("checks helpers", () => {
     );
   });
   it("hazard marks only for hazards a step creates", () => {
-    const z = { kind: "spill", message: "Y_local goes to the stack", where: "gemm" };
+    const z = { kind: "spill" as const, message: "Y_local goes to the stack", where: "gemm" };
     expect(hazardMark({ new: [], count: 1 })).toBeNull();
     expect(hazardMark(undefined)).toBeNull();
     expect(hazardMark({ new: [z, z], count: 3 })!.text).toBe("⚠2");

@@ -3,7 +3,7 @@
 // leaderboard and the teacher's dashboard, each from the plain data the kernel pushes.
 import { afterEach, describe, expect, it } from "vitest";
 import { class_dashboard, leaderboard } from "../classroom";
-import type { Board, Summary } from "../classroom/types";
+import type { Board, ClassSummary as Summary } from "../lib/model";
 import widget from "../explorer";
 import { fakeModel, tick } from "./fixtures";
 
@@ -112,7 +112,7 @@ describe("the leaderboard", () => {
     model.set("error", "the class server at http://127.0.0.1:1 cannot be reached");
     expect(el.querySelector(".mlc-class-error")!.textContent).toContain("cannot be reached");
     (el.querySelector(".mlc-class-refresh") as HTMLButtonElement).click();
-    expect(model.requests().at(-1)).toMatchObject({ method: "refresh" });
+    expect(model.requests().at(-1)).toMatchObject({ method: "class_refresh" });
   });
 });
 

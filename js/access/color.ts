@@ -1,6 +1,8 @@
 // Colour rules of the access view (pure functions, no DOM). The Python snapshot renderer
 // (mlc_lab/widgets/access_view.py: COLORS, heatmap_rgb) follows the same rules.
 
+import type { AccessViewTraits } from "../lib/model";
+
 export type RGB = [number, number, number];
 
 export const PALETTE = {
@@ -23,7 +25,7 @@ export const FUTURE_LEVEL = 0.12;
 /** Brightness of elements outside the picked warp or block. */
 export const OUTSIDE_LEVEL = 0.18;
 
-export type ColorBy = "access" | "order" | "thread" | "block";
+export type ColorBy = AccessViewTraits["color_by"];
 
 export function kindColor(kind: number): RGB {
   return kind === BOTH ? PALETTE.both : kind === WRITE ? PALETTE.write : kind === READ ? PALETTE.read : PALETTE.empty;

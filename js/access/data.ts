@@ -3,7 +3,7 @@
 // mlc_lab/widgets/access_view.py (footprint_payload).
 
 // The payload's types are generated from mlc_lab/model/access_payload.py (js/lib/model.ts).
-import type { ArrayDescr, BufferPayload, FootprintResult } from "../lib/model";
+import type { AccessViewTraits, ArrayDescr, BufferPayload, FootprintResult } from "../lib/model";
 
 export type { ArrayDescr, BufferPayload, BufferStats, EnclosingLoop, FootprintResult, LoopInfo } from "../lib/model";
 
@@ -138,7 +138,7 @@ export function gridOf(shape: number[]): Grid {
 
 /** What a heatmap shows: the whole buffer, the box of touched elements, or (auto) that box with
  * context around it when the whole buffer would show the touched part as a few pixels. */
-export type Region = "auto" | "buffer" | "touched";
+export type Region = AccessViewTraits["region"];
 
 /** The rows and columns of a 2-D slice that a heatmap shows (buffer coordinates). */
 export interface ViewBox {

@@ -10,17 +10,8 @@ import { type RpcReply, RpcFailure } from "../lib/rpc";
 import { type ColorBy, OUTSIDE_LEVEL, PALETTE, type RGB, VISITED_LEVEL, FUTURE_LEVEL, hueColor, orderColor, rgbText, trailSteps } from "./color";
 import { type DecodedBuffer, type Footprint, type FootprintResult, READABLE_CELL_PX, type Region, type SliceMap, cropIndex, decodeFootprint, describeElement, gridOf, indexAt, launchSize, sliceMap, threadText } from "./data";
 
-export interface AccessState {
-  loop: string;
-  at: Record<string, number>;
-  color_by: ColorBy;
-  warp: number; // -1: none
-  block: number; // -1: none
-  time: number; // -1: whole footprint
-  region: Region; // auto: zoom to the touched part (with context) when the whole buffer would hide it
-  sweep_threads: boolean; // enclosing threadIdx loops run over every thread (not fixed at `at`)
-  shape_vars: Record<string, number>; // values of the program's symbolic shapes ({ n: 128 })
-}
+/** The view state: the standalone widget's traits of the same names (mlc_lab.model.traits.AccessViewTraits). */
+export type AccessState = Pick<AccessViewTraits, "loop" | "at" | "color_by" | "warp" | "block" | "time" | "region" | "sweep_threads" | "shape_vars">;
 
 export type PanelRequest = "access_footprint" | "access_gpu_stats";
 
@@ -35,7 +26,7 @@ export interface AccessHost {
 }
 
 // The warp statistics' types are generated from mlc_lab/model/access_payload.py (js/lib/model.ts).
-import type { FootprintParams, GpuStats as GpuStatsResult, GpuStatsParams, RequestParams, RequestResults, WarpAccess } from "../lib/model";
+import type { AccessViewTraits, FootprintParams, GpuStats as GpuStatsResult, GpuStatsParams, RequestParams, RequestResults, WarpAccess } from "../lib/model";
 
 export type { GpuStatsResult, WarpAccess };
 

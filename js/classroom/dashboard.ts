@@ -4,7 +4,10 @@
 import { h } from "../lib/dom";
 import { ms, percent } from "./format";
 import { boardTable } from "./leaderboard";
-import type { Board, Summary } from "./types";
+import type { Board, ClassSummary } from "../lib/model";
+
+/** The summary as the trait holds it: {} before the first refresh. */
+type Summary = Partial<ClassSummary>;
 
 export function passRates(summary: Summary): HTMLElement {
   const tasks = summary.tasks ?? [];
@@ -100,7 +103,7 @@ export function stuckTable(summary: Summary): HTMLElement {
   );
 }
 
-export function dashboardBody(summary: Summary, board: Board): HTMLElement {
+export function dashboardBody(summary: Summary, board: Partial<Board>): HTMLElement {
   const section = (cls: string, title: string, body: HTMLElement) => h("section", { class: `mlc-class-section ${cls}` }, h("h4", {}, title), body);
   return h(
     "div",

@@ -2,9 +2,9 @@
 
 import { h } from "../lib/dom";
 import { ms, points } from "./format";
-import type { Board } from "./types";
+import type { Board } from "../lib/model";
 
-export function boardTable(board: Board, highlight = ""): HTMLElement {
+export function boardTable(board: Partial<Board>, highlight = ""): HTMLElement {
   const rows = board.rows ?? [];
   const tasks = board.tasks ?? [];
   if (!rows.length) return h("div", { class: "mlc-class-empty" }, "No submissions yet.");

@@ -2,16 +2,11 @@
 
 import type { AnyModel } from "@anywidget/types";
 import { h } from "../lib/dom";
+import type { PolledTraits } from "../lib/model";
 import type { Rpc } from "../lib/rpc";
 import { ago } from "./format";
 
-export interface PolledModel {
-  server: string;
-  error: string;
-  updated: number;
-}
-
-export function statusLine(model: AnyModel<PolledModel>, rpc: Rpc, title: string, counts: string): HTMLElement {
+export function statusLine(model: AnyModel<PolledTraits>, rpc: Rpc, title: string, counts: string): HTMLElement {
   const err = model.get("error");
   return h(
     "div",
@@ -20,6 +15,6 @@ export function statusLine(model: AnyModel<PolledModel>, rpc: Rpc, title: string
     h("span", { class: "mlc-class-counts" }, counts),
     h("span", { class: "mlc-spacer" }),
     err ? h("span", { class: "mlc-class-error", title: err }, `⚠ ${err}`) : h("span", { class: "mlc-class-updated", title: model.get("server") }, `updated ${ago(model.get("updated"))}`),
-    h("button", { class: "mlc-class-refresh", title: "Refresh now", onclick: () => void rpc.call("refresh").catch(() => undefined) }, "⟳"),
+    h("button", { class: "mlc-class-refresh", title: "Refresh now", onclick: () => void rpc.call("class_refresh").catch(() => undefined) }, "⟳"),
   );
 }

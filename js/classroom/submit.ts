@@ -6,12 +6,10 @@
 import type { AnyModel } from "@anywidget/types";
 import { h } from "../lib/dom";
 import { Rpc, RpcFailure } from "../lib/rpc";
-import type { ClassSubmission } from "./types";
+import type { ExplorerTraits } from "../lib/model";
 
-export interface SubmitModel {
-  classroom: { server?: string };
-  class_submission: ClassSubmission;
-}
+/** The explorer's traits the Submit bar reads (mlc_lab.model.traits.ExplorerTraits). */
+export type SubmitModel = Pick<ExplorerTraits, "classroom" | "class_submission">;
 
 const NAME_KEY = "mlc-lab-class-pseudonym";
 

@@ -6,61 +6,14 @@
 // step's checks need a kernel.
 
 import { h } from "../lib/dom";
+import { type CheckLine, type ChecksSetup, type ChecksTask, HAZARD_KINDS, type HazardInfo, type StepChecks, type StepHazards } from "../lib/model";
 import type { StepId } from "../lib/types";
 
-/** One verdict (mlc_lab.core.check_types.CheckResult.to_json, with the check's title). */
-export interface CheckLine {
-  name: string;
-  title: string;
-  ok: boolean;
-  message: string;
-  where: string | null;
-  evidence: Record<string, unknown>;
-}
+// The panel's wire is generated from mlc_lab/model/checks.py (js/lib/model.ts).
+export type { CheckLine, ChecksSetup, HazardInfo, StepChecks, StepHazards } from "../lib/model";
 
-/** mlc_lab.core.check_types.Hazard.to_json */
-export interface HazardInfo {
-  kind: string;
-  message: string;
-  where: string | null;
-}
-
-export interface ChecksReport {
-  step: StepId;
-  target?: "cpu" | "cuda" | null;
-  checks?: CheckLine[];
-  hazards?: HazardInfo[];
-  ms?: number;
-  error?: string;
-}
-
-export interface TaskInfo {
-  title: string;
-  checks: string[];
-  points?: number | null;
-}
-
-export interface ChecksSetup {
-  available?: boolean;
-  title?: string | null;
-  target?: string | null;
-  names?: string[] | null;
-  tasks?: TaskInfo[];
-}
-
-/** The hazards a step created (its parent did not have them) and how many it has: the history's ⚠. */
-export interface StepHazards {
-  new: HazardInfo[];
-  count: number;
-}
-
-export const HAZARD_NAMES: Record<string, string> = {
-  race: "race",
-  out_of_bounds: "out of bounds",
-  thread_extent: "thread extent",
-  spill: "spill",
-  limit: "limit",
-};
+/** What the page calls a hazard's kind. */
+export const hazardName = (kind: string): string => (HAZARD_KINDS as Record<string, string>)[kind] ?? kind;
 
 const NO_KERNEL = "need a running kernel: this saved view recorded the checks of the steps shown while it ran. Re-run the notebook to check this one.";
 
@@ -86,18 +39,18 @@ function formatValue(v: unknown): string {
 }
 
 /** Whether a report is about the step shown. */
-export function reportFor(report: ChecksReport | Record<string, never> | null | undefined, step: StepId): ChecksReport | null {
-  return report && "step" in report && String(report.step) === String(step) ? (report as ChecksReport) : null;
+export function reportFor(report: StepChecks | Record<string, never> | null | undefined, step: StepId): StepChecks | null {
+  return report && "step" in report && String(report.step) === String(step) ? (report as StepChecks) : null;
 }
 
 /** "4/6" and the number of hazards, for the tab's label. */
-export function checksBadge(report: ChecksReport | null): { passed: number; total: number; hazards: number } | null {
+export function checksBadge(report: StepChecks | null): { passed: number; total: number; hazards: number } | null {
   if (!report || report.error || !report.checks) return null;
   return { passed: report.checks.filter((c) => c.ok).length, total: report.checks.length, hazards: report.hazards?.length ?? 0 };
 }
 
 /** The tasks with their verdicts (a task holds when each of its checks does), or null without tasks. */
-export function taskVerdicts(setup: ChecksSetup, report: ChecksReport): Array<{ task: TaskInfo; ok: boolean; lines: CheckLine[] }> | null {
+export function taskVerdicts(setup: ChecksSetup, report: StepChecks): Array<{ task: ChecksTask; ok: boolean; lines: CheckLine[] }> | null {
   if (!setup.tasks?.length) return null;
   const byName = new Map((report.checks ?? []).map((c) => [c.name, c]));
   return setup.tasks.map((task) => {
@@ -112,7 +65,7 @@ export function hazardMark(entry: StepHazards | undefined): { text: string; titl
   if (!made.length) return null;
   return {
     text: made.length > 1 ? `⚠${made.length}` : "⚠",
-    title: `This step creates ${made.length === 1 ? "a hazard" : `${made.length} hazards`}:\n${made.map((z) => `• ${HAZARD_NAMES[z.kind] ?? z.kind}: ${z.message}`).join("\n")}`,
+    title: `This step creates ${made.length === 1 ? "a hazard" : `${made.length} hazards`}:\n${made.map((z) => `• ${hazardName(z.kind)}: ${z.message}`).join("\n")}`,
   };
 }
 
@@ -122,20 +75,20 @@ export interface ChecksPanelHost {
   /** Select a loop or block by its name (the tree, the code, the primitives follow). */
   pick(name: string): void;
   /** A saved view: the recorded report of a step, or null when none was recorded. */
-  recorded(step: StepId): Promise<ChecksReport | null>;
+  recorded(step: StepId): Promise<StepChecks | null>;
 }
 
 export interface ChecksState {
   setup: ChecksSetup;
-  report: ChecksReport | Record<string, never> | null;
+  report: StepChecks | Record<string, never> | null;
   step: StepId;
   live: boolean;
 }
 
 export class ChecksPanel {
   readonly el: HTMLElement;
-  private last: ChecksReport | null = null; // the last report shown (kept, dimmed, while the next is computed)
-  private offline = new Map<string, ChecksReport | null | "pending">();
+  private last: StepChecks | null = null; // the last report shown (kept, dimmed, while the next is computed)
+  private offline = new Map<string, StepChecks | null | "pending">();
   private step: StepId | null = null; // the step last asked about
   private shown = "";
 
@@ -144,7 +97,7 @@ export class ChecksPanel {
   }
 
   /** Draw the checks of `state.step`; returns the report shown (null when none is). */
-  update(state: ChecksState): ChecksReport | null {
+  update(state: ChecksState): StepChecks | null {
     const { setup, step, live } = state;
     if (!setup.available) {
       this.draw(`none`, [h("div", { class: "mlc-muted mlc-checks-note" }, "This session has no named checks (it is not a mlc_lab Session).")]);
@@ -190,7 +143,7 @@ export class ChecksPanel {
     this.el.replaceChildren(...children);
   }
 
-  private head(setup: ChecksSetup, report: ChecksReport | null, pendingStep: StepId | null = null): HTMLElement {
+  private head(setup: ChecksSetup, report: StepChecks | null, pendingStep: StepId | null = null): HTMLElement {
     const target = report?.target ?? setup.target;
     const badge = checksBadge(report);
     return h(
@@ -209,7 +162,7 @@ export class ChecksPanel {
     );
   }
 
-  private lines(setup: ChecksSetup, report: ChecksReport, stale: boolean): HTMLElement[] {
+  private lines(setup: ChecksSetup, report: StepChecks, stale: boolean): HTMLElement[] {
     const out: HTMLElement[] = [];
     const hazards = report.hazards ?? [];
     if (hazards.length)
@@ -220,7 +173,7 @@ export class ChecksPanel {
           h("div", { class: "mlc-checks-group" }, `Hazards (${hazards.length})`),
           ...hazards.map((z) =>
             this.line(
-              { cls: "mlc-hazard", mark: "⚠", title: HAZARD_NAMES[z.kind] ?? z.kind, message: z.message, where: z.where, hover: `${HAZARD_NAMES[z.kind] ?? z.kind}: ${z.message}` },
+              { cls: "mlc-hazard", mark: "⚠", title: hazardName(z.kind), message: z.message, where: z.where, hover: `${hazardName(z.kind)}: ${z.message}` },
               { hazard: z.kind },
             ),
           ),

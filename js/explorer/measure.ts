@@ -8,10 +8,7 @@ import type { StepId, StepInfo } from "../lib/types";
 /** Each measured step's Measurement (generated from mlc_lab/model/measurement.py), by step id. */
 export type Measurements = Record<string, Measurement>;
 
-export interface MeasuringInfo {
-  step: StepId;
-  target: string;
-}
+export type { MeasuringInfo } from "../lib/model";
 
 const SVG = "http://www.w3.org/2000/svg";
 

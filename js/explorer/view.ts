@@ -10,10 +10,10 @@ import { ERROR_KINDS, type Measurement, type RequestParams } from "../lib/model"
 
 /** The requests that change the session: Python answers with the new state (and maybe a selection). */
 type StepRequest = "apply" | "goto" | "set_decision" | "replay";
-import { kernelLive, recordData, recordedModel, recordedReply } from "../lib/offline";
+import { kernelLive, recordData, recordedModel, recordedReply, recordedResult } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
-import type { ExplorerError, ExplorerModel, FailureInfo, HistoryDelta, RecordCut, Selection, StepData, StepId } from "../lib/types";
-import { ChecksPanel, type ChecksReport, type ChecksSetup, type StepHazards, checksBadge, hazardMark, reportFor } from "./checks";
+import type { ExplorerError, ExplorerTraits, FailureInfo, HistoryDelta, RecordCut, Selection, StepData, StepId } from "../lib/types";
+import { ChecksPanel, type StepChecks, type ChecksSetup, type StepHazards, checksBadge, hazardMark, reportFor } from "./checks";
 import { CodeView, type DiffMode, type Marks } from "./code";
 import { CompilerPanel } from "./compiler";
 import { CudaPanel } from "./cuda";
@@ -28,17 +28,7 @@ import { TracePanel } from "./trace";
 import { type Entry, TreeIndex, lineSpan } from "./tree";
 import { renderTree } from "./tree_view";
 
-/** The explorer's traits, with the measurements (js/lib/types.ts has the rest). */
-export interface MeasuredExplorerModel extends ExplorerModel {
-  measurements: Measurements;
-  measuring: MeasuringInfo | Record<string, never>;
-  // the Checks panel (js/explorer/checks.ts; mlc_lab/widgets/checks_panel.py)
-  checks_setup: ChecksSetup;
-  checks: ChecksReport | Record<string, never>;
-  hazards: Record<string, StepHazards>;
-}
-
-type Model = AnyModel<MeasuredExplorerModel>;
+type Model = AnyModel<ExplorerTraits>;
 
 /** The note that moves the kernel's Session to the step the page shows (mlc_lab/widgets/explorer.py, FOLLOW). */
 export const FOLLOW = "mlc-follow";
@@ -93,7 +83,7 @@ export class ExplorerView {
   // Every step this page has held (the `step` trait's bytes, as sent or recorded), by id: undo,
   // redo, go to step and diffs are answered from these, live and offline alike (see moveTo).
   private held = new Map<string, DataView>();
-  private reports = new Map<string, ChecksReport>(); // step id -> its checks report, as sent
+  private reports = new Map<string, StepChecks>(); // step id -> its checks report, as sent
   private pendingClick: {
     t0: number;
     primitive: string;
@@ -122,8 +112,8 @@ export class ExplorerView {
   private cur: StepData; // the current step, decoded from the `step` trait
   private history = new History();
 
-  constructor(model: AnyModel<ExplorerModel>) {
-    this.model = model as unknown as Model;
+  constructor(model: AnyModel<ExplorerTraits>) {
+    this.model = model;
     this.rpc = new Rpc(model);
     this.measureRpc = { rpc: new Rpc(model, 300_000) };
     this.cur = this.hold();
@@ -208,7 +198,7 @@ export class ExplorerView {
     this.historyTab = h("div", { class: "mlc-history-tab" }, this.historyHost, this.plotHost);
     this.checksPanel = new ChecksPanel({
       pick: (name) => this.selectName(name),
-      recorded: async (step) => ((await recordedReply(model, "checks", { step }))?.result as ChecksReport | null) ?? null,
+      recorded: (step) => recordedResult(model, "checks", { step }),
     });
     this.tabs = { history: this.historyTab, trace: this.trace.el, checks: this.checksPanel.el };
     const tabBar = h("div", { class: "mlc-tabs" });
@@ -250,19 +240,19 @@ export class ExplorerView {
     keepKeys(this.root);
     this.showTab("history");
 
-    const watch = (name: keyof MeasuredExplorerModel, cb = () => this.invalidate(name)) => {
+    const watch = (name: keyof ExplorerTraits, cb = () => this.invalidate(name)) => {
       model.on(`change:${name}`, cb);
       this.disposers.push(() => model.off(`change:${name}`, cb));
     };
     for (const name of ["failures", "selection", "error", "height", "measurements", "measuring", "hazards"] as const) watch(name);
     // Each step's checks report is kept: back at a step, the page shows it (Python sends it once).
     watch("checks", () => {
-      const report = this.model.get("checks") as ChecksReport | Record<string, never>;
-      if (report && "step" in report) this.reports.set(String(report.step), report as ChecksReport);
+      const report = this.model.get("checks") as StepChecks | Record<string, never>;
+      if (report && "step" in report) this.reports.set(String(report.step), report as StepChecks);
       this.invalidate("checks");
     });
-    const firstReport = model.get("checks" as never) as unknown as ChecksReport | Record<string, never> | undefined;
-    if (firstReport && "step" in firstReport) this.reports.set(String(firstReport.step), firstReport as ChecksReport);
+    const firstReport = model.get("checks" as never) as unknown as StepChecks | Record<string, never> | undefined;
+    if (firstReport && "step" in firstReport) this.reports.set(String(firstReport.step), firstReport as StepChecks);
     watch("checks_setup", () => {
       this.reports.clear();
       this.invalidate("checks_setup");

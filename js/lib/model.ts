@@ -1,4 +1,4 @@
-// Generated from mlc_lab/model/ (steps, measurement, access_payload, tuning_view, lowering, errors) by `python -m mlc_lab.core.model_ts`: do not edit.
+// Generated from mlc_lab/model/ by `python -m mlc_lab.core.model_ts`: do not edit.
 
 export const QUIET_CORES = 0.25;
 export const PARALLEL_FLOOR = 0.8;
@@ -38,6 +38,13 @@ export const ERROR_KINDS = {
   error: {"means": "another error mlc_lab raised on purpose", "transient": false, "measurement": false},
 } as const;
 export type ErrorKind = keyof typeof ERROR_KINDS;
+
+/** Every kind of GPU kernel hazard, and what the page calls it. */
+export const HAZARD_KINDS = {"race": "race", "out_of_bounds": "out of bounds", "thread_extent": "thread extent", "spill": "spill", "limit": "limit", "allocation": "allocation"} as const;
+export type HazardKind = keyof typeof HAZARD_KINDS;
+
+/** A Bytes trait as the page reads it. */
+export type Bytes = DataView | ArrayBuffer | Uint8Array | null | undefined;
 
 export interface BufferInfo {
   name: string;
@@ -122,6 +129,13 @@ export interface StepSummary {
   label: string;
 }
 
+/** The summaries of steps `from`, `from + 1`, ... (from 0: the whole list). */
+export interface HistoryResult {
+  from: number;
+  steps: StepSummary[];
+  visited?: Record<string, number | string>;
+}
+
 /** A step that was tried and failed, kept in the session's history (``Session.failed``). */
 export interface FailedAttempt {
   id: number;
@@ -131,6 +145,21 @@ export interface FailedAttempt {
   summary: string;
   detail: string;
   involved: string[];
+}
+
+/** Everything a view shows of one step, computed once when the step is first looked at. */
+export interface StepView {
+  id: number;
+  parent: number | null;
+  kind: string;
+  primitive: string | null;
+  label: string;
+  script: string;
+  loop_tree: LoopTree;
+  trace: string;
+  changed_lines: number[];
+  created: string[];
+  decisions: Decision[];
 }
 
 /** One timing of one program. Times are seconds; `error` is set (and the numbers are empty) */
@@ -176,21 +205,6 @@ export const EMPTY_MEASUREMENT: Measurement = {"latency_s": null, "std_s": null,
 export const MEASUREMENT_HOVER: ReadonlyArray<{ field: keyof Measurement; label: string; unit: string }> = [
   {"field": "build_s", "label": "build", "unit": "s"},
 ];
-
-/** Everything a view shows of one step, computed once when the step is first looked at. */
-export interface StepView {
-  id: number;
-  parent: number | null;
-  kind: string;
-  primitive: string | null;
-  label: string;
-  script: string;
-  loop_tree: LoopTree;
-  trace: string;
-  changed_lines: number[];
-  created: string[];
-  decisions: Decision[];
-}
 
 /** A loop as the memory view names it. */
 export interface LoopInfo {
@@ -469,6 +483,173 @@ export interface Lowering {
   timings: Record<string, number>;
 }
 
+/** One line of the Checks panel: a verdict (``CheckResult.to_json``) and the check's title. */
+export interface CheckLine {
+  name: string;
+  title: string;
+  ok: boolean;
+  message: string;
+  where: string | null;
+  evidence: Record<string, unknown>;
+}
+
+/** A hazard as it crosses to the page (``Hazard.to_json``). */
+export interface HazardInfo {
+  kind: HazardKind;
+  message: string;
+  where: string | null;
+}
+
+/** The Checks panel's report of one step (or why it could not be computed: ``error``). */
+export interface StepChecks {
+  step: number | string;
+  target?: "cpu" | "cuda" | null;
+  checks?: CheckLine[];
+  hazards?: HazardInfo[];
+  ms?: number;
+  error?: string;
+}
+
+/** A group of checks the panel lists under one title (an assignment's task). */
+export interface ChecksTask {
+  title: string;
+  checks: string[];
+  points?: number | null;
+}
+
+/** What the Checks panel lists (``{"available": False}``: the session cannot check). */
+export interface ChecksSetup {
+  available?: boolean;
+  title?: string | null;
+  target?: string | null;
+  names?: string[] | null;
+  tasks?: ChecksTask[];
+}
+
+/** The hazards a step created (its parent did not have them) and how many it has: the history's mark. */
+export interface StepHazards {
+  new: HazardInfo[];
+  count: number;
+}
+
+/** The leaderboard (``/api/leaderboard``; ``title``: the server adds the assignment's). */
+export interface Board {
+  title?: string;
+  max_score: number;
+  tasks: ClassTask[];
+  rows: BoardRow[];
+  submissions: number;
+  queued: number;
+}
+
+/** One pseudonym on the leaderboard: its best score, the tasks it passed, its fastest passing latency. */
+export interface BoardRow {
+  name: string;
+  rank: number;
+  score: number;
+  tasks_passed: string[];
+  best_latency_ms: number | null;
+  submissions: number;
+}
+
+/** The explorer's Submit bar (its ``class_submission`` trait; {} before the first submission). */
+export interface ClassSubmission {
+  state?: "sending" | "graded" | "queued" | "error";
+  name?: string;
+  step?: number | string;
+  text?: string;
+  verdict?: Verdict;
+}
+
+/** The teacher's view of a class (``/api/summary``). */
+export interface ClassSummary {
+  title?: string;
+  students: number;
+  submissions: number;
+  queued: number;
+  tasks: TaskRate[];
+  latency: LatencySpread;
+  common_failures: CommonFailure[];
+  stuck: StuckStudent[];
+}
+
+/** One task of the class's assignment. */
+export interface ClassTask {
+  name: string;
+  title: string;
+  points: number;
+}
+
+/** A failure message, how often it was met and by how many students (task null: not graded at all). */
+export interface CommonFailure {
+  task: string | null;
+  message: string;
+  count: number;
+  students: number;
+}
+
+/** Each student's best passing latency, and their minimum, median and maximum. */
+export interface LatencySpread {
+  students: StudentLatency[];
+  min?: number;
+  median?: number;
+  max?: number;
+}
+
+export interface StudentLatency {
+  name: string;
+  latency_ms: number;
+}
+
+/** The first task a student has not passed, and how often they failed it. */
+export interface StuckStudent {
+  name: string;
+  task: string;
+  failed_attempts: number;
+  stuck: boolean;
+  last_message: string | null;
+}
+
+/** How many of the students who handed anything in passed one task. */
+export interface TaskRate {
+  name: string;
+  title: string;
+  passed: number;
+  students: number;
+  pass_rate: number;
+}
+
+/** One task of a graded submission. */
+export interface TaskVerdict {
+  name: string;
+  title: string | null;
+  points: number | null;
+  max_points: number | null;
+  passed: boolean | null;
+  messages: string[] | null;
+}
+
+/** One submission as its student sees it (no trace); the rest once it is graded. */
+export interface Verdict {
+  id: number;
+  name: string;
+  task: string | null;
+  status: string;
+  submitted_at: number;
+  score?: number | null;
+  max_score?: number | null;
+  passing?: boolean;
+  latency_ms?: number | null;
+  error?: string | null;
+  tasks?: TaskVerdict[];
+  hazards?: unknown[];
+  correct?: unknown;
+  timing?: unknown;
+  timing_error?: string | null;
+  rank?: number | null;
+  students?: number;
+}
+
 /** A failed request's answer: one sentence, and what else the error knows. */
 export interface ErrorInfo {
   summary: string;
@@ -480,9 +661,194 @@ export interface ErrorInfo {
   shape_vars?: string[];
 }
 
-/** A step of the history (default: the current one). */
-export interface MaybeStepParams {
-  step?: number | string | null;
+/** Why the memory view shows no footprint of ``loop``. */
+export interface AccessError {
+  summary: string;
+  type?: ErrorKind;
+  detail?: string;
+  involved?: string[];
+  primitive?: string;
+  line?: number | null;
+  shape_vars?: string[];
+  loop: string;
+}
+
+/** mlc_lab.widgets.AccessView. */
+export interface AccessViewTraits {
+  _mlc_entry: string;
+  _mlc_front_end: string;
+  _mlc_recorded: Record<string, string>;
+  loop_tree_json: Bytes;
+  current: number | string | null;
+  loop: string;
+  at: Record<string, number>;
+  color_by: "access" | "order" | "thread" | "block";
+  warp: number;
+  block: number;
+  time: number;
+  region: "auto" | "buffer" | "touched";
+  sweep_threads: boolean;
+  shape_vars: Record<string, number>;
+  height: string;
+  error: AccessError | Empty;
+}
+
+/** mlc_lab.widgets.classroom.ClassDashboard. */
+export interface ClassDashboardTraits {
+  _mlc_entry: string;
+  _mlc_front_end: string;
+  _mlc_recorded: Record<string, string>;
+  server: string;
+  error: string;
+  updated: number;
+  refresh_s: number;
+  summary: ClassSummary | Empty;
+  board: Board | Empty;
+}
+
+/** The class server the Submit bar hands steps in to. */
+export interface ClassroomInfo {
+  server: string;
+}
+
+/** ``{}``: a dict trait with nothing to show yet. */
+export type Empty = Record<string, never>;
+
+/** The explorer's banner: the last failed click, with what it was (``source``) and a fresh ``id``. */
+export interface ExplorerError {
+  summary: string;
+  type?: ErrorKind;
+  detail?: string;
+  involved?: string[];
+  primitive?: string;
+  line?: number | null;
+  shape_vars?: string[];
+  id: number;
+  source: string;
+  label?: string;
+}
+
+/** mlc_lab.widgets.Explorer. */
+export interface ExplorerTraits {
+  _mlc_entry: string;
+  _mlc_front_end: string;
+  _mlc_recorded: Record<string, string>;
+  func: string;
+  step: Bytes;
+  history: HistoryResult | Empty;
+  selection: Selection | Empty;
+  error: ExplorerError | Empty;
+  failures: FailedAttempt[];
+  height: string;
+  record_cut: RecordCut | Empty;
+  measurements: Record<string, Measurement>;
+  measuring: MeasuringInfo | Empty;
+  checks_setup: ChecksSetup;
+  checks: StepChecks | Empty;
+  hazards: Record<string, StepHazards>;
+  classroom: ClassroomInfo | Empty;
+  class_submission: ClassSubmission;
+  compiler_target: string;
+}
+
+/** mlc_lab.widgets.classroom.Leaderboard. */
+export interface LeaderboardTraits {
+  _mlc_entry: string;
+  _mlc_front_end: string;
+  _mlc_recorded: Record<string, string>;
+  server: string;
+  error: string;
+  updated: number;
+  refresh_s: number;
+  board: Board | Empty;
+  highlight: string;
+}
+
+/** The measurement in flight: its step and target. */
+export interface MeasuringInfo {
+  step: number | string;
+  target: string;
+}
+
+/** What a class widget refreshed from the class server syncs. */
+export interface PolledTraits {
+  _mlc_entry: string;
+  _mlc_front_end: string;
+  _mlc_recorded: Record<string, string>;
+  server: string;
+  error: string;
+  updated: number;
+  refresh_s: number;
+}
+
+/** What the saved record leaves out (steps beyond ``max_steps``, replies dropped for room). */
+export interface RecordCut {
+  max_steps: number;
+  steps: number;
+  steps_recorded: number;
+  replies_dropped: number;
+}
+
+/** What every mlc_lab widget syncs: which view draws it, where its code is, its saved records. */
+export interface RpcTraits {
+  _mlc_entry: string;
+  _mlc_front_end: string;
+  _mlc_recorded: Record<string, string>;
+}
+
+/** The loop or block picked (qualified name when it has one). */
+export interface Selection {
+  kind: "loop" | "block" | "func";
+  name: string;
+}
+
+/** mlc_lab.widgets.TuningDashboard. */
+export interface TuningTraits {
+  _mlc_entry: string;
+  _mlc_front_end: string;
+  _mlc_recorded: Record<string, string>;
+  work_dir: string;
+  func: string;
+  target: string;
+  settings: string;
+  status: string;
+  job_error: string;
+  done: number;
+  total: number;
+  latency: Bytes;
+  elapsed: Bytes;
+  phase: string;
+  pending: Bytes;
+  stopped_early: string;
+  roof: Roof;
+  flops: number;
+  best: BestTrial;
+  failed_count: number;
+  failures: FailureItem[];
+  selected: number;
+  detail: TrialDetail | Empty;
+  notice: string;
+  explorer: string | null;
+  updated_at: number;
+  height: string;
+}
+
+/** A view's request: ``method`` is a key of :data:`REQUESTS`, ``id`` correlates the response. */
+export interface RequestMessage {
+  kind: "mlc-request";
+  id: string;
+  method: string;
+  params: Record<string, unknown>;
+}
+
+/** The answer to a request (its buffers travel beside it): ``result`` when ``ok``, else ``error``. */
+export interface ResponseMessage {
+  kind: "mlc-response";
+  id: string;
+  ok: boolean;
+  elapsed_ms: number;
+  result?: unknown;
+  error?: ErrorInfo;
 }
 
 /** One CUDA kernel of a step, with its launch facts. */
@@ -511,13 +877,6 @@ export interface StepResult {
 
 /** No parameters. */
 export type NoParams = Record<string, never>;
-
-/** The summaries of steps `from`, `from + 1`, ... (from 0: the whole list). */
-export interface HistoryResult {
-  from: number;
-  steps: StepSummary[];
-  visited?: Record<string, number | string>;
-}
 
 /** A sampled decision's new value (by its index in the trace). */
 export interface SetDecisionParams {
@@ -553,6 +912,12 @@ export interface MeasureParams {
   step?: number | string | null;
 }
 
+/** A step's new measurement (``target`` as the page names it: "cpu", "cuda"). */
+export interface MeasureResult {
+  step: number | string;
+  measurement: Measurement;
+}
+
 /** A step's CUDA source (and its PTX). */
 export interface CudaSourceParams {
   step?: number | string | null;
@@ -574,6 +939,9 @@ export interface LowerParams {
   target?: string;
 }
 
+/** Nothing to answer but that it was done. */
+export type NoResult = Record<string, never>;
+
 /** A loop or block picked by name (none: the selection is cleared). */
 export interface SelectNameParams {
   name: string | null;
@@ -582,13 +950,23 @@ export interface SelectNameParams {
 
 /** The selection after a pick by name (empty: none). */
 export interface SelectionResult {
-  selection: Record<string, unknown>;
+  selection: Selection | Empty;
 }
 
 /** A student's name and the class task the current step is submitted for. */
 export interface ClassSubmitParams {
   name?: string;
   task?: string | null;
+}
+
+/** The step handed in; its verdict arrives in the ``class_submission`` trait. */
+export interface SubmitResult {
+  step: number | string;
+}
+
+/** A step of the history (default: the current one). */
+export interface MaybeStepParams {
+  step?: number | string | null;
 }
 
 /** The loop whose footprint is drawn, where the enclosing loops stand, and the shapes' values. */
@@ -608,9 +986,24 @@ export interface GpuStatsParams {
   shape_vars?: Record<string, unknown> | null;
 }
 
+/** The tuning job's status after the request ("running", "cancelling", "done", ...). */
+export interface JobStatus {
+  status: string;
+}
+
 /** A tuning trial (default: the best). */
 export interface OpenTrialParams {
   trial?: number | null;
+}
+
+/** What the dashboard says about the request (an explorer opened on a trial). */
+export interface NoticeResult {
+  notice: string;
+}
+
+/** Why the refresh failed ("" when it worked). */
+export interface RefreshResult {
+  error: string;
 }
 
 /** Every request a widget answers (mlc_lab/model/requests.py): background, kept replies (0: not
@@ -630,15 +1023,19 @@ export const REQUESTS = {
   lower: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["bad_target", "build", "unknown_step", "usage"]},
   clear_error: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
   select_name: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["unknown_name"]},
-  class_submit: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["usage", "error"]},
+  class_submit: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["usage", "busy", "error"]},
+  checks: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["unknown_step"]},
   access_footprint: {"background": false, "keep": 2, "step_implied": true, "buffers": true, "errors": ["unknown_loop", "unknown_name", "too_large", "analysis", "usage"]},
   access_gpu_stats: {"background": false, "keep": 2, "step_implied": true, "buffers": false, "errors": ["unknown_loop", "unknown_name", "too_large", "analysis", "usage"]},
   export_html: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": []},
   cancel: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
   open_in_explorer: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["tune", "usage"]},
   refresh: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
+  class_refresh: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
 } as const;
 export type RequestName = keyof typeof REQUESTS;
+export const REQUEST = "mlc-request";
+export const RESPONSE = "mlc-response";
 
 /** The requests that ask about the current step without naming it. */
 export const STEP_IMPLIED: ReadonlySet<string> = new Set(["access_footprint", "access_gpu_stats"]);
@@ -660,12 +1057,14 @@ export interface RequestParams {
   clear_error: NoParams;
   select_name: SelectNameParams;
   class_submit: ClassSubmitParams;
+  checks: MaybeStepParams;
   access_footprint: FootprintParams;
   access_gpu_stats: GpuStatsParams;
   export_html: NoParams;
   cancel: NoParams;
   open_in_explorer: OpenTrialParams;
   refresh: NoParams;
+  class_refresh: NoParams;
 }
 
 /** Each request's result (the reply's JSON; its buffers travel beside it). */
@@ -679,18 +1078,20 @@ export interface RequestResults {
   redo: StepResult;
   script_at: TextResult;
   export_trace: TextResult;
-  measure: Record<string, unknown>;
+  measure: MeasureResult;
   cuda_source: CudaSource;
   lower: Lowering;
-  clear_error: Record<string, unknown>;
+  clear_error: NoResult;
   select_name: SelectionResult;
-  class_submit: Record<string, unknown>;
+  class_submit: SubmitResult;
+  checks: StepChecks;
   access_footprint: FootprintResult;
   access_gpu_stats: GpuStats;
   export_html: TextResult;
-  cancel: Record<string, unknown>;
-  open_in_explorer: Record<string, unknown>;
-  refresh: Record<string, unknown>;
+  cancel: JobStatus;
+  open_in_explorer: NoticeResult;
+  refresh: JobStatus;
+  class_refresh: RefreshResult;
 }
 
 /** JSON with sorted keys and no spaces: Python's json.dumps(sort_keys=True, separators=(",", ":")). */

@@ -2,7 +2,7 @@
 // The loader marks the model with a liveness test; Rpc answers requests on an offline model at once
 // with a plain "needs a running kernel" error, which the views already show like any other error.
 
-import { type ErrorInfo, canonicalJson, recordKey } from "./model";
+import { type ErrorInfo, type RequestName, type RequestParams, type RequestResults, canonicalJson, recordKey } from "./model";
 
 // The record key is generated with the table of requests (mlc_lab/model/requests.py -> js/lib/model.ts).
 export { canonicalJson, recordKey };
@@ -128,6 +128,13 @@ export async function recordData(rec: { get(name: string): any }): Promise<DataV
 }
 
 const isBytes = (b: unknown) => b instanceof DataView || b instanceof ArrayBuffer || ArrayBuffer.isView(b);
+
+/** The result recorded for a request of the table (mlc_lab/model/requests.py), typed by it; null when
+ *  none was recorded or the recorded reply is an error. */
+export async function recordedResult<K extends RequestName>(model: object, method: K, params: RequestParams[K]): Promise<RequestResults[K] | null> {
+  const answer = await recordedReply(model, method, params as Record<string, unknown>);
+  return answer && !answer.error ? (answer.result as RequestResults[K]) : null;
+}
 
 /** A recorded reply to ``method(params)``, or null. */
 export async function recordedReply(model: object, method: string, params: Record<string, unknown>): Promise<OfflineAnswer | null> {

@@ -1,11 +1,10 @@
 // Request/response over anywidget custom messages, correlated by id (the quak pattern).
 // Python side: mlc_lab/widgets/_base.py (RpcWidget). Kept free of DOM so every widget can share it.
 
-import type { ErrorInfo, RequestName, RequestParams, RequestResults } from "./model";
+import { type ErrorInfo, REQUEST, RESPONSE, type RequestMessage, type RequestName, type RequestParams, type RequestResults, type ResponseMessage } from "./model";
 import { NEEDS_KERNEL, kernelLive, offlineHandler, recordedReply, refused } from "./offline";
 
-export const REQUEST = "mlc-request";
-export const RESPONSE = "mlc-response";
+export { REQUEST, RESPONSE };
 
 /** A failed request's answer (generated from mlc_lab/model/errors.py: its `type` is one of ERROR_KINDS). */
 export type RpcError = ErrorInfo;
@@ -41,7 +40,7 @@ let counter = 0;
 export class Rpc {
   private pending = new Map<string, Pending>();
   private readonly prefix = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
-  private readonly onMessage = (msg: any, buffers: DataView[] = []) => {
+  private readonly onMessage = (msg: ResponseMessage | null | undefined, buffers: DataView[] = []) => {
     if (!msg || msg.kind !== RESPONSE || typeof msg.id !== "string") return;
     const entry = this.pending.get(msg.id);
     if (!entry) return; // another view's request, or a late answer
@@ -85,7 +84,8 @@ export class Rpc {
             }, this.timeoutMs)
           : null;
       this.pending.set(id, { resolve, reject, timer });
-      this.model.send({ kind: REQUEST, id, method, params }, undefined, buffers);
+      const message: RequestMessage = { kind: REQUEST, id, method, params: params as Record<string, unknown> };
+      this.model.send(message, undefined, buffers);
     });
   }
 
@@ -109,14 +109,14 @@ export class Rpc {
 }
 
 /** Decode a UTF-8 text payload sent by Python as a binary buffer. */
-export function bufferText(view: DataView | ArrayBuffer | undefined): string {
+export function bufferText(view: ArrayBufferView | ArrayBuffer | null | undefined): string {
   if (!view) return "";
-  const bytes = view instanceof DataView ? new Uint8Array(view.buffer, view.byteOffset, view.byteLength) : new Uint8Array(view);
+  const bytes = ArrayBuffer.isView(view) ? new Uint8Array(view.buffer, view.byteOffset, view.byteLength) : new Uint8Array(view);
   return new TextDecoder().decode(bytes);
 }
 
 /** Parse JSON sent as bytes (a trait synced as a binary buffer); null/empty gives {}. */
-export function parseJsonBuffer<T = any>(value: DataView | ArrayBuffer | string | null | undefined): T {
+export function parseJsonBuffer<T = any>(value: ArrayBufferView | ArrayBuffer | string | null | undefined): T {
   if (value === null || value === undefined) return {} as T;
   const text = typeof value === "string" ? value : bufferText(value);
   if (!text) return {} as T;

@@ -1,13 +1,12 @@
-// The plain data that mlc_lab's Python side puts into widget traits. The step and the loop tree
-// come from js/lib/model.ts (generated from mlc_lab/model/steps.py); the rest mirrors
-// mlc_lab/widgets/explorer.py.
+// Names the explorer's code uses for the generated contract (js/lib/model.ts, from mlc_lab/model/),
+// and the history row the page builds from the steps' summaries.
 
 export type StepId = number | string;
 
 // The loop tree and the step: generated from mlc_lab/model/steps.py (js/lib/model.ts).
 import type { BlockNode, FailedAttempt, FuncNode, HistoryResult, LoopNode, StepSummary, StepView } from "./model";
 
-export type { BlockNode, BufferInfo, Decision, FuncNode, IterVar, LoopNode, LoopTree, StepSummary, StepView } from "./model";
+export type { BlockNode, BufferInfo, Decision, ExplorerError, ExplorerTraits, FuncNode, IterVar, LoopNode, LoopTree, RecordCut, Selection, StepSummary, StepView } from "./model";
 
 export type LoopKind = LoopNode["loop_kind"];
 export type TreeNode = LoopNode | BlockNode;
@@ -32,38 +31,3 @@ export type HistoryDelta = HistoryResult;
 
 /** A failed attempt as the Session keeps it (mlc_lab.model.steps.FailedAttempt). */
 export type FailureInfo = FailedAttempt;
-
-
-export interface ExplorerError {
-  source?: string; // "apply" | "replay" | "decision" | "rpc"
-  primitive?: string;
-  summary: string;
-  detail?: string;
-  involved?: string[];
-  line?: number | null;
-}
-
-export interface Selection {
-  kind: "loop" | "block" | "func";
-  name: string; // qualified name when the node has one
-}
-
-/** The synced traits of mlc_lab.widgets.Explorer. */
-export interface ExplorerModel {
-  func: string;
-  step: DataView | ArrayBuffer | null; // UTF-8 JSON of the current StepView (StepData)
-  history: HistoryDelta | Record<string, never>;
-  selection: Selection | Record<string, never>;
-  error: ExplorerError | Record<string, never>;
-  failures: FailureInfo[];
-  height: string;
-  /** What the saved record leaves out ({} when nothing; mlc_lab/widgets/explorer.py, Explorer.record_cut). */
-  record_cut?: RecordCut | Record<string, never>;
-}
-
-export interface RecordCut {
-  max_steps: number;
-  steps: number;
-  steps_recorded: number;
-  replies_dropped: number;
-}

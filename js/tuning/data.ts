@@ -1,6 +1,6 @@
 // Pure data shaping for the dashboard (no DOM, no plotly): decoded latencies -> plot series.
 
-import type { Bytes } from "./types";
+import type { Bytes } from "../lib/model";
 
 export type Metric = "latency" | "gflops" | "roofline";
 

@@ -7,7 +7,7 @@ import { Rpc, RpcFailure } from "../lib/rpc";
 import { isDarkTheme } from "../lib/theme";
 import { type Metric, buildSeries, formatDuration, formatGflops, formatLatency, toFloat64 } from "./data";
 import { TrialPlot, plotData, plotLayout, rooflineData, rooflineLayout } from "./plot";
-import type { TrialDetail, TuningModel } from "./types";
+import type { TrialDetail, TuningTraits } from "../lib/model";
 
 type Tab = "diff" | "trace" | "script" | "error";
 
@@ -55,7 +55,7 @@ export class DashboardView {
   };
 
   constructor(
-    private readonly model: AnyModel<TuningModel>,
+    private readonly model: AnyModel<TuningTraits>,
     private readonly host?: Host,
   ) {
     const e = this.els;

@@ -1,91 +1,18 @@
-"""What a check says, as plain data: verdicts, hazards, the report, the target judged against.
+"""What a check judges against (``Target``) and what a named check is (``Check``); the verdicts,
+hazards and reports are plain data of the contract (``mlc_lab.model.checks``), re-exported here.
 
 Re-exported by ``mlc_lab.core.checks`` (the API); the checks themselves are in ``check_rules``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from mlc_lab.errors import MlcLabError
+from mlc_lab.model.checks import HAZARD_KINDS, CheckReport, CheckResult, Hazard
 
-
-@dataclass(frozen=True)
-class CheckResult:
-    """The verdict of one named check: ``where`` is the loop or block it is about (a name as printed)."""
-
-    name: str
-    ok: bool
-    message: str
-    where: str | None = None
-    evidence: dict = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        return {
-            "name": self.name,
-            "ok": self.ok,
-            "message": self.message,
-            "where": self.where,
-            "evidence": _jsonable(self.evidence),
-        }
-
-
-@dataclass(frozen=True)
-class Hazard:
-    """Something that makes a kernel wrong or unlaunchable: ``kind`` is one of ``HAZARD_KINDS``."""
-
-    kind: str
-    message: str
-    where: str | None = None
-
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "message": self.message, "where": self.where}
-
-
-HAZARD_KINDS = ("race", "out_of_bounds", "thread_extent", "spill", "limit", "allocation")
-
-
-@dataclass(frozen=True)
-class CheckReport:
-    checks: list
-    hazards: list
-    numeric: dict | None = None  # {"ok", "max_error", "shape"} when a numeric check ran
-
-    @property
-    def ok(self) -> bool:
-        return (
-            all(c.ok for c in self.checks)
-            and not self.hazards
-            and (self.numeric is None or bool(self.numeric.get("ok")))
-        )
-
-    def failed(self) -> list:
-        return [c for c in self.checks if not c.ok]
-
-    def to_json(self) -> dict:
-        numeric = None
-        if self.numeric is not None:
-            numeric = {
-                "ok": bool(self.numeric.get("ok")),
-                "max_error": self.numeric.get("max_error"),
-                "shape": self.numeric.get("shape"),
-            }
-        return {
-            "checks": [c.to_json() for c in self.checks],
-            "hazards": [h.to_json() for h in self.hazards],
-            "numeric": _jsonable(numeric),
-        }
-
-    def __str__(self) -> str:
-        lines = [f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.message}" for c in self.checks]
-        lines += [f"HAZARD {h.kind}: {h.message}" for h in self.hazards]
-        if self.numeric is not None:
-            lines.append(
-                f"{'ok  ' if self.numeric.get('ok') else 'FAIL'} numeric: max error "
-                f"{self.numeric.get('max_error')} at shape {self.numeric.get('shape')}"
-            )
-        return "\n".join(lines)
+__all__ = ["HAZARD_KINDS", "Check", "CheckReport", "CheckResult", "Hazard", "Target"]
 
 
 # --- targets ----------------------------------------------------------------------------------------
@@ -148,20 +75,3 @@ class Check:
     target: str
     title: str
     run: Callable[[Any], "CheckResult | None"]
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    try:  # numpy scalars
-        return value.item()
-    except AttributeError:
-        return str(value)

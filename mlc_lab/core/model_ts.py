@@ -22,56 +22,36 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from mlc_lab.model import access_payload, errors, lowering, requests, tuning_view
+from mlc_lab.model import access_payload, checks, classroom, errors, lowering, requests, traits, tuning_view
 from mlc_lab.model import measurement as measurement_model
 from mlc_lab.model import steps as model
 
 TARGET = Path(__file__).resolve().parents[2] / "js" / "lib" / "model.ts"
-# In the order they are written; LoopTree (a dict class) is written by hand below.
-TYPES = [
-    "BufferInfo",
-    "IterVar",
-    "LoopNode",
-    "BlockNode",
-    "FuncNode",
-    "LoopTree",
-    "Decision",
-    "StepSummary",
-    "FailedAttempt",
-    "Measurement",
-    "StepView",
-    # the memory view (mlc_lab.model.access_payload)
-    "LoopInfo",
-    "EnclosingLoop",
-    "ArrayDescr",
-    "BufferArrays",
-    "BufferStats",
-    "CropBox",
-    "BufferPayload",
-    "FootprintResult",
-    "WarpAccess",
-    "GpuStats",
-    # the tuning dashboard (mlc_lab.model.tuning_view)
-    "BestTrial",
-    "Roof",
-    "FailureItem",
-    "TrialDetail",
-    # the compiler panel (mlc_lab.model.lowering)
-    "PassStep",
-    "LoopFacts",
-    "KernelFacts",
-    "GpuBuffer",
-    "KernelArray",
-    "Lowering",
-    # errors as values (mlc_lab.model.errors; ERROR_KINDS and ErrorKind are written before the types)
-    "ErrorInfo",
-]
-_MODULES = (model, measurement_model, access_payload, tuning_view, lowering, errors, requests)
+# The modules whose types are written, in this order; each lists its own in ``WIRE`` (in the order they
+# are written). LoopTree (a dict class) is written by hand below.
+_MODULES = (
+    model,
+    measurement_model,
+    access_payload,
+    tuning_view,
+    lowering,
+    checks,
+    classroom,
+    errors,
+    traits,
+    requests,
+)
 
 
 def contract() -> dict[str, type]:
     """The types written, by name, in order."""
-    return {name: next(getattr(m, name) for m in _MODULES if hasattr(m, name)) for name in TYPES}
+    out: dict[str, type] = {}
+    for m in _MODULES:
+        for name in getattr(m, "WIRE", ()):
+            if name in out:
+                raise TypeError(f"{name} is written by {out[name].__module__} and {m.__name__}: names must be unique")
+            out[name] = getattr(m, name)
+    return out
 
 
 _LOOP_TREE = """export interface LoopTree {
@@ -80,7 +60,7 @@ _LOOP_TREE = """export interface LoopTree {
 }"""
 
 
-def ts_type(tp: Any, names: Any = TYPES) -> str:
+def ts_type(tp: Any, names: Any = ()) -> str:
     origin, args = get_origin(tp), get_args(tp)
     if tp is type(None) or tp is None:
         return "null"
@@ -88,8 +68,12 @@ def ts_type(tp: Any, names: Any = TYPES) -> str:
         return "unknown"
     if tp == errors.ErrorKind:
         return "ErrorKind"
+    if tp == checks.HazardKind:
+        return "HazardKind"
     if tp is str:
         return "string"
+    if tp is bytes:  # a Bytes trait: the page gets a DataView (an empty one, or null, before it is set)
+        return "Bytes"
     if tp in (int, float):
         return "number"
     if tp is bool:
@@ -131,7 +115,7 @@ def hints(cls: type) -> list[tuple[str, Any, bool]]:
     return [(name, tp, name in optional) for name, tp in found.items()]
 
 
-def _fields(cls: type, names: Any = TYPES) -> list[tuple[str, str, bool]]:
+def _fields(cls: type, names: Any = ()) -> list[tuple[str, str, bool]]:
     return [(name, ts_type(tp, names), optional) for name, tp, optional in hints(cls)]
 
 
@@ -219,6 +203,8 @@ def _requests(names: Any) -> list[str]:
     out += [
         "} as const;",
         "export type RequestName = keyof typeof REQUESTS;",
+        f"export const REQUEST = {json.dumps(requests.REQUEST)};",
+        f"export const RESPONSE = {json.dumps(requests.RESPONSE)};",
         "",
         "/** The requests that ask about the current step without naming it. */",
         f"export const STEP_IMPLIED: ReadonlySet<string> = new Set({json.dumps(requests.step_implied())});",
@@ -243,7 +229,7 @@ def render(types: dict[str, type] | None = None) -> str:
     types = contract() if types is None else types
     types = {**types, **{k: v for k, v in _request_types().items() if k not in types}}
     out = [
-        "// Generated from mlc_lab/model/ (steps, measurement, access_payload, tuning_view, lowering, errors) by `python -m mlc_lab.core.model_ts`: do not edit.",
+        "// Generated from mlc_lab/model/ by `python -m mlc_lab.core.model_ts`: do not edit.",
         "",
     ]
     out += [f"export const {k} = {v!r};" for k, v in measurement_model.CONSTANTS.items()]
@@ -255,6 +241,17 @@ def render(types: dict[str, type] | None = None) -> str:
     ]
     out += [f"  {k}: {json.dumps(dataclasses.asdict(v))}," for k, v in errors.ERROR_KINDS.items()]
     out += ["} as const;", "export type ErrorKind = keyof typeof ERROR_KINDS;", ""]
+    out += ["/** Every kind of GPU kernel hazard, and what the page calls it. */"]
+    out += [
+        f"export const HAZARD_KINDS = {json.dumps(checks.HAZARD_KINDS)} as const;",
+        "export type HazardKind = keyof typeof HAZARD_KINDS;",
+        "",
+    ]
+    out += [
+        "/** A Bytes trait as the page reads it. */",
+        "export type Bytes = DataView | ArrayBuffer | Uint8Array | null | undefined;",
+        "",
+    ]
     for name, cls in types.items():
         doc = (cls.__doc__ or "").strip().splitlines()
         if doc and not doc[0].startswith(name + "("):

@@ -23,6 +23,19 @@ __all__ = [
     "LoopInfo",
     "WarpAccess",
 ]
+# What js/lib/model.ts gets of this module, in order (python -m mlc_lab.core.model_ts).
+WIRE = (
+    "LoopInfo",
+    "EnclosingLoop",
+    "ArrayDescr",
+    "BufferArrays",
+    "BufferStats",
+    "CropBox",
+    "BufferPayload",
+    "FootprintResult",
+    "WarpAccess",
+    "GpuStats",
+)
 
 
 class LoopInfo(TypedDict):

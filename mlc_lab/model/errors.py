@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Literal, NotRequired, TypedDict
 
 __all__ = ["ERROR_KINDS", "ErrorInfo", "ErrorKind", "KindInfo"]
+# What js/lib/model.ts gets of this module, in order (python -m mlc_lab.core.model_ts).
+WIRE = ("ErrorInfo",)
 
 
 @dataclass(frozen=True)

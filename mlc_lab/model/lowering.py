@@ -12,6 +12,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal, TypedDict
 
 __all__ = ["GpuBuffer", "KernelArray", "KernelFacts", "LoopFacts", "Lowering", "PassStep"]
+# What js/lib/model.ts gets of this module, in order (python -m mlc_lab.core.model_ts).
+WIRE = (
+    "PassStep",
+    "LoopFacts",
+    "KernelFacts",
+    "GpuBuffer",
+    "KernelArray",
+    "Lowering",
+)
 
 
 class GpuBuffer(TypedDict):

@@ -15,6 +15,8 @@ from typing import Any
 from mlc_lab.model.errors import ErrorKind
 
 __all__ = ["Measurement", "PARALLEL_FLOOR", "QUIET_CORES", "STEADY_SPREAD", "hover", "quiet", "spread"]
+# What js/lib/model.ts gets of this module, in order (python -m mlc_lab.core.model_ts).
+WIRE = ("Measurement",)
 
 QUIET_CORES = 0.25  # below this, a measurement counts as taken on a quiet machine
 PARALLEL_FLOOR = 0.8  # and with at least this share of its cores' speed (mlc_lab.tvm.machine.parallel_speed)

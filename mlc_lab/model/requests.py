@@ -4,7 +4,7 @@ A view asks with ``{"kind": "mlc-request", "id", "method", "params"}`` (``mlc_la
 :data:`REQUESTS` says, per ``method``:
 
 - ``params``: a TypedDict of its parameters (NotRequired: the handler has a default), ``result``: what it
-  answers (a contract type, a TypedDict, or ``dict`` for a small object); ``buffers``: the reply also
+  answers (a type of the contract: a TypedDict or a dataclass's encoding); ``buffers``: the reply also
   carries binary buffers (text as UTF-8, footprints as arrays).
 - ``background``: answered from a thread (it builds or runs code for seconds), so the kernel's message
   loop stays free.
@@ -14,7 +14,9 @@ A view asks with ``{"kind": "mlc-request", "id", "method", "params"}`` (``mlc_la
 - ``step_implied``: it asks about "the current step" without naming it; a widget with steps records the
   reply under its parameters plus ``step``, and a saved view looks it up the same way.
 - ``errors``: the error kinds it answers with on purpose (besides ``bad_request`` and ``unknown``, which
-  any request may get, and ``internal`` for a bug); an error of another kind is logged as a warning.
+  any request may get, and ``internal`` for a bug); an error of another kind is logged as a warning,
+  and fails the test suite (its strict wire, ``MLC_LAB_STRICT_WIRE``, also checks every result
+  against ``result`` with :func:`mlc_lab.model.conform.problems`).
 
 Each widget names its handler per request (``RpcWidget.handlers``); tests/widgets/test_requests.py fails
 when a request has no handler or a handler answers a request that is not here. ``js/lib/model.ts`` gets
@@ -24,7 +26,7 @@ the same table, the parameter and result types per request (``RequestParams``, `
 Adding a request:
 
 1. Declare it in :data:`REQUESTS`: a ``TypedDict`` of its parameters (here, or ``NoParams``), its result
-   type (a type of mlc_lab.model, or ``dict``), and its policy.
+   type (a type of mlc_lab.model; ``NoResult`` for ``{}``), and its policy.
 2. Write the handler on the widget and name it in that widget's ``handlers``.
 3. Run ``python -m mlc_lab.core.model_ts`` (js/lib/model.ts), then call it from the page with
    ``rpc.call("name", params)``; ``tsc --noEmit`` checks the parameters and the result's use.
@@ -36,14 +38,50 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from mlc_lab.model.access_payload import FootprintResult, GpuStats
-from mlc_lab.model.errors import ERROR_KINDS, ErrorKind
+from mlc_lab.model.checks import StepChecks
+from mlc_lab.model.errors import ERROR_KINDS, ErrorInfo, ErrorKind
 from mlc_lab.model.lowering import Lowering
-from mlc_lab.model.steps import StepSummary
+from mlc_lab.model.measurement import Measurement
+from mlc_lab.model.steps import HistoryResult
+from mlc_lab.model.traits import Empty, Selection
 
-__all__ = ["REQUESTS", "Request", "record_key", "step_implied"]
+__all__ = [
+    "REQUEST",
+    "REQUESTS",
+    "RESPONSE",
+    "Request",
+    "RequestMessage",
+    "ResponseMessage",
+    "record_key",
+    "step_implied",
+]
+# The two messages of the wire (anywidget custom messages), written to js/lib/model.ts with the table.
+WIRE = ("RequestMessage", "ResponseMessage")
+REQUEST = "mlc-request"
+RESPONSE = "mlc-response"
+
+
+class RequestMessage(TypedDict):
+    """A view's request: ``method`` is a key of :data:`REQUESTS`, ``id`` correlates the response."""
+
+    kind: Literal["mlc-request"]
+    id: str
+    method: str
+    params: dict[str, Any]
+
+
+class ResponseMessage(TypedDict):
+    """The answer to a request (its buffers travel beside it): ``result`` when ``ok``, else ``error``."""
+
+    kind: Literal["mlc-response"]
+    id: str
+    ok: bool
+    elapsed_ms: float  # time spent in the kernel, told apart from transport and drawing on the page
+    result: NotRequired[Any]
+    error: NotRequired[ErrorInfo]
 
 
 # --- parameters -------------------------------------------------------------------------------------
@@ -160,14 +198,6 @@ class TextResult(TypedDict):
     format: NotRequired[str]
 
 
-# The summaries of steps ``from``, ``from + 1``, ... (from 0: the whole list); ``from`` is a Python keyword.
-# ``visited``: where redo goes from each step (the child visited last), by the parent's id.
-HistoryResult = TypedDict(
-    "HistoryResult", {"from": int, "steps": list[StepSummary], "visited": NotRequired[dict[str, int | str]]}
-)
-HistoryResult.__doc__ = "The summaries of steps `from`, `from + 1`, ... (from 0: the whole list)."
-
-
 class StepResult(TypedDict):
     """A request that changed the session: the step it is at now (apply: the names it made)."""
 
@@ -178,7 +208,42 @@ class StepResult(TypedDict):
 class SelectionResult(TypedDict):
     """The selection after a pick by name (empty: none)."""
 
-    selection: dict[str, Any]
+    selection: Selection | Empty
+
+
+class NoResult(TypedDict):
+    """Nothing to answer but that it was done."""
+
+
+class MeasureResult(TypedDict):
+    """A step's new measurement (``target`` as the page names it: "cpu", "cuda")."""
+
+    step: int | str
+    measurement: Measurement
+
+
+class SubmitResult(TypedDict):
+    """The step handed in; its verdict arrives in the ``class_submission`` trait."""
+
+    step: int | str
+
+
+class JobStatus(TypedDict):
+    """The tuning job's status after the request ("running", "cancelling", "done", ...)."""
+
+    status: str
+
+
+class NoticeResult(TypedDict):
+    """What the dashboard says about the request (an explorer opened on a trial)."""
+
+    notice: str
+
+
+class RefreshResult(TypedDict):
+    """Why the refresh failed ("" when it worked)."""
+
+    error: str
 
 
 class CudaKernel(TypedDict):
@@ -207,7 +272,7 @@ class Request:
     """One request: its types and its policy (see the module's docstring)."""
 
     params: type
-    result: Any = dict
+    result: Any
     buffers: bool = False
     background: bool = False
     keep: int = 0
@@ -240,6 +305,7 @@ REQUESTS: dict[str, Request] = {
     "export_trace": Request(ExportTraceParams, TextResult, buffers=True, errors=("usage",)),
     "measure": Request(
         MeasureParams,
+        MeasureResult,
         background=True,
         errors=("busy", "usage", "no_gpu", "unknown_step", "build", "run", "check", "crash", "timeout", "gpu_check"),
     ),
@@ -253,19 +319,24 @@ REQUESTS: dict[str, Request] = {
     "lower": Request(
         LowerParams, Lowering, background=True, keep=2, errors=("bad_target", "build", "unknown_step", "usage")
     ),
-    "clear_error": Request(NoParams),
+    "clear_error": Request(NoParams, NoResult),
     "select_name": Request(SelectNameParams, SelectionResult, errors=("unknown_name",)),
-    "class_submit": Request(ClassSubmitParams, errors=("usage", "error")),
+    "class_submit": Request(ClassSubmitParams, SubmitResult, errors=("usage", "busy", "error")),
+    # the Checks panel's report of a step; the explorer also sends the current step's in its ``checks``
+    # trait, and records it under this request's key for saved notebooks
+    "checks": Request(MaybeStepParams, StepChecks, background=True, keep=2, errors=_STEP_ERRORS),
     # the explorer's memory panel and the memory view (mlc_lab/widgets/access_view.py)
     "access_footprint": Request(
         FootprintParams, FootprintResult, buffers=True, keep=2, step_implied=True, errors=_ANALYSIS
     ),
     "access_gpu_stats": Request(GpuStatsParams, GpuStats, keep=2, step_implied=True, errors=_ANALYSIS),
     "export_html": Request(NoParams, TextResult, buffers=True),
-    # the tuning dashboard (mlc_lab/widgets/tuning.py) and the class status (mlc_lab/widgets/classroom.py)
-    "cancel": Request(NoParams),
-    "open_in_explorer": Request(OpenTrialParams, errors=("tune", "usage")),
-    "refresh": Request(NoParams),
+    # the tuning dashboard (mlc_lab/widgets/tuning.py)
+    "cancel": Request(NoParams, JobStatus),
+    "open_in_explorer": Request(OpenTrialParams, NoticeResult, errors=("tune", "usage")),
+    "refresh": Request(NoParams, JobStatus),
+    # the class widgets (mlc_lab/widgets/classroom.py): fetch from the class server now
+    "class_refresh": Request(NoParams, RefreshResult),
 }
 
 

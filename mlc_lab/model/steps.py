@@ -16,6 +16,7 @@ from typing import Any, Iterator, Literal, NotRequired, TypedDict
 
 
 __all__ = [
+    "HistoryResult",
     "BlockNode",
     "BufferInfo",
     "Change",
@@ -32,6 +33,20 @@ __all__ = [
     "ref_of",
     "replace",
 ]
+# What js/lib/model.ts gets of this module, in order (python -m mlc_lab.core.model_ts).
+WIRE = (
+    "BufferInfo",
+    "IterVar",
+    "LoopNode",
+    "BlockNode",
+    "FuncNode",
+    "LoopTree",
+    "Decision",
+    "StepSummary",
+    "HistoryResult",
+    "FailedAttempt",
+    "StepView",
+)
 
 
 # --- the loop tree -------------------------------------------------------------------------------
@@ -257,6 +272,14 @@ class StepSummary:
             "primitive": self.primitive,
             "label": self.label,
         }
+
+
+# The summaries of steps ``from``, ``from + 1``, ... (from 0: the whole list); ``from`` is a Python keyword.
+# ``visited``: where redo goes from each step (the child visited last), by the parent's id.
+HistoryResult = TypedDict(
+    "HistoryResult", {"from": int, "steps": list[StepSummary], "visited": NotRequired[dict[str, int | str]]}
+)
+HistoryResult.__doc__ = "The summaries of steps `from`, `from + 1`, ... (from 0: the whole list)."
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,13 @@ from __future__ import annotations
 from typing import NotRequired, TypedDict
 
 __all__ = ["BestTrial", "FailureItem", "Roof", "TrialDetail"]
+# What js/lib/model.ts gets of this module, in order (python -m mlc_lab.core.model_ts).
+WIRE = (
+    "BestTrial",
+    "Roof",
+    "FailureItem",
+    "TrialDetail",
+)
 
 
 class BestTrial(TypedDict, total=False):

@@ -19,6 +19,7 @@ import gzip
 import hashlib
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -33,14 +34,13 @@ import ipywidgets
 import traitlets as t
 
 from mlc_lab.errors import error_kind
+from mlc_lab.model.conform import fields_of, problems
 from mlc_lab.model.errors import ERROR_KINDS
-from mlc_lab.model.requests import REQUESTS, record_key
+from mlc_lab.model.requests import REQUEST, REQUESTS, RESPONSE, ResponseMessage, record_key
 
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
-REQUEST = "mlc-request"
-RESPONSE = "mlc-response"
 FRONT_END_BUNDLE = STATIC / "mlc_lab.js"  # every view, one bundle (js/mlc_lab.ts)
 LOADER_BUNDLE = STATIC / "loader.js"  # what each widget carries as `_esm` (js/loader.ts)
 
@@ -175,6 +175,24 @@ class Recorded(ipywidgets.Widget):
 # Error kinds any request may answer with, besides those its entry in the table declares.
 _ANY_REQUEST_ERRORS = ("bad_request", "unknown", "internal")
 
+# The strict wire (the test suite sets MLC_LAB_STRICT_WIRE=1, tests/conftest.py): every result is checked
+# against its request's declared type, every error kind against the kinds it declares, every synced
+# trait's value against the widget's traits type; what departs is logged and kept here, and a test
+# that leaves anything here fails. A path instead of 1: each is also appended to that file (the e2e
+# suite's kernels run in JupyterLab; tests/e2e/conftest.py reads it after each test). Off, nothing is
+# checked (a reply costs nothing more).
+_STRICT = os.environ.get("MLC_LAB_STRICT_WIRE", "")
+STRICT_WIRE = _STRICT not in ("", "0")
+wire_violations: list[str] = []
+
+
+def wire_violation(text: str) -> None:
+    log.error("mlc_lab: the wire departs from mlc_lab.model: %s", text)
+    wire_violations.append(text)
+    if os.sep in _STRICT:
+        with open(_STRICT, "a", encoding="utf-8") as f:
+            f.write(text.replace("\n", " ") + "\n")
+
 
 def _transient(kind: Any) -> bool:
     info = ERROR_KINDS.get(kind) if isinstance(kind, str) else None
@@ -292,6 +310,9 @@ class RpcWidget(anywidget.AnyWidget):
     """
 
     handlers: ClassVar[dict[str, str]] = {}
+    # The TypedDict of mlc_lab.model.traits naming every synced trait and its type (checked both ways by
+    # tests/widgets/test_requests.py; the page's type is generated from it).
+    traits_type: ClassVar[type | None] = None
     # Which view of the front end renders this widget, and the FrontEnd model holding that code
     # ("anywidget:<model id>", resolved in JS by anywidget's host.getModel).
     _mlc_entry = t.Unicode("").tag(sync=True)
@@ -325,6 +346,18 @@ class RpcWidget(anywidget.AnyWidget):
         super().__init__(**kwargs)
         self._mlc_jobs: list[threading.Thread] = []  # background requests in flight
         self.on_msg(self._handle_request)
+        if STRICT_WIRE and self.traits_type is not None:
+            self._mlc_conform_traits(list(self.keys))
+            self.observe(lambda change: self._mlc_conform_traits([change["name"]]), names=list(self.keys))
+
+    def _mlc_conform_traits(self, names: list[str]) -> None:
+        declared = fields_of(self.traits_type)[0]
+        for name in names:
+            if name in declared:
+                where = f"{type(self).__name__}.{name}"
+                to_json = self.trait_metadata(name, "to_json", self._trait_to_json)  # as get_state sends it
+                for text in problems(to_json(getattr(self, name), self), declared[name], where):
+                    wire_violation(text)
 
     def _handle_request(self, _widget: Any, content: Any, _buffers: list[Any] | None) -> None:
         if not isinstance(content, dict) or content.get("kind") != REQUEST:
@@ -359,6 +392,8 @@ class RpcWidget(anywidget.AnyWidget):
                     method,
                     exc.payload.get("type"),
                 )
+                if STRICT_WIRE:
+                    wire_violation(f"{method!r} answered an error of undeclared kind {exc.payload.get('type')!r}")
             self._reply(req_id, started, ok=False, error=exc.payload)
             if not _transient(exc.payload.get("type")):  # e.g. "this step has no GPU kernel"
                 self._record_reply(str(method), params if isinstance(params, dict) else {}, exc.payload, [], ok=False)
@@ -372,6 +407,10 @@ class RpcWidget(anywidget.AnyWidget):
             log.exception("mlc_lab: request %r failed", method)
             self._reply(req_id, started, ok=False, error=self._error_payload(exc))
             return
+        result = answer.result if isinstance(answer, Reply) else answer
+        if STRICT_WIRE and str(method) in REQUESTS:
+            for text in problems(result, REQUESTS[str(method)].result, f"{method} result"):
+                wire_violation(text)
         if isinstance(answer, Reply):
             self._reply(req_id, started, ok=True, result=answer.result, buffers=answer.buffers)
         else:
@@ -460,7 +499,7 @@ class RpcWidget(anywidget.AnyWidget):
         buffers: list[bytes] | None = None,
     ) -> None:
         # elapsed_ms: time spent in the kernel, so the front end can tell it from transport and drawing.
-        msg: dict[str, Any] = {
+        msg: ResponseMessage = {
             "kind": RESPONSE,
             "id": req_id,
             "ok": ok,

@@ -47,6 +47,7 @@ from mlc_lab.core.model import plain as _plain
 from mlc_lab.errors import AccessAnalysisError, MlcLabError
 from mlc_lab.model.access_payload import ArrayDescr, BufferPayload, FootprintResult, LoopInfo
 from mlc_lab.model.requests import REQUESTS, record_key
+from mlc_lab.model.traits import AccessViewTraits
 from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle
 
 log = logging.getLogger(__name__)
@@ -347,6 +348,7 @@ class AccessView(RpcWidget):
         "access_gpu_stats": "access_gpu_stats",
         "export_html": "export_html",
     }
+    traits_type = AccessViewTraits
     # A saved memory view still scrubs and plays the footprint it was showing (the recorded requests
     # of mlc_lab.model.requests keep their last replies).
 

@@ -20,6 +20,7 @@ from typing import Any
 import traitlets as t
 
 from mlc_lab.classroom import client
+from mlc_lab.model.traits import ClassDashboardTraits, LeaderboardTraits
 from mlc_lab.widgets._base import RequestError, RpcWidget, bundle
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class _Polled(RpcWidget):
             self.updated = time.time()
 
     # The requests of mlc_lab.model.requests.REQUESTS it answers, and the method answering each.
-    handlers = {"refresh": "_refresh_request"}
+    handlers = {"class_refresh": "_refresh_request"}
 
     def _refresh_request(self) -> dict:
         self.refresh()
@@ -88,6 +89,7 @@ class Leaderboard(_Polled):
 
     _esm = bundle("leaderboard")
     _mlc_entry_name = "leaderboard"
+    traits_type = LeaderboardTraits
     board = t.Dict().tag(sync=True)
     highlight = t.Unicode("").tag(sync=True)  # a pseudonym to mark (yours)
 
@@ -103,6 +105,7 @@ class ClassDashboard(_Polled):
 
     _esm = bundle("class_dashboard")
     _mlc_entry_name = "class_dashboard"
+    traits_type = ClassDashboardTraits
     summary = t.Dict().tag(sync=True)
     board = t.Dict().tag(sync=True)
 

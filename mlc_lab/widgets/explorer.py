@@ -50,6 +50,7 @@ from mlc_lab.model.measurement import Measurement
 # The module by its full name: the package re-exports the function `access_view` under the same name.
 from mlc_lab.widgets.access_view import footprint_payload, gpu_payload
 from mlc_lab.model.requests import record_key
+from mlc_lab.model.traits import ExplorerTraits
 from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle
 from mlc_lab.widgets.checks_panel import ChecksWorker, checks_setup
 from mlc_lab.widgets.classroom import classroom_setup, submit_from_explorer
@@ -96,7 +97,9 @@ class Explorer(RpcWidget):
         "clear_error": "clear_error",
         "select_name": "select_name",
         "class_submit": "class_submit",
+        "checks": "check_report",
     }
+    traits_type = ExplorerTraits
 
     func = t.Unicode("").tag(sync=True)
     # The current step as UTF-8 JSON in a binary buffer: encoded once per step by the StepView, and
@@ -650,7 +653,7 @@ class Explorer(RpcWidget):
                     primitive=f"measure on {target}",
                     summary=summary,
                     detail=detail,
-                    kind=getattr(exc, "kind", type(exc).__name__),
+                    type=error_kind(exc),
                 )
             raise RequestError(summary, detail=detail, type=error_kind(exc)) from None
         except BaseException:

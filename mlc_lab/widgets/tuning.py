@@ -30,6 +30,7 @@ import anywidget
 import traitlets as t
 
 from mlc_lab.model.tuning_view import BestTrial, FailureItem, Roof, TrialDetail
+from mlc_lab.model.traits import TuningTraits
 from mlc_lab.widgets._base import RequestError, RpcWidget, bundle
 
 log = logging.getLogger(__name__)
@@ -251,6 +252,7 @@ class TuningDashboard(RpcWidget):
     _esm = bundle("tuning_dashboard")
     # The requests of mlc_lab.model.requests.REQUESTS it answers, and the method answering each.
     handlers = {"cancel": "_rpc_cancel", "open_in_explorer": "_rpc_open", "refresh": "_rpc_refresh"}
+    traits_type = TuningTraits
 
     # job facts
     work_dir = t.Unicode("").tag(sync=True)

@@ -79,6 +79,24 @@ def artifacts() -> Path:
     return ARTIFACTS
 
 
+# The kernels of every lab started here write what departs from mlc_lab.model to a file (the strict wire,
+# tests/conftest.py); a test after which one grew fails, naming it. Path -> bytes already read.
+_WIRE_LOGS: dict[Path, int] = {}
+
+
+@pytest.fixture(autouse=True)
+def _kernels_keep_the_wire():
+    yield
+    found = []
+    for path, seen in _WIRE_LOGS.items():
+        if path.exists() and path.stat().st_size > seen:
+            data = path.read_bytes()
+            _WIRE_LOGS[path] = len(data)
+            found += data[seen:].decode("utf-8", "replace").splitlines()
+    if found:
+        pytest.fail("a kernel's wire departs from mlc_lab.model:\n  " + "\n  ".join(found[:20]), pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def lab_server(tmp_path_factory):
     """(base_url, root_dir) of a running JupyterLab."""
@@ -118,6 +136,9 @@ def running_lab(base: Path, extra_config: str = ""):
         TVM_NUM_THREADS=env.get("TVM_NUM_THREADS", "2"),
         ANYWIDGET_HMR="0",
     )
+    if env.get("MLC_LAB_STRICT_WIRE", "0") != "0":
+        env["MLC_LAB_STRICT_WIRE"] = str(base / "wire.log")
+        _WIRE_LOGS[base / "wire.log"] = 0
     log = open(base / "server.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--config", str(cfg), "--allow-root", "--no-browser"],

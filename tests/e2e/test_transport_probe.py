@@ -141,11 +141,15 @@ def probe_lab(tmp_path_factory):
     base = tmp_path_factory.mktemp("probe-lab")
     log = base / "server-probe.jsonl"
     os.environ["MLC_LAB_PROBE_LOG"] = str(log)  # read by SERVER_PROBE in the server process
+    # timed as a user's kernel runs: without the test suite's strict wire (tests/conftest.py)
+    strict, os.environ["MLC_LAB_STRICT_WIRE"] = os.environ.get("MLC_LAB_STRICT_WIRE"), "0"
     try:
         with running_lab(base, SERVER_PROBE) as (url, root):
             yield url, root, log
     finally:
         os.environ.pop("MLC_LAB_PROBE_LOG", None)
+        if strict is not None:
+            os.environ["MLC_LAB_STRICT_WIRE"] = strict
 
 
 def _ws_head(payload_b64: str) -> dict | None:

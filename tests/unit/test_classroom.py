@@ -23,6 +23,8 @@ from mlc_lab.classroom import client
 from mlc_lab.classroom.server import ClassServer, SubmissionRefused
 from mlc_lab.classroom.store import Store
 from mlc_lab.core.session import Session
+from mlc_lab.model.classroom import Board, ClassSummary, Verdict
+from mlc_lab.model.conform import problems
 from tests.unit.test_rpc import KEY, tracker  # noqa: F401  (the fixture: a tracker and two servers)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -399,28 +401,19 @@ def test_timed_on_the_measurement_machines_through_the_tracker(tmp_path, tracker
         srv.stop()
 
 
-def test_the_typescript_types_name_the_fields_the_server_sends(tmp_path):
-    """js/classroom/types.ts is written by hand: every field the store sends is declared there, and
-    every field declared is sent (a renamed key fails here, not silently on the page)."""
-    import re
-
-    text = (ROOT / "js" / "classroom" / "types.ts").read_text()
-
-    def fields(interface: str) -> set[str]:
-        body = re.search(r"export interface " + interface + r" \{(.*?)\n\}", text, re.S).group(1)
-        return set(re.findall(r"^  (\w+)\??:", body, re.M))
-
+def test_what_the_store_sends_is_the_contracts_class_types(tmp_path):
+    """mlc_lab.model.classroom declares the server's JSON (the page's types are generated from it):
+    the leaderboard, the summary and a verdict are exactly those types, key for key."""
     store = Store(tmp_path, TASKS)
     store.record(store.add("ada", None, "t"), _result(["parallel", "vectorize"], 1.0))
     for _ in range(3):
         store.record(store.add("bo", None, "t"), _result(["parallel"]))
+    queued = store.add("cy", None, "t")
     board, summary = store.leaderboard(), store.summary()
-    assert fields("Board") == set(board) | {"title"}  # the server adds the title
-    assert fields("BoardRow") == set(board["rows"][0])
-    assert fields("TaskInfo") == set(TASKS[0])
-    assert fields("Summary") == set(summary) | {"title"}
-    assert fields("TaskRate") == set(summary["tasks"][0])
-    assert fields("Failure") == set(summary["common_failures"][0])
-    assert fields("Stuck") == set(summary["stuck"][0])
-    verdict = store.verdict(1)
-    assert fields("Verdict") <= set(verdict)
+    assert board["rows"] and problems({"title": "Lab", **board}, Board) == []
+    assert summary["common_failures"] and summary["stuck"] and problems(summary, ClassSummary) == []
+    assert problems(store.verdict(1), Verdict) == [] and store.verdict(1)["status"] == "graded"
+    assert problems(store.verdict(queued), Verdict) == []
+    assert problems({**board, "rows": [{**board["rows"][0], "latency": 1}]}, Board) == [
+        "value.rows[0].latency: BoardRow declares no key 'latency'"
+    ]

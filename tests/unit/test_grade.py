@@ -22,7 +22,7 @@ LAB = ROOT / "tests" / "labs" / "grading"
 ASSIGNMENT = LAB / "assignment.toml"
 # A submission with a syntax error is written when the tests run (a committed one would fail the lint).
 SYNTAX_ERROR = 'def schedule(sch):\n    block = sch.get_sblock("gemm"\n    i, j, k = sch.get_loops(block)\n'
-SUBMISSIONS = sorted((LAB / "submissions").iterdir())
+SUBMISSIONS = sorted(p for p in (LAB / "submissions").iterdir() if p.is_file())  # not a __pycache__
 TASKS = ["thread_blocks", "shared_memory", "registers", "epilogue"]
 
 # submission -> (kind, score, tasks failed, a phrase of the error (None: graded))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mlc_lab.core.session import Session
 from mlc_lab.model.lowering import KernelFacts, Lowering
-from tests.contract_check import problems
+from mlc_lab.model.conform import problems
 from tests.fixtures.programs import GPU_TWO_BLOCKS, MM_RELU
 
 

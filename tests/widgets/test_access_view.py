@@ -136,6 +136,12 @@ class AnalysingSession(FakeSession):
                             "sectors_per_request": 4.0,
                             "sectors": 16,
                             "efficiency": 1.0,
+                            "wavefronts": None,
+                            "bank_conflicts": None,
+                            "ways": None,
+                            "max_ways": None,
+                            "layout": None,
+                            "note": None,
                         }
                     ],
                 }

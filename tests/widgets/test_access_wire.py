@@ -7,7 +7,7 @@ import pytest
 
 from mlc_lab.model.access_payload import FootprintResult, GpuStats
 from mlc_lab.widgets import access_view as av
-from tests.contract_check import problems
+from mlc_lab.model.conform import problems
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +44,10 @@ def test_the_check_sees_a_payload_that_drifted():
     loop = {"name": "j", "ref": "j", "extent": 4, "min": 0, "thread": None, "loop_kind": "serial"}
     good = {"loop": loop, "enclosing": [], "at": {}, "steps": 1, "gpu": False, "launch": {}, "buffers": []}
     assert problems(good, FootprintResult) == []
-    assert problems({**good, "extra": 1}, FootprintResult) == ["$.extra: no such key in FootprintResult"]
-    assert problems({**good, "loop": {**loop, "extent": "4"}}, FootprintResult)
+    assert problems({**good, "extra": 1}, FootprintResult) == ["value.extra: FootprintResult declares no key 'extra'"]
+    assert problems({**good, "loop": {**loop, "extent": "4"}}, FootprintResult) == [
+        "value.loop.extent: '4' is not an integer"
+    ]
     bad = dict(good)
     del bad["steps"]
-    assert problems(bad, FootprintResult) == ["$: FootprintResult key steps is missing"]
+    assert problems(bad, FootprintResult) == ["value.steps: missing (required by FootprintResult)"]

@@ -111,23 +111,27 @@ def test_leaderboard_and_dashboard_refresh_live(comms, server):
 
 def test_widgets_take_plain_data_and_say_why_a_refresh_failed(comms):
     calls = []
+    row = {"name": "ada", "rank": 1, "score": 1.0, "tasks_passed": ["t"], "best_latency_ms": 2.5, "submissions": 1}
+    board = {"max_score": 1.0, "tasks": [{"name": "t", "title": "T", "points": 1}], "rows": [row]}
+    board |= {"submissions": 1, "queued": 0}
 
     def fetch():
         calls.append(1)
         if len(calls) > 1:
             raise client.ClassServerError("the class server at http://x cannot be reached (refused)")
-        return {"rows": [{"name": "ada"}]}
+        return board
 
     w = Leaderboard(fetch, refresh_s=0)  # no thread: refreshed when asked
     try:
         w.refresh()
-        assert w.board == {"rows": [{"name": "ada"}]} and w.error == ""
-        reply = w.comm.request("refresh")
+        assert w.board == board and w.error == ""
+        reply = w.comm.request("class_refresh")
         assert reply["ok"] and "cannot be reached" in reply["result"]["error"]
-        assert w.board == {"rows": [{"name": "ada"}]}, "the last figures stay on screen"
+        assert w.board == board, "the last figures stay on screen"
     finally:
         w.close()
-    d = ClassDashboard(None, summary={"students": 2}, board={})
-    assert d.summary == {"students": 2}
+    summary = {"students": 2, "submissions": 3, "queued": 0, "tasks": [], "latency": {"students": []}}
+    d = ClassDashboard(None, summary={**summary, "common_failures": [], "stuck": []}, board={})
+    assert d.summary["students"] == 2
     d.close()
     assert mlc_lab.leaderboard is leaderboard and mlc_lab.class_dashboard is class_dashboard

@@ -10,6 +10,9 @@ import pytest
 from mlc_lab.core.session import Session  # TVM is a hard dependency: a broken install fails here
 from mlc_lab.errors import MlcLabError
 from mlc_lab.widgets.explorer import Explorer
+from mlc_lab.model.checks import StepChecks
+from mlc_lab.model.conform import problems
+from tests.widgets.test_explorer_measure import ask
 from tests.labs import cpu_mm_relu, gpu_matmul
 
 ASSIGNMENT = Path(__file__).resolve().parents[1] / "labs" / "grading" / "assignment.toml"
@@ -174,21 +177,22 @@ def test_new_hazards_match_kind_and_place_not_the_wording():
     assert new_hazards([], before) == [0, 1]
 
 
-def test_the_panel_reads_the_fields_python_sends():
-    """js/explorer/checks.ts declares CheckLine and HazardInfo by hand: they must name exactly the
-    fields of CheckResult.to_json (plus the title the panel adds) and Hazard.to_json."""
-    import re
-
-    from mlc_lab.core.checks import CheckResult, Hazard
-
-    source = (Path(__file__).resolve().parents[2] / "js" / "explorer" / "checks.ts").read_text(encoding="utf-8")
-
-    def fields(interface: str) -> set:
-        body = re.search(rf"export interface {interface} \{{(.*?)\n\}}", source, re.S).group(1)
-        return set(re.findall(r"^\s+(\w+)\??:", body, re.M))
-
-    assert fields("CheckLine") == set(CheckResult("n", True, "m").to_json()) | {"title"}
-    assert fields("HazardInfo") == set(Hazard("race", "m").to_json())
+def test_the_checks_request_answers_a_steps_report_as_the_trait_carries_it(comms):
+    """The report's type is the contract's (mlc_lab.model.checks.StepChecks, generated for the page); the
+    ``checks`` request answers any step's, and is what a saved notebook records for the panel."""
+    session = Session(cpu_mm_relu.MM_RELU)
+    w = Explorer(session, checks=["parallel"])
+    try:
+        session.apply("parallel", "Y/i")
+        assert w.wait(60) and w.checks["step"] == 1
+        assert problems(w.checks, StepChecks) == [] and w.checks["checks"][0]["title"]
+        reply = ask(w, "checks", {"step": 1})  # answered from a thread: the report was computed once
+        assert reply["ok"] and reply["result"] == w.checks
+        root = ask(w, "checks", {"step": 0}, req_id="m2")["result"]
+        assert root["step"] == 0 and not root["checks"][0]["ok"] and problems(root, StepChecks) == []
+        assert ask(w, "checks", {"step": 7}, req_id="m3")["error"]["type"] == "unknown_step"
+    finally:
+        w.close()
 
 
 def test_the_worker_thread_ends_when_idle_and_comes_back(comms, monkeypatch):

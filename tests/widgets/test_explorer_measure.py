@@ -103,7 +103,7 @@ def test_cuda_without_a_gpu_is_an_error_banner_and_changes_nothing(explorer, ses
     assert reply["ok"] is False
     assert reply["error"]["type"] == "no_gpu"
     assert reply["error"]["summary"].startswith("no CUDA GPU found")
-    assert explorer.error["source"] == "measure" and explorer.error["kind"] == "no_gpu"
+    assert explorer.error["source"] == "measure" and explorer.error["type"] == "no_gpu"
     assert explorer.error["primitive"] == "measure on cuda"
     assert explorer.measuring == {} and explorer.measurements == {}
     assert session.measurements == {} and len(session.steps) == steps
@@ -152,7 +152,7 @@ def test_cuda_view_of_unbound_loops_names_them(explorer):
 
 
 def test_background_requests_are_known_handlers():
-    assert {"measure", "cuda_source", "lower"} == {n for n, r in REQUESTS.items() if r.background}
+    assert {"measure", "cuda_source", "lower", "checks"} == {n for n, r in REQUESTS.items() if r.background}
     assert {n for n, r in REQUESTS.items() if r.background} <= set(Explorer.handlers)
 
 

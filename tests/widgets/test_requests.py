@@ -5,9 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import types
+from typing import Any, Literal, TypedDict, Union, get_args, get_origin
+
+import anywidget
 import pytest
+import traitlets as t
 
 from mlc_lab.model import requests as table
+from mlc_lab.model.conform import fields_of, problems
+from mlc_lab.widgets import _base as base
 from mlc_lab.model.errors import ERROR_KINDS
 from mlc_lab.widgets._base import RpcWidget
 from mlc_lab.widgets.access_view import AccessView
@@ -50,7 +57,7 @@ def test_a_handler_for_a_request_the_table_lacks_is_refused():
 
 
 def test_adding_a_request_without_a_handler_fails(monkeypatch):
-    monkeypatch.setitem(table.REQUESTS, "new_panel_request", table.Request(table.NoParams))
+    monkeypatch.setitem(table.REQUESTS, "new_panel_request", table.Request(table.NoParams, table.NoResult))
     handled = {name for w in _all_widgets() for name in w.handlers}
     assert set(table.REQUESTS) - handled == {"new_panel_request"}
 
@@ -60,9 +67,9 @@ def test_the_table_names_only_known_error_kinds_and_its_policies_hold_together()
         assert set(r.errors) <= set(ERROR_KINDS), name
         assert not r.step_implied or r.keep, name
     with pytest.raises(ValueError):
-        table.Request(table.NoParams, errors=("no_such_kind",))  # type: ignore[arg-type]
+        table.Request(table.NoParams, table.NoResult, errors=("no_such_kind",))  # type: ignore[arg-type]
     assert table.step_implied() == ["access_footprint", "access_gpu_stats"]
-    assert {n for n, r in table.REQUESTS.items() if r.background} == {"measure", "cuda_source", "lower"}
+    assert {n for n, r in table.REQUESTS.items() if r.background} == {"measure", "cuda_source", "lower", "checks"}
 
 
 def test_record_keys_match_the_shared_cases():
@@ -72,16 +79,8 @@ def test_record_keys_match_the_shared_cases():
         assert table.record_key(case["method"], case["params"]) == case["key"]
 
 
-def _keys(td: type) -> tuple[set[str], set[str]]:
-    """(every key, the required keys) of a TypedDict of the table."""
-    from typing import NotRequired, get_origin, get_type_hints
-
-    hints = get_type_hints(td, include_extras=True)
-    return set(hints), {k for k, tp in hints.items() if get_origin(tp) is not NotRequired}
-
-
 def test_the_explorer_answers_with_the_declared_results(explorer):
-    """A reply carries the keys its result type declares (so the generated TypeScript types hold)."""
+    """A reply is what its result type declares, key for key (so the generated TypeScript types hold)."""
     c = explorer.comm
     asked = [
         ("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}}),
@@ -90,18 +89,79 @@ def test_the_explorer_answers_with_the_declared_results(explorer):
         ("goto", {"step": 0}),
         ("history", {}),
         ("select_name", {"name": "Y/i", "kind": "loop"}),
+        ("clear_error", {}),
     ]
     for name, params in asked:
         reply = c.request(name, params)
         assert reply["ok"] is True, (name, reply)
-        every, required = _keys(table.REQUESTS[name].result)
-        assert required <= set(reply["result"]) <= every, (name, reply["result"])
+        assert problems(reply["result"], table.REQUESTS[name].result) == [], (name, reply["result"])
 
 
-def test_an_error_of_a_kind_the_table_does_not_declare_is_logged(explorer, caplog, monkeypatch):
+def test_an_error_of_a_kind_the_table_does_not_declare_fails_the_strict_wire(explorer, caplog, monkeypatch):
     caplog.set_level("WARNING", logger="mlc_lab.widgets._base")
     assert explorer.comm.request("goto", {"step": 99})["error"]["type"] == "unknown_step"  # declared
-    assert "does not declare" not in caplog.text
+    assert "does not declare" not in caplog.text and base.wire_violations == []
     monkeypatch.setitem(table.REQUESTS, "goto", table.Request(table.StepParams, table.StepResult))
     assert explorer.comm.request("goto", {"step": 99}, req_id="r2")["ok"] is False
     assert "'goto' answered an error of kind 'unknown_step'" in caplog.text
+    assert base.wire_violations == ["'goto' answered an error of undeclared kind 'unknown_step'"]
+    base.wire_violations.clear()
+
+
+def test_a_result_that_departs_from_its_declared_type_fails_the_strict_wire(explorer, monkeypatch):
+    class Narrow(TypedDict):
+        step: str  # the explorer answers an int
+
+    monkeypatch.setitem(table.REQUESTS, "goto", table.Request(table.StepParams, Narrow))
+    assert explorer.comm.request("goto", {"step": 0})["ok"] is True  # the page still gets its answer
+    assert base.wire_violations == ["goto result.step: 0 is not a string"]
+    base.wire_violations.clear()
+
+
+# ipywidgets' and anywidget's own traits (layout, _model_name, _esm, ...): not mlc_lab's to declare.
+_HOST_TRAITS = set(anywidget.AnyWidget.class_traits(sync=True))
+_TRAIT_TYPES = {
+    t.Unicode: str,
+    t.Int: int,
+    t.Float: float,
+    t.Bool: bool,
+    t.Bytes: bytes,
+    t.List: list,
+    t.Dict: dict,
+}
+
+
+def _is(tp: Any, kind: type) -> bool:
+    """Whether a declared type is (or, a union, may only be) a value of the trait's Python type."""
+    if get_origin(tp) in (Union, types.UnionType):
+        return all(_is(a, kind) or a is type(None) for a in get_args(tp)) and any(_is(a, kind) for a in get_args(tp))
+    if get_origin(tp) is Literal:
+        return all(isinstance(a, kind) for a in get_args(tp))
+    if kind is dict:
+        return tp is dict or get_origin(tp) is dict or (isinstance(tp, type) and issubclass(tp, dict))
+    if kind is list:
+        return tp is list or get_origin(tp) is list
+    return tp is kind
+
+
+@pytest.mark.parametrize("widget", sorted(_all_widgets(), key=lambda w: w.__name__), ids=lambda w: w.__name__)
+def test_every_synced_trait_is_declared_in_the_contract_and_every_declared_one_synced(widget):
+    """mlc_lab.model.traits names each widget's traits (the page's model type is generated from it)."""
+    if widget.traits_type is None:
+        assert widget.__name__ in ("RpcWidget", "_Polled") or widget.__module__ == __name__, widget
+        return
+    synced = {n: tr for n, tr in widget.class_traits(sync=True).items() if n not in _HOST_TRAITS}
+    declared = fields_of(widget.traits_type)[0]
+    assert set(synced) == set(declared), set(synced) ^ set(declared)
+    for name, trait in synced.items():
+        kind = next((py for cls, py in _TRAIT_TYPES.items() if isinstance(trait, cls)), None)
+        if kind is not None and name != "explorer":
+            assert _is(declared[name], kind), (widget.__name__, name, type(trait).__name__, declared[name])
+
+
+def test_a_trait_value_that_departs_from_its_declared_type_fails_the_strict_wire(explorer):
+    explorer.selection = {"kind": "loop"}  # no name
+    assert base.wire_violations == ["Explorer.selection.name: missing (required by Selection)"]
+    base.wire_violations.clear()
+    explorer.selection = {}
+    assert base.wire_violations == []

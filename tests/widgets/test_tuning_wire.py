@@ -4,7 +4,7 @@ TypeScript types js/tuning reads (generated into js/lib/model.ts)."""
 from __future__ import annotations
 
 from mlc_lab.model.tuning_view import BestTrial, FailureItem, Roof, TrialDetail
-from tests.contract_check import problems
+from mlc_lab.model.conform import problems
 from tests.widgets.test_tuning_dashboard import dash, work_dir  # noqa: F401  (fixtures)
 
 
@@ -20,4 +20,6 @@ def test_the_dashboards_state_and_a_selected_trial_follow_the_contract(dash):  #
 
 
 def test_a_key_the_contract_lacks_is_found():
-    assert problems({"trial": 1, "latency": 2e-4}, TrialDetail) == ["$.latency: no such key in TrialDetail"]
+    assert problems({"trial": 1, "latency": 2e-4}, TrialDetail) == [
+        "value.latency: TrialDetail declares no key 'latency'"
+    ]

@@ -1,0 +1,198 @@
+"""What a check says, as plain data: a named check's verdict, a GPU kernel's hazard, the report of a
+step, and the Checks panel's wire (what it lists, one step's report, the hazards each step made).
+
+The verdicts are made by ``mlc_lab.core.checks`` (``Session.check``); the explorer's Checks panel
+(``mlc_lab.widgets.checks_panel``) sends them to the page as :class:`StepChecks`, and the grader and
+the class server keep them in their results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, NotRequired, TypedDict
+
+__all__ = [
+    "HAZARD_KINDS",
+    "CheckLine",
+    "CheckReport",
+    "CheckResult",
+    "ChecksSetup",
+    "ChecksTask",
+    "Hazard",
+    "HazardInfo",
+    "NumericCheck",
+    "StepChecks",
+    "StepHazards",
+]
+# What js/lib/model.ts gets of this module, in order (python -m mlc_lab.core.model_ts).
+WIRE = ("CheckLine", "HazardInfo", "StepChecks", "ChecksTask", "ChecksSetup", "StepHazards")
+
+# Every kind of hazard, and what the page calls it.
+HAZARD_KINDS = {
+    "race": "race",
+    "out_of_bounds": "out of bounds",
+    "thread_extent": "thread extent",
+    "spill": "spill",
+    "limit": "limit",
+    "allocation": "allocation",
+}
+HazardKind = Literal[tuple(HAZARD_KINDS)]  # type: ignore[valid-type]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The verdict of one named check: ``where`` is the loop or block it is about (a name as printed)."""
+
+    name: str
+    ok: bool
+    message: str
+    where: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "ok": self.ok,
+            "message": self.message,
+            "where": self.where,
+            "evidence": _jsonable(self.evidence),
+        }
+
+
+class HazardInfo(TypedDict):
+    """A hazard as it crosses to the page (``Hazard.to_json``)."""
+
+    kind: HazardKind
+    message: str
+    where: str | None
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """Something that makes a kernel wrong or unlaunchable: ``kind`` is one of ``HAZARD_KINDS``."""
+
+    kind: str
+    message: str
+    where: str | None = None
+
+    def to_json(self) -> HazardInfo:
+        return {"kind": self.kind, "message": self.message, "where": self.where}  # type: ignore[typeddict-item]
+
+
+class NumericCheck(TypedDict):
+    """The numeric check's outcome: the largest error against the reference, at which shape."""
+
+    ok: bool
+    max_error: float | None
+    shape: Any
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """The named checks' verdicts of one step, its hazards, and the numeric check when one ran."""
+
+    checks: list[CheckResult]
+    hazards: list[Hazard]
+    numeric: dict | None = None  # {"ok", "max_error", "shape"} when a numeric check ran
+
+    @property
+    def ok(self) -> bool:
+        return (
+            all(c.ok for c in self.checks)
+            and not self.hazards
+            and (self.numeric is None or bool(self.numeric.get("ok")))
+        )
+
+    def failed(self) -> list[CheckResult]:
+        return [c for c in self.checks if not c.ok]
+
+    def to_json(self) -> dict:
+        numeric = None
+        if self.numeric is not None:
+            numeric = {
+                "ok": bool(self.numeric.get("ok")),
+                "max_error": self.numeric.get("max_error"),
+                "shape": self.numeric.get("shape"),
+            }
+        return {
+            "checks": [c.to_json() for c in self.checks],
+            "hazards": [h.to_json() for h in self.hazards],
+            "numeric": _jsonable(numeric),
+        }
+
+    def __str__(self) -> str:
+        lines = [f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.message}" for c in self.checks]
+        lines += [f"HAZARD {h.kind}: {h.message}" for h in self.hazards]
+        if self.numeric is not None:
+            lines.append(
+                f"{'ok  ' if self.numeric.get('ok') else 'FAIL'} numeric: max error "
+                f"{self.numeric.get('max_error')} at shape {self.numeric.get('shape')}"
+            )
+        return "\n".join(lines)
+
+
+# --- the Checks panel's wire (mlc_lab.widgets.checks_panel) ------------------------------------------
+
+
+class CheckLine(TypedDict):
+    """One line of the Checks panel: a verdict (``CheckResult.to_json``) and the check's title."""
+
+    name: str
+    title: str
+    ok: bool
+    message: str
+    where: str | None
+    evidence: dict[str, Any]
+
+
+class StepChecks(TypedDict):
+    """The Checks panel's report of one step (or why it could not be computed: ``error``)."""
+
+    step: int | str
+    target: NotRequired[Literal["cpu", "cuda"] | None]
+    checks: NotRequired[list[CheckLine]]
+    hazards: NotRequired[list[HazardInfo]]
+    ms: NotRequired[float]
+    error: NotRequired[str]
+
+
+class ChecksTask(TypedDict):
+    """A group of checks the panel lists under one title (an assignment's task)."""
+
+    title: str
+    checks: list[str]
+    points: NotRequired[float | None]
+
+
+class ChecksSetup(TypedDict, total=False):
+    """What the Checks panel lists (``{"available": False}``: the session cannot check)."""
+
+    available: bool
+    title: str | None
+    target: str | None
+    names: list[str] | None
+    tasks: list[ChecksTask]
+
+
+class StepHazards(TypedDict):
+    """The hazards a step created (its parent did not have them) and how many it has: the history's mark."""
+
+    new: list[HazardInfo]
+    count: int
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    try:  # numpy scalars
+        return value.item()
+    except AttributeError:
+        return str(value)

@@ -1,0 +1,155 @@
+"""What the class server sends (``mlc_lab.classroom.store``, ``mlc_lab.classroom.server``) and what the
+class widgets hold: the leaderboard, the teacher's summary, one submission's verdict, the Submit bar's
+state. The server's JSON is this; ``tests/unit/test_classroom.py`` checks the store's output against it
+(:func:`mlc_lab.model.conform.problems`), and the page reads the generated types.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+__all__ = [
+    "Board",
+    "BoardRow",
+    "ClassSubmission",
+    "ClassSummary",
+    "ClassTask",
+    "CommonFailure",
+    "LatencySpread",
+    "StudentLatency",
+    "StuckStudent",
+    "TaskRate",
+    "TaskVerdict",
+    "Verdict",
+]
+# What js/lib/model.ts gets of this module, in order (python -m mlc_lab.core.model_ts).
+WIRE = __all__
+
+
+class ClassTask(TypedDict):
+    """One task of the class's assignment."""
+
+    name: str
+    title: str
+    points: float
+
+
+class BoardRow(TypedDict):
+    """One pseudonym on the leaderboard: its best score, the tasks it passed, its fastest passing latency."""
+
+    name: str
+    rank: int
+    score: float
+    tasks_passed: list[str]
+    best_latency_ms: float | None
+    submissions: int
+
+
+class Board(TypedDict):
+    """The leaderboard (``/api/leaderboard``; ``title``: the server adds the assignment's)."""
+
+    title: NotRequired[str]
+    max_score: float
+    tasks: list[ClassTask]
+    rows: list[BoardRow]
+    submissions: int
+    queued: int
+
+
+class TaskRate(TypedDict):
+    """How many of the students who handed anything in passed one task."""
+
+    name: str
+    title: str
+    passed: int
+    students: int
+    pass_rate: float
+
+
+class CommonFailure(TypedDict):
+    """A failure message, how often it was met and by how many students (task null: not graded at all)."""
+
+    task: str | None
+    message: str
+    count: int
+    students: int
+
+
+class StuckStudent(TypedDict):
+    """The first task a student has not passed, and how often they failed it."""
+
+    name: str
+    task: str
+    failed_attempts: int
+    stuck: bool
+    last_message: str | None
+
+
+class StudentLatency(TypedDict):
+    name: str
+    latency_ms: float
+
+
+class LatencySpread(TypedDict):
+    """Each student's best passing latency, and their minimum, median and maximum."""
+
+    students: list[StudentLatency]
+    min: NotRequired[float]
+    median: NotRequired[float]
+    max: NotRequired[float]
+
+
+class ClassSummary(TypedDict):
+    """The teacher's view of a class (``/api/summary``)."""
+
+    title: NotRequired[str]
+    students: int
+    submissions: int
+    queued: int
+    tasks: list[TaskRate]
+    latency: LatencySpread
+    common_failures: list[CommonFailure]
+    stuck: list[StuckStudent]
+
+
+class TaskVerdict(TypedDict):
+    """One task of a graded submission."""
+
+    name: str
+    title: str | None
+    points: float | None
+    max_points: float | None
+    passed: bool | None
+    messages: list[str] | None
+
+
+class Verdict(TypedDict):
+    """One submission as its student sees it (no trace); the rest once it is graded."""
+
+    id: int
+    name: str
+    task: str | None
+    status: str  # "queued", "grading", "graded"
+    submitted_at: float
+    score: NotRequired[float | None]
+    max_score: NotRequired[float | None]
+    passing: NotRequired[bool]
+    latency_ms: NotRequired[float | None]
+    error: NotRequired[str | None]
+    tasks: NotRequired[list[TaskVerdict]]
+    hazards: NotRequired[list[Any]]
+    correct: NotRequired[Any]
+    timing: NotRequired[Any]
+    timing_error: NotRequired[str | None]
+    rank: NotRequired[int | None]
+    students: NotRequired[int]
+
+
+class ClassSubmission(TypedDict, total=False):
+    """The explorer's Submit bar (its ``class_submission`` trait; {} before the first submission)."""
+
+    state: Literal["sending", "graded", "queued", "error"]
+    name: str
+    step: int | str
+    text: str
+    verdict: Verdict
