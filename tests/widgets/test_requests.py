@@ -165,3 +165,21 @@ def test_a_trait_value_that_departs_from_its_declared_type_fails_the_strict_wire
     base.wire_violations.clear()
     explorer.selection = {}
     assert base.wire_violations == []
+
+
+def test_a_kernel_on_the_strict_wire_writes_what_departs_to_the_file_it_is_given(tmp_path):
+    """The e2e suite's kernels run inside JupyterLab: they append to the file tests/e2e/conftest.py reads."""
+    import os
+    import subprocess
+    import sys
+
+    log = tmp_path / "wire.log"
+    code = (
+        "from mlc_lab.widgets.explorer import Explorer\n"
+        "from tests.widgets.fakes import FakeSession\n"
+        "w = Explorer(FakeSession())\n"
+        "w.selection = {'kind': 'loop'}\n"
+    )
+    env = {**os.environ, "MLC_LAB_STRICT_WIRE": str(log), "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=env, capture_output=True)
+    assert log.read_text().splitlines() == ["Explorer.selection.name: missing (required by Selection)"]
