@@ -1,7 +1,8 @@
 // @vitest-environment jsdom
 import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
-import { type LoweringInfo, type PassInfo, asmLanguage, codeText, loopFacts, scriptAfter, scriptBefore, widthText } from "../explorer/compiler";
+import type { Lowering } from "../lib/model";
+import { type PassInfo, asmLanguage, codeText, loopFacts, scriptAfter, scriptBefore, widthText } from "../explorer/compiler";
 import { fakeModel, tick } from "./fixtures";
 import type { StepData } from "../lib/types";
 import { explorerOffline } from "../explorer/offline";
@@ -25,7 +26,7 @@ const facts = (loop: string, name: string, kind: string, asm_lines: number[], ex
 
 const ASM = ["mm_relu_compute_:", "\tpushq\t%rbx", "\tvbroadcastss\t(%r12), %zmm2", "\tvfmadd213ps\t%zmm1, %zmm2, %zmm3", "\tvmovups\t%zmm3, (%rax)", "\tvmaxps\t%ymm0, %ymm1, %ymm1", "\tretq"].join("\n");
 
-function lowering(extra: Partial<LoweringInfo> = {}): LoweringInfo {
+function lowering(extra: Partial<Lowering> = {}): Lowering {
   return {
     step: 1, target: "llvm", kind: "cpu", script: "S0", ok: true, error: null,
     passes: [
@@ -40,7 +41,7 @@ function lowering(extra: Partial<LoweringInfo> = {}): LoweringInfo {
     loops: [facts("Y/i", "i", "serial", [2, 3, 4, 5]), facts("k", "k", "vectorized", [3, 4, 5], { verdict: "k vectorized: 16-wide FMAs on zmm registers" }), facts("C/i", "i", "serial", [6]), facts("C/j", "j", "serial", [6], { vector_width: 8, register: "ymm", ir_lines: [3] })],
     kernels: [], verdict: "k vectorized: 16-wide FMAs on zmm registers", problems: [], seconds: 0.2,
     ...extra,
-  } as LoweringInfo;
+  } as Lowering;
 }
 
 describe("compiler helpers", () => {
@@ -172,7 +173,7 @@ describe("the Compiler view in the explorer", () => {
   }, 30_000);
 
   it("for a CUDA arch: the stack-frame verdict, the kernel table and what each loop became, linked to the tree; a bad target keeps the view", async () => {
-    const big = bigTile as unknown as LoweringInfo;
+    const big = bigTile as unknown as Lowering;
     const S = big.step as number;
     const view = bigTileStep as unknown as StepData;
     expect(view.id).toBe(S);
@@ -267,7 +268,7 @@ describe("the Compiler view in the explorer", () => {
 
 describe("CUDA facts without ptxas", () => {
   it("says the figures come from the source: registers, stack and spills unknown, shared and local arrays known", () => {
-    const big = bigTile as unknown as LoweringInfo;
+    const big = bigTile as unknown as Lowering;
     const low = { ...big, ptx: null, ptx_error: "nvcc is not installed", ptxas_report: "", kernels: big.kernels.map((k) => ({ ...k, registers: null, stack_bytes: 0, facts_from: "source" as const })) };
     const host = document.createElement("div");
     host.append(...cudaFacts(low, null, () => {}));
@@ -290,7 +291,7 @@ describe("a saved explorer's Compiler view", () => {
   const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
   it("opens on its saved target and answers from the reply recorded under it; an unrecorded target keeps the view", async () => {
     const { default: widget } = await import("../explorer");
-    const big = bigTile as unknown as LoweringInfo;
+    const big = bigTile as unknown as Lowering;
     const S = big.step as number;
     const b64 = (text: string) => btoa(String.fromCharCode(...new TextEncoder().encode(text)));
     const stepText = JSON.stringify(bigTileStep);

@@ -19,22 +19,10 @@ import css from "./compiler.css";
 import { cudaLanguage } from "./cuda";
 
 // The lowering's types are generated from mlc_lab/model/lowering.py (js/lib/model.ts).
-import type { KernelFacts, LoopFacts as LoopFactsInfo, Lowering, PassStep as PassInfo } from "../lib/model";
+import type { LoopFacts as LoopFactsInfo, Lowering, PassStep as PassInfo } from "../lib/model";
 
 export type { LoopFactsInfo, PassInfo };
 export type PassStatus = PassInfo["status"];
-
-/** A kernel as the panel receives it: the contract's KernelFacts, and the local memory that
- *  lower_payload (mlc_lab/widgets/compiler_panel.py) adds from the kernel's arrays. */
-export interface KernelFactsInfo extends KernelFacts {
-  local_bytes?: number;
-  local_arrays?: string[];
-}
-
-/** The lowering as the panel receives it (lower_payload's answer). */
-export interface LoweringInfo extends Omit<Lowering, "kernels"> {
-  kernels: KernelFactsInfo[];
-}
 
 interface LowerProblem {
   step: StepId;
@@ -54,7 +42,7 @@ export function bytesText(n: number | null | undefined): string {
 }
 
 /** One line saying where a CUDA lowering's kernel figures come from. */
-export function kernelSourceText(low: LoweringInfo): string {
+export function kernelSourceText(low: Lowering): string {
   const fromPtxas = low.kernels.some((k) => (k.facts_from ?? (k.registers == null ? "source" : "ptxas")) === "ptxas");
   const arch = low.arch ? ` for ${low.arch}` : "";
   if (fromPtxas) return `figures from ptxas -v${arch}`;
@@ -64,18 +52,18 @@ export function kernelSourceText(low: LoweringInfo): string {
 // ---- pure helpers (tested without a DOM) -----------------------------------------------------
 
 /** The TVMScript a pass received: the script of its base pass (or the step's own script). */
-export function scriptBefore(low: LoweringInfo, p: PassInfo): string {
+export function scriptBefore(low: Lowering, p: PassInfo): string {
   let base = p.base;
   while (base >= 0 && low.passes[base]?.script == null) base = low.passes[base]?.base ?? -1;
   return base < 0 ? low.script : (low.passes[base].script as string);
 }
 
-export function scriptAfter(low: LoweringInfo, p: PassInfo): string {
+export function scriptAfter(low: Lowering, p: PassInfo): string {
   return p.script ?? scriptBefore(low, p);
 }
 
 /** The facts of a loop by the explorer's selection name (qualified "Y/i" or plain "j_1"). */
-export function loopFacts(low: LoweringInfo | null, name: string | null): LoopFactsInfo | null {
+export function loopFacts(low: Lowering | null, name: string | null): LoopFactsInfo | null {
   if (!low || !name) return null;
   const exact = low.loops.filter((f) => f.loop === name);
   if (exact.length === 1) return exact[0];
@@ -84,7 +72,7 @@ export function loopFacts(low: LoweringInfo | null, name: string | null): LoopFa
 }
 
 /** What the code view shows for a code kind, and which lines of it the selected loop owns. */
-export function codeText(low: LoweringInfo, which: CodeKind): string {
+export function codeText(low: Lowering, which: CodeKind): string {
   if (which === "asm") return low.asm || "; no assembly (the step did not compile)";
   if (which === "llvm") return low.llvm_ir || "; no LLVM IR (the step did not compile)";
   if (which === "ptx") return low.ptx ?? `// no PTX: ${low.ptx_error ?? "nvcc is not installed"}`;
@@ -94,7 +82,7 @@ export function codeText(low: LoweringInfo, which: CodeKind): string {
 /** The CUDA source lines of a (serial) loop: by its variable, the part after "Y/" of a qualified name.
  * Of two loops with one variable (one per block), TVM's code calls the second `name_1`, the third
  * `name_2` (as mlc_lab/core/lowering.py's cuda_loop_facts reads them). */
-export function cudaLoopLines(low: LoweringInfo, name: string | null): number[] {
+export function cudaLoopLines(low: Lowering, name: string | null): number[] {
   if (!name) return [];
   const f = loopFacts(low, name);
   if (f) {
@@ -180,9 +168,9 @@ export class CompilerPanel {
   private facts: HTMLElement;
   private passList: HTMLElement;
   private main: HTMLElement;
-  private cache = new Map<string, LoweringInfo | LowerProblem>(); // a step never changes
+  private cache = new Map<string, Lowering | LowerProblem>(); // a step never changes
   private wanted: string | null = null;
-  private low: LoweringInfo | null = null;
+  private low: Lowering | null = null;
   private shown: { kind: "code"; code: CodeKind } | { kind: "pass"; index: number } = { kind: "code", code: "asm" };
   private editor: EditorView | null = null;
   private editorText: string | null = null;
@@ -287,7 +275,7 @@ export class CompilerPanel {
     }
     this.status.textContent = `compiling step ${step} for ${target}…`;
     this.el.classList.add("mlc-compiler-loading");
-    let got: LoweringInfo | LowerProblem;
+    let got: Lowering | LowerProblem;
     try {
       got = (await this.rpc.call("lower", { step, target })).result;
     } catch (err) {
@@ -302,7 +290,7 @@ export class CompilerPanel {
   }
 
   /** A reply for `target`: a refused new target leaves the last good view on screen. */
-  private arrive(key: string, target: string, got: LoweringInfo | LowerProblem): void {
+  private arrive(key: string, target: string, got: Lowering | LowerProblem): void {
     // a refused target, or one a saved view has no record of: said under the field, the view stays
     if ("summary" in got && (got.type === "bad_target" || got.type === "no_kernel") && target !== this.goodTarget) {
       this.el.classList.remove("mlc-compiler-loading");
@@ -331,11 +319,11 @@ export class CompilerPanel {
     this.drawHits(true);
   }
 
-  get lowering(): LoweringInfo | null {
+  get lowering(): Lowering | null {
     return this.low;
   }
 
-  private draw(key: string, got: LoweringInfo | LowerProblem): void {
+  private draw(key: string, got: Lowering | LowerProblem): void {
     this.el.classList.remove("mlc-compiler-loading");
     this.el.dataset.step = key.split(":")[0];
     if ("summary" in got) {
@@ -503,7 +491,7 @@ export class CompilerPanel {
  * ptxas when it ran, else from the source, said under the table), then per loop what it became
  * (a block or thread index, a loop in every thread, unrolled copies, one wide access), each row a
  * link to that loop in the explorer's tree. */
-export function cudaFacts(low: LoweringInfo, sel: LoopFactsInfo | null, onSelectLoop: (name: string) => void): Array<HTMLElement | string> {
+export function cudaFacts(low: Lowering, sel: LoopFactsInfo | null, onSelectLoop: (name: string) => void): Array<HTMLElement | string> {
   const kernelRows = low.kernels.map((k) => {
     const local = (low.kernel_arrays?.[k.name] ?? []).filter((a) => a.scope === "local");
     const localBytes = local.reduce((n, a) => n + (a.bytes ?? 0), 0);
