@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { completeWidgetState, type ManagerLike } from "../labextension/src/widget_state";
 import { explorerOffline } from "../explorer/offline";
-import { recordKey, setOfflineHandler } from "../lib/offline";
+import { recordData, recordKey, recordedModel, setHeldSteps, setOfflineHandler } from "../lib/offline";
 import { Rpc, RpcFailure } from "../lib/rpc";
 import { SavedWidgets, stateWithBuffers, type SavedState } from "../lib/saved";
 
@@ -85,6 +85,52 @@ describe("JupyterLab's widget-state save, completed", () => {
     await Promise.resolve();
     explorer.set("history", { from: 5, steps: [summary(5, 4)] });
     expect(manager.get_state_sync().state.e.state.history).toEqual({ from: 5, steps: [summary(5, 4)] });
+  });
+});
+
+describe("a save right after a burst of clicks", () => {
+  it("records the steps the page holds that are newer than the kernel's newest record, and a saved view reads them", async () => {
+    const manager = new FakeManager();
+    completeWidgetState(manager);
+    const step = (id: number) => bytes(JSON.stringify({ id, parent: id - 1, label: `s${id}`, script: `# step ${id}` }));
+    const explorer = new FakeModel("e", { _mlc_entry: "explorer", step: step(3), history: { from: 0, steps: [0, 1, 2, 3].map((i) => summary(i, i - 1)) }, _mlc_recorded: { "step:0": "IPY_MODEL_r0", "step:1": "IPY_MODEL_r1" } });
+    const r0 = new FakeModel("r0", { key: "step:0", encoding: "", data: step(0), buffers: [], result: "null", ok: true });
+    const r1 = new FakeModel("r1", { key: "step:1", encoding: "", data: step(1), buffers: [], result: "null", ok: true });
+    for (const m of [explorer, r0, r1]) manager.register_model(m.model_id, Promise.resolve(m));
+    await Promise.resolve();
+    await Promise.resolve();
+    // the page held 0..3 (the kernel recorded 0 and 1; 2 and 3 came in the last two seconds)
+    setHeldSteps(explorer.get("step"), new Map([0, 1, 2, 3].map((i) => [String(i), step(i)])));
+
+    const saved = manager.get_state_sync().state as SavedState;
+    const recorded = saved.e.state._mlc_recorded as Record<string, string>;
+    expect(Object.keys(recorded).sort()).toEqual(["step:0", "step:1", "step:2", "step:3"]);
+    expect(recorded["step:0"]).toBe("IPY_MODEL_r0"); // the kernel's own records stay as they were
+    expect(Object.keys(saved).length).toBe(5);
+
+    const widgets = new SavedWidgets(saved);
+    const model = await widgets.get_model("e");
+    for (const id of [2, 3]) {
+      const rec = await recordedModel(model, `step:${id}`);
+      const data = rec ? await recordData(rec) : undefined;
+      expect(data && JSON.parse(new TextDecoder().decode(data)).script).toBe(`# step ${id}`);
+    }
+  });
+
+  it("adds nothing when the kernel recorded everything the page holds, or recorded nothing yet", async () => {
+    const manager = new FakeManager();
+    completeWidgetState(manager);
+    const explorer = new FakeModel("e", { _mlc_entry: "explorer", history: { from: 0, steps: [summary(0, null)] }, _mlc_recorded: { "step:0": "IPY_MODEL_r0" } });
+    const r0 = new FakeModel("r0", { key: "step:0", encoding: "", data: bytes("{}"), buffers: [], result: "null", ok: true });
+    for (const m of [explorer, r0]) manager.register_model(m.model_id, Promise.resolve(m));
+    await Promise.resolve();
+    await Promise.resolve();
+    explorer.set("step", bytes("{}"));
+    setHeldSteps(explorer.get("step"), new Map([["0", bytes("{}")]]));
+    expect(Object.keys(manager.get_state_sync().state)).toEqual(["e", "r0"]);
+    explorer.set("_mlc_recorded", {});
+    setHeldSteps(explorer.get("step"), new Map([["0", bytes("{}")], ["1", bytes("{}")]]));
+    expect(Object.keys(manager.get_state_sync().state)).toEqual(["e", "r0"]); // no record to copy the form of
   });
 });
 

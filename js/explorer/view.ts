@@ -10,7 +10,7 @@ import { ERROR_KINDS, type Measurement, type RequestParams } from "../lib/model"
 
 /** The requests that change the session: Python answers with the new state (and maybe a selection). */
 type StepRequest = "apply" | "goto" | "set_decision" | "replay";
-import { kernelLive, recordData, recordedModel, recordedReply, recordedResult } from "../lib/offline";
+import { kernelLive, recordData, recordedModel, recordedReply, recordedResult, setHeldSteps } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerTraits, FailureInfo, HistoryDelta, RecordCut, Selection, StepData, StepId } from "../lib/types";
 import { ChecksPanel, type StepChecks, type ChecksSetup, type StepHazards, checksBadge, hazardMark, reportFor } from "./checks";
@@ -287,6 +287,7 @@ export class ExplorerView {
     const step = readStep(raw as DataView);
     const bytes = raw instanceof DataView ? raw : raw instanceof ArrayBuffer ? new DataView(raw) : null;
     if (bytes && bytes.byteLength) this.held.set(String(step.id), bytes);
+    setHeldSteps(raw, this.held); // what a save made before the kernel records them keeps
     this.scripts.set(String(step.id), step.script);
     return step;
   }

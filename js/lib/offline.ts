@@ -73,6 +73,27 @@ export interface OfflineAnswer {
 export type OfflineHandler = (method: string, params: Record<string, unknown>) => Promise<OfflineAnswer | null>;
 
 const HANDLER = "__mlc_offline_handler__";
+const HELD = "__mlc_held_steps__";
+
+// The steps an explorer's page holds (id -> the `step` trait's bytes as sent), found by the value of
+// its `step` trait: JupyterLab's widget-state save (js/labextension/src/widget_state.ts) records those
+// the kernel has not recorded yet (it records 2 s after the last change, off the click's path). Keyed
+// by the trait's value, not the model: a view gets anywidget's proxy of the model, the save the model
+// itself, and both read the same value. On globalThis: the labextension is another bundle.
+function heldRegistry(): WeakMap<object, ReadonlyMap<string, DataView>> {
+  const g = globalThis as Record<string, unknown>;
+  return (g[HELD] ??= new WeakMap()) as WeakMap<object, ReadonlyMap<string, DataView>>;
+}
+
+/** Publish the steps a view holds, under the value of the `step` trait it shows. */
+export function setHeldSteps(current: unknown, steps: ReadonlyMap<string, DataView>): void {
+  if (current && typeof current === "object") heldRegistry().set(current, steps);
+}
+
+/** The steps held by a view of the explorer whose `step` trait has this value. */
+export function heldSteps(current: unknown): ReadonlyMap<string, DataView> | undefined {
+  return current && typeof current === "object" ? heldRegistry().get(current) : undefined;
+}
 
 export function setOfflineHandler(model: object, handler: OfflineHandler): void {
   Object.defineProperty(model, HANDLER, { value: handler, configurable: true, enumerable: false });

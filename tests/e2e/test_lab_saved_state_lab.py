@@ -14,6 +14,7 @@ import pytest
 
 from tests.e2e.lab import Lab, console_errors, write_notebook
 from tests.e2e.saved import REPO, widget_state
+from tests.e2e.test_explorer_lab import row
 from tests.e2e.test_saved_state_lab import _no_kernel_dialog
 
 pytestmark = pytest.mark.e2e
@@ -68,6 +69,31 @@ def _check_saved_view(page) -> None:
     assert page.locator(".mlc-offline-banner[data-refused]").count() == 0
 
 
+def _save_with_widget_state(page) -> None:
+    """ctrl+s with JupyterLab's "Save Widget State Automatically" on (as it was left afterwards)."""
+    toggled = page.evaluate(f"() => window.jupyterapp.commands.isToggled('{SAVE_STATE}')")
+    try:
+        if not toggled:
+            page.evaluate(f"() => window.jupyterapp.commands.execute('{SAVE_STATE}')")
+            page.wait_for_function(f"() => window.jupyterapp.commands.isToggled('{SAVE_STATE}')")
+        page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").click(position={"x": 5, "y": 5})
+        page.keyboard.press("Control+s")
+        page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
+    finally:
+        if not toggled:
+            page.evaluate(f"() => window.jupyterapp.commands.execute('{SAVE_STATE}')")
+
+
+def _without_kernel(nb: dict, dest):
+    """The notebook as a file that opens with no kernel (an unknown kernelspec; we answer "No Kernel")."""
+    nb = json.loads(json.dumps(nb))
+    nb["metadata"]["kernelspec"] = {"name": "mlc-lab-none", "display_name": "none", "language": "mlc-lab-none"}
+    nb["metadata"].pop("language_info", None)
+    dest.write_text(json.dumps(nb))
+    subprocess.run([sys.executable, "-m", "jupyter", "trust", str(dest)], check=True, capture_output=True)
+    return dest
+
+
 def test_jupyterlab_widget_state_save_reopens_whole(lab_server, lab_page, browser, artifacts, tmp_path):
     url, root = lab_server
     page, errors = lab_page
@@ -80,26 +106,10 @@ def test_jupyterlab_widget_state_save_reopens_whole(lab_server, lab_page, browse
     page.wait_for_function("(sel) => document.querySelectorAll(sel).length >= 4", arg=STEP_ROWS, timeout=30_000)
     page.wait_for_timeout(1000)  # the memory view follows the step (its reply is recorded)
 
-    toggled = page.evaluate(f"() => window.jupyterapp.commands.isToggled('{SAVE_STATE}')")
-    try:
-        if not toggled:
-            page.evaluate(f"() => window.jupyterapp.commands.execute('{SAVE_STATE}')")
-            page.wait_for_function(f"() => window.jupyterapp.commands.isToggled('{SAVE_STATE}')")
-        page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").click(position={"x": 5, "y": 5})
-        page.keyboard.press("Control+s")
-        page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
-    finally:
-        if not toggled:
-            page.evaluate(f"() => window.jupyterapp.commands.execute('{SAVE_STATE}')")
+    _save_with_widget_state(page)
     nb = json.loads((root / "jl_saved.ipynb").read_text())
     (artifacts / "jl_saved.ipynb").write_text(json.dumps(nb))
-
-    # Reopened with no kernel (an unknown kernelspec; we answer "No Kernel").
-    nb["metadata"]["kernelspec"] = {"name": "mlc-lab-none", "display_name": "none", "language": "mlc-lab-none"}
-    nb["metadata"].pop("language_info", None)
-    dest = root / "jl_saved_nokernel.ipynb"
-    dest.write_text(json.dumps(nb))
-    subprocess.run([sys.executable, "-m", "jupyter", "trust", str(dest)], check=True, capture_output=True)
+    dest = _without_kernel(nb, root / "jl_saved_nokernel.ipynb")
     context = browser.new_context(viewport={"width": 1500, "height": 1000})
     other = context.new_page()
     offline_errors = console_errors(other)
@@ -141,4 +151,57 @@ def test_jupyterlab_widget_state_save_reopens_whole(lab_server, lab_page, browse
     explorer = next(m for m in state.values() if m["state"].get("_mlc_entry") == "explorer")
     history = explorer["state"]["history"]
     assert history["from"] == 0 and [(h["id"], h["parent"]) for h in history["steps"]] == HISTORY, history
+    assert not errors, errors
+
+
+def test_a_save_right_after_a_burst_of_clicks_keeps_every_step(lab_server, lab_page, browser, artifacts):
+    """The kernel records steps 2 s after the last change (off the click's path); a save before that
+    still holds every step: the page records the steps it holds that the kernel has not yet."""
+    url, root = lab_server
+    page, errors = lab_page
+    write_notebook(root / "burst.ipynb", [CELLS[0].replace("mlc_lab.explore(s)", "ex = mlc_lab.explore(s)\nex")])
+    lab = Lab(page, url, artifacts, prefix="burst")
+    lab.open("burst.ipynb")
+    lab.run_all()
+    page.wait_for_selector(".mlc-explorer .mlc-row", timeout=120_000)
+    lab.kernel("ex.RECORD_DELAY_S = 600")  # the kernel records nothing more until after the save
+    row(page, "loop", "Y/i").click()
+    page.keyboard.press("p")
+    _code_has(page, "T.parallel")
+    row(page, "loop", "j_1").click()
+    page.keyboard.press("u")
+    _code_has(page, "T.unroll")
+    page.wait_for_function("(sel) => document.querySelectorAll(sel).length >= 4", arg=STEP_ROWS, timeout=20_000)
+    _save_with_widget_state(page)
+
+    nb = json.loads((root / "burst.ipynb").read_text())
+    (artifacts / "burst.ipynb").write_text(json.dumps(nb))
+    state = widget_state(nb)
+    explorer = next(m for m in state.values() if m["state"].get("_mlc_entry") == "explorer")
+    recorded = explorer["state"]["_mlc_recorded"]
+    assert {"step:0", "step:1", "step:2", "step:3"} <= set(recorded), recorded
+    assert lab.kernel_json("sorted(k for k in ex._mlc_records if k.startswith('step:'))") == ["step:0", "step:1"]
+
+    dest = _without_kernel(nb, root / "burst_nokernel.ipynb")
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    other = context.new_page()
+    offline_errors = console_errors(other)
+    try:
+        other.goto(f"{url}/lab/tree/{dest.name}?reset")
+        _no_kernel_dialog(other, artifacts, "burst")
+        other.wait_for_function("(sel) => document.querySelectorAll(sel).length >= 4", arg=STEP_ROWS, timeout=60_000)
+        _code_has(other, "T.unroll")
+        other.locator(".mlc-explorer .mlc-undo").first.click()  # step 2: recorded by the page at the save
+        other.wait_for_function(
+            "(sel) => document.querySelector(sel + '.mlc-current')?.dataset.step === '2'", arg=STEP_ROWS, timeout=15_000
+        )
+        _code_has(other, "T.parallel")
+        other.wait_for_function(
+            "(sel) => !(document.querySelector(sel)?.innerText || '').includes('T.unroll')", arg=CODE, timeout=15_000
+        )
+        assert other.locator(".mlc-offline-banner[data-refused]").count() == 0
+        assert not offline_errors, offline_errors
+    finally:
+        other.screenshot(path=str(artifacts / "burst-nokernel.png"))
+        context.close()
     assert not errors, errors

@@ -7,10 +7,14 @@
 //   heatmaps, and failed to decompress the empty records ("Failed to fetch").
 // - the explorer's `history` trait is the last delta Python sent (`{"from": 9, "steps": [...]}`),
 //   not the whole history: Python sends the whole only when a view opens or a page reloads.
+// - the records of the newest steps: the kernel records steps 2 s after the last change (off the
+//   click's path), so a save right after a burst of clicks would lack the burst's steps.
 // So this wraps one notebook's widget manager: it keeps each explorer's whole history from the
 // deltas it sees, and its get_state_sync puts the missing bytes back (as base64 buffers, where
-// nbclient would have written them) and the whole history in place of the delta.
+// nbclient would have written them), the whole history in place of the delta, and a record of each
+// step the page holds that is newer than the newest the kernel recorded.
 
+import { heldSteps } from "../../lib/offline";
 import type { SavedBuffer, SavedModelState } from "../../lib/saved";
 
 interface ModelLike {
@@ -124,6 +128,37 @@ export function completeWidgetState(manager: ManagerLike): void {
       const whole = histories.get(id)?.whole;
       if (whole && "history" in entry.state) entry.state.history = whole;
     }
+    for (const id of histories.keys()) recordNewestSteps(result.state ?? {}, id, heldSteps(models.get(id)?.get("step")));
     return result;
   };
+}
+
+// At most this many steps are recorded by the page in one save (the kernel keeps up to 200 in all).
+const PAGE_RECORDS = 50;
+
+/** Add to a saved state a record (a model-only `Recorded`, as mlc_lab/widgets/_base.py makes them) of
+ *  each step of explorer ``id`` that the page holds and that is newer than every step the kernel
+ *  recorded; older steps missing from the records were dropped by the kernel on purpose. */
+function recordNewestSteps(state: Record<string, SavedModelState>, id: string, held: ReadonlyMap<string, DataView> | undefined): void {
+  const entry = state[id]?.state as Record<string, unknown> | undefined;
+  const recorded = entry?._mlc_recorded as Record<string, string> | undefined;
+  if (!entry || !recorded || !held?.size) return;
+  const ids = Object.keys(recorded).filter((k) => k.startsWith("step:")).map((k) => Number(k.slice(5)));
+  // a record the kernel made: its model's name and module, which the new ones copy
+  const template = Object.values(state).find((m) => typeof m.state?.key === "string" && String(m.state.key).startsWith("step:"));
+  if (!ids.length || !template) return;
+  const newest = Math.max(...ids);
+  const missing = [...held.keys()].filter((k) => Number(k) > newest).slice(-PAGE_RECORDS);
+  const added: Record<string, string> = {};
+  for (const step of missing) {
+    const modelId = `mlc${Date.now().toString(16)}${Math.random().toString(16).slice(2, 10)}${step}`;
+    const { buffers: _b, state: base, ...meta } = template;
+    state[modelId] = {
+      ...meta,
+      state: { ...base, key: `step:${step}`, result: "null", data: null, buffers: [], ok: true, encoding: "" },
+      buffers: [{ path: ["data"], encoding: "base64", data: base64(held.get(step)!) }],
+    };
+    added[`step:${step}`] = `IPY_MODEL_${modelId}`;
+  }
+  if (missing.length) entry._mlc_recorded = { ...recorded, ...added };
 }
