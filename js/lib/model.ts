@@ -659,6 +659,7 @@ export interface ErrorInfo {
   primitive?: string;
   line?: number | null;
   shape_vars?: string[];
+  step?: number | string;
 }
 
 /** Why the memory view shows no footprint of ``loop``. */
@@ -670,6 +671,7 @@ export interface AccessError {
   primitive?: string;
   line?: number | null;
   shape_vars?: string[];
+  step?: number | string;
   loop: string;
 }
 
@@ -723,6 +725,7 @@ export interface ExplorerError {
   primitive?: string;
   line?: number | null;
   shape_vars?: string[];
+  step?: number | string;
   id: number;
   source: string;
   label?: string;

@@ -73,3 +73,4 @@ class ErrorInfo(TypedDict):
     primitive: NotRequired[str]
     line: NotRequired[int | None]  # 1-based, in the text the request sent
     shape_vars: NotRequired[list[str]]  # symbolic shapes the request must give values to
+    step: NotRequired[int | str]  # the step it is about (a compile of a step that is not the current one)

@@ -35,7 +35,7 @@ import traitlets as t
 
 from mlc_lab.errors import error_kind
 from mlc_lab.model.conform import fields_of, problems
-from mlc_lab.model.errors import ERROR_KINDS
+from mlc_lab.model.errors import ERROR_KINDS, ErrorInfo
 from mlc_lab.model.requests import REQUEST, REQUESTS, RESPONSE, ResponseMessage, record_key
 
 log = logging.getLogger(__name__)
@@ -407,18 +407,12 @@ class RpcWidget(anywidget.AnyWidget):
             log.exception("mlc_lab: request %r failed", method)
             self._reply(req_id, started, ok=False, error=self._error_payload(exc))
             return
-        result = answer.result if isinstance(answer, Reply) else answer
+        result, buffers = (answer.result, answer.buffers) if isinstance(answer, Reply) else (answer, [])
         if STRICT_WIRE and str(method) in REQUESTS:
             for text in problems(result, REQUESTS[str(method)].result, f"{method} result"):
                 wire_violation(text)
-        if isinstance(answer, Reply):
-            self._reply(req_id, started, ok=True, result=answer.result, buffers=answer.buffers)
-        else:
-            self._reply(req_id, started, ok=True, result=answer)
-        if isinstance(answer, Reply):
-            self._record_reply(str(method), params, answer.result, answer.buffers)
-        else:
-            self._record_reply(str(method), params, answer, [])
+        self._reply(req_id, started, ok=True, result=result, buffers=buffers)
+        self._record_reply(str(method), params, result, buffers)
 
     def _record_reply(self, method: str, params: dict, result: Any, buffers: list[bytes], *, ok: bool = True) -> None:
         spec = REQUESTS.get(method)
@@ -498,6 +492,9 @@ class RpcWidget(anywidget.AnyWidget):
         error: dict | None = None,
         buffers: list[bytes] | None = None,
     ) -> None:
+        if STRICT_WIRE and not ok:
+            for text in problems(error, ErrorInfo, "error"):
+                wire_violation(text)
         # elapsed_ms: time spent in the kernel, so the front end can tell it from transport and drawing.
         msg: ResponseMessage = {
             "kind": RESPONSE,

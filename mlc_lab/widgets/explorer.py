@@ -672,9 +672,7 @@ class Explorer(RpcWidget):
             build = self._session.cuda_source(step=sid, ptx=bool(ptx))
         except MlcLabError as exc:
             summary, detail = _summary_detail(exc)
-            raise RequestError(
-                summary, detail=detail, message=str(exc), step=_plain(sid), type=error_kind(exc)
-            ) from None
+            raise RequestError(summary, detail=detail, step=_plain(sid), type=error_kind(exc)) from None
         return {
             "step": _plain(sid),
             "source": str(getattr(build, "source", "")),
