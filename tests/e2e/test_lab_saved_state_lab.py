@@ -5,6 +5,7 @@ included), Undo steps back, the memory view draws its heatmaps, and no error ban
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -94,6 +95,25 @@ def _without_kernel(nb: dict, dest):
     return dest
 
 
+@contextlib.contextmanager
+def _opened_without_kernel(browser, url: str, dest, artifacts, prefix: str):
+    """``dest`` opened in a second browser context with "No Kernel": yields its page; a screenshot is
+    kept, and the page must log no console error."""
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    page = context.new_page()
+    errors = console_errors(page)
+    try:
+        page.goto(f"{url}/lab/tree/{dest.name}?reset")
+        _no_kernel_dialog(page, artifacts, prefix)
+        try:
+            yield page
+        finally:
+            page.screenshot(path=str(artifacts / f"{prefix}-nokernel.png"))
+        assert not errors, errors
+    finally:
+        context.close()
+
+
 def test_jupyterlab_widget_state_save_reopens_whole(lab_server, lab_page, browser, artifacts, tmp_path):
     url, root = lab_server
     page, errors = lab_page
@@ -110,19 +130,8 @@ def test_jupyterlab_widget_state_save_reopens_whole(lab_server, lab_page, browse
     nb = json.loads((root / "jl_saved.ipynb").read_text())
     (artifacts / "jl_saved.ipynb").write_text(json.dumps(nb))
     dest = _without_kernel(nb, root / "jl_saved_nokernel.ipynb")
-    context = browser.new_context(viewport={"width": 1500, "height": 1000})
-    other = context.new_page()
-    offline_errors = console_errors(other)
-    try:
-        other.goto(f"{url}/lab/tree/{dest.name}?reset")
-        _no_kernel_dialog(other, artifacts, "jl-saved")
-        try:
-            _check_saved_view(other)
-        finally:
-            other.screenshot(path=str(artifacts / "jl-saved-nokernel.png"))
-        assert not offline_errors, offline_errors
-    finally:
-        context.close()
+    with _opened_without_kernel(browser, url, dest, artifacts, "jl-saved") as other:
+        _check_saved_view(other)
 
     # `mlc-lab export` of the same file, opened from file:// with the network cut
     out = tmp_path / "site"
@@ -185,12 +194,7 @@ def test_a_save_right_after_a_burst_of_clicks_keeps_every_step(lab_server, lab_p
     assert lab.kernel_json("sorted(k for k in ex._mlc_records if k.startswith('step:'))") == ["step:0", "step:1"]
 
     dest = _without_kernel(nb, root / "burst_nokernel.ipynb")
-    context = browser.new_context(viewport={"width": 1500, "height": 1000})
-    other = context.new_page()
-    offline_errors = console_errors(other)
-    try:
-        other.goto(f"{url}/lab/tree/{dest.name}?reset")
-        _no_kernel_dialog(other, artifacts, "burst")
+    with _opened_without_kernel(browser, url, dest, artifacts, "burst") as other:
         other.wait_for_function("(sel) => document.querySelectorAll(sel).length >= 4", arg=STEP_ROWS, timeout=60_000)
         _code_has(other, "T.unroll")
         other.locator(".mlc-explorer .mlc-undo").first.click()  # step 2: recorded by the page at the save
@@ -202,8 +206,4 @@ def test_a_save_right_after_a_burst_of_clicks_keeps_every_step(lab_server, lab_p
             "(sel) => !(document.querySelector(sel)?.innerText || '').includes('T.unroll')", arg=CODE, timeout=15_000
         )
         assert other.locator(".mlc-offline-banner[data-refused]").count() == 0
-        assert not offline_errors, offline_errors
-    finally:
-        other.screenshot(path=str(artifacts / "burst-nokernel.png"))
-        context.close()
     assert not errors, errors
