@@ -334,7 +334,37 @@ def _first_line(exc: BaseException) -> str:
 # --- the widget --------------------------------------------------------------------------------------
 
 
-class AccessView(RpcWidget):
+class AccessRequests:
+    """The memory panel's two requests, for a widget that has ``_session`` and ``loop_tree``: the memory
+    view, and the explorer that embeds the panel."""
+
+    _session: Any
+    loop_tree: Any
+
+    def access_footprint(
+        self, loop: str, at: dict | None = None, sweep_threads: bool = False, shape_vars: dict | None = None
+    ) -> Reply:
+        return Reply(*self._footprint(loop, at, sweep_threads, shape_vars))
+
+    def _footprint(
+        self, loop: str, at: dict | None, sweep_threads: bool = False, shape_vars: dict | None = None
+    ) -> tuple[dict, list[bytes]]:
+        return footprint_payload(
+            self._session, loop, at, tree=self.loop_tree, sweep_threads=bool(sweep_threads), shape_vars=shape_vars
+        )
+
+    def access_gpu_stats(
+        self,
+        loop: str,
+        at: dict | None = None,
+        warp: int | None = None,
+        block: int | None = None,
+        shape_vars: dict | None = None,
+    ) -> dict:
+        return gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree, shape_vars=shape_vars)
+
+
+class AccessView(AccessRequests, RpcWidget):
     """Heatmaps of the memory a loop touches (see :func:`access_view`).
 
     Traits ``loop``, ``at``, ``color_by``, ``warp``, ``block`` and ``time`` are the view's state: set
@@ -457,23 +487,7 @@ class AccessView(RpcWidget):
                 self.loop = ""
             self.error = {}
 
-    # --- requests ----------------------------------------------------------------------------------
-    def access_footprint(
-        self, loop: str, at: dict | None = None, sweep_threads: bool = False, shape_vars: dict | None = None
-    ) -> Reply:
-        result, buffers = self._footprint(loop, at, sweep_threads, shape_vars)
-        return Reply(result, buffers)
-
-    def access_gpu_stats(
-        self,
-        loop: str,
-        at: dict | None = None,
-        warp: int | None = None,
-        block: int | None = None,
-        shape_vars: dict | None = None,
-    ) -> dict:
-        return gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree, shape_vars=shape_vars)
-
+    # --- requests (access_footprint, access_gpu_stats: AccessRequests) --------------------------------
     def export_html(self) -> Reply:
         return Reply.text(self.to_html())
 
@@ -481,9 +495,7 @@ class AccessView(RpcWidget):
         self, loop: str, at: dict | None, sweep_threads: bool = False, shape_vars: dict | None = None
     ) -> tuple[dict, list[bytes]]:
         try:
-            result, buffers = footprint_payload(
-                self._session, loop, at, tree=self.loop_tree, sweep_threads=bool(sweep_threads), shape_vars=shape_vars
-            )
+            result, buffers = super()._footprint(loop, at, sweep_threads, shape_vars)
         except RequestError as exc:
             self.error = {
                 "summary": exc.payload["summary"],

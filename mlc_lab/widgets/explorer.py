@@ -48,7 +48,7 @@ from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError, erro
 from mlc_lab.model.measurement import Measurement
 
 # The module by its full name: the package re-exports the function `access_view` under the same name.
-from mlc_lab.widgets.access_view import footprint_payload, gpu_payload
+from mlc_lab.widgets.access_view import AccessRequests
 from mlc_lab.model.requests import record_key
 from mlc_lab.model.traits import ExplorerTraits
 from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle
@@ -65,7 +65,7 @@ MEASURE_TARGETS = ("cpu", "cuda")
 FOLLOW = "mlc-follow"
 
 
-class Explorer(RpcWidget):
+class Explorer(AccessRequests, RpcWidget):
     """Interactive view of a schedule session (see :func:`explore`)."""
 
     _esm = bundle("explorer")
@@ -604,25 +604,6 @@ class Explorer(RpcWidget):
 
     def export_html(self) -> Reply:
         return Reply.text(self.to_html())
-
-    # The memory-access panel (mlc_lab.widgets.access_view) embedded in the explorer.
-    def access_footprint(
-        self, loop: str, at: dict | None = None, sweep_threads: bool = False, shape_vars: dict | None = None
-    ) -> Reply:
-        result, buffers = footprint_payload(
-            self._session, loop, at, tree=self.loop_tree, sweep_threads=bool(sweep_threads), shape_vars=shape_vars
-        )
-        return Reply(result, buffers)
-
-    def access_gpu_stats(
-        self,
-        loop: str,
-        at: dict | None = None,
-        warp: int | None = None,
-        block: int | None = None,
-        shape_vars: dict | None = None,
-    ) -> dict:
-        return gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree, shape_vars=shape_vars)
 
     # Measuring and CUDA: both run in the measure worker; answered from a background thread.
     def _handle_request(self, widget: Any, content: Any, buffers: list[Any] | None) -> None:
