@@ -624,18 +624,10 @@ class Session:
         ``threadIdx`` loops over every thread (``Footprint.thread`` then colours by thread). Returns a
         ``mlc_lab.core.access.LoopFootprint`` (a dict of ``Footprint`` by buffer name)."""
         from mlc_lab.core import access
-        from mlc_lab.tvm import access_ir
 
-        func, node, at_ids = self._access_query(loop, at, step)
-        with _analysis_errors(loop):
-            return access.footprint(
-                access_ir.lower(func),
-                access_ir.loop_id(func, node),
-                at_ids,
-                counts=counts,
-                shape_vars=shape_vars,
-                sweep_threads=sweep_threads,
-            )
+        return self._analyse(
+            access.footprint, loop, at, step, counts=counts, shape_vars=shape_vars, sweep_threads=sweep_threads
+        )
 
     def gpu_stats(
         self,
@@ -649,18 +641,16 @@ class Session:
     ) -> Any:
         """Coalescing (sectors per request) and shared-memory bank conflicts for one warp."""
         from mlc_lab.core import access
+
+        return self._analyse(access.gpu_stats, loop, at, step, warp=warp, block=block, shape_vars=shape_vars)
+
+    def _analyse(self, analysis: Any, loop: str, at: dict | None, step: int | None, **options: Any) -> Any:
+        """Run an access analysis (``access.footprint``, ``access.gpu_stats``) on ``loop`` of a step."""
         from mlc_lab.tvm import access_ir
 
         func, node, at_ids = self._access_query(loop, at, step)
         with _analysis_errors(loop):
-            return access.gpu_stats(
-                access_ir.lower(func),
-                access_ir.loop_id(func, node),
-                at_ids,
-                warp=warp,
-                block=block,
-                shape_vars=shape_vars,
-            )
+            return analysis(access_ir.lower(func), access_ir.loop_id(func, node), at_ids, **options)
 
     def _access_query(self, loop: str, at: dict | None, step: int | None) -> tuple[Any, Any, dict]:
         state = self._state if step is None else self._state_of(step)
