@@ -8,7 +8,10 @@ layout and comments survive. Whatever it recognises but cannot fix gets a
 ``# mlc_lab: could not convert: ...`` line above the statement instead of being dropped.
 
 This module never imports TVM: it is text work only, and the session loader runs it on
-TVMScript before TVM parses it (legacy TVMScript does not parse on 0.27 at all).
+TVMScript before TVM parses it (legacy TVMScript does not parse on 0.27 at all). Two parts live
+beside it: ``compat_flows`` follows each built module through names and helpers (so ``tvm.build``
+becomes ``tvm.compile`` only when every use can follow), ``compat_notebook`` converts a notebook's
+cells as one program.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ import re
 from dataclasses import dataclass
 
 from mlc_lab.errors import ConvertError
+from mlc_lab.tvm.compat_flows import MODULE_ATTRS, RUNTIME_RENAMES, Flow, built_flows, dotted_name, is_imported_module
 
-__all__ = ["MARKER", "NotebookReport", "cli_target_to_dict", "convert", "convert_notebook", "looks_legacy"]
+__all__ = ["MARKER", "cli_target_to_dict", "convert", "looks_legacy", "parse"]
 
 MARKER = "# mlc_lab: could not convert: "
 
@@ -105,20 +109,8 @@ class _Source:
         return self.text[self.start(node) : self.end(node)]
 
 
-def _dotted(node: ast.AST) -> str | None:
-    """``a.b.c`` for a chain of names, else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 def _decorator_name(node: ast.AST) -> str | None:
-    return _dotted(node.func if isinstance(node, ast.Call) else node)
+    return dotted_name(node.func if isinstance(node, ast.Call) else node)
 
 
 def _mask_magics(code: str) -> str:
@@ -133,7 +125,7 @@ def _mask_magics(code: str) -> str:
     return re.sub(r"(?m)^([ \t]*)[!%](?=[%A-Za-z])", r"\1#", code)
 
 
-def _parse(code: str) -> ast.Module:
+def parse(code: str) -> ast.Module:
     try:
         return ast.parse(_mask_magics(code))
     except SyntaxError as exc:
@@ -199,11 +191,11 @@ class _Names:
                         self.relax.add(bound)
                     elif node.module == "tvm" and a.name == "tir":
                         self.tir.add(bound)
-        self.flows = _built_flows(tree, self.dotted("build"), self.dotted("compile"))
+        self.flows = built_flows(tree, self.dotted("build"), self.dotted("compile"))
         self.flow_by_name = {name: f for f in self.flows for name in f.names}
         self.built = set(self.flow_by_name)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and _is_imported_module(node.value):
+            if isinstance(node, ast.Assign) and is_imported_module(node.value):
                 self.device_modules.update(t.id for t in node.targets if isinstance(t, ast.Name))
             if isinstance(node, ast.Assign):
                 value = node.value.value if isinstance(node.value, ast.Constant) else None
@@ -213,133 +205,6 @@ class _Names:
 
     def dotted(self, *attrs: str) -> set[str]:
         return {f"{t}.{a}" for t in self.tvm for a in attrs}
-
-
-# What a built module is asked for. On 0.27 ``tvm.build`` still returns a runtime.Module (these work
-# on it, but for the two old names below); ``tvm.compile`` returns an Executable, which keeps that
-# module in ``.mod``. ``None``: the same on both.
-_MODULE_ATTRS = {
-    "time_evaluator": "mod.time_evaluator",
-    "imported_modules": "mod.imports",
-    "imports": "mod.imports",
-    "get_source": "mod.inspect_source",
-    "inspect_source": "mod.inspect_source",
-    "entry_name": "mod.entry_name",
-    "get_function": "mod.get_function",
-    "export_library": None,
-}
-# runtime.Module's old names, wrong on 0.27 whichever way the module was built.
-_RUNTIME_RENAMES = {"imported_modules": "imports", "get_source": "inspect_source"}
-
-
-@dataclass
-class _Flow:
-    """One built module: the ``tvm.build``/``tvm.compile`` calls that make it, the names it is bound
-    to (through assignments, aliases and helper functions that return it) and what is asked of it.
-    ``tvm.build`` becomes ``tvm.compile`` only when every use can follow (all or nothing)."""
-
-    kind: str  # "build" | "compile"
-    calls: list
-    names: set
-    helpers: set
-    uses: list  # the ast.Attribute nodes read off the module
-    opaque: bool = False  # it goes somewhere we cannot follow (an argument, a container ...)
-    modernize: bool = False
-
-    @property
-    def is_executable(self) -> bool:
-        return self.kind == "compile" or self.modernize
-
-    def can_modernize(self) -> bool:
-        return not self.opaque and all(use.attr in _MODULE_ATTRS for use in self.uses)
-
-
-def _built_flows(tree: ast.Module, build: set[str], compile_: set[str]) -> list[_Flow]:
-    parents: dict[int, ast.AST] = {}
-    enclosing: dict[int, ast.AST] = {}  # node -> the function it is in
-
-    def index(node: ast.AST, func: ast.AST | None) -> None:
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
-            if func is not None:
-                enclosing[id(child)] = func
-            index(child, child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else func)
-
-    index(tree, None)
-    loads: dict[str, list[ast.Name]] = {}
-    calls_of: dict[str, list[ast.Call]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            loads.setdefault(node.id, []).append(node)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            calls_of.setdefault(node.func.id, []).append(node)
-
-    flows: list[_Flow] = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        name = _dotted(node.func)
-        if name not in build and name not in compile_:
-            continue
-        flow = _Flow("build" if name in build else "compile", [node], set(), set(), [])
-        work: list[ast.AST] = [node]
-        while work:
-            expr = work.pop()
-            parent = parents.get(id(expr))
-            if isinstance(parent, ast.Assign) and parent.value is expr:
-                for target in parent.targets:
-                    if isinstance(target, ast.Name):
-                        if target.id not in flow.names:
-                            flow.names.add(target.id)
-                            work.extend(loads.get(target.id, []))
-                    else:
-                        flow.opaque = True
-            elif isinstance(parent, ast.Return):
-                func = enclosing.get(id(parent))
-                if func is None:
-                    flow.opaque = True
-                elif func.name not in flow.helpers:
-                    flow.helpers.add(func.name)
-                    work.extend(calls_of.get(func.name, []))
-            elif isinstance(parent, ast.Attribute) and parent.value is expr:
-                flow.uses.append(parent)
-            elif isinstance(parent, ast.Subscript) and parent.value is expr:
-                pass  # lib["main"]: the same on a runtime.Module and an Executable
-            elif isinstance(parent, ast.Call) and parent.func is expr:
-                pass
-            elif isinstance(parent, ast.Expr):
-                pass
-            else:
-                flow.opaque = True
-        flows.append(flow)
-    return _merge_flows(flows)
-
-
-def _merge_flows(flows: list[_Flow]) -> list[_Flow]:
-    """Calls whose modules meet in one name or helper are one object: they change together."""
-    merged: list[_Flow] = []
-    for flow in flows:
-        for other in [m for m in merged if m.names & flow.names or m.helpers & flow.helpers]:
-            merged.remove(other)
-            flow = _Flow(
-                "compile" if "compile" in (flow.kind, other.kind) else "build",
-                other.calls + flow.calls,
-                other.names | flow.names,
-                other.helpers | flow.helpers,
-                other.uses + flow.uses,
-                other.opaque or flow.opaque,
-            )
-        merged.append(flow)
-    return merged
-
-
-def _is_imported_module(node: ast.AST) -> bool:
-    """``x.imported_modules[i]`` / ``x.imports[i]``: a device module of a built library."""
-    return (
-        isinstance(node, ast.Subscript)
-        and isinstance(node.value, ast.Attribute)
-        and node.value.attr in ("imported_modules", "imports")
-    )
 
 
 def _target_kind(text: str) -> str:
@@ -533,7 +398,7 @@ class _Rewriter(ast.NodeVisitor):
             self.replace_node(node, "SBlockRV")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         if dotted is not None and self._rewrite_dotted(node, dotted):
             return
         if node.attr == "get_block":
@@ -542,24 +407,24 @@ class _Rewriter(ast.NodeVisitor):
             self.mark("te.create_schedule (TE schedules) was removed; use te.create_prim_func and tvm.s_tir.Schedule")
         elif node.attr == "name_hint":
             self.mark(".name_hint is gone on relax/tir variables (use .name); GlobalVar keeps it")
-        elif node.attr in _MODULE_ATTRS and (flow := self._flow_of(node.value)) is not None:
+        elif node.attr in MODULE_ATTRS and (flow := self._flow_of(node.value)) is not None:
             if flow.is_executable:  # the Executable of tvm.compile keeps its runtime module in `.mod`
-                if _MODULE_ATTRS[node.attr]:
-                    self.rename_attr(node, _MODULE_ATTRS[node.attr])
-            elif node.attr in _RUNTIME_RENAMES:  # tvm.build kept: only the names 0.27 lost
-                self.rename_attr(node, _RUNTIME_RENAMES[node.attr])
+                if MODULE_ATTRS[node.attr]:
+                    self.rename_attr(node, MODULE_ATTRS[node.attr])
+            elif node.attr in RUNTIME_RENAMES:  # tvm.build kept: only the names 0.27 lost
+                self.rename_attr(node, RUNTIME_RENAMES[node.attr])
         elif node.attr == "imported_modules":
             # a module this file does not build (a parameter, a dict's value): 0.27's runtime.Module
             # calls the list `imports`, and legacy code built it with tvm.build
             self.rename_attr(node, "imports")
         elif node.attr == "get_source" and (
-            _is_imported_module(node.value)
+            is_imported_module(node.value)
             or (isinstance(node.value, ast.Name) and node.value.id in self.names.device_modules)
         ):
             self.rename_attr(node, "inspect_source")  # runtime.Module.get_source became inspect_source
         self.generic_visit(node)
 
-    def _flow_of(self, node: ast.AST) -> _Flow | None:
+    def _flow_of(self, node: ast.AST) -> Flow | None:
         """The built module this expression is: a name bound to one, a build call, a helper's call."""
         if isinstance(node, ast.Name):
             return self.names.flow_by_name.get(node.id)
@@ -651,7 +516,7 @@ class _Rewriter(ast.NodeVisitor):
     # -- T.Buffer[...] -> T.Buffer(...) ------------------------------------------------------------
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
-        if _dotted(node.value) in {f"{t}.Buffer" for t in self.names.T}:
+        if dotted_name(node.value) in {f"{t}.Buffer" for t in self.names.T}:
             open_at = self.src.text.index("[", self.src.end(node.value))
             close_at = self.src.end(node) - 1
             self.replace(open_at, open_at + 1, "(")
@@ -683,7 +548,7 @@ class _Rewriter(ast.NodeVisitor):
     # -- calls: R.call_tir, tune_tir, bare relax Tensor annotations -------------------------------
 
     def visit_Call(self, node: ast.Call) -> None:
-        name = _dotted(node.func)
+        name = dotted_name(node.func)
         skip: set[int] = set()
         if name in {f"{r}.{f}" for r in self.names.R for f in ("call_tir", "call_dps_packed")}:
             skip = self._call_tir(node, name.split(".")[0])
@@ -785,7 +650,7 @@ class _Rewriter(ast.NodeVisitor):
                 fields is None
                 or config.args
                 or any(k.arg not in _TUNE_CONFIG_KEYS for k in fields)
-                or not (_dotted(config.func) or "").endswith("TuneConfig")
+                or not (dotted_name(config.func) or "").endswith("TuneConfig")
             ):
                 self.mark("tune_tir(config=...): TuneConfig is gone; pass its fields to tune_tir directly")
             else:
@@ -873,7 +738,7 @@ class _Rewriter(ast.NodeVisitor):
                 "use ms.tir_integration.compile_tir(database, mod, target)"
             )
             return
-        ms_name = _dotted(node.func).rsplit(".", 1)[0]
+        ms_name = dotted_name(node.func).rsplit(".", 1)[0]
         target_text = self.src.segment(target)
         if isinstance(target, ast.Constant) and isinstance(target.value, str):
             target_text = cli_target_to_dict(target.value) or target_text
@@ -941,7 +806,7 @@ def convert(code: str) -> str:
         # a snippet cut out of a class body: convert it flush left, then put the indent back
         flat = "".join(ln[len(indent) :] if ln.startswith(indent) else ln for ln in code.splitlines(keepends=True))
         return "".join(ln if ln in ("\n", "\r\n") else indent + ln for ln in convert(flat).splitlines(keepends=True))
-    tree = _parse(code)
+    tree = parse(code)
     if not _LEGACY_HINT.search(code):
         return code
     src = _Source(code)
@@ -975,107 +840,3 @@ def looks_legacy(code: str) -> bool:
         return convert(code) != code
     except ConvertError:
         return False
-
-
-# --- notebooks ----------------------------------------------------------------------------------
-
-
-@dataclass
-class NotebookReport:
-    """What ``convert_notebook`` did: 1-based numbers of code cells (as Jupyter counts them from the top)."""
-
-    code_cells: int = 0
-    changed: list = None  # type: ignore[assignment]
-    skipped: list = None  # type: ignore[assignment]  # (cell, reason)
-    marked: list = None  # type: ignore[assignment]  # cells with a "could not convert" line
-
-    def __post_init__(self) -> None:
-        self.changed = list(self.changed or [])
-        self.skipped = list(self.skipped or [])
-        self.marked = list(self.marked or [])
-
-    def summary(self, name: str) -> str:
-        if not self.changed:
-            parts = [
-                f"{name}: nothing to convert: its {self.code_cells - len(self.skipped)} Python code cell(s) "
-                "are valid TVM 0.27 code"
-            ]
-        else:
-            parts = [
-                f"{name}: converted {len(self.changed)} of {self.code_cells} code cell(s) "
-                f"(cells {', '.join(map(str, self.changed))})"
-            ]
-        parts += [f"cell {cell} left as it is: {why}" for cell, why in self.skipped]
-        if self.marked:
-            parts.append(f"cells {', '.join(map(str, self.marked))} hold lines to fix by hand ({MARKER.strip()})")
-        return "; ".join(parts)
-
-
-_CELL_BOUNDARY = "# mlc_lab: cell boundary {}"
-
-
-def convert_notebook(text: str) -> tuple[str, NotebookReport]:
-    """Convert the code cells of a Jupyter notebook (its JSON text) for TVM 0.27.
-
-    The cells are converted as one program, so a module built in one cell and read in another is
-    followed; a cell that is not Python (``%%bash``, a syntax error) is left as it is and reported.
-    Returns the notebook's text (unchanged, byte for byte, when nothing needed converting) and a report.
-    """
-    import json
-
-    try:
-        nb = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConvertError(
-            f"not a notebook: its JSON does not parse (line {exc.lineno}: {exc.msg})", line=exc.lineno
-        ) from None
-    cells = nb.get("cells") if isinstance(nb, dict) else None
-    if not isinstance(cells, list):
-        raise ConvertError("not a notebook: it has no list of cells")
-    report = NotebookReport()
-    sources: dict[int, str] = {}
-    for index, cell in enumerate(cells):
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-            continue
-        report.code_cells += 1
-        source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else str(source)
-        try:
-            _parse(source)
-        except ConvertError as exc:
-            report.skipped.append((index + 1, str(exc)))
-            continue
-        sources[index] = source
-    joined = "".join(
-        f"{_CELL_BOUNDARY.format(i)}\n{src}{'' if src.endswith(chr(10)) or not src else chr(10)}"
-        for i, src in sources.items()
-    )
-    try:
-        converted = _split_cells(convert(joined), list(sources))
-    except ConvertError:  # the cells do not make one program (they parse one by one): convert each alone
-        converted = {i: convert(src) for i, src in sources.items()}
-    for index, new in converted.items():
-        old = sources[index]
-        if not old.endswith("\n") and new.endswith("\n"):
-            new = new[:-1]
-        if new == old:
-            continue
-        report.changed.append(index + 1)
-        if MARKER in new:
-            report.marked.append(index + 1)
-        cells[index]["source"] = new.splitlines(keepends=True)
-    if not report.changed:
-        return text, report
-    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n", report
-
-
-def _split_cells(joined: str, order: list[int]) -> dict[int, str]:
-    out: dict[int, str] = {}
-    pieces = re.split(r"(?m)^# mlc_lab: cell boundary (\d+)\n", joined)
-    if [int(x) for x in pieces[1::2]] != order:
-        raise ConvertError("the cell boundaries did not survive conversion")
-    for number, body in zip(pieces[1::2], pieces[2::2]):
-        out[int(number)] = body
-    if pieces[0] and order:  # an import added at the very top (import tvm_ffi) opens the first cell
-        out[order[0]] = pieces[0] + out[order[0]]
-    return out
