@@ -367,23 +367,20 @@ def _conjuncts(e) -> list:
     return [e]
 
 
-_COMPARE = {
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-    "eq": np.equal,
-    "ne": np.not_equal,
-}
+_COMPARE = {op: _BINARY[op] for op in ("lt", "le", "gt", "ge", "eq", "ne")}
 
 
 def _affine_value(plan: _Plan, e):
     """An affine expression over the grid from its digits alone (so that the array spans only
     the axes it reads); None when it is not affine or its digits are not axes of the grid."""
     try:
-        aff = plan.dec.lin(e)
+        return _affine_array(plan, plan.dec.lin(e))
     except NonAffine:
         return None
+
+
+def _affine_array(plan: _Plan, aff: Affine):
+    """``aff`` over the grid from its digits alone; None when a digit is not an axis of the grid."""
     ext = plan.q.index.extents
     if not all(plan.representable(t, ext) for t in aff.terms):
         return None
@@ -418,18 +415,11 @@ def _condition(plan: _Plan, e, env: dict):
     the fused loop, not all of them)."""
     if isinstance(e, Op) and e.op in _COMPARE:
         try:
-            aff = plan.dec.lin(e.args[0]).add(plan.dec.lin(e.args[1]), -1)
+            value = _affine_array(plan, plan.dec.lin(e.args[0]).add(plan.dec.lin(e.args[1]), -1))
         except NonAffine:
-            aff = None
-        ext = plan.q.index.extents
-        if aff is not None and all(plan.representable(t, ext) for t in aff.terms):
-            coefs, const = plan.expand(aff)
-            nd = len(plan.shape)
-            value = np.int64(const)
-            for i, c in enumerate(coefs):
-                if c:
-                    value = value + plan.axis_values(i) * int(c)
-            return _COMPARE[e.op](np.asarray(value).reshape((1,) * (nd - np.ndim(value)) + np.shape(value)), 0)
+            value = None
+        if value is not None:
+            return _COMPARE[e.op](value, 0)
     return np.asarray(_plan_value(plan, e, env), dtype=bool)
 
 
