@@ -24,29 +24,9 @@ _SEEN: set = set()
 
 
 def _loops(func) -> list:
-    from tvm import tirx
-    from tvm.s_tir import SBlockRealize
+    from tests.fixtures.tir_loops import all_loops  # TVM is imported late here
 
-    out = []
-
-    def walk(s):
-        if isinstance(s, tirx.For):
-            out.append(s)
-            walk(s.body)
-        elif isinstance(s, tirx.SeqStmt):
-            for x in s.seq:
-                walk(x)
-        elif isinstance(s, SBlockRealize):
-            walk(s.block.body)
-        elif isinstance(s, tirx.IfThenElse):
-            walk(s.then_case)
-            if s.else_case is not None:
-                walk(s.else_case)
-        elif isinstance(getattr(s, "body", None), tirx.Stmt):
-            walk(s.body)
-
-    walk(func.body)
-    return out
+    return all_loops(func)
 
 
 def probe(mod, test: str, out_path: str) -> None:

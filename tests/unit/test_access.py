@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from tvm import tirx
 from tvm.s_tir import SBlockRealize
 
+from tests.fixtures.tir_loops import all_loops
+
 _LOAD = tvm.ir.TensorLoad  # what a BufferLoad is in 0.27 (buffer in .source)
 
 
@@ -383,29 +385,6 @@ def footprint(func, loop, at=None, **kw):
 
 def gpu_stats(func, loop, at=None, **kw):
     return access.gpu_stats(lower(func), loop_id(func, loop), at, **kw)
-
-
-def all_loops(func):
-    out = []
-
-    def walk(s):
-        if isinstance(s, tirx.For):
-            out.append(s)
-            walk(s.body)
-        elif isinstance(s, tirx.SeqStmt):
-            for x in s.seq:
-                walk(x)
-        elif isinstance(s, SBlockRealize):
-            walk(s.block.body)
-        elif isinstance(s, tirx.IfThenElse):
-            walk(s.then_case)
-            if s.else_case is not None:
-                walk(s.else_case)
-        elif isinstance(getattr(s, "body", None), tirx.Stmt):
-            walk(s.body)
-
-    walk(func.body)
-    return out
 
 
 def enclosing(func, loop):
