@@ -104,6 +104,22 @@ def lab_server(tmp_path_factory):
         yield server
 
 
+def wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float, log_path: Path, what: str) -> None:
+    """Until ``url`` answers 200; when the server exits or takes longer, its log's tail is raised (the
+    caller stops it)."""
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.time() > deadline:
+            raise RuntimeError(f"{what} did not start; see {log_path}:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.3)
+
+
 @contextlib.contextmanager
 def running_lab(base: Path, extra_config: str = ""):
     """Start JupyterLab under ``base`` (``extra_config``: Python appended to its config file, e.g.
@@ -149,21 +165,8 @@ def running_lab(base: Path, extra_config: str = ""):
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/api/status", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
-            raise RuntimeError(
-                f"JupyterLab did not start; see {base / 'server.log'}:\n{(base / 'server.log').read_text()[-3000:]}"
-            )
-        time.sleep(0.3)
     try:
+        wait_until_up(f"{url}/api/status", proc, 90, base / "server.log", "JupyterLab")
         yield url, root
     finally:
         proc.terminate()

@@ -14,13 +14,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import REPO
+from tests.e2e.conftest import REPO, wait_until_up
 from tests.widgets.test_tuning_dashboard import LATENCIES, RUN_ERROR, WorkDir
 
 pytestmark = pytest.mark.e2e
@@ -147,19 +145,8 @@ def marimo_app(tmp_path):
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
-            raise RuntimeError(f"marimo run did not start:\n{log_path.read_text()[-3000:]}")
-        time.sleep(0.3)
     try:
+        wait_until_up(url, proc, 60, log_path, "marimo run")
         yield url, log_path
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -11,10 +11,11 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.e2e.conftest import wait_until_up
 
 REPO = Path(__file__).resolve().parents[2]
 VENV = REPO / ".venv"
@@ -88,18 +89,7 @@ def run_lab(root: Path, tmp: Path):
         start_new_session=True,
     )
     try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                conn.request("GET", "/api/status")
-                if conn.getresponse().status == 200:
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"run.sh lab did not start:\n{(tmp / 'run_sh.log').read_text()[-3000:]}")
-            time.sleep(0.3)
+        wait_until_up(f"http://127.0.0.1:{port}/api/status", proc, 90, tmp / "run_sh.log", "run.sh lab")
         yield port
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
