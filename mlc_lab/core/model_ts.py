@@ -208,19 +208,15 @@ def _requests(names: Any) -> list[str]:
         "",
         "/** The requests that ask about the current step without naming it. */",
         f"export const STEP_IMPLIED: ReadonlySet<string> = new Set({json.dumps(requests.step_implied())});",
-        "",
-        "/** Each request's parameters. */",
-        "export interface RequestParams {",
     ]
-    out += [f"  {name}: {ts_type(r.params, names)};" for name, r in requests.REQUESTS.items()]
-    out += [
-        "}",
-        "",
-        "/** Each request's result (the reply's JSON; its buffers travel beside it). */",
-        "export interface RequestResults {",
-    ]
-    out += [f"  {name}: {ts_type(r.result, names)};" for name, r in requests.REQUESTS.items()]
-    out += ["}", "", _RECORD_KEY]
+    for interface, field, doc in (
+        ("RequestParams", "params", "Each request's parameters."),
+        ("RequestResults", "result", "Each request's result (the reply's JSON; its buffers travel beside it)."),
+    ):
+        out += ["", f"/** {doc} */", f"export interface {interface} {{"]
+        out += [f"  {name}: {ts_type(getattr(r, field), names)};" for name, r in requests.REQUESTS.items()]
+        out.append("}")
+    out += ["", _RECORD_KEY]
     return out
 
 
