@@ -26,8 +26,8 @@ function report(step: number, parallel: boolean, extra: Partial<StepChecks> = {}
     ms: 3.2,
     hazards: [],
     checks: [
-      { name: "parallel", title: "parallel loops", ok: parallel, message: parallel ? "loop Y/i runs on 4 cores" : "no loop runs in parallel: parallelize Y/i", where: "Y/i", evidence: { cores: 4, parallel_loops: parallel ? ["Y/i"] : [] } },
-      { name: "vectorize", title: "vectorization", ok: true, message: "Y/j_1 is vectorized 4 wide", where: "Y/j", evidence: { width: 4, tile: [4, 8] } },
+      { name: "parallel", title: "parallel loops", ok: parallel, verdict: parallel ? "pass" : "fail", message: parallel ? "loop Y/i runs on 4 cores" : "no loop runs in parallel: parallelize Y/i", where: "Y/i", evidence: { cores: 4, parallel_loops: parallel ? ["Y/i"] : [] } },
+      { name: "vectorize", title: "vectorization", ok: true, verdict: "pass", message: "Y/j_1 is vectorized 4 wide", where: "Y/j", evidence: { width: 4, tile: [4, 8] } },
     ],
     ...extra,
   };

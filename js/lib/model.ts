@@ -488,6 +488,7 @@ export interface CheckLine {
   name: string;
   title: string;
   ok: boolean;
+  verdict: "pass" | "fail" | "unjudged";
   message: string;
   where: string | null;
   evidence: Record<string, unknown>;

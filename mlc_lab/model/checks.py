@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, TypedDict
 
 __all__ = [
+    "HAZARD_CLASS",
     "HAZARD_KINDS",
+    "HazardClass",
+    "Verdict",
     "CheckLine",
     "CheckReport",
     "CheckResult",
@@ -38,6 +41,24 @@ HAZARD_KINDS = {
 }
 HazardKind = Literal[tuple(HAZARD_KINDS)]  # type: ignore[valid-type]
 
+# What a hazard costs. "correctness": the kernel computes a wrong result or cannot build or launch
+# (a race, an out-of-bounds access, a thread extent or allocation the hardware refuses). "performance":
+# it runs right, only slower (a spill to local memory). An assignment fails its tasks on the classes
+# it names (correctness only by default).
+HazardClass = Literal["correctness", "performance"]
+HAZARD_CLASS: dict[str, HazardClass] = {
+    "race": "correctness",
+    "out_of_bounds": "correctness",
+    "thread_extent": "correctness",
+    "limit": "correctness",
+    "allocation": "correctness",
+    "spill": "performance",
+}
+
+# A named check's verdict: passed, failed, or could not be judged on this program (its message says
+# why, in one sentence). "unjudged" is neither a pass nor a failure; no summary counts it as either.
+Verdict = Literal["pass", "fail", "unjudged"]
+
 
 @dataclass(frozen=True)
 class CheckResult:
@@ -48,11 +69,21 @@ class CheckResult:
     message: str
     where: str | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
+    judged: bool = True  # False: the check could not judge this program (``message`` says why); ok is False
+
+    def __post_init__(self) -> None:
+        if not self.judged and self.ok:
+            raise ValueError(f"check {self.name}: a verdict that was not judged cannot pass")
+
+    @property
+    def verdict(self) -> Verdict:
+        return "unjudged" if not self.judged else ("pass" if self.ok else "fail")
 
     def to_json(self) -> dict:
         return {
             "name": self.name,
             "ok": self.ok,
+            "verdict": self.verdict,
             "message": self.message,
             "where": self.where,
             "evidence": _jsonable(self.evidence),
@@ -74,6 +105,10 @@ class Hazard:
     kind: str
     message: str
     where: str | None = None
+
+    @property
+    def severity(self) -> HazardClass:
+        return HAZARD_CLASS.get(self.kind, "correctness")
 
     def to_json(self) -> HazardInfo:
         return {"kind": self.kind, "message": self.message, "where": self.where}  # type: ignore[typeddict-item]
@@ -140,6 +175,7 @@ class CheckLine(TypedDict):
     name: str
     title: str
     ok: bool
+    verdict: Verdict
     message: str
     where: str | None
     evidence: dict[str, Any]
