@@ -209,13 +209,13 @@ def drop_identity(cfg: dict) -> None:
         # root of the outer user namespace until now: a nested one where we are uid 65534
         _check(_libc.unshare(CLONE_NEWUSER), "unshare a nested user namespace")
         _map_self(NOBODY, 0)
-    else:
+    last = int(open("/proc/sys/kernel/cap_last_cap").read())
+    for cap in range(last + 1):  # the bounding set, so that no exec can get one back
+        _prctl(PR_CAPBSET_DROP, cap)
+    if not cfg["userns"]:
         os.setgroups([])
         os.setresgid(NOBODY, NOBODY, NOBODY)
         os.setresuid(NOBODY, NOBODY, NOBODY)  # from root: clears every capability
-    last = int(open("/proc/sys/kernel/cap_last_cap").read()) if cfg["userns"] else -1
-    for cap in range(last + 1):  # the bounding set, so that no exec can get one back
-        _prctl(PR_CAPBSET_DROP, cap)
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 

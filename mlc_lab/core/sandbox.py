@@ -499,7 +499,7 @@ class _Run:
         if self.namespaces:
             code = -int(st["signal"]) if "signal" in st else st.get("exit")
         else:  # the setup process became the program
-            code = None if "exec_error" in st else self.proc.returncode
+            code = self.proc.returncode
         status, message = self._verdict(st, code)
         return Outcome(
             status=status,
