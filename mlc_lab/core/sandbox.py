@@ -33,6 +33,7 @@ from mlc_lab.errors import MlcLabError
 INIT = str(Path(__file__).with_name("_sandbox_init.py"))
 PACKAGE = Path(__file__).resolve().parents[1]  # mlc_lab's folder: bound read-only, on PYTHONPATH
 POLL_S = 0.05
+PREFIX = "mlc_lab_sandbox_"  # + the grader's pid: its folder in the temporary folder, and its cgroups
 CGROUP_ROOT = "/sys/fs/cgroup"
 ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives")
 ETC += ("/etc/OpenCL",)
@@ -49,6 +50,12 @@ class Limits:
     processes: int = 64  # tasks in the tree
     output_bytes: int = 1 << 20  # stdout+stderr kept, and the result channel; more is cut and said so
     file_mb: int = 64  # largest file, and the private /tmp's size
+
+    def __post_init__(self) -> None:
+        for name in ("wall_s", "cpu_s", "memory_mb", "processes", "output_bytes", "file_mb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ValueError(f"the sandbox limit {name} must be a positive number, not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -286,7 +293,8 @@ def run_sandboxed(
 
 
 def _run(argv: list[str], inputs: dict, limits: Limits, env: dict | None, namespaces: bool) -> Outcome:
-    work = tempfile.mkdtemp(prefix="mlc_lab_sandbox_")
+    _sweep()
+    work = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}_")
     cgroups = _Cgroups()
     run = None
     try:
@@ -321,6 +329,23 @@ def _run(argv: list[str], inputs: dict, limits: Limits, env: dict | None, namesp
         if run is not None:
             run.end()
         cgroups.remove()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@functools.cache
+def _sweep() -> None:
+    """Once per process: remove the folders and cgroups that sandboxes of a grader that was killed
+    (SIGKILL: its sandboxes died with it, by PR_SET_PDEATHSIG) left behind."""
+    tmp = Path(tempfile.gettempdir())
+    for work in tmp.glob(f"{PREFIX}*_*"):
+        pid = work.name[len(PREFIX) :].split("_")[0]
+        if not pid.isdigit() or psutil.pid_exists(int(pid)):
+            continue
+        for ctl in ("memory", "pids", "cpuacct", ""):
+            here = _own_cgroup(ctl)
+            folder = f"{CGROUP_ROOT}/{ctl}{(here or '').rstrip('/')}/{work.name}".replace("//", "/")
+            if here is not None and os.path.isdir(folder):
+                _Cgroups(dirs={"x": folder}).remove()
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -274,3 +274,24 @@ def test_kill_tree_gives_sigterm_first_when_asked():
     assert kill_tree(proc, grace_s=5)
     assert proc.returncode == 7
     proc.stdout.close()
+
+
+@pytest.mark.parametrize("field", ["wall_s", "cpu_s", "memory_mb", "processes", "output_bytes", "file_mb"])
+def test_limits_must_be_positive(field):
+    with pytest.raises(ValueError, match=f"the sandbox limit {field} must be a positive number, not 0"):
+        Limits(**{field: 0})
+
+
+def test_what_a_killed_grader_left_is_swept(tmp_path, monkeypatch):
+    dead = subprocess.Popen([PY, "-c", "pass"])
+    dead.wait()
+    monkeypatch.setattr(sandbox.tempfile, "tempdir", str(tmp_path))
+    left = tmp_path / f"{sandbox.PREFIX}{dead.pid}_abc"
+    (left / "input").mkdir(parents=True)
+    (left / "input" / "h.py").write_text("x")
+    (left / "input" / "h.py").chmod(0o444)
+    alive = tmp_path / f"{sandbox.PREFIX}{os.getpid()}_def"
+    alive.mkdir()
+    sandbox._sweep.cache_clear()
+    assert py("pass").status == "ok"
+    assert not left.exists() and alive.exists()
