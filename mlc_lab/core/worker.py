@@ -2,13 +2,17 @@
 
 Generated code (measuring, the exercise graders, lowering checks) and meta_schedule can segfault
 or hang; they run in a child process in its own process group, so that the Jupyter kernel never
-does. Two ways to use that child, both through this module:
+does. Three ways to run a child:
 
 - `Worker` (one per process, `worker()`): a persistent child serving requests, one at a time
   (``worker().call("measure", module=..., ...)``). A crash or a time-out costs the child; the
   caller gets a `MeasureError` (kind ``crash`` / ``timeout``) and the next call starts a fresh one.
 - `start_job`: a detached child running one long request (a tuning job) that outlives the
-  kernel; it is found again by pid (`job_running`) and stopped with its whole group (`stop_job`).
+  kernel; it is found again by pid (`job_running`) and stopped with its whole group (`stop_group`).
+- sandboxed, `mlc_lab.core.sandbox.run_sandboxed`: one command (the grader's run of a hand-in) in
+  its own namespaces, as an unprivileged user, with limits on its whole tree (docs/sandbox.md).
+
+Each of them is stopped by `kill_tree`: the process, its group and every descendant, waited for.
 
 The request types live in one table, `mlc_lab.core.worker_main.REQUESTS`: adding one is one line
 there plus a function taking the request dict and returning plain data. Process control is psutil's.
