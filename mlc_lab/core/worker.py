@@ -90,30 +90,33 @@ def kill_tree(
         popen, pid = proc, proc.pid
     else:
         pid = proc
-    seen: dict[int, psutil.Process] = {}
+    seen: dict[int, psutil.Process] = {}  # orphans leave the tree: keep those met
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, wait_s)):
         if wait <= 0:
             continue
         deadline = time.monotonic() + wait
+        signalled: set[int] = set()  # SIGTERM once per process: a second could cut its clean-up short
         while True:
             if popen is not None:
                 popen.poll()
-            alive = [p for p in _tree(pid) if _alive(p)] + [p for p in seen.values() if _alive(p)]
-            seen.update((p.pid, p) for p in alive)
+            alive = {p.pid: p for p in [*_tree(pid), *seen.values()] if _alive(p)}
+            seen.update(alive)
             if not alive and (popen is None or popen.returncode is not None):
                 return True
             if time.monotonic() >= deadline:
                 break
-            _signal_all(pid, alive, sig)
+            _signal_all(pid, [p for p in alive.values() if p.pid not in signalled], sig)
+            signalled.update(alive)
             time.sleep(0.02)
     return False
 
 
 def _signal_all(pgid: int, procs: list[psutil.Process], sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+    if sig == signal.SIGKILL:  # the whole group at once too, forks in flight included
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
     for p in procs:
         try:
             p.send_signal(sig)
