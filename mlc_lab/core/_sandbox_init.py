@@ -235,6 +235,7 @@ def exec_program(cfg: dict, cwd: str) -> None:
     try:
         os.set_inheritable(RESULT_FD, True)
         os.closerange(STATUS_FD + 1, 1 << 16)
+        _write("/proc/self/oom_score_adj", "1000")  # when memory runs out, hand-ins go first
         if cfg["namespaces"]:
             drop_identity(cfg)
         else:

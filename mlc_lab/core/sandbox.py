@@ -47,7 +47,7 @@ class Limits:
     wall_s: float = 60.0  # wall clock for the whole tree
     cpu_s: float = 60.0  # CPU seconds (per process via RLIMIT_CPU, and for the tree where the machine allows)
     memory_mb: int = 4096  # for the whole tree, not per process
-    processes: int = 64  # tasks in the tree
+    processes: int = 64  # tasks (processes and threads) in the tree
     output_bytes: int = 1 << 20  # stdout+stderr kept, and the result channel; more is cut and said so
     file_mb: int = 64  # largest file, and the private /tmp's size
 
@@ -373,6 +373,10 @@ class _Run:
                 start_new_session=True,
                 env={"LANG": "C.UTF-8"},
             )
+        except BaseException:
+            for fd in (out_r, err_r, res_r, st_r):
+                os.close(fd)
+            raise
         finally:
             for fd in (out_w, err_w, res_w, st_w):
                 os.close(fd)
@@ -456,7 +460,7 @@ class _Run:
                 rss += p.memory_info().rss
                 t = p.cpu_times()
                 cpu += t.user + t.system + t.children_user + t.children_system
-                count += 1
+                count += p.num_threads()  # tasks, as the pids cgroup and RLIMIT_NPROC count them
             except psutil.Error:
                 continue
         lim = self.limits

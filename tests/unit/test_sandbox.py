@@ -47,6 +47,7 @@ def test_identity_and_view():
         "print(''.join(caps), end='')\n"
         "print(sorted(os.listdir('/dev')))\n"
         "print(sorted(os.listdir('/proc/self/fd')))\n"
+        "print(open('/proc/self/oom_score_adj').read().strip())\n"
     )
     lines = out.stdout.decode().splitlines()
     assert lines[0] == "65534 65534 [] /tmp 2", out  # PID 2: the sandbox's init is PID 1
@@ -55,6 +56,7 @@ def test_identity_and_view():
     assert lines[3].split() == ["NoNewPrivs:", "1"]
     assert lines[4] == str(sorted(["null", "zero", "random", "urandom", "fd", "stdin", "stdout", "stderr", "shm"]))
     assert lines[5] == "['0', '1', '2', '3', '4']"  # 4: the listing itself; no fd of the grader's
+    assert lines[6] == "1000"  # the first the kernel kills when the machine runs out of memory
 
 
 def test_inputs_are_read_only_copies(tmp_path):
