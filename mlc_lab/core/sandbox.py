@@ -398,10 +398,13 @@ class _Run:
         for fd in self.bufs:
             sel.register(fd, selectors.EVENT_READ)
         try:
+            watched = 0.0
             while sel.get_map():
                 for key, _ in sel.select(POLL_S):
                     self._read(sel, key.fd)
-                self._watch()
+                if time.monotonic() - watched >= POLL_S or self.proc.poll() is not None:
+                    watched = time.monotonic()
+                    self._watch()
                 if self.killed_at is not None and time.monotonic() - self.killed_at > 10:
                     break  # everything is dead; a pipe still open is not worth waiting for
         finally:
