@@ -370,6 +370,7 @@ def _move_fds(result: int, status: int) -> None:
 def setup_main(cfg: dict) -> None:
     """The process the grader started: limits of the tree, namespaces, then the init; wait for it."""
     _move_fds(*cfg["fds"])
+    os.umask(0o022)  # the new root's folders must be open to the sandbox's user, whatever the grader's umask
     try:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != cfg["parent"]:

@@ -297,3 +297,12 @@ def test_what_a_killed_grader_left_is_swept(tmp_path, monkeypatch):
     sandbox._sweep.cache_clear()
     assert py("pass").status == "ok"
     assert not left.exists() and alive.exists()
+
+
+def test_a_strict_umask_of_the_grader_does_not_lock_the_sandbox_out(tmp_path):
+    old = os.umask(0o077)
+    try:
+        out = run_sandboxed([PY, "/input/h.py"], inputs={"h.py": b"print('ran')\n"})
+    finally:
+        os.umask(old)
+    assert out.status == "ok" and out.stdout == b"ran\n", out
