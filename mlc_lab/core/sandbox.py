@@ -124,10 +124,8 @@ class _Cgroups:
             _put(f"{self.dirs['pids']}/pids.max", limits.processes + 2)  # + the setup and the init
 
     def _create_v2(self, limits: Limits, name: str) -> None:
-        here = _own_cgroup("")
-        parent = f"{CGROUP_ROOT}{here}".rstrip("/")
-        have = Path(f"{parent}/cgroup.subtree_control").read_text().split()
-        if not {"memory", "pids"} <= set(have):
+        parent = _v2_parent()
+        if parent is None:
             return
         folder = f"{parent}/{name}"
         os.mkdir(folder)
@@ -172,6 +170,49 @@ class _Cgroups:
                     break
                 except OSError:
                     time.sleep(0.02)
+
+
+GRADER_LEAF = "mlc_lab_grader"
+
+
+def _v2_parent() -> str | None:
+    """The cgroup v2 folder to make sandboxes in, with memory and pids on for its children; None
+    where there is none. cgroup v2 lets a cgroup have processes or controlled children, not both:
+    so the first time, every process of our own cgroup moves to a leaf `mlc_lab_grader` in it, and
+    our cgroup turns memory and pids on for its children (where we may write it: root, or a
+    delegated cgroup)."""
+    here = _own_cgroup("")
+    if here is None:
+        return None
+    mine = f"{CGROUP_ROOT}{here}".rstrip("/")
+    if os.path.basename(mine) == GRADER_LEAF:  # moved there before
+        mine = os.path.dirname(mine)
+    wanted = {"memory", "pids"}
+    if not wanted <= set(Path(f"{mine}/cgroup.controllers").read_text().split()):
+        return None
+    if not wanted <= set(Path(f"{mine}/cgroup.subtree_control").read_text().split()):
+        if not os.access(f"{mine}/cgroup.subtree_control", os.W_OK):
+            return None
+        leaf = f"{mine}/{GRADER_LEAF}"
+        os.makedirs(leaf, exist_ok=True)
+        for pid in Path(f"{mine}/cgroup.procs").read_text().split():
+            try:
+                Path(f"{leaf}/cgroup.procs").write_text(pid)
+            except ProcessLookupError:
+                continue  # it ended meanwhile
+        Path(f"{mine}/cgroup.subtree_control").write_text("+memory +pids")
+    return mine
+
+
+def _cgroup_parents() -> list[str]:
+    """The folders this process makes its sandboxes' cgroups in (v1: one per controller)."""
+    out = []
+    for ctl in ("memory", "pids", "cpuacct", ""):
+        here = _own_cgroup(ctl)
+        if here is not None:
+            folder = f"{CGROUP_ROOT}/{ctl}{here}".replace("//", "/").rstrip("/")
+            out.append(os.path.dirname(folder) if folder.endswith("/" + GRADER_LEAF) else folder)
+    return out
 
 
 def _own_cgroup(controller: str) -> str | None:
@@ -341,11 +382,9 @@ def _sweep() -> None:
         pid = work.name[len(PREFIX) :].split("_")[0]
         if not pid.isdigit() or psutil.pid_exists(int(pid)):
             continue
-        for ctl in ("memory", "pids", "cpuacct", ""):
-            here = _own_cgroup(ctl)
-            folder = f"{CGROUP_ROOT}/{ctl}{(here or '').rstrip('/')}/{work.name}".replace("//", "/")
-            if here is not None and os.path.isdir(folder):
-                _Cgroups(dirs={"x": folder}).remove()
+        for parent in _cgroup_parents():
+            if os.path.isdir(f"{parent}/{work.name}"):
+                _Cgroups(dirs={"x": f"{parent}/{work.name}"}).remove()
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -487,6 +526,8 @@ class _Run:
 
     def _kill_cgroups(self) -> None:
         deadline = time.monotonic() + 10
+        if self.cgroups.v2 and os.path.exists(f"{self.cgroups.dirs['pids']}/cgroup.kill"):
+            _put(f"{self.cgroups.dirs['pids']}/cgroup.kill", 1)  # the kernel kills all, forks in flight too
         while self.cgroups.dirs and not self.cgroups.empty() and time.monotonic() < deadline:
             for procs in self.cgroups.procs_files():
                 for pid in Path(procs).read_text().split():

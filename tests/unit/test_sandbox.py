@@ -306,3 +306,40 @@ def test_a_strict_umask_of_the_grader_does_not_lock_the_sandbox_out(tmp_path):
     finally:
         os.umask(old)
     assert out.status == "ok" and out.stdout == b"ran\n", out
+
+
+def test_cgroup_v2_moves_the_grader_to_a_leaf_and_limits_the_sandbox(tmp_path, monkeypatch):
+    """On cgroup v2 (not this machine's) the files written, on a copy of the tree in tmp_path: the
+    grader's processes move to a leaf, its cgroup turns memory and pids on for its children, and
+    the sandbox's cgroup gets memory.max (no swap) and pids.max."""
+    mine = tmp_path / "user.slice" / "s.scope"
+    mine.mkdir(parents=True)
+    (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
+    (mine / "cgroup.controllers").write_text("cpu memory pids\n")
+    (mine / "cgroup.subtree_control").write_text("\n")
+    (mine / "cgroup.procs").write_text(f"{os.getpid()}\n")
+    monkeypatch.setattr(sandbox, "CGROUP_ROOT", str(tmp_path))
+    monkeypatch.setattr(sandbox, "_own_cgroup", lambda ctl: "/user.slice/s.scope" if ctl == "" else None)
+    made = sandbox._Cgroups.create(Limits(memory_mb=100, processes=5), "mlc_lab_sandbox_1_x")
+    assert made.v2 and made.dirs["memory"] == str(mine / "mlc_lab_sandbox_1_x")
+    assert (mine / "mlc_lab_grader" / "cgroup.procs").read_text() == str(os.getpid())
+    assert (mine / "cgroup.subtree_control").read_text() == "+memory +pids"
+    assert (mine / "mlc_lab_sandbox_1_x" / "memory.max").read_text() == str(100 << 20)
+    assert (mine / "mlc_lab_sandbox_1_x" / "pids.max").read_text() == "7"
+    assert made.procs_files() == [str(mine / "mlc_lab_sandbox_1_x" / "cgroup.procs")]
+    # once moved, the next sandbox is made beside the leaf, not in it
+    monkeypatch.setattr(sandbox, "_own_cgroup", lambda ctl: "/user.slice/s.scope/mlc_lab_grader" if ctl == "" else None)
+    (mine / "cgroup.subtree_control").write_text("memory pids\n")
+    assert sandbox._v2_parent() == str(mine)
+    assert sandbox._cgroup_parents() == [str(mine)]
+
+
+def test_cgroup_v2_without_the_controllers_leaves_it_to_the_watchdog(tmp_path, monkeypatch):
+    mine = tmp_path / "s.scope"
+    mine.mkdir()
+    (tmp_path / "cgroup.controllers").write_text("cpu\n")
+    (mine / "cgroup.controllers").write_text("cpu\n")
+    monkeypatch.setattr(sandbox, "CGROUP_ROOT", str(tmp_path))
+    monkeypatch.setattr(sandbox, "_own_cgroup", lambda ctl: "/s.scope" if ctl == "" else None)
+    made = sandbox._Cgroups.create(Limits(), "mlc_lab_sandbox_1_y")
+    assert made.dirs == {} and not (mine / "mlc_lab_sandbox_1_y").exists()
