@@ -198,8 +198,8 @@ def _v2_parent() -> str | None:
         for pid in Path(f"{mine}/cgroup.procs").read_text().split():
             try:
                 Path(f"{leaf}/cgroup.procs").write_text(pid)
-            except ProcessLookupError:
-                continue  # it ended meanwhile
+            except OSError:
+                continue  # it ended meanwhile (or cannot move: then turning controllers on fails below)
         Path(f"{mine}/cgroup.subtree_control").write_text("+memory +pids")
     return mine
 
