@@ -17,6 +17,7 @@ import os
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -256,11 +257,9 @@ def _stage(work: str, inputs: dict[str, bytes | Path]) -> None:
         elif os.path.islink(value):
             os.symlink(os.readlink(value), target)
         elif os.path.isdir(value):
-            shutil.copytree(value, target, symlinks=True)
-        elif os.path.isfile(value):
-            shutil.copyfile(value, target, follow_symlinks=False)
+            shutil.copytree(value, target, symlinks=True, copy_function=_copy_file)
         else:
-            raise ValueError(f"the sandbox input {name!r} ({value}) is not a file or a folder")
+            _copy_file(value, target)
     for dirpath, dirnames, filenames in os.walk(folder):
         for d in dirnames:
             os.chmod(os.path.join(dirpath, d), 0o755, follow_symlinks=False)
@@ -268,6 +267,20 @@ def _stage(work: str, inputs: dict[str, bytes | Path]) -> None:
             if not os.path.islink(os.path.join(dirpath, f)):
                 os.chmod(os.path.join(dirpath, f), 0o444)
     os.chmod(folder, 0o755)
+
+
+def _copy_file(src: str | Path, dst: str | Path) -> None:
+    """Copy a regular file, never through a symlink (a swap after the check would be followed) and
+    never from a FIFO or a device (a read could block or never end)."""
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ValueError(f"the sandbox input {src} cannot be read: {exc.strerror}") from None
+    with open(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"the sandbox input {src} is not a regular file, a folder or a symlink")
+        with open(dst, "wb") as out:
+            shutil.copyfileobj(fh, out, 1 << 20)
 
 
 def _read_only_paths() -> list[str]:

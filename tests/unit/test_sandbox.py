@@ -343,3 +343,16 @@ def test_cgroup_v2_without_the_controllers_leaves_it_to_the_watchdog(tmp_path, m
     monkeypatch.setattr(sandbox, "_own_cgroup", lambda ctl: "/s.scope" if ctl == "" else None)
     made = sandbox._Cgroups.create(Limits(), "mlc_lab_sandbox_1_y")
     assert made.dirs == {} and not (mine / "mlc_lab_sandbox_1_y").exists()
+
+
+def test_a_fifo_or_a_device_in_a_hand_in_folder_is_refused_not_read(tmp_path):
+    folder = tmp_path / "handin"
+    folder.mkdir()
+    (folder / "ok.py").write_text("pass\n")
+    os.mkfifo(folder / "pipe")
+    start = time.monotonic()
+    with pytest.raises(ValueError, match="pipe is not a regular file, a folder or a symlink"):
+        py("pass", inputs={"handin": folder})
+    with pytest.raises(ValueError, match="/dev/zero is not a regular file"):
+        py("pass", inputs={"zero": Path("/dev/zero")})
+    assert time.monotonic() - start < 5
