@@ -356,3 +356,14 @@ def test_a_fifo_or_a_device_in_a_hand_in_folder_is_refused_not_read(tmp_path):
     with pytest.raises(ValueError, match="/dev/zero is not a regular file"):
         py("pass", inputs={"zero": Path("/dev/zero")})
     assert time.monotonic() - start < 5
+
+
+def test_sandboxes_run_side_by_side_from_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    code = "import os, sys, time\nos.write(3, sys.argv[1].encode())\nprint(sys.argv[1])\ntime.sleep(0.5)"
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda i: run_sandboxed([PY, "-c", code, str(i)]), range(6)))
+    assert [(o.status, o.stdout, o.result) for o in outs] == [
+        ("ok", f"{i}\n".encode(), str(i).encode()) for i in range(6)
+    ]
