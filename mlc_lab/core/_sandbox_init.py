@@ -175,6 +175,11 @@ def build_root(cfg: dict) -> None:
     _make_dev(root)
     os.makedirs(root + "/proc")
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for path in ("/proc/sys", "/proc/sysrq-trigger"):  # the kernel's knobs: read-only, whoever it runs as
+        if not os.path.exists(root + path):
+            continue
+        _mount(root + path, root + path, None, MS_BIND | MS_REC)
+        _mount(None, root + path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.makedirs(root + "/tmp")
     size = f"size={cfg['file_mb']}m,nr_inodes=65536,mode=1777"
     _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, size)

@@ -568,9 +568,12 @@ class _Run:
         merged: dict = {}
         for line in bytes(self.bufs.get(self.st_r, b"")).splitlines():
             try:
-                merged.update(json.loads(line))
+                obj = json.loads(line)
             except ValueError:
                 continue
+            if "error" in merged:  # the first error is the cause; the setup's "init ended" follows it
+                obj.pop("error", None)
+            merged.update(obj)
         if "init" in merged and self.init is None:
             try:
                 self.init = psutil.Process(int(merged["init"]))

@@ -184,6 +184,7 @@ NON_ROOT = textwrap.dedent(
         "bomb": run("import os\\nwhile True:\\n    try: os.fork()\\n    except OSError: pass", limits=Limits(processes=16)),
         "memory": run("x = []\\nfor _ in range(40): x.append(b'x' * (64 << 20))", limits=Limits(memory_mb=512)),
         "tmp": run("open('/tmp/f', 'wb').write(b'x' * (100 << 20))"),
+        "sysctl": run("import os; print(os.access('/proc/sys/vm/overcommit_ratio', os.W_OK))"),
     }))
     """
 )
@@ -211,6 +212,9 @@ def test_as_a_normal_user_in_a_user_namespace(mode):
     assert got["bomb"][:2] == ["processes", "started more than the limit of 16 processes and was stopped"]
     assert got["memory"][0] == "memory" and "512 MB for all its processes" in got["memory"][1]
     assert got["tmp"][1] == "exited with status 1 after filling its /tmp (the file size limit is 64 MB)"
+    # here the user namespace of "uid 1000" belongs to root, so the program is uid 0 outside: /proc/sys
+    # would be its to write, were it not read-only
+    assert got["sysctl"][2] == "False\n"
 
 
 def test_a_machine_that_refuses_user_namespaces_is_named(tmp_path):
