@@ -506,9 +506,12 @@ class _Run:
     def _watchdog(self) -> str | None:
         """Where a cgroup is missing: sum the tree's memory and CPU, count its processes."""
         try:
-            tree = psutil.Process(self.proc.pid).children(recursive=True)
+            setup = psutil.Process(self.proc.pid)
+            tree = setup.children(recursive=True)  # with namespaces: the init and the program's tree
         except psutil.Error:
             return None
+        if not self.namespaces:
+            tree.append(setup)  # it became the program
         rss, cpu, count = 0, 0.0, 0
         for p in tree:
             try:
@@ -521,7 +524,8 @@ class _Run:
         lim = self.limits
         if "memory" not in self.cgroups.dirs and rss > lim.memory_mb << 20:
             return "memory"
-        if "pids" not in self.cgroups.dirs and count - 1 >= lim.processes:  # less the init
+        helpers = 1 if self.namespaces else 0  # the init
+        if "pids" not in self.cgroups.dirs and count - helpers >= lim.processes:
             return "processes"
         if self.cgroups.cpu_s() is None and cpu > lim.cpu_s:
             return "cpu"

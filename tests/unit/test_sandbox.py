@@ -371,3 +371,20 @@ def test_sandboxes_run_side_by_side_from_threads():
     assert [(o.status, o.stdout, o.result) for o in outs] == [
         ("ok", f"{i}\n".encode(), str(i).encode()) for i in range(6)
     ]
+
+
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_the_watchdog_counts_the_whole_tree(monkeypatch, unsafe):
+    """Without cgroups, the program's own memory and tasks count, in both modes."""
+    monkeypatch.setattr(sandbox._Cgroups, "create", classmethod(lambda cls, *a: cls()))
+    out = py(
+        "x = b'x' * (400 << 20)\nimport time\ntime.sleep(30)", limits=Limits(memory_mb=300), unsafe_same_user=unsafe
+    )
+    assert out.status == "memory" and out.seconds < 20, out
+    out = py(
+        "import threading, time\nfor _ in range(12):\n    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+        "time.sleep(30)",
+        limits=Limits(processes=8),
+        unsafe_same_user=unsafe,
+    )
+    assert out.status == "processes" and out.seconds < 20, out
