@@ -373,7 +373,8 @@ def _run(argv: list[str], inputs: dict, limits: Limits, env: dict | None, namesp
             "ro": _read_only_paths(),
             "cpu_s": limits.cpu_s,
             "file_mb": limits.file_mb,
-            "nproc": None if "pids" in cgroups.dirs else limits.processes,
+            # RLIMIT_NPROC counts every process of the user: only the sandbox's own user may get it
+            "nproc": None if "pids" in cgroups.dirs or not namespaces else limits.processes,
             "argv": argv,
             "env": full_env,
         }
