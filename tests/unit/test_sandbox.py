@@ -382,7 +382,9 @@ def test_the_watchdog_counts_the_whole_tree(monkeypatch, unsafe):
     )
     assert out.status == "memory" and out.seconds < 20, out
     out = py(
-        "import threading, time\nfor _ in range(12):\n    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+        "import threading, time\nfor _ in range(12):\n    try:\n"
+        "        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+        "    except RuntimeError:\n        pass\n"  # RLIMIT_NPROC refused it; the count still reached the limit
         "time.sleep(30)",
         limits=Limits(processes=8),
         unsafe_same_user=unsafe,
