@@ -308,19 +308,21 @@ def _base_env() -> dict[str, str]:
 
 def probe() -> str | None:
     """None when this machine can sandbox; else the sentence saying what it refuses and how to
-    allow it (found once, by sandboxing ``true``, then cached)."""
-    return _probe()
-
-
-@functools.cache
-def _probe() -> str | None:
+    allow it. Found by sandboxing ``true``: a success is remembered for the process, a refusal is
+    looked for again at the next call (the machine may be set right while a class server runs)."""
+    if _PROBED_OK:
+        return None
     try:
         out = _run(["true"], {}, Limits(wall_s=30, cpu_s=10, memory_mb=256, processes=8), None, True)
     except SandboxUnavailable as exc:
         return str(exc)
     if out.status != "ok":
         return f"this machine cannot sandbox a hand-in: a sandboxed `true` {out.message}; {ADVICE}"
+    _PROBED_OK.append(True)
     return None
+
+
+_PROBED_OK: list[bool] = []
 
 
 def run_sandboxed(

@@ -394,3 +394,19 @@ def test_the_watchdog_counts_the_whole_tree(monkeypatch, unsafe):
         unsafe_same_user=unsafe,
     )
     assert out.status == "processes" and out.seconds < 20, out
+
+
+def test_a_refusal_is_looked_for_again_a_success_is_kept(monkeypatch):
+    monkeypatch.setattr(sandbox, "_PROBED_OK", [])
+    real, calls = sandbox._run, []
+
+    def refuse_once(*args):
+        calls.append(args[0])
+        if len(calls) == 1:
+            raise SandboxUnavailable("this machine cannot sandbox a hand-in: not yet")
+        return real(*args)
+
+    monkeypatch.setattr(sandbox, "_run", refuse_once)
+    assert probe() == "this machine cannot sandbox a hand-in: not yet"
+    assert probe() is None and probe() is None
+    assert calls == [["true"], ["true"]]
