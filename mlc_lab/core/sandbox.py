@@ -11,8 +11,9 @@ machine must allow for them. The helper processes live in ``_sandbox_init.py`` (
 
 from __future__ import annotations
 
+import ast
 import functools
-import json
+import marshal
 import os
 import selectors
 import shutil
@@ -438,7 +439,7 @@ class _Run:
         assert self.proc.stdin is not None
         with self.proc.stdin as config:
             try:
-                config.write(json.dumps(cfg).encode())
+                config.write(marshal.dumps(cfg))
             except BrokenPipeError:
                 pass  # it died at once; its status pipe says why
         self.bufs = {out_r: bytearray(), err_r: bytearray(), res_r: bytearray(), st_r: bytearray()}
@@ -575,8 +576,8 @@ class _Run:
         merged: dict = {}
         for line in bytes(self.bufs.get(self.st_r, b"")).splitlines():
             try:
-                obj = json.loads(line)
-            except ValueError:
+                obj = ast.literal_eval(line.decode())
+            except (ValueError, SyntaxError, UnicodeDecodeError):
                 continue
             if "error" in merged:  # the first error is the cause; the setup's "init ended" follows it
                 obj.pop("error", None)
