@@ -448,6 +448,7 @@ class _Run:
         self.killed_at: float | None = None
         self.init: psutil.Process | None = None
         self.ended = False
+        self.all_gone = False  # known: every process of the tree is gone
 
     def wait(self) -> Outcome:
         sel = selectors.DefaultSelector()
@@ -536,16 +537,18 @@ class _Run:
         return None
 
     def _kill(self) -> None:
+        if self.all_gone:
+            return
         self._status()  # learn the init's pid
         if self.init is not None:
             try:
                 self.init.kill()  # SIGKILL the PID namespace's init: every process in it dies with it
             except psutil.Error:
                 pass
-        kill_tree(self.proc, wait_s=10.0)
-        self._kill_cgroups()
+        gone = kill_tree(self.proc, wait_s=10.0)
+        self.all_gone = self._kill_cgroups() and gone and (self.init is None or _wait_gone(self.init, 10.0))
 
-    def _kill_cgroups(self) -> None:
+    def _kill_cgroups(self) -> bool:
         deadline = time.monotonic() + 10
         if self.cgroups.v2 and os.path.exists(f"{self.cgroups.dirs['pids']}/cgroup.kill"):
             _put(f"{self.cgroups.dirs['pids']}/cgroup.kill", 1)  # the kernel kills all, forks in flight too
@@ -557,6 +560,7 @@ class _Run:
                     except (ProcessLookupError, PermissionError):
                         pass
             time.sleep(0.02)
+        return not self.cgroups.dirs or self.cgroups.empty()
 
     def end(self) -> None:
         """Return only when every process of the tree is gone; close the pipes."""
@@ -564,8 +568,6 @@ class _Run:
             return
         self.ended = True
         self._kill()
-        if self.init is not None:
-            _wait_gone(self.init, 10.0)
         for fd in self.bufs:
             try:
                 os.close(fd)
@@ -658,14 +660,15 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-def _wait_gone(proc: psutil.Process, wait_s: float) -> None:
+def _wait_gone(proc: psutil.Process, wait_s: float) -> bool:
     """Wait until `proc` has exited (a zombie counts: a PID namespace's init is a zombie only once
-    every process of its namespace is gone)."""
+    every process of its namespace is gone); whether it did within `wait_s`."""
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         try:
             if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
-                return
+                return True
         except psutil.Error:
-            return
+            return True
         time.sleep(0.01)
+    return False
