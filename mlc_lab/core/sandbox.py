@@ -632,7 +632,7 @@ class _Run:
             return "exit", f"could not start: {st['exec_error']}"
         full = f" after filling its /tmp (the file size limit is {lim.file_mb} MB)" if st.get("tmp_full") else ""
         if code is None:
-            return "signal", "ended without a status (its sandbox was killed)"
+            return "signal", f"ended without a status: its sandbox's init was stopped ({st.get('init_ended')})"
         if code < 0:
             name = _signal_name(-code)
             if -code == signal.SIGXFSZ:

@@ -410,3 +410,29 @@ def test_a_refusal_is_looked_for_again_a_success_is_kept(monkeypatch):
     assert probe() == "this machine cannot sandbox a hand-in: not yet"
     assert probe() is None and probe() is None
     assert calls == [["true"], ["true"]]
+
+
+def test_an_init_killed_from_outside_is_an_outcome_not_an_unavailable_machine():
+    """The machine's OOM killer (or a person) may kill the sandbox's init: the hand-in's outcome
+    says so; the machine is not called unable to sandbox."""
+    import threading
+
+    def kill_the_init() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            for setup in psutil.Process().children():
+                if sandbox.INIT in " ".join(setup.cmdline()):
+                    inits = setup.children()
+                    if inits:
+                        time.sleep(0.5)
+                        inits[0].kill()
+                        return
+            time.sleep(0.05)
+
+    assert probe() is None  # its own sandbox first: the killer must find the hand-in's
+    killer = threading.Thread(target=kill_the_init)
+    killer.start()
+    out = py("import time\ntime.sleep(30)")
+    killer.join()
+    assert out.status == "signal" and out.returncode is None and out.seconds < 20, out
+    assert out.message == "ended without a status: its sandbox's init was stopped ({'signal': 9})"
