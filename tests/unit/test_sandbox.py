@@ -436,3 +436,14 @@ def test_an_init_killed_from_outside_is_an_outcome_not_an_unavailable_machine():
     killer.join()
     assert out.status == "signal" and out.returncode is None and out.seconds < 20, out
     assert out.message == "ended without a status: its sandbox's init was stopped ({'signal': 9})"
+
+
+def test_the_grader_keeps_no_file_descriptor_or_child():
+    """A batch runs thousands: each run gives back its pipes and reaps its helper."""
+    assert probe() is None
+    before = len(os.listdir("/proc/self/fd"))
+    for code, limits in (("print(1)", Limits()), ("import time\ntime.sleep(9)", Limits(wall_s=0.5))):
+        for _ in range(3):
+            py(code, limits=limits)
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert not [c for c in psutil.Process().children() if sandbox.INIT in " ".join(c.cmdline())]
