@@ -393,16 +393,20 @@ def _run(argv: list[str], inputs: dict, limits: Limits, env: dict | None, namesp
 @functools.cache
 def _sweep() -> None:
     """Once per process: remove the folders and cgroups that sandboxes of a grader that was killed
-    (SIGKILL: its sandboxes died with it, by PR_SET_PDEATHSIG) left behind."""
-    tmp = Path(tempfile.gettempdir())
-    for work in tmp.glob(f"{PREFIX}*_*"):
-        pid = work.name[len(PREFIX) :].split("_")[0]
-        if not pid.isdigit() or psutil.pid_exists(int(pid)):
-            continue
-        for parent in _cgroup_parents():
-            if os.path.isdir(f"{parent}/{work.name}"):
-                _Cgroups(dirs={"x": f"{parent}/{work.name}"}).remove()
-        shutil.rmtree(work, ignore_errors=True)
+    (SIGKILL: its sandboxes died with it, by PR_SET_PDEATHSIG) left behind; each name holds the
+    pid of the grader that made it."""
+    for parent in [tempfile.gettempdir(), *_cgroup_parents()]:
+        for left in Path(parent).glob(f"{PREFIX}*_*"):
+            pid = left.name[len(PREFIX) :].split("_")[0]
+            if not pid.isdigit() or psutil.pid_exists(int(pid)):
+                continue
+            if parent == tempfile.gettempdir():
+                shutil.rmtree(left, ignore_errors=True)
+            else:
+                try:
+                    os.rmdir(left)  # an empty cgroup; one still in use stays
+                except OSError:
+                    pass
 
 
 def _unsafe_path(arg: str, work: str) -> str:

@@ -298,9 +298,16 @@ def test_what_a_killed_grader_left_is_swept(tmp_path, monkeypatch):
     (left / "input" / "h.py").chmod(0o444)
     alive = tmp_path / f"{sandbox.PREFIX}{os.getpid()}_def"
     alive.mkdir()
+    # a cgroup whose folder is gone already (its grader's TMPDIR was removed) is found too
+    cgroups = tmp_path / "cgroup"
+    (cgroups / f"{sandbox.PREFIX}{dead.pid}_ghi").mkdir(parents=True)
+    (cgroups / f"{sandbox.PREFIX}{os.getpid()}_jkl").mkdir()
+    real = sandbox._cgroup_parents
+    monkeypatch.setattr(sandbox, "_cgroup_parents", lambda: [*real(), str(cgroups)])
     sandbox._sweep.cache_clear()
     assert py("pass").status == "ok"
     assert not left.exists() and alive.exists()
+    assert [p.name for p in cgroups.iterdir()] == [f"{sandbox.PREFIX}{os.getpid()}_jkl"]
 
 
 def test_a_strict_umask_of_the_grader_does_not_lock_the_sandbox_out(tmp_path):
