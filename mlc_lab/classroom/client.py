@@ -4,9 +4,13 @@ name beside the server."""
 
 from mlc_lab.core.class_client import (  # noqa: F401  (re-exported)
     ENV,
+    TOKEN_ENV,
     ClassServerError,
     assignment,
+    class_token,
+    history,
     leaderboard,
+    me,
     server_url,
     submit,
     summary,
