@@ -128,9 +128,10 @@ def submit(
         except _Lost as lost:
             sent = sent or lost.sent
             reason = lost.reason
-        if time.monotonic() + delay > deadline:
+        left = deadline - time.monotonic()
+        if left <= 0:
             break
-        time.sleep(delay)
+        time.sleep(min(delay, left))  # backoff: 0.5 s, 1 s, 2 s ... 8 s, the last try at the deadline
         delay = min(2 * delay, 8.0)
     if sent:
         raise ClassServerError(

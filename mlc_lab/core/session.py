@@ -170,6 +170,7 @@ class Session:
         step: int | None = None,
         client_id: str | None = None,
         wait_s: float = 300.0,
+        retry_s: float = 60.0,
     ) -> dict:
         """Hand the step's (default: current) ``submission()`` in to a class server (``mlc-lab class
         serve``; default ``$MLC_LAB_CLASS_SERVER``) as the student whose ``token`` it is (default
@@ -179,7 +180,14 @@ class Session:
         from mlc_lab.core.class_client import submit
 
         return submit(
-            server, self.submission(step), task, token=token, name=name or None, client_id=client_id, wait_s=wait_s
+            server,
+            self.submission(step),
+            task,
+            token=token,
+            name=name or None,
+            client_id=client_id,
+            wait_s=wait_s,
+            retry_s=retry_s,
         )
 
     def loop_tree(self, step: int | None = None) -> dict:
