@@ -179,7 +179,7 @@ def verdict_text(v: dict) -> str:
         return f"stored as #{v.get('id')}, graded later (its verdict: mlc_lab.classroom.client.verdict(SERVER, {v.get('id')}))"
     if v.get("error"):
         return f"#{v.get('id')} not graded: {v['error']}"
-    parts = [f"#{v.get('id')}: {_num(v.get('score', 0))}/{_num(v.get('max_score', 0))} points"]
+    parts = [f"{_num(v.get('score', 0))}/{_num(v.get('max_score', 0))} points"]
     if v.get("latency_ms") is not None:
         parts.append(f"{v['latency_ms']:.4g} ms")
     if v.get("rank"):
