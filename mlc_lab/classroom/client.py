@@ -4,6 +4,7 @@ name beside the server."""
 
 from mlc_lab.core.class_client import (  # noqa: F401  (re-exported)
     ENV,
+    HUB_TOKEN_ENV,
     TOKEN_ENV,
     ClassServerError,
     assignment,

@@ -99,17 +99,18 @@ def submit(
     name: str | None = None,
     client_id: str | None = None,
     wait_s: float = 300.0,
-    retry_s: float = RETRY_S,
+    retry_s: float | None = None,
 ) -> dict:
     """Hand in a trace as the student whose ``token`` it is (default ``$MLC_LAB_CLASS_TOKEN``;
     ``name``: the pseudonym, on a demo server only); the verdict (score, per-task verdicts, latency,
     rank) once graded, or ``{"status": "queued", "id"}`` when grading takes longer than ``wait_s``.
 
     The hand-in carries ``client_id`` (a new UUID unless given): when the connection breaks, it is
-    sent again with backoff for ``retry_s`` seconds, and the server answers a retry with the
+    sent again with backoff for ``retry_s`` seconds (default ``RETRY_S``), and the server answers a retry with the
     submission it stored the first time, never a second one. What is raised says the truth: not
     stored, or not known (with the client id that finds out)."""
     url = server_url(server)
+    retry_s = RETRY_S if retry_s is None else retry_s
     client_id = client_id or str(uuid.uuid4())
     body: dict[str, Any] = {"trace": trace, "wait": wait_s, "client_id": client_id}
     if name:

@@ -170,7 +170,7 @@ class Session:
         step: int | None = None,
         client_id: str | None = None,
         wait_s: float = 300.0,
-        retry_s: float = 60.0,
+        retry_s: float | None = None,
     ) -> dict:
         """Hand the step's (default: current) ``submission()`` in to a class server (``mlc-lab class
         serve``; default ``$MLC_LAB_CLASS_SERVER``) as the student whose ``token`` it is (default
