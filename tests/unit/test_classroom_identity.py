@@ -245,6 +245,42 @@ def test_a_client_that_cannot_reach_the_server_says_it_was_not_stored(tmp_path):
     assert 1.0 < time.monotonic() - started < 10
 
 
+def test_a_client_cut_off_after_sending_says_it_is_not_known_and_how_to_find_out():
+    """A server that takes the request and closes the connection without an answer, every time: the
+    client cannot know whether the hand-in was stored, and says so with the client id to ask with."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    seen: list[bytes] = []
+
+    def hang_up() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.settimeout(5)
+            data = b""
+            while not data.endswith(b"}"):  # the headers, then the JSON body: all of it, then hang up
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            seen.append(data)
+            conn.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    try:
+        with pytest.raises(client.ClassServerError) as err:
+            client.submit(f"http://127.0.0.1:{port}", TRACE, token="t", client_id="c0ffee00-1234", retry_s=1.2)
+    finally:
+        listener.close()
+    text = str(err.value)
+    assert "whether this hand-in was stored is not known" in text and "--client-id c0ffee00-1234" in text
+    assert len(seen) >= 2 and all(b"c0ffee00-1234" in s for s in seen)  # every retry carried the same id
+    queued = client.verdict_text({"id": 12, "status": "queued"})
+    assert queued.startswith("stored as #12, graded later")
+
+
 # --- JupyterHub -----------------------------------------------------------------------------------------
 
 
