@@ -132,7 +132,8 @@ class ClassServer:
                 self.store.sync_roster(roster)
             self.identities = self._identities(mode, hub_api, new_token)
             self.issued = self.store.issue_tokens() if mode == "roster" else []  # students new to the roster
-            self.httpd = ThreadingHTTPServer((host, port), _handler(self))
+            self.httpd = ThreadingHTTPServer((host, port), Handler)
+            self.httpd.class_server = self  # type: ignore[attr-defined]
         except BaseException:
             self.store.close()
             if hasattr(self, "_lock_fd"):
@@ -327,148 +328,150 @@ def _package_root() -> str:
     return str(Path(mlc_lab.__file__).resolve().parents[1])
 
 
-def _handler(server: ClassServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "mlc-lab-class/1"
+class Handler(BaseHTTPRequestHandler):
+    """The class server's HTTP answers (the ``ClassServer`` is its HTTP server's ``class_server``)."""
 
-        def log_message(self, fmt: str, *args: Any) -> None:  # requests are not worth a line each
-            log.debug("%s " + fmt, self.address_string(), *args)
+    protocol_version = "HTTP/1.1"
+    server_version = "mlc-lab-class/1"
 
-        def _send(self, status: int, body: dict) -> None:
-            if server.mode == "open":
-                body = {**body, "notice": OPEN_NOTICE}
-            data = json.dumps(body).encode("utf-8")
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("Cache-Control", "no-store")
-            if server.mode == "open":
-                self.send_header("X-Mlc-Lab-Class", "open (demo: names are not checked)")
-            self.end_headers()
-            self.wfile.write(data)
+    @property
+    def cs(self) -> ClassServer:
+        return self.server.class_server  # type: ignore[attr-defined]
 
-        def _error(self, status: int, message: str) -> None:
-            self._send(status, {"error": message})
+    def log_message(self, fmt: str, *args: Any) -> None:  # requests are not worth a line each
+        log.debug("%s " + fmt, self.address_string(), *args)
 
-        def _who(self, what: str | None) -> Who | None:
-            """The request's identity; None with ``what`` None and no token (or on a demo server)."""
-            token = bearer(self.headers.get("Authorization", "")) or self.headers.get("X-Class-Token", "")
-            if what is None or server.mode == "open":
-                return server.identities.who(token)
-            return server.identities.required(token, what)
+    def _send(self, status: int, body: dict) -> None:
+        if self.cs.mode == "open":
+            body = {**body, "notice": OPEN_NOTICE}
+        data = json.dumps(body).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        if self.cs.mode == "open":
+            self.send_header("X-Mlc-Lab-Class", "open (demo: names are not checked)")
+        self.end_headers()
+        self.wfile.write(data)
 
-        def do_GET(self) -> None:  # noqa: N802  (http.server's spelling)
-            url = urlparse(self.path)
-            path = url.path.rstrip("/")
-            if path == "/api/assignment":
-                a = server.assignment
-                self._send(
-                    200,
-                    {
-                        "title": a.title,
-                        "target": a.target,
-                        "max_score": a.max_score,
-                        "tasks": server.store.tasks,
-                        "timed_on": server.runner or "the class server",
-                        "mode": server.mode,
-                    },
+    def _error(self, status: int, message: str) -> None:
+        self._send(status, {"error": message})
+
+    def _who(self, what: str | None) -> Who | None:
+        """The request's identity; None with ``what`` None and no token (or on a demo server)."""
+        token = bearer(self.headers.get("Authorization", "")) or self.headers.get("X-Class-Token", "")
+        if what is None or self.cs.mode == "open":
+            return self.cs.identities.who(token)
+        return self.cs.identities.required(token, what)
+
+    def do_GET(self) -> None:  # noqa: N802  (http.server's spelling)
+        url = urlparse(self.path)
+        path = url.path.rstrip("/")
+        if path == "/api/assignment":
+            a = self.cs.assignment
+            self._send(
+                200,
+                {
+                    "title": a.title,
+                    "target": a.target,
+                    "max_score": a.max_score,
+                    "tasks": self.cs.store.tasks,
+                    "timed_on": self.cs.runner or "the class server",
+                    "mode": self.cs.mode,
+                },
+            )
+            return
+        try:
+            self._get(path, parse_qs(url.query))
+        except NotIdentified as exc:
+            self._error(exc.status, str(exc))
+
+    def _get(self, path: str, query: dict[str, list[str]]) -> None:
+        store = self.cs.store
+        if path == "/api/leaderboard":
+            who = self._who("the leaderboard")
+            board = store.leaderboard(store.labels(), you=who.student if who else None)
+            self._send(200, {"title": self.cs.assignment.title, **board})
+        elif path == "/api/summary":
+            who = self._who("the teacher's summary")
+            if who is None or not who.teacher:
+                raise NotIdentified(
+                    "the teacher's summary needs the teacher's token, printed when the server started "
+                    "(header 'Authorization: Bearer TOKEN')",
+                    status=HTTPStatus.FORBIDDEN,
                 )
-                return
-            try:
-                self._get(path, parse_qs(url.query))
-            except NotIdentified as exc:
-                self._error(exc.status, str(exc))
-
-        def _get(self, path: str, query: dict[str, list[str]]) -> None:
-            store = server.store
-            if path == "/api/leaderboard":
-                who = self._who("the leaderboard")
-                board = store.leaderboard(store.labels(), you=who.student if who else None)
-                self._send(200, {"title": server.assignment.title, **board})
-            elif path == "/api/summary":
-                who = self._who("the teacher's summary")
-                if who is None or not who.teacher:
-                    raise NotIdentified(
-                        "the teacher's summary needs the teacher's token, printed when the server started "
-                        "(header 'Authorization: Bearer TOKEN')",
-                        status=HTTPStatus.FORBIDDEN,
-                    )
-                self._send(200, {"title": server.assignment.title, **store.summary(store.labels(teacher=True))})
-            elif path == "/api/me":
-                who = self._who("who you are")
-                if who is None or who.teacher:
-                    self._send(200, {"teacher": who is not None, "student": None, "name": None})
-                else:
-                    self._send(200, {"teacher": False, "student": who.student, "name": store.labels().get(who.student)})
-            elif path == "/api/history":
-                who = self._who("your history")
-                student = who.student if who else None
-                if who and who.teacher:
-                    student = (query.get("student") or [None])[0]
-                if not student:
-                    raise NotIdentified("whose history? (the teacher adds ?student=ID)", status=400)
-                self._send(200, {"student": student, "submissions": store.history(student, store.labels())})
-            elif path.startswith("/api/submissions/") and path.rsplit("/", 1)[1].isdigit():
-                sid = int(path.rsplit("/", 1)[1])
-                who = self._who("a verdict")
-                mine = server.mode == "open" or (who is not None and (who.teacher or store.owner(sid) == who.student))
-                v = store.verdict(sid, store.labels()) if mine else None
-                if v is None:  # another student's and one that does not exist: the same answer
-                    self._error(404, "there is no such submission of yours")
-                else:
-                    self._send(200, v)
+            self._send(200, {"title": self.cs.assignment.title, **store.summary(store.labels(teacher=True))})
+        elif path == "/api/me":
+            who = self._who("who you are")
+            if who is None or who.teacher:
+                self._send(200, {"teacher": who is not None, "student": None, "name": None})
             else:
-                self._error(
-                    404,
-                    f"no such page {path or '/'}: the class server answers /api/submit, /api/leaderboard, "
-                    "/api/assignment, /api/submissions/N, /api/history, /api/me and /api/summary",
-                )
+                self._send(200, {"teacher": False, "student": who.student, "name": store.labels().get(who.student)})
+        elif path == "/api/history":
+            who = self._who("your history")
+            student = who.student if who else None
+            if who and who.teacher:
+                student = (query.get("student") or [None])[0]
+            if not student:
+                raise NotIdentified("whose history? (the teacher adds ?student=ID)", status=400)
+            self._send(200, {"student": student, "submissions": store.history(student, store.labels())})
+        elif path.startswith("/api/submissions/") and path.rsplit("/", 1)[1].isdigit():
+            sid = int(path.rsplit("/", 1)[1])
+            who = self._who("a verdict")
+            mine = self.cs.mode == "open" or (who is not None and (who.teacher or store.owner(sid) == who.student))
+            v = store.verdict(sid, store.labels()) if mine else None
+            if v is None:  # another student's and one that does not exist: the same answer
+                self._error(404, "there is no such submission of yours")
+            else:
+                self._send(200, v)
+        else:
+            self._error(
+                404,
+                f"no such page {path or '/'}: the class server answers /api/submit, /api/leaderboard, "
+                "/api/assignment, /api/submissions/N, /api/history, /api/me and /api/summary",
+            )
 
-        def do_POST(self) -> None:  # noqa: N802
-            path = urlparse(self.path).path.rstrip("/")
-            if path != "/api/submit":
-                self._error(404, "submissions go to /api/submit")
-                return
-            try:
-                length = int(self.headers.get("Content-Length") or "0")
-            except ValueError:
-                length = -1
-            if length < 0 or length > MAX_BODY:
-                self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"a submission is at most {MAX_BODY:,} bytes of JSON")
-                self.close_connection = True
-                return
-            try:
-                who = self._who("handing in")
-            except NotIdentified as exc:
-                self.rfile.read(length)
-                self._error(exc.status, str(exc))
-                return
-            try:
-                body = json.loads(self.rfile.read(length).decode("utf-8"))
-                if not isinstance(body, dict):
-                    raise ValueError("not an object")
-            except (ValueError, UnicodeDecodeError):
-                self._error(400, 'a submission is a JSON object {"trace": ..., "task": ..., "client_id": ...}')
-                return
-            try:
-                if server.mode == "open" and (who is None or who.student is not None):
-                    who = server.identities.open_name(body.get("name"))
-                assert who is not None
-                sid = server.submit(who, body.get("trace"), body.get("task"), body.get("client_id"))
-            except NotIdentified as exc:
-                self._error(exc.status, str(exc))
-                return
-            except SubmissionRefused as exc:
-                self._error(400, str(exc))
-                return
-            wait = body.get("wait", 0)
-            if isinstance(wait, (int, float)) and wait > 0:
-                server.wait(sid, min(float(wait), MAX_WAIT_S))
-            labels = server.store.labels()
-            self._send(200, server.store.verdict(sid, labels) or {"id": sid, "status": "queued"})
-
-    return Handler
+    def do_POST(self) -> None:  # noqa: N802
+        path = urlparse(self.path).path.rstrip("/")
+        if path != "/api/submit":
+            self._error(404, "submissions go to /api/submit")
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or "0")
+        except ValueError:
+            length = -1
+        if length < 0 or length > MAX_BODY:
+            self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"a submission is at most {MAX_BODY:,} bytes of JSON")
+            self.close_connection = True
+            return
+        try:
+            who = self._who("handing in")
+        except NotIdentified as exc:
+            self.rfile.read(length)
+            self._error(exc.status, str(exc))
+            return
+        try:
+            body = json.loads(self.rfile.read(length).decode("utf-8"))
+            if not isinstance(body, dict):
+                raise ValueError("not an object")
+        except (ValueError, UnicodeDecodeError):
+            self._error(400, 'a submission is a JSON object {"trace": ..., "task": ..., "client_id": ...}')
+            return
+        try:
+            if who is None or (self.cs.mode == "open" and not who.teacher):  # a demo: the typed name
+                who = self.cs.identities.open_name(body.get("name"))
+            sid = self.cs.submit(who, body.get("trace"), body.get("task"), body.get("client_id"))
+        except NotIdentified as exc:
+            self._error(exc.status, str(exc))
+            return
+        except SubmissionRefused as exc:
+            self._error(400, str(exc))
+            return
+        wait = body.get("wait", 0)
+        if isinstance(wait, (int, float)) and wait > 0:
+            self.cs.wait(sid, min(float(wait), MAX_WAIT_S))
+        labels = self.cs.store.labels()
+        self._send(200, self.cs.store.verdict(sid, labels) or {"id": sid, "status": "queued"})
 
 
 def serve_forever(server: ClassServer) -> None:
