@@ -357,10 +357,11 @@ class Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str) -> None:
         self._send(status, {"error": message})
 
-    def _who(self, what: str | None) -> Who | None:
-        """The request's identity; None with ``what`` None and no token (or on a demo server)."""
+    def _who(self, what: str) -> Who | None:
+        """The request's identity (``NotIdentified`` without one, naming ``what`` needs it); None
+        only on a demo server, which takes anyone."""
         token = bearer(self.headers.get("Authorization", "")) or self.headers.get("X-Class-Token", "")
-        if what is None or self.cs.mode == "open":
+        if self.cs.mode == "open":
             return self.cs.identities.who(token)
         return self.cs.identities.required(token, what)
 
