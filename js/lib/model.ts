@@ -574,6 +574,7 @@ export interface ClassSummary {
   latency: LatencySpread;
   common_failures: CommonFailure[];
   stuck: StuckStudent[];
+  notice?: string;
 }
 
 /** One task of the class's assignment. */

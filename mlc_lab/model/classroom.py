@@ -115,6 +115,7 @@ class ClassSummary(TypedDict):
     latency: LatencySpread
     common_failures: list[CommonFailure]
     stuck: list[StuckStudent]
+    notice: NotRequired[str]
 
 
 class TaskVerdict(TypedDict):

@@ -435,18 +435,20 @@ def test_a_sigkilled_server_restarted_loses_nothing_and_tells_every_client_the_t
     assert sorted(tokens) == ["ada01", "bo02", "cy03"]
     answers: dict[str, object] = {}
 
-    def hand_in(student: str, task: str | None = None) -> None:
+    def hand_in(who: str, task: str | None = None) -> None:  # who: "student#n", the student's n-th hand-in
+        token = tokens[who.split("#")[0]]
         try:
-            answers[student] = client.submit(url, TRACE, task, token=tokens[student], wait_s=300, retry_s=180)
+            answers[who] = client.submit(url, TRACE, task, token=token, wait_s=300, retry_s=180)
         except Exception as exc:  # noqa: BLE001  (what the client would tell its student)
-            answers[student] = exc
+            answers[who] = exc
 
     try:
-        waiting = [threading.Thread(target=hand_in, args=(s,)) for s in ("ada01", "bo02")]
-        for th in waiting:  # both stored; the server grades one and the other waits: neither is answered
+        clients = ["ada01#1", "ada01#2", "bo02#1", "bo02#2"]
+        waiting = [threading.Thread(target=hand_in, args=(c,)) for c in clients]
+        for th in waiting:  # all stored; the server grades one while the others wait: none is answered
             th.start()
         db = sqlite3.connect(f"file:{folder / 'class.sqlite'}?mode=ro", uri=True)
-        _wait(lambda: db.execute("SELECT COUNT(*) FROM submissions").fetchone()[0] == 2, 60, "not stored")
+        _wait(lambda: db.execute("SELECT COUNT(*) FROM submissions").fetchone()[0] == 4, 60, "not stored")
         (grader,) = _wait(lambda: _graders(first.pid), 60, "no grading child started")
         grader_folder = Path(db.execute("SELECT folder FROM children").fetchone()[0])
         assert grader_folder.is_dir()
@@ -457,7 +459,7 @@ def test_a_sigkilled_server_restarted_loses_nothing_and_tells_every_client_the_t
         gone, _alive = psutil.wait_procs([grader], timeout=2)
         assert gone, "the grading child outlived its SIGKILLed server"
         assert grader_folder.is_dir() and not (grader_folder / "result.json").exists()  # the next server removes it
-        late = threading.Thread(target=hand_in, args=("cy03", "parallel"))
+        late = threading.Thread(target=hand_in, args=("cy03#1", "parallel"))
         late.start()  # while the server is down: the client retries until it is back
         time.sleep(1.5)
         assert all(th.is_alive() for th in [*waiting, late]), answers  # nobody was told "cannot be reached"
@@ -466,13 +468,14 @@ def test_a_sigkilled_server_restarted_loses_nothing_and_tells_every_client_the_t
         try:
             for th in [*waiting, late]:
                 th.join(timeout=300)
-            for student in ("ada01", "bo02", "cy03"):
-                v = answers[student]
-                assert isinstance(v, dict), f"{student} was told: {v}"
-                assert v["student"] == student and v["status"] == "graded" and v["retries"] >= 1, v
+            for who in [*clients, "cy03#1"]:  # five clients, each told the truth: its own, graded
+                v = answers[who]
+                assert isinstance(v, dict), f"{who} was told: {v}"
+                assert v["student"] == who.split("#")[0] and v["status"] == "graded" and v["retries"] >= 1, v
                 assert v["error"] is None and v["score"] == 5, v
+            assert len({answers[c]["id"] for c in answers}) == 5
             rows = db.execute("SELECT name, COUNT(*) FROM submissions GROUP BY name ORDER BY name").fetchall()
-            assert rows == [("ada01", 1), ("bo02", 1), ("cy03", 1)]  # nothing lost, nothing twice
+            assert rows == [("ada01", 2), ("bo02", 2), ("cy03", 1)]  # nothing lost, nothing twice
             assert not grader_folder.exists()
             assert db.execute("SELECT COUNT(*) FROM children").fetchone()[0] == 0
             board = client.leaderboard(url, tokens["bo02"])["rows"]
