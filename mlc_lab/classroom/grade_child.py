@@ -11,8 +11,6 @@ a dead child: it never goes down with a submission.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sys
 import traceback
 
@@ -64,23 +62,7 @@ def time_submission(assignment, trace: str, runner: str | None) -> dict:
     }
 
 
-def die_with_server() -> None:
-    """Ask the kernel to SIGKILL this process when the server's grading thread dies
-    (``PR_SET_PDEATHSIG``), and exit now if the server died before the ask (its pid is
-    ``$MLC_LAB_CLASS_PARENT``): a killed server leaves no grader running."""
-    import ctypes
-
-    parent = os.environ.get("MLC_LAB_CLASS_PARENT")
-    libc = ctypes.CDLL(None, use_errno=True)
-    pr_set_pdeathsig = 1
-    if libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) != 0:
-        print(f"mlc-lab: PR_SET_PDEATHSIG refused (errno {ctypes.get_errno()})", file=sys.stderr)
-    if parent and os.getppid() != int(parent):
-        os._exit(1)
-
-
 def main(argv: list[str]) -> int:
-    die_with_server()
     assignment_path, submission, out = argv[:3]
     runner = argv[4] if len(argv) > 4 and argv[3] == "--runner" else None
     try:

@@ -4,13 +4,14 @@ Each grading child is recorded in the store (pid, start time, folder) while it r
 ``MLC_LAB_CLASS_CHILD=<class folder>#<submission>`` in its environment (so do its own children, even
 those in a session of their own). On start, a server kills every recorded child that is still the
 same process (same pid and start time: a pid the system gave to something else is left alone), every
-process carrying its folder's mark, and removes the grading folders. The child itself also asks the
-kernel to kill it when its server dies (``PR_SET_PDEATHSIG``, in ``grade_child``), so this is the
+process carrying its folder's mark, and removes the grading folders. The child is also started so
+that the kernel kills it when its server dies (``PR_SET_PDEATHSIG``, ``die_with``), so this is the
 backstop, not the rule.
 """
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
 import shutil
@@ -22,7 +23,8 @@ from mlc_lab.classroom.store import Store
 from mlc_lab.errors import MlcLabError
 
 MARK = "MLC_LAB_CLASS_CHILD"
-PARENT = "MLC_LAB_CLASS_PARENT"  # the server's pid: a child that finds another parent exits at once
+_PR_SET_PDEATHSIG = 1
+_prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: the forked child only calls it
 
 
 class FolderInUse(MlcLabError):
@@ -31,6 +33,19 @@ class FolderInUse(MlcLabError):
 
 def mark(store: Store, sid: int) -> str:
     return f"{store.dir.resolve()}#{sid}"
+
+
+def die_with(parent: int):
+    """A ``preexec_fn``: between fork and exec, ask the kernel to SIGKILL the child when the thread
+    that started it dies (the server's grading thread, so the server), and exit if the server died
+    before the ask (the child's parent is then no longer ``parent``). Nothing in it takes a lock."""
+
+    def preexec() -> None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
 
 
 def lock_folder(store: Store) -> int:

@@ -281,7 +281,6 @@ class ClassServer:
                 **os.environ,
                 "PYTHONPATH": _package_root() + os.pathsep + os.environ.get("PYTHONPATH", ""),
                 reaper.MARK: reaper.mark(self.store, sid),  # found by the next server if this one dies
-                reaper.PARENT: str(os.getpid()),
             }
             proc = subprocess.Popen(
                 cmd,
@@ -292,6 +291,7 @@ class ClassServer:
                 text=True,
                 start_new_session=True,
                 env=env,
+                preexec_fn=reaper.die_with(os.getpid()),  # a SIGKILLed server takes its grader with it
             )
             self._children.add(proc)
             self.store.child_started(proc.pid, reaper.started_at(proc.pid) or time.time(), tmp, sid)
