@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -240,9 +241,11 @@ def test_a_client_that_cannot_reach_the_server_says_it_was_not_stored(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     started = time.monotonic()
-    with pytest.raises(client.ClassServerError, match=r"^not stored: .* cannot be reached .*tries in 1\.5 s"):
+    with pytest.raises(client.ClassServerError, match=r"^not stored: .* cannot be reached .*tries in 1\.5 s") as err:
         client.submit(f"http://127.0.0.1:{port}", TRACE, token="t", retry_s=1.5)
     assert 1.0 < time.monotonic() - started < 10
+    # with backoff (0.5 s, then 1 s, cut at the deadline): three tries, not a busy loop
+    assert re.search(r"; (\d+) tries in", str(err.value)).group(1) == "3"
 
 
 def test_a_client_cut_off_after_sending_says_it_is_not_known_and_how_to_find_out():
