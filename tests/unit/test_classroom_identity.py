@@ -133,6 +133,30 @@ def test_tokens_are_issued_once_and_kept_hashed(tmp_path, http_only):
     assert _request(http_only.url + "/api/me", new[2])[1]["student"] == "bo02"
 
 
+def test_a_class_folder_of_the_server_before_identities_opens_with_everything(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    old = sqlite3.connect(folder / "class.sqlite")
+    old.executescript(
+        "CREATE TABLE submissions (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, task TEXT, "
+        "trace TEXT NOT NULL, submitted_at REAL NOT NULL, status TEXT NOT NULL DEFAULT 'queued', score REAL, "
+        "max_score REAL, passed_tasks TEXT, passing INTEGER, latency_ms REAL, error TEXT, result TEXT, "
+        "graded_at REAL);"
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO submissions (name, trace, submitted_at) VALUES ('ada', 't', 1.0);"
+        "INSERT INTO meta VALUES ('token', 'the-old-token');"
+    )
+    old.commit()
+    old.close()
+    store = Store(folder, [])
+    try:
+        assert store.token() == "the-old-token" and store.pending() == [1]
+        assert store.add("ada", None, "t2", "a-client-id") == store.add("ada", None, "t2", "a-client-id") == 2
+        assert not store.has_roster()  # the server asks for one (or --open) before it starts
+    finally:
+        store.close()
+
+
 # --- who hands in, who reads what ------------------------------------------------------------------
 
 
