@@ -176,7 +176,9 @@ def run(args: argparse.Namespace) -> int:
         where = _write_tokens(args.dir, server.issued, None)
         print(f"mlc-lab: {len(server.issued)} students' tokens in {where}: hand each out", file=sys.stderr)
     print(
-        f"mlc-lab: students: explore(program, classroom={server.url!r}), mlc_lab.leaderboard({server.url!r})",
+        f"mlc-lab: students: explore(program, classroom={server.url!r}"
+        + (")" if mode != "roster" else ", class_token=T)")
+        + f", mlc_lab.leaderboard({server.url!r}{', T' if mode == 'roster' else ''})",
         file=sys.stderr,
     )
     database = None
