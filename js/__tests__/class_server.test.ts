@@ -81,6 +81,16 @@ describe("the explorer's Submit bar", () => {
     expect(localStorage.getItem("mlc-lab-class-pseudonym")).toBe("ada");
   });
 
+  it("asks for no pseudonym when the kernel holds a class token (the server knows who hands in)", async () => {
+    const { model, el } = await explorer({ classroom: { server: "http://127.0.0.1:8765", identified: true }, class_submission: {} });
+    const bar = el.querySelector<HTMLElement>(".mlc-class-bar")!;
+    expect(bar.querySelector<HTMLInputElement>(".mlc-class-name")!.hidden).toBe(true);
+    bar.querySelector<HTMLButtonElement>(".mlc-class-submit")!.click();
+    await tick();
+    expect(model.requests().at(-1)).toMatchObject({ method: "class_submit", params: { name: "" } });
+    expect(localStorage.getItem("mlc-lab-class-pseudonym")).toBeNull();
+  });
+
   it("shows a refusal and keeps the button usable", async () => {
     const { model, el } = await explorer({ classroom: { server: "http://127.0.0.1:8765" }, class_submission: {} });
     const input = el.querySelector<HTMLInputElement>(".mlc-class-name")!;

@@ -1,5 +1,6 @@
 // The explorer's Submit bar, shown when the explorer was given a class server: a pseudonym field
-// and a Submit button that hands in the current step's trace (the kernel sends Session.submission()
+// (only on a demo server: with a class token in the kernel, `classroom.identified`, the server
+// knows who hands in) and a Submit button that hands in the current step's trace (the kernel sends Session.submission()
 // to the server), then the verdict and the rank. Traits: `classroom` ({"server"}) and
 // `class_submission` (mlc_lab/widgets/classroom.py).
 
@@ -44,14 +45,15 @@ export class SubmitBar {
   }
 
   async submit(): Promise<void> {
-    const name = this.nameInput.value.trim();
-    if (!name) {
+    const identified = !!this.model.get("classroom")?.identified;
+    const name = identified ? "" : this.nameInput.value.trim();
+    if (!name && !identified) {
       this.show("error", "type a pseudonym first: it is your name on the leaderboard");
       this.nameInput.focus();
       return;
     }
     try {
-      globalThis.localStorage?.setItem(NAME_KEY, name);
+      if (name) globalThis.localStorage?.setItem(NAME_KEY, name);
     } catch {
       /* not kept: fine */
     }
@@ -74,6 +76,7 @@ export class SubmitBar {
   private draw(): void {
     const server = this.model.get("classroom")?.server;
     this.el.hidden = !server;
+    this.nameInput.hidden = !!this.model.get("classroom")?.identified;
     this.el.title = server ? `class server: ${server}` : "";
     const sub = this.model.get("class_submission") ?? {};
     if (!sub.state) return;

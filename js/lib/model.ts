@@ -541,9 +541,10 @@ export interface Board {
   rows: BoardRow[];
   submissions: number;
   queued: number;
+  notice?: string;
 }
 
-/** One pseudonym on the leaderboard: its best score, the tasks it passed, its fastest passing latency. */
+/** One student on the leaderboard, by the pseudonym the teacher approved (or "student N"): the */
 export interface BoardRow {
   name: string;
   rank: number;
@@ -551,6 +552,7 @@ export interface BoardRow {
   tasks_passed: string[];
   best_latency_ms: number | null;
   submissions: number;
+  you?: boolean;
 }
 
 /** The explorer's Submit bar (its ``class_submission`` trait; {} before the first submission). */
@@ -572,6 +574,7 @@ export interface ClassSummary {
   latency: LatencySpread;
   common_failures: CommonFailure[];
   stuck: StuckStudent[];
+  notice?: string;
 }
 
 /** One task of the class's assignment. */
@@ -581,12 +584,27 @@ export interface ClassTask {
   points: number;
 }
 
+/** Who the server takes a token for (``/api/me``): a student (id and leaderboard name) or the teacher. */
+export interface ClassIdentity {
+  teacher: boolean;
+  student: string | null;
+  name: string | null;
+  notice?: string;
+}
+
 /** A failure message, how often it was met and by how many students (task null: not graded at all). */
 export interface CommonFailure {
   task: string | null;
   message: string;
   count: number;
   students: number;
+}
+
+/** One student's submissions, oldest first (``/api/history``). */
+export interface History {
+  student: string;
+  submissions: Verdict[];
+  notice?: string;
 }
 
 /** Each student's best passing latency, and their minimum, median and maximum. */
@@ -630,13 +648,17 @@ export interface TaskVerdict {
   messages: string[] | null;
 }
 
-/** One submission as its student sees it (no trace); the rest once it is graded. */
+/** One submission as its student sees it (no trace); the rest once it is graded. ``name``: the */
 export interface Verdict {
   id: number;
   name: string;
+  student?: string;
   task: string | null;
   status: string;
   submitted_at: number;
+  client_id?: string | null;
+  retries?: number;
+  notice?: string;
   score?: number | null;
   max_score?: number | null;
   passing?: boolean;
@@ -709,9 +731,10 @@ export interface ClassDashboardTraits {
   board: Board | Empty;
 }
 
-/** The class server the Submit bar hands steps in to. */
+/** The class server the Submit bar hands steps in to (``identified``: the kernel holds a class */
 export interface ClassroomInfo {
   server: string;
+  identified?: boolean;
 }
 
 /** ``{}``: a dict trait with nothing to show yet. */

@@ -1,5 +1,8 @@
-"""`mlc-lab class serve ASSIGNMENT --dir DIR [--host H] [--port P] [--tracker HOST:PORT/KEY]
-[--tuning-db-port P]`: the class server (and, with --tuning-db-port, the class's tuning database); `mlc-lab submit SERVER --name PSEUDONYM (TRACE_FILE | --program P --trace T) [--task T]`: hand in.
+"""`mlc-lab class serve ASSIGNMENT --dir DIR (--roster R | --jupyterhub | --open) [--host H] [--port P]
+[--tracker HOST:PORT/KEY] [--tuning-db-port P]`: the class server (and, with --tuning-db-port, the
+class's tuning database); `mlc-lab class tokens --dir DIR [--roster R] [--reissue ID...]`: the
+students' tokens, as a CSV for the teacher; `mlc-lab submit SERVER [--token T] (TRACE_FILE |
+--program P --trace T) [--task T]`: hand in.
 
 The server stores submissions in DIR/class.sqlite (a restart loses nothing), grades each with the
 autograder in a child process, times it (on the class's measurement machines through TVM's RPC
@@ -20,9 +23,37 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "Submit button, `mlc-lab submit`, Session.submit); each is graded by the autograder and "
         "timed; students see the leaderboard, the teacher a summary (with the printed token).",
     )
-    p.add_argument("action", choices=["serve"], help="serve: run the class server until interrupted")
-    p.add_argument("assignment", help="the assignment's TOML file (mlc-lab grade's format)")
+    p.add_argument(
+        "action",
+        choices=["serve", "tokens"],
+        help="serve: run the class server until interrupted; tokens: issue the students' tokens (a CSV)",
+    )
+    p.add_argument("assignment", nargs="?", help="the assignment's TOML file (mlc-lab grade's format); for serve")
     p.add_argument("--dir", required=True, help="the class's folder: class.sqlite holds every submission")
+    p.add_argument(
+        "--roster",
+        help="the class's students: a CSV (student_id,name[,pseudonym]) or a TOML file's [roster] table; "
+        "kept in DIR, so a restart needs it only when it changed (a pseudonym given is one the teacher approved)",
+    )
+    p.add_argument(
+        "--jupyterhub",
+        action="store_true",
+        help="run as a JupyterHub service: a student is the Hub user whose token the request carries "
+        "(checked with $JUPYTERHUB_API_URL); Hub admins are teachers",
+    )
+    p.add_argument(
+        "--open",
+        action="store_true",
+        help="a demo without identities: anyone hands in under any name (every answer says so)",
+    )
+    p.add_argument("--per-hour", type=int, default=30, help="hand-ins per student per hour (default 30)")
+    p.add_argument(
+        "--reissue",
+        nargs="+",
+        metavar="ID",
+        help="with tokens: new tokens for these students (a lost token stops working)",
+    )
+    p.add_argument("--out", help="with tokens: the CSV to write (default DIR/tokens-DATE.csv)")
     p.add_argument(
         "--host",
         default="127.0.0.1",
@@ -62,7 +93,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         nargs="?",
         help="the trace: an apply_trace(sch) .py file, TVM's JSON trace, or printed trace statements",
     )
-    s.add_argument("--name", required=True, help="your pseudonym on the leaderboard")
+    s.add_argument("--token", help="your class token (default $MLC_LAB_CLASS_TOKEN)")
+    s.add_argument("--name", help="your pseudonym, on a demo (--open) server only")
+    s.add_argument(
+        "--client-id",
+        help="the id of this hand-in: the one a failed submit printed, to learn whether it was stored",
+    )
     s.add_argument("--program", help="with --trace: the program the trace schedules (re-read as a submission)")
     s.add_argument("--trace", dest="trace_opt", help="with --program: the trace (a file or text)")
     s.add_argument("--task", help="the task this submission is for (default: all of them)")
@@ -74,9 +110,24 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from mlc_lab.classroom.server import ClassServer, serve_forever
+    from mlc_lab.classroom.reaper import FolderInUse
+    from mlc_lab.classroom.roster import RosterError, load_roster
+    from mlc_lab.classroom.server import ClassServer, ServerSetupError, serve_forever
     from mlc_lab.cli import UsageError
 
+    if os.path.exists(args.dir) and not os.path.isdir(args.dir):
+        raise UsageError(f"{args.dir} is a file; the class's folder must be a folder")
+    try:
+        roster = load_roster(args.roster) if args.roster else None
+    except RosterError as exc:
+        raise UsageError(str(exc)) from None
+    if args.action == "tokens":
+        return run_tokens(args, roster)
+    if not args.assignment:
+        raise UsageError("mlc-lab class serve needs the assignment's TOML file")
+    if args.open and (roster is not None or args.jupyterhub):
+        raise UsageError("--open is a server without identities: not with --roster or --jupyterhub")
+    mode = "open" if args.open else "jupyterhub" if args.jupyterhub else "roster"
     runner = None
     if args.tracker:
         t = args.tracker[len("rpc://") :] if args.tracker.startswith("rpc://") else args.tracker
@@ -92,8 +143,6 @@ def run(args: argparse.Namespace) -> int:
             "latencies disturb each other (use --tracker for the class's measurement machines)",
             file=sys.stderr,
         )
-    if os.path.exists(args.dir) and not os.path.isdir(args.dir):
-        raise UsageError(f"{args.dir} is a file; the class's folder must be a folder")
     try:
         server = ClassServer(
             args.assignment,
@@ -103,7 +152,12 @@ def run(args: argparse.Namespace) -> int:
             runner=runner,
             new_token=args.new_token,
             workers=args.workers,
+            mode=mode,
+            roster=roster,
+            per_hour=args.per_hour,
         )
+    except (ServerSetupError, FolderInUse) as exc:
+        raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from None
     counts = server.store.counts()
@@ -114,8 +168,17 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     print(f"mlc-lab: timing on {runner or 'this machine'}", file=sys.stderr)
+    if mode == "open":
+        print("mlc-lab: DEMO MODE (--open): anyone hands in under any name; every answer says so", file=sys.stderr)
+    elif mode == "jupyterhub":
+        print(f"mlc-lab: students are JupyterHub's users ({server.identities.hub_api})", file=sys.stderr)
+    if server.issued:
+        where = _write_tokens(args.dir, server.issued, None)
+        print(f"mlc-lab: {len(server.issued)} students' tokens in {where}: hand each out", file=sys.stderr)
     print(
-        f"mlc-lab: students: explore(program, classroom={server.url!r}), mlc_lab.leaderboard({server.url!r})",
+        f"mlc-lab: students: explore(program, classroom={server.url!r}"
+        + (")" if mode != "roster" else ", class_token=T)")
+        + f", mlc_lab.leaderboard({server.url!r}{', T' if mode == 'roster' else ''})",
         file=sys.stderr,
     )
     database = None
@@ -149,6 +212,54 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_tokens(args: argparse.Namespace, roster: list | None) -> int:
+    import os
+
+    from mlc_lab.classroom.store import Store
+    from mlc_lab.cli import UsageError
+
+    if args.out and os.path.exists(args.out):
+        raise UsageError(f"{args.out} exists; the tokens are written to a new file only")
+    store = Store(args.dir, [])
+    try:
+        if roster is not None:
+            store.sync_roster(roster)
+        if not store.has_roster():
+            raise UsageError(f"{args.dir} has no roster yet: give --roster roster.csv")
+        try:
+            issued = store.issue_tokens(args.reissue)
+        except KeyError as exc:
+            raise UsageError(f"{exc.args[0]!r} is not a student on the roster") from None
+    finally:
+        store.close()
+    if not issued:
+        print("mlc-lab: every student has a token already (--reissue ID replaces a lost one)", file=sys.stderr)
+        return 0
+    where = _write_tokens(args.dir, issued, args.out)
+    print(f"mlc-lab: {len(issued)} tokens in {where} (only their hashes are kept: hand this file out, then delete it)")
+    return 0
+
+
+def _write_tokens(folder: str, issued: list[tuple[str, str, str]], out: str | None) -> str:
+    """A CSV ``student_id,name,token``, readable by its owner only; never over an existing file."""
+    import csv
+    import os
+    import time
+
+    from mlc_lab.cli import UsageError
+
+    path = out or os.path.join(folder, time.strftime("tokens-%Y%m%d-%H%M%S.csv"))
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise UsageError(f"{path} exists; the tokens are written to a new file only") from None
+    with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["student_id", "name", "token"])
+        w.writerows(issued)
+    return path
+
+
 def _take_trace_file(args: argparse.Namespace, extra: list[str]) -> bool:
     """`mlc-lab submit SERVER --name N TRACE_FILE`: the file given after the options."""
     if args.trace_file is None and len(extra) == 1 and not extra[0].startswith("-"):
@@ -179,7 +290,7 @@ def run_submit(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.trace_file}: cannot be read as text ({exc})") from None
     else:
         raise UsageError("give a TRACE_FILE, or --program P and --trace T")
-    v = submit(args.server, args.name, trace, task=args.task)
+    v = submit(args.server, trace, args.task, token=args.token, name=args.name, client_id=args.client_id)
     if args.json:
         json.dump(v, sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -4,9 +4,14 @@ name beside the server."""
 
 from mlc_lab.core.class_client import (  # noqa: F401  (re-exported)
     ENV,
+    HUB_TOKEN_ENV,
+    TOKEN_ENV,
     ClassServerError,
     assignment,
+    class_token,
+    history,
     leaderboard,
+    me,
     server_url,
     submit,
     summary,

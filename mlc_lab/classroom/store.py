@@ -2,11 +2,16 @@
 the leaderboard and the teacher's summary are made of. Plain data in and out; no TVM, no HTTP.
 
 A submission is written before it is graded (status ``queued``), so a server stopped while grading
-finds it again on restart and grades it then: a restart loses nothing.
+finds it again on restart and grades it then: a restart loses nothing. A submission's ``name`` is
+who handed it in: the student id (from the roster or JupyterHub), or the pseudonym typed in a
+demo (``--open``) server; ``client_id`` makes a retried hand-in the same submission. The roster
+(``students``: tokens kept as SHA-256 hashes) and the grading children alive (``children``: what a
+restarted server must kill and remove) are kept here too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import sqlite3
@@ -35,9 +40,28 @@ CREATE TABLE IF NOT EXISTS submissions (
 );
 CREATE INDEX IF NOT EXISTS submissions_by_name ON submissions (name);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS students (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    pseudonym TEXT,
+    token_hash TEXT UNIQUE,
+    active INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE IF NOT EXISTS children (
+    pid INTEGER PRIMARY KEY,
+    started REAL NOT NULL,
+    folder TEXT NOT NULL,
+    submission INTEGER
+);
 """
 
 STUCK_AFTER = 3  # failed submissions at one task before the teacher's view calls a student stuck
+
+
+def token_hash(token: str) -> str:
+    """What is kept of a student's token: its SHA-256 (a token is 32 random bytes; no salt needed)."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 class Store:
@@ -53,6 +77,10 @@ class Store:
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(submissions)")}
+        if "client_id" not in columns:  # a class folder of an older server
+            self._db.execute("ALTER TABLE submissions ADD COLUMN client_id TEXT")
+        self._db.execute("CREATE UNIQUE INDEX IF NOT EXISTS submissions_by_client ON submissions (name, client_id)")
 
     def close(self) -> None:
         with self._lock:
@@ -70,15 +98,149 @@ class Store:
             self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('token', ?)", (value,))
             return value
 
+    # --- the roster -------------------------------------------------------------------------------
+
+    def sync_roster(self, students: list) -> None:
+        """Take a roster (``roster.Student``s): new students are added (numbered in the roster's
+        order), names and approved pseudonyms follow the file, students no longer listed are
+        turned away (their submissions stay)."""
+        with self._lock, self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("UPDATE students SET active=0")
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('roster', '1')")
+            for st in students:
+                self._db.execute(
+                    "INSERT INTO students (id, name, pseudonym) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE "
+                    "SET name=excluded.name, pseudonym=excluded.pseudonym, active=1",
+                    (st.id, st.name, st.pseudonym),
+                )
+
+    def add_student(self, sid: str, name: str) -> None:
+        """One student known from elsewhere (a JupyterHub user, without a roster): no pseudonym yet."""
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO students (id, name) VALUES (?, ?)", (sid, name))
+
+    def has_roster(self) -> bool:
+        """Whether a roster was given (once is enough: it is kept here)."""
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM meta WHERE key='roster'").fetchone() is not None
+
+    def names(self) -> list[str]:
+        """Everyone who handed anything in (student ids; typed names on a demo server)."""
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT DISTINCT name FROM submissions")]
+
+    def issue_tokens(self, ids: list[str] | None = None) -> list[tuple[str, str, str]]:
+        """New tokens ``(student id, name, token)``: for the students given (a lost token is
+        replaced), or else for every active student who has none. Only their hashes are kept."""
+        out = []
+        with self._lock, self._db:
+            self._db.execute("BEGIN")
+            if ids is None:
+                rows = self._db.execute(
+                    "SELECT id, name FROM students WHERE active=1 AND token_hash IS NULL ORDER BY seq"
+                ).fetchall()
+            else:
+                rows = []
+                for sid in ids:
+                    row = self._db.execute("SELECT id, name FROM students WHERE id=? AND active=1", (sid,)).fetchone()
+                    if row is None:
+                        raise KeyError(sid)
+                    rows.append(row)
+            for sid, name in rows:
+                token = secrets.token_urlsafe(24)
+                self._db.execute("UPDATE students SET token_hash=? WHERE id=?", (token_hash(token), sid))
+                out.append((sid, name, token))
+        return out
+
+    def student_for_token(self, token: str) -> str | None:
+        """The active student whose token this is, or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id FROM students WHERE token_hash=? AND active=1", (token_hash(token),)
+            ).fetchone()
+        return row[0] if row else None
+
+    def student_known(self, sid: str) -> bool:
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM students WHERE id=? AND active=1", (sid,)).fetchone() is not None
+
+    def labels(self, teacher: bool = False) -> dict[str, str]:
+        """How each student is named: on the leaderboard their approved pseudonym or "student N";
+        for the teacher, their name and id."""
+        with self._lock:
+            rows = self._db.execute("SELECT seq, id, name, pseudonym FROM students").fetchall()
+        if teacher:
+            return {sid: f"{name} ({sid})" for _seq, sid, name, _p in rows}
+        return {sid: pseudonym or f"student {seq}" for seq, sid, _name, pseudonym in rows}
+
+    # --- the grading children ---------------------------------------------------------------------
+
+    def child_started(self, pid: int, started: float, folder: str, submission: int) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO children (pid, started, folder, submission) VALUES (?, ?, ?, ?)",
+                (pid, started, folder, submission),
+            )
+
+    def child_ended(self, pid: int) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM children WHERE pid=?", (pid,))
+
+    def children(self) -> list[tuple[int, float, str]]:
+        """``(pid, start time, folder)`` of each grading child recorded and not seen to end."""
+        with self._lock:
+            return [tuple(r) for r in self._db.execute("SELECT pid, started, folder FROM children")]
+
     # --- submissions ------------------------------------------------------------------------------
 
-    def add(self, name: str, task: str | None, trace: str) -> int:
+    def add(self, name: str, task: str | None, trace: str, client_id: str | None = None) -> int:
+        """Store a hand-in; with a ``client_id`` already used by ``name``, the id stored then."""
         with self._lock:
-            cur = self._db.execute(
-                "INSERT INTO submissions (name, task, trace, submitted_at) VALUES (?, ?, ?, ?)",
-                (name, task, trace, time.time()),
+            try:
+                cur = self._db.execute(
+                    "INSERT INTO submissions (name, task, trace, submitted_at, client_id) VALUES (?, ?, ?, ?, ?)",
+                    (name, task, trace, time.time(), client_id),
+                )
+                return int(cur.lastrowid)
+            except sqlite3.IntegrityError:  # the same intent sent twice at once: the one stored
+                row = self._db.execute(
+                    "SELECT id FROM submissions WHERE name=? AND client_id=?", (name, client_id)
+                ).fetchone()
+                return int(row[0])
+
+    def find(self, name: str, client_id: str) -> tuple[int, str, str | None] | None:
+        """``(id, trace, task)`` of the submission ``name`` sent under ``client_id``, or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, trace, task FROM submissions WHERE name=? AND client_id=?", (name, client_id)
+            ).fetchone()
+        return (int(row[0]), row[1], row[2]) if row else None
+
+    def status(self, sid: int) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT status FROM submissions WHERE id=?", (sid,)).fetchone()
+        return row[0] if row else None
+
+    def owner(self, sid: int) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT name FROM submissions WHERE id=?", (sid,)).fetchone()
+        return row[0] if row else None
+
+    def submitted_since(self, name: str, since: float) -> int:
+        with self._lock:
+            return int(
+                self._db.execute(
+                    "SELECT COUNT(*) FROM submissions WHERE name=? AND submitted_at >= ?", (name, since)
+                ).fetchone()[0]
             )
-            return int(cur.lastrowid)
+
+    def history(self, name: str, labels: dict[str, str] | None = None) -> list[dict]:
+        """Every submission of one student, oldest first, as ``verdict`` gives each."""
+        with self._lock:
+            ids = [r[0] for r in self._db.execute("SELECT id FROM submissions WHERE name=? ORDER BY id", (name,))]
+        board = self._board(labels)
+        return [v for v in (self.verdict(i, labels, board) for i in ids) if v is not None]
 
     def waiting(self, name: str) -> int:
         """How many of this student's submissions wait to be graded."""
@@ -135,18 +297,27 @@ class Store:
     def max_score(self) -> float:
         return float(sum(t.get("points", 0) for t in self.tasks))
 
-    def verdict(self, sid: int) -> dict | None:
-        """One submission as its student sees it (no trace): status, score, per-task verdicts, rank."""
+    def verdict(self, sid: int, labels: dict[str, str] | None = None, board: list[dict] | None = None) -> dict | None:
+        """One submission as its student sees it (no trace): status, score, per-task verdicts, rank.
+        ``name`` is the student's leaderboard name (``labels``), ``student`` who handed it in."""
         with self._lock:
             row = self._db.execute(
-                "SELECT id, name, task, status, score, max_score, passing, latency_ms, error, result, submitted_at "
-                "FROM submissions WHERE id=?",
+                "SELECT id, name, task, status, score, max_score, passing, latency_ms, error, result, submitted_at, "
+                "client_id FROM submissions WHERE id=?",
                 (sid,),
             ).fetchone()
         if row is None:
             return None
-        sid, name, task, status, score, max_score, passing, latency, error, result, at = row
-        out: dict[str, Any] = {"id": sid, "name": name, "task": task, "status": status, "submitted_at": at}
+        sid, key, task, status, score, max_score, passing, latency, error, result, at, client_id = row
+        out: dict[str, Any] = {
+            "id": sid,
+            "name": (labels or {}).get(key, key),
+            "student": key,
+            "task": task,
+            "status": status,
+            "submitted_at": at,
+            "client_id": client_id,
+        }
         if status == "graded":
             data = json.loads(result or "{}")
             out.update(
@@ -164,9 +335,9 @@ class Store:
                 timing=data.get("timing"),
                 timing_error=data.get("timing_error"),
             )
-            board = self.leaderboard()["rows"]
-            out["rank"] = next((r["rank"] for r in board if r["name"] == name), None)
-            out["students"] = len(board)
+            rows = self._board(labels) if board is None else board
+            out["rank"] = next((r["rank"] for r in rows if r["key"] == key), None)
+            out["students"] = len(rows)
         return out
 
     def _graded(self) -> list[dict]:
@@ -200,15 +371,26 @@ class Store:
 
     # --- what students see --------------------------------------------------------------------------
 
-    def leaderboard(self) -> dict:
-        """One row per pseudonym: best score, tasks passed, best latency of a passing submission,
-        ranked by score (high first), then latency (fast first), then who got there first."""
+    def leaderboard(self, labels: dict[str, str] | None = None, you: str | None = None) -> dict:
+        """One row per student: best score, tasks passed, best latency of a passing submission,
+        ranked by score (high first), then latency (fast first), then who got there first. A row is
+        named by ``labels`` (approved pseudonyms); ``you``: the student whose row is marked."""
+        rows = []
+        for r in self._board(labels):
+            key = r.pop("key")
+            if you is not None and key == you:
+                r["you"] = True
+            rows.append(r)
+        return {"max_score": self.max_score, "tasks": self.tasks, "rows": rows, **self.counts()}
+
+    def _board(self, labels: dict[str, str] | None = None) -> list[dict]:
         students: dict[str, dict] = {}
         for s in self._graded():
             st = students.setdefault(
                 s["name"],
                 {
-                    "name": s["name"],
+                    "key": s["name"],
+                    "name": (labels or {}).get(s["name"], s["name"]),
                     "score": 0.0,
                     "tasks_passed": set(),
                     "best_latency_ms": None,
@@ -235,14 +417,15 @@ class Store:
             r["rank"] = i
             r["tasks_passed"] = [n for n in order if n in r["tasks_passed"]]
             del r["reached_at"]
-        return {"max_score": self.max_score, "tasks": self.tasks, "rows": rows, **self.counts()}
+        return rows
 
     # --- what the teacher sees ------------------------------------------------------------------
 
-    def summary(self) -> dict:
+    def summary(self, labels: dict[str, str] | None = None) -> dict:
         """Per-task pass rates (of the students who handed anything in), the distribution of each
-        student's best passing latency, the most common failures, and who is stuck at which task."""
-        graded = self._graded()
+        student's best passing latency, the most common failures, and who is stuck at which task
+        (students named by ``labels``: the teacher's)."""
+        graded = [{**g, "name": (labels or {}).get(g["name"], g["name"])} for g in self._graded()]
         names = sorted({s["name"] for s in graded})
         passed_by: dict[str, set] = {t["name"]: set() for t in self.tasks}
         failures: dict[tuple[str, str], dict] = {}
@@ -282,7 +465,7 @@ class Store:
                     "pass_rate": n / len(names) if names else 0.0,
                 }
             )
-        board = {r["name"]: r for r in self.leaderboard()["rows"]}
+        board = {r["name"]: r for r in self.leaderboard(labels)["rows"]}
         latencies = sorted(
             (r["best_latency_ms"], r["name"]) for r in board.values() if r["best_latency_ms"] is not None
         )

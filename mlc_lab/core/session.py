@@ -165,16 +165,30 @@ class Session:
         server: str | None = None,
         name: str = "",
         *,
+        token: str | None = None,
         task: str | None = None,
         step: int | None = None,
+        client_id: str | None = None,
         wait_s: float = 300.0,
+        retry_s: float | None = None,
     ) -> dict:
         """Hand the step's (default: current) ``submission()`` in to a class server (``mlc-lab class
-        serve``; default ``$MLC_LAB_CLASS_SERVER``) under the pseudonym ``name``; the verdict: score,
-        per-task verdicts, latency and rank (``mlc_lab.classroom.client.submit``)."""
+        serve``; default ``$MLC_LAB_CLASS_SERVER``) as the student whose ``token`` it is (default
+        ``$MLC_LAB_CLASS_TOKEN``; ``name``: a pseudonym, for a demo server only); the verdict: score,
+        per-task verdicts, latency and rank (``mlc_lab.classroom.client.submit``, which retries a
+        broken connection without handing in twice)."""
         from mlc_lab.core.class_client import submit
 
-        return submit(server, name, self.submission(step), task=task, wait_s=wait_s)
+        return submit(
+            server,
+            self.submission(step),
+            task,
+            token=token,
+            name=name or None,
+            client_id=client_id,
+            wait_s=wait_s,
+            retry_s=retry_s,
+        )
 
     def loop_tree(self, step: int | None = None) -> dict:
         state = self._state if step is None else self._state_of(step)

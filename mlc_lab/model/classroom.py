@@ -14,7 +14,9 @@ __all__ = [
     "ClassSubmission",
     "ClassSummary",
     "ClassTask",
+    "ClassIdentity",
     "CommonFailure",
+    "History",
     "LatencySpread",
     "StudentLatency",
     "StuckStudent",
@@ -35,7 +37,8 @@ class ClassTask(TypedDict):
 
 
 class BoardRow(TypedDict):
-    """One pseudonym on the leaderboard: its best score, the tasks it passed, its fastest passing latency."""
+    """One student on the leaderboard, by the pseudonym the teacher approved (or "student N"): the
+    best score, the tasks passed, the fastest passing latency; ``you``: the asking student's row."""
 
     name: str
     rank: int
@@ -43,6 +46,7 @@ class BoardRow(TypedDict):
     tasks_passed: list[str]
     best_latency_ms: float | None
     submissions: int
+    you: NotRequired[bool]
 
 
 class Board(TypedDict):
@@ -54,6 +58,7 @@ class Board(TypedDict):
     rows: list[BoardRow]
     submissions: int
     queued: int
+    notice: NotRequired[str]  # a demo server (--open) says so in every answer
 
 
 class TaskRate(TypedDict):
@@ -110,6 +115,7 @@ class ClassSummary(TypedDict):
     latency: LatencySpread
     common_failures: list[CommonFailure]
     stuck: list[StuckStudent]
+    notice: NotRequired[str]
 
 
 class TaskVerdict(TypedDict):
@@ -124,13 +130,19 @@ class TaskVerdict(TypedDict):
 
 
 class Verdict(TypedDict):
-    """One submission as its student sees it (no trace); the rest once it is graded."""
+    """One submission as its student sees it (no trace); the rest once it is graded. ``name``: the
+    student's leaderboard name; ``student``: their id; ``client_id``: the id of the hand-in the
+    client sent (a retry with it is this submission); ``retries``: how often the client had to send it."""
 
     id: int
     name: str
+    student: NotRequired[str]
     task: str | None
     status: str  # "queued", "grading", "graded"
     submitted_at: float
+    client_id: NotRequired[str | None]
+    retries: NotRequired[int]
+    notice: NotRequired[str]
     score: NotRequired[float | None]
     max_score: NotRequired[float | None]
     passing: NotRequired[bool]
@@ -143,6 +155,23 @@ class Verdict(TypedDict):
     timing_error: NotRequired[str | None]
     rank: NotRequired[int | None]
     students: NotRequired[int]
+
+
+class History(TypedDict):
+    """One student's submissions, oldest first (``/api/history``)."""
+
+    student: str
+    submissions: list[Verdict]
+    notice: NotRequired[str]
+
+
+class ClassIdentity(TypedDict):
+    """Who the server takes a token for (``/api/me``): a student (id and leaderboard name) or the teacher."""
+
+    teacher: bool
+    student: str | None
+    name: str | None
+    notice: NotRequired[str]
 
 
 class ClassSubmission(TypedDict, total=False):

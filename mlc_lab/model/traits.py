@@ -87,9 +87,11 @@ class RecordCut(TypedDict):
 
 
 class ClassroomInfo(TypedDict):
-    """The class server the Submit bar hands steps in to."""
+    """The class server the Submit bar hands steps in to (``identified``: the kernel holds a class
+    token, so the bar asks for no pseudonym: the server knows who hands in)."""
 
     server: str
+    identified: NotRequired[bool]
 
 
 class ExplorerTraits(RpcTraits):

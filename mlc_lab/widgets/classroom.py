@@ -1,12 +1,14 @@
 """A class's widgets: the students' leaderboard, the teacher's dashboard, and the explorer's Submit bar.
 
 The widgets take plain data (traits ``board`` and ``summary``: the class server's JSON, see
-``mlc_lab.classroom.store``); ``leaderboard(server)`` and ``class_dashboard(server, token)`` are the
+``mlc_lab.classroom.store``); ``leaderboard(server, token)`` and ``class_dashboard(server, token)`` are the
 facades that fetch it from the server, in a background thread of the kernel every ``refresh_s``
 seconds (the kernel, not the browser, talks to the server: on a JupyterHub the server is reachable
 from the kernels, not necessarily from the students' browsers). The explorer's Submit bar calls
 ``submit_from_explorer`` (the explorer's ``class_submit`` request), which hands the current step's
-``Session.submission()`` in, off the kernel's message loop.
+``Session.submission()`` in, off the kernel's message loop, as the student whose class token the
+kernel holds (``explore(..., class_token=T)`` or ``$MLC_LAB_CLASS_TOKEN``; never a trait, so a saved
+notebook does not keep it).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from mlc_lab.widgets._base import RequestError, RpcWidget, bundle
 
 log = logging.getLogger(__name__)
 
-TOKEN_ENV = "MLC_LAB_CLASS_TOKEN"
+TOKEN_ENV = client.TOKEN_ENV
 
 
 class _Polled(RpcWidget):
@@ -85,7 +87,8 @@ class _Polled(RpcWidget):
 
 
 class Leaderboard(_Polled):
-    """The class's leaderboard by pseudonym (``board``: the server's ``/api/leaderboard`` JSON)."""
+    """The class's leaderboard by approved pseudonym (``board``: the server's ``/api/leaderboard``
+    JSON; the row of the token's student has ``you``)."""
 
     _esm = bundle("leaderboard")
     _mlc_entry_name = "leaderboard"
@@ -117,13 +120,19 @@ class ClassDashboard(_Polled):
         return "class dashboard (teacher's view)"
 
 
-def leaderboard(server: str | None = None, *, refresh_s: float = 3.0, highlight: str = "") -> Leaderboard:
+def leaderboard(
+    server: str | None = None, token: str | None = None, *, refresh_s: float = 3.0, highlight: str = ""
+) -> Leaderboard:
     """The leaderboard of a class server (default ``$MLC_LAB_CLASS_SERVER``), refreshed every
-    ``refresh_s`` seconds while it is open."""
+    ``refresh_s`` seconds while it is open; ``token``: your class token (default
+    ``$MLC_LAB_CLASS_TOKEN``), which marks your row (``highlight``: a name to mark instead)."""
     url = client.server_url(server)
-    first = client.leaderboard(url)  # a wrong address says so here, not in an empty widget
+    token = client.class_token(url, token)
+    first = client.leaderboard(url, token)  # a wrong address or token says so here, not in an empty widget
+    if not highlight:
+        highlight = next((r["name"] for r in first.get("rows", []) if r.get("you")), "")
     return Leaderboard(
-        lambda: client.leaderboard(url), server=url, board=first, refresh_s=refresh_s, highlight=highlight
+        lambda: client.leaderboard(url, token), server=url, board=first, refresh_s=refresh_s, highlight=highlight
     )
 
 
@@ -140,7 +149,7 @@ def class_dashboard(server: str | None = None, token: str | None = None, *, refr
         )
 
     def fetch() -> dict:
-        return {"summary": client.summary(url, token), "board": client.leaderboard(url)}
+        return {"summary": client.summary(url, token), "board": client.leaderboard(url, token)}
 
     first = fetch()
     return ClassDashboard(fetch, server=url, summary=first["summary"], board=first["board"], refresh_s=refresh_s)
@@ -149,25 +158,35 @@ def class_dashboard(server: str | None = None, token: str | None = None, *, refr
 # --- the explorer's Submit bar ---------------------------------------------------------------------------
 
 
-def classroom_setup(classroom: str | None) -> dict:
-    """The explorer's ``classroom`` trait: ``{"server": URL}`` when a class server is given (or
-    ``$MLC_LAB_CLASS_SERVER`` is set), else ``{}`` (no Submit bar)."""
+def classroom_setup(classroom: str | None, token: str | None = None) -> dict:
+    """The explorer's ``classroom`` trait: ``{"server": URL, "identified"}`` when a class server is
+    given (or ``$MLC_LAB_CLASS_SERVER`` is set), else ``{}`` (no Submit bar). ``identified``: a class
+    token is at hand (given, or in the environment), so the bar asks for no pseudonym."""
     url = classroom or os.environ.get(client.ENV)
-    return {"server": client.server_url(url)} if url else {}
+    if not url:
+        return {}
+    identified = bool(token or os.environ.get(client.TOKEN_ENV) or os.environ.get(client.HUB_TOKEN_ENV))
+    return {"server": client.server_url(url), "identified": identified}
 
 
-def submit_from_explorer(widget: Any, session: Any, name: Any, task: Any = None) -> dict:
-    """Hand in the current step's submission under ``name``; the verdict arrives in the widget's
-    ``class_submission`` trait (``{"state": "sending"|"graded"|"error", "name", "step", "text",
-    "verdict"}``). Returns at once: grading takes seconds and the kernel's message loop stays free."""
-    server = (widget.classroom or {}).get("server")
+def submit_from_explorer(widget: Any, session: Any, name: Any, task: Any = None, token: str | None = None) -> dict:
+    """Hand in the current step's submission (as the token's student; ``name``: the pseudonym typed,
+    for a demo server); the verdict arrives in the widget's ``class_submission`` trait (``{"state":
+    "sending"|"graded"|"queued"|"error", "name", "step", "text", "verdict"}``). Returns at once:
+    grading takes seconds and the kernel's message loop stays free."""
+    setup = widget.classroom or {}
+    server = setup.get("server")
     if not server:
         raise RequestError(
             "this explorer was opened without a class server (explore(..., classroom=URL))", type="usage"
         )
     name = str(name or "").strip()
-    if not name:
-        raise RequestError("type a pseudonym first: it is your name on the leaderboard", type="usage")
+    if not name and not setup.get("identified"):
+        raise RequestError(
+            "type a pseudonym first (a demo server), or open the explorer with your class token "
+            f"(explore(..., class_token=T) or ${client.TOKEN_ENV})",
+            type="usage",
+        )
     if (widget.class_submission or {}).get("state") == "sending":
         raise RequestError("a submission is being graded; wait for its verdict", type="busy")
     step = session.current.id
@@ -176,7 +195,7 @@ def submit_from_explorer(widget: Any, session: Any, name: Any, task: Any = None)
 
     def run() -> None:
         try:
-            v = client.submit(server, name, trace, task=task or None)
+            v = client.submit(server, trace, task or None, token=token, name=name or None)
             state = {
                 "state": "graded" if v.get("status") == "graded" else "queued",
                 "verdict": v,
@@ -187,7 +206,7 @@ def submit_from_explorer(widget: Any, session: Any, name: Any, task: Any = None)
         except Exception as exc:  # noqa: BLE001  (the bar says it; the kernel goes on)
             log.exception("mlc_lab: submitting to %s failed", server)
             state = {"state": "error", "text": f"the submission failed ({type(exc).__name__}: {exc})"}
-        widget.class_submission = {"name": name, "step": step, **state}
+        widget.class_submission = {"name": state.get("verdict", {}).get("name", name), "step": step, **state}
 
     threading.Thread(target=run, name="mlc-lab-class-submit", daemon=True).start()
     return {"step": step}

@@ -141,6 +141,7 @@ class Explorer(AccessRequests, RpcWidget):
         tasks: list[dict] | None = None,
         assignment: Any = None,
         classroom: str | None = None,
+        class_token: str | None = None,
         **kwargs: Any,
     ) -> None:
         for name in ("apply", "undo", "redo", "goto", "steps", "step_view", "on_change", "failed"):
@@ -149,6 +150,7 @@ class Explorer(AccessRequests, RpcWidget):
                     f"Explorer needs a mlc_lab.Session (or an object with .{name}); got {type(session).__name__}"
                 )
         self._session = session
+        self._class_token = class_token  # kept in the kernel: never a trait (saved notebooks keep traits)
         self._lock = threading.RLock()
         self._view: StepView = session.step_view()
         self._history_len = 0
@@ -170,7 +172,7 @@ class Explorer(AccessRequests, RpcWidget):
             measurements=self._read_measurements(),
             failures=self._read_failures(),
             checks_setup=setup,
-            classroom=classroom_setup(classroom),
+            classroom=classroom_setup(classroom, class_token),
             **kwargs,
         )
         self._checks = ChecksWorker(session, setup, self._publish_checks)
@@ -715,7 +717,7 @@ class Explorer(AccessRequests, RpcWidget):
 
     def class_submit(self, name: str = "", task: str | None = None) -> dict:
         """The Submit bar: hand the current step in to the class server (verdict in class_submission)."""
-        return submit_from_explorer(self, self._session, name, task)
+        return submit_from_explorer(self, self._session, name, task, token=self._class_token)
 
     def mlc_what(self) -> str:
         return f"schedule explorer of `{self.func}`" if self.func else "schedule explorer"

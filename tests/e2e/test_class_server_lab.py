@@ -49,6 +49,7 @@ def start_class_server(folder: Path, port: int) -> tuple[subprocess.Popen, str]:
             str(folder),
             "--port",
             str(port),
+            "--open",  # a demo class: the students type pseudonyms (test_classroom_identity: tokens)
         ],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,

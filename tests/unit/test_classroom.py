@@ -6,6 +6,7 @@ the class's measurement machines through TVM's RPC tracker. The lab is mm_relu a
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import socket
@@ -20,6 +21,8 @@ import pytest
 
 import mlc_lab
 from mlc_lab.classroom import client
+from mlc_lab.classroom.identity import Who
+from mlc_lab.classroom.roster import Student
 from mlc_lab.classroom.server import ClassServer, SubmissionRefused
 from mlc_lab.classroom.store import Store
 from mlc_lab.core.session import Session
@@ -48,9 +51,19 @@ SPLIT = ("split", "Y/j", [None, 8])
 VECTORIZE = ("vectorize", "Y/j_1")
 
 
+# the class: ada and bo have approved pseudonyms, cy and mallory are "student 3" and "student 4"
+ROSTER = [Student("ada", "Ada", "ada"), Student("bo", "Bo", "bo"), Student("cy", "Cy"), Student("mallory", "Mal")]
+
+
+def _server(folder: Path, **kwargs) -> ClassServer:
+    srv = ClassServer(ASSIGNMENT, folder, port=0, roster=ROSTER, **kwargs)
+    srv.tokens = {sid: token for sid, _name, token in srv.issued}
+    return srv
+
+
 @pytest.fixture
 def server(tmp_path):
-    srv = ClassServer(ASSIGNMENT, tmp_path / "class", port=0).start()
+    srv = _server(tmp_path / "class").start()
     yield srv
     srv.stop()
 
@@ -149,28 +162,30 @@ def test_store_ranks_and_summarises_and_keeps_everything_when_reopened(tmp_path)
 
 
 def test_a_submission_is_graded_timed_and_ranked(server):
-    v = client.submit(server.url, "ada", trace(PARALLEL, SPLIT, VECTORIZE))
+    tok = server.tokens
+    v = client.submit(server.url, trace(PARALLEL, SPLIT, VECTORIZE), token=tok["ada"])
     assert v["status"] == "graded" and v["error"] is None, v
     assert v["score"] == 10 and v["passing"] and v["rank"] == 1
     assert v["latency_ms"] > 0 and v["correct"] is True
     assert "median of 3 repeats" in v["timing"]["method"]  # mlc_lab's one method, the assignment's repeats
-    partial = client.submit(server.url, "bo", trace(PARALLEL), task="parallel")
+    partial = client.submit(server.url, trace(PARALLEL), "parallel", token=tok["bo"])
     assert partial["passing"] and partial["score"] == 5 and partial["rank"] == 2
     assert [t["passed"] for t in partial["tasks"]] == [True, False]
     assert "no loop is vectorized" in partial["tasks"][1]["messages"][0]
-    board = client.leaderboard(server.url)
+    board = client.leaderboard(server.url, tok["bo"])
     assert [(r["name"], r["rank"]) for r in board["rows"]] == [("ada", 1), ("bo", 2)]
     assert board["rows"][1]["best_latency_ms"] == pytest.approx(partial["latency_ms"])
 
 
 def test_hostile_submissions_get_a_verdict_and_the_server_stays_up(server, tmp_path):
     marker = tmp_path / "the_server_ran_it"
+    mal, ada = server.tokens["mallory"], server.tokens["ada"]
+    mine = {"Authorization": f"Bearer {mal}"}
     # refused before anything is stored
     for body, phrase in [
         (b"{not json", "is a JSON object"),
         (b"[1, 2]", "is a JSON object"),
-        (json.dumps({"name": "<script>", "trace": "x"}).encode(), "pseudonym"),
-        (json.dumps({"name": "", "trace": "x"}).encode(), "pseudonym"),
+        (json.dumps({"trace": "x", "client_id": "<script>"}).encode(), "client id"),
         (json.dumps({"name": "ada", "trace": ""}).encode(), "has no trace"),
         (json.dumps({"name": "ada", "trace": 7}).encode(), "has no trace"),
         (json.dumps({"name": "ada", "trace": "x" * 200_001}).encode(), "at most 200,000"),
@@ -180,9 +195,9 @@ def test_hostile_submissions_get_a_verdict_and_the_server_stays_up(server, tmp_p
             "not schedule files",
         ),
     ]:
-        status, answer = _post(server.url, body)
+        status, answer = _post(server.url, body, mine)
         assert status == 400 and phrase in answer["error"], (body[:60], answer)
-    status, answer = _post(server.url, b"x" * 10, {"Content-Length": "999999999"})
+    status, answer = _post(server.url, b"x" * 10, {"Content-Length": "999999999", **mine})
     assert status == 413
     assert server.store.counts()["submissions"] == 0
 
@@ -191,57 +206,62 @@ def test_hostile_submissions_get_a_verdict_and_the_server_stays_up(server, tmp_p
         "from tvm import s_tir\n\ndef apply_trace(sch: s_tir.Schedule) -> None:\n"
         f"    open({str(marker)!r}, 'w').write('x')\n    sch.get_sblock('Y')\n"
     )
-    v = client.submit(server.url, "mallory", evil)
+    v = client.submit(server.url, evil, token=mal)
     assert v["status"] == "graded" and "the trace is refused" in v["error"] and v["score"] == 0
-    garbage = client.submit(server.url, "mallory", "\x00\x01 not a trace at all ((((")
+    garbage = client.submit(server.url, "\x00\x01 not a trace at all ((((", token=mal)
     assert garbage["status"] == "graded" and garbage["error"] and garbage["score"] == 0
     assert not marker.exists()
 
     # a grader that hangs is stopped and gets a verdict; the server answers the next one
     server.grade_timeout_s = 0.5
-    slow = client.submit(server.url, "mallory", trace(PARALLEL))
+    slow = client.submit(server.url, trace(PARALLEL), token=mal)
     assert "took longer than 0.5 s" in slow["error"]
     server.grade_timeout_s = 120
-    ok = client.submit(server.url, "ada", trace(PARALLEL))
+    ok = client.submit(server.url, trace(PARALLEL), token=ada)
     assert ok["error"] is None and ok["score"] == 5
-    assert [r["name"] for r in client.leaderboard(server.url)["rows"]] == ["ada", "mallory"]
+    assert [r["name"] for r in client.leaderboard(server.url, ada)["rows"]] == ["ada", "student 4"]
 
 
 def test_one_student_cannot_fill_the_queue(tmp_path):
-    srv = ClassServer(ASSIGNMENT, tmp_path / "class", port=0)  # not started: nothing is graded
+    srv = _server(tmp_path / "class")  # not started: nothing is graded
     try:
         for _ in range(3):
-            srv.submit("ada", "b0 = sch.get_sblock('Y')")
-        with pytest.raises(SubmissionRefused, match="ada has 3 submissions waiting"):
-            srv.submit("ada", "b0 = sch.get_sblock('Y')")
-        srv.submit("bo", "b0 = sch.get_sblock('Y')")  # the others still can
+            srv.submit(Who("ada"), "b0 = sch.get_sblock('Y')")
+        with pytest.raises(SubmissionRefused, match="you have 3 submissions waiting"):
+            srv.submit(Who("ada"), "b0 = sch.get_sblock('Y')")
+        srv.submit(Who("bo"), "b0 = sch.get_sblock('Y')")  # the others still can
         assert srv.store.counts() == {"submissions": 4, "queued": 4}
     finally:
         srv.httpd.server_close()
         srv.store.close()
+        os.close(srv._lock_fd)
 
 
 def test_the_teachers_summary_needs_the_token(server):
-    client.submit(server.url, "ada", trace(PARALLEL), wait_s=0)  # queued: the summary counts it
-    assert _get(server.url + "/api/summary")[0] == 403
-    assert _get(server.url + "/api/summary", {"Authorization": "Bearer wrong"})[0] == 403
-    assert _get(server.url + "/api/summary", {"Authorization": server.token[:-1]})[0] == 403
-    with pytest.raises(client.ClassServerError, match="needs the token"):
+    client.submit(server.url, trace(PARALLEL), token=server.tokens["ada"], wait_s=0)  # queued: counted
+    # no token, a wrong one, one without its scheme: 401 (who are you?)
+    assert _get(server.url + "/api/summary")[0] == 401
+    assert _get(server.url + "/api/summary", {"Authorization": "Bearer wrong"})[0] == 401
+    assert _get(server.url + "/api/summary", {"Authorization": server.token})[0] == 401
+    with pytest.raises(client.ClassServerError, match="not one the class server issued"):
         client.summary(server.url, "wrong")
     status, summary = _get(server.url + "/api/summary", {"Authorization": f"Bearer {server.token}"})
     assert status == 200 and summary["submissions"] == 1
     assert client.summary(server.url, server.token)["title"] == "Lab 1: mm_relu on the CPU"
-    # the students' pages do not need it
-    assert _get(server.url + "/api/leaderboard")[0] == 200
+    # the students' pages need theirs, not the teacher's
+    assert _get(server.url + "/api/leaderboard", {"Authorization": f"Bearer {server.tokens['cy']}"})[0] == 200
+    cy = _get(server.url + "/api/summary", {"Authorization": f"Bearer {server.tokens['cy']}"})
+    assert cy[0] == 403 and "needs the teacher's token" in cy[1]["error"]  # a student's: 403
 
 
 def test_a_restart_loses_nothing(tmp_path):
     folder = tmp_path / "class"
-    first = ClassServer(ASSIGNMENT, folder, port=0).start()
+    first = _server(folder).start()
+    tok = first.tokens
     try:
-        graded = client.submit(first.url, "ada", trace(PARALLEL, SPLIT, VECTORIZE))
+        graded = client.submit(first.url, trace(PARALLEL, SPLIT, VECTORIZE), token=tok["ada"])
         token = first.token
-        board = client.leaderboard(first.url)
+        board = client.leaderboard(first.url, token)
     finally:
         first.stop()
     # a submission the server had taken but not graded when it stopped
@@ -249,15 +269,15 @@ def test_a_restart_loses_nothing(tmp_path):
     waiting = store.add("bo", None, trace(PARALLEL))
     store.close()
 
-    second = ClassServer(ASSIGNMENT, folder, port=0).start()
+    second = ClassServer(ASSIGNMENT, folder, port=0).start()  # the roster and the tokens are kept
     try:
-        assert second.token == token
-        assert client.verdict(second.url, graded["id"])["score"] == 10
+        assert second.token == token and second.issued == []
+        assert client.verdict(second.url, graded["id"], tok["ada"])["score"] == 10
         deadline = time.monotonic() + 120
-        while client.verdict(second.url, waiting)["status"] != "graded":
+        while client.verdict(second.url, waiting, tok["bo"])["status"] != "graded":
             assert time.monotonic() < deadline, "the waiting submission was not graded after the restart"
             time.sleep(0.5)
-        rows = client.leaderboard(second.url)["rows"]
+        rows = client.leaderboard(second.url, token)["rows"]
         assert rows[0] == board["rows"][0]
         assert [r["name"] for r in rows] == ["ada", "bo"]
         assert client.summary(second.url, token)["students"] == 2
@@ -268,17 +288,28 @@ def test_a_restart_loses_nothing(tmp_path):
 def test_session_submit(server):
     s = Session(mlc_lab.load(str(LAB / "mm_relu.py")))
     s.apply(*PARALLEL)
-    v = s.submit(server.url, "cy", task="parallel")
-    assert v["passing"] and v["name"] == "cy"
-    with pytest.raises(client.ClassServerError, match="cannot be reached"):
-        s.submit("http://127.0.0.1:9", "cy")
-    with pytest.raises(client.ClassServerError, match="pseudonym"):
-        s.submit(server.url, "")
+    v = s.submit(server.url, "bo", token=server.tokens["cy"], task="parallel")  # the name is not who
+    assert v["passing"] and v["name"] == "student 3" and v["student"] == "cy"
+    with pytest.raises(client.ClassServerError, match="^not stored: .*cannot be reached"):
+        s.submit("http://127.0.0.1:9", token=server.tokens["cy"], retry_s=0.5)
+    with pytest.raises(client.ClassServerError, match="needs your class token"):
+        s.submit(server.url, "cy")
+
+
+def _cli(*args: str, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "mlc_lab.cli", *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
 
 
 def test_the_commands(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     port, db_port = _free_port(), _free_port()
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,name,pseudonym\nada,Ada,ada\nbo,Bo,\n")
+    # no roster, no hub, no --open: the server says what it needs
+    refused = _cli("class", "serve", str(ASSIGNMENT), "--dir", str(tmp_path / "none"), env=env)
+    assert refused.returncode == 2 and "needs to know its students" in refused.stderr, refused.stderr
     serve = subprocess.Popen(
         [
             sys.executable,
@@ -293,6 +324,8 @@ def test_the_commands(tmp_path):
             str(port),
             "--tuning-db-port",
             str(db_port),
+            "--roster",
+            str(roster),
         ],
         stderr=subprocess.PIPE,
         text=True,
@@ -306,6 +339,10 @@ def test_the_commands(tmp_path):
             assert line, "the server exited: " + "".join(lines)
             lines.append(line)
         token = lines[-1].rsplit(":", 1)[1].strip()
+        made = next(ln for ln in lines if "tokens in" in ln).split("tokens in ", 1)[1].split(":")[0]
+        assert oct(os.stat(made).st_mode & 0o777) == "0o600"
+        with open(made) as fh:
+            tokens = {r["student_id"]: r["token"] for r in csv.DictReader(fh)}
         url = f"http://127.0.0.1:{port}"
         assert any(url in ln for ln in lines)
         # one command also serves the class's tuning database (`mlc-lab database serve`)
@@ -324,6 +361,7 @@ def test_the_commands(tmp_path):
                 str(tmp_path / "other"),
                 "--port",
                 str(port),
+                "--open",
             ],
             capture_output=True,
             text=True,
@@ -334,7 +372,7 @@ def test_the_commands(tmp_path):
         hand_in = tmp_path / "lab1.py"
         hand_in.write_text(trace(PARALLEL))
         out = subprocess.run(
-            [sys.executable, "-m", "mlc_lab.cli", "submit", url, "--name", "ada", str(hand_in)],
+            [sys.executable, "-m", "mlc_lab.cli", "submit", url, "--token", tokens["ada"], str(hand_in)],
             capture_output=True,
             text=True,
             env=env,
@@ -349,8 +387,8 @@ def test_the_commands(tmp_path):
                 "mlc_lab.cli",
                 "submit",
                 url,
-                "--name",
-                "bo",
+                "--token",
+                tokens["bo"],
                 "--program",
                 str(LAB / "mm_relu.py"),
                 "--trace",
@@ -363,15 +401,20 @@ def test_the_commands(tmp_path):
             timeout=300,
         )
         assert json.loads(program.stdout)["score"] == 5
-        bad = subprocess.run(
-            [sys.executable, "-m", "mlc_lab.cli", "submit", url, "--name", "no way!", str(hand_in)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-        )
-        assert bad.returncode == 2 and "pseudonym" in bad.stderr and "Traceback" not in bad.stderr
+        bad = _cli("submit", url, "--name", "ada", str(hand_in), env=env, timeout=60)
+        assert bad.returncode == 2 and "needs your class token" in bad.stderr and "Traceback" not in bad.stderr
         assert client.summary(url, token)["students"] == 2
+        # a lost token: a new one, in a new file; the old one stops working
+        again = _cli("class", "tokens", "--dir", str(tmp_path / "class"), "--reissue", "bo", env=env)
+        assert again.returncode == 0 and "1 tokens in" in again.stdout, again.stderr
+        with open(again.stdout.split("tokens in ", 1)[1].split(" (")[0]) as fh:
+            (row,) = list(csv.DictReader(fh))
+        assert row["student_id"] == "bo" and row["token"] != tokens["bo"]
+        assert client.me(url, row["token"])["student"] == "bo"
+        with pytest.raises(client.ClassServerError, match="not one the class server issued"):
+            client.me(url, tokens["bo"])
+        unknown = _cli("class", "tokens", "--dir", str(tmp_path / "class"), "--reissue", "zed", env=env)
+        assert unknown.returncode == 2 and "'zed' is not a student on the roster" in unknown.stderr
     finally:
         os.killpg(serve.pid, 15)
         serve.wait(timeout=30)
@@ -388,15 +431,16 @@ def _free_port() -> int:
 
 def test_timed_on_the_measurement_machines_through_the_tracker(tmp_path, tracker):  # noqa: F811
     runner = f"rpc://127.0.0.1:{tracker}/{KEY}"
-    srv = ClassServer(ASSIGNMENT, tmp_path / "class", port=0, runner=runner, workers=2).start()
+    srv = _server(tmp_path / "class", runner=runner, workers=2).start()
+    tok = srv.tokens
     try:
-        first = client.submit(srv.url, "bo", trace(PARALLEL), wait_s=0)  # two graders, two servers: side by side
-        v = client.submit(srv.url, "ada", trace(PARALLEL, SPLIT, VECTORIZE))
+        first = client.submit(srv.url, trace(PARALLEL), token=tok["bo"], wait_s=0)  # two graders side by side
+        v = client.submit(srv.url, trace(PARALLEL, SPLIT, VECTORIZE), token=tok["ada"])
         assert v["error"] is None and v["timing_error"] is None, v
         assert v["timing"]["where"] == runner and v["correct"] is True and v["latency_ms"] > 0
         assert KEY in v["timing"]["method"]
         assert srv.wait(first["id"], 120)
-        assert client.verdict(srv.url, first["id"])["timing"]["where"] == runner
+        assert client.verdict(srv.url, first["id"], tok["bo"])["timing"]["where"] == runner
     finally:
         srv.stop()
 

@@ -14,12 +14,16 @@ from mlc_lab.classroom.server import ClassServer
 from mlc_lab.core.session import Session
 from mlc_lab.widgets.classroom import ClassDashboard, Leaderboard, class_dashboard, classroom_setup, leaderboard
 from mlc_lab.widgets.explorer import Explorer
-from tests.unit.test_classroom import ASSIGNMENT, LAB
+from mlc_lab.core import class_client
+from tests.unit.test_classroom import ASSIGNMENT, LAB, ROSTER
 
 
 @pytest.fixture
-def server(tmp_path):
-    srv = ClassServer(ASSIGNMENT, tmp_path / "class", port=0).start()
+def server(tmp_path, monkeypatch):
+    for name in (client.TOKEN_ENV, class_client.HUB_TOKEN_ENV):
+        monkeypatch.delenv(name, raising=False)
+    srv = ClassServer(ASSIGNMENT, tmp_path / "class", port=0, roster=ROSTER).start()
+    srv.tokens = {sid: token for sid, _name, token in srv.issued}
     yield srv
     srv.stop()
 
@@ -32,38 +36,50 @@ def _until(predicate, timeout_s: float = 120.0) -> None:
 
 
 def test_the_submit_bar_hands_in_the_current_step(comms, server):
-    w = Explorer(Session(mlc_lab.load(str(LAB / "mm_relu.py"))), classroom=server.url)
+    token = server.tokens["ada"]
+    w = Explorer(Session(mlc_lab.load(str(LAB / "mm_relu.py"))), classroom=server.url, class_token=token)
     try:
-        assert w.classroom == {"server": server.url}
+        assert w.classroom == {"server": server.url, "identified": True}  # the token stays in the kernel
+        assert token not in str(w.get_state())
         assert w.comm.request("apply", {"primitive": "parallel", "args": ["Y/i"]})["ok"]
-        reply = w.comm.request("class_submit", {"name": "ada"})
+        reply = w.comm.request("class_submit", {"name": ""})
         assert reply["ok"] and reply["result"] == {"step": 1}
         _until(lambda: w.class_submission.get("state") != "sending")
         sub = w.class_submission
         assert sub["state"] == "graded", sub
         assert sub["verdict"]["score"] == 5 and sub["verdict"]["rank"] == 1 and sub["step"] == 1
         assert "5/10 points" in sub["text"] and "rank 1 of 1" in sub["text"]
-        assert [r["name"] for r in client.leaderboard(server.url)["rows"]] == ["ada"]
-        # an empty pseudonym is refused in the explorer, and nothing is sent
+        assert sub["verdict"]["student"] == "ada"
+        assert [r["name"] for r in client.leaderboard(server.url, token)["rows"]] == ["ada"]
+    finally:
+        w.close()
+    # without a token the bar asks for a pseudonym (a demo server), and nothing is sent
+    w = Explorer(Session(mlc_lab.load(str(LAB / "mm_relu.py"))), classroom=server.url)
+    try:
+        assert w.classroom == {"server": server.url, "identified": False}
         bad = w.comm.request("class_submit", {"name": "  "}, req_id="r2")
         assert not bad["ok"] and "pseudonym" in bad["error"]["summary"]
-        assert client.leaderboard(server.url)["submissions"] == 1
+        assert client.leaderboard(server.url, token)["submissions"] == 1
     finally:
         w.close()
 
 
-def test_a_server_that_is_gone_is_a_sentence_in_the_bar(comms):
+def test_a_server_that_is_gone_is_a_sentence_in_the_bar(comms, monkeypatch):
+    monkeypatch.setattr(class_client, "RETRY_S", 1.0)
     w = Explorer(Session(mlc_lab.load(str(LAB / "mm_relu.py"))), classroom="http://127.0.0.1:9")
     try:
         assert w.comm.request("class_submit", {"name": "ada"})["ok"]
         _until(lambda: w.class_submission.get("state") not in (None, "sending"), 30)
-        assert w.class_submission["state"] == "error" and "cannot be reached" in w.class_submission["text"]
+        text = w.class_submission["text"]
+        assert w.class_submission["state"] == "error" and text.startswith("not stored:") and "cannot be reached" in text
     finally:
         w.close()
 
 
 def test_no_bar_without_a_server_unless_the_environment_names_one(comms, session, monkeypatch):
     monkeypatch.delenv(client.ENV, raising=False)
+    monkeypatch.delenv(client.TOKEN_ENV, raising=False)
+    monkeypatch.delenv(class_client.HUB_TOKEN_ENV, raising=False)
     w = Explorer(session)
     try:
         assert w.classroom == {}
@@ -72,30 +88,35 @@ def test_no_bar_without_a_server_unless_the_environment_names_one(comms, session
     finally:
         w.close()
     monkeypatch.setenv(client.ENV, "127.0.0.1:8765")
-    assert classroom_setup(None) == {"server": "http://127.0.0.1:8765"}
+    assert classroom_setup(None) == {"server": "http://127.0.0.1:8765", "identified": False}
+    monkeypatch.setenv(client.TOKEN_ENV, "a-token")
     w = Explorer(session)
-    assert w.classroom == {"server": "http://127.0.0.1:8765"}
+    assert w.classroom == {"server": "http://127.0.0.1:8765", "identified": True}
     w.close()
 
 
-def test_session_view_takes_the_class_server(comms):
+def test_session_view_takes_the_class_server(comms, monkeypatch):
+    monkeypatch.delenv(client.TOKEN_ENV, raising=False)
+    monkeypatch.delenv(class_client.HUB_TOKEN_ENV, raising=False)
     s = Session(mlc_lab.load(str(LAB / "mm_relu.py")))
     w = s.view(classroom="http://127.0.0.1:8765/")
     try:
-        assert isinstance(w, Explorer) and w.classroom == {"server": "http://127.0.0.1:8765"}
+        assert isinstance(w, Explorer) and w.classroom == {"server": "http://127.0.0.1:8765", "identified": False}
     finally:
         w.close()
 
 
 def test_leaderboard_and_dashboard_refresh_live(comms, server):
-    board = leaderboard(server.url, refresh_s=0.5, highlight="bo")
+    with pytest.raises(client.ClassServerError, match="needs your class token"):
+        leaderboard(server.url)
+    board = leaderboard(server.url, server.tokens["bo"], refresh_s=0.5)
     dash = class_dashboard(server.url, server.token, refresh_s=0.5)
     try:
         assert board.board["rows"] == [] and dash.summary["students"] == 0
         s = Session(mlc_lab.load(str(LAB / "mm_relu.py")))
         s.apply("parallel", "Y/i")
-        s.submit(server.url, "bo")
-        _until(lambda: [r["name"] for r in board.board["rows"]] == ["bo"], 30)
+        s.submit(server.url, token=server.tokens["bo"])
+        _until(lambda: [(r["name"], r.get("you")) for r in board.board["rows"]] == [("bo", True)], 30)
         _until(lambda: dash.summary["students"] == 1, 30)
         assert dash.summary["tasks"][0]["passed"] == 1 and dash.board["rows"][0]["name"] == "bo"
         assert dash.summary["stuck"][0]["task"] == "vectorize"
@@ -105,7 +126,7 @@ def test_leaderboard_and_dashboard_refresh_live(comms, server):
         dash.close()
     with pytest.raises(client.ClassServerError, match="token"):
         class_dashboard(server.url, "")
-    with pytest.raises(client.ClassServerError, match="needs the token"):
+    with pytest.raises(client.ClassServerError, match="not one the class server issued"):
         class_dashboard(server.url, "wrong")
 
 
