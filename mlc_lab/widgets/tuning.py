@@ -29,6 +29,7 @@ from typing import Any
 import anywidget
 import traitlets as t
 
+from mlc_lab._threads import helper_thread
 from mlc_lab.model.tuning_view import BestTrial, FailureItem, Roof, TrialDetail
 from mlc_lab.model.traits import TuningTraits
 from mlc_lab.widgets._base import RequestError, RpcWidget, bundle
@@ -429,8 +430,7 @@ class TuningDashboard(RpcWidget):
         if self.polling:
             return
         self._stop.clear()
-        self._thread = threading.Thread(target=self._poll_loop, name="mlc-lab-tuning-dashboard", daemon=True)
-        self._thread.start()
+        self._thread = helper_thread(self._poll_loop, name="mlc-lab-tuning-dashboard", stop=self._stop.set)
 
     def _poll_loop(self) -> None:
         while not self._stop.wait(self.poll_s):
@@ -476,7 +476,7 @@ class TuningDashboard(RpcWidget):
                 self._cancelling = False
                 self.refresh()
 
-        threading.Thread(target=run, name="mlc-lab-tuning-cancel", daemon=True).start()
+        helper_thread(run, name="mlc-lab-tuning-cancel")
 
     # --- details of one trial ------------------------------------------------------------------
     def _record(self, trial: int) -> Any:
