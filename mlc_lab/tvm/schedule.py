@@ -319,7 +319,7 @@ class State:
             try:
                 _type_check(method, sch, call_args, call_kwargs)
             except TypeError as checked:
-                exc = checked
+                raise _step_error(name, checked, mentioned, self) from None
             raise _step_error(name, exc, mentioned, self) from None
         self._trace = snapshot
         self._sch = None  # handed on to the new state

@@ -214,7 +214,7 @@ def strides_table(q: Query, gs: list):
     per_buf: dict[str, dict] = {}
     per_access: list[dict] = []
     bufs = q.index.prog.buffers
-    for acc, nr, nw, off in gs:
+    for acc, nr, _nw, _off in gs:
         row = _access_strides(q, acc, bufs[acc.buffer].shape)
         per_access.append({"buffer": acc.buffer, "block": acc.block, "kind": "read" if nr else "write", "strides": row})
         cur = per_buf.setdefault(acc.buffer, {})
