@@ -126,7 +126,7 @@ class Decision(TypedDict):
 
 def ref_of(node: dict) -> str:
     """The name a view hands back to the Session for a node: the qualified one when it has one."""
-    return node.get("qualified") or node["name"]
+    return str(node.get("qualified") or node["name"])
 
 
 class LoopTree(dict):
@@ -153,10 +153,10 @@ class LoopTree(dict):
         # A step's tree does not change once built: walk it once (names are looked up many times).
         cached = self.__dict__.get("_walk")
         if cached is not None and cached[0] == len(self.get("functions") or ()):
-            return cached[1]
-        out = []
+            return cached[1]  # type: ignore[no-any-return]  # the list made below
+        out: list[tuple[dict, dict, tuple[dict, ...]]] = []
         for fn in self.get("functions") or []:
-            stack = [(c, ()) for c in reversed(fn.get("children") or [])]
+            stack: list[tuple[dict, tuple[dict, ...]]] = [(c, ()) for c in reversed(fn.get("children") or [])]
             while stack:
                 node, above = stack.pop()
                 out.append((node, fn, above))
@@ -208,7 +208,7 @@ class LoopTree(dict):
         size = len(self.get("functions") or ())
         cached = self.__dict__.get("_name_index")
         if cached is not None and cached[0] == size:
-            return cached[1]
+            return cached[1]  # type: ignore[no-any-return]  # what index_names made
         return self.index_names([(n, fn) for n, fn, _ in self._walked()])
 
     def index_names(self, preorder: list[tuple[dict, dict]]) -> tuple[dict, dict]:

@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import html as _html
 
@@ -503,7 +503,7 @@ class RpcWidget(anywidget.AnyWidget):
         if ok:
             msg["result"] = result
         else:
-            msg["error"] = error or {"summary": "unknown error"}
+            msg["error"] = cast(ErrorInfo, error or {"summary": "unknown error"})  # held to ErrorInfo above
         self.send(msg, buffers or None)
 
     def mlc_what(self) -> str:

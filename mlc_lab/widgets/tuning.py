@@ -111,7 +111,7 @@ def job_snapshot(job: Any) -> dict[str, Any]:
         speed = getattr(job_best, "parallel_speed", None)
         spread_now = spread(getattr(job_best, "iqr_s", None), job_best.latency_s)
         method = (job_best.method or "") + (f"; {describe(others, speed, spread_now)}" if others is not None else "")
-        best.update(confirmed_latency_s=job_best.latency_s, confirmed_trial=job_best.trial, method=method)
+        best.update({"confirmed_latency_s": job_best.latency_s, "confirmed_trial": job_best.trial, "method": method})
     live = job.live() if hasattr(job, "live") else None
     pending = list(live.pending) if live is not None else []
     phase = ""
@@ -193,7 +193,7 @@ def _settings_label(spec: dict) -> str:
 
 
 def _signature(work_dir: str) -> tuple:
-    out = []
+    out: list[tuple[int, int] | None] = []
     for name in WATCHED:
         try:
             st = os.stat(os.path.join(work_dir, name))
@@ -493,7 +493,7 @@ class TuningDashboard(RpcWidget):
             log.exception("mlc_lab: trial detail failed")
             detail = {"trial": trial, "problem": _first_line(exc)}
         with self._lock:  # the polling thread may be inside hold_sync: never interleave with it
-            self.detail = detail
+            self.detail = dict(detail)
 
     def _detail(self, trial: int) -> TrialDetail:
         records = self._job.records(with_traces=True)
