@@ -63,8 +63,10 @@ def test_check_sh_fails_on_an_undefined_name_a_type_error_and_a_stale_model_ts(t
     out = run.stderr
     assert run.returncode == 1, out[-3000:]
     assert f"mlc_lab/core/display.py:{typo + 3}:12: F821 Undefined name `lenght`" in out
-    assert f'mlc_lab/model/steps.py:{model + 3}: error: Incompatible return value type (got "str", expected "int")' in out
-    assert f'mlc_lab/core/session.py:{core + 2}: error: Incompatible types in assignment' in out
+    assert (
+        f'mlc_lab/model/steps.py:{model + 3}: error: Incompatible return value type (got "str", expected "int")' in out
+    )
+    assert f"mlc_lab/core/session.py:{core + 2}: error: Incompatible types in assignment" in out
     assert "js/lib/model.ts is not what mlc_lab/model generates" in out
     failed = out.strip().splitlines()[-1]
     for name in ("lint (ruff check)", "Python types (mypy)", "js/lib/model.ts is generated"):
