@@ -108,7 +108,9 @@ def _classify(mnemonic: str, operands: str) -> tuple[str, int, str]:
 
 
 def _split_operands(operands: str) -> list[str]:
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in operands.split("#", 1)[0]:
         if ch == "(":
             depth += 1
