@@ -242,6 +242,9 @@ def render(types: dict[str, type] | None = None) -> str:
         f"export const HAZARD_KINDS = {json.dumps(checks.HAZARD_KINDS)} as const;",
         "export type HazardKind = keyof typeof HAZARD_KINDS;",
         "",
+        "/** The thread axes bind takes, as the explorer's form offers them (mlc_lab/model/steps.py). */",
+        f"export const THREAD_AXES = {json.dumps(list(model.THREAD_AXES))} as const;",
+        "",
     ]
     out += [
         "/** A Bytes trait as the page reads it. */",

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, cast
 from mlc_lab.core import display
 from mlc_lab.core.model import Change, FailedAttempt, StepSummary, StepView, changed_lines
 from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError, TraceParseError
-from mlc_lab.model.steps import Decision
+from mlc_lab.model.steps import LIST_RESULTS, Decision
 from mlc_lab.tvm import program
 from mlc_lab.tvm import schedule as tsch
 from mlc_lab.tvm import trace_io
@@ -343,7 +343,7 @@ class Session:
         values = list(step.result or [])
         if not values:
             return None
-        return values[0] if len(values) == 1 and step.primitive not in _LIST_RESULTS else values
+        return values[0] if len(values) == 1 and step.primitive not in LIST_RESULTS else values
 
     def _to_handles(self, value: Any) -> Any:
         if isinstance(value, Sampled):
@@ -370,7 +370,7 @@ class Session:
                 values.append(Sampled(self, step.id, out.handle, out.value))
         if not values:
             return None
-        if len(values) == 1 and step.primitive not in _LIST_RESULTS:
+        if len(values) == 1 and step.primitive not in LIST_RESULTS:
             return values[0]
         return values
 
@@ -790,20 +790,6 @@ def _replay_error(call: trace_io.TraceCall, message: str) -> TraceParseError:
     if call.where.startswith("instruction"):
         return TraceParseError(f"{call.where}: {text}")
     return TraceParseError(text, line=call.line)
-
-
-_LIST_RESULTS = {
-    "split",
-    "sample_perfect_tile",
-    "get_loops",
-    "loop_partition",
-    "get_child_blocks",
-    "get_producers",
-    "get_consumers",
-    "cache_inplace",
-    "cache_index",
-    "get_output_blocks",
-}
 
 
 def _has_sampled(value: Any) -> bool:

@@ -49,6 +49,40 @@ WIRE = (
 )
 
 
+# --- the primitives' vocabulary -------------------------------------------------------------------
+# The thread axes bind takes: CUDA's grid and block indices, TVM's virtual threads. The explorer's
+# form offers these (js/lib/model.ts has them, generated); the Session also takes the legacy
+# spelling, which TVM 0.27 warns "is going to be deprecated", for code written against older TVM.
+THREAD_AXES = (
+    "blockIdx.x",
+    "blockIdx.y",
+    "blockIdx.z",
+    "threadIdx.x",
+    "threadIdx.y",
+    "threadIdx.z",
+    "vthread.x",
+    "vthread.y",
+    "vthread.z",
+)
+LEGACY_THREAD_AXES = ("vthread",)
+# The primitives whose result is a list even when it holds one value (``l0, = sch.get_loops(...)``):
+# the Session returns a list, the trace printer writes ``l0,``.
+LIST_RESULTS = frozenset(
+    {
+        "get_loops",
+        "get_child_blocks",
+        "get_producers",
+        "get_consumers",
+        "get_output_blocks",
+        "split",
+        "loop_partition",
+        "sample_perfect_tile",
+        "sample_partitioned_tile",
+        "cache_inplace",
+        "cache_index",
+    }
+)
+
 # --- the loop tree -------------------------------------------------------------------------------
 # The shape of the loop nest as every view reads it, built from the printed script (mlc_lab.tvm.looptree).
 # Nodes are the JSON objects themselves (no conversion on the way to the front end); these TypedDicts
