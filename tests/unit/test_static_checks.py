@@ -55,7 +55,10 @@ def test_check_sh_fails_on_an_undefined_name_a_type_error_and_a_stale_model_ts(t
     assert clean.returncode == 0, f"the checks fail on the copy as it is:\n{clean.stderr[-3000:]}"
 
     typo = _append(root / "mlc_lab" / "core" / "display.py", "\n\ndef _planted() -> int:\n    return lenght([])\n")
-    model = _append(root / "mlc_lab" / "model" / "steps.py", '\n\ndef _planted_model() -> int:\n    return "1"\n')
+    model = _append(
+        root / "mlc_lab" / "model" / "steps.py",
+        '\n\ndef _planted_model() -> int:\n    return "1"\n\n\ndef _planted_untyped(x):\n    return x\n',
+    )
     core = _append(root / "mlc_lab" / "core" / "session.py", '\n\n_PLANTED: int = "one"\n')
     _append(root / "js" / "lib" / "model.ts", "export const PLANTED = 1;\n")
     run = _check(root, *CHECKS)
@@ -66,6 +69,7 @@ def test_check_sh_fails_on_an_undefined_name_a_type_error_and_a_stale_model_ts(t
     assert (
         f'mlc_lab/model/steps.py:{model + 3}: error: Incompatible return value type (got "str", expected "int")' in out
     )
+    assert f"mlc_lab/model/steps.py:{model + 6}: error: Function is missing a type annotation" in out  # strict there
     assert f"mlc_lab/core/session.py:{core + 2}: error: Incompatible types in assignment" in out
     assert "js/lib/model.ts is not what mlc_lab/model generates" in out
     failed = out.strip().splitlines()[-1]
