@@ -2,7 +2,7 @@
 # mlc_lab's two entry points, each setting itself up from a fresh clone:
 #   ./run.sh lab    JupyterLab on the lecture notebooks (a working copy in .work/notebooks)
 #   ./run.sh test   the whole test suite: Python, widgets, JS, and real-browser JupyterLab tests
-# Needs only python3 (>= 3.10), node/npm and the package registries. Re-runs skip what is done.
+# Needs only python3 (>= 3.11), node/npm and the package registries. Re-runs skip what is done.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)

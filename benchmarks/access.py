@@ -94,10 +94,10 @@ def every_level(func, repeat, gpu=False):
         except Exception as exc:  # noqa: BLE001 - an earlier analysis may refuse: say so in the row
             rows.append({"loop": f"{i}:{loop.loop_var.name}", "refused": str(exc).splitlines()[0][:120]})
             continue
-        wall, cpu = _best(lambda: footprint(func, loop), repeat)
+        wall, cpu = _best(lambda loop=loop: footprint(func, loop), repeat)
         row = {"loop": f"{i}:{loop.loop_var.name}", "footprint_ms": wall, "footprint_cpu_ms": cpu}
         if gpu:
-            row["gpu_stats_ms"], row["gpu_stats_cpu_ms"] = _best(lambda: gpu_stats(func, loop), repeat)
+            row["gpu_stats_ms"], row["gpu_stats_cpu_ms"] = _best(lambda loop=loop: gpu_stats(func, loop), repeat)
         rows.append(row)
     return rows
 

@@ -22,6 +22,7 @@ class MlcLabError(Exception):
     """
 
     kind: str = "error"
+    label: str | None = None  # a failed step's label, as the step would have read (set by the Session)
 
     def _render_traceback_(self) -> list[str]:
         from mlc_lab._traceback import render

@@ -21,7 +21,7 @@ describe("measurement text", () => {
     expect(formatLatency(0.002628)).toBe("2.63 ms");
     expect(formatLatency(4.12e-5)).toBe("41.2 µs");
     expect(formatLatency(1.2)).toBe("1.20 s");
-    expect(formatLatency(null)).toBe("–");
+    expect(formatLatency(null)).toBe("—");
   });
 
   it("says latency, GFLOP/s and the correctness check", () => {

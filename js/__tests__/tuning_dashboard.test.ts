@@ -167,9 +167,9 @@ describe("data", () => {
 
   it("formats latencies with a unit that fits", () => {
     expect(pickUnit(5e-5).name).toBe("µs");
-    expect(formatLatency(5.002e-5)).toBe("50.02 µs");
-    expect(formatLatency(0.0123)).toBe("12.30 ms");
-    expect(formatLatency(2.5)).toBe("2.500 s");
+    expect(formatLatency(5.002e-5)).toBe("50.0 µs");
+    expect(formatLatency(0.0123)).toBe("12.3 ms");
+    expect(formatLatency(2.5)).toBe("2.50 s");
     expect(formatLatency(null)).toBe("—");
   });
 });
@@ -183,7 +183,7 @@ describe("dashboard view", () => {
     const summary = $(".mlc-t-summary")!.textContent!;
     expect(summary).toContain("4 / 16 trials");
     expect(summary).toContain("1 failed");
-    expect(summary).toContain("best 100.0 µs (5.2 GFLOPS) at trial 3");
+    expect(summary).toContain("best 100 µs (5.2 GFLOPS) at trial 3");
     expect(summary).toContain("5 s");
     const cancel = $(".mlc-t-cancel") as HTMLButtonElement;
     expect(cancel.hidden).toBe(false);
@@ -287,7 +287,7 @@ describe("dashboard view", () => {
       trial: 1, ok: true, latency_s: 2e-4, gflops: 2.6, best_trial: 3, vs_best: 2,
       trace: "sch.split(...)", script: "for i in range(64):", diff: "--- trial 3 (best)\n+++ trial 1\n@@ -1 +1 @@\n-a\n+b\n same",
     });
-    expect($(".mlc-t-facts")!.textContent).toBe("200.0 µs · 2.6 GFLOPS · 2.00× the best (trial 3)");
+    expect($(".mlc-t-facts")!.textContent).toBe("200 µs · 2.6 GFLOPS · 2.00× the best (trial 3)");
     expect($$(".mlc-t-tab").map((t) => t.dataset.tab)).toEqual(["diff", "trace", "script"]);
     expect($(".mlc-d-add")!.textContent).toBe("+b");
     expect($(".mlc-d-del")!.textContent).toBe("-a");

@@ -2,8 +2,9 @@
 // inline SVG, log scale) along the current path. Python: Explorer.measurements / .measuring
 // (mlc_lab/widgets/explorer.py), which mirror Session.measurements.
 
-import { type Measurement, MEASUREMENT_HOVER, PARALLEL_FLOOR, QUIET_CORES, STEADY_SPREAD } from "../lib/model";
+import { type Measurement, MEASUREMENT_HOVER, PARALLEL_FLOOR, QUIET_CORES, type Roof as ModelRoof, STEADY_SPREAD } from "../lib/model";
 import type { StepId, StepInfo } from "../lib/types";
+import { formatLatency, threeDigits as precise } from "../lib/units";
 
 /** Each measured step's Measurement (generated from mlc_lab/model/measurement.py), by step id. */
 export type Measurements = Record<string, Measurement>;
@@ -12,22 +13,7 @@ export type { MeasuringInfo } from "../lib/model";
 
 const SVG = "http://www.w3.org/2000/svg";
 
-/** "2.63 ms", "41.2 µs", "1.20 s": three significant digits in the unit that fits. */
-export function formatLatency(seconds: number | null | undefined): string {
-  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "–";
-  const units: Array<[number, string]> = [
-    [1, "s"],
-    [1e-3, "ms"],
-    [1e-6, "µs"],
-    [1e-9, "ns"],
-  ];
-  const [scale, unit] = units.find(([s]) => Math.abs(seconds) >= s) ?? units[units.length - 1];
-  return `${precise(seconds / scale)} ${unit}`;
-}
-
-function precise(v: number): string {
-  return Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2);
-}
+export { formatLatency };
 
 export function formatGflops(g: number | null | undefined): string {
   if (g === null || g === undefined || !Number.isFinite(g)) return "";
@@ -217,10 +203,8 @@ export function latencyPlot(points: PlotPoint[], opts: PlotOptions = {}): SVGSVG
 // FLOPs per byte against GFLOP/s). The roof is mlc_lab.machine(): min(peak, bandwidth x intensity);
 // each Measurement carries the machine's figures, so no extra state is needed.
 
-export interface Roof {
-  peak_gflops: number;
-  bandwidth_gbs: number;
-}
+/** The machine's roof: the generated Roof (mlc_lab/model/tuning_view.py) with both figures known. */
+export type Roof = Required<Pick<ModelRoof, "peak_gflops" | "bandwidth_gbs">>;
 
 export interface RooflinePoint extends PlotPoint {
   intensity: number; // FLOPs per byte

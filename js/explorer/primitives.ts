@@ -2,6 +2,7 @@
 // block, which fields their forms have (with valid choices taken from the loop tree), and how a
 // filled form becomes a Session.apply call. Pure: no DOM, so vitest checks it directly.
 
+import { THREAD_AXES } from "../lib/model";
 import type { BlockNode, LoopNode } from "../lib/types";
 import { type Entry, type TreeIndex, intExtent, isBlock, isLoop } from "./tree";
 
@@ -35,17 +36,8 @@ export interface ApplyCall {
   then_split?: boolean;
 }
 
-export const THREAD_AXES = [
-  "blockIdx.x",
-  "blockIdx.y",
-  "blockIdx.z",
-  "threadIdx.x",
-  "threadIdx.y",
-  "threadIdx.z",
-  "vthread.x",
-  "vthread.y",
-  "vthread.z",
-];
+// What bind accepts, generated from mlc_lab/model/steps.py (the Session refuses any other).
+export { THREAD_AXES };
 
 export const STORAGE_SCOPES = ["global", "shared", "shared.dyn", "local", "global.texture", "wmma.accumulator"];
 

@@ -43,6 +43,9 @@ export type ErrorKind = keyof typeof ERROR_KINDS;
 export const HAZARD_KINDS = {"race": "race", "out_of_bounds": "out of bounds", "thread_extent": "thread extent", "spill": "spill", "limit": "limit", "allocation": "allocation"} as const;
 export type HazardKind = keyof typeof HAZARD_KINDS;
 
+/** The thread axes bind takes, as the explorer's form offers them (mlc_lab/model/steps.py). */
+export const THREAD_AXES = ["blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z", "vthread.x", "vthread.y", "vthread.z"] as const;
+
 /** A Bytes trait as the page reads it. */
 export type Bytes = DataView | ArrayBuffer | Uint8Array | null | undefined;
 

@@ -1,6 +1,7 @@
 // Pure data shaping for the dashboard (no DOM, no plotly): decoded latencies -> plot series.
 
 import type { Bytes } from "../lib/model";
+import { formatLatency } from "../lib/units";
 
 export type Metric = "latency" | "gflops" | "roofline";
 
@@ -30,13 +31,7 @@ export function pickUnit(seconds: number): Unit {
   return { name: "s", scale: 1 };
 }
 
-export function formatLatency(seconds: number | null | undefined): string {
-  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "—";
-  const u = pickUnit(seconds);
-  const v = seconds * u.scale;
-  const digits = v >= 100 ? 1 : v >= 10 ? 2 : 3;
-  return `${v.toFixed(digits)} ${u.name}`;
-}
+export { formatLatency };
 
 export function formatGflops(g: number | null | undefined): string {
   if (g === null || g === undefined || !Number.isFinite(g)) return "";

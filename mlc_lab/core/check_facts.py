@@ -183,7 +183,7 @@ class StepFacts:
             key = lp.tag if (lp.tag and kernel is not None and lp.tag in kernel.launch) else lp.id
             if any(k == key for k, _ in axes):
                 continue
-            ext = kernel.launch[key] if isinstance(key, str) else lp.extent
+            ext = kernel.launch[key] if isinstance(key, str) and kernel is not None else lp.extent
             if not isinstance(ext, int):
                 return None
             axes.append((key, int(ext)))
@@ -241,7 +241,7 @@ class StepFacts:
             if key in seen:
                 continue
             seen.add(key)
-            ext = kernel.launch[key] if isinstance(key, str) else lp.extent
+            ext = kernel.launch[key] if isinstance(key, str) and kernel is not None else lp.extent
             n *= int(ext) if isinstance(ext, int) else 1
         return n
 
@@ -264,7 +264,7 @@ class StepFacts:
                 v = fixed.get(lp.id, fixed.get(lp.tag, lp.min))
                 values[lp.id] = Affine(const=int(v) if isinstance(v, int) else 0)
                 continue
-            ext = kernel.launch[key] if isinstance(key, str) else lp.extent
+            ext = kernel.launch[key] if isinstance(key, str) and kernel is not None else lp.extent
             if not isinstance(ext, int) or not isinstance(lp.min, int):
                 return None
             kid = -1 - (THREAD_TAGS + BLOCK_TAGS).index(key) if isinstance(key, str) else key

@@ -41,11 +41,11 @@ def _main(sf: StepFacts):
     return r, sf.kernel_of(r.name), sf.block_sites(r.name)
 
 
-def _write_site(sites: list) -> Site | None:
+def _write_site(sites: list) -> Site:
     for s in sites:
         if s.access.kind == "write" and s.access.label == "":
             return s
-    return next((s for s in sites if s.access.kind == "write"), None)
+    return next(s for s in sites if s.access.kind == "write")  # every block writes (a None was used unchecked)
 
 
 def _box(idx: list, active: np.ndarray) -> list:

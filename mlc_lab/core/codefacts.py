@@ -108,7 +108,9 @@ def _classify(mnemonic: str, operands: str) -> tuple[str, int, str]:
 
 
 def _split_operands(operands: str) -> list[str]:
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in operands.split("#", 1)[0]:
         if ch == "(":
             depth += 1
@@ -247,9 +249,9 @@ def ptx_kernel_counts(ptx: str) -> dict[str, dict[str, int]]:
                 counts["vector_loads" if re.search(r"\.v[248]\.", op) else "scalar_loads"] += 1
             elif op.startswith("st.global"):
                 counts["vector_stores" if re.search(r"\.v[248]\.", op) else "scalar_stores"] += 1
-            elif op.startswith("fma.") or op.startswith("mad."):
+            elif op.startswith(("fma.", "mad.")):
                 counts["fma"] += 1
-            elif op.startswith("bar.") or op.startswith("barrier."):
+            elif op.startswith(("bar.", "barrier.")):
                 counts["barriers"] += 1
         out[name] = counts
     return out

@@ -14,7 +14,7 @@ from typing import Any
 from mlc_lab.core import codefacts as cf
 from mlc_lab.errors import MlcLabError
 from mlc_lab.model import lowering as model_lowering
-from mlc_lab.model.lowering import LoopFacts, PassStep
+from mlc_lab.model.lowering import KernelArray, LoopFacts, PassStep
 
 DEFAULT_TIMEOUT_S = 120.0  # nvcc + ptxas for a CUDA step take a few seconds; the first start more
 
@@ -73,7 +73,7 @@ def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | N
             index=int(p["index"]),
             name=str(p["name"]),
             phase=str(p["phase"]),
-            status=str(p["status"]),
+            status=p["status"],  # "changed" | "no-op" | "failed", as the worker wrote it
             depth=int(p.get("depth", 0)),
             base=int(p.get("base", -1)),
             note=str(p.get("note") or ""),
@@ -86,7 +86,7 @@ def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | N
     ptxas = raw.get("ptxas") or {}
     low = Lowering(
         target=str(raw.get("target", "")),
-        kind=str(raw.get("kind", "cpu")),
+        kind="cuda" if raw.get("kind") == "cuda" else "cpu",
         func_name=str(raw.get("func_name", "")),
         script=script,
         passes=passes,
@@ -200,10 +200,10 @@ MAX_REGISTER_BYTES = 255 * 4
 LARGE_STACK_BYTES = 1024
 
 
-def cuda_kernel_arrays(source: str) -> dict[str, list[dict]]:
+def cuda_kernel_arrays(source: str) -> dict[str, list[KernelArray]]:
     """Per kernel of the CUDA source, the arrays it declares: `float C_local[4096];` (one per
     thread: local) and `__shared__ float A_shared[512];` (one per block)."""
-    out: dict[str, list[dict]] = {}
+    out: dict[str, list[KernelArray]] = {}
     current = None
     for line in source.splitlines():
         m = _KERNEL.search(line)
@@ -307,23 +307,21 @@ def cuda_step_verdict(low: Lowering) -> str:
     notes = []
     for k in low.kernels:
         local = [a for a in low.kernel_arrays.get(k.name, []) if a["scope"] == "local" and a["bytes"]]
-        local.sort(key=lambda a: -a["bytes"])
+        local.sort(key=lambda a: -(a["bytes"] or 0))
         what = ""
         if local:
             a = local[0]
-            buf = shapes.get(a["name"], {})
+            buf: Any = shapes.get(a["name"], {})
             shape = _shape_text(buf.get("shape") or [a["elements"]])
             noun = "accumulator" if a["name"].endswith("_local") else "array"
-            what = (
-                f"each thread keeps a {shape} {buf.get('dtype') or a['dtype']} {noun} ({a['name']}, {_kib(a['bytes'])})"
-            )
+            what = f"each thread keeps a {shape} {buf.get('dtype') or a['dtype']} {noun} ({a['name']}, {_kib(a['bytes'] or 0)})"
         if k.stack_bytes >= LARGE_STACK_BYTES or k.spill_stores:
             lead = what or "each thread keeps local data"
             notes.append(
                 f"{k.name}: {lead}: a {_kib(k.stack_bytes)} stack frame per thread (ptxas), in local memory "
                 "(off-chip, cached in L1) instead of registers: give each thread a smaller tile"
             )
-        elif k.registers is None and local and local[0]["bytes"] > MAX_REGISTER_BYTES:
+        elif k.registers is None and local and (local[0]["bytes"] or 0) > MAX_REGISTER_BYTES:
             notes.append(
                 f"{k.name}: {what}: more than a thread's 255 registers hold, so it will live on the stack "
                 "in local memory (off-chip): give each thread a smaller tile (ptxas was not run: no stack "

@@ -110,7 +110,7 @@ def hints(cls: type) -> list[tuple[str, Any, bool]]:
         return [(f.name, found[f.name], False) for f in dataclasses.fields(cls)] + computed
     extras = get_type_hints(cls, scope, include_extras=True)  # NotRequired[...] marks optional keys
     optional = {n for n, tp in extras.items() if get_origin(tp) is typing.NotRequired}
-    if not cls.__total__:  # every key of a total=False TypedDict (its own, not its bases')
+    if not getattr(cls, "__total__", True):  # every key of a total=False TypedDict (its own, not its bases')
         optional |= set(cls.__annotations__)
     return [(name, tp, name in optional) for name, tp in found.items()]
 
@@ -242,6 +242,9 @@ def render(types: dict[str, type] | None = None) -> str:
         f"export const HAZARD_KINDS = {json.dumps(checks.HAZARD_KINDS)} as const;",
         "export type HazardKind = keyof typeof HAZARD_KINDS;",
         "",
+        "/** The thread axes bind takes, as the explorer's form offers them (mlc_lab/model/steps.py). */",
+        f"export const THREAD_AXES = {json.dumps(list(model.THREAD_AXES))} as const;",
+        "",
     ]
     out += [
         "/** A Bytes trait as the page reads it. */",
@@ -270,7 +273,10 @@ def render(types: dict[str, type] | None = None) -> str:
 def main(argv: list[str]) -> int:
     text = render()
     if "--check" in argv:
-        return 0 if TARGET.exists() and TARGET.read_text() == text else 1
+        if TARGET.exists() and TARGET.read_text() == text:
+            return 0
+        print(f"{TARGET} is not what mlc_lab/model generates: run `python -m mlc_lab.core.model_ts`", file=sys.stderr)
+        return 1
     TARGET.write_text(text)
     return 0
 

@@ -10,11 +10,12 @@ import copy
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, cast
 
 from mlc_lab.core import display
 from mlc_lab.core.model import Change, FailedAttempt, StepSummary, StepView, changed_lines
 from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError, TraceParseError
+from mlc_lab.model.steps import LIST_RESULTS, Decision
 from mlc_lab.tvm import program
 from mlc_lab.tvm import schedule as tsch
 from mlc_lab.tvm import trace_io
@@ -356,7 +357,7 @@ class Session:
         values = list(step.result or [])
         if not values:
             return None
-        return values[0] if len(values) == 1 and step.primitive not in _LIST_RESULTS else values
+        return values[0] if len(values) == 1 and step.primitive not in LIST_RESULTS else values
 
     def _to_handles(self, value: Any) -> Any:
         if isinstance(value, Sampled):
@@ -375,7 +376,7 @@ class Session:
         return value
 
     def _results(self, step: Step, outputs: list[tsch.Output]) -> Any:
-        values = []
+        values: list[Any] = []
         for out in outputs:
             if out.kind in ("loop", "block"):
                 values.append(out.name)
@@ -383,7 +384,7 @@ class Session:
                 values.append(Sampled(self, step.id, out.handle, out.value))
         if not values:
             return None
-        if len(values) == 1 and step.primitive not in _LIST_RESULTS:
+        if len(values) == 1 and step.primitive not in LIST_RESULTS:
             return values[0]
         return values
 
@@ -559,13 +560,13 @@ class Session:
 
     # --- sampled decisions ---------------------------------------------------------------------
     @property
-    def decisions(self) -> list[dict]:
+    def decisions(self) -> list[Decision]:
         """One entry per sampling instruction of the current trace (computed once per step)."""
         return copy.deepcopy(list(self.step_view().decisions))
 
-    def _decisions_of(self, sid: int) -> list[dict]:
+    def _decisions_of(self, sid: int) -> list[Decision]:
         state = self._states[sid]
-        out = []
+        out: list[Decision] = []
         trace = state.trace
         for index, (pos, inst) in enumerate(state.sampling_instructions()):
             kind = inst.kind.name
@@ -588,7 +589,7 @@ class Session:
                 )
             else:
                 entry.update(choices=None, loop=None, extent=None)
-            out.append(entry)
+            out.append(cast(Decision, entry))  # every key of a Decision is set above
         return out
 
     def _sampled_loop_name(self, step: int, position: int) -> str | None:
@@ -666,7 +667,7 @@ class Session:
         with _analysis_errors(loop):
             return analysis(access_ir.lower(func), access_ir.loop_id(func, node), at_ids, **options)
 
-    def _access_query(self, loop: str, at: dict | None, step: int | None) -> tuple[Any, Any, dict]:
+    def _access_query(self, loop: str, at: dict | None, step: int | None) -> tuple[Any, Any, dict | None]:
         state = self._state if step is None else self._state_of(step)
         try:
             found = state.find_loop(loop)
@@ -803,20 +804,6 @@ def _replay_error(call: trace_io.TraceCall, message: str) -> TraceParseError:
     if call.where.startswith("instruction"):
         return TraceParseError(f"{call.where}: {text}")
     return TraceParseError(text, line=call.line)
-
-
-_LIST_RESULTS = {
-    "split",
-    "sample_perfect_tile",
-    "get_loops",
-    "loop_partition",
-    "get_child_blocks",
-    "get_producers",
-    "get_consumers",
-    "cache_inplace",
-    "cache_index",
-    "get_output_blocks",
-}
 
 
 def _has_sampled(value: Any) -> bool:

@@ -294,7 +294,7 @@ class TuneJob:
         recs = [r for r in self.records(with_traces=False) if r.ok]
         if not recs:
             return None
-        rec = min(recs, key=lambda r: r.latency_s)
+        latency, rec = min(((r.latency_s, r) for r in recs if r.latency_s is not None), key=lambda x: x[0])
         flops = self.flops
         saved = _read_json(self.path(BEST_FILE)) or {}
         conf = saved.get("confirmed")
@@ -317,20 +317,18 @@ class TuneJob:
             )
         script = None
         trace = rec.trace
-        if saved.get("latency_s") is not None and abs(saved["latency_s"] - rec.latency_s) <= 1e-12 * max(
-            1.0, rec.latency_s
-        ):
+        if saved.get("latency_s") is not None and abs(saved["latency_s"] - latency) <= 1e-12 * max(1.0, latency):
             script = saved.get("script")
             trace = trace or saved.get("trace")
         if trace is None:
             trace = next((r.trace for r in self.records() if r.trial == rec.trial), None)
         return BestResult(
             trial=rec.trial,
-            latency_s=rec.latency_s,
+            latency_s=latency,
             trace=trace,
             script=script,
-            gflops=flops / rec.latency_s / 1e9 if flops else None,
-            tuner_latency_s=rec.latency_s,
+            gflops=flops / latency / 1e9 if flops else None,
+            tuner_latency_s=latency,
         )
 
     def live(self) -> LiveState:
@@ -652,14 +650,14 @@ def write_report(job: TuneJob, path: str | None = None) -> str:
     fig.add_trace(
         go.Scatter(
             x=[r.trial for r in ok],
-            y=[r.latency_s * 1e3 for r in ok],
+            y=[r.latency_s * 1e3 for r in ok if r.latency_s is not None],
             mode="markers",
             name="trial",
         )
     )
     best_x, best_y, cur = [], [], None
     for r in recs:
-        if r.ok and (cur is None or r.latency_s < cur):
+        if r.latency_s is not None and (cur is None or r.latency_s < cur):
             cur = r.latency_s
         if cur is not None:
             best_x.append(r.trial)
@@ -667,7 +665,7 @@ def write_report(job: TuneJob, path: str | None = None) -> str:
     fig.add_trace(go.Scatter(x=best_x, y=best_y, mode="lines", name="best so far", line={"shape": "hv"}))
     failed = [r for r in recs if not r.ok]
     if failed:
-        top = max((r.latency_s for r in ok), default=1e-3) * 1e3
+        top = max((r.latency_s for r in ok if r.latency_s is not None), default=1e-3) * 1e3
         fig.add_trace(
             go.Scatter(
                 x=[r.trial for r in failed],

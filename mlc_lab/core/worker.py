@@ -193,7 +193,7 @@ class Worker:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self.alive() else None
+        return self._proc.pid if self._proc is not None and self.alive() else None
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None

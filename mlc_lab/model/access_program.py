@@ -13,7 +13,7 @@ the names of symbolic shapes, see :func:`mlc_lab.core.access.shapes.bind_shapes`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Union
 
 # --- index expressions ----------------------------------------------------------------------------
 
@@ -106,7 +106,7 @@ def const(value: int) -> Const:
     return Const(int(value))
 
 
-def op(name: str, *args) -> Op:
+def op(name: str, *args: Expr | int) -> Op:
     return Op(name, tuple(a if not isinstance(a, int) else Const(a) for a in args))
 
 
@@ -134,8 +134,8 @@ class Loop:
 
     id: int
     name: str
-    min: object  # int, or an Expr over shape variables
-    extent: object
+    min: Any  # int, or an Expr over shape variables (an int once the shapes are bound)
+    extent: Any
     kind: str = "serial"  # serial / parallel / vectorized / unrolled / thread_binding
     tag: str | None = None  # thread tag when bound (threadIdx.x, blockIdx.y, ...)
     body: "Node | None" = None
@@ -199,10 +199,10 @@ class AccessProgram:
     name: str
     buffers: dict
     root: Node
-    loops: list  # every Loop, role "loop" and "inner", indexed by id
+    loops: list[Loop]  # every Loop, role "loop" and "inner", indexed by id
     shape_vars: dict = field(default_factory=dict)  # name -> Var of a symbolic shape
 
-    def loop(self, ref) -> Loop:
+    def loop(self, ref: Loop | int | str) -> Loop:
         """A loop by id or by (unique) name."""
         if isinstance(ref, Loop):
             return ref

@@ -93,7 +93,7 @@ class CheckResult:
 class HazardInfo(TypedDict):
     """A hazard as it crosses to the page (``Hazard.to_json``)."""
 
-    kind: HazardKind
+    kind: HazardKind  # type: ignore[valid-type]  # a Literal made at run time: str to mypy
     message: str
     where: str | None
 
@@ -111,7 +111,7 @@ class Hazard:
         return HAZARD_CLASS.get(self.kind, "correctness")
 
     def to_json(self) -> HazardInfo:
-        return {"kind": self.kind, "message": self.message, "where": self.where}  # type: ignore[typeddict-item]
+        return {"kind": self.kind, "message": self.message, "where": self.where}
 
 
 class NumericCheck(TypedDict):

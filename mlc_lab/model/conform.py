@@ -48,7 +48,7 @@ def fields_of(tp: type) -> tuple[dict[str, Any], frozenset[str]]:
         elif get_origin(hint) is typing.Required:
             hint = get_args(hint)[0]
         found[name] = hint
-        if not optional and name in tp.__required_keys__:
+        if not optional and name in tp.__required_keys__:  # type: ignore[attr-defined]  # a TypedDict here
             required.add(name)
     return found, frozenset(required)
 

@@ -11,7 +11,7 @@ here, so a kind is added in one place.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
 __all__ = ["ERROR_KINDS", "ErrorInfo", "ErrorKind", "KindInfo"]
 # What js/lib/model.ts gets of this module, in order (python -m mlc_lab.core.model_ts).
@@ -60,7 +60,10 @@ ERROR_KINDS: dict[str, KindInfo] = {
     "error": KindInfo("another error mlc_lab raised on purpose"),
 }
 
-ErrorKind = Literal[tuple(ERROR_KINDS)]  # type: ignore[valid-type]
+if TYPE_CHECKING:  # a Literal made from the table at run time is no type to a static checker
+    ErrorKind = str
+else:
+    ErrorKind = Literal[tuple(ERROR_KINDS)]
 
 
 class ErrorInfo(TypedDict):

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from mlc_lab.model.access_payload import FootprintResult, GpuStats
 from mlc_lab.model.checks import StepChecks
@@ -61,7 +61,7 @@ __all__ = [
 # The two messages of the wire (anywidget custom messages), written to js/lib/model.ts with the table.
 WIRE = ("RequestMessage", "ResponseMessage")
 REQUEST = "mlc-request"
-RESPONSE = "mlc-response"
+RESPONSE: Final = "mlc-response"
 
 
 class RequestMessage(TypedDict):

@@ -49,6 +49,40 @@ WIRE = (
 )
 
 
+# --- the primitives' vocabulary -------------------------------------------------------------------
+# The thread axes bind takes: CUDA's grid and block indices, TVM's virtual threads. The explorer's
+# form offers these (js/lib/model.ts has them, generated); the Session also takes the legacy
+# spelling, which TVM 0.27 warns "is going to be deprecated", for code written against older TVM.
+THREAD_AXES = (
+    "blockIdx.x",
+    "blockIdx.y",
+    "blockIdx.z",
+    "threadIdx.x",
+    "threadIdx.y",
+    "threadIdx.z",
+    "vthread.x",
+    "vthread.y",
+    "vthread.z",
+)
+LEGACY_THREAD_AXES = ("vthread",)
+# The primitives whose result is a list even when it holds one value (``l0, = sch.get_loops(...)``):
+# the Session returns a list, the trace printer writes ``l0,``.
+LIST_RESULTS = frozenset(
+    {
+        "get_loops",
+        "get_child_blocks",
+        "get_producers",
+        "get_consumers",
+        "get_output_blocks",
+        "split",
+        "loop_partition",
+        "sample_perfect_tile",
+        "sample_partitioned_tile",
+        "cache_inplace",
+        "cache_index",
+    }
+)
+
 # --- the loop tree -------------------------------------------------------------------------------
 # The shape of the loop nest as every view reads it, built from the printed script (mlc_lab.tvm.looptree).
 # Nodes are the JSON objects themselves (no conversion on the way to the front end); these TypedDicts
@@ -126,7 +160,7 @@ class Decision(TypedDict):
 
 def ref_of(node: dict) -> str:
     """The name a view hands back to the Session for a node: the qualified one when it has one."""
-    return node.get("qualified") or node["name"]
+    return str(node.get("qualified") or node["name"])
 
 
 class LoopTree(dict):
@@ -153,10 +187,10 @@ class LoopTree(dict):
         # A step's tree does not change once built: walk it once (names are looked up many times).
         cached = self.__dict__.get("_walk")
         if cached is not None and cached[0] == len(self.get("functions") or ()):
-            return cached[1]
-        out = []
+            return cached[1]  # type: ignore[no-any-return]  # the list made below
+        out: list[tuple[dict, dict, tuple[dict, ...]]] = []
         for fn in self.get("functions") or []:
-            stack = [(c, ()) for c in reversed(fn.get("children") or [])]
+            stack: list[tuple[dict, tuple[dict, ...]]] = [(c, ()) for c in reversed(fn.get("children") or [])]
             while stack:
                 node, above = stack.pop()
                 out.append((node, fn, above))
@@ -208,7 +242,7 @@ class LoopTree(dict):
         size = len(self.get("functions") or ())
         cached = self.__dict__.get("_name_index")
         if cached is not None and cached[0] == size:
-            return cached[1]
+            return cached[1]  # type: ignore[no-any-return]  # what index_names made
         return self.index_names([(n, fn) for n, fn, _ in self._walked()])
 
     def index_names(self, preorder: list[tuple[dict, dict]]) -> tuple[dict, dict]:

@@ -532,7 +532,7 @@ def numeric_gpu_request(req: dict) -> dict:
     max_error = 0.0
     worst: dict | None = None
     outputs = []
-    for (name, shape, _), before, want in zip(specs, inputs, expected):
+    for (name, _shape, _), before, want in zip(specs, inputs, expected):
         got = ran["outputs"][name]
         is_output = not np.array_equal(before, want, equal_nan=True)
         if not is_output and np.array_equal(got, want, equal_nan=True):

@@ -21,7 +21,7 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError, Trace
 
-from mlc_lab.model.steps import LoopTree, ref_of
+from mlc_lab.model.steps import LEGACY_THREAD_AXES, THREAD_AXES, LoopTree, ref_of
 from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError
 from mlc_lab.tvm import looptree, program
 from mlc_lab.tvm.step_errors import step_error as _step_error
@@ -63,19 +63,6 @@ SAMPLING_KINDS = {"SamplePerfectTile", "SampleCategorical", "SampleComputeLocati
 
 # What each parameter name of a primitive takes, beyond literals.
 _LOOP_PARAMS = {"loop"}
-# What bind accepts as a thread axis (CUDA's grid and block indices, TVM's virtual threads).
-THREAD_AXES = (
-    "blockIdx.x",
-    "blockIdx.y",
-    "blockIdx.z",
-    "threadIdx.x",
-    "threadIdx.y",
-    "threadIdx.z",
-    "vthread",
-    "vthread.x",
-    "vthread.y",
-    "vthread.z",
-)
 _LOOP_LIST_PARAMS = {"ordered_loops", "loops"}
 _BLOCK_PARAMS = {"block", "reduction_block", "epilogue_block", "scope_block"}
 _BLOCK_LIST_PARAMS = {"consumer_blocks"}
@@ -319,7 +306,7 @@ class State:
             try:
                 _type_check(method, sch, call_args, call_kwargs)
             except TypeError as checked:
-                exc = checked
+                raise _step_error(name, checked, mentioned, self) from None
             raise _step_error(name, exc, mentioned, self) from None
         self._trace = snapshot
         self._sch = None  # handed on to the new state
@@ -470,7 +457,7 @@ class _Resolver:
             return self.loop(value)
         if pname == "loops" and isinstance(value, (list, tuple)):
             return [self.loop(v) for v in value]
-        if pname == "thread_axis" and self.primitive == "bind" and value not in THREAD_AXES:
+        if pname == "thread_axis" and self.primitive == "bind" and value not in THREAD_AXES + LEGACY_THREAD_AXES:
             # TVM takes any "threadIdx.*" and fails later, in the build, far from the step.
             raise ScheduleStepError(
                 f"bind: {value!r} is not a GPU thread axis; the thread axes are {', '.join(THREAD_AXES)}",

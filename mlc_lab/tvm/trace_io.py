@@ -19,6 +19,7 @@ import tvm
 from tvm.s_tir.schedule import Trace
 
 from mlc_lab.errors import TraceParseError
+from mlc_lab.model.steps import LIST_RESULTS
 from mlc_lab.tvm.schedule import ALIASES, PRIMITIVES, Ref
 
 _ALLOWED_IMPORTS = {("tvm", "s_tir"), ("tvm", "tir"), ("tvm", "tirx")}
@@ -777,24 +778,9 @@ def _call_text(call: TraceCall) -> str:
     """The call as TVM's printer writes it: ``l4, l5 = sch.split(loop=l1, factors=[None, 8], ...)``."""
     parts = [_value_text(a) for a in call.args] + [f"{k}={_value_text(v)}" for k, v in call.kwargs.items()]
     head = ", ".join(call.targets)
-    if len(call.targets) == 1 and call.primitive in _LIST_OUTPUTS:
+    if len(call.targets) == 1 and call.primitive in LIST_RESULTS:
         head += ","
     return (f"{head} = " if head else "") + f"sch.{call.primitive}({', '.join(parts)})"
-
-
-_LIST_OUTPUTS = {
-    "get_loops",
-    "get_child_blocks",
-    "get_producers",
-    "get_consumers",
-    "get_output_blocks",
-    "split",
-    "loop_partition",
-    "sample_perfect_tile",
-    "sample_partitioned_tile",
-    "cache_inplace",
-    "cache_index",
-}
 
 
 def _value_text(value: Any) -> str:

@@ -141,7 +141,7 @@ class BuiltCandidates:
         before, or built now by `build()` (which returns a library path it owns)."""
         key = structural_hash(mod) ^ hash(str(target))
         with self._lock:
-            for other, fut in self._entries.get(key, []):
+            for other, fut in self._entries.get(key, []):  # noqa: B007  (fut: the one found, after the break)
                 if structural_equal(other, mod):
                     break
             else:

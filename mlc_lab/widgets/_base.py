@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import html as _html
 
@@ -33,6 +33,7 @@ import anywidget
 import ipywidgets
 import traitlets as t
 
+from mlc_lab._threads import helper_thread
 from mlc_lab.errors import error_kind
 from mlc_lab.model.conform import fields_of, problems
 from mlc_lab.model.errors import ERROR_KINDS, ErrorInfo
@@ -364,11 +365,8 @@ class RpcWidget(anywidget.AnyWidget):
             return
         spec = REQUESTS.get(str(content.get("method")))
         if spec is not None and spec.background and str(content.get("method")) in self.handlers:
-            job = threading.Thread(
-                target=self._answer, args=(content,), name=f"mlc-lab-{content.get('method')}", daemon=True
-            )
+            job = helper_thread(self._answer, args=(content,), name=f"mlc-lab-{content.get('method')}")
             self._mlc_jobs = [j for j in self._mlc_jobs if j.is_alive()] + [job]
-            job.start()
             return
         self._answer(content)
 
@@ -505,7 +503,7 @@ class RpcWidget(anywidget.AnyWidget):
         if ok:
             msg["result"] = result
         else:
-            msg["error"] = error or {"summary": "unknown error"}
+            msg["error"] = cast(ErrorInfo, error or {"summary": "unknown error"})  # held to ErrorInfo above
         self.send(msg, buffers or None)
 
     def mlc_what(self) -> str:

@@ -37,7 +37,7 @@ import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import traitlets as t
@@ -206,8 +206,9 @@ def shape_values(shape_vars: Any) -> dict[str, int]:
 def _analysis_error(summary: str, exc: BaseException) -> RequestError:
     """The error of a failed analysis; one that needs symbolic shapes names them for the panel."""
     fields: dict[str, Any] = {"detail": str(exc), "type": "analysis"}
-    if getattr(exc, "shape_vars", None):
-        fields["shape_vars"] = list(exc.shape_vars)
+    shape_vars = getattr(exc, "shape_vars", None)
+    if shape_vars:
+        fields["shape_vars"] = list(shape_vars)
     return RequestError(summary, **fields)
 
 
@@ -268,11 +269,8 @@ def _buffer_entry(name: str, fp: Any, pack: _Packer) -> BufferPayload:
             )
     offset, arrays = fp.crop()
     size = list(arrays["reads"].shape) if arrays else [0] * len(fp.shape)
-    entry: BufferPayload = {
-        **summary,
-        "crop": {"offset": [int(o) for o in offset], "shape": [int(n) for n in size]},
-        "arrays": {},
-    }
+    crop = {"offset": [int(o) for o in offset], "shape": [int(n) for n in size]}
+    entry = cast(BufferPayload, {**summary, "crop": crop, "arrays": {}})  # summary: the analysis's own fields
     if not fp.distinct:
         return entry
     out = entry["arrays"]
@@ -348,7 +346,7 @@ class AccessRequests:
 
     def _footprint(
         self, loop: str, at: dict | None, sweep_threads: bool = False, shape_vars: dict | None = None
-    ) -> tuple[dict, list[bytes]]:
+    ) -> tuple[FootprintResult, list[bytes]]:
         return footprint_payload(
             self._session, loop, at, tree=self.loop_tree, sweep_threads=bool(sweep_threads), shape_vars=shape_vars
         )
@@ -493,7 +491,7 @@ class AccessView(AccessRequests, RpcWidget):
 
     def _footprint(
         self, loop: str, at: dict | None, sweep_threads: bool = False, shape_vars: dict | None = None
-    ) -> tuple[dict, list[bytes]]:
+    ) -> tuple[FootprintResult, list[bytes]]:
         try:
             result, buffers = super()._footprint(loop, at, sweep_threads, shape_vars)
         except RequestError as exc:

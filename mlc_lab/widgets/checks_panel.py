@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from mlc_lab._threads import helper_thread
 from mlc_lab.errors import MlcLabError
 
 log = logging.getLogger(__name__)
@@ -112,8 +113,7 @@ class ChecksWorker:
             self._pending += [a for a in added if a not in self._marked and a not in self._pending]
             self._cond.notify_all()
             if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="mlc-lab-explorer-checks", daemon=True)
-                self._thread.start()
+                self._thread = helper_thread(self._loop, name="mlc-lab-explorer-checks", stop=self.close)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until nothing is queued or running; False on timeout."""

@@ -41,6 +41,7 @@ from typing import Any
 
 import traitlets as t
 
+from mlc_lab._threads import stop_at_exit
 from mlc_lab.core.model import Change, LoopTree, StepView, ref_of
 from mlc_lab.core.model import plain as _plain
 from mlc_lab.core.model import changed_lines as changed_lines  # noqa: PLC0414  (re-exported for the tests)
@@ -205,6 +206,7 @@ class Explorer(AccessRequests, RpcWidget):
             self._record_timer.cancel()
         self._record_timer = threading.Timer(self.RECORD_DELAY_S, self._flush_records)
         self._record_timer.daemon = True
+        stop_at_exit(self._record_timer, self._record_timer.cancel)
         self._record_timer.start()
 
     def _flush_records(self) -> None:

@@ -122,7 +122,7 @@ def sweep_figure(
         if best.get("gflops"):
             label += f" ({best['gflops']:.1f} GFLOPS)"
         # annotations on a log axis are placed in log10 units
-        ax_x = math.log10(bx) if not categorical and _log2_axis([r["value"] for r in rows]) else bx
+        ax_x = math.log10(float(bx)) if not categorical and _log2_axis([r["value"] for r in rows]) else bx
         fig.add_annotation(
             x=ax_x,
             y=math.log10(best["latency_s"] * scale),

@@ -29,6 +29,7 @@ from typing import Any
 import anywidget
 import traitlets as t
 
+from mlc_lab._threads import helper_thread
 from mlc_lab.model.tuning_view import BestTrial, FailureItem, Roof, TrialDetail
 from mlc_lab.model.traits import TuningTraits
 from mlc_lab.widgets._base import RequestError, RpcWidget, bundle
@@ -110,7 +111,7 @@ def job_snapshot(job: Any) -> dict[str, Any]:
         speed = getattr(job_best, "parallel_speed", None)
         spread_now = spread(getattr(job_best, "iqr_s", None), job_best.latency_s)
         method = (job_best.method or "") + (f"; {describe(others, speed, spread_now)}" if others is not None else "")
-        best.update(confirmed_latency_s=job_best.latency_s, confirmed_trial=job_best.trial, method=method)
+        best.update({"confirmed_latency_s": job_best.latency_s, "confirmed_trial": job_best.trial, "method": method})
     live = job.live() if hasattr(job, "live") else None
     pending = list(live.pending) if live is not None else []
     phase = ""
@@ -192,7 +193,7 @@ def _settings_label(spec: dict) -> str:
 
 
 def _signature(work_dir: str) -> tuple:
-    out = []
+    out: list[tuple[int, int] | None] = []
     for name in WATCHED:
         try:
             st = os.stat(os.path.join(work_dir, name))
@@ -429,8 +430,7 @@ class TuningDashboard(RpcWidget):
         if self.polling:
             return
         self._stop.clear()
-        self._thread = threading.Thread(target=self._poll_loop, name="mlc-lab-tuning-dashboard", daemon=True)
-        self._thread.start()
+        self._thread = helper_thread(self._poll_loop, name="mlc-lab-tuning-dashboard", stop=self._stop.set)
 
     def _poll_loop(self) -> None:
         while not self._stop.wait(self.poll_s):
@@ -476,7 +476,7 @@ class TuningDashboard(RpcWidget):
                 self._cancelling = False
                 self.refresh()
 
-        threading.Thread(target=run, name="mlc-lab-tuning-cancel", daemon=True).start()
+        helper_thread(run, name="mlc-lab-tuning-cancel")
 
     # --- details of one trial ------------------------------------------------------------------
     def _record(self, trial: int) -> Any:
@@ -493,7 +493,7 @@ class TuningDashboard(RpcWidget):
             log.exception("mlc_lab: trial detail failed")
             detail = {"trial": trial, "problem": _first_line(exc)}
         with self._lock:  # the polling thread may be inside hold_sync: never interleave with it
-            self.detail = detail
+            self.detail = dict(detail)
 
     def _detail(self, trial: int) -> TrialDetail:
         records = self._job.records(with_traces=True)

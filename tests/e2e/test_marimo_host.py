@@ -176,7 +176,7 @@ def test_two_marimo_sessions_styled_and_answering(marimo_app, browser):
     SHOTS.mkdir(parents=True, exist_ok=True)
     sessions = [_open(browser, url), _open(browser, url)]  # both open before either has drawn
     try:
-        for n, (_ctx, page, errors) in enumerate(sessions, start=1):
+        for n, (_ctx, page, _errors) in enumerate(sessions, start=1):
             # Playwright's CSS locators go through open shadow roots, as a user's eyes do
             page.locator(".mlc-explorer .mlc-row").first.wait_for()
             page.locator(".mlc-access canvas").first.wait_for()

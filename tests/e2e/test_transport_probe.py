@@ -200,7 +200,7 @@ def click_rows(clicks, samples, page_log, kernel_log, server_log) -> list[dict]:
             "req sent (br)": req["t"] - t0,
             "req header date": _iso(req["date"]) - t0,
         }
-        r.update({"req at srv": e["t"] - t0 for e in server_log if e["hop"] == "srv_in" and e["id"] == rid})
+        r.update([("req at srv", e["t"] - t0) for e in server_log if e["hop"] == "srv_in" and e["id"] == rid][-1:])
         handled = [e for e in kernel_log if e["hop"] == "k_handle" and e["id"] == rid]
         assert len(handled) == 1, f"the kernel handled request {rid} {len(handled)} times"
         r["handler start (k)"], r["handler end (k)"] = handled[0]["t"] - t0, handled[0]["t_done"] - t0

@@ -223,7 +223,7 @@ def test_04_gpu(tmp_path, monkeypatch):
         assert re.search(r"main_kernel: \d+ registers per thread", text)
     assert "<<plotly figure>>" in text  # thread / block ownership
     if "CUDA GPU found" in text:
-        assert re.search(rf"GFLOPS", text)
+        assert re.search(r"GFLOPS", text)
     else:
         assert "timing needs a GPU" in text
         assert "no CUDA GPU found" in text  # the tuner's refusal, printed

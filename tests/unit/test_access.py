@@ -761,7 +761,7 @@ def test_design_spaces_match_brute_force():
     spaces = _small_design_spaces()
     assert len(spaces) >= 8
     rng = random.Random(13)
-    for name, func in spaces:
+    for _name, func in spaces:
         loops = all_loops(func)
         for loop in {id(x): x for x in (loops[0], loops[len(loops) // 2], loops[-1])}.values():
             at = {

@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 import mlc_lab
 from mlc_lab.errors import ScheduleStepError
+from mlc_lab.model.steps import LEGACY_THREAD_AXES, THREAD_AXES
 
 
 @pytest.mark.parametrize("axis", ["threadIdx.w", "threadidx.x", "blockIdx", "warp"])
@@ -20,7 +24,16 @@ def test_an_unknown_thread_axis_is_refused(axis):
     assert len(s.steps) == 1 and s.failed[-1].primitive == "bind"
 
 
-def test_a_known_thread_axis_binds():
+@pytest.mark.parametrize("axis", THREAD_AXES + LEGACY_THREAD_AXES)
+def test_every_thread_axis_the_form_offers_binds(axis):
+    """The list the explorer's bind form offers (js/lib/model.ts, generated) is what TVM takes."""
     s = mlc_lab.Session(mlc_lab.course_program("mm_relu"))
-    s.apply("bind", "Y/i", "threadIdx.x")
-    assert s.current.primitive == "bind" and "threadIdx.x" in s.current.label
+    s.apply("bind", "Y/i", axis)
+    assert s.current.primitive == "bind" and axis in s.current.label
+
+
+def test_the_page_offers_the_thread_axes_of_the_model():
+    text = (Path(__file__).resolve().parents[2] / "js" / "lib" / "model.ts").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("export const THREAD_AXES = "))
+    offered = json.loads(line.removeprefix("export const THREAD_AXES = ").removesuffix(" as const;"))
+    assert offered == list(THREAD_AXES) and "vthread" not in offered  # the legacy spelling is taken, not offered

@@ -154,7 +154,7 @@ def test_gradescope_results_validate(tmp_path):
     r, _ = _cli("grade", str(ASSIGNMENT), *map(str, picks), "--format", "gradescope", "--out", str(out))
     assert r.returncode == 0, r.stderr
     docs = {p.name: json.loads((out / p.name / "results.json").read_text()) for p in picks}
-    for name, doc in docs.items():
+    for doc in docs.values():
         jsonschema.validate(doc, GRADESCOPE_SCHEMA)
         assert [t["number"] for t in doc["tests"]] == TASKS
         assert sum(t["score"] for t in doc["tests"]) == doc["score"]

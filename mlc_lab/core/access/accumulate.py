@@ -11,6 +11,7 @@ go through ``np.minimum.at``. The thread and block of a first touch follow from 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -38,7 +39,7 @@ def dim_range(grid: Grid, d: int) -> tuple[int, int]:
         m = m.reshape((1,) * (nd - m.ndim) + m.shape)
         other = tuple(i for i in range(nd) if spec.shape[i] == 1 and m.shape[i] > 1)
         if other:
-            m = m.any(axis=other, keepdims=True)
+            m = np.asarray(m.any(axis=other, keepdims=True))
         shape = np.broadcast_shapes(spec.shape, m.shape)
         m = np.broadcast_to(m, shape)
         if not m.any():
@@ -104,7 +105,9 @@ class BufferAccumulator:
         item = np.dtype(dtype).itemsize
         per = item + 1 + (item if counts else 0)
         budget.take(self.size * per, f"the footprint of buffer {name} (a box of {self.size} elements)")
-        self.first = self.count = self.kinds = None  # allocated by the first access
+        self.first: Any = None  # arrays, allocated by the first access
+        self.count: Any = None
+        self.kinds: Any = None
         self.fresh = True
         self._cover = False
         st, s = [], 1
@@ -196,7 +199,9 @@ class BufferAccumulator:
         weights = g.ev_aff[1]
         lo = [int(const) for _, const in g.dims]  # the sub-box's corner, per buffer dimension
         sub = [1] * nb
-        first, count, runs = np.int64(g.ev_aff[0]), np.int64(g.mult), True
+        first: Any = np.int64(g.ev_aff[0])  # a scalar, then an array over the sub-box
+        count: Any = np.int64(g.mult)
+        runs: Any = True
         for axes in _independent_axes(shape, coefs, g.masks):
             k = len(axes)
             ar = [axis(shape[i], j, k) for j, i in enumerate(axes)]
@@ -214,7 +219,8 @@ class BufferAccumulator:
                 f"the footprint of buffer {self.name} ({npts} points of an access "
                 f"that touches elements repeatedly, enumerated together)",
             )
-            off, lshape = np.int64(0), []
+            off: Any = np.int64(0)
+            lshape = []
             for d in dims:
                 idx = sum((ar[j] * int(coefs[d, i]) for j, i in enumerate(axes) if coefs[d, i]), np.int64(0))
                 a = sum(min(0, int(coefs[d, i]) * (shape[i] - 1)) for i in axes)
@@ -243,14 +249,14 @@ class BufferAccumulator:
             count = count * gcnt
             runs = hit if runs is True else runs & hit
         base = sum((lo[d] - self.lo[d]) * self.strides[d] for d in range(nb))
-        sub = tuple(sub)
+        box = tuple(sub)
         self._strided(
             base,
-            sub,
+            box,
             self.strides,
-            np.broadcast_to(first, sub),
-            np.broadcast_to(count, sub),
-            True if runs is True else np.broadcast_to(runs, sub),
+            np.broadcast_to(first, box),
+            np.broadcast_to(count, box),
+            True if runs is True else np.broadcast_to(runs, box),
             g,
         )
 

@@ -73,9 +73,9 @@ def evaluate(e, env: dict):
             return np.trunc(x).astype(np.int64) if e.op == "cast:int64" else x.astype(e.op[5:])
         if e.op == "fdiv":
             return np.true_divide(evaluate(e.args[0], env), evaluate(e.args[1], env))
-        fn = _FLOAT_UNARY.get(e.op)
-        if fn is not None:
-            return fn(evaluate(e.args[0], env))
+        unary = _FLOAT_UNARY.get(e.op)
+        if unary is not None:
+            return unary(evaluate(e.args[0], env))
     if isinstance(e, Opaque):
         raise AccessAnalysisError(f"an index or condition uses {e.text}, which the analysis cannot evaluate")
     raise AccessAnalysisError(f"cannot evaluate the expression {e}")

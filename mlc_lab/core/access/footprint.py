@@ -11,13 +11,13 @@ from mlc_lab.core.access.budget import Budget, BudgetExceeded
 from mlc_lab.core.access.expr import Affine, Decomposer, Digit, NonAffine
 from mlc_lab.core.access.grid import build_grid, plan_access
 from mlc_lab.core.access.model import Footprint, LoopFootprint
-from mlc_lab.model.access_program import AccessProgram
+from mlc_lab.model.access_program import AccessProgram, Loop
 from mlc_lab.core.access.shapes import bind_shapes
 from mlc_lab.core.access.space import ProgramIndex, Query
 from mlc_lab.errors import AccessAnalysisError
 
 
-def loop_of(prog: AccessProgram, loop) -> object:
+def loop_of(prog: AccessProgram, loop) -> Loop:
     """The program's loop by id, name or Loop; an unknown or ambiguous name is an AccessAnalysisError."""
     try:
         return prog.loop(loop if not hasattr(loop, "id") else loop.id)
@@ -97,7 +97,8 @@ def footprint(
     per_buf_strides, per_access = strides_table(q, gs)
     out = {}
     for name, info in prog.buffers.items():
-        origin, box, nr, nw = (0,) * len(info.shape), {}, 0, 0
+        origin, nr, nw = (0,) * len(info.shape), 0, 0
+        box: dict = {}
         grids = by_buf.get(name, [])
         if grids or name in sliced:
             ranges = [[dim_range(g, d) for d in range(len(info.shape))] for g in grids]
@@ -214,7 +215,7 @@ def strides_table(q: Query, gs: list):
     per_buf: dict[str, dict] = {}
     per_access: list[dict] = []
     bufs = q.index.prog.buffers
-    for acc, nr, nw, off in gs:
+    for acc, nr, _nw, _off in gs:
         row = _access_strides(q, acc, bufs[acc.buffer].shape)
         per_access.append({"buffer": acc.buffer, "block": acc.block, "kind": "read" if nr else "write", "strides": row})
         cur = per_buf.setdefault(acc.buffer, {})
@@ -243,7 +244,7 @@ def _access_strides(q: Query, acc, shape) -> dict:
         ok = False
     except Exception:  # noqa: BLE001 - symbolic leftovers: strides are unknown, not an error
         ok = False
-    row = {}
+    row: dict[str, int | None] = {}
     for lid in q.chain(acc):
         lp = q.index.loops[lid]
         if lp.role != "loop":

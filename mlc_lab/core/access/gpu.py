@@ -12,6 +12,7 @@ time): the wavefronts a request needs with ``banks`` banks of ``bank_bytes`` byt
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -148,7 +149,7 @@ def _warp_access(q: Query, acc, nr, nw, tcoord, block, sector_bytes, banks, bank
     check_points(plan, budget, 8 * 6 * nl, f"the warp requests of {acc.buffer} in block {acc.block}")
     idx, active = _addresses(q, acc, plan, fixed, lane_vals, nl)
     cshape, cstrides = _layout(info, len(idx))
-    addr = 0
+    addr: Any = 0  # an int, then an array
     for i, st in zip(idx, cstrides):
         addr = addr + i * st
     shape = tuple(plan.shape) + (nl,)

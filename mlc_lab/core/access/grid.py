@@ -11,6 +11,7 @@ every iteration of the loops they use.
 from __future__ import annotations
 
 import math
+from typing import Any
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -36,7 +37,7 @@ class Grid:
     masks: list  # bool arrays (broadcastable to shape) that all hold where the access runs
     mult: int  # iterations collapsed into each point
     digits: list  # Digit per axis
-    dtype: object = np.int64
+    dtype: Any = np.int64  # a numpy integer type
 
     def outer(self, aff, order=None):
         """An affine function of the axes as an array, axes in ``order`` (memory order of a view)."""
@@ -163,7 +164,8 @@ class _Plan:
         self.q, self.acc, self.loops, self.vars = q, acc, loops, vars_
         ext = q.index.extents
         self.dec = Decomposer(vars_.value_of, ext)
-        self.dims_aff, self.full = [], set()
+        self.dims_aff: list[Affine | None] = []
+        self.full: set = set()
         for ix in acc.indices:
             try:
                 self.dims_aff.append(self.dec.lin(ix))
@@ -252,12 +254,12 @@ class _Plan:
     def _refine_all(self, pins: list, ext: dict) -> set:
         while True:
             pin_loops = {d.loop for _, ds in pins for d in ds}
-            marks = {lp.id: set() for lp in self.loops}
+            marks: dict[int, set] = {lp.id: set() for lp in self.loops}
             terms = [d for aff in self.dims_aff if aff is not None for d in aff.terms]
             terms += [d for _, ds in pins for d in ds] + self.guard_terms
             for d in terms:
                 marks[d.loop].update((d.place,) if d.size is None else (d.place, d.place * d.size))
-            extra = {lp.id: set() for lp in self.loops}
+            extra: dict[int, set] = {lp.id: set() for lp in self.loops}
             for d in self.extra_terms:
                 if d.loop in extra:
                     extra[d.loop].update((d.place,) if d.size is None else (d.place, d.place * d.size))
@@ -532,11 +534,12 @@ def build_grid(
     spans += [_span(plan, {lid}, full_shape) for lid, _ in plan.bounds]
     if spans:
         check_points(plan, budget, 32, what, max(spans, key=math.prod))
-    masks = []
+    masks: list = []
     if plan.preds or plan.bounds or any(lp.id in plan.full for lp in plan.loops):
-        masks = _masks(plan, _env(plan, q.fixed, window=plan.window))
-        if masks is None:
+        found = _masks(plan, _env(plan, q.fixed, window=plan.window))
+        if found is None:
             return None
+        masks = found
     rel = _window(full_shape, masks)
     if rel is None:
         return None
@@ -551,7 +554,7 @@ def build_grid(
     cut = cut or chunk is not None
     plan.window = window if cut else None  # the axes the evaluated indices are computed over
     env = None
-    dims = []
+    dims: list = []  # per dimension: (coefficients, constant) or the evaluated indices
     for ix, aff in zip(acc.indices, plan.dims_aff):
         if aff is not None:
             coefs, const = plan.expand(aff)

@@ -43,7 +43,7 @@ def _packed(mask: np.ndarray) -> dict:
     }
 
 
-def _raw(arr: np.ndarray) -> dict:
+def _raw(arr: np.ndarray | None) -> dict:
     a = np.ascontiguousarray(arr)
     if a.dtype.kind == "i" and (a.size == 0 or (a.max() < 2**31 and a.min() >= -(2**31))):
         a = a.astype(np.int32)
@@ -273,7 +273,7 @@ class Footprint:
         Masks are bit-packed (``np.packbits``, big-endian bit order, row-major); integer arrays
         are little-endian ``int32`` when they fit. Arrays cover the whole buffer.
         """
-        out = self.summary()
+        out: dict = dict(self.summary())
         out["reads"] = _packed(self.reads)
         out["writes"] = _packed(self.writes)
         out["first_touch"] = _raw(self.first_touch)

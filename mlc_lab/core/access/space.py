@@ -17,6 +17,8 @@ iteration they still count as steps.
 
 from __future__ import annotations
 
+from typing import Any, NoReturn
+
 import numpy as np
 
 from mlc_lab.model.access_program import AccessProgram, Const, Leaf, Loop, Op, Seq, Var
@@ -35,7 +37,7 @@ def _constant(lp: Loop, what: str) -> int | None:
     return None
 
 
-def _refuse_range(lp: Loop, what: str, why: str = ""):
+def _refuse_range(lp: Loop, what: str, why: str = "") -> NoReturn:
     value = getattr(lp, what)
     names = sorted({v.name for v in _vars(value)})
     raise AccessAnalysisError(
@@ -215,7 +217,7 @@ class _Tags:
     def __init__(self, n: int, dtype=np.int64):
         self.n = n
         self.dtype = dtype
-        self.values: dict[str, object] = {}
+        self.values: dict[str, Any] = {}  # a tag -> its value everywhere (an int) or at each point (an array)
         self.partial = False
 
     def put(self, tag: str, value, at) -> None:
@@ -293,7 +295,7 @@ class Query:
 
     def _fix(self, at: dict) -> None:
         chain = self.enclosing
-        by_key = {}
+        by_key: dict[int | str, Loop] = {}
         for lp in chain:
             by_key[lp.id] = lp
             by_key.setdefault(lp.name, lp)
@@ -380,7 +382,8 @@ class Query:
         """Steps per iteration of the innermost tag-binding loop, when every such loop under L
         sits on the nest's single chain of loops (no sequence above one): the tags are then
         constant over runs of that many steps. None otherwise."""
-        index, node, run = self.index, self.L, None
+        index, run = self.index, None
+        node: Loop | Seq | Leaf | None = self.L
         while isinstance(node, Loop) and index.has_tags(node):
             if node.tag in _ALL_TAGS and node.id not in index.alias:
                 run = max(1, index.count(node.body))
@@ -405,13 +408,13 @@ class Query:
         if loops:
             width = max(1, index.count(node))
             which = s // width
-            bound = [lp for lp in loops if lp.tag in _ALL_TAGS and lp.id not in index.alias]
+            bound = [(lp, lp.tag) for lp in loops if lp.tag in _ALL_TAGS and lp.id not in index.alias]
             n_iter = max(1, index.count(head) // width)
             lookup = n_iter <= _TABLE_MAX and n_iter < which.size
             t = np.arange(n_iter, dtype=which.dtype) if lookup else which
-            for lp in bound:
+            for lp, tag in bound:
                 value = int(lp.min) + _mod(t // (max(1, index.count(lp.body)) // width), index.trips(lp))
-                tags.put(lp.tag, np.take(value, which) if lookup else value, at)
+                tags.put(tag, np.take(value, which) if lookup else value, at)
             if seq:
                 s = s - which * width
         if not seq:
