@@ -20,7 +20,7 @@ from pathlib import Path
 from mlc_lab.errors import MlcLabError
 
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+\-]{0,63}$")
-# ASCII only: a pseudonym cannot borrow a Cyrillic 'а' to pass for another student's 'a'
+# ASCII only: a pseudonym cannot borrow a Cyrillic a (U+0430) to pass for another student's 'a'
 PSEUDONYM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._\-]{0,39}$")
 PSEUDONYM_RULE = "1 to 40 ASCII letters, digits, spaces, dots, dashes or underscores, starting with a letter or digit"
 

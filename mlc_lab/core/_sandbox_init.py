@@ -24,7 +24,7 @@ import marshal
 import os
 import resource
 
-import _signal as signal  # the C module: `signal` adds enum, 10-30 ms of every start
+import _signal as signal  # type: ignore[import-not-found]  # the C module: `signal` adds enum, 10-30 ms of every start
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000

@@ -206,7 +206,9 @@ def submit_from_explorer(widget: Any, session: Any, name: Any, task: Any = None,
         except Exception as exc:  # noqa: BLE001  (the bar says it; the kernel goes on)
             log.exception("mlc_lab: submitting to %s failed", server)
             state = {"state": "error", "text": f"the submission failed ({type(exc).__name__}: {exc})"}
-        widget.class_submission = {"name": state.get("verdict", {}).get("name", name), "step": step, **state}
+        verdict = state.get("verdict")
+        shown = verdict.get("name", name) if isinstance(verdict, dict) else name
+        widget.class_submission = {"name": shown, "step": step, **state}
 
     threading.Thread(target=run, name="mlc-lab-class-submit", daemon=True).start()
     return {"step": step}

@@ -91,7 +91,7 @@ def test_a_roster_is_read_or_refused_with_its_line(tmp_path):
         ("student_id,name\nada,Ada\nada,Ada again\n", "'ada' is listed twice"),
         ("student_id,name\nada,Ada\nbad id!,Bo\n", "line 3: the student id 'bad id!'"),
         ("student_id,name,pseudonym\nada,Ada,fastcat\nbo,Bo,Fast-Cat\n", "'fastcat' and 'Fast-Cat' look alike"),
-        ("student_id,name,pseudonym\nada,Ada,\u0430da\n", "line 2: the pseudonym"),  # a Cyrillic 'а'
+        ("student_id,name,pseudonym\nada,Ada,\u0430da\n", "line 2: the pseudonym"),  # U+0430, a Cyrillic a
         ("student_id,name,pseudonym\nada,Ada,Student 2\n", "looks like the leaderboard's 'student N'"),
         ("student_id,name\n", "lists no student"),
     ]:
