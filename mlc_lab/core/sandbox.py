@@ -37,7 +37,13 @@ PACKAGE = Path(__file__).resolve().parents[1]  # mlc_lab's folder: bound read-on
 POLL_S = 0.05
 PREFIX = "mlc_lab_sandbox_"  # + the grader's pid: its folder in the temporary folder, and its cgroups
 CGROUP_ROOT = "/sys/fs/cgroup"
-ETC: tuple[str, ...] = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives")
+ETC: tuple[str, ...] = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/alternatives",
+)
 ETC += ("/etc/OpenCL",)
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
