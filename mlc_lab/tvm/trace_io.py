@@ -19,6 +19,7 @@ import tvm
 from tvm.s_tir.schedule import Trace
 
 from mlc_lab.errors import TraceParseError
+from mlc_lab.tvm import trace_limits
 from mlc_lab.tvm.schedule import ALIASES, PRIMITIVES, Ref
 
 _ALLOWED_IMPORTS = {("tvm", "s_tir"), ("tvm", "tir"), ("tvm", "tirx")}
@@ -38,11 +39,9 @@ class TraceCall:
 
 
 def parse_trace_text(text: str) -> list[TraceCall]:
-    """Parse TVM's printed trace (or plain schedule statements) into calls, refusing anything else."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError as exc:
-        raise TraceParseError(f"not valid Python: {exc.msg}", line=exc.lineno) from None
+    """Parse TVM's printed trace (or plain schedule statements) into calls, refusing anything else
+    (and anything too large, too deep or annotated with a key schedules do not use: ``trace_limits``)."""
+    tree = trace_limits.parse_python(text)
     lines = text.splitlines()
     body = list(tree.body)
     sch_name = "sch"
@@ -65,6 +64,7 @@ def parse_trace_text(text: str) -> list[TraceCall]:
         call = parser.statement(stmt)
         if call is not None:
             calls.append(call)
+    trace_limits.check_calls(calls)
     return calls
 
 
@@ -484,10 +484,8 @@ def bind_value(value: Any, resolve: Callable[[str], Any]) -> Any:
 def parse_trace_json(data: Any) -> list:
     """Check the shape of a trace in TVM's JSON form: ``[instructions, decisions]``."""
     if isinstance(data, str):
-        try:
-            data = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise TraceParseError(f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+        data = _load_json(data)
+    trace_limits.check_data_depth(data)
     if not (isinstance(data, list) and len(data) == 2 and isinstance(data[0], list) and isinstance(data[1], list)):
         raise TraceParseError("a JSON trace is a list of two lists: [instructions, decisions]")
     for i, inst in enumerate(data[0]):
@@ -505,6 +503,17 @@ def parse_trace_json(data: Any) -> list:
         if not (isinstance(d, list) and len(d) == 2 and isinstance(d[0], int) and 0 <= d[0] < len(data[0])):
             raise TraceParseError(f"bad decision entry {d!r}: expected [instruction index, value]")
     return data
+
+
+def _load_json(text: str) -> Any:
+    """``json.loads`` of a trace after ``trace_limits.check_text`` (size and depth first)."""
+    trace_limits.check_text(text, json_text=True)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceParseError(f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+    except RecursionError:
+        raise TraceParseError(f"the JSON trace is nested more than {trace_limits.MAX_NESTING} deep") from None
 
 
 def looks_like_json(text: str) -> bool:
@@ -525,15 +534,15 @@ def trace_data(trace: Any) -> list | str:
     if isinstance(trace, str):
         if not looks_like_json(trace):
             return trace
-        lines = [ln for ln in trace.splitlines() if ln.strip()]
         try:
-            data = json.loads(trace)
-        except json.JSONDecodeError as exc:
+            data = _load_json(trace)
+        except TraceParseError:
+            lines = [ln for ln in trace.splitlines() if ln.strip()]
             if len(lines) > 1 and all(looks_like_json(ln) for ln in lines):
                 raise TraceParseError(
                     f"this looks like a whole tuning database ({len(lines)} records): pass one record (one line)"
                 ) from None
-            raise TraceParseError(f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+            raise
         return _unwrap_record(data)
     if isinstance(trace, (list, tuple)) or type(trace).__name__ == "Array":
         try:
@@ -676,6 +685,7 @@ def calls_from_json(data: Any) -> list[TraceCall]:
         call.text = _call_text(call)
         calls.append(call)
         defined.update(targets)
+    trace_limits.check_calls(calls)
     return calls
 
 
@@ -726,6 +736,7 @@ def _json_input(raw: Any, defined: set[str]) -> Any:
 def _index_map_from_json(text: str, defined: set[str]) -> JsonIndexMap:
     from tvm import tirx
 
+    trace_limits.check_text(text, json_text=True)  # TVM's reader recurses in C++
     try:
         obj = tvm.ir.load_json(text)
     except Exception as exc:  # noqa: BLE001  (TVM's JSON reader: any failure means a bad index map)
@@ -868,11 +879,11 @@ def read_trace_source(trace: Any) -> tuple[Any, str | None]:
         return trace, None
     if not os.path.isfile(path):
         raise TraceParseError(f"{path}: no such file")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read(), path
-    except UnicodeDecodeError:
-        raise TraceParseError(f"{path}: not a text file") from None
+    with open(path, "rb") as fh:
+        raw = fh.read(trace_limits.MAX_TRACE_BYTES + 1)
+    if len(raw) > trace_limits.MAX_TRACE_BYTES:
+        raise TraceParseError(f"{path}: the file is over the limit of {trace_limits.MAX_TRACE_BYTES} bytes for a trace")
+    return trace_limits.decode_text(raw, path), path
 
 
 def _statement_kind(stmt: ast.stmt) -> str:
