@@ -63,22 +63,64 @@ def _group_members(pgid: int) -> list[psutil.Process]:
     return out
 
 
-def stop_group(pid: int, grace_s: float = 3.0, popen: subprocess.Popen | None = None) -> None:
-    """SIGTERM the process group led by `pid`, SIGKILL what is left after `grace_s`, and wait
-    until the group is empty (meta_schedule's pool workers are in it too)."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
+def _tree(pid: int) -> list[psutil.Process]:
+    """The process `pid` (when alive), every descendant of it and every member of its group."""
+    members = {p.pid: p for p in _group_members(pid)}
+    try:
+        root = psutil.Process(pid)
+        members[pid] = root
+        members.update((p.pid, p) for p in root.children(recursive=True))
+    except psutil.Error:
+        pass
+    return list(members.values())
+
+
+def kill_tree(
+    proc: subprocess.Popen | int, grace_s: float = 0.0, wait_s: float = 10.0, popen: subprocess.Popen | None = None
+) -> bool:
+    """Stop a child and everything it started: SIGTERM first when `grace_s` > 0, then SIGKILL to
+    the process, its process group and every descendant; return when none is alive (True) or after
+    `wait_s` (False). Every way of stopping a child in mlc_lab goes through here (the worker, the
+    tuning job, the sandbox); a `Popen` (or `popen`) is reaped too."""
+    if isinstance(proc, subprocess.Popen):
+        popen, pid = proc, proc.pid
+    else:
+        pid = proc
+    seen: dict[int, psutil.Process] = {}
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, wait_s)):
+        if wait <= 0:
+            continue
+        deadline = time.monotonic() + wait
+        while True:
             if popen is not None:
                 popen.poll()
-            members = [p for p in _group_members(pid) if _alive(p)]
-            if not members and (popen is None or popen.returncode is not None):
-                return
-            time.sleep(0.05)
+            alive = [p for p in _tree(pid) if _alive(p)] + [p for p in seen.values() if _alive(p)]
+            seen.update((p.pid, p) for p in alive)
+            if not alive and (popen is None or popen.returncode is not None):
+                return True
+            if time.monotonic() >= deadline:
+                break
+            _signal_all(pid, alive, sig)
+            time.sleep(0.02)
+    return False
+
+
+def _signal_all(pgid: int, procs: list[psutil.Process], sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in procs:
+        try:
+            p.send_signal(sig)
+        except psutil.Error:
+            pass
+
+
+def stop_group(pid: int, grace_s: float = 3.0, popen: subprocess.Popen | None = None) -> None:
+    """SIGTERM the process group led by `pid` and its descendants, SIGKILL what is left after
+    `grace_s`, and wait until none is alive (meta_schedule's pool workers are in it too)."""
+    kill_tree(pid, grace_s=grace_s, wait_s=5.0, popen=popen)
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -172,15 +214,7 @@ class Worker:
         with self._lock:
             proc, self._proc = self._proc, None
             if proc is not None:
-                if proc.poll() is None:
-                    try:
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
+                kill_tree(proc, wait_s=5.0)
                 for stream in (proc.stdin, proc.stdout):
                     try:
                         if stream:

@@ -1,0 +1,568 @@
+"""Run one command in a sandbox and say what happened, as plain data: the worker's sandboxed mode.
+
+`run_sandboxed(argv, inputs=..., limits=...)` runs `argv` as an unprivileged user (uid 65534; as a
+normal user, in a user namespace), in its own mount namespace whose root holds only what Python
+needs (read-only), the `inputs` at ``/input/NAME`` (read-only copies) and a private ``/tmp`` (its
+cwd), in its own PID, network, IPC and UTS namespaces. The tree's memory, processes, CPU time, wall
+time, output and file size are limited; it returns an `Outcome` only after every process of the tree
+is gone. The child writes its result to fd 3. See docs/sandbox.md for the guarantees and what a
+machine must allow for them. The helper processes live in ``_sandbox_init.py`` (standard library only).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import psutil
+
+from mlc_lab.core.worker import kill_tree
+from mlc_lab.errors import MlcLabError
+
+INIT = str(Path(__file__).with_name("_sandbox_init.py"))
+PACKAGE = Path(__file__).resolve().parents[1]  # mlc_lab's folder: bound read-only, on PYTHONPATH
+POLL_S = 0.05
+CGROUP_ROOT = "/sys/fs/cgroup"
+ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives")
+ETC += ("/etc/OpenCL",)
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+Status = Literal["ok", "exit", "signal", "timeout", "cpu", "memory", "processes", "output"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    wall_s: float = 60.0  # wall clock for the whole tree
+    cpu_s: float = 60.0  # CPU seconds (per process via RLIMIT_CPU, and for the tree where the machine allows)
+    memory_mb: int = 4096  # for the whole tree, not per process
+    processes: int = 64  # tasks in the tree
+    output_bytes: int = 1 << 20  # stdout+stderr kept, and the result channel; more is cut and said so
+    file_mb: int = 64  # largest file, and the private /tmp's size
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: Status
+    returncode: int | None  # the exit status, or -N for signal N; None when the program never ran
+    stdout: bytes
+    stderr: bytes  # stdout and stderr together are capped at limits.output_bytes
+    result: bytes  # what the child wrote to its result channel (fd 3), capped
+    seconds: float
+    message: str  # one plain sentence when status != "ok"
+
+
+class SandboxUnavailable(MlcLabError):
+    """This machine refuses something the sandbox needs; the message says what and how to allow it."""
+
+    kind = "error"
+
+
+ADVICE = (
+    "allow it (as root: `sysctl -w kernel.unprivileged_userns_clone=1` and `user.max_user_namespaces=10000`; "
+    "on Ubuntu 24.04 also `kernel.apparmor_restrict_unprivileged_userns=0`; in Docker, run the container "
+    "with `--security-opt seccomp=unconfined --cap-add SYS_ADMIN`), or grade with --unsafe-same-user, "
+    "which runs hand-ins as you with only the limits"
+)
+
+
+# ----------------------------------------------------------------------------------------- limits of the tree
+
+
+@dataclass
+class _Cgroups:
+    """The sandbox's own cgroups (v2, else v1 memory + pids + cpuacct), each below the one this
+    process is in; none where the machine does not let us write them (then a watchdog counts)."""
+
+    dirs: dict[str, str] = field(default_factory=dict)  # "memory" | "pids" | "cpu" -> folder
+    v2: bool = False
+
+    @classmethod
+    def create(cls, limits: Limits, name: str) -> _Cgroups:
+        made = cls()
+        try:
+            if os.path.exists(f"{CGROUP_ROOT}/cgroup.controllers"):
+                made._create_v2(limits, name)
+            else:
+                made._create_v1(limits, name)
+        except OSError:
+            made.remove()
+            made = cls()
+        return made
+
+    def _create_v1(self, limits: Limits, name: str) -> None:
+        for ctl, key in (("memory", "memory"), ("pids", "pids"), ("cpuacct", "cpu")):
+            here = _own_cgroup(ctl)
+            if here is None or not os.access(f"{CGROUP_ROOT}/{ctl}{here}", os.W_OK):
+                continue
+            folder = f"{CGROUP_ROOT}/{ctl}{here.rstrip('/')}/{name}"
+            os.mkdir(folder)
+            self.dirs[key] = folder
+        if "memory" in self.dirs:
+            mem = self.dirs["memory"]
+            _put(f"{mem}/memory.limit_in_bytes", limits.memory_mb << 20)
+            if os.path.exists(f"{mem}/memory.memsw.limit_in_bytes"):
+                _put(f"{mem}/memory.memsw.limit_in_bytes", limits.memory_mb << 20)
+        if "pids" in self.dirs:
+            _put(f"{self.dirs['pids']}/pids.max", limits.processes + 2)  # + the setup and the init
+
+    def _create_v2(self, limits: Limits, name: str) -> None:
+        here = _own_cgroup("")
+        parent = f"{CGROUP_ROOT}{here}".rstrip("/")
+        have = Path(f"{parent}/cgroup.subtree_control").read_text().split()
+        if not {"memory", "pids"} <= set(have):
+            return
+        folder = f"{parent}/{name}"
+        os.mkdir(folder)
+        self.v2 = True
+        self.dirs = {"memory": folder, "pids": folder, "cpu": folder}
+        _put(f"{folder}/memory.max", limits.memory_mb << 20)
+        if os.path.exists(f"{folder}/memory.swap.max"):
+            _put(f"{folder}/memory.swap.max", 0)
+        _put(f"{folder}/pids.max", limits.processes + 2)
+
+    def procs_files(self) -> list[str]:
+        return sorted({f"{d}/cgroup.procs" for d in self.dirs.values()})
+
+    def oom_kills(self) -> int:
+        if "memory" not in self.dirs:
+            return 0
+        name = "memory.events" if self.v2 else "memory.oom_control"
+        return _field(f"{self.dirs['memory']}/{name}", "oom_kill")
+
+    def pids_refused(self) -> int:
+        if "pids" not in self.dirs:
+            return 0
+        return _field(f"{self.dirs['pids']}/pids.events", "max")
+
+    def cpu_s(self) -> float | None:
+        if "cpu" not in self.dirs:
+            return None
+        if self.v2:
+            return _field(f"{self.dirs['cpu']}/cpu.stat", "usage_usec") / 1e6
+        return int(Path(f"{self.dirs['cpu']}/cpuacct.usage").read_text()) / 1e9
+
+    def empty(self) -> bool:
+        return all(not Path(f).read_text().strip() for f in self.procs_files() if os.path.exists(f))
+
+    def remove(self) -> None:
+        for folder in set(self.dirs.values()):
+            for _ in range(100):
+                try:
+                    os.rmdir(folder)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+
+def _own_cgroup(controller: str) -> str | None:
+    """This process's cgroup path in the hierarchy of `controller` ("" for cgroup v2)."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, ctls, path = line.split(":", 2)
+        if (controller == "" and ctls == "") or controller in ctls.split(","):
+            return path
+    return None
+
+
+def _put(path: str, value: int) -> None:
+    Path(path).write_text(str(value))
+
+
+def _field(path: str, key: str) -> int:
+    try:
+        for line in Path(path).read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+# ----------------------------------------------------------------------------------------- staging
+
+
+def _stage(work: str, inputs: dict[str, bytes | Path]) -> None:
+    """Copy the inputs into work/input (read-only). A symlink is copied as a symlink (inside the
+    sandbox it leads only to what the sandbox holds), never followed on the host."""
+    folder = os.path.join(work, "input")
+    os.mkdir(folder)
+    for name, value in inputs.items():
+        if not name or "/" in name or name in (".", ".."):
+            raise ValueError(f"the sandbox input name {name!r} is not a plain file name")
+        target = os.path.join(folder, name)
+        if isinstance(value, bytes | bytearray):
+            Path(target).write_bytes(value)
+        elif os.path.islink(value):
+            os.symlink(os.readlink(value), target)
+        elif os.path.isdir(value):
+            shutil.copytree(value, target, symlinks=True)
+        elif os.path.isfile(value):
+            shutil.copyfile(value, target, follow_symlinks=False)
+        else:
+            raise ValueError(f"the sandbox input {name!r} ({value}) is not a file or a folder")
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for d in dirnames:
+            os.chmod(os.path.join(dirpath, d), 0o755, follow_symlinks=False)
+        for f in filenames:
+            if not os.path.islink(os.path.join(dirpath, f)):
+                os.chmod(os.path.join(dirpath, f), 0o444)
+    os.chmod(folder, 0o755)
+
+
+def _read_only_paths() -> list[str]:
+    """What Python and mlc_lab need, bound read-only at the same paths."""
+    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, sys.executable]
+    paths += [p for p in sys.path if p and "site-packages" in p]
+    paths.append(str(PACKAGE))
+    return paths + list(SYSTEM) + [p for p in ETC if os.path.lexists(p)]
+
+
+def _base_env() -> dict[str, str]:
+    return {
+        "PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/tmp",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": str(PACKAGE.parent),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+# ----------------------------------------------------------------------------------------- running
+
+
+def probe() -> str | None:
+    """None when this machine can sandbox; else the sentence saying what it refuses and how to
+    allow it (found once, by sandboxing ``true``, then cached)."""
+    return _probe()
+
+
+@functools.cache
+def _probe() -> str | None:
+    try:
+        out = _run(["true"], {}, Limits(wall_s=30, cpu_s=10, memory_mb=256, processes=8), None, True)
+    except SandboxUnavailable as exc:
+        return str(exc)
+    if out.status != "ok":
+        return f"this machine cannot sandbox a hand-in: a sandboxed `true` {out.message}; {ADVICE}"
+    return None
+
+
+def run_sandboxed(
+    argv: list[str],
+    *,
+    inputs: dict[str, bytes | Path] | None = None,
+    limits: Limits = Limits(),  # noqa: B008 - frozen, never changed
+    env: dict[str, str] | None = None,
+    unsafe_same_user: bool = False,
+) -> Outcome:
+    """Run `argv` in the sandbox (see the module's text) and return its `Outcome` once every
+    process of its tree is gone. `inputs` are copied read-only to ``/input/NAME``; `env` is added to
+    a small clean environment (never the grader's own). `unsafe_same_user` runs it as this user,
+    with the host's files, keeping only the limits, the kill of the whole tree and fd 3 (an
+    ``/input/NAME`` argument then names the staged copy). Raises `SandboxUnavailable` when the
+    machine refuses a namespace and `unsafe_same_user` is False."""
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise ValueError("run_sandboxed needs a non-empty list of strings as argv")
+    if not unsafe_same_user:
+        reason = probe()
+        if reason is not None:
+            raise SandboxUnavailable(reason)
+    return _run(list(argv), dict(inputs or {}), limits, env, not unsafe_same_user)
+
+
+def _run(argv: list[str], inputs: dict, limits: Limits, env: dict | None, namespaces: bool) -> Outcome:
+    work = tempfile.mkdtemp(prefix="mlc_lab_sandbox_")
+    cgroups = _Cgroups()
+    run = None
+    try:
+        _stage(work, inputs)
+        os.mkdir(os.path.join(work, "root"))
+        os.mkdir(os.path.join(work, "tmp"))
+        cgroups = _Cgroups.create(limits, os.path.basename(work))
+        full_env = {**_base_env(), **(env or {})}
+        if not namespaces:
+            argv = [_unsafe_path(a, work) for a in argv]
+            full_env.update(HOME=f"{work}/tmp", TMPDIR=f"{work}/tmp", MLC_LAB_INPUT_DIR=f"{work}/input")
+        else:
+            full_env["MLC_LAB_INPUT_DIR"] = "/input"
+        cfg = {
+            "work": work,
+            "cwd": f"{work}/tmp",
+            "namespaces": namespaces,
+            "userns": os.geteuid() != 0,
+            "uid": os.geteuid(),
+            "parent": os.getpid(),
+            "cgroups": cgroups.procs_files(),
+            "ro": _read_only_paths(),
+            "cpu_s": limits.cpu_s,
+            "file_mb": limits.file_mb,
+            "nproc": None if "pids" in cgroups.dirs else limits.processes,
+            "argv": argv,
+            "env": full_env,
+        }
+        run = _Run(cfg, limits, cgroups)
+        return run.wait()
+    finally:
+        if run is not None:
+            run.end()
+        cgroups.remove()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _unsafe_path(arg: str, work: str) -> str:
+    return f"{work}/input/{arg[len('/input/') :]}" if arg.startswith("/input/") else arg
+
+
+class _Run:
+    """One sandboxed process tree, watched: its pipes read with caps, its limits checked every 50 ms."""
+
+    def __init__(self, cfg: dict, limits: Limits, cgroups: _Cgroups) -> None:
+        self.limits, self.cgroups = limits, cgroups
+        self.namespaces = cfg["namespaces"]
+        self.start = time.monotonic()
+        pipes = [os.pipe() for _ in range(4)]  # stdout, stderr, result, status
+        (out_r, out_w), (err_r, err_w), (res_r, res_w), (st_r, st_w) = pipes
+        cfg["fds"] = [res_w, st_w]
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", INIT, json.dumps(cfg)],
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                pass_fds=(res_w, st_w),
+                start_new_session=True,
+                env={"LANG": "C.UTF-8"},
+            )
+        finally:
+            for fd in (out_w, err_w, res_w, st_w):
+                os.close(fd)
+        self.bufs = {out_r: bytearray(), err_r: bytearray(), res_r: bytearray(), st_r: bytearray()}
+        self.out_r, self.err_r, self.res_r, self.st_r = out_r, err_r, res_r, st_r
+        self.reason: str | None = None
+        self.killed_at: float | None = None
+        self.init: psutil.Process | None = None
+        self.ended = False
+
+    def wait(self) -> Outcome:
+        sel = selectors.DefaultSelector()
+        for fd in self.bufs:
+            sel.register(fd, selectors.EVENT_READ)
+        try:
+            while sel.get_map():
+                for key, _ in sel.select(POLL_S):
+                    self._read(sel, key.fd)
+                self._watch()
+                if self.killed_at is not None and time.monotonic() - self.killed_at > 10:
+                    break  # everything is dead; a pipe still open is not worth waiting for
+        finally:
+            sel.close()
+        self.end()
+        return self._outcome()
+
+    def _read(self, sel: selectors.BaseSelector, fd: int) -> None:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            sel.unregister(fd)
+            return
+        buf = self.bufs[fd]
+        cap = self.limits.output_bytes
+        if fd == self.st_r:
+            cap = 1 << 16
+        elif fd != self.res_r:  # stdout and stderr share the cap
+            cap -= len(self.bufs[self.out_r]) + len(self.bufs[self.err_r]) - len(buf)
+        room = max(0, cap - len(buf))
+        buf += chunk[:room]
+        if len(chunk) > room and fd != self.st_r and self.reason is None:
+            self.reason = "result" if fd == self.res_r else "output"
+
+    def _watch(self) -> None:
+        """Check the limits; stop the tree when one is passed or when the setup process ended."""
+        if self.reason is None:
+            self.reason = self._passed()
+        if self.killed_at is None and (self.reason is not None or self.proc.poll() is not None):
+            self.killed_at = time.monotonic()
+            self._kill()
+
+    def _passed(self) -> str | None:
+        lim, cg = self.limits, self.cgroups
+        if time.monotonic() - self.start > lim.wall_s:
+            return "timeout"
+        if cg.oom_kills():
+            return "memory"
+        if cg.pids_refused():
+            return "processes"
+        cpu = cg.cpu_s()
+        if cpu is not None and cpu > lim.cpu_s:
+            return "cpu"
+        if "memory" in cg.dirs and "pids" in cg.dirs and cpu is not None:
+            return None
+        return self._watchdog()
+
+    def _watchdog(self) -> str | None:
+        """Where a cgroup is missing: sum the tree's memory and CPU, count its processes."""
+        try:
+            tree = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            return None
+        rss, cpu, count = 0, 0.0, 0
+        for p in tree:
+            try:
+                rss += p.memory_info().rss
+                t = p.cpu_times()
+                cpu += t.user + t.system + t.children_user + t.children_system
+                count += 1
+            except psutil.Error:
+                continue
+        lim = self.limits
+        if "memory" not in self.cgroups.dirs and rss > lim.memory_mb << 20:
+            return "memory"
+        if "pids" not in self.cgroups.dirs and count - 1 >= lim.processes:  # less the init
+            return "processes"
+        if self.cgroups.cpu_s() is None and cpu > lim.cpu_s:
+            return "cpu"
+        return None
+
+    def _kill(self) -> None:
+        self._status()  # learn the init's pid
+        if self.init is not None:
+            try:
+                self.init.kill()  # SIGKILL the PID namespace's init: every process in it dies with it
+            except psutil.Error:
+                pass
+        kill_tree(self.proc, wait_s=10.0)
+        self._kill_cgroups()
+
+    def _kill_cgroups(self) -> None:
+        deadline = time.monotonic() + 10
+        while self.cgroups.dirs and not self.cgroups.empty() and time.monotonic() < deadline:
+            for procs in self.cgroups.procs_files():
+                for pid in Path(procs).read_text().split():
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            time.sleep(0.02)
+
+    def end(self) -> None:
+        """Return only when every process of the tree is gone; close the pipes."""
+        if self.ended:
+            return
+        self.ended = True
+        self._kill()
+        if self.init is not None:
+            _wait_gone(self.init, 10.0)
+        for fd in self.bufs:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _status(self) -> dict:
+        merged: dict = {}
+        for line in bytes(self.bufs.get(self.st_r, b"")).splitlines():
+            try:
+                merged.update(json.loads(line))
+            except ValueError:
+                continue
+        if "init" in merged and self.init is None:
+            try:
+                self.init = psutil.Process(int(merged["init"]))
+            except psutil.Error:
+                pass
+        return merged
+
+    def _outcome(self) -> Outcome:
+        st = self._status()
+        if "error" in st and "exit" not in st and "signal" not in st and self.reason is None:
+            raise SandboxUnavailable(f"this machine cannot sandbox a hand-in: {st['error']}; {ADVICE}")
+        if self.namespaces:
+            code = -int(st["signal"]) if "signal" in st else st.get("exit")
+        else:  # the setup process became the program
+            code = None if "exec_error" in st else self.proc.returncode
+        status, message = self._verdict(st, code)
+        return Outcome(
+            status=status,
+            returncode=code,
+            stdout=bytes(self._buf(self.out_r)),
+            stderr=bytes(self._buf(self.err_r)),
+            result=bytes(self._buf(self.res_r)),
+            seconds=time.monotonic() - self.start,
+            message=message,
+        )
+
+    def _buf(self, fd: int) -> bytearray:
+        return self.bufs.get(fd, bytearray())
+
+    def _verdict(self, st: dict, code: int | None) -> tuple[Status, str]:
+        lim = self.limits
+        reason = self.reason
+        if reason is None and code is not None and code < 0:
+            if self.cgroups.oom_kills():
+                reason = "memory"
+            elif -code == signal.SIGXCPU:
+                reason = "cpu"
+        if reason == "result":
+            return (
+                "output",
+                f"wrote more than the limit of {lim.output_bytes} bytes to its result channel; the rest was cut",
+            )
+        if reason is not None:
+            return reason, _LIMIT_SENTENCE[reason].format(lim=lim)  # type: ignore[return-value]
+        if "exec_error" in st:
+            return "exit", f"could not start: {st['exec_error']}"
+        full = f" after filling its /tmp (the file size limit is {lim.file_mb} MB)" if st.get("tmp_full") else ""
+        if code is None:
+            return "signal", "ended without a status (its sandbox was killed)"
+        if code < 0:
+            name = _signal_name(-code)
+            if -code == signal.SIGXFSZ:
+                return "signal", f"was killed by {name} for writing a file larger than the limit of {lim.file_mb} MB"
+            return "signal", f"was killed by {name}{full}"
+        if code:
+            return "exit", f"exited with status {code}{full}"
+        return "ok", ""
+
+
+_LIMIT_SENTENCE = {
+    "timeout": "ran for more than the wall-clock limit of {lim.wall_s:g} s and was stopped",
+    "cpu": "used more than the CPU time limit of {lim.cpu_s:g} s and was stopped",
+    "memory": "used more than the memory limit of {lim.memory_mb} MB for all its processes and was stopped",
+    "processes": "started more than the limit of {lim.processes} processes and was stopped",
+    "output": "printed more than the output limit of {lim.output_bytes} bytes (stdout and stderr together), "
+    "so the rest was cut and it was stopped",
+}
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def _wait_gone(proc: psutil.Process, wait_s: float) -> None:
+    """Wait until `proc` has exited (a zombie counts: a PID namespace's init is a zombie only once
+    every process of its namespace is gone)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.Error:
+            return
+        time.sleep(0.01)
