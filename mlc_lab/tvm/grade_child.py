@@ -13,6 +13,7 @@ replayed on the assignment's program by the grader, so a program the file define
 from __future__ import annotations
 
 import json
+import linecache
 import os
 import sys
 import traceback
@@ -129,6 +130,11 @@ def main(argv: list[str]) -> int:
     if isinstance(text, dict):
         _write(out, text)
         return 0
+    if submission.endswith(".ipynb"):
+        submission += ".py"  # the notebook's code as a script: no file of that name, its lines below
+    # TVMScript reads a decorated function's source (inspect): give it the text that runs, not the
+    # notebook's JSON or the file before conversion (an mtime of None keeps it in the cache).
+    linecache.cache[submission] = (len(text), None, text.splitlines(keepends=True), submission)
     try:
         code = compile(text, submission, "exec")
     except SyntaxError as exc:
