@@ -44,51 +44,7 @@ EXPECTED = {
 MARKER = Path("/tmp/mlc_lab_grader_was_fooled")
 
 # Gradescope's results.json as its autograder documentation describes it.
-GRADESCOPE_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "score": {"type": "number"},
-        "execution_time": {"type": "number"},
-        "output": {"type": "string"},
-        "output_format": {"enum": ["text", "html", "simple_format", "md", "ansi"]},
-        "visibility": {"enum": ["hidden", "after_due_date", "after_published", "visible"]},
-        "stdout_visibility": {"enum": ["hidden", "after_due_date", "after_published", "visible"]},
-        "extra_data": {"type": "object"},
-        "tests": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "score": {"type": "number"},
-                    "max_score": {"type": "number"},
-                    "status": {"enum": ["passed", "failed"]},
-                    "name": {"type": "string"},
-                    "number": {"type": "string"},
-                    "output": {"type": "string"},
-                    "tags": {"type": "array", "items": {"type": "string"}},
-                    "visibility": {"enum": ["hidden", "after_due_date", "after_published", "visible"]},
-                    "extra_data": {"type": "object"},
-                },
-                "additionalProperties": False,
-            },
-        },
-        "leaderboard": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string"},
-                    "value": {"type": ["number", "string"]},
-                    "order": {"enum": ["asc", "desc"]},
-                },
-                "required": ["name", "value"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    "anyOf": [{"required": ["score"]}, {"required": ["tests"]}],
-    "additionalProperties": False,
-}
+GRADESCOPE_SCHEMA = json.loads((ROOT / "tests" / "fixtures" / "gradescope_results.schema.json").read_text())
 
 
 def _cli(*args: str, timeout: int = 240) -> tuple[subprocess.CompletedProcess, float]:
