@@ -1,4 +1,4 @@
-"""The helper processes of `mlc_lab.core.sandbox`, run by path as ``python -I -S _sandbox_init.py CONFIG``.
+"""The helper processes of `mlc_lab.core.sandbox`, run by path as ``python -I -S _sandbox_init.py`` (its config on stdin).
 
 Standard library only (it runs before, and outside, anything the sandbox lets in). Three roles:
 
@@ -26,7 +26,6 @@ import platform
 import resource
 import signal
 import socket
-import sys
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x00020000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000
@@ -210,13 +209,13 @@ def drop_identity(cfg: dict) -> None:
         # root of the outer user namespace until now: a nested one where we are uid 65534
         _check(_libc.unshare(CLONE_NEWUSER), "unshare a nested user namespace")
         _map_self(NOBODY, 0)
-    else:
+    last = int(open("/proc/sys/kernel/cap_last_cap").read())
+    for cap in range(last + 1):  # the bounding set, so that no exec can get one back
+        _prctl(PR_CAPBSET_DROP, cap)
+    if not cfg["userns"]:
         os.setgroups([])
         os.setresgid(NOBODY, NOBODY, NOBODY)
         os.setresuid(NOBODY, NOBODY, NOBODY)  # from root: clears every capability
-    last = int(open("/proc/sys/kernel/cap_last_cap").read()) if cfg["userns"] else -1
-    for cap in range(last + 1):  # the bounding set, so that no exec can get one back
-        _prctl(PR_CAPBSET_DROP, cap)
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
@@ -350,5 +349,16 @@ def _which_namespace(userns: bool) -> str | None:
     return None
 
 
+def _read_config() -> dict:
+    """The config from stdin (a pipe the grader closes), then stdin is /dev/null."""
+    chunks = []
+    while chunk := os.read(0, 1 << 16):
+        chunks.append(chunk)
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return json.loads(b"".join(chunks))
+
+
 if __name__ == "__main__":
-    setup_main(json.loads(sys.argv[1]))
+    setup_main(_read_config())

@@ -340,8 +340,8 @@ class _Run:
         cfg["fds"] = [res_w, st_w]
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", INIT, json.dumps(cfg)],
-                stdin=subprocess.DEVNULL,
+                [sys.executable, "-I", "-S", INIT],  # the config on stdin: /proc/1/cmdline is public
+                stdin=subprocess.PIPE,
                 stdout=out_w,
                 stderr=err_w,
                 pass_fds=(res_w, st_w),
@@ -351,6 +351,12 @@ class _Run:
         finally:
             for fd in (out_w, err_w, res_w, st_w):
                 os.close(fd)
+        assert self.proc.stdin is not None
+        with self.proc.stdin as config:
+            try:
+                config.write(json.dumps(cfg).encode())
+            except BrokenPipeError:
+                pass  # it died at once; its status pipe says why
         self.bufs = {out_r: bytearray(), err_r: bytearray(), res_r: bytearray(), st_r: bytearray()}
         self.out_r, self.err_r, self.res_r, self.st_r = out_r, err_r, res_r, st_r
         self.reason: str | None = None
@@ -493,7 +499,7 @@ class _Run:
         if self.namespaces:
             code = -int(st["signal"]) if "signal" in st else st.get("exit")
         else:  # the setup process became the program
-            code = None if "exec_error" in st else self.proc.returncode
+            code = self.proc.returncode
         status, message = self._verdict(st, code)
         return Outcome(
             status=status,

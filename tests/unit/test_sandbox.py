@@ -1,0 +1,276 @@
+"""mlc_lab.core.sandbox: the sandboxed mode of running a child (the attacks are in tests/exploits/),
+and worker.kill_tree, the one way mlc_lab stops a child and everything it started."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from mlc_lab.core import sandbox
+from mlc_lab.core.sandbox import Limits, SandboxUnavailable, probe, run_sandboxed
+from mlc_lab.core.worker import kill_tree
+from mlc_lab.errors import MlcLabError
+
+PY = sys.executable
+ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def py(code: str, **kw):
+    return run_sandboxed([PY, "-c", code], **kw)
+
+
+def test_this_machine_can_sandbox():
+    assert probe() is None
+
+
+def test_ok_with_stdout_stderr_and_the_result_channel():
+    out = py("import os, sys\nprint('out')\nprint('err', file=sys.stderr)\nos.write(3, b'{\"a\": 1}')")
+    assert (out.status, out.returncode, out.message) == ("ok", 0, "")
+    assert (out.stdout, out.stderr, out.result) == (b"out\n", b"err\n", b'{"a": 1}')
+    assert 0 < out.seconds < 30
+
+
+def test_identity_and_view():
+    out = py(
+        "import os\n"
+        "caps = [l for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapBnd', 'NoNewPrivs'))]\n"
+        "print(os.getuid(), os.getgid(), os.getgroups(), os.getcwd(), os.getpid())\n"
+        "print(''.join(caps), end='')\n"
+        "print(sorted(os.listdir('/dev')))\n"
+        "print(sorted(os.listdir('/proc/self/fd')))\n"
+    )
+    lines = out.stdout.decode().splitlines()
+    assert lines[0] == "65534 65534 [] /tmp 2", out  # PID 2: the sandbox's init is PID 1
+    assert lines[1].split() == ["CapEff:", "0000000000000000"]
+    assert lines[2].split() == ["CapBnd:", "0000000000000000"]
+    assert lines[3].split() == ["NoNewPrivs:", "1"]
+    assert lines[4] == str(sorted(["null", "zero", "random", "urandom", "fd", "stdin", "stdout", "stderr", "shm"]))
+    assert lines[5] == "['0', '1', '2', '3', '4']"  # 4: the listing itself; no fd of the grader's
+
+
+def test_inputs_are_read_only_copies(tmp_path):
+    handin = tmp_path / "handin.py"
+    handin.write_text("print('hi')\n")
+    folder = tmp_path / "data"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "x.txt").write_text("x")
+    out = run_sandboxed(
+        [PY, "/input/handin.py"],
+        inputs={"handin.py": handin, "program.txt": b"prog", "data": folder},
+    )
+    assert out.status == "ok" and out.stdout == b"hi\n"
+    listing = py(
+        "import os\nfor d, _, fs in sorted(os.walk('/input')):\n"
+        "    for f in sorted(fs):\n        p = os.path.join(d, f); print(p, oct(os.stat(p).st_mode & 0o777), open(p).read().strip())",
+        inputs={"handin.py": handin, "program.txt": b"prog", "data": folder},
+    )
+    assert listing.stdout.decode().splitlines() == [
+        "/input/handin.py 0o444 print('hi')",
+        "/input/program.txt 0o444 prog",
+        "/input/data/sub/x.txt 0o444 x",
+    ]
+
+
+@pytest.mark.parametrize("name", ["", "a/b", "..", "."])
+def test_input_names_must_be_plain(name):
+    with pytest.raises(ValueError, match="not a plain file name"):
+        py("pass", inputs={name: b"x"})
+
+
+def test_the_environment_is_clean(monkeypatch):
+    monkeypatch.setenv("MLC_LAB_TEST_SECRET", "hunter2")
+    out = py("import os, json\nos.write(3, json.dumps(dict(os.environ)).encode())", env={"EXTRA": "1"})
+    env = json.loads(out.result)
+    assert "MLC_LAB_TEST_SECRET" not in env and env["EXTRA"] == "1"
+    assert env["HOME"] == "/tmp" and env["MLC_LAB_INPUT_DIR"] == "/input"
+
+
+def test_mlc_lab_imports_inside():
+    out = py("import mlc_lab.model.checks, mlc_lab\nprint(mlc_lab.__file__)")
+    assert out.status == "ok", out.stderr
+    assert out.stdout.decode().strip() == str(sandbox.PACKAGE / "__init__.py")
+
+
+def test_a_program_that_cannot_start():
+    out = run_sandboxed(["/no/such/program"])
+    assert out.status == "exit" and out.returncode == 127
+    assert out.message.startswith("could not start: cannot run /no/such/program:")
+
+
+def test_exit_status_and_signal():
+    out = py("raise SystemExit(3)")
+    assert (out.status, out.returncode, out.message) == ("exit", 3, "exited with status 3")
+    out = py("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
+    assert (out.status, out.returncode, out.message) == ("signal", -11, "was killed by SIGSEGV")
+
+
+def test_result_channel_is_capped():
+    out = py("import os\nos.write(3, b'r' * 5000)\nimport time\ntime.sleep(30)", limits=Limits(output_bytes=1000))
+    assert out.status == "output" and len(out.result) == 1000
+    assert out.message == "wrote more than the limit of 1000 bytes to its result channel; the rest was cut"
+    assert out.seconds < 10
+
+
+def test_stdout_and_stderr_share_the_output_cap():
+    out = py(
+        "import sys\nprint('o' * 600)\nsys.stdout.flush()\nprint('e' * 600, file=sys.stderr)",
+        limits=Limits(output_bytes=1000),
+    )
+    assert out.status == "output"
+    assert len(out.stdout) + len(out.stderr) == 1000 and out.stdout.startswith(b"o" * 600)
+
+
+def test_unavailable_machine_raises_unless_unsafe(monkeypatch):
+    monkeypatch.setattr(sandbox, "probe", lambda: "this machine refuses a new user namespace; allow it")
+    with pytest.raises(SandboxUnavailable, match="refuses a new user namespace") as caught:
+        py("pass")
+    assert isinstance(caught.value, MlcLabError)
+    out = py("import os\nprint(os.getuid())", unsafe_same_user=True)
+    assert out.status == "ok" and out.stdout == f"{os.getuid()}\n".encode()
+
+
+def test_unsafe_same_user_keeps_the_limits_and_fd_3(tmp_path):
+    handin = tmp_path / "h.py"
+    handin.write_text("import os\nos.write(3, open(__file__, 'rb').read()[:6])\n")
+    out = run_sandboxed([PY, "/input/h.py"], inputs={"h.py": handin}, unsafe_same_user=True)
+    assert out.status == "ok" and out.result == b"import", out
+    out = py("import time\ntime.sleep(60)", limits=Limits(wall_s=1), unsafe_same_user=True)
+    assert out.status == "timeout" and out.seconds < 3
+    out = py("x = b'x' * (1 << 30)", limits=Limits(memory_mb=256), unsafe_same_user=True)
+    assert out.status == "memory" or b"MemoryError" in out.stderr, out
+
+
+def test_unsafe_same_user_kills_a_setsid_daemon():
+    marker = f"mlc-lab-unsafe-{os.getpid()}-{time.monotonic_ns()}"
+    out = py(
+        f"# {marker}\nimport os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n", unsafe_same_user=True
+    )
+    assert out.status == "ok"
+    if not sandbox._Cgroups.create(Limits(), f"probe-{os.getpid()}").dirs:
+        pytest.skip("without a cgroup a setsid daemon escapes --unsafe-same-user (docs/sandbox.md)")
+    left = [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+    assert not left
+
+
+# ----------------------------------------------------------------------------------------- not as root
+
+
+NON_ROOT = textwrap.dedent(
+    """
+    import json, os, sys
+    from mlc_lab.core import sandbox
+    from mlc_lab.core.sandbox import Limits, run_sandboxed
+    if sys.argv[1] == "watchdog":  # as on a machine that gives a normal user no cgroup
+        sandbox._Cgroups.create = classmethod(lambda cls, *a: cls())
+    def run(code, **kw):
+        out = run_sandboxed([sys.executable, "-c", code], **kw)
+        return [out.status, out.message, out.stdout.decode()[-300:]]
+    print(json.dumps({
+        "teacher": os.geteuid(),
+        "who": run("import os; print(os.getuid(), open('/proc/self/status').read().split('CapEff:')[1].split()[0])"),
+        "shadow": run("open('/etc/shadow').read()"),
+        "parent": run("import os; os.kill(os.getppid(), 9); print('alive')"),
+        "bomb": run("import os\\nwhile True:\\n    try: os.fork()\\n    except OSError: pass", limits=Limits(processes=16)),
+        "memory": run("x = []\\nfor _ in range(40): x.append(b'x' * (64 << 20))", limits=Limits(memory_mb=512)),
+        "tmp": run("open('/tmp/f', 'wb').write(b'x' * (100 << 20))"),
+    }))
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["cgroups", "watchdog"])
+def test_as_a_normal_user_in_a_user_namespace(mode):
+    """A non-root teacher (uid 1000 of a user namespace here) gets the same sandbox, from a user
+    namespace of its own; where it has no cgroup, the watchdog limits memory and processes."""
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "--user", "--map-user=1000", "true"]).returncode:
+        pytest.skip("this machine cannot start a user namespace to play a normal user in")
+    done = subprocess.run(
+        [unshare, "--user", "--map-user=1000", "--map-group=1000", PY, "-c", NON_ROOT, mode],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    got = json.loads(done.stdout)
+    assert got["teacher"] == 1000
+    assert got["who"] == ["ok", "", "65534 0000000000000000\n"]
+    assert got["shadow"][0] == "exit"
+    assert got["parent"][0] == "ok" and got["parent"][2] == "alive\n"  # the init ignores it
+    assert got["bomb"][:2] == ["processes", "started more than the limit of 16 processes and was stopped"]
+    assert got["memory"][0] == "memory" and "512 MB for all its processes" in got["memory"][1]
+    assert got["tmp"][1] == "exited with status 1 after filling its /tmp (the file size limit is 64 MB)"
+
+
+def test_a_machine_that_refuses_user_namespaces_is_named(tmp_path):
+    """A normal user on a machine whose user namespaces are used up (max_user_namespaces) is told
+    which namespace is refused and how to allow it; --unsafe-same-user still runs."""
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "--user", "--map-root-user", "true"]).returncode:
+        pytest.skip("this machine cannot start a user namespace")
+    script = (
+        "import json, sys\n"
+        "from mlc_lab.core.sandbox import probe, run_sandboxed, SandboxUnavailable\n"
+        "try:\n    run_sandboxed(['true']); said = None\n"
+        "except SandboxUnavailable as e:\n    said = str(e)\n"
+        "out = run_sandboxed(['sh', '-c', 'echo unsafe'], unsafe_same_user=True)\n"
+        "print(json.dumps([probe(), said, out.status, out.stdout.decode()]))\n"
+    )
+    (tmp_path / "teacher.py").write_text(script)
+    inner = f"{unshare} --user --map-user=1000 --map-group=1000 {PY} {tmp_path / 'teacher.py'}"
+    done = subprocess.run(
+        [unshare, "--user", "--map-root-user", "sh", "-c", f"echo 1 > /proc/sys/user/max_user_namespaces && {inner}"],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    probed, said, status, printed = json.loads(done.stdout)
+    assert said == probed
+    assert said.startswith("this machine cannot sandbox a hand-in: unshare: the machine refuses a new user namespace")
+    assert "--unsafe-same-user" in said and "max_user_namespaces" in said
+    assert (status, printed) == ("ok", "unsafe\n")
+
+
+# ----------------------------------------------------------------------------------------- kill_tree
+
+
+def test_kill_tree_stops_the_group_and_every_descendant():
+    code = (
+        "import os, time, subprocess, sys\n"
+        "subprocess.Popen([sys.executable, '-c', 'import os, time\\nos.setsid()\\ntime.sleep(60)'])\n"
+        "if os.fork() == 0:\n    time.sleep(60)\n"
+        "print('ready', flush=True)\ntime.sleep(60)\n"
+    )
+    proc = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    family = psutil.Process(proc.pid).children(recursive=True)
+    assert len(family) == 2
+    start = time.monotonic()
+    assert kill_tree(proc, wait_s=10)
+    assert time.monotonic() - start < 5
+    assert proc.returncode == -9
+    assert not [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    proc.stdout.close()
+
+
+def test_kill_tree_gives_sigterm_first_when_asked():
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\n"
+        "print('ready', flush=True)\ntime.sleep(60)\n"
+    )
+    proc = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    assert kill_tree(proc, grace_s=5)
+    assert proc.returncode == 7
+    proc.stdout.close()
