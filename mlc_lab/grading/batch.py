@@ -155,13 +155,14 @@ def _run(assignment, paths, jobs, payload, timeout, on_result, progress) -> list
     todo = list(enumerate(paths))
     started = time.monotonic()
     counts = {"done": 0, "failed": 0}
+    raised: list[BaseException] = []  # a callback's error (a closed stdout): stops the batch, said once
 
     def worker() -> None:
         judge = _Judge(payload, timeout)
         try:
             while True:
                 with lock:
-                    if not todo:
+                    if not todo or raised:
                         return
                     i, path = todo.pop(0)
                 answer = judge.grade(path)
@@ -170,10 +171,13 @@ def _run(assignment, paths, jobs, payload, timeout, on_result, progress) -> list
                     results[i] = r
                     counts["done"] += 1
                     counts["failed"] += r.status != "graded"
-                    if on_result:
-                        on_result(i, r)
-                    if progress:
-                        progress(_progress_line(counts, len(paths), started))
+                    try:
+                        if on_result:
+                            on_result(i, r)
+                        if progress:
+                            progress(_progress_line(counts, len(paths), started))
+                    except Exception as exc:  # noqa: BLE001  (raised again in the caller's thread)
+                        raised.append(exc)
         finally:
             judge.close()
 
@@ -182,6 +186,8 @@ def _run(assignment, paths, jobs, payload, timeout, on_result, progress) -> list
         t.start()
     for t in threads:
         t.join()
+    if raised:
+        raise raised[0]
     return [r for r in results if r is not None]
 
 

@@ -110,7 +110,8 @@ def _judge(assignment: Assignment, part: Part, path: Path, result: GradeResult, 
     try:
         session = Session.from_trace(_program(assignment), trace, assignment.func)
     except TraceParseError as exc:
-        raise Refused(f"{path.name}: the trace is refused: {exc}") from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise Refused(f"{path.name}: the trace is refused: {first[:500]}") from None
     if unchanged is None:
         unchanged = len(session.steps) <= 1  # lookups alone make no step
     names = sorted({c for t in part.tasks for c in t.checks})
