@@ -281,7 +281,7 @@ def lookups(sch):
     kids = sch.get_child_blocks(root)
     sch.get_producers(kids[1])
     sch.get_consumers(kids[0])
-    sch.annotate(outs[0], "is_output", 1)
+    sch.annotate(outs[0], "pragma_unroll_explicit", 1)
 
 
 def unit_loops(sch):
