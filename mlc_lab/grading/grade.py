@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mlc_lab.core.sandbox import SandboxUnavailable
 from mlc_lab.errors import MlcLabError
 from mlc_lab.grading.assignment import Assignment, Part
 from mlc_lab.grading.handin import Crashed, Refused, forms, kind_of, read_handin, run_student_code
@@ -69,6 +70,8 @@ def _grade_part(assignment: Assignment, part: Part, path: Path | str, result: Gr
         status, error = "refused", str(exc)
     except Crashed as exc:
         status, error = exc.status, str(exc)
+    except SandboxUnavailable as exc:
+        status, error = "grader error", f"{exc}; this hand-in is code, and it runs only in the sandbox"
     except MlcLabError as exc:
         status, error = "refused", f"the schedule could not be replayed on the program: {exc}"
     except Exception as exc:  # noqa: BLE001  (a fault of the grader itself must not stop the other hand-ins)

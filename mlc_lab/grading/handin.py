@@ -82,7 +82,7 @@ def kind_of(path: Path, text: str, function: str | None) -> str:
             return "schedule"
         if path.suffix == ".py" and function == "apply_trace" and "apply_trace" in defined:
             return "schedule"
-        raise Refused(f"{path.name} is refused as a trace: {exc}; {forms(function)}") from None
+        raise Refused(f"{path.name}: the trace is refused: {exc}; {forms(function)}") from None
 
 
 def run_student_code(assignment: Any, path: Path, text: str, function: str | None, *, unsafe_same_user: bool) -> dict:

@@ -34,7 +34,7 @@ EXPECTED = {
     "write_back_in_k.record.json": ("trace", 15, {"registers"}, None),
     "lab3.ipynb": ("notebook", 15, {"epilogue"}, None),
     "racing.json": ("trace", 0, set(TASKS), None),  # a race fails every task
-    "hostile_trace.py": ("", 0, set(TASKS), "hostile_trace.py is refused as a trace: line 6: only methods of `sch`"),
+    "hostile_trace.py": ("", 0, set(TASKS), "hostile_trace.py: the trace is refused: line 6: only methods of `sch`"),
     "syntax_error.py": ("schedule", 0, set(TASKS), "syntax_error.py: line 2: Python syntax error"),
     "endless_loop.py": ("schedule", 0, set(TASKS), "did not finish within the time limit of 10 s"),
     # filling 4 GB takes seconds on a loaded machine: the memory limit or the 10 s limit stops it
@@ -146,7 +146,7 @@ def test_an_apply_trace_with_a_loop_is_refused_with_the_way_out(tmp_path):
     hand_in.write_text('def apply_trace(sch):\n    for name in ["gemm"]:\n        sch.get_sblock(name)\n')
     result = grade(load_assignment(ASSIGNMENT), hand_in)
     assert result.status == "refused" and result.score == 0
-    assert result.error.startswith("loop_trace.py is refused as a trace: line 2: only schedule calls are allowed")
+    assert result.error.startswith("loop_trace.py: the trace is refused: line 2: only schedule calls are allowed")
     assert "a hand-in is one of: a .py file holding the program and schedule(sch) or manual_schedule()" in result.error
 
 

@@ -107,7 +107,7 @@ def test_a_notebook_that_defines_the_program_and_schedules_it(tmp_path, assignme
 def test_a_form_that_is_none_of_these_is_refused_with_the_forms_accepted(tmp_path, assignment, name, text):
     r = grade(assignment, _hand_in(tmp_path, name, text))
     assert r.status == "refused" and r.score == 0
-    assert re.match(rf"{name} is refused as a trace: line \d+: ", r.error)
+    assert re.match(rf"{name}: the trace is refused: line \d+: ", r.error)
     assert "a hand-in is one of: a .py file holding the program and schedule(sch) or manual_schedule()" in r.error
     assert "TVM's JSON trace (.json)" in r.error
 
