@@ -61,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     paths = list(args.submissions) or ([GRADESCOPE_SUBMISSION] if gradescope else [])
     if not paths:
         raise MlcLabError("give the hand-ins to grade (files or students' folders) after the assignment")
+    if gradescope and len(paths) > 1:
+        raise MlcLabError("--gradescope grades one hand-in (a file or a student's folder) into one results.json")
     if args.jobs < 1:
         raise MlcLabError("--jobs must be 1 or more")
     assignment = load_assignment(args.assignment)
