@@ -327,3 +327,18 @@ def test_a_schedule_file_in_the_courses_older_spelling_is_converted_before_it_ru
     hand_in.write_text(legacy)
     result = grade(load_assignment(ASSIGNMENT), hand_in)
     assert result.kind == "schedule" and result.error is None and result.score == 20
+
+
+def test_gradescope_mode_grades_the_students_folder_into_one_results_json(tmp_path):
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "lab3.py").write_text((LAB / "submissions" / "reference.py").read_text())
+    (folder / "notes.md").write_text("my notes: not a hand-in")
+    target = tmp_path / "results" / "results.json"
+    r, _ = _cli("grade", str(ASSIGNMENT), str(folder), "--gradescope", "--out", str(target))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(target.read_text())
+    jsonschema.validate(doc, GRADESCOPE_SCHEMA)
+    assert doc["score"] == 20 and [t["number"] for t in doc["tests"]] == ["1.1", "1.2", "1.3", "1.4"]
+    two, _ = _cli("grade", str(ASSIGNMENT), str(folder), str(folder), "--gradescope")
+    assert two.returncode == 2 and "--gradescope grades one hand-in" in two.stderr
