@@ -11,12 +11,14 @@ machine must allow for them. The helper processes live in ``_sandbox_init.py`` (
 
 from __future__ import annotations
 
+import ast
 import functools
-import json
+import marshal
 import os
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -33,6 +35,7 @@ from mlc_lab.errors import MlcLabError
 INIT = str(Path(__file__).with_name("_sandbox_init.py"))
 PACKAGE = Path(__file__).resolve().parents[1]  # mlc_lab's folder: bound read-only, on PYTHONPATH
 POLL_S = 0.05
+PREFIX = "mlc_lab_sandbox_"  # + the grader's pid: its folder in the temporary folder, and its cgroups
 CGROUP_ROOT = "/sys/fs/cgroup"
 ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives")
 ETC += ("/etc/OpenCL",)
@@ -46,9 +49,15 @@ class Limits:
     wall_s: float = 60.0  # wall clock for the whole tree
     cpu_s: float = 60.0  # CPU seconds (per process via RLIMIT_CPU, and for the tree where the machine allows)
     memory_mb: int = 4096  # for the whole tree, not per process
-    processes: int = 64  # tasks in the tree
+    processes: int = 64  # tasks (processes and threads) in the tree
     output_bytes: int = 1 << 20  # stdout+stderr kept, and the result channel; more is cut and said so
     file_mb: int = 64  # largest file, and the private /tmp's size
+
+    def __post_init__(self) -> None:
+        for name in ("wall_s", "cpu_s", "memory_mb", "processes", "output_bytes", "file_mb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ValueError(f"the sandbox limit {name} must be a positive number, not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -117,10 +126,8 @@ class _Cgroups:
             _put(f"{self.dirs['pids']}/pids.max", limits.processes + 2)  # + the setup and the init
 
     def _create_v2(self, limits: Limits, name: str) -> None:
-        here = _own_cgroup("")
-        parent = f"{CGROUP_ROOT}{here}".rstrip("/")
-        have = Path(f"{parent}/cgroup.subtree_control").read_text().split()
-        if not {"memory", "pids"} <= set(have):
+        parent = _v2_parent()
+        if parent is None:
             return
         folder = f"{parent}/{name}"
         os.mkdir(folder)
@@ -167,6 +174,49 @@ class _Cgroups:
                     time.sleep(0.02)
 
 
+GRADER_LEAF = "mlc_lab_grader"
+
+
+def _v2_parent() -> str | None:
+    """The cgroup v2 folder to make sandboxes in, with memory and pids on for its children; None
+    where there is none. cgroup v2 lets a cgroup have processes or controlled children, not both:
+    so the first time, every process of our own cgroup moves to a leaf `mlc_lab_grader` in it, and
+    our cgroup turns memory and pids on for its children (where we may write it: root, or a
+    delegated cgroup)."""
+    here = _own_cgroup("")
+    if here is None:
+        return None
+    mine = f"{CGROUP_ROOT}{here}".rstrip("/")
+    if os.path.basename(mine) == GRADER_LEAF:  # moved there before
+        mine = os.path.dirname(mine)
+    wanted = {"memory", "pids"}
+    if not wanted <= set(Path(f"{mine}/cgroup.controllers").read_text().split()):
+        return None
+    if not wanted <= set(Path(f"{mine}/cgroup.subtree_control").read_text().split()):
+        if not os.access(f"{mine}/cgroup.subtree_control", os.W_OK):
+            return None
+        leaf = f"{mine}/{GRADER_LEAF}"
+        os.makedirs(leaf, exist_ok=True)
+        for pid in Path(f"{mine}/cgroup.procs").read_text().split():
+            try:
+                Path(f"{leaf}/cgroup.procs").write_text(pid)
+            except OSError:
+                continue  # it ended meanwhile (or cannot move: then turning controllers on fails below)
+        Path(f"{mine}/cgroup.subtree_control").write_text("+memory +pids")
+    return mine
+
+
+def _cgroup_parents() -> list[str]:
+    """The folders this process makes its sandboxes' cgroups in (v1: one per controller)."""
+    out = []
+    for ctl in ("memory", "pids", "cpuacct", ""):
+        here = _own_cgroup(ctl)
+        if here is not None:
+            folder = f"{CGROUP_ROOT}/{ctl}{here}".replace("//", "/").rstrip("/")
+            out.append(os.path.dirname(folder) if folder.endswith("/" + GRADER_LEAF) else folder)
+    return out
+
+
 def _own_cgroup(controller: str) -> str | None:
     """This process's cgroup path in the hierarchy of `controller` ("" for cgroup v2)."""
     for line in Path("/proc/self/cgroup").read_text().splitlines():
@@ -208,11 +258,9 @@ def _stage(work: str, inputs: dict[str, bytes | Path]) -> None:
         elif os.path.islink(value):
             os.symlink(os.readlink(value), target)
         elif os.path.isdir(value):
-            shutil.copytree(value, target, symlinks=True)
-        elif os.path.isfile(value):
-            shutil.copyfile(value, target, follow_symlinks=False)
+            shutil.copytree(value, target, symlinks=True, copy_function=_copy_file)
         else:
-            raise ValueError(f"the sandbox input {name!r} ({value}) is not a file or a folder")
+            _copy_file(value, target)
     for dirpath, dirnames, filenames in os.walk(folder):
         for d in dirnames:
             os.chmod(os.path.join(dirpath, d), 0o755, follow_symlinks=False)
@@ -220,6 +268,20 @@ def _stage(work: str, inputs: dict[str, bytes | Path]) -> None:
             if not os.path.islink(os.path.join(dirpath, f)):
                 os.chmod(os.path.join(dirpath, f), 0o444)
     os.chmod(folder, 0o755)
+
+
+def _copy_file(src: str | Path, dst: str | Path) -> None:
+    """Copy a regular file, never through a symlink (a swap after the check would be followed) and
+    never from a FIFO or a device (a read could block or never end)."""
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ValueError(f"the sandbox input {src} cannot be read: {exc.strerror}") from None
+    with open(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"the sandbox input {src} is not a regular file, a folder or a symlink")
+        with open(dst, "wb") as out:
+            shutil.copyfileobj(fh, out, 1 << 20)
 
 
 def _read_only_paths() -> list[str]:
@@ -247,19 +309,21 @@ def _base_env() -> dict[str, str]:
 
 def probe() -> str | None:
     """None when this machine can sandbox; else the sentence saying what it refuses and how to
-    allow it (found once, by sandboxing ``true``, then cached)."""
-    return _probe()
-
-
-@functools.cache
-def _probe() -> str | None:
+    allow it. Found by sandboxing ``true``: a success is remembered for the process, a refusal is
+    looked for again at the next call (the machine may be set right while a class server runs)."""
+    if _PROBED_OK:
+        return None
     try:
         out = _run(["true"], {}, Limits(wall_s=30, cpu_s=10, memory_mb=256, processes=8), None, True)
     except SandboxUnavailable as exc:
         return str(exc)
     if out.status != "ok":
         return f"this machine cannot sandbox a hand-in: a sandboxed `true` {out.message}; {ADVICE}"
+    _PROBED_OK.append(True)
     return None
+
+
+_PROBED_OK: list[bool] = []
 
 
 def run_sandboxed(
@@ -286,7 +350,8 @@ def run_sandboxed(
 
 
 def _run(argv: list[str], inputs: dict, limits: Limits, env: dict | None, namespaces: bool) -> Outcome:
-    work = tempfile.mkdtemp(prefix="mlc_lab_sandbox_")
+    _sweep()
+    work = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}_")
     cgroups = _Cgroups()
     run = None
     try:
@@ -311,7 +376,8 @@ def _run(argv: list[str], inputs: dict, limits: Limits, env: dict | None, namesp
             "ro": _read_only_paths(),
             "cpu_s": limits.cpu_s,
             "file_mb": limits.file_mb,
-            "nproc": None if "pids" in cgroups.dirs else limits.processes,
+            # RLIMIT_NPROC counts every process of the user: only the sandbox's own user may get it
+            "nproc": None if "pids" in cgroups.dirs or not namespaces else limits.processes,
             "argv": argv,
             "env": full_env,
         }
@@ -321,6 +387,21 @@ def _run(argv: list[str], inputs: dict, limits: Limits, env: dict | None, namesp
         if run is not None:
             run.end()
         cgroups.remove()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@functools.cache
+def _sweep() -> None:
+    """Once per process: remove the folders and cgroups that sandboxes of a grader that was killed
+    (SIGKILL: its sandboxes died with it, by PR_SET_PDEATHSIG) left behind."""
+    tmp = Path(tempfile.gettempdir())
+    for work in tmp.glob(f"{PREFIX}*_*"):
+        pid = work.name[len(PREFIX) :].split("_")[0]
+        if not pid.isdigit() or psutil.pid_exists(int(pid)):
+            continue
+        for parent in _cgroup_parents():
+            if os.path.isdir(f"{parent}/{work.name}"):
+                _Cgroups(dirs={"x": f"{parent}/{work.name}"}).remove()
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -348,13 +429,17 @@ class _Run:
                 start_new_session=True,
                 env={"LANG": "C.UTF-8"},
             )
+        except BaseException:
+            for fd in (out_r, err_r, res_r, st_r):
+                os.close(fd)
+            raise
         finally:
             for fd in (out_w, err_w, res_w, st_w):
                 os.close(fd)
         assert self.proc.stdin is not None
         with self.proc.stdin as config:
             try:
-                config.write(json.dumps(cfg).encode())
+                config.write(marshal.dumps(cfg))
             except BrokenPipeError:
                 pass  # it died at once; its status pipe says why
         self.bufs = {out_r: bytearray(), err_r: bytearray(), res_r: bytearray(), st_r: bytearray()}
@@ -369,10 +454,13 @@ class _Run:
         for fd in self.bufs:
             sel.register(fd, selectors.EVENT_READ)
         try:
+            watched = 0.0
             while sel.get_map():
                 for key, _ in sel.select(POLL_S):
                     self._read(sel, key.fd)
-                self._watch()
+                if time.monotonic() - watched >= POLL_S or self.proc.poll() is not None:
+                    watched = time.monotonic()
+                    self._watch()
                 if self.killed_at is not None and time.monotonic() - self.killed_at > 10:
                     break  # everything is dead; a pipe still open is not worth waiting for
         finally:
@@ -422,22 +510,26 @@ class _Run:
     def _watchdog(self) -> str | None:
         """Where a cgroup is missing: sum the tree's memory and CPU, count its processes."""
         try:
-            tree = psutil.Process(self.proc.pid).children(recursive=True)
+            setup = psutil.Process(self.proc.pid)
+            tree = setup.children(recursive=True)  # with namespaces: the init and the program's tree
         except psutil.Error:
             return None
+        if not self.namespaces:
+            tree.append(setup)  # it became the program
         rss, cpu, count = 0, 0.0, 0
         for p in tree:
             try:
                 rss += p.memory_info().rss
                 t = p.cpu_times()
                 cpu += t.user + t.system + t.children_user + t.children_system
-                count += 1
+                count += p.num_threads()  # tasks, as the pids cgroup and RLIMIT_NPROC count them
             except psutil.Error:
                 continue
         lim = self.limits
         if "memory" not in self.cgroups.dirs and rss > lim.memory_mb << 20:
             return "memory"
-        if "pids" not in self.cgroups.dirs and count - 1 >= lim.processes:  # less the init
+        helpers = 1 if self.namespaces else 0  # the init
+        if "pids" not in self.cgroups.dirs and count - helpers >= lim.processes:
             return "processes"
         if self.cgroups.cpu_s() is None and cpu > lim.cpu_s:
             return "cpu"
@@ -455,6 +547,8 @@ class _Run:
 
     def _kill_cgroups(self) -> None:
         deadline = time.monotonic() + 10
+        if self.cgroups.v2 and os.path.exists(f"{self.cgroups.dirs['pids']}/cgroup.kill"):
+            _put(f"{self.cgroups.dirs['pids']}/cgroup.kill", 1)  # the kernel kills all, forks in flight too
         while self.cgroups.dirs and not self.cgroups.empty() and time.monotonic() < deadline:
             for procs in self.cgroups.procs_files():
                 for pid in Path(procs).read_text().split():
@@ -482,9 +576,12 @@ class _Run:
         merged: dict = {}
         for line in bytes(self.bufs.get(self.st_r, b"")).splitlines():
             try:
-                merged.update(json.loads(line))
-            except ValueError:
+                obj = ast.literal_eval(line.decode())
+            except (ValueError, SyntaxError, UnicodeDecodeError):
                 continue
+            if "error" in merged:  # the first error is the cause; the setup's "init ended" follows it
+                obj.pop("error", None)
+            merged.update(obj)
         if "init" in merged and self.init is None:
             try:
                 self.init = psutil.Process(int(merged["init"]))

@@ -2,13 +2,17 @@
 
 Generated code (measuring, the exercise graders, lowering checks) and meta_schedule can segfault
 or hang; they run in a child process in its own process group, so that the Jupyter kernel never
-does. Two ways to use that child, both through this module:
+does. Three ways to run a child:
 
 - `Worker` (one per process, `worker()`): a persistent child serving requests, one at a time
   (``worker().call("measure", module=..., ...)``). A crash or a time-out costs the child; the
   caller gets a `MeasureError` (kind ``crash`` / ``timeout``) and the next call starts a fresh one.
 - `start_job`: a detached child running one long request (a tuning job) that outlives the
-  kernel; it is found again by pid (`job_running`) and stopped with its whole group (`stop_job`).
+  kernel; it is found again by pid (`job_running`) and stopped with its whole group (`stop_group`).
+- sandboxed, `mlc_lab.core.sandbox.run_sandboxed`: one command (the grader's run of a hand-in) in
+  its own namespaces, as an unprivileged user, with limits on its whole tree (docs/sandbox.md).
+
+Each of them is stopped by `kill_tree`: the process, its group and every descendant, waited for.
 
 The request types live in one table, `mlc_lab.core.worker_main.REQUESTS`: adding one is one line
 there plus a function taking the request dict and returning plain data. Process control is psutil's.
@@ -86,30 +90,33 @@ def kill_tree(
         popen, pid = proc, proc.pid
     else:
         pid = proc
-    seen: dict[int, psutil.Process] = {}
+    seen: dict[int, psutil.Process] = {}  # orphans leave the tree: keep those met
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, wait_s)):
         if wait <= 0:
             continue
         deadline = time.monotonic() + wait
+        signalled: set[int] = set()  # SIGTERM once per process: a second could cut its clean-up short
         while True:
             if popen is not None:
                 popen.poll()
-            alive = [p for p in _tree(pid) if _alive(p)] + [p for p in seen.values() if _alive(p)]
-            seen.update((p.pid, p) for p in alive)
+            alive = {p.pid: p for p in [*_tree(pid), *seen.values()] if _alive(p)}
+            seen.update(alive)
             if not alive and (popen is None or popen.returncode is not None):
                 return True
             if time.monotonic() >= deadline:
                 break
-            _signal_all(pid, alive, sig)
+            _signal_all(pid, [p for p in alive.values() if p.pid not in signalled], sig)
+            signalled.update(alive)
             time.sleep(0.02)
     return False
 
 
 def _signal_all(pgid: int, procs: list[psutil.Process], sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+    if sig == signal.SIGKILL:  # the whole group at once too, forks in flight included
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
     for p in procs:
         try:
             p.send_signal(sig)

@@ -47,6 +47,7 @@ def test_identity_and_view():
         "print(''.join(caps), end='')\n"
         "print(sorted(os.listdir('/dev')))\n"
         "print(sorted(os.listdir('/proc/self/fd')))\n"
+        "print(open('/proc/self/oom_score_adj').read().strip())\n"
     )
     lines = out.stdout.decode().splitlines()
     assert lines[0] == "65534 65534 [] /tmp 2", out  # PID 2: the sandbox's init is PID 1
@@ -55,6 +56,7 @@ def test_identity_and_view():
     assert lines[3].split() == ["NoNewPrivs:", "1"]
     assert lines[4] == str(sorted(["null", "zero", "random", "urandom", "fd", "stdin", "stdout", "stderr", "shm"]))
     assert lines[5] == "['0', '1', '2', '3', '4']"  # 4: the listing itself; no fd of the grader's
+    assert lines[6] == "1000"  # the first the kernel kills when the machine runs out of memory
 
 
 def test_inputs_are_read_only_copies(tmp_path):
@@ -182,6 +184,7 @@ NON_ROOT = textwrap.dedent(
         "bomb": run("import os\\nwhile True:\\n    try: os.fork()\\n    except OSError: pass", limits=Limits(processes=16)),
         "memory": run("x = []\\nfor _ in range(40): x.append(b'x' * (64 << 20))", limits=Limits(memory_mb=512)),
         "tmp": run("open('/tmp/f', 'wb').write(b'x' * (100 << 20))"),
+        "sysctl": run("import os; print(os.access('/proc/sys/vm/overcommit_ratio', os.W_OK))"),
     }))
     """
 )
@@ -209,6 +212,9 @@ def test_as_a_normal_user_in_a_user_namespace(mode):
     assert got["bomb"][:2] == ["processes", "started more than the limit of 16 processes and was stopped"]
     assert got["memory"][0] == "memory" and "512 MB for all its processes" in got["memory"][1]
     assert got["tmp"][1] == "exited with status 1 after filling its /tmp (the file size limit is 64 MB)"
+    # here the user namespace of "uid 1000" belongs to root, so the program is uid 0 outside: /proc/sys
+    # would be its to write, were it not read-only
+    assert got["sysctl"][2] == "False\n"
 
 
 def test_a_machine_that_refuses_user_namespaces_is_named(tmp_path):
@@ -274,3 +280,133 @@ def test_kill_tree_gives_sigterm_first_when_asked():
     assert kill_tree(proc, grace_s=5)
     assert proc.returncode == 7
     proc.stdout.close()
+
+
+@pytest.mark.parametrize("field", ["wall_s", "cpu_s", "memory_mb", "processes", "output_bytes", "file_mb"])
+def test_limits_must_be_positive(field):
+    with pytest.raises(ValueError, match=f"the sandbox limit {field} must be a positive number, not 0"):
+        Limits(**{field: 0})
+
+
+def test_what_a_killed_grader_left_is_swept(tmp_path, monkeypatch):
+    dead = subprocess.Popen([PY, "-c", "pass"])
+    dead.wait()
+    monkeypatch.setattr(sandbox.tempfile, "tempdir", str(tmp_path))
+    left = tmp_path / f"{sandbox.PREFIX}{dead.pid}_abc"
+    (left / "input").mkdir(parents=True)
+    (left / "input" / "h.py").write_text("x")
+    (left / "input" / "h.py").chmod(0o444)
+    alive = tmp_path / f"{sandbox.PREFIX}{os.getpid()}_def"
+    alive.mkdir()
+    sandbox._sweep.cache_clear()
+    assert py("pass").status == "ok"
+    assert not left.exists() and alive.exists()
+
+
+def test_a_strict_umask_of_the_grader_does_not_lock_the_sandbox_out(tmp_path):
+    old = os.umask(0o077)
+    try:
+        out = run_sandboxed([PY, "/input/h.py"], inputs={"h.py": b"print('ran')\n"})
+    finally:
+        os.umask(old)
+    assert out.status == "ok" and out.stdout == b"ran\n", out
+
+
+def test_cgroup_v2_moves_the_grader_to_a_leaf_and_limits_the_sandbox(tmp_path, monkeypatch):
+    """On cgroup v2 (not this machine's) the files written, on a copy of the tree in tmp_path: the
+    grader's processes move to a leaf, its cgroup turns memory and pids on for its children, and
+    the sandbox's cgroup gets memory.max (no swap) and pids.max."""
+    mine = tmp_path / "user.slice" / "s.scope"
+    mine.mkdir(parents=True)
+    (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
+    (mine / "cgroup.controllers").write_text("cpu memory pids\n")
+    (mine / "cgroup.subtree_control").write_text("\n")
+    (mine / "cgroup.procs").write_text(f"{os.getpid()}\n")
+    monkeypatch.setattr(sandbox, "CGROUP_ROOT", str(tmp_path))
+    monkeypatch.setattr(sandbox, "_own_cgroup", lambda ctl: "/user.slice/s.scope" if ctl == "" else None)
+    made = sandbox._Cgroups.create(Limits(memory_mb=100, processes=5), "mlc_lab_sandbox_1_x")
+    assert made.v2 and made.dirs["memory"] == str(mine / "mlc_lab_sandbox_1_x")
+    assert (mine / "mlc_lab_grader" / "cgroup.procs").read_text() == str(os.getpid())
+    assert (mine / "cgroup.subtree_control").read_text() == "+memory +pids"
+    assert (mine / "mlc_lab_sandbox_1_x" / "memory.max").read_text() == str(100 << 20)
+    assert (mine / "mlc_lab_sandbox_1_x" / "pids.max").read_text() == "7"
+    assert made.procs_files() == [str(mine / "mlc_lab_sandbox_1_x" / "cgroup.procs")]
+    # once moved, the next sandbox is made beside the leaf, not in it
+    monkeypatch.setattr(sandbox, "_own_cgroup", lambda ctl: "/user.slice/s.scope/mlc_lab_grader" if ctl == "" else None)
+    (mine / "cgroup.subtree_control").write_text("memory pids\n")
+    assert sandbox._v2_parent() == str(mine)
+    assert sandbox._cgroup_parents() == [str(mine)]
+
+
+def test_cgroup_v2_without_the_controllers_leaves_it_to_the_watchdog(tmp_path, monkeypatch):
+    mine = tmp_path / "s.scope"
+    mine.mkdir()
+    (tmp_path / "cgroup.controllers").write_text("cpu\n")
+    (mine / "cgroup.controllers").write_text("cpu\n")
+    monkeypatch.setattr(sandbox, "CGROUP_ROOT", str(tmp_path))
+    monkeypatch.setattr(sandbox, "_own_cgroup", lambda ctl: "/s.scope" if ctl == "" else None)
+    made = sandbox._Cgroups.create(Limits(), "mlc_lab_sandbox_1_y")
+    assert made.dirs == {} and not (mine / "mlc_lab_sandbox_1_y").exists()
+
+
+def test_a_fifo_or_a_device_in_a_hand_in_folder_is_refused_not_read(tmp_path):
+    folder = tmp_path / "handin"
+    folder.mkdir()
+    (folder / "ok.py").write_text("pass\n")
+    os.mkfifo(folder / "pipe")
+    start = time.monotonic()
+    with pytest.raises(ValueError, match="pipe is not a regular file, a folder or a symlink"):
+        py("pass", inputs={"handin": folder})
+    with pytest.raises(ValueError, match="/dev/zero is not a regular file"):
+        py("pass", inputs={"zero": Path("/dev/zero")})
+    assert time.monotonic() - start < 5
+
+
+def test_sandboxes_run_side_by_side_from_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    code = "import os, sys, time\nos.write(3, sys.argv[1].encode())\nprint(sys.argv[1])\ntime.sleep(0.5)"
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda i: run_sandboxed([PY, "-c", code, str(i)]), range(6)))
+    assert [(o.status, o.stdout, o.result) for o in outs] == [
+        ("ok", f"{i}\n".encode(), str(i).encode()) for i in range(6)
+    ]
+
+
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_the_watchdog_counts_the_whole_tree(monkeypatch, unsafe):
+    """Without cgroups, the program's own memory and tasks count, in both modes. (Tasks in the
+    sandbox as root are also held by RLIMIT_NPROC of uid 65534, which every uid-65534 process of
+    the machine shares: that case is tested as a normal user, whose count is its own.)"""
+    monkeypatch.setattr(sandbox._Cgroups, "create", classmethod(lambda cls, *a: cls()))
+    out = py(
+        "x = b'x' * (400 << 20)\nimport time\ntime.sleep(30)", limits=Limits(memory_mb=300), unsafe_same_user=unsafe
+    )
+    assert out.status == "memory" and out.seconds < 20, out
+    if not unsafe:
+        return
+    out = py(
+        "import threading, time\nfor _ in range(12):\n    try:\n"
+        "        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+        "    except RuntimeError:\n        pass\n"  # RLIMIT_NPROC refused it; the count still reached the limit
+        "time.sleep(30)",
+        limits=Limits(processes=8),
+        unsafe_same_user=unsafe,
+    )
+    assert out.status == "processes" and out.seconds < 20, out
+
+
+def test_a_refusal_is_looked_for_again_a_success_is_kept(monkeypatch):
+    monkeypatch.setattr(sandbox, "_PROBED_OK", [])
+    real, calls = sandbox._run, []
+
+    def refuse_once(*args):
+        calls.append(args[0])
+        if len(calls) == 1:
+            raise SandboxUnavailable("this machine cannot sandbox a hand-in: not yet")
+        return real(*args)
+
+    monkeypatch.setattr(sandbox, "_run", refuse_once)
+    assert probe() == "this machine cannot sandbox a hand-in: not yet"
+    assert probe() is None and probe() is None
+    assert calls == [["true"], ["true"]]
