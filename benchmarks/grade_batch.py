@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import resource
 import shutil
 import sys
 import tempfile
@@ -67,10 +69,17 @@ def main() -> int:
                 paths.append(str(folder / name))
         assignment = load_assignment(work / "a.toml")
         load_before = os.getloadavg()
+        cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
         results = grade_batch(assignment, paths, jobs=args.jobs, unsafe_same_user=args.unsafe_same_user)
         seconds = time.monotonic() - started
-        engines = Counter((r.numeric or {}).get("message", "").rsplit(" on ", 1)[-1] for r in results if r.numeric)
+        cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu_s = cpu.ru_utime - cpu_before.ru_utime + cpu.ru_stime - cpu_before.ru_stime
+        engines = Counter(
+            m.group(1) if (m := re.search(r" on (\w+)$", (r.numeric or {}).get("message", ""))) else "(a mismatch)"
+            for r in results
+            if r.numeric
+        )
         print(
             json.dumps(
                 {
@@ -80,6 +89,10 @@ def main() -> int:
                     "numeric_size": args.size,
                     "seconds": round(seconds, 1),
                     "per_hand_in_s": round(seconds / max(1, args.count), 3),
+                    # CPU time of the judging children and the sandboxes they waited for: what the
+                    # batch costs whatever the load; cpu_s / jobs is its time on idle cores
+                    "cpu_s": round(cpu_s, 1),
+                    "cpu_s_per_hand_in": round(cpu_s / max(1, args.count), 3),
                     "statuses": dict(Counter(r.status for r in results)),
                     "scores": dict(Counter(r.score for r in results)),
                     "opencl": dict(engines),
