@@ -71,8 +71,15 @@ def score_tasks(
     ``hazards_fail`` was found (a performance hazard fails nothing unless named), the result is right
     (``wrong`` is the numeric check's sentence when it is not) and, for a task with ``max_latency_ms``,
     the program is that fast. A check that could not judge the program fails its task, said as such,
-    never as a wrong answer.
+    never as a wrong answer. The explorer's Checks panel gives the same points with
+    ``score_tasks(assignment.tasks, report, hazards_fail=assignment.hazards_fail)`` (a failed numeric
+    check in ``report.numeric`` counts as ``wrong``).
     """
+    if wrong is None and report.numeric is not None and not report.numeric.get("ok"):
+        wrong = (  # the Checks panel's numeric check, in the report itself
+            f"wrong result at a smaller size: max error {report.numeric.get('max_error')} "
+            f"at shape {report.numeric.get('shape')}"
+        )
     fail_on = set(hazards_fail)
     by_name = {c.name: c for c in report.checks}
     failing_hazards = [h for h in report.hazards if h.kind in fail_on or h.severity in fail_on]

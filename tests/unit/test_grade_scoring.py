@@ -72,6 +72,13 @@ def test_a_wrong_result_and_a_threshold():
     assert untimed.messages == ["the program was not timed, so its latency threshold cannot be judged"]
 
 
+def test_a_failed_numeric_check_in_the_report_fails_every_task():
+    report = CheckReport([OK], [], numeric={"ok": False, "max_error": 3.5, "shape": [64, 64]})
+    (r,) = score_tasks([TILING], report)
+    assert not r.passed and r.messages == ["wrong result at a smaller size: max error 3.5 at shape [64, 64]"]
+    assert score_tasks([TILING], CheckReport([OK], [], numeric={"ok": True, "max_error": 0, "shape": [64]}))[0].passed
+
+
 @given(
     oks=st.lists(st.booleans(), min_size=2, max_size=2),
     kinds=st.lists(st.sampled_from(sorted(HAZARD_CLASS)), max_size=3),
