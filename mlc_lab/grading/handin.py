@@ -13,6 +13,7 @@ A hand-in is read as bytes once: over the size limit or not UTF-8, it is refused
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -51,9 +52,15 @@ def read_handin(path: Path) -> str:
     """The hand-in's text: refused when missing, too large or not UTF-8 (with the byte)."""
     from mlc_lab.tvm.trace_limits import decode_text
 
+    if path.is_symlink():  # it could name any file of the grader's machine
+        raise Refused(f"{path.name} is a symbolic link; a hand-in is a plain file")
     if not path.is_file():
         raise Refused(f"{path.name}: no such file")
-    with open(path, "rb") as fh:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise Refused(f"{path.name} cannot be read: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as fh:
         raw = fh.read(MAX_HANDIN_BYTES + 1)
     if len(raw) > MAX_HANDIN_BYTES:
         raise Refused(f"{path.name}: the file is over the limit of {MAX_HANDIN_BYTES} bytes for a hand-in")

@@ -214,3 +214,25 @@ def test_hazards_fail_takes_true_false_or_classes_and_kinds(tmp_path, value, exp
     (tmp_path / "gemm_relu_add.py").write_text(PROGRAM)
     (tmp_path / "a.toml").write_text(ASSIGNMENT.read_text().replace("hazards_fail = true", f"hazards_fail = {value}"))
     assert load_assignment(tmp_path / "a.toml").hazards_fail == expected
+
+
+def test_a_symbolic_link_is_refused_and_its_target_never_read(tmp_path, assignment):
+    secret = tmp_path / "secret.py"
+    secret.write_text("b0 = sch.get_sblock(name='the teacher s answer key')\n")
+    link = tmp_path / "lab3.py"
+    link.symlink_to(secret)
+    r = grade(assignment, link)
+    assert r.status == "refused" and r.error == "lab3.py is a symbolic link; a hand-in is a plain file"
+    folder = tmp_path / "student"
+    folder.mkdir()
+    (folder / "lab3.py").symlink_to("/etc/passwd")
+    r = grade(assignment, folder)
+    assert r.error == "lab3.py is a symbolic link; a hand-in is a plain file" and "root:x:0" not in r.to_text()
+
+
+def test_a_100_MB_hand_in_is_refused_unread(tmp_path, assignment):
+    big = tmp_path / "lab3.py"
+    with open(big, "wb") as fh:
+        fh.truncate(100 << 20)
+    r = grade(assignment, big)
+    assert r.status == "refused" and r.error == "lab3.py: the file is over the limit of 4194304 bytes for a hand-in"
