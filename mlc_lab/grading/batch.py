@@ -81,13 +81,20 @@ class _Judge:
             return self._died("crash")
         line = self._read_line(proc)
         if line is None:
-            return self._died("timeout" if proc.poll() is None else "crash")
+            return self._died("timeout")
+        if line == b"":  # end of file: the child is gone (or going)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            return self._died("crash")
         try:
             return json.loads(line)
         except ValueError:
             return self._died("crash")
 
     def _read_line(self, proc: subprocess.Popen) -> bytes | None:
+        """One line of the child's; ``b""`` at end of file (it died); None past the deadline."""
         fd = proc.stdout.fileno()  # type: ignore[union-attr]
         deadline = time.monotonic() + self.timeout_s
         buf = b""
@@ -97,9 +104,9 @@ class _Judge:
                 return None
             chunk = os.read(fd, 1 << 16)
             if not chunk:
-                return None
+                return b""
             buf += chunk
-        return buf.split(b"\n", 1)[0] if b"\n" in buf else None
+        return buf.split(b"\n", 1)[0] if b"\n" in buf else b""
 
     def _died(self, status: str) -> tuple[str, str]:
         proc, self.proc = self.proc, None
