@@ -45,8 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--unsafe-same-user",
         action="store_true",
-        help="grade even where this machine cannot sandbox: student code then runs as you, sees your files "
-        "and the network, and can outlive the grader; only for code you trust",
+        help="grade even where this machine cannot sandbox: student code then runs as you and sees your "
+        "files and the network (only the limits and the kill of its whole process tree stay); only for "
+        "code you trust",
     )
     return p
 

@@ -8,6 +8,8 @@ import pickle
 import threading
 from pathlib import Path
 
+import pytest
+
 from mlc_lab.grading import grade_batch, load_assignment
 from mlc_lab.grading.batch import _Judge, _result, result_keys
 
@@ -79,3 +81,28 @@ def test_the_children_grade_against_a_private_copy_of_the_program(tmp_path):
     results = grade_batch(assignment, [REFERENCE, REFERENCE], jobs=1, on_result=edit)
     assert 'T.sblock("matmul")' in program.read_text()  # the edit happened ...
     assert [r.score for r in results] == [20, 20]  # ... and the second hand-in still found block gemm
+
+
+def test_a_machine_that_cannot_sandbox_stops_the_grade_before_grading(monkeypatch, capsys):
+    from mlc_lab import cli
+    from mlc_lab.core import sandbox
+
+    refusal = "this machine refuses user namespaces (kernel.unprivileged_userns_clone = 0)"
+    monkeypatch.setattr(sandbox, "probe", lambda: refusal)
+    code = cli.main(["grade", str(LAB / "assignment.toml"), REFERENCE])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err == f"mlc-lab: {refusal}; nothing was graded (--unsafe-same-user grades without the sandbox)\n"
+    code = cli.main(["grade", str(LAB / "assignment.toml"), REFERENCE, "--unsafe-same-user"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "(trace, graded): 20/20" in out.splitlines()[0]
+
+
+def test_the_help_says_what_unsafe_same_user_gives_up(capsys):
+    from mlc_lab import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["grade", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "student code then runs as you and sees your files and the network" in help_text
+    assert "only the limits and the kill of its whole process tree stay" in help_text
