@@ -404,7 +404,7 @@ def setup_main(cfg: dict) -> None:
         os.close(fd)
     _, wait = os.waitpid(pid, 0)
     if wait != 0:
-        report({"error": f"the sandbox's init ended with {_status(wait)}"})
+        report({"init_ended": _status(wait)})  # killed (by the grader, or the machine's OOM killer)
     os._exit(0)
 
 

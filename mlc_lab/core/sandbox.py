@@ -393,16 +393,20 @@ def _run(argv: list[str], inputs: dict, limits: Limits, env: dict | None, namesp
 @functools.cache
 def _sweep() -> None:
     """Once per process: remove the folders and cgroups that sandboxes of a grader that was killed
-    (SIGKILL: its sandboxes died with it, by PR_SET_PDEATHSIG) left behind."""
-    tmp = Path(tempfile.gettempdir())
-    for work in tmp.glob(f"{PREFIX}*_*"):
-        pid = work.name[len(PREFIX) :].split("_")[0]
-        if not pid.isdigit() or psutil.pid_exists(int(pid)):
-            continue
-        for parent in _cgroup_parents():
-            if os.path.isdir(f"{parent}/{work.name}"):
-                _Cgroups(dirs={"x": f"{parent}/{work.name}"}).remove()
-        shutil.rmtree(work, ignore_errors=True)
+    (SIGKILL: its sandboxes died with it, by PR_SET_PDEATHSIG) left behind; each name holds the
+    pid of the grader that made it."""
+    for parent in [tempfile.gettempdir(), *_cgroup_parents()]:
+        for left in Path(parent).glob(f"{PREFIX}*_*"):
+            pid = left.name[len(PREFIX) :].split("_")[0]
+            if not pid.isdigit() or psutil.pid_exists(int(pid)):
+                continue
+            if parent == tempfile.gettempdir():
+                shutil.rmtree(left, ignore_errors=True)
+            else:
+                try:
+                    os.rmdir(left)  # an empty cgroup; one still in use stays
+                except OSError:
+                    pass
 
 
 def _unsafe_path(arg: str, work: str) -> str:
@@ -448,6 +452,7 @@ class _Run:
         self.killed_at: float | None = None
         self.init: psutil.Process | None = None
         self.ended = False
+        self.all_gone = False  # known: every process of the tree is gone
 
     def wait(self) -> Outcome:
         sel = selectors.DefaultSelector()
@@ -536,16 +541,18 @@ class _Run:
         return None
 
     def _kill(self) -> None:
+        if self.all_gone:
+            return
         self._status()  # learn the init's pid
         if self.init is not None:
             try:
                 self.init.kill()  # SIGKILL the PID namespace's init: every process in it dies with it
             except psutil.Error:
                 pass
-        kill_tree(self.proc, wait_s=10.0)
-        self._kill_cgroups()
+        gone = kill_tree(self.proc, wait_s=10.0)
+        self.all_gone = self._kill_cgroups() and gone and (self.init is None or _wait_gone(self.init, 10.0))
 
-    def _kill_cgroups(self) -> None:
+    def _kill_cgroups(self) -> bool:
         deadline = time.monotonic() + 10
         if self.cgroups.v2 and os.path.exists(f"{self.cgroups.dirs['pids']}/cgroup.kill"):
             _put(f"{self.cgroups.dirs['pids']}/cgroup.kill", 1)  # the kernel kills all, forks in flight too
@@ -557,6 +564,7 @@ class _Run:
                     except (ProcessLookupError, PermissionError):
                         pass
             time.sleep(0.02)
+        return not self.cgroups.dirs or self.cgroups.empty()
 
     def end(self) -> None:
         """Return only when every process of the tree is gone; close the pipes."""
@@ -564,8 +572,6 @@ class _Run:
             return
         self.ended = True
         self._kill()
-        if self.init is not None:
-            _wait_gone(self.init, 10.0)
         for fd in self.bufs:
             try:
                 os.close(fd)
@@ -630,7 +636,7 @@ class _Run:
             return "exit", f"could not start: {st['exec_error']}"
         full = f" after filling its /tmp (the file size limit is {lim.file_mb} MB)" if st.get("tmp_full") else ""
         if code is None:
-            return "signal", "ended without a status (its sandbox was killed)"
+            return "signal", f"ended without a status: its sandbox's init was stopped ({st.get('init_ended')})"
         if code < 0:
             name = _signal_name(-code)
             if -code == signal.SIGXFSZ:
@@ -658,14 +664,15 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-def _wait_gone(proc: psutil.Process, wait_s: float) -> None:
+def _wait_gone(proc: psutil.Process, wait_s: float) -> bool:
     """Wait until `proc` has exited (a zombie counts: a PID namespace's init is a zombie only once
-    every process of its namespace is gone)."""
+    every process of its namespace is gone); whether it did within `wait_s`."""
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         try:
             if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
-                return
+                return True
         except psutil.Error:
-            return
+            return True
         time.sleep(0.01)
+    return False

@@ -298,9 +298,16 @@ def test_what_a_killed_grader_left_is_swept(tmp_path, monkeypatch):
     (left / "input" / "h.py").chmod(0o444)
     alive = tmp_path / f"{sandbox.PREFIX}{os.getpid()}_def"
     alive.mkdir()
+    # a cgroup whose folder is gone already (its grader's TMPDIR was removed) is found too
+    cgroups = tmp_path / "cgroup"
+    (cgroups / f"{sandbox.PREFIX}{dead.pid}_ghi").mkdir(parents=True)
+    (cgroups / f"{sandbox.PREFIX}{os.getpid()}_jkl").mkdir()
+    real = sandbox._cgroup_parents
+    monkeypatch.setattr(sandbox, "_cgroup_parents", lambda: [*real(), str(cgroups)])
     sandbox._sweep.cache_clear()
     assert py("pass").status == "ok"
     assert not left.exists() and alive.exists()
+    assert [p.name for p in cgroups.iterdir()] == [f"{sandbox.PREFIX}{os.getpid()}_jkl"]
 
 
 def test_a_strict_umask_of_the_grader_does_not_lock_the_sandbox_out(tmp_path):
@@ -410,3 +417,40 @@ def test_a_refusal_is_looked_for_again_a_success_is_kept(monkeypatch):
     assert probe() == "this machine cannot sandbox a hand-in: not yet"
     assert probe() is None and probe() is None
     assert calls == [["true"], ["true"]]
+
+
+def test_an_init_killed_from_outside_is_an_outcome_not_an_unavailable_machine():
+    """The machine's OOM killer (or a person) may kill the sandbox's init: the hand-in's outcome
+    says so; the machine is not called unable to sandbox."""
+    import threading
+
+    def kill_the_init() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            for setup in psutil.Process().children():
+                if sandbox.INIT in " ".join(setup.cmdline()):
+                    inits = setup.children()
+                    if inits:
+                        time.sleep(0.5)
+                        inits[0].kill()
+                        return
+            time.sleep(0.05)
+
+    assert probe() is None  # its own sandbox first: the killer must find the hand-in's
+    killer = threading.Thread(target=kill_the_init)
+    killer.start()
+    out = py("import time\ntime.sleep(30)")
+    killer.join()
+    assert out.status == "signal" and out.returncode is None and out.seconds < 20, out
+    assert out.message == "ended without a status: its sandbox's init was stopped ({'signal': 9})"
+
+
+def test_the_grader_keeps_no_file_descriptor_or_child():
+    """A batch runs thousands: each run gives back its pipes and reaps its helper."""
+    assert probe() is None
+    before = len(os.listdir("/proc/self/fd"))
+    for code, limits in (("print(1)", Limits()), ("import time\ntime.sleep(9)", Limits(wall_s=0.5))):
+        for _ in range(3):
+            py(code, limits=limits)
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert not [c for c in psutil.Process().children() if sandbox.INIT in " ".join(c.cmdline())]
