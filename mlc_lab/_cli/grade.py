@@ -1,7 +1,10 @@
-"""mlc-lab grade ASSIGNMENT SUBMISSION... [--format text|json|gradescope] [--out DIR]: grade hand-ins.
+"""mlc-lab grade ASSIGNMENT HAND-IN... [--format text|json|gradescope] [--out DIR]: grade hand-ins.
 
-Traces are parsed, never executed; schedule files and notebooks run only in a child process with
-the assignment's time and memory limits. One bad submission never stops the others.
+Traces are parsed, never executed; schedule files and notebooks run only in the sandbox
+(``mlc_lab.core.sandbox``) with the assignment's limits. Each hand-in is graded in a child process,
+two at a time: one bad hand-in is its own row and never stops the others. Results stream as they come
+(stdout), with a progress line on stderr. Inside Gradescope (or with ``--gradescope``) the hand-in is
+``/autograder/submission`` and the result goes to ``/autograder/results/results.json``.
 """
 
 from __future__ import annotations
@@ -10,47 +13,107 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
+
+GRADESCOPE_SUBMISSION = "/autograder/submission"
+GRADESCOPE_RESULTS = "/autograder/results/results.json"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser("grade", help="grade submissions (traces, schedule files, notebooks) against an assignment")
+    p = sub.add_parser(
+        "grade", help="grade hand-ins (traces, schedule files, notebooks, folders) against an assignment"
+    )
     p.add_argument("assignment", help="the assignment's TOML file")
-    p.add_argument("submissions", nargs="+", help="submission files: .py/.json traces, schedule files, .ipynb")
-    p.add_argument("--format", choices=("text", "json", "gradescope"), default="text")
-    p.add_argument("--out", help="with --format gradescope: write DIR/<submission>/results.json for each")
+    p.add_argument(
+        "submissions",
+        nargs="*",
+        help="hand-ins: .py/.json traces, schedule files, .ipynb, or a student's folder (default inside "
+        f"Gradescope: {GRADESCOPE_SUBMISSION})",
+    )
+    p.add_argument("--format", choices=("text", "json", "gradescope"), default=None)
+    p.add_argument(
+        "--out",
+        help="write each result to DIR/<hand-in path relative to the hand-ins' common folder>/ "
+        "(results.json, result.json or result.txt by format); with --gradescope, the results.json file",
+    )
+    p.add_argument("--jobs", type=int, default=2, help="hand-ins graded at once (default 2)")
+    p.add_argument(
+        "--gradescope",
+        action="store_true",
+        help="run as Gradescope's autograder (found by itself when /autograder/submission exists)",
+    )
+    p.add_argument(
+        "--unsafe-same-user",
+        action="store_true",
+        help="grade even where this machine cannot sandbox: student code then runs as you and sees your "
+        "files and the network (only the limits and the kill of its whole process tree stay); only for "
+        "code you trust",
+    )
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlc_lab.grading import grade, load_assignment
+    from mlc_lab.errors import MlcLabError
+    from mlc_lab.grading import load_assignment
+    from mlc_lab.grading.batch import grade_batch, result_keys
 
+    gradescope = args.gradescope or (not args.submissions and os.path.isdir(GRADESCOPE_SUBMISSION))
+    fmt = args.format or ("gradescope" if gradescope else "text")
+    paths = list(args.submissions) or ([GRADESCOPE_SUBMISSION] if gradescope else [])
+    if not paths:
+        raise MlcLabError("give the hand-ins to grade (files or students' folders) after the assignment")
+    if gradescope and len(paths) > 1:
+        raise MlcLabError("--gradescope grades one hand-in (a file or a student's folder) into one results.json")
+    if args.jobs < 1:
+        raise MlcLabError("--jobs must be 1 or more")
     assignment = load_assignment(args.assignment)
-    results = [grade(assignment, s) for s in args.submissions]
-    if args.format == "text":
-        print("\n\n".join(r.to_text() for r in results))
-    elif args.format == "json":
-        json.dump(
-            {
-                "assignment": assignment.title,
-                "max_score": assignment.max_score,
-                "results": [r.to_json() for r in results],
-            },
-            sys.stdout,
-            indent=1,
-        )
+    if not args.unsafe_same_user:
+        from mlc_lab.core.sandbox import probe
+
+        refused = probe()
+        if refused:
+            raise MlcLabError(f"{refused}; nothing was graded (--unsafe-same-user grades without the sandbox)")
+    keys = result_keys(paths)
+
+    def on_result(i: int, r) -> None:
+        if args.out and not gradescope:
+            _write(Path(args.out) / keys[i], fmt, r)
+        if fmt == "text":
+            print(r.to_text() + "\n", flush=True)
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    results = grade_batch(
+        assignment,
+        paths,
+        jobs=args.jobs,
+        unsafe_same_user=args.unsafe_same_user,
+        on_result=on_result,
+        progress=progress if len(paths) > 1 else None,
+    )
+    if gradescope:
+        target = Path(args.out or GRADESCOPE_RESULTS)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(results[0].to_gradescope(), indent=1), encoding="utf-8")
+        return 0
+    if fmt == "json" and not args.out:
+        doc = {"assignment": assignment.title, "max_score": assignment.max_score}
+        doc["results"] = {k: r.to_json() for k, r in zip(keys, results)}
+        json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
-    else:
-        docs = {r.submission: r.to_gradescope() for r in results}
-        if args.out:
-            for r in results:
-                folder = os.path.join(args.out, os.path.basename(r.submission))
-                os.makedirs(folder, exist_ok=True)
-                with open(os.path.join(folder, "results.json"), "w", encoding="utf-8") as fh:
-                    json.dump(docs[r.submission], fh, indent=1)
-        elif len(results) == 1:
-            json.dump(results[0].to_gradescope(), sys.stdout, indent=1)
-            sys.stdout.write("\n")
-        else:
-            json.dump(docs, sys.stdout, indent=1)
-            sys.stdout.write("\n")
+    elif fmt == "gradescope" and not args.out:
+        doc = results[0].to_gradescope() if len(results) == 1 else {k: r.to_gradescope() for k, r in zip(keys, results)}
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
     return 0
+
+
+def _write(folder: Path, fmt: str, r) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    if fmt == "gradescope":
+        (folder / "results.json").write_text(json.dumps(r.to_gradescope(), indent=1), encoding="utf-8")
+    elif fmt == "json":
+        (folder / "result.json").write_text(json.dumps(r.to_json(), indent=1), encoding="utf-8")
+    else:
+        (folder / "result.txt").write_text(r.to_text() + "\n", encoding="utf-8")

@@ -1,13 +1,19 @@
-"""An assignment as data: a TOML file naming the program, the target, the limits and the tasks.
+"""An assignment as data: a TOML file naming the program, the target, the limits, the hand-in and the tasks.
 
 ```toml
 title = "GEMM + ReLU + add on the GPU"
-program = "gemm_relu_add.py"        # relative to this file; module constants are read, not run
+program = "gemm_relu_add.py"        # relative to this file; read by the grader, never run
 func = "main"                       # optional: the function to schedule
 target = "cuda"                     # "cpu", "cuda", or a CUDA arch such as "sm_80"
-hazards_fail = true                 # a race, an out-of-bounds access ... fails every task
+hazards_fail = ["correctness"]      # the default. true: the same; false: none; or a list of hazard
+                                    # classes ("correctness", "performance") and kinds ("race", "spill")
+visibility = "visible"              # Gradescope: "visible", "hidden", "after_due_date", "after_published"
 
-[limits]                            # for schedule files and notebooks, run in a child process
+[hand_in]                           # optional: the file a student hands in and the function it defines
+file = "lab3.py"                    # (the batch finds it in a student's folder)
+function = "manual_schedule"        # default: schedule(sch), manual_schedule() or apply_trace(sch)
+
+[limits]                            # for schedule files and notebooks, run in the sandbox
 time_s = 60
 memory_mb = 4096
 
@@ -24,7 +30,20 @@ title = "Tile the output over thread blocks"
 checks = ["thread_block_tiling"]
 points = 5
 max_latency_ms = 12.5               # optional performance threshold of this task
+visibility = "after_due_date"       # optional: this task's Gradescope visibility
 ```
+
+An assignment of several parts, each with its own hand-in file and tasks, writes ``[[parts]]``
+instead of ``[[tasks]]`` (a part has ``name``, ``title``, ``[parts.hand_in]`` and ``[[parts.tasks]]``)::
+
+    [[parts]]
+    name = "tiling"
+    hand_in = { file = "part1.py" }
+    [[parts.tasks]]
+    name = "thread_blocks"
+    checks = ["thread_block_tiling"]
+
+A key the grader does not know (``hazard_fail``) is refused with the keys it knows, anywhere.
 """
 
 from __future__ import annotations
@@ -34,11 +53,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlc_lab.errors import MlcLabError
+from mlc_lab.model.checks import HAZARD_CLASS
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
+
+VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+HAZARD_CLASSES = ("correctness", "performance")
+
+_KEYS = {
+    "": {"title", "program", "func", "target", "hazards_fail", "visibility", "hand_in", "limits", "numeric"}
+    | {"performance", "tasks", "parts"},
+    "hand_in": {"file", "function"},
+    "limits": {"time_s", "memory_mb"},
+    "numeric": {"size", "sizes", "rtol", "atol", "timeout_s"},
+    "performance": {"measure", "repeats"},
+    "tasks": {"name", "title", "checks", "points", "max_latency_ms", "visibility"},
+    "parts": {"name", "title", "hand_in", "tasks"},
+}
 
 
 class AssignmentError(MlcLabError):
@@ -52,6 +86,23 @@ class Task:
     checks: tuple[str, ...]
     points: float
     max_latency_ms: float | None = None  # a performance threshold: the program, timed, must be this fast
+    visibility: str = "visible"
+    number: str = ""  # "1.2": part 1, task 2 (Gradescope's test number)
+    part: str = ""
+
+
+@dataclass(frozen=True)
+class HandIn:
+    file: str | None = None  # the hand-in's file name; None: any file
+    function: str | None = None  # the scheduling function's name; None: the usual ones
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    title: str
+    hand_in: HandIn
+    tasks: tuple[Task, ...]
 
 
 @dataclass(frozen=True)
@@ -61,14 +112,19 @@ class Assignment:
     program: Path
     func: str | None
     target: str
-    tasks: tuple[Task, ...]
-    hazards_fail: bool = True
+    parts: tuple[Part, ...]
+    hazards_fail: frozenset = frozenset({"correctness"})  # hazard classes and kinds that fail a task
+    visibility: str = "visible"
     time_s: float = 60.0
     memory_mb: int = 4096
     measure: bool = False  # time every submission (for thresholds and the leaderboard)
     repeats: int = 5
     numeric: dict | None = None  # {"sizes": 128 or {2048: 128}, "rtol", "atol"}: run smaller, compare
     extra: dict = field(default_factory=dict)
+
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        return tuple(t for p in self.parts for t in p.tasks)
 
     @property
     def timed(self) -> bool:
@@ -78,6 +134,17 @@ class Assignment:
     def max_score(self) -> float:
         return float(sum(t.points for t in self.tasks))
 
+    def part_for(self, file_name: str) -> Part | None:
+        """The part whose hand-in is ``file_name``; the only part when there is one; else None."""
+        for part in self.parts:
+            if part.hand_in.file == file_name:
+                return part
+        return self.parts[0] if len(self.parts) == 1 else None
+
+    def fails_on(self, hazard) -> bool:
+        """Whether ``hazard`` (a ``Hazard``) fails this assignment's tasks: its kind or class is named."""
+        return hazard.kind in self.hazards_fail or hazard.severity in self.hazards_fail
+
 
 def load_assignment(path: str | Path) -> Assignment:
     path = Path(path)
@@ -85,26 +152,82 @@ def load_assignment(path: str | Path) -> Assignment:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise AssignmentError(f"{path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise AssignmentError(f"{path}: not UTF-8 text at byte {exc.start}") from None
     except tomllib.TOMLDecodeError as exc:
         raise AssignmentError(f"{path}: not valid TOML: {exc}") from None
     where = str(path)
+    _known(data, "", where)
     program = _get(data, "program", str, where)
     program_path = (path.parent / program).resolve()
     if not program_path.is_file():
         raise AssignmentError(f"{where}: program {program!r} is not a file next to the assignment")
     target = str(data.get("target", "cpu"))
-    from mlc_lab.core.checks import CHECKS, Target
+    from mlc_lab.core.checks import Target
 
     try:
         kind = Target.of(target).kind
     except MlcLabError as exc:
         raise AssignmentError(f"{where}: {exc}") from None
-    raw_tasks = data.get("tasks")
+    visibility = _visibility(data.get("visibility", "visible"), where)
+    limits = _table(data, "limits", where)
+    performance = _table(data, "performance", where)
+    return Assignment(
+        title=str(data.get("title", path.stem)),
+        path=path,
+        program=program_path,
+        func=data.get("func"),
+        target=target,
+        parts=_parts(data, where, kind, visibility),
+        hazards_fail=_hazards_fail(data.get("hazards_fail", ["correctness"]), where),
+        visibility=visibility,
+        time_s=float(limits.get("time_s", 60)),
+        memory_mb=int(limits.get("memory_mb", 4096)),
+        measure=bool(performance.get("measure", False)),
+        repeats=int(performance.get("repeats", 5)),
+        numeric=_numeric(data.get("numeric"), where, kind),
+    )
+
+
+def _parts(data: dict, where: str, kind: str, visibility: str) -> tuple[Part, ...]:
+    if "parts" in data and "tasks" in data:
+        raise AssignmentError(f"{where}: an assignment has [[tasks]] or [[parts]] (each with its tasks), not both")
+    if "tasks" in data:
+        hand_in = _hand_in(data.get("hand_in", {}), where)
+        return (Part("", str(data.get("title", "")), hand_in, _tasks(data["tasks"], where, kind, visibility, 1, "")),)
+    raw_parts = data.get("parts")
+    if not isinstance(raw_parts, list) or not raw_parts:
+        raise AssignmentError(f"{where}: an assignment needs at least one [[tasks]] table (or [[parts]])")
+    parts = []
+    for i, raw in enumerate(raw_parts, 1):
+        at = f"{where}: part {i}"
+        if not isinstance(raw, dict):
+            raise AssignmentError(f"{at}: a part is a table")
+        _known(raw, "parts", at)
+        name = _get(raw, "name", str, at)
+        hand_in = _hand_in(raw.get("hand_in", {}), at)
+        if hand_in.file is None and len(raw_parts) > 1:
+            raise AssignmentError(f"{at} ({name}): a part of several needs hand_in.file, the file it grades")
+        parts.append(
+            Part(name, str(raw.get("title", name)), hand_in, _tasks(raw.get("tasks"), at, kind, visibility, i, name))
+        )
+    files = [p.hand_in.file for p in parts]
+    if len(set(files)) != len(files):
+        raise AssignmentError(f"{where}: two parts hand in the same file; each part has its own hand_in.file")
+    return tuple(parts)
+
+
+def _tasks(raw_tasks: object, where: str, kind: str, visibility: str, number: int, part: str) -> tuple[Task, ...]:
+    from mlc_lab.core.checks import CHECKS
+
     if not isinstance(raw_tasks, list) or not raw_tasks:
         raise AssignmentError(f"{where}: an assignment needs at least one [[tasks]] table")
     tasks = []
     for i, raw in enumerate(raw_tasks, 1):
         at = f"{where}: task {i}"
+        if not isinstance(raw, dict):
+            raise AssignmentError(f"{at}: a task is a table")
+        _known(raw, "tasks", at)
         name = _get(raw, "name", str, at)
         checks = raw.get("checks", [])
         latency = raw.get("max_latency_ms")
@@ -125,11 +248,10 @@ def load_assignment(path: str | Path) -> Assignment:
                 )
             if CHECKS[c].target != kind:
                 raise AssignmentError(
-                    f"{at} ({name}): {c} is a check for {CHECKS[c].target} targets, "
-                    f"and the assignment's target is {target}"
+                    f"{at} ({name}): {c} is a check for {CHECKS[c].target} targets, and the assignment's target is {kind}"
                 )
         points = raw.get("points", 1)
-        if not isinstance(points, (int, float)) or points < 0:
+        if not isinstance(points, (int, float)) or isinstance(points, bool) or points < 0:
             raise AssignmentError(f"{at} ({name}): 'points' must be a number >= 0")
         tasks.append(
             Task(
@@ -138,25 +260,65 @@ def load_assignment(path: str | Path) -> Assignment:
                 tuple(checks),
                 float(points),
                 float(latency) if latency is not None else None,
+                _visibility(raw.get("visibility", visibility), f"{at} ({name})"),
+                f"{number}.{i}",
+                part,
             )
         )
-    limits = data.get("limits", {})
-    performance = data.get("performance", {})
-    numeric = _numeric(data.get("numeric"), where, kind)
-    return Assignment(
-        title=str(data.get("title", path.stem)),
-        path=path,
-        program=program_path,
-        func=data.get("func"),
-        target=target,
-        tasks=tuple(tasks),
-        hazards_fail=bool(data.get("hazards_fail", True)),
-        time_s=float(limits.get("time_s", 60)),
-        memory_mb=int(limits.get("memory_mb", 4096)),
-        measure=bool(performance.get("measure", False)),
-        repeats=int(performance.get("repeats", 5)),
-        numeric=numeric,
-    )
+    return tuple(tasks)
+
+
+def _known(table: dict, section: str, where: str) -> None:
+    known = _KEYS[section]
+    unknown = sorted(set(table) - known)
+    if unknown:
+        scope = f"[{section}]" if section else "the assignment"
+        raise AssignmentError(
+            f"{where}: unknown key {unknown[0]!r} in {scope}; the keys it knows are {', '.join(sorted(known))}"
+        )
+
+
+def _table(data: dict, key: str, where: str) -> dict:
+    table = data.get(key, {})
+    if not isinstance(table, dict):
+        raise AssignmentError(f"{where}: [{key}] must be a table")
+    _known(table, key, where)
+    return table
+
+
+def _hand_in(table: object, where: str) -> HandIn:
+    if not isinstance(table, dict):
+        raise AssignmentError(f"{where}: hand_in must be a table (file = ..., function = ...)")
+    _known(table, "hand_in", where)
+    file, function = table.get("file"), table.get("function")
+    if file is not None and (not isinstance(file, str) or not file or "/" in file or file in (".", "..")):
+        raise AssignmentError(f"{where}: hand_in.file must be a plain file name, as 'lab3.py'")
+    if function is not None and (not isinstance(function, str) or not function.isidentifier()):
+        raise AssignmentError(f"{where}: hand_in.function must be a Python function name")
+    return HandIn(file, function)
+
+
+def _visibility(value: object, where: str) -> str:
+    if value not in VISIBILITIES:
+        raise AssignmentError(f"{where}: visibility must be one of {', '.join(VISIBILITIES)}, not {value!r}")
+    return str(value)
+
+
+def _hazards_fail(value: object, where: str) -> frozenset:
+    """``true`` (correctness hazards fail tasks), ``false`` (none), or a list of classes and kinds."""
+    if value is True:
+        return frozenset({"correctness"})
+    if value is False:
+        return frozenset()
+    known = set(HAZARD_CLASSES) | set(HAZARD_CLASS)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise AssignmentError(f"{where}: hazards_fail is true, false or a list of hazard classes and kinds")
+    for v in value:
+        if v not in known:
+            raise AssignmentError(
+                f"{where}: hazards_fail names {v!r}, which is no hazard class or kind; they are {', '.join(sorted(known))}"
+            )
+    return frozenset(value)
 
 
 def _numeric(table: object, where: str, kind: str) -> dict | None:
@@ -166,6 +328,7 @@ def _numeric(table: object, where: str, kind: str) -> dict | None:
         return None
     if not isinstance(table, dict):
         raise AssignmentError(f"{where}: [numeric] must be a table")
+    _known(table, "numeric", where)
     if kind != "cuda":
         raise AssignmentError(
             f"{where}: [numeric] runs GPU schedules on the CPU; for a cpu target use "

@@ -1,17 +1,24 @@
-"""Run a student's schedule file or notebook in this (child) process and write its schedule as TVM's
-JSON trace: ``python -m mlc_lab.tvm.grade_child PROGRAM SUBMISSION OUT [FUNC]``.
+"""Run a student's schedule file or notebook in this (sandboxed) process and give its schedule as TVM's
+JSON trace: ``python -m mlc_lab.tvm.grade_child PROGRAM HANDIN OUT [FUNC [FUNCTION]]``.
 
-The parent (``mlc_lab.grading``) starts this with time and memory limits, in its own process group,
-without network where the OS allows; whatever the submission does happens here. It must define
-``schedule(sch)`` (or ``apply_trace(sch)``); it is called on ``tvm.s_tir.Schedule`` of the program,
-and what it did is written to OUT as ``{"trace": [...]}``, or ``{"error": ..., "line": ...}``.
+The grader (``mlc_lab.grading.handin``) starts this only through ``mlc_lab.core.sandbox``; whatever the
+hand-in does happens here. OUT is a file, or ``-`` for the sandbox's result descriptor (fd 3). The
+hand-in defines the scheduling function FUNCTION, or else one of ``schedule(sch)`` (edits ``sch`` or
+returns a schedule), ``manual_schedule()`` (returns a schedule; the file holds the program) or
+``apply_trace(sch)``. The result is ``{"trace": "<JSON>", "unchanged": bool, "function": name}``, or
+``{"error": ..., "line": ..., "message": ...}``. A returned schedule is the one graded; its trace is
+replayed on the assignment's program by the grader, so a program the file defines does not count.
 """
 
 from __future__ import annotations
 
 import json
+import linecache
+import os
 import sys
 import traceback
+
+_FUNCTIONS = ("schedule", "manual_schedule", "apply_trace")
 
 
 def _notebook_code(text: str) -> str:
@@ -40,8 +47,13 @@ def _notebook_code(text: str) -> str:
 
 
 def _write(path: str, data: dict) -> None:
+    text = json.dumps(data)
+    if path == "-":
+        with os.fdopen(3, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
     with open(path, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
+        fh.write(text)
 
 
 def _line_in(tb, filename: str) -> int | None:
@@ -52,83 +64,112 @@ def _line_in(tb, filename: str) -> int | None:
     return line
 
 
-def main(argv: list[str]) -> int:
-    program, submission, out = argv[:3]
-    func = argv[3] if len(argv) > 3 else None
+def _raised(exc: BaseException, submission: str, what: str) -> dict:
+    if isinstance(exc, MemoryError):
+        return {"error": "memory", "message": f"{what} ran out of memory"}
+    message = str(exc).strip().splitlines()
+    first = next((ln for ln in message if ln.strip() and not ln.startswith(("Traceback", "  "))), "")
+    return {
+        "error": "raised",
+        "line": _line_in(exc.__traceback__, submission),
+        "message": f"{what} raised {type(exc).__name__}: {first}"[:2000],
+    }
+
+
+def _source(submission: str) -> str | dict:
     with open(submission, encoding="utf-8") as fh:
         text = fh.read()
     if submission.endswith(".ipynb"):
         try:
             text = _notebook_code(text)
-        except (ValueError, AttributeError) as exc:
-            _write(out, {"error": "not_a_notebook", "message": f"the notebook cannot be read: {exc}"})
-            return 0
+        except (ValueError, AttributeError, TypeError) as exc:
+            return {"error": "not_a_notebook", "message": f"the notebook cannot be read: {exc}"}
     from mlc_lab.errors import ConvertError
     from mlc_lab.tvm.compat import convert, looks_legacy
 
     try:  # the course's older spelling (sch.get_block, tvm.tir.Schedule) runs as it would have then
         if looks_legacy(text):
             text = convert(text)
-    except ConvertError:
+    except (ConvertError, SyntaxError, RecursionError):
         pass  # compile() below says what is wrong with it
+    return text
+
+
+def _schedule_of(fn, program: str, func: str | None):
+    """Call the scheduling function: with a fresh schedule of the program when it takes one; the
+    schedule it returns is the one graded, else the one it edited."""
+    import inspect
+
+    from tvm import s_tir
+
+    from mlc_lab.tvm.program import load
+
+    try:
+        takes = len(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        takes = 1
+    if takes == 0:
+        returned = fn()
+        if not isinstance(returned, s_tir.Schedule):
+            raise TypeError(
+                f"{fn.__name__}() must return the schedule (a tvm.s_tir.Schedule), not {type(returned).__name__}"
+            )
+        return returned
+    sch = s_tir.Schedule(load(program, func), debug_mask="none")
+    if func:
+        sch.work_on(func)
+    returned = fn(sch)
+    return returned if isinstance(returned, s_tir.Schedule) else sch
+
+
+def main(argv: list[str]) -> int:
+    program, submission, out = argv[:3]
+    func = (argv[3] if len(argv) > 3 else "") or None
+    wanted = (argv[4] if len(argv) > 4 else "") or None
+    text = _source(submission)
+    if isinstance(text, dict):
+        _write(out, text)
+        return 0
+    if submission.endswith(".ipynb"):
+        submission += ".py"  # the notebook's code as a script: no file of that name, its lines below
+    # TVMScript reads a decorated function's source (inspect): give it the text that runs, not the
+    # notebook's JSON or the file before conversion (an mtime of None keeps it in the cache).
+    linecache.cache[submission] = (len(text), None, text.splitlines(keepends=True), submission)
     try:
         code = compile(text, submission, "exec")
     except SyntaxError as exc:
         _write(out, {"error": "syntax", "line": exc.lineno, "message": f"Python syntax error: {exc.msg}"})
         return 0
-    namespace = {"__name__": "submission", "__file__": submission}
+    except (RecursionError, MemoryError, ValueError) as exc:
+        _write(out, {"error": "syntax", "message": f"the file cannot be compiled: {type(exc).__name__}"})
+        return 0
+    namespace = {"__name__": "handin", "__file__": submission}  # not __main__: a lab's own main block stays off
     try:
-        exec(code, namespace)  # noqa: S102  (the point of this process: it runs the submission, nowhere else)
-    except MemoryError:
-        _write(out, {"error": "memory", "message": "the submission ran out of memory"})
-        return 0
+        exec(code, namespace)  # noqa: S102  (the point of this process: it runs the hand-in, nowhere else)
     except BaseException as exc:  # noqa: BLE001
-        _write(
-            out,
-            {
-                "error": "raised",
-                "line": _line_in(exc.__traceback__, submission),
-                "message": f"the submission raised {type(exc).__name__}: {exc}",
-            },
-        )
+        _write(out, _raised(exc, submission, "the hand-in"))
         return 0
-    fn = namespace.get("schedule") or namespace.get("apply_trace")
-    if not callable(fn):
-        _write(
-            out,
-            {"error": "no_function", "message": "the submission defines no schedule(sch) or apply_trace(sch) function"},
-        )
+    names = (wanted,) if wanted else _FUNCTIONS
+    name = next((n for n in names if callable(namespace.get(n))), None)
+    if name is None:
+        said = f"{wanted}()" if wanted else "schedule(sch), manual_schedule() or apply_trace(sch)"
+        _write(out, {"error": "no_function", "message": f"the hand-in defines no {said} function"})
         return 0
-    import tvm
-    from tvm import s_tir
-
-    from mlc_lab.tvm.program import load
+    try:
+        sch = _schedule_of(namespace[name], program, func)
+    except BaseException as exc:  # noqa: BLE001
+        _write(out, _raised(exc, submission, f"{name}()"))
+        return 0
     from mlc_lab.tvm.schedule import to_plain
 
-    mod = load(program, func)
-    sch = s_tir.Schedule(mod, debug_mask="none")
-    if func:
-        sch.work_on(func)
-    try:
-        fn(sch)
-    except MemoryError:
-        _write(out, {"error": "memory", "message": "the schedule function ran out of memory"})
-        return 0
-    except BaseException as exc:  # noqa: BLE001
-        message = str(exc).strip().splitlines()
-        first = next((ln for ln in message if ln.strip() and not ln.startswith(("Traceback", "  "))), "")
-        _write(
-            out,
-            {
-                "error": "raised",
-                "line": _line_in(exc.__traceback__, submission),
-                "message": f"the schedule function raised {type(exc).__name__}: {first}"[:2000],
-            },
-        )
-        return 0
-    del tvm
-    _write(out, {"trace": to_plain(sch.trace.as_json(remove_postproc=False))})
+    trace = to_plain(sch.trace.as_json(remove_postproc=False))
+    unchanged = not any(inst[0] not in _LOOKUPS for inst in trace[0])
+    _write(out, {"trace": json.dumps(trace), "unchanged": unchanged, "function": name})
     return 0
+
+
+# Instructions that only look things up: a trace of these alone changes nothing.
+_LOOKUPS = {"GetSBlock", "GetLoops", "GetChildBlocks", "GetProducers", "GetConsumers", "GetOutputBlocks"}
 
 
 if __name__ == "__main__":

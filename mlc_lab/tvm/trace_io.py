@@ -20,6 +20,8 @@ from tvm.s_tir.schedule import Trace
 
 from mlc_lab.errors import TraceParseError
 from mlc_lab.model.steps import LIST_RESULTS
+from mlc_lab.tvm import trace_limits
+from mlc_lab.tvm.trace_tables import _BOOL_ATTRS, _KINDS, _NAME, _Kind, _statement_kind
 from mlc_lab.tvm.schedule import ALIASES, PRIMITIVES, Ref
 
 _ALLOWED_IMPORTS = {("tvm", "s_tir"), ("tvm", "tir"), ("tvm", "tirx")}
@@ -39,11 +41,9 @@ class TraceCall:
 
 
 def parse_trace_text(text: str) -> list[TraceCall]:
-    """Parse TVM's printed trace (or plain schedule statements) into calls, refusing anything else."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError as exc:
-        raise TraceParseError(f"not valid Python: {exc.msg}", line=exc.lineno) from None
+    """Parse TVM's printed trace (or plain schedule statements) into calls, refusing anything else
+    (and anything too large, too deep or annotated with a key schedules do not use: ``trace_limits``)."""
+    tree = trace_limits.parse_python(text)
     lines = text.splitlines()
     body = list(tree.body)
     sch_name = "sch"
@@ -66,6 +66,7 @@ def parse_trace_text(text: str) -> list[TraceCall]:
         call = parser.statement(stmt)
         if call is not None:
             calls.append(call)
+    trace_limits.check_calls(calls)
     return calls
 
 
@@ -485,10 +486,8 @@ def bind_value(value: Any, resolve: Callable[[str], Any]) -> Any:
 def parse_trace_json(data: Any) -> list:
     """Check the shape of a trace in TVM's JSON form: ``[instructions, decisions]``."""
     if isinstance(data, str):
-        try:
-            data = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise TraceParseError(f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+        data = _load_json(data)
+    trace_limits.check_data_depth(data)
     if not (isinstance(data, list) and len(data) == 2 and isinstance(data[0], list) and isinstance(data[1], list)):
         raise TraceParseError("a JSON trace is a list of two lists: [instructions, decisions]")
     for i, inst in enumerate(data[0]):
@@ -506,6 +505,17 @@ def parse_trace_json(data: Any) -> list:
         if not (isinstance(d, list) and len(d) == 2 and isinstance(d[0], int) and 0 <= d[0] < len(data[0])):
             raise TraceParseError(f"bad decision entry {d!r}: expected [instruction index, value]")
     return data
+
+
+def _load_json(text: str) -> Any:
+    """``json.loads`` of a trace after ``trace_limits.check_text`` (size and depth first)."""
+    trace_limits.check_text(text, json_text=True)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceParseError(f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+    except RecursionError:
+        raise TraceParseError(f"the JSON trace is nested more than {trace_limits.MAX_NESTING} deep") from None
 
 
 def looks_like_json(text: str) -> bool:
@@ -526,15 +536,15 @@ def trace_data(trace: Any) -> list | str:
     if isinstance(trace, str):
         if not looks_like_json(trace):
             return trace
-        lines = [ln for ln in trace.splitlines() if ln.strip()]
         try:
-            data = json.loads(trace)
-        except json.JSONDecodeError as exc:
+            data = _load_json(trace)
+        except TraceParseError:
+            lines = [ln for ln in trace.splitlines() if ln.strip()]
             if len(lines) > 1 and all(looks_like_json(ln) for ln in lines):
                 raise TraceParseError(
                     f"this looks like a whole tuning database ({len(lines)} records): pass one record (one line)"
                 ) from None
-            raise TraceParseError(f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+            raise
         return _unwrap_record(data)
     if isinstance(trace, (list, tuple)) or type(trace).__name__ == "Array":
         try:
@@ -569,86 +579,6 @@ def _unwrap_record(data: Any) -> Any:
     return data  # parse_trace_json says what is wrong with it
 
 
-@dataclass(frozen=True)
-class _Kind:
-    """How one instruction of TVM's JSON becomes a call of the Python API.
-
-    ``inputs``/``attrs`` name the Python parameter that each JSON slot feeds, in TVM's order (see the
-    ``*Traits`` of src/s_tir/schedule/primitive/*.cc); ``"*name"`` takes all remaining inputs as a list,
-    ``"*"`` spreads them as positional arguments.
-    """
-
-    primitive: str
-    inputs: tuple[str, ...] = ()
-    attrs: tuple[str, ...] = ()
-    decision: bool = False
-
-
-def _k(primitive: str, inputs: str = "", attrs: str = "", decision: bool = False) -> _Kind:
-    return _Kind(primitive, tuple(inputs.split()), tuple(attrs.split()), decision)
-
-
-_KINDS: dict[str, _Kind] = {
-    "Annotate": _k("annotate", "block_or_loop ann_val", "ann_key"),
-    "Unannotate": _k("unannotate", "block_or_loop", "ann_key"),
-    "AnnotateBufferAccess": _k("annotate_buffer_access", "block buffer_index buf_type gen_new_ranges"),
-    "StorageAlign": _k("storage_align", "block", "buffer_index axis factor offset"),
-    "SetScope": _k("set_scope", "block", "buffer_index storage_scope"),
-    "UnsafeSetDType": _k("unsafe_set_dtype", "block", "buffer_index dtype"),
-    "Blockize": _k("blockize", "target", "preserve_unit_iters"),
-    "Tensorize": _k("tensorize", "block_or_loop", "tensor_intrin preserve_unit_iters"),
-    "CacheIndex": _k("cache_index", "block", "storage_scope cse_thresh"),
-    "CacheRead": _k("cache_read", "block consumer_blocks", "read_buffer_index storage_scope"),
-    "CacheWrite": _k("cache_write", "block consumer_blocks", "write_buffer_index storage_scope"),
-    "CacheInplace": _k("cache_inplace", "block", "read_buffer_index storage_scope"),
-    "ReIndex": _k("reindex", "block", "buffer_index buffer_index_type"),
-    "ReindexCacheRead": _k("reindex_cache_read", "block index_map", "read_buffer_index storage_scope"),
-    "ReindexCacheWrite": _k("reindex_cache_write", "block index_map", "write_buffer_index storage_scope"),
-    "ComputeAt": _k("compute_at", "block loop", "preserve_unit_loops index"),
-    "ReverseComputeAt": _k("reverse_compute_at", "block loop", "preserve_unit_loops index"),
-    "ComputeInline": _k("compute_inline", "block"),
-    "ReverseComputeInline": _k("reverse_compute_inline", "block"),
-    "FuseReductionEpilogue": _k("fuse_reduction_epilogue", "reduction_block epilogue_block"),
-    "DecomposePadding": _k("decompose_padding", "block loop"),
-    "Parallel": _k("parallel", "loop"),
-    "Vectorize": _k("vectorize", "loop"),
-    "Bind": _k("bind", "loop", "thread_axis"),
-    "Unroll": _k("unroll", "loop"),
-    "GetSBlock": _k("get_sblock", "", "name func_name"),
-    "GetLoops": _k("get_loops", "block"),
-    "GetChildBlocks": _k("get_child_blocks", "block_or_loop"),
-    "GetProducers": _k("get_producers", "block"),
-    "GetConsumers": _k("get_consumers", "block"),
-    "GetOutputBlocks": _k("get_output_blocks", "scope_block"),
-    "UnsafeHideBufferAccess": _k("unsafe_hide_buffer_access", "block buf_type buf_index_array"),
-    "TransformLayout": _k(
-        "transform_layout", "block index_map", "buffer_index buffer_index_type pad_value assume_injective_transform"
-    ),
-    "TransformBlockLayout": _k("transform_block_layout", "block", "index_map"),
-    "Split": _k("split", "loop *factors", "preserve_unit_iters disable_predication"),
-    "LoopPartition": _k("loop_partition", "loop *factors", "preserve_unit_iters"),
-    "Merge": _k("merge", "*"),
-    "Fuse": _k("fuse", "*", "preserve_unit_iters"),
-    "Reorder": _k("reorder", "*"),
-    "AddUnitLoop": _k("add_unit_loop", "block_or_loop"),
-    "PadEinsum": _k("pad_einsum", "block", "padding"),
-    "ReadAt": _k("read_at", "loop block", "read_buffer_index storage_scope"),
-    "WriteAt": _k("write_at", "loop block", "write_buffer_index storage_scope"),
-    "DecomposeReduction": _k("decompose_reduction", "block loop"),
-    "RFactor": _k("rfactor", "loop", "factor_axis"),
-    "ReorderBlockIterVar": _k("reorder_block_iter_var", "block new_order"),
-    "RollingBuffer": _k("rolling_buffer", "block", "write_buffer_index"),
-    "SampleCategorical": _k("sample_categorical", "", "candidates probs", decision=True),
-    "SamplePerfectTile": _k("sample_perfect_tile", "loop", "n max_innermost_factor", decision=True),
-    "SamplePartitionedTile": _k("sample_partitioned_tile", "loop", "n partition_pos innerpart_factor", decision=True),
-    "SampleComputeLocation": _k("sample_compute_location", "block", "", decision=True),
-    "EnterPostproc": _k("enter_postproc"),
-}
-# Python parameters whose JSON attribute is TVM's 0/1 for a bool.
-_BOOL_ATTRS = {"preserve_unit_iters", "disable_predication", "preserve_unit_loops", "assume_injective_transform"}
-_NAME = re.compile(r"[blv]\d+|_")
-
-
 def calls_from_json(data: Any) -> list[TraceCall]:
     """TVM's JSON trace as calls of the Python API: read as data, never replayed by TVM to be read."""
     data = parse_trace_json(data)
@@ -677,6 +607,7 @@ def calls_from_json(data: Any) -> list[TraceCall]:
         call.text = _call_text(call)
         calls.append(call)
         defined.update(targets)
+    trace_limits.check_calls(calls)
     return calls
 
 
@@ -727,6 +658,7 @@ def _json_input(raw: Any, defined: set[str]) -> Any:
 def _index_map_from_json(text: str, defined: set[str]) -> JsonIndexMap:
     from tvm import tirx
 
+    trace_limits.check_text(text, json_text=True)  # TVM's reader recurses in C++
     try:
         obj = tvm.ir.load_json(text)
     except Exception as exc:  # noqa: BLE001  (TVM's JSON reader: any failure means a bad index map)
@@ -854,31 +786,8 @@ def read_trace_source(trace: Any) -> tuple[Any, str | None]:
         return trace, None
     if not os.path.isfile(path):
         raise TraceParseError(f"{path}: no such file")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read(), path
-    except UnicodeDecodeError:
-        raise TraceParseError(f"{path}: not a text file") from None
-
-
-def _statement_kind(stmt: ast.stmt) -> str:
-    """'an import', 'a for loop', ...: a refused statement named as a student would name it."""
-    words = {
-        "Import": "an import",
-        "ImportFrom": "an import",
-        "FunctionDef": "a function definition",
-        "AsyncFunctionDef": "a function definition",
-        "ClassDef": "a class definition",
-        "For": "a for loop",
-        "While": "a while loop",
-        "If": "an if statement",
-        "With": "a with statement",
-        "Try": "a try statement",
-        "AugAssign": "an augmented assignment",
-        "Delete": "a del statement",
-        "Global": "a global statement",
-        "Return": "a return statement",
-        "Raise": "a raise statement",
-    }
-    name = type(stmt).__name__
-    return words.get(name, f"a {name.lower()} statement")
+    with open(path, "rb") as fh:
+        raw = fh.read(trace_limits.MAX_TRACE_BYTES + 1)
+    if len(raw) > trace_limits.MAX_TRACE_BYTES:
+        raise TraceParseError(f"{path}: the file is over the limit of {trace_limits.MAX_TRACE_BYTES} bytes for a trace")
+    return trace_limits.decode_text(raw, path), path

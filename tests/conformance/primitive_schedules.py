@@ -103,12 +103,12 @@ def split_tiles(sch):
 def annotate_kinds(sch):
     b = sch.get_sblock("C")
     i, _, _ = sch.get_loops(b)
-    sch.annotate(b, "flag", True)
-    sch.annotate(i, "pragma_list", [1, 2, "x"])
-    sch.annotate(b, "ratio", 0.5)
-    sch.annotate(b, "text", "hello")
-    sch.annotate(i, "unused", 3)
-    sch.unannotate(i, "unused")
+    sch.annotate(b, "warp_execution", True)  # keys from the trace parser's allowlist (trace_limits)
+    sch.annotate(i, "software_pipeline_order", [1, 2, "x"])
+    sch.annotate(b, "meta_schedule.vectorize", 0.5)
+    sch.annotate(b, "meta_schedule.tiling_structure", "hello")
+    sch.annotate(i, "pragma_unroll", 3)
+    sch.unannotate(i, "pragma_unroll")
 
 
 def compute_location(decision):
@@ -281,7 +281,7 @@ def lookups(sch):
     kids = sch.get_child_blocks(root)
     sch.get_producers(kids[1])
     sch.get_consumers(kids[0])
-    sch.annotate(outs[0], "is_output", 1)
+    sch.annotate(outs[0], "pragma_unroll_explicit", 1)
 
 
 def unit_loops(sch):

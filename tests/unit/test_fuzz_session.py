@@ -88,7 +88,11 @@ def draw_call(data, s: Session, sampled: list):
     if prim == "blockize":
         return prim, (loop(),), {}
     if prim == "annotate":
-        return prim, (data.draw(st.sampled_from(loops + blocks)), "pragma_note", data.draw(st.integers(0, 9))), {}
+        return (
+            prim,
+            (data.draw(st.sampled_from(loops + blocks)), "pragma_unroll_explicit", data.draw(st.integers(0, 9))),
+            {},
+        )
     if prim == "sample_perfect_tile":
         return prim, (loop(),), {"n": data.draw(st.integers(1, 3)), "max_innermost_factor": 16}
     return prim, (), {"candidates": [1, 2, 4], "probs": [0.2, 0.3, 0.5]}

@@ -48,7 +48,13 @@ SCENARIOS = {
             ("blockize", ("i_1",), {}),
         ],
     ),
-    "annotate": (MATMUL, [("annotate", ("i", "pragma_note", "hello"), {}), ("annotate", ("C", "flag", 3), {})]),
+    "annotate": (
+        MATMUL,
+        [
+            ("annotate", ("i", "meta_schedule.tiling_structure", "hello"), {}),
+            ("annotate", ("C", "pragma_auto_unroll_max_step", 3), {}),
+        ],
+    ),
     "set_scope": (MM_RELU, [("set_scope", ("Y", 0, "shared"), {})]),
     "storage_align": (MM_RELU, [("storage_align", ("Y", 0), {"axis": 0, "factor": 128, "offset": 1})]),
     "transform_layout": (MM_RELU, [("transform_layout", ("Y", ("write", 0), lambda i, j: (j // 32, i, j % 32)), {})]),

@@ -47,8 +47,8 @@ def test_json_keeps_a_boolean_annotation_that_the_printer_turns_into_1():
     assert "ann_val=1" in str(sch.trace)  # TVM's printer loses the bool ...
     replayed = Session.from_trace(mod, _json(sch))  # ... its JSON does not
     assert structural_equal(replayed.module, sch.mod)
-    assert '"flag": True' in replayed.script
-    assert '"flag": 1' in Session.from_trace(mod, str(sch.trace)).script  # what the printed form gives
+    assert '"warp_execution": True' in replayed.script
+    assert '"warp_execution": 1' in Session.from_trace(mod, str(sch.trace)).script  # what the printed form gives
 
 
 def test_json_replays_decompose_padding_which_tvm_cannot_print():

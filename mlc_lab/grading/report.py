@@ -1,0 +1,140 @@
+"""One hand-in's grade as data, and the forms it is written in: JSON, text a hand-in cannot forge,
+and Gradescope's ``results.json`` (https://gradescope-autograders.readthedocs.io, "Output format")."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from mlc_lab.grading.scoring import TaskResult
+
+
+@dataclass
+class GradeResult:
+    submission: str
+    kind: str  # "trace" | "schedule" | "notebook" | "folder" (a student's folder of parts)
+    tasks: list
+    error: str | None = None  # why nothing could be graded (one sentence)
+    status: str = "graded"  # "graded" | "refused" | "crash" | "timeout" | "grader error"
+    hazards: list = field(default_factory=list)  # {"kind", "message", "where", "class"}
+    notes: list = field(default_factory=list)  # what the student should know that is no task's verdict
+    trace: str | None = None  # the schedule as the course's apply_trace function
+    seconds: float = 0.0
+    latency_ms: float | None = None  # when the assignment times submissions
+    numeric: dict | None = None  # {"ok", "verdict", "message"} when the assignment runs the schedule smaller
+    correct: bool | None = None  # its output against the original program's, on random inputs
+    visibility: str = "visible"
+
+    @property
+    def score(self) -> float:
+        return float(sum(t.points for t in self.tasks))
+
+    @property
+    def max_score(self) -> float:
+        return float(sum(t.max_points for t in self.tasks))
+
+    def to_json(self) -> dict:
+        return {
+            "submission": self.submission,
+            "kind": self.kind,
+            "status": self.status,
+            "score": self.score,
+            "max_score": self.max_score,
+            "error": self.error,
+            "hazards": list(self.hazards),
+            "notes": list(self.notes),
+            "tasks": [t.to_json() for t in self.tasks],
+            "trace": self.trace,
+            "seconds": round(self.seconds, 3),
+            "latency_ms": self.latency_ms,
+            "correct": self.correct,
+            "numeric": self.numeric,
+            "visibility": self.visibility,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> GradeResult:
+        r = cls(str(data["submission"]), str(data["kind"]), [TaskResult.from_json(t) for t in data["tasks"]])
+        for key in ("error", "status", "hazards", "notes", "trace", "latency_ms", "numeric", "correct", "visibility"):
+            if key in data:
+                setattr(r, key, data[key])
+        r.seconds = float(data.get("seconds", 0.0))
+        return r
+
+    def to_text(self) -> str:
+        """The grade as lines a teacher reads. Everything that can hold a hand-in's words (its name, an
+        error it raised, names it gave) is quoted on one line after ``| ``, so no line of a hand-in can
+        pass for the grader's ``PASS`` lines or score header."""
+        head = f"{_quoted(self.submission)} ({self.kind or 'not read'}, {self.status}): {_num(self.score)}/{_num(self.max_score)}"
+        lines = [head + (f", {self.latency_ms:.4g} ms" if self.latency_ms is not None else "")]
+        if self.error:
+            lines.append(f"  | {_quoted(self.error)}")
+        lines += [f"  note | {_quoted(n)}" for n in self.notes]
+        for t in self.tasks:
+            lines.append(f"  {'PASS' if t.passed else 'FAIL'} {t.number} ({_num(t.points)}/{_num(t.max_points)})")
+            lines.append(f"       task | {_quoted(t.name)}: {_quoted(t.title)}")
+            if not t.passed and not self.error:  # an error is said once, above
+                lines += [f"       | {_quoted(m)}" for m in t.messages]
+        return "\n".join(lines)
+
+    def to_gradescope(self) -> dict:
+        """Gradescope's results.json: one test per task (its number, visibility and messages), the
+        hazards and the numeric verdict once, in the top-level output, and a leaderboard entry."""
+        tests = []
+        for t in self.tasks:
+            output = self.error if self.error and not t.passed else "\n".join(t.messages)
+            tests.append(
+                {
+                    "name": t.title,
+                    "number": t.number,
+                    "score": t.points,
+                    "max_score": t.max_points,
+                    "status": "passed" if t.passed else "failed",
+                    "output": output,
+                    "visibility": t.visibility,
+                }
+            )
+        return {
+            "score": self.score,
+            "execution_time": max(0, round(self.seconds)),
+            "output": self._summary(),
+            "visibility": self.visibility,
+            "stdout_visibility": "hidden",
+            "tests": tests,
+            "leaderboard": self._leaderboard(),
+        }
+
+    def _summary(self) -> str:
+        lines = [f"{_num(self.score)} of {_num(self.max_score)} points ({self.status})"]
+        if self.error:
+            lines.append(self.error)
+        lines += self.notes
+        if self.numeric is not None:
+            lines.append(f"Numeric check ({self.numeric.get('verdict')}): {self.numeric.get('message')}")
+        if self.hazards:
+            lines.append("Hazards:")
+            lines += [
+                f"- {h.get('kind', '').replace('_', ' ')} ({h.get('class')}): {h.get('message')}" for h in self.hazards
+            ]
+        return "\n".join(lines)
+
+    def _leaderboard(self) -> list:
+        board = [
+            {"name": "Score", "value": self.score, "order": "desc"},
+            {"name": "Tasks passed", "value": sum(1 for t in self.tasks if t.passed), "order": "desc"},
+        ]
+        if self.latency_ms is not None:
+            board.append({"name": "Latency (ms)", "value": round(self.latency_ms, 6), "order": "asc"})
+        return board
+
+
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _quoted(text: str) -> str:
+    """One line, with newlines, escapes and other control or direction characters written as ``\\xNN``."""
+    return _UNSAFE.sub(lambda m: "\\n" if m.group() == "\n" else f"\\x{ord(m.group()):02x}", str(text))
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"

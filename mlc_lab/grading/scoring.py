@@ -1,0 +1,124 @@
+"""A task's points from a step's check report: the one place where a verdict becomes a grade.
+
+``score_tasks(tasks, report, ...)`` is what ``mlc-lab grade`` gives each task, and what the explorer's
+Checks panel can show for any step: the same checks, hazards, numeric verdict and thresholds give the
+same points. No TVM here: the report is plain data (``mlc_lab.model.checks.CheckReport``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlc_lab.model.checks import CheckReport
+
+
+@dataclass
+class TaskResult:
+    name: str
+    title: str
+    points: float
+    max_points: float
+    passed: bool
+    messages: list = field(default_factory=list)  # one sentence per check (and hazard), in a student's words
+    number: str = ""  # "1.2": Gradescope's test number
+    visibility: str = "visible"
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "number": self.number,
+            "points": self.points,
+            "max_points": self.max_points,
+            "passed": self.passed,
+            "messages": list(self.messages),
+            "visibility": self.visibility,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> TaskResult:
+        return cls(
+            str(data["name"]),
+            str(data["title"]),
+            float(data["points"]),
+            float(data["max_points"]),
+            bool(data["passed"]),
+            [str(m) for m in data.get("messages", [])],
+            str(data.get("number", "")),
+            str(data.get("visibility", "visible")),
+        )
+
+
+def failed_task(task: Any, message: str) -> TaskResult:
+    """A task that could not be graded at all (the hand-in was refused or crashed): 0 points, why."""
+    return TaskResult(task.name, task.title, 0.0, task.points, False, [message], task.number, task.visibility)
+
+
+def score_tasks(
+    tasks: Iterable[Any],
+    report: CheckReport,
+    *,
+    hazards_fail: Iterable[str] = ("correctness",),
+    wrong: str | None = None,
+    latency_ms: float | None = None,
+    timing_problem: str | None = None,
+) -> list[TaskResult]:
+    """Each task's result from the step's ``report``.
+
+    A task passes when every check it names passed, no hazard whose class or kind is in
+    ``hazards_fail`` was found (a performance hazard fails nothing unless named), the result is right
+    (``wrong`` is the numeric check's sentence when it is not) and, for a task with ``max_latency_ms``,
+    the program is that fast. A check that could not judge the program fails its task, said as such,
+    never as a wrong answer. The explorer's Checks panel gives the same points with
+    ``score_tasks(assignment.tasks, report, hazards_fail=assignment.hazards_fail)`` (a failed numeric
+    check in ``report.numeric`` counts as ``wrong``).
+    """
+    if wrong is None and report.numeric is not None and not report.numeric.get("ok"):
+        wrong = (  # the Checks panel's numeric check, in the report itself
+            f"wrong result at a smaller size: max error {report.numeric.get('max_error')} "
+            f"at shape {report.numeric.get('shape')}"
+        )
+    fail_on = set(hazards_fail)
+    by_name = {c.name: c for c in report.checks}
+    failing_hazards = [h for h in report.hazards if h.kind in fail_on or h.severity in fail_on]
+    results = []
+    for task in tasks:
+        checks = [by_name[n] for n in task.checks if n in by_name]
+        missing = [n for n in task.checks if n not in by_name]
+        messages = [f"{n}: this check did not run on this step" for n in missing]
+        for c in checks:
+            if not c.judged:
+                messages.append(f"{c.name} could not be judged on this program, so the task is not passed: {c.message}")
+            elif not c.ok:
+                messages.append(c.message)
+        limit = getattr(task, "max_latency_ms", None)
+        if limit is not None:
+            if timing_problem:
+                messages.append(timing_problem)
+            elif latency_ms is None:
+                messages.append("the program was not timed, so its latency threshold cannot be judged")
+            elif latency_ms > limit:
+                messages.append(f"the program takes {latency_ms:.4g} ms; this task asks for at most {limit:g} ms")
+        messages += [f"{h.kind.replace('_', ' ')}: {h.message}" for h in failing_hazards]
+        if wrong:
+            messages.append(wrong)
+        passed = not messages
+        if passed:
+            messages = [c.message for c in checks]
+            if limit is not None:
+                messages.append(f"the program takes {latency_ms:.4g} ms (at most {limit:g} ms asked)")
+        results.append(
+            TaskResult(
+                task.name,
+                task.title,
+                task.points if passed else 0.0,
+                task.points,
+                passed,
+                messages,
+                getattr(task, "number", ""),
+                getattr(task, "visibility", "visible"),
+            )
+        )
+    return results
