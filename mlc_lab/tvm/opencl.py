@@ -47,7 +47,14 @@ _THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "thread
 
 
 class OpenCLProgramError(Exception):
-    """The schedule cannot be run as OpenCL (host loops, a launch parameter we do not handle)."""
+    """The schedule cannot be run as OpenCL on the CPU. ``verdict``: ``could_not_run`` (what the CPU
+    run does not handle: a launch parameter, host code besides launches, the engine) or
+    ``does_not_build`` (no GPU could run it either: a block outside every kernel, a global buffer
+    allocated inside a kernel)."""
+
+    def __init__(self, message: str, verdict: str = "could_not_run") -> None:
+        super().__init__(message)
+        self.verdict = verdict
 
 
 # ----------------------------------------------------------------------------------------- build
@@ -86,7 +93,8 @@ def opencl_program(mod: Any, func_name: str | None) -> dict:
                 for u in unbound
             )
             + "; bind its loops with bind(loop, 'blockIdx.x') "
-            "and bind(loop, 'threadIdx.x')"
+            "and bind(loop, 'threadIdx.x')",
+            verdict="does_not_build",
         )
     keep = _KeepSplit()
     with tvm.transform.PassContext(instruments=[keep]):
@@ -98,84 +106,178 @@ def opencl_program(mod: Any, func_name: str | None) -> dict:
         )
     source = device[0].inspect_source()
     params = [{"name": n, "shape": list(s), "dtype": d} for n, s, d in tbuild.param_specs(one, func_name)]
-    host = keep.split[func_name]
-    kernel_params = {
-        gv.name_hint: f.params
+    kernels = {
+        gv.name_hint: f
         for gv, f in keep.split.functions_items()
         if gv.name_hint != func_name and isinstance(f, tvm.tirx.PrimFunc)
     }
-    allocs: list[dict] = []
-    launches: list[dict] = []
-    loops: list[str] = []
-
-    def visit(node: Any) -> None:
-        if isinstance(node, tvm.tirx.For):
-            loops.append(str(node.loop_var.name))
-        elif isinstance(node, tvm.tirx.AllocBuffer):
-            buf = node.buffer
-            allocs.append({"name": str(buf.name), "shape": [int(x) for x in buf.shape], "dtype": str(buf.dtype)})
-        elif isinstance(node, tvm.ir.Call) and getattr(node.op, "name", "") == "tirx.call_ffi_kernel":
-            launches.append(_launch(node, kernel_params))
-
-    tvm_ffi.structural_walk(host.body, visit, order="pre")
-    if loops:
-        raise OpenCLProgramError(
-            f"part of the program runs on the host, outside any kernel (loop {', '.join(dict.fromkeys(loops))}): "
-            "bind its loops to blockIdx/threadIdx"
-        )
-    names = [p["name"] for p in params] + [a["name"] for a in allocs]
+    _refuse_global_allocations(kernels)
+    host = _HostRun({name: f.params for name, f in kernels.items()})
+    host.run(keep.split[func_name].body)
+    names = [p["name"] for p in params] + [a["name"] for a in host.allocs]
     if len(set(names)) != len(names):
         raise OpenCLProgramError(f"two buffers share a name ({', '.join(names)}); rename one")
-    return {"source": source, "params": params, "allocs": allocs, "launches": launches}
+    return {"source": source, "params": params, "allocs": host.allocs, "launches": host.launches}
 
 
-def _launch(call: Any, kernel_params: dict) -> dict:
-    name = str(call.args[0].value)
-    tags = [str(t) for t in call.attrs.launch_params]
-    unknown = [t for t in tags if t not in _THREAD_TAGS]
-    if unknown:
-        raise OpenCLProgramError(
-            f"kernel {name} needs launch parameter {unknown[0]}, which the CPU run does not "
-            "provide (dynamic shared memory?)"
-        )
-    values = list(call.args[1:])
-    extents = values[len(values) - len(tags) :]
-    args = []
-    for value in values[: len(values) - len(tags)]:
-        if isinstance(value, tvm.ir.Call) and getattr(value.op, "name", "") == "tirx.buffer_data":
-            args.append({"buffer": str(value.args[0].name)})
-        elif isinstance(value, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
-            args.append({"scalar": value.value, "dtype": str(value.dtype)})
+def _refuse_global_allocations(kernels: dict) -> None:
+    """A buffer in global memory allocated inside a kernel: no GPU can do that (TVM's CUDA build
+    refuses it; OpenCL compilers each word it their own way), so it is named here, on any engine."""
+    for name, func in kernels.items():
+        found: list[str] = []
+
+        def visit(node: Any) -> None:
+            if isinstance(node, tvm.tirx.AllocBuffer) and str(node.buffer.scope()) == "global":
+                found.append(str(node.buffer.name))
+
+        tvm_ffi.structural_walk(func.body, visit, order="pre")
+        if found:
+            listed = ", ".join(dict.fromkeys(found))
+            raise OpenCLProgramError(
+                f"kernel {name} allocates {listed} in global memory, which a GPU kernel cannot do: inline it "
+                "(reverse_compute_inline of its consumer, or compute_inline), compute it in a kernel of its "
+                "own, or give it a 'local' or 'shared' scope",
+                verdict="does_not_build",
+            )
+
+
+MAX_LAUNCHES = 4096  # kernel launches one run may make (a host loop over launches)
+
+
+class _HostRun:
+    """The host function after SplitHostDevice, run symbolically: its loops over kernel launches
+    unrolled, the arguments it computes (a loop variable, arithmetic on it) evaluated with TVM's
+    simplifier, its workspaces (buffers it allocates for the kernels) listed. What the host code
+    does besides launching kernels and allocating (a store to a buffer, a call) is refused."""
+
+    def __init__(self, kernel_params: dict) -> None:
+        self.kernel_params = kernel_params
+        self.allocs: list[dict] = []
+        self.launches: list[dict] = []
+        self.analyzer = tvm.sym.Analyzer()
+
+    def value(self, expr: Any, what: str) -> Any:
+        out = self.analyzer.simplify(expr)
+        if not isinstance(out, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
+            raise OpenCLProgramError(
+                f"{what} is computed on the host from something the CPU run cannot evaluate ({out})"
+            )
+        return out
+
+    def run(self, node: Any) -> None:
+        if isinstance(node, tvm.tirx.SeqStmt):
+            for stmt in node.seq:
+                self.run(stmt)
+        elif isinstance(node, tvm.tirx.For):
+            self.loop(node)
+        elif isinstance(node, tvm.tirx.IfThenElse):
+            cond = self.value(node.condition, "a condition of the host code")
+            branch = node.then_case if int(cond.value) else node.else_case
+            if branch is not None:
+                self.run(branch)
+        elif isinstance(node, tvm.tirx.Bind):
+            self.analyzer.bind(node.var, self.value(node.value, f"host variable {node.var.name}"), allow_override=True)
+        elif isinstance(node, tvm.tirx.AllocBuffer):
+            self.alloc(node.buffer)
+            if getattr(node, "body", None) is not None:
+                self.run(node.body)
+        elif isinstance(node, (tvm.tirx.DeclBuffer, tvm.tirx.AttrStmt, tvm.tirx.AssertStmt)):
+            if getattr(node, "body", None) is not None:
+                self.run(node.body)
+        elif isinstance(node, tvm.tirx.Evaluate) and _is_call(node.value, "tirx.call_ffi_kernel"):
+            if len(self.launches) >= MAX_LAUNCHES:
+                raise OpenCLProgramError(f"the host code launches more than {MAX_LAUNCHES} kernels")
+            self.launches.append(self.launch(node.value))
+        elif isinstance(node, tvm.tirx.Evaluate) and isinstance(node.value, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
+            pass
+        elif isinstance(node, tvm.tirx.BufferStore):
+            raise OpenCLProgramError(
+                f"part of the program runs on the host, outside any kernel (it writes {node.buffer.name}): "
+                "bind its loops to blockIdx/threadIdx"
+            )
         else:
-            raise OpenCLProgramError(f"kernel {name} takes an argument the CPU run cannot compute ({value})")
-    grid, block = [1, 1, 1], [1, 1, 1]
-    for tag, ext in zip(tags, extents):
-        if not isinstance(ext, tvm.tirx.IntImm):
-            raise OpenCLProgramError(f"kernel {name}: the extent of {tag} is not a constant ({ext}); give sizes")
-        (grid if tag.startswith("blockIdx") else block)["xyz".index(tag[-1])] = int(ext.value)
-    if name in kernel_params and len(kernel_params[name]) != len(args):
-        raise OpenCLProgramError(
-            f"kernel {name} takes {len(kernel_params[name])} arguments, the launch passes {len(args)}"
-        )
-    return {"kernel": name, "args": args, "grid": grid, "block": block}
+            raise OpenCLProgramError(
+                f"the host code does something the CPU run does not handle ({type(node).__name__})"
+            )
+
+    def loop(self, node: Any) -> None:
+        lo = self.value(node.min, f"the start of host loop {node.loop_var.name}")
+        extent = int(self.value(node.extent, f"the extent of host loop {node.loop_var.name}").value)
+        for i in range(int(lo.value), int(lo.value) + extent):
+            self.analyzer.bind(node.loop_var, tvm.tirx.IntImm(str(lo.ty), i), allow_override=True)
+            self.run(node.body)
+
+    def alloc(self, buf: Any) -> None:
+        name = str(buf.name)
+        if any(a["name"] == name for a in self.allocs):
+            return
+        shape = [int(self.value(x, f"the shape of {name}").value) for x in buf.shape]
+        self.allocs.append({"name": name, "shape": shape, "dtype": str(buf.dtype)})
+
+    def launch(self, call: Any) -> dict:
+        name = str(call.args[0].value)
+        tags = [str(t) for t in call.attrs.launch_params]
+        unknown = [t for t in tags if t not in _THREAD_TAGS]
+        if unknown:
+            raise OpenCLProgramError(
+                f"kernel {name} needs launch parameter {unknown[0]}, which the CPU run does not "
+                "provide (dynamic shared memory?)"
+            )
+        values = list(call.args[1:])
+        extents = values[len(values) - len(tags) :]
+        params = self.kernel_params.get(name)
+        args = []
+        for i, value in enumerate(values[: len(values) - len(tags)]):
+            if _is_call(value, "tirx.buffer_data"):
+                args.append({"buffer": str(value.args[0].name)})
+                continue
+            got = self.value(value, f"argument {i} of kernel {name}")
+            args.append({"scalar": got.value, "dtype": str(got.ty)})
+        grid, block = [1, 1, 1], [1, 1, 1]
+        for tag, ext in zip(tags, extents):
+            n = int(self.value(ext, f"the extent of {tag} of kernel {name}").value)
+            (grid if tag.startswith("blockIdx") else block)["xyz".index(tag[-1])] = n
+        if params is not None and len(params) != len(args):
+            raise OpenCLProgramError(f"kernel {name} takes {len(params)} arguments, the launch passes {len(args)}")
+        return {"kernel": name, "args": args, "grid": grid, "block": block}
+
+
+def _is_call(node: Any, op: str) -> bool:
+    return isinstance(node, tvm.ir.Call) and getattr(node.op, "name", "") == op
 
 
 # ----------------------------------------------------------------------------------------- run
 
 
 _PROBE = "__kernel void probe(__global float* x) { x[get_global_id(0)] += 1.0f; }"
-_DEVICE: list[Any] = []  # the device chosen, once per process
+ENGINES = ("pocl", "oclgrind")
+ENGINE_VARIABLE = "MLC_LAB_OPENCL_ENGINE"  # pocl or oclgrind: run on that engine only
+_DEVICE: dict[str, tuple[Any, str]] = {}  # the device chosen per forced engine ("" = the first that works)
+
+
+def forced_engine() -> str:
+    """The engine ``MLC_LAB_OPENCL_ENGINE`` names ("" when unset); another value is refused."""
+    import os
+
+    name = os.environ.get(ENGINE_VARIABLE, "").strip().lower()
+    if name and name not in ENGINES:
+        raise OpenCLProgramError(
+            f"{ENGINE_VARIABLE}={name!r} names no OpenCL engine: use {' or '.join(ENGINES)}, or leave it unset"
+        )
+    return name
 
 
 def opencl_device() -> tuple[Any, str]:
     """The OpenCL device to run on and its engine's name: pocl's CPU device when its compiler
-    works on this CPU, else the Oclgrind simulator (both are pyopencl extras from PyPI).
+    works on this CPU, else the Oclgrind simulator (both are pyopencl extras from PyPI);
+    ``MLC_LAB_OPENCL_ENGINE=pocl|oclgrind`` allows that one only.
 
     pocl 3.0's LLVM 14 does not know the newest CPUs (AMD family 1Ah, Zen 5): it asks clang for
-    `-target-cpu generic` and every build fails. Oclgrind interprets the kernel instead (about
-    10x slower) and reports out-of-bounds accesses itself."""
-    if _DEVICE:
-        return _DEVICE[0]
+    `-target-cpu generic` and every build fails ("unknown target CPU 'generic'"). Oclgrind
+    interprets the kernel instead (about 10x slower) and reports out-of-bounds accesses itself."""
+    forced = forced_engine()
+    if forced in _DEVICE:
+        return _DEVICE[forced]
     import pyopencl as cl
 
     found: dict[str, Any] = {}
@@ -190,27 +292,42 @@ def opencl_device() -> tuple[Any, str]:
         if devices:
             found.setdefault(key, devices[0])
     reasons = []
-    for key in ("pocl", "oclgrind", *[k for k in found if k not in ("pocl", "oclgrind")]):
+    order = [forced] if forced else ["pocl", "oclgrind", *[k for k in found if k not in ENGINES]]
+    for key in order:
         dev = found.get(key)
         if dev is None:
+            reasons.append(f"{key}: not installed")
             continue
         try:
             cl.Program(cl.Context([dev]), _PROBE).build()
         except Exception as exc:  # noqa: BLE001 - this engine cannot compile here: try the next
-            reasons.append(f"{key}: {str(exc).strip().splitlines()[-1][:200]}")
+            reasons.append(f"{key}: {_compile_failure(str(exc))}")
             continue
-        _DEVICE.append((dev, key))
-        return _DEVICE[0]
+        _DEVICE[forced] = (dev, key)
+        return _DEVICE[forced]
+    if forced:
+        raise OpenCLProgramError(
+            f"the OpenCL engine {forced} ({ENGINE_VARIABLE}) cannot run kernels on this machine: " + "; ".join(reasons)
+        )
     raise OpenCLProgramError(
         "no OpenCL engine that works on this machine (install pyopencl[pocl,oclgrind]); "
         + ("; ".join(reasons) or "no OpenCL platform found")
     )
 
 
+def _compile_failure(text: str) -> str:
+    """The line of an OpenCL build log that says why (``error: ...``), else its last line."""
+    errors = _CL_ERROR.findall(text)
+    lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
+    return (errors[0].strip() if errors else (lines[-1] if lines else "unknown error"))[:200]
+
+
 def run_opencl(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
     """Run the launches of `prog` (from `opencl_program`) on copies of `arrays` (one per parameter,
     by name). Returns {"outputs": {name: array}, "guard_writes": {name: count}, "engine",
-    "diagnostics": [sentence], "seconds": {...}}.
+    "diagnostics": [sentence], "out_of_bounds": [sentence], "seconds": {...}}: ``out_of_bounds``
+    says where the kernel wrote past a buffer (a guard band changed) or Oclgrind saw an access
+    outside one, which on a GPU is an illegal address.
 
     On pocl every buffer lives in a larger one, between guard bands filled with NaN (or a pattern
     for integers): a kernel that writes outside a buffer changes a guard, and one that reads outside
@@ -253,6 +370,8 @@ def run_opencl(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
         )
         t_run = time.perf_counter()
         diagnostics = _oclgrind_diagnostics(log_path) if log_path else []
+        out_of_bounds = [f"the kernel wrote {n} element(s) outside buffer {b}" for b, n in guard_writes.items()]
+        out_of_bounds += [d for d in diagnostics if d.startswith(_OUTSIDE)]
     finally:
         if log_path:
             os.environ.pop("OCLGRIND_LOG", None)
@@ -265,27 +384,17 @@ def run_opencl(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
         "guard_writes": guard_writes,
         "engine": engine,
         "diagnostics": diagnostics,
+        "out_of_bounds": out_of_bounds,
         "seconds": {"opencl_build": t_build - t0, "run": t_run - t_build},
     }
 
 
 _CL_ERROR = re.compile(r"error: (.+)")
-_GLOBAL_IN_KERNEL = re.compile(r"__global \w+ (\w+?)(?:_ptr)?\[")
 
 
 def _build_error(engine: str, text: str) -> str:
-    """The OpenCL compiler's first error in one sentence, with what to do for the usual one."""
-    errors = _CL_ERROR.findall(text)
-    first = errors[0].strip() if errors else (text.strip().splitlines() or ["unknown error"])[0]
-    message = f"{engine} could not compile TVM's OpenCL code: {first}"
-    if "global address space" in first:
-        names = ", ".join(dict.fromkeys(_GLOBAL_IN_KERNEL.findall(text))) or "an intermediate buffer"
-        message += (
-            f" ({names}: a global buffer allocated inside the kernel, which a GPU cannot do: inline it "
-            "(reverse_compute_inline of its consumer, or compute_inline), compute it in a kernel of its "
-            "own, or give it a 'local' or 'shared' scope)"
-        )
-    return message
+    """The OpenCL compiler's first error in one sentence."""
+    return f"{engine} could not compile TVM's OpenCL code: {_compile_failure(text)}"
 
 
 def _launch_all(
@@ -349,7 +458,8 @@ def _launch_all(
     return outputs, guard_writes
 
 
-# Oclgrind's report headlines, in a student's words.
+# Oclgrind's report headlines, in a student's words; the first two are accesses outside a buffer.
+_OUTSIDE = ("the kernel writes outside a buffer", "the kernel reads outside a buffer")
 _OCLGRIND_KINDS = (
     ("Invalid write", "the kernel writes outside a buffer", ""),
     ("Invalid read", "the kernel reads outside a buffer", ""),
@@ -505,28 +615,22 @@ def numeric_gpu_request(req: dict) -> dict:
     func_name = req["func_name"]
     mod = tbuild.module_from_text(req["module"])
     ref = tbuild.module_from_text(req["reference"])
-    try:
-        prog = opencl_program(mod, func_name)
-    except OpenCLProgramError as exc:
-        raise RequestFailure("check", str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - TVM refused to build it: say so in one line
-        text = str(exc).strip()
-        raise RequestFailure(
-            "build", "the schedule does not build for OpenCL: " + _first_line(text), text[-3000:]
-        ) from None
+    prog = _program_or_failure(mod, func_name)
     t_built = time.perf_counter()
     specs = tbuild.param_specs(ref, func_name)
     inputs = tbuild.random_inputs(specs, int(req.get("seed", 0)))
+    # The kernel first: a crash or a hang is then the kernel's, never the reference's.
+    try:
+        ran = run_opencl(prog, {name: a for (name, _, _), a in zip(specs, inputs)})
+    except OpenCLProgramError as exc:
+        raise RequestFailure(exc.verdict, str(exc)) from None
+    t_ran = time.perf_counter()
     _, one = tbuild.single_function_module(ref, func_name)
     ex = tvm.compile(one, target=tbuild.cpu_target())
     tensors = [tvm.runtime.tensor(a, tvm.cpu()) for a in inputs]
     ex.mod.get_function(func_name)(*tensors)
     expected = [t.numpy() for t in tensors]
     t_ref = time.perf_counter()
-    try:
-        ran = run_opencl(prog, {name: a for (name, _, _), a in zip(specs, inputs)})
-    except OpenCLProgramError as exc:
-        raise RequestFailure("check", str(exc)) from None
     rtol, atol = float(req.get("rtol", 1e-3)), float(req.get("atol", 1e-3))
     wrong = total = 0
     max_error = 0.0
@@ -560,13 +664,30 @@ def numeric_gpu_request(req: dict) -> dict:
         "diagnostics": ran["diagnostics"],
         "nan_read": bool(worst is not None and isinstance(worst["got"], float) and np.isnan(worst["got"])),
         "launches": [{"kernel": x["kernel"], "grid": x["grid"], "block": x["block"]} for x in prog["launches"]],
+        "out_of_bounds": ran["out_of_bounds"],
         "seconds": {
             "build": t_built - t0,
-            "reference": t_ref - t_built,
+            "reference": t_ref - t_ran,
             **ran["seconds"],
             "total": time.perf_counter() - t0,
         },
     }
+
+
+def _program_or_failure(mod: Any, func_name: str) -> dict:
+    """`opencl_program`, or the request's failure: its kind is the verdict (``does_not_build``:
+    TVM refuses the schedule, as its CUDA build would; ``could_not_run``: the CPU run cannot)."""
+    from mlc_lab.tvm.wire import RequestFailure
+
+    try:
+        return opencl_program(mod, func_name)
+    except OpenCLProgramError as exc:
+        raise RequestFailure(exc.verdict, str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - TVM refused to build it: say so in one line
+        text = str(exc).strip()
+        raise RequestFailure(
+            "does_not_build", "the schedule does not build for OpenCL: " + _first_line(text), text[-3000:]
+        ) from None
 
 
 def _first_line(text: str) -> str:
@@ -584,20 +705,12 @@ def run_function_request(req: dict) -> dict:
 
     mod = tbuild.module_from_text(req["module"])
     func_name = req["func_name"]
-    try:
-        prog = opencl_program(mod, func_name)
-    except OpenCLProgramError as exc:
-        raise RequestFailure("check", str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - TVM refused to build it
-        text = str(exc).strip()
-        raise RequestFailure(
-            "build", "the program does not build for OpenCL: " + _first_line(text), text[-3000:]
-        ) from None
+    prog = _program_or_failure(mod, func_name)
     names = [p["name"] for p in prog["params"]]
     try:
         ran = run_opencl(prog, dict(zip(names, req["inputs"])))
     except OpenCLProgramError as exc:
-        raise RequestFailure("check", str(exc)) from None
+        raise RequestFailure(exc.verdict, str(exc)) from None
     diagnostics = [f"the kernel wrote {n} element(s) outside buffer {b}" for b, n in ran["guard_writes"].items()]
     return {
         "outputs": [ran["outputs"][n] for n in names],
