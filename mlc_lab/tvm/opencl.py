@@ -42,7 +42,10 @@ OPENCL_TARGET = {
     "max_shared_memory_per_block": 228 * 1024,
     "thread_warp_size": 1,
 }
-GUARD_BYTES = 4096  # on each side of every buffer; a multiple of every device's base-address alignment
+# On each side of every buffer: at least this, and at least the buffer's own size rounded up to it (a
+# thread that indexes a whole tile or row past the end lands in the guard, not in other memory), a
+# multiple of every device's base-address alignment.
+GUARD_BYTES = 4096
 _THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 
 
@@ -301,7 +304,10 @@ def opencl_device() -> tuple[Any, str]:
         try:
             cl.Program(cl.Context([dev]), _PROBE).build()
         except Exception as exc:  # noqa: BLE001 - this engine cannot compile here: try the next
-            reasons.append(f"{key}: {_compile_failure(str(exc))}")
+            why = _compile_failure(str(exc))
+            if "unknown target CPU" in why:
+                why += " (its LLVM does not know this CPU; pocl 3.0's LLVM 14 predates AMD Zen 5)"
+            reasons.append(f"{key}: {why}")
             continue
         _DEVICE[forced] = (dev, key)
         return _DEVICE[forced]
@@ -417,11 +423,12 @@ def _launch_all(
     bufs = {}
     mf = cl.mem_flags
     for name, arr in host.items():
-        g = guard_bytes // arr.itemsize
+        band = max(guard_bytes, -(-arr.nbytes // GUARD_BYTES) * GUARD_BYTES) if guard_bytes else 0
+        g = band // arr.itemsize
         padded = _fill(np.empty(arr.size + 2 * g, dtype=arr.dtype))
         padded[g : g + arr.size] = arr.ravel()
         whole = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=padded)
-        inner = whole.get_sub_region(guard_bytes, max(arr.nbytes, arr.itemsize)) if g else whole
+        inner = whole.get_sub_region(band, max(arr.nbytes, arr.itemsize)) if g else whole
         bufs[name] = (whole, inner, padded, g)
     kernels: dict[str, Any] = {}
     for launch in prog["launches"]:
