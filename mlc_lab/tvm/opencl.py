@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from mlc_lab.tvm import build as tbuild
+from mlc_lab.tvm.opencl_run import OpenCLProgramError, run_in_child
 
 import tvm  # noqa: E402  (after build: it sets the thread count before TVM starts)
 import tvm_ffi  # noqa: E402
@@ -42,22 +43,7 @@ OPENCL_TARGET = {
     "max_shared_memory_per_block": 228 * 1024,
     "thread_warp_size": 1,
 }
-# On each side of every buffer: at least this, and at least the buffer's own size rounded up to it (a
-# thread that indexes a whole tile or row past the end lands in the guard, not in other memory), a
-# multiple of every device's base-address alignment.
-GUARD_BYTES = 4096
 _THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
-
-
-class OpenCLProgramError(Exception):
-    """The schedule cannot be run as OpenCL on the CPU. ``verdict``: ``could_not_run`` (what the CPU
-    run does not handle: a launch parameter, host code besides launches, the engine) or
-    ``does_not_build`` (no GPU could run it either: a block outside every kernel, a global buffer
-    allocated inside a kernel)."""
-
-    def __init__(self, message: str, verdict: str = "could_not_run") -> None:
-        super().__init__(message)
-        self.verdict = verdict
 
 
 # ----------------------------------------------------------------------------------------- build
@@ -249,279 +235,6 @@ def _is_call(node: Any, op: str) -> bool:
     return isinstance(node, tvm.ir.Call) and getattr(node.op, "name", "") == op
 
 
-# ----------------------------------------------------------------------------------------- run
-
-
-_PROBE = "__kernel void probe(__global float* x) { x[get_global_id(0)] += 1.0f; }"
-ENGINES = ("pocl", "oclgrind")
-ENGINE_VARIABLE = "MLC_LAB_OPENCL_ENGINE"  # pocl or oclgrind: run on that engine only
-_DEVICE: dict[str, tuple[Any, str]] = {}  # the device chosen per forced engine ("" = the first that works)
-
-
-def forced_engine() -> str:
-    """The engine ``MLC_LAB_OPENCL_ENGINE`` names ("" when unset); another value is refused."""
-    import os
-
-    name = os.environ.get(ENGINE_VARIABLE, "").strip().lower()
-    if name and name not in ENGINES:
-        raise OpenCLProgramError(
-            f"{ENGINE_VARIABLE}={name!r} names no OpenCL engine: use {' or '.join(ENGINES)}, or leave it unset"
-        )
-    return name
-
-
-def opencl_device() -> tuple[Any, str]:
-    """The OpenCL device to run on and its engine's name: pocl's CPU device when its compiler
-    works on this CPU, else the Oclgrind simulator (both are pyopencl extras from PyPI);
-    ``MLC_LAB_OPENCL_ENGINE=pocl|oclgrind`` allows that one only.
-
-    pocl 3.0's LLVM 14 does not know the newest CPUs (AMD family 1Ah, Zen 5): it asks clang for
-    `-target-cpu generic` and every build fails ("unknown target CPU 'generic'"). Oclgrind
-    interprets the kernel instead (about 10x slower) and reports out-of-bounds accesses itself."""
-    forced = forced_engine()
-    if forced in _DEVICE:
-        return _DEVICE[forced]
-    import pyopencl as cl
-
-    found: dict[str, Any] = {}
-    for platform in cl.get_platforms():
-        name = platform.name.lower()
-        key = (
-            "pocl"
-            if ("portable computing language" in name or "pocl" in name)
-            else ("oclgrind" if "oclgrind" in name else name)
-        )
-        devices = platform.get_devices()
-        if devices:
-            found.setdefault(key, devices[0])
-    reasons = []
-    order = [forced] if forced else ["pocl", "oclgrind", *[k for k in found if k not in ENGINES]]
-    for key in order:
-        dev = found.get(key)
-        if dev is None:
-            reasons.append(f"{key}: not installed")
-            continue
-        try:
-            cl.Program(cl.Context([dev]), _PROBE).build()
-        except Exception as exc:  # noqa: BLE001 - this engine cannot compile here: try the next
-            why = _compile_failure(str(exc))
-            if "unknown target CPU" in why:
-                why += " (its LLVM does not know this CPU; pocl 3.0's LLVM 14 predates AMD Zen 5)"
-            reasons.append(f"{key}: {why}")
-            continue
-        _DEVICE[forced] = (dev, key)
-        return _DEVICE[forced]
-    if forced:
-        raise OpenCLProgramError(
-            f"the OpenCL engine {forced} ({ENGINE_VARIABLE}) cannot run kernels on this machine: " + "; ".join(reasons)
-        )
-    raise OpenCLProgramError(
-        "no OpenCL engine that works on this machine (install pyopencl[pocl,oclgrind]); "
-        + ("; ".join(reasons) or "no OpenCL platform found")
-    )
-
-
-def _compile_failure(text: str) -> str:
-    """The line of an OpenCL build log that says why (``error: ...``), else its last line."""
-    errors = _CL_ERROR.findall(text)
-    lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
-    return (errors[0].strip() if errors else (lines[-1] if lines else "unknown error"))[:200]
-
-
-def run_opencl(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
-    """Run the launches of `prog` (from `opencl_program`) on copies of `arrays` (one per parameter,
-    by name). Returns {"outputs": {name: array}, "guard_writes": {name: count}, "engine",
-    "diagnostics": [sentence], "out_of_bounds": [sentence], "seconds": {...}}: ``out_of_bounds``
-    says where the kernel wrote past a buffer (a guard band changed) or Oclgrind saw an access
-    outside one, which on a GPU is an illegal address.
-
-    On pocl every buffer lives in a larger one, between guard bands filled with NaN (or a pattern
-    for integers): a kernel that writes outside a buffer changes a guard, and one that reads outside
-    it reads NaN, which shows in the result; a far-out access may still crash the process. Oclgrind
-    checks every access itself and, with its data-race plugin, two threads writing one element
-    (or one reading what another writes) without a barrier between: its reports come back as
-    diagnostics."""
-    import os
-    import tempfile
-
-    import pyopencl as cl
-
-    t0 = time.perf_counter()
-    dev, engine = opencl_device()
-    log_path = None
-    if engine == "oclgrind":
-        # Oclgrind reads its settings when a context is made: one log per run.
-        fd, log_path = tempfile.mkstemp(prefix="mlc_lab_oclgrind_", suffix=".log")
-        os.close(fd)
-        os.environ["OCLGRIND_LOG"] = log_path
-        os.environ["OCLGRIND_DATA_RACES"] = os.environ.get("MLC_LAB_OCLGRIND_RACES", "1")
-    try:
-        ctx = cl.Context([dev])
-        queue = cl.CommandQueue(ctx)
-        try:
-            program = cl.Program(ctx, prog["source"]).build()
-        except cl.RuntimeError as exc:
-            raise OpenCLProgramError(_build_error(engine, str(exc))) from None
-        t_build = time.perf_counter()
-        outputs, guard_writes = _launch_all(
-            cl,
-            ctx,
-            queue,
-            program,
-            prog,
-            arrays,
-            engine,
-            guard_bytes=0 if engine == "oclgrind" else GUARD_BYTES,
-            max_group=int(dev.max_work_group_size),
-        )
-        t_run = time.perf_counter()
-        diagnostics = _oclgrind_diagnostics(log_path) if log_path else []
-        out_of_bounds = [f"the kernel wrote {n} element(s) outside buffer {b}" for b, n in guard_writes.items()]
-        out_of_bounds += [d for d in diagnostics if d.startswith(_OUTSIDE)]
-    finally:
-        if log_path:
-            os.environ.pop("OCLGRIND_LOG", None)
-            try:
-                os.unlink(log_path)
-            except OSError:
-                pass
-    return {
-        "outputs": outputs,
-        "guard_writes": guard_writes,
-        "engine": engine,
-        "diagnostics": diagnostics,
-        "out_of_bounds": out_of_bounds,
-        "seconds": {"opencl_build": t_build - t0, "run": t_run - t_build},
-    }
-
-
-_CL_ERROR = re.compile(r"error: (.+)")
-
-
-def _build_error(engine: str, text: str) -> str:
-    """The OpenCL compiler's first error in one sentence."""
-    return f"{engine} could not compile TVM's OpenCL code: {_compile_failure(text)}"
-
-
-def _launch_all(
-    cl: Any,
-    ctx: Any,
-    queue: Any,
-    program: Any,
-    prog: dict,
-    arrays: dict[str, np.ndarray],
-    engine: str,
-    *,
-    guard_bytes: int,
-    max_group: int,
-) -> tuple[dict, dict]:
-    host: dict[str, np.ndarray] = {}
-    for p in prog["params"]:
-        host[p["name"]] = np.ascontiguousarray(arrays[p["name"]], dtype=p["dtype"]).copy()
-    for a in prog["allocs"]:
-        host[a["name"]] = _fill(np.empty(a["shape"], dtype=a["dtype"]))
-    bufs = {}
-    mf = cl.mem_flags
-    for name, arr in host.items():
-        band = max(guard_bytes, -(-arr.nbytes // GUARD_BYTES) * GUARD_BYTES) if guard_bytes else 0
-        g = band // arr.itemsize
-        padded = _fill(np.empty(arr.size + 2 * g, dtype=arr.dtype))
-        padded[g : g + arr.size] = arr.ravel()
-        whole = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=padded)
-        inner = whole.get_sub_region(band, max(arr.nbytes, arr.itemsize)) if g else whole
-        bufs[name] = (whole, inner, padded, g)
-    kernels: dict[str, Any] = {}
-    for launch in prog["launches"]:
-        threads = int(np.prod(launch["block"]))
-        if threads > max_group:
-            raise OpenCLProgramError(
-                f"kernel {launch['kernel']} uses {threads} threads per block; {engine} runs at most {max_group}"
-            )
-        kern = kernels.get(launch["kernel"]) or getattr(program, launch["kernel"])
-        kernels[launch["kernel"]] = kern
-        args = []
-        for arg in launch["args"]:
-            if "buffer" in arg:
-                args.append(bufs[arg["buffer"]][1])
-            else:
-                args.append(np.dtype(arg["dtype"]).type(arg["scalar"]))
-        global_size = tuple(g * b for g, b in zip(launch["grid"], launch["block"]))
-        kern(queue, global_size, tuple(launch["block"]), *args)
-    queue.finish()
-    outputs, guard_writes = {}, {}
-    for name, (whole, _inner, padded, g) in bufs.items():
-        back = np.empty_like(padded)
-        cl.enqueue_copy(queue, back, whole)
-        size = host[name].size
-        if g:
-            unsigned = _uint_of(back)
-            band = np.concatenate([back[:g], back[g + size :]]).view(unsigned)
-            band_before = np.concatenate([padded[:g], padded[g + size :]]).view(unsigned)
-            changed = int(np.count_nonzero(band != band_before))
-            if changed:
-                guard_writes[name] = changed
-        outputs[name] = back[g : g + size].reshape(host[name].shape)
-    queue.finish()
-    return outputs, guard_writes
-
-
-# Oclgrind's report headlines, in a student's words; the first two are accesses outside a buffer.
-_OUTSIDE = ("the kernel writes outside a buffer", "the kernel reads outside a buffer")
-_OCLGRIND_KINDS = (
-    ("Invalid write", "the kernel writes outside a buffer", ""),
-    ("Invalid read", "the kernel reads outside a buffer", ""),
-    ("Write-write data race", "two threads write the same element with no barrier between", "a race"),
-    ("Read-write data race", "a thread reads an element that another thread writes with no barrier between", "a race"),
-    ("Work-group divergence", "the threads of a block reach different barriers", "a barrier inside a branch?"),
-    ("Uninitialized value", "the kernel uses a value that was never written", ""),
-)
-
-
-def _oclgrind_diagnostics(path: str) -> list[str]:
-    """One sentence per kind of problem Oclgrind reported: how many, in which memory, which kernel."""
-    try:
-        with open(path, errors="replace") as fh:
-            text = fh.read(4_000_000)
-    except OSError:
-        return []
-    counts: dict[str, list] = {}
-    kernel = ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("Kernel:"):
-            kernel = stripped.split(":", 1)[1].strip()
-            continue
-        if not line or line[0].isspace():
-            continue
-        for head, words, note in _OCLGRIND_KINDS:
-            if line.startswith(head):
-                memory = next((m for m in ("global", "local", "private") if f" {m} memory" in line), "")
-                entry = counts.setdefault((words, note), [0, set(), kernel])
-                entry[0] += 1
-                if memory:
-                    entry[1].add(memory)
-                break
-    out = []
-    capped = "at least " if "suppressing further errors" in text else ""
-    for (words, note), (count, memories, _kernel) in counts.items():
-        where = f" in {' and '.join(sorted(memories))} memory" if memories else ""
-        notes = ", ".join(n for n in (note, f"{capped}{count} report(s) from Oclgrind") if n)
-        out.append(f"{words}{where} ({notes})")
-    return out
-
-
-def _fill(arr: np.ndarray) -> np.ndarray:
-    if arr.dtype.kind == "f":
-        arr.fill(np.nan)
-    else:
-        arr.view(_uint_of(arr)).fill(np.iinfo(_uint_of(arr)).max // 3)
-    return arr
-
-
-def _uint_of(arr: np.ndarray) -> Any:
-    return {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[arr.itemsize]
-
-
 # ----------------------------------------------------------------------------------------- sizes
 
 
@@ -628,7 +341,7 @@ def numeric_gpu_request(req: dict) -> dict:
     inputs = tbuild.random_inputs(specs, int(req.get("seed", 0)))
     # The kernel first: a crash or a hang is then the kernel's, never the reference's.
     try:
-        ran = run_opencl(prog, {name: a for (name, _, _), a in zip(specs, inputs)})
+        ran = run_in_child(prog, {name: a for (name, _, _), a in zip(specs, inputs)})
     except OpenCLProgramError as exc:
         raise RequestFailure(exc.verdict, str(exc)) from None
     t_ran = time.perf_counter()
@@ -715,7 +428,7 @@ def run_function_request(req: dict) -> dict:
     prog = _program_or_failure(mod, func_name)
     names = [p["name"] for p in prog["params"]]
     try:
-        ran = run_opencl(prog, dict(zip(names, req["inputs"])))
+        ran = run_in_child(prog, dict(zip(names, req["inputs"])))
     except OpenCLProgramError as exc:
         raise RequestFailure(exc.verdict, str(exc)) from None
     diagnostics = [f"the kernel wrote {n} element(s) outside buffer {b}" for b, n in ran["guard_writes"].items()]
