@@ -94,7 +94,7 @@ def opencl_device() -> tuple[Any, str]:
         except Exception as exc:  # noqa: BLE001 - this engine cannot compile here: try the next
             why = _compile_failure(str(exc))
             if "unknown target CPU" in why:
-                why += " (its LLVM does not know this CPU; pocl 3.0's LLVM 14 predates AMD Zen 5)"
+                why += " (pocl 3.0's LLVM 14 does not know this CPU model, e.g. AMD Zen 5)"
             reasons.append(f"{key}: {why}")
             continue
         _DEVICE[forced] = (dev, key)
