@@ -313,7 +313,7 @@ def run_in_child(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
         (work / "prog.json").write_text(json.dumps(prog))
         np.savez(work / "inputs.npz", **{k: np.ascontiguousarray(v) for k, v in arrays.items()})
         proc = subprocess.run(
-            [sys.executable, "-m", "mlc_lab.tvm.opencl_run", str(work)],
+            [sys.executable, "-m", "mlc_lab.tvm.opencl_run", str(work), str(os.getpid())],
             capture_output=True,
             text=True,
             env={**os.environ, "OCLGRIND_LOG": str(work / "oclgrind.log")},
@@ -332,6 +332,20 @@ def run_in_child(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
     return result
 
 
+def _die_with_parent(parent: int) -> None:
+    """A kernel that spins must not outlive the process that asked for it (a worker killed for its
+    time limit, or by hand): Linux sends this process SIGKILL when its parent dies."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the caller's process group still ends it
+        pass
+    if os.getppid() != parent:  # the parent died before the call above
+        os._exit(1)
+
+
 def _child(work: Path) -> None:
     prog = json.loads((work / "prog.json").read_text())
     with np.load(work / "inputs.npz") as data:
@@ -348,4 +362,5 @@ def _child(work: Path) -> None:
 if __name__ == "__main__":
     # Oclgrind reads its settings when this process makes its first OpenCL context.
     os.environ.setdefault("OCLGRIND_DATA_RACES", os.environ.get("MLC_LAB_OCLGRIND_RACES", "1"))
+    _die_with_parent(int(sys.argv[2]))
     _child(Path(sys.argv[1]))

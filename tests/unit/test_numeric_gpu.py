@@ -161,19 +161,37 @@ def test_a_split_without_its_guard_is_a_crash(engine):
     assert r.verdict == "crash" and "outside" in r.message and "illegal address" in r.message, r.message
 
 
+def _kill_while_the_kernel_runs(pid: int, killed: list) -> None:
+    """Kill the worker `pid` once the process running the kernel has started under it."""
+    import psutil
+
+    worker_proc = psutil.Process(pid)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        kernels = [c for c in worker_proc.children(recursive=True) if "mlc_lab.tvm.opencl_run" in " ".join(c.cmdline())]
+        if kernels:
+            killed.extend(kernels)
+            time.sleep(0.5)
+            os.kill(pid, 9)
+            return
+        time.sleep(0.05)
+
+
 def test_a_worker_that_dies_mid_run_is_a_crash_verdict(reference, engine):
+    import psutil
+
     w = worker()
     w.start()
-    pid = w.pid
-    killer = threading.Timer(2.0, lambda: os.kill(pid, 9))  # SPIN runs for minutes: it is still running
-    killer.start()
+    kernels: list = []
+    killer = threading.Thread(target=_kill_while_the_kernel_runs, args=(w.pid, kernels))
+    killer.start()  # SPIN runs for minutes: the kill lands while it runs, every time
     t0 = time.perf_counter()
-    try:
-        r = numeric_check(SPIN, timeout_s=300)
-    finally:
-        killer.cancel()
-    assert r.verdict == "crash" and not r.ok and time.perf_counter() - t0 < 60, r.message
+    r = numeric_check(SPIN, timeout_s=300)
+    killer.join()
+    assert kernels and r.verdict == "crash" and not r.ok and time.perf_counter() - t0 < 150, r.message
     assert r.message.startswith("the kernel crashed (out-of-bounds access?)")
+    _, alive = psutil.wait_procs(kernels, timeout=10)
+    assert not alive  # the process running the kernel died with the worker
     assert numeric_check(reference, sizes=64).ok  # a fresh worker
 
 
