@@ -41,9 +41,10 @@ DISAGREE = {
         "nvcc's. Total shared-store wavefronts agree (4 x fewer instructions, 4 wavefronts each)."
     ),
     ("copy_by_every_thread", "registers_per_thread"): (
-        "predicted 54, measured 45: ptxas 13.0 -O3 here, NVRTC's JIT at load time on the H200 machine; "
-        "the every-thread copy loop (unrolled and vectorised by nvcc here) is the largest code any "
-        "submission has, and the two compilers keep a different number of its addresses live"
+        "predicted 54, measured 45: ptxas 13.0 here, NVRTC at load time on the H200 machine; every other "
+        "kernel is within 2, and this one's copy loop (every thread copies whole tiles, unrolled and "
+        "vectorised by nvcc here) is where two compilers differ most. Likely cause, not verified: no GPU "
+        "machine was lent to the task that wrote this"
     ),
 }
 SECTORS, WAVEFRONTS = "global_load_sectors_per_request", "shared_store_wavefronts_per_instruction"
