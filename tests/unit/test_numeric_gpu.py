@@ -443,6 +443,15 @@ def test_a_host_loop_over_kernel_launches_with_host_computed_arguments_runs():
     assert all(a["shape"] == [16384] for a in prog["allocs"])
 
 
+def test_a_host_loop_past_the_launch_limit_is_refused_with_the_count(monkeypatch):
+    from mlc_lab.tvm import opencl
+
+    monkeypatch.setattr(opencl, "MAX_LAUNCHES", 100)  # the copies alone take 128 launches
+    with pytest.raises(opencl.OpenCLProgramError, match="the host code launches more than 100 kernels") as info:
+        opencl.opencl_program(_copies_never_compute_at(mlc_lab.Session(matmul(128))).module, "main")
+    assert info.value.verdict == "could_not_run"
+
+
 def test_a_cache_stage_never_compute_at_is_checked_number_by_number(engine):
     r = numeric_check(_copies_never_compute_at(mlc_lab.Session(matmul(128))))
     assert r.ok and r.verdict == "match" and r.total == 128 * 128 and r.engine == engine, r.message
