@@ -1,22 +1,22 @@
-"""A GPU schedule run on the CPU: TVM's OpenCL code for the same schedule, run by pocl.
+"""A GPU schedule run on the CPU: TVM's OpenCL code for the same schedule, run by pocl or Oclgrind.
 
 TVM 0.27's wheel has no OpenCL runtime, but it has the OpenCL code generator
 (`target.build.opencl`): a thread-bound PrimFunc compiles to OpenCL C with `__local` for shared
 memory and `barrier()` for `__syncthreads()`. pocl's CPU device (PyPI's `pocl-binary-distribution`,
-through `pyopencl`) runs that code with the semantics of a thread block: work-groups, barriers,
-local memory. This module does the three things TVM does not:
+through `pyopencl`), or the Oclgrind simulator where pocl cannot compile, runs that code with the
+semantics of a thread block: work-groups, barriers, local memory. This module does what TVM does not:
 
-- `opencl_program`: the OpenCL source plus the host side that TVM would otherwise compile for us
-  (which kernels to launch in which order, with which grid and block, on which buffers, and the
-  global intermediates to allocate), read from the host function that `SplitHostDevice` leaves;
-- `run_opencl`: that program run with pyopencl on given numpy arrays, each buffer with guard
-  bands around it, so that a write outside a buffer is seen (and a read outside one reads NaN);
+- `opencl_program`: the OpenCL source plus the host side that TVM would otherwise compile for us,
+  read from the host function that `SplitHostDevice` leaves and run symbolically (`_HostRun`):
+  which kernels to launch in which order (host loops over launches unrolled), with which grid,
+  block and arguments (those the host computes evaluated), and the workspaces to allocate;
 - `resize_program`: the same program at other sizes (a 1024^3 matmul as 128^3), so that a
   schedule's trace can be replayed on it and checked in a second.
 
-`numeric_gpu_request` is the worker's "numeric_gpu" request: build, run on pocl, run the unscheduled
-program on the CPU with LLVM as the reference, compare. It runs in the worker process: a kernel
-that crashes pocl costs the worker, never the caller.
+`mlc_lab.tvm.opencl_run` runs the program (in a fresh process per run). `numeric_gpu_request` is
+the worker's "numeric_gpu" request: build, run the kernels, run the unscheduled program on the CPU
+with LLVM as the reference, compare. A failure comes back as a `RequestFailure` whose kind is the
+verdict: ``does_not_build``, ``could_not_run`` or ``crash``.
 """
 
 from __future__ import annotations
