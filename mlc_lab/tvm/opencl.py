@@ -206,11 +206,17 @@ class _HostRun:
     def launch(self, call: Any) -> dict:
         name = str(call.args[0].value)
         tags = [str(t) for t in call.attrs.launch_params]
+        if "tirx.use_dyn_shared_memory" in tags:
+            # TVM's OpenCL code declares it as a private array and drops its barriers
+            # (tvm_storage_sync("shared.dyn") prints nothing): run as it is, it would race.
+            raise OpenCLProgramError(
+                f"kernel {name} uses dynamic shared memory ('shared.dyn'), which TVM's OpenCL code "
+                "does not handle (no __local array, no barriers): the CPU run cannot run it"
+            )
         unknown = [t for t in tags if t not in _THREAD_TAGS]
         if unknown:
             raise OpenCLProgramError(
-                f"kernel {name} needs launch parameter {unknown[0]}, which the CPU run does not "
-                "provide (dynamic shared memory?)"
+                f"kernel {name} needs launch parameter {unknown[0]}, which the CPU run does not provide"
             )
         values = list(call.args[1:])
         extents = values[len(values) - len(tags) :]
