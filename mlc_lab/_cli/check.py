@@ -52,21 +52,13 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--target: {exc}") from None
     names = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     report = session.check(names, target=target)
-    numeric = None
     if args.numeric:
         kind = Target.of(target).kind if target is not None else ("cuda" if _binds(session) else "cpu")
         if kind != "cuda":
             raise UsageError("--numeric runs a GPU schedule on the CPU; this program is checked for a CPU target")
         from mlc_lab.core.numeric_gpu import numeric_check
 
-        result = numeric_check(session)
-        numeric = {
-            "ok": bool(result.ok),
-            "max_error": result.max_error,
-            "shape": result.shape,
-            "message": result.message,
-        }
-        report = CheckReport(report.checks, report.hazards, numeric)
+        report = CheckReport(report.checks, report.hazards, numeric_check(session).to_check())
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -81,15 +73,27 @@ def _binds(session) -> bool:
     return binds_threads(session)
 
 
+def _numeric_summary(numeric) -> str:
+    """What the summary line says of the numbers: only a mismatch is "wrong numbers"."""
+    if numeric is None or numeric["ok"]:
+        return ""
+    return {
+        "mismatch": ", wrong numbers",
+        "could_not_run": ", numbers not checked (the numeric check could not run)",
+        "does_not_build": ", the kernel does not build",
+    }.get(numeric.get("verdict", "mismatch"), f", the kernel failed ({numeric['verdict']})")
+
+
 def _text(report) -> str:
+    from mlc_lab.model.checks import numeric_line
+
     lines = []
     for c in report.checks:
         lines.append(f"{'ok  ' if c.ok else 'FAIL'}  {c.name:<22} {c.message}")
     for h in report.hazards:
         lines.append(f"HAZARD {h.kind:<19} {h.message}")
     if report.numeric is not None:
-        n = report.numeric
-        lines.append(f"{'ok  ' if n['ok'] else 'FAIL'}  {'numeric':<22} {n.get('message') or n.get('max_error')}")
+        lines.append(numeric_line(report.numeric, 22))
     if not lines:
         lines.append("no check applies to this program")
     failed = sum(1 for c in report.checks if not c.ok)
@@ -98,7 +102,8 @@ def _text(report) -> str:
         "all checks hold"
         if report.ok
         else f"{failed} check{'s' if failed != 1 else ''} failed, {len(report.hazards)} "
-        f"hazard{'s' if len(report.hazards) != 1 else ''}"
-        + ("" if report.numeric is None or report.numeric["ok"] else ", wrong numbers")
+        f"hazard{'s' if len(report.hazards) != 1 else ''}" + _numeric_summary(report.numeric)
     )
+    if report.ok and report.numeric is not None and not report.numeric_judged:
+        lines[-1] += "; the numbers were not checked (the numeric check could not run)"
     return "\n".join(lines) + "\n"

@@ -22,22 +22,33 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mlc_lab.errors import MeasureError, MlcLabError
+from mlc_lab.model.checks import NumericCheck
 
 DEFAULT_SIZE = 128  # the largest dimension after shrinking, when no size is given
 DEFAULT_TIMEOUT_S = 60.0
+VERDICTS = ("match", "mismatch", "crash", "timeout", "does_not_build", "could_not_run")
 
 
 class NumericCheckError(MlcLabError):
     """The check could not be set up from what was given: the program, the trace or the sizes."""
 
 
+class _NoSizeFits(NumericCheckError):
+    """No size the check chose by itself fits the schedule (the verdict is then could_not_run)."""
+
+
 @dataclass(frozen=True)
 class NumericResult:
     """The outcome of running a GPU schedule on the CPU and comparing it with the unscheduled program.
 
-    ``verdict`` is one of ``match``, ``mismatch``, ``crash``, ``timeout``, ``error`` (it did not
-    build or could not run); ``ok`` is True only for ``match``. ``shape`` gives each parameter's
-    shape at the size that ran, ``sizes`` how the program's dimensions were changed for it."""
+    ``verdict`` is one of `VERDICTS`: ``match``; ``mismatch`` (wrong numbers); ``crash`` (the
+    process died, or the kernel accessed memory outside a buffer: an illegal address on a GPU);
+    ``timeout``; ``does_not_build`` (TVM or the OpenCL compiler refuses the schedule, as a GPU
+    build would: a block outside every kernel, a global buffer allocated in a kernel);
+    ``could_not_run`` (the CPU run cannot run this program, or no size fits its tiles: the numbers
+    are not judged, and nothing counts it as wrong). ``ok`` is True only for ``match``. ``shape``
+    gives each parameter's shape at the size that ran, ``sizes`` how the program's dimensions were
+    changed for it, ``engine`` the OpenCL engine that ran it."""
 
     ok: bool
     max_error: float | None
@@ -56,6 +67,18 @@ class NumericResult:
         out = asdict(self)
         out["sizes"] = {str(k): v for k, v in self.sizes.items()}
         return out
+
+    def to_check(self) -> NumericCheck:
+        """What a `CheckReport` carries of it (``mlc-lab check --numeric``)."""
+        return {
+            "ok": self.ok,
+            "verdict": self.verdict,  # type: ignore[typeddict-item]
+            "message": self.message,
+            "max_error": self.max_error,
+            "shape": self.shape,
+            "sizes": {str(k): v for k, v in self.sizes.items()},
+            "engine": self.engine,
+        }
 
     def __bool__(self) -> bool:
         return self.ok
@@ -95,7 +118,10 @@ def numeric_check(
 
     original, trace, func_name = _inputs(program_or_session, trace, func)
     given = dict(shape_vars or {})
-    small, scheduled, used = _at_size(original, trace, func_name, sizes, given)
+    try:
+        small, scheduled, used = _at_size(original, trace, func_name, sizes, given)
+    except _NoSizeFits as exc:
+        return _not_run(f"the numbers were not checked: {exc}", {}, _shapes(original, func_name))
     used = {**{k: v for k, v in given.items() if isinstance(k, str)}, **used}
     try:
         raw = worker().call(
@@ -215,7 +241,9 @@ def _at_size(original: Any, trace: Any, func_name: str, sizes: Any, shape_vars: 
                 raise NumericCheckError(last_problem)
             continue
         return small, scheduled, mapping
-    raise NumericCheckError(last_problem or "no smaller size fits the schedule")
+    if explicit:
+        raise NumericCheckError(last_problem or "no smaller size fits the schedule")
+    raise _NoSizeFits(last_problem or "no smaller size fits the schedule")
 
 
 def _shrinkings(dims: list[int], target: int) -> list[dict[int, int]]:
@@ -280,9 +308,11 @@ def _failure(exc: MeasureError, used: dict, shape: dict, timeout_s: float) -> Nu
     elif exc.kind == "timeout":
         verdict = "timeout"
         message = f"the kernel ran for more than {timeout_s:g} s and was stopped (an endless loop?){_where(used)}"
-    else:
-        verdict = "error"
+    elif exc.kind == "does_not_build":
+        verdict = "does_not_build"
         message = exc.summary + _where(used)
+    else:
+        return _not_run(f"the numbers were not checked: {exc.summary}{_where(used)}", used, shape, exc.detail)
     return NumericResult(
         ok=False,
         max_error=None,
@@ -296,6 +326,21 @@ def _failure(exc: MeasureError, used: dict, shape: dict, timeout_s: float) -> Nu
     )
 
 
+def _not_run(message: str, used: dict, shape: dict, detail: str = "") -> NumericResult:
+    """The could_not_run verdict: the numbers were not judged (``message`` says why)."""
+    return NumericResult(
+        ok=False,
+        max_error=None,
+        shape=shape,
+        wrong=0,
+        total=0,
+        message=message,
+        verdict="could_not_run",
+        sizes=dict(used),
+        diagnostics=[detail[-2000:]] if detail else [],
+    )
+
+
 def _result(raw: dict, used: dict, rtol: float, atol: float, against: str) -> NumericResult:
     wrong, total = int(raw["wrong"]), int(raw["total"])
     outputs = ", ".join(raw.get("outputs") or []) or "the outputs"
@@ -304,7 +349,16 @@ def _result(raw: dict, used: dict, rtol: float, atol: float, against: str) -> Nu
         diagnostics.insert(0, f"the kernel wrote {count} element(s) outside buffer {name}")
     max_error = raw.get("max_error")
     engine = str(raw.get("engine", ""))
-    if wrong == 0 and not diagnostics:
+    outside = list(raw.get("out_of_bounds") or [])
+    if outside:
+        # An access outside a buffer is an illegal address on a GPU: a crash, whatever the numbers.
+        verdict = "crash"
+        message = (
+            f"the kernel accesses memory outside a buffer ({'; '.join(outside)}){_where(used)} on {engine}: "
+            "on a GPU that is an illegal address; check the extents of the loops bound to threads "
+            "against the buffers"
+        )
+    elif wrong == 0 and not diagnostics:
         message = (
             f"all {total} elements of {outputs} match {against} (max error {max_error:.3g}){_where(used)} on {engine}"
         )
@@ -317,12 +371,12 @@ def _result(raw: dict, used: dict, rtol: float, atol: float, against: str) -> Nu
             message = (
                 f"{wrong} of {total} elements of {outputs} are wrong (tolerance {rtol:g} relative, {atol:g} "
                 f"absolute); the worst is {worst.get('buffer', '?')}[{at}]: {_num(worst.get('got'))} instead of "
-                f"{_num(worst.get('expected'))}{_where(used)}"
+                f"{_num(worst.get('expected'))}{_where(used)} on {engine}"
             )
             if raw.get("nan_read"):
-                message += "; a NaN there means the kernel read outside a buffer"
+                message += "; a NaN there means the kernel read outside a buffer or a value never written"
         else:
-            message = f"the numbers match, but {diagnostics[0]}{_where(used)}"
+            message = f"the numbers match, but {diagnostics[0]}{_where(used)} on {engine}"
         if diagnostics and wrong:
             message += f"; {diagnostics[0]}"
     return NumericResult(
@@ -390,5 +444,6 @@ def run_gpu_function(module: Any, func_name: str, inputs: list, timeout_s: float
                 "detail": "",
                 "error": f"the kernel ran for more than {timeout_s:g} s and was stopped (an endless loop?)",
             }
-        return {"ok": False, "stage": exc.kind, "error": exc.summary, "detail": exc.detail}
+        stage = {"does_not_build": "build", "could_not_run": "check"}.get(exc.kind, exc.kind)
+        return {"ok": False, "stage": stage, "error": exc.summary, "detail": exc.detail}
     return {"ok": True, **out}

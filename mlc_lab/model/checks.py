@@ -24,6 +24,8 @@ __all__ = [
     "Hazard",
     "HazardInfo",
     "NumericCheck",
+    "NumericVerdict",
+    "numeric_line",
     "StepChecks",
     "StepHazards",
 ]
@@ -114,12 +116,24 @@ class Hazard:
         return {"kind": self.kind, "message": self.message, "where": self.where}
 
 
+# The numeric check's verdict (``mlc_lab.core.numeric_gpu``): "could_not_run" means the numbers were
+# not judged (the CPU run cannot run the program, or no size fits its tiles): not ok, and never read
+# as wrong numbers; "does_not_build": TVM or the OpenCL compiler refuses the schedule, as a GPU would.
+NumericVerdict = Literal["match", "mismatch", "crash", "timeout", "does_not_build", "could_not_run"]
+
+
 class NumericCheck(TypedDict):
-    """The numeric check's outcome: the largest error against the reference, at which shape."""
+    """The numeric check's outcome (``NumericResult.to_check``): its verdict and the sentence that
+    says it, the largest error against the reference, each parameter's shape as it ran, the sizes
+    the program was run at ({"1024": 128}: a dimension changed) and the OpenCL engine."""
 
     ok: bool
+    verdict: NumericVerdict
+    message: str
     max_error: float | None
     shape: Any
+    sizes: dict[str, int]
+    engine: str
 
 
 @dataclass(frozen=True)
@@ -128,14 +142,21 @@ class CheckReport:
 
     checks: list[CheckResult]
     hazards: list[Hazard]
-    numeric: dict | None = None  # {"ok", "max_error", "shape"} when a numeric check ran
+    numeric: NumericCheck | None = None  # when a numeric check ran
+
+    @property
+    def numeric_judged(self) -> bool:
+        """Whether a numeric check ran and judged the numbers (its verdict is not could_not_run)."""
+        return self.numeric is not None and self.numeric.get("verdict") != "could_not_run"
 
     @property
     def ok(self) -> bool:
+        """Every check passed, no hazard, and the numbers right where they were judged: a numeric
+        check that could not run is not a failure (its line says why)."""
         return (
             all(c.ok for c in self.checks)
             and not self.hazards
-            and (self.numeric is None or bool(self.numeric.get("ok")))
+            and (not self.numeric_judged or bool(self.numeric and self.numeric.get("ok")))
         )
 
     def failed(self) -> list[CheckResult]:
@@ -144,10 +165,16 @@ class CheckReport:
     def to_json(self) -> dict:
         numeric = None
         if self.numeric is not None:
+            n = self.numeric
+            ok = bool(n.get("ok"))
             numeric = {
-                "ok": bool(self.numeric.get("ok")),
-                "max_error": self.numeric.get("max_error"),
-                "shape": self.numeric.get("shape"),
+                "ok": ok,
+                "verdict": n.get("verdict") or ("match" if ok else "mismatch"),
+                "message": n.get("message", ""),
+                "max_error": n.get("max_error"),
+                "shape": n.get("shape"),
+                "sizes": n.get("sizes") or {},
+                "engine": n.get("engine", ""),
             }
         return {
             "checks": [c.to_json() for c in self.checks],
@@ -159,11 +186,18 @@ class CheckReport:
         lines = [f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.message}" for c in self.checks]
         lines += [f"HAZARD {h.kind}: {h.message}" for h in self.hazards]
         if self.numeric is not None:
-            lines.append(
-                f"{'ok  ' if self.numeric.get('ok') else 'FAIL'} numeric: max error "
-                f"{self.numeric.get('max_error')} at shape {self.numeric.get('shape')}"
-            )
+            lines.append(numeric_line(self.numeric))
         return "\n".join(lines)
+
+
+def numeric_line(numeric: NumericCheck, width: int = 0) -> str:
+    """The numeric check as one line of a report: ``ok``, ``FAIL`` or ``--`` (not judged), its
+    verdict and its sentence (or, without one, the largest error and the shape)."""
+    verdict = numeric.get("verdict") or ("match" if numeric.get("ok") else "mismatch")
+    mark = "ok  " if numeric.get("ok") else ("--  " if verdict == "could_not_run" else "FAIL")
+    text = numeric.get("message") or f"max error {numeric.get('max_error')} at shape {numeric.get('shape')}"
+    label = f"numeric ({verdict.replace('_', ' ')})"
+    return f"{mark}  {label:<{width}} {text}" if width else f"{mark} {label}: {text}"
 
 
 # --- the Checks panel's wire (mlc_lab.widgets.checks_panel) ------------------------------------------

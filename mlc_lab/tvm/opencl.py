@@ -1,22 +1,22 @@
-"""A GPU schedule run on the CPU: TVM's OpenCL code for the same schedule, run by pocl.
+"""A GPU schedule run on the CPU: TVM's OpenCL code for the same schedule, run by pocl or Oclgrind.
 
 TVM 0.27's wheel has no OpenCL runtime, but it has the OpenCL code generator
 (`target.build.opencl`): a thread-bound PrimFunc compiles to OpenCL C with `__local` for shared
 memory and `barrier()` for `__syncthreads()`. pocl's CPU device (PyPI's `pocl-binary-distribution`,
-through `pyopencl`) runs that code with the semantics of a thread block: work-groups, barriers,
-local memory. This module does the three things TVM does not:
+through `pyopencl`), or the Oclgrind simulator where pocl cannot compile, runs that code with the
+semantics of a thread block: work-groups, barriers, local memory. This module does what TVM does not:
 
-- `opencl_program`: the OpenCL source plus the host side that TVM would otherwise compile for us
-  (which kernels to launch in which order, with which grid and block, on which buffers, and the
-  global intermediates to allocate), read from the host function that `SplitHostDevice` leaves;
-- `run_opencl`: that program run with pyopencl on given numpy arrays, each buffer with guard
-  bands around it, so that a write outside a buffer is seen (and a read outside one reads NaN);
+- `opencl_program`: the OpenCL source plus the host side that TVM would otherwise compile for us,
+  read from the host function that `SplitHostDevice` leaves and run symbolically (`_HostRun`):
+  which kernels to launch in which order (host loops over launches unrolled), with which grid,
+  block and arguments (those the host computes evaluated), and the workspaces to allocate;
 - `resize_program`: the same program at other sizes (a 1024^3 matmul as 128^3), so that a
   schedule's trace can be replayed on it and checked in a second.
 
-`numeric_gpu_request` is the worker's "numeric_gpu" request: build, run on pocl, run the unscheduled
-program on the CPU with LLVM as the reference, compare. It runs in the worker process: a kernel
-that crashes pocl costs the worker, never the caller.
+`mlc_lab.tvm.opencl_run` runs the program (in a fresh process per run). `numeric_gpu_request` is
+the worker's "numeric_gpu" request: build, run the kernels, run the unscheduled program on the CPU
+with LLVM as the reference, compare. A failure comes back as a `RequestFailure` whose kind is the
+verdict: ``does_not_build``, ``could_not_run`` or ``crash``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from mlc_lab.tvm import build as tbuild
+from mlc_lab.tvm.opencl_run import OpenCLProgramError, run_in_child
 
 import tvm  # noqa: E402  (after build: it sets the thread count before TVM starts)
 import tvm_ffi  # noqa: E402
@@ -42,12 +43,7 @@ OPENCL_TARGET = {
     "max_shared_memory_per_block": 228 * 1024,
     "thread_warp_size": 1,
 }
-GUARD_BYTES = 4096  # on each side of every buffer; a multiple of every device's base-address alignment
 _THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
-
-
-class OpenCLProgramError(Exception):
-    """The schedule cannot be run as OpenCL (host loops, a launch parameter we do not handle)."""
 
 
 # ----------------------------------------------------------------------------------------- build
@@ -86,7 +82,8 @@ def opencl_program(mod: Any, func_name: str | None) -> dict:
                 for u in unbound
             )
             + "; bind its loops with bind(loop, 'blockIdx.x') "
-            "and bind(loop, 'threadIdx.x')"
+            "and bind(loop, 'threadIdx.x')",
+            verdict="does_not_build",
         )
     keep = _KeepSplit()
     with tvm.transform.PassContext(instruments=[keep]):
@@ -98,311 +95,150 @@ def opencl_program(mod: Any, func_name: str | None) -> dict:
         )
     source = device[0].inspect_source()
     params = [{"name": n, "shape": list(s), "dtype": d} for n, s, d in tbuild.param_specs(one, func_name)]
-    host = keep.split[func_name]
-    kernel_params = {
-        gv.name_hint: f.params
+    kernels = {
+        gv.name_hint: f
         for gv, f in keep.split.functions_items()
         if gv.name_hint != func_name and isinstance(f, tvm.tirx.PrimFunc)
     }
-    allocs: list[dict] = []
-    launches: list[dict] = []
-    loops: list[str] = []
-
-    def visit(node: Any) -> None:
-        if isinstance(node, tvm.tirx.For):
-            loops.append(str(node.loop_var.name))
-        elif isinstance(node, tvm.tirx.AllocBuffer):
-            buf = node.buffer
-            allocs.append({"name": str(buf.name), "shape": [int(x) for x in buf.shape], "dtype": str(buf.dtype)})
-        elif isinstance(node, tvm.ir.Call) and getattr(node.op, "name", "") == "tirx.call_ffi_kernel":
-            launches.append(_launch(node, kernel_params))
-
-    tvm_ffi.structural_walk(host.body, visit, order="pre")
-    if loops:
-        raise OpenCLProgramError(
-            f"part of the program runs on the host, outside any kernel (loop {', '.join(dict.fromkeys(loops))}): "
-            "bind its loops to blockIdx/threadIdx"
-        )
-    names = [p["name"] for p in params] + [a["name"] for a in allocs]
+    _refuse_global_allocations(kernels)
+    host = _HostRun({name: f.params for name, f in kernels.items()})
+    host.run(keep.split[func_name].body)
+    names = [p["name"] for p in params] + [a["name"] for a in host.allocs]
     if len(set(names)) != len(names):
         raise OpenCLProgramError(f"two buffers share a name ({', '.join(names)}); rename one")
-    return {"source": source, "params": params, "allocs": allocs, "launches": launches}
+    return {"source": source, "params": params, "allocs": host.allocs, "launches": host.launches}
 
 
-def _launch(call: Any, kernel_params: dict) -> dict:
-    name = str(call.args[0].value)
-    tags = [str(t) for t in call.attrs.launch_params]
-    unknown = [t for t in tags if t not in _THREAD_TAGS]
-    if unknown:
-        raise OpenCLProgramError(
-            f"kernel {name} needs launch parameter {unknown[0]}, which the CPU run does not "
-            "provide (dynamic shared memory?)"
-        )
-    values = list(call.args[1:])
-    extents = values[len(values) - len(tags) :]
-    args = []
-    for value in values[: len(values) - len(tags)]:
-        if isinstance(value, tvm.ir.Call) and getattr(value.op, "name", "") == "tirx.buffer_data":
-            args.append({"buffer": str(value.args[0].name)})
-        elif isinstance(value, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
-            args.append({"scalar": value.value, "dtype": str(value.dtype)})
-        else:
-            raise OpenCLProgramError(f"kernel {name} takes an argument the CPU run cannot compute ({value})")
-    grid, block = [1, 1, 1], [1, 1, 1]
-    for tag, ext in zip(tags, extents):
-        if not isinstance(ext, tvm.tirx.IntImm):
-            raise OpenCLProgramError(f"kernel {name}: the extent of {tag} is not a constant ({ext}); give sizes")
-        (grid if tag.startswith("blockIdx") else block)["xyz".index(tag[-1])] = int(ext.value)
-    if name in kernel_params and len(kernel_params[name]) != len(args):
-        raise OpenCLProgramError(
-            f"kernel {name} takes {len(kernel_params[name])} arguments, the launch passes {len(args)}"
-        )
-    return {"kernel": name, "args": args, "grid": grid, "block": block}
+def _refuse_global_allocations(kernels: dict) -> None:
+    """A buffer in global memory allocated inside a kernel: no GPU can do that (TVM's CUDA build
+    refuses it; OpenCL compilers each word it their own way), so it is named here, on any engine."""
+    for name, func in kernels.items():
+        found: list[str] = []
 
+        def visit(node: Any) -> None:
+            if isinstance(node, tvm.tirx.AllocBuffer) and str(node.buffer.scope()) == "global":
+                found.append(str(node.buffer.name))
 
-# ----------------------------------------------------------------------------------------- run
-
-
-_PROBE = "__kernel void probe(__global float* x) { x[get_global_id(0)] += 1.0f; }"
-_DEVICE: list[Any] = []  # the device chosen, once per process
-
-
-def opencl_device() -> tuple[Any, str]:
-    """The OpenCL device to run on and its engine's name: pocl's CPU device when its compiler
-    works on this CPU, else the Oclgrind simulator (both are pyopencl extras from PyPI).
-
-    pocl 3.0's LLVM 14 does not know the newest CPUs (AMD family 1Ah, Zen 5): it asks clang for
-    `-target-cpu generic` and every build fails. Oclgrind interprets the kernel instead (about
-    10x slower) and reports out-of-bounds accesses itself."""
-    if _DEVICE:
-        return _DEVICE[0]
-    import pyopencl as cl
-
-    found: dict[str, Any] = {}
-    for platform in cl.get_platforms():
-        name = platform.name.lower()
-        key = (
-            "pocl"
-            if ("portable computing language" in name or "pocl" in name)
-            else ("oclgrind" if "oclgrind" in name else name)
-        )
-        devices = platform.get_devices()
-        if devices:
-            found.setdefault(key, devices[0])
-    reasons = []
-    for key in ("pocl", "oclgrind", *[k for k in found if k not in ("pocl", "oclgrind")]):
-        dev = found.get(key)
-        if dev is None:
-            continue
-        try:
-            cl.Program(cl.Context([dev]), _PROBE).build()
-        except Exception as exc:  # noqa: BLE001 - this engine cannot compile here: try the next
-            reasons.append(f"{key}: {str(exc).strip().splitlines()[-1][:200]}")
-            continue
-        _DEVICE.append((dev, key))
-        return _DEVICE[0]
-    raise OpenCLProgramError(
-        "no OpenCL engine that works on this machine (install pyopencl[pocl,oclgrind]); "
-        + ("; ".join(reasons) or "no OpenCL platform found")
-    )
-
-
-def run_opencl(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
-    """Run the launches of `prog` (from `opencl_program`) on copies of `arrays` (one per parameter,
-    by name). Returns {"outputs": {name: array}, "guard_writes": {name: count}, "engine",
-    "diagnostics": [sentence], "seconds": {...}}.
-
-    On pocl every buffer lives in a larger one, between guard bands filled with NaN (or a pattern
-    for integers): a kernel that writes outside a buffer changes a guard, and one that reads outside
-    it reads NaN, which shows in the result; a far-out access may still crash the process. Oclgrind
-    checks every access itself and, with its data-race plugin, two threads writing one element
-    (or one reading what another writes) without a barrier between: its reports come back as
-    diagnostics."""
-    import os
-    import tempfile
-
-    import pyopencl as cl
-
-    t0 = time.perf_counter()
-    dev, engine = opencl_device()
-    log_path = None
-    if engine == "oclgrind":
-        # Oclgrind reads its settings when a context is made: one log per run.
-        fd, log_path = tempfile.mkstemp(prefix="mlc_lab_oclgrind_", suffix=".log")
-        os.close(fd)
-        os.environ["OCLGRIND_LOG"] = log_path
-        os.environ["OCLGRIND_DATA_RACES"] = os.environ.get("MLC_LAB_OCLGRIND_RACES", "1")
-    try:
-        ctx = cl.Context([dev])
-        queue = cl.CommandQueue(ctx)
-        try:
-            program = cl.Program(ctx, prog["source"]).build()
-        except cl.RuntimeError as exc:
-            raise OpenCLProgramError(_build_error(engine, str(exc))) from None
-        t_build = time.perf_counter()
-        outputs, guard_writes = _launch_all(
-            cl,
-            ctx,
-            queue,
-            program,
-            prog,
-            arrays,
-            engine,
-            guard_bytes=0 if engine == "oclgrind" else GUARD_BYTES,
-            max_group=int(dev.max_work_group_size),
-        )
-        t_run = time.perf_counter()
-        diagnostics = _oclgrind_diagnostics(log_path) if log_path else []
-    finally:
-        if log_path:
-            os.environ.pop("OCLGRIND_LOG", None)
-            try:
-                os.unlink(log_path)
-            except OSError:
-                pass
-    return {
-        "outputs": outputs,
-        "guard_writes": guard_writes,
-        "engine": engine,
-        "diagnostics": diagnostics,
-        "seconds": {"opencl_build": t_build - t0, "run": t_run - t_build},
-    }
-
-
-_CL_ERROR = re.compile(r"error: (.+)")
-_GLOBAL_IN_KERNEL = re.compile(r"__global \w+ (\w+?)(?:_ptr)?\[")
-
-
-def _build_error(engine: str, text: str) -> str:
-    """The OpenCL compiler's first error in one sentence, with what to do for the usual one."""
-    errors = _CL_ERROR.findall(text)
-    first = errors[0].strip() if errors else (text.strip().splitlines() or ["unknown error"])[0]
-    message = f"{engine} could not compile TVM's OpenCL code: {first}"
-    if "global address space" in first:
-        names = ", ".join(dict.fromkeys(_GLOBAL_IN_KERNEL.findall(text))) or "an intermediate buffer"
-        message += (
-            f" ({names}: a global buffer allocated inside the kernel, which a GPU cannot do: inline it "
-            "(reverse_compute_inline of its consumer, or compute_inline), compute it in a kernel of its "
-            "own, or give it a 'local' or 'shared' scope)"
-        )
-    return message
-
-
-def _launch_all(
-    cl: Any,
-    ctx: Any,
-    queue: Any,
-    program: Any,
-    prog: dict,
-    arrays: dict[str, np.ndarray],
-    engine: str,
-    *,
-    guard_bytes: int,
-    max_group: int,
-) -> tuple[dict, dict]:
-    host: dict[str, np.ndarray] = {}
-    for p in prog["params"]:
-        host[p["name"]] = np.ascontiguousarray(arrays[p["name"]], dtype=p["dtype"]).copy()
-    for a in prog["allocs"]:
-        host[a["name"]] = _fill(np.empty(a["shape"], dtype=a["dtype"]))
-    bufs = {}
-    mf = cl.mem_flags
-    for name, arr in host.items():
-        g = guard_bytes // arr.itemsize
-        padded = _fill(np.empty(arr.size + 2 * g, dtype=arr.dtype))
-        padded[g : g + arr.size] = arr.ravel()
-        whole = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=padded)
-        inner = whole.get_sub_region(guard_bytes, max(arr.nbytes, arr.itemsize)) if g else whole
-        bufs[name] = (whole, inner, padded, g)
-    kernels: dict[str, Any] = {}
-    for launch in prog["launches"]:
-        threads = int(np.prod(launch["block"]))
-        if threads > max_group:
+        tvm_ffi.structural_walk(func.body, visit, order="pre")
+        if found:
+            listed = ", ".join(dict.fromkeys(found))
             raise OpenCLProgramError(
-                f"kernel {launch['kernel']} uses {threads} threads per block; {engine} runs at most {max_group}"
+                f"kernel {name} allocates {listed} in global memory, which a GPU kernel cannot do: inline it "
+                "(reverse_compute_inline of its consumer, or compute_inline), compute it in a kernel of its "
+                "own, or give it a 'local' or 'shared' scope",
+                verdict="does_not_build",
             )
-        kern = kernels.get(launch["kernel"]) or getattr(program, launch["kernel"])
-        kernels[launch["kernel"]] = kern
+
+
+MAX_LAUNCHES = 4096  # kernel launches one run may make (a host loop over launches)
+
+
+class _HostRun:
+    """The host function after SplitHostDevice, run symbolically: its loops over kernel launches
+    unrolled, the arguments it computes (a loop variable, arithmetic on it) evaluated with TVM's
+    simplifier, its workspaces (buffers it allocates for the kernels) listed. What the host code
+    does besides launching kernels and allocating (a store to a buffer, a call) is refused."""
+
+    def __init__(self, kernel_params: dict) -> None:
+        self.kernel_params = kernel_params
+        self.allocs: list[dict] = []
+        self.launches: list[dict] = []
+        self.analyzer = tvm.sym.Analyzer()
+
+    def value(self, expr: Any, what: str) -> Any:
+        out = self.analyzer.simplify(expr)
+        if not isinstance(out, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
+            raise OpenCLProgramError(
+                f"{what} is computed on the host from something the CPU run cannot evaluate ({out})"
+            )
+        return out
+
+    def run(self, node: Any) -> None:
+        if isinstance(node, tvm.tirx.SeqStmt):
+            for stmt in node.seq:
+                self.run(stmt)
+        elif isinstance(node, tvm.tirx.For):
+            self.loop(node)
+        elif isinstance(node, tvm.tirx.IfThenElse):
+            cond = self.value(node.condition, "a condition of the host code")
+            branch = node.then_case if int(cond.value) else node.else_case
+            if branch is not None:
+                self.run(branch)
+        elif isinstance(node, tvm.tirx.Bind):
+            self.analyzer.bind(node.var, self.value(node.value, f"host variable {node.var.name}"), allow_override=True)
+        elif isinstance(node, tvm.tirx.AllocBuffer):
+            self.alloc(node.buffer)
+            if getattr(node, "body", None) is not None:
+                self.run(node.body)
+        elif isinstance(node, (tvm.tirx.DeclBuffer, tvm.tirx.AttrStmt, tvm.tirx.AssertStmt)):
+            if getattr(node, "body", None) is not None:
+                self.run(node.body)
+        elif isinstance(node, tvm.tirx.Evaluate) and _is_call(node.value, "tirx.call_ffi_kernel"):
+            if len(self.launches) >= MAX_LAUNCHES:
+                raise OpenCLProgramError(f"the host code launches more than {MAX_LAUNCHES} kernels")
+            self.launches.append(self.launch(node.value))
+        elif isinstance(node, tvm.tirx.Evaluate) and isinstance(node.value, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
+            pass
+        elif isinstance(node, tvm.tirx.BufferStore):
+            raise OpenCLProgramError(
+                f"part of the program runs on the host, outside any kernel (it writes {node.buffer.name}): "
+                "bind its loops to blockIdx/threadIdx"
+            )
+        else:
+            raise OpenCLProgramError(
+                f"the host code does something the CPU run does not handle ({type(node).__name__})"
+            )
+
+    def loop(self, node: Any) -> None:
+        lo = self.value(node.min, f"the start of host loop {node.loop_var.name}")
+        extent = int(self.value(node.extent, f"the extent of host loop {node.loop_var.name}").value)
+        for i in range(int(lo.value), int(lo.value) + extent):
+            self.analyzer.bind(node.loop_var, tvm.tirx.IntImm(str(lo.ty), i), allow_override=True)
+            self.run(node.body)
+
+    def alloc(self, buf: Any) -> None:
+        name = str(buf.name)
+        if any(a["name"] == name for a in self.allocs):
+            return
+        shape = [int(self.value(x, f"the shape of {name}").value) for x in buf.shape]
+        self.allocs.append({"name": name, "shape": shape, "dtype": str(buf.dtype)})
+
+    def launch(self, call: Any) -> dict:
+        name = str(call.args[0].value)
+        tags = [str(t) for t in call.attrs.launch_params]
+        if "tirx.use_dyn_shared_memory" in tags:
+            # TVM's OpenCL code declares it as a private array and drops its barriers
+            # (tvm_storage_sync("shared.dyn") prints nothing): run as it is, it would race.
+            raise OpenCLProgramError(
+                f"kernel {name} uses dynamic shared memory ('shared.dyn'), which TVM's OpenCL code "
+                "does not handle (no __local array, no barriers): the CPU run cannot run it"
+            )
+        unknown = [t for t in tags if t not in _THREAD_TAGS]
+        if unknown:
+            raise OpenCLProgramError(
+                f"kernel {name} needs launch parameter {unknown[0]}, which the CPU run does not provide"
+            )
+        values = list(call.args[1:])
+        extents = values[len(values) - len(tags) :]
+        params = self.kernel_params.get(name)
         args = []
-        for arg in launch["args"]:
-            if "buffer" in arg:
-                args.append(bufs[arg["buffer"]][1])
-            else:
-                args.append(np.dtype(arg["dtype"]).type(arg["scalar"]))
-        global_size = tuple(g * b for g, b in zip(launch["grid"], launch["block"]))
-        kern(queue, global_size, tuple(launch["block"]), *args)
-    queue.finish()
-    outputs, guard_writes = {}, {}
-    for name, (whole, _inner, padded, g) in bufs.items():
-        back = np.empty_like(padded)
-        cl.enqueue_copy(queue, back, whole)
-        size = host[name].size
-        if g:
-            unsigned = _uint_of(back)
-            band = np.concatenate([back[:g], back[g + size :]]).view(unsigned)
-            band_before = np.concatenate([padded[:g], padded[g + size :]]).view(unsigned)
-            changed = int(np.count_nonzero(band != band_before))
-            if changed:
-                guard_writes[name] = changed
-        outputs[name] = back[g : g + size].reshape(host[name].shape)
-    queue.finish()
-    return outputs, guard_writes
+        for i, value in enumerate(values[: len(values) - len(tags)]):
+            if _is_call(value, "tirx.buffer_data"):
+                args.append({"buffer": str(value.args[0].name)})
+                continue
+            got = self.value(value, f"argument {i} of kernel {name}")
+            args.append({"scalar": got.value, "dtype": str(got.ty)})
+        grid, block = [1, 1, 1], [1, 1, 1]
+        for tag, ext in zip(tags, extents):
+            n = int(self.value(ext, f"the extent of {tag} of kernel {name}").value)
+            (grid if tag.startswith("blockIdx") else block)["xyz".index(tag[-1])] = n
+        if params is not None and len(params) != len(args):
+            raise OpenCLProgramError(f"kernel {name} takes {len(params)} arguments, the launch passes {len(args)}")
+        return {"kernel": name, "args": args, "grid": grid, "block": block}
 
 
-# Oclgrind's report headlines, in a student's words.
-_OCLGRIND_KINDS = (
-    ("Invalid write", "the kernel writes outside a buffer", ""),
-    ("Invalid read", "the kernel reads outside a buffer", ""),
-    ("Write-write data race", "two threads write the same element with no barrier between", "a race"),
-    ("Read-write data race", "a thread reads an element that another thread writes with no barrier between", "a race"),
-    ("Work-group divergence", "the threads of a block reach different barriers", "a barrier inside a branch?"),
-    ("Uninitialized value", "the kernel uses a value that was never written", ""),
-)
-
-
-def _oclgrind_diagnostics(path: str) -> list[str]:
-    """One sentence per kind of problem Oclgrind reported: how many, in which memory, which kernel."""
-    try:
-        with open(path, errors="replace") as fh:
-            text = fh.read(4_000_000)
-    except OSError:
-        return []
-    counts: dict[str, list] = {}
-    kernel = ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("Kernel:"):
-            kernel = stripped.split(":", 1)[1].strip()
-            continue
-        if not line or line[0].isspace():
-            continue
-        for head, words, note in _OCLGRIND_KINDS:
-            if line.startswith(head):
-                memory = next((m for m in ("global", "local", "private") if f" {m} memory" in line), "")
-                entry = counts.setdefault((words, note), [0, set(), kernel])
-                entry[0] += 1
-                if memory:
-                    entry[1].add(memory)
-                break
-    out = []
-    capped = "at least " if "suppressing further errors" in text else ""
-    for (words, note), (count, memories, _kernel) in counts.items():
-        where = f" in {' and '.join(sorted(memories))} memory" if memories else ""
-        notes = ", ".join(n for n in (note, f"{capped}{count} report(s) from Oclgrind") if n)
-        out.append(f"{words}{where} ({notes})")
-    return out
-
-
-def _fill(arr: np.ndarray) -> np.ndarray:
-    if arr.dtype.kind == "f":
-        arr.fill(np.nan)
-    else:
-        arr.view(_uint_of(arr)).fill(np.iinfo(_uint_of(arr)).max // 3)
-    return arr
-
-
-def _uint_of(arr: np.ndarray) -> Any:
-    return {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[arr.itemsize]
+def _is_call(node: Any, op: str) -> bool:
+    return isinstance(node, tvm.ir.Call) and getattr(node.op, "name", "") == op
 
 
 # ----------------------------------------------------------------------------------------- sizes
@@ -505,28 +341,22 @@ def numeric_gpu_request(req: dict) -> dict:
     func_name = req["func_name"]
     mod = tbuild.module_from_text(req["module"])
     ref = tbuild.module_from_text(req["reference"])
-    try:
-        prog = opencl_program(mod, func_name)
-    except OpenCLProgramError as exc:
-        raise RequestFailure("check", str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - TVM refused to build it: say so in one line
-        text = str(exc).strip()
-        raise RequestFailure(
-            "build", "the schedule does not build for OpenCL: " + _first_line(text), text[-3000:]
-        ) from None
+    prog = _program_or_failure(mod, func_name)
     t_built = time.perf_counter()
     specs = tbuild.param_specs(ref, func_name)
     inputs = tbuild.random_inputs(specs, int(req.get("seed", 0)))
+    # The kernel first: a crash or a hang is then the kernel's, never the reference's.
+    try:
+        ran = run_in_child(prog, {name: a for (name, _, _), a in zip(specs, inputs)})
+    except OpenCLProgramError as exc:
+        raise RequestFailure(exc.verdict, str(exc)) from None
+    t_ran = time.perf_counter()
     _, one = tbuild.single_function_module(ref, func_name)
     ex = tvm.compile(one, target=tbuild.cpu_target())
     tensors = [tvm.runtime.tensor(a, tvm.cpu()) for a in inputs]
     ex.mod.get_function(func_name)(*tensors)
     expected = [t.numpy() for t in tensors]
     t_ref = time.perf_counter()
-    try:
-        ran = run_opencl(prog, {name: a for (name, _, _), a in zip(specs, inputs)})
-    except OpenCLProgramError as exc:
-        raise RequestFailure("check", str(exc)) from None
     rtol, atol = float(req.get("rtol", 1e-3)), float(req.get("atol", 1e-3))
     wrong = total = 0
     max_error = 0.0
@@ -560,13 +390,30 @@ def numeric_gpu_request(req: dict) -> dict:
         "diagnostics": ran["diagnostics"],
         "nan_read": bool(worst is not None and isinstance(worst["got"], float) and np.isnan(worst["got"])),
         "launches": [{"kernel": x["kernel"], "grid": x["grid"], "block": x["block"]} for x in prog["launches"]],
+        "out_of_bounds": ran["out_of_bounds"],
         "seconds": {
             "build": t_built - t0,
-            "reference": t_ref - t_built,
+            "reference": t_ref - t_ran,
             **ran["seconds"],
             "total": time.perf_counter() - t0,
         },
     }
+
+
+def _program_or_failure(mod: Any, func_name: str) -> dict:
+    """`opencl_program`, or the request's failure: its kind is the verdict (``does_not_build``:
+    TVM refuses the schedule, as its CUDA build would; ``could_not_run``: the CPU run cannot)."""
+    from mlc_lab.tvm.wire import RequestFailure
+
+    try:
+        return opencl_program(mod, func_name)
+    except OpenCLProgramError as exc:
+        raise RequestFailure(exc.verdict, str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - TVM refused to build it: say so in one line
+        text = str(exc).strip()
+        raise RequestFailure(
+            "does_not_build", "the schedule does not build for OpenCL: " + _first_line(text), text[-3000:]
+        ) from None
 
 
 def _first_line(text: str) -> str:
@@ -584,20 +431,12 @@ def run_function_request(req: dict) -> dict:
 
     mod = tbuild.module_from_text(req["module"])
     func_name = req["func_name"]
-    try:
-        prog = opencl_program(mod, func_name)
-    except OpenCLProgramError as exc:
-        raise RequestFailure("check", str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - TVM refused to build it
-        text = str(exc).strip()
-        raise RequestFailure(
-            "build", "the program does not build for OpenCL: " + _first_line(text), text[-3000:]
-        ) from None
+    prog = _program_or_failure(mod, func_name)
     names = [p["name"] for p in prog["params"]]
     try:
-        ran = run_opencl(prog, dict(zip(names, req["inputs"])))
+        ran = run_in_child(prog, dict(zip(names, req["inputs"])))
     except OpenCLProgramError as exc:
-        raise RequestFailure("check", str(exc)) from None
+        raise RequestFailure(exc.verdict, str(exc)) from None
     diagnostics = [f"the kernel wrote {n} element(s) outside buffer {b}" for b, n in ran["guard_writes"].items()]
     return {
         "outputs": [ran["outputs"][n] for n in names],

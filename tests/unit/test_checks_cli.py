@@ -87,4 +87,6 @@ def test_numeric_runs_the_kernel(capsys, files):
     rc, out, _ = _run(capsys, files / "gemm.py", "--trace", files / "reference.trace", "--numeric", "--json")
     data = json.loads(out)
     assert rc == 0 and data["numeric"]["ok"] is True
-    assert set(data["numeric"]) == {"ok", "max_error", "shape"} and data["numeric"]["shape"]["D"] == [128, 128]
+    assert set(data["numeric"]) == {"ok", "verdict", "message", "max_error", "shape", "sizes", "engine"}
+    assert data["numeric"]["verdict"] == "match" and data["numeric"]["sizes"] == {"2048": 128}
+    assert data["numeric"]["shape"]["D"] == [128, 128]

@@ -7,15 +7,15 @@ from __future__ import annotations
 import pytest
 
 from mlc_lab.core.numeric_gpu import numeric_check
+from mlc_lab.model.checks import CheckReport, CheckResult, Hazard, NumericCheck
 from tests.labs import gpu_matmul as lab
 
-pytestmark = pytest.mark.full
-
 # what the numeric check says when the schedule does not run as a kernel
-NOT_RUN = {"no_write_cache": "error"}  # flagged 'allocation': TVM cannot build it (global memory in a kernel)
+NOT_RUN = {"no_write_cache": "does_not_build"}  # flagged 'allocation': global memory allocated in a kernel
 SLOW = {"copy_by_every_thread": 300.0}  # every thread copies every tile: slow to simulate
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("name", sorted(lab.SUBMISSIONS))
 def test_numbers_agree_with_the_hazards(name):
     session = lab.session_of(name)
@@ -29,6 +29,7 @@ def test_numbers_agree_with_the_hazards(name):
         assert result.ok, result.message
 
 
+@pytest.mark.full
 @pytest.mark.parametrize(
     "name",
     [
@@ -56,3 +57,37 @@ def test_spill_agrees_with_ptxas(name):
     stack = max(k.stack_bytes for k in session.lower(target="cuda").kernels)
     spills = [h for h in session.check(target="cuda").hazards if h.kind == "spill"]
     assert bool(spills) == (stack > 0), (stack, spills)
+
+
+def _numeric(verdict: str, ok: bool = False) -> NumericCheck:
+    return {
+        "ok": ok,
+        "verdict": verdict,  # type: ignore[typeddict-item]
+        "message": f"the {verdict} sentence",
+        "max_error": 0.0 if ok else None,
+        "shape": {"C": [128, 128]},
+        "sizes": {"1024": 128},
+        "engine": "oclgrind",
+    }
+
+
+PASSED = [CheckResult("thread_block_tiling", True, "tiled")]
+
+
+def test_a_report_shows_the_numeric_verdict_with_its_sentence_sizes_and_engine():
+    for verdict, ok in (("match", True), ("mismatch", False), ("crash", False), ("could_not_run", False)):
+        report = CheckReport(PASSED, [], _numeric(verdict, ok))
+        data = report.to_json()["numeric"]
+        assert data == {**_numeric(verdict, ok)}
+        line = str(report).splitlines()[-1]
+        assert f"numeric ({verdict.replace('_', ' ')}): the {verdict} sentence" in line
+        assert line.startswith({"match": "ok  ", "could_not_run": "--  "}.get(verdict, "FAIL"))
+
+
+def test_numbers_that_could_not_be_checked_fail_no_report():
+    assert CheckReport(PASSED, [], _numeric("could_not_run")).ok
+    assert not CheckReport(PASSED, [], _numeric("could_not_run")).numeric_judged
+    assert not CheckReport(PASSED, [], _numeric("mismatch")).ok
+    assert not CheckReport(PASSED, [], _numeric("crash")).ok
+    assert not CheckReport(PASSED, [Hazard("race", "r")], _numeric("could_not_run")).ok
+    assert CheckReport(PASSED, [], _numeric("match", True)).ok
