@@ -22,6 +22,7 @@ from mlc_lab.grading.assignment import Assignment, Part
 from mlc_lab.grading.handin import Crashed, Refused, forms, kind_of, read_handin, run_student_code
 from mlc_lab.grading.report import GradeResult
 from mlc_lab.grading.scoring import TaskResult, failed_task, score_tasks
+from mlc_lab.model.checks import numeric_failure
 
 STATUSES = ("graded", "refused", "crash", "timeout", "grader error")
 HANDIN_SUFFIXES = (".py", ".ipynb", ".json", ".jsonl", ".txt", ".trace")
@@ -146,8 +147,11 @@ def _numeric(assignment: Assignment, session: Any, result: GradeResult) -> str |
 
     spec = assignment.numeric or {}
     r = numeric_check(session, sizes=spec["sizes"], rtol=spec["rtol"], atol=spec["atol"], timeout_s=spec["timeout_s"])
-    result.numeric = {"ok": r.ok, "verdict": r.verdict, "message": r.message}
-    return None if r.ok else f"wrong result at a smaller size: {r.message}"
+    check = r.to_check()
+    result.numeric = dict(check)
+    if check["verdict"] == "could_not_run":
+        result.notes.append(f"the numbers were not checked: {check['message']}")
+    return numeric_failure(check)
 
 
 def _time(assignment: Assignment, session: Any, result: GradeResult) -> str | None:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlc_lab.model.checks import CheckReport
+from mlc_lab.model.checks import CheckReport, numeric_failure
 
 
 @dataclass
@@ -75,11 +75,8 @@ def score_tasks(
     ``score_tasks(assignment.tasks, report, hazards_fail=assignment.hazards_fail)`` (a failed numeric
     check in ``report.numeric`` counts as ``wrong``).
     """
-    if wrong is None and report.numeric is not None and not report.numeric.get("ok"):
-        wrong = (  # the Checks panel's numeric check, in the report itself
-            f"wrong result at a smaller size: max error {report.numeric.get('max_error')} "
-            f"at shape {report.numeric.get('shape')}"
-        )
+    if wrong is None and report.numeric is not None:  # the Checks panel's numeric check, in the report itself
+        wrong = numeric_failure(report.numeric)
     fail_on = set(hazards_fail)
     by_name = {c.name: c for c in report.checks}
     failing_hazards = [h for h in report.hazards if h.kind in fail_on or h.severity in fail_on]

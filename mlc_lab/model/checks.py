@@ -25,6 +25,7 @@ __all__ = [
     "HazardInfo",
     "NumericCheck",
     "NumericVerdict",
+    "numeric_failure",
     "numeric_line",
     "StepChecks",
     "StepHazards",
@@ -188,6 +189,22 @@ class CheckReport:
         if self.numeric is not None:
             lines.append(numeric_line(self.numeric))
         return "\n".join(lines)
+
+
+def numeric_failure(numeric: NumericCheck | dict) -> str | None:
+    """The sentence that fails a task for the numeric check, or None: a match passes, and a check that
+    could not run judged nothing (it is never read as wrong numbers)."""
+    verdict = numeric.get("verdict") or ("match" if numeric.get("ok") else "mismatch")
+    if verdict in ("match", "could_not_run"):
+        return None
+    text = numeric.get("message") or f"max error {numeric.get('max_error')} at shape {numeric.get('shape')}"
+    lead = {
+        "mismatch": "wrong result at a smaller size",
+        "crash": "the kernel crashed at a smaller size",
+        "timeout": "the kernel did not finish at a smaller size",
+        "does_not_build": "the schedule does not build for the GPU",
+    }.get(verdict, f"the numeric check failed ({verdict})")
+    return f"{lead}: {text}"
 
 
 def numeric_line(numeric: NumericCheck, width: int = 0) -> str:

@@ -115,7 +115,7 @@ def _refuse_global_allocations(kernels: dict) -> None:
     for name, func in kernels.items():
         found: list[str] = []
 
-        def visit(node: Any) -> None:
+        def visit(node: Any, found: list[str] = found) -> None:
             if isinstance(node, tvm.tirx.AllocBuffer) and str(node.buffer.scope()) == "global":
                 found.append(str(node.buffer.name))
 
