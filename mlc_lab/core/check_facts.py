@@ -136,6 +136,37 @@ class StepFacts:
         info = self.prog.buffers.get(buffer)
         return info.scope if info is not None else "global"
 
+    def copy_source(self, buffer: str) -> tuple:
+        """The buffer a register-level copy copies, looked through: ``(source, copy blocks)``. A local
+        buffer written by a plain copy block (one buffer read, no reduction) stands for what it copies."""
+        via: list = []
+        while self.scope(buffer).startswith("local"):
+            prods = self.producers(buffer)
+            if len(prods) != 1 or prods[0].loops_of("R") or len(prods[0].reads) != 1 or prods[0] in via:
+                break
+            via.append(prods[0])
+            buffer = prods[0].reads[0]
+        return buffer, via
+
+    def unplaced(self) -> set:
+        """Shared and local buffers not yet placed in one kernel: some access runs outside every kernel,
+        or in two kernels. TVM keeps such a buffer in global memory (a workspace), whatever its scope: a
+        state the next compute_at (or reverse_compute_at) resolves, not a kernel's shared or local array."""
+        if "unplaced" not in self._cache:
+            home: dict = {}
+            for s in self.sites():
+                if self.scope(s.access.buffer) == "global":
+                    continue
+                k = next((i for i, k in enumerate(self.kernels()) if s in k.sites), None)
+                home.setdefault(s.access.buffer, set()).add(k)
+            self._cache["unplaced"] = {b for b, ks in home.items() if None in ks or len(ks) > 1}
+        return self._cache["unplaced"]
+
+    def where_runs(self, block: str) -> str:
+        """Where a block runs, as a sentence part: "outside every kernel" or "in a kernel of its own"."""
+        k = self.kernel_of(block)
+        return "on the host, outside every kernel" if k is None else f"in the kernel under {self.loop_name(k.root.id)}"
+
     def why_not(self, check: str) -> str:
         """Why ``check`` found nothing to judge in this program."""
         if self.reduction_block() is None:

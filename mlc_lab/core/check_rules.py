@@ -25,7 +25,8 @@ def register(name: str, target: str, title: str):
     return deco
 
 
-_GOOD_EFFICIENCY = 0.5  # coalescing: bytes used / bytes of the 32-byte sectors moved, at least
+_GOOD_EFFICIENCY = 0.75  # coalescing: bytes used / bytes of the 32-byte sectors moved, at least (the lab's
+# coalesced copies use all of them; a warp that moves twice the sectors it needs fails)
 _MAX_REQUESTS = 1 << 14  # a copy loop longer than this is not measured warp by warp (too slow to ask)
 _BAD_WAYS = 2  # shared-memory bank conflicts: worse than 2-way fails
 
@@ -73,14 +74,13 @@ def _gpu_preamble(name: str, sf: StepFacts):
     if r is None:
         return None
     if k is None:
-        return CheckResult(
-            name,
-            False,
+        why = (
             f"block {r.name} runs on the host: no loop above it is bound to blockIdx or threadIdx, "
-            f"so nothing of it runs on the GPU",
-            r.name,
-            {"bound": False},
+            f"so nothing of it runs on the GPU"
         )
+        if name == "thread_block_tiling":
+            return CheckResult(name, False, why, r.name, {"bound": False})
+        return _unjudged(name, f"{CHECKS[name].title} is not judged yet: {why}", r.name, {"bound": False})
     return r, k, sites
 
 
@@ -149,6 +149,21 @@ def thread_block_tiling(sf: StepFacts) -> CheckResult | None:
     )
 
 
+def _operands(sf: StepFacts, r, sites: list) -> dict:
+    """The buffers the reduction reads (not its own accumulator), each looked through its register-level
+    copies: source buffer -> the local copies between it and the compute."""
+    out: dict = {}
+    for s in sites:
+        if s.access.kind == "read" and s.access.buffer not in r.writes:
+            src, via = sf.copy_source(s.access.buffer)
+            out.setdefault(src, [b.name for b in via])
+    return out
+
+
+def _unjudged(name: str, why: str, where: str | None = None, ev: dict | None = None) -> CheckResult:
+    return CheckResult(name, False, why, where, ev or {}, judged=False)
+
+
 @register("shared_memory_tiling", "cuda", "shared-memory tiling")
 def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
     name = "shared_memory_tiling"
@@ -157,42 +172,53 @@ def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
         return got
     r, k, sites = got
     red = _reduction_loops(sf, r)
-    own = set(r.writes)
-    reads = [s for s in sites if s.access.kind == "read" and s.access.buffer not in own]
+    first = sf.loop_name(red[0]) if red else r.name
+    operands = _operands(sf, r, sites)
     ev: dict = {"operands": {}}
-    direct = [s.access.buffer for s in reads if sf.scope(s.access.buffer) == "global"]
-    staged = [s.access.buffer for s in reads if sf.scope(s.access.buffer).startswith("shared")]
-    if direct:
+    direct = [b for b in operands if sf.scope(b) == "global"]
+    staged = [b for b in operands if sf.scope(b).startswith("shared")]
+    # the stage just made and not placed yet first: its compute_at is the student's next step
+    staged.sort(key=lambda b: b not in sf.unplaced())
+    if direct and not (staged and staged[0] in sf.unplaced()):
         b = direct[0]
         ev["global_operands"] = direct
-        where = sf.loop_name(red[0]) if red else r.name
         return CheckResult(
             name,
             False,
             f"block {r.name} reads {b} straight from global memory: cache_read it into a "
-            f"'shared' buffer and compute_at that copy under the reduction loop {where}, so the "
+            f"'shared' buffer and compute_at that copy under the reduction loop {first}, so the "
             f"block's threads share one copy of each tile",
             r.name,
             ev,
         )
     if not staged:
         return None
-    for b in dict.fromkeys(staged):
-        prods = [p for p in sf.producers(b)]
+    for b in staged:
+        prods = sf.producers(b)
         if not prods:
             continue
         p = prods[0]
         under = [lid for lid in p.loops if lid in red]
         tile = list(sf.facts.allocated.get(b, sf.prog.buffers[b].shape))
-        info = {"copy": p.name, "tile": tile}
+        info = {"copy": p.name, "tile": tile, "through": operands[b]}
         ev["operands"][b] = info
+        if b in sf.unplaced() or sf.kernel_of(p.name) is not k:
+            info["placed"] = False
+            return CheckResult(
+                name,
+                False,
+                f"block {p.name} fills all of {b} ({_tile_text(tile)} elements) {_where_copy(sf, p.name)}, "
+                f"so TVM keeps {b} in global memory: compute_at {p.name} under {first} so each block "
+                f"holds one tile",
+                p.name,
+                ev,
+            )
         if not under:
-            where = sf.loop_name(red[0]) if red else p.name
             return CheckResult(
                 name,
                 False,
                 f"{b} is filled once for the whole reduction ({_tile_text(tile)} elements, above loop "
-                f"{where}): compute_at block {p.name} under {where} so it holds one slice of the "
+                f"{first}): compute_at block {p.name} under {first} so it holds one slice of the "
                 f"reduction at a time",
                 p.name,
                 ev,
@@ -215,9 +241,15 @@ def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
             )
     parts = "; ".join(
         f"{b}: a {_tile_text(v['tile'])} tile under {v['under']}, each element read {v['reuse']:g} times"
+        + (f" (through {', '.join(v['through'])})" if v["through"] else "")
         for b, v in ev["operands"].items()
     )
     return CheckResult(name, True, f"{r.name} reads its operands from shared memory ({parts})", r.name, ev)
+
+
+def _where_copy(sf: StepFacts, block: str) -> str:
+    k = sf.kernel_of(block)
+    return "at the root, outside every kernel" if k is None else "in a kernel of its own"
 
 
 @register("register_tiling", "cuda", "register tiling")
@@ -229,6 +261,26 @@ def register_tiling(sf: StepFacts) -> CheckResult | None:
     r, k, sites = got
     ws = _write_site(sites)
     red = set(_reduction_loops(sf, r))
+    acc = ws.access.buffer
+    thread = [lid for lid in r.loops if sf.loop(lid).tag in THREAD_TAGS]
+    if acc in sf.unplaced() and thread:
+        return _unjudged(
+            name,
+            f"register tiling is not judged yet: the local accumulator {acc} of {r.name} is written back "
+            f"outside its kernel; reverse_compute_at {acc} under {sf.loop_name(thread[-1])} first",
+            r.name,
+        )
+    if not sf.scope(acc).startswith("local"):
+        where = f"{sf.scope(acc)} memory"
+        at = f" and reverse_compute_at the copy under {sf.loop_name(thread[-1])}" if thread else ""
+        return CheckResult(
+            name,
+            False,
+            f"each thread of {r.name} accumulates into {acc}, {where}, not into registers: cache_write "
+            f"{r.name} to a 'local' buffer{at}, so each thread keeps its tile of {acc} in registers",
+            r.name,
+            {"accumulator": acc, "scope": sf.scope(acc)},
+        )
     fixed = _fixed_blocks()
     fixed.update({tag: 0 for tag in THREAD_TAGS})
     fixed.update({lid: int(sf.loop(lid).min) for lid in red})
@@ -273,11 +325,7 @@ def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
     if got is None or isinstance(got, CheckResult):
         return got
     r, k, sites = got
-    staged = list(
-        dict.fromkeys(
-            s.access.buffer for s in sites if s.access.kind == "read" and sf.scope(s.access.buffer).startswith("shared")
-        )
-    )
+    staged = [b for b in _operands(sf, r, sites) if sf.scope(b).startswith("shared")]
     if not staged:
         return None
     ev: dict = {}
@@ -286,74 +334,22 @@ def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
         if not prods:
             continue
         p = prods[0]
+        if b in sf.unplaced() or sf.kernel_of(p.name) is not k:
+            return _unjudged(
+                name,
+                f"cooperative fetching is not judged yet: block {p.name} copies all of {b} "
+                f"{_where_copy(sf, p.name)}, not a tile inside the kernel of {r.name}; compute_at it "
+                f"under the reduction loop first",
+                p.name,
+            )
         psites = sf.block_sites(p.name)
         w = next((s for s in psites if s.access.kind == "write" and s.access.buffer == b), None)
         rd = next((s for s in psites if s.access.kind == "read" and sf.scope(s.access.buffer) == "global"), None)
         if w is None:
             continue
-        pk = sf.kernel_of(p.name) or k
-        # one phase: the loops above the copy that do not bind threads, held at their first value
-        fixed = _fixed_blocks()
-        fixed.update({lp.id: int(lp.min) for lp in w.chain if lp.tag is None and lp.id in set(r.loops)})
-        out = sf.enumerate(w, pk, fixed=fixed, all_threads=True)
-        info: dict = {"copy": p.name}
-        ev[b] = info
-        if out is None:
-            continue
-        idx, active, _env, axes = out
-        tid = np.broadcast_to(sf.thread_ids(pk, axes), active.shape)[active]
-        shape = linear_shape(sf.prog.buffers[b].shape)
-        lin = np.zeros(active.shape, dtype=np.int64)
-        for i, n in zip(idx, shape):
-            lin = lin * n + np.clip(i, 0, max(n - 1, 0))
-        lin = lin[active]
-        elements = _distinct(lin)
-        pairs = _distinct(lin * max(1, pk.threads) + tid)
-        used = _distinct(tid)
-        info.update(
-            threads=used,
-            block_threads=pk.threads,
-            elements=elements,
-            copies_per_element=round(pairs / max(1, elements), 2),
-        )
-        if pairs > elements or used < pk.threads:
-            how = (
-                f"every element is copied by {pairs / max(1, elements):g} threads"
-                if pairs > elements
-                else f"only {used} of the block's {pk.threads} threads take part"
-            )
-            return CheckResult(
-                name,
-                False,
-                f"block {p.name} is not spread over the thread block ({how}): fuse its loops, split "
-                f"the fused loop by the block's thread counts and bind the parts to threadIdx",
-                p.name,
-                ev,
-            )
-        stats = _warp_stats(sf, p.name, w)
-        info.update(stats)
-        eff = stats.get("efficiency")
-        if rd is not None and eff is not None and eff < _GOOD_EFFICIENCY:
-            return CheckResult(
-                name,
-                False,
-                f"the copy into {b} (block {p.name}) is not coalesced: a warp's read of "
-                f"{rd.access.buffer} touches {stats['sectors_per_request']:g} 32-byte sectors per "
-                f"request and uses {eff:.0%} of the bytes moved; bind threadIdx.x to the loop that "
-                f"walks along the rows of {rd.access.buffer}",
-                p.name,
-                ev,
-            )
-        ways = stats.get("max_ways")
-        if ways is not None and ways > _BAD_WAYS:
-            return CheckResult(
-                name,
-                False,
-                f"the copy into {b} (block {p.name}) has {ways}-way shared-memory bank conflicts: "
-                f"consecutive threads should write consecutive words of {b}",
-                p.name,
-                ev,
-            )
+        verdict = _one_copy(sf, name, k, r, p, b, w, rd, ev)
+        if verdict is not None:
+            return verdict
     if not ev:
         return None
     parts = "; ".join(
@@ -370,6 +366,78 @@ def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
     return CheckResult(
         name, True, f"the copies into shared memory are spread over the thread block ({parts})", first, ev
     )
+
+
+def _one_copy(sf: StepFacts, name: str, k, r, p, b: str, w: Site, rd: Site | None, ev: dict) -> CheckResult | None:
+    """The verdict on one copy into shared memory (None: it is cooperative and coalesced)."""
+    # one phase: the loops above the copy that do not bind threads, held at their first value
+    fixed = _fixed_blocks()
+    fixed.update({lp.id: int(lp.min) for lp in w.chain if lp.tag is None and lp.id in set(r.loops)})
+    out = sf.enumerate(w, k, fixed=fixed, all_threads=True)
+    info: dict = {"copy": p.name}
+    ev[b] = info
+    if out is None:
+        return None
+    idx, active, _env, axes = out
+    tid = np.broadcast_to(sf.thread_ids(k, axes), active.shape)[active]
+    shape = linear_shape(sf.prog.buffers[b].shape)
+    lin = np.zeros(active.shape, dtype=np.int64)
+    for i, n in zip(idx, shape):
+        lin = lin * n + np.clip(i, 0, max(n - 1, 0))
+    lin = lin[active]
+    elements = _distinct(lin)
+    pairs = np.sort(_uniq(lin * max(1, k.threads) + tid) // max(1, k.threads))
+    most = int(np.max(np.diff(np.flatnonzero(np.r_[True, pairs[1:] != pairs[:-1], True])))) if pairs.size else 0
+    used = _distinct(tid)
+    info.update(threads=used, block_threads=k.threads, elements=elements, most_copies=most)
+    if pairs.size > elements or used < k.threads:
+        if pairs.size > elements:
+            every = pairs.size == elements * most
+            how = (
+                f"every element is copied by {most} threads" if every else f"some elements are copied by {most} threads"
+            )
+        else:
+            how = f"only {used} of the block's {k.threads} threads take part"
+        return CheckResult(
+            name,
+            False,
+            f"block {p.name} is not spread over the thread block ({how}): fuse its loops, split "
+            f"the fused loop by the block's thread counts and bind the parts to threadIdx",
+            p.name,
+            ev,
+        )
+    stats = _warp_stats(sf, p.name, w)
+    info.update(stats)
+    eff = stats.get("efficiency")
+    if rd is not None and eff is not None and eff < _GOOD_EFFICIENCY:
+        return CheckResult(
+            name,
+            False,
+            f"the copy into {b} (block {p.name}) is not coalesced: a warp's read of "
+            f"{rd.access.buffer} touches {stats['sectors_per_request']:g} 32-byte sectors per "
+            f"request and uses {eff:.0%} of the bytes moved; bind threadIdx.x to the loop that "
+            f"walks along the rows of {rd.access.buffer}",
+            p.name,
+            ev,
+        )
+    ways = stats.get("max_ways")
+    if ways is not None and ways > _BAD_WAYS:
+        return CheckResult(
+            name,
+            False,
+            f"the copy into {b} (block {p.name}) has {ways}-way shared-memory bank conflicts: "
+            f"consecutive threads should write consecutive words of {b}",
+            p.name,
+            ev,
+        )
+    return None
+
+
+def _uniq(a: np.ndarray) -> np.ndarray:
+    s = np.sort(a, kind="stable")
+    if s.size == 0:
+        return s
+    return s[np.r_[True, s[1:] != s[:-1]]]
 
 
 def _distinct(a: np.ndarray) -> int:
@@ -433,6 +501,20 @@ def write_cache(sf: StepFacts) -> CheckResult | None:
         return CheckResult(
             name, False, f"nothing writes the local accumulator {acc} of {r.name} back to memory", r.name, ev
         )
+    away = [b for b in backs if sf.kernel_of(b.name) is not k]
+    if away:
+        b = away[0]
+        thread = [lid for lid in r.loops if sf.loop(lid).tag in THREAD_TAGS]
+        at = sf.loop_name(thread[-1]) if thread else (sf.loop_name(r.loops[0]) if r.loops else r.name)
+        ev["write_back"] = b.name
+        return CheckResult(
+            name,
+            False,
+            f"block {b.name} writes {acc} back {sf.where_runs(b.name)}, not in the kernel of {r.name}: "
+            f"reverse_compute_at {b.name} under {at} so each thread writes back its own tile",
+            b.name,
+            ev,
+        )
     for b in backs:
         inside = [lid for lid in b.loops if lid in set(red)]
         ev["write_back"] = b.name
@@ -469,42 +551,57 @@ def epilogue_fusion(sf: StepFacts) -> CheckResult | None:
     if r0 is None:
         return None
     out0 = r0.writes[0] if r0.writes else None
-    epilogue = [b for b in sf.original.blocks.values() if out0 in b.reads and b.name != r0.name]
+    epilogue = _after(sf.original, r0)
     if not epilogue:
         return None
-    finals = [w for b in epilogue for w in b.writes]
     got = _gpu_preamble(name, sf)
     if got is None or isinstance(got, CheckResult):
         return got
     r, k, _sites = got
     kernel_blocks = {s.access.block for s in k.sites}
-    ev: dict = {"epilogue": [b.name for b in epilogue], "outputs": finals}
-    for buf in finals:
-        writers = [b.name for b in sf.producers(buf)]
-        outside = [w for w in writers if w not in kernel_blocks]
-        if outside:
-            inter = out0 if any(out0 in b.reads for b in sf.facts.blocks.values()) else None
-            ev["separate"] = outside
-            via = f", reading {inter} back from global memory" if inter else ""
+    finals = list(dict.fromkeys(w for b in epilogue for w in b.writes))
+    ev: dict = {"epilogue": [b.name for b in epilogue], "outputs": finals, "fused_into": []}
+    for buf in finals:  # an intermediate inlined away has no writer left: it is fused
+        for w in [b.name for b in sf.producers(buf)]:
+            if w in kernel_blocks:
+                ev["fused_into"].append(w)
+                continue
+            inter = [x for x in sf.facts.blocks[w].reads if x == out0 or x in finals]
+            ev["separate"] = [w]
+            via = f", reading {inter[0]} back from global memory" if inter else ""
+            k2 = sf.kernel_of(w)
+            place = "in a kernel of its own" if k2 is not None else "on the host, outside every kernel"
             return CheckResult(
                 name,
                 False,
-                f"block {outside[0]} computes {buf} in a kernel of its own{via}: "
-                f"reverse_compute_inline it into the write-back of {r.name}, or reverse_compute_at it "
-                f"under {r.name}'s thread loops",
-                outside[0],
+                f"block {w} computes {buf} {place}{via}: reverse_compute_inline it into the write-back of "
+                f"{r.name}, or reverse_compute_at it under {r.name}'s thread loops",
+                w,
                 ev,
             )
-        ev["fused_into"] = writers
+    ev["fused_into"] = list(dict.fromkeys(ev["fused_into"]))
+    written = [b for b in finals if sf.producers(b)]
     return CheckResult(
         name,
         True,
-        f"the epilogue ({', '.join(ev['epilogue'])}) runs in the kernel of {r.name}: block "
-        f"{', '.join(ev['fused_into'])} writes {', '.join(finals)} without a round trip through "
-        f"global memory",
+        f"the epilogue ({', '.join(ev['epilogue'])}) runs in the kernel of {r.name}: block"
+        f"{'s' if len(ev['fused_into']) > 1 else ''} {', '.join(ev['fused_into'])} write"
+        f"{'' if len(ev['fused_into']) > 1 else 's'} {', '.join(written)} without a round trip through global memory",
         (ev["fused_into"] or [None])[0],
         ev,
     )
+
+
+def _after(facts, r0) -> list:
+    """The blocks of the original program that use the reduction's result, directly or through
+    another such block (every elementwise op after the reduction), in program order."""
+    seen = set(r0.writes)
+    out = []
+    for b in facts.blocks.values():
+        if b.name != r0.name and any(x in seen for x in b.reads):
+            out.append(b)
+            seen |= set(b.writes)
+    return out
 
 
 # --- CPU --------------------------------------------------------------------------------------------

@@ -58,22 +58,22 @@ def check_session(
         if check.target != tgt.kind or (names is not None and check.name not in names):
             continue
         result = _run_check(check, facts)
-        if result is None and names is not None and check.name in names:
+        if result is None:  # listed all the same: a report leaves no check of its target out
             result = CheckResult(
                 check.name,
                 False,
                 f"{check.title} does not apply to this program: {facts.why_not(check.name)}",
                 None,
                 {},
+                judged=False,
             )
-        if result is not None:
-            results.append(result)
+        results.append(result)
     return CheckReport(results, list(step_hazards(session, step, tgt)), None)
 
 
 def _run_check(check: Check, facts: Any) -> CheckResult | None:
-    """A check's verdict; a program it cannot read (symbolic shapes, a construct it does not know) is a
-    failed verdict that says so, never an exception out of the report."""
+    """A check's verdict; a program it cannot read (symbolic shapes, a construct it does not know) is
+    "could not judge", with the reason, never an exception out of the report."""
     try:
         return check.run(facts)
     except MlcLabError as exc:
@@ -87,7 +87,12 @@ def _run_check(check: Check, facts: Any) -> CheckResult | None:
         else f"it reads a construct the check does not handle ({reason})"
     )
     return CheckResult(
-        check.name, False, f"{check.title} could not be judged on this program: {why}", None, {"error": reason}
+        check.name,
+        False,
+        f"{check.title} could not be judged on this program: {why}",
+        None,
+        {"error": reason},
+        judged=False,
     )
 
 

@@ -86,7 +86,7 @@ def limits(sf: StepFacts, k: Kernel) -> list:
     for tag, n in k.launch.items():
         if n > _AXIS.get(tag, n):
             out.append(Hazard("limit", f"{tag} is launched with {n}, more than its limit of {_AXIS[tag]}", where))
-    shared = {b: _bytes(sf, b) for b in _buffers_in(k) if sf.scope(b).startswith("shared")}
+    shared = {b: _bytes(sf, b) for b in _buffers_in(k) if sf.scope(b).startswith("shared") and b not in sf.unplaced()}
     total = sum(shared.values())
     if total > tgt.max_shared_memory_per_block:
         parts = ", ".join(f"{b} {n // 1024} KB" if n >= 1024 else f"{b} {n} B" for b, n in shared.items())
@@ -126,7 +126,7 @@ def spills(sf: StepFacts, k: Kernel) -> list:
     # none below (64 words at most, 0 of 37, and the lab's 64-word tiles).
     limit = sf.target.registers_per_thread * 4 // 2
     for b in _buffers_in(k):
-        if not sf.scope(b).startswith("local") or b not in sf.facts.allocated:
+        if not sf.scope(b).startswith("local") or b not in sf.facts.allocated or b in sf.unplaced():
             continue
         sites = [s for s in k.sites if s.access.buffer == b]
         vthreads = {
@@ -194,7 +194,7 @@ def out_of_bounds(sf: StepFacts, k: Kernel) -> list:
     for s in k.sites:
         acc = s.access
         info = sf.prog.buffers.get(acc.buffer)
-        if info is None or not acc.indices:
+        if info is None or not acc.indices or acc.buffer in sf.unplaced():
             continue
         scope = info.scope
         fixed = {lid: sf.loop(lid).min for lid in held.get(acc.buffer, ())} if scope != "global" else {}
@@ -342,6 +342,8 @@ def races(sf: StepFacts, k: Kernel) -> list:
             continue
         # a tensorized block is one warp-wide instruction, and fragments (wmma.*) belong to a warp:
         # which thread holds which element is the intrinsic's business
+        if s.access.buffer in sf.unplaced():  # a stage not placed yet: TVM keeps it in global memory
+            continue
         if s.access.block in tensorized or not _per_thread_or_shared(sf.scope(s.access.buffer)):
             continue
         by_buffer.setdefault(s.access.buffer, []).append(s)

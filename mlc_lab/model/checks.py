@@ -133,13 +133,17 @@ class CheckReport:
     @property
     def ok(self) -> bool:
         return (
-            all(c.ok for c in self.checks)
+            not self.failed()
             and not self.hazards
             and (self.numeric is None or bool(self.numeric.get("ok")))
         )
 
     def failed(self) -> list[CheckResult]:
-        return [c for c in self.checks if not c.ok]
+        """The checks that failed (a check that could not judge is not among them: see ``unjudged``)."""
+        return [c for c in self.checks if c.verdict == "fail"]
+
+    def unjudged(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.verdict == "unjudged"]
 
     def to_json(self) -> dict:
         numeric = None
@@ -156,7 +160,8 @@ class CheckReport:
         }
 
     def __str__(self) -> str:
-        lines = [f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.message}" for c in self.checks]
+        mark = {"pass": "ok  ", "fail": "FAIL", "unjudged": "--  "}
+        lines = [f"{mark[c.verdict]} {c.name}: {c.message}" for c in self.checks]
         lines += [f"HAZARD {h.kind}: {h.message}" for h in self.hazards]
         if self.numeric is not None:
             lines.append(

@@ -48,7 +48,7 @@ def test_json_shape_and_failure_exit(capsys, files):
     assert rc == 1
     data = json.loads(out)
     assert set(data) == {"checks", "hazards", "numeric"} and data["numeric"] is None
-    assert all(set(c) == {"name", "ok", "message", "where", "evidence"} for c in data["checks"])
+    assert all(set(c) == {"name", "ok", "verdict", "message", "where", "evidence"} for c in data["checks"])
     failed = [c for c in data["checks"] if not c["ok"]]
     assert [c["name"] for c in failed] == ["write_cache"] and failed[0]["evidence"]["writes_per_element"] == 128
 

@@ -1,0 +1,207 @@
+"""Issue 28: the checks and hazards on another course's GPU lab, written in that course's pattern
+(a register-level copy of each shared tile), and on the states a student passes through step by step.
+Every program is built by scheduling with TVM (``Session.apply``), never by hand-written TIR."""
+
+from __future__ import annotations
+
+from mlc_lab.core.checks import CHECKS
+from mlc_lab.core.session import Session
+from tests.labs.gpu_matmul import GEMM_RELU_ADD
+
+GPU_CHECKS = [n for n, c in CHECKS.items() if c.target == "cuda"]
+CPU_CHECKS = [n for n, c in CHECKS.items() if c.target == "cpu"]
+
+
+def _tiles(block="gemm", out="Y", write_cache=True, epilogue=True, at="j_1"):
+    """Thread-block and thread tiles (64x64 per block, 4x4 per thread, k by 16), written back at ``at``."""
+    s = [("cache_write", block, 0, "local")] if write_cache else []
+    s += [
+        ("split", f"{block}/i", [None, 16, 4]),
+        ("split", f"{block}/j", [None, 16, 4]),
+        ("split", "k", [None, 16]),
+        ("reorder", ["i_0", "j_0", "i_1", "j_1", "k_0", "k_1", "i_2", "j_2"]),
+        ("bind", "i_0", "blockIdx.y"),
+        ("bind", "j_0", "blockIdx.x"),
+        ("bind", "i_1", "threadIdx.y"),
+        ("bind", "j_1", "threadIdx.x"),
+    ]
+    if write_cache:
+        s.append(("reverse_compute_at", f"{out}_local", at))
+    if epilogue:
+        s.append(("reverse_compute_inline", "relu_add"))
+    return s
+
+
+def _shared(block="gemm", names=("A_shared", "B_shared"), at="k_0", swap=False, split_axes=False):
+    """A cooperative copy of each operand into shared memory: fused, split by the 16x16 threads and a
+    4-wide vector (``split_axes``: each axis split on its own, threadIdx.x on the slower one if ``swap``)."""
+    s = []
+    for idx, name in enumerate(names):
+        s.append(("cache_read", block, idx, "shared"))
+        if at is not None:
+            s.append(("compute_at", name, at))
+        if split_axes:
+            x, y = ("threadIdx.y", "threadIdx.x") if swap else ("threadIdx.x", "threadIdx.y")
+            s += [
+                ("split", f"{name}/ax0", [None, 16]),
+                ("split", f"{name}/ax1", [None, 16]),
+                ("reorder", [f"{name}/ax0_0", f"{name}/ax1_0", f"{name}/ax0_1", f"{name}/ax1_1"]),
+                ("bind", f"{name}/ax0_1", y),
+                ("bind", f"{name}/ax1_1", x),
+            ]
+        else:
+            s += [
+                ("fuse", f"{name}/ax0", f"{name}/ax1"),
+                ("split", f"{name}/ax0_ax1_fused", [None, 16, 16, 4]),
+                ("vectorize", f"{name}/ax0_ax1_fused_3"),
+                ("bind", f"{name}/ax0_ax1_fused_1", "threadIdx.y"),
+                ("bind", f"{name}/ax0_ax1_fused_2", "threadIdx.x"),
+            ]
+    return s
+
+
+def _registers(block="gemm", names=("A_shared_local", "B_shared_local"), at="k_1"):
+    """The course's register-level copy of each shared tile, under the thread loops."""
+    s = []
+    for idx, name in enumerate(names):
+        s += [("cache_read", block, idx, "local"), ("compute_at", name, at)]
+    return s
+
+
+def session(steps, program=GEMM_RELU_ADD):
+    s = Session(program)
+    for prim, *args in steps:
+        s.apply(prim, *args)
+    return s
+
+
+def verdicts(s, **kw):
+    rep = s.check(target="cuda", **kw)
+    return {c.name: c for c in rep.checks}, rep.hazards
+
+
+COURSE = _tiles() + _shared() + _registers() + [("decompose_reduction", "gemm", "k_0")]
+
+# gemm, then relu and add as two blocks: two intermediates after the reduction
+GEMM_RELU_THEN_ADD = """
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+
+@I.ir_module
+class Module:
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((1024, 1024), "float32"), B: T.Buffer((1024, 1024), "float32"),
+             C: T.Buffer((1024, 1024), "float32"), D: T.Buffer((1024, 1024), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        Y = T.sblock_alloc_buffer((1024, 1024), dtype="float32")
+        R = T.sblock_alloc_buffer((1024, 1024), dtype="float32")
+        for i, j, k in T.grid(1024, 1024, 1024):
+            with T.sblock("gemm"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    Y[vi, vj] = T.float32(0)
+                Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
+        for i, j in T.grid(1024, 1024):
+            with T.sblock("relu"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                R[vi, vj] = T.max(Y[vi, vj], T.float32(0))
+        for i, j in T.grid(1024, 1024):
+            with T.sblock("add"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                D[vi, vj] = R[vi, vj] + C[vi, vj]
+"""
+
+
+DONE = [("decompose_reduction", "gemm", "k_0")]
+
+
+# --- item 3: every check present, no false pass ------------------------------------------------------
+
+
+def test_register_level_copies_are_looked_through():
+    checks, hazards = verdicts(session(COURSE))
+    assert list(checks) == GPU_CHECKS
+    assert all(c.verdict == "pass" for c in checks.values()), [c.message for c in checks.values()]
+    shared = checks["shared_memory_tiling"].evidence["operands"]
+    assert shared["A_shared"]["through"] == ["A_shared_local"] and shared["A_shared"]["tile"] == [64, 16]
+    assert "through A_shared_local" in checks["shared_memory_tiling"].message
+    assert set(checks["cooperative_fetching"].evidence) == {"A_shared", "B_shared"}
+    assert hazards == []
+
+
+def test_a_cache_stage_never_compute_at_fails_and_raises_no_shared_memory_hazard():
+    checks, hazards = verdicts(session(_tiles() + _shared(at=None) + DONE))
+    smt = checks["shared_memory_tiling"]
+    assert smt.verdict == "fail" and smt.evidence["operands"]["A_shared"]["placed"] is False
+    assert "compute_at A_shared under k_0 so each block holds one tile" in smt.message
+    assert "global memory" in smt.message
+    assert checks["cooperative_fetching"].verdict == "unjudged"
+    assert hazards == []  # TVM puts the copy in a global workspace: no shared-memory limit
+
+
+def test_a_copy_with_threadIdx_x_on_the_slower_axis_is_not_coalesced():
+    good, _ = verdicts(session(_tiles() + _shared(split_axes=True) + DONE))
+    assert good["cooperative_fetching"].verdict == "pass"
+    assert good["cooperative_fetching"].evidence["A_shared"]["efficiency"] == 1.0
+    bad, _ = verdicts(session(_tiles() + _shared(split_axes=True, swap=True) + DONE))
+    c = bad["cooperative_fetching"]
+    assert c.verdict == "fail" and "not coalesced" in c.message
+    assert (
+        c.evidence["A_shared"]["sectors_per_request"]
+        == 4 * good["cooperative_fetching"].evidence["A_shared"]["sectors_per_request"]
+    )
+
+
+def test_register_tiling_needs_the_accumulator_in_registers():
+    checks, _ = verdicts(session(_tiles(write_cache=False, epilogue=False) + _shared() + DONE))
+    c = checks["register_tiling"]
+    assert c.verdict == "fail" and "Y, global memory" in c.message and "cache_write gemm" in c.message
+    assert checks["write_cache"].verdict == "fail"
+
+
+def _epilogue(steps):
+    base = _tiles(epilogue=False) + _shared() + DONE
+    checks, hazards = verdicts(session(base + steps, GEMM_RELU_THEN_ADD))
+    return checks["epilogue_fusion"], hazards
+
+
+def test_epilogue_fusion_considers_every_op_after_the_reduction():
+    both, hazards = _epilogue([("reverse_compute_inline", "relu"), ("reverse_compute_inline", "add")])
+    assert both.verdict == "pass" and both.evidence["epilogue"] == ["relu", "add"] and hazards == []
+    assert "block Y_local writes D" in both.message
+    host, _ = _epilogue([("reverse_compute_inline", "relu")])
+    assert host.verdict == "fail" and host.where == "add"
+    assert "block add computes D on the host, outside every kernel, reading R back" in host.message
+    own, _ = _epilogue(
+        [
+            ("reverse_compute_inline", "relu"),
+            ("fuse", "add/i", "add/j"),
+            ("split", "i_j_fused", [None, 256]),
+            ("bind", "i_j_fused_0", "blockIdx.x"),
+            ("bind", "i_j_fused_1", "threadIdx.x"),
+        ]
+    )
+    assert own.verdict == "fail" and "block add computes D in a kernel of its own" in own.message
+
+
+# --- item 5: step by step ----------------------------------------------------------------------------
+
+
+def test_cache_read_before_its_compute_at_is_advice_not_a_hazard():
+    checks, hazards = verdicts(session(_tiles() + [("cache_read", "gemm", 0, "shared")]))
+    assert hazards == []
+    c = checks["shared_memory_tiling"]
+    assert c.verdict == "fail" and "at the root, outside every kernel" in c.message
+    assert "compute_at A_shared under k_0 so each block holds one tile" in c.message
+
+
+def test_cache_write_before_its_reverse_compute_at_is_advice_not_a_spill():
+    steps = [x for x in _tiles() if x[0] not in ("reverse_compute_at", "reverse_compute_inline")]
+    checks, hazards = verdicts(session(steps))
+    assert hazards == []
+    wc = checks["write_cache"]
+    assert wc.verdict == "fail" and "reverse_compute_at Y_local under j_1" in wc.message
+    assert "outside every kernel" in wc.message
+    assert checks["register_tiling"].verdict == "unjudged"
+    assert checks["epilogue_fusion"].message.startswith("block relu_add computes D on the host, outside every kernel")
