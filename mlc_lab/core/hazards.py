@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Kernel, Site, StepFacts, free_vars, linear_shape
+from mlc_lab.core.access.expr import evaluate
 from mlc_lab.core.check_types import Hazard
 
 log = logging.getLogger(__name__)
@@ -364,7 +365,7 @@ def races(sf: StepFacts, k: Kernel) -> list:
         for s in writes:
             if scope != "local" and _thread_invariant(sf, s, thread_ids):
                 continue
-            got = _pairs(sf, s, k, fixed)
+            got = _pairs(sf, s, k, fixed, values=scope != "local")
             if got is not None:
                 wpairs.append((s, got))
         if not wpairs:
@@ -396,17 +397,17 @@ def races(sf: StepFacts, k: Kernel) -> list:
                     break
             continue
         addr = wkeys // nthreads
-        dup = np.flatnonzero(addr[1:] == addr[:-1])
-        if dup.size:
-            i = int(dup[0])
-            t1, t2 = int(wkeys[i] % nthreads), int(wkeys[i + 1] % nthreads)
-            block = next(s.access.block for s, p in wpairs if np.any(p[0] * nthreads + p[1] == wkeys[i]))
+        clash = _clash(wpairs)
+        if clash is not None:
+            elem, t1, t2 = clash
+            block = next(s.access.block for s, p in wpairs if np.any((p[0] == elem) & (p[1] == t1)))
+            addr_i = elem
             out.append(
                 Hazard(
                     "race",
-                    f"threads {t1} and {t2} of a thread block both write element {_element(sf, buf, int(addr[i]))} of "
-                    f"{buf} (block {block}): the result depends on which runs last; each element must be written "
-                    f"by one thread",
+                    f"threads {t1} and {t2} of a thread block both write element {_element(sf, buf, addr_i)} of "
+                    f"{buf} (block {block}), with different values: the result depends on which runs last; each "
+                    f"element must be written by one thread",
                     block,
                 )
             )
@@ -489,19 +490,62 @@ def _thread_invariant(sf: StepFacts, s: Site, thread_ids: set) -> bool:
     return True
 
 
-def _pairs(sf: StepFacts, s: Site, k: Kernel, fixed: dict):
-    """(linear element, linear thread) of every point where the site runs, thread axes included."""
-    got = sf.enumerate(s, k, fixed=fixed, all_threads=True)
+def _pairs(sf: StepFacts, s: Site, k: Kernel, fixed: dict, values: bool = False):
+    """(linear element, linear thread) of every point where the site runs, thread axes included; with
+    ``values``, a third array: a key of the value written (the block and the elements its statement
+    reads), equal where two points write the same value."""
+    reads = [a for a in s.leaf.accesses if a.block == s.access.block and a.kind == "read"] if values else []
+    extra: tuple = ()
+    if reads:
+        used = set().union(*(free_vars(e) for a in reads for e in a.indices))
+        extra = tuple(lp for lp in list(s.chain) + list(s.access.inner) if lp.id in used)
+    got = sf.enumerate(s, k, fixed=fixed, all_threads=True, extra_loops=extra)
     if got is None:
         return None
-    idx, active, _env, axes = got
-    info = sf.prog.buffers[s.access.buffer]
-    shape = linear_shape(info.shape)
-    lin = np.zeros(active.shape, dtype=np.int64)
-    for i, n in zip(idx, shape):
-        lin = lin * n + np.clip(i, 0, max(n - 1, 0))
+    idx, active, env, axes = got
+    lin = _linear(sf, s.access.buffer, idx, active.shape)
     tid = np.broadcast_to(sf.thread_ids(k, axes), active.shape)
-    return lin[active], tid[active]
+    if not values:
+        return lin[active], tid[active]
+    key = np.full(active.shape, sum(map(ord, s.access.block)) * 1_000_003, dtype=np.int64)
+    for n, a in enumerate(reads):
+        if sf.scope(a.buffer).startswith("local"):  # a thread's own value: never the same as another's
+            key = key + tid * 7919 + 1
+            continue
+        try:
+            ix = [np.broadcast_to(np.asarray(evaluate(e, env), dtype=np.int64), active.shape) for e in a.indices]
+        except Exception:  # noqa: BLE001 - a read the analysis cannot evaluate: assume values differ
+            key = key + tid * 7919 + 1
+            continue
+        key = key * 1_000_000_007 + _linear(sf, a.buffer, ix, active.shape) * (2 * n + 3)
+    return lin[active], tid[active], key[active]
+
+
+def _linear(sf: StepFacts, buf: str, idx: list, shape: tuple) -> np.ndarray:
+    lin = np.zeros(shape, dtype=np.int64)
+    for i, n in zip(idx, linear_shape(sf.prog.buffers[buf].shape)):
+        lin = lin * n + np.clip(i, 0, max(n - 1, 0))
+    return lin
+
+
+def _clash(wpairs: list) -> tuple | None:
+    """(element, thread, other thread) where two threads write one element with different values
+    (by the value keys of ``_pairs``), or None: threads that write the same value to an element are
+    redundant work, not a race."""
+    elem = np.concatenate([p[0] for _, p in wpairs])
+    tid = np.concatenate([p[1] for _, p in wpairs])
+    val = np.concatenate([p[2] for _, p in wpairs])
+    order = np.lexsort((val, tid, elem))
+    elem, tid, val = elem[order], tid[order], val[order]
+    start = np.r_[True, elem[1:] != elem[:-1]]
+    group = np.cumsum(start) - 1
+    first_val = val[start][group]
+    first_tid = tid[start][group]
+    bad = np.flatnonzero((val != first_val) & (tid != first_tid))
+    if not bad.size:
+        return None
+    i = int(bad[0])
+    return int(elem[i]), int(first_tid[i]), int(tid[i])
 
 
 def _element(sf: StepFacts, buf: str, lin: int) -> str:

@@ -205,3 +205,32 @@ def test_cache_write_before_its_reverse_compute_at_is_advice_not_a_spill():
     assert "outside every kernel" in wc.message
     assert checks["register_tiling"].verdict == "unjudged"
     assert checks["epilogue_fusion"].message.startswith("block relu_add computes D on the host, outside every kernel")
+
+
+def test_identical_redundant_writes_are_not_a_race():
+    n = "A_shared"
+    steps = _tiles() + [
+        ("cache_read", "gemm", 0, "shared"),
+        ("compute_at", n, "k_0"),
+        ("fuse", f"{n}/ax0", f"{n}/ax1"),
+        ("split", f"{n}/ax0_ax1_fused", [None, 16, 16, 4]),
+        ("vectorize", f"{n}/ax0_ax1_fused_3"),
+        ("bind", f"{n}/ax0_ax1_fused_1", "threadIdx.y"),  # threadIdx.x not bound yet: 16 threads per element
+    ]
+    checks, hazards = verdicts(session(steps))
+    assert hazards == []  # every one of them writes A[v0, v1]: redundant work, not a race
+    c = checks["cooperative_fetching"]
+    assert c.verdict == "fail" and "every element is copied by 16 threads" in c.message
+    assert c.evidence["A_shared"]["most_copies"] == 16
+    checks, hazards = verdicts(session(steps + [("bind", f"{n}/ax0_ax1_fused_2", "threadIdx.x")]))
+    assert hazards == [] and checks["cooperative_fetching"].verdict == "pass"
+
+
+def test_threads_writing_different_values_to_one_element_still_race():
+    # the write-back placed above the thread loops: every thread writes the whole tile of D from its own
+    # accumulator (values that differ from thread to thread)
+    steps = [x for x in _tiles() if x[0] != "reverse_compute_at"]
+    steps.insert(-1, ("reverse_compute_at", "Y_local", "j_0"))
+    _checks, hazards = verdicts(session(steps))
+    races = [h.message for h in hazards if h.kind == "race"]
+    assert any("both write element D[0, 0]" in m and "different values" in m for m in races), races
