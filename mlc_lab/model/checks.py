@@ -132,11 +132,7 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        return (
-            not self.failed()
-            and not self.hazards
-            and (self.numeric is None or bool(self.numeric.get("ok")))
-        )
+        return not self.failed() and not self.hazards and (self.numeric is None or bool(self.numeric.get("ok")))
 
     def failed(self) -> list[CheckResult]:
         """The checks that failed (a check that could not judge is not among them: see ``unjudged``)."""
@@ -216,10 +212,12 @@ class ChecksSetup(TypedDict, total=False):
 
 
 class StepHazards(TypedDict):
-    """The hazards a step created (its parent did not have them) and how many it has: the history's mark."""
+    """The hazards a step created (its parent did not have them), how many it has, and the hazards of its
+    parent it resolved: the history's mark, and where a hazard went away."""
 
     new: list[HazardInfo]
     count: int
+    resolved: NotRequired[list[HazardInfo]]
 
 
 def _jsonable(value: Any) -> Any:

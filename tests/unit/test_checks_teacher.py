@@ -234,3 +234,17 @@ def test_threads_writing_different_values_to_one_element_still_race():
     _checks, hazards = verdicts(session(steps))
     races = [h.message for h in hazards if h.kind == "race"]
     assert any("both write element D[0, 0]" in m and "different values" in m for m in races), races
+
+
+def test_the_history_learns_which_step_resolved_a_hazard():
+    from mlc_lab.widgets.checks_panel import ChecksWorker
+
+    steps = [x for x in _tiles() if x[0] not in ("reverse_compute_at", "reverse_compute_inline")]
+    s = session(steps + [("reverse_compute_at", "Y_local", "j_0"), ("reverse_compute_at", "Y_local", "j_1")])
+    worker = ChecksWorker(s, {"available": True, "target": "cuda"}, lambda *a: None)
+    made, fixed = s.steps[-2].id, s.steps[-1].id
+    created = worker.hazards_of(made)
+    assert "race" in {h["kind"] for h in created["new"]} and created["resolved"] == []
+    later = worker.hazards_of(fixed)
+    assert later["new"] == [] and later["count"] == 0
+    assert {h["kind"] for h in later["resolved"]} == {h["kind"] for h in created["new"]}
