@@ -263,7 +263,14 @@ def register_tiling(sf: StepFacts) -> CheckResult | None:
     red = set(_reduction_loops(sf, r))
     acc = ws.access.buffer
     thread = [lid for lid in r.loops if sf.loop(lid).tag in THREAD_TAGS]
-    if acc in sf.unplaced() and thread:
+    if not thread:
+        return _unjudged(
+            name,
+            f"register tiling is not judged yet: no loop of {r.name} is bound to threadIdx, so no thread has a "
+            f"tile of its own; bind the inner tile loops to threadIdx first",
+            r.name,
+        )
+    if acc in sf.unplaced():
         return _unjudged(
             name,
             f"register tiling is not judged yet: the local accumulator {acc} of {r.name} is written back "

@@ -147,12 +147,24 @@ def spills(sf: StepFacts, k: Kernel) -> list:
                     "spill",
                     f"each thread keeps a {shape} local array {b}{per} ({n // 1024 if n >= 1024 else n} "
                     f"{'KB' if n >= 1024 else 'B'}), more than half of the {sf.target.registers_per_thread} registers it "
-                    f"has: it goes to the stack in local memory; give each thread a smaller tile (the accumulator under "
-                    f"the thread loops, fewer or smaller register tiles)",
+                    f"has: it goes to the stack in local memory; {_smaller(sf, b, block)}",
                     block or None,
                 )
             )
     return out
+
+
+def _smaller(sf: StepFacts, buf: str, writer: str) -> str:
+    """How to make a spilling local array smaller: a register-level copy of a tile is moved down to the
+    loop where its consumer uses it; an accumulator gets a smaller tile."""
+    src, via = sf.copy_source(buf)
+    if via and via[0].name == writer:
+        users = [b.name for b in sf.consumers(buf) if b.name != writer]
+        red = next((b.loops_of("R") for b in sf.facts.blocks.values() if b.name in users and b.loops_of("R")), set())
+        place = [lid for lid in next((b.loops for b in sf.facts.blocks.values() if b.name in users), ()) if lid in red]
+        at = f" under {sf.loop_name(place[-1])}" if place else " under the innermost loop that uses it"
+        return f"compute_at {writer}{at} so each thread copies only the values of {src} it uses there"
+    return "give each thread a smaller tile (the accumulator under the thread loops, fewer or smaller register tiles)"
 
 
 # --- a global intermediate inside a kernel ------------------------------------------------------------

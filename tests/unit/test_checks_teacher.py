@@ -248,3 +248,20 @@ def test_the_history_learns_which_step_resolved_a_hazard():
     later = worker.hazards_of(fixed)
     assert later["new"] == [] and later["count"] == 0
     assert {h["kind"] for h in later["resolved"]} == {h["kind"] for h in created["new"]}
+
+
+def test_a_register_level_copy_before_its_compute_at_names_that_step():
+    at = COURSE.index(("compute_at", "A_shared_local", "k_1"))
+    _checks, hazards = verdicts(session(COURSE[:at]))
+    assert [h.kind for h in hazards] == ["spill"]  # TVM gives each thread the whole 2048x16 stripe
+    assert "compute_at A_shared_local under k_1 so each thread copies only the values of A_shared" in hazards[0].message
+    assert hazards[0].severity == "performance"
+    _checks, hazards = verdicts(session(COURSE[: at + 1]))
+    assert hazards == []
+
+
+def test_register_tiling_is_not_judged_before_the_thread_loops_are_bound():
+    steps = _tiles()[:6]  # the splits, the reorder and blockIdx.y
+    checks, _ = verdicts(session(steps))
+    c = checks["register_tiling"]
+    assert c.verdict == "unjudged" and "no loop of gemm is bound to threadIdx" in c.message
