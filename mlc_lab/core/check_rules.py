@@ -16,6 +16,10 @@ from mlc_lab.core.check_types import Check, CheckResult
 
 CHECKS: dict[str, Check] = {}  # name -> Check, in the order a report lists them
 
+# Why a check did not judge (``evidence["reason"]`` of a verdict with judged=False): the program has
+# nothing it looks at; it is at a step before the one the check looks at; the check could not read it.
+DOES_NOT_APPLY, NOT_YET, CANNOT_READ = "does not apply", "not judged yet", "could not judge"
+
 
 def register(name: str, target: str, title: str):
     def deco(fn):
@@ -161,7 +165,8 @@ def _operands(sf: StepFacts, r, sites: list) -> dict:
 
 
 def _unjudged(name: str, why: str, where: str | None = None, ev: dict | None = None) -> CheckResult:
-    return CheckResult(name, False, why, where, ev or {}, judged=False)
+    """Not judged yet: the program is at a step before the one this check looks at (``why`` names it)."""
+    return CheckResult(name, False, why, where, {**(ev or {}), "reason": NOT_YET}, judged=False)
 
 
 @register("shared_memory_tiling", "cuda", "shared-memory tiling")

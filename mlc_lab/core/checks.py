@@ -17,7 +17,7 @@ import weakref
 from typing import Any
 
 from mlc_lab.core import check_facts, hazards as _hazards
-from mlc_lab.core.check_rules import CHECKS
+from mlc_lab.core.check_rules import CANNOT_READ, CHECKS, DOES_NOT_APPLY
 from mlc_lab.core.check_types import HAZARD_KINDS, Check, CheckReport, CheckResult, Hazard, Target
 from mlc_lab.errors import MlcLabError
 
@@ -64,7 +64,7 @@ def check_session(
                 False,
                 f"{check.title} does not apply to this program: {facts.why_not(check.name)}",
                 None,
-                {},
+                {"reason": DOES_NOT_APPLY},
                 judged=False,
             )
         results.append(result)
@@ -91,7 +91,7 @@ def _run_check(check: Check, facts: Any) -> CheckResult | None:
         False,
         f"{check.title} could not be judged on this program: {why}",
         None,
-        {"error": reason},
+        {"reason": CANNOT_READ, "error": reason},
         judged=False,
     )
 

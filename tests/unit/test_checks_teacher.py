@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mlc_lab.core.checks import CHECKS
 from mlc_lab.core.session import Session
-from tests.labs.gpu_matmul import GEMM_RELU_ADD
+from tests.labs.gpu_matmul import GEMM_RELU_ADD, MATMUL_1024
 
 GPU_CHECKS = [n for n, c in CHECKS.items() if c.target == "cuda"]
 CPU_CHECKS = [n for n, c in CHECKS.items() if c.target == "cpu"]
@@ -265,3 +265,11 @@ def test_register_tiling_is_not_judged_before_the_thread_loops_are_bound():
     checks, _ = verdicts(session(steps))
     c = checks["register_tiling"]
     assert c.verdict == "unjudged" and "no loop of gemm is bound to threadIdx" in c.message
+
+
+def test_why_a_check_did_not_judge_is_in_its_evidence():
+    checks, _ = verdicts(session([]))
+    reasons = {n: c.evidence.get("reason") for n, c in checks.items() if not c.judged}
+    assert reasons == {n: "not judged yet" for n in GPU_CHECKS if n != "thread_block_tiling"}
+    plain, _ = verdicts(session([], MATMUL_1024))
+    assert plain["epilogue_fusion"].evidence == {"reason": "does not apply"}
