@@ -410,11 +410,19 @@ def _one_copy(sf: StepFacts, name: str, k, r, p, b: str, w: Site, rd: Site | Non
             )
         else:
             how = f"only {used} of the block's {k.threads} threads take part"
+        marked = p.annotation("meta_schedule.cooperative_fetch") is not None
+        info["cooperative_fetch_annotation"] = marked
+        note = (
+            "; its meta_schedule.cooperative_fetch annotation asks meta_schedule's postprocessing "
+            "(RewriteCooperativeFetch) for that, which tvm.compile alone does not run"
+            if marked
+            else ""
+        )
         return CheckResult(
             name,
             False,
             f"block {p.name} is not spread over the thread block ({how}): fuse its loops, split "
-            f"the fused loop by the block's thread counts and bind the parts to threadIdx",
+            f"the fused loop by the block's thread counts and bind the parts to threadIdx{note}",
             p.name,
             ev,
         )

@@ -273,3 +273,23 @@ def test_why_a_check_did_not_judge_is_in_its_evidence():
     assert reasons == {n: "not judged yet" for n in GPU_CHECKS if n != "thread_block_tiling"}
     plain, _ = verdicts(session([], MATMUL_1024))
     assert plain["epilogue_fusion"].evidence == {"reason": "does not apply"}
+
+
+def test_a_meta_schedule_sketch_copy_left_for_its_postprocessing_says_so():
+    from tests.conformance.harness import corpus
+
+    entry = next(e for e in corpus() if e["id"] == "GMM/cuda/sketch1/seed1")
+    s = Session.from_trace(entry["module"], entry["text"], entry.get("func"))
+    checks, _ = verdicts(s)
+    c = checks["cooperative_fetching"]
+    assert c.verdict == "fail" and "every element is copied by 256 threads" in c.message
+    assert (
+        "meta_schedule.cooperative_fetch annotation" in c.message
+        and c.evidence["X_shared"]["cooperative_fetch_annotation"]
+    )
+    assert [n for n, c in checks.items() if c.verdict == "pass"] == [
+        "thread_block_tiling",
+        "shared_memory_tiling",
+        "register_tiling",
+        "write_cache",
+    ]
