@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     for n, spec in enumerate(chosen, 1):
         try:
             trace = trace_of(spec)
-        except Exception as exc:  # a style that TVM refuses is a bug of the catalog: say which
+        except Exception as exc:  # noqa: BLE001  (a style TVM refuses is a bug of the catalog: say which)
             raise SystemExit(f"{spec.id}: TVM refused the schedule: {str(exc).strip().splitlines()[-1]}") from None
         it = item(spec, trace)
         if spec.target == "cuda" and not args.no_numeric:

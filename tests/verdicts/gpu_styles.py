@@ -108,10 +108,7 @@ def tiled(sch: s_tir.Schedule, r: Reduction, k: Knobs) -> None:
         sch.compute_at(shared, k0)
         fused = sch.fuse(*_loops_below(sch, shared, above_k0))
         cy, cx = k.copy_threads or (k.ty, k.tx)
-        _, f1, f2, f3 = sch.split(fused, [None, cy, cx, k.vec])
-        sch.vectorize(f3)
-        sch.bind(f1, "threadIdx.x" if k.copy_swap else "threadIdx.y")
-        sch.bind(f2, "threadIdx.y" if k.copy_swap else "threadIdx.x")
+        _copy(sch, fused, cy, cx, k.vec, k.copy_swap)
     sch.decompose_reduction(blk, k0)
     sch.unroll(k1)
 
@@ -133,6 +130,20 @@ def _epilogue(sch: s_tir.Schedule, r: Reduction, k: Knobs, local, thread_loop) -
         sch.reverse_compute_at(blk, thread_loop)
     else:
         sch.reverse_compute_inline(blk)
+
+
+def _copy(sch: s_tir.Schedule, fused, ty: int, tx: int, vec: int, swap: bool) -> None:
+    """A cooperative copy: the fused copy loop split over ty x tx threads and a vector of ``vec``.
+    ``swap``: the same thread counts, with threadIdx.x on the slower axis (the mutant)."""
+    if swap:
+        _, f1, f2, f3 = sch.split(fused, [None, tx, ty, vec])
+        sch.bind(f1, "threadIdx.x")
+        sch.bind(f2, "threadIdx.y")
+    else:
+        _, f1, f2, f3 = sch.split(fused, [None, ty, tx, vec])
+        sch.bind(f1, "threadIdx.y")
+        sch.bind(f2, "threadIdx.x")
+    sch.vectorize(f3)
 
 
 def shared_over_limit(k: Knobs, reduction_extent: int) -> Knobs:
@@ -197,10 +208,7 @@ def transpose(sch: s_tir.Schedule, k: TransposeKnobs) -> None:
     sch.compute_at(shared, i0 if k.blocks else i0)
     above = _depth(sch, blk, i0)
     f = sch.fuse(*_loops_below(sch, shared, above))
-    _, ty, tx, v = sch.split(f, [None, k.rows, k.tile, k.vec])
-    sch.bind(ty, "threadIdx.x" if k.copy_swap else "threadIdx.y")
-    sch.bind(tx, "threadIdx.y" if k.copy_swap else "threadIdx.x")
-    sch.vectorize(v)
+    _copy(sch, f, k.rows, k.tile, k.vec, k.copy_swap)
 
 
 # --- softmax ---------------------------------------------------------------------------------------
