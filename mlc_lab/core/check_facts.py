@@ -71,6 +71,12 @@ class StepFacts:
     step: int
     _cache: dict = field(default_factory=dict)
 
+    def memo(self, key: str, compute):
+        """A fact of the step computed once (``compute()``) and kept with the step's other facts."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
     # --- structure -----------------------------------------------------------------------------
     @property
     def prog(self) -> AccessProgram:

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Site, StepFacts, linear_shape
+from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Site, StepFacts, free_vars, linear_shape
 from mlc_lab.core.check_types import Check, CheckResult
 
 CHECKS: dict[str, Check] = {}  # name -> Check, in the order a report lists them
@@ -72,10 +72,59 @@ def _fixed_blocks() -> dict:
     return {tag: 0 for tag in BLOCK_TAGS}
 
 
-def _gpu_preamble(name: str, sf: StepFacts):
-    """(reduction block, kernel, sites) or a failing CheckResult when the reduction is not on the GPU."""
+def _output_block(sf: StepFacts):
+    """Without a reduction, the main computation is the last block that writes a function argument."""
+    params = set(sf.facts.params)
+    out = [b for b in sf.facts.blocks.values() if set(b.writes) & params and not b.tensorized]
+    return out[-1] if out else None
+
+
+def reuse_dims(sf: StepFacts) -> list:
+    """The dimensions of the main block's output along which an operand is reused: some input it reads
+    does not move when that dimension does (A[i, k] along j of C[i, j]). A matmul or a convolution has
+    two or more; a row reduction (softmax's max) or a copy none: no tile of it shares inputs. Read from
+    the original program, whose loops are the block's own axes."""
+
+    def compute() -> list:
+        orig = StepFacts(sf.original, sf.original, sf.target, 0)
+        r = orig.reduction_block() or _output_block(orig)
+        return _reuse(orig, r, orig.block_sites(r.name)) if r is not None else []
+
+    return sf.memo("reuse", compute)
+
+
+def _reuse(sf: StepFacts, r, sites: list) -> list:
+    ws = _write_site(sites)
+    if ws is None:
+        return []
+    own = set(r.writes)
+    reads = [
+        set().union(*(free_vars(e) for e in s.access.indices))
+        for s in sites
+        if s.access.kind == "read" and s.access.buffer not in own
+    ]
+    out = []
+    shape = sf.prog.buffers[ws.access.buffer].shape
+    for d, e in enumerate(ws.access.indices):
+        loops = {lid for lid in free_vars(e) if not isinstance(sf.loop(lid).extent, int) or sf.loop(lid).extent > 1}
+        if isinstance(shape[d], int) and shape[d] <= 1 or not loops:
+            continue
+        if any(not (loops & used) for used in reads):
+            out.append(d)
+    return out
+
+
+def _gpu_preamble(name: str, sf: StepFacts, *, tiles: bool = True):
+    """(main block, kernel, sites) or a failing CheckResult when the main block is not on the GPU; None
+    when the check has nothing to judge. ``tiles``: the check is about tiles whose inputs are shared
+    (a reduction that reuses an operand across its outputs), else any main block will do."""
     r, k, sites = _main(sf)
+    if r is None and not tiles:
+        r = _output_block(sf)
+        k, sites = (sf.kernel_of(r.name), sf.block_sites(r.name)) if r is not None else (None, [])
     if r is None:
+        return None
+    if tiles and not reuse_dims(sf):
         return None
     if k is None:
         why = (
@@ -94,7 +143,7 @@ def _gpu_preamble(name: str, sf: StepFacts):
 @register("thread_block_tiling", "cuda", "thread-block tiling")
 def thread_block_tiling(sf: StepFacts) -> CheckResult | None:
     name = "thread_block_tiling"
-    got = _gpu_preamble(name, sf)
+    got = _gpu_preamble(name, sf, tiles=False)
     if got is None or isinstance(got, CheckResult):
         return got
     r, k, sites = got
@@ -123,7 +172,9 @@ def thread_block_tiling(sf: StepFacts) -> CheckResult | None:
     shape = [int(n) for n in sf.prog.buffers[ws.access.buffer].shape]
     ev["block_tile"] = box
     where = sf.loop_name(blocks[0].id)
-    flat = [d for d, (b, n) in enumerate(zip(box, shape)) if n > 1 and b <= 1]
+    reuse = reuse_dims(sf)
+    wide = [d for d in reuse if box[d] > 1]
+    flat = [d for d in reuse if box[d] <= 1] if len(wide) < min(2, len(reuse)) else []
     if k.blocks <= 1:
         return CheckResult(
             name,
@@ -333,7 +384,7 @@ def register_tiling(sf: StepFacts) -> CheckResult | None:
 @register("cooperative_fetching", "cuda", "cooperative fetching")
 def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
     name = "cooperative_fetching"
-    got = _gpu_preamble(name, sf)
+    got = _gpu_preamble(name, sf, tiles=sf.reduction_block() is not None)
     if got is None or isinstance(got, CheckResult):
         return got
     r, k, sites = got
@@ -346,12 +397,12 @@ def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
         if not prods:
             continue
         p = prods[0]
-        if b in sf.unplaced() or sf.kernel_of(p.name) is not k:
+        pk = sf.kernel_of(p.name)
+        if pk is None:
             return _unjudged(
                 name,
-                f"cooperative fetching is not judged yet: block {p.name} copies all of {b} "
-                f"{_where_copy(sf, p.name)}, not a tile inside the kernel of {r.name}; compute_at it "
-                f"under the reduction loop first",
+                f"cooperative fetching is not judged yet: block {p.name} copies {b} on the host, outside "
+                f"every kernel; compute_at it into the kernel of {r.name} first",
                 p.name,
             )
         psites = sf.block_sites(p.name)
@@ -359,7 +410,7 @@ def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
         rd = next((s for s in psites if s.access.kind == "read" and sf.scope(s.access.buffer) == "global"), None)
         if w is None:
             continue
-        verdict = _one_copy(sf, name, k, r, p, b, w, rd, ev)
+        verdict = _one_copy(sf, name, pk, r, p, b, w, rd, ev)
         if verdict is not None:
             return verdict
     if not ev:

@@ -17,7 +17,7 @@ import weakref
 from typing import Any
 
 from mlc_lab.core import check_facts, hazards as _hazards
-from mlc_lab.core.check_rules import CANNOT_READ, CHECKS, DOES_NOT_APPLY
+from mlc_lab.core.check_rules import CANNOT_READ, CHECKS, DOES_NOT_APPLY, reuse_dims
 from mlc_lab.core.check_types import HAZARD_KINDS, Check, CheckReport, CheckResult, Hazard, Target
 from mlc_lab.errors import MlcLabError
 
@@ -62,13 +62,22 @@ def check_session(
             result = CheckResult(
                 check.name,
                 False,
-                f"{check.title} does not apply to this program: {facts.why_not(check.name)}",
+                f"{check.title} does not apply to this program: {_why_not(check, facts)}",
                 None,
                 {"reason": DOES_NOT_APPLY},
                 judged=False,
             )
         results.append(result)
     return CheckReport(results, list(step_hazards(session, step, tgt)), None)
+
+
+def _why_not(check: Check, facts: Any) -> str:
+    if check.target == "cuda" and facts.reduction_block() is not None and not reuse_dims(facts):
+        return (
+            "its reduction reuses no input across its outputs (each input element feeds one output), "
+            "so there is no tile whose inputs threads could share"
+        )
+    return facts.why_not(check.name)
 
 
 def _run_check(check: Check, facts: Any) -> CheckResult | None:

@@ -136,7 +136,7 @@ def test_a_cache_stage_never_compute_at_fails_and_raises_no_shared_memory_hazard
     assert smt.verdict == "fail" and smt.evidence["operands"]["A_shared"]["placed"] is False
     assert "compute_at A_shared under k_0 so each block holds one tile" in smt.message
     assert "global memory" in smt.message
-    assert checks["cooperative_fetching"].verdict == "unjudged"
+    assert checks["cooperative_fetching"].verdict == "pass"  # the copy itself is spread over its own kernel
     assert hazards == []  # TVM puts the copy in a global workspace: no shared-memory limit
 
 
