@@ -625,7 +625,7 @@ def epilogue_fusion(sf: StepFacts) -> CheckResult | None:
     epilogue = _after(sf.original, r0)
     if not epilogue:
         return None
-    got = _gpu_preamble(name, sf)
+    got = _gpu_preamble(name, sf, tiles=False)
     if got is None or isinstance(got, CheckResult):
         return got
     r, k, _sites = got

@@ -254,6 +254,40 @@ def out_of_bounds(sf: StepFacts, k: Kernel) -> list:
                     )
                 )
                 break
+    return out + _past_logical_end(sf, k, seen)
+
+
+def _past_logical_end(sf: StepFacts, k: Kernel, seen: set) -> list:
+    """Shared and local buffers keep the logical shape of what they copy: an index past it (the last
+    tile of a split that does not divide its loop, its guard disabled) reads elements no copy wrote,
+    even where it stays inside the tile TVM allocates."""
+    out = []
+    for s in k.sites:
+        buf = s.access.buffer
+        info = sf.prog.buffers.get(buf)
+        if info is None or info.scope == "global" or buf in sf.unplaced() or (s.access.block, buf) in seen:
+            continue
+        ranges = _ranges(sf, s, k, {})
+        if ranges is None:
+            continue
+        for d, ((lo, hi), n) in enumerate(zip(ranges, info.shape)):
+            if not isinstance(n, int) or (lo >= 0 and hi < n):
+                continue
+            seen.add((s.access.block, buf))
+            verb = "writes" if s.access.kind == "write" else "reads"
+            cause = _wide_thread_cause(sf, s, k) or (
+                ": the last tile of a split that does not divide its loop runs unguarded; keep the split's "
+                "guard or split by a factor that divides the loop"
+            )
+            out.append(
+                Hazard(
+                    "out_of_bounds",
+                    f"block {s.access.block} {verb} {buf} at index {hi if hi >= n else lo} past the end of the "
+                    f"{n} elements it holds in dimension {d}{cause}",
+                    s.access.block,
+                )
+            )
+            break
     return out
 
 
@@ -515,6 +549,9 @@ def _pairs(sf: StepFacts, s: Site, k: Kernel, fixed: dict, values: bool = False)
     if got is None:
         return None
     idx, active, env, axes = got
+    # a point past the end of the buffer is the out-of-bounds hazard's, not a write that meets another
+    for i, n in zip(idx, linear_shape(sf.prog.buffers[s.access.buffer].shape)):
+        active = active & (i >= 0) & (i < n)
     lin = _linear(sf, s.access.buffer, idx, active.shape)
     tid = np.broadcast_to(sf.thread_ids(k, axes), active.shape)
     if not values:
