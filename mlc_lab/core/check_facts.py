@@ -318,10 +318,15 @@ class StepFacts:
         except NonAffine:
             return None
         lo = hi = form.const
+        spans: dict = {}  # loop -> the [place, place * n) ranges of its digits: exact only if disjoint
         for d, coef in form.terms.items():
             n = digit_range(d, extents)
             if extents[d.loop] % (d.place * n):
                 return None
+            for a, b in spans.get(d.loop, []):
+                if d.place < b and a < d.place * n:  # a // 4 and a // 12 of one loop move together
+                    return None
+            spans.setdefault(d.loop, []).append((d.place, d.place * n))
             lo += min(0, coef * (n - 1))
             hi += max(0, coef * (n - 1))
         return int(lo), int(hi)

@@ -283,7 +283,7 @@ def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
         info["under"] = sf.loop_name(place)
         inside = [lid for lid in r.loops[r.loops.index(place) + 1 :] if sf.loop(lid).tag is None]
         per_phase = k.threads * math.prod(int(sf.loop(lid).extent) for lid in inside)
-        elements = math.prod(int(x) for x in tile) or 1
+        elements = _copied_per_phase(sf, k, r, p, b) or math.prod(int(x) for x in tile) or 1
         reuse = per_phase / elements
         info["reuse"] = round(reuse, 2)
         if reuse <= 1:
@@ -301,6 +301,24 @@ def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
         for b, v in ev["operands"].items()
     )
     return CheckResult(name, True, f"{r.name} reads its operands from shared memory ({parts})", r.name, ev)
+
+
+def _copied_per_phase(sf: StepFacts, k, r, p, buf: str) -> int | None:
+    """How many distinct elements the copy block writes in one step of the loops it shares with the
+    compute (TVM may allocate a larger box than it fills)."""
+    w = next((s for s in sf.block_sites(p.name) if s.access.kind == "write" and s.access.buffer == buf), None)
+    if w is None:
+        return None
+    fixed = _fixed_blocks()
+    fixed.update({lp.id: int(lp.min) for lp in w.chain if lp.tag is None and lp.id in set(r.loops)})
+    out = sf.enumerate(w, k, fixed=fixed, all_threads=True)
+    if out is None:
+        return None
+    idx, active, _env, _axes = out
+    lin = np.zeros(active.shape, dtype=np.int64)
+    for i, n in zip(idx, linear_shape(sf.prog.buffers[buf].shape)):
+        lin = lin * n + np.clip(i, 0, max(n - 1, 0))
+    return _distinct(lin[active]) or None
 
 
 def _where_copy(sf: StepFacts, block: str) -> str:
