@@ -293,3 +293,31 @@ def test_a_meta_schedule_sketch_copy_left_for_its_postprocessing_says_so():
         "register_tiling",
         "write_cache",
     ]
+
+
+def test_an_unguarded_last_tile_reads_past_what_the_shared_copy_holds():
+    def build(guard: bool):
+        s = Session(MATMUL_1024)
+        s.apply("cache_write", "C", 0, "local")
+        s.apply("split", "i", [None, 16, 4])
+        s.apply("split", "j", [None, 16, 4])
+        s.apply("split", "k", [None, 20], disable_predication=not guard)  # 20 does not divide 1024
+        for prim, *args in [
+            ("reorder", ["i_0", "j_0", "i_1", "j_1", "k_0", "k_1", "i_2", "j_2"]),
+            ("bind", "i_0", "blockIdx.y"),
+            ("bind", "j_0", "blockIdx.x"),
+            ("bind", "i_1", "threadIdx.y"),
+            ("bind", "j_1", "threadIdx.x"),
+            ("reverse_compute_at", "C_local", "j_1"),
+        ] + _shared(block="C"):
+            s.apply(prim, *args)
+        return verdicts(s)
+
+    _checks, hazards = build(guard=False)
+    oob = [h.message for h in hazards if h.kind == "out_of_bounds"]
+    assert any(
+        "reads A_shared at index 1039 past the end of the 1024 elements it holds in dimension 1" in m for m in oob
+    )
+    assert all("does not divide its loop runs unguarded" in m for m in oob)
+    _checks, hazards = build(guard=True)
+    assert hazards == []
