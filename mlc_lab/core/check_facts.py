@@ -98,6 +98,9 @@ class StepFacts:
         for k in self.kernels():
             if any(s.access.block == block for s in k.sites):
                 return k
+        b = self.facts.blocks.get(block)  # a block with no access of its own (blockize's outer block)
+        if b is not None and b.loops:
+            return next((k for k in self.kernels() if b.loops[-1] in k.ids), None)
         return None
 
     def block_sites(self, block: str) -> list:

@@ -172,9 +172,11 @@ def thread_block_tiling(sf: StepFacts) -> CheckResult | None:
     shape = [int(n) for n in sf.prog.buffers[ws.access.buffer].shape]
     ev["block_tile"] = box
     where = sf.loop_name(blocks[0].id)
-    reuse = reuse_dims(sf)
-    wide = [d for d in reuse if box[d] > 1]
-    flat = [d for d in reuse if box[d] <= 1] if len(wide) < min(2, len(reuse)) else []
+    # a 2-D tile where the original output reuses inputs along two dimensions or more (the layout of
+    # the buffer written now may differ: a cache or a reindex stage adds or reorders dimensions)
+    wide = [d for d, n in enumerate(box) if n > 1]
+    need = min(2, len(reuse_dims(sf)))
+    flat = [d for d, n in enumerate(box) if n <= 1 and shape[d] > 1] if len(wide) < need else []
     if k.blocks <= 1:
         return CheckResult(
             name,
@@ -281,7 +283,13 @@ def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
             )
         place = under[-1]
         info["under"] = sf.loop_name(place)
-        inside = [lid for lid in r.loops[r.loops.index(place) + 1 :] if sf.loop(lid).tag is None]
+        # every iteration inside one phase reads once: the serial loops and the virtual threads (each a
+        # copy of the thread's work), not the thread loops (counted by k.threads)
+        inside = [
+            lid
+            for lid in r.loops[r.loops.index(place) + 1 :]
+            if sf.loop(lid).tag is None or sf.loop(lid).tag.startswith("vthread")
+        ]
         per_phase = k.threads * math.prod(int(sf.loop(lid).extent) for lid in inside)
         elements = _copied_per_phase(sf, k, r, p, b) or math.prod(int(x) for x in tile) or 1
         reuse = per_phase / elements
@@ -321,6 +329,11 @@ def _copied_per_phase(sf: StepFacts, k, r, p, buf: str) -> int | None:
     return _distinct(lin[active]) or None
 
 
+def _in_registers(scope: str) -> bool:
+    """A thread's registers: 'local', or a tensor-core accumulator fragment (held in registers)."""
+    return scope.startswith("local") or scope == "wmma.accumulator"
+
+
 def _where_copy(sf: StepFacts, block: str) -> str:
     k = sf.kernel_of(block)
     return "at the root, outside every kernel" if k is None else "in a kernel of its own"
@@ -351,7 +364,7 @@ def register_tiling(sf: StepFacts) -> CheckResult | None:
             f"outside its kernel; reverse_compute_at {acc} under {sf.loop_name(thread[-1])} first",
             r.name,
         )
-    if not sf.scope(acc).startswith("local"):
+    if not _in_registers(sf.scope(acc)):
         where = f"{sf.scope(acc)} memory"
         at = f" and reverse_compute_at the copy under {sf.loop_name(thread[-1])}" if thread else ""
         return CheckResult(
@@ -575,7 +588,7 @@ def write_cache(sf: StepFacts) -> CheckResult | None:
     red = _reduction_loops(sf, r)
     steps = math.prod(int(sf.loop(lid).extent) for lid in red)
     ev: dict = {"accumulator": acc, "scope": sf.scope(acc)}
-    if not sf.scope(acc).startswith("local"):
+    if not _in_registers(sf.scope(acc)):
         return CheckResult(
             name,
             False,
