@@ -258,14 +258,14 @@ def out_of_bounds(sf: StepFacts, k: Kernel) -> list:
 
 
 def _past_logical_end(sf: StepFacts, k: Kernel, seen: set) -> list:
-    """Shared and local buffers keep the logical shape of what they copy: an index past it (the last
+    """A shared buffer keeps the logical shape of what it copies: an index past it (the last
     tile of a split that does not divide its loop, its guard disabled) reads elements no copy wrote,
     even where it stays inside the tile TVM allocates."""
     out = []
     for s in k.sites:
         buf = s.access.buffer
         info = sf.prog.buffers.get(buf)
-        if info is None or info.scope == "global" or buf in sf.unplaced() or (s.access.block, buf) in seen:
+        if info is None or not info.scope.startswith("shared") or buf in sf.unplaced() or (s.access.block, buf) in seen:
             continue
         ranges = _ranges(sf, s, k, {})
         if ranges is None:
