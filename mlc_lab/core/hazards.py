@@ -258,14 +258,17 @@ def out_of_bounds(sf: StepFacts, k: Kernel) -> list:
 
 
 def _past_logical_end(sf: StepFacts, k: Kernel, seen: set) -> list:
-    """A shared buffer keeps the logical shape of what it copies: an index past it (the last
+    """A shared or local buffer keeps the logical shape of what it copies: an index past it (the last
     tile of a split that does not divide its loop, its guard disabled) reads elements no copy wrote,
     even where it stays inside the tile TVM allocates."""
     out = []
     for s in k.sites:
         buf = s.access.buffer
         info = sf.prog.buffers.get(buf)
-        if info is None or not info.scope.startswith("shared") or buf in sf.unplaced() or (s.access.block, buf) in seen:
+        if info is None or info.scope == "global" or buf in sf.unplaced() or (s.access.block, buf) in seen:
+            continue
+        wide = _wide_thread_cause(sf, s, k)
+        if wide and not info.scope.startswith("shared"):  # reported through the global buffers it feeds
             continue
         ranges = _ranges(sf, s, k, {})
         if ranges is None:
@@ -275,7 +278,7 @@ def _past_logical_end(sf: StepFacts, k: Kernel, seen: set) -> list:
                 continue
             seen.add((s.access.block, buf))
             verb = "writes" if s.access.kind == "write" else "reads"
-            cause = _wide_thread_cause(sf, s, k) or (
+            cause = wide or (
                 ": the last tile of a split that does not divide its loop runs unguarded; keep the split's "
                 "guard or split by a factor that divides the loop"
             )
