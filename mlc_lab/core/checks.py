@@ -16,10 +16,12 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from mlc_lab.core import check_facts, hazards as _hazards
+from mlc_lab.core import check_cpu, check_facts, hazards as _hazards
 from mlc_lab.core.check_rules import CANNOT_READ, CHECKS, DOES_NOT_APPLY, reuse_dims
 from mlc_lab.core.check_types import HAZARD_KINDS, Check, CheckReport, CheckResult, Hazard, Target
 from mlc_lab.errors import MlcLabError
+
+CPU_CHECKS = check_cpu.registered()  # importing check_cpu registers the CPU checks after the GPU ones
 
 __all__ = [
     "CHECKS",
