@@ -59,7 +59,14 @@ def test_report_json_and_ok():
     data = r.to_json()
     assert data == {
         "checks": [
-            {"name": "parallel", "ok": True, "verdict": "pass", "message": "fine", "where": "i", "evidence": {"extent": 4}}
+            {
+                "name": "parallel",
+                "ok": True,
+                "verdict": "pass",
+                "message": "fine",
+                "where": "i",
+                "evidence": {"extent": 4},
+            }
         ],
         "hazards": [{"kind": "race", "message": "two threads", "where": "Y"}],
         "numeric": {"ok": True, "max_error": 0.0, "shape": [8, 8]},
@@ -129,7 +136,9 @@ def test_unbound_program_on_cuda_fails_tiling_and_judges_nothing_else_yet():
     by = {c.name: c for c in rep.checks}
     assert by["thread_block_tiling"].verdict == "fail" and "runs on the host" in by["thread_block_tiling"].message
     rest = [c for n, c in by.items() if n not in ("thread_block_tiling", "epilogue_fusion")]
-    assert all(c.verdict == "unjudged" and "not judged yet" in c.message and "runs on the host" in c.message for c in rest)
+    assert all(
+        c.verdict == "unjudged" and "not judged yet" in c.message and "runs on the host" in c.message for c in rest
+    )
     assert by["epilogue_fusion"].verdict == "unjudged" and "does not apply" in by["epilogue_fusion"].message
     assert [c.name for c in rep.failed()] == ["thread_block_tiling"]
 
