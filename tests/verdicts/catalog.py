@@ -51,7 +51,8 @@ REDUCTIONS = {
         {"rows": 1024, "cols": 1024, "k": 1024},
     ),
     "bmm": (G.Reduction("bmm", batch=1, spatial=3), {"rows": 512, "cols": 512, "k": 512}),
-    "conv2d_nhwc": (G.Reduction("conv", batch=0, spatial=4), {"rows": 256, "cols": 64, "k": 288}),
+    # n and h bound to blockIdx.z, w the rows, co the columns; rc tiled under rh and rw
+    "conv2d_nhwc": (G.Reduction("conv", batch=2, spatial=4), {"rows": 64, "cols": 64, "k": 32}),
 }
 
 REDUCTION_STYLES = {
@@ -107,12 +108,6 @@ def _reduction_mutants(name: str, k: G.Knobs, ext: dict, epilogue: bool) -> dict
             (),
             "no loop is bound to blockIdx: one thread block walks every tile",
         ),
-        "shared_over_limit": (
-            G.shared_over_limit(k, ext["k"]),
-            set(),
-            ("limit",),
-            "the reduction tile is widened until the shared tiles pass 48 KB per block",
-        ),
         "accumulator_too_big": (
             _accumulator_too_big(k, ext["cols"]),
             set(),
@@ -127,6 +122,14 @@ def _reduction_mutants(name: str, k: G.Knobs, ext: dict, epilogue: bool) -> dict
             "the last tile reads past its end",
         ),
     }
+    over = G.shared_over_limit(k, ext["k"])
+    if over is not None:  # (the conv's rc tile of 32 cannot take its tiles over the limit)
+        m["shared_over_limit"] = (
+            over,
+            set(),
+            ("limit",),
+            "the reduction tile is widened until the shared tiles pass 48 KB per block",
+        )
     if epilogue:
         m["epilogue_own_kernel"] = (
             replace(k, epilogue_kernel=True),
@@ -265,6 +268,7 @@ CPU_STYLES = {
     "j8k4": C.CpuKnobs(),
     "j16k8_vec_epilogue": C.CpuKnobs(jf=16, kf=8, vectorize="epilogue"),
     "j32k16": C.CpuKnobs(jf=32, kf=16),
+    "i4j16k4_block": C.CpuKnobs(jf=16, kf=4, ti=4),
 }
 CPU_MUTANTS = {
     "no_parallel": ({"parallel": False}, "parallel", "no loop runs in parallel"),

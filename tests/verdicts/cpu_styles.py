@@ -22,6 +22,7 @@ class CpuKnobs:
     jf: int = 8
     kf: int = 4
     vectorize: str = "out"  # "out": the reduction's inner j loop; "epilogue": the epilogue's inner loop
+    ti: int = 0  # > 0: the output's rows split too, ti of them under the reduction tile
     # mutants
     order: str = "k_inside"  # "k_last": the reduction tile innermost, under the vector loop
     parallel: bool = True
@@ -36,10 +37,14 @@ def cpu(sch: s_tir.Schedule, p: CpuProgram, k: CpuKnobs) -> None:
     *outer, i, j, kk = sch.get_loops(blk)
     j0, j1 = sch.split(j, [None, k.jf])
     k0, k1 = sch.split(kk, [None, k.kf])
+    inner_i = []
+    if k.ti:  # a 2-D register block: ti rows of the output under the reduction tile
+        i, i1 = sch.split(i, [None, k.ti])
+        inner_i = [i1]
     if k.order == "k_inside":
-        sch.reorder(i, j0, k0, k1, j1)
+        sch.reorder(i, j0, k0, k1, *inner_i, j1)
     else:
-        sch.reorder(i, j0, k0, j1, k1)
+        sch.reorder(i, j0, k0, *inner_i, j1, k1)
     epi = None
     if p.epilogue:
         epi = sch.get_sblock(p.epilogue)

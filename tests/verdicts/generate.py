@@ -12,8 +12,9 @@ item's OpenCL code on the CPU (Oclgrind here, with its data-race and uninitializ
 pocl where it works), at 64 where the tiles fit, else at the check's own small size: "right", "wrong", "crash", "timeout",
 "error" (it did not build or launch) or "not_run" (the check could not set the run up: why is kept).
 
-A numeric label already in ``corpus.json.gz`` (or the files given to ``--cache``) for the same
-program and trace is kept, so a regeneration runs only what changed (``--rerun`` runs all).
+A numeric label already in ``corpus.json.gz`` (or the files given to ``--cache``: corpora, or the
+``.jsonl`` log an interrupted run leaves beside its output) for the same program and trace is kept,
+so a regeneration runs only what changed (``--rerun`` runs all).
 """
 
 from __future__ import annotations
@@ -98,12 +99,18 @@ def load(path: Path) -> dict:
 
 
 def _cached(paths: list[Path]) -> dict:
+    """(program, trace) -> numeric label, from corpora and from the log lines of interrupted runs."""
     out = {}
     for p in paths:
-        if p.exists():
-            for it in load(p)["items"]:
-                if it.get("numeric"):
-                    out[(it["program"], it["trace"])] = it["numeric"]
+        if not p.exists():
+            continue
+        if p.suffix == ".jsonl":
+            rows = [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+        else:
+            rows = load(p)["items"]
+        for it in rows:
+            if it.get("numeric"):
+                out[(it["program"], it["trace"])] = it["numeric"]
     return out
 
 
@@ -117,11 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-numeric", action="store_true")
     args = ap.parse_args(argv)
     shard, nshard = (int(x) for x in args.shard.split("/"))
-    cache = {} if args.rerun else _cached([CORPUS, *args.cache])
+    cache = {} if args.rerun else _cached([CORPUS, CORPUS.with_suffix(".jsonl"), *args.cache])
     chosen = [s for s in specs() if not args.only or any(s.id.startswith(o) for o in args.only)]
     chosen = chosen[shard::nshard]
     items = []
     t0 = time.perf_counter()
+    log = args.out.with_suffix(".jsonl")  # each run item as it is labelled: an interrupted run loses nothing
     for n, spec in enumerate(chosen, 1):
         try:
             trace = trace_of(spec)
@@ -129,12 +137,20 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{spec.id}: TVM refused the schedule: {str(exc).strip().splitlines()[-1]}") from None
         it = item(spec, trace)
         if spec.target == "cuda" and not args.no_numeric:
-            it["numeric"] = cache.get((spec.program, trace)) or numeric(spec, trace)
+            it["numeric"] = cache.get((spec.program, trace))
+            if it["numeric"] is None:
+                it["numeric"] = numeric(spec, trace)
+                with log.open("a") as f:
+                    f.write(json.dumps(it) + "\n")
         items.append(it)
         num = it.get("numeric", {})
         print(f"[{n}/{len(chosen)} {time.perf_counter() - t0:.0f}s] {spec.id}: {num.get('label', '-')}", flush=True)
     data = {
         "about": "tests/verdicts/generate.py; labels per item: checks (pass/fail/n/a), hazards present, numeric (run)",
+        "numeric_settings": {
+            "size": f"{SMALL} where the tiles fit, else numeric_check's own search from 128",
+            **{k: os.environ[k] for k in ("OCLGRIND_DATA_RACES", "OCLGRIND_UNINITIALIZED")},
+        },
         "programs": PROGRAMS,
         "items": items,
     }
