@@ -177,12 +177,19 @@ def thread_block_tiling(sf: StepFacts) -> CheckResult | None:
     wide = [d for d, n in enumerate(box) if n > 1]
     need = min(2, len(reuse_dims(sf)))
     flat = [d for d, n in enumerate(box) if n <= 1 and shape[d] > 1] if len(wide) < need else []
-    if k.blocks <= 1:
+    # One block is a tiling too when the output is one tile (a small problem); it is not when the
+    # output is more than a whole block could hold (its most threads, half their registers each).
+    outputs = math.prod(n for n in shape if n > 0)
+    per_thread = outputs / max(1, k.threads)
+    ev["outputs_per_thread"] = round(per_thread, 2)
+    one_block = sf.target.max_threads_per_block * (sf.target.registers_per_thread // 2)
+    if k.blocks <= 1 and outputs > one_block:
         return CheckResult(
             name,
             False,
-            f"all of {r.name} runs in one thread block; bind the outer tile loops to "
-            f"blockIdx so that many blocks share the work",
+            f"all of {r.name} runs in one thread block, whose {k.threads} threads compute "
+            f"{per_thread:g} outputs each; bind the outer tile loops to blockIdx so that many blocks "
+            f"share the work",
             where,
             ev,
         )

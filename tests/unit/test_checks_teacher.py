@@ -321,3 +321,25 @@ def test_an_unguarded_last_tile_reads_past_what_the_shared_copy_holds():
     assert all("does not divide its loop runs unguarded" in m for m in oob)
     _checks, hazards = build(guard=True)
     assert hazards == []
+
+
+def _one_block(n: int, per_thread: int):
+    program = MATMUL_1024.replace("1024", str(n))
+    steps = [
+        ("split", "i", [None, 16, per_thread]),
+        ("split", "j", [None, 16, per_thread]),
+        ("reorder", ["i_0", "j_0", "i_1", "j_1", "k", "i_2", "j_2"]),
+        ("bind", "i_0", "blockIdx.y"),
+        ("bind", "j_0", "blockIdx.x"),
+        ("bind", "i_1", "threadIdx.y"),
+        ("bind", "j_1", "threadIdx.x"),
+    ]
+    checks, _ = verdicts(session(steps, program))
+    return checks["thread_block_tiling"]
+
+
+def test_one_thread_block_is_a_tiling_of_a_small_output_only():
+    small = _one_block(64, 4)  # the 64x64 output is one 64x64 tile
+    assert small.verdict == "pass" and small.evidence["blocks"] == 1
+    big = _one_block(1024, 64)  # 256 threads, 4096 outputs each
+    assert big.verdict == "fail" and "whose 256 threads compute 4096 outputs each" in big.message
