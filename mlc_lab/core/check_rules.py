@@ -1,8 +1,12 @@
-"""The named checks, registered in ``mlc_lab.core.checks.CHECKS``.
+"""The named GPU checks, registered in ``CHECKS`` (the CPU ones in ``check_cpu``).
 
 Each reads what the schedule does (blocks, scopes, bindings, placements and the exact accesses of
 ``mlc_lab.core.check_facts``), never a reference's extents: any tile sizes and any loop order that
-achieve the optimisation pass. A check returns None when the program has nothing it applies to.
+achieve the optimisation pass. An operand is looked through its register-level copies to the shared
+stage they copy; a stage not placed in the compute's kernel yet is a failed (or a not-yet-judged)
+step whose message names the next primitive, never a shared or local array of a kernel. A check
+returns None when the program has nothing it applies to (``checks.check_session`` lists it all the
+same, as not judged); the tile checks apply to reductions that reuse an input across outputs.
 """
 
 from __future__ import annotations

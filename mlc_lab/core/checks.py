@@ -7,7 +7,9 @@ which thread writes which element, whether a warp's loads are contiguous. The fa
 the judging is numpy over those facts (``check_facts``, ``check_rules``, ``hazards``).
 
 Every verdict is one sentence that names the loop or block it is about, with the figure behind it in
-``evidence``. ``check_session`` runs the checks that apply to a target; ``step_hazards`` gives the
+``evidence``. ``check_session`` lists every check of a target: passed, failed, or not judged
+(``judged=False``, ``evidence["reason"]``: it does not apply, it is not judged yet, or it could not
+read the program), each with its sentence; ``step_hazards`` gives the
 hazards of one step (cached per step) so the history can mark the step that created them.
 """
 
