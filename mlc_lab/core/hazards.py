@@ -267,6 +267,8 @@ def _past_logical_end(sf: StepFacts, k: Kernel, seen: set) -> list:
         info = sf.prog.buffers.get(buf)
         if info is None or info.scope == "global" or buf in sf.unplaced() or (s.access.block, buf) in seen:
             continue
+        if s.access.guards:  # a guarded access is kept inside by its guard (a wrong guard: out_of_bounds)
+            continue
         wide = _wide_thread_cause(sf, s, k)
         if wide and not info.scope.startswith("shared"):  # reported through the global buffers it feeds
             continue
