@@ -330,7 +330,7 @@ def _copied_per_phase(sf: StepFacts, k, r, p, buf: str) -> int | None:
         return None
     fixed = _fixed_blocks()
     fixed.update({lp.id: int(lp.min) for lp in w.chain if lp.tag is None and lp.id in set(r.loops)})
-    out = sf.enumerate(w, k, fixed=fixed, all_threads=True)
+    out = sf.enumerate(w, k, fixed=fixed)  # the loops the index uses: which thread copies is not asked
     if out is None:
         return None
     idx, active, _env, _axes = out
