@@ -3,7 +3,7 @@
 // the explorer view with a fake model as Python would set its traits.
 import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
-import { type StepChecks, evidenceText, hazardMark, taskVerdicts } from "../explorer/checks";
+import { type StepChecks, checksBadge, evidenceText, hazardMark, pathAfter, taskVerdicts } from "../explorer/checks";
 import { markKernel, recordKey } from "../lib/offline";
 import { fakeModel, tick } from "./fixtures";
 
@@ -167,6 +167,47 @@ describe("checks panel", () => {
     expect($(".mlc-tab-checks")!.textContent).toBe("Checks");
   });
 
+  it("a check that could not judge is neither ✓ nor ✗, and does not turn the tab red", async () => {
+    const r = report(1, true);
+    r.checks!.push({ name: "packing", title: "packed operand", ok: false, verdict: "unjudged", message: "packed operand does not apply to this program: it has no reduction", where: null, evidence: {} });
+    const tasks = [{ title: "Pack", checks: ["packing"], points: 5 }];
+    await mount({ checks_setup: { ...SETUP, tasks }, checks: r });
+    const line = $(".mlc-check[data-check='packing']")!;
+    expect(line.classList.contains("mlc-check-unjudged")).toBe(true);
+    expect(line.classList.contains("mlc-check-fail")).toBe(false);
+    expect(line.querySelector(".mlc-check-mark")!.textContent).toBe("–");
+    expect($(".mlc-task")!.classList.contains("mlc-task-unjudged")).toBe(true);
+    expect($(".mlc-tab-checks")!.textContent).toBe("Checks 2/3");
+    expect($(".mlc-tab-checks")!.classList.contains("mlc-tab-warn")).toBe(false);
+  });
+
+  it("the original program (step 0) is not shown as failing: its checks are not judged yet", async () => {
+    const model = await mount({ checks_setup: SETUP, checks: report(1, false) });
+    expect($(".mlc-tab-checks")!.classList.contains("mlc-tab-warn")).toBe(true); // step 1 fails parallel
+    model.pushStep({ id: 0, parent: null, label: "original program" });
+    model.set("checks", report(0, false));
+    await tick();
+    const line = $(".mlc-check[data-check='parallel']")!;
+    expect(line.classList.contains("mlc-check-todo")).toBe(true);
+    expect(line.querySelector(".mlc-check-mark")!.textContent).toBe("○");
+    expect(line.title).toContain("not judged yet");
+    expect($$(".mlc-check-fail")).toHaveLength(0);
+    expect($(".mlc-tab-checks")!.classList.contains("mlc-tab-warn")).toBe(false);
+  });
+
+  it("a hazard's ⚠ says whether it is still there at the current step, or the step that resolved it", async () => {
+    const hz = { kind: "limit" as const, message: "the kernel allocates 64 KB of shared memory", where: "i_0" };
+    const model = await mount({ checks_setup: SETUP, checks: report(1, true), hazards: { "1": { new: [hz], count: 1 } } });
+    expect($(".mlc-hhazard")!.title).toContain("(still there)");
+    model.pushHistory([...HISTORY, { id: 2, parent: 1, kind: "apply", primitive: "compute_at", label: "compute_at(A_shared, k_0)" }]);
+    model.pushStep({ id: 2, parent: 1, label: "compute_at(A_shared, k_0)" });
+    model.set("hazards", { "1": { new: [hz], count: 1 }, "2": { new: [], count: 0, resolved: [hz] } });
+    await tick();
+    const mark = $(".mlc-hrow[data-step='1'] .mlc-hhazard")!;
+    expect(mark.title).toContain("(resolved at step 2)");
+    expect(mark.classList.contains("mlc-hhazard-resolved")).toBe(true);
+  });
+
   it("a session without checks says so", async () => {
     await mount({ checks_setup: { available: false }, checks: {} });
     expect($(".mlc-checks")!.textContent).toContain("no named checks");
@@ -184,6 +225,21 @@ describe("checks helpers", () => {
     expect(hazardMark({ new: [], count: 1 })).toBeNull();
     expect(hazardMark(undefined)).toBeNull();
     expect(hazardMark({ new: [z, z], count: 3 })!.text).toBe("⚠2");
+  });
+  it("the path from a step to the current one, or null on another branch", () => {
+    const steps = [
+      { id: 0, parent: null },
+      { id: 1, parent: 0 },
+      { id: 2, parent: 1 },
+      { id: 3, parent: 0 },
+    ];
+    expect(pathAfter(steps, 0, 2)).toEqual([1, 2]);
+    expect(pathAfter(steps, 1, 1)).toEqual([]);
+    expect(pathAfter(steps, 1, 3)).toBeNull();
+  });
+  it("a step-0 report counts no failure; a later one does", () => {
+    expect(checksBadge(report(0, false))).toMatchObject({ passed: 1, total: 2, failed: 0, warn: false });
+    expect(checksBadge(report(1, false))).toMatchObject({ passed: 1, total: 2, failed: 1, warn: true });
   });
   it("a task with a check missing from the report does not hold", () => {
     const v = taskVerdicts({ tasks: [{ title: "t", checks: ["parallel", "packing"] }] }, report(1, true))!;

@@ -43,29 +43,83 @@ export function reportFor(report: StepChecks | Record<string, never> | null | un
   return report && "step" in report && String(report.step) === String(step) ? (report as StepChecks) : null;
 }
 
-/** "4/6" and the number of hazards, for the tab's label. */
-export function checksBadge(report: StepChecks | null): { passed: number; total: number; hazards: number } | null {
-  if (!report || report.error || !report.checks) return null;
-  return { passed: report.checks.filter((c) => c.ok).length, total: report.checks.length, hazards: report.hazards?.length ?? 0 };
+/** Whether a report is of the original program (step 0, no schedule step applied yet): its checks are
+ * "not judged yet", never a row of failures. */
+export const isOpening = (report: StepChecks | null): boolean => !!report && String(report.step) === "0";
+
+/** How a check's line reads: passed, failed, could not judge (neither ✓ nor ✗), or, on the original
+ * program, not judged yet. */
+export type LineState = "pass" | "fail" | "unjudged" | "todo";
+
+export function lineState(c: CheckLine, opening = false): LineState {
+  const v = c.verdict ?? (c.ok ? "pass" : "fail");
+  return opening && v === "fail" ? "todo" : v;
 }
 
-/** The tasks with their verdicts (a task holds when each of its checks does), or null without tasks. */
-export function taskVerdicts(setup: ChecksSetup, report: StepChecks): Array<{ task: ChecksTask; ok: boolean; lines: CheckLine[] }> | null {
+const MARK: Record<LineState, string> = { pass: "✓", fail: "✗", unjudged: "–", todo: "○" };
+export const lineMark = (state: LineState): string => MARK[state];
+
+/** "4/6", the checks that failed and the hazards, for the tab's label; `warn` when it should read red
+ * (a failure past step 0, or a hazard). */
+export function checksBadge(report: StepChecks | null): { passed: number; total: number; failed: number; hazards: number; warn: boolean } | null {
+  if (!report || report.error || !report.checks) return null;
+  const opening = isOpening(report);
+  const failed = report.checks.filter((c) => lineState(c, opening) === "fail").length;
+  const hazards = report.hazards?.length ?? 0;
+  return { passed: report.checks.filter((c) => c.ok).length, total: report.checks.length, failed, hazards, warn: failed > 0 || hazards > 0 };
+}
+
+/** The tasks with their verdicts (a task holds when each of its checks does; it fails when one fails;
+ * otherwise it is not judged), or null without tasks. */
+export function taskVerdicts(setup: ChecksSetup, report: StepChecks): Array<{ task: ChecksTask; ok: boolean; state: LineState; lines: CheckLine[] }> | null {
   if (!setup.tasks?.length) return null;
   const byName = new Map((report.checks ?? []).map((c) => [c.name, c]));
+  const opening = isOpening(report);
   return setup.tasks.map((task) => {
     const lines = task.checks.map((n) => byName.get(n)).filter((c): c is CheckLine => !!c);
-    return { task, ok: lines.length === task.checks.length && lines.every((c) => c.ok), lines };
+    const ok = lines.length === task.checks.length && lines.every((c) => c.ok);
+    const states = lines.map((c) => lineState(c, opening));
+    const state: LineState = ok ? "pass" : states.includes("fail") ? "fail" : states.includes("todo") ? "todo" : "unjudged";
+    return { task, ok, state, lines };
   });
 }
 
-/** The ⚠ of a history row: the hazards the step created (its hover text), or null. */
-export function hazardMark(entry: StepHazards | undefined): { text: string; title: string } | null {
+/** The steps after `from` on the way to `to` (in order, `to` included), or null when `to` does not
+ * descend from `from` (another branch: what became of the hazard there is not this row's business). */
+export function pathAfter(steps: Array<{ id: StepId; parent: StepId | null }>, from: StepId, to: StepId): StepId[] | null {
+  const parent = new Map(steps.map((s) => [String(s.id), s.parent]));
+  const out: StepId[] = [];
+  let at: StepId | null | undefined = to;
+  while (at !== null && at !== undefined && String(at) !== String(from)) {
+    out.unshift(at);
+    at = parent.get(String(at));
+  }
+  return at === null || at === undefined ? null : out;
+}
+
+const same = (a: HazardInfo, b: HazardInfo) => a.kind === b.kind && (a.where ?? null) === (b.where ?? null);
+
+/** The ⚠ of a history row: the hazards the step created (its hover text), or null. With `later` (the
+ * steps after it up to the current one, and the hazards map), each hazard says whether it is still
+ * there or at which step it was resolved; a row whose hazards are all resolved is marked as such. */
+export function hazardMark(
+  entry: StepHazards | undefined,
+  later: { path: StepId[] | null; hazards: Record<string, StepHazards | undefined> } | null = null,
+): { text: string; title: string; resolved: boolean } | null {
   const made = entry?.new ?? [];
   if (!made.length) return null;
+  const fate = made.map((z) => {
+    if (!later?.path) return "";
+    const at = later.path.find((sid) => (later.hazards[String(sid)]?.resolved ?? []).some((r) => same(r, z)));
+    return at !== undefined ? ` (resolved at step ${at})` : " (still there)";
+  });
+  const resolved = !!later?.path && fate.every((f) => f.startsWith(" (resolved"));
   return {
     text: made.length > 1 ? `⚠${made.length}` : "⚠",
-    title: `This step creates ${made.length === 1 ? "a hazard" : `${made.length} hazards`}:\n${made.map((z) => `• ${hazardName(z.kind)}: ${z.message}`).join("\n")}`,
+    title:
+      `This step ${resolved ? "created" : "creates"} ${made.length === 1 ? "a hazard" : `${made.length} hazards`}${resolved ? ", since resolved" : ""}:\n` +
+      made.map((z, i) => `• ${hazardName(z.kind)}: ${z.message}${fate[i]}`).join("\n"),
+    resolved,
   };
 }
 
@@ -180,18 +234,22 @@ export class ChecksPanel {
         ),
       );
     const tasks = taskVerdicts(setup, report);
-    const checkLine = (c: CheckLine) =>
-      this.line(
-        { cls: c.ok ? "mlc-check mlc-check-ok" : "mlc-check mlc-check-fail", mark: c.ok ? "✓" : "✗", title: c.title, message: c.message, where: c.where, hover: evidenceText(c.evidence) },
-        { check: c.name },
+    const opening = isOpening(report);
+    const checkLine = (c: CheckLine) => {
+      const state = lineState(c, opening);
+      const note = state === "todo" ? "not judged yet: this is the original program, before any schedule step\n\n" : "";
+      return this.line(
+        { cls: `mlc-check mlc-check-${state === "pass" ? "ok" : state}`, mark: lineMark(state), title: c.title, message: c.message, where: c.where, hover: `${note}${evidenceText(c.evidence)}` },
+        { check: c.name, verdict: state },
       );
+    };
     if (tasks) {
-      for (const { task, ok, lines } of tasks)
+      for (const { task, state, lines } of tasks)
         out.push(
           h(
             "div",
-            { class: `mlc-task ${ok ? "mlc-task-ok" : "mlc-task-fail"}` },
-            h("div", { class: "mlc-task-title" }, h("span", { class: "mlc-check-mark" }, ok ? "✓" : "✗"), " ", task.title, task.points ? h("span", { class: "mlc-muted" }, ` (${task.points} pts)`) : null),
+            { class: `mlc-task mlc-task-${state === "pass" ? "ok" : state}` },
+            h("div", { class: "mlc-task-title" }, h("span", { class: "mlc-check-mark" }, lineMark(state)), " ", task.title, task.points ? h("span", { class: "mlc-muted" }, ` (${task.points} pts)`) : null),
             ...lines.map(checkLine),
           ),
         );

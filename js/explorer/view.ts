@@ -13,7 +13,7 @@ type StepRequest = "apply" | "goto" | "set_decision" | "replay";
 import { kernelLive, recordData, recordedModel, recordedReply, recordedResult, setHeldSteps } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerTraits, FailureInfo, HistoryDelta, RecordCut, Selection, StepData, StepId } from "../lib/types";
-import { ChecksPanel, type StepChecks, type ChecksSetup, type StepHazards, checksBadge, hazardMark, reportFor } from "./checks";
+import { ChecksPanel, type StepChecks, type ChecksSetup, type StepHazards, checksBadge, hazardMark, pathAfter, reportFor } from "./checks";
 import { CodeView, type DiffMode, type Marks } from "./code";
 import { CompilerPanel } from "./compiler";
 import { CudaPanel } from "./cuda";
@@ -483,7 +483,8 @@ export class ExplorerView {
     };
     // Undo/redo/goto only move the current step: restyle the rows instead of rebuilding them.
     const hazards = this.model.get("hazards") ?? {};
-    const hMark = (r: (typeof rows)[number]) => (r.kind === "step" ? hazardMark(hazards[String(r.id)]) : null);
+    const steps = this.history.steps();
+    const hMark = (r: (typeof rows)[number]) => (r.kind === "step" ? hazardMark(hazards[String(r.id)], { path: pathAfter(steps, r.id, this.current()), hazards }) : null);
     const shape = rows.map((r) => `${r.kind}:${r.id}:${r.depth}:${r.branch ? 1 : 0}:${r.stepKind ?? ""}:${r.label}:${mKey(r)}:${hMark(r)?.title ?? ""}`).join("|");
     const existing = this.historyHost.querySelectorAll<HTMLElement>(".mlc-hrow");
     if (shape === this.historyShape && existing.length === rows.length) {
@@ -524,7 +525,7 @@ export class ExplorerView {
         },
         h("span", { class: "mlc-hmark" }, r.kind === "failure" ? "✗" : r.current ? "●" : r.branch ? "┬" : "○"),
         h("span", { class: "mlc-hlabel" }, r.label),
-        ((m) => (m ? h("span", { class: "mlc-hhazard", title: m.title }, m.text) : null))(hMark(r)),
+        ((m) => (m ? h("span", { class: `mlc-hhazard${m.resolved ? " mlc-hhazard-resolved" : ""}`, title: m.title }, m.text) : null))(hMark(r)),
         r.stepKind ? h("span", { class: "mlc-hkind", title: `a ${r.stepKind} step` }, r.stepKind) : null,
         r.failure ? h("span", { class: "mlc-hsummary" }, r.failure.summary) : null,
         this.measureCell(mOf(r), r.kind === "step" && measuring === String(r.id)),
@@ -544,7 +545,7 @@ export class ExplorerView {
     const tab = this.root.querySelector<HTMLElement>(".mlc-tab-checks");
     if (tab) {
       tab.textContent = badge ? `Checks ${badge.passed}/${badge.total}${badge.hazards ? ` ⚠${badge.hazards}` : ""}` : "Checks";
-      tab.classList.toggle("mlc-tab-warn", !!badge && (badge.hazards > 0 || badge.passed < badge.total));
+      tab.classList.toggle("mlc-tab-warn", !!badge && badge.warn);
     }
   }
 

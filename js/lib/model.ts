@@ -530,10 +530,11 @@ export interface ChecksSetup {
   tasks?: ChecksTask[];
 }
 
-/** The hazards a step created (its parent did not have them) and how many it has: the history's mark. */
+/** The hazards a step created (its parent did not have them), how many it has, and the hazards of its */
 export interface StepHazards {
   new: HazardInfo[];
   count: number;
+  resolved?: HazardInfo[];
 }
 
 /** The leaderboard (``/api/leaderboard``; ``title``: the server adds the assignment's). */

@@ -64,7 +64,24 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         sys.stdout.write(_text(report))
+    warning = _unjudged_warning(report)
+    if warning:
+        sys.stderr.write(warning)
     return 0 if report.ok else 1
+
+
+def _unjudged_warning(report) -> str:
+    """For a teacher checking a reference: the checks that could not judge it (a task on one of them
+    can never pass)."""
+    missing = report.unjudged()
+    if not missing:
+        return ""
+    lines = [
+        f"warning: {len(missing)} check{'s' if len(missing) != 1 else ''} could not judge this program; "
+        f"a task on {'them' if len(missing) != 1 else 'it'} can never pass for it:"
+    ]
+    lines += [f"  {c.name}: {c.message}" for c in missing]
+    return "\n".join(lines) + "\n"
 
 
 def _binds(session) -> bool:
@@ -88,15 +105,16 @@ def _text(report) -> str:
     from mlc_lab.model.checks import numeric_line
 
     lines = []
+    mark = {"pass": "ok  ", "fail": "FAIL", "unjudged": "--  "}
     for c in report.checks:
-        lines.append(f"{'ok  ' if c.ok else 'FAIL'}  {c.name:<22} {c.message}")
+        lines.append(f"{mark[c.verdict]}  {c.name:<22} {c.message}")
     for h in report.hazards:
         lines.append(f"HAZARD {h.kind:<19} {h.message}")
     if report.numeric is not None:
         lines.append(numeric_line(report.numeric, 22))
     if not lines:
         lines.append("no check applies to this program")
-    failed = sum(1 for c in report.checks if not c.ok)
+    failed = len(report.failed())
     lines.append("")
     lines.append(
         "all checks hold"

@@ -71,6 +71,12 @@ class StepFacts:
     step: int
     _cache: dict = field(default_factory=dict)
 
+    def memo(self, key: str, compute):
+        """A fact of the step computed once (``compute()``) and kept with the step's other facts."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
     # --- structure -----------------------------------------------------------------------------
     @property
     def prog(self) -> AccessProgram:
@@ -92,6 +98,9 @@ class StepFacts:
         for k in self.kernels():
             if any(s.access.block == block for s in k.sites):
                 return k
+        b = self.facts.blocks.get(block)  # a block with no access of its own (blockize's outer block)
+        if b is not None and b.loops:
+            return next((k for k in self.kernels() if b.loops[-1] in k.ids), None)
         return None
 
     def block_sites(self, block: str) -> list:
@@ -135,6 +144,37 @@ class StepFacts:
     def scope(self, buffer: str) -> str:
         info = self.prog.buffers.get(buffer)
         return info.scope if info is not None else "global"
+
+    def copy_source(self, buffer: str) -> tuple:
+        """The buffer a register-level copy copies, looked through: ``(source, copy blocks)``. A local
+        buffer written by a plain copy block (one buffer read, no reduction) stands for what it copies."""
+        via: list = []
+        while self.scope(buffer).startswith("local"):
+            prods = self.producers(buffer)
+            if len(prods) != 1 or prods[0].loops_of("R") or len(prods[0].reads) != 1 or prods[0] in via:
+                break
+            via.append(prods[0])
+            buffer = prods[0].reads[0]
+        return buffer, via
+
+    def unplaced(self) -> set:
+        """Shared and local buffers not yet placed in one kernel: some access runs outside every kernel,
+        or in two kernels. TVM keeps such a buffer in global memory (a workspace), whatever its scope: a
+        state the next compute_at (or reverse_compute_at) resolves, not a kernel's shared or local array."""
+        if "unplaced" not in self._cache:
+            home: dict = {}
+            for s in self.sites():
+                if self.scope(s.access.buffer) == "global":
+                    continue
+                k = next((i for i, k in enumerate(self.kernels()) if s in k.sites), None)
+                home.setdefault(s.access.buffer, set()).add(k)
+            self._cache["unplaced"] = {b for b, ks in home.items() if None in ks or len(ks) > 1}
+        return self._cache["unplaced"]
+
+    def where_runs(self, block: str) -> str:
+        """Where a block runs, as a sentence part: "outside every kernel" or "in a kernel of its own"."""
+        k = self.kernel_of(block)
+        return "on the host, outside every kernel" if k is None else f"in the kernel under {self.loop_name(k.root.id)}"
 
     def why_not(self, check: str) -> str:
         """Why ``check`` found nothing to judge in this program."""
@@ -281,10 +321,15 @@ class StepFacts:
         except NonAffine:
             return None
         lo = hi = form.const
+        spans: dict = {}  # loop -> the [place, place * n) ranges of its digits: exact only if disjoint
         for d, coef in form.terms.items():
             n = digit_range(d, extents)
             if extents[d.loop] % (d.place * n):
                 return None
+            for a, b in spans.get(d.loop, []):
+                if d.place < b and a < d.place * n:  # a // 4 and a // 12 of one loop move together
+                    return None
+            spans.setdefault(d.loop, []).append((d.place, d.place * n))
             lo += min(0, coef * (n - 1))
             hi += max(0, coef * (n - 1))
         return int(lo), int(hi)

@@ -1,8 +1,12 @@
-"""The named checks, registered in ``mlc_lab.core.checks.CHECKS``.
+"""The named GPU checks, registered in ``CHECKS`` (the CPU ones in ``check_cpu``).
 
 Each reads what the schedule does (blocks, scopes, bindings, placements and the exact accesses of
 ``mlc_lab.core.check_facts``), never a reference's extents: any tile sizes and any loop order that
-achieve the optimisation pass. A check returns None when the program has nothing it applies to.
+achieve the optimisation pass. An operand is looked through its register-level copies to the shared
+stage they copy; a stage not placed in the compute's kernel yet is a failed (or a not-yet-judged)
+step whose message names the next primitive, never a shared or local array of a kernel. A check
+returns None when the program has nothing it applies to (``checks.check_session`` lists it all the
+same, as not judged); the tile checks apply to reductions that reuse an input across outputs.
 """
 
 from __future__ import annotations
@@ -11,10 +15,14 @@ import math
 
 import numpy as np
 
-from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Site, StepFacts, linear_shape
+from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Site, StepFacts, free_vars, linear_shape
 from mlc_lab.core.check_types import Check, CheckResult
 
 CHECKS: dict[str, Check] = {}  # name -> Check, in the order a report lists them
+
+# Why a check did not judge (``evidence["reason"]`` of a verdict with judged=False): the program has
+# nothing it looks at; it is at a step before the one the check looks at; the check could not read it.
+DOES_NOT_APPLY, NOT_YET, CANNOT_READ = "does not apply", "not judged yet", "could not judge"
 
 
 def register(name: str, target: str, title: str):
@@ -25,7 +33,8 @@ def register(name: str, target: str, title: str):
     return deco
 
 
-_GOOD_EFFICIENCY = 0.5  # coalescing: bytes used / bytes of the 32-byte sectors moved, at least
+_GOOD_EFFICIENCY = 0.75  # coalescing: bytes used / bytes of the 32-byte sectors moved, at least (the lab's
+# coalesced copies use all of them; a warp that moves twice the sectors it needs fails)
 _MAX_REQUESTS = 1 << 14  # a copy loop longer than this is not measured warp by warp (too slow to ask)
 _BAD_WAYS = 2  # shared-memory bank conflicts: worse than 2-way fails
 
@@ -33,7 +42,7 @@ _BAD_WAYS = 2  # shared-memory bank conflicts: worse than 2-way fails
 # --- shared helpers ---------------------------------------------------------------------------------
 
 
-def _main(sf: StepFacts):
+def main_of(sf: StepFacts):
     """The reduction block, its kernel and its sites (the update's accesses)."""
     r = sf.reduction_block()
     if r is None:
@@ -57,7 +66,7 @@ def _tile_text(shape: list) -> str:
     return "x".join(str(n) for n in shape)
 
 
-def _reduction_loops(sf: StepFacts, r) -> list:
+def reduction_loops(sf: StepFacts, r) -> list:
     red = r.loops_of("R")
     return [lid for lid in r.loops if lid in red]
 
@@ -67,20 +76,68 @@ def _fixed_blocks() -> dict:
     return {tag: 0 for tag in BLOCK_TAGS}
 
 
-def _gpu_preamble(name: str, sf: StepFacts):
-    """(reduction block, kernel, sites) or a failing CheckResult when the reduction is not on the GPU."""
-    r, k, sites = _main(sf)
+def _output_block(sf: StepFacts):
+    """Without a reduction, the main computation is the last block that writes a function argument."""
+    params = set(sf.facts.params)
+    out = [b for b in sf.facts.blocks.values() if set(b.writes) & params and not b.tensorized]
+    return out[-1] if out else None
+
+
+def reuse_dims(sf: StepFacts) -> list:
+    """The dimensions of the main block's output along which an operand is reused: some input it reads
+    does not move when that dimension does (A[i, k] along j of C[i, j]). A matmul or a convolution has
+    two or more; a row reduction (softmax's max) or a copy none: no tile of it shares inputs. Read from
+    the original program, whose loops are the block's own axes."""
+
+    def compute() -> list:
+        orig = StepFacts(sf.original, sf.original, sf.target, 0)
+        r = orig.reduction_block() or _output_block(orig)
+        return _reuse(orig, r, orig.block_sites(r.name)) if r is not None else []
+
+    return sf.memo("reuse", compute)
+
+
+def _reuse(sf: StepFacts, r, sites: list) -> list:
+    ws = _write_site(sites)
+    if ws is None:
+        return []
+    own = set(r.writes)
+    reads = [
+        set().union(*(free_vars(e) for e in s.access.indices))
+        for s in sites
+        if s.access.kind == "read" and s.access.buffer not in own
+    ]
+    out = []
+    shape = sf.prog.buffers[ws.access.buffer].shape
+    for d, e in enumerate(ws.access.indices):
+        loops = {lid for lid in free_vars(e) if not isinstance(sf.loop(lid).extent, int) or sf.loop(lid).extent > 1}
+        if isinstance(shape[d], int) and shape[d] <= 1 or not loops:
+            continue
+        if any(not (loops & used) for used in reads):
+            out.append(d)
+    return out
+
+
+def _gpu_preamble(name: str, sf: StepFacts, *, tiles: bool = True):
+    """(main block, kernel, sites) or a failing CheckResult when the main block is not on the GPU; None
+    when the check has nothing to judge. ``tiles``: the check is about tiles whose inputs are shared
+    (a reduction that reuses an operand across its outputs), else any main block will do."""
+    r, k, sites = main_of(sf)
+    if r is None and not tiles:
+        r = _output_block(sf)
+        k, sites = (sf.kernel_of(r.name), sf.block_sites(r.name)) if r is not None else (None, [])
     if r is None:
         return None
+    if tiles and not reuse_dims(sf):
+        return None
     if k is None:
-        return CheckResult(
-            name,
-            False,
+        why = (
             f"block {r.name} runs on the host: no loop above it is bound to blockIdx or threadIdx, "
-            f"so nothing of it runs on the GPU",
-            r.name,
-            {"bound": False},
+            f"so nothing of it runs on the GPU"
         )
+        if name == "thread_block_tiling":
+            return CheckResult(name, False, why, r.name, {"bound": False})
+        return _unjudged(name, f"{CHECKS[name].title} is not judged yet: {why}", r.name, {"bound": False})
     return r, k, sites
 
 
@@ -90,7 +147,7 @@ def _gpu_preamble(name: str, sf: StepFacts):
 @register("thread_block_tiling", "cuda", "thread-block tiling")
 def thread_block_tiling(sf: StepFacts) -> CheckResult | None:
     name = "thread_block_tiling"
-    got = _gpu_preamble(name, sf)
+    got = _gpu_preamble(name, sf, tiles=False)
     if got is None or isinstance(got, CheckResult):
         return got
     r, k, sites = got
@@ -119,13 +176,24 @@ def thread_block_tiling(sf: StepFacts) -> CheckResult | None:
     shape = [int(n) for n in sf.prog.buffers[ws.access.buffer].shape]
     ev["block_tile"] = box
     where = sf.loop_name(blocks[0].id)
-    flat = [d for d, (b, n) in enumerate(zip(box, shape)) if n > 1 and b <= 1]
-    if k.blocks <= 1:
+    # a 2-D tile where the original output reuses inputs along two dimensions or more (the layout of
+    # the buffer written now may differ: a cache or a reindex stage adds or reorders dimensions)
+    wide = [d for d, n in enumerate(box) if n > 1]
+    need = min(2, len(reuse_dims(sf)))
+    flat = [d for d, n in enumerate(box) if n <= 1 and shape[d] > 1] if len(wide) < need else []
+    # One block is a tiling too when the output is one tile (a small problem); it is not when the
+    # output is more than a whole block could hold (its most threads, half their registers each).
+    outputs = math.prod(n for n in shape if n > 0)
+    per_thread = outputs / max(1, k.threads)
+    ev["outputs_per_thread"] = round(per_thread, 2)
+    one_block = sf.target.max_threads_per_block * (sf.target.registers_per_thread // 2)
+    if k.blocks <= 1 and outputs > one_block:
         return CheckResult(
             name,
             False,
-            f"all of {r.name} runs in one thread block; bind the outer tile loops to "
-            f"blockIdx so that many blocks share the work",
+            f"all of {r.name} runs in one thread block, whose {k.threads} threads compute "
+            f"{per_thread:g} outputs each; bind the outer tile loops to blockIdx so that many blocks "
+            f"share the work",
             where,
             ev,
         )
@@ -149,6 +217,22 @@ def thread_block_tiling(sf: StepFacts) -> CheckResult | None:
     )
 
 
+def _operands(sf: StepFacts, r, sites: list) -> dict:
+    """The buffers the reduction reads (not its own accumulator), each looked through its register-level
+    copies: source buffer -> the local copies between it and the compute."""
+    out: dict = {}
+    for s in sites:
+        if s.access.kind == "read" and s.access.buffer not in r.writes:
+            src, via = sf.copy_source(s.access.buffer)
+            out.setdefault(src, [b.name for b in via])
+    return out
+
+
+def _unjudged(name: str, why: str, where: str | None = None, ev: dict | None = None) -> CheckResult:
+    """Not judged yet: the program is at a step before the one this check looks at (``why`` names it)."""
+    return CheckResult(name, False, why, where, {**(ev or {}), "reason": NOT_YET}, judged=False)
+
+
 @register("shared_memory_tiling", "cuda", "shared-memory tiling")
 def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
     name = "shared_memory_tiling"
@@ -156,52 +240,69 @@ def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
     if got is None or isinstance(got, CheckResult):
         return got
     r, k, sites = got
-    red = _reduction_loops(sf, r)
-    own = set(r.writes)
-    reads = [s for s in sites if s.access.kind == "read" and s.access.buffer not in own]
+    red = reduction_loops(sf, r)
+    first = sf.loop_name(red[0]) if red else r.name
+    operands = _operands(sf, r, sites)
     ev: dict = {"operands": {}}
-    direct = [s.access.buffer for s in reads if sf.scope(s.access.buffer) == "global"]
-    staged = [s.access.buffer for s in reads if sf.scope(s.access.buffer).startswith("shared")]
-    if direct:
+    direct = [b for b in operands if sf.scope(b) == "global"]
+    staged = [b for b in operands if sf.scope(b).startswith("shared")]
+    # the stage just made and not placed yet first: its compute_at is the student's next step
+    staged.sort(key=lambda b: b not in sf.unplaced())
+    if direct and not (staged and staged[0] in sf.unplaced()):
         b = direct[0]
         ev["global_operands"] = direct
-        where = sf.loop_name(red[0]) if red else r.name
         return CheckResult(
             name,
             False,
             f"block {r.name} reads {b} straight from global memory: cache_read it into a "
-            f"'shared' buffer and compute_at that copy under the reduction loop {where}, so the "
+            f"'shared' buffer and compute_at that copy under the reduction loop {first}, so the "
             f"block's threads share one copy of each tile",
             r.name,
             ev,
         )
     if not staged:
         return None
-    for b in dict.fromkeys(staged):
-        prods = [p for p in sf.producers(b)]
+    for b in staged:
+        prods = sf.producers(b)
         if not prods:
             continue
         p = prods[0]
         under = [lid for lid in p.loops if lid in red]
         tile = list(sf.facts.allocated.get(b, sf.prog.buffers[b].shape))
-        info = {"copy": p.name, "tile": tile}
+        info = {"copy": p.name, "tile": tile, "through": operands[b]}
         ev["operands"][b] = info
+        if b in sf.unplaced() or sf.kernel_of(p.name) is not k:
+            info["placed"] = False
+            return CheckResult(
+                name,
+                False,
+                f"block {p.name} fills all of {b} ({_tile_text(tile)} elements) {_where_copy(sf, p.name)}, "
+                f"so TVM keeps {b} in global memory: compute_at {p.name} under {first} so each block "
+                f"holds one tile",
+                p.name,
+                ev,
+            )
         if not under:
-            where = sf.loop_name(red[0]) if red else p.name
             return CheckResult(
                 name,
                 False,
                 f"{b} is filled once for the whole reduction ({_tile_text(tile)} elements, above loop "
-                f"{where}): compute_at block {p.name} under {where} so it holds one slice of the "
+                f"{first}): compute_at block {p.name} under {first} so it holds one slice of the "
                 f"reduction at a time",
                 p.name,
                 ev,
             )
         place = under[-1]
         info["under"] = sf.loop_name(place)
-        inside = [lid for lid in r.loops[r.loops.index(place) + 1 :] if sf.loop(lid).tag is None]
+        # every iteration inside one phase reads once: the serial loops and the virtual threads (each a
+        # copy of the thread's work), not the thread loops (counted by k.threads)
+        inside = [
+            lid
+            for lid in r.loops[r.loops.index(place) + 1 :]
+            if sf.loop(lid).tag is None or sf.loop(lid).tag.startswith("vthread")
+        ]
         per_phase = k.threads * math.prod(int(sf.loop(lid).extent) for lid in inside)
-        elements = math.prod(int(x) for x in tile) or 1
+        elements = _copied_per_phase(sf, k, r, p, b) or math.prod(int(x) for x in tile) or 1
         reuse = per_phase / elements
         info["reuse"] = round(reuse, 2)
         if reuse <= 1:
@@ -215,9 +316,38 @@ def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
             )
     parts = "; ".join(
         f"{b}: a {_tile_text(v['tile'])} tile under {v['under']}, each element read {v['reuse']:g} times"
+        + (f" (through {', '.join(v['through'])})" if v["through"] else "")
         for b, v in ev["operands"].items()
     )
     return CheckResult(name, True, f"{r.name} reads its operands from shared memory ({parts})", r.name, ev)
+
+
+def _copied_per_phase(sf: StepFacts, k, r, p, buf: str) -> int | None:
+    """How many distinct elements the copy block writes in one step of the loops it shares with the
+    compute (TVM may allocate a larger box than it fills)."""
+    w = next((s for s in sf.block_sites(p.name) if s.access.kind == "write" and s.access.buffer == buf), None)
+    if w is None:
+        return None
+    fixed = _fixed_blocks()
+    fixed.update({lp.id: int(lp.min) for lp in w.chain if lp.tag is None and lp.id in set(r.loops)})
+    out = sf.enumerate(w, k, fixed=fixed)  # the loops the index uses: which thread copies is not asked
+    if out is None:
+        return None
+    idx, active, _env, _axes = out
+    lin = np.zeros(active.shape, dtype=np.int64)
+    for i, n in zip(idx, linear_shape(sf.prog.buffers[buf].shape)):
+        lin = lin * n + np.clip(i, 0, max(n - 1, 0))
+    return _distinct(lin[active]) or None
+
+
+def _in_registers(scope: str) -> bool:
+    """A thread's registers: 'local', or a tensor-core accumulator fragment (held in registers)."""
+    return scope.startswith("local") or scope == "wmma.accumulator"
+
+
+def _where_copy(sf: StepFacts, block: str) -> str:
+    k = sf.kernel_of(block)
+    return "at the root, outside every kernel" if k is None else "in a kernel of its own"
 
 
 @register("register_tiling", "cuda", "register tiling")
@@ -228,7 +358,34 @@ def register_tiling(sf: StepFacts) -> CheckResult | None:
         return got
     r, k, sites = got
     ws = _write_site(sites)
-    red = set(_reduction_loops(sf, r))
+    red = set(reduction_loops(sf, r))
+    acc = ws.access.buffer
+    thread = [lid for lid in r.loops if sf.loop(lid).tag in THREAD_TAGS]
+    if not thread:
+        return _unjudged(
+            name,
+            f"register tiling is not judged yet: no loop of {r.name} is bound to threadIdx, so no thread has a "
+            f"tile of its own; bind the inner tile loops to threadIdx first",
+            r.name,
+        )
+    if acc in sf.unplaced():
+        return _unjudged(
+            name,
+            f"register tiling is not judged yet: the local accumulator {acc} of {r.name} is written back "
+            f"outside its kernel; reverse_compute_at {acc} under {sf.loop_name(thread[-1])} first",
+            r.name,
+        )
+    if not _in_registers(sf.scope(acc)):
+        where = f"{sf.scope(acc)} memory"
+        at = f" and reverse_compute_at the copy under {sf.loop_name(thread[-1])}" if thread else ""
+        return CheckResult(
+            name,
+            False,
+            f"each thread of {r.name} accumulates into {acc}, {where}, not into registers: cache_write "
+            f"{r.name} to a 'local' buffer{at}, so each thread keeps its tile of {acc} in registers",
+            r.name,
+            {"accumulator": acc, "scope": sf.scope(acc)},
+        )
     fixed = _fixed_blocks()
     fixed.update({tag: 0 for tag in THREAD_TAGS})
     fixed.update({lid: int(sf.loop(lid).min) for lid in red})
@@ -269,15 +426,11 @@ def register_tiling(sf: StepFacts) -> CheckResult | None:
 @register("cooperative_fetching", "cuda", "cooperative fetching")
 def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
     name = "cooperative_fetching"
-    got = _gpu_preamble(name, sf)
+    got = _gpu_preamble(name, sf, tiles=sf.reduction_block() is not None)
     if got is None or isinstance(got, CheckResult):
         return got
     r, k, sites = got
-    staged = list(
-        dict.fromkeys(
-            s.access.buffer for s in sites if s.access.kind == "read" and sf.scope(s.access.buffer).startswith("shared")
-        )
-    )
+    staged = [b for b in _operands(sf, r, sites) if sf.scope(b).startswith("shared")]
     if not staged:
         return None
     ev: dict = {}
@@ -286,74 +439,22 @@ def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
         if not prods:
             continue
         p = prods[0]
+        pk = sf.kernel_of(p.name)
+        if pk is None:
+            return _unjudged(
+                name,
+                f"cooperative fetching is not judged yet: block {p.name} copies {b} on the host, outside "
+                f"every kernel; compute_at it into the kernel of {r.name} first",
+                p.name,
+            )
         psites = sf.block_sites(p.name)
         w = next((s for s in psites if s.access.kind == "write" and s.access.buffer == b), None)
         rd = next((s for s in psites if s.access.kind == "read" and sf.scope(s.access.buffer) == "global"), None)
         if w is None:
             continue
-        pk = sf.kernel_of(p.name) or k
-        # one phase: the loops above the copy that do not bind threads, held at their first value
-        fixed = _fixed_blocks()
-        fixed.update({lp.id: int(lp.min) for lp in w.chain if lp.tag is None and lp.id in set(r.loops)})
-        out = sf.enumerate(w, pk, fixed=fixed, all_threads=True)
-        info: dict = {"copy": p.name}
-        ev[b] = info
-        if out is None:
-            continue
-        idx, active, _env, axes = out
-        tid = np.broadcast_to(sf.thread_ids(pk, axes), active.shape)[active]
-        shape = linear_shape(sf.prog.buffers[b].shape)
-        lin = np.zeros(active.shape, dtype=np.int64)
-        for i, n in zip(idx, shape):
-            lin = lin * n + np.clip(i, 0, max(n - 1, 0))
-        lin = lin[active]
-        elements = _distinct(lin)
-        pairs = _distinct(lin * max(1, pk.threads) + tid)
-        used = _distinct(tid)
-        info.update(
-            threads=used,
-            block_threads=pk.threads,
-            elements=elements,
-            copies_per_element=round(pairs / max(1, elements), 2),
-        )
-        if pairs > elements or used < pk.threads:
-            how = (
-                f"every element is copied by {pairs / max(1, elements):g} threads"
-                if pairs > elements
-                else f"only {used} of the block's {pk.threads} threads take part"
-            )
-            return CheckResult(
-                name,
-                False,
-                f"block {p.name} is not spread over the thread block ({how}): fuse its loops, split "
-                f"the fused loop by the block's thread counts and bind the parts to threadIdx",
-                p.name,
-                ev,
-            )
-        stats = _warp_stats(sf, p.name, w)
-        info.update(stats)
-        eff = stats.get("efficiency")
-        if rd is not None and eff is not None and eff < _GOOD_EFFICIENCY:
-            return CheckResult(
-                name,
-                False,
-                f"the copy into {b} (block {p.name}) is not coalesced: a warp's read of "
-                f"{rd.access.buffer} touches {stats['sectors_per_request']:g} 32-byte sectors per "
-                f"request and uses {eff:.0%} of the bytes moved; bind threadIdx.x to the loop that "
-                f"walks along the rows of {rd.access.buffer}",
-                p.name,
-                ev,
-            )
-        ways = stats.get("max_ways")
-        if ways is not None and ways > _BAD_WAYS:
-            return CheckResult(
-                name,
-                False,
-                f"the copy into {b} (block {p.name}) has {ways}-way shared-memory bank conflicts: "
-                f"consecutive threads should write consecutive words of {b}",
-                p.name,
-                ev,
-            )
+        verdict = _one_copy(sf, name, pk, r, p, b, w, rd, ev)
+        if verdict is not None:
+            return verdict
     if not ev:
         return None
     parts = "; ".join(
@@ -370,6 +471,86 @@ def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
     return CheckResult(
         name, True, f"the copies into shared memory are spread over the thread block ({parts})", first, ev
     )
+
+
+def _one_copy(sf: StepFacts, name: str, k, r, p, b: str, w: Site, rd: Site | None, ev: dict) -> CheckResult | None:
+    """The verdict on one copy into shared memory (None: it is cooperative and coalesced)."""
+    # one phase: the loops above the copy that do not bind threads, held at their first value
+    fixed = _fixed_blocks()
+    fixed.update({lp.id: int(lp.min) for lp in w.chain if lp.tag is None and lp.id in set(r.loops)})
+    out = sf.enumerate(w, k, fixed=fixed, all_threads=True)
+    info: dict = {"copy": p.name}
+    ev[b] = info
+    if out is None:
+        return None
+    idx, active, _env, axes = out
+    tid = np.broadcast_to(sf.thread_ids(k, axes), active.shape)[active]
+    shape = linear_shape(sf.prog.buffers[b].shape)
+    lin = np.zeros(active.shape, dtype=np.int64)
+    for i, n in zip(idx, shape):
+        lin = lin * n + np.clip(i, 0, max(n - 1, 0))
+    lin = lin[active]
+    elements = _distinct(lin)
+    pairs = np.sort(_uniq(lin * max(1, k.threads) + tid) // max(1, k.threads))
+    most = int(np.max(np.diff(np.flatnonzero(np.r_[True, pairs[1:] != pairs[:-1], True])))) if pairs.size else 0
+    used = _distinct(tid)
+    info.update(threads=used, block_threads=k.threads, elements=elements, most_copies=most)
+    if pairs.size > elements or used < k.threads:
+        if pairs.size > elements:
+            every = pairs.size == elements * most
+            how = (
+                f"every element is copied by {most} threads" if every else f"some elements are copied by {most} threads"
+            )
+        else:
+            how = f"only {used} of the block's {k.threads} threads take part"
+        marked = p.annotation("meta_schedule.cooperative_fetch") is not None
+        info["cooperative_fetch_annotation"] = marked
+        note = (
+            "; its meta_schedule.cooperative_fetch annotation asks meta_schedule's postprocessing "
+            "(RewriteCooperativeFetch) for that, which tvm.compile alone does not run"
+            if marked
+            else ""
+        )
+        return CheckResult(
+            name,
+            False,
+            f"block {p.name} is not spread over the thread block ({how}): fuse its loops, split "
+            f"the fused loop by the block's thread counts and bind the parts to threadIdx{note}",
+            p.name,
+            ev,
+        )
+    stats = _warp_stats(sf, p.name, w)
+    info.update(stats)
+    eff = stats.get("efficiency")
+    if rd is not None and eff is not None and eff < _GOOD_EFFICIENCY:
+        return CheckResult(
+            name,
+            False,
+            f"the copy into {b} (block {p.name}) is not coalesced: a warp's read of "
+            f"{rd.access.buffer} touches {stats['sectors_per_request']:g} 32-byte sectors per "
+            f"request and uses {eff:.0%} of the bytes moved; bind threadIdx.x to the loop that "
+            f"walks along the rows of {rd.access.buffer}",
+            p.name,
+            ev,
+        )
+    ways = stats.get("max_ways")
+    if ways is not None and ways > _BAD_WAYS:
+        return CheckResult(
+            name,
+            False,
+            f"the copy into {b} (block {p.name}) has {ways}-way shared-memory bank conflicts: "
+            f"consecutive threads should write consecutive words of {b}",
+            p.name,
+            ev,
+        )
+    return None
+
+
+def _uniq(a: np.ndarray) -> np.ndarray:
+    s = np.sort(a, kind="stable")
+    if s.size == 0:
+        return s
+    return s[np.r_[True, s[1:] != s[:-1]]]
 
 
 def _distinct(a: np.ndarray) -> int:
@@ -415,10 +596,10 @@ def write_cache(sf: StepFacts) -> CheckResult | None:
     r, k, sites = got
     ws = _write_site(sites)
     acc = ws.access.buffer
-    red = _reduction_loops(sf, r)
+    red = reduction_loops(sf, r)
     steps = math.prod(int(sf.loop(lid).extent) for lid in red)
     ev: dict = {"accumulator": acc, "scope": sf.scope(acc)}
-    if not sf.scope(acc).startswith("local"):
+    if not _in_registers(sf.scope(acc)):
         return CheckResult(
             name,
             False,
@@ -432,6 +613,20 @@ def write_cache(sf: StepFacts) -> CheckResult | None:
     if not backs:
         return CheckResult(
             name, False, f"nothing writes the local accumulator {acc} of {r.name} back to memory", r.name, ev
+        )
+    away = [b for b in backs if sf.kernel_of(b.name) is not k]
+    if away:
+        b = away[0]
+        thread = [lid for lid in r.loops if sf.loop(lid).tag in THREAD_TAGS]
+        at = sf.loop_name(thread[-1]) if thread else (sf.loop_name(r.loops[0]) if r.loops else r.name)
+        ev["write_back"] = b.name
+        return CheckResult(
+            name,
+            False,
+            f"block {b.name} writes {acc} back {sf.where_runs(b.name)}, not in the kernel of {r.name}: "
+            f"reverse_compute_at {b.name} under {at} so each thread writes back its own tile",
+            b.name,
+            ev,
         )
     for b in backs:
         inside = [lid for lid in b.loops if lid in set(red)]
@@ -469,277 +664,54 @@ def epilogue_fusion(sf: StepFacts) -> CheckResult | None:
     if r0 is None:
         return None
     out0 = r0.writes[0] if r0.writes else None
-    epilogue = [b for b in sf.original.blocks.values() if out0 in b.reads and b.name != r0.name]
+    epilogue = _after(sf.original, r0)
     if not epilogue:
         return None
-    finals = [w for b in epilogue for w in b.writes]
-    got = _gpu_preamble(name, sf)
+    got = _gpu_preamble(name, sf, tiles=False)
     if got is None or isinstance(got, CheckResult):
         return got
     r, k, _sites = got
     kernel_blocks = {s.access.block for s in k.sites}
-    ev: dict = {"epilogue": [b.name for b in epilogue], "outputs": finals}
-    for buf in finals:
-        writers = [b.name for b in sf.producers(buf)]
-        outside = [w for w in writers if w not in kernel_blocks]
-        if outside:
-            inter = out0 if any(out0 in b.reads for b in sf.facts.blocks.values()) else None
-            ev["separate"] = outside
-            via = f", reading {inter} back from global memory" if inter else ""
+    finals = list(dict.fromkeys(w for b in epilogue for w in b.writes))
+    ev: dict = {"epilogue": [b.name for b in epilogue], "outputs": finals, "fused_into": []}
+    for buf in finals:  # an intermediate inlined away has no writer left: it is fused
+        for w in [b.name for b in sf.producers(buf)]:
+            if w in kernel_blocks:
+                ev["fused_into"].append(w)
+                continue
+            inter = [x for x in sf.facts.blocks[w].reads if x == out0 or x in finals]
+            ev["separate"] = [w]
+            via = f", reading {inter[0]} back from global memory" if inter else ""
+            k2 = sf.kernel_of(w)
+            place = "in a kernel of its own" if k2 is not None else "on the host, outside every kernel"
             return CheckResult(
                 name,
                 False,
-                f"block {outside[0]} computes {buf} in a kernel of its own{via}: "
-                f"reverse_compute_inline it into the write-back of {r.name}, or reverse_compute_at it "
-                f"under {r.name}'s thread loops",
-                outside[0],
+                f"block {w} computes {buf} {place}{via}: reverse_compute_inline it into the write-back of "
+                f"{r.name}, or reverse_compute_at it under {r.name}'s thread loops",
+                w,
                 ev,
             )
-        ev["fused_into"] = writers
+    ev["fused_into"] = list(dict.fromkeys(ev["fused_into"]))
+    written = [b for b in finals if sf.producers(b)]
     return CheckResult(
         name,
         True,
-        f"the epilogue ({', '.join(ev['epilogue'])}) runs in the kernel of {r.name}: block "
-        f"{', '.join(ev['fused_into'])} writes {', '.join(finals)} without a round trip through "
-        f"global memory",
+        f"the epilogue ({', '.join(ev['epilogue'])}) runs in the kernel of {r.name}: block"
+        f"{'s' if len(ev['fused_into']) > 1 else ''} {', '.join(ev['fused_into'])} write"
+        f"{'' if len(ev['fused_into']) > 1 else 's'} {', '.join(written)} without a round trip through global memory",
         (ev["fused_into"] or [None])[0],
         ev,
     )
 
 
-# --- CPU --------------------------------------------------------------------------------------------
-
-
-def _stride(sf: StepFacts, s: Site, lid: int) -> int | None:
-    """Elements the access moves by when loop ``lid`` steps by one (others at their first value)."""
-    from mlc_lab.core.access.expr import evaluate
-
-    info = sf.prog.buffers[s.access.buffer]
-    shape = linear_shape(info.shape)
-    env = {lp.id: int(lp.min) if isinstance(lp.min, int) else 0 for lp in s.chain + tuple(s.access.inner)}
-    try:
-        a = [int(np.asarray(evaluate(e, env))) for e in s.access.indices]
-        env[lid] = env.get(lid, 0) + 1
-        b = [int(np.asarray(evaluate(e, env))) for e in s.access.indices]
-    except Exception:  # noqa: BLE001
-        return None
-    lin = lambda ix: sum(i * math.prod(shape[d + 1 :]) for d, i in enumerate(ix))  # noqa: E731
-    return lin(b) - lin(a)
-
-
-def _cpu_main(sf: StepFacts):
-    r, _k, sites = _main(sf)
-    if r is None or not sites:
-        return None, None, sites
-    chain = sites[0].chain
-    return r, chain, sites
-
-
-@register("loop_order", "cpu", "loop order")
-def loop_order(sf: StepFacts) -> CheckResult | None:
-    r, chain, sites = _cpu_main(sf)
-    if r is None or not chain:
-        return None
-    inner = chain[-1]
-    strides = {}
-    for s in sites:
-        st = _stride(sf, s, inner.id)
-        strides[f"{s.access.buffer}" + (" (init)" if s.access.label == "init" else "")] = st
-    body = {b: v for b, v in strides.items() if not b.endswith("(init)")}
-    ev = {"loop": sf.loop_name(inner.id), "strides": body}
-    bad = {b: v for b, v in body.items() if v is not None and abs(v) > 1}
-    if bad:
-        b, v = next(iter(bad.items()))
-        return CheckResult(
-            "loop_order",
-            False,
-            f"the innermost loop {sf.loop_name(inner.id)} of {r.name} moves along {b} by {v} elements "
-            f"per iteration: reorder the loops so that the innermost one walks each buffer with unit "
-            f"stride",
-            sf.loop_name(inner.id),
-            ev,
-        )
-    return CheckResult(
-        "loop_order",
-        True,
-        f"the innermost loop {sf.loop_name(inner.id)} of {r.name} walks every buffer with unit stride (or not at all)",
-        sf.loop_name(inner.id),
-        ev,
-    )
-
-
-@register("vectorize", "cpu", "vectorization")
-def vectorize(sf: StepFacts) -> CheckResult | None:
-    r, chain, sites = _cpu_main(sf)
-    if r is None:
-        return None
-    vec = [lp for lp in sf.prog.loops if lp.kind == "vectorized" and lp.role == "loop"]
-    ev = {"loops": [{"loop": sf.loop_name(lp.id), "width": lp.extent} for lp in vec]}
-    if not vec:
-        inner = chain[-1] if chain else None
-        hint = f" (the innermost loop {sf.loop_name(inner.id)} of {r.name} is a candidate)" if inner is not None else ""
-        return CheckResult(
-            "vectorize",
-            False,
-            f"no loop is vectorized{hint}: vectorize an innermost data-parallel loop with unit stride",
-            r.name,
-            ev,
-        )
-    lp = next((x for x in vec if chain and x in chain), vec[0])
-    return CheckResult(
-        "vectorize", True, f"loop {sf.loop_name(lp.id)} is vectorized, {lp.extent} lanes wide", sf.loop_name(lp.id), ev
-    )
-
-
-@register("parallel", "cpu", "parallel loops")
-def parallel(sf: StepFacts) -> CheckResult | None:
-    r, chain, sites = _cpu_main(sf)
-    if r is None:
-        return None
-    par = [lp for lp in (chain or ()) if lp.kind == "parallel"]
-    ev = {"loops": [{"loop": sf.loop_name(lp.id), "extent": lp.extent} for lp in par]}
-    if not par:
-        outer = chain[0] if chain else None
-        hint = f" (its outer loop {sf.loop_name(outer.id)})" if outer is not None else ""
-        return CheckResult(
-            "parallel",
-            False,
-            f"no loop above {r.name} runs in parallel: parallelize an outer "
-            f"data-parallel loop{hint} so every core takes a share",
-            r.name,
-            ev,
-        )
-    lp = par[0]
-    return CheckResult(
-        "parallel",
-        True,
-        f"loop {sf.loop_name(lp.id)} above {r.name} runs its {lp.extent} iterations in parallel",
-        sf.loop_name(lp.id),
-        ev,
-    )
-
-
-@register("unroll", "cpu", "unrolling")
-def unroll(sf: StepFacts) -> CheckResult | None:
-    r, chain, sites = _cpu_main(sf)
-    if r is None:
-        return None
-    unrolled = [lp for lp in sf.prog.loops if lp.kind == "unrolled" and lp.role == "loop"]
-    pragma = [lid for lid, ann in sf.facts.annotations.items() if any("unroll" in key for key in ann)]
-    ev = {"unrolled": [sf.loop_name(lp.id) for lp in unrolled], "annotated": [sf.loop_name(lid) for lid in pragma]}
-    if unrolled:
-        lp = unrolled[0]
-        return CheckResult(
-            "unroll",
-            True,
-            f"loop {sf.loop_name(lp.id)} is unrolled ({lp.extent} copies of its body)",
-            sf.loop_name(lp.id),
-            ev,
-        )
-    if pragma:
-        return CheckResult(
-            "unroll", True, f"loop {sf.loop_name(pragma[0])} carries an unroll annotation", sf.loop_name(pragma[0]), ev
-        )
-    return CheckResult(
-        "unroll",
-        False,
-        f"no loop is unrolled: unroll a short inner loop of {r.name} to save its loop overhead",
-        r.name,
-        ev,
-    )
-
-
-@register("reduction_init", "cpu", "decomposed reduction init")
-def reduction_init(sf: StepFacts) -> CheckResult | None:
-    r, chain, sites = _cpu_main(sf)
-    if r is None:
-        return None
-    out = r.writes[0] if r.writes else None
-    inits = [b for b in sf.facts.blocks.values() if b.name != r.name and out in b.writes and not b.reads]
-    ev = {"block": r.name, "init_blocks": [b.name for b in inits]}
-    if r.has_init or not inits:
-        red = _reduction_loops(sf, r)
-        where = sf.loop_name(red[0]) if red else r.name
-        return CheckResult(
-            "reduction_init",
-            False,
-            f"block {r.name} still sets {out} to its initial value inside the reduction (T.init()): "
-            f"decompose_reduction({r.name}, {where}) moves it into a block of its own before the loop",
-            r.name,
-            ev,
-        )
-    b = inits[0]
-    where = sf.loop_name(b.loops[-1]) if b.loops else None
-    return CheckResult(
-        "reduction_init",
-        True,
-        f"the reduction's init is a block of its own ({b.name}), outside the reduction loop",
-        b.name,
-        ev | {"under": where},
-    )
-
-
-@register("packing", "cpu", "packed operand")
-def packing(sf: StepFacts) -> CheckResult | None:
-    r, chain, sites = _cpu_main(sf)
-    if r is None or not chain:
-        return None
-    params = _inputs(sf)
-    spatial = [lid for lid in r.loops if lid in r.loops_of("S")]
-    ev: dict = {"packed": []}
-    for s in sites:
-        if s.access.kind != "read" or s.access.buffer in r.writes:
-            continue
-        prods = sf.producers(s.access.buffer)
-        if not prods or not any(x in params for x in prods[0].reads):
-            continue
-        p = prods[0]
-        if not _relayout(sf, p.name):
-            continue
-        unit = [lid for lid in spatial if _stride(sf, s, lid) == 1]
-        ev["packed"].append(
-            {
-                "buffer": s.access.buffer,
-                "from": list(p.reads),
-                "by": p.name,
-                "unit_stride_loop": sf.loop_name(unit[-1]) if unit else None,
-            }
-        )
-    good = [x for x in ev["packed"] if x["unit_stride_loop"]]
-    if good:
-        g = good[0]
-        return CheckResult(
-            "packing",
-            True,
-            f"{r.name} reads {g['buffer']}, a copy of {', '.join(g['from'])} that block {g['by']} lays "
-            f"out so that loop {g['unit_stride_loop']} reads it contiguously",
-            g["by"],
-            ev,
-        )
-    return CheckResult(
-        "packing",
-        False,
-        f"no operand of {r.name} is packed: cache_read the operand read with a large stride and "
-        f"transform_layout it so that an inner spatial loop reads it contiguously",
-        r.name,
-        ev,
-    )
-
-
-def _relayout(sf: StepFacts, block: str) -> bool:
-    """Does the copy block write its buffer in another layout than it reads it?"""
-    ss = sf.block_sites(block)
-    w = next((s for s in ss if s.access.kind == "write"), None)
-    rd = next((s for s in ss if s.access.kind == "read"), None)
-    if w is None or rd is None:
-        return False
-    return len(w.access.indices) != len(rd.access.indices) or any(
-        str(a) != str(b) for a, b in zip(w.access.indices, rd.access.indices)
-    )
-
-
-def _inputs(sf: StepFacts) -> set:
-    """Buffers of the original program that no block writes (the function's inputs)."""
-    written = {w for b in sf.original.blocks.values() for w in b.writes}
-    read = {x for b in sf.original.blocks.values() for x in b.reads}
-    return read - written
+def _after(facts, r0) -> list:
+    """The blocks of the original program that use the reduction's result, directly or through
+    another such block (every elementwise op after the reduction), in program order."""
+    seen = set(r0.writes)
+    out = []
+    for b in facts.blocks.values():
+        if b.name != r0.name and any(x in seen for x in b.reads):
+            out.append(b)
+            seen |= set(b.writes)
+    return out

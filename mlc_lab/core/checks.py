@@ -7,7 +7,9 @@ which thread writes which element, whether a warp's loads are contiguous. The fa
 the judging is numpy over those facts (``check_facts``, ``check_rules``, ``hazards``).
 
 Every verdict is one sentence that names the loop or block it is about, with the figure behind it in
-``evidence``. ``check_session`` runs the checks that apply to a target; ``step_hazards`` gives the
+``evidence``. ``check_session`` lists every check of a target: passed, failed, or not judged
+(``judged=False``, ``evidence["reason"]``: it does not apply, it is not judged yet, or it could not
+read the program), each with its sentence; ``step_hazards`` gives the
 hazards of one step (cached per step) so the history can mark the step that created them.
 """
 
@@ -16,10 +18,12 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from mlc_lab.core import check_facts, hazards as _hazards
-from mlc_lab.core.check_rules import CHECKS
+from mlc_lab.core import check_cpu, check_facts, hazards as _hazards
+from mlc_lab.core.check_rules import CANNOT_READ, CHECKS, DOES_NOT_APPLY, reuse_dims
 from mlc_lab.core.check_types import HAZARD_KINDS, Check, CheckReport, CheckResult, Hazard, Target
 from mlc_lab.errors import MlcLabError
+
+CPU_CHECKS = check_cpu.registered()  # importing check_cpu registers the CPU checks after the GPU ones
 
 __all__ = [
     "CHECKS",
@@ -58,22 +62,31 @@ def check_session(
         if check.target != tgt.kind or (names is not None and check.name not in names):
             continue
         result = _run_check(check, facts)
-        if result is None and names is not None and check.name in names:
+        if result is None:  # listed all the same: a report leaves no check of its target out
             result = CheckResult(
                 check.name,
                 False,
-                f"{check.title} does not apply to this program: {facts.why_not(check.name)}",
+                f"{check.title} does not apply to this program: {_why_not(check, facts)}",
                 None,
-                {},
+                {"reason": DOES_NOT_APPLY},
+                judged=False,
             )
-        if result is not None:
-            results.append(result)
+        results.append(result)
     return CheckReport(results, list(step_hazards(session, step, tgt)), None)
 
 
+def _why_not(check: Check, facts: Any) -> str:
+    if check.target == "cuda" and facts.reduction_block() is not None and not reuse_dims(facts):
+        return (
+            "its reduction reuses no input across its outputs (each input element feeds one output), "
+            "so there is no tile whose inputs threads could share"
+        )
+    return facts.why_not(check.name)
+
+
 def _run_check(check: Check, facts: Any) -> CheckResult | None:
-    """A check's verdict; a program it cannot read (symbolic shapes, a construct it does not know) is a
-    failed verdict that says so, never an exception out of the report."""
+    """A check's verdict; a program it cannot read (symbolic shapes, a construct it does not know) is
+    "could not judge", with the reason, never an exception out of the report."""
     try:
         return check.run(facts)
     except MlcLabError as exc:
@@ -87,7 +100,12 @@ def _run_check(check: Check, facts: Any) -> CheckResult | None:
         else f"it reads a construct the check does not handle ({reason})"
     )
     return CheckResult(
-        check.name, False, f"{check.title} could not be judged on this program: {why}", None, {"error": reason}
+        check.name,
+        False,
+        f"{check.title} could not be judged on this program: {why}",
+        None,
+        {"reason": CANNOT_READ, "error": reason},
+        judged=False,
     )
 
 

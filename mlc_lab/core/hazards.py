@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Kernel, Site, StepFacts, free_vars, linear_shape
+from mlc_lab.core.access.expr import evaluate
 from mlc_lab.core.check_types import Hazard
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def limits(sf: StepFacts, k: Kernel) -> list:
     for tag, n in k.launch.items():
         if n > _AXIS.get(tag, n):
             out.append(Hazard("limit", f"{tag} is launched with {n}, more than its limit of {_AXIS[tag]}", where))
-    shared = {b: _bytes(sf, b) for b in _buffers_in(k) if sf.scope(b).startswith("shared")}
+    shared = {b: _bytes(sf, b) for b in _buffers_in(k) if sf.scope(b).startswith("shared") and b not in sf.unplaced()}
     total = sum(shared.values())
     if total > tgt.max_shared_memory_per_block:
         parts = ", ".join(f"{b} {n // 1024} KB" if n >= 1024 else f"{b} {n} B" for b, n in shared.items())
@@ -126,7 +127,7 @@ def spills(sf: StepFacts, k: Kernel) -> list:
     # none below (64 words at most, 0 of 37, and the lab's 64-word tiles).
     limit = sf.target.registers_per_thread * 4 // 2
     for b in _buffers_in(k):
-        if not sf.scope(b).startswith("local") or b not in sf.facts.allocated:
+        if not sf.scope(b).startswith("local") or b not in sf.facts.allocated or b in sf.unplaced():
             continue
         sites = [s for s in k.sites if s.access.buffer == b]
         vthreads = {
@@ -146,12 +147,24 @@ def spills(sf: StepFacts, k: Kernel) -> list:
                     "spill",
                     f"each thread keeps a {shape} local array {b}{per} ({n // 1024 if n >= 1024 else n} "
                     f"{'KB' if n >= 1024 else 'B'}), more than half of the {sf.target.registers_per_thread} registers it "
-                    f"has: it goes to the stack in local memory; give each thread a smaller tile (the accumulator under "
-                    f"the thread loops, fewer or smaller register tiles)",
+                    f"has: it goes to the stack in local memory; {_smaller(sf, b, block)}",
                     block or None,
                 )
             )
     return out
+
+
+def _smaller(sf: StepFacts, buf: str, writer: str) -> str:
+    """How to make a spilling local array smaller: a register-level copy of a tile is moved down to the
+    loop where its consumer uses it; an accumulator gets a smaller tile."""
+    src, via = sf.copy_source(buf)
+    if via and via[0].name == writer:
+        users = [b.name for b in sf.consumers(buf) if b.name != writer]
+        red = next((b.loops_of("R") for b in sf.facts.blocks.values() if b.name in users and b.loops_of("R")), set())
+        place = [lid for lid in next((b.loops for b in sf.facts.blocks.values() if b.name in users), ()) if lid in red]
+        at = f" under {sf.loop_name(place[-1])}" if place else " under the innermost loop that uses it"
+        return f"compute_at {writer}{at} so each thread copies only the values of {src} it uses there"
+    return "give each thread a smaller tile (the accumulator under the thread loops, fewer or smaller register tiles)"
 
 
 # --- a global intermediate inside a kernel ------------------------------------------------------------
@@ -194,7 +207,7 @@ def out_of_bounds(sf: StepFacts, k: Kernel) -> list:
     for s in k.sites:
         acc = s.access
         info = sf.prog.buffers.get(acc.buffer)
-        if info is None or not acc.indices:
+        if info is None or not acc.indices or acc.buffer in sf.unplaced():
             continue
         scope = info.scope
         fixed = {lid: sf.loop(lid).min for lid in held.get(acc.buffer, ())} if scope != "global" else {}
@@ -241,6 +254,45 @@ def out_of_bounds(sf: StepFacts, k: Kernel) -> list:
                     )
                 )
                 break
+    return out + _past_logical_end(sf, k, seen)
+
+
+def _past_logical_end(sf: StepFacts, k: Kernel, seen: set) -> list:
+    """A shared or local buffer keeps the logical shape of what it copies: an index past it (the last
+    tile of a split that does not divide its loop, its guard disabled) reads elements no copy wrote,
+    even where it stays inside the tile TVM allocates."""
+    out = []
+    for s in k.sites:
+        buf = s.access.buffer
+        info = sf.prog.buffers.get(buf)
+        if info is None or info.scope == "global" or buf in sf.unplaced() or (s.access.block, buf) in seen:
+            continue
+        if s.access.guards:  # a guarded access is kept inside by its guard (a wrong guard: out_of_bounds)
+            continue
+        wide = _wide_thread_cause(sf, s, k)
+        if wide and not info.scope.startswith("shared"):  # reported through the global buffers it feeds
+            continue
+        ranges = _ranges(sf, s, k, {})
+        if ranges is None:
+            continue
+        for d, ((lo, hi), n) in enumerate(zip(ranges, info.shape)):
+            if not isinstance(n, int) or (lo >= 0 and hi < n):
+                continue
+            seen.add((s.access.block, buf))
+            verb = "writes" if s.access.kind == "write" else "reads"
+            cause = wide or (
+                ": the last tile of a split that does not divide its loop runs unguarded; keep the split's "
+                "guard or split by a factor that divides the loop"
+            )
+            out.append(
+                Hazard(
+                    "out_of_bounds",
+                    f"block {s.access.block} {verb} {buf} at index {hi if hi >= n else lo} past the end of the "
+                    f"{n} elements it holds in dimension {d}{cause}",
+                    s.access.block,
+                )
+            )
+            break
     return out
 
 
@@ -342,6 +394,8 @@ def races(sf: StepFacts, k: Kernel) -> list:
             continue
         # a tensorized block is one warp-wide instruction, and fragments (wmma.*) belong to a warp:
         # which thread holds which element is the intrinsic's business
+        if s.access.buffer in sf.unplaced():  # a stage not placed yet: TVM keeps it in global memory
+            continue
         if s.access.block in tensorized or not _per_thread_or_shared(sf.scope(s.access.buffer)):
             continue
         by_buffer.setdefault(s.access.buffer, []).append(s)
@@ -362,7 +416,7 @@ def races(sf: StepFacts, k: Kernel) -> list:
         for s in writes:
             if scope != "local" and _thread_invariant(sf, s, thread_ids):
                 continue
-            got = _pairs(sf, s, k, fixed)
+            got = _pairs(sf, s, k, fixed, values=scope != "local")
             if got is not None:
                 wpairs.append((s, got))
         if not wpairs:
@@ -394,17 +448,17 @@ def races(sf: StepFacts, k: Kernel) -> list:
                     break
             continue
         addr = wkeys // nthreads
-        dup = np.flatnonzero(addr[1:] == addr[:-1])
-        if dup.size:
-            i = int(dup[0])
-            t1, t2 = int(wkeys[i] % nthreads), int(wkeys[i + 1] % nthreads)
-            block = next(s.access.block for s, p in wpairs if np.any(p[0] * nthreads + p[1] == wkeys[i]))
+        clash = _clash(wpairs)
+        if clash is not None:
+            elem, t1, t2 = clash
+            block = next(s.access.block for s, p in wpairs if np.any((p[0] == elem) & (p[1] == t1)))
+            addr_i = elem
             out.append(
                 Hazard(
                     "race",
-                    f"threads {t1} and {t2} of a thread block both write element {_element(sf, buf, int(addr[i]))} of "
-                    f"{buf} (block {block}): the result depends on which runs last; each element must be written "
-                    f"by one thread",
+                    f"threads {t1} and {t2} of a thread block both write element {_element(sf, buf, addr_i)} of "
+                    f"{buf} (block {block}), with different values: the result depends on which runs last; each "
+                    f"element must be written by one thread",
                     block,
                 )
             )
@@ -487,19 +541,65 @@ def _thread_invariant(sf: StepFacts, s: Site, thread_ids: set) -> bool:
     return True
 
 
-def _pairs(sf: StepFacts, s: Site, k: Kernel, fixed: dict):
-    """(linear element, linear thread) of every point where the site runs, thread axes included."""
-    got = sf.enumerate(s, k, fixed=fixed, all_threads=True)
+def _pairs(sf: StepFacts, s: Site, k: Kernel, fixed: dict, values: bool = False):
+    """(linear element, linear thread) of every point where the site runs, thread axes included; with
+    ``values``, a third array: a key of the value written (the block and the elements its statement
+    reads), equal where two points write the same value."""
+    reads = [a for a in s.leaf.accesses if a.block == s.access.block and a.kind == "read"] if values else []
+    extra: tuple = ()
+    if reads:
+        used = set().union(*(free_vars(e) for a in reads for e in a.indices))
+        extra = tuple(lp for lp in list(s.chain) + list(s.access.inner) if lp.id in used)
+    got = sf.enumerate(s, k, fixed=fixed, all_threads=True, extra_loops=extra)
     if got is None:
         return None
-    idx, active, _env, axes = got
-    info = sf.prog.buffers[s.access.buffer]
-    shape = linear_shape(info.shape)
-    lin = np.zeros(active.shape, dtype=np.int64)
-    for i, n in zip(idx, shape):
-        lin = lin * n + np.clip(i, 0, max(n - 1, 0))
+    idx, active, env, axes = got
+    # a point past the end of the buffer is the out-of-bounds hazard's, not a write that meets another
+    for i, n in zip(idx, linear_shape(sf.prog.buffers[s.access.buffer].shape)):
+        active = active & (i >= 0) & (i < n)
+    lin = _linear(sf, s.access.buffer, idx, active.shape)
     tid = np.broadcast_to(sf.thread_ids(k, axes), active.shape)
-    return lin[active], tid[active]
+    if not values:
+        return lin[active], tid[active]
+    key = np.full(active.shape, sum(map(ord, s.access.block)) * 1_000_003, dtype=np.int64)
+    for n, a in enumerate(reads):
+        if sf.scope(a.buffer).startswith("local"):  # a thread's own value: never the same as another's
+            key = key + tid * 7919 + 1
+            continue
+        try:
+            ix = [np.broadcast_to(np.asarray(evaluate(e, env), dtype=np.int64), active.shape) for e in a.indices]
+        except Exception:  # noqa: BLE001 - a read the analysis cannot evaluate: assume values differ
+            key = key + tid * 7919 + 1
+            continue
+        key = key * 1_000_000_007 + _linear(sf, a.buffer, ix, active.shape) * (2 * n + 3)
+    return lin[active], tid[active], key[active]
+
+
+def _linear(sf: StepFacts, buf: str, idx: list, shape: tuple) -> np.ndarray:
+    lin = np.zeros(shape, dtype=np.int64)
+    for i, n in zip(idx, linear_shape(sf.prog.buffers[buf].shape)):
+        lin = lin * n + np.clip(i, 0, max(n - 1, 0))
+    return lin
+
+
+def _clash(wpairs: list) -> tuple | None:
+    """(element, thread, other thread) where two threads write one element with different values
+    (by the value keys of ``_pairs``), or None: threads that write the same value to an element are
+    redundant work, not a race."""
+    elem = np.concatenate([p[0] for _, p in wpairs])
+    tid = np.concatenate([p[1] for _, p in wpairs])
+    val = np.concatenate([p[2] for _, p in wpairs])
+    order = np.lexsort((val, tid, elem))
+    elem, tid, val = elem[order], tid[order], val[order]
+    start = np.r_[True, elem[1:] != elem[:-1]]
+    group = np.cumsum(start) - 1
+    first_val = val[start][group]
+    first_tid = tid[start][group]
+    bad = np.flatnonzero((val != first_val) & (tid != first_tid))
+    if not bad.size:
+        return None
+    i = int(bad[0])
+    return int(elem[i]), int(first_tid[i]), int(tid[i])
 
 
 def _element(sf: StepFacts, buf: str, lin: int) -> str:

@@ -152,16 +152,20 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        """Every check passed, no hazard, and the numbers right where they were judged: a numeric
-        check that could not run is not a failure (its line says why)."""
+        """No check failed (one that could not judge is not a failure), no hazard, and the numbers
+        right where they were judged (a numeric check that could not run judged nothing)."""
         return (
-            all(c.ok for c in self.checks)
+            not self.failed()
             and not self.hazards
             and (not self.numeric_judged or bool(self.numeric and self.numeric.get("ok")))
         )
 
     def failed(self) -> list[CheckResult]:
-        return [c for c in self.checks if not c.ok]
+        """The checks that failed (a check that could not judge is not among them: see ``unjudged``)."""
+        return [c for c in self.checks if c.verdict == "fail"]
+
+    def unjudged(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.verdict == "unjudged"]
 
     def to_json(self) -> dict:
         numeric = None
@@ -184,7 +188,8 @@ class CheckReport:
         }
 
     def __str__(self) -> str:
-        lines = [f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.message}" for c in self.checks]
+        mark = {"pass": "ok  ", "fail": "FAIL", "unjudged": "--  "}
+        lines = [f"{mark[c.verdict]} {c.name}: {c.message}" for c in self.checks]
         lines += [f"HAZARD {h.kind}: {h.message}" for h in self.hazards]
         if self.numeric is not None:
             lines.append(numeric_line(self.numeric))
@@ -262,10 +267,12 @@ class ChecksSetup(TypedDict, total=False):
 
 
 class StepHazards(TypedDict):
-    """The hazards a step created (its parent did not have them) and how many it has: the history's mark."""
+    """The hazards a step created (its parent did not have them), how many it has, and the hazards of its
+    parent it resolved: the history's mark, and where a hazard went away."""
 
     new: list[HazardInfo]
     count: int
+    resolved: NotRequired[list[HazardInfo]]
 
 
 def _jsonable(value: Any) -> Any:

@@ -23,6 +23,10 @@ class BlockFact:
     reads: tuple
     writes: tuple
     tensorized: bool = False
+    annotations: tuple = ()  # (key, value) pairs of the block's own annotations (T.sblock_attr)
+
+    def annotation(self, key: str, default=None):
+        return next((v for k, v in self.annotations if k == key), default)
 
     def loops_of(self, kind: str) -> set:
         return {lid for k, ids in self.iters if k == kind for lid in ids}

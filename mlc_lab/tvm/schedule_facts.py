@@ -78,6 +78,7 @@ class _Walker:
                     reads=tuple(dict.fromkeys(str(_buf(r).name) for r in blk.reads)),
                     writes=tuple(dict.fromkeys(str(_buf(r).name) for r in blk.writes)),
                     tensorized=bool(len(blk.match_buffers)),
+                    annotations=tuple((str(k), _plain(v)) for k, v in (blk.annotations or {}).items()),
                 )
             self.walk(blk.body, loops, var_loop)
             if blk.init is not None:

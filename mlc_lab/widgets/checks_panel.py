@@ -11,7 +11,8 @@ Wire (traits of the Explorer): ``checks_setup`` says what the panel lists (``{"a
 "target", "names", "tasks": [{"title", "checks", "points"}]}``); ``checks`` is the report of one step
 (``{"step", "target", "checks": [CheckResult.to_json() + "title"], "hazards": [Hazard.to_json()],
 "ms"}`` or ``{"step", "error"}``); ``hazards`` maps a step id (text) to ``{"new": [the hazards its
-parent did not have], "count": how many it has}``, for the steps that create one. js/explorer/checks.ts reads them.
+parent did not have], "count": how many it has, "resolved": [the parent's hazards it no longer has]}``,
+for the steps that create or resolve one. js/explorer/checks.ts reads them.
 """
 
 from __future__ import annotations
@@ -196,11 +197,15 @@ class ChecksWorker:
         return out
 
     def hazards_of(self, sid: Any) -> dict:
-        """``{"new": [the hazards the step's parent does not have], "count": how many it has}``."""
+        """``{"new": [the hazards the step's parent does not have], "count": how many it has,
+        "resolved": [the parent's hazards this step no longer has]}``: the page marks the step that
+        made a hazard, and says at which later step it was resolved."""
         found = self._hazards(sid)
         parent = _parent(self._session, sid)
-        made = new_hazards(self._hazards(parent) if parent is not None else [], found)
-        return {"new": [found[i] for i in made], "count": len(found)}
+        before = self._hazards(parent) if parent is not None else []
+        made = new_hazards(before, found)
+        gone = new_hazards(found, before)
+        return {"new": [found[i] for i in made], "count": len(found), "resolved": [before[i] for i in gone]}
 
     def _hazards(self, sid: Any) -> list:
         if sid not in self._seen:

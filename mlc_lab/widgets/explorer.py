@@ -407,7 +407,7 @@ class Explorer(AccessRequests, RpcWidget):
                     }
                     self._schedule_records()
                 self._set_quietly("checks", report, quiet=known)
-            elif data.get("new"):  # only the steps that create a hazard: the history marks them
+            elif data.get("new") or data.get("resolved"):  # steps that create or resolve a hazard
                 self.hazards = {**self.hazards, str(_plain(sid)): _plain(data)}
 
     def refresh(self) -> None:

@@ -43,12 +43,25 @@ def test_reference_holds(capsys, files):
     assert "all checks hold" in out
 
 
+def test_a_check_that_cannot_judge_the_reference_is_a_warning(capsys, files):
+    # the course's plain matmul has no epilogue: epilogue_fusion cannot judge it, and a teacher is told
+    (files / "matmul.py").write_text(lab.MATMUL_1024)
+    (files / "course.trace").write_text(lab.session_of("course_blocking_with_shared").trace)
+    rc, out, err = _run(capsys, files / "matmul.py", "--trace", files / "course.trace")
+    assert rc == 0  # could not judge is no failure
+    assert "--    epilogue_fusion" in out and "all checks hold" in out
+    assert err.startswith("warning: 1 check could not judge this program; a task on it can never pass")
+    assert "epilogue_fusion: epilogue fusion does not apply to this program" in err
+    rc, _out, err = _run(capsys, files / "gemm.py", "--trace", files / "reference.trace")
+    assert rc == 0 and err == ""
+
+
 def test_json_shape_and_failure_exit(capsys, files):
     rc, out, _ = _run(capsys, files / "gemm.py", "--trace", files / "write_back_in_reduction.trace", "--json")
     assert rc == 1
     data = json.loads(out)
     assert set(data) == {"checks", "hazards", "numeric"} and data["numeric"] is None
-    assert all(set(c) == {"name", "ok", "message", "where", "evidence"} for c in data["checks"])
+    assert all(set(c) == {"name", "ok", "verdict", "message", "where", "evidence"} for c in data["checks"])
     failed = [c for c in data["checks"] if not c["ok"]]
     assert [c["name"] for c in failed] == ["write_cache"] and failed[0]["evidence"]["writes_per_element"] == 128
 

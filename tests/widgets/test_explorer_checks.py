@@ -104,19 +104,21 @@ def test_hazards_mark_the_step_that_creates_them(comms):
         assert {"thread_extent", "out_of_bounds"} <= kinds
         # the first step that has the thread-extent hazard is marked as creating it; later ones keep it
         # without the mark
-        # only the steps that create a hazard are sent, with the hazards they create
-        marked = {int(k): v for k, v in w.hazards.items()}
+        # only the steps that create or resolve a hazard are sent, with the hazards they create and resolve
+        sent = {int(k): v for k, v in w.hazards.items()}
+        assert all(v["new"] or v["resolved"] for v in sent.values())
+        marked = {sid: v for sid, v in sent.items() if v["new"]}
         kinds_of = {sid: {h["kind"] for h in v["new"]} for sid, v in marked.items()}
-        assert all(v["new"] for v in marked.values())
         first = min(sid for sid, k in kinds_of.items() if "thread_extent" in k)
         assert session.steps[first].label.startswith("bind(A_shared/ax0_ax1_fused_1")
         # binding the copy's threadIdx.x (32 where the compute has 16) creates the out-of-bounds accesses
         oob = min(sid for sid, k in kinds_of.items() if "out_of_bounds" in k)
         assert session.steps[oob].label.startswith("bind(A_shared/ax0_ax1_fused_2")
         # later steps keep them (the block gemm renamed gemm_update by decompose_reduction too) unmarked;
-        # only binds (a second copy bound wrong) and the cache_read of B (its shared tile too large) add any
+        # only binds (a second copy bound wrong) and the compute_at of B's copy add any (a copy not placed
+        # in the kernel yet is advice, not a hazard: placed, the wide thread axis reads past its tile)
         later = {session.steps[sid].primitive for sid in marked if sid > oob}
-        assert later <= {"bind", "cache_read"}, later
+        assert later <= {"bind", "compute_at"}, later
         assert marked[oob]["count"] >= len(marked[oob]["new"])
         # the state the front end opens with carries them too
         assert w.comm.opened()["checks_setup"]["target"] == "cuda"
