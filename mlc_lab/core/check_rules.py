@@ -299,8 +299,9 @@ def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
         inside = [
             lid
             for lid in r.loops[r.loops.index(place) + 1 :]
-            if sf.loop(lid).tag is None or sf.loop(lid).tag.startswith("vthread")
+            if (tag := sf.loop(lid).tag) is None or tag.startswith("vthread")
         ]
+        assert k is not None  # _gpu_preamble gives the main block's kernel
         per_phase = k.threads * math.prod(int(sf.loop(lid).extent) for lid in inside)
         elements = _copied_per_phase(sf, k, r, p, b) or math.prod(int(x) for x in tile) or 1
         reuse = per_phase / elements

@@ -160,7 +160,9 @@ def _smaller(sf: StepFacts, buf: str, writer: str) -> str:
     src, via = sf.copy_source(buf)
     if via and via[0].name == writer:
         users = [b.name for b in sf.consumers(buf) if b.name != writer]
-        red = next((b.loops_of("R") for b in sf.facts.blocks.values() if b.name in users and b.loops_of("R")), set())
+        red: set = next(
+            (b.loops_of("R") for b in sf.facts.blocks.values() if b.name in users and b.loops_of("R")), set()
+        )
         place = [lid for lid in next((b.loops for b in sf.facts.blocks.values() if b.name in users), ()) if lid in red]
         at = f" under {sf.loop_name(place[-1])}" if place else " under the innermost loop that uses it"
         return f"compute_at {writer}{at} so each thread copies only the values of {src} it uses there"

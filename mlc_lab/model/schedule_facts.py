@@ -25,7 +25,7 @@ class BlockFact:
     tensorized: bool = False
     annotations: tuple = ()  # (key, value) pairs of the block's own annotations (T.sblock_attr)
 
-    def annotation(self, key: str, default=None):
+    def annotation(self, key: str, default: object = None) -> object:
         return next((v for k, v in self.annotations if k == key), default)
 
     def loops_of(self, kind: str) -> set:
