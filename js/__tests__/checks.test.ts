@@ -3,7 +3,7 @@
 // the explorer view with a fake model as Python would set its traits.
 import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
-import { type StepChecks, checksBadge, evidenceText, hazardMark, pathAfter, taskVerdicts } from "../explorer/checks";
+import { type StepChecks, checksBadge, evidenceText, hazardMark, pathAfter, taskPoints, taskVerdicts } from "../explorer/checks";
 import { markKernel, recordKey } from "../lib/offline";
 import { fakeModel, tick } from "./fixtures";
 
@@ -244,5 +244,18 @@ describe("checks helpers", () => {
   it("a task with a check missing from the report does not hold", () => {
     const v = taskVerdicts({ tasks: [{ title: "t", checks: ["parallel", "packing"] }] }, report(1, true))!;
     expect(v[0].ok).toBe(false);
+  });
+  it("with an assignment, the grader's verdict and points are the task's: a hazard fails a task whose checks all pass", () => {
+    const setup = { tasks: [{ title: "Parallel", checks: ["parallel"], points: 5 }, { title: "Vector", checks: ["vectorize"], points: 5 }] };
+    const graded = (passed: boolean, points: number) => ({ name: "t", title: "t", passed, points, max_points: 5, messages: passed ? [] : ["race: threads 0 and 1 write A[0] with different values"] });
+    const v = taskVerdicts(setup, report(2, true, { tasks: [graded(false, 0), graded(true, 5)] }))!;
+    expect(v.map((t) => [t.ok, t.state])).toEqual([[false, "fail"], [true, "pass"]]);
+    expect(taskPoints(setup.tasks[0], v[0].graded)).toBe(" (0/5 pts)");
+    expect(taskPoints(setup.tasks[1], v[1].graded)).toBe(" (5/5 pts)");
+    // step 0 is not shown as failing, though the grader gives it no points
+    const first = taskVerdicts(setup, report(0, false, { tasks: [graded(false, 0), graded(false, 0)] }))!;
+    expect(first.map((t) => t.state)).not.toContain("fail");
+    // without the grader's verdicts, the checks decide and the points are the task's
+    expect(taskPoints(setup.tasks[0], null)).toBe(" (5 pts)");
   });
 });

@@ -6,7 +6,7 @@
 // step's checks need a kernel.
 
 import { h } from "../lib/dom";
-import { type CheckLine, type ChecksSetup, type ChecksTask, HAZARD_KINDS, type HazardInfo, type StepChecks, type StepHazards } from "../lib/model";
+import { type CheckLine, type ChecksSetup, type ChecksTask, HAZARD_KINDS, type HazardInfo, type StepChecks, type StepHazards, type TaskVerdict } from "../lib/model";
 import type { StepId } from "../lib/types";
 
 // The panel's wire is generated from mlc_lab/model/checks.py (js/lib/model.ts).
@@ -69,19 +69,34 @@ export function checksBadge(report: StepChecks | null): { passed: number; total:
   return { passed: report.checks.filter((c) => c.ok).length, total: report.checks.length, failed, hazards, warn: failed > 0 || hazards > 0 };
 }
 
-/** The tasks with their verdicts (a task holds when each of its checks does; it fails when one fails;
- * otherwise it is not judged), or null without tasks. */
-export function taskVerdicts(setup: ChecksSetup, report: StepChecks): Array<{ task: ChecksTask; ok: boolean; state: LineState; lines: CheckLine[] }> | null {
+/** The tasks with their verdicts, or null without tasks. With an assignment the kernel scores each
+ * task as `mlc-lab grade` does (`report.tasks`: hazards and points included), and that verdict is the
+ * one shown; otherwise a task holds when each of its checks does and fails when one fails. A task that
+ * fails only because a check could not judge is not judged; at step 0 nothing reads as failing. */
+export function taskVerdicts(
+  setup: ChecksSetup,
+  report: StepChecks,
+): Array<{ task: ChecksTask; ok: boolean; state: LineState; lines: CheckLine[]; graded: TaskVerdict | null }> | null {
   if (!setup.tasks?.length) return null;
   const byName = new Map((report.checks ?? []).map((c) => [c.name, c]));
   const opening = isOpening(report);
-  return setup.tasks.map((task) => {
+  return setup.tasks.map((task, i) => {
     const lines = task.checks.map((n) => byName.get(n)).filter((c): c is CheckLine => !!c);
-    const ok = lines.length === task.checks.length && lines.every((c) => c.ok);
+    const graded = report.tasks?.length === setup.tasks?.length ? (report.tasks?.[i] ?? null) : null;
+    const checksHold = lines.length === task.checks.length && lines.every((c) => c.ok);
+    const ok = graded ? graded.passed === true : checksHold;
     const states = lines.map((c) => lineState(c, opening));
-    const state: LineState = ok ? "pass" : states.includes("fail") ? "fail" : states.includes("todo") ? "todo" : "unjudged";
-    return { task, ok, state, lines };
+    // all its checks pass and the grader still fails it: a hazard or the numbers (its messages say which)
+    const failedBeyondChecks = !ok && !opening && checksHold;
+    const state: LineState = ok ? "pass" : states.includes("fail") || failedBeyondChecks ? "fail" : states.includes("todo") ? "todo" : "unjudged";
+    return { task, ok, state, lines, graded };
   });
+}
+
+/** " (5/5 pts)" as the grader scores the step, or the task's points when nothing was scored. */
+export function taskPoints(task: ChecksTask, graded: TaskVerdict | null): string {
+  if (graded && graded.max_points != null) return ` (${graded.points ?? 0}/${graded.max_points} pts)`;
+  return task.points ? ` (${task.points} pts)` : "";
 }
 
 /** The steps after `from` on the way to `to` (in order, `to` included), or null when `to` does not
@@ -244,12 +259,12 @@ export class ChecksPanel {
       );
     };
     if (tasks) {
-      for (const { task, state, lines } of tasks)
+      for (const { task, state, lines, graded } of tasks)
         out.push(
           h(
             "div",
-            { class: `mlc-task mlc-task-${state === "pass" ? "ok" : state}` },
-            h("div", { class: "mlc-task-title" }, h("span", { class: "mlc-check-mark" }, lineMark(state)), " ", task.title, task.points ? h("span", { class: "mlc-muted" }, ` (${task.points} pts)`) : null),
+            { class: `mlc-task mlc-task-${state === "pass" ? "ok" : state}`, title: graded && !graded.passed ? (graded.messages ?? []).join("\n") : "" },
+            h("div", { class: "mlc-task-title" }, h("span", { class: "mlc-check-mark" }, lineMark(state)), " ", task.title, taskPoints(task, graded) ? h("span", { class: "mlc-muted" }, taskPoints(task, graded)) : null),
             ...lines.map(checkLine),
           ),
         );

@@ -510,6 +510,7 @@ export interface StepChecks {
   target?: "cpu" | "cuda" | null;
   checks?: CheckLine[];
   hazards?: HazardInfo[];
+  tasks?: TaskVerdict[];
   ms?: number;
   error?: string;
 }

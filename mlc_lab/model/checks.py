@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, TypedDict
 
+from mlc_lab.model.classroom import TaskVerdict  # a task as the grader scores it (also a class verdict's)
+
 __all__ = [
     "HAZARD_CLASS",
     "HAZARD_KINDS",
@@ -244,6 +246,7 @@ class StepChecks(TypedDict):
     target: NotRequired[Literal["cpu", "cuda"] | None]
     checks: NotRequired[list[CheckLine]]
     hazards: NotRequired[list[HazardInfo]]
+    tasks: NotRequired[list[TaskVerdict]]  # with an assignment: each task as mlc-lab grade scores the step
     ms: NotRequired[float]
     error: NotRequired[str]
 

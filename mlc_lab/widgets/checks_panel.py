@@ -87,9 +87,20 @@ class ChecksWorker:
 
     IDLE_EXIT_S = 30.0  # a thread with nothing to do ends (an explorer nobody closes keeps none)
 
-    def __init__(self, session: Any, setup: dict, publish: Callable[[str, Any, Any, ChecksWorker], None]) -> None:
+    def __init__(
+        self,
+        session: Any,
+        setup: dict,
+        publish: Callable[[str, Any, Any, ChecksWorker], None],
+        assignment: Any = None,
+    ) -> None:
         self._session = session
         self._setup = setup
+        self._assignment = None  # with an assignment, each report carries its tasks as the grader scores them
+        if assignment is not None and setup.get("available"):
+            from mlc_lab.grading.assignment import load_assignment
+
+            self._assignment = load_assignment(assignment)
         self._publish = publish
         self._cond = threading.Condition()
         self._current: Any = None  # the step to check next (only the newest is kept)
@@ -192,9 +203,34 @@ class ChecksWorker:
             "hazards": data["hazards"],
             "ms": round((time.perf_counter() - started) * 1e3, 1),
         }
+        if self._assignment is not None:
+            out["tasks"] = self._scored(sid, report)
         self._reports[sid] = out
         self._seen.setdefault(sid, list(data["hazards"]))
         return out
+
+    def _scored(self, sid: Any, report: Any) -> list[dict]:
+        """Each task of the assignment as ``mlc-lab grade`` scores this step: one function does both
+        (a latency threshold is judged from the step's measurement, when it was measured)."""
+        from mlc_lab.grading.scoring import score_tasks
+
+        a = self._assignment
+        measured = getattr(self._session, "measurements", {}).get(sid)
+        latency = getattr(measured, "latency_s", None) if measured is not None else None
+        scored = score_tasks(
+            a.tasks, report, hazards_fail=a.hazards_fail, latency_ms=None if latency is None else latency * 1e3
+        )
+        return [
+            {
+                "name": t.name,
+                "title": t.title,
+                "passed": t.passed,
+                "points": t.points,
+                "max_points": t.max_points,
+                "messages": [str(m) for m in t.messages],
+            }
+            for t in scored
+        ]
 
     def hazards_of(self, sid: Any) -> dict:
         """``{"new": [the hazards the step's parent does not have], "count": how many it has,

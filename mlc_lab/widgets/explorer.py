@@ -176,7 +176,7 @@ class Explorer(AccessRequests, RpcWidget):
             classroom=classroom_setup(classroom, class_token),
             **kwargs,
         )
-        self._checks = ChecksWorker(session, setup, self._publish_checks)
+        self._checks = ChecksWorker(session, setup, self._publish_checks, assignment)
         self._checks.schedule(self._view.id, [s.id for s in session.steps])
         self._unsubscribe = session.on_change(self._on_session_change)
         for step in list(session.steps)[-self.MAX_RECORDED_STEPS :]:  # steps made before this view
@@ -340,7 +340,7 @@ class Explorer(AccessRequests, RpcWidget):
         setup = checks_setup(self._session, checks=checks, tasks=tasks, assignment=assignment)
         with self._lock:
             self._checks.close()
-            self._checks = ChecksWorker(self._session, setup, self._publish_checks)
+            self._checks = ChecksWorker(self._session, setup, self._publish_checks, assignment)
             with self.hold_sync():
                 self.checks_setup, self.checks, self.hazards = setup, {}, {}
                 self._checks_sent = {}

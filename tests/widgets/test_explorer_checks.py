@@ -244,3 +244,26 @@ def test_set_checks_lists_others_and_judges_again(comms):
         assert w.checks_setup["names"] == ["unroll"]  # a refused list changes nothing
     finally:
         w.close()
+
+
+@pytest.mark.parametrize("hand_in", ["racing.json", "variant_ji.json"])
+def test_with_an_assignment_each_task_shows_what_the_grader_gives_the_step(comms, hand_in):
+    """One function scores both: the Checks tab's task verdicts and points for the hand-in's last step
+    are the ones `mlc-lab grade` gives the same hand-in (a hazard fails a task whose checks pass)."""
+    from mlc_lab.grading import grade, load_assignment
+
+    assignment = load_assignment(ASSIGNMENT)
+    path = ASSIGNMENT.parent / "submissions" / hand_in
+    graded = grade(assignment, path)
+    assert graded.error is None, graded.error
+    session = Session.from_trace(str(assignment.program), path.read_text(encoding="utf-8"))
+    w = Explorer(session, assignment=ASSIGNMENT)
+    try:
+        assert w.wait(240)
+        shown = w.checks["tasks"]
+        assert [(t["title"], t["passed"], t["points"], t["max_points"]) for t in shown] == [
+            (t.title, t.passed, t.points, t.max_points) for t in graded.tasks
+        ]
+        assert not problems(w.checks, StepChecks)
+    finally:
+        w.close()
