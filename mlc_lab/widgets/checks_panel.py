@@ -215,6 +215,7 @@ class ChecksWorker:
         from mlc_lab.grading.scoring import score_tasks
 
         a = self._assignment
+        assert a is not None  # only called with an assignment
         measured = getattr(self._session, "measurements", {}).get(sid)
         latency = getattr(measured, "latency_s", None) if measured is not None else None
         scored = score_tasks(
