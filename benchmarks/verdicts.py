@@ -214,8 +214,26 @@ def run(
         t0 = time.perf_counter()
         out["conformance_cuda"] = conformance(subset)
         out["seconds_conformance"] = round(time.perf_counter() - t0, 1)
+    out["targets_met"] = targets_met(out)
     out["load_average"] = [round(x, 2) for x in os.getloadavg()]
     return out
+
+
+def targets_met(out: dict) -> dict:
+    """Issue 28's targets: every check and hazard kind at precision = recall = 1.0 with nothing it
+    could not judge on the labelled items (a kind with no positive item needs no false positive);
+    under 10% could-not-judge on the conformance CUDA schedules."""
+    misses = []
+    for target in ("cuda", "cpu"):
+        for kind, group in (("check", "checks"), ("hazard", "hazards")):
+            for name, s in out.get(target, {}).get(group, {}).items():
+                if s["fp"] or s["fn"] or s.get("could_not_judge") or s.get("judged_where_not_applicable"):
+                    misses.append(f"{target} {kind} {name}")
+    met = {"labelled": not misses, "missed_by": misses}
+    conf = out.get("conformance_cuda")
+    if conf:
+        met["conformance"] = conf["could_not_judge_share"] is not None and conf["could_not_judge_share"] < 0.1
+    return met
 
 
 def table(out: dict) -> str:

@@ -99,18 +99,20 @@ def load(path: Path) -> dict:
 
 
 def _cached(paths: list[Path]) -> dict:
-    """(program, trace) -> numeric label, from corpora and from the log lines of interrupted runs."""
+    """(program text, trace) -> numeric label, from corpora and from the log lines of interrupted runs."""
     out = {}
     for p in paths:
         if not p.exists():
             continue
         if p.suffix == ".jsonl":
             rows = [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+            texts = PROGRAMS  # (a log is read by the run that wrote it, with today's programs)
         else:
-            rows = load(p)["items"]
+            data = load(p)
+            rows, texts = data["items"], data["programs"]
         for it in rows:
             if it.get("numeric"):
-                out[(it["program"], it["trace"])] = it["numeric"]
+                out[(texts[it["program"]], it["trace"])] = it["numeric"]
     return out
 
 
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{spec.id}: TVM refused the schedule: {str(exc).strip().splitlines()[-1]}") from None
         it = item(spec, trace)
         if spec.target == "cuda" and not args.no_numeric:
-            it["numeric"] = cache.get((spec.program, trace))
+            it["numeric"] = cache.get((PROGRAMS[spec.program], trace))
             if it["numeric"] is None:
                 it["numeric"] = numeric(spec, trace)
                 with log.open("a") as f:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from tvm import s_tir
 
 SHARED_LIMIT = 48 * 1024  # bytes of shared memory per block a CUDA target allows by default
-# A reduction tile that divides none of the corpus's reduction extents (1024, 512, 32, and 64
+# A reduction tile that divides none of the corpus's reduction extents (1024, 512, 16, and 64
 # at the numeric check's sizes). Without its guard the last tile reads past the reduction's end: the
 # shared copies are clipped to the buffer, so the compute reads elements never copied.
 GUARDLESS_TK = 20

@@ -61,15 +61,15 @@ BMM = (
 """
 )
 
-# A conv2d NHWC, 3x3, stride 1, no padding: X (1, 3, 66, 32), W (3, 3, 32, 64) -> Y (1, 1, 64, 64).
+# A conv2d NHWC, 3x3, stride 1, no padding: X (1, 4, 66, 16), W (3, 3, 16, 64) -> Y (1, 2, 64, 64).
 # Small enough to run as it is (the numeric check does not shrink it).
 CONV2D_NHWC = (
     _HEAD
     + """    @T.prim_func(s_tir=True)
-    def main(X: T.Buffer((1, 3, 66, 32), "float32"), W: T.Buffer((3, 3, 32, 64), "float32"),
-             Y: T.Buffer((1, 1, 64, 64), "float32")):
+    def main(X: T.Buffer((1, 4, 66, 16), "float32"), W: T.Buffer((3, 3, 16, 64), "float32"),
+             Y: T.Buffer((1, 2, 64, 64), "float32")):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        for n, h, w, co, rh, rw, rc in T.grid(1, 1, 64, 64, 3, 3, 32):
+        for n, h, w, co, rh, rw, rc in T.grid(1, 2, 64, 64, 3, 3, 16):
             with T.sblock("conv"):
                 vn, vh, vw, vco, vrh, vrw, vrc = T.axis.remap("SSSSRRR", [n, h, w, co, rh, rw, rc])
                 with T.init():

@@ -156,3 +156,8 @@ def test_the_benchmark_judges_every_subset_item():
             assert s["labelled"] == applies, name
             assert s["not_applicable"] == len(part) - applies, name
     assert not out["errors"], out["errors"]
+    missed = set(out["targets_met"]["missed_by"])
+    for target in ("cuda", "cpu"):
+        for name, s in out[target]["checks"].items():
+            clean = not (s["fp"] or s["fn"] or s["could_not_judge"] or s["judged_where_not_applicable"])
+            assert (f"{target} check {name}" not in missed) == clean, name
