@@ -6,12 +6,14 @@ and how often a check cannot judge TVM's own CUDA schedules (tests/conformance/)
     PYTHONPATH=. .venv/bin/python benchmarks/verdicts.py --table     # the same figures as a table
 
 For each item, ``Session.from_trace`` replays its trace and ``Session.check(target=...)`` judges it.
-A check's verdict is "pass", "fail", "unjudged" (``CheckResult.judged`` is False, or the message
-says it could not be judged) or "absent" (left out of the report). A named check is positive when it
+A check's verdict is "pass", "fail", "n/a" (not judged because it does not apply: its evidence's
+reason), "unjudged" (``CheckResult.judged`` is False for another reason, or the message says it
+could not be judged) or "absent" (left out of the report). A named check is positive when it
 fails: label "fail" and verdict "fail" is a true positive; label "pass" and verdict "fail" a false
 positive; label "fail" and any other verdict a false negative (a false pass when it passed). A
-labelled item whose verdict is "unjudged" or "absent" counts in ``could_not_judge``; an item
-labelled "n/a" (nothing to judge) is right when the check is unjudged or absent. A hazard kind is
+labelled item whose verdict is "n/a", "unjudged" or "absent" counts in ``could_not_judge``; an item
+labelled "n/a" (nothing to judge) is right when the check did not judge it. On the conformance corpus
+only "unjudged" and "error" count as could not judge ("does not apply" is an answer). A hazard kind is
 positive when present. Targets (issue 28): precision = recall = 1.0 and no could-not-judge on the
 labelled items; could-not-judge under 10% on the conformance corpus's CUDA schedules.
 """
@@ -35,7 +37,7 @@ CORPUS = ROOT / "tests" / "verdicts" / "corpus.json.gz"
 CONFORMANCE = ROOT / "tests" / "conformance" / "corpus.json.gz"
 CUDA_GROUPS = ("cuda", "cuda-tensorcore", "dlight")
 SUBSET_CONFORMANCE = ("GMM/cuda/sketch0", "SFM/cuda/sketch0", "NRM/cuda/sketch0", "C2D/cuda/sketch0")
-UNJUDGED = ("unjudged", "absent", "error")
+UNJUDGED = ("unjudged", "absent", "error", "n/a")
 
 
 def load(path: Path) -> dict:
@@ -44,6 +46,8 @@ def load(path: Path) -> dict:
 
 
 def _verdict(result) -> str:
+    if not result.judged and (result.evidence or {}).get("reason") == "does not apply":
+        return "n/a"  # nothing to judge: right for an n/a label, a miss for any other
     if not result.judged or "could not be judged" in result.message:
         return "unjudged"
     return result.verdict

@@ -232,7 +232,15 @@ def _softmax_specs() -> list[Spec]:
         base["thread_block_tiling"] = "pass"
         base["epilogue_fusion"] = "pass"
         mutants = {
-            "no_thread_blocks": (replace(k, blocks=False), {"thread_block_tiling"}, (), "no loop is bound to blockIdx"),
+            # with one row per block and no block loop, the rows loop runs on the host and launches the
+            # row max, the row sum and the normalisation as kernels of their own for each row (TVM's
+            # CUDA build has three kernels): the epilogue is no longer fused either
+            "no_thread_blocks": (
+                replace(k, blocks=False),
+                {"thread_block_tiling", "epilogue_fusion"} if k.mode == "row" else {"thread_block_tiling"},
+                (),
+                "no loop is bound to blockIdx",
+            ),
             "epilogue_own_kernel": (
                 replace(k, epilogue_kernel=True),
                 {"epilogue_fusion"},
