@@ -69,11 +69,23 @@ def test_report_json_and_ok():
             }
         ],
         "hazards": [{"kind": "race", "message": "two threads", "where": "Y"}],
-        "numeric": {"ok": True, "max_error": 0.0, "shape": [8, 8]},
+        # an older numeric dict (no verdict) reads as a match; unknown keys are dropped
+        "numeric": {
+            "ok": True,
+            "verdict": "match",
+            "message": "",
+            "max_error": 0.0,
+            "shape": [8, 8],
+            "sizes": {},
+            "engine": "",
+        },
     }
     assert not r.ok  # a hazard
     assert CheckReport(r.checks, [], None).ok
     assert not CheckReport(r.checks, [], {"ok": False, "max_error": 1.0, "shape": [8]}).ok
+    # a numeric check that could not run judged nothing: not a failure of the report
+    could_not = {"ok": False, "verdict": "could_not_run", "message": "a host-computed argument", "shape": [8]}
+    assert CheckReport(r.checks, [], could_not).ok
     json.dumps(data)
 
 
