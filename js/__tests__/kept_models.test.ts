@@ -93,7 +93,7 @@ class FakeManager implements NotebookManagerLike {
   setDirty(): void {
     this.dirtied++;
   }
-  async _loadFromNotebook(): Promise<void> {
+  async _loadFromNotebook(_model: unknown): Promise<void> {
     await Promise.resolve();
     for (let i = 0; i < 3; i++) this.register_model(); // each saved model restored
   }
