@@ -170,11 +170,16 @@ export class CodeView {
     this.view.dispatch({ changes: change ?? undefined, effects });
   }
 
-  /** Is `pos` (in the current document) inside what was on screen at the last measure? */
+  /** Is the line at `pos` (in the current document) wholly inside the code panel's scroller? Not
+   *  CodeMirror's `visibleRanges`: they hold the lines it renders past the scroller's edges (its
+   *  margin, some hundred pixels), so a line far below the fold counted as seen and nothing scrolled. */
   private isVisible(pos: number): boolean {
-    const ranges = this.view.visibleRanges;
-    if (!ranges.length) return true; // not measured yet (hidden): nothing to scroll
-    return ranges.some((r) => pos >= r.from && pos <= r.to);
+    const scroller = this.view.scrollDOM;
+    const height = scroller.clientHeight;
+    if (!height || !this.view.dom.isConnected) return true; // hidden: nothing to scroll
+    const line = this.view.lineBlockAt(Math.min(pos, this.view.state.doc.length));
+    const top = this.view.documentTop + line.top - scroller.getBoundingClientRect().top - scroller.clientTop;
+    return top >= 0 && top + line.height <= height;
   }
 
   setMarks(marks: Marks, scrollTo?: number | null): void {
