@@ -13,6 +13,8 @@ from tests.e2e.test_explorer_lab import row
 
 pytestmark = pytest.mark.e2e
 
+SHORT_HISTORY_PX = 320  # js/explorer/view.ts: a History pane lower than this folds the plot
+
 STEPS = (
     "s.apply('split', 'Y/j', factors=[None, 4])\n"
     "s.apply('reorder', 'Y/i', 'j_0', 'k', 'j_1')\n"
@@ -75,4 +77,67 @@ def test_code_view_follows_the_selection_and_the_change(lab_server, lab_page, ar
     assert after["head"] == {"line": 28, "seen": True}, after
     assert after["changed"] and all(c["seen"] for c in after["changed"]), after
     assert 28 in [c["line"] for c in after["changed"]], after
+    assert not errors, errors
+
+
+# The History pane's rows against its scroller's visible box, and the plot's height.
+HISTORY_GEOMETRY_JS = """() => {
+  const ex = document.querySelector('.mlc-explorer');
+  const list = ex.querySelector('.mlc-history');
+  const box = list.getBoundingClientRect();
+  const top = box.top + list.clientTop, bottom = top + list.clientHeight;
+  const rows = [...list.querySelectorAll('.mlc-hrow')];
+  const seen = (el) => { const r = el.getBoundingClientRect(); return r.top >= top - 1 && r.bottom <= bottom + 1; };
+  const cur = list.querySelector('.mlc-hrow.mlc-current');
+  const plot = ex.querySelector('.mlc-plot');
+  return {
+    explorer: Math.round(ex.getBoundingClientRect().height),
+    tab: Math.round(ex.querySelector('.mlc-history-tab').clientHeight),
+    list: Math.round(list.clientHeight),
+    row: rows.length ? Math.round(rows[0].getBoundingClientRect().height) : 0,
+    rowsSeen: rows.filter(seen).length,
+    rows: rows.length,
+    current: cur ? { step: cur.dataset.step, seen: seen(cur) } : null,
+    plot: plot && !plot.hidden ? Math.round(plot.getBoundingClientRect().height) : 0,
+    svg: !!(plot && plot.querySelector('svg')),
+    fold: plot?.querySelector('.mlc-plot-fold')?.innerText ?? null,
+  };
+}"""
+
+
+def test_history_keeps_the_current_row_in_view_with_the_plot_open(lab_server, lab_page, artifacts):
+    url, root = lab_server
+    page, errors = lab_page
+    write_notebook(root / "follow_history.ipynb", CELLS)
+    lab = Lab(page, url, artifacts, prefix="follow-history")
+    lab.open("follow_history.ipynb")
+    lab.run_all()
+    row(page, "loop", "ax0").wait_for(timeout=60_000)
+    explorer = page.locator(".mlc-explorer")
+    explorer.scroll_into_view_if_needed()
+    # Measured while the Checks tab is shown: the History pane has no height when the plot is drawn.
+    explorer.locator(".mlc-tab-checks").click()
+    lab.kernel("s.measure(step=0); s.measure(step=2); s.measure()")
+    explorer.locator('.mlc-hrow[data-step="4"] .mlc-hlatency').wait_for(state="attached", timeout=60_000)
+    explorer.locator(".mlc-tab-history").click()
+    page.wait_for_timeout(500)
+    shown = page.evaluate(HISTORY_GEOMETRY_JS)
+    assert shown["explorer"] == 640 and shown["tab"] < SHORT_HISTORY_PX, shown  # a short pane...
+    assert shown["fold"] == "show plot" and not shown["svg"], shown  # ...folds the plot to one line
+    assert shown["current"] == {"step": "4", "seen": True}, shown
+
+    explorer.locator(".mlc-plot .mlc-plot-fold").click()  # the plot open: the list is shorter
+    page.wait_for_timeout(500)
+    opened = page.evaluate(HISTORY_GEOMETRY_JS)
+    lab.shot("plot-open", explorer)
+    assert opened["svg"] and opened["list"] < shown["list"], opened
+    assert opened["current"] == {"step": "4", "seen": True}, opened
+    assert opened["rowsSeen"] >= 3, opened
+
+    lab.kernel("ex.height = '560px'")  # a shorter explorer still shows the current row
+    page.wait_for_function("() => document.querySelector('.mlc-explorer').getBoundingClientRect().height < 600")
+    page.wait_for_timeout(500)
+    shorter = page.evaluate(HISTORY_GEOMETRY_JS)
+    lab.shot("shorter", explorer)
+    assert shorter["list"] < opened["list"] and shorter["current"] == {"step": "4", "seen": True}, shorter
     assert not errors, errors
