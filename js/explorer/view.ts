@@ -429,8 +429,8 @@ export class ExplorerView {
         .filter((s): s is [number, number] => !!s)
         .map(([a]) => [a, a] as [number, number]),
     };
-    const firstChanged = marks.changed.length ? Math.min(...marks.changed) : null;
-    this.code.update(this.cur.script, marks, scroll && span ? span[0] : firstChanged);
+    const changed: [number, number] | null = marks.changed.length ? [Math.min(...marks.changed), Math.max(...marks.changed)] : null;
+    this.code.update(this.cur.script, marks, scroll && span ? span : changed);
   }
 
   private primOffers: Offer[] = [];

@@ -38,11 +38,13 @@ CODE_GEOMETRY_JS = """(sel) => {
     .find((g) => Math.abs(g.getBoundingClientRect().top - el.getBoundingClientRect().top) < 2); return gutter ? Number(gutter.innerText) : null; };
   const head = sc.querySelector('.mlc-line-selected-head');
   const changed = [...sc.querySelectorAll('.mlc-line-changed')];
+  const selected = [...sc.querySelectorAll('.mlc-line-selected')];
   return {
     scrollTop: sc.scrollTop,
     shown: lines.filter(seen).map(number).filter((n) => n !== null),
     head: head ? { line: number(head), seen: seen(head) } : null,
     changed: changed.map((el) => ({ line: number(el), seen: seen(el) })),
+    selected: selected.filter(seen).map(number),
   };
 }"""
 
@@ -77,6 +79,7 @@ def test_code_view_follows_the_selection_and_the_change(lab_server, lab_page, ar
     assert after["head"] == {"line": 28, "seen": True}, after
     assert after["changed"] and all(c["seen"] for c in after["changed"]), after
     assert 28 in [c["line"] for c in after["changed"]], after
+    assert after["selected"] == list(range(28, 35)), after  # the whole loop: it fits
     assert not errors, errors
 
 
