@@ -168,6 +168,8 @@ def test_saved_widgets_survive_reopen_ctrl_s_autosave_reopen(autosave_lab, brows
     with _opened(browser, url, NAME, artifacts, "twice-3") as (page, lab, errors):
         _check_saved_view(page)
         _slider_shows(page, "13")
+        page.locator(READOUT).scroll_into_view_if_needed()
+        lab.shot("slider")
         assert page.locator(".jp-OutputArea-output >> text=model not found").count() == 0
         assert not errors, errors
     dest = _without_kernel(json.loads(path.read_text()), root / "twice_nokernel.ipynb")
