@@ -101,6 +101,7 @@ export class ExplorerView {
   private measureBtn: HTMLButtonElement;
   private targetSel: HTMLSelectElement;
   private measureRpc: { rpc: Rpc }; // measurements take seconds: their own requests, no "working…"
+  private memoryRpc: Rpc; // the memory panel's analyses too: a long one shows its own progress
   private plotHost: HTMLElement;
   private historyTab: HTMLElement;
   private cuda: CudaPanel;
@@ -116,6 +117,7 @@ export class ExplorerView {
     this.model = model;
     this.rpc = new Rpc(model);
     this.measureRpc = { rpc: new Rpc(model, 300_000) };
+    this.memoryRpc = new Rpc(model, 300_000);
     this.cur = this.hold();
     this.index = new TreeIndex(this.cur.loop_tree);
 
@@ -150,7 +152,7 @@ export class ExplorerView {
       void this.renderDiff();
     });
     this.busyEl = h("span", { class: "mlc-busy", hidden: true }, "working…");
-    this.memory = new AccessPanel({ request: (method, params) => this.rpc.call(method, params), maxPx: 200 });
+    this.memory = new AccessPanel({ request: (method, params) => this.memoryRpc.call(method, params), maxPx: 200, onProgress: (cb) => this.memoryRpc.listen("mlc-progress", (m) => cb(Number(m.done), Number(m.total))) });
     this.memoryHost = h("div", { class: "mlc-memory", hidden: true }, this.memory.el);
     this.measureBtn = btn("Measure", "Build, check and time the current step (key m)", "mlc-measure", () => void this.measure());
     this.measureBtn.append(h("kbd", {}, "m"));
@@ -1153,6 +1155,7 @@ export class ExplorerView {
     this.layout.dispose();
     this.rpc.dispose();
     this.measureRpc.rpc.dispose();
+    this.memoryRpc.dispose();
     this.cuda.destroy();
     this.compiler.destroy();
     this.code.destroy();

@@ -267,6 +267,7 @@ export interface BufferStats {
 export interface CropBox {
   offset: number[];
   shape: number[];
+  pool?: number[];
 }
 
 /** A buffer's statistics and its arrays over the touched box. */

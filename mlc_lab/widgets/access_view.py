@@ -51,6 +51,7 @@ from mlc_lab.model.access_payload import ArrayDescr, BufferPayload, FootprintRes
 from mlc_lab.model.requests import REQUESTS, record_key
 from mlc_lab.model.traits import AccessViewTraits
 from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle
+from mlc_lab.widgets.access_pool import pool_arrays, pool_factors
 
 log = logging.getLogger(__name__)
 
@@ -282,11 +283,17 @@ def _buffer_entry(name: str, fp: Any, pack: _Packer) -> BufferPayload:
             )
     offset, arrays = fp.crop()
     size = list(arrays["reads"].shape) if arrays else [0] * len(fp.shape)
+    pool = pool_factors(tuple(size))
+    if arrays and any(f > 1 for f in pool):  # more than the page draws: pooled to its pixels
+        arrays = pool_arrays(arrays, pool)
+        size = list(arrays["reads"].shape)
     entry: BufferPayload = {
         **summary,
         "crop": {"offset": [int(o) for o in offset], "shape": [int(n) for n in size]},
         "arrays": {},
     }
+    if any(f > 1 for f in pool):
+        entry["crop"]["pool"] = pool
     if not fp.distinct:
         return entry
     out = entry["arrays"]
