@@ -4,7 +4,8 @@ Before: the analysis ran on the kernel's message loop, so the panel said "analys
 no progress and no cancel, and a step clicked meanwhile waited behind it (13.5 s). Now the analysis
 runs beside the steps: an undo pressed while it runs is drawn at once; the next step makes the stale
 analysis stop; the answer comes pooled to what the panel draws, and says so. The function's name is
-208 characters long: its row in the loop tree stays one line (it wrapped over 8).
+208 characters long: its row in the loop tree stays one line (it wrapped over 8). At 1400 px the
+toolbar is one row (it wrapped).
 """
 
 from __future__ import annotations
@@ -55,6 +56,15 @@ def test_a_big_outer_loop_leaves_the_steps_free(lab_server, page, artifacts, lea
     page.wait_for_selector('.mlc-explorer .mlc-row[data-kind="loop"][data-name="i"]', timeout=120_000)
     ex = page.locator(".mlc-explorer")
     ex.scroll_into_view_if_needed()
+
+    # the toolbar is one row at 1400 px (the step label gives way, cut with an ellipsis; it wrapped)
+    bar = ex.locator(".mlc-toolbar").bounding_box()["height"]
+    button = ex.locator(".mlc-toolbar .mlc-undo").bounding_box()["height"]
+    what = page.evaluate(
+        "() => [...document.querySelector('.mlc-explorer .mlc-toolbar').children].filter((el) => el.offsetParent)"
+        ".map((el) => `${el.className}:${el.textContent}@${Math.round(el.getBoundingClientRect().bottom)}`).slice(6)"
+    )
+    assert bar < 1.7 * button, (bar, button, what)
 
     # the long function name: one line of the tree, cut, whole on hover
     name = ex.locator(".mlc-row .mlc-func-name").first
