@@ -355,6 +355,7 @@ def _first_line(exc: BaseException) -> str:
 # --- the widget --------------------------------------------------------------------------------------
 
 
+_TICKETS = threading.Lock()
 PROGRESS_AFTER_S = 1.0  # an analysis running longer tells the page how far it is
 PROGRESS_EVERY_S = 0.25
 
@@ -379,14 +380,16 @@ class AccessRequests:
         return Reply(*self._footprint(loop, at, sweep_threads, shape_vars))
 
     def access_cancel(self) -> dict:
-        self._mlc_fp_ticket += 1
+        with _TICKETS:
+            self._mlc_fp_ticket += 1
         return {}
 
     def _analysis_budget(self, loop: str, step: Any, tickets: str = "_mlc_fp_ticket") -> Budget:
         """A budget that cancels when this analysis goes stale (a newer one on the same ``tickets``, a
         Cancel, another step) and reports progress after a second."""
-        ticket = getattr(self, tickets) + 1
-        setattr(self, tickets, ticket)
+        with _TICKETS:  # handlers run in their own threads
+            ticket = getattr(self, tickets) + 1
+            setattr(self, tickets, ticket)
         started = time.monotonic()
         last = [started]
 
