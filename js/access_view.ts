@@ -39,6 +39,7 @@ export class AccessViewWidget {
     this.rpc = new Rpc(model);
     this.panel = new AccessPanel({
       request: (method, params) => this.rpc.call(method, params),
+      onProgress: (cb) => this.rpc.listen("mlc-progress", (m) => cb(Number(m.done), Number(m.total))),
       saveState: (s) => this.save(s),
       exportHtml: () => void this.exportHtml(),
     });

@@ -9,7 +9,7 @@
 // "needs a running kernel" instead of waiting for a reply that never comes (see lib/rpc.ts).
 
 import type { AnyModel } from "@anywidget/types";
-import { type OfflineHandler, bannerRefused, markKernel, offlineBanner, onRefused, setOfflineHandler } from "./lib/offline";
+import { type OfflineHandler, kernelNotice, markKernel, setOfflineHandler } from "./lib/offline";
 
 export interface FrontEndModule {
   widgets: Record<string, { render: (props: any) => unknown }>;
@@ -80,12 +80,10 @@ async function render(props: { model: AnyModel<any>; el: HTMLElement; host?: any
     markKernel(model, live);
     const handler = mod.offline?.[entry];
     if (handler) setOfflineHandler(model, handler(model));
-    const banner = live() ? null : offlineBanner();
-    if (banner) onRefused(model, (method) => bannerRefused(banner, method));
     const cleanup = await widget.render({ ...props, model });
-    if (banner) el.prepend(banner);
+    const notice = kernelNotice(model, el, live);
     return () => {
-      banner?.remove();
+      notice();
       if (typeof cleanup === "function") cleanup();
     };
   } catch (err) {

@@ -178,14 +178,15 @@ class GradeReport:
                 "<th style='text-align:left;padding:3px 6px'>what</th><th style='text-align:left;padding:3px 6px'>yours</th>"
                 "<th style='text-align:left;padding:3px 6px'>target</th><th style='text-align:left;padding:3px 6px'>hint</th></tr>"
             )
+            cell = "text-align:left;vertical-align:top;padding:3px 6px"  # JupyterLab right-aligns cells
             for d in self.differences:
                 where = e(d.where) + (f" <span style='color:#57606a'>(line {d.line})</span>" if d.line else "")
                 parts.append(
                     "<tr style='border-top:1px solid #eaeef2'>"
-                    f"<td style='padding:3px 6px'>{where}</td><td style='padding:3px 6px'>{e(d.what)}</td>"
-                    f"<td style='padding:3px 6px'><code>{e(d.yours or '')}</code></td>"
-                    f"<td style='padding:3px 6px'><code>{e(d.target or '')}</code></td>"
-                    f"<td style='padding:3px 6px;color:#0969da'>{e(d.hint or '')}</td></tr>"
+                    f"<td style='{cell}'>{where}</td><td style='{cell}'>{e(d.what)}</td>"
+                    f"<td style='{cell}'><code>{e(d.yours or '')}</code></td>"
+                    f"<td style='{cell}'><code>{e(d.target or '')}</code></td>"
+                    f"<td style='{cell};color:#0969da'>{e(d.hint or '')}</td></tr>"
                 )
             parts.append("</table>")
             if self.outline_yours and self.outline_target:
@@ -686,7 +687,7 @@ def compare_structure(
         )
 
     for yb, tb in pairs:
-        label = f"block {tb.name}" if yb.name == tb.name else f"block {tb.name} (your {yb.name})"
+        label = f"block {tb.name}" if yb.name == tb.name else f"your block {yb.name} (the target's {tb.name})"
         # placement: how deep this block sits inside the loops of the block before it
         if tb.order > 0 and yb.order > 0:
             total += 1

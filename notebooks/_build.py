@@ -233,6 +233,8 @@ placed above `k`. TVM would do this when compiling anyway; doing it here makes i
         r"""
 session.apply("reverse_compute_at", "C", j0)
 session.apply("decompose_reduction", "Y", "k")
+chapter = session.current.id   # this chapter's schedule: the cells below read this step, whatever you click
+print(f"step {chapter}:")
 print(session.script_of_function("mm_relu"))
 """,
     ),
@@ -241,14 +243,16 @@ print(session.script_of_function("mm_relu"))
         r"""
 The schedule so far is recorded as a *trace*, TVM's own record of every step. It replays on the
 original program and gives the same result (the explorer's trace panel shows it too).
+From here on the cells read step `chapter` (`step=chapter`), so clicking on in the explorer
+does not change what they show; they say which step they measured.
 """,
     ),
     (
         "code",
         r"""
-print(session.trace)
-replayed = mlc_lab.Session.from_trace(MyModule, session.trace)
-print("replays to the same program:", replayed.script == session.script)
+print(session.submission(chapter))   # step `chapter`'s trace, as a function that runs on a tvm Schedule
+replayed = mlc_lab.Session.from_trace(MyModule, session.submission(chapter))
+print("replays to the same program:", replayed.script == session.script_at(chapter))
 """,
     ),
     (
@@ -297,10 +301,10 @@ def footprint_table(fp, names):
 
 original = mlc_lab.Session(MyModule)
 before_fp = original.footprint("Y/k", at={"Y/i": 0, "Y/j": 0})
-after_fp = session.footprint("k", at={"i": 0, "j_0": 0})
+after_fp = session.footprint("k", at={"i": 0, "j_0": 0}, step=chapter)
 print("before: loop k of Y, at i = j = 0")
 footprint_table(before_fp, ["A", "B", "Y"])
-print("after: loops k, j_1 of Y_update, at i = j_0 = 0")
+print(f"after (step {chapter}): loops k, j_1 of Y_update, at i = j_0 = 0")
 footprint_table(after_fp, ["A", "B", "Y"])
 ''',
     ),
@@ -320,7 +324,8 @@ cache lines (stride 128 floats for `k`). After, each cache line of `B` that is b
 what the sweep at the end of this notebook measures.
 
 The **access view** shows the same data interactively: pick a loop, move the enclosing loops with
-the sliders, scrub through time, colour by order or by access kind.
+the sliders, scrub through time, colour by order or by access kind. It opens on `replayed`, this
+chapter's program in a session of its own (the explorer's **Memory** panel follows your clicks).
 """,
     ),
     (
@@ -330,7 +335,7 @@ try:
     from mlc_lab.widgets.access_view import access_view
 except ImportError:  # an older mlc_lab without the access view: the figures above carry the same data
     access_view = None
-view = access_view(session, "k", at={"i": 0, "j_0": 0}) if access_view is not None else None
+view = access_view(replayed, "k", at={"i": 0, "j_0": 0}) if access_view is not None else None
 view
 """,
     ),
@@ -348,10 +353,10 @@ cannot take the notebook down). Nothing below is typed in: every number is measu
         "code",
         r"""
 m_before = session.measure(step=0)
-m_after = session.measure()
-for label, m in (("original", m_before), ("transformed", m_after)):
+m_after = session.measure(step=chapter)
+for label, m in (("original", m_before), (f"step {chapter}", m_after)):
     print(f"{label:12s} {m.latency_s * 1e3:8.3f} ms  {m.gflops:6.2f} GFLOPS  correct={m.correct}  max error {m.max_abs_error:.2g}")
-print(f"speed-up: {m_before.latency_s / m_after.latency_s:.2f}x")
+print(f"speed-up of step {chapter} (the schedule above) over the original: {m_before.latency_s / m_after.latency_s:.2f}x")
 """,
     ),
     (
@@ -373,10 +378,10 @@ transformed one has `j_1` innermost, walking *along a row* of `B` and `Y` (strid
         "code",
         r"""
 low_before = session.lower(step=0)
-low_after = session.lower()
+low_after = session.lower(step=chapter)
 print("original:   ", low_before.verdict)
-print("transformed:", low_after.verdict)
-for label, low, loop in (("original", low_before, "k"), ("transformed", low_after, "j_1")):
+print(f"step {chapter}:    ", low_after.verdict)
+for label, low, loop in (("original", low_before, "k"), (f"step {chapter}", low_after, "j_1")):
     f = low.loop(loop)
     width = f"{f.vector_width}-wide on {f.register}" if f.vector_width else "scalar"
     print(f"{label:12s} innermost {f.name:4s} ({f.kind}): {width}; FMAs {f.vector_fma} packed / {f.scalar_fma} scalar; "
@@ -869,6 +874,11 @@ def best_of(job, session):
           f"program: the schedule it started from stands in for it below. Run the tuning cell again to tune.")
     m = session.measure()
     return SimpleNamespace(trial=None, latency_s=m.latency_s, trace=session.trace, gflops=m.gflops)
+
+
+def tuned_or_not(best, name):
+    """A label that says whether ``best`` was tuned or is the untuned schedule standing in for it."""
+    return f"tuned ({name})" if best.trial is not None else f"not tuned ({name})"
 ''',
     ),
     (
@@ -1051,8 +1061,9 @@ m_tuned = tuned.measure()
 print(tuned.script)
 print(f"unscheduled      {baseline.latency_s * 1e3:8.3f} ms")
 print(f"random search    {best_trial[2] * 1e3:8.3f} ms")
-print(f"tuned (session)  {best.latency_s * 1e3:8.3f} ms")
-print(f"tuned (default)  {m_tuned.latency_s * 1e3:8.3f} ms  ({m_tuned.gflops:.1f} GFLOPS, correct={m_tuned.correct})")
+print(f"{tuned_or_not(best, 'session'):16s} {best.latency_s * 1e3:8.3f} ms")
+print(f"{tuned_or_not(best_auto, 'default'):16s} {m_tuned.latency_s * 1e3:8.3f} ms  "
+      f"({m_tuned.gflops:.1f} GFLOPS, correct={m_tuned.correct})")
 """,
     ),
     (
@@ -1172,10 +1183,14 @@ print("status:", job_linear.wait())
 best_linear0 = best_of(job_linear, linear0)
 tuned_linear0 = mlc_lab.Session.from_trace(MyModuleMixture, best_linear0.trace, func="linear0")
 
-mlp_after_ms = run_mlp(MyModuleMixture, linear0=tuned_linear0.module["linear0"])
-print(f"linear0 alone: {best_linear0.latency_s * 1e3:.4f} ms after tuning")
-print(f"MLP end to end: {mlp_before_ms:.4f} ms -> {mlp_after_ms:.4f} ms "
-      f"({mlp_before_ms / mlp_after_ms:.2f}x), outputs still match numpy")
+if best_linear0.trial is None:   # nothing was tuned: the MLP keeps its naive linear0, nothing to compare
+    print(f"linear0 alone: {best_linear0.latency_s * 1e3:.4f} ms, not tuned (the run was {job_linear.status})")
+    print(f"MLP end to end: {mlp_before_ms:.4f} ms with the naive linear0; run the tuning cell again to compare")
+else:
+    mlp_after_ms = run_mlp(MyModuleMixture, linear0=tuned_linear0.module["linear0"])
+    print(f"linear0 alone: {best_linear0.latency_s * 1e3:.4f} ms after tuning")
+    print(f"MLP end to end: {mlp_before_ms:.4f} ms -> {mlp_after_ms:.4f} ms "
+          f"({mlp_before_ms / mlp_after_ms:.2f}x), outputs still match numpy")
 """,
     ),
     (
@@ -1202,7 +1217,8 @@ tuning won, and what is left.
 from mlc_lab.widgets.sweep import roofline_figure
 
 m_session = mlc_lab.Session.from_trace(MyModule, best.trace).measure()
-points = [("unscheduled", baseline), ("tuned: your space", m_session), ("tuned: default space", m_tuned)]
+points = [("unscheduled", baseline), (tuned_or_not(best, "your space"), m_session),
+          (tuned_or_not(best_auto, "default space"), m_tuned)]
 for name, m in points:
     print(f"{name:22s} {m.gflops:8.1f} GFLOP/s = {m.fraction_of_peak:6.1%} of the roof")
 roofline_figure(points, param="schedule", machine=mlc_lab.machine(), title="MyModule 128³ on this machine's roofline")

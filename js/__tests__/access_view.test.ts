@@ -159,6 +159,22 @@ describe("N-D slicing", () => {
     expect(indexAt([3, 2, 2], [2], sliceMap([3, 2, 2], crop, [2]), 1, 1)).toEqual([2, 1, 1]);
   });
 
+  it("draws a pooled crop (the kernel's blocks) over the buffer elements it stands for", () => {
+    // a 4 x 6 buffer whose rows 0-3 and columns 2-5 came as a 2 x 2 array, one element per 2 x 2 block
+    const crop = { offset: [0, 2], shape: [2, 2], pool: [2, 2] };
+    const s = sliceMap([4, 6], crop, []);
+    expect([s.rows, s.cols]).toEqual([4, 6]);
+    expect(Array.from(s.map)).toEqual([-1, -1, 0, 0, 1, 1, -1, -1, 0, 0, 1, 1, -1, -1, 2, 2, 3, 3, -1, -1, 2, 2, 3, 3]);
+    const t = sliceMap([4, 6], crop, [], "touched");
+    expect([t.rows, t.cols, t.r0, t.c0]).toEqual([4, 4, 0, 2]); // the box in buffer elements
+    // pooled on screen too: each pixel keeps the earliest of the blocks under it
+    const kind = new Uint8Array([1, 1, 1, 1]);
+    const first = new Int32Array([9, 3, 7, 5]);
+    const small = sliceMap([4, 6], crop, [], "buffer", { maxPx: 3, kind, first });
+    expect([small.rows, small.cols, small.f]).toEqual([2, 3, 2]);
+    expect(Array.from(small.map)).toEqual([-1, 0, 1, -1, 2, 3]);
+  });
+
   it("handles 1-D buffers and empty crops", () => {
     const s = sliceMap([6], { offset: [2], shape: [3] }, []);
     expect(Array.from(s.map)).toEqual([-1, -1, 0, 1, 2, -1]);
@@ -260,6 +276,40 @@ afterEach(() => {
 const px = (u32: Uint32Array | null, i: number) => Array.from(new Uint8Array(u32!.buffer, i * 4, 3));
 
 describe("AccessPanel", () => {
+  it("shows a long analysis's progress and cancels it; the kernel's 'cancelled' ends the wait", async () => {
+    let progress: (done: number, total: number) => void = () => undefined;
+    let answer: (err: unknown) => void = () => undefined;
+    const calls: string[] = [];
+    const host = {
+      async request(method: string): Promise<any> {
+        calls.push(method);
+        if (method === "access_cancel") {
+          answer(new RpcFailure({ summary: "the analysis of loop i was cancelled", type: "cancelled" }));
+          return { result: {}, buffers: [] };
+        }
+        return new Promise((_resolve, reject) => (answer = reject));
+      },
+      onProgress(cb: (done: number, total: number) => void) {
+        progress = cb;
+      },
+    };
+    const panel = new AccessPanel(host as any);
+    const shown = panel.show("i");
+    await tick();
+    const status = panel.el.querySelector(".mlc-acc-status")!;
+    const cancel = panel.el.querySelector<HTMLButtonElement>(".mlc-acc-cancel")!;
+    expect(status.textContent).toBe("analysing…");
+    expect(cancel.hidden).toBe(false);
+    progress(3, 9);
+    expect(status.textContent).toBe("analysing… 3 of 9 parts");
+    cancel.click();
+    await shown;
+    expect(calls).toEqual(["access_footprint", "access_cancel"]);
+    expect(cancel.hidden).toBe(true);
+    expect(status.textContent).toBe("");
+    expect(panel.el.querySelector(".mlc-acc-error")!.textContent).toContain("was cancelled");
+  });
+
   it("asks for the selected loop and draws one heatmap and stats table per buffer", async () => {
     const host = fakeHost();
     const panel = new AccessPanel(host);

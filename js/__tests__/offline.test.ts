@@ -3,7 +3,7 @@
 // explorer stepping through its recorded steps, and a plain refusal for what needs Python.
 import { describe, expect, it } from "vitest";
 import { explorerOffline } from "../explorer/offline";
-import { canonicalJson, markKernel, recordKey, setOfflineHandler } from "../lib/offline";
+import { NEEDS_KERNEL, canonicalJson, kernelNotice, markKernel, recordKey, setOfflineHandler } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import { SavedWidgets, type SavedState } from "../lib/saved";
 import recordKeys from "../../tests/fixtures/record_keys.json";
@@ -161,6 +161,36 @@ describe("offline answers", () => {
     const rpc = new Rpc(model as never, 0);
     void rpc.request("undo");
     expect(sent).toHaveLength(1);
+  });
+});
+
+describe("a view whose kernel went away after it was drawn (a restart)", () => {
+  it("answers the first refused request with a notice that says the kernel was restarted, not 'a saved view'", async () => {
+    let alive = true;
+    const sent: unknown[] = [];
+    const model = { get: () => undefined, send: (m: unknown) => sent.push(m), on: () => {}, off: () => {} };
+    markKernel(model, () => alive);
+    const el = document.createElement("div");
+    const cleanup = kernelNotice(model, el, () => alive);
+    expect(el.querySelector(".mlc-offline-banner")).toBeNull(); // drawn with a kernel: no notice
+    alive = false; // the kernel restarts
+    const rpc = new Rpc(model as never, 0);
+    const failure = await rpc.request("undo").catch((e: unknown) => e);
+    expect(sent).toHaveLength(0);
+    expect(failure).toBeInstanceOf(RpcFailure);
+    expect((failure as RpcFailure).error.summary).toBe(NEEDS_KERNEL);
+    expect(NEEDS_KERNEL).toContain("a kernel restarted or shut down since its cell ran");
+    const banner = el.querySelector<HTMLElement>(".mlc-offline-banner")!; // the first key press is answered
+    expect(banner.textContent).toBe('"undo" needs a running kernel: the kernel behind this view was restarted or shut down. Re-run the notebook cell that made it to apply, measure or tune.');
+    cleanup();
+    expect(el.querySelector(".mlc-offline-banner")).toBeNull();
+  });
+
+  it("a view drawn without a kernel says it is a saved view at once", () => {
+    const model = {};
+    const el = document.createElement("div");
+    kernelNotice(model, el, () => false);
+    expect(el.querySelector(".mlc-offline-banner")!.textContent).toContain("Saved view, no kernel");
   });
 });
 

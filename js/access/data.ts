@@ -164,11 +164,24 @@ export interface SliceOptions {
 export const READABLE_CELL_PX = 6;
 
 /** The box a heatmap shows for `region` (see Region). */
-export function viewBox(shape: number[], crop: { offset: number[]; shape: number[] }, region: Region, maxPx = 280): ViewBox {
+/** The crop box's arrays: `pool[d]` buffer elements per array element (a crop too large to draw
+ *  whole comes pooled: each element stands for a block, by its earliest touch). */
+export interface CropBox {
+  offset: number[];
+  shape: number[];
+  pool?: number[];
+}
+
+/** The crop box's extent in buffer elements per dimension. */
+function cropExtent(crop: CropBox): number[] {
+  return crop.shape.map((n, d) => n * (crop.pool?.[d] ?? 1));
+}
+
+export function viewBox(shape: number[], crop: CropBox, region: Region, maxPx = 280): ViewBox {
   const nd = shape.length;
   const g = gridOf(shape);
   const whole: ViewBox = { r0: 0, c0: 0, rows: g.rows, cols: g.cols };
-  const cs = crop.shape;
+  const cs = cropExtent(crop);
   if (region === "buffer" || nd === 0 || cs.length !== nd || cs.some((x) => x <= 0)) return whole;
   const rd = nd >= 2 ? nd - 2 : -1;
   const cd = nd - 1;
@@ -194,7 +207,7 @@ export function viewBox(shape: number[], crop: { offset: number[]; shape: number
  * an f x f block and shows its earliest-touched element, so that sparse touches never vanish in
  * the scaling (a 1024 x 1024 buffer on 280 pixels kept one element in 13).
  */
-export function sliceMap(shape: number[], crop: { offset: number[]; shape: number[] }, lead: number[], region: Region = "buffer", opts: SliceOptions = {}): SliceMap {
+export function sliceMap(shape: number[], crop: CropBox, lead: number[], region: Region = "buffer", opts: SliceOptions = {}): SliceMap {
   const nd = shape.length;
   const g = gridOf(shape);
   const box = viewBox(shape, crop, region, opts.maxPx);
@@ -220,14 +233,16 @@ export function sliceMap(shape: number[], crop: { offset: number[]; shape: numbe
   const ccols = cd >= 0 ? cs[cd] : 1;
   const orow = rd >= 0 ? off[rd] : 0;
   const ocol = cd >= 0 ? off[cd] : 0;
+  const pr = rd >= 0 ? crop.pool?.[rd] ?? 1 : 1; // buffer rows per crop row (a pooled crop)
+  const pc = cd >= 0 ? crop.pool?.[cd] ?? 1 : 1;
   const map = out.map;
   if (f === 1) {
     for (let r = 0; r < rows; r++) {
-      const cr = r + box.r0 - orow;
+      const cr = Math.floor((r + box.r0 - orow) / pr);
       if (cr < 0 || cr >= crows) continue;
       const rowBase = (base * crows + cr) * ccols;
       for (let c = 0; c < cols; c++) {
-        const cc = c + box.c0 - ocol;
+        const cc = Math.floor((c + box.c0 - ocol) / pc);
         if (cc < 0 || cc >= ccols) continue;
         map[r * cols + c] = rowBase + cc;
       }
@@ -238,17 +253,17 @@ export function sliceMap(shape: number[], crop: { offset: number[]; shape: numbe
   const kind = opts.kind!;
   const first = opts.first;
   const best = new Float64Array(rows * cols).fill(Infinity);
-  const rLo = Math.max(0, box.r0 - orow);
-  const rHi = Math.min(crows, box.r0 + box.rows - orow);
-  const cLo = Math.max(0, box.c0 - ocol);
-  const cHi = Math.min(ccols, box.c0 + box.cols - ocol);
+  const rLo = Math.max(0, Math.floor((box.r0 - orow) / pr));
+  const rHi = Math.min(crows, Math.ceil((box.r0 + box.rows - orow) / pr));
+  const cLo = Math.max(0, Math.floor((box.c0 - ocol) / pc));
+  const cHi = Math.min(ccols, Math.ceil((box.c0 + box.cols - ocol) / pc));
   for (let cr = rLo; cr < rHi; cr++) {
-    const pr = Math.floor((cr + orow - box.r0) / f);
+    const pixRow = Math.min(rows - 1, Math.max(0, Math.floor((cr * pr + orow - box.r0) / f)));
     const rowBase = (base * crows + cr) * ccols;
     for (let cc = cLo; cc < cHi; cc++) {
       const i = rowBase + cc;
       if (!kind[i]) continue;
-      const p = pr * cols + Math.floor((cc + ocol - box.c0) / f);
+      const p = pixRow * cols + Math.min(cols - 1, Math.max(0, Math.floor((cc * pc + ocol - box.c0) / f)));
       const t = first ? first[i] : 0;
       if (t < best[p]) {
         best[p] = t;
@@ -259,12 +274,12 @@ export function sliceMap(shape: number[], crop: { offset: number[]; shape: numbe
   return out;
 }
 
-/** The buffer index of element `i` of the crop arrays. */
-export function cropIndex(crop: { offset: number[]; shape: number[] }, i: number): number[] {
+/** The buffer index of element `i` of the crop arrays (of a pooled crop: its block's first). */
+export function cropIndex(crop: CropBox, i: number): number[] {
   const out = new Array<number>(crop.shape.length);
   let rest = i;
   for (let d = crop.shape.length - 1; d >= 0; d--) {
-    out[d] = crop.offset[d] + (rest % crop.shape[d]);
+    out[d] = crop.offset[d] + (rest % crop.shape[d]) * (crop.pool?.[d] ?? 1);
     rest = Math.floor(rest / crop.shape[d]);
   }
   return out;

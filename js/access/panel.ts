@@ -13,7 +13,7 @@ import { type DecodedBuffer, type Footprint, type FootprintResult, READABLE_CELL
 /** The view state: the standalone widget's traits of the same names (mlc_lab.model.traits.AccessViewTraits). */
 export type AccessState = Pick<AccessViewTraits, "loop" | "at" | "color_by" | "warp" | "block" | "time" | "region" | "sweep_threads" | "shape_vars">;
 
-export type PanelRequest = "access_footprint" | "access_gpu_stats";
+export type PanelRequest = "access_footprint" | "access_gpu_stats" | "access_cancel";
 
 export interface AccessHost {
   /** The panel's two requests (mlc_lab/model/requests.py), typed by the table: Rpc.call answers it. */
@@ -23,6 +23,8 @@ export interface AccessHost {
   exportHtml?(): void;
   /** Largest side of a 2-D heatmap in CSS pixels (default 280). */
   maxPx?: number;
+  /** Hear the kernel's progress of a long analysis (parts done of total; sent after a second). */
+  onProgress?(cb: (done: number, total: number) => void): void;
 }
 
 // The warp statistics' types are generated from mlc_lab/model/access_payload.py (js/lib/model.ts).
@@ -101,12 +103,18 @@ export class AccessPanel {
   private gpuHost: HTMLElement;
   private tip: HTMLElement;
   private statusEl: HTMLElement;
+  private cancelBtn: HTMLButtonElement;
+  private loading = false;
   private disposed = false;
 
   constructor(private host: AccessHost) {
     if (typeof document !== "undefined") ensureStyle("mlc-lab-access-style", css);
     this.head = h("div", { class: "mlc-acc-head" });
     this.statusEl = h("span", { class: "mlc-acc-status" });
+    this.cancelBtn = h("button", { class: "mlc-btn mlc-acc-cancel", hidden: true, title: "stop this analysis (a new step or loop stops it too)", onclick: () => void this.cancel() }, "Cancel") as HTMLButtonElement;
+    host.onProgress?.((done, total) => {
+      if (this.loading && total > 0) this.setStatus(`analysing… ${done} of ${total} parts`);
+    });
     this.atHost = h("div", { class: "mlc-acc-at" });
     this.shapeHost = h("div", { class: "mlc-acc-shapes", hidden: true });
     this.controls = h("div", { class: "mlc-acc-controls" });
@@ -135,7 +143,7 @@ export class AccessPanel {
     this.el = h(
       "div",
       { class: "mlc-access" },
-      h("div", { class: "mlc-acc-top" }, this.head, this.statusEl),
+      h("div", { class: "mlc-acc-top" }, this.head, this.statusEl, this.cancelBtn),
       this.atHost,
       this.shapeHost,
       this.controls,
@@ -207,12 +215,14 @@ export class AccessPanel {
       return;
     }
     this.setStatus("analysing…");
+    this.setLoading(true);
     let fp: Footprint;
     try {
       const reply = await this.host.request("access_footprint", this.withShapes<FootprintParams>({ loop: this.state.loop, at: this.state.at, sweep_threads: this.state.sweep_threads }));
       fp = await decodeFootprint(reply.result, reply.buffers);
     } catch (err) {
       if (seq !== this.seq || this.disposed) return;
+      this.setLoading(false);
       this.setStatus("");
       this.fp = null;
       this.cards = [];
@@ -225,6 +235,7 @@ export class AccessPanel {
       return;
     }
     if (seq !== this.seq || this.disposed) return;
+    this.setLoading(false);
     this.showError(null);
     this.setStatus("");
     this.fp = fp;
@@ -248,6 +259,22 @@ export class AccessPanel {
   private setStatus(text: string): void {
     this.statusEl.textContent = text;
     this.el.classList.toggle("mlc-acc-loading", !!text);
+  }
+
+  /** Stop the analysis in flight: the kernel answers it "cancelled" at its next part. */
+  private async cancel(): Promise<void> {
+    if (!this.loading) return;
+    this.setStatus("cancelling…");
+    try {
+      await this.host.request("access_cancel", {});
+    } catch {
+      // no kernel or no analysis: nothing to stop
+    }
+  }
+
+  private setLoading(on: boolean): void {
+    this.loading = on;
+    this.cancelBtn.hidden = !on;
   }
 
   private showError(err: unknown): void {
@@ -276,7 +303,9 @@ export class AccessPanel {
     const loop = fp?.loop;
     const tag = loop?.thread ? ` → ${loop.thread}` : "";
     const ext = loop?.extent ? ` (${loop.extent} iterations${tag})` : "";
-    this.head.replaceChildren("Memory touched by loop ", h("b", { class: "mlc-acc-loop" }, this.state.loop), ext, fp ? h("span", { class: "mlc-muted" }, ` · ${fp.steps.toLocaleString()} steps`) : "");
+    const pooled = fp?.buffers.find((b) => b.crop.pool?.some((f) => f > 1))?.crop.pool;
+    const poolNote = pooled ? h("span", { class: "mlc-muted mlc-acc-pooled", title: "the statistics are exact; the picture shows each block by its earliest-touched element" }, ` · drawn pooled: one cell per ${pooled.filter((f) => f > 1).join("×")} elements`) : "";
+    this.head.replaceChildren("Memory touched by loop ", h("b", { class: "mlc-acc-loop" }, this.state.loop), ext, fp ? h("span", { class: "mlc-muted" }, ` · ${fp.steps.toLocaleString()} steps`) : "", poolNote);
   }
 
   private drawAt(): void {

@@ -3,7 +3,7 @@
 // side, @codemirror/merge) against an earlier step.
 
 import { MergeView, unifiedMergeView } from "@codemirror/merge";
-import { EditorState, type Extension, RangeSetBuilder, StateEffect, StateField } from "@codemirror/state";
+import { EditorSelection, EditorState, type Extension, RangeSetBuilder, StateEffect, StateField } from "@codemirror/state";
 import { Decoration, type DecorationSet, EditorView, GutterMarker, gutter, lineNumbers } from "@codemirror/view";
 import { h } from "../lib/dom";
 import { cachedPython } from "../lib/cached_python";
@@ -156,28 +156,39 @@ export class CodeView {
     return this.view.state.doc.toString();
   }
 
-  /** Replace the script and the marks in one transaction. */
-  update(script: string, marks: Marks, scrollTo?: number | null): void {
+  /** Replace the script and the marks in one transaction. `scrollTo` (1-based: a line, or the first
+   *  and last lines of a span) is scrolled into view when it is not in view: the whole span where it
+   *  fits, else from its first line. */
+  update(script: string, marks: Marks, scrollTo?: number | [number, number] | null): void {
     this.marks = marks;
     const change = minimalChange(this.text, script);
     const effects: StateEffect<unknown>[] = [setMarks.of(marks)];
-    const line = scrollTo ?? null;
-    if (line && line >= 1) {
-      const pos = posOfLine(script, line);
-      // Scroll only when the line is off screen: a scroll request makes CodeMirror measure now.
-      if (!this.isVisible(change ? mapPos(pos, change) : pos)) effects.push(EditorView.scrollIntoView(pos, { y: "nearest", yMargin: 40 }));
+    const span = typeof scrollTo === "number" ? [scrollTo, scrollTo] : (scrollTo ?? null);
+    if (span && span[0] >= 1) {
+      const from = posOfLine(script, span[0]);
+      const next = posOfLine(script, Math.max(span[0], span[1]) + 1);
+      const to = next > from && script[next - 1] === "\n" ? next - 1 : next; // the end of the last line
+      const before = (pos: number) => (change ? mapPos(pos, change) : pos);
+      // Scroll only when off screen: a scroll request makes CodeMirror measure now.
+      if (!this.isVisible(before(from)) || !this.isVisible(before(to)))
+        effects.push(EditorView.scrollIntoView(EditorSelection.range(to, from), { y: "nearest", yMargin: 40 }));
     }
     this.view.dispatch({ changes: change ?? undefined, effects });
   }
 
-  /** Is `pos` (in the current document) inside what was on screen at the last measure? */
+  /** Is the line at `pos` (in the current document) wholly inside the code panel's scroller? Not
+   *  CodeMirror's `visibleRanges`: they hold the lines it renders past the scroller's edges (its
+   *  margin, some hundred pixels), so a line far below the fold counted as seen and nothing scrolled. */
   private isVisible(pos: number): boolean {
-    const ranges = this.view.visibleRanges;
-    if (!ranges.length) return true; // not measured yet (hidden): nothing to scroll
-    return ranges.some((r) => pos >= r.from && pos <= r.to);
+    const scroller = this.view.scrollDOM;
+    const height = scroller.clientHeight;
+    if (!height || !this.view.dom.isConnected) return true; // hidden: nothing to scroll
+    const line = this.view.lineBlockAt(Math.min(pos, this.view.state.doc.length));
+    const top = this.view.documentTop + line.top - scroller.getBoundingClientRect().top - scroller.clientTop;
+    return top >= 0 && top + line.height <= height;
   }
 
-  setMarks(marks: Marks, scrollTo?: number | null): void {
+  setMarks(marks: Marks, scrollTo?: number | [number, number] | null): void {
     this.update(this.text, marks, scrollTo);
   }
 

@@ -57,7 +57,8 @@ function blockRow(n: BlockNode): Array<Node | string> {
 }
 
 function funcRow(n: FuncNode): Array<Node | string> {
-  return [h("span", { class: "mlc-kw" }, "def "), h("span", { class: "mlc-name" }, n.name)];
+  // one line, cut with an ellipsis (a generated name can run to hundreds of characters); the whole name on hover
+  return [h("span", { class: "mlc-kw" }, "def "), h("span", { class: "mlc-name mlc-func-name", title: n.name }, n.name)];
 }
 
 function detailLine(e: Entry): HTMLElement | null {

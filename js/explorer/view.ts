@@ -101,6 +101,7 @@ export class ExplorerView {
   private measureBtn: HTMLButtonElement;
   private targetSel: HTMLSelectElement;
   private measureRpc: { rpc: Rpc }; // measurements take seconds: their own requests, no "working…"
+  private memoryRpc: Rpc; // the memory panel's analyses too: a long one shows its own progress
   private plotHost: HTMLElement;
   private historyTab: HTMLElement;
   private cuda: CudaPanel;
@@ -116,6 +117,7 @@ export class ExplorerView {
     this.model = model;
     this.rpc = new Rpc(model);
     this.measureRpc = { rpc: new Rpc(model, 300_000) };
+    this.memoryRpc = new Rpc(model, 300_000);
     this.cur = this.hold();
     this.index = new TreeIndex(this.cur.loop_tree);
 
@@ -150,7 +152,7 @@ export class ExplorerView {
       void this.renderDiff();
     });
     this.busyEl = h("span", { class: "mlc-busy", hidden: true }, "working…");
-    this.memory = new AccessPanel({ request: (method, params) => this.rpc.call(method, params), maxPx: 200 });
+    this.memory = new AccessPanel({ request: (method, params) => this.memoryRpc.call(method, params), maxPx: 200, onProgress: (cb) => this.memoryRpc.listen("mlc-progress", (m) => cb(Number(m.done), Number(m.total))) });
     this.memoryHost = h("div", { class: "mlc-memory", hidden: true }, this.memory.el);
     this.measureBtn = btn("Measure", "Build, check and time the current step (key m)", "mlc-measure", () => void this.measure());
     this.measureBtn.append(h("kbd", {}, "m"));
@@ -196,6 +198,7 @@ export class ExplorerView {
     });
     this.plotHost = h("div", { class: "mlc-plot", hidden: true });
     this.historyTab = h("div", { class: "mlc-history-tab" }, this.historyHost, this.plotHost);
+    this.followHistoryHeight();
     this.checksPanel = new ChecksPanel({
       pick: (name) => this.selectName(name),
       recorded: (step) => recordedResult(model, "checks", { step }),
@@ -428,8 +431,8 @@ export class ExplorerView {
         .filter((s): s is [number, number] => !!s)
         .map(([a]) => [a, a] as [number, number]),
     };
-    const firstChanged = marks.changed.length ? Math.min(...marks.changed) : null;
-    this.code.update(this.cur.script, marks, scroll && span ? span[0] : firstChanged);
+    const changed: [number, number] | null = marks.changed.length ? [Math.min(...marks.changed), Math.max(...marks.changed)] : null;
+    this.code.update(this.cur.script, marks, scroll && span ? span : changed);
   }
 
   private primOffers: Offer[] = [];
@@ -579,8 +582,35 @@ export class ExplorerView {
     );
   }
 
+  /** The History pane keeps the current row in view at any height: whenever its list changes height
+   *  (the plot opened, the explorer resized or maximised, the tab shown again), the row is revealed;
+   *  and the plot is drawn again once the pane has a height that makes it short or not (it may have
+   *  been drawn while the tab was hidden, with no height to go by). */
+  private followHistoryHeight(): void {
+    if (typeof ResizeObserver !== "function") return;
+    let listHeight = -1;
+    const observer = new ResizeObserver(() =>
+      requestAnimationFrame(() => {
+        if (this.historyHost.clientHeight !== listHeight) {
+          listHeight = this.historyHost.clientHeight;
+          revealInContainer(this.historyHost, this.historyHost.querySelector<HTMLElement>(".mlc-current"));
+        }
+        const room = this.historyTab.clientHeight;
+        if (room > 0 && this.plotShort !== room < SHORT_HISTORY_PX) this.drawPlot();
+      }),
+    );
+    observer.observe(this.historyHost);
+    observer.observe(this.historyTab);
+    this.disposers.push(() => observer.disconnect());
+  }
+
+  /** Whether the plot was last drawn for a short pane; null: drawn with no height to go by. */
+  private plotShort: boolean | null = null;
+
   /** The latency-by-step plot under the history (measured steps on the current path). */
   private drawPlot(): void {
+    const measured = this.historyTab.clientHeight;
+    this.plotShort = measured > 0 ? measured < SHORT_HISTORY_PX : null;
     const points = plotPoints(this.history.steps(), this.current(), this.model.get("measurements") ?? {});
     if (!points.length) {
       // Nothing measured: no plot, and no reading of the pane's width (that would force a layout of
@@ -592,7 +622,7 @@ export class ExplorerView {
     const width = Math.max(180, Math.min(420, (this.historyTab.clientWidth || 268) - 8));
     // A short pane (the explorer inside a cell) keeps its height for the history rows: the plot
     // is one line there until asked for, and then a smaller one.
-    const room = this.historyTab.clientHeight || 400;
+    const room = measured || 400;
     const plotHeight = (full: number) => Math.max(64, Math.min(full, Math.round(room * 0.4) - 22));
     const short = room < SHORT_HISTORY_PX;
     const fold = h("button", { class: "mlc-plot-toggle mlc-plot-fold", title: "the plot takes room from the history here; ⤢ gives both room" },
@@ -1126,6 +1156,7 @@ export class ExplorerView {
     this.layout.dispose();
     this.rpc.dispose();
     this.measureRpc.rpc.dispose();
+    this.memoryRpc.dispose();
     this.cuda.destroy();
     this.compiler.destroy();
     this.code.destroy();

@@ -27,6 +27,7 @@ export const ERROR_KINDS = {
   unknown_name: {"means": "no loop or block by that name", "transient": false, "measurement": false},
   too_large: {"means": "more than the view draws", "transient": false, "measurement": false},
   analysis: {"means": "the access analysis cannot answer for this loop", "transient": false, "measurement": false},
+  cancelled: {"means": "the analysis was cancelled (by the person, a newer request or a new step)", "transient": true, "measurement": false},
   bad_target: {"means": "a target the Compiler view cannot compile for", "transient": false, "measurement": false},
   step: {"means": "a schedule primitive failed; the session is unchanged", "transient": false, "measurement": false},
   history: {"means": "nothing to undo or redo", "transient": false, "measurement": false},
@@ -269,6 +270,7 @@ export interface BufferStats {
 export interface CropBox {
   offset: number[];
   shape: number[];
+  pool?: number[];
 }
 
 /** A buffer's statistics and its arrays over the touched box. */
@@ -1057,8 +1059,9 @@ export const REQUESTS = {
   select_name: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["unknown_name"]},
   class_submit: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["usage", "busy", "error"]},
   checks: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["unknown_step"]},
-  access_footprint: {"background": false, "keep": 2, "step_implied": true, "buffers": true, "errors": ["unknown_loop", "unknown_name", "too_large", "analysis", "usage"]},
-  access_gpu_stats: {"background": false, "keep": 2, "step_implied": true, "buffers": false, "errors": ["unknown_loop", "unknown_name", "too_large", "analysis", "usage"]},
+  access_footprint: {"background": true, "keep": 2, "step_implied": true, "buffers": true, "errors": ["unknown_loop", "unknown_name", "too_large", "analysis", "usage", "cancelled"]},
+  access_gpu_stats: {"background": true, "keep": 2, "step_implied": true, "buffers": false, "errors": ["unknown_loop", "unknown_name", "too_large", "analysis", "usage", "cancelled"]},
+  access_cancel: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
   export_html: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": []},
   cancel: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
   open_in_explorer: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["tune", "usage"]},
@@ -1092,6 +1095,7 @@ export interface RequestParams {
   checks: MaybeStepParams;
   access_footprint: FootprintParams;
   access_gpu_stats: GpuStatsParams;
+  access_cancel: NoParams;
   export_html: NoParams;
   cancel: NoParams;
   open_in_explorer: OpenTrialParams;
@@ -1119,6 +1123,7 @@ export interface RequestResults {
   checks: StepChecks;
   access_footprint: FootprintResult;
   access_gpu_stats: GpuStats;
+  access_cancel: NoResult;
   export_html: TextResult;
   cancel: JobStatus;
   open_in_explorer: NoticeResult;

@@ -11,7 +11,7 @@ const KEY = "__mlc_kernel_live__";
 const REFUSED = "__mlc_kernel_refused__";
 
 export const NEEDS_KERNEL =
-  "This needs a running kernel: this is a saved view (no kernel behind it). Re-run the notebook cell that made it to apply, measure or tune.";
+  "This needs a running kernel, and this view has none behind it (a saved notebook, or a kernel restarted or shut down since its cell ran). Re-run the notebook cell that made it to apply, measure or tune.";
 
 /** Attach a liveness test to a model (the loader does it; static pages mark every model offline). */
 export function markKernel(model: object, live: () => boolean): void {
@@ -35,12 +35,31 @@ export function refused(model: object, method: string): void {
   if (typeof listener === "function") listener(method);
 }
 
-/** Make a banner say that a control needed the kernel (which control, in plain words). */
-export function bannerRefused(banner: HTMLElement, method: string): void {
+/** Make a banner say that a control needed the kernel (which control, in plain words). `lost`: the
+ *  view had a kernel when it was drawn (restarted or shut down since), else it is a saved view. */
+export function bannerRefused(banner: HTMLElement, method: string, lost = false): void {
   const what = method.replace(/_/g, " ");
-  banner.textContent = `"${what}" needs a running kernel: this is a saved view. Re-run the notebook cell that made it to apply, measure or tune.`;
+  const why = lost ? "the kernel behind this view was restarted or shut down" : "this is a saved view";
+  banner.textContent = `"${what}" needs a running kernel: ${why}. Re-run the notebook cell that made it to apply, measure or tune.`;
   banner.dataset.refused = method;
   banner.animate?.([{ opacity: 0.35 }, { opacity: 1 }], { duration: 400 });
+}
+
+/** The notice above a widget: at once when it is drawn without a kernel; else at the first request
+ *  refused for want of one (a kernel restarted or shut down since), so that no click or key goes
+ *  unanswered. Returns its cleanup. */
+export function kernelNotice(model: object, el: HTMLElement, live: () => boolean): () => void {
+  const lost = live();
+  let banner: HTMLElement | null = lost ? null : offlineBanner(el.ownerDocument);
+  if (banner) el.prepend(banner);
+  onRefused(model, (method) => {
+    if (!banner) {
+      banner = offlineBanner(el.ownerDocument);
+      el.prepend(banner);
+    }
+    bannerRefused(banner, method, lost);
+  });
+  return () => banner?.remove();
 }
 
 /** A one-line notice above a widget shown without a kernel. */

@@ -61,6 +61,17 @@ export class Rpc {
     return this.pending.size;
   }
 
+  private listeners: Array<(msg: any) => void> = [];
+
+  /** Messages the kernel sends of its own accord, by kind (``{"kind": "mlc-progress", ...}``). */
+  listen(kind: string, cb: (msg: Record<string, unknown>) => void): void {
+    const handler = (msg: any) => {
+      if (msg && msg.kind === kind) cb(msg);
+    };
+    this.listeners.push(handler);
+    this.model.on("msg:custom", handler);
+  }
+
   /** Send one request of the table (mlc_lab/model/requests.py, generated into js/lib/model.ts): its
    *  parameters and its result are typed by the request's name. */
   call<K extends RequestName>(
@@ -100,6 +111,8 @@ export class Rpc {
 
   dispose(): void {
     this.model.off("msg:custom", this.onMessage);
+    for (const handler of this.listeners) this.model.off("msg:custom", handler);
+    this.listeners = [];
     for (const [, p] of this.pending) {
       if (p.timer) clearTimeout(p.timer);
       p.reject(new Error("view closed"));

@@ -32,8 +32,11 @@ def open_session(program_path: str, func: str | None = None, trace_path: str | N
     text = read_text(program_path)
     try:
         session = Session(text, func=func)
-    except LoadError as exc:
-        raise LoadError(f"{program_path}: {exc}", line=exc.line) from None
+    except LoadError as exc:  # said of the file: "lab.py, line 4: ..." (not "of the program text")
+        message, own = str(exc), f"line {exc.line} of the program text: "
+        if exc.line and message.startswith(own):
+            raise LoadError(f"{program_path}, line {exc.line}: {message[len(own) :]}", line=exc.line) from None
+        raise LoadError(f"{program_path}: {message}", line=exc.line) from None
     if trace_path:
         trace = read_text(trace_path)
         try:

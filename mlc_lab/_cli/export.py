@@ -18,8 +18,14 @@ def run(args: argparse.Namespace) -> int:
     from mlc_lab.notebook_page import export_notebook
 
     report = export_notebook(args.notebook, args.output, run=args.execute, timeout=args.timeout)
+    widgets = "1 widget" if report.widgets == 1 else f"{report.widgets} widgets"
     print(
-        f"{report.path}: {report.widgets} widgets, {report.plots} plots, "
+        f"{report.path}: {widgets}, {report.plots} plots, "
         f"{report.widget_state_bytes / 1e6:.2f} MB of widget state, {report.page_bytes / 1e6:.2f} MB in all"
     )
+    if report.widgets == 0 and not args.execute:
+        print(
+            f"{args.notebook} shows no widgets: it was saved without outputs (never run, or cleared). "
+            "Add --execute to run it first, or run it in JupyterLab and save it."
+        )
     return 0

@@ -131,6 +131,10 @@ def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | N
         low.cuda_loop_lines = cf.cuda_loop_lines(low.cuda_source)
         low.loops = cuda_loop_facts(loops, low.cuda_source, low.cuda_loop_lines)
         low.verdict = cuda_step_verdict(low)
+        if not low.cuda_source.strip():  # no kernel to look in: say why once per loop, not "merged"
+            why = low.problems[0].splitlines()[0] if low.problems else "the step compiled to no CUDA kernel"
+            for f in low.loops:
+                f.verdict = f"no CUDA code to look in: {why}"
     if not low.ok:
         failed = [p for p in passes if p.status == "failed"]
         where = f"in {failed[0].name}" if failed else "while compiling"

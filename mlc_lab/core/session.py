@@ -632,16 +632,25 @@ class Session:
         counts: bool = False,
         shape_vars: dict[str, int] | None = None,
         sweep_threads: bool = False,
+        budget: Any = None,
     ) -> Any:
         """Which elements of every buffer the iterations of ``loop`` touch, with the enclosing loops
         fixed at ``at`` (names as in the script, ``Y/i`` included; missing ones are at their first
         value). ``shape_vars`` gives values to symbolic shapes; ``sweep_threads`` runs the enclosing
-        ``threadIdx`` loops over every thread (``Footprint.thread`` then colours by thread). Returns a
+        ``threadIdx`` loops over every thread (``Footprint.thread`` then colours by thread); ``budget``
+        (``access.Budget``) its memory, cancel and progress. Returns a
         ``mlc_lab.core.access.LoopFootprint`` (a dict of ``Footprint`` by buffer name)."""
         from mlc_lab.core import access
 
         return self._analyse(
-            access.footprint, loop, at, step, counts=counts, shape_vars=shape_vars, sweep_threads=sweep_threads
+            access.footprint,
+            loop,
+            at,
+            step,
+            counts=counts,
+            shape_vars=shape_vars,
+            sweep_threads=sweep_threads,
+            budget=budget,
         )
 
     def gpu_stats(

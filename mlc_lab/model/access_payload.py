@@ -97,6 +97,9 @@ class BufferStats(TypedDict):
 class CropBox(TypedDict):
     offset: list[int]
     shape: list[int]
+    # per dimension, buffer elements per array element: a crop too large to draw whole is sent
+    # pooled (each array element stands for a block: its earliest touch, any read, any write)
+    pool: NotRequired[list[int]]
 
 
 class BufferPayload(BufferStats):

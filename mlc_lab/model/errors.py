@@ -48,6 +48,7 @@ ERROR_KINDS: dict[str, KindInfo] = {
     "unknown_name": KindInfo("no loop or block by that name"),
     "too_large": KindInfo("more than the view draws"),
     "analysis": KindInfo("the access analysis cannot answer for this loop"),
+    "cancelled": KindInfo("the analysis was cancelled (by the person, a newer request or a new step)", transient=True),
     "bad_target": KindInfo("a target the Compiler view cannot compile for"),
     # the session's own errors (mlc_lab.errors)
     "step": KindInfo("a schedule primitive failed; the session is unchanged"),

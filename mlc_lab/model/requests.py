@@ -288,7 +288,7 @@ class Request:
 
 
 _STEP_ERRORS: tuple[ErrorKind, ...] = ("unknown_step",)
-_ANALYSIS: tuple[ErrorKind, ...] = ("unknown_loop", "unknown_name", "too_large", "analysis", "usage")
+_ANALYSIS: tuple[ErrorKind, ...] = ("unknown_loop", "unknown_name", "too_large", "analysis", "usage", "cancelled")
 
 REQUESTS: dict[str, Request] = {
     # the explorer (mlc_lab/widgets/explorer.py)
@@ -327,9 +327,11 @@ REQUESTS: dict[str, Request] = {
     "checks": Request(MaybeStepParams, StepChecks, background=True, keep=2, errors=_STEP_ERRORS),
     # the explorer's memory panel and the memory view (mlc_lab/widgets/access_view.py)
     "access_footprint": Request(
-        FootprintParams, FootprintResult, buffers=True, keep=2, step_implied=True, errors=_ANALYSIS
+        FootprintParams, FootprintResult, background=True, buffers=True, keep=2, step_implied=True, errors=_ANALYSIS
     ),
-    "access_gpu_stats": Request(GpuStatsParams, GpuStats, keep=2, step_implied=True, errors=_ANALYSIS),
+    "access_gpu_stats": Request(GpuStatsParams, GpuStats, background=True, keep=2, step_implied=True, errors=_ANALYSIS),
+    # the memory panel's Cancel: the analysis in flight stops at its next part (answers "cancelled")
+    "access_cancel": Request(NoParams, NoResult),
     "export_html": Request(NoParams, TextResult, buffers=True),
     # the tuning dashboard (mlc_lab/widgets/tuning.py)
     "cancel": Request(NoParams, JobStatus),

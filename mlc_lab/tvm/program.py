@@ -85,7 +85,7 @@ def parse_text(text: str, filename: str = "<script>") -> tvm.IRModule:
     original = text
     if looks_legacy(text):
         text = convert(text)
-    snippet, offset, node = _tvmscript_part(text)
+    snippet, offset, node = _tvmscript_part(text, filename)
     extra = _names_for_snippet(text, node, offset, filename)
     try:
         parsed = (
@@ -102,7 +102,7 @@ def parse_text(text: str, filename: str = "<script>") -> tvm.IRModule:
     return parsed
 
 
-def _tvmscript_part(text: str) -> tuple[str, int, ast.stmt]:
+def _tvmscript_part(text: str, filename: str = "<script>") -> tuple[str, int, ast.stmt]:
     """Cut the first ``@...ir_module`` class or ``@...prim_func`` def out of a Python file.
 
     ``from_source`` evaluates only the decorated definition, so imports and other code in a notebook
@@ -112,7 +112,7 @@ def _tvmscript_part(text: str) -> tuple[str, int, ast.stmt]:
         tree = ast.parse(text)
     except SyntaxError as exc:
         raise LoadError(
-            f"line {exc.lineno}: Python syntax error: {exc.msg}\n    {(exc.text or '').rstrip()}",
+            f"{_where(filename, exc.lineno)}: Python syntax error: {exc.msg}\n    {(exc.text or '').rstrip()}",
             line=exc.lineno,
             source=text,
         ) from None
@@ -184,9 +184,10 @@ def _default_names() -> frozenset[str]:
 
 
 def _where(filename: str, line: int | None) -> str:
-    """``prog.py, line 4``; text given without a file name is ``line 4`` (the caller names the file)."""
+    """``prog.py, line 4``; text given directly counts its own lines: ``line 4 of the program text``
+    (one wording for every error of a load, whatever found it)."""
     if filename == "<script>":
-        return f"line {line}" if line else "the text"
+        return f"line {line} of the program text" if line else "the program text"
     return f"{filename}, line {line}" if line else filename
 
 
@@ -254,10 +255,7 @@ def _load_error(exc: Exception, snippet: str, offset: int, original: str, filena
     rendered = str(exc).strip() or type(exc).__name__
     match = _DIAG_LINE.search(rendered)
     line = int(match.group(1)) + offset if match else None
-    if filename == "<script>":  # text given directly: its own line numbers, said as such
-        where = f"line {line} of the program text" if line else "the program text"
-    else:
-        where = _where(filename, line)
+    where = _where(filename, line)
     rendered = _renumbered(rendered, offset)
     first = _first_error_line(rendered)
     message = f"{where}: TVMScript does not parse: {first}"

@@ -34,6 +34,7 @@ import math
 import os
 import struct
 import threading
+import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -42,6 +43,7 @@ from typing import Any, cast
 import numpy as np
 import traitlets as t
 
+from mlc_lab.core.access.budget import AnalysisCancelled, Budget
 from mlc_lab.core.model import LoopTree, ref_of
 from mlc_lab.core.model import plain as _plain
 from mlc_lab.errors import AccessAnalysisError, MlcLabError
@@ -49,6 +51,7 @@ from mlc_lab.model.access_payload import ArrayDescr, BufferPayload, FootprintRes
 from mlc_lab.model.requests import REQUESTS, record_key
 from mlc_lab.model.traits import AccessViewTraits
 from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle
+from mlc_lab.widgets.access_pool import pool_arrays, pool_factors
 
 log = logging.getLogger(__name__)
 
@@ -182,11 +185,19 @@ def swept_loops(chain: list[dict]) -> list[str]:
 
 
 def _footprints(
-    session: Any, target: str, values: dict, step: int | None, sweep: bool, shape_vars: dict | None = None
+    session: Any,
+    target: str,
+    values: dict,
+    step: int | None,
+    sweep: bool,
+    shape_vars: dict | None = None,
+    budget: Any = None,
 ) -> Any:
     kwargs: dict[str, Any] = {"shape_vars": shape_vars} if shape_vars else {}
     if sweep:
         kwargs["sweep_threads"] = True
+    if budget is not None:
+        kwargs["budget"] = budget
     return session.footprint(target, at=values, step=step, **kwargs)
 
 
@@ -220,11 +231,13 @@ def footprint_payload(
     tree: dict | None = None,
     sweep_threads: bool = False,
     shape_vars: dict | None = None,
+    budget: Any = None,
 ) -> tuple[FootprintResult, list[bytes]]:
     """The footprint of ``loop`` as (JSON result, binary buffers) for the front end.
 
     ``sweep_threads``: the enclosing ``threadIdx`` loops run over every thread instead of the value
-    ``at`` gives them (listed in the result as ``swept``). ``shape_vars``: values of symbolic shapes."""
+    ``at`` gives them (listed in the result as ``swept``). ``shape_vars``: values of symbolic shapes.
+    ``budget``: an ``access.Budget`` that can cancel the analysis and hear its progress."""
     tree = tree if tree is not None else session.step_view(step).loop_tree
     chain = loop_chain(tree, loop)
     if chain is None:
@@ -234,7 +247,11 @@ def footprint_payload(
     swept = swept_loops(chain) if sweep_threads else []
     shapes = shape_values(shape_vars)
     try:
-        fps = _footprints(session, _ref(target), values, step, bool(swept), shapes)
+        fps = _footprints(session, _ref(target), values, step, bool(swept), shapes, budget)
+    except AnalysisCancelled as exc:
+        raise RequestError(
+            f"the analysis of loop {_ref(target)} was cancelled", detail=str(exc), type="cancelled"
+        ) from None
     except (AccessAnalysisError, ValueError) as exc:  # the analysis cannot handle this loop nest
         raise _analysis_error(f"the access analysis cannot show loop {_ref(target)}: {_first_line(exc)}", exc) from None
     except MlcLabError as exc:
@@ -269,8 +286,14 @@ def _buffer_entry(name: str, fp: Any, pack: _Packer) -> BufferPayload:
             )
     offset, arrays = fp.crop()
     size = list(arrays["reads"].shape) if arrays else [0] * len(fp.shape)
+    pool = pool_factors(tuple(size))
+    if arrays and any(f > 1 for f in pool):  # more than the page draws: pooled to its pixels
+        arrays = pool_arrays(arrays, pool)
+        size = list(arrays["reads"].shape)
     crop = {"offset": [int(o) for o in offset], "shape": [int(n) for n in size]}
     entry = cast(BufferPayload, {**summary, "crop": crop, "arrays": {}})  # summary: the analysis's own fields
+    if any(f > 1 for f in pool):
+        entry["crop"]["pool"] = pool
     if not fp.distinct:
         return entry
     out = entry["arrays"]
@@ -332,23 +355,72 @@ def _first_line(exc: BaseException) -> str:
 # --- the widget --------------------------------------------------------------------------------------
 
 
+_TICKETS = threading.Lock()
+PROGRESS_AFTER_S = 1.0  # an analysis running longer tells the page how far it is
+PROGRESS_EVERY_S = 0.25
+
+
 class AccessRequests:
-    """The memory panel's two requests, for a widget that has ``_session`` and ``loop_tree``: the memory
-    view, and the explorer that embeds the panel."""
+    """The memory panel's requests, for a widget that has ``_session`` and ``loop_tree``: the memory
+    view, and the explorer that embeds the panel.
+
+    The analyses run off the kernel's message loop (background requests), so a step never waits for
+    one. Each footprint has a ticket: a newer footprint request, a Cancel (``access_cancel``) or a new
+    step makes it stale, and it stops at its next part and answers "cancelled". One running longer
+    than a second sends the page ``{"kind": "mlc-progress", ...}`` messages (parts done of total)."""
 
     _session: Any
     loop_tree: Any
+    _mlc_fp_ticket: int = 0  # the panel's footprint requests
+    _mlc_record_ticket: int = 0  # the records a saved notebook keeps (the memory view's own)
 
     def access_footprint(
         self, loop: str, at: dict | None = None, sweep_threads: bool = False, shape_vars: dict | None = None
     ) -> Reply:
         return Reply(*self._footprint(loop, at, sweep_threads, shape_vars))
 
+    def access_cancel(self) -> dict:
+        with _TICKETS:
+            self._mlc_fp_ticket += 1
+        return {}
+
+    def _analysis_budget(self, loop: str, step: Any, tickets: str = "_mlc_fp_ticket") -> Budget:
+        """A budget that cancels when this analysis goes stale (a newer one on the same ``tickets``, a
+        Cancel, another step) and reports progress after a second."""
+        with _TICKETS:  # handlers run in their own threads
+            ticket = getattr(self, tickets) + 1
+            setattr(self, tickets, ticket)
+        started = time.monotonic()
+        last = [started]
+
+        def cancelled() -> bool:
+            return ticket != getattr(self, tickets) or getattr(self._session.current, "id", None) != step
+
+        def progress(done: int, total: int) -> None:
+            now = time.monotonic()
+            if now - started < PROGRESS_AFTER_S or now - last[0] < PROGRESS_EVERY_S:
+                return
+            last[0] = now
+            send = getattr(self, "send", None)
+            if send is not None and tickets == "_mlc_fp_ticket":
+                send({"kind": "mlc-progress", "method": "access_footprint", "loop": loop, "done": done, "total": total})
+
+        return Budget(cancelled=cancelled, progress=progress)
+
     def _footprint(
         self, loop: str, at: dict | None, sweep_threads: bool = False, shape_vars: dict | None = None
     ) -> tuple[FootprintResult, list[bytes]]:
+        step = getattr(self._session.current, "id", None)
+        budget = self._analysis_budget(loop, step)
         return footprint_payload(
-            self._session, loop, at, tree=self.loop_tree, sweep_threads=bool(sweep_threads), shape_vars=shape_vars
+            self._session,
+            loop,
+            at,
+            step=step,
+            tree=self.loop_tree,
+            sweep_threads=bool(sweep_threads),
+            shape_vars=shape_vars,
+            budget=budget,
         )
 
     def access_gpu_stats(
@@ -374,6 +446,7 @@ class AccessView(AccessRequests, RpcWidget):
     handlers = {
         "access_footprint": "access_footprint",
         "access_gpu_stats": "access_gpu_stats",
+        "access_cancel": "access_cancel",
         "export_html": "export_html",
     }
     traits_type = AccessViewTraits
@@ -424,10 +497,27 @@ class AccessView(AccessRequests, RpcWidget):
         )
         self._unsubscribe = session.on_change(self._on_session_change)
         # A notebook saved without ever being displayed (nbclient) still carries the footprint it shows.
+        # after a change, off the message loop (a step never waits for an analysis; a newer change or
+        # step makes a running one stale)
         self.observe(
-            lambda _change: self._record_footprint(), names=["loop", "at", "current", "sweep_threads", "shape_vars"]
+            lambda _change: self._record_footprint_later(),
+            names=["loop", "at", "current", "sweep_threads", "shape_vars"],
         )
         self._record_footprint()
+
+    def _record_footprint_later(self) -> None:
+        job = threading.Thread(target=self._record_footprint, name="mlc-lab-record-footprint", daemon=True)
+        self._mlc_jobs = [j for j in self._mlc_jobs if j.is_alive()] + [job]
+        job.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the analyses running in the background; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for job in list(self._mlc_jobs):
+            job.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if job.is_alive():
+                return False
+        return True
 
     def mlc_what(self) -> str:
         name = getattr(self._session, "func_name", "") or ""
@@ -440,14 +530,17 @@ class AccessView(AccessRequests, RpcWidget):
         params = {"loop": self.loop, "at": dict(self.at), "sweep_threads": bool(self.sweep_threads)}
         if self.shape_vars:
             params["shape_vars"] = dict(self.shape_vars)
+        step = getattr(self._session.current, "id", None)
         try:
             result, buffers = footprint_payload(
                 self._session,
                 self.loop,
                 self.at,
+                step=step,
                 tree=self.loop_tree,
                 sweep_threads=bool(self.sweep_threads),
                 shape_vars=self.shape_vars,
+                budget=self._analysis_budget(self.loop, step, "_mlc_record_ticket"),
             )
         except Exception:  # noqa: BLE001  (the live view reports errors when it asks)
             return
@@ -495,6 +588,8 @@ class AccessView(AccessRequests, RpcWidget):
         try:
             result, buffers = super()._footprint(loop, at, sweep_threads, shape_vars)
         except RequestError as exc:
+            if exc.payload.get("type") == "cancelled":  # a newer request or step took its place
+                raise
             self.error = {
                 "summary": exc.payload["summary"],
                 "detail": exc.payload.get("detail", ""),

@@ -92,6 +92,7 @@ class Explorer(AccessRequests, RpcWidget):
         "export_html": "export_html",
         "access_footprint": "access_footprint",
         "access_gpu_stats": "access_gpu_stats",
+        "access_cancel": "access_cancel",
         "measure": "measure",
         "cuda_source": "cuda_source",
         "lower": "lower",

@@ -121,15 +121,16 @@ def wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float, log_path: 
 
 
 @contextlib.contextmanager
-def running_lab(base: Path, extra_config: str = ""):
+def running_lab(base: Path, extra_config: str = "", user_settings: dict | None = None):
     """Start JupyterLab under ``base`` (``extra_config``: Python appended to its config file, e.g.
-    instrumentation); yield (base_url, root_dir); stop it."""
+    instrumentation; ``user_settings``: more user settings files, as USER_SETTINGS); yield
+    (base_url, root_dir); stop it."""
     root, settings, workspaces, cfgdir, runtime = (
         base / n for n in ("root", "settings", "workspaces", "config", "runtime")
     )
     for d in (root, settings, workspaces, cfgdir, runtime):
         d.mkdir()
-    for rel, data in USER_SETTINGS.items():
+    for rel, data in {**USER_SETTINGS, **(user_settings or {})}.items():
         path = settings / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data))

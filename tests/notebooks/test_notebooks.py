@@ -112,7 +112,7 @@ def test_01_tensorir(tmp_path, monkeypatch):
     assert "replays to the same program: True" in text
     assert 'T.sblock("Y_init")' in text and "for k, j_1 in T.grid(128, 4):" in text
     assert re.search(rf"B:\s+{NUMBER} elements in\s+{NUMBER} cache lines", text)
-    assert re.search(rf"speed-up: {NUMBER}x", text)
+    assert re.search(rf"speed-up of step 4 \(the schedule above\) over the original: {NUMBER}x", text)
     assert re.search(rf"jfactor\s+16:\s+{NUMBER} ms", text)
     assert re.search(rf"best jfactor here: \d+ \({NUMBER} ms", text)
     assert re.search(rf"best jfactor: {NUMBER} GFLOP/s, {NUMBER}% of the roof at {NUMBER} FLOPs/byte", text)
@@ -141,6 +141,23 @@ def test_01_after_clicks_in_the_explorer(tmp_path, monkeypatch):
     assert "clicked to step 2" in text
     assert 'T.sblock("Y_init")' in text and "for k, j_1 in T.grid(128, 4):" in text
     assert "replays to the same program: True" in text
+
+
+@slow
+def test_01_after_clicks_between_the_cells(tmp_path, monkeypatch):
+    """A student goes back to the start in the explorer and clicks parallel right after the
+    walk-through: the trace, footprint, measure and compiler cells still read the chapter's step
+    (step 4) and say so, not the student's (which has no j_1)."""
+    clicks = 'session.goto(0)\nsession.apply("parallel", "Y/i")\nprint("clicked to step", session.current.id)'
+    nb, text = run_notebook(
+        "01_tensorir.ipynb", tmp_path, monkeypatch, after={'session.apply("decompose_reduction", "Y", "k")': clicks}
+    )
+    assert "clicked to step 5" in text
+    assert "replays to the same program: True" in text
+    assert "after (step 4): loops k, j_1 of Y_update" in text
+    assert re.search(rf"step 4\s+{NUMBER} ms .* correct=True", text)
+    assert re.search(rf"speed-up of step 4 \(the schedule above\) over the original: {NUMBER}x", text)
+    assert re.search(r"step 4\s+innermost j_1\s+\(", text)
 
 
 @slow
@@ -185,7 +202,7 @@ def test_03_auto_opt(tmp_path, monkeypatch):
     assert re.search(rf"tuned \(default\)\s+{NUMBER} ms", text)
     assert re.search(rf"MLP end to end: {NUMBER} ms -> {NUMBER} ms \({NUMBER}x\)", text)
     assert re.search(
-        rf"tuned: default space\s+{NUMBER} GFLOP/s =\s+{NUMBER}% of the roof", text
+        rf"tuned \(default space\)\s+{NUMBER} GFLOP/s =\s+{NUMBER}% of the roof", text
     )  # ends on the roofline
     assert text.count("<<widget>>") >= 4  # explorer + three dashboards
     assert "<<plotly figure>>" in text
@@ -209,7 +226,13 @@ def test_03_after_cancelling_the_tuning_runs(tmp_path, monkeypatch):
     assert "dashboard: cancelled" in text
     assert "status: cancelled" in text
     assert "The tuning run was cancelled before any candidate was measured" in text
-    assert re.search(rf"tuned \(session\)\s+{NUMBER} ms", text)
+    # nothing was tuned, and no line says it was
+    assert re.search(rf"not tuned \(session\)\s+{NUMBER} ms", text)
+    assert re.search(rf"not tuned \(default\)\s+{NUMBER} ms", text)
+    assert re.search(rf"linear0 alone: {NUMBER} ms, not tuned \(the run was cancelled\)", text)
+    assert re.search(rf"MLP end to end: {NUMBER} ms with the naive linear0", text)
+    assert "after tuning" not in text and not re.search(r"MLP end to end: .* -> ", text)
+    assert re.search(rf"not tuned \(default space\)\s+{NUMBER} GFLOP/s", text)
 
 
 @slow

@@ -65,6 +65,17 @@ def _no_internal_frames(lines: list[str]) -> None:
     assert "File " not in text, text
 
 
+def test_a_syntax_error_names_its_line_as_a_parse_error_does(shell):
+    assert (
+        shell('BROKEN = """\nimport tvm\nfrom tvm.script import tirx as T\n\n@T.prim_func\ndef f(:\n    pass\n"""')
+        is None
+    )
+    lines = shell("mlc_lab.Session(BROKEN)")
+    assert lines is not None
+    assert lines[0].startswith("LoadError: line 6 of the program text: Python syntax error"), lines[0]
+    assert any(line.startswith("  line 6 of the program text is Cell In[2], line 6: def f(:") for line in lines), lines
+
+
 def test_parse_error_names_the_line_in_the_cell(shell):
     assert shell(PROGRAM_CELL) is None
     lines = shell("s = mlc_lab.Session(PROG)")

@@ -195,7 +195,7 @@ def test_a_partial_schedule_gets_its_differences_named():
     kinds = [d for d in rep.differences if d.what == "the loop has another kind"]
     assert {d.target.split(": ")[1] for d in kinds} == {"parallel", "unrolled", "vectorized"}
     parallel = next(d for d in kinds if d.target.endswith("parallel"))
-    assert parallel.where == "block Y_update (your Y), loop 1 of 6" and parallel.yours == "n: serial"
+    assert parallel.where == "your block Y (the target's Y_update), loop 1 of 6" and parallel.yours == "n: serial"
     assert parallel.hint == "sch.parallel(n)" and parallel.line is not None
     assert any(d.where == "block C, loop 4 of 4" and "vectorize" in d.hint for d in kinds)
     assert rep.distance == len(rep.differences) == 4
@@ -203,6 +203,10 @@ def test_a_partial_schedule_gets_its_differences_named():
     assert "4 structural difference(s)" in text and "your loop nests:" in text and "the target's loop nests:" in text
     html = rep._repr_html_()
     assert "sch.parallel(n)" in html and "sch.unroll(k_1)" in html and "<table" in html
+    # every cell of the differences reads from the left (JupyterLab right-aligns table cells)
+    cells = re.findall(r"<td style='([^']*)'", html.split("structural difference(s)")[1])
+    assert cells and all("text-align:left" in c for c in cells)
+    assert "your block Y (the target&#x27;s Y_update), loop 1 of 6" in html
 
 
 def test_following_the_hints_in_the_order_listed_works():
@@ -239,7 +243,9 @@ def test_the_unscheduled_program_hears_about_placement_and_splits():
     placement = next(d for d in rep.differences if "sits at a different place" in d.what)
     assert placement.where == "block C" and "reverse_compute_at" in placement.hint
     assert "its own loop nest" in placement.yours and "inside i2_0" in placement.target
-    depth = next(d for d in rep.differences if d.where == "block Y_update (your Y)" and "loop(s)" in d.what)
+    depth = next(
+        d for d in rep.differences if d.where == "your block Y (the target's Y_update)" and "loop(s)" in d.what
+    )
     assert depth.what == "it is inside 4 loop(s), the target 6"
 
 

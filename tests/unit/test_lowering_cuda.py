@@ -165,3 +165,14 @@ def test_the_cli_lowers_for_any_arch_tag_or_target_json(course, tmp_path):
     assert r.returncode == 2 and "not valid JSON" in r.stderr
     r = cli("lower", str(prog), "--target", "sm_75", "--llvm")
     assert r.returncode == 2 and "--llvm" in r.stderr
+
+
+def test_an_unbound_program_for_cuda_says_why_each_loop_has_no_code():
+    """No CUDA kernel (the loops are not bound to threads): the step's verdict says so, and each loop
+    points at it, instead of calling every loop "merged by TVM's passes"."""
+    low = mlc_lab.Session(matmul(64)).lower(target="cuda")
+    assert low.kind == "cuda" and not low.cuda_source.strip()
+    assert low.loops and "bound" in low.verdict
+    for f in low.loops:
+        assert f.verdict.startswith("no CUDA code to look in: "), f.verdict
+        assert "no loop of its own" not in f.verdict

@@ -119,4 +119,16 @@ def test_cli_export_reports(tmp_path, capsys):
     nbformat.write(saved_notebook(), str(src))
     assert main(["export", str(src), "-o", str(tmp_path / "site")]) == 0
     out = capsys.readouterr().out
-    assert "1 widgets, 1 plots" in out and "MB of widget state" in out
+    assert "1 widget, 1 plots" in out and "MB of widget state" in out
+    assert "--execute" not in out
+
+
+def test_cli_export_of_an_unexecuted_notebook_hints_at_execute(tmp_path, capsys):
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell("import mlc_lab\nmlc_lab.explore(PROGRAM)"))
+    src = tmp_path / "fresh.ipynb"
+    nbformat.write(nb, str(src))
+    assert main(["export", str(src), "-o", str(tmp_path / "site")]) == 0
+    out = capsys.readouterr().out
+    assert "0 widgets" in out
+    assert f"{src} shows no widgets: it was saved without outputs (never run, or cleared). Add --execute" in out

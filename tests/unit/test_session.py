@@ -398,7 +398,7 @@ def test_parse_errors_carry_the_diagnostic_and_the_users_line():
 
 
 def test_python_syntax_errors_and_missing_things():
-    with pytest.raises(LoadError, match="line 2: Python syntax error"):
+    with pytest.raises(LoadError, match="^line 2 of the program text: Python syntax error"):
         mlc_lab.load("x = 1\ndef (:\n")
     with pytest.raises(LoadError, match="no @I.ir_module class or @T.prim_func"):
         mlc_lab.load("x = 1\n")

@@ -10,6 +10,8 @@ checked without TVM.
 
 from __future__ import annotations
 
+import time
+
 import copy
 import json
 from dataclasses import dataclass, field
@@ -70,11 +72,18 @@ class RecordingComm:
                 "content": {"kind": "mlc-request", "id": req_id, "method": method, "params": params or {}},
             }
         )
-        replies = [
-            m
-            for m in self.sent[start:]
-            if m["data"].get("method") == "custom" and m["data"]["content"].get("kind") == "mlc-response"
-        ]
+        deadline = time.monotonic() + 60  # a background request answers from its own thread
+        while True:
+            replies = [
+                m
+                for m in self.sent[start:]
+                if m["data"].get("method") == "custom"
+                and m["data"]["content"].get("kind") == "mlc-response"
+                and m["data"]["content"].get("id") == req_id
+            ]
+            if replies or time.monotonic() > deadline:
+                break
+            time.sleep(0.005)
         assert len(replies) == 1, f"expected one response, got {replies}"
         reply = dict(replies[0]["data"]["content"])
         reply["buffers"] = replies[0]["buffers"]

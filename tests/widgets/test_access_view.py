@@ -12,6 +12,8 @@ import re
 import struct
 import subprocess
 import sys
+import threading
+import time
 import zlib
 from pathlib import Path
 
@@ -99,8 +101,14 @@ class AnalysingSession(FakeSession):
         self.gpu = False
         self.symbolic: list[str] = []  # symbolic shapes of the program (Session: shape_vars needed)
 
-    def footprint(self, loop, at=None, step=None, shape_vars=None):
+    gate: threading.Event | None = None  # set: footprints wait for it (an analysis that takes long)
+
+    def footprint(self, loop, at=None, step=None, shape_vars=None, budget=None):
         self.calls.append(("footprint", loop, dict(at or {})) + ((dict(shape_vars),) if shape_vars else ()))
+        if self.gate is not None:
+            assert self.gate.wait(30), "the test never opened the gate"
+        if budget is not None:  # the real analysis asks between its parts
+            budget.tick(1, 2)
         if self.fail:
             raise self.fail
         missing = sorted(set(self.symbolic) - set(shape_vars or {}))
@@ -341,6 +349,64 @@ def test_gpu_stats_request(view, asession):
 def test_block_ids_become_blockidx_values():
     assert av.block_coords(37, {"blockIdx.x": 16, "blockIdx.y": 16}) == {"blockIdx.x": 5, "blockIdx.y": 2}
     assert av.block_coords(3, {"blockIdx.x": 8}) == {"blockIdx.x": 3}
+
+
+def _deliver(view, method: str, req_id: str, params: dict | None = None) -> None:
+    content = {"kind": "mlc-request", "id": req_id, "method": method, "params": params or {}}
+    view.comm.deliver({"method": "custom", "content": content})
+
+
+def _answer(view, req_id: str, timeout: float = 0.0) -> dict | None:
+    deadline = time.monotonic() + timeout
+    while True:
+        for m in view.comm.sent:
+            content = m["data"].get("content") if m["data"].get("method") == "custom" else None
+            if content and content.get("kind") == "mlc-response" and content.get("id") == req_id:
+                return content
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
+
+
+def _calls_reach(asession, n: int) -> None:
+    deadline = time.monotonic() + 10
+    while len([c for c in asession.calls if c[0] == "footprint"]) < n:
+        assert time.monotonic() < deadline, "the footprint request never reached the analysis"
+        time.sleep(0.01)
+
+
+def test_a_long_footprint_leaves_the_message_loop_free_and_goes_stale(view, asession):
+    """The analysis runs off the message loop: while it runs, other requests are answered; a newer
+    footprint request, a new step and the panel's Cancel each make it stale (answered "cancelled")."""
+    asession.gate = threading.Event()
+    started = time.monotonic()
+    _deliver(view, "access_footprint", "old", {"loop": "j_1"})
+    assert time.monotonic() - started < 5, "the request held the message loop while it analysed"
+    _calls_reach(asession, 1)
+    assert _answer(view, "old") is None
+    ok(view.comm.request("access_gpu_stats", {"loop": "j_1"}, req_id="other"))  # answered meanwhile
+    _deliver(view, "access_footprint", "new", {"loop": "k"})  # a newer request: the old one is stale
+    _calls_reach(asession, 2)
+    asession.gate.set()
+    old, new = _answer(view, "old", 10), _answer(view, "new", 10)
+    assert old["ok"] is False and old["error"]["type"] == "cancelled", old
+    assert new["ok"] is True and new["result"]["loop"]["name"] == "k"
+    assert view.error == {}  # a cancelled request is no error of the view
+
+    asession.gate = threading.Event()  # a new step while it runs
+    _deliver(view, "access_footprint", "before-step", {"loop": "j_1"})
+    _calls_reach(asession, 3)
+    asession.undo()
+    asession.gate.set()
+    assert _answer(view, "before-step", 10)["error"]["type"] == "cancelled"
+
+    asession.redo()
+    asession.gate = threading.Event()  # the panel's Cancel
+    _deliver(view, "access_footprint", "to-cancel", {"loop": "j_1"})
+    _calls_reach(asession, 4)
+    assert ok(view.comm.request("access_cancel", req_id="cancel"))["result"] == {}
+    asession.gate.set()
+    assert _answer(view, "to-cancel", 10)["error"]["type"] == "cancelled"
 
 
 def test_session_changes_refresh_the_tree(view, asession):

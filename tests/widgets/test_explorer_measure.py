@@ -151,7 +151,8 @@ def test_cuda_view_of_unbound_loops_names_them(explorer):
 
 
 def test_background_requests_are_known_handlers():
-    assert {"measure", "cuda_source", "lower", "checks"} == {n for n, r in REQUESTS.items() if r.background}
+    background = {"measure", "cuda_source", "lower", "checks", "access_footprint", "access_gpu_stats"}
+    assert background == {n for n, r in REQUESTS.items() if r.background}
     assert {n for n, r in REQUESTS.items() if r.background} <= set(Explorer.handlers)
 
 

@@ -69,7 +69,14 @@ def test_the_table_names_only_known_error_kinds_and_its_policies_hold_together()
     with pytest.raises(ValueError):
         table.Request(table.NoParams, table.NoResult, errors=("no_such_kind",))  # type: ignore[arg-type]
     assert table.step_implied() == ["access_footprint", "access_gpu_stats"]
-    assert {n for n, r in table.REQUESTS.items() if r.background} == {"measure", "cuda_source", "lower", "checks"}
+    assert {n for n, r in table.REQUESTS.items() if r.background} == {
+        "measure",
+        "cuda_source",
+        "lower",
+        "checks",
+        "access_footprint",
+        "access_gpu_stats",
+    }
 
 
 def test_record_keys_match_the_shared_cases():

@@ -8,8 +8,9 @@
 
 import type { IRenderMime } from "@jupyterlab/rendermime-interfaces";
 import { PanelLayout, Widget } from "@lumino/widgets";
-import { SavedWidgets, WIDGET_STATE_MIME, WIDGET_VIEW_MIME, type SavedState } from "../../lib/saved";
-import { completeWidgetState, type ManagerLike } from "./widget_state";
+import { SavedWidgets, WIDGET_VIEW_MIME, type SavedState } from "../../lib/saved";
+import { keepOpenedModels, notebookWidgetState, type NotebookManagerLike, type NotebookModelLike } from "./kept_models";
+import { completeWidgetState } from "./widget_state";
 
 interface RenderMimeLike {
   addFactory(factory: IRenderMime.IRendererFactory, rank?: number): void;
@@ -18,16 +19,10 @@ interface RenderMimeLike {
 
 interface NotebookPanelLike {
   content: { rendermime: RenderMimeLike };
-  context: { model: { getMetadata?: (key: string) => any; metadata?: any } | null };
+  context: { model: NotebookModelLike | null };
 }
 
 const PATCHED = Symbol("mlc-lab-saved-outputs");
-
-function savedStateOf(panel: NotebookPanelLike): SavedState | null {
-  const model = panel.context.model as any;
-  const meta = model?.getMetadata ? model.getMetadata("widgets") : model?.metadata?.get?.("widgets");
-  return (meta?.[WIDGET_STATE_MIME]?.state as SavedState) ?? null;
-}
 
 /** What ipywidgets' renderer needs from its manager here (a private field of its renderer). */
 interface LiveManager {
@@ -155,8 +150,10 @@ class SavedWidgetRenderer extends Widget implements IRenderMime.IRenderer {
       this.node.replaceChildren(pre);
       return;
     }
-    this.dropSaved();
+    // the inner renderer first: emptying the node under it would leave Lumino a node to remove
+    // that is no longer there ("removeChild ... not a child of this node")
     this.dropInner();
+    this.dropSaved();
     const renderer = factory.createRenderer(this.options);
     this.inner = { renderer, factory };
     (this.layout as PanelLayout).addWidget(renderer);
@@ -184,8 +181,10 @@ class SavedWidgetRenderer extends Widget implements IRenderMime.IRenderer {
       renderer.dispose();
       return;
     }
-    this.dropSaved();
+    // the inner renderer first: emptying the node under it would leave Lumino a node to remove
+    // that is no longer there ("removeChild ... not a child of this node")
     this.dropInner();
+    this.dropSaved();
     this.inner = { renderer, factory };
     (this.layout as PanelLayout).addWidget(renderer);
     await renderer.renderModel(this.model!);
@@ -209,7 +208,7 @@ export function patchNotebook(panel: NotebookPanelLike): void {
   const existing = rm.getFactory(WIDGET_VIEW_MIME);
   let cache: { state: SavedState; widgets: SavedWidgets } | null = null;
   const saved = () => {
-    const state = savedStateOf(panel);
+    const state = notebookWidgetState(panel.context.model);
     if (!state) return null;
     if (!cache || cache.state !== state) cache = { state, widgets: new SavedWidgets(state) };
     return cache.widgets;
@@ -229,11 +228,16 @@ export function patchNotebook(panel: NotebookPanelLike): void {
     if (factory !== ours && factory.mimeTypes.includes(WIDGET_VIEW_MIME)) {
       addFactory(ours, -20);
       delegate.set(factory, true);
-      // The notebook's widget manager: what JupyterLab's "save widget state" writes, made complete.
+      // The notebook's widget manager: what JupyterLab's "save widget state" writes, made complete,
+      // and keeping the saved models the kernel has not replaced.
       const probe = factory.createRenderer({ mimeType: WIDGET_VIEW_MIME } as IRenderMime.IRendererOptions);
       const manager = managerOf(probe);
       probe.dispose();
-      void manager?.then((m) => completeWidgetState(m as unknown as ManagerLike));
+      void manager?.then((m) => {
+        const widgets = m as unknown as NotebookManagerLike;
+        completeWidgetState(widgets);
+        keepOpenedModels(widgets);
+      });
     }
   };
   addFactory(ours, -20);

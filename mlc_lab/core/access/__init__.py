@@ -10,7 +10,7 @@ Modules: ``program`` (the plain IR), ``expr`` (evaluation and affine decompositi
 ``shapes`` (symbolic shapes), ``budget`` (the memory budget).
 """
 
-from mlc_lab.core.access.budget import BUDGET_BYTES, Budget
+from mlc_lab.core.access.budget import BUDGET_BYTES, AnalysisCancelled, Budget
 from mlc_lab.core.access.footprint import footprint
 from mlc_lab.core.access.gpu import gpu_stats
 from mlc_lab.core.access.model import Footprint, GpuStats, LoopFootprint, WarpAccess
@@ -19,6 +19,7 @@ from mlc_lab.errors import AccessAnalysisError
 
 __all__ = [
     "AccessAnalysisError",
+    "AnalysisCancelled",
     "AccessProgram",
     "Access",
     "BufferInfo",

@@ -86,7 +86,10 @@ def footprint(
     launch = index.launch()
     by_buf: dict[str, list] = {}
     sliced: dict[str, list] = {}  # accesses too large to enumerate at once: added slice by slice
+    parts = 2 * len(gs) + 1  # a grid built and a grid added per access, then the result
+    budget.tick(0, parts)
     for acc, nr, nw, off in gs:
+        budget.tick(sum(map(len, by_buf.values())) + sum(map(len, sliced.values())), parts)
         try:
             g = build_grid(q, acc, off, nr, nw, step_dtype=dt, budget=budget)
         except BudgetExceeded:
@@ -95,7 +98,7 @@ def footprint(
         if g is not None:
             by_buf.setdefault(acc.buffer, []).append(g)
     per_buf_strides, per_access = strides_table(q, gs)
-    out = {}
+    out, added = {}, 0
     for name, info in prog.buffers.items():
         origin, nr, nw = (0,) * len(info.shape), 0, 0
         box: dict = {}
@@ -107,9 +110,13 @@ def footprint(
             who = (lambda steps: q.who(steps, launch)) if launch else None
             acc = BufferAccumulator(name, info.shape, ranges, dt, counts, budget, who)
             for g in grids:
+                budget.tick(len(gs) + added, parts)
                 acc.add(g)
+                added += 1
             for access_, anr, anw, off in sliced.get(name, []):
+                budget.tick(len(gs) + added, parts)
                 _add_in_slices(q, acc, access_, anr, anw, off, dt, budget, info.shape)
+                added += 1
             origin, box = acc.result()
             nr, nw = acc.n_reads, acc.n_writes
         out[name] = Footprint(
@@ -126,6 +133,7 @@ def footprint(
             gpu=bool(launch),
             counted=counts,
         )
+    budget.tick(parts - 1, parts)
     return LoopFootprint(
         out,
         loop=q.L.name,
@@ -179,6 +187,7 @@ def _add_in_slices(
     # slices of about half the room left (a slice that still does not fit says so when built)
     step = max(1, (budget.limit - budget.used) // SLICE_BYTES_PER_POINT // max(1, per))
     for a in range(0, plan.shape[ax], step):
+        budget.stop_if_cancelled()  # a sliced access can be long: stop between its slices
         g = build_grid(
             q,
             access_,

@@ -214,6 +214,9 @@ class Footprint:
             return 0
         if not self.shape:
             return 1
+        per_line = CACHE_LINE // self.itemsize if CACHE_LINE % self.itemsize == 0 else 0
+        if per_line and int(self.shape[-1]) % per_line == 0:
+            return _lines_of_aligned_rows(self.box_touched, self.origin[-1], per_line)
         # nonzero walks the box in C order, so the flat indices come out sorted
         idx = np.nonzero(self.box_touched)
         flat = np.ravel_multi_index(tuple(i + o for i, o in zip(idx, self.origin)), self.shape)
@@ -304,3 +307,18 @@ class LoopFootprint(dict):
     def steps(self) -> int:
         """One past the last first touch over all buffers (the length of the scrubber)."""
         return max([fp.steps for fp in self.values()] or [0])
+
+
+def _lines_of_aligned_rows(touched: np.ndarray, col0: int, per_line: int) -> int:
+    """Cache lines holding a touched element when every row of the buffer (its last dimension)
+    starts on a line: no line spans two rows, so each row's lines are counted apart, the box's
+    columns (from ``col0``) cut into line-aligned groups, without listing the elements."""
+    skip = col0 % per_line
+    cols = touched.shape[-1]
+    width = -(-(skip + cols) // per_line) * per_line
+    if skip == 0 and width == cols:
+        grouped = touched
+    else:
+        grouped = np.zeros(touched.shape[:-1] + (width,), dtype=bool)
+        grouped[..., skip : skip + cols] = touched
+    return int(np.count_nonzero(grouped.reshape(touched.shape[:-1] + (width // per_line, per_line)).any(axis=-1)))
