@@ -9,7 +9,8 @@ back on the *original* stdout ({"id", "ok", "result"} or {"id", "ok": false, "ki
 so that anything TVM or generated code prints cannot corrupt the protocol. The first line written
 is {"ready": true, "pid", "env"}.
 
-To add a request type: one line in REQUESTS ("op": "module:function"); the function takes the
+To add a request type: its declaration in `mlc_lab.model.worker_ops.WORKER_OPS` (parameters, result,
+time-out) and one line in REQUESTS ("op": "module:function"); the function takes the
 request dict and returns JSON-able data (numpy arrays allowed), or raises `wire.RequestFailure`.
 Handlers are imported on first use, so a request type costs nothing until it is asked for.
 This entry point sits in core, above the one door to TVM: a handler may join the two layers (the
