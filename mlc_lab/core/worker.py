@@ -272,7 +272,7 @@ class Worker:
         return json.loads(line)
 
     def request(self, op: str, payload: dict, timeout: float | None = None) -> dict:
-        """Send one request; the raw answer ({"ok", "result"} or {"ok": False, "kind", "error", "detail"}).
+        """Send one request; the raw answer ({"ok", "result"} or {"ok": False, "error": ErrorInfo}).
         Without `timeout`, the operation's own (`WORKER_OPS`)."""
         if timeout is None:
             timeout = WORKER_OPS[op].timeout_s if op in WORKER_OPS else DEFAULT_TIMEOUT_S
@@ -301,14 +301,28 @@ class Worker:
                     return decode(msg)
 
     def call(self, op: str, timeout: float | None = None, **payload: Any) -> Any:
-        """Send one request and return its result; a failure raises `MeasureError` (its `kind` says
-        which: build, run, check, gpu_check, crash, timeout, ...; `NoGPUError` for no_gpu)."""
+        """Send one request and return its result, decoded into the operation's type (`WORKER_OPS`);
+        a failure raises `MeasureError` (its `kind` an ``ErrorInfo`` kind: build, run, check, crash,
+        timeout, ...; `NoGPUError` for no_gpu)."""
         msg = self.request(op, payload, timeout=timeout)
         if not msg.get("ok"):
-            kind = msg.get("kind", "internal")
-            cls = NoGPUError if kind == "no_gpu" else MeasureError
-            raise cls(msg.get("error", f"the {op} request failed"), kind=kind, detail=msg.get("detail", ""))
-        return msg["result"]
+            raise failure(msg.get("error"), op)
+        return decode_result(op, msg["result"])
+
+
+def failure(info: Any, op: str) -> MeasureError:
+    """The exception of a worker's failed answer, its `ErrorInfo` (anything else: a protocol error)."""
+    if not isinstance(info, dict) or not isinstance(info.get("summary"), str):
+        return MeasureError(f"the worker answered the {op} request with no error it should send", kind="protocol")
+    kind = info.get("type", "internal")
+    cls = NoGPUError if kind == "no_gpu" else MeasureError
+    return cls(info["summary"], kind=kind, detail=info.get("detail", ""))
+
+
+def decode_result(op: str, raw: Any) -> Any:
+    """A worker's result as its operation's type: a model type's ``from_json``, else the data as sent."""
+    result = WORKER_OPS[op].result if op in WORKER_OPS else None
+    return result.from_json(raw) if hasattr(result, "from_json") else raw
 
 
 _WORKER = Worker()

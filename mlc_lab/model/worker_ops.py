@@ -3,8 +3,9 @@
 :data:`WORKER_OPS` says, per operation:
 
 - ``params``: a TypedDict of what the caller sends (NotRequired: the handler has a default);
-- ``result``: what it answers (a type of mlc_lab.model, or ``dict`` where the answer is raw data that
-  its caller in core decodes into its own type: the machine's peaks, a function's outputs);
+- ``result``: what it answers: a type of mlc_lab.model, which `Worker.call` decodes it into (its
+  ``from_json``), or ``dict`` where the answer is raw data that its caller in core makes into its own
+  type (the machine's peaks, a lowering's facts, a function's outputs);
 - ``timeout_s``: how long the caller waits by default before the child is killed;
 - ``mode``: how ``mlc_lab.core.worker`` runs it: ``persistent`` (a request to the one worker process),
   ``detached`` (a child that outlives its caller, found again by pid), ``sandboxed`` (a command in the
@@ -23,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
-from mlc_lab.model.lowering import Lowering
 from mlc_lab.model.measurement import Measurement
 
 __all__ = ["WORKER", "WORKER_OPS", "LimitsSpec", "WorkerOp"]
@@ -133,7 +133,7 @@ WORKER_OPS: dict[str, WorkerOp] = {
     "env": WorkerOp(NoParams, dict, 120.0),  # asked once, as the worker starts
     "measure": WorkerOp(MeasureParams, Measurement, 30.0),
     "cuda": WorkerOp(CudaParams, dict, 30.0),
-    "lower": WorkerOp(LowerParams, Lowering, 30.0),
+    "lower": WorkerOp(LowerParams, dict, 30.0),  # facts that core.lowering.build_lowering makes a Lowering
     "run_function": WorkerOp(RunParams, dict, 60.0),
     "numeric_gpu": WorkerOp(NumericGpuParams, dict, 60.0),
     "run_opencl": WorkerOp(RunParams, dict, 60.0),

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from mlc_lab.core import sandbox
-from mlc_lab.core.worker import child_env, launch, sandboxed, stop
+from mlc_lab.core.worker import child_env, decode_result, failure, launch, sandboxed, stop
 from mlc_lab.core.worker_main import REQUESTS
 from mlc_lab.model.worker_ops import WORKER, WORKER_OPS
 
@@ -151,3 +151,33 @@ def test_detached_child_has_its_own_session_and_the_env_mark(tmp_path):
 
 def test_child_env_puts_this_package_first():
     assert child_env()["PYTHONPATH"].split(":")[0] == str(PACKAGE.parent)
+
+
+def test_a_failure_crosses_as_error_info_and_back():
+    from mlc_lab.core.worker_main import _failure
+    from mlc_lab.errors import MeasureError, NoGPUError
+    from mlc_lab.model.conform import problems
+    from mlc_lab.model.errors import ErrorInfo
+    from mlc_lab.tvm.wire import RequestFailure
+
+    for exc, kind in (
+        (RequestFailure("no_gpu", "no CUDA GPU here", "nvidia-smi: none"), "no_gpu"),
+        (KeyError("x"), "internal"),
+    ):
+        info = _failure(7, exc)["error"]
+        assert problems(info, ErrorInfo) == []
+        err = failure(info, "cuda")
+        assert err.kind == kind and str(err).startswith(info["summary"][:10])
+        assert isinstance(err, NoGPUError) == (kind == "no_gpu")
+    assert failure({"summary": "bad", "type": "build", "detail": "d"}, "measure").detail == "d"
+    junk = failure("not an ErrorInfo", "measure")
+    assert isinstance(junk, MeasureError) and junk.kind == "protocol"
+
+
+def test_results_are_decoded_once_into_the_tables_type():
+    from mlc_lab.model.measurement import Measurement
+
+    m = Measurement(target="llvm", latency_s=0.5, func_name="main")
+    raw = {**m.to_json(), "number": 3}  # a working figure of the worker's, no part of the measurement
+    assert decode_result("measure", raw) == m
+    assert decode_result("machine", {"peak": 1}) == {"peak": 1}  # raw data: its caller's to decode
