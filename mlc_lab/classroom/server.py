@@ -146,7 +146,9 @@ class ClassServer:
         self.mode = mode
         self.per_hour = per_hour
         # replay and checks take seconds; a schedule file's own limit does not apply to traces
-        self.grade_timeout_s = grade_timeout_s or max(120.0, 2 * self.assignment.time_s + 60.0)
+        self.grade_timeout_s = grade_timeout_s or max(
+            WORKER_OPS["grade_class"].timeout_s, 2 * self.assignment.time_s + 60.0
+        )
         self._queue: queue.Queue[int] = queue.Queue()
         self._done: dict[int, threading.Event] = {}
         self._done_lock = threading.Lock()

@@ -136,7 +136,9 @@ def grade_batch(
         shutil.copyfile(assignment.program, program)
         frozen = dataclasses.replace(assignment, program=program)
         payload = pickle.dumps({"assignment": frozen, "unsafe_same_user": unsafe_same_user})
-        timeout = assignment.time_s + (assignment.numeric or {}).get("timeout_s", 0) + 180
+        timeout = (
+            assignment.time_s + (assignment.numeric or {}).get("timeout_s", 0) + WORKER_OPS["grade_batch"].timeout_s
+        )
         return _run(frozen, paths, jobs, payload, timeout, on_result, progress)
     finally:
         shutil.rmtree(private, ignore_errors=True)

@@ -144,6 +144,8 @@ WORKER_OPS: dict[str, WorkerOp] = {
     "handin": WorkerOp(
         HandinParams, dict, 60.0, mode="sandboxed", entry="mlc_lab.tvm.grade_child", limits=HANDIN_LIMITS
     ),
-    "grade_batch": WorkerOp(GradeParams, dict, 240.0, entry="mlc_lab.grading.batch"),
+    # a hand-in's judging: the assignment's time and numeric time-out, plus this
+    "grade_batch": WorkerOp(GradeParams, dict, 180.0, entry="mlc_lab.grading.batch"),
+    # at least this, or twice the assignment's time and a minute
     "grade_class": WorkerOp(ClassGradeParams, dict, 120.0, mode="detached", entry="mlc_lab.classroom.grade_child"),
 }
