@@ -181,3 +181,16 @@ def test_results_are_decoded_once_into_the_tables_type():
     raw = {**m.to_json(), "number": 3}  # a working figure of the worker's, no part of the measurement
     assert decode_result("measure", raw) == m
     assert decode_result("machine", {"peak": 1}) == {"peak": 1}  # raw data: its caller's to decode
+
+
+def test_the_class_servers_child_still_dies_with_the_server_and_carries_its_mark():
+    tree = _sources()["classroom/server.py"]
+    launches = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "launch"
+    ]
+    assert len(launches) == 1
+    kw = {k.arg: ast.unparse(k.value) for k in launches[0].keywords}
+    assert kw["preexec_fn"] == "reaper.die_with(os.getpid())"
+    assert "reaper.MARK" in kw["env"]
