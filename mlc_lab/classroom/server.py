@@ -46,7 +46,10 @@ from urllib.parse import parse_qs, urlparse
 from mlc_lab.classroom import reaper
 from mlc_lab.classroom.identity import OPEN_NOTICE, Identities, Mode, NotIdentified, Who, bearer
 from mlc_lab.classroom.store import Store
+from mlc_lab.core.worker import launch
+from mlc_lab.core.worker import stop as stop_child
 from mlc_lab.errors import MlcLabError
+from mlc_lab.model.worker_ops import WORKER_OPS
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +146,9 @@ class ClassServer:
         self.mode = mode
         self.per_hour = per_hour
         # replay and checks take seconds; a schedule file's own limit does not apply to traces
-        self.grade_timeout_s = grade_timeout_s or max(120.0, 2 * self.assignment.time_s + 60.0)
+        self.grade_timeout_s = grade_timeout_s or max(
+            WORKER_OPS["grade_class"].timeout_s, 2 * self.assignment.time_s + 60.0
+        )
         self._queue: queue.Queue[int] = queue.Queue()
         self._done: dict[int, threading.Event] = {}
         self._done_lock = threading.Lock()
@@ -199,7 +204,7 @@ class ClassServer:
         for _ in range(self.workers):
             self._queue.put(-1)
         for child in list(self._children):
-            _kill(child)
+            stop_child(child)
         self.httpd.shutdown()
         self.httpd.server_close()
         for th in self._threads:
@@ -274,23 +279,16 @@ class ClassServer:
             sub = Path(tmp) / f"submission_{sid}{suffix}"
             sub.write_text(trace, encoding="utf-8")
             out = Path(tmp) / "result.json"
-            cmd = [sys.executable, "-m", "mlc_lab.classroom.grade_child", str(self.assignment_path), str(sub), str(out)]
+            cmd = [sys.executable, "-m", WORKER_OPS["grade_class"].entry, str(self.assignment_path), str(sub), str(out)]
             if self.runner:
                 cmd += ["--runner", self.runner]
-            env = {
-                **os.environ,
-                "PYTHONPATH": _package_root() + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                reaper.MARK: reaper.mark(self.store, sid),  # found by the next server if this one dies
-            }
-            proc = subprocess.Popen(
+            proc = launch(
                 cmd,
+                "detached",
                 cwd=tmp,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,
-                start_new_session=True,
-                env=env,
+                env={reaper.MARK: reaper.mark(self.store, sid)},  # found by the next server if this one dies
                 preexec_fn=reaper.die_with(os.getpid()),  # a SIGKILLed server takes its grader with it
             )
             self._children.add(proc)
@@ -298,34 +296,15 @@ class ClassServer:
             try:
                 _out, err = proc.communicate(timeout=self.grade_timeout_s)
             except subprocess.TimeoutExpired:
-                _kill(proc)
                 return {"error": f"grading this submission took longer than {self.grade_timeout_s:g} s; it was stopped"}
             finally:
-                _kill(proc)
+                stop_child(proc)
                 self._children.discard(proc)
                 self.store.child_ended(proc.pid)
             if not out.is_file():
                 tail = (err or "").strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
                 return {"error": f"the grader's process died on this submission: {tail[0][:300]}"}
             return json.loads(out.read_text(encoding="utf-8"))
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-
-
-def _package_root() -> str:
-    import mlc_lab
-
-    return str(Path(mlc_lab.__file__).resolve().parents[1])
 
 
 class Handler(BaseHTTPRequestHandler):

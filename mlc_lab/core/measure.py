@@ -81,12 +81,11 @@ def measure(
         "seed": int(seed),
     }
     try:
-        r = worker().call("measure", timeout=timeout, **payload)
+        m: Measurement = worker().call("measure", timeout=timeout, **payload)
     except MeasureError as exc:
         if raise_errors:
             raise
         return Measurement(target=str(target), error=str(exc), error_kind=exc.kind, func_name=func_name, cache=cache)
-    m = Measurement.from_json(r)
     if roofline and m.threads is not None:
         _place_on_roofline(m)
     return m

@@ -29,7 +29,7 @@ from typing import Literal
 
 import psutil
 
-from mlc_lab.core.worker import kill_tree
+from mlc_lab.core.processes import kill_tree
 from mlc_lab.errors import MlcLabError
 
 INIT = str(Path(__file__).with_name("_sandbox_init.py"))

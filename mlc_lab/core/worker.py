@@ -1,21 +1,22 @@
-"""Every out-of-process job of mlc_lab, one mechanism: ``python -m mlc_lab.core.worker_main``.
+"""Every child process of mlc_lab starts here, in one of three modes, and is stopped by `kill_tree`.
 
-Generated code (measuring, the exercise graders, lowering checks) and meta_schedule can segfault
-or hang; they run in a child process in its own process group, so that the Jupyter kernel never
-does. Three ways to run a child:
+Generated code (measuring, the exercise graders, lowering checks), meta_schedule and students' hand-ins
+can segfault or hang; they run in a child in its own session and process group, so that the Jupyter
+kernel, the grader and the class server never do. `launch` starts one:
 
-- `Worker` (one per process, `worker()`): a persistent child serving requests, one at a time
-  (``worker().call("measure", module=..., ...)``). A crash or a time-out costs the child; the
-  caller gets a `MeasureError` (kind ``crash`` / ``timeout``) and the next call starts a fresh one.
-- `start_job`: a detached child running one long request (a tuning job) that outlives the
-  kernel; it is found again by pid (`job_running`) and stopped with its whole group (`stop_group`).
-- sandboxed, `mlc_lab.core.sandbox.run_sandboxed`: one command (the grader's run of a hand-in) in
-  its own namespaces, as an unprivileged user, with limits on its whole tree (docs/sandbox.md).
+- ``persistent``: requests on its stdin, answers on its stdout. `Worker` (one per process, `worker()`)
+  is the worker serving ``python -m mlc_lab.core.worker_main`` one request at a time
+  (``worker().call("measure", module=..., ...)``); a crash or a time-out costs the child, the caller
+  gets a `MeasureError` (kind ``crash`` / ``timeout``, an ``ErrorInfo`` kind) and the next call starts a
+  fresh one. The batch grader's judging children are persistent too.
+- ``detached``: no stdin, its output to a log; the tuning job (`start_job`, found again by pid with
+  `job_running`, stopped with its group by `stop_group`) and the class server's grading child.
+- ``sandboxed`` (`sandboxed`): one command (the run of a hand-in) in its own namespaces, as an
+  unprivileged user, under limits on its whole tree (`mlc_lab.core.sandbox`, docs/sandbox.md).
 
-Each of them is stopped by `kill_tree`: the process, its group and every descendant, waited for.
-
-The request types live in one table, `mlc_lab.core.worker_main.REQUESTS`: adding one is one line
-there plus a function taking the request dict and returning plain data. Process control is psutil's.
+What each operation sends, answers, and how long it may take is `mlc_lab.model.worker_ops.WORKER_OPS`;
+the worker's handlers are `mlc_lab.core.worker_main.REQUESTS` (tests/unit/test_children.py holds the two
+equal, and holds every other module to this launcher). `stop` kills a child's tree and closes its pipes.
 """
 
 from __future__ import annotations
@@ -31,96 +32,98 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable, Literal
 
 import psutil
 
 from mlc_lab._threads import tvm_thread_env
+from mlc_lab.core.processes import alive as _alive
+from mlc_lab.core.processes import kill_tree
 from mlc_lab.errors import MeasureError, NoGPUError
+from mlc_lab.model.worker_ops import WORKER_OPS
 from mlc_lab.tvm.wire import decode, encode
 
-DEFAULT_TIMEOUT_S = 30.0
-START_TIMEOUT_S = 120.0
+DEFAULT_TIMEOUT_S = WORKER_OPS["measure"].timeout_s
+START_TIMEOUT_S = WORKER_OPS["env"].timeout_s
 ENTRY = "mlc_lab.core.worker_main"  # the module every child runs; also how a job is recognised
 
 
-def child_env() -> dict[str, str]:
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of every child: TVM's thread count fixed before TVM starts its pool (the
-    same count the kernel's own measurements state), unbuffered output for the logs."""
+    same count the kernel's own measurements state), unbuffered output for the logs, this copy of
+    mlc_lab first on the path; then `extra` (a grader's one thread, a class child's mark)."""
     env = dict(os.environ)
     env.update(tvm_thread_env())
     env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root(), os.environ.get("PYTHONPATH", "")) if p)
+    env.update(extra or {})
     return env
 
 
-# ----------------------------------------------------------------------------------------- process control
+def package_root() -> str:
+    """The folder holding this copy of the ``mlc_lab`` package (what a child must import)."""
+    return str(Path(__file__).resolve().parents[2])
 
 
-def _group_members(pgid: int) -> list[psutil.Process]:
-    out = []
-    for proc in psutil.process_iter(["pid"]):
+# ----------------------------------------------------------------------------------------- launching
+
+Mode = Literal["persistent", "detached"]
+
+
+def launch(
+    argv: list[str],
+    mode: Mode,
+    *,
+    stdout: Any = None,
+    stderr: Any = subprocess.DEVNULL,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    preexec_fn: Callable[[], Any] | None = None,
+    text: bool = False,
+) -> subprocess.Popen:
+    """Start a child of mlc_lab in its own session (so that `kill_tree` stops all it starts), with
+    `child_env` plus `env`. ``persistent``: requests on its stdin, answers on its stdout (pipes);
+    ``detached``: no stdin, its output to `stdout` (a log file; none: dropped), found again by pid.
+    The third mode, ``sandboxed``, is `sandboxed` below: a command in namespaces, under limits."""
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE if mode == "persistent" else subprocess.DEVNULL,
+        stdout=subprocess.PIPE if mode == "persistent" else (stdout if stdout is not None else subprocess.DEVNULL),
+        stderr=stderr,
+        cwd=cwd,
+        env=child_env(env),
+        start_new_session=True,
+        preexec_fn=preexec_fn,  # noqa: PLW1509 - the class server's die-with-parent, nothing that locks
+        text=text,
+    )
+
+
+def sandboxed(op: str, argv: list[str], *, inputs: dict, env: dict[str, str], unsafe_same_user: bool, **limits: Any):
+    """Run `argv` in the sandbox under the limits `worker_ops.WORKER_OPS[op]` declares, changed
+    by `limits` (an assignment's own time and memory); the sandbox's `Outcome`."""
+    from mlc_lab.core import sandbox
+
+    spec = WORKER_OPS[op]
+    if spec.limits is None:
+        raise ValueError(f"the worker operation {op!r} does not run sandboxed")
+    return sandbox.run_sandboxed(
+        argv,
+        inputs=inputs,
+        limits=sandbox.Limits(**{**spec.limits, **limits}),
+        env=env,
+        unsafe_same_user=unsafe_same_user,
+    )
+
+
+def stop(proc: subprocess.Popen, wait_s: float = 10.0) -> None:
+    """Kill a child's whole tree (`kill_tree`), reap it and close the pipes this side holds."""
+    kill_tree(proc, wait_s=wait_s)
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
         try:
-            if os.getpgid(proc.pid) == pgid:
-                out.append(proc)
-        except (ProcessLookupError, PermissionError, psutil.Error):
-            continue
-    return out
-
-
-def _tree(pid: int) -> list[psutil.Process]:
-    """The process `pid` (when alive), every descendant of it and every member of its group."""
-    members = {p.pid: p for p in _group_members(pid)}
-    try:
-        root = psutil.Process(pid)
-        members[pid] = root
-        members.update((p.pid, p) for p in root.children(recursive=True))
-    except psutil.Error:
-        pass
-    return list(members.values())
-
-
-def kill_tree(
-    proc: subprocess.Popen | int, grace_s: float = 0.0, wait_s: float = 10.0, popen: subprocess.Popen | None = None
-) -> bool:
-    """Stop a child and everything it started: SIGTERM first when `grace_s` > 0, then SIGKILL to
-    the process, its process group and every descendant; return when none is alive (True) or after
-    `wait_s` (False). Every way of stopping a child in mlc_lab goes through here (the worker, the
-    tuning job, the sandbox); a `Popen` (or `popen`) is reaped too."""
-    if isinstance(proc, subprocess.Popen):
-        popen, pid = proc, proc.pid
-    else:
-        pid = proc
-    seen: dict[int, psutil.Process] = {}  # orphans leave the tree: keep those met
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, wait_s)):
-        if wait <= 0:
-            continue
-        deadline = time.monotonic() + wait
-        signalled: set[int] = set()  # SIGTERM once per process: a second could cut its clean-up short
-        while True:
-            if popen is not None:
-                popen.poll()
-            alive = {p.pid: p for p in [*_tree(pid), *seen.values()] if _alive(p)}
-            seen.update(alive)
-            if not alive and (popen is None or popen.returncode is not None):
-                return True
-            if time.monotonic() >= deadline:
-                break
-            _signal_all(pid, [p for p in alive.values() if p.pid not in signalled], sig)
-            signalled.update(alive)
-            time.sleep(0.02)
-    return False
-
-
-def _signal_all(pgid: int, procs: list[psutil.Process], sig: int) -> None:
-    if sig == signal.SIGKILL:  # the whole group at once too, forks in flight included
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-    for p in procs:
-        try:
-            p.send_signal(sig)
-        except psutil.Error:
+            if stream:
+                stream.close()
+        except OSError:
             pass
 
 
@@ -128,13 +131,6 @@ def stop_group(pid: int, grace_s: float = 3.0, popen: subprocess.Popen | None = 
     """SIGTERM the process group led by `pid` and its descendants, SIGKILL what is left after
     `grace_s`, and wait until none is alive (meta_schedule's pool workers are in it too)."""
     kill_tree(pid, grace_s=grace_s, wait_s=5.0, popen=popen)
-
-
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def job_running(pid: int | None, request: str) -> bool:
@@ -157,14 +153,12 @@ def job_running(pid: int | None, request: str) -> bool:
 def start_job(request: str, work_dir: str, log_path: str) -> subprocess.Popen:
     """Start ``worker_main --job REQUEST WORK_DIR`` detached (own session), output to `log_path`."""
     with open(log_path, "ab") as log:
-        return subprocess.Popen(
+        return launch(
             [sys.executable, "-m", ENTRY, "--job", request, work_dir],
-            stdin=subprocess.DEVNULL,
+            "detached",
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=work_dir,
-            env=child_env(),
-            start_new_session=True,
         )
 
 
@@ -205,14 +199,7 @@ class Worker:
             self.close()
             fd, self._log_path = tempfile.mkstemp(prefix="mlc_lab_worker_", suffix=".log")
             with os.fdopen(fd, "wb") as log:
-                self._proc = subprocess.Popen(
-                    [sys.executable, "-m", ENTRY],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=log,
-                    env=child_env(),
-                    start_new_session=True,
-                )
+                self._proc = launch([sys.executable, "-m", ENTRY], "persistent", stderr=log)
             self._buf = b""
             hello = self._read_message(time.monotonic() + START_TIMEOUT_S, what="starting")
             self.env = hello.get("env", {})
@@ -221,13 +208,7 @@ class Worker:
         with self._lock:
             proc, self._proc = self._proc, None
             if proc is not None:
-                kill_tree(proc, wait_s=5.0)
-                for stream in (proc.stdin, proc.stdout):
-                    try:
-                        if stream:
-                            stream.close()
-                    except OSError:
-                        pass
+                stop(proc, wait_s=5.0)
             if self._log_path and os.path.exists(self._log_path):
                 try:
                     os.unlink(self._log_path)
@@ -290,8 +271,11 @@ class Worker:
         line, self._buf = self._buf.split(b"\n", 1)
         return json.loads(line)
 
-    def request(self, op: str, payload: dict, timeout: float = DEFAULT_TIMEOUT_S) -> dict:
-        """Send one request; the raw answer ({"ok", "result"} or {"ok": False, "kind", "error", "detail"})."""
+    def request(self, op: str, payload: dict, timeout: float | None = None) -> dict:
+        """Send one request; the raw answer ({"ok", "result"} or {"ok": False, "error": ErrorInfo}).
+        Without `timeout`, the operation's own (`WORKER_OPS`)."""
+        if timeout is None:
+            timeout = WORKER_OPS[op].timeout_s if op in WORKER_OPS else DEFAULT_TIMEOUT_S
         with self._lock:
             self.start()
             assert self._proc is not None and self._proc.stdin is not None
@@ -316,15 +300,29 @@ class Worker:
                 if msg.get("id") == rid:
                     return decode(msg)
 
-    def call(self, op: str, timeout: float = DEFAULT_TIMEOUT_S, **payload: Any) -> Any:
-        """Send one request and return its result; a failure raises `MeasureError` (its `kind` says
-        which: build, run, check, gpu_check, crash, timeout, ...; `NoGPUError` for no_gpu)."""
+    def call(self, op: str, timeout: float | None = None, **payload: Any) -> Any:
+        """Send one request and return its result, decoded into the operation's type (`WORKER_OPS`);
+        a failure raises `MeasureError` (its `kind` an ``ErrorInfo`` kind: build, run, check, crash,
+        timeout, ...; `NoGPUError` for no_gpu)."""
         msg = self.request(op, payload, timeout=timeout)
         if not msg.get("ok"):
-            kind = msg.get("kind", "internal")
-            cls = NoGPUError if kind == "no_gpu" else MeasureError
-            raise cls(msg.get("error", f"the {op} request failed"), kind=kind, detail=msg.get("detail", ""))
-        return msg["result"]
+            raise failure(msg.get("error"), op)
+        return decode_result(op, msg["result"])
+
+
+def failure(info: Any, op: str) -> MeasureError:
+    """The exception of a worker's failed answer, its `ErrorInfo` (anything else: a protocol error)."""
+    if not isinstance(info, dict) or not isinstance(info.get("summary"), str):
+        return MeasureError(f"the worker answered the {op} request with no error it should send", kind="protocol")
+    kind = info.get("type", "internal")
+    cls = NoGPUError if kind == "no_gpu" else MeasureError
+    return cls(info["summary"], kind=kind, detail=info.get("detail", ""))
+
+
+def decode_result(op: str, raw: Any) -> Any:
+    """A worker's result as its operation's type: a model type's ``from_json``, else the data as sent."""
+    result = WORKER_OPS[op].result if op in WORKER_OPS else None
+    return result.from_json(raw) if hasattr(result, "from_json") else raw
 
 
 _WORKER = Worker()

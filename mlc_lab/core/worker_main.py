@@ -4,12 +4,12 @@
     python -m mlc_lab.core.worker_main --job NAME WORK_DIR  run one long request, detached (tuning)
 
 Protocol of the persistent mode: one JSON object per line on stdin ({"id", "op", ...}); one per line
-back on the *original* stdout ({"id", "ok", "result"} or {"id", "ok": false, "kind", "error",
-"detail"}); arrays as in `mlc_lab.tvm.wire`. File descriptor 1 is pointed at stderr once started,
+back on the *original* stdout ({"id", "ok", "result"} or {"id", "ok": false, "error": ErrorInfo}); arrays as in `mlc_lab.tvm.wire`. File descriptor 1 is pointed at stderr once started,
 so that anything TVM or generated code prints cannot corrupt the protocol. The first line written
 is {"ready": true, "pid", "env"}.
 
-To add a request type: one line in REQUESTS ("op": "module:function"); the function takes the
+To add a request type: its declaration in `mlc_lab.model.worker_ops.WORKER_OPS` (parameters, result,
+time-out) and one line in REQUESTS ("op": "module:function"); the function takes the
 request dict and returns JSON-able data (numpy arrays allowed), or raises `wire.RequestFailure`.
 Handlers are imported on first use, so a request type costs nothing until it is asked for.
 This entry point sits in core, above the one door to TVM: a handler may join the two layers (the
@@ -25,6 +25,7 @@ import sys
 import traceback
 from typing import Any, Callable
 
+from mlc_lab.model.errors import ErrorInfo
 from mlc_lab.tvm.wire import RequestFailure, decode, encode
 
 REQUESTS: dict[str, str] = {
@@ -49,15 +50,16 @@ def handler(op: str) -> Callable[[dict], Any]:
 
 
 def _failure(rid: Any, exc: BaseException) -> dict:
+    """A failed request's answer: ``{"id", "ok": False, "error": ErrorInfo}``."""
     if isinstance(exc, RequestFailure):
-        return {"id": rid, "ok": False, "kind": exc.kind, "error": exc.message, "detail": exc.detail}
-    return {
-        "id": rid,
-        "ok": False,
-        "kind": "internal",
-        "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
-        "detail": str(exc) + "\n" + traceback.format_exc(),
-    }
+        info: ErrorInfo = {"summary": exc.message, "type": exc.kind, "detail": exc.detail}
+    else:
+        info = {
+            "summary": f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
+            "type": "internal",
+            "detail": str(exc) + "\n" + traceback.format_exc(),
+        }
+    return {"id": rid, "ok": False, "error": info}
 
 
 def serve() -> int:

@@ -28,9 +28,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mlc_lab.core.worker import launch, stop
 from mlc_lab.grading.assignment import Assignment
 from mlc_lab.grading.report import GradeResult
 from mlc_lab.grading.scoring import failed_task
+from mlc_lab.model.worker_ops import WORKER_OPS
 
 _MAX_LINE = 8 << 20  # a result line of a judging child; more is a child gone wrong
 
@@ -54,15 +56,10 @@ class _Judge:
         self.proc: subprocess.Popen | None = None
 
     def _start(self) -> subprocess.Popen:
-        env = {**os.environ, "PYTHONPATH": _package_root() + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        env.update({"TVM_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mlc_lab.grading.batch"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            env=env,
+        proc = launch(
+            [sys.executable, "-m", WORKER_OPS["grade_batch"].entry],
+            "persistent",
+            env={"TVM_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
         )
         assert proc.stdin is not None
         proc.stdin.write(len(self.payload).to_bytes(8, "big") + self.payload)
@@ -119,19 +116,8 @@ class _Judge:
 
     def close(self, proc: subprocess.Popen | None = None) -> None:
         proc = proc or self.proc
-        if proc is None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            if stream:
-                try:
-                    stream.close()
-                except OSError:
-                    pass
+        if proc is not None:
+            stop(proc, wait_s=5.0)
 
 
 def grade_batch(
@@ -150,7 +136,9 @@ def grade_batch(
         shutil.copyfile(assignment.program, program)
         frozen = dataclasses.replace(assignment, program=program)
         payload = pickle.dumps({"assignment": frozen, "unsafe_same_user": unsafe_same_user})
-        timeout = assignment.time_s + (assignment.numeric or {}).get("timeout_s", 0) + 180
+        timeout = (
+            assignment.time_s + (assignment.numeric or {}).get("timeout_s", 0) + WORKER_OPS["grade_batch"].timeout_s
+        )
         return _run(frozen, paths, jobs, payload, timeout, on_result, progress)
     finally:
         shutil.rmtree(private, ignore_errors=True)
@@ -221,12 +209,6 @@ def _progress_line(counts: dict, total: int, started: float) -> str:
 def _clock(seconds: float) -> str:
     s = int(round(seconds))
     return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
-
-
-def _package_root() -> str:
-    import mlc_lab
-
-    return str(Path(mlc_lab.__file__).resolve().parents[1])
 
 
 def _child() -> int:

@@ -94,24 +94,22 @@ def kind_of(path: Path, text: str, function: str | None) -> str:
 
 def run_student_code(assignment: Any, path: Path, text: str, function: str | None, *, unsafe_same_user: bool) -> dict:
     """Run a schedule file or notebook in the sandbox; ``{"trace": json, "unchanged": bool}``."""
-    from mlc_lab.core import sandbox
+    from mlc_lab.core.worker import package_root, sandboxed
 
     name = "handin.ipynb" if path.suffix == ".ipynb" else "handin.py"
     argv = [sys.executable, "-m", "mlc_lab.tvm.grade_child", "/input/program.py", f"/input/{name}", "-"]
     argv += [assignment.func or "", function or ""]
-    limits = sandbox.Limits(
+    env = {"PYTHONPATH": package_root(), "TVM_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+    out = sandboxed(
+        "handin",
+        argv,
+        inputs={"program.py": assignment.program.read_bytes(), name: text.encode("utf-8")},
+        env=env,
+        unsafe_same_user=unsafe_same_user,
         wall_s=assignment.time_s,
         cpu_s=assignment.time_s,
         memory_mb=assignment.memory_mb,
         output_bytes=MAX_RESULT_BYTES,
-    )
-    env = {"PYTHONPATH": _package_root(), "TVM_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
-    out = sandbox.run_sandboxed(
-        argv,
-        inputs={"program.py": assignment.program.read_bytes(), name: text.encode("utf-8")},
-        limits=limits,
-        env=env,
-        unsafe_same_user=unsafe_same_user,
     )
     return _outcome(out, assignment, path.name)
 
@@ -147,9 +145,3 @@ def _result_json(raw: bytes) -> dict | None:
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def _package_root() -> str:
-    import mlc_lab
-
-    return str(Path(mlc_lab.__file__).resolve().parents[1])

@@ -1,0 +1,86 @@
+"""Stopping a child of mlc_lab and everything it started: `kill_tree`, the one way (the worker,
+the tuning job, the grading children, the sandbox). Process control is psutil's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import psutil
+
+
+def _group_members(pgid: int) -> list[psutil.Process]:
+    out = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(proc.pid) == pgid:
+                out.append(proc)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return out
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    """The process `pid` (when alive), every descendant of it and every member of its group."""
+    members = {p.pid: p for p in _group_members(pid)}
+    try:
+        root = psutil.Process(pid)
+        members[pid] = root
+        members.update((p.pid, p) for p in root.children(recursive=True))
+    except psutil.Error:
+        pass
+    return list(members.values())
+
+
+def kill_tree(
+    proc: subprocess.Popen | int, grace_s: float = 0.0, wait_s: float = 10.0, popen: subprocess.Popen | None = None
+) -> bool:
+    """Stop a child and everything it started: SIGTERM first when `grace_s` > 0, then SIGKILL to
+    the process, its process group and every descendant; return when none is alive (True) or after
+    `wait_s` (False). Every way of stopping a child in mlc_lab goes through here (the worker, the
+    tuning job, the sandbox); a `Popen` (or `popen`) is reaped too."""
+    if isinstance(proc, subprocess.Popen):
+        popen, pid = proc, proc.pid
+    else:
+        pid = proc
+    seen: dict[int, psutil.Process] = {}  # orphans leave the tree: keep those met
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, wait_s)):
+        if wait <= 0:
+            continue
+        deadline = time.monotonic() + wait
+        signalled: set[int] = set()  # SIGTERM once per process: a second could cut its clean-up short
+        while True:
+            if popen is not None:
+                popen.poll()
+            living = {p.pid: p for p in [*_tree(pid), *seen.values()] if alive(p)}
+            seen.update(living)
+            if not living and (popen is None or popen.returncode is not None):
+                return True
+            if time.monotonic() >= deadline:
+                break
+            _signal_all(pid, [p for p in living.values() if p.pid not in signalled], sig)
+            signalled.update(living)
+            time.sleep(0.02)
+    return False
+
+
+def _signal_all(pgid: int, procs: list[psutil.Process], sig: int) -> None:
+    if sig == signal.SIGKILL:  # the whole group at once too, forks in flight included
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for p in procs:
+        try:
+            p.send_signal(sig)
+        except psutil.Error:
+            pass
+
+
+def alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

@@ -1,0 +1,151 @@
+"""Every operation a child process of mlc_lab runs, in one table, the way ``REQUESTS`` declares the page's.
+
+:data:`WORKER_OPS` says, per operation:
+
+- ``params``: a TypedDict of what the caller sends (NotRequired: the handler has a default);
+- ``result``: what it answers: a type of mlc_lab.model, which `Worker.call` decodes it into (its
+  ``from_json``), or ``dict`` where the answer is raw data that its caller in core makes into its own
+  type (the machine's peaks, a lowering's facts, a function's outputs);
+- ``timeout_s``: how long the caller waits by default before the child is killed;
+- ``mode``: how ``mlc_lab.core.worker`` runs it: ``persistent`` (a request to the one worker process),
+  ``detached`` (a child that outlives its caller, found again by pid), ``sandboxed`` (a command in the
+  sandbox, under ``limits``);
+- ``entry``: the module the child runs (``python -m ENTRY``); ``mlc_lab.core.worker_main`` answers every
+  operation of its ``REQUESTS`` (tests/unit/test_children.py holds the two tables equal);
+- ``limits``: for a sandboxed operation, the sandbox's ``Limits`` as plain data (the grader changes the
+  time and memory to the assignment's own).
+
+A failure of any of them reaches the caller as ``mlc_lab.errors.MeasureError`` (or a grading row), and
+the page as :class:`mlc_lab.model.errors.ErrorInfo`, its kind one of ``ERROR_KINDS``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, NotRequired, TypedDict
+
+from mlc_lab.model.measurement import Measurement
+
+__all__ = ["WORKER", "WORKER_OPS", "LimitsSpec", "WorkerOp"]
+
+WORKER = "mlc_lab.core.worker_main"
+Mode = Literal["persistent", "detached", "sandboxed"]
+
+
+class NoParams(TypedDict):
+    pass
+
+
+class MeasureParams(TypedDict):
+    module: str  # the scheduled program's text
+    reference: str | None
+    func_name: str | None
+    target: str
+    repeats: int
+    cache: str
+    min_repeat_ms: float
+    seed: int
+
+
+class CudaParams(TypedDict):
+    module: str
+    func_name: str | None
+    target: NotRequired[str]
+    ptx: NotRequired[bool]
+
+
+class LowerParams(TypedDict):
+    script: str
+    func_name: str | None
+    target: NotRequired[str]
+    ptx: NotRequired[bool]
+
+
+class RunParams(TypedDict):
+    module: str
+    func_name: str | None
+    inputs: list[Any]  # numpy arrays, as mlc_lab.tvm.wire carries them
+
+
+class NumericGpuParams(TypedDict):
+    module: str
+    reference: str
+    func_name: str | None
+    seed: int
+    rtol: float
+    atol: float
+
+
+class JobParams(TypedDict):
+    work_dir: str  # the job's folder: its request, status and log
+
+
+class HandinParams(TypedDict):
+    program: str  # the assignment's program, staged read-only as /input/program.py
+    handin: str  # the student's file, staged read-only as /input/handin.py (or .ipynb)
+    func: str
+    function: str
+
+
+class GradeParams(TypedDict):
+    path: str  # a hand-in's file, one per line to the judging child
+
+
+class ClassGradeParams(TypedDict):
+    assignment: str
+    submission: str
+    result: str  # where the child writes its verdict's JSON
+    runner: NotRequired[str]
+
+
+class LimitsSpec(TypedDict):
+    """``mlc_lab.core.sandbox.Limits`` as data (the same fields)."""
+
+    wall_s: float
+    cpu_s: float
+    memory_mb: int
+    processes: int
+    output_bytes: int
+    file_mb: int
+
+
+@dataclass(frozen=True)
+class WorkerOp:
+    params: type
+    result: Any
+    timeout_s: float
+    mode: Mode = "persistent"
+    entry: str = WORKER
+    limits: LimitsSpec | None = None
+
+
+HANDIN_LIMITS: LimitsSpec = {
+    "wall_s": 60.0,  # the assignment's time_s, when it gives one
+    "cpu_s": 60.0,
+    "memory_mb": 4096,  # the assignment's memory_mb
+    "processes": 64,
+    "output_bytes": 1 << 20,  # the largest result the grader reads back (handin.MAX_RESULT_BYTES)
+    "file_mb": 64,
+}
+
+WORKER_OPS: dict[str, WorkerOp] = {
+    # the persistent worker: mlc_lab.core.worker.worker().call(op, ...)
+    "env": WorkerOp(NoParams, dict, 120.0),  # asked once, as the worker starts
+    "measure": WorkerOp(MeasureParams, Measurement, 30.0),
+    "cuda": WorkerOp(CudaParams, dict, 30.0),
+    "lower": WorkerOp(LowerParams, dict, 30.0),  # facts that core.lowering.build_lowering makes a Lowering
+    "run_function": WorkerOp(RunParams, dict, 60.0),
+    "numeric_gpu": WorkerOp(NumericGpuParams, dict, 60.0),
+    "run_opencl": WorkerOp(RunParams, dict, 60.0),
+    "machine": WorkerOp(NoParams, dict, 120.0),
+    # detached: python -m mlc_lab.core.worker_main --job tune WORK_DIR
+    "tune": WorkerOp(JobParams, int, 0.0, mode="detached"),  # no time-out: stopped by its owner
+    # grading children
+    "handin": WorkerOp(
+        HandinParams, dict, 60.0, mode="sandboxed", entry="mlc_lab.tvm.grade_child", limits=HANDIN_LIMITS
+    ),
+    # a hand-in's judging: the assignment's time and numeric time-out, plus this
+    "grade_batch": WorkerOp(GradeParams, dict, 180.0, entry="mlc_lab.grading.batch"),
+    # at least this, or twice the assignment's time and a minute
+    "grade_class": WorkerOp(ClassGradeParams, dict, 120.0, mode="detached", entry="mlc_lab.classroom.grade_child"),
+}

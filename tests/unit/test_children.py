@@ -1,0 +1,196 @@
+"""Every child process of mlc_lab starts through one launcher (`mlc_lab.core.worker`), and every worker
+operation is declared once (`mlc_lab.model.worker_ops.WORKER_OPS`) and answered once (`worker_main.REQUESTS`)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import subprocess
+import sys
+import time
+import typing
+from pathlib import Path
+
+import psutil
+import pytest
+
+from mlc_lab.core import sandbox
+from mlc_lab.core.worker import child_env, decode_result, failure, launch, sandboxed, stop
+from mlc_lab.core.worker_main import REQUESTS
+from mlc_lab.model.worker_ops import WORKER, WORKER_OPS
+
+PACKAGE = Path(__file__).resolve().parents[2] / "mlc_lab"
+
+# Who may start a process, and why.
+POPEN_ALLOWED = {
+    "core/worker.py": "the launcher",
+    "core/sandbox.py": "starts the sandbox's init with the pipes and fds it hands on (the sandboxed mode)",
+    # TVM's PopenWorker protocol, reproduced so that meta_schedule's pool adopts the process; it runs in
+    # the tuning job, under mlc_lab.tvm, which may not import core; the job's kill_tree stops it with the job
+    "tvm/runner_process.py": "TVM's own runner process, started early for meta_schedule to adopt",
+}
+RUN_ALLOWED = {
+    # a one-shot tool or a crash-prone engine run from inside the worker (in its process group, so that
+    # the worker's time-out and kill_tree stop it too); mlc_lab.tvm may not import core's launcher
+    "tvm/opencl_run.py": "the OpenCL engine, started by the worker so that its crash is a verdict",
+    "tvm/lower.py": "ptxas, for register and spill counts",
+    "tvm/tuning_build.py": "ld, linking a candidate faster than TVM's own link",
+}
+FORK_ALLOWED = {"core/_sandbox_init.py": "the sandbox's init, inside its namespaces"}
+
+
+def _calls(tree: ast.AST, module: str, names: set[str]) -> list[int]:
+    """Lines calling ``module.X`` for X in `names`, or X imported bare from `module`."""
+    bare = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == module
+        for alias in node.names
+        if alias.name in names
+    }
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if (
+                isinstance(f, ast.Attribute)
+                and f.attr in names
+                and isinstance(f.value, ast.Name)
+                and f.value.id == module
+            ):
+                lines.append(node.lineno)
+            elif isinstance(f, ast.Name) and f.id in bare:
+                lines.append(node.lineno)
+    return lines
+
+
+def _sources() -> dict[str, ast.AST]:
+    return {str(p.relative_to(PACKAGE)): ast.parse(p.read_text(), str(p)) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+@pytest.mark.parametrize(
+    ("module", "names", "allowed"),
+    [
+        ("subprocess", {"Popen"}, POPEN_ALLOWED),
+        ("subprocess", {"run", "call", "check_call", "check_output", "getoutput"}, RUN_ALLOWED),
+        ("os", {"fork", "forkpty", "spawnv", "spawnl", "posix_spawn", "system", "popen"}, FORK_ALLOWED),
+        ("multiprocessing", {"Process", "Pool", "get_context"}, {}),
+    ],
+)
+def test_only_the_launcher_starts_children(module, names, allowed):
+    found = {rel: lines for rel, tree in _sources().items() if (lines := _calls(tree, module, names))}
+    stray = {rel: lines for rel, lines in found.items() if rel not in allowed}
+    assert not stray, f"start children through mlc_lab.core.worker.launch, not here: {stray}"
+    assert set(found) == set(allowed), (
+        f"allowed but no longer starting a child (drop them): {set(allowed) - set(found)}"
+    )
+
+
+def test_every_worker_operation_has_a_handler_and_back():
+    served = {op for op, spec in WORKER_OPS.items() if spec.entry == WORKER}
+    assert served == set(REQUESTS)
+
+
+@pytest.mark.parametrize("op", sorted(WORKER_OPS))
+def test_each_operation_is_complete(op):
+    spec = WORKER_OPS[op]
+    assert typing.is_typeddict(spec.params)
+    assert spec.timeout_s >= 0
+    assert importlib.util.find_spec(spec.entry) is not None, f"{op}: no module {spec.entry}"
+    if spec.mode == "sandboxed":
+        assert spec.limits is not None and sandbox.Limits(**spec.limits)  # the same fields, each valid
+    else:
+        assert spec.limits is None
+
+
+def test_sandboxed_refuses_an_operation_without_limits():
+    with pytest.raises(ValueError, match="does not run sandboxed"):
+        sandboxed("measure", [sys.executable, "-c", "pass"], inputs={}, env={}, unsafe_same_user=True)
+
+
+def test_sandboxed_runs_under_the_tables_limits_changed_by_the_caller():
+    out = sandboxed(
+        "handin",
+        [sys.executable, "-c", "while True: pass"],
+        inputs={},
+        env={},
+        unsafe_same_user=True,
+        wall_s=1.0,
+        cpu_s=1.0,
+    )
+    assert out.status in ("timeout", "cpu")
+    assert out.seconds < 30
+
+
+def test_stop_kills_the_whole_tree_and_closes_the_pipes():
+    grandchild = (
+        "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']);"
+    )
+    proc = launch([sys.executable, "-c", grandchild + " print('up', flush=True); time.sleep(600)"], "persistent")
+    assert proc.stdout.readline().strip() == b"up"
+    tree = [proc.pid, *(p.pid for p in psutil.Process(proc.pid).children(recursive=True))]
+    assert len(tree) == 2
+    stop(proc, wait_s=10)
+    assert proc.returncode is not None and proc.stdin.closed and proc.stdout.closed
+    time.sleep(0.1)
+    for pid in tree:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_detached_child_has_its_own_session_and_the_env_mark(tmp_path):
+    log = tmp_path / "log"
+    code = "import os, sys; print(os.getsid(0) == os.getpid(), os.environ['MARK_X'], file=sys.stderr)"
+    with open(log, "wb") as fh:
+        proc = launch(
+            [sys.executable, "-c", code], "detached", stdout=fh, stderr=subprocess.STDOUT, env={"MARK_X": "7"}
+        )
+    assert proc.wait(timeout=60) == 0
+    assert log.read_text().split() == ["True", "7"]
+    assert proc.stdin is None
+
+
+def test_child_env_puts_this_package_first():
+    assert child_env()["PYTHONPATH"].split(":")[0] == str(PACKAGE.parent)
+
+
+def test_a_failure_crosses_as_error_info_and_back():
+    from mlc_lab.core.worker_main import _failure
+    from mlc_lab.errors import MeasureError, NoGPUError
+    from mlc_lab.model.conform import problems
+    from mlc_lab.model.errors import ErrorInfo
+    from mlc_lab.tvm.wire import RequestFailure
+
+    for exc, kind in (
+        (RequestFailure("no_gpu", "no CUDA GPU here", "nvidia-smi: none"), "no_gpu"),
+        (KeyError("x"), "internal"),
+    ):
+        info = _failure(7, exc)["error"]
+        assert problems(info, ErrorInfo) == []
+        err = failure(info, "cuda")
+        assert err.kind == kind and str(err).startswith(info["summary"][:10])
+        assert isinstance(err, NoGPUError) == (kind == "no_gpu")
+    assert failure({"summary": "bad", "type": "build", "detail": "d"}, "measure").detail == "d"
+    junk = failure("not an ErrorInfo", "measure")
+    assert isinstance(junk, MeasureError) and junk.kind == "protocol"
+
+
+def test_results_are_decoded_once_into_the_tables_type():
+    from mlc_lab.model.measurement import Measurement
+
+    m = Measurement(target="llvm", latency_s=0.5, func_name="main")
+    raw = {**m.to_json(), "number": 3}  # a working figure of the worker's, no part of the measurement
+    assert decode_result("measure", raw) == m
+    assert decode_result("machine", {"peak": 1}) == {"peak": 1}  # raw data: its caller's to decode
+
+
+def test_the_class_servers_child_still_dies_with_the_server_and_carries_its_mark():
+    tree = _sources()["classroom/server.py"]
+    launches = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "launch"
+    ]
+    assert len(launches) == 1
+    kw = {k.arg: ast.unparse(k.value) for k in launches[0].keywords}
+    assert kw["preexec_fn"] == "reaper.die_with(os.getpid())"
+    assert "reaper.MARK" in kw["env"]
