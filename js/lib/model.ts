@@ -567,6 +567,7 @@ export interface ClassSubmission {
   step?: number | string;
   text?: string;
   verdict?: Verdict;
+  client_id?: string;
 }
 
 /** The teacher's view of a class (``/api/summary``). */
@@ -740,6 +741,17 @@ export interface ClassDashboardTraits {
 export interface ClassroomInfo {
   server: string;
   identified?: boolean;
+  title?: string;
+  tasks?: ClassroomTask[];
+  assignment_error?: string;
+}
+
+/** One task of the class's assignment as the Submit bar lists it. */
+export interface ClassroomTask {
+  name: string;
+  title: string;
+  points: number;
+  checks: string[];
 }
 
 /** ``{}``: a dict trait with nothing to show yet. */
@@ -989,6 +1001,7 @@ export interface SelectionResult {
 export interface ClassSubmitParams {
   name?: string;
   task?: string | null;
+  client_id?: string;
 }
 
 /** The step handed in; its verdict arrives in the ``class_submission`` trait. */

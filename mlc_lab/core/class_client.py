@@ -165,8 +165,9 @@ def leaderboard(server: str | None, token: str | None = None) -> dict:
     return _call(server, "/api/leaderboard", token=class_token(server, token))
 
 
-def assignment(server: str | None) -> dict:
-    return _call(server, "/api/assignment")
+def assignment(server: str | None, timeout_s: float = 30.0) -> dict:
+    """The class's assignment: title, target, tasks (name, title, points, checks), hazards_fail."""
+    return _call(server, "/api/assignment", timeout_s=timeout_s)
 
 
 def summary(server: str | None, token: str) -> dict:

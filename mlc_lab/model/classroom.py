@@ -182,3 +182,4 @@ class ClassSubmission(TypedDict, total=False):
     step: int | str
     text: str
     verdict: Verdict
+    client_id: str  # the hand-in's id (one per intent: a double click reuses it)

@@ -39,24 +39,45 @@ def test_the_submit_bar_hands_in_the_current_step(comms, server):
     token = server.tokens["ada"]
     w = Explorer(Session(mlc_lab.load(str(LAB / "mm_relu.py"))), classroom=server.url, class_token=token)
     try:
-        assert w.classroom == {"server": server.url, "identified": True}  # the token stays in the kernel
-        assert token not in str(w.get_state())
+        # the class's assignment, from the server: its title and its tasks with their checks and points
+        assert w.classroom["server"] == server.url and w.classroom["identified"] is True
+        assert w.classroom["title"] == "Lab 1: mm_relu on the CPU"
+        assert [(t["name"], t["checks"], t["points"]) for t in w.classroom["tasks"]] == [
+            ("parallel", ["parallel"], 5.0),
+            ("vectorize", ["vectorize"], 5.0),
+        ]
+        assert token not in str(w.get_state())  # the token stays in the kernel
+        # the Checks tab lists the class's 2 checks (not all 6 CPU checks) and scores its 2 tasks
+        assert w.checks_setup["names"] == ["parallel", "vectorize"]
+        assert w.checks_setup["title"] == "Lab 1: mm_relu on the CPU"
         assert w.comm.request("apply", {"primitive": "parallel", "args": ["Y/i"]})["ok"]
-        reply = w.comm.request("class_submit", {"name": ""})
+        _until(lambda: (w.checks or {}).get("step") == 1 and "tasks" in w.checks, 60)
+        assert [(t["name"], t["passed"], t["points"]) for t in w.checks["tasks"]] == [
+            ("parallel", True, 5.0),
+            ("vectorize", False, 0.0),
+        ]
+        # a double click: the same intent (client id) twice is one submission
+        reply = w.comm.request("class_submit", {"name": "", "client_id": "intent-1"})
         assert reply["ok"] and reply["result"] == {"step": 1}
+        again = w.comm.request("class_submit", {"name": "", "client_id": "intent-1"}, req_id="again")
+        assert again["ok"], again
         _until(lambda: w.class_submission.get("state") != "sending")
+        if w.class_submission["verdict"]["id"] == 1:  # graded before the second click: sent again, stored once
+            assert w.comm.request("class_submit", {"name": "", "client_id": "intent-1"}, req_id="3")["ok"]
+            _until(lambda: w.class_submission.get("state") != "sending")
         sub = w.class_submission
         assert sub["state"] == "graded", sub
         assert sub["verdict"]["score"] == 5 and sub["verdict"]["rank"] == 1 and sub["step"] == 1
         assert "5/10 points" in sub["text"] and "rank 1 of 1" in sub["text"]
         assert sub["verdict"]["student"] == "ada"
-        assert [r["name"] for r in client.leaderboard(server.url, token)["rows"]] == ["ada"]
+        board = client.leaderboard(server.url, token)
+        assert [r["name"] for r in board["rows"]] == ["ada"] and board["submissions"] == 1
     finally:
         w.close()
     # without a token the bar asks for a pseudonym (a demo server), and nothing is sent
     w = Explorer(Session(mlc_lab.load(str(LAB / "mm_relu.py"))), classroom=server.url)
     try:
-        assert w.classroom == {"server": server.url, "identified": False}
+        assert w.classroom["identified"] is False and w.classroom["title"] == "Lab 1: mm_relu on the CPU"
         bad = w.comm.request("class_submit", {"name": "  "}, req_id="r2")
         assert not bad["ok"] and "pseudonym" in bad["error"]["summary"]
         assert client.leaderboard(server.url, token)["submissions"] == 1
@@ -91,7 +112,7 @@ def test_no_bar_without_a_server_unless_the_environment_names_one(comms, session
     assert classroom_setup(None) == {"server": "http://127.0.0.1:8765", "identified": False}
     monkeypatch.setenv(client.TOKEN_ENV, "a-token")
     w = Explorer(session)
-    assert w.classroom == {"server": "http://127.0.0.1:8765", "identified": True}
+    assert w.classroom["server"] == "http://127.0.0.1:8765" and w.classroom["identified"] is True
     w.close()
 
 
@@ -101,7 +122,9 @@ def test_session_view_takes_the_class_server(comms, monkeypatch):
     s = Session(mlc_lab.load(str(LAB / "mm_relu.py")))
     w = s.view(classroom="http://127.0.0.1:8765/")
     try:
-        assert isinstance(w, Explorer) and w.classroom == {"server": "http://127.0.0.1:8765", "identified": False}
+        assert isinstance(w, Explorer) and w.classroom["server"] == "http://127.0.0.1:8765"
+        assert w.classroom["identified"] is False and "tasks" not in w.classroom
+        assert w.classroom["assignment_error"].startswith("the class's assignment could not be read")
     finally:
         w.close()
 
