@@ -91,6 +91,66 @@ describe("the explorer's Submit bar", () => {
     expect(localStorage.getItem("mlc-lab-class-pseudonym")).toBeNull();
   });
 
+  it("shows the class's assignment, colours a verdict by its points, and sends one hand-in per double click", async () => {
+    const classroom = {
+      server: "http://127.0.0.1:8765",
+      identified: true,
+      title: "Lab 1: mm_relu on the CPU",
+      tasks: [
+        { name: "parallel", title: "Run the rows in parallel", points: 5, checks: ["parallel"] },
+        { name: "vectorize", title: "Vectorize the inner loop", points: 5, checks: ["vectorize"] },
+      ],
+    };
+    const { model, el } = await explorer({ classroom, class_submission: {} });
+    const bar = el.querySelector<HTMLElement>(".mlc-class-bar")!;
+    expect(bar.querySelector(".mlc-class-assignment-title")!.textContent).toBe("Lab 1: mm_relu on the CPU");
+    const chips = () => [...bar.querySelectorAll<HTMLElement>(".mlc-class-task")].map((c) => [c.textContent, c.dataset.verdict ?? ""]);
+    expect(chips()).toEqual([["parallel · 5 pts", ""], ["vectorize · 5 pts", ""]]);
+    // a double click: two requests, one client id (the server stores one submission)
+    const button = bar.querySelector<HTMLButtonElement>(".mlc-class-submit")!;
+    button.click();
+    await tick();
+    model.reply({ step: 0 });
+    await tick();
+    button.disabled = false; // a fast refusal re-enables it between the two clicks
+    button.click();
+    await tick();
+    const sent = model.requests().filter((r) => r.method === "class_submit");
+    expect(sent.length).toBe(2);
+    expect(sent[0].params.client_id).toBeTruthy();
+    expect(sent[1].params.client_id).toBe(sent[0].params.client_id);
+    model.reply({ step: 0 });
+    // 0 of 10 points is no success: red, and each task's chip says how it went
+    model.set("class_submission", {
+      state: "graded", name: "ada", step: 0, text: "0/10 points, rank 1 of 1, failed: parallel, vectorize",
+      verdict: { id: 1, name: "ada", task: null, status: "graded", submitted_at: 0, score: 0, max_score: 10, rank: 1, students: 1, error: null,
+        tasks: [
+          { name: "parallel", title: null, points: 0, max_points: 5, passed: false, messages: [] },
+          { name: "vectorize", title: null, points: 0, max_points: 5, passed: false, messages: [] },
+        ] },
+    });
+    const verdict = bar.querySelector<HTMLElement>(".mlc-class-verdict")!;
+    expect(verdict.dataset.verdict).toBe("fail");
+    expect(chips()).toEqual([["✗ parallel · 5 pts", "fail"], ["✗ vectorize · 5 pts", "fail"]]);
+    model.set("class_submission", {
+      state: "graded", name: "ada", step: 1, text: "5/10 points",
+      verdict: { id: 2, name: "ada", task: null, status: "graded", submitted_at: 0, score: 5, max_score: 10, error: null,
+        tasks: [
+          { name: "parallel", title: null, points: 5, max_points: 5, passed: true, messages: [] },
+          { name: "vectorize", title: null, points: 0, max_points: 5, passed: false, messages: [] },
+        ] },
+    });
+    expect(verdict.dataset.verdict).toBe("partial");
+    expect(chips()[0]).toEqual(["✓ parallel · 5 pts", "pass"]);
+    // a later, separate click is a new intent
+    await new Promise((r) => setTimeout(r, 1600));
+    button.disabled = false;
+    button.click();
+    await tick();
+    const third = model.requests().filter((r) => r.method === "class_submit").at(-1)!;
+    expect(third.params.client_id).not.toBe(sent[0].params.client_id);
+  });
+
   it("shows a refusal and keeps the button usable", async () => {
     const { model, el } = await explorer({ classroom: { server: "http://127.0.0.1:8765" }, class_submission: {} });
     const input = el.querySelector<HTMLInputElement>(".mlc-class-name")!;
