@@ -558,6 +558,10 @@ export interface BoardRow {
   best_latency_ms: number | null;
   submissions: number;
   you?: boolean;
+  spread_ms?: number | null;
+  load?: number | null;
+  quiet?: boolean | null;
+  tie?: boolean;
 }
 
 /** The explorer's Submit bar (its ``class_submission`` trait; {} before the first submission). */
@@ -580,6 +584,7 @@ export interface ClassSummary {
   latency: LatencySpread;
   common_failures: CommonFailure[];
   stuck: StuckStudent[];
+  refused?: RefusedHandIn[];
   notice?: string;
 }
 
@@ -621,9 +626,22 @@ export interface LatencySpread {
   max?: number;
 }
 
+/** A hand-in the grader refused (a trace calling what no schedule calls): flagged for the teacher. */
+export interface RefusedHandIn {
+  id: number;
+  name: string;
+  message: string;
+  at: number;
+}
+
 export interface StudentLatency {
   name: string;
   latency_ms: number;
+  spread_ms?: number | null;
+  load?: number | null;
+  quiet?: boolean | null;
+  rank?: number;
+  tie?: boolean;
 }
 
 /** The first task a student has not passed, and how often they failed it. */
@@ -676,6 +694,7 @@ export interface Verdict {
   timing?: unknown;
   timing_error?: string | null;
   rank?: number | null;
+  tie?: boolean;
   students?: number;
 }
 

@@ -185,7 +185,7 @@ def verdict_text(v: dict) -> str:
     if v.get("latency_ms") is not None:
         parts.append(f"{v['latency_ms']:.4g} ms")
     if v.get("rank"):
-        parts.append(f"rank {v['rank']} of {v.get('students')}")
+        parts.append(f"rank {v['rank']} of {v.get('students')}" + (" (a tie)" if v.get("tie") else ""))
     failed = [t["name"] for t in v.get("tasks") or [] if not t.get("passed")]
     if failed:
         parts.append("failed: " + ", ".join(failed))

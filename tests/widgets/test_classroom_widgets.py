@@ -179,3 +179,43 @@ def test_widgets_take_plain_data_and_say_why_a_refresh_failed(comms):
     assert d.summary["students"] == 2
     d.close()
     assert mlc_lab.leaderboard is leaderboard and mlc_lab.class_dashboard is class_dashboard
+
+
+def _graded(store, name, score, latency_ms, spread_ms=None, quiet=True, load=0.1, status="graded", error=None):
+    sid = store.add(name, None, "[]")
+    tasks = [{"name": "parallel", "passed": score >= 5}, {"name": "vectorize", "passed": score >= 10}]
+    timing = {"where": "the class server", "method": "m", "quiet": quiet, "spread_ms": spread_ms, "load": load}
+    result = {"status": status, "score": score, "max_score": 10, "tasks": tasks, "latency_ms": latency_ms}
+    if error:
+        result = {"status": status, "error": error, "score": 0, "max_score": 10, "tasks": []}
+    store.record(sid, {**result, "timing": timing} if not error else result)
+    return sid
+
+
+def test_latencies_within_their_spread_or_timed_under_load_are_ties_and_a_refusal_is_flagged(tmp_path):
+    from mlc_lab.classroom.store import Store
+    from tests.unit.test_classroom import TASKS
+
+    store = Store(tmp_path / "s", TASKS)
+    try:
+        _graded(store, "ada", 10, 146.5, spread_ms=2.0)
+        _graded(store, "bo", 10, 145.5, spread_ms=1.5)  # 1 ms apart, within 2 ms: a tie
+        _graded(store, "cy", 10, 200.0, spread_ms=1.0)  # clearly slower on a quiet machine
+        _graded(store, "di", 5, 100.0, spread_ms=1.0)
+        _graded(store, "ed", 10, 292.8, spread_ms=0.5, quiet=False, load=2.1)  # busy machine: no order by latency
+        _graded(store, "fay", 0, None, status="refused", error="lab.py: the trace is refused: line 1 calls __import__")
+        rows = store.leaderboard()["rows"]
+        got = [(r["name"], r["rank"], r["tie"]) for r in rows]
+        assert got[:5] == [("bo", 1, True), ("ada", 1, True), ("cy", 3, True), ("ed", 3, True), ("di", 5, False)]
+        ed = next(r for r in rows if r["name"] == "ed")
+        assert ed["load"] == 2.1 and ed["quiet"] is False and ed["spread_ms"] == 0.5
+        summary = store.summary()
+        assert [(s["name"], s["spread_ms"], s["tie"]) for s in summary["latency"]["students"]][:2] == [
+            ("bo", 1.5, True),
+            ("ada", 2.0, True),
+        ]
+        # the hostile hand-in is flagged apart, and is no ordinary failure
+        assert [(r["name"], "__import__" in r["message"]) for r in summary["refused"]] == [("fay", True)]
+        assert not any("__import__" in f["message"] for f in summary["common_failures"])
+    finally:
+        store.close()
