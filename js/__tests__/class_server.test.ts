@@ -229,4 +229,55 @@ describe("the teacher's dashboard", () => {
     model.set("summary", { ...SUMMARY, students: 4 });
     expect(el.querySelector(".mlc-class-counts")!.textContent).toContain("4 students");
   });
+
+  it("plots latencies on an axis from zero with names, values, spread and load; ties share a rank; a refused hand-in is flagged", () => {
+    const summary: Summary = {
+      ...SUMMARY,
+      latency: {
+        students: [
+          { name: "bo", latency_ms: 0.1455, spread_ms: 0.002, load: 0.1, quiet: true, rank: 1, tie: true },
+          { name: "ada", latency_ms: 0.1465, spread_ms: 0.0015, load: 0.2, quiet: true, rank: 1, tie: true },
+          { name: "cy", latency_ms: 0.2928, spread_ms: 0.001, load: 2.1, quiet: false, rank: 3, tie: false },
+        ],
+        min: 0.1455, median: 0.1465, max: 0.2928,
+      },
+      refused: [{ id: 7, name: "eve", message: "lab.py: the trace is refused: line 1 calls __import__", at: 0 }],
+    };
+    const board: Board = {
+      ...BOARD,
+      rows: [
+        { name: "bo", rank: 1, tie: true, score: 10, tasks_passed: [], best_latency_ms: 0.1455, spread_ms: 0.002, load: 0.1, quiet: true, submissions: 1 },
+        { name: "ada", rank: 1, tie: true, score: 10, tasks_passed: [], best_latency_ms: 0.1465, spread_ms: 0.0015, load: 0.2, quiet: true, submissions: 1 },
+        { name: "cy", rank: 3, score: 10, tasks_passed: [], best_latency_ms: 0.2928, spread_ms: 0.001, load: 2.1, quiet: false, submissions: 1 },
+      ],
+    };
+    const model = polledModel({ summary, board });
+    const el = document.createElement("div");
+    cleanups.push(class_dashboard.render({ model: model as any, el } as any) as any);
+    const rows = [...el.querySelectorAll<HTMLElement>(".mlc-sec-latency .mlc-latency-row[data-name]")];
+    // names and values on the page, not on hover; bars from zero: 145.5 µs and 146.5 µs are nearly the same length
+    expect(rows.map((r) => [r.querySelector(".mlc-latency-rank")!.textContent, r.querySelector(".mlc-latency-name")!.textContent, r.querySelector(".mlc-latency-value")!.textContent])).toEqual([
+      ["=1", "bo", "145.5 µs ± 2.0 µs"],
+      ["=1", "ada", "146.5 µs ± 1.5 µs"],
+      ["3", "cy", "292.8 µs ± 1.0 µs"],
+    ]);
+    const width = (r: HTMLElement) => parseFloat(r.querySelector<HTMLElement>(".mlc-latency-dot")!.style.width);
+    expect(width(rows[1]) / width(rows[0])).toBeCloseTo(146.5 / 145.5, 3);
+    expect(width(rows[2]) / width(rows[0])).toBeCloseTo(292.8 / 145.5, 3);
+    const ticks = [...el.querySelectorAll(".mlc-latency-tick")].map((t) => t.textContent);
+    expect(ticks[0]).toBe("0");
+    expect(ticks.at(-1)).toBe("300.0 µs");
+    expect(rows[2].classList.contains("mlc-latency-busy")).toBe(true);
+    expect(rows[2].querySelector(".mlc-latency-load")!.textContent).toBe("⚠ busy machine, load 2.1");
+    expect(rows[0].querySelector(".mlc-latency-load")!.textContent).toBe("load 0.1");
+    // the leaderboard: ties marked, each latency with its spread and load
+    const board_rows = [...el.querySelectorAll<HTMLElement>(".mlc-sec-board .mlc-board-row")];
+    expect(board_rows.map((r) => r.querySelector(".mlc-board-rank")!.textContent)).toEqual(["=1", "=1", "3"]);
+    expect(board_rows[2].querySelector(".mlc-board-latency")!.textContent).toBe("292.8 µs ± 1.0 µs ⚠ busy machine, load 2.1");
+    // the refused hand-in, flagged above the failures
+    const refused = el.querySelector<HTMLElement>(".mlc-sec-refused")!;
+    expect(refused.querySelector("h4")!.textContent).toContain("Refused hand-ins (1)");
+    expect(refused.querySelector(".mlc-refused-row")!.textContent).toContain("__import__");
+    expect(refused.compareDocumentPosition(el.querySelector(".mlc-sec-failures")!) & Node.DOCUMENT_POSITION_FOLLOWING).toBeTruthy();
+  });
 });
