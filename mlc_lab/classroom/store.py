@@ -371,7 +371,7 @@ class Store:
         none of the assignment's hand-ins), newest first: the teacher's to look at, not a failure."""
         out = []
         for s in reversed(self._graded()):
-            if s["result"].get("status") == "refused":
+            if _refused(s):
                 name = (labels or {}).get(s["name"], s["name"])
                 text = str(s["error"] or s["result"].get("error") or "refused")[:300]
                 out.append({"id": s["id"], "name": name, "message": text, "at": s["at"]})
@@ -399,6 +399,8 @@ class Store:
     def _board(self, labels: dict[str, str] | None = None) -> list[dict]:
         students: dict[str, dict] = {}
         for s in self._graded():
+            if _refused(s):
+                continue  # a refused hand-in is no schedule: flagged for the teacher (refused()), never ranked
             st = students.setdefault(
                 s["name"],
                 {
@@ -447,15 +449,13 @@ class Store:
         """Per-task pass rates (of the students who handed anything in), the distribution of each
         student's best passing latency, the most common failures, and who is stuck at which task
         (students named by ``labels``: the teacher's)."""
-        graded = [{**g, "name": (labels or {}).get(g["name"], g["name"])} for g in self._graded()]
+        graded = [{**g, "name": (labels or {}).get(g["name"], g["name"])} for g in self._graded() if not _refused(g)]
         names = sorted({s["name"] for s in graded})
         passed_by: dict[str, set] = {t["name"]: set() for t in self.tasks}
         failures: dict[tuple[str, str], dict] = {}
         attempts: dict[tuple[str, str], int] = {}
         last_message: dict[tuple[str, str], str] = {}
         for s in graded:
-            if s["result"].get("status") == "refused":
-                continue  # listed apart, for the teacher (refused()): not a student's ordinary failure
             for n in s["passed"]:
                 passed_by.setdefault(n, set()).add(s["name"])
             if s["error"]:  # not graded at all: one failure, whatever the tasks
@@ -562,3 +562,8 @@ def rank(rows: list[dict]) -> None:
             r["tie"] = rows[i - 1]["tie"] = True
         else:
             r["rank"] = i + 1
+
+
+def _refused(s: dict) -> bool:
+    """A hand-in the grader refused to run (``GradeResult.status``), as ``Store._graded`` lists it."""
+    return s["result"].get("status") == "refused"

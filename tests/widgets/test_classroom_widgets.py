@@ -217,5 +217,8 @@ def test_latencies_within_their_spread_or_timed_under_load_are_ties_and_a_refusa
         # the hostile hand-in is flagged apart, and is no ordinary failure
         assert [(r["name"], "__import__" in r["message"]) for r in summary["refused"]] == [("fay", True)]
         assert not any("__import__" in f["message"] for f in summary["common_failures"])
+        # and it neither counts as a student in the pass rates nor takes a place on the board
+        assert summary["students"] == 5 and "fay" not in [s["name"] for s in summary["stuck"]]
+        assert "fay" not in [r["name"] for r in rows]
     finally:
         store.close()
