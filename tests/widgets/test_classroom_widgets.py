@@ -198,7 +198,7 @@ def test_latencies_within_their_spread_or_timed_under_load_are_ties_and_a_refusa
 
     store = Store(tmp_path / "s", TASKS)
     try:
-        _graded(store, "ada", 10, 146.5, spread_ms=2.0)
+        ada = _graded(store, "ada", 10, 146.5, spread_ms=2.0)
         _graded(store, "bo", 10, 145.5, spread_ms=1.5)  # 1 ms apart, within 2 ms: a tie
         _graded(store, "cy", 10, 200.0, spread_ms=1.0)  # clearly slower on a quiet machine
         _graded(store, "di", 5, 100.0, spread_ms=1.0)
@@ -207,6 +207,9 @@ def test_latencies_within_their_spread_or_timed_under_load_are_ties_and_a_refusa
         rows = store.leaderboard()["rows"]
         got = [(r["name"], r["rank"], r["tie"]) for r in rows]
         assert got[:5] == [("bo", 1, True), ("ada", 1, True), ("cy", 3, True), ("ed", 3, True), ("di", 5, False)]
+        v = store.verdict(ada)
+        assert v["rank"] == 1 and v["tie"] is True
+        assert "rank 1 of 5 (a tie)" in client.verdict_text({**v, "students": 5})
         ed = next(r for r in rows if r["name"] == "ed")
         assert ed["load"] == 2.1 and ed["quiet"] is False and ed["spread_ms"] == 0.5
         summary = store.summary()
