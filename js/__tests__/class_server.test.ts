@@ -91,6 +91,66 @@ describe("the explorer's Submit bar", () => {
     expect(localStorage.getItem("mlc-lab-class-pseudonym")).toBeNull();
   });
 
+  it("shows the class's assignment, colours a verdict by its points, and sends one hand-in per double click", async () => {
+    const classroom = {
+      server: "http://127.0.0.1:8765",
+      identified: true,
+      title: "Lab 1: mm_relu on the CPU",
+      tasks: [
+        { name: "parallel", title: "Run the rows in parallel", points: 5, checks: ["parallel"] },
+        { name: "vectorize", title: "Vectorize the inner loop", points: 5, checks: ["vectorize"] },
+      ],
+    };
+    const { model, el } = await explorer({ classroom, class_submission: {} });
+    const bar = el.querySelector<HTMLElement>(".mlc-class-bar")!;
+    expect(bar.querySelector(".mlc-class-assignment-title")!.textContent).toBe("Lab 1: mm_relu on the CPU");
+    const chips = () => [...bar.querySelectorAll<HTMLElement>(".mlc-class-task")].map((c) => [c.textContent, c.dataset.verdict ?? ""]);
+    expect(chips()).toEqual([["parallel · 5 pts", ""], ["vectorize · 5 pts", ""]]);
+    // a double click: two requests, one client id (the server stores one submission)
+    const button = bar.querySelector<HTMLButtonElement>(".mlc-class-submit")!;
+    button.click();
+    await tick();
+    model.reply({ step: 0 });
+    await tick();
+    button.disabled = false; // a fast refusal re-enables it between the two clicks
+    button.click();
+    await tick();
+    const sent = model.requests().filter((r) => r.method === "class_submit");
+    expect(sent.length).toBe(2);
+    expect(sent[0].params.client_id).toBeTruthy();
+    expect(sent[1].params.client_id).toBe(sent[0].params.client_id);
+    model.reply({ step: 0 });
+    // 0 of 10 points is no success: red, and each task's chip says how it went
+    model.set("class_submission", {
+      state: "graded", name: "ada", step: 0, text: "0/10 points, rank 1 of 1, failed: parallel, vectorize",
+      verdict: { id: 1, name: "ada", task: null, status: "graded", submitted_at: 0, score: 0, max_score: 10, rank: 1, students: 1, error: null,
+        tasks: [
+          { name: "parallel", title: null, points: 0, max_points: 5, passed: false, messages: [] },
+          { name: "vectorize", title: null, points: 0, max_points: 5, passed: false, messages: [] },
+        ] },
+    });
+    const verdict = bar.querySelector<HTMLElement>(".mlc-class-verdict")!;
+    expect(verdict.dataset.verdict).toBe("fail");
+    expect(chips()).toEqual([["✗ parallel · 5 pts", "fail"], ["✗ vectorize · 5 pts", "fail"]]);
+    model.set("class_submission", {
+      state: "graded", name: "ada", step: 1, text: "5/10 points",
+      verdict: { id: 2, name: "ada", task: null, status: "graded", submitted_at: 0, score: 5, max_score: 10, error: null,
+        tasks: [
+          { name: "parallel", title: null, points: 5, max_points: 5, passed: true, messages: [] },
+          { name: "vectorize", title: null, points: 0, max_points: 5, passed: false, messages: [] },
+        ] },
+    });
+    expect(verdict.dataset.verdict).toBe("partial");
+    expect(chips()[0]).toEqual(["✓ parallel · 5 pts", "pass"]);
+    // a later, separate click is a new intent
+    await new Promise((r) => setTimeout(r, 1600));
+    button.disabled = false;
+    button.click();
+    await tick();
+    const third = model.requests().filter((r) => r.method === "class_submit").at(-1)!;
+    expect(third.params.client_id).not.toBe(sent[0].params.client_id);
+  });
+
   it("shows a refusal and keeps the button usable", async () => {
     const { model, el } = await explorer({ classroom: { server: "http://127.0.0.1:8765" }, class_submission: {} });
     const input = el.querySelector<HTMLInputElement>(".mlc-class-name")!;
@@ -168,5 +228,56 @@ describe("the teacher's dashboard", () => {
     expect(el.querySelectorAll(".mlc-sec-board .mlc-board-row").length).toBe(2);
     model.set("summary", { ...SUMMARY, students: 4 });
     expect(el.querySelector(".mlc-class-counts")!.textContent).toContain("4 students");
+  });
+
+  it("plots latencies on an axis from zero with names, values, spread and load; ties share a rank; a refused hand-in is flagged", () => {
+    const summary: Summary = {
+      ...SUMMARY,
+      latency: {
+        students: [
+          { name: "bo", latency_ms: 0.1455, spread_ms: 0.002, load: 0.1, quiet: true, rank: 1, tie: true },
+          { name: "ada", latency_ms: 0.1465, spread_ms: 0.0015, load: 0.2, quiet: true, rank: 1, tie: true },
+          { name: "cy", latency_ms: 0.2928, spread_ms: 0.001, load: 2.1, quiet: false, rank: 3, tie: false },
+        ],
+        min: 0.1455, median: 0.1465, max: 0.2928,
+      },
+      refused: [{ id: 7, name: "eve", message: "lab.py: the trace is refused: line 1 calls __import__", at: 0 }],
+    };
+    const board: Board = {
+      ...BOARD,
+      rows: [
+        { name: "bo", rank: 1, tie: true, score: 10, tasks_passed: [], best_latency_ms: 0.1455, spread_ms: 0.002, load: 0.1, quiet: true, submissions: 1 },
+        { name: "ada", rank: 1, tie: true, score: 10, tasks_passed: [], best_latency_ms: 0.1465, spread_ms: 0.0015, load: 0.2, quiet: true, submissions: 1 },
+        { name: "cy", rank: 3, score: 10, tasks_passed: [], best_latency_ms: 0.2928, spread_ms: 0.001, load: 2.1, quiet: false, submissions: 1 },
+      ],
+    };
+    const model = polledModel({ summary, board });
+    const el = document.createElement("div");
+    cleanups.push(class_dashboard.render({ model: model as any, el } as any) as any);
+    const rows = [...el.querySelectorAll<HTMLElement>(".mlc-sec-latency .mlc-latency-row[data-name]")];
+    // names and values on the page, not on hover; bars from zero: 145.5 µs and 146.5 µs are nearly the same length
+    expect(rows.map((r) => [r.querySelector(".mlc-latency-rank")!.textContent, r.querySelector(".mlc-latency-name")!.textContent, r.querySelector(".mlc-latency-value")!.textContent])).toEqual([
+      ["=1", "bo", "145.5 µs ± 2.0 µs"],
+      ["=1", "ada", "146.5 µs ± 1.5 µs"],
+      ["3", "cy", "292.8 µs ± 1.0 µs"],
+    ]);
+    const width = (r: HTMLElement) => parseFloat(r.querySelector<HTMLElement>(".mlc-latency-dot")!.style.width);
+    expect(width(rows[1]) / width(rows[0])).toBeCloseTo(146.5 / 145.5, 3);
+    expect(width(rows[2]) / width(rows[0])).toBeCloseTo(292.8 / 145.5, 3);
+    const ticks = [...el.querySelectorAll(".mlc-latency-tick")].map((t) => t.textContent);
+    expect(ticks[0]).toBe("0");
+    expect(ticks.at(-1)).toBe("300.0 µs");
+    expect(rows[2].classList.contains("mlc-latency-busy")).toBe(true);
+    expect(rows[2].querySelector(".mlc-latency-load")!.textContent).toBe("⚠ busy machine, load 2.1");
+    expect(rows[0].querySelector(".mlc-latency-load")!.textContent).toBe("load 0.1");
+    // the leaderboard: ties marked, each latency with its spread and load
+    const board_rows = [...el.querySelectorAll<HTMLElement>(".mlc-sec-board .mlc-board-row")];
+    expect(board_rows.map((r) => r.querySelector(".mlc-board-rank")!.textContent)).toEqual(["=1", "=1", "3"]);
+    expect(board_rows[2].querySelector(".mlc-board-latency")!.textContent).toBe("292.8 µs ± 1.0 µs ⚠ busy machine, load 2.1");
+    // the refused hand-in, flagged above the failures
+    const refused = el.querySelector<HTMLElement>(".mlc-sec-refused")!;
+    expect(refused.querySelector("h4")!.textContent).toContain("Refused hand-ins (1)");
+    expect(refused.querySelector(".mlc-refused-row")!.textContent).toContain("__import__");
+    expect(refused.compareDocumentPosition(el.querySelector(".mlc-sec-failures")!) & Node.DOCUMENT_POSITION_FOLLOWING).toBeTruthy();
   });
 });

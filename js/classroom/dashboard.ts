@@ -2,7 +2,7 @@
 // who is stuck at which task, and the leaderboard. Re-drawn whenever the kernel pushes new figures.
 
 import { h } from "../lib/dom";
-import { ms, percent } from "./format";
+import { loadNote, ms, percent } from "./format";
 import { boardTable } from "./leaderboard";
 import type { Board, ClassSummary } from "../lib/model";
 
@@ -26,41 +26,76 @@ export function passRates(summary: Summary): HTMLElement {
   );
 }
 
-/** Each student's best passing latency as a tick on one axis (linear from the fastest to the slowest). */
+/** A round number at or above `x` (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten): the axis's end. */
+export function niceCeil(x: number): number {
+  if (!(x > 0)) return 1;
+  const p = 10 ** Math.floor(Math.log10(x));
+  return ([1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10].find((m) => m * p >= x * (1 - 1e-9)) ?? 10) * p;
+}
+
+/** Each student's best passing latency as a bar on an axis from zero, with its value, its spread
+ * (the repeats' interquartile range, a whisker), the load it was timed under and its rank (ties marked "="). */
 export function latencyPlot(summary: Summary): HTMLElement {
   const lat = summary.latency ?? { students: [] };
   const points = lat.students ?? [];
   if (!points.length) return h("div", { class: "mlc-class-empty mlc-latency" }, "No passing submission has been timed yet.");
-  const lo = lat.min ?? points[0].latency_ms;
-  const hi = lat.max ?? points[points.length - 1].latency_ms;
-  const span = hi - lo || 1;
-  const W = 600;
-  const ns = "http://www.w3.org/2000/svg";
-  const svg = document.createElementNS(ns, "svg");
-  svg.setAttribute("viewBox", `0 0 ${W} 40`);
-  svg.setAttribute("class", "mlc-latency-svg");
-  svg.setAttribute("preserveAspectRatio", "none");
-  const axis = document.createElementNS(ns, "line");
-  Object.entries({ x1: "10", x2: String(W - 10), y1: "30", y2: "30", class: "mlc-latency-axis" }).forEach(([k, v]) => axis.setAttribute(k, v));
-  svg.append(axis);
-  points.forEach((p, i) => {
-    // a tick per student (a circle would be stretched: the plot fills the width, not the ratio)
-    const c = document.createElementNS(ns, "line");
-    const x = (10 + ((p.latency_ms - lo) / span) * (W - 20)).toFixed(1);
-    const top = 6 + (i % 3) * 4;
-    Object.entries({ x1: x, x2: x, y1: String(top), y2: "30" }).forEach(([k, v]) => c.setAttribute(k, v));
-    c.setAttribute("class", "mlc-latency-dot");
-    c.dataset.name = p.name;
-    const title = document.createElementNS(ns, "title");
-    title.textContent = `${p.name}: ${ms(p.latency_ms)}`;
-    c.append(title);
-    svg.append(c);
+  const top = niceCeil(Math.max(...points.map((p) => p.latency_ms + (p.spread_ms ?? 0))));
+  const pct = (v: number) => `${Math.max(0, Math.min(100, (v / top) * 100)).toFixed(2)}%`;
+  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => f * top);
+  const rows = points.map((p) => {
+    const spread = p.spread_ms ?? 0;
+    return h(
+      "div",
+      { class: p.quiet === false ? "mlc-latency-row mlc-latency-busy" : "mlc-latency-row", dataset: { name: p.name, rank: String(p.rank ?? "") } },
+      h("span", { class: "mlc-latency-rank" }, p.rank ? `${p.tie ? "=" : ""}${p.rank}` : ""),
+      h("span", { class: "mlc-latency-name", title: p.name }, p.name),
+      h(
+        "span",
+        { class: "mlc-latency-track" },
+        h("span", { class: "mlc-latency-dot", dataset: { name: p.name }, style: { width: pct(p.latency_ms) } }),
+        ...(spread > 0 ? [h("span", { class: "mlc-latency-spread", style: { left: pct(p.latency_ms - spread), width: pct(2 * spread) } })] : []),
+      ),
+      h("span", { class: "mlc-latency-value" }, `${ms(p.latency_ms)}${spread > 0 ? ` ± ${ms(spread)}` : ""}`),
+      h("span", { class: "mlc-latency-load" }, loadNote(p)),
+    );
   });
+  const axis = h(
+    "div",
+    { class: "mlc-latency-row mlc-latency-axisrow" },
+    h("span", {}),
+    h("span", {}),
+    h("span", { class: "mlc-latency-axis" }, ticks.map((t) => h("span", { class: "mlc-latency-tick", style: { left: pct(t) } }, t === 0 ? "0" : ms(t)))),
+    h("span", {}),
+    h("span", {}),
+  );
+  const ties = points.some((p) => p.tie);
   return h(
     "div",
     { class: "mlc-latency" },
-    svg,
-    h("div", { class: "mlc-latency-legend" }, `fastest ${ms(lat.min)} · median ${ms(lat.median)} · slowest ${ms(lat.max)} (${points.length} student${points.length === 1 ? "" : "s"})`),
+    ...rows,
+    axis,
+    h(
+      "div",
+      { class: "mlc-latency-legend" },
+      `fastest ${ms(lat.min)} · median ${ms(lat.median)} · slowest ${ms(lat.max)} (${points.length} student${points.length === 1 ? "" : "s"}); ` +
+        `± the repeats' interquartile range${ties ? "; = a tie: within each other's spread, or timed on a busy machine" : ""}`,
+    ),
+  );
+}
+
+/** The hand-ins the grader refused (a trace that calls what no schedule calls): for the teacher to look at. */
+export function refusedTable(summary: Summary): HTMLElement {
+  const rows = summary.refused ?? [];
+  if (!rows.length) return h("div", { class: "mlc-class-empty" }, "No hand-in was refused.");
+  return h(
+    "table",
+    { class: "mlc-class-table mlc-refused" },
+    h("thead", {}, h("tr", {}, h("th", {}, "Pseudonym"), h("th", {}, "Submission"), h("th", {}, "Why the grader refused it"))),
+    h(
+      "tbody",
+      {},
+      rows.map((r) => h("tr", { class: "mlc-refused-row", dataset: { name: r.name } }, h("td", {}, `⚠ ${r.name}`), h("td", {}, `#${r.id}`), h("td", { class: "mlc-failure-message" }, r.message))),
+    ),
   );
 }
 
@@ -110,6 +145,7 @@ export function dashboardBody(summary: Summary, board: Partial<Board>): HTMLElem
     { class: "mlc-class-body" },
     section("mlc-sec-rates", "Pass rate per task", passRates(summary)),
     section("mlc-sec-latency", "Best latency per student", latencyPlot(summary)),
+    ...((summary.refused ?? []).length ? [section("mlc-sec-refused", `⚠ Refused hand-ins (${summary.refused!.length}): look at these`, refusedTable(summary))] : []),
     section("mlc-sec-failures", "Most common failures", failuresTable(summary)),
     section("mlc-sec-stuck", "Who is at which task", stuckTable(summary)),
     section("mlc-sec-board", "Leaderboard", boardTable(board)),

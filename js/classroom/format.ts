@@ -19,3 +19,9 @@ export function ago(seconds: number, now = Date.now() / 1000): string {
   const d = Math.max(0, Math.round(now - seconds));
   return d < 5 ? "just now" : d < 60 ? `${d} s ago` : `${Math.round(d / 60)} min ago`;
 }
+
+/** The load a timing was taken under, and a warning when the machine was busy (its figure is noise as much as schedule). */
+export function loadNote(p: { load?: number | null; quiet?: boolean | null }): string {
+  const load = p.load === null || p.load === undefined ? "" : `load ${p.load.toFixed(1)}`;
+  return p.quiet === false ? `⚠ busy machine${load ? `, ${load}` : ""}` : load;
+}

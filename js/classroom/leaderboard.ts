@@ -1,7 +1,7 @@
 // The leaderboard table (students' widget, and a part of the teacher's dashboard).
 
 import { h } from "../lib/dom";
-import { ms, points } from "./format";
+import { loadNote, ms, points } from "./format";
 import type { Board } from "../lib/model";
 
 export function boardTable(board: Partial<Board>, highlight = ""): HTMLElement {
@@ -19,10 +19,15 @@ export function boardTable(board: Partial<Board>, highlight = ""): HTMLElement {
         h(
           "tr",
           { class: r.name === highlight ? "mlc-board-row mlc-board-you" : "mlc-board-row", dataset: { name: r.name, rank: String(r.rank) } },
-          h("td", { class: "mlc-board-rank" }, String(r.rank)),
+          h("td", { class: "mlc-board-rank", title: r.tie ? "a tie: within each other's spread, or timed on a busy machine" : "" }, `${r.tie ? "=" : ""}${r.rank}`),
           h("td", { class: "mlc-board-name" }, r.name),
           h("td", { class: "mlc-board-score" }, `${points(r.score)} / ${points(board.max_score)}`),
-          h("td", { class: "mlc-board-latency", title: "the fastest of this student's passing submissions, timed by measure()'s method" }, ms(r.best_latency_ms)),
+          h(
+            "td",
+            { class: "mlc-board-latency", title: "the fastest of this student's passing submissions, timed by measure()'s method; ± the repeats' interquartile range" },
+            `${ms(r.best_latency_ms)}${r.spread_ms ? ` ± ${ms(r.spread_ms)}` : ""}`,
+            r.best_latency_ms !== null && loadNote(r) ? h("span", { class: r.quiet === false ? "mlc-board-load mlc-busy" : "mlc-board-load" }, ` ${loadNote(r)}`) : "",
+          ),
           h(
             "td",
             { class: "mlc-board-tasks" },

@@ -560,6 +560,10 @@ export interface BoardRow {
   best_latency_ms: number | null;
   submissions: number;
   you?: boolean;
+  spread_ms?: number | null;
+  load?: number | null;
+  quiet?: boolean | null;
+  tie?: boolean;
 }
 
 /** The explorer's Submit bar (its ``class_submission`` trait; {} before the first submission). */
@@ -569,6 +573,7 @@ export interface ClassSubmission {
   step?: number | string;
   text?: string;
   verdict?: Verdict;
+  client_id?: string;
 }
 
 /** The teacher's view of a class (``/api/summary``). */
@@ -581,6 +586,7 @@ export interface ClassSummary {
   latency: LatencySpread;
   common_failures: CommonFailure[];
   stuck: StuckStudent[];
+  refused?: RefusedHandIn[];
   notice?: string;
 }
 
@@ -622,9 +628,22 @@ export interface LatencySpread {
   max?: number;
 }
 
+/** A hand-in the grader refused (a trace calling what no schedule calls): flagged for the teacher. */
+export interface RefusedHandIn {
+  id: number;
+  name: string;
+  message: string;
+  at: number;
+}
+
 export interface StudentLatency {
   name: string;
   latency_ms: number;
+  spread_ms?: number | null;
+  load?: number | null;
+  quiet?: boolean | null;
+  rank?: number;
+  tie?: boolean;
 }
 
 /** The first task a student has not passed, and how often they failed it. */
@@ -677,6 +696,7 @@ export interface Verdict {
   timing?: unknown;
   timing_error?: string | null;
   rank?: number | null;
+  tie?: boolean;
   students?: number;
 }
 
@@ -742,6 +762,17 @@ export interface ClassDashboardTraits {
 export interface ClassroomInfo {
   server: string;
   identified?: boolean;
+  title?: string;
+  tasks?: ClassroomTask[];
+  assignment_error?: string;
+}
+
+/** One task of the class's assignment as the Submit bar lists it. */
+export interface ClassroomTask {
+  name: string;
+  title: string;
+  points: number;
+  checks: string[];
 }
 
 /** ``{}``: a dict trait with nothing to show yet. */
@@ -991,6 +1022,7 @@ export interface SelectionResult {
 export interface ClassSubmitParams {
   name?: string;
   task?: string | null;
+  client_id?: string;
 }
 
 /** The step handed in; its verdict arrives in the ``class_submission`` trait. */

@@ -355,7 +355,12 @@ class Handler(BaseHTTPRequestHandler):
                     "title": a.title,
                     "target": a.target,
                     "max_score": a.max_score,
-                    "tasks": self.cs.store.tasks,
+                    # each task's checks too: the class explorer scores its Checks tab as the grader does
+                    "tasks": [
+                        {**t, "checks": list(a_t.checks), "max_latency_ms": a_t.max_latency_ms}
+                        for t, a_t in zip(self.cs.store.tasks, a.tasks, strict=True)
+                    ],
+                    "hazards_fail": sorted(a.hazards_fail),
                     "timed_on": self.cs.runner or "the class server",
                     "mode": self.cs.mode,
                 },

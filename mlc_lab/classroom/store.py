@@ -336,7 +336,9 @@ class Store:
                 timing_error=data.get("timing_error"),
             )
             rows = self._board(labels) if board is None else board
-            out["rank"] = next((r["rank"] for r in rows if r["key"] == key), None)
+            row = next((r for r in rows if r["key"] == key), None)
+            out["rank"] = row["rank"] if row else None
+            out["tie"] = bool(row and row.get("tie"))
             out["students"] = len(rows)
         return out
 
@@ -364,6 +366,17 @@ class Store:
             )
         return out
 
+    def refused(self, labels: dict[str, str] | None = None) -> list[dict]:
+        """The hand-ins the grader refused (a trace that calls what a schedule never does, a file of
+        none of the assignment's hand-ins), newest first: the teacher's to look at, not a failure."""
+        out = []
+        for s in reversed(self._graded()):
+            if _refused(s):
+                name = (labels or {}).get(s["name"], s["name"])
+                text = str(s["error"] or s["result"].get("error") or "refused")[:300]
+                out.append({"id": s["id"], "name": name, "message": text, "at": s["at"]})
+        return out
+
     def counts(self) -> dict:
         with self._lock:
             total, queued = self._db.execute("SELECT COUNT(*), SUM(status != 'graded') FROM submissions").fetchone()
@@ -386,6 +399,8 @@ class Store:
     def _board(self, labels: dict[str, str] | None = None) -> list[dict]:
         students: dict[str, dict] = {}
         for s in self._graded():
+            if _refused(s):
+                continue  # a refused hand-in is no schedule: flagged for the teacher (refused()), never ranked
             st = students.setdefault(
                 s["name"],
                 {
@@ -394,6 +409,9 @@ class Store:
                     "score": 0.0,
                     "tasks_passed": set(),
                     "best_latency_ms": None,
+                    "spread_ms": None,
+                    "load": None,
+                    "quiet": None,
                     "submissions": 0,
                     "reached_at": s["at"],
                 },
@@ -407,14 +425,20 @@ class Store:
                 and s["latency_ms"] is not None
                 and (st["best_latency_ms"] is None or s["latency_ms"] < st["best_latency_ms"])
             ):
+                timing = s["result"].get("timing") or {}
                 st["best_latency_ms"] = s["latency_ms"]
+                st["spread_ms"], st["load"], st["quiet"] = (
+                    timing.get("spread_ms"),
+                    timing.get("load"),
+                    timing.get("quiet"),
+                )
         order = [t["name"] for t in self.tasks]
         rows = sorted(
             students.values(),
             key=lambda r: (-r["score"], r["best_latency_ms"] is None, r["best_latency_ms"] or 0.0, r["reached_at"]),
         )
-        for i, r in enumerate(rows, 1):
-            r["rank"] = i
+        rank(rows)
+        for r in rows:
             r["tasks_passed"] = [n for n in order if n in r["tasks_passed"]]
             del r["reached_at"]
         return rows
@@ -425,7 +449,7 @@ class Store:
         """Per-task pass rates (of the students who handed anything in), the distribution of each
         student's best passing latency, the most common failures, and who is stuck at which task
         (students named by ``labels``: the teacher's)."""
-        graded = [{**g, "name": (labels or {}).get(g["name"], g["name"])} for g in self._graded()]
+        graded = [{**g, "name": (labels or {}).get(g["name"], g["name"])} for g in self._graded() if not _refused(g)]
         names = sorted({s["name"] for s in graded})
         passed_by: dict[str, set] = {t["name"]: set() for t in self.tasks}
         failures: dict[tuple[str, str], dict] = {}
@@ -470,7 +494,20 @@ class Store:
             (r["best_latency_ms"], r["name"]) for r in board.values() if r["best_latency_ms"] is not None
         )
         values = [v for v, _ in latencies]
-        distribution = {"students": [{"name": n, "latency_ms": v} for v, n in latencies]}
+        distribution = {
+            "students": [
+                {
+                    "name": n,
+                    "latency_ms": v,
+                    "spread_ms": board[n]["spread_ms"],
+                    "load": board[n]["load"],
+                    "quiet": board[n]["quiet"],
+                    "rank": board[n]["rank"],
+                    "tie": board[n]["tie"],
+                }
+                for v, n in latencies
+            ]
+        }
         if values:
             distribution.update(min=values[0], median=statistics.median(values), max=values[-1])
         stuck = []
@@ -498,5 +535,35 @@ class Store:
             "latency": distribution,
             "common_failures": common,
             "stuck": stuck,
+            "refused": self.refused(labels),
             **self.counts(),
         }
+
+
+def tied(a: dict, b: dict) -> bool:
+    """Whether two leaderboard rows of the same score are a tie: their latencies lie within each
+    other's spread (the larger interquartile range of the two), or either was timed on a busy
+    machine (``quiet`` False: its figure says more about the load than about the schedule)."""
+    if a["score"] != b["score"] or a["best_latency_ms"] is None or b["best_latency_ms"] is None:
+        return False
+    if a.get("quiet") is False or b.get("quiet") is False:
+        return True
+    spread = max(a.get("spread_ms") or 0.0, b.get("spread_ms") or 0.0)
+    return abs(a["best_latency_ms"] - b["best_latency_ms"]) <= spread
+
+
+def rank(rows: list[dict]) -> None:
+    """Ranks in the order given (best first): a row tied with the one above it shares its rank
+    (``tie`` True on every row of a tie); otherwise its rank is its place."""
+    for i, r in enumerate(rows):
+        r["tie"] = False
+        if i and tied(rows[i - 1], r):
+            r["rank"] = rows[i - 1]["rank"]
+            r["tie"] = rows[i - 1]["tie"] = True
+        else:
+            r["rank"] = i + 1
+
+
+def _refused(s: dict) -> bool:
+    """A hand-in the grader refused to run (``GradeResult.status``), as ``Store._graded`` lists it."""
+    return s["result"].get("status") == "refused"

@@ -165,8 +165,9 @@ def leaderboard(server: str | None, token: str | None = None) -> dict:
     return _call(server, "/api/leaderboard", token=class_token(server, token))
 
 
-def assignment(server: str | None) -> dict:
-    return _call(server, "/api/assignment")
+def assignment(server: str | None, timeout_s: float = 30.0) -> dict:
+    """The class's assignment: title, target, tasks (name, title, points, checks), hazards_fail."""
+    return _call(server, "/api/assignment", timeout_s=timeout_s)
 
 
 def summary(server: str | None, token: str) -> dict:
@@ -184,7 +185,7 @@ def verdict_text(v: dict) -> str:
     if v.get("latency_ms") is not None:
         parts.append(f"{v['latency_ms']:.4g} ms")
     if v.get("rank"):
-        parts.append(f"rank {v['rank']} of {v.get('students')}")
+        parts.append(f"rank {v['rank']} of {v.get('students')}" + (" (a tie)" if v.get("tie") else ""))
     failed = [t["name"] for t in v.get("tasks") or [] if not t.get("passed")]
     if failed:
         parts.append("failed: " + ", ".join(failed))

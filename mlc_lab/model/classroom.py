@@ -18,6 +18,7 @@ __all__ = [
     "CommonFailure",
     "History",
     "LatencySpread",
+    "RefusedHandIn",
     "StudentLatency",
     "StuckStudent",
     "TaskRate",
@@ -47,6 +48,12 @@ class BoardRow(TypedDict):
     best_latency_ms: float | None
     submissions: int
     you: NotRequired[bool]
+    # how far that latency can be trusted: the repeats' interquartile range, the machine's load, and
+    # whether it was quiet (mlc_lab.model.measurement.quiet); ``tie``: shares its rank (within spread)
+    spread_ms: NotRequired[float | None]
+    load: NotRequired[float | None]
+    quiet: NotRequired[bool | None]
+    tie: NotRequired[bool]
 
 
 class Board(TypedDict):
@@ -93,6 +100,20 @@ class StuckStudent(TypedDict):
 class StudentLatency(TypedDict):
     name: str
     latency_ms: float
+    spread_ms: NotRequired[float | None]
+    load: NotRequired[float | None]
+    quiet: NotRequired[bool | None]
+    rank: NotRequired[int]
+    tie: NotRequired[bool]
+
+
+class RefusedHandIn(TypedDict):
+    """A hand-in the grader refused (a trace calling what no schedule calls): flagged for the teacher."""
+
+    id: int
+    name: str
+    message: str
+    at: float
 
 
 class LatencySpread(TypedDict):
@@ -115,6 +136,7 @@ class ClassSummary(TypedDict):
     latency: LatencySpread
     common_failures: list[CommonFailure]
     stuck: list[StuckStudent]
+    refused: NotRequired[list[RefusedHandIn]]
     notice: NotRequired[str]
 
 
@@ -154,6 +176,7 @@ class Verdict(TypedDict):
     timing: NotRequired[Any]
     timing_error: NotRequired[str | None]
     rank: NotRequired[int | None]
+    tie: NotRequired[bool]
     students: NotRequired[int]
 
 
@@ -182,3 +205,4 @@ class ClassSubmission(TypedDict, total=False):
     step: int | str
     text: str
     verdict: Verdict
+    client_id: str  # the hand-in's id (one per intent: a double click reuses it)

@@ -181,6 +181,7 @@ class ClassSubmitParams(TypedDict):
 
     name: NotRequired[str]
     task: NotRequired[str | None]
+    client_id: NotRequired[str]  # the page's id of this intent: a double click sends the same one
 
 
 class OpenTrialParams(TypedDict):

@@ -25,6 +25,7 @@ __all__ = [
     "AccessViewTraits",
     "ClassDashboardTraits",
     "ClassroomInfo",
+    "ClassroomTask",
     "Empty",
     "ExplorerError",
     "ExplorerTraits",
@@ -86,12 +87,24 @@ class RecordCut(TypedDict):
     replies_dropped: int
 
 
+class ClassroomTask(TypedDict):
+    """One task of the class's assignment as the Submit bar lists it."""
+
+    name: str
+    title: str
+    points: float
+    checks: list[str]
+
+
 class ClassroomInfo(TypedDict):
     """The class server the Submit bar hands steps in to (``identified``: the kernel holds a class
     token, so the bar asks for no pseudonym: the server knows who hands in)."""
 
     server: str
     identified: NotRequired[bool]
+    title: NotRequired[str]  # the class's assignment, as the server's /api/assignment gives it
+    tasks: NotRequired[list[ClassroomTask]]
+    assignment_error: NotRequired[str]  # why the assignment could not be read
 
 
 class ExplorerTraits(RpcTraits):

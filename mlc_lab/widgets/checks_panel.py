@@ -47,9 +47,7 @@ def checks_setup(
     title, target = None, None
     task_list: list[dict] = []
     if assignment is not None:
-        from mlc_lab.grading.assignment import load_assignment
-
-        a = load_assignment(assignment)
+        a = _assignment(assignment)
         title, target = a.title, a.target
         task_list = [{"title": t.title, "checks": list(t.checks), "points": t.points} for t in a.tasks]
     if tasks is not None:
@@ -80,6 +78,15 @@ def checks_setup(
     return {"available": True, "title": title, "target": target, "names": names or None, "tasks": task_list}
 
 
+def _assignment(assignment: Any) -> Any:
+    """An assignment file loaded, or an assignment already made (a class server's: it has ``tasks``)."""
+    if hasattr(assignment, "tasks"):
+        return assignment
+    from mlc_lab.grading.assignment import load_assignment
+
+    return load_assignment(assignment)
+
+
 class ChecksWorker:
     """Computes the checks of the current step and the hazards of new steps in a background thread,
     newest first, and hands each result to ``publish`` (called from the worker thread, with the worker:
@@ -98,9 +105,7 @@ class ChecksWorker:
         self._setup = setup
         self._assignment = None  # with an assignment, each report carries its tasks as the grader scores them
         if assignment is not None and setup.get("available"):
-            from mlc_lab.grading.assignment import load_assignment
-
-            self._assignment = load_assignment(assignment)
+            self._assignment = _assignment(assignment)
         self._publish = publish
         self._cond = threading.Condition()
         self._current: Any = None  # the step to check next (only the newest is kept)

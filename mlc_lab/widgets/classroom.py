@@ -16,7 +16,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import traitlets as t
@@ -28,6 +30,7 @@ from mlc_lab.widgets._base import RequestError, RpcWidget, bundle
 log = logging.getLogger(__name__)
 
 TOKEN_ENV = client.TOKEN_ENV
+ASSIGNMENT_TIMEOUT_S = 5.0  # an explorer does not wait longer for the class's assignment
 
 
 class _Polled(RpcWidget):
@@ -169,11 +172,60 @@ def classroom_setup(classroom: str | None, token: str | None = None) -> dict:
     return {"server": client.server_url(url), "identified": identified}
 
 
-def submit_from_explorer(widget: Any, session: Any, name: Any, task: Any = None, token: str | None = None) -> dict:
+@dataclass(frozen=True)
+class ClassAssignment:
+    """A class server's assignment as the Checks tab scores it (what ``load_assignment`` gives for a
+    file: ``title``, ``target``, ``tasks`` of ``mlc_lab.grading.assignment.Task``, ``hazards_fail``)."""
+
+    title: str
+    target: str
+    tasks: tuple
+    hazards_fail: frozenset
+
+
+def class_assignment(setup: dict) -> ClassAssignment | None:
+    """Ask the class server in ``setup`` (``classroom_setup``'s) for its assignment; adds its
+    ``title`` and ``tasks`` (name, title, points, checks) to ``setup`` for the Submit bar, or
+    ``assignment_error`` (the sentence) when the server cannot say: the explorer opens all the same."""
+    from mlc_lab.grading.assignment import Task
+
+    try:
+        data = client.assignment(setup["server"], timeout_s=ASSIGNMENT_TIMEOUT_S)
+        tasks = tuple(
+            Task(
+                name=str(t["name"]),
+                title=str(t.get("title") or t["name"]),
+                checks=tuple(str(c) for c in t["checks"]),
+                points=float(t.get("points") or 0.0),
+                max_latency_ms=t.get("max_latency_ms"),
+            )
+            for t in data["tasks"]
+        )
+        a = ClassAssignment(
+            title=str(data.get("title") or ""),
+            target=str(data.get("target") or "cpu"),
+            tasks=tasks,
+            hazards_fail=frozenset(data.get("hazards_fail") or ("correctness",)),
+        )
+    except client.ClassServerError as exc:
+        setup["assignment_error"] = f"the class's assignment could not be read: {exc}"
+        return None
+    except (KeyError, TypeError, ValueError) as exc:
+        setup["assignment_error"] = f"the class server's assignment lacks or mangles {exc}"
+        return None
+    setup["title"] = a.title
+    setup["tasks"] = [{"name": t.name, "title": t.title, "points": t.points, "checks": list(t.checks)} for t in tasks]
+    return a
+
+
+def submit_from_explorer(
+    widget: Any, session: Any, name: Any, task: Any = None, token: str | None = None, client_id: Any = None
+) -> dict:
     """Hand in the current step's submission (as the token's student; ``name``: the pseudonym typed,
     for a demo server); the verdict arrives in the widget's ``class_submission`` trait (``{"state":
     "sending"|"graded"|"queued"|"error", "name", "step", "text", "verdict"}``). Returns at once:
-    grading takes seconds and the kernel's message loop stays free."""
+    grading takes seconds and the kernel's message loop stays free. ``client_id``: the page's id of
+    this intent (a double click sends it twice: the server stores it once and answers both with it)."""
     setup = widget.classroom or {}
     server = setup.get("server")
     if not server:
@@ -187,15 +239,25 @@ def submit_from_explorer(widget: Any, session: Any, name: Any, task: Any = None,
             f"(explore(..., class_token=T) or ${client.TOKEN_ENV})",
             type="usage",
         )
-    if (widget.class_submission or {}).get("state") == "sending":
+    client_id = str(client_id or uuid.uuid4())[:100]
+    last = widget.class_submission or {}
+    if last.get("state") == "sending":
+        if last.get("client_id") == client_id:  # the same intent again: the same submission
+            return {"step": last.get("step")}
         raise RequestError("a submission is being graded; wait for its verdict", type="busy")
     step = session.current.id
     trace = session.submission(step)
-    widget.class_submission = {"state": "sending", "name": name, "step": step, "text": "grading…"}
+    widget.class_submission = {
+        "state": "sending",
+        "name": name,
+        "step": step,
+        "text": "grading…",
+        "client_id": client_id,
+    }
 
     def run() -> None:
         try:
-            v = client.submit(server, trace, task or None, token=token, name=name or None)
+            v = client.submit(server, trace, task or None, token=token, name=name or None, client_id=client_id)
             state = {
                 "state": "graded" if v.get("status") == "graded" else "queued",
                 "verdict": v,
@@ -208,7 +270,7 @@ def submit_from_explorer(widget: Any, session: Any, name: Any, task: Any = None,
             state = {"state": "error", "text": f"the submission failed ({type(exc).__name__}: {exc})"}
         verdict = state.get("verdict")
         shown = verdict.get("name", name) if isinstance(verdict, dict) else name
-        widget.class_submission = {"name": shown, "step": step, **state}
+        widget.class_submission = {"name": shown, "step": step, "client_id": client_id, **state}
 
     threading.Thread(target=run, name="mlc-lab-class-submit", daemon=True).start()
     return {"step": step}

@@ -54,7 +54,7 @@ from mlc_lab.model.requests import record_key
 from mlc_lab.model.traits import ExplorerTraits
 from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle
 from mlc_lab.widgets.checks_panel import ChecksWorker, checks_setup
-from mlc_lab.widgets.classroom import classroom_setup, submit_from_explorer
+from mlc_lab.widgets.classroom import class_assignment, classroom_setup, submit_from_explorer
 from mlc_lab.widgets.compiler_panel import BadTarget, lower_payload
 from mlc_lab.widgets.export import collect_export, render_html
 
@@ -164,6 +164,9 @@ class Explorer(AccessRequests, RpcWidget):
         self._checks_sent: dict[Any, dict] = {}  # step id -> the report the page was sent (it keeps them)
         self._record_timer: threading.Timer | None = None
         self._record_hook: Any = None
+        classroom_info = classroom_setup(classroom, class_token)
+        if classroom_info and assignment is None and tasks is None and checks is None:
+            assignment = class_assignment(classroom_info)  # the class's tasks, scored as its grader does
         setup = checks_setup(session, checks=checks, tasks=tasks, assignment=assignment)
         # The first comm message already carries the whole state (no empty first render).
         super().__init__(
@@ -174,7 +177,7 @@ class Explorer(AccessRequests, RpcWidget):
             measurements=self._read_measurements(),
             failures=self._read_failures(),
             checks_setup=setup,
-            classroom=classroom_setup(classroom, class_token),
+            classroom=classroom_info,
             **kwargs,
         )
         self._checks = ChecksWorker(session, setup, self._publish_checks, assignment)
@@ -718,9 +721,9 @@ class Explorer(AccessRequests, RpcWidget):
                     self.selection = {"kind": node["kind"], "name": ref_of(node)}
                     return
 
-    def class_submit(self, name: str = "", task: str | None = None) -> dict:
+    def class_submit(self, name: str = "", task: str | None = None, client_id: str | None = None) -> dict:
         """The Submit bar: hand the current step in to the class server (verdict in class_submission)."""
-        return submit_from_explorer(self, self._session, name, task, token=self._class_token)
+        return submit_from_explorer(self, self._session, name, task, token=self._class_token, client_id=client_id)
 
     def mlc_what(self) -> str:
         return f"schedule explorer of `{self.func}`" if self.func else "schedule explorer"

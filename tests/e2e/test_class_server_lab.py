@@ -114,12 +114,29 @@ def test_three_students_a_leaderboard_a_dashboard_and_a_restart(lab_server, page
         page.wait_for_selector(".mlc-class-dashboard .mlc-class-head", timeout=90_000)
         bars = page.locator(".mlc-explorer .mlc-class-bar")
         assert bars.count() == 3
+        # Each bar shows the class's assignment (from the server): its title and its 2 tasks with points;
+        # the Checks tab judges the class's 2 checks, not every CPU check; Submit is a styled button.
+        for i in range(3):
+            assert bars.nth(i).locator(".mlc-class-assignment-title").inner_text() == "Lab 1: mm_relu on the CPU"
+            chips = bars.nth(i).locator(".mlc-class-task").all_inner_texts()
+            assert chips == ["parallel · 5 pts", "vectorize · 5 pts"], chips
+        page.wait_for_function(
+            "() => /^Checks \\d\\/2/.test(document.querySelector('.mlc-explorer .mlc-tab-checks').textContent)",
+            timeout=60_000,
+        )
+        button_bg = bars.nth(0).locator(".mlc-class-submit").evaluate("b => getComputedStyle(b).backgroundColor")
+        defaults = ("rgba(0, 0, 0, 0)", "rgb(239, 239, 239)", "rgb(240, 240, 240)", "rgb(233, 233, 237)")
+        assert button_bg not in defaults, button_bg  # the accent colour, not the native grey
 
         # Each student types a pseudonym and presses Submit (the three are graded one after another).
+        # (cy double-clicks: one intent, one submission; the counts below say 3, not 4)
         for i, name in enumerate(["ada", "bo", "cy"]):
             bar = bars.nth(i)
             bar.locator(".mlc-class-name").fill(name)
-            bar.locator(".mlc-class-submit").click()
+            if name == "cy":
+                bar.locator(".mlc-class-submit").dblclick()
+            else:
+                bar.locator(".mlc-class-submit").click()
         for i in range(3):
             bars.nth(i).locator('.mlc-class-verdict[data-state="graded"][data-rank]').wait_for(timeout=120_000)
         verdicts = [bars.nth(i).locator(".mlc-class-verdict").inner_text() for i in range(3)]
@@ -127,6 +144,13 @@ def test_three_students_a_leaderboard_a_dashboard_and_a_restart(lab_server, page
         assert "5/10 points" in verdicts[1] and "failed: vectorize" in verdicts[1], verdicts
         assert "5/10 points" in verdicts[2] and "failed: parallel" in verdicts[2], verdicts
         assert bars.nth(0).locator(".mlc-class-verdict").get_attribute("data-rank") == "1"
+        # colours that match: all points green, some amber; each task's chip says how it went
+        marks = [bars.nth(i).locator(".mlc-class-verdict").get_attribute("data-verdict") for i in range(3)]
+        assert marks == ["pass", "partial", "partial"], marks
+        assert bars.nth(1).locator(".mlc-class-task").evaluate_all("cs => cs.map(c => c.dataset.verdict)") == [
+            "pass",
+            "fail",
+        ]
         lab.shot("submitted", page.locator(".mlc-explorer").first)
 
         # The students' leaderboard (refreshed by the kernel, no re-run) ...
@@ -138,7 +162,8 @@ def test_three_students_a_leaderboard_a_dashboard_and_a_restart(lab_server, page
         assert names[0] == "ada" and sorted(names[1:]) == ["bo", "cy"]
         assert board.locator(".mlc-board-you").get_attribute("data-name") == "bo"
         assert re.fullmatch(
-            r"[\d.]+ (ms|µs)", board.locator('.mlc-board-row[data-name="ada"] .mlc-board-latency').inner_text()
+            r"[\d.]+ (ms|µs)( ± [\d.]+ (ms|µs))?( (⚠ busy machine, )?load [\d.]+)?",
+            board.locator('.mlc-board-row[data-name="ada"] .mlc-board-latency').inner_text(),
         )
         lab.shot("leaderboard", board)
 
@@ -156,6 +181,11 @@ def test_three_students_a_leaderboard_a_dashboard_and_a_restart(lab_server, page
         stuck = dash.locator(".mlc-stuck-row").evaluate_all("rs => rs.map(r => [r.dataset.name, r.dataset.task])")
         assert sorted(stuck) == [["bo", "vectorize"], ["cy", "parallel"]]
         assert dash.locator(".mlc-latency-dot").count() == 1  # ada's: the only one passing every task
+        # a real axis from zero, with the name, the value and its spread, and the load it was timed under
+        assert dash.locator(".mlc-latency-tick").first.inner_text() == "0"
+        assert dash.locator(".mlc-sec-latency .mlc-latency-name").all_inner_texts() == ["ada"]
+        assert re.match(r"[\d.]+ (ms|µs)", dash.locator(".mlc-sec-latency .mlc-latency-value").inner_text())
+        assert "load" in dash.locator(".mlc-sec-latency .mlc-latency-load").inner_text()
         failures = dash.locator(".mlc-failures tbody tr").all_inner_texts()
         assert any("vectoriz" in f for f in failures) and any("parallel" in f for f in failures)
         assert dash.locator(".mlc-board-row").count() == 3
@@ -198,6 +228,18 @@ def test_three_students_a_leaderboard_a_dashboard_and_a_restart(lab_server, page
         stuck = dash.locator(".mlc-stuck-row").evaluate_all("rs => rs.map(r => [r.dataset.name, r.dataset.task])")
         assert stuck == [["cy", "parallel"]]
         lab.shot("after-restart", dash)
+
+        # A hostile hand-in (a trace calling __import__('os').system) is refused and flagged for the
+        # teacher, apart from the ordinary failures.
+        lab.kernel(
+            "from mlc_lab.classroom import client as _c\n"
+            "_c.submit(SERVER, \"sch.annotate('Y/i', 'x', __import__('os').system('true'))\\n\", name='eve')"
+        )
+        dash.locator(".mlc-sec-refused .mlc-refused-row").wait_for(timeout=30_000)
+        assert "__import__" in dash.locator(".mlc-sec-refused").inner_text()
+        assert dash.locator('.mlc-board-row[data-name="eve"]').count() == 0  # never ranked
+        assert not any("__import__" in f for f in dash.locator(".mlc-failures tbody tr").all_inner_texts())
+        lab.shot("refused", dash)
         assert not [e for e in errors if "mlc" in e.lower()], errors
     finally:
         stop_class_server(server)

@@ -39,24 +39,45 @@ def test_the_submit_bar_hands_in_the_current_step(comms, server):
     token = server.tokens["ada"]
     w = Explorer(Session(mlc_lab.load(str(LAB / "mm_relu.py"))), classroom=server.url, class_token=token)
     try:
-        assert w.classroom == {"server": server.url, "identified": True}  # the token stays in the kernel
-        assert token not in str(w.get_state())
+        # the class's assignment, from the server: its title and its tasks with their checks and points
+        assert w.classroom["server"] == server.url and w.classroom["identified"] is True
+        assert w.classroom["title"] == "Lab 1: mm_relu on the CPU"
+        assert [(t["name"], t["checks"], t["points"]) for t in w.classroom["tasks"]] == [
+            ("parallel", ["parallel"], 5.0),
+            ("vectorize", ["vectorize"], 5.0),
+        ]
+        assert token not in str(w.get_state())  # the token stays in the kernel
+        # the Checks tab lists the class's 2 checks (not all 6 CPU checks) and scores its 2 tasks
+        assert w.checks_setup["names"] == ["parallel", "vectorize"]
+        assert w.checks_setup["title"] == "Lab 1: mm_relu on the CPU"
         assert w.comm.request("apply", {"primitive": "parallel", "args": ["Y/i"]})["ok"]
-        reply = w.comm.request("class_submit", {"name": ""})
+        _until(lambda: (w.checks or {}).get("step") == 1 and "tasks" in w.checks, 60)
+        assert [(t["name"], t["passed"], t["points"]) for t in w.checks["tasks"]] == [
+            ("parallel", True, 5.0),
+            ("vectorize", False, 0.0),
+        ]
+        # a double click: the same intent (client id) twice is one submission
+        reply = w.comm.request("class_submit", {"name": "", "client_id": "intent-1"})
         assert reply["ok"] and reply["result"] == {"step": 1}
+        again = w.comm.request("class_submit", {"name": "", "client_id": "intent-1"}, req_id="again")
+        assert again["ok"], again
         _until(lambda: w.class_submission.get("state") != "sending")
+        if w.class_submission["verdict"]["id"] == 1:  # graded before the second click: sent again, stored once
+            assert w.comm.request("class_submit", {"name": "", "client_id": "intent-1"}, req_id="3")["ok"]
+            _until(lambda: w.class_submission.get("state") != "sending")
         sub = w.class_submission
         assert sub["state"] == "graded", sub
         assert sub["verdict"]["score"] == 5 and sub["verdict"]["rank"] == 1 and sub["step"] == 1
         assert "5/10 points" in sub["text"] and "rank 1 of 1" in sub["text"]
         assert sub["verdict"]["student"] == "ada"
-        assert [r["name"] for r in client.leaderboard(server.url, token)["rows"]] == ["ada"]
+        board = client.leaderboard(server.url, token)
+        assert [r["name"] for r in board["rows"]] == ["ada"] and board["submissions"] == 1
     finally:
         w.close()
     # without a token the bar asks for a pseudonym (a demo server), and nothing is sent
     w = Explorer(Session(mlc_lab.load(str(LAB / "mm_relu.py"))), classroom=server.url)
     try:
-        assert w.classroom == {"server": server.url, "identified": False}
+        assert w.classroom["identified"] is False and w.classroom["title"] == "Lab 1: mm_relu on the CPU"
         bad = w.comm.request("class_submit", {"name": "  "}, req_id="r2")
         assert not bad["ok"] and "pseudonym" in bad["error"]["summary"]
         assert client.leaderboard(server.url, token)["submissions"] == 1
@@ -91,7 +112,7 @@ def test_no_bar_without_a_server_unless_the_environment_names_one(comms, session
     assert classroom_setup(None) == {"server": "http://127.0.0.1:8765", "identified": False}
     monkeypatch.setenv(client.TOKEN_ENV, "a-token")
     w = Explorer(session)
-    assert w.classroom == {"server": "http://127.0.0.1:8765", "identified": True}
+    assert w.classroom["server"] == "http://127.0.0.1:8765" and w.classroom["identified"] is True
     w.close()
 
 
@@ -101,7 +122,9 @@ def test_session_view_takes_the_class_server(comms, monkeypatch):
     s = Session(mlc_lab.load(str(LAB / "mm_relu.py")))
     w = s.view(classroom="http://127.0.0.1:8765/")
     try:
-        assert isinstance(w, Explorer) and w.classroom == {"server": "http://127.0.0.1:8765", "identified": False}
+        assert isinstance(w, Explorer) and w.classroom["server"] == "http://127.0.0.1:8765"
+        assert w.classroom["identified"] is False and "tasks" not in w.classroom
+        assert w.classroom["assignment_error"].startswith("the class's assignment could not be read")
     finally:
         w.close()
 
@@ -156,3 +179,49 @@ def test_widgets_take_plain_data_and_say_why_a_refresh_failed(comms):
     assert d.summary["students"] == 2
     d.close()
     assert mlc_lab.leaderboard is leaderboard and mlc_lab.class_dashboard is class_dashboard
+
+
+def _graded(store, name, score, latency_ms, spread_ms=None, quiet=True, load=0.1, status="graded", error=None):
+    sid = store.add(name, None, "[]")
+    tasks = [{"name": "parallel", "passed": score >= 5}, {"name": "vectorize", "passed": score >= 10}]
+    timing = {"where": "the class server", "method": "m", "quiet": quiet, "spread_ms": spread_ms, "load": load}
+    result = {"status": status, "score": score, "max_score": 10, "tasks": tasks, "latency_ms": latency_ms}
+    if error:
+        result = {"status": status, "error": error, "score": 0, "max_score": 10, "tasks": []}
+    store.record(sid, {**result, "timing": timing} if not error else result)
+    return sid
+
+
+def test_latencies_within_their_spread_or_timed_under_load_are_ties_and_a_refusal_is_flagged(tmp_path):
+    from mlc_lab.classroom.store import Store
+    from tests.unit.test_classroom import TASKS
+
+    store = Store(tmp_path / "s", TASKS)
+    try:
+        ada = _graded(store, "ada", 10, 146.5, spread_ms=2.0)
+        _graded(store, "bo", 10, 145.5, spread_ms=1.5)  # 1 ms apart, within 2 ms: a tie
+        _graded(store, "cy", 10, 200.0, spread_ms=1.0)  # clearly slower on a quiet machine
+        _graded(store, "di", 5, 100.0, spread_ms=1.0)
+        _graded(store, "ed", 10, 292.8, spread_ms=0.5, quiet=False, load=2.1)  # busy machine: no order by latency
+        _graded(store, "fay", 0, None, status="refused", error="lab.py: the trace is refused: line 1 calls __import__")
+        rows = store.leaderboard()["rows"]
+        got = [(r["name"], r["rank"], r["tie"]) for r in rows]
+        assert got[:5] == [("bo", 1, True), ("ada", 1, True), ("cy", 3, True), ("ed", 3, True), ("di", 5, False)]
+        v = store.verdict(ada)
+        assert v["rank"] == 1 and v["tie"] is True
+        assert "rank 1 of 5 (a tie)" in client.verdict_text({**v, "students": 5})
+        ed = next(r for r in rows if r["name"] == "ed")
+        assert ed["load"] == 2.1 and ed["quiet"] is False and ed["spread_ms"] == 0.5
+        summary = store.summary()
+        assert [(s["name"], s["spread_ms"], s["tie"]) for s in summary["latency"]["students"]][:2] == [
+            ("bo", 1.5, True),
+            ("ada", 2.0, True),
+        ]
+        # the hostile hand-in is flagged apart, and is no ordinary failure
+        assert [(r["name"], "__import__" in r["message"]) for r in summary["refused"]] == [("fay", True)]
+        assert not any("__import__" in f["message"] for f in summary["common_failures"])
+        # and it neither counts as a student in the pass rates nor takes a place on the board
+        assert summary["students"] == 5 and "fay" not in [s["name"] for s in summary["stuck"]]
+        assert "fay" not in [r["name"] for r in rows]
+    finally:
+        store.close()
