@@ -321,7 +321,7 @@ def failure(info: Any, op: str) -> MeasureError:
 
 def decode_result(op: str, raw: Any) -> Any:
     """A worker's result as its operation's type: a model type's ``from_json``, else the data as sent."""
-    result = WORKER_OPS[op].result if op in WORKER_OPS else None
+    result: Any = WORKER_OPS[op].result if op in WORKER_OPS else None
     return result.from_json(raw) if hasattr(result, "from_json") else raw
 
 
