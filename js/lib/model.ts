@@ -13,6 +13,8 @@ export const ERROR_KINDS = {
   crash: {"means": "the worker process running the program crashed", "transient": true, "measurement": true},
   timeout: {"means": "the program ran past the time limit", "transient": true, "measurement": true},
   no_gpu: {"means": "no CUDA GPU on this machine", "transient": false, "measurement": true},
+  does_not_build: {"means": "the GPU schedule does not build (TVM or the OpenCL compiler refuses it)", "transient": false, "measurement": true},
+  could_not_run: {"means": "the CPU run of a GPU schedule cannot run this program (its numbers are not judged)", "transient": false, "measurement": true},
   gpu_check: {"means": "the program cannot run on a GPU as it is (unbound loops, GPU limits)", "transient": false, "measurement": true},
   internal: {"means": "an unexpected failure inside mlc_lab", "transient": false, "measurement": true},
   busy: {"means": "another measurement of this explorer is running", "transient": true, "measurement": true},

@@ -33,6 +33,12 @@ ERROR_KINDS: dict[str, KindInfo] = {
     "crash": KindInfo("the worker process running the program crashed", transient=True, measurement=True),
     "timeout": KindInfo("the program ran past the time limit", transient=True, measurement=True),
     "no_gpu": KindInfo("no CUDA GPU on this machine", measurement=True),
+    "does_not_build": KindInfo(
+        "the GPU schedule does not build (TVM or the OpenCL compiler refuses it)", measurement=True
+    ),
+    "could_not_run": KindInfo(
+        "the CPU run of a GPU schedule cannot run this program (its numbers are not judged)", measurement=True
+    ),
     "gpu_check": KindInfo("the program cannot run on a GPU as it is (unbound loops, GPU limits)", measurement=True),
     "internal": KindInfo("an unexpected failure inside mlc_lab", measurement=True),
     "busy": KindInfo("another measurement of this explorer is running", transient=True, measurement=True),

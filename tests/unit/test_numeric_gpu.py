@@ -542,7 +542,7 @@ def test_a_report_whose_numbers_could_not_be_checked_never_reads_as_wrong_number
         and numeric["ok"] is False
         and "dynamic shared memory" in numeric["message"]
     )
-    failing = [c for c in data["checks"] if not c["ok"]] or data["hazards"]
+    failing = [c for c in data["checks"] if c["verdict"] == "fail"] or data["hazards"]  # unjudged fails nothing
     assert rc == (1 if failing else 0)  # the numbers not checked fail nothing by themselves
     main(argv)
     text = capsys.readouterr().out
