@@ -91,7 +91,7 @@ def test_every_item_is_still_built_as_stored(it):
     _still_built_as_stored(it)
 
 
-# (item, numeric label it was given): a right, a wrong-numbers and a could-not-run one
+# items with a right, a wrong-numbers and a raced (Oclgrind saw a race though the numbers match) label
 RERUN = ["matmul/base", "matmul/base/mutant:missing_guard", "softmax/row128/mutant:no_thread_blocks"]
 RERUN_FULL = [
     "gemm_relu_add/regcopy",
