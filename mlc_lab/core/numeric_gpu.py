@@ -313,6 +313,16 @@ def _failure(exc: MeasureError, used: dict, shape: dict, timeout_s: float) -> Nu
         message = exc.summary + _where(used)
     else:
         return _not_run(f"the numbers were not checked: {exc.summary}{_where(used)}", used, shape, exc.detail)
+    return _unmatched(verdict, message, used, shape, exc.detail)
+
+
+def _not_run(message: str, used: dict, shape: dict, detail: str = "") -> NumericResult:
+    """The could_not_run verdict: the numbers were not judged (``message`` says why)."""
+    return _unmatched("could_not_run", message, used, shape, detail)
+
+
+def _unmatched(verdict: str, message: str, used: dict, shape: dict, detail: str) -> NumericResult:
+    """A verdict with no numbers compared (a crash, a timeout, a build refused, a run not made)."""
     return NumericResult(
         ok=False,
         max_error=None,
@@ -321,21 +331,6 @@ def _failure(exc: MeasureError, used: dict, shape: dict, timeout_s: float) -> Nu
         total=0,
         message=message,
         verdict=verdict,
-        sizes=dict(used),
-        diagnostics=[exc.detail[-2000:]] if exc.detail else [],
-    )
-
-
-def _not_run(message: str, used: dict, shape: dict, detail: str = "") -> NumericResult:
-    """The could_not_run verdict: the numbers were not judged (``message`` says why)."""
-    return NumericResult(
-        ok=False,
-        max_error=None,
-        shape=shape,
-        wrong=0,
-        total=0,
-        message=message,
-        verdict="could_not_run",
         sizes=dict(used),
         diagnostics=[detail[-2000:]] if detail else [],
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from mlc_lab.core.checks import CHECKS
 from mlc_lab.core.session import Session
 from tests.labs.gpu_matmul import GEMM_RELU_ADD, MATMUL_1024
+from tests.verdicts.programs import GEMM_RELU_ADD as GEMM_RELU_THEN_ADD  # relu and add: two blocks
 
 GPU_CHECKS = [n for n, c in CHECKS.items() if c.target == "cuda"]
 CPU_CHECKS = [n for n, c in CHECKS.items() if c.target == "cpu"]
@@ -81,36 +82,6 @@ def verdicts(s, **kw):
 
 
 COURSE = _tiles() + _shared() + _registers() + [("decompose_reduction", "gemm", "k_0")]
-
-# gemm, then relu and add as two blocks: two intermediates after the reduction
-GEMM_RELU_THEN_ADD = """
-from tvm.script import ir as I
-from tvm.script import tirx as T
-
-
-@I.ir_module
-class Module:
-    @T.prim_func(s_tir=True)
-    def main(A: T.Buffer((1024, 1024), "float32"), B: T.Buffer((1024, 1024), "float32"),
-             C: T.Buffer((1024, 1024), "float32"), D: T.Buffer((1024, 1024), "float32")):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        Y = T.sblock_alloc_buffer((1024, 1024), dtype="float32")
-        R = T.sblock_alloc_buffer((1024, 1024), dtype="float32")
-        for i, j, k in T.grid(1024, 1024, 1024):
-            with T.sblock("gemm"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    Y[vi, vj] = T.float32(0)
-                Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
-        for i, j in T.grid(1024, 1024):
-            with T.sblock("relu"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                R[vi, vj] = T.max(Y[vi, vj], T.float32(0))
-        for i, j in T.grid(1024, 1024):
-            with T.sblock("add"):
-                vi, vj = T.axis.remap("SS", [i, j])
-                D[vi, vj] = R[vi, vj] + C[vi, vj]
-"""
 
 
 DONE = [("decompose_reduction", "gemm", "k_0")]
