@@ -171,6 +171,11 @@ def build_root(cfg: dict) -> None:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     root = os.path.join(cfg["work"], "root")
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=755")
+    # The private /tmp first: a checkout or a venv that lives under the host's /tmp (a CI clone) is
+    # then bound read-only inside it, at its own path, instead of colliding with it.
+    os.makedirs(root + "/tmp")
+    size = f"size={cfg['file_mb']}m,nr_inodes=65536,mode=1777"
+    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, size)
     _bind_tree(root, cfg["ro"])
     _make_dev(root)
     os.makedirs(root + "/proc")
@@ -180,9 +185,6 @@ def build_root(cfg: dict) -> None:
             continue
         _mount(root + path, root + path, None, MS_BIND | MS_REC)
         _mount(None, root + path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    os.makedirs(root + "/tmp")
-    size = f"size={cfg['file_mb']}m,nr_inodes=65536,mode=1777"
-    _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, size)
     _bind(os.path.join(cfg["work"], "input"), root + "/input", MS_NOEXEC)
     os.makedirs(root + "/.old")
     _check(_libc.syscall(SYS_PIVOT_ROOT[os.uname().machine], _b(root), _b(root + "/.old")), "pivot_root")
