@@ -27,8 +27,9 @@ from typing import Any
 
 from mlc_lab._contention import QUIET_CORES
 from mlc_lab._threads import cpu_name, usable_cores
+from mlc_lab.model.worker_ops import WORKER_OPS
 
-MEASURE_TIMEOUT_S = 300.0
+MEASURE_TIMEOUT_S = WORKER_OPS["machine"].timeout_s
 STALE_BUSY_S = 600.0  # a figure taken on a busy machine is re-measured when older than this
 
 

@@ -133,11 +133,12 @@ WORKER_OPS: dict[str, WorkerOp] = {
     "env": WorkerOp(NoParams, dict, 120.0),  # asked once, as the worker starts
     "measure": WorkerOp(MeasureParams, Measurement, 30.0),
     "cuda": WorkerOp(CudaParams, dict, 30.0),
-    "lower": WorkerOp(LowerParams, dict, 30.0),  # facts that core.lowering.build_lowering makes a Lowering
+    "lower": WorkerOp(LowerParams, dict, 120.0),  # nvcc + ptxas for a CUDA step take seconds; a first start more
+    # facts that core.lowering.build_lowering makes a Lowering
     "run_function": WorkerOp(RunParams, dict, 60.0),
     "numeric_gpu": WorkerOp(NumericGpuParams, dict, 60.0),
     "run_opencl": WorkerOp(RunParams, dict, 60.0),
-    "machine": WorkerOp(NoParams, dict, 120.0),
+    "machine": WorkerOp(NoParams, dict, 300.0),  # the peaks, measured a few times over
     # detached: python -m mlc_lab.core.worker_main --job tune WORK_DIR
     "tune": WorkerOp(JobParams, int, 0.0, mode="detached"),  # no time-out: stopped by its owner
     # grading children

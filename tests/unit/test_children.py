@@ -194,3 +194,22 @@ def test_the_class_servers_child_still_dies_with_the_server_and_carries_its_mark
     kw = {k.arg: ast.unparse(k.value) for k in launches[0].keywords}
     assert kw["preexec_fn"] == "reaper.die_with(os.getpid())"
     assert "reaper.MARK" in kw["env"]
+
+
+@pytest.mark.parametrize(
+    ("module", "function", "param", "op"),
+    [
+        ("mlc_lab.core.lowering", "lower", "timeout", "lower"),
+        ("mlc_lab.core.machine", "machine", "timeout", "machine"),
+        ("mlc_lab.core.measure", "measure", "timeout", "measure"),
+        ("mlc_lab.core.numeric_gpu", "numeric_check", "timeout_s", "numeric_gpu"),
+        ("mlc_lab.core.numeric_gpu", "run_gpu_function", "timeout_s", "run_opencl"),
+        ("mlc_lab.exercises", "run_function", "timeout", "run_function"),
+    ],
+)
+def test_callers_wait_as_long_as_the_table_says(module, function, param, op):
+    import importlib
+    import inspect
+
+    default = inspect.signature(getattr(importlib.import_module(module), function)).parameters[param].default
+    assert default == WORKER_OPS[op].timeout_s
