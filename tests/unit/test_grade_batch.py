@@ -12,7 +12,7 @@ import pytest
 
 from mlc_lab.grading import grade_batch, load_assignment
 from mlc_lab.grading.batch import _Judge, _result, result_keys
-from mlc_lab.grading.report import GradeResult
+from mlc_lab.grading.report import GradeResult, failed_verdict
 from mlc_lab.model.conform import problems
 from mlc_lab.model.errors import ErrorInfo
 
@@ -124,3 +124,5 @@ def test_a_childs_failure_is_a_row_of_its_kind_with_its_sentence_once(kind, stat
     assert (row.status, row.error, row.score, row.submission) == (status, "why, in one sentence", 0, "bob/lab.py")
     assert row.max_score == 20 and row.visibility == assignment.visibility
     assert GradeResult.from_json(row.to_json()).to_json() == row.to_json()  # the JSON of mlc-lab grade, as before
+    verdict = failed_verdict(info)  # the class server's, from the same table
+    assert verdict == {"error": "why, in one sentence", "status": status, "error_info": info}
