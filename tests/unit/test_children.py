@@ -231,6 +231,7 @@ def test_the_class_servers_child_still_dies_with_the_server_and_carries_its_mark
         ("mlc_lab.core.lowering", "lower", "timeout", "lower"),
         ("mlc_lab.core.machine", "machine", "timeout", "machine"),
         ("mlc_lab.core.measure", "measure", "timeout", "measure"),
+        ("mlc_lab.core.measure", "cuda_source", "timeout", "cuda"),
         ("mlc_lab.core.numeric_gpu", "numeric_check", "timeout_s", "numeric_gpu"),
         ("mlc_lab.core.numeric_gpu", "run_gpu_function", "timeout_s", "run_opencl"),
         ("mlc_lab.exercises", "run_function", "timeout", "run_function"),
