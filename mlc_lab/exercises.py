@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from mlc_lab.model.worker_ops import WORKER_OPS
+
 __all__ = [
     "Check",
     "Difference",
@@ -210,7 +212,7 @@ def _tvm():
     return exercises_tvm
 
 
-RUN_TIMEOUT_S = 60.0
+RUN_TIMEOUT_S = WORKER_OPS["run_function"].timeout_s
 
 
 def run_function(module: Any, func_name: str, inputs: list[np.ndarray], timeout: float = RUN_TIMEOUT_S) -> dict:

@@ -71,6 +71,8 @@ def time_submission(assignment, trace: str, runner: str | None) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    from mlc_lab.grading.report import failed_verdict
+
     assignment_path, submission, out = argv[:3]
     runner = argv[4] if len(argv) > 4 and argv[3] == "--runner" else None
     try:
@@ -84,11 +86,14 @@ def main(argv: list[str]) -> int:
         if result.get("timing_error"):
             result["correct"] = result.get("correct", None)
     except Exception as exc:  # noqa: BLE001
-        result = {
-            "error": f"the class server's grader failed on this submission ({type(exc).__name__}: {exc}); "
-            "tell the course staff",
-            "detail": traceback.format_exc()[-2000:],
-        }
+        result = failed_verdict(
+            {
+                "type": "internal",
+                "summary": f"the class server's grader failed on this submission ({type(exc).__name__}: {exc}); "
+                "tell the course staff",
+                "detail": traceback.format_exc()[-2000:],
+            }
+        )
     with open(out, "w", encoding="utf-8") as fh:
         json.dump(result, fh)
     return 0

@@ -49,6 +49,7 @@ from mlc_lab.classroom.store import Store
 from mlc_lab.core.worker import launch
 from mlc_lab.core.worker import stop as stop_child
 from mlc_lab.errors import MlcLabError
+from mlc_lab.grading.report import failed_verdict
 from mlc_lab.model.worker_ops import WORKER_OPS
 
 log = logging.getLogger(__name__)
@@ -261,10 +262,13 @@ class ClassServer:
                 result = self._grade(sid)
             except Exception as exc:  # noqa: BLE001  (the server goes on)
                 log.exception("mlc_lab: grading submission %s failed", sid)
-                result = {
-                    "error": f"the class server could not grade this submission ({type(exc).__name__}: "
-                    f"{exc}); tell the course staff"
-                }
+                result = failed_verdict(
+                    {
+                        "type": "internal",
+                        "summary": f"the class server could not grade this submission ({type(exc).__name__}: "
+                        f"{exc}); tell the course staff",
+                    }
+                )
             if self._stop.is_set():
                 return  # stopped while grading: it stays queued and is graded after the restart
             self.store.record(sid, result)
@@ -296,14 +300,26 @@ class ClassServer:
             try:
                 _out, err = proc.communicate(timeout=self.grade_timeout_s)
             except subprocess.TimeoutExpired:
-                return {"error": f"grading this submission took longer than {self.grade_timeout_s:g} s; it was stopped"}
+                return failed_verdict(
+                    {
+                        "type": "timeout",
+                        "summary": f"grading this submission took longer than {self.grade_timeout_s:g} s; it was stopped",
+                    }
+                )
             finally:
                 stop_child(proc)
                 self._children.discard(proc)
                 self.store.child_ended(proc.pid)
             if not out.is_file():
-                tail = (err or "").strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
-                return {"error": f"the grader's process died on this submission: {tail[0][:300]}"}
+                lines = (err or "").strip().splitlines()
+                last = lines[-1][:300] if lines else f"exit status {proc.returncode}"
+                return failed_verdict(
+                    {
+                        "type": "crash",
+                        "summary": f"the grader's process died on this submission: {last}",
+                        "detail": "\n".join(lines[-20:])[-2000:],
+                    }
+                )
             return json.loads(out.read_text(encoding="utf-8"))
 
 

@@ -15,8 +15,9 @@ from mlc_lab.core import codefacts as cf
 from mlc_lab.errors import MlcLabError
 from mlc_lab.model import lowering as model_lowering
 from mlc_lab.model.lowering import KernelArray, LoopFacts, PassStep
+from mlc_lab.model.worker_ops import WORKER_OPS
 
-DEFAULT_TIMEOUT_S = 120.0  # nvcc + ptxas for a CUDA step take a few seconds; the first start more
+DEFAULT_TIMEOUT_S = WORKER_OPS["lower"].timeout_s
 
 
 class Lowering(model_lowering.Lowering):

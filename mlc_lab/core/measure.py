@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable
 from mlc_lab.core.worker import DEFAULT_TIMEOUT_S, shutdown_worker, worker
 from mlc_lab.errors import MeasureError
 from mlc_lab.model.measurement import Measurement
+from mlc_lab.model.worker_ops import WORKER_OPS
 
 __all__ = ["Measurement", "CudaBuild", "measure", "cuda_source", "sweep", "time_callable", "worker", "shutdown_worker"]
 
@@ -167,7 +168,7 @@ def cuda_source(
     target: Any = "cuda",
     *,
     ptx: bool = False,
-    timeout: float = DEFAULT_TIMEOUT_S,
+    timeout: float = WORKER_OPS["cuda"].timeout_s,
 ) -> CudaBuild:
     """Compile a GPU schedule for CUDA (no GPU needed) and return its kernels' source.
 

@@ -23,9 +23,10 @@ from typing import Any
 
 from mlc_lab.errors import MeasureError, MlcLabError
 from mlc_lab.model.checks import NumericCheck
+from mlc_lab.model.worker_ops import WORKER_OPS
 
 DEFAULT_SIZE = 128  # the largest dimension after shrinking, when no size is given
-DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_TIMEOUT_S = WORKER_OPS["numeric_gpu"].timeout_s
 VERDICTS = ("match", "mismatch", "crash", "timeout", "does_not_build", "could_not_run")
 
 
@@ -406,7 +407,9 @@ def is_gpu_program(module: Any, func_name: str) -> bool:
     return bool(tbuild.thread_bound_loops(module, func_name))
 
 
-def run_gpu_function(module: Any, func_name: str, inputs: list, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+def run_gpu_function(
+    module: Any, func_name: str, inputs: list, timeout_s: float = WORKER_OPS["run_opencl"].timeout_s
+) -> dict:
     """Run a thread-bound function on given inputs (one array per parameter) as OpenCL on the CPU,
     in the worker. Returns {"ok": True, "outputs", "engine", "diagnostics"} or {"ok": False,
     "stage": "build"|"check"|"crash"|"timeout", "error": one sentence, "detail"}: the shape of

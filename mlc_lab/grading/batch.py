@@ -31,7 +31,7 @@ from typing import Any
 from mlc_lab.core.worker import launch, stop
 from mlc_lab.grading.assignment import Assignment
 from mlc_lab.grading.report import GradeResult
-from mlc_lab.grading.scoring import failed_task
+from mlc_lab.model.errors import ErrorInfo
 from mlc_lab.model.worker_ops import WORKER_OPS
 
 _MAX_LINE = 8 << 20  # a result line of a judging child; more is a child gone wrong
@@ -66,8 +66,8 @@ class _Judge:
         proc.stdin.flush()
         return proc
 
-    def grade(self, path: str) -> dict | tuple[str, str]:
-        """The child's result, or ``(status, sentence)`` when it died or ran out of time."""
+    def grade(self, path: str) -> GradeResult | ErrorInfo:
+        """The child's result, decoded, or its failure (kind ``crash``, ``timeout`` or ``protocol``)."""
         if self.proc is None or self.proc.poll() is not None:
             self.proc = self._start()
         proc = self.proc
@@ -86,9 +86,16 @@ class _Judge:
                 pass
             return self._died("crash")
         try:
-            return json.loads(line)
-        except ValueError:
+            raw = json.loads(line)
+        except ValueError:  # a line cut short: the child went wrong
             return self._died("crash")
+        try:
+            return GradeResult.from_json(raw)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return {
+                "type": "protocol",
+                "summary": "the grader's child gave a result it cannot read; tell the course staff",
+            }
 
     def _read_line(self, proc: subprocess.Popen) -> bytes | None:
         """One line of the child's; ``b""`` at end of file (it died); None past the deadline."""
@@ -105,14 +112,17 @@ class _Judge:
             buf += chunk
         return buf.split(b"\n", 1)[0] if b"\n" in buf else b""
 
-    def _died(self, status: str) -> tuple[str, str]:
+    def _died(self, kind: str) -> ErrorInfo:
         proc, self.proc = self.proc, None
         code = proc.poll() if proc else None
         self.close(proc)
-        if status == "timeout":
-            return status, f"the grader did not finish this hand-in within {self.timeout_s:g} s"
+        if kind == "timeout":
+            return {"type": kind, "summary": f"the grader did not finish this hand-in within {self.timeout_s:g} s"}
         how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
-        return status, f"the grader's process died on this hand-in ({how}); the other hand-ins are graded"
+        return {
+            "type": kind,
+            "summary": f"the grader's process died on this hand-in ({how}); the other hand-ins are graded",
+        }
 
     def close(self, proc: subprocess.Popen | None = None) -> None:
         proc = proc or self.proc
@@ -186,16 +196,8 @@ def _run(assignment, paths, jobs, payload, timeout, on_result, progress) -> list
     return [r for r in results if r is not None]
 
 
-def _result(assignment: Assignment, path: str, answer: dict | tuple[str, str]) -> GradeResult:
-    if isinstance(answer, dict):
-        try:
-            return GradeResult.from_json(answer)
-        except (KeyError, TypeError, ValueError):
-            answer = ("grader error", "the grader's child gave a result it cannot read; tell the course staff")
-    status, message = answer
-    r = GradeResult(path, "", [failed_task(t, message) for t in assignment.tasks], error=message, status=status)
-    r.visibility = assignment.visibility
-    return r
+def _result(assignment: Assignment, path: str, answer: GradeResult | ErrorInfo) -> GradeResult:
+    return answer if isinstance(answer, GradeResult) else GradeResult.failed(assignment, path, answer)
 
 
 def _progress_line(counts: dict, total: int, started: float) -> str:

@@ -5,8 +5,25 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from mlc_lab.grading.scoring import TaskResult
+from mlc_lab.grading.scoring import TaskResult, failed_task
+from mlc_lab.model.errors import ErrorInfo
+
+
+# A grading child's failure, an ErrorInfo, as users see it: a row's status (a crash or a time-out of the
+# child is said as such; anything else is the grader's own failure) and a class verdict's ``error``.
+FAILURE_STATUS = {"crash": "crash", "timeout": "timeout"}
+
+
+def failure_status(info: ErrorInfo) -> str:
+    return FAILURE_STATUS.get(info.get("type", "internal"), "grader error")
+
+
+def failed_verdict(info: ErrorInfo) -> dict:
+    """The class server's verdict of a submission its child could not grade: ``error`` the sentence
+    (as before), ``error_info`` the whole `ErrorInfo` (its kind, the child's last words in ``detail``)."""
+    return {"error": info["summary"], "status": failure_status(info), "error_info": info}
 
 
 @dataclass
@@ -51,6 +68,14 @@ class GradeResult:
             "numeric": self.numeric,
             "visibility": self.visibility,
         }
+
+    @classmethod
+    def failed(cls, assignment: Any, submission: str, info: ErrorInfo) -> GradeResult:
+        """The row of a hand-in that a child could not grade: every task 0 points, `info`'s sentence."""
+        why = info["summary"]
+        r = cls(submission, "", [failed_task(t, why) for t in assignment.tasks], error=why, status=failure_status(info))
+        r.visibility = assignment.visibility
+        return r
 
     @classmethod
     def from_json(cls, data: dict) -> GradeResult:

@@ -4,8 +4,9 @@
 
 - ``params``: a TypedDict of what the caller sends (NotRequired: the handler has a default);
 - ``result``: what it answers: a type of mlc_lab.model, which `Worker.call` decodes it into (its
-  ``from_json``), or ``dict`` where the answer is raw data that its caller in core makes into its own
-  type (the machine's peaks, a lowering's facts, a function's outputs);
+  ``from_json``; a measurement, the machine's figures), or ``dict`` where the answer is raw data that
+  its caller in core makes into its own type with the caller's context (a lowering's facts read
+  against the step's loop tree, a numeric verdict against the sizes run, a function's outputs);
 - ``timeout_s``: how long the caller waits by default before the child is killed;
 - ``mode``: how ``mlc_lab.core.worker`` runs it: ``persistent`` (a request to the one worker process),
   ``detached`` (a child that outlives its caller, found again by pid), ``sandboxed`` (a command in the
@@ -24,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
+from mlc_lab.model.machine import Machine
 from mlc_lab.model.measurement import Measurement
 
 __all__ = ["WORKER", "WORKER_OPS", "LimitsSpec", "WorkerOp"]
@@ -133,11 +135,12 @@ WORKER_OPS: dict[str, WorkerOp] = {
     "env": WorkerOp(NoParams, dict, 120.0),  # asked once, as the worker starts
     "measure": WorkerOp(MeasureParams, Measurement, 30.0),
     "cuda": WorkerOp(CudaParams, dict, 30.0),
-    "lower": WorkerOp(LowerParams, dict, 30.0),  # facts that core.lowering.build_lowering makes a Lowering
+    "lower": WorkerOp(LowerParams, dict, 120.0),  # nvcc + ptxas for a CUDA step take seconds; a first start more
+    # facts that core.lowering.build_lowering makes a Lowering
     "run_function": WorkerOp(RunParams, dict, 60.0),
     "numeric_gpu": WorkerOp(NumericGpuParams, dict, 60.0),
     "run_opencl": WorkerOp(RunParams, dict, 60.0),
-    "machine": WorkerOp(NoParams, dict, 120.0),
+    "machine": WorkerOp(NoParams, Machine, 300.0),  # the peaks, measured a few times over
     # detached: python -m mlc_lab.core.worker_main --job tune WORK_DIR
     "tune": WorkerOp(JobParams, int, 0.0, mode="detached"),  # no time-out: stopped by its owner
     # grading children

@@ -180,7 +180,36 @@ def test_results_are_decoded_once_into_the_tables_type():
     m = Measurement(target="llvm", latency_s=0.5, func_name="main")
     raw = {**m.to_json(), "number": 3}  # a working figure of the worker's, no part of the measurement
     assert decode_result("measure", raw) == m
-    assert decode_result("machine", {"peak": 1}) == {"peak": 1}  # raw data: its caller's to decode
+    assert decode_result("lower", {"passes": []}) == {"passes": []}  # raw data: its caller's to decode
+
+
+# One answer per operation whose result is not raw data, as its child sends it.
+ANSWERS = {
+    "measure": {"target": "llvm", "latency_s": 0.5, "func_name": "main", "number": 3},
+    "machine": {
+        "cpu": "Test CPU",
+        "cores": 2,
+        "threads": 2,
+        "vector_isa": "avx2",
+        "fp32_lanes": 8,
+        "peak_gflops": 100.0,
+        "bandwidth_gbs": 10.0,
+        "kernel_seconds": 1.5,  # a working figure: dropped
+    },
+    "tune": 0,
+}
+
+
+@pytest.mark.parametrize("op", sorted(WORKER_OPS))
+def test_every_operations_result_decodes_into_its_declared_type(op):
+    declared = WORKER_OPS[op].result
+    assert hasattr(declared, "from_json") or declared in (dict, int), f"{op}: a result type with no decoding"
+    if hasattr(declared, "from_json"):
+        assert op in ANSWERS, f"{op}: give an answer of its child's to decode"
+    decoded = decode_result(op, ANSWERS.get(op, {"raw": [1, 2]}))
+    assert isinstance(decoded, declared)
+    if hasattr(declared, "to_json"):  # and its own encoding decodes to the same value
+        assert decode_result(op, decoded.to_json()) == decoded
 
 
 def test_the_class_servers_child_still_dies_with_the_server_and_carries_its_mark():
@@ -194,3 +223,23 @@ def test_the_class_servers_child_still_dies_with_the_server_and_carries_its_mark
     kw = {k.arg: ast.unparse(k.value) for k in launches[0].keywords}
     assert kw["preexec_fn"] == "reaper.die_with(os.getpid())"
     assert "reaper.MARK" in kw["env"]
+
+
+@pytest.mark.parametrize(
+    ("module", "function", "param", "op"),
+    [
+        ("mlc_lab.core.lowering", "lower", "timeout", "lower"),
+        ("mlc_lab.core.machine", "machine", "timeout", "machine"),
+        ("mlc_lab.core.measure", "measure", "timeout", "measure"),
+        ("mlc_lab.core.measure", "cuda_source", "timeout", "cuda"),
+        ("mlc_lab.core.numeric_gpu", "numeric_check", "timeout_s", "numeric_gpu"),
+        ("mlc_lab.core.numeric_gpu", "run_gpu_function", "timeout_s", "run_opencl"),
+        ("mlc_lab.exercises", "run_function", "timeout", "run_function"),
+    ],
+)
+def test_callers_wait_as_long_as_the_table_says(module, function, param, op):
+    import importlib
+    import inspect
+
+    default = inspect.signature(getattr(importlib.import_module(module), function)).parameters[param].default
+    assert default == WORKER_OPS[op].timeout_s

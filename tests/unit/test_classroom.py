@@ -216,6 +216,8 @@ def test_hostile_submissions_get_a_verdict_and_the_server_stays_up(server, tmp_p
     server.grade_timeout_s = 0.5
     slow = client.submit(server.url, trace(PARALLEL), token=mal)
     assert "took longer than 0.5 s" in slow["error"]
+    stored = server.store._db.execute("SELECT result FROM submissions WHERE id=?", (slow["id"],)).fetchone()[0]
+    assert json.loads(stored)["error_info"] == {"type": "timeout", "summary": slow["error"]}  # kept, with its kind
     server.grade_timeout_s = 120
     ok = client.submit(server.url, trace(PARALLEL), token=ada)
     assert ok["error"] is None and ok["score"] == 5

@@ -12,6 +12,9 @@ import pytest
 
 from mlc_lab.grading import grade_batch, load_assignment
 from mlc_lab.grading.batch import _Judge, _result, result_keys
+from mlc_lab.grading.report import GradeResult, failed_verdict
+from mlc_lab.model.conform import problems
+from mlc_lab.model.errors import ErrorInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "tests" / "labs" / "grading"
@@ -30,15 +33,17 @@ def test_a_judge_that_dies_is_a_crash_row_and_the_next_hand_in_gets_a_fresh_one(
     judge, assignment = _judge(240)
     try:
         first = judge.grade(REFERENCE)  # starts the child (TVM imported), grades
-        assert first["score"] == 20
+        assert first.score == 20
         pid = judge.proc.pid
         threading.Timer(2.0, judge.proc.kill).start()  # while it waits on the sandboxed hand-in
         died = judge.grade(str(slow))
-        assert died[0] == "crash" and "signal SIGKILL" in died[1] and "the other hand-ins are graded" in died[1]
+        assert problems(died, ErrorInfo) == [] and died["type"] == "crash"
+        assert "signal SIGKILL" in died["summary"] and "the other hand-ins are graded" in died["summary"]
         row = _result(assignment, "x/lab.py", died)
-        assert row.status == "crash" and row.score == 0 and all(t.messages == [died[1]] for t in row.tasks)
+        assert row.status == "crash" and row.score == 0 and row.error == died["summary"]
+        assert all(t.messages == [died["summary"]] for t in row.tasks)
         again = judge.grade(REFERENCE)
-        assert again["score"] == 20 and judge.proc.pid != pid
+        assert again.score == 20 and judge.proc.pid != pid
     finally:
         judge.close()
 
@@ -47,7 +52,7 @@ def test_a_judge_past_its_time_is_a_timeout_row_and_is_killed():
     judge, _assignment = _judge(0.2)  # less than it takes to import TVM and replay
     try:
         out = judge.grade(REFERENCE)
-        assert out == ("timeout", "the grader did not finish this hand-in within 0.2 s")
+        assert out == {"type": "timeout", "summary": "the grader did not finish this hand-in within 0.2 s"}
         assert judge.proc is None
     finally:
         judge.close()
@@ -106,3 +111,18 @@ def test_the_help_says_what_unsafe_same_user_gives_up(capsys):
     help_text = " ".join(capsys.readouterr().out.split())
     assert "student code then runs as you and sees your files and the network" in help_text
     assert "only the limits and the kill of its whole process tree stay" in help_text
+
+
+@pytest.mark.parametrize(
+    ("kind", "status"),
+    [("crash", "crash"), ("timeout", "timeout"), ("protocol", "grader error"), ("internal", "grader error")],
+)
+def test_a_childs_failure_is_a_row_of_its_kind_with_its_sentence_once(kind, status):
+    assignment = load_assignment(LAB / "assignment.toml")
+    info: ErrorInfo = {"type": kind, "summary": "why, in one sentence"}
+    row = _result(assignment, "bob/lab.py", info)
+    assert (row.status, row.error, row.score, row.submission) == (status, "why, in one sentence", 0, "bob/lab.py")
+    assert row.max_score == 20 and row.visibility == assignment.visibility
+    assert GradeResult.from_json(row.to_json()).to_json() == row.to_json()  # the JSON of mlc-lab grade, as before
+    verdict = failed_verdict(info)  # the class server's, from the same table
+    assert verdict == {"error": "why, in one sentence", "status": status, "error_info": info}

@@ -11,6 +11,7 @@ import pytest
 
 from mlc_lab.core import machine as machine_mod
 from mlc_lab.core.machine import Machine
+from mlc_lab.core.worker import decode_result
 
 
 def fake(peak: float, bw: float, others: float | None = 0.0) -> dict:
@@ -36,7 +37,7 @@ class FakeWorker:
 
     def call(self, op, timeout=None, **payload):
         self.calls.append(op)
-        return dict(self.answers[len(self.calls) - 1])
+        return decode_result(op, dict(self.answers[len(self.calls) - 1]))  # as Worker.call: the table's type
 
 
 def test_the_roof_bends_at_the_ridge():
