@@ -82,8 +82,6 @@ class Explorer(AccessRequests, RpcWidget):
     handlers = {
         "apply": "apply",
         "history": "full_history",
-        "undo": "undo",
-        "redo": "redo",
         "goto": "goto",
         "set_decision": "set_decision",
         "replay": "replay",
@@ -97,7 +95,6 @@ class Explorer(AccessRequests, RpcWidget):
         "cuda_source": "cuda_source",
         "lower": "lower",
         "clear_error": "clear_error",
-        "select_name": "select_name",
         "class_submit": "class_submit",
         "checks": "check_report",
     }
@@ -547,22 +544,13 @@ class Explorer(AccessRequests, RpcWidget):
         """The whole history, for a front end that missed part of it."""
         return self._full_history()
 
-    def undo(self) -> dict:
-        return self._move(lambda: self._session.undo(), "undo")
-
-    def redo(self) -> dict:
-        return self._move(lambda: self._session.redo(), "redo")
-
     def goto(self, step: Any) -> dict:
         target = self._step_id(step)
-        return self._move(lambda: self._session.goto(target), "goto")
-
-    def _move(self, fn: Any, what: str) -> dict:
         with self._lock, self.hold_sync():
             try:
-                fn()
+                self._session.goto(target)
             except MlcLabError as exc:
-                self._set_error(source="history", primitive=what, summary=str(exc))
+                self._set_error(source="history", primitive="goto", summary=str(exc))
                 raise RequestError(str(exc), type="history") from None
         return {"step": _plain(self._session.current.id)}
 
@@ -685,13 +673,6 @@ class Explorer(AccessRequests, RpcWidget):
     def clear_error(self) -> dict:
         self.error = {}
         return {}
-
-    def select_name(self, name: str | None, kind: str | None = None) -> dict:
-        try:
-            self.select(name, kind)
-        except MlcLabError as exc:
-            raise RequestError(str(exc), type="unknown_name") from None
-        return {"selection": self.selection}
 
     # --- errors -----------------------------------------------------------------------------------
     def _set_error(self, **fields: Any) -> None:
