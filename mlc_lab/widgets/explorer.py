@@ -155,7 +155,7 @@ class Explorer(AccessRequests, RpcWidget):
         self._history_len = 0
         self._error_ids = itertools.count(1)
         self._page_shows: Any = None  # the step the page moved to itself (see _follow)
-        self._quiet: dict[str, Any] = {}  # trait -> a value the page holds already: set, not sent
+        self._page_holds: tuple[str, Any] | None = None  # (trait, value) the page holds already: not sent
         self._pending_records: dict[Any, StepView | None] = {}  # step id -> view (None: make it)
         self._pending_replies: dict[str, dict] = {}  # record key -> mlc_record's arguments (checks)
         self._checks_sent: dict[Any, dict] = {}  # step id -> the report the page was sent (it keeps them)
@@ -407,7 +407,7 @@ class Explorer(AccessRequests, RpcWidget):
                         "result": report,
                     }
                     self._schedule_records()
-                self._set_quietly("checks", report, quiet=known)
+                self._set_held("checks", report, held=known)
             elif data.get("new") or data.get("resolved"):  # steps that create or resolve a hazard
                 self.hazards = {**self.hazards, str(_plain(sid)): _plain(data)}
 
@@ -423,7 +423,7 @@ class Explorer(AccessRequests, RpcWidget):
     def _show(self, view: StepView) -> None:
         self._view = view
         # A step the page moved to itself is on screen already: the trait follows, nothing is sent.
-        self._set_quietly("step", view.json_bytes, quiet=self._page_shows is not None and view.id == self._page_shows)
+        self._set_held("step", view.json_bytes, held=self._page_shows is not None and view.id == self._page_shows)
         self._record_step(view)
         if (
             self.selection
@@ -446,22 +446,22 @@ class Explorer(AccessRequests, RpcWidget):
         if state:
             super().set_state(state)
 
-    def _set_quietly(self, name: str, value: Any, *, quiet: bool) -> None:
-        """Set a trait; when ``quiet``, without sending it (the page holds that value already)."""
-        if quiet:
-            self._quiet[name] = value
+    def _set_held(self, name: str, value: Any, *, held: bool) -> None:
+        """Set a trait; when ``held``, the page holds that value already and it is not sent."""
+        self._page_holds = (name, value) if held else None
         try:
             setattr(self, name, value)
         finally:
-            self._quiet.pop(name, None)
+            self._page_holds = None
 
-    def _should_send_property(self, key: str, value: Any) -> bool:
-        quiet = self._quiet.get(key, self._quiet)
-        if quiet is not self._quiet and (value is quiet or value == quiet):
-            if self._holding_sync:
-                self._states_to_send.discard(key)
-            return False
-        return super()._should_send_property(key, value)
+    def notify_change(self, change: Any) -> None:
+        """A trait changed: ipywidgets sends it to the page, unless the page holds that value already
+        (then only the observers run: traitlets' own notify_change)."""
+        held = self._page_holds
+        if held is not None and change["name"] == held[0] and change["new"] == held[1]:
+            t.HasTraits.notify_change(self, change)
+            return
+        super().notify_change(change)
 
     def _follow(self, step: Any) -> None:
         """The page moved to a step it holds (undo, redo, go to): the Session follows, so Python
