@@ -32,6 +32,9 @@ type Model = AnyModel<ExplorerTraits>;
 
 /** The note that moves the kernel's Session to the step the page shows (mlc_lab/widgets/explorer.py, FOLLOW). */
 export const FOLLOW = "mlc-follow";
+/** What a redraw looks at: a trait by its name, or a part of the current step by its field's name
+ * (the `step` trait itself: the current step is another one). */
+type Part = keyof ExplorerTraits | Exclude<keyof StepData, "id">;
 
 /** A request answered sooner than this shows no "working…" (see ExplorerView.setBusy). */
 export const BUSY_DELAY_MS = 300;
@@ -92,7 +95,7 @@ export class ExplorerView {
     kernelMs?: number;
     panels?: Record<string, number>;
   } | null = null;
-  private dirty = new Set<string>();
+  private dirty = new Set<Part>();
   private flushQueued = false;
   private disposers: Array<() => void> = [];
   private memory: AccessPanel; // the access view, below the body when open (toolbar "Memory")
@@ -263,7 +266,7 @@ export class ExplorerView {
     watch("step", () => this.onStep());
     watch("history", () => this.onHistory());
     this.onHistory();
-    for (const name of ["script", "loop_tree_json", "steps", "decisions", "trace", "error", "can_undo", "measuring", "checks"]) this.dirty.add(name);
+    for (const name of ["script", "loop_tree", "history", "decisions", "trace", "error", "step", "measuring", "checks"] as const) this.dirty.add(name);
     this.flush();
   }
 
@@ -276,8 +279,8 @@ export class ExplorerView {
     this.cur = next;
     this.history.visit(next.id);
     if (next.id !== prev.id) {
-      for (const name of ["current", "can_undo", "can_redo", "loop_tree_json"]) this.invalidate(name);
-    } else if (JSON.stringify(next.loop_tree) !== JSON.stringify(prev.loop_tree)) this.invalidate("loop_tree_json");
+      for (const name of ["step", "loop_tree"] as const) this.invalidate(name);
+    } else if (JSON.stringify(next.loop_tree) !== JSON.stringify(prev.loop_tree)) this.invalidate("loop_tree");
     if (next.script !== prev.script) this.invalidate("script");
     if (next.changed_lines.join() !== prev.changed_lines.join()) this.invalidate("changed_lines");
     if (JSON.stringify(next.decisions) !== JSON.stringify(prev.decisions)) this.invalidate("decisions");
@@ -299,14 +302,13 @@ export class ExplorerView {
   private onHistory(): void {
     const delta = this.model.get("history") as HistoryDelta | Record<string, never>;
     if (this.history.apply(delta)) {
-      this.invalidate("steps");
-      this.invalidate("can_redo");
+      this.invalidate("history");
       return;
     }
     void this.rpc
       .call("history")
       .then((reply) => {
-        if (this.history.apply(reply.result)) this.invalidate("steps");
+        if (this.history.apply(reply.result)) this.invalidate("history");
       })
       .catch((err) => this.showLocalError(err));
   }
@@ -317,7 +319,7 @@ export class ExplorerView {
 
   // ---- state -> DOM ----------------------------------------------------------------------------
 
-  private invalidate(name: string): void {
+  private invalidate(name: Part): void {
     this.dirty.add(name);
     if (this.flushQueued) return;
     this.flushQueued = true;
@@ -332,7 +334,7 @@ export class ExplorerView {
     const hadFocus = typeof document !== "undefined" && this.root.contains(document.activeElement);
     const d = this.dirty;
     this.dirty = new Set();
-    const has = (...names: string[]) => names.some((n) => d.has(n));
+    const has = (...names: Part[]) => names.some((n) => d.has(n));
     // Each panel's drawing time goes with a click's latency sample (what a redraw costs, where).
     const panels: Record<string, number> = {};
     const timed = (name: string, draw: () => void) => {
@@ -340,30 +342,30 @@ export class ExplorerView {
       draw();
       panels[name] = (panels[name] ?? 0) + performance.now() - t;
     };
-    if (has("loop_tree_json")) this.index = new TreeIndex(this.cur.loop_tree);
+    if (has("loop_tree")) this.index = new TreeIndex(this.cur.loop_tree);
     if (has("height")) this.layoutHeight();
     if (has("error", "failures")) this.inspected = null;
     // The CodeMirror panes first. A CodeMirror update that redraws lines reads the DOM selection,
     // which in Chrome lays out the page there and then: done before any other pane is written, that
     // layout covers only the editor's own changed lines, and the rest is laid out once, in the frame.
-    if (has("script", "changed_lines", "loop_tree_json", "selection", "error")) timed("code", () => this.drawCode(has("selection")));
+    if (has("script", "changed_lines", "loop_tree", "selection", "error")) timed("code", () => this.drawCode(has("selection")));
     if (has("trace")) timed("trace", () => this.trace.setTrace(this.cur.trace));
-    if (has("loop_tree_json", "selection", "error")) {
+    if (has("loop_tree", "selection", "error")) {
       timed("tree", () => this.drawTree());
-      timed("primitives", () => this.drawPrimitives(has("loop_tree_json")));
+      timed("primitives", () => this.drawPrimitives(has("loop_tree")));
     }
-    if (!this.memoryHost.hidden && has("loop_tree_json", "selection", "current")) timed("memory", () => this.syncMemory(has("loop_tree_json", "current")));
-    if (has("steps", "current", "failures", "measurements", "measuring", "hazards")) timed("history", () => this.drawHistory());
-    if (has("checks", "checks_setup", "current")) timed("checks", () => this.drawChecks());
-    if (has("steps", "current", "measurements")) timed("plot", () => this.drawPlot());
+    if (!this.memoryHost.hidden && has("loop_tree", "selection", "step")) timed("memory", () => this.syncMemory(has("loop_tree", "step")));
+    if (has("history", "step", "failures", "measurements", "measuring", "hazards")) timed("history", () => this.drawHistory());
+    if (has("checks", "checks_setup", "step")) timed("checks", () => this.drawChecks());
+    if (has("history", "step", "measurements")) timed("plot", () => this.drawPlot());
     if (has("measuring")) this.drawMeasure();
-    if (this.cudaOn && has("current")) void this.cuda.show(this.current());
-    if (this.compilerOn && has("loop_tree_json", "selection", "current")) timed("compiler", () => this.syncCompiler(has("current")));
-    if (has("steps", "current", "can_undo", "can_redo")) timed("toolbar", () => this.drawToolbar());
+    if (this.cudaOn && has("step")) void this.cuda.show(this.current());
+    if (this.compilerOn && has("loop_tree", "selection", "step")) timed("compiler", () => this.syncCompiler(has("step")));
+    if (has("history", "step")) timed("toolbar", () => this.drawToolbar());
     if (has("error")) this.drawBanner();
     if (has("decisions")) timed("decisions", () => this.trace.setDecisions(this.cur.decisions));
     if (has("error")) this.drawTraceError();
-    if (this.diffMode !== "off" && has("script", "current", "steps")) void this.renderDiff();
+    if (this.diffMode !== "off" && has("script", "step", "history")) void this.renderDiff();
     if (has("script", "error") && this.pendingClick) {
       this.pendingClick.drawMs = performance.now() - tFlush;
       this.pendingClick.panels = panels;
