@@ -27,7 +27,6 @@ LONG_MODULES: dict[str, str] = {
     "mlc_lab/exercises.py": "not split yet",
     "mlc_lab/tvm/compat.py": "not split yet",
     "mlc_lab/widgets/access_view.py": "not split yet",
-    "mlc_lab/widgets/explorer.py": "not split yet",
 }
 
 # (module, qualified function) -> why it may be over MAX_FUNCTION_LINES.
