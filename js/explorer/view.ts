@@ -6,22 +6,23 @@ import type { AnyModel } from "@anywidget/types";
 import { AccessPanel } from "../access/panel";
 import { downloadText, h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
 import { hostOffer, requestSidePanel } from "../lib/host";
-import { ERROR_KINDS, type Measurement, type RequestParams } from "../lib/model";
+import { ERROR_KINDS, type RequestParams } from "../lib/model";
 
 /** The requests that change the session: Python answers with the new state (and maybe a selection). */
 type StepRequest = "apply" | "goto" | "set_decision" | "replay";
 import { kernelLive, recordData, recordedModel, recordedReply, recordedResult, setHeldSteps } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
-import type { ExplorerError, ExplorerTraits, FailureInfo, HistoryDelta, RecordCut, Selection, StepData, StepId } from "../lib/types";
-import { ChecksPanel, type StepChecks, type ChecksSetup, type StepHazards, checksBadge, hazardMark, pathAfter, reportFor } from "./checks";
+import type { ExplorerError, ExplorerTraits, FailureInfo, HistoryDelta, Selection, StepData, StepId } from "../lib/types";
+import { ChecksPanel, type StepChecks, type ChecksSetup, type StepHazards, checksBadge, reportFor } from "./checks";
 import { CodeView, type DiffMode, type Marks } from "./code";
 import { CompilerPanel } from "./compiler";
 import { CudaPanel } from "./cuda";
 import { type FormHandle, renderForm } from "./forms";
-import { diffBaseGroups, historyRows } from "./history";
+import { diffBaseGroups } from "./history";
+import { HistoryPane, measuringStep } from "./history_pane";
 import { ExplorerLayout } from "./layout";
 import { SHORTCUT_HELP, isEditableTarget, keyAction } from "./keys";
-import { type Measurements, type MeasuringInfo, checkMark, checkTitle, latencyPlot, measurementText, measurementTitle, plotPoints, roofOf, rooflinePlot, rooflinePoints } from "./measure";
+import type { Measurements } from "./measure";
 import { type ApplyCall, type Offer, applicable, buildCall, defaultValues, offerForKey } from "./primitives";
 import { History, readStep } from "./state";
 import { TracePanel } from "./trace";
@@ -38,8 +39,6 @@ type Part = keyof ExplorerTraits | Exclude<keyof StepData, "id">;
 
 /** A request answered sooner than this shows no "working…" (see ExplorerView.setBusy). */
 export const BUSY_DELAY_MS = 300;
-/** Below this height (px) the History pane shows the latency plot folded to one line. */
-export const SHORT_HISTORY_PX = 320;
 
 export interface LatencySample {
   primitive: string;
@@ -64,7 +63,7 @@ export class ExplorerView {
   private trace: TracePanel;
   private treeHost: HTMLElement;
   private primHost: HTMLElement;
-  private historyHost: HTMLElement;
+  private historyPane: HistoryPane;
   private banner: HTMLElement;
   private stepLabel: HTMLElement;
   private undoBtn: HTMLButtonElement;
@@ -105,8 +104,6 @@ export class ExplorerView {
   private targetSel: HTMLSelectElement;
   private measureRpc: { rpc: Rpc }; // measurements take seconds: their own requests, no "working…"
   private memoryRpc: Rpc; // the memory panel's analyses too: a long one shows its own progress
-  private plotHost: HTMLElement;
-  private historyTab: HTMLElement;
   private cuda: CudaPanel;
   private cudaOn = false;
   private compiler: CompilerPanel; // the "Compiler" view: passes, code, loop facts (compiler.ts)
@@ -192,26 +189,34 @@ export class ExplorerView {
       h("div", { class: "mlc-pane mlc-pane-prims" }, h("div", { class: "mlc-section-title" }, "Primitives"), this.primHost),
     );
     const center = h("div", { class: "mlc-center" });
-    this.historyHost = h("div", { class: "mlc-history" });
     this.trace = new TracePanel({
       replay: (text) => void this.replay(text),
       setDecision: (index, value) => this.call("set_decision", { index, value }, "set_decision"),
       exportTrace: (format) => void this.exportTrace(format),
       importTrace: (text, filename) => void this.importTrace(text, filename),
     });
-    this.plotHost = h("div", { class: "mlc-plot", hidden: true });
-    this.historyTab = h("div", { class: "mlc-history-tab" }, this.historyHost, this.plotHost);
-    this.followHistoryHeight();
+    this.historyPane = new HistoryPane(model, {
+      steps: () => this.history.steps(),
+      current: () => this.current(),
+      moveTo: (id) => void this.moveTo(id, "goto"),
+      inspect: (failure) => {
+        this.inspected = failure;
+        this.drawBanner();
+        this.drawTree();
+        this.drawCode(false);
+      },
+      onDispose: (fn) => this.disposers.push(fn),
+    });
     this.checksPanel = new ChecksPanel({
       pick: (name) => this.selectName(name),
       recorded: (step) => recordedResult(model, "checks", { step }),
     });
-    this.tabs = { history: this.historyTab, trace: this.trace.el, checks: this.checksPanel.el };
+    this.tabs = { history: this.historyPane.el, trace: this.trace.el, checks: this.checksPanel.el };
     const tabBar = h("div", { class: "mlc-tabs" });
     for (const name of ["history", "trace", "checks"] as const) {
       tabBar.append(h("button", { class: `mlc-tab mlc-tab-${name}`, dataset: { tab: name }, onclick: () => this.showTab(name) }, name === "history" ? "History" : name === "trace" ? "Trace & decisions" : "Checks"));
     }
-    const right = h("div", { class: "mlc-right" }, tabBar, this.historyTab, this.trace.el, this.checksPanel.el);
+    const right = h("div", { class: "mlc-right" }, tabBar, this.historyPane.el, this.trace.el, this.checksPanel.el);
     this.root = h(
       "div",
       { class: "mlc-explorer", tabindex: "0", style: { height: model.get("height") || "640px" } },
@@ -355,9 +360,9 @@ export class ExplorerView {
       timed("primitives", () => this.drawPrimitives(has("loop_tree")));
     }
     if (!this.memoryHost.hidden && has("loop_tree", "selection", "step")) timed("memory", () => this.syncMemory(has("loop_tree", "step")));
-    if (has("history", "step", "failures", "measurements", "measuring", "hazards")) timed("history", () => this.drawHistory());
+    if (has("history", "step", "failures", "measurements", "measuring", "hazards")) timed("history", () => this.historyPane.draw());
     if (has("checks", "checks_setup", "step")) timed("checks", () => this.drawChecks());
-    if (has("history", "step", "measurements")) timed("plot", () => this.drawPlot());
+    if (has("history", "step", "measurements")) timed("plot", () => this.historyPane.drawPlot());
     if (has("measuring")) this.drawMeasure();
     if (this.cudaOn && has("step")) void this.cuda.show(this.current());
     if (this.compilerOn && has("loop_tree", "selection", "step")) timed("compiler", () => this.syncCompiler(has("step")));
@@ -474,73 +479,6 @@ export class ExplorerView {
     this.primHost.replaceChildren(header, buttons, form ?? "");
   }
 
-  private historyShape = "";
-  private historyRows: ReturnType<typeof historyRows> = [];
-
-  private drawHistory(): void {
-    const rows = historyRows(this.history.steps(), this.model.get("failures") ?? [], this.current());
-    const measured = this.model.get("measurements") ?? {};
-    const measuring = this.measuringStep();
-    const mOf = (r: (typeof rows)[number]): Measurement | undefined => (r.kind === "step" ? measured[String(r.id)] : undefined);
-    const mKey = (r: (typeof rows)[number]) => {
-      const m = mOf(r);
-      return `${m ? `${measurementText(m)}${checkMark(m)}${m.max_abs_error ?? ""}` : ""}${r.kind === "step" && measuring === String(r.id) ? "…" : ""}`;
-    };
-    // Undo/redo/goto only move the current step: restyle the rows instead of rebuilding them.
-    const hazards = this.model.get("hazards") ?? {};
-    const steps = this.history.steps();
-    const hMark = (r: (typeof rows)[number]) => (r.kind === "step" ? hazardMark(hazards[String(r.id)], { path: pathAfter(steps, r.id, this.current()), hazards }) : null);
-    const shape = rows.map((r) => `${r.kind}:${r.id}:${r.depth}:${r.branch ? 1 : 0}:${r.stepKind ?? ""}:${r.label}:${mKey(r)}:${hMark(r)?.title ?? ""}`).join("|");
-    const existing = this.historyHost.querySelectorAll<HTMLElement>(".mlc-hrow");
-    if (shape === this.historyShape && existing.length === rows.length) {
-      rows.forEach((r, i) => {
-        const el = existing[i];
-        el.classList.toggle("mlc-current", r.current);
-        el.classList.toggle("mlc-onpath", r.onPath);
-        el.title = r.failure ? el.title : r.current ? "current step" : "go to this step";
-        if (r.kind === "step") el.querySelector(".mlc-hmark")!.textContent = r.current ? "●" : r.branch ? "┬" : "○";
-      });
-      this.historyRows = rows;
-      revealInContainer(this.historyHost, this.historyHost.querySelector<HTMLElement>(".mlc-current"));
-      return;
-    }
-    this.historyShape = shape;
-    this.historyRows = rows;
-    const list = h("div", { class: "mlc-history-list" });
-    for (const r of rows) {
-      const cls = ["mlc-hrow", `mlc-hrow-${r.kind}`];
-      if (r.current) cls.push("mlc-current");
-      if (r.onPath) cls.push("mlc-onpath");
-      if (r.branch) cls.push("mlc-branch");
-      const row = h(
-        "div",
-        {
-          class: cls.join(" "),
-          style: { paddingLeft: `${6 + r.depth * 14}px` },
-          dataset: { step: String(r.id) },
-          title: r.failure ? `${r.failure.summary}\n\n${r.failure.detail}` : r.current ? "current step" : "go to this step",
-          onclick: () => {
-            if (r.failure) {
-              this.inspected = r.failure;
-              this.drawBanner();
-              this.drawTree();
-              this.drawCode(false);
-            } else if (!this.historyRows.find((x) => x.kind === "step" && x.id === r.id)?.current) void this.moveTo(r.id, "goto");
-          },
-        },
-        h("span", { class: "mlc-hmark" }, r.kind === "failure" ? "✗" : r.current ? "●" : r.branch ? "┬" : "○"),
-        h("span", { class: "mlc-hlabel" }, r.label),
-        ((m) => (m ? h("span", { class: `mlc-hhazard${m.resolved ? " mlc-hhazard-resolved" : ""}`, title: m.title }, m.text) : null))(hMark(r)),
-        r.stepKind ? h("span", { class: "mlc-hkind", title: `a ${r.stepKind} step` }, r.stepKind) : null,
-        r.failure ? h("span", { class: "mlc-hsummary" }, r.failure.summary) : null,
-        this.measureCell(mOf(r), r.kind === "step" && measuring === String(r.id)),
-      );
-      list.append(row);
-    }
-    this.historyHost.replaceChildren(...[this.recordCutNote()].filter((n) => n !== null), list);
-    revealInContainer(this.historyHost, list.querySelector<HTMLElement>(".mlc-current"));
-  }
-
   /** The Checks panel follows the current step; its tab says how many checks hold and the hazards. */
   private drawChecks(): void {
     const state = { setup: this.model.get("checks_setup") ?? {}, report: this.reports.get(String(this.current())) ?? this.model.get("checks") ?? {}, step: this.current(), live: kernelLive(this.model) };
@@ -554,111 +492,8 @@ export class ExplorerView {
     }
   }
 
-  /** A saved view whose record was cut says so above its history (live views have the kernel). */
-  private recordCutNote(): HTMLElement | null {
-    const cut = this.model.get("record_cut") as RecordCut | Record<string, never> | undefined;
-    if (kernelLive(this.model) || !cut || !("max_steps" in cut)) return null;
-    const parts: string[] = [];
-    if (cut.steps > cut.steps_recorded)
-      parts.push(`This saved record keeps ${cut.steps_recorded} of the session's ${cut.steps} steps (records are capped at ${cut.max_steps} steps): the others need the notebook re-run.`);
-    if (cut.replies_dropped > 0)
-      parts.push(`${cut.replies_dropped} older panel answer${cut.replies_dropped === 1 ? " was" : "s were"} dropped to keep the notebook small.`);
-    return parts.length ? h("div", { class: "mlc-record-cut", role: "note" }, parts.join(" ")) : null;
-  }
-
-  private measuringStep(): string | null {
-    const m = this.model.get("measuring") as MeasuringInfo | Record<string, never> | undefined;
-    return m && "step" in m && m.step !== null && m.step !== undefined ? String(m.step) : null;
-  }
-
-  /** Latency, GFLOP/s and ✓/✗ next to a measured step's label (or "measuring…"). */
-  private measureCell(m: Measurement | undefined, running: boolean): HTMLElement | null {
-    if (running) return h("span", { class: "mlc-hmeasure mlc-hmeasuring" }, "measuring…");
-    if (!m) return null;
-    const mark = checkMark(m);
-    return h(
-      "span",
-      { class: `mlc-hmeasure${m.error ? " mlc-error-text" : ""}`, title: measurementTitle(m) },
-      h("span", { class: "mlc-hlatency" }, measurementText(m)),
-      mark ? h("span", { class: `mlc-hcheck ${m.correct ? "mlc-ok-text" : "mlc-error-text"}`, title: checkTitle(m) }, mark) : null,
-    );
-  }
-
-  /** The History pane keeps the current row in view at any height: whenever its list changes height
-   *  (the plot opened, the explorer resized or maximised, the tab shown again), the row is revealed;
-   *  and the plot is drawn again once the pane has a height that makes it short or not (it may have
-   *  been drawn while the tab was hidden, with no height to go by). */
-  private followHistoryHeight(): void {
-    if (typeof ResizeObserver !== "function") return;
-    let listHeight = -1;
-    const observer = new ResizeObserver(() =>
-      requestAnimationFrame(() => {
-        if (this.historyHost.clientHeight !== listHeight) {
-          listHeight = this.historyHost.clientHeight;
-          revealInContainer(this.historyHost, this.historyHost.querySelector<HTMLElement>(".mlc-current"));
-        }
-        const room = this.historyTab.clientHeight;
-        if (room > 0 && this.plotShort !== room < SHORT_HISTORY_PX) this.drawPlot();
-      }),
-    );
-    observer.observe(this.historyHost);
-    observer.observe(this.historyTab);
-    this.disposers.push(() => observer.disconnect());
-  }
-
-  /** Whether the plot was last drawn for a short pane; null: drawn with no height to go by. */
-  private plotShort: boolean | null = null;
-
-  /** The latency-by-step plot under the history (measured steps on the current path). */
-  private drawPlot(): void {
-    const measured = this.historyTab.clientHeight;
-    this.plotShort = measured > 0 ? measured < SHORT_HISTORY_PX : null;
-    const points = plotPoints(this.history.steps(), this.current(), this.model.get("measurements") ?? {});
-    if (!points.length) {
-      // Nothing measured: no plot, and no reading of the pane's width (that would force a layout of
-      // everything just redrawn, on every click).
-      this.plotHost.hidden = true;
-      if (this.plotHost.firstChild) this.plotHost.replaceChildren();
-      return;
-    }
-    const width = Math.max(180, Math.min(420, (this.historyTab.clientWidth || 268) - 8));
-    // A short pane (the explorer inside a cell) keeps its height for the history rows: the plot
-    // is one line there until asked for, and then a smaller one.
-    const room = measured || 400;
-    const plotHeight = (full: number) => Math.max(64, Math.min(full, Math.round(room * 0.4) - 22));
-    const short = room < SHORT_HISTORY_PX;
-    const fold = h("button", { class: "mlc-plot-toggle mlc-plot-fold", title: "the plot takes room from the history here; ⤢ gives both room" },
-      this.plotOpen ? "hide" : "show plot");
-    fold.addEventListener("click", () => {
-      this.plotOpen = !this.plotOpen;
-      this.drawPlot();
-    });
-    if (short && !this.plotOpen) {
-      this.plotHost.hidden = false;
-      this.plotHost.replaceChildren(h("div", { class: "mlc-section-title" }, `Latency per step (${points.length} measured)`, " ", fold));
-      return;
-    }
-    const onPick = (id: StepId) => void this.moveTo(id, "goto");
-    const measurements = this.model.get("measurements") ?? {};
-    const roofline = this.plotMode === "roofline" ? rooflinePlot(rooflinePoints(points, measurements), roofOf(measurements), { width, height: plotHeight(140), onPick }) : null;
-    const svg = roofline ?? latencyPlot(points, { width, height: plotHeight(120), onPick });
-    this.plotHost.hidden = !svg;
-    const toggle = h("button", { class: "mlc-plot-toggle", title: "switch between latency per step and the machine's roofline" },
-      this.plotMode === "roofline" ? "latency" : "roofline");
-    toggle.addEventListener("click", () => {
-      this.plotMode = this.plotMode === "roofline" ? "latency" : "roofline";
-      this.drawPlot();
-    });
-    const title = roofline ? "Steps on the roofline (GFLOP/s against FLOPs/byte)" : "Latency per step (log scale)";
-    this.plotHost.replaceChildren(...(svg ? [h("div", { class: "mlc-section-title" }, title, " ", toggle, short ? fold : ""), svg] : []));
-  }
-
-  private plotMode: "latency" | "roofline" = "latency";
-  /** In a short History pane the plot starts folded; "show plot" opens it until "hide". */
-  private plotOpen = false;
-
   private drawMeasure(): void {
-    const step = this.measuringStep();
+    const step = measuringStep(this.model);
     this.root.classList.toggle("mlc-measuring", step !== null);
     this.measureBtn.disabled = step !== null;
     this.measureBtn.firstChild!.textContent = step !== null ? "measuring…" : "Measure";
@@ -667,7 +502,7 @@ export class ExplorerView {
 
   /** Measure the current step on the chosen target; Python answers when it is done. */
   async measure(): Promise<void> {
-    if (this.measuringStep() !== null) return;
+    if (measuringStep(this.model) !== null) return;
     const target = this.targetSel.value || "cpu";
     try {
       await this.measureRpc.rpc.call("measure", { target, step: this.current() });
