@@ -19,7 +19,9 @@ import { CompilerPanel } from "./compiler";
 import { CudaPanel } from "./cuda";
 import { type FormHandle, renderForm } from "./forms";
 import { diffBaseGroups } from "./history";
+import { renderBanner, showLocalError } from "./banner";
 import { HistoryPane, measuringStep } from "./history_pane";
+import { type PendingClick, recordLatency } from "./latency";
 import { ExplorerLayout } from "./layout";
 import { SHORTCUT_HELP, isEditableTarget, keyAction } from "./keys";
 import type { Measurements } from "./measure";
@@ -39,21 +41,6 @@ type Part = keyof ExplorerTraits | Exclude<keyof StepData, "id">;
 
 /** A request answered sooner than this shows no "working…" (see ExplorerView.setBusy). */
 export const BUSY_DELAY_MS = 300;
-
-export interface LatencySample {
-  primitive: string;
-  ms: number; // click -> first frame painted with the new state
-  stateMs?: number; // click -> the kernel's state update arrived
-  drawMs?: number; // time spent drawing that update
-  kernelMs?: number; // time the kernel spent on the request
-  panels?: Record<string, number>; // drawing time per panel (ms), for the ones that were redrawn
-}
-
-declare global {
-  interface Window {
-    __mlcLab?: { latencies: LatencySample[] };
-  }
-}
 
 export class ExplorerView {
   readonly root: HTMLElement;
@@ -86,14 +73,7 @@ export class ExplorerView {
   // redo, go to step and diffs are answered from these, live and offline alike (see moveTo).
   private held = new Map<string, DataView>();
   private reports = new Map<string, StepChecks>(); // step id -> its checks report, as sent
-  private pendingClick: {
-    t0: number;
-    primitive: string;
-    tState?: number;
-    drawMs?: number;
-    kernelMs?: number;
-    panels?: Record<string, number>;
-  } | null = null;
+  private pendingClick: PendingClick | null = null;
   private dirty = new Set<Part>();
   private flushQueued = false;
   private disposers: Array<() => void> = [];
@@ -562,29 +542,8 @@ export class ExplorerView {
 
   private drawBanner(): void {
     const err = this.shownError();
-    this.banner.hidden = !err;
     this.root.classList.toggle("mlc-has-error", !!err);
-    if (!err) {
-      this.banner.replaceChildren();
-      return;
-    }
-    const details = err.detail ? h("details", { class: "mlc-error-detail" }, h("summary", {}, "details"), h("pre", {}, err.detail)) : null;
-    const involved = (err.involved ?? []).length
-      ? h("div", { class: "mlc-involved-list" }, "involved: ", ...(err.involved ?? []).map((n) => h("span", { class: "mlc-chip mlc-chip-involved", onclick: () => this.selectName(n) }, n)))
-      : null;
-    this.banner.replaceChildren(
-      h(
-        "div",
-        { class: "mlc-banner-main" },
-        h("span", { class: "mlc-banner-icon" }, "✗"),
-        h("span", { class: "mlc-error-summary" }, errorTitle(err)),
-        h("span", { class: "mlc-muted" }, this.inspected ? " (an earlier attempt)" : " — nothing was changed"),
-        h("span", { class: "mlc-spacer" }),
-        h("button", { class: "mlc-btn mlc-dismiss", title: "dismiss (Esc)", onclick: () => this.dismissError() }, "×"),
-      ),
-      involved ?? "",
-      details ?? "",
-    );
+    renderBanner(this.banner, err, { earlier: !!this.inspected, pick: (name) => this.selectName(name), dismiss: () => this.dismissError() });
   }
 
   private drawTraceError(): void {
@@ -839,9 +798,7 @@ export class ExplorerView {
   }
 
   private showLocalError(err: unknown): void {
-    const summary = err instanceof RpcFailure ? err.error.summary : err instanceof Error ? err.message : String(err);
-    this.banner.hidden = false;
-    this.banner.replaceChildren(h("div", { class: "mlc-banner-main" }, h("span", { class: "mlc-banner-icon" }, "!"), h("span", { class: "mlc-error-summary" }, summary)));
+    showLocalError(this.banner, err);
   }
 
   private async exportTrace(format: "json" | "text" | "python"): Promise<void> {
@@ -960,30 +917,7 @@ export class ExplorerView {
   private recordLatency(): void {
     const pending = this.pendingClick;
     this.pendingClick = null;
-    if (!pending) return;
-    const done = () => {
-      const ms = performance.now() - pending.t0;
-      this.root.dataset.lastLatencyMs = ms.toFixed(1);
-      if (typeof window !== "undefined") {
-        window.__mlcLab ??= { latencies: [] };
-        window.__mlcLab.latencies.push({
-          primitive: pending.primitive,
-          ms,
-          stateMs: pending.tState === undefined ? undefined : pending.tState - pending.t0,
-          drawMs: pending.drawMs,
-          kernelMs: pending.kernelMs,
-          panels: pending.panels,
-        });
-      }
-    };
-    // In the next frame, after style and layout of the new DOM (read offsetHeight to make sure);
-    // painting is then composited off the main thread.
-    if (typeof requestAnimationFrame === "function")
-      requestAnimationFrame(() => {
-        void this.root.offsetHeight;
-        done();
-      });
-    else done();
+    if (pending) recordLatency(this.root, pending);
   }
 
   dispose(): void {
@@ -1000,10 +934,4 @@ export class ExplorerView {
     this.trace.destroy();
     this.root.remove();
   }
-}
-
-/** "split: the factors ..." unless the summary already names the primitive. */
-export function errorTitle(err: ExplorerError): string {
-  const p = err.primitive;
-  return p && !err.summary.startsWith(p) ? `${p}: ${err.summary}` : err.summary;
 }
