@@ -18,7 +18,6 @@ import { CodeView, type DiffMode, type Marks } from "./code";
 import { CompilerPanel } from "./compiler";
 import { CudaPanel } from "./cuda";
 import { type FormHandle, renderForm } from "./forms";
-import { diffBaseGroups } from "./history";
 import { renderBanner, showLocalError } from "./banner";
 import { HistoryPane, measuringStep } from "./history_pane";
 import { type PendingClick, recordLatency } from "./latency";
@@ -27,6 +26,7 @@ import { SHORTCUT_HELP, isEditableTarget, keyAction } from "./keys";
 import type { Measurements } from "./measure";
 import { type ApplyCall, type Offer, applicable, buildCall, defaultValues, offerForKey } from "./primitives";
 import { History, readStep } from "./state";
+import { Toolbar, button } from "./toolbar";
 import { TracePanel } from "./trace";
 import { type Entry, TreeIndex, lineSpan } from "./tree";
 import { renderTree } from "./tree_view";
@@ -39,8 +39,7 @@ export const FOLLOW = "mlc-follow";
  * (the `step` trait itself: the current step is another one). */
 type Part = keyof ExplorerTraits | Exclude<keyof StepData, "id">;
 
-/** A request answered sooner than this shows no "working…" (see ExplorerView.setBusy). */
-export const BUSY_DELAY_MS = 300;
+export { BUSY_DELAY_MS } from "./toolbar";
 
 export class ExplorerView {
   readonly root: HTMLElement;
@@ -52,13 +51,7 @@ export class ExplorerView {
   private primHost: HTMLElement;
   private historyPane: HistoryPane;
   private banner: HTMLElement;
-  private stepLabel: HTMLElement;
-  private undoBtn: HTMLButtonElement;
-  private redoBtn: HTMLButtonElement;
-  private diffSel: HTMLSelectElement;
-  private baseSel: HTMLSelectElement;
-  private busyEl: HTMLElement;
-  private busyTimer: ReturnType<typeof setTimeout> | null = null;
+  private bar: Toolbar;
   private tabs: Record<"history" | "trace" | "checks", HTMLElement>;
   private checksPanel: ChecksPanel;
   private collapsed = new Set<string>();
@@ -66,8 +59,6 @@ export class ExplorerView {
   private form: { offer: Offer; handle: FormHandle; entryKey: string } | null = null;
   private inspected: FailureInfo | null = null;
   private diffMode: DiffMode = "off";
-  private diffBase: string | null = null;
-  private diffBaseChosen = false; // the user picked a base; otherwise it follows the parent step
   private scripts = new Map<string, string>(); // step id -> script (immutable per step)
   // Every step this page has held (the `step` trait's bytes, as sent or recorded), by id: undo,
   // redo, go to step and diffs are answered from these, live and offline alike (see moveTo).
@@ -79,9 +70,6 @@ export class ExplorerView {
   private disposers: Array<() => void> = [];
   private memory: AccessPanel; // the access view, below the body when open (toolbar "Memory")
   private memoryHost: HTMLElement;
-  private memoryBtn: HTMLButtonElement;
-  private measureBtn: HTMLButtonElement;
-  private targetSel: HTMLSelectElement;
   private measureRpc: { rpc: Rpc }; // measurements take seconds: their own requests, no "working…"
   private memoryRpc: Rpc; // the memory panel's analyses too: a long one shows its own progress
   private cuda: CudaPanel;
@@ -101,62 +89,31 @@ export class ExplorerView {
     this.cur = this.hold();
     this.index = new TreeIndex(this.cur.loop_tree);
 
-    const btn = (label: string, title: string, cls: string, onclick: () => void) =>
-      h("button", { class: `mlc-btn ${cls}`, title, onclick, onmousedown: keepFocus }, label) as HTMLButtonElement;
-    this.undoBtn = btn("↶ Undo", "Undo (Ctrl/⌘+Z)", "mlc-undo", () => void this.undo());
-    this.redoBtn = btn("↷ Redo", "Redo (Ctrl/⌘+Shift+Z or Ctrl+Y)", "mlc-redo", () => void this.redo());
-    this.stepLabel = h("span", { class: "mlc-step-label" });
-    this.diffSel = h("select", { class: "mlc-diff-mode", title: "compare with an earlier step" }) as HTMLSelectElement;
-    for (const [v, l] of [
-      ["off", "Code"],
-      ["unified", "Diff: unified"],
-      ["split", "Diff: side by side"],
-      ["cuda", "CUDA"],
-      ["compiler", "Compiler"],
-    ])
-      this.diffSel.append(h("option", { value: v }, l));
-    this.diffSel.addEventListener("change", () => {
-      if (this.diffSel.value === "unified" || this.diffSel.value === "split") this.pendingClick = { t0: performance.now(), primitive: "diff" };
-      this.setCuda(this.diffSel.value === "cuda");
-      this.setCompiler(this.diffSel.value === "compiler");
-      this.diffMode = this.cudaOn || this.compilerOn ? "off" : (this.diffSel.value as DiffMode);
-      this.baseSel.hidden = this.diffMode === "off";
-      if (this.diffMode !== "off") this.drawBases();
-      void this.renderDiff();
+    this.bar = new Toolbar({
+      undo: () => void this.undo(),
+      redo: () => void this.redo(),
+      measure: () => void this.measure(),
+      toggleMemory: () => this.toggleMemory(),
+      exportHtml: () => void this.exportHtml(),
+      toggleHelp: () => this.toggleHelp(),
+      modeChanged: (mode) => {
+        if (mode === "unified" || mode === "split") this.pendingClick = { t0: performance.now(), primitive: "diff" };
+        this.setCuda(mode === "cuda");
+        this.setCompiler(mode === "compiler");
+        this.diffMode = this.cudaOn || this.compilerOn ? "off" : (mode as DiffMode);
+        this.bar.baseSel.hidden = this.diffMode === "off";
+        if (this.diffMode !== "off") this.drawBases();
+        void this.renderDiff();
+      },
+      baseChanged: () => {
+        this.pendingClick = { t0: performance.now(), primitive: "diff" };
+        void this.renderDiff();
+      },
+      busyShown: (shown) => this.root.classList.toggle("mlc-busy-state", shown),
     });
-    this.baseSel = h("select", { class: "mlc-diff-base", title: "step to compare against", hidden: true }) as HTMLSelectElement;
-    this.baseSel.addEventListener("change", () => {
-      this.pendingClick = { t0: performance.now(), primitive: "diff" };
-      this.diffBase = this.baseSel.value;
-      this.diffBaseChosen = true;
-      void this.renderDiff();
-    });
-    this.busyEl = h("span", { class: "mlc-busy", hidden: true }, "working…");
     this.memory = new AccessPanel({ request: (method, params) => this.memoryRpc.call(method, params), maxPx: 200, onProgress: (cb) => this.memoryRpc.listen("mlc-progress", (m) => cb(Number(m.done), Number(m.total))) });
     this.memoryHost = h("div", { class: "mlc-memory", hidden: true }, this.memory.el);
-    this.measureBtn = btn("Measure", "Build, check and time the current step (key m)", "mlc-measure", () => void this.measure());
-    this.measureBtn.append(h("kbd", {}, "m"));
-    this.targetSel = h("select", { class: "mlc-measure-target", title: "where to measure: this machine's CPU, or a CUDA GPU" }) as HTMLSelectElement;
-    for (const t of ["cpu", "cuda"]) this.targetSel.append(h("option", { value: t }, t));
-    this.memoryBtn = btn("Memory", "Show the memory the selected loop touches (heatmaps per buffer)", "mlc-memory-toggle", () => this.toggleMemory());
-    const toolbar = h(
-      "div",
-      { class: "mlc-toolbar" },
-      h("span", { class: "mlc-title" }, "Schedule explorer"),
-      this.undoBtn,
-      this.redoBtn,
-      this.stepLabel,
-      this.busyEl,
-      h("span", { class: "mlc-spacer" }),
-      this.measureBtn,
-      this.targetSel,
-      this.memoryBtn,
-      this.diffSel,
-      this.baseSel,
-      btn("Export HTML", "Download a self-contained HTML page of all steps", "mlc-export-html", () => void this.exportHtml()),
-      btn("?", "Keyboard shortcuts", "mlc-help-btn", () => this.toggleHelp()),
-    );
-    const toolbarEnd = toolbar.lastElementChild!;
+    const toolbarEnd = this.bar.el.lastElementChild!;
     this.banner = h("div", { class: "mlc-banner", hidden: true });
 
     this.treeHost = h("div", { class: "mlc-tree", role: "tree" });
@@ -200,7 +157,7 @@ export class ExplorerView {
     this.root = h(
       "div",
       { class: "mlc-explorer", tabindex: "0", style: { height: model.get("height") || "640px" } },
-      toolbar,
+      this.bar.el,
       this.banner,
       h("div", { class: "mlc-body" }, left, center, right),
       this.memoryHost,
@@ -208,7 +165,7 @@ export class ExplorerView {
     this.layout = new ExplorerLayout(this.root, () => (this.memoryHost.hidden ? 0 : 520), () => this.layoutHeight());
     toolbarEnd.before(this.layout.maximizeBtn);
     // In JupyterLab with mlc_lab's extension: a second view of this explorer in the right split.
-    const side = btn("⇥", "Open in a side panel: a second view of this explorer beside the notebook", "mlc-side-panel", () => requestSidePanel(this.root));
+    const side = button("⇥", "Open in a side panel: a second view of this explorer beside the notebook", "mlc-side-panel", () => requestSidePanel(this.root));
     side.hidden = true;
     this.layout.maximizeBtn.before(side);
     const offerSide = () => {
@@ -475,15 +432,15 @@ export class ExplorerView {
   private drawMeasure(): void {
     const step = measuringStep(this.model);
     this.root.classList.toggle("mlc-measuring", step !== null);
-    this.measureBtn.disabled = step !== null;
-    this.measureBtn.firstChild!.textContent = step !== null ? "measuring…" : "Measure";
-    this.measureBtn.title = step !== null ? `measuring step ${step}…` : "Build, check and time the current step (key m)";
+    this.bar.measureBtn.disabled = step !== null;
+    this.bar.measureBtn.firstChild!.textContent = step !== null ? "measuring…" : "Measure";
+    this.bar.measureBtn.title = step !== null ? `measuring step ${step}…` : "Build, check and time the current step (key m)";
   }
 
   /** Measure the current step on the chosen target; Python answers when it is done. */
   async measure(): Promise<void> {
     if (measuringStep(this.model) !== null) return;
-    const target = this.targetSel.value || "cpu";
+    const target = this.bar.targetSel.value || "cpu";
     try {
       await this.measureRpc.rpc.call("measure", { target, step: this.current() });
     } catch (err) {
@@ -518,26 +475,12 @@ export class ExplorerView {
   }
 
   private drawToolbar(): void {
-    this.undoBtn.disabled = this.cur.parent === null;
-    this.redoBtn.disabled = !this.history.hasChildren(this.cur.id);
-    this.stepLabel.textContent = this.cur.label ? `step ${this.cur.id}: ${this.cur.label}` : "";
-    this.stepLabel.title = this.stepLabel.textContent; // whole on hover where a narrow cell cuts it
+    this.bar.drawStep(this.cur, this.history.hasChildren(this.cur.id));
     if (this.diffMode !== "off") this.drawBases();
   }
 
-  /** The steps a diff can compare against (only kept up to date while the diff is shown). */
   private drawBases(): void {
-    const groups = diffBaseGroups(this.history.steps(), this.current());
-    const bases = [...groups.path, ...groups.others];
-    const keep = this.diffBaseChosen ? this.diffBase : null;
-    const option = (s: (typeof bases)[number]) => h("option", { value: String(s.id), title: s.label }, `vs ${s.id}: ${s.label}`);
-    this.baseSel.replaceChildren(
-      ...(groups.path.length ? [h("optgroup", { label: "this path (parent first)" }, ...groups.path.map(option))] : []),
-      ...(groups.others.length ? [h("optgroup", { label: "other steps" }, ...groups.others.map(option))] : []),
-    );
-    this.diffBase = keep && bases.some((s) => String(s.id) === keep) ? keep : bases[0] ? String(bases[0].id) : null;
-    if (this.diffBase !== keep) this.diffBaseChosen = false;
-    if (this.diffBase) this.baseSel.value = this.diffBase;
+    this.bar.drawBases(this.history.steps(), this.current());
   }
 
   private drawBanner(): void {
@@ -554,11 +497,11 @@ export class ExplorerView {
 
   private async renderDiff(): Promise<void> {
     const current = this.cur.script;
-    if (this.diffMode === "off" || !this.diffBase) {
+    if (this.diffMode === "off" || !this.bar.base) {
       this.code.showDiff("off", "", current);
       return;
     }
-    const base = this.diffBase;
+    const base = this.bar.base;
     let original = this.scripts.get(base);
     if (original === undefined) {
       const held = await this.stepBytes(base);
@@ -578,7 +521,7 @@ export class ExplorerView {
       }
       this.scripts.set(base, original);
     }
-    if (this.diffBase === base && (this.diffMode as DiffMode) !== "off") {
+    if (this.bar.base === base && (this.diffMode as DiffMode) !== "off") {
       this.code.showDiff(this.diffMode, original, this.cur.script);
       if (this.pendingClick?.primitive === "diff") this.recordLatency();
     }
@@ -639,7 +582,7 @@ export class ExplorerView {
 
   private toggleMemory(): void {
     this.memoryHost.hidden = !this.memoryHost.hidden;
-    this.memoryBtn.classList.toggle("mlc-active", !this.memoryHost.hidden);
+    this.bar.memoryBtn.classList.toggle("mlc-active", !this.memoryHost.hidden);
     this.layoutHeight();
     if (!this.memoryHost.hidden) this.syncMemory(true);
     else this.memory.stop();
@@ -892,25 +835,8 @@ export class ExplorerView {
     }
   }
 
-  /** "working…" and the progress cursor, for a request that outlasts BUSY_DELAY_MS. A click is
-   * usually answered sooner: showing them at once would restyle the whole explorer on the click
-   * (the cursor is inherited by every element) and again when the answer lands, just when the new
-   * step is to be drawn, for an indicator that flickers for a few frames. */
   private setBusy(busy: boolean): void {
-    if (busy) {
-      if (this.busyTimer === null && this.busyEl.hidden) this.busyTimer = setTimeout(() => this.showBusy(true), BUSY_DELAY_MS);
-      return;
-    }
-    if (this.rpc.inFlight > 0) return;
-    if (this.busyTimer !== null) clearTimeout(this.busyTimer);
-    this.busyTimer = null;
-    if (!this.busyEl.hidden) this.showBusy(false);
-  }
-
-  private showBusy(shown: boolean): void {
-    this.busyTimer = null;
-    this.busyEl.hidden = !shown;
-    this.root.classList.toggle("mlc-busy-state", shown);
+    this.bar.setBusy(busy, this.rpc.inFlight);
   }
 
   /** Click-to-render latency: from the click to the first frame painted with the new state. */
@@ -921,7 +847,7 @@ export class ExplorerView {
   }
 
   dispose(): void {
-    if (this.busyTimer !== null) clearTimeout(this.busyTimer);
+    this.bar.dispose();
     for (const d of this.disposers) d();
     this.memory.dispose();
     this.layout.dispose();
