@@ -4,13 +4,13 @@
 
 import type { AnyModel } from "@anywidget/types";
 import { AccessPanel } from "../access/panel";
-import { downloadText, h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
+import { h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
 import { hostOffer, requestSidePanel } from "../lib/host";
 import { ERROR_KINDS, type RequestParams } from "../lib/model";
 
 /** The requests that change the session: Python answers with the new state (and maybe a selection). */
 type StepRequest = "apply" | "goto" | "set_decision" | "replay";
-import { kernelLive, recordData, recordedModel, recordedReply, recordedResult, setHeldSteps } from "../lib/offline";
+import { kernelLive, recordedReply, recordedResult } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerTraits, FailureInfo, HistoryDelta, Selection, StepData, StepId } from "../lib/types";
 import { ChecksPanel, type StepChecks, type ChecksSetup, type StepHazards, checksBadge, reportFor } from "./checks";
@@ -22,10 +22,12 @@ import { renderBanner, showLocalError } from "./banner";
 import { HistoryPane, measuringStep } from "./history_pane";
 import { type PendingClick, recordLatency } from "./latency";
 import { ExplorerLayout } from "./layout";
-import { SHORTCUT_HELP, isEditableTarget, keyAction } from "./keys";
+import { isEditableTarget, keyAction, toggleHelp } from "./keys";
 import type { Measurements } from "./measure";
 import { type ApplyCall, type Offer, applicable, buildCall, defaultValues, offerForKey } from "./primitives";
+import { HeldSteps } from "./held";
 import { History, readStep } from "./state";
+import { exportHtml, exportTrace } from "./export";
 import { Toolbar, button } from "./toolbar";
 import { TracePanel } from "./trace";
 import { type Entry, TreeIndex, lineSpan } from "./tree";
@@ -59,10 +61,9 @@ export class ExplorerView {
   private form: { offer: Offer; handle: FormHandle; entryKey: string } | null = null;
   private inspected: FailureInfo | null = null;
   private diffMode: DiffMode = "off";
-  private scripts = new Map<string, string>(); // step id -> script (immutable per step)
-  // Every step this page has held (the `step` trait's bytes, as sent or recorded), by id: undo,
-  // redo, go to step and diffs are answered from these, live and offline alike (see moveTo).
-  private held = new Map<string, DataView>();
+  // Every step this page has held, by id: undo, redo, go to step and diffs are answered from
+  // these, live and offline alike (see moveTo).
+  private held: HeldSteps;
   private reports = new Map<string, StepChecks>(); // step id -> its checks report, as sent
   private pendingClick: PendingClick | null = null;
   private dirty = new Set<Part>();
@@ -86,7 +87,8 @@ export class ExplorerView {
     this.rpc = new Rpc(model);
     this.measureRpc = { rpc: new Rpc(model, 300_000) };
     this.memoryRpc = new Rpc(model, 300_000);
-    this.cur = this.hold();
+    this.held = new HeldSteps(model);
+    this.cur = this.held.hold();
     this.index = new TreeIndex(this.cur.loop_tree);
 
     this.bar = new Toolbar({
@@ -217,7 +219,7 @@ export class ExplorerView {
   /** A new current step: mark what differs from the one shown (one redraw for the whole message). */
   private onStep(): void {
     const prev = this.cur;
-    const next = this.hold();
+    const next = this.held.hold();
     this.cur = next;
     this.history.visit(next.id);
     if (next.id !== prev.id) {
@@ -227,17 +229,6 @@ export class ExplorerView {
     if (next.changed_lines.join() !== prev.changed_lines.join()) this.invalidate("changed_lines");
     if (JSON.stringify(next.decisions) !== JSON.stringify(prev.decisions)) this.invalidate("decisions");
     if (next.trace !== prev.trace) this.invalidate("trace");
-  }
-
-  /** Keep the `step` trait's step (its bytes as sent): the page can show it again by itself. */
-  private hold(): StepData {
-    const raw = this.model.get("step") as unknown;
-    const step = readStep(raw as DataView);
-    const bytes = raw instanceof DataView ? raw : raw instanceof ArrayBuffer ? new DataView(raw) : null;
-    if (bytes && bytes.byteLength) this.held.set(String(step.id), bytes);
-    setHeldSteps(raw, this.held); // what a save made before the kernel records them keeps
-    this.scripts.set(String(step.id), step.script);
-    return step;
   }
 
   /** The history trait holds what changed; a gap (a view opened late) is filled by asking Python. */
@@ -502,12 +493,12 @@ export class ExplorerView {
       return;
     }
     const base = this.bar.base;
-    let original = this.scripts.get(base);
+    let original = this.held.scripts.get(base);
     if (original === undefined) {
-      const held = await this.stepBytes(base);
+      const held = await this.held.stepBytes(base);
       if (held) original = readStep(held).script;
       else if (!kernelLive(this.model)) {
-        this.showLocalError(new Error(this.notRecorded(base)));
+        this.showLocalError(new Error(this.held.notRecorded(base)));
         return;
       } else {
         try {
@@ -519,7 +510,7 @@ export class ExplorerView {
           return;
         }
       }
-      this.scripts.set(base, original);
+      this.held.scripts.set(base, original);
     }
     if (this.bar.base === base && (this.diffMode as DiffMode) !== "off") {
       this.code.showDiff(this.diffMode, original, this.cur.script);
@@ -545,39 +536,19 @@ export class ExplorerView {
   async moveTo(id: StepId, label: string): Promise<void> {
     if (String(id) === String(this.cur.id)) return;
     this.pendingClick = { t0: performance.now(), primitive: label };
-    const data = await this.stepBytes(id);
+    const data = await this.held.stepBytes(id);
     const live = kernelLive(this.model);
     if (!data) {
       // Not held (a step made before this page opened, not recorded yet): the kernel sends it.
       if (live) await this.call("goto", { step: id }, label, false);
       else {
         this.pendingClick = null;
-        this.showLocalError(new Error(this.notRecorded(id)));
+        this.showLocalError(new Error(this.held.notRecorded(id)));
       }
       return;
     }
     this.model.set("step", data);
     if (live) this.model.send({ kind: FOLLOW, step: id });
-  }
-
-  /** The bytes of step `id` as the `step` trait carries them: held, or read from its record. */
-  private async stepBytes(id: StepId): Promise<DataView | null> {
-    const key = String(id);
-    const held = this.held.get(key);
-    if (held) return held;
-    const rec = await recordedModel(this.model, `step:${key}`);
-    const data = rec ? await recordData(rec) : undefined;
-    if (!data || !data.byteLength || String(readStep(data).id) !== key) return null;
-    this.held.set(key, data);
-    return data;
-  }
-
-  /** Why a saved view cannot show a step (its record keeps the last `max_steps`). */
-  private notRecorded(id: StepId): string {
-    const cut = (this.model.get("record_cut") ?? {}) as { max_steps?: number; steps?: number };
-    return cut.max_steps
-      ? `Step ${String(id)} is not in this saved record: it keeps the last ${cut.max_steps} steps of ${cut.steps}. Re-run the notebook to see it.`
-      : `Step ${String(id)} is not in this saved record. Re-run the notebook to see it.`;
   }
 
   private toggleMemory(): void {
@@ -608,13 +579,7 @@ export class ExplorerView {
   }
 
   private toggleHelp(): void {
-    const existing = this.root.querySelector(".mlc-help");
-    if (existing) {
-      existing.remove();
-      return;
-    }
-    const table = h("table", {}, ...SHORTCUT_HELP.map(([k, v]) => h("tr", {}, h("td", {}, h("kbd", {}, k)), h("td", {}, v))));
-    this.root.append(h("div", { class: "mlc-help", onclick: () => this.toggleHelp() }, h("div", { class: "mlc-help-card" }, h("b", {}, "Keyboard shortcuts (click the explorer first)"), table)));
+    toggleHelp(this.root);
   }
 
   // ---- user actions -> Python ------------------------------------------------------------------
@@ -746,45 +711,15 @@ export class ExplorerView {
 
   private async exportTrace(format: "json" | "text" | "python"): Promise<void> {
     try {
-      const reply = await this.rpc.call("export_trace", { format });
-      const text = bufferText(reply.buffers[0]);
-      if (format === "python") {
-        let copied = false;
-        try {
-          await navigator.clipboard?.writeText(text);
-          copied = !!navigator.clipboard;
-        } catch {
-          copied = false;
-        }
-        this.showPython(text, copied);
-      } else {
-        downloadText(`${this.model.get("func") || "schedule"}_trace.${format === "json" ? "json" : "txt"}`, text, format === "json" ? "application/json" : "text/plain");
-        this.trace.note(`trace exported as ${format}`);
-      }
+      await exportTrace(this.rpc, format, { root: this.root, func: this.model.get("func") || "", note: (text) => this.trace.note(text) });
     } catch (err) {
       this.showLocalError(err);
     }
   }
 
-  private showPython(text: string, copied: boolean): void {
-    const area = h("textarea", { class: "mlc-python-text", readonly: true, rows: "14" }) as HTMLTextAreaElement;
-    area.value = text;
-    const card = h(
-      "div",
-      { class: "mlc-help-card mlc-python-card" },
-      h("b", {}, copied ? "Copied to the clipboard:" : "Copy this schedule function:"),
-      area,
-      h("button", { class: "mlc-btn", onclick: () => overlay.remove() }, "Close"),
-    );
-    const overlay = h("div", { class: "mlc-help mlc-python-dialog" }, card);
-    this.root.append(overlay);
-    area.select();
-  }
-
   private async exportHtml(): Promise<void> {
     try {
-      const reply = await this.rpc.call("export_html");
-      downloadText(`${this.model.get("func") || "explorer"}_schedule.html`, bufferText(reply.buffers[0]), "text/html");
+      await exportHtml(this.rpc, this.model.get("func") || "");
     } catch (err) {
       this.showLocalError(err);
     }
