@@ -61,7 +61,7 @@ describe("offline answers", () => {
     expect(hist.result.from).toBe(0);
     expect(hist.result.steps.map((s) => s.id)).toEqual([0, 1, 2]);
     // the view answers these from the steps it holds (js/explorer/view.ts, moveTo): no second copy here
-    for (const [method, params] of [["undo", {}], ["redo", {}], ["goto", { step: 0 }], ["script_at", { step: 2 }]] as const)
+    for (const [method, params] of [["goto", { step: 0 }], ["script_at", { step: 2 }]] as const)
       await expect(rpc.request(method, params)).rejects.toThrow(/needs a running kernel/);
     expect(cur(model)).toBe(2);
     await expect(rpc.request("apply", { primitive: "split" })).rejects.toBeInstanceOf(RpcFailure);
@@ -159,7 +159,7 @@ describe("offline answers", () => {
     const model = { get: () => undefined, send: (m: unknown) => sent.push(m), on: () => {}, off: () => {} };
     markKernel(model, () => true);
     const rpc = new Rpc(model as never, 0);
-    void rpc.request("undo");
+    void rpc.request("goto", { step: 0 });
     expect(sent).toHaveLength(1);
   });
 });
@@ -175,13 +175,13 @@ describe("a view whose kernel went away after it was drawn (a restart)", () => {
     expect(el.querySelector(".mlc-offline-banner")).toBeNull(); // drawn with a kernel: no notice
     alive = false; // the kernel restarts
     const rpc = new Rpc(model as never, 0);
-    const failure = await rpc.request("undo").catch((e: unknown) => e);
+    const failure = await rpc.request("goto", { step: 0 }).catch((e: unknown) => e);
     expect(sent).toHaveLength(0);
     expect(failure).toBeInstanceOf(RpcFailure);
     expect((failure as RpcFailure).error.summary).toBe(NEEDS_KERNEL);
     expect(NEEDS_KERNEL).toContain("a kernel restarted or shut down since its cell ran");
     const banner = el.querySelector<HTMLElement>(".mlc-offline-banner")!; // the first key press is answered
-    expect(banner.textContent).toBe('"undo" needs a running kernel: the kernel behind this view was restarted or shut down. Re-run the notebook cell that made it to apply, measure or tune.');
+    expect(banner.textContent).toBe('"goto" needs a running kernel: the kernel behind this view was restarted or shut down. Re-run the notebook cell that made it to apply, measure or tune.');
     cleanup();
     expect(el.querySelector(".mlc-offline-banner")).toBeNull();
   });

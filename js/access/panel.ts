@@ -7,8 +7,9 @@ import { h, keepKeys } from "../lib/dom";
 import { ensureStyle } from "../lib/theme";
 import css from "./access.css";
 import { type RpcReply, RpcFailure } from "../lib/rpc";
-import { type ColorBy, OUTSIDE_LEVEL, PALETTE, type RGB, VISITED_LEVEL, FUTURE_LEVEL, hueColor, orderColor, rgbText, trailSteps } from "./color";
-import { type DecodedBuffer, type Footprint, type FootprintResult, READABLE_CELL_PX, type Region, type SliceMap, cropIndex, decodeFootprint, describeElement, gridOf, indexAt, launchSize, sliceMap, threadText } from "./data";
+import { type ColorBy, PALETTE, type RGB, hueColor, orderColor, rgbText } from "./color";
+import { type Card, MAX_1D_PX, paint, resizeCard, statsTable } from "./card";
+import { type DecodedBuffer, type Footprint, type FootprintResult, type Region, type SliceMap, cropIndex, decodeFootprint, describeElement, gridOf, indexAt, launchSize, sliceMap, threadText } from "./data";
 
 /** The view state: the standalone widget's traits of the same names (mlc_lab.model.traits.AccessViewTraits). */
 export type AccessState = Pick<AccessViewTraits, "loop" | "at" | "color_by" | "warp" | "block" | "time" | "region" | "sweep_threads" | "shape_vars">;
@@ -32,40 +33,7 @@ import type { AccessViewTraits, FootprintParams, GpuStats as GpuStatsResult, Gpu
 
 export type { GpuStatsResult, WarpAccess };
 
-interface Card {
-  buf: DecodedBuffer;
-  el: HTMLElement;
-  canvas: HTMLCanvasElement;
-  ctx: CanvasRenderingContext2D | null;
-  img: ImageData | null;
-  u32: Uint32Array | null;
-  slice: SliceMap;
-  lead: number[];
-  base: Uint32Array; // per crop element: packed base colour (r | g << 8 | b << 16)
-  gathered: Gathered | null; // the touched pixels of the current slice (null: gather again)
-  fresh: boolean; // the canvas has not shown this slice yet
-  grid: HTMLElement; // element borders over the canvas (when cells are large)
-  mini: HTMLCanvasElement; // the whole slice, small, with the shown box outlined (when zoomed)
-  miniBox: HTMLElement;
-  range: HTMLElement; // which rows and columns are shown, when not the whole buffer
-}
-
-interface Gathered {
-  pos: Int32Array;
-  first: Float64Array;
-  base: Uint32Array;
-  minFt: number;
-  maxFt: number;
-  box: [number, number, number, number]; // x, y, w, h of the touched pixels (the dirty rectangle)
-  lastKey: string | null; // what the last frame drew (skip frames that change nothing)
-}
-
 const MAX_2D_PX = 280;
-const MAX_1D_PX = 640;
-const MINI_PX = 96;
-/** A strip (a 1×128 row, a 128×4 band) is at least this many CSS px across: its cells stretch
- * along the short side instead of drawing a 2 px line. */
-const MIN_STRIP_PX = 28;
 const TRAILS: Array<[string, number]> = [
   ["no trail", 0],
   ["short trail", 0.02],
@@ -508,7 +476,7 @@ export class AccessPanel {
         ...sliders,
         h("div", { class: "mlc-acc-views" }, h("div", { class: "mlc-acc-canvas-box" }, canvas, grid), h("div", { class: "mlc-acc-mini", onclick: () => this.setRegion("buffer") }, mini, miniBox)),
         range,
-        this.statsTable(buf, fp),
+        statsTable(buf, fp),
       );
       canvas.addEventListener("mousemove", (ev) => this.hover(card, ev));
       canvas.addEventListener("mouseleave", () => (this.tip.hidden = true));
@@ -530,108 +498,12 @@ export class AccessPanel {
   }
 
   private resizeCard(card: Card): void {
-    const s = this.sliceOf(card.buf, card.lead);
-    card.slice = s;
-    const c = card.canvas;
-    c.width = s.cols;
-    c.height = s.rows;
-    let pw: number; // CSS pixels per canvas pixel, across and down (equal unless the slice is a strip)
-    let ph: number;
-    if (card.buf.shape.length <= 1) {
-      pw = Math.max(1, Math.min(16, MAX_1D_PX / s.cols));
-      ph = Math.max(18, Math.min(pw, 24));
-      c.style.width = `${Math.round(s.cols * pw)}px`;
-      c.style.height = `${ph}px`;
-    } else {
-      const fit = this.maxSide(card.buf) / Math.max(s.rows, s.cols);
-      // whole (or half) screen pixels per element when they fit, so cells stay even
-      const px = fit >= 2 ? Math.min(24, Math.floor(fit)) : fit >= 1 ? Math.floor(fit * 2) / 2 : fit;
-      pw = s.cols * px < MIN_STRIP_PX ? Math.min(24, MIN_STRIP_PX / s.cols) : px;
-      ph = s.rows * px < MIN_STRIP_PX ? Math.min(24, MIN_STRIP_PX / s.rows) : px;
-      c.style.width = `${Math.max(1, Math.round(s.cols * pw))}px`;
-      c.style.height = `${Math.max(1, Math.round(s.rows * ph))}px`;
-    }
-    // Element borders once a cell is large enough to read one (never on pooled pixels).
-    const borders = s.f === 1 && Math.min(pw, ph) >= READABLE_CELL_PX;
-    card.grid.hidden = !borders;
-    card.el.classList.toggle("mlc-acc-cells", borders);
-    if (borders) card.grid.style.backgroundSize = `${pw}px ${ph}px`;
-    card.el.classList.toggle("mlc-acc-zoomed", !s.whole);
-    const span = (lo: number, n: number) => (n <= 1 ? `${lo}` : `${lo}–${lo + n - 1}`);
-    const nd = card.buf.shape.length;
-    const lastRow = Math.min(s.rows * s.f, (nd >= 2 ? card.buf.shape[nd - 2] : 1) - s.r0);
-    const lastCol = Math.min(s.cols * s.f, card.buf.shape[nd - 1] - s.c0);
-    card.range.textContent = s.whole
-      ? s.f > 1 ? `one pixel: ${s.f}×${nd >= 2 ? s.f : 1} elements` : ""
-      : `${nd >= 2 ? `rows ${span(s.r0, lastRow)} × ` : ""}${nd >= 1 ? `${nd >= 2 ? "cols " : "elements "}${span(s.c0, lastCol)}` : ""}${s.f > 1 ? ` (one pixel: ${s.f}×${nd >= 2 ? s.f : 1})` : ""}`;
-    card.el.dataset.view = `${s.r0},${s.c0},${s.rows * s.f},${s.cols * s.f},${s.f}`;
-    this.drawMini(card);
-    card.ctx = c.getContext?.("2d") ?? null;
-    card.img = card.ctx ? card.ctx.createImageData(s.cols, s.rows) : null;
-    card.u32 = card.img ? new Uint32Array(card.img.data.buffer) : new Uint32Array(s.rows * s.cols);
-    card.gathered = null;
+    resizeCard(card, this.sliceOf(card.buf, card.lead), this.maxSide(card.buf));
   }
 
-  /**
-   * The minimap: the whole 2-D slice in at most MINI_PX pixels, touched elements dark, and the box
-   * the heatmap shows outlined. Only while zoomed in.
-   */
-  private drawMini(card: Card): void {
-    const s = card.slice;
-    const host = card.mini.parentElement as HTMLElement | null;
-    if (host) host.hidden = s.whole;
-    if (s.whole) return;
-    const buf = card.buf;
-    const whole = sliceMap(buf.shape, buf.crop, card.lead, "buffer", { maxPx: MINI_PX, kind: buf.kind, first: buf.first });
-    const m = card.mini;
-    m.width = whole.cols;
-    m.height = whole.rows;
-    const scale = Math.min(MINI_PX / whole.cols, (buf.shape.length <= 1 ? 12 : MINI_PX) / whole.rows);
-    m.style.width = `${Math.max(1, Math.round(whole.cols * scale))}px`;
-    m.style.height = `${Math.max(1, Math.round(whole.rows * scale))}px`;
-    const ctx = m.getContext?.("2d");
-    if (ctx) {
-      const img = ctx.createImageData(whole.cols, whole.rows);
-      const u32 = new Uint32Array(img.data.buffer);
-      const [er, eg, eb] = PALETTE.empty;
-      const [tr, tg, tb] = [90, 90, 100];
-      for (let p = 0; p < whole.map.length; p++) {
-        const hit = whole.map[p] >= 0;
-        u32[p] = ((0xff << 24) | ((hit ? tb : eb) << 16) | ((hit ? tg : eg) << 8) | (hit ? tr : er)) >>> 0;
-      }
-      ctx.putImageData(img, 0, 0);
-    }
-    // the shown box, in minimap CSS pixels
-    const k = scale / whole.f;
-    Object.assign(card.miniBox.style, {
-      left: `${Math.floor(s.c0 * k)}px`,
-      top: `${Math.floor(s.r0 * k)}px`,
-      width: `${Math.max(2, Math.ceil(s.cols * s.f * k))}px`,
-      height: `${Math.max(2, Math.ceil((buf.shape.length <= 1 ? whole.rows : s.rows * s.f) * k))}px`,
-    });
-  }
-
-  private statsTable(b: DecodedBuffer, fp: Footprint): HTMLElement {
-    const row = (k: string, v: Node | string, title = "") => h("tr", { title }, h("th", {}, k), h("td", {}, v));
-    const bounds = b.bounds.length && b.bounds.every((x) => x) ? b.bounds.map((x) => `[${x![0]}, ${x![1]}]`).join(" × ") : "–";
-    const enclosing = new Set(fp.enclosing.map((l) => l.name));
-    const strides = h(
-      "span",
-      { class: "mlc-acc-strides" },
-      ...Object.entries(b.strides).map(([loop, s]) =>
-        h("span", { class: `mlc-acc-stride${loop === fp.loop.name ? " mlc-acc-stride-self" : enclosing.has(loop) ? " mlc-acc-stride-outer" : ""}`, title: loop === fp.loop.name ? "the selected loop" : enclosing.has(loop) ? "an enclosing loop" : "an inner loop" }, `${loop}: ${s === null ? "–" : s}`),
-      ),
-    );
-    return h(
-      "table",
-      { class: "mlc-acc-stats" },
-      row("distinct", b.distinct.toLocaleString(), "distinct elements touched"),
-      row("accesses", `${b.accesses.toLocaleString()} (${b.n_reads.toLocaleString()} R, ${b.n_writes.toLocaleString()} W)`),
-      row("cache lines", b.cache_lines.toLocaleString(), "distinct 64-byte cache lines"),
-      row("reuse", `${b.reuse.toFixed(2)}×`, "accesses per distinct element"),
-      row("bounds", bounds),
-      row("strides", Object.keys(b.strides).length ? strides : "–", "elements moved per step of each loop"),
-    );
+  /** One frame of one heatmap (see card.ts, paint). */
+  draw(card: Card): void {
+    if (this.fp) paint(card, this.fp.steps, this.state, this.trailFrac);
   }
 
   /** Base colour of every crop element for the colour mode (the per-frame loop only scales it). */
@@ -666,98 +538,6 @@ export class AccessPanel {
     const t0 = performance.now();
     for (const c of this.cards) this.draw(c);
     this.el.dataset.drawMs = (performance.now() - t0).toFixed(1); // time of the last frame's pixels
-  }
-
-  /**
-   * The touched pixels of a slice, gathered once per slice / colour mode / focus: their positions,
-   * first-touch steps and base colours (bit 24: outside the picked warp or block). Untouched pixels
-   * never change, so a frame only visits these.
-   */
-  private gather(card: Card): Gathered {
-    if (card.gathered) return card.gathered;
-    const { map } = card.slice;
-    const b = card.buf;
-    const warp = this.state.warp;
-    const blk = this.state.block;
-    const thread = warp >= 0 ? b.thread : null;
-    const block = blk >= 0 ? b.block : null;
-    let n = 0;
-    for (let p = 0; p < map.length; p++) if (map[p] >= 0 && b.kind[map[p]]) n++;
-    const pos = new Int32Array(n);
-    const first = new Float64Array(n);
-    const base = new Uint32Array(n);
-    let minFt = Infinity;
-    let maxFt = -Infinity;
-    let k = 0;
-    const cols = card.slice.cols;
-    let x0 = Infinity;
-    let y0 = Infinity;
-    let x1 = -1;
-    let y1 = -1;
-    for (let p = 0; p < map.length; p++) {
-      const i = map[p];
-      if (i < 0 || !b.kind[i]) continue;
-      pos[k] = p;
-      const x = p % cols;
-      const y = (p - x) / cols;
-      if (x < x0) x0 = x;
-      if (x > x1) x1 = x;
-      if (y < y0) y0 = y;
-      if (y > y1) y1 = y;
-      const ft = b.first[i];
-      first[k] = ft;
-      if (ft < minFt) minFt = ft;
-      if (ft > maxFt) maxFt = ft;
-      const outside = (thread && thread[i] >> 5 !== warp) || (block && block[i] !== blk);
-      base[k++] = (card.base[i] & 0xffffff) | (outside ? 1 << 24 : 0);
-    }
-    const box: [number, number, number, number] = n ? [x0, y0, x1 - x0 + 1, y1 - y0 + 1] : [0, 0, 0, 0];
-    card.gathered = { pos, first, base, minFt, maxFt, box, lastKey: null };
-    card.fresh = true; // the whole image must be put once
-    // untouched pixels, once
-    const [er, eg, eb] = PALETTE.empty;
-    if (card.u32) card.u32.fill(((0xff << 24) | (eb << 16) | (eg << 8) | er) >>> 0);
-    return card.gathered;
-  }
-
-  /** One frame of one heatmap: base colour scaled by trail level (and focus) per touched pixel. */
-  draw(card: Card): void {
-    const fp = this.fp;
-    if (!fp || !card.u32) return;
-    const g = this.gather(card);
-    const t = this.state.time;
-    const trail = this.trailFrac > 0 ? trailSteps(fp.steps, this.trailFrac) : 1;
-    // A frame where every pixel of this card is in the same phase as last time changes nothing.
-    const phase = t < 0 ? "all" : t < g.minFt ? "future" : t - trail >= g.maxFt ? "visited" : `t${t}`;
-    const key = `${phase}:${trail}`;
-    if (key === g.lastKey) return;
-    g.lastKey = key;
-    const u32 = card.u32;
-    const [er, eg, eb] = PALETTE.empty;
-    const { pos, first, base } = g;
-    const span = 1 - VISITED_LEVEL;
-    for (let k = 0; k < pos.length; k++) {
-      let level = 1;
-      if (t >= 0) {
-        const ft = first[k];
-        if (ft > t) level = FUTURE_LEVEL;
-        else {
-          const age = t - ft;
-          level = age >= trail ? VISITED_LEVEL : VISITED_LEVEL + span * (1 - age / trail);
-        }
-      }
-      const c = base[k];
-      if (c & (1 << 24) && level > OUTSIDE_LEVEL) level = OUTSIDE_LEVEL;
-      const r = (er + ((c & 255) - er) * level + 0.5) | 0;
-      const gr = (eg + (((c >> 8) & 255) - eg) * level + 0.5) | 0;
-      const bl = (eb + (((c >> 16) & 255) - eb) * level + 0.5) | 0;
-      u32[pos[k]] = ((0xff << 24) | ((bl & 255) << 16) | ((gr & 255) << 8) | (r & 255)) >>> 0;
-    }
-    if (card.ctx && card.img) {
-      if (card.fresh) card.ctx.putImageData(card.img, 0, 0);
-      else if (g.box[2] > 0) card.ctx.putImageData(card.img, 0, 0, ...g.box);
-      card.fresh = false;
-    }
   }
 
   /** The pixels of a heatmap as the last frame drew them (for tests and snapshots). */

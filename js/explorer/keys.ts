@@ -1,5 +1,8 @@
 // Keyboard shortcuts of the explorer, loop_tool style: arrows walk the loop tree, single letters
-// open the form of a frequent primitive, ctrl/cmd+z undoes. Pure mapping from a key event.
+// open the form of a frequent primitive, ctrl/cmd+z undoes. A pure mapping from a key event, and
+// the help card that lists the shortcuts.
+
+import { h } from "../lib/dom";
 
 export type KeyAction =
   | { type: "undo" }
@@ -76,3 +79,14 @@ export const SHORTCUT_HELP: Array<[string, string]> = [
   ["Ctrl/⌘+Shift+Z, Ctrl+Y", "redo"],
   ["Esc", "close the form / clear the error"],
 ];
+
+/** Show the shortcuts over the explorer at `root`, or hide them when shown (a click hides them too). */
+export function toggleHelp(root: HTMLElement): void {
+  const existing = root.querySelector(".mlc-help");
+  if (existing) {
+    existing.remove();
+    return;
+  }
+  const table = h("table", {}, ...SHORTCUT_HELP.map(([k, v]) => h("tr", {}, h("td", {}, h("kbd", {}, k)), h("td", {}, v))));
+  root.append(h("div", { class: "mlc-help", onclick: () => toggleHelp(root) }, h("div", { class: "mlc-help-card" }, h("b", {}, "Keyboard shortcuts (click the explorer first)"), table)));
+}

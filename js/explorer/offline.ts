@@ -60,11 +60,6 @@ export function explorerOffline(model: ExplorerLikeModel): OfflineHandler {
     switch (method) {
       case "history":
         return ok({ from: 0, steps: await summaries() });
-      case "select_name": {
-        const name = params.name;
-        model.set("selection", typeof name === "string" && name ? { kind: params.kind ?? "loop", name } : {});
-        return ok();
-      }
       case "clear_error":
         model.set("error", {});
         return ok();

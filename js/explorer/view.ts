@@ -4,26 +4,31 @@
 
 import type { AnyModel } from "@anywidget/types";
 import { AccessPanel } from "../access/panel";
-import { downloadText, h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
+import { h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
 import { hostOffer, requestSidePanel } from "../lib/host";
-import { ERROR_KINDS, type Measurement, type RequestParams } from "../lib/model";
+import { ERROR_KINDS, type RequestParams } from "../lib/model";
 
 /** The requests that change the session: Python answers with the new state (and maybe a selection). */
 type StepRequest = "apply" | "goto" | "set_decision" | "replay";
-import { kernelLive, recordData, recordedModel, recordedReply, recordedResult, setHeldSteps } from "../lib/offline";
+import { kernelLive, recordedReply, recordedResult } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
-import type { ExplorerError, ExplorerTraits, FailureInfo, HistoryDelta, RecordCut, Selection, StepData, StepId } from "../lib/types";
-import { ChecksPanel, type StepChecks, type ChecksSetup, type StepHazards, checksBadge, hazardMark, pathAfter, reportFor } from "./checks";
+import type { ExplorerError, ExplorerTraits, FailureInfo, HistoryDelta, Selection, StepData, StepId } from "../lib/types";
+import { ChecksPanel, type StepChecks, type ChecksSetup, type StepHazards, checksBadge, reportFor } from "./checks";
 import { CodeView, type DiffMode, type Marks } from "./code";
 import { CompilerPanel } from "./compiler";
 import { CudaPanel } from "./cuda";
 import { type FormHandle, renderForm } from "./forms";
-import { diffBaseGroups, historyRows } from "./history";
+import { renderBanner, showLocalError } from "./banner";
+import { HistoryPane, measuringStep } from "./history_pane";
+import { type PendingClick, recordLatency } from "./latency";
 import { ExplorerLayout } from "./layout";
-import { SHORTCUT_HELP, isEditableTarget, keyAction } from "./keys";
-import { type Measurements, type MeasuringInfo, checkMark, checkTitle, latencyPlot, measurementText, measurementTitle, plotPoints, roofOf, rooflinePlot, rooflinePoints } from "./measure";
+import { isEditableTarget, keyAction, toggleHelp } from "./keys";
+import type { Measurements } from "./measure";
 import { type ApplyCall, type Offer, applicable, buildCall, defaultValues, offerForKey } from "./primitives";
+import { HeldSteps } from "./held";
 import { History, readStep } from "./state";
+import { exportHtml, exportTrace } from "./export";
+import { Toolbar, button } from "./toolbar";
 import { TracePanel } from "./trace";
 import { type Entry, TreeIndex, lineSpan } from "./tree";
 import { renderTree } from "./tree_view";
@@ -32,26 +37,11 @@ type Model = AnyModel<ExplorerTraits>;
 
 /** The note that moves the kernel's Session to the step the page shows (mlc_lab/widgets/explorer.py, FOLLOW). */
 export const FOLLOW = "mlc-follow";
+/** What a redraw looks at: a trait by its name, or a part of the current step by its field's name
+ * (the `step` trait itself: the current step is another one). */
+type Part = keyof ExplorerTraits | Exclude<keyof StepData, "id">;
 
-/** A request answered sooner than this shows no "working…" (see ExplorerView.setBusy). */
-export const BUSY_DELAY_MS = 300;
-/** Below this height (px) the History pane shows the latency plot folded to one line. */
-export const SHORT_HISTORY_PX = 320;
-
-export interface LatencySample {
-  primitive: string;
-  ms: number; // click -> first frame painted with the new state
-  stateMs?: number; // click -> the kernel's state update arrived
-  drawMs?: number; // time spent drawing that update
-  kernelMs?: number; // time the kernel spent on the request
-  panels?: Record<string, number>; // drawing time per panel (ms), for the ones that were redrawn
-}
-
-declare global {
-  interface Window {
-    __mlcLab?: { latencies: LatencySample[] };
-  }
-}
+export { BUSY_DELAY_MS } from "./toolbar";
 
 export class ExplorerView {
   readonly root: HTMLElement;
@@ -61,15 +51,9 @@ export class ExplorerView {
   private trace: TracePanel;
   private treeHost: HTMLElement;
   private primHost: HTMLElement;
-  private historyHost: HTMLElement;
+  private historyPane: HistoryPane;
   private banner: HTMLElement;
-  private stepLabel: HTMLElement;
-  private undoBtn: HTMLButtonElement;
-  private redoBtn: HTMLButtonElement;
-  private diffSel: HTMLSelectElement;
-  private baseSel: HTMLSelectElement;
-  private busyEl: HTMLElement;
-  private busyTimer: ReturnType<typeof setTimeout> | null = null;
+  private bar: Toolbar;
   private tabs: Record<"history" | "trace" | "checks", HTMLElement>;
   private checksPanel: ChecksPanel;
   private collapsed = new Set<string>();
@@ -77,33 +61,18 @@ export class ExplorerView {
   private form: { offer: Offer; handle: FormHandle; entryKey: string } | null = null;
   private inspected: FailureInfo | null = null;
   private diffMode: DiffMode = "off";
-  private diffBase: string | null = null;
-  private diffBaseChosen = false; // the user picked a base; otherwise it follows the parent step
-  private scripts = new Map<string, string>(); // step id -> script (immutable per step)
-  // Every step this page has held (the `step` trait's bytes, as sent or recorded), by id: undo,
-  // redo, go to step and diffs are answered from these, live and offline alike (see moveTo).
-  private held = new Map<string, DataView>();
+  // Every step this page has held, by id: undo, redo, go to step and diffs are answered from
+  // these, live and offline alike (see moveTo).
+  private held: HeldSteps;
   private reports = new Map<string, StepChecks>(); // step id -> its checks report, as sent
-  private pendingClick: {
-    t0: number;
-    primitive: string;
-    tState?: number;
-    drawMs?: number;
-    kernelMs?: number;
-    panels?: Record<string, number>;
-  } | null = null;
-  private dirty = new Set<string>();
+  private pendingClick: PendingClick | null = null;
+  private dirty = new Set<Part>();
   private flushQueued = false;
   private disposers: Array<() => void> = [];
   private memory: AccessPanel; // the access view, below the body when open (toolbar "Memory")
   private memoryHost: HTMLElement;
-  private memoryBtn: HTMLButtonElement;
-  private measureBtn: HTMLButtonElement;
-  private targetSel: HTMLSelectElement;
   private measureRpc: { rpc: Rpc }; // measurements take seconds: their own requests, no "working…"
   private memoryRpc: Rpc; // the memory panel's analyses too: a long one shows its own progress
-  private plotHost: HTMLElement;
-  private historyTab: HTMLElement;
   private cuda: CudaPanel;
   private cudaOn = false;
   private compiler: CompilerPanel; // the "Compiler" view: passes, code, loop facts (compiler.ts)
@@ -118,65 +87,35 @@ export class ExplorerView {
     this.rpc = new Rpc(model);
     this.measureRpc = { rpc: new Rpc(model, 300_000) };
     this.memoryRpc = new Rpc(model, 300_000);
-    this.cur = this.hold();
+    this.held = new HeldSteps(model);
+    this.cur = this.held.hold();
     this.index = new TreeIndex(this.cur.loop_tree);
 
-    const btn = (label: string, title: string, cls: string, onclick: () => void) =>
-      h("button", { class: `mlc-btn ${cls}`, title, onclick, onmousedown: keepFocus }, label) as HTMLButtonElement;
-    this.undoBtn = btn("↶ Undo", "Undo (Ctrl/⌘+Z)", "mlc-undo", () => void this.undo());
-    this.redoBtn = btn("↷ Redo", "Redo (Ctrl/⌘+Shift+Z or Ctrl+Y)", "mlc-redo", () => void this.redo());
-    this.stepLabel = h("span", { class: "mlc-step-label" });
-    this.diffSel = h("select", { class: "mlc-diff-mode", title: "compare with an earlier step" }) as HTMLSelectElement;
-    for (const [v, l] of [
-      ["off", "Code"],
-      ["unified", "Diff: unified"],
-      ["split", "Diff: side by side"],
-      ["cuda", "CUDA"],
-      ["compiler", "Compiler"],
-    ])
-      this.diffSel.append(h("option", { value: v }, l));
-    this.diffSel.addEventListener("change", () => {
-      if (this.diffSel.value === "unified" || this.diffSel.value === "split") this.pendingClick = { t0: performance.now(), primitive: "diff" };
-      this.setCuda(this.diffSel.value === "cuda");
-      this.setCompiler(this.diffSel.value === "compiler");
-      this.diffMode = this.cudaOn || this.compilerOn ? "off" : (this.diffSel.value as DiffMode);
-      this.baseSel.hidden = this.diffMode === "off";
-      if (this.diffMode !== "off") this.drawBases();
-      void this.renderDiff();
+    this.bar = new Toolbar({
+      undo: () => void this.undo(),
+      redo: () => void this.redo(),
+      measure: () => void this.measure(),
+      toggleMemory: () => this.toggleMemory(),
+      exportHtml: () => void this.exportHtml(),
+      toggleHelp: () => this.toggleHelp(),
+      modeChanged: (mode) => {
+        if (mode === "unified" || mode === "split") this.pendingClick = { t0: performance.now(), primitive: "diff" };
+        this.setCuda(mode === "cuda");
+        this.setCompiler(mode === "compiler");
+        this.diffMode = this.cudaOn || this.compilerOn ? "off" : (mode as DiffMode);
+        this.bar.baseSel.hidden = this.diffMode === "off";
+        if (this.diffMode !== "off") this.drawBases();
+        void this.renderDiff();
+      },
+      baseChanged: () => {
+        this.pendingClick = { t0: performance.now(), primitive: "diff" };
+        void this.renderDiff();
+      },
+      busyShown: (shown) => this.root.classList.toggle("mlc-busy-state", shown),
     });
-    this.baseSel = h("select", { class: "mlc-diff-base", title: "step to compare against", hidden: true }) as HTMLSelectElement;
-    this.baseSel.addEventListener("change", () => {
-      this.pendingClick = { t0: performance.now(), primitive: "diff" };
-      this.diffBase = this.baseSel.value;
-      this.diffBaseChosen = true;
-      void this.renderDiff();
-    });
-    this.busyEl = h("span", { class: "mlc-busy", hidden: true }, "working…");
     this.memory = new AccessPanel({ request: (method, params) => this.memoryRpc.call(method, params), maxPx: 200, onProgress: (cb) => this.memoryRpc.listen("mlc-progress", (m) => cb(Number(m.done), Number(m.total))) });
     this.memoryHost = h("div", { class: "mlc-memory", hidden: true }, this.memory.el);
-    this.measureBtn = btn("Measure", "Build, check and time the current step (key m)", "mlc-measure", () => void this.measure());
-    this.measureBtn.append(h("kbd", {}, "m"));
-    this.targetSel = h("select", { class: "mlc-measure-target", title: "where to measure: this machine's CPU, or a CUDA GPU" }) as HTMLSelectElement;
-    for (const t of ["cpu", "cuda"]) this.targetSel.append(h("option", { value: t }, t));
-    this.memoryBtn = btn("Memory", "Show the memory the selected loop touches (heatmaps per buffer)", "mlc-memory-toggle", () => this.toggleMemory());
-    const toolbar = h(
-      "div",
-      { class: "mlc-toolbar" },
-      h("span", { class: "mlc-title" }, "Schedule explorer"),
-      this.undoBtn,
-      this.redoBtn,
-      this.stepLabel,
-      this.busyEl,
-      h("span", { class: "mlc-spacer" }),
-      this.measureBtn,
-      this.targetSel,
-      this.memoryBtn,
-      this.diffSel,
-      this.baseSel,
-      btn("Export HTML", "Download a self-contained HTML page of all steps", "mlc-export-html", () => void this.exportHtml()),
-      btn("?", "Keyboard shortcuts", "mlc-help-btn", () => this.toggleHelp()),
-    );
-    const toolbarEnd = toolbar.lastElementChild!;
+    const toolbarEnd = this.bar.el.lastElementChild!;
     this.banner = h("div", { class: "mlc-banner", hidden: true });
 
     this.treeHost = h("div", { class: "mlc-tree", role: "tree" });
@@ -189,30 +128,38 @@ export class ExplorerView {
       h("div", { class: "mlc-pane mlc-pane-prims" }, h("div", { class: "mlc-section-title" }, "Primitives"), this.primHost),
     );
     const center = h("div", { class: "mlc-center" });
-    this.historyHost = h("div", { class: "mlc-history" });
     this.trace = new TracePanel({
       replay: (text) => void this.replay(text),
       setDecision: (index, value) => this.call("set_decision", { index, value }, "set_decision"),
       exportTrace: (format) => void this.exportTrace(format),
       importTrace: (text, filename) => void this.importTrace(text, filename),
     });
-    this.plotHost = h("div", { class: "mlc-plot", hidden: true });
-    this.historyTab = h("div", { class: "mlc-history-tab" }, this.historyHost, this.plotHost);
-    this.followHistoryHeight();
+    this.historyPane = new HistoryPane(model, {
+      steps: () => this.history.steps(),
+      current: () => this.current(),
+      moveTo: (id) => void this.moveTo(id, "goto"),
+      inspect: (failure) => {
+        this.inspected = failure;
+        this.drawBanner();
+        this.drawTree();
+        this.drawCode(false);
+      },
+      onDispose: (fn) => this.disposers.push(fn),
+    });
     this.checksPanel = new ChecksPanel({
       pick: (name) => this.selectName(name),
       recorded: (step) => recordedResult(model, "checks", { step }),
     });
-    this.tabs = { history: this.historyTab, trace: this.trace.el, checks: this.checksPanel.el };
+    this.tabs = { history: this.historyPane.el, trace: this.trace.el, checks: this.checksPanel.el };
     const tabBar = h("div", { class: "mlc-tabs" });
     for (const name of ["history", "trace", "checks"] as const) {
       tabBar.append(h("button", { class: `mlc-tab mlc-tab-${name}`, dataset: { tab: name }, onclick: () => this.showTab(name) }, name === "history" ? "History" : name === "trace" ? "Trace & decisions" : "Checks"));
     }
-    const right = h("div", { class: "mlc-right" }, tabBar, this.historyTab, this.trace.el, this.checksPanel.el);
+    const right = h("div", { class: "mlc-right" }, tabBar, this.historyPane.el, this.trace.el, this.checksPanel.el);
     this.root = h(
       "div",
       { class: "mlc-explorer", tabindex: "0", style: { height: model.get("height") || "640px" } },
-      toolbar,
+      this.bar.el,
       this.banner,
       h("div", { class: "mlc-body" }, left, center, right),
       this.memoryHost,
@@ -220,7 +167,7 @@ export class ExplorerView {
     this.layout = new ExplorerLayout(this.root, () => (this.memoryHost.hidden ? 0 : 520), () => this.layoutHeight());
     toolbarEnd.before(this.layout.maximizeBtn);
     // In JupyterLab with mlc_lab's extension: a second view of this explorer in the right split.
-    const side = btn("⇥", "Open in a side panel: a second view of this explorer beside the notebook", "mlc-side-panel", () => requestSidePanel(this.root));
+    const side = button("⇥", "Open in a side panel: a second view of this explorer beside the notebook", "mlc-side-panel", () => requestSidePanel(this.root));
     side.hidden = true;
     this.layout.maximizeBtn.before(side);
     const offerSide = () => {
@@ -263,7 +210,7 @@ export class ExplorerView {
     watch("step", () => this.onStep());
     watch("history", () => this.onHistory());
     this.onHistory();
-    for (const name of ["script", "loop_tree_json", "steps", "decisions", "trace", "error", "can_undo", "measuring", "checks"]) this.dirty.add(name);
+    for (const name of ["script", "loop_tree", "history", "decisions", "trace", "error", "step", "measuring", "checks"] as const) this.dirty.add(name);
     this.flush();
   }
 
@@ -272,41 +219,29 @@ export class ExplorerView {
   /** A new current step: mark what differs from the one shown (one redraw for the whole message). */
   private onStep(): void {
     const prev = this.cur;
-    const next = this.hold();
+    const next = this.held.hold();
     this.cur = next;
     this.history.visit(next.id);
     if (next.id !== prev.id) {
-      for (const name of ["current", "can_undo", "can_redo", "loop_tree_json"]) this.invalidate(name);
-    } else if (JSON.stringify(next.loop_tree) !== JSON.stringify(prev.loop_tree)) this.invalidate("loop_tree_json");
+      for (const name of ["step", "loop_tree"] as const) this.invalidate(name);
+    } else if (JSON.stringify(next.loop_tree) !== JSON.stringify(prev.loop_tree)) this.invalidate("loop_tree");
     if (next.script !== prev.script) this.invalidate("script");
     if (next.changed_lines.join() !== prev.changed_lines.join()) this.invalidate("changed_lines");
     if (JSON.stringify(next.decisions) !== JSON.stringify(prev.decisions)) this.invalidate("decisions");
     if (next.trace !== prev.trace) this.invalidate("trace");
   }
 
-  /** Keep the `step` trait's step (its bytes as sent): the page can show it again by itself. */
-  private hold(): StepData {
-    const raw = this.model.get("step") as unknown;
-    const step = readStep(raw as DataView);
-    const bytes = raw instanceof DataView ? raw : raw instanceof ArrayBuffer ? new DataView(raw) : null;
-    if (bytes && bytes.byteLength) this.held.set(String(step.id), bytes);
-    setHeldSteps(raw, this.held); // what a save made before the kernel records them keeps
-    this.scripts.set(String(step.id), step.script);
-    return step;
-  }
-
   /** The history trait holds what changed; a gap (a view opened late) is filled by asking Python. */
   private onHistory(): void {
     const delta = this.model.get("history") as HistoryDelta | Record<string, never>;
     if (this.history.apply(delta)) {
-      this.invalidate("steps");
-      this.invalidate("can_redo");
+      this.invalidate("history");
       return;
     }
     void this.rpc
       .call("history")
       .then((reply) => {
-        if (this.history.apply(reply.result)) this.invalidate("steps");
+        if (this.history.apply(reply.result)) this.invalidate("history");
       })
       .catch((err) => this.showLocalError(err));
   }
@@ -317,7 +252,7 @@ export class ExplorerView {
 
   // ---- state -> DOM ----------------------------------------------------------------------------
 
-  private invalidate(name: string): void {
+  private invalidate(name: Part): void {
     this.dirty.add(name);
     if (this.flushQueued) return;
     this.flushQueued = true;
@@ -332,7 +267,7 @@ export class ExplorerView {
     const hadFocus = typeof document !== "undefined" && this.root.contains(document.activeElement);
     const d = this.dirty;
     this.dirty = new Set();
-    const has = (...names: string[]) => names.some((n) => d.has(n));
+    const has = (...names: Part[]) => names.some((n) => d.has(n));
     // Each panel's drawing time goes with a click's latency sample (what a redraw costs, where).
     const panels: Record<string, number> = {};
     const timed = (name: string, draw: () => void) => {
@@ -340,30 +275,30 @@ export class ExplorerView {
       draw();
       panels[name] = (panels[name] ?? 0) + performance.now() - t;
     };
-    if (has("loop_tree_json")) this.index = new TreeIndex(this.cur.loop_tree);
+    if (has("loop_tree")) this.index = new TreeIndex(this.cur.loop_tree);
     if (has("height")) this.layoutHeight();
     if (has("error", "failures")) this.inspected = null;
     // The CodeMirror panes first. A CodeMirror update that redraws lines reads the DOM selection,
     // which in Chrome lays out the page there and then: done before any other pane is written, that
     // layout covers only the editor's own changed lines, and the rest is laid out once, in the frame.
-    if (has("script", "changed_lines", "loop_tree_json", "selection", "error")) timed("code", () => this.drawCode(has("selection")));
+    if (has("script", "changed_lines", "loop_tree", "selection", "error")) timed("code", () => this.drawCode(has("selection")));
     if (has("trace")) timed("trace", () => this.trace.setTrace(this.cur.trace));
-    if (has("loop_tree_json", "selection", "error")) {
+    if (has("loop_tree", "selection", "error")) {
       timed("tree", () => this.drawTree());
-      timed("primitives", () => this.drawPrimitives(has("loop_tree_json")));
+      timed("primitives", () => this.drawPrimitives(has("loop_tree")));
     }
-    if (!this.memoryHost.hidden && has("loop_tree_json", "selection", "current")) timed("memory", () => this.syncMemory(has("loop_tree_json", "current")));
-    if (has("steps", "current", "failures", "measurements", "measuring", "hazards")) timed("history", () => this.drawHistory());
-    if (has("checks", "checks_setup", "current")) timed("checks", () => this.drawChecks());
-    if (has("steps", "current", "measurements")) timed("plot", () => this.drawPlot());
+    if (!this.memoryHost.hidden && has("loop_tree", "selection", "step")) timed("memory", () => this.syncMemory(has("loop_tree", "step")));
+    if (has("history", "step", "failures", "measurements", "measuring", "hazards")) timed("history", () => this.historyPane.draw());
+    if (has("checks", "checks_setup", "step")) timed("checks", () => this.drawChecks());
+    if (has("history", "step", "measurements")) timed("plot", () => this.historyPane.drawPlot());
     if (has("measuring")) this.drawMeasure();
-    if (this.cudaOn && has("current")) void this.cuda.show(this.current());
-    if (this.compilerOn && has("loop_tree_json", "selection", "current")) timed("compiler", () => this.syncCompiler(has("current")));
-    if (has("steps", "current", "can_undo", "can_redo")) timed("toolbar", () => this.drawToolbar());
+    if (this.cudaOn && has("step")) void this.cuda.show(this.current());
+    if (this.compilerOn && has("loop_tree", "selection", "step")) timed("compiler", () => this.syncCompiler(has("step")));
+    if (has("history", "step")) timed("toolbar", () => this.drawToolbar());
     if (has("error")) this.drawBanner();
     if (has("decisions")) timed("decisions", () => this.trace.setDecisions(this.cur.decisions));
     if (has("error")) this.drawTraceError();
-    if (this.diffMode !== "off" && has("script", "current", "steps")) void this.renderDiff();
+    if (this.diffMode !== "off" && has("script", "step", "history")) void this.renderDiff();
     if (has("script", "error") && this.pendingClick) {
       this.pendingClick.drawMs = performance.now() - tFlush;
       this.pendingClick.panels = panels;
@@ -472,73 +407,6 @@ export class ExplorerView {
     this.primHost.replaceChildren(header, buttons, form ?? "");
   }
 
-  private historyShape = "";
-  private historyRows: ReturnType<typeof historyRows> = [];
-
-  private drawHistory(): void {
-    const rows = historyRows(this.history.steps(), this.model.get("failures") ?? [], this.current());
-    const measured = this.model.get("measurements") ?? {};
-    const measuring = this.measuringStep();
-    const mOf = (r: (typeof rows)[number]): Measurement | undefined => (r.kind === "step" ? measured[String(r.id)] : undefined);
-    const mKey = (r: (typeof rows)[number]) => {
-      const m = mOf(r);
-      return `${m ? `${measurementText(m)}${checkMark(m)}${m.max_abs_error ?? ""}` : ""}${r.kind === "step" && measuring === String(r.id) ? "…" : ""}`;
-    };
-    // Undo/redo/goto only move the current step: restyle the rows instead of rebuilding them.
-    const hazards = this.model.get("hazards") ?? {};
-    const steps = this.history.steps();
-    const hMark = (r: (typeof rows)[number]) => (r.kind === "step" ? hazardMark(hazards[String(r.id)], { path: pathAfter(steps, r.id, this.current()), hazards }) : null);
-    const shape = rows.map((r) => `${r.kind}:${r.id}:${r.depth}:${r.branch ? 1 : 0}:${r.stepKind ?? ""}:${r.label}:${mKey(r)}:${hMark(r)?.title ?? ""}`).join("|");
-    const existing = this.historyHost.querySelectorAll<HTMLElement>(".mlc-hrow");
-    if (shape === this.historyShape && existing.length === rows.length) {
-      rows.forEach((r, i) => {
-        const el = existing[i];
-        el.classList.toggle("mlc-current", r.current);
-        el.classList.toggle("mlc-onpath", r.onPath);
-        el.title = r.failure ? el.title : r.current ? "current step" : "go to this step";
-        if (r.kind === "step") el.querySelector(".mlc-hmark")!.textContent = r.current ? "●" : r.branch ? "┬" : "○";
-      });
-      this.historyRows = rows;
-      revealInContainer(this.historyHost, this.historyHost.querySelector<HTMLElement>(".mlc-current"));
-      return;
-    }
-    this.historyShape = shape;
-    this.historyRows = rows;
-    const list = h("div", { class: "mlc-history-list" });
-    for (const r of rows) {
-      const cls = ["mlc-hrow", `mlc-hrow-${r.kind}`];
-      if (r.current) cls.push("mlc-current");
-      if (r.onPath) cls.push("mlc-onpath");
-      if (r.branch) cls.push("mlc-branch");
-      const row = h(
-        "div",
-        {
-          class: cls.join(" "),
-          style: { paddingLeft: `${6 + r.depth * 14}px` },
-          dataset: { step: String(r.id) },
-          title: r.failure ? `${r.failure.summary}\n\n${r.failure.detail}` : r.current ? "current step" : "go to this step",
-          onclick: () => {
-            if (r.failure) {
-              this.inspected = r.failure;
-              this.drawBanner();
-              this.drawTree();
-              this.drawCode(false);
-            } else if (!this.historyRows.find((x) => x.kind === "step" && x.id === r.id)?.current) void this.moveTo(r.id, "goto");
-          },
-        },
-        h("span", { class: "mlc-hmark" }, r.kind === "failure" ? "✗" : r.current ? "●" : r.branch ? "┬" : "○"),
-        h("span", { class: "mlc-hlabel" }, r.label),
-        ((m) => (m ? h("span", { class: `mlc-hhazard${m.resolved ? " mlc-hhazard-resolved" : ""}`, title: m.title }, m.text) : null))(hMark(r)),
-        r.stepKind ? h("span", { class: "mlc-hkind", title: `a ${r.stepKind} step` }, r.stepKind) : null,
-        r.failure ? h("span", { class: "mlc-hsummary" }, r.failure.summary) : null,
-        this.measureCell(mOf(r), r.kind === "step" && measuring === String(r.id)),
-      );
-      list.append(row);
-    }
-    this.historyHost.replaceChildren(...[this.recordCutNote()].filter((n) => n !== null), list);
-    revealInContainer(this.historyHost, list.querySelector<HTMLElement>(".mlc-current"));
-  }
-
   /** The Checks panel follows the current step; its tab says how many checks hold and the hazards. */
   private drawChecks(): void {
     const state = { setup: this.model.get("checks_setup") ?? {}, report: this.reports.get(String(this.current())) ?? this.model.get("checks") ?? {}, step: this.current(), live: kernelLive(this.model) };
@@ -552,121 +420,18 @@ export class ExplorerView {
     }
   }
 
-  /** A saved view whose record was cut says so above its history (live views have the kernel). */
-  private recordCutNote(): HTMLElement | null {
-    const cut = this.model.get("record_cut") as RecordCut | Record<string, never> | undefined;
-    if (kernelLive(this.model) || !cut || !("max_steps" in cut)) return null;
-    const parts: string[] = [];
-    if (cut.steps > cut.steps_recorded)
-      parts.push(`This saved record keeps ${cut.steps_recorded} of the session's ${cut.steps} steps (records are capped at ${cut.max_steps} steps): the others need the notebook re-run.`);
-    if (cut.replies_dropped > 0)
-      parts.push(`${cut.replies_dropped} older panel answer${cut.replies_dropped === 1 ? " was" : "s were"} dropped to keep the notebook small.`);
-    return parts.length ? h("div", { class: "mlc-record-cut", role: "note" }, parts.join(" ")) : null;
-  }
-
-  private measuringStep(): string | null {
-    const m = this.model.get("measuring") as MeasuringInfo | Record<string, never> | undefined;
-    return m && "step" in m && m.step !== null && m.step !== undefined ? String(m.step) : null;
-  }
-
-  /** Latency, GFLOP/s and ✓/✗ next to a measured step's label (or "measuring…"). */
-  private measureCell(m: Measurement | undefined, running: boolean): HTMLElement | null {
-    if (running) return h("span", { class: "mlc-hmeasure mlc-hmeasuring" }, "measuring…");
-    if (!m) return null;
-    const mark = checkMark(m);
-    return h(
-      "span",
-      { class: `mlc-hmeasure${m.error ? " mlc-error-text" : ""}`, title: measurementTitle(m) },
-      h("span", { class: "mlc-hlatency" }, measurementText(m)),
-      mark ? h("span", { class: `mlc-hcheck ${m.correct ? "mlc-ok-text" : "mlc-error-text"}`, title: checkTitle(m) }, mark) : null,
-    );
-  }
-
-  /** The History pane keeps the current row in view at any height: whenever its list changes height
-   *  (the plot opened, the explorer resized or maximised, the tab shown again), the row is revealed;
-   *  and the plot is drawn again once the pane has a height that makes it short or not (it may have
-   *  been drawn while the tab was hidden, with no height to go by). */
-  private followHistoryHeight(): void {
-    if (typeof ResizeObserver !== "function") return;
-    let listHeight = -1;
-    const observer = new ResizeObserver(() =>
-      requestAnimationFrame(() => {
-        if (this.historyHost.clientHeight !== listHeight) {
-          listHeight = this.historyHost.clientHeight;
-          revealInContainer(this.historyHost, this.historyHost.querySelector<HTMLElement>(".mlc-current"));
-        }
-        const room = this.historyTab.clientHeight;
-        if (room > 0 && this.plotShort !== room < SHORT_HISTORY_PX) this.drawPlot();
-      }),
-    );
-    observer.observe(this.historyHost);
-    observer.observe(this.historyTab);
-    this.disposers.push(() => observer.disconnect());
-  }
-
-  /** Whether the plot was last drawn for a short pane; null: drawn with no height to go by. */
-  private plotShort: boolean | null = null;
-
-  /** The latency-by-step plot under the history (measured steps on the current path). */
-  private drawPlot(): void {
-    const measured = this.historyTab.clientHeight;
-    this.plotShort = measured > 0 ? measured < SHORT_HISTORY_PX : null;
-    const points = plotPoints(this.history.steps(), this.current(), this.model.get("measurements") ?? {});
-    if (!points.length) {
-      // Nothing measured: no plot, and no reading of the pane's width (that would force a layout of
-      // everything just redrawn, on every click).
-      this.plotHost.hidden = true;
-      if (this.plotHost.firstChild) this.plotHost.replaceChildren();
-      return;
-    }
-    const width = Math.max(180, Math.min(420, (this.historyTab.clientWidth || 268) - 8));
-    // A short pane (the explorer inside a cell) keeps its height for the history rows: the plot
-    // is one line there until asked for, and then a smaller one.
-    const room = measured || 400;
-    const plotHeight = (full: number) => Math.max(64, Math.min(full, Math.round(room * 0.4) - 22));
-    const short = room < SHORT_HISTORY_PX;
-    const fold = h("button", { class: "mlc-plot-toggle mlc-plot-fold", title: "the plot takes room from the history here; ⤢ gives both room" },
-      this.plotOpen ? "hide" : "show plot");
-    fold.addEventListener("click", () => {
-      this.plotOpen = !this.plotOpen;
-      this.drawPlot();
-    });
-    if (short && !this.plotOpen) {
-      this.plotHost.hidden = false;
-      this.plotHost.replaceChildren(h("div", { class: "mlc-section-title" }, `Latency per step (${points.length} measured)`, " ", fold));
-      return;
-    }
-    const onPick = (id: StepId) => void this.moveTo(id, "goto");
-    const measurements = this.model.get("measurements") ?? {};
-    const roofline = this.plotMode === "roofline" ? rooflinePlot(rooflinePoints(points, measurements), roofOf(measurements), { width, height: plotHeight(140), onPick }) : null;
-    const svg = roofline ?? latencyPlot(points, { width, height: plotHeight(120), onPick });
-    this.plotHost.hidden = !svg;
-    const toggle = h("button", { class: "mlc-plot-toggle", title: "switch between latency per step and the machine's roofline" },
-      this.plotMode === "roofline" ? "latency" : "roofline");
-    toggle.addEventListener("click", () => {
-      this.plotMode = this.plotMode === "roofline" ? "latency" : "roofline";
-      this.drawPlot();
-    });
-    const title = roofline ? "Steps on the roofline (GFLOP/s against FLOPs/byte)" : "Latency per step (log scale)";
-    this.plotHost.replaceChildren(...(svg ? [h("div", { class: "mlc-section-title" }, title, " ", toggle, short ? fold : ""), svg] : []));
-  }
-
-  private plotMode: "latency" | "roofline" = "latency";
-  /** In a short History pane the plot starts folded; "show plot" opens it until "hide". */
-  private plotOpen = false;
-
   private drawMeasure(): void {
-    const step = this.measuringStep();
+    const step = measuringStep(this.model);
     this.root.classList.toggle("mlc-measuring", step !== null);
-    this.measureBtn.disabled = step !== null;
-    this.measureBtn.firstChild!.textContent = step !== null ? "measuring…" : "Measure";
-    this.measureBtn.title = step !== null ? `measuring step ${step}…` : "Build, check and time the current step (key m)";
+    this.bar.measureBtn.disabled = step !== null;
+    this.bar.measureBtn.firstChild!.textContent = step !== null ? "measuring…" : "Measure";
+    this.bar.measureBtn.title = step !== null ? `measuring step ${step}…` : "Build, check and time the current step (key m)";
   }
 
   /** Measure the current step on the chosen target; Python answers when it is done. */
   async measure(): Promise<void> {
-    if (this.measuringStep() !== null) return;
-    const target = this.targetSel.value || "cpu";
+    if (measuringStep(this.model) !== null) return;
+    const target = this.bar.targetSel.value || "cpu";
     try {
       await this.measureRpc.rpc.call("measure", { target, step: this.current() });
     } catch (err) {
@@ -701,53 +466,18 @@ export class ExplorerView {
   }
 
   private drawToolbar(): void {
-    this.undoBtn.disabled = this.cur.parent === null;
-    this.redoBtn.disabled = !this.history.hasChildren(this.cur.id);
-    this.stepLabel.textContent = this.cur.label ? `step ${this.cur.id}: ${this.cur.label}` : "";
-    this.stepLabel.title = this.stepLabel.textContent; // whole on hover where a narrow cell cuts it
+    this.bar.drawStep(this.cur, this.history.hasChildren(this.cur.id));
     if (this.diffMode !== "off") this.drawBases();
   }
 
-  /** The steps a diff can compare against (only kept up to date while the diff is shown). */
   private drawBases(): void {
-    const groups = diffBaseGroups(this.history.steps(), this.current());
-    const bases = [...groups.path, ...groups.others];
-    const keep = this.diffBaseChosen ? this.diffBase : null;
-    const option = (s: (typeof bases)[number]) => h("option", { value: String(s.id), title: s.label }, `vs ${s.id}: ${s.label}`);
-    this.baseSel.replaceChildren(
-      ...(groups.path.length ? [h("optgroup", { label: "this path (parent first)" }, ...groups.path.map(option))] : []),
-      ...(groups.others.length ? [h("optgroup", { label: "other steps" }, ...groups.others.map(option))] : []),
-    );
-    this.diffBase = keep && bases.some((s) => String(s.id) === keep) ? keep : bases[0] ? String(bases[0].id) : null;
-    if (this.diffBase !== keep) this.diffBaseChosen = false;
-    if (this.diffBase) this.baseSel.value = this.diffBase;
+    this.bar.drawBases(this.history.steps(), this.current());
   }
 
   private drawBanner(): void {
     const err = this.shownError();
-    this.banner.hidden = !err;
     this.root.classList.toggle("mlc-has-error", !!err);
-    if (!err) {
-      this.banner.replaceChildren();
-      return;
-    }
-    const details = err.detail ? h("details", { class: "mlc-error-detail" }, h("summary", {}, "details"), h("pre", {}, err.detail)) : null;
-    const involved = (err.involved ?? []).length
-      ? h("div", { class: "mlc-involved-list" }, "involved: ", ...(err.involved ?? []).map((n) => h("span", { class: "mlc-chip mlc-chip-involved", onclick: () => this.selectName(n) }, n)))
-      : null;
-    this.banner.replaceChildren(
-      h(
-        "div",
-        { class: "mlc-banner-main" },
-        h("span", { class: "mlc-banner-icon" }, "✗"),
-        h("span", { class: "mlc-error-summary" }, errorTitle(err)),
-        h("span", { class: "mlc-muted" }, this.inspected ? " (an earlier attempt)" : " — nothing was changed"),
-        h("span", { class: "mlc-spacer" }),
-        h("button", { class: "mlc-btn mlc-dismiss", title: "dismiss (Esc)", onclick: () => this.dismissError() }, "×"),
-      ),
-      involved ?? "",
-      details ?? "",
-    );
+    renderBanner(this.banner, err, { earlier: !!this.inspected, pick: (name) => this.selectName(name), dismiss: () => this.dismissError() });
   }
 
   private drawTraceError(): void {
@@ -758,17 +488,17 @@ export class ExplorerView {
 
   private async renderDiff(): Promise<void> {
     const current = this.cur.script;
-    if (this.diffMode === "off" || !this.diffBase) {
+    if (this.diffMode === "off" || !this.bar.base) {
       this.code.showDiff("off", "", current);
       return;
     }
-    const base = this.diffBase;
-    let original = this.scripts.get(base);
+    const base = this.bar.base;
+    let original = this.held.scripts.get(base);
     if (original === undefined) {
-      const held = await this.stepBytes(base);
+      const held = await this.held.stepBytes(base);
       if (held) original = readStep(held).script;
       else if (!kernelLive(this.model)) {
-        this.showLocalError(new Error(this.notRecorded(base)));
+        this.showLocalError(new Error(this.held.notRecorded(base)));
         return;
       } else {
         try {
@@ -780,9 +510,9 @@ export class ExplorerView {
           return;
         }
       }
-      this.scripts.set(base, original);
+      this.held.scripts.set(base, original);
     }
-    if (this.diffBase === base && (this.diffMode as DiffMode) !== "off") {
+    if (this.bar.base === base && (this.diffMode as DiffMode) !== "off") {
       this.code.showDiff(this.diffMode, original, this.cur.script);
       if (this.pendingClick?.primitive === "diff") this.recordLatency();
     }
@@ -806,14 +536,14 @@ export class ExplorerView {
   async moveTo(id: StepId, label: string): Promise<void> {
     if (String(id) === String(this.cur.id)) return;
     this.pendingClick = { t0: performance.now(), primitive: label };
-    const data = await this.stepBytes(id);
+    const data = await this.held.stepBytes(id);
     const live = kernelLive(this.model);
     if (!data) {
       // Not held (a step made before this page opened, not recorded yet): the kernel sends it.
       if (live) await this.call("goto", { step: id }, label, false);
       else {
         this.pendingClick = null;
-        this.showLocalError(new Error(this.notRecorded(id)));
+        this.showLocalError(new Error(this.held.notRecorded(id)));
       }
       return;
     }
@@ -821,29 +551,9 @@ export class ExplorerView {
     if (live) this.model.send({ kind: FOLLOW, step: id });
   }
 
-  /** The bytes of step `id` as the `step` trait carries them: held, or read from its record. */
-  private async stepBytes(id: StepId): Promise<DataView | null> {
-    const key = String(id);
-    const held = this.held.get(key);
-    if (held) return held;
-    const rec = await recordedModel(this.model, `step:${key}`);
-    const data = rec ? await recordData(rec) : undefined;
-    if (!data || !data.byteLength || String(readStep(data).id) !== key) return null;
-    this.held.set(key, data);
-    return data;
-  }
-
-  /** Why a saved view cannot show a step (its record keeps the last `max_steps`). */
-  private notRecorded(id: StepId): string {
-    const cut = (this.model.get("record_cut") ?? {}) as { max_steps?: number; steps?: number };
-    return cut.max_steps
-      ? `Step ${String(id)} is not in this saved record: it keeps the last ${cut.max_steps} steps of ${cut.steps}. Re-run the notebook to see it.`
-      : `Step ${String(id)} is not in this saved record. Re-run the notebook to see it.`;
-  }
-
   private toggleMemory(): void {
     this.memoryHost.hidden = !this.memoryHost.hidden;
-    this.memoryBtn.classList.toggle("mlc-active", !this.memoryHost.hidden);
+    this.bar.memoryBtn.classList.toggle("mlc-active", !this.memoryHost.hidden);
     this.layoutHeight();
     if (!this.memoryHost.hidden) this.syncMemory(true);
     else this.memory.stop();
@@ -869,13 +579,7 @@ export class ExplorerView {
   }
 
   private toggleHelp(): void {
-    const existing = this.root.querySelector(".mlc-help");
-    if (existing) {
-      existing.remove();
-      return;
-    }
-    const table = h("table", {}, ...SHORTCUT_HELP.map(([k, v]) => h("tr", {}, h("td", {}, h("kbd", {}, k)), h("td", {}, v))));
-    this.root.append(h("div", { class: "mlc-help", onclick: () => this.toggleHelp() }, h("div", { class: "mlc-help-card" }, h("b", {}, "Keyboard shortcuts (click the explorer first)"), table)));
+    toggleHelp(this.root);
   }
 
   // ---- user actions -> Python ------------------------------------------------------------------
@@ -1002,52 +706,20 @@ export class ExplorerView {
   }
 
   private showLocalError(err: unknown): void {
-    const summary = err instanceof RpcFailure ? err.error.summary : err instanceof Error ? err.message : String(err);
-    this.banner.hidden = false;
-    this.banner.replaceChildren(h("div", { class: "mlc-banner-main" }, h("span", { class: "mlc-banner-icon" }, "!"), h("span", { class: "mlc-error-summary" }, summary)));
+    showLocalError(this.banner, err);
   }
 
   private async exportTrace(format: "json" | "text" | "python"): Promise<void> {
     try {
-      const reply = await this.rpc.call("export_trace", { format });
-      const text = bufferText(reply.buffers[0]);
-      if (format === "python") {
-        let copied = false;
-        try {
-          await navigator.clipboard?.writeText(text);
-          copied = !!navigator.clipboard;
-        } catch {
-          copied = false;
-        }
-        this.showPython(text, copied);
-      } else {
-        downloadText(`${this.model.get("func") || "schedule"}_trace.${format === "json" ? "json" : "txt"}`, text, format === "json" ? "application/json" : "text/plain");
-        this.trace.note(`trace exported as ${format}`);
-      }
+      await exportTrace(this.rpc, format, { root: this.root, func: this.model.get("func") || "", note: (text) => this.trace.note(text) });
     } catch (err) {
       this.showLocalError(err);
     }
   }
 
-  private showPython(text: string, copied: boolean): void {
-    const area = h("textarea", { class: "mlc-python-text", readonly: true, rows: "14" }) as HTMLTextAreaElement;
-    area.value = text;
-    const card = h(
-      "div",
-      { class: "mlc-help-card mlc-python-card" },
-      h("b", {}, copied ? "Copied to the clipboard:" : "Copy this schedule function:"),
-      area,
-      h("button", { class: "mlc-btn", onclick: () => overlay.remove() }, "Close"),
-    );
-    const overlay = h("div", { class: "mlc-help mlc-python-dialog" }, card);
-    this.root.append(overlay);
-    area.select();
-  }
-
   private async exportHtml(): Promise<void> {
     try {
-      const reply = await this.rpc.call("export_html");
-      downloadText(`${this.model.get("func") || "explorer"}_schedule.html`, bufferText(reply.buffers[0]), "text/html");
+      await exportHtml(this.rpc, this.model.get("func") || "");
     } catch (err) {
       this.showLocalError(err);
     }
@@ -1098,59 +770,19 @@ export class ExplorerView {
     }
   }
 
-  /** "working…" and the progress cursor, for a request that outlasts BUSY_DELAY_MS. A click is
-   * usually answered sooner: showing them at once would restyle the whole explorer on the click
-   * (the cursor is inherited by every element) and again when the answer lands, just when the new
-   * step is to be drawn, for an indicator that flickers for a few frames. */
   private setBusy(busy: boolean): void {
-    if (busy) {
-      if (this.busyTimer === null && this.busyEl.hidden) this.busyTimer = setTimeout(() => this.showBusy(true), BUSY_DELAY_MS);
-      return;
-    }
-    if (this.rpc.inFlight > 0) return;
-    if (this.busyTimer !== null) clearTimeout(this.busyTimer);
-    this.busyTimer = null;
-    if (!this.busyEl.hidden) this.showBusy(false);
-  }
-
-  private showBusy(shown: boolean): void {
-    this.busyTimer = null;
-    this.busyEl.hidden = !shown;
-    this.root.classList.toggle("mlc-busy-state", shown);
+    this.bar.setBusy(busy, this.rpc.inFlight);
   }
 
   /** Click-to-render latency: from the click to the first frame painted with the new state. */
   private recordLatency(): void {
     const pending = this.pendingClick;
     this.pendingClick = null;
-    if (!pending) return;
-    const done = () => {
-      const ms = performance.now() - pending.t0;
-      this.root.dataset.lastLatencyMs = ms.toFixed(1);
-      if (typeof window !== "undefined") {
-        window.__mlcLab ??= { latencies: [] };
-        window.__mlcLab.latencies.push({
-          primitive: pending.primitive,
-          ms,
-          stateMs: pending.tState === undefined ? undefined : pending.tState - pending.t0,
-          drawMs: pending.drawMs,
-          kernelMs: pending.kernelMs,
-          panels: pending.panels,
-        });
-      }
-    };
-    // In the next frame, after style and layout of the new DOM (read offsetHeight to make sure);
-    // painting is then composited off the main thread.
-    if (typeof requestAnimationFrame === "function")
-      requestAnimationFrame(() => {
-        void this.root.offsetHeight;
-        done();
-      });
-    else done();
+    if (pending) recordLatency(this.root, pending);
   }
 
   dispose(): void {
-    if (this.busyTimer !== null) clearTimeout(this.busyTimer);
+    this.bar.dispose();
     for (const d of this.disposers) d();
     this.memory.dispose();
     this.layout.dispose();
@@ -1163,10 +795,4 @@ export class ExplorerView {
     this.trace.destroy();
     this.root.remove();
   }
-}
-
-/** "split: the factors ..." unless the summary already names the primitive. */
-export function errorTitle(err: ExplorerError): string {
-  const p = err.primitive;
-  return p && !err.summary.startsWith(p) ? `${p}: ${err.summary}` : err.summary;
 }

@@ -1009,17 +1009,6 @@ export interface LowerParams {
 /** Nothing to answer but that it was done. */
 export type NoResult = Record<string, never>;
 
-/** A loop or block picked by name (none: the selection is cleared). */
-export interface SelectNameParams {
-  name: string | null;
-  kind?: string | null;
-}
-
-/** The selection after a pick by name (empty: none). */
-export interface SelectionResult {
-  selection: Selection | Empty;
-}
-
 /** A student's name and the class task the current step is submitted for. */
 export interface ClassSubmitParams {
   name?: string;
@@ -1082,15 +1071,12 @@ export const REQUESTS = {
   set_decision: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["decision", "trace"]},
   replay: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["trace", "load"]},
   goto: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["unknown_step"]},
-  undo: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["history"]},
-  redo: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["history"]},
   script_at: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": ["unknown_step"]},
   export_trace: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": ["usage"]},
   measure: {"background": true, "keep": 0, "step_implied": false, "buffers": false, "errors": ["busy", "usage", "no_gpu", "unknown_step", "build", "run", "check", "crash", "timeout", "gpu_check"]},
   cuda_source: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["no_gpu", "gpu_check", "build", "unknown_step", "usage"]},
   lower: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["bad_target", "build", "unknown_step", "usage"]},
   clear_error: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
-  select_name: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["unknown_name"]},
   class_submit: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["usage", "busy", "error"]},
   checks: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["unknown_step"]},
   access_footprint: {"background": true, "keep": 2, "step_implied": true, "buffers": true, "errors": ["unknown_loop", "unknown_name", "too_large", "analysis", "usage", "cancelled"]},
@@ -1116,15 +1102,12 @@ export interface RequestParams {
   set_decision: SetDecisionParams;
   replay: ReplayParams;
   goto: StepParams;
-  undo: NoParams;
-  redo: NoParams;
   script_at: StepParams;
   export_trace: ExportTraceParams;
   measure: MeasureParams;
   cuda_source: CudaSourceParams;
   lower: LowerParams;
   clear_error: NoParams;
-  select_name: SelectNameParams;
   class_submit: ClassSubmitParams;
   checks: MaybeStepParams;
   access_footprint: FootprintParams;
@@ -1144,15 +1127,12 @@ export interface RequestResults {
   set_decision: StepResult;
   replay: StepResult;
   goto: StepResult;
-  undo: StepResult;
-  redo: StepResult;
   script_at: TextResult;
   export_trace: TextResult;
   measure: MeasureResult;
   cuda_source: CudaSource;
   lower: Lowering;
   clear_error: NoResult;
-  select_name: SelectionResult;
   class_submit: SubmitResult;
   checks: StepChecks;
   access_footprint: FootprintResult;

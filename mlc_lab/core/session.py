@@ -7,10 +7,9 @@ every click goes through the same methods a user calls from Python.
 from __future__ import annotations
 
 import copy
-import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, cast
+from typing import Any, Callable, cast
 
 from mlc_lab.core import display
 from mlc_lab.core.model import Change, FailedAttempt, StepSummary, StepView, changed_lines
@@ -19,6 +18,9 @@ from mlc_lab.model.steps import LIST_RESULTS, Decision
 from mlc_lab.tvm import program
 from mlc_lab.tvm import schedule as tsch
 from mlc_lab.tvm import trace_io
+from mlc_lab.core.step_calls import Sampled, _legacy_attribute_hint, _replay_error, _has_sampled, _jsonable, _call_label
+from mlc_lab.core.tilings import perfect_tilings, _product
+from mlc_lab.core.session_access import _analysis_errors, _plain_at
 
 log = logging.getLogger(__name__)
 
@@ -52,25 +54,6 @@ class Step:
             "result": self.result,
             "children": list(self.children),
         }
-
-
-class Sampled:
-    """A value drawn by ``sample_*``; pass it as a split factor. ``int(x)`` gives its current value."""
-
-    def __init__(self, session: "Session", step: int, handle: tsch.Handle, value: Any):
-        self.session = session
-        self.step = step
-        self.handle = handle
-        self.value = value
-
-    def __int__(self) -> int:
-        return int(self.value)
-
-    def __index__(self) -> int:
-        return int(self.value)
-
-    def __repr__(self) -> str:
-        return f"Sampled({self.value!r})"
 
 
 class Session:
@@ -789,149 +772,3 @@ class Session:
     def access_view(self, loop: str | None = None, **kwargs: Any) -> Any:
         """The memory-access view of this session (heatmaps of what ``loop`` touches)."""
         return display.open_view("access", self, loop, **kwargs)
-
-
-# Schedule methods the course's TVM had under other names (TVM 0.27 renamed them).
-_RENAMED_METHODS = {"get_block": "get_sblock"}
-
-
-def _legacy_attribute_hint(exc: AttributeError) -> str:
-    """The plain sentence for a schedule function that uses a name TVM 0.27 no longer has."""
-    name = getattr(exc, "name", None) or ""
-    if name in _RENAMED_METHODS:
-        return (
-            f"the schedule function calls sch.{name}, which TVM 0.27 calls {_RENAMED_METHODS[name]}: "
-            f"use sch.{_RENAMED_METHODS[name]}, or pass the course's code through mlc_lab.convert"
-        )
-    return f"the schedule function raised AttributeError: {exc}"
-
-
-def _replay_error(call: trace_io.TraceCall, message: str) -> TraceParseError:
-    """``line 4: sch.split(...)`` / ``instruction 7 (Split): ...`` then what went wrong."""
-    first, _, rest = message.partition("\n")
-    text = first + (f"\n  {call.text}" if call.text else "") + (f"\n{rest}" if rest else "")
-    if call.where.startswith("instruction"):
-        return TraceParseError(f"{call.where}: {text}")
-    return TraceParseError(text, line=call.line)
-
-
-def _has_sampled(value: Any) -> bool:
-    if isinstance(value, Sampled):
-        return True
-    if isinstance(value, (list, tuple)):
-        return any(_has_sampled(v) for v in value)
-    if isinstance(value, dict):
-        return any(_has_sampled(v) for v in value.values())
-    return False
-
-
-@contextlib.contextmanager
-def _analysis_errors(loop: str):
-    """A failure inside the analysis that it did not put in words is still an MlcLabError."""
-    from mlc_lab.errors import AccessAnalysisError
-
-    try:
-        yield
-    except MlcLabError:
-        raise
-    except MemoryError:
-        raise AccessAnalysisError(f"the access analysis of loop {loop} ran out of memory; pick an inner loop") from None
-    except Exception as exc:  # noqa: BLE001 - an unexpected failure: say where, keep TVM's/numpy's text
-        raise AccessAnalysisError(
-            f"the access analysis of loop {loop} failed on a construct it does not handle "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
-        ) from exc
-
-
-def _plain_at(state: Any, func: Any, at: dict[str, int] | None) -> dict[int, int] | None:
-    """Enclosing-loop values keyed by the analysis's loop ids: each name (``i``, ``Y/i``,
-    ``func:Y/i``) is looked up like the loop argument, so a qualification picks its own loop."""
-    if not at:
-        return None
-    from mlc_lab.errors import AccessAnalysisError
-    from mlc_lab.tvm import access_ir
-
-    out: dict[int, int] = {}
-    for name, value in at.items():
-        try:
-            value = int(value)
-        except (TypeError, ValueError):
-            raise AccessAnalysisError(f"the value of loop {name} in 'at' must be an integer, not {value!r}") from None
-        owner, node = state.loop_node(state.find_loop(str(name)))
-        if not owner.same_as(func):
-            raise AccessAnalysisError(f"loop {name} in 'at' belongs to another function")
-        out[access_ir.loop_id(func, node)] = value
-    return out
-
-
-def perfect_tilings(extent: int, n: int, max_innermost: int, limit: int = 5000) -> list[list[int]]:
-    """Every ordered way to write ``extent`` as a product of ``n`` factors (innermost capped)."""
-    out: list[list[int]] = []
-
-    def rec(rest: int, k: int, prefix: list[int]) -> None:
-        if len(out) >= limit:
-            return
-        if k == 1:
-            if max_innermost <= 0 or rest <= max_innermost:
-                out.append(prefix + [rest])
-            return
-        for d in _divisors(rest):
-            rec(rest // d, k - 1, prefix + [d])
-
-    if extent >= 1 and n >= 1:
-        rec(extent, n, [])
-    return out
-
-
-def _divisors(n: int) -> list[int]:
-    small, large = [], []
-    d = 1
-    while d * d <= n:
-        if n % d == 0:
-            small.append(d)
-            if d * d != n:
-                large.append(n // d)
-        d += 1
-    return small + large[::-1]
-
-
-def _product(values: Iterable[int]) -> int:
-    out = 1
-    for v in values:
-        out *= int(v)
-    return out
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Sampled):
-        return {"sampled": _jsonable(value.value)}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return repr(value)
-
-
-def _arg_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Sampled):
-        return f"~{value.value}"
-    if isinstance(value, list):
-        return "[" + ", ".join(_arg_text(v) for v in value) + "]"
-    if isinstance(value, tuple):
-        return "(" + ", ".join(_arg_text(v) for v in value) + ")"
-    return repr(value)
-
-
-def _call_label(primitive: str, args: tuple, kwargs: dict) -> str:
-    """``split(Y/j, factors=[None, 4])``: the same text however the call was spelled (see call_parts)."""
-    try:
-        parts = [
-            _arg_text(v) if k is None else f"{k}={_arg_text(v)}" for k, v in tsch.call_parts(primitive, args, kwargs)
-        ]
-    except TypeError:  # arguments that do not fit: the step will fail; label it as given
-        parts = [_arg_text(a) for a in args] + [f"{k}={_arg_text(v)}" for k, v in kwargs.items()]
-    return f"{primitive}({', '.join(parts)})"

@@ -46,7 +46,6 @@ from mlc_lab.model.errors import ERROR_KINDS, ErrorInfo, ErrorKind
 from mlc_lab.model.lowering import Lowering
 from mlc_lab.model.measurement import Measurement
 from mlc_lab.model.steps import HistoryResult
-from mlc_lab.model.traits import Empty, Selection
 
 __all__ = [
     "REQUEST",
@@ -169,13 +168,6 @@ class LowerParams(TypedDict):
     target: NotRequired[str]
 
 
-class SelectNameParams(TypedDict):
-    """A loop or block picked by name (none: the selection is cleared)."""
-
-    name: str | None
-    kind: NotRequired[str | None]
-
-
 class ClassSubmitParams(TypedDict):
     """A student's name and the class task the current step is submitted for."""
 
@@ -204,12 +196,6 @@ class StepResult(TypedDict):
 
     step: int | str
     names: NotRequired[Any]
-
-
-class SelectionResult(TypedDict):
-    """The selection after a pick by name (empty: none)."""
-
-    selection: Selection | Empty
 
 
 class NoResult(TypedDict):
@@ -298,10 +284,6 @@ REQUESTS: dict[str, Request] = {
     "set_decision": Request(SetDecisionParams, StepResult, errors=("decision", "trace")),
     "replay": Request(ReplayParams, StepResult, errors=("trace", "load")),
     "goto": Request(StepParams, StepResult, errors=_STEP_ERRORS),
-    "undo": Request(
-        NoParams, StepResult, errors=("history",)
-    ),  # the page moves by itself (goto when a step is not held)
-    "redo": Request(NoParams, StepResult, errors=("history",)),
     "script_at": Request(StepParams, TextResult, buffers=True, errors=_STEP_ERRORS),
     "export_trace": Request(ExportTraceParams, TextResult, buffers=True, errors=("usage",)),
     "measure": Request(
@@ -321,7 +303,6 @@ REQUESTS: dict[str, Request] = {
         LowerParams, Lowering, background=True, keep=2, errors=("bad_target", "build", "unknown_step", "usage")
     ),
     "clear_error": Request(NoParams, NoResult),
-    "select_name": Request(SelectNameParams, SelectionResult, errors=("unknown_name",)),
     "class_submit": Request(ClassSubmitParams, SubmitResult, errors=("usage", "busy", "error")),
     # the Checks panel's report of a step; the explorer also sends the current step's in its ``checks``
     # trait, and records it under this request's key for saved notebooks

@@ -6,13 +6,19 @@ The names come first from the user's own arguments, then from what TVM's renderi
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from mlc_lab.errors import ScheduleStepError
 from mlc_lab.tvm.messages import plain_summary
 
-if TYPE_CHECKING:
-    from mlc_lab.tvm.schedule import State
+
+class State(Protocol):
+    """What a failed step's message reads of the schedule before it (schedule.State has both)."""
+
+    def find_loop(self, text: str, /) -> Any: ...
+
+    def loop_tree(self) -> Any: ...
+
 
 _UNDERLINE = re.compile(r"^\s*\^+\s*$")
 _NAME_IN_LINE = [

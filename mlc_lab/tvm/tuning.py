@@ -36,6 +36,7 @@ from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 from mlc_lab.tvm import build as _build  # noqa: E402
 from mlc_lab.tvm import class_db, runner_process  # noqa: E402
+from mlc_lab.tvm.tuning_live import LIVE_FILE, LiveLog  # noqa: E402,F401  (LIVE_FILE: the job's files)
 from mlc_lab.tvm.tuning_build import BuiltCandidates, InProcessBuilder, install_fast_stack  # noqa: E402,F401  (benchmarks use both)
 from mlc_lab.tvm import timeline, timing  # noqa: E402
 from mlc_lab.tvm.tuning_model import EarlyXGB, import_in_background, make_cost_model, warm_cost_model  # noqa: E402
@@ -47,7 +48,6 @@ STATUS_FILE = "mlc_lab_status.json"
 TRIALS_FILE = "mlc_lab_trials.jsonl"
 BEST_FILE = runner_process.BEST_FILE
 RECORDS_FILE, WORKLOADS_FILE = class_db.RECORDS_FILE, class_db.WORKLOADS_FILE  # meta_schedule's database
-LIVE_FILE = "mlc_lab_live.jsonl"
 CONTENTION_FILE = runner_process.CONTENTION_FILE  # the runner's process: others' cores per candidate
 TUNING_MIN_REPEAT_MS = 10.0
 CONFIRM_TOP = 3  # candidates re-timed by measure's method at the end of a run
@@ -256,37 +256,6 @@ class LiveRunner(ms.runner.PyRunner):
                 self._log(fut)
             except Exception as exc:  # noqa: BLE001 - the live view is a nicety; the batch result stands
                 self.live.trial(None, f"{type(exc).__name__}: {exc}")
-
-
-class LiveLog:
-    """Appends to WORK_DIR/mlc_lab_live.jsonl: {"phase", "n", "t"} when a phase starts, and
-    {"trial": k, "latency_s", "error", "t"} for each candidate as it is measured (k counts the
-    candidates measured by this run; the committed records come with the batch)."""
-
-    def __init__(self, work_dir: str, t0: float) -> None:
-        self.path = os.path.join(work_dir, LIVE_FILE)
-        self.t0 = t0
-        self.count = 0
-        self._lock = threading.Lock()
-
-    def _write(self, obj: dict) -> None:
-        obj["t"] = round(time.time() - self.t0, 3)
-        with self._lock, open(self.path, "a") as fh:
-            fh.write(json.dumps(obj) + "\n")
-
-    def phase(self, name: str, n: int = 0) -> None:
-        self._write({"phase": name, "n": n})
-
-    def trial(self, latency: float | None, error: Any, others_cores: float | None = None) -> None:
-        self._write(
-            {
-                "trial": self.count,
-                "latency_s": latency,
-                "error": str(error)[:300] if error else None,
-                "others_cores": others_cores,
-            }
-        )
-        self.count += 1
 
 
 def _file_size(path: str | None) -> int:

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import threading
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import tvm
 from tvm.ir.utils import derived_object
@@ -23,9 +23,7 @@ from tvm_ffi import structural_equal, structural_hash
 
 from mlc_lab._threads import usable_cores
 from mlc_lab.tvm import timeline
-
-if TYPE_CHECKING:
-    from mlc_lab.tvm.tuning import LiveLog
+from mlc_lab.tvm.tuning_live import LiveLog
 
 
 class _FrameInfo:

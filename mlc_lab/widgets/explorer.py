@@ -46,7 +46,6 @@ from mlc_lab.core.model import Change, LoopTree, StepView, ref_of
 from mlc_lab.core.model import plain as _plain
 from mlc_lab.core.model import changed_lines as changed_lines  # noqa: PLC0414  (re-exported for the tests)
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError, error_kind
-from mlc_lab.model.measurement import Measurement
 
 # The module by its full name: the package re-exports the function `access_view` under the same name.
 from mlc_lab.widgets.access_view import AccessRequests
@@ -57,6 +56,14 @@ from mlc_lab.widgets.checks_panel import ChecksWorker, checks_setup
 from mlc_lab.widgets.classroom import class_assignment, classroom_setup, submit_from_explorer
 from mlc_lab.widgets.compiler_panel import BadTarget, lower_payload
 from mlc_lab.widgets.export import collect_export, render_html
+from mlc_lab.widgets.explorer_text import (
+    call_label,
+    _summary,
+    _measurement_info,
+    _summary_detail,
+    _first_line,
+    _strip_line_prefix,
+)
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +89,6 @@ class Explorer(AccessRequests, RpcWidget):
     handlers = {
         "apply": "apply",
         "history": "full_history",
-        "undo": "undo",
-        "redo": "redo",
         "goto": "goto",
         "set_decision": "set_decision",
         "replay": "replay",
@@ -97,7 +102,6 @@ class Explorer(AccessRequests, RpcWidget):
         "cuda_source": "cuda_source",
         "lower": "lower",
         "clear_error": "clear_error",
-        "select_name": "select_name",
         "class_submit": "class_submit",
         "checks": "check_report",
     }
@@ -158,7 +162,7 @@ class Explorer(AccessRequests, RpcWidget):
         self._history_len = 0
         self._error_ids = itertools.count(1)
         self._page_shows: Any = None  # the step the page moved to itself (see _follow)
-        self._quiet: dict[str, Any] = {}  # trait -> a value the page holds already: set, not sent
+        self._page_holds: tuple[str, Any] | None = None  # (trait, value) the page holds already: not sent
         self._pending_records: dict[Any, StepView | None] = {}  # step id -> view (None: make it)
         self._pending_replies: dict[str, dict] = {}  # record key -> mlc_record's arguments (checks)
         self._checks_sent: dict[Any, dict] = {}  # step id -> the report the page was sent (it keeps them)
@@ -410,7 +414,7 @@ class Explorer(AccessRequests, RpcWidget):
                         "result": report,
                     }
                     self._schedule_records()
-                self._set_quietly("checks", report, quiet=known)
+                self._set_held("checks", report, held=known)
             elif data.get("new") or data.get("resolved"):  # steps that create or resolve a hazard
                 self.hazards = {**self.hazards, str(_plain(sid)): _plain(data)}
 
@@ -426,7 +430,7 @@ class Explorer(AccessRequests, RpcWidget):
     def _show(self, view: StepView) -> None:
         self._view = view
         # A step the page moved to itself is on screen already: the trait follows, nothing is sent.
-        self._set_quietly("step", view.json_bytes, quiet=self._page_shows is not None and view.id == self._page_shows)
+        self._set_held("step", view.json_bytes, held=self._page_shows is not None and view.id == self._page_shows)
         self._record_step(view)
         if (
             self.selection
@@ -449,22 +453,22 @@ class Explorer(AccessRequests, RpcWidget):
         if state:
             super().set_state(state)
 
-    def _set_quietly(self, name: str, value: Any, *, quiet: bool) -> None:
-        """Set a trait; when ``quiet``, without sending it (the page holds that value already)."""
-        if quiet:
-            self._quiet[name] = value
+    def _set_held(self, name: str, value: Any, *, held: bool) -> None:
+        """Set a trait; when ``held``, the page holds that value already and it is not sent."""
+        self._page_holds = (name, value) if held else None
         try:
             setattr(self, name, value)
         finally:
-            self._quiet.pop(name, None)
+            self._page_holds = None
 
-    def _should_send_property(self, key: str, value: Any) -> bool:
-        quiet = self._quiet.get(key, self._quiet)
-        if quiet is not self._quiet and (value is quiet or value == quiet):
-            if self._holding_sync:
-                self._states_to_send.discard(key)
-            return False
-        return super()._should_send_property(key, value)
+    def notify_change(self, change: Any) -> None:
+        """A trait changed: ipywidgets sends it to the page, unless the page holds that value already
+        (then only the observers run: traitlets' own notify_change)."""
+        held = self._page_holds
+        if held is not None and change["name"] == held[0] and change["new"] == held[1]:
+            t.HasTraits.notify_change(self, change)
+            return
+        super().notify_change(change)
 
     def _follow(self, step: Any) -> None:
         """The page moved to a step it holds (undo, redo, go to): the Session follows, so Python
@@ -547,22 +551,13 @@ class Explorer(AccessRequests, RpcWidget):
         """The whole history, for a front end that missed part of it."""
         return self._full_history()
 
-    def undo(self) -> dict:
-        return self._move(lambda: self._session.undo(), "undo")
-
-    def redo(self) -> dict:
-        return self._move(lambda: self._session.redo(), "redo")
-
     def goto(self, step: Any) -> dict:
         target = self._step_id(step)
-        return self._move(lambda: self._session.goto(target), "goto")
-
-    def _move(self, fn: Any, what: str) -> dict:
         with self._lock, self.hold_sync():
             try:
-                fn()
+                self._session.goto(target)
             except MlcLabError as exc:
-                self._set_error(source="history", primitive=what, summary=str(exc))
+                self._set_error(source="history", primitive="goto", summary=str(exc))
                 raise RequestError(str(exc), type="history") from None
         return {"step": _plain(self._session.current.id)}
 
@@ -686,13 +681,6 @@ class Explorer(AccessRequests, RpcWidget):
         self.error = {}
         return {}
 
-    def select_name(self, name: str | None, kind: str | None = None) -> dict:
-        try:
-            self.select(name, kind)
-        except MlcLabError as exc:
-            raise RequestError(str(exc), type="unknown_name") from None
-        return {"selection": self.selection}
-
     # --- errors -----------------------------------------------------------------------------------
     def _set_error(self, **fields: Any) -> None:
         self.error = {"id": next(self._error_ids), **{k: _plain(v) for k, v in fields.items()}}
@@ -751,56 +739,6 @@ def explore(x: Any, func: str | None = None, **kwargs: Any) -> Explorer:
 # --- plain-data helpers ------------------------------------------------------------------------------
 
 
-def call_label(primitive: str, args: list, kwargs: dict) -> str:
-    def text(v: Any) -> str:
-        if isinstance(v, str):
-            return v
-        if isinstance(v, list):
-            return "[" + ", ".join(text(x) for x in v) + "]"
-        return repr(v)
-
-    parts = [text(a) for a in args] + [f"{k}={text(v)}" for k, v in kwargs.items()]
-    return f"{primitive}({', '.join(parts)})"
-
-
-def _summary(step: Any) -> dict:
-    """A history entry (as StepSummary.to_json) of a Session's step."""
-    return {
-        "id": step.id,
-        "parent": step.parent,
-        "kind": getattr(step, "kind", "apply"),
-        "primitive": step.primitive,
-        "label": step.label,
-    }
-
-
-def target_label(target: Any) -> str:
-    """ "cpu", "cuda" or the target's kind, from what a Measurement records (often TVM's target JSON)."""
-    text = str(target or "")
-    kind = text
-    if text.startswith("{"):
-        try:
-            kind = str(json.loads(text).get("kind", text))
-        except (ValueError, AttributeError):
-            kind = text
-    return {"llvm": "cpu", "c": "cpu"}.get(kind, kind)
-
-
-def _measurement_info(m: Measurement) -> dict:
-    """A Measurement in its one encoding (mlc_lab.model.measurement; the page's type is generated from
-    it), with the target as the page names it ("cpu", "cuda")."""
-    return {**m.to_json(), "target": target_label(m.target)}
-
-
-def _summary_detail(exc: BaseException) -> tuple[str, str]:
-    """First line of an error, and the rest (with the error's own detail) for a details box."""
-    text = str(getattr(exc, "summary", None) or exc)
-    first, _, rest = text.partition("\n")
-    detail = getattr(exc, "detail", "") or ""
-    rest = rest.strip("\n")
-    return first.strip() or type(exc).__name__, "\n\n".join(p for p in (rest, detail) if p)
-
-
 def _names(result: Any) -> Any:
     if result is None or isinstance(result, str):
         return result
@@ -819,12 +757,3 @@ def _ipython() -> Any:
 
     module = sys.modules.get("IPython")
     return module.get_ipython() if module is not None else None
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).split("\n", 1)[0] or type(exc).__name__).strip()
-
-
-def _strip_line_prefix(text: str, line: int | None) -> str:
-    prefix = f"line {line}: "
-    return text[len(prefix) :] if line is not None and text.startswith(prefix) else text

@@ -22,6 +22,7 @@ import pytest
 
 from mlc_lab.core.access import Footprint, LoopFootprint
 from mlc_lab.errors import AccessAnalysisError, MlcLabError
+from mlc_lab.widgets import access_render as ar
 from mlc_lab.widgets import access_view as av
 from mlc_lab.widgets.access_view import AccessView, access_view
 from tests.widgets.fakes import FakeSession
@@ -443,17 +444,17 @@ def test_export_html_and_png(view, tmp_path):
 
 def test_heatmap_colours_follow_the_rules():
     fp = chapter2_result({"i": 3, "k": 7})
-    img = av.heatmap_rgb(fp["Y"])
-    assert tuple(img[3, 0]) == av.COLORS["both"] and tuple(img[0, 0]) == av.COLORS["empty"]
-    assert tuple(av.heatmap_rgb(fp["B"])[7, 2]) == av.COLORS["read"]
-    early = av.heatmap_rgb(fp["B"], time=1, steps=4)
-    assert tuple(early[7, 1]) == av.COLORS["read"]  # touched now: full colour
+    img = ar.heatmap_rgb(fp["Y"])
+    assert tuple(img[3, 0]) == ar.COLORS["both"] and tuple(img[0, 0]) == ar.COLORS["empty"]
+    assert tuple(ar.heatmap_rgb(fp["B"])[7, 2]) == ar.COLORS["read"]
+    early = ar.heatmap_rgb(fp["B"], time=1, steps=4)
+    assert tuple(early[7, 1]) == ar.COLORS["read"]  # touched now: full colour
     assert early[7, 0].tolist() != early[7, 1].tolist() != early[7, 3].tolist()  # past dimmer, future ghost
 
 
 def test_png_encoder_round_trip():
     rgb = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
-    data = av.png_bytes(rgb)
+    data = ar.png_bytes(rgb)
     idat = data[data.index(b"IDAT") + 4 : data.index(b"IEND") - 8]
     raw = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(2, 1 + 9)
     assert (raw[:, 0] == 0).all() and (raw[:, 1:].reshape(2, 3, 3) == rgb).all()
@@ -461,7 +462,7 @@ def test_png_encoder_round_trip():
 
 def test_palette_matches_the_front_end():
     ts = (ROOT / "js" / "access" / "color.ts").read_text()
-    for name, rgb in av.COLORS.items():
+    for name, rgb in ar.COLORS.items():
         m = re.search(rf"{name}: \[(\d+), (\d+), (\d+)\]", ts)
         assert m and tuple(int(x) for x in m.groups()) == rgb, name
 
@@ -568,10 +569,10 @@ def test_trait_changes_from_the_front_end(view):
 
 def test_auto_region_zooms_like_the_front_end():
     """view_box follows js/access/data.ts viewBox (memory_view.test.ts has the same cases)."""
-    assert av.view_box((16, 16), (3, 4, 1, 2)) == (0, 0, 16, 16)  # small: whole
-    assert av.view_box((128, 128), (7, 8, 1, 4)) == (5, 6, 5, 8)  # the run with context
-    assert av.view_box((1024, 1024), (0, 0, 600, 1024)) == (0, 0, 1024, 1024)  # most of it: whole
+    assert ar.view_box((16, 16), (3, 4, 1, 2)) == (0, 0, 16, 16)  # small: whole
+    assert ar.view_box((128, 128), (7, 8, 1, 4)) == (5, 6, 5, 8)  # the run with context
+    assert ar.view_box((1024, 1024), (0, 0, 600, 1024)) == (0, 0, 1024, 1024)  # most of it: whole
     fp = chapter2_result({"i": 3, "k": 7})
-    img = av.heatmap_rgb(fp["B"], region="auto")  # B: row 7, columns 0..3 of 128 x 128
+    img = ar.heatmap_rgb(fp["B"], region="auto")  # B: row 7, columns 0..3 of 128 x 128
     assert img.shape[:2] == (5, 6)
-    assert tuple(img[2, 0]) == av.COLORS["read"] and tuple(img[0, 0]) == av.COLORS["empty"]
+    assert tuple(img[2, 0]) == ar.COLORS["read"] and tuple(img[0, 0]) == ar.COLORS["empty"]

@@ -63,25 +63,25 @@ def test_apply_request_goes_through_the_session_and_updates_the_state(explorer, 
         ("apply", {"primitive": "split", "kwargs": {"loop": "Y/j", "factors": [None, 4]}}),
         ("apply", {"primitive": "sample_perfect_tile", "then_split": True, "kwargs": {"loop": "k", "n": 2}}),
         ("apply", {"primitive": "vectorize", "kwargs": {"loop": "k"}}),  # a failure: the error and the attempt
-        ("undo", {}),  # an error too: nothing to undo
+        ("goto", {"step": 0}),  # a move to a step the page does not hold
         ("replay", {"trace": "sch.parallel(loop=Y/i)\nsch.unroll(loop=k)"}),
     ],
 )
 def test_one_click_is_one_state_message(explorer, request_):
     c = explorer.comm
     c.request("apply", {"primitive": "parallel", "kwargs": {"loop": "C/i"}})
-    c.request("select_name", {"name": "C/j"})
+    explorer.select("C/j")
     mark = len(c.sent)
     c.request(*request_, req_id="click")
     kinds = [m["data"].get("method") for m in c.sent[mark:]]
     assert kinds == ["update", "custom"], kinds  # one state update, then the reply
 
 
-def test_undo_and_goto_send_no_history(explorer):
+def test_goto_sends_no_history(explorer):
     c = explorer.comm
     c.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}})
     mark = len(c.sent)
-    c.request("undo")
+    c.request("goto", {"step": 0})
     (state,) = c.updates(mark)
     assert "history" not in state and step_of(state)["id"] == 0
 
@@ -171,23 +171,25 @@ def test_sample_perfect_tile_then_split(explorer, session):
     assert explorer.decisions[0]["value"] == [32, 4]
 
 
-def test_undo_redo_goto(explorer, session):
+def test_goto(explorer, session):
     c = explorer.comm
     c.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}})
     c.request("apply", {"primitive": "unroll", "kwargs": {"loop": "C/j"}})
-    assert c.request("undo")["result"] == {"step": 1}
+    assert c.request("goto", {"step": 1})["result"] == {"step": 1}
     assert explorer.current == 1 and explorer.can_redo is True
-    assert c.request("redo")["result"] == {"step": 2}
+    assert c.request("goto", {"step": 2})["result"] == {"step": 2}
     assert c.request("goto", {"step": 0})["ok"] is True
     assert explorer.current == 0 and explorer.script == session.script_at(0)
     assert c.request("goto", {"step": "2"})["ok"] is True  # ids may come back as text
     assert explorer.current == 2
 
 
-def test_undo_at_the_root_is_an_error_state(explorer):
-    reply = explorer.comm.request("undo")
-    assert reply["ok"] is False and "nothing to undo" in reply["error"]["summary"]
-    assert explorer.error["source"] == "history"
+def test_the_retired_requests_are_refused(explorer):
+    """undo, redo and select_name: the page moves through the steps it holds and sets the selection trait."""
+    for method in ("undo", "redo", "select_name"):
+        reply = explorer.comm.request(method, {})
+        assert reply["ok"] is False, method
+    assert explorer.current == 0
 
 
 def test_goto_unknown_step(explorer):
@@ -198,7 +200,7 @@ def test_goto_unknown_step(explorer):
 def test_branching_after_undo_keeps_both_branches(explorer, session):
     c = explorer.comm
     c.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}})
-    c.request("undo")
+    c.request("goto", {"step": 0})
     c.request("apply", {"primitive": "unroll", "kwargs": {"loop": "Y/i"}})
     root = explorer.steps[0]
     assert root["children"] == [1, 2]
@@ -275,18 +277,10 @@ def test_export_html_request(explorer):
 
 
 def test_clear_error(explorer):
-    explorer.comm.request("undo")
+    explorer.comm.request("apply", {"primitive": "vectorize", "kwargs": {"loop": "k"}})
     assert explorer.error
     assert explorer.comm.request("clear_error")["ok"] is True
     assert explorer.error == {}
-
-
-def test_select_name_request(explorer):
-    assert explorer.comm.request("select_name", {"name": "C/j"})["result"] == {
-        "selection": {"kind": "loop", "name": "C/j"}
-    }
-    reply = explorer.comm.request("select_name", {"name": "nope"})
-    assert reply["ok"] is False
 
 
 def test_selection_from_the_front_end(explorer):
@@ -301,7 +295,7 @@ def test_selection_of_a_vanished_loop_is_cleared(explorer):
     explorer.comm.request("apply", {"primitive": "split", "kwargs": {"loop": "Y/j", "factors": [None, 4]}})
     assert explorer.selection["name"] == "j_0"
     explorer.select("j_1")
-    explorer.comm.request("undo")
+    explorer.comm.request("goto", {"step": 0})
     assert explorer.selection == {}
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import threading
 
 from mlc_lab.model.requests import REQUESTS
-from mlc_lab.widgets.explorer import Explorer, target_label
+from mlc_lab.widgets.explorer import Explorer
+from mlc_lab.widgets.explorer_text import target_label
 
 
 def ask(w: Explorer, method: str, params: dict | None = None, req_id: str = "m1") -> dict:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mlc_lab.core import model_ts
 from mlc_lab.model.measurement import Measurement, hover
-from mlc_lab.widgets.explorer import _measurement_info
+from mlc_lab.widgets.explorer_text import _measurement_info
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "measurement_unsteady.json"

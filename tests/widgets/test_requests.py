@@ -91,11 +91,8 @@ def test_the_explorer_answers_with_the_declared_results(explorer):
     c = explorer.comm
     asked = [
         ("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}}),
-        ("undo", {}),
-        ("redo", {}),
         ("goto", {"step": 0}),
         ("history", {}),
-        ("select_name", {"name": "Y/i", "kind": "loop"}),
         ("clear_error", {}),
     ]
     for name, params in asked:

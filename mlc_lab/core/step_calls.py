@@ -1,0 +1,98 @@
+"""A schedule call as a Session keeps it: values drawn by sample_* (Sampled), the call's label and its
+arguments as JSON, and the plain sentences for a call that failed on replay or used a renamed method."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlc_lab.errors import TraceParseError
+from mlc_lab.tvm import schedule as tsch
+from mlc_lab.tvm import trace_io
+
+
+class Sampled:
+    """A value drawn by ``sample_*``; pass it as a split factor. ``int(x)`` gives its current value."""
+
+    def __init__(self, session: Any, step: int, handle: tsch.Handle, value: Any):  # the Session that drew it
+        self.session = session
+        self.step = step
+        self.handle = handle
+        self.value = value
+
+    def __int__(self) -> int:
+        return int(self.value)
+
+    def __index__(self) -> int:
+        return int(self.value)
+
+    def __repr__(self) -> str:
+        return f"Sampled({self.value!r})"
+
+
+# Schedule methods the course's TVM had under other names (TVM 0.27 renamed them).
+_RENAMED_METHODS = {"get_block": "get_sblock"}
+
+
+def _legacy_attribute_hint(exc: AttributeError) -> str:
+    """The plain sentence for a schedule function that uses a name TVM 0.27 no longer has."""
+    name = getattr(exc, "name", None) or ""
+    if name in _RENAMED_METHODS:
+        return (
+            f"the schedule function calls sch.{name}, which TVM 0.27 calls {_RENAMED_METHODS[name]}: "
+            f"use sch.{_RENAMED_METHODS[name]}, or pass the course's code through mlc_lab.convert"
+        )
+    return f"the schedule function raised AttributeError: {exc}"
+
+
+def _replay_error(call: trace_io.TraceCall, message: str) -> TraceParseError:
+    """``line 4: sch.split(...)`` / ``instruction 7 (Split): ...`` then what went wrong."""
+    first, _, rest = message.partition("\n")
+    text = first + (f"\n  {call.text}" if call.text else "") + (f"\n{rest}" if rest else "")
+    if call.where.startswith("instruction"):
+        return TraceParseError(f"{call.where}: {text}")
+    return TraceParseError(text, line=call.line)
+
+
+def _has_sampled(value: Any) -> bool:
+    if isinstance(value, Sampled):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_has_sampled(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_sampled(v) for v in value.values())
+    return False
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Sampled):
+        return {"sampled": _jsonable(value.value)}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def _arg_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Sampled):
+        return f"~{value.value}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_arg_text(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_arg_text(v) for v in value) + ")"
+    return repr(value)
+
+
+def _call_label(primitive: str, args: tuple, kwargs: dict) -> str:
+    """``split(Y/j, factors=[None, 4])``: the same text however the call was spelled (see call_parts)."""
+    try:
+        parts = [
+            _arg_text(v) if k is None else f"{k}={_arg_text(v)}" for k, v in tsch.call_parts(primitive, args, kwargs)
+        ]
+    except TypeError:  # arguments that do not fit: the step will fail; label it as given
+        parts = [_arg_text(a) for a in args] + [f"{k}={_arg_text(v)}" for k, v in kwargs.items()]
+    return f"{primitive}({', '.join(parts)})"

@@ -1,0 +1,68 @@
+"""How the explorer words what it shows: a call's label, a step's history entry, a target's name, an
+error's first line and detail."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mlc_lab.model.measurement import Measurement
+
+
+def call_label(primitive: str, args: list, kwargs: dict) -> str:
+    def text(v: Any) -> str:
+        if isinstance(v, str):
+            return v
+        if isinstance(v, list):
+            return "[" + ", ".join(text(x) for x in v) + "]"
+        return repr(v)
+
+    parts = [text(a) for a in args] + [f"{k}={text(v)}" for k, v in kwargs.items()]
+    return f"{primitive}({', '.join(parts)})"
+
+
+def _summary(step: Any) -> dict:
+    """A history entry (as StepSummary.to_json) of a Session's step."""
+    return {
+        "id": step.id,
+        "parent": step.parent,
+        "kind": getattr(step, "kind", "apply"),
+        "primitive": step.primitive,
+        "label": step.label,
+    }
+
+
+def target_label(target: Any) -> str:
+    """ "cpu", "cuda" or the target's kind, from what a Measurement records (often TVM's target JSON)."""
+    text = str(target or "")
+    kind = text
+    if text.startswith("{"):
+        try:
+            kind = str(json.loads(text).get("kind", text))
+        except (ValueError, AttributeError):
+            kind = text
+    return {"llvm": "cpu", "c": "cpu"}.get(kind, kind)
+
+
+def _measurement_info(m: Measurement) -> dict:
+    """A Measurement in its one encoding (mlc_lab.model.measurement; the page's type is generated from
+    it), with the target as the page names it ("cpu", "cuda")."""
+    return {**m.to_json(), "target": target_label(m.target)}
+
+
+def _summary_detail(exc: BaseException) -> tuple[str, str]:
+    """First line of an error, and the rest (with the error's own detail) for a details box."""
+    text = str(getattr(exc, "summary", None) or exc)
+    first, _, rest = text.partition("\n")
+    detail = getattr(exc, "detail", "") or ""
+    rest = rest.strip("\n")
+    return first.strip() or type(exc).__name__, "\n\n".join(p for p in (rest, detail) if p)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).split("\n", 1)[0] or type(exc).__name__).strip()
+
+
+def _strip_line_prefix(text: str, line: int | None) -> str:
+    prefix = f"line {line}: "
+    return text[len(prefix) :] if line is not None and text.startswith(prefix) else text
