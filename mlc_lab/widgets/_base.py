@@ -447,6 +447,8 @@ class RpcWidget(anywidget.AnyWidget):
         """Keep a record for views without a kernel; of each group only the last ``keep`` stay, and
         replies (groups other than "step") within ``_mlc_reply_budget`` bytes in all (the dropped
         ones are closed, so they leave the saved state too; ``mlc_records_dropped`` counts them)."""
+        if self.comm is None:  # closed (a background analysis that ended after its view): nothing to keep
+            return
         with _record_lock:
             records: dict[str, tuple[str, Recorded]] = self.__dict__.setdefault("_mlc_records", {})
             old = records.pop(key, None)
@@ -468,7 +470,7 @@ class RpcWidget(anywidget.AnyWidget):
                     total -= rec.nbytes
                     rec.close()
                     dropped[g] = dropped.get(g, 0) + 1
-            self._mlc_recorded = {k: f"IPY_MODEL_{r.model_id}" for k, (_g, r) in records.items()}
+            self._mlc_recorded = {k: f"IPY_MODEL_{r.model_id}" for k, (_g, r) in records.items() if r.comm is not None}
 
     @property
     def mlc_records_dropped(self) -> dict[str, int]:
