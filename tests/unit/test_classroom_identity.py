@@ -267,7 +267,9 @@ def test_a_client_that_cannot_reach_the_server_says_it_was_not_stored(tmp_path):
     started = time.monotonic()
     with pytest.raises(client.ClassServerError, match=r"^not stored: .* cannot be reached .*tries in 1\.5 s") as err:
         client.submit(f"http://127.0.0.1:{port}", TRACE, token="t", retry_s=1.5)
-    assert 1.0 < time.monotonic() - started < 10
+    # it waited between tries (0.5 s, then 1 s, cut at 1.5 s): at least 1 s, whatever the load; no
+    # upper bound on wall time, which a loaded machine stretches (a hang is pytest's to catch)
+    assert time.monotonic() - started >= 1.0
     # with backoff (0.5 s, then 1 s, cut at the deadline): three tries, not a busy loop
     assert re.search(r"; (\d+) tries in", str(err.value)).group(1) == "3"
 
