@@ -38,7 +38,7 @@ def _analysis():
     """(footprint(func, loop), gpu_stats(func, loop)) of whichever analysis is importable."""
     try:
         from mlc_lab.core import access
-        from mlc_lab.tvm.access_ir import loop_id, lower
+        from mlc_lab.tvm.access import loop_id, lower
     except ImportError:  # the analysis before the split: one module that took TVM objects
         from mlc_lab.core.access import footprint as old_fp, gpu_stats as old_gpu
 
@@ -124,7 +124,7 @@ def big_outer_loop(repeat: int) -> dict:
     whole answer the page gets (analysis, cropping, pooling to the drawn size, packing). Target:
     under 2 s, or the answer says it is pooled (``crop.pool``)."""
     import mlc_lab
-    from mlc_lab.widgets.access_view import footprint_payload
+    from mlc_lab.widgets.access.view import footprint_payload
 
     session = mlc_lab.Session(BIG_MATMUL)
     session.footprint("k")  # lowering and indexing, once

@@ -20,9 +20,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlc_lab._threads import cpu_name  # noqa: E402
-from mlc_lab.core import check_facts, checks, hazards  # noqa: E402
+from mlc_lab.core import checks  # noqa: E402
+from mlc_lab.core.checks import facts as check_facts
+from mlc_lab.core.checks import hazards
 from mlc_lab.core.checks import CHECKS, Target  # noqa: E402
-from mlc_lab.tvm import access_ir  # noqa: E402
+from mlc_lab.tvm import access as access_ir  # noqa: E402
 from tests.labs import gpu_matmul as lab  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Time of the numeric check of GPU schedules without a GPU (`mlc_lab.core.numeric_gpu`); prints JSON.
+"""Time of the numeric check of GPU schedules without a GPU (`mlc_lab.core.checks.numeric_gpu`); prints JSON.
 
     .venv/bin/python benchmarks/numeric_gpu.py [--size 128] [--repeat 3]
 
@@ -30,7 +30,7 @@ def main() -> int:
     args = parser.parse_args()
 
     import mlc_lab
-    from mlc_lab.core.numeric_gpu import numeric_check
+    from mlc_lab.core.checks.numeric_gpu import numeric_check
     from mlc_lab.tvm.course_programs import matmul
     from tests.unit.test_cuda import blocking_with_shared
 

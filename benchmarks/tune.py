@@ -1,6 +1,6 @@
 """Tuning figures, printed as one JSON object (issue 12's list):
 
-  speed:      64 trials of the 128^3 float32 matmul through `mlc_lab.core.tune.tune` (wall time from
+  speed:      64 trials of the 128^3 float32 matmul through `mlc_lab.core.tuning.tune` (wall time from
               the call to the end of the job, the end-of-run re-timing included), against a bare
               `ms.tune_tir` in a plain subprocess in the same run: the same builder and start-up
               fixes, but meta_schedule's stock runner settings (number=1, repeat=3,
@@ -50,7 +50,7 @@ sys.path.insert(0, ROOT)
 
 import mlc_lab  # noqa: E402
 from mlc_lab.core.measure import measure, shutdown_worker  # noqa: E402
-from mlc_lab.core.tune import tune  # noqa: E402
+from mlc_lab.core.tuning import tune  # noqa: E402
 from benchmarks.machine import numpy_matmul as numpy_gflops  # noqa: E402  (numpy timed the same way)
 from mlc_lab import _contention  # noqa: E402
 from mlc_lab._threads import cpu_name  # noqa: E402
@@ -59,7 +59,8 @@ from mlc_lab.tvm.course_programs import matmul  # noqa: E402  (the course's matm
 
 BARE_SNIPPET = """
 import sys, time
-from mlc_lab.tvm import build, tuning
+from mlc_lab.tvm import build
+from mlc_lab.tvm.tuning import job as tuning
 from tvm.s_tir import meta_schedule as ms
 import tvm
 work_dir, module_path, trials, per_iter, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])

@@ -26,7 +26,7 @@ def load(src, func=None):
 
 def convert(code: str) -> str:
     """Rewrite the MLC course's legacy TVM code so that it runs on the pinned TVM."""
-    from mlc_lab.tvm.compat import convert as _convert
+    from mlc_lab.text.compat import convert as _convert
 
     return _convert(code)
 
@@ -48,7 +48,7 @@ def __getattr__(name: str):
 
         return explore
     if name == "access_view":
-        from mlc_lab.widgets.access_view import access_view
+        from mlc_lab.widgets.access.view import access_view
 
         return access_view
     if name in ("course_program", "course_programs", "open_trace", "open_tuning_run"):
@@ -60,7 +60,7 @@ def __getattr__(name: str):
 
         return dashboard
     if name in ("tune", "TuneJob"):
-        from mlc_lab.core import tune as _tune
+        from mlc_lab.core import tuning as _tune
 
         return getattr(_tune, name)
     if name in ("measure", "time_callable"):

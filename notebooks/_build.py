@@ -332,7 +332,7 @@ chapter's program in a session of its own (the explorer's **Memory** panel follo
         "code",
         r"""
 try:
-    from mlc_lab.widgets.access_view import access_view
+    from mlc_lab.widgets.access.view import access_view
 except ImportError:  # an older mlc_lab without the access view: the figures above carry the same data
     access_view = None
 view = access_view(replayed, "k", at={"i": 0, "j_0": 0}) if access_view is not None else None
@@ -853,7 +853,7 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 
 import mlc_lab
-from mlc_lab.core.tune import tune
+from mlc_lab.core.tuning import tune
 from mlc_lab.widgets.tuning import dashboard
 
 # Tuning budget per meta_schedule run: 64 trials is a good classroom value (a few minutes on a
@@ -1634,7 +1634,7 @@ The same data in the access view (choose loop `k_0`, colour by thread, pick a wa
         "code",
         r"""
 try:
-    from mlc_lab.widgets.access_view import access_view
+    from mlc_lab.widgets.access.view import access_view
 except ImportError:  # an older mlc_lab without the access view
     access_view = None
 access_view(shared_mm.session, "k_0") if access_view is not None else None
@@ -1653,7 +1653,7 @@ It has to *run* candidates, so it needs a GPU (or an RPC runner on a machine wit
     (
         "code",
         r"""
-from mlc_lab.core.tune import tune
+from mlc_lab.core.tuning import tune
 from mlc_lab.widgets.tuning import dashboard
 
 gpu_job = None
@@ -1827,7 +1827,7 @@ for name, fp in session.footprint(loop).items():
         "code",
         r"""
 try:
-    from mlc_lab.widgets.access_view import access_view
+    from mlc_lab.widgets.access.view import access_view
 except ImportError:  # an older mlc_lab without the access view
     access_view = None
 access_view(session, loop) if access_view is not None else None

@@ -24,7 +24,7 @@ describe("colour rules", () => {
   });
 
   it("uses the same thread hues as the Python snapshot renderer", () => {
-    // mlc_lab.widgets.access_view._hue_rgb([0, 1, 2, 3, 63])
+    // mlc_lab.widgets.access.view._hue_rgb([0, 1, 2, 3, 63])
     expect([0, 1, 2, 3, 63].map(hueColor)).toEqual([
       [224, 85, 85],
       [85, 126, 224],

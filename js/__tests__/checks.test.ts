@@ -1,9 +1,9 @@
 // @vitest-environment jsdom
-// The explorer's Checks panel (js/explorer/checks.ts) and the history's hazard marks, driven through
+// The explorer's Checks panel (js/checks/panel.ts) and the history's hazard marks, driven through
 // the explorer view with a fake model as Python would set its traits.
 import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
-import { type StepChecks, checksBadge, evidenceText, hazardMark, pathAfter, taskPoints, taskVerdicts } from "../explorer/checks";
+import { type StepChecks, checksBadge, evidenceText, hazardMark, pathAfter, taskPoints, taskVerdicts } from "../checks/panel";
 import { markKernel, recordKey } from "../lib/offline";
 import { fakeModel, tick } from "./fixtures";
 

@@ -2,7 +2,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
 import type { Lowering } from "../lib/model";
-import { type PassInfo, asmLanguage, codeText, loopFacts, scriptAfter, scriptBefore, widthText } from "../explorer/compiler";
+import { type PassInfo, asmLanguage, codeText, loopFacts, scriptAfter, scriptBefore, widthText } from "../lowering/compiler";
 import { fakeModel, tick } from "./fixtures";
 import type { StepData } from "../lib/types";
 import { explorerOffline } from "../explorer/offline";
@@ -12,7 +12,7 @@ import { SavedWidgets, type SavedState } from "../lib/saved";
 // Explorer.lower sends it (written by tests/widgets/test_explorer_compiler.py from Session.lower).
 import bigTile from "../../tests/fixtures/lowering_cuda_big_tile.json";
 import bigTileStep from "../../tests/fixtures/step_cuda_big_tile.json";
-import { cudaFacts } from "../explorer/compiler";
+import { cudaFacts } from "../lowering/compiler";
 
 const pass = (index: number, name: string, status: PassInfo["status"], base: number, script: string | null = null, extra: Partial<PassInfo> = {}): PassInfo => ({
   index, name, phase: "pipeline", status, depth: 0, base, note: "", script, error: null, seconds: 0.001, ...extra,

@@ -1,7 +1,7 @@
 // @vitest-environment jsdom
 import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
-import { cudaLanguage, launchShape } from "../explorer/cuda";
+import { cudaLanguage, launchShape } from "../lowering/cuda";
 import { keyAction } from "../explorer/keys";
 import { checkMark, checkTitle, formatLatency, latencyPlot, logRange, logTicks, measurementText, measurementTitle, plotPoints } from "../explorer/measure";
 import { EMPTY_MEASUREMENT, MEASUREMENT_HOVER, type Measurement } from "../lib/model";

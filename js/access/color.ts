@@ -1,5 +1,5 @@
 // Colour rules of the access view (pure functions, no DOM). The Python snapshot renderer
-// (mlc_lab/widgets/access_view.py: COLORS, heatmap_rgb) follows the same rules.
+// (mlc_lab/widgets/access/view.py: COLORS, heatmap_rgb) follows the same rules.
 
 import type { AccessViewTraits } from "../lib/model";
 

@@ -1,8 +1,8 @@
 // The footprint payload (JSON + binary buffers) and what the heatmaps need from it. Pure functions:
 // decoding typed arrays, bit masks, N-D -> 2-D slicing, element look-up. Python side:
-// mlc_lab/widgets/access_view.py (footprint_payload).
+// mlc_lab/widgets/access/view.py (footprint_payload).
 
-// The payload's types are generated from mlc_lab/model/access_payload.py (js/lib/model.ts).
+// The payload's types are generated from mlc_lab/model/access/payload.py (js/lib/model.ts).
 import type { AccessViewTraits, ArrayDescr, BufferPayload, FootprintResult } from "../lib/model";
 
 export type { ArrayDescr, BufferPayload, BufferStats, EnclosingLoop, FootprintResult, LoopInfo } from "../lib/model";

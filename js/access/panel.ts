@@ -28,7 +28,7 @@ export interface AccessHost {
   onProgress?(cb: (done: number, total: number) => void): void;
 }
 
-// The warp statistics' types are generated from mlc_lab/model/access_payload.py (js/lib/model.ts).
+// The warp statistics' types are generated from mlc_lab/model/access/payload.py (js/lib/model.ts).
 import type { AccessViewTraits, FootprintParams, GpuStats as GpuStatsResult, GpuStatsParams, RequestParams, RequestResults, WarpAccess } from "../lib/model";
 
 export type { GpuStatsResult, WarpAccess };

@@ -5,7 +5,7 @@ import type { AnyModel } from "@anywidget/types";
 import { h, revealInContainer } from "../lib/dom";
 import type { Measurement } from "../lib/model";
 import type { ExplorerTraits, FailureInfo, RecordCut, StepId, StepInfo } from "../lib/types";
-import { hazardMark, pathAfter } from "./checks";
+import { hazardMark, pathAfter } from "../checks/panel";
 import { historyRows } from "./history";
 import { type MeasuringInfo, checkMark, checkTitle, latencyPlot, measurementText, measurementTitle, plotPoints, roofOf, rooflinePlot, rooflinePoints } from "./measure";
 import { kernelLive } from "../lib/offline";

@@ -203,7 +203,7 @@ export function latencyPlot(points: PlotPoint[], opts: PlotOptions = {}): SVGSVG
 // FLOPs per byte against GFLOP/s). The roof is mlc_lab.machine(): min(peak, bandwidth x intensity);
 // each Measurement carries the machine's figures, so no extra state is needed.
 
-/** The machine's roof: the generated Roof (mlc_lab/model/tuning_view.py) with both figures known. */
+/** The machine's roof: the generated Roof (mlc_lab/model/tuning.py) with both figures known. */
 export type Roof = Required<Pick<ModelRoof, "peak_gflops" | "bandwidth_gbs">>;
 
 export interface RooflinePoint extends PlotPoint {

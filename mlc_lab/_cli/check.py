@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         kind = Target.of(target).kind if target is not None else ("cuda" if _binds(session) else "cpu")
         if kind != "cuda":
             raise UsageError("--numeric runs a GPU schedule on the CPU; this program is checked for a CPU target")
-        from mlc_lab.core.numeric_gpu import numeric_check
+        from mlc_lab.core.checks.numeric_gpu import numeric_check
 
         report = CheckReport(report.checks, report.hazards, numeric_check(session).to_check())
     if args.json:
@@ -85,7 +85,7 @@ def _unjudged_warning(report) -> str:
 
 
 def _binds(session) -> bool:
-    from mlc_lab.core.check_facts import binds_threads
+    from mlc_lab.core.checks.facts import binds_threads
 
     return binds_threads(session)
 

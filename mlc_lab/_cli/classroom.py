@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     )
     database = None
     if args.tuning_db_port:
-        from mlc_lab.tvm import class_db
+        from mlc_lab.tvm import classroom as class_db
 
         tracker = runner[len("rpc://") :].split("/", 1)[0] if runner else None
         try:

@@ -21,8 +21,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlc_lab.tvm.compat import MARKER, convert
-    from mlc_lab.tvm.compat_notebook import convert_notebook
+    from mlc_lab.text.compat import MARKER, convert
+    from mlc_lab.text.compat_notebook import convert_notebook
 
     text = read_text(args.file)
     try:

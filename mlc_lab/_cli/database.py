@@ -33,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     from mlc_lab.cli import UsageError
-    from mlc_lab.tvm import class_db
+    from mlc_lab.tvm import classroom as class_db
 
     if os.path.exists(args.dir) and not os.path.isdir(args.dir):
         raise UsageError(f"{args.dir} is a file; the database is a folder")

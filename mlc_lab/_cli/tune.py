@@ -52,7 +52,7 @@ def _bar(done: int, total: int, best: float | None, width: int = 30) -> str:
 def run(args: argparse.Namespace) -> int:
     from mlc_lab._cli.bench import load_session
     from mlc_lab.cli import UsageError
-    from mlc_lab.core.tune import tune, write_report
+    from mlc_lab.core.tuning import tune, write_report
 
     if args.trials < 1:
         raise UsageError("--trials must be at least 1")

@@ -1,8 +1,8 @@
 """The class server's client (``submit``, ``leaderboard``, ``summary``...). It lives in
-``mlc_lab.core.class_client`` so that ``Session.submit`` needs nothing above core; this module is its
+``mlc_lab.core.classroom`` so that ``Session.submit`` needs nothing above core; this module is its
 name beside the server."""
 
-from mlc_lab.core.class_client import (  # noqa: F401  (re-exported)
+from mlc_lab.core.classroom import (  # noqa: F401  (re-exported)
     ENV,
     HUB_TOKEN_ENV,
     TOKEN_ENV,

@@ -22,7 +22,9 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from mlc_lab.model import access_payload, checks, classroom, errors, lowering, requests, traits, tuning_view
+from mlc_lab.model import checks, classroom, errors, lowering, requests, traits
+from mlc_lab.model.access import payload as access_payload
+from mlc_lab.model import tuning as tuning_view
 from mlc_lab.model import measurement as measurement_model
 from mlc_lab.model import steps as model
 

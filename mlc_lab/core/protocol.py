@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from mlc_lab.core.model import Change, FailedAttempt, StepView
+from mlc_lab.model.steps import Change, FailedAttempt, StepView
 
 
 @runtime_checkable

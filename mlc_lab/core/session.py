@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, cast
 
 from mlc_lab.core import display
-from mlc_lab.core.model import Change, FailedAttempt, StepSummary, StepView, changed_lines
+from mlc_lab.model.steps import Change, FailedAttempt, StepSummary, StepView, changed_lines
 from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError, TraceParseError
 from mlc_lab.model.steps import LIST_RESULTS, Decision
 from mlc_lab.tvm import program
@@ -20,7 +20,7 @@ from mlc_lab.tvm import schedule as tsch
 from mlc_lab.tvm import trace_io
 from mlc_lab.core.step_calls import Sampled, _legacy_attribute_hint, _replay_error, _has_sampled, _jsonable, _call_label
 from mlc_lab.core.tilings import perfect_tilings, _product
-from mlc_lab.core.session_access import _analysis_errors, _plain_at
+from mlc_lab.core.access.query import _analysis_errors, _plain_at
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ class Session:
         ``$MLC_LAB_CLASS_TOKEN``; ``name``: a pseudonym, for a demo server only); the verdict: score,
         per-task verdicts, latency and rank (``mlc_lab.classroom.client.submit``, which retries a
         broken connection without handing in twice)."""
-        from mlc_lab.core.class_client import submit
+        from mlc_lab.core.classroom import submit
 
         return submit(
             server,
@@ -653,7 +653,7 @@ class Session:
 
     def _analyse(self, analysis: Any, loop: str, at: dict | None, step: int | None, **options: Any) -> Any:
         """Run an access analysis (``access.footprint``, ``access.gpu_stats``) on ``loop`` of a step."""
-        from mlc_lab.tvm import access_ir
+        from mlc_lab.tvm import access as access_ir
 
         func, node, at_ids = self._access_query(loop, at, step)
         with _analysis_errors(loop):
@@ -705,7 +705,7 @@ class Session:
         from mlc_lab.core.checks import check_session
 
         if target is None:
-            from mlc_lab.core.check_facts import binds_threads
+            from mlc_lab.core.checks.facts import binds_threads
 
             target = "cuda" if binds_threads(self, step) else "cpu"
         return check_session(self, names, target=target, step=step)

@@ -42,7 +42,7 @@ from mlc_lab.core.processes import alive as _alive
 from mlc_lab.core.processes import kill_tree
 from mlc_lab.errors import MeasureError, NoGPUError
 from mlc_lab.model.worker_ops import WORKER_OPS
-from mlc_lab.tvm.wire import decode, encode
+from mlc_lab.model.wire import decode, encode
 
 DEFAULT_TIMEOUT_S = WORKER_OPS["measure"].timeout_s
 START_TIMEOUT_S = WORKER_OPS["env"].timeout_s

@@ -4,7 +4,7 @@
     python -m mlc_lab.core.worker_main --job NAME WORK_DIR  run one long request, detached (tuning)
 
 Protocol of the persistent mode: one JSON object per line on stdin ({"id", "op", ...}); one per line
-back on the *original* stdout ({"id", "ok", "result"} or {"id", "ok": false, "error": ErrorInfo}); arrays as in `mlc_lab.tvm.wire`. File descriptor 1 is pointed at stderr once started,
+back on the *original* stdout ({"id", "ok", "result"} or {"id", "ok": false, "error": ErrorInfo}); arrays as in `mlc_lab.model.wire`. File descriptor 1 is pointed at stderr once started,
 so that anything TVM or generated code prints cannot corrupt the protocol. The first line written
 is {"ready": true, "pid", "env"}.
 
@@ -26,18 +26,18 @@ import traceback
 from typing import Any, Callable
 
 from mlc_lab.model.errors import ErrorInfo
-from mlc_lab.tvm.wire import RequestFailure, decode, encode
+from mlc_lab.model.wire import RequestFailure, decode, encode
 
 REQUESTS: dict[str, str] = {
     "env": "mlc_lab.tvm.build:environment_request",
     "measure": "mlc_lab.core.access.traffic:measure_request",
     "cuda": "mlc_lab.tvm.build:cuda_request",
-    "lower": "mlc_lab.tvm.lower:lower_request",
-    "run_function": "mlc_lab.tvm.exercises_tvm:run_function_request",
-    "numeric_gpu": "mlc_lab.tvm.opencl:numeric_gpu_request",
-    "run_opencl": "mlc_lab.tvm.opencl:run_function_request",
+    "lower": "mlc_lab.tvm.lowering:lower_request",
+    "run_function": "mlc_lab.tvm.exercises:run_function_request",
+    "numeric_gpu": "mlc_lab.tvm.checks.opencl:numeric_gpu_request",
+    "run_opencl": "mlc_lab.tvm.checks.opencl:run_function_request",
     "machine": "mlc_lab.tvm.machine:machine_request",
-    "tune": "mlc_lab.tvm.tuning:tune_request",  # a --job: {"work_dir": ...}
+    "tune": "mlc_lab.tvm.tuning.job:tune_request",  # a --job: {"work_dir": ...}
 }
 
 
@@ -95,7 +95,7 @@ def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "--job":
         if argv[1] == "tune":
             # the job's measuring process imports TVM while this one does (see runner_process)
-            from mlc_lab.tvm.runner_process import prestart
+            from mlc_lab.tvm.tuning.runner_process import prestart
 
             prestart(argv[2])
         result = handler(argv[1])({"work_dir": argv[2]})

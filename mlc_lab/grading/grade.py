@@ -143,7 +143,7 @@ def _judge(assignment: Assignment, part: Part, path: Path, result: GradeResult, 
 def _numeric(assignment: Assignment, session: Any, result: GradeResult) -> str | None:
     """Run the schedule at the assignment's smaller size (a GPU schedule, on the CPU) and compare it
     with the unscheduled program; the sentence that fails every task when it is wrong, or None."""
-    from mlc_lab.core.numeric_gpu import numeric_check
+    from mlc_lab.core.checks.numeric_gpu import numeric_check
 
     spec = assignment.numeric or {}
     r = numeric_check(session, sizes=spec["sizes"], rtol=spec["rtol"], atol=spec["atol"], timeout_s=spec["timeout_s"])

@@ -50,7 +50,7 @@ def forms(function: str | None = None) -> str:
 
 def read_handin(path: Path) -> str:
     """The hand-in's text: refused when missing, too large or not UTF-8 (with the byte)."""
-    from mlc_lab.tvm.trace_limits import decode_text
+    from mlc_lab.text.trace_limits import decode_text
 
     if path.is_symlink():  # it could name any file of the grader's machine
         raise Refused(f"{path.name} is a symbolic link; a hand-in is a plain file")

@@ -1,7 +1,7 @@
 """How one step compiles: the passes `tvm.compile` ran, the code, and the facts per loop and kernel.
 
 Plain data with one encoding (``Lowering.to_json``): ``mlc_lab.core.lowering`` fills it from the worker's
-answer (reading the facts with ``mlc_lab.core.codefacts``) and adds the look-ups that need it
+answer (reading the facts with ``mlc_lab.core.lowering.codefacts``) and adds the look-ups that need it
 (``Lowering.loop``, ``asm_around_first``); the explorer's Compiler panel reads the TypeScript types
 generated from here into ``js/lib/model.ts`` (``python -m mlc_lab.core.model_ts``).
 """

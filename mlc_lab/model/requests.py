@@ -40,7 +40,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NotRequired, TypedDict
 
-from mlc_lab.model.access_payload import FootprintResult, GpuStats
+from mlc_lab.model.access.payload import FootprintResult, GpuStats
 from mlc_lab.model.checks import StepChecks
 from mlc_lab.model.errors import ERROR_KINDS, ErrorInfo, ErrorKind
 from mlc_lab.model.lowering import Lowering
@@ -307,7 +307,7 @@ REQUESTS: dict[str, Request] = {
     # the Checks panel's report of a step; the explorer also sends the current step's in its ``checks``
     # trait, and records it under this request's key for saved notebooks
     "checks": Request(MaybeStepParams, StepChecks, background=True, keep=2, errors=_STEP_ERRORS),
-    # the explorer's memory panel and the memory view (mlc_lab/widgets/access_view.py)
+    # the explorer's memory panel and the memory view (mlc_lab/widgets/access/view.py)
     "access_footprint": Request(
         FootprintParams, FootprintResult, background=True, buffers=True, keep=2, step_implied=True, errors=_ANALYSIS
     ),

@@ -1,7 +1,7 @@
 """The plain-data model every view reads: one frozen ``StepView`` per step, pushed as a ``Change``.
 
 This module imports nothing from TVM and nothing of mlc_lab, so every layer may use it (the
-widgets and their tests, core, and the one door to TVM); ``mlc_lab.core.model`` re-exports it.
+widgets and their tests, core, and the one door to TVM); it has no other address.
 Each type has exactly one JSON encoding (``to_json``); the TypeScript types in ``js/lib/model.ts``
 are generated from the dataclasses here (``python -m mlc_lab.core.model_ts``; a test fails when they are stale).
 """

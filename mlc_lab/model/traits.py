@@ -18,7 +18,7 @@ from mlc_lab.model.classroom import Board, ClassSubmission, ClassSummary
 from mlc_lab.model.errors import ErrorInfo
 from mlc_lab.model.measurement import Measurement
 from mlc_lab.model.steps import FailedAttempt, HistoryResult
-from mlc_lab.model.tuning_view import BestTrial, FailureItem, Roof, TrialDetail
+from mlc_lab.model.tuning import BestTrial, FailureItem, Roof, TrialDetail
 
 __all__ = [
     "AccessError",
@@ -128,7 +128,7 @@ class ExplorerTraits(RpcTraits):
     compiler_target: str
 
 
-# --- the memory view (mlc_lab.widgets.access_view) --------------------------------------------------
+# --- the memory view (mlc_lab.widgets.access.view) --------------------------------------------------
 
 
 class AccessError(ErrorInfo):

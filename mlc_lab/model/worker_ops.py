@@ -66,7 +66,7 @@ class LowerParams(TypedDict):
 class RunParams(TypedDict):
     module: str
     func_name: str | None
-    inputs: list[Any]  # numpy arrays, as mlc_lab.tvm.wire carries them
+    inputs: list[Any]  # numpy arrays, as mlc_lab.model.wire carries them
 
 
 class NumericGpuParams(TypedDict):

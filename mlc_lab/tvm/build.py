@@ -27,7 +27,7 @@ from mlc_lab.tvm.targets import (  # noqa: F401  (re-exported: callers use build
     resolve_target,
     target_to_json,
 )
-from mlc_lab.tvm.wire import RequestFailure
+from mlc_lab.model.wire import RequestFailure
 
 ensure_tvm_threads()
 

@@ -5,7 +5,7 @@ Behind the one door to TVM because the text is TVM's spelling. The JupyterLab ex
 same names (js/labextension/src/programs.ts; a test keeps the two lists equal).
 """
 
-from mlc_lab.tvm.exercise_programs import BMM_RELU
+from mlc_lab.tvm.exercises.programs import BMM_RELU
 
 MM_RELU = """
 from tvm.script import ir as I

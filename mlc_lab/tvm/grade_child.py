@@ -85,7 +85,7 @@ def _source(submission: str) -> str | dict:
         except (ValueError, AttributeError, TypeError) as exc:
             return {"error": "not_a_notebook", "message": f"the notebook cannot be read: {exc}"}
     from mlc_lab.errors import ConvertError
-    from mlc_lab.tvm.compat import convert, looks_legacy
+    from mlc_lab.text.compat import convert, looks_legacy
 
     try:  # the course's older spelling (sch.get_block, tvm.tir.Schedule) runs as it would have then
         if looks_legacy(text):

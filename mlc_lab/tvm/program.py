@@ -80,7 +80,7 @@ def load_file(path: Path) -> tvm.IRModule:
 
 def parse_text(text: str, filename: str = "<script>") -> tvm.IRModule:
     """Parse TVMScript (a module class, a prim_func, or a .py file holding them), legacy spelling included."""
-    from mlc_lab.tvm.compat import convert, looks_legacy
+    from mlc_lab.text.compat import convert, looks_legacy
 
     original = text
     if looks_legacy(text):
@@ -131,7 +131,7 @@ def _names_for_snippet(text: str, node: ast.stmt, offset: int, filename: str) ->
     """The values of the module-level names the TVMScript definition uses: symbolic shape variables
     as TVM prints them, and constants read from the file (never run). A name it uses whose value
     cannot be read is refused here, naming both lines and the way out."""
-    from mlc_lab.tvm.constants import Unreadable, read_constants
+    from mlc_lab.text.constants import Unreadable, read_constants
 
     symbolic = _symbolic_vars_above(text)
     used, bound = _free_names(node)

@@ -24,7 +24,8 @@ from tvm.s_tir.schedule import ScheduleError, Trace
 from mlc_lab.model.steps import LEGACY_THREAD_AXES, THREAD_AXES, LoopTree, ref_of
 from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError
 from mlc_lab.tvm import looptree, program
-from mlc_lab.tvm.step_errors import step_error as _step_error
+from mlc_lab.text.step_errors import step_error as _step_error
+from mlc_lab.text.trace_tables import Ref
 
 LoopRV = s_tir.schedule.LoopRV
 SBlockRV = s_tir.schedule.SBlockRV
@@ -89,18 +90,6 @@ _DEFAULT_NOISE = {
 
 
 _SUBJECT_PARAMS = {"loop", "block", "block_or_loop", "target"}
-
-
-class Ref:
-    """A variable defined by a trace being replayed (``l3``, ``v4``): resolved from the replay's names."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __repr__(self) -> str:
-        return self.name
 
 
 @dataclass

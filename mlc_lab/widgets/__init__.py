@@ -3,7 +3,7 @@
 # `access_view` is not re-exported: the function would shadow its submodule of the same name
 # (`from mlc_lab.widgets import access_view` must stay the module). Use `mlc_lab.access_view`.
 from mlc_lab.core import display as _display
-from mlc_lab.widgets.access_view import AccessView
+from mlc_lab.widgets.access.view import AccessView
 from mlc_lab.widgets.explorer import Explorer, explore
 
 # Session.view(), Session.access_view() and a Session's notebook display open these (core never

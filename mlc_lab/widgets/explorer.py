@@ -3,7 +3,7 @@
 The widget is a view of a :class:`mlc_lab.Session`; it holds no schedule state of its own. Every
 click reaches Python as a request that calls the same Session methods a user calls, and every
 Session change (from a click or from ``explorer.session.apply(...)`` in a cell) arrives through
-``Session.on_change`` as a :class:`~mlc_lab.core.model.Change` carrying the finished step. The view
+``Session.on_change`` as a :class:`~mlc_lab.model.steps.Change` carrying the finished step. The view
 never pulls: a click is one request, one state message (the step, the history delta, the selection
 and the error together, inside ``hold_sync``), one reply. This module never imports TVM.
 
@@ -42,19 +42,19 @@ from typing import Any
 import traitlets as t
 
 from mlc_lab._threads import stop_at_exit
-from mlc_lab.core.model import Change, LoopTree, StepView, ref_of
-from mlc_lab.core.model import plain as _plain
-from mlc_lab.core.model import changed_lines as changed_lines  # noqa: PLC0414  (re-exported for the tests)
+from mlc_lab.model.steps import Change, LoopTree, StepView, ref_of
+from mlc_lab.model.steps import plain as _plain
+from mlc_lab.model.steps import changed_lines as changed_lines  # noqa: PLC0414  (re-exported for the tests)
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError, error_kind
 
 # The module by its full name: the package re-exports the function `access_view` under the same name.
-from mlc_lab.widgets.access_view import AccessRequests
+from mlc_lab.widgets.access.view import AccessRequests
 from mlc_lab.model.requests import record_key
 from mlc_lab.model.traits import ExplorerTraits
 from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle
-from mlc_lab.widgets.checks_panel import ChecksWorker, checks_setup
+from mlc_lab.widgets.checks import ChecksWorker, checks_setup
 from mlc_lab.widgets.classroom import class_assignment, classroom_setup, submit_from_explorer
-from mlc_lab.widgets.compiler_panel import BadTarget, lower_payload
+from mlc_lab.widgets.lowering import BadTarget, lower_payload
 from mlc_lab.widgets.export import collect_export, render_html
 from mlc_lab.widgets.explorer_text import (
     call_label,
@@ -125,7 +125,7 @@ class Explorer(AccessRequests, RpcWidget):
     # What the saved record leaves out ({} when nothing): {"max_steps", "steps", "steps_recorded",
     # "replies_dropped"}; a saved view says so (js/explorer/view.ts).
     record_cut = t.Dict().tag(sync=True)
-    # The Checks panel (mlc_lab/widgets/checks_panel.py): what it lists, the report of the current
+    # The Checks panel (mlc_lab/widgets/checks.py): what it lists, the report of the current
     # step (sent after the step's state, from a worker thread) and the hazards of each step.
     checks_setup = t.Dict().tag(sync=True)
     checks = t.Dict().tag(sync=True)

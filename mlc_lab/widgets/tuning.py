@@ -1,4 +1,4 @@
-"""The tuning dashboard: a live view of one meta_schedule job (``mlc_lab.core.tune.TuneJob``).
+"""The tuning dashboard: a live view of one meta_schedule job (``mlc_lab.core.tuning.TuneJob``).
 
 A background thread polls the job's work directory (a few stat calls; the records are read only
 when a file changed) and pushes what it found in one comm message at most every
@@ -30,7 +30,7 @@ import anywidget
 import traitlets as t
 
 from mlc_lab._threads import helper_thread
-from mlc_lab.model.tuning_view import BestTrial, FailureItem, Roof, TrialDetail
+from mlc_lab.model.tuning import BestTrial, FailureItem, Roof, TrialDetail
 from mlc_lab.model.traits import TuningTraits
 from mlc_lab.widgets._base import RequestError, RpcWidget, bundle
 
@@ -245,7 +245,7 @@ class TuningDashboard(RpcWidget):
     """Live view of a tuning job: progress, latency per trial with the best so far, errors of the
     failed candidates, each trial's trace and its diff against the best, Cancel.
 
-    >>> job = mlc_lab.core.tune.tune(session, trials=64)
+    >>> job = mlc_lab.core.tuning.tune(session, trials=64)
     >>> TuningDashboard(job, session=session)          # last expression of a cell
     >>> TuningDashboard.from_work_dir("/path/to/work_dir")   # after a restart: all of it is on disk
     """
@@ -559,7 +559,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _open_job(work_dir: str) -> Any:
-    from mlc_lab.core.tune import TuneJob
+    from mlc_lab.core.tuning import TuneJob
 
     return TuneJob.open(work_dir)
 

@@ -35,7 +35,7 @@ def probe(mod, test: str, out_path: str) -> None:
     from tvm import tirx
 
     from mlc_lab.core import access
-    from mlc_lab.tvm import access_ir
+    from mlc_lab.tvm import access as access_ir
 
     key = str(tvm_ffi.structural_hash(mod, map_free_vars=True))
     if key in _SEEN:

@@ -19,7 +19,7 @@ from tests.e2e.test_explorer_lab import MM_RELU
 pytestmark = pytest.mark.e2e
 
 CELLS = [
-    "import mlc_lab\nfrom mlc_lab.widgets import explore\nfrom mlc_lab.widgets.access_view import access_view\n"
+    "import mlc_lab\nfrom mlc_lab.widgets import explore\nfrom mlc_lab.widgets.access.view import access_view\n"
     "from tests.fixtures import programs_access as P\nMM_RELU = " + repr(MM_RELU),
     "ex = explore(MM_RELU)\n"
     "ex.session.apply('split', 'Y/j', factors=[None, 4])\n"

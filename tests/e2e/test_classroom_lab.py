@@ -20,7 +20,7 @@ ACTIVE_CELL_JS = "() => window.jupyterapp.shell.currentWidget.content.activeCell
 NOTEBOOK_MODE_JS = "() => window.jupyterapp.shell.currentWidget.content.mode"
 
 CELLS = [
-    "import mlc_lab\nfrom mlc_lab.widgets import explore\nfrom mlc_lab.widgets.access_view import access_view\n"
+    "import mlc_lab\nfrom mlc_lab.widgets import explore\nfrom mlc_lab.widgets.access.view import access_view\n"
     "MM_RELU = " + repr(MM_RELU),
     "ex = explore(MM_RELU)\nex.session.apply('sample_perfect_tile', 'Y/j', n=2, max_innermost_factor=16)\nex",
     "av = access_view(mlc_lab.Session(MM_RELU), 'k')\nav",
@@ -248,7 +248,7 @@ CANVAS_COLOURS_JS = """([n, name]) => {
 }"""
 
 GPU_CELLS = [
-    "import mlc_lab\nfrom mlc_lab.widgets.access_view import access_view\nfrom tests.fixtures import programs_access as P",
+    "import mlc_lab\nfrom mlc_lab.widgets.access.view import access_view\nfrom tests.fixtures import programs_access as P",
     "shared_mm = mlc_lab.Session(P.sched_gpu_shared(1024).mod)\naccess_view(shared_mm, 'k_0')",
 ]
 

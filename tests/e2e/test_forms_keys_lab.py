@@ -50,7 +50,7 @@ def test_forms_keys_one_intent_one_step(lab_server, page, artifacts):
             "import tempfile\nimport mlc_lab\nfrom mlc_lab.widgets import explore\nMM_RELU = " + repr(MM_RELU),
             "ex = explore(MM_RELU)\nex",
             "session = ex.session\nj0, j1 = session.apply('split', 'Y/j', factors=[None, 4])",
-            "from mlc_lab.core.tune import tune\nfrom mlc_lab.widgets.tuning import dashboard\n"
+            "from mlc_lab.core.tuning import tune\nfrom mlc_lab.widgets.tuning import dashboard\n"
             "s0 = mlc_lab.Session(MM_RELU)\njob = tune(s0, trials=8, work_dir=tempfile.mkdtemp(prefix='mlc_tune_e2e_'))\n"
             "board = dashboard(job, s0)\nboard",
             "print(board.cancel())",

@@ -36,7 +36,7 @@ def _():
     import os
 
     from mlc_lab.widgets import explore
-    from mlc_lab.widgets.access_view import access_view
+    from mlc_lab.widgets.access.view import access_view
     from mlc_lab.widgets.tuning import TuningDashboard
     from tests.fixtures import programs_access as P
     from tests.fixtures.programs import MM_RELU

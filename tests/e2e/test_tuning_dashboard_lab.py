@@ -28,7 +28,7 @@ def test_dashboard_live_cancel_detail_explorer(lab_server, page, artifacts):
     write_notebook(
         root / "tuning.ipynb",
         [
-            "import mlc_lab\nfrom mlc_lab.core.tune import tune\nfrom mlc_lab.widgets.tuning import TuningDashboard\n"
+            "import mlc_lab\nfrom mlc_lab.core.tuning import tune\nfrom mlc_lab.widgets.tuning import TuningDashboard\n"
             f"s = mlc_lab.Session({MATMUL!r})",
             # Far more trials than the test waits for: it is the Cancel button that ends the job.
             f"job = tune(s, trials=64, work_dir={str(work_dir)!r}, num_trials_per_iter=4,\n"

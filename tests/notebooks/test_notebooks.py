@@ -91,7 +91,7 @@ slow = pytest.mark.slow
 
 def _marked_instruction_class(text: str) -> str | None:
     """The class (codefacts' reading of the instruction) of the one line an excerpt marks ``=>``."""
-    from mlc_lab.core import codefacts
+    from mlc_lab.core.lowering import codefacts
 
     marked = re.findall(r"^=> (.+)$", text, re.MULTILINE)
     assert len(marked) == 1, f"expected one marked instruction, found {marked}"

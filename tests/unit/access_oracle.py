@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 
 from mlc_lab.core.access.expr import evaluate
-from mlc_lab.model.access_program import Leaf, Loop, Seq
+from mlc_lab.model.access.program import Leaf, Loop, Seq
 
 THREADS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 BLOCKS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")

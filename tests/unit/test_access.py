@@ -1,7 +1,7 @@
 """Access analysis: exactness against a brute-force oracle, the course's acceptance cases.
 
 The oracle below walks the IR and evaluates every index per iteration. It is deliberately
-independent of ``mlc_lab.tvm.access_ir`` and ``mlc_lab.core.access`` (its own walker, step counting and integer evaluator) and
+independent of ``mlc_lab.tvm.access`` and ``mlc_lab.core.access`` (its own walker, step counting and integer evaluator) and
 slow: use it on shapes of 16..64.
 """
 
@@ -375,7 +375,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures import programs_access as P  # noqa: E402
 from mlc_lab.core import access  # noqa: E402
 from mlc_lab.errors import AccessAnalysisError, MlcLabError  # noqa: E402
-from mlc_lab.tvm.access_ir import loop_id, lower  # noqa: E402
+from mlc_lab.tvm.access import loop_id, lower  # noqa: E402
 
 
 def footprint(func, loop, at=None, **kw):

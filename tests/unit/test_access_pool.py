@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlc_lab.widgets.access_pool import pool_arrays, pool_factors
+from mlc_lab.widgets.access.pool import pool_arrays, pool_factors
 
 
 def brute(arrays: dict, pool: list[int]) -> dict:

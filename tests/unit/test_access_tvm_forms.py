@@ -13,7 +13,7 @@ from tvm.script import tirx as T
 
 from mlc_lab.core import access
 from mlc_lab.errors import AccessAnalysisError
-from mlc_lab.tvm.access_ir import loop_id, lower
+from mlc_lab.tvm.access import loop_id, lower
 from tests.unit.test_access import all_loops, assert_every_loop, assert_exact
 
 

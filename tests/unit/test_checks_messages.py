@@ -94,7 +94,7 @@ def test_failing_primitive_names_what_the_user_sees(name):
 
 
 def test_rendering_comments_give_the_names():
-    from mlc_lab.tvm.step_errors import without_placeholders
+    from mlc_lab.text.step_errors import without_placeholders
 
     text = (
         "for i in range(4):\n    # tirx.For#0\n    for j_1 in range(8):\n        # s_tir.SBlock#1\n"
@@ -107,7 +107,7 @@ def test_rendering_comments_give_the_names():
 
 
 def test_placeholders_listed_without_separator():
-    from mlc_lab.tvm.step_errors import without_placeholders
+    from mlc_lab.text.step_errors import without_placeholders
 
     text = (
         '    # s_tir.SBlock#0\n    with T.sblock("sum"):\n    # s_tir.SBlock#1\n    with T.sblock("norm"):\n'

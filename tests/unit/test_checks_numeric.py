@@ -1,4 +1,4 @@
-"""The GPU lab against the numeric check (OpenCL on the CPU, ``mlc_lab.core.numeric_gpu``): every
+"""The GPU lab against the numeric check (OpenCL on the CPU, ``mlc_lab.core.checks.numeric_gpu``): every
 submission the checks find free of hazards computes the right numbers, and the racing and out-of-bounds
 ones, flagged before anything runs, compute wrong ones. About 10 s a submission: ``pytest -m full``."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlc_lab.core.numeric_gpu import numeric_check
+from mlc_lab.core.checks.numeric_gpu import numeric_check
 from mlc_lab.model.checks import CheckReport, CheckResult, Hazard, NumericCheck
 from tests.labs import gpu_matmul as lab
 

@@ -208,7 +208,7 @@ def test_threads_writing_different_values_to_one_element_still_race():
 
 
 def test_the_history_learns_which_step_resolved_a_hazard():
-    from mlc_lab.widgets.checks_panel import ChecksWorker
+    from mlc_lab.widgets.checks import ChecksWorker
 
     steps = [x for x in _tiles() if x[0] not in ("reverse_compute_at", "reverse_compute_inline")]
     s = session(steps + [("reverse_compute_at", "Y_local", "j_0"), ("reverse_compute_at", "Y_local", "j_1")])

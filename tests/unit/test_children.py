@@ -27,14 +27,14 @@ POPEN_ALLOWED = {
     "core/sandbox.py": "starts the sandbox's init with the pipes and fds it hands on (the sandboxed mode)",
     # TVM's PopenWorker protocol, reproduced so that meta_schedule's pool adopts the process; it runs in
     # the tuning job, under mlc_lab.tvm, which may not import core; the job's kill_tree stops it with the job
-    "tvm/runner_process.py": "TVM's own runner process, started early for meta_schedule to adopt",
+    "tvm/tuning/runner_process.py": "TVM's own runner process, started early for meta_schedule to adopt",
 }
 RUN_ALLOWED = {
     # a one-shot tool or a crash-prone engine run from inside the worker (in its process group, so that
     # the worker's time-out and kill_tree stop it too); mlc_lab.tvm may not import core's launcher
-    "tvm/opencl_run.py": "the OpenCL engine, started by the worker so that its crash is a verdict",
-    "tvm/lower.py": "ptxas, for register and spill counts",
-    "tvm/tuning_build.py": "ld, linking a candidate faster than TVM's own link",
+    "tvm/checks/opencl_run.py": "the OpenCL engine, started by the worker so that its crash is a verdict",
+    "tvm/lowering.py": "ptxas, for register and spill counts",
+    "tvm/tuning/build.py": "ld, linking a candidate faster than TVM's own link",
 }
 FORK_ALLOWED = {"core/_sandbox_init.py": "the sandbox's init, inside its namespaces"}
 
@@ -158,7 +158,7 @@ def test_a_failure_crosses_as_error_info_and_back():
     from mlc_lab.errors import MeasureError, NoGPUError
     from mlc_lab.model.conform import problems
     from mlc_lab.model.errors import ErrorInfo
-    from mlc_lab.tvm.wire import RequestFailure
+    from mlc_lab.model.wire import RequestFailure
 
     for exc, kind in (
         (RequestFailure("no_gpu", "no CUDA GPU here", "nvidia-smi: none"), "no_gpu"),
@@ -232,8 +232,8 @@ def test_the_class_servers_child_still_dies_with_the_server_and_carries_its_mark
         ("mlc_lab.core.machine", "machine", "timeout", "machine"),
         ("mlc_lab.core.measure", "measure", "timeout", "measure"),
         ("mlc_lab.core.measure", "cuda_source", "timeout", "cuda"),
-        ("mlc_lab.core.numeric_gpu", "numeric_check", "timeout_s", "numeric_gpu"),
-        ("mlc_lab.core.numeric_gpu", "run_gpu_function", "timeout_s", "run_opencl"),
+        ("mlc_lab.core.checks.numeric_gpu", "numeric_check", "timeout_s", "numeric_gpu"),
+        ("mlc_lab.core.checks.numeric_gpu", "run_gpu_function", "timeout_s", "run_opencl"),
         ("mlc_lab.exercises", "run_function", "timeout", "run_function"),
     ],
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlc_lab.core import codefacts as cf
+from mlc_lab.core.lowering import codefacts as cf
 
 # A hand-made listing in the shape LLVM prints for TVM: functions, `.loc 1 LINE COL` directives
 # naming lines of the step's TVMScript, and a parallel body function without line information.

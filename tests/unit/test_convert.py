@@ -1,4 +1,4 @@
-"""mlc_lab.tvm.compat: legacy MLC-course code -> TVM 0.27 spelling, as text edits."""
+"""mlc_lab.text.compat: legacy MLC-course code -> TVM 0.27 spelling, as text edits."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from mlc_lab.errors import ConvertError
-from mlc_lab.tvm.compat import MARKER, cli_target_to_dict, convert, looks_legacy
+from mlc_lab.text.compat import MARKER, cli_target_to_dict, convert, looks_legacy
 
 
 def conv(code: str) -> str:
@@ -534,7 +534,7 @@ def test_compat_does_not_import_tvm():
     import subprocess
     import sys
 
-    probe = "import sys, mlc_lab.tvm.compat as c; c.convert('x = tvm.nd.array(a)'); print('tvm' in sys.modules)"
+    probe = "import sys, mlc_lab.text.compat as c; c.convert('x = tvm.nd.array(a)'); print('tvm' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

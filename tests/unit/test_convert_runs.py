@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from mlc_lab.tvm.compat import MARKER, convert, looks_legacy
-from mlc_lab.tvm.compat_notebook import convert_notebook
+from mlc_lab.text.compat import MARKER, convert, looks_legacy
+from mlc_lab.text.compat_notebook import convert_notebook
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mlc_lab.tvm.compat import MARKER, convert, looks_legacy
+from mlc_lab.text.compat import MARKER, convert, looks_legacy
 
 FIXTURES = sorted((Path(__file__).parents[1] / "fixtures" / "legacy").glob("*.py"))
 TUNES = {"ch4_auto_opt", "ch4_2022_auto_opt"}  # the fixtures that call ms.tune_tir

@@ -1,5 +1,5 @@
 """The packed-panel GEMM sketch that the tuner adds to meta_schedule's default CPU space
-(mlc_lab.tvm.cpu_space): which blocks it recognises, that every sample of it replays, builds and
+(mlc_lab.tvm.tuning.cpu_space): which blocks it recognises, that every sample of it replays, builds and
 computes the right product, and that a fresh "auto" job measures it in its first batch."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.schedule import Trace
 
 import mlc_lab
-from mlc_lab.core.tune import tune
-from mlc_lab.tvm import cpu_space
+from mlc_lab.core.tuning import tune
+from mlc_lab.tvm.tuning import cpu_space
 from mlc_lab.tvm.build import param_specs
 from tests.fixtures.programs import CONV, MM_RELU, matmul
 

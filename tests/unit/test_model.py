@@ -1,14 +1,15 @@
-"""The plain-data model (mlc_lab.core.model) and the layer rule around it."""
+"""The plain-data model (mlc_lab.model.steps) and the layer rule around it."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-from mlc_lab.core.model import Change, StepSummary, StepView, changed_lines
+from mlc_lab.model.steps import Change, StepSummary, StepView, changed_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,7 +71,7 @@ def test_the_package_registers_the_views_for_users():
 
 def test_the_one_name_rule_answers_the_shared_cases():
     """tests/fixtures/name_rule.json: the same cases run against js/lib/names.ts (vitest)."""
-    from mlc_lab.core.model import LoopTree, ref_of
+    from mlc_lab.model.steps import LoopTree, ref_of
 
     vectors = json.loads((ROOT / "tests" / "fixtures" / "name_rule.json").read_text())
     assert len(vectors["cases"]) >= 20
@@ -108,7 +109,7 @@ def test_the_typescript_model_is_generated_from_the_python_one():
 def test_plain_makes_view_data_json_safe():
     import numpy as np
 
-    from mlc_lab.core.model import plain
+    from mlc_lab.model.steps import plain
 
     class Sampled:
         value = [4, 8]
@@ -119,15 +120,20 @@ def test_plain_makes_view_data_json_safe():
     assert type(out["1"][0]) is int and json.dumps(out)
 
 
-def test_the_model_names_the_types_that_live_with_their_analyses():
-    from mlc_lab.core import model
-    from mlc_lab.core.access.model import Footprint, GpuStats, WarpAccess
-    from mlc_lab.core.measure import Measurement
-    from mlc_lab.core.tune import TuneRecord
-
-    assert (model.Footprint, model.GpuStats, model.WarpAccess) == (Footprint, GpuStats, WarpAccess)
-    assert model.Measurement is Measurement and model.TuneRecord is TuneRecord
-    code = "import sys, mlc_lab.core.model; assert 'numpy' not in sys.modules and 'tvm' not in sys.modules"
+def test_the_step_model_has_one_address():
+    """The step model is imported from mlc_lab.model.steps only: no module re-exports it (or
+    anything) with ``import *``, and the old address is gone."""
+    assert not (ROOT / "mlc_lab" / "core" / "model.py").exists()
+    starred = [
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "mlc_lab").rglob("*.py")
+        if any(
+            isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names)
+            for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        )
+    ]
+    assert starred == []
+    code = "import sys, mlc_lab.model.steps; assert 'numpy' not in sys.modules and 'tvm' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
@@ -138,7 +144,7 @@ def test_loops_without_a_block_inside_get_unique_names_the_rule_resolves():
     import tvm
 
     from mlc_lab import Session
-    from mlc_lab.core.model import ref_of
+    from mlc_lab.model.steps import ref_of
     from tests.conformance import primitive_schedules as PS
 
     sch = tvm.s_tir.Schedule(PS.MATMUL)

@@ -20,8 +20,8 @@ import pytest
 
 import mlc_lab
 from mlc_lab import exercises
-from mlc_lab.core import numeric_gpu
-from mlc_lab.core.numeric_gpu import NumericCheckError, numeric_check
+from mlc_lab.core.checks import numeric_gpu
+from mlc_lab.core.checks.numeric_gpu import NumericCheckError, numeric_check
 from mlc_lab.core.worker import worker
 from tests.fixtures.programs import GPU_TWO_BLOCKS, MM_RELU, matmul
 from tests.unit.test_cuda import blocking_with_shared
@@ -56,7 +56,7 @@ def tiled_2d(s: mlc_lab.Session, *, tile=16, local=4, tile_k=8, copy_threads=(16
 def engine():
     """The OpenCL engine kernels run on here (MLC_LAB_OPENCL_ENGINE's, when set); the tests that
     run a kernel are skipped, with the reason, where that engine cannot run one on this machine."""
-    from mlc_lab.tvm import opencl_run as opencl
+    from mlc_lab.tvm.checks import opencl_run as opencl
 
     try:
         return opencl.opencl_device()[1]
@@ -168,7 +168,9 @@ def _kill_while_the_kernel_runs(pid: int, killed: list) -> None:
     worker_proc = psutil.Process(pid)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        kernels = [c for c in worker_proc.children(recursive=True) if "mlc_lab.tvm.opencl_run" in " ".join(c.cmdline())]
+        kernels = [
+            c for c in worker_proc.children(recursive=True) if "mlc_lab.tvm.checks.opencl_run" in " ".join(c.cmdline())
+        ]
         if kernels:
             killed.extend(kernels)
             time.sleep(0.5)
@@ -301,7 +303,7 @@ def test_guard_bands_see_writes_past_a_buffer_and_reads_of_nan(engine):
     X, and one that reads 4 before the start of X into Y."""
     import pyopencl as cl
 
-    from mlc_lab.tvm import opencl_run as opencl
+    from mlc_lab.tvm.checks import opencl_run as opencl
 
     source = (
         "__kernel void over(__global float* X) { X[get_global_id(0)] = 1.0f; }\n"
@@ -431,7 +433,7 @@ def _copies_never_compute_at(s: mlc_lab.Session, scope: str = "shared", at: bool
 
 
 def test_a_host_loop_over_kernel_launches_with_host_computed_arguments_runs():
-    from mlc_lab.tvm import opencl
+    from mlc_lab.tvm.checks import opencl
 
     s = _copies_never_compute_at(mlc_lab.Session(matmul(128)))
     prog = opencl.opencl_program(s.module, "main")
@@ -444,7 +446,7 @@ def test_a_host_loop_over_kernel_launches_with_host_computed_arguments_runs():
 
 
 def test_a_host_loop_past_the_launch_limit_is_refused_with_the_count(monkeypatch):
-    from mlc_lab.tvm import opencl
+    from mlc_lab.tvm.checks import opencl
 
     monkeypatch.setattr(opencl, "MAX_LAUNCHES", 100)  # the copies alone take 128 launches
     with pytest.raises(opencl.OpenCLProgramError, match="the host code launches more than 100 kernels") as info:
@@ -514,7 +516,7 @@ def test_the_engine_can_be_forced(name, monkeypatch):
 
 
 def test_an_engine_that_does_not_exist_is_refused_by_name(monkeypatch):
-    from mlc_lab.tvm import opencl_run as opencl
+    from mlc_lab.tvm.checks import opencl_run as opencl
 
     monkeypatch.setenv("MLC_LAB_OPENCL_ENGINE", "cuda")
     with pytest.raises(

@@ -15,7 +15,7 @@ import time
 import pytest
 
 import mlc_lab
-from mlc_lab.core.tune import tune
+from mlc_lab.core.tuning import tune
 from tests.fixtures.programs import matmul
 
 KEY = "mlc-lab-test"

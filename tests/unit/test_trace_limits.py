@@ -1,4 +1,4 @@
-"""The trace parser's limits and annotation allowlist (mlc_lab.tvm.trace_limits): large, deep and
+"""The trace parser's limits and annotation allowlist (mlc_lab.text.trace_limits): large, deep and
 annotated traces are refused with their line and the limit, in bounded time, with no other error."""
 
 from __future__ import annotations
@@ -11,7 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mlc_lab.errors import TraceParseError
-from mlc_lab.tvm import trace_io, trace_limits
+from mlc_lab.tvm import trace_io
+
+
+from mlc_lab.text import trace_limits
 
 
 def _parse(text: str):

@@ -16,10 +16,10 @@ import pytest
 
 import mlc_lab
 from mlc_lab.cli import main as cli_main
-from mlc_lab.core.tune import TuneJob, tune, write_report
+from mlc_lab.core.tuning import TuneJob, tune, write_report
 from mlc_lab.errors import MlcLabError, NoGPUError, TuneError
 from mlc_lab.tvm.build import gpu_present
-from mlc_lab.tvm.tuning import parse_runner, rewrite_session_space
+from mlc_lab.tvm.tuning.job import parse_runner, rewrite_session_space
 from tests.fixtures.programs import MM_RELU, matmul
 
 FAST = {"strategy": "replay-trace", "cost_model": "random"}
@@ -157,7 +157,9 @@ WARM_CHECK = """
 import json, os, sys
 import tvm
 from tvm.s_tir import meta_schedule as ms
-from mlc_lab.tvm import build, tuning, tuning_model
+from mlc_lab.tvm import build
+from mlc_lab.tvm.tuning import job as tuning
+from mlc_lab.tvm.tuning import model as tuning_model
 wd = sys.argv[1]
 spec = json.load(open(os.path.join(wd, "mlc_lab_job.json")))
 mod = build.module_from_text(open(os.path.join(wd, "mlc_lab_module.json")).read())

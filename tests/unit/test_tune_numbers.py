@@ -12,7 +12,7 @@ import pytest
 
 import mlc_lab
 from mlc_lab.core.measure import measure
-from mlc_lab.core.tune import tune
+from mlc_lab.core.tuning import tune
 from mlc_lab.widgets.tuning import job_snapshot, without_postproc_marker
 from tests.fixtures.programs import matmul
 
@@ -75,7 +75,9 @@ def test_the_tuning_target_and_measures_target_build_the_same_machine_code():
     # meta_schedule's rules), measure with resolve_target("cpu"): the code must be the same
     import tvm
 
-    from mlc_lab.tvm import build, tuning
+    from mlc_lab.tvm import build
+
+    from mlc_lab.tvm.tuning import job as tuning
 
     s = mlc_lab.Session(matmul(64))
     j0, j1 = s.apply("split", "C/j", factors=[None, 16])

@@ -1,4 +1,4 @@
-"""How the tuning job builds its candidates (`mlc_lab.tvm.tuning_build`): the cheaper link gives the
+"""How the tuning job builds its candidates (`mlc_lab.tvm.tuning.build`): the cheaper link gives the
 same machine code, and it runs; a candidate built before is not compiled again."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import pytest
 import tvm
 
 import mlc_lab
-from mlc_lab.tvm import build, tuning
-from mlc_lab.tvm.tuning_build import BuiltCandidates, InProcessBuilder, export_shared, fast_build
+from mlc_lab.tvm import build
+from mlc_lab.tvm.tuning import job as tuning
+from mlc_lab.tvm.tuning.build import BuiltCandidates, InProcessBuilder, export_shared, fast_build
 from tests.fixtures.programs import matmul
 
 
@@ -117,7 +118,7 @@ def test_a_candidate_built_before_is_linked_not_compiled_again():
 
 
 def test_the_measuring_process_started_before_tvm_is_the_one_the_runner_uses(tmp_path, monkeypatch):
-    from mlc_lab.tvm import runner_process
+    from mlc_lab.tvm.tuning import runner_process
 
     for name in runner_process.runner_env(str(tmp_path)):
         monkeypatch.setenv(name, "unset")  # restored afterwards
@@ -147,7 +148,8 @@ import numpy as np
 import tvm
 from tvm.s_tir import meta_schedule as ms
 import mlc_lab
-from mlc_lab.tvm import tuning, tuning_model
+from mlc_lab.tvm.tuning import job as tuning
+from mlc_lab.tvm.tuning import model as tuning_model
 from tests.fixtures.programs import matmul
 
 target = tvm.target.Target(tuning.tuning_target("cpu"))

@@ -13,7 +13,7 @@ import pytest
 
 from mlc_lab.core.worker import ENTRY, job_running, stop_group, worker
 from mlc_lab.errors import MeasureError
-from mlc_lab.tvm.wire import decode, encode
+from mlc_lab.model.wire import decode, encode
 from mlc_lab.core.worker_main import REQUESTS
 
 

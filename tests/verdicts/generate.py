@@ -51,7 +51,7 @@ def trace_of(spec: Spec) -> str:
 
 def numeric(spec: Spec, trace: str, timeout_s: float = 120.0) -> dict:
     """Run the item's GPU code on the CPU; its label and what the run said."""
-    from mlc_lab.core.numeric_gpu import NumericCheckError, numeric_check
+    from mlc_lab.core.checks.numeric_gpu import NumericCheckError, numeric_check
 
     t0 = time.perf_counter()
     r = None

@@ -5,7 +5,7 @@ of two times a small number) or small enough to run as it is."""
 from __future__ import annotations
 
 from mlc_lab.tvm.course_programs import MM_RELU, matmul
-from mlc_lab.tvm.exercise_programs import BMM_RELU
+from mlc_lab.tvm.exercises.programs import BMM_RELU
 
 _HEAD = """
 from tvm.script import ir as I

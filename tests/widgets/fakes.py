@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlc_lab.core.model import Change, FailedAttempt, LoopTree, StepView, changed_lines
+from mlc_lab.model.steps import Change, FailedAttempt, LoopTree, StepView, changed_lines
 from mlc_lab.model.measurement import Measurement
 from mlc_lab.errors import (
     DecisionError,

@@ -22,9 +22,9 @@ import pytest
 
 from mlc_lab.core.access import Footprint, LoopFootprint
 from mlc_lab.errors import AccessAnalysisError, MlcLabError
-from mlc_lab.widgets import access_render as ar
-from mlc_lab.widgets import access_view as av
-from mlc_lab.widgets.access_view import AccessView, access_view
+from mlc_lab.widgets.access import render as ar
+from mlc_lab.widgets.access import view as av
+from mlc_lab.widgets.access.view import AccessView, access_view
 from tests.widgets.fakes import FakeSession
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -483,7 +483,7 @@ def test_the_facade_and_the_explorer_answer_the_same_requests(comms, asession):
 
 def test_widgets_do_not_import_tvm():
     code = (
-        "import sys; import mlc_lab.widgets.access_view, mlc_lab.widgets.explorer; "
+        "import sys; import mlc_lab.widgets.access.view, mlc_lab.widgets.explorer; "
         "print(any(m == 'tvm' or m.startswith('tvm.') for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)

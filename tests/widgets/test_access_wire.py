@@ -1,12 +1,12 @@
-"""The memory view's payloads have the shape of their contract (mlc_lab.model.access_payload), whose
+"""The memory view's payloads have the shape of their contract (mlc_lab.model.access.payload), whose
 TypeScript types js/access/data.ts and panel.ts read (generated into js/lib/model.ts)."""
 
 from __future__ import annotations
 
 import pytest
 
-from mlc_lab.model.access_payload import FootprintResult, GpuStats
-from mlc_lab.widgets import access_view as av
+from mlc_lab.model.access.payload import FootprintResult, GpuStats
+from mlc_lab.widgets.access import view as av
 from mlc_lab.model.conform import problems
 
 

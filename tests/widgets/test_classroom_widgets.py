@@ -14,7 +14,7 @@ from mlc_lab.classroom.server import ClassServer
 from mlc_lab.core.session import Session
 from mlc_lab.widgets.classroom import ClassDashboard, Leaderboard, class_dashboard, classroom_setup, leaderboard
 from mlc_lab.widgets.explorer import Explorer
-from mlc_lab.core import class_client
+from mlc_lab.core import classroom as class_client
 from tests.unit.test_classroom import ASSIGNMENT, LAB, ROSTER
 
 

@@ -160,7 +160,7 @@ def test_a_session_without_checks_shows_none(explorer):
 
 
 def test_new_hazards_match_kind_and_place_not_the_wording():
-    from mlc_lab.widgets.checks_panel import new_hazards
+    from mlc_lab.widgets.checks import new_hazards
 
     te = lambda where, text: {"kind": "thread_extent", "where": where, "message": text}  # noqa: E731
     oob = lambda where, text: {"kind": "out_of_bounds", "where": where, "message": text}  # noqa: E731
@@ -198,7 +198,7 @@ def test_the_checks_request_answers_a_steps_report_as_the_trait_carries_it(comms
 
 
 def test_the_worker_thread_ends_when_idle_and_comes_back(comms, monkeypatch):
-    from mlc_lab.widgets.checks_panel import ChecksWorker
+    from mlc_lab.widgets.checks import ChecksWorker
 
     monkeypatch.setattr(ChecksWorker, "IDLE_EXIT_S", 0.05)
     session = Session(cpu_mm_relu.MM_RELU)

@@ -18,7 +18,7 @@ import pytest
 
 from mlc_lab.core.session import Session
 from mlc_lab.widgets._base import SEE_IT_LIVE, fallback_bundle
-from mlc_lab.widgets.access_view import AccessView
+from mlc_lab.widgets.access.view import AccessView
 from mlc_lab.widgets.explorer import Explorer
 from mlc_lab.widgets.tuning import TuningDashboard
 from tests.e2e.saved import REPO

@@ -16,7 +16,7 @@ from mlc_lab.widgets._base import FRONT_END_BUNDLE, LOADER_BUNDLE, FrontEnd, fro
 
 
 def test_widgets_share_one_front_end_model(comms):
-    from mlc_lab.widgets.access_view import AccessView
+    from mlc_lab.widgets.access.view import AccessView
     from mlc_lab.widgets.explorer import Explorer
 
     session = AnalysingSession()
@@ -55,7 +55,7 @@ def test_front_end_is_remade_after_close_all(comms, session):
 
 def test_saved_state_carries_the_bundle_once(comms):
     """What JupyterLab saves (the manager state): the bundle once for three widgets."""
-    from mlc_lab.widgets.access_view import AccessView
+    from mlc_lab.widgets.access.view import AccessView
     from mlc_lab.widgets.explorer import Explorer
 
     session = AnalysingSession()
@@ -225,7 +225,7 @@ def test_each_marimo_session_gets_its_own_front_end(comms, monkeypatch):
 
     import marimo._runtime.context as marimo_context
 
-    from mlc_lab.widgets.access_view import AccessView
+    from mlc_lab.widgets.access.view import AccessView
 
     def context():
         return types.SimpleNamespace(stream=types.SimpleNamespace(pipe=object()))

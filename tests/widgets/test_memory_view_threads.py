@@ -9,7 +9,7 @@ import zlib
 import numpy as np
 
 import mlc_lab
-from mlc_lab.widgets.access_view import AccessView, footprint_payload
+from mlc_lab.widgets.access.view import AccessView, footprint_payload
 from tests.fixtures import programs_access as P
 
 

@@ -17,7 +17,7 @@ from mlc_lab.model.conform import fields_of, problems
 from mlc_lab.widgets import _base as base
 from mlc_lab.model.errors import ERROR_KINDS
 from mlc_lab.widgets._base import RpcWidget
-from mlc_lab.widgets.access_view import AccessView
+from mlc_lab.widgets.access.view import AccessView
 from mlc_lab.widgets.classroom import ClassDashboard, Leaderboard
 from mlc_lab.widgets.explorer import Explorer
 from mlc_lab.widgets.tuning import TuningDashboard

@@ -10,7 +10,7 @@ import ipywidgets
 
 from mlc_lab.core.session import Session
 from mlc_lab.widgets._base import front_end_code
-from mlc_lab.widgets.access_view import AccessView
+from mlc_lab.widgets.access.view import AccessView
 from mlc_lab.widgets.explorer import Explorer
 from mlc_lab.widgets.tuning import TuningDashboard
 from tests.fixtures.programs import MM_RELU

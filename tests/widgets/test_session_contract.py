@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from mlc_lab.core.model import Change, LoopTree, StepView
+from mlc_lab.model.steps import Change, LoopTree, StepView
 from mlc_lab.core.protocol import SessionLike
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError
 from tests.widgets.fakes import FakeSession

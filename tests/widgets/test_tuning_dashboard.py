@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mlc_lab.core.tune import TuneJob
+from mlc_lab.core.tuning import TuneJob
 from mlc_lab.errors import MlcLabError
 from mlc_lab.widgets._base import RESPONSE
 from mlc_lab.widgets.tuning import (

@@ -1,9 +1,9 @@
-"""The tuning dashboard's plain data has the shape of its contract (mlc_lab.model.tuning_view), whose
+"""The tuning dashboard's plain data has the shape of its contract (mlc_lab.model.tuning), whose
 TypeScript types js/tuning reads (generated into js/lib/model.ts)."""
 
 from __future__ import annotations
 
-from mlc_lab.model.tuning_view import BestTrial, FailureItem, Roof, TrialDetail
+from mlc_lab.model.tuning import BestTrial, FailureItem, Roof, TrialDetail
 from mlc_lab.model.conform import problems
 from tests.widgets.test_tuning_dashboard import dash, work_dir  # noqa: F401  (fixtures)
 

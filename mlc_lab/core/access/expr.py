@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlc_lab.model.access_program import Const, Op, Opaque, Var
+from mlc_lab.model.access.program import Const, Op, Opaque, Var
 from mlc_lab.errors import AccessAnalysisError
 
 _BINARY = {

@@ -11,7 +11,7 @@ from mlc_lab.core.access.budget import Budget, BudgetExceeded
 from mlc_lab.core.access.expr import Affine, Decomposer, Digit, NonAffine
 from mlc_lab.core.access.grid import build_grid, plan_access
 from mlc_lab.core.access.model import Footprint, LoopFootprint
-from mlc_lab.model.access_program import AccessProgram, Loop
+from mlc_lab.model.access.program import AccessProgram, Loop
 from mlc_lab.core.access.shapes import bind_shapes
 from mlc_lab.core.access.space import ProgramIndex, Query
 from mlc_lab.errors import AccessAnalysisError

@@ -21,7 +21,7 @@ from mlc_lab.core.access.footprint import groups, index_of, loop_of
 from mlc_lab.core.access.budget import Budget
 from mlc_lab.core.access.grid import axis, check_points, plan_access
 from mlc_lab.core.access.model import GpuStats, WarpAccess
-from mlc_lab.model.access_program import AccessProgram
+from mlc_lab.model.access.program import AccessProgram
 from mlc_lab.core.access.space import BLOCK_TAGS, THREAD_TAGS, Query
 from mlc_lab.errors import AccessAnalysisError
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from mlc_lab.core.access.budget import Budget
 from mlc_lab.core.access.expr import _BINARY, Affine, Decomposer, Digit, NonAffine, digit_range, evaluate
-from mlc_lab.model.access_program import Op, Var, free_vars
+from mlc_lab.model.access.program import Op, Var, free_vars
 from mlc_lab.core.access.space import Query
 from mlc_lab.errors import AccessAnalysisError
 

@@ -28,7 +28,7 @@ from functools import cached_property
 import numpy as np
 
 from mlc_lab.core.access.budget import BUDGET_BYTES
-from mlc_lab.model.access_payload import BufferStats, GpuStats, WarpAccess  # noqa: F401  (re-exported: the answers live in the model)
+from mlc_lab.model.access.payload import BufferStats, GpuStats, WarpAccess  # noqa: F401  (re-exported: the answers live in the model)
 from mlc_lab.errors import AccessAnalysisError
 
 CACHE_LINE = 64

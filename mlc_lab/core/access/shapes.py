@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mlc_lab.core.access.expr import evaluate
-from mlc_lab.model.access_program import AccessProgram, Const, Leaf, Loop, Op, Seq, Var
+from mlc_lab.model.access.program import AccessProgram, Const, Leaf, Loop, Op, Seq, Var
 from mlc_lab.errors import AccessAnalysisError
 
 

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from mlc_lab.model.access_program import AccessProgram, Const, Leaf, Loop, Op, Seq, Var
+from mlc_lab.model.access.program import AccessProgram, Const, Leaf, Loop, Op, Seq, Var
 from mlc_lab.errors import AccessAnalysisError
 
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")

@@ -17,7 +17,7 @@ import numpy as np
 
 from mlc_lab.core.access.budget import BUDGET_BYTES
 from mlc_lab.core.access.footprint import footprint
-from mlc_lab.model.access_program import AccessProgram, Leaf, Loop, Seq
+from mlc_lab.model.access.program import AccessProgram, Leaf, Loop, Seq
 from mlc_lab.errors import AccessAnalysisError
 
 
@@ -66,7 +66,7 @@ def function_traffic(mod: Any, func_name: str, inputs: list[np.ndarray]) -> tupl
     """(bytes, which count, bytes per buffer) for the roofline: the distinct bytes of the whole
     function from the footprint analysis, or the arguments' sizes where the analysis cannot say
     (symbolic shapes, accesses it cannot place). Runs in the worker, beside the timing."""
-    from mlc_lab.tvm import access_ir
+    from mlc_lab.tvm import access as access_ir
     from mlc_lab.tvm.build import FOOTPRINT, compulsory_traffic
 
     try:

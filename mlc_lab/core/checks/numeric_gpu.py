@@ -1,0 +1,447 @@
+"""Does a GPU schedule compute the right numbers? Checked without a GPU.
+
+The schedule is compiled by TVM's OpenCL code generator (the same thread bindings, shared memory as
+`__local`, barriers as `barrier()`) and run on the CPU by an OpenCL implementation from PyPI (pocl,
+or the Oclgrind simulator where pocl's compiler does not know the CPU), in the worker process; the
+unscheduled program, compiled for the CPU, gives the expected numbers on the same random inputs.
+
+The course's GPU programs are 1024^3 or 2048^3: too large to run this way in seconds. So the check
+replays the schedule's trace on the same program at a smaller size (every dimension divided by the
+same factor; by default the largest becomes 128), as long as the trace's tiles still divide it.
+
+    >>> r = numeric_check(session)                 # the session's original program and its trace
+    >>> r.ok, r.wrong, r.total, r.message
+    >>> numeric_check("mm.py", "trace.json", sizes={1024: 256})
+
+Everything here is plain data; the TVM side is `mlc_lab.tvm.checks.opencl`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from mlc_lab.errors import MeasureError, MlcLabError
+from mlc_lab.model.checks import NumericCheck
+from mlc_lab.model.worker_ops import WORKER_OPS
+
+DEFAULT_SIZE = 128  # the largest dimension after shrinking, when no size is given
+DEFAULT_TIMEOUT_S = WORKER_OPS["numeric_gpu"].timeout_s
+VERDICTS = ("match", "mismatch", "crash", "timeout", "does_not_build", "could_not_run")
+
+
+class NumericCheckError(MlcLabError):
+    """The check could not be set up from what was given: the program, the trace or the sizes."""
+
+
+class _NoSizeFits(NumericCheckError):
+    """No size the check chose by itself fits the schedule (the verdict is then could_not_run)."""
+
+
+@dataclass(frozen=True)
+class NumericResult:
+    """The outcome of running a GPU schedule on the CPU and comparing it with the unscheduled program.
+
+    ``verdict`` is one of `VERDICTS`: ``match``; ``mismatch`` (wrong numbers); ``crash`` (the
+    process died, or the kernel accessed memory outside a buffer: an illegal address on a GPU);
+    ``timeout``; ``does_not_build`` (TVM or the OpenCL compiler refuses the schedule, as a GPU
+    build would: a block outside every kernel, a global buffer allocated in a kernel);
+    ``could_not_run`` (the CPU run cannot run this program, or no size fits its tiles: the numbers
+    are not judged, and nothing counts it as wrong). ``ok`` is True only for ``match``. ``shape``
+    gives each parameter's shape at the size that ran, ``sizes`` how the program's dimensions were
+    changed for it, ``engine`` the OpenCL engine that ran it."""
+
+    ok: bool
+    max_error: float | None
+    shape: dict[str, list[int]]
+    wrong: int
+    total: int
+    message: str
+    verdict: str = "match"
+    sizes: dict = field(default_factory=dict)  # {1024: 128}: dimensions changed; {"n": 128}: shape variables
+    engine: str = ""
+    worst: dict | None = None
+    diagnostics: list[str] = field(default_factory=list)  # out-of-bounds writes, the simulator's reports
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["sizes"] = {str(k): v for k, v in self.sizes.items()}
+        return out
+
+    def to_check(self) -> NumericCheck:
+        """What a `CheckReport` carries of it (``mlc-lab check --numeric``)."""
+        return {
+            "ok": self.ok,
+            "verdict": self.verdict,  # type: ignore[typeddict-item]
+            "message": self.message,
+            "max_error": self.max_error,
+            "shape": self.shape,
+            "sizes": {str(k): v for k, v in self.sizes.items()},
+            "engine": self.engine,
+        }
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def numeric_check(
+    program_or_session: Any,
+    trace: Any = None,
+    *,
+    sizes: Any = None,
+    shape_vars: dict | None = None,
+    func: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    seed: int = 0,
+    rtol: float = 1e-3,
+    atol: float = 1e-3,
+) -> NumericResult:
+    """Run a GPU schedule on the CPU and compare it with the unscheduled program on random inputs.
+
+    ``program_or_session``: a `Session` (its original program and its current trace are used), or a
+    program (TVMScript text, a path, an IRModule) with ``trace`` (text, JSON, a file's contents) to
+    schedule it; a program without a trace is run as it is, at its own size.
+
+    ``sizes``: the size to run at. An int N: every dimension is divided by one factor so that the
+    largest becomes N (default 128, trying larger sizes when the trace's tiles do not divide it); a
+    dict: ``{1024: 128}`` changes every dimension of 1024 to 128 (and ``{"n": 128}`` gives a
+    symbolic shape variable a value, as ``shape_vars`` does). With a size given, a trace whose tiles
+    no longer fit raises `NumericCheckError` saying so.
+
+    A crash (an access far outside a buffer) or a hang costs the worker process and comes back as
+    the verdict ``crash`` / ``timeout``."""
+    from mlc_lab.core.worker import worker
+    from mlc_lab.tvm import build as tbuild
+
+    original, trace, func_name = _inputs(program_or_session, trace, func)
+    given = dict(shape_vars or {})
+    try:
+        small, scheduled, used = _at_size(original, trace, func_name, sizes, given)
+    except _NoSizeFits as exc:
+        return _not_run(f"the numbers were not checked: {exc}", {}, _shapes(original, func_name))
+    used = {**{k: v for k, v in given.items() if isinstance(k, str)}, **used}
+    try:
+        raw = worker().call(
+            "numeric_gpu",
+            timeout=timeout_s,
+            module=tbuild.module_to_text(scheduled),
+            reference=tbuild.module_to_text(small),
+            func_name=func_name,
+            seed=seed,
+            rtol=rtol,
+            atol=atol,
+        )
+    except MeasureError as exc:
+        return _failure(exc, used, _shapes(small, func_name), timeout_s)
+    against = "the unscheduled program" if trace is not None else "the program with its thread loops run in order"
+    return _result(raw, used, rtol, atol, against)
+
+
+# ----------------------------------------------------------------------------------------- set-up
+
+
+def _inputs(program_or_session: Any, trace: Any, func: str | None) -> tuple[Any, Any, str]:
+    from mlc_lab.tvm import program as tprogram
+
+    obj = program_or_session
+    if hasattr(obj, "original") and hasattr(obj, "func_name") and hasattr(obj, "trace"):
+        return obj.original, (_trace_text(trace) if trace is not None else obj.trace), func or obj.func_name
+    try:
+        mod = tprogram.load(obj, func)
+    except MlcLabError as exc:
+        raise NumericCheckError(f"the program could not be loaded: {str(exc).splitlines()[0]}") from None
+    names = tprogram.prim_func_names(mod)
+    name = func or ("main" if "main" in names else names[0])
+    return mod, _trace_text(trace), name
+
+
+def _trace_text(trace: Any) -> Any:
+    """A trace as given, or the text of the file it names (a path)."""
+    from pathlib import Path
+
+    if isinstance(trace, Path) or (
+        isinstance(trace, str)
+        and "\n" not in trace
+        and len(trace) < 1024
+        and trace.strip().endswith((".json", ".trace", ".txt", ".py"))
+    ):
+        path = Path(trace)
+        if not path.is_file():
+            raise NumericCheckError(f"there is no trace file {str(trace)!r}")
+        return path.read_text()
+    return trace
+
+
+def _at_size(original: Any, trace: Any, func_name: str, sizes: Any, shape_vars: dict) -> tuple[Any, Any, dict]:
+    """(the unscheduled program at the size to run, the scheduled one, the dimension map used)."""
+    from mlc_lab.tvm.checks import opencl
+
+    if isinstance(sizes, dict):
+        shape_vars.update({k: v for k, v in sizes.items() if isinstance(k, str)})
+        literal = {int(k): int(v) for k, v in sizes.items() if not isinstance(k, str)}
+    else:
+        literal = None
+    if shape_vars:
+        try:
+            original = opencl.resize_program(original, func_name, shape_vars)
+        except ValueError as exc:
+            raise NumericCheckError(str(exc)) from None
+        if sizes is None or (literal is not None and not literal):
+            literal = {}  # the values given are the size to run at
+    else:
+        free = opencl.shape_var_names(original, func_name)
+        if free:
+            raise NumericCheckError(
+                f"the program's shapes are symbolic ({', '.join(free)}): give their values, "
+                f"e.g. shape_vars={{{free[0]!r}: 128}}"
+            )
+    if trace is None:
+        if literal or (sizes is not None and not isinstance(sizes, dict)):
+            raise NumericCheckError("sizes need the schedule's trace: without one the program runs at its own size")
+        # The reference: the same program with its thread loops as plain loops (TensorIR's meaning).
+        return opencl.serial_version(original, func_name), original, {}
+    dims = opencl.buffer_dims(original, func_name)
+    full = _replay(original, trace, func_name, None)
+    full_predicates = opencl.predicate_count(full, func_name)
+    if literal is not None:
+        candidates = [literal]
+        explicit = True
+    else:
+        target = int(sizes) if sizes is not None else DEFAULT_SIZE
+        if target <= 0:
+            raise NumericCheckError(f"the size must be a positive number, not {sizes!r}")
+        candidates = _shrinkings(dims, target)
+        explicit = sizes is not None
+    last_problem = ""
+    for mapping in candidates:
+        if not mapping:
+            return original, full, {}
+        try:
+            small = opencl.resize_program(original, func_name, mapping)
+        except ValueError as exc:
+            raise NumericCheckError(str(exc)) from None
+        try:
+            scheduled = _replay(small, trace, func_name, mapping)
+        except NumericCheckError as exc:
+            last_problem = str(exc)
+            if explicit:
+                raise
+            continue
+        extra = opencl.predicate_count(scheduled, func_name) - full_predicates
+        if extra > 0:
+            last_problem = (
+                f"at {_sizes_text(mapping)} the schedule's tiles no longer divide the loops "
+                f"({extra} block(s) get a bounds check they do not have at full size): "
+                "give sizes that are multiples of the tile sizes"
+            )
+            if explicit:
+                raise NumericCheckError(last_problem)
+            continue
+        return small, scheduled, mapping
+    if explicit:
+        raise NumericCheckError(last_problem or "no smaller size fits the schedule")
+    raise _NoSizeFits(last_problem or "no smaller size fits the schedule")
+
+
+def _shrinkings(dims: list[int], target: int) -> list[dict[int, int]]:
+    """Dimension maps, smallest first: every dimension divided by 2^k so that the largest is
+    `target`, then twice that, ... up to the program's own size (the empty map)."""
+    if not dims or dims[0] <= target:
+        return [{}]
+    out = []
+    factor = 1
+    while dims[0] // factor > target:
+        factor *= 2
+    while factor > 1:
+        mapping = {d: d // factor for d in dims if d % factor == 0 and d // factor >= 1}
+        if len(mapping) == len(dims) or all(d < factor for d in dims if d not in mapping):
+            out.append({d: v for d, v in mapping.items() if d != v})
+        factor //= 2
+    out.append({})
+    return out
+
+
+def _replay(mod: Any, trace: Any, func_name: str, mapping: dict | None) -> Any:
+    from mlc_lab.core.session import Session
+
+    try:
+        return Session.from_trace(mod, trace, func_name).module
+    except MlcLabError as exc:
+        first = str(exc).strip().splitlines()[0]
+        where = "the program" if not mapping else f"the program at {_sizes_text(mapping)}"
+        raise NumericCheckError(f"the trace does not replay on {where}: {first}") from None
+
+
+def _sizes_text(mapping: dict) -> str:
+    items = sorted(
+        mapping.items(), key=lambda kv: (isinstance(kv[0], str), -kv[0] if isinstance(kv[0], int) else 0, str(kv[0]))
+    )
+    return ", ".join(f"{k} = {v}" if isinstance(k, str) else f"{k} -> {v}" for k, v in items) or "its own size"
+
+
+def _shapes(mod: Any, func_name: str) -> dict[str, list[int]]:
+    from mlc_lab.tvm import build as tbuild
+
+    try:
+        return {name: list(shape) for name, shape, _ in tbuild.param_specs(mod, func_name)}
+    except Exception:  # noqa: BLE001 - symbolic shapes: no shape to show
+        return {}
+
+
+# ----------------------------------------------------------------------------------------- verdicts
+
+
+def _where(used: dict) -> str:
+    return f" (run at {_sizes_text(used)})" if used else ""
+
+
+def _failure(exc: MeasureError, used: dict, shape: dict, timeout_s: float) -> NumericResult:
+    if exc.kind == "crash":
+        verdict = "crash"
+        message = (
+            "the kernel crashed (out-of-bounds access?): the process running it died"
+            f"{_where(used)}; check the extents of the loops bound to threads against the buffers"
+        )
+    elif exc.kind == "timeout":
+        verdict = "timeout"
+        message = f"the kernel ran for more than {timeout_s:g} s and was stopped (an endless loop?){_where(used)}"
+    elif exc.kind == "does_not_build":
+        verdict = "does_not_build"
+        message = exc.summary + _where(used)
+    else:
+        return _not_run(f"the numbers were not checked: {exc.summary}{_where(used)}", used, shape, exc.detail)
+    return _unmatched(verdict, message, used, shape, exc.detail)
+
+
+def _not_run(message: str, used: dict, shape: dict, detail: str = "") -> NumericResult:
+    """The could_not_run verdict: the numbers were not judged (``message`` says why)."""
+    return _unmatched("could_not_run", message, used, shape, detail)
+
+
+def _unmatched(verdict: str, message: str, used: dict, shape: dict, detail: str) -> NumericResult:
+    """A verdict with no numbers compared (a crash, a timeout, a build refused, a run not made)."""
+    return NumericResult(
+        ok=False,
+        max_error=None,
+        shape=shape,
+        wrong=0,
+        total=0,
+        message=message,
+        verdict=verdict,
+        sizes=dict(used),
+        diagnostics=[detail[-2000:]] if detail else [],
+    )
+
+
+def _result(raw: dict, used: dict, rtol: float, atol: float, against: str) -> NumericResult:
+    wrong, total = int(raw["wrong"]), int(raw["total"])
+    outputs = ", ".join(raw.get("outputs") or []) or "the outputs"
+    diagnostics = list(raw.get("diagnostics") or [])
+    for name, count in (raw.get("guard_writes") or {}).items():
+        diagnostics.insert(0, f"the kernel wrote {count} element(s) outside buffer {name}")
+    max_error = raw.get("max_error")
+    engine = str(raw.get("engine", ""))
+    outside = list(raw.get("out_of_bounds") or [])
+    if outside:
+        # An access outside a buffer is an illegal address on a GPU: a crash, whatever the numbers.
+        verdict = "crash"
+        message = (
+            f"the kernel accesses memory outside a buffer ({'; '.join(outside)}){_where(used)} on {engine}: "
+            "on a GPU that is an illegal address; check the extents of the loops bound to threads "
+            "against the buffers"
+        )
+    elif wrong == 0 and not diagnostics:
+        message = (
+            f"all {total} elements of {outputs} match {against} (max error {max_error:.3g}){_where(used)} on {engine}"
+        )
+        verdict = "match"
+    else:
+        verdict = "mismatch"
+        if wrong:
+            worst = raw.get("worst") or {}
+            at = ", ".join(str(i) for i in worst.get("index", []))
+            message = (
+                f"{wrong} of {total} elements of {outputs} are wrong (tolerance {rtol:g} relative, {atol:g} "
+                f"absolute); the worst is {worst.get('buffer', '?')}[{at}]: {_num(worst.get('got'))} instead of "
+                f"{_num(worst.get('expected'))}{_where(used)} on {engine}"
+            )
+            if raw.get("nan_read"):
+                message += "; a NaN there means the kernel read outside a buffer or a value never written"
+        else:
+            message = f"the numbers match, but {diagnostics[0]}{_where(used)} on {engine}"
+        if diagnostics and wrong:
+            message += f"; {diagnostics[0]}"
+    return NumericResult(
+        ok=verdict == "match",
+        max_error=None if max_error is None else float(max_error),
+        shape={k: list(v) for k, v in (raw.get("shape") or {}).items()},
+        wrong=wrong,
+        total=total,
+        message=message,
+        verdict=verdict,
+        sizes=dict(used),
+        engine=engine,
+        worst=raw.get("worst"),
+        diagnostics=diagnostics,
+        seconds=float((raw.get("seconds") or {}).get("total", 0.0)),
+    )
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return repr(value)
+
+
+# ----------------------------------------------------------------------------------------- given inputs
+
+
+def is_gpu_program(module: Any, func_name: str) -> bool:
+    """Whether any loop of the function is bound to blockIdx/threadIdx (it then builds only for a GPU)."""
+    from mlc_lab.tvm import build as tbuild
+
+    return bool(tbuild.thread_bound_loops(module, func_name))
+
+
+def run_gpu_function(
+    module: Any, func_name: str, inputs: list, timeout_s: float = WORKER_OPS["run_opencl"].timeout_s
+) -> dict:
+    """Run a thread-bound function on given inputs (one array per parameter) as OpenCL on the CPU,
+    in the worker. Returns {"ok": True, "outputs", "engine", "diagnostics"} or {"ok": False,
+    "stage": "build"|"check"|"crash"|"timeout", "error": one sentence, "detail"}: the shape of
+    `exercises`' CPU runner."""
+    import numpy as np
+
+    from mlc_lab.core.worker import worker
+    from mlc_lab.tvm import build as tbuild
+
+    try:
+        out = worker().call(
+            "run_opencl",
+            timeout=timeout_s,
+            module=tbuild.module_to_text(module),
+            func_name=func_name,
+            inputs=[np.ascontiguousarray(a) for a in inputs],
+        )
+    except MeasureError as exc:
+        if exc.kind == "crash":
+            return {
+                "ok": False,
+                "stage": "crash",
+                "detail": exc.detail,
+                "error": "the kernel crashed (out-of-bounds access?) while running as OpenCL on the CPU",
+            }
+        if exc.kind == "timeout":
+            return {
+                "ok": False,
+                "stage": "timeout",
+                "detail": "",
+                "error": f"the kernel ran for more than {timeout_s:g} s and was stopped (an endless loop?)",
+            }
+        stage = {"does_not_build": "build", "could_not_run": "check"}.get(exc.kind, exc.kind)
+        return {"ok": False, "stage": stage, "error": exc.summary, "detail": exc.detail}
+    return {"ok": True, **out}

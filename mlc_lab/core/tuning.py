@@ -1,0 +1,705 @@
+"""Tuning jobs: meta_schedule in its own process group, state on disk, a handle in the kernel.
+
+`tune(...)` writes the job into a work directory, starts it as a detached worker job
+(``python -m mlc_lab.core.worker_main --job tune WORK_DIR``, see `mlc_lab.core.worker`) and
+returns a `TuneJob` at once. Everything the job learns lands in
+meta_schedule's JSON database in that directory (one line per trial, in trial order) plus a side
+file with error texts and trace texts, so a cancel, a crash or a kernel restart loses nothing:
+`TuneJob.open(work_dir)` reads it all back, and `tune(...)` on the same directory continues,
+counting the trials already there toward `trials` (meta_schedule's evolutionary search seeds its
+population from the best records in the database).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from mlc_lab._threads import usable_cores
+from mlc_lab.core.worker import job_running, start_job, stop_group
+from mlc_lab.errors import NoGPUError, TuneError
+
+JOB_FILE = "mlc_lab_job.json"
+MODULE_FILE = "mlc_lab_module.json"
+SPACE_PICKLE = "mlc_lab_space.pkl"
+STATUS_FILE = "mlc_lab_status.json"
+TRIALS_FILE = "mlc_lab_trials.jsonl"
+BEST_FILE = "mlc_lab_best.json"
+RECORDS_FILE = "database_tuning_record.json"
+LOG_FILE = "mlc_lab.log"
+LIVE_FILE = "mlc_lab_live.jsonl"
+FAILED_LATENCY = 1e9  # meta_schedule records a failed candidate as 1e10 s
+
+
+@dataclass
+class TuneRecord:
+    """One measured candidate, in trial order. `latency_s` (the median of the runner's repeats,
+    `run_secs`, timed by `mlc_lab.tvm.timing`'s TUNING method) is None when it failed (`error`
+    says why)."""
+
+    trial: int
+    latency_s: float | None
+    run_secs: list[float]
+    error: str | None
+    trace: str | None  # TVM's printed trace (Python), None if not recorded
+    trace_json: Any
+    elapsed_s: float | None = None  # since the start of the run that measured it
+    others_cores: float | None = None  # cores other processes used while it was timed (local runner)
+
+    @property
+    def ok(self) -> bool:
+        return self.latency_s is not None
+
+    def to_json(self) -> dict:
+        """The one encoding of a record (plain JSON)."""
+        return asdict(self)
+
+    to_dict = to_json  # the older name
+
+
+TrialRecord = TuneRecord  # the older name
+
+
+@dataclass
+class BestResult:
+    """The job's best candidate. When the run finished, `latency_s` is the figure re-timed by
+    `measure` itself in the job's process (`confirmed`: the same build, check and method);
+    `tuner_latency_s` is what the search itself recorded. `others_cores` is the CPU time other
+    processes used while it was re-timed (see `Measurement.quiet`)."""
+
+    trial: int
+    latency_s: float
+    trace: str | None
+    script: str | None
+    gflops: float | None = None
+    confirmed: bool = False
+    tuner_latency_s: float | None = None
+    method: str | None = None
+    others_cores: float | None = None
+    correct: bool | None = None
+    min_s: float | None = None
+    parallel_speed: float | None = None  # see Measurement.parallel_speed
+    iqr_s: float | None = None
+
+    @property
+    def quiet(self) -> bool | None:
+        """As `Measurement.quiet`, for the job's re-timing."""
+        from mlc_lab._contention import quiet, spread
+
+        return quiet(self.others_cores, self.parallel_speed, spread(self.iqr_s, self.latency_s))
+
+
+@dataclass
+class LiveState:
+    """What the job is doing now: its phase ("starting", "building", "measuring", "searching",
+    "confirming", "sharing", "done", "exhausted"), the batch size, and the latencies (None: failed) of the
+    candidates measured in the current batch, before meta_schedule commits the batch."""
+
+    phase: str
+    batch: int
+    pending: list
+    elapsed_s: float | None = None
+
+
+def _read_json(path: str) -> Any:
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _pid_is_tune_job(pid: int | None) -> bool:
+    return job_running(pid, "tune")
+
+
+class TuneJob:
+    """A handle on a tuning job and its work directory (running or not)."""
+
+    def __init__(self, work_dir: str, proc: subprocess.Popen | None = None) -> None:
+        self.work_dir = os.path.abspath(work_dir)
+        self._proc = proc
+        self._cancelled = False
+
+    # -------------------------------------------------------------------------------- opening
+
+    @classmethod
+    def open(cls, work_dir: str) -> "TuneJob":
+        """Reopen a job from its work directory (after a cancel, a crash or a kernel restart)."""
+        if not os.path.isdir(work_dir):
+            raise TuneError(f"no tuning work directory at {work_dir}")
+        if not os.path.exists(os.path.join(work_dir, JOB_FILE)) and not os.path.exists(
+            os.path.join(work_dir, RECORDS_FILE)
+        ):
+            raise TuneError(f"{work_dir} holds no tuning job (no {JOB_FILE} nor {RECORDS_FILE})")
+        return cls(work_dir)
+
+    def path(self, name: str) -> str:
+        """A file of the job's work directory."""
+        return os.path.join(self.work_dir, name)
+
+    def session(self) -> Any:
+        """A Session of the program this job tunes, read back from the work directory."""
+        from mlc_lab.core.session import Session
+        from mlc_lab.tvm.build import module_from_text
+
+        path = self.path(MODULE_FILE)
+        if not os.path.exists(path):
+            raise TuneError(f"{self.work_dir} does not hold the tuned program ({MODULE_FILE})")
+        with open(path) as fh:
+            module = module_from_text(fh.read())
+        return Session(module, self.spec.get("func_name"))
+
+    @property
+    def spec(self) -> dict:
+        return _read_json(self.path(JOB_FILE)) or {}
+
+    def read_status(self) -> dict:
+        """The job's status file as written last (empty before the job wrote one)."""
+        return _read_json(self.path(STATUS_FILE)) or {}
+
+    @property
+    def pid(self) -> int | None:
+        if self._proc is not None:
+            return self._proc.pid if self._proc.poll() is None else None
+        pid = self.read_status().get("pid")
+        return pid if _pid_is_tune_job(pid) else None
+
+    # -------------------------------------------------------------------------------- state
+
+    @property
+    def status(self) -> str:
+        """ "running", "done", "cancelled", "failed", "interrupted" (the process went away without
+        finishing: killed, crashed, machine restarted) or "not started"."""
+        st = self.read_status()
+        state = st.get("state")
+        if self._cancelled or state == "cancelled":
+            return "cancelled"
+        if self._proc is not None:
+            code = self._proc.poll()
+            if code is None:
+                return "running"
+            if state in ("done", "failed"):
+                return state
+            return "failed" if code > 0 else "interrupted"
+        if state in ("done", "failed"):
+            return state
+        if state in ("starting", "running"):
+            return "running" if _pid_is_tune_job(st.get("pid")) else "interrupted"
+        return "not started" if not os.path.exists(self.path(RECORDS_FILE)) else "done"
+
+    @property
+    def error(self) -> str | None:
+        """Why the job failed, in one sentence plus the end of its log."""
+        status = self.status
+        if status not in ("failed", "interrupted"):
+            return None
+        st = self.read_status()
+        msg = st.get("error")
+        if msg is None and self._proc is not None and self._proc.returncode is not None and self._proc.returncode < 0:
+            try:
+                name = signal.Signals(-self._proc.returncode).name
+            except ValueError:
+                name = str(-self._proc.returncode)
+            msg = f"the tuning process died ({name})"
+        msg = msg or "the tuning process stopped before finishing"
+        tail = self.log_tail(1500)
+        return f"{msg}\n{tail}" if tail else msg
+
+    def log_tail(self, limit: int = 4000) -> str:
+        try:
+            with open(self.path(LOG_FILE), "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, fh.tell() - limit))
+                return fh.read().decode("utf-8", errors="replace").strip()
+        except OSError:
+            return ""
+
+    @property
+    def trials(self) -> int:
+        """The trial count asked for (records already in the work directory count toward it)."""
+        return int(self.spec.get("trials", 0))
+
+    @property
+    def progress(self) -> tuple[int, int]:
+        return len(self.records(with_traces=False)), self.trials
+
+    # -------------------------------------------------------------------------------- records
+
+    def records(self, with_traces: bool = True) -> list[TuneRecord]:
+        """Every trial measured so far for this job's workload, in trial order."""
+        index = self.read_status().get("workload_index")
+        side: dict[int, dict] = {}
+        try:
+            with open(self.path(TRIALS_FILE)) as fh:
+                for line in fh:
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue  # a line being written
+                    side[int(entry["line"])] = entry
+        except OSError:
+            pass
+        out: list[TrialRecord] = []
+        missing: list[tuple[int, str]] = []
+        try:
+            with open(self.path(RECORDS_FILE)) as fh:
+                raw_lines = [x for x in fh if x.strip()]
+        except OSError:
+            raw_lines = []
+        skip = range(*((self.read_status().get("imported") or {}).get("lines") or [0, 0]))
+        for line_no, raw in enumerate(raw_lines):
+            if line_no in skip:
+                continue  # records imported from a shared database: not this job's trials
+            try:
+                obj = json.loads(raw)
+                wl, (trace_json, run_secs, *_rest) = obj[0], obj[1]
+            except (ValueError, TypeError, IndexError):
+                break  # a line being written
+            if index is not None and wl != index:
+                continue
+            secs = [float(x) for x in run_secs]
+            entry = side.get(line_no)
+            if entry is not None:
+                latency, error, trace, elapsed = entry["latency_s"], entry["error"], entry["trace"], entry.get("t")
+                others = entry.get("others_cores")
+            else:
+                ok = bool(secs) and max(secs) < FAILED_LATENCY
+                latency = sorted(secs)[len(secs) // 2] if ok else None
+                error = None if ok else "the candidate failed to build or run (no detail recorded)"
+                trace, elapsed, others = None, None, None
+                missing.append((len(out), raw))
+            out.append(TuneRecord(len(out), latency, secs, error, trace, trace_json, elapsed, others))
+        if with_traces and missing:
+            from mlc_lab.tvm.tuning.job import trace_text_from_record
+
+            for pos, raw in missing:
+                out[pos].trace = trace_text_from_record(self.work_dir, raw)
+        return out
+
+    @property
+    def flops(self) -> float | None:
+        value = self.spec.get("flops")
+        return float(value) if value else None
+
+    @property
+    def best(self) -> BestResult | None:
+        """The fastest trial so far (latency, trace text, and TVMScript when recorded); once the
+        run has finished, the figure re-timed by `measure`'s method (`confirmed=True`)."""
+        recs = [r for r in self.records(with_traces=False) if r.ok]
+        if not recs:
+            return None
+        latency, rec = min(((r.latency_s, r) for r in recs if r.latency_s is not None), key=lambda x: x[0])
+        flops = self.flops
+        saved = _read_json(self.path(BEST_FILE)) or {}
+        conf = saved.get("confirmed")
+        if conf and saved.get("trace"):
+            trial = next((r.trial for r in recs if r.run_secs == conf.get("run_secs")), rec.trial)
+            return BestResult(
+                trial=trial,
+                latency_s=conf["latency_s"],
+                trace=saved["trace"],
+                script=saved.get("script"),
+                gflops=flops / conf["latency_s"] / 1e9 if flops else None,
+                confirmed=True,
+                tuner_latency_s=conf.get("tuner_latency_s"),
+                method=conf.get("method"),
+                others_cores=conf.get("others_cores"),
+                correct=conf.get("correct"),
+                min_s=conf.get("min_s"),
+                parallel_speed=conf.get("parallel_speed"),
+                iqr_s=conf.get("iqr_s"),
+            )
+        script = None
+        trace = rec.trace
+        if saved.get("latency_s") is not None and abs(saved["latency_s"] - latency) <= 1e-12 * max(1.0, latency):
+            script = saved.get("script")
+            trace = trace or saved.get("trace")
+        if trace is None:
+            trace = next((r.trace for r in self.records() if r.trial == rec.trial), None)
+        return BestResult(
+            trial=rec.trial,
+            latency_s=latency,
+            trace=trace,
+            script=script,
+            gflops=flops / latency / 1e9 if flops else None,
+            tuner_latency_s=latency,
+        )
+
+    def live(self) -> LiveState:
+        """The phase the job is in and the candidates measured since the last committed batch."""
+        phase, batch, elapsed = "starting", 0, None
+        trials: list = []
+        try:
+            with open(self.path(LIVE_FILE)) as fh:
+                lines = fh.readlines()
+        except OSError:
+            lines = []
+        st = self.read_status()
+        started = st.get("started_at")
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line being written
+            if "phase" in entry:
+                if entry["phase"] == "starting":
+                    trials = []  # a new run in the same work directory counts from 0 again
+                phase, batch = entry["phase"], int(entry.get("n") or 0)
+            elif "trial" in entry:
+                trials.append(entry.get("latency_s"))
+            elapsed = entry.get("t", elapsed)
+        committed = len(self.records(with_traces=False)) - int(st.get("done_before") or 0)
+        pending = trials[committed:] if phase in ("measuring", "building") else []
+        if started and phase not in ("done",) and self.status == "running":
+            elapsed = time.time() - started
+        return LiveState(
+            phase=phase if self.status == "running" else self.status, batch=batch, pending=pending, elapsed_s=elapsed
+        )
+
+    @property
+    def stopped_early(self) -> dict | None:
+        """{"measured", "requested", "reason"} when the run ended before its trial count because
+        the search space had no new candidate left."""
+        return self.read_status().get("stopped_early")
+
+    # -------------------------------------------------------------------------------- control
+
+    def wait(self, timeout: float | None = None, poll_s: float = 0.25) -> str:
+        """Block until the job ends (or `timeout` seconds pass); returns `status`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+            return self.status
+        while self.status == "running":
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            time.sleep(poll_s)
+        return self.status
+
+    def cancel(self, grace_s: float = 3.0) -> str:
+        """Stop the job and every process it started (its process group). Records stay on disk."""
+        pid = self.pid
+        if pid is None:
+            return self.status
+        stop_group(pid, grace_s, popen=self._proc)
+        st = self.read_status()
+        if st.get("state") not in ("done", "failed"):
+            st.update(state="cancelled", finished_at=time.time())
+            _write_json(self.path(STATUS_FILE), st)
+        self._cancelled = st.get("state") == "cancelled"
+        return self.status
+
+    def summary(self) -> dict:
+        """Plain figures for a CLI or a dashboard."""
+        best = self.best
+        recs = self.records(with_traces=False)
+        return {
+            "work_dir": self.work_dir,
+            "status": self.status,
+            "trials": len(recs),
+            "trials_requested": self.trials,
+            "failed": sum(1 for r in recs if not r.ok),
+            "best_latency_s": best.latency_s if best else None,
+            "best_gflops": best.gflops if best else None,
+            "best_trial": best.trial if best else None,
+            "best_trace": best.trace if best else None,
+            "best_confirmed": best.confirmed if best else None,
+            "best_tuner_latency_s": best.tuner_latency_s if best else None,
+            "stopped_early": self.stopped_early,
+            "error": self.error,
+        }
+
+    def __repr__(self) -> str:
+        done, total = self.progress
+        return f"TuneJob({self.work_dir!r}, status={self.status!r}, trials={done}/{total})"
+
+
+def _write_json(path: str, obj: Any) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(obj, fh)
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------------------- tune()
+
+
+def _session_like(obj: Any) -> bool:
+    return hasattr(obj, "original") and hasattr(obj, "module")
+
+
+def tune(
+    session_or_module: Any,
+    target: Any = "cpu",
+    trials: int = 64,
+    space: str | Callable | list = "auto",
+    work_dir: str | None = None,
+    runner: str = "local",
+    *,
+    func_name: str | None = None,
+    num_trials_per_iter: int = 16,
+    seed: int | None = None,
+    min_repeat_ms: float = 10.0,
+    cost_model: str = "xgb",
+    strategy: str = "evolutionary",
+    timeout_s: float = 30.0,
+    database: str | None = None,
+    widen: bool = False,
+    population: int | None = None,
+    confirm: bool = True,
+    servers: int = 1,
+) -> TuneJob:
+    """Start meta_schedule on a Session (or an IRModule) and return a `TuneJob` at once.
+
+    space: "auto" (meta_schedule's default space, from the session's original program);
+           "session" (the session's own steps, each split with literal factors sampled instead);
+           a trace in JSON form (same rewriting); or a function `fn(sch) -> sch` such as the
+           course's `stochastic_schedule_mm` (shipped to the job with cloudpickle).
+    widen: with space="session" or a function, search meta_schedule's default space too (its
+           multi-level tiling and parallel/vectorize/unroll choices), for when the student's own
+           space holds only a few distinct candidates.
+    runner: "local" or "rpc://HOST:PORT/KEY" (a TVM RPC tracker; `servers` measure in parallel).
+    database: a class's shared meta_schedule database: a folder (e.g. on a shared drive), or
+           "rpc://HOST:PORT" / "rpc://TRACKER:PORT/KEY" for one served by `mlc-lab database serve`.
+           Its records of the same workload and target seed the search and warm the cost model
+           (they do not count as this job's trials), and this job's records are added to it at
+           the end (under a lock: many students may finish at once).
+    strategy, cost_model: meta_schedule's ("evolutionary" + "xgb" by default; "replay-trace" +
+           "random" is plain random sampling, much cheaper per round). `population`: the
+           evolutionary search's population (64 for small kernels, 256 above 1e8 FLOPs).
+    confirm: at the end, re-time the best candidates by `measure`'s method (`mlc_lab.tvm.timing`);
+           `TuneJob.best` then reports that figure.
+    work_dir: where everything is kept; a directory that already holds trials continues.
+    Every candidate is timed by mlc_lab's one method (`mlc_lab.tvm.timing`, TUNING variant).
+    """
+    from mlc_lab.tvm.tuning import job as tuning
+
+    if trials < 1:
+        raise TuneError("trials must be at least 1")
+    is_session = _session_like(session_or_module)
+    if is_session:
+        workload = session_or_module.original
+        func_name = func_name or getattr(session_or_module, "func_name", None)
+    else:
+        workload = session_or_module
+
+    space_spec: dict
+    pickled: bytes | None = None
+    if isinstance(space, str) and space == "auto":
+        space_spec = {"kind": "auto"}
+    elif isinstance(space, str) and space == "session":
+        if not is_session:
+            raise TuneError("space='session' needs a Session (its steps define the search space)")
+        space_spec = {"kind": "session", "insts": _rewrite(tuning, session_or_module.trace_json)}
+    elif isinstance(space, (list, tuple)):
+        space_spec = {"kind": "session", "insts": _rewrite(tuning, list(space))}
+    elif callable(space):
+        import cloudpickle
+
+        pickled = cloudpickle.dumps(space)
+        space_spec = {"kind": "callable", "name": getattr(space, "__name__", "space")}
+    else:
+        raise TuneError(f"space must be 'auto', 'session', a trace (JSON) or a function, not {space!r}")
+
+    try:
+        runner_spec = tuning.parse_runner(runner)
+    except ValueError as exc:
+        raise TuneError(str(exc)) from None
+    if database is not None:
+        database = str(database)
+        if database.startswith("rpc://"):
+            from mlc_lab.tvm import classroom as class_db
+
+            try:
+                class_db.parse(database)
+                class_db.check(database)  # say now, not when the job has started, that it is not there
+            except (ValueError, class_db.ClassDatabaseError) as exc:
+                raise TuneError(str(exc)) from None
+        elif "://" in database:
+            raise TuneError(
+                f"database must be a folder path or 'rpc://HOST:PORT[/KEY]' (a class database served by "
+                f"`mlc-lab database serve`), not {database!r}"
+            )
+        else:
+            database = os.path.abspath(os.path.expanduser(database))
+    if widen:
+        if not isinstance(space_spec, dict) or space_spec["kind"] == "auto":
+            raise TuneError(
+                "widen=True widens a session-derived or function space; space='auto' is already the default space"
+            )
+        space_spec["widen"] = True
+    try:
+        func_name, module_text = tuning.prepare_workload(workload, func_name)
+        target_json = tuning.tuning_target(target)
+    except ValueError as exc:
+        raise TuneError(str(exc)) from None
+    if target_json.get("kind") == "cuda" and runner_spec["kind"] == "local":
+        from mlc_lab.tvm.build import gpu_present
+
+        if not gpu_present():
+            raise NoGPUError(
+                "no CUDA GPU found; you can still build, inspect and visualise CUDA schedules, "
+                "or tune through an RPC runner on a machine that has one (runner='rpc://HOST:PORT/KEY')",
+                kind="no_gpu",
+            )
+    try:
+        from mlc_lab.tvm.build import estimate_flops, module_from_text, param_specs
+
+        one = module_from_text(module_text)
+        flops = estimate_flops(one, func_name)
+        import numpy as np
+
+        # compulsory traffic (every element of every argument once): the roofline's bytes, as measure's
+        nbytes = float(
+            sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for _, shape, dtype in param_specs(one, func_name))
+        )
+    except Exception:  # noqa: BLE001
+        flops, nbytes = None, None
+
+    if work_dir is None:
+        work_dir = tuning.scratch_dir()
+    work_dir = os.path.abspath(work_dir)
+    os.makedirs(work_dir, exist_ok=True)
+    job = TuneJob(work_dir)
+    if job.pid is not None:
+        raise TuneError(f"a tuning job is already running in {work_dir} (pid {job.pid}); cancel it first")
+
+    old_status = job.read_status()
+    old_module = None
+    try:
+        with open(job.path(MODULE_FILE)) as fh:
+            old_module = fh.read()
+    except OSError:
+        pass
+    _write_text(job.path(MODULE_FILE), module_text)
+    if pickled is not None:
+        with open(job.path(SPACE_PICKLE), "wb") as fh:
+            fh.write(pickled)
+    spec = {
+        "version": 1,
+        "func_name": func_name,
+        "target": target_json,
+        "trials": int(trials),
+        "space": space_spec,
+        "runner": (runner if runner_spec["kind"] == "rpc" else "local"),
+        "servers": int(servers),
+        "num_trials_per_iter": int(num_trials_per_iter),
+        "seed": seed,
+        "min_repeat_ms": float(min_repeat_ms),
+        "shared_db": database,
+        "population": population,
+        "confirm": bool(confirm),
+        "cost_model": cost_model,
+        "strategy": strategy,
+        "timeout_s": float(timeout_s),
+        "num_tuning_cores": usable_cores(),
+        "flops": flops,
+        "bytes": nbytes,
+        "created_at": time.time(),
+    }
+    _write_json(job.path(JOB_FILE), spec)
+    status = {"state": "starting", "started_at": time.time()}
+    if old_module == module_text and "workload_index" in old_status:
+        status["workload_index"] = old_status["workload_index"]
+    _write_json(job.path(STATUS_FILE), status)
+
+    proc = start_job("tune", work_dir, job.path(LOG_FILE))
+    status["pid"] = proc.pid
+    current = _read_json(job.path(STATUS_FILE)) or {}
+    if current.get("state") == "starting" and "pid" not in current:
+        _write_json(job.path(STATUS_FILE), status)
+    return TuneJob(work_dir, proc)
+
+
+def _rewrite(tuning: Any, trace_json: Any) -> list:
+    try:
+        return tuning.rewrite_session_space(trace_json)
+    except ValueError as exc:
+        raise TuneError(str(exc)) from None
+
+
+def _write_text(path: str, text: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------------------- report
+
+
+def write_report(job: TuneJob, path: str | None = None) -> str:
+    """A self-contained HTML page: latency per trial with the best so far, the best trace and script."""
+    import html
+
+    import plotly.graph_objects as go
+
+    path = path or os.path.join(job.work_dir, "report.html")
+    recs = job.records(with_traces=False)
+    ok = [r for r in recs if r.ok]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=[r.trial for r in ok],
+            y=[r.latency_s * 1e3 for r in ok if r.latency_s is not None],
+            mode="markers",
+            name="trial",
+        )
+    )
+    best_x, best_y, cur = [], [], None
+    for r in recs:
+        if r.latency_s is not None and (cur is None or r.latency_s < cur):
+            cur = r.latency_s
+        if cur is not None:
+            best_x.append(r.trial)
+            best_y.append(cur * 1e3)
+    fig.add_trace(go.Scatter(x=best_x, y=best_y, mode="lines", name="best so far", line={"shape": "hv"}))
+    failed = [r for r in recs if not r.ok]
+    if failed:
+        top = max((r.latency_s for r in ok if r.latency_s is not None), default=1e-3) * 1e3
+        fig.add_trace(
+            go.Scatter(
+                x=[r.trial for r in failed],
+                y=[top] * len(failed),
+                mode="markers",
+                name="failed",
+                marker={"symbol": "x", "color": "red"},
+                text=[(r.error or "")[:200] for r in failed],
+            )
+        )
+    fig.update_layout(
+        title=f"meta_schedule: {len(recs)} trials", xaxis_title="trial", yaxis_title="latency (ms)", yaxis_type="log"
+    )
+    summary = job.summary()
+    best = job.best
+    spec = job.spec
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>mlc-lab tuning report</title>",
+        "<style>body{font-family:sans-serif;margin:2em} pre{background:#f6f8fa;padding:1em;overflow:auto}</style>",
+        "</head><body>",
+        f"<h1>Tuning report: {html.escape(str(spec.get('func_name', '')))}</h1>",
+        "<ul>",
+        f"<li>status: {html.escape(summary['status'])}</li>",
+        f"<li>trials: {summary['trials']} (failed {summary['failed']})</li>",
+        f"<li>target: <code>{html.escape(json.dumps(spec.get('target')))}</code></li>",
+    ]
+    if best is not None:
+        gf = f", {best.gflops:.1f} GFLOPS" if best.gflops else ""
+        parts.append(f"<li>best: {best.latency_s * 1e3:.4f} ms at trial {best.trial}{gf}</li>")
+    parts.append("</ul>")
+    parts.append(fig.to_html(full_html=False, include_plotlyjs=True))
+    if best is not None:
+        parts.append("<h2>Best trace</h2><pre>" + html.escape(best.trace or "(not recorded)") + "</pre>")
+        parts.append("<h2>Best program</h2><pre>" + html.escape(best.script or "(not recorded)") + "</pre>")
+    parts.append("</body></html>")
+    _write_text(path, "\n".join(parts))
+    return path

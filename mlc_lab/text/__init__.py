@@ -1,0 +1,1 @@
+"""Text work on TVM's code and messages that needs no TVM: the legacy spellings' conversion, a lab file's constants, the first lines of schedule errors in plain words, the trace parser's tables and limits. Beneath `mlc_lab.tvm` (which uses it) and above `mlc_lab.model`."""

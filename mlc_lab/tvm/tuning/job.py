@@ -1,0 +1,765 @@
+"""meta_schedule glue. `run_job` runs inside the tuning job (the worker's "tune" request,
+``python -m mlc_lab.core.worker_main --job tune WORK_DIR``);
+the small helpers at the top (`prepare_workload`, `rewrite_session_space`, `tuning_target`) are
+called by the kernel-side `mlc_lab.core.tuning` to write the job's files.
+
+Work directory files (besides meta_schedule's own database_*.json and logs/):
+  mlc_lab_job.json      what to tune: function, target, trials, space, runner, ...
+  mlc_lab_module.json   the workload (tvm.ir.save_json of a one-function module)
+  mlc_lab_space.pkl     a user's space function (cloudpickle), for space=callable
+  mlc_lab_status.json   state written by the subprocess: running / done / failed
+  mlc_lab_trials.jsonl  one line per measured candidate: db line, latency, error, trace text
+  mlc_lab_best.json     the best candidate so far: latency, trace text, TVMScript, and at the
+                        end "confirmed": the best candidates re-timed by measure's method
+  mlc_lab_live.jsonl    phases (building / measuring / searching) and each candidate as measured
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from mlc_lab._threads import ensure_tvm_threads, usable_cores
+
+ensure_tvm_threads()
+
+import tvm  # noqa: E402
+from tvm.ir.utils import derived_object  # noqa: E402
+from tvm.s_tir import meta_schedule as ms  # noqa: E402
+
+from mlc_lab.tvm import build as _build  # noqa: E402
+from mlc_lab.tvm import classroom as class_db  # noqa: E402
+from mlc_lab.tvm.tuning import runner_process  # noqa: E402
+from mlc_lab.tvm.tuning.live import LIVE_FILE, LiveLog  # noqa: E402,F401  (LIVE_FILE: the job's files)
+from mlc_lab.tvm.tuning.build import BuiltCandidates, InProcessBuilder, install_fast_stack  # noqa: E402,F401  (benchmarks use both)
+from mlc_lab.tvm import timing  # noqa: E402
+from mlc_lab import _timeline as timeline  # noqa: E402
+from mlc_lab.tvm.tuning.model import EarlyXGB, import_in_background, make_cost_model, warm_cost_model  # noqa: E402
+
+JOB_FILE = "mlc_lab_job.json"
+MODULE_FILE = "mlc_lab_module.json"
+SPACE_PICKLE = "mlc_lab_space.pkl"
+STATUS_FILE = "mlc_lab_status.json"
+TRIALS_FILE = "mlc_lab_trials.jsonl"
+BEST_FILE = runner_process.BEST_FILE
+RECORDS_FILE, WORKLOADS_FILE = class_db.RECORDS_FILE, class_db.WORKLOADS_FILE  # meta_schedule's database
+CONTENTION_FILE = runner_process.CONTENTION_FILE  # the runner's process: others' cores per candidate
+TUNING_MIN_REPEAT_MS = 10.0
+CONFIRM_TOP = 3  # candidates re-timed by measure's method at the end of a run
+CONFIRM_WITHIN = 1.25  # ... those within this factor of the best tuner figure
+POPULATION = 64  # evolutionary search's population for small kernels (meta_schedule's default: 512)
+POPULATION_LARGE = 256  # ... for kernels above LARGE_FLOPS, where measuring dominates a round
+GENETIC_ITERS = 2  # genetic steps per round for small kernels (meta_schedule's default: 4)
+LARGE_FLOPS = 1e8  # above this, a kernel takes long enough to measure that the full search is cheap
+
+
+# ----------------------------------------------------------------------------------------- kernel side
+
+
+def prepare_workload(module: Any, func_name: str | None) -> tuple[str, str]:
+    """(function name, save_json text of a module holding only that function)."""
+    func_name, one = _build.single_function_module(module, func_name)
+    return func_name, _build.module_to_text(one)
+
+
+def tuning_target(spec: Any) -> dict:
+    """A JSON target dict for meta_schedule: the native CPU with "num-cores", or CUDA with the limits
+    VerifyGPUCode needs."""
+    target = _build.resolve_target(spec)
+    out = _build.target_to_json(target)
+    if out.get("kind") == "llvm":
+        out.setdefault("num-cores", usable_cores())
+    elif out.get("kind") == "cuda":
+        out.setdefault("max_threads_per_block", int(out.get("max_num_threads", 1024)))
+        out.setdefault("max_shared_memory_per_block", _build.DEFAULT_MAX_SHARED_BYTES)
+        out.setdefault("thread_warp_size", 32)
+        out.setdefault("registers_per_block", 65536)
+    return out
+
+
+def rewrite_session_space(trace_json: Any, func_name: str = "main") -> list:
+    """Turn a session's trace into a search space: every Split whose factors are all literals
+    (or None) samples its factors instead, with `sample_perfect_tile` of the same loop and
+    n = number of factors. Decisions are dropped, so every sampling instruction is re-sampled.
+
+    `get_sblock` calls are pointed at `func_name`: meta_schedule names its one-function workload
+    "main". Pure JSON manipulation; the result is replayed with `Trace.apply_json_to_schedule`,
+    never exec'd.
+    """
+    if isinstance(trace_json, str):
+        trace_json = json.loads(trace_json)
+    if not isinstance(trace_json, list):
+        raise ValueError("a trace in JSON form is a list [instructions, decisions]")
+    insts = (
+        trace_json[0]
+        if len(trace_json) == 2
+        and isinstance(trace_json[0], list)
+        and (not trace_json[0] or isinstance(trace_json[0][0], list))
+        else trace_json
+    )
+    used = set()
+    for inst in insts:
+        _check_inst(inst)
+        used.update(x for x in inst[3] if isinstance(x, str))
+    out: list = []
+    n_new = 0
+    for inst in insts:
+        kind, inputs, attrs, outputs = inst
+        if kind == "EnterPostproc":
+            break  # meta_schedule adds its own postprocessing
+        if kind == "GetSBlock" and len(attrs) == 2:
+            attrs = [attrs[0], func_name]
+        if kind == "Split" and len(inputs) >= 3:
+            loop, factors = inputs[0], inputs[1:]
+            if all(isinstance(f, int) or f in (None, "None") for f in factors):
+                names = []
+                for q in range(len(factors)):
+                    name = f"v_mlc{n_new}_{q}"
+                    while name in used:
+                        name += "_"
+                    used.add(name)
+                    names.append(name)
+                n_new += 1
+                inner = factors[-1]
+                max_inner = max(16, int(inner)) if isinstance(inner, int) else 64
+                out.append(["SamplePerfectTile", [loop], [len(factors), max_inner], names])
+                out.append(["Split", [loop, *names], attrs, outputs])
+                continue
+        out.append([kind, inputs, attrs, outputs])
+    if n_new == 0:
+        raise ValueError(
+            "the session has no split with literal factors, so there is nothing to search over; "
+            "use space='auto' or add a split"
+        )
+    return out
+
+
+def _check_inst(inst: Any) -> None:
+    if not (isinstance(inst, list) and len(inst) == 4 and isinstance(inst[0], str)):
+        raise ValueError(f"not a trace instruction: {inst!r}")
+
+
+# ----------------------------------------------------------------------------------------- subprocess
+
+
+def parse_runner(spec: str) -> dict:
+    """ "local" or "rpc://HOST:PORT/KEY" (also HOST:PORT:KEY) as a dict."""
+    if spec in (None, "", "local"):
+        return {"kind": "local"}
+    text = spec[len("rpc://") :] if spec.startswith("rpc://") else spec
+    if "/" in text:
+        hostport, key = text.split("/", 1)
+        host, _, port = hostport.rpartition(":")
+    else:
+        parts = text.split(":")
+        if len(parts) != 3:
+            raise ValueError(f"runner must be 'local' or 'rpc://HOST:PORT/KEY', not {spec!r}")
+        host, port, key = parts
+    if not host or not port.isdigit() or not key:
+        raise ValueError(f"runner must be 'local' or 'rpc://HOST:PORT/KEY', not {spec!r}")
+    return {"kind": "rpc", "host": host, "port": int(port), "key": key}
+
+
+def make_runner(spec: dict, min_repeat_ms: float = TUNING_MIN_REPEAT_MS, timeout_s: float = 30.0) -> Any:
+    """meta_schedule's runner, timing every candidate by mlc_lab's one method (`timing.TUNING`:
+    warm-up, 3 repeats, early stop for clearly slow candidates), locally or through an RPC tracker."""
+    evaluator = ms.runner.EvaluatorConfig(
+        number=1, repeat=timing.TUNING.repeats, min_repeat_ms=int(min_repeat_ms), enable_cpu_cache_flush=False
+    )
+    if spec["kind"] == "rpc":
+        return ms.runner.RPCRunner(
+            rpc_config=ms.runner.RPCConfig(
+                tracker_host=spec["host"],
+                tracker_port=spec["port"],
+                tracker_key=spec["key"],
+                session_timeout_sec=int(timeout_s),
+            ),
+            evaluator_config=evaluator,
+            f_run_evaluator=timing.rpc_run_evaluator,
+            max_workers=int(spec.get("servers", 1)),
+        )
+    with runner_process.adopting():  # its process may have been started already (runner_process.prestart)
+        return ms.runner.LocalRunner(
+            timeout_sec=timeout_s, evaluator_config=evaluator, f_run_evaluator=timing.run_evaluator
+        )
+
+
+@derived_object
+class LiveRunner(ms.runner.PyRunner):
+    """Wraps a runner so that each candidate is written to mlc_lab_live.jsonl the moment its
+    result is known (meta_schedule itself reports a whole batch at once), with the phase. A
+    watcher thread follows the futures in order; meta_schedule still collects them itself."""
+
+    def __init__(self, inner: Any, live: "LiveLog", contention_file: str | None = None) -> None:
+        super().__init__()
+        self._inner = inner  # a runner, or a Future of one (started while the job does other things)
+        self.live = live
+        # the local runner's process appends the cores other processes used while it timed each
+        # candidate (timing.run_evaluator); one value per runner input, in order, for the records
+        self.contention_file = contention_file
+        self.others: list = []
+        self.before_measuring: list[threading.Thread] = []  # work that must be over before any timing
+
+    @property
+    def inner(self) -> Any:
+        if isinstance(self._inner, Future):
+            self._inner = self._inner.result()
+        return self._inner
+
+    def run(self, runner_inputs: list) -> list:
+        while self.before_measuring:  # nothing of ours competes for the cores while candidates are timed
+            self.before_measuring.pop().join()
+        self.live.phase("measuring", len(runner_inputs))
+        if isinstance(self.inner, ms.runner.LocalRunner):
+            # LocalRunner.run measures the whole batch before returning: hand it one at a time
+            futures = []
+            for one in runner_inputs:
+                start = _file_size(self.contention_file)
+                with timeline.span("measure"):
+                    fut = self.inner.run([one])[0]
+                self._log(fut, _new_value(self.contention_file, start))
+                futures.append(fut)
+            return futures
+        futures = list(self.inner.run(runner_inputs))  # RPC: asynchronous, several servers at once
+        threading.Thread(target=self._watch, args=(futures,), daemon=True).start()
+        return futures
+
+    def close(self) -> None:
+        """Stop the local runner's measuring process now that the search is over: 0.07 s here,
+        against 0.3 s when the pool is torn down with the interpreter at the job's exit."""
+        inner = self._inner
+        if isinstance(inner, Future):
+            if not inner.done() or inner.exception() is not None:
+                return  # still starting (nothing was measured), or never started: it goes with the job
+            inner = inner.result()
+        pool = getattr(inner, "pool", None)
+        if isinstance(inner, ms.runner.LocalRunner) and pool is not None:
+            pool.shutdown()
+
+    def _log(self, fut: Any, others: float | None = None) -> None:
+        result = fut.result()
+        error = result.error_msg
+        secs = [float(x) for x in result.run_secs] if result.run_secs is not None and not error else []
+        self.others.append(others)
+        self.live.trial(_median(secs) if secs else None, error, others)
+
+    def _watch(self, futures: list) -> None:
+        for fut in futures:
+            try:
+                while not fut.done():
+                    time.sleep(0.02)
+                self._log(fut)
+            except Exception as exc:  # noqa: BLE001 - the live view is a nicety; the batch result stands
+                self.live.trial(None, f"{type(exc).__name__}: {exc}")
+
+
+def _file_size(path: str | None) -> int:
+    try:
+        return os.path.getsize(path) if path else 0
+    except OSError:
+        return 0
+
+
+def _new_value(path: str | None, start: int) -> float | None:
+    """The number the runner's process appended to `path` after byte `start` (None if none)."""
+    if not path:
+        return None
+    try:
+        with open(path) as fh:
+            fh.seek(start)
+            text = fh.read().strip().splitlines()
+        return float(text[-1]) if text and text[-1] != "None" else None
+    except (OSError, ValueError):
+        return None
+
+
+class TraceSpace:
+    """A space function that replays a rewritten session trace (JSON) with fresh samples."""
+
+    def __init__(self, insts: list) -> None:
+        self.insts = insts
+
+    def __call__(self, sch: Any) -> Any:
+        tvm.s_tir.schedule.Trace.apply_json_to_schedule([self.insts, []], sch)
+        return sch
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _write_json(path: str, obj: Any) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(obj, fh)
+    os.replace(tmp, path)
+
+
+def _workload_index(work_dir: str, workload: Any) -> int:
+    """Position of `workload` in database_workload.json (the index its records carry)."""
+    key = workload.as_json()[0]
+    with open(os.path.join(work_dir, WORKLOADS_FILE)) as fh:
+        for i, line in enumerate(x for x in fh if x.strip()):
+            if json.loads(line)[0] == key:
+                return i
+    raise RuntimeError("the workload was committed but is not in database_workload.json")
+
+
+def _records_of(work_dir: str, index: int) -> int:
+    path = os.path.join(work_dir, RECORDS_FILE)
+    if not os.path.exists(path):
+        return 0
+    n = 0
+    with open(path) as fh:
+        for line in fh:
+            try:
+                if json.loads(line)[0] == index:
+                    n += 1
+            except (ValueError, IndexError, TypeError):
+                continue
+    return n
+
+
+def _make_progress_callback(
+    work_dir: str,
+    first_line: int,
+    best_latency: float | None,
+    t0: float,
+    live: "LiveLog | None" = None,
+    runner: "LiveRunner | None" = None,
+) -> Any:
+    @derived_object
+    class ProgressCallback(ms.measure_callback.PyMeasureCallback):
+        """Writes one line per candidate to mlc_lab_trials.jsonl (after AddToDatabase wrote the
+        database line), and the best program so far to mlc_lab_best.json."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.line = first_line
+            self.best = best_latency
+
+        def apply(self, _task_scheduler, _task_id, measure_candidates, builder_results, runner_results) -> None:
+            timeline.event("batch_measured", n=len(measure_candidates))
+            lines = []
+            for cand, br, rr in zip(measure_candidates, builder_results, runner_results):
+                error = br.error_msg or rr.error_msg
+                # a candidate that built was handed to the runner: its others' cores come in order
+                others = runner.others.pop(0) if runner is not None and not br.error_msg and runner.others else None
+                secs = [float(x) for x in rr.run_secs] if rr.run_secs is not None and not error else []
+                latency = _median(secs) if secs else None
+                trace = str(cand.sch.trace)
+                lines.append(
+                    json.dumps(
+                        {
+                            "line": self.line,
+                            "latency_s": latency,
+                            "run_secs": secs,
+                            "error": str(error)[:4000] if error else None,
+                            "trace": trace,
+                            "others_cores": others,
+                            "t": round(time.time() - t0, 3),
+                        }
+                    )
+                )
+                self.line += 1
+                if latency is not None and (self.best is None or latency < self.best):
+                    self.best = latency
+                    _write_json(
+                        os.path.join(work_dir, BEST_FILE),
+                        {"latency_s": latency, "line": self.line - 1, "trace": trace, "script": cand.sch.mod.script()},
+                    )
+            if lines:
+                with open(os.path.join(work_dir, TRIALS_FILE), "a") as fh:
+                    fh.write("\n".join(lines) + "\n")
+            if live is not None:
+                live.phase("searching" if lines else "exhausted")
+
+    return ProgressCallback()
+
+
+def tune_request(req: dict) -> int:
+    """The worker's "tune" job: the exit status of the tuning process."""
+    return run_job(req["work_dir"])
+
+
+def run_job(work_dir: str) -> int:
+    """Body of the tuning job: read mlc_lab_job.json, tune, keep the status file current."""
+    work_dir = os.path.abspath(work_dir)
+    status_path = os.path.join(work_dir, STATUS_FILE)
+    t0 = time.time()
+    timeline.event("job_main")
+    status: dict = {"state": "starting", "pid": os.getpid(), "started_at": t0}
+    built = BuiltCandidates()  # one job's libraries, across its stages
+    _write_json(status_path, status)
+    try:
+        with open(os.path.join(work_dir, JOB_FILE)) as fh:
+            job = json.load(fh)
+        install_fast_stack()
+        best_path = os.path.join(work_dir, BEST_FILE)
+        contention_path = os.path.join(work_dir, CONTENTION_FILE)
+        # the runner's workers read the best latency so far from one (early stop of slow candidates)
+        # and report others' cores to the other; set before the runner's process starts (if
+        # runner_process.prestart has not started it already)
+        os.environ.update(runner_process.runner_env(work_dir))
+        # LocalRunner waits for its measuring process to import TVM (1-4 s): let it do so while this
+        # process reads the database and searches its first batch
+        starter = ThreadPoolExecutor(max_workers=1)
+        runner_future = starter.submit(
+            make_runner,
+            {**parse_runner(job.get("runner", "local")), "servers": job.get("servers", 1)},
+            job.get("min_repeat_ms", TUNING_MIN_REPEAT_MS),
+            job.get("timeout_s", 30),
+        )
+        starter.shutdown(wait=False)
+        runner_future.add_done_callback(lambda _f: timeline.event("runner_ready"))
+        with open(os.path.join(work_dir, MODULE_FILE)) as fh:
+            mod = _build.module_from_text(fh.read())
+        target = tvm.target.Target(job["target"])
+        import_tensor_intrinsics(target)
+        cores = int(job.get("num_tuning_cores") or usable_cores())
+        db = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
+        # tune_tir adds tirx.noalias etc. to each task function; commit the same normalised form
+        task_mod = ms.tune_context._normalize_mod(mod[job["func_name"]])  # noqa: SLF001  (what tune_tir commits)
+        workload = db.commit_workload(task_mod)
+        index = _workload_index(work_dir, workload)
+        imported = dict(status_of(work_dir).get("imported") or {})
+        if job.get("shared_db"):
+            imported = class_db.import_shared(job["shared_db"], work_dir, db, task_mod, target, imported)
+        done = _records_of(work_dir, index) - int(imported.get("count", 0))
+        remaining = int(job["trials"]) - done
+        best = None
+        if os.path.exists(best_path):
+            with open(best_path) as fh:
+                best = json.load(fh).get("latency_s")
+        status.update(
+            state="running", workload_index=index, done_before=done, trials=int(job["trials"]), imported=imported
+        )
+        _write_json(status_path, status)
+        live = LiveLog(work_dir, t0)
+        live.phase("starting")
+        if remaining > 0:
+            runner = LiveRunner(runner_future, live, contention_path)
+            per_iter = int(job.get("num_trials_per_iter", 16))
+            cost_model: Any = make_cost_model(job.get("cost_model", "xgb"), remaining, per_iter, cores)
+            if isinstance(cost_model, EarlyXGB) and "xgboost" not in sys.modules:
+                # XGBoost is first needed to train on the first batch's results, right after they
+                # are measured, and its import takes 0.4-0.6 s on one core while the other waits:
+                # import it now, beside the first search and builds, and be done before measuring
+                runner.before_measuring.append(import_in_background("xgboost"))
+            if (done > 0 or imported.get("count")) and isinstance(cost_model, EarlyXGB):
+                cost_model = warm_cost_model(task_mod, target, db, workload, cores, cost_model)
+            # ours right after AddToDatabase (it names the database line), before the cost model's update
+            default = list(ms.MeasureCallback.create("default"))
+            callbacks = (
+                default[:1]
+                + [
+                    _make_progress_callback(
+                        work_dir, class_db.count_lines(os.path.join(work_dir, RECORDS_FILE)), best, t0, live, runner
+                    )
+                ]
+                + default[1:]
+            )
+            first_batch = done == 0 and not imported.get("count")
+            for space, stage_trials, strategy in _stages(
+                job, work_dir, task_mod, target, remaining, per_iter, first_batch
+            ):
+                left = int(job["trials"]) - (_records_of(work_dir, index) - int(imported.get("count", 0)))
+                if left <= 0:
+                    break
+                live.phase("searching")
+                timeline.event("stage", trials=min(left, stage_trials))
+                # one cost model and one database across the stages: the second starts from the
+                # first one's records (population seeds) and the model they trained
+                ms.tune_tir(
+                    mod=mod,
+                    target=target,
+                    work_dir=work_dir,
+                    max_trials_global=min(left, stage_trials),
+                    num_trials_per_iter=per_iter,
+                    builder=InProcessBuilder(live=live, built=built),
+                    runner=runner,
+                    database=db,
+                    cost_model=cost_model,
+                    measure_callbacks=callbacks,
+                    space=space,
+                    strategy=strategy,
+                    seed=job.get("seed"),
+                    num_tuning_cores=cores,
+                )
+            runner.close()
+        measured = _records_of(work_dir, index) - int(imported.get("count", 0))
+        if measured < int(job["trials"]):
+            status["stopped_early"] = {
+                "measured": measured,
+                "requested": int(job["trials"]),
+                "reason": f"the search space holds only {measured} distinct candidates, and all were measured",
+            }
+        if job.get("confirm", True) and parse_runner(job.get("runner", "local"))["kind"] == "local":
+            live.phase("confirming", CONFIRM_TOP)
+            with timeline.span("confirm"):
+                confirm_best(work_dir, db, workload, target, speed_probe=float(job.get("flops") or 0) >= LARGE_FLOPS)
+        if job.get("shared_db"):
+            live.phase("sharing")
+            status["shared"] = class_db.share(job["shared_db"], work_dir, index, imported)
+        status.update(state="done", finished_at=time.time(), builds_reused=built.hits)
+        _write_json(status_path, status)
+        live.phase("done")
+        timeline.event("done")
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - recorded for the kernel, then re-raised as a status
+        status.update(
+            state="failed",
+            finished_at=time.time(),
+            error=f"{type(exc).__name__}: {exc}",
+            detail=traceback.format_exc(),
+        )
+        _write_json(status_path, status)
+        print(traceback.format_exc(), file=sys.stderr)
+        return 1
+    finally:
+        built.close()
+
+
+def status_of(work_dir: str) -> dict:
+    try:
+        with open(os.path.join(work_dir, STATUS_FILE)) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return {}
+
+
+def _stages(
+    job: dict, work_dir: str, task_mod: Any, target: Any, remaining: int, per_iter: int, first_run: bool
+) -> list[tuple[Any, int, Any]]:
+    """(space, trials, search strategy) in order.
+
+    For the default space on a matrix product, the packed-panel sketch (`mlc_lab.tvm.tuning.cpu_space`)
+    gets the first batches: one drawn at random on a fresh run (distinct samples, no genetic
+    steps: before any measurement the cost model has nothing to say, and breeding guided by it
+    would only cost time, 2.2 s of search at load 6 -> 0.4 s), then one bred from the best so far
+    (a continued or warm-started run starts here, from the records it has). Only then is the
+    union of both spaces searched, with those records seeding its population. Without this,
+    meta_schedule's evolutionary search draws its candidates evenly from the union's design
+    spaces (the sketch is one of four) and breeds from whatever it measured: a fresh 512^3 run
+    measured 1 sketch candidate in 64 trials, and a warm-started one, whose cost model had seen
+    only sketch candidates, spent its first batch on default-space ones it could not judge."""
+    from mlc_lab.tvm.tuning.cpu_space import packed_panel_space
+
+    space = _space(job, work_dir, task_mod, target)
+    if job["space"]["kind"] == "auto" and remaining > per_iter:
+        sketch = packed_panel_space(task_mod["main"], target)
+        if sketch is not None:
+            stages = []
+            if first_run:
+                stages.append(
+                    (
+                        sketch,
+                        per_iter,
+                        ms.search_strategy.EvolutionarySearch(
+                            population_size=2 * per_iter, init_min_unmeasured=2 * per_iter, genetic_num_iters=0
+                        ),
+                    )
+                )
+            stages.append((sketch, per_iter, _strategy(job)))
+            return [*stages, (space, remaining, _strategy(job))]
+    return [(space, remaining, _strategy(job))]
+
+
+def _space(job: dict, work_dir: str, task_mod: Any, target: Any) -> Any:
+    """The search space: meta_schedule's default one plus, for a matrix product on a CPU, the
+    packed-panel GEMM sketch of `mlc_lab.tvm.tuning.cpu_space` ("auto"); or the student's own."""
+    from mlc_lab.tvm.tuning.cpu_space import auto_space
+
+    space_spec = job["space"]
+    kind = space_spec["kind"]
+    if kind == "auto":
+        return auto_space(task_mod["main"], target)
+    if kind == "session":
+        own = ms.space_generator.ScheduleFn(TraceSpace(space_spec["insts"]))
+    elif kind == "callable":
+        import cloudpickle
+
+        with open(os.path.join(work_dir, SPACE_PICKLE), "rb") as fh:
+            fn = cloudpickle.load(fh)
+        own = ms.space_generator.ScheduleFn(fn)
+    else:
+        raise ValueError(f"unknown space {space_spec!r}")
+    if space_spec.get("widen"):
+        # the student's space and meta_schedule's own (multi-level tiling, parallel/vectorize/unroll)
+        default = auto_space(task_mod["main"], target)
+        extra = (
+            list(default.space_generators) if isinstance(default, ms.space_generator.SpaceGeneratorUnion) else [default]
+        )
+        return ms.space_generator.SpaceGeneratorUnion([own, *extra])
+    return own
+
+
+def _strategy(job: dict) -> Any:
+    name = job.get("strategy", "evolutionary")
+    if name != "evolutionary":
+        return name
+    # Search effort in proportion to what a candidate costs to measure: for a small kernel the
+    # search dominates a round (meta_schedule's 512 x 4 genetic steps take longer than measuring
+    # 16 candidates), for a large one measuring does and the full search is cheap by comparison.
+    # With the cost model predicting from the second batch (EarlyXGB), every genetic step extracts
+    # features of the whole population: the search effort is what a round costs.
+    small = float(job.get("flops") or 0) < LARGE_FLOPS
+    # 128 -> 64 for small kernels cut a 64-trial 128^3 run's CPU time by a quarter (43.6 -> 33.0 s)
+    population = int(job.get("population") or (POPULATION if small else POPULATION_LARGE))
+    return ms.search_strategy.EvolutionarySearch(
+        population_size=population,
+        init_min_unmeasured=min(50, population // 2),
+        genetic_num_iters=GENETIC_ITERS if small else GENETIC_ITERS + 1,
+    )
+
+
+def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, speed_probe: bool = False) -> None:
+    """Re-time the best few candidates with `measure` itself (`build.measure_request`: the same
+    build, the same correctness check against the workload, the same timing method
+    `timing.MEASURE`) and record the fastest as "confirmed" in mlc_lab_best.json: the job's best,
+    the figure `measure` of the same trace reproduces. `speed_probe` adds `parallel_speed` (see
+    `mlc_lab.tvm.machine.parallel_speed`; about a second once, so only for kernels large enough
+    that a shared core changes their figure, not for the small ones whose tuning must be quick). When several were re-timed, the fastest is
+    timed once more and that fresh figure is recorded: the figure it was chosen by is the luckiest
+    of several noisy medians (biased low, as the tuner's fastest of 64 was)."""
+    best_path = os.path.join(work_dir, BEST_FILE)
+    try:
+        with open(best_path) as fh:
+            best = json.load(fh)
+    except (OSError, ValueError):
+        return
+    top = [r for r in db.get_top_k(workload, CONFIRM_TOP) if r.run_secs and max(float(x) for x in r.run_secs) < 1e9]
+    if top:
+        # only the candidates that the tuner's figures cannot tell from the best (each re-timing
+        # costs a build, a check and 10 repeats of 20 ms or more)
+        fastest = min(_median([float(x) for x in r.run_secs]) for r in top)
+        top = [r for r in top if _median([float(x) for x in r.run_secs]) <= CONFIRM_WITHIN * fastest]
+    reference = _build.module_to_text(workload.mod)
+
+    def measured(module_text: str) -> dict:
+        return _build.measure_request(
+            {
+                "module": module_text,
+                "reference": reference,
+                "func_name": "main",
+                "target": _build.target_to_json(target),
+                "speed_probe": speed_probe,
+            }
+        )
+
+    confirmed = []
+    for rec in top:
+        try:
+            sch = tvm.s_tir.Schedule(rec.workload.mod)
+            rec.trace.apply_to_schedule(sch, remove_postproc=False)
+            text = _build.module_to_text(sch.mod)
+            m = measured(text)
+        except Exception as exc:  # noqa: BLE001 - a candidate that fails now is skipped
+            print(f"mlc_lab: could not re-time a candidate: {exc}", file=sys.stderr)
+            continue
+        if m.get("correct") is False:
+            print(
+                f"mlc_lab: a candidate computes a wrong result (max abs error {m.get('max_abs_error')}); skipped",
+                file=sys.stderr,
+            )
+            continue
+        secs = [float(x) for x in rec.run_secs]
+        confirmed.append({**m, "sch": sch, "module_text": text, "run_secs": secs, "tuner_latency_s": _median(secs)})
+    if not confirmed:
+        return
+    winner = min(confirmed, key=lambda c: c["latency_s"])
+    final = {**winner, "selection_latency_s": winner["latency_s"] if len(confirmed) > 1 else None}
+    if len(confirmed) > 1:
+        try:
+            final.update(measured(winner["module_text"]))
+        except Exception as exc:  # noqa: BLE001 - it ran a moment ago; keep the selection's figure
+            print(f"mlc_lab: could not re-time the best candidate: {exc}", file=sys.stderr)
+    keep = (
+        "latency_s",
+        "min_s",
+        "max_s",
+        "iqr_s",
+        "results_s",
+        "tuner_latency_s",
+        "run_secs",
+        "method",
+        "threads",
+        "others_cores",
+        "parallel_speed",
+        "rounds",
+        "load",
+        "correct",
+        "target",
+        "cache",
+        "selection_latency_s",
+    )
+    best["confirmed"] = {**{k: final.get(k) for k in keep}, "candidates": len(confirmed)}
+    best["trace"], best["script"] = str(winner["sch"].trace), winner["sch"].mod.script()  # printed once, for the winner
+    best["latency_s_confirmed"] = final["latency_s"]
+    _write_json(best_path, best)
+
+
+# ----------------------------------------------------------------------------------------- reading back
+
+
+def trace_text_from_record(work_dir: str, record_line: str) -> str | None:
+    """Trace text of one database line, replayed on its workload (for lines that have no entry in
+    mlc_lab_trials.jsonl, e.g. a database written by plain tune_tir)."""
+    try:
+        index, (trace_json, *_rest) = json.loads(record_line)
+        with open(os.path.join(work_dir, WORKLOADS_FILE)) as fh:
+            lines = [x for x in fh if x.strip()]
+        workload = ms.database.Workload.from_json(json.loads(lines[index]))
+        sch = tvm.s_tir.Schedule(workload.mod)
+        tvm.s_tir.schedule.Trace.apply_json_to_schedule(trace_json, sch)
+        return str(sch.trace)
+    except Exception:  # noqa: BLE001 - a best effort for display
+        return None
+
+
+def scratch_dir() -> str:
+    return tempfile.mkdtemp(prefix="mlc_lab_tune_")
+
+
+def import_tensor_intrinsics(target: Any) -> None:
+    """Register only the tensor intrinsics this target's schedule rules can ask for.
+
+    TuneContext runs `import tvm.s_tir.tensor_intrin`, which parses ~250 TVMScript intrinsics for
+    every backend (8-25 s on a small machine, mostly CUDA ones). We load the package without its
+    __init__ and import the one submodule the target needs; TuneContext's import is then a no-op.
+    """
+    import importlib
+    import importlib.util
+
+    name = "tvm.s_tir.tensor_intrin"
+    if name not in sys.modules:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[name] = package
+        import tvm.s_tir as parent
+
+        parent.tensor_intrin = package
+    kind = target.kind.name
+    subs = []
+    if kind == "llvm":
+        triple = str(target.attrs.get("mtriple", ""))
+        subs = ["arm_cpu"] if ("aarch64" in triple or "arm" in triple) else ["x86"]
+    elif kind == "cuda":
+        subs = ["cuda"]
+    elif kind == "rocm":
+        subs = ["rocm"]
+    elif kind == "metal":
+        subs = ["metal"]
+    for sub in subs:
+        importlib.import_module(f"{name}.{sub}")

@@ -1,0 +1,130 @@
+"""The layout, counted from the tree: one stem per feature at every floor, `mlc_lab/tvm/` holds what
+imports TVM, and README's Layout table names every package and folder there is (and nothing else).
+
+Read with ``ast`` and the file system only: nothing is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The floors a feature reaches, top to bottom (mlc_lab/text has no features: it is text work for tvm).
+FLOORS = {
+    "widgets": "mlc_lab/widgets",
+    "core": "mlc_lab/core",
+    "tvm": "mlc_lab/tvm",
+    "model": "mlc_lab/model",
+    "js": "js",
+}
+
+# feature stem -> (the names that belong to it, the floors where its stem must stand)
+FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "checks": (r"checks?|check_\w+|hazards?|numeric\w*|opencl\w*|schedule_facts|codefacts", tuple(FLOORS)),
+    "access": (r"access\w*", tuple(FLOORS)),
+    "lowering": (r"lower\w*|compiler\w*|cuda\w*", tuple(FLOORS)),
+    "tuning": (r"tun\w*|cpu_space|runner_process|timeline", tuple(FLOORS)),
+    "classroom": (r"class\w*", tuple(FLOORS)),
+    "exercises": (r"exercise\w*", ("tvm",)),
+}
+
+# Each page's bundle is an entry at js/'s top (js/build.mjs): named after its page, not a feature's floor.
+JS_BUNDLES = {"explorer", "access_view", "tuning_dashboard", "classroom", "loader", "saved_page", "mlc_lab", "css.d"}
+
+# Modules of mlc_lab/tvm that import no TVM, each with why it stands there.
+TVM_WITHOUT_TVM = {
+    "mlc_lab/tvm/__init__.py": "the package's docstring",
+    "mlc_lab/tvm/checks/__init__.py": "the package's docstring",
+    "mlc_lab/tvm/tuning/__init__.py": "the package's docstring",
+    "mlc_lab/tvm/checks/opencl_run.py": "runs tvm/checks/opencl.py's plain data in a child that must start without TVM",
+    "mlc_lab/tvm/tuning/live.py": "the tuning job's live log, written by the job's processes next to TVM's work",
+    "mlc_lab/tvm/course_programs.py": "TVMScript text in TVM's own spelling: it changes when TVM renames",
+    "mlc_lab/tvm/exercises/programs.py": "TVMScript text in TVM's own spelling: it changes when TVM renames",
+}
+
+
+def _entries(floor: str) -> list[str]:
+    """The modules and packages directly in a floor, by name (``check_rules``, ``checks``)."""
+    out = []
+    for p in sorted((ROOT / floor).iterdir()):
+        if p.name.startswith(("__", ".")) or p.name in ("node_modules", "static", "labextension"):
+            continue
+        if p.is_dir() and (floor == "js" or (p / "__init__.py").exists()):
+            out.append(p.name)
+        elif p.suffix in (".py", ".ts", ".css"):
+            out.append(p.stem)
+    return out
+
+
+def test_each_feature_has_one_stem_at_every_floor():
+    spread, missing = [], []
+    for stem, (pattern, floors) in FEATURES.items():
+        for name, floor in FLOORS.items():
+            entries = _entries(floor)
+            if name in floors and stem not in entries:
+                missing.append(f"{floor}/{stem}")
+            others = [e for e in entries if re.fullmatch(pattern, e) and e != stem]
+            if name == "js":
+                others = [e for e in others if e not in JS_BUNDLES]
+            spread += [f"{floor}/{e} (belongs under {floor}/{stem})" for e in others]
+    assert missing == [] and spread == []
+
+
+def _imports_tvm(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        if any(n.split(".")[0] in ("tvm", "tvm_ffi") for n in names):
+            return True
+    return False
+
+
+def test_the_tvm_package_holds_what_imports_tvm():
+    without = sorted(
+        p.relative_to(ROOT).as_posix() for p in (ROOT / "mlc_lab" / "tvm").rglob("*.py") if not _imports_tvm(p)
+    )
+    assert without == sorted(TVM_WITHOUT_TVM)
+
+
+def _layout_table() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    listed = []
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            first = line.split("|")[1]
+            listed += [p.rstrip("/") for p in re.findall(r"`([^`]+/)`", first)]
+    return listed
+
+
+def _tracked_folders() -> set[str]:
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    folders = {f.split("/")[0] for f in files if "/" in f}
+    for f in files:
+        parts = f.split("/")
+        if parts[0] in ("js", "tests") and len(parts) > 2:
+            folders.add("/".join(parts[:2]))
+    packages = {p.parent.relative_to(ROOT).as_posix() for p in (ROOT / "mlc_lab").rglob("__init__.py")}
+    return folders | packages
+
+
+def test_the_readme_layout_names_every_package_and_folder():
+    listed = _layout_table()
+    assert len(listed) == len(set(listed)), "a folder listed twice"
+    tree = _tracked_folders()
+    assert sorted(tree - set(listed)) == [], "folders the README's Layout leaves out"
+    assert sorted(set(listed) - tree) == [], "folders the README's Layout names that are not there"
+
+
+def test_the_readme_names_every_benchmark():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("| `benchmarks/`"))
+    scripts = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py"))
+    assert [s for s in scripts if f"`{s}`" not in row] == []
