@@ -34,7 +34,6 @@ LONG_FUNCTIONS: dict[tuple[str, str], str] = {
     ("mlc_lab/core/tune.py", "tune"): _LATER,
     ("mlc_lab/exercises.py", "numeric_check"): _LATER,
     ("mlc_lab/exercises.py", "compare_structure"): _LATER,
-    ("mlc_lab/tvm/build.py", "measure_request"): _LATER,
     ("mlc_lab/tvm/looptree.py", "_Scanner.function"): _LATER,
     ("mlc_lab/tvm/tuning.py", "run_job"): _LATER,
     ("mlc_lab/tvm/tuning.py", "confirm_best"): _LATER,
