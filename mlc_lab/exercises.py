@@ -161,51 +161,63 @@ def numeric_check(
     name = _pick_function(mod, func_name, rep.checks)
     if name is None:
         return rep
-    sig = _tvm().signature(mod, name)
-    if len(sig) != len(inputs):
-        given = ", ".join(_shape_text(list(a.shape), str(a.dtype)) for a in inputs)
-        declared = ", ".join(f"{p['name']}: {_shape_text(p['shape'], p['dtype'])}" for p in sig) or "none"
-        rep.checks.append(
-            Check(
-                "signature",
-                False,
-                f"{name} takes {len(sig)} parameter(s) ({declared}); the exercise passes {len(inputs)}: {given}",
-            )
-        )
+    signature = _signature_check(name, _tvm().signature(mod, name), inputs)
+    rep.checks.append(signature)
+    if not signature.ok:
         return rep
-    bad = []
-    for p, a in zip(sig, inputs):
-        if p["shape"] is None or list(p["shape"]) != list(a.shape) or p["dtype"] != str(a.dtype):
-            bad.append(
-                f"{p['name']} is declared {_shape_text(p['shape'], p['dtype'])} but the exercise passes "
-                f"{_shape_text(list(a.shape), str(a.dtype))}"
-            )
-    if bad:
-        rep.checks.append(Check("signature", False, "; ".join(bad)))
-        return rep
-    rep.checks.append(
-        Check("signature", True, ", ".join(f"{p['name']} {_shape_text(p['shape'], p['dtype'])}" for p in sig))
-    )
-    from mlc_lab.core import numeric_gpu
-
-    if numeric_gpu.is_gpu_program(mod, name):
-        # Its loops are bound to GPU threads: it builds only for a GPU, so it runs as OpenCL on the CPU.
-        result = numeric_gpu.run_gpu_function(mod, name, inputs)
-        if result.get("ok"):
-            rep.checks.append(
-                Check(
-                    "runs as a GPU kernel",
-                    not result["diagnostics"],
-                    "; ".join(result["diagnostics"])
-                    or f"bound to GPU threads: run as OpenCL on the CPU ({result['engine']})",
-                )
-            )
-    else:
-        result = run_function(mod, name, inputs)
+    result = _run_for_grading(mod, name, inputs, rep.checks)
     if not result.get("ok"):
         rep.checks.append(Check(result.get("stage", "run"), False, result.get("error", "failed")))
         return rep
-    got = result["outputs"][output]
+    _compare_with_numpy(rep, result["outputs"][output], expected, rtol, atol)
+    return rep
+
+
+def _signature_check(name: str, sig: list[dict], inputs: list[np.ndarray]) -> Check:
+    """Whether function ``name``'s parameters (``sig``) take the exercise's ``inputs``: as many, each
+    of the same shape and dtype."""
+    if len(sig) != len(inputs):
+        given = ", ".join(_shape_text(list(a.shape), str(a.dtype)) for a in inputs)
+        declared = ", ".join(f"{p['name']}: {_shape_text(p['shape'], p['dtype'])}" for p in sig) or "none"
+        return Check(
+            "signature",
+            False,
+            f"{name} takes {len(sig)} parameter(s) ({declared}); the exercise passes {len(inputs)}: {given}",
+        )
+    bad = [
+        f"{p['name']} is declared {_shape_text(p['shape'], p['dtype'])} but the exercise passes "
+        f"{_shape_text(list(a.shape), str(a.dtype))}"
+        for p, a in zip(sig, inputs)
+        if p["shape"] is None or list(p["shape"]) != list(a.shape) or p["dtype"] != str(a.dtype)
+    ]
+    if bad:
+        return Check("signature", False, "; ".join(bad))
+    return Check("signature", True, ", ".join(f"{p['name']} {_shape_text(p['shape'], p['dtype'])}" for p in sig))
+
+
+def _run_for_grading(mod: Any, name: str, inputs: list[np.ndarray], checks: list[Check]) -> dict:
+    """``run_function``'s answer; a program bound to GPU threads builds only for a GPU, so it runs
+    as OpenCL on the CPU, and a check says how it ran."""
+    from mlc_lab.core import numeric_gpu
+
+    if not numeric_gpu.is_gpu_program(mod, name):
+        return run_function(mod, name, inputs)
+    result = numeric_gpu.run_gpu_function(mod, name, inputs)
+    if result.get("ok"):
+        checks.append(
+            Check(
+                "runs as a GPU kernel",
+                not result["diagnostics"],
+                "; ".join(result["diagnostics"])
+                or f"bound to GPU threads: run as OpenCL on the CPU ({result['engine']})",
+            )
+        )
+    return result
+
+
+def _compare_with_numpy(rep: GradeReport, got: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> None:
+    """The "matches numpy" check: the largest error, and when it fails how many elements differ
+    and the worst of them."""
     rep.output, rep.expected = got, expected
     diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
     max_err = float(np.nanmax(diff)) if diff.size else 0.0
@@ -215,18 +227,17 @@ def numeric_check(
     ok = bool(np.allclose(got, expected, rtol=rtol, atol=atol)) and not np.isnan(diff).any()
     if ok:
         rep.checks.append(Check("matches numpy", True, f"max abs error {max_err:.3g}"))
-    else:
-        wrong = int(np.count_nonzero(~np.isclose(got, expected, rtol=rtol, atol=atol)))
-        first = tuple(int(i) for i in np.unravel_index(int(np.nanargmax(diff)), diff.shape))
-        rep.checks.append(
-            Check(
-                "matches numpy",
-                False,
-                f"max abs error {max_err:.6g}; {wrong} of {got.size} elements differ; the worst at index {first}: "
-                f"yours {got[first].item()!r}, numpy {expected[first].item()!r}",
-            )
+        return
+    wrong = int(np.count_nonzero(~np.isclose(got, expected, rtol=rtol, atol=atol)))
+    first = tuple(int(i) for i in np.unravel_index(int(np.nanargmax(diff)), diff.shape))
+    rep.checks.append(
+        Check(
+            "matches numpy",
+            False,
+            f"max abs error {max_err:.6g}; {wrong} of {got.size} elements differ; the worst at index {first}: "
+            f"yours {got[first].item()!r}, numpy {expected[first].item()!r}",
         )
-    return rep
+    )
 
 
 def check_add(program: Any) -> GradeReport:
