@@ -220,16 +220,15 @@ def _compare_with_numpy(rep: GradeReport, got: np.ndarray, expected: np.ndarray,
     and the worst of them."""
     rep.output, rep.expected = got, expected
     diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
-    max_err = float(np.nanmax(diff)) if diff.size else 0.0
-    if np.isnan(diff).any():
-        max_err = float("inf")
+    nan = np.isnan(diff)
+    max_err = float("inf") if nan.any() else float(diff.max()) if diff.size else 0.0
     rep.max_abs_error = max_err
-    ok = bool(np.allclose(got, expected, rtol=rtol, atol=atol)) and not np.isnan(diff).any()
-    if ok:
+    if not nan.any() and np.allclose(got, expected, rtol=rtol, atol=atol):
         rep.checks.append(Check("matches numpy", True, f"max abs error {max_err:.3g}"))
         return
     wrong = int(np.count_nonzero(~np.isclose(got, expected, rtol=rtol, atol=atol)))
-    first = tuple(int(i) for i in np.unravel_index(int(np.nanargmax(diff)), diff.shape))
+    worst = np.argmax(nan) if nan.any() else np.argmax(diff)  # the first NaN is the worst there is
+    first = tuple(int(i) for i in np.unravel_index(int(worst), diff.shape))
     rep.checks.append(
         Check(
             "matches numpy",

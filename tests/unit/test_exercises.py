@@ -130,6 +130,19 @@ def test_a_wrong_number_of_parameters_lists_both_sides():
     )
 
 
+def test_a_nan_in_the_output_is_the_worst_element():
+    """NaN everywhere, or in one element: the error is infinite and the first NaN is named."""
+    floats = BROADCAST_OK.replace("int64", "float32")
+    a, b = np.arange(16, dtype=np.float32).reshape(4, 4), np.arange(4, 0, -1, dtype=np.float32)
+    all_nan = floats.replace("+ B[vj]", '+ B[vj] + T.float32("nan")')
+    one_nan = floats.replace("+ B[vj]", '+ T.if_then_else(vi == 1 and vj == 2, T.float32("nan"), B[vj])')
+    for text, worst in ((all_nan, "(0, 0): yours nan"), (one_nan, "(1, 2): yours nan")):
+        rep = exercises.numeric_check(text, "add", [a, b, np.zeros((4, 4), np.float32)], a + b)
+        check = rep.check("matches numpy")
+        assert not rep.passed and rep.max_abs_error == float("inf") and not check.ok
+        assert f"the worst at index {worst}, numpy " in check.message
+
+
 def test_a_function_under_another_name_is_still_graded():
     rep = exercises.check_broadcast_add(BROADCAST_OK.replace("def add(", "def my_add("))
     assert rep.passed
