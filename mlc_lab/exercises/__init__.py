@@ -161,72 +161,82 @@ def numeric_check(
     name = _pick_function(mod, func_name, rep.checks)
     if name is None:
         return rep
-    sig = _tvm().signature(mod, name)
-    if len(sig) != len(inputs):
-        given = ", ".join(_shape_text(list(a.shape), str(a.dtype)) for a in inputs)
-        declared = ", ".join(f"{p['name']}: {_shape_text(p['shape'], p['dtype'])}" for p in sig) or "none"
-        rep.checks.append(
-            Check(
-                "signature",
-                False,
-                f"{name} takes {len(sig)} parameter(s) ({declared}); the exercise passes {len(inputs)}: {given}",
-            )
-        )
+    signature = _signature_check(name, _tvm().signature(mod, name), inputs)
+    rep.checks.append(signature)
+    if not signature.ok:
         return rep
-    bad = []
-    for p, a in zip(sig, inputs):
-        if p["shape"] is None or list(p["shape"]) != list(a.shape) or p["dtype"] != str(a.dtype):
-            bad.append(
-                f"{p['name']} is declared {_shape_text(p['shape'], p['dtype'])} but the exercise passes "
-                f"{_shape_text(list(a.shape), str(a.dtype))}"
-            )
-    if bad:
-        rep.checks.append(Check("signature", False, "; ".join(bad)))
-        return rep
-    rep.checks.append(
-        Check("signature", True, ", ".join(f"{p['name']} {_shape_text(p['shape'], p['dtype'])}" for p in sig))
-    )
-    from mlc_lab.core.checks import numeric_gpu
-
-    if numeric_gpu.is_gpu_program(mod, name):
-        # Its loops are bound to GPU threads: it builds only for a GPU, so it runs as OpenCL on the CPU.
-        result = numeric_gpu.run_gpu_function(mod, name, inputs)
-        if result.get("ok"):
-            rep.checks.append(
-                Check(
-                    "runs as a GPU kernel",
-                    not result["diagnostics"],
-                    "; ".join(result["diagnostics"])
-                    or f"bound to GPU threads: run as OpenCL on the CPU ({result['engine']})",
-                )
-            )
-    else:
-        result = run_function(mod, name, inputs)
+    result = _run_for_grading(mod, name, inputs, rep.checks)
     if not result.get("ok"):
         rep.checks.append(Check(result.get("stage", "run"), False, result.get("error", "failed")))
         return rep
-    got = result["outputs"][output]
-    rep.output, rep.expected = got, expected
-    diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
-    max_err = float(np.nanmax(diff)) if diff.size else 0.0
-    if np.isnan(diff).any():
-        max_err = float("inf")
-    rep.max_abs_error = max_err
-    ok = bool(np.allclose(got, expected, rtol=rtol, atol=atol)) and not np.isnan(diff).any()
-    if ok:
-        rep.checks.append(Check("matches numpy", True, f"max abs error {max_err:.3g}"))
-    else:
-        wrong = int(np.count_nonzero(~np.isclose(got, expected, rtol=rtol, atol=atol)))
-        first = tuple(int(i) for i in np.unravel_index(int(np.nanargmax(diff)), diff.shape))
-        rep.checks.append(
+    _compare_with_numpy(rep, result["outputs"][output], expected, rtol, atol)
+    return rep
+
+
+def _signature_check(name: str, sig: list[dict], inputs: list[np.ndarray]) -> Check:
+    """Whether function ``name``'s parameters (``sig``) take the exercise's ``inputs``: as many, each
+    of the same shape and dtype."""
+    if len(sig) != len(inputs):
+        given = ", ".join(_shape_text(list(a.shape), str(a.dtype)) for a in inputs)
+        declared = ", ".join(f"{p['name']}: {_shape_text(p['shape'], p['dtype'])}" for p in sig) or "none"
+        return Check(
+            "signature",
+            False,
+            f"{name} takes {len(sig)} parameter(s) ({declared}); the exercise passes {len(inputs)}: {given}",
+        )
+    bad = [
+        f"{p['name']} is declared {_shape_text(p['shape'], p['dtype'])} but the exercise passes "
+        f"{_shape_text(list(a.shape), str(a.dtype))}"
+        for p, a in zip(sig, inputs)
+        if p["shape"] is None or list(p["shape"]) != list(a.shape) or p["dtype"] != str(a.dtype)
+    ]
+    if bad:
+        return Check("signature", False, "; ".join(bad))
+    return Check("signature", True, ", ".join(f"{p['name']} {_shape_text(p['shape'], p['dtype'])}" for p in sig))
+
+
+def _run_for_grading(mod: Any, name: str, inputs: list[np.ndarray], checks: list[Check]) -> dict:
+    """``run_function``'s answer; a program bound to GPU threads builds only for a GPU, so it runs
+    as OpenCL on the CPU, and a check says how it ran."""
+    from mlc_lab.core.checks import numeric_gpu
+
+    if not numeric_gpu.is_gpu_program(mod, name):
+        return run_function(mod, name, inputs)
+    result = numeric_gpu.run_gpu_function(mod, name, inputs)
+    if result.get("ok"):
+        checks.append(
             Check(
-                "matches numpy",
-                False,
-                f"max abs error {max_err:.6g}; {wrong} of {got.size} elements differ; the worst at index {first}: "
-                f"yours {got[first].item()!r}, numpy {expected[first].item()!r}",
+                "runs as a GPU kernel",
+                not result["diagnostics"],
+                "; ".join(result["diagnostics"])
+                or f"bound to GPU threads: run as OpenCL on the CPU ({result['engine']})",
             )
         )
-    return rep
+    return result
+
+
+def _compare_with_numpy(rep: GradeReport, got: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> None:
+    """The "matches numpy" check: the largest error, and when it fails how many elements differ
+    and the worst of them."""
+    rep.output, rep.expected = got, expected
+    diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
+    nan = np.isnan(diff)
+    max_err = float("inf") if nan.any() else float(diff.max()) if diff.size else 0.0
+    rep.max_abs_error = max_err
+    if not nan.any() and np.allclose(got, expected, rtol=rtol, atol=atol):
+        rep.checks.append(Check("matches numpy", True, f"max abs error {max_err:.3g}"))
+        return
+    wrong = int(np.count_nonzero(~np.isclose(got, expected, rtol=rtol, atol=atol)))
+    worst = np.argmax(nan) if nan.any() else np.argmax(diff)  # the first NaN is the worst there is
+    first = tuple(int(i) for i in np.unravel_index(int(worst), diff.shape))
+    rep.checks.append(
+        Check(
+            "matches numpy",
+            False,
+            f"max abs error {max_err:.6g}; {wrong} of {got.size} elements differ; the worst at index {first}: "
+            f"yours {got[first].item()!r}, numpy {expected[first].item()!r}",
+        )
+    )
 
 
 def check_add(program: Any) -> GradeReport:
@@ -433,22 +443,47 @@ def compare_structure(
     mine = _blocks(_function_node(tree_y, func or fy))
     theirs = _blocks(_function_node(tree_t, func or ft))
     rep.outline_yours, rep.outline_target = _outline(mine), _outline(theirs)
-    diffs: list[Difference] = []
-    total = 0
-
-    by_name_y = {b.name: b for b in mine}
-    by_name_t = {b.name: b for b in theirs}
-    # A reduction block the target decomposed (X -> X_init + X_update) is compared with the
-    # student's undecomposed X, and the other way round.
-    alias: dict[str, str] = {}
+    tally = _Tally()
+    alias, decompose = _decompositions(tally, {b.name: b for b in mine}, {b.name: b for b in theirs})
+    pairs = _pair_blocks(tally, mine, theirs, alias)
+    _compare_order(tally, pairs)
+    for yb, tb in pairs:
+        _compare_block(tally, yb, tb)
     # Listed last: decompose_reduction is the step to take after the loops' kinds are right (TVM
     # refuses parallel on a loop once the init is its own block), so the report reads in that order.
+    tally.diffs.extend(decompose)
+    rep.differences.extend(tally.diffs)
+    rep.structure_total = max(tally.compared, len(tally.diffs))
+    try:
+        equal = _tvm().functions_equal(_module(program), _module(target), func or fy or "", func or ft or "")
+    except Exception:  # noqa: BLE001 - equality is the cherry on top; the comparison above stands
+        equal = False
+    rep.structurally_equal = equal
+    rep.checks.append(_structure_check(equal, tally.diffs, rep.similarity))
+    return rep
+
+
+@dataclass
+class _Tally:
+    """The differences found so far, and how many features were compared (the report's total)."""
+
+    diffs: list[Difference] = field(default_factory=list)
+    compared: int = 0
+
+
+def _decompositions(
+    tally: _Tally, by_name_y: dict[str, _Block], by_name_t: dict[str, _Block]
+) -> tuple[dict[str, str], list[Difference]]:
+    """A reduction block decomposed on one side only (X_init + X_update against X with T.init):
+    the target's name -> yours for each such block, and the differences to list last (the target
+    decomposed it); a block you decomposed and the target did not is a difference now."""
+    alias: dict[str, str] = {}
     decompose: list[Difference] = []
     for name, b in by_name_t.items():
-        if name.endswith("_update") and name not in by_name_y and name[: -len("_update")] in by_name_y:
-            base = name[: -len("_update")]
+        base = name[: -len("_update")]
+        if name.endswith("_update") and name not in by_name_y and base in by_name_y:
             alias[name] = base
-            total += 1
+            tally.compared += 1
             decompose.append(
                 Difference(
                     f"block {base}",
@@ -460,11 +495,11 @@ def compare_structure(
                 )
             )
     for name, b in by_name_y.items():
-        if name.endswith("_update") and name not in by_name_t and name[: -len("_update")] in by_name_t:
-            base = name[: -len("_update")]
+        base = name[: -len("_update")]
+        if name.endswith("_update") and name not in by_name_t and base in by_name_t:
             alias[base] = name
-            total += 1
-            diffs.append(
+            tally.compared += 1
+            tally.diffs.append(
                 Difference(
                     f"block {base}",
                     "the reduction is decomposed here but not in the target",
@@ -474,27 +509,37 @@ def compare_structure(
                     line=b.line,
                 )
             )
+    return alias, decompose
+
+
+def _counterpart(tname: str, alias: dict[str, str], by_name_y: dict[str, _Block]) -> str | None:
+    """The name of your block that the target's block ``tname`` is compared with."""
+    if tname in alias and alias[tname] in by_name_y:
+        return alias[tname]
+    if tname in by_name_y:
+        return tname
+    for yname, tn in alias.items():
+        if tn == tname:
+            return yname
+    return None
+
+
+def _pair_blocks(
+    tally: _Tally, mine: list[_Block], theirs: list[_Block], alias: dict[str, str]
+) -> list[tuple[_Block, _Block]]:
+    """(your block, the target's) for every block both have; a block only one side has is a
+    difference (the init blocks of a one-sided decomposition aside)."""
+    by_name_y = {b.name: b for b in mine}
     skip_y = {alias[n][: -len("_update")] + "_init" for n in alias if alias[n].endswith("_update")}
     skip_t = {n[: -len("_update")] + "_init" for n in alias if n.endswith("_update")}
-
-    def counterpart(tname: str) -> str | None:
-        if tname in alias and alias[tname] in by_name_y:
-            return alias[tname]
-        if tname in by_name_y:
-            return tname
-        for yname, tn in alias.items():
-            if tn == tname:
-                return yname
-        return None
-
     pairs: list[tuple[_Block, _Block]] = []
     for tb in theirs:
         if tb.name in skip_t:
             continue
-        total += 1
-        yname = counterpart(tb.name)
+        tally.compared += 1
+        yname = _counterpart(tb.name, alias, by_name_y)
         if yname is None or yname not in by_name_y:
-            diffs.append(
+            tally.diffs.append(
                 Difference(
                     f"block {tb.name}",
                     "the target has this block and your program does not",
@@ -507,8 +552,8 @@ def compare_structure(
     matched_y = {y.name for y, _ in pairs}
     for yb in mine:
         if yb.name not in matched_y and yb.name not in skip_y:
-            total += 1
-            diffs.append(
+            tally.compared += 1
+            tally.diffs.append(
                 Difference(
                     f"block {yb.name}",
                     "your program has this block and the target does not",
@@ -517,13 +562,16 @@ def compare_structure(
                     line=yb.line,
                 )
             )
+    return pairs
 
-    # order of the blocks both have
+
+def _compare_order(tally: _Tally, pairs: list[tuple[_Block, _Block]]) -> None:
+    """The order of the blocks both have."""
     order_y = [y.name for y, _ in sorted(pairs, key=lambda p: p[0].order)]
     order_t = [y.name for y, _ in sorted(pairs, key=lambda p: p[1].order)]
-    total += 1
+    tally.compared += 1
     if order_y != order_t:
-        diffs.append(
+        tally.diffs.append(
             Difference(
                 "block order",
                 "the blocks run in a different order",
@@ -533,141 +581,127 @@ def compare_structure(
             )
         )
 
-    for yb, tb in pairs:
-        label = f"block {tb.name}" if yb.name == tb.name else f"your block {yb.name} (the target's {tb.name})"
-        # placement: how deep this block sits inside the loops of the block before it
-        if tb.order > 0 and yb.order > 0:
-            total += 1
-            if yb.shared != tb.shared:
-                tloop = tb.loops[tb.shared - 1].name if tb.shared else None
-                yloop = yb.loops[yb.shared - 1].name if yb.shared else None
-                diffs.append(
-                    Difference(
-                        label,
-                        f"it sits at a different place relative to block {tb.prev}",
-                        yours=f"under {yb.shared} loop(s) shared with {yb.prev}"
-                        + (f" (inside {yloop})" if yloop else " (its own loop nest)"),
-                        target=f"under {tb.shared} loop(s) shared with {tb.prev}"
-                        + (f" (inside {tloop})" if tloop else " (its own loop nest)"),
-                        hint=(
-                            f"sch.reverse_compute_at({tb.name!r}, <the loop matching {tloop}>) or compute_at"
-                            if tb.shared > yb.shared
-                            else "it is nested deeper than in the target"
-                        ),
-                        line=yb.line,
-                    )
-                )
-        # iteration kinds of the block itself
-        if yb.iter_kinds and tb.iter_kinds and yb.iter_kinds != tb.iter_kinds:
-            total += 1
-            diffs.append(
-                Difference(
-                    label,
-                    "the block's iteration axes differ",
-                    yours=", ".join(yb.iter_kinds),
-                    target=", ".join(tb.iter_kinds),
-                    line=yb.line,
-                )
-            )
-        if yb.annotations != tb.annotations:
-            total += 1
-            diffs.append(
-                Difference(
-                    label,
-                    "the block's annotations differ",
-                    yours=str(yb.annotations or "none"),
-                    target=str(tb.annotations or "none"),
-                    hint="sch.annotate / sch.unannotate",
-                    line=yb.line,
-                )
-            )
-        # the loops around it, outermost first
-        total += 1
-        if len(yb.loops) != len(tb.loops):
-            diffs.append(
-                Difference(
-                    label,
-                    f"it is inside {len(yb.loops)} loop(s), the target {len(tb.loops)}",
-                    yours=" / ".join(lp.shape() for lp in yb.loops) or "none",
-                    target=" / ".join(lp.shape() for lp in tb.loops) or "none",
-                    hint="sch.split a loop into more pieces"
-                    if len(yb.loops) < len(tb.loops)
-                    else "fewer splits (or fuse)",
-                    line=yb.line,
-                )
-            )
-        for depth in range(min(len(yb.loops), len(tb.loops))):
-            ly, lt = yb.loops[depth], tb.loops[depth]
-            if depth < yb.shared and depth < tb.shared and yb.order > 0 and tb.order > 0:
-                continue  # a loop shared with the previous block was compared there
-            where = f"{label}, loop {depth + 1} of {len(tb.loops)}"
-            total += 2
-            if str(ly.extent) != str(lt.extent):
-                diffs.append(
-                    Difference(
-                        where,
-                        "the loop has another extent",
-                        yours=f"{ly.name}: {ly.extent}",
-                        target=f"{lt.name}: {lt.extent}",
-                        hint="change the split factors (or the loop order: reorder)",
-                        line=ly.line,
-                    )
-                )
-            if ly.kind != lt.kind or (ly.thread or None) != (lt.thread or None):
-                diffs.append(
-                    Difference(
-                        where,
-                        "the loop has another kind",
-                        yours=f"{ly.name}: {ly.kind if ly.kind != 'thread_binding' else ly.thread}",
-                        target=f"{lt.name}: {lt.kind if lt.kind != 'thread_binding' else lt.thread}",
-                        hint=_kind_hint(lt.kind, ly.name, lt.thread),
-                        line=ly.line,
-                    )
-                )
-            if ly.annotations != lt.annotations:
-                total += 1
-                diffs.append(
-                    Difference(
-                        where,
-                        "the loop's annotations differ",
-                        yours=str(ly.annotations or "none"),
-                        target=str(lt.annotations or "none"),
-                        hint="sch.annotate / sch.unannotate",
-                        line=ly.line,
-                    )
-                )
 
-    diffs.extend(decompose)
-    rep.differences.extend(diffs)
-    rep.structure_total = max(total, len(diffs))
-    equal = False
-    try:
-        equal = _tvm().functions_equal(_module(program), _module(target), func or fy or "", func or ft or "")
-    except Exception:  # noqa: BLE001 - equality is the cherry on top; the comparison above stands
-        equal = False
-    rep.structurally_equal = equal
+def _compare_block(tally: _Tally, yb: _Block, tb: _Block) -> None:
+    """One pair of blocks: where each sits, its iteration axes, its annotations, its loops."""
+    label = f"block {tb.name}" if yb.name == tb.name else f"your block {yb.name} (the target's {tb.name})"
+    if tb.order > 0 and yb.order > 0:
+        tally.compared += 1
+        if yb.shared != tb.shared:
+            tally.diffs.append(_placement_difference(label, yb, tb))
+    if yb.iter_kinds and tb.iter_kinds and yb.iter_kinds != tb.iter_kinds:
+        tally.compared += 1
+        tally.diffs.append(
+            Difference(
+                label,
+                "the block's iteration axes differ",
+                yours=", ".join(yb.iter_kinds),
+                target=", ".join(tb.iter_kinds),
+                line=yb.line,
+            )
+        )
+    if yb.annotations != tb.annotations:
+        tally.compared += 1
+        tally.diffs.append(_annotations_difference(label, "block", yb.annotations, tb.annotations, yb.line))
+    _compare_loops(tally, label, yb, tb)
+
+
+def _placement_difference(label: str, yb: _Block, tb: _Block) -> Difference:
+    """How deep a block sits inside the loops of the block before it, against the target."""
+    tloop = tb.loops[tb.shared - 1].name if tb.shared else None
+    yloop = yb.loops[yb.shared - 1].name if yb.shared else None
+    return Difference(
+        label,
+        f"it sits at a different place relative to block {tb.prev}",
+        yours=f"under {yb.shared} loop(s) shared with {yb.prev}"
+        + (f" (inside {yloop})" if yloop else " (its own loop nest)"),
+        target=f"under {tb.shared} loop(s) shared with {tb.prev}"
+        + (f" (inside {tloop})" if tloop else " (its own loop nest)"),
+        hint=(
+            f"sch.reverse_compute_at({tb.name!r}, <the loop matching {tloop}>) or compute_at"
+            if tb.shared > yb.shared
+            else "it is nested deeper than in the target"
+        ),
+        line=yb.line,
+    )
+
+
+def _annotations_difference(where: str, what: str, yours: dict, target: dict, line: int | None) -> Difference:
+    return Difference(
+        where,
+        f"the {what}'s annotations differ",
+        yours=str(yours or "none"),
+        target=str(target or "none"),
+        hint="sch.annotate / sch.unannotate",
+        line=line,
+    )
+
+
+def _compare_loops(tally: _Tally, label: str, yb: _Block, tb: _Block) -> None:
+    """The loops around a pair of blocks, outermost first: how many, and each one's extent, kind
+    and annotations (a loop shared with the block before was compared there)."""
+    tally.compared += 1
+    if len(yb.loops) != len(tb.loops):
+        tally.diffs.append(
+            Difference(
+                label,
+                f"it is inside {len(yb.loops)} loop(s), the target {len(tb.loops)}",
+                yours=" / ".join(lp.shape() for lp in yb.loops) or "none",
+                target=" / ".join(lp.shape() for lp in tb.loops) or "none",
+                hint="sch.split a loop into more pieces" if len(yb.loops) < len(tb.loops) else "fewer splits (or fuse)",
+                line=yb.line,
+            )
+        )
+    for depth in range(min(len(yb.loops), len(tb.loops))):
+        ly, lt = yb.loops[depth], tb.loops[depth]
+        if depth < yb.shared and depth < tb.shared and yb.order > 0 and tb.order > 0:
+            continue
+        where = f"{label}, loop {depth + 1} of {len(tb.loops)}"
+        tally.compared += 2
+        if str(ly.extent) != str(lt.extent):
+            tally.diffs.append(
+                Difference(
+                    where,
+                    "the loop has another extent",
+                    yours=f"{ly.name}: {ly.extent}",
+                    target=f"{lt.name}: {lt.extent}",
+                    hint="change the split factors (or the loop order: reorder)",
+                    line=ly.line,
+                )
+            )
+        if ly.kind != lt.kind or (ly.thread or None) != (lt.thread or None):
+            tally.diffs.append(
+                Difference(
+                    where,
+                    "the loop has another kind",
+                    yours=f"{ly.name}: {ly.kind if ly.kind != 'thread_binding' else ly.thread}",
+                    target=f"{lt.name}: {lt.kind if lt.kind != 'thread_binding' else lt.thread}",
+                    hint=_kind_hint(lt.kind, ly.name, lt.thread),
+                    line=ly.line,
+                )
+            )
+        if ly.annotations != lt.annotations:
+            tally.compared += 1
+            tally.diffs.append(_annotations_difference(where, "loop", ly.annotations, lt.annotations, ly.line))
+
+
+def _structure_check(equal: bool, diffs: list[Difference], sim: float | None) -> Check:
+    """The report's one "structure" line: equal to the target, or how far from it."""
     if equal:
-        rep.checks.append(Check("structure", True, "the same program as the target (tvm.ir.structural_equal)"))
-    elif not diffs:
-        rep.checks.append(
-            Check(
-                "structure",
-                False,
-                "the loops and blocks match the target, but TVM still sees a difference "
-                "(an index expression, a buffer, or an annotation): compare the scripts",
-            )
+        return Check("structure", True, "the same program as the target (tvm.ir.structural_equal)")
+    if not diffs:
+        return Check(
+            "structure",
+            False,
+            "the loops and blocks match the target, but TVM still sees a difference "
+            "(an index expression, a buffer, or an annotation): compare the scripts",
         )
-    else:
-        sim = rep.similarity
-        rep.checks.append(
-            Check(
-                "structure",
-                False,
-                f"{len(diffs)} difference(s) from the target"
-                + (f"; {sim:.0%} of the structure agrees" if sim is not None else ""),
-            )
-        )
-    return rep
+    return Check(
+        "structure",
+        False,
+        f"{len(diffs)} difference(s) from the target"
+        + (f"; {sim:.0%} of the structure agrees" if sim is not None else ""),
+    )
 
 
 def _decompose_hint(base: str, yours: _Block, target_update: _Block) -> str:

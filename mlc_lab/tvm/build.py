@@ -422,102 +422,24 @@ def measure_request(req: dict, traffic: Callable[[Any, str, list], tuple[float, 
     call it only in the worker process. `traffic(module, func_name, inputs)` counts the bytes for
     the roofline on CPU (default: the arguments' sizes; the worker's "measure" request passes the
     footprint count of `mlc_lab.core.access.traffic`)."""
-    func_name = req.get("func_name")
-    mod = module_from_text(req["module"])
-    func_name, one = single_function_module(mod, func_name)
+    func_name, one = single_function_module(module_from_text(req["module"]), req.get("func_name"))
     target = resolve_target(req.get("target", "cpu"))
     kind = target.kind.name
-    repeats = max(1, int(req.get("repeats", timing.MEASURE.repeats)))
-    seed = int(req.get("seed", 0))
-
-    if kind == "cuda":
-        problems, _ = gpu_problems(one, func_name, target)
-        if problems:
-            raise MeasureFailure("gpu_check", problems[0], "\n".join(problems[1:]))
-        if not gpu_present():
-            raise MeasureFailure(
-                "no_gpu",
-                "no CUDA GPU found; you can still build, inspect and visualise the CUDA program "
-                "(cuda_source(...)), but not run or time it",
-            )
-        dev = _device("cuda")
-    elif kind in ("llvm", "c"):
-        bound = thread_bound_loops(one, func_name)
-        if bound:
-            raise MeasureFailure(
-                "build",
-                "the program binds loops to GPU threads, so it runs only on a GPU: measure it with "
-                "target='cuda', or look at its CUDA code with cuda_source()",
-                "bound loops: " + ", ".join(bound),
-            )
-        dev = _device("cpu")
-    else:
-        raise MeasureFailure("build", f"measuring on target kind {kind!r} is not supported (use cpu or cuda)")
-
+    repeats, seed = max(1, int(req.get("repeats", timing.MEASURE.repeats))), int(req.get("seed", 0))
+    dev = _measurable_device(one, func_name, target)
     ref_text = req.get("reference")
-    flops_source = module_from_text(ref_text) if ref_text else one
     try:
-        flops = estimate_flops(flops_source, func_name)
+        flops = estimate_flops(module_from_text(ref_text) if ref_text else one, func_name)
     except Exception:  # noqa: BLE001 - the estimate is a nicety
         flops = 0.0
-
-    t0 = time.perf_counter()
-    try:
-        ex = _compile(one, target)
-    except Exception as exc:  # noqa: BLE001
-        raise MeasureFailure("build", "the program does not build", str(exc)) from exc
-    build_s = time.perf_counter() - t0
-    if kind == "cuda" and not any(m.kind == "cuda" for m in ex.mod.imports):
-        raise MeasureFailure(
-            "gpu_check", "the program compiled to host code only (no CUDA kernel): are its loops bound?"
-        )
-
-    if ref_text:
-        inputs, expected = _reference_outputs(ref_text, func_name, seed)
-        specs_now = param_specs(one, func_name)
-        shapes_now = [(s, d) for _, s, d in specs_now]
-        shapes_ref = [(a.shape, str(a.dtype)) for a in inputs]
-        if shapes_now != shapes_ref:
-            raise MeasureFailure(
-                "check",
-                "the program's parameters differ from the reference's",
-                f"program: {shapes_now}\nreference: {shapes_ref}",
-            )
-    else:
-        inputs = random_inputs(param_specs(one, func_name), seed)
-        expected = None
-
+    ex, build_s = _timed_build(one, target)
+    inputs, expected = _inputs_and_expected(one, func_name, ref_text, seed)
     try:
         got = _run_once(ex, func_name, inputs, dev)
     except Exception as exc:  # noqa: BLE001
         raise MeasureFailure("run", "the program failed while running", str(exc)) from exc
-
-    max_abs = None
-    max_rel = None
-    correct = None
-    if expected is not None:
-        max_abs = 0.0
-        scale = 0.0
-        for a, b in zip(got, expected):
-            if a.size == 0:
-                continue
-            diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
-            max_abs = max(max_abs, float(np.nanmax(diff)) if not np.isnan(diff).all() else float("inf"))
-            if np.isnan(diff).any():
-                max_abs = float("inf")
-            scale = max(scale, float(np.max(np.abs(b.astype(np.float64)))))
-        max_rel = max_abs / scale if scale > 0 else max_abs
-        correct = bool(max_abs <= 1e-3 * max(1.0, scale))
-
-    method = timing.TimingMethod(
-        cache=str(req.get("cache", "warm")),
-        repeats=repeats,
-        min_repeat_ms=float(req.get("min_repeat_ms", timing.MEASURE.min_repeat_ms)),
-    )
-    if method.cache not in ("warm", "cold"):
-        raise MeasureFailure("usage", f"cache must be 'warm' or 'cold', not {method.cache!r}")
-    if method.cache == "cold" and kind != "llvm":
-        raise MeasureFailure("usage", "cold-cache timing flushes CPU caches: it is offered for CPU targets only")
+    max_abs, max_rel, correct = _errors(got, expected) if expected is not None else (None, None, None)
+    method = _timing_method(req, kind, repeats)
     tensors = [tvm.runtime.tensor(a, dev) for a in inputs]
     try:
         stats = timing.timed(
@@ -549,6 +471,100 @@ def measure_request(req: dict, traffic: Callable[[Any, str, list], tuple[float, 
         method=method.describe(threads) if kind == "llvm" else method.describe(None).replace("? thread(s)", "GPU"),
         load=round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
     ).to_json()
+
+
+def _measurable_device(one: Any, func_name: str, target: Any) -> Any:
+    """The device to run `func_name` on for `target`; a MeasureFailure, before anything is built,
+    when it cannot run there (a GPU program that fails its checks or has no GPU, a CPU program with
+    loops bound to GPU threads, a target kind other than CPU or CUDA)."""
+    kind = target.kind.name
+    if kind == "cuda":
+        problems, _ = gpu_problems(one, func_name, target)
+        if problems:
+            raise MeasureFailure("gpu_check", problems[0], "\n".join(problems[1:]))
+        if not gpu_present():
+            raise MeasureFailure(
+                "no_gpu",
+                "no CUDA GPU found; you can still build, inspect and visualise the CUDA program "
+                "(cuda_source(...)), but not run or time it",
+            )
+        return _device("cuda")
+    if kind in ("llvm", "c"):
+        bound = thread_bound_loops(one, func_name)
+        if bound:
+            raise MeasureFailure(
+                "build",
+                "the program binds loops to GPU threads, so it runs only on a GPU: measure it with "
+                "target='cuda', or look at its CUDA code with cuda_source()",
+                "bound loops: " + ", ".join(bound),
+            )
+        return _device("cpu")
+    raise MeasureFailure("build", f"measuring on target kind {kind!r} is not supported (use cpu or cuda)")
+
+
+def _timed_build(one: Any, target: Any) -> tuple[Any, float]:
+    """The program built for `target`, and the seconds the build took."""
+    t0 = time.perf_counter()
+    try:
+        ex = _compile(one, target)
+    except Exception as exc:  # noqa: BLE001
+        raise MeasureFailure("build", "the program does not build", str(exc)) from exc
+    build_s = time.perf_counter() - t0
+    if target.kind.name == "cuda" and not any(m.kind == "cuda" for m in ex.mod.imports):
+        raise MeasureFailure(
+            "gpu_check", "the program compiled to host code only (no CUDA kernel): are its loops bound?"
+        )
+    return ex, build_s
+
+
+def _inputs_and_expected(
+    one: Any, func_name: str, ref_text: str | None, seed: int
+) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """Seeded random inputs, and the reference's outputs on them (None without a reference); the
+    program's parameters must be the reference's."""
+    if not ref_text:
+        return random_inputs(param_specs(one, func_name), seed), None
+    inputs, expected = _reference_outputs(ref_text, func_name, seed)
+    shapes_now = [(s, d) for _, s, d in param_specs(one, func_name)]
+    shapes_ref = [(a.shape, str(a.dtype)) for a in inputs]
+    if shapes_now != shapes_ref:
+        raise MeasureFailure(
+            "check",
+            "the program's parameters differ from the reference's",
+            f"program: {shapes_now}\nreference: {shapes_ref}",
+        )
+    return inputs, expected
+
+
+def _errors(got: list[np.ndarray], expected: list[np.ndarray]) -> tuple[float, float, bool]:
+    """(max absolute error, that relative to the largest expected value, correct): a NaN is an
+    infinite error; correct is within 1e-3 of the largest expected value (or of 1)."""
+    max_abs = 0.0
+    scale = 0.0
+    for a, b in zip(got, expected):
+        if a.size == 0:
+            continue
+        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        max_abs = max(max_abs, float(np.nanmax(diff)) if not np.isnan(diff).all() else float("inf"))
+        if np.isnan(diff).any():
+            max_abs = float("inf")
+        scale = max(scale, float(np.max(np.abs(b.astype(np.float64)))))
+    max_rel = max_abs / scale if scale > 0 else max_abs
+    return max_abs, max_rel, bool(max_abs <= 1e-3 * max(1.0, scale))
+
+
+def _timing_method(req: dict, kind: str, repeats: int) -> timing.TimingMethod:
+    """How the request asks to be timed; a cold cache only on the CPU."""
+    method = timing.TimingMethod(
+        cache=str(req.get("cache", "warm")),
+        repeats=repeats,
+        min_repeat_ms=float(req.get("min_repeat_ms", timing.MEASURE.min_repeat_ms)),
+    )
+    if method.cache not in ("warm", "cold"):
+        raise MeasureFailure("usage", f"cache must be 'warm' or 'cold', not {method.cache!r}")
+    if method.cache == "cold" and kind != "llvm":
+        raise MeasureFailure("usage", "cold-cache timing flushes CPU caches: it is offered for CPU targets only")
+    return method
 
 
 def cuda_request(req: dict) -> dict:

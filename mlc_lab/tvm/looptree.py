@@ -196,8 +196,10 @@ class _Scanner:
     tree's name index (:meth:`LoopTree.adopt_names`), all in one pass.
 
     It runs once per step over every line of the script, so the walk over a function's lines is
-    one loop with its state in local variables, the most common lines tested first (method calls
-    and attribute look-ups per line were most of its cost). A stack entry is
+    one loop with its state in local variables, the most common lines (a block's statements and
+    axes) tested first and read in place (method calls and attribute look-ups per line were most
+    of its cost); a line that opens or closes suites calls a method, with the state those need in
+    a :class:`_Walk`. A stack entry is
     ``[indent, kind, children, in_init, node, extra]``: ``children`` is the list a node nested
     under it joins (``in_init``: and is marked ``in_init``); ``node`` the function or block it
     opens; ``extra`` what closing it needs (``for``: where its loops are in ``loops`` and where its
@@ -257,37 +259,17 @@ class _Scanner:
         for pname, args_text in _parse_params(params):
             buffers.append(_buffer(pname, args_text, "param"))
         functions.append(func)
-        all_loops, loop_nodes, all_blocks, block_names = self.loops, self.loop_nodes, self.blocks, self.block_names
-        nodes = self.nodes
-        order = 0  # pre-order position of the next loop in the function
-        open_loops: list[LoopInfo] = []  # loops since the last block boundary, outer first
-        open_blocks: list[str] = []  # every enclosing block, outer first
-        extents: dict[str, object] = {}
+        walk = _Walk(func)
+        extents = walk.extents
         top = [base, "func", func["children"], False, func, None]
         top_kind = "func"
         stack = [top]
         lines = itertools.chain(itertools.islice(parsed, start + 1, None), _END)
         for lineno, (indent, tag, payload) in enumerate(lines, start + 2):  # lineno: 1-based
             if indent <= top[0]:  # the line is not inside the innermost suite (a blank line never)
-                last = _last_statement(parsed, lineno)  # where the suites it closes end
-                while indent <= top[0] and top_kind != "func":
-                    if top_kind == "for":
-                        first, end, first_block = top[5]
-                        for node in loop_nodes[first:end]:
-                            node["end_line"] = last
-                        for info in all_loops[first:end]:
-                            info.blocks = block_names[first_block:]  # the blocks opened while it was open
-                        del open_loops[len(open_loops) - (end - first) :]
-                    elif top_kind == "block":
-                        block = top[4]
-                        block["end_line"] = last
-                        open_loops, init = top[5]
-                        if init:
-                            block["children"] = init + block["children"]
-                        open_blocks.pop()
-                    stack.pop()
-                    top = stack[-1]
-                    top_kind = top[1]
+                self._close_suites(stack, indent, _last_statement(parsed, lineno), walk)
+                top = stack[-1]
+                top_kind = top[1]
                 if indent <= base:  # the function ends here
                     return lineno - 1
 
@@ -312,77 +294,117 @@ class _Scanner:
             if tag in _STATEMENTS:
                 if top_kind == "func" and payload[1] is not None:
                     buffers.append(_buffer(*payload[1], "alloc"))
-            elif tag == "for":  # one line may hold several loops: `for i, j in T.grid(4, 8)`
-                annotations, loops = payload
-                scope = open_blocks[-1] if open_blocks else None
-                children, in_init = top[2], top[3]
-                first = len(all_loops)
-                for name, extent, template in loops:
-                    # blocks: filled in when the loop closes (a slice of block_names)
-                    info = LoopInfo(fname, name, order, None, len(open_loops), name, None, scope)
-                    order += 1
-                    all_loops.append(info)
-                    open_loops.append(info)
-                    extents[name] = extent
-                    node = template.copy()  # what the line says; then what is this node's own
-                    node["annotations"] = dict(annotations) if annotations else {}
-                    node["line"] = node["end_line"] = lineno
-                    node["children"] = []
-                    if in_init:  # only the first loop of the line sits directly in T.init()
-                        node["in_init"] = True
-                        in_init = False
-                    loop_nodes.append(node)
-                    children.append(node)
-                    children = node["children"]
-                    nodes.append(node)
-                    self._index(node, name, func, loop=True)
-                top = [indent, "for", children, False, None, (first, len(all_loops), len(block_names))]
-                top_kind = "for"
-                stack.append(top)
+                continue
+            if tag == "for":  # one line may hold several loops: `for i, j in T.grid(4, 8)`
+                top = self._open_loops(walk, top, indent, payload, lineno)
             elif tag == "block":
-                name = payload
-                for lp in open_loops:
-                    if lp.anchor_block is None:
-                        lp.anchor_block = name
-                all_blocks.append(BlockInfo(fname, name))
-                block_names.append(name)
-                block = {
-                    "kind": "block",
-                    "name": name,
-                    "iter_vars": [],
-                    "reads": [],
-                    "writes": [],
-                    "has_init": False,
-                    "predicate": None,
-                    "alloc_buffers": [],
-                    "annotations": {},
-                    "line": lineno,
-                    "end_line": lineno,
-                    "children": [],
-                }
-                if top[3]:
-                    block["in_init"] = True
-                top[2].append(block)
-                nodes.append(block)
-                self._index(block, name, func, loop=False)
-                top = [indent, "block", block["children"], False, block, (open_loops, [])]
-                top_kind = "block"
-                stack.append(top)
-                open_loops = []  # get_loops stops at a block boundary
-                open_blocks.append(name)
+                top = self._open_block(walk, top, indent, payload, lineno)
             elif tag == "init" and top_kind == "block":
                 top[4]["has_init"] = True
                 top = [indent, "init", top[5][1], True, top[4], None]
-                top_kind = "init"
-                stack.append(top)
             else:
                 # if / else / any other with-statement or def: nesting only. What is under it joins
                 # the node around it (a T.init() around it marks nothing in_init: the block's children).
-                children = top[4]["children"] if top_kind == "init" else top[2]
-                top = [indent, "other", children, False, None, None]
-                top_kind = "other"
-                stack.append(top)
+                top = [indent, "other", top[4]["children"] if top_kind == "init" else top[2], False, None, None]
+            top_kind = top[1]
+            stack.append(top)
         raise AssertionError("the function's lines end with _END")
+
+    def _close_suites(self, stack: list[list], indent: int, last: int, walk: _Walk) -> None:
+        """Close the suites that a line at ``indent`` ends (they end at line ``last``), innermost
+        first: a loop's nodes get their last line and its blocks, a block its last line and its
+        ``T.init()`` children first; the function's own entry stays."""
+        top = stack[-1]
+        while indent <= top[0] and top[1] != "func":
+            if top[1] == "for":
+                first, end, first_block = top[5]
+                for node in self.loop_nodes[first:end]:
+                    node["end_line"] = last
+                for info in self.loops[first:end]:
+                    info.blocks = self.block_names[first_block:]  # the blocks opened while it was open
+                del walk.loops[len(walk.loops) - (end - first) :]
+            elif top[1] == "block":
+                block = top[4]
+                block["end_line"] = last
+                walk.loops, init = top[5]
+                if init:
+                    block["children"] = init + block["children"]
+                walk.blocks.pop()
+            stack.pop()
+            top = stack[-1]
+
+    def _open_loops(self, walk: _Walk, top: list, indent: int, payload: tuple, lineno: int) -> list:
+        """The loops a ``for`` line opens, each nested in the one before; returns the stack entry
+        that the line's suite is (its children: the innermost loop's)."""
+        annotations, loops = payload
+        func, order, open_loops, extents = walk.func, walk.order, walk.loops, walk.extents
+        scope = walk.blocks[-1] if walk.blocks else None
+        children, in_init = top[2], top[3]
+        first = len(self.loops)
+        for name, extent, template in loops:
+            # blocks: filled in when the loop closes (a slice of block_names)
+            info = LoopInfo(func["name"], name, order, None, len(open_loops), name, None, scope)
+            order += 1
+            self.loops.append(info)
+            open_loops.append(info)
+            extents[name] = extent
+            node = template.copy()  # what the line says; then what is this node's own
+            node["annotations"] = dict(annotations) if annotations else {}
+            node["line"] = node["end_line"] = lineno
+            node["children"] = []
+            if in_init:  # only the first loop of the line sits directly in T.init()
+                node["in_init"] = True
+                in_init = False
+            self.loop_nodes.append(node)
+            children.append(node)
+            children = node["children"]
+            self.nodes.append(node)
+            self._index(node, name, func, loop=True)
+        walk.order = order
+        return [indent, "for", children, False, None, (first, len(self.loops), len(self.block_names))]
+
+    def _open_block(self, walk: _Walk, top: list, indent: int, name: str, lineno: int) -> list:
+        """The block a ``with T.sblock(...)`` line opens; returns its stack entry (which keeps the
+        loops open outside it: ``get_loops`` stops at a block boundary)."""
+        for lp in walk.loops:
+            if lp.anchor_block is None:
+                lp.anchor_block = name
+        self.blocks.append(BlockInfo(walk.func["name"], name))
+        self.block_names.append(name)
+        block = {
+            "kind": "block",
+            "name": name,
+            "iter_vars": [],
+            "reads": [],
+            "writes": [],
+            "has_init": False,
+            "predicate": None,
+            "alloc_buffers": [],
+            "annotations": {},
+            "line": lineno,
+            "end_line": lineno,
+            "children": [],
+        }
+        if top[3]:
+            block["in_init"] = True
+        top[2].append(block)
+        self.nodes.append(block)
+        self._index(block, name, walk.func, loop=False)
+        entry = [indent, "block", block["children"], False, block, (walk.loops, [])]
+        walk.loops = []
+        walk.blocks.append(name)
+        return entry
+
+
+@dataclass(slots=True)
+class _Walk:
+    """What the walk over one function's lines has open at the current line."""
+
+    func: dict
+    order: int = 0  # pre-order position of the next loop in the function
+    loops: list[LoopInfo] = field(default_factory=list)  # loops since the last block boundary, outer first
+    blocks: list[str] = field(default_factory=list)  # every enclosing block, outer first
+    extents: dict[str, object] = field(default_factory=dict)  # loop name -> extent (for remapped axes)
 
 
 def _last_statement(parsed: list[tuple], lineno: int) -> int:

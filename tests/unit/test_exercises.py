@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 import mlc_lab
@@ -107,7 +108,7 @@ def test_wrong_numbers_fail_with_the_max_error():
     assert check is not None and not check.ok
     assert rep.max_abs_error == 3.0  # B[i] instead of B[j]: 4 - 1 at worst
     assert "max abs error 3" in check.message and "elements differ" in check.message
-    assert "index" in check.message  # where the worst element is
+    assert check.message == "max abs error 3; 12 of 16 elements differ; the worst at index (0, 3): yours 7, numpy 4"
     assert rep.output is not None and rep.expected is not None
     assert "FAIL" in rep.text() and "&#10008;" in rep._repr_html_()
 
@@ -117,6 +118,29 @@ def test_a_wrong_signature_is_named_before_anything_runs():
     assert not rep.passed
     assert rep.check("signature").message == "B is declared (4, 4) int64 but the exercise passes (4,) int64"
     assert rep.check("matches numpy") is None
+
+
+def test_a_wrong_number_of_parameters_lists_both_sides():
+    a, b = np.arange(16, dtype=np.int64).reshape(4, 4), np.arange(4, dtype=np.int64)
+    rep = exercises.numeric_check(BROADCAST_OK, "add", [a, b], a + b)
+    assert [(c.name, c.ok) for c in rep.checks] == [("signature", False)]
+    assert rep.checks[0].message == (
+        "add takes 3 parameter(s) (A: (4, 4) int64, B: (4,) int64, C: (4, 4) int64); "
+        "the exercise passes 2: (4, 4) int64, (4,) int64"
+    )
+
+
+def test_a_nan_in_the_output_is_the_worst_element():
+    """NaN everywhere, or in one element: the error is infinite and the first NaN is named."""
+    floats = BROADCAST_OK.replace("int64", "float32")
+    a, b = np.arange(16, dtype=np.float32).reshape(4, 4), np.arange(4, 0, -1, dtype=np.float32)
+    all_nan = floats.replace("+ B[vj]", '+ B[vj] + T.float32("nan")')
+    one_nan = floats.replace("+ B[vj]", '+ T.if_then_else(vi == 1 and vj == 2, T.float32("nan"), B[vj])')
+    for text, worst in ((all_nan, "(0, 0): yours nan"), (one_nan, "(1, 2): yours nan")):
+        rep = exercises.numeric_check(text, "add", [a, b, np.zeros((4, 4), np.float32)], a + b)
+        check = rep.check("matches numpy")
+        assert not rep.passed and rep.max_abs_error == float("inf") and not check.ok
+        assert f"the worst at index {worst}, numpy " in check.message
 
 
 def test_a_function_under_another_name_is_still_graded():
@@ -138,8 +162,6 @@ def test_conv_correct_and_wrong():
 
 
 def test_conv_reference_matches_the_course_printout():
-    import numpy as np
-
     data = np.arange(64, dtype=np.int64).reshape(1, 1, 8, 8)
     weight = np.arange(18, dtype=np.int64).reshape(2, 1, 3, 3)
     out = exercises.conv2d_reference(data, weight)

@@ -194,3 +194,30 @@ def test_time_callable_times_python_code_by_measures_method():
     assert r["number"] * r["min_s"] >= 0.008  # each repeat lasted about min_repeat_ms
     assert 0.002 <= r["min_s"] <= r["latency_s"] <= r["max_s"]
     assert r["others_cores"] is not None and r["others_cores"] >= 0 and "median of 4" in r["method"]
+
+
+def test_the_errors_are_measured_against_the_reference_absolute_and_relative():
+    # C = A * 0 * B against C = A + B: every error is the whole answer, so the relative error is 1
+    zero = measure(mlc_lab.load(ADD.replace("OP", "* T.float32(0) *")), mlc_lab.load(ADD.replace("OP", "+")))
+    assert zero.ok and zero.correct is False and zero.max_abs_error > 0 and zero.max_rel_error == 1.0
+    # a NaN anywhere is an infinite error, never a small one
+    nan = measure(mlc_lab.load(ADD.replace("OP", '* T.float32("nan") +')), mlc_lab.load(ADD.replace("OP", "+")))
+    assert nan.ok and nan.correct is False and nan.max_abs_error == float("inf") == nan.max_rel_error
+    same = measure(mlc_lab.load(ADD.replace("OP", "+")), mlc_lab.load(ADD.replace("OP", "+")))
+    assert same.correct is True and same.max_abs_error == 0.0 == same.max_rel_error
+
+
+def test_what_cannot_be_measured_is_refused_before_it_runs():
+    wider = mlc_lab.load(ADD.replace("OP", "+").replace("64", "128"))
+    with pytest.raises(MeasureError, match="parameters differ from the reference") as info:
+        measure(wider, mlc_lab.load(ADD.replace("OP", "+")))
+    assert info.value.kind == "check"
+    s = mlc_lab.Session(ADD.replace("OP", "+"))
+    i0, i1 = s.apply("split", "C/i", factors=[None, 32])
+    s.apply("bind", i1, "threadIdx.x")
+    with pytest.raises(MeasureError, match="binds loops to GPU threads") as info:
+        measure(s.module)
+    assert info.value.kind == "build" and info.value.detail == "bound loops: i_1->threadIdx.x"
+    with pytest.raises(MeasureError, match="target kind 'opencl' is not supported") as info:
+        measure(mlc_lab.load(ADD.replace("OP", "+")), target="opencl")
+    assert info.value.kind == "build"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -76,49 +77,27 @@ def footprint(
     range (thread after thread): ``Footprint.thread`` then colours the loop's footprint by thread. Raises :class:`AccessAnalysisError` with a sentence a person can act on.
     """
     index = index_of(program, shape_vars)
-    prog = index.prog
-    q = Query(index, loop_of(prog, loop), at, sweep_threads)
+    q = Query(index, loop_of(index.prog, loop), at, sweep_threads)
     budget = budget or Budget()
-    steps = q.total_steps
     gs = groups(q)
     per_step = max([1] + [len(leaf.accesses) for leaf in q.leaves])
-    dt = np.int32 if steps * per_step < np.iinfo(np.int32).max - 1 else np.int64
-    launch = index.launch()
-    by_buf: dict[str, list] = {}
-    sliced: dict[str, list] = {}  # accesses too large to enumerate at once: added slice by slice
+    dt = np.int32 if q.total_steps * per_step < np.iinfo(np.int32).max - 1 else np.int64
     parts = 2 * len(gs) + 1  # a grid built and a grid added per access, then the result
-    budget.tick(0, parts)
-    for acc, nr, nw, off in gs:
-        budget.tick(sum(map(len, by_buf.values())) + sum(map(len, sliced.values())), parts)
-        try:
-            g = build_grid(q, acc, off, nr, nw, step_dtype=dt, budget=budget)
-        except BudgetExceeded:
-            sliced.setdefault(acc.buffer, []).append((acc, nr, nw, off))
-            continue
-        if g is not None:
-            by_buf.setdefault(acc.buffer, []).append(g)
+    by_buf, sliced = _build_grids(q, gs, dt, budget, parts)
     per_buf_strides, per_access = strides_table(q, gs)
-    out, added = {}, 0
-    for name, info in prog.buffers.items():
-        origin, nr, nw = (0,) * len(info.shape), 0, 0
-        box: dict = {}
-        grids = by_buf.get(name, [])
-        if grids or name in sliced:
-            ranges = [[dim_range(g, d) for d in range(len(info.shape))] for g in grids]
-            for access_, *_ in sliced.get(name, []):
-                ranges.append(_whole_range(q, access_, info.shape))
-            who = (lambda steps: q.who(steps, launch)) if launch else None
-            acc = BufferAccumulator(name, info.shape, ranges, dt, counts, budget, who)
-            for g in grids:
-                budget.tick(len(gs) + added, parts)
-                acc.add(g)
-                added += 1
-            for access_, anr, anw, off in sliced.get(name, []):
-                budget.tick(len(gs) + added, parts)
-                _add_in_slices(q, acc, access_, anr, anw, off, dt, budget, info.shape)
-                added += 1
-            origin, box = acc.result()
-            nr, nw = acc.n_reads, acc.n_writes
+    launch = index.launch()
+    added = itertools.count(len(gs))  # the parts done when the next grid is added
+
+    def tick() -> None:
+        budget.tick(next(added), parts)
+
+    out = {}
+    for name, info in index.prog.buffers.items():
+        origin, box, nr, nw = (0,) * len(info.shape), {}, 0, 0
+        if name in by_buf or name in sliced:
+            grids, big = by_buf.get(name, []), sliced.get(name, [])
+            acc = _accumulate(q, name, info.shape, grids, big, dt, counts, budget, launch, tick)
+            (origin, box), nr, nw = acc.result(), acc.n_reads, acc.n_writes
         out[name] = Footprint(
             buffer=name,
             shape=tuple(info.shape),
@@ -137,11 +116,45 @@ def footprint(
     return LoopFootprint(
         out,
         loop=q.L.name,
-        steps=steps,
+        steps=q.total_steps,
         at={lp.name: q.fixed[lp.id] for lp in q.enclosing if lp.id in q.fixed},
         launch=launch,
         accesses=per_access,
     )
+
+
+def _build_grids(q: Query, gs: list, dt, budget: Budget, parts: int) -> tuple[dict[str, list], dict[str, list]]:
+    """Each access's grid, by buffer; and, by buffer, the accesses too large to enumerate at once
+    (added slice by slice later)."""
+    by_buf: dict[str, list] = {}
+    sliced: dict[str, list] = {}
+    budget.tick(0, parts)
+    for acc, nr, nw, off in gs:
+        budget.tick(sum(map(len, by_buf.values())) + sum(map(len, sliced.values())), parts)
+        try:
+            g = build_grid(q, acc, off, nr, nw, step_dtype=dt, budget=budget)
+        except BudgetExceeded:
+            sliced.setdefault(acc.buffer, []).append((acc, nr, nw, off))
+            continue
+        if g is not None:
+            by_buf.setdefault(acc.buffer, []).append(g)
+    return by_buf, sliced
+
+
+def _accumulate(q: Query, name: str, shape, grids: list, sliced: list, dt, counts: bool, budget: Budget, launch, tick):
+    """One buffer's accumulator over the box its grids and sliced accesses span, every one of them
+    added (``tick`` before each)."""
+    ranges = [[dim_range(g, d) for d in range(len(shape))] for g in grids]
+    ranges += [_whole_range(q, access_, shape) for access_, *_ in sliced]
+    who = (lambda steps: q.who(steps, launch)) if launch else None
+    acc = BufferAccumulator(name, shape, ranges, dt, counts, budget, who)
+    for g in grids:
+        tick()
+        acc.add(g)
+    for access_, nr, nw, off in sliced:
+        tick()
+        _add_in_slices(q, acc, access_, nr, nw, off, dt, budget, shape)
+    return acc
 
 
 SLICE_BYTES_PER_POINT = 64
