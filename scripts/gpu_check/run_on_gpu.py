@@ -90,8 +90,9 @@ def wrong_elements(out, ref) -> int:
     return int(np.count_nonzero(~np.isclose(out, ref, rtol=RTOL, atol=ATOL)))
 
 
-def run_kernel(tvm, so: Path, program: dict, timing: bool) -> dict:
-    """Load, run twice, count wrong elements, time: the result of one kernel (an ``error`` if it failed)."""
+def run_kernel(tvm, dev, so: Path, program: dict, timing: bool) -> dict:
+    """Load, run twice on ``dev``, count wrong elements, time: the result of one kernel (an ``error``
+    if it failed)."""
     result: dict = {"wrong": None, "ms": None, "tflops": None, "load_s": None, "error": None}
     t0 = time.perf_counter()
     try:
@@ -102,7 +103,6 @@ def run_kernel(tvm, so: Path, program: dict, timing: bool) -> dict:
         return result
     result["load_s"] = round(time.perf_counter() - t0, 3)
     host, ref = inputs_and_reference(program)
-    dev = tvm.cuda(0)
     wrong = []
     try:
         for _ in range(2):  # a race may differ from run to run
@@ -119,7 +119,7 @@ def run_kernel(tvm, so: Path, program: dict, timing: bool) -> dict:
         evaluator = mod.time_evaluator("main", dev, number=1, repeat=5, min_repeat_ms=20)
         median_s = float(evaluator(*args).median)
         result["ms"] = round(median_s * 1e3, 4)
-        result["tflops"] = round(program["flops"] / median_s / 1e12, 2)
+        result["tflops"] = round(program["flops"] / median_s / 1e12, 3)
     return result
 
 
@@ -138,7 +138,7 @@ def kernel_main(args: argparse.Namespace) -> int:
     except Refusal as exc:
         print(f"run_on_gpu: {exc}", file=sys.stderr)
         return SETUP_FAILED
-    result = run_kernel(tvm, args.dir / entry["so"], entry["program"], timing=not args.no_timing)
+    result = run_kernel(tvm, tvm.cuda(0), args.dir / entry["so"], entry["program"], timing=not args.no_timing)
     result["device"] = tvm.cuda(0).device_name
     print(RESULT_TAG + json.dumps(result), flush=True)
     return 0
@@ -228,7 +228,7 @@ def cell_wrong(entry: dict, result: dict) -> str:
     n = 1
     for d in entry["program"]["shapes"][-1]:
         n *= d
-    return f"{counts} of {n / 1e6:.2f}M"
+    return f"{counts} of {n:,}"
 
 
 def table(meta: dict, results: dict) -> str:
