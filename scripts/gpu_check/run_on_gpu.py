@@ -43,10 +43,13 @@ class Refusal(Exception):
 
 
 # --- one kernel, in its own process ---------------------------------------------------------------
-def load_cuda_runtime(site: Path):
-    """Import TVM's runtime from ``site`` with CUDA enabled; its ``tvm`` module."""
+def load_cuda_runtime(site: Path | None):
+    """Import TVM's runtime (from ``site``, the unpacked runtime.tar.xz, first) with CUDA enabled; its
+    ``tvm`` module."""
     import ctypes
 
+    if site is not None:
+        sys.path.insert(0, str(site))
     os.environ["TVM_USE_RUNTIME_LIB"] = "1"
     import tvm  # noqa: PLC0415 - imported only here, after the environment is set
 
@@ -59,12 +62,34 @@ def load_cuda_runtime(site: Path):
             ctypes.CDLL(str(path), ctypes.RTLD_GLOBAL)
         except OSError as exc:
             raise Refusal(f"cannot load {path}: {exc}") from None
+    use_cuda_headers_of(cudart)
     if not tvm.runtime.enabled("cuda") or not tvm.cuda(0).exist:
         raise Refusal("TVM's CUDA runtime loaded, but it sees no CUDA device 0")
     # Runtime-only TVM has no Target.current (its FFI function lives in the compiler library); NVRTC's
     # callback asks for it when the kernel loads. None: compile for the device's own arch.
     tvm.target.Target.current = staticmethod(lambda allow_none=True: None)
     return tvm
+
+
+def has_cuda_headers(root: Path) -> bool:
+    return any((root / d / "cuda_runtime.h").is_file() for d in ("include", "targets/x86_64-linux/include"))
+
+
+def use_cuda_headers_of(cudart: str) -> None:
+    """NVRTC needs CUDA's headers: TVM looks under ``CUDA_PATH``, else two folders above ``nvcc``. Where
+    neither holds them, point ``CUDA_PATH`` at the CUDA that ``cudart`` comes from."""
+    import shutil
+
+    if "CUDA_PATH" in os.environ:
+        return
+    nvcc = shutil.which("nvcc")
+    if nvcc and has_cuda_headers(Path(os.path.realpath(os.path.join(nvcc, "../..")))):
+        return
+    # <root>/targets/x86_64-linux/lib/libcudart.so.13, or <root>/lib64/libcudart.so.13
+    roots = (Path(cudart).parents[3], Path(os.path.realpath(cudart)).parents[1])
+    root = next((r for r in roots if has_cuda_headers(r)), None)
+    if root is not None:
+        os.environ["CUDA_PATH"] = str(root)
 
 
 def inputs_and_reference(program: dict):
@@ -298,7 +323,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dir", type=Path, default=HERE, help="the folder prepare.py filled (default: this script's)")
     p.add_argument("--out", type=Path, default=None, help="where the results go (default: $OUT)")
     p.add_argument("--only", action="append", default=[], metavar="NAME", help="one submission (repeatable)")
-    p.add_argument("--timeout", type=positive, default=90.0, help="seconds one kernel's process may take")
+    p.add_argument("--timeout", type=positive, default=60.0, help="seconds one kernel's process may take")
     p.add_argument("--budget", type=positive, default=200.0, help="seconds after which no kernel is started")
     p.add_argument("--python", default=sys.executable, help="the Python that runs each kernel")
     p.add_argument("--no-timing", action="store_true", help="count wrong elements only")
