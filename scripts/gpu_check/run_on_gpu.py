@@ -379,7 +379,7 @@ def drive(args: argparse.Namespace) -> int:
     (args.out / "gpu_results.json").write_text(json.dumps(report, indent=1) + "\n")
     text = table(meta, results)
     text += f"\n{summary['agree']} of {summary['judged']} verdicts agree with the GPU"
-    text += f" ({', '.join(summary['disagree'])} do not)" if summary["disagree"] else ""
+    text += f" (not: {', '.join(summary['disagree'])})" if summary["disagree"] else ""
     text += f"; {summary['wall_s']} s\n"
     (args.out / "gpu_table.txt").write_text(text)
     print(text, end="")

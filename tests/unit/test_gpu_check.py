@@ -265,3 +265,54 @@ def test_table_names_each_submission_and_what_the_gpu_did():
     assert "race,spill" in row["racing_write_back"] and row["racing_write_back"].endswith("NO")
     assert "does not build" in row["no_write_cache"] and row["no_write_cache"].endswith("yes")
     assert "error" in row["copy_8x32_threads"] and lines[-1] == "copy_8x32_threads: run: CUDA_ERROR_ILLEGAL_ADDRESS"
+
+
+# --- run_on_gpu.py: the whole run, each kernel's process stood in for -----------------------------
+def _fake_gpu(monkeypatch, outcomes: dict) -> list:
+    ran = []
+    monkeypatch.setattr(run_on_gpu, "gpu_present", lambda: "GPU 0: NVIDIA H200 (UUID: GPU-test)")
+
+    def child(args, name, site):
+        assert (site / "tvm" / "lib" / "libtvm_runtime_cuda.so").is_file()  # the runtime was unpacked
+        ran.append(name)
+        return dict(outcomes[name])
+
+    monkeypatch.setattr(run_on_gpu, "run_child", child)
+    return ran
+
+
+def test_a_run_writes_its_results_and_says_whether_the_verdicts_agree(tmp_path, monkeypatch, capsys):
+    entries = {
+        "right": _entry(),
+        "racing": _entry(predicts_wrong=True, kinds=["race"]),
+        "unbuildable": _entry(built=False, predicts_wrong=True, kinds=["allocation"]),
+    }
+    folder = _folder(tmp_path, entries)
+    ran = _fake_gpu(monkeypatch, {"right": {"wrong": [0, 0], "ms": 2.0, "tflops": 1.0}, "racing": {"wrong": [5, 6]}})
+    out = tmp_path / "out"
+    assert run_on_gpu.main(["--dir", str(folder), "--out", str(out)]) == 0
+    assert ran == ["right", "racing"]  # the kernel that did not build is not run
+    results = json.loads((out / "gpu_results.json").read_text())
+    assert results["summary"]["judged"] == 3 and results["summary"]["agree"] == 3
+    assert results["submissions"]["racing"]["gpu"]["wrong"] == [5, 6]
+    assert results["submissions"]["unbuildable"]["gpu"] is None
+    table = (out / "gpu_table.txt").read_text()
+    assert "3 of 3 verdicts agree with the GPU" in table and table in capsys.readouterr().out
+
+
+def test_a_disagreement_exits_1_and_is_named(tmp_path, monkeypatch, capsys):
+    folder = _folder(tmp_path, {"right": _entry(), "racing": _entry(predicts_wrong=True, kinds=["race"])})
+    _fake_gpu(monkeypatch, {"right": {"wrong": [0, 0]}, "racing": {"wrong": [0, 0]}})
+    assert run_on_gpu.main(["--dir", str(folder), "--out", str(tmp_path / "out"), "--only", "racing"]) == 1
+    results = json.loads((tmp_path / "out" / "gpu_results.json").read_text())
+    assert list(results["submissions"]) == ["racing"] and results["summary"]["disagree"] == ["racing"]
+    assert "0 of 1 verdicts agree with the GPU (not: racing)" in capsys.readouterr().out
+
+
+def test_no_kernel_starts_once_the_budget_is_spent(tmp_path, monkeypatch):
+    folder = _folder(tmp_path, {"right": _entry(), "other": _entry()})
+    ran = _fake_gpu(monkeypatch, {"right": {"wrong": [0, 0]}, "other": {"wrong": [0, 0]}})
+    assert run_on_gpu.main(["--dir", str(folder), "--out", str(tmp_path / "out"), "--budget", "1e-9"]) == 0
+    results = json.loads((tmp_path / "out" / "gpu_results.json").read_text())
+    assert ran == [] and results["summary"]["judged"] == 0
+    assert all("budget" in e["gpu"]["not_run"] for e in results["submissions"].values())
