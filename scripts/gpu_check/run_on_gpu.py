@@ -324,7 +324,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=None, help="where the results go (default: $OUT)")
     p.add_argument("--only", action="append", default=[], metavar="NAME", help="one submission (repeatable)")
     p.add_argument("--timeout", type=positive, default=60.0, help="seconds one kernel's process may take")
-    p.add_argument("--budget", type=positive, default=200.0, help="seconds after which no kernel is started")
+    p.add_argument("--budget", type=positive, default=170.0, help="seconds after which no kernel is started")
     p.add_argument("--python", default=sys.executable, help="the Python that runs each kernel")
     p.add_argument("--no-timing", action="store_true", help="count wrong elements only")
     p.add_argument("--kernel", help=argparse.SUPPRESS)  # the child: run this one kernel
