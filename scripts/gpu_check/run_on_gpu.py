@@ -141,8 +141,12 @@ def run_kernel(tvm, dev, so: Path, program: dict, timing: bool) -> dict:
         return result
     result["wrong"] = wrong
     if timing and not any(wrong):
-        evaluator = mod.time_evaluator("main", dev, number=1, repeat=5, min_repeat_ms=20)
-        median_s = float(evaluator(*args).median)
+        try:
+            evaluator = mod.time_evaluator("main", dev, number=1, repeat=5, min_repeat_ms=20)
+            median_s = float(evaluator(*args).median)
+        except Exception as exc:  # noqa: BLE001 - the numbers were judged: a timing failure is only noted
+            result["timing_error"] = first_line(exc)
+            return result
         result["ms"] = round(median_s * 1e3, 4)
         result["tflops"] = round(program["flops"] / median_s / 1e12, 3)
     return result
@@ -278,6 +282,7 @@ def table(meta: dict, results: dict) -> str:
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [head, *rows]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     errors = [f"{n}: {r['error']}" for n, r in results.items() if r.get("error")]
+    errors += [f"{n}: timing: {r['timing_error']}" for n, r in results.items() if r.get("timing_error")]
     return "\n".join(lines + ([""] + errors if errors else [])) + "\n"
 
 

@@ -316,3 +316,26 @@ def test_no_kernel_starts_once_the_budget_is_spent(tmp_path, monkeypatch):
     results = json.loads((tmp_path / "out" / "gpu_results.json").read_text())
     assert ran == [] and results["summary"]["judged"] == 0
     assert all("budget" in e["gpu"]["not_run"] for e in results["submissions"].values())
+
+
+def test_a_timing_failure_is_noted_and_leaves_the_verdict_alone(tmp_path, monkeypatch):
+    so = _cpu_kernel(tmp_path, 64)
+    real_load = tvm.runtime.load_module
+
+    class NoTiming:  # the kernel runs; its time_evaluator raises
+        def __init__(self, mod):
+            self.mod = mod
+
+        def __getitem__(self, name):
+            return self.mod[name]
+
+        def time_evaluator(self, *args, **kwargs):
+            raise RuntimeError("timer broke")
+
+    monkeypatch.setattr(tvm.runtime, "load_module", lambda path: NoTiming(real_load(path)))
+    r = run_on_gpu.run_kernel(tvm, tvm.cpu(0), so, _entry()["program"], timing=True)
+    assert r["wrong"] == [0, 0] and r["error"] is None and "timer broke" in r["timing_error"] and r["ms"] is None
+    assert run_on_gpu.agreement(_entry(), r) is True
+    assert run_on_gpu.table({"submissions": {"k": _entry()}}, {"k": r}).splitlines()[-1] == (
+        "k: timing: RuntimeError: timer broke"
+    )
