@@ -322,5 +322,31 @@ def test_cli_tune_reports_and_continues(tmp_path, capsys, monkeypatch):
     assert len(html) > 1_000_000  # plotly.js is inside: the page works offline
 
 
+@pytest.mark.slow
+def test_cli_tune_ctrl_c_cancels_the_job_and_still_reports(tmp_path):
+    import re
+    import subprocess
+    import sys
+
+    prog = tmp_path / "mm.py"
+    prog.write_text(matmul(64))
+    wd = tmp_path / "wd"
+    cmd = [sys.executable, "-m", "mlc_lab.cli", "tune", str(prog), "--trials", "400", "--per-iter", "4"]
+    proc = subprocess.Popen([*cmd, "--work-dir", str(wd)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stderr.readline()  # the progress bar's first line: the job runs, the CLI follows it
+        assert re.search(r"\] 0/400", first), first
+        pid = json.load(open(wd / "mlc_lab_status.json"))["pid"]
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["status"] == "cancelled" and result["work_dir"] == str(wd)
+    assert os.path.exists(result["report"]) and "Traceback" not in err
+    assert group_gone(pid)
+
+
 def test_errors_are_mlc_lab_errors():
     assert issubclass(TuneError, MlcLabError) and issubclass(NoGPUError, MlcLabError)
