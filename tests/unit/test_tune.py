@@ -102,6 +102,34 @@ def test_bad_requests_are_refused_before_starting(tmp_path):
     assert not os.path.exists(tmp_path / "mlc_lab_job.json")
 
 
+def test_the_job_file_holds_what_tune_was_asked(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # "~/shared" below is a folder of this test's
+    s = mlc_lab.Session(matmul(32))
+    s.apply("split", "C/j", factors=[None, 8])
+    wd = tmp_path / "wd"
+    with pytest.raises(TuneError, match="space='auto' is already the default space"):
+        tune(s, trials=4, widen=True, work_dir=str(wd))
+    with pytest.raises(TuneError, match="database must be a folder path"):
+        tune(s, trials=4, database="http://host/db", work_dir=str(wd))
+    assert not wd.exists()  # refused before anything was written
+    job = tune(s, trials=3, space="session", widen=True, database="~/shared", work_dir=str(wd), seed=5, **FAST)
+    try:
+        spec = job.spec
+    finally:
+        job.cancel()
+    assert spec["func_name"] == "main" and spec["trials"] == 3 and spec["seed"] == 5
+    assert spec["space"]["kind"] == "session" and spec["space"]["widen"] is True
+    assert [i[0] for i in spec["space"]["insts"] if i[0] in ("SamplePerfectTile", "Split")] == [
+        "SamplePerfectTile",
+        "Split",
+    ]
+    assert spec["shared_db"] == str(tmp_path / "shared") and spec["runner"] == "local" and spec["servers"] == 1
+    assert (spec["strategy"], spec["cost_model"], spec["confirm"]) == ("replay-trace", "random", True)
+    assert spec["flops"] == 2 * 32**3 and spec["bytes"] == 3 * 32 * 32 * 4  # each argument once, float32
+    assert spec["target"]["kind"] == "llvm" and spec["num_tuning_cores"] >= 1
+    assert 'T.sblock("C")' in job.session().module.script()  # the program is kept beside it, and reads back
+
+
 # ----------------------------------------------------------------------------------------- jobs
 
 
