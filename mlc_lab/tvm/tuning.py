@@ -620,6 +620,28 @@ def _strategy(job: dict) -> Any:
     )
 
 
+# what mlc_lab_best.json's "confirmed" keeps of the winner's re-timing (measure's figures, the tuner's)
+CONFIRMED_KEYS = (
+    "latency_s",
+    "min_s",
+    "max_s",
+    "iqr_s",
+    "results_s",
+    "tuner_latency_s",
+    "run_secs",
+    "method",
+    "threads",
+    "others_cores",
+    "parallel_speed",
+    "rounds",
+    "load",
+    "correct",
+    "target",
+    "cache",
+    "selection_latency_s",
+)
+
+
 def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, speed_probe: bool = False) -> None:
     """Re-time the best few candidates with `measure` itself (`build.measure_request`: the same
     build, the same correctness check against the workload, the same timing method
@@ -635,75 +657,58 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, speed_probe
             best = json.load(fh)
     except (OSError, ValueError):
         return
-    top = [r for r in db.get_top_k(workload, CONFIRM_TOP) if r.run_secs and max(float(x) for x in r.run_secs) < 1e9]
-    if top:
-        # only the candidates that the tuner's figures cannot tell from the best (each re-timing
-        # costs a build, a check and 10 repeats of 20 ms or more)
-        fastest = min(_median([float(x) for x in r.run_secs]) for r in top)
-        top = [r for r in top if _median([float(x) for x in r.run_secs]) <= CONFIRM_WITHIN * fastest]
-    reference = _build.module_to_text(workload.mod)
-
-    def measured(module_text: str) -> dict:
-        return _build.measure_request(
-            {
-                "module": module_text,
-                "reference": reference,
-                "func_name": "main",
-                "target": _build.target_to_json(target),
-                "speed_probe": speed_probe,
-            }
-        )
-
-    confirmed = []
-    for rec in top:
-        try:
-            sch = tvm.s_tir.Schedule(rec.workload.mod)
-            rec.trace.apply_to_schedule(sch, remove_postproc=False)
-            text = _build.module_to_text(sch.mod)
-            m = measured(text)
-        except Exception as exc:  # noqa: BLE001 - a candidate that fails now is skipped
-            print(f"mlc_lab: could not re-time a candidate: {exc}", file=sys.stderr)
-            continue
-        if m.get("correct") is False:
-            print(
-                f"mlc_lab: a candidate computes a wrong result (max abs error {m.get('max_abs_error')}); skipped",
-                file=sys.stderr,
-            )
-            continue
-        secs = [float(x) for x in rec.run_secs]
-        confirmed.append({**m, "sch": sch, "module_text": text, "run_secs": secs, "tuner_latency_s": _median(secs)})
+    request = {
+        "reference": _build.module_to_text(workload.mod),
+        "func_name": "main",
+        "target": _build.target_to_json(target),
+        "speed_probe": speed_probe,
+    }
+    confirmed = [c for c in (_retimed(rec, request) for rec in _worth_confirming(db, workload)) if c is not None]
     if not confirmed:
         return
     winner = min(confirmed, key=lambda c: c["latency_s"])
     final = {**winner, "selection_latency_s": winner["latency_s"] if len(confirmed) > 1 else None}
     if len(confirmed) > 1:
         try:
-            final.update(measured(winner["module_text"]))
+            final.update(_build.measure_request({**request, "module": winner["module_text"]}))
         except Exception as exc:  # noqa: BLE001 - it ran a moment ago; keep the selection's figure
             print(f"mlc_lab: could not re-time the best candidate: {exc}", file=sys.stderr)
-    keep = (
-        "latency_s",
-        "min_s",
-        "max_s",
-        "iqr_s",
-        "results_s",
-        "tuner_latency_s",
-        "run_secs",
-        "method",
-        "threads",
-        "others_cores",
-        "parallel_speed",
-        "rounds",
-        "load",
-        "correct",
-        "target",
-        "cache",
-        "selection_latency_s",
-    )
-    best["confirmed"] = {**{k: final.get(k) for k in keep}, "candidates": len(confirmed)}
+    best["confirmed"] = {**{k: final.get(k) for k in CONFIRMED_KEYS}, "candidates": len(confirmed)}
     best["trace"], best["script"] = str(winner["sch"].trace), winner["sch"].mod.script()  # printed once, for the winner
     best["latency_s_confirmed"] = final["latency_s"]
     _write_json(best_path, best)
+
+
+def _worth_confirming(db: Any, workload: Any) -> list:
+    """The database's best CONFIRM_TOP records that ran, less those the tuner's figures can already
+    tell from the best (beyond CONFIRM_WITHIN of it): each re-timing costs a build, a check and 10
+    repeats of 20 ms or more."""
+    top = [r for r in db.get_top_k(workload, CONFIRM_TOP) if r.run_secs and max(float(x) for x in r.run_secs) < 1e9]
+    if not top:
+        return top
+    fastest = min(_median([float(x) for x in r.run_secs]) for r in top)
+    return [r for r in top if _median([float(x) for x in r.run_secs]) <= CONFIRM_WITHIN * fastest]
+
+
+def _retimed(rec: Any, request: dict) -> dict | None:
+    """One record's program measured by `measure_request` (with its schedule, program text and the
+    tuner's figures), or None, said on stderr, when it fails now or computes a wrong result."""
+    try:
+        sch = tvm.s_tir.Schedule(rec.workload.mod)
+        rec.trace.apply_to_schedule(sch, remove_postproc=False)
+        text = _build.module_to_text(sch.mod)
+        m = _build.measure_request({**request, "module": text})
+    except Exception as exc:  # noqa: BLE001 - a candidate that fails now is skipped
+        print(f"mlc_lab: could not re-time a candidate: {exc}", file=sys.stderr)
+        return None
+    if m.get("correct") is False:
+        print(
+            f"mlc_lab: a candidate computes a wrong result (max abs error {m.get('max_abs_error')}); skipped",
+            file=sys.stderr,
+        )
+        return None
+    secs = [float(x) for x in rec.run_secs]
+    return {**m, "sch": sch, "module_text": text, "run_secs": secs, "tuner_latency_s": _median(secs)}
 
 
 # ----------------------------------------------------------------------------------------- reading back

@@ -36,7 +36,6 @@ LONG_FUNCTIONS: dict[tuple[str, str], str] = {
     ("mlc_lab/tvm/build.py", "measure_request"): _LATER,
     ("mlc_lab/tvm/looptree.py", "_Scanner.function"): _LATER,
     ("mlc_lab/tvm/tuning.py", "run_job"): _LATER,
-    ("mlc_lab/tvm/tuning.py", "confirm_best"): _LATER,
 }
 
 

@@ -216,6 +216,33 @@ def assert_cost_model_warms_up(wd: str) -> None:
 
 
 @pytest.mark.slow
+def test_the_end_of_a_run_retimes_its_best_by_measures_method(tmp_path):
+    """confirm_best in the job: the fastest few re-timed by measure (built, checked, timed), the
+    winner's figure, trace and program written to mlc_lab_best.json; the job's best reads it."""
+    wd = tmp_path / "wd"
+    job = tune(mlc_lab.Session(matmul(32)), trials=4, work_dir=str(wd), num_trials_per_iter=4, seed=2, **FAST)
+    assert job.wait(timeout=300) == "done", job.error
+    saved = json.load(open(wd / "mlc_lab_best.json"))
+    confirmed = saved["confirmed"]
+    assert 1 <= confirmed["candidates"] <= 3 and confirmed["correct"] is True
+    assert confirmed["latency_s"] > 0 and saved["latency_s_confirmed"] == confirmed["latency_s"]
+    assert confirmed["min_s"] <= confirmed["latency_s"] and confirmed["method"] and confirmed["target"]
+    recs = job.records()
+    tuner = [r for r in recs if r.run_secs == confirmed["run_secs"]]  # the winner is one of the trials
+    assert tuner and confirmed["tuner_latency_s"] == pytest.approx(tuner[0].latency_s)
+    if confirmed["candidates"] > 1:  # the winner timed once more: not the figure it was chosen by
+        assert confirmed["selection_latency_s"] is not None
+    else:
+        assert confirmed["selection_latency_s"] is None
+    assert "sample_perfect_tile" in saved["trace"] and "T.prim_func" in saved["script"]
+    best = job.best
+    assert best.confirmed and best.correct and best.latency_s == confirmed["latency_s"]
+    assert best.trial == tuner[0].trial and best.trace == saved["trace"]
+    phases = [json.loads(line).get("phase") for line in open(wd / "mlc_lab_live.jsonl")]
+    assert phases.index("confirming") < phases.index("done")
+
+
+@pytest.mark.slow
 def test_cancel_kills_the_process_group_and_keeps_the_records(tmp_path):
     wd = str(tmp_path / "wd")
     job = tune(mlc_lab.Session(matmul(64)), trials=400, work_dir=wd, num_trials_per_iter=4, **FAST)
