@@ -35,7 +35,6 @@ LONG_FUNCTIONS: dict[tuple[str, str], str] = {
     ("mlc_lab/exercises.py", "compare_structure"): _LATER,
     ("mlc_lab/tvm/build.py", "measure_request"): _LATER,
     ("mlc_lab/tvm/looptree.py", "_Scanner.function"): _LATER,
-    ("mlc_lab/tvm/tuning.py", "run_job"): _LATER,
 }
 
 
