@@ -785,15 +785,9 @@ def import_tensor_intrinsics(target: Any) -> None:
 
         parent.tensor_intrin = package
     kind = target.kind.name
-    subs = []
+    subs = [kind] if kind in ("cuda", "rocm", "metal") else []  # each has a submodule of its own name
     if kind == "llvm":
         triple = str(target.attrs.get("mtriple", ""))
         subs = ["arm_cpu"] if ("aarch64" in triple or "arm" in triple) else ["x86"]
-    elif kind == "cuda":
-        subs = ["cuda"]
-    elif kind == "rocm":
-        subs = ["rocm"]
-    elif kind == "metal":
-        subs = ["metal"]
     for sub in subs:
         importlib.import_module(f"{name}.{sub}")
