@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 from mlc_lab._units import format_latency
 
@@ -49,22 +50,19 @@ def _bar(done: int, total: int, best: float | None, width: int = 30) -> str:
     return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}{best_txt}"
 
 
-def run(args: argparse.Namespace) -> int:
-    from mlc_lab._cli.bench import load_session
+def _space_and_runner(args: argparse.Namespace) -> tuple[str, str | None, str]:
+    """(space, trace file or None, runner) from the options, each checked: a UsageError otherwise."""
     from mlc_lab.cli import UsageError
-    from mlc_lab.core.tuning import tune, write_report
 
     if args.trials < 1:
         raise UsageError("--trials must be at least 1")
     if args.target not in ("cpu", "cuda", "llvm", "gpu"):
         raise UsageError(f"--target must be cpu or cuda, not {args.target!r}")
-    trace = None
-    space = "auto"
+    space, trace = "auto", None
     if args.space.startswith("session:"):
-        trace = args.space[len("session:") :]
+        space, trace = "session", args.space[len("session:") :]
         if not trace:
             raise UsageError("--space session:TRACE needs a trace file")
-        space = "session"
     elif args.space != "auto":
         raise UsageError(f"--space must be auto or session:TRACE, not {args.space!r}")
     runner = "local"
@@ -73,7 +71,35 @@ def run(args: argparse.Namespace) -> int:
         if len(parts) != 3 or not parts[1].isdigit():
             raise UsageError(f"--rpc must be HOST:PORT:KEY, not {args.rpc!r}")
         runner = f"rpc://{parts[0]}:{parts[1]}/{parts[2]}"
+    return space, trace, runner
 
+
+def _follow(job: Any, tty: bool) -> tuple[float | None, bool]:
+    """Draw the progress bar on stderr until the job ends or Ctrl-C cancels it: (the search's best
+    latency, whether it was interrupted)."""
+    last = best = None
+    try:
+        while True:
+            running = job.status == "running"
+            recs = job.records(with_traces=False)
+            best = min((r.latency_s for r in recs if r.ok), default=None)
+            line = _bar(len(recs), job.trials, best)
+            if line != last:
+                print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
+                last = line
+            if not running:
+                return best, False
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        job.cancel()
+        return best, True
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlc_lab._cli.bench import load_session
+    from mlc_lab.core.tuning import tune, write_report
+
+    space, trace, runner = _space_and_runner(args)
     session = load_session(args.file, args.func, trace)
     job = tune(
         session,
@@ -88,24 +114,7 @@ def run(args: argparse.Namespace) -> int:
         servers=args.servers,
     )
     tty = sys.stderr.isatty()
-    last = None
-    best = None
-    interrupted = False
-    try:
-        while True:
-            running = job.status == "running"
-            recs = job.records(with_traces=False)
-            best = min((r.latency_s for r in recs if r.ok), default=None)
-            line = _bar(len(recs), job.trials, best)
-            if line != last:
-                print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
-                last = line
-            if not running:
-                break
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        interrupted = True
-        job.cancel()
+    best, interrupted = _follow(job, tty)
     if tty:
         print(file=sys.stderr)
     report = write_report(job, os.path.join(job.work_dir, "report.html"))
@@ -116,15 +125,8 @@ def run(args: argparse.Namespace) -> int:
             f"the search's own figure was {format_latency(best) if best is not None else '—'})",
             file=sys.stderr,
         )
-    out = {
-        "trials": summary["trials"],
-        "best_latency_s": summary["best_latency_s"],
-        "best_gflops": summary["best_gflops"],
-        "best_trace": summary["best_trace"],
-        "report": report,
-        "status": summary["status"],
-        "work_dir": job.work_dir,
-    }
+    keys = ("trials", "best_latency_s", "best_gflops", "best_trace")
+    out = {k: summary[k] for k in keys} | {"report": report, "status": summary["status"], "work_dir": job.work_dir}
     print(json.dumps(out))
     if interrupted:
         return 130

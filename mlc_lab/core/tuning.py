@@ -485,117 +485,18 @@ def tune(
 
     if trials < 1:
         raise TuneError("trials must be at least 1")
-    is_session = _session_like(session_or_module)
-    if is_session:
-        workload = session_or_module.original
-        func_name = func_name or getattr(session_or_module, "func_name", None)
-    else:
-        workload = session_or_module
-
-    space_spec: dict
-    pickled: bytes | None = None
-    if isinstance(space, str) and space == "auto":
-        space_spec = {"kind": "auto"}
-    elif isinstance(space, str) and space == "session":
-        if not is_session:
-            raise TuneError("space='session' needs a Session (its steps define the search space)")
-        space_spec = {"kind": "session", "insts": _rewrite(tuning, session_or_module.trace_json)}
-    elif isinstance(space, (list, tuple)):
-        space_spec = {"kind": "session", "insts": _rewrite(tuning, list(space))}
-    elif callable(space):
-        import cloudpickle
-
-        pickled = cloudpickle.dumps(space)
-        space_spec = {"kind": "callable", "name": getattr(space, "__name__", "space")}
-    else:
-        raise TuneError(f"space must be 'auto', 'session', a trace (JSON) or a function, not {space!r}")
-
-    try:
-        runner_spec = tuning.parse_runner(runner)
-    except ValueError as exc:
-        raise TuneError(str(exc)) from None
-    if database is not None:
-        database = str(database)
-        if database.startswith("rpc://"):
-            from mlc_lab.tvm import classroom as class_db
-
-            try:
-                class_db.parse(database)
-                class_db.check(database)  # say now, not when the job has started, that it is not there
-            except (ValueError, class_db.ClassDatabaseError) as exc:
-                raise TuneError(str(exc)) from None
-        elif "://" in database:
-            raise TuneError(
-                f"database must be a folder path or 'rpc://HOST:PORT[/KEY]' (a class database served by "
-                f"`mlc-lab database serve`), not {database!r}"
-            )
-        else:
-            database = os.path.abspath(os.path.expanduser(database))
-    if widen:
-        if not isinstance(space_spec, dict) or space_spec["kind"] == "auto":
-            raise TuneError(
-                "widen=True widens a session-derived or function space; space='auto' is already the default space"
-            )
-        space_spec["widen"] = True
-    try:
-        func_name, module_text = tuning.prepare_workload(workload, func_name)
-        target_json = tuning.tuning_target(target)
-    except ValueError as exc:
-        raise TuneError(str(exc)) from None
-    if target_json.get("kind") == "cuda" and runner_spec["kind"] == "local":
-        from mlc_lab.tvm.build import gpu_present
-
-        if not gpu_present():
-            raise NoGPUError(
-                "no CUDA GPU found; you can still build, inspect and visualise CUDA schedules, "
-                "or tune through an RPC runner on a machine that has one (runner='rpc://HOST:PORT/KEY')",
-                kind="no_gpu",
-            )
-    try:
-        from mlc_lab.tvm.build import estimate_flops, module_from_text, param_specs
-
-        one = module_from_text(module_text)
-        flops = estimate_flops(one, func_name)
-        import numpy as np
-
-        # compulsory traffic (every element of every argument once): the roofline's bytes, as measure's
-        nbytes = float(
-            sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for _, shape, dtype in param_specs(one, func_name))
-        )
-    except Exception:  # noqa: BLE001
-        flops, nbytes = None, None
-
-    if work_dir is None:
-        work_dir = tuning.scratch_dir()
-    work_dir = os.path.abspath(work_dir)
-    os.makedirs(work_dir, exist_ok=True)
-    job = TuneJob(work_dir)
-    if job.pid is not None:
-        raise TuneError(f"a tuning job is already running in {work_dir} (pid {job.pid}); cancel it first")
-
-    old_status = job.read_status()
-    old_module = None
-    try:
-        with open(job.path(MODULE_FILE)) as fh:
-            old_module = fh.read()
-    except OSError:
-        pass
-    _write_text(job.path(MODULE_FILE), module_text)
-    if pickled is not None:
-        with open(job.path(SPACE_PICKLE), "wb") as fh:
-            fh.write(pickled)
+    checked, module_text, pickled = _checked_request(
+        tuning, session_or_module, target, space, runner, func_name, database, widen
+    )
+    flops, nbytes = _flops_and_bytes(module_text, checked["func_name"])
     spec = {
         "version": 1,
-        "func_name": func_name,
-        "target": target_json,
+        **checked,
         "trials": int(trials),
-        "space": space_spec,
-        "runner": (runner if runner_spec["kind"] == "rpc" else "local"),
         "servers": int(servers),
         "num_trials_per_iter": int(num_trials_per_iter),
         "seed": seed,
         "min_repeat_ms": float(min_repeat_ms),
-        "shared_db": database,
         "population": population,
         "confirm": bool(confirm),
         "cost_model": cost_model,
@@ -606,6 +507,139 @@ def tune(
         "bytes": nbytes,
         "created_at": time.time(),
     }
+    return _start(os.path.abspath(work_dir or tuning.scratch_dir()), spec, module_text, pickled)
+
+
+def _checked_request(
+    tuning: Any,
+    session_or_module: Any,
+    target: Any,
+    space: Any,
+    runner: str,
+    func_name: str | None,
+    database: str | None,
+    widen: bool,
+) -> tuple[dict, str, bytes | None]:
+    """What to tune, where and how, each checked in turn (a TuneError for the first wrong one): the
+    job file's function, target, space, runner and shared database; the one-function program's
+    text; the space function pickled (None for the other kinds of space)."""
+    workload = session_or_module
+    if _session_like(session_or_module):
+        workload = session_or_module.original
+        func_name = func_name or getattr(session_or_module, "func_name", None)
+    space_spec, pickled = _space_spec(tuning, session_or_module, space)
+    try:
+        runner_spec = tuning.parse_runner(runner)
+    except ValueError as exc:
+        raise TuneError(str(exc)) from None
+    shared_db = _shared_database(database)
+    if widen:
+        if space_spec["kind"] == "auto":
+            raise TuneError(
+                "widen=True widens a session-derived or function space; space='auto' is already the default space"
+            )
+        space_spec["widen"] = True
+    try:
+        func_name, module_text = tuning.prepare_workload(workload, func_name)
+        target_json = tuning.tuning_target(target)
+    except ValueError as exc:
+        raise TuneError(str(exc)) from None
+    if target_json.get("kind") == "cuda" and runner_spec["kind"] == "local":
+        _need_a_gpu()
+    runner = runner if runner_spec["kind"] == "rpc" else "local"
+    checked = {
+        "func_name": func_name,
+        "target": target_json,
+        "space": space_spec,
+        "runner": runner,
+        "shared_db": shared_db,
+    }
+    return checked, module_text, pickled
+
+
+def _space_spec(tuning: Any, session_or_module: Any, space: Any) -> tuple[dict, bytes | None]:
+    """The job's space as JSON, and the user's space function pickled (None for the other kinds)."""
+    if isinstance(space, str) and space == "auto":
+        return {"kind": "auto"}, None
+    if isinstance(space, str) and space == "session":
+        if not _session_like(session_or_module):
+            raise TuneError("space='session' needs a Session (its steps define the search space)")
+        return {"kind": "session", "insts": _rewrite(tuning, session_or_module.trace_json)}, None
+    if isinstance(space, (list, tuple)):
+        return {"kind": "session", "insts": _rewrite(tuning, list(space))}, None
+    if callable(space):
+        import cloudpickle
+
+        return {"kind": "callable", "name": getattr(space, "__name__", "space")}, cloudpickle.dumps(space)
+    raise TuneError(f"space must be 'auto', 'session', a trace (JSON) or a function, not {space!r}")
+
+
+def _shared_database(database: str | None) -> str | None:
+    """A class database as the job reads it: an absolute folder, or an rpc:// address that answers now."""
+    if database is None:
+        return None
+    database = str(database)
+    if database.startswith("rpc://"):
+        from mlc_lab.tvm import classroom as class_db
+
+        try:
+            class_db.parse(database)
+            class_db.check(database)  # say now, not when the job has started, that it is not there
+        except (ValueError, class_db.ClassDatabaseError) as exc:
+            raise TuneError(str(exc)) from None
+        return database
+    if "://" in database:
+        raise TuneError(
+            f"database must be a folder path or 'rpc://HOST:PORT[/KEY]' (a class database served by "
+            f"`mlc-lab database serve`), not {database!r}"
+        )
+    return os.path.abspath(os.path.expanduser(database))
+
+
+def _need_a_gpu() -> None:
+    from mlc_lab.tvm.build import gpu_present
+
+    if not gpu_present():
+        raise NoGPUError(
+            "no CUDA GPU found; you can still build, inspect and visualise CUDA schedules, "
+            "or tune through an RPC runner on a machine that has one (runner='rpc://HOST:PORT/KEY')",
+            kind="no_gpu",
+        )
+
+
+def _flops_and_bytes(module_text: str, func_name: str) -> tuple[float | None, float | None]:
+    """The function's FLOPs and its compulsory traffic (every element of every argument once: the
+    roofline's bytes, as measure's); (None, None) when they cannot be counted."""
+    try:
+        import numpy as np
+
+        from mlc_lab.tvm.build import estimate_flops, module_from_text, param_specs
+
+        one = module_from_text(module_text)
+        flops = estimate_flops(one, func_name)
+        specs = param_specs(one, func_name)
+        return flops, float(sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for _, shape, dtype in specs))
+    except Exception:  # noqa: BLE001
+        return None, None
+
+
+def _start(work_dir: str, spec: dict, module_text: str, pickled: bytes | None) -> TuneJob:
+    """Write the job's files into `work_dir` and start it there; a run already going there is refused.
+    A directory that already holds trials of the same program keeps their workload's index."""
+    os.makedirs(work_dir, exist_ok=True)
+    job = TuneJob(work_dir)
+    if job.pid is not None:
+        raise TuneError(f"a tuning job is already running in {work_dir} (pid {job.pid}); cancel it first")
+    old_status = job.read_status()
+    try:
+        with open(job.path(MODULE_FILE)) as fh:
+            old_module = fh.read()
+    except OSError:
+        old_module = None
+    _write_text(job.path(MODULE_FILE), module_text)
+    if pickled is not None:
+        with open(job.path(SPACE_PICKLE), "wb") as fh:
+            fh.write(pickled)
     _write_json(job.path(JOB_FILE), spec)
     status = {"state": "starting", "started_at": time.time()}
     if old_module == module_text and "workload_index" in old_status:

@@ -12,6 +12,7 @@ No TVM here, and plotly is imported only when a figure is made.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -54,11 +55,33 @@ def _unit(seconds: float) -> tuple[str, float]:
     return "s", 1.0
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _log2_axis(values: list[Any]) -> bool:
     """Numbers like 1, 2, 4, ... 128 read best on a log axis; a few close numbers do not."""
-    if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+    if not values or not all(_is_number(v) and v > 0 for v in values):
         return False
     return max(values) / min(values) >= 8
+
+
+@dataclass(frozen=True)
+class _Axes:
+    """How a sweep's rows are placed: the parameter's name, the latency unit and its scale, and
+    whether the swept values are labels (categorical) or numbers (on a log axis when `log_x`)."""
+
+    param: str
+    unit: str
+    scale: float
+    categorical: bool
+    log_x: bool
+
+    def x(self, row: dict) -> Any:
+        return str(row["value"]) if self.categorical else row["value"]
+
+    def y(self, row: dict) -> float:
+        return row["latency_s"] * self.scale
 
 
 def sweep_figure(
@@ -71,106 +94,117 @@ def sweep_figure(
     ok = [r for r in rows if r["latency_s"] is not None]
     failed = [r for r in rows if r["latency_s"] is None]
     unit, scale = _unit(min((r["latency_s"] for r in ok), default=1e-3))
-    categorical = not all(isinstance(r["value"], (int, float)) and not isinstance(r["value"], bool) for r in rows)
-    if not categorical:  # the line joins neighbours in value, whatever order the sweep ran in
+    values = [r["value"] for r in rows]
+    axes = _Axes(param, unit, scale, not all(_is_number(v) for v in values), _log2_axis(values))
+    if not axes.categorical:  # the line joins neighbours in value, whatever order the sweep ran in
         ok.sort(key=lambda r: r["value"])
-    xs = [str(r["value"]) if categorical else r["value"] for r in ok]
+    fig = go.Figure()
+    fig.add_trace(_latency_trace(go, ok, axes))
+    if ok:
+        _mark_best(go, fig, min(ok, key=lambda r: r["latency_s"]), axes)
+    if failed:
+        fig.add_trace(_failed_trace(go, failed, ok, axes))
+    fig.update_layout(**_sweep_layout(values, ok, axes, title, height))
+    return fig
+
+
+def _latency_trace(go: Any, ok: list[dict], axes: _Axes) -> Any:
+    """The measured values joined by a line, with min-max bars when every one has them."""
 
     def hover(r: dict) -> str:
-        text = f"{param} = {r['value']}<br>{r['latency_s'] * scale:.4g} {unit}"
+        text = f"{axes.param} = {r['value']}<br>{axes.y(r):.4g} {axes.unit}"
         return text + (f"<br>{r['gflops']:.1f} GFLOPS" if r.get("gflops") else "")
 
-    fig = go.Figure()
-    bars = all(r["min_s"] is not None and r["max_s"] is not None for r in ok) and ok
+    error_y = None
+    if ok and all(r["min_s"] is not None and r["max_s"] is not None for r in ok):
+        error_y = {
+            "type": "data",
+            "symmetric": False,
+            "thickness": 1,
+            "width": 3,
+            "color": "rgba(31,119,180,0.5)",
+            "array": [(r["max_s"] - r["latency_s"]) * axes.scale for r in ok],
+            "arrayminus": [(r["latency_s"] - r["min_s"]) * axes.scale for r in ok],
+        }
+    return go.Scatter(
+        x=[axes.x(r) for r in ok],
+        y=[axes.y(r) for r in ok],
+        mode="lines+markers",
+        name="latency",
+        line={"color": POINT, "width": 2},
+        marker={"size": 8, "color": POINT},
+        text=[hover(r) for r in ok],
+        hovertemplate="%{text}<extra></extra>",
+        error_y=error_y,
+    )
+
+
+def _mark_best(go: Any, fig: Any, best: dict, axes: _Axes) -> None:
+    """A star on the fastest value, and a label above it saying which it is."""
+    bx = axes.x(best)
     fig.add_trace(
         go.Scatter(
-            x=xs,
-            y=[r["latency_s"] * scale for r in ok],
-            mode="lines+markers",
-            name="latency",
-            line={"color": POINT, "width": 2},
-            marker={"size": 8, "color": POINT},
-            text=[hover(r) for r in ok],
-            hovertemplate="%{text}<extra></extra>",
-            error_y={
-                "type": "data",
-                "symmetric": False,
-                "thickness": 1,
-                "width": 3,
-                "color": "rgba(31,119,180,0.5)",
-                "array": [(r["max_s"] - r["latency_s"]) * scale for r in ok],
-                "arrayminus": [(r["latency_s"] - r["min_s"]) * scale for r in ok],
-            }
-            if bars
-            else None,
+            x=[bx],
+            y=[axes.y(best)],
+            mode="markers",
+            name="best",
+            marker={"symbol": "star", "size": 16, "color": BEST, "line": {"color": "white", "width": 1}},
+            hoverinfo="skip",
         )
     )
-    if ok:
-        best = min(ok, key=lambda r: r["latency_s"])
-        bx = str(best["value"]) if categorical else best["value"]
-        fig.add_trace(
-            go.Scatter(
-                x=[bx],
-                y=[best["latency_s"] * scale],
-                mode="markers",
-                name="best",
-                marker={"symbol": "star", "size": 16, "color": BEST, "line": {"color": "white", "width": 1}},
-                hoverinfo="skip",
-            )
-        )
-        label = f"best: {param} = {best['value']}, {best['latency_s'] * scale:.4g} {unit}"
-        if best.get("gflops"):
-            label += f" ({best['gflops']:.1f} GFLOPS)"
-        # annotations on a log axis are placed in log10 units
-        ax_x = math.log10(float(bx)) if not categorical and _log2_axis([r["value"] for r in rows]) else bx
-        fig.add_annotation(
-            x=ax_x,
-            y=math.log10(best["latency_s"] * scale),
-            text=label,
-            showarrow=True,
-            arrowhead=0,
-            ax=0,
-            ay=-44,
-            font={"color": BEST},
-            bgcolor="rgba(255,255,255,0.85)",
-        )
-    if failed:
-        low = min((r["latency_s"] * scale for r in ok), default=1.0) * 0.8
-        fig.add_trace(
-            go.Scatter(
-                x=[str(r["value"]) if categorical else r["value"] for r in failed],
-                y=[low] * len(failed),
-                mode="markers",
-                name=f"failed ({len(failed)})",
-                marker={"symbol": "x", "size": 11, "color": FAILED},
-                text=[f"{param} = {r['value']} failed<br>{_short(r['error'])}" for r in failed],
-                hovertemplate="%{text}<extra></extra>",
-            )
-        )
-    values = [r["value"] for r in rows]
-    xaxis: dict[str, Any] = {"title": {"text": param}, "zeroline": False}
-    if not categorical and _log2_axis(values):
-        xaxis.update(
-            type="log",
-            tickvals=values if len(values) <= 16 else None,
-            ticktext=[str(v) for v in values] if len(values) <= 16 else None,
-        )
-    fig.update_layout(
-        title={"text": title or f"latency against {param}", "x": 0.02},
-        template="plotly_white",
-        height=height,
-        margin={"l": 64, "r": 20, "t": 56, "b": 48},
-        xaxis=xaxis,
-        yaxis={
-            "title": {"text": f"latency ({unit}, lower is better)"},
+    label = f"best: {axes.param} = {best['value']}, {axes.y(best):.4g} {axes.unit}"
+    if best.get("gflops"):
+        label += f" ({best['gflops']:.1f} GFLOPS)"
+    fig.add_annotation(  # annotations on a log axis are placed in log10 units
+        x=math.log10(float(bx)) if axes.log_x else bx,
+        y=math.log10(axes.y(best)),
+        text=label,
+        showarrow=True,
+        arrowhead=0,
+        ax=0,
+        ay=-44,
+        font={"color": BEST},
+        bgcolor="rgba(255,255,255,0.85)",
+    )
+
+
+def _failed_trace(go: Any, failed: list[dict], ok: list[dict], axes: _Axes) -> Any:
+    """The values that failed, as red crosses below the lowest latency, each with its error."""
+    low = min((axes.y(r) for r in ok), default=1.0) * 0.8
+    return go.Scatter(
+        x=[axes.x(r) for r in failed],
+        y=[low] * len(failed),
+        mode="markers",
+        name=f"failed ({len(failed)})",
+        marker={"symbol": "x", "size": 11, "color": FAILED},
+        text=[f"{axes.param} = {r['value']} failed<br>{_short(r['error'])}" for r in failed],
+        hovertemplate="%{text}<extra></extra>",
+    )
+
+
+def _sweep_layout(values: list[Any], ok: list[dict], axes: _Axes, title: str | None, height: int) -> dict:
+    """The figure's layout: the swept values on x (every one ticked on a log axis of up to 16),
+    latency on a log y axis with written-out ticks."""
+    xaxis: dict[str, Any] = {"title": {"text": axes.param}, "zeroline": False}
+    if axes.log_x:
+        few = len(values) <= 16
+        xaxis.update(type="log", tickvals=values if few else None, ticktext=[str(v) for v in values] if few else None)
+    ys = [axes.y(r) for r in ok] + [r["max_s"] * axes.scale for r in ok if r["max_s"]]
+    return {
+        "title": {"text": title or f"latency against {axes.param}", "x": 0.02},
+        "template": "plotly_white",
+        "height": height,
+        "margin": {"l": 64, "r": 20, "t": 56, "b": 48},
+        "xaxis": xaxis,
+        "yaxis": {
+            "title": {"text": f"latency ({axes.unit}, lower is better)"},
             "type": "log",
             "zeroline": False,
-            **_log_ticks([r["latency_s"] * scale for r in ok] + [r["max_s"] * scale for r in ok if r["max_s"]]),
+            **_log_ticks(ys),
         },
-        legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
-        hovermode="closest",
-    )
-    return fig
+        "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
+        "hovermode": "closest",
+    }
 
 
 def roofline_figure(

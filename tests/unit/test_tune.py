@@ -102,6 +102,34 @@ def test_bad_requests_are_refused_before_starting(tmp_path):
     assert not os.path.exists(tmp_path / "mlc_lab_job.json")
 
 
+def test_the_job_file_holds_what_tune_was_asked(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # "~/shared" below is a folder of this test's
+    s = mlc_lab.Session(matmul(32))
+    s.apply("split", "C/j", factors=[None, 8])
+    wd = tmp_path / "wd"
+    with pytest.raises(TuneError, match="space='auto' is already the default space"):
+        tune(s, trials=4, widen=True, work_dir=str(wd))
+    with pytest.raises(TuneError, match="database must be a folder path"):
+        tune(s, trials=4, database="http://host/db", work_dir=str(wd))
+    assert not wd.exists()  # refused before anything was written
+    job = tune(s, trials=3, space="session", widen=True, database="~/shared", work_dir=str(wd), seed=5, **FAST)
+    try:
+        spec = job.spec
+    finally:
+        job.cancel()
+    assert spec["func_name"] == "main" and spec["trials"] == 3 and spec["seed"] == 5
+    assert spec["space"]["kind"] == "session" and spec["space"]["widen"] is True
+    assert [i[0] for i in spec["space"]["insts"] if i[0] in ("SamplePerfectTile", "Split")] == [
+        "SamplePerfectTile",
+        "Split",
+    ]
+    assert spec["shared_db"] == str(tmp_path / "shared") and spec["runner"] == "local" and spec["servers"] == 1
+    assert (spec["strategy"], spec["cost_model"], spec["confirm"]) == ("replay-trace", "random", True)
+    assert spec["flops"] == 2 * 32**3 and spec["bytes"] == 3 * 32 * 32 * 4  # each argument once, float32
+    assert spec["target"]["kind"] == "llvm" and spec["num_tuning_cores"] >= 1
+    assert 'T.sblock("C")' in job.session().module.script()  # the program is kept beside it, and reads back
+
+
 # ----------------------------------------------------------------------------------------- jobs
 
 
@@ -187,6 +215,33 @@ def assert_cost_model_warms_up(wd: str) -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     assert "cost model warmed up on 8 recorded trials" in out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1])["score"] > 0
+
+
+@pytest.mark.slow
+def test_the_end_of_a_run_retimes_its_best_by_measures_method(tmp_path):
+    """confirm_best in the job: the fastest few re-timed by measure (built, checked, timed), the
+    winner's figure, trace and program written to mlc_lab_best.json; the job's best reads it."""
+    wd = tmp_path / "wd"
+    job = tune(mlc_lab.Session(matmul(32)), trials=4, work_dir=str(wd), num_trials_per_iter=4, seed=2, **FAST)
+    assert job.wait(timeout=300) == "done", job.error
+    saved = json.load(open(wd / "mlc_lab_best.json"))
+    confirmed = saved["confirmed"]
+    assert 1 <= confirmed["candidates"] <= 3 and confirmed["correct"] is True
+    assert confirmed["latency_s"] > 0 and saved["latency_s_confirmed"] == confirmed["latency_s"]
+    assert confirmed["min_s"] <= confirmed["latency_s"] and confirmed["method"] and confirmed["target"]
+    recs = job.records()
+    tuner = [r for r in recs if r.run_secs == confirmed["run_secs"]]  # the winner is one of the trials
+    assert tuner and confirmed["tuner_latency_s"] == pytest.approx(tuner[0].latency_s)
+    if confirmed["candidates"] > 1:  # the winner timed once more: not the figure it was chosen by
+        assert confirmed["selection_latency_s"] is not None
+    else:
+        assert confirmed["selection_latency_s"] is None
+    assert "sample_perfect_tile" in saved["trace"] and "T.prim_func" in saved["script"]
+    best = job.best
+    assert best.confirmed and best.correct and best.latency_s == confirmed["latency_s"]
+    assert best.trial == tuner[0].trial and best.trace == saved["trace"]
+    phases = [json.loads(line).get("phase") for line in open(wd / "mlc_lab_live.jsonl")]
+    assert phases.index("confirming") < phases.index("done")
 
 
 @pytest.mark.slow
@@ -322,6 +377,32 @@ def test_cli_tune_reports_and_continues(tmp_path, capsys, monkeypatch):
     html = open(out["report"]).read()
     assert out["report"] == str(wd / "report.html") and "best so far" in html and "def main" in html
     assert len(html) > 1_000_000  # plotly.js is inside: the page works offline
+
+
+@pytest.mark.slow
+def test_cli_tune_ctrl_c_cancels_the_job_and_still_reports(tmp_path):
+    import re
+    import subprocess
+    import sys
+
+    prog = tmp_path / "mm.py"
+    prog.write_text(matmul(64))
+    wd = tmp_path / "wd"
+    cmd = [sys.executable, "-m", "mlc_lab.cli", "tune", str(prog), "--trials", "400", "--per-iter", "4"]
+    proc = subprocess.Popen([*cmd, "--work-dir", str(wd)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stderr.readline()  # the progress bar's first line: the job runs, the CLI follows it
+        assert re.search(r"\] 0/400", first), first
+        pid = json.load(open(wd / "mlc_lab_status.json"))["pid"]
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["status"] == "cancelled" and result["work_dir"] == str(wd)
+    assert os.path.exists(result["report"]) and "Traceback" not in err
+    assert group_gone(pid)
 
 
 def test_errors_are_mlc_lab_errors():

@@ -489,6 +489,28 @@ def test_sweep_html_is_self_contained(tmp_path):
     assert list(fig.data[0].x) == ["a", "b"] and fig.layout.xaxis.type is None
 
 
+def test_sweep_figure_places_the_best_label_and_the_failures_where_they_are_read():
+    import math
+
+    from mlc_lab.widgets.sweep import sweep_figure
+
+    fig = sweep_figure(sweep_results(), param="jfactor")
+    latency, best, failed = fig.data
+    note = fig.layout.annotations[0]
+    # on a log x axis plotly places an annotation in log10 units: at 16, not at 10**16
+    assert note.x == pytest.approx(math.log10(16)) and note.y == pytest.approx(math.log10(1000.0 / 16))
+    assert "GFLOPS" in note.text and "GFLOPS" in latency.text[0] and latency.text[0].startswith("jfactor = 1<br>")
+    assert list(failed.y) == [pytest.approx(0.8 * 1000.0 / 16)]  # below the fastest latency
+    assert list(fig.layout.yaxis.ticktext)[:2] == ["50", "100"]  # written out, not plotly's bare digits
+    # a value with no min/max: no error bars at all; 3 close numbers: a linear axis, label placed as is
+    mixed = [(3, {"latency_s": 2.0, "min_s": 1.5, "max_s": 2.5}), (1, {"latency_s": 3.0}), (2, {"error": "x\ny"})]
+    fig = sweep_figure(mixed, title="T")
+    assert fig.data[0].error_y.array is None and list(fig.data[0].x) == [1, 3]
+    assert fig.layout.xaxis.type is None and fig.layout.annotations[0].x == 3
+    assert fig.data[1].y[0] == pytest.approx(2.0) and fig.layout.yaxis.title.text == "latency (s, lower is better)"
+    assert fig.data[2].text == ("value = 2 failed<br>x",) and fig.layout.title.text == "T"
+
+
 def test_refresh_notices_a_continued_run_and_polls_again(comms, tmp_path):
     wd = filled(tmp_path)
     w = TuningDashboard.from_work_dir(wd.path, poll_s=0.05)

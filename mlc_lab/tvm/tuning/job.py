@@ -24,6 +24,7 @@ import threading
 import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from mlc_lab._threads import ensure_tvm_threads, usable_cores
@@ -391,6 +392,26 @@ def tune_request(req: dict) -> int:
     return run_job(req["work_dir"])
 
 
+@dataclass
+class _Task:
+    """One job's workload as meta_schedule tunes it, with the database that holds its records."""
+
+    work_dir: str
+    job: dict  # mlc_lab_job.json
+    mod: Any  # the program, as tune_tir takes it
+    target: Any
+    cores: int
+    db: Any
+    task_mod: Any  # its function normalised as tune_tir commits it
+    workload: Any
+    index: int  # the workload's line in database_workload.json, which its records carry
+    imported: dict  # the records taken from a shared database (see class_db.import_shared)
+
+    def measured(self) -> int:
+        """This job's records in the database (those imported from a shared one are not its trials)."""
+        return _records_of(self.work_dir, self.index) - int(self.imported.get("count", 0))
+
+
 def run_job(work_dir: str) -> int:
     """Body of the tuning job: read mlc_lab_job.json, tune, keep the status file current."""
     work_dir = os.path.abspath(work_dir)
@@ -404,129 +425,139 @@ def run_job(work_dir: str) -> int:
         with open(os.path.join(work_dir, JOB_FILE)) as fh:
             job = json.load(fh)
         install_fast_stack()
-        best_path = os.path.join(work_dir, BEST_FILE)
-        contention_path = os.path.join(work_dir, CONTENTION_FILE)
-        # the runner's workers read the best latency so far from one (early stop of slow candidates)
-        # and report others' cores to the other; set before the runner's process starts (if
-        # runner_process.prestart has not started it already)
-        os.environ.update(runner_process.runner_env(work_dir))
-        # LocalRunner waits for its measuring process to import TVM (1-4 s): let it do so while this
-        # process reads the database and searches its first batch
-        starter = ThreadPoolExecutor(max_workers=1)
-        runner_future = starter.submit(
-            make_runner,
-            {**parse_runner(job.get("runner", "local")), "servers": job.get("servers", 1)},
-            job.get("min_repeat_ms", TUNING_MIN_REPEAT_MS),
-            job.get("timeout_s", 30),
-        )
-        starter.shutdown(wait=False)
-        runner_future.add_done_callback(lambda _f: timeline.event("runner_ready"))
-        with open(os.path.join(work_dir, MODULE_FILE)) as fh:
-            mod = _build.module_from_text(fh.read())
-        target = tvm.target.Target(job["target"])
-        import_tensor_intrinsics(target)
-        cores = int(job.get("num_tuning_cores") or usable_cores())
-        db = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
-        # tune_tir adds tirx.noalias etc. to each task function; commit the same normalised form
-        task_mod = ms.tune_context._normalize_mod(mod[job["func_name"]])  # noqa: SLF001  (what tune_tir commits)
-        workload = db.commit_workload(task_mod)
-        index = _workload_index(work_dir, workload)
-        imported = dict(status_of(work_dir).get("imported") or {})
-        if job.get("shared_db"):
-            imported = class_db.import_shared(job["shared_db"], work_dir, db, task_mod, target, imported)
-        done = _records_of(work_dir, index) - int(imported.get("count", 0))
-        remaining = int(job["trials"]) - done
-        best = None
-        if os.path.exists(best_path):
-            with open(best_path) as fh:
-                best = json.load(fh).get("latency_s")
+        runner_future = _start_runner(work_dir, job)
+        task = _open_task(work_dir, job)
+        done, trials = task.measured(), int(job["trials"])
         status.update(
-            state="running", workload_index=index, done_before=done, trials=int(job["trials"]), imported=imported
+            state="running", workload_index=task.index, done_before=done, trials=trials, imported=task.imported
         )
         _write_json(status_path, status)
         live = LiveLog(work_dir, t0)
         live.phase("starting")
-        if remaining > 0:
-            runner = LiveRunner(runner_future, live, contention_path)
-            per_iter = int(job.get("num_trials_per_iter", 16))
-            cost_model: Any = make_cost_model(job.get("cost_model", "xgb"), remaining, per_iter, cores)
-            if isinstance(cost_model, EarlyXGB) and "xgboost" not in sys.modules:
-                # XGBoost is first needed to train on the first batch's results, right after they
-                # are measured, and its import takes 0.4-0.6 s on one core while the other waits:
-                # import it now, beside the first search and builds, and be done before measuring
-                runner.before_measuring.append(import_in_background("xgboost"))
-            if (done > 0 or imported.get("count")) and isinstance(cost_model, EarlyXGB):
-                cost_model = warm_cost_model(task_mod, target, db, workload, cores, cost_model)
-            # ours right after AddToDatabase (it names the database line), before the cost model's update
-            default = list(ms.MeasureCallback.create("default"))
-            callbacks = (
-                default[:1]
-                + [
-                    _make_progress_callback(
-                        work_dir, class_db.count_lines(os.path.join(work_dir, RECORDS_FILE)), best, t0, live, runner
-                    )
-                ]
-                + default[1:]
-            )
-            first_batch = done == 0 and not imported.get("count")
-            for space, stage_trials, strategy in _stages(
-                job, work_dir, task_mod, target, remaining, per_iter, first_batch
-            ):
-                left = int(job["trials"]) - (_records_of(work_dir, index) - int(imported.get("count", 0)))
-                if left <= 0:
-                    break
-                live.phase("searching")
-                timeline.event("stage", trials=min(left, stage_trials))
-                # one cost model and one database across the stages: the second starts from the
-                # first one's records (population seeds) and the model they trained
-                ms.tune_tir(
-                    mod=mod,
-                    target=target,
-                    work_dir=work_dir,
-                    max_trials_global=min(left, stage_trials),
-                    num_trials_per_iter=per_iter,
-                    builder=InProcessBuilder(live=live, built=built),
-                    runner=runner,
-                    database=db,
-                    cost_model=cost_model,
-                    measure_callbacks=callbacks,
-                    space=space,
-                    strategy=strategy,
-                    seed=job.get("seed"),
-                    num_tuning_cores=cores,
-                )
-            runner.close()
-        measured = _records_of(work_dir, index) - int(imported.get("count", 0))
-        if measured < int(job["trials"]):
-            status["stopped_early"] = {
-                "measured": measured,
-                "requested": int(job["trials"]),
-                "reason": f"the search space holds only {measured} distinct candidates, and all were measured",
-            }
-        if job.get("confirm", True) and parse_runner(job.get("runner", "local"))["kind"] == "local":
-            live.phase("confirming", CONFIRM_TOP)
-            with timeline.span("confirm"):
-                confirm_best(work_dir, db, workload, target, speed_probe=float(job.get("flops") or 0) >= LARGE_FLOPS)
-        if job.get("shared_db"):
-            live.phase("sharing")
-            status["shared"] = class_db.share(job["shared_db"], work_dir, index, imported)
+        if done < trials:
+            _search(task, LiveRunner(runner_future, live, os.path.join(work_dir, CONTENTION_FILE)), built, done, t0)
+        _finish(task, status, live)
         status.update(state="done", finished_at=time.time(), builds_reused=built.hits)
         _write_json(status_path, status)
         live.phase("done")
         timeline.event("done")
         return 0
     except BaseException as exc:  # noqa: BLE001 - recorded for the kernel, then re-raised as a status
-        status.update(
-            state="failed",
-            finished_at=time.time(),
-            error=f"{type(exc).__name__}: {exc}",
-            detail=traceback.format_exc(),
-        )
+        detail = traceback.format_exc()
+        status.update(state="failed", finished_at=time.time(), error=f"{type(exc).__name__}: {exc}", detail=detail)
         _write_json(status_path, status)
-        print(traceback.format_exc(), file=sys.stderr)
+        print(detail, file=sys.stderr)
         return 1
     finally:
         built.close()
+
+
+def _start_runner(work_dir: str, job: dict) -> Future:
+    """meta_schedule's runner, started in a thread: LocalRunner waits for its measuring process to
+    import TVM (1-4 s), while this process reads the database and searches its first batch."""
+    # the runner's workers read the best latency so far from one file (early stop of slow
+    # candidates) and report others' cores to another; set before the runner's process starts (if
+    # runner_process.prestart has not started it already)
+    os.environ.update(runner_process.runner_env(work_dir))
+    starter = ThreadPoolExecutor(max_workers=1)
+    runner_future = starter.submit(
+        make_runner,
+        {**parse_runner(job.get("runner", "local")), "servers": job.get("servers", 1)},
+        job.get("min_repeat_ms", TUNING_MIN_REPEAT_MS),
+        job.get("timeout_s", 30),
+    )
+    starter.shutdown(wait=False)
+    runner_future.add_done_callback(lambda _f: timeline.event("runner_ready"))
+    return runner_future
+
+
+def _open_task(work_dir: str, job: dict) -> _Task:
+    """The job's program committed to the work directory's database, with the records of a shared
+    database imported first when the job names one."""
+    with open(os.path.join(work_dir, MODULE_FILE)) as fh:
+        mod = _build.module_from_text(fh.read())
+    target = tvm.target.Target(job["target"])
+    import_tensor_intrinsics(target)
+    cores = int(job.get("num_tuning_cores") or usable_cores())
+    db = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")
+    # tune_tir adds tirx.noalias etc. to each task function; commit the same normalised form
+    task_mod = ms.tune_context._normalize_mod(mod[job["func_name"]])  # noqa: SLF001  (what tune_tir commits)
+    workload = db.commit_workload(task_mod)
+    index = _workload_index(work_dir, workload)
+    imported = dict(status_of(work_dir).get("imported") or {})
+    if job.get("shared_db"):
+        imported = class_db.import_shared(job["shared_db"], work_dir, db, task_mod, target, imported)
+    return _Task(work_dir, job, mod, target, cores, db, task_mod, workload, index, imported)
+
+
+def _search(task: _Task, runner: LiveRunner, built: BuiltCandidates, done: int, t0: float) -> None:
+    """meta_schedule over the job's stages (`_stages`), with one cost model and one database across
+    them, until the job has its trials or the space has no new candidate."""
+    job, remaining = task.job, int(task.job["trials"]) - done
+    per_iter = int(job.get("num_trials_per_iter", 16))
+    first_batch = done == 0 and not task.imported.get("count")
+    cost_model: Any = make_cost_model(job.get("cost_model", "xgb"), remaining, per_iter, task.cores)
+    if isinstance(cost_model, EarlyXGB) and "xgboost" not in sys.modules:
+        # XGBoost is first needed to train on the first batch's results, right after they
+        # are measured, and its import takes 0.4-0.6 s on one core while the other waits:
+        # import it now, beside the first search and builds, and be done before measuring
+        runner.before_measuring.append(import_in_background("xgboost"))
+    if not first_batch and isinstance(cost_model, EarlyXGB):
+        cost_model = warm_cost_model(task.task_mod, task.target, task.db, task.workload, task.cores, cost_model)
+    best = None
+    if os.path.exists(best_path := os.path.join(task.work_dir, BEST_FILE)):
+        with open(best_path) as fh:
+            best = json.load(fh).get("latency_s")
+    # ours right after AddToDatabase (it names the database line), before the cost model's update
+    default = list(ms.MeasureCallback.create("default"))
+    first_line = class_db.count_lines(os.path.join(task.work_dir, RECORDS_FILE))
+    ours = _make_progress_callback(task.work_dir, first_line, best, t0, runner.live, runner)
+    for space, stage_trials, strategy in _stages(
+        job, task.work_dir, task.task_mod, task.target, remaining, per_iter, first_batch
+    ):
+        left = int(job["trials"]) - task.measured()
+        if left <= 0:
+            break
+        runner.live.phase("searching")
+        timeline.event("stage", trials=min(left, stage_trials))
+        # the second stage starts from the first one's records (population seeds) and the model they trained
+        ms.tune_tir(
+            mod=task.mod,
+            target=task.target,
+            work_dir=task.work_dir,
+            max_trials_global=min(left, stage_trials),
+            num_trials_per_iter=per_iter,
+            builder=InProcessBuilder(live=runner.live, built=built),
+            runner=runner,
+            database=task.db,
+            cost_model=cost_model,
+            measure_callbacks=[*default[:1], ours, *default[1:]],
+            space=space,
+            strategy=strategy,
+            seed=job.get("seed"),
+            num_tuning_cores=task.cores,
+        )
+    runner.close()
+
+
+def _finish(task: _Task, status: dict, live: LiveLog) -> None:
+    """After the search: say why it stopped short if it did, re-time the best (local runner only),
+    and add this job's records to the shared database."""
+    job, measured = task.job, task.measured()
+    if measured < int(job["trials"]):
+        status["stopped_early"] = {
+            "measured": measured,
+            "requested": int(job["trials"]),
+            "reason": f"the search space holds only {measured} distinct candidates, and all were measured",
+        }
+    if job.get("confirm", True) and parse_runner(job.get("runner", "local"))["kind"] == "local":
+        live.phase("confirming", CONFIRM_TOP)
+        with timeline.span("confirm"):
+            speed_probe = float(job.get("flops") or 0) >= LARGE_FLOPS
+            confirm_best(task.work_dir, task.db, task.workload, task.target, speed_probe=speed_probe)
+    if job.get("shared_db"):
+        live.phase("sharing")
+        status["shared"] = class_db.share(job["shared_db"], task.work_dir, task.index, task.imported)
 
 
 def status_of(work_dir: str) -> dict:
@@ -622,6 +653,28 @@ def _strategy(job: dict) -> Any:
     )
 
 
+# what mlc_lab_best.json's "confirmed" keeps of the winner's re-timing (measure's figures, the tuner's)
+CONFIRMED_KEYS = (
+    "latency_s",
+    "min_s",
+    "max_s",
+    "iqr_s",
+    "results_s",
+    "tuner_latency_s",
+    "run_secs",
+    "method",
+    "threads",
+    "others_cores",
+    "parallel_speed",
+    "rounds",
+    "load",
+    "correct",
+    "target",
+    "cache",
+    "selection_latency_s",
+)
+
+
 def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, speed_probe: bool = False) -> None:
     """Re-time the best few candidates with `measure` itself (`build.measure_request`: the same
     build, the same correctness check against the workload, the same timing method
@@ -637,75 +690,58 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, speed_probe
             best = json.load(fh)
     except (OSError, ValueError):
         return
-    top = [r for r in db.get_top_k(workload, CONFIRM_TOP) if r.run_secs and max(float(x) for x in r.run_secs) < 1e9]
-    if top:
-        # only the candidates that the tuner's figures cannot tell from the best (each re-timing
-        # costs a build, a check and 10 repeats of 20 ms or more)
-        fastest = min(_median([float(x) for x in r.run_secs]) for r in top)
-        top = [r for r in top if _median([float(x) for x in r.run_secs]) <= CONFIRM_WITHIN * fastest]
-    reference = _build.module_to_text(workload.mod)
-
-    def measured(module_text: str) -> dict:
-        return _build.measure_request(
-            {
-                "module": module_text,
-                "reference": reference,
-                "func_name": "main",
-                "target": _build.target_to_json(target),
-                "speed_probe": speed_probe,
-            }
-        )
-
-    confirmed = []
-    for rec in top:
-        try:
-            sch = tvm.s_tir.Schedule(rec.workload.mod)
-            rec.trace.apply_to_schedule(sch, remove_postproc=False)
-            text = _build.module_to_text(sch.mod)
-            m = measured(text)
-        except Exception as exc:  # noqa: BLE001 - a candidate that fails now is skipped
-            print(f"mlc_lab: could not re-time a candidate: {exc}", file=sys.stderr)
-            continue
-        if m.get("correct") is False:
-            print(
-                f"mlc_lab: a candidate computes a wrong result (max abs error {m.get('max_abs_error')}); skipped",
-                file=sys.stderr,
-            )
-            continue
-        secs = [float(x) for x in rec.run_secs]
-        confirmed.append({**m, "sch": sch, "module_text": text, "run_secs": secs, "tuner_latency_s": _median(secs)})
+    request = {
+        "reference": _build.module_to_text(workload.mod),
+        "func_name": "main",
+        "target": _build.target_to_json(target),
+        "speed_probe": speed_probe,
+    }
+    confirmed = [c for c in (_retimed(rec, request) for rec in _worth_confirming(db, workload)) if c is not None]
     if not confirmed:
         return
     winner = min(confirmed, key=lambda c: c["latency_s"])
     final = {**winner, "selection_latency_s": winner["latency_s"] if len(confirmed) > 1 else None}
     if len(confirmed) > 1:
         try:
-            final.update(measured(winner["module_text"]))
+            final.update(_build.measure_request({**request, "module": winner["module_text"]}))
         except Exception as exc:  # noqa: BLE001 - it ran a moment ago; keep the selection's figure
             print(f"mlc_lab: could not re-time the best candidate: {exc}", file=sys.stderr)
-    keep = (
-        "latency_s",
-        "min_s",
-        "max_s",
-        "iqr_s",
-        "results_s",
-        "tuner_latency_s",
-        "run_secs",
-        "method",
-        "threads",
-        "others_cores",
-        "parallel_speed",
-        "rounds",
-        "load",
-        "correct",
-        "target",
-        "cache",
-        "selection_latency_s",
-    )
-    best["confirmed"] = {**{k: final.get(k) for k in keep}, "candidates": len(confirmed)}
+    best["confirmed"] = {**{k: final.get(k) for k in CONFIRMED_KEYS}, "candidates": len(confirmed)}
     best["trace"], best["script"] = str(winner["sch"].trace), winner["sch"].mod.script()  # printed once, for the winner
     best["latency_s_confirmed"] = final["latency_s"]
     _write_json(best_path, best)
+
+
+def _worth_confirming(db: Any, workload: Any) -> list:
+    """The database's best CONFIRM_TOP records that ran, less those the tuner's figures can already
+    tell from the best (beyond CONFIRM_WITHIN of it): each re-timing costs a build, a check and 10
+    repeats of 20 ms or more."""
+    top = [r for r in db.get_top_k(workload, CONFIRM_TOP) if r.run_secs and max(float(x) for x in r.run_secs) < 1e9]
+    if not top:
+        return top
+    fastest = min(_median([float(x) for x in r.run_secs]) for r in top)
+    return [r for r in top if _median([float(x) for x in r.run_secs]) <= CONFIRM_WITHIN * fastest]
+
+
+def _retimed(rec: Any, request: dict) -> dict | None:
+    """One record's program measured by `measure_request` (with its schedule, program text and the
+    tuner's figures), or None, said on stderr, when it fails now or computes a wrong result."""
+    try:
+        sch = tvm.s_tir.Schedule(rec.workload.mod)
+        rec.trace.apply_to_schedule(sch, remove_postproc=False)
+        text = _build.module_to_text(sch.mod)
+        m = _build.measure_request({**request, "module": text})
+    except Exception as exc:  # noqa: BLE001 - a candidate that fails now is skipped
+        print(f"mlc_lab: could not re-time a candidate: {exc}", file=sys.stderr)
+        return None
+    if m.get("correct") is False:
+        print(
+            f"mlc_lab: a candidate computes a wrong result (max abs error {m.get('max_abs_error')}); skipped",
+            file=sys.stderr,
+        )
+        return None
+    secs = [float(x) for x in rec.run_secs]
+    return {**m, "sch": sch, "module_text": text, "run_secs": secs, "tuner_latency_s": _median(secs)}
 
 
 # ----------------------------------------------------------------------------------------- reading back
@@ -751,15 +787,9 @@ def import_tensor_intrinsics(target: Any) -> None:
 
         parent.tensor_intrin = package
     kind = target.kind.name
-    subs = []
+    subs = [kind] if kind in ("cuda", "rocm", "metal") else []  # each has a submodule of its own name
     if kind == "llvm":
         triple = str(target.attrs.get("mtriple", ""))
         subs = ["arm_cpu"] if ("aarch64" in triple or "arm" in triple) else ["x86"]
-    elif kind == "cuda":
-        subs = ["cuda"]
-    elif kind == "rocm":
-        subs = ["rocm"]
-    elif kind == "metal":
-        subs = ["metal"]
     for sub in subs:
         importlib.import_module(f"{name}.{sub}")
