@@ -171,6 +171,40 @@ def test_reduction_over_threads_races_only_once_decomposed():
     assert races and "C[0, 0]" in races[0].message
 
 
+# B written by one block, read mirrored by the next (C[i] = B[1023 - i]), both in global memory
+MIRROR = """
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+
+@I.ir_module
+class Module:
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((1024,), "float32"), B: T.Buffer((1024,), "float32"), C: T.Buffer((1024,), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        for i in range(1024):
+            with T.sblock("double"):
+                vi = T.axis.remap("S", [i])
+                B[vi] = A[vi] * T.float32(2)
+        for i in range(1024):
+            with T.sblock("mirror"):
+                vi = T.axis.remap("S", [i])
+                C[vi] = B[1023 - vi] + T.float32(1)
+"""
+
+
+def test_a_thread_reading_global_memory_another_thread_wrote_in_the_kernel_races():
+    steps = [("split", "double/i", [None, 32]), ("bind", "i_0", "blockIdx.x"), ("bind", "i_1", "threadIdx.x")]
+    # placed under the thread loop, each thread reads the element of B it wrote itself
+    own = _gpu([*steps, ("reverse_compute_at", "mirror", "i_1")], MIRROR)
+    assert not [h for h in own.check(target="cuda").hazards if h.kind == "race"]
+    # under the block loop with a thread loop of its own, thread t reads what thread 31 - t wrote
+    s = _gpu([*steps, ("reverse_compute_at", "mirror", "i_0"), ("bind", "ax0", "threadIdx.x")], MIRROR)
+    (race,) = [h for h in s.check(target="cuda").hazards if h.kind == "race"]
+    assert race.where == "mirror" and "in thread 0 reads element B[31] of B, which thread 31 writes" in race.message
+    assert "no barrier between (global memory)" in race.message
+
+
 def test_too_many_threads_and_too_much_shared_memory():
     s = _gpu(
         [
