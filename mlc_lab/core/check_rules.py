@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Site, StepFacts, free_vars, linear_shape
+from mlc_lab.core.check_facts import BLOCK_TAGS, THREAD_TAGS, Kernel, Site, StepFacts, free_vars, linear_shape
 from mlc_lab.core.check_types import Check, CheckResult
 
 CHECKS: dict[str, Check] = {}  # name -> Check, in the order a report lists them
@@ -249,12 +249,11 @@ def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
     # the stage just made and not placed yet first: its compute_at is the student's next step
     staged.sort(key=lambda b: b not in sf.unplaced())
     if direct and not (staged and staged[0] in sf.unplaced()):
-        b = direct[0]
         ev["global_operands"] = direct
         return CheckResult(
             name,
             False,
-            f"block {r.name} reads {b} straight from global memory: cache_read it into a "
+            f"block {r.name} reads {direct[0]} straight from global memory: cache_read it into a "
             f"'shared' buffer and compute_at that copy under the reduction loop {first}, so the "
             f"block's threads share one copy of each tile",
             r.name,
@@ -263,64 +262,69 @@ def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
     if not staged:
         return None
     for b in staged:
-        prods = sf.producers(b)
-        if not prods:
-            continue
-        p = prods[0]
-        under = [lid for lid in p.loops if lid in red]
-        tile = list(sf.facts.allocated.get(b, sf.prog.buffers[b].shape))
-        info = {"copy": p.name, "tile": tile, "through": operands[b]}
-        ev["operands"][b] = info
-        if b in sf.unplaced() or sf.kernel_of(p.name) is not k:
-            info["placed"] = False
-            return CheckResult(
-                name,
-                False,
-                f"block {p.name} fills all of {b} ({_tile_text(tile)} elements) {_where_copy(sf, p.name)}, "
-                f"so TVM keeps {b} in global memory: compute_at {p.name} under {first} so each block "
-                f"holds one tile",
-                p.name,
-                ev,
-            )
-        if not under:
-            return CheckResult(
-                name,
-                False,
-                f"{b} is filled once for the whole reduction ({_tile_text(tile)} elements, above loop "
-                f"{first}): compute_at block {p.name} under {first} so it holds one slice of the "
-                f"reduction at a time",
-                p.name,
-                ev,
-            )
-        place = under[-1]
-        info["under"] = sf.loop_name(place)
-        # every iteration inside one phase reads once: the serial loops and the virtual threads (each a
-        # copy of the thread's work), not the thread loops (counted by k.threads)
-        inside = [
-            lid
-            for lid in r.loops[r.loops.index(place) + 1 :]
-            if (tag := sf.loop(lid).tag) is None or tag.startswith("vthread")
-        ]
-        assert k is not None  # _gpu_preamble gives the main block's kernel
-        per_phase = k.threads * math.prod(int(sf.loop(lid).extent) for lid in inside)
-        elements = _copied_per_phase(sf, k, r, p, b) or math.prod(int(x) for x in tile) or 1
-        reuse = per_phase / elements
-        info["reuse"] = round(reuse, 2)
-        if reuse <= 1:
-            return CheckResult(
-                name,
-                False,
-                f"each element of {b} that block {p.name} copies is read only {reuse:.2g} times "
-                f"by {r.name}: the copy buys no reuse",
-                p.name,
-                ev,
-            )
+        failed = _shared_tile(sf, r, k, b, operands[b], red, ev)
+        if failed is not None:
+            return failed
     parts = "; ".join(
         f"{b}: a {_tile_text(v['tile'])} tile under {v['under']}, each element read {v['reuse']:g} times"
         + (f" (through {', '.join(v['through'])})" if v["through"] else "")
         for b, v in ev["operands"].items()
     )
     return CheckResult(name, True, f"{r.name} reads its operands from shared memory ({parts})", r.name, ev)
+
+
+def _shared_tile(sf: StepFacts, r, k: Kernel, b: str, through: list, red: list, ev: dict) -> CheckResult | None:
+    """One operand staged in the shared buffer ``b`` (read ``through`` those local copies): the failing
+    verdict when its copy is not placed in the compute's kernel, not under a reduction loop, or buys no
+    reuse; None when it is a tile (what was found goes into ``ev["operands"][b]``)."""
+    prods = sf.producers(b)
+    if not prods:
+        return None
+    p = prods[0]
+    first = sf.loop_name(red[0]) if red else r.name
+    under = [lid for lid in p.loops if lid in red]
+    tile = list(sf.facts.allocated.get(b, sf.prog.buffers[b].shape))
+    info = ev["operands"][b] = {"copy": p.name, "tile": tile, "through": through}
+    if b in sf.unplaced() or sf.kernel_of(p.name) is not k:
+        info["placed"] = False
+        why = (
+            f"block {p.name} fills all of {b} ({_tile_text(tile)} elements) {_where_copy(sf, p.name)}, "
+            f"so TVM keeps {b} in global memory: compute_at {p.name} under {first} so each block "
+            f"holds one tile"
+        )
+        return CheckResult("shared_memory_tiling", False, why, p.name, ev)
+    if not under:
+        why = (
+            f"{b} is filled once for the whole reduction ({_tile_text(tile)} elements, above loop "
+            f"{first}): compute_at block {p.name} under {first} so it holds one slice of the "
+            f"reduction at a time"
+        )
+        return CheckResult("shared_memory_tiling", False, why, p.name, ev)
+    info["under"] = sf.loop_name(under[-1])
+    reuse = _reads_per_copied(sf, r, k, p, b, under[-1], tile)
+    info["reuse"] = round(reuse, 2)
+    if reuse <= 1:
+        why = (
+            f"each element of {b} that block {p.name} copies is read only {reuse:.2g} times "
+            f"by {r.name}: the copy buys no reuse"
+        )
+        return CheckResult("shared_memory_tiling", False, why, p.name, ev)
+    return None
+
+
+def _reads_per_copied(sf: StepFacts, r, k: Kernel, p, b: str, place, tile: list) -> float:
+    """How many times the compute ``r`` reads each element of ``b`` that its copy ``p``, placed under the
+    loop ``place``, copies in one phase (one iteration of ``place``)."""
+    # every iteration inside one phase reads once: the serial loops and the virtual threads (each a
+    # copy of the thread's work), not the thread loops (counted by k.threads)
+    inside = [
+        lid
+        for lid in r.loops[r.loops.index(place) + 1 :]
+        if (tag := sf.loop(lid).tag) is None or tag.startswith("vthread")
+    ]
+    per_phase = k.threads * math.prod(int(sf.loop(lid).extent) for lid in inside)
+    elements = _copied_per_phase(sf, k, r, p, b) or math.prod(int(x) for x in tile) or 1
+    return per_phase / elements
 
 
 def _copied_per_phase(sf: StepFacts, k, r, p, buf: str) -> int | None:

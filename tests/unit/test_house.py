@@ -28,7 +28,6 @@ LONG_FUNCTIONS: dict[tuple[str, str], str] = {
     ("mlc_lab/_cli/classroom.py", "add_parser"): "a table: one add_argument call per subcommand option",
     ("mlc_lab/_cli/tune.py", "run"): _LATER,
     ("mlc_lab/core/access/footprint.py", "footprint"): _LATER,
-    ("mlc_lab/core/check_rules.py", "shared_memory_tiling"): _LATER,
     ("mlc_lab/core/tune.py", "tune"): _LATER,
     ("mlc_lab/exercises.py", "numeric_check"): _LATER,
     ("mlc_lab/exercises.py", "compare_structure"): _LATER,
