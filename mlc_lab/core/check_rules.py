@@ -141,16 +141,34 @@ def _gpu_preamble(name: str, sf: StepFacts, *, tiles: bool = True):
     return r, k, sites
 
 
+def gpu_check(name: str, title: str, tiles=True):
+    """Register a CUDA check of the main block: ``fn(sf, r, k, sites)`` judges it once ``_gpu_preamble``
+    found it in a kernel; else the preamble's answer (None, or not judged) is the check's. ``tiles``: as
+    the preamble's, or a function of the step's facts that says it."""
+
+    def deco(fn):
+        def check(sf: StepFacts) -> CheckResult | None:
+            got = _gpu_preamble(name, sf, tiles=tiles(sf) if callable(tiles) else tiles)
+            return got if got is None or isinstance(got, CheckResult) else fn(sf, *got)
+
+        check.__name__ = check.__qualname__ = fn.__name__
+        register(name, "cuda", title)(check)
+        return check
+
+    return deco
+
+
+def _reduces(sf: StepFacts) -> bool:
+    """Whether the program has a reduction (then a check is about its tiles, else about any main block)."""
+    return sf.reduction_block() is not None
+
+
 # --- GPU --------------------------------------------------------------------------------------------
 
 
-@register("thread_block_tiling", "cuda", "thread-block tiling")
-def thread_block_tiling(sf: StepFacts) -> CheckResult | None:
+@gpu_check("thread_block_tiling", "thread-block tiling", tiles=False)
+def thread_block_tiling(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResult | None:
     name = "thread_block_tiling"
-    got = _gpu_preamble(name, sf, tiles=False)
-    if got is None or isinstance(got, CheckResult):
-        return got
-    r, k, sites = got
     ws = _write_site(sites)
     chain_tags = [lp.tag for lp in ws.chain if lp.tag]
     blocks = [lp for lp in ws.chain if lp.tag in BLOCK_TAGS]
@@ -233,13 +251,9 @@ def _unjudged(name: str, why: str, where: str | None = None, ev: dict | None = N
     return CheckResult(name, False, why, where, {**(ev or {}), "reason": NOT_YET}, judged=False)
 
 
-@register("shared_memory_tiling", "cuda", "shared-memory tiling")
-def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
+@gpu_check("shared_memory_tiling", "shared-memory tiling")
+def shared_memory_tiling(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResult | None:
     name = "shared_memory_tiling"
-    got = _gpu_preamble(name, sf)
-    if got is None or isinstance(got, CheckResult):
-        return got
-    r, k, sites = got
     red = reduction_loops(sf, r)
     first = sf.loop_name(red[0]) if red else r.name
     operands = _operands(sf, r, sites)
@@ -355,13 +369,9 @@ def _where_copy(sf: StepFacts, block: str) -> str:
     return "at the root, outside every kernel" if k is None else "in a kernel of its own"
 
 
-@register("register_tiling", "cuda", "register tiling")
-def register_tiling(sf: StepFacts) -> CheckResult | None:
+@gpu_check("register_tiling", "register tiling")
+def register_tiling(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResult | None:
     name = "register_tiling"
-    got = _gpu_preamble(name, sf)
-    if got is None or isinstance(got, CheckResult):
-        return got
-    r, k, sites = got
     ws = _write_site(sites)
     red = set(reduction_loops(sf, r))
     acc = ws.access.buffer
@@ -428,13 +438,9 @@ def register_tiling(sf: StepFacts) -> CheckResult | None:
     )
 
 
-@register("cooperative_fetching", "cuda", "cooperative fetching")
-def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
+@gpu_check("cooperative_fetching", "cooperative fetching", tiles=_reduces)
+def cooperative_fetching(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResult | None:
     name = "cooperative_fetching"
-    got = _gpu_preamble(name, sf, tiles=sf.reduction_block() is not None)
-    if got is None or isinstance(got, CheckResult):
-        return got
-    r, k, sites = got
     staged = [b for b in _operands(sf, r, sites) if sf.scope(b).startswith("shared")]
     if not staged:
         return None
@@ -592,13 +598,9 @@ def _warp_stats(sf: StepFacts, block: str, w: Site) -> dict:
     return out
 
 
-@register("write_cache", "cuda", "local write cache")
-def write_cache(sf: StepFacts) -> CheckResult | None:
+@gpu_check("write_cache", "local write cache")
+def write_cache(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResult | None:
     name = "write_cache"
-    got = _gpu_preamble(name, sf)
-    if got is None or isinstance(got, CheckResult):
-        return got
-    r, k, sites = got
     ws = _write_site(sites)
     acc = ws.access.buffer
     red = reduction_loops(sf, r)
