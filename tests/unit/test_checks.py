@@ -11,6 +11,7 @@ from mlc_lab.core.checks import CHECKS, CheckReport, CheckResult, Hazard, Target
 from mlc_lab.core.session import Session
 from mlc_lab.errors import MlcLabError
 from mlc_lab.tvm.course_programs import MATMUL, MM_RELU
+from tests.fixtures.programs import MIRROR
 from tests.labs import cpu_mm_relu as cpu_lab
 
 CPU_CHECKS = {"loop_order", "vectorize", "parallel", "unroll", "reduction_init", "packing"}
@@ -169,28 +170,6 @@ def test_reduction_over_threads_races_only_once_decomposed():
     s = _gpu(steps + [("decompose_reduction", "C", "k_1")])
     races = [h for h in s.check(target="cuda").hazards if h.kind == "race"]
     assert races and "C[0, 0]" in races[0].message
-
-
-# B written by one block, read mirrored by the next (C[i] = B[1023 - i]), both in global memory
-MIRROR = """
-from tvm.script import ir as I
-from tvm.script import tirx as T
-
-
-@I.ir_module
-class Module:
-    @T.prim_func(s_tir=True)
-    def main(A: T.Buffer((1024,), "float32"), B: T.Buffer((1024,), "float32"), C: T.Buffer((1024,), "float32")):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        for i in range(1024):
-            with T.sblock("double"):
-                vi = T.axis.remap("S", [i])
-                B[vi] = A[vi] * T.float32(2)
-        for i in range(1024):
-            with T.sblock("mirror"):
-                vi = T.axis.remap("S", [i])
-                C[vi] = B[1023 - vi] + T.float32(1)
-"""
 
 
 def test_a_thread_reading_global_memory_another_thread_wrote_in_the_kernel_races():
