@@ -110,9 +110,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from mlc_lab.classroom.reaper import FolderInUse
     from mlc_lab.classroom.roster import RosterError, load_roster
-    from mlc_lab.classroom.server import ClassServer, ServerSetupError, serve_forever
     from mlc_lab.cli import UsageError
 
     if os.path.exists(args.dir) and not os.path.isdir(args.dir):
@@ -123,11 +121,43 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if args.action == "tokens":
         return run_tokens(args, roster)
+    return run_serve(args, roster)
+
+
+def run_serve(args: argparse.Namespace, roster: list | None) -> int:
+    from mlc_lab.classroom.server import serve_forever
+
+    mode = _identity_mode(args, roster)
+    runner = _runner(args)
+    server = _class_server(args, roster, mode, runner)
+    _print_banner(args, server, mode, runner)
+    database = _serve_tuning_db(args, server, runner)
+    print(f"mlc-lab: teacher's token: {server.token}", file=sys.stderr)
+    print(f"mlc-lab: teacher: mlc_lab.class_dashboard({server.url!r}, {server.token!r})", file=sys.stderr)
+    sys.stderr.flush()
+    try:
+        serve_forever(server)
+    finally:
+        if database is not None:
+            database.terminate()
+    return 0
+
+
+def _identity_mode(args: argparse.Namespace, roster: list | None) -> str:
+    """How the server knows its students (--open, --jupyterhub, else the roster), once the options agree."""
+    from mlc_lab.cli import UsageError
+
     if not args.assignment:
         raise UsageError("mlc-lab class serve needs the assignment's TOML file")
     if args.open and (roster is not None or args.jupyterhub):
         raise UsageError("--open is a server without identities: not with --roster or --jupyterhub")
-    mode = "open" if args.open else "jupyterhub" if args.jupyterhub else "roster"
+    return "open" if args.open else "jupyterhub" if args.jupyterhub else "roster"
+
+
+def _runner(args: argparse.Namespace) -> str | None:
+    """``rpc://HOST:PORT/KEY`` from --tracker (the measurement machines), or None: this machine times."""
+    from mlc_lab.cli import UsageError
+
     runner = None
     if args.tracker:
         t = args.tracker[len("rpc://") :] if args.tracker.startswith("rpc://") else args.tracker
@@ -143,8 +173,17 @@ def run(args: argparse.Namespace) -> int:
             "latencies disturb each other (use --tracker for the class's measurement machines)",
             file=sys.stderr,
         )
+    return runner
+
+
+def _class_server(args: argparse.Namespace, roster: list | None, mode: str, runner: str | None):
+    """The class server, listening (not serving yet); why it cannot start as a usage error."""
+    from mlc_lab.classroom.reaper import FolderInUse
+    from mlc_lab.classroom.server import ClassServer, ServerSetupError
+    from mlc_lab.cli import UsageError
+
     try:
-        server = ClassServer(
+        return ClassServer(
             args.assignment,
             args.dir,
             host=args.host,
@@ -160,6 +199,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from None
+
+
+def _print_banner(args: argparse.Namespace, server, mode: str, runner: str | None) -> None:
+    """Where the server is, what it holds, who its students are, and what they call to reach it."""
     counts = server.store.counts()
     print(f"mlc-lab: class server for {server.assignment.title!r} at {server.url}", file=sys.stderr)
     print(
@@ -181,35 +224,36 @@ def run(args: argparse.Namespace) -> int:
         + f", mlc_lab.leaderboard({server.url!r}{', T' if mode == 'roster' else ''})",
         file=sys.stderr,
     )
-    database = None
-    if args.tuning_db_port:
-        from mlc_lab.tvm import classroom as class_db
 
-        tracker = runner[len("rpc://") :].split("/", 1)[0] if runner else None
-        try:
-            database = class_db.serve(
-                os.path.join(args.dir, "tuning_db"), host=args.host, port=args.tuning_db_port, tracker=tracker
-            )
-        except Exception as exc:  # noqa: BLE001  (TVM says "address in use" in its own words)
-            server.stop()
-            raise UsageError(
-                f"cannot serve the tuning database on port {args.tuning_db_port}: {str(exc).splitlines()[0]}"
-            ) from None
-        where = (
-            f"rpc://{tracker}/{class_db.DEFAULT_KEY}"
-            if tracker
-            else f"rpc://{server.url.split('//', 1)[1].rsplit(':', 1)[0]}:{database.port}"
-        )
-        print(f"mlc-lab: the class's tuning database: students tune with database={where!r}", file=sys.stderr)
-    print(f"mlc-lab: teacher's token: {server.token}", file=sys.stderr)
-    print(f"mlc-lab: teacher: mlc_lab.class_dashboard({server.url!r}, {server.token!r})", file=sys.stderr)
-    sys.stderr.flush()
+
+def _serve_tuning_db(args: argparse.Namespace, server, runner: str | None):
+    """With --tuning-db-port: the class's tuning database served (registered with the tracker of
+    --tracker when given) and its address printed; else None. The server is stopped if it cannot be."""
+    import os
+
+    from mlc_lab.cli import UsageError
+
+    if not args.tuning_db_port:
+        return None
+    from mlc_lab.tvm import classroom as class_db
+
+    tracker = runner[len("rpc://") :].split("/", 1)[0] if runner else None
     try:
-        serve_forever(server)
-    finally:
-        if database is not None:
-            database.terminate()
-    return 0
+        database = class_db.serve(
+            os.path.join(args.dir, "tuning_db"), host=args.host, port=args.tuning_db_port, tracker=tracker
+        )
+    except Exception as exc:  # noqa: BLE001  (TVM says "address in use" in its own words)
+        server.stop()
+        raise UsageError(
+            f"cannot serve the tuning database on port {args.tuning_db_port}: {str(exc).splitlines()[0]}"
+        ) from None
+    where = (
+        f"rpc://{tracker}/{class_db.DEFAULT_KEY}"
+        if tracker
+        else f"rpc://{server.url.split('//', 1)[1].rsplit(':', 1)[0]}:{database.port}"
+    )
+    print(f"mlc-lab: the class's tuning database: students tune with database={where!r}", file=sys.stderr)
+    return database
 
 
 def run_tokens(args: argparse.Namespace, roster: list | None) -> int:

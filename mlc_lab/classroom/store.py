@@ -451,93 +451,78 @@ class Store:
         (students named by ``labels``: the teacher's)."""
         graded = [{**g, "name": (labels or {}).get(g["name"], g["name"])} for g in self._graded() if not _refused(g)]
         names = sorted({s["name"] for s in graded})
-        passed_by: dict[str, set] = {t["name"]: set() for t in self.tasks}
-        failures: dict[tuple[str, str], dict] = {}
-        attempts: dict[tuple[str, str], int] = {}
-        last_message: dict[tuple[str, str], str] = {}
+        passed_by: dict[str, set] = {}
         for s in graded:
             for n in s["passed"]:
                 passed_by.setdefault(n, set()).add(s["name"])
-            if s["error"]:  # not graded at all: one failure, whatever the tasks
-                seen = [(None, s["error"])]
-            else:
-                seen = [
-                    (t["name"], (t.get("messages") or ["failed"])[0])
-                    for t in s["result"].get("tasks") or []
-                    if not t.get("passed")
-                ]
-            for task, text in seen:
-                key = (task, text[:200])
-                f = failures.setdefault(key, {"task": task, "message": key[1], "count": 0, "students": set()})
-                f["count"] += 1
-                f["students"].add(s["name"])
-            for t in s["result"].get("tasks") or []:
-                if t.get("passed"):
-                    continue
-                text = s["error"] or (t.get("messages") or ["failed"])[0]
-                attempts[(s["name"], t["name"])] = attempts.get((s["name"], t["name"]), 0) + 1
-                last_message[(s["name"], t["name"])] = text[:200]
-        tasks = []
+        return {
+            "students": len(names),
+            "tasks": self._pass_rates(passed_by, len(names)),
+            "latency": self._latency_distribution(labels),
+            "common_failures": _common_failures(graded),
+            "stuck": self._stuck(graded, names, passed_by),
+            "refused": self.refused(labels),
+            **self.counts(),
+        }
+
+    def _pass_rates(self, passed_by: dict[str, set], students: int) -> list[dict]:
+        """Per task of the assignment: how many of the ``students`` passed it, and what share."""
+        out = []
         for t in self.tasks:
             n = len(passed_by.get(t["name"], ()))
-            tasks.append(
+            out.append(
                 {
                     "name": t["name"],
                     "title": t.get("title", t["name"]),
                     "passed": n,
-                    "students": len(names),
-                    "pass_rate": n / len(names) if names else 0.0,
+                    "students": students,
+                    "pass_rate": n / students if students else 0.0,
                 }
             )
-        board = {r["name"]: r for r in self.leaderboard(labels)["rows"]}
-        latencies = sorted(
-            (r["best_latency_ms"], r["name"]) for r in board.values() if r["best_latency_ms"] is not None
-        )
-        values = [v for v, _ in latencies]
-        distribution = {
+        return out
+
+    def _latency_distribution(self, labels: dict[str, str] | None) -> dict:
+        """Each student's best passing latency (with its spread, load and rank), fastest first, and
+        their min, median and max."""
+        board = [r for r in self.leaderboard(labels)["rows"] if r["best_latency_ms"] is not None]
+        board.sort(key=lambda r: (r["best_latency_ms"], r["name"]))
+        out: dict = {
             "students": [
-                {
-                    "name": n,
-                    "latency_ms": v,
-                    "spread_ms": board[n]["spread_ms"],
-                    "load": board[n]["load"],
-                    "quiet": board[n]["quiet"],
-                    "rank": board[n]["rank"],
-                    "tie": board[n]["tie"],
-                }
-                for v, n in latencies
+                {"name": r["name"], "latency_ms": r["best_latency_ms"], **{k: r[k] for k in _TIMING_KEYS}}
+                for r in board
             ]
         }
+        values = [r["best_latency_ms"] for r in board]
         if values:
-            distribution.update(min=values[0], median=statistics.median(values), max=values[-1])
-        stuck = []
+            out.update(min=values[0], median=statistics.median(values), max=values[-1])
+        return out
+
+    def _stuck(self, graded: list[dict], names: list[str], passed_by: dict[str, set]) -> list[dict]:
+        """Per student who has not passed every task: the first task of the assignment not passed,
+        the failed hand-ins at it and the last message; most failed attempts first."""
+        attempts: dict[tuple[str, str], int] = {}
+        last_message: dict[tuple[str, str], str] = {}
+        for s in graded:
+            for t in s["result"].get("tasks") or []:
+                if not t.get("passed"):
+                    key = (s["name"], t["name"])
+                    attempts[key] = attempts.get(key, 0) + 1
+                    last_message[key] = (s["error"] or _first_message(t))[:200]
+        out = []
         for name in names:
             at = next((t["name"] for t in self.tasks if name not in passed_by.get(t["name"], ())), None)
-            if at is None:
-                continue
-            tries = attempts.get((name, at), 0)
-            stuck.append(
-                {
-                    "name": name,
-                    "task": at,
-                    "failed_attempts": tries,
-                    "stuck": tries >= STUCK_AFTER,
-                    "last_message": last_message.get((name, at)),
-                }
-            )
-        stuck.sort(key=lambda r: (-r["failed_attempts"], r["name"]))
-        common = sorted(failures.values(), key=lambda f: (-len(f["students"]), -f["count"], f["task"] or ""))[:10]
-        for f in common:
-            f["students"] = len(f["students"])
-        return {
-            "students": len(names),
-            "tasks": tasks,
-            "latency": distribution,
-            "common_failures": common,
-            "stuck": stuck,
-            "refused": self.refused(labels),
-            **self.counts(),
-        }
+            if at is not None:
+                tries = attempts.get((name, at), 0)
+                out.append(
+                    {
+                        "name": name,
+                        "task": at,
+                        "failed_attempts": tries,
+                        "stuck": tries >= STUCK_AFTER,
+                        "last_message": last_message.get((name, at)),
+                    }
+                )
+        return sorted(out, key=lambda r: (-r["failed_attempts"], r["name"]))
 
 
 def tied(a: dict, b: dict) -> bool:
@@ -567,3 +552,29 @@ def rank(rows: list[dict]) -> None:
 def _refused(s: dict) -> bool:
     """A hand-in the grader refused to run (``GradeResult.status``), as ``Store._graded`` lists it."""
     return s["result"].get("status") == "refused"
+
+
+_TIMING_KEYS = ("spread_ms", "load", "quiet", "rank", "tie")  # of a leaderboard row, in the latency distribution
+
+
+def _first_message(task: dict) -> str:
+    """What a failed task of a result says first (``failed`` when it says nothing)."""
+    return (task.get("messages") or ["failed"])[0]
+
+
+def _common_failures(graded: list[dict]) -> list[dict]:
+    """The ten failures met by the most students (then the most often): a task and its first message,
+    or a hand-in not graded at all (task None: one failure, whatever the tasks)."""
+    failures: dict[tuple[str | None, str], dict] = {}
+    for s in graded:
+        if s["error"]:
+            seen = [(None, s["error"])]
+        else:
+            seen = [(t["name"], _first_message(t)) for t in s["result"].get("tasks") or [] if not t.get("passed")]
+        for task, text in seen:
+            key = (task, text[:200])
+            f = failures.setdefault(key, {"task": task, "message": key[1], "count": 0, "students": set()})
+            f["count"] += 1
+            f["students"].add(s["name"])
+    common = sorted(failures.values(), key=lambda f: (-len(f["students"]), -f["count"], f["task"] or ""))[:10]
+    return [{**f, "students": len(f["students"])} for f in common]

@@ -11,6 +11,7 @@ from mlc_lab.core.checks import CHECKS, CheckReport, CheckResult, Hazard, Target
 from mlc_lab.core.session import Session
 from mlc_lab.errors import MlcLabError
 from mlc_lab.tvm.course_programs import MATMUL, MM_RELU
+from tests.fixtures.programs import MIRROR
 from tests.labs import cpu_mm_relu as cpu_lab
 
 CPU_CHECKS = {"loop_order", "vectorize", "parallel", "unroll", "reduction_init", "packing"}
@@ -169,6 +170,18 @@ def test_reduction_over_threads_races_only_once_decomposed():
     s = _gpu(steps + [("decompose_reduction", "C", "k_1")])
     races = [h for h in s.check(target="cuda").hazards if h.kind == "race"]
     assert races and "C[0, 0]" in races[0].message
+
+
+def test_a_thread_reading_global_memory_another_thread_wrote_in_the_kernel_races():
+    steps = [("split", "double/i", [None, 32]), ("bind", "i_0", "blockIdx.x"), ("bind", "i_1", "threadIdx.x")]
+    # placed under the thread loop, each thread reads the element of B it wrote itself
+    own = _gpu([*steps, ("reverse_compute_at", "mirror", "i_1")], MIRROR)
+    assert not [h for h in own.check(target="cuda").hazards if h.kind == "race"]
+    # under the block loop with a thread loop of its own, thread t reads what thread 31 - t wrote
+    s = _gpu([*steps, ("reverse_compute_at", "mirror", "i_0"), ("bind", "ax0", "threadIdx.x")], MIRROR)
+    (race,) = [h for h in s.check(target="cuda").hazards if h.kind == "race"]
+    assert race.where == "mirror" and "in thread 0 reads element B[31] of B, which thread 31 writes" in race.message
+    assert "no barrier between (global memory)" in race.message
 
 
 def test_too_many_threads_and_too_much_shared_memory():

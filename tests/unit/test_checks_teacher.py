@@ -167,6 +167,31 @@ def test_cache_read_before_its_compute_at_is_advice_not_a_hazard():
     assert "compute_at A_shared under k_0 so each block holds one tile" in c.message
 
 
+def test_a_shared_copy_above_the_reduction_or_read_once_per_element_fails():
+    # placed under the block loop j_0, above k_0: the copy holds a whole 64x2048 stripe of A
+    c = verdicts(session(_tiles() + _shared(at="j_0") + DONE))[0]["shared_memory_tiling"]
+    assert c.verdict == "fail" and c.where == "A_shared"
+    assert "A_shared is filled once for the whole reduction (64x2048 elements, above loop k_0)" in c.message
+    assert "compute_at block A_shared under k_0" in c.message
+    # a thread block of one thread per output: each element of the 1x16 slice of A copied is read once
+    steps = [
+        ("split", "k", [None, 16]),
+        ("reorder", ["gemm/i", "gemm/j", "k_0", "k_1"]),
+        ("bind", "gemm/i", "blockIdx.y"),
+        ("bind", "gemm/j", "blockIdx.x"),
+        ("cache_read", "gemm", 0, "shared"),
+        ("compute_at", "A_shared", "k_0"),
+        ("cache_read", "gemm", 1, "shared"),
+        ("compute_at", "B_shared", "k_0"),
+    ]
+    c = verdicts(session(steps))[0]["shared_memory_tiling"]
+    assert c.verdict == "fail" and c.where == "A_shared"
+    assert "each element of A_shared that block A_shared copies is read only 1 times by gemm" in c.message
+    assert c.evidence["operands"] == {
+        "A_shared": {"copy": "A_shared", "tile": [1, 16], "through": [], "under": "k_0", "reuse": 1.0}
+    }
+
+
 def test_cache_write_before_its_reverse_compute_at_is_advice_not_a_spill():
     steps = [x for x in _tiles() if x[0] not in ("reverse_compute_at", "reverse_compute_inline")]
     checks, hazards = verdicts(session(steps))

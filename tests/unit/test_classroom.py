@@ -151,6 +151,10 @@ def test_store_ranks_and_summarises_and_keeps_everything_when_reopened(tmp_path)
     assert set(stuck) == {"cy", "dee", "eve"}
     assert stuck["dee"]["task"] == "vectorize" and stuck["dee"]["failed_attempts"] == 3 and stuck["dee"]["stuck"]
     assert stuck["eve"]["task"] == "parallel" and not stuck["eve"]["stuck"]
+    assert stuck["dee"]["last_message"] == "vectorize is missing" and stuck["cy"]["failed_attempts"] == 1
+    named = store.summary({"bo": "Bo B", "dee": "Dee D"})  # the teacher's labels name every list
+    assert [s["name"] for s in named["latency"]["students"]] == ["Bo B", "ada", "cy"]
+    assert named["stuck"][0]["name"] == "Dee D" and named["tasks"] == summary["tasks"]
     top = summary["common_failures"][0]
     assert top["task"] == "vectorize" and top["message"] == "vectorize is missing" and top["students"] == 2
     refused = [f for f in summary["common_failures"] if f["task"] is None]

@@ -385,114 +385,141 @@ def races(sf: StepFacts, k: Kernel) -> list:
     a thread reading an element of a local buffer that it never wrote (each thread has its own)."""
     out = []
     thread_ids = {lp.id for lp in k.loops if lp.tag in THREAD_TAGS}
+    nthreads = max(1, k.threads)
+    for buf, sites in _race_sites(sf, k, thread_ids).items():
+        scope = sf.scope(buf)
+        fixed = _race_fixed(sf, k, sites, scope)
+        wpairs = _write_pairs(sf, k, sites, fixed, scope, thread_ids)
+        if not wpairs:
+            continue
+        # every write as one key: element * nthreads + thread
+        wkeys = _uniq(np.concatenate([p[0] * nthreads + p[1] for _, p in wpairs]))
+        if scope == "local":
+            found = _unwritten_local_read(sf, k, buf, sites, fixed, wkeys, nthreads)
+        else:
+            found = _write_clash(sf, buf, wpairs)
+            if found is None and scope == "global":
+                found = _foreign_global_read(sf, k, buf, sites, fixed, wkeys, nthreads)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+_RACE_POINTS = 1 << 18
+
+
+def _race_sites(sf: StepFacts, k: Kernel, thread_ids: set) -> dict:
+    """Buffer -> the kernel's sites of it where threads may race: global, shared and local buffers
+    that the kernel writes, less what TVM or an intrinsic orders itself."""
     # A reduction whose reduction loop is bound to threads, its init still inside it: TVM lowers it to
     # a cross-thread reduction (an all-reduce, one thread writes the result), not to racing updates.
     # Decomposed (no init), the updates of the threads do race.
     allreduce = {b.name: set(b.writes) for b in sf.facts.blocks.values() if b.has_init and b.loops_of("R") & thread_ids}
-    by_buffer: dict = {}
+    # a tensorized block is one warp-wide instruction, and fragments (wmma.*) belong to a warp:
+    # which thread holds which element is the intrinsic's business
     tensorized = {b.name for b in sf.facts.blocks.values() if b.tensorized}
+    by_buffer: dict = {}
     for s in k.sites:
         if s.access.buffer in allreduce.get(s.access.block, ()):
             continue
-        # a tensorized block is one warp-wide instruction, and fragments (wmma.*) belong to a warp:
-        # which thread holds which element is the intrinsic's business
         if s.access.buffer in sf.unplaced():  # a stage not placed yet: TVM keeps it in global memory
             continue
         if s.access.block in tensorized or not _per_thread_or_shared(sf.scope(s.access.buffer)):
             continue
         by_buffer.setdefault(s.access.buffer, []).append(s)
-    nthreads = max(1, k.threads)
-    for buf, sites in by_buffer.items():
-        scope = sf.scope(buf)
-        writes = [s for s in sites if s.access.kind == "write"]
-        if not writes:
+    return {b: sites for b, sites in by_buffer.items() if any(s.access.kind == "write" for s in sites)}
+
+
+def _race_fixed(sf: StepFacts, k: Kernel, sites: list, scope: str) -> dict:
+    """The loops held at one value while the threads are compared: the thread blocks (what one does,
+    every one does). A shared or local buffer lives for one iteration of the loops around all its uses
+    (TVM allocates it there): those loops are held at their first value. A global buffer's only when
+    the enumeration would be too large (then two threads meeting across those loops go unseen)."""
+    fixed: dict = {tag: 0 for tag in BLOCK_TAGS}
+    if scope != "global" or any(sf.points(s, k, fixed) > _RACE_POINTS for s in sites):
+        fixed.update({lid: int(sf.loop(lid).min) for lid in _common_serial(sites)})
+    return fixed
+
+
+def _write_pairs(sf: StepFacts, k: Kernel, sites: list, fixed: dict, scope: str, thread_ids: set) -> list:
+    """(site, ``_pairs`` of it) for each write that can race (with the values' keys but in local memory); a
+    write of a shared or global buffer that every thread does identically is redundant work, left out."""
+    out = []
+    for s in sites:
+        if s.access.kind != "write" or (scope != "local" and _thread_invariant(sf, s, thread_ids)):
             continue
-        # A shared or local buffer lives for one iteration of the loops around all its uses (TVM
-        # allocates it there): those loops are held at their first value. A global buffer only when
-        # the enumeration would be too large (then two threads meeting across those loops go unseen).
-        common = _common_serial(sites)
-        fixed = {tag: 0 for tag in BLOCK_TAGS}
-        if scope != "global" or any(sf.points(s, k, fixed) > _RACE_POINTS for s in sites):
-            fixed.update({lid: int(sf.loop(lid).min) for lid in common})
-        wpairs = []
-        for s in writes:
-            if scope != "local" and _thread_invariant(sf, s, thread_ids):
-                continue
-            got = _pairs(sf, s, k, fixed, values=scope != "local")
-            if got is not None:
-                wpairs.append((s, got))
-        if not wpairs:
-            continue
-        wkeys = _uniq(np.concatenate([p[0] * nthreads + p[1] for _, p in wpairs]))
-        if scope == "local":
-            for s in sites:
-                if s.access.kind != "read":
-                    continue
-                got = _pairs(sf, s, k, fixed)
-                if got is None:
-                    continue
-                keys = got[0] * nthreads + got[1]
-                miss = ~_isin(keys, wkeys)
-                if miss.any():
-                    i = int(np.flatnonzero(miss)[0])
-                    others = wkeys[wkeys // nthreads == got[0][i]] % nthreads
-                    who = f"thread {int(others[0])} computes it" if others.size else "no thread writes it"
-                    out.append(
-                        Hazard(
-                            "race",
-                            f"block {s.access.block} in thread {int(got[1][i])} reads element "
-                            f"{_element(sf, buf, int(got[0][i]))} of the local buffer {buf}, which that thread never "
-                            f"wrote ({who}; local memory is private to each thread): bind the loops of "
-                            f"{s.access.block} to the threads that computed those elements",
-                            s.access.block,
-                        )
-                    )
-                    break
-            continue
-        addr = wkeys // nthreads
-        clash = _clash(wpairs)
-        if clash is not None:
-            elem, t1, t2 = clash
-            block = next(s.access.block for s, p in wpairs if np.any((p[0] == elem) & (p[1] == t1)))
-            addr_i = elem
-            out.append(
-                Hazard(
-                    "race",
-                    f"threads {t1} and {t2} of a thread block both write element {_element(sf, buf, addr_i)} of "
-                    f"{buf} (block {block}), with different values: the result depends on which runs last; each "
-                    f"element must be written by one thread",
-                    block,
-                )
-            )
-            continue
-        if scope != "global":
-            continue
-        for s in sites:
-            if s.access.kind != "read":
-                continue
-            got = _pairs(sf, s, k, fixed)
-            if got is None:
-                continue
-            keys = got[0] * nthreads + got[1]
-            written = _isin(got[0], addr)
-            foreign = written & ~_isin(keys, wkeys)
-            if foreign.any():
-                i = int(np.flatnonzero(foreign)[0])
-                writer = int(wkeys[np.searchsorted(addr, got[0][i])] % nthreads)
-                out.append(
-                    Hazard(
-                        "race",
-                        f"block {s.access.block} in thread {int(got[1][i])} reads element "
-                        f"{_element(sf, buf, int(got[0][i]))} of {buf}, which thread {writer} writes in the same kernel "
-                        f"with no barrier between (global memory): compute it in the thread that reads it",
-                        s.access.block,
-                    )
-                )
-                break
+        got = _pairs(sf, s, k, fixed, values=scope != "local")
+        if got is not None:
+            out.append((s, got))
     return out
 
 
-_RACE_POINTS = 1 << 18
+def _first_read(sf: StepFacts, k: Kernel, sites: list, fixed: dict, nthreads: int, bad) -> tuple | None:
+    """(site, element, thread) of the first point of a read among ``sites`` that ``bad(elements, keys)``
+    marks (keys: element * nthreads + thread, as the writes' keys), or None."""
+    for s in sites:
+        if s.access.kind != "read":
+            continue
+        got = _pairs(sf, s, k, fixed)
+        if got is None:
+            continue
+        marked = bad(got[0], got[0] * nthreads + got[1])
+        if marked.any():
+            i = int(np.flatnonzero(marked)[0])
+            return s, int(got[0][i]), int(got[1][i])
+    return None
+
+
+def _unwritten_local_read(sf: StepFacts, k: Kernel, buf: str, sites: list, fixed: dict, wkeys, nthreads: int):
+    """A thread reading an element of the local buffer ``buf`` that it never wrote, or None."""
+    found = _first_read(sf, k, sites, fixed, nthreads, lambda _elements, keys: ~_isin(keys, wkeys))
+    if found is None:
+        return None
+    s, elem, thread = found
+    others = wkeys[wkeys // nthreads == elem] % nthreads
+    who = f"thread {int(others[0])} computes it" if others.size else "no thread writes it"
+    return Hazard(
+        "race",
+        f"block {s.access.block} in thread {thread} reads element {_element(sf, buf, elem)} of the local buffer "
+        f"{buf}, which that thread never wrote ({who}; local memory is private to each thread): bind the loops "
+        f"of {s.access.block} to the threads that computed those elements",
+        s.access.block,
+    )
+
+
+def _write_clash(sf: StepFacts, buf: str, wpairs: list):
+    """Two threads writing one element of ``buf`` with different values, or None."""
+    clash = _clash(wpairs)
+    if clash is None:
+        return None
+    elem, t1, t2 = clash
+    block = next(s.access.block for s, p in wpairs if np.any((p[0] == elem) & (p[1] == t1)))
+    return Hazard(
+        "race",
+        f"threads {t1} and {t2} of a thread block both write element {_element(sf, buf, elem)} of {buf} "
+        f"(block {block}), with different values: the result depends on which runs last; each element must "
+        f"be written by one thread",
+        block,
+    )
+
+
+def _foreign_global_read(sf: StepFacts, k: Kernel, buf: str, sites: list, fixed: dict, wkeys, nthreads: int):
+    """A thread reading an element of the global buffer ``buf`` that another thread writes in the kernel."""
+    addr = wkeys // nthreads
+    found = _first_read(
+        sf, k, sites, fixed, nthreads, lambda elements, keys: _isin(elements, addr) & ~_isin(keys, wkeys)
+    )
+    if found is None:
+        return None
+    s, elem, thread = found
+    writer = int(wkeys[np.searchsorted(addr, elem)] % nthreads)
+    return Hazard(
+        "race",
+        f"block {s.access.block} in thread {thread} reads element {_element(sf, buf, elem)} of {buf}, which "
+        f"thread {writer} writes in the same kernel with no barrier between (global memory): compute it in "
+        f"the thread that reads it",
+        s.access.block,
+    )
 
 
 def _per_thread_or_shared(scope: str) -> bool:

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from mlc_lab.core.checks.facts import BLOCK_TAGS, THREAD_TAGS, Site, StepFacts, free_vars, linear_shape
+from mlc_lab.core.checks.facts import BLOCK_TAGS, THREAD_TAGS, Kernel, Site, StepFacts, free_vars, linear_shape
 from mlc_lab.core.checks.base import Check, CheckResult
 
 CHECKS: dict[str, Check] = {}  # name -> Check, in the order a report lists them
@@ -141,16 +141,34 @@ def _gpu_preamble(name: str, sf: StepFacts, *, tiles: bool = True):
     return r, k, sites
 
 
+def gpu_check(name: str, title: str, tiles=True):
+    """Register a CUDA check of the main block: ``fn(sf, r, k, sites)`` judges it once ``_gpu_preamble``
+    found it in a kernel; else the preamble's answer (None, or not judged) is the check's. ``tiles``: as
+    the preamble's, or a function of the step's facts that says it."""
+
+    def deco(fn):
+        def check(sf: StepFacts) -> CheckResult | None:
+            got = _gpu_preamble(name, sf, tiles=tiles(sf) if callable(tiles) else tiles)
+            return got if got is None or isinstance(got, CheckResult) else fn(sf, *got)
+
+        check.__name__ = check.__qualname__ = fn.__name__
+        register(name, "cuda", title)(check)
+        return check
+
+    return deco
+
+
+def _reduces(sf: StepFacts) -> bool:
+    """Whether the program has a reduction (then a check is about its tiles, else about any main block)."""
+    return sf.reduction_block() is not None
+
+
 # --- GPU --------------------------------------------------------------------------------------------
 
 
-@register("thread_block_tiling", "cuda", "thread-block tiling")
-def thread_block_tiling(sf: StepFacts) -> CheckResult | None:
+@gpu_check("thread_block_tiling", "thread-block tiling", tiles=False)
+def thread_block_tiling(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResult | None:
     name = "thread_block_tiling"
-    got = _gpu_preamble(name, sf, tiles=False)
-    if got is None or isinstance(got, CheckResult):
-        return got
-    r, k, sites = got
     ws = _write_site(sites)
     chain_tags = [lp.tag for lp in ws.chain if lp.tag]
     blocks = [lp for lp in ws.chain if lp.tag in BLOCK_TAGS]
@@ -233,13 +251,9 @@ def _unjudged(name: str, why: str, where: str | None = None, ev: dict | None = N
     return CheckResult(name, False, why, where, {**(ev or {}), "reason": NOT_YET}, judged=False)
 
 
-@register("shared_memory_tiling", "cuda", "shared-memory tiling")
-def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
+@gpu_check("shared_memory_tiling", "shared-memory tiling")
+def shared_memory_tiling(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResult | None:
     name = "shared_memory_tiling"
-    got = _gpu_preamble(name, sf)
-    if got is None or isinstance(got, CheckResult):
-        return got
-    r, k, sites = got
     red = reduction_loops(sf, r)
     first = sf.loop_name(red[0]) if red else r.name
     operands = _operands(sf, r, sites)
@@ -249,12 +263,11 @@ def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
     # the stage just made and not placed yet first: its compute_at is the student's next step
     staged.sort(key=lambda b: b not in sf.unplaced())
     if direct and not (staged and staged[0] in sf.unplaced()):
-        b = direct[0]
         ev["global_operands"] = direct
         return CheckResult(
             name,
             False,
-            f"block {r.name} reads {b} straight from global memory: cache_read it into a "
+            f"block {r.name} reads {direct[0]} straight from global memory: cache_read it into a "
             f"'shared' buffer and compute_at that copy under the reduction loop {first}, so the "
             f"block's threads share one copy of each tile",
             r.name,
@@ -263,64 +276,69 @@ def shared_memory_tiling(sf: StepFacts) -> CheckResult | None:
     if not staged:
         return None
     for b in staged:
-        prods = sf.producers(b)
-        if not prods:
-            continue
-        p = prods[0]
-        under = [lid for lid in p.loops if lid in red]
-        tile = list(sf.facts.allocated.get(b, sf.prog.buffers[b].shape))
-        info = {"copy": p.name, "tile": tile, "through": operands[b]}
-        ev["operands"][b] = info
-        if b in sf.unplaced() or sf.kernel_of(p.name) is not k:
-            info["placed"] = False
-            return CheckResult(
-                name,
-                False,
-                f"block {p.name} fills all of {b} ({_tile_text(tile)} elements) {_where_copy(sf, p.name)}, "
-                f"so TVM keeps {b} in global memory: compute_at {p.name} under {first} so each block "
-                f"holds one tile",
-                p.name,
-                ev,
-            )
-        if not under:
-            return CheckResult(
-                name,
-                False,
-                f"{b} is filled once for the whole reduction ({_tile_text(tile)} elements, above loop "
-                f"{first}): compute_at block {p.name} under {first} so it holds one slice of the "
-                f"reduction at a time",
-                p.name,
-                ev,
-            )
-        place = under[-1]
-        info["under"] = sf.loop_name(place)
-        # every iteration inside one phase reads once: the serial loops and the virtual threads (each a
-        # copy of the thread's work), not the thread loops (counted by k.threads)
-        inside = [
-            lid
-            for lid in r.loops[r.loops.index(place) + 1 :]
-            if (tag := sf.loop(lid).tag) is None or tag.startswith("vthread")
-        ]
-        assert k is not None  # _gpu_preamble gives the main block's kernel
-        per_phase = k.threads * math.prod(int(sf.loop(lid).extent) for lid in inside)
-        elements = _copied_per_phase(sf, k, r, p, b) or math.prod(int(x) for x in tile) or 1
-        reuse = per_phase / elements
-        info["reuse"] = round(reuse, 2)
-        if reuse <= 1:
-            return CheckResult(
-                name,
-                False,
-                f"each element of {b} that block {p.name} copies is read only {reuse:.2g} times "
-                f"by {r.name}: the copy buys no reuse",
-                p.name,
-                ev,
-            )
+        failed = _shared_tile(sf, r, k, b, operands[b], red, ev)
+        if failed is not None:
+            return failed
     parts = "; ".join(
         f"{b}: a {_tile_text(v['tile'])} tile under {v['under']}, each element read {v['reuse']:g} times"
         + (f" (through {', '.join(v['through'])})" if v["through"] else "")
         for b, v in ev["operands"].items()
     )
     return CheckResult(name, True, f"{r.name} reads its operands from shared memory ({parts})", r.name, ev)
+
+
+def _shared_tile(sf: StepFacts, r, k: Kernel, b: str, through: list, red: list, ev: dict) -> CheckResult | None:
+    """One operand staged in the shared buffer ``b`` (read ``through`` those local copies): the failing
+    verdict when its copy is not placed in the compute's kernel, not under a reduction loop, or buys no
+    reuse; None when it is a tile (what was found goes into ``ev["operands"][b]``)."""
+    prods = sf.producers(b)
+    if not prods:
+        return None
+    p = prods[0]
+    first = sf.loop_name(red[0]) if red else r.name
+    under = [lid for lid in p.loops if lid in red]
+    tile = list(sf.facts.allocated.get(b, sf.prog.buffers[b].shape))
+    info = ev["operands"][b] = {"copy": p.name, "tile": tile, "through": through}
+    if b in sf.unplaced() or sf.kernel_of(p.name) is not k:
+        info["placed"] = False
+        why = (
+            f"block {p.name} fills all of {b} ({_tile_text(tile)} elements) {_where_copy(sf, p.name)}, "
+            f"so TVM keeps {b} in global memory: compute_at {p.name} under {first} so each block "
+            f"holds one tile"
+        )
+        return CheckResult("shared_memory_tiling", False, why, p.name, ev)
+    if not under:
+        why = (
+            f"{b} is filled once for the whole reduction ({_tile_text(tile)} elements, above loop "
+            f"{first}): compute_at block {p.name} under {first} so it holds one slice of the "
+            f"reduction at a time"
+        )
+        return CheckResult("shared_memory_tiling", False, why, p.name, ev)
+    info["under"] = sf.loop_name(under[-1])
+    reuse = _reads_per_copied(sf, r, k, p, b, under[-1], tile)
+    info["reuse"] = round(reuse, 2)
+    if reuse <= 1:
+        why = (
+            f"each element of {b} that block {p.name} copies is read only {reuse:.2g} times "
+            f"by {r.name}: the copy buys no reuse"
+        )
+        return CheckResult("shared_memory_tiling", False, why, p.name, ev)
+    return None
+
+
+def _reads_per_copied(sf: StepFacts, r, k: Kernel, p, b: str, place, tile: list) -> float:
+    """How many times the compute ``r`` reads each element of ``b`` that its copy ``p``, placed under the
+    loop ``place``, copies in one phase (one iteration of ``place``)."""
+    # every iteration inside one phase reads once: the serial loops and the virtual threads (each a
+    # copy of the thread's work), not the thread loops (counted by k.threads)
+    inside = [
+        lid
+        for lid in r.loops[r.loops.index(place) + 1 :]
+        if (tag := sf.loop(lid).tag) is None or tag.startswith("vthread")
+    ]
+    per_phase = k.threads * math.prod(int(sf.loop(lid).extent) for lid in inside)
+    elements = _copied_per_phase(sf, k, r, p, b) or math.prod(int(x) for x in tile) or 1
+    return per_phase / elements
 
 
 def _copied_per_phase(sf: StepFacts, k, r, p, buf: str) -> int | None:
@@ -351,13 +369,9 @@ def _where_copy(sf: StepFacts, block: str) -> str:
     return "at the root, outside every kernel" if k is None else "in a kernel of its own"
 
 
-@register("register_tiling", "cuda", "register tiling")
-def register_tiling(sf: StepFacts) -> CheckResult | None:
+@gpu_check("register_tiling", "register tiling")
+def register_tiling(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResult | None:
     name = "register_tiling"
-    got = _gpu_preamble(name, sf)
-    if got is None or isinstance(got, CheckResult):
-        return got
-    r, k, sites = got
     ws = _write_site(sites)
     red = set(reduction_loops(sf, r))
     acc = ws.access.buffer
@@ -424,13 +438,9 @@ def register_tiling(sf: StepFacts) -> CheckResult | None:
     )
 
 
-@register("cooperative_fetching", "cuda", "cooperative fetching")
-def cooperative_fetching(sf: StepFacts) -> CheckResult | None:
+@gpu_check("cooperative_fetching", "cooperative fetching", tiles=_reduces)
+def cooperative_fetching(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResult | None:
     name = "cooperative_fetching"
-    got = _gpu_preamble(name, sf, tiles=sf.reduction_block() is not None)
-    if got is None or isinstance(got, CheckResult):
-        return got
-    r, k, sites = got
     staged = [b for b in _operands(sf, r, sites) if sf.scope(b).startswith("shared")]
     if not staged:
         return None
@@ -588,13 +598,9 @@ def _warp_stats(sf: StepFacts, block: str, w: Site) -> dict:
     return out
 
 
-@register("write_cache", "cuda", "local write cache")
-def write_cache(sf: StepFacts) -> CheckResult | None:
+@gpu_check("write_cache", "local write cache")
+def write_cache(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResult | None:
     name = "write_cache"
-    got = _gpu_preamble(name, sf)
-    if got is None or isinstance(got, CheckResult):
-        return got
-    r, k, sites = got
     ws = _write_site(sites)
     acc = ws.access.buffer
     red = reduction_loops(sf, r)
