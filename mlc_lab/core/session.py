@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import copy
 import logging
-from dataclasses import dataclass, field
 from typing import Any, Callable, cast
 
 from mlc_lab.core import display
+from mlc_lab.core.history import History, Step
 from mlc_lab.core.model import Change, FailedAttempt, StepSummary, StepView, changed_lines
 from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError, TraceParseError
 from mlc_lab.model.steps import LIST_RESULTS, Decision
@@ -27,37 +27,8 @@ log = logging.getLogger(__name__)
 Listener = Callable[[Change], None]
 
 
-@dataclass
-class Step:
-    """A node of the history tree. Step 0 is the program as loaded."""
-
-    id: int
-    parent: int | None
-    kind: str  # "root" | "apply" | "decision" | "replay" | "run"
-    primitive: str | None
-    label: str
-    args: list = field(default_factory=list)
-    kwargs: dict = field(default_factory=dict)
-    result: Any = None
-    children: list[int] = field(default_factory=list)
-    created: tuple[str, ...] = ()  # names of the loops and blocks the step made
-
-    def to_json(self) -> dict:
-        return {
-            "id": self.id,
-            "parent": self.parent,
-            "kind": self.kind,
-            "primitive": self.primitive,
-            "label": self.label,
-            "args": self.args,
-            "kwargs": self.kwargs,
-            "result": self.result,
-            "children": list(self.children),
-        }
-
-
 class Session:
-    MAX_FAILED = 50  # failed attempts kept (the oldest go first)
+    MAX_FAILED = History.MAX_FAILED  # failed attempts kept (the oldest go first)
 
     def __init__(self, module: Any, func: str | None = None, *, seed: int | None = None):
         mod = program.load(module, func)
@@ -66,13 +37,10 @@ class Session:
         self._original = mod
         self._seed = seed
         self._states: dict[int, tsch.State] = {0: tsch.State.initial(mod, self.func_name, seed)}
-        self._steps: list[Step] = [Step(0, None, "root", None, "original program")]
-        self._current = 0
-        self._last_child: dict[int, int] = {}
+        self._history = History(max_failed=self.MAX_FAILED)  # the step tree (plain data)
         self._listeners: list[Listener] = []
         self._views: dict[int, StepView] = {}  # built once, when a step is first looked at
         self._added: list[int] = []  # steps made since the last notification (the history delta)
-        self._failed: list[FailedAttempt] = []  # attempts that raised, oldest first (see ``failed``)
         self.measurements: dict[int, Any] = {}  # step id -> Measurement
         self._lowerings: dict[tuple[int, str], Any] = {}  # (step id, target) -> Lowering (a step never changes)
 
@@ -97,7 +65,7 @@ class Session:
 
     @property
     def _state(self) -> tsch.State:
-        return self._states[self._current]
+        return self._states[self._history.current_id]
 
     @property
     def script(self) -> str:
@@ -180,15 +148,15 @@ class Session:
 
     def step_view(self, step: int | None = None) -> StepView:
         """Everything a view shows of a step (default: the current one), computed once per step."""
-        sid = self._current if step is None else step
+        sid = self._history.current_id if step is None else step
         view = self._views.get(sid)
         if view is None:
-            self._step_or_raise(sid)
+            self._history.check(sid)
             view = self._views[sid] = self._build_view(sid)
         return view
 
     def _build_view(self, sid: int) -> StepView:
-        step, state = self._steps[sid], self._states[sid]
+        step, state = self._history[sid], self._states[sid]
         script = state.script
         lines = changed_lines(self._states[step.parent].script, script) if step.parent is not None else []
         return StepView(
@@ -208,55 +176,37 @@ class Session:
     # --- history ------------------------------------------------------------------------------
     @property
     def steps(self) -> list[Step]:
-        return list(self._steps)
+        return self._history.steps
 
     @property
     def current(self) -> Step:
-        return self._steps[self._current]
+        return self._history.current
 
     def path(self, step: int | None = None) -> list[int]:
         """Step ids from the root to ``step`` (default: the current one)."""
-        out = []
-        node: int | None = self._current if step is None else step
-        while node is not None:
-            out.append(node)
-            node = self._steps[node].parent
-        return out[::-1]
+        return self._history.path(step)
 
     @property
     def visited_children(self) -> dict[int, int]:
         """Where redo goes from each step: parent id -> the child that was current last (the
         newest child when none was). The explorer's page applies the same rule to the steps it holds
-        (js/explorer/history.ts, redoTarget)."""
-        return dict(self._last_child)
+        (js/explorer/history.ts, redoTarget; its Python twin is ``core/history.py``)."""
+        return self._history.visited_children
 
     def undo(self) -> Step:
-        parent = self.current.parent
-        if parent is None:
-            raise MlcLabError("nothing to undo: this is the original program")
-        self._last_child[parent] = self._current
-        self._move(parent, "undo")
+        self._history.undo()
+        self._notify("undo")
         return self.current
 
     def redo(self) -> Step:
-        children = self.current.children
-        if not children:
-            raise MlcLabError("nothing to redo")
-        target = self._last_child.get(self._current, children[-1])
-        self._move(target, "redo")
+        self._history.redo()
+        self._notify("redo")
         return self.current
 
     def goto(self, step: int) -> Step:
-        self._step_or_raise(step)
-        self._move(step, "goto")
+        self._history.goto(step)
+        self._notify("goto")
         return self.current
-
-    def _move(self, step: int, event: str) -> None:
-        self._current = step
-        parent = self._steps[step].parent
-        if parent is not None:
-            self._last_child[parent] = step
-        self._notify(event)
 
     # --- applying primitives ------------------------------------------------------------------
     def apply(self, primitive: str, *args: Any, **kwargs: Any) -> Any:
@@ -273,13 +223,14 @@ class Session:
                 return self._results_of(self.current)
             again = self._same_child(primitive, label, args, kwargs)
             if again is not None:  # the same step again after an undo: go back down that branch
-                self._move(again.id, "apply")
+                self._history.goto(again.id)
+                self._notify("apply")
                 return self._results_of(again)
             new_state, outputs = self._state.apply(primitive, args_t, kwargs_t)
         except MlcLabError as exc:
             exc.label = label  # the failed attempt reads as the step would have
             self._say_way_back(exc)
-            self._keep_failed(exc, primitive, label)
+            self._history.fail(exc, primitive, label)
             raise
         step = self._add_step(
             new_state,
@@ -296,20 +247,15 @@ class Session:
     def failed(self) -> list[FailedAttempt]:
         """The attempts that failed (the last ``MAX_FAILED``), oldest first, each under the step it was
         tried from. A failure changes no step and notifies no listener; views read this list."""
-        return list(self._failed)
-
-    def _keep_failed(self, exc: BaseException, primitive: str, label: str) -> None:
-        last = self._failed[-1].id if self._failed else 0
-        self._failed.append(FailedAttempt.of(exc, id=last + 1, parent=self._current, primitive=primitive, label=label))
-        del self._failed[: -self.MAX_FAILED]
+        return self._history.failed
 
     def _say_way_back(self, exc: BaseException) -> None:
         """An unknown name at a step other than the original: the usual cause is clicks in the
         explorer that moved the session on from where the code expects it. Say where it is and the
         way back."""
-        if isinstance(exc, NameResolutionError) and self._current != 0:
+        if isinstance(exc, NameResolutionError) and self._history.current_id != 0:
             exc.add_to_summary(
-                f"The session is at step {self._current} ({self.current.label}), not at the original "
+                f"The session is at step {self._history.current_id} ({self.current.label}), not at the original "
                 f"program: Undo in the explorer, or session.goto(0), goes back to it"
             )
 
@@ -330,11 +276,7 @@ class Session:
             return None
         if _has_sampled((args, kwargs)) or primitive.startswith("sample_"):
             return None  # sampling again must draw again
-        for cid in self.current.children:
-            child = self._steps[cid]
-            if child.kind == "apply" and child.label == label:
-                return child
-        return None
+        return self._history.child_labelled(label)
 
     def _results_of(self, step: Step) -> Any:
         values = list(step.result or [])
@@ -384,24 +326,18 @@ class Session:
         parent: int | None = None,
         notify: bool = True,
     ) -> Step:
-        parent_id = self._current if parent is None else parent
-        step = Step(
-            id=len(self._steps),
-            parent=parent_id,
-            kind=kind,
-            primitive=primitive,
-            label=label,
-            args=args or [],
-            kwargs=kwargs or {},
+        step = self._history.add(
+            kind,
+            primitive,
+            label,
+            args=args,
+            kwargs=kwargs,
             result=[o.name if o.kind != "value" else _jsonable(o.value) for o in (outputs or [])] or None,
             created=tuple(o.name for o in (outputs or []) if o.kind in ("loop", "block") and o.name),
+            parent=parent,
         )
-        self._steps.append(step)
         self._added.append(step.id)
         self._states[step.id] = state
-        self._steps[parent_id].children.append(step.id)
-        self._current = step.id
-        self._last_child[parent_id] = step.id
         if notify:
             self._notify(kind)
         return step
@@ -424,7 +360,8 @@ class Session:
             named.line = exc.line
             raise named from None
         if not built:  # nothing but look-ups: the trace describes the original program
-            self._move(0, "replay")
+            self._history.goto(0)
+            self._notify("replay")
             return self.current
         parent = 0
         for state, call, outputs in built:
@@ -675,7 +612,7 @@ class Session:
         and time it in a worker process. The result is also kept in ``measurements``."""
         from mlc_lab.core.measure import measure
 
-        sid = self._current if step is None else step
+        sid = self._history.current_id if step is None else step
         module = self._state_of(sid).mod
         result = measure(module, self._original, self.func_name, target, **kwargs)
         self.measurements[sid] = result  # a step's view never changes: its measurements live here
@@ -690,7 +627,7 @@ class Session:
         the worker process; cached per step and target. See ``mlc_lab.core.lowering.Lowering``."""
         from mlc_lab.core.lowering import lower, target_info
 
-        sid = self._current if step is None else step
+        sid = self._history.current_id if step is None else step
         state = self._state_of(sid)
         key = (sid, target if isinstance(target, str) and target in ("cpu", "cuda") else target_info(target)["key"])
         if key not in self._lowerings:
@@ -736,7 +673,9 @@ class Session:
         change = Change(
             event,
             self.step_view(step),
-            tuple(StepSummary(s.id, s.parent, s.kind, s.primitive, s.label) for s in (self._steps[i] for i in added)),
+            tuple(
+                StepSummary(s.id, s.parent, s.kind, s.primitive, s.label) for s in map(self._history.__getitem__, added)
+            ),
         )
         for cb in list(self._listeners):
             try:
@@ -746,15 +685,12 @@ class Session:
 
     # --- helpers --------------------------------------------------------------------------------
     def _state_of(self, step: int) -> tsch.State:
-        self._step_or_raise(step)
-        return self._states[step]
-
-    def _step_or_raise(self, step: int) -> None:
-        if not isinstance(step, int) or not 0 <= step < len(self._steps):
-            raise MlcLabError(f"there is no step {step!r}; steps are 0..{len(self._steps) - 1}")
+        return self._states[self._history.check(step)]
 
     def __repr__(self) -> str:
-        return f"<Session {self.func_name}: step {self._current} of {len(self._steps)}: {self.current.label}>"
+        return (
+            f"<Session {self.func_name}: step {self._history.current_id} of {len(self._history)}: {self.current.label}>"
+        )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | None:
         if display.has_view("explorer"):
