@@ -15,10 +15,9 @@ from mlc_lab.core.history import History, Step
 from mlc_lab.core.model import Change, FailedAttempt, StepSummary, StepView, changed_lines
 from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError, TraceParseError
 from mlc_lab.model.steps import LIST_RESULTS, Decision
-from mlc_lab.tvm import program
+from mlc_lab.tvm import program, state_trace, trace_io
 from mlc_lab.tvm import schedule as tsch
-from mlc_lab.tvm import trace_io
-from mlc_lab.core.step_calls import Sampled, _legacy_attribute_hint, _replay_error, _has_sampled, _jsonable, _call_label
+from mlc_lab.core.step_calls import Sampled, _has_sampled, _jsonable, _call_label
 from mlc_lab.core.tilings import perfect_tilings, _product
 from mlc_lab.core.session_access import _analysis_errors, _plain_at
 
@@ -35,6 +34,7 @@ class Session:
         names = program.prim_func_names(mod)
         self.func_name = func or ("main" if "main" in names else names[0])
         self._original = mod
+        self._func_names = set(names)
         self._seed = seed
         self._states: dict[int, tsch.State] = {0: tsch.State.initial(mod, self.func_name, seed)}
         self._history = History(max_failed=self.MAX_FAILED)  # the step tree (plain data)
@@ -85,7 +85,7 @@ class Session:
 
     @property
     def trace(self) -> str:
-        return trace_io.printed_trace(self._state.trace)
+        return state_trace.printed(self._state)
 
     @property
     def trace_json(self) -> list:
@@ -94,23 +94,14 @@ class Session:
     @property
     def trace_python(self) -> str:
         """The current schedule as a function to paste into a notebook."""
-        body = self._state.trace.as_python(remove_postproc=False)
-        lines = [
-            "from tvm import s_tir",
-            "",
-            "",
-            "def schedule(sch: s_tir.Schedule) -> s_tir.Schedule:",
-        ]
-        lines += [f"    {stmt}" for stmt in body] or ["    pass"]
-        lines.append("    return sch")
-        return "\n".join(lines) + "\n"
+        return state_trace.schedule_function(self._state)
 
     def submission(self, step: int | None = None) -> str:
         """The schedule of the step (default: current) as the function courses ask students to hand
         in, ``def apply_trace(sch: s_tir.Schedule) -> None:`` with its import: it runs unchanged on
         ``tvm.s_tir.Schedule(prim_func)`` and reads back with ``Session.from_trace``."""
         state = self._state if step is None else self._state_of(step)
-        return trace_io.apply_trace_source(state.trace)
+        return state_trace.submission(state)
 
     def submit(
         self,
@@ -167,7 +158,7 @@ class Session:
             label=step.label,
             script=script,
             loop_tree=state.loop_tree(),
-            trace=trace_io.printed_trace(state.trace),
+            trace=state_trace.printed(state),
             changed_lines=tuple(lines),
             created=step.created,
             decisions=tuple(self._decisions_of(sid)),
@@ -351,8 +342,7 @@ class Session:
         """
         trace, path = trace_io.read_trace_source(trace)
         try:
-            calls = self._parse_trace(trace)
-            built = self._replay_calls(self._states[0], calls, env={})
+            built = state_trace.replay(self._states[0], state_trace.parse(trace), self._func_names)
         except TraceParseError as exc:
             if path is None:
                 raise
@@ -364,13 +354,13 @@ class Session:
             self._notify("replay")
             return self.current
         parent = 0
-        for state, call, outputs in built:
+        for made in built:
             step = self._add_step(
-                state,
+                made.state,
                 kind="replay",
-                primitive=call.primitive,
-                label=call.label or call.text,
-                outputs=outputs,
+                primitive=made.primitive,
+                label=made.label,
+                outputs=made.outputs,
                 parent=parent,
                 notify=False,
             )
@@ -378,102 +368,15 @@ class Session:
         self._notify("replay")
         return self.current
 
-    def _parse_trace(self, trace: Any) -> list[trace_io.TraceCall]:
-        """A trace in any form a user holds (a path to a file, text, a pasted ``apply_trace`` function,
-        JSON, ``sch.trace``, a tuning record) as calls; a file is read, never run."""
-        data = trace_io.trace_data(trace)
-        if isinstance(data, str):
-            return trace_io.parse_trace_text(data)
-        return trace_io.calls_from_json(data)
-
-    def _replay_calls(
-        self, state: tsch.State, calls: list[trace_io.TraceCall], env: dict[str, Any]
-    ) -> list[tuple[tsch.State, trace_io.TraceCall, list]]:
-        """Apply calls one by one; lookups are folded into the next real call's step.
-
-        Every failure is a ``TraceParseError`` naming the line (text) or instruction (JSON); the states
-        already built are new objects, so the session is untouched until the caller adds them.
-        """
-
-        def lookup(name: str) -> Any:
-            if name not in env:
-                raise ScheduleStepError(f"{name} is not defined", primitive="?")
-            return env[name]
-
-        def resolve(value: Any) -> Any:
-            if isinstance(value, trace_io.Ref):
-                return lookup(value.name)
-            return trace_io.bind_value(value, lookup)
-
-        names = set(program.prim_func_names(self._original))
-        built = []
-        for call in calls:
-            if call.primitive == "get_sblock" and call.kwargs.get("func_name") not in names | {None}:
-                # meta_schedule tunes a copy of the function called "main": point it back at ours.
-                call.kwargs["func_name"] = self.func_name
-            try:
-                if call.primitive not in tsch.LOOKUPS:
-                    call.label = state.describe(call.primitive, tuple(call.args), dict(call.kwargs), resolve)
-                state, outputs = state.apply(call.primitive, tuple(call.args), dict(call.kwargs), resolve)
-            except ScheduleStepError as exc:
-                raise _replay_error(call, str(exc)) from None
-            except MlcLabError as exc:
-                raise _replay_error(call, str(exc)) from None
-            except Exception as exc:  # noqa: BLE001  (TVM or our conversion failed in a way not foreseen)
-                raise _replay_error(call, f"{call.primitive} failed: {type(exc).__name__}: {exc}".strip()) from None
-            if call.targets:
-                if len(call.targets) != len(outputs):
-                    raise _replay_error(
-                        call, f"{call.primitive} gives {len(outputs)} value(s) but the trace names {len(call.targets)}"
-                    )
-                for name, out in zip(call.targets, outputs):
-                    if name != "_":
-                        env[name] = out.rv
-            if call.primitive not in tsch.LOOKUPS:
-                built.append((state, call, outputs))
-        return built
-
     def run(self, fn: Callable[[Any], Any]) -> Step:
         """Run the user's own schedule function on a copy and record what it did as steps."""
-        before = self._state
-        work = before.fork()
-        try:
-            fn(work.sch)
-        except AttributeError as exc:
-            raise ScheduleStepError(
-                _legacy_attribute_hint(exc),
-                primitive=getattr(fn, "__name__", "run"),
-                detail=f"{type(exc).__name__}: {exc}",
-            ) from exc
-        except Exception as exc:
-            raise ScheduleStepError(
-                f"the schedule function raised {type(exc).__name__}: {exc}", primitive=getattr(fn, "__name__", "run")
-            ) from exc
-        old_len = before.trace_length()
-        work.took_changes(old_len)
-        insts = before.sch.trace.insts  # handles of the schedule the calls are replayed on
-        try:
-            # Read what the function did from TVM's JSON (its printer fails on some primitives).
-            calls = trace_io.calls_from_json(trace_io.trace_data(work.trace))
-            env: dict[str, Any] = {}
-            for pos, call in enumerate(calls[:old_len]):
-                for k, name in enumerate(call.targets):
-                    if name != "_":
-                        env[name] = insts[pos].outputs[k]
-            built = self._replay_calls(before, calls[old_len:], env)
-        except (TraceParseError, ScheduleStepError):
-            built = []
+        work, built = state_trace.run_function(self._state, fn, self._func_names)
         if not built:  # fall back to one step holding whatever the function did
             self._add_step(work, kind="run", primitive=None, label=f"run {getattr(fn, '__name__', 'fn')}()")
             return self.current
-        for state, call, outputs in built:
+        for made in built:
             self._add_step(
-                state,
-                kind="apply",
-                primitive=call.primitive,
-                label=call.label or call.text,
-                outputs=outputs,
-                notify=False,
+                made.state, kind="apply", primitive=made.primitive, label=made.label, outputs=made.outputs, notify=False
             )
         self._notify("run")
         return self.current
@@ -485,14 +388,10 @@ class Session:
         return copy.deepcopy(list(self.step_view().decisions))
 
     def _decisions_of(self, sid: int) -> list[Decision]:
-        state = self._states[sid]
         out: list[Decision] = []
-        trace = state.trace
-        for index, (pos, inst) in enumerate(state.sampling_instructions()):
-            kind = inst.kind.name
-            decision = tsch.to_plain(trace.get_decision(inst))
-            attrs = tsch.to_plain(inst.attrs)
-            entry: dict[str, Any] = {"index": index, "position": pos, "kind": kind, "value": decision}
+        for index, sample in enumerate(self._states[sid].sampled()):
+            kind, decision, attrs = sample["kind"], sample["value"], sample["attrs"]
+            entry: dict[str, Any] = {"index": index, "position": sample["position"], "kind": kind, "value": decision}
             if kind == "SamplePerfectTile":
                 n, max_inner = int(attrs[0]), int(attrs[1])
                 extent = _product(decision)
@@ -501,7 +400,7 @@ class Session:
                     max_innermost_factor=max_inner,
                     extent=extent,
                     choices=perfect_tilings(extent, n, max_inner),
-                    loop=self._sampled_loop_name(sid, pos),
+                    loop=sample["loop"],
                 )
             elif kind == "SampleCategorical":
                 entry.update(
@@ -512,18 +411,13 @@ class Session:
             out.append(cast(Decision, entry))  # every key of a Decision is set above
         return out
 
-    def _sampled_loop_name(self, step: int, position: int) -> str | None:
-        # Named when it was sampled (the loop may be split away by now).
-        return self._states[step].sampled_loops.get(position)
-
     def set_decision(self, index: int, value: Any) -> Step:
         """Replay the schedule with sampling instruction ``index`` deciding ``value`` (a new step)."""
         decisions = self.decisions
         if not 0 <= index < len(decisions):
             raise DecisionError(f"there is no sampling instruction #{index}; the trace has {len(decisions)}")
         entry = decisions[index]
-        inst = self._state.trace.insts[entry["position"]]
-        clean = tsch.check_decision(inst, value)
+        clean = self._state.check_decision(entry["position"], value)
         if entry["kind"] == "SamplePerfectTile":
             if _product(clean) != entry["extent"]:
                 raise DecisionError(

@@ -103,11 +103,10 @@ class Ref:
         return self.name
 
 
-@dataclass
+@dataclass(frozen=True)
 class Output:
-    """One output of an applied primitive, in every form a caller may need."""
+    """One output of an applied primitive, as plain data (its live handle is ``State.rv_of(handle)``)."""
 
-    rv: Any
     kind: str  # "loop" | "block" | "value"
     name: str | None  # printed name for loops/blocks
     value: Any  # sampled value for "value"
@@ -339,15 +338,15 @@ class State:
             handle = Handle(position, i)
             special = _special_location(self.sch, rv) if sampled_location else None
             if special:  # sample_compute_location decided -1 (the root: stay) or -2 (inline): not a loop
-                out.append(Output(rv, "loop", special, None, handle))
+                out.append(Output("loop", special, None, handle))
             elif isinstance(rv, LoopRV):
-                out.append(Output(rv, "loop", self._loop_name(rv), None, handle))
+                out.append(Output("loop", self._loop_name(rv), None, handle))
             elif isinstance(rv, SBlockRV):
-                out.append(Output(rv, "block", _get(self.sch, rv).name_hint, None, handle))
+                out.append(Output("block", _get(self.sch, rv).name_hint, None, handle))
             elif rv is None:  # a dynamic sample_perfect_tile: the outer factor is left to split (None)
-                out.append(Output(None, "value", None, None, handle))
+                out.append(Output("value", None, None, handle))
             else:
-                out.append(Output(rv, "value", None, _plain_value(_get(self.sch, rv)), handle))
+                out.append(Output("value", None, _plain_value(_get(self.sch, rv)), handle))
         return out
 
     def _loop_name(self, rv: Any) -> str:
@@ -398,8 +397,27 @@ class State:
         return self.mod[info.func], self.index.for_node(info)
 
     # --- decisions --------------------------------------------------------------------------
-    def sampling_instructions(self) -> list[tuple[int, Any]]:
-        return [(pos, inst) for pos, inst in enumerate(self.trace.insts) if inst.kind.name in SAMPLING_KINDS]
+    def sampled(self) -> list[dict[str, Any]]:
+        """Every sampling instruction of the trace, in order, as plain data: its ``position`` in the
+        trace, ``kind`` (``SamplePerfectTile``...), decided ``value``, ``attrs`` and the ``loop`` it
+        tiles (named when it was sampled; the loop may be split away by now)."""
+        trace = self.trace
+        return [
+            {
+                "position": pos,
+                "kind": inst.kind.name,
+                "value": to_plain(trace.get_decision(inst)),
+                "attrs": to_plain(inst.attrs),
+                "loop": self.sampled_loops.get(pos),
+            }
+            for pos, inst in enumerate(trace.insts)
+            if inst.kind.name in SAMPLING_KINDS
+        ]
+
+    def check_decision(self, position: int, value: Any) -> Any:
+        """``value`` as the decision of the sampling instruction at ``position``, checked (TVM would
+        silently replace a bad one): the clean value, or DecisionError."""
+        return check_decision(self.trace.insts[position], value)
 
     def with_decision(self, position: int, value: Any, original: tvm.IRModule, seed: int | None) -> "State":
         trace = self.trace
