@@ -19,7 +19,7 @@ from mlc_lab.tvm import program, state_trace, trace_io
 from mlc_lab.tvm import schedule as tsch
 from mlc_lab.core.step_calls import Sampled, _has_sampled, _jsonable, _call_label
 from mlc_lab.core.tilings import perfect_tilings, _product
-from mlc_lab.core.session_access import _analysis_errors, _plain_at
+from mlc_lab.core.session_access import _analysis_errors
 
 log = logging.getLogger(__name__)
 
@@ -486,20 +486,15 @@ class Session:
         """Run an access analysis (``access.footprint``, ``access.gpu_stats``) on ``loop`` of a step."""
         from mlc_lab.tvm import access_ir
 
-        func, node, at_ids = self._access_query(loop, at, step)
-        with _analysis_errors(loop):
-            return analysis(access_ir.lower(func), access_ir.loop_id(func, node), at_ids, **options)
-
-    def _access_query(self, loop: str, at: dict | None, step: int | None) -> tuple[Any, Any, dict | None]:
         state = self._state if step is None else self._state_of(step)
-        try:
-            found = state.find_loop(loop)
-        except NameResolutionError as exc:
-            if step is None:
-                self._say_way_back(exc)
-            raise
-        func, node = state.loop_node(found)
-        return func, node, _plain_at(state, func, at)
+        with _analysis_errors(loop):
+            try:
+                program, loop_id, at_ids = access_ir.query(state, loop, at)
+            except NameResolutionError as exc:
+                if step is None:
+                    self._say_way_back(exc)
+                raise
+            return analysis(program, loop_id, at_ids, **options)
 
     def measure(self, target: Any = "cpu", step: int | None = None, **kwargs: Any) -> Any:
         """Build the step (default: current), check it against the original program on random inputs,
