@@ -17,7 +17,7 @@ from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, Sche
 from mlc_lab.model.steps import LIST_RESULTS, Decision
 from mlc_lab.tvm import program, state_trace, trace_io
 from mlc_lab.tvm import schedule as tsch
-from mlc_lab.core.step_calls import Sampled, _has_sampled, _jsonable, _call_label
+from mlc_lab.core.step_calls import Sampled, _call_label, _given_label, _has_sampled, _jsonable
 from mlc_lab.core.tilings import perfect_tilings, _product
 from mlc_lab.core.session_access import _analysis_errors
 
@@ -206,19 +206,17 @@ class Session:
         Returns the names of new loops/blocks (one name or a list), ``Sampled`` values for
         ``sample_*``, or None. On failure raises ``ScheduleStepError`` and changes nothing.
         """
-        label = _call_label(primitive, args, kwargs)
+        label = ""
         try:
-            args_t = tuple(self._to_handles(a) for a in args)
-            kwargs_t = {k: self._to_handles(v) for k, v in kwargs.items()}
-            if self._repeats_current(primitive, label):  # one intent, one step: parallel twice is parallel
-                return self._results_of(self.current)
-            again = self._same_child(primitive, label, args, kwargs)
-            if again is not None:  # the same step again after an undo: go back down that branch
-                self._history.goto(again.id)
-                self._notify("apply")
-                return self._results_of(again)
-            new_state, outputs = self._state.apply(primitive, args_t, kwargs_t)
+            call = tsch.bind_call(primitive, args, kwargs)  # bound once: the label and TVM's call read it
+            label = _call_label(primitive, call)
+            handles = call.map(self._to_handles)
+            known = self._known_step(call, label)
+            if known is not None:
+                return self._results_of(known)
+            new_state, outputs = self._state.apply_call(handles)
         except MlcLabError as exc:
+            label = label or _given_label(primitive, args, kwargs)
             exc.label = label  # the failed attempt reads as the step would have
             self._say_way_back(exc)
             self._history.fail(exc, primitive, label)
@@ -226,7 +224,7 @@ class Session:
         step = self._add_step(
             new_state,
             kind="apply",
-            primitive=tsch.ALIASES.get(primitive, primitive),
+            primitive=call.primitive,
             label=label,
             args=[_jsonable(a) for a in args],
             kwargs={k: _jsonable(v) for k, v in kwargs.items()},
@@ -253,21 +251,21 @@ class Session:
     # Applying one of these again, with the same arguments, to the step it made changes nothing.
     _IDEMPOTENT = frozenset({"parallel", "vectorize", "unroll", "bind", "annotate", "unannotate"})
 
-    def _repeats_current(self, primitive: str, label: str) -> bool:
+    def _known_step(self, call: tsch.Call, label: str) -> Step | None:
+        """The step ``call`` (labelled ``label``) would make, if one is there already: the current
+        step itself (one intent, one step: parallel twice is parallel), or a child of it (the same step
+        again after an undo: the session goes back down that branch)."""
         step = self.current
-        return (
-            tsch.ALIASES.get(primitive, primitive) in self._IDEMPOTENT
-            and step.kind == "apply"
-            and step.primitive == tsch.ALIASES.get(primitive, primitive)
-            and step.label == label
-        )
-
-    def _same_child(self, primitive: str, label: str, args: tuple, kwargs: dict) -> Step | None:
-        if not self.current.children:  # the common case: a step at the tip of its branch
-            return None
-        if _has_sampled((args, kwargs)) or primitive.startswith("sample_"):
-            return None  # sampling again must draw again
-        return self._history.child_labelled(label)
+        same = step.kind == "apply" and step.primitive == call.primitive and step.label == label
+        if same and call.primitive in self._IDEMPOTENT:
+            return step
+        if not step.children or call.primitive.startswith("sample_") or _has_sampled(call.bound):
+            return None  # the common case (a step at the tip of its branch); sampling again must draw again
+        again = self._history.child_labelled(label)
+        if again is not None:
+            self._history.goto(again.id)
+            self._notify("apply")
+        return again
 
     def _results_of(self, step: Step) -> Any:
         values = list(step.result or [])

@@ -61,12 +61,14 @@ def _arg_text(value: Any) -> str:
     return repr(value)
 
 
-def _call_label(primitive: str, args: tuple, kwargs: dict) -> str:
-    """``split(Y/j, factors=[None, 4])``: the same text however the call was spelled (see call_parts)."""
-    try:
-        parts = [
-            _arg_text(v) if k is None else f"{k}={_arg_text(v)}" for k, v in tsch.call_parts(primitive, args, kwargs)
-        ]
-    except TypeError:  # arguments that do not fit: the step will fail; label it as given
-        parts = [_arg_text(a) for a in args] + [f"{k}={_arg_text(v)}" for k, v in kwargs.items()]
+def _call_label(primitive: str, call: tsch.Call) -> str:
+    """``split(Y/j, factors=[None, 4])``: the same text however the call was spelled (``Call.parts``),
+    under the primitive's name as the user gave it."""
+    parts = [_arg_text(v) if k is None else f"{k}={_arg_text(v)}" for k, v in call.parts()]
+    return f"{primitive}({', '.join(parts)})"
+
+
+def _given_label(primitive: str, args: tuple, kwargs: dict) -> str:
+    """The label of a call that does not fit its primitive (it fails): the arguments as given."""
+    parts = [_arg_text(a) for a in args] + [f"{k}={_arg_text(v)}" for k, v in kwargs.items()]
     return f"{primitive}({', '.join(parts)})"

@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError
 from mlc_lab.tvm import trace_io
-from mlc_lab.tvm.schedule import LOOKUPS, Handle, Output, State
+from mlc_lab.tvm.primitives import LOOKUPS
+from mlc_lab.tvm.schedule import Handle, Output, State
 
 
 @dataclass
