@@ -13,9 +13,9 @@ from typing import Any, Callable, cast
 from mlc_lab.core import display
 from mlc_lab.core.history import History, Step
 from mlc_lab.core.model import Change, FailedAttempt, StepSummary, StepView, changed_lines
-from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError, TraceParseError
+from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError
 from mlc_lab.model.steps import LIST_RESULTS, Decision
-from mlc_lab.tvm import program, state_trace, trace_io
+from mlc_lab.tvm import program, state_trace
 from mlc_lab.tvm import schedule as tsch
 from mlc_lab.core.step_calls import Sampled, _call_label, _given_label, _has_sampled, _jsonable
 from mlc_lab.core.tilings import perfect_tilings, _product
@@ -338,15 +338,7 @@ class Session:
         The trace is parsed, never executed. On any error nothing changes and ``TraceParseError``
         says which line.
         """
-        trace, path = trace_io.read_trace_source(trace)
-        try:
-            built = state_trace.replay(self._states[0], state_trace.parse(trace), self._func_names)
-        except TraceParseError as exc:
-            if path is None:
-                raise
-            named = TraceParseError(f"{path}: {exc}")
-            named.line = exc.line
-            raise named from None
+        built = state_trace.replay_source(self._states[0], trace, self._func_names)
         if not built:  # nothing but look-ups: the trace describes the original program
             self._history.goto(0)
             self._notify("replay")

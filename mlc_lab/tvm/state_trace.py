@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError
-from mlc_lab.tvm import trace_io
+from mlc_lab.tvm import program, trace_io
 from mlc_lab.tvm.primitives import LOOKUPS
 from mlc_lab.tvm.schedule import Handle, Output, State
 
@@ -103,6 +103,31 @@ def replay(
         if call.primitive not in LOOKUPS:
             built.append(Replayed(current, call.primitive, label or call.text, outputs))
     return built
+
+
+def replay_source(state: State, trace: Any, func_names: set[str]) -> list[Replayed]:
+    """``replay`` of a trace in any form ``parse`` reads, or a path to a file holding one (read,
+    never run): an error in a file names the file before the line."""
+    trace, path = trace_io.read_trace_source(trace)
+    try:
+        return replay(state, parse(trace), func_names)
+    except TraceParseError as exc:
+        if path is None:
+            raise
+        named = TraceParseError(f"{path}: {exc}")
+        named.line = exc.line
+        raise named from None
+
+
+def replayed_module(module: Any, trace: Any, func: str | None = None) -> Any:
+    """``module`` (anything ``program.load`` takes) with ``trace`` replayed on function ``func``
+    (default: "main", else the first): ``Session.from_trace(module, trace, func).module`` without a
+    Session. Raises TraceParseError naming the line that failed."""
+    mod = program.load(module, func)
+    names = program.prim_func_names(mod)
+    state = State.initial(mod, func or ("main" if "main" in names else names[0]))
+    built = replay_source(state, trace, set(names))
+    return built[-1].state.mod if built else state.mod
 
 
 def _define(env: dict[str, Handle | None], call: trace_io.TraceCall, outputs: list[Output]) -> None:
