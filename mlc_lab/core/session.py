@@ -35,7 +35,6 @@ class Session:
         self.func_name = func or ("main" if "main" in names else names[0])
         self._original = mod
         self._func_names = set(names)
-        self._seed = seed
         self._states: dict[int, tsch.State] = {0: tsch.State.initial(mod, self.func_name, seed)}
         self._history = History(max_failed=self.MAX_FAILED)  # the step tree (plain data)
         self._listeners: list[Listener] = []
@@ -416,7 +415,7 @@ class Session:
             limit = entry["max_innermost_factor"]
             if limit > 0 and clean[-1] > limit:
                 raise DecisionError(f"the innermost factor {clean[-1]} is above max_innermost_factor={limit}")
-        new_state = self._state.with_decision(entry["position"], clean, self._original, self._seed)
+        new_state = self._state.with_decision(entry["position"], clean)
         self._add_step(
             new_state,
             kind="decision",

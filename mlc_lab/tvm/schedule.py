@@ -391,13 +391,12 @@ class State:
         silently replace a bad one): the clean value, or DecisionError."""
         return check_decision(self.trace.insts[position], value)
 
-    def with_decision(self, position: int, value: Any, original: tvm.IRModule, seed: int | None) -> "State":
+    def with_decision(self, position: int, value: Any) -> "State":
+        """The step's schedule replayed from the original program with the sampling instruction at
+        ``position`` deciding ``value`` (checked first: ``check_decision``)."""
         trace = self.trace
-        inst = trace.insts[position]
-        new_trace = trace.with_decision(inst, value, remove_postproc=True)
-        fresh = State.initial(original, self.func, seed)
-        new_trace.apply_to_schedule(fresh.sch, remove_postproc=False)
-        return State(fresh.sch, self.func, make=fresh._make, sampled_loops=self.sampled_loops)
+        new_trace = trace.with_decision(trace.insts[position], value, remove_postproc=True)
+        return State(self._replayed(new_trace), self.func, make=self._make, sampled_loops=self.sampled_loops)
 
 
 def _register_tensor_intrinsics(name: str) -> None:
