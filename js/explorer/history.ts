@@ -78,9 +78,10 @@ export function diffBases(steps: StepInfo[], current: StepId | null): StepInfo[]
 
 /**
  * Where redo goes from `current`: the child that was current last (`visited`: parent -> child),
- * else the newest child; null when there is none. The Session's `redo` follows the same rule
- * (mlc_lab/core/session.py); tests/unit/test_history_rule.py and js/__tests__/history_rule.test.ts
- * drive both through one recorded walk (js/__tests__/fixtures/history_walk.json).
+ * else the newest child; null when there is none. The Session's tree follows the same rule
+ * (History.redo_target, mlc_lab/core/history.py); js/__tests__/history_rule.test.ts,
+ * tests/unit/test_history.py (History alone) and tests/unit/test_history_rule.py (the Session)
+ * drive all three through one recorded walk (js/__tests__/fixtures/history_walk.json).
  */
 export function redoTarget(steps: StepInfo[], current: StepId | null, visited: ReadonlyMap<string, StepId>): StepId | null {
   if (current === null) return null;

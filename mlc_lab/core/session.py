@@ -8,71 +8,38 @@ from __future__ import annotations
 
 import copy
 import logging
-from dataclasses import dataclass, field
 from typing import Any, Callable, cast
 
 from mlc_lab.core import display
+from mlc_lab.core.history import History, Step
 from mlc_lab.model.steps import Change, FailedAttempt, StepSummary, StepView, changed_lines
-from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError, TraceParseError
+from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError
 from mlc_lab.model.steps import LIST_RESULTS, Decision
-from mlc_lab.tvm import program
+from mlc_lab.tvm import program, state_trace
 from mlc_lab.tvm import schedule as tsch
-from mlc_lab.tvm import trace_io
-from mlc_lab.core.step_calls import Sampled, _legacy_attribute_hint, _replay_error, _has_sampled, _jsonable, _call_label
+from mlc_lab.core.step_calls import Sampled, _call_label, _given_label, _has_sampled, _jsonable
 from mlc_lab.core.tilings import perfect_tilings, _product
-from mlc_lab.core.access.query import _analysis_errors, _plain_at
+from mlc_lab.core.access.query import _analysis_errors
 
 log = logging.getLogger(__name__)
 
 Listener = Callable[[Change], None]
 
 
-@dataclass
-class Step:
-    """A node of the history tree. Step 0 is the program as loaded."""
-
-    id: int
-    parent: int | None
-    kind: str  # "root" | "apply" | "decision" | "replay" | "run"
-    primitive: str | None
-    label: str
-    args: list = field(default_factory=list)
-    kwargs: dict = field(default_factory=dict)
-    result: Any = None
-    children: list[int] = field(default_factory=list)
-    created: tuple[str, ...] = ()  # names of the loops and blocks the step made
-
-    def to_json(self) -> dict:
-        return {
-            "id": self.id,
-            "parent": self.parent,
-            "kind": self.kind,
-            "primitive": self.primitive,
-            "label": self.label,
-            "args": self.args,
-            "kwargs": self.kwargs,
-            "result": self.result,
-            "children": list(self.children),
-        }
-
-
 class Session:
-    MAX_FAILED = 50  # failed attempts kept (the oldest go first)
+    MAX_FAILED = History.MAX_FAILED  # failed attempts kept (the oldest go first)
 
     def __init__(self, module: Any, func: str | None = None, *, seed: int | None = None):
         mod = program.load(module, func)
         names = program.prim_func_names(mod)
         self.func_name = func or ("main" if "main" in names else names[0])
         self._original = mod
-        self._seed = seed
+        self._func_names = set(names)
         self._states: dict[int, tsch.State] = {0: tsch.State.initial(mod, self.func_name, seed)}
-        self._steps: list[Step] = [Step(0, None, "root", None, "original program")]
-        self._current = 0
-        self._last_child: dict[int, int] = {}
+        self._history = History(max_failed=self.MAX_FAILED)  # the step tree (plain data)
         self._listeners: list[Listener] = []
         self._views: dict[int, StepView] = {}  # built once, when a step is first looked at
         self._added: list[int] = []  # steps made since the last notification (the history delta)
-        self._failed: list[FailedAttempt] = []  # attempts that raised, oldest first (see ``failed``)
         self.measurements: dict[int, Any] = {}  # step id -> Measurement
         self._lowerings: dict[tuple[int, str], Any] = {}  # (step id, target) -> Lowering (a step never changes)
 
@@ -97,7 +64,7 @@ class Session:
 
     @property
     def _state(self) -> tsch.State:
-        return self._states[self._current]
+        return self._states[self._history.current_id]
 
     @property
     def script(self) -> str:
@@ -117,7 +84,7 @@ class Session:
 
     @property
     def trace(self) -> str:
-        return trace_io.printed_trace(self._state.trace)
+        return state_trace.printed(self._state)
 
     @property
     def trace_json(self) -> list:
@@ -126,23 +93,14 @@ class Session:
     @property
     def trace_python(self) -> str:
         """The current schedule as a function to paste into a notebook."""
-        body = self._state.trace.as_python(remove_postproc=False)
-        lines = [
-            "from tvm import s_tir",
-            "",
-            "",
-            "def schedule(sch: s_tir.Schedule) -> s_tir.Schedule:",
-        ]
-        lines += [f"    {stmt}" for stmt in body] or ["    pass"]
-        lines.append("    return sch")
-        return "\n".join(lines) + "\n"
+        return state_trace.schedule_function(self._state)
 
     def submission(self, step: int | None = None) -> str:
         """The schedule of the step (default: current) as the function courses ask students to hand
         in, ``def apply_trace(sch: s_tir.Schedule) -> None:`` with its import: it runs unchanged on
         ``tvm.s_tir.Schedule(prim_func)`` and reads back with ``Session.from_trace``."""
         state = self._state if step is None else self._state_of(step)
-        return trace_io.apply_trace_source(state.trace)
+        return state_trace.submission(state)
 
     def submit(
         self,
@@ -180,15 +138,15 @@ class Session:
 
     def step_view(self, step: int | None = None) -> StepView:
         """Everything a view shows of a step (default: the current one), computed once per step."""
-        sid = self._current if step is None else step
+        sid = self._history.current_id if step is None else step
         view = self._views.get(sid)
         if view is None:
-            self._step_or_raise(sid)
+            self._history.check(sid)
             view = self._views[sid] = self._build_view(sid)
         return view
 
     def _build_view(self, sid: int) -> StepView:
-        step, state = self._steps[sid], self._states[sid]
+        step, state = self._history[sid], self._states[sid]
         script = state.script
         lines = changed_lines(self._states[step.parent].script, script) if step.parent is not None else []
         return StepView(
@@ -199,7 +157,7 @@ class Session:
             label=step.label,
             script=script,
             loop_tree=state.loop_tree(),
-            trace=trace_io.printed_trace(state.trace),
+            trace=state_trace.printed(state),
             changed_lines=tuple(lines),
             created=step.created,
             decisions=tuple(self._decisions_of(sid)),
@@ -208,55 +166,37 @@ class Session:
     # --- history ------------------------------------------------------------------------------
     @property
     def steps(self) -> list[Step]:
-        return list(self._steps)
+        return self._history.steps
 
     @property
     def current(self) -> Step:
-        return self._steps[self._current]
+        return self._history.current
 
     def path(self, step: int | None = None) -> list[int]:
         """Step ids from the root to ``step`` (default: the current one)."""
-        out = []
-        node: int | None = self._current if step is None else step
-        while node is not None:
-            out.append(node)
-            node = self._steps[node].parent
-        return out[::-1]
+        return self._history.path(step)
 
     @property
     def visited_children(self) -> dict[int, int]:
         """Where redo goes from each step: parent id -> the child that was current last (the
         newest child when none was). The explorer's page applies the same rule to the steps it holds
-        (js/explorer/history.ts, redoTarget)."""
-        return dict(self._last_child)
+        (js/explorer/history.ts, redoTarget; its Python twin is ``core/history.py``)."""
+        return self._history.visited_children
 
     def undo(self) -> Step:
-        parent = self.current.parent
-        if parent is None:
-            raise MlcLabError("nothing to undo: this is the original program")
-        self._last_child[parent] = self._current
-        self._move(parent, "undo")
+        self._history.undo()
+        self._notify("undo")
         return self.current
 
     def redo(self) -> Step:
-        children = self.current.children
-        if not children:
-            raise MlcLabError("nothing to redo")
-        target = self._last_child.get(self._current, children[-1])
-        self._move(target, "redo")
+        self._history.redo()
+        self._notify("redo")
         return self.current
 
     def goto(self, step: int) -> Step:
-        self._step_or_raise(step)
-        self._move(step, "goto")
+        self._history.goto(step)
+        self._notify("goto")
         return self.current
-
-    def _move(self, step: int, event: str) -> None:
-        self._current = step
-        parent = self._steps[step].parent
-        if parent is not None:
-            self._last_child[parent] = step
-        self._notify(event)
 
     # --- applying primitives ------------------------------------------------------------------
     def apply(self, primitive: str, *args: Any, **kwargs: Any) -> Any:
@@ -265,26 +205,25 @@ class Session:
         Returns the names of new loops/blocks (one name or a list), ``Sampled`` values for
         ``sample_*``, or None. On failure raises ``ScheduleStepError`` and changes nothing.
         """
-        label = _call_label(primitive, args, kwargs)
+        label = ""
         try:
-            args_t = tuple(self._to_handles(a) for a in args)
-            kwargs_t = {k: self._to_handles(v) for k, v in kwargs.items()}
-            if self._repeats_current(primitive, label):  # one intent, one step: parallel twice is parallel
-                return self._results_of(self.current)
-            again = self._same_child(primitive, label, args, kwargs)
-            if again is not None:  # the same step again after an undo: go back down that branch
-                self._move(again.id, "apply")
-                return self._results_of(again)
-            new_state, outputs = self._state.apply(primitive, args_t, kwargs_t)
+            call = tsch.bind_call(primitive, args, kwargs)  # bound once: the label and TVM's call read it
+            label = _call_label(primitive, call)
+            handles = call.map(self._to_handles)
+            known = self._known_step(call, label)
+            if known is not None:
+                return self._results_of(known)
+            new_state, outputs = self._state.apply_call(handles)
         except MlcLabError as exc:
+            label = label or _given_label(primitive, args, kwargs)
             exc.label = label  # the failed attempt reads as the step would have
             self._say_way_back(exc)
-            self._keep_failed(exc, primitive, label)
+            self._history.fail(exc, primitive, label)
             raise
         step = self._add_step(
             new_state,
             kind="apply",
-            primitive=tsch.ALIASES.get(primitive, primitive),
+            primitive=call.primitive,
             label=label,
             args=[_jsonable(a) for a in args],
             kwargs={k: _jsonable(v) for k, v in kwargs.items()},
@@ -296,45 +235,36 @@ class Session:
     def failed(self) -> list[FailedAttempt]:
         """The attempts that failed (the last ``MAX_FAILED``), oldest first, each under the step it was
         tried from. A failure changes no step and notifies no listener; views read this list."""
-        return list(self._failed)
-
-    def _keep_failed(self, exc: BaseException, primitive: str, label: str) -> None:
-        last = self._failed[-1].id if self._failed else 0
-        self._failed.append(FailedAttempt.of(exc, id=last + 1, parent=self._current, primitive=primitive, label=label))
-        del self._failed[: -self.MAX_FAILED]
+        return self._history.failed
 
     def _say_way_back(self, exc: BaseException) -> None:
         """An unknown name at a step other than the original: the usual cause is clicks in the
         explorer that moved the session on from where the code expects it. Say where it is and the
         way back."""
-        if isinstance(exc, NameResolutionError) and self._current != 0:
+        if isinstance(exc, NameResolutionError) and self._history.current_id != 0:
             exc.add_to_summary(
-                f"The session is at step {self._current} ({self.current.label}), not at the original "
+                f"The session is at step {self._history.current_id} ({self.current.label}), not at the original "
                 f"program: Undo in the explorer, or session.goto(0), goes back to it"
             )
 
     # Applying one of these again, with the same arguments, to the step it made changes nothing.
     _IDEMPOTENT = frozenset({"parallel", "vectorize", "unroll", "bind", "annotate", "unannotate"})
 
-    def _repeats_current(self, primitive: str, label: str) -> bool:
+    def _known_step(self, call: tsch.Call, label: str) -> Step | None:
+        """The step ``call`` (labelled ``label``) would make, if one is there already: the current
+        step itself (one intent, one step: parallel twice is parallel), or a child of it (the same step
+        again after an undo: the session goes back down that branch)."""
         step = self.current
-        return (
-            tsch.ALIASES.get(primitive, primitive) in self._IDEMPOTENT
-            and step.kind == "apply"
-            and step.primitive == tsch.ALIASES.get(primitive, primitive)
-            and step.label == label
-        )
-
-    def _same_child(self, primitive: str, label: str, args: tuple, kwargs: dict) -> Step | None:
-        if not self.current.children:  # the common case: a step at the tip of its branch
-            return None
-        if _has_sampled((args, kwargs)) or primitive.startswith("sample_"):
-            return None  # sampling again must draw again
-        for cid in self.current.children:
-            child = self._steps[cid]
-            if child.kind == "apply" and child.label == label:
-                return child
-        return None
+        same = step.kind == "apply" and step.primitive == call.primitive and step.label == label
+        if same and call.primitive in self._IDEMPOTENT:
+            return step
+        if not step.children or call.primitive.startswith("sample_") or _has_sampled(call.bound):
+            return None  # the common case (a step at the tip of its branch); sampling again must draw again
+        again = self._history.child_labelled(label)
+        if again is not None:
+            self._history.goto(again.id)
+            self._notify("apply")
+        return again
 
     def _results_of(self, step: Step) -> Any:
         values = list(step.result or [])
@@ -384,24 +314,18 @@ class Session:
         parent: int | None = None,
         notify: bool = True,
     ) -> Step:
-        parent_id = self._current if parent is None else parent
-        step = Step(
-            id=len(self._steps),
-            parent=parent_id,
-            kind=kind,
-            primitive=primitive,
-            label=label,
-            args=args or [],
-            kwargs=kwargs or {},
+        step = self._history.add(
+            kind,
+            primitive,
+            label,
+            args=args,
+            kwargs=kwargs,
             result=[o.name if o.kind != "value" else _jsonable(o.value) for o in (outputs or [])] or None,
             created=tuple(o.name for o in (outputs or []) if o.kind in ("loop", "block") and o.name),
+            parent=parent,
         )
-        self._steps.append(step)
         self._added.append(step.id)
         self._states[step.id] = state
-        self._steps[parent_id].children.append(step.id)
-        self._current = step.id
-        self._last_child[parent_id] = step.id
         if notify:
             self._notify(kind)
         return step
@@ -413,27 +337,19 @@ class Session:
         The trace is parsed, never executed. On any error nothing changes and ``TraceParseError``
         says which line.
         """
-        trace, path = trace_io.read_trace_source(trace)
-        try:
-            calls = self._parse_trace(trace)
-            built = self._replay_calls(self._states[0], calls, env={})
-        except TraceParseError as exc:
-            if path is None:
-                raise
-            named = TraceParseError(f"{path}: {exc}")
-            named.line = exc.line
-            raise named from None
+        built = state_trace.replay_source(self._states[0], trace, self._func_names)
         if not built:  # nothing but look-ups: the trace describes the original program
-            self._move(0, "replay")
+            self._history.goto(0)
+            self._notify("replay")
             return self.current
         parent = 0
-        for state, call, outputs in built:
+        for made in built:
             step = self._add_step(
-                state,
+                made.state,
                 kind="replay",
-                primitive=call.primitive,
-                label=call.label or call.text,
-                outputs=outputs,
+                primitive=made.primitive,
+                label=made.label,
+                outputs=made.outputs,
                 parent=parent,
                 notify=False,
             )
@@ -441,102 +357,15 @@ class Session:
         self._notify("replay")
         return self.current
 
-    def _parse_trace(self, trace: Any) -> list[trace_io.TraceCall]:
-        """A trace in any form a user holds (a path to a file, text, a pasted ``apply_trace`` function,
-        JSON, ``sch.trace``, a tuning record) as calls; a file is read, never run."""
-        data = trace_io.trace_data(trace)
-        if isinstance(data, str):
-            return trace_io.parse_trace_text(data)
-        return trace_io.calls_from_json(data)
-
-    def _replay_calls(
-        self, state: tsch.State, calls: list[trace_io.TraceCall], env: dict[str, Any]
-    ) -> list[tuple[tsch.State, trace_io.TraceCall, list]]:
-        """Apply calls one by one; lookups are folded into the next real call's step.
-
-        Every failure is a ``TraceParseError`` naming the line (text) or instruction (JSON); the states
-        already built are new objects, so the session is untouched until the caller adds them.
-        """
-
-        def lookup(name: str) -> Any:
-            if name not in env:
-                raise ScheduleStepError(f"{name} is not defined", primitive="?")
-            return env[name]
-
-        def resolve(value: Any) -> Any:
-            if isinstance(value, trace_io.Ref):
-                return lookup(value.name)
-            return trace_io.bind_value(value, lookup)
-
-        names = set(program.prim_func_names(self._original))
-        built = []
-        for call in calls:
-            if call.primitive == "get_sblock" and call.kwargs.get("func_name") not in names | {None}:
-                # meta_schedule tunes a copy of the function called "main": point it back at ours.
-                call.kwargs["func_name"] = self.func_name
-            try:
-                if call.primitive not in tsch.LOOKUPS:
-                    call.label = state.describe(call.primitive, tuple(call.args), dict(call.kwargs), resolve)
-                state, outputs = state.apply(call.primitive, tuple(call.args), dict(call.kwargs), resolve)
-            except ScheduleStepError as exc:
-                raise _replay_error(call, str(exc)) from None
-            except MlcLabError as exc:
-                raise _replay_error(call, str(exc)) from None
-            except Exception as exc:  # noqa: BLE001  (TVM or our conversion failed in a way not foreseen)
-                raise _replay_error(call, f"{call.primitive} failed: {type(exc).__name__}: {exc}".strip()) from None
-            if call.targets:
-                if len(call.targets) != len(outputs):
-                    raise _replay_error(
-                        call, f"{call.primitive} gives {len(outputs)} value(s) but the trace names {len(call.targets)}"
-                    )
-                for name, out in zip(call.targets, outputs):
-                    if name != "_":
-                        env[name] = out.rv
-            if call.primitive not in tsch.LOOKUPS:
-                built.append((state, call, outputs))
-        return built
-
     def run(self, fn: Callable[[Any], Any]) -> Step:
         """Run the user's own schedule function on a copy and record what it did as steps."""
-        before = self._state
-        work = before.fork()
-        try:
-            fn(work.sch)
-        except AttributeError as exc:
-            raise ScheduleStepError(
-                _legacy_attribute_hint(exc),
-                primitive=getattr(fn, "__name__", "run"),
-                detail=f"{type(exc).__name__}: {exc}",
-            ) from exc
-        except Exception as exc:
-            raise ScheduleStepError(
-                f"the schedule function raised {type(exc).__name__}: {exc}", primitive=getattr(fn, "__name__", "run")
-            ) from exc
-        old_len = before.trace_length()
-        work.took_changes(old_len)
-        insts = before.sch.trace.insts  # handles of the schedule the calls are replayed on
-        try:
-            # Read what the function did from TVM's JSON (its printer fails on some primitives).
-            calls = trace_io.calls_from_json(trace_io.trace_data(work.trace))
-            env: dict[str, Any] = {}
-            for pos, call in enumerate(calls[:old_len]):
-                for k, name in enumerate(call.targets):
-                    if name != "_":
-                        env[name] = insts[pos].outputs[k]
-            built = self._replay_calls(before, calls[old_len:], env)
-        except (TraceParseError, ScheduleStepError):
-            built = []
+        work, built = state_trace.run_function(self._state, fn, self._func_names)
         if not built:  # fall back to one step holding whatever the function did
             self._add_step(work, kind="run", primitive=None, label=f"run {getattr(fn, '__name__', 'fn')}()")
             return self.current
-        for state, call, outputs in built:
+        for made in built:
             self._add_step(
-                state,
-                kind="apply",
-                primitive=call.primitive,
-                label=call.label or call.text,
-                outputs=outputs,
-                notify=False,
+                made.state, kind="apply", primitive=made.primitive, label=made.label, outputs=made.outputs, notify=False
             )
         self._notify("run")
         return self.current
@@ -548,14 +377,10 @@ class Session:
         return copy.deepcopy(list(self.step_view().decisions))
 
     def _decisions_of(self, sid: int) -> list[Decision]:
-        state = self._states[sid]
         out: list[Decision] = []
-        trace = state.trace
-        for index, (pos, inst) in enumerate(state.sampling_instructions()):
-            kind = inst.kind.name
-            decision = tsch.to_plain(trace.get_decision(inst))
-            attrs = tsch.to_plain(inst.attrs)
-            entry: dict[str, Any] = {"index": index, "position": pos, "kind": kind, "value": decision}
+        for index, sample in enumerate(self._states[sid].sampled()):
+            kind, decision, attrs = sample["kind"], sample["value"], sample["attrs"]
+            entry: dict[str, Any] = {"index": index, "position": sample["position"], "kind": kind, "value": decision}
             if kind == "SamplePerfectTile":
                 n, max_inner = int(attrs[0]), int(attrs[1])
                 extent = _product(decision)
@@ -564,7 +389,7 @@ class Session:
                     max_innermost_factor=max_inner,
                     extent=extent,
                     choices=perfect_tilings(extent, n, max_inner),
-                    loop=self._sampled_loop_name(sid, pos),
+                    loop=sample["loop"],
                 )
             elif kind == "SampleCategorical":
                 entry.update(
@@ -575,18 +400,13 @@ class Session:
             out.append(cast(Decision, entry))  # every key of a Decision is set above
         return out
 
-    def _sampled_loop_name(self, step: int, position: int) -> str | None:
-        # Named when it was sampled (the loop may be split away by now).
-        return self._states[step].sampled_loops.get(position)
-
     def set_decision(self, index: int, value: Any) -> Step:
         """Replay the schedule with sampling instruction ``index`` deciding ``value`` (a new step)."""
         decisions = self.decisions
         if not 0 <= index < len(decisions):
             raise DecisionError(f"there is no sampling instruction #{index}; the trace has {len(decisions)}")
         entry = decisions[index]
-        inst = self._state.trace.insts[entry["position"]]
-        clean = tsch.check_decision(inst, value)
+        clean = self._state.check_decision(entry["position"], value)
         if entry["kind"] == "SamplePerfectTile":
             if _product(clean) != entry["extent"]:
                 raise DecisionError(
@@ -595,7 +415,7 @@ class Session:
             limit = entry["max_innermost_factor"]
             if limit > 0 and clean[-1] > limit:
                 raise DecisionError(f"the innermost factor {clean[-1]} is above max_innermost_factor={limit}")
-        new_state = self._state.with_decision(entry["position"], clean, self._original, self._seed)
+        new_state = self._state.with_decision(entry["position"], clean)
         self._add_step(
             new_state,
             kind="decision",
@@ -655,27 +475,22 @@ class Session:
         """Run an access analysis (``access.footprint``, ``access.gpu_stats``) on ``loop`` of a step."""
         from mlc_lab.tvm import access as access_ir
 
-        func, node, at_ids = self._access_query(loop, at, step)
-        with _analysis_errors(loop):
-            return analysis(access_ir.lower(func), access_ir.loop_id(func, node), at_ids, **options)
-
-    def _access_query(self, loop: str, at: dict | None, step: int | None) -> tuple[Any, Any, dict | None]:
         state = self._state if step is None else self._state_of(step)
-        try:
-            found = state.find_loop(loop)
-        except NameResolutionError as exc:
-            if step is None:
-                self._say_way_back(exc)
-            raise
-        func, node = state.loop_node(found)
-        return func, node, _plain_at(state, func, at)
+        with _analysis_errors(loop):
+            try:
+                program, loop_id, at_ids = access_ir.query(state, loop, at)
+            except NameResolutionError as exc:
+                if step is None:
+                    self._say_way_back(exc)
+                raise
+            return analysis(program, loop_id, at_ids, **options)
 
     def measure(self, target: Any = "cpu", step: int | None = None, **kwargs: Any) -> Any:
         """Build the step (default: current), check it against the original program on random inputs,
         and time it in a worker process. The result is also kept in ``measurements``."""
         from mlc_lab.core.measure import measure
 
-        sid = self._current if step is None else step
+        sid = self._history.current_id if step is None else step
         module = self._state_of(sid).mod
         result = measure(module, self._original, self.func_name, target, **kwargs)
         self.measurements[sid] = result  # a step's view never changes: its measurements live here
@@ -690,7 +505,7 @@ class Session:
         the worker process; cached per step and target. See ``mlc_lab.core.lowering.Lowering``."""
         from mlc_lab.core.lowering import lower, target_info
 
-        sid = self._current if step is None else step
+        sid = self._history.current_id if step is None else step
         state = self._state_of(sid)
         key = (sid, target if isinstance(target, str) and target in ("cpu", "cuda") else target_info(target)["key"])
         if key not in self._lowerings:
@@ -736,7 +551,9 @@ class Session:
         change = Change(
             event,
             self.step_view(step),
-            tuple(StepSummary(s.id, s.parent, s.kind, s.primitive, s.label) for s in (self._steps[i] for i in added)),
+            tuple(
+                StepSummary(s.id, s.parent, s.kind, s.primitive, s.label) for s in map(self._history.__getitem__, added)
+            ),
         )
         for cb in list(self._listeners):
             try:
@@ -746,15 +563,12 @@ class Session:
 
     # --- helpers --------------------------------------------------------------------------------
     def _state_of(self, step: int) -> tsch.State:
-        self._step_or_raise(step)
-        return self._states[step]
-
-    def _step_or_raise(self, step: int) -> None:
-        if not isinstance(step, int) or not 0 <= step < len(self._steps):
-            raise MlcLabError(f"there is no step {step!r}; steps are 0..{len(self._steps) - 1}")
+        return self._states[self._history.check(step)]
 
     def __repr__(self) -> str:
-        return f"<Session {self.func_name}: step {self._current} of {len(self._steps)}: {self.current.label}>"
+        return (
+            f"<Session {self.func_name}: step {self._history.current_id} of {len(self._history)}: {self.current.label}>"
+        )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | None:
         if display.has_view("explorer"):

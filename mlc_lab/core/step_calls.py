@@ -1,13 +1,11 @@
 """A schedule call as a Session keeps it: values drawn by sample_* (Sampled), the call's label and its
-arguments as JSON, and the plain sentences for a call that failed on replay or used a renamed method."""
+arguments as JSON."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from mlc_lab.errors import TraceParseError
 from mlc_lab.tvm import schedule as tsch
-from mlc_lab.tvm import trace_io
 
 
 class Sampled:
@@ -27,30 +25,6 @@ class Sampled:
 
     def __repr__(self) -> str:
         return f"Sampled({self.value!r})"
-
-
-# Schedule methods the course's TVM had under other names (TVM 0.27 renamed them).
-_RENAMED_METHODS = {"get_block": "get_sblock"}
-
-
-def _legacy_attribute_hint(exc: AttributeError) -> str:
-    """The plain sentence for a schedule function that uses a name TVM 0.27 no longer has."""
-    name = getattr(exc, "name", None) or ""
-    if name in _RENAMED_METHODS:
-        return (
-            f"the schedule function calls sch.{name}, which TVM 0.27 calls {_RENAMED_METHODS[name]}: "
-            f"use sch.{_RENAMED_METHODS[name]}, or pass the course's code through mlc_lab.convert"
-        )
-    return f"the schedule function raised AttributeError: {exc}"
-
-
-def _replay_error(call: trace_io.TraceCall, message: str) -> TraceParseError:
-    """``line 4: sch.split(...)`` / ``instruction 7 (Split): ...`` then what went wrong."""
-    first, _, rest = message.partition("\n")
-    text = first + (f"\n  {call.text}" if call.text else "") + (f"\n{rest}" if rest else "")
-    if call.where.startswith("instruction"):
-        return TraceParseError(f"{call.where}: {text}")
-    return TraceParseError(text, line=call.line)
 
 
 def _has_sampled(value: Any) -> bool:
@@ -87,12 +61,14 @@ def _arg_text(value: Any) -> str:
     return repr(value)
 
 
-def _call_label(primitive: str, args: tuple, kwargs: dict) -> str:
-    """``split(Y/j, factors=[None, 4])``: the same text however the call was spelled (see call_parts)."""
-    try:
-        parts = [
-            _arg_text(v) if k is None else f"{k}={_arg_text(v)}" for k, v in tsch.call_parts(primitive, args, kwargs)
-        ]
-    except TypeError:  # arguments that do not fit: the step will fail; label it as given
-        parts = [_arg_text(a) for a in args] + [f"{k}={_arg_text(v)}" for k, v in kwargs.items()]
+def _call_label(primitive: str, call: tsch.Call) -> str:
+    """``split(Y/j, factors=[None, 4])``: the same text however the call was spelled (``Call.parts``),
+    under the primitive's name as the user gave it."""
+    parts = [_arg_text(v) if k is None else f"{k}={_arg_text(v)}" for k, v in call.parts()]
+    return f"{primitive}({', '.join(parts)})"
+
+
+def _given_label(primitive: str, args: tuple, kwargs: dict) -> str:
+    """The label of a call that does not fit its primitive (it fails): the arguments as given."""
+    parts = [_arg_text(a) for a in args] + [f"{k}={_arg_text(v)}" for k, v in kwargs.items()]
     return f"{primitive}({', '.join(parts)})"

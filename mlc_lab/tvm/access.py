@@ -19,6 +19,7 @@ taken here:
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import tvm
 from tvm import tirx
@@ -519,3 +520,29 @@ def loop_id(func, node) -> int:
     if lid is None:
         raise AccessAnalysisError("the loop given is not part of this function")
     return lid
+
+
+def query(state: Any, loop: str, at: dict[str, int] | None) -> tuple[AccessProgram, int, dict[int, int] | None]:
+    """What an access analysis is asked about ``loop`` (a name as in the script) of a schedule state
+    (``schedule.State``): the access program of its function, the loop's id in it, and the enclosing
+    loops' values ``at`` keyed by their ids. An unknown name raises NameResolutionError."""
+    func, node = state.loop_node(state.find_loop(loop))
+    return lower(func), loop_id(func, node), _at_ids(state, func, at)
+
+
+def _at_ids(state: Any, func: Any, at: dict[str, int] | None) -> dict[int, int] | None:
+    """Enclosing-loop values keyed by the analysis's loop ids: each name (``i``, ``Y/i``,
+    ``func:Y/i``) is looked up like the loop argument, so a qualification picks its own loop."""
+    if not at:
+        return None
+    out: dict[int, int] = {}
+    for name, value in at.items():
+        try:
+            value = int(value)
+        except (TypeError, ValueError):
+            raise AccessAnalysisError(f"the value of loop {name} in 'at' must be an integer, not {value!r}") from None
+        owner, node = state.loop_node(state.find_loop(str(name)))
+        if not owner.same_as(func):
+            raise AccessAnalysisError(f"loop {name} in 'at' belongs to another function")
+        out[loop_id(func, node)] = value
+    return out

@@ -13,7 +13,6 @@ changed is dropped (rebuilt from the trace when next needed).
 from __future__ import annotations
 
 import inspect
-import typing
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -24,6 +23,18 @@ from tvm.s_tir.schedule import ScheduleError, Trace
 from mlc_lab.model.steps import LEGACY_THREAD_AXES, THREAD_AXES, LoopTree, ref_of
 from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError
 from mlc_lab.tvm import looptree, program
+from mlc_lab.tvm.primitives import (
+    BLOCK_LIST_PARAMS,
+    BLOCK_PARAMS,
+    EITHER_PARAMS,
+    LOOP_LIST_PARAMS,
+    LOOP_PARAMS,
+    SUBJECT_PARAMS,
+    Call,
+    bind_call,
+    raw_method,
+    type_check,
+)
 from mlc_lab.text.step_errors import step_error as _step_error
 from mlc_lab.text.trace_tables import Ref
 
@@ -40,34 +51,7 @@ def _get(sch: s_tir.Schedule, rv: Any) -> Any:
     return _raw_get(sch, rv)
 
 
-# The primitives a user may apply by name (TVM's own method names and argument names).
-# Every primitive of tvm.s_tir.Schedule 0.27 that a trace can record (one instruction kind each, see
-# src/s_tir/schedule/primitive/*.cc); tests/unit/test_trace_forms.py checks the list against TVM's.
-PRIMITIVES = frozenset(
-    """split reorder fuse merge loop_partition add_unit_loop parallel vectorize unroll bind
-    compute_at reverse_compute_at compute_inline reverse_compute_inline fuse_reduction_epilogue
-    cache_read cache_write cache_inplace cache_index reindex reindex_cache_read reindex_cache_write
-    read_at write_at set_scope storage_align unsafe_set_dtype
-    decompose_reduction rfactor decompose_padding pad_einsum rolling_buffer
-    blockize tensorize annotate unannotate annotate_buffer_access unsafe_hide_buffer_access
-    transform_layout transform_block_layout reorder_block_iter_var
-    sample_perfect_tile sample_partitioned_tile sample_categorical sample_compute_location
-    get_sblock get_loops get_child_blocks get_producers get_consumers get_output_blocks
-    enter_postproc""".split()
-)
-ALIASES = {"get_block": "get_sblock"}
-# Instructions that only look things up: they are folded into the next real step.
-LOOKUPS = frozenset(
-    {"get_sblock", "get_loops", "get_child_blocks", "get_producers", "get_consumers", "get_output_blocks"}
-)
 SAMPLING_KINDS = {"SamplePerfectTile", "SampleCategorical", "SampleComputeLocation"}
-
-# What each parameter name of a primitive takes, beyond literals.
-_LOOP_PARAMS = {"loop"}
-_LOOP_LIST_PARAMS = {"ordered_loops", "loops"}
-_BLOCK_PARAMS = {"block", "reduction_block", "epilogue_block", "scope_block"}
-_BLOCK_LIST_PARAMS = {"consumer_blocks"}
-_EITHER_PARAMS = {"block_or_loop"}
 
 
 @dataclass(frozen=True)
@@ -89,14 +73,10 @@ _DEFAULT_NOISE = {
 }
 
 
-_SUBJECT_PARAMS = {"loop", "block", "block_or_loop", "target"}
-
-
-@dataclass
+@dataclass(frozen=True)
 class Output:
-    """One output of an applied primitive, in every form a caller may need."""
+    """One output of an applied primitive, as plain data (its live handle is ``State.rv_of(handle)``)."""
 
-    rv: Any
     kind: str  # "loop" | "block" | "value"
     name: str | None  # printed name for loops/blocks
     value: Any  # sampled value for "value"
@@ -246,20 +226,11 @@ class State:
     ) -> tuple["State", list[Output]]:
         """Apply ``primitive``; return the new state (which takes over this state's schedule) and the
         outputs. On failure raise ``ScheduleStepError`` and leave this state as it was."""
-        name = ALIASES.get(primitive, primitive)
-        if name not in PRIMITIVES:
-            raise ScheduleStepError(
-                f"{primitive!r} is not a schedule primitive mlc_lab can apply",
-                primitive=primitive,
-                detail="known primitives: " + ", ".join(sorted(PRIMITIVES)),
-            )
-        method = getattr(s_tir.Schedule, name)
-        try:
-            bound = _bind(name, args, kwargs)
-        except TypeError as exc:
-            raise ScheduleStepError(
-                f"wrong arguments for {name}: {exc}", primitive=name, detail=f"{name}{signature_text(name)}"
-            ) from None
+        return self.apply_call(bind_call(primitive, args, kwargs), resolve_extra)
+
+    def apply_call(self, call: Call, resolve_extra: Callable[[Any], Any] | None = None) -> tuple["State", list[Output]]:
+        """``apply`` of a call already bound (``bind_call``): its arguments are converted, not bound again."""
+        name, bound = call.primitive, call.bound
         sch = self.sch
         saved_rvs = dict(self.block_rvs)
         snapshot = self._snapshot(sch)
@@ -286,14 +257,14 @@ class State:
             # Without TVM's Python type checker (a third of a primitive's cost): the arguments
             # were converted above. If TVM still refuses them, ask the checker for its clearer
             # wording (it refuses before TVM runs anything).
-            result = _raw(name)(sch, *call_args, **call_kwargs)
+            result = raw_method(name)(sch, *call_args, **call_kwargs)
         except ScheduleError as exc:
             self._take_back(sch, saved_rvs, snapshot)
             raise _step_error(name, exc, mentioned, self) from None
         except Exception as exc:  # noqa: BLE001  (TVM raises many error types; all are a failed step)
             self._take_back(sch, saved_rvs, snapshot)
             try:
-                _type_check(method, sch, call_args, call_kwargs)
+                type_check(getattr(s_tir.Schedule, name), sch, call_args, call_kwargs)
             except TypeError as checked:
                 raise _step_error(name, checked, mentioned, self) from None
             raise _step_error(name, exc, mentioned, self) from None
@@ -328,15 +299,15 @@ class State:
             handle = Handle(position, i)
             special = _special_location(self.sch, rv) if sampled_location else None
             if special:  # sample_compute_location decided -1 (the root: stay) or -2 (inline): not a loop
-                out.append(Output(rv, "loop", special, None, handle))
+                out.append(Output("loop", special, None, handle))
             elif isinstance(rv, LoopRV):
-                out.append(Output(rv, "loop", self._loop_name(rv), None, handle))
+                out.append(Output("loop", self._loop_name(rv), None, handle))
             elif isinstance(rv, SBlockRV):
-                out.append(Output(rv, "block", _get(self.sch, rv).name_hint, None, handle))
+                out.append(Output("block", _get(self.sch, rv).name_hint, None, handle))
             elif rv is None:  # a dynamic sample_perfect_tile: the outer factor is left to split (None)
-                out.append(Output(None, "value", None, None, handle))
+                out.append(Output("value", None, None, handle))
             else:
-                out.append(Output(rv, "value", None, _plain_value(_get(self.sch, rv)), handle))
+                out.append(Output("value", None, _plain_value(_get(self.sch, rv)), handle))
         return out
 
     def _loop_name(self, rv: Any) -> str:
@@ -375,7 +346,7 @@ class State:
             if k in _DEFAULT_NOISE.get(primitive, ()):
                 continue
             # Loops and blocks read best bare, as a person writes them: split(j, factors=...).
-            shown.append(text(v) if k in _SUBJECT_PARAMS else f"{k}={text(v)}")
+            shown.append(text(v) if k in SUBJECT_PARAMS else f"{k}={text(v)}")
         return f"{primitive}({', '.join(shown)})"
 
     def find_loop(self, text: str) -> looptree.LoopInfo:
@@ -387,16 +358,34 @@ class State:
         return self.mod[info.func], self.index.for_node(info)
 
     # --- decisions --------------------------------------------------------------------------
-    def sampling_instructions(self) -> list[tuple[int, Any]]:
-        return [(pos, inst) for pos, inst in enumerate(self.trace.insts) if inst.kind.name in SAMPLING_KINDS]
-
-    def with_decision(self, position: int, value: Any, original: tvm.IRModule, seed: int | None) -> "State":
+    def sampled(self) -> list[dict[str, Any]]:
+        """Every sampling instruction of the trace, in order, as plain data: its ``position`` in the
+        trace, ``kind`` (``SamplePerfectTile``...), decided ``value``, ``attrs`` and the ``loop`` it
+        tiles (named when it was sampled; the loop may be split away by now)."""
         trace = self.trace
-        inst = trace.insts[position]
-        new_trace = trace.with_decision(inst, value, remove_postproc=True)
-        fresh = State.initial(original, self.func, seed)
-        new_trace.apply_to_schedule(fresh.sch, remove_postproc=False)
-        return State(fresh.sch, self.func, make=fresh._make, sampled_loops=self.sampled_loops)
+        return [
+            {
+                "position": pos,
+                "kind": inst.kind.name,
+                "value": to_plain(trace.get_decision(inst)),
+                "attrs": to_plain(inst.attrs),
+                "loop": self.sampled_loops.get(pos),
+            }
+            for pos, inst in enumerate(trace.insts)
+            if inst.kind.name in SAMPLING_KINDS
+        ]
+
+    def check_decision(self, position: int, value: Any) -> Any:
+        """``value`` as the decision of the sampling instruction at ``position``, checked (TVM would
+        silently replace a bad one): the clean value, or DecisionError."""
+        return check_decision(self.trace.insts[position], value)
+
+    def with_decision(self, position: int, value: Any) -> "State":
+        """The step's schedule replayed from the original program with the sampling instruction at
+        ``position`` deciding ``value`` (checked first: ``check_decision``)."""
+        trace = self.trace
+        new_trace = trace.with_decision(trace.insts[position], value, remove_postproc=True)
+        return State(self._replayed(new_trace), self.func, make=self._make, sampled_loops=self.sampled_loops)
 
 
 def _register_tensor_intrinsics(name: str) -> None:
@@ -427,18 +416,18 @@ class _Resolver:
         self.loops_of: dict[tuple[str, str], Any] = {}  # TVM's array, read by index (no per-loop copy)
 
     def convert(self, pname: str, value: Any) -> Any:
-        if pname in _LOOP_LIST_PARAMS:
+        if pname in LOOP_LIST_PARAMS:
             items = value
             if len(items) == 1 and isinstance(items[0], (list, tuple)):
                 items = items[0]
             return [self.loop(v) for v in items]
-        if pname in _LOOP_PARAMS:
+        if pname in LOOP_PARAMS:
             return self.loop(value)
-        if pname in _BLOCK_PARAMS:
+        if pname in BLOCK_PARAMS:
             return self.block(value)
-        if pname in _BLOCK_LIST_PARAMS:
+        if pname in BLOCK_LIST_PARAMS:
             return None if value is None else [self.block(v) for v in value]
-        if pname in _EITHER_PARAMS:
+        if pname in EITHER_PARAMS:
             return self.block_or_loop(value)
         if pname == "target":  # blockize: a loop or a list of blocks
             if isinstance(value, (list, tuple)):
@@ -565,118 +554,11 @@ class _Resolver:
         return loops[info.depth]
 
 
-_SIGNATURES: dict[str, inspect.Signature] = {}
-_RAW: dict[str, Any] = {}
-
-
-def _raw(name: str) -> Any:
-    fn = _RAW.get(name)
-    if fn is None:
-        fn = _RAW[name] = inspect.unwrap(getattr(s_tir.Schedule, name))
-    return fn
-
-
-def _signature(name: str) -> inspect.Signature:
-    sig = _SIGNATURES.get(name)
-    if sig is None:
-        sig = inspect.signature(inspect.unwrap(getattr(s_tir.Schedule, name)))
-        _SIGNATURES[name] = sig
-    return sig
-
-
-_PARAMS: dict[str, list[inspect.Parameter]] = {}
-
-
-def _bind(name: str, args: tuple, kwargs: dict) -> list[tuple[str, Any, Any]]:
-    """``Signature.bind`` without its cost: [(param name, kind, value)] for the given arguments."""
-    params = _PARAMS.get(name)
-    if params is None:
-        params = _PARAMS[name] = list(_signature(name).parameters.values())[1:]
-    out, rest, used = [], list(args), set()
-    for p in params:
-        if p.kind is inspect.Parameter.VAR_POSITIONAL:
-            out.append((p.name, p.kind, tuple(rest)))
-            rest = []
-        elif p.kind is inspect.Parameter.KEYWORD_ONLY:
-            if p.name in kwargs:
-                out.append((p.name, p.kind, kwargs[p.name]))
-                used.add(p.name)
-        elif rest:
-            if p.name in kwargs:
-                raise TypeError(f"multiple values for argument '{p.name}'")
-            out.append((p.name, p.kind, rest.pop(0)))
-        elif p.name in kwargs:
-            out.append((p.name, p.kind, kwargs[p.name]))
-            used.add(p.name)
-        elif p.default is inspect.Parameter.empty:
-            raise TypeError(f"missing a required argument: '{p.name}'")
-    if rest:
-        raise TypeError(f"too many positional arguments ({len(args)} given)")
-    unknown = set(kwargs) - used
-    if unknown:
-        raise TypeError(f"got an unexpected keyword argument '{sorted(unknown)[0]}'")
-    return out
-
-
-# Parameters a label shows bare, as a person writes them: split(j, factors=...), compute_at(C, j_0).
-_BARE_PARAMS = _SUBJECT_PARAMS | _BLOCK_PARAMS
-
-
-def call_parts(primitive: str, args: tuple, kwargs: dict) -> list[tuple[str | None, Any]]:
-    """The arguments of a call as (parameter name or None for bare, value), in signature order.
-
-    However a call was spelled (``split("j", [None, 4])``, ``split(loop="j", factors=[None, 4])``), the
-    parts are the same: subjects (loops, blocks) bare, the rest by name, parameters given at their
-    default value left out. Raises TypeError when the arguments do not fit the primitive.
-    """
-    name = ALIASES.get(primitive, primitive)
-    if name not in PRIMITIVES:
-        raise TypeError(f"{primitive} is not a primitive")
-    bound = _bind(name, args, kwargs)
-    params = {p.name: p for p in _PARAMS[name]}
-    out: list[tuple[str | None, Any]] = []
-    keyword = False
-    for pname, kind, value in bound:
-        if kind is inspect.Parameter.VAR_POSITIONAL:
-            out.extend((None, v) for v in value)
-            continue
-        default = params[pname].default
-        if default is not inspect.Parameter.empty and type(value) is type(default) and value == default:
-            continue
-        keyword = keyword or pname not in _BARE_PARAMS
-        out.append((pname if keyword else None, value))
-    return out
-
-
 def _prefix(trace: Trace, length: int) -> Trace:
     """The first ``length`` instructions of a trace, with their decisions, as a trace of its own."""
     insts = list(trace.insts)[:length]
     decisions = trace.decisions
     return Trace(insts, {inst: decisions[inst] for inst in insts if inst in decisions})
-
-
-def _type_check(method: Any, sch: Any, args: list, kwargs: dict) -> None:
-    """TVM's Python type checker on a call, without the call: raises its TypeError, or nothing."""
-    from tvm.s_tir.schedule import _type_checker  # noqa: PLC0415  (only on this error path)
-
-    raw = inspect.unwrap(method)
-    sig = inspect.signature(raw)
-    try:
-        hints = typing.get_type_hints(raw)
-    except Exception:  # noqa: BLE001  (as TVM's checker: no hints, no check)
-        return
-    bound = sig.bind(sch, *args, **kwargs)
-    bound.apply_defaults()
-    for param in sig.parameters.values():
-        hint = hints.get(param.name, inspect.Parameter.empty)
-        if hint is not inspect.Parameter.empty:
-            message = _type_checker._type_check(bound.arguments[param.name], param.name, hint)  # noqa: SLF001  (TVM's own wording)
-            if message is not None:
-                raise TypeError(f'In "{raw.__qualname__}", {message}')
-
-
-def signature_text(name: str) -> str:
-    return str(_signature(ALIASES.get(name, name))).replace("self, ", "").replace("(self)", "()")
 
 
 def _is_array(obj: Any) -> bool:

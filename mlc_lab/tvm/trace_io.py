@@ -23,7 +23,7 @@ from mlc_lab.model.steps import LIST_RESULTS
 from mlc_lab.text import trace_limits
 from mlc_lab.text.trace_tables import _BOOL_ATTRS, _KINDS, _NAME, _Kind, _statement_kind
 from mlc_lab.text.trace_tables import Ref
-from mlc_lab.tvm.schedule import ALIASES, PRIMITIVES
+from mlc_lab.tvm.primitives import ALIASES, PRIMITIVES
 
 _ALLOWED_IMPORTS = {("tvm", "s_tir"), ("tvm", "tir"), ("tvm", "tirx")}
 _SCHEDULE_ANNOTATIONS = {"Schedule", "s_tir.Schedule", "tir.Schedule", "tvm.s_tir.Schedule", "tvm.tir.Schedule"}

@@ -42,6 +42,7 @@ TVM_WITHOUT_TVM = {
     "mlc_lab/tvm/tuning/__init__.py": "the package's docstring",
     "mlc_lab/tvm/checks/opencl_run.py": "runs tvm/checks/opencl.py's plain data in a child that must start without TVM",
     "mlc_lab/tvm/tuning/live.py": "the tuning job's live log, written by the job's processes next to TVM's work",
+    "mlc_lab/tvm/state_trace.py": "hands live TVM schedules about (a user's fn(sch), a State's handles) through schedule.py",
     "mlc_lab/tvm/course_programs.py": "TVMScript text in TVM's own spelling: it changes when TVM renames",
     "mlc_lab/tvm/exercises/programs.py": "TVMScript text in TVM's own spelling: it changes when TVM renames",
 }

@@ -113,6 +113,21 @@ def test_replay_in_a_session_is_a_new_branch_from_the_original():
     assert s.steps[0].children == [1, 3]
 
 
+def test_a_trace_replays_into_a_module_without_a_session(tmp_path):
+    from mlc_lab.tvm.state_trace import replayed_module
+
+    s = run_scenario("reorder")
+    assert structural_equal(replayed_module(MATMUL, s.trace), s.module)
+    assert structural_equal(replayed_module(MATMUL, s.trace_json), s.module)
+    looked_up = 'b0 = sch.get_sblock(name="C", func_name="main")'
+    assert structural_equal(replayed_module(MATMUL, looked_up), Session(MATMUL).module)  # nothing but look-ups
+    bad = tmp_path / "bad.trace"
+    bad.write_text(s.trace.replace("sch.reorder(l6, l7, l9, l8)", "sch.reorder(l6, l7, l99, l8)"))
+    with pytest.raises(TraceParseError, match="line 7: `l99` is not defined") as info:
+        replayed_module(MATMUL, bad)
+    assert str(info.value).startswith(str(bad))
+
+
 def test_copy_as_python_is_an_equivalent_schedule_function():
     s = run_scenario("rfactor")
     code = s.trace_python

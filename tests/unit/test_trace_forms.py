@@ -12,8 +12,8 @@ import tvm
 from tvm import s_tir
 
 from mlc_lab import MlcLabError, Session, TraceParseError, load
-from mlc_lab.tvm import schedule as tsch
 from mlc_lab.tvm import trace_io
+from mlc_lab.tvm.primitives import PRIMITIVES
 from mlc_lab.tvm.program import structural_equal
 from mlc_lab.tvm.schedule import to_plain
 from tests.conformance.primitive_schedules import SCHEDULES
@@ -208,9 +208,9 @@ _NOT_PRIMITIVES = {
 def test_every_primitive_of_the_schedule_is_applicable_and_read_from_json():
     public = {m for m in dir(s_tir.Schedule) if not m.startswith("_") and callable(getattr(s_tir.Schedule, m))}
     public -= {m for m in public if m[0].isupper()} | _NOT_PRIMITIVES
-    assert public <= tsch.PRIMITIVES, sorted(public - tsch.PRIMITIVES)
+    assert public <= PRIMITIVES, sorted(public - PRIMITIVES)
     json_primitives = {k.primitive for k in trace_io._KINDS.values()}
-    assert tsch.PRIMITIVES <= json_primitives, sorted(tsch.PRIMITIVES - json_primitives)
+    assert PRIMITIVES <= json_primitives, sorted(PRIMITIVES - json_primitives)
 
 
 def test_primitives_apply_by_name_from_python():

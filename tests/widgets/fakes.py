@@ -14,10 +14,11 @@ import time
 
 import copy
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from mlc_lab.model.steps import Change, FailedAttempt, LoopTree, StepView, changed_lines
+from mlc_lab.core.history import History
+from mlc_lab.model.steps import Change, LoopTree, StepView, changed_lines
 from mlc_lab.model.measurement import Measurement
 from mlc_lab.errors import (
     DecisionError,
@@ -183,27 +184,6 @@ def base_tree() -> dict:
 
 
 @dataclass
-class FakeStep:
-    id: int
-    parent: int | None
-    primitive: str | None
-    label: str
-    kind: str = "apply"
-    children: list[int] = field(default_factory=list)
-    created: tuple = ()
-
-    def to_json(self) -> dict:
-        return {
-            "id": self.id,
-            "parent": self.parent,
-            "primitive": self.primitive,
-            "label": self.label,
-            "kind": self.kind,
-            "children": list(self.children),
-        }
-
-
-@dataclass
 class _State:
     script: str
     tree: dict
@@ -215,14 +195,12 @@ class FakeSession:
     func_name = "mm_relu"
 
     def __init__(self):
-        self._steps = [FakeStep(0, None, None, "original program", kind="root")]
+        self._history = History()  # the Session's own tree (plain data: no TVM)
         self._states = {0: _State(BASE_SCRIPT, base_tree(), [], [])}
-        self._current = 0
         self._listeners = []
         self._added = []
         self.events: list[str] = []
         self.measurements: dict[int, Measurement] = {}
-        self._failed: list[FailedAttempt] = []
         # knobs of the fake measure worker
         self.has_gpu = False
         self.gpu_bound = False  # cuda_source: pretend the loops are bound to GPU threads
@@ -232,11 +210,19 @@ class FakeSession:
     # --- reading ---------------------------------------------------------------------------------
     @property
     def steps(self):
-        return list(self._steps)
+        return self._history.steps
 
     @property
     def current(self):
-        return self._steps[self._current]
+        return self._history.current
+
+    @property
+    def _current(self):
+        return self._history.current_id
+
+    @property
+    def visited_children(self):
+        return self._history.visited_children
 
     @property
     def script(self):
@@ -251,7 +237,7 @@ class FakeSession:
         sid = self._current if step is None else step
         if sid not in self._states:
             raise MlcLabError(f"there is no step {sid!r}")
-        s, state = self._steps[sid], self._states[sid]
+        s, state = self._history[sid], self._states[sid]
         lines = changed_lines(self._states[s.parent].script, state.script) if s.parent is not None else []
         return StepView(
             id=s.id,
@@ -287,16 +273,14 @@ class FakeSession:
     # --- changing --------------------------------------------------------------------------------
     @property
     def failed(self):
-        return list(self._failed)
+        return self._history.failed
 
     def apply(self, primitive, *args, **kwargs):
         try:
             return self._apply(primitive, *args, **kwargs)
         except MlcLabError as exc:  # kept as the Session keeps them, labelled as the step would be
             label = f"{primitive}({', '.join([*map(str, args), *(f'{k}={v}' for k, v in kwargs.items())])})"
-            self._failed.append(
-                FailedAttempt.of(exc, id=len(self._failed) + 1, parent=self._current, primitive=primitive, label=label)
-            )
+            self._history.fail(exc, primitive, label)
             raise
 
     def _apply(self, primitive, *args, **kwargs):
@@ -371,35 +355,25 @@ class FakeSession:
         )
 
     def _add(self, state, primitive, label, kind, parent=None, notify=True):
-        parent = self._current if parent is None else parent
-        step = FakeStep(len(self._steps), parent, primitive, label, kind)
-        self._steps.append(step)
+        step = self._history.add(kind, primitive, label, parent=parent)
         self._added.append(step)
         self._states[step.id] = state
-        self._steps[parent].children.append(step.id)
-        self._current = step.id
         if notify:
             self._notify(kind)
         return step
 
     def undo(self):
-        if self.current.parent is None:
-            raise MlcLabError("nothing to undo: this is the original program")
-        self._current = self.current.parent
+        self._history.undo()
         self._notify("undo")
         return self.current
 
     def redo(self):
-        if not self.current.children:
-            raise MlcLabError("nothing to redo")
-        self._current = self.current.children[-1]
+        self._history.redo()
         self._notify("redo")
         return self.current
 
     def goto(self, step):
-        if not isinstance(step, int) or step not in self._states:
-            raise MlcLabError(f"there is no step {step!r}")
-        self._current = step
+        self._history.goto(step)
         self._notify("goto")
         return self.current
 

@@ -266,10 +266,10 @@ def _shrinkings(dims: list[int], target: int) -> list[dict[int, int]]:
 
 
 def _replay(mod: Any, trace: Any, func_name: str, mapping: dict | None) -> Any:
-    from mlc_lab.core.session import Session
+    from mlc_lab.tvm import state_trace
 
     try:
-        return Session.from_trace(mod, trace, func_name).module
+        return state_trace.replayed_module(mod, trace, func_name)
     except MlcLabError as exc:
         first = str(exc).strip().splitlines()[0]
         where = "the program" if not mapping else f"the program at {_sizes_text(mapping)}"
