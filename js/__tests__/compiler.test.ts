@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
 import type { Lowering } from "../lib/model";
 import { type PassInfo, asmLanguage, codeText, loopFacts, scriptAfter, scriptBefore, widthText } from "../lowering/compiler";
-import { fakeModel, tick } from "./fixtures";
+import { fakeModel, render, tick } from "./fixtures";
 import type { StepData } from "../lib/types";
 import { explorerOffline } from "../explorer/offline";
 import { markKernel, recordKey, setOfflineHandler } from "../lib/offline";
@@ -71,16 +71,13 @@ describe("compiler helpers", () => {
 
 describe("the Compiler view in the explorer", () => {
   let el: HTMLElement;
-  let cleanup: (() => void) | void;
+  let dispose = () => {};
   afterEach(() => {
-    if (typeof cleanup === "function") cleanup();
-    el.remove();
+    dispose();
   });
   async function mount(initial: Record<string, unknown>) {
     const model = fakeModel(initial as any);
-    el = document.createElement("div");
-    document.body.append(el);
-    cleanup = (await widget.render({ model: model as any, el, signal: new AbortController().signal } as any)) as any;
+    ({ el, dispose } = await render(widget, model));
     return model;
   }
   const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
@@ -283,10 +280,9 @@ describe("CUDA facts without ptxas", () => {
 
 describe("a saved explorer's Compiler view", () => {
   let el: HTMLElement;
-  let cleanup: (() => void) | void;
+  let dispose = () => {};
   afterEach(() => {
-    if (typeof cleanup === "function") cleanup();
-    el.remove();
+    dispose();
   });
   const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
   it("opens on its saved target and answers from the reply recorded under it; an unrecorded target keeps the view", async () => {
@@ -321,9 +317,7 @@ describe("a saved explorer's Compiler view", () => {
     const model = await new SavedWidgets(saved).get_model("e");
     markKernel(model, () => false);
     setOfflineHandler(model, explorerOffline(model));
-    el = document.createElement("div");
-    document.body.append(el);
-    cleanup = (await widget.render({ model: model as never, el, signal: new AbortController().signal } as never)) as never;
+    ({ el, dispose } = await render(widget, model));
     const settle = async () => {
       for (let i = 0; i < 5; i++) await new Promise((r) => setTimeout(r, 0));
     };

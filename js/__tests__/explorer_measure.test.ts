@@ -6,7 +6,7 @@ import { keyAction } from "../explorer/keys";
 import { checkMark, checkTitle, formatLatency, latencyPlot, logRange, logTicks, measurementText, measurementTitle, plotPoints } from "../explorer/measure";
 import { EMPTY_MEASUREMENT, MEASUREMENT_HOVER, type Measurement } from "../lib/model";
 import unsteady from "../../tests/fixtures/measurement_unsteady.json";
-import { fakeModel, tick } from "./fixtures";
+import { fakeModel, render, tick } from "./fixtures";
 
 const steps = [
   { id: 0, parent: null, children: [1, 3], primitive: "", label: "original program" },
@@ -96,16 +96,13 @@ describe("cuda helpers", () => {
 
 describe("explorer with measurements", () => {
   let el: HTMLElement;
-  let cleanup: (() => void) | void;
+  let dispose = () => {};
   afterEach(() => {
-    if (typeof cleanup === "function") cleanup();
-    el.remove();
+    dispose();
   });
   async function mount(initial: Record<string, unknown>) {
     const model = fakeModel(initial as any);
-    el = document.createElement("div");
-    document.body.append(el);
-    cleanup = (await widget.render({ model: model as any, el, signal: new AbortController().signal } as any)) as any;
+    ({ el, dispose } = await render(widget, model));
     return model;
   }
   const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
