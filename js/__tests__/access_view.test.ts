@@ -256,10 +256,8 @@ function fakeHost(fail: unknown = null) {
 let frames: FrameRequestCallback[] = [];
 
 beforeEach(() => {
-  stubCanvas();
   frames = [];
-  vi.stubGlobal("requestAnimationFrame", (cb: FrameRequestCallback) => frames.push(cb));
-  vi.stubGlobal("cancelAnimationFrame", () => undefined);
+  stubCanvas((cb) => frames.push(cb));
 });
 
 afterEach(() => {

@@ -1,5 +1,5 @@
 // Shared test data: the loop tree of mm_relu as mlc_lab's Session reports it, and a fake model.
-import { vi } from "vitest";
+import { afterEach, vi } from "vitest";
 import type { BlockNode, LoopNode, LoopTree, StepData, StepSummary } from "../lib/types";
 
 export function loop(name: string, extent: number, children: Array<LoopNode | BlockNode> = [], extra: Partial<LoopNode> = {}): LoopNode {
@@ -155,14 +155,35 @@ export async function render(widget: { render: (...args: any[]) => unknown }, mo
   };
 }
 
-/** jsdom has no canvas: a 2-D context that makes ImageData and records what is put. */
-export function stubCanvas(): void {
+/** jsdom has no canvas: a 2-D context that makes ImageData and records what is put; animation frames
+ * go to `requestFrame` (by default never run). Undone by `vi.restoreAllMocks()` and `vi.unstubAllGlobals()`. */
+export function stubCanvas(requestFrame: (cb: FrameRequestCallback) => number = () => 0): void {
   vi.spyOn(HTMLCanvasElement.prototype, "getContext").mockImplementation(function (this: HTMLCanvasElement) {
     return {
       createImageData: (w: number, h: number) => ({ width: w, height: h, data: new Uint8ClampedArray(w * h * 4) }),
       putImageData: vi.fn(),
     } as any;
   });
+  vi.stubGlobal("requestAnimationFrame", requestFrame);
+  vi.stubGlobal("cancelAnimationFrame", () => undefined);
+}
+
+/** A view of `widget` that each test mounts on a fake explorer model, disposed after each test. */
+export function mounted(widget: { render: (...args: any[]) => unknown }) {
+  let view: Rendered | null = null;
+  afterEach(() => view?.dispose());
+  return {
+    async mount(initial: FakeInitial = {}) {
+      const model = fakeModel(initial);
+      view = await render(widget, model);
+      return model;
+    },
+    get el(): HTMLElement {
+      return view!.el;
+    },
+    $: (sel: string) => view!.el.querySelector<HTMLElement>(sel),
+    $$: (sel: string) => Array.from(view!.el.querySelectorAll<HTMLElement>(sel)),
+  };
 }
 
 /** The red, green and blue of pixel ``i`` of a painted frame. */

@@ -129,8 +129,6 @@ function host() {
 
 beforeEach(() => {
   stubCanvas();
-  vi.stubGlobal("requestAnimationFrame", () => 0);
-  vi.stubGlobal("cancelAnimationFrame", () => undefined);
 });
 afterEach(() => {
   vi.restoreAllMocks();
