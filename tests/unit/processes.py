@@ -1,0 +1,19 @@
+"""Helpers for tests that start process groups (RPC trackers and servers, tuning jobs)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def group_gone(pgid: int, wait_s: float = 10.0) -> bool:
+    """Whether every process of the group ``pgid`` has ended within ``wait_s`` seconds (orphaned
+    children are reaped by init shortly after their parent ends)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
