@@ -298,10 +298,11 @@ def test_session_submit(server):
         s.submit(server.url, "cy")
 
 
+CLI = [sys.executable, "-m", "mlc_lab.cli"]
+
+
 def _cli(*args: str, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "mlc_lab.cli", *args], capture_output=True, text=True, env=env, timeout=timeout
-    )
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
 def test_the_commands(tmp_path):
@@ -313,22 +314,8 @@ def test_the_commands(tmp_path):
     refused = _cli("class", "serve", str(ASSIGNMENT), "--dir", str(tmp_path / "none"), env=env)
     assert refused.returncode == 2 and "needs to know its students" in refused.stderr, refused.stderr
     serve = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlc_lab.cli",
-            "class",
-            "serve",
-            str(ASSIGNMENT),
-            "--dir",
-            str(tmp_path / "class"),
-            "--port",
-            str(port),
-            "--tuning-db-port",
-            str(db_port),
-            "--roster",
-            str(roster),
-        ],
+        [*CLI, "class", "serve", str(ASSIGNMENT), "--dir", str(tmp_path / "class"), "--port", str(port)]
+        + ["--tuning-db-port", str(db_port), "--roster", str(roster)],
         stderr=subprocess.PIPE,
         text=True,
         env=env,
@@ -351,54 +338,27 @@ def test_the_commands(tmp_path):
         assert any(f"database='rpc://127.0.0.1:{db_port}'" in ln for ln in lines), lines
         socket.create_connection(("127.0.0.1", db_port), timeout=5).close()
         # a second server on the same port says why it cannot start
-        again = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "mlc_lab.cli",
-                "class",
-                "serve",
-                str(ASSIGNMENT),
-                "--dir",
-                str(tmp_path / "other"),
-                "--port",
-                str(port),
-                "--open",
-            ],
-            capture_output=True,
-            text=True,
+        again = _cli(
+            "class",
+            "serve",
+            str(ASSIGNMENT),
+            "--dir",
+            str(tmp_path / "other"),
+            "--port",
+            str(port),
+            "--open",
             env=env,
             timeout=60,
         )
         assert again.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in again.stderr, again.stderr
         hand_in = tmp_path / "lab1.py"
         hand_in.write_text(trace(PARALLEL))
-        out = subprocess.run(
-            [sys.executable, "-m", "mlc_lab.cli", "submit", url, "--token", tokens["ada"], str(hand_in)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-        )
+        out = _cli("submit", url, "--token", tokens["ada"], str(hand_in), env=env, timeout=300)
         assert out.returncode == 0, out.stderr
         assert "5/10 points" in out.stdout and "rank 1 of 1" in out.stdout and "FAIL vectorize" in out.stdout
-        program = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "mlc_lab.cli",
-                "submit",
-                url,
-                "--token",
-                tokens["bo"],
-                "--program",
-                str(LAB / "mm_relu.py"),
-                "--trace",
-                str(hand_in),
-                "--json",
-            ],
-            capture_output=True,
-            text=True,
+        program = _cli(
+            *("submit", url, "--token", tokens["bo"], "--program", str(LAB / "mm_relu.py"), "--trace", str(hand_in)),
+            "--json",
             env=env,
             timeout=300,
         )
