@@ -8,19 +8,17 @@ Screenshots go to test-artifacts/e2e/ (prefix ``class``).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.lab import Lab, console_errors, write_notebook
+from tests.e2e.lab import Lab, console_errors, forget, write_notebook
 
 pytestmark = pytest.mark.e2e
 
@@ -73,19 +71,11 @@ def stop_class_server(proc: subprocess.Popen) -> None:
     proc.stderr.close()
 
 
-def _api(url: str, method: str = "GET"):
-    with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=10) as r:
-        body = r.read()
-    return json.loads(body) if body else None
-
-
 @pytest.fixture()
 def class_folder(tmp_path, lab_server):
     yield tmp_path / "class"
     url, _ = lab_server
-    for s in _api(f"{url}/api/sessions") or []:
-        if s.get("path", "").endswith("class_server.ipynb"):
-            _api(f"{url}/api/sessions/{s['id']}", "DELETE")
+    forget(url, "class_server.ipynb", workspaces=False)
 
 
 def test_three_students_a_leaderboard_a_dashboard_and_a_restart(lab_server, page, artifacts, class_folder):

@@ -6,12 +6,9 @@ Screenshots go to test-artifacts/e2e/ (prefix ``classroom``).
 
 from __future__ import annotations
 
-import json
-import urllib.request
-
 import pytest
 
-from tests.e2e.lab import Lab, write_notebook
+from tests.e2e.lab import Lab, forget, write_notebook
 from tests.fixtures.programs import MM_RELU
 
 pytestmark = pytest.mark.e2e
@@ -28,22 +25,12 @@ CELLS = [
 ]
 
 
-def _api(url: str, method: str = "GET"):
-    with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=10) as r:
-        body = r.read()
-    return json.loads(body) if body else None
-
-
 @pytest.fixture()
 def leave_no_trace(lab_server, page):
     yield
     url, _ = lab_server
     page.goto("about:blank")
-    for s in _api(f"{url}/api/sessions") or []:
-        if s.get("path", "").endswith("classroom.ipynb"):
-            _api(f"{url}/api/sessions/{s['id']}", "DELETE")
-    for ws in (_api(f"{url}/lab/api/workspaces") or {}).get("workspaces", {}).get("ids", []):
-        _api(f"{url}/lab/api/workspaces/{ws}", "DELETE")
+    forget(url, "classroom.ipynb")
 
 
 @pytest.fixture()
@@ -54,11 +41,7 @@ def leave_no_trace_ctx(lab_server):
     url, _ = lab_server
     for c in contexts:
         c.close()
-    for s in _api(f"{url}/api/sessions") or []:
-        if s.get("path", "").endswith("classroom.ipynb"):
-            _api(f"{url}/api/sessions/{s['id']}", "DELETE")
-    for ws in (_api(f"{url}/lab/api/workspaces") or {}).get("workspaces", {}).get("ids", []):
-        _api(f"{url}/lab/api/workspaces/{ws}", "DELETE")
+    forget(url, "classroom.ipynb")
 
 
 def _press_keeps_cell(page, locator, key: str) -> tuple[str, str]:
