@@ -133,13 +133,11 @@ def test_saved_checks_panel_offline(browser, artifacts, tmp_path):
     """Saved with its widget state and exported (`mlc-lab export`), opened from file:// without a
     kernel: the recorded report of a step, the history's ⚠, and for a step whose checks were never
     computed a sentence that they need a kernel; no console errors."""
-    import subprocess
-    import sys
 
     import nbformat
 
     from tests.e2e.lab import console_errors
-    from tests.e2e.saved import REPO, execute_saving_widgets, widget_state
+    from tests.e2e.saved import execute_saving_widgets, export_offline, widget_state
 
     src = tmp_path / "checks_src.ipynb"
     nb = nbformat.v4.new_notebook()
@@ -157,14 +155,7 @@ def test_saved_checks_panel_offline(browser, artifacts, tmp_path):
     last = BEFORE_BIND + 1
     assert {0, BEFORE_BIND, last} <= recorded, recorded
     never = min(set(range(1, last)) - recorded)
-    run = subprocess.run(
-        [sys.executable, "-m", "mlc_lab.cli", "export", str(saved), "-o", str(tmp_path / "site")],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert run.returncode == 0, run.stderr
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
+    context = export_offline(browser, saved, tmp_path / "site")
     page = context.new_page()
     errors = console_errors(page)
     try:

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
 from tests.e2e.lab import Lab, console_errors, write_notebook
-from tests.e2e.saved import REPO, widget_state
+from tests.e2e.saved import export_offline, widget_state
 from tests.e2e.test_explorer_lab import row
 from tests.e2e.test_saved_state_lab import _no_kernel_dialog
 
@@ -135,14 +134,7 @@ def test_jupyterlab_widget_state_save_reopens_whole(lab_server, lab_page, browse
 
     # `mlc-lab export` of the same file, opened from file:// with the network cut
     out = tmp_path / "site"
-    run = subprocess.run(
-        [sys.executable, "-m", "mlc_lab.cli", "export", str(dest), "-o", str(out)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert run.returncode == 0, run.stderr
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
+    context = export_offline(browser, dest, out)
     exported = context.new_page()
     export_errors = console_errors(exported)
     try:

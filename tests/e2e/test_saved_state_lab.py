@@ -5,14 +5,13 @@ says it has no kernel, and the page carries the front-end code once. No console 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
 from tests.e2e.lab import console_errors
-from tests.e2e.saved import REPO, execute_saving_widgets, plot_bytes, widget_state, widget_views
+from tests.e2e.saved import REPO, execute_saving_widgets, export_offline, plot_bytes, widget_state, widget_views
 
 pytestmark = pytest.mark.e2e
 
@@ -165,15 +164,8 @@ def test_exported_page_offline_from_file(lab_server, saved_lecture, browser, art
     """`mlc-lab export` of the saved lecture, opened from file:// with the network cut."""
     path, _nb = saved_lecture
     out = tmp_path / "site"
-    run = subprocess.run(
-        [sys.executable, "-m", "mlc_lab.cli", "export", str(path), "-o", str(out)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert run.returncode == 0, run.stderr
     page_file = out / "saved_01.html"
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
+    context = export_offline(browser, path, out)
     page = context.new_page()
     requests: list[str] = []
     context.on("request", lambda r: requests.append(r.url))
