@@ -48,6 +48,15 @@ def prim(page, name: str):
     return page.locator(f'.mlc-explorer .mlc-prim[data-primitive="{name}"]')
 
 
+def apply_at_loop(page, block: str, primitive: str, loop: str) -> None:
+    """Select ``block``, open ``primitive``'s form, pick ``loop`` in it and apply."""
+    row(page, "block", block).click()
+    prim(page, primitive).click()
+    form = page.locator(f'.mlc-form[data-primitive="{primitive}"]')
+    form.locator('select[name="loop"]').select_option(loop)
+    form.locator(".mlc-apply").click()
+
+
 def test_chapter2_by_clicks(lab_server, page, artifacts):
     url, root = lab_server
     write_notebook(
@@ -97,21 +106,13 @@ def test_chapter2_by_clicks(lab_server, page, artifacts):
     lab.shot("reorder", explorer)
 
     # 3. reverse_compute_at C under j_0
-    row(page, "block", "C").click()
-    prim(page, "reverse_compute_at").click()
-    f = page.locator('.mlc-form[data-primitive="reverse_compute_at"]')
-    f.locator('select[name="loop"]').select_option("j_0")
-    f.locator(".mlc-apply").click()
+    apply_at_loop(page, "C", "reverse_compute_at", "j_0")
     wait_code(page, "for ax0 in range(4):")
     assert_code_is_session_script(lab)
     lab.shot("reverse_compute_at", explorer)
 
     # 4. decompose_reduction of Y above k
-    row(page, "block", "Y").click()
-    prim(page, "decompose_reduction").click()
-    f = page.locator('.mlc-form[data-primitive="decompose_reduction"]')
-    f.locator('select[name="loop"]').select_option("k")
-    f.locator(".mlc-apply").click()
+    apply_at_loop(page, "Y", "decompose_reduction", "k")
     wait_code(page, 'T.sblock("Y_init")')
     state = lab.kernel_json("[ex.session.current.primitive, 'Y_update' in ex.session.script, len(ex.session.steps)]")
     assert state == ["decompose_reduction", True, 5]

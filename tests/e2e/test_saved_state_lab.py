@@ -4,6 +4,7 @@ says it has no kernel, and the page carries the front-end code once. No console 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -112,15 +113,26 @@ def memory_offline(page) -> None:
     )
 
 
-def test_saved_notebook_in_jupyterlab_without_kernel(lab_server, saved_lecture, browser, artifacts):
-    url, _root = lab_server
-    _path, nb = saved_lecture
+@contextlib.contextmanager
+def _opened_without_kernel(browser, address: str, artifacts, prefix: str):
+    """The saved lecture opened at ``address`` in a context of its own, past the "no kernel" dialog:
+    yields the page and the console errors it logs."""
     context = browser.new_context(viewport={"width": 1500, "height": 1000})
     page = context.new_page()
     errors = console_errors(page)
     try:
-        page.goto(f"{url}/lab/tree/saved_01.ipynb?reset")
-        _no_kernel_dialog(page, artifacts, "saved-lab")
+        page.goto(address)
+        _no_kernel_dialog(page, artifacts, prefix)
+        yield page, errors
+    finally:
+        context.close()
+
+
+def test_saved_notebook_in_jupyterlab_without_kernel(lab_server, saved_lecture, browser, artifacts):
+    url, _root = lab_server
+    _path, nb = saved_lecture
+    address = f"{url}/lab/tree/saved_01.ipynb?reset"
+    with _opened_without_kernel(browser, address, artifacts, "saved-lab") as (page, errors):
         page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
         _assert_saved_widgets(page, nb)
         assert page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session") is None
@@ -133,19 +145,12 @@ def test_saved_notebook_in_jupyterlab_without_kernel(lab_server, saved_lecture, 
         )
         page.locator(".mlc-explorer").first.screenshot(path=str(artifacts / "saved-lab-explorer.png"))
         assert not errors, errors
-    finally:
-        context.close()
 
 
 def test_saved_notebook_in_notebook7(lab_server, saved_lecture, browser, artifacts):
     url, _root = lab_server
     _path, nb = saved_lecture
-    context = browser.new_context(viewport={"width": 1500, "height": 1000})
-    page = context.new_page()
-    errors = console_errors(page)
-    try:
-        page.goto(f"{url}/notebooks/saved_01.ipynb")
-        _no_kernel_dialog(page, artifacts, "saved-nb7")
+    with _opened_without_kernel(browser, f"{url}/notebooks/saved_01.ipynb", artifacts, "saved-nb7") as (page, errors):
         _assert_saved_widgets(page, nb)
         page.locator(".mlc-explorer").first.screenshot(path=str(artifacts / "saved-nb7-explorer.png"))
         page.locator(".mlc-explorer").first.hover()  # Notebook 7 has no side panels to offer
@@ -156,8 +161,6 @@ def test_saved_notebook_in_notebook7(lab_server, saved_lecture, browser, artifac
         known = ("reading 'schema'", "Command 'filebrowser:open-path' not registered")
         ours = [e for e in errors if not any(k in e for k in known)]
         assert not ours, ours
-    finally:
-        context.close()
 
 
 def test_exported_page_offline_from_file(lab_server, saved_lecture, browser, artifacts, tmp_path):
