@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,17 +18,12 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.lab import Lab, console_errors, forget, write_notebook
+from tests.unit.processes import free_port
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = REPO / "tests" / "labs" / "classroom"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_class_server(folder: Path, port: int) -> tuple[subprocess.Popen, str]:
@@ -80,7 +74,7 @@ def class_folder(tmp_path, lab_server):
 
 def test_three_students_a_leaderboard_a_dashboard_and_a_restart(lab_server, page, artifacts, class_folder):
     url, root = lab_server
-    port = _free_port()
+    port = free_port()
     server, token = start_class_server(class_folder, port)
     try:
         cells = [

@@ -1,9 +1,18 @@
-"""Helpers for tests that start process groups (RPC trackers and servers, tuning jobs)."""
+"""Helpers for tests that start servers and process groups (RPC trackers and servers, tuning jobs,
+class servers, JupyterLab)."""
 
 from __future__ import annotations
 
 import os
+import socket
 import time
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def group_gone(pgid: int, wait_s: float = 10.0) -> bool:

@@ -29,6 +29,7 @@ from mlc_lab.core.session import Session
 from mlc_lab.model.classroom import Board, ClassSummary, Verdict
 from mlc_lab.model.conform import problems
 from tests.unit.test_rpc import KEY, tracker  # noqa: F401  (the fixture: a tracker and two servers)
+from tests.unit.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "tests" / "labs" / "classroom"
@@ -307,7 +308,7 @@ def _cli(*args: str, env: dict, timeout: float = 120) -> subprocess.CompletedPro
 
 def test_the_commands(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    port, db_port = _free_port(), _free_port()
+    port, db_port = free_port(), free_port()
     roster = tmp_path / "roster.csv"
     roster.write_text("student_id,name,pseudonym\nada,Ada,ada\nbo,Bo,\n")
     # no roster, no hub, no --open: the server says what it needs
@@ -383,12 +384,6 @@ def test_the_commands(tmp_path):
     assert serve.returncode == 0
     with pytest.raises(OSError):  # the tuning database stopped with it
         socket.create_connection(("127.0.0.1", db_port), timeout=5).close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_timed_on_the_measurement_machines_through_the_tracker(tmp_path, tracker):  # noqa: F811

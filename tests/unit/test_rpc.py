@@ -17,15 +17,9 @@ import pytest
 import mlc_lab
 from mlc_lab.core.tuning import tune
 from tests.fixtures.programs import matmul
-from tests.unit.processes import group_gone
+from tests.unit.processes import free_port, group_gone
 
 KEY = "mlc-lab-test"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(args: list[str], log_path: str, core: int | None = None) -> subprocess.Popen:
