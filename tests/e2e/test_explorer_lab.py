@@ -57,6 +57,20 @@ def apply_at_loop(page, block: str, primitive: str, loop: str) -> None:
     form.locator(".mlc-apply").click()
 
 
+def unroll_and_undo(page, rounds: int, select: str | None = None) -> list[dict]:
+    """``rounds`` times: unroll the selected loop (after clicking loop ``select``, when given), then
+    undo, each waited for; the page's click-to-render samples after the first round (it warms caches)."""
+    n = 0
+    for _ in range(rounds):
+        if select is not None:
+            row(page, "loop", select).click()
+        for button in (prim(page, "unroll"), page.locator(".mlc-explorer .mlc-undo")):
+            button.click()
+            n += 1
+            page.wait_for_function("(n) => window.__mlcLab.latencies.length >= n", arg=n, polling=50)
+    return page.evaluate("() => window.__mlcLab.latencies")[2:]
+
+
 def test_chapter2_by_clicks(lab_server, page, artifacts):
     url, root = lab_server
     write_notebook(
@@ -236,15 +250,7 @@ def test_chapter2_by_clicks(lab_server, page, artifacts):
     start_step = lab.kernel_json("ex.session.current.id")
     sel_name = "j_1_init"
     row(page, "loop", sel_name).click()
-    n = 0
-    for _ in range(11):
-        prim(page, "unroll").click()
-        n += 1
-        page.wait_for_function("(n) => window.__mlcLab.latencies.length >= n", arg=n, polling=50)
-        page.locator(".mlc-explorer .mlc-undo").click()
-        n += 1
-        page.wait_for_function("(n) => window.__mlcLab.latencies.length >= n", arg=n, polling=50)
-    samples = page.evaluate("() => window.__mlcLab.latencies")[2:]  # the first round warms caches
+    samples = unroll_and_undo(page, 11)
     applies = [s["ms"] for s in samples if s["primitive"] == "unroll"]
     undos = [s["ms"] for s in samples if s["primitive"] == "undo"]
     med = statistics.median(applies)
@@ -346,16 +352,7 @@ def test_large_script_theme_and_export(lab_server, page, artifacts):
     page.wait_for_function(
         "() => document.querySelector('.mlc-explorer .mlc-code-main .cm-content').innerText.includes('S71')"
     )
-    n = 0
-    for _ in range(5):
-        row(page, "loop", "S71/j").click()
-        prim(page, "unroll").click()
-        n += 1
-        page.wait_for_function("(n) => window.__mlcLab.latencies.length >= n", arg=n, polling=50)
-        page.locator(".mlc-explorer .mlc-undo").click()
-        n += 1
-        page.wait_for_function("(n) => window.__mlcLab.latencies.length >= n", arg=n, polling=50)
-    samples = page.evaluate("() => window.__mlcLab.latencies")[2:]
+    samples = unroll_and_undo(page, 5, select="S71/j")
     applies = [s["ms"] for s in samples if s["primitive"] == "unroll"]
     kernel = [s.get("kernelMs") or 0 for s in samples if s["primitive"] == "unroll"]
     print(
