@@ -102,3 +102,14 @@ class Lab:
         path = self.artifacts / f"{self.prefix}-{self.shots:02d}-{name}.png"
         (locator or self.page).screenshot(path=str(path))
         return path
+
+
+def run_notebook(page, lab_server, artifacts: Path, name: str, cells: list[str], prefix: str) -> Lab:
+    """Write ``cells`` as the notebook ``name`` in the server's folder, open it in JupyterLab and run
+    all its cells; the Lab that drives it (screenshots named ``prefix``-NN-...)."""
+    url, root = lab_server
+    write_notebook(root / name, cells)
+    lab = Lab(page, url, artifacts, prefix=prefix)
+    lab.open(name)
+    lab.run_all()
+    return lab

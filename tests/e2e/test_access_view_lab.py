@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.e2e.lab import Lab, forget, write_notebook
+from tests.e2e.lab import forget, run_notebook
 from tests.e2e.test_explorer_lab import MM_RELU
 
 pytestmark = pytest.mark.e2e
@@ -74,11 +74,7 @@ def leave_no_trace(lab_server, page):
 
 
 def test_access_view_in_lab(lab_server, page, artifacts, leave_no_trace):
-    url, root = lab_server
-    write_notebook(root / "access.ipynb", CELLS)
-    lab = Lab(page, url, artifacts, prefix="access")
-    lab.open("access.ipynb")
-    lab.run_all()
+    lab = run_notebook(page, lab_server, artifacts, "access.ipynb", CELLS, prefix="access")
     page.wait_for_selector(".mlc-explorer .mlc-row", timeout=60_000)
     page.wait_for_selector('.mlc-explorer .mlc-row[data-kind="loop"][data-name="j_1"]', timeout=30_000)
     explorer = page.locator(".mlc-explorer")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.lab import Lab, forget, write_notebook
+from tests.e2e.lab import Lab, forget, run_notebook, write_notebook
 from tests.fixtures.programs import MM_RELU
 
 pytestmark = pytest.mark.e2e
@@ -62,11 +62,7 @@ def _press_keeps_cell(page, locator, key: str) -> tuple[str, str]:
 
 
 def test_keys_stay_in_the_widgets(lab_server, page, artifacts, leave_no_trace):
-    url, root = lab_server
-    write_notebook(root / "classroom.ipynb", CELLS)
-    lab = Lab(page, url, artifacts, prefix="classroom")
-    lab.open("classroom.ipynb")
-    lab.run_all()
+    lab = run_notebook(page, lab_server, artifacts, "classroom.ipynb", CELLS, prefix="classroom")
     page.wait_for_selector(".mlc-explorer .mlc-row", timeout=60_000)
     page.wait_for_selector(".mlc-access .mlc-acc-scrub", state="attached", timeout=60_000)
     explorer = page.locator(".mlc-explorer")
@@ -238,11 +234,7 @@ GPU_CELLS = [
 
 def test_notebook04_k0_by_thread(lab_server, page, artifacts, leave_no_trace):
     """Notebook 04: "choose loop k_0, colour by thread, pick a warp" on the shared-memory matmul."""
-    url, root = lab_server
-    write_notebook(root / "classroom.ipynb", GPU_CELLS)
-    lab = Lab(page, url, artifacts, prefix="classroom-gpu")
-    lab.open("classroom.ipynb")
-    lab.run_all()
+    lab = run_notebook(page, lab_server, artifacts, "classroom.ipynb", GPU_CELLS, prefix="classroom-gpu")
     view = page.locator(".jp-OutputArea-output .mlc-access").first
     view.locator('.mlc-acc-card[data-buffer="A_shared"]').wait_for(timeout=90_000)
     idle = "() => !document.querySelector('.mlc-access').classList.contains('mlc-acc-loading')"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.lab import Lab, write_notebook
+from tests.e2e.lab import run_notebook
 from tests.labs import gpu_matmul
 
 pytestmark = pytest.mark.e2e
@@ -24,18 +24,18 @@ BEFORE_BIND = next(i for i, (p, a, _k) in enumerate(_STEPS) if p == "bind" and s
 
 
 def test_checks_panel_follows_a_step_that_creates_hazards(lab_server, page, artifacts):
-    url, root = lab_server
-    write_notebook(
-        root / "checks.ipynb",
+    lab = run_notebook(
+        page,
+        lab_server,
+        artifacts,
+        "checks.ipynb",
         [
             "import mlc_lab\nfrom mlc_lab.core.session import Session\nfrom tests.labs import gpu_matmul as g\n"
             f"program, steps = g.SUBMISSIONS['copy_8x32_threads']\ns = Session(program)\ng.apply(s, steps[:{BEFORE_BIND}])",
             f"ex = mlc_lab.explore(s, assignment={str(ASSIGNMENT)!r}, height='720px')\nex",
         ],
+        prefix="checks",
     )
-    lab = Lab(page, url, artifacts, prefix="checks")
-    lab.open("checks.ipynb")
-    lab.run_all()
     page.wait_for_selector(".mlc-explorer .mlc-row", timeout=90_000)
     explorer = page.locator(".mlc-explorer")
     explorer.scroll_into_view_if_needed()

@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from tests.e2e.lab import Lab, write_notebook
+from tests.e2e.lab import Lab, run_notebook
 from tests.fixtures.programs import MM_RELU
 
 pytestmark = pytest.mark.e2e
@@ -72,17 +72,17 @@ def unroll_and_undo(page, rounds: int, select: str | None = None) -> list[dict]:
 
 
 def test_chapter2_by_clicks(lab_server, page, artifacts):
-    url, root = lab_server
-    write_notebook(
-        root / "explorer.ipynb",
+    lab = run_notebook(
+        page,
+        lab_server,
+        artifacts,
+        "explorer.ipynb",
         [
             "import mlc_lab\nfrom mlc_lab.widgets import explore\nMM_RELU = " + repr(MM_RELU),
             "ex = explore(MM_RELU)\nex",
         ],
+        prefix="explorer",
     )
-    lab = Lab(page, url, artifacts, prefix="explorer")
-    lab.open("explorer.ipynb")
-    lab.run_all()
     page.wait_for_selector(".mlc-explorer .mlc-row", timeout=60_000)
     wait_code(page, "for i, j, k in T.grid(128, 128, 128):")
     explorer = page.locator(".mlc-explorer")
@@ -328,14 +328,15 @@ def chain_program(stages: int, n: int = 64) -> str:
 
 def test_large_script_theme_and_export(lab_server, page, artifacts):
     """A ~500-line script stays responsive; the dark theme is followed; the HTML export works offline."""
-    url, root = lab_server
-    write_notebook(
-        root / "large.ipynb",
+    _url, root = lab_server
+    lab = run_notebook(
+        page,
+        lab_server,
+        artifacts,
+        "large.ipynb",
         ["from mlc_lab.widgets import explore\nBIG = " + repr(chain_program(72)), "big = explore(BIG)\nbig"],
+        prefix="explorer-large",
     )
-    lab = Lab(page, url, artifacts, prefix="explorer-large")
-    lab.open("large.ipynb")
-    lab.run_all()
     page.wait_for_selector(".mlc-explorer .mlc-row", timeout=90_000)
     explorer = page.locator(".mlc-explorer")
     explorer.scroll_into_view_if_needed()

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.e2e.lab import Lab, console_errors, write_notebook
+from tests.e2e.lab import console_errors, run_notebook
 from tests.e2e.saved import export_offline, widget_state
 from tests.e2e.test_explorer_lab import row
 from tests.e2e.test_saved_state_lab import _no_kernel_dialog
@@ -116,10 +116,7 @@ def _opened_without_kernel(browser, url: str, dest, artifacts, prefix: str):
 def test_jupyterlab_widget_state_save_reopens_whole(lab_server, lab_page, browser, artifacts, tmp_path):
     url, root = lab_server
     page, errors = lab_page
-    write_notebook(root / "jl_saved.ipynb", CELLS)
-    lab = Lab(page, url, artifacts, prefix="jl-saved")
-    lab.open("jl_saved.ipynb")
-    lab.run_all()
+    lab = run_notebook(page, lab_server, artifacts, "jl_saved.ipynb", CELLS, prefix="jl-saved")
     page.wait_for_selector(".mlc-access-view .mlc-acc-buffers canvas", timeout=120_000)
     lab.kernel(LATER_STEPS)
     page.wait_for_function("(sel) => document.querySelectorAll(sel).length >= 4", arg=STEP_ROWS, timeout=30_000)
@@ -160,10 +157,14 @@ def test_a_save_right_after_a_burst_of_clicks_keeps_every_step(lab_server, lab_p
     still holds every step: the page records the steps it holds that the kernel has not yet."""
     url, root = lab_server
     page, errors = lab_page
-    write_notebook(root / "burst.ipynb", [CELLS[0].replace("mlc_lab.explore(s)", "ex = mlc_lab.explore(s)\nex")])
-    lab = Lab(page, url, artifacts, prefix="burst")
-    lab.open("burst.ipynb")
-    lab.run_all()
+    lab = run_notebook(
+        page,
+        lab_server,
+        artifacts,
+        "burst.ipynb",
+        [CELLS[0].replace("mlc_lab.explore(s)", "ex = mlc_lab.explore(s)\nex")],
+        prefix="burst",
+    )
     page.wait_for_selector(".mlc-explorer .mlc-row", timeout=120_000)
     lab.kernel("ex.RECORD_DELAY_S = 600")  # the kernel records nothing more until after the save
     # (and this kernel checks what it sends against mlc_lab.model: tests/e2e/conftest.py reads the file)
