@@ -134,16 +134,11 @@ def test_saved_checks_panel_offline(browser, artifacts, tmp_path):
     kernel: the recorded report of a step, the history's ⚠, and for a step whose checks were never
     computed a sentence that they need a kernel; no console errors."""
 
-    import nbformat
-
-    from tests.e2e.lab import console_errors
+    from tests.e2e.lab import console_errors, write_notebook
     from tests.e2e.saved import execute_saving_widgets, export_offline, widget_state
 
     src = tmp_path / "checks_src.ipynb"
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(SAVED_CELL)]
-    nbformat.write(nb, str(src))
+    write_notebook(src, [SAVED_CELL])
     saved = tmp_path / "checks.ipynb"
     execute_saving_widgets(src, saved)
     state = widget_state(json.loads(saved.read_text()))

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.lab import run_notebook
+from tests.e2e.test_explorer_compiler_lab import compiler_view
 from tests.unit.test_cuda import blocking_with_shared
 
 pytestmark = pytest.mark.e2e
@@ -34,11 +35,7 @@ def test_compiler_view_for_sm_75_names_the_stack_frame_and_links_loops(lab_serve
         ],
         prefix="explorer-compiler-cuda",
     )
-    page.wait_for_function("() => document.querySelectorAll('.mlc-explorer .mlc-row').length > 0", timeout=60_000)
-    ex = page.locator(".mlc-explorer").first
-    ex.scroll_into_view_if_needed()
-
-    ex.locator(".mlc-diff-mode").select_option("compiler")
+    ex = compiler_view(page)
     field = ex.locator(".mlc-compiler-target")
     assert field.input_value() == "cpu"
     # the field's list offers the common archs; sm_75 picked (typed, then Enter)

@@ -12,6 +12,15 @@ from tests.fixtures.programs import MM_RELU
 pytestmark = pytest.mark.e2e
 
 
+def compiler_view(page):
+    """The first explorer on the page, once drawn, switched to its Compiler view."""
+    page.wait_for_function("() => document.querySelectorAll('.mlc-explorer .mlc-row').length > 0", timeout=60_000)
+    ex = page.locator(".mlc-explorer").first
+    ex.scroll_into_view_if_needed()
+    ex.locator(".mlc-diff-mode").select_option("compiler")
+    return ex
+
+
 def test_compiler_view_highlights_the_selected_loop(lab_server, page, artifacts):
     lab = run_notebook(
         page,
@@ -26,11 +35,7 @@ def test_compiler_view_highlights_the_selected_loop(lab_server, page, artifacts)
         ],
         prefix="explorer-compiler",
     )
-    page.wait_for_function("() => document.querySelectorAll('.mlc-explorer .mlc-row').length > 0", timeout=60_000)
-    ex = page.locator(".mlc-explorer").first
-    ex.scroll_into_view_if_needed()
-
-    ex.locator(".mlc-diff-mode").select_option("compiler")
+    ex = compiler_view(page)
     verdict = ex.locator(".mlc-compiler-verdict")
     page.wait_for_function(
         "() => (document.querySelector('.mlc-compiler-verdict')?.textContent ?? '').includes('j_1 vectorized')",

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 
-import nbformat
 import pytest
 
-from tests.e2e.lab import console_errors
+from tests.e2e.lab import console_errors, write_notebook
 from tests.e2e.saved import execute_saving_widgets, export_offline, widget_state
 
 pytestmark = pytest.mark.e2e
@@ -45,10 +44,7 @@ def _status_has(page, text: str) -> None:
 
 def test_saved_panels_offline(browser, artifacts, tmp_path):
     src = tmp_path / "panels_src.ipynb"
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(CELL)]
-    nbformat.write(nb, str(src))
+    write_notebook(src, [CELL])
     saved = tmp_path / "panels.ipynb"
     execute_saving_widgets(src, saved)
     size = saved.stat().st_size
