@@ -30,7 +30,7 @@ from mlc_lab.widgets.tuning import (
     float64_list,
     retarget_trace,
 )
-from tests.widgets.fakes import FakeSession
+from tests.widgets.fakes import FakeSession, wait_until
 
 FLOPS = 2.0 * 64**3
 TARGET = {"kind": "llvm", "mcpu": "cascadelake", "num-cores": 2}
@@ -159,13 +159,6 @@ def running_job(wd: WorkDir):
         yield proc
     finally:
         proc.kill()
-
-
-def wait_until(pred, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 @pytest.fixture()
