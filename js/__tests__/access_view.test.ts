@@ -6,7 +6,7 @@ import { FUTURE_LEVEL, OUTSIDE_LEVEL, PALETTE, VISITED_LEVEL, elementColor, hueC
 import { type FootprintResult, bit, decodeFootprint, describeElement, gridOf, indexAt, kindsFromMasks, sliceMap, threadText, typedArray } from "../access/data";
 import { AccessPanel } from "../access/panel";
 import { RpcFailure } from "../lib/rpc";
-import { fakeModel, loop, mmRelu, tick, treeBytes } from "./fixtures";
+import { fakeModel, loop, mmRelu, px, stubCanvas, tick, treeBytes } from "./fixtures";
 
 // ---- colour ------------------------------------------------------------------------------------
 
@@ -256,24 +256,14 @@ function fakeHost(fail: unknown = null) {
 let frames: FrameRequestCallback[] = [];
 
 beforeEach(() => {
-  // jsdom has no canvas: a 2-D context that keeps the last ImageData put.
-  vi.spyOn(HTMLCanvasElement.prototype, "getContext").mockImplementation(function (this: HTMLCanvasElement) {
-    return {
-      createImageData: (w: number, h: number) => ({ width: w, height: h, data: new Uint8ClampedArray(w * h * 4) }),
-      putImageData: vi.fn(),
-    } as any;
-  });
   frames = [];
-  vi.stubGlobal("requestAnimationFrame", (cb: FrameRequestCallback) => frames.push(cb));
-  vi.stubGlobal("cancelAnimationFrame", () => undefined);
+  stubCanvas((cb) => frames.push(cb));
 });
 
 afterEach(() => {
   vi.restoreAllMocks();
   vi.unstubAllGlobals();
 });
-
-const px = (u32: Uint32Array | null, i: number) => Array.from(new Uint8Array(u32!.buffer, i * 4, 3));
 
 describe("AccessPanel", () => {
   it("shows a long analysis's progress and cancels it; the kernel's 'cancelled' ends the wait", async () => {

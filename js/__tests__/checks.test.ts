@@ -5,11 +5,11 @@ import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
 import { type StepChecks, checksBadge, evidenceText, hazardMark, pathAfter, taskPoints, taskVerdicts } from "../checks/panel";
 import { markKernel, recordKey } from "../lib/offline";
-import { fakeModel, tick } from "./fixtures";
+import { fakeModel, render, tick } from "./fixtures";
 
 type Model = ReturnType<typeof fakeModel>;
 let el: HTMLElement;
-let cleanup: (() => void) | void;
+let dispose = () => {};
 
 const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
 const $$ = (sel: string) => Array.from(el.querySelectorAll<HTMLElement>(sel));
@@ -37,16 +37,13 @@ async function mount(traits: Record<string, unknown>, live = true, before: (m: M
   const model = fakeModel({ history: HISTORY, step: { id: 1, parent: 0, label: "split(Y/j, factors=[None, 4])" }, ...traits });
   markKernel(model, () => live);
   before(model);
-  el = document.createElement("div");
-  document.body.append(el);
-  cleanup = (await widget.render({ model: model as any, el, signal: new AbortController().signal } as any)) as any;
+  ({ el, dispose } = await render(widget, model));
   ($(".mlc-tab-checks") as HTMLButtonElement).click();
   return model;
 }
 
 afterEach(() => {
-  if (typeof cleanup === "function") cleanup();
-  el?.remove();
+  dispose();
 });
 
 const SETUP = { available: true, title: null, target: "cpu", names: null, tasks: [] };

@@ -6,12 +6,12 @@ import widget from "../explorer";
 import { submitsOnEnter } from "../explorer/forms";
 import { applicable } from "../explorer/primitives";
 import { TreeIndex } from "../explorer/tree";
-import { block, fakeModel, loop, mmRelu, tick } from "./fixtures";
+import { block, fakeModel, loop, mmRelu, render, tick } from "./fixtures";
 
 let model: ReturnType<typeof fakeModel>;
 let el: HTMLElement;
 let outside: string[];
-let cleanup: (() => void) | void;
+let dispose = () => {};
 
 const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
 const row = (kind: string, name: string) => $(`.mlc-row[data-kind="${kind}"][data-name="${name}"]`)!;
@@ -20,17 +20,14 @@ const press = (target: Element, key: string, extra: KeyboardEventInit = {}) =>
 
 beforeEach(async () => {
   model = fakeModel();
-  el = document.createElement("div");
-  document.body.append(el);
   outside = [];
   // What a notebook (Lumino listens on the document, bubbling) would see of our keys.
   document.addEventListener("keydown", record);
-  cleanup = (await widget.render({ model: model as any, el, signal: new AbortController().signal } as any)) as any;
+  ({ el, dispose } = await render(widget, model));
 });
 afterEach(() => {
   document.removeEventListener("keydown", record);
-  if (typeof cleanup === "function") cleanup();
-  el.remove();
+  dispose();
 });
 function record(ev: KeyboardEvent) {
   outside.push(`${ev.ctrlKey ? "Ctrl+" : ""}${ev.key}`);

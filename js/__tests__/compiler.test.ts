@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
 import type { Lowering } from "../lib/model";
 import { type PassInfo, asmLanguage, codeText, loopFacts, scriptAfter, scriptBefore, widthText } from "../lowering/compiler";
-import { fakeModel, tick } from "./fixtures";
+import { mounted, render, tick } from "./fixtures";
 import type { StepData } from "../lib/types";
 import { explorerOffline } from "../explorer/offline";
 import { markKernel, recordKey, setOfflineHandler } from "../lib/offline";
@@ -70,21 +70,8 @@ describe("compiler helpers", () => {
 });
 
 describe("the Compiler view in the explorer", () => {
-  let el: HTMLElement;
-  let cleanup: (() => void) | void;
-  afterEach(() => {
-    if (typeof cleanup === "function") cleanup();
-    el.remove();
-  });
-  async function mount(initial: Record<string, unknown>) {
-    const model = fakeModel(initial as any);
-    el = document.createElement("div");
-    document.body.append(el);
-    cleanup = (await widget.render({ model: model as any, el, signal: new AbortController().signal } as any)) as any;
-    return model;
-  }
-  const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
-  const $$ = (sel: string) => Array.from(el.querySelectorAll<HTMLElement>(sel));
+  const ui = mounted(widget);
+  const { mount, $, $$ } = ui;
   const steps = [
     { id: 0, parent: null, children: [1], primitive: "", label: "original program" },
     { id: 1, parent: 0, children: [], primitive: "vectorize", label: "vectorize(j_1)" },
@@ -186,7 +173,7 @@ describe("the Compiler view in the explorer", () => {
     expect(model.requests().at(-1)!.params).toEqual({ step: S, target: "sm_75" });
     const field = $(".mlc-compiler-target") as HTMLInputElement;
     expect(field.value).toBe("sm_75");
-    expect(Array.from(el.querySelectorAll("datalist option")).map((o) => (o as HTMLOptionElement).value)).toEqual(["cpu", "cuda", "sm_75", "sm_80", "sm_86", "sm_90"]);
+    expect(Array.from(ui.el.querySelectorAll("datalist option")).map((o) => (o as HTMLOptionElement).value)).toEqual(["cpu", "cuda", "sm_75", "sm_80", "sm_86", "sm_90"]);
     model.reply(big);
     await tick();
     // the verdict names the 64x64 accumulator and its 16 KB stack frame, first
@@ -283,10 +270,9 @@ describe("CUDA facts without ptxas", () => {
 
 describe("a saved explorer's Compiler view", () => {
   let el: HTMLElement;
-  let cleanup: (() => void) | void;
+  let dispose = () => {};
   afterEach(() => {
-    if (typeof cleanup === "function") cleanup();
-    el.remove();
+    dispose();
   });
   const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
   it("opens on its saved target and answers from the reply recorded under it; an unrecorded target keeps the view", async () => {
@@ -321,9 +307,7 @@ describe("a saved explorer's Compiler view", () => {
     const model = await new SavedWidgets(saved).get_model("e");
     markKernel(model, () => false);
     setOfflineHandler(model, explorerOffline(model));
-    el = document.createElement("div");
-    document.body.append(el);
-    cleanup = (await widget.render({ model: model as never, el, signal: new AbortController().signal } as never)) as never;
+    ({ el, dispose } = await render(widget, model));
     const settle = async () => {
       for (let i = 0; i < 5; i++) await new Promise((r) => setTimeout(r, 0));
     };

@@ -2,12 +2,12 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import widget from "../explorer";
 import { BUSY_DELAY_MS, FOLLOW } from "../explorer/view";
-import { SCRIPT, fakeModel, mmRelu, tick, treeBytes } from "./fixtures";
+import { fakeModel, mmRelu, render, SCRIPT, tick, treeBytes } from "./fixtures";
 
 type Model = ReturnType<typeof fakeModel>;
 let model: Model;
 let el: HTMLElement;
-let cleanup: (() => void) | void;
+let dispose = () => {};
 
 const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
 /** The notes the view sent the kernel (fire and forget: the Session follows the page). */
@@ -19,17 +19,14 @@ const key = (k: string, extra: KeyboardEventInit = {}) =>
 
 async function mount(initial = {}) {
   model = fakeModel(initial);
-  el = document.createElement("div");
-  document.body.append(el);
-  cleanup = (await widget.render({ model: model as any, el, signal: new AbortController().signal } as any)) as any;
+  ({ el, dispose } = await render(widget, model));
 }
 
 beforeEach(async () => {
   await mount();
 });
 afterEach(() => {
-  if (typeof cleanup === "function") cleanup();
-  el.remove();
+  dispose();
 });
 
 describe("explorer view", () => {
@@ -359,8 +356,7 @@ describe("explorer view", () => {
   });
 
   it("cleans up on close", () => {
-    if (typeof cleanup === "function") cleanup();
-    cleanup = undefined;
+    dispose();
     expect(el.querySelector(".mlc-explorer")).toBeNull();
   });
 });

@@ -1,12 +1,12 @@
 // @vitest-environment jsdom
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import widget from "../explorer";
 import { cudaLanguage, launchShape } from "../lowering/cuda";
 import { keyAction } from "../explorer/keys";
 import { checkMark, checkTitle, formatLatency, latencyPlot, logRange, logTicks, measurementText, measurementTitle, plotPoints } from "../explorer/measure";
 import { EMPTY_MEASUREMENT, MEASUREMENT_HOVER, type Measurement } from "../lib/model";
 import unsteady from "../../tests/fixtures/measurement_unsteady.json";
-import { fakeModel, tick } from "./fixtures";
+import { mounted, tick } from "./fixtures";
 
 const steps = [
   { id: 0, parent: null, children: [1, 3], primitive: "", label: "original program" },
@@ -95,20 +95,8 @@ describe("cuda helpers", () => {
 });
 
 describe("explorer with measurements", () => {
-  let el: HTMLElement;
-  let cleanup: (() => void) | void;
-  afterEach(() => {
-    if (typeof cleanup === "function") cleanup();
-    el.remove();
-  });
-  async function mount(initial: Record<string, unknown>) {
-    const model = fakeModel(initial as any);
-    el = document.createElement("div");
-    document.body.append(el);
-    cleanup = (await widget.render({ model: model as any, el, signal: new AbortController().signal } as any)) as any;
-    return model;
-  }
-  const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
+  const ui = mounted(widget);
+  const { mount, $ } = ui;
 
   it("shows latency, GFLOP/s and ✓/✗ in the history rows, and the plot", async () => {
     const model = await mount({ history: steps, step: { id: 2, parent: 1 }, measurements: { "0": m(0.004), "2": m(0.001, { correct: false, max_abs_error: 0.25 }) }, measuring: {} });
@@ -121,13 +109,13 @@ describe("explorer with measurements", () => {
     expect(row2.textContent).toBe("✗");
     expect(row2.title).toContain("max |error| 0.250");
     expect($('.mlc-hrow[data-step="1"] .mlc-hmeasure')).toBeNull();
-    expect(el.querySelectorAll(".mlc-plot circle").length).toBe(2);
+    expect(ui.el.querySelectorAll(".mlc-plot circle").length).toBe(2);
     expect($(".mlc-plot")!.hidden).toBe(false);
     // a new measurement arrives from Python
     model.set("measurements", { ...(model.get("measurements") as object), "1": m(0.002) });
     await tick();
     expect($('.mlc-hrow[data-step="1"] .mlc-hmeasure')?.textContent).toContain("2.00 ms");
-    expect(el.querySelectorAll(".mlc-plot circle").length).toBe(3);
+    expect(ui.el.querySelectorAll(".mlc-plot circle").length).toBe(3);
   });
 
   it("Measure (button or m) asks Python for the current step on the chosen target; shows measuring…", async () => {

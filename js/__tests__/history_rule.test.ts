@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
 import { History } from "../explorer/state";
 import { FOLLOW } from "../explorer/view";
-import { fakeModel, tick } from "./fixtures";
+import { fakeModel, render, tick } from "./fixtures";
 import walkFile from "./fixtures/history_walk.json";
 
 interface Move {
@@ -18,19 +18,16 @@ interface Move {
 }
 const walk = (walkFile as { walk: Move[] }).walk;
 
-let cleanup: (() => void) | void;
+let dispose = () => {};
 let el: HTMLElement;
 afterEach(() => {
-  if (typeof cleanup === "function") cleanup();
-  el?.remove();
+  dispose();
 });
 
 describe("redo goes where the Session's redo goes", () => {
   it("drives the recorded walk through the view", async () => {
     const model = fakeModel();
-    el = document.createElement("div");
-    document.body.append(el);
-    cleanup = (await widget.render({ model: model as never, el, signal: new AbortController().signal } as never)) as never;
+    ({ el, dispose } = await render(widget, model));
     const shown = () => JSON.parse(new TextDecoder().decode(model.state.step as DataView)).id as number;
     let made = 0;
     const reached: number[] = [];

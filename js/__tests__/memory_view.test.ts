@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { PALETTE } from "../access/color";
 import { type FootprintResult, cropIndex, sliceMap, viewBox } from "../access/data";
 import { AccessPanel } from "../access/panel";
+import { px, stubCanvas } from "./fixtures";
 
 function packbits(bits: ArrayLike<boolean | number>): Uint8Array {
   const out = new Uint8Array(Math.ceil(bits.length / 8));
@@ -127,21 +128,12 @@ function host() {
 }
 
 beforeEach(() => {
-  vi.spyOn(HTMLCanvasElement.prototype, "getContext").mockImplementation(function (this: HTMLCanvasElement) {
-    return {
-      createImageData: (w: number, h: number) => ({ width: w, height: h, data: new Uint8ClampedArray(w * h * 4) }),
-      putImageData: vi.fn(),
-    } as any;
-  });
-  vi.stubGlobal("requestAnimationFrame", () => 0);
-  vi.stubGlobal("cancelAnimationFrame", () => undefined);
+  stubCanvas();
 });
 afterEach(() => {
   vi.restoreAllMocks();
   vi.unstubAllGlobals();
 });
-
-const px = (u32: Uint32Array | null, i: number) => Array.from(new Uint8Array(u32!.buffer, i * 4, 3));
 
 describe("the panel zooms, outlines and names", () => {
   it("opens zoomed on the touched run, large cells with borders, and a minimap of the buffer", async () => {

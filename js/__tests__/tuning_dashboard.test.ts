@@ -25,8 +25,7 @@ vi.mock("plotly.js-basic-dist-min", () => ({ default: { react: plotly.react, pur
 import widget from "../tuning_dashboard";
 import { buildSeries, formatLatency, pickUnit, toFloat64 } from "../tuning/data";
 import { plotLayout, rooflineData } from "../tuning/plot";
-
-type Handler = (...args: any[]) => void;
+import { type Rendered, eventModel, render } from "./fixtures";
 
 function f64(values: number[]): DataView {
   const arr = new Float64Array(values);
@@ -36,7 +35,7 @@ function f64(values: number[]): DataView {
 const FLOPS = 2 * 64 ** 3;
 
 function fakeModel(initial: Record<string, unknown> = {}) {
-  const state: Record<string, unknown> = {
+  return eventModel({
     work_dir: "/tmp/wd",
     func: "mm_relu",
     target: "llvm cascadelake 2 cores",
@@ -58,51 +57,23 @@ function fakeModel(initial: Record<string, unknown> = {}) {
     updated_at: 0,
     height: "380px",
     ...initial,
-  };
-  const handlers = new Map<string, Set<Handler>>();
-  return {
-    state,
-    get: (k: string) => state[k],
-    set: (k: string, v: unknown) => {
-      state[k] = v;
-      for (const h of handlers.get(`change:${k}`) ?? []) h();
-    },
-    on: (event: string, h: Handler) => {
-      if (!handlers.has(event)) handlers.set(event, new Set());
-      handlers.get(event)!.add(h);
-    },
-    off: (event?: string | null, h?: Handler | null) => {
-      if (!event) handlers.clear();
-      else if (!h) handlers.delete(event);
-      else handlers.get(event)?.delete(h);
-    },
-    save_changes: vi.fn(),
-    send: vi.fn(),
-    widget_manager: { get_model: vi.fn() },
-    emit(msg: unknown, buffers: DataView[] = []) {
-      for (const h of handlers.get("msg:custom") ?? []) h(msg, buffers);
-    },
-    handlerCount: () => [...handlers.values()].reduce((n, s) => n + s.size, 0),
-  };
+  });
 }
 
 type Model = ReturnType<typeof fakeModel>;
 let model: Model;
-let el: HTMLElement;
-let cleanup: (() => void) | void;
+let view: Rendered;
 let host: { getWidget: ReturnType<typeof vi.fn>; getModel: ReturnType<typeof vi.fn> };
 
-const $ = (sel: string) => el.querySelector<HTMLElement>(sel);
-const $$ = (sel: string) => Array.from(el.querySelectorAll<HTMLElement>(sel));
+const $ = (sel: string) => view.el.querySelector<HTMLElement>(sel);
+const $$ = (sel: string) => Array.from(view.el.querySelectorAll<HTMLElement>(sel));
 const frame = () => new Promise((r) => setTimeout(r, 30));
 const lastPlot = () => plotly.calls[plotly.calls.length - 1];
 
 async function mount(initial: Record<string, unknown> = {}) {
   model = fakeModel(initial);
-  el = document.createElement("div");
-  document.body.append(el);
   host = { getWidget: vi.fn(), getModel: vi.fn() };
-  cleanup = (await widget.render({ model: model as any, el, host, signal: new AbortController().signal } as any)) as any;
+  view = await render(widget, model, { host });
   await frame();
 }
 
@@ -111,10 +82,7 @@ beforeEach(async () => {
   plotly.react.mockClear();
   await mount();
 });
-afterEach(() => {
-  if (typeof cleanup === "function") cleanup();
-  el.remove();
-});
+afterEach(() => view.dispose());
 
 describe("data", () => {
   it("decodes float64 buffers, even at an odd offset", () => {
@@ -224,7 +192,7 @@ describe("dashboard view", () => {
   });
 
   it("GFLOPS is off when the job has no FLOP count", async () => {
-    cleanup && (cleanup as () => void)();
+    view.dispose();
     await mount({ flops: 0 });
     expect(($(".mlc-t-metric[data-metric='gflops']") as HTMLButtonElement).disabled).toBe(true);
   });
@@ -244,7 +212,7 @@ describe("dashboard view", () => {
   });
 
   it("a run cancelled before any measured candidate says so on the chart, not 'waiting'", async () => {
-    cleanup && (cleanup as () => void)();
+    view.dispose();
     await mount({ done: 0, latency: f64([]), elapsed: f64([]), best: {}, failed_count: 0, failures: [] });
     expect(lastPlot().layout.annotations[0].text).toMatch(/waiting for the first measured candidate/);
     model.set("status", "cancelled");
@@ -272,7 +240,7 @@ describe("dashboard view", () => {
   });
 
   it("hides the failure list when nothing failed", async () => {
-    cleanup && (cleanup as () => void)();
+    view.dispose();
     await mount({ failed_count: 0, failures: [], latency: f64([1e-4]) });
     expect($(".mlc-t-failures")!.hidden).toBe(true);
   });
@@ -345,8 +313,7 @@ describe("dashboard view", () => {
   });
 
   it("cleans up: listeners removed, plot purged", () => {
-    (cleanup as () => void)();
-    cleanup = undefined;
+    view.dispose();
     expect(plotly.purge).toHaveBeenCalled();
     expect(model.handlerCount()).toBe(0);
   });
@@ -371,7 +338,7 @@ describe("keys in a notebook", () => {
     const seen: string[] = [];
     const record = (ev: KeyboardEvent) => seen.push(`${ev.ctrlKey ? "Ctrl+" : ""}${ev.key}`);
     document.addEventListener("keydown", record);
-    const root = el.querySelector<HTMLElement>(".mlc-tuning")!;
+    const root = view.el.querySelector<HTMLElement>(".mlc-tuning")!;
     expect(root.getAttribute("data-lm-suppress-shortcuts")).toBe("true");
     const target = root.querySelector<HTMLElement>("button") ?? root;
     for (const key of ["ArrowDown", "a", "b", "Enter"]) target.dispatchEvent(new KeyboardEvent("keydown", { key, bubbles: true }));

@@ -56,27 +56,20 @@ async function inflate(data: Uint8Array): Promise<Uint8Array> {
   return out;
 }
 
+const ARRAY_TYPES: Record<string, new (buf: ArrayBuffer) => NumArray> = {
+  int8: Int8Array,
+  int16: Int16Array,
+  int32: Int32Array,
+  uint8: Uint8Array,
+  uint16: Uint16Array,
+  uint32: Uint32Array,
+  float64: Float64Array,
+};
+
 /** A typed array over a copy of `bytes` (copied: Python's buffers need not be aligned). */
 export function typedArray(bytes: Uint8Array, dtype: string): NumArray {
-  const buf = bytes.slice().buffer;
-  switch (dtype) {
-    case "int8":
-      return new Int8Array(buf);
-    case "int16":
-      return new Int16Array(buf);
-    case "int32":
-      return new Int32Array(buf);
-    case "uint8":
-      return new Uint8Array(buf);
-    case "uint16":
-      return new Uint16Array(buf);
-    case "uint32":
-      return new Uint32Array(buf);
-    case "float64":
-      return new Float64Array(buf);
-    default:
-      throw new Error(`unknown array type ${dtype}`);
-  }
+  if (!Object.hasOwn(ARRAY_TYPES, dtype)) throw new Error(`unknown array type ${dtype}`);
+  return new ARRAY_TYPES[dtype](bytes.slice().buffer);
 }
 
 /** Bit `i` of a big-endian packed mask (numpy's packbits). */

@@ -83,57 +83,40 @@ export function latencyPlot(summary: Summary): HTMLElement {
   );
 }
 
-/** The hand-ins the grader refused (a trace that calls what no schedule calls): for the teacher to look at. */
-export function refusedTable(summary: Summary): HTMLElement {
-  const rows = summary.refused ?? [];
-  if (!rows.length) return h("div", { class: "mlc-class-empty" }, "No hand-in was refused.");
+/** A table of the class's `rows` (one `row` each under the `heads`), or the `empty` sentence when there are none. */
+function classTable<T>(rows: T[], empty: string, cls: string, heads: string[], row: (r: T) => HTMLElement): HTMLElement {
+  if (!rows.length) return h("div", { class: "mlc-class-empty" }, empty);
   return h(
     "table",
-    { class: "mlc-class-table mlc-refused" },
-    h("thead", {}, h("tr", {}, h("th", {}, "Pseudonym"), h("th", {}, "Submission"), h("th", {}, "Why the grader refused it"))),
-    h(
-      "tbody",
-      {},
-      rows.map((r) => h("tr", { class: "mlc-refused-row", dataset: { name: r.name } }, h("td", {}, `⚠ ${r.name}`), h("td", {}, `#${r.id}`), h("td", { class: "mlc-failure-message" }, r.message))),
-    ),
+    { class: `mlc-class-table ${cls}` },
+    h("thead", {}, h("tr", {}, heads.map((t) => h("th", {}, t)))),
+    h("tbody", {}, rows.map(row)),
+  );
+}
+
+/** The hand-ins the grader refused (a trace that calls what no schedule calls): for the teacher to look at. */
+export function refusedTable(summary: Summary): HTMLElement {
+  return classTable(summary.refused ?? [], "No hand-in was refused.", "mlc-refused", ["Pseudonym", "Submission", "Why the grader refused it"], (r) =>
+    h("tr", { class: "mlc-refused-row", dataset: { name: r.name } }, h("td", {}, `⚠ ${r.name}`), h("td", {}, `#${r.id}`), h("td", { class: "mlc-failure-message" }, r.message)),
   );
 }
 
 export function failuresTable(summary: Summary): HTMLElement {
-  const rows = summary.common_failures ?? [];
-  if (!rows.length) return h("div", { class: "mlc-class-empty" }, "No failures yet.");
-  return h(
-    "table",
-    { class: "mlc-class-table mlc-failures" },
-    h("thead", {}, h("tr", {}, h("th", {}, "Task"), h("th", {}, "What was wrong"), h("th", {}, "Students"), h("th", {}, "Times"))),
-    h(
-      "tbody",
-      {},
-      rows.map((f) => h("tr", {}, h("td", {}, f.task ?? "(not graded)"), h("td", { class: "mlc-failure-message" }, f.message), h("td", {}, String(f.students)), h("td", {}, String(f.count)))),
-    ),
+  return classTable(summary.common_failures ?? [], "No failures yet.", "mlc-failures", ["Task", "What was wrong", "Students", "Times"], (f) =>
+    h("tr", {}, h("td", {}, f.task ?? "(not graded)"), h("td", { class: "mlc-failure-message" }, f.message), h("td", {}, String(f.students)), h("td", {}, String(f.count))),
   );
 }
 
 export function stuckTable(summary: Summary): HTMLElement {
-  const rows = summary.stuck ?? [];
-  if (!rows.length) return h("div", { class: "mlc-class-empty" }, "Nobody is stuck: every student who handed in has passed every task.");
-  return h(
-    "table",
-    { class: "mlc-class-table mlc-stuck-table" },
-    h("thead", {}, h("tr", {}, h("th", {}, "Pseudonym"), h("th", {}, "At task"), h("th", {}, "Failed tries"), h("th", {}, "Last message"))),
+  const empty = "Nobody is stuck: every student who handed in has passed every task.";
+  return classTable(summary.stuck ?? [], empty, "mlc-stuck-table", ["Pseudonym", "At task", "Failed tries", "Last message"], (s) =>
     h(
-      "tbody",
-      {},
-      rows.map((s) =>
-        h(
-          "tr",
-          { class: s.stuck ? "mlc-stuck-row mlc-stuck" : "mlc-stuck-row", dataset: { name: s.name, task: s.task } },
-          h("td", {}, s.name),
-          h("td", {}, s.task),
-          h("td", {}, String(s.failed_attempts)),
-          h("td", { class: "mlc-failure-message" }, s.last_message ?? ""),
-        ),
-      ),
+      "tr",
+      { class: s.stuck ? "mlc-stuck-row mlc-stuck" : "mlc-stuck-row", dataset: { name: s.name, task: s.task } },
+      h("td", {}, s.name),
+      h("td", {}, s.task),
+      h("td", {}, String(s.failed_attempts)),
+      h("td", { class: "mlc-failure-message" }, s.last_message ?? ""),
     ),
   );
 }

@@ -196,15 +196,8 @@ def _parts(data: dict, where: str, kind: str, visibility: str) -> tuple[Part, ..
         hand_in = _hand_in(data.get("hand_in", {}), where)
         return (Part("", str(data.get("title", "")), hand_in, _tasks(data["tasks"], where, kind, visibility, 1, "")),)
     raw_parts = data.get("parts")
-    if not isinstance(raw_parts, list) or not raw_parts:
-        raise AssignmentError(f"{where}: an assignment needs at least one [[tasks]] table (or [[parts]])")
     parts = []
-    for i, raw in enumerate(raw_parts, 1):
-        at = f"{where}: part {i}"
-        if not isinstance(raw, dict):
-            raise AssignmentError(f"{at}: a part is a table")
-        _known(raw, "parts", at)
-        name = _get(raw, "name", str, at)
+    for i, at, raw, name in _named_tables(raw_parts, "parts", where, "[[tasks]] table (or [[parts]])"):
         hand_in = _hand_in(raw.get("hand_in", {}), at)
         if hand_in.file is None and len(raw_parts) > 1:
             raise AssignmentError(f"{at} ({name}): a part of several needs hand_in.file, the file it grades")
@@ -220,15 +213,8 @@ def _parts(data: dict, where: str, kind: str, visibility: str) -> tuple[Part, ..
 def _tasks(raw_tasks: object, where: str, kind: str, visibility: str, number: int, part: str) -> tuple[Task, ...]:
     from mlc_lab.core.checks import CHECKS
 
-    if not isinstance(raw_tasks, list) or not raw_tasks:
-        raise AssignmentError(f"{where}: an assignment needs at least one [[tasks]] table")
     tasks = []
-    for i, raw in enumerate(raw_tasks, 1):
-        at = f"{where}: task {i}"
-        if not isinstance(raw, dict):
-            raise AssignmentError(f"{at}: a task is a table")
-        _known(raw, "tasks", at)
-        name = _get(raw, "name", str, at)
+    for i, at, raw, name in _named_tables(raw_tasks, "tasks", where, "[[tasks]] table"):
         checks = raw.get("checks", [])
         latency = raw.get("max_latency_ms")
         if latency is not None and (not isinstance(latency, (int, float)) or latency <= 0):
@@ -266,6 +252,20 @@ def _tasks(raw_tasks: object, where: str, kind: str, visibility: str, number: in
             )
         )
     return tuple(tasks)
+
+
+def _named_tables(raw: object, section: str, where: str, needed: str):
+    """Each table of the list ``raw`` (the [[parts]] or [[tasks]]) as (its number, where it is, the table,
+    its name), each checked for unknown keys and a name; an empty list or a non-table is an error."""
+    if not isinstance(raw, list) or not raw:
+        raise AssignmentError(f"{where}: an assignment needs at least one {needed}")
+    noun = section.removesuffix("s")
+    for i, table in enumerate(raw, 1):
+        at = f"{where}: {noun} {i}"
+        if not isinstance(table, dict):
+            raise AssignmentError(f"{at}: a {noun} is a table")
+        _known(table, section, at)
+        yield i, at, table, _get(table, "name", str, at)
 
 
 def _known(table: dict, section: str, where: str) -> None:

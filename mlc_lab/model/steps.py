@@ -387,11 +387,7 @@ class StepView:
 
     def to_json(self) -> dict:
         return {
-            "id": self.id,
-            "parent": self.parent,
-            "kind": self.kind,
-            "primitive": self.primitive,
-            "label": self.label,
+            **self.summary.to_json(),
             "script": self.script,
             "loop_tree": self.loop_tree,
             "trace": self.trace,

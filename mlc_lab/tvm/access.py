@@ -79,6 +79,16 @@ def _call_name(e) -> str:
     return str(getattr(e.op, "name", e.op)).rpartition(".")[2]
 
 
+def sub_exprs(e):
+    """The expressions directly inside ``e``: its operands, and a call's arguments."""
+    for name in ("a", "b", "value", "condition", "true_value", "false_value"):
+        sub = getattr(e, name, None)
+        if isinstance(sub, tvm.ir.Expr):
+            yield sub
+    if isinstance(e, tvm.ir.Call):
+        yield from e.args
+
+
 class _Lowering:
     def __init__(self, func):
         self.func = func
@@ -199,21 +209,16 @@ class _Lowering:
         """Accesses of a store or evaluate (loads first, in evaluation order, then the store)."""
         out: list[Access] = []
 
+        def add(buffer, kind, indices, gs):
+            out.append(
+                Access(self.register(buffer), kind, tuple(self.expr(i, env) for i in indices), block, gs, inner, label)
+            )
+
         def visit(e, gs):
             if isinstance(e, _LOAD):
                 for ix in e.indices:
                     visit(ix, gs)
-                out.append(
-                    Access(
-                        self.register(e.source),
-                        "read",
-                        tuple(self.expr(i, env) for i in e.indices),
-                        block,
-                        gs,
-                        inner,
-                        label,
-                    )
-                )
+                add(e.source, "read", e.indices, gs)
                 return
             if isinstance(e, tvm.ir.Call) and _call_name(e) == "if_then_else" and len(e.args) == 3:
                 c = self.expr(e.args[0], env)
@@ -223,29 +228,14 @@ class _Lowering:
                 return
             if isinstance(e, (tirx.Var, tirx.IntImm, tirx.FloatImm)):
                 return
-            for name in ("a", "b", "value", "condition", "true_value", "false_value"):
-                sub = getattr(e, name, None)
-                if isinstance(sub, tvm.ir.Expr):
-                    visit(sub, gs)
-            if isinstance(e, tvm.ir.Call):
-                for a in e.args:
-                    visit(a, gs)
+            for sub in sub_exprs(e):
+                visit(sub, gs)
 
         if isinstance(stmt, tirx.BufferStore):
             visit(stmt.value, guards)
             for ix in stmt.indices:
                 visit(ix, guards)
-            out.append(
-                Access(
-                    self.register(stmt.buffer),
-                    "write",
-                    tuple(self.expr(i, env) for i in stmt.indices),
-                    block,
-                    guards,
-                    inner,
-                    label,
-                )
-            )
+            add(stmt.buffer, "write", stmt.indices, guards)
         elif isinstance(stmt, tirx.Evaluate):
             visit(stmt.value, guards)
         return out

@@ -44,7 +44,6 @@ import traitlets as t
 from mlc_lab._threads import stop_at_exit
 from mlc_lab.model.steps import Change, LoopTree, StepView, ref_of
 from mlc_lab.model.steps import plain as _plain
-from mlc_lab.model.steps import changed_lines as changed_lines  # noqa: PLC0414  (re-exported for the tests)
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError, error_kind
 
 # The module by its full name: the package re-exports the function `access_view` under the same name.

@@ -11,7 +11,7 @@ import contextlib
 import json
 import os
 import shutil
-import socket
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from tests.unit.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "e2e"
@@ -57,12 +58,6 @@ USER_SETTINGS = {
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
     "@jupyterlab/apputils-extension/themes.jupyterlab-settings": {"adaptive-theme": False},
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -121,6 +116,25 @@ def wait_until_up(url: str, proc: subprocess.Popen, timeout_s: float, log_path: 
 
 
 @contextlib.contextmanager
+def serving(cmd: list[str], log_path: Path, probe_url: str, timeout_s: float, what: str, *, cwd, env, append=False):
+    """Run the server ``cmd`` in a process group of its own, its output to ``log_path``, until
+    ``probe_url`` answers (see wait_until_up); afterwards stop the group (SIGTERM, then SIGKILL)."""
+    log = open(log_path, "a" if append else "w")
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until_up(probe_url, proc, timeout_s, log_path, what)
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+@contextlib.contextmanager
 def running_lab(base: Path, extra_config: str = "", user_settings: dict | None = None):
     """Start JupyterLab under ``base`` (``extra_config``: Python appended to its config file, e.g.
     instrumentation; ``user_settings``: more user settings files, as USER_SETTINGS); yield
@@ -134,7 +148,7 @@ def running_lab(base: Path, extra_config: str = "", user_settings: dict | None =
         path = settings / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data))
-    port = _free_port()
+    port = free_port()
     cfg = cfgdir / "jupyter_server_config.py"
     cfg.write_text(
         SERVER_CONFIG.format(port=port, root=str(root), settings=str(settings), workspaces=str(workspaces))
@@ -156,26 +170,10 @@ def running_lab(base: Path, extra_config: str = "", user_settings: dict | None =
     if env.get("MLC_LAB_STRICT_WIRE", "0") != "0":
         env["MLC_LAB_STRICT_WIRE"] = str(base / "wire.log")
         _WIRE_LOGS[base / "wire.log"] = 0
-    log = open(base / "server.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--config", str(cfg), "--allow-root", "--no-browser"],
-        cwd=root,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    cmd = [sys.executable, "-m", "jupyter", "lab", "--config", str(cfg), "--allow-root", "--no-browser"]
     url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(f"{url}/api/status", proc, 90, base / "server.log", "JupyterLab")
+    with serving(cmd, base / "server.log", f"{url}/api/status", 90, "JupyterLab", cwd=root, env=env):
         yield url, root
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
     shutil.copy(base / "server.log", ARTIFACTS / "server.log") if ARTIFACTS.exists() else None
 
 

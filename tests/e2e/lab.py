@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.request
 from pathlib import Path
 
 import nbformat
@@ -36,6 +37,25 @@ def console_errors(page) -> list[str]:
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
     return errors
+
+
+def lab_api(url: str, method: str = "GET"):
+    """One call of JupyterLab's REST API: its JSON answer (None when it has no body)."""
+    with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=10) as r:
+        body = r.read()
+    return json.loads(body) if body else None
+
+
+def forget(url: str, notebook: str, workspaces: bool = True) -> None:
+    """Shut down the kernels of ``notebook`` and (``workspaces``) delete every saved workspace, so that
+    the next test finds no kernel of it running and JupyterLab does not reopen it."""
+    for s in lab_api(f"{url}/api/sessions") or []:
+        if s.get("path", "").endswith(notebook):
+            lab_api(f"{url}/api/sessions/{s['id']}", "DELETE")
+    if not workspaces:
+        return
+    for ws in (lab_api(f"{url}/lab/api/workspaces") or {}).get("workspaces", {}).get("ids", []):
+        lab_api(f"{url}/lab/api/workspaces/{ws}", "DELETE")
 
 
 def write_notebook(path: Path, cells: list[str]) -> None:
@@ -82,3 +102,14 @@ class Lab:
         path = self.artifacts / f"{self.prefix}-{self.shots:02d}-{name}.png"
         (locator or self.page).screenshot(path=str(path))
         return path
+
+
+def run_notebook(page, lab_server, artifacts: Path, name: str, cells: list[str], prefix: str) -> Lab:
+    """Write ``cells`` as the notebook ``name`` in the server's folder, open it in JupyterLab and run
+    all its cells; the Lab that drives it (screenshots named ``prefix``-NN-...)."""
+    url, root = lab_server
+    write_notebook(root / name, cells)
+    lab = Lab(page, url, artifacts, prefix=prefix)
+    lab.open(name)
+    lab.run_all()
+    return lab

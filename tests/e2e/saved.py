@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +16,19 @@ import nbformat
 REPO = Path(__file__).resolve().parents[2]
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def export_offline(browser, notebook: Path, out: Path):
+    """``mlc-lab export NOTEBOOK -o OUT`` (asserted to succeed), and a browser context with the network
+    cut to open the pages it wrote in."""
+    run = subprocess.run(
+        [sys.executable, "-m", "mlc_lab.cli", "export", str(notebook), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert run.returncode == 0, run.stderr
+    return browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
 
 
 def execute_saving_widgets(src: Path, dest: Path, *, prelude: str = "", timeout: int = 600) -> float:

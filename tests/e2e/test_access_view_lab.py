@@ -9,11 +9,10 @@ the chapter-6 GPU views as standalone AccessView widgets (window sum with its sh
 from __future__ import annotations
 
 import json
-import urllib.request
 
 import pytest
 
-from tests.e2e.lab import Lab, write_notebook
+from tests.e2e.lab import forget, run_notebook
 from tests.e2e.test_explorer_lab import MM_RELU
 
 pytestmark = pytest.mark.e2e
@@ -64,12 +63,6 @@ def stats(card) -> dict:
     return {rows.nth(i).locator("th").inner_text(): rows.nth(i).locator("td").inner_text() for i in range(rows.count())}
 
 
-def _api(url: str, method: str = "GET"):
-    with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=10) as r:
-        body = r.read()
-    return json.loads(body) if body else None
-
-
 @pytest.fixture()
 def leave_no_trace(lab_server, page):
     """Afterwards: no kernel left running and no workspace that would reopen this notebook for the
@@ -77,19 +70,11 @@ def leave_no_trace(lab_server, page):
     yield
     url, _ = lab_server
     page.goto("about:blank")
-    for s in _api(f"{url}/api/sessions") or []:
-        if s.get("path", "").endswith("access.ipynb"):
-            _api(f"{url}/api/sessions/{s['id']}", "DELETE")
-    for ws in (_api(f"{url}/lab/api/workspaces") or {}).get("workspaces", {}).get("ids", []):
-        _api(f"{url}/lab/api/workspaces/{ws}", "DELETE")
+    forget(url, "access.ipynb")
 
 
 def test_access_view_in_lab(lab_server, page, artifacts, leave_no_trace):
-    url, root = lab_server
-    write_notebook(root / "access.ipynb", CELLS)
-    lab = Lab(page, url, artifacts, prefix="access")
-    lab.open("access.ipynb")
-    lab.run_all()
+    lab = run_notebook(page, lab_server, artifacts, "access.ipynb", CELLS, prefix="access")
     page.wait_for_selector(".mlc-explorer .mlc-row", timeout=60_000)
     page.wait_for_selector('.mlc-explorer .mlc-row[data-kind="loop"][data-name="j_1"]', timeout=30_000)
     explorer = page.locator(".mlc-explorer")

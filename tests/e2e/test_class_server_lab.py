@@ -8,30 +8,22 @@ Screenshots go to test-artifacts/e2e/ (prefix ``class``).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.lab import Lab, console_errors, write_notebook
+from tests.e2e.lab import Lab, console_errors, forget, write_notebook
+from tests.unit.processes import free_port
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = REPO / "tests" / "labs" / "classroom"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_class_server(folder: Path, port: int) -> tuple[subprocess.Popen, str]:
@@ -73,24 +65,16 @@ def stop_class_server(proc: subprocess.Popen) -> None:
     proc.stderr.close()
 
 
-def _api(url: str, method: str = "GET"):
-    with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=10) as r:
-        body = r.read()
-    return json.loads(body) if body else None
-
-
 @pytest.fixture()
 def class_folder(tmp_path, lab_server):
     yield tmp_path / "class"
     url, _ = lab_server
-    for s in _api(f"{url}/api/sessions") or []:
-        if s.get("path", "").endswith("class_server.ipynb"):
-            _api(f"{url}/api/sessions/{s['id']}", "DELETE")
+    forget(url, "class_server.ipynb", workspaces=False)
 
 
 def test_three_students_a_leaderboard_a_dashboard_and_a_restart(lab_server, page, artifacts, class_folder):
     url, root = lab_server
-    port = _free_port()
+    port = free_port()
     server, token = start_class_server(class_folder, port)
     try:
         cells = [

@@ -6,12 +6,9 @@ Screenshots go to test-artifacts/e2e/ (prefix ``classroom``).
 
 from __future__ import annotations
 
-import json
-import urllib.request
-
 import pytest
 
-from tests.e2e.lab import Lab, write_notebook
+from tests.e2e.lab import Lab, forget, run_notebook, write_notebook
 from tests.fixtures.programs import MM_RELU
 
 pytestmark = pytest.mark.e2e
@@ -28,22 +25,12 @@ CELLS = [
 ]
 
 
-def _api(url: str, method: str = "GET"):
-    with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=10) as r:
-        body = r.read()
-    return json.loads(body) if body else None
-
-
 @pytest.fixture()
 def leave_no_trace(lab_server, page):
     yield
     url, _ = lab_server
     page.goto("about:blank")
-    for s in _api(f"{url}/api/sessions") or []:
-        if s.get("path", "").endswith("classroom.ipynb"):
-            _api(f"{url}/api/sessions/{s['id']}", "DELETE")
-    for ws in (_api(f"{url}/lab/api/workspaces") or {}).get("workspaces", {}).get("ids", []):
-        _api(f"{url}/lab/api/workspaces/{ws}", "DELETE")
+    forget(url, "classroom.ipynb")
 
 
 @pytest.fixture()
@@ -54,11 +41,7 @@ def leave_no_trace_ctx(lab_server):
     url, _ = lab_server
     for c in contexts:
         c.close()
-    for s in _api(f"{url}/api/sessions") or []:
-        if s.get("path", "").endswith("classroom.ipynb"):
-            _api(f"{url}/api/sessions/{s['id']}", "DELETE")
-    for ws in (_api(f"{url}/lab/api/workspaces") or {}).get("workspaces", {}).get("ids", []):
-        _api(f"{url}/lab/api/workspaces/{ws}", "DELETE")
+    forget(url, "classroom.ipynb")
 
 
 def _press_keeps_cell(page, locator, key: str) -> tuple[str, str]:
@@ -79,11 +62,7 @@ def _press_keeps_cell(page, locator, key: str) -> tuple[str, str]:
 
 
 def test_keys_stay_in_the_widgets(lab_server, page, artifacts, leave_no_trace):
-    url, root = lab_server
-    write_notebook(root / "classroom.ipynb", CELLS)
-    lab = Lab(page, url, artifacts, prefix="classroom")
-    lab.open("classroom.ipynb")
-    lab.run_all()
+    lab = run_notebook(page, lab_server, artifacts, "classroom.ipynb", CELLS, prefix="classroom")
     page.wait_for_selector(".mlc-explorer .mlc-row", timeout=60_000)
     page.wait_for_selector(".mlc-access .mlc-acc-scrub", state="attached", timeout=60_000)
     explorer = page.locator(".mlc-explorer")
@@ -255,11 +234,7 @@ GPU_CELLS = [
 
 def test_notebook04_k0_by_thread(lab_server, page, artifacts, leave_no_trace):
     """Notebook 04: "choose loop k_0, colour by thread, pick a warp" on the shared-memory matmul."""
-    url, root = lab_server
-    write_notebook(root / "classroom.ipynb", GPU_CELLS)
-    lab = Lab(page, url, artifacts, prefix="classroom-gpu")
-    lab.open("classroom.ipynb")
-    lab.run_all()
+    lab = run_notebook(page, lab_server, artifacts, "classroom.ipynb", GPU_CELLS, prefix="classroom-gpu")
     view = page.locator(".jp-OutputArea-output .mlc-access").first
     view.locator('.mlc-acc-card[data-buffer="A_shared"]').wait_for(timeout=90_000)
     idle = "() => !document.querySelector('.mlc-access').classList.contains('mlc-acc-loading')"

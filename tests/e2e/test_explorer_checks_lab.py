@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.lab import Lab, write_notebook
+from tests.e2e.lab import run_notebook
 from tests.labs import gpu_matmul
 
 pytestmark = pytest.mark.e2e
@@ -24,18 +24,18 @@ BEFORE_BIND = next(i for i, (p, a, _k) in enumerate(_STEPS) if p == "bind" and s
 
 
 def test_checks_panel_follows_a_step_that_creates_hazards(lab_server, page, artifacts):
-    url, root = lab_server
-    write_notebook(
-        root / "checks.ipynb",
+    lab = run_notebook(
+        page,
+        lab_server,
+        artifacts,
+        "checks.ipynb",
         [
             "import mlc_lab\nfrom mlc_lab.core.session import Session\nfrom tests.labs import gpu_matmul as g\n"
             f"program, steps = g.SUBMISSIONS['copy_8x32_threads']\ns = Session(program)\ng.apply(s, steps[:{BEFORE_BIND}])",
             f"ex = mlc_lab.explore(s, assignment={str(ASSIGNMENT)!r}, height='720px')\nex",
         ],
+        prefix="checks",
     )
-    lab = Lab(page, url, artifacts, prefix="checks")
-    lab.open("checks.ipynb")
-    lab.run_all()
     page.wait_for_selector(".mlc-explorer .mlc-row", timeout=90_000)
     explorer = page.locator(".mlc-explorer")
     explorer.scroll_into_view_if_needed()
@@ -133,19 +133,12 @@ def test_saved_checks_panel_offline(browser, artifacts, tmp_path):
     """Saved with its widget state and exported (`mlc-lab export`), opened from file:// without a
     kernel: the recorded report of a step, the history's ⚠, and for a step whose checks were never
     computed a sentence that they need a kernel; no console errors."""
-    import subprocess
-    import sys
 
-    import nbformat
-
-    from tests.e2e.lab import console_errors
-    from tests.e2e.saved import REPO, execute_saving_widgets, widget_state
+    from tests.e2e.lab import console_errors, write_notebook
+    from tests.e2e.saved import execute_saving_widgets, export_offline, widget_state
 
     src = tmp_path / "checks_src.ipynb"
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(SAVED_CELL)]
-    nbformat.write(nb, str(src))
+    write_notebook(src, [SAVED_CELL])
     saved = tmp_path / "checks.ipynb"
     execute_saving_widgets(src, saved)
     state = widget_state(json.loads(saved.read_text()))
@@ -157,14 +150,7 @@ def test_saved_checks_panel_offline(browser, artifacts, tmp_path):
     last = BEFORE_BIND + 1
     assert {0, BEFORE_BIND, last} <= recorded, recorded
     never = min(set(range(1, last)) - recorded)
-    run = subprocess.run(
-        [sys.executable, "-m", "mlc_lab.cli", "export", str(saved), "-o", str(tmp_path / "site")],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert run.returncode == 0, run.stderr
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
+    context = export_offline(browser, saved, tmp_path / "site")
     page = context.new_page()
     errors = console_errors(page)
     try:

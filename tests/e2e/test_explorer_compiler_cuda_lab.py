@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.lab import Lab, write_notebook
+from tests.e2e.lab import run_notebook
+from tests.e2e.test_explorer_compiler_lab import compiler_view
 from tests.unit.test_cuda import blocking_with_shared
 
 pytestmark = pytest.mark.e2e
@@ -21,24 +22,20 @@ SHOT = Path("/work/notes/shots/compiler_cuda.png")
 
 
 def test_compiler_view_for_sm_75_names_the_stack_frame_and_links_loops(lab_server, page, artifacts):
-    url, root = lab_server
-    write_notebook(
-        root / "explorer_compiler_cuda.ipynb",
+    lab = run_notebook(
+        page,
+        lab_server,
+        artifacts,
+        "explorer_compiler_cuda.ipynb",
         [
             "import mlc_lab\nfrom mlc_lab import Session\nfrom mlc_lab.widgets import explore\n"
             "from mlc_lab.tvm.course_programs import matmul\n" + inspect.getsource(blocking_with_shared),
             "s = blocking_with_shared(Session(matmul(1024)), local=64, block=2, tile_k=8)\n"
             'ex = explore(s, height="760px")\nex',
         ],
+        prefix="explorer-compiler-cuda",
     )
-    lab = Lab(page, url, artifacts, prefix="explorer-compiler-cuda")
-    lab.open("explorer_compiler_cuda.ipynb")
-    lab.run_all()
-    page.wait_for_function("() => document.querySelectorAll('.mlc-explorer .mlc-row').length > 0", timeout=60_000)
-    ex = page.locator(".mlc-explorer").first
-    ex.scroll_into_view_if_needed()
-
-    ex.locator(".mlc-diff-mode").select_option("compiler")
+    ex = compiler_view(page)
     field = ex.locator(".mlc-compiler-target")
     assert field.input_value() == "cpu"
     # the field's list offers the common archs; sm_75 picked (typed, then Enter)

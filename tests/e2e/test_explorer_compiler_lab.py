@@ -6,31 +6,36 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.lab import Lab, write_notebook
+from tests.e2e.lab import run_notebook
 from tests.fixtures.programs import MM_RELU
 
 pytestmark = pytest.mark.e2e
 
 
+def compiler_view(page):
+    """The first explorer on the page, once drawn, switched to its Compiler view."""
+    page.wait_for_function("() => document.querySelectorAll('.mlc-explorer .mlc-row').length > 0", timeout=60_000)
+    ex = page.locator(".mlc-explorer").first
+    ex.scroll_into_view_if_needed()
+    ex.locator(".mlc-diff-mode").select_option("compiler")
+    return ex
+
+
 def test_compiler_view_highlights_the_selected_loop(lab_server, page, artifacts):
-    url, root = lab_server
-    write_notebook(
-        root / "explorer_compiler.ipynb",
+    lab = run_notebook(
+        page,
+        lab_server,
+        artifacts,
+        "explorer_compiler.ipynb",
         [
             "from mlc_lab.widgets import explore\nMM_RELU = " + repr(MM_RELU),
             'ex = explore(MM_RELU, height="640px")\n'
             's = ex.session\nj0, j1 = s.apply("split", "Y/j", factors=[None, 16])\n'
             's.apply("reorder", "Y/i", j0, "k", j1)\ns.apply("vectorize", j1)\nex',
         ],
+        prefix="explorer-compiler",
     )
-    lab = Lab(page, url, artifacts, prefix="explorer-compiler")
-    lab.open("explorer_compiler.ipynb")
-    lab.run_all()
-    page.wait_for_function("() => document.querySelectorAll('.mlc-explorer .mlc-row').length > 0", timeout=60_000)
-    ex = page.locator(".mlc-explorer").first
-    ex.scroll_into_view_if_needed()
-
-    ex.locator(".mlc-diff-mode").select_option("compiler")
+    ex = compiler_view(page)
     verdict = ex.locator(".mlc-compiler-verdict")
     page.wait_for_function(
         "() => (document.querySelector('.mlc-compiler-verdict')?.textContent ?? '').includes('j_1 vectorized')",

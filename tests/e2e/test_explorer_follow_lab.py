@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.lab import Lab, write_notebook
+from tests.e2e.lab import run_notebook
 from tests.e2e.test_explorer_lab import row
 
 pytestmark = pytest.mark.e2e
@@ -58,12 +58,8 @@ def _code_has(page, needle: str) -> None:
 
 
 def test_code_view_follows_the_selection_and_the_change(lab_server, lab_page, artifacts):
-    url, root = lab_server
     page, errors = lab_page
-    write_notebook(root / "follow_code.ipynb", CELLS)
-    lab = Lab(page, url, artifacts, prefix="follow-code")
-    lab.open("follow_code.ipynb")
-    lab.run_all()
+    lab = run_notebook(page, lab_server, artifacts, "follow_code.ipynb", CELLS, prefix="follow-code")
     row(page, "loop", "ax0").wait_for(timeout=60_000)
     page.locator(".mlc-explorer").scroll_into_view_if_needed()
     before = page.evaluate(CODE_GEOMETRY_JS, SCROLLER)
@@ -109,12 +105,8 @@ HISTORY_GEOMETRY_JS = """() => {
 
 
 def test_history_keeps_the_current_row_in_view_with_the_plot_open(lab_server, lab_page, artifacts):
-    url, root = lab_server
     page, errors = lab_page
-    write_notebook(root / "follow_history.ipynb", CELLS)
-    lab = Lab(page, url, artifacts, prefix="follow-history")
-    lab.open("follow_history.ipynb")
-    lab.run_all()
+    lab = run_notebook(page, lab_server, artifacts, "follow_history.ipynb", CELLS, prefix="follow-history")
     row(page, "loop", "ax0").wait_for(timeout=60_000)
     explorer = page.locator(".mlc-explorer")
     explorer.scroll_into_view_if_needed()

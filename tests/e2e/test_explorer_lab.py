@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from tests.e2e.lab import Lab, write_notebook
+from tests.e2e.lab import Lab, run_notebook
 from tests.fixtures.programs import MM_RELU
 
 pytestmark = pytest.mark.e2e
@@ -48,18 +48,41 @@ def prim(page, name: str):
     return page.locator(f'.mlc-explorer .mlc-prim[data-primitive="{name}"]')
 
 
+def apply_at_loop(page, block: str, primitive: str, loop: str) -> None:
+    """Select ``block``, open ``primitive``'s form, pick ``loop`` in it and apply."""
+    row(page, "block", block).click()
+    prim(page, primitive).click()
+    form = page.locator(f'.mlc-form[data-primitive="{primitive}"]')
+    form.locator('select[name="loop"]').select_option(loop)
+    form.locator(".mlc-apply").click()
+
+
+def unroll_and_undo(page, rounds: int, select: str | None = None) -> list[dict]:
+    """``rounds`` times: unroll the selected loop (after clicking loop ``select``, when given), then
+    undo, each waited for; the page's click-to-render samples after the first round (it warms caches)."""
+    n = 0
+    for _ in range(rounds):
+        if select is not None:
+            row(page, "loop", select).click()
+        for button in (prim(page, "unroll"), page.locator(".mlc-explorer .mlc-undo")):
+            button.click()
+            n += 1
+            page.wait_for_function("(n) => window.__mlcLab.latencies.length >= n", arg=n, polling=50)
+    return page.evaluate("() => window.__mlcLab.latencies")[2:]
+
+
 def test_chapter2_by_clicks(lab_server, page, artifacts):
-    url, root = lab_server
-    write_notebook(
-        root / "explorer.ipynb",
+    lab = run_notebook(
+        page,
+        lab_server,
+        artifacts,
+        "explorer.ipynb",
         [
             "import mlc_lab\nfrom mlc_lab.widgets import explore\nMM_RELU = " + repr(MM_RELU),
             "ex = explore(MM_RELU)\nex",
         ],
+        prefix="explorer",
     )
-    lab = Lab(page, url, artifacts, prefix="explorer")
-    lab.open("explorer.ipynb")
-    lab.run_all()
     page.wait_for_selector(".mlc-explorer .mlc-row", timeout=60_000)
     wait_code(page, "for i, j, k in T.grid(128, 128, 128):")
     explorer = page.locator(".mlc-explorer")
@@ -97,21 +120,13 @@ def test_chapter2_by_clicks(lab_server, page, artifacts):
     lab.shot("reorder", explorer)
 
     # 3. reverse_compute_at C under j_0
-    row(page, "block", "C").click()
-    prim(page, "reverse_compute_at").click()
-    f = page.locator('.mlc-form[data-primitive="reverse_compute_at"]')
-    f.locator('select[name="loop"]').select_option("j_0")
-    f.locator(".mlc-apply").click()
+    apply_at_loop(page, "C", "reverse_compute_at", "j_0")
     wait_code(page, "for ax0 in range(4):")
     assert_code_is_session_script(lab)
     lab.shot("reverse_compute_at", explorer)
 
     # 4. decompose_reduction of Y above k
-    row(page, "block", "Y").click()
-    prim(page, "decompose_reduction").click()
-    f = page.locator('.mlc-form[data-primitive="decompose_reduction"]')
-    f.locator('select[name="loop"]').select_option("k")
-    f.locator(".mlc-apply").click()
+    apply_at_loop(page, "Y", "decompose_reduction", "k")
     wait_code(page, 'T.sblock("Y_init")')
     state = lab.kernel_json("[ex.session.current.primitive, 'Y_update' in ex.session.script, len(ex.session.steps)]")
     assert state == ["decompose_reduction", True, 5]
@@ -235,15 +250,7 @@ def test_chapter2_by_clicks(lab_server, page, artifacts):
     start_step = lab.kernel_json("ex.session.current.id")
     sel_name = "j_1_init"
     row(page, "loop", sel_name).click()
-    n = 0
-    for _ in range(11):
-        prim(page, "unroll").click()
-        n += 1
-        page.wait_for_function("(n) => window.__mlcLab.latencies.length >= n", arg=n, polling=50)
-        page.locator(".mlc-explorer .mlc-undo").click()
-        n += 1
-        page.wait_for_function("(n) => window.__mlcLab.latencies.length >= n", arg=n, polling=50)
-    samples = page.evaluate("() => window.__mlcLab.latencies")[2:]  # the first round warms caches
+    samples = unroll_and_undo(page, 11)
     applies = [s["ms"] for s in samples if s["primitive"] == "unroll"]
     undos = [s["ms"] for s in samples if s["primitive"] == "undo"]
     med = statistics.median(applies)
@@ -321,14 +328,15 @@ def chain_program(stages: int, n: int = 64) -> str:
 
 def test_large_script_theme_and_export(lab_server, page, artifacts):
     """A ~500-line script stays responsive; the dark theme is followed; the HTML export works offline."""
-    url, root = lab_server
-    write_notebook(
-        root / "large.ipynb",
+    _url, root = lab_server
+    lab = run_notebook(
+        page,
+        lab_server,
+        artifacts,
+        "large.ipynb",
         ["from mlc_lab.widgets import explore\nBIG = " + repr(chain_program(72)), "big = explore(BIG)\nbig"],
+        prefix="explorer-large",
     )
-    lab = Lab(page, url, artifacts, prefix="explorer-large")
-    lab.open("large.ipynb")
-    lab.run_all()
     page.wait_for_selector(".mlc-explorer .mlc-row", timeout=90_000)
     explorer = page.locator(".mlc-explorer")
     explorer.scroll_into_view_if_needed()
@@ -345,16 +353,7 @@ def test_large_script_theme_and_export(lab_server, page, artifacts):
     page.wait_for_function(
         "() => document.querySelector('.mlc-explorer .mlc-code-main .cm-content').innerText.includes('S71')"
     )
-    n = 0
-    for _ in range(5):
-        row(page, "loop", "S71/j").click()
-        prim(page, "unroll").click()
-        n += 1
-        page.wait_for_function("(n) => window.__mlcLab.latencies.length >= n", arg=n, polling=50)
-        page.locator(".mlc-explorer .mlc-undo").click()
-        n += 1
-        page.wait_for_function("(n) => window.__mlcLab.latencies.length >= n", arg=n, polling=50)
-    samples = page.evaluate("() => window.__mlcLab.latencies")[2:]
+    samples = unroll_and_undo(page, 5, select="S71/j")
     applies = [s["ms"] for s in samples if s["primitive"] == "unroll"]
     kernel = [s.get("kernelMs") or 0 for s in samples if s["primitive"] == "unroll"]
     print(

@@ -8,25 +8,25 @@ import shutil
 
 import pytest
 
-from tests.e2e.lab import Lab, write_notebook
+from tests.e2e.lab import run_notebook
 from tests.fixtures.programs import GPU_TWO_BLOCKS, MM_RELU
 
 pytestmark = pytest.mark.e2e
 
 
 def test_measure_and_cuda_view(lab_server, page, artifacts):
-    url, root = lab_server
-    write_notebook(
-        root / "explorer_measure.ipynb",
+    lab = run_notebook(
+        page,
+        lab_server,
+        artifacts,
+        "explorer_measure.ipynb",
         [
             "from mlc_lab.widgets import explore\nMM_RELU = " + repr(MM_RELU) + "\nGPU = " + repr(GPU_TWO_BLOCKS),
             'ex = explore(MM_RELU, height="520px")\nex',
             'gx = explore(GPU, height="520px")\ngx',
         ],
+        prefix="explorer-measure",
     )
-    lab = Lab(page, url, artifacts, prefix="explorer-measure")
-    lab.open("explorer_measure.ipynb")
-    lab.run_all()
     page.wait_for_function(
         "() => document.querySelectorAll('.mlc-explorer .mlc-row').length > 0 && "
         "document.querySelectorAll('.mlc-explorer').length === 2",

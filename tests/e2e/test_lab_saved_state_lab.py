@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.e2e.lab import Lab, console_errors, write_notebook
-from tests.e2e.saved import REPO, widget_state
+from tests.e2e.lab import console_errors, run_notebook
+from tests.e2e.saved import export_offline, widget_state
 from tests.e2e.test_explorer_lab import row
 from tests.e2e.test_saved_state_lab import _no_kernel_dialog
 
@@ -117,10 +116,7 @@ def _opened_without_kernel(browser, url: str, dest, artifacts, prefix: str):
 def test_jupyterlab_widget_state_save_reopens_whole(lab_server, lab_page, browser, artifacts, tmp_path):
     url, root = lab_server
     page, errors = lab_page
-    write_notebook(root / "jl_saved.ipynb", CELLS)
-    lab = Lab(page, url, artifacts, prefix="jl-saved")
-    lab.open("jl_saved.ipynb")
-    lab.run_all()
+    lab = run_notebook(page, lab_server, artifacts, "jl_saved.ipynb", CELLS, prefix="jl-saved")
     page.wait_for_selector(".mlc-access-view .mlc-acc-buffers canvas", timeout=120_000)
     lab.kernel(LATER_STEPS)
     page.wait_for_function("(sel) => document.querySelectorAll(sel).length >= 4", arg=STEP_ROWS, timeout=30_000)
@@ -135,14 +131,7 @@ def test_jupyterlab_widget_state_save_reopens_whole(lab_server, lab_page, browse
 
     # `mlc-lab export` of the same file, opened from file:// with the network cut
     out = tmp_path / "site"
-    run = subprocess.run(
-        [sys.executable, "-m", "mlc_lab.cli", "export", str(dest), "-o", str(out)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert run.returncode == 0, run.stderr
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
+    context = export_offline(browser, dest, out)
     exported = context.new_page()
     export_errors = console_errors(exported)
     try:
@@ -168,10 +157,14 @@ def test_a_save_right_after_a_burst_of_clicks_keeps_every_step(lab_server, lab_p
     still holds every step: the page records the steps it holds that the kernel has not yet."""
     url, root = lab_server
     page, errors = lab_page
-    write_notebook(root / "burst.ipynb", [CELLS[0].replace("mlc_lab.explore(s)", "ex = mlc_lab.explore(s)\nex")])
-    lab = Lab(page, url, artifacts, prefix="burst")
-    lab.open("burst.ipynb")
-    lab.run_all()
+    lab = run_notebook(
+        page,
+        lab_server,
+        artifacts,
+        "burst.ipynb",
+        [CELLS[0].replace("mlc_lab.explore(s)", "ex = mlc_lab.explore(s)\nex")],
+        prefix="burst",
+    )
     page.wait_for_selector(".mlc-explorer .mlc-row", timeout=120_000)
     lab.kernel("ex.RECORD_DELAY_S = 600")  # the kernel records nothing more until after the save
     # (and this kernel checks what it sends against mlc_lab.model: tests/e2e/conftest.py reads the file)

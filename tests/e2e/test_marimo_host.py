@@ -10,16 +10,14 @@ made it: the second browser used to show "Model not found")."""
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import REPO, wait_until_up
+from tests.e2e.conftest import REPO, serving
 from tests.widgets.test_tuning_dashboard import LATENCIES, RUN_ERROR, WorkDir
+from tests.unit.processes import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -99,12 +97,6 @@ STYLE_PROBE_JS = """() => {
 }"""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture()
 def marimo_app(tmp_path):
     """(url, log path) of `marimo run` serving the app above."""
@@ -113,7 +105,7 @@ def marimo_app(tmp_path):
         wd.add(lat, RUN_ERROR if lat is None else None)
     app = tmp_path / "mlc_app.py"
     app.write_text(APP)
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ)
     env.update(
         PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
@@ -123,38 +115,22 @@ def marimo_app(tmp_path):
         ANYWIDGET_HMR="0",
     )
     log_path = tmp_path / "marimo.log"
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "marimo",
-            "run",
-            str(app),
-            "--headless",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--no-token",
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "marimo",
+        "run",
+        str(app),
+        "--headless",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--no-token",
+    ]
     url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(url, proc, 60, log_path, "marimo run")
+    with serving(cmd, log_path, url, 60, "marimo run", cwd=tmp_path, env=env):
         yield url, log_path
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
 
 
 def _open(browser, url):

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.e2e.lab import KERNEL_READY_JS, Lab, write_notebook
+from tests.e2e.lab import KERNEL_READY_JS, run_notebook
 from tests.e2e.saved import widget_state
 
 pytestmark = pytest.mark.e2e
@@ -56,10 +56,7 @@ def reopen(page, url: str) -> None:
 def test_reload_brings_back_every_widget(lab_server, lab_page, browser, artifacts):
     url, root = lab_server
     page, errors = lab_page
-    write_notebook(root / "reload.ipynb", CELLS)
-    lab = Lab(page, url, artifacts, prefix="reload")
-    lab.open("reload.ipynb")
-    lab.run_all()
+    lab = run_notebook(page, lab_server, artifacts, "reload.ipynb", CELLS, prefix="reload")
     all_widgets_live(page, timeout=120_000)
     save(page)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.lab import Lab, write_notebook
+from tests.e2e.lab import run_notebook
 from tests.fixtures.programs import MM_RELU
 
 pytestmark = pytest.mark.e2e
@@ -38,9 +38,11 @@ def row(page, kind: str, name: str):
 
 def test_room_inside_a_cell(lab_server, laptop, artifacts):
     page = laptop
-    url, root = lab_server
-    write_notebook(
-        root / "room.ipynb",
+    lab = run_notebook(
+        page,
+        lab_server,
+        artifacts,
+        "room.ipynb",
         [
             "import mlc_lab\nfrom mlc_lab.widgets import explore\nPROGRAM = " + repr(PROGRAM),
             "ex = explore(PROGRAM)\ns = ex.session\n"
@@ -48,10 +50,8 @@ def test_room_inside_a_cell(lab_server, laptop, artifacts):
             f"s.apply('reorder', '{LONG}/i', j0, 'k', j1)\n"
             "s.apply('unroll', j1)\nex",
         ],
+        prefix="room",
     )
-    lab = Lab(page, url, artifacts, prefix="room")
-    lab.open("room.ipynb")
-    lab.run_all()
     page.wait_for_selector(".mlc-explorer .mlc-row", timeout=60_000)
     ex = page.locator(".mlc-explorer")
     ex.scroll_into_view_if_needed()

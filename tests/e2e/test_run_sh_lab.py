@@ -8,25 +8,17 @@ import contextlib
 import http.client
 import os
 import shutil
-import signal
-import socket
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import wait_until_up
+from tests.e2e.conftest import serving
+from tests.unit.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 VENV = REPO / ".venv"
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _executable(path: Path, text: str) -> None:
@@ -60,7 +52,7 @@ def checkout(tmp_path) -> Path:
 
 @contextlib.contextmanager
 def run_lab(root: Path, tmp: Path):
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ)
     env.update(
         PATH=f"{tmp / 'bin'}{os.pathsep}{env['PATH']}",
@@ -69,35 +61,20 @@ def run_lab(root: Path, tmp: Path):
         JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"),
         JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
     )
-    log = open(tmp / "run_sh.log", "a")
-    proc = subprocess.Popen(
-        [
-            "bash",
-            str(root / "run.sh"),
-            "lab",
-            f"--port={port}",
-            "--ServerApp.port_retries=0",
-            "--no-browser",
-            "--ServerApp.ip=127.0.0.1",
-            "--IdentityProvider.token=",
-            "--LabApp.news_url=None",
-        ],
-        cwd=root,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        wait_until_up(f"http://127.0.0.1:{port}/api/status", proc, 90, tmp / "run_sh.log", "run.sh lab")
+    cmd = [
+        "bash",
+        str(root / "run.sh"),
+        "lab",
+        f"--port={port}",
+        "--ServerApp.port_retries=0",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        "--IdentityProvider.token=",
+        "--LabApp.news_url=None",
+    ]
+    probe = f"http://127.0.0.1:{port}/api/status"
+    with serving(cmd, tmp / "run_sh.log", probe, 90, "run.sh lab", cwd=root, env=env, append=True):
         yield port
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
 
 
 def _redirect(port: int) -> str:

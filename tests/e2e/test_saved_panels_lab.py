@@ -7,15 +7,11 @@ says "needs a running kernel" for a step whose lowering was never asked. No cons
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
-import nbformat
 import pytest
 
-from tests.e2e.lab import console_errors
-from tests.e2e.saved import REPO, execute_saving_widgets, widget_state
+from tests.e2e.lab import console_errors, write_notebook
+from tests.e2e.saved import execute_saving_widgets, export_offline, widget_state
 
 pytestmark = pytest.mark.e2e
 
@@ -48,10 +44,7 @@ def _status_has(page, text: str) -> None:
 
 def test_saved_panels_offline(browser, artifacts, tmp_path):
     src = tmp_path / "panels_src.ipynb"
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(CELL)]
-    nbformat.write(nb, str(src))
+    write_notebook(src, [CELL])
     saved = tmp_path / "panels.ipynb"
     execute_saving_widgets(src, saved)
     size = saved.stat().st_size
@@ -63,14 +56,7 @@ def test_saved_panels_offline(browser, artifacts, tmp_path):
     )
     print(f"\nsaved notebook with 3 steps, 2 lowerings and 1 footprint recorded: {size / 1e6:.2f} MB")
     assert size < 2_000_000
-    run = subprocess.run(
-        [sys.executable, "-m", "mlc_lab.cli", "export", str(saved), "-o", str(tmp_path / "site")],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert run.returncode == 0, run.stderr
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
+    context = export_offline(browser, saved, tmp_path / "site")
     page = context.new_page()
     errors = console_errors(page)
     requests: list[str] = []

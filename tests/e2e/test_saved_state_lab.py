@@ -4,15 +4,15 @@ says it has no kernel, and the page carries the front-end code once. No console 
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
 from tests.e2e.lab import console_errors
-from tests.e2e.saved import REPO, execute_saving_widgets, plot_bytes, widget_state, widget_views
+from tests.e2e.saved import REPO, execute_saving_widgets, export_offline, plot_bytes, widget_state, widget_views
 
 pytestmark = pytest.mark.e2e
 
@@ -113,15 +113,26 @@ def memory_offline(page) -> None:
     )
 
 
-def test_saved_notebook_in_jupyterlab_without_kernel(lab_server, saved_lecture, browser, artifacts):
-    url, _root = lab_server
-    _path, nb = saved_lecture
+@contextlib.contextmanager
+def _opened_without_kernel(browser, address: str, artifacts, prefix: str):
+    """The saved lecture opened at ``address`` in a context of its own, past the "no kernel" dialog:
+    yields the page and the console errors it logs."""
     context = browser.new_context(viewport={"width": 1500, "height": 1000})
     page = context.new_page()
     errors = console_errors(page)
     try:
-        page.goto(f"{url}/lab/tree/saved_01.ipynb?reset")
-        _no_kernel_dialog(page, artifacts, "saved-lab")
+        page.goto(address)
+        _no_kernel_dialog(page, artifacts, prefix)
+        yield page, errors
+    finally:
+        context.close()
+
+
+def test_saved_notebook_in_jupyterlab_without_kernel(lab_server, saved_lecture, browser, artifacts):
+    url, _root = lab_server
+    _path, nb = saved_lecture
+    address = f"{url}/lab/tree/saved_01.ipynb?reset"
+    with _opened_without_kernel(browser, address, artifacts, "saved-lab") as (page, errors):
         page.wait_for_selector(".jp-NotebookPanel .jp-Notebook", timeout=60_000)
         _assert_saved_widgets(page, nb)
         assert page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session") is None
@@ -134,19 +145,12 @@ def test_saved_notebook_in_jupyterlab_without_kernel(lab_server, saved_lecture, 
         )
         page.locator(".mlc-explorer").first.screenshot(path=str(artifacts / "saved-lab-explorer.png"))
         assert not errors, errors
-    finally:
-        context.close()
 
 
 def test_saved_notebook_in_notebook7(lab_server, saved_lecture, browser, artifacts):
     url, _root = lab_server
     _path, nb = saved_lecture
-    context = browser.new_context(viewport={"width": 1500, "height": 1000})
-    page = context.new_page()
-    errors = console_errors(page)
-    try:
-        page.goto(f"{url}/notebooks/saved_01.ipynb")
-        _no_kernel_dialog(page, artifacts, "saved-nb7")
+    with _opened_without_kernel(browser, f"{url}/notebooks/saved_01.ipynb", artifacts, "saved-nb7") as (page, errors):
         _assert_saved_widgets(page, nb)
         page.locator(".mlc-explorer").first.screenshot(path=str(artifacts / "saved-nb7-explorer.png"))
         page.locator(".mlc-explorer").first.hover()  # Notebook 7 has no side panels to offer
@@ -157,23 +161,14 @@ def test_saved_notebook_in_notebook7(lab_server, saved_lecture, browser, artifac
         known = ("reading 'schema'", "Command 'filebrowser:open-path' not registered")
         ours = [e for e in errors if not any(k in e for k in known)]
         assert not ours, ours
-    finally:
-        context.close()
 
 
 def test_exported_page_offline_from_file(lab_server, saved_lecture, browser, artifacts, tmp_path):
     """`mlc-lab export` of the saved lecture, opened from file:// with the network cut."""
     path, _nb = saved_lecture
     out = tmp_path / "site"
-    run = subprocess.run(
-        [sys.executable, "-m", "mlc_lab.cli", "export", str(path), "-o", str(out)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert run.returncode == 0, run.stderr
     page_file = out / "saved_01.html"
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
+    context = export_offline(browser, path, out)
     page = context.new_page()
     requests: list[str] = []
     context.on("request", lambda r: requests.append(r.url))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.lab import Lab, write_notebook
+from tests.e2e.lab import run_notebook
 from tests.fixtures.programs import MM_RELU
 
 pytestmark = pytest.mark.e2e
@@ -17,18 +17,18 @@ SIDE = ".jp-LinkedOutputView"
 
 
 def test_explorer_opens_in_a_side_panel(lab_server, lab_page, artifacts):
-    url, root = lab_server
     page, errors = lab_page
-    write_notebook(
-        root / "side_panel.ipynb",
+    run_notebook(
+        page,
+        lab_server,
+        artifacts,
+        "side_panel.ipynb",
         [
             "from mlc_lab.widgets import explore\nMM_RELU = " + repr(MM_RELU),
             'ex = explore(MM_RELU, height="560px")\nex.session.apply("split", "Y/j", factors=[None, 4])\nex',
         ],
+        prefix="side-panel",
     )
-    lab = Lab(page, url, artifacts, prefix="side-panel")
-    lab.open("side_panel.ipynb")
-    lab.run_all()
     page.wait_for_function(
         f"() => (document.querySelector({NOTEBOOK_CODE!r})?.innerText || '').includes('j_1')", timeout=120_000
     )

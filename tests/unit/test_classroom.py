@@ -29,6 +29,7 @@ from mlc_lab.core.session import Session
 from mlc_lab.model.classroom import Board, ClassSummary, Verdict
 from mlc_lab.model.conform import problems
 from tests.unit.test_rpc import KEY, tracker  # noqa: F401  (the fixture: a tracker and two servers)
+from tests.unit.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "tests" / "labs" / "classroom"
@@ -302,37 +303,24 @@ def test_session_submit(server):
         s.submit(server.url, "cy")
 
 
+CLI = [sys.executable, "-m", "mlc_lab.cli"]
+
+
 def _cli(*args: str, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "mlc_lab.cli", *args], capture_output=True, text=True, env=env, timeout=timeout
-    )
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
 def test_the_commands(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    port, db_port = _free_port(), _free_port()
+    port, db_port = free_port(), free_port()
     roster = tmp_path / "roster.csv"
     roster.write_text("student_id,name,pseudonym\nada,Ada,ada\nbo,Bo,\n")
     # no roster, no hub, no --open: the server says what it needs
     refused = _cli("class", "serve", str(ASSIGNMENT), "--dir", str(tmp_path / "none"), env=env)
     assert refused.returncode == 2 and "needs to know its students" in refused.stderr, refused.stderr
     serve = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlc_lab.cli",
-            "class",
-            "serve",
-            str(ASSIGNMENT),
-            "--dir",
-            str(tmp_path / "class"),
-            "--port",
-            str(port),
-            "--tuning-db-port",
-            str(db_port),
-            "--roster",
-            str(roster),
-        ],
+        [*CLI, "class", "serve", str(ASSIGNMENT), "--dir", str(tmp_path / "class"), "--port", str(port)]
+        + ["--tuning-db-port", str(db_port), "--roster", str(roster)],
         stderr=subprocess.PIPE,
         text=True,
         env=env,
@@ -355,54 +343,27 @@ def test_the_commands(tmp_path):
         assert any(f"database='rpc://127.0.0.1:{db_port}'" in ln for ln in lines), lines
         socket.create_connection(("127.0.0.1", db_port), timeout=5).close()
         # a second server on the same port says why it cannot start
-        again = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "mlc_lab.cli",
-                "class",
-                "serve",
-                str(ASSIGNMENT),
-                "--dir",
-                str(tmp_path / "other"),
-                "--port",
-                str(port),
-                "--open",
-            ],
-            capture_output=True,
-            text=True,
+        again = _cli(
+            "class",
+            "serve",
+            str(ASSIGNMENT),
+            "--dir",
+            str(tmp_path / "other"),
+            "--port",
+            str(port),
+            "--open",
             env=env,
             timeout=60,
         )
         assert again.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in again.stderr, again.stderr
         hand_in = tmp_path / "lab1.py"
         hand_in.write_text(trace(PARALLEL))
-        out = subprocess.run(
-            [sys.executable, "-m", "mlc_lab.cli", "submit", url, "--token", tokens["ada"], str(hand_in)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-        )
+        out = _cli("submit", url, "--token", tokens["ada"], str(hand_in), env=env, timeout=300)
         assert out.returncode == 0, out.stderr
         assert "5/10 points" in out.stdout and "rank 1 of 1" in out.stdout and "FAIL vectorize" in out.stdout
-        program = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "mlc_lab.cli",
-                "submit",
-                url,
-                "--token",
-                tokens["bo"],
-                "--program",
-                str(LAB / "mm_relu.py"),
-                "--trace",
-                str(hand_in),
-                "--json",
-            ],
-            capture_output=True,
-            text=True,
+        program = _cli(
+            *("submit", url, "--token", tokens["bo"], "--program", str(LAB / "mm_relu.py"), "--trace", str(hand_in)),
+            "--json",
             env=env,
             timeout=300,
         )
@@ -427,12 +388,6 @@ def test_the_commands(tmp_path):
     assert serve.returncode == 0
     with pytest.raises(OSError):  # the tuning database stopped with it
         socket.create_connection(("127.0.0.1", db_port), timeout=5).close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_timed_on_the_measurement_machines_through_the_tracker(tmp_path, tracker):  # noqa: F811

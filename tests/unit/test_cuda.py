@@ -13,30 +13,9 @@ import mlc_lab
 from mlc_lab.core.measure import cuda_source, measure
 from mlc_lab.errors import MeasureError, NoGPUError
 from mlc_lab.tvm import build
-from tests.fixtures.programs import GPU_TWO_BLOCKS, MM_RELU, matmul
+from tests.fixtures.programs import GPU_TWO_BLOCKS, MM_RELU, TWO_STAGE, matmul
 
 HAS_GPU = build.gpu_present()
-
-# GPU_TWO_BLOCKS with its loops unbound: what the GPU program computes, runnable on the CPU
-TWO_BLOCKS_CPU = """
-from tvm.script import ir as I
-from tvm.script import tirx as T
-
-@I.ir_module
-class Mod:
-    @T.prim_func(s_tir=True)
-    def main(A: T.Buffer((1024,), "float32"), B: T.Buffer((1024,), "float32"), C: T.Buffer((1024,), "float32")):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        D = T.sblock_alloc_buffer((1024,), "float32")
-        for i in range(1024):
-            with T.sblock("D"):
-                vi = T.axis.spatial(1024, i)
-                D[vi] = A[vi] + B[vi]
-        for i in range(1024):
-            with T.sblock("C"):
-                vi = T.axis.spatial(1024, i)
-                C[vi] = T.max(D[vi], T.float32(0))
-"""
 
 
 def blocking_with_shared(s: mlc_lab.Session, local=8, block=8, tile_k=8) -> mlc_lab.Session:
@@ -153,7 +132,8 @@ def test_gpu_present_path_with_a_stand_in_device(monkeypatch):
 
     def fake_compile(mod, target):
         calls.append(target.kind.name)
-        ex = tvm.compile(mlc_lab.load(TWO_BLOCKS_CPU), target=build.cpu_target())
+        # TWO_STAGE is GPU_TWO_BLOCKS with its loops unbound: the same sums, runnable on the CPU
+        ex = tvm.compile(mlc_lab.load(TWO_STAGE), target=build.cpu_target())
 
         class WithCudaImport:  # looks like a CUDA build to the host-code check
             def __init__(self, inner):
@@ -172,7 +152,7 @@ def test_gpu_present_path_with_a_stand_in_device(monkeypatch):
     monkeypatch.setattr(build, "_device", lambda kind: tvm.cpu())
     monkeypatch.setattr(build, "_compile", fake_compile)
     gpu_text = build.module_to_text(mlc_lab.load(GPU_TWO_BLOCKS))
-    ref_text = build.module_to_text(mlc_lab.load(TWO_BLOCKS_CPU))
+    ref_text = build.module_to_text(mlc_lab.load(TWO_STAGE))
     result = build.measure_request(
         {
             "module": gpu_text,

@@ -177,26 +177,9 @@ def test_a_bad_assignment_says_which_key(tmp_path, edit, message):
 
 # --- performance thresholds (a CPU assignment, timed in the worker) ----------------------------------
 
-CPU_PROGRAM = """from tvm.script import tirx as T
-
-N = 128
-
-
-@T.prim_func(s_tir=True)
-def mm_relu(A: T.Buffer((N, N), "float32"), B: T.Buffer((N, N), "float32"), C: T.Buffer((N, N), "float32")):
-    T.func_attr({"tirx.noalias": True})
-    Y = T.sblock_alloc_buffer((N, N), "float32")
-    for i, j, k in T.grid(N, N, N):
-        with T.sblock("Y"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-            with T.init():
-                Y[vi, vj] = T.float32(0)
-            Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
-    for i, j in T.grid(N, N):
-        with T.sblock("C"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            C[vi, vj] = T.max(Y[vi, vj], T.float32(0))
-"""
+# The class lab's mm_relu (tests/labs/classroom), at 128x128.
+CPU_PROGRAM = (ROOT / "tests" / "labs" / "classroom" / "mm_relu.py").read_text().replace("\nN = 64\n", "\nN = 128\n")
+assert "N = 128" in CPU_PROGRAM
 
 CPU_ASSIGNMENT = """title = "Lab 2: mm_relu on the CPU"
 program = "mm_relu.py"

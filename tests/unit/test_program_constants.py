@@ -18,28 +18,13 @@ import mlc_lab
 from mlc_lab import Session
 from mlc_lab.errors import LoadError
 from mlc_lab.tvm.program import prim_func_names, structural_equal
+from tests.fixtures.programs import GEMM_RELU_ADD_MNK
 
 ROOT = Path(__file__).resolve().parents[2]
 
 HEADER = "import tvm\nfrom tvm.script import tirx as T\n"
 
-BODY = """
-@T.prim_func(s_tir=True)
-def gemm_relu_add(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"),
-                  C: T.Buffer((M, N), "float32"), D: T.Buffer((M, N), "float32")):
-    T.func_attr({"tirx.noalias": True})
-    Y = T.sblock_alloc_buffer((M, N), "float32")
-    for i, j, k in T.grid(M, N, K):
-        with T.sblock("Y"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-            with T.init():
-                Y[vi, vj] = T.float32(0)
-            Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
-    for i, j in T.grid(M, N):
-        with T.sblock("D"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            D[vi, vj] = T.max(Y[vi, vj], T.float32(0)) + C[vi, vj]
-"""
+BODY = GEMM_RELU_ADD_MNK
 
 
 def lab(constants: str, body: str = BODY) -> str:

@@ -17,14 +17,9 @@ import pytest
 import mlc_lab
 from mlc_lab.core.tuning import tune
 from tests.fixtures.programs import matmul
+from tests.unit.processes import free_port, group_gone
 
 KEY = "mlc-lab-test"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(args: list[str], log_path: str, core: int | None = None) -> subprocess.Popen:
@@ -54,17 +49,6 @@ def stop(proc: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     proc.wait(timeout=10)
-
-
-def group_gone(pgid: int, wait_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.1)  # orphaned children are reaped by init shortly after
-    return False
 
 
 def free_servers(host: str, port: int) -> int:

@@ -23,33 +23,12 @@ from tvm.s_tir.schedule import Trace
 import mlc_lab
 from mlc_lab import ScheduleStepError, Session, TraceParseError
 from mlc_lab.tvm.program import structural_equal
-from tests.fixtures.programs import MM_RELU
+from tests.fixtures.programs import GEMM_RELU_ADD_MNK, MM_RELU
 from tests.unit.test_fuzz_session import _settings, draw_call
 
 ROOT = Path(__file__).resolve().parents[2]
 
-LAB = """import tvm
-from tvm.script import tirx as T
-
-M = N = K = 64
-
-
-@T.prim_func(s_tir=True)
-def gemm_relu_add(A: T.Buffer((M, K), "float32"), B: T.Buffer((K, N), "float32"),
-                  C: T.Buffer((M, N), "float32"), D: T.Buffer((M, N), "float32")):
-    T.func_attr({"tirx.noalias": True})
-    Y = T.sblock_alloc_buffer((M, N), "float32")
-    for i, j, k in T.grid(M, N, K):
-        with T.sblock("Y"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-            with T.init():
-                Y[vi, vj] = T.float32(0)
-            Y[vi, vj] = Y[vi, vj] + A[vi, vk] * B[vk, vj]
-    for i, j in T.grid(M, N):
-        with T.sblock("D"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            D[vi, vj] = T.max(Y[vi, vj], T.float32(0)) + C[vi, vj]
-"""
+LAB = "import tvm\nfrom tvm.script import tirx as T\n\nM = N = K = 64\n\n" + GEMM_RELU_ADD_MNK
 
 
 @pytest.fixture()

@@ -21,6 +21,7 @@ from mlc_lab.errors import MlcLabError, NoGPUError, TuneError
 from mlc_lab.tvm.build import gpu_present
 from mlc_lab.tvm.tuning.job import parse_runner, rewrite_session_space
 from tests.fixtures.programs import MM_RELU, matmul
+from tests.unit.processes import group_gone
 
 FAST = {"strategy": "replay-trace", "cost_model": "random"}
 
@@ -31,17 +32,6 @@ def wait_for_records(job: TuneJob, n: int, timeout: float = 120.0) -> None:
         assert job.status == "running", job.error
         assert time.monotonic() < deadline, "no records appeared"
         time.sleep(0.2)
-
-
-def group_gone(pgid: int, wait_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.1)  # orphaned pool workers are reaped by init shortly after
-    return False
 
 
 # ----------------------------------------------------------------------------------------- pure parts

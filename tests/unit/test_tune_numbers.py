@@ -15,6 +15,7 @@ from mlc_lab.core.measure import measure
 from mlc_lab.core.tuning import tune
 from mlc_lab.widgets.tuning import job_snapshot, without_postproc_marker
 from tests.fixtures.programs import matmul
+from tests.unit.processes import free_port
 
 FAST = {"strategy": "replay-trace", "cost_model": "random"}
 
@@ -176,14 +177,6 @@ def test_a_shared_database_starts_the_next_run_warm(tmp_path):
         tune(s, trials=4, database="http://127.0.0.1:9190/x", work_dir=str(tmp_path / "c"))
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_a_class_database_served_over_rpc(tmp_path):
     """`mlc-lab database serve DIR` (a real TVM RPC server in its own process): two students' jobs
@@ -194,7 +187,7 @@ def test_a_class_database_served_over_rpc(tmp_path):
     import time
 
     shared = tmp_path / "teacher_db"
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "server.log"
     server = subprocess.Popen(
         [

@@ -12,18 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from mlc_lab.core.checks import CHECKS
 from tests.verdicts import cpu_styles as C, gpu_styles as G
 from tests.verdicts.programs import CPU_PROGRAMS, GPU_PROGRAMS
 
-GPU_CHECKS = (
-    "thread_block_tiling",
-    "shared_memory_tiling",
-    "register_tiling",
-    "cooperative_fetching",
-    "write_cache",
-    "epilogue_fusion",
-)
-CPU_CHECKS = ("loop_order", "vectorize", "parallel", "unroll", "reduction_init", "packing")
+GPU_CHECKS = tuple(n for n, c in CHECKS.items() if c.target == "cuda")
+CPU_CHECKS = tuple(n for n, c in CHECKS.items() if c.target == "cpu")
 
 
 @dataclass(frozen=True)

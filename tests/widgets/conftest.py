@@ -20,6 +20,14 @@ def comms(monkeypatch):
     return opened
 
 
+@pytest.fixture(scope="module")
+def programs():
+    """The access-analysis programs (tests/fixtures/programs_access.py)."""
+    from tests.fixtures import programs_access
+
+    return programs_access
+
+
 @pytest.fixture()
 def session() -> FakeSession:
     return FakeSession()

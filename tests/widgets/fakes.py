@@ -104,6 +104,14 @@ class RecordingComm:
         return _with_buffers(self.open_data["state"], self.open_data.get("buffer_paths") or [], self.open_buffers)
 
 
+def wait_until(pred, timeout: float = 10.0) -> None:
+    """Until ``pred()`` holds; fails the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
 def _with_buffers(state: dict, paths: list, buffers: list[bytes]) -> dict:
     out = dict(state)
     for path, data in zip(paths, buffers):

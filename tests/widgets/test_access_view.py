@@ -493,13 +493,6 @@ def test_widgets_do_not_import_tvm():
 # --- the course's scenarios on a real Session (TVM) ---------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def programs():
-    from tests.fixtures import programs_access as P
-
-    return P
-
-
 def test_chapter2_j1_at_one_k(programs):
     from mlc_lab.core.session import Session
 

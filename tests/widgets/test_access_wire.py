@@ -3,18 +3,10 @@ TypeScript types js/access/data.ts and panel.ts read (generated into js/lib/mode
 
 from __future__ import annotations
 
-import pytest
 
 from mlc_lab.model.access.payload import FootprintResult, GpuStats
 from mlc_lab.widgets.access import view as av
 from mlc_lab.model.conform import problems
-
-
-@pytest.fixture(scope="module")
-def programs():
-    from tests.fixtures import programs_access as P
-
-    return P
 
 
 def test_a_cpu_footprint_is_a_footprint_result(programs):

@@ -4,8 +4,6 @@ from plain data, and their refusals."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 import mlc_lab
@@ -16,6 +14,7 @@ from mlc_lab.widgets.classroom import ClassDashboard, Leaderboard, class_dashboa
 from mlc_lab.widgets.explorer import Explorer
 from mlc_lab.core import classroom as class_client
 from tests.unit.test_classroom import ASSIGNMENT, LAB, ROSTER
+from tests.widgets.fakes import wait_until
 
 
 @pytest.fixture
@@ -26,13 +25,6 @@ def server(tmp_path, monkeypatch):
     srv.tokens = {sid: token for sid, _name, token in srv.issued}
     yield srv
     srv.stop()
-
-
-def _until(predicate, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 def test_the_submit_bar_hands_in_the_current_step(comms, server):
@@ -51,7 +43,7 @@ def test_the_submit_bar_hands_in_the_current_step(comms, server):
         assert w.checks_setup["names"] == ["parallel", "vectorize"]
         assert w.checks_setup["title"] == "Lab 1: mm_relu on the CPU"
         assert w.comm.request("apply", {"primitive": "parallel", "args": ["Y/i"]})["ok"]
-        _until(lambda: (w.checks or {}).get("step") == 1 and "tasks" in w.checks, 60)
+        wait_until(lambda: (w.checks or {}).get("step") == 1 and "tasks" in w.checks, 60)
         assert [(t["name"], t["passed"], t["points"]) for t in w.checks["tasks"]] == [
             ("parallel", True, 5.0),
             ("vectorize", False, 0.0),
@@ -61,10 +53,10 @@ def test_the_submit_bar_hands_in_the_current_step(comms, server):
         assert reply["ok"] and reply["result"] == {"step": 1}
         again = w.comm.request("class_submit", {"name": "", "client_id": "intent-1"}, req_id="again")
         assert again["ok"], again
-        _until(lambda: w.class_submission.get("state") != "sending")
+        wait_until(lambda: w.class_submission.get("state") != "sending", 120)
         if w.class_submission["verdict"]["id"] == 1:  # graded before the second click: sent again, stored once
             assert w.comm.request("class_submit", {"name": "", "client_id": "intent-1"}, req_id="3")["ok"]
-            _until(lambda: w.class_submission.get("state") != "sending")
+            wait_until(lambda: w.class_submission.get("state") != "sending", 120)
         sub = w.class_submission
         assert sub["state"] == "graded", sub
         assert sub["verdict"]["score"] == 5 and sub["verdict"]["rank"] == 1 and sub["step"] == 1
@@ -90,7 +82,7 @@ def test_a_server_that_is_gone_is_a_sentence_in_the_bar(comms, monkeypatch):
     w = Explorer(Session(mlc_lab.load(str(LAB / "mm_relu.py"))), classroom="http://127.0.0.1:9")
     try:
         assert w.comm.request("class_submit", {"name": "ada"})["ok"]
-        _until(lambda: w.class_submission.get("state") not in (None, "sending"), 30)
+        wait_until(lambda: w.class_submission.get("state") not in (None, "sending"), 30)
         text = w.class_submission["text"]
         assert w.class_submission["state"] == "error" and text.startswith("not stored:") and "cannot be reached" in text
     finally:
@@ -139,8 +131,8 @@ def test_leaderboard_and_dashboard_refresh_live(comms, server):
         s = Session(mlc_lab.load(str(LAB / "mm_relu.py")))
         s.apply("parallel", "Y/i")
         s.submit(server.url, token=server.tokens["bo"])
-        _until(lambda: [(r["name"], r.get("you")) for r in board.board["rows"]] == [("bo", True)], 30)
-        _until(lambda: dash.summary["students"] == 1, 30)
+        wait_until(lambda: [(r["name"], r.get("you")) for r in board.board["rows"]] == [("bo", True)], 30)
+        wait_until(lambda: dash.summary["students"] == 1, 30)
         assert dash.summary["tasks"][0]["passed"] == 1 and dash.board["rows"][0]["name"] == "bo"
         assert dash.summary["stuck"][0]["task"] == "vectorize"
         assert board.updated > 0 and board.error == ""

@@ -14,7 +14,7 @@ import pytest
 
 from mlc_lab.errors import MlcLabError
 from mlc_lab.widgets._base import REQUEST, RESPONSE
-from mlc_lab.widgets.explorer import Explorer, changed_lines, explore
+from mlc_lab.widgets.explorer import Explorer, explore
 from tests.widgets.fakes import step_of
 
 JS = Path(__file__).resolve().parents[2] / "js"
@@ -359,13 +359,6 @@ def test_explore_accepts_a_session(comms, session):
 def test_explorer_refuses_other_objects(comms):
     with pytest.raises(TypeError, match="mlc_lab.Session"):
         Explorer(object())
-
-
-def test_changed_lines():
-    assert changed_lines("a\nb\nc\n", "a\nB\nc\nd\n") == [2, 4]
-    assert changed_lines("a\nb\n", "a\n") == []
-    assert changed_lines("x\na\nb\nc\ny\n", "x\na\nB\nb\nc\ny\n") == [3]
-    assert changed_lines("", "a\nb") == [1, 2]
 
 
 def test_every_front_end_request_has_a_handler():

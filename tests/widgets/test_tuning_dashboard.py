@@ -8,6 +8,7 @@ stopped) and reopening are exercised without TVM.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import subprocess
@@ -29,7 +30,7 @@ from mlc_lab.widgets.tuning import (
     float64_list,
     retarget_trace,
 )
-from tests.widgets.fakes import FakeSession
+from tests.widgets.fakes import FakeSession, wait_until
 
 FLOPS = 2.0 * 64**3
 TARGET = {"kind": "llvm", "mcpu": "cascadelake", "num-cores": 2}
@@ -149,11 +150,15 @@ def running_process() -> subprocess.Popen:
     return proc
 
 
-def wait_until(pred, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
+@contextlib.contextmanager
+def running_job(wd: WorkDir):
+    """A stand-in job process (running_process), recorded in ``wd`` as running; killed afterwards."""
+    proc = running_process()
+    wd.status("running", pid=proc.pid)
+    try:
+        yield proc
+    finally:
+        proc.kill()
 
 
 @pytest.fixture()
@@ -330,9 +335,7 @@ def test_open_in_explorer_errors_are_answered_not_raised(comms, tmp_path):
 
 def test_live_updates_are_batched_and_throttled(comms, tmp_path):
     wd = WorkDir(tmp_path / "wd", total=40)
-    proc = running_process()
-    wd.status("running", pid=proc.pid)
-    try:
+    with running_job(wd) as proc:
         w = TuningDashboard.from_work_dir(wd.path, poll_s=0.1)
         assert w.status == "running" and w.polling and w.done == 0
         c = w.comm
@@ -356,17 +359,13 @@ def test_live_updates_are_batched_and_throttled(comms, tmp_path):
         assert w.best["latency_s"] == pytest.approx(1e-4)
         assert c.sent[-1]["data"]["state"].get("status") == "done" or w.status == "done"
         w.close()
-    finally:
-        proc.kill()
 
 
 def test_cancel_from_the_front_end_stops_the_job_while_the_kernel_is_idle(comms, tmp_path):
     wd = WorkDir(tmp_path / "wd", total=100)
     for lat in (3e-4, 2e-4, 1e-4):
         wd.add(lat)
-    proc = running_process()
-    wd.status("running", pid=proc.pid)
-    try:
+    with running_job(wd) as proc:
         w = TuningDashboard.from_work_dir(wd.path, poll_s=0.05)
         assert w.status == "running"
         reply = w.comm.request("cancel")
@@ -385,21 +384,15 @@ def test_cancel_from_the_front_end_stops_the_job_while_the_kernel_is_idle(comms,
         again = TuningDashboard.from_work_dir(wd.path)
         assert (again.status, again.done, again.best["trial"]) == ("cancelled", 3, 2)
         again.close()
-    finally:
-        proc.kill()
 
 
 def test_cancel_from_python(comms, tmp_path):
     wd = WorkDir(tmp_path / "wd", total=100)
     wd.add(2e-4)
-    proc = running_process()
-    wd.status("running", pid=proc.pid)
-    try:
+    with running_job(wd):
         w = TuningDashboard.from_work_dir(wd.path, poll_s=0.05)
         assert w.cancel() == "cancelled" and w.status == "cancelled"
         w.close()
-    finally:
-        proc.kill()
 
 
 def test_a_crashed_job_reopens_as_interrupted_and_says_why(comms, tmp_path):
@@ -433,15 +426,11 @@ def test_unknown_requests_and_refresh(dash):
 
 def test_close_stops_polling(comms, tmp_path):
     wd = WorkDir(tmp_path / "wd", total=10)
-    proc = running_process()
-    wd.status("running", pid=proc.pid)
-    try:
+    with running_job(wd):
         w = TuningDashboard.from_work_dir(wd.path, poll_s=0.05)
         assert w.polling
         w.close()
         wait_until(lambda: not w.polling)
-    finally:
-        proc.kill()
 
 
 # --- the sweep plot (mlc_lab/widgets/sweep.py) -------------------------------------------------------

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from mlc_lab.core.access.expr import evaluate
-from mlc_lab.core.access import AccessProgram, Leaf, Loop, Op, Seq, Var
+from mlc_lab.core.access import AccessProgram, Leaf, Loop, Seq
+from mlc_lab.model.access.program import free_vars
 from mlc_lab.model.checks.facts import BlockFact, ScheduleFacts
 
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -357,19 +358,6 @@ SYMBOLIC_EXTENT = 1 << 20  # a symbolic dimension is laid out as if this long (t
 def linear_shape(shape) -> list:
     """Sizes to number a buffer's elements by: its shape, a symbolic dimension taken as very long."""
     return [int(n) if isinstance(n, int) else SYMBOLIC_EXTENT for n in shape]
-
-
-def free_vars(e, out: set | None = None) -> set:
-    """Ids of the loop variables an index expression mentions."""
-    out = set() if out is None else out
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Var):
-            out.add(x.id)
-        elif isinstance(x, Op):
-            stack.extend(x.args)
-    return out
 
 
 def _collect_sites(node, chain: tuple, out: list, counter: list) -> None:

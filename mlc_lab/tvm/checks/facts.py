@@ -9,7 +9,6 @@ with at build time. Loop ids are the access program's.
 
 from __future__ import annotations
 
-import tvm
 from tvm import tirx
 from tvm.s_tir import SBlockRealize
 
@@ -99,13 +98,8 @@ def _var_keys(e, out: set | None = None) -> set:
     if isinstance(e, tirx.Var):
         out.add(e.__chandle__())
         return out
-    for name in ("a", "b", "value", "condition", "true_value", "false_value"):
-        sub = getattr(e, name, None)
-        if isinstance(sub, tvm.ir.Expr):
-            _var_keys(sub, out)
-    if isinstance(e, tvm.ir.Call):
-        for a in e.args:
-            _var_keys(a, out)
+    for sub in access_ir.sub_exprs(e):
+        _var_keys(sub, out)
     return out
 
 

@@ -1,0 +1,28 @@
+"""Helpers for tests that start servers and process groups (RPC trackers and servers, tuning jobs,
+class servers, JupyterLab)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def group_gone(pgid: int, wait_s: float = 10.0) -> bool:
+    """Whether every process of the group ``pgid`` has ended within ``wait_s`` seconds (orphaned
+    children are reaped by init shortly after their parent ends)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
