@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlc_lab.errors import MlcLabError
-from mlc_lab.model.steps import FailedAttempt
+from mlc_lab.model.steps import FailedAttempt, StepSummary
 
 
 @dataclass
@@ -31,13 +31,13 @@ class Step:
     children: list[int] = field(default_factory=list)
     created: tuple[str, ...] = ()  # names of the loops and blocks the step made
 
+    def summary(self) -> StepSummary:
+        """What the history pane shows of this step."""
+        return StepSummary(self.id, self.parent, self.kind, self.primitive, self.label)
+
     def to_json(self) -> dict:
         return {
-            "id": self.id,
-            "parent": self.parent,
-            "kind": self.kind,
-            "primitive": self.primitive,
-            "label": self.label,
+            **self.summary().to_json(),
             "args": self.args,
             "kwargs": self.kwargs,
             "result": self.result,

@@ -12,7 +12,7 @@ from typing import Any, Callable, cast
 
 from mlc_lab.core import display
 from mlc_lab.core.history import History, Step
-from mlc_lab.model.steps import Change, FailedAttempt, StepSummary, StepView, changed_lines
+from mlc_lab.model.steps import Change, FailedAttempt, StepView, changed_lines
 from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError
 from mlc_lab.model.steps import LIST_RESULTS, Decision
 from mlc_lab.tvm import program, state_trace
@@ -551,9 +551,7 @@ class Session:
         change = Change(
             event,
             self.step_view(step),
-            tuple(
-                StepSummary(s.id, s.parent, s.kind, s.primitive, s.label) for s in map(self._history.__getitem__, added)
-            ),
+            tuple(self._history[i].summary() for i in added),
         )
         for cb in list(self._listeners):
             try:
