@@ -5,13 +5,14 @@ nothing above it, so importing it never starts TVM. The import contract in pypro
 (``[tool.importlinter]``, run by ``./run.sh test``) keeps it so.
 
 - ``steps``: the step, the loop tree, the history's summaries and the change pushed to every view.
-- ``access_program``: the plain description of a tensor function that the access analysis reads.
-- ``schedule_facts``: the blocks, loop annotations and allocated sizes the named checks read.
+- ``access``: the memory view's contract: ``access.program``, the plain description of a tensor function that
+  the access analysis reads; ``access.payload``, what the memory view receives (footprints, warp statistics).
 - ``measurement``: one timing of one program, and the quiet rule (thresholds, ``quiet``, ``spread``).
-- ``access_payload``: what the memory view receives (footprint payload, warp statistics).
-- ``tuning_view``: what the tuning dashboard shows of a job (best trial, roof, failures, a trial).
+- ``tuning``: what the tuning dashboard shows of a job (best trial, roof, failures, a trial).
 - ``lowering``: how a step compiles (passes, loop and kernel facts).
-- ``checks``: a check's verdict, a kernel's hazard, a step's report; the Checks panel's wire.
+- ``checks``: a check's verdict, a kernel's hazard, a step's report; the Checks panel's wire; ``checks.facts``:
+  the blocks, loop annotations and allocated sizes the named checks read.
+- ``wire``: the JSON lines between the kernel and its worker process (numpy arrays as base64).
 - ``classroom``: the class server's JSON (leaderboard, summary, verdict) and the Submit bar's state.
 - ``errors``: errors as values, and the one vocabulary of their kinds.
 - ``traits``: each widget's synced traits, one TypedDict per widget class.

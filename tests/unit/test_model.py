@@ -161,3 +161,14 @@ def test_loops_without_a_block_inside_get_unique_names_the_rule_resolves():
     fp = s.footprint("A_shared/ax1", at={"i": 5, "A_shared/ax0": 0})
     assert fp["A"].distinct == 64 and fp["A"].bounds == [[5, 5], [0, 63]]
     assert fp["A_shared"].distinct == 64 and bool(fp["A_shared"].writes[5].all())
+
+
+def test_importing_the_whole_model_loads_no_numpy_or_tvm():
+    names = sorted(
+        "mlc_lab." + ".".join(p.relative_to(ROOT / "mlc_lab").with_suffix("").parts).removesuffix(".__init__")
+        for p in (ROOT / "mlc_lab" / "model").rglob("*.py")
+    )
+    assert "mlc_lab.model.wire" in names and "mlc_lab.model.access.program" in names
+    code = f"import importlib, sys\nfor n in {names!r}: importlib.import_module(n)\n"
+    code += "assert 'numpy' not in sys.modules and 'tvm' not in sys.modules, sorted(sys.modules)"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
