@@ -46,7 +46,7 @@ def main() -> None:
     worker().call("env", timeout=300)
     start_s = time.perf_counter() - t0
     Session(MM_RELU).lower()  # the worker's first compile (imports, LLVM init) is not a click's cost
-    from mlc_lab.tvm.build import compile_module
+    from mlc_lab.tvm.measure.build import compile_module
 
     def bare(step_id: int) -> float:
         """What TVM alone takes for the same step, in this process: tvm.compile + the assembly text."""

@@ -59,7 +59,7 @@ from mlc_lab.tvm.course_programs import matmul  # noqa: E402  (the course's matm
 
 BARE_SNIPPET = """
 import sys, time
-from mlc_lab.tvm import build
+from mlc_lab.tvm.measure import build
 from mlc_lab.tvm.tuning import job as tuning
 from tvm.s_tir import meta_schedule as ms
 import tvm
@@ -81,7 +81,7 @@ import json, os, sys, time
 import numpy as np
 import mlc_lab, tvm
 from benchmarks.tune import matmul
-from mlc_lab.tvm.build import resolve_target
+from mlc_lab.tvm.measure.build import resolve_target
 n, trace = int(sys.argv[1]), open(sys.argv[2]).read()
 s = mlc_lab.Session.from_trace(matmul(n), trace)
 rt = tvm.tirx.build(s.module, target=resolve_target("cpu"))
@@ -191,7 +191,7 @@ def run_job(n: int, trials: int, per_iter: int, seed: int, database: str | None 
 
 
 def run_bare(n: int, trials: int, per_iter: int, seed: int) -> dict:
-    from mlc_lab.tvm.build import module_to_text
+    from mlc_lab.tvm.measure.build import module_to_text
 
     wd = tempfile.mkdtemp(prefix=f"bench_bare_{n}_")
     module_path = os.path.join(wd, "module.json")

@@ -76,7 +76,7 @@ def __getattr__(name: str):
 
         return getattr(_classroom, name)
     if name == "sweep":
-        from mlc_lab.widgets.sweep import sweep
+        from mlc_lab.widgets.measure import sweep
 
         return sweep
     raise AttributeError(f"module 'mlc_lab' has no attribute {name!r}")

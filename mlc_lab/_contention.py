@@ -20,8 +20,8 @@ import os
 import time
 from typing import Callable
 
-# The thresholds and the rule (quiet, spread) are part of the measurement: mlc_lab.model.measurement.
-from mlc_lab.model.measurement import PARALLEL_FLOOR, QUIET_CORES, STEADY_SPREAD, quiet, spread  # noqa: F401
+# The thresholds and the rule (quiet, spread) are part of the measurement: mlc_lab.model.measure.
+from mlc_lab.model.measure import PARALLEL_FLOOR, QUIET_CORES, STEADY_SPREAD, quiet, spread  # noqa: F401
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 

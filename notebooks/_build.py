@@ -78,7 +78,7 @@ from tvm.script import tirx as T
 
 import mlc_lab
 from mlc_lab.core.measure import sweep
-from mlc_lab.widgets.sweep import sweep_figure
+from mlc_lab.widgets.measure import sweep_figure
 
 # MLC_LAB_QUICK=1 (set by the test suite and CI) keeps the sweep short; leave it unset in class.
 QUICK = os.environ.get("MLC_LAB_QUICK", "0") == "1"
@@ -508,7 +508,7 @@ work on.
     (
         "code",
         r"""
-from mlc_lab.widgets.sweep import roofline_figure
+from mlc_lab.widgets.measure import roofline_figure
 
 machine = mlc_lab.machine()
 print(machine)
@@ -1214,7 +1214,7 @@ tuning won, and what is left.
     (
         "code",
         r"""
-from mlc_lab.widgets.sweep import roofline_figure
+from mlc_lab.widgets.measure import roofline_figure
 
 m_session = mlc_lab.Session.from_trace(MyModule, best.trace).measure()
 points = [("unscheduled", baseline), (tuned_or_not(best, "your space"), m_session),
@@ -1255,7 +1255,7 @@ from plotly.subplots import make_subplots
 
 import mlc_lab
 from mlc_lab.errors import MlcLabError
-from mlc_lab.tvm.build import gpu_present
+from mlc_lab.tvm.measure.build import gpu_present
 
 # Tuning budget for meta_schedule on the GPU (used only when there is one). CI sets it small.
 TRIALS = int(os.environ.get("MLC_LAB_TRIALS", "64"))

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import widget from "../explorer";
 import { cudaLanguage, launchShape } from "../lowering/cuda";
 import { keyAction } from "../explorer/keys";
-import { checkMark, checkTitle, formatLatency, latencyPlot, logRange, logTicks, measurementText, measurementTitle, plotPoints } from "../explorer/measure";
+import { checkMark, checkTitle, formatLatency, latencyPlot, logRange, logTicks, measurementText, measurementTitle, plotPoints } from "../measure/measure";
 import { EMPTY_MEASUREMENT, MEASUREMENT_HOVER, type Measurement } from "../lib/model";
 import unsteady from "../../tests/fixtures/measurement_unsteady.json";
 import { mounted, tick } from "./fixtures";
@@ -202,7 +202,7 @@ describe("explorer with measurements", () => {
 
 describe("the roofline view of the measured steps", () => {
   it("places steps under the machine's roof and says how far below they are", async () => {
-    const { roofOf, rooflinePoints, rooflinePlot, measurementTitle } = await import("../explorer/measure");
+    const { roofOf, rooflinePoints, rooflinePlot, measurementTitle } = await import("../measure/measure");
     const m = (latency: number, gflops: number): Measurement => ({
       ...EMPTY_MEASUREMENT, latency_s: latency, gflops, intensity: 10.7, fraction_of_peak: gflops / 200, machine_peak_gflops: 200,
       machine_bandwidth_gbs: 10, threads: 2, cache: "warm", load: 0.3, correct: true,

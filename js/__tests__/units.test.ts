@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import fixture from "../../tests/fixtures/latency_format.json";
-import { formatLatency as explorerFormat } from "../explorer/measure";
+import { formatLatency as explorerFormat } from "../measure/measure";
 import { formatLatency } from "../lib/units";
 import { formatLatency as dashboardFormat } from "../tuning/data";
 

@@ -7,7 +7,7 @@ import type { Measurement } from "../lib/model";
 import type { ExplorerTraits, FailureInfo, RecordCut, StepId, StepInfo } from "../lib/types";
 import { hazardMark, pathAfter } from "../checks/panel";
 import { historyRows } from "./history";
-import { type MeasuringInfo, checkMark, checkTitle, latencyPlot, measurementText, measurementTitle, plotPoints, roofOf, rooflinePlot, rooflinePoints } from "./measure";
+import { type MeasuringInfo, checkMark, checkTitle, latencyPlot, measurementText, measurementTitle, plotPoints, roofOf, rooflinePlot, rooflinePoints } from "../measure/measure";
 import { kernelLive } from "../lib/offline";
 
 type Model = AnyModel<ExplorerTraits>;

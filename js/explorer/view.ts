@@ -23,7 +23,7 @@ import { HistoryPane, measuringStep } from "./history_pane";
 import { type PendingClick, recordLatency } from "./latency";
 import { ExplorerLayout } from "./layout";
 import { isEditableTarget, keyAction, toggleHelp } from "./keys";
-import type { Measurements } from "./measure";
+import type { Measurements } from "../measure/measure";
 import { type ApplyCall, type Offer, applicable, buildCall, defaultValues, offerForKey } from "./primitives";
 import { HeldSteps } from "./held";
 import { History, readStep } from "./state";

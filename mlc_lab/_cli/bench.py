@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         cache=args.cache,
     )
-    # the same figures as every other measurement (mlc_lab.tvm.timing), in Measurement's one encoding
+    # the same figures as every other measurement (mlc_lab.tvm.measure), in Measurement's one encoding
     out = {
         **{k: v for k, v in m.to_json().items() if k not in ("results_s", "error", "error_kind")},
         "func": session.func_name,

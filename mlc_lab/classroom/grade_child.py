@@ -24,8 +24,8 @@ def time_submission(assignment, trace: str, runner: str | None) -> dict:
     target = "cuda" if Target.of(assignment.target).gpu else "cpu"
     session = Session.from_trace(mlc_lab.load(str(assignment.program), assignment.func), trace, assignment.func)
     if runner:
-        from mlc_lab.tvm.build import module_to_text
-        from mlc_lab.tvm.rpc_timing import measure_remote
+        from mlc_lab.tvm.measure.build import module_to_text
+        from mlc_lab.tvm.measure.rpc import measure_remote
 
         try:
             r = measure_remote(

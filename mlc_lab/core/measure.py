@@ -6,7 +6,7 @@ never the Jupyter kernel: the caller gets a `MeasureError` and the next call sta
 Modules travel to the worker as `tvm.ir.save_json` text.
 
 How a kernel is timed (warm-up, repeats, median and spread, threads, warm or cold cache) is written
-down once, in `mlc_lab.tvm.timing`; `measure`, `sweep`, `bench`, the explorer, the dashboard and
+down once, in `mlc_lab.tvm.measure`; `measure`, `sweep`, `bench`, the explorer, the dashboard and
 the tuner's runner all time that way. Each `Measurement` also places the program on the machine's
 roofline (`mlc_lab.machine()`): its arithmetic intensity and its fraction of the peak.
 """
@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable
 
 from mlc_lab.core.worker import DEFAULT_TIMEOUT_S, shutdown_worker, worker
 from mlc_lab.errors import MeasureError
-from mlc_lab.model.measurement import Measurement
+from mlc_lab.model.measure import Measurement
 from mlc_lab.model.worker_ops import WORKER_OPS
 
 __all__ = ["Measurement", "CudaBuild", "measure", "cuda_source", "sweep", "time_callable", "worker", "shutdown_worker"]
@@ -42,7 +42,7 @@ class CudaBuild:
 def _module_text(module: Any) -> str:
     if isinstance(module, str):
         return module
-    from mlc_lab.tvm.build import module_to_text
+    from mlc_lab.tvm.measure.build import module_to_text
 
     return module_to_text(module)
 
@@ -63,7 +63,7 @@ def measure(
 ) -> Measurement:
     """Build `module` for `target` ("cpu" = native CPU with all cores, "cuda", or a TVM target dict),
     check its output against `reference` (the original program) on random inputs, and time it
-    by the method of `mlc_lab.tvm.timing`: after a warm-up, the median of `repeats` repeats, each
+    by the method of `mlc_lab.tvm.measure`: after a warm-up, the median of `repeats` repeats, each
     at least `min_repeat_ms` long; `cache="cold"` flushes the arguments out of the caches before
     every call instead. `roofline=True` places it on `mlc_lab.machine()`'s roofline (the first
     call on a machine measures the machine: some seconds, then cached on disk).

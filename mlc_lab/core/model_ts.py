@@ -2,7 +2,7 @@
 
 The types come from the dataclasses' and TypedDicts' annotations (mlc_lab.model.steps, .measurement);
 a dataclass's defaults give ``EMPTY_<NAME>`` (its encoding with every field at its default), and the
-fields whose metadata says ``hover`` (mlc_lab.model.measurement.hover) give ``<NAME>_HOVER``, the
+fields whose metadata says ``hover`` (mlc_lab.model.measure.hover) give ``<NAME>_HOVER``, the
 fields the page lists in its hover text. The thresholds of the quiet rule are written out as constants.
 
     .venv/bin/python -m mlc_lab.core.model_ts        # rewrites js/lib/model.ts
@@ -25,7 +25,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 from mlc_lab.model import checks, classroom, errors, lowering, requests, traits
 from mlc_lab.model.access import payload as access_payload
 from mlc_lab.model import tuning as tuning_view
-from mlc_lab.model import measurement as measurement_model
+from mlc_lab.model import measure as measurement_model
 from mlc_lab.model import steps as model
 
 TARGET = Path(__file__).resolve().parents[2] / "js" / "lib" / "model.ts"

@@ -39,7 +39,7 @@ FAILED_LATENCY = 1e9  # meta_schedule records a failed candidate as 1e10 s
 @dataclass
 class TuneRecord:
     """One measured candidate, in trial order. `latency_s` (the median of the runner's repeats,
-    `run_secs`, timed by `mlc_lab.tvm.timing`'s TUNING method) is None when it failed (`error`
+    `run_secs`, timed by `mlc_lab.tvm.measure`'s TUNING method) is None when it failed (`error`
     says why)."""
 
     trial: int
@@ -146,7 +146,7 @@ class TuneJob:
     def session(self) -> Any:
         """A Session of the program this job tunes, read back from the work directory."""
         from mlc_lab.core.session import Session
-        from mlc_lab.tvm.build import module_from_text
+        from mlc_lab.tvm.measure.build import module_from_text
 
         path = self.path(MODULE_FILE)
         if not os.path.exists(path):
@@ -476,10 +476,10 @@ def tune(
     strategy, cost_model: meta_schedule's ("evolutionary" + "xgb" by default; "replay-trace" +
            "random" is plain random sampling, much cheaper per round). `population`: the
            evolutionary search's population (64 for small kernels, 256 above 1e8 FLOPs).
-    confirm: at the end, re-time the best candidates by `measure`'s method (`mlc_lab.tvm.timing`);
+    confirm: at the end, re-time the best candidates by `measure`'s method (`mlc_lab.tvm.measure`);
            `TuneJob.best` then reports that figure.
     work_dir: where everything is kept; a directory that already holds trials continues.
-    Every candidate is timed by mlc_lab's one method (`mlc_lab.tvm.timing`, TUNING variant).
+    Every candidate is timed by mlc_lab's one method (`mlc_lab.tvm.measure`, TUNING variant).
     """
     from mlc_lab.tvm.tuning import job as tuning
 
@@ -597,7 +597,7 @@ def _shared_database(database: str | None) -> str | None:
 
 
 def _need_a_gpu() -> None:
-    from mlc_lab.tvm.build import gpu_present
+    from mlc_lab.tvm.measure.build import gpu_present
 
     if not gpu_present():
         raise NoGPUError(
@@ -613,7 +613,7 @@ def _flops_and_bytes(module_text: str, func_name: str) -> tuple[float | None, fl
     try:
         import numpy as np
 
-        from mlc_lab.tvm.build import estimate_flops, module_from_text, param_specs
+        from mlc_lab.tvm.measure.build import estimate_flops, module_from_text, param_specs
 
         one = module_from_text(module_text)
         flops = estimate_flops(one, func_name)

@@ -13,7 +13,7 @@ time-out) and one line in REQUESTS ("op": "module:function"); the function takes
 request dict and returns JSON-able data (numpy arrays allowed), or raises `wire.RequestFailure`.
 Handlers are imported on first use, so a request type costs nothing until it is asked for.
 This entry point sits in core, above the one door to TVM: a handler may join the two layers (the
-measurement's byte count comes from core's access analysis of what `mlc_lab.tvm.build` times).
+measurement's byte count comes from core's access analysis of what `mlc_lab.tvm.measure.build` times).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from mlc_lab.model.errors import ErrorInfo
 from mlc_lab.model.wire import RequestFailure, decode, encode
 
 REQUESTS: dict[str, str] = {
-    "env": "mlc_lab.tvm.build:environment_request",
+    "env": "mlc_lab.tvm.measure.build:environment_request",
     "measure": "mlc_lab.core.access.traffic:measure_request",
-    "cuda": "mlc_lab.tvm.build:cuda_request",
+    "cuda": "mlc_lab.tvm.measure.build:cuda_request",
     "lower": "mlc_lab.tvm.lowering:lower_request",
     "run_function": "mlc_lab.tvm.exercises:run_function_request",
     "numeric_gpu": "mlc_lab.tvm.checks.opencl:numeric_gpu_request",

@@ -49,7 +49,7 @@ class BoardRow(TypedDict):
     submissions: int
     you: NotRequired[bool]
     # how far that latency can be trusted: the repeats' interquartile range, the machine's load, and
-    # whether it was quiet (mlc_lab.model.measurement.quiet); ``tie``: shares its rank (within spread)
+    # whether it was quiet (mlc_lab.model.measure.quiet); ``tie``: shares its rank (within spread)
     spread_ms: NotRequired[float | None]
     load: NotRequired[float | None]
     quiet: NotRequired[bool | None]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mlc_lab.model.measurement import QUIET_CORES
+from mlc_lab.model.measure import QUIET_CORES
 
 __all__ = ["Machine"]
 

@@ -44,7 +44,7 @@ from mlc_lab.model.access.payload import FootprintResult, GpuStats
 from mlc_lab.model.checks import StepChecks
 from mlc_lab.model.errors import ERROR_KINDS, ErrorInfo, ErrorKind
 from mlc_lab.model.lowering import Lowering
-from mlc_lab.model.measurement import Measurement
+from mlc_lab.model.measure import Measurement
 from mlc_lab.model.steps import HistoryResult
 
 __all__ = [

@@ -16,7 +16,7 @@ from typing import Literal, NotRequired, TypedDict
 from mlc_lab.model.checks import ChecksSetup, StepChecks, StepHazards
 from mlc_lab.model.classroom import Board, ClassSubmission, ClassSummary
 from mlc_lab.model.errors import ErrorInfo
-from mlc_lab.model.measurement import Measurement
+from mlc_lab.model.measure import Measurement
 from mlc_lab.model.steps import FailedAttempt, HistoryResult
 from mlc_lab.model.tuning import BestTrial, FailureItem, Roof, TrialDetail
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
 from mlc_lab.model.machine import Machine
-from mlc_lab.model.measurement import Measurement
+from mlc_lab.model.measure import Measurement
 
 __all__ = ["WORKER", "WORKER_OPS", "LimitsSpec", "WorkerOp"]
 

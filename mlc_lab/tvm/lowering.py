@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mlc_lab.tvm import build as tbuild
+from mlc_lab.tvm.measure import build as tbuild
 
 import tvm  # noqa: E402  (after build: it sets the thread count before TVM starts)
 import tvm_ffi  # noqa: E402

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mlc_lab.model.measurement import Measurement
+from mlc_lab.model.measure import Measurement
 
 
 def call_label(primitive: str, args: list, kwargs: dict) -> str:
@@ -45,7 +45,7 @@ def target_label(target: Any) -> str:
 
 
 def _measurement_info(m: Measurement) -> dict:
-    """A Measurement in its one encoding (mlc_lab.model.measurement; the page's type is generated from
+    """A Measurement in its one encoding (mlc_lab.model.measure; the page's type is generated from
     it), with the target as the page names it ("cpu", "cuda")."""
     return {**m.to_json(), "target": target_label(m.target)}
 

@@ -175,7 +175,7 @@ def test_a_failure_crosses_as_error_info_and_back():
 
 
 def test_results_are_decoded_once_into_the_tables_type():
-    from mlc_lab.model.measurement import Measurement
+    from mlc_lab.model.measure import Measurement
 
     m = Measurement(target="llvm", latency_s=0.5, func_name="main")
     raw = {**m.to_json(), "number": 3}  # a working figure of the worker's, no part of the measurement

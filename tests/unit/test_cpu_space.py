@@ -14,7 +14,7 @@ from tvm.s_tir.schedule import Trace
 import mlc_lab
 from mlc_lab.core.tuning import tune
 from mlc_lab.tvm.tuning import cpu_space
-from mlc_lab.tvm.build import param_specs
+from mlc_lab.tvm.measure.build import param_specs
 from tests.fixtures.programs import CONV, MM_RELU, matmul
 
 AVX512 = tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2})

@@ -12,7 +12,7 @@ import pytest
 import mlc_lab
 from mlc_lab.core.measure import cuda_source, measure
 from mlc_lab.errors import MeasureError, NoGPUError
-from mlc_lab.tvm import build
+from mlc_lab.tvm.measure import build
 from tests.fixtures.programs import GPU_TWO_BLOCKS, MM_RELU, TWO_STAGE, matmul
 
 HAS_GPU = build.gpu_present()

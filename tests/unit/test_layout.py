@@ -29,6 +29,8 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "lowering": (r"lower\w*|compiler\w*|cuda\w*", tuple(FLOORS)),
     "tuning": (r"tun\w*|cpu_space|runner_process|timeline", tuple(FLOORS)),
     "classroom": (r"class\w*", tuple(FLOORS)),
+    "measure": (r"measure\w*|timing|rpc_timing|sweep", tuple(FLOORS)),
+    "machine": (r"machine", ("core", "tvm", "model")),
     "exercises": (r"exercise\w*", ("tvm",)),
 }
 

@@ -16,7 +16,7 @@ import tvm
 from mlc_lab import Session
 from mlc_lab.core.lowering import codefacts as cf
 from mlc_lab.errors import MlcLabError
-from mlc_lab.tvm.build import resolve_target
+from mlc_lab.tvm.measure.build import resolve_target
 from tests.fixtures.programs import GPU_TWO_BLOCKS, MM_RELU
 from tests.unit.test_cli import mlc_lab
 

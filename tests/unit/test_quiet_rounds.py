@@ -58,7 +58,7 @@ def test_a_figure_whose_repeats_disagree_is_not_quiet_and_says_why():
 
 
 def test_the_explorers_quiet_rule_uses_the_same_thresholds():
-    # js/explorer/measure.ts words a measurement's hover text by the same rule: it reads the thresholds
+    # js/measure/measure.ts words a measurement's hover text by the same rule: it reads the thresholds
     # from the generated js/lib/model.ts (no copy of its own), which holds the Python ones
     import re
     from pathlib import Path
@@ -71,5 +71,5 @@ def test_the_explorers_quiet_rule_uses_the_same_thresholds():
         m = re.search(rf"export const {name} = ([0-9.]+);", ts)
         assert m and float(m.group(1)) == getattr(_contention, name), name
     assert not re.search(
-        r"const (QUIET_CORES|PARALLEL_FLOOR|STEADY_SPREAD) =", (js / "explorer" / "measure.ts").read_text()
+        r"const (QUIET_CORES|PARALLEL_FLOOR|STEADY_SPREAD) =", (js / "measure" / "measure.ts").read_text()
     )

@@ -18,7 +18,7 @@ import mlc_lab
 from mlc_lab.cli import main as cli_main
 from mlc_lab.core.tuning import TuneJob, tune, write_report
 from mlc_lab.errors import MlcLabError, NoGPUError, TuneError
-from mlc_lab.tvm.build import gpu_present
+from mlc_lab.tvm.measure.build import gpu_present
 from mlc_lab.tvm.tuning.job import parse_runner, rewrite_session_space
 from tests.fixtures.programs import MM_RELU, matmul
 from tests.unit.processes import group_gone
@@ -175,7 +175,7 @@ WARM_CHECK = """
 import json, os, sys
 import tvm
 from tvm.s_tir import meta_schedule as ms
-from mlc_lab.tvm import build
+from mlc_lab.tvm.measure import build
 from mlc_lab.tvm.tuning import job as tuning
 from mlc_lab.tvm.tuning import model as tuning_model
 wd = sys.argv[1]

@@ -76,7 +76,7 @@ def test_the_tuning_target_and_measures_target_build_the_same_machine_code():
     # meta_schedule's rules), measure with resolve_target("cpu"): the code must be the same
     import tvm
 
-    from mlc_lab.tvm import build
+    from mlc_lab.tvm.measure import build
 
     from mlc_lab.tvm.tuning import job as tuning
 

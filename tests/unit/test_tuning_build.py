@@ -15,7 +15,7 @@ import pytest
 import tvm
 
 import mlc_lab
-from mlc_lab.tvm import build
+from mlc_lab.tvm.measure import build
 from mlc_lab.tvm.tuning import job as tuning
 from mlc_lab.tvm.tuning.build import BuiltCandidates, InProcessBuilder, export_shared, fast_build
 from tests.fixtures.programs import matmul

@@ -19,7 +19,7 @@ from typing import Any
 
 from mlc_lab.core.history import History
 from mlc_lab.model.steps import Change, LoopTree, StepView, changed_lines
-from mlc_lab.model.measurement import Measurement
+from mlc_lab.model.measure import Measurement
 from mlc_lab.errors import (
     DecisionError,
     MeasureError,

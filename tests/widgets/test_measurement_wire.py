@@ -1,6 +1,6 @@
 """A Measurement crosses to the page in its one encoding, and the page's hover text follows the contract.
 
-The hover text is the real ``measurementTitle`` of js/explorer/measure.ts, bundled with esbuild against the
+The hover text is the real ``measurementTitle`` of js/measure/measure.ts, bundled with esbuild against the
 TypeScript that ``mlc_lab.core.model_ts`` generates and run in node; the measurement goes through the
 explorer's real packer. Nothing on the TypeScript side is edited by hand for a new field.
 """
@@ -13,14 +13,14 @@ from dataclasses import field, make_dataclass
 from pathlib import Path
 
 from mlc_lab.core import model_ts
-from mlc_lab.model.measurement import Measurement, hover
+from mlc_lab.model.measure import Measurement, hover
 from mlc_lab.widgets.explorer_text import _measurement_info
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "measurement_unsteady.json"
 
 # A measurement whose repeats spread 25% of their median, the steadiest of 3 rounds: measure says
-# "unsteady" (mlc_lab.model.measurement.quiet) and so must the page.
+# "unsteady" (mlc_lab.model.measure.quiet) and so must the page.
 UNSTEADY = Measurement(
     latency_s=2e-3,
     std_s=3e-4,
@@ -51,11 +51,11 @@ esbuild.build({
 
 
 def hover_text(packed: dict, model_text: str, tmp: Path) -> str:
-    """measurementTitle(packed) of js/explorer/measure.ts, built against ``model_text`` as js/lib/model.ts."""
+    """measurementTitle(packed) of js/measure/measure.ts, built against ``model_text`` as js/lib/model.ts."""
     (tmp / "model.ts").write_text(model_text)
     (tmp / "m.json").write_text(json.dumps(packed))
     (tmp / "entry.ts").write_text(
-        f'import {{ measurementTitle }} from "{ROOT / "js" / "explorer" / "measure.ts"}";\n'
+        f'import {{ measurementTitle }} from "{ROOT / "js" / "measure" / "measure.ts"}";\n'
         'import m from "./m.json";\n'
         "console.log(JSON.stringify(measurementTitle(m as never)));\n"
     )

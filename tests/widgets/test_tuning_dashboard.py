@@ -433,7 +433,7 @@ def test_close_stops_polling(comms, tmp_path):
         wait_until(lambda: not w.polling)
 
 
-# --- the sweep plot (mlc_lab/widgets/sweep.py) -------------------------------------------------------
+# --- the sweep plot (mlc_lab/widgets/measure.py) -------------------------------------------------------
 
 
 def sweep_results():
@@ -448,7 +448,7 @@ def sweep_results():
 
 
 def test_sweep_figure_plots_latency_against_the_parameter():
-    from mlc_lab.widgets.sweep import sweep_figure, sweep_points
+    from mlc_lab.widgets.measure import sweep_figure, sweep_points
 
     rows = sweep_points(sweep_results())
     assert [r["value"] for r in rows][:3] == [1, 2, 4] and rows[-1]["latency_s"] is None
@@ -467,7 +467,7 @@ def test_sweep_figure_plots_latency_against_the_parameter():
 
 
 def test_sweep_html_is_self_contained(tmp_path):
-    from mlc_lab.widgets.sweep import sweep_figure, sweep_html
+    from mlc_lab.widgets.measure import sweep_figure, sweep_html
 
     path = tmp_path / "sweep.html"
     html = sweep_html(sweep_results(), path, param="jfactor")
@@ -481,7 +481,7 @@ def test_sweep_html_is_self_contained(tmp_path):
 def test_sweep_figure_places_the_best_label_and_the_failures_where_they_are_read():
     import math
 
-    from mlc_lab.widgets.sweep import sweep_figure
+    from mlc_lab.widgets.measure import sweep_figure
 
     fig = sweep_figure(sweep_results(), param="jfactor")
     latency, best, failed = fig.data
@@ -519,7 +519,7 @@ def test_refresh_notices_a_continued_run_and_polls_again(comms, tmp_path):
 
 
 def test_sweep_result_plots_itself_and_knows_its_best():
-    from mlc_lab.widgets.sweep import SweepResult
+    from mlc_lab.widgets.measure import SweepResult
 
     class M:
         def __init__(self, lat, err=None):
@@ -534,7 +534,7 @@ def test_sweep_result_plots_itself_and_knows_its_best():
 
 def test_a_sweep_ends_on_the_roofline():
     from mlc_lab.core.measure import Measurement
-    from mlc_lab.widgets.sweep import SweepResult
+    from mlc_lab.widgets.measure import SweepResult
 
     def m(lat: float) -> Measurement:
         flops, nbytes = 4.2e6, 196608.0

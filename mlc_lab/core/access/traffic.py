@@ -67,7 +67,7 @@ def function_traffic(mod: Any, func_name: str, inputs: list[np.ndarray]) -> tupl
     function from the footprint analysis, or the arguments' sizes where the analysis cannot say
     (symbolic shapes, accesses it cannot place). Runs in the worker, beside the timing."""
     from mlc_lab.tvm import access as access_ir
-    from mlc_lab.tvm.build import FOOTPRINT, compulsory_traffic
+    from mlc_lab.tvm.measure.build import FOOTPRINT, compulsory_traffic
 
     try:
         by_buffer = function_bytes(access_ir.lower(mod[func_name]))
@@ -79,8 +79,8 @@ def function_traffic(mod: Any, func_name: str, inputs: list[np.ndarray]) -> tupl
 
 
 def measure_request(req: dict) -> dict:
-    """The worker's "measure" request: `mlc_lab.tvm.build.measure_request` (build, check, time),
+    """The worker's "measure" request: `mlc_lab.tvm.measure.build.measure_request` (build, check, time),
     its bytes counted by `function_traffic` (core's analysis, which the tvm layer may not import)."""
-    from mlc_lab.tvm.build import measure_request as build_and_time
+    from mlc_lab.tvm.measure.build import measure_request as build_and_time
 
     return build_and_time(req, traffic=function_traffic)

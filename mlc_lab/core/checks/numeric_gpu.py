@@ -115,7 +115,7 @@ def numeric_check(
     A crash (an access far outside a buffer) or a hang costs the worker process and comes back as
     the verdict ``crash`` / ``timeout``."""
     from mlc_lab.core.worker import worker
-    from mlc_lab.tvm import build as tbuild
+    from mlc_lab.tvm.measure import build as tbuild
 
     original, trace, func_name = _inputs(program_or_session, trace, func)
     given = dict(shape_vars or {})
@@ -284,7 +284,7 @@ def _sizes_text(mapping: dict) -> str:
 
 
 def _shapes(mod: Any, func_name: str) -> dict[str, list[int]]:
-    from mlc_lab.tvm import build as tbuild
+    from mlc_lab.tvm.measure import build as tbuild
 
     try:
         return {name: list(shape) for name, shape, _ in tbuild.param_specs(mod, func_name)}
@@ -402,7 +402,7 @@ def _num(value: Any) -> str:
 
 def is_gpu_program(module: Any, func_name: str) -> bool:
     """Whether any loop of the function is bound to blockIdx/threadIdx (it then builds only for a GPU)."""
-    from mlc_lab.tvm import build as tbuild
+    from mlc_lab.tvm.measure import build as tbuild
 
     return bool(tbuild.thread_bound_loops(module, func_name))
 
@@ -417,7 +417,7 @@ def run_gpu_function(
     import numpy as np
 
     from mlc_lab.core.worker import worker
-    from mlc_lab.tvm import build as tbuild
+    from mlc_lab.tvm.measure import build as tbuild
 
     try:
         out = worker().call(

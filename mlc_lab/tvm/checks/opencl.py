@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from mlc_lab.tvm import build as tbuild
+from mlc_lab.tvm.measure import build as tbuild
 from mlc_lab.tvm.checks.opencl_run import OpenCLProgramError, run_in_child
 
 import tvm  # noqa: E402  (after build: it sets the thread count before TVM starts)

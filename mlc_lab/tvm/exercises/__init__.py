@@ -46,7 +46,7 @@ def prim_func_names(mod: Any) -> list[str]:
 
 def signature(mod: Any, func_name: str) -> list[dict]:
     """[{name, shape, dtype}] of the buffer parameters of ``func_name``."""
-    from mlc_lab.tvm.build import param_specs
+    from mlc_lab.tvm.measure.build import param_specs
 
     try:
         specs = param_specs(mod, func_name)

@@ -35,12 +35,12 @@ import tvm  # noqa: E402
 from tvm.ir.utils import derived_object  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
-from mlc_lab.tvm import build as _build  # noqa: E402
+from mlc_lab.tvm.measure import build as _build  # noqa: E402
 from mlc_lab.tvm import classroom as class_db  # noqa: E402
 from mlc_lab.tvm.tuning import runner_process  # noqa: E402
 from mlc_lab.tvm.tuning.live import LIVE_FILE, LiveLog  # noqa: E402,F401  (LIVE_FILE: the job's files)
 from mlc_lab.tvm.tuning.build import BuiltCandidates, InProcessBuilder, install_fast_stack  # noqa: E402,F401  (benchmarks use both)
-from mlc_lab.tvm import timing  # noqa: E402
+from mlc_lab.tvm import measure as timing  # noqa: E402
 from mlc_lab import _timeline as timeline  # noqa: E402
 from mlc_lab.tvm.tuning.model import EarlyXGB, import_in_background, make_cost_model, warm_cost_model  # noqa: E402
 

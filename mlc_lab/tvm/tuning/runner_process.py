@@ -27,7 +27,7 @@ _prestarted: tuple[Any, Any, Any] | None = None  # (Popen, reader, writer), unti
 
 
 def runner_env(work_dir: str) -> dict[str, str]:
-    """What the measuring process reads from its environment (`mlc_lab.tvm.timing.run_evaluator`)."""
+    """What the measuring process reads from its environment (`mlc_lab.tvm.measure.run_evaluator`)."""
     return {
         "MLC_LAB_BEST_FILE": os.path.join(work_dir, BEST_FILE),
         "MLC_LAB_CONTENTION_FILE": os.path.join(work_dir, CONTENTION_FILE),

@@ -18,8 +18,8 @@ from typing import Any, Callable
 import numpy as np
 
 from mlc_lab._threads import ensure_tvm_threads
-from mlc_lab.model.measurement import Measurement
-from mlc_lab.tvm import timing
+from mlc_lab.model.measure import Measurement
+from mlc_lab.tvm import measure as timing
 from mlc_lab.tvm.targets import (  # noqa: F401  (re-exported: callers use build.resolve_target and friends)
     DEFAULT_CUDA_ARCH,
     cpu_target,

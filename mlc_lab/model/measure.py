@@ -78,14 +78,14 @@ class Measurement:
     func_name: str | None = None
     iqr_s: float | None = None  # interquartile range of the repeats: the spread
     threads: int | None = None  # TVM's worker threads (CPU)
-    cache: str = "warm"  # "warm" or "cold": see mlc_lab.tvm.timing
+    cache: str = "warm"  # "warm" or "cold": see mlc_lab.tvm.measure
     method: str = ""  # the timing method in one sentence
     load: float | None = None  # the machine's 1-minute load average when it was measured
     others_cores: float | None = None  # CPU time other processes used while it was timed, in cores
     # the share of its cores' speed the process got right after timing (1.0 full; ~0.5 on 2 threads:
     # the cores were shared, e.g. by a VM's host, which others_cores cannot see); CPU, >1 thread
     parallel_speed: float | None = None
-    rounds: int | None = None  # rounds of repeats taken (again while not quiet: mlc_lab.tvm.timing)
+    rounds: int | None = None  # rounds of repeats taken (again while not quiet: mlc_lab.tvm.measure)
     bytes: float | None = None  # memory traffic for the roofline: see bytes_source
     bytes_source: str = ""  # "footprint: ..." (the whole function's distinct bytes) or "compulsory: ..."
     bytes_by_buffer: dict[str, float] = field(default_factory=dict)  # the footprint's bytes per buffer

@@ -6,7 +6,7 @@ import { type Measurement, MEASUREMENT_HOVER, PARALLEL_FLOOR, QUIET_CORES, type 
 import type { StepId, StepInfo } from "../lib/types";
 import { formatLatency, threeDigits as precise } from "../lib/units";
 
-/** Each measured step's Measurement (generated from mlc_lab/model/measurement.py), by step id. */
+/** Each measured step's Measurement (generated from mlc_lab/model/measure.py), by step id. */
 export type Measurements = Record<string, Measurement>;
 
 export type { MeasuringInfo } from "../lib/model";

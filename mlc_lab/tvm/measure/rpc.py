@@ -1,5 +1,5 @@
 """Timing one program on a machine behind TVM's RPC tracker (the class's measurement machines), by
-the same method as ``measure`` (``mlc_lab.tvm.timing``): built here for the assignment's target,
+the same method as ``measure`` (``mlc_lab.tvm.measure``): built here for the assignment's target,
 sent to a server the tracker hands out under KEY, checked against the original program on random
 inputs there, then timed there (warm-up, repeats, median)."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from mlc_lab.tvm import timing
-from mlc_lab.tvm.build import (
+from mlc_lab.tvm import measure as timing
+from mlc_lab.tvm.measure.build import (
     _reference_outputs,
     module_from_text,
     resolve_target,
