@@ -104,29 +104,15 @@ def every_level(func, repeat, gpu=False):
     return rows
 
 
-BIG_MATMUL = """
-from tvm.script import tirx as T
-
-@T.prim_func(s_tir=True)
-def main(A: T.Buffer((4096, 4096), "float32"), B: T.Buffer((4096, 4096), "float32"),
-         C: T.Buffer((4096, 4096), "float32")):
-    for i, j, k in T.grid(4096, 4096, 4096):
-        with T.sblock("C"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-            with T.init():
-                C[vi, vj] = T.float32(0)
-            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-"""
-
-
 def big_outer_loop(repeat: int) -> dict:
     """The 4096^3 matmul's outer loop as the memory panel asks for it: the exact analysis, and the
     whole answer the page gets (analysis, cropping, pooling to the drawn size, packing). Target:
     under 2 s, or the answer says it is pooled (``crop.pool``)."""
     import mlc_lab
+    from mlc_lab.tvm.course_programs import matmul
     from mlc_lab.widgets.access.view import footprint_payload
 
-    session = mlc_lab.Session(BIG_MATMUL)
+    session = mlc_lab.Session(matmul(4096))
     session.footprint("k")  # lowering and indexing, once
     analysis = _best(lambda: session.footprint("i"), repeat)
     answers = []
