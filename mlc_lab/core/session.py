@@ -267,10 +267,7 @@ class Session:
         return again
 
     def _results_of(self, step: Step) -> Any:
-        values = list(step.result or [])
-        if not values:
-            return None
-        return values[0] if len(values) == 1 and step.primitive not in LIST_RESULTS else values
+        return _as_returned(list(step.result or []), step.primitive)
 
     def _to_handles(self, value: Any) -> Any:
         if isinstance(value, Sampled):
@@ -295,11 +292,7 @@ class Session:
                 values.append(out.name)
             else:
                 values.append(Sampled(self, step.id, out.handle, out.value))
-        if not values:
-            return None
-        if len(values) == 1 and step.primitive not in LIST_RESULTS:
-            return values[0]
-        return values
+        return _as_returned(values, step.primitive)
 
     def _add_step(
         self,
@@ -584,3 +577,11 @@ class Session:
     def access_view(self, loop: str | None = None, **kwargs: Any) -> Any:
         """The memory-access view of this session (heatmaps of what ``loop`` touches)."""
         return display.open_view("access", self, loop, **kwargs)
+
+
+def _as_returned(values: list, primitive: str | None) -> Any:
+    """What ``apply`` returns of a step's results: None, the one value, or the list (always a list
+    for the primitives that return one, ``LIST_RESULTS``)."""
+    if not values:
+        return None
+    return values[0] if len(values) == 1 and primitive not in LIST_RESULTS else values
