@@ -1,0 +1,254 @@
+"""Which block of the target is which block of the program, and where each one sits.
+
+Blocks are matched by what they compute: the same block keeps its name and its computation; the
+blocks primitives make are recognised by what they are (a cache stage copies a buffer into a new
+one of another scope: ``cache_read`` when the copy is read, ``cache_write`` when the computation
+writes it; ``decompose_reduction`` splits a reduction into ``X_init`` and ``X_update``); a block the
+target no longer has was inlined. A target block that is none of these is something the target
+computes and the program does not.
+
+Placements are read off the target's loop nests: in each nest one block owns the loops (they are its
+own loops, split, reordered, fused), and every other block was moved under one of them
+(``compute_at`` for a producer, ``reverse_compute_at`` for a consumer). Which block owns a nest is a
+real choice; ``placements`` gives the choices cheapest first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+from mlc_lab.tvm.path.ir import Block, FuncView, const, iter_maps
+from mlc_lab.tvm.path.work import Unreachable
+
+
+@dataclass
+class Stage:
+    """A buffer the target has and the program does not, and the primitive that makes it:
+    ``cache_read`` / ``cache_write`` (a copy into a buffer of another scope), ``rfactor`` (a partial
+    reduction's buffer) or ``set_scope`` (the same buffer in another scope, renamed by TVM)."""
+
+    primitive: str
+    buffer: str  # the new buffer's name in the target
+    scope: str
+    target_block: str  # the block the step makes (its target name); set_scope: the buffer's writer
+    old: str = ""  # set_scope: the buffer it replaces
+
+
+@dataclass
+class Correspondence:
+    """How the target's blocks arise from the program's (names are the program's unless said)."""
+
+    same: dict[str, str] = field(default_factory=dict)  # target block -> program block
+    stages: list[Stage] = field(default_factory=list)
+    decomposed: dict[str, tuple[str, str]] = field(default_factory=dict)  # program block -> (init, update) in target
+    inlined: list[str] = field(default_factory=list)
+
+
+def _buffers(view: FuncView) -> dict[str, Any]:
+    out = {str(b.name): b for b in view.allocs()}
+    for p in view.func.params:
+        out[str(p.name)] = p
+    return out
+
+
+def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
+    """The target's blocks in terms of the program's; ``Unreachable`` for a block the target computes
+    and the program does not."""
+    out = Correspondence()
+    cur_names = {b.name for b in cur.blocks}
+    for tb in tgt.blocks:
+        if tb.name in cur_names:
+            out.same[tb.name] = tb.name
+    for cb in cur.blocks:
+        init, update = f"{cb.name}_init", f"{cb.name}_update"
+        if cb.name not in out.same and tgt.block(init) is not None and tgt.block(update) is not None:
+            out.decomposed[cb.name] = (init, update)
+    explained = set(out.same) | {n for pair in out.decomposed.values() for n in pair}
+    cur_bufs, tgt_bufs = _buffers(cur), _buffers(tgt)
+    gone = [name for name in cur_bufs if name not in tgt_bufs]
+    for buf in tgt.allocs():
+        name = str(buf.name)
+        if name in cur_bufs:
+            continue
+        stage = _stage_for(name, tgt, cur, gone, out)
+        out.stages.append(stage)
+        if stage.primitive != "set_scope":
+            explained.add(stage.target_block)
+    for cb in cur.blocks:
+        if cb.name not in out.same and cb.name not in out.decomposed:
+            out.inlined.append(cb.name)
+    for tb in tgt.blocks:
+        if tb.name not in explained:
+            raise Unreachable(f"the target has a block {tb.name} that the program does not compute", "computes")
+    return out
+
+
+def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: Correspondence) -> Stage:
+    """The step that makes the target's buffer ``name``."""
+    buf = tgt.buffer(name)
+    scope = str(buf.scope())
+    writers = [b for b in tgt.blocks if name in b.writes()]
+    if not writers:
+        raise Unreachable(f"no block of the target writes its buffer {name}", "computes")
+    writer = writers[0]
+    here = cur.block(corr.same.get(writer.name, ""))
+    for old in gone:
+        if name == f"{old}_{scope}" and _same_shape(cur.buffer(old), buf) and here is not None and old in here.writes():
+            return Stage("set_scope", name, scope, writer.name, old)
+    if name.endswith(".rf") or name.endswith("_rf"):
+        return Stage("rfactor", name, scope, writer.name)
+    if writer.name in corr.same or any(writer.name in pair for pair in corr.decomposed.values()):
+        back = next((b.name for b in tgt.blocks if name in b.reads() and b.name not in corr.same), None)
+        if back is None:
+            raise Unreachable(f"the target computes into {name} and never copies it back", "computes")
+        return Stage("cache_write", name, scope, back)
+    return Stage("cache_read", name, scope, writer.name)
+
+
+def _same_shape(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return False
+    return [const(x) for x in a.shape] == [const(x) for x in b.shape] and str(a.dtype) == str(b.dtype)
+
+
+# --- placements --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Attach:
+    block: str  # target block name
+    loop: int | None  # the target loop it sits under (pre-order place); None: its own nest
+    primitive: str  # "compute_at" | "reverse_compute_at" | "" (the owner)
+    own: list[int]  # its own loops in the target (pre-order places), outermost first
+
+
+@dataclass
+class Placement:
+    """One way the target's nests arise: per nest, the owner first, then the blocks moved into it
+    in an order TVM accepts."""
+
+    order: list[Attach]
+    cost: int
+
+
+def _entities(tgt: FuncView, corr: Correspondence) -> list[Block]:
+    """The target's blocks that own or join loops: an init block goes with its update block."""
+    inits = {pair[0] for pair in corr.decomposed.values()}
+    return [b for b in tgt.blocks if b.name not in inits and b.scope is None]
+
+
+def placements(tgt: FuncView, corr: Correspondence, limit: int = 4) -> list[Placement]:
+    """The ways the target's nests can arise, cheapest first (at most ``limit``)."""
+    blocks = _entities(tgt, corr)
+    nests: dict[int | None, list[Block]] = {}
+    for b in blocks:
+        top = b.chain[0] if b.chain else None
+        nests.setdefault(top if top is not None else -1 - b.order, []).append(b)
+    per_nest = [_nest_choices(tgt, members) for members in nests.values()]
+    # the cheapest choice of every nest first; then, one nest at a time, its next choice
+    base = [choices[0] for choices in per_nest]
+    out = [Placement([a for c in base for a in c[1]], sum(c[0] for c in base))]
+    for n, choices in enumerate(per_nest):
+        for alt in choices[1:]:
+            picked = base[:n] + [alt] + base[n + 1 :]
+            out.append(Placement([a for c in picked for a in c[1]], sum(c[0] for c in picked)))
+    out.sort(key=lambda p: p.cost)
+    return out[:limit]
+
+
+def _nest_choices(tgt: FuncView, members: list[Block]) -> list[tuple[int, list[Attach]]]:
+    if len(members) == 1:
+        b = members[0]
+        return [(0, [Attach(b.name, None, "", list(b.chain))])]
+    choices = []
+    for owner in members:
+        plan = _with_owner(tgt, owner, members)
+        if plan is not None:
+            choices.append(plan)
+    if not choices:
+        names = ", ".join(b.name for b in members)
+        raise Unreachable(f"no block of {names} can own the loops they share in the target", "no_primitive")
+    choices.sort(key=lambda c: c[0])
+    return choices
+
+
+def _with_owner(tgt: FuncView, owner: Block, members: list[Block]) -> tuple[int, list[Attach]] | None:
+    if not _references_all(tgt, owner, owner.chain):
+        return None
+    owned = set(owner.chain)
+    attaches = [Attach(owner.name, None, "", list(owner.chain))]
+    cost = _tiling_cost(tgt, owner, owner.chain, canonical=None)
+    for b in sorted((m for m in members if m is not owner), key=lambda m: len(m.chain)):
+        shared = [o for o in b.chain if o in owned]
+        if not shared:
+            return None
+        att = shared[-1]
+        own = b.chain[b.chain.index(att) + 1 :]
+        if not _references_all(tgt, b, own):
+            return None
+        owned.update(own)
+        attaches.append(Attach(b.name, att, "", own))
+        cost += 1 + _tiling_cost(tgt, b, own, canonical=True)
+    ordered = _attach_order(tgt, attaches)
+    if ordered is None:
+        return None
+    return cost, ordered
+
+
+def _references_all(tgt: FuncView, block: Block, own: list[int]) -> bool:
+    maps = iter_maps(tgt, block, own)
+    if maps is None:
+        return False
+    used = {t.leaf for ts in maps.terms for t in ts} | {x.leaf for f in maps.fused for x in f.terms}
+    return all(o in used or const(tgt.loops[o].extent) == 1 for o in own)
+
+
+def _tiling_cost(tgt: FuncView, block: Block, own: list[int], canonical: bool | None) -> int:
+    """About how many primitives make ``own`` from one loop per iterator in the iterators' order."""
+    maps = iter_maps(tgt, block, own)
+    if maps is None:
+        return 99
+    cost = sum(1 for ts in maps.terms if len(ts) > 1) + 2 * len(maps.fused)
+    leaves: dict[int, int] = {}
+    for ts in maps.terms:
+        for t in ts:
+            if t.leaf is not None:
+                leaves[t.leaf] = leaves.get(t.leaf, 0) + 1
+    cost += sum(1 for n in leaves.values() if n > 1)
+    first = [min((own.index(t.leaf) for t in ts if t.leaf is not None), default=-1) for ts in maps.terms]
+    seen = [f for f in first if f >= 0]
+    if seen != sorted(seen):
+        cost += 1
+    if canonical and any(const(tgt.loops[o].extent) == 1 for o in own):
+        cost += 0  # unit loops come from preserve_unit_loops, at no extra step
+    return cost
+
+
+def _attach_order(tgt: FuncView, attaches: list[Attach]) -> list[Attach] | None:
+    """Name each move (producer: compute_at, consumer: reverse_compute_at) and order them so that a
+    block moves after the blocks it must follow there (its consumers, resp. producers)."""
+    under = {a.block for a in attaches}
+    by_name = {a.block: a for a in attaches}
+    writes = {name: set(tgt.block(name).writes()) for name in under}  # type: ignore[union-attr]
+    reads = {name: set(tgt.block(name).reads()) for name in under}  # type: ignore[union-attr]
+    for a in attaches[1:]:
+        siblings = [b.name for b in tgt.blocks_under(tgt.loops[a.loop]) if b.name != a.block]  # type: ignore[index]
+        produces = any(writes[a.block] & set(tgt.block(s).reads()) for s in siblings)  # type: ignore[union-attr]
+        a.primitive = "compute_at" if produces else "reverse_compute_at"
+    done = [attaches[0]]
+    pending = attaches[1:]
+    while pending:
+        for a in pending:
+            if a.primitive == "compute_at":
+                waits = [b for b in under if b != a.block and writes[a.block] & reads[b]]
+            else:
+                waits = [b for b in under if b != a.block and reads[a.block] & writes[b]]
+            if all(by_name[w] in done for w in waits):
+                done.append(a)
+                pending.remove(a)
+                break
+        else:
+            return None
+    return done

@@ -1,0 +1,89 @@
+"""Finding the way from a schedule to a target program, with TVM as the oracle.
+
+``find(make, func, target)``: ``make()`` gives a fresh schedule of the start (the original program
+with the start's trace replayed); the target is a PrimFunc. The way is read off the target
+(``blocks``: which block is which, where each sits; ``tiling``: each block's loops), applied on a
+fresh schedule one step at a time, and claimed only when TVM's ``structural_equal`` says the result
+is the target. Where the target leaves a real choice (which block owns a nest), the choices are
+tried cheapest first, a few at most.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import tvm_ffi
+
+from mlc_lab.tvm.path.blocks import correspond, placements
+from mlc_lab.tvm.path.ir import read
+from mlc_lab.tvm.path.plan import Run
+from mlc_lab.tvm.path.work import Op, Refused, Unreachable, Work
+
+
+@dataclass
+class Found:
+    """What the engine found: ``status`` is "reached", "names" (equal up to block names) or
+    "unreached"; ``ops`` the way (applied after the start), ``sch`` the schedule at its end."""
+
+    status: str
+    ops: list[Op] = field(default_factory=list)
+    sch: Any = None
+    why: str = ""
+    kind: str = ""  # unreached: "computes" | "no_primitive" | "here" | "partial"
+    tried: int = 0
+    seconds: float = 0.0
+
+
+def same_function(a: Any, b: Any) -> bool:
+    """TVM's structural equality of two PrimFuncs whatever their names (``global_symbol``)."""
+    name = "f"
+    return bool(tvm_ffi.structural_equal(a.with_attr("global_symbol", name), b.with_attr("global_symbol", name)))
+
+
+def find(make: Callable[[], Any], func: str, target: Any, *, limit: int = 4, deadline_s: float = 20.0) -> Found:
+    started = time.perf_counter()
+    sch = make()
+    if same_function(sch.mod[func], target):
+        return Found("reached", [], sch, seconds=time.perf_counter() - started)
+    tgt = read(target)
+    try:
+        corr = correspond(read(sch.mod[func]), tgt)
+        choices = placements(tgt, corr, limit)
+    except Unreachable as exc:
+        return Found("unreached", why=exc.sentence, kind=exc.kind, seconds=time.perf_counter() - started)
+    best: Found | None = None
+    for n, placement in enumerate(choices):
+        if n and time.perf_counter() - started > deadline_s:
+            break
+        work = Work(make() if n else sch, func)
+        got = _attempt(work, tgt, corr, placement, target)
+        got.tried = n + 1
+        if got.status == "reached":
+            got.seconds = time.perf_counter() - started
+            return got
+        if best is None or _better(got, best):
+            best = got
+    assert best is not None
+    best.seconds = time.perf_counter() - started
+    return best
+
+
+def _attempt(work: Work, tgt: Any, corr: Any, placement: Any, target: Any) -> Found:
+    run = Run(work, tgt, corr, placement, {})
+    try:
+        run.go()
+    except (Unreachable, Refused) as exc:
+        kind = exc.kind if isinstance(exc, Unreachable) else "partial"
+        why = exc.sentence if isinstance(exc, Unreachable) else f"TVM refused {exc.primitive}: {exc.message}"
+        return Found("unreached", list(work.ops), work.sch, why=why, kind=kind)
+    ours = work.mod[work.func]
+    if same_function(ours, target):
+        return Found("reached", list(work.ops), work.sch)
+    return Found("unreached", list(work.ops), work.sch, why="the result still differs from the target", kind="partial")
+
+
+def _better(a: Found, b: Found) -> bool:
+    rank = {"reached": 0, "names": 1, "unreached": 2}
+    return (rank[a.status], -len(a.ops)) < (rank[b.status], -len(b.ops))

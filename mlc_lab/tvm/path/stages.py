@@ -1,0 +1,242 @@
+"""The steps that make or remove blocks and buffers: cache stages, ``rfactor``, ``set_scope`` and
+inlining, each read off the target and applied to the program as it is at that moment (a cache of a
+cache reads the first cache, made just before it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+
+from mlc_lab.tvm.path.blocks import Correspondence, Stage
+from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, const, maps_of
+from mlc_lab.tvm.path.work import Refused, Unreachable, Work
+
+
+def make_stage(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str, str], stage: Stage) -> None:
+    """Apply the step that makes ``stage``; name its new block in ``names`` (target -> here)."""
+    if stage.primitive == "cache_read":
+        _cache_read(work, tgt, corr, names, stage)
+    elif stage.primitive == "cache_write":
+        _cache_write(work, tgt, names, stage)
+    elif stage.primitive == "rfactor":
+        _rfactor(work, tgt, names, stage)
+    elif stage.primitive == "set_scope":
+        set_scope(work, names, stage)
+
+
+def _readers(tgt: FuncView, corr: Correspondence, names: dict[str, str], stage: Stage) -> list[tuple[str, int]]:
+    """The target's blocks that read the cache, through the caches made after it from it (a cache
+    of a cache): (target block, which of its reads)."""
+    later = {s.target_block: s for s in corr.stages if s.primitive == "cache_read"}
+    out: list[tuple[str, int]] = []
+    stack = [(b.name, b.reads().index(stage.buffer)) for b in tgt.blocks if stage.buffer in b.reads()]
+    stack = [(n, i) for n, i in stack if n != stage.target_block]
+    while stack:
+        name, index = stack.pop(0)
+        if name in later and name not in names:
+            nxt = later[name]
+            stack.extend((b.name, b.reads().index(nxt.buffer)) for b in tgt.blocks if nxt.buffer in b.reads() and b.name != name)
+        elif (name, index) not in out:
+            out.append((name, index))
+    return out
+
+
+def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str, str], stage: Stage) -> None:
+    readers = _readers(tgt, corr, names, stage)
+    if not readers:
+        raise Unreachable(f"no block of the target reads {stage.buffer}", "no_primitive")
+    view = work.view
+    here = [(names.get(n, n), i) for n, i in readers]
+    first = view.block(here[0][0])
+    if first is None:
+        raise Unreachable(f"block {readers[0][0]} of the target has no counterpart here", "computes")
+    reads = first.reads()
+    if here[0][1] >= len(reads):
+        raise Unreachable(f"block {first.name} reads fewer buffers here than in the target")
+    source = reads[here[0][1]]
+    everyone = sorted({b.name for b in view.blocks if source in b.reads()})
+    mine = sorted({n for n, _ in here})
+    why = f"the target copies {source} into {stage.buffer} ({stage.scope}) for {', '.join(n for n, _ in readers)}"
+    made = work.apply(
+        "cache_read",
+        why,
+        block=work.block_rv(first.name),
+        read_buffer_index=here[0][1],
+        storage_scope=stage.scope,
+        consumer_blocks=None if everyone == mine else [work.block_rv(n) for n in mine],
+    )
+    names[stage.target_block] = str(work.sch.get(made).name_hint)
+
+
+def _cache_write(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
+    twriter = next(b for b in tgt.blocks if stage.buffer in b.writes())
+    writer = work.view.block(names.get(twriter.name, twriter.name))
+    if writer is None:
+        raise Unreachable(f"block {twriter.name} of the target has no counterpart here", "computes")
+    index = twriter.writes().index(stage.buffer)
+    target = writer.writes()[index] if index < len(writer.writes()) else "?"
+    why = f"the target computes {target} into {stage.buffer} ({stage.scope}) first and copies it back"
+    made = work.apply(
+        "cache_write", why, block=work.block_rv(writer.name), write_buffer_index=index, storage_scope=stage.scope
+    )
+    names[stage.target_block] = str(work.sch.get(made).name_hint)
+
+
+def set_scope(work: Work, names: dict[str, str], stage: Stage) -> None:
+    writer = next((b for b in work.view.blocks if stage.old in b.writes()), None)
+    if writer is None:
+        if any(stage.buffer in b.writes() for b in work.view.blocks):
+            return  # done already
+        raise Unreachable(f"no block writes {stage.old}, which the target keeps in {stage.scope} memory")
+    why = f"the target keeps {stage.old} in {stage.scope} memory"
+    work.apply(
+        "set_scope",
+        why,
+        block=work.block_rv(writer.name),
+        buffer_index=writer.writes().index(stage.old),
+        storage_scope=stage.scope,
+    )
+
+
+# --- rfactor -------------------------------------------------------------------------------------------
+
+
+def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
+    """Split (or fuse, then split) the reduction loops as the target's partial block reads them, then
+    ``rfactor`` the piece that the partial buffer is indexed by."""
+    trf = tgt.block(stage.target_block)
+    assert trf is not None
+    final = next((b for b in tgt.blocks if stage.buffer in b.reads() and b.name != trf.name), None)
+    block = work.view.block(names.get(final.name, final.name)) if final is not None else None
+    if final is None or block is None:
+        raise Unreachable(f"no block of the target reads the partial sums {stage.buffer}", "computes")
+    reduce, maps, rf_index = _rf_reading(block, trf)
+    why = f"the target sums {block.name} in parts first ({trf.name}), over a split of its reduction"
+    loops = {k: work.loop_rv(_loop_of(work.view, block, k)) for k in reduce}
+    if maps.fused:
+        mark = maps.fused[0]
+        slices = sorted(
+            ((const(t.lower) or 0, k) for k, ts in zip(reduce, maps.terms) for t in ts if t.fused == 0), reverse=True
+        )
+        rvs = [loops[k] for _, k in slices]
+        fused = work.apply("fuse", why, loops=rvs) if len(rvs) > 1 else rvs[0]
+        terms = sorted(mark.terms, key=lambda t: -(const(t.scale) or 0))
+        pieces = work.apply("split", why, loop=fused, factors=[t.extent for t in terms]) if len(terms) > 1 else [fused]
+        piece = pieces[next(i for i, t in enumerate(terms) if t.leaf == rf_index)]
+    else:
+        piece = None
+        for k, ts in zip(reduce, maps.terms):
+            terms = sorted(ts, key=lambda t: -(const(t.scale) or 0))
+            pieces = work.apply("split", why, loop=loops[k], factors=[t.extent for t in terms]) if len(terms) > 1 else [loops[k]]
+            for t, rv in zip(terms, pieces):
+                if t.leaf == rf_index:
+                    piece = rv
+        if piece is None:
+            raise Unreachable(f"the target's {trf.name} is indexed by no piece of a reduction of {block.name}", "computes")
+    store = trf.block.body
+    rf_var = trf.block.iter_vars[rf_index].var
+    factor_axis = next(i for i, e in enumerate(store.indices) if isinstance(e, tvm.tirx.Var) and e.same_as(rf_var))
+    made = work.apply("rfactor", why, loop=piece, factor_axis=factor_axis)
+    names[trf.name] = str(work.sch.get(made).name_hint)
+
+
+def _rf_reading(block: Block, trf: Block) -> tuple[list[int], IterMaps, int]:
+    """Which reduction iterators of ``block`` are factored, how the partial block reads them (terms
+    over its iterators) and which of its iterators indexes the partial buffer."""
+    mine, theirs = _loads(block.block.body), _loads(trf.block.body)
+    ivars = [iv.var for iv in block.block.iter_vars]
+    reduce = [k for k, iv in enumerate(block.block.iter_vars) if int(iv.iter_type) == 2]
+    found: dict[int, Any] = {}
+    for (bname, idx), (tname, tidx) in zip(mine, theirs):
+        if bname != tname or len(idx) != len(tidx):
+            continue
+        for e, te in zip(idx, tidx):
+            for k in reduce:
+                if isinstance(e, tvm.tirx.Var) and e.same_as(ivars[k]):
+                    found.setdefault(k, te)
+    reduce = [k for k in reduce if k in found]
+    by_var = {iv.var: n for n, iv in enumerate(trf.block.iter_vars)}
+    dom = {iv.var: iv.dom for iv in trf.block.iter_vars}
+    maps = maps_of([found[k] for k in reduce], dom, by_var) if reduce else None
+    store_vars = [e for e in trf.block.body.indices if isinstance(e, tvm.tirx.Var)]
+    rf = [n for n, iv in enumerate(trf.block.iter_vars) if int(iv.iter_type) == 0 and any(iv.var.same_as(v) for v in store_vars)]
+    used = {t.leaf for ts in (maps.terms if maps else []) for t in ts} | {
+        t.leaf for f in (maps.fused if maps else []) for t in f.terms
+    }
+    rf = [n for n in rf if n in used]
+    if maps is None or not rf:
+        raise Unreachable(f"the target's {trf.name} does not read a reduction of {block.name} split in parts", "computes")
+    return reduce, maps, rf[0]
+
+
+def _loads(stmt: Any) -> list[tuple[str, list[Any]]]:
+    out: list[tuple[str, list[Any]]] = []
+
+    def visit(e: Any) -> None:
+        if isinstance(e, tvm.ir.TensorLoad):
+            out.append((str(e.source.name), list(e.indices)))
+        for attr in ("a", "b", "value", "condition", "true_value", "false_value"):
+            sub = getattr(e, attr, None)
+            if sub is not None and hasattr(sub, "same_as"):
+                visit(sub)
+        for sub in getattr(e, "args", []) or []:
+            visit(sub)
+
+    visit(stmt.value)
+    return out
+
+
+def _loop_of(view: FuncView, block: Block, k: int) -> int:
+    """The loop whose variable is iterator ``k``'s binding (the reduction loop, not yet split)."""
+    value = block.values[k]
+    for o in block.chain:
+        if isinstance(value, tvm.tirx.Var) and view.loops[o].var.same_as(value):
+            return o
+    raise Unreachable(f"the reduction of {block.name} is split already, not as the target's parts are")
+
+
+# --- inlining ------------------------------------------------------------------------------------------
+
+
+def inline_all(work: Work, inlined: list[str]) -> None:
+    """Inline the blocks the target no longer has: into their consumers where those remain
+    (``compute_inline``), else into their producer from the output backwards
+    (``reverse_compute_inline``)."""
+    view = work.view
+    gone = set(inlined)
+    forward, backward = [], []
+    for name in inlined:
+        (forward if _reaches_survivor(view, name, gone) else backward).append(name)
+    for name in forward:
+        why = f"the target has no block {name}: its values are computed where they are used"
+        try:
+            work.apply("compute_inline", why, block=work.block_rv(name))
+        except Refused:
+            backward.append(name)
+    for name in sorted(backward, key=lambda n: -_order(work.view, n)):
+        why = f"the target has no block {name}: it is computed where its input is produced"
+        work.apply("reverse_compute_inline", why, block=work.block_rv(name))
+
+
+def _order(view: FuncView, name: str) -> int:
+    block = view.block(name)
+    return block.order if block is not None else -1
+
+
+def _reaches_survivor(view: FuncView, name: str, gone: set[str]) -> bool:
+    seen, stack = set(), [name]
+    while stack:
+        n = stack.pop()
+        block = view.block(n)
+        if block is None or n in seen:
+            continue
+        seen.add(n)
+        writes = set(block.writes())
+        consumers = [b.name for b in view.blocks if writes & set(b.reads()) and b.name != n]
+        for c in consumers:
+            if c not in gone:
+                return True
+            stack.append(c)
+    return False

@@ -1,0 +1,351 @@
+"""The loops of one block, from how they are to how the target has them: splits, a reorder and fuses,
+read off the target's iterator bindings with TVM's iter-map analysis.
+
+Every block iterator is a sum of terms over loops (``ir.iter_maps``). Read from the target, the terms
+of an iterator, outermost first, are the factors its loop is split into; a loop that several terms
+share is a fuse of those pieces (split, then fuse: ``j_0`` with ``i_0`` into one bound loop); a mark
+that several iterators slice is a fuse of their loops split again (fuse, then split: the copy loops
+of a cooperative fetch). The order of the target's loops is the order of the reorder. Read from the
+program as it is, the same terms say what is done already: a loop split as the target wants is split
+no further, and a loop that is no piece of the target's cannot be undone (the way goes back first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, Term, const, iter_maps
+from mlc_lab.tvm.path.work import Unreachable, Work
+
+
+@dataclass
+class _Piece:
+    k: int  # the block iterator
+    term: Term  # the target's term it becomes
+    fused_from: int | None = None  # a term of fused mark ``fused_from`` (made by the fuse-then-split)
+
+
+def _ext(term: Term) -> Any:
+    return term.extent
+
+
+def _by_scale(terms: list[Term], place: dict[int, int], maps: IterMaps | None = None) -> list[Term]:
+    """Terms outermost first: by scale, ties (unit pieces) by where their loop is."""
+
+    def where(t: Term) -> int:
+        if t.leaf is not None:
+            return place.get(t.leaf, 0)
+        if maps is not None and t.fused is not None:
+            return min((place.get(x.leaf, 0) for x in maps.fused[t.fused].terms if x.leaf is not None), default=0)
+        return 0
+
+    if all(const(t.scale) is not None for t in terms):
+        return sorted(terms, key=lambda t: (-const(t.scale), where(t)))  # type: ignore[operator]
+    return sorted(terms, key=where)
+
+
+def tile(work: Work, block: str, own: list[int], tgt: FuncView, tblock: Block, town: list[int], why: str) -> None:
+    """Make the loops ``own`` (pre-order places) of ``block`` into the target's loops ``town`` around
+    ``tblock``; every primitive applied says ``why`` it is there. Raises ``Unreachable``."""
+    tmaps = iter_maps(tgt, tblock, town)
+    if tmaps is None:
+        raise Unreachable(
+            f"the loops around block {tblock.name} in the target are not affine in its iterators", "no_primitive"
+        )
+    view = work.view
+    cblock = view.block(block)
+    assert cblock is not None
+    cmaps = iter_maps(view, cblock, own)
+    if cmaps is None:
+        raise Unreachable(f"the loops around block {block} are not affine in its iterators")
+    if len(cmaps.terms) != len(tmaps.terms):
+        raise Unreachable(f"block {block} has {len(cmaps.terms)} iterators, the target's {len(tmaps.terms)}", "computes")
+    lone = _unit_loops(tgt, town, tmaps, tblock.name)
+    tplace = {o: i for i, o in enumerate(town)}
+    cplace = {o: i for i, o in enumerate(own)}
+    if _same_structure(cmaps, tmaps, cplace, tplace):
+        return
+    done = _done_leaves(view, own, cmaps, tgt, town, tmaps, tplace, cplace)
+    done_rvs = {o: work.loop_rv(o) for o in done}
+    pieces = _split_iterators(work, view, cmaps, tmaps, tplace, cplace, done, why)
+    _fuse_then_split(work, tmaps, town, tplace, pieces, why)
+    _reorder_and_fuse(work, tmaps, town, pieces, {done_rvs[c]: t for c, t in done.items()}, lone, why)
+
+
+def _same_structure(cmaps: IterMaps, tmaps: IterMaps, cplace: dict, tplace: dict) -> bool:
+    """The loops are already as the target's: the same terms over loops at the same places."""
+    if len(cplace) != len(tplace) or len(cmaps.fused) != len(tmaps.fused):
+        return False
+
+    def key(t: Term, place: dict) -> tuple:
+        return (place.get(t.leaf), t.fused, str(t.lower), str(t.extent), str(t.scale))
+
+    for cf, tf in zip(cmaps.fused, tmaps.fused):
+        if [key(t, cplace) for t in cf.terms] != [key(t, tplace) for t in tf.terms]:
+            return False
+    return all(
+        [key(t, cplace) for t in c] == [key(t, tplace) for t in t_] for c, t_ in zip(cmaps.terms, tmaps.terms)
+    )
+
+
+def _unit_loops(tgt: FuncView, town: list[int], tmaps: IterMaps, name: str) -> set[int]:
+    """The target's loops no iterator reads: a loop of extent 1 is a unit piece fused away (its
+    variable simplified out), made here by a split and a fuse of that piece alone; any other is
+    refused. Adds the piece to an iterator (the next loop's) as its outermost term."""
+    used = {t.leaf for ts in tmaps.terms for t in ts} | {x.leaf for f in tmaps.fused for x in f.terms}
+    lone = set()
+    for n, o in enumerate(town):
+        if o in used:
+            continue
+        loop = tgt.loops[o]
+        if const(loop.extent) != 1 or not tmaps.terms:
+            raise Unreachable(
+                f"loop {loop.name} around block {name} in the target is no piece of the block's iterators", "no_primitive"
+            )
+        k = _iterator_near(tmaps, town, n)
+        top = 1
+        for t in tmaps.terms[k]:
+            top = max(top, (const(t.scale) or 1) * (const(t.extent) or 1))
+        tmaps.terms[k] = [Term(o, None, 1, 1, top)] + list(tmaps.terms[k])
+        lone.add(o)
+    return lone
+
+
+def _iterator_near(tmaps: IterMaps, town: list[int], n: int) -> int:
+    """The iterator of the first loop after place ``n`` that one reads (else before it; else 0)."""
+    for o in town[n + 1 :] + town[:n][::-1]:
+        for k, ts in enumerate(tmaps.terms):
+            if any(t.leaf == o for t in ts):
+                return k
+    return 0
+
+
+def _signature(terms: list[tuple[int, Term]]) -> list[tuple[int, Any, Any]]:
+    return [(k, const(t.scale), const(t.extent)) for k, t in sorted(terms, key=lambda kt: -(const(kt[1].lower) or 0))]
+
+
+def _done_leaves(
+    view: FuncView,
+    own: list[int],
+    cmaps: IterMaps,
+    tgt: FuncView,
+    town: list[int],
+    tmaps: IterMaps,
+    tplace: dict,
+    cplace: dict,
+) -> dict[int, int]:
+    """Loops that fuse pieces already: each must be one of the target's loops (its order -> the
+    target loop's order); a fuse that the target does not have cannot be undone."""
+    if cmaps.fused:
+        raise Unreachable("a loop here is a fuse split again, and the target's loops are not that fuse")
+    uses: dict[int, list[tuple[int, Term]]] = {}
+    for k, ts in enumerate(cmaps.terms):
+        for t in ts:
+            uses.setdefault(t.leaf, []).append((k, t))  # type: ignore[arg-type]
+    tuses: dict[int, list[tuple[int, Term]]] = {}
+    for k, ts in enumerate(tmaps.terms):
+        for t in ts:
+            if t.leaf is not None:
+                tuses.setdefault(t.leaf, []).append((k, t))
+    done: dict[int, int] = {}
+    for o, us in uses.items():
+        if len(us) == 1 and const(us[0][1].lower) == 1 and _same_extent(us[0][1].extent, view.loops[o].extent):
+            continue  # a simple loop: one piece of one iterator
+        sig = _signature(us)
+        match = [to for to, tus in tuses.items() if _signature(tus) == sig and to not in done.values()]
+        if not match:
+            raise Unreachable(f"loop {view.loops[o].name} fuses pieces that no loop of the target fuses")
+        done[o] = match[0]
+    return done
+
+
+def _same_extent(a: Any, b: Any) -> bool:
+    ca, cb = const(a), const(b)
+    if ca is not None or cb is not None:
+        return ca == cb
+    return str(a) == str(b)
+
+
+def _split_iterators(
+    work: Work,
+    view: FuncView,
+    cmaps: IterMaps,
+    tmaps: IterMaps,
+    tplace: dict,
+    cplace: dict,
+    done: dict[int, int],
+    why: str,
+) -> dict[tuple, Any]:
+    """Split each loop that holds several of the target's pieces; return each target term's loop
+    handle, keyed ("term", k, index) for iterator terms."""
+    handles: dict[tuple, Any] = {}
+    done_target = set(done.values())
+    rvs_of = {o: work.loop_rv(o) for o in cplace}  # before any split moves the places
+    for k, cterms in enumerate(cmaps.terms):
+        cur = [t for t in _by_scale(cterms, cplace) if t.leaf not in done]
+        want = [t for t in _by_scale(tmaps.terms[k], tplace, tmaps) if t.leaf is None or t.leaf not in done_target]
+        if not want and cur:
+            if any(const(c.extent) != 1 for c in cur):
+                raise Unreachable("the target runs an axis as a constant that has a loop here")
+            handles[("orphan", k)] = [rvs_of[c.leaf] for c in cur]  # type: ignore[index]
+            handles[("want", k)] = want
+            continue
+        runs = _align(cur, want, k, view)
+        for c, run in zip(cur, runs):
+            rv = rvs_of[c.leaf]  # type: ignore[index]
+            if len(run) > 1:
+                factors = _factors([t for _, t in run], view.loops[c.leaf].extent)  # type: ignore[index]
+                rvs = work.apply("split", why, loop=rv, factors=factors)
+            else:
+                rvs = [rv]
+            for (index, _), piece in zip(run, rvs):
+                handles[("term", k, index)] = piece
+        for index, t in enumerate(want):
+            if ("term", k, index) not in handles and const(t.extent) != 1:
+                raise Unreachable("a piece of the target's loops has no loop here to come from")
+        handles[("want", k)] = want
+    return handles
+
+
+def _align(cur: list[Term], want: list[Term], k: int, view: FuncView) -> list[list[tuple[int, Term]]]:
+    """Which of the target's pieces (outermost first) each loop here holds (outermost first)."""
+    runs: list[list[tuple[int, Term]]] = [[] for _ in cur]
+    if not cur:
+        if any(const(t.extent) != 1 for t in want):
+            raise Unreachable("the target iterates an axis that has no loop here")
+        return runs
+    consts = all(const(t.extent) is not None for t in cur + want)
+    i = 0
+    for n, c in enumerate(cur):
+        last = n == len(cur) - 1
+        if not consts:
+            take = len(want) - i if last else 1
+            runs[n] = list(enumerate(want))[i : i + take]
+            i += take
+            continue
+        need, prod = const(c.extent), 1
+        while i < len(want):
+            t = want[i]
+            ext, scale = const(t.extent), const(t.scale)
+            if last or prod < need or (ext == 1 and scale is not None and scale >= (const(c.scale) or 1)):  # type: ignore[operator]
+                runs[n].append((i, t))
+                prod *= ext  # type: ignore[operator]
+                i += 1
+                continue
+            break
+        if prod != need and not (prod > need and len(runs[n]) > 1):  # type: ignore[operator]
+            loop = view.loops[c.leaf].name  # type: ignore[index]
+            raise Unreachable(f"loop {loop} has extent {need}, which the target's pieces do not split evenly")
+    return runs
+
+
+def _factors(terms: list[Term], extent: Any) -> list[Any]:
+    factors: list[Any] = [const(t.extent) for t in terms]
+    prod = 1
+    for f in factors:
+        prod = prod * f if isinstance(f, int) and isinstance(prod, int) else None
+    if None in factors or const(extent) is None or prod != const(extent):
+        # the outermost factor follows from the others (TVM pads with a predicate when it must)
+        factors[0] = None
+    return factors
+
+
+def _fuse_then_split(work: Work, tmaps: IterMaps, town: list[int], tplace: dict, handles: dict, why: str) -> None:
+    """Marks that several iterators slice: fuse those slices, then split the fused loop."""
+    if not tmaps.fused:
+        return
+    for f, mark in enumerate(tmaps.fused):
+        slices = [
+            (const(t.lower) or 0, handles[("term", k, i)])
+            for k in range(len(tmaps.terms))
+            for i, t in enumerate(handles.get(("want", k), []))
+            if t.fused == f and ("term", k, i) in handles
+        ]
+        slices.sort(key=lambda s: -s[0])
+        rvs = [rv for _, rv in slices]
+        if len(rvs) > 1:
+            _reorder_chain(work, rvs, why)
+            fused = work.apply("fuse", why, loops=rvs)
+        else:
+            fused = rvs[0]
+        inner = _by_scale(mark.terms, tplace)
+        if len(inner) > 1:
+            pieces = work.apply("split", why, loop=fused, factors=_factors(inner, None))
+        else:
+            pieces = [fused]
+        for index, rv in enumerate(pieces):
+            handles[("fused", f, index)] = (inner[index], rv)
+
+
+def _reorder_chain(work: Work, rvs: list[Any], why: str) -> None:
+    """Make the loops ``rvs`` adjacent, in this order (one reorder, only when they are not)."""
+    orders = [work.order_of(rv) for rv in rvs]
+    view = work.view
+    consecutive = all(view.loops[b].parent == a for a, b in zip(orders, orders[1:]))
+    if not consecutive:
+        work.apply("reorder", why, ordered_loops=rvs)
+
+
+def _reorder_and_fuse(
+    work: Work, tmaps: IterMaps, town: list[int], handles: dict, done: dict, lone: set[int], why: str
+) -> None:
+    """Order the pieces as the target's loops are, then fuse the pieces each target loop is made of."""
+    by_leaf: dict[int, list[tuple[Any, Any, int]]] = {o: [] for o in town}
+    for k in range(len(tmaps.terms)):
+        for i, t in enumerate(handles.get(("want", k), [])):
+            if t.leaf is not None and ("term", k, i) in handles:
+                by_leaf[t.leaf].append((const(t.lower) or 0, handles[("term", k, i)], k))
+    for key, value in handles.items():
+        if key[0] == "fused":
+            term, rv = value
+            by_leaf[term.leaf].append((const(term.lower) or 0, rv, -1))
+    for o in by_leaf:
+        by_leaf[o].sort(key=lambda p: -p[0])
+    _adopt_orphans(tmaps, town, handles, by_leaf)
+    done_rev = {t: rv for rv, t in done.items()}
+    sequence, groups = [], []
+    for o in town:
+        if o in done_rev:
+            sequence.append(done_rev[o])
+            continue
+        pieces = [p[1] for p in by_leaf[o]]
+        if not pieces:
+            raise Unreachable("a loop of the target has no pieces here")
+        sequence.extend(pieces)
+        if len(pieces) > 1 or o in lone:
+            groups.append(pieces)
+    if len(sequence) > 1:
+        orders = [work.order_of(rv) for rv in sequence]
+        if orders != sorted(orders) or not _is_chain(work.view, orders):
+            work.apply("reorder", why, ordered_loops=sequence)
+    for pieces in groups:
+        work.apply("fuse", why, loops=pieces)
+
+
+def _adopt_orphans(tmaps: IterMaps, town: list[int], handles: dict, by_leaf: dict) -> None:
+    """A unit loop here of an iterator the target reads as a constant is fused away: into the
+    target loop that holds the next iterator's outermost piece (as ``compute_at``'s loops are
+    fused, in the iterators' order)."""
+    for k in range(len(tmaps.terms)):
+        orphans = handles.get(("orphan", k))
+        if not orphans:
+            continue
+        home = None
+        for kk in list(range(k + 1, len(tmaps.terms))) + list(range(k - 1, -1, -1)):
+            home = next((o for o in town if any(p[2] == kk for p in by_leaf[o])), None)
+            if home is not None:
+                break
+        if home is None:
+            raise Unreachable("a unit loop here has no loop of the target to be fused into")
+        first = kk < k
+        for rv in orphans:
+            entry = (0, rv, k)
+            if first:
+                by_leaf[home].append(entry)
+            else:
+                by_leaf[home].insert(0, entry)
+
+
+def _is_chain(view: FuncView, orders: list[int]) -> bool:
+    return all(view.loops[b].parent == a for a, b in zip(orders, orders[1:]))
