@@ -94,13 +94,17 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
         raise Unreachable(f"no block of the target writes its buffer {name}", "computes")
     writer = writers[0]
     here = cur.block(corr.same.get(writer.name, ""))
-    for old in gone:
+    new_readers = [b for b in tgt.blocks if name in b.reads() and name not in b.writes() and b.name not in corr.same]
+    for old in gone if not new_readers else []:
         if name == f"{old}_{scope}" and _same_shape(cur.buffer(old), buf) and here is not None and old in here.writes():
             return Stage("set_scope", name, scope, writer.name, old)
     if name.endswith(".rf") or name.endswith("_rf"):
         return Stage("rfactor", name, scope, writer.name)
     if writer.name in corr.same or any(writer.name in pair for pair in corr.decomposed.values()):
-        back = next((b.name for b in tgt.blocks if name in b.reads() and b.name not in corr.same), None)
+        back = next(
+            (b.name for b in tgt.blocks if name in b.reads() and name not in b.writes() and b.name not in corr.same),
+            None,
+        )
         if back is None:
             raise Unreachable(f"the target computes into {name} and never copies it back", "computes")
         return Stage("cache_write", name, scope, back)

@@ -65,8 +65,14 @@ class Run:
         assert tblock is not None
         why = f"the target's loops around block {attach.block} are {self._loops_text(attach.own)}"
         if attach.loop is None:
-            self._tile(name, attach, tblock, why)
-            self._check(name, tblock)
+            point = work.checkpoint()
+            try:
+                self._tile(name, attach, tblock, why)
+                self._check(name, tblock)
+            except (Unreachable, Refused):
+                work.restore(point)
+                self._tile(name, attach, tblock, why, late=True)
+                self._check(name, tblock)
         else:
             keep = self._keeps_unit_loops(attach)
             point = work.checkpoint()
@@ -92,10 +98,10 @@ class Run:
         if here is None or not same_placement(view, here, self.tgt, tblock):
             raise Unreachable(f"block {tblock.name} does not come to sit as in the target", "partial")
 
-    def _tile(self, name: str, attach: Attach, tblock: Any, why: str) -> None:
+    def _tile(self, name: str, attach: Attach, tblock: Any, why: str, late: bool = False) -> None:
         chain = self.work.view.chain(self.work.view.block(name))  # type: ignore[arg-type]
         own = [lp.order for lp in chain[len(chain) - self._own_count(name, attach) :]]
-        tile(self.work, name, own, self.tgt, tblock, attach.own, why)
+        tile(self.work, name, own, self.tgt, tblock, attach.own, why, late)
 
     def _own_count(self, name: str, attach: Attach) -> int:
         """How many loops of the block here are its own (below where it sits)."""
@@ -111,9 +117,9 @@ class Run:
         loop_rv = work.loop_rvs(host)[place]
         tloop = self.tgt.loops[attach.loop]  # type: ignore[index]
         here = work.view.block(name)
-        if here is not None and here.chain and len(here.chain) > place:
-            host_chain = work.view.block(host).chain  # type: ignore[union-attr]
-            if here.chain[: place + 1] == host_chain[: place + 1] and self._own_count(name, attach) == len(attach.own):
+        host_chain = work.view.block(host).chain  # type: ignore[union-attr]
+        if here is not None and len(here.chain) > place and here.chain[: place + 1] == host_chain[: place + 1]:
+            if len(here.chain) == place + 1 or here.chain[place + 1] not in host_chain:
                 return  # already there
         why = f"in the target, block {attach.block} sits inside loop {tloop.name}"
         work.apply(attach.primitive, why, block=work.block_rv(name), loop=loop_rv, preserve_unit_loops=keep)

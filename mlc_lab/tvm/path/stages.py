@@ -71,10 +71,10 @@ def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
 
 
 def _cache_write(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
-    twriter = next(b for b in tgt.blocks if stage.buffer in b.writes())
-    writer = work.view.block(names.get(twriter.name, twriter.name))
-    if writer is None:
-        raise Unreachable(f"block {twriter.name} of the target has no counterpart here", "computes")
+    twriter = next((b for b in tgt.blocks if stage.buffer in b.writes() and b.name in names), None)
+    writer = work.view.block(names[twriter.name]) if twriter is not None else None
+    if writer is None or twriter is None:
+        raise Unreachable(f"no block here computes what the target computes into {stage.buffer}", "computes")
     index = twriter.writes().index(stage.buffer)
     target = writer.writes()[index] if index < len(writer.writes()) else "?"
     why = f"the target computes {target} into {stage.buffer} ({stage.scope}) first and copies it back"

@@ -45,9 +45,12 @@ def _by_scale(terms: list[Term], place: dict[int, int], maps: IterMaps | None = 
     return sorted(terms, key=where)
 
 
-def tile(work: Work, block: str, own: list[int], tgt: FuncView, tblock: Block, town: list[int], why: str) -> None:
+def tile(
+    work: Work, block: str, own: list[int], tgt: FuncView, tblock: Block, town: list[int], why: str, late: bool = False
+) -> None:
     """Make the loops ``own`` (pre-order places) of ``block`` into the target's loops ``town`` around
-    ``tblock``; every primitive applied says ``why`` it is there. Raises ``Unreachable``."""
+    ``tblock``; every primitive applied says ``why`` it is there (``late``: see ``_align``). Raises
+    ``Unreachable``."""
     tmaps = iter_maps(tgt, tblock, town)
     if tmaps is None:
         raise Unreachable(
@@ -61,15 +64,19 @@ def tile(work: Work, block: str, own: list[int], tgt: FuncView, tblock: Block, t
         raise Unreachable(f"the loops around block {block} are not affine in its iterators")
     if len(cmaps.terms) != len(tmaps.terms):
         raise Unreachable(f"block {block} has {len(cmaps.terms)} iterators, the target's {len(tmaps.terms)}", "computes")
-    lone = _unit_loops(tgt, town, tmaps, tblock.name)
     tplace = {o: i for i, o in enumerate(town)}
     cplace = {o: i for i, o in enumerate(own)}
     if _same_structure(cmaps, tmaps, cplace, tplace):
         return
+    kept = dict(zip(_unread(view, own, cmaps, block), _unread(tgt, town, tmaps, tblock.name)))
+    lone = _unit_loops(tgt, town, tmaps, tblock.name, set(kept.values()))
     done = _done_leaves(view, own, cmaps, tgt, town, tmaps, tplace, cplace)
+    done.update(kept)
     done_rvs = {o: work.loop_rv(o) for o in done}
-    pieces = _split_iterators(work, view, cmaps, tmaps, tplace, cplace, done, why)
+    pieces = _split_iterators(work, view, cmaps, tmaps, tplace, cplace, done, why, late)
     _fuse_then_split(work, tmaps, town, tplace, pieces, why)
+    pieces["own"] = own
+    pieces["extents"] = {o: tgt.loops[o].extent for o in town}
     _reorder_and_fuse(work, tmaps, town, pieces, {done_rvs[c]: t for c, t in done.items()}, lone, why)
 
 
@@ -89,14 +96,24 @@ def _same_structure(cmaps: IterMaps, tmaps: IterMaps, cplace: dict, tplace: dict
     )
 
 
-def _unit_loops(tgt: FuncView, town: list[int], tmaps: IterMaps, name: str) -> set[int]:
+def _unread(view: FuncView, own: list[int], maps: IterMaps, name: str) -> list[int]:
+    """The loops no iterator of the block reads: each must have extent 1 (a unit piece fused away)."""
+    used = {t.leaf for ts in maps.terms for t in ts} | {x.leaf for f in maps.fused for x in f.terms}
+    out = [o for o in own if o not in used]
+    for o in out:
+        if const(view.loops[o].extent) != 1:
+            raise Unreachable(f"loop {view.loops[o].name} around block {name} is no piece of its iterators", "no_primitive")
+    return out
+
+
+def _unit_loops(tgt: FuncView, town: list[int], tmaps: IterMaps, name: str, kept: set[int]) -> set[int]:
     """The target's loops no iterator reads: a loop of extent 1 is a unit piece fused away (its
     variable simplified out), made here by a split and a fuse of that piece alone; any other is
     refused. Adds the piece to an iterator (the next loop's) as its outermost term."""
     used = {t.leaf for ts in tmaps.terms for t in ts} | {x.leaf for f in tmaps.fused for x in f.terms}
     lone = set()
     for n, o in enumerate(town):
-        if o in used:
+        if o in used or o in kept:
             continue
         loop = tgt.loops[o]
         if const(loop.extent) != 1 or not tmaps.terms:
@@ -176,6 +193,7 @@ def _split_iterators(
     cplace: dict,
     done: dict[int, int],
     why: str,
+    late: bool,
 ) -> dict[tuple, Any]:
     """Split each loop that holds several of the target's pieces; return each target term's loop
     handle, keyed ("term", k, index) for iterator terms."""
@@ -185,59 +203,81 @@ def _split_iterators(
     for k, cterms in enumerate(cmaps.terms):
         cur = [t for t in _by_scale(cterms, cplace) if t.leaf not in done]
         want = [t for t in _by_scale(tmaps.terms[k], tplace, tmaps) if t.leaf is None or t.leaf not in done_target]
-        if not want and cur:
-            if any(const(c.extent) != 1 for c in cur):
-                raise Unreachable("the target runs an axis as a constant that has a loop here")
-            handles[("orphan", k)] = [rvs_of[c.leaf] for c in cur]  # type: ignore[index]
-            handles[("want", k)] = want
-            continue
-        runs = _align(cur, want, k, view)
-        for c, run in zip(cur, runs):
+        runs, orphans = _align(cur, want, view, late)
+        if orphans:
+            handles.setdefault("orphans", []).extend((cur[i].leaf, rvs_of[cur[i].leaf]) for i in orphans)
+        for n, c in enumerate(cur):
+            run = runs.get(n, [])
+            if not run:
+                continue
             rv = rvs_of[c.leaf]  # type: ignore[index]
             if len(run) > 1:
-                factors = _factors([t for _, t in run], view.loops[c.leaf].extent)  # type: ignore[index]
+                factors = _factors([want[j] for j in run], view.loops[c.leaf].extent)  # type: ignore[index]
                 rvs = work.apply("split", why, loop=rv, factors=factors)
             else:
                 rvs = [rv]
-            for (index, _), piece in zip(run, rvs):
+            for index, piece in zip(run, rvs):
                 handles[("term", k, index)] = piece
+            handles[("from", c.leaf)] = (rvs[0], rvs[-1])
         for index, t in enumerate(want):
-            if ("term", k, index) not in handles and const(t.extent) != 1:
+            if ("term", k, index) not in handles:
                 raise Unreachable("a piece of the target's loops has no loop here to come from")
         handles[("want", k)] = want
     return handles
 
 
-def _align(cur: list[Term], want: list[Term], k: int, view: FuncView) -> list[list[tuple[int, Term]]]:
-    """Which of the target's pieces (outermost first) each loop here holds (outermost first)."""
-    runs: list[list[tuple[int, Term]]] = [[] for _ in cur]
-    if not cur:
-        if any(const(t.extent) != 1 for t in want):
-            raise Unreachable("the target iterates an axis that has no loop here")
-        return runs
+def _align(
+    cur: list[Term], want: list[Term], view: FuncView, late: bool = False
+) -> tuple[dict[int, list[int]], list[int]]:
+    """Which of the target's pieces (indices into ``want``, outermost first) each loop here holds,
+    and the loops here of extent 1 that the target has no piece for (fused away later).
+
+    Pieces of extent 1 are matched apart: to a unit loop here at the same scale (the first such, or
+    with ``late`` the last: which one is a real choice), else split off the loop here whose range
+    holds their scale."""
+    runs: dict[int, list[int]] = {}
     consts = all(const(t.extent) is not None for t in cur + want)
-    i = 0
-    for n, c in enumerate(cur):
-        last = n == len(cur) - 1
-        if not consts:
-            take = len(want) - i if last else 1
-            runs[n] = list(enumerate(want))[i : i + take]
-            i += take
-            continue
-        need, prod = const(c.extent), 1
-        while i < len(want):
-            t = want[i]
-            ext, scale = const(t.extent), const(t.scale)
-            if last or prod < need or (ext == 1 and scale is not None and scale >= (const(c.scale) or 1)):  # type: ignore[operator]
-                runs[n].append((i, t))
-                prod *= ext  # type: ignore[operator]
-                i += 1
-                continue
-            break
-        if prod != need and not (prod > need and len(runs[n]) > 1):  # type: ignore[operator]
-            loop = view.loops[c.leaf].name  # type: ignore[index]
+    cn = [i for i, c in enumerate(cur) if not consts or const(c.extent) != 1]
+    cu = [i for i in range(len(cur)) if i not in cn]
+    wn = [j for j, t in enumerate(want) if not consts or const(t.extent) != 1]
+    wu = [j for j in range(len(want)) if j not in wn]
+    if not cn and wn:
+        raise Unreachable("the target iterates an axis that has no loop here")
+    j = 0
+    for n, i in enumerate(cn):
+        need, prod, run = const(cur[i].extent), 1, []
+        last = n == len(cn) - 1
+        while j < len(wn) and (last or not run or (consts and prod < need)):  # type: ignore[operator]
+            run.append(wn[j])
+            prod = prod * const(want[wn[j]].extent) if consts else prod  # type: ignore[operator]
+            j += 1
+        if consts and prod != need and not (prod > need and len(run) > 1):  # type: ignore[operator]
+            loop = view.loops[cur[i].leaf].name  # type: ignore[index]
             raise Unreachable(f"loop {loop} has extent {need}, which the target's pieces do not split evenly")
-    return runs
+        runs[i] = run
+    free = list(cu)
+    by_scale: dict[Any, list[int]] = {}
+    for j in wu:
+        by_scale.setdefault(const(want[j].scale), []).append(j)
+    for scale, js in by_scale.items():
+        equal = [i for i in free if const(cur[i].scale) == scale]
+        chosen = (equal[-len(js) :] if late else equal[: len(js)]) if equal else []
+        for j, i in zip(js, chosen):
+            runs[i] = [j]
+            free.remove(i)
+        for j in js[len(chosen) :]:
+            host = next((i for i in cn + cu if _covers(cur[i], scale)), None)
+            host = cn[0] if host is None and cn else host
+            if host is None:
+                raise Unreachable("a unit loop of the target has no loop here to come from")
+            runs[host] = sorted(runs.get(host, []) + [j])
+    return runs, free
+
+
+def _covers(c: Term, scale: Any) -> bool:
+    """Whether a piece at ``scale`` can be split off the loop of term ``c``."""
+    low = const(c.scale) or 1
+    return low <= (scale or 1) <= low * max(const(c.extent) or 1, 1)
 
 
 def _factors(terms: list[Term], extent: Any) -> list[Any]:
@@ -302,7 +342,7 @@ def _reorder_and_fuse(
             by_leaf[term.leaf].append((const(term.lower) or 0, rv, -1))
     for o in by_leaf:
         by_leaf[o].sort(key=lambda p: -p[0])
-    _adopt_orphans(tmaps, town, handles, by_leaf)
+    _adopt_orphans(handles, by_leaf, done, handles.get("extents", {}))
     done_rev = {t: rv for rv, t in done.items()}
     sequence, groups = [], []
     for o in town:
@@ -318,33 +358,48 @@ def _reorder_and_fuse(
     if len(sequence) > 1:
         orders = [work.order_of(rv) for rv in sequence]
         if orders != sorted(orders) or not _is_chain(work.view, orders):
-            work.apply("reorder", why, ordered_loops=sequence)
+            # only the loops whose order changes: the loops outside keep their place (and may hold
+            # other blocks, which a reorder cannot pass)
+            ranked = sorted(orders)
+            first = next(i for i in range(len(orders)) if orders[i] != ranked[i] or i + 1 == len(orders))
+            last = max(i for i in range(len(orders)) if orders[i] != ranked[i] or i == first)
+            if last > first:
+                work.apply("reorder", why, ordered_loops=sequence[first : last + 1])
     for pieces in groups:
         work.apply("fuse", why, loops=pieces)
 
 
-def _adopt_orphans(tmaps: IterMaps, town: list[int], handles: dict, by_leaf: dict) -> None:
-    """A unit loop here of an iterator the target reads as a constant is fused away: into the
-    target loop that holds the next iterator's outermost piece (as ``compute_at``'s loops are
-    fused, in the iterators' order)."""
-    for k in range(len(tmaps.terms)):
-        orphans = handles.get(("orphan", k))
-        if not orphans:
-            continue
-        home = None
-        for kk in list(range(k + 1, len(tmaps.terms))) + list(range(k - 1, -1, -1)):
-            home = next((o for o in town if any(p[2] == kk for p in by_leaf[o])), None)
-            if home is not None:
-                break
-        if home is None:
-            raise Unreachable("a unit loop here has no loop of the target to be fused into")
-        first = kk < k
-        for rv in orphans:
-            entry = (0, rv, k)
+def _adopt_orphans(handles: dict, by_leaf: dict, done: dict, units: dict) -> None:
+    """A unit loop here that the target has no piece for is fused away: into the target loop made of
+    the loop next to it here (before that loop's pieces), else of the loop before it (after them)."""
+    orphans = handles.get("orphans", [])
+    if not orphans:
+        return
+    own = handles["own"]
+    mine = {o for o, _ in orphans}
+
+    def leaf_holding(rv: Any) -> int | None:
+        for leaf, pieces in by_leaf.items():
+            if any(p[1] is rv for p in pieces):
+                return leaf
+        return None
+
+    for o, rv in orphans:
+        place = own.index(o)
+        later = [x for x in own[place + 1 :] if x not in mine and ("from", x) in handles]
+        earlier = [x for x in own[:place] if x not in mine and ("from", x) in handles][::-1]
+        homes = [(leaf_holding(handles[("from", x)][0]), True) for x in later]
+        homes += [(leaf_holding(handles[("from", x)][1]), False) for x in earlier]
+        # a unit loop of the target keeps its variable: fusing into it would drop that variable
+        homes = [(h, first) for h, first in homes if h is not None and const(units.get(h, 2)) != 1]
+        if homes:
+            home, first = homes[0]
             if first:
-                by_leaf[home].append(entry)
+                by_leaf[home].insert(0, (0, rv, -1))
             else:
-                by_leaf[home].insert(0, entry)
+                by_leaf[home].append((0, rv, -1))
+            continue
+        raise Unreachable("a unit loop here has no loop of the target to be fused into")
 
 
 def _is_chain(view: FuncView, orders: list[int]) -> bool:
