@@ -702,6 +702,35 @@ export interface Verdict {
   students?: number;
 }
 
+/** One primitive of the way: ``primitive`` (TVM's name), ``arguments`` (TVM's parameter names to */
+export interface PathStep {
+  primitive: string;
+  arguments: Record<string, unknown>;
+  reason: string;
+  label: string;
+}
+
+/** The way from a step to a target, or why there is none. */
+export interface PathAnswer {
+  status: "reached" | "names" | "unreached";
+  steps: PathStep[];
+  trace: string;
+  why: string;
+  seconds: number;
+  start: number;
+  undo_to: number | null;
+  renamed: Record<string, string>;
+}
+
+/** The next step to the target and the one sentence a student reads: ``step`` (None when the */
+export interface Hint {
+  step: PathStep | null;
+  sentence: string;
+  remaining: number;
+  status: "reached" | "names" | "unreached";
+  undo_to: number | null;
+}
+
 /** A failed request's answer: one sentence, and what else the error knows. */
 export interface ErrorInfo {
   summary: string;

@@ -26,6 +26,7 @@ from mlc_lab.model import checks, classroom, errors, lowering, requests, traits
 from mlc_lab.model.access import payload as access_payload
 from mlc_lab.model import tuning as tuning_view
 from mlc_lab.model import measure as measurement_model
+from mlc_lab.model import path as path_model
 from mlc_lab.model import steps as model
 
 TARGET = Path(__file__).resolve().parents[2] / "js" / "lib" / "model.ts"
@@ -39,6 +40,7 @@ _MODULES = (
     lowering,
     checks,
     classroom,
+    path_model,
     errors,
     traits,
     requests,

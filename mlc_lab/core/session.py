@@ -518,6 +518,25 @@ class Session:
             target = "cuda" if binds_threads(self, step) else "cpu"
         return check_session(self, names, target=target, step=step)
 
+    def path_to(self, target: Any, *, step: int | None = None) -> Any:
+        """The way from a step (default: the current one) to ``target`` (an IRModule or PrimFunc,
+        TVMScript text or a .py file, a trace of this program, another Session, or an assignment with
+        a reference): a ``mlc_lab.model.path.PathAnswer``. ``reached`` only when TVM's
+        ``structural_equal`` holds at the end of ``steps`` (each a primitive with TVM's argument names,
+        loops and blocks named as in the script of the step it applies to, and why it is there);
+        ``trace`` replays the whole schedule on TVM; ``undo_to`` is the step to go back to first when
+        the target cannot be reached from this one; ``why`` says in one sentence why not."""
+        from mlc_lab.core.path import path_to
+
+        return path_to(self, target, step=step)
+
+    def hint(self, target: Any, *, step: int | None = None) -> Any:
+        """The next step towards ``target`` (as for ``path_to``) and one sentence that ties it to the
+        target: a ``mlc_lab.model.path.Hint`` (``step.call()`` gives what ``apply`` takes)."""
+        from mlc_lab.core.path import hint
+
+        return hint(self, target, step=step)
+
     def cuda_source(self, step: int | None = None, **kwargs: Any) -> Any:
         """The CUDA kernel this step compiles to (no GPU needed); refuses unbound programs."""
         from mlc_lab.core.measure import cuda_source

@@ -111,6 +111,13 @@ class Block:
     def has_init(self) -> bool:
         return self.block.init is not None
 
+    def copy(self) -> tuple[str, str] | None:
+        """(destination, source) buffer names when the block only copies one buffer into another."""
+        body = self.block.body
+        if self.has_init or not isinstance(body, tirx.BufferStore) or not isinstance(body.value, tvm.ir.TensorLoad):
+            return None
+        return str(body.buffer.name), str(body.value.source.name)
+
     def writes(self) -> list[str]:
         return [str(r.source.name) for r in self.block.writes]
 

@@ -63,27 +63,26 @@ class Run:
             raise Unreachable(f"block {attach.block} of the target has no counterpart here", "computes")
         tblock = tgt.block(attach.block)
         assert tblock is not None
-        why = f"the target's loops around block {attach.block} are {self._loops_text(attach.own)}"
         if attach.loop is None:
             point = work.checkpoint()
             try:
-                self._tile(name, attach, tblock, why)
+                self._tile(name, attach, tblock)
                 self._check(name, tblock)
             except (Unreachable, Refused):
                 work.restore(point)
-                self._tile(name, attach, tblock, why, late=True)
+                self._tile(name, attach, tblock, late=True)
                 self._check(name, tblock)
         else:
             keep = self._keeps_unit_loops(attach)
             point = work.checkpoint()
             try:
                 self._move(name, attach, keep)
-                self._tile(name, attach, tblock, why)
+                self._tile(name, attach, tblock)
                 self._check(name, tblock)
             except (Unreachable, Refused):
                 work.restore(point)
                 self._move(name, attach, not keep)
-                self._tile(name, attach, tblock, why)
+                self._tile(name, attach, tblock)
                 self._check(name, tblock)
         chain = work.view.chain(work.view.block(name))  # type: ignore[arg-type]
         base = len(chain) - len(attach.own)
@@ -98,10 +97,10 @@ class Run:
         if here is None or not same_placement(view, here, self.tgt, tblock):
             raise Unreachable(f"block {tblock.name} does not come to sit as in the target", "partial")
 
-    def _tile(self, name: str, attach: Attach, tblock: Any, why: str, late: bool = False) -> None:
+    def _tile(self, name: str, attach: Attach, tblock: Any, late: bool = False) -> None:
         chain = self.work.view.chain(self.work.view.block(name))  # type: ignore[arg-type]
         own = [lp.order for lp in chain[len(chain) - self._own_count(name, attach) :]]
-        tile(self.work, name, own, self.tgt, tblock, attach.own, why, late)
+        tile(self.work, name, own, self.tgt, tblock, attach.own, late)
 
     def _own_count(self, name: str, attach: Attach) -> int:
         """How many loops of the block here are its own (below where it sits)."""
@@ -143,7 +142,7 @@ class Run:
         for i, o in enumerate(town):
             if only is not None and o not in only:
                 continue
-            self._kind(name, base + i, self.tgt.loops[o], f"{name}")
+            self._kind(name, base + i, self.tgt.loops[o], name)
 
     def _kind(self, name: str, place: int, tloop: Loop, block: str) -> None:
         work = self.work

@@ -45,11 +45,9 @@ def _by_scale(terms: list[Term], place: dict[int, int], maps: IterMaps | None = 
     return sorted(terms, key=where)
 
 
-def tile(
-    work: Work, block: str, own: list[int], tgt: FuncView, tblock: Block, town: list[int], why: str, late: bool = False
-) -> None:
+def tile(work: Work, block: str, own: list[int], tgt: FuncView, tblock: Block, town: list[int], late: bool = False) -> None:
     """Make the loops ``own`` (pre-order places) of ``block`` into the target's loops ``town`` around
-    ``tblock``; every primitive applied says ``why`` it is there (``late``: see ``_align``). Raises
+    ``tblock``, each step saying what of the target it makes (``late``: see ``_align``). Raises
     ``Unreachable``."""
     tmaps = iter_maps(tgt, tblock, town)
     if tmaps is None:
@@ -73,11 +71,12 @@ def tile(
     done = _done_leaves(view, own, cmaps, tgt, town, tmaps, tplace, cplace)
     done.update(kept)
     done_rvs = {o: work.loop_rv(o) for o in done}
-    pieces = _split_iterators(work, view, cmaps, tmaps, tplace, cplace, done, why, late)
-    _fuse_then_split(work, tmaps, town, tplace, pieces, why)
+    say = _Say(tgt, tblock.name, town)
+    pieces = _split_iterators(work, view, cmaps, tmaps, tplace, cplace, done, say, late)
+    _fuse_then_split(work, tmaps, town, tplace, pieces, say)
     pieces["own"] = own
     pieces["extents"] = {o: tgt.loops[o].extent for o in town}
-    _reorder_and_fuse(work, tmaps, town, pieces, {done_rvs[c]: t for c, t in done.items()}, lone, why)
+    _reorder_and_fuse(work, tmaps, town, pieces, {done_rvs[c]: t for c, t in done.items()}, lone, say)
 
 
 def _same_structure(cmaps: IterMaps, tmaps: IterMaps, cplace: dict, tplace: dict) -> bool:
@@ -192,7 +191,7 @@ def _split_iterators(
     tplace: dict,
     cplace: dict,
     done: dict[int, int],
-    why: str,
+    say: "_Say",
     late: bool,
 ) -> dict[tuple, Any]:
     """Split each loop that holds several of the target's pieces; return each target term's loop
@@ -213,7 +212,8 @@ def _split_iterators(
             rv = rvs_of[c.leaf]  # type: ignore[index]
             if len(run) > 1:
                 factors = _factors([want[j] for j in run], view.loops[c.leaf].extent)  # type: ignore[index]
-                rvs = work.apply("split", why, loop=rv, factors=factors)
+                leaves = [want[j].leaf for j in run]
+                rvs = work.apply("split", say.split(view.loops[c.leaf].name, factors, leaves), loop=rv, factors=factors)  # type: ignore[index]
             else:
                 rvs = [rv]
             for index, piece in zip(run, rvs):
@@ -291,7 +291,7 @@ def _factors(terms: list[Term], extent: Any) -> list[Any]:
     return factors
 
 
-def _fuse_then_split(work: Work, tmaps: IterMaps, town: list[int], tplace: dict, handles: dict, why: str) -> None:
+def _fuse_then_split(work: Work, tmaps: IterMaps, town: list[int], tplace: dict, handles: dict, say: "_Say") -> None:
     """Marks that several iterators slice: fuse those slices, then split the fused loop."""
     if not tmaps.fused:
         return
@@ -305,13 +305,14 @@ def _fuse_then_split(work: Work, tmaps: IterMaps, town: list[int], tplace: dict,
         slices.sort(key=lambda s: -s[0])
         rvs = [rv for _, rv in slices]
         if len(rvs) > 1:
-            _reorder_chain(work, rvs, why)
-            fused = work.apply("fuse", why, loops=rvs)
+            _reorder_chain(work, rvs, say.reorder())
+            fused = work.apply("fuse", say.fuse_split([t.leaf for t in mark.terms]), loops=rvs)
         else:
             fused = rvs[0]
         inner = _by_scale(mark.terms, tplace)
         if len(inner) > 1:
-            pieces = work.apply("split", why, loop=fused, factors=_factors(inner, None))
+            factors = _factors(inner, None)
+            pieces = work.apply("split", say.split("the fused loop", factors, [t.leaf for t in inner]), loop=fused, factors=factors)
         else:
             pieces = [fused]
         for index, rv in enumerate(pieces):
@@ -328,7 +329,7 @@ def _reorder_chain(work: Work, rvs: list[Any], why: str) -> None:
 
 
 def _reorder_and_fuse(
-    work: Work, tmaps: IterMaps, town: list[int], handles: dict, done: dict, lone: set[int], why: str
+    work: Work, tmaps: IterMaps, town: list[int], handles: dict, done: dict, lone: set[int], say: "_Say"
 ) -> None:
     """Order the pieces as the target's loops are, then fuse the pieces each target loop is made of."""
     by_leaf: dict[int, list[tuple[Any, Any, int]]] = {o: [] for o in town}
@@ -354,7 +355,7 @@ def _reorder_and_fuse(
             raise Unreachable("a loop of the target has no pieces here")
         sequence.extend(pieces)
         if len(pieces) > 1 or o in lone:
-            groups.append(pieces)
+            groups.append((o, pieces))
     if len(sequence) > 1:
         orders = [work.order_of(rv) for rv in sequence]
         if orders != sorted(orders) or not _is_chain(work.view, orders):
@@ -364,9 +365,9 @@ def _reorder_and_fuse(
             first = next(i for i in range(len(orders)) if orders[i] != ranked[i] or i + 1 == len(orders))
             last = max(i for i in range(len(orders)) if orders[i] != ranked[i] or i == first)
             if last > first:
-                work.apply("reorder", why, ordered_loops=sequence[first : last + 1])
-    for pieces in groups:
-        work.apply("fuse", why, loops=pieces)
+                work.apply("reorder", say.reorder(), ordered_loops=sequence[first : last + 1])
+    for leaf, pieces in groups:
+        work.apply("fuse", say.fuse(leaf), loops=pieces)
 
 
 def _adopt_orphans(handles: dict, by_leaf: dict, done: dict, units: dict) -> None:
@@ -400,6 +401,32 @@ def _adopt_orphans(handles: dict, by_leaf: dict, done: dict, units: dict) -> Non
                 by_leaf[home].append((0, rv, -1))
             continue
         raise Unreachable("a unit loop here has no loop of the target to be fused into")
+
+
+class _Say:
+    """The sentence each tiling step says: what of the target's loops around the block it makes."""
+
+    def __init__(self, tgt: FuncView, block: str, town: list[int]):
+        self.tgt, self.block, self.town = tgt, block, town
+
+    def _loop(self, o: int | None) -> str:
+        return "a loop" if o is None else f"{self.tgt.loops[o].name} ({self.tgt.loops[o].extent})"
+
+    def split(self, loop: str, factors: list[Any], leaves: list[int | None]) -> str:
+        parts = " x ".join("*" if f is None else str(f) for f in factors)
+        names = ", ".join(self._loop(o) for o in leaves)
+        return f"split {loop} into {parts}: around block {self.block} the target's loops {names} come from it"
+
+    def reorder(self) -> str:
+        names = ", ".join(self.tgt.loops[o].name for o in self.town)
+        return f"the target runs the loops around block {self.block} in the order {names}"
+
+    def fuse(self, leaf: int) -> str:
+        return f"the target's loop {self._loop(leaf)} around block {self.block} runs over these loops as one"
+
+    def fuse_split(self, leaves: list[int | None]) -> str:
+        names = ", ".join(self._loop(o) for o in leaves)
+        return f"the target's loops {names} around block {self.block} split these loops run as one"
 
 
 def _is_chain(view: FuncView, orders: list[int]) -> bool:

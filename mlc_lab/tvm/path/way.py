@@ -1,0 +1,121 @@
+"""The engine's way, as a Session takes it: each step named as in the printed script of the step it
+applies to, replayed through the Session's own machinery (``schedule.State``), checked once more
+against the target, and the whole schedule as an ``apply_trace`` function.
+
+What leaves this module is plain data (``Way``); the states stay behind the door to TVM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlc_lab.model.path import VARIADIC
+from mlc_lab.tvm import program, state_trace
+from mlc_lab.tvm.path.engine import Found, find, same_function
+from mlc_lab.tvm.path.names import renamed_target
+from mlc_lab.tvm.path.work import Op
+from mlc_lab.tvm.schedule import State
+
+
+@dataclass
+class Named:
+    """One step of the way: TVM's primitive, its arguments by TVM's names (loops and blocks by the
+    names the script before it shows), and why it is there."""
+
+    primitive: str
+    arguments: dict[str, Any]
+    reason: str
+
+
+@dataclass
+class Way:
+    """``status`` "reached" / "names" / "unreached"; ``kind`` of an unreached one: "computes" (the
+    target computes something else), "no_primitive" (no primitive makes what it has), "partial" (the
+    engine got part of the way: ``applied`` steps) or "here" (not from this step)."""
+
+    status: str
+    steps: list[Named] = field(default_factory=list)
+    trace: str = ""
+    why: str = ""
+    kind: str = ""
+    applied: int = 0
+    renamed: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def target_function(target: Any, func: str, original: Any) -> Any:
+    """The target's PrimFunc: of an IRModule, a PrimFunc, TVMScript text or a .py file (the
+    function called ``func``, else its only one), or of a trace (text or JSON) replayed on
+    ``original`` (the program the session started from)."""
+    from mlc_lab.errors import LoadError, TraceParseError
+    from mlc_lab.tvm import trace_io
+
+    if isinstance(target, (str, list, dict)) and not program.looks_like_program(target):
+        try:
+            return state_trace.replayed_module(original, target, func)[func]
+        except TraceParseError:
+            if isinstance(target, (list, dict)) or trace_io.looks_like_json(str(target)):
+                raise
+    mod = program.load(target)
+    names = program.prim_func_names(mod)
+    if func in names:
+        return mod[func]
+    if len(names) == 1:
+        return mod[names[0]]
+    raise LoadError(f"the target has no function {func!r} and several others: {', '.join(names)}")
+
+
+def find_way(start: State, target: Any, deadline_s: float = 20.0) -> Way:
+    """The way from ``start`` to the target PrimFunc, named and checked."""
+    found = find(lambda: start.fork().sch, start.func, target, deadline_s=deadline_s)
+    renamed: dict[str, str] = {}
+    if found.status != "reached" and found.kind in ("computes", "partial"):
+        guess = renamed_target(start.mod[start.func], target)
+        if guess is not None:
+            alias, mapping = guess
+            again = find(lambda: start.fork().sch, start.func, alias, deadline_s=deadline_s)
+            if again.status == "reached":
+                found, renamed = again, mapping
+                found.status = "names"
+    return _named(start, found, target, renamed)
+
+
+def _named(start: State, found: Found, target: Any, renamed: dict[str, str]) -> Way:
+    way = Way(found.status, why=found.why, kind=found.kind, applied=len(found.ops), seconds=found.seconds)
+    if found.status == "unreached":
+        return way
+    state = start.fork()
+    for op in found.ops:
+        named = {k: _name(state, v) for k, v in op.args.items()}
+        args: tuple = ()
+        kwargs = dict(named)
+        loops = VARIADIC.get(op.primitive)
+        if loops:
+            args = tuple(kwargs.pop(loops))
+        state, _ = state.apply(op.primitive, args, kwargs)
+        way.steps.append(Named(op.primitive, named, op.reason))
+    ours = state.mod[state.func]
+    if found.status == "reached" and not same_function(ours, target):
+        return Way("unreached", why="the steps, named, do not replay to the target", kind="partial")
+    way.trace = state_trace.submission(state)
+    way.renamed = renamed
+    return way
+
+
+def _name(state: State, value: Any) -> Any:
+    """An engine argument as the script names it: ("loop", place) -> "j" / "Y/j"; ("block", name)."""
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "loop":
+        for info in state.index.loops:
+            if info.func == state.func and info.order == value[1]:
+                return info.qualified or info.name
+        raise KeyError(f"no loop at place {value[1]}")
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "block":
+        return value[1]
+    if isinstance(value, list):
+        return [_name(state, v) for v in value]
+    return value
+
+
+def describe_ops(ops: list[Op]) -> list[str]:
+    return [f"{op.primitive}({op.args})" for op in ops]
