@@ -65,12 +65,7 @@ def _target(session: Any, target: Any) -> Any:
 
 def _answer(session: Any, way: Way, sid: int, back: int | None, started: float) -> PathAnswer:
     steps = tuple(_step(s) for s in way.steps)
-    why = ""
-    if way.status == "names":
-        pairs = ", ".join(f"{t!r} is TVM's {o!r}" for t, o in sorted(way.renamed.items()))
-        why = f"equal up to block names: {pairs}"
-    elif way.status == "unreached":
-        why = _why(way)
+    why = way.sentence()
     return PathAnswer(
         status=way.status,  # type: ignore[arg-type]  # one of PathStatus
         steps=steps,
@@ -81,15 +76,6 @@ def _answer(session: Any, way: Way, sid: int, back: int | None, started: float) 
         undo_to=back,
         renamed=dict(way.renamed),
     )
-
-
-def _why(way: Way) -> str:
-    """The one sentence that says why the target is not reached."""
-    if way.kind == "computes":
-        return f"the target computes something else: {way.why}"
-    if way.kind == "no_primitive":
-        return f"the target needs a transformation no primitive makes: {way.why}"
-    return f"reached up to step {way.applied}; still different: {way.why}"
 
 
 def _step(named: Any) -> PathStep:

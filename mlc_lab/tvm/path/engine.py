@@ -17,6 +17,7 @@ from typing import Any, Callable
 import tvm_ffi
 
 from mlc_lab.tvm.path.blocks import correspond, placements
+from mlc_lab.tvm.path.explain import difference
 from mlc_lab.tvm.path.ir import read
 from mlc_lab.tvm.path.plan import Run
 from mlc_lab.tvm.path.work import Op, Refused, Unreachable, Work
@@ -81,7 +82,10 @@ def _attempt(work: Work, tgt: Any, corr: Any, placement: Any, target: Any) -> Fo
     ours = work.mod[work.func]
     if same_function(ours, target):
         return Found("reached", list(work.ops), work.sch)
-    return Found("unreached", list(work.ops), work.sch, why="the result still differs from the target", kind="partial")
+    kind, why = difference(ours, target)
+    if not why:
+        kind, why = "partial", "the program differs from the target outside its blocks (its buffers or attributes)"
+    return Found("unreached", list(work.ops), work.sch, why=why, kind=kind)
 
 
 def _better(a: Found, b: Found) -> bool:

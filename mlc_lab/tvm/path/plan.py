@@ -13,6 +13,7 @@ from typing import Any
 
 from mlc_lab.tvm.path.blocks import Attach, Correspondence, Placement
 from mlc_lab.tvm.path.ir import FuncView, Loop, iter_maps, plain, same_placement
+from mlc_lab.tvm.path.explain import block_difference
 from mlc_lab.tvm.path.stages import inline_all, make_stage, set_scope
 from mlc_lab.tvm.path.tiling import tile
 from mlc_lab.tvm.path.work import Refused, Unreachable, Work
@@ -95,7 +96,9 @@ class Run:
         view = self.work.view
         here = view.block(name)
         if here is None or not same_placement(view, here, self.tgt, tblock):
-            raise Unreachable(f"block {tblock.name} does not come to sit as in the target", "partial")
+            found = block_difference(view, here, self.tgt, tblock) if here is not None else None
+            said = found[1] if found else f"block {tblock.name} does not come to sit as in the target"
+            raise Unreachable(said, "partial")
 
     def _tile(self, name: str, attach: Attach, tblock: Any, late: bool = False) -> None:
         chain = self.work.view.chain(self.work.view.block(name))  # type: ignore[arg-type]

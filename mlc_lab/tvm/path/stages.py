@@ -26,18 +26,27 @@ def make_stage(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str,
         set_scope(work, names, stage)
 
 
+def _inputs(block: Block) -> list[str]:
+    """The buffers a block reads and does not write (a reduction reads what it writes, and only
+    while its init is in the block: the inputs line up before and after decompose_reduction)."""
+    writes = set(block.writes())
+    return [r for r in block.reads() if r not in writes]
+
+
 def _readers(tgt: FuncView, corr: Correspondence, names: dict[str, str], stage: Stage) -> list[tuple[str, int]]:
     """The target's blocks that read the cache, through the caches made after it from it (a cache
-    of a cache): (target block, which of its reads)."""
+    of a cache): (target block, which of its inputs)."""
     later = {s.target_block: s for s in corr.stages if s.primitive == "cache_read"}
     out: list[tuple[str, int]] = []
-    stack = [(b.name, b.reads().index(stage.buffer)) for b in tgt.blocks if stage.buffer in b.reads()]
-    stack = [(n, i) for n, i in stack if n != stage.target_block]
+
+    def readers_of(buffer: str, besides: str) -> list[tuple[str, int]]:
+        return [(b.name, _inputs(b).index(buffer)) for b in tgt.blocks if buffer in _inputs(b) and b.name != besides]
+
+    stack = readers_of(stage.buffer, stage.target_block)
     while stack:
         name, index = stack.pop(0)
         if name in later and name not in names:
-            nxt = later[name]
-            stack.extend((b.name, b.reads().index(nxt.buffer)) for b in tgt.blocks if nxt.buffer in b.reads() and b.name != name)
+            stack.extend(readers_of(later[name].buffer, name))
         elif (name, index) not in out:
             out.append((name, index))
     return out
@@ -52,18 +61,18 @@ def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
     first = view.block(here[0][0])
     if first is None:
         raise Unreachable(f"block {readers[0][0]} of the target has no counterpart here", "computes")
-    reads = first.reads()
-    if here[0][1] >= len(reads):
+    inputs = _inputs(first)
+    if here[0][1] >= len(inputs):
         raise Unreachable(f"block {first.name} reads fewer buffers here than in the target")
-    source = reads[here[0][1]]
-    everyone = sorted({b.name for b in view.blocks if source in b.reads()})
+    source = inputs[here[0][1]]
+    everyone = sorted({b.name for b in view.blocks if source in _inputs(b)})
     mine = sorted({n for n, _ in here})
     why = f"the target copies {source} into {stage.buffer} ({stage.scope}) for {', '.join(n for n, _ in readers)}"
     made = work.apply(
         "cache_read",
         why,
         block=work.block_rv(first.name),
-        read_buffer_index=here[0][1],
+        read_buffer_index=first.reads().index(source),
         storage_scope=stage.scope,
         consumer_blocks=None if everyone == mine else [work.block_rv(n) for n in mine],
     )

@@ -43,6 +43,19 @@ class Way:
     renamed: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
+    def sentence(self) -> str:
+        """Why the target is not reached, in one sentence (empty when it is)."""
+        if self.status == "reached":
+            return ""
+        if self.status == "names":
+            pairs = ", ".join(f"{t!r} is TVM's {o!r}" for t, o in sorted(self.renamed.items()))
+            return f"equal up to block names: {pairs}"
+        if self.kind == "computes":
+            return f"the target computes something else: {self.why}"
+        if self.kind == "no_primitive":
+            return f"the target needs a transformation no primitive makes: {self.why}"
+        return f"reached up to step {self.applied}; still different: {self.why}"
+
 
 def target_function(target: Any, func: str, original: Any) -> Any:
     """The target's PrimFunc: of an IRModule, a PrimFunc, TVMScript text or a .py file (the
