@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-from mlc_lab.tvm.path.ir import Block, FuncView, const, iter_maps
+from mlc_lab.tvm.path.ir import Block, FuncView, accesses, const, iter_maps
 from mlc_lab.tvm.path.work import Unreachable
 
 
@@ -46,6 +46,18 @@ class Correspondence:
     inlined: list[str] = field(default_factory=list)
 
 
+def _same_kind_of_block(cb: Block, tb: Block, tgt: FuncView) -> None:
+    """A block of the same name must iterate alike (a partial reduction's final block aside)."""
+    if any(name.endswith((".rf", "_rf")) for name in tb.reads()):
+        return
+    mine = [(k, str(e)) for k, e in zip(cb.iter_kinds, cb.iter_extents)]
+    theirs = [(k, str(e)) for k, e in zip(tb.iter_kinds, tb.iter_extents)]
+    if sorted(mine) != sorted(theirs) and not tb.block.match_buffers:
+        kinds = {0: "spatial", 2: "reduction"}
+        said = ", ".join(f"{kinds.get(k, 'other')} {e}" for k, e in theirs)
+        raise Unreachable(f"block {tb.name} of the target iterates otherwise ({said}): it is another computation", "computes")
+
+
 def _buffers(view: FuncView) -> dict[str, Any]:
     out = {str(b.name): b for b in view.allocs()}
     for p in view.func.params:
@@ -61,6 +73,7 @@ def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
     for tb in tgt.blocks:
         if tb.name in cur_names:
             out.same[tb.name] = tb.name
+            _same_kind_of_block(cur.block(tb.name), tb, tgt)  # type: ignore[arg-type]
     for cb in cur.blocks:
         init, update = f"{cb.name}_init", f"{cb.name}_update"
         if cb.name not in out.same and tgt.block(init) is not None and tgt.block(update) is not None:
@@ -76,6 +89,7 @@ def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
         out.stages.append(stage)
         if stage.primitive != "set_scope":
             explained.add(stage.target_block)
+    out.stages.extend(_layout_changes(cur, tgt, cur_bufs, tgt_bufs, out))
     for cb in cur.blocks:
         if cb.name not in out.same and cb.name not in out.decomposed:
             out.inlined.append(cb.name)
@@ -109,6 +123,40 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
             raise Unreachable(f"the target computes into {name} and never copies it back", "computes")
         return Stage("cache_write", name, scope, back)
     return Stage("cache_read", name, scope, writer.name)
+
+
+def _layout_changes(cur: FuncView, tgt: FuncView, cur_bufs: dict, tgt_bufs: dict, corr: Correspondence) -> list[Stage]:
+    """Buffers both programs have, laid out otherwise in the target (``transform_layout``): another
+    shape, or the same block indexing them otherwise."""
+    import tvm_ffi
+
+    out = []
+    for name in [n for n in cur_bufs if n in tgt_bufs]:
+        for tb in tgt.blocks:
+            cb = cur.block(corr.same.get(tb.name, "") or _update_of(tb.name, corr))
+            if cb is None:
+                continue
+            mine, theirs = accesses(cb, name), accesses(tb, name)
+            if not mine or not theirs or len(cb.block.iter_vars) != len(tb.block.iter_vars):
+                continue
+            same = _same_shape(cur_bufs[name], tgt_bufs[name]) and bool(
+                tvm_ffi.structural_equal(
+                    [[iv.var for iv in cb.block.iter_vars], [i for _, ix in mine for i in ix]],
+                    [[iv.var for iv in tb.block.iter_vars], [i for _, ix in theirs for i in ix]],
+                    map_free_vars=True,
+                )
+            )
+            if not same:
+                out.append(Stage("transform_layout", name, str(tgt_bufs[name].scope()), tb.name))
+            break
+    return out
+
+
+def _update_of(name: str, corr: Correspondence) -> str:
+    for block, (_, update) in corr.decomposed.items():
+        if update == name:
+            return block
+    return ""
 
 
 def _same_shape(a: Any, b: Any) -> bool:

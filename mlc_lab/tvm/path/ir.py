@@ -339,3 +339,30 @@ def same_placement(cur: FuncView, cblock: Block, tgt: FuncView, tblock: Block) -
     mine = [[lp.var for lp in cchain], [lp.node.extent for lp in cchain], cblock.values, cblock.realize.predicate]
     theirs = [[lp.var for lp in tchain], [lp.node.extent for lp in tchain], tblock.values, tblock.realize.predicate]
     return bool(tvm_ffi.structural_equal(mine, theirs, map_free_vars=True))
+
+
+def accesses(block: Block, buffer: str) -> list[tuple[str, list[Any]]]:
+    """Where a block's statement touches ``buffer``: ("write" / "read", the indices), in order."""
+    body = block.block.body
+    out: list[tuple[str, list[Any]]] = []
+    if isinstance(body, tirx.BufferStore):
+        if str(body.buffer.name) == buffer:
+            out.append(("write", list(body.indices)))
+        _loads_of(body.value, buffer, out)
+    return out
+
+
+def _loads_of(expr: Any, buffer: str, out: list) -> None:
+    if isinstance(expr, tvm.ir.TensorLoad):
+        if str(expr.source.name) == buffer:
+            out.append(("read", list(expr.indices)))
+        for i in expr.indices:
+            _loads_of(i, buffer, out)
+        return
+    for attr in ("a", "b", "value", "condition", "true_value", "false_value"):
+        sub = getattr(expr, attr, None)
+        if sub is not None and hasattr(sub, "same_as"):
+            _loads_of(sub, buffer, out)
+    for sub in getattr(expr, "args", None) or []:
+        if hasattr(sub, "same_as"):
+            _loads_of(sub, buffer, out)

@@ -43,7 +43,7 @@ class Run:
                 make_stage(self.work, self.tgt, self.corr, self.names, stage)
         inline_all(self.work, self.corr.inlined)
         for stage in self.corr.stages:
-            if stage.primitive == "rfactor":
+            if stage.primitive in ("transform_layout", "rfactor"):
                 make_stage(self.work, self.tgt, self.corr, self.names, stage)
         if self.options.get("scope_first"):
             for stage in scopes:
@@ -168,6 +168,9 @@ class Run:
             if have.get(key) == want.get(key):
                 continue
             rv = work.loop_rvs(what[1])[what[2]] if what[0] == "loop" else work.block_rv(what[1])
+            if key == "buffer_dim_align" and what[0] == "block":
+                self._storage_align(rv, have.get(key) or [], want.get(key) or [], text)
+                continue
             if key not in want:
                 work.apply("unannotate", f"the target's {text} has no {key}", block_or_loop=rv, ann_key=key)
             else:
@@ -176,6 +179,19 @@ class Run:
                     raise Unreachable(f"the target's {text} carries {key}, which no annotate call writes", "no_primitive")
                 why = f"the target's {text} carries {key}={value!r}"
                 work.apply("annotate", why, block_or_loop=rv, ann_key=key, ann_val=value)
+
+    def _storage_align(self, rv: Any, have: list, want: list, text: str) -> None:
+        """``buffer_dim_align`` is written by ``storage_align``, one [buffer, axis, factor, offset] a call."""
+        if have != want[: len(have)]:
+            raise Unreachable(f"the {text} aligns its buffers otherwise, and an alignment cannot be taken back")
+        for entry in want[len(have) :]:
+            if not (isinstance(entry, list) and len(entry) == 4 and all(isinstance(x, int) for x in entry)):
+                raise Unreachable(f"the {text} carries a buffer_dim_align that storage_align does not write", "no_primitive")
+            index, axis, factor, offset = entry
+            why = f"the target's {text} aligns axis {axis} of its buffer {index} to {factor} (offset {offset})"
+            self.work.apply(
+                "storage_align", why, block=rv, buffer_index=index, axis=axis, factor=factor, offset=offset
+            )
 
     def _annotate_blocks(self) -> None:
         work, tgt = self.work, self.tgt

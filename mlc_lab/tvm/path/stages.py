@@ -10,7 +10,7 @@ from typing import Any
 import tvm
 
 from mlc_lab.tvm.path.blocks import Correspondence, Stage
-from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, const, maps_of
+from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, accesses, const, maps_of
 from mlc_lab.tvm.path.work import Refused, Unreachable, Work
 
 
@@ -24,6 +24,8 @@ def make_stage(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str,
         _rfactor(work, tgt, names, stage)
     elif stage.primitive == "set_scope":
         set_scope(work, names, stage)
+    elif stage.primitive == "transform_layout":
+        _transform_layout(work, tgt, names, stage)
 
 
 def _inputs(block: Block) -> list[str]:
@@ -76,7 +78,7 @@ def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
         storage_scope=stage.scope,
         consumer_blocks=None if everyone == mine else [work.block_rv(n) for n in mine],
     )
-    names[stage.target_block] = str(work.sch.get(made).name_hint)
+    names[stage.target_block] = str(work.get(made).name_hint)
 
 
 def _cache_write(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
@@ -90,7 +92,7 @@ def _cache_write(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage)
     made = work.apply(
         "cache_write", why, block=work.block_rv(writer.name), write_buffer_index=index, storage_scope=stage.scope
     )
-    names[stage.target_block] = str(work.sch.get(made).name_hint)
+    names[stage.target_block] = str(work.get(made).name_hint)
 
 
 def set_scope(work: Work, names: dict[str, str], stage: Stage) -> None:
@@ -107,6 +109,51 @@ def set_scope(work: Work, names: dict[str, str], stage: Stage) -> None:
         buffer_index=writer.writes().index(stage.old),
         storage_scope=stage.scope,
     )
+
+
+def _transform_layout(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
+    """Lay the buffer out as the target does: the index map takes the block's indices here to the
+    target's indices of the same iterators."""
+    tb = tgt.block(stage.target_block)
+    cb = work.view.block(names.get(stage.target_block, stage.target_block)) if tb is not None else None
+    if cb is None:
+        raise Unreachable(f"block {stage.target_block} of the target has no counterpart here", "computes")
+    mine, theirs = accesses(cb, stage.buffer), accesses(tb, stage.buffer)  # type: ignore[arg-type]
+    kind, indices = mine[0]
+    ivars = [iv.var for iv in cb.block.iter_vars]
+    places = []
+    for index in indices:
+        place = next((k for k, v in enumerate(ivars) if isinstance(index, tvm.tirx.Var) and v.same_as(index)), None)
+        if place is None or place in places:
+            raise Unreachable(f"block {cb.name} indexes {stage.buffer} with expressions; no layout map starts there")
+        places.append(place)
+    target_vars = [iv.var for iv in tb.block.iter_vars]  # type: ignore[union-attr]
+    initial = [target_vars[k] for k in places]
+    if not all(_uses_only(e, initial) for e in theirs[0][1]):
+        raise Unreachable(
+            f"the target also changes the iterators of block {cb.name} (transform_block_layout), "
+            "which the path engine does not read off yet"
+        )
+    index_map = tvm.tirx.IndexMap(initial, list(theirs[0][1]), None)
+    regions = cb.writes() if kind == "write" else cb.reads()
+    why = f"the target lays {stage.buffer} out as {stage.buffer}[{', '.join(str(i) for i in theirs[0][1])}]"
+    work.apply(
+        "transform_layout",
+        why,
+        block=work.block_rv(cb.name),
+        buffer=(kind, regions.index(stage.buffer)),
+        index_map=index_map,
+        pad_value=None,
+        assume_injective_transform=False,
+    )
+
+
+def _uses_only(expr: Any, allowed: list[Any]) -> bool:
+    """Whether the variables of ``expr`` are among ``allowed``."""
+    if isinstance(expr, tvm.tirx.Var):
+        return any(expr.same_as(v) for v in allowed)
+    subs = [getattr(expr, a, None) for a in ("a", "b", "value")] + list(getattr(expr, "args", None) or [])
+    return all(_uses_only(x, allowed) for x in subs if x is not None and hasattr(x, "same_as"))
 
 
 # --- rfactor -------------------------------------------------------------------------------------------
@@ -148,7 +195,7 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> 
     rf_var = trf.block.iter_vars[rf_index].var
     factor_axis = next(i for i, e in enumerate(store.indices) if isinstance(e, tvm.tirx.Var) and e.same_as(rf_var))
     made = work.apply("rfactor", why, loop=piece, factor_axis=factor_axis)
-    names[trf.name] = str(work.sch.get(made).name_hint)
+    names[trf.name] = str(work.get(made).name_hint)
 
 
 def _rf_reading(block: Block, trf: Block) -> tuple[list[int], IterMaps, int]:

@@ -62,6 +62,7 @@ def tile(work: Work, block: str, own: list[int], tgt: FuncView, tblock: Block, t
         raise Unreachable(f"the loops around block {block} are not affine in its iterators")
     if len(cmaps.terms) != len(tmaps.terms):
         raise Unreachable(f"block {block} has {len(cmaps.terms)} iterators, the target's {len(tmaps.terms)}", "computes")
+    _no_primitive_makes(tgt, tblock, town, tmaps)
     tplace = {o: i for i, o in enumerate(town)}
     cplace = {o: i for i, o in enumerate(own)}
     if _same_structure(cmaps, tmaps, cplace, tplace):
@@ -77,6 +78,25 @@ def tile(work: Work, block: str, own: list[int], tgt: FuncView, tblock: Block, t
     pieces["own"] = own
     pieces["extents"] = {o: tgt.loops[o].extent for o in town}
     _reorder_and_fuse(work, tmaps, town, pieces, {done_rvs[c]: t for c, t in done.items()}, lone, say)
+
+
+def _no_primitive_makes(tgt: FuncView, tblock: Block, town: list[int], tmaps: IterMaps) -> None:
+    """Loops no primitive makes: one that runs backwards, one that starts elsewhere than 0, an
+    iterator offset by a constant in a block that sits in its own loops."""
+    for ts in tmaps.terms:
+        for t in ts:
+            if (const(t.scale) or 0) < 0 and t.leaf is not None:
+                loop = tgt.loops[t.leaf]
+                raise Unreachable(f"loop {loop.name} runs backwards around block {tblock.name} in the target", "no_primitive")
+    for o in town:
+        if const(tgt.loops[o].node.min) != 0:
+            raise Unreachable(f"loop {tgt.loops[o].name} does not start at 0 in the target", "no_primitive")
+    if len(town) == len(tblock.chain):
+        for k, base in enumerate(tmaps.bases):
+            if const(base) not in (0, None):
+                raise Unreachable(
+                    f"iterator {k} of block {tblock.name} is offset by {const(base)} in the target", "no_primitive"
+                )
 
 
 def _same_structure(cmaps: IterMaps, tmaps: IterMaps, cplace: dict, tplace: dict) -> bool:

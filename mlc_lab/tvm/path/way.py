@@ -101,6 +101,8 @@ def _named(start: State, found: Found, target: Any, renamed: dict[str, str]) -> 
     state = start.fork()
     for op in found.ops:
         named = {k: _name(state, v) for k, v in op.args.items()}
+        if "index_map" in named and not isinstance(named["index_map"], str):
+            named["index_map"] = lambda_text(named["index_map"])
         args: tuple = ()
         kwargs = dict(named)
         loops = VARIADIC.get(op.primitive)
@@ -130,5 +132,8 @@ def _name(state: State, value: Any) -> Any:
     return value
 
 
-def describe_ops(ops: list[Op]) -> list[str]:
-    return [f"{op.primitive}({op.args})" for op in ops]
+def lambda_text(index_map: Any) -> str:
+    """An index map as the lambda a person writes: ``lambda vi, vj: (vj // 32, vi, vj % 32)``."""
+    params = ", ".join(str(v.name) for v in index_map.initial_indices)
+    items = [str(e) for e in index_map.final_indices]
+    return f"lambda {params}: ({', '.join(items)}{',' if len(items) == 1 else ''})"

@@ -86,6 +86,10 @@ class Work:
         return self.sch.mod
 
     # --- handles by what things are ---------------------------------------------------------------
+    def get(self, rv: Any) -> Any:
+        """The loop or block behind a handle (TVM's ``Schedule.get`` without its type checker)."""
+        return _raw("get")(self.sch, rv)
+
     def block_rv(self, name: str) -> Any:
         return _raw("get_sblock")(self.sch, name, self.func)
 
@@ -98,12 +102,12 @@ class Work:
         if not loop.blocks:
             raise Unreachable(f"loop {loop.name} holds no block, so no primitive can reach it", "no_primitive")
         for rv in self.loop_rvs(loop.blocks[0]):
-            if self.sch.get(rv).same_as(loop.node):
+            if self.get(rv).same_as(loop.node):
                 return rv
         raise Unreachable(f"loop {loop.name} could not be found from block {loop.blocks[0]}", "no_primitive")
 
     def order_of(self, rv: Any) -> int:
-        node = self.sch.get(rv)
+        node = self.get(rv)
         for loop in self.view.loops:
             if loop.node.same_as(node):
                 return loop.order
@@ -145,7 +149,7 @@ class Work:
         if isinstance(value, LoopRV):
             return ("loop", self.order_of(value))
         if isinstance(value, SBlockRV):
-            return ("block", str(self.sch.get(value).name_hint))
+            return ("block", str(self.get(value).name_hint))
         if isinstance(value, (list, tuple)):
             return [self._describe(v) for v in value]
         return value
