@@ -728,6 +728,24 @@ report3
     (
         "md",
         r"""
+Stuck? Ask the session for the next step towards the target: a primitive with its arguments, named
+as in the script above, and why the target needs it. `path_to` gives the whole way; it is found by
+reading the target with TVM and claimed only when TVM's `structural_equal` confirms its end. After a
+wrong step, the hint says which step to go back to first.
+""",
+    ),
+    (
+        "code",
+        r"""
+hint = s3.hint(exercises.BMM_RELU_TARGET)
+print("next:", hint)
+way = s3.path_to(exercises.BMM_RELU_TARGET)
+print(way)
+""",
+    ),
+    (
+        "md",
+        r"""
 The same report as text (handy in a terminal), and the numbers behind it:
 """,
     ),
