@@ -46,6 +46,22 @@ class Correspondence:
     inlined: list[str] = field(default_factory=list)
 
 
+def _blockized(cur: FuncView, tgt: FuncView, corr: Correspondence) -> set[str]:
+    """Blocks of the target made by ``blockize``: an outer block holding a block of the program (and
+    the init block blockize writes beside it). Returns the target blocks this explains."""
+    explained: set[str] = set()
+    for tb in tgt.blocks:
+        outer = tgt.block(tb.scope) if tb.scope else None
+        if outer is None or tb.name not in corr.same or outer.name in corr.same or outer.scope is not None:
+            continue
+        if any(s.target_block == outer.name for s in corr.stages):
+            continue
+        corr.stages.append(Stage("blockize", "", "", outer.name, tb.name))
+        explained.add(outer.name)
+        explained.update(b.name for b in tgt.blocks if b.scope == outer.name)
+    return explained
+
+
 def _same_kind_of_block(cb: Block, tb: Block, tgt: FuncView) -> None:
     """A block of the same name must iterate alike (a partial reduction's final block aside)."""
     if any(name.endswith((".rf", "_rf")) for name in tb.reads()):
@@ -73,12 +89,14 @@ def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
     for tb in tgt.blocks:
         if tb.name in cur_names:
             out.same[tb.name] = tb.name
-            _same_kind_of_block(cur.block(tb.name), tb, tgt)  # type: ignore[arg-type]
+            if tb.scope is None:
+                _same_kind_of_block(cur.block(tb.name), tb, tgt)  # type: ignore[arg-type]
+    blockized = _blockized(cur, tgt, out)
     for cb in cur.blocks:
         init, update = f"{cb.name}_init", f"{cb.name}_update"
         if cb.name not in out.same and tgt.block(init) is not None and tgt.block(update) is not None:
             out.decomposed[cb.name] = (init, update)
-    explained = set(out.same) | {n for pair in out.decomposed.values() for n in pair}
+    explained = set(out.same) | {n for pair in out.decomposed.values() for n in pair} | blockized
     cur_bufs, tgt_bufs = _buffers(cur), _buffers(tgt)
     gone = [name for name in cur_bufs if name not in tgt_bufs]
     for buf in tgt.allocs():
@@ -134,7 +152,7 @@ def _layout_changes(cur: FuncView, tgt: FuncView, cur_bufs: dict, tgt_bufs: dict
     for name in [n for n in cur_bufs if n in tgt_bufs]:
         for tb in tgt.blocks:
             cb = cur.block(corr.same.get(tb.name, "") or _update_of(tb.name, corr))
-            if cb is None:
+            if cb is None or tb.scope is not None:  # a block inside a blockized one iterates its pieces
                 continue
             mine, theirs = accesses(cb, name), accesses(tb, name)
             if not mine or not theirs or len(cb.block.iter_vars) != len(tb.block.iter_vars):

@@ -238,11 +238,28 @@ class IterMaps:
     fused: list[Fused]
 
 
-def iter_maps(view: FuncView, block: Block, own: list[int]) -> IterMaps | None:
-    """The block's bindings over its loops ``own`` (orders), or None when TVM finds them not affine."""
+def substitute(expr: Any, mapping: list[tuple[Any, Any]]) -> Any:
+    """``expr`` with each variable of ``mapping`` (var, value) replaced: the arithmetic of bindings
+    (+ - * // % min max) only; anything else is kept as it is."""
+    if isinstance(expr, tirx.Var):
+        for var, value in mapping:
+            if var.same_as(expr):
+                return value
+        return expr
+    if hasattr(expr, "a") and hasattr(expr, "b") and type(expr).__name__ in _BINARY:
+        return type(expr)(substitute(expr.a, mapping), substitute(expr.b, mapping))
+    return expr
+
+
+_BINARY = {"Add", "Sub", "Mul", "FloorDiv", "FloorMod", "Min", "Max"}
+
+
+def iter_maps(view: FuncView, block: Block, own: list[int], values: list[Any] | None = None) -> IterMaps | None:
+    """The block's bindings (or ``values`` in their place) over its loops ``own`` (orders), or None
+    when TVM finds them not affine."""
     dom = {view.loops[o].var: tvm.ir.Range.from_min_extent(view.loops[o].node.min, view.loops[o].node.extent) for o in own}
     by_var = {view.loops[o].var: o for o in own}
-    values = block.values
+    values = block.values if values is None else values
     if not values:
         return IterMaps([], [], [])
     return maps_of(values, dom, by_var, block.realize.predicate)
@@ -366,3 +383,28 @@ def _loads_of(expr: Any, buffer: str, out: list) -> None:
     for sub in getattr(expr, "args", None) or []:
         if hasattr(sub, "same_as"):
             _loads_of(sub, buffer, out)
+
+
+def all_accesses(block: Block) -> list[tuple[str, list[Any]]]:
+    """Every buffer access of a block's statement, in order: (buffer, indices); the store first."""
+    body = block.block.body
+    out: list[tuple[str, list[Any]]] = []
+    if isinstance(body, tirx.BufferStore):
+        out.append((str(body.buffer.name), list(body.indices)))
+        found: list = []
+        _every_load(body.value, found)
+        out.extend(found)
+    return out
+
+
+def _every_load(expr: Any, out: list) -> None:
+    if isinstance(expr, tvm.ir.TensorLoad):
+        out.append((str(expr.source.name), list(expr.indices)))
+        return
+    for attr in ("a", "b", "value", "condition", "true_value", "false_value"):
+        sub = getattr(expr, attr, None)
+        if sub is not None and hasattr(sub, "same_as"):
+            _every_load(sub, out)
+    for sub in getattr(expr, "args", None) or []:
+        if hasattr(sub, "same_as"):
+            _every_load(sub, out)

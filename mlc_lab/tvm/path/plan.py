@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlc_lab.tvm.path.blocks import Attach, Correspondence, Placement
-from mlc_lab.tvm.path.ir import FuncView, Loop, iter_maps, plain, same_placement
+from mlc_lab.tvm.path.ir import FuncView, Loop, iter_maps, plain, same_placement, substitute
 from mlc_lab.tvm.path.explain import block_difference
 from mlc_lab.tvm.path.stages import inline_all, make_stage, set_scope
 from mlc_lab.tvm.path.tiling import tile
@@ -59,11 +59,15 @@ class Run:
     # --- nests ----------------------------------------------------------------------------------------
     def _place(self, attach: Attach) -> None:
         work, tgt = self.work, self.tgt
+        tblock = tgt.block(attach.block)
+        assert tblock is not None
+        blockize = next((s for s in self.corr.stages if s.primitive == "blockize" and s.target_block == attach.block), None)
+        if blockize is not None:
+            self._blockize(blockize.old, attach, tblock)
+            return
         name = self.names.get(attach.block)
         if name is None:
             raise Unreachable(f"block {attach.block} of the target has no counterpart here", "computes")
-        tblock = tgt.block(attach.block)
-        assert tblock is not None
         if attach.loop is None:
             point = work.checkpoint()
             try:
@@ -90,6 +94,32 @@ class Run:
         for i, o in enumerate(attach.own):
             self.where[o] = (name, base + i)
         self._kinds(name, attach.own, base)
+
+    def _blockize(self, inner: str, attach: Attach, outer: Any) -> None:
+        """Tile the block over the outer block's loops and its own inside, then ``blockize`` at the
+        first inner loop: the outer block is made of the loops above it."""
+        work, tgt = self.work, self.tgt
+        name = self.names.get(inner, inner)
+        tinner = tgt.block(inner)
+        if tinner is None or attach.loop is not None:
+            raise Unreachable(f"block {outer.name} of the target is a blockize the engine does not read")
+        here = work.view.block(name)
+        assert here is not None
+        mapping = [(iv.var, v) for iv, v in zip(outer.block.iter_vars, outer.values)]
+        mapping += [(iv.var, v) for iv, v in zip(tinner.block.iter_vars, tinner.values)]
+        values = [substitute(v, mapping) for v in _read_as(here, tinner)]
+        town = attach.own + tinner.chain
+        chain = work.view.chain(here)
+        tile(work, name, [lp.order for lp in chain], tgt, tinner, town, values=values)
+        for place, o in enumerate(town):
+            self._kind(name, place, tgt.loops[o], name)
+        why = f"the target's block {outer.name} holds block {inner} and the loops inside it"
+        loop = work.loop_rvs(name)[len(attach.own)]
+        made = work.apply("blockize", why, target=loop, preserve_unit_iters=True)
+        self.names[outer.name] = str(work.get(made).name_hint)
+        for i, o in enumerate(attach.own):
+            self.where[o] = (self.names[outer.name], i)
+        self._check(self.names[outer.name], outer)
 
     def _check(self, name: str, tblock: Any) -> None:
         """The block sits as the target's does (its loops and bindings), or ``Unreachable``."""
@@ -229,6 +259,27 @@ class Run:
             raise Unreachable(f"the target's {init} has loops that decompose_reduction does not make")
         for i, o in enumerate(town):
             self._kind(made, shared + i, tgt.loops[o], init)
+
+
+def _read_as(block: Any, other: Any) -> list[Any]:
+    """How ``other`` (the target's block inside a blockized one) reads each iterator of ``block``:
+    the index at the place of the same access where ``block`` uses the iterator alone."""
+    from tvm import tirx
+
+    from mlc_lab.tvm.path.ir import all_accesses
+
+    ivars = [iv.var for iv in block.block.iter_vars]
+    found: dict[int, Any] = {}
+    for (name, mine), (theirs_name, theirs) in zip(all_accesses(block), all_accesses(other)):
+        if name != theirs_name or len(mine) != len(theirs):
+            continue
+        for e, te in zip(mine, theirs):
+            for k, v in enumerate(ivars):
+                if isinstance(e, tirx.Var) and e.same_as(v):
+                    found.setdefault(k, te)
+    if len(found) != len(ivars):
+        raise Unreachable(f"block {other.name} of the target does not read every iterator of {block.name}", "computes")
+    return [found[k] for k in range(len(ivars))]
 
 
 def _annotatable(value: Any) -> bool:

@@ -24,6 +24,8 @@ def make_stage(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str,
         _rfactor(work, tgt, names, stage)
     elif stage.primitive == "set_scope":
         set_scope(work, names, stage)
+    elif stage.primitive == "blockize":
+        return  # made with the block's loops, when its nest is placed (plan.Run._blockize)
     elif stage.primitive == "transform_layout":
         _transform_layout(work, tgt, names, stage)
 

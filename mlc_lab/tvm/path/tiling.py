@@ -45,11 +45,20 @@ def _by_scale(terms: list[Term], place: dict[int, int], maps: IterMaps | None = 
     return sorted(terms, key=where)
 
 
-def tile(work: Work, block: str, own: list[int], tgt: FuncView, tblock: Block, town: list[int], late: bool = False) -> None:
+def tile(
+    work: Work,
+    block: str,
+    own: list[int],
+    tgt: FuncView,
+    tblock: Block,
+    town: list[int],
+    late: bool = False,
+    values: list[Any] | None = None,
+) -> None:
     """Make the loops ``own`` (pre-order places) of ``block`` into the target's loops ``town`` around
-    ``tblock``, each step saying what of the target it makes (``late``: see ``_align``). Raises
-    ``Unreachable``."""
-    tmaps = iter_maps(tgt, tblock, town)
+    ``tblock`` (whose bindings are ``values`` when given: a block inside a blockized one), each step
+    saying what of the target it makes (``late``: see ``_align``). Raises ``Unreachable``."""
+    tmaps = iter_maps(tgt, tblock, town, values)
     if tmaps is None:
         raise Unreachable(
             f"the loops around block {tblock.name} in the target are not affine in its iterators", "no_primitive"
@@ -62,7 +71,8 @@ def tile(work: Work, block: str, own: list[int], tgt: FuncView, tblock: Block, t
         raise Unreachable(f"the loops around block {block} are not affine in its iterators")
     if len(cmaps.terms) != len(tmaps.terms):
         raise Unreachable(f"block {block} has {len(cmaps.terms)} iterators, the target's {len(tmaps.terms)}", "computes")
-    _no_primitive_makes(tgt, tblock, town, tmaps)
+    if values is None:
+        _no_primitive_makes(tgt, tblock, town, tmaps)
     tplace = {o: i for i, o in enumerate(town)}
     cplace = {o: i for i, o in enumerate(own)}
     if _same_structure(cmaps, tmaps, cplace, tplace):
