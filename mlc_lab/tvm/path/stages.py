@@ -275,7 +275,24 @@ def inline_all(work: Work, inlined: list[str]) -> None:
             backward.append(name)
     for name in sorted(backward, key=lambda n: -_order(work.view, n)):
         why = f"the target has no block {name}: it is computed where its input is produced"
-        work.apply("reverse_compute_inline", why, block=work.block_rv(name))
+        try:
+            work.apply("reverse_compute_inline", why, block=work.block_rv(name))
+        except Refused:
+            _fuse_epilogue(work, name)
+
+
+def _fuse_epilogue(work: Work, name: str) -> None:
+    """An epilogue TVM will not inline into a reduction goes into the reduction itself
+    (``fuse_reduction_epilogue``): the target computes it in the reduction's statement."""
+    block = work.view.block(name)
+    reads = set(block.reads()) if block is not None else set()
+    producer = next((b for b in work.view.blocks if b.has_init and set(b.writes()) & reads), None)
+    if producer is None:
+        raise Refused("reverse_compute_inline", f"block {name} cannot be inlined into its producer")
+    why = f"the target has no block {name}: the reduction {producer.name} applies it as it sums"
+    work.apply(
+        "fuse_reduction_epilogue", why, reduction_block=work.block_rv(producer.name), epilogue_block=work.block_rv(name)
+    )
 
 
 def _order(view: FuncView, name: str) -> int:

@@ -272,7 +272,11 @@ def _align(
     wn = [j for j, t in enumerate(want) if not consts or const(t.extent) != 1]
     wu = [j for j in range(len(want)) if j not in wn]
     if not cn and wn:
-        raise Unreachable("the target iterates an axis that has no loop here")
+        if not cu:
+            raise Unreachable("the target iterates an axis that has no loop here")
+        # a loop of extent 1 split with padding (split(b, [None, 64]) under a predicate)
+        runs[cu[0]] = sorted(wn + wu)
+        return runs, cu[1:]
     j = 0
     for n, i in enumerate(cn):
         need, prod, run = const(cur[i].extent), 1, []
@@ -281,9 +285,6 @@ def _align(
             run.append(wn[j])
             prod = prod * const(want[wn[j]].extent) if consts else prod  # type: ignore[operator]
             j += 1
-        if consts and prod != need and not (prod > need and len(run) > 1):  # type: ignore[operator]
-            loop = view.loops[cur[i].leaf].name  # type: ignore[index]
-            raise Unreachable(f"loop {loop} has extent {need}, which the target's pieces do not split evenly")
         runs[i] = run
     free = list(cu)
     by_scale: dict[Any, list[int]] = {}
@@ -301,6 +302,13 @@ def _align(
             if host is None:
                 raise Unreachable("a unit loop of the target has no loop here to come from")
             runs[host] = sorted(runs.get(host, []) + [j])
+    for i in cn if consts else []:
+        need, prod = const(cur[i].extent), 1
+        for j in runs[i]:
+            prod *= const(want[j].extent)  # type: ignore[operator]
+        if prod != need and not (prod > need and len(runs[i]) > 1):  # type: ignore[operator]
+            loop = view.loops[cur[i].leaf].name  # type: ignore[index]
+            raise Unreachable(f"loop {loop} has extent {need}, which the target's pieces do not split evenly")
     return runs, free
 
 
