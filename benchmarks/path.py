@@ -48,7 +48,9 @@ def tvm_replays_to(program: str, func: str, trace: str, target) -> bool:
     theirs = target[func] if isinstance(target, tvm.IRModule) else target
     name = "f"
     return bool(
-        tvm_ffi.structural_equal(sch.mod[func].with_attr("global_symbol", name), theirs.with_attr("global_symbol", name))
+        tvm_ffi.structural_equal(
+            sch.mod[func].with_attr("global_symbol", name), theirs.with_attr("global_symbol", name)
+        )
     )
 
 
@@ -78,7 +80,9 @@ def run_pair(pair: path_pairs.Pair) -> dict:
         return out | {"status": "error", "why": error, "length": None, "wrong": False}
     wrong = False
     if answer.reached:
-        wrong = not tvm_replays_to(pair.program, session.func_name, answer.trace, _target_func(pair.target, session.func_name))
+        wrong = not tvm_replays_to(
+            pair.program, session.func_name, answer.trace, _target_func(pair.target, session.func_name)
+        )
     wrong = wrong or (answer.reached and not pair.reachable)
     return out | {"status": answer.status, "why": answer.why, "length": len(answer.steps), "wrong": wrong}
 
@@ -146,18 +150,26 @@ def summarize(rows: list[dict]) -> dict:
         ok = sum(r["status"] == "reached" for r in corpus)
         table["corpus"] = {"pairs": len(corpus), "reached": ok, "reached_pct": round(100 * ok / len(corpus), 1)}
     secs = [r["seconds"] for r in rows]
-    table["seconds"] = {"p50": round(_pct(secs, 0.5), 3), "p95": round(_pct(secs, 0.95), 3), "max": round(max(secs, default=0), 3)}
+    table["seconds"] = {
+        "p50": round(_pct(secs, 0.5), 3),
+        "p95": round(_pct(secs, 0.95), 3),
+        "max": round(max(secs, default=0), 3),
+    }
     slowest = max(rows, key=lambda r: r["seconds"], default=None)
     table["slowest"] = slowest["id"] if slowest else None
     table["wrong_ways"] = [r["id"] for r in rows if r["wrong"]]
-    table["unreachable_said_reached"] = [r["id"] for r in rows if r["group"] == "unreachable" and r["status"] != "unreached"]
+    table["unreachable_said_reached"] = [
+        r["id"] for r in rows if r["group"] == "unreachable" and r["status"] != "unreached"
+    ]
     measured = [r for r in rows if r["status"] == "reached" and r["withheld"] is not None and r.get("back") is None]
     longer = [r for r in measured if r["length"] > r["withheld"]]
     table["length"] = {
         "compared": len(measured),
         "longer_than_withheld": len(longer),
         "longer": [f"{r['id']} ({r['length']} > {r['withheld']})" for r in longer][:20],
-        "mean_ratio": round(statistics.mean(r["length"] / max(r["withheld"], 1) for r in measured), 3) if measured else None,
+        "mean_ratio": round(statistics.mean(r["length"] / max(r["withheld"], 1) for r in measured), 3)
+        if measured
+        else None,
     }
     by_kind: dict[str, int] = collections.Counter()
     for r in corpus:
@@ -165,7 +177,9 @@ def summarize(rows: list[dict]) -> dict:
             for kind in set(r["kinds"]):
                 by_kind[kind] += 1
     table["not_reached_by_primitive_kind"] = dict(by_kind.most_common())
-    table["not_reached"] = {r["id"]: r["why"] for r in rows if r["status"] not in ("reached",) and r["group"] != "unreachable"}
+    table["not_reached"] = {
+        r["id"]: r["why"] for r in rows if r["status"] not in ("reached",) and r["group"] != "unreachable"
+    }
     return table
 
 
@@ -178,9 +192,15 @@ def print_table(table: dict) -> None:
         print(f"{'corpus (all groups)':28s} {c['pairs']:6d} {c['reached']:8d} {c['reached_pct']:6.1f}", file=sys.stderr)
     s = table["seconds"]
     print(f"time p50 {s['p50']} s, p95 {s['p95']} s, max {s['max']} s ({table['slowest']})", file=sys.stderr)
-    print(f"wrong ways: {len(table['wrong_ways'])}; unreachable said reached: {len(table['unreachable_said_reached'])}", file=sys.stderr)
+    print(
+        f"wrong ways: {len(table['wrong_ways'])}; unreachable said reached: {len(table['unreachable_said_reached'])}",
+        file=sys.stderr,
+    )
     ln = table["length"]
-    print(f"paths longer than the withheld trace: {ln['longer_than_withheld']} of {ln['compared']} (mean length ratio {ln['mean_ratio']})", file=sys.stderr)
+    print(
+        f"paths longer than the withheld trace: {ln['longer_than_withheld']} of {ln['compared']} (mean length ratio {ln['mean_ratio']})",
+        file=sys.stderr,
+    )
     print(f"not reached, by primitive kind: {table['not_reached_by_primitive_kind']}", file=sys.stderr)
 
 

@@ -33,10 +33,9 @@ def path_to(session: Any, target: Any, *, step: int | None = None) -> PathAnswer
     if root.status == "unreached":
         return _answer(session, root, sid, None, started)
     back, back_way = _deepest(session, session.path(sid)[1:-1], tfunc, started)
-    if back is None:
+    if back is None or back_way is None:
         back, back_way = 0, root
-    answer = _answer(session, back_way, sid, back, started)
-    return answer
+    return _answer(session, back_way, sid, back, started)
 
 
 def _deepest(session: Any, between: list[int], tfunc: Any, started: float) -> tuple[int | None, Way | None]:

@@ -207,7 +207,7 @@ class Session:
         """
         label = ""
         try:
-            call = tsch.bind_call(primitive, args, kwargs)  # bound once: the label and TVM's call read it
+            call = _index_maps(tsch.bind_call(primitive, args, kwargs))  # bound once: the label and TVM's call read it
             label = _call_label(primitive, call)
             handles = call.map(self._to_handles)
             known = self._known_step(call, label)
@@ -596,6 +596,33 @@ class Session:
     def access_view(self, loop: str | None = None, **kwargs: Any) -> Any:
         """The memory-access view of this session (heatmaps of what ``loop`` touches)."""
         return display.open_view("access", self, loop, **kwargs)
+
+
+def _index_maps(call: tsch.Call) -> tsch.Call:
+    """Values given as plain data (a way's step, a form): an index map as lambda text ("lambda i, j:
+    (j, i)", read by the trace's safe parser; the label keeps the text) and a buffer as a list
+    (["write", 0], as JSON has it)."""
+    plain = [
+        (p, v)
+        for p, _, v in call.bound
+        if (p == "index_map" and isinstance(v, str)) or (p == "buffer" and isinstance(v, list))
+    ]
+    if not plain:
+        return call
+    from mlc_lab.errors import TraceParseError
+    from mlc_lab.tvm.state_trace import index_lambda
+
+    def read(p: str, v: Any) -> Any:
+        if p == "buffer" and isinstance(v, list):
+            return tuple(v)
+        if p != "index_map" or not isinstance(v, str):
+            return v
+        try:
+            return index_lambda(v)
+        except TraceParseError as exc:
+            raise ScheduleStepError(f"the index map {v!r} cannot be read: {exc}", primitive=call.primitive) from None
+
+    return tsch.Call(call.primitive, tuple((p, k, read(p, v)) for p, k, v in call.bound))
 
 
 def _as_returned(values: list, primitive: str | None) -> Any:

@@ -19,7 +19,7 @@ child process, so a broken program cannot take the kernel down).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -335,8 +335,14 @@ def _outline(fnode: dict) -> str:
     def walk(node: dict, depth: int) -> None:
         for child in node.get("children", []):
             if child.get("kind") == "loop":
-                lp = _Loop(0, child.get("name", "?"), child.get("extent"), child.get("loop_kind", "serial"),
-                           child.get("thread"), dict(child.get("annotations") or {}))
+                lp = _Loop(
+                    0,
+                    child.get("name", "?"),
+                    child.get("extent"),
+                    child.get("loop_kind", "serial"),
+                    child.get("thread"),
+                    dict(child.get("annotations") or {}),
+                )
                 lines.append("  " * depth + "for " + lp.text())
                 walk(child, depth + 1)
             elif child.get("kind") == "block":

@@ -435,8 +435,6 @@ class _Resolver:
             return self.loop(value)
         if pname == "loops" and isinstance(value, (list, tuple)):
             return [self.loop(v) for v in value]
-        if pname == "index_map" and isinstance(value, str):
-            return index_lambda(value, self.primitive)
         if pname == "thread_axis" and self.primitive == "bind" and value not in THREAD_AXES + LEGACY_THREAD_AXES:
             # TVM takes any "threadIdx.*" and fails later, in the build, far from the step.
             raise ScheduleStepError(
@@ -556,23 +554,6 @@ class _Resolver:
             block = self.state.block_rv(info.anchor_block, info.func)
             loops = self.loops_of[key] = _raw_get_loops(self.state.sch, block)
         return loops[info.depth]
-
-
-def index_lambda(text: str, primitive: str = "transform_layout") -> Any:
-    """``"lambda i, j: (j // 32, i, j % 32)"`` as an index map TVM calls, read by the trace's safe
-    parser (arithmetic on the arguments only; nothing is evaluated by Python)."""
-    import ast
-
-    from mlc_lab.errors import TraceParseError
-    from mlc_lab.tvm.trace_io import IndexLambda
-
-    try:
-        node = ast.parse(text.strip(), mode="eval").body
-        if not isinstance(node, ast.Lambda):
-            raise TraceParseError("an index map is a lambda: lambda i, j: (j // 32, i, j % 32)", line=1)
-        return IndexLambda.from_ast(node, 1)
-    except (SyntaxError, TraceParseError) as exc:
-        raise ScheduleStepError(f"{primitive}: the index map {text!r} cannot be read: {exc}", primitive=primitive) from None
 
 
 def _prefix(trace: Trace, length: int) -> Trace:

@@ -120,7 +120,9 @@ def unreachable_pairs() -> list[Pair]:
                 out.append(Pair(f"unreachable/{name}/{what}", "unreachable", program, edited, reachable=False))
     out.append(Pair("unreachable/matmul/an extra block", "unreachable", MATMUL, _extra_block(MATMUL), reachable=False))
     out.append(Pair("unreachable/matmul/a loop from 4", "unreachable", MATMUL, _shifted_loop(MATMUL), reachable=False))
-    out.append(Pair("unreachable/matmul/a loop backwards", "unreachable", MATMUL, _reversed_loop(MATMUL), reachable=False))
+    out.append(
+        Pair("unreachable/matmul/a loop backwards", "unreachable", MATMUL, _reversed_loop(MATMUL), reachable=False)
+    )
     out.append(Pair("unreachable/mm_relu/the matmul alone", "unreachable", MM_RELU, MATMUL, reachable=False))
     return out
 
@@ -140,11 +142,15 @@ def _shifted_loop(text: str) -> str:
     """The matmul whose i loop runs from 4 to 132 (read as i - 4): no primitive of TVM 0.27 shifts a loop."""
     return text.replace(
         "for i, j, k in T.grid(128, 128, 128):", "for i, j, k in T.grid(T.int32(132), 128, 128):"
-    ).replace('vi, vj, vk = T.axis.remap("SSR", [i, j, k])', 'vi = T.axis.spatial(128, i - 4)\n                vj, vk = T.axis.remap("SR", [j, k])\n                T.where(4 <= i)')
+    ).replace(
+        'vi, vj, vk = T.axis.remap("SSR", [i, j, k])',
+        'vi = T.axis.spatial(128, i - 4)\n                vj, vk = T.axis.remap("SR", [j, k])\n                T.where(4 <= i)',
+    )
 
 
 def _reversed_loop(text: str) -> str:
     """The matmul whose i loop runs backwards (vi = 127 - i): no primitive of TVM 0.27 reverses a loop."""
     return text.replace(
-        'vi, vj, vk = T.axis.remap("SSR", [i, j, k])', 'vi = T.axis.spatial(128, 127 - i)\n                vj, vk = T.axis.remap("SR", [j, k])'
+        'vi, vj, vk = T.axis.remap("SSR", [i, j, k])',
+        'vi = T.axis.spatial(128, 127 - i)\n                vj, vk = T.axis.remap("SR", [j, k])',
     )

@@ -214,8 +214,13 @@ def test_a_partial_schedule_gets_the_rest_of_the_way():
     assert not rep.passed and rep.structurally_equal is False
     hints = [d.hint for d in rep.differences]
     assert sorted(hints) == sorted(
-        ["sch.parallel(n)", "sch.unroll(k_1)", "sch.vectorize(ax0)", "sch.decompose_reduction(Y, k_0)",
-         "sch.vectorize(j_1_init)"]
+        [
+            "sch.parallel(n)",
+            "sch.unroll(k_1)",
+            "sch.vectorize(ax0)",
+            "sch.decompose_reduction(Y, k_0)",
+            "sch.vectorize(j_1_init)",
+        ]
     ), hints
     # TVM refuses parallel after decompose_reduction: the way lists it before
     assert hints.index("sch.parallel(n)") < hints.index("sch.decompose_reduction(Y, k_0)")
@@ -265,7 +270,9 @@ def test_a_schedule_that_cannot_reach_the_target_hears_the_way_back():
     s.apply("decompose_reduction", "Y", "j_0")  # too high: the target initialises above k_0
     rep = exercises.check_bmm_relu(s, numeric=False)
     first = rep.differences[0]
-    assert first.where == f"your step {s.current.id}" and first.hint == "go back: session.goto(4), or Undo in the explorer"
+    assert (
+        first.where == f"your step {s.current.id}" and first.hint == "go back: session.goto(4), or Undo in the explorer"
+    )
     s.goto(4)
     for d in rep.differences[1:]:
         args, kwargs = d.step.call()

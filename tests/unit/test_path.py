@@ -59,7 +59,12 @@ COURSE = {p.id: p for p in path_pairs.course_pairs()}
 
 @pytest.mark.parametrize(
     "pair_id",
-    ["course/chapter2_step4", "course/exercise3", "course/gpu_lab/reference", "course/gpu_lab/course_blocking_with_shared"],
+    [
+        "course/chapter2_step4",
+        "course/exercise3",
+        "course/gpu_lab/reference",
+        "course/gpu_lab/course_blocking_with_shared",
+    ],
 )
 def test_the_course_pairs_are_reached_and_replay_on_tvm(pair_id):
     pair = COURSE[pair_id]
@@ -214,7 +219,11 @@ def _property(examples: int):
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],
         phases=[Phase.explicit, Phase.reuse, Phase.generate],
-    )(given(name=st.sampled_from(sorted(PROGRAMS)), data=st.data(), seed=st.integers(1, 1000))(random_targets_are_reached_or_honestly_not))
+    )(
+        given(name=st.sampled_from(sorted(PROGRAMS)), data=st.data(), seed=st.integers(1, 1000))(
+            random_targets_are_reached_or_honestly_not
+        )
+    )
 
 
 test_random_targets_are_reached_or_honestly_not = _property(12)

@@ -47,7 +47,9 @@ def test_reached_prints_an_apply_trace_tvm_replays_and_exits_0(files):
 
 
 def test_as_json_has_exactly_its_five_keys_and_starts_from_the_trace_given(files):
-    r = mlc_lab("path", str(files / "prog.py"), str(files / "target.py"), "--trace", str(files / "start.py"), "--as", "json")
+    r = mlc_lab(
+        "path", str(files / "prog.py"), str(files / "target.py"), "--trace", str(files / "start.py"), "--as", "json"
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert set(data) == {"reached", "steps", "trace", "why", "seconds"}

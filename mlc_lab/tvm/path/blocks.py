@@ -68,7 +68,9 @@ def _same_kind_of_block(cb: Block, tb: Block, tgt: FuncView) -> None:
     mine, theirs = 2 in cb.iter_kinds, 2 in tb.iter_kinds
     if mine != theirs:
         said = "a reduction" if theirs else "no reduction"
-        raise Unreachable(f"block {tb.name} of the target is {said}, unlike the program's: it is another computation", "computes")
+        raise Unreachable(
+            f"block {tb.name} of the target is {said}, unlike the program's: it is another computation", "computes"
+        )
 
 
 def _buffers(view: FuncView) -> dict[str, Any]:
@@ -127,7 +129,7 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
     for old in gone if not new_readers else []:
         if name == f"{old}_{scope}" and _same_shape(cur.buffer(old), buf) and here is not None and old in here.writes():
             return Stage("set_scope", name, scope, writer.name, old)
-    if name.endswith(".rf") or name.endswith("_rf"):
+    if name.endswith((".rf", "_rf")):
         return Stage("rfactor", name, scope, writer.name)
     if writer.name in corr.same or any(writer.name in pair for pair in corr.decomposed.values()):
         back = next(

@@ -66,11 +66,17 @@ def block_difference(here: FuncView, hb: Block, there: FuncView, tb: Block) -> t
     kinds = [(lp.kind, lp.thread) for lp in hchain], [(lp.kind, lp.thread) for lp in tchain]
     if kinds[0] != kinds[1]:
         n = next(i for i in range(len(tchain)) if kinds[0][i] != kinds[1][i])
-        return "partial", f"loop {tchain[n].name} around block {tb.name} is {_kind(kinds[1][n])} in the target, {_kind(kinds[0][n])} here"
+        return (
+            "partial",
+            f"loop {tchain[n].name} around block {tb.name} is {_kind(kinds[1][n])} in the target, {_kind(kinds[0][n])} here",
+        )
     mine = [[lp.var for lp in hchain], hb.values, hb.realize.predicate]
     theirs = [[lp.var for lp in tchain], tb.values, tb.realize.predicate]
     if not _same(mine, theirs):
-        return "partial", f"block {tb.name} reads its loops otherwise in the target ({_text(', '.join(map(str, tb.values)), 90)})"
+        return (
+            "partial",
+            f"block {tb.name} reads its loops otherwise in the target ({_text(', '.join(map(str, tb.values)), 90)})",
+        )
     if hb.annotations != tb.annotations:
         return "partial", f"block {tb.name} carries other annotations in the target ({_text(tb.annotations, 80)})"
     return None

@@ -101,7 +101,9 @@ class Block:
 
     @property
     def iter_extents(self) -> list[Any]:
-        return [const(iv.dom.extent) if const(iv.dom.extent) is not None else iv.dom.extent for iv in self.block.iter_vars]
+        return [
+            const(iv.dom.extent) if const(iv.dom.extent) is not None else iv.dom.extent for iv in self.block.iter_vars
+        ]
 
     @property
     def annotations(self) -> dict[str, Any]:
@@ -257,7 +259,9 @@ _BINARY = {"Add", "Sub", "Mul", "FloorDiv", "FloorMod", "Min", "Max"}
 def iter_maps(view: FuncView, block: Block, own: list[int], values: list[Any] | None = None) -> IterMaps | None:
     """The block's bindings (or ``values`` in their place) over its loops ``own`` (orders), or None
     when TVM finds them not affine."""
-    dom = {view.loops[o].var: tvm.ir.Range.from_min_extent(view.loops[o].node.min, view.loops[o].node.extent) for o in own}
+    dom = {
+        view.loops[o].var: tvm.ir.Range.from_min_extent(view.loops[o].node.min, view.loops[o].node.extent) for o in own
+    }
     by_var = {view.loops[o].var: o for o in own}
     values = block.values if values is None else values
     if not values:

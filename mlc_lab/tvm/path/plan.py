@@ -61,7 +61,9 @@ class Run:
         work, tgt = self.work, self.tgt
         tblock = tgt.block(attach.block)
         assert tblock is not None
-        blockize = next((s for s in self.corr.stages if s.primitive == "blockize" and s.target_block == attach.block), None)
+        blockize = next(
+            (s for s in self.corr.stages if s.primitive == "blockize" and s.target_block == attach.block), None
+        )
         if blockize is not None:
             self._blockize(blockize.old, attach, tblock)
             return
@@ -112,7 +114,7 @@ class Run:
         chain = work.view.chain(here)
         tile(work, name, [lp.order for lp in chain], tgt, tinner, town, values=values)
         for place, o in enumerate(town):
-            self._kind(name, place, tgt.loops[o], name)
+            self._kind(name, place, tgt.loops[o])
         why = f"the target's block {outer.name} holds block {inner} and the loops inside it"
         loop = work.loop_rvs(name)[len(attach.own)]
         made = work.apply("blockize", why, target=loop, preserve_unit_iters=True)
@@ -175,9 +177,9 @@ class Run:
         for i, o in enumerate(town):
             if only is not None and o not in only:
                 continue
-            self._kind(name, base + i, self.tgt.loops[o], name)
+            self._kind(name, base + i, self.tgt.loops[o])
 
-    def _kind(self, name: str, place: int, tloop: Loop, block: str) -> None:
+    def _kind(self, name: str, place: int, tloop: Loop) -> None:
         work = self.work
         cur = work.view.chain(work.view.block(name))[place]  # type: ignore[arg-type]
         if (cur.kind, cur.thread) != (tloop.kind, tloop.thread):
@@ -206,7 +208,9 @@ class Run:
             else:
                 value = want[key]
                 if not _annotatable(value):
-                    raise Unreachable(f"the target's {text} carries {key}, which no annotate call writes", "no_primitive")
+                    raise Unreachable(
+                        f"the target's {text} carries {key}, which no annotate call writes", "no_primitive"
+                    )
                 why = f"the target's {text} carries {key}={value!r}"
                 work.apply("annotate", why, block_or_loop=rv, ann_key=key, ann_val=value)
 
@@ -216,18 +220,20 @@ class Run:
             raise Unreachable(f"the {text} aligns its buffers otherwise, and an alignment cannot be taken back")
         for entry in want[len(have) :]:
             if not (isinstance(entry, list) and len(entry) == 4 and all(isinstance(x, int) for x in entry)):
-                raise Unreachable(f"the {text} carries a buffer_dim_align that storage_align does not write", "no_primitive")
+                raise Unreachable(
+                    f"the {text} carries a buffer_dim_align that storage_align does not write", "no_primitive"
+                )
             index, axis, factor, offset = entry
             why = f"the target's {text} aligns axis {axis} of its buffer {index} to {factor} (offset {offset})"
-            self.work.apply(
-                "storage_align", why, block=rv, buffer_index=index, axis=axis, factor=factor, offset=offset
-            )
+            self.work.apply("storage_align", why, block=rv, buffer_index=index, axis=axis, factor=factor, offset=offset)
 
     def _annotate_blocks(self) -> None:
         work, tgt = self.work, self.tgt
         if tgt.root is not None:
             have = work.view.root.annotations if work.view.root is not None else {}
-            self._annotations(("block", "root"), {str(k): plain(v) for k, v in have.items()}, _block_ann(tgt.root), "root block")
+            self._annotations(
+                ("block", "root"), {str(k): plain(v) for k, v in have.items()}, _block_ann(tgt.root), "root block"
+            )
         for tb in tgt.blocks:
             name = self.names.get(tb.name, tb.name)
             here = work.view.block(name)
@@ -258,7 +264,7 @@ class Run:
         if len(ichain) - shared != len(town):
             raise Unreachable(f"the target's {init} has loops that decompose_reduction does not make")
         for i, o in enumerate(town):
-            self._kind(made, shared + i, tgt.loops[o], init)
+            self._kind(made, shared + i, tgt.loops[o])
 
 
 def _read_as(block: Any, other: Any) -> list[Any]:
@@ -290,7 +296,10 @@ def _annotatable(value: Any) -> bool:
     if isinstance(value, list):
         return all(isinstance(v, scalar) for v in value)
     if isinstance(value, dict):
-        return all(isinstance(v, scalar) or (isinstance(v, list) and all(isinstance(x, scalar) for x in v)) for v in value.values())
+        return all(
+            isinstance(v, scalar) or (isinstance(v, list) and all(isinstance(x, scalar) for x in v))
+            for v in value.values()
+        )
     return False
 
 

@@ -187,12 +187,18 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> 
         piece = None
         for k, ts in zip(reduce, maps.terms):
             terms = sorted(ts, key=lambda t: -(const(t.scale) or 0))
-            pieces = work.apply("split", why, loop=loops[k], factors=[t.extent for t in terms]) if len(terms) > 1 else [loops[k]]
+            pieces = (
+                work.apply("split", why, loop=loops[k], factors=[t.extent for t in terms])
+                if len(terms) > 1
+                else [loops[k]]
+            )
             for t, rv in zip(terms, pieces):
                 if t.leaf == rf_index:
                     piece = rv
         if piece is None:
-            raise Unreachable(f"the target's {trf.name} is indexed by no piece of a reduction of {block.name}", "computes")
+            raise Unreachable(
+                f"the target's {trf.name} is indexed by no piece of a reduction of {block.name}", "computes"
+            )
     store = trf.block.body
     rf_var = trf.block.iter_vars[rf_index].var
     factor_axis = next(i for i, e in enumerate(store.indices) if isinstance(e, tvm.tirx.Var) and e.same_as(rf_var))
@@ -219,13 +225,19 @@ def _rf_reading(block: Block, trf: Block) -> tuple[list[int], IterMaps, int]:
     dom = {iv.var: iv.dom for iv in trf.block.iter_vars}
     maps = maps_of([found[k] for k in reduce], dom, by_var) if reduce else None
     store_vars = [e for e in trf.block.body.indices if isinstance(e, tvm.tirx.Var)]
-    rf = [n for n, iv in enumerate(trf.block.iter_vars) if int(iv.iter_type) == 0 and any(iv.var.same_as(v) for v in store_vars)]
+    rf = [
+        n
+        for n, iv in enumerate(trf.block.iter_vars)
+        if int(iv.iter_type) == 0 and any(iv.var.same_as(v) for v in store_vars)
+    ]
     used = {t.leaf for ts in (maps.terms if maps else []) for t in ts} | {
         t.leaf for f in (maps.fused if maps else []) for t in f.terms
     }
     rf = [n for n in rf if n in used]
     if maps is None or not rf:
-        raise Unreachable(f"the target's {trf.name} does not read a reduction of {block.name} split in parts", "computes")
+        raise Unreachable(
+            f"the target's {trf.name} does not read a reduction of {block.name} split in parts", "computes"
+        )
     return reduce, maps, rf[0]
 
 

@@ -70,7 +70,9 @@ def tile(
     if cmaps is None:
         raise Unreachable(f"the loops around block {block} are not affine in its iterators")
     if len(cmaps.terms) != len(tmaps.terms):
-        raise Unreachable(f"block {block} has {len(cmaps.terms)} iterators, the target's {len(tmaps.terms)}", "computes")
+        raise Unreachable(
+            f"block {block} has {len(cmaps.terms)} iterators, the target's {len(tmaps.terms)}", "computes"
+        )
     if values is None:
         _no_primitive_makes(tgt, tblock, town, tmaps)
     tplace = {o: i for i, o in enumerate(town)}
@@ -97,7 +99,9 @@ def _no_primitive_makes(tgt: FuncView, tblock: Block, town: list[int], tmaps: It
         for t in ts:
             if (const(t.scale) or 0) < 0 and t.leaf is not None:
                 loop = tgt.loops[t.leaf]
-                raise Unreachable(f"loop {loop.name} runs backwards around block {tblock.name} in the target", "no_primitive")
+                raise Unreachable(
+                    f"loop {loop.name} runs backwards around block {tblock.name} in the target", "no_primitive"
+                )
     for o in town:
         if const(tgt.loops[o].node.min) != 0:
             raise Unreachable(f"loop {tgt.loops[o].name} does not start at 0 in the target", "no_primitive")
@@ -120,9 +124,7 @@ def _same_structure(cmaps: IterMaps, tmaps: IterMaps, cplace: dict, tplace: dict
     for cf, tf in zip(cmaps.fused, tmaps.fused):
         if [key(t, cplace) for t in cf.terms] != [key(t, tplace) for t in tf.terms]:
             return False
-    return all(
-        [key(t, cplace) for t in c] == [key(t, tplace) for t in t_] for c, t_ in zip(cmaps.terms, tmaps.terms)
-    )
+    return all([key(t, cplace) for t in c] == [key(t, tplace) for t in t_] for c, t_ in zip(cmaps.terms, tmaps.terms))
 
 
 def _unread(view: FuncView, own: list[int], maps: IterMaps, name: str) -> list[int]:
@@ -131,7 +133,9 @@ def _unread(view: FuncView, own: list[int], maps: IterMaps, name: str) -> list[i
     out = [o for o in own if o not in used]
     for o in out:
         if const(view.loops[o].extent) != 1:
-            raise Unreachable(f"loop {view.loops[o].name} around block {name} is no piece of its iterators", "no_primitive")
+            raise Unreachable(
+                f"loop {view.loops[o].name} around block {name} is no piece of its iterators", "no_primitive"
+            )
     return out
 
 
@@ -147,7 +151,8 @@ def _unit_loops(tgt: FuncView, town: list[int], tmaps: IterMaps, name: str, kept
         loop = tgt.loops[o]
         if const(loop.extent) != 1 or not tmaps.terms:
             raise Unreachable(
-                f"loop {loop.name} around block {name} in the target is no piece of the block's iterators", "no_primitive"
+                f"loop {loop.name} around block {name} in the target is no piece of the block's iterators",
+                "no_primitive",
             )
         k = _iterator_near(tmaps, town, n)
         top = 1
@@ -249,7 +254,7 @@ def _split_iterators(
             for index, piece in zip(run, rvs):
                 handles[("term", k, index)] = piece
             handles[("from", c.leaf)] = (rvs[0], rvs[-1])
-        for index, t in enumerate(want):
+        for index in range(len(want)):
             if ("term", k, index) not in handles:
                 raise Unreachable("a piece of the target's loops has no loop here to come from")
         handles[("want", k)] = want
@@ -350,7 +355,9 @@ def _fuse_then_split(work: Work, tmaps: IterMaps, town: list[int], tplace: dict,
         inner = _by_scale(mark.terms, tplace)
         if len(inner) > 1:
             factors = _factors(inner, None)
-            pieces = work.apply("split", say.split("the fused loop", factors, [t.leaf for t in inner]), loop=fused, factors=factors)
+            pieces = work.apply(
+                "split", say.split("the fused loop", factors, [t.leaf for t in inner]), loop=fused, factors=factors
+            )
         else:
             pieces = [fused]
         for index, rv in enumerate(pieces):

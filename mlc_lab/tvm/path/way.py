@@ -14,7 +14,6 @@ from mlc_lab.model.path import VARIADIC
 from mlc_lab.tvm import program, state_trace
 from mlc_lab.tvm.path.engine import Found, find, same_function
 from mlc_lab.tvm.path.names import renamed_target
-from mlc_lab.tvm.path.work import Op
 from mlc_lab.tvm.schedule import State
 
 
@@ -105,6 +104,8 @@ def _named(start: State, found: Found, target: Any, renamed: dict[str, str]) -> 
             named["index_map"] = lambda_text(named["index_map"])
         args: tuple = ()
         kwargs = dict(named)
+        if isinstance(kwargs.get("index_map"), str):
+            kwargs["index_map"] = state_trace.index_lambda(kwargs["index_map"])
         loops = VARIADIC.get(op.primitive)
         if loops:
             args = tuple(kwargs.pop(loops))

@@ -150,6 +150,8 @@ class Work:
             return ("loop", self.order_of(value))
         if isinstance(value, SBlockRV):
             return ("block", str(self.get(value).name_hint))
-        if isinstance(value, (list, tuple)):
+        if isinstance(value, list):
             return [self._describe(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self._describe(v) for v in value)
         return value
