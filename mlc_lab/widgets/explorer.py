@@ -98,6 +98,7 @@ class Explorer(AccessRequests, RpcWidget):
         "access_gpu_stats": "access_gpu_stats",
         "access_cancel": "access_cancel",
         "measure": "measure",
+        "measure_cancel": "measure_cancel",
         "cuda_source": "cuda_source",
         "lower": "lower",
         "clear_error": "clear_error",
@@ -167,6 +168,7 @@ class Explorer(AccessRequests, RpcWidget):
         self._checks_sent: dict[Any, dict] = {}  # step id -> the report the page was sent (it keeps them)
         self._record_timer: threading.Timer | None = None
         self._record_hook: Any = None
+        self._measuring_thread: int | None = None  # the thread measuring now (see measure_cancel)
         classroom_info = classroom_setup(classroom, class_token)
         if classroom_info and assignment is None and tasks is None and checks is None:
             assignment = class_assignment(classroom_info)  # the class's tasks, scored as its grader does
@@ -625,10 +627,15 @@ class Explorer(AccessRequests, RpcWidget):
                     f"step {self.measuring.get('step')} is being measured; wait for it to finish", type="busy"
                 )
             self.measuring = {"step": _plain(sid), "target": target}
+            self._measuring_thread = threading.get_ident()  # what measure_cancel stops
         try:
             result = self._session.measure(target=target, step=sid)
         except MlcLabError as exc:
             summary, detail = _summary_detail(exc)
+            if error_kind(exc) == "cancelled":  # the person asked for it: no banner
+                with self._lock:
+                    self.measuring = {}
+                raise RequestError(f"the measurement of step {_plain(sid)} was cancelled", type="cancelled") from None
             with self._lock, self.hold_sync():
                 self.measuring = {}
                 self._set_error(
@@ -647,6 +654,17 @@ class Explorer(AccessRequests, RpcWidget):
             self.measuring = {}
             self.measurements = self._read_measurements()
         return {"step": _plain(sid), "measurement": _measurement_info(result)}
+
+    def measure_cancel(self) -> dict:
+        """Stop this explorer's measurement in flight: its worker process is killed (the next
+        measurement starts a fresh one) and the measure request answers "cancelled"."""
+        from mlc_lab.core.worker import worker  # core: the one worker mechanism
+
+        with self._lock:
+            owner = self._measuring_thread if self.measuring else None
+        if owner is not None:
+            worker().cancel(owner=owner)
+        return {}
 
     def cuda_source(self, step: Any = None, ptx: bool = True) -> dict:
         """The CUDA kernels of a step, or (type "gpu_check") why it cannot be compiled for a GPU."""
