@@ -19,7 +19,21 @@ export class Measuring {
     private readonly showError: (err: unknown) => void,
   ) {
     this.rpc = new Rpc(model, 300_000);
+    // The toolbar's target is the explorer's (`target` trait): Measure runs there, and the Checks panel
+    // lists that target's checks from step 0 on. "" (each step's) shows as cpu until one is picked.
+    const follow = () => {
+      bar.targetSel.value = model.get("target") || "cpu";
+    };
+    follow();
+    model.on("change:target", follow);
+    this.unfollow = () => model.off("change:target", follow);
+    bar.targetSel.addEventListener("change", () => {
+      model.set("target", bar.targetSel.value);
+      model.save_changes();
+    });
   }
+
+  private readonly unfollow: () => void;
 
   /** The toolbar as the `measuring` trait says: "measuring…" and a Cancel while a measurement runs. */
   draw(): void {
@@ -55,6 +69,7 @@ export class Measuring {
   }
 
   dispose(): void {
+    this.unfollow();
     this.rpc.dispose();
   }
 }

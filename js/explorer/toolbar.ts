@@ -42,7 +42,7 @@ export class Toolbar {
   readonly busyEl = h("span", { class: "mlc-busy", hidden: true }, "working…");
   readonly measureBtn: HTMLButtonElement;
   readonly cancelMeasureBtn: HTMLButtonElement;
-  readonly targetSel = h("select", { class: "mlc-measure-target", title: "where to measure: this machine's CPU, or a CUDA GPU" }) as HTMLSelectElement;
+  readonly targetSel = h("select", { class: "mlc-measure-target", title: "the target: where Measure runs (this machine's CPU, or a CUDA GPU) and whose checks the Checks tab lists" }) as HTMLSelectElement;
   readonly memoryBtn: HTMLButtonElement;
   /** The step a diff compares against, and whether the user picked it (else it follows the parent). */
   base: string | null = null;

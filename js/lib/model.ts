@@ -816,6 +816,7 @@ export interface ExplorerTraits {
   classroom: ClassroomInfo | Empty;
   class_submission: ClassSubmission;
   compiler_target: string;
+  target: string;
 }
 
 /** mlc_lab.widgets.classroom.Leaderboard. */
