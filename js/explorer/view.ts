@@ -115,7 +115,7 @@ export class ExplorerView {
       busyShown: (shown) => this.root.classList.toggle("mlc-busy-state", shown),
     });
     this.measuring = new Measuring(model, this.bar, this.bar.el, (err) => this.showLocalError(err));
-    this.memory = new AccessPanel({ request: (method, params) => this.memoryRpc.call(method, params), maxPx: 200, onProgress: (cb) => this.memoryRpc.listen("mlc-progress", (m) => cb(Number(m.done), Number(m.total))) });
+    this.memory = new AccessPanel({ request: (method, params) => this.memoryRpc.call(method, params), maxPx: 200, onProgress: (cb) => this.memoryRpc.listen("mlc-progress", (m) => cb(Number(m.done), Number(m.total))), stepKey: () => String(this.current()) });
     this.memoryHost = h("div", { class: "mlc-memory", hidden: true }, this.memory.el);
     const toolbarEnd = this.bar.el.lastElementChild!;
     this.banner = h("div", { class: "mlc-banner", hidden: true });
