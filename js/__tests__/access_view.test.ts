@@ -391,7 +391,11 @@ describe("AccessPanel", () => {
     const host = fakeHost(new RpcFailure({ summary: "the access analysis cannot show loop i: function main has symbolic shapes m, n", type: "analysis", shape_vars: ["m", "n"] }));
     const panel = new AccessPanel(host);
     await panel.show("i");
-    expect(panel.el.querySelector(".mlc-acc-error")!.textContent).toContain("symbolic shapes m, n");
+    // a question, not a red error with a Python hint (shape_vars={...})
+    expect(panel.el.querySelector<HTMLElement>(".mlc-acc-error")!.hidden).toBe(true);
+    expect(panel.el.classList.contains("mlc-acc-has-error")).toBe(false);
+    expect(panel.el.querySelector(".mlc-acc-ask")!.textContent).toBe("This program's shapes are symbolic (m, n): give them values to draw the memory loop i touches.");
+    expect(panel.el.textContent).not.toContain("shape_vars");
     const fields = Array.from(panel.el.querySelectorAll<HTMLInputElement>(".mlc-acc-shape-var"));
     expect(fields.map((f) => f.dataset.var)).toEqual(["m", "n"]);
     const analyse = panel.el.querySelector<HTMLButtonElement>(".mlc-acc-shape-apply")!;

@@ -252,8 +252,11 @@ export class AccessPanel {
     this.bufHost.replaceChildren();
     this.timeBar.hidden = true;
     this.gpuHost.hidden = true;
-    this.showError(err);
-    this.drawShapes(err instanceof RpcFailure ? err.error.shape_vars ?? [] : []);
+    // Symbolic shapes with no values yet are a question, not a failure: the fields ask for them (the
+    // kernel's sentence, written for Python, says shape_vars={...}; it was shown as a red error).
+    const ask = err instanceof RpcFailure ? err.error.shape_vars ?? [] : [];
+    this.showError(ask.length ? null : err);
+    this.drawShapes(ask, ask.length > 0);
     this.drawHead();
   }
 
@@ -400,7 +403,7 @@ export class AccessPanel {
 
   /** One number field per symbolic shape of the program (`n = T.int32()`), shown while the
    * analysis asks for their values and after, to change them. */
-  private drawShapes(names: string[]): void {
+  private drawShapes(names: string[], asking = false): void {
     if (!names.length) {
       this.shapeHost.hidden = true;
       this.shapeHost.replaceChildren();
@@ -423,7 +426,9 @@ export class AccessPanel {
       if (ok) void this.setShapeVars(values);
     };
     this.shapeHost.hidden = false;
+    const them = names.length > 1 ? "them values" : "it a value";
     this.shapeHost.replaceChildren(
+      asking ? h("div", { class: "mlc-acc-ask" }, `This program's shapes are symbolic (${names.join(", ")}): give ${them} to draw the memory loop ${this.state.loop} touches.`) : "",
       h("span", { class: "mlc-acc-at-title" }, "symbolic shapes"),
       ...names.map((name, i) => h("label", { class: "mlc-acc-at-row" }, `${name} =`, inputs[i])),
       h("button", { class: "mlc-btn mlc-acc-shape-apply", title: "analyse with these values", onclick: apply }, "Analyse"),

@@ -54,7 +54,7 @@ export type Bytes = DataView | ArrayBuffer | Uint8Array | null | undefined;
 
 export interface BufferInfo {
   name: string;
-  shape: number[] | string;
+  shape: (number | string)[];
   dtype: string;
   scope: string;
   origin: string;
