@@ -532,7 +532,7 @@ def test_undo_then_a_new_step_rebuilds_the_parent_exactly():
 
 def test_a_symbolic_shape_reads_one_way_in_the_loop_tree():
     # Before: TVM prints the parameter that defines n as T.Buffer(("n", 128)) and the others as
-    # T.Buffer((n, 128)); the tree said A[n×128] but B[(n, 128)] (a list for one, the text for the rest).
+    # T.Buffer((n, 128)); the tree said A[n x 128] but B[(n, 128)] (a list for one, the text for the rest).
     from mlc_lab.core.session import Session
 
     s = Session(
