@@ -67,10 +67,10 @@ class Lowering(model_lowering.Lowering):
         )
 
 
-
 # What each loop's row says of a step that compiled to no CUDA kernel (an unbound program): the step's
 # verdict says why, once (the sentence was repeated in every row).
 NO_CUDA_CODE = "no CUDA code to look in: the verdict above says why"
+
 
 def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | None = None) -> Lowering:
     """A Lowering from the worker's answer (`mlc_lab.tvm.lowering.lower_script`) and the step's loop tree."""
