@@ -7,7 +7,8 @@ import { h, keepKeys } from "../lib/dom";
 import { ensureStyle } from "../lib/theme";
 import css from "./access.css";
 import { type RpcReply, RpcFailure } from "../lib/rpc";
-import { type ColorBy, PALETTE, type RGB, hueColor, orderColor, rgbText } from "./color";
+import { type ColorBy, PALETTE, type RGB, emptyColor, hueColor, orderColor, rgbText } from "./color";
+import { isDarkTheme } from "../lib/theme";
 import { type Card, MAX_1D_PX, paint, resizeCard, statsTable } from "./card";
 import { type DecodedBuffer, type Footprint, type FootprintResult, type Region, type SliceMap, cropIndex, decodeFootprint, describeElement, gridOf, indexAt, launchSize, sliceMap, threadText } from "./data";
 
@@ -26,7 +27,13 @@ export interface AccessHost {
   maxPx?: number;
   /** Hear the kernel's progress of a long analysis (parts done of total; sent after a second). */
   onProgress?(cb: (done: number, total: number) => void): void;
+  /** The step the panel's program is at (a step never changes): answers are kept per step and loop,
+   *  so a loop analysed seconds before is shown again at once. None: nothing is kept. */
+  stepKey?(): string | null;
 }
+
+/** Answers kept per (step, loop, where the enclosing loops stand, shapes): this many, the oldest out. */
+const KEPT_ANSWERS = 24;
 
 // The warp statistics' types are generated from mlc_lab/model/access/payload.py (js/lib/model.ts).
 import type { AccessViewTraits, FootprintParams, GpuStats as GpuStatsResult, GpuStatsParams, RequestParams, RequestResults, WarpAccess } from "../lib/model";
@@ -46,6 +53,18 @@ const SPEEDS: Array<[string, number]> = [
   ["10 s", 10],
   ["30 s", 30],
 ];
+
+/** The elements one pixel of a heatmap stands for, rows × columns: the drawing's pooling (a box larger
+ *  than the picture) or the data's own (a crop sent pooled), whichever is coarser. */
+export function pixelBlock(card: Pick<Card, "buf" | "slice">): [number, number] {
+  const pool = card.buf.crop.pool ?? [];
+  const nd = card.buf.shape.length;
+  const rows = nd >= 2 ? Math.max(card.slice.f, pool[nd - 2] ?? 1) : 1;
+  const cols = nd >= 1 ? Math.max(card.slice.f, pool[nd - 1] ?? 1) : 1;
+  return [rows, cols];
+}
+
+const blockText = ([rows, cols]: [number, number]): string => (rows > 1 ? `${rows}×${cols}` : String(cols));
 
 export class AccessPanel {
   readonly el: HTMLElement;
@@ -74,6 +93,8 @@ export class AccessPanel {
   private cancelBtn: HTMLButtonElement;
   private loading = false;
   private disposed = false;
+  private answers = new Map<string, Footprint[]>(); // by step and loop, one per place of the enclosing loops (AccessHost.stepKey)
+  private gpuAnswers = new Map<string, GpuStatsResult>();
 
   constructor(private host: AccessHost) {
     if (typeof document !== "undefined") ensureStyle("mlc-lab-access-style", css);
@@ -182,27 +203,64 @@ export class AccessPanel {
       this.drawShapes([]);
       return;
     }
-    this.setStatus("analysing…");
-    this.setLoading(true);
-    let fp: Footprint;
-    try {
-      const reply = await this.host.request("access_footprint", this.withShapes<FootprintParams>({ loop: this.state.loop, at: this.state.at, sweep_threads: this.state.sweep_threads }));
-      fp = await decodeFootprint(reply.result, reply.buffers);
-    } catch (err) {
+    const params = this.withShapes<FootprintParams>({ loop: this.state.loop, at: this.state.at, sweep_threads: this.state.sweep_threads });
+    const key = this.answerKey({ ...params, at: null });
+    let fp = key !== null ? this.kept(key, params.at ?? {}) : undefined;
+    if (!fp) {
+      // Until the answer comes, the head names the loop asked about and the last picture is greyed:
+      // it is the previous loop's (it said the old name for the whole analysis, 21 s under load).
+      this.setStatus("analysing…");
+      this.setLoading(true);
+      try {
+        const reply = await this.host.request("access_footprint", params);
+        fp = await decodeFootprint(reply.result, reply.buffers);
+      } catch (err) {
+        if (seq !== this.seq || this.disposed) return;
+        this.failed(err);
+        return;
+      }
       if (seq !== this.seq || this.disposed) return;
-      this.setLoading(false);
-      this.setStatus("");
-      this.fp = null;
-      this.cards = [];
-      this.bufHost.replaceChildren();
-      this.timeBar.hidden = true;
-      this.gpuHost.hidden = true;
-      this.showError(err);
-      this.drawShapes(err instanceof RpcFailure ? err.error.shape_vars ?? [] : []);
-      this.drawHead();
-      return;
+      // kept only when nothing moved meanwhile: then the kernel answered for the step the key names
+      if (key !== null) this.keep(this.answers, key, [fp, ...(this.answers.get(key) ?? []).filter((f) => JSON.stringify(f.at) !== JSON.stringify(fp!.at))].slice(0, 8));
     }
-    if (seq !== this.seq || this.disposed) return;
+    this.shown(fp);
+  }
+
+  /** The key an answer is kept under (null: the host keeps none). */
+  private answerKey(params: object): string | null {
+    const step = this.host.stepKey?.();
+    return step === null || step === undefined ? null : `${step}\u0000${JSON.stringify(params)}`;
+  }
+
+  /** A kept answer for the loop whose enclosing loops stand where `at` puts them (a loop `at` does not
+   *  name: where the kept answer had it; a loop run over every thread: any). */
+  private kept(key: string, at: Record<string, unknown>): Footprint | undefined {
+    return this.answers.get(key)?.find((fp) => fp.enclosing.every((lp) => (fp.swept ?? []).includes(lp.ref) || at[lp.ref] === undefined || at[lp.ref] === fp.at[lp.ref]));
+  }
+
+  private keep<T>(map: Map<string, T>, key: string, value: T): void {
+    map.delete(key);
+    map.set(key, value);
+    while (map.size > KEPT_ANSWERS) map.delete(map.keys().next().value as string);
+  }
+
+  private failed(err: unknown): void {
+    this.setLoading(false);
+    this.setStatus("");
+    this.fp = null;
+    this.cards = [];
+    this.bufHost.replaceChildren();
+    this.timeBar.hidden = true;
+    this.gpuHost.hidden = true;
+    // Symbolic shapes with no values yet are a question, not a failure: the fields ask for them (the
+    // kernel's sentence, written for Python, says shape_vars={...}; it was shown as a red error).
+    const ask = err instanceof RpcFailure ? err.error.shape_vars ?? [] : [];
+    this.showError(ask.length ? null : err);
+    this.drawShapes(ask, ask.length > 0);
+    this.drawHead();
+  }
+
+  private shown(fp: Footprint): void {
     this.setLoading(false);
     this.showError(null);
     this.setStatus("");
@@ -210,11 +268,11 @@ export class AccessPanel {
     this.state.at = { ...fp.at };
     if (!fp.gpu && (this.state.color_by === "thread" || this.state.color_by === "block")) this.state.color_by = "access";
     if (this.state.time >= fp.steps) this.state.time = -1;
-    this.drawHead();
     this.drawAt();
     this.drawShapes(Object.keys(fp.shape_vars ?? {}));
     this.drawControls();
     this.buildCards();
+    this.drawHead(); // after the cards: it says how they are drawn
     this.timeBar.hidden = fp.steps <= 0;
     this.scrub.max = String(Math.max(0, fp.steps - 1));
     this.setTime(this.state.time, false);
@@ -243,6 +301,9 @@ export class AccessPanel {
   private setLoading(on: boolean): void {
     this.loading = on;
     this.cancelBtn.hidden = !on;
+    // the picture, sliders and figures shown are the previous loop's until the answer comes
+    this.el.classList.toggle("mlc-acc-stale", on && this.fp !== null);
+    if (on) this.drawHead();
   }
 
   private showError(err: unknown): void {
@@ -268,12 +329,36 @@ export class AccessPanel {
       this.head.replaceChildren(h("b", {}, "Memory access"));
       return;
     }
+    if (this.loading) {
+      const was = fp && fp.loop.ref !== this.state.loop ? h("span", { class: "mlc-muted" }, ` · below: loop ${fp.loop.ref}, until it answers`) : "";
+      this.head.replaceChildren("Analysing loop ", h("b", { class: "mlc-acc-loop" }, this.state.loop), "…", was);
+      return;
+    }
     const loop = fp?.loop;
     const tag = loop?.thread ? ` → ${loop.thread}` : "";
     const ext = loop?.extent ? ` (${loop.extent} iterations${tag})` : "";
-    const pooled = fp?.buffers.find((b) => b.crop.pool?.some((f) => f > 1))?.crop.pool;
-    const poolNote = pooled ? h("span", { class: "mlc-muted mlc-acc-pooled", title: "the statistics are exact; the picture shows each block by its earliest-touched element" }, ` · drawn pooled: one cell per ${pooled.filter((f) => f > 1).join("×")} elements`) : "";
-    this.head.replaceChildren("Memory touched by loop ", h("b", { class: "mlc-acc-loop" }, this.state.loop), ext, fp ? h("span", { class: "mlc-muted" }, ` · ${fp.steps.toLocaleString()} steps`) : "", poolNote);
+    const steps = fp
+      ? h(
+          "span",
+          { class: "mlc-muted mlc-acc-steps", title: "A step is one run of the loop's body (its innermost statement), in the order the program runs them: ▶ Play and the slider walk them one by one, and 'order of first touch' colours by them." },
+          ` · ${fp.steps.toLocaleString()} steps (runs of its body, in order)`,
+        )
+      : "";
+    const cell = this.drawnCell();
+    const poolNote = cell
+      ? h("span", { class: "mlc-muted mlc-acc-pooled", title: "The buffer has more elements than the heatmap has pixels: each pixel stands for a block of elements and shows the earliest-touched one. The figures (distinct elements, cache lines, reuse, strides) are exact." }, ` · drawn pooled: one pixel per ${cell} elements`)
+      : "";
+    this.head.replaceChildren("Memory touched by loop ", h("b", { class: "mlc-acc-loop" }, this.state.loop), ext, steps, poolNote);
+  }
+
+  /** "21×21" when a heatmap shows more than one element per pixel (the largest block any shows). */
+  private drawnCell(): string | null {
+    let best: [number, number] | null = null;
+    for (const c of this.cards) {
+      const [rows, cols] = pixelBlock(c);
+      if (rows * cols > 1 && (!best || rows * cols > best[0] * best[1])) best = [rows, cols];
+    }
+    return best ? blockText(best) : null;
   }
 
   private drawAt(): void {
@@ -318,7 +403,7 @@ export class AccessPanel {
 
   /** One number field per symbolic shape of the program (`n = T.int32()`), shown while the
    * analysis asks for their values and after, to change them. */
-  private drawShapes(names: string[]): void {
+  private drawShapes(names: string[], asking = false): void {
     if (!names.length) {
       this.shapeHost.hidden = true;
       this.shapeHost.replaceChildren();
@@ -341,7 +426,9 @@ export class AccessPanel {
       if (ok) void this.setShapeVars(values);
     };
     this.shapeHost.hidden = false;
+    const them = names.length > 1 ? "them values" : "it a value";
     this.shapeHost.replaceChildren(
+      asking ? h("div", { class: "mlc-acc-ask" }, `This program's shapes are symbolic (${names.join(", ")}): give ${them} to draw the memory loop ${this.state.loop} touches.`) : "",
       h("span", { class: "mlc-acc-at-title" }, "symbolic shapes"),
       ...names.map((name, i) => h("label", { class: "mlc-acc-at-row" }, `${name} =`, inputs[i])),
       h("button", { class: "mlc-btn mlc-acc-shape-apply", title: "analyse with these values", onclick: apply }, "Analyse"),
@@ -421,6 +508,7 @@ export class AccessPanel {
     this.host.saveState?.({ region });
     this.drawControls();
     this.buildCards();
+    this.drawHead();
   }
 
   setColorBy(mode: ColorBy): void {
@@ -513,7 +601,7 @@ export class AccessPanel {
     const mode = this.state.color_by;
     const steps = Math.max(1, fp.steps - 1);
     const pack = (c: RGB) => c[0] | (c[1] << 8) | (c[2] << 16);
-    const kinds = [pack(PALETTE.empty), pack(PALETTE.read), pack(PALETTE.write), pack(PALETTE.both)];
+    const kinds = [pack(emptyColor(isDarkTheme(this.el.ownerDocument ?? document))), pack(PALETTE.read), pack(PALETTE.write), pack(PALETTE.both)];
     const hues = new Map<number, number>();
     const hue = (id: number) => {
       let v = hues.get(id);
@@ -555,6 +643,7 @@ export class AccessPanel {
     this.scrub.value = String(Math.max(0, time));
     this.el.dataset.time = String(time);
     this.stepLabel.textContent = time < 0 ? `all ${steps.toLocaleString()} steps` : `step ${time.toLocaleString()} / ${steps.toLocaleString()}`;
+    this.stepLabel.title = "a step is one run of the loop's body, in the order the program runs them";
     this.drawAll();
     if (fromUser && !this.playing) this.host.saveState?.({ time });
   }
@@ -614,7 +703,8 @@ export class AccessPanel {
     if (c < 0 || r < 0 || c >= card.slice.cols || r >= card.slice.rows) return;
     const i = card.slice.map[r * card.slice.cols + c];
     const index = i >= 0 ? cropIndex(card.buf.crop, i) : indexAt(card.buf.shape, card.lead, card.slice, r, c);
-    const pooled = card.slice.f > 1 ? ` (one pixel: ${card.slice.f}×${card.buf.shape.length > 1 ? card.slice.f : 1} elements)` : "";
+    const block = pixelBlock(card);
+    const pooled = block[0] * block[1] > 1 ? ` (one pixel: ${blockText(block)} elements, its earliest touch)` : "";
     this.tip.textContent = describeElement(card.buf, index, i, this.fp?.launch ?? {}) + pooled;
     this.tip.hidden = false;
     const host = this.el.getBoundingClientRect();
@@ -629,8 +719,15 @@ export class AccessPanel {
     const params: GpuStatsParams = { loop: this.state.loop, at: this.state.at };
     if (this.state.warp >= 0) params.warp = this.state.warp;
     if (this.state.block >= 0) params.block = this.state.block;
+    const key = this.answerKey(this.withShapes(params));
+    const kept = key !== null ? this.gpuAnswers.get(key) : undefined;
+    if (kept) {
+      this.drawGpu(kept);
+      return;
+    }
     try {
       const reply = await this.host.request("access_gpu_stats", this.withShapes(params));
+      if (key !== null) this.keep(this.gpuAnswers, key, reply.result);
       if (seq !== this.gpuSeq || this.disposed) return;
       this.drawGpu(reply.result);
     } catch (err) {

@@ -92,7 +92,7 @@ def test_a_big_outer_loop_leaves_the_steps_free(lab_server, page, artifacts, lea
     page.wait_for_function(f"() => !document.querySelector('{PANEL}').classList.contains('mlc-acc-loading')")
     answer_s = time.monotonic() - t1
     head = page.locator(f"{PANEL} .mlc-acc-head").inner_text()
-    assert "drawn pooled: one cell per 4×4 elements" in head, head
+    assert "drawn pooled: one pixel per 21×21 elements" in head, head  # 4096 on 200 pixels, as the hover says
     stats = page.locator(f'{PANEL} .mlc-acc-card[data-buffer="A"] .mlc-acc-stats').inner_text()
     assert "16,777,216" in stats, stats  # exact: every element of A
     page.locator(PANEL).scroll_into_view_if_needed()
