@@ -391,8 +391,25 @@ class State:
 def _register_tensor_intrinsics(name: str) -> None:
     """meta_schedule traces name TVM's shipped intrinsics (wmma, mma, x86, arm...): register them.
 
-    The first call costs seconds (the package parses ~100 TVMScript descriptions at import)."""
+    The first call costs seconds (the package parses ~100 TVMScript descriptions at import). The
+    package registers CUDA's always and the others only where TVM was built for them; dlight's Metal
+    rule names Metal's (``simdgroup_*``), so a name still unknown is looked for in each platform's
+    module (importing one only registers its intrinsics)."""
+    import importlib
+
     import tvm.s_tir.tensor_intrin  # noqa: F401
+
+    for platform in ("", "metal", "x86", "arm_cpu", "rocm", "riscv_cpu", "hexagon"):
+        if platform:
+            try:
+                importlib.import_module(f"tvm.s_tir.tensor_intrin.{platform}")
+            except Exception:  # noqa: BLE001  (a platform module that does not import here: its names stay unknown)
+                continue
+        try:
+            s_tir.TensorIntrin.get(name)
+            return
+        except Exception:  # noqa: BLE001  (TVM: "is not registered")
+            continue
 
 
 def _special_location(sch: s_tir.Schedule, rv: Any) -> str | None:
