@@ -21,7 +21,7 @@ from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError, Trace
 
 from mlc_lab.model.steps import LEGACY_THREAD_AXES, THREAD_AXES, LoopTree, ref_of
-from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError
+from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError, TraceParseError
 from mlc_lab.tvm import looptree, program
 from mlc_lab.tvm.primitives import (
     BLOCK_LIST_PARAMS,
@@ -261,6 +261,9 @@ class State:
         except ScheduleError as exc:
             self._take_back(sch, saved_rvs, snapshot)
             raise _step_error(name, exc, mentioned, self) from None
+        except TraceParseError:  # a trace's index map refused when TVM called it: said as it is
+            self._take_back(sch, saved_rvs, snapshot)
+            raise
         except Exception as exc:  # noqa: BLE001  (TVM raises many error types; all are a failed step)
             self._take_back(sch, saved_rvs, snapshot)
             try:

@@ -95,6 +95,10 @@ def replay(
             if call.primitive not in LOOKUPS:
                 label = current.describe(call.primitive, tuple(call.args), dict(call.kwargs), resolve)
             current, outputs = current.apply(call.primitive, tuple(call.args), dict(call.kwargs), resolve)
+        except TraceParseError as exc:
+            if exc.line is not None:  # an index map of this line refused when TVM called it: said already
+                raise
+            raise replay_error(call, str(exc)) from None
         except MlcLabError as exc:
             raise replay_error(call, str(exc)) from None
         except Exception as exc:  # noqa: BLE001  (TVM or our conversion failed in a way not foreseen)

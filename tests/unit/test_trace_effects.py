@@ -86,6 +86,20 @@ def test_switched_off_the_check_lets_the_pad_value_through_in_both_channels(monk
         assert 'T.call_extern("int32", "system", "touch /tmp/pwned")' in session.script
 
 
+def test_what_tvm_builds_at_replay_is_judged_again(monkeypatch):
+    """A lambda TVM cannot build on the reader's placeholder variables is judged on what TVM builds
+    when it calls it, with the same sentence, and the session is not changed."""
+    from mlc_lab.tvm import trace_exprs
+
+    monkeypatch.setattr(trace_exprs.IndexLambda, "expressions", lambda self: None)
+    text, _ = H.text_trace("pad value", H.NODES["call_extern"], "Cast")
+    session = Session(H.PROGRAM)
+    with pytest.raises(TraceParseError) as info:
+        session.replay(text)
+    assert str(info.value) == 'line 3: the pad value calls call_extern("system"), which calls out of the kernel'
+    assert len(session.steps) == 1 and "call_extern" not in session.script
+
+
 # --- what TVM writes is accepted ------------------------------------------------------------------
 
 _ALLOWED = {
