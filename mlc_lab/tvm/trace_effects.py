@@ -135,6 +135,10 @@ def _judge(value: Any) -> str | None:
             built = item.expressions()
             if built is not None:
                 stack.append(built)
+        elif _type_key(item) in ("ffi.Array", "ffi.List"):
+            stack.extend(list(item))
+        elif _type_key(item) in ("ffi.Map", "ffi.Dict"):
+            stack.extend(list(item.values()))
         elif _type_key(item) is not None:
             problem = _Walk(_Objects()).judge(item)
             if problem:

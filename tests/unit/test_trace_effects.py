@@ -253,6 +253,21 @@ def test_tvm_objects_are_judged_too():
         trace_effects.refuse_effects(bad, what="pad value", where=7)
     trace_effects.refuse_effects(tirx.IndexMap([i], [i // 4, i % 4], None), what="index map", where=7)
     trace_effects.refuse_effects([1, "x", {"a": 2.5}, None], what="annotation value", where=7)
+    for container in (tvm.runtime.convert([i + 1, bad]), tvm.runtime.convert({"k": bad.final_indices[0]})):
+        with pytest.raises(TraceParseError, match="call_extern"):
+            trace_effects.refuse_effects(container, what="annotation value", where=7)
+
+
+def test_a_node_among_many_is_never_taken_for_one_already_seen():
+    """TVM's Python wrappers are made anew at each field access; the walk keys nodes by the C object,
+    so a wrapper's reused id never hides a node (found once as a flake of the hostile-node test)."""
+    i = tirx.Var("i", "int32")
+    terms = [tirx.Cast("int32", tirx.Cast("int64", i + k)) * (i % (k + 2)) for k in range(300)]
+    first = tirx.Select(i > 1, i, tirx.call_extern("int32", "system", "ls"))  # walked last, after 300 others
+    hostile = tirx.IndexMap([i], [first, *terms], None)
+    for _ in range(30):
+        with pytest.raises(TraceParseError, match="call_extern"):
+            trace_effects.refuse_effects(hostile, what="pad value", where=1)
 
 
 def test_every_operator_judged_by_its_effect_kind_from_tvm():
