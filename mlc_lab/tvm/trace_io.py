@@ -2,8 +2,10 @@
 
 A trace from a file, a notebook cell or a classmate is parsed by a whitelist: calls of schedule
 primitives on ``sch`` whose arguments are literals, names the trace itself defined, or a
-``lambda`` index map made of arithmetic. Nothing is ``exec``'d or ``eval``'d; anything else is
-refused with its line number.
+``lambda`` index map (``trace_exprs``). Nothing is ``exec``'d or ``eval``'d; anything else is
+refused with its line number. TVM's JSON trace is read into the same calls. Every expression either
+form carries, and every value of every call, then passes ``trace_effects.check_calls`` (expressions
+by their node types, annotations by what they put into the build).
 """
 
 from __future__ import annotations
