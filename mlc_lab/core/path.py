@@ -62,6 +62,15 @@ def _target(session: Any, target: Any) -> Any:
     return cache[key]
 
 
+def target_binds_threads(session: Any, target: Any) -> bool:
+    """Whether the target program binds loops to GPU threads (then its checks are CUDA's). The target
+    is loaded as ``path_to`` loads it, once: bad input raises ``LoadError`` (or ``TraceParseError``)."""
+    from mlc_lab.tvm import program
+    from mlc_lab.tvm.measure import build as tbuild
+
+    return bool(tbuild.thread_bound_loops(program.load(_target(session, target)), None))
+
+
 def _answer(session: Any, way: Way, sid: int, back: int | None, started: float) -> PathAnswer:
     steps = tuple(_step(s) for s in way.steps)
     why = way.sentence()
