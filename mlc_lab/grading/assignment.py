@@ -4,6 +4,8 @@
 title = "GEMM + ReLU + add on the GPU"
 program = "gemm_relu_add.py"        # relative to this file; read by the grader, never run
 func = "main"                       # optional: the function to schedule
+reference = "gemm_tiled.py"         # optional: the scheduled program the tasks aim at (the explorer's
+                                    # way to it and its hints); relative to this file
 target = "cuda"                     # "cpu", "cuda", or a CUDA arch such as "sm_80"
 hazards_fail = ["correctness"]      # the default. true: the same; false: none; or a list of hazard
                                     # classes ("correctness", "performance") and kinds ("race", "spill")
@@ -65,7 +67,7 @@ HAZARD_CLASSES = ("correctness", "performance")
 
 _KEYS = {
     "": {"title", "program", "func", "target", "hazards_fail", "visibility", "hand_in", "limits", "numeric"}
-    | {"performance", "tasks", "parts"},
+    | {"performance", "tasks", "parts", "reference"},
     "hand_in": {"file", "function"},
     "limits": {"time_s", "memory_mb"},
     "numeric": {"size", "sizes", "rtol", "atol", "timeout_s"},
@@ -121,6 +123,7 @@ class Assignment:
     repeats: int = 5
     numeric: dict | None = None  # {"sizes": 128 or {2048: 128}, "rtol", "atol"}: run smaller, compare
     extra: dict = field(default_factory=dict)
+    reference: Path | None = None  # the scheduled program the tasks aim at (Session.path_to's target)
 
     @property
     def tasks(self) -> tuple[Task, ...]:
@@ -162,6 +165,7 @@ def load_assignment(path: str | Path) -> Assignment:
     program_path = (path.parent / program).resolve()
     if not program_path.is_file():
         raise AssignmentError(f"{where}: program {program!r} is not a file next to the assignment")
+    reference = _reference(data, path, where)
     target = str(data.get("target", "cpu"))
     from mlc_lab.core.checks import Target
 
@@ -186,7 +190,19 @@ def load_assignment(path: str | Path) -> Assignment:
         measure=bool(performance.get("measure", False)),
         repeats=int(performance.get("repeats", 5)),
         numeric=_numeric(data.get("numeric"), where, kind),
+        reference=reference,
     )
+
+
+def _reference(data: dict, path: Path, where: str) -> Path | None:
+    """The reference program's path (read when a way to it is asked for, never run by the grader)."""
+    if "reference" not in data:
+        return None
+    name = _get(data, "reference", str, where)
+    found = (path.parent / name).resolve()
+    if not found.is_file():
+        raise AssignmentError(f"{where}: reference {name!r} is not a file next to the assignment")
+    return found
 
 
 def _parts(data: dict, where: str, kind: str, visibility: str) -> tuple[Part, ...]:
