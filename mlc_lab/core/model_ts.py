@@ -249,6 +249,9 @@ def render(types: dict[str, type] | None = None) -> str:
         "/** The thread axes bind takes, as the explorer's form offers them (mlc_lab/model/steps.py). */",
         f"export const THREAD_AXES = {json.dumps(list(model.THREAD_AXES))} as const;",
         "",
+        "/** The primitives whose loops are passed positionally (mlc_lab/model/path.py: PathStep.call). */",
+        f"export const PATH_VARIADIC = {json.dumps(path_model.VARIADIC)} as const;",
+        "",
     ]
     out += [
         "/** A Bytes trait as the page reads it. */",

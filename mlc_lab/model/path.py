@@ -9,9 +9,9 @@ and nothing else: ``PathStep.call()`` gives the arguments ``Session.apply`` take
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
-WIRE = ["PathStep", "PathAnswer", "Hint"]
+WIRE = ["PathStep", "PathAnswer", "Hint", "PathSetup", "StepPath"]
 
 # TVM's primitives whose loops are a ``*args`` parameter: they are passed positionally.
 VARIADIC = {"reorder": "ordered_loops", "fuse": "loops"}
@@ -120,3 +120,25 @@ class Hint:
 
     def __str__(self) -> str:
         return self.sentence
+
+
+# --- the explorer's way panel (mlc_lab/widgets/path.py, js/path/) -----------------------------------
+
+
+class PathSetup(TypedDict, total=False):
+    """The explorer's way target (``{}``: none): what it is called and where it came from."""
+
+    available: bool
+    name: str  # "TargetModule", "target.py", "the reference of Lab 1"
+    source: Literal["program", "assignment"]
+    gpu: bool  # the target binds GPU threads (the checks are CUDA's from step 0)
+
+
+class StepPath(TypedDict):
+    """The way from one step to the explorer's target (or why it could not be found: ``error``)."""
+
+    step: int | str
+    answer: NotRequired[PathAnswer]
+    hint: NotRequired[Hint]
+    ms: NotRequired[float]
+    error: NotRequired[str]

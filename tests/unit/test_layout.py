@@ -32,7 +32,7 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "measure": (r"measure\w*|timing|rpc_timing|sweep", tuple(FLOORS)),
     "machine": (r"machine", ("core", "tvm", "model")),
     "exercises": (r"exercise\w*", ("tvm",)),
-    "path": (r"path\w*", ("core", "tvm", "model")),
+    "path": (r"path\w*", tuple(FLOORS)),
 }
 
 # Each page's bundle is an entry at js/'s top (js/build.mjs): named after its page, not a feature's floor.
