@@ -185,7 +185,7 @@ def test_02_after_clicks_in_the_explorer(tmp_path, monkeypatch):
     measurement and the solutions below still run, and the grader judges the student's step."""
     clicks = 's3.goto(0)\ns3.apply("parallel", "Y/n")\nprint("clicked to step", s3.current.id)'
     nb, text = run_notebook(
-        "02_exercises.ipynb", tmp_path, monkeypatch, after={"bmm = mlc_lab.explore(MyBmmRelu)": clicks}
+        "02_exercises.ipynb", tmp_path, monkeypatch, after={"bmm = mlc_lab.explore(MyBmmRelu": clicks}
     )
     assert "clicked to step 5" in text
     assert "Exercise 3: batched matmul + relu: not yet" in text

@@ -229,3 +229,16 @@ def test_an_assignment_with_a_reference_gives_the_way(comms, tmp_path):
         plain.close()
     with pytest.raises(AssignmentError, match="reference 'nope.py' is not a file next to the assignment"):
         load_assignment(tmp_path / "missing.toml")
+
+
+def test_a_target_that_computes_something_else_is_said_not_reachable(comms):
+    w = explore(BMM_RELU, target=LAB / "mm_relu.py")
+    try:
+        assert w.path_setup["name"] == "mm_relu.py"
+        assert w.wait(120)
+        answer, hint = w.path["answer"], w.path["hint"]
+        assert answer["status"] == "unreached" and answer["steps"] == [] and answer["why"]
+        assert "\n" not in answer["why"]
+        assert hint["step"] is None and hint["sentence"] == answer["why"]
+    finally:
+        w.close()
