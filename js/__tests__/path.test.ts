@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
 import { TreeIndex } from "../explorer/tree";
 import { buildCall } from "../explorer/primitives";
-import { hintForm, sameCall, stepCall } from "../path/fill";
+import { hintForm, hintedCall, sameCall, stepCall } from "../path/fill";
 import { type StepPath, wayBadge, wayStatus } from "../path/panel";
 import type { PathAnswer, PathStep } from "../lib/model";
 import { markKernel, recordKey } from "../lib/offline";
@@ -39,7 +39,7 @@ describe("a hint as a filled-in form", () => {
 
   it("split: the loop's own form, on that loop, with the hint's factors; Apply makes the hint's call", () => {
     const f = hintForm(SPLIT, tree);
-    expect(f.call).toBeNull();
+    expect(f.own).toBe(true);
     expect(f.offer.spec.name).toBe("split");
     expect(f.entry?.ref).toBe("Y/j");
     expect(f.values.factors).toEqual([16, 8]);
@@ -51,16 +51,20 @@ describe("a hint as a filled-in form", () => {
     expect(f.offer.spec.name).toBe("reorder");
     expect(f.values.ordered_loops).toEqual(["Y/i", "k", "Y/j"]);
     // loops that are not one chain: no form of the explorer's makes it; the call itself is offered
+    // Apply sends the hint's own reorder (the history labels it as the hint did); changed, the form's
+    expect(hintedCall(f, { ...f.values })).toEqual({ primitive: "reorder", args: ["k", "Y/j"], kwargs: {} });
+    expect(hintedCall(f, { ordered_loops: ["k", "Y/i", "Y/j"] })).toEqual({ primitive: "reorder", args: ["k", "Y/i", "Y/j"], kwargs: {} });
     const apart = hintForm(step("reorder", { ordered_loops: ["k", "C/j"] }), tree);
-    expect(apart.call).toEqual({ primitive: "reorder", args: ["k", "C/j"], kwargs: {} });
+    expect(apart.own).toBe(false);
+    expect(hintedCall(apart, {})).toEqual({ primitive: "reorder", args: ["k", "C/j"], kwargs: {} });
   });
 
   it("decompose_reduction and compute_at: every choice set from the hint, a loop the form's reading left out added", () => {
     const d = hintForm(step("decompose_reduction", { block: "Y", loop: "k" }), tree);
-    expect(d.call).toBeNull();
+    expect(d.own).toBe(true);
     expect(buildCall(d.offer.spec, d.entry!, d.values)).toEqual({ primitive: "decompose_reduction", args: [], kwargs: { block: "Y", loop: "k" } });
     const c = hintForm(step("reverse_compute_at", { block: "C", loop: "Y/i", preserve_unit_loops: false }), tree);
-    expect(c.call).toBeNull();
+    expect(c.own).toBe(true);
     expect(c.entry?.ref).toBe("C");
     const field = c.offer.fields.find((x) => x.name === "loop");
     expect(field && field.kind === "choice" && field.options.map((o) => o.value)).toContain("Y/i");
@@ -71,14 +75,16 @@ describe("a hint as a filled-in form", () => {
   it("a call the explorer's form cannot make (a primitive it has no form for, an argument its form lacks) is offered as it is", () => {
     const align = step("storage_align", { block: "Y", buffer_index: 0, axis: 0, factor: 32, offset: 8 }, "the target pads rows", "storage_align(Y, 0, 0, 32, 8)");
     const f = hintForm(align, tree);
-    expect(f.call).toEqual({ primitive: "storage_align", args: [], kwargs: { block: "Y", buffer_index: 0, axis: 0, factor: 32, offset: 8 } });
+    expect(f.own).toBe(false);
+    expect(hintedCall(f, {})).toEqual({ primitive: "storage_align", args: [], kwargs: { block: "Y", buffer_index: 0, axis: 0, factor: 32, offset: 8 } });
     expect(f.entry?.ref).toBe("Y");
     expect(f.offer.spec.help).toContain("storage_align(Y, 0, 0, 32, 8)");
     const some = hintForm(step("cache_read", { block: "Y", read_buffer_index: 0, storage_scope: "shared", consumer_blocks: ["Y"] }), tree);
-    expect(some.call?.kwargs.consumer_blocks).toEqual(["Y"]);
+    expect(some.own).toBe(false);
+    expect(some.call.kwargs.consumer_blocks).toEqual(["Y"]);
     // the same without consumers is the explorer's own cache_read form
     const all = hintForm(step("cache_read", { block: "Y", read_buffer_index: 1, storage_scope: "shared" }), tree);
-    expect(all.call).toBeNull();
+    expect(all.own).toBe(true);
     expect(all.values).toMatchObject({ read_buffer_index: "1", storage_scope: "shared" });
   });
 
@@ -164,6 +170,20 @@ describe("the way in the explorer", () => {
     (form.querySelector(".mlc-apply") as HTMLButtonElement).click();
     await tick();
     expect(model.requests().at(-1)!).toMatchObject({ method: "apply", params: { primitive: "split", args: [], kwargs: { loop: "Y/j", factors: [16, 8] } } });
+  });
+
+  it("a hint's form the student changes applies what it then holds", async () => {
+    const model = await mount({ path_setup: SETUP, path: way(1, [SPLIT, PARALLEL]) });
+    ($(".mlc-way-hint") as HTMLButtonElement).click();
+    await tick();
+    const inputs = $$(".mlc-factor") as HTMLInputElement[];
+    ["32", "4"].forEach((v, i) => {
+      inputs[i].value = v;
+      inputs[i].dispatchEvent(new Event("input"));
+    });
+    ($(".mlc-form .mlc-apply") as HTMLButtonElement).click();
+    await tick();
+    expect(model.requests().at(-1)!.params).toEqual({ primitive: "split", args: [], kwargs: { loop: "Y/j", factors: [32, 4] } });
   });
 
   it("a new step: the way is being found (the last one dimmed); an answer for a step left behind is not shown", async () => {

@@ -15,7 +15,7 @@ import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerTraits, FailureInfo, HistoryDelta, Selection, StepData, StepId } from "../lib/types";
 import { ChecksPanel, type StepChecks, type ChecksSetup, type StepHazards, checksBadge, reportFor } from "../checks/panel";
 import { WayPanel } from "../path/panel";
-import type { HintForm } from "../path/fill";
+import { type HintForm, hintedCall } from "../path/fill";
 import { CodeView, type DiffMode, type Marks } from "./code";
 import { CompilerPanel } from "../lowering/compiler";
 import { CudaPanel } from "../lowering/cuda";
@@ -607,7 +607,7 @@ export class ExplorerView {
   private openOffer(offer: Offer, hinted?: HintForm & { note: string }): void {
     if (hinted?.entry) this.select(hinted.entry);
     const sel = this.selectedEntry();
-    if (!sel && !hinted?.call) return;
+    if (!sel && !hinted) return;
     if (!offer.fields.length && !hinted && sel) {
       void this.apply(buildCall(offer.spec, sel, {}));
       return;
@@ -621,7 +621,7 @@ export class ExplorerView {
     const handle = renderForm(
       offer,
       values,
-      () => void this.apply(hinted?.call ?? buildCall(offer.spec, sel!, values)),
+      () => void this.apply(hinted ? hintedCall(hinted, values) : buildCall(offer.spec, sel!, values)),
       () => {
         this.form = null;
         this.drawPrimitives(false);

@@ -26,8 +26,12 @@ export interface HintForm {
   /** The loop or block to select first (the form acts on it); null when none is named. */
   entry: Entry | null;
   values: FormValues;
-  /** Set for a form of the call alone: Apply sends exactly this. */
-  call: ApplyCall | null;
+  /** The hint's own call: what Apply sends while the form holds what the hint filled in. */
+  call: ApplyCall;
+  /** Whether `offer` is the explorer's own form for the primitive (else a form of the call alone). */
+  own: boolean;
+  /** The values as filled in (JSON): a form the student changed sends what it then holds. */
+  filled: string;
 }
 
 // The arguments that name the loop or block a primitive acts on, by what the explorer's form targets.
@@ -45,7 +49,8 @@ export function hintForm(step: PathStep, tree: TreeIndex): HintForm {
     const fields = entry ? spec.fields(entry, tree) : null;
     if (!entry || !fields) continue;
     const filled = fill(fields, call, tree);
-    if (filled && sameCall(buildCall(spec, entry, filled.values), call, tree)) return { offer: { spec, fields: filled.fields }, entry, values: filled.values, call: null };
+    if (filled && sameCall(buildCall(spec, entry, filled.values), call, tree))
+      return { offer: { spec, fields: filled.fields }, entry, values: filled.values, call, own: true, filled: JSON.stringify(filled.values) };
   }
   return callForm(step, call, tree);
 }
@@ -154,5 +159,12 @@ function callForm(step: PathStep, call: ApplyCall, tree: TreeIndex): HintForm {
     help: `The explorer has no form for this call: Apply makes it as the hint gives it, ${step.label}.`,
     fields: () => [],
   };
-  return { offer: { spec, fields: [] }, entry, values: {}, call };
+  return { offer: { spec, fields: [] }, entry, values: {}, call, own: false, filled: "{}" };
+}
+
+/** What Apply sends from a hint's form: the hint's own call (a reorder names the loops the hint
+ * names, and the history labels the step as the hint did), or, once the student changed the form,
+ * the call the form makes of what it holds. */
+export function hintedCall(form: HintForm, values: FormValues): ApplyCall {
+  return form.own && form.entry && JSON.stringify(values) !== form.filled ? buildCall(form.offer.spec, form.entry, values) : form.call;
 }

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -103,9 +104,20 @@ def _name_of(target: Any) -> str:
     if isinstance(target, str):
         found = re.search(r"^\s*(?:class|def)\s+(\w+)", target, re.M)
         return found.group(1) if found else "the target"
+    named = _name_in_notebook(target)
+    if named is not None:
+        return named  # explore(MyBmmRelu, target=TargetModule): "TargetModule"
     if hasattr(target, "loop_tree") and hasattr(target, "current"):
         return f"step {target.current.id} of another session"
     return "the target"
+
+
+def _name_in_notebook(obj: Any) -> str | None:
+    """The name ``obj`` has in the notebook's namespace (IPython's), if any."""
+    module = sys.modules.get("IPython")  # never imported here: only if a kernel runs us
+    shell = module.get_ipython() if module is not None else None
+    names = getattr(shell, "user_ns", None) or {}
+    return next((k for k, v in list(names.items()) if v is obj and not k.startswith("_")), None)
 
 
 class PathWorker:
