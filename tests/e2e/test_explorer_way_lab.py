@@ -95,7 +95,9 @@ def test_a_wrong_step_shows_the_way_back_and_goes_there(lab_server, page, artifa
     page.locator('.mlc-explorer .mlc-prim[data-primitive="decompose_reduction"]').click()
     form = page.locator('.mlc-explorer .mlc-form[data-primitive="decompose_reduction"]')
     loop = form.locator('select[name="loop"]')
-    value = next(o.get_attribute("value") for o in loop.locator("option").all() if o.get_attribute("value").endswith("k_0"))
+    value = next(
+        o.get_attribute("value") for o in loop.locator("option").all() if o.get_attribute("value").endswith("k_0")
+    )
     loop.select_option(value)
     form.locator(".mlc-apply").click()
     text = _wait_status(page, r"^Not reachable from step 4: go back to step 3")
