@@ -79,25 +79,13 @@ def load_session(path: str, func: str | None, trace: str | None):
 
 def run(args: argparse.Namespace) -> int:
     from mlc_lab.cli import UsageError
-    from mlc_lab.core.measure import measure
 
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
     if args.target not in ("cpu", "cuda", "llvm", "gpu"):
         raise UsageError(f"--target must be cpu or cuda, not {args.target!r}")
     session = load_session(args.file, args.func, args.trace)
-    if args.trace:
-        m = _measure_trace(session, args)
-    else:
-        m = measure(
-            session.module,
-            session.original,
-            session.func_name,
-            args.target,
-            args.repeats,
-            timeout=args.timeout,
-            cache=args.cache,
-        )
+    m = _measure_trace(session, args) if args.trace else _measure_own(session, args)
     # the same figures as every other measurement (mlc_lab.tvm.measure), in Measurement's one encoding
     out = {
         **{k: v for k, v in m.to_json().items() if k not in ("results_s", "error", "error_kind")},
@@ -116,6 +104,21 @@ def run(args: argparse.Namespace) -> int:
     }
     print(json.dumps(out))
     return 0
+
+
+def _measure_own(session, args: argparse.Namespace):
+    """The caller's own program (no trace file), timed in the persistent worker."""
+    from mlc_lab.core.measure import measure
+
+    return measure(
+        session.module,
+        session.original,
+        session.func_name,
+        args.target,
+        args.repeats,
+        timeout=args.timeout,
+        cache=args.cache,
+    )
 
 
 def _measure_trace(session, args: argparse.Namespace):

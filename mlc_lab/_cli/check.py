@@ -74,10 +74,16 @@ def run(args: argparse.Namespace) -> int:
 def _numeric(session, args: argparse.Namespace):
     """The numeric check: of the caller's own program in the worker; of a trace file (a hand-in) in
     the sandbox, where nothing runs unless the machine can sandbox (or --unsafe-same-user)."""
-    if not args.trace:
-        from mlc_lab.core.checks.numeric_gpu import numeric_check
+    return _numeric_of_trace(session, args) if args.trace else _numeric_own(session)
 
-        return numeric_check(session)
+
+def _numeric_own(session):
+    from mlc_lab.core.checks.numeric_gpu import numeric_check
+
+    return numeric_check(session)
+
+
+def _numeric_of_trace(session, args: argparse.Namespace):
     from mlc_lab.core.checks.numeric_gpu import numeric_check_sandboxed
     from mlc_lab.core.kernel_sandbox import KernelSandbox
 

@@ -157,8 +157,8 @@ def numeric_check_sandboxed(
         return setup
     box = replace(sandbox, wall_s=timeout_s)
     try:
-        raw = opencl.numeric_gpu_request(
-            setup.request(seed, rtol, atol), run=lambda prog, arrays: kernel_sandbox.run_opencl(prog, arrays, box)
+        raw = opencl.numeric_gpu_compare(
+            setup.request(seed, rtol, atol), lambda prog, arrays: kernel_sandbox.run_opencl(prog, arrays, box)
         )
     except RequestFailure as exc:
         failed = MeasureError(exc.message, kind=exc.kind, detail=exc.detail)

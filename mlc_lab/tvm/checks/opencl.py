@@ -331,12 +331,18 @@ def predicate_count(mod: Any, func_name: str | None) -> int:
 # ----------------------------------------------------------------------------------------- request
 
 
-def numeric_gpu_request(req: dict, run: Callable[[dict, dict], dict] = run_in_child) -> dict:
+def numeric_gpu_request(req: dict) -> dict:
     """The worker's "numeric_gpu" request: {"module", "reference", "func_name", "seed", "rtol",
     "atol"} (modules as `build.module_to_text`). Runs the scheduled module on pocl and the
-    reference on the CPU with LLVM, on the same random inputs; returns the comparison. `run` runs
-    the kernel's OpenCL program (default: a child of this process; a hand-in's:
-    `mlc_lab.core.kernel_sandbox.run_opencl`, in the sandbox)."""
+    reference on the CPU with LLVM, on the same random inputs; returns the comparison. The kernel
+    runs in a child of this process (`run_in_child`): the worker's, for a student's own schedule."""
+    return numeric_gpu_compare(req, run_in_child)
+
+
+def numeric_gpu_compare(req: dict, run: Callable[[dict, dict], dict]) -> dict:
+    """`numeric_gpu_request` with the kernel run by `run(program, arrays)` (a hand-in's:
+    `mlc_lab.core.kernel_sandbox.run_opencl`, in the sandbox); the OpenCL build, the reference and
+    the comparison happen in this process."""
     from mlc_lab.model.wire import RequestFailure
 
     t0 = time.perf_counter()
