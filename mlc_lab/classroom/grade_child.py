@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import traceback
+from pathlib import Path
 
 
 def time_submission(assignment, trace: str, runner: str | None, unsafe_same_user: bool = False) -> dict:
@@ -94,7 +95,9 @@ def main(argv: list[str]) -> int:
         result = grade(assignment, submission, unsafe_same_user=unsafe).to_json()
         if not result.get("error") and result.get("trace") and any(t["passed"] for t in result["tasks"]):
             if runner or result.get("latency_ms") is None:
-                result.update(time_submission(assignment, result["trace"], runner, unsafe))
+                # a trace is timed as the grader read it (its printed form goes through the other reader)
+                trace = Path(submission).read_text(encoding="utf-8") if result.get("kind") == "trace" else None
+                result.update(time_submission(assignment, trace or result["trace"], runner, unsafe))
         if result.get("timing_error"):
             result["correct"] = result.get("correct", None)
     except Exception as exc:  # noqa: BLE001
