@@ -127,7 +127,7 @@ def measure(
         )
         stage.write_manifest(folder, "cpu", method, [staged["candidate"]])
         try:
-            results, files = run_folder(folder, sandbox, _bytes_back(staged["inputs"]), n)
+            results, files = run_folder(folder, sandbox, bytes_back(staged["inputs"]), n)
         except KernelRunFailed as exc:
             return _failed(failed, str(exc), exc.kind, exc.detail)
         m = _measurement(staged, results, files, method, failed)
@@ -157,7 +157,7 @@ def _failed(base: Measurement, message: str, kind: str, detail: str = "") -> Mea
 _KINDS = ("build", "run", "check", "crash", "timeout", "no_gpu", "does_not_build", "could_not_run", "gpu_check")
 
 
-def _bytes_back(arrays: list[np.ndarray]) -> int:
+def bytes_back(arrays: list[np.ndarray]) -> int:
     """What the run may send back: every argument once, its .npy header, the results."""
     return int(sum(a.nbytes for a in arrays)) + 4096 * len(arrays) + (1 << 20)
 
@@ -252,9 +252,29 @@ def run_folder(folder: str, sandbox: KernelSandbox, bytes_back: int, threads: in
     """Run the measuring side on `folder` (its manifest and the files it names) in the sandbox; its
     results and the files it sent, once every process of the run is gone. `KernelRunFailed` when
     the run ended without a readable result (its sentence says how it ended)."""
-    from mlc_lab.core.worker import package_root, sandboxed
+    from mlc_lab.core.worker import sandboxed
 
     inputs: dict[str, bytes | Path] = {p.name: p for p in sorted(Path(folder).iterdir()) if p.is_file()}
+    argv = [sys.executable, "-m", WORKER_OPS[OP].entry, "/input/", "--fd", "3"]
+    out = sandboxed(
+        OP,
+        argv,
+        inputs=inputs,
+        env=run_env(threads),
+        unsafe_same_user=sandbox.unsafe_same_user,
+        wall_s=sandbox.wall_s,
+        cpu_s=sandbox.wall_s * max(1, threads),  # the whole tree's CPU time: every thread counts
+        memory_mb=sandbox.memory_mb,
+        output_bytes=max(bytes_back, WORKER_OPS[OP].limits["output_bytes"]),  # type: ignore[index]
+    )
+    return _read(out)
+
+
+def run_env(threads: int) -> dict[str, str]:
+    """The measuring side's environment (on top of the sandbox's clean one): this copy of mlc_lab, TVM's
+    runtime alone, its thread pool as the caller's (threads, spin), numpy's pools out of the way."""
+    from mlc_lab.core.worker import package_root
+
     env = {
         "PYTHONPATH": package_root(),
         "TVM_NUM_THREADS": str(max(1, threads)),
@@ -266,19 +286,7 @@ def run_folder(folder: str, sandbox: KernelSandbox, bytes_back: int, threads: in
     for name in ("MLC_LAB_OPENCL_ENGINE", "MLC_LAB_OCLGRIND_RACES"):
         if os.environ.get(name):
             env[name] = os.environ[name]
-    argv = [sys.executable, "-m", WORKER_OPS[OP].entry, "/input/", "--fd", "3"]
-    out = sandboxed(
-        OP,
-        argv,
-        inputs=inputs,
-        env=env,
-        unsafe_same_user=sandbox.unsafe_same_user,
-        wall_s=sandbox.wall_s,
-        cpu_s=sandbox.wall_s * max(1, threads),  # the whole tree's CPU time: every thread counts
-        memory_mb=sandbox.memory_mb,
-        output_bytes=max(bytes_back, WORKER_OPS[OP].limits["output_bytes"]),  # type: ignore[index]
-    )
-    return _read(out)
+    return env
 
 
 def _read(out: Outcome) -> tuple[RunResults, dict]:
@@ -328,7 +336,7 @@ def run_opencl(prog: dict, arrays: dict[str, np.ndarray], sandbox: KernelSandbox
 
         stage.write_manifest(folder, "opencl", RunMethod(), [cand])
         try:
-            results, files = run_folder(folder, sandbox, _bytes_back([arrays[n] for n in names]))
+            results, files = run_folder(folder, sandbox, bytes_back([arrays[n] for n in names]))
         except KernelRunFailed as exc:
             raise RequestFailure(exc.kind, str(exc), exc.detail) from None
         one = results.candidates[0] if len(results.candidates) == 1 else None
