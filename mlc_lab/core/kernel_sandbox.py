@@ -56,6 +56,7 @@ from mlc_lab.model.worker_ops import WORKER_OPS
 __all__ = ["KernelSandbox", "SandboxUnavailable", "measure", "run_opencl"]
 
 OP = "run_kernel"
+NO_GPU = "a CUDA kernel from a hand-in is not run on this machine: the sandbox holds no GPU device"
 
 
 @dataclass(frozen=True)
@@ -106,17 +107,13 @@ def measure(
     folder = tempfile.mkdtemp(prefix="mlc_lab_kernel_")
     try:
         try:
+            if stage.device_of(module_text, func_name, target) == "cuda":
+                return _failed(failed, NO_GPU, "no_gpu")
             staged = stage.stage_kernel(module_text, reference_text, func_name, target, folder, seed=seed)
         except RequestFailure as exc:
             return _failed(failed, exc.message, exc.kind, exc.detail)
         staged["module_text"] = module_text
         failed.func_name, failed.target = staged["func_name"], staged["target"]
-        if staged["device"] == "cuda":
-            return _failed(
-                failed,
-                "a CUDA kernel from a hand-in is not run on this machine: the sandbox holds no GPU device",
-                "no_gpu",
-            )
         n = threads()
         method = RunMethod(
             repeats=max(1, int(repeats)),

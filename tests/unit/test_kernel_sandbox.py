@@ -152,3 +152,18 @@ def test_a_timed_trace_is_a_grader_error_row_where_the_machine_cannot_sandbox(mo
     r = grade(load_assignment(tmp_path / "lab.toml"), hand_in)
     assert r.status == "grader error" and r.score == 0
     assert r.error == f"{REFUSAL}; a hand-in's code, and every kernel compiled from it, runs only in the sandbox"
+
+
+def test_a_cuda_kernel_from_a_hand_in_is_not_run_here_and_says_why():
+    from mlc_lab.core.session import Session
+    from mlc_lab.tvm import program
+
+    lab = ROOT / "tests" / "labs" / "grading"
+    gemm = program.load((lab / "gemm_relu_add.py").read_text())
+    bound = Session.from_trace(gemm, (lab / "submissions" / "reference.py").read_text(), None)
+    m = ks.measure(bound.module, bound.original, bound.func_name, "cuda", sandbox=ks.KernelSandbox())
+    assert (m.error, m.error_kind, m.latency_s) == (ks.NO_GPU, "no_gpu", None)
+    # a schedule no GPU could run says that first, as measure does
+    unbound = Session(gemm)
+    m = ks.measure(unbound.module, unbound.original, unbound.func_name, "cuda", sandbox=ks.KernelSandbox())
+    assert m.error_kind == "gpu_check" and m.error.startswith("the program has unbound loops")
