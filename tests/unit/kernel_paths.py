@@ -58,33 +58,39 @@ def _parsed(rel: str, text: str) -> ast.Module:
     return ast.parse(text, rel)
 
 
-def load(overrides: dict[str, str] | None = None) -> dict[str, _Module]:
-    """The package's modules with their functions and imports; `overrides` (relative path -> text)
-    replaces or adds modules (a planted violation)."""
-    sources = {str(p.relative_to(PACKAGE)): p.read_text() for p in sorted(PACKAGE.rglob("*.py"))}
-    sources.update(overrides or {})
+def _module(rel: str, text: str) -> _Module:
+    tree = _parsed(rel, text)
+    mod = _Module(rel, _dotted(rel), tree)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            mod.functions[node.name] = node
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    mod.functions[f"{node.name}.{item.name}"] = item
+    return mod
+
+
+def _aliases(mod: _Module, modules: dict[str, _Module]) -> None:
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("mlc_lab"):
+                    mod.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else "mlc_lab"
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mlc_lab"):
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                mod.aliases[a.asname or a.name] = full if full in modules else f"{node.module}:{a.name}"
+
+
+def load() -> dict[str, _Module]:
+    """The package's modules with their functions and imports."""
     modules = {}
-    for rel, text in sources.items():
-        tree = _parsed(rel, text)
-        mod = _Module(rel, _dotted(rel), tree)
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                mod.functions[node.name] = node
-            elif isinstance(node, ast.ClassDef):
-                for item in node.body:
-                    if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
-                        mod.functions[f"{node.name}.{item.name}"] = item
+    for p in sorted(PACKAGE.rglob("*.py")):
+        mod = _module(str(p.relative_to(PACKAGE)), p.read_text())
         modules[mod.dotted] = mod
     for mod in modules.values():
-        for node in ast.walk(mod.tree):
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    if a.name.startswith("mlc_lab"):
-                        mod.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else "mlc_lab"
-            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mlc_lab"):
-                for a in node.names:
-                    full = f"{node.module}.{a.name}"
-                    mod.aliases[a.asname or a.name] = full if full in modules else f"{node.module}:{a.name}"
+        _aliases(mod, modules)
     return modules
 
 
@@ -106,6 +112,30 @@ class Graph:
                 sink = _sink(node) or RUNS_KERNELS.get(f"{mod.rel}:{name}")
                 if sink:
                     self.sinks[key] = sink
+
+    def replaced(self, rel: str, text: str) -> Graph:
+        """This graph with one module's text replaced (a planted violation): its functions' calls
+        are read again, the rest is kept."""
+        new = Graph.__new__(Graph)
+        new.modules = dict(self.modules)
+        mod = _module(rel, text)
+        new.modules[mod.dotted] = mod
+        _aliases(mod, new.modules)
+        mine = f"{mod.dotted}:"
+        new.edges = {k: v for k, v in self.edges.items() if not k.startswith(mine)}
+        new.sinks = {k: v for k, v in self.sinks.items() if not k.startswith(mine)}
+        new.by_method = {m: [k for k in keys if not k.startswith(mine)] for m, keys in self.by_method.items()}
+        for name in mod.functions:
+            new.edges[f"{mine}{name}"] = set()
+            cls, _, meth = name.rpartition(".")
+            if cls and not cls.startswith("_"):
+                new.by_method.setdefault(meth, []).append(f"{mine}{name}")
+        for name, node in mod.functions.items():
+            new.edges[f"{mine}{name}"] = new._calls(mod, name, node)
+            sink = _sink(node) or RUNS_KERNELS.get(f"{rel}:{name}")
+            if sink:
+                new.sinks[f"{mine}{name}"] = sink
+        return new
 
     def resolve(self, target: str, depth: int = 0) -> str | None:
         """``module:name`` to the function it is (following re-exports), or None outside mlc_lab."""
