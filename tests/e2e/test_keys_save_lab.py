@@ -130,8 +130,13 @@ def _week(page, lab, root, explorer) -> None:
     explorer.scroll_into_view_if_needed()
     explorer.locator(".mlc-memory-toggle").click()
     explorer.locator(ROW.format("k")).click()
+    page.wait_for_function(  # loop k's answer (the panel opens on the selection first: loop Y/i)
+        "() => { const p = document.querySelector('.mlc-explorer .mlc-access');"
+        " return p && !p.classList.contains('mlc-acc-loading')"
+        " && p.querySelector('.mlc-acc-head').innerText.startsWith('Memory touched by loop k'); }",
+        timeout=60_000,
+    )
     card = explorer.locator('.mlc-access .mlc-acc-card[data-buffer="Y"] canvas.mlc-acc-canvas')
-    card.wait_for(timeout=60_000)
     # the most common colour of the Y heatmap (the untouched elements) is dark
     rgb = card.evaluate(
         """(c) => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; const n = new Map();
