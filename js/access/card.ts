@@ -237,3 +237,15 @@ export function paint(card: Card, steps: number, state: { time: number; warp: nu
     card.fresh = false;
   }
 }
+
+/** The elements one pixel of a heatmap stands for, rows × columns: the drawing's pooling (a box larger
+ *  than the picture) or the data's own (a crop sent pooled), whichever is coarser. */
+export function pixelBlock(card: Pick<Card, "buf" | "slice">): [number, number] {
+  const pool = card.buf.crop.pool ?? [];
+  const nd = card.buf.shape.length;
+  const rows = nd >= 2 ? Math.max(card.slice.f, pool[nd - 2] ?? 1) : 1;
+  const cols = nd >= 1 ? Math.max(card.slice.f, pool[nd - 1] ?? 1) : 1;
+  return [rows, cols];
+}
+
+export const blockText = ([rows, cols]: [number, number]): string => (rows > 1 ? `${rows}×${cols}` : String(cols));

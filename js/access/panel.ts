@@ -4,12 +4,12 @@
 // alone; both answer the requests `access_footprint` and `access_gpu_stats`.
 
 import { h, keepKeys } from "../lib/dom";
-import { ensureStyle } from "../lib/theme";
+import { ensureStyle, isDarkTheme } from "../lib/theme";
 import css from "./access.css";
 import { type RpcReply, RpcFailure } from "../lib/rpc";
 import { type ColorBy, PALETTE, type RGB, emptyColor, hueColor, orderColor, rgbText } from "./color";
-import { isDarkTheme } from "../lib/theme";
-import { type Card, MAX_1D_PX, paint, resizeCard, statsTable } from "./card";
+import { type Card, MAX_1D_PX, blockText, paint, pixelBlock, resizeCard, statsTable } from "./card";
+import { KeptAnswers } from "./kept";
 import { type DecodedBuffer, type Footprint, type FootprintResult, type Region, type SliceMap, cropIndex, decodeFootprint, describeElement, gridOf, indexAt, launchSize, sliceMap, threadText } from "./data";
 
 /** The view state: the standalone widget's traits of the same names (mlc_lab.model.traits.AccessViewTraits). */
@@ -32,8 +32,6 @@ export interface AccessHost {
   stepKey?(): string | null;
 }
 
-/** Answers kept per (step, loop, where the enclosing loops stand, shapes): this many, the oldest out. */
-const KEPT_ANSWERS = 24;
 
 // The warp statistics' types are generated from mlc_lab/model/access/payload.py (js/lib/model.ts).
 import type { AccessViewTraits, FootprintParams, GpuStats as GpuStatsResult, GpuStatsParams, RequestParams, RequestResults, WarpAccess } from "../lib/model";
@@ -53,18 +51,6 @@ const SPEEDS: Array<[string, number]> = [
   ["10 s", 10],
   ["30 s", 30],
 ];
-
-/** The elements one pixel of a heatmap stands for, rows × columns: the drawing's pooling (a box larger
- *  than the picture) or the data's own (a crop sent pooled), whichever is coarser. */
-export function pixelBlock(card: Pick<Card, "buf" | "slice">): [number, number] {
-  const pool = card.buf.crop.pool ?? [];
-  const nd = card.buf.shape.length;
-  const rows = nd >= 2 ? Math.max(card.slice.f, pool[nd - 2] ?? 1) : 1;
-  const cols = nd >= 1 ? Math.max(card.slice.f, pool[nd - 1] ?? 1) : 1;
-  return [rows, cols];
-}
-
-const blockText = ([rows, cols]: [number, number]): string => (rows > 1 ? `${rows}×${cols}` : String(cols));
 
 export class AccessPanel {
   readonly el: HTMLElement;
@@ -93,8 +79,7 @@ export class AccessPanel {
   private cancelBtn: HTMLButtonElement;
   private loading = false;
   private disposed = false;
-  private answers = new Map<string, Footprint[]>(); // by step and loop, one per place of the enclosing loops (AccessHost.stepKey)
-  private gpuAnswers = new Map<string, GpuStatsResult>();
+  private kept = new KeptAnswers<GpuStatsResult>(); // per step and loop (AccessHost.stepKey)
 
   constructor(private host: AccessHost) {
     if (typeof document !== "undefined") ensureStyle("mlc-lab-access-style", css);
@@ -204,8 +189,8 @@ export class AccessPanel {
       return;
     }
     const params = this.withShapes<FootprintParams>({ loop: this.state.loop, at: this.state.at, sweep_threads: this.state.sweep_threads });
-    const key = this.answerKey({ ...params, at: null });
-    let fp = key !== null ? this.kept(key, params.at ?? {}) : undefined;
+    const key = KeptAnswers.key(this.host.stepKey?.(), { ...params, at: null });
+    let fp = key !== null ? this.kept.footprint(key, params.at ?? {}) : undefined;
     if (!fp) {
       // Until the answer comes, the head names the loop asked about and the last picture is greyed:
       // it is the previous loop's (it said the old name for the whole analysis, 21 s under load).
@@ -221,27 +206,9 @@ export class AccessPanel {
       }
       if (seq !== this.seq || this.disposed) return;
       // kept only when nothing moved meanwhile: then the kernel answered for the step the key names
-      if (key !== null) this.keep(this.answers, key, [fp, ...(this.answers.get(key) ?? []).filter((f) => JSON.stringify(f.at) !== JSON.stringify(fp!.at))].slice(0, 8));
+      if (key !== null) this.kept.keepFootprint(key, fp);
     }
     this.shown(fp);
-  }
-
-  /** The key an answer is kept under (null: the host keeps none). */
-  private answerKey(params: object): string | null {
-    const step = this.host.stepKey?.();
-    return step === null || step === undefined ? null : `${step}\u0000${JSON.stringify(params)}`;
-  }
-
-  /** A kept answer for the loop whose enclosing loops stand where `at` puts them (a loop `at` does not
-   *  name: where the kept answer had it; a loop run over every thread: any). */
-  private kept(key: string, at: Record<string, unknown>): Footprint | undefined {
-    return this.answers.get(key)?.find((fp) => fp.enclosing.every((lp) => (fp.swept ?? []).includes(lp.ref) || at[lp.ref] === undefined || at[lp.ref] === fp.at[lp.ref]));
-  }
-
-  private keep<T>(map: Map<string, T>, key: string, value: T): void {
-    map.delete(key);
-    map.set(key, value);
-    while (map.size > KEPT_ANSWERS) map.delete(map.keys().next().value as string);
   }
 
   private failed(err: unknown): void {
@@ -719,15 +686,15 @@ export class AccessPanel {
     const params: GpuStatsParams = { loop: this.state.loop, at: this.state.at };
     if (this.state.warp >= 0) params.warp = this.state.warp;
     if (this.state.block >= 0) params.block = this.state.block;
-    const key = this.answerKey(this.withShapes(params));
-    const kept = key !== null ? this.gpuAnswers.get(key) : undefined;
+    const key = KeptAnswers.key(this.host.stepKey?.(), this.withShapes(params));
+    const kept = key !== null ? this.kept.gpuStats(key) : undefined;
     if (kept) {
       this.drawGpu(kept);
       return;
     }
     try {
       const reply = await this.host.request("access_gpu_stats", this.withShapes(params));
-      if (key !== null) this.keep(this.gpuAnswers, key, reply.result);
+      if (key !== null) this.kept.keepGpuStats(key, reply.result);
       if (seq !== this.gpuSeq || this.disposed) return;
       this.drawGpu(reply.result);
     } catch (err) {

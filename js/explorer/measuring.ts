@@ -52,10 +52,10 @@ export class Measuring {
     try {
       await this.rpc.call("measure", { target, step });
     } catch (err) {
-      // Python put a measurement failure into the `error` trait (banner); show anything else here
-      // (but a Cancel, which the person asked for).
+      // Python put a measurement failure into the `error` trait (banner); show anything else here,
+      // but a Cancel (the person asked for it) and a kernel gone (the notice above says so already).
       const kind = err instanceof RpcFailure ? err.error.type : undefined;
-      if (kind !== "cancelled" && !(kind && ERROR_KINDS[kind].measurement)) this.showError(err);
+      if (kind !== "cancelled" && kind !== "no_kernel" && !(kind && ERROR_KINDS[kind].measurement)) this.showError(err);
     }
   }
 

@@ -772,10 +772,12 @@ def explore(x: Any, func: str | None = None, **kwargs: Any) -> Explorer:
     >>> ex = mlc_lab.explore(MMRelu)        # display it: last expression of a cell
     >>> ex.session.apply("split", "Y/j", factors=[None, 4])   # shows up in the open explorer
 
-    The Checks panel lists every named check that applies to each step's target, or those given:
-    ``checks=["vectorize", "parallel"]``, ``tasks=[{"title": "Tile for the GPU", "checks": [...]}]``,
-    or ``assignment="lab.toml"`` (the tasks of an assignment file, see ``mlc_lab.grading``). ``target=``
-    is a device ("cpu", "cuda") or a target program, shown with the way to it (``widgets/path.py``).
+    The Checks panel lists every named check of the explorer's ``target`` ("cpu" or "cuda", from step 0
+    on; the toolbar's menu changes it; without one, each step's: cuda once it binds threads), or those
+    given: ``checks=["vectorize", "parallel"]``, ``tasks=[{"title": "Tile for the GPU", "checks":
+    [...]}]``, or ``assignment="lab.toml"`` (the tasks of an assignment file, see ``mlc_lab.grading``).
+    ``target`` is also where the toolbar's Measure runs. ``target=`` may instead be a target program,
+    shown with the way to it (``widgets/path.py``; one that binds GPU threads makes the target cuda).
     """
     if hasattr(x, "apply") and hasattr(x, "on_change"):
         session = x
