@@ -79,7 +79,14 @@ def tile(
     cplace = {o: i for i, o in enumerate(own)}
     if _same_structure(cmaps, tmaps, cplace, tplace):
         return
-    kept = dict(zip(_unread(view, own, cmaps, block), _unread(tgt, town, tmaps, tblock.name)))
+    unread_here, unread_there = _unread(view, own, cmaps, block), _unread(tgt, town, tmaps, tblock.name)
+    if len(unread_there) > len(unread_here):
+        added = _lone_from_orphan(work, view, own, cmaps, tmaps, len(unread_there) - len(unread_here), tblock.name)
+        if added is not None:  # a unit loop the target fuses away became its unit loops: read again
+            chain = work.view.chain(work.view.block(block))  # type: ignore[arg-type]
+            own = [lp.order for lp in chain[len(chain) - len(own) - added :]]
+            return tile(work, block, own, tgt, tblock, town, late, values)
+    kept = dict(zip(unread_here, unread_there))
     lone = _unit_loops(tgt, town, tmaps, tblock.name, set(kept.values()))
     done = _done_leaves(view, own, cmaps, tgt, town, tmaps, tplace, cplace)
     done.update(kept)
@@ -125,6 +132,24 @@ def _same_structure(cmaps: IterMaps, tmaps: IterMaps, cplace: dict, tplace: dict
         if [key(t, cplace) for t in cf.terms] != [key(t, tplace) for t in tf.terms]:
             return False
     return all([key(t, cplace) for t in c] == [key(t, tplace) for t in t_] for c, t_ in zip(cmaps.terms, tmaps.terms))
+
+
+def _lone_from_orphan(
+    work: Work, view: FuncView, own: list[int], cmaps: IterMaps, tmaps: IterMaps, n: int, block: str
+) -> int | None:
+    """The target's unit loops that no iterator reads, made from a unit loop here whose iterator the
+    target reads as a constant: fuse it alone (its variable goes), split into ``n`` when it must be
+    several. Returns the loops added, or None when there is no such loop here."""
+    for k, terms in enumerate(cmaps.terms):
+        if tmaps.terms[k] or len(terms) != 1 or terms[0].leaf is None or const(terms[0].extent) != 1:
+            continue
+        loop = view.loops[terms[0].leaf]
+        why = f"the target's unit loops around block {block} hold no iterator: {loop.name} becomes them"
+        fused = work.apply("fuse", why, loops=[work.loop_rv(loop.order)])
+        if n > 1:
+            work.apply("split", why, loop=fused, factors=[1] * n)
+        return n - 1
+    return None
 
 
 def _unread(view: FuncView, own: list[int], maps: IterMaps, name: str) -> list[int]:
