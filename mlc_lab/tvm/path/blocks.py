@@ -106,6 +106,13 @@ def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
         out.stages.append(stage)
         if stage.primitive != "set_scope":
             explained.add(stage.target_block)
+        if stage.primitive == "rfactor" and stage.buffer != stage.old:  # made, then moved to another scope
+            out.stages.append(Stage("set_scope", name, scope_of(tgt, name), stage.target_block, stage.old))
+    for stage in out.stages:  # a block a primitive makes, then decomposed (an rfactor's partial sums)
+        pair = (f"{stage.target_block}_init", f"{stage.target_block}_update")
+        if tgt.block(pair[0]) is not None and tgt.block(pair[1]) is not None:
+            out.decomposed[stage.target_block] = pair
+            explained.update(pair)
     out.stages.extend(_layout_changes(cur, tgt, cur_bufs, tgt_bufs, out))
     for cb in cur.blocks:
         if cb.name not in out.same and cb.name not in out.decomposed:
@@ -130,7 +137,9 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
         if name == f"{old}_{scope}" and _same_shape(cur.buffer(old), buf) and here is not None and old in here.writes():
             return Stage("set_scope", name, scope, writer.name, old)
     if name.endswith((".rf", "_rf")):
-        return Stage("rfactor", name, scope, writer.name)
+        return Stage("rfactor", name, scope, _base(writer.name, tgt), name)
+    if ".rf_" in name and name.endswith(f"_{scope}"):  # rfactor's buffer, then set_scope
+        return Stage("rfactor", name, "global", _base(writer.name, tgt), name[: -len(scope) - 1])
     if writer.name in corr.same or any(writer.name in pair for pair in corr.decomposed.values()):
         back = next(
             (b.name for b in tgt.blocks if name in b.reads() and name not in b.writes() and b.name not in corr.same),
@@ -174,6 +183,20 @@ def _update_of(name: str, corr: Correspondence) -> str:
         if update == name:
             return block
     return ""
+
+
+def scope_of(view: FuncView, buffer: str) -> str:
+    buf = view.buffer(buffer)
+    return str(buf.scope()) if buf is not None else "global"
+
+
+def _base(name: str, tgt: FuncView) -> str:
+    """The block ``decompose_reduction`` split into ``name`` (X for X_init / X_update), else ``name``."""
+    for suffix in ("_init", "_update"):
+        base = name[: -len(suffix)]
+        if name.endswith(suffix) and tgt.block(f"{base}_init") is not None and tgt.block(f"{base}_update") is not None:
+            return base
+    return name
 
 
 def _same_shape(a: Any, b: Any) -> bool:

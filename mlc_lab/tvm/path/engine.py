@@ -54,6 +54,9 @@ def find(make: Callable[[], Any], func: str, target: Any, *, limit: int = 4, dea
         choices = placements(tgt, corr, limit)
     except Unreachable as exc:
         return Found("unreached", why=exc.sentence, kind=exc.kind, seconds=time.perf_counter() - started)
+    except Exception as exc:  # noqa: BLE001  (a construct the engine does not read: said, never raised)
+        why = f"the path engine cannot read this target yet ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
+        return Found("unreached", why=why, kind="partial", seconds=time.perf_counter() - started)
     best: Found | None = None
     tries = [(p, o) for p in choices for o in _OPTIONS]
     for n, (placement, options) in enumerate(tries):
@@ -87,6 +90,9 @@ def _attempt(work: Work, tgt: Any, corr: Any, placement: Any, target: Any, optio
         kind = exc.kind if isinstance(exc, Unreachable) else "partial"
         why = exc.sentence if isinstance(exc, Unreachable) else f"TVM refused {exc.primitive}: {exc.message}"
         return Found("unreached", list(work.ops), work.sch, why=why, kind=kind)
+    except Exception as exc:  # noqa: BLE001  (a construct the engine does not read: said, never raised)
+        why = f"the path engine cannot read this target yet ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
+        return Found("unreached", list(work.ops), work.sch, why=why, kind="partial")
     ours = work.mod[work.func]
     if same_function(ours, target):
         return Found("reached", list(work.ops), work.sch)

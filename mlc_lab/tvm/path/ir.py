@@ -390,15 +390,29 @@ def _loads_of(expr: Any, buffer: str, out: list) -> None:
 
 
 def all_accesses(block: Block) -> list[tuple[str, list[Any]]]:
-    """Every buffer access of a block's statement, in order: (buffer, indices); the store first."""
-    body = block.block.body
+    """Every buffer access of a block's statements, in order: (buffer, indices); each store before
+    the loads of its value."""
     out: list[tuple[str, list[Any]]] = []
-    if isinstance(body, tirx.BufferStore):
-        out.append((str(body.buffer.name), list(body.indices)))
-        found: list = []
-        _every_load(body.value, found)
-        out.extend(found)
+    _stores(block.block.body, out)
     return out
+
+
+def _stores(stmt: Any, out: list) -> None:
+    if isinstance(stmt, tirx.BufferStore):
+        out.append((str(stmt.buffer.name), list(stmt.indices)))
+        _every_load(stmt.value, out)
+    elif isinstance(stmt, tirx.SeqStmt):
+        for sub in stmt.seq:
+            _stores(sub, out)
+    elif isinstance(stmt, tirx.IfThenElse):
+        _every_load(stmt.condition, out)
+        _stores(stmt.then_case, out)
+        if stmt.else_case is not None:
+            _stores(stmt.else_case, out)
+    elif hasattr(stmt, "body") and isinstance(getattr(stmt, "body", None), tirx.Stmt):
+        if hasattr(stmt, "value") and hasattr(stmt.value, "same_as"):
+            _every_load(stmt.value, out)
+        _stores(stmt.body, out)
 
 
 def _every_load(expr: Any, out: list) -> None:

@@ -38,6 +38,8 @@ class Run:
     # --- the whole way ------------------------------------------------------------------------------
     def go(self) -> None:
         scopes = [s for s in self.corr.stages if s.primitive == "set_scope"]
+        # rfactor's buffer goes to its scope at once (the partial block's loops are placed after it)
+        made = {s.old for s in self.corr.stages if s.primitive == "rfactor"}
         for stage in self.corr.stages:
             if stage.primitive.startswith("cache"):
                 make_stage(self.work, self.tgt, self.corr, self.names, stage)
@@ -45,6 +47,9 @@ class Run:
         for stage in self.corr.stages:
             if stage.primitive in ("transform_layout", "rfactor"):
                 make_stage(self.work, self.tgt, self.corr, self.names, stage)
+        for stage in [s for s in scopes if s.old in made]:
+            set_scope(self.work, self.names, stage)
+        scopes = [s for s in scopes if s.old not in made]
         if self.options.get("scope_first"):
             for stage in scopes:
                 set_scope(self.work, self.names, stage)
@@ -53,7 +58,7 @@ class Run:
         for stage in scopes:
             set_scope(self.work, self.names, stage)
         for block, (init, update) in self.corr.decomposed.items():
-            self._decompose(block, init, update)
+            self._decompose(self.names.get(block, block), init, update)
         self._annotate_blocks()
 
     # --- nests ----------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 import tvm
 
 from mlc_lab.tvm.path.blocks import Correspondence, Stage
-from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, accesses, const, maps_of
+from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, accesses, all_accesses, const, maps_of
 from mlc_lab.tvm.path.work import Refused, Unreachable, Work
 
 
@@ -164,9 +164,10 @@ def _uses_only(expr: Any, allowed: list[Any]) -> bool:
 def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
     """Split (or fuse, then split) the reduction loops as the target's partial block reads them, then
     ``rfactor`` the piece that the partial buffer is indexed by."""
-    trf = tgt.block(stage.target_block)
-    assert trf is not None
-    final = next((b for b in tgt.blocks if stage.buffer in b.reads() and b.name != trf.name), None)
+    trf = tgt.block(stage.target_block) or tgt.block(f"{stage.target_block}_update")
+    if trf is None:
+        raise Unreachable(f"the target's partial sums {stage.buffer} come from no block the engine reads")
+    final = next((b for b in tgt.blocks if stage.buffer in b.reads() and stage.buffer not in b.writes()), None)
     block = work.view.block(names.get(final.name, final.name)) if final is not None else None
     if final is None or block is None:
         raise Unreachable(f"no block of the target reads the partial sums {stage.buffer}", "computes")
@@ -203,13 +204,13 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> 
     rf_var = trf.block.iter_vars[rf_index].var
     factor_axis = next(i for i, e in enumerate(store.indices) if isinstance(e, tvm.tirx.Var) and e.same_as(rf_var))
     made = work.apply("rfactor", why, loop=piece, factor_axis=factor_axis)
-    names[trf.name] = str(work.get(made).name_hint)
+    names[stage.target_block] = str(work.get(made).name_hint)
 
 
 def _rf_reading(block: Block, trf: Block) -> tuple[list[int], IterMaps, int]:
     """Which reduction iterators of ``block`` are factored, how the partial block reads them (terms
     over its iterators) and which of its iterators indexes the partial buffer."""
-    mine, theirs = _loads(block.block.body), _loads(trf.block.body)
+    mine, theirs = all_accesses(block)[1:], all_accesses(trf)[1:]
     ivars = [iv.var for iv in block.block.iter_vars]
     reduce = [k for k, iv in enumerate(block.block.iter_vars) if int(iv.iter_type) == 2]
     found: dict[int, Any] = {}
@@ -239,23 +240,6 @@ def _rf_reading(block: Block, trf: Block) -> tuple[list[int], IterMaps, int]:
             f"the target's {trf.name} does not read a reduction of {block.name} split in parts", "computes"
         )
     return reduce, maps, rf[0]
-
-
-def _loads(stmt: Any) -> list[tuple[str, list[Any]]]:
-    out: list[tuple[str, list[Any]]] = []
-
-    def visit(e: Any) -> None:
-        if isinstance(e, tvm.ir.TensorLoad):
-            out.append((str(e.source.name), list(e.indices)))
-        for attr in ("a", "b", "value", "condition", "true_value", "false_value"):
-            sub = getattr(e, attr, None)
-            if sub is not None and hasattr(sub, "same_as"):
-                visit(sub)
-        for sub in getattr(e, "args", []) or []:
-            visit(sub)
-
-    visit(stmt.value)
-    return out
 
 
 def _loop_of(view: FuncView, block: Block, k: int) -> int:
