@@ -80,6 +80,12 @@ def target_function(target: Any, func: str, original: Any) -> Any:
     raise LoadError(f"the target has no function {func!r} and several others: {', '.join(names)}")
 
 
+def reaches(start: State, target: Any, deadline_s: float = 5.0) -> bool:
+    """Whether the engine finds a way from ``start`` (no naming, no trace: the quick question asked
+    of each step a way may go back to)."""
+    return find(lambda: start.fork().sch, start.func, target, deadline_s=deadline_s).status == "reached"
+
+
 def find_way(start: State, target: Any, deadline_s: float = 20.0) -> Way:
     """The way from ``start`` to the target PrimFunc, named and checked."""
     found = find(lambda: start.fork().sch, start.func, target, deadline_s=deadline_s)
