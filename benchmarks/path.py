@@ -1,7 +1,7 @@
 """The path engine measured (issue 33): ``Session.path_to`` on pairs the project generates; JSON and a table.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/path.py [--subset all|fast|ID-PART] [--middle N|all|none]
-        [--json out.json] [--details details.json]
+    PYTHONPATH=. .venv/bin/python benchmarks/path.py [--subset all|fast|ID-PART] [--groups llvm,cuda,...]
+        [--middle N|all|none] [--json out.json] [--details details.json]
 
 Pairs (``tests/conformance/path_pairs.py``): every schedule of the conformance corpus with its trace
 withheld (start: the original program, target: TVM's own replay of the trace); every step of those as a
