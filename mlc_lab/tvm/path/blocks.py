@@ -114,6 +114,7 @@ def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
             out.decomposed[stage.target_block] = pair
             explained.update(pair)
     out.stages.extend(_layout_changes(cur, tgt, cur_bufs, tgt_bufs, out))
+    out.stages.extend(_block_layout_changes(cur, tgt, out))
     for cb in cur.blocks:
         if cb.name not in out.same and cb.name not in out.decomposed:
             out.inlined.append(cb.name)
@@ -175,6 +176,19 @@ def _layout_changes(cur: FuncView, tgt: FuncView, cur_bufs: dict, tgt_bufs: dict
             if not same:
                 out.append(Stage("transform_layout", name, str(tgt_bufs[name].scope()), tb.name))
             break
+    return out
+
+
+def _block_layout_changes(cur: FuncView, tgt: FuncView, corr: Correspondence) -> list[Stage]:
+    """Blocks whose iterators the target changed (``transform_block_layout``): another number of
+    them, each of the program's read through the target's as an expression."""
+    out = []
+    for tb in tgt.blocks:
+        cb = cur.block(corr.same.get(tb.name, ""))
+        if cb is None or tb.scope is not None or any(s.primitive == "rfactor" for s in corr.stages):
+            continue  # an rfactor gives its final block the partial sums' iterators
+        if len(cb.block.iter_vars) != len(tb.block.iter_vars):
+            out.append(Stage("transform_block_layout", "", "", tb.name))
     return out
 
 

@@ -426,3 +426,24 @@ def _every_load(expr: Any, out: list) -> None:
     for sub in getattr(expr, "args", None) or []:
         if hasattr(sub, "same_as"):
             _every_load(sub, out)
+
+
+def read_as(block: Block, other: Block) -> list[Any]:
+    """How ``other`` (the target's form of ``block``) reads each iterator of ``block``: the index at
+    the place of the same access where ``block`` uses the iterator alone (a constant when ``other``
+    reads a unit iterator as one). Raises LookupError when an iterator is not found."""
+    ivars = [iv.var for iv in block.block.iter_vars]
+    found: dict[int, Any] = {}
+    for (name, mine), (theirs_name, theirs) in zip(all_accesses(block), all_accesses(other)):
+        if name != theirs_name or len(mine) != len(theirs):
+            continue
+        for e, te in zip(mine, theirs):
+            for k, v in enumerate(ivars):
+                if isinstance(e, tirx.Var) and e.same_as(v):
+                    found.setdefault(k, te)
+    for k, iv in enumerate(block.block.iter_vars):
+        if k not in found and const(iv.dom.extent) == 1:
+            found[k] = tirx.IntImm(iv.var.dtype, 0)
+    if len(found) != len(ivars):
+        raise LookupError(f"block {other.name} does not read every iterator of {block.name}")
+    return [found[k] for k in range(len(ivars))]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlc_lab.tvm.path.blocks import Attach, Correspondence, Placement
-from mlc_lab.tvm.path.ir import FuncView, Loop, iter_maps, plain, same_placement, substitute
+from mlc_lab.tvm.path.ir import FuncView, Loop, iter_maps, plain, read_as, same_placement, substitute
 from mlc_lab.tvm.path.explain import block_difference
 from mlc_lab.tvm.path.stages import inline_all, make_stage, set_scope
 from mlc_lab.tvm.path.tiling import tile
@@ -45,7 +45,7 @@ class Run:
                 make_stage(self.work, self.tgt, self.corr, self.names, stage)
         inline_all(self.work, self.corr.inlined)
         for stage in self.corr.stages:
-            if stage.primitive in ("transform_layout", "rfactor"):
+            if stage.primitive in ("transform_block_layout", "transform_layout", "rfactor"):
                 make_stage(self.work, self.tgt, self.corr, self.names, stage)
         for stage in [s for s in scopes if s.old in made]:
             set_scope(self.work, self.names, stage)
@@ -114,7 +114,10 @@ class Run:
         assert here is not None
         mapping = [(iv.var, v) for iv, v in zip(outer.block.iter_vars, outer.values)]
         mapping += [(iv.var, v) for iv, v in zip(tinner.block.iter_vars, tinner.values)]
-        values = [substitute(v, mapping) for v in _read_as(here, tinner)]
+        try:
+            values = [substitute(v, mapping) for v in read_as(here, tinner)]
+        except LookupError as exc:
+            raise Unreachable(str(exc), "computes") from None
         town = attach.own + tinner.chain
         chain = work.view.chain(here)
         tile(work, name, [lp.order for lp in chain], tgt, tinner, town, values=values)
@@ -270,27 +273,6 @@ class Run:
             raise Unreachable(f"the target's {init} has loops that decompose_reduction does not make")
         for i, o in enumerate(town):
             self._kind(made, shared + i, tgt.loops[o])
-
-
-def _read_as(block: Any, other: Any) -> list[Any]:
-    """How ``other`` (the target's block inside a blockized one) reads each iterator of ``block``:
-    the index at the place of the same access where ``block`` uses the iterator alone."""
-    from tvm import tirx
-
-    from mlc_lab.tvm.path.ir import all_accesses
-
-    ivars = [iv.var for iv in block.block.iter_vars]
-    found: dict[int, Any] = {}
-    for (name, mine), (theirs_name, theirs) in zip(all_accesses(block), all_accesses(other)):
-        if name != theirs_name or len(mine) != len(theirs):
-            continue
-        for e, te in zip(mine, theirs):
-            for k, v in enumerate(ivars):
-                if isinstance(e, tirx.Var) and e.same_as(v):
-                    found.setdefault(k, te)
-    if len(found) != len(ivars):
-        raise Unreachable(f"block {other.name} of the target does not read every iterator of {block.name}", "computes")
-    return [found[k] for k in range(len(ivars))]
 
 
 def _annotatable(value: Any) -> bool:

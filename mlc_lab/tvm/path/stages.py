@@ -10,7 +10,7 @@ from typing import Any
 import tvm
 
 from mlc_lab.tvm.path.blocks import Correspondence, Stage
-from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, accesses, all_accesses, const, maps_of
+from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, accesses, all_accesses, const, maps_of, read_as
 from mlc_lab.tvm.path.work import Refused, Unreachable, Work
 
 
@@ -28,6 +28,8 @@ def make_stage(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str,
         return  # made with the block's loops, when its nest is placed (plan.Run._blockize)
     elif stage.primitive == "transform_layout":
         _transform_layout(work, tgt, names, stage)
+    elif stage.primitive == "transform_block_layout":
+        _transform_block_layout(work, tgt, names, stage)
 
 
 def _inputs(block: Block) -> list[str]:
@@ -148,6 +150,29 @@ def _transform_layout(work: Work, tgt: FuncView, names: dict[str, str], stage: S
         pad_value=None,
         assume_injective_transform=False,
     )
+
+
+def _transform_block_layout(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
+    """Give the block the target's iterators: the index map is the inverse of how the target's
+    block reads the program's iterators."""
+    tb = tgt.block(stage.target_block)
+    cb = work.view.block(names.get(stage.target_block, stage.target_block)) if tb is not None else None
+    if cb is None or tb is None:
+        raise Unreachable(f"block {stage.target_block} of the target has no counterpart here", "computes")
+    try:
+        reads = read_as(cb, tb)
+    except LookupError as exc:
+        raise Unreachable(str(exc), "computes") from None
+    new = [iv.var for iv in tb.block.iter_vars]
+    shape = [iv.dom.extent for iv in tb.block.iter_vars]
+    try:
+        index_map = tvm.tirx.IndexMap(new, reads, None).inverse(shape)
+    except Exception:  # noqa: BLE001  (TVM finds the map not invertible)
+        raise Unreachable(
+            f"block {tb.name} of the target iterates otherwise than any layout of the program's", "no_primitive"
+        ) from None
+    why = f"the target's block {tb.name} iterates over {', '.join(str(v) for v in new)} ({', '.join(map(str, shape))})"
+    work.apply("transform_block_layout", why, block=work.block_rv(cb.name), index_map=index_map)
 
 
 def _uses_only(expr: Any, allowed: list[Any]) -> bool:
