@@ -1,11 +1,14 @@
 """Which block of the target is which block of the program, and where each one sits.
 
-Blocks are matched by what they compute: the same block keeps its name and its computation; the
-blocks primitives make are recognised by what they are (a cache stage copies a buffer into a new
-one of another scope: ``cache_read`` when the copy is read, ``cache_write`` when the computation
-writes it; ``decompose_reduction`` splits a reduction into ``X_init`` and ``X_update``); a block the
-target no longer has was inlined. A target block that is none of these is something the target
-computes and the program does not.
+Blocks are matched by what they compute: the same block keeps its name and stays the same kind of
+computation (a reduction stays one); the blocks and buffers primitives make are recognised by what
+they are (``Stage``): a buffer in another scope is a cache stage (``cache_read`` when its copy is
+read, ``cache_write`` when the computation writes it), ``set_scope`` (the same buffer, renamed), or
+an ``rfactor``'s partial sums; a buffer laid out otherwise is a ``transform_layout``, a block that
+iterates otherwise a ``transform_block_layout``, an outer block around one of the program's a
+``blockize``, ``X_init`` and ``X_update`` a ``decompose_reduction``; a block the target no longer has
+was inlined. A target block that is none of these is something the target computes and the program
+does not. Names are TVM's own; a target named otherwise is renamed first (``names``).
 
 Placements are read off the target's loop nests: in each nest one block owns the loops (they are its
 own loops, split, reordered, fused), and every other block was moved under one of them

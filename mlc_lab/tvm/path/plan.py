@@ -177,10 +177,6 @@ class Run:
         used = {t.leaf for ts in maps.terms for t in ts} if maps is not None else set()
         return any(o in used for o in units)
 
-    def _loops_text(self, orders: list[int]) -> str:
-        return ", ".join(f"{self.tgt.loops[o].name} ({self.tgt.loops[o].extent})" for o in orders) or "none"
-
-    # --- loop kinds and annotations ---------------------------------------------------------------
     def _kinds(self, name: str, town: list[int], base: int, only: set[int] | None = None) -> None:
         for i, o in enumerate(town):
             if only is not None and o not in only:

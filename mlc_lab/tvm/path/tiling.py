@@ -26,10 +26,6 @@ class _Piece:
     fused_from: int | None = None  # a term of fused mark ``fused_from`` (made by the fuse-then-split)
 
 
-def _ext(term: Term) -> Any:
-    return term.extent
-
-
 def _by_scale(terms: list[Term], place: dict[int, int], maps: IterMaps | None = None) -> list[Term]:
     """Terms outermost first: by scale, ties (unit pieces) by where their loop is."""
 
