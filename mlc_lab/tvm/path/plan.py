@@ -34,6 +34,7 @@ class Run:
         for block, (_, update) in corr.decomposed.items():
             self.names[update] = block
         self.where: dict[int, tuple[str, int]] = {}  # target loop -> (block here, place in its chain)
+        self.deferred: list[tuple[str, int, Loop]] = []  # loop kinds TVM refused when first asked
 
     # --- the whole way ------------------------------------------------------------------------------
     def go(self) -> None:
@@ -59,6 +60,9 @@ class Run:
             set_scope(self.work, self.names, stage)
         for block, (init, update) in self.corr.decomposed.items():
             self._decompose(self.names.get(block, block), init, update)
+        for name, place, tloop in self.deferred:  # refused earlier: TVM wanted something first
+            here = name if self.work.view.block(name) is not None else f"{name}_update"
+            self._kind(here, place, tloop, defer=False)
         self._annotate_blocks()
 
     # --- nests ----------------------------------------------------------------------------------------
@@ -183,19 +187,27 @@ class Run:
                 continue
             self._kind(name, base + i, self.tgt.loops[o])
 
-    def _kind(self, name: str, place: int, tloop: Loop) -> None:
+    def _kind(self, name: str, place: int, tloop: Loop, defer: bool = True) -> None:
+        """The loop's kind and annotations as the target's; a kind TVM refuses now is tried again at
+        the end (``defer``: TVM wants another step first, as decompose_reduction for a vectorize)."""
         work = self.work
         cur = work.view.chain(work.view.block(name))[place]  # type: ignore[arg-type]
         if (cur.kind, cur.thread) != (tloop.kind, tloop.thread):
             if cur.kind != "serial":
                 raise Unreachable(f"loop {cur.name} is {cur.kind} here and {tloop.kind} in the target")
             rv = work.loop_rvs(name)[place]
-            if tloop.kind == "thread_binding":
-                why = f"the target's loop {tloop.name} is bound to {tloop.thread}"
-                work.apply("bind", why, loop=rv, thread_axis=tloop.thread)
-            else:
-                why = f"the target's loop {tloop.name} is {tloop.kind}"
-                work.apply(_KIND_PRIMITIVE[tloop.kind], why, loop=rv)
+            try:
+                if tloop.kind == "thread_binding":
+                    why = f"the target's loop {tloop.name} is bound to {tloop.thread}"
+                    work.apply("bind", why, loop=rv, thread_axis=tloop.thread)
+                else:
+                    why = f"the target's loop {tloop.name} is {tloop.kind}"
+                    work.apply(_KIND_PRIMITIVE[tloop.kind], why, loop=rv)
+            except Refused:
+                if not defer:
+                    raise
+                self.deferred.append((name, place, tloop))
+                return
         self._annotations(("loop", name, place), cur.annotations, tloop.annotations, f"loop {tloop.name}")
 
     def _annotations(self, what: tuple, have: dict, want: dict, text: str) -> None:
