@@ -1,7 +1,7 @@
 """The path engine measured (issue 33): ``Session.path_to`` on pairs the project generates; JSON and a table.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/path.py [--subset all|fast|ID-PART] [--middle N|all|none]
-        [--json out.json] [--details details.json]
+    PYTHONPATH=. .venv/bin/python benchmarks/path.py [--subset all|fast|ID-PART] [--groups llvm,cuda,...]
+        [--middle N|all|none] [--json out.json] [--details details.json]
 
 Pairs (``tests/conformance/path_pairs.py``): every schedule of the conformance corpus with its trace
 withheld (start: the original program, target: TVM's own replay of the trace); every step of those as a
@@ -207,6 +207,7 @@ def print_table(table: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--subset", default="all", help="corpus entries: all, fast, or a part of their id")
+    parser.add_argument("--groups", help="only these corpus groups (comma-separated: llvm,cuda,...)")
     parser.add_argument("--middle", default="3", help="every N-th step of each corpus schedule as a start; all; none")
     parser.add_argument("--json", help="write the table here too")
     parser.add_argument("--details", help="write every pair's outcome here")
@@ -216,6 +217,9 @@ def main() -> None:
     started = time.time()
     rows: list[dict] = []
     pairs = path_pairs.corpus_pairs(args.subset)
+    if args.groups:
+        wanted = {f"corpus/{g}" for g in args.groups.split(",")}
+        pairs = [p for p in pairs if p.group in wanted]
     entries = {e["id"]: e for e in harness.corpus()}
     for pair in pairs + path_pairs.course_pairs() + path_pairs.unreachable_pairs():
         rows.append(run_pair(pair))

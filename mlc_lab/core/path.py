@@ -15,7 +15,7 @@ from typing import Any
 from mlc_lab.core.step_calls import _call_label
 from mlc_lab.model.path import Hint, PathAnswer, PathStep
 from mlc_lab.tvm import schedule as tsch
-from mlc_lab.tvm.path.way import Way, find_way, target_function
+from mlc_lab.tvm.path.way import Way, find_way, reaches, target_function
 
 # Searching for the step to go back to stops after this long; the original program is the answer then.
 BACK_BUDGET_S = 10.0
@@ -39,13 +39,15 @@ def path_to(session: Any, target: Any, *, step: int | None = None) -> PathAnswer
 
 
 def _deepest(session: Any, between: list[int], tfunc: Any, started: float) -> tuple[int | None, Way | None]:
-    """The deepest step of ``between`` (root side first) from which the target is reachable."""
+    """The deepest step of ``between`` (root side first) from which the target is reachable: each
+    asked the quick question, the one found named."""
     for sid in reversed(between):
         if time.perf_counter() - started > BACK_BUDGET_S:
             break
-        way = find_way(session._states[sid], tfunc)  # noqa: SLF001
-        if way.status != "unreached":
-            return sid, way
+        if reaches(session._states[sid], tfunc):  # noqa: SLF001
+            way = find_way(session._states[sid], tfunc)  # noqa: SLF001
+            if way.status != "unreached":
+                return sid, way
     return None, None
 
 

@@ -228,3 +228,26 @@ def _property(examples: int):
 
 test_random_targets_are_reached_or_honestly_not = _property(12)
 test_random_targets_are_reached_or_honestly_not_full = pytest.mark.full(_property(300))
+
+
+@pytest.mark.parametrize(
+    "entry_id",
+    [
+        "primitive/transform_typed_cast",  # an index map with typed literals: the apply_trace imports T
+        "primitive/blockize_bind",
+        "primitive/fuse_reduction_epilogue",
+        "NRM/llvm/sketch0",  # rfactor over a fused reduction
+        "SFM/cuda/sketch1",  # splits with padding
+        "C1D/cuda/sketch0",  # a cache of a buffer whose block is inlined after
+    ],
+)
+def test_corpus_schedules_with_their_trace_withheld_are_reached(entry_id):
+    from tests.conformance import harness
+
+    entry = next(e for e in harness.corpus() if e["id"] == entry_id)
+    target = path_pairs.tvm_target(entry)
+    func = entry.get("func") or "main"
+    answer = Session(entry["module"], func).path_to(target)
+    assert answer.reached, answer.why
+    assert _same(_tvm_replay(entry["module"], func, answer.trace), target[func])
+    assert len(answer.steps) <= len(path_pairs.transforming(entry["json"]))

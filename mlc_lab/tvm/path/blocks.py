@@ -1,11 +1,14 @@
 """Which block of the target is which block of the program, and where each one sits.
 
-Blocks are matched by what they compute: the same block keeps its name and its computation; the
-blocks primitives make are recognised by what they are (a cache stage copies a buffer into a new
-one of another scope: ``cache_read`` when the copy is read, ``cache_write`` when the computation
-writes it; ``decompose_reduction`` splits a reduction into ``X_init`` and ``X_update``); a block the
-target no longer has was inlined. A target block that is none of these is something the target
-computes and the program does not.
+Blocks are matched by what they compute: the same block keeps its name and stays the same kind of
+computation (a reduction stays one); the blocks and buffers primitives make are recognised by what
+they are (``Stage``): a buffer in another scope is a cache stage (``cache_read`` when its copy is
+read, ``cache_write`` when the computation writes it), ``set_scope`` (the same buffer, renamed), or
+an ``rfactor``'s partial sums; a buffer laid out otherwise is a ``transform_layout``, a block that
+iterates otherwise a ``transform_block_layout``, an outer block around one of the program's a
+``blockize``, ``X_init`` and ``X_update`` a ``decompose_reduction``; a block the target no longer has
+was inlined. A target block that is none of these is something the target computes and the program
+does not. Names are TVM's own; a target named otherwise is renamed first (``names``).
 
 Placements are read off the target's loop nests: in each nest one block owns the loops (they are its
 own loops, split, reordered, fused), and every other block was moved under one of them
@@ -106,7 +109,15 @@ def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
         out.stages.append(stage)
         if stage.primitive != "set_scope":
             explained.add(stage.target_block)
+        if stage.primitive == "rfactor" and stage.buffer != stage.old:  # made, then moved to another scope
+            out.stages.append(Stage("set_scope", name, scope_of(tgt, name), stage.target_block, stage.old))
+    for stage in out.stages:  # a block a primitive makes, then decomposed (an rfactor's partial sums)
+        pair = (f"{stage.target_block}_init", f"{stage.target_block}_update")
+        if tgt.block(pair[0]) is not None and tgt.block(pair[1]) is not None:
+            out.decomposed[stage.target_block] = pair
+            explained.update(pair)
     out.stages.extend(_layout_changes(cur, tgt, cur_bufs, tgt_bufs, out))
+    out.stages.extend(_block_layout_changes(cur, tgt, out))
     for cb in cur.blocks:
         if cb.name not in out.same and cb.name not in out.decomposed:
             out.inlined.append(cb.name)
@@ -130,7 +141,9 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
         if name == f"{old}_{scope}" and _same_shape(cur.buffer(old), buf) and here is not None and old in here.writes():
             return Stage("set_scope", name, scope, writer.name, old)
     if name.endswith((".rf", "_rf")):
-        return Stage("rfactor", name, scope, writer.name)
+        return Stage("rfactor", name, scope, _base(writer.name, tgt), name)
+    if ".rf_" in name and name.endswith(f"_{scope}"):  # rfactor's buffer, then set_scope
+        return Stage("rfactor", name, "global", _base(writer.name, tgt), name[: -len(scope) - 1])
     if writer.name in corr.same or any(writer.name in pair for pair in corr.decomposed.values()):
         back = next(
             (b.name for b in tgt.blocks if name in b.reads() and name not in b.writes() and b.name not in corr.same),
@@ -169,11 +182,38 @@ def _layout_changes(cur: FuncView, tgt: FuncView, cur_bufs: dict, tgt_bufs: dict
     return out
 
 
+def _block_layout_changes(cur: FuncView, tgt: FuncView, corr: Correspondence) -> list[Stage]:
+    """Blocks whose iterators the target changed (``transform_block_layout``): another number of
+    them, each of the program's read through the target's as an expression."""
+    out = []
+    for tb in tgt.blocks:
+        cb = cur.block(corr.same.get(tb.name, ""))
+        if cb is None or tb.scope is not None or any(s.primitive == "rfactor" for s in corr.stages):
+            continue  # an rfactor gives its final block the partial sums' iterators
+        if len(cb.block.iter_vars) != len(tb.block.iter_vars):
+            out.append(Stage("transform_block_layout", "", "", tb.name))
+    return out
+
+
 def _update_of(name: str, corr: Correspondence) -> str:
     for block, (_, update) in corr.decomposed.items():
         if update == name:
             return block
     return ""
+
+
+def scope_of(view: FuncView, buffer: str) -> str:
+    buf = view.buffer(buffer)
+    return str(buf.scope()) if buf is not None else "global"
+
+
+def _base(name: str, tgt: FuncView) -> str:
+    """The block ``decompose_reduction`` split into ``name`` (X for X_init / X_update), else ``name``."""
+    for suffix in ("_init", "_update"):
+        base = name[: -len(suffix)]
+        if name.endswith(suffix) and tgt.block(f"{base}_init") is not None and tgt.block(f"{base}_update") is not None:
+            return base
+    return name
 
 
 def _same_shape(a: Any, b: Any) -> bool:

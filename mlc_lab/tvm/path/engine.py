@@ -54,12 +54,18 @@ def find(make: Callable[[], Any], func: str, target: Any, *, limit: int = 4, dea
         choices = placements(tgt, corr, limit)
     except Unreachable as exc:
         return Found("unreached", why=exc.sentence, kind=exc.kind, seconds=time.perf_counter() - started)
+    except Exception as exc:  # noqa: BLE001  (a construct the engine does not read: said, never raised)
+        why = f"the path engine cannot read this target yet ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
+        return Found("unreached", why=why, kind="partial", seconds=time.perf_counter() - started)
     best: Found | None = None
-    for n, placement in enumerate(choices):
+    tries = [(p, o) for p in choices for o in _OPTIONS]
+    for n, (placement, options) in enumerate(tries):
         if n and time.perf_counter() - started > deadline_s:
             break
+        if options and best is not None and best.kind != "partial":
+            continue  # a variant only helps where the plain attempt got part of the way
         work = Work(make() if n else sch, func)
-        got = _attempt(work, tgt, corr, placement, target)
+        got = _attempt(work, tgt, corr, placement, target, options)
         got.tried = n + 1
         if got.status == "reached":
             got.seconds = time.perf_counter() - started
@@ -71,14 +77,22 @@ def find(make: Callable[[], Any], func: str, target: Any, *, limit: int = 4, dea
     return best
 
 
-def _attempt(work: Work, tgt: Any, corr: Any, placement: Any, target: Any) -> Found:
-    run = Run(work, tgt, corr, placement, {})
+# Variants of one attempt, tried in order when the plain one gets only part of the way: set_scope
+# before the blocks move (a shared buffer's region then spans the threads bound above it).
+_OPTIONS: tuple[dict, ...] = ({}, {"scope_first": True})
+
+
+def _attempt(work: Work, tgt: Any, corr: Any, placement: Any, target: Any, options: dict) -> Found:
+    run = Run(work, tgt, corr, placement, options)
     try:
         run.go()
     except (Unreachable, Refused) as exc:
         kind = exc.kind if isinstance(exc, Unreachable) else "partial"
         why = exc.sentence if isinstance(exc, Unreachable) else f"TVM refused {exc.primitive}: {exc.message}"
         return Found("unreached", list(work.ops), work.sch, why=why, kind=kind)
+    except Exception as exc:  # noqa: BLE001  (a construct the engine does not read: said, never raised)
+        why = f"the path engine cannot read this target yet ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
+        return Found("unreached", list(work.ops), work.sch, why=why, kind="partial")
     ours = work.mod[work.func]
     if same_function(ours, target):
         return Found("reached", list(work.ops), work.sch)

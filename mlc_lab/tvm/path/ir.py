@@ -363,42 +363,79 @@ def same_placement(cur: FuncView, cblock: Block, tgt: FuncView, tblock: Block) -
 
 
 def accesses(block: Block, buffer: str) -> list[tuple[str, list[Any]]]:
-    """Where a block's statement touches ``buffer``: ("write" / "read", the indices), in order."""
-    body = block.block.body
+    """Where a block's statements touch ``buffer``: ("write" / "read", the indices), in order."""
     out: list[tuple[str, list[Any]]] = []
-    if isinstance(body, tirx.BufferStore):
-        if str(body.buffer.name) == buffer:
-            out.append(("write", list(body.indices)))
-        _loads_of(body.value, buffer, out)
+    for name, indices, kind in _accesses_kinds(block.block.body):
+        if name == buffer:
+            out.append((kind, indices))
     return out
 
 
-def _loads_of(expr: Any, buffer: str, out: list) -> None:
-    if isinstance(expr, tvm.ir.TensorLoad):
-        if str(expr.source.name) == buffer:
-            out.append(("read", list(expr.indices)))
-        for i in expr.indices:
-            _loads_of(i, buffer, out)
-        return
-    for attr in ("a", "b", "value", "condition", "true_value", "false_value"):
-        sub = getattr(expr, attr, None)
-        if sub is not None and hasattr(sub, "same_as"):
-            _loads_of(sub, buffer, out)
-    for sub in getattr(expr, "args", None) or []:
-        if hasattr(sub, "same_as"):
-            _loads_of(sub, buffer, out)
+def _accesses_kinds(stmt: Any) -> list[tuple[str, list[Any], str]]:
+    found: list[tuple[str, list[Any]]] = []
+    _stores(stmt, found)
+    kinds = []
+    stores = _store_positions(stmt)
+    for n, (name, indices) in enumerate(found):
+        kinds.append((name, indices, "write" if n in stores else "read"))
+    return kinds
+
+
+def _store_positions(stmt: Any) -> set[int]:
+    """Which entries of ``_stores``' list are stores (the rest are loads)."""
+    marks: list[bool] = []
+
+    def walk(s: Any) -> None:
+        if isinstance(s, tirx.BufferStore):
+            marks.append(True)
+            loads: list = []
+            _every_load(s.value, loads)
+            marks.extend([False] * len(loads))
+        elif isinstance(s, tirx.SeqStmt):
+            for sub in s.seq:
+                walk(sub)
+        elif isinstance(s, tirx.IfThenElse):
+            loads = []
+            _every_load(s.condition, loads)
+            marks.extend([False] * len(loads))
+            walk(s.then_case)
+            if s.else_case is not None:
+                walk(s.else_case)
+        elif hasattr(s, "body") and isinstance(getattr(s, "body", None), tirx.Stmt):
+            if hasattr(s, "value") and hasattr(s.value, "same_as"):
+                loads = []
+                _every_load(s.value, loads)
+                marks.extend([False] * len(loads))
+            walk(s.body)
+
+    walk(stmt)
+    return {n for n, store in enumerate(marks) if store}
 
 
 def all_accesses(block: Block) -> list[tuple[str, list[Any]]]:
-    """Every buffer access of a block's statement, in order: (buffer, indices); the store first."""
-    body = block.block.body
+    """Every buffer access of a block's statements, in order: (buffer, indices); each store before
+    the loads of its value."""
     out: list[tuple[str, list[Any]]] = []
-    if isinstance(body, tirx.BufferStore):
-        out.append((str(body.buffer.name), list(body.indices)))
-        found: list = []
-        _every_load(body.value, found)
-        out.extend(found)
+    _stores(block.block.body, out)
     return out
+
+
+def _stores(stmt: Any, out: list) -> None:
+    if isinstance(stmt, tirx.BufferStore):
+        out.append((str(stmt.buffer.name), list(stmt.indices)))
+        _every_load(stmt.value, out)
+    elif isinstance(stmt, tirx.SeqStmt):
+        for sub in stmt.seq:
+            _stores(sub, out)
+    elif isinstance(stmt, tirx.IfThenElse):
+        _every_load(stmt.condition, out)
+        _stores(stmt.then_case, out)
+        if stmt.else_case is not None:
+            _stores(stmt.else_case, out)
+    elif hasattr(stmt, "body") and isinstance(getattr(stmt, "body", None), tirx.Stmt):
+        if hasattr(stmt, "value") and hasattr(stmt.value, "same_as"):
+            _every_load(stmt.value, out)
+        _stores(stmt.body, out)
 
 
 def _every_load(expr: Any, out: list) -> None:
@@ -412,3 +449,24 @@ def _every_load(expr: Any, out: list) -> None:
     for sub in getattr(expr, "args", None) or []:
         if hasattr(sub, "same_as"):
             _every_load(sub, out)
+
+
+def read_as(block: Block, other: Block) -> list[Any]:
+    """How ``other`` (the target's form of ``block``) reads each iterator of ``block``: the index at
+    the place of the same access where ``block`` uses the iterator alone (a constant when ``other``
+    reads a unit iterator as one). Raises LookupError when an iterator is not found."""
+    ivars = [iv.var for iv in block.block.iter_vars]
+    found: dict[int, Any] = {}
+    for (name, mine), (theirs_name, theirs) in zip(all_accesses(block), all_accesses(other)):
+        if name != theirs_name or len(mine) != len(theirs):
+            continue
+        for e, te in zip(mine, theirs):
+            for k, v in enumerate(ivars):
+                if isinstance(e, tirx.Var) and e.same_as(v):
+                    found.setdefault(k, te)
+    for k, iv in enumerate(block.block.iter_vars):
+        if k not in found and const(iv.dom.extent) == 1:
+            found[k] = tirx.IntImm(str(iv.dom.extent.dtype), 0)
+    if len(found) != len(ivars):
+        raise LookupError(f"block {other.name} does not read every iterator of {block.name}")
+    return [found[k] for k in range(len(ivars))]

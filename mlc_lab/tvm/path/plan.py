@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlc_lab.tvm.path.blocks import Attach, Correspondence, Placement
-from mlc_lab.tvm.path.ir import FuncView, Loop, iter_maps, plain, same_placement, substitute
+from mlc_lab.tvm.path.ir import FuncView, Loop, iter_maps, plain, read_as, same_placement, substitute
 from mlc_lab.tvm.path.explain import block_difference
 from mlc_lab.tvm.path.stages import inline_all, make_stage, set_scope
 from mlc_lab.tvm.path.tiling import tile
@@ -34,17 +34,23 @@ class Run:
         for block, (_, update) in corr.decomposed.items():
             self.names[update] = block
         self.where: dict[int, tuple[str, int]] = {}  # target loop -> (block here, place in its chain)
+        self.deferred: list[tuple[str, int, Loop]] = []  # loop kinds TVM refused when first asked
 
     # --- the whole way ------------------------------------------------------------------------------
     def go(self) -> None:
         scopes = [s for s in self.corr.stages if s.primitive == "set_scope"]
+        # rfactor's buffer goes to its scope at once (the partial block's loops are placed after it)
+        made = {s.old for s in self.corr.stages if s.primitive == "rfactor"}
         for stage in self.corr.stages:
             if stage.primitive.startswith("cache"):
                 make_stage(self.work, self.tgt, self.corr, self.names, stage)
         inline_all(self.work, self.corr.inlined)
         for stage in self.corr.stages:
-            if stage.primitive in ("transform_layout", "rfactor"):
+            if stage.primitive in ("transform_block_layout", "transform_layout", "rfactor"):
                 make_stage(self.work, self.tgt, self.corr, self.names, stage)
+        for stage in [s for s in scopes if s.old in made]:
+            set_scope(self.work, self.names, stage)
+        scopes = [s for s in scopes if s.old not in made]
         if self.options.get("scope_first"):
             for stage in scopes:
                 set_scope(self.work, self.names, stage)
@@ -53,7 +59,10 @@ class Run:
         for stage in scopes:
             set_scope(self.work, self.names, stage)
         for block, (init, update) in self.corr.decomposed.items():
-            self._decompose(block, init, update)
+            self._decompose(self.names.get(block, block), init, update)
+        for name, place, tloop in self.deferred:  # refused earlier: TVM wanted something first
+            here = name if self.work.view.block(name) is not None else f"{name}_update"
+            self._kind(here, place, tloop, defer=False)
         self._annotate_blocks()
 
     # --- nests ----------------------------------------------------------------------------------------
@@ -109,7 +118,10 @@ class Run:
         assert here is not None
         mapping = [(iv.var, v) for iv, v in zip(outer.block.iter_vars, outer.values)]
         mapping += [(iv.var, v) for iv, v in zip(tinner.block.iter_vars, tinner.values)]
-        values = [substitute(v, mapping) for v in _read_as(here, tinner)]
+        try:
+            values = [substitute(v, mapping) for v in read_as(here, tinner)]
+        except LookupError as exc:
+            raise Unreachable(str(exc), "computes") from None
         town = attach.own + tinner.chain
         chain = work.view.chain(here)
         tile(work, name, [lp.order for lp in chain], tgt, tinner, town, values=values)
@@ -169,29 +181,33 @@ class Run:
         used = {t.leaf for ts in maps.terms for t in ts} if maps is not None else set()
         return any(o in used for o in units)
 
-    def _loops_text(self, orders: list[int]) -> str:
-        return ", ".join(f"{self.tgt.loops[o].name} ({self.tgt.loops[o].extent})" for o in orders) or "none"
-
-    # --- loop kinds and annotations ---------------------------------------------------------------
     def _kinds(self, name: str, town: list[int], base: int, only: set[int] | None = None) -> None:
         for i, o in enumerate(town):
             if only is not None and o not in only:
                 continue
             self._kind(name, base + i, self.tgt.loops[o])
 
-    def _kind(self, name: str, place: int, tloop: Loop) -> None:
+    def _kind(self, name: str, place: int, tloop: Loop, defer: bool = True) -> None:
+        """The loop's kind and annotations as the target's; a kind TVM refuses now is tried again at
+        the end (``defer``: TVM wants another step first, as decompose_reduction for a vectorize)."""
         work = self.work
         cur = work.view.chain(work.view.block(name))[place]  # type: ignore[arg-type]
         if (cur.kind, cur.thread) != (tloop.kind, tloop.thread):
             if cur.kind != "serial":
                 raise Unreachable(f"loop {cur.name} is {cur.kind} here and {tloop.kind} in the target")
             rv = work.loop_rvs(name)[place]
-            if tloop.kind == "thread_binding":
-                why = f"the target's loop {tloop.name} is bound to {tloop.thread}"
-                work.apply("bind", why, loop=rv, thread_axis=tloop.thread)
-            else:
-                why = f"the target's loop {tloop.name} is {tloop.kind}"
-                work.apply(_KIND_PRIMITIVE[tloop.kind], why, loop=rv)
+            try:
+                if tloop.kind == "thread_binding":
+                    why = f"the target's loop {tloop.name} is bound to {tloop.thread}"
+                    work.apply("bind", why, loop=rv, thread_axis=tloop.thread)
+                else:
+                    why = f"the target's loop {tloop.name} is {tloop.kind}"
+                    work.apply(_KIND_PRIMITIVE[tloop.kind], why, loop=rv)
+            except Refused:
+                if not defer:
+                    raise
+                self.deferred.append((name, place, tloop))
+                return
         self._annotations(("loop", name, place), cur.annotations, tloop.annotations, f"loop {tloop.name}")
 
     def _annotations(self, what: tuple, have: dict, want: dict, text: str) -> None:
@@ -265,27 +281,6 @@ class Run:
             raise Unreachable(f"the target's {init} has loops that decompose_reduction does not make")
         for i, o in enumerate(town):
             self._kind(made, shared + i, tgt.loops[o])
-
-
-def _read_as(block: Any, other: Any) -> list[Any]:
-    """How ``other`` (the target's block inside a blockized one) reads each iterator of ``block``:
-    the index at the place of the same access where ``block`` uses the iterator alone."""
-    from tvm import tirx
-
-    from mlc_lab.tvm.path.ir import all_accesses
-
-    ivars = [iv.var for iv in block.block.iter_vars]
-    found: dict[int, Any] = {}
-    for (name, mine), (theirs_name, theirs) in zip(all_accesses(block), all_accesses(other)):
-        if name != theirs_name or len(mine) != len(theirs):
-            continue
-        for e, te in zip(mine, theirs):
-            for k, v in enumerate(ivars):
-                if isinstance(e, tirx.Var) and e.same_as(v):
-                    found.setdefault(k, te)
-    if len(found) != len(ivars):
-        raise Unreachable(f"block {other.name} of the target does not read every iterator of {block.name}", "computes")
-    return [found[k] for k in range(len(ivars))]
 
 
 def _annotatable(value: Any) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 import tvm
 
 from mlc_lab.tvm.path.blocks import Correspondence, Stage
-from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, accesses, const, maps_of
+from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, accesses, all_accesses, const, maps_of, read_as
 from mlc_lab.tvm.path.work import Refused, Unreachable, Work
 
 
@@ -28,6 +28,8 @@ def make_stage(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str,
         return  # made with the block's loops, when its nest is placed (plan.Run._blockize)
     elif stage.primitive == "transform_layout":
         _transform_layout(work, tgt, names, stage)
+    elif stage.primitive == "transform_block_layout":
+        _transform_block_layout(work, tgt, names, stage)
 
 
 def _inputs(block: Block) -> list[str]:
@@ -150,6 +152,29 @@ def _transform_layout(work: Work, tgt: FuncView, names: dict[str, str], stage: S
     )
 
 
+def _transform_block_layout(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
+    """Give the block the target's iterators: the index map is the inverse of how the target's
+    block reads the program's iterators."""
+    tb = tgt.block(stage.target_block)
+    cb = work.view.block(names.get(stage.target_block, stage.target_block)) if tb is not None else None
+    if cb is None or tb is None:
+        raise Unreachable(f"block {stage.target_block} of the target has no counterpart here", "computes")
+    try:
+        reads = read_as(cb, tb)
+    except LookupError as exc:
+        raise Unreachable(str(exc), "computes") from None
+    new = [iv.var for iv in tb.block.iter_vars]
+    shape = [iv.dom.extent for iv in tb.block.iter_vars]
+    try:
+        index_map = tvm.tirx.IndexMap(new, reads, None).inverse(shape)
+    except Exception:  # noqa: BLE001  (TVM finds the map not invertible)
+        raise Unreachable(
+            f"block {tb.name} of the target iterates otherwise than any layout of the program's", "no_primitive"
+        ) from None
+    why = f"the target's block {tb.name} iterates over {', '.join(str(v) for v in new)} ({', '.join(map(str, shape))})"
+    work.apply("transform_block_layout", why, block=work.block_rv(cb.name), index_map=index_map)
+
+
 def _uses_only(expr: Any, allowed: list[Any]) -> bool:
     """Whether the variables of ``expr`` are among ``allowed``."""
     if isinstance(expr, tvm.tirx.Var):
@@ -164,9 +189,10 @@ def _uses_only(expr: Any, allowed: list[Any]) -> bool:
 def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
     """Split (or fuse, then split) the reduction loops as the target's partial block reads them, then
     ``rfactor`` the piece that the partial buffer is indexed by."""
-    trf = tgt.block(stage.target_block)
-    assert trf is not None
-    final = next((b for b in tgt.blocks if stage.buffer in b.reads() and b.name != trf.name), None)
+    trf = tgt.block(stage.target_block) or tgt.block(f"{stage.target_block}_update")
+    if trf is None:
+        raise Unreachable(f"the target's partial sums {stage.buffer} come from no block the engine reads")
+    final = next((b for b in tgt.blocks if stage.buffer in b.reads() and stage.buffer not in b.writes()), None)
     block = work.view.block(names.get(final.name, final.name)) if final is not None else None
     if final is None or block is None:
         raise Unreachable(f"no block of the target reads the partial sums {stage.buffer}", "computes")
@@ -203,13 +229,13 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> 
     rf_var = trf.block.iter_vars[rf_index].var
     factor_axis = next(i for i, e in enumerate(store.indices) if isinstance(e, tvm.tirx.Var) and e.same_as(rf_var))
     made = work.apply("rfactor", why, loop=piece, factor_axis=factor_axis)
-    names[trf.name] = str(work.get(made).name_hint)
+    names[stage.target_block] = str(work.get(made).name_hint)
 
 
 def _rf_reading(block: Block, trf: Block) -> tuple[list[int], IterMaps, int]:
     """Which reduction iterators of ``block`` are factored, how the partial block reads them (terms
     over its iterators) and which of its iterators indexes the partial buffer."""
-    mine, theirs = _loads(block.block.body), _loads(trf.block.body)
+    mine, theirs = all_accesses(block)[1:], all_accesses(trf)[1:]
     ivars = [iv.var for iv in block.block.iter_vars]
     reduce = [k for k, iv in enumerate(block.block.iter_vars) if int(iv.iter_type) == 2]
     found: dict[int, Any] = {}
@@ -239,23 +265,6 @@ def _rf_reading(block: Block, trf: Block) -> tuple[list[int], IterMaps, int]:
             f"the target's {trf.name} does not read a reduction of {block.name} split in parts", "computes"
         )
     return reduce, maps, rf[0]
-
-
-def _loads(stmt: Any) -> list[tuple[str, list[Any]]]:
-    out: list[tuple[str, list[Any]]] = []
-
-    def visit(e: Any) -> None:
-        if isinstance(e, tvm.ir.TensorLoad):
-            out.append((str(e.source.name), list(e.indices)))
-        for attr in ("a", "b", "value", "condition", "true_value", "false_value"):
-            sub = getattr(e, attr, None)
-            if sub is not None and hasattr(sub, "same_as"):
-                visit(sub)
-        for sub in getattr(e, "args", []) or []:
-            visit(sub)
-
-    visit(stmt.value)
-    return out
 
 
 def _loop_of(view: FuncView, block: Block, k: int) -> int:

@@ -26,10 +26,6 @@ class _Piece:
     fused_from: int | None = None  # a term of fused mark ``fused_from`` (made by the fuse-then-split)
 
 
-def _ext(term: Term) -> Any:
-    return term.extent
-
-
 def _by_scale(terms: list[Term], place: dict[int, int], maps: IterMaps | None = None) -> list[Term]:
     """Terms outermost first: by scale, ties (unit pieces) by where their loop is."""
 
@@ -57,7 +53,9 @@ def tile(
 ) -> None:
     """Make the loops ``own`` (pre-order places) of ``block`` into the target's loops ``town`` around
     ``tblock`` (whose bindings are ``values`` when given: a block inside a blockized one), each step
-    saying what of the target it makes (``late``: see ``_align``). Raises ``Unreachable``."""
+    saying what of the target it makes. ``late`` is the second try where the first leaves a real
+    choice wrong: unit pieces matched to the last unit loops here (``_align``), and unit loops no
+    iterator reads split off a loop instead of added (``_unit_loops``). Raises ``Unreachable``."""
     tmaps = iter_maps(tgt, tblock, town, values)
     if tmaps is None:
         raise Unreachable(
@@ -79,8 +77,15 @@ def tile(
     cplace = {o: i for i, o in enumerate(own)}
     if _same_structure(cmaps, tmaps, cplace, tplace):
         return
-    kept = dict(zip(_unread(view, own, cmaps, block), _unread(tgt, town, tmaps, tblock.name)))
-    lone = _unit_loops(tgt, town, tmaps, tblock.name, set(kept.values()))
+    unread_here, unread_there = _unread(view, own, cmaps, block), _unread(tgt, town, tmaps, tblock.name)
+    if len(unread_there) > len(unread_here):
+        added = _lone_from_orphan(work, view, own, cmaps, tmaps, len(unread_there) - len(unread_here), tblock.name)
+        if added is not None:  # a unit loop the target fuses away became its unit loops: read again
+            chain = work.view.chain(work.view.block(block))  # type: ignore[arg-type]
+            own = [lp.order for lp in chain[len(chain) - len(own) - added :]]
+            return tile(work, block, own, tgt, tblock, town, late, values)
+    kept = dict(zip(unread_here, unread_there))
+    lone, fused = _unit_loops(tgt, town, tmaps, tblock.name, set(kept.values()), late)
     done = _done_leaves(view, own, cmaps, tgt, town, tmaps, tplace, cplace)
     done.update(kept)
     done_rvs = {o: work.loop_rv(o) for o in done}
@@ -88,8 +93,9 @@ def tile(
     pieces = _split_iterators(work, view, cmaps, tmaps, tplace, cplace, done, say, late)
     _fuse_then_split(work, tmaps, town, tplace, pieces, say)
     pieces["own"] = own
+    pieces["block"] = block
     pieces["extents"] = {o: tgt.loops[o].extent for o in town}
-    _reorder_and_fuse(work, tmaps, town, pieces, {done_rvs[c]: t for c, t in done.items()}, lone, say)
+    _reorder_and_fuse(work, tmaps, town, pieces, {done_rvs[c]: t for c, t in done.items()}, (lone, fused), say)
 
 
 def _no_primitive_makes(tgt: FuncView, tblock: Block, town: list[int], tmaps: IterMaps) -> None:
@@ -127,6 +133,24 @@ def _same_structure(cmaps: IterMaps, tmaps: IterMaps, cplace: dict, tplace: dict
     return all([key(t, cplace) for t in c] == [key(t, tplace) for t in t_] for c, t_ in zip(cmaps.terms, tmaps.terms))
 
 
+def _lone_from_orphan(
+    work: Work, view: FuncView, own: list[int], cmaps: IterMaps, tmaps: IterMaps, n: int, block: str
+) -> int | None:
+    """The target's unit loops that no iterator reads, made from a unit loop here whose iterator the
+    target reads as a constant: fuse it alone (its variable goes), split into ``n`` when it must be
+    several. Returns the loops added, or None when there is no such loop here."""
+    for k, terms in enumerate(cmaps.terms):
+        if tmaps.terms[k] or len(terms) != 1 or terms[0].leaf is None or const(terms[0].extent) != 1:
+            continue
+        loop = view.loops[terms[0].leaf]
+        why = f"the target's unit loops around block {block} hold no iterator: {loop.name} becomes them"
+        fused = work.apply("fuse", why, loops=[work.loop_rv(loop.order)])
+        if n > 1:
+            work.apply("split", why, loop=fused, factors=[1] * n)
+        return n - 1
+    return None
+
+
 def _unread(view: FuncView, own: list[int], maps: IterMaps, name: str) -> list[int]:
     """The loops no iterator of the block reads: each must have extent 1 (a unit piece fused away)."""
     used = {t.leaf for ts in maps.terms for t in ts} | {x.leaf for f in maps.fused for x in f.terms}
@@ -139,28 +163,35 @@ def _unread(view: FuncView, own: list[int], maps: IterMaps, name: str) -> list[i
     return out
 
 
-def _unit_loops(tgt: FuncView, town: list[int], tmaps: IterMaps, name: str, kept: set[int]) -> set[int]:
-    """The target's loops no iterator reads: a loop of extent 1 is a unit piece fused away (its
-    variable simplified out), made here by a split and a fuse of that piece alone; any other is
-    refused. Adds the piece to an iterator (the next loop's) as its outermost term."""
+def _unit_loops(
+    tgt: FuncView, town: list[int], tmaps: IterMaps, name: str, kept: set[int], split: bool
+) -> tuple[set[int], set[int]]:
+    """The target's loops no iterator reads and no loop here matches: a loop of extent 1 (a unit
+    piece fused away, its variable simplified out, or one ``add_unit_loop`` made); any other is
+    refused. Made by ``add_unit_loop`` once the other loops are in place (the first set), or, with
+    ``split``, split off an iterator (the next loop's, as its outermost term) and fused alone (the
+    second set: a loop split with padding needs its outer unit piece so)."""
     used = {t.leaf for ts in tmaps.terms for t in ts} | {x.leaf for f in tmaps.fused for x in f.terms}
-    lone = set()
+    added, fused = set(), set()
     for n, o in enumerate(town):
         if o in used or o in kept:
             continue
         loop = tgt.loops[o]
-        if const(loop.extent) != 1 or not tmaps.terms:
+        if const(loop.extent) != 1:
             raise Unreachable(
                 f"loop {loop.name} around block {name} in the target is no piece of the block's iterators",
                 "no_primitive",
             )
+        if not split or not tmaps.terms:
+            added.add(o)
+            continue
         k = _iterator_near(tmaps, town, n)
         top = 1
         for t in tmaps.terms[k]:
             top = max(top, (const(t.scale) or 1) * (const(t.extent) or 1))
         tmaps.terms[k] = [Term(o, None, 1, 1, top)] + list(tmaps.terms[k])
-        lone.add(o)
-    return lone
+        fused.add(o)
+    return added, fused
 
 
 def _iterator_near(tmaps: IterMaps, town: list[int], n: int) -> int:
@@ -374,7 +405,7 @@ def _reorder_chain(work: Work, rvs: list[Any], why: str) -> None:
 
 
 def _reorder_and_fuse(
-    work: Work, tmaps: IterMaps, town: list[int], handles: dict, done: dict, lone: set[int], say: "_Say"
+    work: Work, tmaps: IterMaps, town: list[int], handles: dict, done: dict, units: tuple, say: "_Say"
 ) -> None:
     """Order the pieces as the target's loops are, then fuse the pieces each target loop is made of."""
     by_leaf: dict[int, list[tuple[Any, Any, int]]] = {o: [] for o in town}
@@ -389,17 +420,23 @@ def _reorder_and_fuse(
     for o in by_leaf:
         by_leaf[o].sort(key=lambda p: -p[0])
     _adopt_orphans(handles, by_leaf, done, handles.get("extents", {}))
+    lone, fused = units
     done_rev = {t: rv for rv, t in done.items()}
     sequence, groups = [], []
+    final: dict[int, Any] = {}  # target loop -> its loop here once made
     for o in town:
+        if o in lone:
+            continue
         if o in done_rev:
             sequence.append(done_rev[o])
+            final[o] = done_rev[o]
             continue
         pieces = [p[1] for p in by_leaf[o]]
         if not pieces:
             raise Unreachable("a loop of the target has no pieces here")
         sequence.extend(pieces)
-        if len(pieces) > 1 or o in lone:
+        final[o] = pieces[0]
+        if len(pieces) > 1 or o in fused:
             groups.append((o, pieces))
     if len(sequence) > 1:
         orders = [work.order_of(rv) for rv in sequence]
@@ -412,7 +449,12 @@ def _reorder_and_fuse(
             if last > first:
                 work.apply("reorder", say.reorder(), ordered_loops=sequence[first : last + 1])
     for leaf, pieces in groups:
-        work.apply("fuse", say.fuse(leaf), loops=pieces)
+        final[leaf] = work.apply("fuse", say.fuse(leaf), loops=pieces)
+    for n, o in enumerate(town):  # unit loops no iterator reads, each right above the loop after it
+        if o in lone:
+            after = next((final[x] for x in town[n + 1 :] if x in final), None)
+            where = after if after is not None else work.block_rv(handles["block"])
+            work.apply("add_unit_loop", say.unit(o), block_or_loop=where)
 
 
 def _adopt_orphans(handles: dict, by_leaf: dict, done: dict, units: dict) -> None:
@@ -468,6 +510,9 @@ class _Say:
 
     def fuse(self, leaf: int) -> str:
         return f"the target's loop {self._loop(leaf)} around block {self.block} runs over these loops as one"
+
+    def unit(self, leaf: int) -> str:
+        return f"the target has a loop {self._loop(leaf)} around block {self.block} that no iterator reads"
 
     def fuse_split(self, leaves: list[int | None]) -> str:
         names = ", ".join(self._loop(o) for o in leaves)

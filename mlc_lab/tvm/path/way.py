@@ -53,6 +53,8 @@ class Way:
             return f"the target computes something else: {self.why}"
         if self.kind == "no_primitive":
             return f"the target needs a transformation no primitive makes: {self.why}"
+        if self.kind == "trace":
+            return self.why
         return f"reached up to step {self.applied}; still different: {self.why}"
 
 
@@ -76,6 +78,12 @@ def target_function(target: Any, func: str, original: Any) -> Any:
     if len(names) == 1:
         return mod[names[0]]
     raise LoadError(f"the target has no function {func!r} and several others: {', '.join(names)}")
+
+
+def reaches(start: State, target: Any, deadline_s: float = 5.0) -> bool:
+    """Whether the engine finds a way from ``start`` (no naming, no trace: the quick question asked
+    of each step a way may go back to)."""
+    return find(lambda: start.fork().sch, start.func, target, deadline_s=deadline_s).status == "reached"
 
 
 def find_way(start: State, target: Any, deadline_s: float = 20.0) -> Way:
@@ -116,7 +124,29 @@ def _named(start: State, found: Found, target: Any, renamed: dict[str, str]) -> 
         return Way("unreached", why="the steps, named, do not replay to the target", kind="partial")
     way.trace = state_trace.submission(state)
     way.renamed = renamed
+    if found.status == "reached" and not _trace_replays(start, way.trace, target):
+        why = (
+            "the steps reach the target, but TVM prints their trace so that it replays to another program "
+            "(an annotation value it writes otherwise, such as True as 1)"
+        )
+        return Way("unreached", why=why, kind="trace", applied=len(way.steps))
     return way
+
+
+def _trace_replays(start: State, trace: str, target: Any) -> bool:
+    """The printed trace, read back by the safe parser and replayed on the original program, gives
+    the target: the ``apply_trace`` said to reach it does."""
+    from mlc_lab.errors import MlcLabError
+
+    if start._make is None:  # noqa: SLF001
+        return True
+    original = State(start._make(), start.func, make=start._make)  # noqa: SLF001
+    try:
+        built = state_trace.replay_source(original, trace, {start.func})
+    except MlcLabError:
+        return False
+    end = built[-1].state if built else original
+    return same_function(end.mod[start.func], target)
 
 
 def _name(state: State, value: Any) -> Any:
