@@ -72,6 +72,8 @@ def find(make: Callable[[], Any], func: str, target: Any, *, limit: int = 4, dea
             return got
         if best is None or _better(got, best):
             best = got
+        if got.kind in ("computes", "no_primitive"):
+            break  # no other choice of the way changes what the target computes
     assert best is not None
     best.seconds = time.perf_counter() - started
     return best
