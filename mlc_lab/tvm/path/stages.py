@@ -138,7 +138,10 @@ def _transform_layout(work: Work, tgt: FuncView, names: dict[str, str], stage: S
             f"the target also changes the iterators of block {cb.name} (transform_block_layout), "
             "which the path engine does not read off yet"
         )
-    index_map = tvm.tirx.IndexMap(initial, list(theirs[0][1]), None)
+    final = list(theirs[0][1])
+    if len(final) == len(initial) and all(isinstance(f, tvm.tirx.Var) and f.same_as(v) for f, v in zip(final, initial)):
+        return  # the same layout: the block's iterators differ, not the buffer (an rfactor's final block)
+    index_map = tvm.tirx.IndexMap(initial, final, None)
     regions = cb.writes() if kind == "write" else cb.reads()
     why = f"the target lays {stage.buffer} out as {stage.buffer}[{', '.join(str(i) for i in theirs[0][1])}]"
     work.apply(
