@@ -50,6 +50,8 @@ class TuneRecord:
     trace_json: Any
     elapsed_s: float | None = None  # since the start of the run that measured it
     others_cores: float | None = None  # cores other processes used while it was timed (local runner)
+    where: str | None = None  # measured elsewhere: the server (host:port), or the batch round and its machine
+    waited_s: float | None = None  # ... and how long it waited for that machine
 
     @property
     def ok(self) -> bool:
@@ -265,16 +267,18 @@ class TuneJob:
                 continue
             secs = [float(x) for x in run_secs]
             entry = side.get(line_no)
+            placed: dict = {}
             if entry is not None:
                 latency, error, trace, elapsed = entry["latency_s"], entry["error"], entry["trace"], entry.get("t")
                 others = entry.get("others_cores")
+                placed = {"where": entry.get("where"), "waited_s": entry.get("waited_s")}
             else:
                 ok = bool(secs) and max(secs) < FAILED_LATENCY
                 latency = sorted(secs)[len(secs) // 2] if ok else None
                 error = None if ok else "the candidate failed to build or run (no detail recorded)"
                 trace, elapsed, others = None, None, None
                 missing.append((len(out), raw))
-            out.append(TuneRecord(len(out), latency, secs, error, trace, trace_json, elapsed, others))
+            out.append(TuneRecord(len(out), latency, secs, error, trace, trace_json, elapsed, others, **placed))
         if with_traces and missing:
             from mlc_lab.tvm.tuning.job import trace_text_from_record
 
@@ -361,6 +365,25 @@ class TuneJob:
         return LiveState(
             phase=phase if self.status == "running" else self.status, batch=batch, pending=pending, elapsed_s=elapsed
         )
+
+    def events(self) -> list[dict]:
+        """What happened to the machines that measure elsewhere, in order, since this run started:
+        {"event": "lost" | "hung" | "retry" | "round" | ..., "t", ...} (`mlc_lab.tvm.tuning.live`)."""
+        out: list[dict] = []
+        try:
+            with open(self.path(LIVE_FILE)) as fh:
+                for line in fh:
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue  # a line being written
+                    if entry.get("phase") == "starting":
+                        out = []
+                    elif "event" in entry:
+                        out.append(entry)
+        except OSError:
+            pass
+        return out
 
     @property
     def stopped_early(self) -> dict | None:
@@ -467,7 +490,9 @@ def tune(
     widen: with space="session" or a function, search meta_schedule's default space too (its
            multi-level tiling and parallel/vectorize/unroll choices), for when the student's own
            space holds only a few distinct candidates.
-    runner: "local" or "rpc://HOST:PORT/KEY" (a TVM RPC tracker; `servers` measure in parallel).
+    runner: "local" or "rpc://HOST:PORT/KEY": a TVM RPC tracker's servers (which may run TVM's
+           runtime alone), `servers` candidates at once, never two timings at once on one machine;
+           a server that dies or hangs is worked around (docs/measuring.md).
     database: a class's shared meta_schedule database: a folder (e.g. on a shared drive), or
            "rpc://HOST:PORT" / "rpc://TRACKER:PORT/KEY" for one served by `mlc-lab database serve`.
            Its records of the same workload and target seed the search and warm the cost model
@@ -532,6 +557,13 @@ def _checked_request(
         runner_spec = tuning.parse_runner(runner)
     except ValueError as exc:
         raise TuneError(str(exc)) from None
+    if runner_spec["kind"] == "rpc":  # say now, not once the job has started, that it is not there
+        from mlc_lab.tvm.measure import pool
+
+        try:
+            pool.check_tracker(runner_spec["host"], runner_spec["port"], runner_spec["key"])
+        except pool.PoolError as exc:
+            raise TuneError(str(exc)) from None
     shared_db = _shared_database(database)
     if widen:
         if space_spec["kind"] == "auto":

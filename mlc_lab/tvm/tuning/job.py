@@ -168,24 +168,37 @@ def parse_runner(spec: str) -> dict:
     return {"kind": "rpc", "host": host, "port": int(port), "key": key}
 
 
-def make_runner(spec: dict, min_repeat_ms: float = TUNING_MIN_REPEAT_MS, timeout_s: float = 30.0) -> Any:
-    """meta_schedule's runner, timing every candidate by mlc_lab's one method (`timing.TUNING`:
-    warm-up, 3 repeats, early stop for clearly slow candidates), locally or through an RPC tracker."""
+def make_runner(
+    spec: dict,
+    min_repeat_ms: float = TUNING_MIN_REPEAT_MS,
+    timeout_s: float = 30.0,
+    *,
+    work_dir: str | None = None,
+    job: dict | None = None,
+    live: "LiveLog | None" = None,
+) -> Any:
+    """The job's runner, timing every candidate by mlc_lab's one method (`timing.TUNING`: warm-up,
+    3 repeats, early stop for clearly slow candidates): meta_schedule's LocalRunner here, or
+    `remote.PoolRunner` on a tracker's servers (which may run TVM's runtime alone: the inputs are
+    made and the outputs checked here, against the job's program in `work_dir`)."""
+    if spec["kind"] == "rpc":
+        from mlc_lab.tvm.tuning import remote
+
+        if work_dir is None or job is None:
+            raise ValueError("a runner elsewhere needs the job's work directory and its job file")
+        with open(os.path.join(work_dir, MODULE_FILE)) as fh:
+            inputs = remote.JobInputs(fh.read(), job["func_name"])
+        return remote.PoolRunner(
+            spec,
+            inputs,
+            servers=int(spec.get("servers", 1)),
+            timeout_s=timeout_s,
+            min_repeat_ms=min_repeat_ms,
+            on_event=live.event if live is not None else None,
+        )
     evaluator = ms.runner.EvaluatorConfig(
         number=1, repeat=timing.TUNING.repeats, min_repeat_ms=int(min_repeat_ms), enable_cpu_cache_flush=False
     )
-    if spec["kind"] == "rpc":
-        return ms.runner.RPCRunner(
-            rpc_config=ms.runner.RPCConfig(
-                tracker_host=spec["host"],
-                tracker_port=spec["port"],
-                tracker_key=spec["key"],
-                session_timeout_sec=int(timeout_s),
-            ),
-            evaluator_config=evaluator,
-            f_run_evaluator=timing.rpc_run_evaluator,
-            max_workers=int(spec.get("servers", 1)),
-        )
     with runner_process.adopting():  # its process may have been started already (runner_process.prestart)
         return ms.runner.LocalRunner(
             timeout_sec=timeout_s, evaluator_config=evaluator, f_run_evaluator=timing.run_evaluator
@@ -203,9 +216,10 @@ class LiveRunner(ms.runner.PyRunner):
         self._inner = inner  # a runner, or a Future of one (started while the job does other things)
         self.live = live
         # the local runner's process appends the cores other processes used while it timed each
-        # candidate (timing.run_evaluator); one value per runner input, in order, for the records
+        # candidate (timing.run_evaluator); with where it ran and how long it waited for a machine
+        # (remote runners), kept per candidate (its artifact's path) for the trial lines
         self.contention_file = contention_file
-        self.others: list = []
+        self.facts: dict[str, dict] = {}
         self.before_measuring: list[threading.Thread] = []  # work that must be over before any timing
 
     @property
@@ -225,12 +239,25 @@ class LiveRunner(ms.runner.PyRunner):
                 start = _file_size(self.contention_file)
                 with timeline.span("measure"):
                     fut = self.inner.run([one])[0]
-                self._log(fut, _new_value(self.contention_file, start))
+                self._log(one.artifact_path, fut, _new_value(self.contention_file, start))
                 futures.append(fut)
             return futures
-        futures = list(self.inner.run(runner_inputs))  # RPC: asynchronous, several servers at once
-        threading.Thread(target=self._watch, args=(futures,), daemon=True).start()
+        futures = list(self.inner.run(runner_inputs))  # elsewhere: asynchronous, several machines at once
+        paths = [one.artifact_path for one in runner_inputs]
+        threading.Thread(target=self._watch, args=(list(zip(paths, futures)),), daemon=True).start()
         return futures
+
+    def facts_of(self, artifact_path: str) -> dict:
+        """What the trial line keeps of a candidate's measurement besides its times: the cores others
+        used meanwhile (local), where it ran and how long it waited (elsewhere)."""
+        found = self.facts.pop(artifact_path, None)
+        return found if found is not None else self._placement(artifact_path)
+
+    def _placement(self, artifact_path: str) -> dict:
+        """Where a remote runner's candidate ran and how long it waited (nothing for the local runner)."""
+        placement = getattr(self.inner, "placement", None)
+        placed = placement(artifact_path) if placement is not None else None
+        return {} if placed is None else {"where": placed.where, "waited_s": placed.waited_s}
 
     def close(self) -> None:
         """Stop the local runner's measuring process now that the search is over: 0.07 s here,
@@ -243,20 +270,23 @@ class LiveRunner(ms.runner.PyRunner):
         pool = getattr(inner, "pool", None)
         if isinstance(inner, ms.runner.LocalRunner) and pool is not None:
             pool.shutdown()
+        elif hasattr(inner, "close"):  # a runner elsewhere: its threads stop taking candidates
+            inner.close()
 
-    def _log(self, fut: Any, others: float | None = None) -> None:
+    def _log(self, path: str, fut: Any, others: float | None = None) -> None:
         result = fut.result()
         error = result.error_msg
         secs = [float(x) for x in result.run_secs] if result.run_secs is not None and not error else []
-        self.others.append(others)
-        self.live.trial(_median(secs) if secs else None, error, others)
+        facts = {"others_cores": others, **self._placement(path)}
+        self.facts[path] = facts
+        self.live.trial(_median(secs) if secs else None, error, others, facts.get("where"), facts.get("waited_s"))
 
     def _watch(self, futures: list) -> None:
-        for fut in futures:
+        for path, fut in futures:
             try:
                 while not fut.done():
                     time.sleep(0.02)
-                self._log(fut)
+                self._log(path, fut)
             except Exception as exc:  # noqa: BLE001 - the live view is a nicety; the batch result stands
                 self.live.trial(None, f"{type(exc).__name__}: {exc}")
 
@@ -353,8 +383,8 @@ def _make_progress_callback(
             lines = []
             for cand, br, rr in zip(measure_candidates, builder_results, runner_results):
                 error = br.error_msg or rr.error_msg
-                # a candidate that built was handed to the runner: its others' cores come in order
-                others = runner.others.pop(0) if runner is not None and not br.error_msg and runner.others else None
+                # a candidate that built was handed to the runner: its facts are kept by its artifact
+                facts = runner.facts_of(br.artifact_path) if runner is not None and not br.error_msg else {}
                 secs = [float(x) for x in rr.run_secs] if rr.run_secs is not None and not error else []
                 latency = _median(secs) if secs else None
                 trace = str(cand.sch.trace)
@@ -366,7 +396,9 @@ def _make_progress_callback(
                             "run_secs": secs,
                             "error": str(error)[:4000] if error else None,
                             "trace": trace,
-                            "others_cores": others,
+                            "others_cores": facts.get("others_cores"),
+                            "where": facts.get("where"),
+                            "waited_s": facts.get("waited_s"),
                             "t": round(time.time() - t0, 3),
                         }
                     )
@@ -425,14 +457,14 @@ def run_job(work_dir: str) -> int:
         with open(os.path.join(work_dir, JOB_FILE)) as fh:
             job = json.load(fh)
         install_fast_stack()
-        runner_future = _start_runner(work_dir, job)
+        live = LiveLog(work_dir, t0)
+        runner_future = _start_runner(work_dir, job, live)
         task = _open_task(work_dir, job)
         done, trials = task.measured(), int(job["trials"])
         status.update(
             state="running", workload_index=task.index, done_before=done, trials=trials, imported=task.imported
         )
         _write_json(status_path, status)
-        live = LiveLog(work_dir, t0)
         live.phase("starting")
         if done < trials:
             _search(task, LiveRunner(runner_future, live, os.path.join(work_dir, CONTENTION_FILE)), built, done, t0)
@@ -452,8 +484,8 @@ def run_job(work_dir: str) -> int:
         built.close()
 
 
-def _start_runner(work_dir: str, job: dict) -> Future:
-    """meta_schedule's runner, started in a thread: LocalRunner waits for its measuring process to
+def _start_runner(work_dir: str, job: dict, live: LiveLog) -> Future:
+    """The job's runner, started in a thread: LocalRunner waits for its measuring process to
     import TVM (1-4 s), while this process reads the database and searches its first batch."""
     # the runner's workers read the best latency so far from one file (early stop of slow
     # candidates) and report others' cores to another; set before the runner's process starts (if
@@ -465,6 +497,9 @@ def _start_runner(work_dir: str, job: dict) -> Future:
         {**parse_runner(job.get("runner", "local")), "servers": job.get("servers", 1)},
         job.get("min_repeat_ms", TUNING_MIN_REPEAT_MS),
         job.get("timeout_s", 30),
+        work_dir=work_dir,
+        job=job,
+        live=live,
     )
     starter.shutdown(wait=False)
     runner_future.add_done_callback(lambda _f: timeline.event("runner_ready"))
