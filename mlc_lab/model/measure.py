@@ -321,6 +321,8 @@ class RunResults:
     candidates: list[CandidateResult]
     load: float | None = None  # the machine's 1-minute load average as the run started
     runtime_only: bool | None = None  # whether the measuring side ran TVM's runtime alone
+    host: str | None = None  # the machine that ran it (its host name): where a batch round ran
+    started_at: float | None = None  # when the measuring side started (Unix time): a round's wait ends there
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -29,6 +29,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -48,6 +49,7 @@ from mlc_lab.model.measure import (
     pack_files,
 )
 
+STARTED_AT = time.time()  # as this process started: a batch round's wait in a queue ends here
 MANIFEST = "manifest.json"
 RESULTS = "results.json"
 MAX_MANIFEST_BYTES = 4 << 20
@@ -108,6 +110,8 @@ def run(manifest: RunManifest, folder: str, sink: _Sink) -> RunResults:
         method=method.describe(threads) if device != "opencl" else "run once (not timed)",
         candidates=[],
         load=round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+        host=socket.gethostname(),
+        started_at=STARTED_AT,
     )
     private = tempfile.mkdtemp(prefix="mlc_lab_runside_")
     try:
