@@ -414,6 +414,10 @@ class TuneJob:
         if pid is None:
             return self.status
         stop_group(pid, grace_s, popen=self._proc)
+        if str(self.spec.get("runner", "")).startswith("batch:"):  # its queued or running Slurm jobs too
+            from mlc_lab.tvm.measure.batch import cancel_pending
+
+            cancel_pending(self.work_dir)
         st = self.read_status()
         if st.get("state") not in ("done", "failed"):
             st.update(state="cancelled", finished_at=time.time())
@@ -490,9 +494,11 @@ def tune(
     widen: with space="session" or a function, search meta_schedule's default space too (its
            multi-level tiling and parallel/vectorize/unroll choices), for when the student's own
            space holds only a few distinct candidates.
-    runner: "local" or "rpc://HOST:PORT/KEY": a TVM RPC tracker's servers (which may run TVM's
-           runtime alone), `servers` candidates at once, never two timings at once on one machine;
-           a server that dies or hangs is worked around (docs/measuring.md).
+    runner: "local"; "rpc://HOST:PORT/KEY": a TVM RPC tracker's servers (which may run TVM's
+           runtime alone), `servers` candidates at once, never two timings at once on one machine,
+           a server that dies or hangs worked around; "batch:slurm[:PARTITION]" or "batch:COMMAND":
+           each round of candidates a folder that a Slurm job (or `COMMAND FOLDER`) measures
+           (docs/measuring.md).
     database: a class's shared meta_schedule database: a folder (e.g. on a shared drive), or
            "rpc://HOST:PORT" / "rpc://TRACKER:PORT/KEY" for one served by `mlc-lab database serve`.
            Its records of the same workload and target seed the search and warm the cost model
@@ -557,13 +563,7 @@ def _checked_request(
         runner_spec = tuning.parse_runner(runner)
     except ValueError as exc:
         raise TuneError(str(exc)) from None
-    if runner_spec["kind"] == "rpc":  # say now, not once the job has started, that it is not there
-        from mlc_lab.tvm.measure import pool
-
-        try:
-            pool.check_tracker(runner_spec["host"], runner_spec["port"], runner_spec["key"])
-        except pool.PoolError as exc:
-            raise TuneError(str(exc)) from None
+    _check_runner(runner_spec)
     shared_db = _shared_database(database)
     if widen:
         if space_spec["kind"] == "auto":
@@ -578,7 +578,7 @@ def _checked_request(
         raise TuneError(str(exc)) from None
     if target_json.get("kind") == "cuda" and runner_spec["kind"] == "local":
         _need_a_gpu()
-    runner = runner if runner_spec["kind"] == "rpc" else "local"
+    runner = runner if runner_spec["kind"] in ("rpc", "batch") else "local"
     checked = {
         "func_name": func_name,
         "target": target_json,
@@ -587,6 +587,28 @@ def _checked_request(
         "shared_db": shared_db,
     }
     return checked, module_text, pickled
+
+
+def _check_runner(spec: dict) -> None:
+    """Say now, not once the job has started, that the measuring machines are not there: a tracker
+    that does not answer or lacks the key, a batch command or Slurm's sbatch not on the PATH."""
+    import shutil
+
+    if spec["kind"] == "rpc":
+        from mlc_lab.tvm.measure import pool
+
+        try:
+            pool.check_tracker(spec["host"], spec["port"], spec["key"])
+        except pool.PoolError as exc:
+            raise TuneError(str(exc)) from None
+    elif spec["kind"] == "batch":
+        from mlc_lab.tvm.measure import batch
+
+        how = batch.parse_batch(spec["spec"])
+        tool = "sbatch" if how.kind == "slurm" else how.command[0]
+        if shutil.which(tool) is None:
+            where = "is this a Slurm login node?" if how.kind == "slurm" else "give its path, or put it on the PATH"
+            raise TuneError(f"the batch runner needs {tool!r}, which is not on the PATH: {where}")
 
 
 def _space_spec(tuning: Any, session_or_module: Any, space: Any) -> tuple[dict, bytes | None]:

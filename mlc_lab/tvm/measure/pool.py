@@ -46,6 +46,7 @@ from typing import Any, Callable
 import numpy as np
 
 from mlc_lab.tvm import measure as timing
+from mlc_lab.tvm.measure.build import output_errors
 
 import tvm  # noqa: E402
 from tvm import rpc  # noqa: E402
@@ -83,7 +84,7 @@ class Outcome:
     id: str
     results_s: list[float] = field(default_factory=list)
     error: str | None = None
-    error_kind: str | None = None  # run, check, timeout, crash, no_server, lost
+    error_kind: str | None = None  # load, run, check, timeout, crash, no_server (a batch round: round, wrong, ...)
     where: str | None = None
     waited_s: float = 0.0
     attempts: int = 0
@@ -299,7 +300,7 @@ def measure_in_session(session: Any, cand: Candidate, turn: Any) -> Outcome:
             pass
     out = Outcome(cand.id, results_s=[float(x) for x in results])
     if cand.expected is not None:
-        out.max_abs_error, out.correct = compare(got, cand.expected)
+        out.max_abs_error, _rel, out.correct = output_errors(got, cand.expected)
         if not out.correct:
             out.error_kind = "check"
             out.error = f"wrong result: max abs error {out.max_abs_error:.3g} against the reference program"
@@ -313,19 +314,6 @@ def _answers(session: Any) -> bool:
     except BaseException:  # noqa: BLE001 - no answer, or the connection is gone
         return False
     return True
-
-
-def compare(got: list[np.ndarray], expected: list[np.ndarray]) -> tuple[float, bool]:
-    """(max absolute error, correct) by `measure`'s rule: within 1e-3 of the largest expected value
-    (or of 1); a NaN is an infinite error."""
-    max_abs, scale = 0.0, 0.0
-    for a, b in zip(got, expected):
-        if a.size == 0:
-            continue
-        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
-        max_abs = float("inf") if np.isnan(diff).any() else max(max_abs, float(diff.max()))
-        scale = max(scale, float(np.max(np.abs(b.astype(np.float64)))))
-    return max_abs, bool(max_abs <= 1e-3 * max(1.0, scale))
 
 
 # ----------------------------------------------------------------------------------------- the pool

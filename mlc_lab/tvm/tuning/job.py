@@ -20,7 +20,6 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,9 +39,9 @@ from mlc_lab.tvm import classroom as class_db  # noqa: E402
 from mlc_lab.tvm.tuning import runner_process  # noqa: E402
 from mlc_lab.tvm.tuning.live import LIVE_FILE, LiveLog  # noqa: E402,F401  (LIVE_FILE: the job's files)
 from mlc_lab.tvm.tuning.build import BuiltCandidates, InProcessBuilder, install_fast_stack  # noqa: E402,F401  (benchmarks use both)
-from mlc_lab.tvm import measure as timing  # noqa: E402
 from mlc_lab import _timeline as timeline  # noqa: E402
 from mlc_lab.tvm.tuning.model import EarlyXGB, import_in_background, make_cost_model, warm_cost_model  # noqa: E402
+from mlc_lab.tvm.tuning.runners import LiveRunner, make_runner, median as _median, parse_runner  # noqa: E402,F401  (the job's runners)
 
 JOB_FILE = "mlc_lab_job.json"
 MODULE_FILE = "mlc_lab_module.json"
@@ -150,167 +149,6 @@ def _check_inst(inst: Any) -> None:
 # ----------------------------------------------------------------------------------------- subprocess
 
 
-def parse_runner(spec: str) -> dict:
-    """ "local" or "rpc://HOST:PORT/KEY" (also HOST:PORT:KEY) as a dict."""
-    if spec in (None, "", "local"):
-        return {"kind": "local"}
-    text = spec[len("rpc://") :] if spec.startswith("rpc://") else spec
-    if "/" in text:
-        hostport, key = text.split("/", 1)
-        host, _, port = hostport.rpartition(":")
-    else:
-        parts = text.split(":")
-        if len(parts) != 3:
-            raise ValueError(f"runner must be 'local' or 'rpc://HOST:PORT/KEY', not {spec!r}")
-        host, port, key = parts
-    if not host or not port.isdigit() or not key:
-        raise ValueError(f"runner must be 'local' or 'rpc://HOST:PORT/KEY', not {spec!r}")
-    return {"kind": "rpc", "host": host, "port": int(port), "key": key}
-
-
-def make_runner(
-    spec: dict,
-    min_repeat_ms: float = TUNING_MIN_REPEAT_MS,
-    timeout_s: float = 30.0,
-    *,
-    work_dir: str | None = None,
-    job: dict | None = None,
-    live: "LiveLog | None" = None,
-) -> Any:
-    """The job's runner, timing every candidate by mlc_lab's one method (`timing.TUNING`: warm-up,
-    3 repeats, early stop for clearly slow candidates): meta_schedule's LocalRunner here, or
-    `remote.PoolRunner` on a tracker's servers (which may run TVM's runtime alone: the inputs are
-    made and the outputs checked here, against the job's program in `work_dir`)."""
-    if spec["kind"] == "rpc":
-        from mlc_lab.tvm.tuning import remote
-
-        if work_dir is None or job is None:
-            raise ValueError("a runner elsewhere needs the job's work directory and its job file")
-        with open(os.path.join(work_dir, MODULE_FILE)) as fh:
-            inputs = remote.JobInputs(fh.read(), job["func_name"])
-        return remote.PoolRunner(
-            spec,
-            inputs,
-            servers=int(spec.get("servers", 1)),
-            timeout_s=timeout_s,
-            min_repeat_ms=min_repeat_ms,
-            on_event=live.event if live is not None else None,
-        )
-    evaluator = ms.runner.EvaluatorConfig(
-        number=1, repeat=timing.TUNING.repeats, min_repeat_ms=int(min_repeat_ms), enable_cpu_cache_flush=False
-    )
-    with runner_process.adopting():  # its process may have been started already (runner_process.prestart)
-        return ms.runner.LocalRunner(
-            timeout_sec=timeout_s, evaluator_config=evaluator, f_run_evaluator=timing.run_evaluator
-        )
-
-
-@derived_object
-class LiveRunner(ms.runner.PyRunner):
-    """Wraps a runner so that each candidate is written to mlc_lab_live.jsonl the moment its
-    result is known (meta_schedule itself reports a whole batch at once), with the phase. A
-    watcher thread follows the futures in order; meta_schedule still collects them itself."""
-
-    def __init__(self, inner: Any, live: "LiveLog", contention_file: str | None = None) -> None:
-        super().__init__()
-        self._inner = inner  # a runner, or a Future of one (started while the job does other things)
-        self.live = live
-        # the local runner's process appends the cores other processes used while it timed each
-        # candidate (timing.run_evaluator); with where it ran and how long it waited for a machine
-        # (remote runners), kept per candidate (its artifact's path) for the trial lines
-        self.contention_file = contention_file
-        self.facts: dict[str, dict] = {}
-        self.before_measuring: list[threading.Thread] = []  # work that must be over before any timing
-
-    @property
-    def inner(self) -> Any:
-        if isinstance(self._inner, Future):
-            self._inner = self._inner.result()
-        return self._inner
-
-    def run(self, runner_inputs: list) -> list:
-        while self.before_measuring:  # nothing of ours competes for the cores while candidates are timed
-            self.before_measuring.pop().join()
-        self.live.phase("measuring", len(runner_inputs))
-        if isinstance(self.inner, ms.runner.LocalRunner):
-            # LocalRunner.run measures the whole batch before returning: hand it one at a time
-            futures = []
-            for one in runner_inputs:
-                start = _file_size(self.contention_file)
-                with timeline.span("measure"):
-                    fut = self.inner.run([one])[0]
-                self._log(one.artifact_path, fut, _new_value(self.contention_file, start))
-                futures.append(fut)
-            return futures
-        futures = list(self.inner.run(runner_inputs))  # elsewhere: asynchronous, several machines at once
-        paths = [one.artifact_path for one in runner_inputs]
-        threading.Thread(target=self._watch, args=(list(zip(paths, futures)),), daemon=True).start()
-        return futures
-
-    def facts_of(self, artifact_path: str) -> dict:
-        """What the trial line keeps of a candidate's measurement besides its times: the cores others
-        used meanwhile (local), where it ran and how long it waited (elsewhere)."""
-        found = self.facts.pop(artifact_path, None)
-        return found if found is not None else self._placement(artifact_path)
-
-    def _placement(self, artifact_path: str) -> dict:
-        """Where a remote runner's candidate ran and how long it waited (nothing for the local runner)."""
-        placement = getattr(self.inner, "placement", None)
-        placed = placement(artifact_path) if placement is not None else None
-        return {} if placed is None else {"where": placed.where, "waited_s": placed.waited_s}
-
-    def close(self) -> None:
-        """Stop the local runner's measuring process now that the search is over: 0.07 s here,
-        against 0.3 s when the pool is torn down with the interpreter at the job's exit."""
-        inner = self._inner
-        if isinstance(inner, Future):
-            if not inner.done() or inner.exception() is not None:
-                return  # still starting (nothing was measured), or never started: it goes with the job
-            inner = inner.result()
-        pool = getattr(inner, "pool", None)
-        if isinstance(inner, ms.runner.LocalRunner) and pool is not None:
-            pool.shutdown()
-        elif hasattr(inner, "close"):  # a runner elsewhere: its threads stop taking candidates
-            inner.close()
-
-    def _log(self, path: str, fut: Any, others: float | None = None) -> None:
-        result = fut.result()
-        error = result.error_msg
-        secs = [float(x) for x in result.run_secs] if result.run_secs is not None and not error else []
-        facts = {"others_cores": others, **self._placement(path)}
-        self.facts[path] = facts
-        self.live.trial(_median(secs) if secs else None, error, others, facts.get("where"), facts.get("waited_s"))
-
-    def _watch(self, futures: list) -> None:
-        for path, fut in futures:
-            try:
-                while not fut.done():
-                    time.sleep(0.02)
-                self._log(path, fut)
-            except Exception as exc:  # noqa: BLE001 - the live view is a nicety; the batch result stands
-                self.live.trial(None, f"{type(exc).__name__}: {exc}")
-
-
-def _file_size(path: str | None) -> int:
-    try:
-        return os.path.getsize(path) if path else 0
-    except OSError:
-        return 0
-
-
-def _new_value(path: str | None, start: int) -> float | None:
-    """The number the runner's process appended to `path` after byte `start` (None if none)."""
-    if not path:
-        return None
-    try:
-        with open(path) as fh:
-            fh.seek(start)
-            text = fh.read().strip().splitlines()
-        return float(text[-1]) if text and text[-1] != "None" else None
-    except (OSError, ValueError):
-        return None
-
-
 class TraceSpace:
     """A space function that replays a rewritten session trace (JSON) with fresh samples."""
 
@@ -320,12 +158,6 @@ class TraceSpace:
     def __call__(self, sch: Any) -> Any:
         tvm.s_tir.schedule.Trace.apply_json_to_schedule([self.insts, []], sch)
         return sch
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _write_json(path: str, obj: Any) -> None:
