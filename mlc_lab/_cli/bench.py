@@ -25,7 +25,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default="warm",
         help="warm: inputs stay cached between calls (default); cold: flushed before every call",
     )
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds before a hanging program is stopped")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="seconds before a hanging program is stopped (default: 30; 600 elsewhere)",
+    )
+    p.add_argument(
+        "--runner",
+        default="local",
+        metavar="SPEC",
+        help="where to time it: local (default), rpc://HOST:PORT/KEY (a TVM RPC tracker's server), "
+        "batch:slurm[:PARTITION] or batch:COMMAND (run as COMMAND FOLDER); built here either way",
+    )
     return p
 
 
@@ -66,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         args.repeats,
         timeout=args.timeout,
         cache=args.cache,
+        runner=args.runner,
     )
     # the same figures as every other measurement (mlc_lab.tvm.measure), in Measurement's one encoding
     out = {

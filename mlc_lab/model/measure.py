@@ -107,6 +107,7 @@ class Measurement:
     cache: str = "warm"  # "warm" or "cold": see mlc_lab.tvm.measure
     method: str = ""  # the timing method in one sentence
     load: float | None = None  # the machine's 1-minute load average when it was measured
+    where: str | None = field(default=None, metadata=hover("measured on"))  # elsewhere: the server or the batch job
     others_cores: float | None = None  # CPU time other processes used while it was timed, in cores
     # the share of its cores' speed the process got right after timing (1.0 full; ~0.5 on 2 threads:
     # the cores were shared, e.g. by a VM's host, which others_cores cannot see); CPU, >1 thread

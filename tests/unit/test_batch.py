@@ -213,3 +213,14 @@ def test_cancelling_a_tune_cancels_its_queued_slurm_job(slurm, tmp_path):
         _when(lambda: not [j for j in slurm.jobs() if j[1] == "PENDING"], 30)
     finally:
         slurm.partition_state(up=True)
+
+
+def test_measure_by_a_batch_command_checks_the_outputs_here(tmp_path):
+    from mlc_lab.core.session import Session
+
+    s = Session(mlc_lab.load(matmul(64)))
+    m = s.measure(runner=f"batch:{RUNSIDE}", repeats=3)
+    assert m.ok and m.correct is True and m.max_abs_error < 1e-3 and m.repeats == 3, m.error
+    assert m.where.endswith(f" on {os.uname().nodename}") and "by `" in m.method
+    bad = s.measure(runner=f"batch:{_script(tmp_path, 'exit 5')}", raise_errors=False)
+    assert bad.error_kind == "elsewhere" and "the batch command `transport.sh` exited 5" in bad.error

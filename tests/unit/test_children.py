@@ -190,6 +190,7 @@ def test_results_are_decoded_once_into_the_tables_type():
 # One answer per operation whose result is not raw data, as its child sends it.
 ANSWERS = {
     "measure": {"target": "llvm", "latency_s": 0.5, "func_name": "main", "number": 3},
+    "measure_elsewhere": {"target": "llvm", "latency_s": 0.5, "func_name": "main", "where": "10.0.0.7:9090"},
     "machine": {
         "cpu": "Test CPU",
         "cores": 2,

@@ -6,6 +6,7 @@ run at once on one machine. The 64-trial runs are ``-m full`` (and ``benchmarks/
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -17,7 +18,17 @@ from mlc_lab.errors import TuneError
 from mlc_lab.tvm.measure import build, pool
 from tests.fixtures.programs import matmul
 from tests.unit.processes import free_port
-from tests.unit.rpc_cluster import Cluster
+from tests.unit.rpc_cluster import KEY, Cluster  # noqa: F401  (KEY: test_classroom times on these servers)
+
+
+@pytest.fixture
+def tracker(tmp_path):
+    """A tracker and two runtime-only servers under KEY: its port (the class server's tests time there)."""
+    c = Cluster(tmp_path / "cluster", servers=2)
+    try:
+        yield c.port
+    finally:
+        c.close()
 
 
 @pytest.fixture(scope="module")
@@ -169,3 +180,21 @@ def test_a_tune_goes_on_when_one_server_dies_and_another_hangs(shared, tmp_path)
     tune_addrs = {shared.addrs[n] for n in servers}
     assert all(r.where in tune_addrs and r.waited_s is not None for r in recs)
     assert {r.where for r in recs} == tune_addrs - {stopped, killed}
+
+
+def test_measure_and_bench_time_a_program_on_a_runtime_only_server(shared, tmp_path, capsys):
+    from mlc_lab.cli import main as cli_main
+    from mlc_lab.core.session import Session
+
+    s = Session(mlc_lab.load(matmul(128)))
+    j0, j1 = s.apply("split", "C/j", factors=[None, 16])
+    s.apply("reorder", "C/i", j0, "k", j1)
+    m = s.measure(runner=shared.runner, repeats=3)
+    assert m.ok and m.correct and m.latency_s > 0 and m.repeats == 3, m.error
+    assert m.where in shared.addrs and f"a server of 'mlc-lab-test' ({m.where})" in m.method
+    assert m.gflops > 0 and m.threads is None  # the server's threads are its own
+    prog = tmp_path / "mm.py"
+    prog.write_text(matmul(64))
+    assert cli_main(["bench", str(prog), "--repeats", "2", "--runner", shared.runner]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["correct"] is True and out["where"] in shared.addrs and out["repeats"] == 2
