@@ -379,6 +379,20 @@ export interface TrialDetail {
   best_trial?: number | null;
   vs_best?: number | null;
   problem?: string;
+  where?: string | null;
+  waited_s?: number | null;
+}
+
+/** One thing said of the machines that measure elsewhere: a server lost or left out of the job, a */
+export interface MachineLine {
+  text: string;
+  problem: boolean;
+}
+
+/** Where a job measures when not here (empty for the local runner): how (``via``), and what happened. */
+export interface Machines {
+  via?: string;
+  lines?: MachineLine[];
 }
 
 /** One pass that `tvm.compile` ran. `script` is the module after it when it changed something; */
@@ -895,6 +909,7 @@ export interface TuningTraits {
   best: BestTrial;
   failed_count: number;
   failures: FailureItem[];
+  machines: Machines;
   selected: number;
   detail: TrialDetail | Empty;
   notice: string;
