@@ -22,10 +22,19 @@ KEY = "mlc-lab-test"
 
 class Cluster:
     def __init__(
-        self, folder: Path, servers: int = 3, runtime_only: bool = True, key: str = KEY, more: dict | None = None
+        self,
+        folder: Path,
+        servers: int = 3,
+        runtime_only: bool = True,
+        key: str = KEY,
+        more: dict | None = None,
+        ours: tuple[str, ...] = (),
+        env: dict | None = None,
     ) -> None:
-        """`servers` under `key`, and `more` = {other key: count} beside them."""
+        """`servers` under `key`, and `more` = {other key: count} beside them; the servers of the keys in
+        `ours` run mlc_lab's server (`mlc_lab.tvm.measure.server`) instead of TVM's, with `env` added."""
         self.folder, self.key, self.runtime_only = Path(folder), key, runtime_only
+        self.ours, self.extra_env = set(ours), dict(env or {})
         self.folder.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.procs: list[subprocess.Popen] = []
@@ -62,7 +71,7 @@ class Cluster:
         self._start(
             ["tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", port, "--port-end", end],
             "tracker.log",
-            dict(os.environ),
+            dict(os.environ, TVM_USE_RUNTIME_LIB="1"),  # a tracker needs no compiler either (and starts 2x faster)
         )
         deadline = time.monotonic() + 30
         while True:  # servers that find no tracker retry only every 5 s: start them after it listens
@@ -75,7 +84,7 @@ class Cluster:
 
     def add_server(self, n: int, key: str | None = None) -> subprocess.Popen:
         port = free_port()
-        env = dict(os.environ, TVM_NUM_THREADS="1")
+        env = dict(os.environ, TVM_NUM_THREADS="1", **self.extra_env)
         prefix: list[str] = []
         if self.runtime_only:
             empty = self.folder / "empty_path"
@@ -84,9 +93,14 @@ class Cluster:
         cores = sorted(os.sched_getaffinity(0))
         if shutil.which("taskset"):  # one core each, as docs/measuring.md sets a class up
             prefix = [shutil.which("taskset"), "-c", str(cores[n % len(cores)])]
+        module = "mlc_lab.tvm.measure.server" if (key or self.key) in self.ours else "tvm.exec.rpc_server"
+        if module != "tvm.exec.rpc_server":  # this checkout's mlc_lab, from a PATH without anything on it
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")) if p
+            )
         proc = self._start(
             [
-                "tvm.exec.rpc_server",
+                module,
                 "--host",
                 "127.0.0.1",
                 "--port",

@@ -7,9 +7,14 @@ run at once on one machine. The 64-trial runs are ``-m full`` (and ``benchmarks/
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import mlc_lab
@@ -198,3 +203,76 @@ def test_measure_and_bench_time_a_program_on_a_runtime_only_server(shared, tmp_p
     assert cli_main(["bench", str(prog), "--repeats", "2", "--runner", shared.runner]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["correct"] is True and out["where"] in shared.addrs and out["repeats"] == 2
+
+
+@pytest.fixture(scope="module")
+def ours(tmp_path_factory):
+    """Two of mlc_lab's servers (`mlc_lab.tvm.measure.server`), runtime-only, with a stand-in CUDA driver
+    when this machine can make one (test_artifact's: every driver call answers "no device")."""
+    from tests.unit.test_artifact import CUDART_DIRS, STUB_DRIVER
+
+    folder = tmp_path_factory.mktemp("ours")
+    env: dict[str, str] = {}
+    cudart = next((d for d in CUDART_DIRS if os.path.exists(os.path.join(d, "libcudart.so.13"))), None)
+    if cudart and shutil.which("gcc"):
+        (folder / "stub.c").write_text(STUB_DRIVER)
+        lib = folder / "libcuda.so.1"
+        subprocess.run(
+            ["gcc", "-shared", "-fPIC", "-o", str(lib), "-Wl,-soname,libcuda.so.1", str(folder / "stub.c")], check=True
+        )
+        env = {"LD_LIBRARY_PATH": f"{folder}:{cudart}", "CUDA_HOME": str(Path(cudart).parent)}
+    c = Cluster(folder / "cluster", servers=2, key="ours", ours=("ours",), env=env)
+    c.stub_driver = bool(env)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def test_mlc_labs_server_outlives_a_kernel_that_crashes(ours, tmp_path):
+    """A kernel that calls abort(): TVM's own server stops listening after such a session; mlc_lab's
+    server says so in its log and serves on. The candidate is reported as what crashes servers."""
+    import tvm
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def crash(A: T.Buffer((4,), "float32")):
+        for i in range(4):
+            with T.sblock("A"):
+                vi = T.axis.spatial(4, i)  # noqa: F841  (TVMScript binds the block axis)
+                T.evaluate(T.call_extern("int32", "abort"))
+
+    path = str(tmp_path / "crash.so")
+    tvm.compile(tvm.IRModule({"main": crash}), target="llvm").export_library(path)
+    p = pool.TrackerPool("127.0.0.1", ours.port, "ours", servers=1, session_timeout_s=10)
+    try:
+        (out,) = p.measure([pool.Candidate("crash", path, "main", "cpu", [np.zeros(4, "float32")])])
+    finally:
+        p.close()
+    assert out.error_kind == "crash" and "ended abruptly on two servers" in out.error, out
+    ours.wait_free(2, timeout=30, key="ours")  # both still serve
+    assert all(s.poll() is None for s in ours.servers)
+    assert "ended badly" in ours.logs() and "serving on" in ours.logs()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="the CUDA toolkit (nvcc) is not installed")
+def test_a_cuda_kernel_built_here_loads_on_a_runtime_only_server(ours, tmp_path):
+    """As far as a machine without a GPU goes: the server loads TVM's CUDA runtime (the sidecar) and the
+    library with its fat binary; allocating on the GPU is where a driver without a device says no."""
+    if not ours.stub_driver:
+        pytest.skip("no stand-in CUDA driver could be made (gcc or libcudart.so.13 missing)")
+    import tvm
+
+    from mlc_lab.tvm.measure import artifact
+    from tests.unit.test_artifact import SM_90, add_one
+
+    path = str(tmp_path / "add.so")
+    artifact.export_artifact(tvm.compile(tvm.IRModule({"main": add_one}), target=SM_90), path, SM_90)
+    p = pool.TrackerPool("127.0.0.1", ours.port, "ours", servers=1, session_timeout_s=10)
+    try:
+        (out,) = p.measure([pool.Candidate("add", path, "main", "cuda", [np.zeros(1024, "float32")] * 2)])
+    finally:
+        p.close()
+    assert "CUDA: on, but no GPU is visible" in ours.logs()
+    assert out.error_kind == "run" and "the arguments do not fit" in out.error, out  # loaded; no device memory
+    assert "does not load" not in out.error

@@ -130,11 +130,16 @@ def measure_batch(
         (one,) = report.results.candidates
         if one.error is not None and one.error.kind != "wrong":
             raise MeasureFailure("run", f"the program could not be timed by {spec.describe()}: {one.error.message}")
-        got = [np.load(os.path.join(folder, one.outputs[a.name]), allow_pickle=False) for a in staged["candidate"].args]
+        names = [a.name for a in staged["candidate"].args]
+        sent = all(n in one.outputs for n in names)
+        got = [np.load(os.path.join(folder, one.outputs[n]), allow_pickle=False) for n in names] if sent else None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     expected = staged["expected"]
-    max_abs, max_rel, correct = build.output_errors(got, expected) if expected is not None else (None, None, None)
+    if got is not None and expected is not None:
+        max_abs, max_rel, correct = build.output_errors(got, expected)
+    else:  # the outputs did not come back: the far side's own comparison, when it made one
+        max_abs, max_rel, correct = one.max_abs_error, None, one.correct
     return {
         **{k: getattr(one, k) for k in ("latency_s", "min_s", "max_s", "iqr_s", "std_s", "results_s", "repeats")},
         "others_cores": one.others_cores,
