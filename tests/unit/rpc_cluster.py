@@ -38,6 +38,7 @@ class Cluster:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.procs: list[subprocess.Popen] = []
+        self.killed: set[int] = set()  # the servers a test killed on purpose
         self.servers: list[subprocess.Popen] = []
         self.addrs: list[str] = []
         self.keys: list[str] = []
@@ -135,28 +136,34 @@ class Cluster:
     def wait_free(self, n: int, timeout: float = 60.0, key: str | None = None) -> None:
         deadline = time.monotonic() + timeout
         while self.free(key) < n:
-            dead = [p.args for p in self.procs if p.poll() is not None]
+            dead = [p.args for p in self.procs if p.poll() is not None and p.pid not in self.killed]
             assert not dead, f"a tracker or server exited: {dead}\n{self.logs()}"
             assert time.monotonic() < deadline, f"the RPC servers did not register with the tracker\n{self.logs()}"
             time.sleep(0.3)
 
-    def in_session(self, key: str | None = None) -> list[int]:
-        """The servers serving a session now: TVM's server runs its loop in a child process, which
-        forks a child of its own per session."""
+    def in_session(self, key: str | None = None, started_within: float | None = None) -> list[int]:
+        """The servers serving a session now (TVM's server runs its loop in a child process, which forks
+        a child of its own per session); with `started_within`, only sessions that began that many
+        seconds ago or less (a kill then surely lands while the client waits on it)."""
         import psutil
 
         busy = []
+        now = time.time()
         for n, p in enumerate(self.servers):
             try:
-                if key not in (None, self.keys[n]):
+                if key not in (None, self.keys[n]) or p.poll() is not None:
                     continue
-                if p.poll() is None and any(c.children() for c in psutil.Process(p.pid).children()):
+                sessions = [g for c in psutil.Process(p.pid).children() for g in c.children()]
+                if started_within is not None:
+                    sessions = [g for g in sessions if now - g.create_time() <= started_within]
+                if sessions:
                     busy.append(n)
             except psutil.Error:
                 continue
         return busy
 
     def kill(self, n: int) -> None:
+        self.killed.add(self.servers[n].pid)
         os.killpg(self.servers[n].pid, signal.SIGKILL)
 
     def stop(self, n: int) -> None:

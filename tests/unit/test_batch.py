@@ -194,7 +194,7 @@ def test_a_tune_through_slurm_goes_on_past_a_cancelled_job(slurm, tmp_path):
     assert not list((tmp_path / "wd" / "rounds" / "0002").glob("*.so"))  # the bulk goes once measured
 
 
-@pytest.mark.slow
+@pytest.mark.full  # 11 s
 def test_cancelling_a_tune_cancels_its_queued_slurm_job(slurm, tmp_path):
     slurm.partition_state(up=False)
     try:
@@ -224,3 +224,15 @@ def test_measure_by_a_batch_command_checks_the_outputs_here(tmp_path):
     assert m.where.endswith(f" on {os.uname().nodename}") and "by `" in m.method
     bad = s.measure(runner=f"batch:{_script(tmp_path, 'exit 5')}", raise_errors=False)
     assert bad.error_kind == "elsewhere" and "the batch command `transport.sh` exited 5" in bad.error
+
+
+@pytest.mark.full
+def test_a_64_trial_tune_through_slurm_is_within_noise_of_the_local_runner(tmp_path):
+    from benchmarks.remote import slurm_figures
+    from tests.unit.test_rpc import _within_noise
+
+    figs = slurm_figures(mlc_lab.load(matmul(128)), 64, tmp_path, rounds=5)
+    assert figs["local"]["trials"] == figs["slurm"]["trials"] == 64 and figs["slurm"]["failed"] == 0, figs
+    assert [r["measured"] for r in figs["slurm_rounds"]] == [16, 16, 16, 16]
+    assert all(r["waited_s"] is not None and r["where"].endswith(" on localhost") for r in figs["slurm_rounds"])
+    assert _within_noise(figs["retimed_here"], "local", "slurm"), figs["retimed_here"]

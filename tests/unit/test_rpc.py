@@ -39,8 +39,22 @@ def tracker(tmp_path):
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
     """One tracker: three servers under the test key for the tests that harm none, two under "hang" for
-    the test that stops one, three under "tune" for the tune that loses two (one start for all)."""
-    c = Cluster(tmp_path_factory.mktemp("cluster"), servers=3, more={"hang": 2, "tune": 3})
+    the test that stops one, three under "tune" for the tune that loses two, and two of mlc_lab's own
+    servers under "ours" (`mlc_lab.tvm.measure.server`), with a stand-in CUDA driver when this machine
+    can make one (test_artifact's: every driver call answers "no device"). One start for all."""
+    from tests.unit.test_artifact import CUDART_DIRS, STUB_DRIVER
+
+    folder = tmp_path_factory.mktemp("cluster")
+    env: dict[str, str] = {}
+    cudart = next((d for d in CUDART_DIRS if os.path.exists(os.path.join(d, "libcudart.so.13"))), None)
+    if cudart and shutil.which("gcc"):
+        (folder / "stub.c").write_text(STUB_DRIVER)
+        lib = folder / "libcuda.so.1"
+        cmd = ["gcc", "-shared", "-fPIC", "-o", str(lib), "-Wl,-soname,libcuda.so.1", str(folder / "stub.c")]
+        subprocess.run(cmd, check=True)
+        env = {"LD_LIBRARY_PATH": f"{folder}:{cudart}", "CUDA_HOME": str(Path(cudart).parent)}
+    c = Cluster(folder / "cluster", servers=3, more={"hang": 2, "tune": 3, "ours": 2}, ours=("ours",), env=env)
+    c.stub_driver = bool(env)
     try:
         yield c
     finally:
@@ -107,10 +121,13 @@ def test_a_tracker_that_is_down_is_one_sentence():
 
 
 def test_a_key_no_server_has_is_one_sentence(shared):
-    with pytest.raises(TuneError, match=r"no server under the key 'gpu' \(it lists 'hang', 'mlc-lab-test', 'tune'\)"):
+    with pytest.raises(
+        TuneError, match=r"no server under the key 'gpu' \(it lists 'hang', 'mlc-lab-test', 'ours', 'tune'\)"
+    ):
         tune(mlc_lab.load(matmul(64)), trials=4, runner=f"rpc://127.0.0.1:{shared.port}/gpu")
 
 
+@pytest.mark.full  # 10 s; the tune below has a server hang too (at its connection)
 def test_a_server_that_hangs_mid_measurement_is_left_out_and_its_candidate_measured_elsewhere(shared, tmp_path):
     """A 512^3 matmul (untuned, generic x86-64: 0.1-0.3 s a call): the server timing it is stopped
     (SIGSTOP) mid-session."""
@@ -165,10 +182,14 @@ def test_a_tune_goes_on_when_one_server_dies_and_another_hangs(shared, tmp_path)
     harm: dict[str, int] = {}
 
     def harmer() -> None:
-        _when(lambda: shared.in_session("tune") or job.status != "running", 120)
-        if job.status == "running":
-            harm["killed"] = shared.in_session("tune")[0]
-            shared.kill(harm["killed"])
+        deadline = time.monotonic() + 120
+        while job.status == "running" and time.monotonic() < deadline:
+            busy = shared.in_session("tune", started_within=0.1)
+            if busy:
+                harm["killed"] = busy[0]
+                shared.kill(busy[0])
+                return
+            time.sleep(0.005)
 
     thread = threading.Thread(target=harmer, daemon=True)
     thread.start()
@@ -184,7 +205,8 @@ def test_a_tune_goes_on_when_one_server_dies_and_another_hangs(shared, tmp_path)
     assert [(e["server"], e["reason"]) for e in hung] == [(stopped, "it did not answer a connection in 5 s")]
     tune_addrs = {shared.addrs[n] for n in servers}
     assert all(r.where in tune_addrs and r.waited_s is not None for r in recs)
-    assert {r.where for r in recs} == tune_addrs - {stopped, killed}
+    assert stopped not in {r.where for r in recs}  # it never answered: nothing was measured there
+    assert sum(r.where == killed for r in recs) < 16  # the killed one's candidate went elsewhere
 
 
 def test_measure_and_bench_time_a_program_on_a_runtime_only_server(shared, tmp_path, capsys):
@@ -205,31 +227,7 @@ def test_measure_and_bench_time_a_program_on_a_runtime_only_server(shared, tmp_p
     assert out["correct"] is True and out["where"] in shared.addrs and out["repeats"] == 2
 
 
-@pytest.fixture(scope="module")
-def ours(tmp_path_factory):
-    """Two of mlc_lab's servers (`mlc_lab.tvm.measure.server`), runtime-only, with a stand-in CUDA driver
-    when this machine can make one (test_artifact's: every driver call answers "no device")."""
-    from tests.unit.test_artifact import CUDART_DIRS, STUB_DRIVER
-
-    folder = tmp_path_factory.mktemp("ours")
-    env: dict[str, str] = {}
-    cudart = next((d for d in CUDART_DIRS if os.path.exists(os.path.join(d, "libcudart.so.13"))), None)
-    if cudart and shutil.which("gcc"):
-        (folder / "stub.c").write_text(STUB_DRIVER)
-        lib = folder / "libcuda.so.1"
-        subprocess.run(
-            ["gcc", "-shared", "-fPIC", "-o", str(lib), "-Wl,-soname,libcuda.so.1", str(folder / "stub.c")], check=True
-        )
-        env = {"LD_LIBRARY_PATH": f"{folder}:{cudart}", "CUDA_HOME": str(Path(cudart).parent)}
-    c = Cluster(folder / "cluster", servers=2, key="ours", ours=("ours",), env=env)
-    c.stub_driver = bool(env)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-def test_mlc_labs_server_outlives_a_kernel_that_crashes(ours, tmp_path):
+def test_mlc_labs_server_outlives_a_kernel_that_crashes(shared, tmp_path):
     """A kernel that calls abort(): TVM's own server stops listening after such a session; mlc_lab's
     server says so in its log and serves on. The candidate is reported as what crashes servers."""
     import tvm
@@ -244,22 +242,22 @@ def test_mlc_labs_server_outlives_a_kernel_that_crashes(ours, tmp_path):
 
     path = str(tmp_path / "crash.so")
     tvm.compile(tvm.IRModule({"main": crash}), target="llvm").export_library(path)
-    p = pool.TrackerPool("127.0.0.1", ours.port, "ours", servers=1, session_timeout_s=10)
+    p = pool.TrackerPool("127.0.0.1", shared.port, "ours", servers=1, session_timeout_s=10)
     try:
         (out,) = p.measure([pool.Candidate("crash", path, "main", "cpu", [np.zeros(4, "float32")])])
     finally:
         p.close()
     assert out.error_kind == "crash" and "ended abruptly on two servers" in out.error, out
-    ours.wait_free(2, timeout=30, key="ours")  # both still serve
-    assert all(s.poll() is None for s in ours.servers)
-    assert "ended badly" in ours.logs() and "serving on" in ours.logs()
+    shared.wait_free(2, timeout=30, key="ours")  # both still serve
+    assert all(p.poll() is None for n, p in enumerate(shared.servers) if shared.keys[n] == "ours")
+    assert "ended badly" in shared.logs() and "serving on" in shared.logs()
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="the CUDA toolkit (nvcc) is not installed")
-def test_a_cuda_kernel_built_here_loads_on_a_runtime_only_server(ours, tmp_path):
+def test_a_cuda_kernel_built_here_loads_on_a_runtime_only_server(shared, tmp_path):
     """As far as a machine without a GPU goes: the server loads TVM's CUDA runtime (the sidecar) and the
     library with its fat binary; allocating on the GPU is where a driver without a device says no."""
-    if not ours.stub_driver:
+    if not shared.stub_driver:
         pytest.skip("no stand-in CUDA driver could be made (gcc or libcudart.so.13 missing)")
     import tvm
 
@@ -268,11 +266,30 @@ def test_a_cuda_kernel_built_here_loads_on_a_runtime_only_server(ours, tmp_path)
 
     path = str(tmp_path / "add.so")
     artifact.export_artifact(tvm.compile(tvm.IRModule({"main": add_one}), target=SM_90), path, SM_90)
-    p = pool.TrackerPool("127.0.0.1", ours.port, "ours", servers=1, session_timeout_s=10)
+    p = pool.TrackerPool("127.0.0.1", shared.port, "ours", servers=1, session_timeout_s=10)
     try:
         (out,) = p.measure([pool.Candidate("add", path, "main", "cuda", [np.zeros(1024, "float32")] * 2)])
     finally:
         p.close()
-    assert "CUDA: on, but no GPU is visible" in ours.logs()
+    assert "CUDA: on, but no GPU is visible" in shared.logs()
     assert out.error_kind == "run" and "the arguments do not fit" in out.error, out  # loaded; no device memory
     assert "does not load" not in out.error
+
+
+def _within_noise(retimed: dict, a: str, b: str) -> bool:
+    """Two bests agree when their ratio is within the wider of their own re-timings' spreads (this VM
+    moves a kernel's figure by tens of percent within seconds: docs/measuring.md)."""
+    ratio = retimed[b]["median_s"] / retimed[a]["median_s"]
+    noise = max(retimed[a]["self_spread"], retimed[b]["self_spread"], 0.10)
+    return 1 / (1 + noise) <= ratio <= 1 + noise
+
+
+@pytest.mark.full
+def test_a_64_trial_tune_reaches_its_trials_through_a_tracker_that_loses_a_server(tmp_path):
+    from benchmarks.remote import tracker_figures
+
+    figs = tracker_figures(mlc_lab.load(matmul(128)), 64, tmp_path, rounds=5)
+    calm, hit = figs["undisturbed"], figs["killed"]
+    assert calm["trials"] == hit["trials"] == 64 and calm["failed"] == hit["failed"] == 0, figs
+    assert hit["killed"] and any(e["event"] == "lost" and e["server"] == hit["killed"]["server"] for e in hit["events"])
+    assert _within_noise(figs["retimed_here"], "undisturbed", "killed"), figs["retimed_here"]
