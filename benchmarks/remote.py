@@ -116,7 +116,7 @@ def tracker_figures(program, trials: int, work: Path, rounds: int) -> dict:
             while job.status == "running" and len(job.records(with_traces=False)) < 16:
                 time.sleep(0.05)
             while job.status == "running":
-                busy = cluster.in_session()
+                busy = cluster.in_session(started_within=0.1)  # a session that just began: the kill lands in it
                 if busy:
                     killed.update(server=cluster.addrs[busy[0]], at_trial=len(job.records(with_traces=False)))
                     cluster.kill(busy[0])
