@@ -36,7 +36,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "batch:slurm[:PARTITION] (each round a Slurm job) or batch:COMMAND (each round run as COMMAND FOLDER)",
     )
     p.add_argument("--rpc", metavar="HOST:PORT:KEY", help="the same as --runner rpc://HOST:PORT/KEY")
-    p.add_argument("--servers", type=int, default=1, help="with --rpc: candidates measured at once (default: 1)")
+    p.add_argument(
+        "--servers", type=int, default=1, help="with an rpc:// runner: candidates measured at once (default: 1)"
+    )
     p.add_argument(
         "--database",
         metavar="DIR|rpc://HOST:PORT",

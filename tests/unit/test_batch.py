@@ -236,3 +236,20 @@ def test_a_64_trial_tune_through_slurm_is_within_noise_of_the_local_runner(tmp_p
     assert [r["measured"] for r in figs["slurm_rounds"]] == [16, 16, 16, 16]
     assert all(r["waited_s"] is not None and r["where"].endswith(" on localhost") for r in figs["slurm_rounds"])
     assert _within_noise(figs["retimed_here"], "local", "slurm"), figs["retimed_here"]
+
+
+def test_the_tune_command_takes_a_runner_and_says_what_is_wrong_with_one(tmp_path, capsys):
+    from mlc_lab.cli import main as cli_main
+
+    prog = tmp_path / "mm.py"
+    prog.write_text(matmul(64))
+    common = ["tune", str(prog), "--trials", "4", "--work-dir", str(tmp_path / "wd")]
+    assert cli_main([*common, "--runner", "batch:no-such-tool"]) != 0
+    assert "the batch runner needs 'no-such-tool', which is not on the PATH" in capsys.readouterr().err
+    assert cli_main([*common, "--runner", "batch:slurm", "--rpc", "h:1:k"]) == 2
+    assert "give --runner or --rpc, not both" in capsys.readouterr().err
+    assert cli_main([*common, "--runner", "gpu-box"]) != 0
+    assert (
+        "runner must be 'local', 'rpc://HOST:PORT/KEY', 'batch:slurm[:PARTITION]' or 'batch:COMMAND'"
+        in capsys.readouterr().err
+    )
