@@ -142,17 +142,12 @@ def tracker_figures(program, trials: int, work: Path, rounds: int) -> dict:
 
 def slurm_figures(program, trials: int, work: Path, rounds: int) -> dict:
     cluster = SlurmCluster(work / "slurm")
-    old = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(cluster.conf)
     runs: dict[str, dict] = {}
     try:
-        runs["local"] = run_tune(program, str(work / "wd_local"), "local", trials)
-        runs["slurm"] = run_tune(program, str(work / "wd_slurm"), "batch:slurm", trials)
+        with cluster.configured():
+            runs["local"] = run_tune(program, str(work / "wd_local"), "local", trials)
+            runs["slurm"] = run_tune(program, str(work / "wd_slurm"), "batch:slurm", trials)
     finally:
-        if old is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = old
         cluster.close()
     rounds_seen = [e for e in runs["slurm"]["events"] if e["event"] in ("round_done", "round_failed")]
     out = {name: public(r) for name, r in runs.items()}

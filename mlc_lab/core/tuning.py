@@ -108,6 +108,21 @@ class LiveState:
     elapsed_s: float | None = None
 
 
+def _json_lines(path: str) -> list[dict]:
+    """The objects of a JSON-lines file the job appends to (a line being written is left out)."""
+    out = []
+    try:
+        with open(path) as fh:
+            for line in fh:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue  # a line being written
+    except OSError:
+        pass
+    return out
+
+
 def _read_json(path: str) -> Any:
     try:
         with open(path) as fh:
@@ -236,17 +251,7 @@ class TuneJob:
     def records(self, with_traces: bool = True) -> list[TuneRecord]:
         """Every trial measured so far for this job's workload, in trial order."""
         index = self.read_status().get("workload_index")
-        side: dict[int, dict] = {}
-        try:
-            with open(self.path(TRIALS_FILE)) as fh:
-                for line in fh:
-                    try:
-                        entry = json.loads(line)
-                    except ValueError:
-                        continue  # a line being written
-                    side[int(entry["line"])] = entry
-        except OSError:
-            pass
+        side = {int(entry["line"]): entry for entry in _json_lines(self.path(TRIALS_FILE))}
         out: list[TrialRecord] = []
         missing: list[tuple[int, str]] = []
         try:
@@ -370,19 +375,11 @@ class TuneJob:
         """What happened to the machines that measure elsewhere, in order, since this run started:
         {"event": "lost" | "hung" | "retry" | "round" | ..., "t", ...} (`mlc_lab.tvm.tuning.live`)."""
         out: list[dict] = []
-        try:
-            with open(self.path(LIVE_FILE)) as fh:
-                for line in fh:
-                    try:
-                        entry = json.loads(line)
-                    except ValueError:
-                        continue  # a line being written
-                    if entry.get("phase") == "starting":
-                        out = []
-                    elif "event" in entry:
-                        out.append(entry)
-        except OSError:
-            pass
+        for entry in _json_lines(self.path(LIVE_FILE)):
+            if entry.get("phase") == "starting":
+                out = []
+            elif "event" in entry:
+                out.append(entry)
         return out
 
     @property

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.unit.processes import free_port, group_gone
+from tests.unit.processes import free_port, kill_groups
 
 KEY = "mlc-lab-test"
 
@@ -173,12 +173,4 @@ class Cluster:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted(self.folder.glob("*.log")))
 
     def close(self) -> None:
-        for p in self.procs:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for p in self.procs:
-            p.wait(timeout=10)
-        gone = [group_gone(p.pid) for p in self.procs]
-        assert all(gone), "a tracker/server process outlived the test"
+        kill_groups(self.procs)

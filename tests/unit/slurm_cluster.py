@@ -7,16 +7,17 @@ if a daemon outlives it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
-from tests.unit.processes import free_port, group_gone
+from tests.unit.processes import free_port, kill_groups
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel")
 
@@ -141,12 +142,18 @@ class SlurmCluster:
         )
 
     def close(self) -> None:
-        for p in reversed(self.procs):
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for p in self.procs:
-            p.wait(timeout=10)
-        assert all(group_gone(p.pid) for p in self.procs), "a Slurm daemon outlived the test"
+        kill_groups(self.procs)
         self.procs = []
+
+    @contextlib.contextmanager
+    def configured(self) -> Iterator[None]:
+        """``SLURM_CONF`` set to this cluster's in this process (and so in the tuning jobs it starts)."""
+        old = os.environ.get("SLURM_CONF")
+        os.environ["SLURM_CONF"] = str(self.conf)
+        try:
+            yield
+        finally:
+            if old is None:
+                os.environ.pop("SLURM_CONF", None)
+            else:
+                os.environ["SLURM_CONF"] = old

@@ -131,15 +131,10 @@ def test_a_command_that_hangs_is_stopped_at_the_rounds_limit(tmp_path, round_fol
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
     cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
-    old = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(cluster.conf)  # sbatch, scontrol, scancel here and in the tuning job
     try:
-        yield cluster
+        with cluster.configured():  # sbatch, scontrol, scancel here and in the tuning job
+            yield cluster
     finally:
-        if old is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = old
         cluster.close()
 
 

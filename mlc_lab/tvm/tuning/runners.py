@@ -260,6 +260,16 @@ class JobInputs:
         return self._made
 
 
+def placement(outcomes: dict[str, Future], artifact_path: str) -> Placed | None:
+    """Where the candidate of `artifact_path` ran and how long it waited (it waits for the result), from
+    a runner's futures by artifact: meta_schedule hands the job its futures as its own type, not ours."""
+    fut = outcomes.pop(artifact_path, None)
+    if fut is None:
+        return None
+    out = fut.result()
+    return Placed(out.where, out.waited_s)
+
+
 def tuning_method(min_repeat_ms: float) -> timing.TimingMethod:
     """How the tuner times a candidate anywhere (`timing.TUNING`, with the job's repeat length)."""
     return timing.TimingMethod(
@@ -326,13 +336,7 @@ class PoolRunner(ms.runner.PyRunner):
         self._outcomes: dict[str, Future] = {}  # artifact path -> the candidate's outcome to come
 
     def placement(self, artifact_path: str) -> Placed | None:
-        """Where the candidate of `artifact_path` ran and how long it waited (it waits for the
-        result). meta_schedule hands the job its futures as its own type, without ours."""
-        fut = self._outcomes.pop(artifact_path, None)
-        if fut is None:
-            return None
-        out = fut.result()
-        return Placed(out.where, out.waited_s)
+        return placement(self._outcomes, artifact_path)
 
     def run(self, runner_inputs: list) -> list:
         args, expected = self.inputs.get()
@@ -393,11 +397,7 @@ class BatchRunner(ms.runner.PyRunner):
         self._lock = threading.Lock()  # one round at a time, in order
 
     def placement(self, artifact_path: str) -> Placed | None:
-        fut = self._outcomes.pop(artifact_path, None)
-        if fut is None:
-            return None
-        out = fut.result()
-        return Placed(out.where, out.waited_s)
+        return placement(self._outcomes, artifact_path)
 
     def run(self, runner_inputs: list) -> list:
         self.rounds += 1
