@@ -107,7 +107,7 @@ def run(manifest: RunManifest, folder: str, sink: _Sink) -> RunResults:
     results = RunResults(
         version=RUN_FORMAT,
         device=device,
-        method=method.describe(threads) if device != "opencl" else "run once (not timed)",
+        method=_described(method, device, threads),
         candidates=[],
         load=round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
         host=socket.gethostname(),
@@ -128,6 +128,14 @@ def run(manifest: RunManifest, folder: str, sink: _Sink) -> RunResults:
         shutil.rmtree(private, ignore_errors=True)
     results.runtime_only = _runtime_only()
     return results
+
+
+def _described(method: Any, device: str, threads: int | None) -> str:
+    """The timing method in one sentence, as `measure` words it (a GPU's figure has no CPU threads)."""
+    if device == "opencl":
+        return "run once (not timed)"
+    text = method.describe(threads)
+    return text.replace("? thread(s)", "GPU") if device == "cuda" else text
 
 
 def _method(spec: RunMethod) -> Any:
