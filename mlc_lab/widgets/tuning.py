@@ -186,6 +186,8 @@ def _machine_line(kind: Any, ev: dict) -> MachineLine | None:
     label = ev.get("round")
     if kind == "hung":
         return {"text": f"{ev.get('server')} hung ({ev.get('reason')}): left out of this job", "problem": True}
+    if kind == "lost" and ev.get("candidate") is None:
+        return {"text": f"{ev.get('server')} could not be reached ({ev.get('reason')})", "problem": True}
     if kind == "lost":
         return {
             "text": f"{ev.get('server')} went away while measuring; its candidate was measured again elsewhere",
