@@ -93,9 +93,11 @@ def measure(
         far = WORKER_OPS["measure_elsewhere"].timeout_s - extra if timeout == DEFAULT_TIMEOUT_S else float(timeout)
         payload.update(runner=str(runner), timeout_s=far)
         timeout = far + extra
-    try:
-        op = "measure_elsewhere" if elsewhere else "measure"
-        m: Measurement = worker().call(op, timeout=timeout, **payload)
+    try:  # each operation named as written: tests/unit/kernel_paths.py reads which one runs a kernel here
+        if elsewhere:
+            m: Measurement = worker().call("measure_elsewhere", timeout=timeout, **payload)
+        else:
+            m = worker().call("measure", timeout=timeout, **payload)
     except MeasureError as exc:
         if raise_errors:
             raise
