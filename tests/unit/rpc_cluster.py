@@ -43,13 +43,17 @@ class Cluster:
         self.servers: list[subprocess.Popen] = []
         self.addrs: list[str] = []
         self.keys: list[str] = []
-        self._start_tracker()
-        wanted = {key: servers, **(more or {})}
-        for k, what in wanted.items():
-            for module in what if isinstance(what, list) else [None] * what:
-                self.add_server(len(self.servers), k, module)
-        for k, what in wanted.items():
-            self.wait_free(len(what) if isinstance(what, list) else what, key=k)
+        try:  # a cluster that does not come up leaves nothing running behind it
+            self._start_tracker()
+            wanted = {key: servers, **(more or {})}
+            for k, what in wanted.items():
+                for module in what if isinstance(what, list) else [None] * what:
+                    self.add_server(len(self.servers), k, module)
+            for k, what in wanted.items():
+                self.wait_free(len(what) if isinstance(what, list) else what, key=k)
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def runner(self) -> str:
