@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
 from mlc_lab.model.machine import Machine
-from mlc_lab.model.measure import Measurement
+from mlc_lab.model.measure import Measurement, RunResults
 
-__all__ = ["WORKER", "WORKER_OPS", "LimitsSpec", "WorkerOp"]
+__all__ = ["KERNEL_LIMITS", "WORKER", "WORKER_OPS", "LimitsSpec", "WorkerOp"]
 
 WORKER = "mlc_lab.core.worker_main"
 Mode = Literal["persistent", "detached", "sandboxed"]
@@ -47,6 +47,11 @@ class MeasureParams(TypedDict):
     cache: str
     min_repeat_ms: float
     seed: int
+
+
+class MeasureElsewhereParams(MeasureParams):
+    runner: str  # rpc://HOST:PORT/KEY, batch:slurm[:PARTITION] or batch:COMMAND
+    timeout_s: float  # the far side's own limit (a batch round's queue included)
 
 
 class CudaParams(TypedDict):
@@ -87,6 +92,10 @@ class HandinParams(TypedDict):
     handin: str  # the student's file, staged read-only as /input/handin.py (or .ipynb)
     func: str
     function: str
+
+
+class RunKernelParams(TypedDict):
+    folder: str  # a run's folder (manifest.json and the files it names), staged read-only as /input
 
 
 class GradeParams(TypedDict):
@@ -130,10 +139,21 @@ HANDIN_LIMITS: LimitsSpec = {
     "file_mb": 64,
 }
 
+KERNEL_LIMITS: LimitsSpec = {
+    "wall_s": 60.0,  # the assignment's time_s
+    "cpu_s": 60.0,  # the run's wall time x its threads (every thread of the tree counts)
+    "memory_mb": 4096,  # the assignment's memory_mb
+    "processes": 64,  # TVM's pool threads count as tasks
+    "output_bytes": 1 << 20,  # at least; what comes back holds every argument, so the caller raises it
+    "file_mb": 64,  # /tmp: the library's private copy, Oclgrind's log
+}
+
 WORKER_OPS: dict[str, WorkerOp] = {
     # the persistent worker: mlc_lab.core.worker.worker().call(op, ...)
     "env": WorkerOp(NoParams, dict, 120.0),  # asked once, as the worker starts
     "measure": WorkerOp(MeasureParams, Measurement, 30.0),
+    # built here, timed on a tracker's server or by a batch round (a queue's wait included)
+    "measure_elsewhere": WorkerOp(MeasureElsewhereParams, Measurement, 660.0),
     "cuda": WorkerOp(CudaParams, dict, 30.0),
     "lower": WorkerOp(LowerParams, dict, 120.0),  # nvcc + ptxas for a CUDA step take seconds; a first start more
     # facts that core.lowering.build_lowering makes a Lowering
@@ -146,6 +166,16 @@ WORKER_OPS: dict[str, WorkerOp] = {
     # grading children
     "handin": WorkerOp(
         HandinParams, dict, 60.0, mode="sandboxed", entry="mlc_lab.tvm.grade_child", limits=HANDIN_LIMITS
+    ),
+    # a kernel compiled from a hand-in: built by the caller, run by the measuring side in the sandbox
+    # (mlc_lab.core.kernel_sandbox); its answer is the results (and arrays) it writes on fd 3
+    "run_kernel": WorkerOp(
+        RunKernelParams,
+        RunResults,
+        60.0,
+        mode="sandboxed",
+        entry="mlc_lab.tvm.measure.runside",
+        limits=KERNEL_LIMITS,
     ),
     # a hand-in's judging: the assignment's time and numeric time-out, plus this
     "grade_batch": WorkerOp(GradeParams, dict, 180.0, entry="mlc_lab.grading.batch"),
