@@ -55,9 +55,11 @@ def _target(session: Any, target: Any) -> Any:
     """The target's PrimFunc, loaded once per target text or object (the object is kept with it, so
     that its id stays its own)."""
     cache = session.__dict__.setdefault("_path_targets", {})
-    key = target if isinstance(target, str) else id(target)
+    key: Any = target if isinstance(target, str) else id(target)
+    if hasattr(target, "module") and hasattr(target, "loop_tree"):  # a Session: its program changes
+        key = (id(target), target.current.id)
     found = cache.get(key)
-    if found is not None and (isinstance(target, str) or found[0] is target):
+    if found is not None and (isinstance(target, str) or found[0] is target):  # noqa: SIM102
         return found[1]
     given = target
     if hasattr(target, "module") and hasattr(target, "loop_tree"):  # another Session: its current program
