@@ -59,7 +59,7 @@ def _target(session: Any, target: Any) -> Any:
     if hasattr(target, "module") and hasattr(target, "loop_tree"):  # a Session: its program changes
         key = (id(target), target.current.id)
     found = cache.get(key)
-    if found is not None and (isinstance(target, str) or found[0] is target):  # noqa: SIM102
+    if found is not None and (isinstance(target, str) or found[0] is target):
         return found[1]
     given = target
     if hasattr(target, "module") and hasattr(target, "loop_tree"):  # another Session: its current program
