@@ -226,7 +226,7 @@ def _property(examples: int):
     )
 
 
-test_random_targets_are_reached_or_honestly_not = _property(12)
+test_random_targets_are_reached_or_honestly_not = _property(8)
 test_random_targets_are_reached_or_honestly_not_full = pytest.mark.full(_property(300))
 
 
