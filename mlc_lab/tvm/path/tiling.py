@@ -501,8 +501,9 @@ class _Say:
 
     def split(self, loop: str, factors: list[Any], leaves: list[int | None]) -> str:
         parts = " x ".join("*" if f is None else str(f) for f in factors)
-        names = ", ".join(self._loop(o) for o in leaves)
-        return f"split {loop} into {parts}: around block {self.block} the target's loops {names} come from it"
+        names = [self._loop(o) for o in leaves]
+        listed = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
+        return f"{loop} runs {parts} in the target: its loops {listed} around block {self.block}"
 
     def reorder(self) -> str:
         names = ", ".join(self.tgt.loops[o].name for o in self.town)
