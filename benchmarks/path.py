@@ -98,7 +98,7 @@ def run_middle(pair: path_pairs.Pair, entry: dict, every: int) -> list[dict]:
         if n % every:
             continue
         # the withheld trace's transforming steps still to come after this one (samples transform nothing)
-        rest = [s for s in steps[n + 1 :] if not (session._history[s].primitive or "").startswith("sample_")]
+        rest = [s for s in steps[n + 1 :] if not (session._history[s].primitive or "").startswith("sample_")]  # noqa: SLF001
         started = time.perf_counter()
         try:
             answer = session.path_to(pair.target, step=sid)
