@@ -93,11 +93,12 @@ def run_middle(pair: path_pairs.Pair, entry: dict, every: int) -> list[dict]:
 
     session = Session.from_trace(pair.program, entry["json"], pair.func)
     steps = session.path()[1:]  # the replayed steps, root excluded (the full pair starts there)
-    kinds = path_pairs.transforming(entry["json"])
     out = []
     for n, sid in enumerate(steps[:-1]):
         if n % every:
             continue
+        # the withheld trace's transforming steps still to come after this one (samples transform nothing)
+        rest = [s for s in steps[n + 1 :] if not (session._history[s].primitive or "").startswith("sample_")]  # noqa: SLF001
         started = time.perf_counter()
         try:
             answer = session.path_to(pair.target, step=sid)
@@ -109,7 +110,7 @@ def run_middle(pair: path_pairs.Pair, entry: dict, every: int) -> list[dict]:
                 "id": f"{pair.id}@{n + 1}",
                 "group": "middle",
                 "seconds": time.perf_counter() - started,
-                "withheld": len(kinds) - (n + 1),
+                "withheld": len(rest),
                 "kinds": pair.kinds,
                 "status": status,
                 "why": why,

@@ -16,6 +16,7 @@ export const ERROR_KINDS = {
   does_not_build: {"means": "the GPU schedule does not build (TVM or the OpenCL compiler refuses it)", "transient": false, "measurement": true},
   could_not_run: {"means": "the CPU run of a GPU schedule cannot run this program (its numbers are not judged)", "transient": false, "measurement": true},
   gpu_check: {"means": "the program cannot run on a GPU as it is (unbound loops, GPU limits)", "transient": false, "measurement": true},
+  elsewhere: {"means": "the machines that measure elsewhere did not take it (an RPC tracker or server, a batch round)", "transient": true, "measurement": true},
   internal: {"means": "an unexpected failure inside mlc_lab", "transient": false, "measurement": true},
   busy: {"means": "another measurement of this explorer is running", "transient": true, "measurement": true},
   usage: {"means": "a request or command was used the wrong way", "transient": false, "measurement": false},
@@ -194,6 +195,7 @@ export interface Measurement {
   cache: string;
   method: string;
   load: number | null;
+  where: string | null;
   others_cores: number | null;
   parallel_speed: number | null;
   rounds: number | null;
@@ -208,11 +210,12 @@ export interface Measurement {
 }
 
 /** A Measurement with every field at its default (its encoding, as Python writes it). */
-export const EMPTY_MEASUREMENT: Measurement = {"latency_s": null, "std_s": null, "repeats": 0, "flops": 0.0, "gflops": null, "max_abs_error": null, "target": "", "error": null, "error_kind": null, "min_s": null, "max_s": null, "results_s": [], "max_rel_error": null, "correct": null, "build_s": null, "func_name": null, "iqr_s": null, "threads": null, "cache": "warm", "method": "", "load": null, "others_cores": null, "parallel_speed": null, "rounds": null, "bytes": null, "bytes_source": "", "bytes_by_buffer": {}, "intensity": null, "peak_gflops": null, "fraction_of_peak": null, "machine_peak_gflops": null, "machine_bandwidth_gbs": null};
+export const EMPTY_MEASUREMENT: Measurement = {"latency_s": null, "std_s": null, "repeats": 0, "flops": 0.0, "gflops": null, "max_abs_error": null, "target": "", "error": null, "error_kind": null, "min_s": null, "max_s": null, "results_s": [], "max_rel_error": null, "correct": null, "build_s": null, "func_name": null, "iqr_s": null, "threads": null, "cache": "warm", "method": "", "load": null, "where": null, "others_cores": null, "parallel_speed": null, "rounds": null, "bytes": null, "bytes_source": "", "bytes_by_buffer": {}, "intensity": null, "peak_gflops": null, "fraction_of_peak": null, "machine_peak_gflops": null, "machine_bandwidth_gbs": null};
 
 /** The Measurement fields a hover text lists (field metadata `hover`): label, unit. */
 export const MEASUREMENT_HOVER: ReadonlyArray<{ field: keyof Measurement; label: string; unit: string }> = [
   {"field": "build_s", "label": "build", "unit": "s"},
+  {"field": "where", "label": "measured on", "unit": ""},
 ];
 
 /** A loop as the memory view names it. */
@@ -379,6 +382,20 @@ export interface TrialDetail {
   best_trial?: number | null;
   vs_best?: number | null;
   problem?: string;
+  where?: string | null;
+  waited_s?: number | null;
+}
+
+/** One thing said of the machines that measure elsewhere: a server lost or left out of the job, a */
+export interface MachineLine {
+  text: string;
+  problem: boolean;
+}
+
+/** Where a job measures when not here (empty for the local runner): how (``via``), and what happened. */
+export interface Machines {
+  via?: string;
+  lines?: MachineLine[];
 }
 
 /** One pass that `tvm.compile` ran. `script` is the module after it when it changed something; */
@@ -944,6 +961,7 @@ export interface TuningTraits {
   best: BestTrial;
   failed_count: number;
   failures: FailureItem[];
+  machines: Machines;
   selected: number;
   detail: TrialDetail | Empty;
   notice: string;

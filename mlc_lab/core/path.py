@@ -52,16 +52,25 @@ def _deepest(session: Any, between: list[int], tfunc: Any, started: float) -> tu
 
 
 def _target(session: Any, target: Any) -> Any:
-    """The target's PrimFunc (loaded once per target object or text)."""
+    """The target's PrimFunc, loaded once per target text or object (the object is kept with it, so
+    that its id stays its own)."""
     cache = session.__dict__.setdefault("_path_targets", {})
-    key = target if isinstance(target, str) else id(target)
-    if key not in cache:
-        if hasattr(target, "module") and hasattr(target, "loop_tree"):  # another Session: its current program
-            target = target.module
-        elif hasattr(target, "reference") and getattr(target, "reference", None) is not None:
-            target = target.reference  # an assignment with a reference program
-        cache[key] = target_function(target, session.func_name, session.original)
-    return cache[key]
+    key: Any = target if isinstance(target, str) else id(target)
+    if hasattr(target, "module") and hasattr(target, "loop_tree"):  # a Session: its program changes
+        key = (id(target), target.current.id)
+    found = cache.get(key)
+    if found is not None and (isinstance(target, str) or found[0] is target):
+        return found[1]
+    given = target
+    if hasattr(target, "module") and hasattr(target, "loop_tree"):  # another Session: its current program
+        target = target.module
+    elif getattr(target, "reference", None) is not None:
+        target = target.reference  # an assignment with a reference program
+    func = target_function(target, session.func_name, session.original)
+    if len(cache) > 16:
+        cache.clear()
+    cache[key] = (given, func)
+    return func
 
 
 def target_binds_threads(session: Any, target: Any) -> bool:

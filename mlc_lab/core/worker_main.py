@@ -38,6 +38,7 @@ from mlc_lab.model.wire import RequestFailure, decode, encode
 REQUESTS: dict[str, str] = {
     "env": "mlc_lab.tvm.measure.build:environment_request",
     "measure": "mlc_lab.core.access.traffic:measure_request",
+    "measure_elsewhere": "mlc_lab.tvm.measure.rpc:measure_elsewhere_request",
     "cuda": "mlc_lab.tvm.measure.build:cuda_request",
     "lower": "mlc_lab.tvm.lowering:lower_request",
     "run_function": "mlc_lab.tvm.exercises:run_function_request",

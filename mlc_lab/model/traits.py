@@ -19,7 +19,7 @@ from mlc_lab.model.errors import ErrorInfo
 from mlc_lab.model.measure import Measurement
 from mlc_lab.model.path import PathSetup, StepPath
 from mlc_lab.model.steps import FailedAttempt, HistoryResult
-from mlc_lab.model.tuning import BestTrial, FailureItem, Roof, TrialDetail
+from mlc_lab.model.tuning import BestTrial, FailureItem, Machines, Roof, TrialDetail
 
 __all__ = [
     "AccessError",
@@ -183,6 +183,7 @@ class TuningTraits(RpcTraits):
     best: BestTrial
     failed_count: int
     failures: list[FailureItem]
+    machines: Machines  # where it measures when not here, and what happened to those machines
     selected: int
     detail: TrialDetail | Empty
     notice: str

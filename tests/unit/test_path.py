@@ -80,7 +80,7 @@ def test_a_step_names_its_loops_as_the_script_before_it_and_says_why():
     first = answer.steps[0]
     assert (first.primitive, first.arguments) == ("split", {"loop": "Y/j", "factors": [16, 8]})
     assert first.label == "split(Y/j, factors=[16, 8])"
-    assert "16 x 8" in first.reason and "i2_0 (16)" in first.reason and "ax0 (8)" in first.reason
+    assert first.reason == "j runs 16 x 8 in the target: its loops i2_0 (16) and ax0 (8) around block Y_update"
     assert first.call() == ([], {"loop": "Y/j", "factors": [16, 8]})
     reorder = next(s for s in answer.steps if s.primitive == "reorder")
     args, kwargs = reorder.call()
@@ -226,7 +226,7 @@ def _property(examples: int):
     )
 
 
-test_random_targets_are_reached_or_honestly_not = _property(12)
+test_random_targets_are_reached_or_honestly_not = _property(8)
 test_random_targets_are_reached_or_honestly_not_full = pytest.mark.full(_property(300))
 
 

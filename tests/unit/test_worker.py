@@ -4,6 +4,7 @@ psutil-based control of detached jobs."""
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 import threading
@@ -90,6 +91,14 @@ _LONG_MEASURE = (
 )
 
 
+@pytest.fixture(scope="module")
+def long_request() -> dict:
+    """The long request's parameters (made once: the module's text needs TVM)."""
+    namespace: dict = {}
+    exec(_LONG_MEASURE, namespace)  # noqa: S102 - the constant above, a test's own code
+    return namespace["LONG"]
+
+
 def _gone(pid: int, within_s: float) -> bool:
     import time
 
@@ -108,7 +117,7 @@ def _gone(pid: int, within_s: float) -> bool:
     return False
 
 
-def test_a_worker_dies_with_the_kernel_that_started_it_even_mid_measurement():
+def test_a_worker_dies_with_the_kernel_that_started_it_even_mid_measurement(long_request, tmp_path):
     # Before: the worker noticed its kernel was gone only when it next read stdin, so a kernel
     # restarted during a long measurement left it running (53% CPU, still going minutes later).
     import os
@@ -116,14 +125,17 @@ def test_a_worker_dies_with_the_kernel_that_started_it_even_mid_measurement():
     import time
     from pathlib import Path
 
-    kernel_code = _LONG_MEASURE + (
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps(long_request))
+    kernel_code = (  # a kernel as far as the worker can tell: it imports no TVM itself
+        "import json, sys\n"
         "from mlc_lab.core.worker import worker\n"
         "w = worker(); w.start(); print(w.pid, flush=True)\n"
-        "w.call('measure', timeout=300, **LONG)\n"
+        "w.call('measure', timeout=300, **json.loads(open(sys.argv[1]).read()))\n"
     )
     repo = str(Path(__file__).resolve().parents[2])
     kernel = subprocess.Popen(
-        [sys.executable, "-c", kernel_code],
+        [sys.executable, "-c", kernel_code, str(request)],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": repo},
@@ -143,11 +155,9 @@ def test_a_worker_dies_with_the_kernel_that_started_it_even_mid_measurement():
             os.killpg(kernel.pid, signal.SIGKILL)
 
 
-def test_cancel_stops_the_request_in_flight_and_the_next_call_starts_a_fresh_worker():
+def test_cancel_stops_the_request_in_flight_and_the_next_call_starts_a_fresh_worker(long_request):
     import time
 
-    namespace: dict = {}
-    exec(_LONG_MEASURE, namespace)  # noqa: S102 - the constant above, a test's own code
     w = worker()
     w.start()
     first = w.pid
@@ -155,7 +165,7 @@ def test_cancel_stops_the_request_in_flight_and_the_next_call_starts_a_fresh_wor
 
     def run() -> None:
         try:
-            w.call("measure", timeout=300, **namespace["LONG"])
+            w.call("measure", timeout=300, **long_request)
         except MeasureError as exc:
             outcome["error"] = exc
 

@@ -45,7 +45,11 @@ def same_function(a: Any, b: Any) -> bool:
 
 def find(make: Callable[[], Any], func: str, target: Any, *, limit: int = 4, deadline_s: float = 20.0) -> Found:
     started = time.perf_counter()
-    sch = make()
+    try:
+        sch = make()
+    except Exception as exc:  # noqa: BLE001  (TVM cannot replay this step's trace: a dynamic tile's sample)
+        why = f"TVM cannot replay the schedule of this step by itself ({type(exc).__name__}): start from another"
+        return Found("unreached", why=why, kind="partial", seconds=time.perf_counter() - started)
     if same_function(sch.mod[func], target):
         return Found("reached", [], sch, seconds=time.perf_counter() - started)
     tgt = read(target)
@@ -72,6 +76,8 @@ def find(make: Callable[[], Any], func: str, target: Any, *, limit: int = 4, dea
             return got
         if best is None or _better(got, best):
             best = got
+        if got.kind in ("computes", "no_primitive"):
+            break  # no other choice of the way changes what the target computes
     assert best is not None
     best.seconds = time.perf_counter() - started
     return best

@@ -10,7 +10,7 @@ from typing import Any
 import tvm
 
 from mlc_lab.tvm.path.blocks import Correspondence, Stage
-from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, accesses, all_accesses, const, maps_of, read_as
+from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, accesses, all_accesses, const, iter_maps, maps_of, read_as
 from mlc_lab.tvm.path.work import Refused, Unreachable, Work
 
 
@@ -138,7 +138,10 @@ def _transform_layout(work: Work, tgt: FuncView, names: dict[str, str], stage: S
             f"the target also changes the iterators of block {cb.name} (transform_block_layout), "
             "which the path engine does not read off yet"
         )
-    index_map = tvm.tirx.IndexMap(initial, list(theirs[0][1]), None)
+    final = list(theirs[0][1])
+    if len(final) == len(initial) and all(isinstance(f, tvm.tirx.Var) and f.same_as(v) for f, v in zip(final, initial)):
+        return  # the same layout: the block's iterators differ, not the buffer (an rfactor's final block)
+    index_map = tvm.tirx.IndexMap(initial, final, None)
     regions = cb.writes() if kind == "write" else cb.reads()
     why = f"the target lays {stage.buffer} out as {stage.buffer}[{', '.join(str(i) for i in theirs[0][1])}]"
     work.apply(
@@ -198,7 +201,8 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> 
         raise Unreachable(f"no block of the target reads the partial sums {stage.buffer}", "computes")
     reduce, maps, rf_index = _rf_reading(block, trf)
     why = f"the target sums {block.name} in parts first ({trf.name}), over a split of its reduction"
-    loops = {k: work.loop_rv(_loop_of(work.view, block, k)) for k in reduce}
+    split_already = {k: _split_already(work, block, k, ts) for k, ts in zip(reduce, maps.terms) if not maps.fused}
+    loops = {k: work.loop_rv(_loop_of(work.view, block, k)) for k in reduce if split_already.get(k) is None}
     if maps.fused:
         mark = maps.fused[0]
         slices = sorted(
@@ -213,11 +217,12 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> 
         piece = None
         for k, ts in zip(reduce, maps.terms):
             terms = sorted(ts, key=lambda t: -(const(t.scale) or 0))
-            pieces = (
-                work.apply("split", why, loop=loops[k], factors=[t.extent for t in terms])
-                if len(terms) > 1
-                else [loops[k]]
-            )
+            if split_already.get(k) is not None:
+                pieces = split_already[k]
+            elif len(terms) > 1:
+                pieces = work.apply("split", why, loop=loops[k], factors=[t.extent for t in terms])
+            else:
+                pieces = [loops[k]]
             for t, rv in zip(terms, pieces):
                 if t.leaf == rf_index:
                     piece = rv
@@ -265,6 +270,20 @@ def _rf_reading(block: Block, trf: Block) -> tuple[list[int], IterMaps, int]:
             f"the target's {trf.name} does not read a reduction of {block.name} split in parts", "computes"
         )
     return reduce, maps, rf[0]
+
+
+def _split_already(work: Work, block: Block, k: int, terms: list) -> list[Any] | None:
+    """The loops iterator ``k`` of the block is split into here, when they are the pieces the
+    target's partial block reads (outermost first); None when it is not split so."""
+    view = work.view
+    maps = iter_maps(view, block, block.chain)
+    if maps is None or maps.fused:
+        return None
+    mine = sorted(maps.terms[k], key=lambda t: -(const(t.scale) or 0))
+    wanted = [const(t.extent) for t in sorted(terms, key=lambda t: -(const(t.scale) or 0))]
+    if len(mine) < 2 or [const(t.extent) for t in mine] != wanted or any(t.leaf is None for t in mine):
+        return None
+    return [work.loop_rv(t.leaf) for t in mine]
 
 
 def _loop_of(view: FuncView, block: Block, k: int) -> int:

@@ -86,11 +86,14 @@ def tile(
             return tile(work, block, own, tgt, tblock, town, late, values)
     kept = dict(zip(unread_here, unread_there))
     lone, fused = _unit_loops(tgt, town, tmaps, tblock.name, set(kept.values()), late)
-    done = _done_leaves(view, own, cmaps, tgt, town, tmaps, tplace, cplace)
+    marks: dict[int, int] = {}
+    done = _done_leaves(view, own, cmaps, tgt, town, tmaps, tplace, cplace, marks)
     done.update(kept)
     done_rvs = {o: work.loop_rv(o) for o in done}
+    mark_rvs = {f: work.loop_rv(o) for o, f in marks.items()}
     say = _Say(tgt, tblock.name, town)
-    pieces = _split_iterators(work, view, cmaps, tmaps, tplace, cplace, done, say, late)
+    pieces = _split_iterators(work, view, cmaps, tmaps, tplace, cplace, done, say, late, marks)
+    pieces["marks_done"] = mark_rvs
     _fuse_then_split(work, tmaps, town, tplace, pieces, say)
     pieces["own"] = own
     pieces["block"] = block
@@ -216,9 +219,11 @@ def _done_leaves(
     tmaps: IterMaps,
     tplace: dict,
     cplace: dict,
+    marks: dict[int, int],
 ) -> dict[int, int]:
     """Loops that fuse pieces already: each must be one of the target's loops (its order -> the
-    target loop's order); a fuse that the target does not have cannot be undone."""
+    target loop's order), or the fuse the target splits again (into ``marks``: its order -> the
+    mark's index); a fuse that the target does not have cannot be undone."""
     if cmaps.fused:
         raise Unreachable("a loop here is a fuse split again, and the target's loops are not that fuse")
     uses: dict[int, list[tuple[int, Term]]] = {}
@@ -234,12 +239,31 @@ def _done_leaves(
     for o, us in uses.items():
         if len(us) == 1 and const(us[0][1].lower) == 1 and _same_extent(us[0][1].extent, view.loops[o].extent):
             continue  # a simple loop: one piece of one iterator
+        mark = _fused_mark(us, tmaps)
+        if mark is not None:  # the fuse the target splits again: made already
+            marks[o] = mark
+            continue
         sig = _signature(us)
         match = [to for to, tus in tuses.items() if _signature(tus) == sig and to not in done.values()]
         if not match:
             raise Unreachable(f"loop {view.loops[o].name} fuses pieces that no loop of the target fuses")
         done[o] = match[0]
     return done
+
+
+def _fused_mark(uses: list[tuple[int, Term]], tmaps: IterMaps) -> int | None:
+    """The target's fused mark whose slices are exactly this loop's pieces, if one is."""
+    mine = sorted((k, str(t.lower), str(t.extent), str(t.scale)) for k, t in uses)
+    for f in range(len(tmaps.fused)):
+        theirs = sorted(
+            (k, str(t.lower), str(t.extent), str(t.scale))
+            for k, ts in enumerate(tmaps.terms)
+            for t in ts
+            if t.fused == f
+        )
+        if mine == theirs:
+            return f
+    return None
 
 
 def _same_extent(a: Any, b: Any) -> bool:
@@ -259,6 +283,7 @@ def _split_iterators(
     done: dict[int, int],
     say: "_Say",
     late: bool,
+    marks: dict[int, int],
 ) -> dict[tuple, Any]:
     """Split each loop that holds several of the target's pieces; return each target term's loop
     handle, keyed ("term", k, index) for iterator terms."""
@@ -266,8 +291,12 @@ def _split_iterators(
     done_target = set(done.values())
     rvs_of = {o: work.loop_rv(o) for o in cplace}  # before any split moves the places
     for k, cterms in enumerate(cmaps.terms):
-        cur = [t for t in _by_scale(cterms, cplace) if t.leaf not in done]
-        want = [t for t in _by_scale(tmaps.terms[k], tplace, tmaps) if t.leaf is None or t.leaf not in done_target]
+        cur = [t for t in _by_scale(cterms, cplace) if t.leaf not in done and t.leaf not in marks]
+        want = [
+            t
+            for t in _by_scale(tmaps.terms[k], tplace, tmaps)
+            if (t.leaf is None or t.leaf not in done_target) and t.fused not in marks.values()
+        ]
         runs, orphans = _align(cur, want, view, late)
         if orphans:
             handles.setdefault("orphans", []).extend((cur[i].leaf, rvs_of[cur[i].leaf]) for i in orphans)
@@ -378,6 +407,8 @@ def _fuse_then_split(work: Work, tmaps: IterMaps, town: list[int], tplace: dict,
         ]
         slices.sort(key=lambda s: -s[0])
         rvs = [rv for _, rv in slices]
+        if f in handles.get("marks_done", {}):
+            rvs = [handles["marks_done"][f]]
         if len(rvs) > 1:
             _reorder_chain(work, rvs, say.reorder())
             fused = work.apply("fuse", say.fuse_split([t.leaf for t in mark.terms]), loops=rvs)
@@ -501,8 +532,9 @@ class _Say:
 
     def split(self, loop: str, factors: list[Any], leaves: list[int | None]) -> str:
         parts = " x ".join("*" if f is None else str(f) for f in factors)
-        names = ", ".join(self._loop(o) for o in leaves)
-        return f"split {loop} into {parts}: around block {self.block} the target's loops {names} come from it"
+        names = [self._loop(o) for o in leaves]
+        listed = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
+        return f"{loop} runs {parts} in the target: its loops {listed} around block {self.block}"
 
     def reorder(self) -> str:
         names = ", ".join(self.tgt.loops[o].name for o in self.town)

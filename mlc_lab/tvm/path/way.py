@@ -105,6 +105,8 @@ def _named(start: State, found: Found, target: Any, renamed: dict[str, str]) -> 
     way = Way(found.status, why=found.why, kind=found.kind, applied=len(found.ops), seconds=found.seconds)
     if found.status == "unreached":
         return way
+    from mlc_lab.errors import MlcLabError
+
     state = start.fork()
     for op in found.ops:
         named = {k: _name(state, v) for k, v in op.args.items()}
@@ -117,7 +119,12 @@ def _named(start: State, found: Found, target: Any, renamed: dict[str, str]) -> 
         loops = VARIADIC.get(op.primitive)
         if loops:
             args = tuple(kwargs.pop(loops))
-        state, _ = state.apply(op.primitive, args, kwargs)
+        try:
+            state, _ = state.apply(op.primitive, args, kwargs)
+        except MlcLabError as exc:  # a step the session refuses a person (a split factor past the loop)
+            said = str(exc).strip().splitlines()[0]
+            why = f"the way needs a step the session refuses: {said}"
+            return Way("unreached", why=why, kind="trace", applied=len(way.steps))
         way.steps.append(Named(op.primitive, named, op.reason))
     ours = state.mod[state.func]
     if found.status == "reached" and not same_function(ours, target):
