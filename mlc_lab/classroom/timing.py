@@ -1,0 +1,89 @@
+"""How the class server's grading children share the machine's timing, and how two close results are
+timed again.
+
+- **One timing at a time.** Graders run side by side; a kernel timed while another grader times its
+  own would measure the other as much as itself. A child takes its turn (``timing_turn``: a lock on
+  ``DIR/timing.lock``, which the kernel drops if the child dies) around each timing on this machine;
+  timings on the class's measurement machines (``--tracker``) need none.
+- **Close results timed again, interleaved.** A tie on the leaderboard means the two timings'
+  bands meet (``mlc_lab.classroom.store.tied``), often because one was taken while the machine was
+  busy grading. When the server has nothing else to do it times both again, alternating one round
+  of each (A B, B A, A B ...) so that whatever the machine does meanwhile falls on both alike
+  (``retime``); the new figures replace the first ones, which the verdict keeps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+
+import numpy as np
+
+LOCK_ENV = "MLC_LAB_CLASS_TIMING_LOCK"  # set by the server for children that time on this machine
+
+
+@contextlib.contextmanager
+def timing_turn(remote: bool = False) -> Iterator[None]:
+    """Hold the class's timing lock (``$MLC_LAB_CLASS_TIMING_LOCK``) while timing on this machine."""
+    path = os.environ.get(LOCK_ENV)
+    if remote or not path:
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # the lock goes with the descriptor
+
+
+def retime(assignment, traces: list[str], rounds: int = 3) -> list[dict]:
+    """Time each trace ``rounds`` times, interleaved (each round alternates which goes first), in one
+    turn of the timing lock: per trace ``{"latency_ms", "timing": {...}}`` from all its repeats (the
+    median, the interquartile range, the highest load seen, quiet only if every round was), or
+    ``{"error": sentence}`` when it could not be timed."""
+    import mlc_lab
+    from mlc_lab.core.checks import Target
+    from mlc_lab.core.session import Session
+
+    target = "cuda" if Target.of(assignment.target).gpu else "cpu"
+    program = mlc_lab.load(str(assignment.program), assignment.func)
+    sessions = [Session.from_trace(program, t, assignment.func) for t in traces]
+    samples: list[list[float]] = [[] for _ in traces]
+    loads: list[list[float]] = [[] for _ in traces]
+    quiet: list[list[bool | None]] = [[] for _ in traces]
+    errors: list[str | None] = [None] * len(traces)
+    with timing_turn():
+        for r in range(max(1, rounds)):
+            order = range(len(traces)) if r % 2 == 0 else reversed(range(len(traces)))
+            for i in order:
+                if errors[i]:
+                    continue
+                m = sessions[i].measure(target, repeats=assignment.repeats, raise_errors=False, roofline=False)
+                if m.error or not m.correct:
+                    errors[i] = f"it could not be timed again: {(m.error or 'a wrong result').splitlines()[0]}"
+                    continue
+                samples[i] += list(m.results_s)
+                quiet[i].append(m.quiet)
+                if m.load is not None:
+                    loads[i].append(float(m.load))
+    out = []
+    for i in range(len(traces)):
+        if errors[i] or not samples[i]:
+            out.append({"error": errors[i] or "it could not be timed again"})
+            continue
+        q1, med, q3 = np.percentile(np.asarray(samples[i]), [25, 50, 75])
+        out.append(
+            {
+                "latency_ms": float(med) * 1e3,
+                "timing": {
+                    "spread_ms": float(q3 - q1) * 1e3,
+                    "load": max(loads[i]) if loads[i] else None,
+                    "quiet": all(q is True for q in quiet[i]) if quiet[i] else None,
+                    "retimed": {"rounds": max(1, rounds), "repeats": len(samples[i]), "interleaved": len(traces)},
+                },
+            }
+        )
+    return out
