@@ -295,6 +295,7 @@ class ClassServer:
                     self._retime_close_results(grader)
                 continue
             sid, student = item
+            started = time.monotonic()
             try:
                 result = grader.grade(sid)
             except Exception as exc:  # noqa: BLE001  (the server goes on)
@@ -308,6 +309,7 @@ class ClassServer:
                 )
             if self._stop.is_set():
                 return  # stopped while grading: it stays queued and is graded after the restart
+            result["grading_s"] = round(time.monotonic() - started, 3)  # a grader's time on it, waits not counted
             self.store.record(sid, result)
             self._queue.done(sid, student)
             with self._done_lock:

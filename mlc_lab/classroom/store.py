@@ -89,6 +89,7 @@ class Store:
         self._lock = threading.Lock()
         self._version = 0  # bumped by every verdict and timing stored: the key of the cached figures
         self._cache: tuple[int, list[dict]] | None = None
+        self._boards: dict[tuple, list[dict]] = {}  # (version, labels) -> ranked rows
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
@@ -508,6 +509,17 @@ class Store:
         return {"max_score": self.max_score, "tasks": self.tasks, "rows": rows, **self.counts()}
 
     def _board(self, labels: dict[str, str] | None = None) -> list[dict]:
+        """The ranked rows (copies: callers may change them), made again only after a change."""
+        key = (self._version, tuple(sorted((labels or {}).items())))
+        cached = self._boards.get(key)
+        if cached is None:
+            cached = self._rank_board(labels)
+            if len(self._boards) > 8:
+                self._boards.clear()
+            self._boards[key] = cached
+        return [dict(r) for r in cached]
+
+    def _rank_board(self, labels: dict[str, str] | None) -> list[dict]:
         students: dict[str, dict] = {}
         for s in self._graded():
             if _refused(s):
