@@ -41,6 +41,9 @@ class ClassHTTPServer(ThreadingHTTPServer):
     """A threading HTTP server with a cap on open connections and one log line per dropped client."""
 
     daemon_threads = True
+    # connections the kernel holds until they are accepted (socketserver's 5 overflowed under a class's
+    # burst of hand-ins: the kernel dropped connections and fell back to SYN cookies)
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], handler: type, max_connections: int = MAX_CONNECTIONS) -> None:
         super().__init__(address, handler)

@@ -17,6 +17,7 @@ from mlc_lab.classroom import client, reaper
 from mlc_lab.classroom.graders import FairQueue, disk_name, shown_as
 from mlc_lab.classroom.identity import Who
 from mlc_lab.classroom.server import ClassServer
+from mlc_lab.classroom.timing import LOCK_ENV, timing_turn
 from tests.unit.test_classroom import ASSIGNMENT, PARALLEL, ROSTER, SPLIT, VECTORIZE, trace
 
 REFUSED = "def apply_trace(sch):\n    b0 = sch.get_sblock(name='Y')\n    sch.splitt(b0)\n"
@@ -218,3 +219,17 @@ def test_close_results_are_timed_again_interleaved_when_the_server_is_idle(tmp_p
         assert srv.store.retime_due(srv._retimed) is None  # once per pair
     finally:
         srv.stop()
+
+
+def test_timings_take_turns_but_a_long_build_holds_nobody_past_the_patience(tmp_path, monkeypatch):
+    lock = tmp_path / "timing.lock"
+    monkeypatch.setenv(LOCK_ENV, str(lock))
+    with timing_turn() as had:
+        assert had and lock.stat().st_mode & 0o777 == 0o600
+        started = time.monotonic()
+        with timing_turn(patience_s=0.3) as other:  # another grader, while this one times (or builds)
+            assert other is False and 0.3 <= time.monotonic() - started < 2.0
+    with timing_turn(patience_s=0.3) as again:  # the turn was given back
+        assert again is True
+    with timing_turn(remote=True) as remote:  # the measurement machines: no turn to take
+        assert remote is True

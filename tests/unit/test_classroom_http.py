@@ -177,3 +177,32 @@ def test_the_client_says_it_is_retrying_from_the_first_refusal():
     assert said[0][1].startswith(f"the class server at http://127.0.0.1:{port} cannot be reached")
     assert said[0][0] - started < 0.4  # at the first refusal, not after the minute of tries
     assert client.tries_within(60) == 12  # the default: "retrying (2 of 12)"
+
+
+def test_a_burst_of_connections_is_answered(tmp_path):
+    """A class's burst: 300 clients connecting at once are all answered (socketserver's listen backlog
+    of 5 overflowed under the load test: the kernel dropped connections and fell back to SYN cookies)."""
+    srv = ClassServer(ASSIGNMENT, tmp_path / "class", port=0, roster=ROSTER)
+    th = threading.Thread(target=srv.httpd.serve_forever, daemon=True)
+    th.start()
+    srv._threads = [th]
+    try:
+        assert srv.httpd.request_queue_size >= 1024
+        answers: list[object] = []
+        gate = threading.Barrier(300)
+
+        def one() -> None:
+            gate.wait()
+            try:
+                answers.append(raw(srv, b"GET /api/assignment HTTP/1.1\r\nHost: x\r\n\r\n")[0])
+            except OSError as exc:
+                answers.append(exc)
+
+        clients = [threading.Thread(target=one) for _ in range(300)]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join(timeout=60)
+        assert answers == [200] * 300
+    finally:
+        srv.stop()
