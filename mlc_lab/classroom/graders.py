@@ -190,14 +190,15 @@ class Grader:
         }
         if not self.server.runner:  # timings on this machine: one at a time
             env[LOCK_ENV] = str(store.dir / "timing.lock")
-        proc = launch(
-            cmd,
-            "persistent",
-            cwd=str(self.folder),
-            env=env,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=reaper.die_with(os.getpid()),  # a SIGKILLed server takes its graders with it
-        )
+        with open(self.folder / "child.log", "wb") as log:  # its last words, for a crash's verdict
+            proc = launch(
+                cmd,
+                "persistent",
+                cwd=str(self.folder),
+                env=env,
+                stderr=log,
+                preexec_fn=reaper.die_with(os.getpid()),  # a SIGKILLed server takes its graders with it
+            )
         self.jobs = 0
         store.child_started(proc.pid, reaper.started_at(proc.pid) or time.time(), str(self.folder), 0)
         return proc
@@ -268,8 +269,9 @@ class Grader:
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
         if isinstance(answer, str):
+            last_words = _tail(folder / "child.log")
             self.close()  # dead or stuck: killed with all it started, its folder with it
-            return _failure(answer, timeout_s)
+            return _failure(answer, timeout_s, last_words)
         self._recycle_if_due()
         return shown_as(answer, disk, file or "your hand-in")  # type: ignore[return-value]
 
@@ -286,17 +288,23 @@ class Grader:
         return timings if isinstance(timings, list) and len(timings) == len(traces) else None
 
 
-def _failure(kind: str, timeout_s: float) -> dict:
+def _failure(kind: str, timeout_s: float, detail: str = "") -> dict:
     if kind == "timeout":
-        return failed_verdict(
-            {"type": "timeout", "summary": f"grading this submission took longer than {timeout_s:g} s; it was stopped"}
-        )
-    return failed_verdict(
-        {
-            "type": "crash",
-            "summary": "the grader's process died on this submission; the other submissions are graded",
-        }
-    )
+        summary = f"grading this submission took longer than {timeout_s:g} s; it was stopped"
+        return failed_verdict({"type": kind, "summary": summary})
+    summary = "the grader's process died on this submission; the other submissions are graded"
+    return failed_verdict({"type": kind, "summary": summary, **({"detail": detail} if detail else {})})
+
+
+def _tail(path: Path, limit: int = 2000) -> str:
+    """The end of a child's log (what it said before it died), or ""."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - limit))
+            return fh.read().decode("utf-8", errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def _read_line(proc: subprocess.Popen, timeout_s: float) -> bytes | None:
