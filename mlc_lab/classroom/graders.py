@@ -183,6 +183,8 @@ class Grader:
         cmd = [sys.executable, "-m", WORKER_OPS["grade_class"].entry, str(self.server.assignment_path)]
         if self.server.runner:
             cmd += ["--runner", self.server.runner]
+        if self.server.unsafe_same_user:
+            cmd.append("--unsafe-same-user")
         env = {
             reaper.MARK: reaper.mark(store, f"g{self.slot}"),  # found by the next server if this one dies
             "TMPDIR": str(scratch),

@@ -125,12 +125,14 @@ class ClassServer:
         hub_api: str | None = None,
         per_hour: int = PER_HOUR,
         max_connections: int | None = None,
+        unsafe_same_user: bool = False,
     ) -> None:
         from mlc_lab.grading import load_assignment
 
         self.assignment_path = Path(assignment).resolve()
         self.assignment = load_assignment(self.assignment_path)
         self.runner = runner
+        self.unsafe_same_user = unsafe_same_user  # the teacher's choice where this machine cannot sandbox
         tasks = [{"name": t.name, "title": t.title, "points": t.points} for t in self.assignment.tasks]
         self.store = Store(directory, tasks)
         try:

@@ -55,14 +55,17 @@ def timing_turn(remote: bool = False, patience_s: float = PATIENCE_S) -> Iterato
         os.close(fd)  # the lock goes with the descriptor
 
 
-def retime(assignment, traces: list[str], rounds: int = 3) -> list[dict]:
+def retime(assignment, traces: list[str], rounds: int = 3, unsafe: bool = False) -> list[dict]:
     """Time each trace ``rounds`` times, interleaved (each round alternates which goes first), in one
-    turn of the timing lock: per trace ``{"latency_ms", "timing": {...}}`` from all its repeats (the
-    median, the interquartile range, the highest load seen, quiet only if every round was), or
-    ``{"error": sentence}`` when it could not be timed."""
+    turn of the timing lock, each kernel run in the sandbox as a first timing is
+    (``mlc_lab.core.kernel_sandbox``): per trace ``{"latency_ms", "timing": {...}}`` from all its
+    repeats (the median, the interquartile range, the highest load seen, quiet only if every round
+    was), or ``{"error": sentence}`` when it could not be timed."""
     import mlc_lab
+    from mlc_lab.core import kernel_sandbox
     from mlc_lab.core.checks import Target
     from mlc_lab.core.session import Session
+    from mlc_lab.grading.grade import kernel_sandbox as confinement
 
     target = "cuda" if Target.of(assignment.target).gpu else "cpu"
     program = mlc_lab.load(str(assignment.program), assignment.func)
@@ -77,7 +80,15 @@ def retime(assignment, traces: list[str], rounds: int = 3) -> list[dict]:
             for i in order:
                 if errors[i]:
                     continue
-                m = sessions[i].measure(target, repeats=assignment.repeats, raise_errors=False, roofline=False)
+                session = sessions[i]
+                m = kernel_sandbox.measure(
+                    session.module,
+                    session.original,
+                    session.func_name,
+                    target,
+                    assignment.repeats,
+                    sandbox=confinement(assignment, unsafe),
+                )
                 if m.error or not m.correct:
                     errors[i] = f"it could not be timed again: {(m.error or 'a wrong result').splitlines()[0]}"
                     continue

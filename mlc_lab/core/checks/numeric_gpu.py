@@ -113,10 +113,92 @@ def numeric_check(
     no longer fit raises `NumericCheckError` saying so.
 
     A crash (an access far outside a buffer) or a hang costs the worker process and comes back as
-    the verdict ``crash`` / ``timeout``."""
+    the verdict ``crash`` / ``timeout``. The kernel runs in the persistent worker: this is the
+    explorer's check of a student's own schedule; a hand-in's runs in the sandbox
+    (`numeric_check_sandboxed`)."""
     from mlc_lab.core.worker import worker
-    from mlc_lab.tvm.measure import build as tbuild
 
+    setup = _setup(program_or_session, trace, sizes, shape_vars, func)
+    if isinstance(setup, NumericResult):
+        return setup
+    try:
+        raw = worker().call("numeric_gpu", timeout=timeout_s, **setup.request(seed, rtol, atol))
+    except MeasureError as exc:
+        return _failure(exc, setup.used, setup.shapes(), timeout_s)
+    return _result(raw, setup.used, rtol, atol, setup.against)
+
+
+def numeric_check_sandboxed(
+    program_or_session: Any,
+    trace: Any = None,
+    *,
+    sandbox: Any,
+    sizes: Any = None,
+    shape_vars: dict | None = None,
+    func: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    seed: int = 0,
+    rtol: float = 1e-3,
+    atol: float = 1e-3,
+) -> NumericResult:
+    """`numeric_check` of a hand-in: the same verdicts, but the kernel runs in the sandbox
+    (`mlc_lab.core.kernel_sandbox.run_opencl`, a `KernelSandbox`'s memory, `timeout_s` of wall
+    time): its OpenCL program is built here, the unscheduled program (the assignment's) runs here
+    for the expected numbers, and the kernel's outputs are compared here once its run is gone.
+    Raises `SandboxUnavailable` where the machine cannot sandbox (unless `sandbox.unsafe_same_user`)."""
+    from dataclasses import replace
+
+    from mlc_lab.core import kernel_sandbox
+    from mlc_lab.model.wire import RequestFailure
+    from mlc_lab.tvm.checks import opencl
+
+    setup = _setup(program_or_session, trace, sizes, shape_vars, func)
+    if isinstance(setup, NumericResult):
+        return setup
+    box = replace(sandbox, wall_s=timeout_s)
+    try:
+        raw = opencl.numeric_gpu_compare(
+            setup.request(seed, rtol, atol), lambda prog, arrays: kernel_sandbox.run_opencl(prog, arrays, box)
+        )
+    except RequestFailure as exc:
+        failed = MeasureError(exc.message, kind=exc.kind, detail=exc.detail)
+        return _failure(failed, setup.used, setup.shapes(), timeout_s)
+    except kernel_sandbox.SandboxUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - what the worker answers as "internal": the numbers are not judged
+        failed = MeasureError(f"{type(exc).__name__}: {exc}".splitlines()[0][:500], kind="internal")
+        return _failure(failed, setup.used, setup.shapes(), timeout_s)
+    return _result(raw, setup.used, rtol, atol, setup.against)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What both runs are given: the programs at the size to run, and how they were sized."""
+
+    small: Any
+    scheduled: Any
+    func_name: str
+    used: dict
+    against: str
+
+    def request(self, seed: int, rtol: float, atol: float) -> dict:
+        from mlc_lab.tvm.measure import build as tbuild
+
+        return {
+            "module": tbuild.module_to_text(self.scheduled),
+            "reference": tbuild.module_to_text(self.small),
+            "func_name": self.func_name,
+            "seed": seed,
+            "rtol": rtol,
+            "atol": atol,
+        }
+
+    def shapes(self) -> dict[str, list[int]]:
+        return _shapes(self.small, self.func_name)
+
+
+def _setup(program_or_session: Any, trace: Any, sizes: Any, shape_vars: dict | None, func: str | None) -> Any:
+    """The `_Setup` of a check, or the could_not_run verdict when no size fits the schedule."""
     original, trace, func_name = _inputs(program_or_session, trace, func)
     given = dict(shape_vars or {})
     try:
@@ -124,21 +206,8 @@ def numeric_check(
     except _NoSizeFits as exc:
         return _not_run(f"the numbers were not checked: {exc}", {}, _shapes(original, func_name))
     used = {**{k: v for k, v in given.items() if isinstance(k, str)}, **used}
-    try:
-        raw = worker().call(
-            "numeric_gpu",
-            timeout=timeout_s,
-            module=tbuild.module_to_text(scheduled),
-            reference=tbuild.module_to_text(small),
-            func_name=func_name,
-            seed=seed,
-            rtol=rtol,
-            atol=atol,
-        )
-    except MeasureError as exc:
-        return _failure(exc, used, _shapes(small, func_name), timeout_s)
     against = "the unscheduled program" if trace is not None else "the program with its thread loops run in order"
-    return _result(raw, used, rtol, atol, against)
+    return _Setup(small, scheduled, func_name, used, against)
 
 
 # ----------------------------------------------------------------------------------------- set-up
