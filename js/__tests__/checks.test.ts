@@ -234,6 +234,19 @@ describe("checks helpers", () => {
     expect(pathAfter(steps, 1, 1)).toEqual([]);
     expect(pathAfter(steps, 1, 3)).toBeNull();
   });
+  it("a check that does not apply is left out of the count: 5/5, not 5/6", () => {
+    const line = (name: string, ok: boolean, verdict: "pass" | "fail" | "unjudged", reason?: string) => ({ name, title: name, ok, verdict, message: "", where: null, evidence: reason ? { reason } : {} });
+    const rep = {
+      step: 9,
+      target: "cuda" as const,
+      checks: [...["a", "b", "c", "d", "e"].map((n) => line(n, true, "pass")), line("epilogue_fusion", false, "unjudged", "does not apply")],
+      hazards: [],
+    };
+    expect(checksBadge(rep)).toMatchObject({ passed: 5, total: 5, na: 1, warn: false });
+    // not judged yet (it will be, after the next steps) still counts: the step can still earn it
+    const later = { ...rep, checks: [...rep.checks.slice(0, 4), line("cooperative_fetching", false, "unjudged", "not judged yet"), rep.checks[5]] };
+    expect(checksBadge(later)).toMatchObject({ passed: 4, total: 5, na: 1 });
+  });
   it("a step-0 report counts no failure; a later one does", () => {
     expect(checksBadge(report(0, false))).toMatchObject({ passed: 1, total: 2, failed: 0, warn: false });
     expect(checksBadge(report(1, false))).toMatchObject({ passed: 1, total: 2, failed: 1, warn: true });

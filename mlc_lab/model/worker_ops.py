@@ -49,6 +49,11 @@ class MeasureParams(TypedDict):
     seed: int
 
 
+class MeasureElsewhereParams(MeasureParams):
+    runner: str  # rpc://HOST:PORT/KEY, batch:slurm[:PARTITION] or batch:COMMAND
+    timeout_s: float  # the far side's own limit (a batch round's queue included)
+
+
 class CudaParams(TypedDict):
     module: str
     func_name: str | None
@@ -149,6 +154,8 @@ WORKER_OPS: dict[str, WorkerOp] = {
     # the persistent worker: mlc_lab.core.worker.worker().call(op, ...)
     "env": WorkerOp(NoParams, dict, 120.0),  # asked once, as the worker starts
     "measure": WorkerOp(MeasureParams, Measurement, 30.0),
+    # built here, timed on a tracker's server or by a batch round (a queue's wait included)
+    "measure_elsewhere": WorkerOp(MeasureElsewhereParams, Measurement, 660.0),
     "cuda": WorkerOp(CudaParams, dict, 30.0),
     "lower": WorkerOp(LowerParams, dict, 120.0),  # nvcc + ptxas for a CUDA step take seconds; a first start more
     # facts that core.lowering.build_lowering makes a Lowering

@@ -99,5 +99,5 @@ def test_an_unexpected_failure_is_internal_with_its_class_in_the_detail(explorer
 def test_the_page_reads_the_vocabulary_it_is_generated_from():
     model_ts = (ROOT / "js" / "lib" / "model.ts").read_text()
     assert all(f"  {k}: " in model_ts for k in ERROR_KINDS)
-    view = (ROOT / "js" / "explorer" / "view.ts").read_text()
-    assert "ERROR_KINDS[err.error.type].measurement" in view
+    measuring = (ROOT / "js" / "explorer" / "measuring.ts").read_text()  # the explorer's Measure
+    assert "ERROR_KINDS[kind].measurement" in measuring
