@@ -99,6 +99,14 @@ export function taskVerdicts(
   });
 }
 
+/** What cost a failed task its points beyond its check lines (a hazard, wrong numbers, a latency
+ * threshold, a check that could not judge): the grader's sentences that no ✗ line of the task says. */
+export function taskCosts(graded: TaskVerdict | null, lines: CheckLine[]): string[] {
+  if (!graded || graded.passed !== false) return [];
+  const said = new Set(lines.filter((c) => !c.ok).map((c) => c.message));
+  return (graded.messages ?? []).filter((m) => !said.has(m));
+}
+
 /** " (5/5 pts)" as the grader scores the step, or the task's points when nothing was scored. */
 export function taskPoints(task: ChecksTask, graded: TaskVerdict | null): string {
   if (graded && graded.max_points != null) return ` (${graded.points ?? 0}/${graded.max_points} pts)`;
@@ -272,6 +280,7 @@ export class ChecksPanel {
             { class: `mlc-task mlc-task-${state === "pass" ? "ok" : state}`, title: graded && !graded.passed ? (graded.messages ?? []).join("\n") : "" },
             h("div", { class: "mlc-task-title" }, h("span", { class: "mlc-check-mark" }, lineMark(state)), " ", task.title, taskPoints(task, graded) ? h("span", { class: "mlc-muted" }, taskPoints(task, graded)) : null),
             ...lines.map(checkLine),
+            ...taskCosts(graded, lines).map((m) => h("div", { class: "mlc-task-cost" }, h("span", { class: "mlc-check-mark" }, "✗"), h("span", { class: "mlc-check-name" }, "cost the points"), h("span", { class: "mlc-check-message" }, m))),
           ),
         );
     } else out.push(...(report.checks ?? []).map(checkLine));

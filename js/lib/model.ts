@@ -650,10 +650,14 @@ export interface LatencySpread {
   max?: number;
 }
 
-/** A hand-in the grader refused (a trace calling what no schedule calls): flagged for the teacher. */
+/** A hand-in the grader refused, flagged for the teacher: an ``attack`` (a trace reaching for what */
 export interface RefusedHandIn {
   id: number;
   name: string;
+  pseudonym: string;
+  kind: "attack" | "mistake";
+  why: string;
+  file: string | null;
   message: string;
   at: number;
 }
@@ -705,6 +709,7 @@ export interface Verdict {
   status: string;
   submitted_at: number;
   client_id?: string | null;
+  file?: string | null;
   retries?: number;
   notice?: string;
   score?: number | null;
@@ -714,6 +719,7 @@ export interface Verdict {
   error?: string | null;
   tasks?: TaskVerdict[];
   hazards?: unknown[];
+  notes?: string[];
   correct?: unknown;
   timing?: unknown;
   timing_error?: string | null;

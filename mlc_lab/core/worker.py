@@ -8,9 +8,9 @@ kernel, the grader and the class server never do. `launch` starts one:
   is the worker serving ``python -m mlc_lab.core.worker_main`` one request at a time
   (``worker().call("measure", module=..., ...)``); a crash or a time-out costs the child, the caller
   gets a `MeasureError` (kind ``crash`` / ``timeout``, an ``ErrorInfo`` kind) and the next call starts a
-  fresh one. The batch grader's judging children are persistent too.
+  fresh one. The batch grader's judging children and the class server's graders are persistent too.
 - ``detached``: no stdin, its output to a log; the tuning job (`start_job`, found again by pid with
-  `job_running`, stopped with its group by `stop_group`) and the class server's grading child.
+  `job_running`, stopped with its group by `stop_group`).
 - ``sandboxed`` (`sandboxed`): one command (the run of a hand-in, or of a kernel compiled from one:
   `mlc_lab.core.kernel_sandbox`) in its own namespaces, as an unprivileged user, under limits on its
   whole tree (`mlc_lab.core.sandbox`, docs/sandbox.md).
@@ -232,6 +232,11 @@ class Worker:
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def log_path(self) -> str | None:
+        """The file the worker's stderr goes to while it runs (removed when it stops)."""
+        return self._log_path
 
     def start(self) -> None:
         with self._lock:

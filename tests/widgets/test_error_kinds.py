@@ -72,7 +72,17 @@ def test_an_exception_is_named_by_its_kind_never_by_its_class():
 def test_transient_kinds_come_from_the_vocabulary():
     transient = {k for k in ERROR_KINDS if _base._transient(k)}
     assert transient == {k for k, v in ERROR_KINDS.items() if v.transient}
-    assert {"timeout", "crash", "busy", "bad_request", "unknown", "unknown_step", "no_kernel", "cancelled"} == transient
+    assert {
+        "timeout",
+        "crash",
+        "busy",
+        "bad_request",
+        "unknown",
+        "unknown_step",
+        "no_kernel",
+        "cancelled",
+        "elsewhere",
+    } == transient
 
 
 def test_a_failed_request_answers_with_a_kind_of_the_vocabulary(explorer):
