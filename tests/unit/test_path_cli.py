@@ -1,12 +1,16 @@
-"""`mlc-lab path` as a real subprocess (exit 0 reached, 1 not with the why on stderr, 2 bad input with
-the file and line; ``--as json`` has exactly its five keys), and a scheduled program as a hand-in:
+"""`mlc-lab path` (exit 0 reached, as a real subprocess; 1 not with the why on stderr, 2 bad input with
+the file and line, ``--as json`` with exactly its five keys: through the CLI's own main, in this
+process, which spares a TVM import per test), and a scheduled program as a hand-in:
 graded through the schedule that reaches it, refused with the why when none does."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -23,6 +27,16 @@ def mlc_lab(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "mlc_lab.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=300
     )
+
+
+def mlc_lab_here(*args: str) -> SimpleNamespace:
+    """The CLI's main in this process: its exit status and what it printed, as a subprocess's."""
+    from mlc_lab.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 @pytest.fixture()
@@ -47,7 +61,7 @@ def test_reached_prints_an_apply_trace_tvm_replays_and_exits_0(files):
 
 
 def test_as_json_has_exactly_its_five_keys_and_starts_from_the_trace_given(files):
-    r = mlc_lab(
+    r = mlc_lab_here(
         "path", str(files / "prog.py"), str(files / "target.py"), "--trace", str(files / "start.py"), "--as", "json"
     )
     assert r.returncode == 0, r.stderr
@@ -59,7 +73,7 @@ def test_as_json_has_exactly_its_five_keys_and_starts_from_the_trace_given(files
 
 
 def test_not_reached_exits_1_with_the_why_on_stderr(files):
-    r = mlc_lab("path", str(files / "prog.py"), str(files / "other.py"), "--as", "json")
+    r = mlc_lab_here("path", str(files / "prog.py"), str(files / "other.py"), "--as", "json")
     assert r.returncode == 1
     assert r.stderr.startswith("mlc-lab path: the target computes something else: block C computes")
     data = json.loads(r.stdout)
@@ -68,7 +82,7 @@ def test_not_reached_exits_1_with_the_why_on_stderr(files):
 
 
 def test_bad_input_exits_2_naming_the_file_and_line(files):
-    r = mlc_lab("path", str(files / "prog.py"), str(files / "broken.py"))
+    r = mlc_lab_here("path", str(files / "prog.py"), str(files / "broken.py"))
     assert r.returncode == 2
     assert f"{files / 'broken.py'}, line" in r.stderr and "Traceback" not in r.stderr
 
