@@ -42,7 +42,8 @@ from mlc_lab._threads import tvm_thread_env
 from mlc_lab.core.processes import alive as _alive
 from mlc_lab.core.processes import kill_tree
 from mlc_lab.errors import MeasureError, NoGPUError
-from mlc_lab.model.worker_ops import WORKER_OPS
+from mlc_lab.model.conform import STRICT_WIRE, check_wire, wire_violation
+from mlc_lab.model.worker_ops import WORKER_OPS, WorkerEnv
 from mlc_lab.model.wire import decode, encode
 
 DEFAULT_TIMEOUT_S = WORKER_OPS["measure"].timeout_s
@@ -184,7 +185,7 @@ class Worker:
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
         self._log_path: str | None = None
-        self.env: dict = {}
+        self.env: WorkerEnv | None = None  # what the worker said of itself as it started
 
     @property
     def pid(self) -> int | None:
@@ -203,7 +204,7 @@ class Worker:
                 self._proc = launch([sys.executable, "-m", ENTRY], "persistent", stderr=log)
             self._buf = b""
             hello = self._read_message(time.monotonic() + START_TIMEOUT_S, what="starting")
-            self.env = hello.get("env", {})
+            self.env = decode_result("env", hello.get("env"))
 
     def close(self) -> None:
         with self._lock:
@@ -320,10 +321,32 @@ def failure(info: Any, op: str) -> MeasureError:
     return cls(info["summary"], kind=kind, detail=info.get("detail", ""))
 
 
-def decode_result(op: str, raw: Any) -> Any:
-    """A worker's result as its operation's type: a model type's ``from_json``, else the data as sent."""
-    result: Any = WORKER_OPS[op].result if op in WORKER_OPS else None
-    return result.from_json(raw) if hasattr(result, "from_json") else raw
+def decode_result(op: str, raw: Any, as_type: Any = None) -> Any:
+    """A child's answer to `op` as the operation's result type (`WORKER_OPS`; ``as_type``: a subclass of
+    it that adds behaviour, the grader's `GradeResult`): the one place where an answer that crossed a
+    process is read, by its type's ``from_json`` (else `conform.decode`). An answer that is not of its
+    type raises `MeasureError` (kind ``protocol``) saying where it departs; on the strict wire every
+    place it departs is also a wire violation."""
+    from mlc_lab.model.conform import WireData
+    from mlc_lab.model.conform import decode as decode_as
+
+    if op not in WORKER_OPS:
+        return raw  # no operation of the table: nothing declares what it answers
+    declared: Any = WORKER_OPS[op].result
+    tp = as_type if as_type is not None else declared
+    where = f"{op} result"
+    conforms = check_wire(raw, declared, where)
+    try:
+        if hasattr(tp, "from_json") and not (isinstance(tp, type) and issubclass(tp, WireData)):
+            return tp.from_json(raw)  # a reading of its own (Measurement's, RunResults')
+        return decode_as(tp, raw, where)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # WireError, RunFormatError among them
+        if STRICT_WIRE and conforms:
+            wire_violation(f"{where}: {exc}")
+        name = getattr(declared, "__name__", str(declared))
+        raise MeasureError(
+            f"the {op} child answered with a result that is not a {name}: {exc}", kind="protocol"
+        ) from None
 
 
 _WORKER = Worker()

@@ -26,7 +26,7 @@ import os
 import types
 import typing
 from functools import cache
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
 __all__ = [
     "STRICT_WIRE",
@@ -73,7 +73,7 @@ class WireError(ValueError):
 T = TypeVar("T")
 
 
-def decode(tp: type[T] | Any, data: Any, where: str = "") -> T:
+def decode(tp: Any, data: Any, where: str = "") -> Any:
     """``data`` read strictly as ``tp``: a dataclass is built from an object whose keys it declares (its
     wire properties too, which are not stored), with every field that has no default, each value of its
     field's type (nested dataclasses built in turn, in lists, dicts and optionals); any other type is
@@ -81,26 +81,26 @@ def decode(tp: type[T] | Any, data: Any, where: str = "") -> T:
     place that departs."""
     where = where or _name(tp)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        return _dataclass(tp, data, where)  # type: ignore[return-value]
+        return _dataclass(tp, data, where)
     origin, args = get_origin(tp), get_args(tp)
     if origin in (Union, types.UnionType) and _builds(tp):
         if data is None and type(None) in args:
-            return None  # type: ignore[return-value]
+            return None
         present = [a for a in args if a is not type(None)]
         if len(present) == 1:
             return decode(present[0], data, where)
     elif origin is list and _builds(args[0]):
         if not isinstance(data, list):
             raise WireError(f"{where}: {_short(data)} is not a list")
-        return [decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(data)]  # type: ignore[return-value]
+        return [decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(data)]
     elif origin is dict and _builds(args[1]):
         if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
             raise WireError(f"{where}: {_short(data)} is not an object with text keys")
-        return {k: decode(args[1], v, f"{where}.{k}") for k, v in data.items()}  # type: ignore[return-value]
+        return {k: decode(args[1], v, f"{where}.{k}") for k, v in data.items()}
     bad = problems(data, tp, where, limit=1)
     if bad:
         raise WireError(bad[0])
-    return data  # type: ignore[no-any-return]
+    return data
 
 
 def _builds(tp: Any) -> bool:
@@ -132,11 +132,11 @@ class WireData:
     (``from_json``: `decode`)."""
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)  # type: ignore[call-overload]
+        return cast(dict, dataclasses.asdict(self))  # type: ignore[call-overload]
 
     @classmethod
     def from_json(cls: type[T], data: Any) -> T:
-        return decode(cls, data)
+        return cast(T, decode(cls, data))
 
 
 def problems(value: Any, tp: Any, where: str = "", *, limit: int = 20) -> list[str]:

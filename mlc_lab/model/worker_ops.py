@@ -3,10 +3,10 @@
 :data:`WORKER_OPS` says, per operation:
 
 - ``params``: a TypedDict of what the caller sends (NotRequired: the handler has a default);
-- ``result``: what it answers: a type of mlc_lab.model, which `Worker.call` decodes it into (its
-  ``from_json``; a measurement, the machine's figures), or ``dict`` where the answer is raw data that
-  its caller in core makes into its own type with the caller's context (a lowering's facts read
-  against the step's loop tree, a numeric verdict against the sizes run, a function's outputs);
+- ``result``: what it answers: a type of mlc_lab.model (none is a bare ``dict``), which the handler
+  writes (its ``to_json``) and the caller decodes it into, strictly and in one place
+  (``mlc_lab.core.worker.decode_result``: `Worker.call`, the batch judge, the class server, the hand-in's
+  sandbox); on the strict wire (``MLC_LAB_STRICT_WIRE``) what departs is also a wire violation;
 - ``timeout_s``: how long the caller waits by default before the child is killed;
 - ``mode``: how ``mlc_lab.core.worker`` runs it: ``persistent`` (a request to the one worker process),
   ``detached`` (a child that outlives its caller, found again by pid), ``sandboxed`` (a command in the
@@ -25,10 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
+from mlc_lab.model.conform import WireData
 from mlc_lab.model.machine import Machine
 from mlc_lab.model.measure import Measurement, RunResults
 
-__all__ = ["KERNEL_LIMITS", "WORKER", "WORKER_OPS", "LimitsSpec", "WorkerOp"]
+__all__ = ["KERNEL_LIMITS", "WORKER", "WORKER_OPS", "LimitsSpec", "WorkerEnv", "WorkerOp"]
 
 WORKER = "mlc_lab.core.worker_main"
 Mode = Literal["persistent", "detached", "sandboxed"]
@@ -121,6 +122,18 @@ class LimitsSpec(TypedDict):
 
 
 @dataclass(frozen=True)
+class WorkerEnv(WireData):
+    """What the worker says of itself as it starts (``env``, its first line): TVM's version, its thread
+    count, the CPU target, whether a CUDA GPU is present, where nvcc is."""
+
+    tvm: str
+    threads: str | None  # TVM_NUM_THREADS as the worker has it
+    cpu_target: str
+    gpu: bool
+    nvcc: str | None
+
+
+@dataclass(frozen=True)
 class WorkerOp:
     params: type
     result: Any
@@ -150,7 +163,7 @@ KERNEL_LIMITS: LimitsSpec = {
 
 WORKER_OPS: dict[str, WorkerOp] = {
     # the persistent worker: mlc_lab.core.worker.worker().call(op, ...)
-    "env": WorkerOp(NoParams, dict, 120.0),  # asked once, as the worker starts
+    "env": WorkerOp(NoParams, WorkerEnv, 120.0),  # asked once, as the worker starts
     "measure": WorkerOp(MeasureParams, Measurement, 30.0),
     # built here, timed on a tracker's server or by a batch round (a queue's wait included)
     "measure_elsewhere": WorkerOp(MeasureElsewhereParams, Measurement, 660.0),

@@ -178,32 +178,43 @@ def test_a_failure_crosses_as_error_info_and_back():
     assert isinstance(junk, MeasureError) and junk.kind == "protocol"
 
 
-def test_results_are_decoded_once_into_the_tables_type():
+def test_results_are_decoded_once_into_the_tables_type(monkeypatch):
+    from mlc_lab.errors import MeasureError
+    from mlc_lab.model import conform
     from mlc_lab.model.measure import Measurement
 
     m = Measurement(target="llvm", latency_s=0.5, func_name="main")
-    raw = {**m.to_json(), "number": 3}  # a working figure of the worker's, no part of the measurement
-    assert decode_result("measure", raw) == m
-    assert decode_result("lower", {"passes": []}) == {"passes": []}  # raw data: its caller's to decode
+    assert decode_result("measure", m.to_json()) == m
+    found: list[str] = []
+    monkeypatch.setattr(conform, "wire_violations", found)
+    # a key the type does not declare departs from the wire (Measurement's reading drops it)
+    assert decode_result("measure", {**m.to_json(), "number": 3}) == m
+    assert found == ["measure result.number: Measurement declares no key 'number'"]
+    found.clear()
+    # an answer that is not of its type: a protocol error, and on the strict wire a violation too
+    with pytest.raises(MeasureError) as info:
+        decode_result("env", {"tvm": "0.27", "threads": None, "cpu_target": "llvm", "gpu": "no", "nvcc": None})
+    assert info.value.kind == "protocol" and "env result.gpu: 'no' is not a boolean" in str(info.value)
+    assert found and all(text.startswith("env result.gpu") for text in found)
 
 
-# One answer per operation whose result is not raw data, as its child sends it.
-ANSWERS = {
-    "measure": {"target": "llvm", "latency_s": 0.5, "func_name": "main", "number": 3},
-    "measure_elsewhere": {"target": "llvm", "latency_s": 0.5, "func_name": "main", "where": "10.0.0.7:9090"},
-    "machine": {
-        "cpu": "Test CPU",
-        "cores": 2,
-        "threads": 2,
-        "vector_isa": "avx2",
-        "fp32_lanes": 8,
-        "peak_gflops": 100.0,
-        "bandwidth_gbs": 10.0,
-        "kernel_seconds": 1.5,  # a working figure: dropped
-    },
-    "tune": 0,
-    "run_kernel": {"version": 1, "device": "cpu", "method": "m", "candidates": [{"id": "k", "ok": True}]},
-}
+# One answer per operation whose result is not raw data, as its handler writes it (its type's to_json).
+def _answers() -> dict:
+    from mlc_lab.model.machine import Machine
+    from mlc_lab.model.measure import CandidateResult, Measurement, RunResults
+
+    here = Machine("Test CPU", 2, 2, "avx2", 8, 100.0, 10.0)
+    return {
+        "env": {"tvm": "0.27.0", "threads": "2", "cpu_target": "llvm -mcpu=znver4", "gpu": False, "nvcc": None},
+        "measure": Measurement(target="llvm", latency_s=0.5, func_name="main").to_json(),
+        "measure_elsewhere": Measurement(target="llvm", latency_s=0.5, where="10.0.0.7:9090").to_json(),
+        "machine": here.to_json(),
+        "tune": 0,
+        "run_kernel": RunResults(1, "cpu", "m", [CandidateResult("k", True)]).to_json(),
+    }
+
+
+ANSWERS = _answers()
 
 
 @pytest.mark.parametrize("op", sorted(WORKER_OPS))

@@ -38,7 +38,7 @@ def test_an_unknown_request_is_a_plain_error_and_the_worker_lives_on():
         worker().call("no_such_request")
     assert info.value.kind == "protocol" and "no_such_request" in str(info.value)
     pid = worker().pid
-    assert worker().call("env")["threads"] and worker().pid == pid
+    assert worker().call("env").threads and worker().pid == pid
 
 
 def test_a_detached_job_is_recognised_and_stopped_with_its_group():
@@ -67,7 +67,7 @@ def test_an_idle_worker_stops_spinning_right_after_a_measurement():
     s = mlc_lab.Session(matmul(128))
     s.apply("parallel", "C/i")
     w = worker()
-    assert w.call("env")["threads"] is not None
+    assert w.call("env").threads is not None
     measure(s.module, s.original, s.func_name, repeats=3)
     proc = psutil.Process(w.pid)
     assert proc.environ()["TVM_THREAD_POOL_SPIN_COUNT"] == "10000"

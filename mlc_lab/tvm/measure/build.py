@@ -19,6 +19,7 @@ import numpy as np
 
 from mlc_lab._threads import ensure_tvm_threads
 from mlc_lab.model.measure import Measurement
+from mlc_lab.model.worker_ops import WorkerEnv
 from mlc_lab.tvm import measure as timing
 from mlc_lab.tvm.targets import (  # noqa: F401  (re-exported: callers use build.resolve_target and friends)
     DEFAULT_CUDA_ARCH,
@@ -596,15 +597,15 @@ def cuda_request(req: dict) -> dict:
     return cuda_build(mod, req.get("func_name"), req.get("target", "cuda"), ptx=bool(req.get("ptx", False)))
 
 
-def environment_request(_req: dict) -> dict:
+def environment_request(_req: dict) -> WorkerEnv:
     return environment()
 
 
-def environment() -> dict:
-    return {
-        "tvm": tvm.__version__,
-        "threads": os.environ.get("TVM_NUM_THREADS"),
-        "cpu_target": str(cpu_target()),
-        "gpu": gpu_present(),
-        "nvcc": nvcc_path(),
-    }
+def environment() -> WorkerEnv:
+    return WorkerEnv(
+        tvm=tvm.__version__,
+        threads=os.environ.get("TVM_NUM_THREADS"),
+        cpu_target=str(cpu_target()),
+        gpu=gpu_present(),
+        nvcc=nvcc_path(),
+    )
