@@ -13,27 +13,15 @@ roofline (`mlc_lab.machine()`): its arithmetic intensity and its fraction of the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from mlc_lab.core.worker import DEFAULT_TIMEOUT_S, shutdown_worker, worker
 from mlc_lab.errors import MeasureError
+from mlc_lab.model.lowering import CudaBuild
 from mlc_lab.model.measure import Measurement
 from mlc_lab.model.worker_ops import WORKER_OPS
 
 __all__ = ["Measurement", "CudaBuild", "measure", "cuda_source", "sweep", "time_callable", "worker", "shutdown_worker"]
-
-
-@dataclass
-class CudaBuild:
-    """The CUDA program of a schedule: kernel source without the compatibility preamble, kernel
-    facts (threads per block, shared bytes), and PTX when asked for and nvcc is present."""
-
-    source: str
-    full_source: str
-    kernels: list[dict]
-    ptx: str | None = None
-    ptx_error: str | None = None
 
 
 # ----------------------------------------------------------------------------------------- API
@@ -191,12 +179,12 @@ def cuda_source(
     exceeds the GPU's threads-per-block or shared-memory limit, before anything is built.
     `ptx=True` also runs nvcc when it is installed (`ptx_error` says why not otherwise).
     """
-    r = worker().call("cuda", timeout=timeout, module=_module_text(module), func_name=func_name, target=target, ptx=ptx)
-    if r["problems"]:
-        raise MeasureError(r["problems"][0], kind="gpu_check", detail="\n".join(r["problems"][1:]))
-    return CudaBuild(
-        source=r["source"], full_source=r["full_source"], kernels=r["kernels"], ptx=r["ptx"], ptx_error=r["ptx_error"]
+    r: CudaBuild = worker().call(
+        "cuda", timeout=timeout, module=_module_text(module), func_name=func_name, target=target, ptx=ptx
     )
+    if r.problems:
+        raise MeasureError(r.problems[0], kind="gpu_check", detail="\n".join(r.problems[1:]))
+    return r
 
 
 def _session_parts(obj: Any) -> tuple[Any, Any, str | None]:

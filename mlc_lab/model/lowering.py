@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal, TypedDict
 
-__all__ = ["GpuBuffer", "KernelArray", "KernelFacts", "LoopFacts", "Lowering", "PassStep"]
+from mlc_lab.model.conform import WireData
+
+__all__ = ["CudaBuild", "GpuBuffer", "GpuKernel", "KernelArray", "KernelFacts", "LoopFacts", "Lowering", "PassStep"]
 # What js/lib/model.ts gets of this module, in order (python -m mlc_lab.core.model_ts).
 WIRE = (
     "PassStep",
@@ -229,3 +231,33 @@ class Lowering:
             for f in out["loops"]:
                 f.pop("asm_lines", None)
         return out
+
+
+# ----------------------------------------------------------------------------------------- the worker's answers
+
+
+class GpuKernel(TypedDict):
+    """One CUDA kernel after lowering (``mlc_lab.tvm.measure.build.gpu_kernels``): threads per block (and
+    per thread axis), blocks in the grid, shared and local bytes."""
+
+    name: str
+    threads_per_block: int
+    thread_extents: dict[str, int]
+    blocks: int
+    shared_bytes: int
+    local_bytes: int
+
+
+@dataclass
+class CudaBuild(WireData):
+    """The CUDA program of a schedule (the worker's ``cuda``, ``mlc_lab.core.measure.cuda_source``): kernel
+    source without the compatibility preamble, the kernels' facts, and PTX when asked for and nvcc is
+    present (``ptx_error`` says why not). ``problems`` non-empty: nothing was built (unbound loops, a
+    kernel past the GPU's limits), and ``cuda_source`` raises with them."""
+
+    source: str
+    full_source: str
+    kernels: list[GpuKernel]
+    ptx: str | None = None
+    ptx_error: str | None = None
+    problems: list[str] = field(default_factory=list)
