@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
 from mlc_lab.model.conform import WireData
-from mlc_lab.model.lowering import CudaBuild
+from mlc_lab.model.lowering import CudaBuild, LowerResult
 from mlc_lab.model.machine import Machine
 from mlc_lab.model.measure import Measurement, RunResults
 
@@ -169,8 +169,9 @@ WORKER_OPS: dict[str, WorkerOp] = {
     # built here, timed on a tracker's server or by a batch round (a queue's wait included)
     "measure_elsewhere": WorkerOp(MeasureElsewhereParams, Measurement, 660.0),
     "cuda": WorkerOp(CudaParams, CudaBuild, 30.0),
-    "lower": WorkerOp(LowerParams, dict, 120.0),  # nvcc + ptxas for a CUDA step take seconds; a first start more
-    # facts that core.lowering.build_lowering makes a Lowering
+    # the passes and texts that core.lowering.build_lowering reads into a Lowering; nvcc + ptxas for a CUDA
+    # step take seconds, a first start more
+    "lower": WorkerOp(LowerParams, LowerResult, 120.0),
     "run_function": WorkerOp(RunParams, dict, 60.0),
     "numeric_gpu": WorkerOp(NumericGpuParams, dict, 60.0),
     "run_opencl": WorkerOp(RunParams, dict, 60.0),
