@@ -200,6 +200,7 @@ def test_results_are_decoded_once_into_the_tables_type(monkeypatch):
 
 # One answer per operation whose result is not raw data, as its handler writes it (its type's to_json).
 def _answers() -> dict:
+    from mlc_lab.model.grading import RunResult
     from mlc_lab.model.lowering import CudaBuild, LowerResult, PassStep
     from mlc_lab.model.machine import Machine
     from mlc_lab.model.measure import CandidateResult, Measurement, RunResults
@@ -212,6 +213,8 @@ def _answers() -> dict:
         "machine": here.to_json(),
         "cuda": CudaBuild("", "", [], problems=["the loop i is not bound"]).to_json(),
         "lower": LowerResult("llvm", "cpu", "main", [PassStep(0, "tirx.BindTarget", "bind", "changed")]).to_json(),
+        "run_function": RunResult(ok=True, outputs=[]).to_json(),
+        "run_opencl": RunResult(ok=True, engine="pocl", diagnostics=["a race on C"]).to_json(),
         "tune": 0,
         "run_kernel": RunResults(1, "cpu", "m", [CandidateResult("k", True)]).to_json(),
     }

@@ -23,6 +23,7 @@ from typing import Any
 
 from mlc_lab.errors import MeasureError, MlcLabError
 from mlc_lab.model.checks import NumericCheck
+from mlc_lab.model.grading import RunResult
 from mlc_lab.model.worker_ops import WORKER_OPS
 
 DEFAULT_SIZE = 128  # the largest dimension after shrinking, when no size is given
@@ -478,18 +479,17 @@ def is_gpu_program(module: Any, func_name: str) -> bool:
 
 def run_gpu_function(
     module: Any, func_name: str, inputs: list, timeout_s: float = WORKER_OPS["run_opencl"].timeout_s
-) -> dict:
+) -> RunResult:
     """Run a thread-bound function on given inputs (one array per parameter) as OpenCL on the CPU,
-    in the worker. Returns {"ok": True, "outputs", "engine", "diagnostics"} or {"ok": False,
-    "stage": "build"|"check"|"crash"|"timeout", "error": one sentence, "detail"}: the shape of
-    `exercises`' CPU runner."""
+    in the worker: a `RunResult` (the arrays after the call, the engine and its diagnostics), or why
+    not (its ``stage``: build, check, crash or timeout), as `exercises`' CPU runner answers."""
     import numpy as np
 
     from mlc_lab.core.worker import worker
     from mlc_lab.tvm.measure import build as tbuild
 
     try:
-        out = worker().call(
+        out: RunResult = worker().call(
             "run_opencl",
             timeout=timeout_s,
             module=tbuild.module_to_text(module),
@@ -498,19 +498,11 @@ def run_gpu_function(
         )
     except MeasureError as exc:
         if exc.kind == "crash":
-            return {
-                "ok": False,
-                "stage": "crash",
-                "detail": exc.detail,
-                "error": "the kernel crashed (out-of-bounds access?) while running as OpenCL on the CPU",
-            }
+            said = "the kernel crashed (out-of-bounds access?) while running as OpenCL on the CPU"
+            return RunResult.failed("crash", said, exc.detail)
         if exc.kind == "timeout":
-            return {
-                "ok": False,
-                "stage": "timeout",
-                "detail": "",
-                "error": f"the kernel ran for more than {timeout_s:g} s and was stopped (an endless loop?)",
-            }
-        stage = {"does_not_build": "build", "could_not_run": "check"}.get(exc.kind, exc.kind)
-        return {"ok": False, "stage": stage, "error": exc.summary, "detail": exc.detail}
-    return {"ok": True, **out}
+            return RunResult.failed(
+                "timeout", f"the kernel ran for more than {timeout_s:g} s and was stopped (an endless loop?)"
+            )
+        return RunResult.failed(exc.kind, exc.summary, exc.detail)
+    return out

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from mlc_lab.model.grading import RunResult
 from mlc_lab.tvm.measure import build as tbuild
 from mlc_lab.tvm.measure.opencl_run import OpenCLProgramError, run_in_child
 
@@ -431,10 +432,10 @@ def _first_line(text: str) -> str:
     return "unknown error"
 
 
-def run_function_request(req: dict) -> dict:
-    """The worker's "run_opencl" request: {"module", "func_name", "inputs"} -> {"outputs": [arrays
-    after the call, one per parameter], "engine", "diagnostics"}: a thread-bound function run on
-    given inputs (what `exercises.numeric_check` does with a GPU schedule)."""
+def run_function_request(req: dict) -> RunResult:
+    """The worker's "run_opencl" request: {"module", "func_name", "inputs"} -> the arrays after the
+    call (one per parameter), the engine and its diagnostics: a thread-bound function run on given
+    inputs (what `exercises.numeric_check` does with a GPU schedule)."""
     from mlc_lab.model.wire import RequestFailure
 
     mod = tbuild.module_from_text(req["module"])
@@ -446,8 +447,9 @@ def run_function_request(req: dict) -> dict:
     except OpenCLProgramError as exc:
         raise RequestFailure(exc.verdict, str(exc)) from None
     diagnostics = [f"the kernel wrote {n} element(s) outside buffer {b}" for b, n in ran["guard_writes"].items()]
-    return {
-        "outputs": [ran["outputs"][n] for n in names],
-        "engine": ran["engine"],
-        "diagnostics": diagnostics + ran["diagnostics"],
-    }
+    return RunResult(
+        ok=True,
+        outputs=[ran["outputs"][n] for n in names],
+        engine=ran["engine"],
+        diagnostics=diagnostics + ran["diagnostics"],
+    )
