@@ -7,13 +7,14 @@ back by ``mlc_lab.core.worker.decode_result`` as the type its ``WORKER_OPS`` row
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypedDict
 
+from mlc_lab.model.checks import NumericCheck
 from mlc_lab.model.conform import WireData
 from mlc_lab.model.errors import ErrorInfo, ErrorKind
 
-__all__ = ["RunResult"]
+__all__ = ["KernelLaunch", "NumericComparison", "NumericResult", "NumericWorst", "RunResult"]
 
 # How a failed run's kind reads as the stage a grader names its check by: a GPU schedule that TVM or the
 # OpenCL compiler refuses did not build; one the CPU run cannot run was not checked.
@@ -48,3 +49,97 @@ class RunResult(WireData):
     def message(self) -> str:
         """The failure's sentence ("" when it ran)."""
         return self.error["summary"] if self.error is not None and not self.ok else ""
+
+
+# ----------------------------------------------------------------------------------------- the numeric check
+
+
+class NumericWorst(TypedDict):
+    """The element furthest from the reference: its buffer, index, value and the reference's."""
+
+    buffer: str
+    index: list[int]
+    got: float | int | bool
+    expected: float | int | bool
+
+
+class KernelLaunch(TypedDict):
+    """One kernel as the OpenCL run launched it: its grid and block, x y z."""
+
+    kernel: str
+    grid: list[int]
+    block: list[int]
+
+
+@dataclass
+class NumericComparison(WireData):
+    """The worker's ``numeric_gpu`` (``mlc_lab.tvm.checks.opencl.numeric_gpu_compare``): a GPU schedule run
+    as OpenCL on the CPU against the unscheduled program on the same random inputs, element by element:
+    how many of the outputs' elements are wrong, the largest error and where, what the engine reported
+    (writes outside a buffer, Oclgrind's diagnostics, accesses out of bounds), the launches, the time
+    each part took. ``mlc_lab.core.checks.numeric_gpu`` reads it, with the sizes it ran at, into a
+    `NumericResult`."""
+
+    wrong: int
+    total: int
+    max_error: float
+    worst: NumericWorst | None
+    outputs: list[str]  # the parameters compared (those the kernel writes)
+    shape: dict[str, list[int]]
+    guard_writes: dict[str, int]  # buffer -> elements written past its end
+    engine: str
+    diagnostics: list[str]
+    nan_read: bool  # the worst element is a NaN: read outside a buffer, or never written
+    launches: list[KernelLaunch]
+    out_of_bounds: list[str]
+    seconds: dict[str, float]  # build, reference, the run's parts, total
+
+
+@dataclass(frozen=True)
+class NumericResult:
+    """The outcome of running a GPU schedule on the CPU and comparing it with the unscheduled program.
+
+    ``verdict`` is one of ``mlc_lab.core.checks.numeric_gpu.VERDICTS``: ``match``; ``mismatch`` (wrong numbers); ``crash`` (the
+    process died, or the kernel accessed memory outside a buffer: an illegal address on a GPU);
+    ``timeout``; ``does_not_build`` (TVM or the OpenCL compiler refuses the schedule, as a GPU
+    build would: a block outside every kernel, a global buffer allocated in a kernel);
+    ``could_not_run`` (the CPU run cannot run this program, or no size fits its tiles: the numbers
+    are not judged, and nothing counts it as wrong). ``ok`` is True only for ``match``. ``shape``
+    gives each parameter's shape at the size that ran, ``sizes`` how the program's dimensions were
+    changed for it, ``engine`` the OpenCL engine that ran it."""
+
+    ok: bool
+    max_error: float | None
+    shape: dict[str, list[int]]
+    wrong: int
+    total: int
+    message: str
+    verdict: str = "match"
+    sizes: dict = field(default_factory=dict)  # {1024: 128}: dimensions changed; {"n": 128}: shape variables
+    engine: str = ""
+    worst: NumericWorst | None = None
+    diagnostics: list[str] = field(default_factory=list)  # out-of-bounds writes, the simulator's reports
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["sizes"] = {str(k): v for k, v in self.sizes.items()}
+        return out
+
+    def to_check(self) -> NumericCheck:
+        """What a `CheckReport` carries of it (``mlc-lab check --numeric``)."""
+        return {
+            "ok": self.ok,
+            "verdict": self.verdict,  # type: ignore[typeddict-item]
+            "message": self.message,
+            "max_error": self.max_error,
+            "shape": self.shape,
+            "sizes": {str(k): v for k, v in self.sizes.items()},
+            "engine": self.engine,
+        }
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        return self.message

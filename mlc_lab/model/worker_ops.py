@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
 from mlc_lab.model.conform import WireData
-from mlc_lab.model.grading import RunResult
+from mlc_lab.model.grading import NumericComparison, RunResult
 from mlc_lab.model.lowering import CudaBuild, LowerResult
 from mlc_lab.model.machine import Machine
 from mlc_lab.model.measure import Measurement, RunResults
@@ -174,7 +174,7 @@ WORKER_OPS: dict[str, WorkerOp] = {
     # step take seconds, a first start more
     "lower": WorkerOp(LowerParams, LowerResult, 120.0),
     "run_function": WorkerOp(RunParams, RunResult, 60.0),
-    "numeric_gpu": WorkerOp(NumericGpuParams, dict, 60.0),
+    "numeric_gpu": WorkerOp(NumericGpuParams, NumericComparison, 60.0),
     "run_opencl": WorkerOp(RunParams, RunResult, 60.0),
     "machine": WorkerOp(NoParams, Machine, 300.0),  # the peaks, measured a few times over
     # detached: python -m mlc_lab.core.worker_main --job tune WORK_DIR

@@ -200,7 +200,7 @@ def test_results_are_decoded_once_into_the_tables_type(monkeypatch):
 
 # One answer per operation whose result is not raw data, as its handler writes it (its type's to_json).
 def _answers() -> dict:
-    from mlc_lab.model.grading import RunResult
+    from mlc_lab.model.grading import NumericComparison, RunResult
     from mlc_lab.model.lowering import CudaBuild, LowerResult, PassStep
     from mlc_lab.model.machine import Machine
     from mlc_lab.model.measure import CandidateResult, Measurement, RunResults
@@ -215,6 +215,21 @@ def _answers() -> dict:
         "lower": LowerResult("llvm", "cpu", "main", [PassStep(0, "tirx.BindTarget", "bind", "changed")]).to_json(),
         "run_function": RunResult(ok=True, outputs=[]).to_json(),
         "run_opencl": RunResult(ok=True, engine="pocl", diagnostics=["a race on C"]).to_json(),
+        "numeric_gpu": NumericComparison(
+            wrong=1,
+            total=16,
+            max_error=2.0,
+            worst={"buffer": "C", "index": [0, 1], "got": 3.0, "expected": 1.0},
+            outputs=["C"],
+            shape={"A": [4, 4], "C": [4, 4]},
+            guard_writes={},
+            engine="pocl",
+            diagnostics=[],
+            nan_read=False,
+            launches=[{"kernel": "main_kernel", "grid": [1, 1, 1], "block": [4, 4, 1]}],
+            out_of_bounds=[],
+            seconds={"build": 0.1, "total": 0.3},
+        ).to_json(),
         "tune": 0,
         "run_kernel": RunResults(1, "cpu", "m", [CandidateResult("k", True)]).to_json(),
     }
