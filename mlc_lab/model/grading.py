@@ -14,7 +14,7 @@ from mlc_lab.model.checks import NumericCheck
 from mlc_lab.model.conform import WireData
 from mlc_lab.model.errors import ErrorInfo, ErrorKind
 
-__all__ = ["KernelLaunch", "NumericComparison", "NumericResult", "NumericWorst", "RunResult"]
+__all__ = ["HandinResult", "KernelLaunch", "NumericComparison", "NumericResult", "NumericWorst", "RunResult"]
 
 # How a failed run's kind reads as the stage a grader names its check by: a GPU schedule that TVM or the
 # OpenCL compiler refuses did not build; one the CPU run cannot run was not checked.
@@ -49,6 +49,24 @@ class RunResult(WireData):
     def message(self) -> str:
         """The failure's sentence ("" when it ran)."""
         return self.error["summary"] if self.error is not None and not self.ok else ""
+
+
+# ----------------------------------------------------------------------------------------- a hand-in's code
+
+
+@dataclass
+class HandinResult(WireData):
+    """What the sandboxed child (``mlc_lab.tvm.grade_child``) gives of a hand-in's schedule file or
+    notebook: its schedule as TVM's JSON trace (``unchanged``: it changes nothing; ``function``: the
+    scheduling function that made it); or ``error``, the kind of why not (syntax, raised, memory,
+    no_function, not_a_notebook, ...), with ``message`` and the hand-in's ``line`` when known."""
+
+    trace: str | None = None
+    unchanged: bool = False
+    function: str | None = None
+    error: str | None = None
+    line: int | None = None
+    message: str = ""
 
 
 # ----------------------------------------------------------------------------------------- the numeric check

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
 from mlc_lab.model.conform import WireData
-from mlc_lab.model.grading import NumericComparison, RunResult
+from mlc_lab.model.grading import HandinResult, NumericComparison, RunResult
 from mlc_lab.model.lowering import CudaBuild, LowerResult
 from mlc_lab.model.machine import Machine
 from mlc_lab.model.measure import Measurement, RunResults
@@ -181,7 +181,7 @@ WORKER_OPS: dict[str, WorkerOp] = {
     "tune": WorkerOp(JobParams, int, 0.0, mode="detached"),  # no time-out: stopped by its owner
     # grading children
     "handin": WorkerOp(
-        HandinParams, dict, 60.0, mode="sandboxed", entry="mlc_lab.tvm.grade_child", limits=HANDIN_LIMITS
+        HandinParams, HandinResult, 60.0, mode="sandboxed", entry="mlc_lab.tvm.grade_child", limits=HANDIN_LIMITS
     ),
     # a kernel compiled from a hand-in: built by the caller, run by the measuring side in the sandbox
     # (mlc_lab.core.kernel_sandbox); its answer is the results (and arrays) it writes on fd 3
