@@ -14,7 +14,15 @@ from mlc_lab.model.checks import NumericCheck
 from mlc_lab.model.conform import WireData
 from mlc_lab.model.errors import ErrorInfo, ErrorKind
 
-__all__ = ["HandinResult", "KernelLaunch", "NumericComparison", "NumericResult", "NumericWorst", "RunResult"]
+__all__ = [
+    "HandinResult",
+    "KernelLaunch",
+    "NumericComparison",
+    "NumericResult",
+    "NumericWorst",
+    "RunResult",
+    "TaskResult",
+]
 
 # How a failed run's kind reads as the stage a grader names its check by: a GPU schedule that TVM or the
 # OpenCL compiler refuses did not build; one the CPU run cannot run was not checked.
@@ -161,3 +169,33 @@ class NumericResult:
 
     def __str__(self) -> str:
         return self.message
+
+
+# ----------------------------------------------------------------------------------------- a hand-in's grade
+
+
+@dataclass
+class TaskResult(WireData):
+    """One task of a hand-in's grade (``mlc_lab.grading.scoring.score_tasks``): its points and whether it
+    passed, with one sentence per check (and hazard) in a student's words."""
+
+    name: str
+    title: str
+    points: float
+    max_points: float
+    passed: bool
+    messages: list[str] = field(default_factory=list)
+    number: str = ""  # "1.2": Gradescope's test number
+    visibility: str = "visible"
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "number": self.number,
+            "points": self.points,
+            "max_points": self.max_points,
+            "passed": self.passed,
+            "messages": list(self.messages),
+            "visibility": self.visibility,
+        }
