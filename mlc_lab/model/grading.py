@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict
 
-from mlc_lab.model.checks import NumericCheck
+from mlc_lab.model.checks import HazardClass, HazardKind, NumericCheck
 from mlc_lab.model.conform import WireData
 from mlc_lab.model.errors import ErrorInfo, ErrorKind
 
@@ -20,6 +20,8 @@ __all__ = [
     "NumericComparison",
     "NumericResult",
     "NumericWorst",
+    "GradeResult",
+    "GradedHazard",
     "RunResult",
     "TaskResult",
 ]
@@ -197,5 +199,64 @@ class TaskResult(WireData):
             "max_points": self.max_points,
             "passed": self.passed,
             "messages": list(self.messages),
+            "visibility": self.visibility,
+        }
+
+
+# A hazard as a grade carries it: Hazard.to_json() and its class ("correctness", "performance").
+GradedHazard = TypedDict(
+    "GradedHazard",
+    {"kind": HazardKind, "message": str, "where": str | None, "class": HazardClass},  # type: ignore[valid-type]
+)
+
+
+@dataclass
+class GradeResult(WireData):
+    """One hand-in's grade (``mlc_lab.grading.grade``), as a judging child writes it (``grade_batch``) and the
+    class server stores it: its tasks, how grading ended (``status``: graded, refused, crash, timeout,
+    grader error; ``error`` why nothing could be graded), the hazards and notes said once, the schedule
+    as the course's apply_trace function, the timing and the numeric check when the assignment asks.
+    ``mlc_lab.grading.report.GradeResult`` adds the forms it is read in (text, Gradescope's results.json)."""
+
+    submission: str
+    kind: str  # "trace" | "schedule" | "notebook" | "folder" (a student's folder of parts)
+    tasks: list[TaskResult]
+    error: str | None = None  # why nothing could be graded (one sentence)
+    status: str = "graded"  # "graded" | "refused" | "crash" | "timeout" | "grader error"
+    hazards: list[GradedHazard] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the student should know that is no task's verdict
+    trace: str | None = None  # the schedule as the course's apply_trace function
+    seconds: float = 0.0
+    latency_ms: float | None = None  # when the assignment times submissions
+    numeric: NumericCheck | None = None  # when the assignment runs the schedule smaller
+    correct: bool | None = None  # its output against the original program's, on random inputs
+    visibility: str = "visible"
+
+    __wire_properties__ = ("score", "max_score")  # sent with the fields (see to_json)
+
+    @property
+    def score(self) -> float:
+        return float(sum(t.points for t in self.tasks))
+
+    @property
+    def max_score(self) -> float:
+        return float(sum(t.max_points for t in self.tasks))
+
+    def to_json(self) -> dict:
+        return {
+            "submission": self.submission,
+            "kind": self.kind,
+            "status": self.status,
+            "score": self.score,
+            "max_score": self.max_score,
+            "error": self.error,
+            "hazards": list(self.hazards),
+            "notes": list(self.notes),
+            "tasks": [t.to_json() for t in self.tasks],
+            "trace": self.trace,
+            "seconds": round(self.seconds, 3),
+            "latency_ms": self.latency_ms,
+            "correct": self.correct,
+            "numeric": self.numeric,
             "visibility": self.visibility,
         }

@@ -200,7 +200,7 @@ def test_results_are_decoded_once_into_the_tables_type(monkeypatch):
 
 # One answer per operation whose result is not raw data, as its handler writes it (its type's to_json).
 def _answers() -> dict:
-    from mlc_lab.model.grading import HandinResult, NumericComparison, RunResult
+    from mlc_lab.model.grading import GradeResult, HandinResult, NumericComparison, RunResult, TaskResult
     from mlc_lab.model.lowering import CudaBuild, LowerResult, PassStep
     from mlc_lab.model.machine import Machine
     from mlc_lab.model.measure import CandidateResult, Measurement, RunResults
@@ -231,6 +231,9 @@ def _answers() -> dict:
             seconds={"build": 0.1, "total": 0.3},
         ).to_json(),
         "handin": HandinResult(error="raised", line=3, message="schedule() raised KeyError: 'k'").to_json(),
+        "grade_batch": GradeResult(
+            "alice/lab.py", "trace", [TaskResult("tiling", "Tile the loops", 2.0, 2.0, True, ["ok"], "1.1")]
+        ).to_json(),
         "tune": 0,
         "run_kernel": RunResults(1, "cpu", "m", [CandidateResult("k", True)]).to_json(),
     }
