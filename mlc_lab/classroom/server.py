@@ -46,7 +46,7 @@ from urllib.parse import parse_qs, urlparse
 from mlc_lab.classroom import reaper
 from mlc_lab.classroom.identity import OPEN_NOTICE, Identities, Mode, NotIdentified, Who, bearer
 from mlc_lab.classroom.store import Store
-from mlc_lab.core.worker import launch
+from mlc_lab.core.worker import decode_result, launch
 from mlc_lab.core.worker import stop as stop_child
 from mlc_lab.errors import MlcLabError
 from mlc_lab.grading.report import failed_verdict
@@ -324,7 +324,7 @@ class ClassServer:
                         "detail": "\n".join(lines[-20:])[-2000:],
                     }
                 )
-            return json.loads(out.read_text(encoding="utf-8"))
+            return decode_result("grade_class", json.loads(out.read_text(encoding="utf-8")))
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -8,13 +8,15 @@ back by ``mlc_lab.core.worker.decode_result`` as the type its ``WORKER_OPS`` row
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from mlc_lab.model.checks import HazardClass, HazardKind, NumericCheck
 from mlc_lab.model.conform import WireData
 from mlc_lab.model.errors import ErrorInfo, ErrorKind
 
 __all__ = [
+    "ClassGrade",
+    "ClassTiming",
     "HandinResult",
     "KernelLaunch",
     "NumericComparison",
@@ -260,3 +262,40 @@ class GradeResult(WireData):
             "numeric": self.numeric,
             "visibility": self.visibility,
         }
+
+
+class ClassTiming(TypedDict):
+    """How the class server timed a passing submission: where (its sandbox, or a class machine's runner),
+    by which method, and how far the figure can be trusted (quiet, spread, load)."""
+
+    where: str
+    method: str
+    quiet: NotRequired[bool | None]
+    spread_ms: NotRequired[float | None]
+    load: NotRequired[float | None]
+
+
+class ClassGrade(TypedDict):
+    """The class server's grading child's answer (``mlc_lab.classroom.grade_child``), stored as the
+    submission's verdict: `GradeResult`'s encoding with the class's timing (``latency_ms``, ``correct``,
+    ``timing``, or why not: ``timing_error``); or, when the child could not grade it, only ``error``,
+    ``status`` and the `ErrorInfo` (``mlc_lab.grading.report.failed_verdict``)."""
+
+    status: str
+    error: str | None
+    submission: NotRequired[str]
+    kind: NotRequired[str]
+    score: NotRequired[float]
+    max_score: NotRequired[float]
+    hazards: NotRequired[list[GradedHazard]]
+    notes: NotRequired[list[str]]
+    tasks: NotRequired[list[TaskResult]]
+    trace: NotRequired[str | None]
+    seconds: NotRequired[float]
+    latency_ms: NotRequired[float | None]
+    correct: NotRequired[bool | None]
+    numeric: NotRequired[NumericCheck | None]
+    visibility: NotRequired[str]
+    timing: NotRequired[ClassTiming]
+    timing_error: NotRequired[str]
+    error_info: NotRequired[ErrorInfo]

@@ -4,7 +4,9 @@ operation is declared once (`mlc_lab.model.worker_ops.WORKER_OPS`) and answered 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.util
+import json
 import subprocess
 import sys
 import time
@@ -17,6 +19,7 @@ import pytest
 from mlc_lab.core import sandbox
 from mlc_lab.core.worker import child_env, decode_result, failure, launch, sandboxed, stop
 from mlc_lab.core.worker_main import REQUESTS
+from mlc_lab.model.conform import problems
 from mlc_lab.model.worker_ops import WORKER, WORKER_OPS
 
 PACKAGE = Path(__file__).resolve().parents[2] / "mlc_lab"
@@ -234,6 +237,12 @@ def _answers() -> dict:
         "grade_batch": GradeResult(
             "alice/lab.py", "trace", [TaskResult("tiling", "Tile the loops", 2.0, 2.0, True, ["ok"], "1.1")]
         ).to_json(),
+        "grade_class": {
+            **GradeResult("s1.py", "trace", [TaskResult("tiling", "Tile the loops", 2.0, 2.0, True)]).to_json(),
+            "latency_ms": 0.8,
+            "correct": True,
+            "timing": {"where": "the class server (in its sandbox)", "method": "median of 10", "quiet": True},
+        },
         "tune": 0,
         "run_kernel": RunResults(1, "cpu", "m", [CandidateResult("k", True)]).to_json(),
     }
@@ -243,15 +252,72 @@ ANSWERS = _answers()
 
 
 @pytest.mark.parametrize("op", sorted(WORKER_OPS))
-def test_every_operations_result_decodes_into_its_declared_type(op):
+def test_every_operation_names_its_result_type_and_decodes_what_its_handler_writes(op):
     declared = WORKER_OPS[op].result
-    assert hasattr(declared, "from_json") or declared in (dict, int), f"{op}: a result type with no decoding"
-    if hasattr(declared, "from_json"):
-        assert op in ANSWERS, f"{op}: give an answer of its child's to decode"
-    decoded = decode_result(op, ANSWERS.get(op, {"raw": [1, 2]}))
-    assert isinstance(decoded, declared)
-    if hasattr(declared, "to_json"):  # and its own encoding decodes to the same value
-        assert decode_result(op, decoded.to_json()) == decoded
+    assert declared not in (dict, list, typing.Any), f"{op}: its result is untyped data, not a type of mlc_lab.model"
+    assert declared is int or declared.__module__.startswith("mlc_lab.model."), f"{op}: {declared} is no model type"
+    assert op in ANSWERS, f"{op}: give an answer as its handler writes it"
+    raw = ANSWERS[op]
+    assert problems(raw, declared, f"{op} result") == []
+    decoded = decode_result(op, raw)
+    if dataclasses.is_dataclass(declared):
+        assert isinstance(decoded, declared)
+        assert decode_result(op, json.loads(json.dumps(decoded.to_json()))) == decoded  # its encoding reads back
+    else:
+        assert decoded == raw
+
+
+def _handlers_answers(tmp_path) -> dict:
+    """What the cheap handlers write, called here as the worker calls them (``_plain`` of their result)."""
+    import numpy as np
+
+    import mlc_lab
+    from mlc_lab.core.worker_main import _plain, handler
+    from mlc_lab.tvm import exercises as tvm_exercises
+    from mlc_lab.tvm.measure.build import module_to_text
+    from tests.fixtures.programs import GPU_TWO_BLOCKS, MM_RELU
+
+    gpu = module_to_text(mlc_lab.load(GPU_TWO_BLOCKS))
+    add = mlc_lab.load(
+        "from tvm.script import tirx as T\n"
+        "@T.prim_func(s_tir=True)\n"
+        "def main(A: T.Buffer((4,), 'float32'), B: T.Buffer((4,), 'float32')):\n"
+        "    for i in range(4):\n"
+        "        with T.sblock('B'):\n"
+        "            vi = T.axis.spatial(4, i)\n"
+        "            B[vi] = A[vi] + T.float32(1)\n"
+    )
+    requests = {
+        "env": {},
+        "cuda": {"module": gpu, "func_name": None, "ptx": False},
+        "lower": {"script": mlc_lab.Session(MM_RELU).script, "func_name": None, "target": "cpu", "ptx": False},
+        "run_function": {
+            "module": tvm_exercises.module_json(add),
+            "func_name": "main",
+            "inputs": [np.arange(4, dtype="float32"), np.zeros(4, "float32")],
+        },
+    }
+    out = {op: _plain(handler(op)(req)) for op, req in requests.items()}
+    # the sandboxed hand-in child, run here on a file that defines no scheduling function
+    from mlc_lab.tvm import grade_child
+
+    handin, result = tmp_path / "handin.py", tmp_path / "result.json"
+    handin.write_text("x = 1\n")
+    assert grade_child.main([str(tmp_path / "program.py"), str(handin), str(result)]) == 0
+    out["handin"] = json.loads(result.read_text())
+    return out
+
+
+def test_the_handlers_write_their_tables_type(tmp_path):
+    answers = _handlers_answers(tmp_path)
+    for op, raw in answers.items():
+        assert problems(raw, WORKER_OPS[op].result, f"{op} result") == [], op
+        decoded = decode_result(op, raw)
+        assert isinstance(decoded, WORKER_OPS[op].result), op
+    assert answers["env"]["tvm"] and answers["cuda"]["source"].count("__global__") == 2
+    assert answers["lower"]["ok"] and answers["lower"]["passes"] and answers["lower"]["asm"]
+    assert list(answers["run_function"]["outputs"][1]) == [1.0, 2.0, 3.0, 4.0]
+    assert answers["handin"]["error"] == "no_function"
 
 
 def test_the_class_servers_child_still_dies_with_the_server_and_carries_its_mark():
