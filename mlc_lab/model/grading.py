@@ -1,8 +1,25 @@
-"""What the graders answer, as plain data with one encoding each: the run of a student's function on given
-inputs, and (below) the numeric check's comparison and the grader's results.
+"""What the graders answer, as plain data with one encoding each.
 
 Each of these crosses a process (a worker's answer, a sandboxed child's, a judging child's line) and is read
-back by ``mlc_lab.core.worker.decode_result`` as the type its ``WORKER_OPS`` row names.
+back by ``mlc_lab.core.worker.decode_result`` as the type its ``WORKER_OPS`` row names:
+
+- `RunResult`: a student's function run once on given inputs (on the CPU, or as OpenCL when it is bound to
+  GPU threads), or the `ErrorInfo` of why not;
+- `HandinResult`: the schedule a hand-in's code made in the sandbox, or why not;
+- `NumericComparison`: a GPU schedule's run on the CPU compared with its unscheduled program, which
+  ``mlc_lab.core.checks.numeric_gpu`` reads into the numeric check's verdict, `NumericResult`;
+- `GradeResult` and its tasks (`TaskResult`): one hand-in's grade against an assignment (``mlc_lab.grading``),
+  and `ClassGrade`, that grade as the class server stores it, with the class's timing.
+
+The graders' result types, and why each stays: `GradeResult` (an assignment's points per task; its
+text and Gradescope forms are ``mlc_lab.grading.report``'s), `NumericResult` (one verdict of the numeric
+GPU check, which a grade carries as its ``NumericCheck``), and the notebook exercises' ``GradeReport``
+(``mlc_lab.exercises.report``: checks and structural differences shown in a notebook, numpy arrays
+inside; it never crosses a process and is not here). The two ``numeric_check`` functions are two
+checks: ``mlc_lab.exercises.numeric_check`` runs a student's function on the exercise's inputs and
+compares with numpy's answer; ``mlc_lab.core.checks.numeric_gpu.numeric_check`` runs a GPU schedule
+on the CPU at a smaller size and compares with its unscheduled program. Both run a kernel through
+the worker, and a GPU-bound exercise runs as `RunResult` does for the other.
 """
 
 from __future__ import annotations
@@ -129,9 +146,9 @@ class NumericComparison(WireData):
 class NumericResult:
     """The outcome of running a GPU schedule on the CPU and comparing it with the unscheduled program.
 
-    ``verdict`` is one of ``mlc_lab.core.checks.numeric_gpu.VERDICTS``: ``match``; ``mismatch`` (wrong numbers); ``crash`` (the
-    process died, or the kernel accessed memory outside a buffer: an illegal address on a GPU);
-    ``timeout``; ``does_not_build`` (TVM or the OpenCL compiler refuses the schedule, as a GPU
+    ``verdict`` is one of ``mlc_lab.core.checks.numeric_gpu.VERDICTS``: ``match``; ``mismatch`` (wrong
+    numbers); ``crash`` (the process died, or the kernel accessed memory outside a buffer: an illegal
+    address on a GPU); ``timeout``; ``does_not_build`` (TVM or the OpenCL compiler refuses the schedule, as a GPU
     build would: a block outside every kernel, a global buffer allocated in a kernel);
     ``could_not_run`` (the CPU run cannot run this program, or no size fits its tiles: the numbers
     are not judged, and nothing counts it as wrong). ``ok`` is True only for ``match``. ``shape``
