@@ -9,7 +9,8 @@ back by ``mlc_lab.core.worker.decode_result`` as the type its ``WORKER_OPS`` row
 - `NumericComparison`: a GPU schedule's run on the CPU compared with its unscheduled program, which
   ``mlc_lab.core.checks.numeric_gpu`` reads into the numeric check's verdict, `NumericResult`;
 - `GradeResult` and its tasks (`TaskResult`): one hand-in's grade against an assignment (``mlc_lab.grading``),
-  and `ClassGrade`, that grade as the class server stores it, with the class's timing.
+  and `ClassGrade`, that grade as the class server stores it, with the class's timing (`ClassRetimes`: close
+  figures timed again).
 
 The graders' result types, and why each stays: `GradeResult` (an assignment's points per task; its
 text and Gradescope forms are ``mlc_lab.grading.report``'s), `NumericResult` (one verdict of the numeric
@@ -33,6 +34,8 @@ from mlc_lab.model.errors import ErrorInfo, ErrorKind
 
 __all__ = [
     "ClassGrade",
+    "ClassRetimed",
+    "ClassRetimes",
     "ClassTiming",
     "HandinResult",
     "KernelLaunch",
@@ -283,13 +286,15 @@ class GradeResult(WireData):
 
 class ClassTiming(TypedDict):
     """How the class server timed a passing submission: where (its sandbox, or a class machine's runner),
-    by which method, and how far the figure can be trusted (quiet, spread, load)."""
+    by which method, and how far the figure can be trusted (quiet, spread, load); a figure timed again
+    says how (``retimed``: rounds, repeats, how many were interleaved)."""
 
-    where: str
-    method: str
+    where: NotRequired[str]
+    method: NotRequired[str]
     quiet: NotRequired[bool | None]
     spread_ms: NotRequired[float | None]
     load: NotRequired[float | None]
+    retimed: NotRequired[dict[str, int]]
 
 
 class ClassGrade(TypedDict):
@@ -316,3 +321,17 @@ class ClassGrade(TypedDict):
     timing: NotRequired[ClassTiming]
     timing_error: NotRequired[str]
     error_info: NotRequired[ErrorInfo]
+
+
+class ClassRetimed(TypedDict):
+    """One submission timed again (``mlc_lab.classroom.timing.retime``), or why it could not be."""
+
+    latency_ms: NotRequired[float]
+    timing: NotRequired[ClassTiming]
+    error: NotRequired[str]
+
+
+class ClassRetimes(TypedDict):
+    """The class server's grading child's answer to ``retime``: each trace's new figure, in order."""
+
+    timings: list[ClassRetimed]

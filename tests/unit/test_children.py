@@ -237,12 +237,24 @@ def _answers() -> dict:
         "grade_batch": GradeResult(
             "alice/lab.py", "trace", [TaskResult("tiling", "Tile the loops", 2.0, 2.0, True, ["ok"], "1.1")]
         ).to_json(),
-        "grade_class": {
-            **GradeResult("s1.py", "trace", [TaskResult("tiling", "Tile the loops", 2.0, 2.0, True)]).to_json(),
-            "latency_ms": 0.8,
-            "correct": True,
-            "timing": {"where": "the class server (in its sandbox)", "method": "median of 10", "quiet": True},
-        },
+        "grade_class": [
+            {
+                **GradeResult("s1.py", "trace", [TaskResult("tiling", "Tile the loops", 2.0, 2.0, True)]).to_json(),
+                "latency_ms": 0.8,
+                "correct": True,
+                "timing": {"where": "the class server (in its sandbox)", "method": "median of 10", "quiet": True},
+            },
+            {"error": "the grader failed", "status": "grader error", "error_info": {"summary": "the grader failed"}},
+            {
+                "timings": [
+                    {
+                        "latency_ms": 0.7,
+                        "timing": {"spread_ms": 0.01, "load": 0.2, "quiet": True, "retimed": {"rounds": 3}},
+                    },
+                    {"error": "it could not be timed again"},
+                ]
+            },
+        ],
         "tune": 0,
         "run_kernel": RunResults(1, "cpu", "m", [CandidateResult("k", True)]).to_json(),
     }
@@ -255,16 +267,17 @@ ANSWERS = _answers()
 def test_every_operation_names_its_result_type_and_decodes_what_its_handler_writes(op):
     declared = WORKER_OPS[op].result
     assert declared not in (dict, list, typing.Any), f"{op}: its result is untyped data, not a type of mlc_lab.model"
-    assert declared is int or declared.__module__.startswith("mlc_lab.model."), f"{op}: {declared} is no model type"
+    for member in typing.get_args(declared) or (declared,):  # one type, or the answers of a child's jobs
+        assert member is int or member.__module__.startswith("mlc_lab.model."), f"{op}: {member} is no model type"
     assert op in ANSWERS, f"{op}: give an answer as its handler writes it"
-    raw = ANSWERS[op]
-    assert problems(raw, declared, f"{op} result") == []
-    decoded = decode_result(op, raw)
-    if dataclasses.is_dataclass(declared):
-        assert isinstance(decoded, declared)
-        assert decode_result(op, json.loads(json.dumps(decoded.to_json()))) == decoded  # its encoding reads back
-    else:
-        assert decoded == raw
+    for raw in ANSWERS[op] if isinstance(ANSWERS[op], list) else [ANSWERS[op]]:
+        assert problems(raw, declared, f"{op} result") == []
+        decoded = decode_result(op, raw)
+        if dataclasses.is_dataclass(declared):
+            assert isinstance(decoded, declared)
+            assert decode_result(op, json.loads(json.dumps(decoded.to_json()))) == decoded  # its encoding reads back
+        else:
+            assert decoded == raw
 
 
 def _handlers_answers(tmp_path) -> dict:
@@ -321,16 +334,23 @@ def test_the_handlers_write_their_tables_type(tmp_path):
 
 
 def test_the_class_servers_child_still_dies_with_the_server_and_carries_its_mark():
-    tree = _sources()["classroom/server.py"]
-    launches = [
-        node
-        for node in ast.walk(tree)
+    tree = _sources()["classroom/graders.py"]  # the class server's grading children start there, only there
+    starting = [
+        fn
+        for fn in ast.walk(tree)
+        if isinstance(fn, ast.FunctionDef)
+        for node in ast.walk(fn)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "launch"
     ]
-    assert len(launches) == 1
-    kw = {k.arg: ast.unparse(k.value) for k in launches[0].keywords}
+    assert len(starting) == 1
+    (call,) = [n for n in ast.walk(starting[0]) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "launch"]
+    kw = {k.arg: ast.unparse(k.value) for k in call.keywords}
     assert kw["preexec_fn"] == "reaper.die_with(os.getpid())"
-    assert "reaper.MARK" in kw["env"]
+    assert "reaper.MARK" in ast.unparse(starting[0]) and kw["env"] == "env"
+    assert not any(
+        isinstance(n, ast.Call) and getattr(n.func, "id", "") == "launch"
+        for n in ast.walk(_sources()["classroom/server.py"])
+    )
 
 
 @pytest.mark.parametrize(
