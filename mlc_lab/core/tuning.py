@@ -23,16 +23,19 @@ from typing import Any, Callable
 from mlc_lab._threads import usable_cores
 from mlc_lab.core.worker import job_running, start_job, stop_group
 from mlc_lab.errors import NoGPUError, TuneError
+from mlc_lab.model.tuning import (  # noqa: F401  (the job's files, re-exported: callers name them here)
+    BEST_FILE,
+    JOB_FILE,
+    LIVE_FILE,
+    LOG_FILE,
+    MODULE_FILE,
+    RECORDS_FILE,
+    SPACE_PICKLE,
+    STATUS_FILE,
+    TRIALS_FILE,
+    median,
+)
 
-JOB_FILE = "mlc_lab_job.json"
-MODULE_FILE = "mlc_lab_module.json"
-SPACE_PICKLE = "mlc_lab_space.pkl"
-STATUS_FILE = "mlc_lab_status.json"
-TRIALS_FILE = "mlc_lab_trials.jsonl"
-BEST_FILE = "mlc_lab_best.json"
-RECORDS_FILE = "database_tuning_record.json"
-LOG_FILE = "mlc_lab.log"
-LIVE_FILE = "mlc_lab_live.jsonl"
 FAILED_LATENCY = 1e9  # meta_schedule records a failed candidate as 1e10 s
 
 
@@ -279,7 +282,7 @@ class TuneJob:
                 placed = {"where": entry.get("where"), "waited_s": entry.get("waited_s")}
             else:
                 ok = bool(secs) and max(secs) < FAILED_LATENCY
-                latency = sorted(secs)[len(secs) // 2] if ok else None
+                latency = median(secs) if ok else None
                 error = None if ok else "the candidate failed to build or run (no detail recorded)"
                 trace, elapsed, others = None, None, None
                 missing.append((len(out), raw))

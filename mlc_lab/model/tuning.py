@@ -1,16 +1,41 @@
-"""What the tuning dashboard shows of a job, as plain data (one encoding each).
+"""A tuning job as plain data: its folder, and what the tuning dashboard shows of it (one encoding each).
 
-``mlc_lab.widgets.tuning`` fills these (``job_snapshot``, ``TuningDashboard._detail``) from a tuning job;
-the TypeScript types in ``js/lib/model.ts`` are generated from here (``python -m mlc_lab.core.model_ts``)
-and read by ``js/tuning``. Per-trial series (latencies, elapsed times) travel as float64 binary buffers
-beside them, not here.
+The job's folder (its work directory) is declared here once, for the kernel's side that writes the job and
+reads it back (``mlc_lab.core.tuning``: `TuneJob`) and for the job's own processes (``mlc_lab.tvm.tuning``,
+its runners and measuring process): the names of its files, and the one median rule a trial's latency is
+taken by.
+
+``mlc_lab.widgets.tuning`` fills the dashboard's types (``job_snapshot``, ``TuningDashboard._detail``) from
+a tuning job; the TypeScript types in ``js/lib/model.ts`` are generated from those (``python -m
+mlc_lab.core.model_ts``) and read by ``js/tuning``. Per-trial series (latencies, elapsed times) travel as
+float64 binary buffers beside them, not here.
 """
 
 from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
-__all__ = ["BestTrial", "FailureItem", "MachineLine", "Machines", "Roof", "TrialDetail"]
+__all__ = [
+    "BEST_FILE",
+    "CONTENTION_FILE",
+    "JOB_FILE",
+    "LIVE_FILE",
+    "LOG_FILE",
+    "MODULE_FILE",
+    "PENDING_FILE",
+    "RECORDS_FILE",
+    "SPACE_PICKLE",
+    "STATUS_FILE",
+    "TRIALS_FILE",
+    "WORKLOADS_FILE",
+    "BestTrial",
+    "FailureItem",
+    "MachineLine",
+    "Machines",
+    "Roof",
+    "TrialDetail",
+    "median",
+]
 # What js/lib/model.ts gets of this module, in order (python -m mlc_lab.core.model_ts).
 WIRE = (
     "BestTrial",
@@ -20,6 +45,35 @@ WIRE = (
     "MachineLine",
     "Machines",
 )
+
+
+# ----------------------------------------------------------------------------------------- the job's folder
+# Every file of a tuning job's work directory besides meta_schedule's logs/.
+
+JOB_FILE = "mlc_lab_job.json"  # what to tune: function, target, trials, space, runner, ... (written by the kernel)
+MODULE_FILE = "mlc_lab_module.json"  # the workload: tvm.ir.save_json of a one-function module
+SPACE_PICKLE = "mlc_lab_space.pkl"  # a user's space function (cloudpickle), for space=callable
+STATUS_FILE = "mlc_lab_status.json"  # the job's state: starting, running, done, failed, cancelled
+TRIALS_FILE = "mlc_lab_trials.jsonl"  # one line per measured candidate: its database line, latency, error, trace
+BEST_FILE = "mlc_lab_best.json"  # the best so far (the runner stops clearly slow candidates by it), then confirmed
+LIVE_FILE = "mlc_lab_live.jsonl"  # phases, each candidate as measured, what happened to the machines elsewhere
+LOG_FILE = "mlc_lab.log"  # the job's output
+CONTENTION_FILE = "mlc_lab_contention.txt"  # the measuring process: other processes' cores per candidate
+PENDING_FILE = "mlc_lab_batch_jobs.json"  # the batch runner's Slurm jobs still queued or running
+# meta_schedule's JSON database (the class's shared database is one too: mlc_lab.tvm.classroom)
+WORKLOADS_FILE = "database_workload.json"
+RECORDS_FILE = "database_tuning_record.json"
+
+
+def median(values: list[float]) -> float:
+    """The median of a candidate's repeats (the mean of the two middle ones for an even count): a trial's
+    latency, wherever it is taken (the job's lines, the live log, a database line read back alone)."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+# ----------------------------------------------------------------------------------------- the dashboard
 
 
 class BestTrial(TypedDict, total=False):

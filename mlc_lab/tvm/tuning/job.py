@@ -3,15 +3,7 @@
 the small helpers at the top (`prepare_workload`, `rewrite_session_space`, `tuning_target`) are
 called by the kernel-side `mlc_lab.core.tuning` to write the job's files.
 
-Work directory files (besides meta_schedule's own database_*.json and logs/):
-  mlc_lab_job.json      what to tune: function, target, trials, space, runner, ...
-  mlc_lab_module.json   the workload (tvm.ir.save_json of a one-function module)
-  mlc_lab_space.pkl     a user's space function (cloudpickle), for space=callable
-  mlc_lab_status.json   state written by the subprocess: running / done / failed
-  mlc_lab_trials.jsonl  one line per measured candidate: db line, latency, error, trace text
-  mlc_lab_best.json     the best candidate so far: latency, trace text, TVMScript, and at the
-                        end "confirmed": the best candidates re-timed by measure's method
-  mlc_lab_live.jsonl    phases (building / measuring / searching) and each candidate as measured
+The work directory's files are declared in `mlc_lab.model.tuning` (their names, and what each holds).
 """
 
 from __future__ import annotations
@@ -37,20 +29,26 @@ from tvm.s_tir import meta_schedule as ms  # noqa: E402
 from mlc_lab.tvm.measure import build as _build  # noqa: E402
 from mlc_lab.tvm import classroom as class_db  # noqa: E402
 from mlc_lab.tvm.tuning import runner_process  # noqa: E402
-from mlc_lab.tvm.tuning.live import LIVE_FILE, LiveLog  # noqa: E402,F401  (LIVE_FILE: the job's files)
+from mlc_lab.tvm.tuning.live import LiveLog  # noqa: E402
 from mlc_lab.tvm.tuning.build import BuiltCandidates, InProcessBuilder, install_fast_stack  # noqa: E402,F401  (benchmarks use both)
 from mlc_lab import _timeline as timeline  # noqa: E402
 from mlc_lab.tvm.tuning.model import EarlyXGB, import_in_background, make_cost_model, warm_cost_model  # noqa: E402
-from mlc_lab.tvm.tuning.runners import LiveRunner, make_runner, median as _median, parse_runner  # noqa: E402,F401  (the job's runners)
+from mlc_lab.tvm.tuning.runners import LiveRunner, make_runner, parse_runner  # noqa: E402  (the job's runners)
+from mlc_lab.model.tuning import (  # noqa: E402,F401  (the job's files, declared once; LIVE_FILE and LOG_FILE re-exported)
+    BEST_FILE,
+    CONTENTION_FILE,
+    JOB_FILE,
+    LIVE_FILE,
+    LOG_FILE,
+    MODULE_FILE,
+    RECORDS_FILE,
+    SPACE_PICKLE,
+    STATUS_FILE,
+    TRIALS_FILE,
+    WORKLOADS_FILE,
+    median as _median,
+)
 
-JOB_FILE = "mlc_lab_job.json"
-MODULE_FILE = "mlc_lab_module.json"
-SPACE_PICKLE = "mlc_lab_space.pkl"
-STATUS_FILE = "mlc_lab_status.json"
-TRIALS_FILE = "mlc_lab_trials.jsonl"
-BEST_FILE = runner_process.BEST_FILE
-RECORDS_FILE, WORKLOADS_FILE = class_db.RECORDS_FILE, class_db.WORKLOADS_FILE  # meta_schedule's database
-CONTENTION_FILE = runner_process.CONTENTION_FILE  # the runner's process: others' cores per candidate
 TUNING_MIN_REPEAT_MS = 10.0
 CONFIRM_TOP = 3  # candidates re-timed by measure's method at the end of a run
 CONFIRM_WITHIN = 1.25  # ... those within this factor of the best tuner figure
