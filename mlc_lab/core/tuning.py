@@ -33,8 +33,10 @@ from mlc_lab.model.tuning import (  # noqa: F401  (the job's files, re-exported:
     SPACE_PICKLE,
     STATUS_FILE,
     TRIALS_FILE,
+    TrialLine,
     median,
 )
+from mlc_lab.model.conform import WireError
 
 FAILED_LATENCY = 1e9  # meta_schedule records a failed candidate as 1e10 s
 
@@ -65,6 +67,23 @@ class TuneRecord:
         return asdict(self)
 
     to_dict = to_json  # the older name
+
+    @classmethod
+    def of_line(cls, trial: int, line: TrialLine, run_secs: list[float], trace_json: Any) -> TuneRecord:
+        """The record of a database line (its repeats, `run_secs`, and trace) that the job's `TrialLine`
+        describes (its latency, error, trace text, time, and where it was measured)."""
+        return cls(
+            trial,
+            line.latency_s,
+            run_secs,
+            line.error,
+            line.trace,
+            trace_json,
+            elapsed_s=line.t,
+            others_cores=line.others_cores,
+            where=line.where,
+            waited_s=line.waited_s,
+        )
 
 
 TrialRecord = TuneRecord  # the older name
@@ -123,6 +142,18 @@ def _json_lines(path: str) -> list[dict]:
                     continue  # a line being written
     except OSError:
         pass
+    return out
+
+
+def _trial_lines(path: str) -> list[TrialLine]:
+    """The job's trial lines (`TRIALS_FILE`); a line that is not one (being written, or not the job's) is
+    left out."""
+    out = []
+    for entry in _json_lines(path):
+        try:
+            out.append(TrialLine.from_json(entry))
+        except WireError:
+            continue
     return out
 
 
@@ -254,7 +285,7 @@ class TuneJob:
     def records(self, with_traces: bool = True) -> list[TuneRecord]:
         """Every trial measured so far for this job's workload, in trial order."""
         index = self.read_status().get("workload_index")
-        side = {int(entry["line"]): entry for entry in _json_lines(self.path(TRIALS_FILE))}
+        side = {line.line: line for line in _trial_lines(self.path(TRIALS_FILE))}
         out: list[TrialRecord] = []
         missing: list[tuple[int, str]] = []
         try:
@@ -275,18 +306,13 @@ class TuneJob:
                 continue
             secs = [float(x) for x in run_secs]
             entry = side.get(line_no)
-            placed: dict = {}
             if entry is not None:
-                latency, error, trace, elapsed = entry["latency_s"], entry["error"], entry["trace"], entry.get("t")
-                others = entry.get("others_cores")
-                placed = {"where": entry.get("where"), "waited_s": entry.get("waited_s")}
-            else:
-                ok = bool(secs) and max(secs) < FAILED_LATENCY
-                latency = median(secs) if ok else None
-                error = None if ok else "the candidate failed to build or run (no detail recorded)"
-                trace, elapsed, others = None, None, None
-                missing.append((len(out), raw))
-            out.append(TuneRecord(len(out), latency, secs, error, trace, trace_json, elapsed, others, **placed))
+                out.append(TuneRecord.of_line(len(out), entry, secs, trace_json))
+                continue
+            ok = bool(secs) and max(secs) < FAILED_LATENCY
+            error = None if ok else "the candidate failed to build or run (no detail recorded)"
+            missing.append((len(out), raw))
+            out.append(TuneRecord(len(out), median(secs) if ok else None, secs, error, None, trace_json))
         if with_traces and missing:
             from mlc_lab.tvm.tuning.job import trace_text_from_record
 

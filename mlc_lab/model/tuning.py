@@ -13,7 +13,10 @@ float64 binary buffers beside them, not here.
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from dataclasses import dataclass, field
+from typing import Literal, NotRequired, TypedDict
+
+from mlc_lab.model.conform import WireData
 
 __all__ = [
     "BEST_FILE",
@@ -28,12 +31,19 @@ __all__ = [
     "STATUS_FILE",
     "TRIALS_FILE",
     "WORKLOADS_FILE",
+    "BestSoFar",
     "BestTrial",
+    "ConfirmedBest",
     "FailureItem",
+    "ImportedRecords",
+    "JobStatus",
     "MachineLine",
     "Machines",
     "Roof",
+    "SharedRecords",
+    "StoppedEarly",
     "TrialDetail",
+    "TrialLine",
     "median",
 ]
 # What js/lib/model.ts gets of this module, in order (python -m mlc_lab.core.model_ts).
@@ -71,6 +81,105 @@ def median(values: list[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+@dataclass
+class TrialLine(WireData):
+    """One line of `TRIALS_FILE`, written by the job as a candidate's batch is committed (right after
+    meta_schedule wrote its database line): what the job knows of it beyond that line."""
+
+    line: int  # its line in RECORDS_FILE
+    latency_s: float | None  # the `median` of run_secs; None: it failed (``error`` says why)
+    run_secs: list[float]
+    error: str | None
+    trace: str | None  # TVM's printed trace (Python)
+    others_cores: float | None = None  # cores other processes used while it was timed (local runner)
+    where: str | None = None  # measured elsewhere: the server (host:port), or the batch round and its machine
+    waited_s: float | None = None  # ... and how long it waited for that machine
+    t: float | None = None  # seconds since the run started, as the live log's lines say it
+
+
+# What a job imported from a class's shared database: from where, how many, which lines of its own
+# database hold them (they are not its trials).
+ImportedRecords = TypedDict("ImportedRecords", {"from": str, "count": int, "lines": list[int]}, total=False)
+
+
+class SharedRecords(TypedDict):
+    """What a job gave back to the class's shared database at its end: to where, how many."""
+
+    to: str
+    count: int
+
+
+class StoppedEarly(TypedDict):
+    """A run that ended before its trial count: the search space had no new candidate left."""
+
+    measured: int
+    requested: int
+    reason: str
+
+
+@dataclass
+class JobStatus(WireData):
+    """`STATUS_FILE`: the job's state as it writes it (``starting`` is written by the kernel that starts it,
+    ``cancelled`` by the one that stops it; None: no status written yet), its process, its workload's
+    line in the database (``workload_index``, which its records carry), how many of its trials were
+    there before this run, and how it ended."""
+
+    state: Literal["starting", "running", "done", "failed", "cancelled"] | None = None
+    pid: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    workload_index: int | None = None
+    done_before: int = 0  # this job's records in the database as the run started
+    trials: int | None = None
+    imported: ImportedRecords = field(default_factory=lambda: ImportedRecords())
+    stopped_early: StoppedEarly | None = None
+    shared: SharedRecords | None = None
+    builds_reused: int | None = None  # libraries one stage reused from another
+    error: str | None = None  # failed: the exception in one line
+    detail: str | None = None  # ... and its traceback
+
+
+@dataclass
+class ConfirmedBest(WireData):
+    """The best candidates re-timed at the end of a run by ``measure``'s method: the winner's figures as its
+    `Measurement` gives them, the tuner's own figure for it (``tuner_latency_s``, ``run_secs``), and,
+    when several were re-timed, the figure it was chosen by (``selection_latency_s``: the fresh one is
+    ``latency_s``)."""
+
+    latency_s: float | None
+    min_s: float | None
+    max_s: float | None
+    iqr_s: float | None
+    results_s: list[float] | None
+    tuner_latency_s: float | None
+    run_secs: list[float] | None
+    method: str | None
+    threads: int | None
+    others_cores: float | None
+    parallel_speed: float | None
+    rounds: int | None
+    load: float | None
+    correct: bool | None
+    target: str | None
+    cache: str | None
+    selection_latency_s: float | None
+    candidates: int  # how many were re-timed
+
+
+@dataclass
+class BestSoFar(WireData):
+    """`BEST_FILE`: the fastest candidate so far as the tuner measured it (its latency, database line,
+    trace and TVMScript), and at the end of a run its `ConfirmedBest` (``latency_s_confirmed``: that
+    figure, and ``trace`` and ``script`` then the confirmed winner's)."""
+
+    latency_s: float
+    line: int
+    trace: str
+    script: str | None
+    confirmed: ConfirmedBest | None = None
+    latency_s_confirmed: float | None = None
 
 
 # ----------------------------------------------------------------------------------------- the dashboard

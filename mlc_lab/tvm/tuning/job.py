@@ -46,6 +46,7 @@ from mlc_lab.model.tuning import (  # noqa: E402,F401  (the job's files, declare
     STATUS_FILE,
     TRIALS_FILE,
     WORKLOADS_FILE,
+    TrialLine,
     median as _median,
 )
 
@@ -218,21 +219,18 @@ def _make_progress_callback(
                 secs = [float(x) for x in rr.run_secs] if rr.run_secs is not None and not error else []
                 latency = _median(secs) if secs else None
                 trace = str(cand.sch.trace)
-                lines.append(
-                    json.dumps(
-                        {
-                            "line": self.line,
-                            "latency_s": latency,
-                            "run_secs": secs,
-                            "error": str(error)[:4000] if error else None,
-                            "trace": trace,
-                            "others_cores": facts.get("others_cores"),
-                            "where": facts.get("where"),
-                            "waited_s": facts.get("waited_s"),
-                            "t": round(time.time() - t0, 3),
-                        }
-                    )
+                line = TrialLine(
+                    line=self.line,
+                    latency_s=latency,
+                    run_secs=secs,
+                    error=str(error)[:4000] if error else None,
+                    trace=trace,
+                    others_cores=facts.get("others_cores"),
+                    where=facts.get("where"),
+                    waited_s=facts.get("waited_s"),
+                    t=round(time.time() - t0, 3),
                 )
+                lines.append(json.dumps(line.to_json()))
                 self.line += 1
                 if latency is not None and (self.best is None or latency < self.best):
                     self.best = latency
