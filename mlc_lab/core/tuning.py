@@ -33,6 +33,8 @@ from mlc_lab.model.tuning import (  # noqa: F401  (the job's files, re-exported:
     SPACE_PICKLE,
     STATUS_FILE,
     TRIALS_FILE,
+    JobStatus,
+    StoppedEarly,
     TrialLine,
     median,
 )
@@ -210,15 +212,20 @@ class TuneJob:
     def spec(self) -> dict:
         return _read_json(self.path(JOB_FILE)) or {}
 
-    def read_status(self) -> dict:
-        """The job's status file as written last (empty before the job wrote one)."""
-        return _read_json(self.path(STATUS_FILE)) or {}
+    def read_status(self) -> JobStatus:
+        """The job's status file as written last (no state before the job wrote one, or when the file
+        is not a `JobStatus`)."""
+        raw = _read_json(self.path(STATUS_FILE))
+        try:
+            return JobStatus.from_json(raw) if raw is not None else JobStatus()
+        except WireError:
+            return JobStatus()
 
     @property
     def pid(self) -> int | None:
         if self._proc is not None:
             return self._proc.pid if self._proc.poll() is None else None
-        pid = self.read_status().get("pid")
+        pid = self.read_status().pid
         return pid if _pid_is_tune_job(pid) else None
 
     # -------------------------------------------------------------------------------- state
@@ -228,7 +235,7 @@ class TuneJob:
         """ "running", "done", "cancelled", "failed", "interrupted" (the process went away without
         finishing: killed, crashed, machine restarted) or "not started"."""
         st = self.read_status()
-        state = st.get("state")
+        state = st.state
         if self._cancelled or state == "cancelled":
             return "cancelled"
         if self._proc is not None:
@@ -241,7 +248,7 @@ class TuneJob:
         if state in ("done", "failed"):
             return state
         if state in ("starting", "running"):
-            return "running" if _pid_is_tune_job(st.get("pid")) else "interrupted"
+            return "running" if _pid_is_tune_job(st.pid) else "interrupted"
         return "not started" if not os.path.exists(self.path(RECORDS_FILE)) else "done"
 
     @property
@@ -250,8 +257,7 @@ class TuneJob:
         status = self.status
         if status not in ("failed", "interrupted"):
             return None
-        st = self.read_status()
-        msg = st.get("error")
+        msg = self.read_status().error
         if msg is None and self._proc is not None and self._proc.returncode is not None and self._proc.returncode < 0:
             try:
                 name = signal.Signals(-self._proc.returncode).name
@@ -284,7 +290,8 @@ class TuneJob:
 
     def records(self, with_traces: bool = True) -> list[TuneRecord]:
         """Every trial measured so far for this job's workload, in trial order."""
-        index = self.read_status().get("workload_index")
+        status = self.read_status()
+        index = status.workload_index
         side = {line.line: line for line in _trial_lines(self.path(TRIALS_FILE))}
         out: list[TrialRecord] = []
         missing: list[tuple[int, str]] = []
@@ -293,7 +300,7 @@ class TuneJob:
                 raw_lines = [x for x in fh if x.strip()]
         except OSError:
             raw_lines = []
-        skip = range(*((self.read_status().get("imported") or {}).get("lines") or [0, 0]))
+        skip = range(*(status.imported.get("lines") or [0, 0]))
         for line_no, raw in enumerate(raw_lines):
             if line_no in skip:
                 continue  # records imported from a shared database: not this job's trials
@@ -379,7 +386,7 @@ class TuneJob:
         except OSError:
             lines = []
         st = self.read_status()
-        started = st.get("started_at")
+        started = st.started_at
         for line in lines:
             try:
                 entry = json.loads(line)
@@ -392,7 +399,7 @@ class TuneJob:
             elif "trial" in entry:
                 trials.append(entry.get("latency_s"))
             elapsed = entry.get("t", elapsed)
-        committed = len(self.records(with_traces=False)) - int(st.get("done_before") or 0)
+        committed = len(self.records(with_traces=False)) - st.done_before
         pending = trials[committed:] if phase in ("measuring", "building") else []
         if started and phase not in ("done",) and self.status == "running":
             elapsed = time.time() - started
@@ -412,10 +419,10 @@ class TuneJob:
         return out
 
     @property
-    def stopped_early(self) -> dict | None:
+    def stopped_early(self) -> StoppedEarly | None:
         """{"measured", "requested", "reason"} when the run ended before its trial count because
         the search space had no new candidate left."""
-        return self.read_status().get("stopped_early")
+        return self.read_status().stopped_early
 
     # -------------------------------------------------------------------------------- control
 
@@ -445,10 +452,10 @@ class TuneJob:
 
             cancel_pending(self.work_dir)
         st = self.read_status()
-        if st.get("state") not in ("done", "failed"):
-            st.update(state="cancelled", finished_at=time.time())
-            _write_json(self.path(STATUS_FILE), st)
-        self._cancelled = st.get("state") == "cancelled"
+        if st.state not in ("done", "failed"):
+            st.state, st.finished_at = "cancelled", time.time()
+            _write_json(self.path(STATUS_FILE), st.to_json())
+        self._cancelled = st.state == "cancelled"
         return self.status
 
     def summary(self) -> dict:
@@ -721,16 +728,16 @@ def _start(work_dir: str, spec: dict, module_text: str, pickled: bytes | None) -
         with open(job.path(SPACE_PICKLE), "wb") as fh:
             fh.write(pickled)
     _write_json(job.path(JOB_FILE), spec)
-    status = {"state": "starting", "started_at": time.time()}
-    if old_module == module_text and "workload_index" in old_status:
-        status["workload_index"] = old_status["workload_index"]
-    _write_json(job.path(STATUS_FILE), status)
+    status = JobStatus(state="starting", started_at=time.time())
+    if old_module == module_text:
+        status.workload_index = old_status.workload_index
+    _write_json(job.path(STATUS_FILE), status.to_json())
 
     proc = start_job("tune", work_dir, job.path(LOG_FILE))
-    status["pid"] = proc.pid
-    current = _read_json(job.path(STATUS_FILE)) or {}
-    if current.get("state") == "starting" and "pid" not in current:
-        _write_json(job.path(STATUS_FILE), status)
+    status.pid = proc.pid
+    current = job.read_status()
+    if current.state == "starting" and current.pid is None:
+        _write_json(job.path(STATUS_FILE), status.to_json())
     return TuneJob(work_dir, proc)
 
 

@@ -46,6 +46,7 @@ from mlc_lab.model.tuning import (  # noqa: E402,F401  (the job's files, declare
     STATUS_FILE,
     TRIALS_FILE,
     WORKLOADS_FILE,
+    JobStatus,
     TrialLine,
     median as _median,
 )
@@ -278,9 +279,9 @@ def run_job(work_dir: str) -> int:
     status_path = os.path.join(work_dir, STATUS_FILE)
     t0 = time.time()
     timeline.event("job_main")
-    status: dict = {"state": "starting", "pid": os.getpid(), "started_at": t0}
+    status = JobStatus(state="starting", pid=os.getpid(), started_at=t0)
     built = BuiltCandidates()  # one job's libraries, across its stages
-    _write_json(status_path, status)
+    _write_json(status_path, status.to_json())
     try:
         with open(os.path.join(work_dir, JOB_FILE)) as fh:
             job = json.load(fh)
@@ -289,27 +290,32 @@ def run_job(work_dir: str) -> int:
         runner_future = _start_runner(work_dir, job, live)
         task = _open_task(work_dir, job)
         done, trials = task.measured(), int(job["trials"])
-        status.update(
-            state="running", workload_index=task.index, done_before=done, trials=trials, imported=task.imported
+        _set(
+            status, state="running", workload_index=task.index, done_before=done, trials=trials, imported=task.imported
         )
-        _write_json(status_path, status)
+        _write_json(status_path, status.to_json())
         live.phase("starting")
         if done < trials:
             _search(task, LiveRunner(runner_future, live, os.path.join(work_dir, CONTENTION_FILE)), built, done, t0)
         _finish(task, status, live)
-        status.update(state="done", finished_at=time.time(), builds_reused=built.hits)
-        _write_json(status_path, status)
+        _set(status, state="done", finished_at=time.time(), builds_reused=built.hits)
+        _write_json(status_path, status.to_json())
         live.phase("done")
         timeline.event("done")
         return 0
     except BaseException as exc:  # noqa: BLE001 - recorded for the kernel, then re-raised as a status
         detail = traceback.format_exc()
-        status.update(state="failed", finished_at=time.time(), error=f"{type(exc).__name__}: {exc}", detail=detail)
-        _write_json(status_path, status)
+        _set(status, state="failed", finished_at=time.time(), error=f"{type(exc).__name__}: {exc}", detail=detail)
+        _write_json(status_path, status.to_json())
         print(detail, file=sys.stderr)
         return 1
     finally:
         built.close()
+
+
+def _set(status: JobStatus, **changes: Any) -> None:
+    for name, value in changes.items():
+        setattr(status, name, value)
 
 
 def _start_runner(work_dir: str, job: dict, live: LiveLog) -> Future:
@@ -347,7 +353,7 @@ def _open_task(work_dir: str, job: dict) -> _Task:
     task_mod = ms.tune_context._normalize_mod(mod[job["func_name"]])  # noqa: SLF001  (what tune_tir commits)
     workload = db.commit_workload(task_mod)
     index = _workload_index(work_dir, workload)
-    imported = dict(status_of(work_dir).get("imported") or {})
+    imported = dict(status_of(work_dir).imported)
     if job.get("shared_db"):
         imported = class_db.import_shared(job["shared_db"], work_dir, db, task_mod, target, imported)
     return _Task(work_dir, job, mod, target, cores, db, task_mod, workload, index, imported)
@@ -403,12 +409,12 @@ def _search(task: _Task, runner: LiveRunner, built: BuiltCandidates, done: int, 
     runner.close()
 
 
-def _finish(task: _Task, status: dict, live: LiveLog) -> None:
+def _finish(task: _Task, status: JobStatus, live: LiveLog) -> None:
     """After the search: say why it stopped short if it did, re-time the best (local runner only),
     and add this job's records to the shared database."""
     job, measured = task.job, task.measured()
     if measured < int(job["trials"]):
-        status["stopped_early"] = {
+        status.stopped_early = {
             "measured": measured,
             "requested": int(job["trials"]),
             "reason": f"the search space holds only {measured} distinct candidates, and all were measured",
@@ -420,15 +426,16 @@ def _finish(task: _Task, status: dict, live: LiveLog) -> None:
             confirm_best(task.work_dir, task.db, task.workload, task.target, speed_probe=speed_probe)
     if job.get("shared_db"):
         live.phase("sharing")
-        status["shared"] = class_db.share(job["shared_db"], task.work_dir, task.index, task.imported)
+        status.shared = class_db.share(job["shared_db"], task.work_dir, task.index, task.imported)
 
 
-def status_of(work_dir: str) -> dict:
+def status_of(work_dir: str) -> JobStatus:
+    """The job's status as written last (no state when there is none, or it is not a `JobStatus`)."""
     try:
         with open(os.path.join(work_dir, STATUS_FILE)) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return {}
+            return JobStatus.from_json(json.load(fh))
+    except (OSError, ValueError):  # WireError among them
+        return JobStatus()
 
 
 def _stages(
