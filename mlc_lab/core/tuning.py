@@ -33,6 +33,7 @@ from mlc_lab.model.tuning import (  # noqa: F401  (the job's files, re-exported:
     SPACE_PICKLE,
     STATUS_FILE,
     TRIALS_FILE,
+    BestSoFar,
     JobStatus,
     StoppedEarly,
     TrialLine,
@@ -221,6 +222,15 @@ class TuneJob:
         except WireError:
             return JobStatus()
 
+    def read_best(self) -> BestSoFar | None:
+        """The job's best so far as it wrote it (`BEST_FILE`; None before it measured one, or when the
+        file is not a `BestSoFar`)."""
+        raw = _read_json(self.path(BEST_FILE))
+        try:
+            return BestSoFar.from_json(raw) if raw is not None else None
+        except WireError:
+            return None
+
     @property
     def pid(self) -> int | None:
         if self._proc is not None:
@@ -341,30 +351,30 @@ class TuneJob:
             return None
         latency, rec = min(((r.latency_s, r) for r in recs if r.latency_s is not None), key=lambda x: x[0])
         flops = self.flops
-        saved = _read_json(self.path(BEST_FILE)) or {}
-        conf = saved.get("confirmed")
-        if conf and saved.get("trace"):
-            trial = next((r.trial for r in recs if r.run_secs == conf.get("run_secs")), rec.trial)
+        saved = self.read_best()
+        conf = saved.confirmed if saved is not None else None
+        if saved is not None and conf is not None and conf.latency_s is not None and saved.trace:
+            trial = next((r.trial for r in recs if r.run_secs == conf.run_secs), rec.trial)
             return BestResult(
                 trial=trial,
-                latency_s=conf["latency_s"],
-                trace=saved["trace"],
-                script=saved.get("script"),
-                gflops=flops / conf["latency_s"] / 1e9 if flops else None,
+                latency_s=conf.latency_s,
+                trace=saved.trace,
+                script=saved.script,
+                gflops=flops / conf.latency_s / 1e9 if flops else None,
                 confirmed=True,
-                tuner_latency_s=conf.get("tuner_latency_s"),
-                method=conf.get("method"),
-                others_cores=conf.get("others_cores"),
-                correct=conf.get("correct"),
-                min_s=conf.get("min_s"),
-                parallel_speed=conf.get("parallel_speed"),
-                iqr_s=conf.get("iqr_s"),
+                tuner_latency_s=conf.tuner_latency_s,
+                method=conf.method,
+                others_cores=conf.others_cores,
+                correct=conf.correct,
+                min_s=conf.min_s,
+                parallel_speed=conf.parallel_speed,
+                iqr_s=conf.iqr_s,
             )
         script = None
         trace = rec.trace
-        if saved.get("latency_s") is not None and abs(saved["latency_s"] - latency) <= 1e-12 * max(1.0, latency):
-            script = saved.get("script")
-            trace = trace or saved.get("trace")
+        if saved is not None and abs(saved.latency_s - latency) <= 1e-12 * max(1.0, latency):
+            script = saved.script
+            trace = trace or saved.trace
         if trace is None:
             trace = next((r.trace for r in self.records() if r.trial == rec.trial), None)
         return BestResult(

@@ -8,6 +8,7 @@ The work directory's files are declared in `mlc_lab.model.tuning` (their names, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -46,6 +47,8 @@ from mlc_lab.model.tuning import (  # noqa: E402,F401  (the job's files, declare
     STATUS_FILE,
     TRIALS_FILE,
     WORKLOADS_FILE,
+    BestSoFar,
+    ConfirmedBest,
     JobStatus,
     TrialLine,
     median as _median,
@@ -235,10 +238,8 @@ def _make_progress_callback(
                 self.line += 1
                 if latency is not None and (self.best is None or latency < self.best):
                     self.best = latency
-                    _write_json(
-                        os.path.join(work_dir, BEST_FILE),
-                        {"latency_s": latency, "line": self.line - 1, "trace": trace, "script": cand.sch.mod.script()},
-                    )
+                    best = BestSoFar(latency_s=latency, line=self.line - 1, trace=trace, script=cand.sch.mod.script())
+                    _write_json(os.path.join(work_dir, BEST_FILE), best.to_json())
             if lines:
                 with open(os.path.join(work_dir, TRIALS_FILE), "a") as fh:
                     fh.write("\n".join(lines) + "\n")
@@ -373,10 +374,8 @@ def _search(task: _Task, runner: LiveRunner, built: BuiltCandidates, done: int, 
         runner.before_measuring.append(import_in_background("xgboost"))
     if not first_batch and isinstance(cost_model, EarlyXGB):
         cost_model = warm_cost_model(task.task_mod, task.target, task.db, task.workload, task.cores, cost_model)
-    best = None
-    if os.path.exists(best_path := os.path.join(task.work_dir, BEST_FILE)):
-        with open(best_path) as fh:
-            best = json.load(fh).get("latency_s")
+    saved = read_best(os.path.join(task.work_dir, BEST_FILE))
+    best = saved.latency_s if saved is not None else None
     # ours right after AddToDatabase (it names the database line), before the cost model's update
     default = list(ms.MeasureCallback.create("default"))
     first_line = class_db.count_lines(os.path.join(task.work_dir, RECORDS_FILE))
@@ -524,25 +523,16 @@ def _strategy(job: dict) -> Any:
 
 
 # what mlc_lab_best.json's "confirmed" keeps of the winner's re-timing (measure's figures, the tuner's)
-CONFIRMED_KEYS = (
-    "latency_s",
-    "min_s",
-    "max_s",
-    "iqr_s",
-    "results_s",
-    "tuner_latency_s",
-    "run_secs",
-    "method",
-    "threads",
-    "others_cores",
-    "parallel_speed",
-    "rounds",
-    "load",
-    "correct",
-    "target",
-    "cache",
-    "selection_latency_s",
-)
+CONFIRMED_KEYS = tuple(f.name for f in dataclasses.fields(ConfirmedBest) if f.name != "candidates")
+
+
+def read_best(path: str) -> BestSoFar | None:
+    """The job's best so far (`BEST_FILE`), or None when there is none yet (or it is not a `BestSoFar`)."""
+    try:
+        with open(path) as fh:
+            return BestSoFar.from_json(json.load(fh))
+    except (OSError, ValueError):  # WireError among them
+        return None
 
 
 def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, speed_probe: bool = False) -> None:
@@ -555,10 +545,8 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, speed_probe
     timed once more and that fresh figure is recorded: the figure it was chosen by is the luckiest
     of several noisy medians (biased low, as the tuner's fastest of 64 was)."""
     best_path = os.path.join(work_dir, BEST_FILE)
-    try:
-        with open(best_path) as fh:
-            best = json.load(fh)
-    except (OSError, ValueError):
+    best = read_best(best_path)
+    if best is None:
         return
     request = {
         "reference": _build.module_to_text(workload.mod),
@@ -576,10 +564,10 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, speed_probe
             final.update(_build.measure_request({**request, "module": winner["module_text"]}))
         except Exception as exc:  # noqa: BLE001 - it ran a moment ago; keep the selection's figure
             print(f"mlc_lab: could not re-time the best candidate: {exc}", file=sys.stderr)
-    best["confirmed"] = {**{k: final.get(k) for k in CONFIRMED_KEYS}, "candidates": len(confirmed)}
-    best["trace"], best["script"] = str(winner["sch"].trace), winner["sch"].mod.script()  # printed once, for the winner
-    best["latency_s_confirmed"] = final["latency_s"]
-    _write_json(best_path, best)
+    best.confirmed = ConfirmedBest(**{k: final.get(k) for k in CONFIRMED_KEYS}, candidates=len(confirmed))
+    best.trace, best.script = str(winner["sch"].trace), winner["sch"].mod.script()  # printed once, for the winner
+    best.latency_s_confirmed = final["latency_s"]
+    _write_json(best_path, best.to_json())
 
 
 def _worth_confirming(db: Any, workload: Any) -> list:

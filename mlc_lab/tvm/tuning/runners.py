@@ -36,7 +36,7 @@ from tvm.s_tir.meta_schedule.runner import RunnerResult
 
 from mlc_lab import _timeline as timeline
 from mlc_lab.model.measure import CandidateResult, RunArg, RunCandidate, RunMethod
-from mlc_lab.model.tuning import MODULE_FILE, PENDING_FILE, median
+from mlc_lab.model.tuning import MODULE_FILE, PENDING_FILE, BestSoFar, median
 from mlc_lab.tvm import measure as timing
 from mlc_lab.tvm.measure import batch
 from mlc_lab.tvm.measure import pool as rpc_pool
@@ -287,10 +287,9 @@ def best_so_far() -> float | None:
         return None
     try:
         with open(path) as fh:
-            value = json.load(fh).get("latency_s")
-    except (OSError, ValueError):
+            return BestSoFar.from_json(json.load(fh)).latency_s
+    except (OSError, ValueError):  # none yet, or not a BestSoFar (WireError)
         return None
-    return float(value) if value is not None else None
 
 
 @derived_object
