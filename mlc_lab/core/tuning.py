@@ -18,29 +18,17 @@ import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from mlc_lab._threads import usable_cores
 from mlc_lab.core.worker import job_running, start_job, stop_group
 from mlc_lab.errors import NoGPUError, TuneError
-from mlc_lab.model.tuning import (  # noqa: F401  (the job's files, re-exported: callers name them here)
-    BEST_FILE,
-    JOB_FILE,
-    LIVE_FILE,
-    LOG_FILE,
-    MODULE_FILE,
-    RECORDS_FILE,
-    SPACE_PICKLE,
-    STATUS_FILE,
-    TRIALS_FILE,
-    BestSoFar,
-    JobStatus,
-    StoppedEarly,
-    TrialLine,
-    median,
-)
-from mlc_lab.model.conform import WireError
+from mlc_lab.model.conform import WireData, WireError
+from mlc_lab.model.tuning import BEST_FILE, JOB_FILE, LIVE_FILE, LOG_FILE, MODULE_FILE, RECORDS_FILE  # the job's files
+from mlc_lab.model.tuning import SPACE_PICKLE, STATUS_FILE, TRIALS_FILE, BestSoFar, JobStatus, StoppedEarly, TrialLine
+from mlc_lab.model.tuning import median
 
+W = TypeVar("W", bound=WireData)
 FAILED_LATENCY = 1e9  # meta_schedule records a failed candidate as 1e10 s
 
 
@@ -75,18 +63,9 @@ class TuneRecord:
     def of_line(cls, trial: int, line: TrialLine, run_secs: list[float], trace_json: Any) -> TuneRecord:
         """The record of a database line (its repeats, `run_secs`, and trace) that the job's `TrialLine`
         describes (its latency, error, trace text, time, and where it was measured)."""
-        return cls(
-            trial,
-            line.latency_s,
-            run_secs,
-            line.error,
-            line.trace,
-            trace_json,
-            elapsed_s=line.t,
-            others_cores=line.others_cores,
-            where=line.where,
-            waited_s=line.waited_s,
-        )
+        rec = cls(trial, line.latency_s, run_secs, line.error, line.trace, trace_json, line.t, line.others_cores)
+        rec.where, rec.waited_s = line.where, line.waited_s
+        return rec
 
 
 TrialRecord = TuneRecord  # the older name
@@ -148,16 +127,13 @@ def _json_lines(path: str) -> list[dict]:
     return out
 
 
-def _trial_lines(path: str) -> list[TrialLine]:
-    """The job's trial lines (`TRIALS_FILE`); a line that is not one (being written, or not the job's) is
-    left out."""
-    out = []
-    for entry in _json_lines(path):
-        try:
-            out.append(TrialLine.from_json(entry))
-        except WireError:
-            continue
-    return out
+def _read_as(tp: type[W], data: Any) -> W | None:
+    """A file (or line) of the job's folder read strictly as the type `mlc_lab.model.tuning` declares for it, or
+    None when it is not one (not written yet, being written, or not the job's)."""
+    try:
+        return tp.from_json(data)
+    except WireError:
+        return None
 
 
 def _read_json(path: str) -> Any:
@@ -216,20 +192,12 @@ class TuneJob:
     def read_status(self) -> JobStatus:
         """The job's status file as written last (no state before the job wrote one, or when the file
         is not a `JobStatus`)."""
-        raw = _read_json(self.path(STATUS_FILE))
-        try:
-            return JobStatus.from_json(raw) if raw is not None else JobStatus()
-        except WireError:
-            return JobStatus()
+        return _read_as(JobStatus, _read_json(self.path(STATUS_FILE))) or JobStatus()
 
     def read_best(self) -> BestSoFar | None:
         """The job's best so far as it wrote it (`BEST_FILE`; None before it measured one, or when the
         file is not a `BestSoFar`)."""
-        raw = _read_json(self.path(BEST_FILE))
-        try:
-            return BestSoFar.from_json(raw) if raw is not None else None
-        except WireError:
-            return None
+        return _read_as(BestSoFar, _read_json(self.path(BEST_FILE)))
 
     @property
     def pid(self) -> int | None:
@@ -302,7 +270,8 @@ class TuneJob:
         """Every trial measured so far for this job's workload, in trial order."""
         status = self.read_status()
         index = status.workload_index
-        side = {line.line: line for line in _trial_lines(self.path(TRIALS_FILE))}
+        lines = [_read_as(TrialLine, entry) for entry in _json_lines(self.path(TRIALS_FILE))]
+        side = {line.line: line for line in lines if line is not None}
         out: list[TrialRecord] = []
         missing: list[tuple[int, str]] = []
         try:
@@ -390,18 +359,9 @@ class TuneJob:
         """The phase the job is in and the candidates measured since the last committed batch."""
         phase, batch, elapsed = "starting", 0, None
         trials: list = []
-        try:
-            with open(self.path(LIVE_FILE)) as fh:
-                lines = fh.readlines()
-        except OSError:
-            lines = []
         st = self.read_status()
         started = st.started_at
-        for line in lines:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a line being written
+        for entry in _json_lines(self.path(LIVE_FILE)):  # a line being written is left out
             if "phase" in entry:
                 if entry["phase"] == "starting":
                     trials = []  # a new run in the same work directory counts from 0 again
