@@ -6,8 +6,9 @@ The server (`mlc_lab.core.server_sandbox`) accepts a client's connection, checks
 server does, and starts this program in a fresh sandbox with the connection as fd 5; it then serves
 TVM's RPC session on that socket, as TVM's own server does in its forked child (`tvm.rpc.server`):
 uploads land in a folder of the sandbox's private ``/tmp``, libraries load from there, functions run
-there. The process holds TVM's runtime alone (``TVM_USE_RUNTIME_LIB=1``) and, where the machine has
-a GPU, TVM's CUDA runtime (`cuda_sidecar`).
+there. The process holds TVM's runtime library alone, loaded without TVM's Python package (`load_runtime`:
+the package's import would double a session's start), and, where the machine has a GPU, TVM's CUDA
+runtime (`cuda_sidecar`).
 
 Before anything is uploaded, a client may ask ``mlc_lab.session.confinement`` what confines the
 session: the server's `--facts` (its limits, the mode) and what the process sees itself (its uid,
@@ -25,17 +26,21 @@ from __future__ import annotations
 import argparse
 import ctypes
 import glob
+import importlib.util
 import json
 import logging
 import os
 import socket
 import sys
+import tempfile
+from typing import Any
 
 log = logging.getLogger("mlc_lab.session")
 
 CONFINEMENT = "mlc_lab.session.confinement"  # the global function a client asks
 ENDED = "mlc_lab: the session ended"  # marks the server's sentence about a session it stopped
 TIMEOUT_MARK = "RPCSessionTimeoutError"  # TVM's own mark of a session that ran out of time
+KDL_CUDA = 2  # DLPack's device type of CUDA
 
 CUDART_GLOBS = (
     "{home}/targets/x86_64-linux/lib/libcudart.so.*",
@@ -44,14 +49,29 @@ CUDART_GLOBS = (
 )
 
 
-def cuda_sidecar() -> str:
-    """Load TVM's CUDA runtime into this process (runtime-only mode leaves it out); one line saying
-    whether CUDA is on, and why not."""
-    import tvm
+def load_runtime() -> str:
+    """Load TVM's runtime library into this process as ``import tvm`` does under ``TVM_USE_RUNTIME_LIB=1``
+    (``RTLD_GLOBAL``), without TVM's Python package: its import is most of a session's start, and a
+    session needs only the runtime's own functions and the three below. TVM's package folder."""
+    import tvm_ffi  # noqa: F401  (first: it loads libtvm_ffi.so, which the runtime library links to)
 
-    if tvm.runtime.enabled("cuda"):
+    spec = importlib.util.find_spec("tvm")  # found, not imported
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("TVM is not installed in this Python")
+    folder = list(spec.submodule_search_locations)[0]
+    ctypes.CDLL(os.path.join(folder, "lib", "libtvm_runtime.so"), ctypes.RTLD_GLOBAL)
+    return folder
+
+
+def cuda_sidecar(folder: str) -> str:
+    """Load TVM's CUDA runtime (from TVM's package `folder`) into this process, after the toolkit's
+    ``libcudart`` (runtime-only mode leaves it out); one line saying whether CUDA is on, and why not."""
+    import tvm_ffi
+
+    enabled = tvm_ffi.get_global_func("runtime.RuntimeEnabled")
+    if enabled("cuda"):
         return "CUDA: on"
-    lib = os.path.join(os.path.dirname(tvm.__file__), "lib", "libtvm_runtime_cuda.so")
+    lib = os.path.join(folder, "lib", "libtvm_runtime_cuda.so")
     if not os.path.exists(lib):
         return "CUDA: off (this TVM has no libtvm_runtime_cuda.so)"
     for cudart in cudart_candidates():
@@ -64,9 +84,10 @@ def cuda_sidecar() -> str:
         ctypes.CDLL(lib, ctypes.RTLD_GLOBAL)
     except OSError as exc:
         return f"CUDA: off ({exc})"
-    if not tvm.runtime.enabled("cuda"):
+    if not enabled("cuda"):
         return "CUDA: off (its runtime loaded, but TVM does not see it)"
-    return "CUDA: on" if tvm.cuda(0).exist else "CUDA: on, but no GPU is visible"
+    exists = tvm_ffi.get_global_func("runtime.GetDeviceAttr")(KDL_CUDA, 0, 0)  # attribute 0: the device exists
+    return "CUDA: on" if exists else "CUDA: on, but no GPU is visible"
 
 
 def cuda_homes() -> list[str]:
@@ -92,16 +113,26 @@ def seen_from_inside() -> dict:
 
 
 def serve(fd: int, facts: dict) -> None:
-    """Serve TVM's RPC session on the connected socket `fd` until the client closes it."""
+    """Serve TVM's RPC session on the connected socket `fd` until the client closes it: the functions
+    TVM's own session registers in Python (``tvm.rpc.server._server_env``: where uploads go, how a
+    library loads), and `CONFINEMENT`; the rest is the runtime's."""
     import tvm_ffi
-    from tvm.rpc import _ffi_api
-    from tvm.rpc import server as tvm_server
 
     confinement = json.dumps({**facts, "inside": seen_from_inside()})
+    work = tempfile.mkdtemp(prefix="session_")  # in the sandbox's private /tmp
+
+    def workpath(name: str) -> str:
+        return os.path.join(work, name)
+
+    def load_module(name: str) -> Any:
+        log.info("load_module %s", workpath(name))
+        return tvm_ffi.load_module(os.path.realpath(workpath(name)))
+
+    tvm_ffi.register_global_func("tvm.rpc.server.workpath", workpath, override=True)
+    tvm_ffi.register_global_func("tvm.rpc.server.load_module", load_module, override=True)
     tvm_ffi.register_global_func(CONFINEMENT, lambda: confinement, override=True)
-    work = tvm_server._server_env(None)  # noqa: SLF001 - TVM's own session set-up: uploads go to a temp folder
-    os.chdir(work.path)
-    _ffi_api.ServerLoop(fd)
+    os.chdir(work)
+    tvm_ffi.get_global_func("rpc.ServerLoop")(fd)
 
 
 def session_verdict(text: str) -> tuple[str, str] | None:
@@ -122,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     os.environ.setdefault("TVM_USE_RUNTIME_LIB", "1")  # before anything loads TVM (the server sets it too)
-    cuda = cuda_sidecar()
+    cuda = cuda_sidecar(load_runtime())
     if args.check:
         print(f"a session process sees {json.dumps(seen_from_inside())}; {cuda}")
         return 0
