@@ -55,7 +55,7 @@ export type Bytes = DataView | ArrayBuffer | Uint8Array | null | undefined;
 
 export interface BufferInfo {
   name: string;
-  shape: number[] | string;
+  shape: (number | string)[];
   dtype: string;
   scope: string;
   origin: string;
@@ -647,10 +647,14 @@ export interface LatencySpread {
   max?: number;
 }
 
-/** A hand-in the grader refused (a trace calling what no schedule calls): flagged for the teacher. */
+/** A hand-in the grader refused, flagged for the teacher: an ``attack`` (a trace reaching for what */
 export interface RefusedHandIn {
   id: number;
   name: string;
+  pseudonym: string;
+  kind: "attack" | "mistake";
+  why: string;
+  file: string | null;
   message: string;
   at: number;
 }
@@ -702,6 +706,7 @@ export interface Verdict {
   status: string;
   submitted_at: number;
   client_id?: string | null;
+  file?: string | null;
   retries?: number;
   notice?: string;
   score?: number | null;
@@ -711,6 +716,7 @@ export interface Verdict {
   error?: string | null;
   tasks?: TaskVerdict[];
   hazards?: unknown[];
+  notes?: string[];
   correct?: unknown;
   timing?: unknown;
   timing_error?: string | null;
@@ -833,6 +839,7 @@ export interface ExplorerTraits {
   classroom: ClassroomInfo | Empty;
   class_submission: ClassSubmission;
   compiler_target: string;
+  target: string;
 }
 
 /** mlc_lab.widgets.classroom.Leaderboard. */
@@ -1003,6 +1010,9 @@ export interface MeasureResult {
   measurement: Measurement;
 }
 
+/** Nothing to answer but that it was done. */
+export type NoResult = Record<string, never>;
+
 /** A step's CUDA source (and its PTX). */
 export interface CudaSourceParams {
   step?: number | string | null;
@@ -1023,9 +1033,6 @@ export interface LowerParams {
   step?: number | string | null;
   target?: string;
 }
-
-/** Nothing to answer but that it was done. */
-export type NoResult = Record<string, never>;
 
 /** A student's name and the class task the current step is submitted for. */
 export interface ClassSubmitParams {
@@ -1091,7 +1098,8 @@ export const REQUESTS = {
   goto: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["unknown_step"]},
   script_at: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": ["unknown_step"]},
   export_trace: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": ["usage"]},
-  measure: {"background": true, "keep": 0, "step_implied": false, "buffers": false, "errors": ["busy", "usage", "no_gpu", "unknown_step", "build", "run", "check", "crash", "timeout", "gpu_check"]},
+  measure: {"background": true, "keep": 0, "step_implied": false, "buffers": false, "errors": ["busy", "usage", "no_gpu", "unknown_step", "build", "run", "check", "crash", "timeout", "gpu_check", "cancelled"]},
+  measure_cancel: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
   cuda_source: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["no_gpu", "gpu_check", "build", "unknown_step", "usage"]},
   lower: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["bad_target", "build", "unknown_step", "usage"]},
   clear_error: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
@@ -1123,6 +1131,7 @@ export interface RequestParams {
   script_at: StepParams;
   export_trace: ExportTraceParams;
   measure: MeasureParams;
+  measure_cancel: NoParams;
   cuda_source: CudaSourceParams;
   lower: LowerParams;
   clear_error: NoParams;
@@ -1148,6 +1157,7 @@ export interface RequestResults {
   script_at: TextResult;
   export_trace: TextResult;
   measure: MeasureResult;
+  measure_cancel: NoResult;
   cuda_source: CudaSource;
   lower: Lowering;
   clear_error: NoResult;

@@ -126,6 +126,7 @@ class ExplorerTraits(RpcTraits):
     classroom: ClassroomInfo | Empty
     class_submission: ClassSubmission
     compiler_target: str
+    target: str  # "cpu", "cuda", or "" (each step's): Measure's target and the checks' (from step 0)
 
 
 # --- the memory view (mlc_lab.widgets.access.view) --------------------------------------------------

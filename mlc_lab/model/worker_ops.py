@@ -109,10 +109,12 @@ class GradeParams(TypedDict):
 
 
 class ClassGradeParams(TypedDict):
-    assignment: str
-    submission: str
-    result: str  # where the child writes its verdict's JSON
-    runner: NotRequired[str]
+    """One job of a class server's grading child (one JSON line on its stdin; the answer: one line)."""
+
+    op: Literal["grade", "retime"]
+    path: NotRequired[str]  # grade: the hand-in's file, named as the student called it
+    traces: NotRequired[list[str]]  # retime: the traces timed again, interleaved
+    rounds: NotRequired[int]
 
 
 class LimitsSpec(TypedDict):
@@ -200,5 +202,5 @@ WORKER_OPS: dict[str, WorkerOp] = {
     # a hand-in's judging: the assignment's time and numeric time-out, plus this
     "grade_batch": WorkerOp(GradeParams, dict, 180.0, entry="mlc_lab.grading.batch"),
     # at least this, or twice the assignment's time and a minute
-    "grade_class": WorkerOp(ClassGradeParams, dict, 120.0, mode="detached", entry="mlc_lab.classroom.grade_child"),
+    "grade_class": WorkerOp(ClassGradeParams, dict, 120.0, entry="mlc_lab.classroom.grade_child"),
 }

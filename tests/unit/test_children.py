@@ -219,16 +219,23 @@ def test_every_operations_result_decodes_into_its_declared_type(op):
 
 
 def test_the_class_servers_child_still_dies_with_the_server_and_carries_its_mark():
-    tree = _sources()["classroom/server.py"]
-    launches = [
-        node
-        for node in ast.walk(tree)
+    tree = _sources()["classroom/graders.py"]  # the class server's grading children start there, only there
+    starting = [
+        fn
+        for fn in ast.walk(tree)
+        if isinstance(fn, ast.FunctionDef)
+        for node in ast.walk(fn)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "launch"
     ]
-    assert len(launches) == 1
-    kw = {k.arg: ast.unparse(k.value) for k in launches[0].keywords}
+    assert len(starting) == 1
+    (call,) = [n for n in ast.walk(starting[0]) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "launch"]
+    kw = {k.arg: ast.unparse(k.value) for k in call.keywords}
     assert kw["preexec_fn"] == "reaper.die_with(os.getpid())"
-    assert "reaper.MARK" in kw["env"]
+    assert "reaper.MARK" in ast.unparse(starting[0]) and kw["env"] == "env"
+    assert not any(
+        isinstance(n, ast.Call) and getattr(n.func, "id", "") == "launch"
+        for n in ast.walk(_sources()["classroom/server.py"])
+    )
 
 
 @pytest.mark.parametrize(
