@@ -26,7 +26,7 @@ machines fail:
 
 TVM's server runs each session in a forked child; a kernel that crashes that child also stops the
 server's listening loop (TVM 0.27: ``_serving`` raises on the child's exit status), so a crashing
-candidate costs a server. `mlc_lab.tvm.measure.server` is the same server that survives it.
+candidate costs a server. `mlc_lab.core.server_sandbox` is a server that survives it (each session in the sandbox).
 """
 
 from __future__ import annotations
