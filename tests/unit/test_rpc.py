@@ -27,8 +27,9 @@ from tests.unit.rpc_cluster import KEY, SANDBOXED, Cluster  # noqa: F401  (KEY: 
 
 @pytest.fixture
 def tracker(tmp_path):
-    """A tracker and two runtime-only servers under KEY: its port (the class server's tests time there)."""
-    c = Cluster(tmp_path / "cluster", servers=2)
+    """A tracker and two runtime-only servers under KEY, mlc_lab's (each session in the sandbox: the class
+    server times hand-ins only there): its port (the class server's tests time there)."""
+    c = Cluster(tmp_path / "cluster", servers=2, ours=(KEY,))
     try:
         yield c.port
     finally:
