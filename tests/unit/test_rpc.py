@@ -224,6 +224,31 @@ def test_measure_and_bench_time_a_program_on_a_runtime_only_server(shared, tmp_p
     assert out["correct"] is True and out["where"] in shared.addrs and out["repeats"] == 2
 
 
+def test_bench_times_a_trace_files_kernel_only_on_sandboxed_sessions(shared, tmp_path, capsys):
+    """A trace file is a hand-in's: `bench --trace --runner` leaves out TVM's own servers in one sentence
+    and times it on mlc_lab's sandboxed sessions; --unsafe-same-user (the teacher's choice) allows both."""
+    from mlc_lab.cli import main as cli_main
+
+    prog, trace = tmp_path / "mm.py", tmp_path / "t.py"
+    prog.write_text(matmul(64))
+    trace.write_text(
+        'b0 = sch.get_sblock(name="C", func_name="main")\nl1, l2, l3 = sch.get_loops(block=b0)\n'
+        "l4, l5 = sch.split(loop=l2, factors=[None, 8])\n"
+    )
+    ours = f"rpc://127.0.0.1:{shared.port}/ours"
+    for runner, extra in ((shared.runner, []), (ours, []), (shared.runner, ["--unsafe-same-user"])):
+        code = cli_main(["bench", str(prog), "--trace", str(trace), "--repeats", "2", "--runner", runner, *extra])
+        captured = capsys.readouterr()
+        if runner == shared.runner and not extra:
+            assert code != 0 and "it does not run its sessions in mlc_lab's sandbox (TVM's own server?)" in captured.err
+            continue
+        assert code == 0, captured.err
+        out = json.loads(captured.out.strip().splitlines()[-1])
+        assert out["correct"] is True and out["repeats"] == 2
+        where = {a for a, k in zip(shared.addrs, shared.keys) if k == ("ours" if runner == ours else KEY)}
+        assert out["where"] in where, out
+
+
 KERNELS = {
     "crash": """
 @T.prim_func(s_tir=True)
