@@ -49,6 +49,7 @@ def measure(
     raise_errors: bool = True,
     roofline: bool = True,
     runner: str = "local",
+    sandboxed_only: bool = False,
 ) -> Measurement:
     """Build `module` for `target` ("cpu" = native CPU with all cores, "cuda", or a TVM target dict),
     check its output against `reference` (the original program) on random inputs, and time it
@@ -61,6 +62,8 @@ def measure(
     tracker (which may run TVM's runtime alone), "batch:slurm[:PARTITION]" as a Slurm job, or
     "batch:COMMAND" by `COMMAND FOLDER` (docs/measuring.md); `timeout` then includes the wait for a
     machine (its default means 600 s there), and the result's `where` says which one.
+    `sandboxed_only` (a hand-in's program) times it only on servers whose sessions run in mlc_lab's
+    sandbox (`python -m mlc_lab.core.server_sandbox`).
 
     Failures raise `MeasureError` (`NoGPUError` for CUDA without a GPU), or, with
     `raise_errors=False`, come back as a `Measurement` whose `error` says what went wrong.
@@ -79,7 +82,7 @@ def measure(
     if elsewhere:
         extra = 60.0  # the far side's limit first, then the worker's
         far = WORKER_OPS["measure_elsewhere"].timeout_s - extra if timeout == DEFAULT_TIMEOUT_S else float(timeout)
-        payload.update(runner=str(runner), timeout_s=far)
+        payload.update(runner=str(runner), timeout_s=far, sandboxed_only=bool(sandboxed_only))
         timeout = far + extra
     try:  # each operation named as written: tests/unit/kernel_paths.py reads which one runs a kernel here
         if elsewhere:

@@ -102,9 +102,19 @@ def launch(
     )
 
 
-def sandboxed(op: str, argv: list[str], *, inputs: dict, env: dict[str, str], unsafe_same_user: bool, **limits: Any):
+def sandboxed(
+    op: str,
+    argv: list[str],
+    *,
+    inputs: dict,
+    env: dict[str, str],
+    unsafe_same_user: bool,
+    extras: Any = None,
+    **limits: Any,
+):
     """Run `argv` in the sandbox under the limits `worker_ops.WORKER_OPS[op]` declares, changed
-    by `limits` (an assignment's own time and memory); the sandbox's `Outcome`."""
+    by `limits` (an assignment's own time and memory), with `extras` (`sandbox.Extras`: a passed
+    descriptor, devices, more read-only paths); the sandbox's `Outcome`."""
     from mlc_lab.core import sandbox
 
     spec = WORKER_OPS[op]
@@ -116,6 +126,7 @@ def sandboxed(op: str, argv: list[str], *, inputs: dict, env: dict[str, str], un
         limits=sandbox.Limits(**{**spec.limits, **limits}),
         env=env,
         unsafe_same_user=unsafe_same_user,
+        extras=extras or sandbox.Extras(),
     )
 
 

@@ -3,7 +3,8 @@
 :data:`WORKER_OPS` says, per operation:
 
 - ``params``: a TypedDict of what the caller sends (NotRequired: the handler has a default);
-- ``result``: what it answers: a type of mlc_lab.model (none is a bare ``dict``), which the handler
+- ``result``: what it answers: a type of mlc_lab.model (none is a bare ``dict``; None: the child answers
+  no caller, as an RPC session serves its client over its socket), which the handler
   writes (its ``to_json``) and the caller decodes it into, strictly and in one place
   (``mlc_lab.core.worker.decode_result``: `Worker.call`, the batch judge, the class server, the hand-in's
   sandbox); on the strict wire (``MLC_LAB_STRICT_WIRE``) what departs is also a wire violation;
@@ -31,7 +32,7 @@ from mlc_lab.model.lowering import CudaBuild, LowerResult
 from mlc_lab.model.machine import Machine
 from mlc_lab.model.measure import Measurement, RunResults
 
-__all__ = ["KERNEL_LIMITS", "WORKER", "WORKER_OPS", "LimitsSpec", "WorkerEnv", "WorkerOp"]
+__all__ = ["KERNEL_LIMITS", "SESSION_LIMITS", "WORKER", "WORKER_OPS", "LimitsSpec", "WorkerEnv", "WorkerOp"]
 
 WORKER = "mlc_lab.core.worker_main"
 Mode = Literal["persistent", "detached", "sandboxed"]
@@ -54,6 +55,7 @@ class MeasureParams(TypedDict):
 
 class MeasureElsewhereParams(MeasureParams):
     runner: str  # rpc://HOST:PORT/KEY, batch:slurm[:PARTITION] or batch:COMMAND
+    sandboxed_only: NotRequired[bool]  # rpc://: only on servers whose sessions are sandboxed (a hand-in's)
     timeout_s: float  # the far side's own limit (a batch round's queue included)
 
 
@@ -99,6 +101,11 @@ class HandinParams(TypedDict):
 
 class RunKernelParams(TypedDict):
     folder: str  # a run's folder (manifest.json and the files it names), staged read-only as /input
+
+
+class SessionParams(TypedDict):
+    fd: int  # a measuring server's connection to its client, handed on as fd 5
+    facts: dict  # what the server says confines the session (its limits, its mode), for the client to ask
 
 
 class GradeParams(TypedDict):
@@ -165,6 +172,15 @@ KERNEL_LIMITS: LimitsSpec = {
     "file_mb": 64,  # /tmp: the library's private copy, Oclgrind's log
 }
 
+SESSION_LIMITS: LimitsSpec = {
+    "wall_s": 600.0,  # at most; the client's own session time-out when shorter
+    "cpu_s": 600.0,  # the session's wall time x (its threads + 1)
+    "memory_mb": 4096,  # the server's --memory-mb
+    "processes": 64,  # and two per thread of TVM's pool
+    "output_bytes": 1 << 16,  # its log, kept for the server's own
+    "file_mb": 256,  # /tmp: the uploaded libraries
+}
+
 WORKER_OPS: dict[str, WorkerOp] = {
     # the persistent worker: mlc_lab.core.worker.worker().call(op, ...)
     "env": WorkerOp(NoParams, WorkerEnv, 120.0),  # asked once, as the worker starts
@@ -194,6 +210,11 @@ WORKER_OPS: dict[str, WorkerOp] = {
         mode="sandboxed",
         entry="mlc_lab.tvm.measure.runside",
         limits=KERNEL_LIMITS,
+    ),
+    # one session of a measuring machine's RPC server (mlc_lab.core.server_sandbox): TVM's RPC session
+    # on the connection it is handed, in the sandbox; it answers its client, not its caller (None)
+    "rpc_session": WorkerOp(
+        SessionParams, None, 600.0, mode="sandboxed", entry="mlc_lab.tvm.measure.session", limits=SESSION_LIMITS
     ),
     # a hand-in's judging: the assignment's time and numeric time-out, plus this
     "grade_batch": WorkerOp(GradeParams, GradeResult, 180.0, entry="mlc_lab.grading.batch"),
