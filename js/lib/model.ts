@@ -466,7 +466,7 @@ export interface KernelFacts {
 export interface GpuBuffer {
   name: string;
   scope: string;
-  shape: number[];
+  shape: (number | null)[];
   dtype: string;
   bytes: number | null;
 }

@@ -115,7 +115,7 @@ def _judge(assignment: Assignment, part: Part, path: Path, result: GradeResult, 
         ran = run_student_code(
             assignment, path, text, part.hand_in.function, unsafe_same_user=unsafe, scheduled=kind == "program"
         )
-        trace, unchanged = ran["trace"], bool(ran.get("unchanged"))
+        trace, unchanged = ran.trace, ran.unchanged
     try:
         session = Session.from_trace(_program(assignment), trace, assignment.func)
     except TraceParseError as exc:
