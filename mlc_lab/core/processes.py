@@ -40,7 +40,11 @@ def kill_tree(
     """Stop a child and everything it started: SIGTERM first when `grace_s` > 0, then SIGKILL to
     the process, its process group and every descendant; return when none is alive (True) or after
     `wait_s` (False). Every way of stopping a child in mlc_lab goes through here (the worker, the
-    tuning job, the sandbox); a `Popen` (or `popen`) is reaped too."""
+    tuning job, the sandbox); a `Popen` (or `popen`) is reaped too.
+
+    Each round signals what it found before it looks at the clock: a scan of the process table that
+    takes longer than `wait_s` (a loaded machine, memory pressure) still signals every process it
+    found, and SIGKILL goes to the whole group before the first scan."""
     if isinstance(proc, subprocess.Popen):
         popen, pid = proc, proc.pid
     else:
@@ -50,6 +54,8 @@ def kill_tree(
         if wait <= 0:
             continue
         deadline = time.monotonic() + wait
+        if sig == signal.SIGKILL:
+            _signal_group(pid, sig)  # at once, before the table is read
         signalled: set[int] = set()  # SIGTERM once per process: a second could cut its clean-up short
         while True:
             if popen is not None:
@@ -58,20 +64,26 @@ def kill_tree(
             seen.update(living)
             if not living and (popen is None or popen.returncode is not None):
                 return True
-            if time.monotonic() >= deadline:
-                break
             _signal_all(pid, [p for p in living.values() if p.pid not in signalled], sig)
             signalled.update(living)
+            if time.monotonic() >= deadline:
+                break
             time.sleep(0.02)
+    if popen is not None:
+        popen.poll()
     return False
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _signal_all(pgid: int, procs: list[psutil.Process], sig: int) -> None:
     if sig == signal.SIGKILL:  # the whole group at once too, forks in flight included
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+        _signal_group(pgid, sig)
     for p in procs:
         try:
             p.send_signal(sig)
