@@ -96,3 +96,47 @@ def alive(proc: psutil.Process) -> bool:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def tree_usage(pid: int, apart: str | None = None) -> tuple[int, float]:
+    """(summed RSS in bytes, CPU seconds) of the process `pid` and every descendant: CPU counts what
+    each has used and what its reaped children used (the OpenCL runs of a worker). A subtree whose root's
+    command line holds `apart` is left out (a sandbox, which has limits of its own)."""
+    try:
+        todo = [psutil.Process(pid)]
+    except psutil.Error:
+        return 0, 0.0
+    rss, cpu = 0, 0.0
+    while todo:
+        p = todo.pop()
+        try:
+            if apart and p.pid != pid and any(apart in part for part in p.cmdline()):
+                continue
+            rss += p.memory_info().rss
+            t = p.cpu_times()
+            cpu += t.user + t.system + t.children_user + t.children_system
+            todo += p.children()
+        except psutil.Error:
+            continue
+    return rss, cpu
+
+
+def usable_cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def overloaded() -> str | None:
+    """The sentence saying this machine is overloaded now (its 1-minute load average is above the CPUs
+    this process may use: a runnable process waits for a CPU), or None. A hand-in stopped at a
+    wall-clock limit at such a moment is graded again, never scored for the machine's load."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return None
+    cpus = usable_cpus()
+    if load <= cpus:
+        return None
+    return f"the machine was overloaded (load average {load:.1f} on {cpus} CPU{'s' if cpus > 1 else ''})"

@@ -8,14 +8,17 @@ target = "cuda"                     # "cpu", "cuda", or a CUDA arch such as "sm_
 hazards_fail = ["correctness"]      # the default. true: the same; false: none; or a list of hazard
                                     # classes ("correctness", "performance") and kinds ("race", "spill")
 visibility = "visible"              # Gradescope: "visible", "hidden", "after_due_date", "after_published"
+output_format = "text"              # Gradescope's outputs: "text" (as written) or "md" (Markdown)
 
 [hand_in]                           # optional: the file a student hands in and the function it defines
 file = "lab3.py"                    # (the batch finds it in a student's folder)
 function = "manual_schedule"        # default: schedule(sch), manual_schedule() or apply_trace(sch)
 
 [limits]                            # for schedule files and notebooks, run in the sandbox
-time_s = 60
+time_s = 60                         # CPU seconds (the wall clock allows twice that and half a minute)
 memory_mb = 4096
+grader_memory_mb = 2048             # the grader's own processes for one hand-in, all together
+grader_time_s = 300                 # their CPU seconds (default: time_s + the numeric timeout + 180)
 
 [numeric]                           # optional, GPU targets: run each schedule at a smaller size on
 size = 128                          # the CPU (the largest dimension becomes 128) and compare results
@@ -65,9 +68,9 @@ HAZARD_CLASSES = ("correctness", "performance")
 
 _KEYS = {
     "": {"title", "program", "func", "target", "hazards_fail", "visibility", "hand_in", "limits", "numeric"}
-    | {"performance", "tasks", "parts"},
+    | {"performance", "tasks", "parts", "output_format"},
     "hand_in": {"file", "function"},
-    "limits": {"time_s", "memory_mb"},
+    "limits": {"time_s", "memory_mb", "grader_memory_mb", "grader_time_s"},
     "numeric": {"size", "sizes", "rtol", "atol", "timeout_s"},
     "performance": {"measure", "repeats"},
     "tasks": {"name", "title", "checks", "points", "max_latency_ms", "visibility"},
@@ -117,9 +120,12 @@ class Assignment:
     visibility: str = "visible"
     time_s: float = 60.0
     memory_mb: int = 4096
+    grader_memory_mb: int = 2048  # the judging child's whole tree (replay, checks, numeric check, sandbox)
+    grader_time_s: float | None = None  # its CPU seconds per hand-in; None: time_s + numeric timeout + 180
     measure: bool = False  # time every submission (for thresholds and the leaderboard)
     repeats: int = 5
     numeric: dict | None = None  # {"sizes": 128 or {2048: 128}, "rtol", "atol"}: run smaller, compare
+    output_format: str = "text"  # Gradescope's outputs: "text" or "md"
     extra: dict = field(default_factory=dict)
 
     @property
@@ -181,11 +187,14 @@ def load_assignment(path: str | Path) -> Assignment:
         parts=_parts(data, where, kind, visibility),
         hazards_fail=_hazards_fail(data.get("hazards_fail", ["correctness"]), where),
         visibility=visibility,
-        time_s=float(limits.get("time_s", 60)),
-        memory_mb=int(limits.get("memory_mb", 4096)),
+        time_s=_positive(limits, "time_s", 60, where),
+        memory_mb=int(_positive(limits, "memory_mb", 4096, where)),
+        grader_memory_mb=int(_positive(limits, "grader_memory_mb", 2048, where)),
+        grader_time_s=_positive(limits, "grader_time_s", None, where),
         measure=bool(performance.get("measure", False)),
         repeats=int(performance.get("repeats", 5)),
         numeric=_numeric(data.get("numeric"), where, kind),
+        output_format=_output_format(data.get("output_format", "text"), where),
     )
 
 
@@ -298,6 +307,14 @@ def _hand_in(table: object, where: str) -> HandIn:
     return HandIn(file, function)
 
 
+def _output_format(value: object, where: str) -> str:
+    from mlc_lab.grading.report import OUTPUT_FORMATS
+
+    if value not in OUTPUT_FORMATS:
+        raise AssignmentError(f"{where}: output_format must be one of {', '.join(OUTPUT_FORMATS)}, not {value!r}")
+    return str(value)
+
+
 def _visibility(value: object, where: str) -> str:
     if value not in VISIBILITIES:
         raise AssignmentError(f"{where}: visibility must be one of {', '.join(VISIBILITIES)}, not {value!r}")
@@ -349,6 +366,16 @@ def _numeric(table: object, where: str, kind: str) -> dict | None:
         "atol": float(table.get("atol", 1e-3)),
         "timeout_s": float(table.get("timeout_s", 120)),
     }
+
+
+def _positive(table: dict, key: str, default: float | None, where: str):
+    """``table[key]`` as a float > 0, or ``default`` when absent."""
+    if key not in table:
+        return default
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise AssignmentError(f"{where}: [limits] {key} must be a number > 0, not {value!r}")
+    return float(value)
 
 
 def _get(table: dict, key: str, kind: type, where: str):
