@@ -10,7 +10,6 @@ two at a time: one bad hand-in is its own row and never stops the others. Result
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -56,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from mlc_lab.errors import MlcLabError
     from mlc_lab.grading import load_assignment
     from mlc_lab.grading.batch import grade_batch, result_keys
+    from mlc_lab.grading.report import json_text
 
     gradescope = args.gradescope or (not args.submissions and os.path.isdir(GRADESCOPE_SUBMISSION))
     fmt = args.format or ("gradescope" if gradescope else "text")
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
     def on_result(i: int, r) -> None:
         if args.out and not gradescope:
-            _write(Path(args.out) / keys[i], fmt, r)
+            _write(Path(args.out) / keys[i], fmt, r, assignment.output_format)
         if fmt == "text":
             print(r.to_text() + "\n", flush=True)
 
@@ -95,25 +95,30 @@ def run(args: argparse.Namespace) -> int:
     if gradescope:
         target = Path(args.out or GRADESCOPE_RESULTS)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(results[0].to_gradescope(), indent=1), encoding="utf-8")
+        target.write_text(json_text(results[0].to_gradescope(assignment.output_format)), encoding="utf-8")
         return 0
     if fmt == "json" and not args.out:
         doc = {"assignment": assignment.title, "max_score": assignment.max_score}
         doc["results"] = {k: r.to_json() for k, r in zip(keys, results)}
-        json.dump(doc, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text(doc) + "\n")
     elif fmt == "gradescope" and not args.out:
-        doc = results[0].to_gradescope() if len(results) == 1 else {k: r.to_gradescope() for k, r in zip(keys, results)}
-        json.dump(doc, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        of = assignment.output_format
+        doc = (
+            results[0].to_gradescope(of)
+            if len(results) == 1
+            else {k: r.to_gradescope(of) for k, r in zip(keys, results)}
+        )
+        sys.stdout.write(json_text(doc) + "\n")
     return 0
 
 
-def _write(folder: Path, fmt: str, r) -> None:
+def _write(folder: Path, fmt: str, r, output_format: str) -> None:
+    from mlc_lab.grading.report import json_text
+
     folder.mkdir(parents=True, exist_ok=True)
     if fmt == "gradescope":
-        (folder / "results.json").write_text(json.dumps(r.to_gradescope(), indent=1), encoding="utf-8")
+        (folder / "results.json").write_text(json_text(r.to_gradescope(output_format)), encoding="utf-8")
     elif fmt == "json":
-        (folder / "result.json").write_text(json.dumps(r.to_json(), indent=1), encoding="utf-8")
+        (folder / "result.json").write_text(json_text(r.to_json()), encoding="utf-8")
     else:
         (folder / "result.txt").write_text(r.to_text() + "\n", encoding="utf-8")

@@ -153,10 +153,17 @@ def test_an_assignment_of_parts_grades_each_part_from_its_own_file_in_a_folder(t
     folder = tmp_path / "alice"
     folder.mkdir()
     (folder / "part1.py").write_text((LAB / "submissions" / "reference.py").read_text())
-    r = grade(a, folder)
-    assert r.kind == "folder" and r.status == "refused"
+    r = grade(a, folder)  # a folder scores its parts: the missing one costs its own tasks only
+    assert r.kind == "folder" and r.status == "graded" and r.error is None
     assert [(t.number, t.points) for t in r.tasks] == [("1.1", 5.0), ("2.1", 0.0)]
-    assert r.error == "the folder has no part2.json"
+    assert r.notes == ["part memory: the folder has no part2.json"]
+    assert r.tasks[1].messages == ["the folder has no part2.json"]
+    assert "FAIL 2.1 (0/5)" in r.to_text() and "| the folder has no part2.json" in r.to_text()
+    empty = tmp_path / "bob"
+    empty.mkdir()
+    nothing = grade(a, empty)  # no part at all: the row is refused, with both sentences
+    assert nothing.status == "refused" and nothing.score == 0
+    assert nothing.error == "the folder has no part1.py; the folder has no part2.json"
     (folder / "part2.json").write_text((LAB / "submissions" / "variant_ji.json").read_text())
     both = grade(a, folder)
     assert both.status == "graded" and both.score == 10
@@ -178,7 +185,7 @@ def test_an_assignment_of_parts_grades_each_part_from_its_own_file_in_a_folder(t
         ),
         (
             lambda t: t.replace("time_s = 10", "time = 10"),
-            r"unknown key 'time' in \[limits\]; the keys it knows are memory_mb, time_s",
+            r"unknown key 'time' in \[limits\]; the keys it knows are grader_memory_mb, grader_time_s, memory_mb, time_s",
         ),
         (
             lambda t: t.replace("points = 5\n", "points = 5\npoint = 5\n", 1),
