@@ -42,6 +42,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="run as Gradescope's autograder (found by itself when /autograder/submission exists)",
     )
     p.add_argument(
+        "--check-ref",
+        action="store_true",
+        help="grade the assignment's reference (its 'reference' key) first, and refuse the assignment unless "
+        "it earns full marks; with no hand-ins, only that",
+    )
+    p.add_argument(
         "--unsafe-same-user",
         action="store_true",
         help="grade even where this machine cannot sandbox: student code then runs as you and sees your "
@@ -59,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
 
     gradescope = args.gradescope or (not args.submissions and os.path.isdir(GRADESCOPE_SUBMISSION))
     fmt = args.format or ("gradescope" if gradescope else "text")
-    paths = list(args.submissions) or ([GRADESCOPE_SUBMISSION] if gradescope else [])
-    if not paths:
+    paths = list(args.submissions) or ([GRADESCOPE_SUBMISSION] if gradescope and not args.check_ref else [])
+    if not paths and not args.check_ref:
         raise MlcLabError("give the hand-ins to grade (files or students' folders) after the assignment")
     if gradescope and len(paths) > 1:
         raise MlcLabError("--gradescope grades one hand-in (a file or a student's folder) into one results.json")
@@ -73,6 +79,10 @@ def run(args: argparse.Namespace) -> int:
         refused = probe()
         if refused:
             raise MlcLabError(f"{refused}; nothing was graded (--unsafe-same-user grades without the sandbox)")
+    if args.check_ref:
+        print(check_reference(assignment, args.unsafe_same_user), file=sys.stderr if paths else sys.stdout, flush=True)
+        if not paths:
+            return 0
     keys = result_keys(paths)
 
     def on_result(i: int, r) -> None:
@@ -110,6 +120,27 @@ def run(args: argparse.Namespace) -> int:
         )
         sys.stdout.write(json_text(doc) + "\n")
     return 0
+
+
+def check_reference(assignment, unsafe_same_user: bool) -> str:
+    """Grade the assignment's reference as a hand-in; the sentence saying it earns full marks, or
+    `MlcLabError` naming each task it loses and why (an assignment whose own solution cannot earn full
+    marks is refused: its task options, hazards_fail or numeric sizes disagree with its handout)."""
+    from mlc_lab.errors import MlcLabError
+    from mlc_lab.grading.batch import grade_batch
+
+    if assignment.reference is None:
+        raise MlcLabError(f"{assignment.path}: --check-ref needs the assignment's reference key (its own solution)")
+    (r,) = grade_batch(assignment, [str(assignment.reference)], jobs=1, unsafe_same_user=unsafe_same_user)
+    earned = f"{r.score:g}/{r.max_score:g}"
+    if r.status == "graded" and r.score == r.max_score:
+        return f"the reference ({assignment.reference.name}) earns {earned}: the assignment can give full marks"
+    lost = "; ".join(f"task {t.number} ({t.name}): {' '.join(t.messages)}" for t in r.tasks if not t.passed)
+    why = r.error or lost
+    raise MlcLabError(
+        f"{assignment.path}: the assignment's reference ({assignment.reference.name}) earns {earned}, not full "
+        f"marks, so no hand-in can be graded fairly: {why}"
+    )
 
 
 def _write(folder: Path, fmt: str, r, output_format: str) -> None:

@@ -173,13 +173,19 @@ def _numeric(assignment: Assignment, session: Any, result: GradeResult) -> str |
     """Run the schedule at the assignment's smaller size (a GPU schedule, on the CPU) and compare it
     with the unscheduled program; the sentence that fails every task when it is wrong, or None."""
     from mlc_lab.core.checks.numeric_gpu import numeric_check
+    from mlc_lab.core.checks.numeric_sizes import numeric_check_sizes
 
     spec = assignment.numeric or {}
-    r = numeric_check(session, sizes=spec["sizes"], rtol=spec["rtol"], atol=spec["atol"], timeout_s=spec["timeout_s"])
+    sizes, kw = spec["sizes"], {"rtol": spec["rtol"], "atol": spec["atol"], "timeout_s": spec["timeout_s"]}
+    if sizes is None or isinstance(sizes, list):  # a plan of sizes
+        r = numeric_check_sizes(session, sizes, **kw)
+    else:
+        r = numeric_check(session, sizes=sizes, **kw)
     check = r.to_check()
     result.numeric = dict(check)
     if check["verdict"] == "could_not_run":
-        result.notes.append(f"the numbers were not checked: {check['message']}")
+        said = check["message"]
+        result.notes.append(said if said.startswith("the numbers were not checked") else f"the numbers were not checked: {said}")
     return numeric_failure(check)
 
 

@@ -469,6 +469,29 @@ def races(sf: StepFacts, k: Kernel) -> list:
 _RACE_POINTS = 1 << 18
 
 
+def foreign_local_read(sf: StepFacts, k: Kernel, buf: str) -> tuple | None:
+    """(thread, element, who computes it) where a thread reads an element of the local buffer ``buf`` that
+    it never wrote (each thread has its own), or None: what a write-back bound to other threads than its
+    compute's does."""
+    thread_ids = {lp.id for lp in k.loops if lp.tag in THREAD_TAGS}
+    sites = _race_sites(sf, k, thread_ids).get(buf)
+    if not sites or sf.scope(buf) != "local":
+        return None
+    fixed = _race_fixed(sf, k, sites, "local")
+    wpairs = _write_pairs(sf, k, sites, fixed, "local", thread_ids)
+    if not wpairs:
+        return None
+    nthreads = max(1, k.threads)
+    wkeys = _uniq(np.concatenate([p[0] * nthreads + p[1] for _, p in wpairs]))
+    found = _first_read(sf, k, sites, fixed, nthreads, lambda _elements, keys: ~_isin(keys, wkeys))
+    if found is None:
+        return None
+    _s, elem, thread = found
+    others = wkeys[wkeys // nthreads == elem] % nthreads
+    who = f"thread {int(others[0])} computes it" if others.size else "no thread writes it"
+    return thread, _element(sf, buf, elem), who
+
+
 def _race_sites(sf: StepFacts, k: Kernel, thread_ids: set) -> dict:
     """Buffer -> the kernel's sites of it where threads may race: global, shared and local buffers
     that the kernel writes, less what TVM or an intrinsic orders itself."""

@@ -99,6 +99,7 @@ def numeric_check(
     seed: int = 0,
     rtol: float = 1e-3,
     atol: float = 1e-3,
+    guards: bool = False,
 ) -> NumericResult:
     """Run a GPU schedule on the CPU and compare it with the unscheduled program on random inputs.
 
@@ -110,7 +111,8 @@ def numeric_check(
     largest becomes N (default 128, trying larger sizes when the trace's tiles do not divide it); a
     dict: ``{1024: 128}`` changes every dimension of 1024 to 128 (and ``{"n": 128}`` gives a
     symbolic shape variable a value, as ``shape_vars`` does). With a size given, a trace whose tiles
-    no longer fit raises `NumericCheckError` saying so.
+    no longer fit raises `NumericCheckError` saying so, unless ``guards``: the size is meant not to be a
+    multiple of the tiles, and runs with the bounds checks TVM gives the loops there.
 
     A crash (an access far outside a buffer) or a hang costs the worker process and comes back as
     the verdict ``crash`` / ``timeout``."""
@@ -120,7 +122,7 @@ def numeric_check(
     original, trace, func_name = _inputs(program_or_session, trace, func)
     given = dict(shape_vars or {})
     try:
-        small, scheduled, used = _at_size(original, trace, func_name, sizes, given)
+        small, scheduled, used = _at_size(original, trace, func_name, sizes, given, guards)
     except _NoSizeFits as exc:
         return _not_run(f"the numbers were not checked: {exc}", {}, _shapes(original, func_name))
     used = {**{k: v for k, v in given.items() if isinstance(k, str)}, **used}
@@ -176,7 +178,9 @@ def _trace_text(trace: Any) -> Any:
     return trace
 
 
-def _at_size(original: Any, trace: Any, func_name: str, sizes: Any, shape_vars: dict) -> tuple[Any, Any, dict]:
+def _at_size(
+    original: Any, trace: Any, func_name: str, sizes: Any, shape_vars: dict, guards: bool = False
+) -> tuple[Any, Any, dict]:
     """(the unscheduled program at the size to run, the scheduled one, the dimension map used)."""
     from mlc_lab.tvm.checks import opencl
 
@@ -232,7 +236,7 @@ def _at_size(original: Any, trace: Any, func_name: str, sizes: Any, shape_vars: 
                 raise
             continue
         extra = opencl.predicate_count(scheduled, func_name) - full_predicates
-        if extra > 0:
+        if extra > 0 and not guards:
             last_problem = (
                 f"at {_sizes_text(mapping)} the schedule's tiles no longer divide the loops "
                 f"({extra} block(s) get a bounds check they do not have at full size): "
