@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from mlc_lab._contention import OthersCpu
 from mlc_lab._threads import cpu_name, ensure_tvm_threads
 
 ensure_tvm_threads()
@@ -33,48 +32,21 @@ ensure_tvm_threads()
 import tvm  # noqa: E402
 from tvm.script import tirx as T  # noqa: E402
 
+from mlc_lab.tvm import measure as timing  # noqa: E402
+from mlc_lab.tvm.measure.probe import (  # noqa: E402,F401  (the probe's FMA kernel is the peak's; parallel_speed re-exported)
+    ACCUMULATORS,
+    FMA_ITERS,
+    fma_kernel as _fma_kernel,
+    parallel_speed,
+    vector_isa,
+)
 from mlc_lab.tvm.targets import cpu_target, gpu_present  # noqa: E402
 
-ACCUMULATORS = 16  # independent FMA chains per thread: latency (4 cycles) x 2 FMA ports, doubled
-FMA_ITERS = 20000  # one chunk: 20000 x 16 vector FMAs, ~0.2 ms at 2 GHz with two FMA ports
 FMA_CALLS = 500  # short calls; the peak is the fastest
 FMA_BURSTS = 5
 SCALING_FLOOR = 0.8  # an all-core peak below this fraction of threads x one-core was disturbed
 STREAM_ELEMENTS = 1 << 24  # 64 MB per array: well beyond any last-level cache we run on
 STREAM_CALLS = 20
-ISA_ORDER = ("avx512f", "avx2", "avx", "sse4.2", "neon", "sve")
-
-
-def vector_isa(target: Any) -> tuple[str, int]:
-    """(widest vector extension LLVM enables for the target, fp32 lanes per register)."""
-    lanes = {"avx512f": 16, "avx2": 8, "avx": 8, "sse4.2": 4, "neon": 4, "sve": 4}
-    for feature in ISA_ORDER:
-        try:
-            if tvm.target.codegen.target_has_features(feature, target):
-                return feature, lanes[feature]
-        except Exception:  # noqa: BLE001 - not an LLVM target, or an unknown feature name
-            continue
-    return "scalar", 1
-
-
-def _fma_kernel(chunks: int, lanes: int) -> Any:
-    width = ACCUMULATORS * lanes
-
-    @T.prim_func
-    def fma(out: T.Buffer((chunks, width), "float32"), x: T.float32, y: T.float32):
-        T.func_attr({"global_symbol": "fma", "tirx.noalias": True})
-        for p in T.parallel(chunks):
-            acc = T.alloc_buffer((width,), "float32", scope="local")
-            for i in T.vectorized(width):
-                acc[i] = T.Cast("float32", p + i)
-            for _it in range(FMA_ITERS):
-                for a in T.unroll(ACCUMULATORS):
-                    for v in T.vectorized(lanes):
-                        acc[a * lanes + v] = acc[a * lanes + v] * x + y
-            for i in range(width):
-                out[p, i] = acc[i]
-
-    return tvm.IRModule({"fma": fma})
 
 
 def _triad_kernel(n: int, lanes: int, parallel: bool = True) -> Any:
@@ -91,20 +63,8 @@ def _triad_kernel(n: int, lanes: int, parallel: bool = True) -> Any:
 
 
 def _fastest(ex: Any, name: str, args: list, calls: int, bursts: int = 1) -> tuple[list[float], float | None]:
-    """Seconds of `calls` single calls (after a warm-up call), in `bursts` bursts 50 ms apart (so
-    that one process holding a core for a while cannot spoil all of them), and the cores other
-    processes used meanwhile."""
-    dev = tvm.cpu()
-    ex.mod.get_function(name)(*args)
-    per = max(1, calls // bursts)
-    timer = ex.mod.time_evaluator(name, dev, number=1, repeat=per, min_repeat_ms=0)
-    secs: list[float] = []
-    with OthersCpu() as probe:
-        for b in range(bursts):
-            if b:
-                time.sleep(0.05)
-            secs += [float(x) for x in timer(*args).results]
-    return secs, probe.cores
+    """`mlc_lab.tvm.measure.fastest` on a compiled program, on the CPU."""
+    return timing.fastest(ex.mod, name, tvm.cpu(), args, calls, bursts)
 
 
 def peak_gflops(threads: int, lanes: int, calls: int = FMA_CALLS) -> dict:
@@ -146,42 +106,6 @@ def peak_gflops(threads: int, lanes: int, calls: int = FMA_CALLS) -> dict:
         "source": source,
         "kernel": f"{max(1, threads)} parallel chunk(s) x {FMA_ITERS} iterations x {ACCUMULATORS} independent "
         f"FMA chains x {lanes} lanes; the fastest of {calls} calls in {FMA_BURSTS} bursts",
-    }
-
-
-PROBE_CALLS = 12  # short calls of each probe kernel (~0.2 ms each): a few milliseconds in all
-_probe_kernels: dict = {}
-
-
-def parallel_speed(threads: int) -> dict:
-    """How much of its cores this process gets right now: the FMA kernel on all `threads` at once
-    against `threads` x the same kernel on one thread, each the fastest of `PROBE_CALLS` calls.
-
-    1.0: every core ran at full speed. Near 1/threads: the threads shared one core's FMA units. On
-    a VM that happens when the host runs two virtual CPUs on one physical core (or a neighbour on
-    the sibling hyperthread): the guest sees no other process and no steal time, so `others_cores`
-    stays at 0 while a two-thread kernel runs at the speed of one. Measured on this project's 2-vCPU
-    VM: numpy's 512^3 matmul 1.8 ms in some minutes and 2.9 ms in others, with nothing else
-    running. The first call compiles the two kernels (about a second); later calls cost ~5 ms."""
-    target = cpu_target()
-    key = (str(target), threads)
-    kernels = _probe_kernels.get(key)
-    if kernels is None:
-        _, lanes = vector_isa(target)
-        kernels = []
-        for chunks in (max(1, threads), 1):
-            ex = tvm.compile(_fma_kernel(chunks, lanes), target=target)
-            buf = tvm.runtime.empty((chunks, ACCUMULATORS * lanes), "float32", tvm.cpu())
-            kernels.append((ex, buf, 2.0 * chunks * FMA_ITERS * ACCUMULATORS * lanes))
-        _probe_kernels[key] = kernels
-    (ex_all, buf_all, flops_all), (ex_one, buf_one, flops_one) = kernels
-    all_secs, _ = _fastest(ex_all, "fma", [buf_all, 0.999, 0.001], PROBE_CALLS)
-    one_secs, _ = _fastest(ex_one, "fma", [buf_one, 0.999, 0.001], PROBE_CALLS)
-    all_gflops, one_gflops = flops_all / min(all_secs) / 1e9, flops_one / min(one_secs) / 1e9
-    return {
-        "all_cores_gflops": all_gflops,
-        "one_core_gflops": one_gflops,
-        "parallel_speed": round(all_gflops / (max(1, threads) * one_gflops), 3),
     }
 
 

@@ -32,7 +32,7 @@ POPEN_ALLOWED = {
 RUN_ALLOWED = {
     # a one-shot tool or a crash-prone engine run from inside the worker (in its process group, so that
     # the worker's time-out and kill_tree stop it too); mlc_lab.tvm may not import core's launcher
-    "tvm/checks/opencl_run.py": "the OpenCL engine, started by the worker so that its crash is a verdict",
+    "tvm/measure/opencl_run.py": "the OpenCL engine, started by the worker so that its crash is a verdict",
     "tvm/lowering.py": "ptxas, for register and spill counts",
     "tvm/tuning/build.py": "ld, linking a candidate faster than TVM's own link",
 }

@@ -56,7 +56,7 @@ def tiled_2d(s: mlc_lab.Session, *, tile=16, local=4, tile_k=8, copy_threads=(16
 def engine():
     """The OpenCL engine kernels run on here (MLC_LAB_OPENCL_ENGINE's, when set); the tests that
     run a kernel are skipped, with the reason, where that engine cannot run one on this machine."""
-    from mlc_lab.tvm.checks import opencl_run as opencl
+    from mlc_lab.tvm.measure import opencl_run as opencl
 
     try:
         return opencl.opencl_device()[1]
@@ -169,7 +169,7 @@ def _kill_while_the_kernel_runs(pid: int, killed: list) -> None:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         kernels = [
-            c for c in worker_proc.children(recursive=True) if "mlc_lab.tvm.checks.opencl_run" in " ".join(c.cmdline())
+            c for c in worker_proc.children(recursive=True) if "mlc_lab.tvm.measure.opencl_run" in " ".join(c.cmdline())
         ]
         if kernels:
             killed.extend(kernels)
@@ -303,7 +303,7 @@ def test_guard_bands_see_writes_past_a_buffer_and_reads_of_nan(engine):
     X, and one that reads 4 before the start of X into Y."""
     import pyopencl as cl
 
-    from mlc_lab.tvm.checks import opencl_run as opencl
+    from mlc_lab.tvm.measure import opencl_run as opencl
 
     source = (
         "__kernel void over(__global float* X) { X[get_global_id(0)] = 1.0f; }\n"
@@ -516,7 +516,7 @@ def test_the_engine_can_be_forced(name, monkeypatch):
 
 
 def test_an_engine_that_does_not_exist_is_refused_by_name(monkeypatch):
-    from mlc_lab.tvm.checks import opencl_run as opencl
+    from mlc_lab.tvm.measure import opencl_run as opencl
 
     monkeypatch.setenv("MLC_LAB_OPENCL_ENGINE", "cuda")
     with pytest.raises(

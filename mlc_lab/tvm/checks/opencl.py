@@ -13,7 +13,7 @@ semantics of a thread block: work-groups, barriers, local memory. This module do
 - `resize_program`: the same program at other sizes (a 1024^3 matmul as 128^3), so that a
   schedule's trace can be replayed on it and checked in a second.
 
-`mlc_lab.tvm.checks.opencl_run` runs the program (in a fresh process per run). `numeric_gpu_request` is
+`mlc_lab.tvm.measure.opencl_run` runs the program (in a fresh process per run). `numeric_gpu_request` is
 the worker's "numeric_gpu" request: build, run the kernels, run the unscheduled program on the CPU
 with LLVM as the reference, compare. A failure comes back as a `RequestFailure` whose kind is the
 verdict: ``does_not_build``, ``could_not_run`` or ``crash``.
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from mlc_lab.tvm.measure import build as tbuild
-from mlc_lab.tvm.checks.opencl_run import OpenCLProgramError, run_in_child
+from mlc_lab.tvm.measure.opencl_run import OpenCLProgramError, run_in_child
 
 import tvm  # noqa: E402  (after build: it sets the thread count before TVM starts)
 import tvm_ffi  # noqa: E402

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -124,25 +124,72 @@ def time_function(
 
 
 def timed(
-    mod: Any, func_name: str, dev: Any, args: list, method: TimingMethod = MEASURE, speed_probe: bool = False
+    mod: Any,
+    func_name: str,
+    dev: Any,
+    args: list,
+    method: TimingMethod = MEASURE,
+    speed_probe: Callable[[], float] | None = None,
 ) -> dict:
     """`time_function` and its `summary`, with the cores other processes used meanwhile
-    (`others_cores`): the one call behind `measure`, the tuner's end-of-run confirmation and the
-    machine's peaks. With `speed_probe` (a CPU kernel on more than one thread), also the share of
-    its cores' speed the process got right after (`parallel_speed`, see
-    `mlc_lab.tvm.machine.parallel_speed`): what `others_cores` cannot see on a VM."""
+    (`others_cores`): the one call behind `measure`, the measuring side (`runside`), the tuner's
+    end-of-run confirmation and the machine's peaks. With `speed_probe` (for a CPU kernel on more
+    than one thread), also the share of its cores' speed the process got right after
+    (`parallel_speed`): what `others_cores` cannot see on a VM. The probe is
+    `mlc_lab.tvm.measure.probe.parallel_speed` where TVM's compiler is at hand, `probe_speed` on a
+    library built elsewhere where it is not (the measuring side)."""
 
     def one_round() -> dict:
         with OthersCpu() as probe:
             results = time_function(mod, func_name, dev, args, method)
         out = {**summary(results), "others_cores": probe.cores}
-        if speed_probe and threads() > 1:
-            from mlc_lab.tvm.machine import parallel_speed  # the probe compiles a kernel: only when asked
-
-            out["parallel_speed"] = parallel_speed(threads())["parallel_speed"]
+        if speed_probe is not None and threads() > 1:
+            out["parallel_speed"] = speed_probe()
         return out
 
     return _contention.quietest_round(one_round, method.rounds)
+
+
+def fastest(mod: Any, name: str, dev: Any, args: list, calls: int, bursts: int = 1) -> tuple[list[float], float | None]:
+    """Seconds of `calls` single calls of `name` (after a warm-up call), in `bursts` bursts 50 ms
+    apart (so that one process holding a core for a while cannot spoil all of them), and the cores
+    other processes used meanwhile: how the machine's peaks and the speed probe time a kernel."""
+    import time
+
+    mod.get_function(name)(*args)
+    per = max(1, calls // bursts)
+    timer = mod.time_evaluator(name, dev, number=1, repeat=per, min_repeat_ms=0)
+    secs: list[float] = []
+    with OthersCpu() as probe:
+        for b in range(bursts):
+            if b:
+                time.sleep(0.05)
+            secs += [float(x) for x in timer(*args).results]
+    return secs, probe.cores
+
+
+PROBE_CALLS = 12  # short calls of each probe kernel (~0.2 ms each): a few milliseconds in all
+
+
+def probe_speed(lib: Any, threads: int, width: int, calls: int = PROBE_CALLS) -> dict:
+    """`mlc_lab.tvm.measure.probe.parallel_speed`'s measurement, on a library that holds its two FMA kernels
+    (``fma_all``: `threads` chunks, ``fma_one``: one chunk, each `width` floats; built by
+    `mlc_lab.tvm.measure.probe.speed_probe_library`): the all-thread kernel's speed over `threads` x the
+    one-thread kernel's, each the fastest of `calls` calls. Runtime only: the measuring side runs it."""
+    import tvm
+
+    dev = tvm.cpu()
+    buf_all = tvm.runtime.empty((max(1, threads), width), "float32", dev)
+    buf_one = tvm.runtime.empty((1, width), "float32", dev)
+    all_secs, _ = fastest(lib, "fma_all", dev, [buf_all, 0.999, 0.001], calls)
+    one_secs, _ = fastest(lib, "fma_one", dev, [buf_one, 0.999, 0.001], calls)
+    # the all-thread kernel does `threads` times the one-thread kernel's work
+    all_rate, one_rate = max(1, threads) / min(all_secs), 1.0 / min(one_secs)
+    return {
+        "all_cores_rate": all_rate,
+        "one_core_rate": one_rate,
+        "parallel_speed": round(all_rate / (max(1, threads) * one_rate), 3),
+    }
 
 
 def summary(results: list[float]) -> dict:

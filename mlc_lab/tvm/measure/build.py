@@ -432,18 +432,23 @@ def measure_request(req: dict, traffic: Callable[[Any, str, list], tuple[float, 
         flops = estimate_flops(module_from_text(ref_text) if ref_text else one, func_name)
     except Exception:  # noqa: BLE001 - the estimate is a nicety
         flops = 0.0
-    ex, build_s = _timed_build(one, target)
-    inputs, expected = _inputs_and_expected(one, func_name, ref_text, seed)
+    ex, build_s = timed_build(one, target)
+    inputs, expected = inputs_and_expected(one, func_name, ref_text, seed)
     try:
         got = _run_once(ex, func_name, inputs, dev)
     except Exception as exc:  # noqa: BLE001
         raise MeasureFailure("run", "the program failed while running", str(exc)) from exc
-    max_abs, max_rel, correct = _errors(got, expected) if expected is not None else (None, None, None)
+    max_abs, max_rel, correct = output_errors(got, expected) if expected is not None else (None, None, None)
     method = _timing_method(req, kind, repeats)
     tensors = [tvm.runtime.tensor(a, dev) for a in inputs]
     try:
         stats = timing.timed(
-            ex.mod, func_name, dev, tensors, method, speed_probe=kind == "llvm" and bool(req.get("speed_probe", True))
+            ex.mod,
+            func_name,
+            dev,
+            tensors,
+            method,
+            speed_probe=_speed_probe(kind == "llvm" and req.get("speed_probe", True)),
         )
     except Exception as exc:  # noqa: BLE001
         raise MeasureFailure("run", "the program failed while being timed", str(exc)) from exc
@@ -473,23 +478,16 @@ def measure_request(req: dict, traffic: Callable[[Any, str, list], tuple[float, 
     ).to_json()
 
 
-def _measurable_device(one: Any, func_name: str, target: Any) -> Any:
-    """The device to run `func_name` on for `target`; a MeasureFailure, before anything is built,
-    when it cannot run there (a GPU program that fails its checks or has no GPU, a CPU program with
-    loops bound to GPU threads, a target kind other than CPU or CUDA)."""
+def check_runnable(one: Any, func_name: str, target: Any) -> None:
+    """A MeasureFailure, before anything is built, when `func_name` cannot run on `target` whatever
+    the machine (a GPU program that fails its checks, a CPU program with loops bound to GPU
+    threads, a target kind other than CPU or CUDA)."""
     kind = target.kind.name
     if kind == "cuda":
         problems, _ = gpu_problems(one, func_name, target)
         if problems:
             raise MeasureFailure("gpu_check", problems[0], "\n".join(problems[1:]))
-        if not gpu_present():
-            raise MeasureFailure(
-                "no_gpu",
-                "no CUDA GPU found; you can still build, inspect and visualise the CUDA program "
-                "(cuda_source(...)), but not run or time it",
-            )
-        return _device("cuda")
-    if kind in ("llvm", "c"):
+    elif kind in ("llvm", "c"):
         bound = thread_bound_loops(one, func_name)
         if bound:
             raise MeasureFailure(
@@ -498,11 +496,37 @@ def _measurable_device(one: Any, func_name: str, target: Any) -> Any:
                 "target='cuda', or look at its CUDA code with cuda_source()",
                 "bound loops: " + ", ".join(bound),
             )
-        return _device("cpu")
-    raise MeasureFailure("build", f"measuring on target kind {kind!r} is not supported (use cpu or cuda)")
+    else:
+        raise MeasureFailure("build", f"measuring on target kind {kind!r} is not supported (use cpu or cuda)")
 
 
-def _timed_build(one: Any, target: Any) -> tuple[Any, float]:
+def _speed_probe(wanted: bool) -> Callable[[], float] | None:
+    """`mlc_lab.tvm.measure.probe.parallel_speed` as the timing's probe, when wanted (it compiles a kernel
+    the first time in a process)."""
+    if not wanted:
+        return None
+    from mlc_lab.tvm.measure.probe import parallel_speed
+
+    return lambda: parallel_speed(timing.threads())["parallel_speed"]
+
+
+def _measurable_device(one: Any, func_name: str, target: Any) -> Any:
+    """The device to run `func_name` on for `target`; a MeasureFailure, before anything is built,
+    when it cannot run there (`check_runnable`, or a GPU program on a machine without a GPU)."""
+    check_runnable(one, func_name, target)
+    kind = target.kind.name
+    if kind == "cuda":
+        if not gpu_present():
+            raise MeasureFailure(
+                "no_gpu",
+                "no CUDA GPU found; you can still build, inspect and visualise the CUDA program "
+                "(cuda_source(...)), but not run or time it",
+            )
+        return _device("cuda")
+    return _device("cpu")
+
+
+def timed_build(one: Any, target: Any) -> tuple[Any, float]:
     """The program built for `target`, and the seconds the build took."""
     t0 = time.perf_counter()
     try:
@@ -517,7 +541,7 @@ def _timed_build(one: Any, target: Any) -> tuple[Any, float]:
     return ex, build_s
 
 
-def _inputs_and_expected(
+def inputs_and_expected(
     one: Any, func_name: str, ref_text: str | None, seed: int
 ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
     """Seeded random inputs, and the reference's outputs on them (None without a reference); the
@@ -536,7 +560,7 @@ def _inputs_and_expected(
     return inputs, expected
 
 
-def _errors(got: list[np.ndarray], expected: list[np.ndarray]) -> tuple[float, float, bool]:
+def output_errors(got: list[np.ndarray], expected: list[np.ndarray]) -> tuple[float, float, bool]:
     """(max absolute error, that relative to the largest expected value, correct): a NaN is an
     infinite error; correct is within 1e-3 of the largest expected value (or of 1)."""
     max_abs = 0.0

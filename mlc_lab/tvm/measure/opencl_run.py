@@ -4,9 +4,11 @@
 this module runs that data with pyopencl and imports no TVM, so that `run_in_child` can run it in a
 fresh Python process for every check: Oclgrind counts its error reports per process (after its
 limit it reports nothing, and a kernel that writes out of bounds would read as right the second
-time), and a kernel that crashes pocl costs that process only. ``python -m mlc_lab.tvm.checks.opencl_run
+time), and a kernel that crashes pocl costs that process only. ``python -m mlc_lab.tvm.measure.opencl_run
 DIR`` is that process: it reads ``DIR/prog.json`` and ``DIR/inputs.npz`` and writes ``DIR/out.npz``
-and ``DIR/result.json``.
+and ``DIR/result.json``. The measuring side (`runside`, an ``opencl`` run) calls `run_opencl` too:
+that is how a kernel compiled from a hand-in runs, in the sandbox. It lives beside the measuring
+side, which must start without TVM's compiler.
 """
 
 from __future__ import annotations
@@ -300,7 +302,7 @@ def _uint_of(arr: np.ndarray) -> Any:
 
 
 def run_in_child(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
-    """`run_opencl` in a fresh Python process (``python -m mlc_lab.tvm.checks.opencl_run DIR``): the same
+    """`run_opencl` in a fresh Python process (``python -m mlc_lab.tvm.measure.opencl_run DIR``): the same
     result, or `OpenCLProgramError` with the child's reason. A child that dies (a kernel that
     crashed the engine) raises ``RequestFailure("crash", ...)``: the verdict is a crash, and the
     caller's process goes on. The caller's time limit covers the child (the worker's process group)."""
@@ -313,7 +315,7 @@ def run_in_child(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
         (work / "prog.json").write_text(json.dumps(prog))
         np.savez(work / "inputs.npz", **{k: np.ascontiguousarray(v) for k, v in arrays.items()})
         proc = subprocess.run(
-            [sys.executable, "-m", "mlc_lab.tvm.checks.opencl_run", str(work), str(os.getpid())],
+            [sys.executable, "-m", "mlc_lab.tvm.measure.opencl_run", str(work), str(os.getpid())],
             capture_output=True,
             text=True,
             env={**os.environ, "OCLGRIND_LOG": str(work / "oclgrind.log")},
