@@ -23,6 +23,8 @@ grader_time_s = 300                 # their CPU seconds (default: time_s + the n
 [numeric]                           # optional, GPU targets: run each schedule at smaller sizes on the
 sizes = [128, 256, 196]             # CPU and compare results (default: 128, the program's shape class
                                     # and a size no tile divides; size = 128: that one only)
+memory_mb = 768                     # the grader's memory while it runs (default: Gradescope's 768 MB)
+timeout_s = 120                     # and its time, for all its sizes
 
 [performance]                       # optional: time each submission (checked against the program)
 measure = true                      # also without thresholds: a "Latency (ms)" leaderboard column
@@ -73,6 +75,7 @@ else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+GRADESCOPE_MB = 768  # the memory of Gradescope's autograder container: the numeric check's default budget
 HAZARD_CLASSES = ("correctness", "performance")
 
 _KEYS = {
@@ -80,7 +83,7 @@ _KEYS = {
     | {"performance", "tasks", "parts", "output_format", "reference"},
     "hand_in": {"file", "function"},
     "limits": {"time_s", "memory_mb", "grader_memory_mb", "grader_time_s"},
-    "numeric": {"size", "sizes", "rtol", "atol", "timeout_s"},
+    "numeric": {"size", "sizes", "rtol", "atol", "timeout_s", "memory_mb"},
     "performance": {"measure", "repeats"},
     "tasks": {"name", "title", "checks", "points", "max_latency_ms", "visibility", "read_copies", "write_back"},
     "parts": {"name", "title", "hand_in", "tasks"},
@@ -425,16 +428,18 @@ def _numeric(table: object, where: str, kind: str) -> dict | None:
         "rtol": float(table.get("rtol", 1e-3)),
         "atol": float(table.get("atol", 1e-3)),
         "timeout_s": float(table.get("timeout_s", 120)),
+        # the grader's processes while the check runs, all together: Gradescope's container by default
+        "memory_mb": _positive(table, "memory_mb", GRADESCOPE_MB, where, "numeric"),
     }
 
 
-def _positive(table: dict, key: str, default: float | None, where: str):
+def _positive(table: dict, key: str, default: float | None, where: str, section: str = "limits"):
     """``table[key]`` as a float > 0, or ``default`` when absent."""
     if key not in table:
         return default
     value = table[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise AssignmentError(f"{where}: [limits] {key} must be a number > 0, not {value!r}")
+        raise AssignmentError(f"{where}: [{section}] {key} must be a number > 0, not {value!r}")
     return float(value)
 
 

@@ -86,7 +86,13 @@ class _Judge:
         proc = launch(
             [sys.executable, "-m", WORKER_OPS["grade_batch"].entry],
             "persistent",
-            env={"TVM_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "POCL_MAX_PTHREAD_COUNT": "1"},
+            # one thread each (the judges run side by side); the numeric check's budget counts this process
+            env={
+                "TVM_NUM_THREADS": "1",
+                "OMP_NUM_THREADS": "1",
+                "POCL_MAX_PTHREAD_COUNT": "1",
+                "MLC_LAB_BUDGET_PARENT": str(os.getpid()),
+            },
         )
         assert proc.stdin is not None
         proc.stdin.write(len(self.payload).to_bytes(8, "big") + self.payload)

@@ -176,7 +176,8 @@ def _numeric(assignment: Assignment, session: Any, result: GradeResult) -> str |
     from mlc_lab.core.checks.numeric_sizes import numeric_check_sizes
 
     spec = assignment.numeric or {}
-    sizes, kw = spec["sizes"], {"rtol": spec["rtol"], "atol": spec["atol"], "timeout_s": spec["timeout_s"]}
+    sizes = spec["sizes"]
+    kw = {k: spec[k] for k in ("rtol", "atol", "timeout_s", "memory_mb")}
     if sizes is None or isinstance(sizes, list):  # a plan of sizes
         r = numeric_check_sizes(session, sizes, **kw)
     else:
@@ -185,7 +186,9 @@ def _numeric(assignment: Assignment, session: Any, result: GradeResult) -> str |
     result.numeric = dict(check)
     if check["verdict"] == "could_not_run":
         said = check["message"]
-        result.notes.append(said if said.startswith("the numbers were not checked") else f"the numbers were not checked: {said}")
+        result.notes.append(
+            said if said.startswith("the numbers were not checked") else f"the numbers were not checked: {said}"
+        )
     return numeric_failure(check)
 
 

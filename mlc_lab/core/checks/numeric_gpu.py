@@ -18,6 +18,7 @@ Everything here is plain data; the TVM side is `mlc_lab.tvm.checks.opencl`.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -100,6 +101,7 @@ def numeric_check(
     rtol: float = 1e-3,
     atol: float = 1e-3,
     guards: bool = False,
+    memory_mb: float | None = None,
 ) -> NumericResult:
     """Run a GPU schedule on the CPU and compare it with the unscheduled program on random inputs.
 
@@ -115,7 +117,13 @@ def numeric_check(
     multiple of the tiles, and runs with the bounds checks TVM gives the loops there.
 
     A crash (an access far outside a buffer) or a hang costs the worker process and comes back as
-    the verdict ``crash`` / ``timeout``."""
+    the verdict ``crash`` / ``timeout``.
+
+    ``memory_mb``: the memory this process and everything it runs may hold while the check runs (an
+    assignment's ``[numeric] memory_mb``, Gradescope's 768 MB by default): the kernel's CPU run gets
+    what is left and fits itself into it (`mlc_lab.tvm.measure.opencl_fit`: pocl where it fits, fewer
+    thread blocks at once on Oclgrind, without Oclgrind's race detection last), or says it could not
+    run and what it needs; ``timeout_s`` is its time."""
     from mlc_lab.core.worker import worker
     from mlc_lab.tvm.measure import build as tbuild
 
@@ -136,11 +144,22 @@ def numeric_check(
             seed=seed,
             rtol=rtol,
             atol=atol,
+            budget={"total_mb": memory_mb, "pids": _budget_pids(), "seconds": timeout_s},
         )
     except MeasureError as exc:
         return _failure(exc, used, _shapes(small, func_name), timeout_s)
     against = "the unscheduled program" if trace is not None else "the program with its thread loops run in order"
     return _result(raw, used, rtol, atol, against)
+
+
+BUDGET_PARENT = "MLC_LAB_BUDGET_PARENT"  # the pid of a process that shares the budget (mlc-lab grade)
+
+
+def _budget_pids() -> list[int]:
+    """Whose memory the budget covers: this process with its children (the worker), then the process
+    ``MLC_LAB_BUDGET_PARENT`` names (the ``mlc-lab grade`` that started a judging child)."""
+    parent = os.environ.get(BUDGET_PARENT, "")
+    return [os.getpid()] + ([int(parent)] if parent.isdigit() and int(parent) != os.getpid() else [])
 
 
 # ----------------------------------------------------------------------------------------- set-up
@@ -363,6 +382,9 @@ def _result(raw: dict, used: dict, rtol: float, atol: float, against: str) -> Nu
             f"all {total} elements of {outputs} match {against} (max error {max_error:.3g}){_where(used)} on {engine}"
         )
         verdict = "match"
+        note = (raw.get("fit") or {}).get("note")
+        if note:
+            message += f" ({note})"
     else:
         verdict = "mismatch"
         if wrong:

@@ -65,6 +65,8 @@ def numeric_check_sizes(
             )
             continue
         r = numeric_check(session, sizes=mapping, timeout_s=max(1.0, left), rtol=rtol, atol=atol, guards=guards, **kw)
+        if not runs and _over_budget(r):  # the first size does not fit: a smaller one may
+            r = _smaller(session, r, timeout_s - (time.monotonic() - started), rtol=rtol, atol=atol, **kw)
         if runs and r.verdict == "does_not_build":  # at the program's size it builds: not the student's
             notes.append(f"not judged at {_sizes_text(r.sizes) or 'its own size'}: {r.message}")
             continue
@@ -74,6 +76,32 @@ def numeric_check_sizes(
         if size == "default" and r.verdict == "match":
             plan += _default_rest(r, dims, str(trace))
     return _combined(runs, notes)
+
+
+def _over_budget(r: NumericResult) -> bool:
+    return r.verdict == "could_not_run" and "the budget leaves" in r.message
+
+
+def _smaller(session: Any, r: NumericResult, left: float, **kw: Any) -> NumericResult:
+    """Half the size ``r`` ran at, while the tiles still divide it and it stays over its budget: the
+    first run that fits, or ``r`` with what was tried."""
+    from mlc_lab.core.checks.numeric_gpu import NumericCheckError
+
+    tried = r
+    while _over_budget(tried) and tried.sizes and all(isinstance(v, int) and v % 2 == 0 for v in tried.sizes.values()):
+        half = {d: v // 2 for d, v in tried.sizes.items()}
+        started = time.monotonic()
+        try:
+            tried = numeric_check(session, sizes=half, timeout_s=max(1.0, left), **kw)
+        except NumericCheckError:  # the tiles do not divide it
+            break
+        left -= time.monotonic() - started
+    if tried is r or _over_budget(tried):
+        return r
+    return replace(
+        tried,
+        message=f"{tried.message} (smaller than planned: {r.message.removeprefix('the numbers were not checked: ')})",
+    )
 
 
 def _mapping(size: Any, dims: list[int]) -> tuple[Any, Any]:

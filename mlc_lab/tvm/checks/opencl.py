@@ -342,6 +342,14 @@ def numeric_gpu_request(req: dict) -> dict:
     mod = tbuild.module_from_text(req["module"])
     ref = tbuild.module_from_text(req["reference"])
     prog = _program_or_failure(mod, func_name)
+    if req.get("budget"):  # the caller's total, less what its processes hold now (this worker loaded)
+        from mlc_lab.tvm.measure.opencl_fit import allowance
+
+        budget = dict(req["budget"])
+        if budget.get("total_mb") is not None:
+            pids = [int(p) for p in budget.get("pids", [])]
+            budget["memory_mb"] = allowance(float(budget["total_mb"]), pids[0], tuple(pids[1:])) if pids else None
+        prog["budget"] = budget
     t_built = time.perf_counter()
     specs = tbuild.param_specs(ref, func_name)
     inputs = tbuild.random_inputs(specs, int(req.get("seed", 0)))
@@ -391,6 +399,7 @@ def numeric_gpu_request(req: dict) -> dict:
         "nan_read": bool(worst is not None and isinstance(worst["got"], float) and np.isnan(worst["got"])),
         "launches": [{"kernel": x["kernel"], "grid": x["grid"], "block": x["block"]} for x in prog["launches"]],
         "out_of_bounds": ran["out_of_bounds"],
+        "fit": ran.get("fit"),
         "seconds": {
             "build": t_built - t0,
             "reference": t_ref - t_ran,

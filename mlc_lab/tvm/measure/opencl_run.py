@@ -36,9 +36,10 @@ class OpenCLProgramError(Exception):
     ``does_not_build`` (no GPU could run it either: a block outside every kernel, a global buffer
     allocated inside a kernel)."""
 
-    def __init__(self, message: str, verdict: str = "could_not_run") -> None:
+    def __init__(self, message: str, verdict: str = "could_not_run", memory: bool = False) -> None:
         super().__init__(message)
         self.verdict = verdict
+        self.memory = memory  # the run passed its memory budget (Oclgrind may fit without race detection)
 
 
 # ----------------------------------------------------------------------------------------- run
@@ -47,7 +48,7 @@ class OpenCLProgramError(Exception):
 _PROBE = "__kernel void probe(__global float* x) { x[get_global_id(0)] += 1.0f; }"
 ENGINES = ("pocl", "oclgrind")
 ENGINE_VARIABLE = "MLC_LAB_OPENCL_ENGINE"  # pocl or oclgrind: run on that engine only
-_DEVICE: dict[str, tuple[Any, str]] = {}  # the device chosen per forced engine ("" = the first that works)
+_DEVICE: dict[tuple, tuple[Any, str]] = {}  # the device chosen per (forced engine, engines skipped)
 
 
 def forced_engine() -> str:
@@ -60,17 +61,20 @@ def forced_engine() -> str:
     return name
 
 
-def opencl_device() -> tuple[Any, str]:
+def opencl_device(skip: tuple[str, ...] = ()) -> tuple[Any, str]:
     """The OpenCL device to run on and its engine's name: pocl's CPU device when its compiler
     works on this CPU, else the Oclgrind simulator (both are pyopencl extras from PyPI);
     ``MLC_LAB_OPENCL_ENGINE=pocl|oclgrind`` allows that one only.
 
     pocl 3.0's LLVM 14 does not know the newest CPUs (AMD family 1Ah, Zen 5): it asks clang for
     `-target-cpu generic` and every build fails ("unknown target CPU 'generic'"). Oclgrind
-    interprets the kernel instead (about 10x slower) and reports out-of-bounds accesses itself."""
+    interprets the kernel instead (about 10x slower) and reports out-of-bounds accesses itself.
+    ``skip``: engines that cannot run this program (pocl, when a block's private arrays exceed its
+    thread's stack)."""
     forced = forced_engine()
-    if forced in _DEVICE:
-        return _DEVICE[forced]
+    key_of = (forced, skip)
+    if key_of in _DEVICE:
+        return _DEVICE[key_of]
     import pyopencl as cl
 
     found: dict[str, Any] = {}
@@ -87,6 +91,8 @@ def opencl_device() -> tuple[Any, str]:
     reasons = []
     order = [forced] if forced else ["pocl", "oclgrind", *[k for k in found if k not in ENGINES]]
     for key in order:
+        if key in skip:
+            continue
         dev = found.get(key)
         if dev is None:
             reasons.append(f"{key}: not installed")
@@ -99,8 +105,8 @@ def opencl_device() -> tuple[Any, str]:
                 why += " (pocl 3.0's LLVM 14 does not know this CPU model, e.g. AMD Zen 5)"
             reasons.append(f"{key}: {why}")
             continue
-        _DEVICE[forced] = (dev, key)
-        return _DEVICE[forced]
+        _DEVICE[key_of] = (dev, key)
+        return _DEVICE[key_of]
     if forced:
         raise OpenCLProgramError(
             f"the OpenCL engine {forced} ({ENGINE_VARIABLE}) cannot run kernels on this machine: " + "; ".join(reasons)
@@ -134,27 +140,43 @@ def run_opencl(prog: dict, arrays: dict[str, np.ndarray], oclgrind_log: str = ""
     diagnostics."""
     import pyopencl as cl
 
+    from mlc_lab.tvm.measure import opencl_fit as fit
+
     t0 = time.perf_counter()
-    dev, engine = opencl_device()
+    budget = fit.Budget.of(prog)
+    too_big = fit.pocl_problem(prog)
+    if too_big and forced_engine() == "pocl":
+        raise OpenCLProgramError(f"pocl cannot run this kernel here: {too_big}")
+    dev, engine = opencl_device(("pocl",) if too_big else ())
+    watch = fit.watch(budget, f"running this kernel on {engine}")
     log_start = os.path.getsize(oclgrind_log) if oclgrind_log and os.path.exists(oclgrind_log) else 0
     ctx = cl.Context([dev])
     queue = cl.CommandQueue(ctx)
+    chunks = fit.Chunks(budget, engine, os.cpu_count() or 1) if engine == "oclgrind" else None
+    source = fit.chunkable(prog["source"]) if chunks else prog["source"]
     try:
-        program = cl.Program(ctx, prog["source"]).build()
+        program = cl.Program(ctx, source).build()
     except cl.RuntimeError as exc:
         raise OpenCLProgramError(_build_error(engine, str(exc))) from None
     t_build = time.perf_counter()
-    outputs, guard_writes = _launch_all(
-        cl,
-        ctx,
-        queue,
-        program,
-        prog,
-        arrays,
-        engine,
-        guard_bytes=0 if engine == "oclgrind" else GUARD_BYTES,
-        max_group=int(dev.max_work_group_size),
-    )
+    try:
+        outputs, guard_writes = _launch_all(
+            cl,
+            ctx,
+            queue,
+            program,
+            prog,
+            arrays,
+            engine,
+            guard_bytes=0 if engine == "oclgrind" else GUARD_BYTES,
+            max_group=int(dev.max_work_group_size),
+            chunks=chunks,
+        )
+    except fit.BudgetError as exc:
+        raise OpenCLProgramError(f"the numbers were not checked: {exc}", memory=exc.memory) from None
+    finally:
+        if watch is not None:
+            watch.stop()
     t_run = time.perf_counter()
     diagnostics = _oclgrind_diagnostics(oclgrind_log, log_start) if engine == "oclgrind" and oclgrind_log else []
     out_of_bounds = [f"the kernel wrote {n} element(s) outside buffer {b}" for b, n in guard_writes.items()]
@@ -166,6 +188,12 @@ def run_opencl(prog: dict, arrays: dict[str, np.ndarray], oclgrind_log: str = ""
         "diagnostics": diagnostics,
         "out_of_bounds": out_of_bounds,
         "seconds": {"opencl_build": t_build - t0, "run": t_run - t_build},
+        "fit": {
+            "pocl_problem": too_big,
+            "blocks_at_once": chunks.at_once if chunks else None,
+            "races": engine == "oclgrind" and os.environ.get("OCLGRIND_DATA_RACES", "0") == "1",
+            "peak_mb": round(fit.rss_bytes() / (1 << 20)),
+        },
     }
 
 
@@ -188,6 +216,7 @@ def _launch_all(
     *,
     guard_bytes: int,
     max_group: int,
+    chunks: Any = None,
 ) -> tuple[dict, dict]:
     host: dict[str, np.ndarray] = {}
     for p in prog["params"]:
@@ -219,8 +248,17 @@ def _launch_all(
                 args.append(bufs[arg["buffer"]][1])
             else:
                 args.append(np.dtype(arg["dtype"]).type(arg["scalar"]))
-        global_size = tuple(g * b for g, b in zip(launch["grid"], launch["block"]))
-        kern(queue, global_size, tuple(launch["block"]), *args)
+        if chunks is None:
+            global_size = tuple(g * b for g, b in zip(launch["grid"], launch["block"]))
+            kern(queue, global_size, tuple(launch["block"]), *args)
+            continue
+        block = [int(b) for b in launch["block"]] + [1] * (3 - len(launch["block"]))
+
+        def part(grid: list, offset: list, kern: Any = kern, args: list = args, block: list = block) -> None:
+            first = [np.int32(o) for o in offset]
+            kern(queue, tuple(g * b for g, b in zip(grid, block)), tuple(block), *args, *first)
+
+        chunks.launch(part, queue.finish, launch)
     queue.finish()
     outputs, guard_writes = {}, {}
     for name, (whole, _inner, padded, g) in bufs.items():
@@ -305,7 +343,20 @@ def run_in_child(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
     """`run_opencl` in a fresh Python process (``python -m mlc_lab.tvm.measure.opencl_run DIR``): the same
     result, or `OpenCLProgramError` with the child's reason. A child that dies (a kernel that
     crashed the engine) raises ``RequestFailure("crash", ...)``: the verdict is a crash, and the
-    caller's process goes on. The caller's time limit covers the child (the worker's process group)."""
+    caller's process goes on. The caller's time limit covers the child (the worker's process group).
+    A run on Oclgrind past its memory budget runs once more without Oclgrind's race detection (about
+    half the memory; the static race hazards still hold), and its diagnostics say so."""
+    try:
+        return _run_child(prog, arrays, races=True)
+    except OpenCLProgramError as exc:
+        if not exc.memory or os.environ.get("MLC_LAB_OCLGRIND_RACES", "1") != "1":
+            raise
+    ran = _run_child(prog, arrays, races=False)
+    ran.setdefault("fit", {})["note"] = "Oclgrind ran without its race detection, to fit the memory budget"
+    return ran
+
+
+def _run_child(prog: dict, arrays: dict[str, np.ndarray], races: bool) -> dict:
     import tempfile
 
     from mlc_lab.model.wire import RequestFailure
@@ -314,11 +365,14 @@ def run_in_child(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
         work = Path(tmp)
         (work / "prog.json").write_text(json.dumps(prog))
         np.savez(work / "inputs.npz", **{k: np.ascontiguousarray(v) for k, v in arrays.items()})
+        env = {**os.environ, "OCLGRIND_LOG": str(work / "oclgrind.log")}
+        if not races:
+            env["MLC_LAB_OCLGRIND_RACES"] = "0"
         proc = subprocess.run(
             [sys.executable, "-m", "mlc_lab.tvm.measure.opencl_run", str(work), str(os.getpid())],
             capture_output=True,
             text=True,
-            env={**os.environ, "OCLGRIND_LOG": str(work / "oclgrind.log")},
+            env=env,
             check=False,
         )
         result_path = work / "result.json"
@@ -328,7 +382,9 @@ def run_in_child(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
             raise RequestFailure("crash", f"the process running the kernel on the CPU died ({how})", tail)
         result = json.loads(result_path.read_text())
         if "error" in result:
-            raise OpenCLProgramError(result["error"], result.get("verdict", "could_not_run"))
+            raise OpenCLProgramError(
+                result["error"], result.get("verdict", "could_not_run"), bool(result.get("memory"))
+            )
         with np.load(work / "out.npz") as out:
             result["outputs"] = {name: out[name] for name in out.files}
     return result
@@ -349,13 +405,23 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _child(work: Path) -> None:
+    from mlc_lab.tvm.measure import opencl_fit
+
     prog = json.loads((work / "prog.json").read_text())
+
+    def over(sentence: str) -> None:  # past the memory budget while a kernel runs: say so, end at once
+        error = {"error": f"the numbers were not checked: {sentence}", "verdict": "could_not_run", "memory": True}
+        (work / "result.json").write_text(json.dumps(error))
+        os._exit(0)
+
+    opencl_fit.ON_OVER = over
     with np.load(work / "inputs.npz") as data:
         arrays = {name: data[name] for name in data.files}
     try:
         ran = run_opencl(prog, arrays, os.environ.get("OCLGRIND_LOG", ""))
     except OpenCLProgramError as exc:
-        (work / "result.json").write_text(json.dumps({"error": str(exc), "verdict": exc.verdict}))
+        error = {"error": str(exc), "verdict": exc.verdict, "memory": exc.memory}
+        (work / "result.json").write_text(json.dumps(error))
         return
     np.savez(work / "out.npz", **ran.pop("outputs"))
     (work / "result.json").write_text(json.dumps(ran))
