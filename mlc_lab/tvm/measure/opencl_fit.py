@@ -61,15 +61,16 @@ ON_OVER: Any = None
 @dataclass(frozen=True)
 class Budget:
     """What one run may use: ``memory_mb`` for this whole process (None: no limit), ``seconds`` of
-    wall time (None: no limit)."""
+    wall time (None: no limit), ``blocks``: thread blocks at once on Oclgrind (None: as memory allows)."""
 
     memory_mb: float | None = None
     seconds: float | None = None
+    blocks: int | None = None
 
     @classmethod
     def of(cls, prog: dict) -> Budget:
         raw = prog.get("budget") or {}
-        return cls(raw.get("memory_mb"), raw.get("seconds"))
+        return cls(raw.get("memory_mb"), raw.get("seconds"), raw.get("blocks"))
 
 
 def allowance(total_mb: float, tree: int, alone: tuple[int, ...] = ()) -> float:
@@ -242,6 +243,8 @@ class Chunks:
                     memory=True,
                 )
             size = max(1, min(size, int((allowed - now) * SAFETY // grown)))
+        if self.budget.blocks is not None:
+            size = max(1, min(size, int(self.budget.blocks)))
         if self.budget.seconds is not None and left_blocks:
             at_once = min(size, self.cpus)
             expected = seconds * left_blocks / at_once
