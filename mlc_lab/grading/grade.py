@@ -183,6 +183,16 @@ def _numeric(assignment: Assignment, session: Any, result: GradeResult) -> str |
     else:
         r = numeric_check(session, sizes=sizes, **kw)
     check = r.to_check()
+    if check["verdict"] == "timeout":  # stopped by the wall clock: on an overloaded machine, not a verdict
+        from mlc_lab.core.processes import overloaded
+
+        load = overloaded()
+        if load:
+            result.overloaded = load
+            check = {**check, "ok": False, "verdict": "could_not_run"}  # type: ignore[typeddict-item]
+            check["message"] = (
+                f"the numbers were not checked: the kernel's run was stopped while {load.removeprefix('the ')}"
+            )
     result.numeric = dict(check)
     if check["verdict"] == "could_not_run":
         said = check["message"]

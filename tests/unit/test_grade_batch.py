@@ -272,3 +272,22 @@ def test_what_a_hand_in_is_is_told_from_its_name_and_its_definitions(tmp_path):
     (tmp_path / "d").mkdir()
     kinds = [batch._kind_of_path(str(tmp_path / n)) for n in ("t.py", "s.py", "d", "n.ipynb", "r.json")]
     assert kinds == ["trace", "schedule", "folder", "notebook", "trace"]
+
+
+def test_a_sandbox_stopped_at_the_wall_clock_on_an_overloaded_machine_asks_to_be_graded_again(monkeypatch):
+    from types import SimpleNamespace
+
+    from mlc_lab.core import processes
+    from mlc_lab.grading import handin
+
+    assignment = load_assignment(LAB / "assignment.toml")
+    out = SimpleNamespace(status="timeout", result=b"", message="", returncode=None)
+    monkeypatch.setattr(processes, "overloaded", lambda: "the machine was overloaded (load average 12.0 on 2 CPUs)")
+    with pytest.raises(handin.Crashed) as got:
+        handin._outcome(out, assignment, "lab.py")
+    assert got.value.status == "timeout" and got.value.overloaded.startswith("the machine was overloaded")
+    assert str(got.value) == "lab.py did not finish within 50 s of wall-clock time"  # 2 x 10 s of CPU + 30 s
+    monkeypatch.setattr(processes, "overloaded", lambda: None)
+    with pytest.raises(handin.Crashed) as calm:
+        handin._outcome(out, assignment, "lab.py")
+    assert calm.value.overloaded is None  # a quiet machine: the hand-in's own time-out (it waits on something)

@@ -168,7 +168,7 @@ class _Peak(threading.Thread):
         while not self.done.wait(0.005):
             self.peak = max(self.peak, rss_bytes())
             if self.limit is not None and self.peak > self.limit and ON_OVER is not None:
-                ON_OVER(f"{self.what} needs more than {_size(self.limit)}, all the budget leaves")
+                ON_OVER(f"{self.what} needs more than the {_size(self.limit)} the budget leaves")
                 return
 
     def stop(self) -> int:

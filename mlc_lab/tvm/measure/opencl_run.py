@@ -173,7 +173,7 @@ def run_opencl(prog: dict, arrays: dict[str, np.ndarray], oclgrind_log: str = ""
             chunks=chunks,
         )
     except fit.BudgetError as exc:
-        raise OpenCLProgramError(f"the numbers were not checked: {exc}", memory=exc.memory) from None
+        raise OpenCLProgramError(str(exc), memory=exc.memory) from None
     finally:
         if watch is not None:
             watch.stop()
@@ -410,7 +410,7 @@ def _child(work: Path) -> None:
     prog = json.loads((work / "prog.json").read_text())
 
     def over(sentence: str) -> None:  # past the memory budget while a kernel runs: say so, end at once
-        error = {"error": f"the numbers were not checked: {sentence}", "verdict": "could_not_run", "memory": True}
+        error = {"error": sentence, "verdict": "could_not_run", "memory": True}
         (work / "result.json").write_text(json.dumps(error))
         os._exit(0)
 
