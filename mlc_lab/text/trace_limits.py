@@ -6,10 +6,30 @@ A trace comes from a student, so three things are checked by ``trace_io``'s pars
   ``ast.parse`` or ``json.loads`` see it: both recurse, and a deep input ends the whole process with
   a ``RecursionError`` (or worse, inside TVM's JSON reader);
 - the depth of the parsed tree (``MAX_AST_DEPTH``): the parser's own walks recurse too;
-- every ``annotate`` key and value: annotations reach the code generator, and some of them splice
-  code into the build (``pragma_import_llvm`` puts LLVM IR in the module, whose global constructors
-  run in the process that loads it). Only the keys schedules use are allowed (``ANNOTATION_KEYS``,
-  read from TVM's schedule rules, postprocessors and lowering passes), with small plain values.
+- every ``annotate``, by what it does to the build. An annotation whose key starts with ``pragma_``
+  becomes an ``AttrStmt`` of that key when the schedule is lowered (``HandleAnnotations`` in
+  src/s_tir/transform/lower_opaque_block.cc and src/tirx/transform/lower_tirx_opaque.cc), and two
+  such keys are read by TVM's code generators as code or as a file to put into the build
+  (``CODE_KEYS``; found by reading every ``attr_key`` and annotation the code generators and lowering
+  passes of TVM 0.27 compare against, src/target/, src/backend/, src/tirx/transform/,
+  src/s_tir/transform/):
+
+  - ``pragma_import_llvm``: read by ``CodeGenCPU::VisitStmt_(const AttrStmtNode*)`` in
+    src/target/llvm/codegen_cpu.cc, which hands the value to ``CodeGenLLVM::HandleImport``
+    (src/target/llvm/codegen_llvm.cc): the value is parsed as LLVM IR, or, when it ends in ``.ll`` or
+    ``.bc``, read from that file (``LLVMInstance::LoadIR``), and linked into the kernel's module, whose
+    global constructors run in the process that loads it.
+  - ``pragma_import_c``: read by ``CodeGenC::VisitStmt_(const AttrStmtNode*)`` in
+    src/target/source/codegen_c.cc, which writes the value verbatim into the generated source's
+    declarations; the C host, CUDA, OpenCL and Metal generators all inherit it.
+
+  These are refused whatever their value. Every other key is accepted with a plain value of
+  reasonable size (``check_annotation``): the other keys TVM reads (``pragma_unroll``,
+  ``pragma_auto_unroll_max_step``, ``pragma_parallel_*``, ``pragma_debug_skip_region``,
+  ``software_pipeline_*``, ``meta_schedule.*`` ...) steer loops, pipelines and postprocessing, or
+  tensorize with an intrinsic TVM registered, and read numbers or names, never code; an unknown key is
+  kept on the loop or dropped. A value that is an expression is judged by
+  ``mlc_lab.tvm.trace_effects.refuse_effects`` like every expression of a trace.
 
 Every refusal is a ``TraceParseError`` naming the line (or JSON instruction) and the limit.
 """
@@ -18,7 +38,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any
+from typing import Any, Callable
 
 from mlc_lab.errors import TraceParseError
 from mlc_lab.text.trace_tables import Ref
@@ -27,53 +47,16 @@ MAX_TRACE_BYTES = 256 * 1024
 MAX_NESTING = 48  # brackets inside brackets; TVM's printed index maps use 3 or 4
 MAX_AST_DEPTH = 96  # nodes inside nodes, after parsing (a + b + c ... is a chain of them)
 
-# Annotation keys a schedule legitimately writes. meta_schedule's rules write ``meta_schedule.*``
-# (src/s_tir/meta_schedule/...: cooperative_fetch, parallel, vectorize, unroll_*, tiling_structure,
-# thread_extent_*, auto_tensorize*, write_cache_level, ...); the lowering passes read the pragmas
-# and pipeline keys below. Nothing here makes the build read a file or text as code.
-ANNOTATION_KEYS = frozenset(
-    {
-        "pragma_auto_unroll_max_step",
-        "pragma_unroll_explicit",
-        "pragma_unroll",
-        "pragma_loop_partition_hint",
-        "software_pipeline_stage",
-        "software_pipeline_order",
-        "software_pipeline_async_stages",
-        "double_buffer_scope",
-        "warp_execution",
-        "layout_free_buffers",
-        "auto_copy",
-        "local_stage",
-        "vector_bytes",
-        "meta_schedule.adaptive_pool_avg",
-        "meta_schedule.adaptive_pool_max",
-        "meta_schedule.auto_tensorize",
-        "meta_schedule.auto_tensorize_init",
-        "meta_schedule.cooperative_fetch",
-        "meta_schedule.inline_rule",
-        "meta_schedule.layout_rewrite_preproc",
-        "meta_schedule.parallel",
-        "meta_schedule.pool_avg",
-        "meta_schedule.pool_max",
-        "meta_schedule.random_compute_producer",
-        "meta_schedule.thread_extent_high_inclusive",
-        "meta_schedule.thread_extent_low_inclusive",
-        "meta_schedule.tiling_structure",
-        "meta_schedule.unroll_explicit",
-        "meta_schedule.unroll_implicit",
-        "meta_schedule.vectorize",
-        "meta_schedule.write_cache_level",
-    }
-)
-# Known back doors, named in the refusal so that a teacher reading it knows what was tried.
-_CODE_KEYS = {
+# Annotation keys TVM's code generators read as code or as a file put into the build (see above).
+CODE_KEYS = {
     "pragma_import_llvm": "puts LLVM IR into the build",
     "pragma_import_c": "puts C source into the build",
 }
-_MAX_STRING = 64
-_MAX_LIST = 64
-_STRING = re.compile(r"[A-Za-z0-9_.:\-]*")
+MAX_KEY = 128  # characters of an annotation key
+MAX_STRING = 4096  # characters of a string in an annotation value
+MAX_ITEMS = 1024  # numbers and strings in one annotation value
+MAX_VALUE_DEPTH = 4  # lists and dicts inside one another in an annotation value
+_KEY = re.compile(r"[\x21-\x7e]+")  # printable, no spaces
 
 _PY_TOKEN = re.compile(
     r"""\#[^\n]*|'''(?:[^'\\]|\\.|'(?!''))*'''|\"\"\"(?:[^"\\]|\\.|"(?!""))*\"\"\""""
@@ -150,46 +133,57 @@ def check_data_depth(data: Any) -> None:
             stack.extend((v, depth + 1) for v in value.values())
 
 
-def check_annotation(key: Any, value: Any, where: str) -> None:
-    """Refuse an ``annotate`` whose key is not one schedules use, or whose value is not a small
-    plain value (a number, a short name, a value the trace sampled, or a short flat list of these)."""
+def check_annotation(key: Any, value: Any, where: str, is_expression: Callable[[Any], bool] = lambda v: False) -> None:
+    """Refuse an ``annotate`` whose key puts code or a file into the build (``CODE_KEYS``), whose key is
+    not a short printable name, or whose value is not a plain value of reasonable size: numbers, strings,
+    values the trace sampled, expressions (``is_expression``: judged by ``refuse_effects`` beforehand),
+    and lists and string-keyed dicts of these."""
     if not isinstance(key, str):
         raise TraceParseError(f"{where}: an annotation key must be a string, not {type(key).__name__}")
-    if key in _CODE_KEYS:
+    if key in CODE_KEYS:
         raise TraceParseError(
-            f"{where}: the annotation {key!r} is refused: it {_CODE_KEYS[key]}, and a trace never adds code"
+            f"{where}: the annotation {key!r} is refused: it {CODE_KEYS[key]}, and a trace never adds code"
         )
-    if key not in ANNOTATION_KEYS:
+    if not (len(key) <= MAX_KEY and _KEY.fullmatch(key)):
         raise TraceParseError(
-            f"{where}: the annotation {key[:80]!r} is not one a schedule uses; the allowed keys are "
-            + ", ".join(sorted(ANNOTATION_KEYS))
+            f"{where}: the annotation key {key[:80]!r} is refused: a key is a name of at most {MAX_KEY} "
+            "printable characters without spaces"
         )
-    if not _plain_value(value):
-        raise TraceParseError(
-            f"{where}: the value of annotation {key!r} is refused: an annotation holds a number, a name of at "
-            f"most {_MAX_STRING} letters, digits or '_.:-', or a list of at most {_MAX_LIST} of these"
-        )
+    problem = _value_problem(value, is_expression)
+    if problem:
+        raise TraceParseError(f"{where}: the value of annotation {key!r} is refused: {problem}")
 
 
-def _plain_value(value: Any) -> bool:
-    if isinstance(value, (bool, int, float, Ref)):
-        return not isinstance(value, int) or abs(value) < 2**63
-    if isinstance(value, str):
-        return len(value) <= _MAX_STRING and _STRING.fullmatch(value) is not None
-    if isinstance(value, (list, tuple)):
-        return len(value) <= _MAX_LIST and all(not isinstance(v, (list, tuple)) and _plain_value(v) for v in value)
-    return False
-
-
-def check_calls(calls: list) -> None:
-    """Every ``annotate`` of parsed calls (``TraceCall``) through ``check_annotation``."""
-    for call in calls:
-        if call.primitive != "annotate":
+def _value_problem(value: Any, is_expression: Callable[[Any], bool]) -> str | None:
+    items = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_VALUE_DEPTH:
+            return f"lists and dicts nest at most {MAX_VALUE_DEPTH} deep in an annotation"
+        items += 1
+        if items > MAX_ITEMS:
+            return f"an annotation holds at most {MAX_ITEMS} values"
+        if isinstance(item, bool) or item is None or isinstance(item, Ref) or is_expression(item):
             continue
-        args = list(call.args) + [None, None, None]
-        key = call.kwargs.get("ann_key", args[1])
-        value = call.kwargs.get("ann_val", args[2])
-        check_annotation(key, value, call.where or f"line {call.line}")
+        if isinstance(item, int):
+            if not -(2**63) <= item < 2**64:
+                return "an integer in an annotation fits in 64 bits"
+        elif isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                return "a number in an annotation is finite"
+        elif isinstance(item, str):
+            if len(item) > MAX_STRING:
+                return f"a string in an annotation holds at most {MAX_STRING} characters"
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, depth + 1) for v in item)
+        elif isinstance(item, dict):
+            if not all(isinstance(k, str) for k in item):
+                return "the keys of a dict in an annotation are strings"
+            stack.extend((v, depth + 1) for v in item.values())
+        else:
+            return f"an annotation holds numbers, strings, lists and dicts, not a {type(item).__name__}"
+    return None
 
 
 def decode_text(raw: bytes, name: str) -> str:

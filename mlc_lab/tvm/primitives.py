@@ -182,5 +182,10 @@ def type_check(method: Any, sch: Any, args: list, kwargs: dict) -> None:
                 raise TypeError(f'In "{raw.__qualname__}", {message}')
 
 
+def parameter_names(name: str) -> list[str]:
+    """The parameters of primitive ``name`` after ``self``, in order (``split``: loop, factors, ...)."""
+    return list(_signature(ALIASES.get(name, name)).parameters)[1:]
+
+
 def signature_text(name: str) -> str:
     return str(_signature(ALIASES.get(name, name))).replace("self, ", "").replace("(self)", "()")

@@ -21,7 +21,7 @@ from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError, Trace
 
 from mlc_lab.model.steps import LEGACY_THREAD_AXES, THREAD_AXES, LoopTree, ref_of
-from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError
+from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError, TraceParseError
 from mlc_lab.tvm import looptree, program
 from mlc_lab.tvm.primitives import (
     BLOCK_LIST_PARAMS,
@@ -261,6 +261,9 @@ class State:
         except ScheduleError as exc:
             self._take_back(sch, saved_rvs, snapshot)
             raise _step_error(name, exc, mentioned, self) from None
+        except TraceParseError:  # a trace's index map refused when TVM called it: said as it is
+            self._take_back(sch, saved_rvs, snapshot)
+            raise
         except Exception as exc:  # noqa: BLE001  (TVM raises many error types; all are a failed step)
             self._take_back(sch, saved_rvs, snapshot)
             try:
@@ -391,8 +394,25 @@ class State:
 def _register_tensor_intrinsics(name: str) -> None:
     """meta_schedule traces name TVM's shipped intrinsics (wmma, mma, x86, arm...): register them.
 
-    The first call costs seconds (the package parses ~100 TVMScript descriptions at import)."""
+    The first call costs seconds (the package parses ~100 TVMScript descriptions at import). The
+    package registers CUDA's always and the others only where TVM was built for them; dlight's Metal
+    rule names Metal's (``simdgroup_*``), so a name still unknown is looked for in each platform's
+    module (importing one only registers its intrinsics)."""
+    import importlib
+
     import tvm.s_tir.tensor_intrin  # noqa: F401
+
+    for platform in ("", "metal", "x86", "arm_cpu", "rocm", "riscv_cpu", "hexagon"):
+        if platform:
+            try:
+                importlib.import_module(f"tvm.s_tir.tensor_intrin.{platform}")
+            except Exception:  # noqa: BLE001  (a platform module that does not import here: its names stay unknown)
+                continue
+        try:
+            s_tir.TensorIntrin.get(name)
+            return
+        except Exception:  # noqa: BLE001  (TVM: "is not registered")
+            continue
 
 
 def _special_location(sch: s_tir.Schedule, rv: Any) -> str | None:

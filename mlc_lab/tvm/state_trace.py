@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError
-from mlc_lab.tvm import program, trace_io
+from mlc_lab.tvm import program, trace_exprs, trace_io
 from mlc_lab.tvm.primitives import LOOKUPS
 from mlc_lab.tvm.schedule import Handle, Output, State
 
@@ -84,7 +84,7 @@ def replay(
     def resolve(value: Any) -> Any:
         if isinstance(value, trace_io.Ref):
             return lookup(value.name)
-        return trace_io.bind_value(value, lookup)
+        return trace_exprs.bind_value(value, lookup)
 
     built = []
     for call in calls:
@@ -95,6 +95,10 @@ def replay(
             if call.primitive not in LOOKUPS:
                 label = current.describe(call.primitive, tuple(call.args), dict(call.kwargs), resolve)
             current, outputs = current.apply(call.primitive, tuple(call.args), dict(call.kwargs), resolve)
+        except TraceParseError as exc:
+            if exc.line is not None:  # an index map of this line refused when TVM called it: said already
+                raise
+            raise replay_error(call, str(exc)) from None
         except MlcLabError as exc:
             raise replay_error(call, str(exc)) from None
         except Exception as exc:  # noqa: BLE001  (TVM or our conversion failed in a way not foreseen)

@@ -2,20 +2,20 @@
 
 A trace from a file, a notebook cell or a classmate is parsed by a whitelist: calls of schedule
 primitives on ``sch`` whose arguments are literals, names the trace itself defined, or a
-``lambda`` index map made of arithmetic. Nothing is ``exec``'d or ``eval``'d; anything else is
-refused with its line number.
+``lambda`` index map (``trace_exprs``). Nothing is ``exec``'d or ``eval``'d; anything else is
+refused with its line number. TVM's JSON trace is read into the same calls. Every expression either
+form carries, and every value of every call, then passes ``trace_effects.check_calls`` (expressions
+by their node types, annotations by what they put into the build).
 """
 
 from __future__ import annotations
 
 import ast
-import inspect
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-import tvm
 from tvm.s_tir.schedule import Trace
 
 from mlc_lab.errors import TraceParseError
@@ -23,7 +23,10 @@ from mlc_lab.model.steps import LIST_RESULTS
 from mlc_lab.text import trace_limits
 from mlc_lab.text.trace_tables import _BOOL_ATTRS, _KINDS, _NAME, _Kind, _statement_kind
 from mlc_lab.text.trace_tables import Ref
-from mlc_lab.tvm.primitives import ALIASES, PRIMITIVES
+from mlc_lab.tvm import trace_effects
+from mlc_lab.tvm.primitives import ALIASES, PRIMITIVES, parameter_names
+from mlc_lab.tvm.trace_exprs import IndexLambda, JsonIndexMap, RangesLambda, is_cast, load_index_map
+from mlc_lab.tvm.trace_exprs import literal_expression, typed_literal
 
 _ALLOWED_IMPORTS = {("tvm", "s_tir"), ("tvm", "tir"), ("tvm", "tirx")}
 _SCHEDULE_ANNOTATIONS = {"Schedule", "s_tir.Schedule", "tir.Schedule", "tvm.s_tir.Schedule", "tvm.tir.Schedule"}
@@ -67,7 +70,7 @@ def parse_trace_text(text: str) -> list[TraceCall]:
         call = parser.statement(stmt)
         if call is not None:
             calls.append(call)
-    trace_limits.check_calls(calls)
+    trace_effects.check_calls(calls)
     return calls
 
 
@@ -162,35 +165,37 @@ class _CallParser:
         if name not in PRIMITIVES:
             raise TraceParseError(f"`{func.attr}` is not a schedule primitive", line=line)
         renamed = _PRINTED_NAMES.get(name, {})
+        params = parameter_names(name)
         args = []
-        for a in node.args:
+        for i, a in enumerate(node.args):
             if isinstance(a, ast.Starred):
                 raise TraceParseError("`*args` is not allowed in a trace", line=line)
-            args.append(self.value(a, line))
+            args.append(self.value(a, line, params[min(i, len(params) - 1)] if params else f"argument {i + 1}"))
         kwargs = {}
         for kw in node.keywords:
             if kw.arg is None:
                 raise TraceParseError("`**kwargs` is not allowed in a trace", line=line)
-            kwargs[renamed.get(kw.arg, kw.arg)] = self.value(kw.value, line)
+            kwargs[renamed.get(kw.arg, kw.arg)] = self.value(kw.value, line, renamed.get(kw.arg, kw.arg))
         return TraceCall(line=line, primitive=name, args=args, kwargs=kwargs)
 
-    def value(self, node: ast.expr, line: int) -> Any:
+    def value(self, node: ast.expr, line: int, param: str = "") -> Any:
+        """A literal, a name the trace defined or an index map; ``param`` names the slot in a refusal."""
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool, type(None))):
             return node.value
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            inner = self.value(node.operand, line)
+            inner = self.value(node.operand, line, param)
             if isinstance(inner, (int, float)) and not isinstance(inner, bool):
                 return -inner
         if isinstance(node, ast.List):
-            return [self.value(e, line) for e in node.elts]
+            return [self.value(e, line, param) for e in node.elts]
         if isinstance(node, ast.Tuple):
-            return tuple(self.value(e, line) for e in node.elts)
+            return tuple(self.value(e, line, param) for e in node.elts)
         if isinstance(node, ast.Dict):
             out = {}
             for k, v in zip(node.keys, node.values):
                 if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
                     raise TraceParseError("dictionary keys in a trace must be strings", line=line)
-                out[k.value] = self.value(v, line)
+                out[k.value] = self.value(v, line, param)
             return out
         if isinstance(node, ast.Name):
             if node.id in self.defined:
@@ -201,284 +206,20 @@ class _CallParser:
         if isinstance(node, ast.Lambda):
             return IndexLambda.from_ast(node, line, self.defined)
         if isinstance(node, ast.Call) and _dotted(node.func) in {"T.int32", "T.int64"} and len(node.args) == 1:
-            inner = self.value(node.args[0], line)
+            inner = self.value(node.args[0], line, param)
             if isinstance(inner, int):
                 return inner
-        if _is_cast(node):
-            return _typed_literal(node)  # type: ignore[arg-type]
+        if is_cast(node):
+            return typed_literal(node)  # type: ignore[arg-type]
         if isinstance(node, ast.Call) and _dotted(node.func) in {"T.index_map", "tvm.tirx.IndexMap.from_func"}:
             if len(node.args) == 1 and isinstance(node.args[0], ast.Lambda):
                 return IndexLambda.from_ast(node.args[0], line, self.defined)
+        # An expression outside an index map: what it would do is said first (the node it holds), then
+        # that a trace writes literals there.
+        trace_effects.refuse_effects(literal_expression(node, line, self.defined), what=_slot(param), where=line)
         raise TraceParseError(
-            f"`{ast.unparse(node)}` is not allowed in a trace: use literals or names the trace defined", line=line
+            f"`{ast.unparse(node)[:120]}` is not allowed in a trace: use literals or names the trace defined", line=line
         )
-
-
-_ARITH = {ast.Add: "__add__", ast.Sub: "__sub__", ast.Mult: "__mul__", ast.FloorDiv: "__floordiv__", ast.Mod: "__mod__"}
-# Typed literals as TVM prints them inside index maps: ``T.int64(8)``, ``T.float32(0.0)``.
-_CASTS = {
-    f"T.{t}"
-    for t in (
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "float16",
-        "float32",
-        "float64",
-        "bfloat16",
-        "bool",
-    )
-}
-
-
-class IndexLambda:
-    """``lambda i, j: (j // 32, i, j % 32)`` as data; called by TVM with its variables.
-
-    Allowed inside: the lambda's arguments, names the trace defined before (sampled values such as
-    ``v27``, bound when the step runs), integer/float literals, typed literals (``T.int64(8)``), and
-    ``+ - * // %`` and unary minus. Nothing else; nothing is evaluated by Python.
-    """
-
-    def __init__(
-        self,
-        params: list[str],
-        body: ast.expr,
-        source: str,
-        line: int,
-        free: tuple[str, ...] = (),
-        bound: dict[str, Any] | None = None,
-    ):
-        self.params = params
-        self.body = body
-        self.source = source
-        self.line = line
-        self.free = free  # trace variables the body uses
-        self.bound = dict(bound or {})
-        # TVM reads the number of indices from the callable's signature.
-        self.__signature__ = inspect.Signature(
-            [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params]
-        )
-
-    @classmethod
-    def from_ast(cls, node: ast.Lambda, line: int, defined: set[str] | frozenset[str] = frozenset()) -> "IndexLambda":
-        a = node.args
-        if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.posonlyargs:
-            raise TraceParseError("an index map lambda takes plain arguments only", line=line)
-        params = [p.arg for p in a.args]
-        free: list[str] = []
-        cls._check(node.body, set(params), set(defined) - set(params), free, line)
-        return cls(params, node.body, ast.unparse(node), line, tuple(dict.fromkeys(free)))
-
-    @classmethod
-    def _check(cls, node: ast.expr, params: set[str], defined: set[str], free: list[str], line: int) -> None:
-        if isinstance(node, (ast.Tuple, ast.List)):
-            for e in node.elts:
-                cls._check(e, params, defined, free, line)
-        elif isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
-            cls._check(node.left, params, defined, free, line)
-            cls._check(node.right, params, defined, free, line)
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            cls._check(node.operand, params, defined, free, line)
-        elif (
-            isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
-        ):
-            pass
-        elif _is_cast(node):
-            pass
-        elif isinstance(node, ast.Name) and node.id in params:
-            pass
-        elif isinstance(node, ast.Name) and node.id in defined:
-            free.append(node.id)
-        else:
-            raise TraceParseError(
-                f"`{ast.unparse(node)}` is not allowed in an index map: use + - * // % on its arguments, "
-                "literals, typed literals such as T.int64(8) and values the trace defined",
-                line=line,
-            )
-
-    def bind(self, resolve: Callable[[str], Any]) -> "IndexLambda":
-        """A copy whose trace variables are the replay's values (``resolve(name)``)."""
-        if not self.free:
-            return self
-        return IndexLambda(
-            self.params, self.body, self.source, self.line, self.free, {name: resolve(name) for name in self.free}
-        )
-
-    def __call__(self, *args: Any) -> Any:
-        env = dict(self.bound)
-        env.update(zip(self.params, args))
-        dtype = _index_dtype(args)
-        result = self._eval(self.body, env)
-        if isinstance(result, tuple):
-            # A bare literal in the result (dlight's ``(0, i0, i1)``) is an index of the maps's type.
-            return tuple(_as_expr(v, dtype) for v in result)
-        return _as_expr(result, dtype)
-
-    def _eval(self, node: ast.expr, env: dict) -> Any:
-        if isinstance(node, (ast.Tuple, ast.List)):
-            return tuple(self._eval(e, env) for e in node.elts)
-        if isinstance(node, ast.BinOp):
-            left, right = self._eval(node.left, env), self._eval(node.right, env)
-            if isinstance(left, (int, float)):
-                return _number_op(node.op, left, right)
-            return getattr(left, _ARITH[type(node.op)])(right)
-        if isinstance(node, ast.UnaryOp):
-            return -self._eval(node.operand, env)
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, ast.Call):  # a typed literal, checked by _is_cast
-            return _typed_literal(node)
-        if node.id not in env:  # type: ignore[attr-defined]
-            raise TraceParseError(f"`{node.id}` has no value here", line=self.line)  # type: ignore[attr-defined]
-        return env[node.id]  # type: ignore[attr-defined]
-
-    def __repr__(self) -> str:
-        return self.source
-
-
-def _is_cast(node: ast.expr) -> bool:
-    if not (isinstance(node, ast.Call) and _dotted(node.func) in _CASTS and len(node.args) == 1 and not node.keywords):
-        return False
-    arg = node.args[0]
-    if isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub):
-        arg = arg.operand
-    return isinstance(arg, ast.Constant) and isinstance(arg.value, (int, float, bool))
-
-
-def _typed_literal(node: ast.Call) -> Any:
-    from tvm import tirx
-
-    arg = node.args[0]
-    negative = isinstance(arg, ast.UnaryOp)
-    value = (arg.operand if negative else arg).value  # type: ignore[union-attr]
-    value = -value if negative else value
-    dtype = _dotted(node.func)[2:]
-    if dtype == "bool":
-        return tirx.IntImm("bool", int(bool(value)))
-    if dtype.startswith(("float", "bfloat")):
-        return tirx.FloatImm(dtype, float(value))
-    return tirx.IntImm(dtype, int(value))
-
-
-def _index_dtype(args: tuple) -> str:
-    for a in args:
-        dtype = getattr(a, "dtype", None)
-        if isinstance(dtype, str) or dtype is not None:
-            return str(dtype)
-    return "int32"
-
-
-def _as_expr(value: Any, dtype: str) -> Any:
-    from tvm import tirx
-
-    if isinstance(value, bool):
-        return tirx.IntImm("bool", int(value))
-    if isinstance(value, int):
-        return tirx.IntImm(dtype, value)
-    if isinstance(value, float):
-        return tirx.FloatImm("float32", value)
-    return value
-
-
-def _number_op(op: ast.operator, left: Any, right: Any) -> Any:
-    # A number on the left: plain arithmetic, or the right operand's (a TVM expression's) reflected op.
-    if isinstance(right, (int, float)):
-        if isinstance(op, (ast.FloorDiv, ast.Mod)) and right == 0:
-            raise TraceParseError("division by zero in an index map")
-        return {
-            ast.Add: lambda: left + right,
-            ast.Sub: lambda: left - right,
-            ast.Mult: lambda: left * right,
-            ast.FloorDiv: lambda: left // right,
-            ast.Mod: lambda: left % right,
-        }[type(op)]()
-    name = {
-        ast.Add: "__radd__",
-        ast.Sub: "__rsub__",
-        ast.Mult: "__rmul__",
-        ast.FloorDiv: "__rfloordiv__",
-        ast.Mod: "__rmod__",
-    }[type(op)]
-    return getattr(right, name)(left)
-
-
-class RangesLambda:
-    """``annotate_buffer_access``'s ``gen_new_ranges`` read from a JSON trace: the flat index map
-    ``(b0, e0, b1, e1, ...)`` TVM stores, given back as the ``[(b0, e0), ...]`` its Python API takes."""
-
-    def __init__(self, index_map: Any):
-        self.index_map = index_map
-        self.__signature__ = inspect.Signature(
-            [
-                inspect.Parameter(f"v{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-                for i in range(len(index_map.initial_indices))
-            ]
-        )
-
-    def __call__(self, *args: Any) -> list:
-        flat = list(self.index_map.map_indices(list(args)))
-        return [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
-
-    def __repr__(self) -> str:
-        return _lambda_text(self.index_map, ranges=True)
-
-
-class JsonIndexMap:
-    """An index map read from a JSON trace (TVM's object graph: data, not code), whose variables named
-    like trace values (``v27``) are bound to the replay's values when the step runs."""
-
-    def __init__(self, index_map: Any, free: tuple[str, ...]):
-        self.index_map = index_map
-        self.free = free
-
-    def bind(self, resolve: Callable[[str], Any]) -> Any:
-        if not self.free:
-            return self.index_map
-        from tvm import tirx
-
-        initial = list(self.index_map.initial_indices)
-        free = _free_vars(self.index_map)
-        # Substitute the trace values by mapping them as if they were extra arguments of the map.
-        widened = tirx.IndexMap(initial + free, list(self.index_map.final_indices), None)
-        final = widened.map_indices(initial + [resolve(str(v.name)) for v in free])
-        return tirx.IndexMap(initial, list(final), None)
-
-    def __repr__(self) -> str:
-        return _lambda_text(self.index_map)
-
-
-def _free_vars(index_map: Any) -> list:
-    """Variables of the map's result that are not its arguments (trace values such as ``v27``)."""
-    from tvm.tirx.analysis import undefined_vars
-
-    params = list(index_map.initial_indices)
-    found: dict[str, Any] = {}
-    for e in index_map.final_indices:
-        for var in undefined_vars(e, params):
-            found.setdefault(str(var.name), var)
-    return list(found.values())
-
-
-def _lambda_text(index_map: Any, ranges: bool = False) -> str:
-    params = ", ".join(v.name for v in index_map.initial_indices)
-    items = [str(e) for e in index_map.final_indices]
-    if ranges:
-        body = "[" + ", ".join(f"({items[i]}, {items[i + 1]})" for i in range(0, len(items), 2)) + "]"
-    else:
-        body = "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    return f"lambda {params}: {body}"
-
-
-def bind_value(value: Any, resolve: Callable[[str], Any]) -> Any:
-    """Index maps that use trace variables, with those variables' values from the replay."""
-    if isinstance(value, (IndexLambda, JsonIndexMap)):
-        return value.bind(resolve)
-    return value
 
 
 # --- JSON -------------------------------------------------------------------------------------
@@ -608,7 +349,7 @@ def calls_from_json(data: Any) -> list[TraceCall]:
         call.text = _call_text(call)
         calls.append(call)
         defined.update(targets)
-    trace_limits.check_calls(calls)
+    trace_effects.check_calls(calls)
     return calls
 
 
@@ -622,8 +363,8 @@ def _json_arguments(spec: _Kind, inputs: list, attrs: list, defined: set[str]) -
     args: list = []
     kwargs: dict = {}
     for pname, raw in zip(fixed, inputs):
-        kwargs[pname] = _json_input(raw, defined)
-    extra = [_json_input(raw, defined) for raw in inputs[len(fixed) :]]
+        kwargs[pname] = _json_input(raw, defined, _slot(pname))
+    extra = [_json_input(raw, defined, _slot(rest[0] if rest else "")) for raw in inputs[len(fixed) :]]
     if rest == ("*",):
         args.extend(extra)
     elif rest:
@@ -634,19 +375,25 @@ def _json_arguments(spec: _Kind, inputs: list, attrs: list, defined: set[str]) -
     return args, kwargs
 
 
-def _json_input(raw: Any, defined: set[str]) -> Any:
+def _slot(pname: str) -> str:
+    name = pname.lstrip("*")
+    return trace_effects.SLOT_NAMES.get(name, f"argument {name}" if name else "argument")
+
+
+def _json_input(raw: Any, defined: set[str], what: str) -> Any:
     """One input slot: a trace variable, ``"None"``, a quoted string, a number, a list, a dict or an
-    index map (TVM's object graph as JSON text) - see TranslateInputRVs in src/s_tir/schedule/trace.cc."""
+    index map (TVM's object graph as JSON text, judged by ``refuse_effects`` before TVM reads it) - see
+    TranslateInputRVs in src/s_tir/schedule/trace.cc."""
     if isinstance(raw, bool) or isinstance(raw, (int, float)) or raw is None:
         return raw
     if isinstance(raw, list):
-        return [_json_input(r, defined) for r in raw]
+        return [_json_input(r, defined, what) for r in raw]
     if isinstance(raw, dict):
         return {str(k): v for k, v in raw.items()}
     if not isinstance(raw, str) or not raw:
         raise TraceParseError(f"bad input {raw!r}")
     if raw.startswith("{") and raw.endswith("}"):
-        return _index_map_from_json(raw, defined)
+        return load_index_map(raw, defined, what)
     if len(raw) >= 2 and raw[0] == raw[-1] == '"':
         return raw[1:-1]
     if raw == "None":
@@ -654,28 +401,6 @@ def _json_input(raw: Any, defined: set[str]) -> Any:
     if raw in defined:
         return Ref(raw)
     raise TraceParseError(f"`{raw}` is not defined earlier in the trace")
-
-
-def _index_map_from_json(text: str, defined: set[str]) -> JsonIndexMap:
-    from tvm import tirx
-
-    trace_limits.check_text(text, json_text=True)  # TVM's reader recurses in C++
-    try:
-        obj = tvm.ir.load_json(text)
-    except Exception as exc:  # noqa: BLE001  (TVM's JSON reader: any failure means a bad index map)
-        raise TraceParseError(f"an index map in the JSON cannot be read: {_last_line(exc)}") from None
-    if not isinstance(obj, tirx.IndexMap):
-        raise TraceParseError(f"expected an index map, found a {type(obj).__name__}")
-    free = tuple(v.name for v in _free_vars(obj))
-    unknown = [name for name in free if name not in defined]
-    if unknown:
-        raise TraceParseError(f"the index map uses {', '.join(unknown)}, which the trace does not define")
-    return JsonIndexMap(obj, free)
-
-
-def _last_line(exc: Exception) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[-1] if lines else type(exc).__name__
 
 
 _BUFFER_TYPE = {0: "read", 1: "write"}
@@ -691,9 +416,9 @@ def _python_form(primitive: str, kwargs: dict, defined: set[str]) -> None:
     if primitive == "transform_layout":
         pad = kwargs.get("pad_value")
         if isinstance(pad, str):
-            kwargs["pad_value"] = _index_map_from_json(pad, defined)
+            kwargs["pad_value"] = load_index_map(pad, defined, "pad value")
     if primitive == "transform_block_layout" and isinstance(kwargs.get("index_map"), str):
-        kwargs["index_map"] = _index_map_from_json(kwargs["index_map"], defined)
+        kwargs["index_map"] = load_index_map(kwargs["index_map"], defined, "index map")
     if primitive == "annotate_buffer_access":
         kind = _BUFFER_TYPE.get(kwargs["buf_type"])
         if kind is None:

@@ -2,6 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python tests/conformance/generate.py  # rewrites corpus.json.gz (~1 min)
     PYTHONPATH=. .venv/bin/python tests/conformance/generate.py --sources access_entries  # only these
+    PYTHONPATH=. .venv/bin/python tests/conformance/generate.py --sources tvm_test_entries --tvm-tests FILE
 
 Sources, all shipped in the apache-tvm wheel (no network):
 - ``meta_schedule.testing.te_workload``: the 13 workloads, design spaces for llvm (AVX-512), CUDA and
@@ -10,7 +11,10 @@ Sources, all shipped in the apache-tvm wheel (no network):
 - dlight's GPU rules;
 - the course's programs (tests/fixtures) with the schedules of the test suite, and at full size
   (1024^3 matmuls on GPU and CPU, its ``T.init()`` kept) with the access analysis's schedules;
-- a few schedules per primitive of ``tvm.s_tir.Schedule`` (``primitive_schedules.py``).
+- a few schedules per primitive of ``tvm.s_tir.Schedule`` (``primitive_schedules.py``);
+- the schedules of TVM's own schedule, meta_schedule and dlight tests, recorded from a checkout of
+  apache/tvm's tests by ``tvm_schedule_tests.py`` (``--tvm-tests FILE``; without the file, the
+  committed ones are kept).
 
 Each entry stores the original module (TVMScript), the trace as TVM prints it and as its JSON, the
 structural hash of the scheduled module, and whether TVM's own replays (text via ``exec`` here, at
@@ -262,6 +266,34 @@ def primitive_entries() -> Iterator[dict]:
         yield entry(f"primitive/{name}", "primitive", mod, sch, [gv.name_hint for gv in mod.functions][0])
 
 
+TVM_TESTS = Path("/tmp/tvm_tests.jsonl")  # --tvm-tests FILE: what tvm_schedule_tests.py recorded
+
+
+def tvm_test_entries() -> Iterator[dict]:
+    """The schedules TVM's own tests make (tests/python/s_tir/{schedule,meta_schedule,dlight} of
+    apache/tvm, recorded by ``tests/conformance/tvm_schedule_tests.py`` with ``MLC_LAB_CORPUS_OUT``):
+    each module read back as mlc_lab reads it (``program.load``: ``tir.noalias`` is spelled
+    ``tirx.noalias`` today) and its trace replayed on it by TVM; a schedule TVM cannot replay so is kept
+    as recorded."""
+    from mlc_lab.tvm.program import load
+
+    if not TVM_TESTS.exists():  # no new recording: the committed ones stay
+        kept = json.loads(gzip.decompress(CORPUS.read_bytes()))["entries"]
+        yield from (e for e in kept if e["group"] == "tvm-tests")
+        return
+    for line in TVM_TESTS.read_text().splitlines():
+        row = json.loads(line)
+        if "skipped" in row:
+            continue
+        try:
+            mod = load(row["module"])
+            sch = s_tir.Schedule(mod, debug_mask="none")
+            Trace.apply_json_to_schedule(row["json"], sch)
+            yield entry(row["id"], "tvm-tests", mod, sch, row["func"])
+        except Exception:  # noqa: BLE001  (TVM's replay on the module as read fails: the recorded entry)
+            yield {k: v for k, v in row.items() if k != "source"}
+
+
 def main() -> None:
     """``--sources access_entries,...``: regenerate only these sources and keep every other entry
     of the committed corpus as it is (TuneContext draws a sketch's decisions from a random seed:
@@ -273,7 +305,13 @@ def main() -> None:
         access_entries,
         dlight_entries,
         te_entries,
+        tvm_test_entries,
     ]
+    global TVM_TESTS
+    if "--tvm-tests" in sys.argv:
+        at = sys.argv.index("--tvm-tests")
+        TVM_TESTS = Path(sys.argv[at + 1])
+        del sys.argv[at : at + 2]
     only = None
     if len(sys.argv) > 2 and sys.argv[1] == "--sources":
         only = set(sys.argv[2].split(","))
