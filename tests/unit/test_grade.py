@@ -282,7 +282,7 @@ def test_numeric_check_at_a_smaller_size_fails_a_wrong_kernel(tmp_path):
     (tmp_path / "gemm_relu_add.py").write_text((LAB / "gemm_relu_add.py").read_text())
     (tmp_path / "numeric.toml").write_text(text.replace("[limits]", "[numeric]\nsize = 128\n\n[limits]"))
     assignment = load_assignment(tmp_path / "numeric.toml")
-    assert assignment.numeric == {"sizes": 128, "rtol": 1e-3, "atol": 1e-3, "timeout_s": 120}
+    assert assignment.numeric == {"sizes": 128, "rtol": 1e-3, "atol": 1e-3, "timeout_s": 120, "memory_mb": 768}
     right = grade(assignment, LAB / "submissions" / "reference.py")
     assert right.score == 20 and right.numeric["ok"] and right.numeric["verdict"] == "match"
     racing = grade(assignment, LAB / "submissions" / "racing.json")
