@@ -22,3 +22,26 @@ def _strict_wire():
     if base is not None and base.wire_violations:
         found, base.wire_violations[:] = list(base.wire_violations), []
         pytest.fail("the wire departs from mlc_lab.model:\n  " + "\n  ".join(found[:20]), pytrace=False)
+
+
+@pytest.fixture
+def kernels_only_in_the_sandbox(monkeypatch):
+    """Fail the test if this process asks the persistent worker to run a kernel, or times one itself:
+    for the tests of paths that run a hand-in's kernel, which must run it in the sandbox only (the
+    code's paths are read by tests/unit/test_kernel_paths.py)."""
+    import tvm.runtime.module
+
+    from mlc_lab.core.worker import Worker
+    from tests.unit.kernel_paths import WORKER_RUNS
+
+    request = Worker.request
+
+    def guarded(self, op, payload, timeout=None):
+        assert op not in WORKER_RUNS, f"a hand-in's kernel was sent to the persistent worker ({op!r})"
+        return request(self, op, payload, timeout)
+
+    def timing_here(*_args, **_kwargs):
+        raise AssertionError("a kernel was timed in the grader's own process")
+
+    monkeypatch.setattr(Worker, "request", guarded)
+    monkeypatch.setattr(tvm.runtime.module.Module, "time_evaluator", timing_here)

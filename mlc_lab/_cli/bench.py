@@ -1,4 +1,9 @@
-"""`mlc-lab bench FILE [--trace T] [--target cpu|cuda]`: build, check and time one program; print JSON."""
+"""`mlc-lab bench FILE [--trace T] [--target cpu|cuda]`: build, check and time one program; print JSON.
+
+Without a trace the program is the caller's own and runs in the persistent worker. A trace file is
+a hand-in (a teacher benching a student's schedule): its kernel is built here and runs only in the
+sandbox (`mlc_lab.core.kernel_sandbox`); where the machine cannot sandbox nothing runs, unless
+``--unsafe-same-user`` (which keeps the limits)."""
 
 from __future__ import annotations
 
@@ -26,7 +31,30 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="warm: inputs stay cached between calls (default); cold: flushed before every call",
     )
     p.add_argument("--timeout", type=float, default=30.0, help="seconds before a hanging program is stopped")
+    add_unsafe_same_user(p)
     return p
+
+
+def add_unsafe_same_user(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--unsafe-same-user",
+        action="store_true",
+        help="with --trace, where this machine cannot sandbox: run the trace's kernel as you, with your files "
+        "and the network (only the limits stay); only for code you trust",
+    )
+
+
+def refuse_unless_sandboxed(args: argparse.Namespace) -> None:
+    """Stop before anything runs when a trace's kernel would have to run outside the sandbox."""
+    from mlc_lab.core.sandbox import probe
+    from mlc_lab.errors import MlcLabError
+
+    refused = None if args.unsafe_same_user else probe()
+    if refused:
+        raise MlcLabError(
+            f"{refused}; nothing was run: the kernel of a trace file runs only in the sandbox "
+            "(--unsafe-same-user runs it without)"
+        )
 
 
 def read_text_arg(value: str) -> str:
@@ -51,22 +79,13 @@ def load_session(path: str, func: str | None, trace: str | None):
 
 def run(args: argparse.Namespace) -> int:
     from mlc_lab.cli import UsageError
-    from mlc_lab.core.measure import measure
 
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
     if args.target not in ("cpu", "cuda", "llvm", "gpu"):
         raise UsageError(f"--target must be cpu or cuda, not {args.target!r}")
     session = load_session(args.file, args.func, args.trace)
-    m = measure(
-        session.module,
-        session.original,
-        session.func_name,
-        args.target,
-        args.repeats,
-        timeout=args.timeout,
-        cache=args.cache,
-    )
+    m = _measure_trace(session, args) if args.trace else _measure_own(session, args)
     # the same figures as every other measurement (mlc_lab.tvm.measure), in Measurement's one encoding
     out = {
         **{k: v for k, v in m.to_json().items() if k not in ("results_s", "error", "error_kind")},
@@ -85,3 +104,41 @@ def run(args: argparse.Namespace) -> int:
     }
     print(json.dumps(out))
     return 0
+
+
+def _measure_own(session, args: argparse.Namespace):
+    """The caller's own program (no trace file), timed in the persistent worker."""
+    from mlc_lab.core.measure import measure
+
+    return measure(
+        session.module,
+        session.original,
+        session.func_name,
+        args.target,
+        args.repeats,
+        timeout=args.timeout,
+        cache=args.cache,
+    )
+
+
+def _measure_trace(session, args: argparse.Namespace):
+    """The trace's kernel, timed in the sandbox (`--timeout` its wall time)."""
+    from mlc_lab.core import kernel_sandbox as ks
+
+    refuse_unless_sandboxed(args)
+    box = ks.KernelSandbox(wall_s=args.timeout, unsafe_same_user=args.unsafe_same_user)
+    m = ks.measure(
+        session.module,
+        session.original,
+        session.func_name,
+        args.target,
+        args.repeats,
+        sandbox=box,
+        cache=args.cache,
+        roofline=True,
+    )
+    if m.error:
+        from mlc_lab.errors import MeasureError
+
+        raise MeasureError(m.error.splitlines()[0], kind=m.error_kind or "internal")
+    return m

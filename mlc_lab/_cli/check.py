@@ -1,6 +1,7 @@
 """mlc-lab check PROGRAM [--trace T] [--target cpu|cuda|ARCH] [--json] [--numeric]: which optimisations a
 schedule applies (the named checks), its hazards, and (--numeric) whether its GPU kernel computes the
-right numbers, run on the CPU. Exit 0 when everything holds, 1 when something fails, 2 on bad input."""
+right numbers, run on the CPU (a trace file's kernel in the sandbox: `--unsafe-same-user` where the
+machine cannot sandbox). Exit 0 when everything holds, 1 when something fails, 2 on bad input."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import argparse
 import json
 import sys
 
+from mlc_lab._cli.bench import add_unsafe_same_user, refuse_unless_sandboxed
 from mlc_lab._cli.common import open_session
 from mlc_lab.errors import UsageError
 
@@ -36,6 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         action="store_true",
         help='print {"checks": [...], "hazards": [...], "numeric": {...} or null} as JSON',
     )
+    add_unsafe_same_user(p)
     return p
 
 
@@ -56,9 +59,7 @@ def run(args: argparse.Namespace) -> int:
         kind = Target.of(target).kind if target is not None else ("cuda" if _binds(session) else "cpu")
         if kind != "cuda":
             raise UsageError("--numeric runs a GPU schedule on the CPU; this program is checked for a CPU target")
-        from mlc_lab.core.checks.numeric_gpu import numeric_check
-
-        report = CheckReport(report.checks, report.hazards, numeric_check(session).to_check())
+        report = CheckReport(report.checks, report.hazards, _numeric(session, args).to_check())
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -68,6 +69,26 @@ def run(args: argparse.Namespace) -> int:
     if warning:
         sys.stderr.write(warning)
     return 0 if report.ok else 1
+
+
+def _numeric(session, args: argparse.Namespace):
+    """The numeric check: of the caller's own program in the worker; of a trace file (a hand-in) in
+    the sandbox, where nothing runs unless the machine can sandbox (or --unsafe-same-user)."""
+    return _numeric_of_trace(session, args) if args.trace else _numeric_own(session)
+
+
+def _numeric_own(session):
+    from mlc_lab.core.checks.numeric_gpu import numeric_check
+
+    return numeric_check(session)
+
+
+def _numeric_of_trace(session, args: argparse.Namespace):
+    from mlc_lab.core.checks.numeric_gpu import numeric_check_sandboxed
+    from mlc_lab.core.kernel_sandbox import KernelSandbox
+
+    refuse_unless_sandboxed(args)
+    return numeric_check_sandboxed(session, sandbox=KernelSandbox(unsafe_same_user=args.unsafe_same_user))
 
 
 def _unjudged_warning(report) -> str:

@@ -68,6 +68,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("--new-token", action="store_true", help="replace the teacher's token kept in DIR")
     p.add_argument(
+        "--unsafe-same-user",
+        action="store_true",
+        help="serve even where this machine cannot sandbox: the kernels compiled from submissions then run "
+        "as you and see your files and the network (only the limits stay); only for code you trust",
+    )
+    p.add_argument(
         "--workers",
         type=int,
         default=1,
@@ -181,6 +187,11 @@ def _class_server(args: argparse.Namespace, roster: list | None, mode: str, runn
     from mlc_lab.classroom.reaper import FolderInUse
     from mlc_lab.classroom.server import ClassServer, ServerSetupError
     from mlc_lab.cli import UsageError
+    from mlc_lab.core.sandbox import probe
+
+    refused = None if args.unsafe_same_user else probe()
+    if refused:  # every submission's kernel runs in the sandbox: none would be timed
+        raise UsageError(f"{refused}; the class server was not started (--unsafe-same-user serves without the sandbox)")
 
     try:
         return ClassServer(
@@ -194,6 +205,7 @@ def _class_server(args: argparse.Namespace, roster: list | None, mode: str, runn
             mode=mode,
             roster=roster,
             per_hour=args.per_hour,
+            unsafe_same_user=args.unsafe_same_user,
         )
     except (ServerSetupError, FolderInUse) as exc:
         raise UsageError(str(exc)) from None

@@ -1,7 +1,8 @@
 """mlc-lab grade ASSIGNMENT HAND-IN... [--format text|json|gradescope] [--out DIR]: grade hand-ins.
 
 Traces are parsed, never executed; schedule files and notebooks run only in the sandbox
-(``mlc_lab.core.sandbox``) with the assignment's limits. Each hand-in is graded in a child process,
+(``mlc_lab.core.sandbox``) with the assignment's limits, and so does every kernel compiled from a
+hand-in (``mlc_lab.core.kernel_sandbox``: the timing and the numeric check). Each hand-in is graded in a child process,
 two at a time: one bad hand-in is its own row and never stops the others. Results stream as they come
 (stdout), with a progress line on stderr. Inside Gradescope (or with ``--gradescope``) the hand-in is
 ``/autograder/submission`` and the result goes to ``/autograder/results/results.json``.

@@ -1,10 +1,11 @@
 """One submission graded and timed, in a child process of the class server.
 
-``python -m mlc_lab.classroom.grade_child ASSIGNMENT SUBMISSION OUT [--runner rpc://HOST:PORT/KEY]``
-writes ``GradeResult.to_json()`` with the class's timing to OUT. The autograder parses the trace
-(never runs it); a submission that passes at least one task is then timed by mlc_lab's one method:
-``Session.measure`` here (in its worker process), or on a measurement machine of the class through
-TVM's RPC tracker when a runner is given. Whatever happens here, the server only sees a verdict or
+``python -m mlc_lab.classroom.grade_child ASSIGNMENT SUBMISSION OUT [--runner rpc://HOST:PORT/KEY]
+[--unsafe-same-user]`` writes ``GradeResult.to_json()`` with the class's timing to OUT. The autograder
+parses the trace (never runs it); a submission that passes at least one task is then timed by
+mlc_lab's one method: its kernel built here and run in the sandbox (``mlc_lab.core.kernel_sandbox``,
+under the assignment's time and memory), or on a measurement machine of the class through TVM's RPC
+tracker when a runner is given. Whatever happens here, the server only sees a verdict or
 a dead child: it never goes down with a submission.
 """
 
@@ -13,12 +14,15 @@ from __future__ import annotations
 import json
 import sys
 import traceback
+from pathlib import Path
 
 
-def time_submission(assignment, trace: str, runner: str | None) -> dict:
+def time_submission(assignment, trace: str, runner: str | None, unsafe_same_user: bool = False) -> dict:
     """``{"latency_ms", "correct", "timing": {"where", "method"}}`` or ``{"timing_error": ...}``."""
     import mlc_lab
+    from mlc_lab.core import kernel_sandbox
     from mlc_lab.core.checks import Target
+    from mlc_lab.grading.grade import kernel_sandbox as confinement
     from mlc_lab.core.session import Session
 
     target = "cuda" if Target.of(assignment.target).gpu else "cpu"
@@ -45,7 +49,14 @@ def time_submission(assignment, trace: str, runner: str | None) -> dict:
                 f"(max error {r['max_abs_error']:.3g})",
             }
         return {"latency_ms": r["latency_s"] * 1e3, "correct": True, "timing": {"where": runner, "method": r["method"]}}
-    m = session.measure(target, repeats=assignment.repeats, raise_errors=False, roofline=False)
+    m = kernel_sandbox.measure(
+        session.module,
+        session.original,
+        session.func_name,
+        target,
+        assignment.repeats,
+        sandbox=confinement(assignment, unsafe_same_user),
+    )
     if m.error:
         return {"timing_error": f"the program could not be timed: {m.error.splitlines()[0]}"}
     if not m.correct:
@@ -59,7 +70,7 @@ def time_submission(assignment, trace: str, runner: str | None) -> dict:
         "latency_ms": m.latency_s * 1e3,
         "correct": True,
         "timing": {
-            "where": "the class server",
+            "where": "the class server (in its sandbox)",
             "method": m.method,
             "quiet": m.quiet,
             # the repeats' interquartile range and the machine's load: two figures closer than their
@@ -74,15 +85,19 @@ def main(argv: list[str]) -> int:
     from mlc_lab.grading.report import failed_verdict
 
     assignment_path, submission, out = argv[:3]
-    runner = argv[4] if len(argv) > 4 and argv[3] == "--runner" else None
+    options = argv[3:]
+    runner = options[options.index("--runner") + 1] if "--runner" in options[:-1] else None
+    unsafe = "--unsafe-same-user" in options
     try:
         from mlc_lab.grading import grade, load_assignment
 
         assignment = load_assignment(assignment_path)
-        result = grade(assignment, submission).to_json()
+        result = grade(assignment, submission, unsafe_same_user=unsafe).to_json()
         if not result.get("error") and result.get("trace") and any(t["passed"] for t in result["tasks"]):
             if runner or result.get("latency_ms") is None:
-                result.update(time_submission(assignment, result["trace"], runner))
+                # a trace is timed as the grader read it (its printed form goes through the other reader)
+                trace = Path(submission).read_text(encoding="utf-8") if result.get("kind") == "trace" else None
+                result.update(time_submission(assignment, trace or result["trace"], runner, unsafe))
         if result.get("timing_error"):
             result["correct"] = result.get("correct", None)
     except Exception as exc:  # noqa: BLE001

@@ -122,12 +122,14 @@ class ClassServer:
         roster: list | None = None,
         hub_api: str | None = None,
         per_hour: int = PER_HOUR,
+        unsafe_same_user: bool = False,
     ) -> None:
         from mlc_lab.grading import load_assignment
 
         self.assignment_path = Path(assignment).resolve()
         self.assignment = load_assignment(self.assignment_path)
         self.runner = runner
+        self.unsafe_same_user = unsafe_same_user  # the teacher's choice where this machine cannot sandbox
         tasks = [{"name": t.name, "title": t.title, "points": t.points} for t in self.assignment.tasks]
         self.store = Store(directory, tasks)
         try:
@@ -286,6 +288,8 @@ class ClassServer:
             cmd = [sys.executable, "-m", WORKER_OPS["grade_class"].entry, str(self.assignment_path), str(sub), str(out)]
             if self.runner:
                 cmd += ["--runner", self.runner]
+            if self.unsafe_same_user:
+                cmd.append("--unsafe-same-user")
             proc = launch(
                 cmd,
                 "detached",

@@ -88,11 +88,11 @@ def measure(
             raise
         return Measurement(target=str(target), error=str(exc), error_kind=exc.kind, func_name=func_name, cache=cache)
     if roofline and m.threads is not None:
-        _place_on_roofline(m)
+        place_on_roofline(m)
     return m
 
 
-def _place_on_roofline(m: Measurement) -> None:
+def place_on_roofline(m: Measurement) -> None:
     """Fill `peak_gflops` (the roof at the measurement's intensity) and `fraction_of_peak`."""
     from mlc_lab.core.machine import machine, observed
 

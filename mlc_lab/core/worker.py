@@ -11,8 +11,9 @@ kernel, the grader and the class server never do. `launch` starts one:
   fresh one. The batch grader's judging children are persistent too.
 - ``detached``: no stdin, its output to a log; the tuning job (`start_job`, found again by pid with
   `job_running`, stopped with its group by `stop_group`) and the class server's grading child.
-- ``sandboxed`` (`sandboxed`): one command (the run of a hand-in) in its own namespaces, as an
-  unprivileged user, under limits on its whole tree (`mlc_lab.core.sandbox`, docs/sandbox.md).
+- ``sandboxed`` (`sandboxed`): one command (the run of a hand-in, or of a kernel compiled from one:
+  `mlc_lab.core.kernel_sandbox`) in its own namespaces, as an unprivileged user, under limits on its
+  whole tree (`mlc_lab.core.sandbox`, docs/sandbox.md).
 
 What each operation sends, answers, and how long it may take is `mlc_lab.model.worker_ops.WORKER_OPS`;
 the worker's handlers are `mlc_lab.core.worker_main.REQUESTS` (tests/unit/test_children.py holds the two

@@ -2,7 +2,9 @@
 
 A hand-in is one of the forms of ``mlc_lab.grading.handin``: a trace (parsed, never run) or a
 schedule file or notebook (run only in the sandbox, its schedule back as a JSON trace). It may also be
-a student's folder: each part of the assignment grades its own hand-in file there.
+a student's folder: each part of the assignment grades its own hand-in file there. The kernel its
+schedule compiles to is the student's code too: it is built here and runs only in the sandbox, for
+the timing and the numeric check alike (``mlc_lab.core.kernel_sandbox``).
 
 The replayed schedule is judged by the named checks, the hazards and the numeric check, and
 ``score_tasks`` gives the points. ``grade()`` never raises for a bad hand-in: its ``status`` says how it
@@ -80,7 +82,8 @@ def _grade_part(
         status, error = exc.status, str(exc)
         result.overloaded = exc.overloaded
     except SandboxUnavailable as exc:
-        status, error = "grader error", f"{exc}; this hand-in is code, and it runs only in the sandbox"
+        status = "grader error"
+        error = f"{exc}; a hand-in's code, and every kernel compiled from it, runs only in the sandbox"
     except MlcLabError as exc:
         status, error = "refused", f"the schedule could not be replayed on the program: {exc}"
     except Exception as exc:  # noqa: BLE001  (a fault of the grader itself must not stop the other hand-ins)
@@ -151,8 +154,8 @@ def _judge(assignment: Assignment, part: Part, path: Path, result: GradeResult, 
     report = check_session(session, names, target=assignment.target)
     result.hazards += [h.to_json() | {"class": h.severity} for h in report.hazards]
     result.trace = session.submission()
-    timing_problem = _time(assignment, session, result) if assignment.timed else None
-    wrong = _numeric(assignment, session, result) if assignment.numeric else None
+    timing_problem = _time(assignment, session, result, unsafe) if assignment.timed else None
+    wrong = _numeric(assignment, session, result, unsafe) if assignment.numeric else None
     tasks = score_tasks(
         part.tasks,
         report,
@@ -169,19 +172,30 @@ def _judge(assignment: Assignment, part: Part, path: Path, result: GradeResult, 
     return tasks
 
 
-def _numeric(assignment: Assignment, session: Any, result: GradeResult) -> str | None:
-    """Run the schedule at the assignment's smaller size (a GPU schedule, on the CPU) and compare it
-    with the unscheduled program; the sentence that fails every task when it is wrong, or None."""
-    from mlc_lab.core.checks.numeric_gpu import numeric_check
+def kernel_sandbox(assignment: Assignment, unsafe: bool) -> Any:
+    """How a hand-in's kernel is confined: the assignment's time and memory, in the sandbox."""
+    from mlc_lab.core.kernel_sandbox import KernelSandbox
+
+    return KernelSandbox(wall_s=assignment.time_s, memory_mb=assignment.memory_mb, unsafe_same_user=unsafe)
+
+
+def _numeric(assignment: Assignment, session: Any, result: GradeResult, unsafe: bool) -> str | None:
+    """Run the schedule at the assignment's smaller sizes (a GPU schedule, on the CPU, in the sandbox,
+    within the numeric check's memory and time) and compare it with the unscheduled program; the
+    sentence that fails every task when it is wrong, or None."""
+    from functools import partial
+
+    from mlc_lab.core.checks.numeric_gpu import numeric_check_sandboxed
     from mlc_lab.core.checks.numeric_sizes import numeric_check_sizes
 
     spec = assignment.numeric or {}
     sizes = spec["sizes"]
     kw = {k: spec[k] for k in ("rtol", "atol", "timeout_s", "memory_mb")}
+    check_at = partial(numeric_check_sandboxed, sandbox=kernel_sandbox(assignment, unsafe))
     if sizes is None or isinstance(sizes, list):  # a plan of sizes
-        r = numeric_check_sizes(session, sizes, **kw)
+        r = numeric_check_sizes(session, sizes, check=check_at, **kw)
     else:
-        r = numeric_check(session, sizes=sizes, **kw)
+        r = check_at(session, sizes=sizes, **kw)
     check = r.to_check()
     if check["verdict"] == "timeout":  # stopped by the wall clock: on an overloaded machine, not a verdict
         from mlc_lab.core.processes import overloaded
@@ -202,13 +216,21 @@ def _numeric(assignment: Assignment, session: Any, result: GradeResult) -> str |
     return numeric_failure(check)
 
 
-def _time(assignment: Assignment, session: Any, result: GradeResult) -> str | None:
-    """Time the scheduled program (checked against the original on random inputs) in the worker;
-    the sentence that says why a threshold cannot be judged, or None."""
+def _time(assignment: Assignment, session: Any, result: GradeResult, unsafe: bool) -> str | None:
+    """Time the scheduled program (checked against the original on random inputs), its kernel run
+    in the sandbox; the sentence that says why a threshold cannot be judged, or None."""
+    from mlc_lab.core import kernel_sandbox as ks
     from mlc_lab.core.checks import Target
 
     target = "cuda" if Target.of(assignment.target).gpu else "cpu"
-    m = session.measure(target, repeats=assignment.repeats, raise_errors=False, roofline=False)
+    m = ks.measure(
+        session.module,
+        session.original,
+        session.func_name,
+        target,
+        assignment.repeats,
+        sandbox=kernel_sandbox(assignment, unsafe),
+    )
     if m.error:
         return f"the program could not be timed: {m.error.splitlines()[0]}"
     result.correct = bool(m.correct)

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
 from mlc_lab.model.machine import Machine
-from mlc_lab.model.measure import Measurement
+from mlc_lab.model.measure import Measurement, RunResults
 
-__all__ = ["WORKER", "WORKER_OPS", "LimitsSpec", "WorkerOp"]
+__all__ = ["KERNEL_LIMITS", "WORKER", "WORKER_OPS", "LimitsSpec", "WorkerOp"]
 
 WORKER = "mlc_lab.core.worker_main"
 Mode = Literal["persistent", "detached", "sandboxed"]
@@ -90,6 +90,10 @@ class HandinParams(TypedDict):
     function: str
 
 
+class RunKernelParams(TypedDict):
+    folder: str  # a run's folder (manifest.json and the files it names), staged read-only as /input
+
+
 class GradeParams(TypedDict):
     path: str  # a hand-in's file, one per line to the judging child
 
@@ -131,6 +135,15 @@ HANDIN_LIMITS: LimitsSpec = {
     "file_mb": 64,
 }
 
+KERNEL_LIMITS: LimitsSpec = {
+    "wall_s": 60.0,  # the assignment's time_s
+    "cpu_s": 60.0,  # the run's wall time x its threads (every thread of the tree counts)
+    "memory_mb": 4096,  # the assignment's memory_mb
+    "processes": 64,  # TVM's pool threads count as tasks
+    "output_bytes": 1 << 20,  # at least; what comes back holds every argument, so the caller raises it
+    "file_mb": 64,  # /tmp: the library's private copy, Oclgrind's log
+}
+
 WORKER_OPS: dict[str, WorkerOp] = {
     # the persistent worker: mlc_lab.core.worker.worker().call(op, ...)
     "env": WorkerOp(NoParams, dict, 120.0),  # asked once, as the worker starts
@@ -147,6 +160,16 @@ WORKER_OPS: dict[str, WorkerOp] = {
     # grading children
     "handin": WorkerOp(
         HandinParams, dict, 60.0, mode="sandboxed", entry="mlc_lab.tvm.grade_child", limits=HANDIN_LIMITS
+    ),
+    # a kernel compiled from a hand-in: built by the caller, run by the measuring side in the sandbox
+    # (mlc_lab.core.kernel_sandbox); its answer is the results (and arrays) it writes on fd 3
+    "run_kernel": WorkerOp(
+        RunKernelParams,
+        RunResults,
+        60.0,
+        mode="sandboxed",
+        entry="mlc_lab.tvm.measure.runside",
+        limits=KERNEL_LIMITS,
     ),
     # a hand-in's judging: the assignment's time and numeric time-out, plus this
     "grade_batch": WorkerOp(GradeParams, dict, 180.0, entry="mlc_lab.grading.batch"),

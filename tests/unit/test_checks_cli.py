@@ -90,6 +90,7 @@ def test_bad_input_exits_2(capsys, files, argv, words):
     assert rc == 2 and words in err and "Traceback" not in err
 
 
+@pytest.mark.usefixtures("kernels_only_in_the_sandbox")  # a hand-in's kernel: in the sandbox only
 def test_numeric_runs_the_kernel(capsys, files):
     rc, out, _ = _run(capsys, files / "gemm.py", "--trace", files / "reference.trace", "--numeric", "--json")
     data = json.loads(out)

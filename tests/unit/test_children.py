@@ -197,6 +197,7 @@ ANSWERS = {
         "kernel_seconds": 1.5,  # a working figure: dropped
     },
     "tune": 0,
+    "run_kernel": {"version": 1, "device": "cpu", "method": "m", "candidates": [{"id": "k", "ok": True}]},
 }
 
 

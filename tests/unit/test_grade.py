@@ -216,6 +216,7 @@ def apply_trace(sch: s_tir.Schedule) -> None:
 """
 
 
+@pytest.mark.usefixtures("kernels_only_in_the_sandbox")  # a hand-in's kernel: in the sandbox only
 def test_performance_thresholds_time_the_program_and_rank_it(tmp_path):
     (tmp_path / "mm_relu.py").write_text(CPU_PROGRAM)
     (tmp_path / "fast.toml").write_text(CPU_ASSIGNMENT.replace("LIMIT", "1000"))
@@ -276,6 +277,7 @@ def test_a_courses_own_pytest_autograder_uses_the_plugin(tmp_path):
     assert "Fuse ReLU + add into the GEMM kernel: block relu_add computes D in a kernel of its own" in r.stdout
 
 
+@pytest.mark.usefixtures("kernels_only_in_the_sandbox")  # a hand-in's kernel: in the sandbox only
 def test_numeric_check_at_a_smaller_size_fails_a_wrong_kernel(tmp_path):
     # The racing write-back: the static race check sees it, and so does running it (2048 -> 128).
     text = ASSIGNMENT.read_text().replace("hazards_fail = true", "hazards_fail = false")

@@ -317,6 +317,7 @@ def test_a_job_that_fails_says_why(tmp_path):
 # ----------------------------------------------------------------------------------------- CLI
 
 
+@pytest.mark.usefixtures("kernels_only_in_the_sandbox")  # a hand-in's kernel: in the sandbox only
 def test_cli_bench_prints_json(tmp_path, capsys):
     prog = tmp_path / "mm_relu.py"
     prog.write_text(MM_RELU)

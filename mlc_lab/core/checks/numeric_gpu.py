@@ -117,7 +117,9 @@ def numeric_check(
     multiple of the tiles, and runs with the bounds checks TVM gives the loops there.
 
     A crash (an access far outside a buffer) or a hang costs the worker process and comes back as
-    the verdict ``crash`` / ``timeout``.
+    the verdict ``crash`` / ``timeout``. The kernel runs in the persistent worker: this is the
+    explorer's check of a student's own schedule; a hand-in's runs in the sandbox
+    (`numeric_check_sandboxed`).
 
     ``memory_mb``: the memory this process and everything it runs may hold while the check runs (an
     assignment's ``[numeric] memory_mb``, Gradescope's 768 MB by default): the kernel's CPU run gets
@@ -125,8 +127,134 @@ def numeric_check(
     thread blocks at once on Oclgrind, without Oclgrind's race detection last), or says it could not
     run and what it needs; ``timeout_s`` is its time."""
     from mlc_lab.core.worker import worker
-    from mlc_lab.tvm.measure import build as tbuild
 
+    setup = _setup(program_or_session, trace, sizes, shape_vars, func, guards)
+    if isinstance(setup, NumericResult):
+        return setup
+    budget = {"total_mb": memory_mb, "pids": _budget_pids(), "seconds": timeout_s} if memory_mb else None
+    try:
+        raw = worker().call("numeric_gpu", timeout=timeout_s, **setup.request(seed, rtol, atol, budget))
+    except MeasureError as exc:
+        return _failure(exc, setup.used, setup.shapes(), timeout_s)
+    return _result(raw, setup.used, rtol, atol, setup.against)
+
+
+def numeric_check_sandboxed(
+    program_or_session: Any,
+    trace: Any = None,
+    *,
+    sandbox: Any,
+    sizes: Any = None,
+    shape_vars: dict | None = None,
+    func: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    seed: int = 0,
+    rtol: float = 1e-3,
+    atol: float = 1e-3,
+    guards: bool = False,
+    memory_mb: float | None = None,
+) -> NumericResult:
+    """`numeric_check` of a hand-in: the same verdicts, but the kernel runs in the sandbox
+    (`mlc_lab.core.kernel_sandbox.run_opencl`, a `KernelSandbox`'s memory, `timeout_s` of wall
+    time): its OpenCL program is built here, the unscheduled program (the assignment's) runs here
+    for the expected numbers, and the kernel's outputs are compared here once its run is gone.
+    Raises `SandboxUnavailable` where the machine cannot sandbox (unless `sandbox.unsafe_same_user`).
+    With ``memory_mb`` (the numeric check's budget for everything the grader holds), the sandbox gets
+    what this process and ``MLC_LAB_BUDGET_PARENT`` leave of it, and the run fits itself into that."""
+    from dataclasses import replace
+
+    from mlc_lab.core import kernel_sandbox
+    from mlc_lab.model.wire import RequestFailure
+    from mlc_lab.tvm.checks import opencl
+
+    setup = _setup(program_or_session, trace, sizes, shape_vars, func, guards)
+    if isinstance(setup, NumericResult):
+        return setup
+    left = _memory_left(memory_mb)
+    box = replace(sandbox, wall_s=timeout_s)
+    budget = None
+    if left is not None:
+        box = replace(box, memory_mb=int(min(box.memory_mb, left)))
+        budget = {"memory_mb": box.memory_mb - 16, "seconds": timeout_s}  # 16 MB: the sandbox's own init
+
+    def run(prog: dict, arrays: dict) -> dict:
+        return fitting(lambda p: kernel_sandbox.run_opencl(p, arrays, box), prog, box.memory_mb)
+
+    try:
+        raw = opencl.numeric_gpu_compare(setup.request(seed, rtol, atol, budget), run)
+    except RequestFailure as exc:
+        failed = MeasureError(exc.message, kind=exc.kind, detail=exc.detail)
+        return _failure(failed, setup.used, setup.shapes(), timeout_s)
+    except kernel_sandbox.SandboxUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - what the worker answers as "internal": the numbers are not judged
+        failed = MeasureError(f"{type(exc).__name__}: {exc}".splitlines()[0][:500], kind="internal")
+        return _failure(failed, setup.used, setup.shapes(), timeout_s)
+    return _result(raw, setup.used, rtol, atol, setup.against)
+
+
+def fitting(call: Any, prog: dict, memory_mb: float) -> dict:
+    """``call(prog)`` (a sandboxed run of the kernel); a run stopped at its memory, by the sandbox or by
+    its own budget, runs once more without Oclgrind's race detection (about half the memory), and past
+    that too is ``could_not_run`` saying what it needs, never a crash."""
+    from mlc_lab.model.wire import RequestFailure
+
+    def over(exc: RequestFailure) -> bool:
+        return "memory limit" in exc.message or "the budget leaves" in exc.message
+
+    try:
+        return call(prog)
+    except RequestFailure as exc:
+        if not over(exc):
+            raise
+    quiet = {**prog, "budget": {**(prog.get("budget") or {}), "races": False}}
+    try:
+        ran = call(quiet)
+    except RequestFailure as exc:
+        if not over(exc):
+            raise
+        said = exc.message if "the budget leaves" in exc.message else ""
+        raise RequestFailure(
+            "could_not_run",
+            said or f"running this kernel on the CPU needs more than the {memory_mb:.0f} MB the budget leaves",
+        ) from None
+    ran.setdefault("fit", {})["note"] = "Oclgrind ran without its race detection, to fit the memory budget"
+    return ran
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What both runs are given: the programs at the size to run, and how they were sized."""
+
+    small: Any
+    scheduled: Any
+    func_name: str
+    used: dict
+    against: str
+
+    def request(self, seed: int, rtol: float, atol: float, budget: dict | None = None) -> dict:
+        from mlc_lab.tvm.measure import build as tbuild
+
+        out = {
+            "module": tbuild.module_to_text(self.scheduled),
+            "reference": tbuild.module_to_text(self.small),
+            "func_name": self.func_name,
+            "seed": seed,
+            "rtol": rtol,
+            "atol": atol,
+        }
+        if budget:
+            out["budget"] = budget
+        return out
+
+    def shapes(self) -> dict[str, list[int]]:
+        return _shapes(self.small, self.func_name)
+
+
+def _setup(
+    program_or_session: Any, trace: Any, sizes: Any, shape_vars: dict | None, func: str | None, guards: bool = False
+) -> Any:
+    """The `_Setup` of a check, or the could_not_run verdict when no size fits the schedule."""
     original, trace, func_name = _inputs(program_or_session, trace, func)
     given = dict(shape_vars or {})
     try:
@@ -134,25 +262,22 @@ def numeric_check(
     except _NoSizeFits as exc:
         return _not_run(f"the numbers were not checked: {exc}", {}, _shapes(original, func_name))
     used = {**{k: v for k, v in given.items() if isinstance(k, str)}, **used}
-    try:
-        raw = worker().call(
-            "numeric_gpu",
-            timeout=timeout_s,
-            module=tbuild.module_to_text(scheduled),
-            reference=tbuild.module_to_text(small),
-            func_name=func_name,
-            seed=seed,
-            rtol=rtol,
-            atol=atol,
-            budget={"total_mb": memory_mb, "pids": _budget_pids(), "seconds": timeout_s},
-        )
-    except MeasureError as exc:
-        return _failure(exc, used, _shapes(small, func_name), timeout_s)
     against = "the unscheduled program" if trace is not None else "the program with its thread loops run in order"
-    return _result(raw, used, rtol, atol, against)
+    return _Setup(small, scheduled, func_name, used, against)
 
 
 BUDGET_PARENT = "MLC_LAB_BUDGET_PARENT"  # the pid of a process that shares the budget (mlc-lab grade)
+
+
+def _memory_left(memory_mb: float | None) -> float | None:
+    """Of ``memory_mb``, what this process (with its children) and ``MLC_LAB_BUDGET_PARENT`` leave now
+    for one more process (at least 64 MB); None without a budget."""
+    if memory_mb is None:
+        return None
+    from mlc_lab.tvm.measure.opencl_fit import allowance
+
+    pids = _budget_pids()
+    return allowance(float(memory_mb), pids[0], tuple(pids[1:]))
 
 
 def _budget_pids() -> list[int]:

@@ -27,7 +27,6 @@ from mlc_lab.core.checks.numeric_gpu import (
     NumericResult,
     _inputs,
     _sizes_text,
-    numeric_check,
 )
 
 FAILING = ("mismatch", "crash", "timeout", "does_not_build")
@@ -41,10 +40,13 @@ def numeric_check_sizes(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     rtol: float = 1e-3,
     atol: float = 1e-3,
+    check: Any,
     **kw: Any,
 ) -> NumericResult:
-    """`numeric_check` at each size of the plan (``sizes``: the largest dimension at each run; None: the
-    default plan), within ``timeout_s`` for all of them; one verdict, the first that is not a match."""
+    """``check`` (`numeric_check` for a student's own schedule, or a hand-in's `numeric_check_sandboxed`,
+    named by the caller: a hand-in's kernel never runs outside the sandbox) at each size of the plan
+    (``sizes``: the largest dimension at each run; None: the default plan), within ``timeout_s`` for all
+    of them; one verdict, the first that is not a match."""
     from mlc_lab.tvm.checks import opencl
 
     started = time.monotonic()
@@ -64,9 +66,9 @@ def numeric_check_sizes(
                 f"not run at {_sizes_text(mapping)}: the time left of the check's {timeout_s:g} s cannot hold it"
             )
             continue
-        r = numeric_check(session, sizes=mapping, timeout_s=max(1.0, left), rtol=rtol, atol=atol, guards=guards, **kw)
+        r = check(session, sizes=mapping, timeout_s=max(1.0, left), rtol=rtol, atol=atol, guards=guards, **kw)
         if not runs and _over_budget(r):  # the first size does not fit: a smaller one may
-            r = _smaller(session, r, timeout_s - (time.monotonic() - started), rtol=rtol, atol=atol, **kw)
+            r = _smaller(session, r, timeout_s - (time.monotonic() - started), check=check, rtol=rtol, atol=atol, **kw)
         if runs and r.verdict == "does_not_build":  # at the program's size it builds: not the student's
             notes.append(f"not judged at {_sizes_text(r.sizes) or 'its own size'}: {r.message}")
             continue
@@ -82,7 +84,7 @@ def _over_budget(r: NumericResult) -> bool:
     return r.verdict == "could_not_run" and "the budget leaves" in r.message
 
 
-def _smaller(session: Any, r: NumericResult, left: float, **kw: Any) -> NumericResult:
+def _smaller(session: Any, r: NumericResult, left: float, check: Any, **kw: Any) -> NumericResult:
     """Half the size ``r`` ran at, while the tiles still divide it and it stays over its budget: the
     first run that fits, or ``r`` with what was tried."""
     from mlc_lab.core.checks.numeric_gpu import NumericCheckError
@@ -92,7 +94,7 @@ def _smaller(session: Any, r: NumericResult, left: float, **kw: Any) -> NumericR
         half = {d: v // 2 for d, v in tried.sizes.items()}
         started = time.monotonic()
         try:
-            tried = numeric_check(session, sizes=half, timeout_s=max(1.0, left), **kw)
+            tried = check(session, sizes=half, timeout_s=max(1.0, left), **kw)
         except NumericCheckError:  # the tiles do not divide it
             break
         left -= time.monotonic() - started

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -334,7 +334,15 @@ def predicate_count(mod: Any, func_name: str | None) -> int:
 def numeric_gpu_request(req: dict) -> dict:
     """The worker's "numeric_gpu" request: {"module", "reference", "func_name", "seed", "rtol",
     "atol"} (modules as `build.module_to_text`). Runs the scheduled module on pocl and the
-    reference on the CPU with LLVM, on the same random inputs; returns the comparison."""
+    reference on the CPU with LLVM, on the same random inputs; returns the comparison. The kernel
+    runs in a child of this process (`run_in_child`): the worker's, for a student's own schedule."""
+    return numeric_gpu_compare(req, run_in_child)
+
+
+def numeric_gpu_compare(req: dict, run: Callable[[dict, dict], dict]) -> dict:
+    """`numeric_gpu_request` with the kernel run by `run(program, arrays)` (a hand-in's:
+    `mlc_lab.core.kernel_sandbox.run_opencl`, in the sandbox); the OpenCL build, the reference and
+    the comparison happen in this process."""
     from mlc_lab.model.wire import RequestFailure
 
     t0 = time.perf_counter()
@@ -355,7 +363,7 @@ def numeric_gpu_request(req: dict) -> dict:
     inputs = tbuild.random_inputs(specs, int(req.get("seed", 0)))
     # The kernel first: a crash or a hang is then the kernel's, never the reference's.
     try:
-        ran = run_in_child(prog, {name: a for (name, _, _), a in zip(specs, inputs)})
+        ran = run(prog, {name: a for (name, _, _), a in zip(specs, inputs)})
     except OpenCLProgramError as exc:
         raise RequestFailure(exc.verdict, str(exc)) from None
     t_ran = time.perf_counter()

@@ -144,6 +144,8 @@ def run_opencl(prog: dict, arrays: dict[str, np.ndarray], oclgrind_log: str = ""
 
     t0 = time.perf_counter()
     budget = fit.Budget.of(prog)
+    if (prog.get("budget") or {}).get("races") is False:  # read by Oclgrind at this process's first context
+        os.environ["OCLGRIND_DATA_RACES"] = "0"
     too_big = fit.pocl_problem(prog)
     if too_big and forced_engine() == "pocl":
         raise OpenCLProgramError(f"pocl cannot run this kernel here: {too_big}")

@@ -79,6 +79,15 @@ def stage_kernel(
     }
 
 
+def device_of(module_text: str, func_name: str | None, target: Any) -> str:
+    """``"cpu"`` or ``"cuda"``: where `target` runs the program, once `build.check_runnable` has found
+    nothing that stops it there (its `MeasureFailure` otherwise); nothing is built."""
+    func_name, one = build.single_function_module(build.module_from_text(module_text), func_name)
+    tgt = build.resolve_target(target)
+    build.check_runnable(one, func_name, tgt)
+    return "cuda" if tgt.kind.name == "cuda" else "cpu"
+
+
 def unique_names(names: list[str]) -> list[str]:
     """The parameters' names, made distinct (a second ``A`` becomes ``A_1``): the keys of one ``.npz``."""
     out: list[str] = []

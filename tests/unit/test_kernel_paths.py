@@ -1,0 +1,100 @@
+"""No path from a hand-in to a run of its kernel skips the sandbox, read from the code (`kernel_paths`):
+the grader (grading/, the batch, Gradescope), the class server (classroom/, `class serve`) and the
+trace-file paths of `bench` and `check --numeric` never reach the persistent worker's operations
+that run generated code, nor `time_evaluator`, nor the OpenCL engine in their own process. A planted
+violation shows the reading finds one. The tests whose hand-ins' kernels run (test_grade's timing and
+numeric check, `bench --trace`, `check --numeric --trace`) also run under the fixture
+`kernels_only_in_the_sandbox` (tests/conftest.py), which fails them at run time on the same doors."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.kernel_paths import ENTRIES, Graph, load
+
+# A path the reading finds, allowed, and why. Each must still be found (else it is stale).
+ALLOWED = {
+    "tvm/measure/rpc.py:measure_remote": (
+        "`class serve --tracker`: the kernel runs on the class's measurement machines (TVM's RPC servers, "
+        "their processes), not on the class server; the measuring side's remote runner (issue 37) is to take it"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def graph() -> Graph:
+    return Graph(load())
+
+
+def _unallowed(paths: list[str]) -> list[str]:
+    return [p for p in paths if not any(f" -> {where} ->" in p for where in ALLOWED)]
+
+
+def test_no_path_from_a_hand_in_to_its_kernel_skips_the_sandbox(graph):
+    assert _unallowed(graph.paths()) == []
+    found = graph.paths()
+    for where in ALLOWED:
+        assert any(f" -> {where} ->" in p for p in found), f"allowed but no longer found (drop it): {where}"
+
+
+def test_the_reading_sees_the_sandboxed_paths_it_judges(graph):
+    """Not a vacuous pass: the entries resolve to the sandboxed runs, and the worker's doors are sinks."""
+    assert "mlc_lab.core.kernel_sandbox:measure" in graph.edges["mlc_lab.grading.grade:_time"]
+    assert "mlc_lab.core.checks.numeric_gpu:numeric_check_sandboxed" in graph.edges["mlc_lab.grading.grade:_numeric"]
+    assert "mlc_lab.core.kernel_sandbox:measure" in graph.edges["mlc_lab.classroom.grade_child:time_submission"]
+    assert "mlc_lab.core.kernel_sandbox:run_folder" in graph.edges["mlc_lab.core.kernel_sandbox:measure"]
+    for sink in (
+        "mlc_lab.core.measure:measure",
+        "mlc_lab.core.checks.numeric_gpu:numeric_check",
+        "mlc_lab.exercises:run_function",
+        "mlc_lab.tvm.measure:time_function",
+        "mlc_lab.tvm.measure.opencl_run:run_in_child",
+    ):
+        assert sink in graph.sinks
+    # the explorer's own checks keep the worker: a student's kernels on the student's machine
+    assert graph._chain("mlc_lab.core.session:Session.measure") is not None
+    assert set(ENTRIES) >= {"grading/", "classroom/", "_cli/grade.py", "_cli/bench.py", "_cli/check.py"}
+
+
+PLANTED = [
+    (  # the grader times the session as the explorer does
+        "grading/grade.py",
+        "\n\ndef _planted(session):\n    return session.measure('cpu', roofline=False)\n",
+        "grading/grade.py:_planted -> core/session.py:Session.measure -> core/measure.py:measure: "
+        "asks the persistent worker to 'measure'",
+    ),
+    (  # the class server's child builds and times in its own process
+        "classroom/grade_child.py",
+        "\n\ndef _planted(req):\n    from mlc_lab.tvm.measure import build\n\n    return build.measure_request(req)\n",
+        "classroom/grade_child.py:_planted -> tvm/measure/build.py:measure_request -> tvm/measure/__init__.py:timed"
+        " -> tvm/measure/__init__.py:time_function: calls time_evaluator",
+    ),
+    (  # the numeric check's worker request, called in the grader's process (its kernel in a plain child)
+        "grading/handin.py",
+        "\n\ndef _planted(req):\n    from mlc_lab.tvm.checks.opencl import numeric_gpu_request as check\n\n"
+        "    return check(req)\n",
+        "grading/handin.py:_planted -> tvm/checks/opencl.py:numeric_gpu_request -> "
+        "tvm/measure/opencl_run.py:run_in_child: the OpenCL engine, in a plain child",
+    ),
+    (  # bench --trace taking the worker's path
+        "_cli/bench.py",
+        None,
+        "_cli/bench.py:_measure_trace -> _cli/bench.py:_measure_own -> core/measure.py:measure: "
+        "asks the persistent worker to 'measure'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("module", "added", "path"), PLANTED, ids=[p[0] for p in PLANTED])
+def test_a_planted_violation_is_found_with_its_path(graph, module, added, path):
+    from tests.unit.kernel_paths import PACKAGE
+
+    text = (PACKAGE / module).read_text()
+    if added is None:
+        anchor = "    refuse_unless_sandboxed(args)\n    box = ks.KernelSandbox("
+        assert anchor in text
+        text = text.replace(anchor, "    return _measure_own(session, args)\n" + anchor)
+    else:
+        text += added
+    found = _unallowed(graph.replaced(module, text).paths())
+    assert any(p.startswith(path) for p in found), found
