@@ -170,18 +170,20 @@ def numeric_check_sandboxed(
     setup = _setup(program_or_session, trace, sizes, shape_vars, func, guards)
     if isinstance(setup, NumericResult):
         return setup
-    left = _memory_left(memory_mb)
     box = replace(sandbox, wall_s=timeout_s)
-    budget = None
-    if left is not None:
-        box = replace(box, memory_mb=int(min(box.memory_mb, left)))
-        budget = {"memory_mb": box.memory_mb - 16, "seconds": timeout_s}  # 16 MB: the sandbox's own init
 
     def run(prog: dict, arrays: dict) -> dict:
-        return fitting(lambda p: kernel_sandbox.run_opencl(p, arrays, box), prog, box.memory_mb)
+        # what the grader holds once the kernel is built, just before it runs: the rest is the run's
+        left, here, plan = _memory_left(memory_mb), box, prog
+        if left is not None:
+            here = replace(box, memory_mb=int(min(box.memory_mb, left)))
+            # 32 MB of it for the sandbox's own init and what the watcher's 5 ms let pass
+            plan = {**prog, "budget": {**(prog.get("budget") or {}), "memory_mb": here.memory_mb - 32}}
+            plan["budget"]["seconds"] = timeout_s
+        return fitting(lambda p: kernel_sandbox.run_opencl(p, arrays, here), plan, here.memory_mb)
 
     try:
-        raw = opencl.numeric_gpu_compare(setup.request(seed, rtol, atol, budget), run)
+        raw = opencl.numeric_gpu_compare(setup.request(seed, rtol, atol), run)
     except RequestFailure as exc:
         failed = MeasureError(exc.message, kind=exc.kind, detail=exc.detail)
         return _failure(failed, setup.used, setup.shapes(), timeout_s)
@@ -199,8 +201,15 @@ def fitting(call: Any, prog: dict, memory_mb: float) -> dict:
     that too is ``could_not_run`` saying what it needs, never a crash."""
     from mlc_lab.model.wire import RequestFailure
 
+    from mlc_lab.tvm.measure.opencl_fit import OVER
+
     def over(exc: RequestFailure) -> bool:
-        return "memory limit" in exc.message or "the budget leaves" in exc.message
+        return "memory limit" in exc.message or "the budget leaves" in exc.message or OVER in (exc.detail or "")
+
+    def said(exc: RequestFailure) -> str:
+        if OVER in (exc.detail or ""):
+            return exc.detail.split(OVER, 1)[1].splitlines()[0]
+        return exc.message if "the budget leaves" in exc.message else ""
 
     try:
         return call(prog)
@@ -213,11 +222,8 @@ def fitting(call: Any, prog: dict, memory_mb: float) -> dict:
     except RequestFailure as exc:
         if not over(exc):
             raise
-        said = exc.message if "the budget leaves" in exc.message else ""
-        raise RequestFailure(
-            "could_not_run",
-            said or f"running this kernel on the CPU needs more than the {memory_mb:.0f} MB the budget leaves",
-        ) from None
+        why = said(exc) or f"running this kernel on the CPU needs more than the {memory_mb:.0f} MB the budget leaves"
+        raise RequestFailure("could_not_run", why) from None
     ran.setdefault("fit", {})["note"] = "Oclgrind ran without its race detection, to fit the memory budget"
     return ran
 

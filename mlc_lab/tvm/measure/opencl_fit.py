@@ -52,10 +52,19 @@ class BudgetError(Exception):
         self.memory = memory
 
 
-# Set by the process that runs a kernel (``opencl_run``'s child): called with the sentence when this
-# process passes its memory budget while a chunk runs, to say so and end at once (a kernel cannot be
-# interrupted, and the process would otherwise be killed without a word).
-ON_OVER: Any = None
+OVER = "mlc_lab: past the memory budget: "  # what a run stopped by its watcher writes to stderr first
+
+
+def _say_and_end(sentence: str) -> None:
+    """The default of `ON_OVER`: the sentence on stderr after `OVER` (the sandbox hands stderr back), then
+    the end of this process: a kernel cannot be interrupted, and it would grow past the budget."""
+    os.write(2, (OVER + sentence + "\n").encode("utf-8", "replace"))
+    os._exit(3)
+
+
+# Called with the sentence when this process passes its memory budget while a kernel runs, to say so
+# and end at once; ``opencl_run``'s child writes it as its result instead.
+ON_OVER: Any = _say_and_end
 
 
 @dataclass(frozen=True)
