@@ -8,7 +8,8 @@ numeric check at its default sizes). Each hand-in (default: all 7 hand-ins in al
 alone by ``mlc-lab grade lab4.toml HAND-IN --gradescope --out results.json``, as Gradescope's
 ``run_autograder`` would, on the CPUs ``--cpus`` names (``taskset``). While it runs, the summed RSS of
 its whole process tree (the command, the judging child, the worker, the OpenCL run, the sandbox) is
-sampled every 20 ms, and the OpenCL run's alone. Prints per hand-in: its score against
+sampled every 20 ms (as proportional set sizes: a page shared counts once, as a container's limit
+counts it; the RSS sum, which counts a fork's pages twice, beside it), and the OpenCL run's alone. Prints per hand-in: its score against
 tests/labs/register_sgemm/expected.toml, the peak of the tree and of the numeric check's run, the
 seconds, the numeric verdict and engine; then the largest peak, whether every one fit the budget and
 every verdict was as expected, with the load average before and after (say it with any figure).
@@ -40,12 +41,15 @@ else:
 
 
 class _Peaks(threading.Thread):
-    """The peak summed RSS of a process tree, and of its OpenCL runs alone, sampled every 20 ms."""
+    """The peak memory of a process tree, and of its OpenCL runs alone, sampled every 20 ms: the sum of
+    each process's proportional set size (PSS: a page two processes share counts half in each, as a
+    container's memory limit counts it once; a fork, such as pocl's call of its linker, doubles an RSS
+    sum but not this), and the plain RSS sum beside it."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.root = psutil.Process(pid)
-        self.tree = self.opencl = 0
+        self.tree = self.opencl = self.tree_rss = 0
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -54,16 +58,22 @@ class _Peaks(threading.Thread):
                 procs = [self.root, *self.root.children(recursive=True)]
             except psutil.Error:
                 continue
-            total = opencl = 0
+            total = opencl = rss_total = 0
             for p in procs:
                 try:
                     rss = p.memory_info().rss
-                    total += rss
+                    try:
+                        pss = p.memory_full_info().pss
+                    except (psutil.AccessDenied, AttributeError):
+                        pss = rss
+                    total += pss
+                    rss_total += rss
                     if any("opencl_run" in part or "runside" in part for part in p.cmdline()):
-                        opencl += rss
+                        opencl += pss
                 except psutil.Error:
                     continue
             self.tree, self.opencl = max(self.tree, total), max(self.opencl, opencl)
+            self.tree_rss = max(self.tree_rss, rss_total)
 
 
 def grade_one(path: Path, cpus: str | None, env: dict) -> dict:
@@ -91,6 +101,7 @@ def grade_one(path: Path, cpus: str | None, env: dict) -> dict:
         "score": doc.get("score"),
         "seconds": round(seconds, 1),
         "tree_peak_mb": round(peaks.tree / 2**20),
+        "tree_peak_rss_sum_mb": round(peaks.tree_rss / 2**20),
         "opencl_peak_mb": round(peaks.opencl / 2**20),
         "numeric": numeric[:300],
         "returncode": proc.returncode,
@@ -124,6 +135,7 @@ def main() -> None:
         "hand_ins": len(rows),
         "as_expected": sum(r["score"] == r["expected"] for r in rows.values()),
         "largest_tree_peak_mb": peak,
+        "largest_tree_peak_rss_sum_mb": max(r["tree_peak_rss_sum_mb"] for r in rows.values()),
         "largest_opencl_peak_mb": max(r["opencl_peak_mb"] for r in rows.values()),
         "within_budget": peak <= args.budget_mb,
         "seconds_per_hand_in": {"min": min(seconds), "median": sorted(seconds)[len(seconds) // 2], "max": max(seconds)},
