@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mlc_lab's two entry points, each setting itself up from a fresh clone:
 #   ./run.sh lab    JupyterLab on the lecture notebooks (a working copy in .work/notebooks)
-#   ./run.sh test   the whole test suite: Python, widgets, JS, and real-browser JupyterLab tests
+#   ./run.sh test   the whole test suite: Python, widgets, JS, real-browser JupyterLab tests, a Slurm cluster
 # Needs only python3 (>= 3.11), node/npm and the package registries. Re-runs skip what is done.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -92,6 +92,7 @@ test_all() {
     setup_python
     setup_js
     bash scripts/install_browser.sh
+    bash scripts/install_slurm.sh  # Debian's Slurm and munge: the batch runner's tests start a one-node cluster
     # Types, lint and the import contract first (seconds; scripts/check.sh also runs alone); the
     # tests still run when a check fails, and the run fails at the end.
     local checks=ok

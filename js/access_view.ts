@@ -42,6 +42,11 @@ export class AccessViewWidget {
       onProgress: (cb) => this.rpc.listen("mlc-progress", (m) => cb(Number(m.done), Number(m.total))),
       saveState: (s) => this.save(s),
       exportHtml: () => void this.exportHtml(),
+      // the step shown (a step never changes); none for a plain program
+      stepKey: () => {
+        const step = model.get("current");
+        return step === null || step === undefined ? null : String(step);
+      },
     });
     this.picker = h("select", { class: "mlc-acc-picker", title: "the loop whose iterations are shown" }) as HTMLSelectElement;
     this.picker.addEventListener("change", () => {

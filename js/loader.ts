@@ -9,7 +9,7 @@
 // "needs a running kernel" instead of waiting for a reply that never comes (see lib/rpc.ts).
 
 import type { AnyModel } from "@anywidget/types";
-import { type OfflineHandler, kernelNotice, markKernel, setOfflineHandler } from "./lib/offline";
+import { type OfflineHandler, kernelLost, kernelNotice, markKernel, setOfflineHandler } from "./lib/offline";
 
 export interface FrontEndModule {
   widgets: Record<string, { render: (props: any) => unknown }>;
@@ -54,17 +54,38 @@ export function loadFrontEnd(frontEnd: AnyModel<any>): Loaded {
   return loaded;
 }
 
+interface Liveness {
+  live: () => boolean;
+  /** Call `lost` once when the kernel goes (ipywidgets' manager marks every model's comm dead when its
+   *  kernel restarts or shuts down); returns the unsubscription. */
+  watch: (lost: () => void) => () => void;
+}
+
 /** Whether the model behind a widget reference still has a kernel (a live comm) behind it. */
-async function liveness(model: any, ref: string): Promise<() => boolean> {
+async function liveness(model: any, ref: string): Promise<Liveness> {
   const manager = model.widget_manager;
   const id = ref.startsWith("anywidget:") ? ref.slice("anywidget:".length) : ref;
   try {
     const raw = await manager?.get_model?.(id);
-    if (raw && typeof raw.comm_live === "boolean") return () => raw.comm_live === true && !!raw.comm;
+    if (raw && typeof raw.comm_live === "boolean") {
+      const live = () => raw.comm_live === true && !!raw.comm;
+      const watch = (lost: () => void) => {
+        if (typeof raw.on !== "function") return () => {};
+        let was = live();
+        const check = () => {
+          const now = live();
+          if (was && !now) lost();
+          was = now;
+        };
+        raw.on("comm_live_update", check);
+        return () => raw.off?.("comm_live_update", check);
+      };
+      return { live, watch };
+    }
   } catch {
     /* fall through: a host without ipywidgets' manager (a static page sets liveness itself) */
   }
-  return () => true;
+  return { live: () => true, watch: () => () => {} };
 }
 
 async function render(props: { model: AnyModel<any>; el: HTMLElement; host?: any; experimental?: any }) {
@@ -74,7 +95,7 @@ async function render(props: { model: AnyModel<any>; el: HTMLElement; host?: any
   try {
     if (!ref || !host?.getModel) throw new Error("this page has no mlc_lab front end (anywidget >= 0.11 is needed)");
     const frontEnd = await host.getModel(ref);
-    const [mod, live] = await Promise.all([loadFrontEnd(frontEnd), liveness(model, ref)]);
+    const [mod, { live, watch }] = await Promise.all([loadFrontEnd(frontEnd), liveness(model, ref)]);
     const widget = mod.widgets[entry];
     if (!widget) throw new Error(`the front end has no view called "${entry}"`);
     markKernel(model, live);
@@ -82,7 +103,9 @@ async function render(props: { model: AnyModel<any>; el: HTMLElement; host?: any
     if (handler) setOfflineHandler(model, handler(model));
     const cleanup = await widget.render({ ...props, model });
     const notice = kernelNotice(model, el, live);
+    const unwatch = watch(() => kernelLost(model));
     return () => {
+      unwatch();
       notice();
       if (typeof cleanup === "function") cleanup();
     };

@@ -61,16 +61,31 @@ def _needed_models(state: dict[str, Any], roots: list[str]) -> dict[str, Any]:
 
 
 def execute(nb: Any, cwd: Path, timeout: int) -> None:
-    """Run a notebook in a fresh kernel, keeping the widget state (nbclient's store_widget_state)."""
+    """Run a notebook in a fresh kernel, keeping the widget state (nbclient's store_widget_state).
+
+    The kernel talks over local sockets in a private folder (ZeroMQ's ipc transport), not TCP: no
+    port on the machine carries the notebook's code and outputs in plain text, and the kernel has no
+    reason to print its warning that it does ("Kernel is running over TCP without encryption")."""
+    import tempfile
+
+    from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
-    NotebookClient(
-        nb,
-        timeout=timeout,
-        kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
-        store_widget_state=True,
-        resources={"metadata": {"path": str(cwd)}},
-    ).execute()
+    name = nb.metadata.get("kernelspec", {}).get("name", "python3")
+    with tempfile.TemporaryDirectory(prefix="mlc_lab_kernel_") as sockets:
+        km = KernelManager(kernel_name=name, transport="ipc", ip=str(Path(sockets) / "kernel"))
+        try:
+            NotebookClient(
+                nb,
+                km=km,
+                timeout=timeout,
+                kernel_name=name,
+                store_widget_state=True,
+                resources={"metadata": {"path": str(cwd)}},
+            ).execute()
+        finally:  # nbclient leaves a kernel it was given running: shut it down before the sockets go
+            if km.has_kernel:
+                km.shutdown_kernel(now=False)
 
 
 def _placeholder(model_id: str) -> str:

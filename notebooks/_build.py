@@ -19,7 +19,9 @@ HERE = Path(__file__).resolve().parent
 
 def build(name: str, cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    # As ipykernel's kernelspec names itself: JupyterLab writes the running kernel's spec into the
+    # notebook, and a different display name marked every lecture changed as soon as it was opened.
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
     nb.metadata["language_info"] = {"name": "python"}
     for pos, (kind, src) in enumerate(cells):
         src = src.strip("\n")
@@ -1426,7 +1428,9 @@ conflict-free: the 32 threads of a warp read 32 consecutive floats, one per bank
 `C = A @ B`, 1024×1024. The course's first GPU schedule: each thread computes an 8×8 tile of `C`
 in registers (`cache_write(..., "local")`), so every value of `A` and `B` it loads is used 8 times;
 a thread block of 8×8 threads covers a 64×64 tile. The function is the course's, in today's API
-(`get_sblock`); `session.run` records what it does as steps.
+(`get_sblock`); `session.run` records what it does as steps. `target="cuda"` makes the explorer a GPU
+one from step 0: its Checks tab judges the GPU's optimisations at every step, before the first bind
+too, and Measure times on the GPU (the toolbar's target menu switches both).
 """,
     ),
     (
@@ -1469,7 +1473,7 @@ def blocking(sch, tile_local_y, tile_local_x, tile_block_y, tile_block_x, tile_k
     return sch
 
 
-local = mlc_lab.explore(MATMUL)
+local = mlc_lab.explore(MATMUL, target="cuda")  # the GPU's checks from step 0, and Measure on the GPU
 local.session.run(lambda sch: blocking(sch, 8, 8, 8, 8, 4))
 blocked = local.session.current.id   # the cells below analyse this step, whatever you click meanwhile
 local
@@ -1555,7 +1559,7 @@ def blocking_with_shared(sch, tile_local_y, tile_local_x, tile_block_y, tile_blo
     return sch
 
 
-shared_mm = mlc_lab.explore(MATMUL)
+shared_mm = mlc_lab.explore(MATMUL, target="cuda")
 shared_mm.session.run(lambda sch: blocking_with_shared(sch, 8, 8, 8, 8, 8))
 shared_mm
 """,

@@ -2,7 +2,7 @@
 // the panel / standalone widget over a fake host with a stubbed canvas (jsdom has none).
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { AccessViewWidget, loopOptions } from "../access_view";
-import { FUTURE_LEVEL, OUTSIDE_LEVEL, PALETTE, VISITED_LEVEL, elementColor, hueColor, kindColor, mix, orderColor, packRGBA, trailLevel, trailSteps } from "../access/color";
+import { EMPTY_DARK, FUTURE_LEVEL, OUTSIDE_LEVEL, PALETTE, VISITED_LEVEL, elementColor, hueColor, kindColor, mix, orderColor, packRGBA, trailLevel, trailSteps } from "../access/color";
 import { type FootprintResult, bit, decodeFootprint, describeElement, gridOf, indexAt, kindsFromMasks, sliceMap, threadText, typedArray } from "../access/data";
 import { AccessPanel } from "../access/panel";
 import { RpcFailure } from "../lib/rpc";
@@ -391,7 +391,11 @@ describe("AccessPanel", () => {
     const host = fakeHost(new RpcFailure({ summary: "the access analysis cannot show loop i: function main has symbolic shapes m, n", type: "analysis", shape_vars: ["m", "n"] }));
     const panel = new AccessPanel(host);
     await panel.show("i");
-    expect(panel.el.querySelector(".mlc-acc-error")!.textContent).toContain("symbolic shapes m, n");
+    // a question, not a red error with a Python hint (shape_vars={...})
+    expect(panel.el.querySelector<HTMLElement>(".mlc-acc-error")!.hidden).toBe(true);
+    expect(panel.el.classList.contains("mlc-acc-has-error")).toBe(false);
+    expect(panel.el.querySelector(".mlc-acc-ask")!.textContent).toBe("This program's shapes are symbolic (m, n): give them values to draw the memory loop i touches.");
+    expect(panel.el.textContent).not.toContain("shape_vars");
     const fields = Array.from(panel.el.querySelectorAll<HTMLInputElement>(".mlc-acc-shape-var"));
     expect(fields.map((f) => f.dataset.var)).toEqual(["m", "n"]);
     const analyse = panel.el.querySelector<HTMLButtonElement>(".mlc-acc-shape-apply")!;
@@ -509,5 +513,109 @@ describe("the explorer's Memory panel", () => {
     expect(model.requests().at(-1)).toMatchObject({ method: "access_footprint", params: { loop: "C/j" } });
     if (typeof cleanup === "function") cleanup();
     el.remove();
+  });
+});
+
+describe("the panel while a new loop is analysed, and answers it keeps", () => {
+  /** A host whose answers wait until `release()`, keyed by step. */
+  function slowHost() {
+    const host = {
+      step: "1" as string | null,
+      calls: [] as Array<{ method: string; params: any }>,
+      pending: [] as Array<() => void>,
+      request(method: string, params: any = {}): Promise<any> {
+        host.calls.push({ method, params });
+        const answer = method === "access_footprint" ? { result: { ...payload(), loop: { ...payload().loop, name: params.loop, ref: params.loop } } as any, buffers: rawBuffers().map((b) => new DataView(b.buffer)) } : { result: { warp: 0, threads: [0, 31], launch: {}, accesses: [] }, buffers: [] };
+        return new Promise((resolve) => host.pending.push(() => resolve(answer)));
+      },
+      release() {
+        for (const go of host.pending.splice(0)) go();
+      },
+      stepKey: () => host.step,
+    };
+    return host;
+  }
+  const footprints = (host: ReturnType<typeof slowHost>) => host.calls.filter((c) => c.method === "access_footprint").map((c) => c.params.loop);
+
+  it("names the loop it analyses and greys the previous loop's picture until the answer comes", async () => {
+    // Before: the head kept the previous loop's name and picture for the whole analysis (21 s under load).
+    const host = slowHost();
+    const panel = new AccessPanel(host as any);
+    const first = panel.show("j_1");
+    await tick();
+    host.release();
+    await first;
+    expect(panel.el.querySelector(".mlc-acc-head")!.textContent).toContain("Memory touched by loop j_1");
+    const next = panel.show("k");
+    await tick();
+    const head = panel.el.querySelector(".mlc-acc-head")!.textContent!;
+    expect(head).toContain("Analysing loop k…");
+    expect(head).toContain("below: loop j_1, until it answers");
+    expect(panel.el.classList.contains("mlc-acc-stale")).toBe(true);
+    expect(panel.el.querySelectorAll(".mlc-acc-card").length).toBe(2); // the old picture, greyed
+    host.release();
+    await next;
+    expect(panel.el.classList.contains("mlc-acc-stale")).toBe(false);
+    expect(panel.el.querySelector(".mlc-acc-head")!.textContent).toContain("Memory touched by loop k");
+  });
+
+  it("keeps answers per (step, loop): a loop analysed before at this step is drawn again without asking", async () => {
+    const host = slowHost();
+    const panel = new AccessPanel(host as any);
+    for (const loop of ["j_1", "k"]) {
+      const p = panel.show(loop);
+      await tick();
+      host.release();
+      await p;
+    }
+    expect(footprints(host)).toEqual(["j_1", "k"]);
+    await panel.show("j_1"); // seconds later, the same loop at the same step: no request
+    expect(footprints(host)).toEqual(["j_1", "k"]);
+    expect(panel.el.querySelector(".mlc-acc-head")!.textContent).toContain("Memory touched by loop j_1");
+    host.step = "2"; // another step: its own answer
+    const p = panel.show("j_1", undefined, true);
+    await tick();
+    expect(footprints(host)).toEqual(["j_1", "k", "j_1"]);
+    host.release();
+    await p;
+    host.step = "1"; // back (an undo): kept
+    await panel.show("k", undefined, true);
+    expect(footprints(host)).toEqual(["j_1", "k", "j_1"]);
+  });
+
+  it("keeps nothing when the host names no step (a plain program)", async () => {
+    const host = slowHost();
+    host.step = null;
+    const panel = new AccessPanel(host as any);
+    for (const loop of ["j_1", "k", "j_1"]) {
+      const p = panel.show(loop);
+      await tick();
+      host.release();
+      await p;
+    }
+    expect(footprints(host)).toEqual(["j_1", "k", "j_1"]);
+  });
+
+  it("draws untouched elements dark on a dark theme (they were white boxes)", async () => {
+    document.body.dataset.jpThemeLight = "false";
+    try {
+      const panel = new AccessPanel(fakeHost());
+      await panel.show("j_1");
+      expect(px(panel.pixels("A"), 3)).toEqual(EMPTY_DARK);
+      expect(px(panel.pixels("A"), 0)).toEqual(PALETTE.read);
+    } finally {
+      delete document.body.dataset.jpThemeLight;
+    }
+    const light = new AccessPanel(fakeHost());
+    await light.show("j_1");
+    expect(px(light.pixels("A"), 3)).toEqual(PALETTE.empty);
+  });
+
+  it("says what a step is", async () => {
+    const panel = new AccessPanel(fakeHost());
+    await panel.show("j_1");
+    const steps = panel.el.querySelector<HTMLElement>(".mlc-acc-steps")!;
+    expect(steps.textContent).toBe(" · 3 steps (runs of its body, in order)");
+    expect(steps.title).toContain("one run of the loop's body");
   });
 });

@@ -3,7 +3,7 @@
 // the explorer view with a fake model as Python would set its traits.
 import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
-import { type StepChecks, checksBadge, evidenceText, hazardMark, pathAfter, taskPoints, taskVerdicts } from "../checks/panel";
+import { type StepChecks, checksBadge, evidenceText, hazardMark, pathAfter, taskCosts, taskPoints, taskVerdicts } from "../checks/panel";
 import { markKernel, recordKey } from "../lib/offline";
 import { fakeModel, render, tick } from "./fixtures";
 
@@ -234,6 +234,19 @@ describe("checks helpers", () => {
     expect(pathAfter(steps, 1, 1)).toEqual([]);
     expect(pathAfter(steps, 1, 3)).toBeNull();
   });
+  it("a check that does not apply is left out of the count: 5/5, not 5/6", () => {
+    const line = (name: string, ok: boolean, verdict: "pass" | "fail" | "unjudged", reason?: string) => ({ name, title: name, ok, verdict, message: "", where: null, evidence: reason ? { reason } : {} });
+    const rep = {
+      step: 9,
+      target: "cuda" as const,
+      checks: [...["a", "b", "c", "d", "e"].map((n) => line(n, true, "pass")), line("epilogue_fusion", false, "unjudged", "does not apply")],
+      hazards: [],
+    };
+    expect(checksBadge(rep)).toMatchObject({ passed: 5, total: 5, na: 1, warn: false });
+    // not judged yet (it will be, after the next steps) still counts: the step can still earn it
+    const later = { ...rep, checks: [...rep.checks.slice(0, 4), line("cooperative_fetching", false, "unjudged", "not judged yet"), rep.checks[5]] };
+    expect(checksBadge(later)).toMatchObject({ passed: 4, total: 5, na: 1 });
+  });
   it("a step-0 report counts no failure; a later one does", () => {
     expect(checksBadge(report(0, false))).toMatchObject({ passed: 1, total: 2, failed: 0, warn: false });
     expect(checksBadge(report(1, false))).toMatchObject({ passed: 1, total: 2, failed: 1, warn: true });
@@ -254,5 +267,24 @@ describe("checks helpers", () => {
     expect(first.map((t) => t.state)).not.toContain("fail");
     // without the grader's verdicts, the checks decide and the points are the task's
     expect(taskPoints(setup.tasks[0], null)).toBe(" (5 pts)");
+  });
+  it("under a task at 0 points whose checks all pass, a line says what cost the points", async () => {
+    const race = "race: threads 0 and 1 write A[0] with different values";
+    const tasks = [
+      { name: "par", title: "Parallel", passed: false, points: 0, max_points: 5, messages: [race] },
+      { name: "vec", title: "Vector", passed: true, points: 5, max_points: 5, messages: ["Y/j_1 is vectorized 4 wide"] },
+    ];
+    const setup = { ...SETUP, tasks: [{ title: "Parallel", checks: ["parallel"], points: 5 }, { title: "Vector", checks: ["vectorize"], points: 5 }] };
+    await mount({ checks_setup: setup, checks: report(1, true, { tasks }) });
+    const [par, vec] = $$(".mlc-task");
+    expect(par.querySelector(".mlc-task-title")!.textContent).toContain("(0/5 pts)");
+    expect([...par.querySelectorAll(".mlc-check")].map((c) => c.querySelector(".mlc-check-mark")!.textContent)).toEqual(["✓"]);
+    const cost = par.querySelector<HTMLElement>(".mlc-task-cost")!;
+    expect(cost.textContent).toBe(`✗cost the points${race}`); // on the page, not only on hover
+    expect(vec.querySelector(".mlc-task-cost")).toBeNull();
+    // a check's own failure is its ✗ line already: not said twice
+    const failing = report(1, false).checks![0];
+    expect(taskCosts({ ...tasks[0], messages: [failing.message, race] }, [failing])).toEqual([race]);
+    expect(taskCosts({ ...tasks[1] }, [])).toEqual([]);
   });
 });

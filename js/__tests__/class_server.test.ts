@@ -241,7 +241,7 @@ describe("the teacher's dashboard", () => {
         ],
         min: 0.1455, median: 0.1465, max: 0.2928,
       },
-      refused: [{ id: 7, name: "eve", message: "lab.py: the trace is refused: line 1 calls __import__", at: 0 }],
+      refused: [{ id: 7, name: "Eve E (eve)", pseudonym: "student 5", kind: "attack", why: "calls __import__", file: "lab.py", message: "lab.py: the trace is refused: line 1 calls __import__", at: 0 }],
     };
     const board: Board = {
       ...BOARD,
@@ -276,8 +276,38 @@ describe("the teacher's dashboard", () => {
     expect(board_rows[2].querySelector(".mlc-board-latency")!.textContent).toBe("292.8 µs ± 1.0 µs ⚠ busy machine, load 2.1");
     // the refused hand-in, flagged above the failures
     const refused = el.querySelector<HTMLElement>(".mlc-sec-refused")!;
-    expect(refused.querySelector("h4")!.textContent).toContain("Refused hand-ins (1)");
+    expect(refused.querySelector("h4")!.textContent).toContain("Refused hand-ins (1, 1 attack)");
     expect(refused.querySelector(".mlc-refused-row")!.textContent).toContain("__import__");
     expect(refused.compareDocumentPosition(el.querySelector(".mlc-sec-failures")!) & Node.DOCUMENT_POSITION_FOLLOWING).toBeTruthy();
+  });
+
+  it("tells an attack from an honest mistake in the refused list, names the student and the pseudonym the class sees", () => {
+    const summary: Summary = {
+      ...SUMMARY,
+      refused: [
+        { id: 9, name: "Bo Kim (bo02)", pseudonym: "student 2", kind: "mistake", why: "", file: "step 3", message: "step 3: the trace is refused: line 4: `splitt` is not a schedule primitive", at: 2 },
+        { id: 8, name: "Mal Ory (mal)", pseudonym: "owl", kind: "attack", why: "calls __import__", file: "lab1.py", message: "lab1.py: the trace is refused: line 5: only methods of `sch` may be called", at: 1 },
+      ],
+    };
+    const model = polledModel({ summary, board: BOARD });
+    const el = document.createElement("div");
+    cleanups.push(class_dashboard.render({ model: model as any, el } as any) as any);
+    const section = el.querySelector<HTMLElement>(".mlc-sec-refused")!;
+    expect(section.classList.contains("mlc-has-attacks")).toBe(true);
+    expect(section.querySelector("h4")!.textContent).toBe("⚠ Refused hand-ins (2, 1 attack): look at these");
+    expect([...section.querySelectorAll("th")].map((t) => t.textContent)).toEqual(["Student", "What it was", "Hand-in", "Why the grader refused it"]);
+    const rows = [...section.querySelectorAll<HTMLElement>(".mlc-refused-row")];
+    // attacks first; each row says which it was, in words
+    expect(rows.map((r) => [r.dataset.kind, r.querySelector(".mlc-refused-kind")!.textContent])).toEqual([
+      ["attack", "⚠ attack: calls __import__"],
+      ["mistake", "a mistake"],
+    ]);
+    expect(rows[0].querySelector("td")!.textContent).toBe("Mal Ory (mal) · owl");
+    expect(rows[1].children[2].textContent).toBe("#9 step 3"); // the hand-in's name as the student sent it
+    expect(el.querySelector(".mlc-stuck-table th")!.textContent).toBe("Student");
+    model.set("summary", { ...summary, refused: [summary.refused![0]] });
+    const only = el.querySelector<HTMLElement>(".mlc-sec-refused")!;
+    expect(only.classList.contains("mlc-has-attacks")).toBe(false);
+    expect(only.querySelector("h4")!.textContent).toBe("Refused hand-ins (1): honest mistakes");
   });
 });

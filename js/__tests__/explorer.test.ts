@@ -30,14 +30,14 @@ afterEach(() => {
 });
 
 describe("explorer view", () => {
-  it("renders the loop nest, the code and the history; JupyterLab shortcuts are suppressed", () => {
+  it("renders the loop nest, the code and the history; JupyterLab's chords are not suppressed", () => {
     expect($$(".mlc-row").length).toBe(8);
     expect(row("loop", "Y/i").textContent).toContain("128");
     expect($(".mlc-row[data-name='Y'] .mlc-iter-reduce")?.textContent).toBe("R");
     expect($(".mlc-row[data-name='Y'] .mlc-init")).not.toBeNull();
     expect($(".mlc-code-main .cm-content")?.textContent).toContain("line 1");
     expect($$(".mlc-hrow").length).toBe(1);
-    expect($(".mlc-explorer")?.getAttribute("data-lm-suppress-shortcuts")).toBe("true");
+    expect($(".mlc-explorer")?.hasAttribute("data-lm-suppress-shortcuts")).toBe(false);
     expect(($(".mlc-undo") as HTMLButtonElement).disabled).toBe(true);
   });
 

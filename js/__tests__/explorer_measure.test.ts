@@ -150,6 +150,28 @@ describe("explorer with measurements", () => {
     expect($(".mlc-banner .mlc-error-summary")?.textContent).toBe("measure on cuda: no CUDA GPU found; you can still build");
   });
 
+  it("a measurement has a Cancel; a cancelled one leaves no banner and the step unmeasured", async () => {
+    const model = await mount({ history: steps, step: { id: 1, parent: 0 }, measurements: {}, measuring: {} });
+    expect($(".mlc-measure-cancel")!.hidden).toBe(true);
+    ($(".mlc-measure") as HTMLButtonElement).click();
+    model.set("measuring", { step: 1, target: "cpu" });
+    await tick();
+    const cancel = $(".mlc-measure-cancel") as HTMLButtonElement;
+    expect(cancel.hidden).toBe(false);
+    cancel.click();
+    expect(model.requests().at(-1)!.method).toBe("measure_cancel");
+    model.reply({});
+    // Python stops the worker, clears `measuring` and answers the measure request "cancelled"
+    model.set("measuring", {});
+    const measureReq = model.requests().find((r: { method: string }) => r.method === "measure")!;
+    model.emit({ kind: "mlc-response", id: measureReq.id, ok: false, error: { summary: "the measurement of step 1 was cancelled", type: "cancelled" } });
+    await tick();
+    expect(cancel.hidden).toBe(true);
+    expect(($(".mlc-measure") as HTMLButtonElement).disabled).toBe(false);
+    expect($(".mlc-banner")!.hidden).toBe(true);
+    expect($('.mlc-hrow[data-step="1"] .mlc-hmeasuring')).toBeNull();
+  });
+
   it("the CUDA view asks for the step's kernels and shows source and facts, or the unbound loops", async () => {
     const model = await mount({ history: steps, step: { id: 0, parent: null }, measurements: {}, measuring: {} });
     const sel = $(".mlc-diff-mode") as HTMLSelectElement;

@@ -280,3 +280,48 @@ describe("strips and untouched buffers", () => {
     expect(panel.el.querySelector('.mlc-acc-card[data-buffer="R"] .mlc-acc-untouched-note')).toBeNull();
   });
 });
+
+describe("one word for how a large buffer is drawn", () => {
+  /** A 1024 x 1024 buffer sent pooled 4 x 4 (a 256 x 256 crop), every block touched. */
+  function bigHost() {
+    const n = 256 * 256;
+    return {
+      async request(method: string) {
+        if (method !== "access_footprint") return { result: { warp: 0, threads: [], launch: {}, accesses: [] } as any, buffers: [] };
+        const result: FootprintResult = {
+          loop: { name: "i", ref: "i", extent: 1024, min: 0, thread: null, loop_kind: "serial" },
+          enclosing: [],
+          at: {},
+          steps: 1024 ** 3,
+          gpu: false,
+          launch: {},
+          buffers: [
+            {
+              buffer: "A", shape: [1024, 1024], dtype: "float32", scope: "global", itemsize: 4, distinct: 1024 * 1024, accesses: 1024 ** 3, n_reads: 1024 ** 3, n_writes: 0,
+              reuse: 1024, cache_lines: 65536, bounds: [[0, 1023], [0, 1023]], strides: { i: 1024 }, crop: { offset: [0, 0], shape: [256, 256], pool: [4, 4] },
+              arrays: { reads: { buffer: 0, dtype: "bits", size: n, nbytes: n / 8 }, writes: { buffer: 1, dtype: "bits", size: n, nbytes: n / 8 }, first_touch: { buffer: 2, dtype: "int32", size: n, nbytes: 4 * n } },
+            },
+          ],
+        };
+        const first = new Int32Array(n).map((_, i) => i);
+        const bufs = [packbits(new Array(n).fill(1)), packbits(new Array(n).fill(0)), new Uint8Array(first.buffer)];
+        return { result: result as any, buffers: bufs.map((b) => new DataView(b.buffer)) };
+      },
+    };
+  }
+
+  it("the head and the hover say the same block per pixel: the coarser of the data's pooling and the drawing's", async () => {
+    // Before: the head said "one cell per 4×4 elements" (the data's pooling) while the hover said
+    // "one pixel: 21×21 elements" (the drawing's); and "steps" were not explained.
+    const panel = new AccessPanel({ ...bigHost(), maxPx: 200 } as any);
+    await panel.show("i");
+    const head = panel.el.querySelector(".mlc-acc-head")!.textContent!;
+    expect(head).toContain("drawn pooled: one pixel per 6×6 elements"); // 1024 on 200 pixels: 6 a side
+    expect(panel.el.querySelector<HTMLElement>(".mlc-acc-pooled")!.title).toContain("figures (distinct elements, cache lines, reuse, strides) are exact");
+    expect(head).toContain("1,073,741,824 steps (runs of its body, in order)");
+    const canvas = panel.el.querySelector<HTMLCanvasElement>("canvas.mlc-acc-canvas")!;
+    canvas.getBoundingClientRect = () => ({ left: 0, top: 0, width: 200, height: 200, right: 200, bottom: 200, x: 0, y: 0, toJSON: () => ({}) });
+    canvas.dispatchEvent(new MouseEvent("mousemove", { clientX: 10, clientY: 10 }));
+    expect(panel.el.querySelector(".mlc-acc-tip")!.textContent).toContain("(one pixel: 6×6 elements, its earliest touch)");
+  });
+});

@@ -3,7 +3,7 @@
 // explorer stepping through its recorded steps, and a plain refusal for what needs Python.
 import { describe, expect, it } from "vitest";
 import { explorerOffline } from "../explorer/offline";
-import { NEEDS_KERNEL, canonicalJson, kernelNotice, markKernel, recordKey, setOfflineHandler } from "../lib/offline";
+import { KERNEL_LOST, NEEDS_KERNEL, canonicalJson, kernelLost, kernelNotice, markKernel, recordKey, setOfflineHandler } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import { SavedWidgets, type SavedState } from "../lib/saved";
 import recordKeys from "../../tests/fixtures/record_keys.json";
@@ -184,6 +184,45 @@ describe("a view whose kernel went away after it was drawn (a restart)", () => {
     expect(banner.textContent).toBe('"goto" needs a running kernel: the kernel behind this view was restarted or shut down. Re-run the notebook cell that made it to apply, measure or tune.');
     cleanup();
     expect(el.querySelector(".mlc-offline-banner")).toBeNull();
+  });
+
+  it("says at once that the kernel went, and fails the requests in flight with how to go on", async () => {
+    let alive = true;
+    const model = { get: () => undefined, send: () => {}, on: () => {}, off: () => {} };
+    markKernel(model, () => alive);
+    const el = document.createElement("div");
+    kernelNotice(model, el, () => alive);
+    const rpc = new Rpc(model as never, 0); // no time-out: before, a measurement in flight waited for good
+    const inFlight = rpc.request("measure", { step: 1 }).catch((e: unknown) => e);
+    expect(rpc.inFlight).toBe(1);
+    alive = false;
+    kernelLost(model); // what the loader does when ipywidgets marks the comm dead (a restart)
+    const failure = (await inFlight) as RpcFailure;
+    expect(failure).toBeInstanceOf(RpcFailure);
+    expect(failure.error).toEqual({ summary: KERNEL_LOST, type: "no_kernel" });
+    expect(rpc.inFlight).toBe(0);
+    const banner = el.querySelector<HTMLElement>(".mlc-offline-banner")!; // before any click
+    expect(banner.textContent).toBe(KERNEL_LOST);
+    expect(KERNEL_LOST).toContain("restarted or shut down");
+    expect(KERNEL_LOST).toContain("Re-run the notebook cell that made it");
+  });
+
+  it("an explorer measuring when its kernel goes no longer says measuring…", async () => {
+    const { default: widget } = await import("../explorer");
+    const { fakeModel, render, tick } = await import("./fixtures");
+    let live = true;
+    const model = fakeModel({ measuring: { step: 0, target: "cpu" } });
+    markKernel(model, () => live);
+    const view = await render(widget, model);
+    await tick();
+    expect(view.el.querySelector(".mlc-hmeasuring")).not.toBeNull();
+    expect((view.el.querySelector(".mlc-measure") as HTMLButtonElement).disabled).toBe(true);
+    live = false;
+    kernelLost(model);
+    await tick();
+    expect(view.el.querySelector(".mlc-hmeasuring")).toBeNull();
+    expect((view.el.querySelector(".mlc-measure") as HTMLButtonElement).disabled).toBe(false);
+    view.dispose();
   });
 
   it("a view drawn without a kernel says it is a saved view at once", () => {

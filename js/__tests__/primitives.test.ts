@@ -130,6 +130,16 @@ describe("split factors", () => {
     expect(checkFactors(null, [null, 4]).ok).toBe(true);
   });
 
+  it("refuses a factor larger than the loop, or past a 32-bit extent, before the kernel sees it", () => {
+    // Before: 99999999999999999999 reached TVM (an FFI type error about a BigInt) and 256 on a loop of
+    // 128 was applied without a word (an outer loop of one iteration, half the inner one skipped).
+    expect(checkFactors(128, [null, 256])).toEqual({ ok: false, message: "The factor 256 is larger than the loop (128 iterations): use at most 128." });
+    expect(checkFactors(128, [200, null]).ok).toBe(false);
+    expect(checkFactors(128, [null, 128]).ok).toBe(true);
+    expect(checkFactors(128, [null, 99999999999999999999])).toEqual({ ok: false, message: "A factor is at most 2,147,483,647 (a loop's extent is a 32-bit integer)." });
+    expect(checkFactors(null, [null, 2 ** 31]).ok).toBe(false); // a symbolic extent too
+  });
+
   it("presets are the divisors left for a position", () => {
     expect(presetsFor(128, [null, 4], 0)).toEqual([1, 2, 4, 8, 16, 32]);
     expect(presetsFor(128, [null, null], 1)).toEqual(divisors(128));

@@ -312,6 +312,40 @@ describe("dashboard view", () => {
     expect($(".mlc-t-fill")!.dataset.status).toBe("failed");
   });
 
+  it("says nothing of machines elsewhere for a local run", () => {
+    expect($(".mlc-t-machines")!.hidden).toBe(true);
+  });
+
+  it("lists where each batch round ran and how long it waited, and opens itself on a problem", async () => {
+    model.set("machines", {
+      via: "by Slurm: each round a job",
+      lines: [{ text: "round 1: Slurm job 7 on node3, waited 1.0 s, ran 5.0 s, 16 measured", problem: false }],
+    });
+    await frame();
+    const box = $(".mlc-t-machines") as HTMLDetailsElement;
+    expect(box.hidden).toBe(false);
+    expect($(".mlc-t-machines-head")!.textContent).toBe("Measured by Slurm: each round a job");
+    expect($$(".mlc-t-machines-list li").map((li) => li.textContent)).toEqual([
+      "round 1: Slurm job 7 on node3, waited 1.0 s, ran 5.0 s, 16 measured",
+    ]);
+    expect(box.open).toBe(false);
+    model.set("machines", {
+      via: "on the servers of the RPC tracker 10.0.0.1:9190 (key 'gpu'), 3 at once",
+      lines: [{ text: "10.0.0.5:9090 hung (it did not answer for 75 s): left out of this job", problem: true }],
+    });
+    await frame();
+    expect($(".mlc-t-machines-head")!.textContent).toContain("· 1 problem");
+    expect($(".mlc-t-machines-list li.mlc-t-problem")!.textContent).toContain("left out of this job");
+    expect(box.open).toBe(true);
+  });
+
+  it("a trial measured elsewhere says where and after how long a wait", async () => {
+    model.set("selected", 3);
+    model.set("detail", { trial: 3, ok: true, latency_s: 1e-4, best_trial: 3, trace: "t", where: "Slurm job 7 on node3", waited_s: 2.5 });
+    await frame();
+    expect($(".mlc-t-facts")!.textContent).toContain("on Slurm job 7 on node3, after waiting 2.5 s");
+  });
+
   it("cleans up: listeners removed, plot purged", () => {
     view.dispose();
     expect(plotly.purge).toHaveBeenCalled();
@@ -339,7 +373,7 @@ describe("keys in a notebook", () => {
     const record = (ev: KeyboardEvent) => seen.push(`${ev.ctrlKey ? "Ctrl+" : ""}${ev.key}`);
     document.addEventListener("keydown", record);
     const root = view.el.querySelector<HTMLElement>(".mlc-tuning")!;
-    expect(root.getAttribute("data-lm-suppress-shortcuts")).toBe("true");
+    expect(root.hasAttribute("data-lm-suppress-shortcuts")).toBe(false);
     const target = root.querySelector<HTMLElement>("button") ?? root;
     for (const key of ["ArrowDown", "a", "b", "Enter"]) target.dispatchEvent(new KeyboardEvent("keydown", { key, bubbles: true }));
     target.dispatchEvent(new KeyboardEvent("keydown", { key: "s", ctrlKey: true, bubbles: true }));

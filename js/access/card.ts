@@ -2,7 +2,11 @@
 // statistics table, and painting a frame (the touched pixels, gathered once per slice and focus).
 
 import { h } from "../lib/dom";
-import { FUTURE_LEVEL, OUTSIDE_LEVEL, PALETTE, VISITED_LEVEL, trailSteps } from "./color";
+import { FUTURE_LEVEL, OUTSIDE_LEVEL, type RGB, VISITED_LEVEL, emptyColor, trailSteps } from "./color";
+import { isDarkTheme } from "../lib/theme";
+
+/** Untouched elements' colour on the page the card is drawn in (light or dark theme). */
+export const emptyOf = (card: { canvas: HTMLCanvasElement }): RGB => emptyColor(isDarkTheme(card.canvas.ownerDocument ?? document));
 import { type DecodedBuffer, type Footprint, READABLE_CELL_PX, type SliceMap, sliceMap } from "./data";
 
 export interface Card {
@@ -103,7 +107,7 @@ export function drawMini(card: Card): void {
   if (ctx) {
     const img = ctx.createImageData(whole.cols, whole.rows);
     const u32 = new Uint32Array(img.data.buffer);
-    const [er, eg, eb] = PALETTE.empty;
+    const [er, eg, eb] = emptyOf(card);
     const [tr, tg, tb] = [90, 90, 100];
     for (let p = 0; p < whole.map.length; p++) {
       const hit = whole.map[p] >= 0;
@@ -190,7 +194,7 @@ function gather(card: Card, warp: number, blk: number): Gathered {
   card.gathered = { pos, first, base, minFt, maxFt, box, lastKey: null };
   card.fresh = true; // the whole image must be put once
   // untouched pixels, once
-  const [er, eg, eb] = PALETTE.empty;
+  const [er, eg, eb] = emptyOf(card);
   if (card.u32) card.u32.fill(((0xff << 24) | (eb << 16) | (eg << 8) | er) >>> 0);
   return card.gathered;
 }
@@ -207,7 +211,7 @@ export function paint(card: Card, steps: number, state: { time: number; warp: nu
   if (key === g.lastKey) return;
   g.lastKey = key;
   const u32 = card.u32;
-  const [er, eg, eb] = PALETTE.empty;
+  const [er, eg, eb] = emptyOf(card);
   const { pos, first, base } = g;
   const span = 1 - VISITED_LEVEL;
   for (let k = 0; k < pos.length; k++) {
@@ -233,3 +237,15 @@ export function paint(card: Card, steps: number, state: { time: number; warp: nu
     card.fresh = false;
   }
 }
+
+/** The elements one pixel of a heatmap stands for, rows × columns: the drawing's pooling (a box larger
+ *  than the picture) or the data's own (a crop sent pooled), whichever is coarser. */
+export function pixelBlock(card: Pick<Card, "buf" | "slice">): [number, number] {
+  const pool = card.buf.crop.pool ?? [];
+  const nd = card.buf.shape.length;
+  const rows = nd >= 2 ? Math.max(card.slice.f, pool[nd - 2] ?? 1) : 1;
+  const cols = nd >= 1 ? Math.max(card.slice.f, pool[nd - 1] ?? 1) : 1;
+  return [rows, cols];
+}
+
+export const blockText = ([rows, cols]: [number, number]): string => (rows > 1 ? `${rows}×${cols}` : String(cols));

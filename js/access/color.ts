@@ -12,6 +12,15 @@ export const PALETTE = {
   both: [128, 60, 170] as RGB,
 };
 
+/** What an untouched element is drawn in on a dark theme (PALETTE.empty is the light theme's): the
+ *  light grey made every heatmap a white box on JupyterLab Dark. */
+export const EMPTY_DARK: RGB = [46, 50, 57];
+
+/** The colour of untouched elements on a light or a dark page. */
+export function emptyColor(dark: boolean): RGB {
+  return dark ? EMPTY_DARK : PALETTE.empty;
+}
+
 /** Element kinds as decoded from the masks: bit 0 read, bit 1 written. */
 export const NONE = 0;
 export const READ = 1;
@@ -74,8 +83,8 @@ export function trailSteps(steps: number, fraction: number): number {
 }
 
 /** The colour an element is drawn in (the full rule; the canvas loop inlines it). */
-export function elementColor(base: RGB, level: number): RGB {
-  return mix(PALETTE.empty, base, level);
+export function elementColor(base: RGB, level: number, dark = false): RGB {
+  return mix(emptyColor(dark), base, level);
 }
 
 /** Pack a colour for a Uint32Array view of ImageData (little-endian RGBA). */

@@ -4,11 +4,12 @@
 // alone; both answer the requests `access_footprint` and `access_gpu_stats`.
 
 import { h, keepKeys } from "../lib/dom";
-import { ensureStyle } from "../lib/theme";
+import { ensureStyle, isDarkTheme } from "../lib/theme";
 import css from "./access.css";
 import { type RpcReply, RpcFailure } from "../lib/rpc";
-import { type ColorBy, PALETTE, type RGB, hueColor, orderColor, rgbText } from "./color";
-import { type Card, MAX_1D_PX, paint, resizeCard, statsTable } from "./card";
+import { type ColorBy, PALETTE, type RGB, emptyColor, hueColor, orderColor, rgbText } from "./color";
+import { type Card, MAX_1D_PX, blockText, paint, pixelBlock, resizeCard, statsTable } from "./card";
+import { KeptAnswers } from "./kept";
 import { type DecodedBuffer, type Footprint, type FootprintResult, type Region, type SliceMap, cropIndex, decodeFootprint, describeElement, gridOf, indexAt, launchSize, sliceMap, threadText } from "./data";
 
 /** The view state: the standalone widget's traits of the same names (mlc_lab.model.traits.AccessViewTraits). */
@@ -26,7 +27,11 @@ export interface AccessHost {
   maxPx?: number;
   /** Hear the kernel's progress of a long analysis (parts done of total; sent after a second). */
   onProgress?(cb: (done: number, total: number) => void): void;
+  /** The step the panel's program is at (a step never changes): answers are kept per step and loop,
+   *  so a loop analysed seconds before is shown again at once. None: nothing is kept. */
+  stepKey?(): string | null;
 }
+
 
 // The warp statistics' types are generated from mlc_lab/model/access/payload.py (js/lib/model.ts).
 import type { AccessViewTraits, FootprintParams, GpuStats as GpuStatsResult, GpuStatsParams, RequestParams, RequestResults, WarpAccess } from "../lib/model";
@@ -74,6 +79,7 @@ export class AccessPanel {
   private cancelBtn: HTMLButtonElement;
   private loading = false;
   private disposed = false;
+  private kept = new KeptAnswers<GpuStatsResult>(); // per step and loop (AccessHost.stepKey)
 
   constructor(private host: AccessHost) {
     if (typeof document !== "undefined") ensureStyle("mlc-lab-access-style", css);
@@ -182,27 +188,46 @@ export class AccessPanel {
       this.drawShapes([]);
       return;
     }
-    this.setStatus("analysing…");
-    this.setLoading(true);
-    let fp: Footprint;
-    try {
-      const reply = await this.host.request("access_footprint", this.withShapes<FootprintParams>({ loop: this.state.loop, at: this.state.at, sweep_threads: this.state.sweep_threads }));
-      fp = await decodeFootprint(reply.result, reply.buffers);
-    } catch (err) {
+    const params = this.withShapes<FootprintParams>({ loop: this.state.loop, at: this.state.at, sweep_threads: this.state.sweep_threads });
+    const key = KeptAnswers.key(this.host.stepKey?.(), { ...params, at: null });
+    let fp = key !== null ? this.kept.footprint(key, params.at ?? {}) : undefined;
+    if (!fp) {
+      // Until the answer comes, the head names the loop asked about and the last picture is greyed:
+      // it is the previous loop's (it said the old name for the whole analysis, 21 s under load).
+      this.setStatus("analysing…");
+      this.setLoading(true);
+      try {
+        const reply = await this.host.request("access_footprint", params);
+        fp = await decodeFootprint(reply.result, reply.buffers);
+      } catch (err) {
+        if (seq !== this.seq || this.disposed) return;
+        this.failed(err);
+        return;
+      }
       if (seq !== this.seq || this.disposed) return;
-      this.setLoading(false);
-      this.setStatus("");
-      this.fp = null;
-      this.cards = [];
-      this.bufHost.replaceChildren();
-      this.timeBar.hidden = true;
-      this.gpuHost.hidden = true;
-      this.showError(err);
-      this.drawShapes(err instanceof RpcFailure ? err.error.shape_vars ?? [] : []);
-      this.drawHead();
-      return;
+      // kept only when nothing moved meanwhile: then the kernel answered for the step the key names
+      if (key !== null) this.kept.keepFootprint(key, fp);
     }
-    if (seq !== this.seq || this.disposed) return;
+    this.shown(fp);
+  }
+
+  private failed(err: unknown): void {
+    this.setLoading(false);
+    this.setStatus("");
+    this.fp = null;
+    this.cards = [];
+    this.bufHost.replaceChildren();
+    this.timeBar.hidden = true;
+    this.gpuHost.hidden = true;
+    // Symbolic shapes with no values yet are a question, not a failure: the fields ask for them (the
+    // kernel's sentence, written for Python, says shape_vars={...}; it was shown as a red error).
+    const ask = err instanceof RpcFailure ? err.error.shape_vars ?? [] : [];
+    this.showError(ask.length ? null : err);
+    this.drawShapes(ask, ask.length > 0);
+    this.drawHead();
+  }
+
+  private shown(fp: Footprint): void {
     this.setLoading(false);
     this.showError(null);
     this.setStatus("");
@@ -210,11 +235,11 @@ export class AccessPanel {
     this.state.at = { ...fp.at };
     if (!fp.gpu && (this.state.color_by === "thread" || this.state.color_by === "block")) this.state.color_by = "access";
     if (this.state.time >= fp.steps) this.state.time = -1;
-    this.drawHead();
     this.drawAt();
     this.drawShapes(Object.keys(fp.shape_vars ?? {}));
     this.drawControls();
     this.buildCards();
+    this.drawHead(); // after the cards: it says how they are drawn
     this.timeBar.hidden = fp.steps <= 0;
     this.scrub.max = String(Math.max(0, fp.steps - 1));
     this.setTime(this.state.time, false);
@@ -243,6 +268,9 @@ export class AccessPanel {
   private setLoading(on: boolean): void {
     this.loading = on;
     this.cancelBtn.hidden = !on;
+    // the picture, sliders and figures shown are the previous loop's until the answer comes
+    this.el.classList.toggle("mlc-acc-stale", on && this.fp !== null);
+    if (on) this.drawHead();
   }
 
   private showError(err: unknown): void {
@@ -268,12 +296,36 @@ export class AccessPanel {
       this.head.replaceChildren(h("b", {}, "Memory access"));
       return;
     }
+    if (this.loading) {
+      const was = fp && fp.loop.ref !== this.state.loop ? h("span", { class: "mlc-muted" }, ` · below: loop ${fp.loop.ref}, until it answers`) : "";
+      this.head.replaceChildren("Analysing loop ", h("b", { class: "mlc-acc-loop" }, this.state.loop), "…", was);
+      return;
+    }
     const loop = fp?.loop;
     const tag = loop?.thread ? ` → ${loop.thread}` : "";
     const ext = loop?.extent ? ` (${loop.extent} iterations${tag})` : "";
-    const pooled = fp?.buffers.find((b) => b.crop.pool?.some((f) => f > 1))?.crop.pool;
-    const poolNote = pooled ? h("span", { class: "mlc-muted mlc-acc-pooled", title: "the statistics are exact; the picture shows each block by its earliest-touched element" }, ` · drawn pooled: one cell per ${pooled.filter((f) => f > 1).join("×")} elements`) : "";
-    this.head.replaceChildren("Memory touched by loop ", h("b", { class: "mlc-acc-loop" }, this.state.loop), ext, fp ? h("span", { class: "mlc-muted" }, ` · ${fp.steps.toLocaleString()} steps`) : "", poolNote);
+    const steps = fp
+      ? h(
+          "span",
+          { class: "mlc-muted mlc-acc-steps", title: "A step is one run of the loop's body (its innermost statement), in the order the program runs them: ▶ Play and the slider walk them one by one, and 'order of first touch' colours by them." },
+          ` · ${fp.steps.toLocaleString()} steps (runs of its body, in order)`,
+        )
+      : "";
+    const cell = this.drawnCell();
+    const poolNote = cell
+      ? h("span", { class: "mlc-muted mlc-acc-pooled", title: "The buffer has more elements than the heatmap has pixels: each pixel stands for a block of elements and shows the earliest-touched one. The figures (distinct elements, cache lines, reuse, strides) are exact." }, ` · drawn pooled: one pixel per ${cell} elements`)
+      : "";
+    this.head.replaceChildren("Memory touched by loop ", h("b", { class: "mlc-acc-loop" }, this.state.loop), ext, steps, poolNote);
+  }
+
+  /** "21×21" when a heatmap shows more than one element per pixel (the largest block any shows). */
+  private drawnCell(): string | null {
+    let best: [number, number] | null = null;
+    for (const c of this.cards) {
+      const [rows, cols] = pixelBlock(c);
+      if (rows * cols > 1 && (!best || rows * cols > best[0] * best[1])) best = [rows, cols];
+    }
+    return best ? blockText(best) : null;
   }
 
   private drawAt(): void {
@@ -318,7 +370,7 @@ export class AccessPanel {
 
   /** One number field per symbolic shape of the program (`n = T.int32()`), shown while the
    * analysis asks for their values and after, to change them. */
-  private drawShapes(names: string[]): void {
+  private drawShapes(names: string[], asking = false): void {
     if (!names.length) {
       this.shapeHost.hidden = true;
       this.shapeHost.replaceChildren();
@@ -341,7 +393,9 @@ export class AccessPanel {
       if (ok) void this.setShapeVars(values);
     };
     this.shapeHost.hidden = false;
+    const them = names.length > 1 ? "them values" : "it a value";
     this.shapeHost.replaceChildren(
+      asking ? h("div", { class: "mlc-acc-ask" }, `This program's shapes are symbolic (${names.join(", ")}): give ${them} to draw the memory loop ${this.state.loop} touches.`) : "",
       h("span", { class: "mlc-acc-at-title" }, "symbolic shapes"),
       ...names.map((name, i) => h("label", { class: "mlc-acc-at-row" }, `${name} =`, inputs[i])),
       h("button", { class: "mlc-btn mlc-acc-shape-apply", title: "analyse with these values", onclick: apply }, "Analyse"),
@@ -421,6 +475,7 @@ export class AccessPanel {
     this.host.saveState?.({ region });
     this.drawControls();
     this.buildCards();
+    this.drawHead();
   }
 
   setColorBy(mode: ColorBy): void {
@@ -513,7 +568,7 @@ export class AccessPanel {
     const mode = this.state.color_by;
     const steps = Math.max(1, fp.steps - 1);
     const pack = (c: RGB) => c[0] | (c[1] << 8) | (c[2] << 16);
-    const kinds = [pack(PALETTE.empty), pack(PALETTE.read), pack(PALETTE.write), pack(PALETTE.both)];
+    const kinds = [pack(emptyColor(isDarkTheme(this.el.ownerDocument ?? document))), pack(PALETTE.read), pack(PALETTE.write), pack(PALETTE.both)];
     const hues = new Map<number, number>();
     const hue = (id: number) => {
       let v = hues.get(id);
@@ -555,6 +610,7 @@ export class AccessPanel {
     this.scrub.value = String(Math.max(0, time));
     this.el.dataset.time = String(time);
     this.stepLabel.textContent = time < 0 ? `all ${steps.toLocaleString()} steps` : `step ${time.toLocaleString()} / ${steps.toLocaleString()}`;
+    this.stepLabel.title = "a step is one run of the loop's body, in the order the program runs them";
     this.drawAll();
     if (fromUser && !this.playing) this.host.saveState?.({ time });
   }
@@ -614,7 +670,8 @@ export class AccessPanel {
     if (c < 0 || r < 0 || c >= card.slice.cols || r >= card.slice.rows) return;
     const i = card.slice.map[r * card.slice.cols + c];
     const index = i >= 0 ? cropIndex(card.buf.crop, i) : indexAt(card.buf.shape, card.lead, card.slice, r, c);
-    const pooled = card.slice.f > 1 ? ` (one pixel: ${card.slice.f}×${card.buf.shape.length > 1 ? card.slice.f : 1} elements)` : "";
+    const block = pixelBlock(card);
+    const pooled = block[0] * block[1] > 1 ? ` (one pixel: ${blockText(block)} elements, its earliest touch)` : "";
     this.tip.textContent = describeElement(card.buf, index, i, this.fp?.launch ?? {}) + pooled;
     this.tip.hidden = false;
     const host = this.el.getBoundingClientRect();
@@ -629,8 +686,15 @@ export class AccessPanel {
     const params: GpuStatsParams = { loop: this.state.loop, at: this.state.at };
     if (this.state.warp >= 0) params.warp = this.state.warp;
     if (this.state.block >= 0) params.block = this.state.block;
+    const key = KeptAnswers.key(this.host.stepKey?.(), this.withShapes(params));
+    const kept = key !== null ? this.kept.gpuStats(key) : undefined;
+    if (kept) {
+      this.drawGpu(kept);
+      return;
+    }
     try {
       const reply = await this.host.request("access_gpu_stats", this.withShapes(params));
+      if (key !== null) this.kept.keepGpuStats(key, reply.result);
       if (seq !== this.gpuSeq || this.disposed) return;
       this.drawGpu(reply.result);
     } catch (err) {

@@ -59,14 +59,20 @@ export function lineState(c: CheckLine, opening = false): LineState {
 const MARK: Record<LineState, string> = { pass: "✓", fail: "✗", unjudged: "–", todo: "○" };
 export const lineMark = (state: LineState): string => MARK[state];
 
-/** "4/6", the checks that failed and the hazards, for the tab's label; `warn` when it should read red
- * (a failure past step 0, or a hazard). */
-export function checksBadge(report: StepChecks | null): { passed: number; total: number; failed: number; hazards: number; warn: boolean } | null {
+/** A check that cannot apply to this program at any step (no reduction, nothing of what it judges):
+ *  listed, but not one of the checks a step could pass. */
+export const doesNotApply = (c: CheckLine): boolean => c.verdict === "unjudged" && (c.evidence as Record<string, unknown> | undefined)?.reason === "does not apply";
+
+/** "4/5", the checks that failed and the hazards, for the tab's label; `warn` when it should read red
+ * (a failure past step 0, or a hazard). A check that does not apply is not counted ("5/6" read as one
+ * missing when the sixth could never hold); `na` says how many were left out. */
+export function checksBadge(report: StepChecks | null): { passed: number; total: number; failed: number; hazards: number; na: number; warn: boolean } | null {
   if (!report || report.error || !report.checks) return null;
   const opening = isOpening(report);
   const failed = report.checks.filter((c) => lineState(c, opening) === "fail").length;
   const hazards = report.hazards?.length ?? 0;
-  return { passed: report.checks.filter((c) => c.ok).length, total: report.checks.length, failed, hazards, warn: failed > 0 || hazards > 0 };
+  const na = report.checks.filter(doesNotApply).length;
+  return { passed: report.checks.filter((c) => c.ok).length, total: report.checks.length - na, failed, hazards, na, warn: failed > 0 || hazards > 0 };
 }
 
 /** The tasks with their verdicts, or null without tasks. With an assignment the kernel scores each
@@ -91,6 +97,14 @@ export function taskVerdicts(
     const state: LineState = ok ? "pass" : states.includes("fail") || failedBeyondChecks ? "fail" : states.includes("todo") ? "todo" : "unjudged";
     return { task, ok, state, lines, graded };
   });
+}
+
+/** What cost a failed task its points beyond its check lines (a hazard, wrong numbers, a latency
+ * threshold, a check that could not judge): the grader's sentences that no ✗ line of the task says. */
+export function taskCosts(graded: TaskVerdict | null, lines: CheckLine[]): string[] {
+  if (!graded || graded.passed !== false) return [];
+  const said = new Set(lines.filter((c) => !c.ok).map((c) => c.message));
+  return (graded.messages ?? []).filter((m) => !said.has(m));
 }
 
 /** " (5/5 pts)" as the grader scores the step, or the task's points when nothing was scored. */
@@ -224,7 +238,7 @@ export class ChecksPanel {
         { class: "mlc-muted" },
         target ? `${target === "cuda" ? "GPU (CUDA)" : "CPU"} checks` : "Checks",
         report ? ` of step ${report.step}` : "",
-        badge ? `: ${badge.passed} of ${badge.total} hold` : "",
+        badge ? `: ${badge.passed} of ${badge.total} hold${badge.na ? `, ${badge.na} ${badge.na === 1 ? "does" : "do"} not apply` : ""}` : "",
         report?.ms !== undefined ? h("span", { class: "mlc-checks-ms", title: "time the kernel took to check this step" }, ` (${Math.round(report.ms)} ms)`) : null,
         pendingStep !== null ? h("span", { class: "mlc-checks-pending" }, ` checking step ${pendingStep}…`) : null,
       ),
@@ -266,6 +280,7 @@ export class ChecksPanel {
             { class: `mlc-task mlc-task-${state === "pass" ? "ok" : state}`, title: graded && !graded.passed ? (graded.messages ?? []).join("\n") : "" },
             h("div", { class: "mlc-task-title" }, h("span", { class: "mlc-check-mark" }, lineMark(state)), " ", task.title, taskPoints(task, graded) ? h("span", { class: "mlc-muted" }, taskPoints(task, graded)) : null),
             ...lines.map(checkLine),
+            ...taskCosts(graded, lines).map((m) => h("div", { class: "mlc-task-cost" }, h("span", { class: "mlc-check-mark" }, "✗"), h("span", { class: "mlc-check-name" }, "cost the points"), h("span", { class: "mlc-check-message" }, m))),
           ),
         );
     } else out.push(...(report.checks ?? []).map(checkLine));

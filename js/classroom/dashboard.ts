@@ -78,7 +78,7 @@ export function latencyPlot(summary: Summary): HTMLElement {
       "div",
       { class: "mlc-latency-legend" },
       `fastest ${ms(lat.min)} · median ${ms(lat.median)} · slowest ${ms(lat.max)} (${points.length} student${points.length === 1 ? "" : "s"}); ` +
-        `± the repeats' interquartile range${ties ? "; = a tie: within each other's spread, or timed on a busy machine" : ""}`,
+        `± the repeats' interquartile range${ties ? `; = a tie: within the spread of the two timings (wider for one taken on a busy machine, never past 2x)` : ""}`,
     ),
   );
 }
@@ -94,11 +94,27 @@ function classTable<T>(rows: T[], empty: string, cls: string, heads: string[], r
   );
 }
 
-/** The hand-ins the grader refused (a trace that calls what no schedule calls): for the teacher to look at. */
+/** The hand-ins the grader refused, attacks first: for the teacher to look at. An attack (a trace reaching
+ * for what no schedule does) is told apart from an honest mistake; each row names the student as the
+ * teacher knows them and, beside it, the pseudonym the class sees. */
 export function refusedTable(summary: Summary): HTMLElement {
-  return classTable(summary.refused ?? [], "No hand-in was refused.", "mlc-refused", ["Pseudonym", "Submission", "Why the grader refused it"], (r) =>
-    h("tr", { class: "mlc-refused-row", dataset: { name: r.name } }, h("td", {}, `⚠ ${r.name}`), h("td", {}, `#${r.id}`), h("td", { class: "mlc-failure-message" }, r.message)),
+  const rows = [...(summary.refused ?? [])].sort((a, b) => Number(b.kind === "attack") - Number(a.kind === "attack"));
+  return classTable(rows, "No hand-in was refused.", "mlc-refused", ["Student", "What it was", "Hand-in", "Why the grader refused it"], (r) =>
+    h(
+      "tr",
+      { class: `mlc-refused-row mlc-refused-${r.kind}`, dataset: { name: r.name, kind: r.kind } },
+      h("td", {}, r.name, r.pseudonym && r.pseudonym !== r.name ? h("span", { class: "mlc-refused-pseudonym", title: "what the class sees" }, ` · ${r.pseudonym}`) : ""),
+      h("td", { class: "mlc-refused-kind", title: r.why }, r.kind === "attack" ? `⚠ attack${r.why ? `: ${r.why}` : ""}` : "a mistake"),
+      h("td", {}, `#${r.id}${r.file ? ` ${r.file}` : ""}`),
+      h("td", { class: "mlc-failure-message" }, r.message),
+    ),
   );
+}
+
+function refusedTitle(summary: Summary): string {
+  const all = summary.refused ?? [];
+  const attacks = all.filter((r) => r.kind === "attack").length;
+  return attacks ? `⚠ Refused hand-ins (${all.length}, ${attacks} attack${attacks === 1 ? "" : "s"}): look at these` : `Refused hand-ins (${all.length}): honest mistakes`;
 }
 
 export function failuresTable(summary: Summary): HTMLElement {
@@ -109,7 +125,7 @@ export function failuresTable(summary: Summary): HTMLElement {
 
 export function stuckTable(summary: Summary): HTMLElement {
   const empty = "Nobody is stuck: every student who handed in has passed every task.";
-  return classTable(summary.stuck ?? [], empty, "mlc-stuck-table", ["Pseudonym", "At task", "Failed tries", "Last message"], (s) =>
+  return classTable(summary.stuck ?? [], empty, "mlc-stuck-table", ["Student", "At task", "Failed tries", "Last message"], (s) =>
     h(
       "tr",
       { class: s.stuck ? "mlc-stuck-row mlc-stuck" : "mlc-stuck-row", dataset: { name: s.name, task: s.task } },
@@ -128,7 +144,7 @@ export function dashboardBody(summary: Summary, board: Partial<Board>): HTMLElem
     { class: "mlc-class-body" },
     section("mlc-sec-rates", "Pass rate per task", passRates(summary)),
     section("mlc-sec-latency", "Best latency per student", latencyPlot(summary)),
-    ...((summary.refused ?? []).length ? [section("mlc-sec-refused", `⚠ Refused hand-ins (${summary.refused!.length}): look at these`, refusedTable(summary))] : []),
+    ...((summary.refused ?? []).length ? [section(`mlc-sec-refused${(summary.refused ?? []).some((r) => r.kind === "attack") ? " mlc-has-attacks" : ""}`, refusedTitle(summary), refusedTable(summary))] : []),
     section("mlc-sec-failures", "Most common failures", failuresTable(summary)),
     section("mlc-sec-stuck", "Who is at which task", stuckTable(summary)),
     section("mlc-sec-board", "Leaderboard", boardTable(board)),

@@ -19,7 +19,7 @@ export function boardTable(board: Partial<Board>, highlight = ""): HTMLElement {
         h(
           "tr",
           { class: r.name === highlight ? "mlc-board-row mlc-board-you" : "mlc-board-row", dataset: { name: r.name, rank: String(r.rank) } },
-          h("td", { class: "mlc-board-rank", title: r.tie ? "a tie: within each other's spread, or timed on a busy machine" : "" }, `${r.tie ? "=" : ""}${r.rank}`),
+          h("td", { class: "mlc-board-rank", title: r.tie ? "a tie: within the spread of the two timings (wider for one taken on a busy machine, never past 2x)" : "" }, `${r.tie ? "=" : ""}${r.rank}`),
           h("td", { class: "mlc-board-name" }, r.name),
           h("td", { class: "mlc-board-score" }, `${points(r.score)} / ${points(board.max_score)}`),
           h(

@@ -200,8 +200,10 @@ export class HistoryPane {
   private plotOpen = false;
 }
 
-/** The step a measurement is running for (as text), or null. */
+/** The step a measurement is running for (as text), or null; none once the kernel is gone (its
+ *  worker died with it: the `measuring` trait that says otherwise will never be cleared). */
 export function measuringStep(model: Model): string | null {
+  if (!kernelLive(model)) return null;
   const m = model.get("measuring") as MeasuringInfo | Record<string, never> | undefined;
   return m && "step" in m && m.step !== null && m.step !== undefined ? String(m.step) : null;
 }

@@ -423,10 +423,16 @@ export type FactorCheck =
   | { ok: true; predicate: true; inferred: number | null; message: string }
   | { ok: false; message: string };
 
+/** The largest extent a loop can have: TVM's loop variables are 32-bit. */
+export const MAX_EXTENT = 2 ** 31 - 1;
+
 /** Check split factors against the loop extent, in words a student can act on. */
 export function checkFactors(extent: number | null, factors: Array<number | null>): FactorCheck {
   const blanks = factors.filter((f) => f === null).length;
   if (factors.some((f) => f !== null && (!Number.isInteger(f) || f < 1))) return { ok: false, message: "Factors must be positive whole numbers." };
+  if (factors.some((f) => f !== null && f > MAX_EXTENT)) return { ok: false, message: `A factor is at most ${MAX_EXTENT.toLocaleString("en-US")} (a loop's extent is a 32-bit integer).` };
+  const over = extent === null ? undefined : factors.find((f) => f !== null && f > extent);
+  if (over !== undefined && over !== null) return { ok: false, message: `The factor ${over} is larger than the loop (${extent} iterations): use at most ${extent}.` };
   if (blanks > 1) return { ok: false, message: "Leave at most one factor blank (it is inferred)." };
   if (factors.length < 2) return { ok: false, message: "Split into at least two loops." };
   const product = factors.reduce<number>((p, f) => p * (f ?? 1), 1);

@@ -14,6 +14,8 @@ export interface ToolbarHost {
   undo(): void;
   redo(): void;
   measure(): void;
+  /** Stop the measurement in flight (its worker process is stopped). */
+  cancelMeasure(): void;
   toggleMemory(): void;
   exportHtml(): void;
   toggleHelp(): void;
@@ -39,7 +41,8 @@ export class Toolbar {
   readonly baseSel = h("select", { class: "mlc-diff-base", title: "step to compare against", hidden: true }) as HTMLSelectElement;
   readonly busyEl = h("span", { class: "mlc-busy", hidden: true }, "working…");
   readonly measureBtn: HTMLButtonElement;
-  readonly targetSel = h("select", { class: "mlc-measure-target", title: "where to measure: this machine's CPU, or a CUDA GPU" }) as HTMLSelectElement;
+  readonly cancelMeasureBtn: HTMLButtonElement;
+  readonly targetSel = h("select", { class: "mlc-measure-target", title: "the target: where Measure runs (this machine's CPU, or a CUDA GPU) and whose checks the Checks tab lists" }) as HTMLSelectElement;
   readonly memoryBtn: HTMLButtonElement;
   /** The step a diff compares against, and whether the user picked it (else it follows the parent). */
   base: string | null = null;
@@ -65,6 +68,8 @@ export class Toolbar {
     });
     this.measureBtn = button("Measure", "Build, check and time the current step (key m)", "mlc-measure", () => host.measure());
     this.measureBtn.append(h("kbd", {}, "m"));
+    this.cancelMeasureBtn = button("✕ Cancel", "Stop this measurement (its worker process is stopped; the next one starts a fresh one)", "mlc-measure-cancel", () => host.cancelMeasure());
+    this.cancelMeasureBtn.hidden = true;
     for (const t of ["cpu", "cuda"]) this.targetSel.append(h("option", { value: t }, t));
     this.memoryBtn = button("Memory", "Show the memory the selected loop touches (heatmaps per buffer)", "mlc-memory-toggle", () => host.toggleMemory());
     this.el = h(
@@ -77,6 +82,7 @@ export class Toolbar {
       this.busyEl,
       h("span", { class: "mlc-spacer" }),
       this.measureBtn,
+      this.cancelMeasureBtn,
       this.targetSel,
       this.memoryBtn,
       this.diffSel,

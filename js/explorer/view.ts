@@ -6,11 +6,11 @@ import type { AnyModel } from "@anywidget/types";
 import { AccessPanel } from "../access/panel";
 import { h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
 import { hostOffer, requestSidePanel } from "../lib/host";
-import { ERROR_KINDS, type RequestParams } from "../lib/model";
+import type { RequestParams } from "../lib/model";
 
 /** The requests that change the session: Python answers with the new state (and maybe a selection). */
 type StepRequest = "apply" | "goto" | "set_decision" | "replay";
-import { kernelLive, recordedReply, recordedResult } from "../lib/offline";
+import { kernelLive, onKernelLost, recordedReply, recordedResult } from "../lib/offline";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerTraits, FailureInfo, HistoryDelta, Selection, StepData, StepId } from "../lib/types";
 import { ChecksPanel, type StepChecks, type ChecksSetup, type StepHazards, checksBadge, reportFor } from "../checks/panel";
@@ -19,7 +19,8 @@ import { CompilerPanel } from "../lowering/compiler";
 import { CudaPanel } from "../lowering/cuda";
 import { type FormHandle, renderForm } from "./forms";
 import { renderBanner, showLocalError } from "./banner";
-import { HistoryPane, measuringStep } from "./history_pane";
+import { HistoryPane } from "./history_pane";
+import { Measuring } from "./measuring";
 import { type PendingClick, recordLatency } from "./latency";
 import { ExplorerLayout } from "./layout";
 import { isEditableTarget, keyAction, toggleHelp } from "./keys";
@@ -71,7 +72,7 @@ export class ExplorerView {
   private disposers: Array<() => void> = [];
   private memory: AccessPanel; // the access view, below the body when open (toolbar "Memory")
   private memoryHost: HTMLElement;
-  private measureRpc: { rpc: Rpc }; // measurements take seconds: their own requests, no "working…"
+  private measuring: Measuring; // Measure, its Cancel and their requests (measuring.ts)
   private memoryRpc: Rpc; // the memory panel's analyses too: a long one shows its own progress
   private cuda: CudaPanel;
   private cudaOn = false;
@@ -85,7 +86,6 @@ export class ExplorerView {
   constructor(model: AnyModel<ExplorerTraits>) {
     this.model = model;
     this.rpc = new Rpc(model);
-    this.measureRpc = { rpc: new Rpc(model, 300_000) };
     this.memoryRpc = new Rpc(model, 300_000);
     this.held = new HeldSteps(model);
     this.cur = this.held.hold();
@@ -95,6 +95,7 @@ export class ExplorerView {
       undo: () => void this.undo(),
       redo: () => void this.redo(),
       measure: () => void this.measure(),
+      cancelMeasure: () => void this.measuring.cancel(),
       toggleMemory: () => this.toggleMemory(),
       exportHtml: () => void this.exportHtml(),
       toggleHelp: () => this.toggleHelp(),
@@ -113,7 +114,8 @@ export class ExplorerView {
       },
       busyShown: (shown) => this.root.classList.toggle("mlc-busy-state", shown),
     });
-    this.memory = new AccessPanel({ request: (method, params) => this.memoryRpc.call(method, params), maxPx: 200, onProgress: (cb) => this.memoryRpc.listen("mlc-progress", (m) => cb(Number(m.done), Number(m.total))) });
+    this.measuring = new Measuring(model, this.bar, this.bar.el, (err) => this.showLocalError(err));
+    this.memory = new AccessPanel({ request: (method, params) => this.memoryRpc.call(method, params), maxPx: 200, onProgress: (cb) => this.memoryRpc.listen("mlc-progress", (m) => cb(Number(m.done), Number(m.total))), stepKey: () => String(this.current()) });
     this.memoryHost = h("div", { class: "mlc-memory", hidden: true }, this.memory.el);
     const toolbarEnd = this.bar.el.lastElementChild!;
     this.banner = h("div", { class: "mlc-banner", hidden: true });
@@ -208,6 +210,8 @@ export class ExplorerView {
       this.invalidate("checks_setup");
     });
     watch("step", () => this.onStep());
+    // The kernel went: what it was measuring will never be answered (its worker died with it).
+    this.disposers.push(onKernelLost(model, () => this.invalidate("measuring")));
     watch("history", () => this.onHistory());
     this.onHistory();
     for (const name of ["script", "loop_tree", "history", "decisions", "trace", "error", "step", "measuring", "checks"] as const) this.dirty.add(name);
@@ -291,7 +295,7 @@ export class ExplorerView {
     if (has("history", "step", "failures", "measurements", "measuring", "hazards")) timed("history", () => this.historyPane.draw());
     if (has("checks", "checks_setup", "step")) timed("checks", () => this.drawChecks());
     if (has("history", "step", "measurements")) timed("plot", () => this.historyPane.drawPlot());
-    if (has("measuring")) this.drawMeasure();
+    if (has("measuring")) this.measuring.draw();
     if (this.cudaOn && has("step")) void this.cuda.show(this.current());
     if (this.compilerOn && has("loop_tree", "selection", "step")) timed("compiler", () => this.syncCompiler(has("step")));
     if (has("history", "step")) timed("toolbar", () => this.drawToolbar());
@@ -420,25 +424,9 @@ export class ExplorerView {
     }
   }
 
-  private drawMeasure(): void {
-    const step = measuringStep(this.model);
-    this.root.classList.toggle("mlc-measuring", step !== null);
-    this.bar.measureBtn.disabled = step !== null;
-    this.bar.measureBtn.firstChild!.textContent = step !== null ? "measuring…" : "Measure";
-    this.bar.measureBtn.title = step !== null ? `measuring step ${step}…` : "Build, check and time the current step (key m)";
-  }
-
-  /** Measure the current step on the chosen target; Python answers when it is done. */
-  async measure(): Promise<void> {
-    if (measuringStep(this.model) !== null) return;
-    const target = this.bar.targetSel.value || "cpu";
-    try {
-      await this.measureRpc.rpc.call("measure", { target, step: this.current() });
-    } catch (err) {
-      // Python put a measurement failure into the `error` trait (banner); show anything else here.
-      if (!(err instanceof RpcFailure) || !(err.error.type && ERROR_KINDS[err.error.type].measurement))
-        this.showLocalError(err);
-    }
+  /** Measure the current step on the chosen target (button or key m). */
+  measure(): Promise<void> {
+    return this.measuring.measure(this.current());
   }
 
   private setCuda(on: boolean): void {
@@ -787,7 +775,7 @@ export class ExplorerView {
     this.memory.dispose();
     this.layout.dispose();
     this.rpc.dispose();
-    this.measureRpc.rpc.dispose();
+    this.measuring.dispose();
     this.memoryRpc.dispose();
     this.cuda.destroy();
     this.compiler.destroy();

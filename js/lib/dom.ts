@@ -70,24 +70,60 @@ export function keepFocus(ev: Event): void {
 }
 
 /**
- * Keys pressed inside an mlc_lab view belong to it, not to the notebook around it.
+ * Keys pressed inside an mlc_lab view belong to it, not to the notebook around it; chords belong to
+ * JupyterLab.
  *
- * JupyterLab (Lumino) matches its command-mode shortcuts against the focused element itself
- * (selector `.jp-Notebook.jp-mod-commandMode :focus:not(:read-write)`), so a
- * `data-lm-suppress-shortcuts` attribute on an ancestor does not shield a focused range slider:
- * its arrow keys were taken (default prevented) before the slider saw them. Lumino listens on the
- * document in the bubbling phase, so stopping the event at the view's root keeps every key here,
- * default actions included. Chords with Ctrl/⌘/Alt that the view does not handle itself still
- * reach JupyterLab (Ctrl+S saves the notebook).
+ * JupyterLab (Lumino) listens on the document in the bubbling phase and matches its command-mode
+ * shortcuts against the focused element itself (`.jp-Notebook.jp-mod-commandMode :focus:not(:read-write)`):
+ * a plain key (an arrow on a range slider, `s` for split) that reached it would move or cut a cell.
+ * So a plain key stops at the view's root, default actions included. A chord (Ctrl/⌘/Alt) that the view
+ * does not handle itself goes on to JupyterLab, which runs its command and prevents the browser's
+ * default: Ctrl/⌘+S saves the notebook (never the browser's "Save page as"), Ctrl/⌘+Enter runs the
+ * cell, Ctrl+Shift+C opens the palette. No `data-lm-suppress-shortcuts` on the view: Lumino skips every
+ * shortcut under that attribute, Ctrl+S included. Inside a text field or a code view of the view, the
+ * editing chords (select all, copy, cut, paste, undo, delete line, comment) stay with it: JupyterLab's
+ * versions of those would act on the notebook's cells instead.
  */
 export function keepKeys(root: HTMLElement): void {
-  root.setAttribute("data-lm-suppress-shortcuts", "true");
   const stop = (ev: KeyboardEvent) => {
-    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
-    ev.stopPropagation();
+    if (!isChord(ev) || keepsChord(ev)) {
+      ev.stopPropagation();
+      return;
+    }
+    if (ev.type === "keydown" && isSave(ev)) saveNotBrowser(root, ev);
   };
   root.addEventListener("keydown", stop);
   root.addEventListener("keypress", stop);
+}
+
+const isChord = (ev: KeyboardEvent) => ev.ctrlKey || ev.metaKey || ev.altKey;
+const isSave = (ev: KeyboardEvent) => (ev.ctrlKey || ev.metaKey) && !ev.altKey && (ev.key === "s" || ev.key === "S");
+// The chords a text field or an editor answers itself (with Ctrl or ⌘; Alt+A toggles a block comment).
+const EDITING_KEYS = new Set(["a", "c", "v", "x", "z", "y", "d", "k", "/", "Backspace", "Delete", "ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End"]);
+
+/** A chord that a text field or a code editor of the view answers, pressed there. */
+function keepsChord(ev: KeyboardEvent): boolean {
+  const el = ev.target as HTMLElement | null;
+  if (!el || typeof el.closest !== "function") return false;
+  const tag = el.tagName;
+  const editing = tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || el.isContentEditable || !!el.closest(".cm-editor");
+  if (!editing) return false;
+  const key = ev.key.length === 1 ? ev.key.toLowerCase() : ev.key;
+  return EDITING_KEYS.has(key) && !(ev.altKey && key !== "a");
+}
+
+/** Ctrl/⌘+S from the view: JupyterLab's save prevents the browser's own "Save page as"; where the page
+ * is JupyterLab's and nothing did (a save command not bound there), prevent it here, after JupyterLab
+ * had its turn (a window listener runs after the document's). */
+function saveNotBrowser(root: HTMLElement, ev: KeyboardEvent): void {
+  const win = root.ownerDocument?.defaultView;
+  if (!win || !root.closest(".lm-Widget")) return;
+  const after = (late: KeyboardEvent) => {
+    win.removeEventListener("keydown", after);
+    if (late === ev && !late.defaultPrevented) late.preventDefault();
+  };
+  win.addEventListener("keydown", after);
+  setTimeout(() => win.removeEventListener("keydown", after), 0);
 }
 
 /** "⤢ more room": in a crowded view of a widget inside a cell, the way to its full-window view. The

@@ -16,6 +16,7 @@ export const ERROR_KINDS = {
   does_not_build: {"means": "the GPU schedule does not build (TVM or the OpenCL compiler refuses it)", "transient": false, "measurement": true},
   could_not_run: {"means": "the CPU run of a GPU schedule cannot run this program (its numbers are not judged)", "transient": false, "measurement": true},
   gpu_check: {"means": "the program cannot run on a GPU as it is (unbound loops, GPU limits)", "transient": false, "measurement": true},
+  elsewhere: {"means": "the machines that measure elsewhere did not take it (an RPC tracker or server, a batch round)", "transient": true, "measurement": true},
   internal: {"means": "an unexpected failure inside mlc_lab", "transient": false, "measurement": true},
   busy: {"means": "another measurement of this explorer is running", "transient": true, "measurement": true},
   usage: {"means": "a request or command was used the wrong way", "transient": false, "measurement": false},
@@ -54,7 +55,7 @@ export type Bytes = DataView | ArrayBuffer | Uint8Array | null | undefined;
 
 export interface BufferInfo {
   name: string;
-  shape: number[] | string;
+  shape: (number | string)[];
   dtype: string;
   scope: string;
   origin: string;
@@ -191,6 +192,7 @@ export interface Measurement {
   cache: string;
   method: string;
   load: number | null;
+  where: string | null;
   others_cores: number | null;
   parallel_speed: number | null;
   rounds: number | null;
@@ -205,11 +207,12 @@ export interface Measurement {
 }
 
 /** A Measurement with every field at its default (its encoding, as Python writes it). */
-export const EMPTY_MEASUREMENT: Measurement = {"latency_s": null, "std_s": null, "repeats": 0, "flops": 0.0, "gflops": null, "max_abs_error": null, "target": "", "error": null, "error_kind": null, "min_s": null, "max_s": null, "results_s": [], "max_rel_error": null, "correct": null, "build_s": null, "func_name": null, "iqr_s": null, "threads": null, "cache": "warm", "method": "", "load": null, "others_cores": null, "parallel_speed": null, "rounds": null, "bytes": null, "bytes_source": "", "bytes_by_buffer": {}, "intensity": null, "peak_gflops": null, "fraction_of_peak": null, "machine_peak_gflops": null, "machine_bandwidth_gbs": null};
+export const EMPTY_MEASUREMENT: Measurement = {"latency_s": null, "std_s": null, "repeats": 0, "flops": 0.0, "gflops": null, "max_abs_error": null, "target": "", "error": null, "error_kind": null, "min_s": null, "max_s": null, "results_s": [], "max_rel_error": null, "correct": null, "build_s": null, "func_name": null, "iqr_s": null, "threads": null, "cache": "warm", "method": "", "load": null, "where": null, "others_cores": null, "parallel_speed": null, "rounds": null, "bytes": null, "bytes_source": "", "bytes_by_buffer": {}, "intensity": null, "peak_gflops": null, "fraction_of_peak": null, "machine_peak_gflops": null, "machine_bandwidth_gbs": null};
 
 /** The Measurement fields a hover text lists (field metadata `hover`): label, unit. */
 export const MEASUREMENT_HOVER: ReadonlyArray<{ field: keyof Measurement; label: string; unit: string }> = [
   {"field": "build_s", "label": "build", "unit": "s"},
+  {"field": "where", "label": "measured on", "unit": ""},
 ];
 
 /** A loop as the memory view names it. */
@@ -376,6 +379,20 @@ export interface TrialDetail {
   best_trial?: number | null;
   vs_best?: number | null;
   problem?: string;
+  where?: string | null;
+  waited_s?: number | null;
+}
+
+/** One thing said of the machines that measure elsewhere: a server lost or left out of the job, a */
+export interface MachineLine {
+  text: string;
+  problem: boolean;
+}
+
+/** Where a job measures when not here (empty for the local runner): how (``via``), and what happened. */
+export interface Machines {
+  via?: string;
+  lines?: MachineLine[];
 }
 
 /** One pass that `tvm.compile` ran. `script` is the module after it when it changed something; */
@@ -630,10 +647,14 @@ export interface LatencySpread {
   max?: number;
 }
 
-/** A hand-in the grader refused (a trace calling what no schedule calls): flagged for the teacher. */
+/** A hand-in the grader refused, flagged for the teacher: an ``attack`` (a trace reaching for what */
 export interface RefusedHandIn {
   id: number;
   name: string;
+  pseudonym: string;
+  kind: "attack" | "mistake";
+  why: string;
+  file: string | null;
   message: string;
   at: number;
 }
@@ -685,6 +706,7 @@ export interface Verdict {
   status: string;
   submitted_at: number;
   client_id?: string | null;
+  file?: string | null;
   retries?: number;
   notice?: string;
   score?: number | null;
@@ -694,6 +716,7 @@ export interface Verdict {
   error?: string | null;
   tasks?: TaskVerdict[];
   hazards?: unknown[];
+  notes?: string[];
   correct?: unknown;
   timing?: unknown;
   timing_error?: string | null;
@@ -816,6 +839,7 @@ export interface ExplorerTraits {
   classroom: ClassroomInfo | Empty;
   class_submission: ClassSubmission;
   compiler_target: string;
+  target: string;
 }
 
 /** mlc_lab.widgets.classroom.Leaderboard. */
@@ -892,6 +916,7 @@ export interface TuningTraits {
   best: BestTrial;
   failed_count: number;
   failures: FailureItem[];
+  machines: Machines;
   selected: number;
   detail: TrialDetail | Empty;
   notice: string;
@@ -985,6 +1010,9 @@ export interface MeasureResult {
   measurement: Measurement;
 }
 
+/** Nothing to answer but that it was done. */
+export type NoResult = Record<string, never>;
+
 /** A step's CUDA source (and its PTX). */
 export interface CudaSourceParams {
   step?: number | string | null;
@@ -1005,9 +1033,6 @@ export interface LowerParams {
   step?: number | string | null;
   target?: string;
 }
-
-/** Nothing to answer but that it was done. */
-export type NoResult = Record<string, never>;
 
 /** A student's name and the class task the current step is submitted for. */
 export interface ClassSubmitParams {
@@ -1073,7 +1098,8 @@ export const REQUESTS = {
   goto: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["unknown_step"]},
   script_at: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": ["unknown_step"]},
   export_trace: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": ["usage"]},
-  measure: {"background": true, "keep": 0, "step_implied": false, "buffers": false, "errors": ["busy", "usage", "no_gpu", "unknown_step", "build", "run", "check", "crash", "timeout", "gpu_check"]},
+  measure: {"background": true, "keep": 0, "step_implied": false, "buffers": false, "errors": ["busy", "usage", "no_gpu", "unknown_step", "build", "run", "check", "crash", "timeout", "gpu_check", "cancelled"]},
+  measure_cancel: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
   cuda_source: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["no_gpu", "gpu_check", "build", "unknown_step", "usage"]},
   lower: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["bad_target", "build", "unknown_step", "usage"]},
   clear_error: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
@@ -1105,6 +1131,7 @@ export interface RequestParams {
   script_at: StepParams;
   export_trace: ExportTraceParams;
   measure: MeasureParams;
+  measure_cancel: NoParams;
   cuda_source: CudaSourceParams;
   lower: LowerParams;
   clear_error: NoParams;
@@ -1130,6 +1157,7 @@ export interface RequestResults {
   script_at: TextResult;
   export_trace: TextResult;
   measure: MeasureResult;
+  measure_cancel: NoResult;
   cuda_source: CudaSource;
   lower: Lowering;
   clear_error: NoResult;

@@ -9,6 +9,7 @@ export { canonicalJson, recordKey };
 
 const KEY = "__mlc_kernel_live__";
 const REFUSED = "__mlc_kernel_refused__";
+const LOST = "__mlc_kernel_lost__";
 
 export const NEEDS_KERNEL =
   "This needs a running kernel, and this view has none behind it (a saved notebook, or a kernel restarted or shut down since its cell ran). Re-run the notebook cell that made it to apply, measure or tune.";
@@ -23,6 +24,27 @@ export function kernelLive(model: object): boolean {
   const live = (model as Record<string, unknown>)[KEY];
   return typeof live === "function" ? Boolean(live()) : true;
 }
+
+/** Be told when the kernel behind a live view goes (restarted or shut down): the loader watches the
+ *  comm (js/loader.ts); Rpc fails the requests in flight, the notice says so, views drop what was
+ *  running. Returns the unsubscription. */
+export function onKernelLost(model: object, listener: () => void): () => void {
+  const m = model as Record<string, unknown>;
+  if (!(LOST in m)) Object.defineProperty(model, LOST, { value: new Set<() => void>(), configurable: true, enumerable: false });
+  const set = m[LOST] as Set<() => void>;
+  set.add(listener);
+  return () => set.delete(listener);
+}
+
+/** The kernel behind `model` is gone: tell every listener (the loader calls it once per loss). */
+export function kernelLost(model: object): void {
+  const set = (model as Record<string, unknown>)[LOST] as Set<() => void> | undefined;
+  for (const listener of [...(set ?? [])]) listener();
+}
+
+/** What a view says once its kernel is gone: what happened, and how to go on. */
+export const KERNEL_LOST =
+  "The kernel behind this view was restarted or shut down: what you see is its last state, and what was running (a measurement, an analysis) was stopped. Re-run the notebook cell that made it (and the cells it uses) to apply, measure or tune again.";
 
 /** Be told when a request is refused for want of a kernel (the banner says so, whatever the view). */
 export function onRefused(model: object, listener: (method: string) => void): void {
@@ -52,14 +74,24 @@ export function kernelNotice(model: object, el: HTMLElement, live: () => boolean
   const lost = live();
   let banner: HTMLElement | null = lost ? null : offlineBanner(el.ownerDocument);
   if (banner) el.prepend(banner);
-  onRefused(model, (method) => {
+  const show = (): HTMLElement => {
     if (!banner) {
       banner = offlineBanner(el.ownerDocument);
       el.prepend(banner);
     }
-    bannerRefused(banner, method, lost);
+    return banner;
+  };
+  onRefused(model, (method) => bannerRefused(show(), method, lost));
+  // A live view whose kernel goes says so at once, before any click (and a click then says it again).
+  const unsubscribe = onKernelLost(model, () => {
+    const b = show();
+    b.textContent = KERNEL_LOST;
+    b.dataset.lost = "true";
   });
-  return () => banner?.remove();
+  return () => {
+    unsubscribe();
+    banner?.remove();
+  };
 }
 
 /** A one-line notice above a widget shown without a kernel. */

@@ -2,7 +2,7 @@
 // Python side: mlc_lab/widgets/_base.py (RpcWidget). Kept free of DOM so every widget can share it.
 
 import { type ErrorInfo, REQUEST, RESPONSE, type RequestMessage, type RequestName, type RequestParams, type RequestResults, type ResponseMessage } from "./model";
-import { NEEDS_KERNEL, kernelLive, offlineHandler, recordedReply, refused } from "./offline";
+import { KERNEL_LOST, NEEDS_KERNEL, kernelLive, offlineHandler, onKernelLost, recordedReply, refused } from "./offline";
 
 export { REQUEST, RESPONSE };
 
@@ -55,6 +55,19 @@ export class Rpc {
     private readonly timeoutMs = 120_000,
   ) {
     model.on("msg:custom", this.onMessage);
+    // The kernel went (restarted, shut down): nothing in flight will be answered; say so now.
+    this.unlost = onKernelLost(model, () => this.failAll(new RpcFailure({ summary: KERNEL_LOST, type: "no_kernel" })));
+  }
+
+  private readonly unlost: () => void;
+
+  private failAll(err: Error): void {
+    const pending = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of pending) {
+      if (p.timer) clearTimeout(p.timer);
+      p.reject(err);
+    }
   }
 
   get inFlight(): number {
@@ -111,13 +124,10 @@ export class Rpc {
 
   dispose(): void {
     this.model.off("msg:custom", this.onMessage);
+    this.unlost();
     for (const handler of this.listeners) this.model.off("msg:custom", handler);
     this.listeners = [];
-    for (const [, p] of this.pending) {
-      if (p.timer) clearTimeout(p.timer);
-      p.reject(new Error("view closed"));
-    }
-    this.pending.clear();
+    this.failAll(new Error("view closed"));
   }
 }
 

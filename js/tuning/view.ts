@@ -44,6 +44,7 @@ export class DashboardView {
     rooflineBtn: h("button", { class: "mlc-t-btn mlc-t-metric", dataset: { metric: "roofline" } }, "roofline"),
     phase: h("div", { class: "mlc-t-phase" }),
     stopped: h("div", { class: "mlc-t-stopped" }),
+    machines: h("details", { class: "mlc-t-machines" }),
     bestBtn: h("button", { class: "mlc-t-btn mlc-t-show-best" }, "Show best"),
     plot: h("div", { class: "mlc-t-plot" }),
     failHead: h("div", { class: "mlc-t-fail-head" }),
@@ -69,6 +70,7 @@ export class DashboardView {
       h("div", { class: "mlc-t-progress" }, h("div", { class: "mlc-t-bar" }, e.fill), e.summary),
       e.phase,
       e.stopped,
+      e.machines,
       e.jobError,
       h("div", { class: "mlc-t-toolbar" }, h("span", { class: "mlc-t-label" }, "y axis:"), e.latencyBtn, e.gflopsBtn, e.rooflineBtn, h("span", { class: "mlc-t-spacer" }), e.bestBtn),
       h("div", { class: "mlc-t-main" }, e.plot, e.failures),
@@ -101,6 +103,7 @@ export class DashboardView {
     on(["failures", "failed_count", "selected"], () => this.renderFailures());
     on(["detail", "selected"], () => this.renderDetail());
     on(["notice"], () => this.renderNotice());
+    on(["machines"], () => this.renderMachines());
     on(["explorer"], () => this.renderExplorer());
     this.renderAll();
     this.plot.flush();
@@ -108,6 +111,7 @@ export class DashboardView {
 
   renderAll(): void {
     this.renderHeader();
+    this.renderMachines();
     this.renderPlot();
     this.renderFailures();
     this.renderDetail();
@@ -228,6 +232,28 @@ export class DashboardView {
     else this.plot.draw(plotData(series, m.get("selected"), summaries), plotLayout(series, isDarkTheme(), height, m.get("status") || "running"));
   }
 
+  // Where the job measures when not here: each server lost or left out, each batch round with where it
+  // ran and how long it waited. Open by itself when something went wrong.
+  renderMachines(): void {
+    const box = this.els.machines;
+    const machines = this.model.get("machines") || {};
+    clear(box);
+    box.hidden = !machines.via;
+    if (!machines.via) return;
+    const lines = machines.lines || [];
+    const problems = lines.filter((l) => l.problem).length;
+    const head = `Measured ${machines.via}` + (problems ? ` · ${problems} problem${problems > 1 ? "s" : ""}` : "");
+    box.append(h("summary", { class: `mlc-t-machines-head${problems ? " mlc-t-problem" : ""}` }, head));
+    const list = h("ul", { class: "mlc-t-machines-list" });
+    for (const line of lines) list.append(h("li", { class: line.problem ? "mlc-t-problem" : "" }, line.text));
+    if (!lines.length) list.append(h("li", { class: "mlc-t-loading" }, "nothing measured there yet"));
+    box.append(list);
+    if (problems && !box.dataset.seen) {
+      box.open = true;
+      box.dataset.seen = "1";
+    }
+  }
+
   renderFailures(): void {
     const m = this.model;
     const e = this.els;
@@ -272,6 +298,7 @@ export class DashboardView {
       else if (typeof d.vs_best === "number") facts.push(`${d.vs_best.toFixed(2)}× the best (trial ${d.best_trial})`);
     } else if (d.problem) facts.push(d.problem);
     else facts.push(`failed: ${d.error_summary || "no detail"}`);
+    if (d.where) facts.push(`on ${d.where}${typeof d.waited_s === "number" ? `, after waiting ${d.waited_s.toFixed(1)} s` : ""}`);
     const open = h("button", { class: "mlc-t-btn mlc-t-open", title: "Replay this trial's trace as a new branch of the session" }, "Open in explorer");
     open.disabled = !d.trace;
     open.addEventListener("click", () => this.openInExplorer(selected));

@@ -3,7 +3,8 @@
 Without a trace the program is the caller's own and runs in the persistent worker. A trace file is
 a hand-in (a teacher benching a student's schedule): its kernel is built here and runs only in the
 sandbox (`mlc_lab.core.kernel_sandbox`); where the machine cannot sandbox nothing runs, unless
-``--unsafe-same-user`` (which keeps the limits)."""
+``--unsafe-same-user`` (which keeps the limits). With ``--runner`` (rpc://..., batch:...) the kernel is
+built here and runs on the measuring machines the runner names, never here."""
 
 from __future__ import annotations
 
@@ -30,7 +31,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default="warm",
         help="warm: inputs stay cached between calls (default); cold: flushed before every call",
     )
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds before a hanging program is stopped")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="seconds before a hanging program is stopped (default: 30; 600 elsewhere)",
+    )
+    p.add_argument(
+        "--runner",
+        default="local",
+        metavar="SPEC",
+        help="where to time it: local (default), rpc://HOST:PORT/KEY (a TVM RPC tracker's server), "
+        "batch:slurm[:PARTITION] or batch:COMMAND (run as COMMAND FOLDER); built here either way",
+    )
     add_unsafe_same_user(p)
     return p
 
@@ -85,7 +98,10 @@ def run(args: argparse.Namespace) -> int:
     if args.target not in ("cpu", "cuda", "llvm", "gpu"):
         raise UsageError(f"--target must be cpu or cuda, not {args.target!r}")
     session = load_session(args.file, args.func, args.trace)
-    m = _measure_trace(session, args) if args.trace else _measure_own(session, args)
+    if args.runner not in ("", "local"):  # built here, run on the measuring machines: nothing runs here
+        m = _measure_own(session, args, runner=args.runner)
+    else:
+        m = _measure_trace(session, args) if args.trace else _measure_own(session, args)
     # the same figures as every other measurement (mlc_lab.tvm.measure), in Measurement's one encoding
     out = {
         **{k: v for k, v in m.to_json().items() if k not in ("results_s", "error", "error_kind")},
@@ -106,8 +122,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _measure_own(session, args: argparse.Namespace):
-    """The caller's own program (no trace file), timed in the persistent worker."""
+def _measure_own(session, args: argparse.Namespace, runner: str = "local"):
+    """The caller's own program (no trace file), timed in the persistent worker; or, with a runner,
+    any program built in the worker and timed on the machines the runner names (`measure`)."""
     from mlc_lab.core.measure import measure
 
     return measure(
@@ -118,6 +135,7 @@ def _measure_own(session, args: argparse.Namespace):
         args.repeats,
         timeout=args.timeout,
         cache=args.cache,
+        runner=runner,
     )
 
 

@@ -76,9 +76,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--workers",
         type=int,
-        default=1,
-        help="submissions graded at once (default 1; more only with --tracker: timings taken side "
-        "by side on this machine disturb each other)",
+        default=None,
+        help="submissions graded at once (default: one per core); timings on this machine take turns, "
+        "and close results are timed again, interleaved, when the server is idle",
     )
     p.add_argument(
         "--tuning-db-port",
@@ -138,8 +138,21 @@ def run_serve(args: argparse.Namespace, roster: list | None) -> int:
     server = _class_server(args, roster, mode, runner)
     _print_banner(args, server, mode, runner)
     database = _serve_tuning_db(args, server, runner)
-    print(f"mlc-lab: teacher's token: {server.token}", file=sys.stderr)
-    print(f"mlc-lab: teacher: mlc_lab.class_dashboard({server.url!r}, {server.token!r})", file=sys.stderr)
+    if server.token:
+        print(f"mlc-lab: teacher's token: {server.token}", file=sys.stderr)
+        print(
+            "mlc-lab: (only its hash is kept: note it; --new-token makes a new one and retires this one)",
+            file=sys.stderr,
+        )
+        print(f"mlc-lab: teacher: mlc_lab.class_dashboard({server.url!r}, {server.token!r})", file=sys.stderr)
+    else:
+        print(
+            "mlc-lab: teacher's token: the one printed when it was made (only its hash is kept; "
+            "--new-token makes a new one)",
+            file=sys.stderr,
+        )
+        print(f"mlc-lab: teacher: mlc_lab.class_dashboard({server.url!r}, TOKEN)", file=sys.stderr)
+    _log_to_stderr()
     sys.stderr.flush()
     try:
         serve_forever(server)
@@ -147,6 +160,18 @@ def run_serve(args: argparse.Namespace, roster: list | None) -> int:
         if database is not None:
             database.terminate()
     return 0
+
+
+def _log_to_stderr() -> None:
+    """The server's log (a client gone before its answer, a grader restarted) on stderr, a line each."""
+    import logging
+
+    logger = logging.getLogger("mlc_lab.classroom")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
 
 
 def _identity_mode(args: argparse.Namespace, roster: list | None) -> str:
@@ -173,12 +198,8 @@ def _runner(args: argparse.Namespace) -> str | None:
                 f"--tracker must be HOST:PORT/KEY (the tracker and the measurement servers' key), not {args.tracker!r}"
             )
         runner = f"rpc://{t}"
-    if args.workers > 1 and not runner:
-        print(
-            "mlc-lab: warning: --workers > 1 times submissions side by side on this machine; their "
-            "latencies disturb each other (use --tracker for the class's measurement machines)",
-            file=sys.stderr,
-        )
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, not {args.workers}")
     return runner
 
 
@@ -222,7 +243,11 @@ def _print_banner(args: argparse.Namespace, server, mode: str, runner: str | Non
         f"{counts['queued']} waiting to be graded)",
         file=sys.stderr,
     )
-    print(f"mlc-lab: timing on {runner or 'this machine'}", file=sys.stderr)
+    print(
+        f"mlc-lab: {server.workers} grader{'s' if server.workers > 1 else ''}; "
+        f"timing on {runner or 'this machine, one timing at a time'}",
+        file=sys.stderr,
+    )
     if mode == "open":
         print("mlc-lab: DEMO MODE (--open): anyone hands in under any name; every answer says so", file=sys.stderr)
     elif mode == "jupyterhub":
@@ -326,6 +351,7 @@ def _take_trace_file(args: argparse.Namespace, extra: list[str]) -> bool:
 
 def run_submit(args: argparse.Namespace) -> int:
     import json
+    import os
 
     from mlc_lab.classroom.client import submit, verdict_text
     from mlc_lab.cli import UsageError
@@ -338,15 +364,30 @@ def run_submit(args: argparse.Namespace) -> int:
         import mlc_lab
 
         trace = Session.from_trace(mlc_lab.load(args.program), args.trace_opt).submission()
+        file = os.path.basename(args.trace_opt) if os.path.isfile(args.trace_opt) else None
     elif args.trace_file:
         try:
             with open(args.trace_file, encoding="utf-8") as fh:
                 trace = fh.read()
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"{args.trace_file}: cannot be read as text ({exc})") from None
+        file = os.path.basename(args.trace_file)
     else:
         raise UsageError("give a TRACE_FILE, or --program P and --trace T")
-    v = submit(args.server, trace, args.task, token=args.token, name=args.name, client_id=args.client_id)
+
+    def retrying(text: str) -> None:
+        print(f"mlc-lab: {text}", file=sys.stderr, flush=True)
+
+    v = submit(
+        args.server,
+        trace,
+        args.task,
+        token=args.token,
+        name=args.name,
+        client_id=args.client_id,
+        file=file,
+        on_retry=retrying,
+    )
     if args.json:
         json.dump(v, sys.stdout, indent=1)
         sys.stdout.write("\n")

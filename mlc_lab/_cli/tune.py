@@ -29,8 +29,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default="auto",
         help="auto (meta_schedule's own space) or session:TRACE (search around the splits of a trace file)",
     )
-    p.add_argument("--rpc", metavar="HOST:PORT:KEY", help="measure through a TVM RPC tracker")
-    p.add_argument("--servers", type=int, default=1, help="with --rpc: candidates measured at once (default: 1)")
+    p.add_argument(
+        "--runner",
+        metavar="SPEC",
+        help="where candidates are timed: local (default), rpc://HOST:PORT/KEY (a TVM RPC tracker's servers), "
+        "batch:slurm[:PARTITION] (each round a Slurm job) or batch:COMMAND (each round run as COMMAND FOLDER)",
+    )
+    p.add_argument("--rpc", metavar="HOST:PORT:KEY", help="the same as --runner rpc://HOST:PORT/KEY")
+    p.add_argument(
+        "--servers", type=int, default=1, help="with an rpc:// runner: candidates measured at once (default: 1)"
+    )
     p.add_argument(
         "--database",
         metavar="DIR|rpc://HOST:PORT",
@@ -65,7 +73,9 @@ def _space_and_runner(args: argparse.Namespace) -> tuple[str, str | None, str]:
             raise UsageError("--space session:TRACE needs a trace file")
     elif args.space != "auto":
         raise UsageError(f"--space must be auto or session:TRACE, not {args.space!r}")
-    runner = "local"
+    runner = args.runner or "local"
+    if args.rpc and args.runner:
+        raise UsageError("give --runner or --rpc, not both")
     if args.rpc:
         parts = args.rpc.split(":")
         if len(parts) != 3 or not parts[1].isdigit():

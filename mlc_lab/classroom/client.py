@@ -15,6 +15,7 @@ from mlc_lab.core.classroom import (  # noqa: F401  (re-exported)
     server_url,
     submit,
     summary,
+    tries_within,
     verdict,
     verdict_text,
 )

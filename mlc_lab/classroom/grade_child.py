@@ -1,17 +1,20 @@
-"""One submission graded and timed, in a child process of the class server.
+"""Submissions graded and timed, in a persistent child process of the class server.
 
-``python -m mlc_lab.classroom.grade_child ASSIGNMENT SUBMISSION OUT [--runner rpc://HOST:PORT/KEY]
-[--unsafe-same-user]`` writes ``GradeResult.to_json()`` with the class's timing to OUT. The autograder
-parses the trace (never runs it); a submission that passes at least one task is then timed by
-mlc_lab's one method: its kernel built here and run in the sandbox (``mlc_lab.core.kernel_sandbox``,
-under the assignment's time and memory), or on a measurement machine of the class through TVM's RPC
-tracker when a runner is given. Whatever happens here, the server only sees a verdict or
-a dead child: it never goes down with a submission.
+``python -m mlc_lab.classroom.grade_child ASSIGNMENT [--runner rpc://HOST:PORT/KEY] [--unsafe-same-user]``
+reads one job a line on stdin (``{"op": "grade", "path": FILE}``, or ``{"op": "retime", "traces",
+"rounds"}``) and answers each with one line on stdout: ``GradeResult.to_json()`` with the class's
+timing (or the timings, ``mlc_lab.classroom.timing.retime``). The autograder parses the trace (never
+runs it); a submission that passes at least one task is then timed by mlc_lab's one method: its
+kernel built here and run in the sandbox (``mlc_lab.core.kernel_sandbox``, under the assignment's
+time and memory), or on a measurement machine of the class through TVM's RPC tracker when a runner
+is given. Whatever happens here, the server only sees a verdict or a dead child: it never goes down
+with a submission.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -81,23 +84,21 @@ def time_submission(assignment, trace: str, runner: str | None, unsafe_same_user
     }
 
 
-def main(argv: list[str]) -> int:
+def grade_one(assignment, submission: str, runner: str | None, unsafe: bool = False) -> dict:
+    """One hand-in graded and (when it passes a task) timed: ``GradeResult.to_json()`` and the timing."""
+    from mlc_lab.classroom.timing import timing_turn
     from mlc_lab.grading.report import failed_verdict
 
-    assignment_path, submission, out = argv[:3]
-    options = argv[3:]
-    runner = options[options.index("--runner") + 1] if "--runner" in options[:-1] else None
-    unsafe = "--unsafe-same-user" in options
     try:
-        from mlc_lab.grading import grade, load_assignment
+        from mlc_lab.grading import grade
 
-        assignment = load_assignment(assignment_path)
         result = grade(assignment, submission, unsafe_same_user=unsafe).to_json()
         if not result.get("error") and result.get("trace") and any(t["passed"] for t in result["tasks"]):
             if runner or result.get("latency_ms") is None:
                 # a trace is timed as the grader read it (its printed form goes through the other reader)
                 trace = Path(submission).read_text(encoding="utf-8") if result.get("kind") == "trace" else None
-                result.update(time_submission(assignment, trace or result["trace"], runner, unsafe))
+                with timing_turn(remote=bool(runner)):
+                    result.update(time_submission(assignment, trace or result["trace"], runner, unsafe))
         if result.get("timing_error"):
             result["correct"] = result.get("correct", None)
     except Exception as exc:  # noqa: BLE001
@@ -109,8 +110,30 @@ def main(argv: list[str]) -> int:
                 "detail": traceback.format_exc()[-2000:],
             }
         )
-    with open(out, "w", encoding="utf-8") as fh:
-        json.dump(result, fh)
+    return result
+
+
+def main(argv: list[str]) -> int:
+    from mlc_lab.classroom.graders import empty_scratch
+    from mlc_lab.classroom.timing import retime
+    from mlc_lab.grading import load_assignment
+
+    out = os.fdopen(os.dup(1), "wb")  # the answers; what anything prints goes to stderr
+    os.dup2(2, 1)
+    options = argv[1:]
+    runner = options[options.index("--runner") + 1] if "--runner" in options[:-1] else None
+    unsafe = "--unsafe-same-user" in options
+    assignment = load_assignment(argv[0])
+    for line in sys.stdin.buffer:
+        job = json.loads(line)
+        if job.get("op") == "retime":
+            traces = [str(t) for t in job["traces"]]
+            answer = {"timings": retime(assignment, traces, int(job.get("rounds", 3)), unsafe)}
+        else:
+            answer = grade_one(assignment, str(job["path"]), runner, unsafe)
+        out.write(json.dumps(answer).encode("utf-8") + b"\n")
+        out.flush()
+        empty_scratch()
     return 0
 
 

@@ -5,14 +5,19 @@ A submission is written before it is graded (status ``queued``), so a server sto
 finds it again on restart and grades it then: a restart loses nothing. A submission's ``name`` is
 who handed it in: the student id (from the roster or JupyterHub), or the pseudonym typed in a
 demo (``--open``) server; ``client_id`` makes a retried hand-in the same submission. The roster
-(``students``: tokens kept as SHA-256 hashes) and the grading children alive (``children``: what a
-restarted server must kill and remove) are kept here too.
+(``students``: tokens kept as SHA-256 hashes), the teacher's token (its hash too) and the grading
+children alive (``children``: what a restarted server must kill and remove) are kept here too.
+
+The folder is the class's alone: made (or set) 0700, the database and its WAL files 0600, since they
+hold the roster and every hand-in.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
 import secrets
 import sqlite3
 import statistics
@@ -55,8 +60,12 @@ CREATE TABLE IF NOT EXISTS children (
     submission INTEGER
 );
 """
+# columns added since the first class server (a class folder of an older server gains them on open)
+ADDED_COLUMNS = {"client_id": "TEXT", "file": "TEXT"}
 
 STUCK_AFTER = 3  # failed submissions at one task before the teacher's view calls a student stuck
+# a timing taken on a busy machine is trusted to within this share of itself (the band of a tie)
+BUSY_BAND = 0.2
 
 
 def token_hash(token: str) -> str:
@@ -69,18 +78,34 @@ class Store:
     thread share it."""
 
     def __init__(self, directory: str | Path, tasks: list[dict]) -> None:
-        self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        # absolute: the grading children run in folders of their own, and a relative path would name
+        # another file there (a relative --dir failed every submission)
+        self.dir = Path(directory).resolve()
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.dir, 0o700)  # the roster and every hand-in: the teacher's alone
         self.path = self.dir / "class.sqlite"
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))  # SQLite gives its WAL files this mode too
         self.tasks = list(tasks)  # [{"name", "title", "points"}] in the assignment's order
         self._lock = threading.Lock()
+        self._version = 0  # bumped by every verdict and timing stored: the key of the cached figures
+        self._cache: tuple[int, list[dict]] | None = None
+        self._boards: dict[tuple, list[dict]] = {}  # (version, labels) -> ranked rows
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
         columns = {r[1] for r in self._db.execute("PRAGMA table_info(submissions)")}
-        if "client_id" not in columns:  # a class folder of an older server
-            self._db.execute("ALTER TABLE submissions ADD COLUMN client_id TEXT")
+        for column, kind in ADDED_COLUMNS.items():
+            if column not in columns:  # a class folder of an older server
+                self._db.execute(f"ALTER TABLE submissions ADD COLUMN {column} {kind}")
         self._db.execute("CREATE UNIQUE INDEX IF NOT EXISTS submissions_by_client ON submissions (name, client_id)")
+        self.private()
+
+    def private(self) -> None:
+        """The database and its WAL files readable by the server's user only (an older folder's too)."""
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            path = self.path.with_name(self.path.name + suffix)
+            if path.exists():
+                os.chmod(path, 0o600)
 
     def close(self) -> None:
         with self._lock:
@@ -88,15 +113,33 @@ class Store:
 
     # --- the teacher's token ----------------------------------------------------------------------
 
-    def token(self, renew: bool = False) -> str:
-        """The teacher's token, kept in the database so that a restart keeps the dashboard working."""
+    def teacher_token(self, renew: bool = False) -> str | None:
+        """A new teacher's token when there is none yet (or ``renew``), else None: only its hash is
+        kept (as the students' are), so a restart keeps the dashboard working with the token printed
+        when it was made, and nobody reads it from the folder. A folder of an older server, which kept
+        the token itself, keeps it working: its hash replaces it, and it is returned this once."""
         with self._lock:
             row = self._db.execute("SELECT value FROM meta WHERE key='token'").fetchone()
             if row and not renew:
-                return row[0]
+                self._db.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('teacher_hash', ?)", (token_hash(row[0]),)
+                )
+                self._db.execute("DELETE FROM meta WHERE key='token'")
+                return str(row[0])
+            if not renew and self._db.execute("SELECT 1 FROM meta WHERE key='teacher_hash'").fetchone():
+                return None
             value = secrets.token_urlsafe(18)
-            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('token', ?)", (value,))
+            self._db.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('teacher_hash', ?)", (token_hash(value),)
+            )
+            self._db.execute("DELETE FROM meta WHERE key='token'")
             return value
+
+    def is_teacher(self, token: str) -> bool:
+        """Whether ``token`` is the teacher's (compared by hash, in constant time)."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key='teacher_hash'").fetchone()
+        return bool(row and token) and hmac.compare_digest(token_hash(token), row[0])
 
     # --- the roster -------------------------------------------------------------------------------
 
@@ -194,13 +237,16 @@ class Store:
 
     # --- submissions ------------------------------------------------------------------------------
 
-    def add(self, name: str, task: str | None, trace: str, client_id: str | None = None) -> int:
-        """Store a hand-in; with a ``client_id`` already used by ``name``, the id stored then."""
+    def add(
+        self, name: str, task: str | None, trace: str, client_id: str | None = None, file: str | None = None
+    ) -> int:
+        """Store a hand-in (``file``: what the student called it); with a ``client_id`` already used by
+        ``name``, the id stored then."""
         with self._lock:
             try:
                 cur = self._db.execute(
-                    "INSERT INTO submissions (name, task, trace, submitted_at, client_id) VALUES (?, ?, ?, ?, ?)",
-                    (name, task, trace, time.time(), client_id),
+                    "INSERT INTO submissions (name, task, trace, submitted_at, client_id, file) VALUES (?, ?, ?, ?, ?, ?)",
+                    (name, task, trace, time.time(), client_id, file),
                 )
                 return int(cur.lastrowid)
             except sqlite3.IntegrityError:  # the same intent sent twice at once: the one stored
@@ -257,16 +303,30 @@ class Store:
             return [r[0] for r in self._db.execute("SELECT id FROM submissions WHERE status != 'graded' ORDER BY id")]
 
     def trace_of(self, sid: int) -> tuple[str, str | None]:
+        trace, task, _file = self.hand_in(sid)
+        return trace, task
+
+    def hand_in(self, sid: int) -> tuple[str, str | None, str | None]:
+        """``(trace, task, file)`` of a submission: what the student sent, and what they called it."""
         with self._lock:
-            row = self._db.execute("SELECT trace, task FROM submissions WHERE id=?", (sid,)).fetchone()
+            row = self._db.execute("SELECT trace, task, file FROM submissions WHERE id=?", (sid,)).fetchone()
         if row is None:
             raise KeyError(sid)
-        return row[0], row[1]
+        return row[0], row[1], row[2]
+
+    def waiting_list(self) -> list[tuple[int, str]]:
+        """``(id, student)`` of every submission not graded yet, oldest first (what a restart grades)."""
+        with self._lock:
+            return [
+                (int(r[0]), str(r[1]))
+                for r in self._db.execute("SELECT id, name FROM submissions WHERE status != 'graded' ORDER BY id")
+            ]
 
     def record(self, sid: int, result: dict) -> None:
         """Store a verdict: ``result`` is ``GradeResult.to_json()`` (plus ``latency_ms`` from the
-        class's timing), or ``{"error": ...}`` when the grader could not grade it at all."""
-        _trace, task = self.trace_of(sid)
+        class's timing), or ``{"error": ...}`` when the grader could not grade it at all. A refused
+        hand-in is told apart here: an attack or a mistake (``result["refusal"]``, for the teacher)."""
+        trace, task, _file = self.hand_in(sid)
         tasks = result.get("tasks") or []
         passed = [t["name"] for t in tasks if t.get("passed")]
         wanted = [task] if task else [t["name"] for t in self.tasks]
@@ -276,6 +336,11 @@ class Store:
             and all(n in passed for n in wanted)
             and result.get("correct") is not False
         )
+        if result.get("status") == "refused" and "refusal" not in result:
+            from mlc_lab.classroom.refusals import refusal_kind
+
+            kind, why = refusal_kind(trace, str(result.get("error") or ""))
+            result = {**result, "refusal": {"kind": kind, "why": why}}
         with self._lock:
             self._db.execute(
                 "UPDATE submissions SET status='graded', score=?, max_score=?, passed_tasks=?, passing=?, "
@@ -292,6 +357,28 @@ class Store:
                     sid,
                 ),
             )
+            self._changed()
+
+    def retimed(self, sid: int, latency_ms: float, timing: dict) -> None:
+        """A passing submission timed again (interleaved with the one it was tied with, on an idle
+        server): its latency and timing replace those of its first timing, which ``timing["first"]`` keeps."""
+        with self._lock:
+            row = self._db.execute("SELECT result, latency_ms FROM submissions WHERE id=?", (sid,)).fetchone()
+            if row is None:
+                return
+            data = json.loads(row[0] or "{}")
+            before = data.get("timing") or {}
+            first = before.get("first") or {"latency_ms": row[1], **{k: before.get(k) for k in _TIMING_KEYS[:3]}}
+            data["timing"] = {**before, **timing, "first": first}
+            data["latency_ms"] = latency_ms
+            self._db.execute(
+                "UPDATE submissions SET latency_ms=?, result=? WHERE id=?", (latency_ms, json.dumps(data), sid)
+            )
+            self._changed()
+
+    def _changed(self) -> None:
+        """A verdict or a timing changed: the figures made of them are made again (caller holds the lock)."""
+        self._version += 1
 
     @property
     def max_score(self) -> float:
@@ -303,12 +390,12 @@ class Store:
         with self._lock:
             row = self._db.execute(
                 "SELECT id, name, task, status, score, max_score, passing, latency_ms, error, result, submitted_at, "
-                "client_id FROM submissions WHERE id=?",
+                "client_id, file FROM submissions WHERE id=?",
                 (sid,),
             ).fetchone()
         if row is None:
             return None
-        sid, key, task, status, score, max_score, passing, latency, error, result, at, client_id = row
+        sid, key, task, status, score, max_score, passing, latency, error, result, at, client_id, file = row
         out: dict[str, Any] = {
             "id": sid,
             "name": (labels or {}).get(key, key),
@@ -317,6 +404,7 @@ class Store:
             "status": status,
             "submitted_at": at,
             "client_id": client_id,
+            "file": file,
         }
         if status == "graded":
             data = json.loads(result or "{}")
@@ -331,6 +419,7 @@ class Store:
                     for t in data.get("tasks") or []
                 ],
                 hazards=data.get("hazards") or [],
+                notes=data.get("notes") or [],
                 correct=data.get("correct"),
                 timing=data.get("timing"),
                 timing_error=data.get("timing_error"),
@@ -343,13 +432,19 @@ class Store:
         return out
 
     def _graded(self) -> list[dict]:
+        """Every graded submission as plain data, oldest first; read again only after a change (the
+        leaderboard is asked for by every student's widget every few seconds). Callers copy before
+        changing a row."""
         with self._lock:
+            if self._cache is not None and self._cache[0] == self._version:
+                return self._cache[1]
+            version = self._version
             rows = self._db.execute(
-                "SELECT id, name, task, score, passed_tasks, passing, latency_ms, error, result, submitted_at "
+                "SELECT id, name, task, score, passed_tasks, passing, latency_ms, error, result, submitted_at, file "
                 "FROM submissions WHERE status='graded' ORDER BY id"
             ).fetchall()
         out = []
-        for sid, name, task, score, passed, passing, latency, error, result, at in rows:
+        for sid, name, task, score, passed, passing, latency, error, result, at, file in rows:
             out.append(
                 {
                     "id": sid,
@@ -362,19 +457,35 @@ class Store:
                     "error": error,
                     "result": json.loads(result or "{}"),
                     "at": at,
+                    "file": file,
                 }
             )
+        with self._lock:
+            if self._version == version:
+                self._cache = (version, out)
         return out
 
-    def refused(self, labels: dict[str, str] | None = None) -> list[dict]:
-        """The hand-ins the grader refused (a trace that calls what a schedule never does, a file of
-        none of the assignment's hand-ins), newest first: the teacher's to look at, not a failure."""
+    def refused(self, labels: dict[str, str] | None = None, pseudonyms: dict[str, str] | None = None) -> list[dict]:
+        """The hand-ins the grader refused, newest first: the teacher's to look at, not a failure.
+        Each says whether it was an attack (a trace reaching for what no schedule does) or a
+        mistake (``kind``, ``why``), who sent it (``name``: ``labels``, the teacher's) and how the
+        class knows them (``pseudonym``: what students see of them)."""
         out = []
         for s in reversed(self._graded()):
             if _refused(s):
-                name = (labels or {}).get(s["name"], s["name"])
-                text = str(s["error"] or s["result"].get("error") or "refused")[:300]
-                out.append({"id": s["id"], "name": name, "message": text, "at": s["at"]})
+                refusal = s["result"].get("refusal") or {}
+                out.append(
+                    {
+                        "id": s["id"],
+                        "name": (labels or {}).get(s["name"], s["name"]),
+                        "pseudonym": (pseudonyms or {}).get(s["name"], s["name"]),
+                        "kind": refusal.get("kind") if refusal.get("kind") in ("attack", "mistake") else "mistake",
+                        "why": str(refusal.get("why") or ""),
+                        "file": s["file"],
+                        "message": str(s["error"] or s["result"].get("error") or "refused")[:300],
+                        "at": s["at"],
+                    }
+                )
         return out
 
     def counts(self) -> dict:
@@ -391,12 +502,24 @@ class Store:
         rows = []
         for r in self._board(labels):
             key = r.pop("key")
+            r.pop("best"), r.pop("retimed")
             if you is not None and key == you:
                 r["you"] = True
             rows.append(r)
         return {"max_score": self.max_score, "tasks": self.tasks, "rows": rows, **self.counts()}
 
     def _board(self, labels: dict[str, str] | None = None) -> list[dict]:
+        """The ranked rows (copies: callers may change them), made again only after a change."""
+        key = (self._version, tuple(sorted((labels or {}).items())))
+        cached = self._boards.get(key)
+        if cached is None:
+            cached = self._rank_board(labels)
+            if len(self._boards) > 8:
+                self._boards.clear()
+            self._boards[key] = cached
+        return [dict(r) for r in cached]
+
+    def _rank_board(self, labels: dict[str, str] | None) -> list[dict]:
         students: dict[str, dict] = {}
         for s in self._graded():
             if _refused(s):
@@ -414,6 +537,8 @@ class Store:
                     "quiet": None,
                     "submissions": 0,
                     "reached_at": s["at"],
+                    "best": None,  # the id of the submission timed best (what an idle server times again)
+                    "retimed": False,
                 },
             )
             st["submissions"] += 1
@@ -426,12 +551,13 @@ class Store:
                 and (st["best_latency_ms"] is None or s["latency_ms"] < st["best_latency_ms"])
             ):
                 timing = s["result"].get("timing") or {}
-                st["best_latency_ms"] = s["latency_ms"]
+                st["best_latency_ms"], st["best"] = s["latency_ms"], s["id"]
                 st["spread_ms"], st["load"], st["quiet"] = (
                     timing.get("spread_ms"),
                     timing.get("load"),
                     timing.get("quiet"),
                 )
+                st["retimed"] = bool(timing.get("retimed"))
         order = [t["name"] for t in self.tasks]
         rows = sorted(
             students.values(),
@@ -443,14 +569,33 @@ class Store:
             del r["reached_at"]
         return rows
 
+    def leaderboard_rows(self) -> list[dict]:
+        """The ranked rows with their internal keys (``key``, ``best``, ``retimed``): the server's."""
+        return self._board()
+
+    def retime_due(self, tried: set[frozenset[int]] | None = None) -> tuple[int, int] | None:
+        """Two neighbours on the leaderboard that tie, not both timed again yet (and not in
+        ``tried``): the submissions an idle server times again, interleaved, or None."""
+        rows = self._board()
+        for a, b in zip(rows, rows[1:]):
+            if not b["tie"] or a["best"] is None or b["best"] is None or a["rank"] != b["rank"]:
+                continue
+            pair = frozenset((a["best"], b["best"]))
+            if (a["retimed"] and b["retimed"]) or (tried is not None and pair in tried):
+                continue
+            return a["best"], b["best"]
+        return None
+
     # --- what the teacher sees ------------------------------------------------------------------
 
     def summary(self, labels: dict[str, str] | None = None) -> dict:
         """Per-task pass rates (of the students who handed anything in), the distribution of each
-        student's best passing latency, the most common failures, and who is stuck at which task
-        (students named by ``labels``: the teacher's)."""
-        graded = [{**g, "name": (labels or {}).get(g["name"], g["name"])} for g in self._graded() if not _refused(g)]
-        names = sorted({s["name"] for s in graded})
+        student's best passing latency, the most common failures, who is stuck at which task
+        (students named by ``labels``: the teacher's), and the refused hand-ins. A student whose
+        hand-ins were all refused handed in all the same: counted, and at the first task."""
+        every = [{**g, "name": (labels or {}).get(g["name"], g["name"])} for g in self._graded()]
+        graded = [g for g in every if not _refused(g)]
+        names = sorted({s["name"] for s in every})
         passed_by: dict[str, set] = {}
         for s in graded:
             for n in s["passed"]:
@@ -460,8 +605,8 @@ class Store:
             "tasks": self._pass_rates(passed_by, len(names)),
             "latency": self._latency_distribution(labels),
             "common_failures": _common_failures(graded),
-            "stuck": self._stuck(graded, names, passed_by),
-            "refused": self.refused(labels),
+            "stuck": self._stuck(every, names, passed_by),
+            "refused": self.refused(labels, self.labels()),
             **self.counts(),
         }
 
@@ -499,42 +644,50 @@ class Store:
 
     def _stuck(self, graded: list[dict], names: list[str], passed_by: dict[str, set]) -> list[dict]:
         """Per student who has not passed every task: the first task of the assignment not passed,
-        the failed hand-ins at it and the last message; most failed attempts first."""
-        attempts: dict[tuple[str, str], int] = {}
-        last_message: dict[tuple[str, str], str] = {}
+        the hand-ins that failed it (refused ones and ones not graded at all too) and the last
+        message; most failed attempts first."""
+        mine: dict[str, list[dict]] = {}
         for s in graded:
-            for t in s["result"].get("tasks") or []:
-                if not t.get("passed"):
-                    key = (s["name"], t["name"])
-                    attempts[key] = attempts.get(key, 0) + 1
-                    last_message[key] = (s["error"] or _first_message(t))[:200]
+            mine.setdefault(s["name"], []).append(s)
         out = []
         for name in names:
             at = next((t["name"] for t in self.tasks if name not in passed_by.get(t["name"], ())), None)
-            if at is not None:
-                tries = attempts.get((name, at), 0)
-                out.append(
-                    {
-                        "name": name,
-                        "task": at,
-                        "failed_attempts": tries,
-                        "stuck": tries >= STUCK_AFTER,
-                        "last_message": last_message.get((name, at)),
-                    }
-                )
+            if at is None:
+                continue
+            failed = [s for s in mine.get(name, []) if at not in s["passed"]]
+            last = failed[-1] if failed else None
+            out.append(
+                {
+                    "name": name,
+                    "task": at,
+                    "failed_attempts": len(failed),
+                    "stuck": len(failed) >= STUCK_AFTER,
+                    "last_message": None if last is None else (last["error"] or _message_of(last, at))[:200],
+                }
+            )
         return sorted(out, key=lambda r: (-r["failed_attempts"], r["name"]))
 
 
+def band_ms(latency_ms: float, spread_ms: float | None, quiet: bool | None) -> float:
+    """How far a latency may lie from the truth: half its repeats' interquartile range, and on a busy
+    machine (``quiet`` False) at least ``BUSY_BAND`` of the latency itself."""
+    half = max(0.0, spread_ms or 0.0) / 2
+    return max(half, BUSY_BAND * latency_ms) if quiet is False else half
+
+
 def tied(a: dict, b: dict) -> bool:
-    """Whether two leaderboard rows of the same score are a tie: their latencies lie within each
-    other's spread (the larger interquartile range of the two), or either was timed on a busy
-    machine (``quiet`` False: its figure says more about the load than about the schedule)."""
+    """Whether two leaderboard rows of the same score are a tie: their latencies lie within the
+    spread of the two timings (the bands of ``band_ms`` meet). A busy machine widens a band, but
+    never so far as to erase a gap of 2x: the slower at twice the faster or more is never a tie."""
     if a["score"] != b["score"] or a["best_latency_ms"] is None or b["best_latency_ms"] is None:
         return False
-    if a.get("quiet") is False or b.get("quiet") is False:
-        return True
-    spread = max(a.get("spread_ms") or 0.0, b.get("spread_ms") or 0.0)
-    return abs(a["best_latency_ms"] - b["best_latency_ms"]) <= spread
+    fast, slow = sorted((float(a["best_latency_ms"]), float(b["best_latency_ms"])))
+    if slow >= 2 * fast:
+        return False
+    reach = band_ms(a["best_latency_ms"], a.get("spread_ms"), a.get("quiet")) + band_ms(
+        b["best_latency_ms"], b.get("spread_ms"), b.get("quiet")
+    )
+    return slow - fast <= reach
 
 
 def rank(rows: list[dict]) -> None:
@@ -560,6 +713,12 @@ _TIMING_KEYS = ("spread_ms", "load", "quiet", "rank", "tie")  # of a leaderboard
 def _first_message(task: dict) -> str:
     """What a failed task of a result says first (``failed`` when it says nothing)."""
     return (task.get("messages") or ["failed"])[0]
+
+
+def _message_of(s: dict, task: str) -> str:
+    """What a graded hand-in (``Store._graded``'s) says first about one task."""
+    found = next((t for t in s["result"].get("tasks") or [] if t.get("name") == task), None)
+    return _first_message(found) if found else "failed"
 
 
 def _common_failures(graded: list[dict]) -> list[dict]:

@@ -12,6 +12,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from mlc_lab.errors import MlcLabError
@@ -20,6 +21,10 @@ ENV = "MLC_LAB_CLASS_SERVER"
 TOKEN_ENV = "MLC_LAB_CLASS_TOKEN"
 HUB_TOKEN_ENV = "JUPYTERHUB_API_TOKEN"  # sent only to a server that says it runs as the Hub's service
 RETRY_S = 60.0  # how long a hand-in is retried while the server cannot be reached (a restart takes seconds)
+FIRST_DELAY_S, MAX_DELAY_S = 0.5, 8.0  # the backoff between tries: 0.5 s, 1 s, 2 s ... 8 s
+# answers that say "not now" (a proxy whose server went away, a server at its connections' limit,
+# JupyterHub not answering): tried again like a connection that broke
+_TRANSIENT = {502: True, 503: False, 504: True}  # code -> whether the request may have been taken
 
 
 class ClassServerError(MlcLabError):
@@ -67,12 +72,12 @@ def _once(url: str, body: dict | None, token: str | None, timeout_s: float) -> d
         with urllib.request.urlopen(req, timeout=timeout_s) as r:
             return json.loads(r.read().decode("utf-8"))
     except urllib.error.HTTPError as exc:
-        if exc.code in (502, 504):  # a proxy in front of a server that went away
-            raise _Lost(f"HTTP {exc.code}", sent=True) from None
         try:
             message = json.loads(exc.read().decode("utf-8")).get("error")
-        except (ValueError, UnicodeDecodeError, AttributeError):
+        except (ValueError, UnicodeDecodeError, AttributeError, OSError):
             message = None
+        if exc.code in _TRANSIENT:
+            raise _Lost(message or f"HTTP {exc.code}", sent=_TRANSIENT[exc.code]) from None
         raise ClassServerError(message or f"the class server at {url} answered {exc.code}") from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", exc)
@@ -90,6 +95,16 @@ def _call(
         raise ClassServerError(f"the class server at {server_url(server)} cannot be reached ({lost.reason})") from None
 
 
+def tries_within(retry_s: float) -> int:
+    """How many times a hand-in is sent within ``retry_s`` seconds of backoff (the last at the deadline)."""
+    tries, at, delay = 1, 0.0, FIRST_DELAY_S
+    while at < retry_s:
+        at = min(at + delay, retry_s)
+        tries += 1
+        delay = min(2 * delay, MAX_DELAY_S)
+    return tries
+
+
 def submit(
     server: str | None,
     trace: str,
@@ -100,15 +115,19 @@ def submit(
     client_id: str | None = None,
     wait_s: float = 300.0,
     retry_s: float | None = None,
+    file: str | None = None,
+    on_retry: Callable[[str], Any] | None = None,
 ) -> dict:
     """Hand in a trace as the student whose ``token`` it is (default ``$MLC_LAB_CLASS_TOKEN``;
     ``name``: the pseudonym, on a demo server only); the verdict (score, per-task verdicts, latency,
     rank) once graded, or ``{"status": "queued", "id"}`` when grading takes longer than ``wait_s``.
+    ``file``: what the hand-in is called (its file's name, or "step 3"), the name its verdict uses.
 
     The hand-in carries ``client_id`` (a new UUID unless given): when the connection breaks, it is
     sent again with backoff for ``retry_s`` seconds (default ``RETRY_S``), and the server answers a retry with the
-    submission it stored the first time, never a second one. What is raised says the truth: not
-    stored, or not known (with the client id that finds out)."""
+    submission it stored the first time, never a second one. From the first failure on,
+    ``on_retry`` is told each try to come ("... cannot be reached (...), retrying (2 of 12)"). What
+    is raised says the truth: not stored, or not known (with the client id that finds out)."""
     url = server_url(server)
     retry_s = RETRY_S if retry_s is None else retry_s
     client_id = client_id or str(uuid.uuid4())
@@ -117,8 +136,11 @@ def submit(
         body["name"] = name
     if task is not None:
         body["task"] = task
+    if file:
+        body["file"] = file
     token = class_token(url, token)
-    deadline, delay, tries, sent = time.monotonic() + retry_s, 0.5, 0, False
+    deadline, delay, tries, sent = time.monotonic() + retry_s, FIRST_DELAY_S, 0, False
+    planned = tries_within(retry_s)
     while True:
         tries += 1
         try:
@@ -132,8 +154,13 @@ def submit(
         left = deadline - time.monotonic()
         if left <= 0:
             break
+        if on_retry is not None:
+            on_retry(
+                f"the class server at {url} cannot be reached ({reason}), retrying "
+                f"({min(tries + 1, planned)} of {planned})"
+            )
         time.sleep(min(delay, left))  # backoff: 0.5 s, 1 s, 2 s ... 8 s, the last try at the deadline
-        delay = min(2 * delay, 8.0)
+        delay = min(2 * delay, MAX_DELAY_S)
     if sent:
         raise ClassServerError(
             f"the class server at {url} stopped answering and was not back within {retry_s:g} s ({reason}): "

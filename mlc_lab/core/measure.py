@@ -60,6 +60,7 @@ def measure(
     seed: int = 0,
     raise_errors: bool = True,
     roofline: bool = True,
+    runner: str = "local",
 ) -> Measurement:
     """Build `module` for `target` ("cpu" = native CPU with all cores, "cuda", or a TVM target dict),
     check its output against `reference` (the original program) on random inputs, and time it
@@ -67,6 +68,11 @@ def measure(
     at least `min_repeat_ms` long; `cache="cold"` flushes the arguments out of the caches before
     every call instead. `roofline=True` places it on `mlc_lab.machine()`'s roofline (the first
     call on a machine measures the machine: some seconds, then cached on disk).
+
+    `runner` measures it elsewhere, built here: "rpc://HOST:PORT/KEY" on a server of a TVM RPC
+    tracker (which may run TVM's runtime alone), "batch:slurm[:PARTITION]" as a Slurm job, or
+    "batch:COMMAND" by `COMMAND FOLDER` (docs/measuring.md); `timeout` then includes the wait for a
+    machine (its default means 600 s there), and the result's `where` says which one.
 
     Failures raise `MeasureError` (`NoGPUError` for CUDA without a GPU), or, with
     `raise_errors=False`, come back as a `Measurement` whose `error` says what went wrong.
@@ -81,13 +87,22 @@ def measure(
         "min_repeat_ms": float(min_repeat_ms),
         "seed": int(seed),
     }
-    try:
-        m: Measurement = worker().call("measure", timeout=timeout, **payload)
+    elsewhere = runner not in (None, "", "local")
+    if elsewhere:
+        extra = 60.0  # the far side's limit first, then the worker's
+        far = WORKER_OPS["measure_elsewhere"].timeout_s - extra if timeout == DEFAULT_TIMEOUT_S else float(timeout)
+        payload.update(runner=str(runner), timeout_s=far)
+        timeout = far + extra
+    try:  # each operation named as written: tests/unit/kernel_paths.py reads which one runs a kernel here
+        if elsewhere:
+            m: Measurement = worker().call("measure_elsewhere", timeout=timeout, **payload)
+        else:
+            m = worker().call("measure", timeout=timeout, **payload)
     except MeasureError as exc:
         if raise_errors:
             raise
         return Measurement(target=str(target), error=str(exc), error_kind=exc.kind, func_name=func_name, cache=cache)
-    if roofline and m.threads is not None:
+    if roofline and m.threads is not None and not elsewhere:  # this machine's roofline
         place_on_roofline(m)
     return m
 

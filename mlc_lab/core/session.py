@@ -130,6 +130,7 @@ class Session:
             client_id=client_id,
             wait_s=wait_s,
             retry_s=retry_s,
+            file=f"step {self._history.current_id if step is None else step}",  # what its verdict calls it
         )
 
     def loop_tree(self, step: int | None = None) -> dict:

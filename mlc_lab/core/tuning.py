@@ -50,6 +50,8 @@ class TuneRecord:
     trace_json: Any
     elapsed_s: float | None = None  # since the start of the run that measured it
     others_cores: float | None = None  # cores other processes used while it was timed (local runner)
+    where: str | None = None  # measured elsewhere: the server (host:port), or the batch round and its machine
+    waited_s: float | None = None  # ... and how long it waited for that machine
 
     @property
     def ok(self) -> bool:
@@ -104,6 +106,21 @@ class LiveState:
     batch: int
     pending: list
     elapsed_s: float | None = None
+
+
+def _json_lines(path: str) -> list[dict]:
+    """The objects of a JSON-lines file the job appends to (a line being written is left out)."""
+    out = []
+    try:
+        with open(path) as fh:
+            for line in fh:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue  # a line being written
+    except OSError:
+        pass
+    return out
 
 
 def _read_json(path: str) -> Any:
@@ -234,17 +251,7 @@ class TuneJob:
     def records(self, with_traces: bool = True) -> list[TuneRecord]:
         """Every trial measured so far for this job's workload, in trial order."""
         index = self.read_status().get("workload_index")
-        side: dict[int, dict] = {}
-        try:
-            with open(self.path(TRIALS_FILE)) as fh:
-                for line in fh:
-                    try:
-                        entry = json.loads(line)
-                    except ValueError:
-                        continue  # a line being written
-                    side[int(entry["line"])] = entry
-        except OSError:
-            pass
+        side = {int(entry["line"]): entry for entry in _json_lines(self.path(TRIALS_FILE))}
         out: list[TrialRecord] = []
         missing: list[tuple[int, str]] = []
         try:
@@ -265,16 +272,18 @@ class TuneJob:
                 continue
             secs = [float(x) for x in run_secs]
             entry = side.get(line_no)
+            placed: dict = {}
             if entry is not None:
                 latency, error, trace, elapsed = entry["latency_s"], entry["error"], entry["trace"], entry.get("t")
                 others = entry.get("others_cores")
+                placed = {"where": entry.get("where"), "waited_s": entry.get("waited_s")}
             else:
                 ok = bool(secs) and max(secs) < FAILED_LATENCY
                 latency = sorted(secs)[len(secs) // 2] if ok else None
                 error = None if ok else "the candidate failed to build or run (no detail recorded)"
                 trace, elapsed, others = None, None, None
                 missing.append((len(out), raw))
-            out.append(TuneRecord(len(out), latency, secs, error, trace, trace_json, elapsed, others))
+            out.append(TuneRecord(len(out), latency, secs, error, trace, trace_json, elapsed, others, **placed))
         if with_traces and missing:
             from mlc_lab.tvm.tuning.job import trace_text_from_record
 
@@ -362,6 +371,17 @@ class TuneJob:
             phase=phase if self.status == "running" else self.status, batch=batch, pending=pending, elapsed_s=elapsed
         )
 
+    def events(self) -> list[dict]:
+        """What happened to the machines that measure elsewhere, in order, since this run started:
+        {"event": "lost" | "hung" | "retry" | "round" | ..., "t", ...} (`mlc_lab.tvm.tuning.live`)."""
+        out: list[dict] = []
+        for entry in _json_lines(self.path(LIVE_FILE)):
+            if entry.get("phase") == "starting":
+                out = []
+            elif "event" in entry:
+                out.append(entry)
+        return out
+
     @property
     def stopped_early(self) -> dict | None:
         """{"measured", "requested", "reason"} when the run ended before its trial count because
@@ -391,6 +411,10 @@ class TuneJob:
         if pid is None:
             return self.status
         stop_group(pid, grace_s, popen=self._proc)
+        if str(self.spec.get("runner", "")).startswith("batch:"):  # its queued or running Slurm jobs too
+            from mlc_lab.tvm.measure.batch import cancel_pending
+
+            cancel_pending(self.work_dir)
         st = self.read_status()
         if st.get("state") not in ("done", "failed"):
             st.update(state="cancelled", finished_at=time.time())
@@ -467,7 +491,11 @@ def tune(
     widen: with space="session" or a function, search meta_schedule's default space too (its
            multi-level tiling and parallel/vectorize/unroll choices), for when the student's own
            space holds only a few distinct candidates.
-    runner: "local" or "rpc://HOST:PORT/KEY" (a TVM RPC tracker; `servers` measure in parallel).
+    runner: "local"; "rpc://HOST:PORT/KEY": a TVM RPC tracker's servers (which may run TVM's
+           runtime alone), `servers` candidates at once, never two timings at once on one machine,
+           a server that dies or hangs worked around; "batch:slurm[:PARTITION]" or "batch:COMMAND":
+           each round of candidates a folder that a Slurm job (or `COMMAND FOLDER`) measures
+           (docs/measuring.md).
     database: a class's shared meta_schedule database: a folder (e.g. on a shared drive), or
            "rpc://HOST:PORT" / "rpc://TRACKER:PORT/KEY" for one served by `mlc-lab database serve`.
            Its records of the same workload and target seed the search and warm the cost model
@@ -532,6 +560,7 @@ def _checked_request(
         runner_spec = tuning.parse_runner(runner)
     except ValueError as exc:
         raise TuneError(str(exc)) from None
+    _check_runner(runner_spec)
     shared_db = _shared_database(database)
     if widen:
         if space_spec["kind"] == "auto":
@@ -546,7 +575,7 @@ def _checked_request(
         raise TuneError(str(exc)) from None
     if target_json.get("kind") == "cuda" and runner_spec["kind"] == "local":
         _need_a_gpu()
-    runner = runner if runner_spec["kind"] == "rpc" else "local"
+    runner = runner if runner_spec["kind"] in ("rpc", "batch") else "local"
     checked = {
         "func_name": func_name,
         "target": target_json,
@@ -555,6 +584,28 @@ def _checked_request(
         "shared_db": shared_db,
     }
     return checked, module_text, pickled
+
+
+def _check_runner(spec: dict) -> None:
+    """Say now, not once the job has started, that the measuring machines are not there: a tracker
+    that does not answer or lacks the key, a batch command or Slurm's sbatch not on the PATH."""
+    import shutil
+
+    if spec["kind"] == "rpc":
+        from mlc_lab.tvm.measure import pool
+
+        try:
+            pool.check_tracker(spec["host"], spec["port"], spec["key"])
+        except pool.PoolError as exc:
+            raise TuneError(str(exc)) from None
+    elif spec["kind"] == "batch":
+        from mlc_lab.tvm.measure import batch
+
+        how = batch.parse_batch(spec["spec"])
+        tool = "sbatch" if how.kind == "slurm" else how.command[0]
+        if shutil.which(tool) is None:
+            where = "is this a Slurm login node?" if how.kind == "slurm" else "give its path, or put it on the PATH"
+            raise TuneError(f"the batch runner needs {tool!r}, which is not on the PATH: {where}")
 
 
 def _space_spec(tuning: Any, session_or_module: Any, space: Any) -> tuple[dict, bytes | None]:

@@ -8,9 +8,9 @@ kernel, the grader and the class server never do. `launch` starts one:
   is the worker serving ``python -m mlc_lab.core.worker_main`` one request at a time
   (``worker().call("measure", module=..., ...)``); a crash or a time-out costs the child, the caller
   gets a `MeasureError` (kind ``crash`` / ``timeout``, an ``ErrorInfo`` kind) and the next call starts a
-  fresh one. The batch grader's judging children are persistent too.
+  fresh one. The batch grader's judging children and the class server's graders are persistent too.
 - ``detached``: no stdin, its output to a log; the tuning job (`start_job`, found again by pid with
-  `job_running`, stopped with its group by `stop_group`) and the class server's grading child.
+  `job_running`, stopped with its group by `stop_group`).
 - ``sandboxed`` (`sandboxed`): one command (the run of a hand-in, or of a kernel compiled from one:
   `mlc_lab.core.kernel_sandbox`) in its own namespaces, as an unprivileged user, under limits on its
   whole tree (`mlc_lab.core.sandbox`, docs/sandbox.md).
@@ -26,6 +26,7 @@ import atexit
 import itertools
 import json
 import os
+import queue
 import selectors
 import signal
 import subprocess
@@ -175,6 +176,41 @@ _DOING = {
 }
 
 
+class _Launcher:
+    """One thread, alive as long as this process, that starts the persistent workers. A worker dies with
+    the thread that started it (``PR_SET_PDEATHSIG``, worker_main.die_with_parent): started from a
+    request's helper thread, it would die when that thread ends, and started from no thread that lives
+    on, it would outlive a killed kernel."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._guard = threading.Lock()
+
+    def run(self, start: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+        with self._guard:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name="mlc-lab-launcher", daemon=True)
+                self._thread.start()
+        done: queue.Queue = queue.Queue(1)
+        self._jobs.put((start, done))
+        ok, value = done.get()
+        if not ok:
+            raise value
+        return value
+
+    def _serve(self) -> None:
+        while True:
+            start, done = self._jobs.get()
+            try:
+                done.put((True, start()))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
+                done.put((False, exc))
+
+
+_LAUNCHER = _Launcher()
+
+
 class Worker:
     """One persistent child serving requests; `call` sends one and waits for its answer."""
 
@@ -185,6 +221,10 @@ class Worker:
         self._lock = threading.RLock()
         self._log_path: str | None = None
         self.env: dict = {}
+        # `cancel`'s bookkeeping, apart from the request lock that the request in flight holds
+        self._flight = threading.Lock()
+        self._owner: int | None = None  # the thread whose request runs now
+        self._cancelled = False  # the request in flight was cancelled (its child killed)
 
     @property
     def pid(self) -> int | None:
@@ -193,6 +233,11 @@ class Worker:
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def log_path(self) -> str | None:
+        """The file the worker's stderr goes to while it runs (removed when it stops)."""
+        return self._log_path
+
     def start(self) -> None:
         with self._lock:
             if self.alive():
@@ -200,12 +245,28 @@ class Worker:
             self.close()
             fd, self._log_path = tempfile.mkstemp(prefix="mlc_lab_worker_", suffix=".log")
             with os.fdopen(fd, "wb") as log:
-                self._proc = launch([sys.executable, "-m", ENTRY], "persistent", stderr=log)
+                self._proc = _LAUNCHER.run(lambda: launch([sys.executable, "-m", ENTRY], "persistent", stderr=log))
             self._buf = b""
             hello = self._read_message(time.monotonic() + START_TIMEOUT_S, what="starting")
             self.env = hello.get("env", {})
 
+    def cancel(self, owner: int | None = None) -> bool:
+        """Stop the request in flight when it is `owner`'s (a thread's ident; None: whoever's): its
+        child is killed now, its caller gets `MeasureError` of kind ``cancelled`` and the next call
+        starts a fresh worker. False when no request of `owner` was in flight."""
+        with self._flight:
+            if self._owner is None or (owner is not None and self._owner != owner):
+                return False
+            self._cancelled = True
+            proc = self._proc
+        if proc is not None:
+            kill_tree(proc, wait_s=5.0)  # the caller's read then ends: it reports the cancel
+        return True
+
     def close(self) -> None:
+        proc = self._proc
+        if proc is not None:  # first, without the lock: a request in flight holds it until its child ends
+            kill_tree(proc, wait_s=5.0)
         with self._lock:
             proc, self._proc = self._proc, None
             if proc is not None:
@@ -229,6 +290,14 @@ class Worker:
             return ""
 
     def _died(self, what: str) -> MeasureError:
+        with self._flight:
+            cancelled, self._cancelled = self._cancelled, False
+        if cancelled:
+            self.close()
+            return MeasureError(
+                f"cancelled while {what}: the worker process was stopped; the next call starts a fresh one",
+                kind="cancelled",
+            )
         proc = self._proc
         try:
             code = proc.wait(timeout=5) if proc is not None else None
@@ -277,6 +346,16 @@ class Worker:
         Without `timeout`, the operation's own (`WORKER_OPS`)."""
         if timeout is None:
             timeout = WORKER_OPS[op].timeout_s if op in WORKER_OPS else DEFAULT_TIMEOUT_S
+        with self._lock:
+            with self._flight:
+                self._owner, self._cancelled = threading.get_ident(), False
+            try:
+                return self._request(op, payload, timeout)
+            finally:
+                with self._flight:
+                    self._owner = None
+
+    def _request(self, op: str, payload: dict, timeout: float) -> dict:
         with self._lock:
             self.start()
             assert self._proc is not None and self._proc.stdin is not None

@@ -6,7 +6,10 @@
 Protocol of the persistent mode: one JSON object per line on stdin ({"id", "op", ...}); one per line
 back on the *original* stdout ({"id", "ok", "result"} or {"id", "ok": false, "error": ErrorInfo}); arrays as in `mlc_lab.model.wire`. File descriptor 1 is pointed at stderr once started,
 so that anything TVM or generated code prints cannot corrupt the protocol. The first line written
-is {"ready": true, "pid", "env"}.
+is {"ready": true, "pid", "env"}. The worker dies with the process that started it (a Jupyter kernel
+killed or restarted mid-measurement): the system kills it when the thread that started it ends
+(``PR_SET_PDEATHSIG``; `mlc_lab.core.worker` starts workers from a thread that lives as long as its
+process), and a watchdog thread that sees its parent change kills its process group too.
 
 To add a request type: its declaration in `mlc_lab.model.worker_ops.WORKER_OPS` (parameters, result,
 time-out) and one line in REQUESTS ("op": "module:function"); the function takes the
@@ -18,10 +21,14 @@ measurement's byte count comes from core's access analysis of what `mlc_lab.tvm.
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import json
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
 from typing import Any, Callable
 
@@ -31,6 +38,7 @@ from mlc_lab.model.wire import RequestFailure, decode, encode
 REQUESTS: dict[str, str] = {
     "env": "mlc_lab.tvm.measure.build:environment_request",
     "measure": "mlc_lab.core.access.traffic:measure_request",
+    "measure_elsewhere": "mlc_lab.tvm.measure.rpc:measure_elsewhere_request",
     "cuda": "mlc_lab.tvm.measure.build:cuda_request",
     "lower": "mlc_lab.tvm.lowering:lower_request",
     "run_function": "mlc_lab.tvm.exercises:run_function_request",
@@ -62,7 +70,37 @@ def _failure(rid: Any, exc: BaseException) -> dict:
     return {"id": rid, "ok": False, "error": info}
 
 
+# How often the watchdog looks whether the worker's parent is still there (seconds).
+PARENT_POLL_S = 0.25
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int, poll_s: float = PARENT_POLL_S) -> threading.Thread:
+    """Die with ``parent``: ask the system for SIGKILL when the thread that started this process ends
+    (Linux; nothing of Python needs to run then, whatever the request in flight holds), and watch from
+    a daemon thread: once this process has another parent (its own died and it was handed to init or
+    a subreaper), SIGKILL this process's group when it leads one (the launcher starts every worker in
+    a session of its own: the worker and whatever it started), else exit."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        if os.getpgid(0) == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, name="mlc-lab-die-with-parent", daemon=True)
+    thread.start()
+    return thread
+
+
 def serve() -> int:
+    parent = os.getppid()
+    if parent == 1:  # the process that started it died before it got here
+        return 1
+    die_with_parent(parent)
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -108,10 +108,17 @@ class StudentLatency(TypedDict):
 
 
 class RefusedHandIn(TypedDict):
-    """A hand-in the grader refused (a trace calling what no schedule calls): flagged for the teacher."""
+    """A hand-in the grader refused, flagged for the teacher: an ``attack`` (a trace reaching for what
+    no schedule does: ``why`` names it) or an honest ``mistake`` (a typo, a syntax error). ``name``:
+    the student as the teacher knows them; ``pseudonym``: as the class sees them; ``file``: what the
+    student called the hand-in."""
 
     id: int
     name: str
+    pseudonym: str
+    kind: Literal["attack", "mistake"]
+    why: str
+    file: str | None
     message: str
     at: float
 
@@ -163,6 +170,7 @@ class Verdict(TypedDict):
     status: str  # "queued", "grading", "graded"
     submitted_at: float
     client_id: NotRequired[str | None]
+    file: NotRequired[str | None]  # what the student called the hand-in (its sentences use that name)
     retries: NotRequired[int]
     notice: NotRequired[str]
     score: NotRequired[float | None]
@@ -172,6 +180,7 @@ class Verdict(TypedDict):
     error: NotRequired[str | None]
     tasks: NotRequired[list[TaskVerdict]]
     hazards: NotRequired[list[Any]]
+    notes: NotRequired[list[str]]
     correct: NotRequired[Any]
     timing: NotRequired[Any]
     timing_error: NotRequired[str | None]

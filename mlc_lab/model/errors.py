@@ -40,6 +40,11 @@ ERROR_KINDS: dict[str, KindInfo] = {
         "the CPU run of a GPU schedule cannot run this program (its numbers are not judged)", measurement=True
     ),
     "gpu_check": KindInfo("the program cannot run on a GPU as it is (unbound loops, GPU limits)", measurement=True),
+    "elsewhere": KindInfo(
+        "the machines that measure elsewhere did not take it (an RPC tracker or server, a batch round)",
+        transient=True,
+        measurement=True,
+    ),
     "internal": KindInfo("an unexpected failure inside mlc_lab", measurement=True),
     "busy": KindInfo("another measurement of this explorer is running", transient=True, measurement=True),
     "usage": KindInfo("a request or command was used the wrong way"),

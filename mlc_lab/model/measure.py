@@ -107,6 +107,7 @@ class Measurement:
     cache: str = "warm"  # "warm" or "cold": see mlc_lab.tvm.measure
     method: str = ""  # the timing method in one sentence
     load: float | None = None  # the machine's 1-minute load average when it was measured
+    where: str | None = field(default=None, metadata=hover("measured on"))  # elsewhere: the server or the batch job
     others_cores: float | None = None  # CPU time other processes used while it was timed, in cores
     # the share of its cores' speed the process got right after timing (1.0 full; ~0.5 on 2 threads:
     # the cores were shared, e.g. by a VM's host, which others_cores cannot see); CPU, >1 thread
@@ -321,6 +322,8 @@ class RunResults:
     candidates: list[CandidateResult]
     load: float | None = None  # the machine's 1-minute load average as the run started
     runtime_only: bool | None = None  # whether the measuring side ran TVM's runtime alone
+    host: str | None = None  # the machine that ran it (its host name): where a batch round ran
+    started_at: float | None = None  # when the measuring side started (Unix time): a round's wait ends there
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -290,8 +290,22 @@ REQUESTS: dict[str, Request] = {
         MeasureParams,
         MeasureResult,
         background=True,
-        errors=("busy", "usage", "no_gpu", "unknown_step", "build", "run", "check", "crash", "timeout", "gpu_check"),
+        errors=(
+            "busy",
+            "usage",
+            "no_gpu",
+            "unknown_step",
+            "build",
+            "run",
+            "check",
+            "crash",
+            "timeout",
+            "gpu_check",
+            "cancelled",
+        ),
     ),
+    # the Cancel of a measurement: its worker process is stopped, the measure request answers "cancelled"
+    "measure_cancel": Request(NoParams, NoResult),
     "cuda_source": Request(
         CudaSourceParams,
         CudaSource,

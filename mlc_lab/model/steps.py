@@ -91,7 +91,7 @@ LIST_RESULTS = frozenset(
 
 class BufferInfo(TypedDict):
     name: str
-    shape: list[int] | str
+    shape: list[int | str]  # each extent an int, or a symbolic one's text ("n")
     dtype: str
     scope: str
     origin: str  # "param" | "alloc" | "alloc in <block>"

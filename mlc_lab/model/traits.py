@@ -18,7 +18,7 @@ from mlc_lab.model.classroom import Board, ClassSubmission, ClassSummary
 from mlc_lab.model.errors import ErrorInfo
 from mlc_lab.model.measure import Measurement
 from mlc_lab.model.steps import FailedAttempt, HistoryResult
-from mlc_lab.model.tuning import BestTrial, FailureItem, Roof, TrialDetail
+from mlc_lab.model.tuning import BestTrial, FailureItem, Machines, Roof, TrialDetail
 
 __all__ = [
     "AccessError",
@@ -126,6 +126,7 @@ class ExplorerTraits(RpcTraits):
     classroom: ClassroomInfo | Empty
     class_submission: ClassSubmission
     compiler_target: str
+    target: str  # "cpu", "cuda", or "" (each step's): Measure's target and the checks' (from step 0)
 
 
 # --- the memory view (mlc_lab.widgets.access.view) --------------------------------------------------
@@ -179,6 +180,7 @@ class TuningTraits(RpcTraits):
     best: BestTrial
     failed_count: int
     failures: list[FailureItem]
+    machines: Machines  # where it measures when not here, and what happened to those machines
     selected: int
     detail: TrialDetail | Empty
     notice: str

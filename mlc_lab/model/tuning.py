@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
-__all__ = ["BestTrial", "FailureItem", "Roof", "TrialDetail"]
+__all__ = ["BestTrial", "FailureItem", "MachineLine", "Machines", "Roof", "TrialDetail"]
 # What js/lib/model.ts gets of this module, in order (python -m mlc_lab.core.model_ts).
 WIRE = (
     "BestTrial",
     "Roof",
     "FailureItem",
     "TrialDetail",
+    "MachineLine",
+    "Machines",
 )
 
 
@@ -64,3 +66,20 @@ class TrialDetail(TypedDict):
     best_trial: NotRequired[int | None]
     vs_best: NotRequired[float | None]  # latency over the best's
     problem: NotRequired[str]  # why the trial cannot be shown
+    where: NotRequired[str | None]  # measured elsewhere: the server, or the batch round's job and machine
+    waited_s: NotRequired[float | None]  # ... and how long it waited for that machine
+
+
+class MachineLine(TypedDict):
+    """One thing said of the machines that measure elsewhere: a server lost or left out of the job, a
+    batch round (where it ran, how long it waited, or why it failed). ``problem``: shown as one."""
+
+    text: str
+    problem: bool
+
+
+class Machines(TypedDict, total=False):
+    """Where a job measures when not here (empty for the local runner): how (``via``), and what happened."""
+
+    via: str
+    lines: list[MachineLine]

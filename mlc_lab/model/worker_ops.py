@@ -49,6 +49,11 @@ class MeasureParams(TypedDict):
     seed: int
 
 
+class MeasureElsewhereParams(MeasureParams):
+    runner: str  # rpc://HOST:PORT/KEY, batch:slurm[:PARTITION] or batch:COMMAND
+    timeout_s: float  # the far side's own limit (a batch round's queue included)
+
+
 class CudaParams(TypedDict):
     module: str
     func_name: str | None
@@ -99,10 +104,12 @@ class GradeParams(TypedDict):
 
 
 class ClassGradeParams(TypedDict):
-    assignment: str
-    submission: str
-    result: str  # where the child writes its verdict's JSON
-    runner: NotRequired[str]
+    """One job of a class server's grading child (one JSON line on its stdin; the answer: one line)."""
+
+    op: Literal["grade", "retime"]
+    path: NotRequired[str]  # grade: the hand-in's file, named as the student called it
+    traces: NotRequired[list[str]]  # retime: the traces timed again, interleaved
+    rounds: NotRequired[int]
 
 
 class LimitsSpec(TypedDict):
@@ -148,6 +155,8 @@ WORKER_OPS: dict[str, WorkerOp] = {
     # the persistent worker: mlc_lab.core.worker.worker().call(op, ...)
     "env": WorkerOp(NoParams, dict, 120.0),  # asked once, as the worker starts
     "measure": WorkerOp(MeasureParams, Measurement, 30.0),
+    # built here, timed on a tracker's server or by a batch round (a queue's wait included)
+    "measure_elsewhere": WorkerOp(MeasureElsewhereParams, Measurement, 660.0),
     "cuda": WorkerOp(CudaParams, dict, 30.0),
     "lower": WorkerOp(LowerParams, dict, 120.0),  # nvcc + ptxas for a CUDA step take seconds; a first start more
     # facts that core.lowering.build_lowering makes a Lowering
@@ -174,5 +183,5 @@ WORKER_OPS: dict[str, WorkerOp] = {
     # a hand-in's judging: the assignment's time and numeric time-out, plus this
     "grade_batch": WorkerOp(GradeParams, dict, 180.0, entry="mlc_lab.grading.batch"),
     # at least this, or twice the assignment's time and a minute
-    "grade_class": WorkerOp(ClassGradeParams, dict, 120.0, mode="detached", entry="mlc_lab.classroom.grade_child"),
+    "grade_class": WorkerOp(ClassGradeParams, dict, 120.0, entry="mlc_lab.classroom.grade_child"),
 }

@@ -435,7 +435,7 @@ def _buffer(name: str, args_text: str, origin: str) -> dict:
     shape, dtype, scope = _parse_buffer(args_text)
     return {
         "name": name,
-        "shape": list(shape) if isinstance(shape, tuple) else shape,
+        "shape": list(shape),
         "dtype": dtype,
         "scope": scope,
         "origin": origin,
@@ -604,14 +604,22 @@ def _parse_block_line(text: str) -> tuple | None:
 
 @functools.lru_cache(maxsize=4096)
 def _parse_buffer(args_text: str) -> tuple:
-    """(shape, dtype, scope) of a buffer's arguments; shape a tuple, or text when symbolic."""
+    """(shape, dtype, scope) of a buffer's arguments; the shape a tuple of extents, each an int or,
+    when symbolic, its expression's text: TVM prints one symbolic shape three ways (``(n, 128)``,
+    ``("n", 128)`` for the parameter that defines ``n``, a bare ``n``), all read as ``("n", 128)``."""
     args, kwargs = _kwargs(_split_args(args_text))
-    shape = _lit(args[0]) if args else _lit(kwargs.get("shape", "()"))
+    text = args[0] if args else kwargs.get("shape", "()")
+    shape = _lit(text)
     if isinstance(shape, int):
         shape = (shape,)
+    elif isinstance(shape, str):  # symbolic: split it at its top-level commas
+        inner = text.strip()
+        inner = inner[1:-1] if inner.startswith(("(", "[")) and inner.endswith((")", "]")) else inner
+        shape = tuple(_lit(part) for part in _split_args(inner))
+    dims = tuple(d if isinstance(d, int) else str(d) for d in shape)
     dtype = _lit(args[1]) if len(args) > 1 else _lit(kwargs.get("dtype", '"float32"'))
     scope = _lit(kwargs.get("scope", '"global"'))
-    return tuple(shape) if isinstance(shape, (tuple, list)) else str(shape), dtype, scope
+    return dims, dtype, scope
 
 
 def _qualify(loops: list[LoopInfo], nodes: list[dict]) -> None:

@@ -425,6 +425,17 @@ def _special_location(sch: s_tir.Schedule, rv: Any) -> str | None:
     return None
 
 
+def _int_extent(sch: Any, loop_rv: Any) -> int | None:
+    """The constant extent of a loop (a handle of ``sch``), or None (symbolic, or no loop)."""
+    if loop_rv is None:
+        return None
+    try:
+        extent = _get(sch, loop_rv).extent
+    except Exception:  # noqa: BLE001  (a stale handle: TVM says so when the primitive runs)
+        return None
+    return int(extent.value) if hasattr(extent, "value") else None
+
+
 class _Resolver:
     """Turns user arguments (names, handles, trace variables, literals) into what TVM expects."""
 
@@ -442,7 +453,10 @@ class _Resolver:
                 items = items[0]
             return [self.loop(v) for v in items]
         if pname in LOOP_PARAMS:
-            return self.loop(value)
+            self.last_loop = self.loop(value)
+            return self.last_loop
+        if pname == "factors" and self.primitive == "split" and isinstance(value, (list, tuple)):
+            self.check_factors(value)
         if pname in BLOCK_PARAMS:
             return self.block(value)
         if pname in BLOCK_LIST_PARAMS:
@@ -462,6 +476,30 @@ class _Resolver:
                 primitive="bind",
             )
         return self.literal(value)
+
+    def check_factors(self, factors: list | tuple) -> None:
+        """Split factors TVM would take badly: one past a 32-bit extent (TVM answered with its FFI's
+        type error about a BigInt) or one larger than the loop (applied, with an outer loop of one
+        iteration and half of the inner one skipped by a predicate, and not a word said)."""
+        extent = _int_extent(self.state.sch, getattr(self, "last_loop", None))
+        name = self.mentioned[-1] if self.mentioned else "the loop"
+        for f in factors:
+            if isinstance(f, bool) or not isinstance(f, int):
+                continue
+            if not -(2**31) <= f < 2**31:
+                raise ScheduleStepError(
+                    f"split: the factor {f} is too large: a loop's extent is a 32-bit integer (at most {2**31 - 1:,})",
+                    primitive="split",
+                    involved=[name] if self.mentioned else [],
+                )
+            # a step a person applies; a trace replays as TVM replays it (self.extra: its variables)
+            if extent is not None and f > extent and self.extra is None:
+                raise ScheduleStepError(
+                    f"split: the factor {f} is larger than loop {name}, which has {extent} iterations; use a "
+                    f"factor of at most {extent} (a divisor of {extent} needs no predicate)",
+                    primitive="split",
+                    involved=[name],
+                )
 
     def literal(self, value: Any) -> Any:
         if self.primitive == "tensorize" and isinstance(value, str):

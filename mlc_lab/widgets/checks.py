@@ -36,15 +36,21 @@ def _catalog() -> dict:
 
 
 def checks_setup(
-    session: Any, *, checks: list[str] | None = None, tasks: list[dict] | None = None, assignment: Any = None
+    session: Any,
+    *,
+    checks: list[str] | None = None,
+    tasks: list[dict] | None = None,
+    assignment: Any = None,
+    target: str | None = None,
 ) -> dict:
     """What the Checks panel lists, validated: the named ``checks``, a ``tasks`` list of ``{"title",
     "checks"}`` dicts, or the tasks of an assignment TOML file (``mlc_lab.grading``). Nothing given:
-    every check that applies to each step's target (GPU when the step binds threads, else CPU)."""
+    every check of the explorer's ``target`` ("cpu" or "cuda", from step 0 on), or without one, of each
+    step's (GPU when the step binds threads, else CPU). Named checks and an assignment fix their own."""
     if not callable(getattr(session, "check", None)):
         return {"available": False}
     catalog = _catalog()
-    title, target = None, None
+    explorer_target, title, target = target, None, None
     task_list: list[dict] = []
     if assignment is not None:
         a = _assignment(assignment)
@@ -73,9 +79,18 @@ def checks_setup(
     kinds = {catalog[n].target for n in names}
     if len(kinds) > 1:
         raise MlcLabError(f"the checks {', '.join(names)} mix cpu and cuda checks; a view judges one target")
-    if target is None and kinds:
+    if target is None and kinds:  # an assignment's target first, then the named checks' own
         target = kinds.pop()
+    if target is None and not names:
+        target = _target_kind(explorer_target)
     return {"available": True, "title": title, "target": target, "names": names or None, "tasks": task_list}
+
+
+def _target_kind(target: str | None) -> str | None:
+    """The checks' kind of an explorer's target: "cuda" for a GPU target, "cpu", or None (each step's)."""
+    if not target:
+        return None
+    return "cuda" if str(target).startswith(("cuda", "sm_")) else "cpu"
 
 
 def _assignment(assignment: Any) -> Any:

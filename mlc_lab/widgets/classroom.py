@@ -255,9 +255,21 @@ def submit_from_explorer(
         "client_id": client_id,
     }
 
+    def retrying(text: str) -> None:  # from the first failed try on, the bar says so (never a silent wait)
+        widget.class_submission = {"state": "sending", "name": name, "step": step, "text": text, "client_id": client_id}
+
     def run() -> None:
         try:
-            v = client.submit(server, trace, task or None, token=token, name=name or None, client_id=client_id)
+            v = client.submit(
+                server,
+                trace,
+                task or None,
+                token=token,
+                name=name or None,
+                client_id=client_id,
+                file=f"step {step}",
+                on_retry=retrying,
+            )
             state = {
                 "state": "graded" if v.get("status") == "graded" else "queued",
                 "verdict": v,

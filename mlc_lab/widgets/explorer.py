@@ -98,6 +98,7 @@ class Explorer(AccessRequests, RpcWidget):
         "access_gpu_stats": "access_gpu_stats",
         "access_cancel": "access_cancel",
         "measure": "measure",
+        "measure_cancel": "measure_cancel",
         "cuda_source": "cuda_source",
         "lower": "lower",
         "clear_error": "clear_error",
@@ -136,6 +137,10 @@ class Explorer(AccessRequests, RpcWidget):
     # The Compiler view's target as its field holds it ("cpu", "cuda", "sm_75", a tag, JSON): the
     # last one that compiled, kept per explorer (and in a saved notebook, with its recorded replies).
     compiler_target = t.Unicode("cpu").tag(sync=True)
+    # The explorer's target, "cpu" or "cuda" ("": each step's, cuda once it binds threads): where the
+    # toolbar's Measure runs and, unless named checks or an assignment fix one, whose checks are listed
+    # from step 0 on. The toolbar sets it; so does explore(..., target=).
+    target = t.Unicode("").tag(sync=True)
 
     def __init__(
         self,
@@ -147,6 +152,7 @@ class Explorer(AccessRequests, RpcWidget):
         assignment: Any = None,
         classroom: str | None = None,
         class_token: str | None = None,
+        target: str | None = None,
         **kwargs: Any,
     ) -> None:
         for name in ("apply", "undo", "redo", "goto", "steps", "step_view", "on_change", "failed"):
@@ -167,12 +173,17 @@ class Explorer(AccessRequests, RpcWidget):
         self._checks_sent: dict[Any, dict] = {}  # step id -> the report the page was sent (it keeps them)
         self._record_timer: threading.Timer | None = None
         self._record_hook: Any = None
+        self._measuring_thread: int | None = None  # the thread measuring now (see measure_cancel)
         classroom_info = classroom_setup(classroom, class_token)
         if classroom_info and assignment is None and tasks is None and checks is None:
             assignment = class_assignment(classroom_info)  # the class's tasks, scored as its grader does
-        setup = checks_setup(session, checks=checks, tasks=tasks, assignment=assignment)
+        if target not in (None, "", *MEASURE_TARGETS):
+            raise MlcLabError(f"target must be {' or '.join(map(repr, MEASURE_TARGETS))}, not {target!r}")
+        self._checks_args = {"checks": checks, "tasks": tasks, "assignment": assignment}
+        setup = checks_setup(session, **self._checks_args, target=target)
         # The first comm message already carries the whole state (no empty first render).
         super().__init__(
+            target=target or "",
             height=height,
             func=self._func_name(),
             step=self._view.json_bytes,
@@ -343,8 +354,9 @@ class Explorer(AccessRequests, RpcWidget):
         self, checks: list[str] | None = None, *, tasks: list[dict] | None = None, assignment: Any = None
     ) -> None:
         """List other checks in the Checks panel (as ``explore``'s ``checks=``, ``tasks=``,
-        ``assignment=``; nothing: every check for each step's target). Every step is judged again."""
-        setup = checks_setup(self._session, checks=checks, tasks=tasks, assignment=assignment)
+        ``assignment=``; nothing: every check of the explorer's target). Every step is judged again."""
+        self._checks_args = {"checks": checks, "tasks": tasks, "assignment": assignment}
+        setup = checks_setup(self._session, **self._checks_args, target=self.target or None)
         with self._lock:
             self._checks.close()
             self._checks = ChecksWorker(self._session, setup, self._publish_checks, assignment)
@@ -352,6 +364,15 @@ class Explorer(AccessRequests, RpcWidget):
                 self.checks_setup, self.checks, self.hazards = setup, {}, {}
                 self._checks_sent = {}
         self._checks.schedule(self._session.current.id, [s.id for s in self._session.steps])
+
+    @t.observe("target")
+    def _target_changed(self, change: Any) -> None:
+        """The toolbar (or Python) picked a target: the checks of that target, every step judged again."""
+        if change.new not in ("", *MEASURE_TARGETS):
+            self.target = change.old  # the page sends what its menu offers; anything else is dropped
+            return
+        if getattr(self, "_checks", None) is not None:
+            self.set_checks(**self._checks_args)
 
     def check_report(self, step: Any = None) -> dict:
         """The Checks panel's report of a step (default: the current one), as the panel shows it."""
@@ -625,10 +646,15 @@ class Explorer(AccessRequests, RpcWidget):
                     f"step {self.measuring.get('step')} is being measured; wait for it to finish", type="busy"
                 )
             self.measuring = {"step": _plain(sid), "target": target}
+            self._measuring_thread = threading.get_ident()  # what measure_cancel stops
         try:
             result = self._session.measure(target=target, step=sid)
         except MlcLabError as exc:
             summary, detail = _summary_detail(exc)
+            if error_kind(exc) == "cancelled":  # the person asked for it: no banner
+                with self._lock:
+                    self.measuring = {}
+                raise RequestError(f"the measurement of step {_plain(sid)} was cancelled", type="cancelled") from None
             with self._lock, self.hold_sync():
                 self.measuring = {}
                 self._set_error(
@@ -647,6 +673,17 @@ class Explorer(AccessRequests, RpcWidget):
             self.measuring = {}
             self.measurements = self._read_measurements()
         return {"step": _plain(sid), "measurement": _measurement_info(result)}
+
+    def measure_cancel(self) -> dict:
+        """Stop this explorer's measurement in flight: its worker process is killed (the next
+        measurement starts a fresh one) and the measure request answers "cancelled"."""
+        from mlc_lab.core.worker import worker  # core: the one worker mechanism
+
+        with self._lock:
+            owner = self._measuring_thread if self.measuring else None
+        if owner is not None:
+            worker().cancel(owner=owner)
+        return {}
 
     def cuda_source(self, step: Any = None, ptx: bool = True) -> dict:
         """The CUDA kernels of a step, or (type "gpu_check") why it cannot be compiled for a GPU."""
@@ -722,9 +759,11 @@ def explore(x: Any, func: str | None = None, **kwargs: Any) -> Explorer:
     >>> ex = mlc_lab.explore(MMRelu)        # display it: last expression of a cell
     >>> ex.session.apply("split", "Y/j", factors=[None, 4])   # shows up in the open explorer
 
-    The Checks panel lists every named check that applies to each step's target, or those given:
-    ``checks=["vectorize", "parallel"]``, ``tasks=[{"title": "Tile for the GPU", "checks": [...]}]``,
-    or ``assignment="lab.toml"`` (the tasks of an assignment file, see ``mlc_lab.grading``).
+    The Checks panel lists every named check of the explorer's ``target`` ("cpu" or "cuda", from step 0
+    on; the toolbar's menu changes it; without one, each step's: cuda once it binds threads), or those
+    given: ``checks=["vectorize", "parallel"]``, ``tasks=[{"title": "Tile for the GPU", "checks":
+    [...]}]``, or ``assignment="lab.toml"`` (the tasks of an assignment file, see ``mlc_lab.grading``).
+    ``target`` is also where the toolbar's Measure runs.
     """
     if hasattr(x, "apply") and hasattr(x, "on_change"):
         session = x

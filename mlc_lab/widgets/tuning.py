@@ -30,7 +30,7 @@ import anywidget
 import traitlets as t
 
 from mlc_lab._threads import helper_thread
-from mlc_lab.model.tuning import BestTrial, FailureItem, Roof, TrialDetail
+from mlc_lab.model.tuning import BestTrial, FailureItem, MachineLine, Machines, Roof, TrialDetail
 from mlc_lab.model.traits import TuningTraits
 from mlc_lab.widgets._base import RequestError, RpcWidget, bundle
 
@@ -137,7 +137,77 @@ def job_snapshot(job: Any) -> dict[str, Any]:
         "func": str(spec.get("func_name") or ""),
         "target": _target_label(target),
         "settings": _settings_label(spec),
+        "machines": machines_view(spec, job.events() if hasattr(job, "events") else []),
     }
+
+
+MAX_MACHINE_LINES = 40  # the latest rounds and server events the dashboard lists
+
+
+def machines_view(spec: dict, events: list[dict]) -> Machines:
+    """Where the job measures when not here, and what happened: each server lost or left out, each
+    batch round with where it ran and how long it waited (or why it failed), from the job's events."""
+    runner = str(spec.get("runner") or "local")
+    if runner.startswith("rpc://"):
+        servers = int(spec.get("servers") or 1)
+        host, _, key = runner[len("rpc://") :].partition("/")
+        via = f"on the servers of the RPC tracker {host} (key {key!r}), {servers} at once"
+    elif runner.startswith("batch:"):
+        rest = runner[len("batch:") :]
+        via = (
+            f"by Slurm{' (partition ' + rest[6:] + ')' if rest.startswith('slurm:') else ''}: each round a job"
+            if rest == "slurm" or rest.startswith("slurm:")
+            else f"by `{rest} FOLDER`: each round a folder"
+        )
+    else:
+        return {}
+    lines: list[MachineLine] = []
+    rounds: dict[str, int] = {}  # a round's line, rewritten as it moves on
+    for ev in events:
+        kind, label = ev.get("event"), str(ev.get("round") or "")
+        line = _machine_line(kind, ev)
+        if line is None:
+            continue
+        if label and label in rounds:
+            lines[rounds[label]] = line
+        else:
+            if label:
+                rounds[label] = len(lines)
+            lines.append(line)
+    return {"via": via, "lines": lines[-MAX_MACHINE_LINES:]}
+
+
+def _seconds(value: Any) -> str:
+    return "?" if value is None else f"{float(value):.1f} s"
+
+
+def _machine_line(kind: Any, ev: dict) -> MachineLine | None:
+    """One event as the dashboard says it (None: an event that adds nothing to the round's line)."""
+    label = ev.get("round")
+    if kind == "hung":
+        return {"text": f"{ev.get('server')} hung ({ev.get('reason')}): left out of this job", "problem": True}
+    if kind == "lost" and ev.get("candidate") is None:
+        return {"text": f"{ev.get('server')} could not be reached ({ev.get('reason')})", "problem": True}
+    if kind == "lost":
+        return {
+            "text": f"{ev.get('server')} went away while measuring; its candidate was measured again elsewhere",
+            "problem": True,
+        }
+    if kind == "round":
+        return {"text": f"{label}: {ev.get('candidates')} candidates sent", "problem": False}
+    if kind == "round_queued":
+        return {"text": f"{label}: queued as Slurm job {ev.get('job')}", "problem": False}
+    if kind == "round_running":
+        return {"text": f"{label}: running as Slurm job {ev.get('job')} on {ev.get('node')}", "problem": False}
+    if kind == "round_done":
+        text = (
+            f"{label}: {ev.get('where')}, waited {_seconds(ev.get('waited_s'))}, ran {_seconds(ev.get('ran_s'))}, "
+            f"{ev.get('measured')} measured"
+        )
+        return {"text": text, "problem": False}
+    if kind == "round_failed":
+        return {"text": str(ev.get("error") or f"{label} failed"), "problem": True}
+    return None
 
 
 def _stopped_text(stopped: dict | None, spec: dict) -> str:
@@ -276,6 +346,7 @@ class TuningDashboard(RpcWidget):
     best = t.Dict().tag(sync=True)
     failed_count = t.Int(0).tag(sync=True)
     failures = t.List(t.Dict()).tag(sync=True)
+    machines = t.Dict().tag(sync=True)  # {via, lines: [{text, problem}]} when it measures elsewhere, else {}
     # interaction
     selected = t.Int(-1).tag(sync=True)
     detail = t.Dict().tag(sync=True)
@@ -515,6 +586,8 @@ class TuningDashboard(RpcWidget):
             "diff": "",
             "best_trial": None,
         }
+        if getattr(rec, "where", None):
+            out["where"], out["waited_s"] = rec.where, rec.waited_s
         ok = [r for r in records if r.ok]
         best = min(ok, key=lambda r: r.latency_s) if ok else None
         if best is not None:

@@ -38,6 +38,12 @@ def test_notebook1_runs_and_its_widgets_respond(lab_server, page, artifacts):
     lab = Lab(page, url, artifacts, prefix="notebook1")
     t0 = time.monotonic()
     lab.open("01_tensorir.ipynb")
+    # Opening a lecture marks nothing changed: its kernelspec is the one the kernel reports (its display
+    # name differed: JupyterLab rewrote it on open, and every lecture asked to be saved at once).
+    page.wait_for_timeout(2000)
+    assert not page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty"), page.evaluate(
+        "() => JSON.stringify(window.jupyterapp.shell.currentWidget.context.model.toJSON().metadata)"
+    )
     lab.run_all()
 
     # The last cell prints the best split factor: everything above has run by then.

@@ -172,6 +172,8 @@ class Graph:
 
     def _attribute(self, mod: _Module, cls: str, node: ast.Attribute) -> list[str]:
         base = node.value
+        if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super":
+            return self._inherited(mod, cls, node.attr)
         if isinstance(base, ast.Name):
             if base.id in ("self", "cls") and cls:
                 return [f"{mod.dotted}:{cls}.{node.attr}"] if f"{cls}.{node.attr}" in mod.functions else []
@@ -182,6 +184,21 @@ class Graph:
             if alias or base.id in mod.functions:
                 return []
         return list(self.by_method.get(node.attr, []))
+
+    def _inherited(self, mod: _Module, cls: str, attr: str) -> list[str]:
+        """``super().attr`` in a method of `cls`: that method of its bases found in mlc_lab (a base from
+        outside mlc_lab, an exception's ``__init__`` say, runs nothing of ours)."""
+        node = next((n for n in mod.tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+        out = []
+        for base in node.bases if node is not None else []:
+            name = base.id if isinstance(base, ast.Name) else None
+            found = self._bare(mod, name) if name else []
+            for f in found:
+                module = f.partition(":")[0]
+                key = f"{module}:{name}.{attr}" if f.endswith(".__init__") or ":" in f else f
+                if module in self.modules and f"{name}.{attr}" in self.modules[module].functions:
+                    out.append(key)
+        return out
 
     def paths(self, entries: dict[str, set[str] | None] = ENTRIES) -> list[str]:
         """One chain of calls from each entry function to a function that runs a kernel, as text."""

@@ -26,3 +26,18 @@ def group_gone(pgid: int, wait_s: float = 10.0) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def kill_groups(procs: list) -> None:
+    """SIGKILL each process's group (servers, daemons a test started with start_new_session), reap them,
+    and fail if any group outlives it."""
+    import signal
+
+    for p in reversed(procs):
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for p in procs:
+        p.wait(timeout=10)
+    assert all(group_gone(p.pid) for p in procs), "a process group a test started outlived it"

@@ -30,7 +30,9 @@ def test_verdicts(reports, name):
     fails, kinds = lab.EXPECTED[name]
     assert {c.name for c in report.failed()} == fails, str(report)
     assert {c.name for c in report.checks} == GPU_CHECKS  # every check listed, passed, failed or not judged
-    assert all("does not apply" in c.message for c in report.unjudged()), str(report)
+    for c in report.unjudged():  # none unjudged but what cannot apply, or what waits for a failing check
+        waits = c.name == "cooperative_fetching" and "shared_memory_tiling" in fails
+        assert ("not judged yet" if waits else "does not apply") in c.message, str(report)
     assert {h.kind for h in report.hazards} == kinds, str(report)
     assert report.ok == (not fails and not kinds)
 

@@ -114,3 +114,46 @@ def test_placeholders_listed_without_separator():
         "List of the consumer(s):s_tir.SBlock#0s_tir.SBlock#1"
     )
     assert without_placeholders(text).endswith("List of the consumer(s):block sum, block norm")
+
+
+def test_the_sentences_name_the_buffer_a_stage_copies_or_writes_back():
+    # Before: "block A_shared copies A_shared", "writes C_local back", "a 64x64 tile of C_local" (the
+    # stage's own name where the program's buffer was meant), and "cooperative fetching does not apply"
+    # of a matmul that had not staged anything in shared memory yet (it applies two steps later).
+    import mlc_lab
+    from tests.fixtures.programs import matmul
+
+    s = mlc_lab.Session(matmul(256))
+    s.apply("cache_write", "C", 0, "local")
+    s.apply("split", "C/i", factors=[None, 8, 8])
+    s.apply("split", "C/j", factors=[None, 8, 8])
+    s.apply("split", "C/k", factors=[None, 8])
+    s.apply("reorder", "i_0", "j_0", "i_1", "j_1", "k_0", "k_1", "i_2", "j_2")
+    s.apply("reverse_compute_at", "C_local", "j_1")
+    s.apply("bind", "i_0", "blockIdx.y")
+    s.apply("bind", "j_0", "blockIdx.x")
+    s.apply("bind", s.apply("fuse", "i_1", "j_1"), "threadIdx.x")
+    lines = {c.name: c for c in s.check(target="cuda").checks}
+    assert "computes a 64x64 tile of C with 64 threads" in lines["thread_block_tiling"].message
+    assert "writes each element back to C once" in lines["write_cache"].message
+    coop = lines["cooperative_fetching"]
+    assert not coop.judged and coop.evidence["reason"] == "not judged yet", coop.message
+    assert "does not apply" not in coop.message and "reads no shared buffer yet" in coop.message
+    s.apply("cache_read", "C", 0, "shared")
+    coop = {c.name: c for c in s.check(target="cuda").checks}["cooperative_fetching"]
+    assert "block A_shared copies A into A_shared on the host" in coop.message, coop.message
+    # an element-wise program has no tile whose inputs threads share: there it does not apply
+    add = mlc_lab.Session(
+        "from tvm.script import tirx as T\n"
+        "@T.prim_func(s_tir=True)\n"
+        "def main(A: T.Buffer((1024,), 'float32'), B: T.Buffer((1024,), 'float32')):\n"
+        "    for i in range(1024):\n"
+        "        with T.sblock('B'):\n"
+        "            vi = T.axis.remap('S', [i])\n"
+        "            B[vi] = A[vi] + T.float32(1)\n"
+    )
+    i0, i1 = add.apply("split", "i", factors=[None, 128])
+    add.apply("bind", i0, "blockIdx.x")
+    add.apply("bind", i1, "threadIdx.x")
+    coop = {c.name: c for c in add.check(target="cuda").checks}["cooperative_fetching"]
+    assert "does not apply" in coop.message

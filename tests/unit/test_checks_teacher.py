@@ -186,7 +186,7 @@ def test_a_shared_copy_above_the_reduction_or_read_once_per_element_fails():
     ]
     c = verdicts(session(steps))[0]["shared_memory_tiling"]
     assert c.verdict == "fail" and c.where == "A_shared"
-    assert "each element of A_shared that block A_shared copies is read only 1 times by gemm" in c.message
+    assert "each element of A that block A_shared copies into A_shared is read only 1 times by gemm" in c.message
     assert c.evidence["operands"] == {
         "A_shared": {"copy": "A_shared", "tile": [1, 16], "through": [], "under": "k_0", "reuse": 1.0}
     }

@@ -28,6 +28,9 @@ POPEN_ALLOWED = {
     # TVM's PopenWorker protocol, reproduced so that meta_schedule's pool adopts the process; it runs in
     # the tuning job, under mlc_lab.tvm, which may not import core; the job's kill_tree stops it with the job
     "tvm/tuning/runner_process.py": "TVM's own runner process, started early for meta_schedule to adopt",
+    # a batch round's transport (`COMMAND FOLDER`), run by the tuning job or the worker in a session of its
+    # own so that its whole tree stops at the round's time limit; the job's kill_tree stops it with the job
+    "tvm/measure/batch.py": "the batch runner's command, which measures a round of candidates elsewhere",
 }
 RUN_ALLOWED = {
     # a one-shot tool or a crash-prone engine run from inside the worker (in its process group, so that
@@ -35,6 +38,7 @@ RUN_ALLOWED = {
     "tvm/measure/opencl_run.py": "the OpenCL engine, started by the worker so that its crash is a verdict",
     "tvm/lowering.py": "ptxas, for register and spill counts",
     "tvm/tuning/build.py": "ld, linking a candidate faster than TVM's own link",
+    "tvm/measure/batch.py": "Slurm's sbatch, scontrol and scancel: a round's job submitted, followed, cancelled",
 }
 FORK_ALLOWED = {"core/_sandbox_init.py": "the sandbox's init, inside its namespaces"}
 
@@ -186,6 +190,7 @@ def test_results_are_decoded_once_into_the_tables_type():
 # One answer per operation whose result is not raw data, as its child sends it.
 ANSWERS = {
     "measure": {"target": "llvm", "latency_s": 0.5, "func_name": "main", "number": 3},
+    "measure_elsewhere": {"target": "llvm", "latency_s": 0.5, "func_name": "main", "where": "10.0.0.7:9090"},
     "machine": {
         "cpu": "Test CPU",
         "cores": 2,
@@ -214,16 +219,23 @@ def test_every_operations_result_decodes_into_its_declared_type(op):
 
 
 def test_the_class_servers_child_still_dies_with_the_server_and_carries_its_mark():
-    tree = _sources()["classroom/server.py"]
-    launches = [
-        node
-        for node in ast.walk(tree)
+    tree = _sources()["classroom/graders.py"]  # the class server's grading children start there, only there
+    starting = [
+        fn
+        for fn in ast.walk(tree)
+        if isinstance(fn, ast.FunctionDef)
+        for node in ast.walk(fn)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "launch"
     ]
-    assert len(launches) == 1
-    kw = {k.arg: ast.unparse(k.value) for k in launches[0].keywords}
+    assert len(starting) == 1
+    (call,) = [n for n in ast.walk(starting[0]) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "launch"]
+    kw = {k.arg: ast.unparse(k.value) for k in call.keywords}
     assert kw["preexec_fn"] == "reaper.die_with(os.getpid())"
-    assert "reaper.MARK" in kw["env"]
+    assert "reaper.MARK" in ast.unparse(starting[0]) and kw["env"] == "env"
+    assert not any(
+        isinstance(n, ast.Call) and getattr(n.func, "id", "") == "launch"
+        for n in ast.walk(_sources()["classroom/server.py"])
+    )
 
 
 @pytest.mark.parametrize(

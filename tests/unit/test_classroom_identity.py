@@ -127,6 +127,7 @@ def test_tokens_are_issued_once_and_kept_hashed(tmp_path, http_only):
     assert sorted(http_only.tokens) == ["ada01", "bo02", "cy03"]
     raw = b"".join(p.read_bytes() for p in (tmp_path / "class").glob("class.sqlite*"))
     assert not any(t.encode() in raw for t in http_only.tokens.values())
+    assert http_only.token and http_only.token.encode() not in raw  # the teacher's too: only its hash
     assert http_only.store.issue_tokens() == []  # everyone has one: none is re-issued by accident
     (new,) = http_only.store.issue_tokens(["bo02"])  # a lost token replaced: the old one stops working
     assert _request(http_only.url + "/api/me", http_only.tokens["bo02"])[0] == 401
@@ -148,11 +149,23 @@ def test_a_class_folder_of_the_server_before_identities_opens_with_everything(tm
     )
     old.commit()
     old.close()
+    os.chmod(folder, 0o755)
+    os.chmod(folder / "class.sqlite", 0o644)  # as an older server left them: readable by anyone
     store = Store(folder, [])
     try:
-        assert store.token() == "the-old-token" and store.pending() == [1]
+        # the old server kept the teacher's token itself: it keeps working, now kept as its hash only
+        assert store.teacher_token() == "the-old-token" and store.teacher_token() is None
+        assert store.is_teacher("the-old-token") and not store.is_teacher("the-old-toke")
+        assert store.pending() == [1]
         assert store.add("ada", None, "t2", "a-client-id") == store.add("ada", None, "t2", "a-client-id") == 2
         assert not store.has_roster()  # the server asks for one (or --open) before it starts
+        # the folder and its files are the teacher's alone now
+        assert folder.stat().st_mode & 0o777 == 0o700
+        for path in folder.glob("class.sqlite*"):
+            assert path.stat().st_mode & 0o777 == 0o600, path
+        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        raw = b"".join(p.read_bytes() for p in folder.glob("class.sqlite*"))
+        assert b"the-old-token" not in raw
     finally:
         store.close()
 
@@ -478,16 +491,15 @@ def test_a_sigkilled_server_restarted_loses_nothing_and_tells_every_client_the_t
             th.start()
         db = sqlite3.connect(f"file:{folder / 'class.sqlite'}?mode=ro", uri=True)
         _wait(lambda: db.execute("SELECT COUNT(*) FROM submissions").fetchone()[0] == 4, 60, "not stored")
-        (grader,) = _wait(lambda: _graders(first.pid), 60, "no grading child started")
-        grader_folder = Path(db.execute("SELECT folder FROM children").fetchone()[0])
-        assert grader_folder.is_dir()
+        graders = _wait(lambda: _graders(first.pid), 60, "no grading child started")
+        folders = _wait(lambda: [Path(f) for (f,) in db.execute("SELECT folder FROM children")], 10, "not recorded")
+        assert all(f.is_dir() for f in folders)
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=10)
-        # the kernel kills the grading child with its server (PR_SET_PDEATHSIG)
-        # (at once: it was killed seconds before it would have finished, and wrote no result)
-        gone, _alive = psutil.wait_procs([grader], timeout=2)
-        assert gone, "the grading child outlived its SIGKILLed server"
-        assert grader_folder.is_dir() and not (grader_folder / "result.json").exists()  # the next server removes it
+        # the kernel kills the grading children with their server (PR_SET_PDEATHSIG)
+        _gone, alive = psutil.wait_procs(graders, timeout=2)
+        assert not alive, "a grading child outlived its SIGKILLed server"
+        assert all(f.is_dir() for f in folders)  # the next server removes them
         late = threading.Thread(target=hand_in, args=("cy03#1", "parallel"))
         late.start()  # while the server is down: the client retries until it is back
         time.sleep(1.5)
@@ -505,8 +517,7 @@ def test_a_sigkilled_server_restarted_loses_nothing_and_tells_every_client_the_t
             assert len({answers[c]["id"] for c in answers}) == 5
             rows = db.execute("SELECT name, COUNT(*) FROM submissions GROUP BY name ORDER BY name").fetchall()
             assert rows == [("ada01", 2), ("bo02", 2), ("cy03", 1)]  # nothing lost, nothing twice
-            assert not grader_folder.exists()
-            assert db.execute("SELECT COUNT(*) FROM children").fetchone()[0] == 0
+            assert not any(f.exists() for f in folders)
             board = client.leaderboard(url, tokens["bo02"])["rows"]
             assert sorted(r["name"] for r in board) == ["fastcat", "student 2", "student 3"]
         finally:
@@ -523,4 +534,6 @@ def test_a_sigkilled_server_restarted_loses_nothing_and_tells_every_client_the_t
                 marked.append(proc)
         except psutil.Error:
             continue
-    assert marked == [], "a grading process of the class is still running"
+    assert marked == [], (
+        f"a grading process of the class is still running: {[(p.pid, p.ppid(), p.cmdline()[-2:], p.environ().get(reaper.MARK)) for p in marked]}"
+    )

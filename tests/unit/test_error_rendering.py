@@ -158,3 +158,31 @@ def test_an_analysis_of_a_name_clicked_away_says_how_to_get_back():
         s.footprint("Y/j")
     assert "session.goto(0)" in str(info.value).splitlines()[0]
     assert s.footprint("Y/j", step=0)  # the original program still has it
+
+
+def test_a_split_factor_too_large_for_tvm_or_for_the_loop_is_one_plain_sentence():
+    # Before: 99999999999999999999 came back as TVM's FFI text ("Expected Array<Optional<ir.Expr>> but
+    # got ... ffi.BigInt"), and 256 on a loop of 128 was applied without a word.
+    import mlc_lab
+    from mlc_lab.errors import ScheduleStepError
+    from tests.fixtures.programs import MM_RELU
+
+    s = mlc_lab.Session(MM_RELU)
+    for factors, says in (
+        (
+            [None, 99999999999999999999],
+            "split: the factor 99999999999999999999 is too large: a loop's extent is a 32-bit integer",
+        ),
+        ([2**31, None], "split: the factor 2147483648 is too large"),
+        (
+            [None, 256],
+            "split: the factor 256 is larger than loop j, which has 128 iterations; use a factor of at most 128",
+        ),
+    ):
+        with pytest.raises(ScheduleStepError) as info:
+            s.apply("split", "Y/j", factors=factors)
+        first = str(info.value).splitlines()[0]
+        assert first.startswith(says), first
+        assert "ffi" not in str(info.value) and info.value.involved == ["j"]
+        assert s.current.id == 0 and len(s.failed) >= 1  # nothing changed; the attempt is kept
+    assert s.apply("split", "Y/j", factors=[3, 50]) == ["j_0", "j_1"]  # 150 > 128 in all: a predicate, allowed

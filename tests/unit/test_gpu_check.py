@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -339,3 +340,47 @@ def test_a_timing_failure_is_noted_and_leaves_the_verdict_alone(tmp_path, monkey
     assert run_on_gpu.table({"submissions": {"k": _entry()}}, {"k": r}).splitlines()[-1] == (
         "k: timing: RuntimeError: timer broke"
     )
+
+
+# --- elsewhere.py: the lab's kernels by the batch runner's measuring side, beside measure's record ------
+
+elsewhere = _load("elsewhere")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="the CUDA toolkit (nvcc) is not installed")
+def test_elsewhere_goes_from_measure_here_to_the_measuring_side_and_back_short_of_a_launch(tmp_path, capsys):
+    """prepare stashes what measure(runner=batch:...) builds (a fat binary, a manifest, a recipe instead of
+    16 MiB of arrays); the recipe gives the arrays back; the device step runs the measuring side (here it
+    finds no GPU: that is its answer); collect has measure read that answer back through its own code."""
+    from mlc_lab.tvm.measure import artifact, build
+    from tests.labs import gpu_matmul as lab
+
+    out, name = tmp_path / "elsewhere", "course_blocking_with_shared"  # the 1024^3 matmul
+    assert elsewhere.main(["prepare", "--out", str(out), "--only", name, "--no-round", "--no-runtime"]) == 0
+    folder = out / "folders" / f"kernel-{name}"
+    assert sorted(p.name for p in folder.iterdir()) == ["kernel.so", "manifest.json", "recipe.json"]
+    assert [m["format"] for m in artifact.library_imports(str(folder / "kernel.so"))] == ["fatbin"]
+    (cand,) = json.loads((folder / "manifest.json").read_text())["candidates"]
+    assert (cand["outputs"], cand["expected"], cand["send_outputs"]) == (["C"], "expected.npz", False)
+    elsewhere.rehydrate(folder)
+    session = lab.session_of(name)
+    want = build.random_inputs(build.param_specs(session.module, None), 0)
+    with np.load(folder / "kernel.npz") as got:
+        assert all(np.array_equal(got[n], w) for n, w in zip(("A", "B", "C"), want))  # measure's own draws
+    with np.load(folder / "expected.npz") as exp:
+        assert np.allclose(exp["C"], want[0].astype(np.float64) @ want[1].astype(np.float64), rtol=1e-6)
+    for p in folder.glob("*.npz"):
+        p.unlink()
+    results = tmp_path / "device"
+    assert elsewhere.main(["device", "--dir", str(out), "--out", str(results)]) == 0
+    said = json.loads((results / "elsewhere_results.json").read_text())[f"kernel-{name}"]
+    (there,) = said["results"]["candidates"]
+    assert said["results"]["runtime_only"] is True and there["error"]["kind"] == "device"  # no GPU here
+    assert elsewhere.main(["collect", str(results / "elsewhere_results.json"), "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    row = [line for line in table.splitlines() if line.startswith(name)][-1]
+    why = elsewhere.last_clause(there["error"]["message"])  # no GPU (or no driver) here
+    assert f"device: {there['error']['message'][:40]}" in row  # the measuring side, there
+    assert f"run: {why}" in row  # what measure() recorded of it, through its own code
+    assert row.rstrip().endswith("0.1469")  # last round's H200 figure for it

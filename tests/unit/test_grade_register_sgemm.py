@@ -78,11 +78,11 @@ def test_a_right_placement_and_a_racy_one_are_told_apart():
     (ok,) = [t for t in right.tasks if t.name == "write_back"]
     (bad,) = [t for t in racy.tasks if t.name == "write_back"]
     assert ok.messages == [
-        "C_update accumulates in the local buffer C_local and block C_local writes each element back once, "
-        "after loop k_0, under j_0, each thread the tile it computed (its loops bound to the threads as "
+        "C_update accumulates in the local buffer C_local and block C_local writes each element back to C "
+        "once, after loop k_0, under j_0, each thread the tile it computed (its loops bound to the threads as "
         "C_update's are)"
     ]
-    assert bad.messages[0].startswith("block C_local writes C_local back under j_0, above the thread loops, and")
+    assert bad.messages[0].startswith("block C_local writes C_local back to C under j_0, above the thread loops, and")
     assert "reverse_compute_at it under the thread loop" not in bad.messages[0]  # j_1 is inside k_0 here
 
 

@@ -132,3 +132,21 @@ def test_cli_export_of_an_unexecuted_notebook_hints_at_execute(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "0 widgets" in out
     assert f"{src} shows no widgets: it was saved without outputs (never run, or cleared). Add --execute" in out
+
+
+def test_cli_export_execute_prints_no_kernel_warning(tmp_path, capfd, monkeypatch):
+    # Before: the kernel nbclient started talked over TCP and printed its warning ("Kernel is running
+    # over TCP without encryption ...") into the command's output. Now it talks over local sockets in
+    # a private folder, and is shut down before the command returns.
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nb.cells.append(nbformat.v4.new_code_cell("print(6 * 7)"))
+    src = tmp_path / "run.ipynb"
+    nbformat.write(nb, str(src))
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", str(src), "-o", str(tmp_path / "site"), "--execute"]) == 0
+    out, err = capfd.readouterr()  # the kernel's own output too: it writes to this process's fds
+    assert err == "", err
+    assert "WARNING" not in out and "1 widget" not in out
+    assert "42" in (tmp_path / "site" / "run.html").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.ipynb", "site"]  # no socket files left behind

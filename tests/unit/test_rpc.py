@@ -1,133 +1,287 @@
-"""Tuning through TVM's RPC tracker, as docs/measuring.md sets up a class: a tracker and two
-servers on 127.0.0.1, each server pinned to its own core with one TVM thread, each process in its
-own process group (killed at teardown), and a short tuning job measuring through both at once."""
+"""Measuring through TVM's RPC tracker, as docs/measuring.md sets up a class: a tracker and three servers
+on 127.0.0.1 that run TVM's runtime alone (no compiler on their PATH), each its own process and group.
+The inputs are made and the outputs checked here; servers that die (``kill -9``) or hang (SIGSTOP)
+mid-measurement are worked around and said; a tracker that is down is one sentence; two timings never
+run at once on one machine. The 64-trial runs are ``-m full`` (and ``benchmarks/remote.py``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import sys
+from pathlib import Path
 import time
 
+import numpy as np
 import pytest
 
 import mlc_lab
 from mlc_lab.core.tuning import tune
+from mlc_lab.errors import TuneError
+from mlc_lab.tvm.measure import build, pool
 from tests.fixtures.programs import matmul
-from tests.unit.processes import free_port, group_gone
-
-KEY = "mlc-lab-test"
-
-
-def start(args: list[str], log_path: str, core: int | None = None) -> subprocess.Popen:
-    log = open(log_path, "wb")
-    prefix: list[str] = []
-    env = dict(os.environ)
-    if core is not None:  # the class setup: one server per core, one thread each
-        cores = sorted(os.sched_getaffinity(0))
-        if shutil.which("taskset"):
-            prefix = ["taskset", "-c", str(cores[core % len(cores)])]
-        env["TVM_NUM_THREADS"] = "1"
-    try:
-        return subprocess.Popen(
-            [*prefix, sys.executable, "-m", *args],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=env,
-        )
-    finally:
-        log.close()
-
-
-def stop(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait(timeout=10)
-
-
-def free_servers(host: str, port: int) -> int:
-    from tvm import rpc
-
-    try:
-        summary = rpc.connect_tracker(host, port).summary()
-    except Exception:  # noqa: BLE001 - not up yet
-        return 0
-    return int(summary.get("queue_info", {}).get(KEY, {}).get("free", 0))
+from tests.unit.processes import free_port
+from tests.unit.rpc_cluster import KEY, Cluster  # noqa: F401  (KEY: test_classroom times on these servers)
 
 
 @pytest.fixture
 def tracker(tmp_path):
-    port = free_port()
-    procs = [
-        start(
-            ["tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port), "--port-end", str(port + 1)],
-            str(tmp_path / "tracker.log"),
-        )
-    ]
+    """A tracker and two runtime-only servers under KEY: its port (the class server's tests time there)."""
+    c = Cluster(tmp_path / "cluster", servers=2)
     try:
-        deadline = time.monotonic() + 30
-        while True:  # servers that find no tracker retry only every 5 s: start them after it listens
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert procs[0].poll() is None and time.monotonic() < deadline, "the tracker did not start"
-                time.sleep(0.2)
-        for n in range(2):
-            sport = free_port()
-            procs.append(
-                start(
-                    [
-                        "tvm.exec.rpc_server",
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        str(sport),
-                        "--port-end",
-                        str(sport + 1),
-                        "--tracker",
-                        f"127.0.0.1:{port}",
-                        "--key",
-                        KEY,
-                    ],
-                    str(tmp_path / f"server{n}.log"),
-                    core=n,
-                )
-            )
-        deadline = time.monotonic() + 60
-        while free_servers("127.0.0.1", port) < 2:
-            assert all(p.poll() is None for p in procs), "the tracker or a server exited"
-            assert time.monotonic() < deadline, "the RPC servers did not register with the tracker"
-            time.sleep(0.5)
-        yield port
+        yield c.port
     finally:
-        for p in procs:
-            stop(p)
-        for p in procs:
-            assert group_gone(p.pid), "a tracker/server process outlived the test"
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One tracker: three servers under the test key for the tests that harm none, two under "hang" for
+    the test that stops one, three under "tune" for the tune that loses two, and two of mlc_lab's own
+    servers under "ours" (`mlc_lab.tvm.measure.server`), with a stand-in CUDA driver when this machine
+    can make one (test_artifact's: every driver call answers "no device"). One start for all."""
+    from tests.unit.test_artifact import CUDART_DIRS, STUB_DRIVER
+
+    folder = tmp_path_factory.mktemp("cluster")
+    env: dict[str, str] = {}
+    cudart = next((d for d in CUDART_DIRS if os.path.exists(os.path.join(d, "libcudart.so.13"))), None)
+    if cudart and shutil.which("gcc"):
+        (folder / "stub.c").write_text(STUB_DRIVER)
+        lib = folder / "libcuda.so.1"
+        cmd = ["gcc", "-shared", "-fPIC", "-o", str(lib), "-Wl,-soname,libcuda.so.1", str(folder / "stub.c")]
+        subprocess.run(cmd, check=True)
+        env = {"LD_LIBRARY_PATH": f"{folder}:{cudart}", "CUDA_HOME": str(Path(cudart).parent)}
+    tune = [
+        "tests.unit.dying_server",
+        "tvm.exec.rpc_server",
+        "tvm.exec.rpc_server",
+    ]  # one dies as its 2nd session begins
+    c = Cluster(folder / "cluster", servers=3, more={"hang": 2, "tune": tune, "ours": 2}, ours=("ours",), env=env)
+    c.stub_driver = bool(env)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def matmul_lib(tmp_path_factory):
+    """A 128^3 matmul built here for this CPU, its seeded inputs and the reference's outputs."""
+    import tvm
+
+    mod = mlc_lab.load(matmul(128))
+    name, one = build.single_function_module(mod, None)
+    path = str(tmp_path_factory.mktemp("lib") / "mm.so")
+    tvm.compile(one, target=build.cpu_target()).export_library(path)
+    inputs, expected = build._reference_outputs(build.module_to_text(mod), name, 0)
+    return path, name, inputs, expected
+
+
+def _when(cond, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_runtime_only_servers_measure_check_and_never_time_two_at_once_on_one_host(shared, matmul_lib, monkeypatch):
+    path, name, inputs, expected = matmul_lib
+    spans: list[tuple[float, float]] = []
+    real = pool.timing.time_function
+
+    def watched(*args, **kwargs):
+        t0 = time.monotonic()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            spans.append((t0, time.monotonic()))
+
+    monkeypatch.setattr(pool.timing, "time_function", watched)
+    p = pool.TrackerPool("127.0.0.1", shared.port, shared.key, servers=3, session_timeout_s=20)
+    try:
+        wrong = [a.copy() for a in expected]
+        wrong[-1][3, 4] += 1.0
+        cands = [pool.Candidate(f"c{i}", path, name, "cpu", inputs, expected) for i in range(6)]
+        outs = p.measure([*cands, pool.Candidate("wrong", path, name, "cpu", inputs, wrong)])
+    finally:
+        p.close()
+    good, bad = outs[:-1], outs[-1]
+    assert all(o.ok and o.correct and len(o.results_s) == 3 and o.results_s[0] > 0 for o in good), outs
+    assert len({o.where for o in good}) >= 2 and {o.where for o in good} <= set(shared.addrs)
+    assert not bad.ok and bad.error_kind == "check" and "wrong result: max abs error 1" in bad.error
+    spans.sort()
+    assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:])), "two timings overlapped on 127.0.0.1"
+
+
+def test_a_tracker_that_is_down_is_one_sentence():
+    port = free_port()
+    with pytest.raises(TuneError) as err:
+        tune(mlc_lab.load(matmul(64)), trials=4, runner=f"rpc://127.0.0.1:{port}/class-cpu")
+    assert str(err.value) == (
+        f"the RPC tracker at 127.0.0.1:{port} does not answer (connection refused): "
+        f"is `python -m tvm.exec.rpc_tracker --port {port}` running there?"
+    )
+
+
+def test_a_key_no_server_has_is_one_sentence(shared):
+    with pytest.raises(
+        TuneError, match=r"no server under the key 'gpu' \(it lists 'hang', 'mlc-lab-test', 'ours', 'tune'\)"
+    ):
+        tune(mlc_lab.load(matmul(64)), trials=4, runner=f"rpc://127.0.0.1:{shared.port}/gpu")
+
+
+@pytest.mark.full  # 10 s; the tune below has a server hang too (at its connection)
+def test_a_server_that_hangs_mid_measurement_is_left_out_and_its_candidate_measured_elsewhere(shared, tmp_path):
+    """A 512^3 matmul (untuned, generic x86-64: 0.1-0.3 s a call): the server timing it is stopped
+    (SIGSTOP) mid-session."""
+    import tvm
+
+    mod = mlc_lab.load(matmul(512))
+    name, one = build.single_function_module(mod, None)
+    path = str(tmp_path / "slow.so")
+    tvm.compile(one, target="llvm").export_library(path)  # generic x86-64, one thread: slow on purpose
+    inputs = build.random_inputs(build.param_specs(one, name))
+    events: list[tuple] = []
+    p = pool.TrackerPool(
+        "127.0.0.1",
+        shared.port,
+        "hang",
+        servers=1,
+        session_timeout_s=1,
+        on_event=lambda kind, **facts: events.append((kind, facts)),
+    )
+    try:
+        fut = p.submit(pool.Candidate("slow", path, name, "cpu", inputs, method=pool.timing.TimingMethod(repeats=1)))
+        _when(lambda: shared.in_session("hang"), 60)
+        stopped = shared.in_session("hang")[0]
+        shared.stop(stopped)
+        out = fut.result(timeout=120)
+    finally:
+        p.close()
+    assert events[0] == ("hung", {"server": shared.addrs[stopped], "reason": "it did not answer for 7 s"}), events
+    assert out.where != shared.addrs[stopped] and out.attempts == 2, out
+    assert out.ok or out.error_kind == "timeout", out  # measured elsewhere (a 512^3 call may pass 2 x 1 s there)
 
 
 @pytest.mark.slow
-def test_tune_through_an_rpc_tracker(tracker, tmp_path):
+def test_a_tune_goes_on_when_one_server_dies_and_another_hangs(shared, tmp_path):
+    """16 trials through three runtime-only servers: one is stopped (SIGSTOP) before the run, so the
+    tracker hands it out and it never answers; another kills its own group (as kill -9 would) as its
+    second session begins, mid-measurement (tests/unit/dying_server.py). Every trial is measured, the
+    lost candidate again elsewhere, the hung server left out, and both said. (The 64-trial run, -m full,
+    kills a server from outside with kill -9.)"""
+    servers = [n for n, k in enumerate(shared.keys) if k == "tune"]  # the dying one first
+    shared.stop(servers[1])
     job = tune(
-        mlc_lab.load(matmul(64)),
-        trials=4,
+        mlc_lab.load(matmul(128)),
+        trials=16,
         work_dir=str(tmp_path / "wd"),
-        runner=f"rpc://127.0.0.1:{tracker}/{KEY}",
-        num_trials_per_iter=4,
+        runner=f"rpc://127.0.0.1:{shared.port}/tune",
+        num_trials_per_iter=8,
         strategy="replay-trace",
         cost_model="random",
-        servers=2,
+        servers=3,
+        timeout_s=2,  # a server that does not answer a connection in 5 s is hung
     )
-    assert job.spec["runner"] == f"rpc://127.0.0.1:{tracker}/{KEY}" and job.spec["servers"] == 2
+    shared.killed.add(shared.servers[servers[0]].pid)  # it dies on purpose
     assert job.wait(timeout=300) == "done", job.error
     recs = job.records()
-    assert len(recs) == 4
-    assert all(r.ok and r.latency_s > 0 for r in recs), [r.error for r in recs]
-    assert "RPCRunner" in job.log_tail(200_000) or "rpc" in job.log_tail(200_000).lower()
+    assert len(recs) == 16 and all(r.ok for r in recs), [r.error for r in recs if not r.ok]
+    killed, stopped = shared.addrs[servers[0]], shared.addrs[servers[1]]
+    assert shared.servers[servers[0]].poll() is not None  # it went away
+    events = job.events()
+    assert any(e["event"] == "lost" and e["server"] == killed for e in events), events
+    assert any(e["event"] == "retry" for e in events), events
+    hung = [e for e in events if e["event"] == "hung"]
+    assert [(e["server"], e["reason"]) for e in hung] == [(stopped, "it did not answer a connection in 5 s")]
+    tune_addrs = {shared.addrs[n] for n in servers}
+    assert all(r.where in tune_addrs and r.waited_s is not None for r in recs)
+    assert stopped not in {r.where for r in recs}  # it never answered: nothing was measured there
+    assert sum(r.where == killed for r in recs) == 1  # its first session; the second one's candidate went elsewhere
+
+
+def test_measure_and_bench_time_a_program_on_a_runtime_only_server(shared, tmp_path, capsys):
+    from mlc_lab.cli import main as cli_main
+    from mlc_lab.core.session import Session
+
+    s = Session(mlc_lab.load(matmul(128)))
+    j0, j1 = s.apply("split", "C/j", factors=[None, 16])
+    s.apply("reorder", "C/i", j0, "k", j1)
+    m = s.measure(runner=shared.runner, repeats=3)
+    assert m.ok and m.correct and m.latency_s > 0 and m.repeats == 3, m.error
+    assert m.where in shared.addrs and f"a server of 'mlc-lab-test' ({m.where})" in m.method
+    assert m.gflops > 0 and m.threads is None  # the server's threads are its own
+    prog = tmp_path / "mm.py"
+    prog.write_text(matmul(64))
+    assert cli_main(["bench", str(prog), "--repeats", "2", "--runner", shared.runner]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["correct"] is True and out["where"] in shared.addrs and out["repeats"] == 2
+
+
+def test_mlc_labs_server_outlives_a_kernel_that_crashes(shared, tmp_path):
+    """A kernel that calls abort(): TVM's own server stops listening after such a session; mlc_lab's
+    server says so in its log and serves on. The candidate is reported as what crashes servers."""
+    import tvm
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def crash(A: T.Buffer((4,), "float32")):
+        for i in range(4):
+            with T.sblock("A"):
+                vi = T.axis.spatial(4, i)  # noqa: F841  (TVMScript binds the block axis)
+                T.evaluate(T.call_extern("int32", "abort"))
+
+    path = str(tmp_path / "crash.so")
+    tvm.compile(tvm.IRModule({"main": crash}), target="llvm").export_library(path)
+    p = pool.TrackerPool("127.0.0.1", shared.port, "ours", servers=1, session_timeout_s=10)
+    try:
+        (out,) = p.measure([pool.Candidate("crash", path, "main", "cpu", [np.zeros(4, "float32")])])
+    finally:
+        p.close()
+    assert out.error_kind == "crash" and "ended abruptly on two servers" in out.error, out
+    shared.wait_free(2, timeout=30, key="ours")  # both still serve
+    assert all(p.poll() is None for n, p in enumerate(shared.servers) if shared.keys[n] == "ours")
+    assert "ended badly" in shared.logs() and "serving on" in shared.logs()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="the CUDA toolkit (nvcc) is not installed")
+def test_a_cuda_kernel_built_here_loads_on_a_runtime_only_server(shared, tmp_path):
+    """As far as a machine without a GPU goes: the server loads TVM's CUDA runtime (the sidecar) and the
+    library with its fat binary; allocating on the GPU is where a driver without a device says no."""
+    if not shared.stub_driver:
+        pytest.skip("no stand-in CUDA driver could be made (gcc or libcudart.so.13 missing)")
+    import tvm
+
+    from mlc_lab.tvm.measure import artifact
+    from tests.unit.test_artifact import SM_90, add_one
+
+    path = str(tmp_path / "add.so")
+    artifact.export_artifact(tvm.compile(tvm.IRModule({"main": add_one}), target=SM_90), path, SM_90)
+    p = pool.TrackerPool("127.0.0.1", shared.port, "ours", servers=1, session_timeout_s=10)
+    try:
+        (out,) = p.measure([pool.Candidate("add", path, "main", "cuda", [np.zeros(1024, "float32")] * 2)])
+    finally:
+        p.close()
+    assert "CUDA: on, but no GPU is visible" in shared.logs()
+    assert out.error_kind == "run" and "the arguments do not fit" in out.error, out  # loaded; no device memory
+    assert "does not load" not in out.error
+
+
+def _within_noise(retimed: dict, a: str, b: str) -> bool:
+    """Two bests agree when their ratio is within the wider of their own re-timings' spreads (this VM
+    moves a kernel's figure by tens of percent within seconds: docs/measuring.md)."""
+    ratio = retimed[b]["median_s"] / retimed[a]["median_s"]
+    noise = max(retimed[a]["self_spread"], retimed[b]["self_spread"], 0.10)
+    return 1 / (1 + noise) <= ratio <= 1 + noise
+
+
+@pytest.mark.full
+def test_a_64_trial_tune_reaches_its_trials_through_a_tracker_that_loses_a_server(tmp_path):
+    from benchmarks.remote import tracker_figures
+
+    figs = tracker_figures(mlc_lab.load(matmul(128)), 64, tmp_path, rounds=5)
+    calm, hit = figs["undisturbed"], figs["killed"]
+    assert calm["trials"] == hit["trials"] == 64 and calm["failed"] == hit["failed"] == 0, figs
+    assert hit["killed"] and any(e["event"] == "lost" and e["server"] == hit["killed"]["server"] for e in hit["events"])
+    assert _within_noise(figs["retimed_here"], "undisturbed", "killed"), figs["retimed_here"]

@@ -528,3 +528,29 @@ def test_undo_then_a_new_step_rebuilds_the_parent_exactly():
     t.apply("reorder", "Y/i", "j_0", "k", "j_1")
     t.apply("parallel", "Y/i")
     assert s.script == t.script and s.trace == t.trace
+
+
+def test_a_symbolic_shape_reads_one_way_in_the_loop_tree():
+    # Before: TVM prints the parameter that defines n as T.Buffer(("n", 128)) and the others as
+    # T.Buffer((n, 128)); the tree said A[n x 128] but B[(n, 128)] (a list for one, the text for the rest).
+    from mlc_lab.core.session import Session
+
+    s = Session(
+        "from tvm.script import tirx as T\n"
+        "@T.prim_func(s_tir=True)\n"
+        "def main(a: T.handle, b: T.handle):\n"
+        "    n = T.int32()\n"
+        "    A = T.match_buffer(a, (n, 128), 'float32')\n"
+        "    B = T.match_buffer(b, (n, 128), 'float32')\n"
+        "    Y = T.sblock_alloc_buffer((n * 2, 128), 'float32')\n"
+        "    for i, j in T.grid(n, 128):\n"
+        "        with T.sblock('Y'):\n"
+        "            vi, vj = T.axis.remap('SS', [i, j])\n"
+        "            Y[vi, vj] = A[vi, vj]\n"
+        "    for i, j in T.grid(n, 128):\n"
+        "        with T.sblock('B'):\n"
+        "            vi, vj = T.axis.remap('SS', [i, j])\n"
+        "            B[vi, vj] = Y[vi, vj]\n"
+    )
+    buffers = {b["name"]: b["shape"] for b in s.loop_tree()["functions"][0]["buffers"]}
+    assert buffers == {"A": ["n", 128], "B": ["n", 128], "Y": ["n * 2", 128]}, buffers

@@ -80,11 +80,18 @@ def test_the_submit_bar_hands_in_the_current_step(comms, server):
 def test_a_server_that_is_gone_is_a_sentence_in_the_bar(comms, monkeypatch):
     monkeypatch.setattr(class_client, "RETRY_S", 1.0)
     w = Explorer(Session(mlc_lab.load(str(LAB / "mm_relu.py"))), classroom="http://127.0.0.1:9")
+    seen: list[dict] = []
+    w.observe(lambda change: seen.append(dict(change["new"])), names="class_submission")
     try:
         assert w.comm.request("class_submit", {"name": "ada"})["ok"]
         wait_until(lambda: w.class_submission.get("state") not in (None, "sending"), 30)
         text = w.class_submission["text"]
         assert w.class_submission["state"] == "error" and text.startswith("not stored:") and "cannot be reached" in text
+        # from the first refused try on, the bar says so and counts the tries (never a silent "grading…")
+        sending = [s["text"] for s in seen if s.get("state") == "sending"]
+        assert sending[0] == "grading…"
+        assert sending[1].startswith("the class server at http://127.0.0.1:9 cannot be reached")
+        assert [t.rsplit("retrying ", 1)[1] for t in sending[1:]] == ["(2 of 3)", "(3 of 3)"]
     finally:
         w.close()
 
@@ -184,24 +191,32 @@ def _graded(store, name, score, latency_ms, spread_ms=None, quiet=True, load=0.1
     return sid
 
 
-def test_latencies_within_their_spread_or_timed_under_load_are_ties_and_a_refusal_is_flagged(tmp_path):
+def test_latencies_within_the_spread_of_the_two_timings_are_ties_and_a_refusal_is_flagged(tmp_path):
     from mlc_lab.classroom.store import Store
     from tests.unit.test_classroom import TASKS
 
     store = Store(tmp_path / "s", TASKS)
     try:
         ada = _graded(store, "ada", 10, 146.5, spread_ms=2.0)
-        _graded(store, "bo", 10, 145.5, spread_ms=1.5)  # 1 ms apart, within 2 ms: a tie
+        _graded(store, "bo", 10, 145.5, spread_ms=1.5)  # 1 ms apart, within their spreads: a tie
         _graded(store, "cy", 10, 200.0, spread_ms=1.0)  # clearly slower on a quiet machine
         _graded(store, "di", 5, 100.0, spread_ms=1.0)
-        _graded(store, "ed", 10, 292.8, spread_ms=0.5, quiet=False, load=2.1)  # busy machine: no order by latency
+        _graded(store, "ed", 10, 230.0, spread_ms=0.5, quiet=False, load=2.1)  # busy: a wider band reaches cy's
+        _graded(store, "gus", 10, 600.0, spread_ms=500.0, quiet=False, load=3.0)  # busy, but 2.6x ed's: no tie
         _graded(store, "fay", 0, None, status="refused", error="lab.py: the trace is refused: line 1 calls __import__")
         rows = store.leaderboard()["rows"]
         got = [(r["name"], r["rank"], r["tie"]) for r in rows]
-        assert got[:5] == [("bo", 1, True), ("ada", 1, True), ("cy", 3, True), ("ed", 3, True), ("di", 5, False)]
+        assert got == [
+            ("bo", 1, True),
+            ("ada", 1, True),
+            ("cy", 3, True),
+            ("ed", 3, True),
+            ("gus", 5, False),
+            ("di", 6, False),
+        ]
         v = store.verdict(ada)
         assert v["rank"] == 1 and v["tie"] is True
-        assert "rank 1 of 5 (a tie)" in client.verdict_text({**v, "students": 5})
+        assert "rank 1 of 6 (a tie)" in client.verdict_text({**v, "students": 6})
         ed = next(r for r in rows if r["name"] == "ed")
         assert ed["load"] == 2.1 and ed["quiet"] is False and ed["spread_ms"] == 0.5
         summary = store.summary()
@@ -209,11 +224,13 @@ def test_latencies_within_their_spread_or_timed_under_load_are_ties_and_a_refusa
             ("bo", 1.5, True),
             ("ada", 2.0, True),
         ]
-        # the hostile hand-in is flagged apart, and is no ordinary failure
+        # the refused hand-in is flagged apart, and is no ordinary failure
         assert [(r["name"], "__import__" in r["message"]) for r in summary["refused"]] == [("fay", True)]
         assert not any("__import__" in f["message"] for f in summary["common_failures"])
-        # and it neither counts as a student in the pass rates nor takes a place on the board
-        assert summary["students"] == 5 and "fay" not in [s["name"] for s in summary["stuck"]]
+        # it takes no place on the board, but its student handed in: counted, and at the first task
         assert "fay" not in [r["name"] for r in rows]
+        assert summary["students"] == 7 and summary["tasks"][0]["students"] == 7
+        fay = next(s for s in summary["stuck"] if s["name"] == "fay")
+        assert fay["task"] == "parallel" and fay["failed_attempts"] == 1 and "__import__" in fay["last_message"]
     finally:
         store.close()

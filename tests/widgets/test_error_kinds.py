@@ -72,7 +72,17 @@ def test_an_exception_is_named_by_its_kind_never_by_its_class():
 def test_transient_kinds_come_from_the_vocabulary():
     transient = {k for k in ERROR_KINDS if _base._transient(k)}
     assert transient == {k for k, v in ERROR_KINDS.items() if v.transient}
-    assert {"timeout", "crash", "busy", "bad_request", "unknown", "unknown_step", "no_kernel", "cancelled"} == transient
+    assert {
+        "timeout",
+        "crash",
+        "busy",
+        "bad_request",
+        "unknown",
+        "unknown_step",
+        "no_kernel",
+        "cancelled",
+        "elsewhere",
+    } == transient
 
 
 def test_a_failed_request_answers_with_a_kind_of_the_vocabulary(explorer):
@@ -99,5 +109,5 @@ def test_an_unexpected_failure_is_internal_with_its_class_in_the_detail(explorer
 def test_the_page_reads_the_vocabulary_it_is_generated_from():
     model_ts = (ROOT / "js" / "lib" / "model.ts").read_text()
     assert all(f"  {k}: " in model_ts for k in ERROR_KINDS)
-    view = (ROOT / "js" / "explorer" / "view.ts").read_text()
-    assert "ERROR_KINDS[err.error.type].measurement" in view
+    measuring = (ROOT / "js" / "explorer" / "measuring.ts").read_text()  # the explorer's Measure
+    assert "ERROR_KINDS[kind].measurement" in measuring

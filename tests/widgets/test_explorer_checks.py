@@ -267,3 +267,82 @@ def test_with_an_assignment_each_task_shows_what_the_grader_gives_the_step(comms
         assert not problems(w.checks, StepChecks)
     finally:
         w.close()
+
+
+GPU_CHECKS = [
+    "thread_block_tiling",
+    "shared_memory_tiling",
+    "register_tiling",
+    "cooperative_fetching",
+    "write_cache",
+    "epilogue_fusion",
+]
+
+
+def _notebook_cells(name: str) -> list[str]:
+    import nbformat
+
+    nb = nbformat.read(str(Path(__file__).resolve().parents[2] / "notebooks" / name), as_version=4)
+    return [c.source for c in nb.cells if c.cell_type == "code"]
+
+
+def test_notebook_04_recipes_get_gpu_checks_at_every_step(comms):
+    # Before: explore(MATMUL) in the GPU chapter read "CPU checks of step 0" and advised parallelising,
+    # vectorizing and packing through steps 1-6, until the first bind. Now the chapter's explorers are
+    # made with target="cuda", and that target chooses the checks from step 0 on.
+    cells = [c for c in _notebook_cells("04_gpu.ipynb") if "mlc_lab.explore(MATMUL" in c]
+    assert len(cells) == 2, "notebook 04 has its two matmul recipes, each in an explorer"
+    ns: dict = {}
+    exec("import mlc_lab\n" + cells[0], ns)  # noqa: S102 - the course's own notebook
+    exec(cells[1], ns)  # noqa: S102
+    local, shared = ns["local"], ns["shared_mm"]
+    try:
+        for ex in (local, shared):
+            assert ex.target == "cuda" and ex.checks_setup["target"] == "cuda"
+            assert ex.wait(120)
+            assert ex.checks["target"] == "cuda"  # what the page shows first
+        # every step of the first recipe, from the original program through the first binds
+        steps = [s.id for s in local.session.steps]
+        assert [s.primitive for s in local.session.steps][1:8] == [
+            "cache_write",
+            "split",
+            "split",
+            "split",
+            "unroll",
+            "reorder",
+            "reverse_compute_at",
+        ]
+        for sid in steps:
+            report = local.check_report(sid)
+            assert report["target"] == "cuda", (sid, report)
+            assert [c["name"] for c in report["checks"]] == GPU_CHECKS, sid
+    finally:
+        local.close()
+        shared.close()
+
+
+def test_the_toolbars_target_chooses_the_checks_of_every_step(comms):
+    from tests.fixtures.programs import matmul
+
+    w = Explorer(Session(matmul(256)))
+    try:
+        assert w.wait(60)
+        assert w.target == "" and w.checks["target"] == "cpu"  # no target: the step's own (cpu here)
+        w.set_state({"target": "cuda"})  # what the toolbar's menu sends
+        assert w.wait(60)
+        assert w.checks_setup["target"] == "cuda" and w.checks["target"] == "cuda" and w.checks["step"] == 0
+        assert [c["name"] for c in w.checks["checks"]] == GPU_CHECKS
+        w.set_state({"target": "cpu"})
+        assert w.wait(60)
+        assert w.checks["target"] == "cpu" and "vectorize" in [c["name"] for c in w.checks["checks"]]
+        w.set_state({"target": "tpu"})  # not a target of the menu: dropped, the checks stay
+        assert w.target == "cpu" and w.checks_setup["target"] == "cpu"
+        # named checks fix their own target, whatever the toolbar says
+        w.set_checks(["vectorize"])
+        w.set_state({"target": "cuda"})
+        assert w.wait(60)
+        assert w.checks_setup["target"] == "cpu" and w.checks["target"] == "cpu"
+    finally:
+        w.close()
+    with pytest.raises(MlcLabError, match="target must be 'cpu' or 'cuda'"):
+        Explorer(Session(matmul(64)), target="gpu")

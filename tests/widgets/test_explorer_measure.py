@@ -180,3 +180,43 @@ def test_to_html_carries_measurements_and_failed_attempts(explorer, session, tmp
     assert "measured on cpu: 4.000 ms" in html and "matches the original" in html
     assert "Failed attempts from this step (1)" in html
     assert "vectorize(loop=k)" in html and "k is a reduction loop and cannot be vectorized" in html
+
+
+def test_cancel_stops_a_measurement_in_its_worker_and_answers_cancelled(explorer, session, monkeypatch):
+    # Before: a measurement had no Cancel (only its 30 s time-out, or a kernel restart, which left the
+    # worker running). Now Cancel kills the worker process in flight; the request answers "cancelled",
+    # no error banner is set, and the next request gets a fresh worker.
+    from mlc_lab.core.measure import measure
+    from mlc_lab.core.worker import worker
+    from tests.unit.test_worker import _LONG_MEASURE, _gone
+
+    namespace: dict = {}
+    exec(_LONG_MEASURE, namespace)  # noqa: S102 - the test suite's own long request
+    long = namespace["LONG"]
+    monkeypatch.setattr(
+        session,
+        "measure",
+        lambda target="cpu", step=None, **kw: measure(long["module"], repeats=200, timeout=300, roofline=False),
+    )
+    w = worker()
+    w.start()
+    first = w.pid
+    c = explorer.comm
+    c.deliver({"method": "custom", "content": {"kind": "mlc-request", "id": "m", "method": "measure", "params": {}}})
+    for _ in range(500):
+        if w._owner is not None:  # noqa: SLF001 - the measurement reached the worker
+            break
+        threading.Event().wait(0.01)
+    assert explorer.measuring and w._owner is not None  # noqa: SLF001
+    cancel = ask(explorer, "measure_cancel", req_id="x")
+    assert cancel["ok"] is True
+    reply = [
+        m["data"]["content"]
+        for m in c.sent
+        if m["data"].get("method") == "custom" and m["data"]["content"].get("id") == "m"
+    ][-1]
+    assert reply["ok"] is False and reply["error"]["type"] == "cancelled", reply
+    assert "cancelled" in reply["error"]["summary"]
+    assert explorer.measuring == {} and explorer.error == {}
+    assert _gone(first, within_s=2.0)
+    assert ask(explorer, "measure_cancel", req_id="y")["ok"] is True  # nothing to stop: fine

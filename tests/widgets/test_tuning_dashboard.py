@@ -558,3 +558,96 @@ def test_a_sweep_ends_on_the_roofline():
     assert list(points.y) == pytest.approx([4.2, 21.0])
     assert points.marker.color[1] == "#ff7f0e"  # the best value stands out
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+
+
+# --- machines elsewhere ---------------------------------------------------------------------------
+
+
+def _measured_elsewhere(tmp_path: Path, runner: str, events: list[dict], where: str) -> WorkDir:
+    wd = filled(tmp_path)
+    job = json.loads((wd.path / "mlc_lab_job.json").read_text())
+    (wd.path / "mlc_lab_job.json").write_text(json.dumps({**job, "runner": runner, "servers": 3}))
+    lines = [{"phase": "starting", "n": 0, "t": 0.1}, *events]
+    (wd.path / "mlc_lab_live.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    side = [json.loads(x) for x in (wd.path / "mlc_lab_trials.jsonl").read_text().splitlines()]
+    (wd.path / "mlc_lab_trials.jsonl").write_text(
+        "".join(json.dumps({**e, "where": where, "waited_s": 1.5}) + "\n" for e in side)
+    )
+    return wd
+
+
+def test_the_dashboard_says_where_each_round_ran_and_how_long_it_waited(comms, tmp_path):
+    events = [
+        {"event": "round", "round": "round 1", "candidates": 4, "via": "Slurm", "t": 1.0},
+        {"event": "round_queued", "round": "round 1", "job": "7", "t": 1.1},
+        {
+            "event": "round_failed",
+            "round": "round 1",
+            "where": "Slurm job 7",
+            "waited_s": 2.0,
+            "ran_s": 0.0,
+            "error": "round 1: the Slurm job 7 ended CANCELLED (reason PartitionDown)",
+            "measured": 0,
+            "t": 3.0,
+        },
+        {"event": "round", "round": "round 2", "candidates": 4, "via": "Slurm", "t": 4.0},
+        {"event": "round_queued", "round": "round 2", "job": "8", "t": 4.1},
+        {"event": "round_running", "round": "round 2", "job": "8", "node": "node3", "t": 5.0},
+        {
+            "event": "round_done",
+            "round": "round 2",
+            "where": "Slurm job 8 on node3",
+            "waited_s": 0.9,
+            "ran_s": 4.2,
+            "measured": 4,
+            "t": 9.0,
+        },
+        {"event": "round", "round": "round 3", "candidates": 4, "via": "Slurm", "t": 10.0},
+        {"event": "round_queued", "round": "round 3", "job": "9", "t": 10.1},
+    ]
+    wd = _measured_elsewhere(tmp_path, "batch:slurm:gpu", events, "Slurm job 8 on node3")
+    w = TuningDashboard.from_work_dir(wd.path, session=TunedSession())
+    try:
+        assert w.machines == {
+            "via": "by Slurm (partition gpu): each round a job",
+            "lines": [
+                {"text": "round 1: the Slurm job 7 ended CANCELLED (reason PartitionDown)", "problem": True},
+                {"text": "round 2: Slurm job 8 on node3, waited 0.9 s, ran 4.2 s, 4 measured", "problem": False},
+                {"text": "round 3: queued as Slurm job 9", "problem": False},
+            ],
+        }
+        detail = w._detail(1)
+        assert detail["where"] == "Slurm job 8 on node3" and detail["waited_s"] == 1.5
+    finally:
+        w.close()
+
+
+def test_the_dashboard_says_which_server_was_lost_and_which_hung(comms, tmp_path):
+    events = [
+        {
+            "event": "lost",
+            "server": "10.0.0.5:9090",
+            "candidate": "c3",
+            "reason": "its session's connection closed",
+            "t": 2,
+        },
+        {"event": "retry", "candidate": "c3", "server": "10.0.0.5:9090", "t": 2},
+        {"event": "hung", "server": "10.0.0.6:9090", "reason": "it did not answer for 75 s", "t": 80},
+    ]
+    wd = _measured_elsewhere(tmp_path, "rpc://10.0.0.1:9190/class-gpu", events, "10.0.0.7:9090")
+    w = TuningDashboard.from_work_dir(wd.path, session=TunedSession())
+    try:
+        assert w.machines["via"] == "on the servers of the RPC tracker 10.0.0.1:9190 (key 'class-gpu'), 3 at once"
+        assert w.machines["lines"] == [
+            {
+                "text": "10.0.0.5:9090 went away while measuring; its candidate was measured again elsewhere",
+                "problem": True,
+            },
+            {"text": "10.0.0.6:9090 hung (it did not answer for 75 s): left out of this job", "problem": True},
+        ]
+    finally:
+        w.close()
+
+
+def test_a_local_run_says_nothing_of_machines(dash):
+    assert dash.machines == {}

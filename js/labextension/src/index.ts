@@ -4,7 +4,8 @@
 //   course program or a .py file) and "Open tuning run";
 // - documents: .trace / .trace.json and a tuning run's database_tuning_record.json open in a tab;
 // - settings: default target, trials, work-directory root, whether documents start a kernel;
-// - "open in a side panel" for the explorer in a notebook (side_panel.ts).
+// - "open in a side panel" for the explorer in a notebook (side_panel.ts);
+// - opening a notebook does not mark it changed when its kernel fills in language_info (clean_open.ts).
 // The widgets themselves stay anywidget modules (js/mlc_lab.ts); this extension only hosts them.
 
 import type { JupyterFrontEnd, JupyterFrontEndPlugin } from "@jupyterlab/application";
@@ -26,6 +27,7 @@ import {
 } from "./notebooks";
 import { exploreIcon, tuningIcon } from "./icons";
 import { COURSE_PROGRAMS } from "./programs";
+import { keepPanelClean } from "./clean_open";
 import { patchNotebook } from "./saved_outputs";
 import { offerSidePanels } from "./side_panel";
 
@@ -132,7 +134,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const notebooks = app.docRegistry.getWidgetFactory("Notebook");
       if (!notebooks || hooked.has(notebooks)) return;
       hooked.add(notebooks);
-      notebooks.widgetCreated.connect((_sender, panel) => patchNotebook(panel as never));
+      notebooks.widgetCreated.connect((_sender, panel) => {
+        patchNotebook(panel as never);
+        keepPanelClean(panel as never); // opening a notebook marks it changed no more (clean_open.ts)
+      });
     };
     hookNotebooks();
     offerSidePanels(app); // "open in a side panel" for explorers in notebook outputs

@@ -158,6 +158,22 @@ class StepFacts:
             buffer = prods[0].reads[0]
         return buffer, via
 
+    def written_back(self, buffer: str) -> str:
+        """Where a cache stage ends up: a local or shared buffer that one plain copy block (one buffer
+        read, one written, no reduction) writes on to another stands for that one (C_local -> C)."""
+        seen = {buffer}
+        while not self.scope(buffer) == "global":
+            copies = [
+                b
+                for b in self.consumers(buffer)
+                if not b.loops_of("R") and tuple(b.reads) == (buffer,) and len(b.writes) == 1
+            ]
+            if len(copies) != 1 or copies[0].writes[0] in seen:
+                break
+            buffer = copies[0].writes[0]
+            seen.add(buffer)
+        return buffer
+
     def unplaced(self) -> set:
         """Shared and local buffers not yet placed in one kernel: some access runs outside every kernel,
         or in two kernels. TVM keeps such a buffer in global memory (a workspace), whatever its scope: a

@@ -219,7 +219,7 @@ def thread_block_tiling(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResult
         return CheckResult(
             name,
             False,
-            f"each thread block computes a {_tile_text(box)} strip of {ws.access.buffer}, one element "
+            f"each thread block computes a {_tile_text(box)} strip of {sf.written_back(ws.access.buffer)}, one element "
             f"wide in dimension {flat[0]}: split that loop too so that a block computes a 2-D tile "
             f"whose inputs its threads share",
             where,
@@ -229,7 +229,7 @@ def thread_block_tiling(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResult
         name,
         True,
         f"{r.name} is tiled over thread blocks: each of the {k.blocks} blocks computes a "
-        f"{_tile_text(box)} tile of {ws.access.buffer} with {k.threads} threads",
+        f"{_tile_text(box)} tile of {sf.written_back(ws.access.buffer)} with {k.threads} threads",
         where,
         ev,
     )
@@ -244,6 +244,18 @@ def _operands(sf: StepFacts, r, sites: list) -> dict:
             src, via = sf.copy_source(s.access.buffer)
             out.setdefault(src, [b.name for b in via])
     return out
+
+
+def _copied(p, b: str) -> str:
+    """What a copy block ``p`` into ``b`` copies (the buffer it reads), for its sentences."""
+    reads = [x for x in p.reads if x != b]
+    return reads[0] if reads else b
+
+
+def _dest(b, acc: str) -> str:
+    """Where a write-back block ``b`` of the accumulator ``acc`` writes it."""
+    writes = [x for x in b.writes if x != acc]
+    return writes[0] if writes else acc
 
 
 def _unjudged(name: str, why: str, where: str | None = None, ev: dict | None = None) -> CheckResult:
@@ -319,7 +331,7 @@ def _shared_tile(sf: StepFacts, r, k: Kernel, b: str, through: list, red: list, 
     info["reuse"] = round(reuse, 2)
     if reuse <= 1:
         why = (
-            f"each element of {b} that block {p.name} copies is read only {reuse:.2g} times "
+            f"each element of {_copied(p, b)} that block {p.name} copies into {b} is read only {reuse:.2g} times "
             f"by {r.name}: the copy buys no reuse"
         )
         return CheckResult("shared_memory_tiling", False, why, p.name, ev)
@@ -445,7 +457,14 @@ def cooperative_fetching(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResul
     name = "cooperative_fetching"
     staged = [b for b in _operands(sf, r, sites) if sf.scope(b).startswith("shared")]
     if not staged:
-        return None
+        if not reuse_dims(sf):  # no tile of it shares inputs: there is never a copy to spread
+            return None
+        return _unjudged(
+            name,
+            f"cooperative fetching is not judged yet: {r.name} reads no shared buffer yet; it judges the "
+            f"copies into shared memory once shared-memory tiling stages {r.name}'s inputs there",
+            r.name,
+        )
     ev: dict = {}
     for b in staged:
         prods = sf.producers(b)
@@ -456,8 +475,8 @@ def cooperative_fetching(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResul
         if pk is None:
             return _unjudged(
                 name,
-                f"cooperative fetching is not judged yet: block {p.name} copies {b} on the host, outside "
-                f"every kernel; compute_at it into the kernel of {r.name} first",
+                f"cooperative fetching is not judged yet: block {p.name} copies {_copied(p, b)} into {b} on "
+                f"the host, outside every kernel; compute_at it into the kernel of {r.name} first",
                 p.name,
             )
         psites = sf.block_sites(p.name)
@@ -632,7 +651,7 @@ def write_cache(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResult | None:
         return CheckResult(
             name,
             False,
-            f"block {b.name} writes {acc} back {sf.where_runs(b.name)}, not in the kernel of {r.name}: "
+            f"block {b.name} writes {acc} back to {_dest(b, acc)} {sf.where_runs(b.name)}, not in the kernel of {r.name}: "
             f"reverse_compute_at {b.name} under {at} so each thread writes back its own tile",
             b.name,
             ev,
@@ -649,7 +668,7 @@ def write_cache(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResult | None:
             return CheckResult(
                 name,
                 False,
-                f"block {b.name} writes {acc} back inside the reduction loop {where}, {times} times "
+                f"block {b.name} writes {acc} back to {_dest(b, acc)} inside the reduction loop {where}, {times} times "
                 f"per element: reverse_compute_at it to {above}, so it runs once after the reduction",
                 b.name,
                 ev,
@@ -677,7 +696,7 @@ def _placed_write_back(sf: StepFacts, r, k: Kernel, b, acc: str, red: list, ev: 
             name,
             True,
             f"{r.name} accumulates in the local buffer {acc} and block {b.name} writes each element back "
-            f"once, after loop {after}, under the thread loop {under}",
+            f"to {_dest(b, acc)} once, after loop {after}, under the thread loop {under}",
             b.name,
             ev,
         )
@@ -692,7 +711,7 @@ def _placed_write_back(sf: StepFacts, r, k: Kernel, b, acc: str, red: list, ev: 
         return CheckResult(
             name,
             False,
-            f"block {b.name} writes {acc} back {at}above the thread loops, and its loops give a thread "
+            f"block {b.name} writes {acc} back to {_dest(b, acc)} {at}above the thread loops, and its loops give a thread "
             f"elements another thread computed (thread {tid} writes back {element}, and {who}; each thread's "
             f"{acc} is its own): bind its loops to threadIdx as {r.name}'s are, so each thread writes back "
             f"its own tile{other}",
@@ -703,8 +722,8 @@ def _placed_write_back(sf: StepFacts, r, k: Kernel, b, acc: str, red: list, ev: 
         name,
         True,
         f"{r.name} accumulates in the local buffer {acc} and block {b.name} writes each element back "
-        f"once, after loop {after}, {at}each thread the tile it computed (its loops bound to the threads "
-        f"as {r.name}'s are)",
+        f"to {_dest(b, acc)} once, after loop {after}, {at}each thread the tile it computed (its loops "
+        f"bound to the threads as {r.name}'s are)",
         b.name,
         ev,
     )

@@ -67,6 +67,11 @@ class Lowering(model_lowering.Lowering):
         )
 
 
+# What each loop's row says of a step that compiled to no CUDA kernel (an unbound program): the step's
+# verdict says why, once (the sentence was repeated in every row).
+NO_CUDA_CODE = "no CUDA code to look in: the verdict above says why"
+
+
 def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | None = None) -> Lowering:
     """A Lowering from the worker's answer (`mlc_lab.tvm.lowering.lower_script`) and the step's loop tree."""
     passes = [
@@ -132,10 +137,9 @@ def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | N
         low.cuda_loop_lines = cf.cuda_loop_lines(low.cuda_source)
         low.loops = cuda_loop_facts(loops, low.cuda_source, low.cuda_loop_lines)
         low.verdict = cuda_step_verdict(low)
-        if not low.cuda_source.strip():  # no kernel to look in: say why once per loop, not "merged"
-            why = low.problems[0].splitlines()[0] if low.problems else "the step compiled to no CUDA kernel"
+        if not low.cuda_source.strip():  # no kernel to look in: the verdict says why, once; each loop points at it
             for f in low.loops:
-                f.verdict = f"no CUDA code to look in: {why}"
+                f.verdict = NO_CUDA_CODE
     if not low.ok:
         failed = [p for p in passes if p.status == "failed"]
         where = f"in {failed[0].name}" if failed else "while compiling"

@@ -210,7 +210,7 @@ def summary(results: list[float]) -> dict:
 
 
 def run_evaluator(rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: list) -> list[float]:
-    """meta_schedule's `f_run_evaluator` (LocalRunner / RPCRunner), timing by the TUNING method.
+    """meta_schedule's `f_run_evaluator` (LocalRunner), timing by the TUNING method.
     The best latency so far is read from the file named by $MLC_LAB_BEST_FILE (written by the
     tuning job), so clearly slow candidates stop after one repeat; the cores other processes used
     meanwhile are appended to $MLC_LAB_CONTENTION_FILE (one line per candidate) when it is set."""
@@ -242,10 +242,3 @@ def run_evaluator(rt_mod: Any, device: Any, evaluator_config: Any, repeated_args
         with open(report, "a") as fh:
             fh.write(f"{probe.cores}\n")
     return out
-
-
-def rpc_run_evaluator(
-    _session: Any, rt_mod: Any, device: Any, evaluator_config: Any, repeated_args: list
-) -> list[float]:
-    """The same, as RPCRunner's `f_run_evaluator` (which also receives the RPC session)."""
-    return run_evaluator(rt_mod, device, evaluator_config, repeated_args)

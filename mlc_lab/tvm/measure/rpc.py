@@ -1,26 +1,26 @@
-"""Timing one program on a machine behind TVM's RPC tracker (the class's measurement machines), by
-the same method as ``measure`` (``mlc_lab.tvm.measure``): built here for the assignment's target,
-sent to a server the tracker hands out under KEY, checked against the original program on random
-inputs there, then timed there (warm-up, repeats, median)."""
+"""Timing one program elsewhere, by the same method as ``measure`` (``mlc_lab.tvm.measure``): on a server
+the class's RPC tracker hands out (``rpc://HOST:PORT/KEY``, `measure_remote`), or by the batch runner
+(``batch:slurm[:PARTITION]``, ``batch:COMMAND``). Either way the program is built here for the target
+(a CUDA program's kernels compiled here: `artifact`), its inputs are the seeded random ones of
+``measure`` and its outputs are compared here with the original program's; the far side needs TVM's
+runtime alone. `measure_elsewhere_request` is the worker's ``measure_elsewhere`` operation, what
+``measure(..., runner=...)`` and ``mlc-lab bench --runner`` ask for; the class server's ``--tracker``
+times submissions with `measure_remote`.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from typing import Any
 
 import numpy as np
 
+from mlc_lab.model.measure import Measurement, RunMethod
 from mlc_lab.tvm import measure as timing
-from mlc_lab.tvm.measure.build import (
-    _reference_outputs,
-    module_from_text,
-    resolve_target,
-    single_function_module,
-)
-
-import tvm  # noqa: E402
-from tvm import rpc  # noqa: E402
+from mlc_lab.tvm.measure import batch, build, pool, stage
+from mlc_lab.tvm.measure.build import MeasureFailure
 
 
 def parse_runner(spec: str) -> tuple[str, int, str]:
@@ -36,6 +36,21 @@ def parse_runner(spec: str) -> tuple[str, int, str]:
     return host, int(port), key
 
 
+def _staged(
+    module_text: str, reference_text: str | None, func_name: str | None, target: Any, folder: str, seed: int
+) -> dict:
+    """The program built and exported into `folder` with its inputs (`stage.stage_kernel`); a CUDA
+    program needs nvcc here (its kernels travel compiled)."""
+    tgt = build.resolve_target(target)
+    if tgt.kind.name == "cuda" and shutil.which("nvcc") is None:
+        raise MeasureFailure(
+            "build",
+            "nvcc was not found on PATH: a CUDA program measured elsewhere is compiled here first "
+            "(the machine that times it has only TVM's runtime); install the CUDA toolkit",
+        )
+    return stage.stage_kernel(module_text, reference_text, func_name, tgt, folder, seed=seed)
+
+
 def measure_remote(
     module_text: str,
     reference_text: str,
@@ -46,42 +61,137 @@ def measure_remote(
     repeats: int = 10,
     seed: int = 0,
     timeout_s: float = 60.0,
+    min_repeat_ms: float = 20.0,
 ) -> dict:
-    """``{"latency_s", "results_s", ..., "correct", "max_abs_error", "method", "target"}`` of the
-    module run on a server of ``runner`` (``rpc://HOST:PORT/KEY``)."""
+    """``{"latency_s", "results_s", ..., "correct", "max_abs_error", "method", "target", "where"}`` of
+    the module run on a server of ``runner`` (``rpc://HOST:PORT/KEY``), which may run TVM's runtime
+    alone; a server that dies or hangs is replaced by another (`pool.TrackerPool`)."""
     host, port, key = parse_runner(runner)
-    func_name, one = single_function_module(module_from_text(module_text), func_name)
-    tgt = resolve_target(target)
-    kind = tgt.kind.name
-    ex = tvm.compile(one, target=tgt)
-    inputs, expected = _reference_outputs(reference_text, func_name, seed)
-    remote = rpc.connect_tracker(host, port).request(key, priority=1, session_timeout=int(timeout_s))
-    with tempfile.TemporaryDirectory(prefix="mlc_lab_rpc_") as work:
-        lib = os.path.join(work, "submission.so")
-        ex.export_library(lib)
-        remote.upload(lib)
-    rmod = remote.load_module("submission.so")
-    dev = remote.cuda(0) if kind == "cuda" else remote.cpu(0)
-    tensors = [tvm.runtime.tensor(a, dev) for a in inputs]
-    rmod.get_function(func_name)(*tensors)
-    dev.sync()
-    got = [t.numpy() for t in tensors]
-    max_abs, scale = 0.0, 0.0
-    for a, b in zip(got, expected):
-        if a.size == 0:
-            continue
-        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
-        max_abs = float("inf") if np.isnan(diff).any() else max(max_abs, float(diff.max()))
-        scale = max(scale, float(np.max(np.abs(b.astype(np.float64)))))
-    correct = bool(max_abs <= 1e-3 * max(1.0, scale))
-    tensors = [tvm.runtime.tensor(a, dev) for a in inputs]
-    method = timing.TimingMethod(repeats=max(1, int(repeats)), rounds=1)  # the quiet probes watch this machine only
-    results = timing.time_function(rmod, func_name, dev, tensors, method)
+    with tempfile.TemporaryDirectory(prefix="mlc_lab_rpc_") as folder:
+        staged = _staged(module_text, reference_text, func_name, target, folder, seed)
+        method = timing.TimingMethod(repeats=max(1, int(repeats)), min_repeat_ms=min_repeat_ms, rounds=1)
+        cand = pool.Candidate(
+            "program",
+            os.path.join(folder, staged["candidate"].artifact),
+            staged["func_name"],
+            staged["device"],
+            staged["inputs"],
+            staged["expected"],
+            method=method,
+        )
+        the_pool = pool.TrackerPool(host, port, key, servers=1, session_timeout_s=timeout_s, wait_s=timeout_s)
+        try:
+            (out,) = the_pool.measure([cand])
+        finally:
+            the_pool.close()
+    if out.error and out.error_kind != "check":
+        kind = "run" if out.error_kind in ("run", "crash", "load", "lost") else "timeout"
+        if out.error_kind == "no_server":
+            kind = "elsewhere"
+        raise MeasureFailure(kind, f"the program could not be timed on {runner}: {out.error}")
     return {
-        **timing.summary(results),
+        **timing.summary(out.results_s),
+        "correct": bool(out.correct) if out.correct is not None else None,
+        "max_abs_error": out.max_abs_error,
+        "target": staged["target"],
+        "func_name": staged["func_name"],
+        "flops": staged["flops"],
+        "build_s": staged["build_s"],
+        "where": out.where,
+        "waited_s": out.waited_s,
+        "method": method.describe(None).replace("? thread(s)", f"a server of {key!r} ({out.where})"),
+    }
+
+
+def measure_batch(
+    module_text: str,
+    reference_text: str | None,
+    func_name: str | None,
+    target: Any,
+    runner: str,
+    *,
+    repeats: int = 10,
+    seed: int = 0,
+    timeout_s: float = 600.0,
+    min_repeat_ms: float = 20.0,
+    cache: str = "warm",
+) -> dict:
+    """The same by the batch runner (``batch:...``): one round of one candidate, its outputs sent back
+    and compared here."""
+    spec = batch.parse_batch(runner)
+    folder = tempfile.mkdtemp(prefix="mlc_lab_batch_", dir=os.environ.get("MLC_LAB_BATCH_DIR"))
+    try:
+        staged = _staged(module_text, reference_text, func_name, target, folder, seed)
+        method = RunMethod(repeats=max(1, int(repeats)), min_repeat_ms=min_repeat_ms, cache=cache)
+        stage.write_manifest(folder, staged["device"], method, [staged["candidate"]])
+        report = batch.run_round(spec, folder, limit_s=timeout_s, label="the measurement", device=staged["device"])
+        if not report.ok or report.results is None:
+            raise MeasureFailure("elsewhere", report.error or "the batch round said nothing")
+        (one,) = report.results.candidates
+        if one.error is not None and one.error.kind != "wrong":
+            raise MeasureFailure("run", f"the program could not be timed by {spec.describe()}: {one.error.message}")
+        names = [a.name for a in staged["candidate"].args]
+        sent = all(n in one.outputs for n in names)
+        got = [np.load(os.path.join(folder, one.outputs[n]), allow_pickle=False) for n in names] if sent else None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    expected = staged["expected"]
+    if got is not None and expected is not None:
+        max_abs, max_rel, correct = build.output_errors(got, expected)
+    else:  # the outputs did not come back: the far side's own comparison, when it made one
+        max_abs, max_rel, correct = one.max_abs_error, None, one.correct
+    return {
+        **{k: getattr(one, k) for k in ("latency_s", "min_s", "max_s", "iqr_s", "std_s", "results_s", "repeats")},
+        "others_cores": one.others_cores,
+        "rounds": one.rounds,
+        "threads": one.threads,
         "correct": correct,
         "max_abs_error": max_abs,
-        "target": str(tgt),
-        "func_name": func_name,
-        "method": method.describe(None).replace("? thread(s)", f"a server of {key!r}"),
+        "max_rel_error": max_rel,
+        "target": staged["target"],
+        "func_name": staged["func_name"],
+        "flops": staged["flops"],
+        "build_s": staged["build_s"],
+        "where": report.where,
+        "waited_s": report.waited_s,
+        "method": f"{report.results.method}, by {spec.describe()} ({report.where})",
+        "load": report.results.load,
     }
+
+
+def measure_elsewhere_request(req: dict) -> dict:
+    """The worker's ``measure_elsewhere``: `measure_remote` or `measure_batch` by ``req["runner"]``, as
+    a `Measurement`'s JSON."""
+    runner = str(req["runner"])
+    common = {
+        "repeats": int(req.get("repeats", timing.MEASURE.repeats)),
+        "seed": int(req.get("seed", 0)),
+        "timeout_s": float(req.get("timeout_s", 600.0)),
+        "min_repeat_ms": float(req.get("min_repeat_ms", timing.MEASURE.min_repeat_ms)),
+    }
+    args = (req["module"], req.get("reference"), req.get("func_name"), req.get("target", "cpu"), runner)
+    if runner.startswith("rpc://"):
+        if str(req.get("cache", "warm")) != "warm":
+            raise MeasureFailure(
+                "usage", "cold-cache timing is offered here and by the batch runner, not on RPC servers"
+            )
+        if not req.get("reference"):
+            raise MeasureFailure("usage", "measuring on RPC servers needs the original program to check against")
+        out = measure_remote(*args, **common)
+    elif runner.startswith("batch:"):
+        try:
+            out = measure_batch(*args, **common, cache=str(req.get("cache", "warm")))
+        except ValueError as exc:
+            raise MeasureFailure("usage", str(exc)) from None
+    else:
+        raise MeasureFailure("usage", f"runner must be 'local', 'rpc://HOST:PORT/KEY' or 'batch:...', not {runner!r}")
+    flops, median = out.pop("flops", 0.0) or 0.0, out.get("latency_s")
+    out.pop("waited_s", None)
+    return Measurement.from_json(
+        {
+            **out,
+            "flops": flops,
+            "gflops": flops / median / 1e9 if median and flops else 0.0,
+            "cache": req.get("cache", "warm"),
+        }
+    ).to_json()

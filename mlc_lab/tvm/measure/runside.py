@@ -29,6 +29,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -48,6 +49,7 @@ from mlc_lab.model.measure import (
     pack_files,
 )
 
+STARTED_AT = time.time()  # as this process started: a batch round's wait in a queue ends here
 MANIFEST = "manifest.json"
 RESULTS = "results.json"
 MAX_MANIFEST_BYTES = 4 << 20
@@ -105,9 +107,11 @@ def run(manifest: RunManifest, folder: str, sink: _Sink) -> RunResults:
     results = RunResults(
         version=RUN_FORMAT,
         device=device,
-        method=method.describe(threads) if device != "opencl" else "run once (not timed)",
+        method=_described(method, device, threads),
         candidates=[],
         load=round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+        host=socket.gethostname(),
+        started_at=STARTED_AT,
     )
     private = tempfile.mkdtemp(prefix="mlc_lab_runside_")
     try:
@@ -124,6 +128,14 @@ def run(manifest: RunManifest, folder: str, sink: _Sink) -> RunResults:
         shutil.rmtree(private, ignore_errors=True)
     results.runtime_only = _runtime_only()
     return results
+
+
+def _described(method: Any, device: str, threads: int | None) -> str:
+    """The timing method in one sentence, as `measure` words it (a GPU's figure has no CPU threads)."""
+    if device == "opencl":
+        return "run once (not timed)"
+    text = method.describe(threads)
+    return text.replace("? thread(s)", "GPU") if device == "cuda" else text
 
 
 def _method(spec: RunMethod) -> Any:

@@ -49,11 +49,7 @@ def stage_kernel(
     inputs, expected = build.inputs_and_expected(one, func_name, reference_text, seed)
     t0 = time.perf_counter()
     library = f"{cid}.so"
-    try:
-        ex.export_library(os.path.join(folder, library))
-    except Exception as exc:  # noqa: BLE001 - the linker's refusal is the build's
-        message = "the program was built but could not be exported as a library"
-        raise build.MeasureFailure("build", message, str(exc)) from None
+    export_library(ex, os.path.join(folder, library), tgt)
     names = unique_names([name for name, _, _ in build.param_specs(one, func_name)])
     arrays = f"{cid}.npz"
     np.savez(os.path.join(folder, arrays), **dict(zip(names, inputs)))
@@ -77,6 +73,25 @@ def stage_kernel(
         "inputs": inputs,
         "expected": expected,
     }
+
+
+def export_library(ex: Any, path: str, target: Any) -> None:
+    """Export a built program for the measuring side. A CUDA program's kernels are compiled here into
+    a binary (`artifact.export_artifact`: the far side then needs TVM's runtime and the driver only)
+    when the CUDA toolkit is here; without nvcc they stay source, which the far side compiles with
+    NVRTC as it loads them (the full TVM's callback and ``cuda-bindings`` there)."""
+    import shutil
+
+    from mlc_lab.tvm.measure import artifact
+
+    try:
+        if target.kind.name == "cuda" and shutil.which("nvcc") is not None:
+            artifact.export_artifact(ex, path, target)
+        else:
+            ex.export_library(path)
+    except Exception as exc:  # noqa: BLE001 - the linker's (or nvcc's) refusal is the build's
+        message = "the program was built but could not be exported as a library"
+        raise build.MeasureFailure("build", message, str(exc)) from None
 
 
 def device_of(module_text: str, func_name: str | None, target: Any) -> str:

@@ -105,14 +105,21 @@ _link_shared.output_format = "so"  # type: ignore[attr-defined]  (what export_li
 _LD = shutil.which("ld") if sys.platform.startswith("linux") else None
 
 
-def export_shared(rt_mod: Any) -> str:
+def export_shared(rt_mod: Any, target: Any = None) -> str:
     """The candidate as a shared library, linked here, on the builder's threads. meta_schedule's
     default_export writes a tar of object files instead, which the runner must unpack and link
     before it can time anything: 0.1-0.25 s per candidate spent in the one-at-a-time measuring
     phase, against 0.05-0.1 s more here, where two candidates build at once. The directory is
-    removed by meta_schedule's RemoveBuildArtifact callback, as the tar's was."""
+    removed by meta_schedule's RemoveBuildArtifact callback, as the tar's was. A CUDA candidate's
+    kernels are compiled here too (`mlc_lab.tvm.measure.artifact`): the machine that times it
+    needs TVM's runtime and the GPU driver only."""
     path = os.path.join(tempfile.mkdtemp(prefix="mlc_lab_cand_"), "candidate.so")
-    rt_mod.export_library(path, fcompile=_link_shared)
+    if target is not None and target.kind.name == "cuda":
+        from mlc_lab.tvm.measure.artifact import export_artifact
+
+        export_artifact(rt_mod, path, target)
+    else:
+        rt_mod.export_library(path, fcompile=_link_shared)
     return path
 
 
@@ -204,7 +211,7 @@ class InProcessBuilder(ms.builder.PyBuilder):
             with timeline.span("lower_codegen"):
                 rt_mod = fast_build(item.mod, item.target, None)
             with timeline.span("export"):
-                return export_shared(rt_mod)
+                return export_shared(rt_mod, item.target)
 
         def one(item: Any) -> Any:
             try:

@@ -20,7 +20,6 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,9 +39,9 @@ from mlc_lab.tvm import classroom as class_db  # noqa: E402
 from mlc_lab.tvm.tuning import runner_process  # noqa: E402
 from mlc_lab.tvm.tuning.live import LIVE_FILE, LiveLog  # noqa: E402,F401  (LIVE_FILE: the job's files)
 from mlc_lab.tvm.tuning.build import BuiltCandidates, InProcessBuilder, install_fast_stack  # noqa: E402,F401  (benchmarks use both)
-from mlc_lab.tvm import measure as timing  # noqa: E402
 from mlc_lab import _timeline as timeline  # noqa: E402
 from mlc_lab.tvm.tuning.model import EarlyXGB, import_in_background, make_cost_model, warm_cost_model  # noqa: E402
+from mlc_lab.tvm.tuning.runners import LiveRunner, make_runner, median as _median, parse_runner  # noqa: E402,F401  (the job's runners)
 
 JOB_FILE = "mlc_lab_job.json"
 MODULE_FILE = "mlc_lab_module.json"
@@ -150,137 +149,6 @@ def _check_inst(inst: Any) -> None:
 # ----------------------------------------------------------------------------------------- subprocess
 
 
-def parse_runner(spec: str) -> dict:
-    """ "local" or "rpc://HOST:PORT/KEY" (also HOST:PORT:KEY) as a dict."""
-    if spec in (None, "", "local"):
-        return {"kind": "local"}
-    text = spec[len("rpc://") :] if spec.startswith("rpc://") else spec
-    if "/" in text:
-        hostport, key = text.split("/", 1)
-        host, _, port = hostport.rpartition(":")
-    else:
-        parts = text.split(":")
-        if len(parts) != 3:
-            raise ValueError(f"runner must be 'local' or 'rpc://HOST:PORT/KEY', not {spec!r}")
-        host, port, key = parts
-    if not host or not port.isdigit() or not key:
-        raise ValueError(f"runner must be 'local' or 'rpc://HOST:PORT/KEY', not {spec!r}")
-    return {"kind": "rpc", "host": host, "port": int(port), "key": key}
-
-
-def make_runner(spec: dict, min_repeat_ms: float = TUNING_MIN_REPEAT_MS, timeout_s: float = 30.0) -> Any:
-    """meta_schedule's runner, timing every candidate by mlc_lab's one method (`timing.TUNING`:
-    warm-up, 3 repeats, early stop for clearly slow candidates), locally or through an RPC tracker."""
-    evaluator = ms.runner.EvaluatorConfig(
-        number=1, repeat=timing.TUNING.repeats, min_repeat_ms=int(min_repeat_ms), enable_cpu_cache_flush=False
-    )
-    if spec["kind"] == "rpc":
-        return ms.runner.RPCRunner(
-            rpc_config=ms.runner.RPCConfig(
-                tracker_host=spec["host"],
-                tracker_port=spec["port"],
-                tracker_key=spec["key"],
-                session_timeout_sec=int(timeout_s),
-            ),
-            evaluator_config=evaluator,
-            f_run_evaluator=timing.rpc_run_evaluator,
-            max_workers=int(spec.get("servers", 1)),
-        )
-    with runner_process.adopting():  # its process may have been started already (runner_process.prestart)
-        return ms.runner.LocalRunner(
-            timeout_sec=timeout_s, evaluator_config=evaluator, f_run_evaluator=timing.run_evaluator
-        )
-
-
-@derived_object
-class LiveRunner(ms.runner.PyRunner):
-    """Wraps a runner so that each candidate is written to mlc_lab_live.jsonl the moment its
-    result is known (meta_schedule itself reports a whole batch at once), with the phase. A
-    watcher thread follows the futures in order; meta_schedule still collects them itself."""
-
-    def __init__(self, inner: Any, live: "LiveLog", contention_file: str | None = None) -> None:
-        super().__init__()
-        self._inner = inner  # a runner, or a Future of one (started while the job does other things)
-        self.live = live
-        # the local runner's process appends the cores other processes used while it timed each
-        # candidate (timing.run_evaluator); one value per runner input, in order, for the records
-        self.contention_file = contention_file
-        self.others: list = []
-        self.before_measuring: list[threading.Thread] = []  # work that must be over before any timing
-
-    @property
-    def inner(self) -> Any:
-        if isinstance(self._inner, Future):
-            self._inner = self._inner.result()
-        return self._inner
-
-    def run(self, runner_inputs: list) -> list:
-        while self.before_measuring:  # nothing of ours competes for the cores while candidates are timed
-            self.before_measuring.pop().join()
-        self.live.phase("measuring", len(runner_inputs))
-        if isinstance(self.inner, ms.runner.LocalRunner):
-            # LocalRunner.run measures the whole batch before returning: hand it one at a time
-            futures = []
-            for one in runner_inputs:
-                start = _file_size(self.contention_file)
-                with timeline.span("measure"):
-                    fut = self.inner.run([one])[0]
-                self._log(fut, _new_value(self.contention_file, start))
-                futures.append(fut)
-            return futures
-        futures = list(self.inner.run(runner_inputs))  # RPC: asynchronous, several servers at once
-        threading.Thread(target=self._watch, args=(futures,), daemon=True).start()
-        return futures
-
-    def close(self) -> None:
-        """Stop the local runner's measuring process now that the search is over: 0.07 s here,
-        against 0.3 s when the pool is torn down with the interpreter at the job's exit."""
-        inner = self._inner
-        if isinstance(inner, Future):
-            if not inner.done() or inner.exception() is not None:
-                return  # still starting (nothing was measured), or never started: it goes with the job
-            inner = inner.result()
-        pool = getattr(inner, "pool", None)
-        if isinstance(inner, ms.runner.LocalRunner) and pool is not None:
-            pool.shutdown()
-
-    def _log(self, fut: Any, others: float | None = None) -> None:
-        result = fut.result()
-        error = result.error_msg
-        secs = [float(x) for x in result.run_secs] if result.run_secs is not None and not error else []
-        self.others.append(others)
-        self.live.trial(_median(secs) if secs else None, error, others)
-
-    def _watch(self, futures: list) -> None:
-        for fut in futures:
-            try:
-                while not fut.done():
-                    time.sleep(0.02)
-                self._log(fut)
-            except Exception as exc:  # noqa: BLE001 - the live view is a nicety; the batch result stands
-                self.live.trial(None, f"{type(exc).__name__}: {exc}")
-
-
-def _file_size(path: str | None) -> int:
-    try:
-        return os.path.getsize(path) if path else 0
-    except OSError:
-        return 0
-
-
-def _new_value(path: str | None, start: int) -> float | None:
-    """The number the runner's process appended to `path` after byte `start` (None if none)."""
-    if not path:
-        return None
-    try:
-        with open(path) as fh:
-            fh.seek(start)
-            text = fh.read().strip().splitlines()
-        return float(text[-1]) if text and text[-1] != "None" else None
-    except (OSError, ValueError):
-        return None
-
-
 class TraceSpace:
     """A space function that replays a rewritten session trace (JSON) with fresh samples."""
 
@@ -290,12 +158,6 @@ class TraceSpace:
     def __call__(self, sch: Any) -> Any:
         tvm.s_tir.schedule.Trace.apply_json_to_schedule([self.insts, []], sch)
         return sch
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _write_json(path: str, obj: Any) -> None:
@@ -353,8 +215,8 @@ def _make_progress_callback(
             lines = []
             for cand, br, rr in zip(measure_candidates, builder_results, runner_results):
                 error = br.error_msg or rr.error_msg
-                # a candidate that built was handed to the runner: its others' cores come in order
-                others = runner.others.pop(0) if runner is not None and not br.error_msg and runner.others else None
+                # a candidate that built was handed to the runner: its facts are kept by its artifact
+                facts = runner.facts_of(br.artifact_path) if runner is not None and not br.error_msg else {}
                 secs = [float(x) for x in rr.run_secs] if rr.run_secs is not None and not error else []
                 latency = _median(secs) if secs else None
                 trace = str(cand.sch.trace)
@@ -366,7 +228,9 @@ def _make_progress_callback(
                             "run_secs": secs,
                             "error": str(error)[:4000] if error else None,
                             "trace": trace,
-                            "others_cores": others,
+                            "others_cores": facts.get("others_cores"),
+                            "where": facts.get("where"),
+                            "waited_s": facts.get("waited_s"),
                             "t": round(time.time() - t0, 3),
                         }
                     )
@@ -425,14 +289,14 @@ def run_job(work_dir: str) -> int:
         with open(os.path.join(work_dir, JOB_FILE)) as fh:
             job = json.load(fh)
         install_fast_stack()
-        runner_future = _start_runner(work_dir, job)
+        live = LiveLog(work_dir, t0)
+        runner_future = _start_runner(work_dir, job, live)
         task = _open_task(work_dir, job)
         done, trials = task.measured(), int(job["trials"])
         status.update(
             state="running", workload_index=task.index, done_before=done, trials=trials, imported=task.imported
         )
         _write_json(status_path, status)
-        live = LiveLog(work_dir, t0)
         live.phase("starting")
         if done < trials:
             _search(task, LiveRunner(runner_future, live, os.path.join(work_dir, CONTENTION_FILE)), built, done, t0)
@@ -452,8 +316,8 @@ def run_job(work_dir: str) -> int:
         built.close()
 
 
-def _start_runner(work_dir: str, job: dict) -> Future:
-    """meta_schedule's runner, started in a thread: LocalRunner waits for its measuring process to
+def _start_runner(work_dir: str, job: dict, live: LiveLog) -> Future:
+    """The job's runner, started in a thread: LocalRunner waits for its measuring process to
     import TVM (1-4 s), while this process reads the database and searches its first batch."""
     # the runner's workers read the best latency so far from one file (early stop of slow
     # candidates) and report others' cores to another; set before the runner's process starts (if
@@ -465,6 +329,9 @@ def _start_runner(work_dir: str, job: dict) -> Future:
         {**parse_runner(job.get("runner", "local")), "servers": job.get("servers", 1)},
         job.get("min_repeat_ms", TUNING_MIN_REPEAT_MS),
         job.get("timeout_s", 30),
+        work_dir=work_dir,
+        job=job,
+        live=live,
     )
     starter.shutdown(wait=False)
     runner_future.add_done_callback(lambda _f: timeline.event("runner_ready"))

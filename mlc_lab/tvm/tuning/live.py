@@ -13,9 +13,10 @@ LIVE_FILE = "mlc_lab_live.jsonl"
 
 
 class LiveLog:
-    """Appends to WORK_DIR/mlc_lab_live.jsonl: {"phase", "n", "t"} when a phase starts, and
+    """Appends to WORK_DIR/mlc_lab_live.jsonl: {"phase", "n", "t"} when a phase starts,
     {"trial": k, "latency_s", "error", "t"} for each candidate as it is measured (k counts the
-    candidates measured by this run; the committed records come with the batch)."""
+    candidates measured by this run; the committed records come with the batch), and
+    {"event", ...} for what happened to the machines that measure elsewhere."""
 
     def __init__(self, work_dir: str, t0: float) -> None:
         self.path = os.path.join(work_dir, LIVE_FILE)
@@ -31,13 +32,26 @@ class LiveLog:
     def phase(self, name: str, n: int = 0) -> None:
         self._write({"phase": name, "n": n})
 
-    def trial(self, latency: float | None, error: Any, others_cores: float | None = None) -> None:
-        self._write(
-            {
-                "trial": self.count,
-                "latency_s": latency,
-                "error": str(error)[:300] if error else None,
-                "others_cores": others_cores,
-            }
-        )
+    def trial(
+        self,
+        latency: float | None,
+        error: Any,
+        others_cores: float | None = None,
+        where: str | None = None,
+        waited_s: float | None = None,
+    ) -> None:
+        line = {
+            "trial": self.count,
+            "latency_s": latency,
+            "error": str(error)[:300] if error else None,
+            "others_cores": others_cores,
+        }
+        if where is not None:  # measured elsewhere: where, and how long it waited for the machine
+            line.update(where=where, waited_s=waited_s)
+        self._write(line)
         self.count += 1
+
+    def event(self, kind: str, **facts: Any) -> None:
+        """What happened to a measuring machine or a round: {"event": kind, ...} (a server lost or
+        left out, a candidate measured again elsewhere, a batch round sent, waiting, done)."""
+        self._write({"event": kind, **facts})
