@@ -19,6 +19,7 @@ Everything here is plain data; the TVM side is `mlc_lab.tvm.checks.opencl`.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -453,8 +454,41 @@ def _where(used: dict) -> str:
     return f" (run at {_sizes_text(used)})" if used else ""
 
 
+# How a process that runs a kernel dies of an access outside its memory: a signal of one, or the C
+# library's own check of its heap (or stack) finding it overwritten, which aborts it.
+_FAULTS = {"SIGSEGV": "a segmentation fault", "SIGBUS": "a bus error"}
+_CORRUPTED = re.compile(
+    r"(double free or corruption[^\n]*|free\(\): [^\n]*|malloc\(\): [^\n]*|corrupted [^\n]*|"
+    r"\*\*\* stack smashing detected[^\n]*)"
+)
+
+
+def _access_fault(exc: MeasureError) -> str | None:
+    """How the process running the kernel (its own child, or the sandbox's) died of an access outside
+    its memory, in words; None for any other end (a worker that died, a kill, an exit, an abort of
+    another cause)."""
+    if not exc.summary.startswith(("the process running the kernel", "the kernel was killed by")):
+        return None
+    found = re.search(r"\b(SIG[A-Z]+)\b", exc.summary)
+    name = found.group(1) if found else ""
+    if name in _FAULTS:
+        return f"the process running it died of {name}, {_FAULTS[name]}"
+    heap = _CORRUPTED.search(exc.detail or "")
+    if name == "SIGABRT" and heap:
+        return f'the process running it died of SIGABRT: the C library found its memory overwritten, "{heap.group(1).strip()}"'
+    return None
+
+
 def _failure(exc: MeasureError, used: dict, shape: dict, timeout_s: float) -> NumericResult:
-    if exc.kind == "crash":
+    fault = _access_fault(exc) if exc.kind == "crash" else None
+    if fault:
+        # the same family as a guard band's: an access outside a buffer is an illegal address on a GPU
+        verdict = "crash"
+        message = (
+            f"the kernel accesses memory outside a buffer ({fault}){_where(used)} on the CPU: on a GPU that "
+            "is an illegal address; check the extents of the loops bound to threads against the buffers"
+        )
+    elif exc.kind == "crash":
         verdict = "crash"
         message = (
             "the kernel crashed (out-of-bounds access?): the process running it died"

@@ -132,8 +132,8 @@ def run_opencl(prog: dict, arrays: dict[str, np.ndarray], oclgrind_log: str = ""
     says where the kernel wrote past a buffer (a guard band changed) or Oclgrind saw an access
     outside one, which on a GPU is an illegal address.
 
-    On pocl every buffer lives in a larger one, between guard bands filled with NaN (or a pattern
-    for integers): a kernel that writes outside a buffer changes a guard, and one that reads outside
+    On pocl every buffer lives in a larger one, between guard bands filled with a NaN of its own (or
+    a pattern for integers): a kernel that writes outside a buffer changes a guard, and one that reads outside
     it reads NaN, which shows in the result; a far-out access may still crash the process. Oclgrind
     checks every access itself and, with its data-race plugin, two threads writing one element
     (or one reading what another writes) without a barrier between: its reports come back as
@@ -227,10 +227,11 @@ def _launch_all(
         host[a["name"]] = _fill(np.empty(a["shape"], dtype=a["dtype"]))
     bufs = {}
     mf = cl.mem_flags
-    for name, arr in host.items():
+    for key, (name, arr) in enumerate(host.items(), start=1):
         band = max(guard_bytes, -(-arr.nbytes // GUARD_BYTES) * GUARD_BYTES) if guard_bytes else 0
         g = band // arr.itemsize
-        padded = _fill(np.empty(arr.size + 2 * g, dtype=arr.dtype))
+        # each buffer's guards a value of their own: a kernel that copies one guard into another changes it
+        padded = _fill(np.empty(arr.size + 2 * g, dtype=arr.dtype), key)
         padded[g : g + arr.size] = arr.ravel()
         whole = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=padded)
         inner = whole.get_sub_region(band, max(arr.nbytes, arr.itemsize)) if g else whole
@@ -326,11 +327,17 @@ def _oclgrind_diagnostics(path: str, start: int = 0) -> list[str]:
     return out
 
 
-def _fill(arr: np.ndarray) -> np.ndarray:
+def _fill(arr: np.ndarray, key: int = 0) -> np.ndarray:
+    """Fill ``arr`` with a value no kernel computes, one of its own for each ``key``: for floats a quiet
+    NaN whose payload is ``key`` (key 0: the usual NaN; x86 keeps a NaN's payload through a copy and
+    through arithmetic), for integers a third of the largest unsigned value less ``key``."""
+    unsigned = _uint_of(arr)
     if arr.dtype.kind == "f":
-        arr.fill(np.nan)
+        nmant, bits = np.finfo(arr.dtype).nmant, arr.itemsize * 8
+        quiet = ((1 << (bits - 1 - nmant)) - 1) << nmant | 1 << (nmant - 1)
+        arr.view(unsigned).fill(quiet | key % (1 << (nmant - 1)))
     else:
-        arr.view(_uint_of(arr)).fill(np.iinfo(_uint_of(arr)).max // 3)
+        arr.view(unsigned).fill(np.iinfo(unsigned).max // 3 - key)
     return arr
 
 
@@ -380,7 +387,7 @@ def _run_child(prog: dict, arrays: dict[str, np.ndarray], races: bool) -> dict:
         result_path = work / "result.json"
         if proc.returncode != 0 or not result_path.exists():
             tail = (proc.stderr or "")[-3000:]
-            how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode}"
+            how = _signal_name(-proc.returncode) if proc.returncode < 0 else f"exit status {proc.returncode}"
             raise RequestFailure("crash", f"the process running the kernel on the CPU died ({how})", tail)
         result = json.loads(result_path.read_text())
         if "error" in result:
@@ -390,6 +397,15 @@ def _run_child(prog: dict, arrays: dict[str, np.ndarray], races: bool) -> dict:
         with np.load(work / "out.npz") as out:
             result["outputs"] = {name: out[name] for name in out.files}
     return result
+
+
+def _signal_name(num: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
 
 
 def _die_with_parent(parent: int) -> None:
