@@ -624,7 +624,12 @@ def run_gpu_function(
                 "ok": False,
                 "stage": "crash",
                 "detail": exc.detail,
-                "error": "the kernel crashed (out-of-bounds access?) while running as OpenCL on the CPU",
+                "error": (
+                    f"the kernel accesses memory outside a buffer ({fault}) while running as OpenCL on the CPU: "
+                    "on a GPU that is an illegal address"
+                    if (fault := _access_fault(exc))
+                    else "the kernel crashed (out-of-bounds access?) while running as OpenCL on the CPU"
+                ),
             }
         if exc.kind == "timeout":
             return {
