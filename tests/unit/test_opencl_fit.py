@@ -143,3 +143,34 @@ def test_a_run_over_its_memory_budget_could_not_run_and_says_what_it_needs(monke
     assert got.value.verdict == "could_not_run" and got.value.memory
     said = str(got.value)  # numeric_check puts "the numbers were not checked: " before it
     assert said.startswith("running ") and " on oclgrind needs " in said and "the budget leaves" in said, said
+
+
+def test_the_runs_fit_crosses_the_worker_and_its_note_is_in_the_verdict():
+    # What the run did to fit its budget travels in the worker's answer (NumericComparison) and the
+    # verdict says it: a match made without Oclgrind's race detection must not read as a plain match.
+    from mlc_lab.core.checks import numeric_gpu
+    from mlc_lab.model.grading import NumericComparison
+
+    note = "Oclgrind ran without its race detection, to fit the memory budget"
+    sent = NumericComparison(
+        wrong=0,
+        total=16,
+        max_error=0.0,
+        worst=None,
+        outputs=["C"],
+        shape={"C": [4, 4]},
+        guard_writes={},
+        engine="oclgrind",
+        diagnostics=[],
+        nan_read=False,
+        launches=[],
+        out_of_bounds=[],
+        seconds={"total": 1.0},
+        fit={"races": False, "blocks_at_once": 1, "note": note},
+    )
+    back = NumericComparison.from_json(sent.to_json())
+    assert back.fit == sent.fit
+    r = numeric_gpu._result(back, {}, 1e-3, 1e-3, "the unscheduled program")
+    assert r.verdict == "match" and r.message.endswith(f"on oclgrind ({note})"), r.message
+    plain = numeric_gpu._result(NumericComparison.from_json({**sent.to_json(), "fit": None}), {}, 1e-3, 1e-3, "x")
+    assert plain.verdict == "match" and "race detection" not in plain.message
