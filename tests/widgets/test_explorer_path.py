@@ -227,7 +227,7 @@ def test_an_assignment_with_a_reference_gives_the_way(comms, tmp_path):
         assert plain.path_setup == {} and load_assignment(tmp_path / "plain.toml").reference is None
     finally:
         plain.close()
-    with pytest.raises(AssignmentError, match="reference 'nope.py' is not a file next to the assignment"):
+    with pytest.raises(AssignmentError, match="reference 'nope.py' is not next to the assignment"):
         load_assignment(tmp_path / "missing.toml")
 
 
