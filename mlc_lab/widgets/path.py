@@ -84,7 +84,9 @@ def _program_target(session: Any, program: Any, name: str, source: str) -> WayTa
 
 
 def _reference(session: Any, assignment: Any) -> WayTarget | None:
-    """The way's target of an assignment that names a reference program (None without one)."""
+    """The way's target of an assignment that names a reference program (None without one, and
+    None for a reference the way cannot aim at: a scheduling function or a folder, which only the
+    grader's sandbox runs; the explorer still opens with the assignment's checks)."""
     if assignment is None or not callable(getattr(session, "path_to", None)):
         return None
     from mlc_lab.widgets.checks import _assignment
@@ -94,7 +96,10 @@ def _reference(session: Any, assignment: Any) -> WayTarget | None:
     if reference is None:
         return None
     title = getattr(loaded, "title", "") or Path(str(reference)).name
-    return _program_target(session, reference, f"the reference of {title}", "assignment")
+    try:
+        return _program_target(session, reference, f"the reference of {title}", "assignment")
+    except MlcLabError:
+        return None
 
 
 def _name_of(target: Any) -> str:

@@ -229,6 +229,17 @@ def test_an_assignment_with_a_reference_gives_the_way(comms, tmp_path):
         plain.close()
     with pytest.raises(AssignmentError, match="reference 'nope.py' is not next to the assignment"):
         load_assignment(tmp_path / "missing.toml")
+    # a reference that is a scheduling function (the grader's --check-ref runs it in its sandbox):
+    # the explorer opens with the assignment's checks, without a way
+    (tmp_path / "schedule.py").write_text("def schedule(sch):\n    pass\n")
+    (tmp_path / "by_function.toml").write_text(
+        toml.replace('target = "cpu"', 'target = "cpu"\nreference = "schedule.py"')
+    )
+    by_function = explore(BMM_RELU, assignment=tmp_path / "by_function.toml")
+    try:
+        assert by_function.path_setup == {} and len(by_function.checks_setup["tasks"]) == 2
+    finally:
+        by_function.close()
 
 
 def test_a_target_that_computes_something_else_is_said_not_reachable(comms):
