@@ -407,6 +407,10 @@ def _store_positions(stmt: Any) -> set[int]:
                 _every_load(s.value, loads)
                 marks.extend([False] * len(loads))
             walk(s.body)
+        elif _is_bind(s):
+            loads = []
+            _every_load(s.value, loads)
+            marks.extend([False] * len(loads))
 
     walk(stmt)
     return {n for n, store in enumerate(marks) if store}
@@ -436,6 +440,25 @@ def _stores(stmt: Any, out: list) -> None:
         if hasattr(stmt, "value") and hasattr(stmt.value, "same_as"):
             _every_load(stmt.value, out)
         _stores(stmt.body, out)
+    elif _is_bind(stmt):
+        _every_load(stmt.value, out)
+
+
+def _is_bind(stmt: Any) -> bool:
+    """A let binding with no body of its own (``v: T.let = ...`` in a sequence, as argmax writes)."""
+    return isinstance(stmt, tirx.Stmt) and hasattr(stmt, "value") and hasattr(stmt.value, "same_as")
+
+
+def first_store(stmt: Any) -> Any:
+    """The first ``BufferStore`` of a block's statements (a sequence's, past its let bindings), or None."""
+    if isinstance(stmt, tirx.BufferStore):
+        return stmt
+    for sub in list(getattr(stmt, "seq", None) or []) + [getattr(stmt, "body", None)]:
+        if isinstance(sub, tirx.Stmt):
+            found = first_store(sub)
+            if found is not None:
+                return found
+    return None
 
 
 def _every_load(expr: Any, out: list) -> None:

@@ -10,7 +10,18 @@ from typing import Any
 import tvm
 
 from mlc_lab.tvm.path.blocks import Correspondence, Stage
-from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, accesses, all_accesses, const, iter_maps, maps_of, read_as
+from mlc_lab.tvm.path.ir import (
+    Block,
+    FuncView,
+    IterMaps,
+    accesses,
+    all_accesses,
+    const,
+    first_store,
+    iter_maps,
+    maps_of,
+    read_as,
+)
 from mlc_lab.tvm.path.work import Refused, Unreachable, Work
 
 
@@ -192,6 +203,8 @@ def _uses_only(expr: Any, allowed: list[Any]) -> bool:
 def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
     """Split (or fuse, then split) the reduction loops as the target's partial block reads them, then
     ``rfactor`` the piece that the partial buffer is indexed by."""
+    if stage.target_block in names:
+        return  # made already: one rfactor makes a partial buffer for each output (argmax's two)
     trf = tgt.block(stage.target_block) or tgt.block(f"{stage.target_block}_update")
     if trf is None:
         raise Unreachable(f"the target's partial sums {stage.buffer} come from no block the engine reads")
@@ -230,7 +243,7 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> 
             raise Unreachable(
                 f"the target's {trf.name} is indexed by no piece of a reduction of {block.name}", "computes"
             )
-    store = trf.block.body
+    store = first_store(trf.block.body)
     rf_var = trf.block.iter_vars[rf_index].var
     factor_axis = next(i for i, e in enumerate(store.indices) if isinstance(e, tvm.tirx.Var) and e.same_as(rf_var))
     made = work.apply("rfactor", why, loop=piece, factor_axis=factor_axis)
@@ -240,12 +253,13 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> 
 def _rf_reading(block: Block, trf: Block) -> tuple[list[int], IterMaps, int]:
     """Which reduction iterators of ``block`` are factored, how the partial block reads them (terms
     over its iterators) and which of its iterators indexes the partial buffer."""
-    mine, theirs = all_accesses(block)[1:], all_accesses(trf)[1:]
+    mine, theirs = _by_buffer(all_accesses(block)[1:]), _by_buffer(all_accesses(trf)[1:])
     ivars = [iv.var for iv in block.block.iter_vars]
     reduce = [k for k, iv in enumerate(block.block.iter_vars) if int(iv.iter_type) == 2]
     found: dict[int, Any] = {}
-    for (bname, idx), (tname, tidx) in zip(mine, theirs):
-        if bname != tname or len(idx) != len(tidx):
+    pairs = [(m, t) for name in mine for m, t in zip(mine[name], theirs.get(name, []))]
+    for idx, tidx in pairs:
+        if len(idx) != len(tidx):
             continue
         for e, te in zip(idx, tidx):
             for k in reduce:
@@ -255,7 +269,8 @@ def _rf_reading(block: Block, trf: Block) -> tuple[list[int], IterMaps, int]:
     by_var = {iv.var: n for n, iv in enumerate(trf.block.iter_vars)}
     dom = {iv.var: iv.dom for iv in trf.block.iter_vars}
     maps = maps_of([found[k] for k in reduce], dom, by_var) if reduce else None
-    store_vars = [e for e in trf.block.body.indices if isinstance(e, tvm.tirx.Var)]
+    store = first_store(trf.block.body)
+    store_vars = [e for e in (store.indices if store is not None else []) if isinstance(e, tvm.tirx.Var)]
     rf = [
         n
         for n, iv in enumerate(trf.block.iter_vars)
@@ -270,6 +285,15 @@ def _rf_reading(block: Block, trf: Block) -> tuple[list[int], IterMaps, int]:
             f"the target's {trf.name} does not read a reduction of {block.name} split in parts", "computes"
         )
     return reduce, maps, rf[0]
+
+
+def _by_buffer(found: list[tuple[str, list[Any]]]) -> dict[str, list[list[Any]]]:
+    """Accesses grouped by buffer, in order: the n-th access of a buffer in one block is matched with
+    the n-th in the other (a partial block without an init reads its own buffer fewer times)."""
+    out: dict[str, list[list[Any]]] = {}
+    for name, indices in found:
+        out.setdefault(name, []).append(indices)
+    return out
 
 
 def _split_already(work: Work, block: Block, k: int, terms: list) -> list[Any] | None:
