@@ -144,6 +144,9 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
         return Stage("rfactor", name, scope, _base(writer.name, tgt), name)
     if ".rf_" in name and name.endswith(f"_{scope}"):  # rfactor's buffer, then set_scope
         return Stage("rfactor", name, "global", _base(writer.name, tgt), name[: -len(scope) - 1])
+    reindexed = _reindex_stage(name, scope, tgt, cur, writer, corr)
+    if reindexed is not None:
+        return reindexed
     if writer.name in corr.same or any(writer.name in pair for pair in corr.decomposed.values()):
         back = next(
             (b.name for b in tgt.blocks if name in b.reads() and name not in b.writes() and b.name not in corr.same),
@@ -153,6 +156,22 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
             raise Unreachable(f"the target computes into {name} and never copies it back", "computes")
         return Stage("cache_write", name, scope, back)
     return Stage("cache_read", name, scope, writer.name)
+
+
+def _reindex_stage(
+    name: str, scope: str, tgt: FuncView, cur: FuncView, writer: Block, corr: Correspondence
+) -> Stage | None:
+    """``reindex``: a buffer ``X_reindex`` laid out by the iterators of the one block that reads
+    (or writes) ``X``, and the block that copies between the two."""
+    if not name.endswith("_reindex") or cur.buffer(name[: -len("_reindex")]) is None:
+        return None
+    old = name[: -len("_reindex")]
+    if writer.name in corr.same or any(writer.name in pair for pair in corr.decomposed.values()):
+        copy = next((b for b in tgt.blocks if name in b.reads() and old in b.writes()), None)
+        return Stage("reindex", name, scope, copy.name, old) if copy is not None else None
+    if old in writer.reads():
+        return Stage("reindex", name, scope, writer.name, old)
+    return None
 
 
 def _layout_changes(cur: FuncView, tgt: FuncView, cur_bufs: dict, tgt_bufs: dict, corr: Correspondence) -> list[Stage]:
@@ -171,8 +190,8 @@ def _layout_changes(cur: FuncView, tgt: FuncView, cur_bufs: dict, tgt_bufs: dict
                 continue
             same = _same_shape(cur_bufs[name], tgt_bufs[name]) and bool(
                 tvm_ffi.structural_equal(
-                    [[iv.var for iv in cb.block.iter_vars], [i for _, ix in mine for i in ix]],
-                    [[iv.var for iv in tb.block.iter_vars], [i for _, ix in theirs for i in ix]],
+                    [_used_vars(cb, mine), [i for _, ix in mine for i in ix]],
+                    [_used_vars(tb, theirs), [i for _, ix in theirs for i in ix]],
                     map_free_vars=True,
                 )
             )
@@ -180,6 +199,24 @@ def _layout_changes(cur: FuncView, tgt: FuncView, cur_bufs: dict, tgt_bufs: dict
                 out.append(Stage("transform_layout", name, str(tgt_bufs[name].scope()), tb.name))
             break
     return out
+
+
+def _used_vars(block: Block, found: list[tuple[str, list[Any]]]) -> list[Any]:
+    """The block's iterators that index the buffer, in the block's order (an rfactor's final block
+    puts the partial sums' iterator first; the buffer's layout is the same)."""
+    indices = [i for _, ix in found for i in ix]
+    used = []
+    for iv in block.block.iter_vars:
+        if any(_mentions(i, iv.var) for i in indices):
+            used.append(iv.var)
+    return used
+
+
+def _mentions(expr: Any, var: Any) -> bool:
+    if expr.same_as(var):
+        return True
+    subs = [getattr(expr, a, None) for a in ("a", "b", "value")] + list(getattr(expr, "args", None) or [])
+    return any(_mentions(x, var) for x in subs if x is not None and hasattr(x, "same_as"))
 
 
 def _block_layout_changes(cur: FuncView, tgt: FuncView, corr: Correspondence) -> list[Stage]:

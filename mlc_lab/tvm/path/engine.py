@@ -43,7 +43,9 @@ def same_function(a: Any, b: Any) -> bool:
     return bool(tvm_ffi.structural_equal(a.with_attr("global_symbol", name), b.with_attr("global_symbol", name)))
 
 
-def find(make: Callable[[], Any], func: str, target: Any, *, limit: int = 4, deadline_s: float = 20.0) -> Found:
+def find(
+    make: Callable[[], Any], func: str, target: Any, *, limit: int = 4, deadline_s: float = 20.0, normalize: bool = True
+) -> Found:
     started = time.perf_counter()
     try:
         sch = make()
@@ -57,10 +59,12 @@ def find(make: Callable[[], Any], func: str, target: Any, *, limit: int = 4, dea
         corr = correspond(read(sch.mod[func]), tgt)
         choices = placements(tgt, corr, limit)
     except Unreachable as exc:
-        return Found("unreached", why=exc.sentence, kind=exc.kind, seconds=time.perf_counter() - started)
+        early = Found("unreached", why=exc.sentence, kind=exc.kind)
+        return _or_normalized(early, make, func, target, limit, deadline_s, started, normalize)
     except Exception as exc:  # noqa: BLE001  (a construct the engine does not read: said, never raised)
         why = f"the path engine cannot read this target yet ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
-        return Found("unreached", why=why, kind="partial", seconds=time.perf_counter() - started)
+        early = Found("unreached", why=why, kind="partial")
+        return _or_normalized(early, make, func, target, limit, deadline_s, started, normalize)
     best: Found | None = None
     tries = [(p, o) for p in choices for o in _OPTIONS]
     for n, (placement, options) in enumerate(tries):
@@ -79,8 +83,61 @@ def find(make: Callable[[], Any], func: str, target: Any, *, limit: int = 4, dea
         if got.kind in ("computes", "no_primitive"):
             break  # no other choice of the way changes what the target computes
     assert best is not None
+    return _or_normalized(best, make, func, target, limit, deadline_s, started, normalize)
+
+
+def _or_normalized(
+    best: Found,
+    make: Callable[[], Any],
+    func: str,
+    target: Any,
+    limit: int,
+    deadline_s: float,
+    started: float,
+    on: bool,
+) -> Found:
+    """``best``, or the way from the normal form of the start where that one reaches the target."""
+    if on and time.perf_counter() - started < deadline_s:
+        again = _normalized(make, func, target, limit, deadline_s - (time.perf_counter() - started))
+        if again is not None and again.status == "reached":
+            best = again
     best.seconds = time.perf_counter() - started
     return best
+
+
+def _normalized(make: Callable[[], Any], func: str, target: Any, limit: int, deadline_s: float) -> Found | None:
+    """The way from the start with each block's iterators in TVM's normal form first (what dlight's
+    rules do before they tile: unit iterators dropped, ``transform_block_layout`` by TVM's own
+    ``NormalizePrimFunc``), the engine going on from there. None when the form changes nothing."""
+    probe = make()
+    try:
+        tvm_ffi.get_global_func("s_tir.schedule.NormalizePrimFunc")(probe)
+    except Exception:  # noqa: BLE001  (TVM finds no normal form for this program)
+        return None
+    maps = []
+    for inst in probe.trace.insts:
+        if inst.kind.name == "TransformBlockLayout":
+            index_map = inst.attrs[0]
+            same = len(index_map.initial_indices) == len(index_map.final_indices) and all(
+                isinstance(f, type(v)) and f.same_as(v)
+                for v, f in zip(index_map.initial_indices, index_map.final_indices)
+            )
+            if not same:
+                maps.append((str(probe.get(inst.inputs[0]).name_hint), index_map))
+    if not maps:
+        return None
+
+    def normal() -> Any:
+        work = Work(make(), func)
+        for name, index_map in maps:
+            why = f"the target's block {name} iterates over its iterators in TVM's normal form (no unit iterators)"
+            work.apply("transform_block_layout", why, block=work.block_rv(name), index_map=index_map)
+        normal.ops = work.ops  # type: ignore[attr-defined]
+        return work.sch
+
+    got = find(normal, func, target, limit=limit, deadline_s=deadline_s, normalize=False)
+    got.ops = list(normal.ops) + got.ops  # type: ignore[attr-defined]
+    return got
 
 
 # Variants of one attempt, tried in order when the plain one gets only part of the way: set_scope

@@ -33,6 +33,8 @@ def make_stage(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str,
         _cache_write(work, tgt, names, stage)
     elif stage.primitive == "rfactor":
         _rfactor(work, tgt, names, stage)
+    elif stage.primitive == "reindex":
+        _reindex(work, tgt, names, stage)
     elif stage.primitive == "set_scope":
         set_scope(work, names, stage)
     elif stage.primitive == "blockize":
@@ -107,6 +109,26 @@ def _cache_write(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage)
     made = work.apply(
         "cache_write", why, block=work.block_rv(writer.name), write_buffer_index=index, storage_scope=stage.scope
     )
+    names[stage.target_block] = str(work.get(made).name_hint)
+
+
+def _reindex(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
+    """``reindex`` the one access of ``stage.old`` by the block that reads (or writes) it in the
+    target through ``stage.buffer``."""
+    tcopy = tgt.block(stage.target_block)
+    reads = tcopy is not None and stage.buffer in tcopy.reads()  # the copy reads X_reindex: a write reindex
+    kind = "write" if reads else "read"
+    user = next(
+        (b for b in tgt.blocks if b.name in names and stage.buffer in (b.writes() if reads else _inputs(b))), None
+    )
+    here = work.view.block(names[user.name]) if user is not None else None
+    if here is None:
+        raise Unreachable(f"no block here uses {stage.old} as the target's block does through {stage.buffer}")
+    regions = here.writes() if reads else here.reads()
+    if stage.old not in regions:
+        raise Unreachable(f"block {here.name} does not {kind} {stage.old} here", "computes")
+    why = f"the target copies {stage.old} through {stage.buffer}, laid out as block {here.name} iterates"
+    made = work.apply("reindex", why, block=work.block_rv(here.name), buffer=(kind, regions.index(stage.old)))
     names[stage.target_block] = str(work.get(made).name_hint)
 
 
