@@ -147,7 +147,8 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
     reindexed = _reindex_stage(name, scope, tgt, cur, writer, corr)
     if reindexed is not None:
         return reindexed
-    if writer.name in corr.same or any(writer.name in pair for pair in corr.decomposed.values()):
+    computed = set(corr.same) | {n for pair in corr.decomposed.values() for n in pair}
+    if computed_through(tgt, name, computed) is not None:
         back = next(
             (b.name for b in tgt.blocks if name in b.reads() and name not in b.writes() and b.name not in corr.same),
             None,
@@ -156,6 +157,26 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
             raise Unreachable(f"the target computes into {name} and never copies it back", "computes")
         return Stage("cache_write", name, scope, back)
     return Stage("cache_read", name, scope, writer.name)
+
+
+def computed_through(tgt: FuncView, buffer: str, computed: set[str]) -> tuple[Block, str] | None:
+    """The block of ``computed`` that computes ``buffer`` in the target, directly or through copies
+    (a cache_write of a cache_write: the block writes ``B_shared_local``, copied to ``B_shared``), and
+    the buffer it writes; None when a block of another kind writes it."""
+    seen: set[str] = set()
+    while buffer not in seen:
+        seen.add(buffer)
+        writers = [b for b in tgt.blocks if buffer in b.writes()]
+        if not writers:
+            return None
+        writer = next((b for b in writers if b.name in computed), writers[0])  # an update, not its init
+        if writer.name in computed:
+            return writer, buffer
+        inputs = [r for r in writer.reads() if r not in writer.writes()]
+        if len(inputs) != 1 or not inputs[0].startswith(f"{buffer}_") or writer.name != inputs[0]:
+            return None
+        buffer = inputs[0]
+    return None
 
 
 def _reindex_stage(

@@ -9,7 +9,7 @@ from typing import Any
 
 import tvm
 
-from mlc_lab.tvm.path.blocks import Correspondence, Stage
+from mlc_lab.tvm.path.blocks import Correspondence, Stage, computed_through
 from mlc_lab.tvm.path.ir import (
     Block,
     FuncView,
@@ -99,15 +99,27 @@ def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
 
 
 def _cache_write(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
-    twriter = next((b for b in tgt.blocks if stage.buffer in b.writes() and b.name in names), None)
+    found = computed_through(tgt, stage.buffer, set(names))
+    twriter, written = found if found is not None else (None, "")
     writer = work.view.block(names[twriter.name]) if twriter is not None else None
     if writer is None or twriter is None:
         raise Unreachable(f"no block here computes what the target computes into {stage.buffer}", "computes")
-    index = twriter.writes().index(stage.buffer)
+    index = twriter.writes().index(written)
     target = writer.writes()[index] if index < len(writer.writes()) else "?"
     why = f"the target computes {target} into {stage.buffer} ({stage.scope}) first and copies it back"
+    # blocks that read the cache itself, not the copy: TVM then writes the copy back after them
+    readers = [
+        names[b.name]
+        for b in tgt.blocks
+        if b.name in names and b is not twriter and stage.buffer in _inputs(b) and work.view.block(names[b.name])
+    ]
     made = work.apply(
-        "cache_write", why, block=work.block_rv(writer.name), write_buffer_index=index, storage_scope=stage.scope
+        "cache_write",
+        why,
+        block=work.block_rv(writer.name),
+        write_buffer_index=index,
+        storage_scope=stage.scope,
+        consumer_blocks=[work.block_rv(n) for n in readers] if readers else None,
     )
     names[stage.target_block] = str(work.get(made).name_hint)
 
