@@ -364,19 +364,37 @@ def inline_all(work: Work, inlined: list[str]) -> None:
     gone = set(inlined)
     forward, backward = [], []
     for name in inlined:
-        (forward if _reaches_survivor(view, name, gone) else backward).append(name)
+        (forward if _reaches_survivor(view, name, gone) or _unread(view, name) else backward).append(name)
     for name in forward:
         why = f"the target has no block {name}: its values are computed where they are used"
         try:
             work.apply("compute_inline", why, block=work.block_rv(name))
         except Refused:
             backward.append(name)
-    for name in sorted(backward, key=lambda n: -_order(work.view, n)):
-        why = f"the target has no block {name}: it is computed where its input is produced"
-        try:
-            work.apply("reverse_compute_inline", why, block=work.block_rv(name))
-        except Refused:
-            _fuse_epilogue(work, name)
+    pending = sorted(backward, key=lambda n: -_order(work.view, n))
+    while pending:  # one refused now may go after another is inlined (a constant it reads as well)
+        for name in pending:
+            if _inline_one(work, name):
+                pending.remove(name)
+                break
+        else:
+            _fuse_epilogue(work, pending.pop(0))
+
+
+def _inline_one(work: Work, name: str) -> bool:
+    """``reverse_compute_inline``, else ``compute_inline`` (into consumers that remain for now)."""
+    why = f"the target has no block {name}: it is computed where its input is produced"
+    try:
+        work.apply("reverse_compute_inline", why, block=work.block_rv(name))
+        return True
+    except Refused:
+        pass
+    why = f"the target has no block {name}: its values are computed where they are used"
+    try:
+        work.apply("compute_inline", why, block=work.block_rv(name))
+        return True
+    except Refused:
+        return False
 
 
 def _fuse_epilogue(work: Work, name: str) -> None:
@@ -396,6 +414,17 @@ def _fuse_epilogue(work: Work, name: str) -> None:
 def _order(view: FuncView, name: str) -> int:
     block = view.block(name)
     return block.order if block is not None else -1
+
+
+def _unread(view: FuncView, name: str) -> bool:
+    """A block whose values no block reads and no parameter holds: ``compute_inline`` removes it."""
+    block = view.block(name)
+    if block is None:
+        return False
+    writes = set(block.writes())
+    params = {str(p.name) for p in view.func.params}
+    readers = [b for b in view.blocks if b.name != name and writes & set(b.reads())]
+    return not readers and not writes & params
 
 
 def _reaches_survivor(view: FuncView, name: str, gone: set[str]) -> bool:
