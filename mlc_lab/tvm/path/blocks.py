@@ -144,6 +144,15 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
         return Stage("rfactor", name, scope, _base(writer.name, tgt), name)
     if ".rf_" in name and name.endswith(f"_{scope}"):  # rfactor's buffer, then set_scope
         return Stage("rfactor", name, "global", _base(writer.name, tgt), name[: -len(scope) - 1])
+    if name.endswith("_pad") and cur.buffer(name[: -len("_pad")]) is not None:
+        old = name[: -len("_pad")]
+        copy = (
+            writer
+            if writer.name not in corr.same
+            else next((b for b in tgt.blocks if name in b.reads() and old in b.writes()), None)
+        )
+        if copy is not None:
+            return Stage("pad_einsum", name, scope, copy.name, old)
     reindexed = _reindex_stage(name, scope, tgt, cur, writer, corr)
     if reindexed is not None:
         return reindexed

@@ -42,7 +42,7 @@ class Run:
         # rfactor's buffer goes to its scope at once (the partial block's loops are placed after it)
         made = {s.old for s in self.corr.stages if s.primitive == "rfactor"}
         for stage in self.corr.stages:
-            if stage.primitive.startswith("cache") or stage.primitive == "reindex":
+            if stage.primitive.startswith("cache") or stage.primitive in ("reindex", "pad_einsum"):
                 make_stage(self.work, self.tgt, self.corr, self.names, stage)
         inline_all(self.work, self.corr.inlined)
         for stage in self.corr.stages:

@@ -35,6 +35,8 @@ def make_stage(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str,
         _rfactor(work, tgt, names, stage)
     elif stage.primitive == "reindex":
         _reindex(work, tgt, names, stage)
+    elif stage.primitive == "pad_einsum":
+        _pad_einsum(work, tgt, corr, names, stage)
     elif stage.primitive == "set_scope":
         set_scope(work, names, stage)
     elif stage.primitive == "blockize":
@@ -122,6 +124,41 @@ def _cache_write(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage)
         consumer_blocks=[work.block_rv(n) for n in readers] if readers else None,
     )
     names[stage.target_block] = str(work.get(made).name_hint)
+
+
+def _pad_einsum(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str, str], stage: Stage) -> None:
+    """``pad_einsum``: the block computes over the target's larger extents, its inputs and output
+    copied into padded buffers (``X_pad``) made all at once."""
+    if stage.target_block in names:
+        return  # made with another buffer of the same einsum
+    einsum = next((b for b in tgt.blocks if b.name in corr.same and stage.buffer in b.reads() + b.writes()), None)
+    here = work.view.block(names[einsum.name]) if einsum is not None else None
+    if einsum is None or here is None:
+        raise Unreachable(f"no block here computes over {stage.old} as the target's does through {stage.buffer}")
+    padding = [
+        _pad_factor(iv.dom.extent, mine.dom.extent) for iv, mine in zip(einsum.block.iter_vars, here.block.iter_vars)
+    ]
+    if any(p is None for p in padding):
+        raise Unreachable(f"the target pads block {einsum.name} to extents that are not constants")
+    why = f"the target computes block {einsum.name} over {' x '.join(map(str, padding))}, its buffers padded"
+    work.apply("pad_einsum", why, block=work.block_rv(here.name), padding=padding)
+    for other in corr.stages:
+        if other.primitive == "pad_einsum" and work.view.block(other.target_block) is not None:
+            names[other.target_block] = other.target_block
+
+
+def _pad_factor(theirs: Any, mine: Any) -> int | None:
+    """The padding that makes extent ``mine`` into ``theirs``: the extent itself when constant, ``p``
+    of ``(n + p - 1) // p * p``, 1 when it stays as it is; None otherwise."""
+    import tvm_ffi
+
+    if const(theirs) is not None:
+        return const(theirs)
+    if bool(tvm_ffi.structural_equal(theirs, mine)):
+        return 1
+    if isinstance(theirs, tvm.tirx.Mul) and const(theirs.b) is not None:
+        return const(theirs.b)
+    return None
 
 
 def _reindex(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
