@@ -80,9 +80,12 @@ def run_pair(pair: path_pairs.Pair) -> dict:
         return out | {"status": "error", "why": error, "length": None, "wrong": False}
     wrong = False
     if answer.reached:
-        wrong = not tvm_replays_to(
-            pair.program, session.func_name, answer.trace, _target_func(pair.target, session.func_name)
-        )
+        try:
+            wrong = not tvm_replays_to(
+                pair.program, session.func_name, answer.trace, _target_func(pair.target, session.func_name)
+            )
+        except Exception:  # noqa: BLE001  (an apply_trace TVM cannot run is a wrong way, counted)
+            wrong = True
     wrong = wrong or (answer.reached and not pair.reachable)
     return out | {"status": answer.status, "why": answer.why, "length": len(answer.steps), "wrong": wrong}
 

@@ -478,11 +478,41 @@ def apply_trace_source(trace: Trace) -> str:
         body = [str(stmt) for stmt in trace.as_python(remove_postproc=False)]
     except Exception:  # noqa: BLE001  (TVM 0.27's printer fails on decompose_padding)
         body = [call.text for call in calls_from_json(to_plain(trace.as_json(remove_postproc=False)))]
-    lines = [f"    {ln}" for stmt in body for ln in stmt.splitlines()] or ["    pass"]
+    lines = [f"    {_typed_map_literals(ln)}" for stmt in body for ln in stmt.splitlines()] or ["    pass"]
     header = SUBMISSION_HEADER
     if any(re.search(r"\bT\.\w", ln) for ln in lines):  # typed literals (T.int64(8)) need their module
         header = "from tvm.script import tirx as T\n" + header
     return header + "\n".join(lines) + "\n"
+
+
+def _typed_map_literals(line: str) -> str:
+    """An index map's bare integer result (TVM prints ``T.int32(0)`` as ``0``) typed again: TVM's
+    own ``IndexMap.from_func`` refuses a plain int, so the printed trace would not replay on TVM."""
+    match = re.search(r"index_map=lambda [^:]*: \(", line)
+    if match is None:
+        return line
+    start = match.end()
+    depth, items, item_start, end = 0, [], start, len(line)
+    for n in range(start, len(line)):
+        c = line[n]
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            if depth == 0:
+                items.append((item_start, n))
+                end = n
+                break
+            depth -= 1
+        elif c == "," and depth == 0:
+            items.append((item_start, n))
+            item_start = n + 1
+    out, last = [], 0
+    for a, b in items:
+        text = line[a:b]
+        if re.fullmatch(r"\s*-?\d+\s*", text):
+            out.append(line[last:a] + text.replace(text.strip(), f"T.int32({text.strip()})"))
+            last = b
+    return "".join(out) + line[last:] if out and end < len(line) else line
 
 
 _TRACE_FILE_SUFFIXES = (".py", ".json", ".jsonl", ".txt", ".trace")

@@ -256,6 +256,9 @@ test_random_targets_are_reached_or_honestly_not_full = pytest.mark.full(_propert
         # pad_einsum to constant extents, and to a symbolic one ((n + 31) // 32 * 32)
         "primitive/pad_einsum",
         "tvm-tests/schedule/test_tir_schedule_pad_einsum.py::test_pad_matmul/161",
+        # a block's iterators reordered (transform_block_layout) with layouts read by them, and an index
+        # map with a literal result (TVM prints T.int32(0) as 0; the apply_trace types it again)
+        "primitive/transform_layouts",
     ],
 )
 def test_corpus_schedules_with_their_trace_withheld_are_reached(entry_id):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-from mlc_lab.tvm.path.ir import Block, FuncView, accesses, const, iter_maps
+from mlc_lab.tvm.path.ir import Block, FuncView, accesses, const, iter_maps, read_as
 from mlc_lab.tvm.path.work import Unreachable
 
 
@@ -116,7 +116,9 @@ def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
         if tgt.block(pair[0]) is not None and tgt.block(pair[1]) is not None:
             out.decomposed[stage.target_block] = pair
             explained.update(pair)
-    out.stages.extend(_layout_changes(cur, tgt, cur_bufs, tgt_bufs, out))
+    layouts = _layout_changes(cur, tgt, cur_bufs, tgt_bufs, out)
+    permuted = _permuted_blocks(cur, tgt, out, {s.buffer for s in layouts})
+    out.stages.extend(permuted + layouts)  # the block's iterators first: the layouts are then read by them
     out.stages.extend(_block_layout_changes(cur, tgt, out))
     for cb in cur.blocks:
         if cb.name not in out.same and cb.name not in out.decomposed:
@@ -247,6 +249,25 @@ def _mentions(expr: Any, var: Any) -> bool:
         return True
     subs = [getattr(expr, a, None) for a in ("a", "b", "value")] + list(getattr(expr, "args", None) or [])
     return any(_mentions(x, var) for x in subs if x is not None and hasattr(x, "same_as"))
+
+
+def _permuted_blocks(cur: FuncView, tgt: FuncView, corr: Correspondence, laid_out: set[str]) -> list[Stage]:
+    """Blocks whose iterators the target reorders (``transform_block_layout`` to as many
+    iterators), read off the buffers whose layout stays as it is."""
+    out = []
+    if any(s.primitive == "rfactor" for s in corr.stages):
+        return out  # an rfactor gives its final block the partial sums' iterators
+    for tb in tgt.blocks:
+        cb = cur.block(corr.same.get(tb.name, ""))
+        if cb is None or tb.scope is not None or len(cb.block.iter_vars) != len(tb.block.iter_vars):
+            continue
+        try:
+            reads = read_as(cb, tb, skip=laid_out)
+        except LookupError:
+            continue
+        if not all(isinstance(r, type(iv.var)) and r.same_as(iv.var) for r, iv in zip(reads, tb.block.iter_vars)):
+            out.append(Stage("transform_block_layout", "", "", tb.name))
+    return out
 
 
 def _block_layout_changes(cur: FuncView, tgt: FuncView, corr: Correspondence) -> list[Stage]:

@@ -474,14 +474,36 @@ def _every_load(expr: Any, out: list) -> None:
             _every_load(sub, out)
 
 
-def read_as(block: Block, other: Block) -> list[Any]:
+def _by_elimination(block: Block, other: Block, found: dict[int, Any]) -> None:
+    """The iterators no access pairs up (a buffer laid out otherwise indexes them): the one left of
+    ``other`` with the same kind and extent, when there is exactly one."""
+    used = [v for v in found.values() if isinstance(v, tirx.Var)]
+    free = [iv for iv in other.block.iter_vars if not any(iv.var.same_as(v) for v in used)]
+    missing = [k for k in range(len(block.block.iter_vars)) if k not in found]
+    for k in missing:
+        mine = block.block.iter_vars[k]
+        like = [
+            iv
+            for iv in free
+            if int(iv.iter_type) == int(mine.iter_type) and const(iv.dom.extent) == const(mine.dom.extent) is not None
+        ]
+        if len(like) == 1 and len([m for m in missing if _alike(block.block.iter_vars[m], like[0])]) == 1:
+            found[k] = like[0].var
+            free.remove(like[0])
+
+
+def _alike(a: Any, b: Any) -> bool:
+    return int(a.iter_type) == int(b.iter_type) and const(a.dom.extent) == const(b.dom.extent) is not None
+
+
+def read_as(block: Block, other: Block, skip: set[str] | None = None) -> list[Any]:
     """How ``other`` (the target's form of ``block``) reads each iterator of ``block``: the index at
     the place of the same access where ``block`` uses the iterator alone (a constant when ``other``
     reads a unit iterator as one). Raises LookupError when an iterator is not found."""
     ivars = [iv.var for iv in block.block.iter_vars]
     found: dict[int, Any] = {}
     for (name, mine), (theirs_name, theirs) in zip(all_accesses(block), all_accesses(other)):
-        if name != theirs_name or len(mine) != len(theirs):
+        if name != theirs_name or len(mine) != len(theirs) or name in (skip or ()):
             continue
         for e, te in zip(mine, theirs):
             for k, v in enumerate(ivars):
@@ -489,7 +511,9 @@ def read_as(block: Block, other: Block) -> list[Any]:
                     found.setdefault(k, te)
     for k, iv in enumerate(block.block.iter_vars):
         if k not in found and const(iv.dom.extent) == 1:
-            found[k] = tirx.IntImm(str(iv.dom.extent.dtype), 0)
+            extent = iv.dom.extent
+            found[k] = tirx.IntImm(str(getattr(extent, "dtype", None) or extent.ty.dtype), 0)
+    _by_elimination(block, other, found)
     if len(found) != len(ivars):
         raise LookupError(f"block {other.name} does not read every iterator of {block.name}")
     return [found[k] for k in range(len(ivars))]
