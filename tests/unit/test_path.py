@@ -284,3 +284,15 @@ def test_a_way_that_needs_a_split_past_its_loop_is_said_not_reached_naming_the_s
     assert answer.status == "unreached" and not answer.steps and not answer.trace
     assert answer.why.startswith("the way needs a step the session refuses: split: the factor 512")
     assert "\n" not in answer.why
+
+
+def test_a_decomposed_block_gets_the_annotations_of_the_targets_update_block():
+    """The target annotates the reduction, then decomposes it: the annotations sit on ``Y_update``
+    (the block the program's ``Y`` becomes here once decomposed)."""
+    other = Session(MM_RELU)
+    other.apply("annotate", "Y", "meta_schedule.tiling_structure", "SSRSRS")
+    other.apply("decompose_reduction", "Y", "Y/k")
+    answer = Session(MM_RELU).path_to(other)
+    assert_way(MM_RELU, other.module, answer, "mm_relu")
+    assert answer.steps[0].primitive == "decompose_reduction"
+    assert {s.primitive for s in answer.steps[1:]} == {"annotate"}

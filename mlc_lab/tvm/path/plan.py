@@ -252,6 +252,8 @@ class Run:
             )
         for tb in tgt.blocks:
             name = self.names.get(tb.name, tb.name)
+            if work.view.block(name) is None and work.view.block(f"{name}_update") is not None:
+                name = f"{name}_update"  # decomposed here after the names were taken
             here = work.view.block(name)
             if here is None:
                 continue
