@@ -265,9 +265,19 @@ def _permuted_blocks(cur: FuncView, tgt: FuncView, corr: Correspondence, laid_ou
             reads = read_as(cb, tb, skip=laid_out)
         except LookupError:
             continue
-        if not all(isinstance(r, type(iv.var)) and r.same_as(iv.var) for r, iv in zip(reads, tb.block.iter_vars)):
+        if _a_permutation(reads, tb):
             out.append(Stage("transform_block_layout", "", "", tb.name))
     return out
+
+
+def _a_permutation(reads: list[Any], tb: Block) -> bool:
+    """Whether the program's iterators are the target's in another order (each read as one of the
+    target's iterators, unit ones aside, and not all in place)."""
+    tvars = [iv.var for iv in tb.block.iter_vars]
+    pairs = [(k, r) for k, (r, iv) in enumerate(zip(reads, tb.block.iter_vars)) if const(iv.dom.extent) != 1]
+    if not pairs or not all(any(r.same_as(v) for v in tvars) for _, r in pairs):
+        return False
+    return any(not r.same_as(tvars[k]) for k, r in pairs)
 
 
 def _block_layout_changes(cur: FuncView, tgt: FuncView, corr: Correspondence) -> list[Stage]:
