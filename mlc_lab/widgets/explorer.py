@@ -45,6 +45,7 @@ import traitlets as t
 from mlc_lab._threads import stop_at_exit
 from mlc_lab.model.steps import Change, LoopTree, StepView, ref_of
 from mlc_lab.model.steps import plain as _plain
+from mlc_lab.core.step_calls import given_label
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError, error_kind
 
 # The module by its full name: the package re-exports the function `access_view` under the same name.
@@ -58,7 +59,6 @@ from mlc_lab.widgets.lowering import BadTarget, lower_payload
 from mlc_lab.widgets.path import PathPanel, split_target
 from mlc_lab.widgets.export import collect_export, render_html
 from mlc_lab.widgets.explorer_text import (
-    call_label,
     _summary,
     _measurement_info,
     _summary_detail,
@@ -744,8 +744,9 @@ class Explorer(AccessRequests, PathPanel, RpcWidget):
                 summary=getattr(exc, "summary", None) or _first_line(exc),
                 detail=getattr(exc, "detail", "") or "",
                 involved=[str(n) for n in getattr(exc, "involved", []) or []],
-                # the Session labels the attempt as it labels steps; call_label for others
-                label=getattr(exc, "label", None) or call_label(primitive, args, kwargs),
+                # the error's field, written by the Session; a session that leaves it empty gets the same
+                # writer's text of the call as the page sent it
+                label=exc.label if isinstance(exc, MlcLabError) and exc.label else given_label(primitive, args, kwargs),
             )
 
     def _select_new(self, names: Any) -> None:
