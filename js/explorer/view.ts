@@ -6,7 +6,7 @@ import type { AnyModel } from "@anywidget/types";
 import { AccessPanel } from "../access/panel";
 import { h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
 import { hostOffer, requestSidePanel } from "../lib/host";
-import type { RequestParams } from "../lib/model";
+import { FOLLOW, type FollowMessage, type RequestParams } from "../lib/model";
 
 /** The requests that change the session: Python answers with the new state (and maybe a selection). */
 type StepRequest = "apply" | "goto" | "set_decision" | "replay";
@@ -39,8 +39,8 @@ import { renderTree } from "./tree_view";
 
 type Model = AnyModel<ExplorerTraits>;
 
-/** The note that moves the kernel's Session to the step the page shows (mlc_lab/widgets/explorer.py, FOLLOW). */
-export const FOLLOW = "mlc-follow";
+/** The note that moves the kernel's Session to the step the page shows (mlc_lab/model/requests.py). */
+export { FOLLOW };
 /** What a redraw looks at: a trait by its name, or a part of the current step by its field's name
  * (the `step` trait itself: the current step is another one). */
 type Part = keyof ExplorerTraits | Exclude<keyof StepData, "id">;
@@ -90,7 +90,7 @@ export class ExplorerView {
   constructor(model: AnyModel<ExplorerTraits>) {
     this.model = model;
     this.rpc = new Rpc(model);
-    this.memoryRpc = new Rpc(model, 300_000);
+    this.memoryRpc = new Rpc(model);
     this.held = new HeldSteps(model);
     this.cur = this.held.hold();
     this.index = new TreeIndex(this.cur.loop_tree);
@@ -546,7 +546,7 @@ export class ExplorerView {
       return;
     }
     this.model.set("step", data);
-    if (live) this.model.send({ kind: FOLLOW, step: id });
+    if (live) this.model.send({ kind: FOLLOW, step: id } satisfies FollowMessage);
   }
 
   private toggleMemory(): void {

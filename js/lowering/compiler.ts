@@ -188,7 +188,7 @@ export class CompilerPanel {
    * model's `compiler_target` trait (kept per explorer; a saved notebook's records are keyed by it). */
   constructor(private model: PanelModel, private onSelectLoop: (name: string) => void = () => {}) {
     if (typeof document !== "undefined") ensureStyle("mlc-lab-compiler-style", css);
-    this.rpc = new Rpc(model, 300_000); // the first lowering may start the worker (up to a minute)
+    this.rpc = new Rpc(model); // waits as REQUESTS says: the first lowering may start the worker
     this.goodTarget = String(model.get?.("compiler_target") || "cpu").trim() || "cpu";
     const listId = `mlc-compiler-targets-${++datalistIds}`;
     this.targetField = h("input", {

@@ -107,7 +107,7 @@ export class CudaPanel {
   private wanted: string | null = null;
 
   constructor(model: ConstructorParameters<typeof Rpc>[0]) {
-    this.rpc = new Rpc(model, 300_000); // the first compile starts the worker (up to a minute)
+    this.rpc = new Rpc(model); // waits as REQUESTS says: the first compile starts the worker
     this.which = h("select", { class: "mlc-cuda-which", title: "kernel source or PTX" }) as HTMLSelectElement;
     this.which.append(h("option", { value: "source" }, "CUDA C++"), h("option", { value: "ptx" }, "PTX"));
     this.which.addEventListener("change", () => this.drawCode());

@@ -50,7 +50,7 @@ from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError, erro
 
 # The module by its full name: the package re-exports the function `access_view` under the same name.
 from mlc_lab.widgets.access.view import AccessRequests
-from mlc_lab.model.requests import record_key
+from mlc_lab.model.requests import FOLLOW, record_key
 from mlc_lab.model.traits import ExplorerTraits
 from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle
 from mlc_lab.widgets.checks import ChecksWorker, checks_setup
@@ -71,9 +71,9 @@ from mlc_lab.widgets.explorer_text import (
 log = logging.getLogger(__name__)
 
 MEASURE_TARGETS = ("cpu", "cuda")
-# A note from the page that needs no answer: it moved to a step it holds (undo, redo, go to step:
-# js/explorer/view.ts answers those from its own steps) and the Session follows.
-FOLLOW = "mlc-follow"
+# FOLLOW (mlc_lab.model.requests, beside the requests): a note from the page that needs no answer: it
+# moved to a step it holds (undo, redo, go to step: js/explorer/view.ts answers those from its own
+# steps) and the Session follows.
 
 
 class Explorer(AccessRequests, PathPanel, RpcWidget):
