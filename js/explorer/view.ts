@@ -29,7 +29,7 @@ import { isEditableTarget, keyAction, toggleHelp } from "./keys";
 import type { Measurements } from "../measure/measure";
 import { type ApplyCall, type Offer, applicable, buildCall, defaultValues, offerForKey } from "./primitives";
 import { HeldSteps } from "./held";
-import { History, readStep } from "./state";
+import { History, readStep, sameDecisions, sameStep } from "./state";
 import { exportHtml, exportTrace } from "./export";
 import { Toolbar, button } from "./toolbar";
 import { type Tab, Tabs } from "./tabs";
@@ -228,18 +228,18 @@ export class ExplorerView {
 
   // ---- traits -> what changed ------------------------------------------------------------------
 
-  /** A new current step: mark what differs from the one shown (one redraw for the whole message). */
+  /** A new current step: mark what differs from the one shown (one redraw for the whole message). A step
+   *  never changes once made: its id says if it is another; parts are compared to spare shared redraws. */
   private onStep(): void {
     const prev = this.cur;
     const next = this.held.hold();
     this.cur = next;
     this.history.visit(next.id);
-    if (next.id !== prev.id) {
-      for (const name of ["step", "loop_tree"] as const) this.invalidate(name);
-    } else if (JSON.stringify(next.loop_tree) !== JSON.stringify(prev.loop_tree)) this.invalidate("loop_tree");
+    if (sameStep(next, prev)) return;
+    for (const name of ["step", "loop_tree"] as const) this.invalidate(name);
     if (next.script !== prev.script) this.invalidate("script");
     if (next.changed_lines.join() !== prev.changed_lines.join()) this.invalidate("changed_lines");
-    if (JSON.stringify(next.decisions) !== JSON.stringify(prev.decisions)) this.invalidate("decisions");
+    if (!sameDecisions(next.decisions, prev.decisions)) this.invalidate("decisions");
     if (next.trace !== prev.trace) this.invalidate("trace");
   }
 
