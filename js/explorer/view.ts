@@ -11,6 +11,7 @@ import { FOLLOW, type FollowMessage, type RequestParams } from "../lib/model";
 /** The requests that change the session: Python answers with the new state (and maybe a selection). */
 type StepRequest = "apply" | "goto" | "set_decision" | "replay";
 import { kernelLive, onKernelLost, recordedReply, recordedResult } from "../lib/offline";
+import type { Panel } from "../lib/panel";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerTraits, FailureInfo, HistoryDelta, Selection, StepData, StepId } from "../lib/types";
 import { ChecksPanel, type StepChecks, type ChecksSetup, type StepHazards, checksBadge, reportFor } from "../checks/panel";
@@ -782,19 +783,16 @@ export class ExplorerView {
     if (pending) recordLatency(this.root, pending);
   }
 
+  /** The panels of lib/panel.ts: each ends as the others do (dispose). */
+  private get panels(): Panel<never>[] {
+    return [this.memory, this.cuda, this.compiler, this.trace];
+  }
+
   dispose(): void {
     this.bar.dispose();
     this.way.dispose();
     for (const d of this.disposers) d();
-    this.memory.dispose();
-    this.layout.dispose();
-    this.rpc.dispose();
-    this.measuring.dispose();
-    this.memoryRpc.dispose();
-    this.cuda.destroy();
-    this.compiler.destroy();
-    this.code.destroy();
-    this.trace.destroy();
+    for (const part of [...this.panels, this.layout, this.rpc, this.measuring, this.memoryRpc, this.code]) part.dispose();
     this.root.remove();
   }
 }
