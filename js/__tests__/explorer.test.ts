@@ -1,7 +1,8 @@
 // @vitest-environment jsdom
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import widget from "../explorer";
-import { BUSY_DELAY_MS, FOLLOW } from "../explorer/view";
+import { BUSY_DELAY_MS } from "../explorer/view";
+import { FOLLOW } from "../lib/model";
 import { fakeModel, mmRelu, render, SCRIPT, tick, treeBytes } from "./fixtures";
 
 type Model = ReturnType<typeof fakeModel>;

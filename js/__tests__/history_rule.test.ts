@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
 import { History, sameDecisions, sameStep } from "../explorer/state";
-import { FOLLOW } from "../explorer/view";
+import { FOLLOW } from "../lib/model"; // declared beside the requests (mlc_lab/model/requests.py)
 import { fakeModel, render, tick } from "./fixtures";
 import walkFile from "./fixtures/history_walk.json";
 

@@ -5,7 +5,6 @@
 import type { AnyModel } from "@anywidget/types";
 import { AccessPanel } from "../access/panel";
 import { h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
-import { hostOffer, requestSidePanel } from "../lib/host";
 import { FOLLOW, type FollowMessage, type RequestParams } from "../lib/model";
 
 /** The requests that change the session: Python answers with the new state (and maybe a selection). */
@@ -25,14 +24,14 @@ import { renderBanner, showLocalError } from "./banner";
 import { HistoryPane } from "./history_pane";
 import { Measuring } from "./measuring";
 import { type PendingClick, recordLatency } from "./latency";
-import { ExplorerLayout } from "./layout";
+import { ExplorerLayout, sidePanelButton } from "./layout";
 import { isEditableTarget, keyAction, toggleHelp } from "./keys";
 import type { Measurements } from "../measure/measure";
 import { type ApplyCall, type Offer, applicable, buildCall, defaultValues, offerForKey } from "./primitives";
 import { HeldSteps } from "./held";
 import { History, readStep, sameDecisions, sameStep } from "./state";
 import { exportHtml, exportTrace } from "./export";
-import { Toolbar, button } from "./toolbar";
+import { Toolbar, type ToolbarHost } from "./toolbar";
 import { type Tab, Tabs } from "./tabs";
 import { TracePanel } from "./trace";
 import { type Entry, TreeIndex, lineSpan } from "./tree";
@@ -40,8 +39,6 @@ import { renderTree } from "./tree_view";
 
 type Model = AnyModel<ExplorerTraits>;
 
-/** The note that moves the kernel's Session to the step the page shows (mlc_lab/model/requests.py). */
-export { FOLLOW };
 /** What a redraw looks at: a trait by its name, or a part of the current step by its field's name
  * (the `step` trait itself: the current step is another one). */
 type Part = keyof ExplorerTraits | Exclude<keyof StepData, "id">;
@@ -96,29 +93,7 @@ export class ExplorerView {
     this.cur = this.held.hold();
     this.index = new TreeIndex(this.cur.loop_tree);
 
-    this.bar = new Toolbar({
-      undo: () => void this.undo(),
-      redo: () => void this.redo(),
-      measure: () => void this.measure(),
-      cancelMeasure: () => void this.measuring.cancel(),
-      toggleMemory: () => this.toggleMemory(),
-      exportHtml: () => void this.exportHtml(),
-      toggleHelp: () => this.toggleHelp(),
-      modeChanged: (mode) => {
-        if (mode === "unified" || mode === "split") this.pendingClick = { t0: performance.now(), primitive: "diff" };
-        this.setCuda(mode === "cuda");
-        this.setCompiler(mode === "compiler");
-        this.diffMode = this.cudaOn || this.compilerOn ? "off" : (mode as DiffMode);
-        this.bar.baseSel.hidden = this.diffMode === "off";
-        if (this.diffMode !== "off") this.drawBases();
-        void this.renderDiff();
-      },
-      baseChanged: () => {
-        this.pendingClick = { t0: performance.now(), primitive: "diff" };
-        void this.renderDiff();
-      },
-      busyShown: (shown) => this.root.classList.toggle("mlc-busy-state", shown),
-    });
+    this.bar = new Toolbar(this.toolbarHandlers());
     this.measuring = new Measuring(model, this.bar, this.bar.el, (err) => this.showLocalError(err));
     this.memory = new AccessPanel({ request: (method, params) => this.memoryRpc.call(method, params), maxPx: 200, onProgress: (cb) => this.memoryRpc.listen("mlc-progress", (m) => cb(Number(m.done), Number(m.total))), stepKey: () => String(this.current()) });
     this.memoryHost = h("div", { class: "mlc-memory", hidden: true }, this.memory.el);
@@ -141,18 +116,7 @@ export class ExplorerView {
       exportTrace: (format) => void this.exportTrace(format),
       importTrace: (text, filename) => void this.importTrace(text, filename),
     });
-    this.historyPane = new HistoryPane(model, {
-      steps: () => this.history.steps(),
-      current: () => this.current(),
-      moveTo: (id) => void this.moveTo(id, "goto"),
-      inspect: (failure) => {
-        this.inspected = failure;
-        this.drawBanner();
-        this.drawTree();
-        this.drawCode(false);
-      },
-      onDispose: (fn) => this.disposers.push(fn),
-    });
+    this.historyPane = this.historyPaneOf(model);
     this.checksPanel = new ChecksPanel({
       pick: (name) => this.selectName(name),
       recorded: (step) => recordedResult(model, "checks", { step }),
@@ -177,16 +141,7 @@ export class ExplorerView {
     );
     this.layout = new ExplorerLayout(this.root, () => (this.memoryHost.hidden ? 0 : 520), () => this.layoutHeight());
     toolbarEnd.before(this.layout.maximizeBtn);
-    // In JupyterLab with mlc_lab's extension: a second view of this explorer in the right split.
-    const side = button("⇥", "Open in a side panel: a second view of this explorer beside the notebook", "mlc-side-panel", () => requestSidePanel(this.root));
-    side.hidden = true;
-    this.layout.maximizeBtn.before(side);
-    const offerSide = () => {
-      side.hidden = !(this.root.isConnected && hostOffer()?.canOpenSidePanel(this.root));
-    };
-    queueMicrotask(offerSide);
-    setTimeout(offerSide, 0); // the output is attached to the page after render returns
-    this.root.addEventListener("pointerenter", offerSide);
+    this.layout.maximizeBtn.before(sidePanelButton(this.root));
     this.root.append(this.layout.grip);
     this.root.addEventListener("click", (ev) => {
       if ((ev.target as HTMLElement | null)?.closest?.(".mlc-more-room")) this.layout.setMaximized(true);
@@ -201,6 +156,54 @@ export class ExplorerView {
     keepKeys(this.root);
     this.tabs.show("history");
 
+    this.watchTraits(model);
+    for (const name of ["script", "loop_tree", "history", "decisions", "trace", "error", "step", "measuring", "checks", "path"] as const) this.dirty.add(name);
+    this.flush();
+  }
+
+  private toolbarHandlers(): ToolbarHost {
+    return {
+      undo: () => void this.undo(),
+      redo: () => void this.redo(),
+      measure: () => void this.measure(),
+      cancelMeasure: () => void this.measuring.cancel(),
+      toggleMemory: () => this.toggleMemory(),
+      exportHtml: () => void this.exportHtml(),
+      toggleHelp: () => this.toggleHelp(),
+      modeChanged: (mode) => {
+        if (mode === "unified" || mode === "split") this.pendingClick = { t0: performance.now(), primitive: "diff" };
+        this.setCuda(mode === "cuda");
+        this.setCompiler(mode === "compiler");
+        this.diffMode = this.cudaOn || this.compilerOn ? "off" : (mode as DiffMode);
+        this.bar.baseSel.hidden = this.diffMode === "off";
+        if (this.diffMode !== "off") this.drawBases();
+        void this.renderDiff();
+      },
+      baseChanged: () => {
+        this.pendingClick = { t0: performance.now(), primitive: "diff" };
+        void this.renderDiff();
+      },
+      busyShown: (shown) => this.root.classList.toggle("mlc-busy-state", shown),
+    };
+  }
+
+  private historyPaneOf(model: Model): HistoryPane {
+    return new HistoryPane(model, {
+      steps: () => this.history.steps(),
+      current: () => this.current(),
+      moveTo: (id) => void this.moveTo(id, "goto"),
+      inspect: (failure) => {
+        this.inspected = failure;
+        this.drawBanner();
+        this.drawTree();
+        this.drawCode(false);
+      },
+      onDispose: (fn) => this.disposers.push(fn),
+    });
+  }
+
+  /** The traits that redraw a part, and the checks reports kept per step. */
+  private watchTraits(model: Model): void {
     const watch = (name: keyof ExplorerTraits, cb = () => this.invalidate(name)) => {
       model.on(`change:${name}`, cb);
       this.disposers.push(() => model.off(`change:${name}`, cb));
@@ -223,8 +226,6 @@ export class ExplorerView {
     this.disposers.push(onKernelLost(model, () => this.invalidate("measuring")));
     watch("history", () => this.onHistory());
     this.onHistory();
-    for (const name of ["script", "loop_tree", "history", "decisions", "trace", "error", "step", "measuring", "checks", "path"] as const) this.dirty.add(name);
-    this.flush();
   }
 
   // ---- traits -> what changed ------------------------------------------------------------------
