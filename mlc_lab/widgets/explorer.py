@@ -156,10 +156,8 @@ class Explorer(AccessRequests, RpcWidget):
         target: str | None = None,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(session, SessionLike):
-            raise TypeError(
-                f"Explorer needs a mlc_lab.Session (or a mlc_lab.core.protocol.SessionLike); got {type(session).__name__}"
-            )
+        if not isinstance(session, SessionLike):  # the protocol, checked: every member it declares
+            raise TypeError(f"Explorer needs a mlc_lab.Session (or a SessionLike); got {type(session).__name__}")
         self._session: SessionLike = session
         self._class_token = class_token  # kept in the kernel: never a trait (saved notebooks keep traits)
         self._lock = threading.RLock()
@@ -705,11 +703,10 @@ class Explorer(AccessRequests, RpcWidget):
         """The Compiler panel: passes, code and loop facts of a step (see compiler_panel.py); the
         target is "cpu", "cuda", a CUDA arch, a TVM target tag or a target as JSON."""
         sid = self._session.current.id if step is None else self._step_id(step)
-        session = self._session
-        if not isinstance(session, Lowering):
-            raise MlcLabError(f"a {type(session).__name__} cannot be lowered (it has no lower())")
+        if not isinstance(self._session, Lowering):
+            raise MlcLabError(f"a {type(self._session).__name__} cannot be lowered (it has no lower())")
         try:
-            return lower_payload(session, _plain(sid), target)
+            return lower_payload(self._session, _plain(sid), target)
         except BadTarget as exc:  # the panel keeps its last good view and says this under its field
             raise RequestError(str(exc), type="bad_target") from None
         except MlcLabError as exc:
@@ -772,8 +769,7 @@ def explore(x: Any, func: str | None = None, **kwargs: Any) -> Explorer:
 
 
 def _new_session(x: Any, func: str | None) -> FullSession:
-    """A Session of a module or TVMScript, typed as all that a widget may use of one: mypy fails
-    here when the Session lacks a member of mlc_lab.core.protocol's protocols."""
+    """A new Session, held to all a widget uses (mypy fails here when the Session lacks a member)."""
     from mlc_lab.core.session import Session  # core is allowed; it is the one that talks to TVM
 
     return Session(x, func)
