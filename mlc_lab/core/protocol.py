@@ -5,9 +5,11 @@ typed against it, so mypy fails at a widget's call when a member is renamed here
 widget hands a ``Session`` over (``explore``, ``access_view``) when the Session no longer has one.
 A few views need more than a stand-in may have; each extra is its own protocol, narrowed with
 ``isinstance`` where it is used (the widgets never probe a session by name): ``Checking`` (the
-Checks panel), ``Lowering`` (the Compiler panel), ``Analysing`` (the memory panel and view),
-``Submitting`` (the Submit bar) and ``Retraceable`` (the tuning dashboard). ``FullSession`` is all
-of them: what the real Session is held to.
+Checks panel), ``Lowering`` (the Compiler panel), ``Analysing`` (the memory panel; with
+``SessionLike``, ``AnalysingSession``: the memory view), ``Submitting`` (the Submit bar) and
+``Retraceable`` (the tuning dashboard). ``FullSession`` is all of them: what the real Session is
+held to. The extras a view checks per request declare methods only: on Python 3.11 an
+``isinstance`` with a protocol reads every property it declares.
 
 ``tests/widgets/test_session_contract.py`` runs the same checks against the real Session and
 against the fake the widget tests use, so the fake cannot drift from what it stands in for;
@@ -101,8 +103,8 @@ class Lowering(Protocol):
 
 
 @runtime_checkable
-class Analysing(SessionLike, Protocol):
-    """A session with the memory analyses (the memory view, and the explorer's memory panel)."""
+class Analysing(Protocol):
+    """The memory analyses (the memory view, and the explorer's memory panel)."""
 
     def footprint(
         self,
@@ -128,6 +130,11 @@ class Analysing(SessionLike, Protocol):
 
 
 @runtime_checkable
+class AnalysingSession(SessionLike, Analysing, Protocol):
+    """A session with the memory analyses: what the memory view shows."""
+
+
+@runtime_checkable
 class Submitting(Protocol):
     """A session that writes a step as the function a class server grades (the Submit bar)."""
 
@@ -147,6 +154,6 @@ class Retraceable(SessionLike, Protocol):
     def from_trace(cls, module: Any, trace: Any, func: str | None = None) -> Self: ...
 
 
-class FullSession(Analysing, Checking, Lowering, Submitting, Retraceable, Protocol):
+class FullSession(AnalysingSession, Checking, Lowering, Submitting, Retraceable, Protocol):
     """All that any widget uses of a session: what ``mlc_lab.Session`` is (``explore`` holds a new
     Session to it, so mypy fails there when the Session loses a member a widget calls)."""

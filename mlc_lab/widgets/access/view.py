@@ -41,7 +41,7 @@ import numpy as np
 import traitlets as t
 
 from mlc_lab.core.access.budget import AnalysisCancelled, Budget
-from mlc_lab.core.protocol import Analysing, SessionLike
+from mlc_lab.core.protocol import Analysing, AnalysingSession, SessionLike
 from mlc_lab.model.steps import LoopTree, ref_of
 from mlc_lab.model.steps import plain as _plain
 from mlc_lab.errors import AccessAnalysisError, MlcLabError
@@ -176,7 +176,7 @@ def swept_loops(chain: list[dict]) -> list[str]:
 
 
 def _footprints(
-    session: Analysing,
+    session: AnalysingSession,
     target: str,
     values: dict,
     step: int | None,
@@ -215,7 +215,7 @@ def _analysis_error(summary: str, exc: BaseException) -> RequestError:
 
 
 def footprint_payload(
-    session: Analysing,
+    session: AnalysingSession,
     loop: str,
     at: dict | None = None,
     step: int | None = None,
@@ -300,7 +300,7 @@ def _buffer_entry(name: str, fp: Any, pack: _Packer) -> BufferPayload:
 
 
 def gpu_payload(
-    session: Analysing,
+    session: AnalysingSession,
     loop: str,
     at: dict | None = None,
     warp: int | None = None,
@@ -425,7 +425,7 @@ class AccessRequests:
         session = self._analysing()
         return gpu_payload(session, loop, at, warp=warp, block=block, tree=self.loop_tree, shape_vars=shape_vars)
 
-    def _analysing(self) -> Analysing:
+    def _analysing(self) -> AnalysingSession:
         """The session, as one with the memory analyses (an explorer's stand-in may have none)."""
         if not isinstance(self._session, Analysing):
             raise MlcLabError(f"a {type(self._session).__name__} has no memory analyses (no footprint())")
@@ -469,12 +469,14 @@ class AccessView(AccessRequests, RpcWidget):
     height = t.Unicode("").tag(sync=True)
     error = t.Dict().tag(sync=True)
 
-    def __init__(self, session: Analysing, loop: str | None = None, *, at: dict | None = None, **kwargs: Any) -> None:
-        if not isinstance(session, Analysing):
+    def __init__(
+        self, session: AnalysingSession, loop: str | None = None, *, at: dict | None = None, **kwargs: Any
+    ) -> None:
+        if not isinstance(session, AnalysingSession):
             raise TypeError(
-                f"AccessView needs a mlc_lab.Session (or a mlc_lab.core.protocol.Analysing); got {type(session).__name__}"
+                f"AccessView needs a mlc_lab.Session (or an AnalysingSession); got {type(session).__name__}"
             )
-        self._session: Analysing = session
+        self._session: AnalysingSession = session
         self._lock = threading.RLock()
         tree = session.step_view().loop_tree
         if loop:
@@ -550,7 +552,7 @@ class AccessView(AccessRequests, RpcWidget):
         )
 
     @property
-    def session(self) -> Analysing:
+    def session(self) -> AnalysingSession:
         return self._session
 
     @property
@@ -649,8 +651,8 @@ def access_view(x: Any, loop: str | None = None, **kwargs: Any) -> AccessView:
     >>> s = mlc_lab.Session(MyModule)
     >>> view = mlc_lab.widgets.access.view(s, "j_1", at={"Y/i": 3, "k": 7})
     """
-    session: Analysing
-    if isinstance(x, Analysing):
+    session: AnalysingSession
+    if isinstance(x, AnalysingSession):
         session = x
     else:
         from mlc_lab.core.session import Session
@@ -663,7 +665,7 @@ def access_view(x: Any, loop: str | None = None, **kwargs: Any) -> AccessView:
 
 
 def snapshot_data(
-    session: Analysing,
+    session: AnalysingSession,
     loop: str,
     at: dict | None = None,
     *,
