@@ -80,7 +80,7 @@ def test_a_partly_bound_program_names_only_the_unbound_block():
 
 
 def test_too_many_threads_per_block_is_refused_before_building():
-    s = blocking_with_shared(mlc_lab.Session(matmul(1024)), local=4, block=64, tile_k=4)  # 4096 threads
+    s = blocking_with_shared(mlc_lab.Session(matmul(1024)), local=4, block=64, tile_k=64)  # 4096 threads
     with pytest.raises(MeasureError) as info:
         cuda_source(s.module, s.func_name)
     assert "4096 threads per block" in str(info.value) and "1024" in str(info.value)
