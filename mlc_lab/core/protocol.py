@@ -25,6 +25,15 @@ from mlc_lab.core.history import Step
 from mlc_lab.model.steps import Change, Decision, FailedAttempt, StepView
 
 
+class CudaBuildLike(Protocol):
+    """What ``cuda_source`` answers (``mlc_lab.core.measure.CudaBuild``)."""
+
+    source: str
+    kernels: list[dict]
+    ptx: str | None
+    ptx_error: str | None
+
+
 @runtime_checkable
 class SessionLike(Protocol):
     func_name: str
@@ -81,7 +90,7 @@ class SessionLike(Protocol):
 
     def measure(self, target: Any = "cpu", step: int | None = None, **kwargs: Any) -> Any: ...
 
-    def cuda_source(self, step: int | None = None, **kwargs: Any) -> Any: ...
+    def cuda_source(self, step: int | None = None, **kwargs: Any) -> CudaBuildLike: ...
 
     def on_change(self, callback: Callable[[Change], None]) -> Callable[[], None]:
         """Call ``callback(change)`` after every change; returns a function that unsubscribes."""

@@ -693,10 +693,10 @@ class Explorer(AccessRequests, RpcWidget):
             raise RequestError(summary, detail=detail, step=_plain(sid), type=error_kind(exc)) from None
         return {
             "step": _plain(sid),
-            "source": str(getattr(build, "source", "")),
-            "kernels": _plain(list(getattr(build, "kernels", []) or [])),
-            "ptx": getattr(build, "ptx", None),
-            "ptx_error": getattr(build, "ptx_error", None),
+            "source": str(build.source),
+            "kernels": _plain(list(build.kernels or [])),
+            "ptx": build.ptx,
+            "ptx_error": build.ptx_error,
         }
 
     def lower(self, step: Any = None, target: Any = "cpu") -> dict:
