@@ -12,8 +12,15 @@
             tune with `runner="batch:slurm"` (each round of 16 an exclusive job running the measuring
             side, TVM's runtime alone) against the same tune with the local runner; each round's
             wait in the queue and run time; both bests re-timed by `measure`, interleaved.
+  sessions: what a sandboxed session costs (issue 32's last door): one tracker, one server of each kind
+            on 127.0.0.1 (TVM's own `tvm.exec.rpc_server`; mlc_lab's `mlc_lab.core.server_sandbox` with
+            `--unsafe-same-user`; the same, each session in the sandbox), the same built 128^3 matmul
+            measured `--sessions` times on each, one session a candidate, the kinds interleaved. Figures:
+            each kind's wall time a candidate (request the session, upload, load, check, time, the server
+            back at the tracker), its kernel's median latency, and the ratios to TVM's own server.
 
 Usage: python benchmarks/remote.py [--trials 64] [--size 128] [--skip-tracker] [--skip-slurm] [--retime 5]
+                                   [--sessions 12] [--skip-sessions]
 Slurm needs root (slurmd) and `scripts/install_slurm.sh`. The machine's load average and CPU are printed.
 """
 
@@ -38,7 +45,7 @@ from mlc_lab.core.measure import measure  # noqa: E402
 from mlc_lab.core.session import Session  # noqa: E402
 from mlc_lab.core.tuning import TuneJob, tune  # noqa: E402
 from mlc_lab.tvm.course_programs import matmul  # noqa: E402
-from tests.unit.rpc_cluster import Cluster  # noqa: E402
+from tests.unit.rpc_cluster import SANDBOXED, Cluster  # noqa: E402
 from tests.unit.slurm_cluster import SlurmCluster  # noqa: E402
 
 
@@ -160,6 +167,68 @@ def slurm_figures(program, trials: int, work: Path, rounds: int) -> dict:
     return out
 
 
+SESSION_KINDS = {  # key -> the server's module and flags (tests/unit/rpc_cluster.py)
+    "tvm": [("tvm.exec.rpc_server",)],
+    "unsafe": [(SANDBOXED, "--unsafe-same-user")],
+    "sandboxed": [(SANDBOXED,)],
+}
+
+
+def session_figures(size: int, sessions: int, work: Path) -> dict:
+    """The wall time of one measurement (one session) on each kind of server, interleaved."""
+    from mlc_lab.tvm.measure import build, pool
+
+    mod = mlc_lab.load(matmul(size))
+    name, one = build.single_function_module(mod, None)
+    lib = str(work / "mm.so")
+    _export(one, lib)
+    inputs, expected = build._reference_outputs(build.module_to_text(mod), name, 0)  # noqa: SLF001
+    cluster = Cluster(work / "cluster_sessions", servers=0, more=SESSION_KINDS)
+    walls: dict[str, list[float]] = {k: [] for k in SESSION_KINDS}
+    latencies: dict[str, list[float]] = {k: [] for k in SESSION_KINDS}
+    errors: dict[str, list[str]] = {k: [] for k in SESSION_KINDS}
+    pools = {k: pool.TrackerPool("127.0.0.1", cluster.port, k, servers=1, session_timeout_s=60) for k in SESSION_KINDS}
+    try:
+        for i in range(sessions + 1):  # the first round warms each server (its page cache), not counted
+            for key, p in pools.items():
+                cluster.wait_free(1, key=key)  # the server is back at the tracker: its next session can start
+                t0 = time.monotonic()
+                (out,) = p.measure([pool.Candidate(f"{key}{i}", lib, name, "cpu", inputs, expected)])
+                wall = time.monotonic() - t0
+                if not out.ok or not out.correct:
+                    errors[key].append(out.error or "wrong outputs")
+                elif i:
+                    walls[key].append(wall)
+                    latencies[key].append(statistics.median(out.results_s))
+    finally:
+        for p in pools.values():
+            p.close()
+        cluster.close()
+    out: dict = {"sessions": sessions, "load_after": load()}
+    for key in SESSION_KINDS:
+        w = walls[key]
+        out[key] = {
+            "measured": len(w),
+            "errors": errors[key][:3],
+            "wall_s_per_session": {"median": round(statistics.median(w), 3), "min": round(min(w), 3)} if w else None,
+            "kernel_median_ms": round(statistics.median(latencies[key]) * 1e3, 4) if w else None,
+        }
+    for key in ("unsafe", "sandboxed"):
+        if walls[key] and walls["tvm"]:
+            a, b = statistics.median(walls[key]), statistics.median(walls["tvm"])
+            out[f"{key}_over_tvm_wall"] = round(a / b, 2)
+            out[f"{key}_minus_tvm_wall_s"] = round(a - b, 3)
+    return out
+
+
+def _export(one, path: str) -> None:
+    import tvm
+
+    from mlc_lab.tvm.measure import build
+
+    tvm.compile(one, target=build.cpu_target()).export_library(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=64)
@@ -167,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retime", type=int, default=5, help="interleaved re-timings of each best by measure")
     p.add_argument("--skip-tracker", action="store_true")
     p.add_argument("--skip-slurm", action="store_true")
+    p.add_argument("--sessions", type=int, default=12, help="measurements on each kind of server (sessions)")
+    p.add_argument("--skip-sessions", action="store_true")
     args = p.parse_args(argv)
     program = mlc_lab.load(matmul(args.size))
     out: dict = {"cpu": cpu_name(), "load_before": load(), "trials": args.trials, "size": args.size}
@@ -176,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
             out["tracker"] = tracker_figures(program, args.trials, work, args.retime)
         if not args.skip_slurm:
             out["slurm"] = slurm_figures(program, args.trials, work, args.retime)
+        if not args.skip_sessions:
+            out["sessions"] = session_figures(args.size, args.sessions, work)
     out["load_after"] = load()
     print(json.dumps(out, indent=1, default=str))
     return 0

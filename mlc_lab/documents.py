@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from mlc_lab.errors import TraceParseError, UsageError
+from mlc_lab.model.tuning import JOB_FILE, RECORDS_FILE
 
 TRACE_SUFFIXES = (".trace.json", ".trace")
-RECORD_FILE = "database_tuning_record.json"
 
 
 def course_programs() -> dict[str, str]:
@@ -73,9 +73,9 @@ def open_trace(trace_path: str | os.PathLike, program: Any = None) -> Any:
 def work_dir_of(path: str | os.PathLike) -> Path:
     """A tuning run's work directory, from itself or its database_tuning_record.json."""
     p = Path(path)
-    wd = p.parent if p.name == RECORD_FILE else p
-    if not (wd / RECORD_FILE).is_file() and not (wd / "mlc_lab_job.json").is_file():
-        raise UsageError(f"{p}: not a tuning work directory (no {RECORD_FILE} in {wd})")
+    wd = p.parent if p.name == RECORDS_FILE else p
+    if not (wd / RECORDS_FILE).is_file() and not (wd / JOB_FILE).is_file():
+        raise UsageError(f"{p}: not a tuning work directory (no {RECORDS_FILE} in {wd})")
     return wd
 
 

@@ -1,6 +1,6 @@
-"""The whole suite runs on the strict wire: every reply, error kind and synced trait a widget sends is
-checked against mlc_lab.model (mlc_lab.widgets._base.STRICT_WIRE), and a test after which anything
-departed fails, naming where."""
+"""The whole suite runs on the strict wire: every reply, error kind and synced trait a widget sends, and
+every answer of a worker or grading child, is checked against mlc_lab.model (mlc_lab.model.conform.STRICT_WIRE),
+and a test after which anything departed fails, naming where."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import sys
 
 import pytest
 
-os.environ["MLC_LAB_STRICT_WIRE"] = "1"  # before mlc_lab.widgets is imported (and for kernels started here)
+os.environ["MLC_LAB_STRICT_WIRE"] = "1"  # before mlc_lab.model is imported (and for kernels started here)
 
 
 @pytest.fixture(autouse=True)
 def _strict_wire():
-    base = sys.modules.get("mlc_lab.widgets._base")
+    base = sys.modules.get("mlc_lab.model.conform")
     if base is not None:
         base.wire_violations.clear()
     yield
-    base = sys.modules.get("mlc_lab.widgets._base")
+    base = sys.modules.get("mlc_lab.model.conform")
     if base is not None and base.wire_violations:
         found, base.wire_violations[:] = list(base.wire_violations), []
         pytest.fail("the wire departs from mlc_lab.model:\n  " + "\n  ".join(found[:20]), pytrace=False)

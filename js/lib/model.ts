@@ -463,7 +463,7 @@ export interface KernelFacts {
 export interface GpuBuffer {
   name: string;
   scope: string;
-  shape: number[];
+  shape: (number | null)[];
   dtype: string;
   bytes: number | null;
 }

@@ -4,7 +4,8 @@ Without a trace the program is the caller's own and runs in the persistent worke
 a hand-in (a teacher benching a student's schedule): its kernel is built here and runs only in the
 sandbox (`mlc_lab.core.kernel_sandbox`); where the machine cannot sandbox nothing runs, unless
 ``--unsafe-same-user`` (which keeps the limits). With ``--runner`` (rpc://..., batch:...) the kernel is
-built here and runs on the measuring machines the runner names, never here."""
+built here and runs on the measuring machines the runner names, never here; a trace file's, through a
+tracker, only on servers whose sessions run in the sandbox (`mlc_lab.core.server_sandbox`)."""
 
 from __future__ import annotations
 
@@ -124,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _measure_own(session, args: argparse.Namespace, runner: str = "local"):
     """The caller's own program (no trace file), timed in the persistent worker; or, with a runner,
-    any program built in the worker and timed on the machines the runner names (`measure`)."""
+    any program built in the worker and timed on the machines the runner names (`measure`): a trace
+    file's only on servers whose sessions run in the sandbox, unless --unsafe-same-user."""
     from mlc_lab.core.measure import measure
 
     return measure(
@@ -136,6 +138,7 @@ def _measure_own(session, args: argparse.Namespace, runner: str = "local"):
         timeout=args.timeout,
         cache=args.cache,
         runner=runner,
+        sandboxed_only=bool(args.trace) and not args.unsafe_same_user,
     )
 
 

@@ -42,6 +42,7 @@ def time_submission(assignment, trace: str, runner: str | None, unsafe_same_user
                 target,
                 runner,
                 repeats=assignment.repeats,
+                sandboxed_only=not unsafe_same_user,  # a submission's kernel: only in a server's sandbox
             )
         except Exception as exc:  # noqa: BLE001  (the verdict says it; the server goes on)
             return {"timing_error": f"the program could not be timed on the class's machines: {exc}"}

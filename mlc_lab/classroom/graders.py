@@ -38,8 +38,9 @@ import psutil
 
 from mlc_lab.classroom import reaper
 from mlc_lab.classroom.timing import LOCK_ENV
-from mlc_lab.core.worker import launch
+from mlc_lab.core.worker import decode_result, launch
 from mlc_lab.core.worker import stop as stop_child
+from mlc_lab.errors import MeasureError
 from mlc_lab.grading.report import failed_verdict
 from mlc_lab.model.worker_ops import WORKER_OPS
 
@@ -237,11 +238,11 @@ class Grader:
         line = _read_line(proc, timeout_s)
         if line is None:
             return "timeout"
+        if not line:  # the child's end of file: it died
+            return "crash"
         try:
-            answer = json.loads(line) if line else None
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict):
+            answer = decode_result("grade_class", json.loads(line))  # a verdict, or timings
+        except (ValueError, MeasureError):
             return "crash"
         self.jobs += 1
         return answer

@@ -13,7 +13,10 @@ Standard library only (it runs before, and outside, anything the sandbox lets in
   a nested user namespace), no capabilities, no_new_privs, rlimits, cwd /tmp, then execs argv.
 
 fd 3 is the program's result channel; fd 4 carries one dict per line (a Python literal) to the grader (the init's
-pid, the program's status, or a setup error) and is closed in the program by its exec.
+pid, the program's status, or a setup error) and is closed in the program by its exec. fd 5, when the caller
+hands one on (a measuring server's connection to its client: `sandbox.run_sandboxed`'s ``pass_fd``), is the
+program's alone: the setup and the init close their copies. A socket keeps the network namespace it was made
+in: the program talks to its client through it, and to nothing else (its own namespace has no interface up).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "
 # statvfs flag -> mount flag, for the flags a bind inherits and (in a user namespace) must keep
 ST_TO_MS = {1: MS_RDONLY, 2: MS_NOSUID, 4: MS_NODEV, 8: MS_NOEXEC, 1024: MS_NOATIME, 2048: MS_NODIRATIME}
 ST_RELATIME = 4096
-STATUS_FD, RESULT_FD = 4, 3
+STATUS_FD, RESULT_FD, PASSED_FD = 4, 3, 5
 NOBODY = 65534
 DEVICES = ("null", "zero", "random", "urandom")
 
@@ -150,15 +153,22 @@ def _bind_tree(root: str, paths: list[str]) -> None:
         done.append(real)
 
 
-def _make_dev(root: str) -> None:
+def _make_dev(root: str, devices: dict[str, str]) -> None:
+    """A minimal /dev: the four harmless nodes, the links a program expects, and `devices` (a name
+    under /dev -> the host's node or folder of nodes: a GPU's), bound read-write, never executable."""
     dev = root + "/dev"
     os.makedirs(dev, exist_ok=True)
     _mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,nr_inodes=64,mode=755")
-    for name in DEVICES:
+    for name, src in [*((n, f"/dev/{n}") for n in DEVICES), *sorted(devices.items())]:
         target = f"{dev}/{name}"
-        open(target, "wb").close()
-        _mount(f"/dev/{name}", target, None, MS_BIND)
-        _mount(None, target, None, _kept_flags(f"/dev/{name}") | MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NOEXEC)
+        if os.path.isdir(src):
+            os.makedirs(target, exist_ok=True)
+            _mount(src, target, None, MS_BIND | MS_REC)
+        else:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            open(target, "wb").close()
+            _mount(src, target, None, MS_BIND)
+        _mount(None, target, None, _kept_flags(src) | MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NOEXEC)
     for name, link in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1")):
         os.symlink(link, f"{dev}/{name}")
     os.symlink("/proc/self/fd/2", f"{dev}/stderr")
@@ -177,7 +187,7 @@ def build_root(cfg: dict) -> None:
     size = f"size={cfg['file_mb']}m,nr_inodes=65536,mode=1777"
     _mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, size)
     _bind_tree(root, cfg["ro"])
-    _make_dev(root)
+    _make_dev(root, cfg["devices"])
     os.makedirs(root + "/proc")
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for path in ("/proc/sys", "/proc/sysrq-trigger"):  # the kernel's knobs: read-only, whoever it runs as
@@ -307,7 +317,9 @@ def exec_program(cfg: dict, cwd: str) -> None:
     """In the program's process: limits, identity, cwd, exec; on failure, say why on fd 4."""
     try:
         os.set_inheritable(RESULT_FD, True)
-        os.closerange(STATUS_FD + 1, 1 << 16)
+        if cfg["pass_fd"]:
+            os.set_inheritable(PASSED_FD, True)
+        os.closerange(PASSED_FD + 1 if cfg["pass_fd"] else STATUS_FD + 1, 1 << 16)
         _write("/proc/self/oom_score_adj", "1000")  # when memory runs out, hand-ins go first
         if cfg["namespaces"]:
             drop_identity(cfg)
@@ -354,7 +366,7 @@ def init_main(cfg: dict) -> None:
                 signal.signal(sig, signal.SIG_IGN)
             except (OSError, ValueError):
                 pass
-    os.close(RESULT_FD)
+    _close_program_fds(cfg)
     while True:
         done, wait = os.waitpid(-1, 0)
         if done == pid:
@@ -364,19 +376,27 @@ def init_main(cfg: dict) -> None:
     os._exit(0)
 
 
-def _move_fds(result: int, status: int) -> None:
-    """Put the result channel at fd 3 and the status channel at fd 4."""
-    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (result, status)]
-    for fd in (result, status):
+def _move_fds(fds: list[int]) -> None:
+    """Put the result channel at fd 3, the status channel at fd 4 and the passed fd (if any) at fd 5."""
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
+    for fd in fds:
         os.close(fd)
-    for fd, target in zip(high, (RESULT_FD, STATUS_FD)):
+    for fd, target in zip(high, (RESULT_FD, STATUS_FD, PASSED_FD)):
         os.dup2(fd, target)
         os.close(fd)
 
 
+def _close_program_fds(cfg: dict) -> None:
+    """The setup's and the init's copies of what only the program uses: when the program ends, its
+    result channel and its connection close with it."""
+    os.close(RESULT_FD)
+    if cfg["pass_fd"]:
+        os.close(PASSED_FD)
+
+
 def setup_main(cfg: dict) -> None:
     """The process the grader started: limits of the tree, namespaces, then the init; wait for it."""
-    _move_fds(*cfg["fds"])
+    _move_fds(cfg["fds"])
     os.umask(0o022)  # the new root's folders must be open to the sandbox's user, whatever the grader's umask
     try:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -402,8 +422,9 @@ def setup_main(cfg: dict) -> None:
     if pid == 0:
         init_main(cfg)
     report({"init": pid})
-    for fd in (0, 1, 2, RESULT_FD):
+    for fd in (0, 1, 2):
         os.close(fd)
+    _close_program_fds(cfg)
     _, wait = os.waitpid(pid, 0)
     if wait != 0:
         report({"init_ended": _status(wait)})  # killed (by the grader, or the machine's OOM killer)

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from mlc_lab.core.sandbox import Outcome, SandboxUnavailable
-from mlc_lab.errors import MlcLabError
+from mlc_lab.errors import MeasureError, MlcLabError
 from mlc_lab.model.measure import (
     CandidateResult,
     Measurement,
@@ -290,10 +290,12 @@ def _read(out: Outcome) -> tuple[RunResults, dict]:
     if out.status != "ok":
         kind = {"timeout": "timeout", "cpu": "timeout"}.get(out.status, "crash")
         raise KernelRunFailed(f"the kernel {out.message}", kind, _tail(out))
+    from mlc_lab.core.worker import decode_result
+
     try:
         files = unpack_files(out.result)
-        results = RunResults.from_json(json.loads(files["results.json"]))
-    except (RunFormatError, KeyError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        results = decode_result(OP, json.loads(files["results.json"]))
+    except (RunFormatError, MeasureError, KeyError, ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise KernelRunFailed(
             f"the kernel's run gave no result the grader can read ({exc})", "crash", _tail(out)
         ) from None

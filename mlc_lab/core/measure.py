@@ -13,27 +13,15 @@ roofline (`mlc_lab.machine()`): its arithmetic intensity and its fraction of the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from mlc_lab.core.worker import DEFAULT_TIMEOUT_S, shutdown_worker, worker
 from mlc_lab.errors import MeasureError
+from mlc_lab.model.lowering import CudaBuild
 from mlc_lab.model.measure import Measurement
 from mlc_lab.model.worker_ops import WORKER_OPS
 
 __all__ = ["Measurement", "CudaBuild", "measure", "cuda_source", "sweep", "time_callable", "worker", "shutdown_worker"]
-
-
-@dataclass
-class CudaBuild:
-    """The CUDA program of a schedule: kernel source without the compatibility preamble, kernel
-    facts (threads per block, shared bytes), and PTX when asked for and nvcc is present."""
-
-    source: str
-    full_source: str
-    kernels: list[dict]
-    ptx: str | None = None
-    ptx_error: str | None = None
 
 
 # ----------------------------------------------------------------------------------------- API
@@ -61,6 +49,7 @@ def measure(
     raise_errors: bool = True,
     roofline: bool = True,
     runner: str = "local",
+    sandboxed_only: bool = False,
 ) -> Measurement:
     """Build `module` for `target` ("cpu" = native CPU with all cores, "cuda", or a TVM target dict),
     check its output against `reference` (the original program) on random inputs, and time it
@@ -73,6 +62,8 @@ def measure(
     tracker (which may run TVM's runtime alone), "batch:slurm[:PARTITION]" as a Slurm job, or
     "batch:COMMAND" by `COMMAND FOLDER` (docs/measuring.md); `timeout` then includes the wait for a
     machine (its default means 600 s there), and the result's `where` says which one.
+    `sandboxed_only` (a hand-in's program) times it only on servers whose sessions run in mlc_lab's
+    sandbox (`python -m mlc_lab.core.server_sandbox`).
 
     Failures raise `MeasureError` (`NoGPUError` for CUDA without a GPU), or, with
     `raise_errors=False`, come back as a `Measurement` whose `error` says what went wrong.
@@ -91,7 +82,7 @@ def measure(
     if elsewhere:
         extra = 60.0  # the far side's limit first, then the worker's
         far = WORKER_OPS["measure_elsewhere"].timeout_s - extra if timeout == DEFAULT_TIMEOUT_S else float(timeout)
-        payload.update(runner=str(runner), timeout_s=far)
+        payload.update(runner=str(runner), timeout_s=far, sandboxed_only=bool(sandboxed_only))
         timeout = far + extra
     try:  # each operation named as written: tests/unit/kernel_paths.py reads which one runs a kernel here
         if elsewhere:
@@ -191,12 +182,12 @@ def cuda_source(
     exceeds the GPU's threads-per-block or shared-memory limit, before anything is built.
     `ptx=True` also runs nvcc when it is installed (`ptx_error` says why not otherwise).
     """
-    r = worker().call("cuda", timeout=timeout, module=_module_text(module), func_name=func_name, target=target, ptx=ptx)
-    if r["problems"]:
-        raise MeasureError(r["problems"][0], kind="gpu_check", detail="\n".join(r["problems"][1:]))
-    return CudaBuild(
-        source=r["source"], full_source=r["full_source"], kernels=r["kernels"], ptx=r["ptx"], ptx_error=r["ptx_error"]
+    r: CudaBuild = worker().call(
+        "cuda", timeout=timeout, module=_module_text(module), func_name=func_name, target=target, ptx=ptx
     )
+    if r.problems:
+        raise MeasureError(r.problems[0], kind="gpu_check", detail="\n".join(r.problems[1:]))
+    return r
 
 
 def _session_parts(obj: Any) -> tuple[Any, Any, str | None]:

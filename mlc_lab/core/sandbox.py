@@ -332,6 +332,32 @@ def probe() -> str | None:
 _PROBED_OK: list[bool] = []
 
 
+@dataclass(frozen=True)
+class Extras:
+    """What a run may be given beyond its inputs (a measuring server's session, `core.server_sandbox`):
+    `pass_fd`, a descriptor of the caller's that the program gets as fd 5 (its connection to its client:
+    a socket keeps the network it was made in, so the program reaches its client and nothing else);
+    `devices`, nodes of the host bound read-write at ``/dev/NAME`` (a GPU's: name -> host path); and
+    `read_only`, more host paths bound read-only at their own paths (a CUDA toolkit's libraries)."""
+
+    pass_fd: int | None = None
+    devices: dict[str, str] = field(default_factory=dict)
+    read_only: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name, path in self.devices.items():
+            parts = name.split("/")
+            if not name or name.startswith("/") or any(p in ("", ".", "..") for p in parts) or parts[0] in DEVICES:
+                raise ValueError(f"the sandbox device name {name!r} is not a plain name under /dev")
+            if not os.path.isabs(path):
+                raise ValueError(f"the sandbox device {name!r} must be given as an absolute host path, not {path!r}")
+        if any(not os.path.isabs(p) for p in self.read_only):
+            raise ValueError(f"the sandbox's read-only paths must be absolute: {list(self.read_only)}")
+
+
+DEVICES = ("null", "zero", "random", "urandom", "fd", "stdin", "stdout", "stderr", "shm")  # /dev's own
+
+
 def run_sandboxed(
     argv: list[str],
     *,
@@ -339,23 +365,32 @@ def run_sandboxed(
     limits: Limits = Limits(),  # noqa: B008 - frozen, never changed
     env: dict[str, str] | None = None,
     unsafe_same_user: bool = False,
+    extras: Extras = Extras(),  # noqa: B008 - frozen
 ) -> Outcome:
     """Run `argv` in the sandbox (see the module's text) and return its `Outcome` once every
     process of its tree is gone. `inputs` are copied read-only to ``/input/NAME``; `env` is added to
-    a small clean environment (never the grader's own). `unsafe_same_user` runs it as this user,
-    with the host's files, keeping only the limits, the kill of the whole tree and fd 3 (an
-    ``/input/NAME`` argument then names the staged copy). Raises `SandboxUnavailable` when the
-    machine refuses a namespace and `unsafe_same_user` is False."""
+    a small clean environment (never the grader's own); `extras` hands on a descriptor, devices and
+    more read-only paths (`Extras`). `unsafe_same_user` runs it as this user, with the host's files,
+    keeping only the limits, the kill of the whole tree, fd 3 and the passed fd (an ``/input/NAME``
+    argument then names the staged copy). Raises `SandboxUnavailable` when the machine refuses a
+    namespace and `unsafe_same_user` is False."""
     if not argv or not all(isinstance(a, str) for a in argv):
         raise ValueError("run_sandboxed needs a non-empty list of strings as argv")
     if not unsafe_same_user:
         reason = probe()
         if reason is not None:
             raise SandboxUnavailable(reason)
-    return _run(list(argv), dict(inputs or {}), limits, env, not unsafe_same_user)
+    return _run(list(argv), dict(inputs or {}), limits, env, not unsafe_same_user, extras)
 
 
-def _run(argv: list[str], inputs: dict, limits: Limits, env: dict | None, namespaces: bool) -> Outcome:
+def _run(
+    argv: list[str],
+    inputs: dict,
+    limits: Limits,
+    env: dict | None,
+    namespaces: bool,
+    extras: Extras = Extras(),  # noqa: B008
+) -> Outcome:
     _sweep()
     work = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}_")
     cgroups = _Cgroups()
@@ -379,7 +414,9 @@ def _run(argv: list[str], inputs: dict, limits: Limits, env: dict | None, namesp
             "uid": os.geteuid(),
             "parent": os.getpid(),
             "cgroups": cgroups.procs_files(),
-            "ro": _read_only_paths(),
+            "ro": _read_only_paths() + list(extras.read_only),
+            "devices": dict(extras.devices),
+            "pass_fd": extras.pass_fd is not None,
             "cpu_s": limits.cpu_s,
             "file_mb": limits.file_mb,
             # RLIMIT_NPROC counts every process of the user: only the sandbox's own user may get it
@@ -387,7 +424,7 @@ def _run(argv: list[str], inputs: dict, limits: Limits, env: dict | None, namesp
             "argv": argv,
             "env": full_env,
         }
-        run = _Run(cfg, limits, cgroups)
+        run = _Run(cfg, limits, cgroups, extras.pass_fd)
         return run.wait()
     finally:
         if run is not None:
@@ -422,20 +459,20 @@ def _unsafe_path(arg: str, work: str) -> str:
 class _Run:
     """One sandboxed process tree, watched: its pipes read with caps, its limits checked every 50 ms."""
 
-    def __init__(self, cfg: dict, limits: Limits, cgroups: _Cgroups) -> None:
+    def __init__(self, cfg: dict, limits: Limits, cgroups: _Cgroups, pass_fd: int | None = None) -> None:
         self.limits, self.cgroups = limits, cgroups
         self.namespaces = cfg["namespaces"]
         self.start = time.monotonic()
         pipes = [os.pipe() for _ in range(4)]  # stdout, stderr, result, status
         (out_r, out_w), (err_r, err_w), (res_r, res_w), (st_r, st_w) = pipes
-        cfg["fds"] = [res_w, st_w]
+        cfg["fds"] = [res_w, st_w] + ([] if pass_fd is None else [pass_fd])
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", INIT],  # the config on stdin: /proc/1/cmdline is public
                 stdin=subprocess.PIPE,
                 stdout=out_w,
                 stderr=err_w,
-                pass_fds=(res_w, st_w),
+                pass_fds=tuple(cfg["fds"]),
                 start_new_session=True,
                 env={"LANG": "C.UTF-8"},
             )

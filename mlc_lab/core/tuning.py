@@ -18,21 +18,17 @@ import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from mlc_lab._threads import usable_cores
 from mlc_lab.core.worker import job_running, start_job, stop_group
 from mlc_lab.errors import NoGPUError, TuneError
+from mlc_lab.model.conform import WireData, WireError
+from mlc_lab.model.tuning import BEST_FILE, JOB_FILE, LIVE_FILE, LOG_FILE, MODULE_FILE, RECORDS_FILE  # the job's files
+from mlc_lab.model.tuning import SPACE_PICKLE, STATUS_FILE, TRIALS_FILE, BestSoFar, JobStatus, StoppedEarly, TrialLine
+from mlc_lab.model.tuning import median
 
-JOB_FILE = "mlc_lab_job.json"
-MODULE_FILE = "mlc_lab_module.json"
-SPACE_PICKLE = "mlc_lab_space.pkl"
-STATUS_FILE = "mlc_lab_status.json"
-TRIALS_FILE = "mlc_lab_trials.jsonl"
-BEST_FILE = "mlc_lab_best.json"
-RECORDS_FILE = "database_tuning_record.json"
-LOG_FILE = "mlc_lab.log"
-LIVE_FILE = "mlc_lab_live.jsonl"
+W = TypeVar("W", bound=WireData)
 FAILED_LATENCY = 1e9  # meta_schedule records a failed candidate as 1e10 s
 
 
@@ -62,6 +58,14 @@ class TuneRecord:
         return asdict(self)
 
     to_dict = to_json  # the older name
+
+    @classmethod
+    def of_line(cls, trial: int, line: TrialLine, run_secs: list[float], trace_json: Any) -> TuneRecord:
+        """The record of a database line (its repeats, `run_secs`, and trace) that the job's `TrialLine`
+        describes (its latency, error, trace text, time, and where it was measured)."""
+        rec = cls(trial, line.latency_s, run_secs, line.error, line.trace, trace_json, line.t, line.others_cores)
+        rec.where, rec.waited_s = line.where, line.waited_s
+        return rec
 
 
 TrialRecord = TuneRecord  # the older name
@@ -123,6 +127,15 @@ def _json_lines(path: str) -> list[dict]:
     return out
 
 
+def _read_as(tp: type[W], data: Any) -> W | None:
+    """A file (or line) of the job's folder read strictly as the type `mlc_lab.model.tuning` declares for it, or
+    None when it is not one (not written yet, being written, or not the job's)."""
+    try:
+        return tp.from_json(data)
+    except WireError:
+        return None
+
+
 def _read_json(path: str) -> Any:
     try:
         with open(path) as fh:
@@ -176,15 +189,21 @@ class TuneJob:
     def spec(self) -> dict:
         return _read_json(self.path(JOB_FILE)) or {}
 
-    def read_status(self) -> dict:
-        """The job's status file as written last (empty before the job wrote one)."""
-        return _read_json(self.path(STATUS_FILE)) or {}
+    def read_status(self) -> JobStatus:
+        """The job's status file as written last (no state before the job wrote one, or when the file
+        is not a `JobStatus`)."""
+        return _read_as(JobStatus, _read_json(self.path(STATUS_FILE))) or JobStatus()
+
+    def read_best(self) -> BestSoFar | None:
+        """The job's best so far as it wrote it (`BEST_FILE`; None before it measured one, or when the
+        file is not a `BestSoFar`)."""
+        return _read_as(BestSoFar, _read_json(self.path(BEST_FILE)))
 
     @property
     def pid(self) -> int | None:
         if self._proc is not None:
             return self._proc.pid if self._proc.poll() is None else None
-        pid = self.read_status().get("pid")
+        pid = self.read_status().pid
         return pid if _pid_is_tune_job(pid) else None
 
     # -------------------------------------------------------------------------------- state
@@ -194,7 +213,7 @@ class TuneJob:
         """ "running", "done", "cancelled", "failed", "interrupted" (the process went away without
         finishing: killed, crashed, machine restarted) or "not started"."""
         st = self.read_status()
-        state = st.get("state")
+        state = st.state
         if self._cancelled or state == "cancelled":
             return "cancelled"
         if self._proc is not None:
@@ -207,7 +226,7 @@ class TuneJob:
         if state in ("done", "failed"):
             return state
         if state in ("starting", "running"):
-            return "running" if _pid_is_tune_job(st.get("pid")) else "interrupted"
+            return "running" if _pid_is_tune_job(st.pid) else "interrupted"
         return "not started" if not os.path.exists(self.path(RECORDS_FILE)) else "done"
 
     @property
@@ -216,8 +235,7 @@ class TuneJob:
         status = self.status
         if status not in ("failed", "interrupted"):
             return None
-        st = self.read_status()
-        msg = st.get("error")
+        msg = self.read_status().error
         if msg is None and self._proc is not None and self._proc.returncode is not None and self._proc.returncode < 0:
             try:
                 name = signal.Signals(-self._proc.returncode).name
@@ -250,8 +268,10 @@ class TuneJob:
 
     def records(self, with_traces: bool = True) -> list[TuneRecord]:
         """Every trial measured so far for this job's workload, in trial order."""
-        index = self.read_status().get("workload_index")
-        side = {int(entry["line"]): entry for entry in _json_lines(self.path(TRIALS_FILE))}
+        status = self.read_status()
+        index = status.workload_index
+        lines = [_read_as(TrialLine, entry) for entry in _json_lines(self.path(TRIALS_FILE))]
+        side = {line.line: line for line in lines if line is not None}
         out: list[TrialRecord] = []
         missing: list[tuple[int, str]] = []
         try:
@@ -259,7 +279,7 @@ class TuneJob:
                 raw_lines = [x for x in fh if x.strip()]
         except OSError:
             raw_lines = []
-        skip = range(*((self.read_status().get("imported") or {}).get("lines") or [0, 0]))
+        skip = range(*(status.imported.get("lines") or [0, 0]))
         for line_no, raw in enumerate(raw_lines):
             if line_no in skip:
                 continue  # records imported from a shared database: not this job's trials
@@ -272,18 +292,13 @@ class TuneJob:
                 continue
             secs = [float(x) for x in run_secs]
             entry = side.get(line_no)
-            placed: dict = {}
             if entry is not None:
-                latency, error, trace, elapsed = entry["latency_s"], entry["error"], entry["trace"], entry.get("t")
-                others = entry.get("others_cores")
-                placed = {"where": entry.get("where"), "waited_s": entry.get("waited_s")}
-            else:
-                ok = bool(secs) and max(secs) < FAILED_LATENCY
-                latency = sorted(secs)[len(secs) // 2] if ok else None
-                error = None if ok else "the candidate failed to build or run (no detail recorded)"
-                trace, elapsed, others = None, None, None
-                missing.append((len(out), raw))
-            out.append(TuneRecord(len(out), latency, secs, error, trace, trace_json, elapsed, others, **placed))
+                out.append(TuneRecord.of_line(len(out), entry, secs, trace_json))
+                continue
+            ok = bool(secs) and max(secs) < FAILED_LATENCY
+            error = None if ok else "the candidate failed to build or run (no detail recorded)"
+            missing.append((len(out), raw))
+            out.append(TuneRecord(len(out), median(secs) if ok else None, secs, error, None, trace_json))
         if with_traces and missing:
             from mlc_lab.tvm.tuning.job import trace_text_from_record
 
@@ -305,30 +320,30 @@ class TuneJob:
             return None
         latency, rec = min(((r.latency_s, r) for r in recs if r.latency_s is not None), key=lambda x: x[0])
         flops = self.flops
-        saved = _read_json(self.path(BEST_FILE)) or {}
-        conf = saved.get("confirmed")
-        if conf and saved.get("trace"):
-            trial = next((r.trial for r in recs if r.run_secs == conf.get("run_secs")), rec.trial)
+        saved = self.read_best()
+        conf = saved.confirmed if saved is not None else None
+        if saved is not None and conf is not None and conf.latency_s is not None and saved.trace:
+            trial = next((r.trial for r in recs if r.run_secs == conf.run_secs), rec.trial)
             return BestResult(
                 trial=trial,
-                latency_s=conf["latency_s"],
-                trace=saved["trace"],
-                script=saved.get("script"),
-                gflops=flops / conf["latency_s"] / 1e9 if flops else None,
+                latency_s=conf.latency_s,
+                trace=saved.trace,
+                script=saved.script,
+                gflops=flops / conf.latency_s / 1e9 if flops else None,
                 confirmed=True,
-                tuner_latency_s=conf.get("tuner_latency_s"),
-                method=conf.get("method"),
-                others_cores=conf.get("others_cores"),
-                correct=conf.get("correct"),
-                min_s=conf.get("min_s"),
-                parallel_speed=conf.get("parallel_speed"),
-                iqr_s=conf.get("iqr_s"),
+                tuner_latency_s=conf.tuner_latency_s,
+                method=conf.method,
+                others_cores=conf.others_cores,
+                correct=conf.correct,
+                min_s=conf.min_s,
+                parallel_speed=conf.parallel_speed,
+                iqr_s=conf.iqr_s,
             )
         script = None
         trace = rec.trace
-        if saved.get("latency_s") is not None and abs(saved["latency_s"] - latency) <= 1e-12 * max(1.0, latency):
-            script = saved.get("script")
-            trace = trace or saved.get("trace")
+        if saved is not None and abs(saved.latency_s - latency) <= 1e-12 * max(1.0, latency):
+            script = saved.script
+            trace = trace or saved.trace
         if trace is None:
             trace = next((r.trace for r in self.records() if r.trial == rec.trial), None)
         return BestResult(
@@ -344,18 +359,9 @@ class TuneJob:
         """The phase the job is in and the candidates measured since the last committed batch."""
         phase, batch, elapsed = "starting", 0, None
         trials: list = []
-        try:
-            with open(self.path(LIVE_FILE)) as fh:
-                lines = fh.readlines()
-        except OSError:
-            lines = []
         st = self.read_status()
-        started = st.get("started_at")
-        for line in lines:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a line being written
+        started = st.started_at
+        for entry in _json_lines(self.path(LIVE_FILE)):  # a line being written is left out
             if "phase" in entry:
                 if entry["phase"] == "starting":
                     trials = []  # a new run in the same work directory counts from 0 again
@@ -363,7 +369,7 @@ class TuneJob:
             elif "trial" in entry:
                 trials.append(entry.get("latency_s"))
             elapsed = entry.get("t", elapsed)
-        committed = len(self.records(with_traces=False)) - int(st.get("done_before") or 0)
+        committed = len(self.records(with_traces=False)) - st.done_before
         pending = trials[committed:] if phase in ("measuring", "building") else []
         if started and phase not in ("done",) and self.status == "running":
             elapsed = time.time() - started
@@ -383,10 +389,10 @@ class TuneJob:
         return out
 
     @property
-    def stopped_early(self) -> dict | None:
+    def stopped_early(self) -> StoppedEarly | None:
         """{"measured", "requested", "reason"} when the run ended before its trial count because
         the search space had no new candidate left."""
-        return self.read_status().get("stopped_early")
+        return self.read_status().stopped_early
 
     # -------------------------------------------------------------------------------- control
 
@@ -416,10 +422,10 @@ class TuneJob:
 
             cancel_pending(self.work_dir)
         st = self.read_status()
-        if st.get("state") not in ("done", "failed"):
-            st.update(state="cancelled", finished_at=time.time())
-            _write_json(self.path(STATUS_FILE), st)
-        self._cancelled = st.get("state") == "cancelled"
+        if st.state not in ("done", "failed"):
+            st.state, st.finished_at = "cancelled", time.time()
+            _write_json(self.path(STATUS_FILE), st.to_json())
+        self._cancelled = st.state == "cancelled"
         return self.status
 
     def summary(self) -> dict:
@@ -692,16 +698,16 @@ def _start(work_dir: str, spec: dict, module_text: str, pickled: bytes | None) -
         with open(job.path(SPACE_PICKLE), "wb") as fh:
             fh.write(pickled)
     _write_json(job.path(JOB_FILE), spec)
-    status = {"state": "starting", "started_at": time.time()}
-    if old_module == module_text and "workload_index" in old_status:
-        status["workload_index"] = old_status["workload_index"]
-    _write_json(job.path(STATUS_FILE), status)
+    status = JobStatus(state="starting", started_at=time.time())
+    if old_module == module_text:
+        status.workload_index = old_status.workload_index
+    _write_json(job.path(STATUS_FILE), status.to_json())
 
     proc = start_job("tune", work_dir, job.path(LOG_FILE))
-    status["pid"] = proc.pid
-    current = _read_json(job.path(STATUS_FILE)) or {}
-    if current.get("state") == "starting" and "pid" not in current:
-        _write_json(job.path(STATUS_FILE), status)
+    status.pid = proc.pid
+    current = job.read_status()
+    if current.state == "starting" and current.pid is None:
+        _write_json(job.path(STATUS_FILE), status.to_json())
     return TuneJob(work_dir, proc)
 
 

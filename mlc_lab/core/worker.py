@@ -43,7 +43,8 @@ from mlc_lab._threads import tvm_thread_env
 from mlc_lab.core.processes import alive as _alive
 from mlc_lab.core.processes import kill_tree
 from mlc_lab.errors import MeasureError, NoGPUError
-from mlc_lab.model.worker_ops import WORKER_OPS
+from mlc_lab.model.conform import STRICT_WIRE, check_wire, wire_violation
+from mlc_lab.model.worker_ops import WORKER_OPS, WorkerEnv
 from mlc_lab.model.wire import decode, encode
 
 DEFAULT_TIMEOUT_S = WORKER_OPS["measure"].timeout_s
@@ -101,9 +102,19 @@ def launch(
     )
 
 
-def sandboxed(op: str, argv: list[str], *, inputs: dict, env: dict[str, str], unsafe_same_user: bool, **limits: Any):
+def sandboxed(
+    op: str,
+    argv: list[str],
+    *,
+    inputs: dict,
+    env: dict[str, str],
+    unsafe_same_user: bool,
+    extras: Any = None,
+    **limits: Any,
+):
     """Run `argv` in the sandbox under the limits `worker_ops.WORKER_OPS[op]` declares, changed
-    by `limits` (an assignment's own time and memory); the sandbox's `Outcome`."""
+    by `limits` (an assignment's own time and memory), with `extras` (`sandbox.Extras`: a passed
+    descriptor, devices, more read-only paths); the sandbox's `Outcome`."""
     from mlc_lab.core import sandbox
 
     spec = WORKER_OPS[op]
@@ -115,6 +126,7 @@ def sandboxed(op: str, argv: list[str], *, inputs: dict, env: dict[str, str], un
         limits=sandbox.Limits(**{**spec.limits, **limits}),
         env=env,
         unsafe_same_user=unsafe_same_user,
+        extras=extras or sandbox.Extras(),
     )
 
 
@@ -220,7 +232,7 @@ class Worker:
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
         self._log_path: str | None = None
-        self.env: dict = {}
+        self.env: WorkerEnv | None = None  # what the worker said of itself as it started
         # `cancel`'s bookkeeping, apart from the request lock that the request in flight holds
         self._flight = threading.Lock()
         self._owner: int | None = None  # the thread whose request runs now
@@ -248,7 +260,7 @@ class Worker:
                 self._proc = _LAUNCHER.run(lambda: launch([sys.executable, "-m", ENTRY], "persistent", stderr=log))
             self._buf = b""
             hello = self._read_message(time.monotonic() + START_TIMEOUT_S, what="starting")
-            self.env = hello.get("env", {})
+            self.env = decode_result("env", hello.get("env"))
 
     def cancel(self, owner: int | None = None) -> bool:
         """Stop the request in flight when it is `owner`'s (a thread's ident; None: whoever's): its
@@ -399,10 +411,32 @@ def failure(info: Any, op: str) -> MeasureError:
     return cls(info["summary"], kind=kind, detail=info.get("detail", ""))
 
 
-def decode_result(op: str, raw: Any) -> Any:
-    """A worker's result as its operation's type: a model type's ``from_json``, else the data as sent."""
-    result: Any = WORKER_OPS[op].result if op in WORKER_OPS else None
-    return result.from_json(raw) if hasattr(result, "from_json") else raw
+def decode_result(op: str, raw: Any, as_type: Any = None) -> Any:
+    """A child's answer to `op` as the operation's result type (`WORKER_OPS`; ``as_type``: a subclass of
+    it that adds behaviour, the grader's `GradeResult`): the one place where an answer that crossed a
+    process is read, by its type's ``from_json`` (else `conform.decode`). An answer that is not of its
+    type raises `MeasureError` (kind ``protocol``) saying where it departs; on the strict wire every
+    place it departs is also a wire violation."""
+    from mlc_lab.model.conform import WireData
+    from mlc_lab.model.conform import decode as decode_as
+
+    if op not in WORKER_OPS:
+        return raw  # no operation of the table: nothing declares what it answers
+    declared: Any = WORKER_OPS[op].result
+    tp = as_type if as_type is not None else declared
+    where = f"{op} result"
+    conforms = check_wire(raw, declared, where)
+    try:
+        if hasattr(tp, "from_json") and not (isinstance(tp, type) and issubclass(tp, WireData)):
+            return tp.from_json(raw)  # a reading of its own (Measurement's, RunResults')
+        return decode_as(tp, raw, where)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # WireError, RunFormatError among them
+        if STRICT_WIRE and conforms:
+            wire_violation(f"{where}: {exc}")
+        name = getattr(declared, "__name__", str(declared))
+        raise MeasureError(
+            f"the {op} child answered with a result that is not a {name}: {exc}", kind="protocol"
+        ) from None
 
 
 _WORKER = Worker()

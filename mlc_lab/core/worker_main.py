@@ -13,7 +13,8 @@ process), and a watchdog thread that sees its parent change kills its process gr
 
 To add a request type: its declaration in `mlc_lab.model.worker_ops.WORKER_OPS` (parameters, result,
 time-out) and one line in REQUESTS ("op": "module:function"); the function takes the
-request dict and returns JSON-able data (numpy arrays allowed), or raises `wire.RequestFailure`.
+request dict and returns its result type (sent as its ``to_json()``; numpy arrays allowed inside), or
+raises `wire.RequestFailure`.
 Handlers are imported on first use, so a request type costs nothing until it is asked for.
 This entry point sits in core, above the one door to TVM: a handler may join the two layers (the
 measurement's byte count comes from core's access analysis of what `mlc_lab.tvm.measure.build` times).
@@ -55,6 +56,11 @@ def handler(op: str) -> Callable[[dict], Any]:
         raise RequestFailure("protocol", f"unknown request {op!r} (known: {', '.join(sorted(REQUESTS))})")
     module, _, name = where.partition(":")
     return getattr(importlib.import_module(module), name)
+
+
+def _plain(result: Any) -> Any:
+    """A handler's result as it crosses: its type's one encoding (``to_json``), or the data itself."""
+    return result.to_json() if hasattr(result, "to_json") else result
 
 
 def _failure(rid: Any, exc: BaseException) -> dict:
@@ -109,7 +115,7 @@ def serve() -> int:
         proto.write(json.dumps(encode(obj)) + "\n")
         proto.flush()
 
-    send({"ready": True, "pid": os.getpid(), "env": handler("env")({})})
+    send({"ready": True, "pid": os.getpid(), "env": _plain(handler("env")({}))})
     for line in sys.stdin:
         line = line.strip()
         if not line:
@@ -121,7 +127,7 @@ def serve() -> int:
             send({"id": rid, "ok": True, "result": None})
             return 0
         try:
-            send({"id": rid, "ok": True, "result": handler(op)(req)})
+            send({"id": rid, "ok": True, "result": _plain(handler(op)(req))})
         except Exception as exc:  # noqa: BLE001 - everything is reported, the worker lives on
             send(_failure(rid, exc))
     return 0

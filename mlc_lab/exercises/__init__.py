@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from mlc_lab.model.grading import RunResult
 from mlc_lab.model.worker_ops import WORKER_OPS
 
 __all__ = [
@@ -60,16 +61,15 @@ def _tvm():
 RUN_TIMEOUT_S = WORKER_OPS["run_function"].timeout_s
 
 
-def run_function(module: Any, func_name: str, inputs: list[np.ndarray], timeout: float = RUN_TIMEOUT_S) -> dict:
+def run_function(module: Any, func_name: str, inputs: list[np.ndarray], timeout: float = RUN_TIMEOUT_S) -> RunResult:
     """Build ``func_name`` for the native CPU and call it on ``inputs`` (one array per parameter), in
-    the worker process (an out-of-bounds store costs the worker, never the kernel). Returns
-    {"ok": True, "outputs": [arrays after the call]} or
-    {"ok": False, "stage": "build"|"run"|"crash"|"timeout", "error": one line, "detail": text}."""
+    the worker process (an out-of-bounds store costs the worker, never the kernel). A `RunResult`: the
+    arrays after the call, or why not (its ``stage``: build, run, crash or timeout; its ``message``)."""
     from mlc_lab.core.worker import worker
     from mlc_lab.errors import MeasureError
 
     try:
-        outputs = worker().call(
+        result: RunResult = worker().call(
             "run_function",
             timeout=timeout,
             module=_tvm().module_json(module),
@@ -78,23 +78,14 @@ def run_function(module: Any, func_name: str, inputs: list[np.ndarray], timeout:
         )
     except MeasureError as exc:
         if exc.kind == "timeout":
-            return {
-                "ok": False,
-                "stage": "timeout",
-                "error": f"the program ran for more than {timeout:g} s and was stopped (an endless loop?)",
-                "detail": "",
-            }
+            return RunResult.failed(
+                "timeout", f"the program ran for more than {timeout:g} s and was stopped (an endless loop?)"
+            )
         if exc.kind == "crash":
-            return {
-                "ok": False,
-                "stage": "crash",
-                "error": "the program crashed while running ("
-                + _signal_of(exc.summary)
-                + "); an index outside a buffer?",
-                "detail": exc.detail,
-            }
-        return {"ok": False, "stage": exc.kind, "error": exc.summary, "detail": exc.detail}
-    return {"ok": True, "outputs": outputs}
+            said = "the program crashed while running (" + _signal_of(exc.summary) + "); an index outside a buffer?"
+            return RunResult.failed("crash", said, exc.detail)
+        return RunResult.failed(exc.kind, exc.summary, exc.detail)
+    return result
 
 
 def _signal_of(text: str) -> str:
@@ -166,10 +157,10 @@ def numeric_check(
     if not signature.ok:
         return rep
     result = _run_for_grading(mod, name, inputs, rep.checks)
-    if not result.get("ok"):
-        rep.checks.append(Check(result.get("stage", "run"), False, result.get("error", "failed")))
+    if not result.ok:
+        rep.checks.append(Check(result.stage, False, result.message or "failed"))
         return rep
-    _compare_with_numpy(rep, result["outputs"][output], expected, rtol, atol)
+    _compare_with_numpy(rep, result.outputs[output], expected, rtol, atol)
     return rep
 
 
@@ -195,7 +186,7 @@ def _signature_check(name: str, sig: list[dict], inputs: list[np.ndarray]) -> Ch
     return Check("signature", True, ", ".join(f"{p['name']} {_shape_text(p['shape'], p['dtype'])}" for p in sig))
 
 
-def _run_for_grading(mod: Any, name: str, inputs: list[np.ndarray], checks: list[Check]) -> dict:
+def _run_for_grading(mod: Any, name: str, inputs: list[np.ndarray], checks: list[Check]) -> RunResult:
     """``run_function``'s answer; a program bound to GPU threads builds only for a GPU, so it runs
     as OpenCL on the CPU, and a check says how it ran."""
     from mlc_lab.core.checks import numeric_gpu
@@ -203,13 +194,12 @@ def _run_for_grading(mod: Any, name: str, inputs: list[np.ndarray], checks: list
     if not numeric_gpu.is_gpu_program(mod, name):
         return run_function(mod, name, inputs)
     result = numeric_gpu.run_gpu_function(mod, name, inputs)
-    if result.get("ok"):
+    if result.ok:
         checks.append(
             Check(
                 "runs as a GPU kernel",
-                not result["diagnostics"],
-                "; ".join(result["diagnostics"])
-                or f"bound to GPU threads: run as OpenCL on the CPU ({result['engine']})",
+                not result.diagnostics,
+                "; ".join(result.diagnostics) or f"bound to GPU threads: run as OpenCL on the CPU ({result.engine})",
             )
         )
     return result

@@ -28,7 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mlc_lab.core.worker import launch, stop
+from mlc_lab.core.worker import decode_result, launch, stop
+from mlc_lab.errors import MeasureError
 from mlc_lab.grading.assignment import Assignment
 from mlc_lab.grading.report import GradeResult
 from mlc_lab.model.errors import ErrorInfo
@@ -90,11 +91,12 @@ class _Judge:
         except ValueError:  # a line cut short: the child went wrong
             return self._died("crash")
         try:
-            return GradeResult.from_json(raw)
-        except (KeyError, TypeError, ValueError, AttributeError):
+            return decode_result("grade_batch", raw, GradeResult)  # the table's type, with the report's forms
+        except MeasureError as exc:
             return {
                 "type": "protocol",
                 "summary": "the grader's child gave a result it cannot read; tell the course staff",
+                "detail": exc.summary,
             }
 
     def _read_line(self, proc: subprocess.Popen) -> bytes | None:

@@ -113,7 +113,7 @@ def _judge(assignment: Assignment, part: Part, path: Path, result: GradeResult, 
     trace: Any = text
     if kind != "trace":
         ran = run_student_code(assignment, path, text, part.hand_in.function, unsafe_same_user=unsafe)
-        trace, unchanged = ran["trace"], bool(ran.get("unchanged"))
+        trace, unchanged = ran.trace, ran.unchanged
     try:
         session = Session.from_trace(_program(assignment), trace, assignment.func)
     except TraceParseError as exc:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mlc_lab.errors import MlcLabError, TraceParseError
+from mlc_lab.model.grading import HandinResult
 
 MAX_HANDIN_BYTES = 4 * 1024 * 1024  # a schedule file or notebook; a trace has its own, smaller limit
 MAX_RESULT_BYTES = 1 << 20
@@ -92,8 +93,10 @@ def kind_of(path: Path, text: str, function: str | None) -> str:
         raise Refused(f"{path.name}: the trace is refused: {exc}; {forms(function)}") from None
 
 
-def run_student_code(assignment: Any, path: Path, text: str, function: str | None, *, unsafe_same_user: bool) -> dict:
-    """Run a schedule file or notebook in the sandbox; ``{"trace": json, "unchanged": bool}``."""
+def run_student_code(
+    assignment: Any, path: Path, text: str, function: str | None, *, unsafe_same_user: bool
+) -> HandinResult:
+    """Run a schedule file or notebook in the sandbox; its schedule (``trace``: TVM's JSON, ``unchanged``)."""
     from mlc_lab.core.worker import package_root, sandboxed
 
     name = "handin.ipynb" if path.suffix == ".ipynb" else "handin.py"
@@ -114,8 +117,11 @@ def run_student_code(assignment: Any, path: Path, text: str, function: str | Non
     return _outcome(out, assignment, path.name)
 
 
-def _outcome(out: Any, assignment: Any, name: str) -> dict:
+def _outcome(out: Any, assignment: Any, name: str) -> HandinResult:
     """The sandbox's ``Outcome`` as the child's result, or the sentence of how it ended."""
+    from mlc_lab.core.worker import decode_result
+    from mlc_lab.errors import MeasureError
+
     if out.status == "timeout":
         raise Crashed(f"{name} did not finish within the time limit of {assignment.time_s:g} s", "timeout")
     if out.status == "cpu":
@@ -128,13 +134,17 @@ def _outcome(out: Any, assignment: Any, name: str) -> dict:
     if data is None:
         how = out.message or f"exit status {out.returncode}"
         raise Crashed(f"{name} ended before it gave a schedule ({how})")
-    if "error" in data:
-        where = f"line {data['line']}: " if isinstance(data.get("line"), int) else ""
-        limit = f" (limit {assignment.memory_mb} MB)" if data["error"] == "memory" else ""
-        raise Refused(f"{name}: {where}{str(data.get('message', ''))[:2000]}{limit}")
-    if not isinstance(data.get("trace"), str):
+    try:
+        result: HandinResult = decode_result("handin", data)
+    except MeasureError:
+        raise Crashed(f"{name} wrote a result that is not the grader's") from None
+    if result.error is not None:
+        where = f"line {result.line}: " if result.line is not None else ""
+        limit = f" (limit {assignment.memory_mb} MB)" if result.error == "memory" else ""
+        raise Refused(f"{name}: {where}{result.message[:2000]}{limit}")
+    if result.trace is None:
         raise Crashed(f"{name} wrote a result that is not the grader's")
-    return data
+    return result
 
 
 def _result_json(raw: bytes) -> dict | None:

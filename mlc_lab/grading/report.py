@@ -4,10 +4,10 @@ and Gradescope's ``results.json`` (https://gradescope-autograders.readthedocs.io
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
-from mlc_lab.grading.scoring import TaskResult, failed_task
+from mlc_lab.grading.scoring import failed_task
+from mlc_lab.model import grading as model_grading
 from mlc_lab.model.errors import ErrorInfo
 
 
@@ -26,48 +26,10 @@ def failed_verdict(info: ErrorInfo) -> dict:
     return {"error": info["summary"], "status": failure_status(info), "error_info": info}
 
 
-@dataclass
-class GradeResult:
-    submission: str
-    kind: str  # "trace" | "schedule" | "notebook" | "folder" (a student's folder of parts)
-    tasks: list
-    error: str | None = None  # why nothing could be graded (one sentence)
-    status: str = "graded"  # "graded" | "refused" | "crash" | "timeout" | "grader error"
-    hazards: list = field(default_factory=list)  # {"kind", "message", "where", "class"}
-    notes: list = field(default_factory=list)  # what the student should know that is no task's verdict
-    trace: str | None = None  # the schedule as the course's apply_trace function
-    seconds: float = 0.0
-    latency_ms: float | None = None  # when the assignment times submissions
-    numeric: dict | None = None  # {"ok", "verdict", "message"} when the assignment runs the schedule smaller
-    correct: bool | None = None  # its output against the original program's, on random inputs
-    visibility: str = "visible"
-
-    @property
-    def score(self) -> float:
-        return float(sum(t.points for t in self.tasks))
-
-    @property
-    def max_score(self) -> float:
-        return float(sum(t.max_points for t in self.tasks))
-
-    def to_json(self) -> dict:
-        return {
-            "submission": self.submission,
-            "kind": self.kind,
-            "status": self.status,
-            "score": self.score,
-            "max_score": self.max_score,
-            "error": self.error,
-            "hazards": list(self.hazards),
-            "notes": list(self.notes),
-            "tasks": [t.to_json() for t in self.tasks],
-            "trace": self.trace,
-            "seconds": round(self.seconds, 3),
-            "latency_ms": self.latency_ms,
-            "correct": self.correct,
-            "numeric": self.numeric,
-            "visibility": self.visibility,
-        }
+class GradeResult(model_grading.GradeResult):
+    """One hand-in's grade: the data of ``mlc_lab.model.grading.GradeResult`` (its fields, its one encoding and
+    its strict reading), and the forms it is read in: the row of a hand-in no child could grade, text a
+    teacher reads, Gradescope's ``results.json``."""
 
     @classmethod
     def failed(cls, assignment: Any, submission: str, info: ErrorInfo) -> GradeResult:
@@ -75,15 +37,6 @@ class GradeResult:
         why = info["summary"]
         r = cls(submission, "", [failed_task(t, why) for t in assignment.tasks], error=why, status=failure_status(info))
         r.visibility = assignment.visibility
-        return r
-
-    @classmethod
-    def from_json(cls, data: dict) -> GradeResult:
-        r = cls(str(data["submission"]), str(data["kind"]), [TaskResult.from_json(t) for t in data["tasks"]])
-        for key in ("error", "status", "hazards", "notes", "trace", "latency_ms", "numeric", "correct", "visibility"):
-            if key in data:
-                setattr(r, key, data[key])
-        r.seconds = float(data.get("seconds", 0.0))
         return r
 
     def to_text(self) -> str:

@@ -2,53 +2,17 @@
 
 ``score_tasks(tasks, report, ...)`` is what ``mlc-lab grade`` gives each task, and what the explorer's
 Checks panel can show for any step: the same checks, hazards, numeric verdict and thresholds give the
-same points. No TVM here: the report is plain data (``mlc_lab.model.checks.CheckReport``).
+same points. No TVM here: the report is plain data (``mlc_lab.model.checks.CheckReport``), and so is a task's result
+(``mlc_lab.model.grading.TaskResult``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from mlc_lab.model.checks import CheckReport, numeric_failure
-
-
-@dataclass
-class TaskResult:
-    name: str
-    title: str
-    points: float
-    max_points: float
-    passed: bool
-    messages: list = field(default_factory=list)  # one sentence per check (and hazard), in a student's words
-    number: str = ""  # "1.2": Gradescope's test number
-    visibility: str = "visible"
-
-    def to_json(self) -> dict:
-        return {
-            "name": self.name,
-            "title": self.title,
-            "number": self.number,
-            "points": self.points,
-            "max_points": self.max_points,
-            "passed": self.passed,
-            "messages": list(self.messages),
-            "visibility": self.visibility,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> TaskResult:
-        return cls(
-            str(data["name"]),
-            str(data["title"]),
-            float(data["points"]),
-            float(data["max_points"]),
-            bool(data["passed"]),
-            [str(m) for m in data.get("messages", [])],
-            str(data.get("number", "")),
-            str(data.get("visibility", "visible")),
-        )
+from mlc_lab.model.grading import TaskResult
 
 
 def failed_task(task: Any, message: str) -> TaskResult:

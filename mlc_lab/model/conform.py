@@ -4,17 +4,139 @@
 dataclass as its encoding, a Literal, a union, ``list[...]``, ``dict[str, ...]``, the scalars) and
 names each place where it differs: a missing key, a key the type does not declare, a wrong type. A
 TypedDict's keys are closed here: a key sent but not declared is a drift, the kind this exists to catch.
+
+``decode(tp, data)`` is the one strict reading of a value that crossed a process: a dataclass built field by
+field (its nested dataclasses too), anything else checked as ``problems`` checks it; what departs raises
+`WireError` naming the place. `WireData` gives a dataclass that reading as ``from_json`` and its encoding as
+``to_json``.
+
+The strict wire: with ``MLC_LAB_STRICT_WIRE`` set (the test suite sets it, tests/conftest.py), what
+departs from its type where it crosses (a widget's reply or trait, a worker's answer, a grading child's
+result) is logged and kept in `wire_violations`, and a test that leaves anything there fails. A path
+instead of 1: each is also appended to that file (the e2e suite's kernels run in JupyterLab;
+tests/e2e/conftest.py reads it after each test). Off, nothing more is checked than each reader's own
+strictness.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 import types
 import typing
 from functools import cache
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
-__all__ = ["fields_of", "problems"]
+__all__ = [
+    "STRICT_WIRE",
+    "WireData",
+    "WireError",
+    "check_wire",
+    "decode",
+    "fields_of",
+    "problems",
+    "wire_violation",
+    "wire_violations",
+]
+
+log = logging.getLogger(__name__)
+_STRICT = os.environ.get("MLC_LAB_STRICT_WIRE", "")
+STRICT_WIRE = _STRICT not in ("", "0")
+wire_violations: list[str] = []
+
+
+def wire_violation(text: str) -> None:
+    """Say that the wire departs from the model (logged, kept; appended to the strict wire's file)."""
+    log.error("mlc_lab: the wire departs from mlc_lab.model: %s", text)
+    wire_violations.append(text)
+    if os.sep in _STRICT:
+        with open(_STRICT, "a", encoding="utf-8") as f:
+            f.write(text.replace("\n", " ") + "\n")
+
+
+def check_wire(value: Any, tp: Any, where: str) -> bool:
+    """On the strict wire, each place where ``value`` departs from ``tp`` is a `wire_violation`;
+    whether it conforms (True when the strict wire is off)."""
+    if not STRICT_WIRE:
+        return True
+    found = problems(value, tp, where)
+    for text in found:
+        wire_violation(text)
+    return not found
+
+
+class WireError(ValueError):
+    """A value that is not what its type of the contract says (the message says where)."""
+
+
+T = TypeVar("T")
+
+
+def decode(tp: Any, data: Any, where: str = "") -> Any:
+    """``data`` read strictly as ``tp``: a dataclass is built from an object whose keys it declares (its
+    wire properties too, which are not stored), with every field that has no default, each value of its
+    field's type (nested dataclasses built in turn, in lists, dicts and optionals); any other type is
+    checked as `problems` checks it and the value returned as it is. Raises `WireError` at the first
+    place that departs."""
+    where = where or _name(tp)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _dataclass(tp, data, where)
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (Union, types.UnionType) and _builds(tp):
+        if data is None and type(None) in args:
+            return None
+        present = [a for a in args if a is not type(None)]
+        if len(present) == 1:
+            return decode(present[0], data, where)
+    elif origin is list and _builds(args[0]):
+        if not isinstance(data, list):
+            raise WireError(f"{where}: {_short(data)} is not a list")
+        return [decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(data)]
+    elif origin is dict and _builds(args[1]):
+        if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+            raise WireError(f"{where}: {_short(data)} is not an object with text keys")
+        return {k: decode(args[1], v, f"{where}.{k}") for k, v in data.items()}
+    bad = problems(data, tp, where, limit=1)
+    if bad:
+        raise WireError(bad[0])
+    return data
+
+
+def _builds(tp: Any) -> bool:
+    """Whether reading ``tp`` builds a dataclass somewhere (else checking it is reading it)."""
+    if dataclasses.is_dataclass(tp):
+        return True
+    return any(_builds(a) for a in get_args(tp) if a is not Ellipsis)
+
+
+def _dataclass(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise WireError(f"{where}: {_short(data)} is not a {cls.__name__}")
+    hints = fields_of(cls)[0]
+    stored = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    extra = sorted(k for k in data if k not in hints)
+    if extra:
+        raise WireError(f"{where}: {cls.__name__} declares no key {extra[0]!r}")
+    for name, f in stored.items():
+        if name not in data and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise WireError(f"{where}.{name}: missing (required by {cls.__name__})")
+    for name in hints.keys() - stored.keys():  # a wire property: checked, not stored
+        if name in data:
+            decode(hints[name], data[name], f"{where}.{name}")
+    return cls(**{k: decode(hints[k], v, f"{where}.{k}") for k, v in data.items() if k in stored})
+
+
+class WireData:
+    """A dataclass's one encoding (``to_json``: its fields, as plain JSON) and its strict reading
+    (``from_json``: `decode`)."""
+
+    def to_json(self) -> dict:
+        return cast(dict, dataclasses.asdict(self))  # type: ignore[call-overload]
+
+    @classmethod
+    def from_json(cls: type[T], data: Any) -> T:
+        return cast(T, decode(cls, data))
 
 
 def problems(value: Any, tp: Any, where: str = "", *, limit: int = 20) -> list[str]:

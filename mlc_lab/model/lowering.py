@@ -11,7 +11,22 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal, TypedDict
 
-__all__ = ["GpuBuffer", "KernelArray", "KernelFacts", "LoopFacts", "Lowering", "PassStep"]
+from mlc_lab.model.conform import WireData
+
+__all__ = [
+    "CudaBuild",
+    "GpuBuffer",
+    "GpuKernel",
+    "KernelArray",
+    "KernelFacts",
+    "LoopFacts",
+    "LowerResult",
+    "Lowering",
+    "PassStep",
+    "PtxasReport",
+    "VectorAccess",
+    "VectorLoop",
+]
 # What js/lib/model.ts gets of this module, in order (python -m mlc_lab.core.model_ts).
 WIRE = (
     "PassStep",
@@ -28,7 +43,7 @@ class GpuBuffer(TypedDict):
 
     name: str
     scope: str
-    shape: list[int]
+    shape: list[int | None]  # None: a dimension that is not a constant
     dtype: str
     bytes: int | None
 
@@ -229,3 +244,85 @@ class Lowering:
             for f in out["loops"]:
                 f.pop("asm_lines", None)
         return out
+
+
+# ----------------------------------------------------------------------------------------- the worker's answers
+
+
+class GpuKernel(TypedDict):
+    """One CUDA kernel after lowering (``mlc_lab.tvm.measure.build.gpu_kernels``): threads per block (and
+    per thread axis), blocks in the grid, shared and local bytes."""
+
+    name: str
+    threads_per_block: int
+    thread_extents: dict[str, int]
+    blocks: int
+    shared_bytes: int
+    local_bytes: int
+
+
+@dataclass
+class CudaBuild(WireData):
+    """The CUDA program of a schedule (the worker's ``cuda``, ``mlc_lab.core.measure.cuda_source``): kernel
+    source without the compatibility preamble, the kernels' facts, and PTX when asked for and nvcc is
+    present (``ptx_error`` says why not). ``problems`` non-empty: nothing was built (unbound loops, a
+    kernel past the GPU's limits), and ``cuda_source`` raises with them."""
+
+    source: str
+    full_source: str
+    kernels: list[GpuKernel]
+    ptx: str | None = None
+    ptx_error: str | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+class PtxasReport(TypedDict):
+    """``ptxas -v`` on the step's PTX: its report (registers, spills, shared memory), or why there is none."""
+
+    report: str
+    error: str | None
+
+
+class VectorAccess(TypedDict):
+    """One buffer access in a vectorized loop, and its stride along the loop in elements (None: not affine)."""
+
+    kind: Literal["load", "store"]
+    buffer: str
+    stride: int | None
+
+
+class VectorLoop(TypedDict):
+    """A loop marked vectorized as VectorizeLoop received it, and the strides of its accesses."""
+
+    loop: str
+    line: int | None
+    extent: int | None
+    accesses: list[VectorAccess]
+
+
+@dataclass
+class LowerResult(WireData):
+    """The worker's ``lower`` (``mlc_lab.tvm.lowering.lower_script``): the passes ``tvm.compile`` ran and the
+    texts it made, before any facts are read from them. ``mlc_lab.core.lowering.build_lowering`` reads it
+    against the step's loop tree into a `Lowering`."""
+
+    target: str
+    kind: Literal["cpu", "cuda"]
+    func_name: str
+    passes: list[PassStep]
+    ok: bool = False
+    error: str | None = None
+    llvm_ir: str = ""
+    asm: str = ""
+    cuda_source: str = ""
+    ptx: str | None = None
+    ptx_error: str | None = None
+    ptxas: PtxasReport | None = None
+    target_cpu: str = ""
+    cpu_features: list[str] = field(default_factory=list)
+    vector_strides: list[VectorLoop] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    gpu_buffers: list[GpuBuffer] = field(default_factory=list)  # CUDA
+    arch: str = ""  # CUDA
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)  # parse, compile, code_text

@@ -73,6 +73,8 @@ class Machine:
         """A machine from its cache file or the worker's answer (keys of no field are dropped)."""
         return cls(**{k: v for k, v in data.items() if k in _FIELDS})
 
+    __wire_properties__ = ("ridge_intensity",)  # sent with the fields (see to_json)
+
     def to_json(self) -> dict:
         out = asdict(self)
         out["ridge_intensity"] = self.ridge_intensity

@@ -3,10 +3,11 @@
 :data:`WORKER_OPS` says, per operation:
 
 - ``params``: a TypedDict of what the caller sends (NotRequired: the handler has a default);
-- ``result``: what it answers: a type of mlc_lab.model, which `Worker.call` decodes it into (its
-  ``from_json``; a measurement, the machine's figures), or ``dict`` where the answer is raw data that
-  its caller in core makes into its own type with the caller's context (a lowering's facts read
-  against the step's loop tree, a numeric verdict against the sizes run, a function's outputs);
+- ``result``: what it answers: a type of mlc_lab.model (none is a bare ``dict``; None: the child answers
+  no caller, as an RPC session serves its client over its socket), which the handler
+  writes (its ``to_json``) and the caller decodes it into, strictly and in one place
+  (``mlc_lab.core.worker.decode_result``: `Worker.call`, the batch judge, the class server, the hand-in's
+  sandbox); on the strict wire (``MLC_LAB_STRICT_WIRE``) what departs is also a wire violation;
 - ``timeout_s``: how long the caller waits by default before the child is killed;
 - ``mode``: how ``mlc_lab.core.worker`` runs it: ``persistent`` (a request to the one worker process),
   ``detached`` (a child that outlives its caller, found again by pid), ``sandboxed`` (a command in the
@@ -25,10 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
+from mlc_lab.model.conform import WireData
+from mlc_lab.model.grading import ClassGrade, ClassRetimes, GradeResult, HandinResult, NumericComparison, RunResult
+from mlc_lab.model.lowering import CudaBuild, LowerResult
 from mlc_lab.model.machine import Machine
 from mlc_lab.model.measure import Measurement, RunResults
 
-__all__ = ["KERNEL_LIMITS", "WORKER", "WORKER_OPS", "LimitsSpec", "WorkerOp"]
+__all__ = ["KERNEL_LIMITS", "SESSION_LIMITS", "WORKER", "WORKER_OPS", "LimitsSpec", "WorkerEnv", "WorkerOp"]
 
 WORKER = "mlc_lab.core.worker_main"
 Mode = Literal["persistent", "detached", "sandboxed"]
@@ -51,6 +55,7 @@ class MeasureParams(TypedDict):
 
 class MeasureElsewhereParams(MeasureParams):
     runner: str  # rpc://HOST:PORT/KEY, batch:slurm[:PARTITION] or batch:COMMAND
+    sandboxed_only: NotRequired[bool]  # rpc://: only on servers whose sessions are sandboxed (a hand-in's)
     timeout_s: float  # the far side's own limit (a batch round's queue included)
 
 
@@ -98,6 +103,11 @@ class RunKernelParams(TypedDict):
     folder: str  # a run's folder (manifest.json and the files it names), staged read-only as /input
 
 
+class SessionParams(TypedDict):
+    fd: int  # a measuring server's connection to its client, handed on as fd 5
+    facts: dict  # what the server says confines the session (its limits, its mode), for the client to ask
+
+
 class GradeParams(TypedDict):
     path: str  # a hand-in's file, one per line to the judging child
 
@@ -120,6 +130,18 @@ class LimitsSpec(TypedDict):
     processes: int
     output_bytes: int
     file_mb: int
+
+
+@dataclass(frozen=True)
+class WorkerEnv(WireData):
+    """What the worker says of itself as it starts (``env``, its first line): TVM's version, its thread
+    count, the CPU target, whether a CUDA GPU is present, where nvcc is."""
+
+    tvm: str
+    threads: str | None  # TVM_NUM_THREADS as the worker has it
+    cpu_target: str
+    gpu: bool
+    nvcc: str | None
 
 
 @dataclass(frozen=True)
@@ -150,24 +172,34 @@ KERNEL_LIMITS: LimitsSpec = {
     "file_mb": 64,  # /tmp: the library's private copy, Oclgrind's log
 }
 
+SESSION_LIMITS: LimitsSpec = {
+    "wall_s": 600.0,  # at most; the client's own session time-out when shorter
+    "cpu_s": 600.0,  # the session's wall time x (its threads + 1)
+    "memory_mb": 4096,  # the server's --memory-mb
+    "processes": 64,  # and two per thread of TVM's pool
+    "output_bytes": 1 << 16,  # its log, kept for the server's own
+    "file_mb": 256,  # /tmp: the uploaded libraries
+}
+
 WORKER_OPS: dict[str, WorkerOp] = {
     # the persistent worker: mlc_lab.core.worker.worker().call(op, ...)
-    "env": WorkerOp(NoParams, dict, 120.0),  # asked once, as the worker starts
+    "env": WorkerOp(NoParams, WorkerEnv, 120.0),  # asked once, as the worker starts
     "measure": WorkerOp(MeasureParams, Measurement, 30.0),
     # built here, timed on a tracker's server or by a batch round (a queue's wait included)
     "measure_elsewhere": WorkerOp(MeasureElsewhereParams, Measurement, 660.0),
-    "cuda": WorkerOp(CudaParams, dict, 30.0),
-    "lower": WorkerOp(LowerParams, dict, 120.0),  # nvcc + ptxas for a CUDA step take seconds; a first start more
-    # facts that core.lowering.build_lowering makes a Lowering
-    "run_function": WorkerOp(RunParams, dict, 60.0),
-    "numeric_gpu": WorkerOp(NumericGpuParams, dict, 60.0),
-    "run_opencl": WorkerOp(RunParams, dict, 60.0),
+    "cuda": WorkerOp(CudaParams, CudaBuild, 30.0),
+    # the passes and texts that core.lowering.build_lowering reads into a Lowering; nvcc + ptxas for a CUDA
+    # step take seconds, a first start more
+    "lower": WorkerOp(LowerParams, LowerResult, 120.0),
+    "run_function": WorkerOp(RunParams, RunResult, 60.0),
+    "numeric_gpu": WorkerOp(NumericGpuParams, NumericComparison, 60.0),
+    "run_opencl": WorkerOp(RunParams, RunResult, 60.0),
     "machine": WorkerOp(NoParams, Machine, 300.0),  # the peaks, measured a few times over
     # detached: python -m mlc_lab.core.worker_main --job tune WORK_DIR
     "tune": WorkerOp(JobParams, int, 0.0, mode="detached"),  # no time-out: stopped by its owner
     # grading children
     "handin": WorkerOp(
-        HandinParams, dict, 60.0, mode="sandboxed", entry="mlc_lab.tvm.grade_child", limits=HANDIN_LIMITS
+        HandinParams, HandinResult, 60.0, mode="sandboxed", entry="mlc_lab.tvm.grade_child", limits=HANDIN_LIMITS
     ),
     # a kernel compiled from a hand-in: built by the caller, run by the measuring side in the sandbox
     # (mlc_lab.core.kernel_sandbox); its answer is the results (and arrays) it writes on fd 3
@@ -179,8 +211,13 @@ WORKER_OPS: dict[str, WorkerOp] = {
         entry="mlc_lab.tvm.measure.runside",
         limits=KERNEL_LIMITS,
     ),
+    # one session of a measuring machine's RPC server (mlc_lab.core.server_sandbox): TVM's RPC session
+    # on the connection it is handed, in the sandbox; it answers its client, not its caller (None)
+    "rpc_session": WorkerOp(
+        SessionParams, None, 600.0, mode="sandboxed", entry="mlc_lab.tvm.measure.session", limits=SESSION_LIMITS
+    ),
     # a hand-in's judging: the assignment's time and numeric time-out, plus this
-    "grade_batch": WorkerOp(GradeParams, dict, 180.0, entry="mlc_lab.grading.batch"),
+    "grade_batch": WorkerOp(GradeParams, GradeResult, 180.0, entry="mlc_lab.grading.batch"),
     # at least this, or twice the assignment's time and a minute
-    "grade_class": WorkerOp(ClassGradeParams, dict, 120.0, entry="mlc_lab.classroom.grade_child"),
+    "grade_class": WorkerOp(ClassGradeParams, ClassGrade | ClassRetimes, 120.0, entry="mlc_lab.classroom.grade_child"),
 }

@@ -21,8 +21,8 @@ import os
 import tempfile
 from typing import Any, Iterator
 
-WORKLOADS_FILE = "database_workload.json"
-RECORDS_FILE = "database_tuning_record.json"
+from mlc_lab.model.tuning import RECORDS_FILE, WORKLOADS_FILE  # meta_schedule's database, as a job's folder holds it
+
 LOCK_FILE = ".mlc_lab_database.lock"
 FETCH = "mlc_lab.class_db.fetch"
 COMMIT = "mlc_lab.class_db.commit"

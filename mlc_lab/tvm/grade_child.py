@@ -5,8 +5,8 @@ The grader (``mlc_lab.grading.handin``) starts this only through ``mlc_lab.core.
 hand-in does happens here. OUT is a file, or ``-`` for the sandbox's result descriptor (fd 3). The
 hand-in defines the scheduling function FUNCTION, or else one of ``schedule(sch)`` (edits ``sch`` or
 returns a schedule), ``manual_schedule()`` (returns a schedule; the file holds the program) or
-``apply_trace(sch)``. The result is ``{"trace": "<JSON>", "unchanged": bool, "function": name}``, or
-``{"error": ..., "line": ..., "message": ...}``. A returned schedule is the one graded; its trace is
+``apply_trace(sch)``. The result is a ``mlc_lab.model.grading.HandinResult``: the trace (TVM's JSON),
+whether it changes nothing and the function that made it, or the error, its line and message. A returned schedule is the one graded; its trace is
 replayed on the assignment's program by the grader, so a program the file defines does not count.
 """
 
@@ -17,6 +17,8 @@ import linecache
 import os
 import sys
 import traceback
+
+from mlc_lab.model.grading import HandinResult
 
 _FUNCTIONS = ("schedule", "manual_schedule", "apply_trace")
 
@@ -46,8 +48,10 @@ def _notebook_code(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _write(path: str, data: dict) -> None:
-    text = json.dumps(data)
+def _write(path: str, result: HandinResult | dict) -> None:
+    """The child's one answer, a `HandinResult` (a dict is read as one first: nothing else is written)."""
+    data = result if isinstance(result, HandinResult) else HandinResult.from_json(result)
+    text = json.dumps(data.to_json())
     if path == "-":
         with os.fdopen(3, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -64,26 +68,26 @@ def _line_in(tb, filename: str) -> int | None:
     return line
 
 
-def _raised(exc: BaseException, submission: str, what: str) -> dict:
+def _raised(exc: BaseException, submission: str, what: str) -> HandinResult:
     if isinstance(exc, MemoryError):
-        return {"error": "memory", "message": f"{what} ran out of memory"}
+        return HandinResult(error="memory", message=f"{what} ran out of memory")
     message = str(exc).strip().splitlines()
     first = next((ln for ln in message if ln.strip() and not ln.startswith(("Traceback", "  "))), "")
-    return {
-        "error": "raised",
-        "line": _line_in(exc.__traceback__, submission),
-        "message": f"{what} raised {type(exc).__name__}: {first}"[:2000],
-    }
+    return HandinResult(
+        error="raised",
+        line=_line_in(exc.__traceback__, submission),
+        message=f"{what} raised {type(exc).__name__}: {first}"[:2000],
+    )
 
 
-def _source(submission: str) -> str | dict:
+def _source(submission: str) -> str | HandinResult:
     with open(submission, encoding="utf-8") as fh:
         text = fh.read()
     if submission.endswith(".ipynb"):
         try:
             text = _notebook_code(text)
         except (ValueError, AttributeError, TypeError) as exc:
-            return {"error": "not_a_notebook", "message": f"the notebook cannot be read: {exc}"}
+            return HandinResult(error="not_a_notebook", message=f"the notebook cannot be read: {exc}")
     from mlc_lab.errors import ConvertError
     from mlc_lab.text.compat import convert, looks_legacy
 
@@ -127,7 +131,7 @@ def main(argv: list[str]) -> int:
     func = (argv[3] if len(argv) > 3 else "") or None
     wanted = (argv[4] if len(argv) > 4 else "") or None
     text = _source(submission)
-    if isinstance(text, dict):
+    if not isinstance(text, str):
         _write(out, text)
         return 0
     if submission.endswith(".ipynb"):
@@ -138,10 +142,10 @@ def main(argv: list[str]) -> int:
     try:
         code = compile(text, submission, "exec")
     except SyntaxError as exc:
-        _write(out, {"error": "syntax", "line": exc.lineno, "message": f"Python syntax error: {exc.msg}"})
+        _write(out, HandinResult(error="syntax", line=exc.lineno, message=f"Python syntax error: {exc.msg}"))
         return 0
     except (RecursionError, MemoryError, ValueError) as exc:
-        _write(out, {"error": "syntax", "message": f"the file cannot be compiled: {type(exc).__name__}"})
+        _write(out, HandinResult(error="syntax", message=f"the file cannot be compiled: {type(exc).__name__}"))
         return 0
     namespace = {"__name__": "handin", "__file__": submission}  # not __main__: a lab's own main block stays off
     try:
@@ -153,7 +157,7 @@ def main(argv: list[str]) -> int:
     name = next((n for n in names if callable(namespace.get(n))), None)
     if name is None:
         said = f"{wanted}()" if wanted else "schedule(sch), manual_schedule() or apply_trace(sch)"
-        _write(out, {"error": "no_function", "message": f"the hand-in defines no {said} function"})
+        _write(out, HandinResult(error="no_function", message=f"the hand-in defines no {said} function"))
         return 0
     try:
         sch = _schedule_of(namespace[name], program, func)
@@ -164,7 +168,7 @@ def main(argv: list[str]) -> int:
 
     trace = to_plain(sch.trace.as_json(remove_postproc=False))
     unchanged = not any(inst[0] not in _LOOKUPS for inst in trace[0])
-    _write(out, {"trace": json.dumps(trace), "unchanged": unchanged, "function": name})
+    _write(out, HandinResult(trace=json.dumps(trace), unchanged=unchanged, function=name))
     return 0
 
 

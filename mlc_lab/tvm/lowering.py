@@ -18,8 +18,9 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from mlc_lab.model.lowering import GpuBuffer, LowerResult, PassStep, PtxasReport, VectorLoop
 from mlc_lab.tvm.measure import build as tbuild
 
 import tvm  # noqa: E402  (after build: it sets the thread count before TVM starts)
@@ -118,6 +119,10 @@ class _PassRecorder:
                 # e.g. FP8StorageLegalize: the IR differs in what the printer does not show
                 rec["note"] = (rec["note"] + "; " if rec["note"] else "") + "the printed TVMScript is the same"
 
+    def steps(self) -> list[PassStep]:
+        """The passes as recorded so far (each one's record is kept as a dict while it runs)."""
+        return [PassStep(**r) for r in self.records]
+
     def _script_of(self, index: int) -> str:
         while index >= 0 and self.records[index]["script"] is None:
             index = self.records[index]["base"]
@@ -212,79 +217,65 @@ def describe_target(spec: Any) -> dict:
 
 def lower_script(
     script: str, func_name: str | None = None, target: Any = "cpu", *, ptx: bool = True, keep_scripts: bool = True
-) -> dict:
+) -> LowerResult:
     """Compile the TVMScript `script` (one function of it) for `target` the way `tvm.compile`
-    does, recording every pass. Returns plain data:
-
-    {"target", "kind" ("cpu"|"cuda"), "func_name", "passes": [{"index", "name", "phase", "depth",
-    "status" ("changed"|"no-op"|"failed"), "base" (index of the record whose script is the input
-    of this pass, -1 = the step's script), "script", "error", "seconds"}], "ok", "error",
-    "llvm_ir", "asm", "cuda_source", "ptx", "ptx_error", "ptxas", "target_cpu",
-    "target_features", "vector_strides", "seconds"}.
-    """
+    does, recording every pass: the passes (each "changed", "no-op" or "failed", with the script
+    after it and its input's index), whether it compiled, the LLVM IR and assembly (CPU) or CUDA
+    source, PTX and ptxas's report (CUDA), the CPU's features and the vectorized loops' strides."""
     t0 = time.perf_counter()
     func_name, mod = _parse(script, func_name)
     t_parsed = time.perf_counter()
     tgt = lower_target(target)
-    kind = "cuda" if tgt.kind.name == "cuda" else "cpu"
+    kind: Literal["cpu", "cuda"] = "cuda" if tgt.kind.name == "cuda" else "cpu"
     rec = _PassRecorder(keep_scripts=keep_scripts, input_script=script)
-    out: dict[str, Any] = {
-        "target": str(tgt),
-        "kind": kind,
-        "func_name": func_name,
-        "passes": rec.records,
-        "ok": False,
-        "error": None,
-        "llvm_ir": "",
-        "asm": "",
-        "cuda_source": "",
-        "ptx": None,
-        "ptx_error": None,
-        "ptxas": None,
-        "target_cpu": _target_cpu(tgt),
-        "cpu_features": _cpu_features(tgt),
-        "vector_strides": [],
-        "problems": [],
-    }
+    out = LowerResult(
+        target=str(tgt),
+        kind=kind,
+        func_name=func_name,
+        passes=[],
+        target_cpu=_target_cpu(tgt),
+        cpu_features=_cpu_features(tgt),
+    )
     if kind == "cuda":
-        problems, _kernels = tbuild.gpu_problems(mod, func_name, tgt)
-        out["problems"] = problems
+        out.problems, _kernels = tbuild.gpu_problems(mod, func_name, tgt)
     try:
         with tvm.transform.PassContext(instruments=[rec]):
             ex = tvm.compile(mod, target=tgt)
     except Exception as exc:  # noqa: BLE001 - a failing pass is a fact to show, not a crash
         rec.fail(exc, f"codegen (target.build.{tgt.kind.name})")
-        out["error"] = _error_text(exc)
-        out["vector_strides"] = _vector_strides(rec.before_vectorize)
-        out["seconds"] = time.perf_counter() - t0
+        out.passes = rec.steps()
+        out.error = _error_text(exc)
+        out.vector_strides = _vector_strides(rec.before_vectorize)
+        out.seconds = time.perf_counter() - t0
         return out
-    out["ok"] = True
+    out.passes = rec.steps()
+    out.ok = True
     t_compiled = time.perf_counter()
-    out["vector_strides"] = _vector_strides(rec.before_vectorize)
+    out.vector_strides = _vector_strides(rec.before_vectorize)
     if kind == "cuda":
-        out["gpu_buffers"] = gpu_buffers(rec.after_compact)
-        out["arch"] = str(tgt.attrs.get("arch", tbuild.DEFAULT_CUDA_ARCH))
+        out.gpu_buffers = gpu_buffers(rec.after_compact)
+        out.arch = str(tgt.attrs.get("arch", tbuild.DEFAULT_CUDA_ARCH))
     host = ex.mod
     if kind == "cpu":
-        out["llvm_ir"] = host.inspect_source("ll")
-        out["asm"] = host.inspect_source("asm")
+        out.llvm_ir = host.inspect_source("ll")
+        out.asm = host.inspect_source("asm")
     else:
         cuda_mods = [m for m in host.imports if m.kind == "cuda"]
         if not cuda_mods:
-            out["problems"] = out["problems"] or [
+            out.problems = out.problems or [
                 "the program compiled to host code only (no CUDA kernel): are its loops bound?"
             ]
         else:
             full = cuda_mods[0].inspect_source()
-            out["cuda_source"] = tbuild.strip_cuda_preamble(full)
+            out.cuda_source = tbuild.strip_cuda_preamble(full)
             if ptx:
                 try:
-                    out["ptx"] = tbuild.nvcc_ptx(full, tgt)
-                    out["ptxas"] = ptxas_info(out["ptx"], str(tgt.attrs.get("arch", tbuild.DEFAULT_CUDA_ARCH)))
+                    out.ptx = tbuild.nvcc_ptx(full, tgt)
+                    out.ptxas = ptxas_info(out.ptx, str(tgt.attrs.get("arch", tbuild.DEFAULT_CUDA_ARCH)))
                 except Exception as exc:  # noqa: BLE001 - nvcc problems are reported, not raised
-                    out["ptx_error"] = _error_text(exc)
-    out["seconds"] = time.perf_counter() - t0
-    out["timings"] = {
+                    out.ptx_error = _error_text(exc)
+    out.seconds = time.perf_counter() - t0
+    out.timings = {
         "parse": t_parsed - t0,
         "compile": t_compiled - t_parsed,
         "code_text": time.perf_counter() - t_compiled,
@@ -319,13 +310,13 @@ def _cpu_features(tgt: Any) -> list[str]:
 _GPU_SCOPES = ("local", "shared", "shared.dyn", "warp")
 
 
-def gpu_buffers(mod: Any) -> list[dict]:
+def gpu_buffers(mod: Any) -> list[GpuBuffer]:
     """The shared and local buffers of the module as `CompactBufferAllocation` leaves them: what one
     thread block (shared) or one thread (local) really keeps. [{"name", "scope", "shape", "dtype",
     "bytes"}], in the order of the code."""
     if mod is None:
         return []
-    found: list[dict] = []
+    found: list[GpuBuffer] = []
     seen: set[str] = set()
 
     def add(buf: Any) -> None:
@@ -361,7 +352,7 @@ def _product(values: list) -> int:
 # ----------------------------------------------------------------------------------------- strides
 
 
-def _vector_strides(mod: Any) -> list[dict]:
+def _vector_strides(mod: Any) -> list[VectorLoop]:
     """For every loop marked vectorized in the module as VectorizeLoop received it (buffers already
     flattened): the stride, in elements, of each buffer access along the loop (None = not affine).
     A stride other than 0 or 1 is why a vectorized loop turns into scalar loads (a gather)."""
@@ -369,7 +360,7 @@ def _vector_strides(mod: Any) -> list[dict]:
         return []
     from tvm.sym.pattern import detect_linear_equation
 
-    found: list[dict] = []
+    found: list[VectorLoop] = []
 
     def accesses(body: Any) -> list[tuple[str, str, Any]]:
         got: list[tuple[str, str, Any]] = []
@@ -386,7 +377,7 @@ def _vector_strides(mod: Any) -> list[dict]:
     def visit_for(node: Any) -> None:
         if isinstance(node, tvm.tirx.For) and node.kind == tvm.tirx.ForKind.VECTORIZED:
             var = node.loop_var
-            entry = {
+            entry: VectorLoop = {
                 "loop": str(var.name),
                 "line": _span_line(node),
                 "extent": _int_or_none(node.extent),
@@ -434,7 +425,7 @@ def ptxas_path() -> str | None:
     return shutil.which("ptxas")
 
 
-def ptxas_info(ptx: str, arch: str) -> dict:
+def ptxas_info(ptx: str, arch: str) -> PtxasReport:
     """`ptxas -v` on the PTX: its report text (registers, shared memory, spills per kernel)."""
     exe = ptxas_path()
     if exe is None:
@@ -452,7 +443,7 @@ def ptxas_info(ptx: str, arch: str) -> dict:
     return {"report": report.strip(), "error": None if proc.returncode == 0 else f"ptxas exited with {proc.returncode}"}
 
 
-def lower_request(req: dict) -> dict:
+def lower_request(req: dict) -> LowerResult:
     """The worker's "lower" request: {"script", "func_name", "target", "ptx"}."""
     from mlc_lab.tvm.tuning.build import install_fast_stack
 

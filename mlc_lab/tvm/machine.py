@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from mlc_lab._threads import cpu_name, ensure_tvm_threads
+from mlc_lab.model.machine import Machine
 
 ensure_tvm_threads()
 
@@ -185,35 +186,37 @@ def gpu_facts() -> dict:
     return facts
 
 
-def machine_request(req: dict) -> dict:
+def machine_request(req: dict) -> Machine:
     target = cpu_target()
     threads = int(os.environ.get("TVM_NUM_THREADS") or 1)
     isa, lanes = vector_isa(target)
     t0 = time.perf_counter()
     peak = peak_gflops(threads, lanes, int(req.get("calls", FMA_CALLS)))
     stream = stream_gbs(lanes, int(req.get("stream_calls", STREAM_CALLS)))
-    return {
-        "cpu": cpu_name(),
-        "cores": os.cpu_count(),
-        "threads": threads,
-        "target": str(target),
-        "vector_isa": isa,
-        "fp32_lanes": lanes,
-        "peak_gflops": peak["gflops"],
-        "peak_gflops_median": peak["gflops_median"],
-        "peak_kernel": peak["kernel"],
-        "peak_one_core_gflops": peak["one_core_gflops"],
-        "peak_all_cores_gflops": peak["all_cores_gflops"],
-        "peak_source": peak["source"],
-        "others_cores": max(x for x in (peak["others_cores"], stream["others_cores"], 0.0) if x is not None),
-        "bandwidth_gbs": stream["gbs"],
-        "bandwidth_gbs_median": stream["gbs_median"],
-        "bandwidth_kernel": stream["kernel"],
-        "bandwidth_one_core_gbs": stream["one_core_gbs"],
-        "bandwidth_all_cores_gbs": stream["all_cores_gbs"],
-        "caches": os_caches(),
-        "gpu": gpu_facts(),
-        "tvm": tvm.__version__,
-        "measured_in_s": round(time.perf_counter() - t0, 2),
-        "measured_at": time.time(),
-    }
+    return Machine.from_json(  # the working figures (medians, the time it took) stay here
+        {
+            "cpu": cpu_name(),
+            "cores": os.cpu_count(),
+            "threads": threads,
+            "target": str(target),
+            "vector_isa": isa,
+            "fp32_lanes": lanes,
+            "peak_gflops": peak["gflops"],
+            "peak_gflops_median": peak["gflops_median"],
+            "peak_kernel": peak["kernel"],
+            "peak_one_core_gflops": peak["one_core_gflops"],
+            "peak_all_cores_gflops": peak["all_cores_gflops"],
+            "peak_source": peak["source"],
+            "others_cores": max(x for x in (peak["others_cores"], stream["others_cores"], 0.0) if x is not None),
+            "bandwidth_gbs": stream["gbs"],
+            "bandwidth_gbs_median": stream["gbs_median"],
+            "bandwidth_kernel": stream["kernel"],
+            "bandwidth_one_core_gbs": stream["one_core_gbs"],
+            "bandwidth_all_cores_gbs": stream["all_cores_gbs"],
+            "caches": os_caches(),
+            "gpu": gpu_facts(),
+            "tvm": tvm.__version__,
+            "measured_in_s": round(time.perf_counter() - t0, 2),
+            "measured_at": time.time(),
+        }
+    )

@@ -368,7 +368,7 @@ def _is_operator(name: str) -> bool:
 
 
 def _is_cast(node: ast.expr) -> bool:
-    if not (isinstance(node, ast.Call) and _dotted(node.func) in _CASTS and len(node.args) == 1 and not node.keywords):
+    if not (isinstance(node, ast.Call) and dotted(node.func) in _CASTS and len(node.args) == 1 and not node.keywords):
         return False
     arg = node.args[0]
     if isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub):
@@ -376,11 +376,12 @@ def _is_cast(node: ast.expr) -> bool:
     return isinstance(arg, ast.Constant) and isinstance(arg.value, (int, float, bool))
 
 
-def _dotted(node: ast.AST) -> str:
+def dotted(node: ast.AST) -> str:
+    """`T.int64` for the attribute chain T.int64 (a name alone is itself; anything else is "?")."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
+        return f"{dotted(node.value)}.{node.attr}"
     return "?"
 
 
@@ -400,7 +401,7 @@ def _typed_literal(node: ast.Call) -> Any:
     negative = isinstance(arg, ast.UnaryOp)
     value = (arg.operand if negative else arg).value  # type: ignore[union-attr]
     value = -value if negative else value
-    dtype = _dotted(node.func)[2:]
+    dtype = dotted(node.func)[2:]
     if dtype == "bool":
         return tirx.IntImm("bool", int(bool(value)))
     if dtype.startswith(("float", "bfloat")):

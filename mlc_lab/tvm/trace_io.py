@@ -25,7 +25,7 @@ from mlc_lab.text.trace_tables import _BOOL_ATTRS, _KINDS, _NAME, _Kind, _statem
 from mlc_lab.text.trace_tables import Ref
 from mlc_lab.tvm import trace_effects
 from mlc_lab.tvm.primitives import ALIASES, PRIMITIVES, parameter_names
-from mlc_lab.tvm.trace_exprs import IndexLambda, JsonIndexMap, RangesLambda, is_cast, load_index_map
+from mlc_lab.tvm.trace_exprs import IndexLambda, JsonIndexMap, RangesLambda, dotted, is_cast, load_index_map
 from mlc_lab.tvm.trace_exprs import literal_expression, typed_literal
 
 _ALLOWED_IMPORTS = {("tvm", "s_tir"), ("tvm", "tir"), ("tvm", "tirx")}
@@ -97,17 +97,9 @@ def _check_trace_def(node: ast.FunctionDef) -> str:
     if len(args.args) != 1 or args.vararg or args.kwarg or args.kwonlyargs or args.defaults:
         raise TraceParseError("the trace function takes exactly one argument, the schedule", line=node.lineno)
     ann = args.args[0].annotation
-    if ann is not None and _dotted(ann) not in _SCHEDULE_ANNOTATIONS:
+    if ann is not None and dotted(ann) not in _SCHEDULE_ANNOTATIONS:
         raise TraceParseError("the schedule argument's annotation must be a Schedule", line=node.lineno)
     return args.args[0].arg
-
-
-def _dotted(node: ast.AST) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
-    return "?"
 
 
 # TVM's printer names some arguments after its instruction, not after the Python API's parameter.
@@ -205,13 +197,13 @@ class _CallParser:
             raise TraceParseError(f"`{node.id}` is not defined earlier in the trace", line=line)
         if isinstance(node, ast.Lambda):
             return IndexLambda.from_ast(node, line, self.defined)
-        if isinstance(node, ast.Call) and _dotted(node.func) in {"T.int32", "T.int64"} and len(node.args) == 1:
+        if isinstance(node, ast.Call) and dotted(node.func) in {"T.int32", "T.int64"} and len(node.args) == 1:
             inner = self.value(node.args[0], line, param)
             if isinstance(inner, int):
                 return inner
         if is_cast(node):
             return typed_literal(node)  # type: ignore[arg-type]
-        if isinstance(node, ast.Call) and _dotted(node.func) in {"T.index_map", "tvm.tirx.IndexMap.from_func"}:
+        if isinstance(node, ast.Call) and dotted(node.func) in {"T.index_map", "tvm.tirx.IndexMap.from_func"}:
             if len(node.args) == 1 and isinstance(node.args[0], ast.Lambda):
                 return IndexLambda.from_ast(node.args[0], line, self.defined)
         # An expression outside an index map: what it would do is said first (the node it holds), then

@@ -19,7 +19,6 @@ import gzip
 import hashlib
 import json
 import logging
-import os
 import sys
 import threading
 import time
@@ -35,7 +34,7 @@ import traitlets as t
 
 from mlc_lab._threads import helper_thread
 from mlc_lab.errors import error_kind
-from mlc_lab.model.conform import fields_of, problems
+from mlc_lab.model.conform import _STRICT, STRICT_WIRE, fields_of, problems, wire_violation, wire_violations  # noqa: F401  (the suite reads them here)
 from mlc_lab.model.errors import ERROR_KINDS, ErrorInfo
 from mlc_lab.model.requests import REQUEST, REQUESTS, RESPONSE, ResponseMessage, record_key
 
@@ -176,23 +175,10 @@ class Recorded(ipywidgets.Widget):
 # Error kinds any request may answer with, besides those its entry in the table declares.
 _ANY_REQUEST_ERRORS = ("bad_request", "unknown", "internal")
 
-# The strict wire (the test suite sets MLC_LAB_STRICT_WIRE=1, tests/conftest.py): every result is checked
-# against its request's declared type, every error kind against the kinds it declares, every synced
-# trait's value against the widget's traits type; what departs is logged and kept here, and a test
-# that leaves anything here fails. A path instead of 1: each is also appended to that file (the e2e
-# suite's kernels run in JupyterLab; tests/e2e/conftest.py reads it after each test). Off, nothing is
-# checked (a reply costs nothing more).
-_STRICT = os.environ.get("MLC_LAB_STRICT_WIRE", "")
-STRICT_WIRE = _STRICT not in ("", "0")
-wire_violations: list[str] = []
-
-
-def wire_violation(text: str) -> None:
-    log.error("mlc_lab: the wire departs from mlc_lab.model: %s", text)
-    wire_violations.append(text)
-    if os.sep in _STRICT:
-        with open(_STRICT, "a", encoding="utf-8") as f:
-            f.write(text.replace("\n", " ") + "\n")
+# The strict wire (mlc_lab.model.conform.STRICT_WIRE; the test suite sets MLC_LAB_STRICT_WIRE=1): every
+# result is checked against its request's declared type, every error kind against the kinds it declares,
+# every synced trait's value against the widget's traits type; what departs is a wire_violation. Off,
+# nothing is checked (a reply costs nothing more).
 
 
 def _transient(kind: Any) -> bool:

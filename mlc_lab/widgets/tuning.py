@@ -31,21 +31,27 @@ import traitlets as t
 
 from mlc_lab._threads import helper_thread
 from mlc_lab.core.protocol import Retraceable
-from mlc_lab.model.tuning import BestTrial, FailureItem, MachineLine, Machines, Roof, TrialDetail
+from mlc_lab.model.tuning import (
+    BEST_FILE,
+    JOB_FILE,
+    LIVE_FILE,
+    RECORDS_FILE,
+    STATUS_FILE,
+    TRIALS_FILE,
+    BestTrial,
+    FailureItem,
+    MachineLine,
+    Machines,
+    Roof,
+    TrialDetail,
+)
 from mlc_lab.model.traits import TuningTraits
 from mlc_lab.widgets._base import RequestError, RpcWidget, bundle
 
 log = logging.getLogger(__name__)
 
 MAX_FAILURES = 500  # failed candidates listed (the plot marks every one)
-WATCHED = (
-    "database_tuning_record.json",
-    "mlc_lab_trials.jsonl",
-    "mlc_lab_status.json",
-    "mlc_lab_job.json",
-    "mlc_lab_live.jsonl",
-    "mlc_lab_best.json",
-)
+WATCHED = (RECORDS_FILE, TRIALS_FILE, STATUS_FILE, JOB_FILE, LIVE_FILE, BEST_FILE)  # the job's files that change
 PHASE_TEXT = {
     "starting": "starting (loading TVM, generating the search space)",
     "searching": "searching: the cost model picks the next candidates",

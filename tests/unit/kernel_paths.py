@@ -39,6 +39,12 @@ ENTRIES = {
 }
 
 
+# A path to a run elsewhere that is allowed only while a keyword guards it: the function the path passes
+# through -> the keyword every call of it from an entry must pass (never False). `unguarded` reads both ends:
+# each entry's call, and the keyword's way from the function to the check in the session.
+GUARDED = {"tvm/measure/rpc.py:measure_remote": "sandboxed_only"}
+
+
 @dataclass
 class _Module:
     rel: str
@@ -248,3 +254,44 @@ def _sink(node: ast.AST) -> str | None:
         if sub.func.attr in ("call", "request") and isinstance(first, ast.Constant) and first.value in WORKER_RUNS:
             return f"asks the persistent worker to {first.value!r} (a kernel run outside the sandbox)"
     return None
+
+
+def _is_false(node: ast.AST | None) -> bool:
+    return node is None or (isinstance(node, ast.Constant) and not node.value)
+
+
+def unguarded(modules: dict[str, _Module], entries: dict[str, set[str] | None] = ENTRIES) -> list[str]:
+    """Each call of a GUARDED function from an entry's module that does not pass its keyword (or passes
+    it False), and each step of the keyword's way to the session that is missing: `measure_remote`
+    hands it to `TrackerPool`, the pool to `measure_in_session`, which asks `require_sandbox` before
+    anything is uploaded. Empty when the guard holds."""
+    problems = []
+    for guarded, keyword in GUARDED.items():
+        name = guarded.rpartition(":")[2]
+        for mod in modules.values():
+            if not any(mod.rel.startswith(prefix) for prefix in entries):
+                continue
+            for node in ast.walk(mod.tree):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == name:
+                    given = next((k.value for k in node.keywords if k.arg == keyword), None)
+                    if _is_false(given):
+                        problems.append(f"{mod.rel}:{node.lineno} calls {name} without {keyword}")
+    by_rel = {m.rel: m for m in modules.values()}
+    remote = by_rel["tvm/measure/rpc.py"].functions["measure_remote"]
+    if not any(
+        isinstance(n, ast.Call)
+        and getattr(n.func, "attr", None) == "TrackerPool"
+        and any(k.arg == "sandboxed_only" and getattr(k.value, "id", None) == "sandboxed_only" for k in n.keywords)
+        for n in ast.walk(remote)
+    ):
+        problems.append("tvm/measure/rpc.py:measure_remote does not hand sandboxed_only to its TrackerPool")
+    pool = by_rel["tvm/measure/pool.py"]
+    if "self.sandboxed_only" not in ast.unparse(pool.functions["TrackerPool._measure_one"]):
+        problems.append("tvm/measure/pool.py:TrackerPool._measure_one does not hand sandboxed_only to its sessions")
+    first = pool.functions["measure_in_session"].body  # type: ignore[attr-defined]
+    guard = next((st for st in first if isinstance(st, ast.If)), None)
+    if guard is None or ast.unparse(guard) != "if sandboxed_only:\n    require_sandbox(session)":
+        problems.append("tvm/measure/pool.py:measure_in_session does not ask require_sandbox before anything else")
+    elif any("upload" in ast.unparse(st) for st in first[: first.index(guard)]):
+        problems.append("tvm/measure/pool.py:measure_in_session uploads before it asks require_sandbox")
+    return problems

@@ -18,6 +18,7 @@ from pathlib import Path
 from tests.unit.processes import free_port, kill_groups
 
 KEY = "mlc-lab-test"
+SANDBOXED = "mlc_lab.core.server_sandbox"  # mlc_lab's server: each session in the sandbox
 
 
 class Cluster:
@@ -31,9 +32,9 @@ class Cluster:
         ours: tuple[str, ...] = (),
         env: dict | None = None,
     ) -> None:
-        """`servers` under `key`, and `more` = {other key: count, or the list of each server's module}
-        beside them; the servers of the keys in `ours` run mlc_lab's server (`mlc_lab.tvm.measure.server`)
-        instead of TVM's; `env` is added to every server's."""
+        """`servers` under `key`, and `more` = {other key: count, or the list of each server's module and
+        its own flags} beside them; the servers of the keys in `ours` run mlc_lab's server, each session
+        in the sandbox (`mlc_lab.core.server_sandbox`), instead of TVM's; `env` is added to every server's."""
         self.folder, self.key, self.runtime_only = Path(folder), key, runtime_only
         self.ours, self.extra_env = set(ours), dict(env or {})
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -48,7 +49,7 @@ class Cluster:
             wanted = {key: servers, **(more or {})}
             for k, what in wanted.items():
                 for module in what if isinstance(what, list) else [None] * what:
-                    self.add_server(len(self.servers), k, module)
+                    self.add_server(len(self.servers), k, *(module if isinstance(module, tuple) else (module,)))
             for k, what in wanted.items():
                 self.wait_free(len(what) if isinstance(what, list) else what, key=k)
         except BaseException:
@@ -88,7 +89,7 @@ class Cluster:
                 assert self.procs[0].poll() is None and time.monotonic() < deadline, "the tracker did not start"
                 time.sleep(0.2)
 
-    def add_server(self, n: int, key: str | None = None, module: str | None = None) -> subprocess.Popen:
+    def add_server(self, n: int, key: str | None = None, module: str | None = None, *flags: str) -> subprocess.Popen:
         port = free_port()
         env = dict(os.environ, TVM_NUM_THREADS="1", **self.extra_env)
         prefix: list[str] = []
@@ -99,7 +100,7 @@ class Cluster:
         cores = sorted(os.sched_getaffinity(0))
         if shutil.which("taskset"):  # one core each, as docs/measuring.md sets a class up
             prefix = [shutil.which("taskset"), "-c", str(cores[n % len(cores)])]
-        module = module or ("mlc_lab.tvm.measure.server" if (key or self.key) in self.ours else "tvm.exec.rpc_server")
+        module = module or (SANDBOXED if (key or self.key) in self.ours else "tvm.exec.rpc_server")
         if module != "tvm.exec.rpc_server":  # this checkout's mlc_lab, from a PATH without anything on it
             env["PYTHONPATH"] = os.pathsep.join(
                 p for p in (str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")) if p
@@ -117,6 +118,7 @@ class Cluster:
                 f"127.0.0.1:{self.port}",
                 "--key",
                 key or self.key,
+                *flags,
             ],
             f"server{n}.log",
             env,

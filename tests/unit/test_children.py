@@ -4,7 +4,9 @@ operation is declared once (`mlc_lab.model.worker_ops.WORKER_OPS`) and answered 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.util
+import json
 import subprocess
 import sys
 import time
@@ -17,6 +19,7 @@ import pytest
 from mlc_lab.core import sandbox
 from mlc_lab.core.worker import child_env, decode_result, failure, launch, sandboxed, stop
 from mlc_lab.core.worker_main import REQUESTS
+from mlc_lab.model.conform import problems
 from mlc_lab.model.worker_ops import WORKER, WORKER_OPS
 
 PACKAGE = Path(__file__).resolve().parents[2] / "mlc_lab"
@@ -178,44 +181,159 @@ def test_a_failure_crosses_as_error_info_and_back():
     assert isinstance(junk, MeasureError) and junk.kind == "protocol"
 
 
-def test_results_are_decoded_once_into_the_tables_type():
+def test_results_are_decoded_once_into_the_tables_type(monkeypatch):
+    from mlc_lab.errors import MeasureError
+    from mlc_lab.model import conform
     from mlc_lab.model.measure import Measurement
 
     m = Measurement(target="llvm", latency_s=0.5, func_name="main")
-    raw = {**m.to_json(), "number": 3}  # a working figure of the worker's, no part of the measurement
-    assert decode_result("measure", raw) == m
-    assert decode_result("lower", {"passes": []}) == {"passes": []}  # raw data: its caller's to decode
+    assert decode_result("measure", m.to_json()) == m
+    found: list[str] = []
+    monkeypatch.setattr(conform, "wire_violations", found)
+    # a key the type does not declare departs from the wire (Measurement's reading drops it)
+    assert decode_result("measure", {**m.to_json(), "number": 3}) == m
+    assert found == ["measure result.number: Measurement declares no key 'number'"]
+    found.clear()
+    # an answer that is not of its type: a protocol error, and on the strict wire a violation too
+    with pytest.raises(MeasureError) as info:
+        decode_result("env", {"tvm": "0.27", "threads": None, "cpu_target": "llvm", "gpu": "no", "nvcc": None})
+    assert info.value.kind == "protocol" and "env result.gpu: 'no' is not a boolean" in str(info.value)
+    assert found and all(text.startswith("env result.gpu") for text in found)
 
 
-# One answer per operation whose result is not raw data, as its child sends it.
-ANSWERS = {
-    "measure": {"target": "llvm", "latency_s": 0.5, "func_name": "main", "number": 3},
-    "measure_elsewhere": {"target": "llvm", "latency_s": 0.5, "func_name": "main", "where": "10.0.0.7:9090"},
-    "machine": {
-        "cpu": "Test CPU",
-        "cores": 2,
-        "threads": 2,
-        "vector_isa": "avx2",
-        "fp32_lanes": 8,
-        "peak_gflops": 100.0,
-        "bandwidth_gbs": 10.0,
-        "kernel_seconds": 1.5,  # a working figure: dropped
-    },
-    "tune": 0,
-    "run_kernel": {"version": 1, "device": "cpu", "method": "m", "candidates": [{"id": "k", "ok": True}]},
-}
+# One answer per operation whose result is not raw data, as its handler writes it (its type's to_json).
+def _answers() -> dict:
+    from mlc_lab.model.grading import GradeResult, HandinResult, NumericComparison, RunResult, TaskResult
+    from mlc_lab.model.lowering import CudaBuild, LowerResult, PassStep
+    from mlc_lab.model.machine import Machine
+    from mlc_lab.model.measure import CandidateResult, Measurement, RunResults
+
+    here = Machine("Test CPU", 2, 2, "avx2", 8, 100.0, 10.0)
+    return {
+        "env": {"tvm": "0.27.0", "threads": "2", "cpu_target": "llvm -mcpu=znver4", "gpu": False, "nvcc": None},
+        "measure": Measurement(target="llvm", latency_s=0.5, func_name="main").to_json(),
+        "measure_elsewhere": Measurement(target="llvm", latency_s=0.5, where="10.0.0.7:9090").to_json(),
+        "machine": here.to_json(),
+        "cuda": CudaBuild("", "", [], problems=["the loop i is not bound"]).to_json(),
+        "lower": LowerResult("llvm", "cpu", "main", [PassStep(0, "tirx.BindTarget", "bind", "changed")]).to_json(),
+        "run_function": RunResult(ok=True, outputs=[]).to_json(),
+        "run_opencl": RunResult(ok=True, engine="pocl", diagnostics=["a race on C"]).to_json(),
+        "numeric_gpu": NumericComparison(
+            wrong=1,
+            total=16,
+            max_error=2.0,
+            worst={"buffer": "C", "index": [0, 1], "got": 3.0, "expected": 1.0},
+            outputs=["C"],
+            shape={"A": [4, 4], "C": [4, 4]},
+            guard_writes={},
+            engine="pocl",
+            diagnostics=[],
+            nan_read=False,
+            launches=[{"kernel": "main_kernel", "grid": [1, 1, 1], "block": [4, 4, 1]}],
+            out_of_bounds=[],
+            seconds={"build": 0.1, "total": 0.3},
+        ).to_json(),
+        "handin": HandinResult(error="raised", line=3, message="schedule() raised KeyError: 'k'").to_json(),
+        "grade_batch": GradeResult(
+            "alice/lab.py", "trace", [TaskResult("tiling", "Tile the loops", 2.0, 2.0, True, ["ok"], "1.1")]
+        ).to_json(),
+        "grade_class": [
+            {
+                **GradeResult("s1.py", "trace", [TaskResult("tiling", "Tile the loops", 2.0, 2.0, True)]).to_json(),
+                "latency_ms": 0.8,
+                "correct": True,
+                "timing": {"where": "the class server (in its sandbox)", "method": "median of 10", "quiet": True},
+            },
+            {"error": "the grader failed", "status": "grader error", "error_info": {"summary": "the grader failed"}},
+            {
+                "timings": [
+                    {
+                        "latency_ms": 0.7,
+                        "timing": {"spread_ms": 0.01, "load": 0.2, "quiet": True, "retimed": {"rounds": 3}},
+                    },
+                    {"error": "it could not be timed again"},
+                ]
+            },
+        ],
+        "tune": 0,
+        "rpc_session": None,  # it serves its client over the socket it is handed, and answers no caller
+        "run_kernel": RunResults(1, "cpu", "m", [CandidateResult("k", True)]).to_json(),
+    }
+
+
+ANSWERS = _answers()
 
 
 @pytest.mark.parametrize("op", sorted(WORKER_OPS))
-def test_every_operations_result_decodes_into_its_declared_type(op):
+def test_every_operation_names_its_result_type_and_decodes_what_its_handler_writes(op):
     declared = WORKER_OPS[op].result
-    assert hasattr(declared, "from_json") or declared in (dict, int), f"{op}: a result type with no decoding"
-    if hasattr(declared, "from_json"):
-        assert op in ANSWERS, f"{op}: give an answer of its child's to decode"
-    decoded = decode_result(op, ANSWERS.get(op, {"raw": [1, 2]}))
-    assert isinstance(decoded, declared)
-    if hasattr(declared, "to_json"):  # and its own encoding decodes to the same value
-        assert decode_result(op, decoded.to_json()) == decoded
+    assert declared not in (dict, list, typing.Any), f"{op}: its result is untyped data, not a type of mlc_lab.model"
+    for member in typing.get_args(declared) or (declared,):  # one type, or the answers of a child's jobs
+        assert member in (int, None) or member.__module__.startswith("mlc_lab.model."), (
+            f"{op}: {member} is no model type"
+        )
+    assert op in ANSWERS, f"{op}: give an answer as its handler writes it"
+    for raw in ANSWERS[op] if isinstance(ANSWERS[op], list) else [ANSWERS[op]]:
+        assert problems(raw, declared, f"{op} result") == []
+        decoded = decode_result(op, raw)
+        if dataclasses.is_dataclass(declared):
+            assert isinstance(decoded, declared)
+            assert decode_result(op, json.loads(json.dumps(decoded.to_json()))) == decoded  # its encoding reads back
+        else:
+            assert decoded == raw
+
+
+def _handlers_answers(tmp_path) -> dict:
+    """What the cheap handlers write, called here as the worker calls them (``_plain`` of their result)."""
+    import numpy as np
+
+    import mlc_lab
+    from mlc_lab.core.worker_main import _plain, handler
+    from mlc_lab.tvm import exercises as tvm_exercises
+    from mlc_lab.tvm.measure.build import module_to_text
+    from tests.fixtures.programs import GPU_TWO_BLOCKS, MM_RELU
+
+    gpu = module_to_text(mlc_lab.load(GPU_TWO_BLOCKS))
+    add = mlc_lab.load(
+        "from tvm.script import tirx as T\n"
+        "@T.prim_func(s_tir=True)\n"
+        "def main(A: T.Buffer((4,), 'float32'), B: T.Buffer((4,), 'float32')):\n"
+        "    for i in range(4):\n"
+        "        with T.sblock('B'):\n"
+        "            vi = T.axis.spatial(4, i)\n"
+        "            B[vi] = A[vi] + T.float32(1)\n"
+    )
+    requests = {
+        "env": {},
+        "cuda": {"module": gpu, "func_name": None, "ptx": False},
+        "lower": {"script": mlc_lab.Session(MM_RELU).script, "func_name": None, "target": "cpu", "ptx": False},
+        "run_function": {
+            "module": tvm_exercises.module_json(add),
+            "func_name": "main",
+            "inputs": [np.arange(4, dtype="float32"), np.zeros(4, "float32")],
+        },
+    }
+    out = {op: _plain(handler(op)(req)) for op, req in requests.items()}
+    # the sandboxed hand-in child, run here on a file that defines no scheduling function
+    from mlc_lab.tvm import grade_child
+
+    handin, result = tmp_path / "handin.py", tmp_path / "result.json"
+    handin.write_text("x = 1\n")
+    assert grade_child.main([str(tmp_path / "program.py"), str(handin), str(result)]) == 0
+    out["handin"] = json.loads(result.read_text())
+    return out
+
+
+def test_the_handlers_write_their_tables_type(tmp_path):
+    answers = _handlers_answers(tmp_path)
+    for op, raw in answers.items():
+        assert problems(raw, WORKER_OPS[op].result, f"{op} result") == [], op
+        decoded = decode_result(op, raw)
+        assert isinstance(decoded, WORKER_OPS[op].result), op
+    assert answers["env"]["tvm"] and answers["cuda"]["source"].count("__global__") == 2
+    assert answers["lower"]["ok"] and answers["lower"]["passes"] and answers["lower"]["asm"]
+    assert list(answers["run_function"]["outputs"][1]) == [1.0, 2.0, 3.0, 4.0]
+    assert answers["handin"]["error"] == "no_function"
 
 
 def test_the_class_servers_child_still_dies_with_the_server_and_carries_its_mark():

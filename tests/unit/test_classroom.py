@@ -28,7 +28,7 @@ from mlc_lab.classroom.store import Store
 from mlc_lab.core.session import Session
 from mlc_lab.model.classroom import Board, ClassSummary, Verdict
 from mlc_lab.model.conform import problems
-from tests.unit.test_rpc import KEY, tracker  # noqa: F401  (the fixture: a tracker and two servers)
+from tests.unit.test_rpc import KEY, tracker  # noqa: F401  (the fixture: a tracker and two sandboxed servers)
 from tests.unit.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

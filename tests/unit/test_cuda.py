@@ -106,8 +106,8 @@ def test_ptx_with_nvcc(gpu_mm):
 def test_ptx_without_nvcc_says_so(monkeypatch):
     monkeypatch.setattr(build.shutil, "which", lambda name: None)
     out = build.cuda_build(mlc_lab.load(GPU_TWO_BLOCKS), None, "cuda", ptx=True)
-    assert out["ptx"] is None and "nvcc was not found" in out["ptx_error"]
-    assert out["source"].count("__global__") == 2  # two kernels, one per block
+    assert out.ptx is None and "nvcc was not found" in out.ptx_error
+    assert out.source.count("__global__") == 2  # two kernels, one per block
 
 
 @pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")

@@ -100,7 +100,15 @@ def test_property_a_task_passes_exactly_when_its_checks_pass_and_no_named_hazard
 def _graded() -> GradeResult:
     tasks = score_tasks([TILING, SHARED], _report(OK, CheckResult("shared_memory_tiling", True, "ok"), hazards=[SPILL]))
     r = GradeResult("alice/lab3.py", "trace", tasks, hazards=[SPILL.to_json() | {"class": "performance"}])
-    r.numeric = {"ok": True, "verdict": "match", "message": "D matches the program at 128 (max error 1e-06)"}
+    r.numeric = {
+        "ok": True,
+        "verdict": "match",
+        "message": "D matches the program at 128 (max error 1e-06)",
+        "max_error": 1e-06,
+        "shape": {"D": [128, 128]},
+        "sizes": {"1024": 128},
+        "engine": "pocl",
+    }
     r.seconds, r.latency_ms, r.visibility = 12.6, 0.75, "after_due_date"
     return r
 

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.kernel_paths import ENTRIES, Graph, load
+from tests.unit.kernel_paths import ENTRIES, GUARDED, Graph, load, unguarded
 
-# A path the reading finds, allowed, and why. Each must still be found (else it is stale).
+# A path the reading finds, allowed only while its guard holds (`unguarded` is empty), and why. Each must
+# still be found (else it is stale).
 ALLOWED = {
     "tvm/measure/rpc.py:measure_remote": (
-        "`class serve --tracker`: the kernel runs on the class's measurement machines (TVM's RPC servers, "
-        "their processes), not on the class server: built here, sent to a tracker's server by "
-        "mlc_lab.tvm.measure.pool, timed there, its outputs compared here"
+        "`class serve --tracker`: the kernel runs on the class's measuring machines, in a session of theirs "
+        "that runs in the sandbox (mlc_lab.core.server_sandbox): the class server passes sandboxed_only, and "
+        "mlc_lab.tvm.measure.pool asks each session what confines it before it uploads anything, leaving out "
+        "servers that cannot say they sandbox (TVM's own; mlc_lab's with --unsafe-same-user)"
     ),
 }
+assert set(ALLOWED) == set(GUARDED)
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +36,7 @@ def _unallowed(paths: list[str]) -> list[str]:
 
 def test_no_path_from_a_hand_in_to_its_kernel_skips_the_sandbox(graph):
     assert _unallowed(graph.paths()) == []
+    assert unguarded(graph.modules) == []  # the allowed path requires the measuring server's sandbox
     found = graph.paths()
     for where in ALLOWED:
         assert any(f" -> {where} ->" in p for p in found), f"allowed but no longer found (drop it): {where}"
@@ -99,3 +103,31 @@ def test_a_planted_violation_is_found_with_its_path(graph, module, added, path):
         text += added
     found = _unallowed(graph.replaced(module, text).paths())
     assert any(p.startswith(path) for p in found), found
+
+
+@pytest.mark.parametrize(
+    ("module", "old", "new", "problem"),
+    [
+        (
+            "classroom/grade_child.py",
+            "sandboxed_only=not unsafe_same_user,",
+            "",
+            "classroom/grade_child.py:",
+        ),
+        (
+            "classroom/grade_child.py",
+            "sandboxed_only=not unsafe_same_user,",
+            "sandboxed_only=False,",
+            "calls measure_remote without sandboxed_only",
+        ),
+        ("tvm/measure/rpc.py", "sandboxed_only=sandboxed_only", "sandboxed_only=False", "does not hand"),
+        ("tvm/measure/pool.py", "        require_sandbox(session)\n", "        pass\n", "does not ask require_sandbox"),
+    ],
+)
+def test_a_path_to_the_measuring_machines_without_the_guard_is_found(graph, module, old, new, problem):
+    from tests.unit.kernel_paths import PACKAGE
+
+    text = (PACKAGE / module).read_text()
+    assert old in text
+    found = unguarded(graph.replaced(module, text.replace(old, new, 1)).modules)
+    assert any(problem in p for p in found), found

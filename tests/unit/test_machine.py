@@ -15,7 +15,8 @@ from mlc_lab.core.worker import decode_result
 
 
 def fake(peak: float, bw: float, others: float | None = 0.0) -> dict:
-    return {
+    """The worker's answer as its handler writes it (`Machine.to_json`)."""
+    facts = {
         "cpu": "Test CPU",
         "cores": 2,
         "threads": 2,
@@ -25,10 +26,10 @@ def fake(peak: float, bw: float, others: float | None = 0.0) -> dict:
         "bandwidth_gbs": bw,
         "caches": [{"level": 3, "type": "unified", "bytes": 32 << 20}],
         "gpu": {"present": False, "note": "no CUDA GPU found"},
-        "unknown_field": 1,
         "others_cores": others,
         "measured_at": None if others is None else time.time(),
     }
+    return Machine(**facts).to_json()
 
 
 class FakeWorker:
@@ -41,7 +42,7 @@ class FakeWorker:
 
 
 def test_the_roof_bends_at_the_ridge():
-    m = Machine(**{k: v for k, v in fake(200.0, 10.0).items() if k != "unknown_field"})
+    m = Machine.from_json(fake(200.0, 10.0))
     assert m.ridge_intensity == 20.0
     assert m.roof_gflops(2.0) == 20.0 and m.roof_gflops(100.0) == 200.0
     assert m.cache_bytes(3) == 32 << 20 and m.cache_bytes(2) is None
@@ -97,9 +98,7 @@ def test_a_kernel_faster_than_the_peak_is_believed_over_the_cached_peak(tmp_path
     monkeypatch.setattr(machine_mod, "_rechecked", False)
     w = FakeWorker([fake(17.4, 2.8), fake(20.0, 3.0)])
     monkeypatch.setattr("mlc_lab.core.worker.worker", lambda: w)
-    machine_mod._write_cache(
-        machine_mod.cache_path(), Machine(**{k: v for k, v in fake(17.4, 2.8).items() if k != "unknown_field"})
-    )
+    machine_mod._write_cache(machine_mod.cache_path(), Machine.from_json(fake(17.4, 2.8)))
     assert machine_mod.observed(10.0, "numpy").peak_gflops == 17.4 and w.calls == []  # no contradiction
     m = machine_mod.observed(155.0, "numpy's 512^3 matmul")
     assert w.calls == ["machine"]  # measured again at once ...

@@ -22,13 +22,14 @@ from mlc_lab.errors import TuneError
 from mlc_lab.tvm.measure import build, pool
 from tests.fixtures.programs import matmul
 from tests.unit.processes import free_port
-from tests.unit.rpc_cluster import KEY, Cluster  # noqa: F401  (KEY: test_classroom times on these servers)
+from tests.unit.rpc_cluster import KEY, SANDBOXED, Cluster  # noqa: F401  (KEY: test_classroom times on these servers)
 
 
 @pytest.fixture
 def tracker(tmp_path):
-    """A tracker and two runtime-only servers under KEY: its port (the class server's tests time there)."""
-    c = Cluster(tmp_path / "cluster", servers=2)
+    """A tracker and two runtime-only servers under KEY, mlc_lab's (each session in the sandbox: the class
+    server times hand-ins only there): its port (the class server's tests time there)."""
+    c = Cluster(tmp_path / "cluster", servers=2, ours=(KEY,))
     try:
         yield c.port
     finally:
@@ -38,9 +39,10 @@ def tracker(tmp_path):
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
     """One tracker: three servers under the test key for the tests that harm none, two under "hang" for
-    the test that stops one, three under "tune" for the tune that loses two, and two of mlc_lab's own
-    servers under "ours" (`mlc_lab.tvm.measure.server`), with a stand-in CUDA driver when this machine
-    can make one (test_artifact's: every driver call answers "no device"). One start for all."""
+    the test that stops one, three under "tune" for the tune that loses two, two of mlc_lab's own
+    servers under "ours" (`mlc_lab.core.server_sandbox`: each session in the sandbox, 256 MB for its
+    tree), with a stand-in CUDA driver when this machine can make one (test_artifact's: every driver
+    call answers "no device"), and one of them under "unsafe" (--unsafe-same-user). One start for all."""
     from tests.unit.test_artifact import CUDART_DIRS, STUB_DRIVER
 
     folder = tmp_path_factory.mktemp("cluster")
@@ -48,6 +50,7 @@ def shared(tmp_path_factory):
     cudart = next((d for d in CUDART_DIRS if os.path.exists(os.path.join(d, "libcudart.so.13"))), None)
     if cudart and shutil.which("gcc"):
         (folder / "stub.c").write_text(STUB_DRIVER)
+        folder.chmod(0o755)  # bound read-only into the sessions' sandboxes, where uid 65534 must enter it
         lib = folder / "libcuda.so.1"
         cmd = ["gcc", "-shared", "-fPIC", "-o", str(lib), "-Wl,-soname,libcuda.so.1", str(folder / "stub.c")]
         subprocess.run(cmd, check=True)
@@ -57,7 +60,9 @@ def shared(tmp_path_factory):
         "tvm.exec.rpc_server",
         "tvm.exec.rpc_server",
     ]  # one dies as its 2nd session begins
-    c = Cluster(folder / "cluster", servers=3, more={"hang": 2, "tune": tune, "ours": 2}, ours=("ours",), env=env)
+    ours = [(SANDBOXED, "--memory-mb", "256")] * 2
+    more = {"hang": 2, "tune": tune, "ours": ours, "unsafe": [(SANDBOXED, "--unsafe-same-user")]}
+    c = Cluster(folder / "cluster", servers=3, more=more, ours=("ours",), env=env)
     c.stub_driver = bool(env)
     try:
         yield c
@@ -126,7 +131,7 @@ def test_a_tracker_that_is_down_is_one_sentence():
 
 def test_a_key_no_server_has_is_one_sentence(shared):
     with pytest.raises(
-        TuneError, match=r"no server under the key 'gpu' \(it lists 'hang', 'mlc-lab-test', 'ours', 'tune'\)"
+        TuneError, match=r"no server under the key 'gpu' \(it lists 'hang', 'mlc-lab-test', 'ours', 'tune', 'unsafe'\)"
     ):
         tune(mlc_lab.load(matmul(64)), trials=4, runner=f"rpc://127.0.0.1:{shared.port}/gpu")
 
@@ -219,36 +224,201 @@ def test_measure_and_bench_time_a_program_on_a_runtime_only_server(shared, tmp_p
     assert out["correct"] is True and out["where"] in shared.addrs and out["repeats"] == 2
 
 
-def test_mlc_labs_server_outlives_a_kernel_that_crashes(shared, tmp_path):
-    """A kernel that calls abort(): TVM's own server stops listening after such a session; mlc_lab's
-    server says so in its log and serves on. The candidate is reported as what crashes servers."""
+def test_bench_times_a_trace_files_kernel_only_on_sandboxed_sessions(shared, tmp_path, capsys):
+    """A trace file is a hand-in's: `bench --trace --runner` leaves out TVM's own servers in one sentence
+    and times it on mlc_lab's sandboxed sessions; --unsafe-same-user (the teacher's choice) allows both."""
+    from mlc_lab.cli import main as cli_main
+
+    prog, trace = tmp_path / "mm.py", tmp_path / "t.py"
+    prog.write_text(matmul(64))
+    trace.write_text(
+        'b0 = sch.get_sblock(name="C", func_name="main")\nl1, l2, l3 = sch.get_loops(block=b0)\n'
+        "l4, l5 = sch.split(loop=l2, factors=[None, 8])\n"
+    )
+    ours = f"rpc://127.0.0.1:{shared.port}/ours"
+    for runner, extra in ((shared.runner, []), (ours, []), (shared.runner, ["--unsafe-same-user"])):
+        code = cli_main(["bench", str(prog), "--trace", str(trace), "--repeats", "2", "--runner", runner, *extra])
+        captured = capsys.readouterr()
+        if runner == shared.runner and not extra:
+            assert code != 0 and "it does not run its sessions in mlc_lab's sandbox (TVM's own server?)" in captured.err
+            continue
+        assert code == 0, captured.err
+        out = json.loads(captured.out.strip().splitlines()[-1])
+        assert out["correct"] is True and out["repeats"] == 2
+        where = {a for a, k in zip(shared.addrs, shared.keys) if k == ("ours" if runner == ours else KEY)}
+        assert out["where"] in where, out
+
+
+KERNELS = {
+    "crash": """
+@T.prim_func(s_tir=True)
+def crash(A: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.sblock("A"):
+            vi = T.axis.spatial(4, i)
+            T.evaluate(T.call_extern("int32", "abort"))
+""",
+    "endless": """
+@T.prim_func(s_tir=True)
+def endless(A: T.Buffer((4,), "float32")):
+    for i, j, k in T.grid(1 << 30, 1 << 30, 1 << 30):
+        with T.sblock("A"):
+            vi, vj, vk = T.axis.remap("SSS", [i, j, k])
+            A[0] = A[0] * T.float32(1.0000001) + T.float32(1.0)
+""",
+    "hog": """
+@T.prim_func(s_tir=True)
+def hog(A: T.Buffer((4,), "float32")):
+    B = T.alloc_buffer((1 << 28,), "float32")  # 1 GB, every page written, then read
+    for i in range(1 << 28):
+        with T.sblock("B"):
+            vi = T.axis.spatial(1 << 28, i)
+            B[vi] = T.float32(1.0)
+    for i in range(1 << 28):
+        with T.sblock("A"):
+            vi = T.axis.reduce(1 << 28, i)
+            with T.init():
+                A[0] = T.float32(0)
+            A[0] = A[0] + B[vi]
+""",
+}
+
+
+@pytest.fixture(scope="module")
+def bad_kernels(tmp_path_factory) -> dict[str, str]:
+    """Libraries of kernels that abort, never end, and write 1 GB: name -> path."""
     import tvm
-    from tvm.script import tirx as T
 
-    @T.prim_func(s_tir=True)
-    def crash(A: T.Buffer((4,), "float32")):
-        for i in range(4):
-            with T.sblock("A"):
-                vi = T.axis.spatial(4, i)  # noqa: F841  (TVMScript binds the block axis)
-                T.evaluate(T.call_extern("int32", "abort"))
+    folder = tmp_path_factory.mktemp("bad")
+    out = {}
+    for name, text in KERNELS.items():
+        out[name] = str(folder / f"{name}.so")
+        mod = mlc_lab.load("from tvm.script import tirx as T\n" + text)
+        tvm.compile(mod, target="llvm").export_library(out[name])
+    return out
 
-    path = str(tmp_path / "crash.so")
-    tvm.compile(tvm.IRModule({"main": crash}), target="llvm").export_library(path)
-    p = pool.TrackerPool("127.0.0.1", shared.port, "ours", servers=1, session_timeout_s=10)
+
+def _ours(shared, cands, session_timeout_s=10.0, **kw):
+    p = pool.TrackerPool("127.0.0.1", shared.port, "ours", servers=2, session_timeout_s=session_timeout_s, **kw)
     try:
-        (out,) = p.measure([pool.Candidate("crash", path, "main", "cpu", [np.zeros(4, "float32")])])
+        return p.measure(cands)
     finally:
         p.close()
-    assert out.error_kind == "crash" and "ended abruptly on two servers" in out.error, out
-    shared.wait_free(2, timeout=30, key="ours")  # both still serve
-    assert all(p.poll() is None for n, p in enumerate(shared.servers) if shared.keys[n] == "ours")
-    assert "ended badly" in shared.logs() and "serving on" in shared.logs()
+
+
+def _bad(path: str, name: str) -> pool.Candidate:
+    return pool.Candidate(
+        name, path, "main", "cpu", [np.zeros(4, "float32")], method=pool.timing.TimingMethod(repeats=1)
+    )
+
+
+def test_a_sandboxed_session_that_crashes_ends_its_measurement_in_one_sentence(shared, bad_kernels, matmul_lib):
+    """A kernel that calls abort(): the session's sandbox ends with it, the client hears why at once
+    (no second server is tried: the server said what happened), and both servers serve on."""
+    (out,) = _ours(shared, [_bad(bad_kernels["crash"], "crash")])
+    assert (out.error_kind, out.error, out.attempts) == (
+        "crash",
+        "the session that ran the program was killed by SIGABRT",
+        1,
+    ), out
+    _both_serve_on(shared, matmul_lib)
+    assert "was stopped: was killed by SIGABRT; serving on" in shared.logs()
+
+
+def test_a_session_past_its_memory_or_time_is_stopped_and_said_so(shared, bad_kernels, matmul_lib):
+    """1 GB written by a session whose server allows 256 MB; a kernel that never ends, in a session the
+    client asked to last 2 x 2 s. Each is stopped with its whole tree and its client told why."""
+    started = time.monotonic()
+    hog, endless = _ours(
+        shared, [_bad(bad_kernels["hog"], "hog"), _bad(bad_kernels["endless"], "endless")], session_timeout_s=2
+    )
+    assert (hog.error_kind, hog.error) == (
+        "crash",
+        "the session that ran the program used more than the memory limit of 256 MB for all its processes and "
+        "was stopped",
+    ), hog
+    assert (endless.error_kind, endless.error) == (
+        "timeout",
+        "the session that ran the program ran for more than the wall-clock limit of 4 s and was stopped",
+    ), endless
+    assert hog.attempts == endless.attempts == 1 and time.monotonic() - started < 60
+    _both_serve_on(shared, matmul_lib)
+
+
+def _both_serve_on(shared, matmul_lib) -> None:
+    """Both of mlc_lab's servers are registered again and measure the next sessions normally."""
+    shared.wait_free(2, timeout=30, key="ours")
+    path, name, inputs, expected = matmul_lib
+    outs = _ours(shared, [pool.Candidate(f"next{i}", path, name, "cpu", inputs, expected) for i in range(4)])
+    assert all(o.ok and o.correct for o in outs), outs
+    ours = {a for a, k in zip(shared.addrs, shared.keys) if k == "ours"}
+    assert {o.where for o in outs} == ours, outs
+
+
+def test_a_sandboxed_session_says_what_confines_it_and_a_pool_for_hand_ins_leaves_out_the_rest(shared, matmul_lib):
+    """The session's own answer (asked before anything is uploaded): uid 65534, the loopback alone (down),
+    the server's limits. A pool that must send hand-ins' kernels only to sandboxed sessions leaves out
+    TVM's own servers and mlc_lab's with --unsafe-same-user, and says so in one sentence."""
+    from tvm import rpc
+
+    host, port = "127.0.0.1", shared.port
+    tracker = rpc.connect_tracker(host, port)
+    session = tracker.request("ours", session_timeout=30)
+    facts = pool.require_sandbox(session)
+    assert facts["sandboxed"] is True and facts["inside"]["uid"] == 65534, facts
+    assert facts["inside"]["interfaces"] == ["lo"] and facts["inside"]["hostname"] == "sandbox"
+    assert facts["limits"]["memory_mb"] == 256 and facts["limits"]["wall_s"] == 30
+    del session
+    plain = tracker.request(KEY, session_timeout=30)  # TVM's own server
+    with pytest.raises(pool._Unconfined, match=r"it does not run its sessions in mlc_lab's sandbox \(TVM's own"):
+        pool.require_sandbox(plain)
+    del plain
+    path, name, inputs, expected = matmul_lib
+    p = pool.TrackerPool(host, port, "unsafe", servers=1, session_timeout_s=10, wait_s=60, sandboxed_only=True)
+    try:
+        (out,) = p.measure([pool.Candidate("handin", path, name, "cpu", inputs, expected)])
+    finally:
+        p.close()
+    (unsafe,) = [a for a, k in zip(shared.addrs, shared.keys) if k == "unsafe"]
+    assert (out.error_kind, out.error) == (
+        "no_server",
+        f"every server of the key 'unsafe' at the tracker 127.0.0.1:{port} is left out ({unsafe}: its sessions "
+        "run as its own user (mlc_lab's server with --unsafe-same-user))",
+    ), out
+    # the same unsafe server measures a program that is not a hand-in's
+    p = pool.TrackerPool(host, port, "unsafe", servers=1, session_timeout_s=10)
+    try:
+        (out,) = p.measure([pool.Candidate("own", path, name, "cpu", inputs, expected)])
+    finally:
+        p.close()
+    assert out.ok and out.correct, out
+
+
+@pytest.mark.full  # 11-21 s on the shared VM: CI's default run has no room; every other test here uses such sessions
+def test_a_16_trial_tune_through_sandboxed_servers_measures_every_candidate(shared, tmp_path):
+    job = tune(
+        mlc_lab.load(matmul(128)),
+        trials=16,
+        work_dir=str(tmp_path / "wd"),
+        runner=f"rpc://127.0.0.1:{shared.port}/ours",
+        num_trials_per_iter=8,
+        strategy="replay-trace",
+        cost_model="random",
+        servers=2,
+        timeout_s=10,
+    )
+    assert job.wait(timeout=300) == "done", job.error
+    recs = job.records()
+    assert len(recs) == 16 and all(r.ok for r in recs), [r.error for r in recs if not r.ok]
+    assert {r.where for r in recs} <= {a for a, k in zip(shared.addrs, shared.keys) if k == "ours"}
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="the CUDA toolkit (nvcc) is not installed")
 def test_a_cuda_kernel_built_here_loads_on_a_runtime_only_server(shared, tmp_path):
-    """As far as a machine without a GPU goes: the server loads TVM's CUDA runtime (the sidecar) and the
-    library with its fat binary; allocating on the GPU is where a driver without a device says no."""
+    """As far as a machine without a GPU goes: each session, in its sandbox, loads TVM's CUDA runtime (the
+    sidecar: the toolkit's and LD_LIBRARY_PATH's folders bound read-only) and the library with its fat
+    binary; allocating on the GPU is where a driver without a device says no. (No CUDA kernel was run
+    inside a sandbox here: this machine has no GPU.)"""
     if not shared.stub_driver:
         pytest.skip("no stand-in CUDA driver could be made (gcc or libcudart.so.13 missing)")
     import tvm
@@ -263,7 +433,9 @@ def test_a_cuda_kernel_built_here_loads_on_a_runtime_only_server(shared, tmp_pat
         (out,) = p.measure([pool.Candidate("add", path, "main", "cuda", [np.zeros(1024, "float32")] * 2)])
     finally:
         p.close()
-    assert "CUDA: on, but no GPU is visible" in shared.logs()
+    ours = [n for n, k in enumerate(shared.keys) if k == "ours"]
+    for n in ours:  # seen from inside a session's sandbox, as each server starts
+        assert "CUDA: on, but no GPU is visible" in (shared.folder / f"server{n}.log").read_text()
     assert out.error_kind == "run" and "the arguments do not fit" in out.error, out  # loaded; no device memory
     assert "does not load" not in out.error
 

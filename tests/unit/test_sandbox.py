@@ -454,3 +454,68 @@ def test_the_grader_keeps_no_file_descriptor_or_child():
             py(code, limits=limits)
     assert len(os.listdir("/proc/self/fd")) == before
     assert not [c for c in psutil.Process().children() if sandbox.INIT in " ".join(c.cmdline())]
+
+
+# ----------------------------------------------------------------------------------------- extras: a measuring server's session
+
+
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_a_passed_socket_is_fd_5_and_closes_when_the_program_ends(unsafe):
+    """A measuring server's session gets its client's connection as fd 5; neither the setup nor the
+    init keeps a copy, so the client sees the connection close when the program's tree is gone."""
+    import socket
+
+    here, there = socket.socketpair()
+    code = (
+        "import os, socket\n"
+        "s = socket.socket(fileno=5)\n"
+        "s.sendall(str(os.getuid()).encode())\n"
+        "print(sorted(os.listdir('/proc/self/fd')))\n"
+    )
+    try:
+        out = py(code, extras=sandbox.Extras(pass_fd=there.fileno()), unsafe_same_user=unsafe)
+        there.close()
+        here.settimeout(10)
+        assert out.status == "ok", out
+        assert here.recv(100) == (str(os.getuid()) if unsafe else "65534").encode()
+        assert here.recv(100) == b""  # closed: nobody else holds it
+        assert out.stdout.decode().strip() == "['0', '1', '2', '3', '4', '5']"  # 4: the listing itself
+    finally:
+        here.close()
+
+
+def test_devices_are_bound_read_write_at_their_names_and_nothing_else_is_added(tmp_path):
+    """A GPU's nodes, as the measuring server binds them, on stand-ins: /dev/zero as nvidia0, /dev/null as
+    nvidiactl, and a folder of nodes (MIG's nvidia-caps) whose entry is a plain file here."""
+    caps = tmp_path / "nvidia-caps"
+    caps.mkdir()
+    (caps / "nvidia-cap1").write_text("cap")
+    devices = {"nvidia0": "/dev/zero", "nvidiactl": "/dev/null", "nvidia-caps": str(caps)}
+    code = (
+        "import os\n"
+        "print(sorted(os.listdir('/dev')))\n"
+        "print(open('/dev/nvidia0', 'r+b').read(4), open('/dev/nvidiactl', 'wb').write(b'x'))\n"
+        "print(os.listdir('/dev/nvidia-caps'), open('/dev/nvidia-caps/nvidia-cap1').read())\n"
+        "try:\n    open('/dev/nvidia9', 'wb')\nexcept OSError as e:\n    print(e.strerror)\n"
+    )
+    out = py(code, extras=sandbox.Extras(devices=devices))
+    assert out.status == "ok", out
+    lines = out.stdout.decode().splitlines()
+    assert lines[0] == str(sorted([*sandbox.DEVICES, *devices]))
+    assert lines[1] == "b'\\x00\\x00\\x00\\x00' 1"
+    assert lines[2] == "['nvidia-cap1'] cap"
+    assert lines[3] == "Read-only file system"
+
+
+@pytest.mark.parametrize(
+    ("devices", "read_only", "message"),
+    [
+        ({"../etc": "/dev/null"}, (), "is not a plain name under /dev"),
+        ({"null": "/dev/zero"}, (), "is not a plain name under /dev"),
+        ({"nvidia0": "dev/nvidia0"}, (), "must be given as an absolute host path"),
+        ({}, ("usr/lib",), "read-only paths must be absolute"),
+    ],
+)
+def test_extras_are_checked(devices, read_only, message):
+    with pytest.raises(ValueError, match=message):
+        sandbox.Extras(devices=devices, read_only=read_only)

@@ -7,6 +7,7 @@ sampling: seconds per round instead of tens) since what is tested is the job aro
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import signal
@@ -18,6 +19,9 @@ import mlc_lab
 from mlc_lab.cli import main as cli_main
 from mlc_lab.core.tuning import TuneJob, tune, write_report
 from mlc_lab.errors import MlcLabError, NoGPUError, TuneError
+from mlc_lab.model import tuning as model_tuning
+from mlc_lab.model.conform import WireError
+from mlc_lab.model.tuning import BEST_FILE, STATUS_FILE, TRIALS_FILE, BestSoFar, JobStatus, TrialLine, median
 from mlc_lab.tvm.measure.build import gpu_present
 from mlc_lab.tvm.tuning.job import parse_runner, rewrite_session_space
 from tests.fixtures.programs import MM_RELU, matmul
@@ -141,6 +145,7 @@ def test_tune_records_trials_in_order_and_continues(tmp_path):
     assert best.gflops == pytest.approx(2 * 64**3 / best.latency_s / 1e9)
     assert "T.prim_func" in best.script and "def apply_trace" in best.trace
     assert job.progress == (8, 8)
+    assert_the_folder_decodes(wd, recs, best.latency_s)
     summary = job.summary()
     assert summary["trials"] == 8 and summary["best_latency_s"] == best.latency_s
 
@@ -169,6 +174,54 @@ def test_tune_records_trials_in_order_and_continues(tmp_path):
     report = write_report(job2)
     html = open(report).read()
     assert "best so far" in html and "plotly" in html.lower() and "apply_trace" in html
+
+
+def assert_the_folder_decodes(wd: str, recs: list, best_latency: float) -> None:
+    """What the job wrote is what model.tuning declares: a TrialLine a line (its latency the one median of
+    its repeats), a JobStatus, a BestSoFar (the records' best)."""
+    lines = [TrialLine.from_json(json.loads(x)) for x in open(os.path.join(wd, TRIALS_FILE))]
+    assert [x.latency_s for x in lines] == [r.latency_s for r in recs]
+    assert all(x.latency_s == median(x.run_secs) for x in lines)
+    status = JobStatus.from_json(json.load(open(os.path.join(wd, STATUS_FILE))))
+    assert status.state == "done" and status.trials == 8 and status.error is None
+    saved = BestSoFar.from_json(json.load(open(os.path.join(wd, BEST_FILE))))
+    assert saved.latency_s == best_latency and saved.confirmed is None and "T.prim_func" in (saved.script or "")
+
+
+def test_a_trials_latency_is_the_one_median():
+    assert median([3.0]) == 3.0 and median([4.0, 1.0, 2.0]) == 2.0
+    assert median([4.0, 1.0, 3.0, 2.0]) == 2.5  # an even count: the mean of the two middle ones
+
+
+def test_the_job_folder_is_named_in_model_tuning_only():
+    """No module of mlc_lab spells a job file's name but model/tuning.py (docstrings and help aside)."""
+    names = {getattr(model_tuning, n) for n in model_tuning.__all__ if n.isupper()}
+    root = os.path.dirname(mlc_lab.__file__)
+    found = []
+    for folder, _dirs, files in os.walk(root):
+        for f in files:
+            path = os.path.join(folder, f)
+            if not f.endswith(".py") or path == model_tuning.__file__:
+                continue
+            tree = ast.parse(open(path).read())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Constant) and node.value in names:
+                    found.append(f"{os.path.relpath(path, root)}:{node.lineno} {node.value}")
+    assert not found, found
+
+
+def test_the_job_folders_lines_are_read_strictly():
+    line = TrialLine(line=3, latency_s=2.5, run_secs=[1.0, 4.0, 2.0, 3.0], error=None, trace="t", where="h:1")
+    assert TrialLine.from_json(json.loads(json.dumps(line.to_json()))) == line
+    with pytest.raises(WireError, match="lat"):  # a renamed key is refused, not read as missing
+        TrialLine.from_json({**{k: v for k, v in line.to_json().items() if k != "latency_s"}, "latency": 2.5})
+    best = BestSoFar(latency_s=1e-3, line=0, trace="t", script=None)
+    assert BestSoFar.from_json(best.to_json()) == best
+    with pytest.raises(WireError):
+        BestSoFar.from_json({**best.to_json(), "line": "0"})
+    assert JobStatus.from_json({"state": "running", "pid": 12}).pid == 12
+    with pytest.raises(WireError):
+        JobStatus.from_json({"state": "paused"})
 
 
 WARM_CHECK = """

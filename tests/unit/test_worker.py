@@ -39,7 +39,7 @@ def test_an_unknown_request_is_a_plain_error_and_the_worker_lives_on():
         worker().call("no_such_request")
     assert info.value.kind == "protocol" and "no_such_request" in str(info.value)
     pid = worker().pid
-    assert worker().call("env")["threads"] and worker().pid == pid
+    assert worker().call("env").threads and worker().pid == pid
 
 
 def test_a_detached_job_is_recognised_and_stopped_with_its_group():
@@ -68,7 +68,7 @@ def test_an_idle_worker_stops_spinning_right_after_a_measurement():
     s = mlc_lab.Session(matmul(128))
     s.apply("parallel", "C/i")
     w = worker()
-    assert w.call("env")["threads"] is not None
+    assert w.call("env").threads is not None
     measure(s.module, s.original, s.func_name, repeats=3)
     proc = psutil.Process(w.pid)
     assert proc.environ()["TVM_THREAD_POOL_SPIN_COUNT"] == "10000"
@@ -183,4 +183,4 @@ def test_cancel_stops_the_request_in_flight_and_the_next_call_starts_a_fresh_wor
     assert outcome["error"].kind == "cancelled" and "cancelled" in str(outcome["error"])
     assert _gone(first, within_s=2.0)
     assert not w.cancel()  # nothing in flight now
-    assert w.call("env")["threads"] and w.pid != first
+    assert w.call("env").threads and w.pid != first

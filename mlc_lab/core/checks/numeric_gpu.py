@@ -13,16 +13,17 @@ same factor; by default the largest becomes 128), as long as the trace's tiles s
     >>> r.ok, r.wrong, r.total, r.message
     >>> numeric_check("mm.py", "trace.json", sizes={1024: 256})
 
-Everything here is plain data; the TVM side is `mlc_lab.tvm.checks.opencl`.
+Everything here is plain data; the TVM side is `mlc_lab.tvm.checks.opencl`. The verdict, `NumericResult`,
+is the model's (``mlc_lab.model.grading``), as is the worker's answer it is read from (`NumericComparison`).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mlc_lab.errors import MeasureError, MlcLabError
-from mlc_lab.model.checks import NumericCheck
+from mlc_lab.model.grading import NumericComparison, NumericResult, RunResult
 from mlc_lab.model.worker_ops import WORKER_OPS
 
 DEFAULT_SIZE = 128  # the largest dimension after shrinking, when no size is given
@@ -36,56 +37,6 @@ class NumericCheckError(MlcLabError):
 
 class _NoSizeFits(NumericCheckError):
     """No size the check chose by itself fits the schedule (the verdict is then could_not_run)."""
-
-
-@dataclass(frozen=True)
-class NumericResult:
-    """The outcome of running a GPU schedule on the CPU and comparing it with the unscheduled program.
-
-    ``verdict`` is one of `VERDICTS`: ``match``; ``mismatch`` (wrong numbers); ``crash`` (the
-    process died, or the kernel accessed memory outside a buffer: an illegal address on a GPU);
-    ``timeout``; ``does_not_build`` (TVM or the OpenCL compiler refuses the schedule, as a GPU
-    build would: a block outside every kernel, a global buffer allocated in a kernel);
-    ``could_not_run`` (the CPU run cannot run this program, or no size fits its tiles: the numbers
-    are not judged, and nothing counts it as wrong). ``ok`` is True only for ``match``. ``shape``
-    gives each parameter's shape at the size that ran, ``sizes`` how the program's dimensions were
-    changed for it, ``engine`` the OpenCL engine that ran it."""
-
-    ok: bool
-    max_error: float | None
-    shape: dict[str, list[int]]
-    wrong: int
-    total: int
-    message: str
-    verdict: str = "match"
-    sizes: dict = field(default_factory=dict)  # {1024: 128}: dimensions changed; {"n": 128}: shape variables
-    engine: str = ""
-    worst: dict | None = None
-    diagnostics: list[str] = field(default_factory=list)  # out-of-bounds writes, the simulator's reports
-    seconds: float = 0.0
-
-    def to_json(self) -> dict:
-        out = asdict(self)
-        out["sizes"] = {str(k): v for k, v in self.sizes.items()}
-        return out
-
-    def to_check(self) -> NumericCheck:
-        """What a `CheckReport` carries of it (``mlc-lab check --numeric``)."""
-        return {
-            "ok": self.ok,
-            "verdict": self.verdict,  # type: ignore[typeddict-item]
-            "message": self.message,
-            "max_error": self.max_error,
-            "shape": self.shape,
-            "sizes": {str(k): v for k, v in self.sizes.items()},
-            "engine": self.engine,
-        }
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def numeric_check(
@@ -122,7 +73,7 @@ def numeric_check(
     if isinstance(setup, NumericResult):
         return setup
     try:
-        raw = worker().call("numeric_gpu", timeout=timeout_s, **setup.request(seed, rtol, atol))
+        raw: NumericComparison = worker().call("numeric_gpu", timeout=timeout_s, **setup.request(seed, rtol, atol))
     except MeasureError as exc:
         return _failure(exc, setup.used, setup.shapes(), timeout_s)
     return _result(raw, setup.used, rtol, atol, setup.against)
@@ -406,15 +357,15 @@ def _unmatched(verdict: str, message: str, used: dict, shape: dict, detail: str)
     )
 
 
-def _result(raw: dict, used: dict, rtol: float, atol: float, against: str) -> NumericResult:
-    wrong, total = int(raw["wrong"]), int(raw["total"])
-    outputs = ", ".join(raw.get("outputs") or []) or "the outputs"
-    diagnostics = list(raw.get("diagnostics") or [])
-    for name, count in (raw.get("guard_writes") or {}).items():
+def _result(raw: NumericComparison, used: dict, rtol: float, atol: float, against: str) -> NumericResult:
+    wrong, total = raw.wrong, raw.total
+    outputs = ", ".join(raw.outputs) or "the outputs"
+    diagnostics = list(raw.diagnostics)
+    for name, count in raw.guard_writes.items():
         diagnostics.insert(0, f"the kernel wrote {count} element(s) outside buffer {name}")
-    max_error = raw.get("max_error")
-    engine = str(raw.get("engine", ""))
-    outside = list(raw.get("out_of_bounds") or [])
+    max_error = raw.max_error
+    engine = raw.engine
+    outside = list(raw.out_of_bounds)
     if outside:
         # An access outside a buffer is an illegal address on a GPU: a crash, whatever the numbers.
         verdict = "crash"
@@ -431,14 +382,15 @@ def _result(raw: dict, used: dict, rtol: float, atol: float, against: str) -> Nu
     else:
         verdict = "mismatch"
         if wrong:
-            worst = raw.get("worst") or {}
-            at = ", ".join(str(i) for i in worst.get("index", []))
+            worst = raw.worst
+            at = ", ".join(str(i) for i in worst["index"]) if worst else ""
             message = (
                 f"{wrong} of {total} elements of {outputs} are wrong (tolerance {rtol:g} relative, {atol:g} "
-                f"absolute); the worst is {worst.get('buffer', '?')}[{at}]: {_num(worst.get('got'))} instead of "
-                f"{_num(worst.get('expected'))}{_where(used)} on {engine}"
+                f"absolute); the worst is {worst['buffer'] if worst else '?'}[{at}]: "
+                f"{_num(worst['got'] if worst else None)} instead of "
+                f"{_num(worst['expected'] if worst else None)}{_where(used)} on {engine}"
             )
-            if raw.get("nan_read"):
+            if raw.nan_read:
                 message += "; a NaN there means the kernel read outside a buffer or a value never written"
         else:
             message = f"the numbers match, but {diagnostics[0]}{_where(used)} on {engine}"
@@ -446,17 +398,17 @@ def _result(raw: dict, used: dict, rtol: float, atol: float, against: str) -> Nu
             message += f"; {diagnostics[0]}"
     return NumericResult(
         ok=verdict == "match",
-        max_error=None if max_error is None else float(max_error),
-        shape={k: list(v) for k, v in (raw.get("shape") or {}).items()},
+        max_error=float(max_error),
+        shape={k: list(v) for k, v in raw.shape.items()},
         wrong=wrong,
         total=total,
         message=message,
         verdict=verdict,
         sizes=dict(used),
         engine=engine,
-        worst=raw.get("worst"),
+        worst=raw.worst,
         diagnostics=diagnostics,
-        seconds=float((raw.get("seconds") or {}).get("total", 0.0)),
+        seconds=float(raw.seconds.get("total", 0.0)),
     )
 
 
@@ -478,18 +430,17 @@ def is_gpu_program(module: Any, func_name: str) -> bool:
 
 def run_gpu_function(
     module: Any, func_name: str, inputs: list, timeout_s: float = WORKER_OPS["run_opencl"].timeout_s
-) -> dict:
+) -> RunResult:
     """Run a thread-bound function on given inputs (one array per parameter) as OpenCL on the CPU,
-    in the worker. Returns {"ok": True, "outputs", "engine", "diagnostics"} or {"ok": False,
-    "stage": "build"|"check"|"crash"|"timeout", "error": one sentence, "detail"}: the shape of
-    `exercises`' CPU runner."""
+    in the worker: a `RunResult` (the arrays after the call, the engine and its diagnostics), or why
+    not (its ``stage``: build, check, crash or timeout), as `exercises`' CPU runner answers."""
     import numpy as np
 
     from mlc_lab.core.worker import worker
     from mlc_lab.tvm.measure import build as tbuild
 
     try:
-        out = worker().call(
+        out: RunResult = worker().call(
             "run_opencl",
             timeout=timeout_s,
             module=tbuild.module_to_text(module),
@@ -498,19 +449,11 @@ def run_gpu_function(
         )
     except MeasureError as exc:
         if exc.kind == "crash":
-            return {
-                "ok": False,
-                "stage": "crash",
-                "detail": exc.detail,
-                "error": "the kernel crashed (out-of-bounds access?) while running as OpenCL on the CPU",
-            }
+            said = "the kernel crashed (out-of-bounds access?) while running as OpenCL on the CPU"
+            return RunResult.failed("crash", said, exc.detail)
         if exc.kind == "timeout":
-            return {
-                "ok": False,
-                "stage": "timeout",
-                "detail": "",
-                "error": f"the kernel ran for more than {timeout_s:g} s and was stopped (an endless loop?)",
-            }
-        stage = {"does_not_build": "build", "could_not_run": "check"}.get(exc.kind, exc.kind)
-        return {"ok": False, "stage": stage, "error": exc.summary, "detail": exc.detail}
-    return {"ok": True, **out}
+            return RunResult.failed(
+                "timeout", f"the kernel ran for more than {timeout_s:g} s and was stopped (an endless loop?)"
+            )
+        return RunResult.failed(exc.kind, exc.summary, exc.detail)
+    return out

@@ -14,7 +14,7 @@ from typing import Any
 from mlc_lab.core.lowering import codefacts as cf
 from mlc_lab.errors import MlcLabError
 from mlc_lab.model import lowering as model_lowering
-from mlc_lab.model.lowering import KernelArray, LoopFacts, PassStep
+from mlc_lab.model.lowering import KernelArray, LoopFacts, LowerResult, PassStep
 from mlc_lab.model.worker_ops import WORKER_OPS
 
 DEFAULT_TIMEOUT_S = WORKER_OPS["lower"].timeout_s
@@ -72,44 +72,30 @@ class Lowering(model_lowering.Lowering):
 NO_CUDA_CODE = "no CUDA code to look in: the verdict above says why"
 
 
-def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | None = None) -> Lowering:
+def build_lowering(raw: LowerResult, script: str, loop_tree: dict | None, step: int | None = None) -> Lowering:
     """A Lowering from the worker's answer (`mlc_lab.tvm.lowering.lower_script`) and the step's loop tree."""
-    passes = [
-        PassStep(
-            index=int(p["index"]),
-            name=str(p["name"]),
-            phase=str(p["phase"]),
-            status=p["status"],  # "changed" | "no-op" | "failed", as the worker wrote it
-            depth=int(p.get("depth", 0)),
-            base=int(p.get("base", -1)),
-            note=str(p.get("note") or ""),
-            script=p.get("script"),
-            error=p.get("error"),
-            seconds=float(p.get("seconds", 0.0)),
-        )
-        for p in raw.get("passes", [])
-    ]
-    ptxas = raw.get("ptxas") or {}
+    passes = raw.passes
+    ptxas = raw.ptxas
     low = Lowering(
-        target=str(raw.get("target", "")),
-        kind="cuda" if raw.get("kind") == "cuda" else "cpu",
-        func_name=str(raw.get("func_name", "")),
+        target=raw.target,
+        kind=raw.kind,
+        func_name=raw.func_name,
         script=script,
         passes=passes,
-        ok=bool(raw.get("ok")),
-        error=raw.get("error"),
+        ok=raw.ok,
+        error=raw.error,
         step=step,
-        llvm_ir=raw.get("llvm_ir") or "",
-        asm=raw.get("asm") or "",
-        cuda_source=raw.get("cuda_source") or "",
-        ptx=raw.get("ptx"),
-        ptx_error=raw.get("ptx_error") or (ptxas.get("error") if ptxas else None),
-        ptxas_report=str(ptxas.get("report") or ""),
-        target_cpu=str(raw.get("target_cpu") or ""),
-        cpu_features=list(raw.get("cpu_features") or []),
-        problems=list(raw.get("problems") or []),
-        seconds=float(raw.get("seconds", 0.0)),
-        timings=dict(raw.get("timings") or {}),
+        llvm_ir=raw.llvm_ir,
+        asm=raw.asm,
+        cuda_source=raw.cuda_source,
+        ptx=raw.ptx,
+        ptx_error=raw.ptx_error or (ptxas["error"] if ptxas else None),
+        ptxas_report=ptxas["report"] if ptxas else "",
+        target_cpu=raw.target_cpu,
+        cpu_features=list(raw.cpu_features),
+        problems=list(raw.problems),
+        seconds=raw.seconds,
+        timings=dict(raw.timings),
     )
     loops = cf.walk_loops(loop_tree) if loop_tree else []
     if low.kind == "cpu" and low.asm:
@@ -120,13 +106,13 @@ def build_lowering(raw: dict, script: str, loop_tree: dict | None, step: int | N
             cf.llvm_loop_blocks(low.llvm_ir) if low.llvm_ir else None,
             cf.llvm_ir_script_lines(low.llvm_ir) if low.llvm_ir else None,
         )
-        strides = cf.strides_by_loop(raw.get("vector_strides") or [])
+        strides = cf.strides_by_loop(raw.vector_strides)
         for f in low.loops:
             f.verdict = cf.loop_verdict(f, strides, low.cpu_features)
         low.verdict = cf.step_verdict(low.loops)
     elif low.kind == "cuda":
-        low.arch = str(raw.get("arch") or "")
-        low.gpu_buffers = list(raw.get("gpu_buffers") or [])
+        low.arch = raw.arch
+        low.gpu_buffers = list(raw.gpu_buffers)
         low.kernel_arrays = cuda_kernel_arrays(low.cuda_source)
         low.kernels = cf.kernel_facts(low.ptx, low.ptxas_report)
         for name, arrays in low.kernel_arrays.items():  # no ptxas: the kernels and shared memory from the source
@@ -174,7 +160,9 @@ def lower(
     """Compile `script` (a step's TVMScript) for `target` in the worker process and read its facts."""
     from mlc_lab.core.worker import worker
 
-    result = worker().call("lower", timeout=timeout, script=script, func_name=func_name, target=target, ptx=ptx)
+    result: LowerResult = worker().call(
+        "lower", timeout=timeout, script=script, func_name=func_name, target=target, ptx=ptx
+    )
     return build_lowering(result, script, loop_tree, step)
 
 

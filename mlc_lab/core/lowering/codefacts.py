@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from mlc_lab.model.lowering import KernelFacts, LoopFacts  # noqa: F401  (re-exported: the facts are plain data of the model)
+from mlc_lab.model.lowering import KernelFacts, LoopFacts, VectorAccess, VectorLoop  # noqa: F401  (re-exported: the facts are plain data of the model)
 
 # ----------------------------------------------------------------------------------------- x86
 
@@ -457,7 +457,7 @@ def _width_reason(requested: int, reached: int, register: str, cpu_features: lis
     return f"{requested} lanes done as {parts} of {reached} on {register}: {why}"
 
 
-def loop_verdict(f: LoopFacts, strides: dict[str, list[dict]], cpu_features: list[str]) -> str:
+def loop_verdict(f: LoopFacts, strides: dict[str, list[VectorAccess]], cpu_features: list[str]) -> str:
     """One sentence about one loop (empty when there is nothing to say)."""
     op = "FMAs" if f.vector_fma else "operations"
     if f.kind == "vectorized":
@@ -528,10 +528,10 @@ def step_verdict(facts: list[LoopFacts]) -> str:
     return "; ".join(parts[:3]) if parts else "no loop-level facts (no vector or scalar float code found in the loops)"
 
 
-def strides_by_loop(vector_strides: list[dict]) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
+def strides_by_loop(vector_strides: list[VectorLoop]) -> dict[str, list[VectorAccess]]:
+    out: dict[str, list[VectorAccess]] = {}
     for entry in vector_strides or []:
-        out.setdefault(entry["loop"], []).extend(entry.get("accesses", []))
+        out.setdefault(entry["loop"], []).extend(entry["accesses"])
     return out
 
 

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from mlc_lab.model.grading import NumericComparison, NumericWorst, RunResult
 from mlc_lab.tvm.measure import build as tbuild
 from mlc_lab.tvm.measure.opencl_run import OpenCLProgramError, run_in_child
 
@@ -331,7 +332,7 @@ def predicate_count(mod: Any, func_name: str | None) -> int:
 # ----------------------------------------------------------------------------------------- request
 
 
-def numeric_gpu_request(req: dict) -> dict:
+def numeric_gpu_request(req: dict) -> NumericComparison:
     """The worker's "numeric_gpu" request: {"module", "reference", "func_name", "seed", "rtol",
     "atol"} (modules as `build.module_to_text`). Runs the scheduled module on pocl and the
     reference on the CPU with LLVM, on the same random inputs; returns the comparison. The kernel
@@ -339,7 +340,7 @@ def numeric_gpu_request(req: dict) -> dict:
     return numeric_gpu_compare(req, run_in_child)
 
 
-def numeric_gpu_compare(req: dict, run: Callable[[dict, dict], dict]) -> dict:
+def numeric_gpu_compare(req: dict, run: Callable[[dict, dict], dict]) -> NumericComparison:
     """`numeric_gpu_request` with the kernel run by `run(program, arrays)` (a hand-in's:
     `mlc_lab.core.kernel_sandbox.run_opencl`, in the sandbox); the OpenCL build, the reference and
     the comparison happen in this process."""
@@ -368,7 +369,7 @@ def numeric_gpu_compare(req: dict, run: Callable[[dict, dict], dict]) -> dict:
     rtol, atol = float(req.get("rtol", 1e-3)), float(req.get("atol", 1e-3))
     wrong = total = 0
     max_error = 0.0
-    worst: dict | None = None
+    worst: NumericWorst | None = None
     outputs = []
     for (name, _shape, _), before, want in zip(specs, inputs, expected):
         got = ran["outputs"][name]
@@ -386,26 +387,26 @@ def numeric_gpu_compare(req: dict, run: Callable[[dict, dict], dict]) -> dict:
             max_error = float(diff.max())
             at = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
             worst = {"buffer": name, "index": list(at), "got": got[at].item(), "expected": want[at].item()}
-    return {
-        "wrong": wrong,
-        "total": total,
-        "max_error": max_error,
-        "worst": worst,
-        "outputs": outputs,
-        "shape": {name: list(shape) for name, shape, _ in specs},
-        "guard_writes": ran["guard_writes"],
-        "engine": ran["engine"],
-        "diagnostics": ran["diagnostics"],
-        "nan_read": bool(worst is not None and isinstance(worst["got"], float) and np.isnan(worst["got"])),
-        "launches": [{"kernel": x["kernel"], "grid": x["grid"], "block": x["block"]} for x in prog["launches"]],
-        "out_of_bounds": ran["out_of_bounds"],
-        "seconds": {
+    return NumericComparison(
+        wrong=wrong,
+        total=total,
+        max_error=max_error,
+        worst=worst,
+        outputs=outputs,
+        shape={name: list(shape) for name, shape, _ in specs},
+        guard_writes=ran["guard_writes"],
+        engine=ran["engine"],
+        diagnostics=ran["diagnostics"],
+        nan_read=bool(worst is not None and isinstance(worst["got"], float) and np.isnan(worst["got"])),
+        launches=[{"kernel": x["kernel"], "grid": x["grid"], "block": x["block"]} for x in prog["launches"]],
+        out_of_bounds=ran["out_of_bounds"],
+        seconds={
             "build": t_built - t0,
             "reference": t_ref - t_ran,
             **ran["seconds"],
             "total": time.perf_counter() - t0,
         },
-    }
+    )
 
 
 def _program_or_failure(mod: Any, func_name: str) -> dict:
@@ -431,10 +432,10 @@ def _first_line(text: str) -> str:
     return "unknown error"
 
 
-def run_function_request(req: dict) -> dict:
-    """The worker's "run_opencl" request: {"module", "func_name", "inputs"} -> {"outputs": [arrays
-    after the call, one per parameter], "engine", "diagnostics"}: a thread-bound function run on
-    given inputs (what `exercises.numeric_check` does with a GPU schedule)."""
+def run_function_request(req: dict) -> RunResult:
+    """The worker's "run_opencl" request: {"module", "func_name", "inputs"} -> the arrays after the
+    call (one per parameter), the engine and its diagnostics: a thread-bound function run on given
+    inputs (what `exercises.numeric_check` does with a GPU schedule)."""
     from mlc_lab.model.wire import RequestFailure
 
     mod = tbuild.module_from_text(req["module"])
@@ -446,8 +447,9 @@ def run_function_request(req: dict) -> dict:
     except OpenCLProgramError as exc:
         raise RequestFailure(exc.verdict, str(exc)) from None
     diagnostics = [f"the kernel wrote {n} element(s) outside buffer {b}" for b, n in ran["guard_writes"].items()]
-    return {
-        "outputs": [ran["outputs"][n] for n in names],
-        "engine": ran["engine"],
-        "diagnostics": diagnostics + ran["diagnostics"],
-    }
+    return RunResult(
+        ok=True,
+        outputs=[ran["outputs"][n] for n in names],
+        engine=ran["engine"],
+        diagnostics=diagnostics + ran["diagnostics"],
+    )

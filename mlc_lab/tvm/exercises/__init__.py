@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
 from mlc_lab._threads import ensure_tvm_threads
+from mlc_lab.model.grading import RunResult
 
 ensure_tvm_threads()
 
@@ -72,8 +72,8 @@ def module_json(module: Any) -> str:
     return tvm.ir.save_json(_module_of(module))
 
 
-def run_function_request(req: dict) -> list[np.ndarray]:
-    """Worker side of `run_function`: build, call once, return every argument after the call."""
+def run_function_request(req: dict) -> RunResult:
+    """Worker side of `run_function`: build, call once, answer every argument after the call."""
     from mlc_lab.model.wire import RequestFailure
 
     func_name = req["func_name"]
@@ -90,7 +90,7 @@ def run_function_request(req: dict) -> list[np.ndarray]:
     except Exception as exc:  # noqa: BLE001
         text = str(exc).strip()
         raise RequestFailure("run", "the program failed while running: " + _first(text), text[-3000:]) from None
-    return [t.numpy() for t in tensors]
+    return RunResult(ok=True, outputs=[t.numpy() for t in tensors])
 
 
 def _first(text: str) -> str:

@@ -217,12 +217,14 @@ def run_evaluator(rt_mod: Any, device: Any, evaluator_config: Any, repeated_args
     best = None
     path = os.environ.get("MLC_LAB_BEST_FILE")
     if path:
+        import json
+
+        from mlc_lab.model.tuning import BestSoFar
+
         try:
             with open(path) as fh:
-                import json
-
-                best = json.load(fh).get("latency_s")
-        except (OSError, ValueError):
+                best = BestSoFar.from_json(json.load(fh)).latency_s
+        except (OSError, ValueError):  # none yet, or not a BestSoFar (WireError)
             best = None
     method = TimingMethod(
         repeats=int(evaluator_config.repeat) or TUNING.repeats,

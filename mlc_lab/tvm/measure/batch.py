@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Callable
 
 from mlc_lab.model.measure import RunFormatError, RunResults
+from mlc_lab.model.tuning import PENDING_FILE  # a tuning job's Slurm jobs still queued or running
 
 RESULTS = "results.json"
 JOB_SCRIPT = "job.sh"
 POLL_S = 0.5
-PENDING_FILE = "mlc_lab_batch_jobs.json"  # a tuning job's Slurm jobs still queued or running
 SLURM_DONE = {"COMPLETED"}
 SLURM_FAILED = {
     "VANISHED",  # ours: Slurm no longer knows the job, and it left no results

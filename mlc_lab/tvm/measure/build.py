@@ -18,7 +18,9 @@ from typing import Any, Callable
 import numpy as np
 
 from mlc_lab._threads import ensure_tvm_threads
+from mlc_lab.model.lowering import CudaBuild, GpuKernel
 from mlc_lab.model.measure import Measurement
+from mlc_lab.model.worker_ops import WorkerEnv
 from mlc_lab.tvm import measure as timing
 from mlc_lab.tvm.targets import (  # noqa: F401  (re-exported: callers use build.resolve_target and friends)
     DEFAULT_CUDA_ARCH,
@@ -201,11 +203,11 @@ def _lower_for(mod: Any, target: Any) -> Any:
         return pipeline(mod)
 
 
-def gpu_kernels(mod: Any, func_name: str | None, target: Any) -> list[dict]:
+def gpu_kernels(mod: Any, func_name: str | None, target: Any) -> list[GpuKernel]:
     """Per CUDA kernel after lowering: name, threads per block (and per axis), grid, shared bytes."""
     _, one = single_function_module(mod, func_name)
     lowered = _lower_for(one, target)
-    kernels = []
+    kernels: list[GpuKernel] = []
     for gv, func in lowered.functions_items():
         ftarget = func.attrs.get("target") if func.attrs is not None else None
         if ftarget is None or ftarget.kind.name != "cuda":
@@ -258,7 +260,7 @@ def gpu_limits(target: Any) -> dict:
     return {"max_threads_per_block": threads, "max_shared_bytes": shared}
 
 
-def gpu_problems(mod: Any, func_name: str | None, target: Any) -> tuple[list[str], list[dict]]:
+def gpu_problems(mod: Any, func_name: str | None, target: Any) -> tuple[list[str], list[GpuKernel]]:
     """Static reasons the program cannot run as a CUDA kernel, in plain sentences, and kernel facts."""
     unbound = unbound_blocks(mod, func_name)
     if unbound:
@@ -312,37 +314,30 @@ def strip_cuda_preamble(source: str) -> str:
     return "\n".join(kept).strip() + "\n"
 
 
-def cuda_build(mod: Any, func_name: str | None, target: Any, ptx: bool = False) -> dict:
-    """Compile for CUDA (no GPU needed). Returns {"source", "full_source", "kernels", "problems",
-    "ptx", "ptx_error"}; `problems` non-empty means nothing was built."""
+def cuda_build(mod: Any, func_name: str | None, target: Any, ptx: bool = False) -> CudaBuild:
+    """Compile for CUDA (no GPU needed): the kernels' source and facts, and PTX when asked for;
+    `problems` non-empty means nothing was built."""
     target = resolve_target(target)
     if target.kind.name != "cuda":
         raise ValueError(f"not a CUDA target: {target}")
     func_name, one = single_function_module(mod, func_name)
     problems, kernels = gpu_problems(one, func_name, target)
-    out: dict = {
-        "source": "",
-        "full_source": "",
-        "kernels": kernels,
-        "problems": problems,
-        "ptx": None,
-        "ptx_error": None,
-    }
+    out = CudaBuild(source="", full_source="", kernels=kernels, problems=problems)
     if problems:
         return out
     ex = tvm.compile(one, target=target)
     cuda_mods = [m for m in ex.mod.imports if m.kind == "cuda"]
     if not cuda_mods:
-        out["problems"] = ["the program compiled to host code only (no CUDA kernel): are its loops bound?"]
+        out.problems = ["the program compiled to host code only (no CUDA kernel): are its loops bound?"]
         return out
     full = cuda_mods[0].inspect_source()
-    out["full_source"] = full
-    out["source"] = strip_cuda_preamble(full)
+    out.full_source = full
+    out.source = strip_cuda_preamble(full)
     if ptx:
         try:
-            out["ptx"] = nvcc_ptx(full, target)
+            out.ptx = nvcc_ptx(full, target)
         except Exception as exc:  # noqa: BLE001 - nvcc failures are reported, not raised
-            out["ptx_error"] = str(exc)
+            out.ptx_error = str(exc)
     return out
 
 
@@ -591,20 +586,20 @@ def _timing_method(req: dict, kind: str, repeats: int) -> timing.TimingMethod:
     return method
 
 
-def cuda_request(req: dict) -> dict:
+def cuda_request(req: dict) -> CudaBuild:
     mod = module_from_text(req["module"])
     return cuda_build(mod, req.get("func_name"), req.get("target", "cuda"), ptx=bool(req.get("ptx", False)))
 
 
-def environment_request(_req: dict) -> dict:
+def environment_request(_req: dict) -> WorkerEnv:
     return environment()
 
 
-def environment() -> dict:
-    return {
-        "tvm": tvm.__version__,
-        "threads": os.environ.get("TVM_NUM_THREADS"),
-        "cpu_target": str(cpu_target()),
-        "gpu": gpu_present(),
-        "nvcc": nvcc_path(),
-    }
+def environment() -> WorkerEnv:
+    return WorkerEnv(
+        tvm=tvm.__version__,
+        threads=os.environ.get("TVM_NUM_THREADS"),
+        cpu_target=str(cpu_target()),
+        gpu=gpu_present(),
+        nvcc=nvcc_path(),
+    )

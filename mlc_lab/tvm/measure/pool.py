@@ -26,11 +26,12 @@ machines fail:
 
 TVM's server runs each session in a forked child; a kernel that crashes that child also stops the
 server's listening loop (TVM 0.27: ``_serving`` raises on the child's exit status), so a crashing
-candidate costs a server. `mlc_lab.tvm.measure.server` is the same server that survives it.
+candidate costs a server. `mlc_lab.core.server_sandbox` is a server that survives it (each session in the sandbox).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import select
@@ -47,6 +48,7 @@ import numpy as np
 
 from mlc_lab.tvm import measure as timing
 from mlc_lab.tvm.measure.build import output_errors
+from mlc_lab.tvm.measure.session import CONFINEMENT, session_verdict
 
 import tvm  # noqa: E402
 from tvm import rpc  # noqa: E402
@@ -104,6 +106,10 @@ class _Lost(Exception):
     """The session's connection closed under it: the server went away (or the kernel killed it)."""
 
 
+class _Unconfined(Exception):
+    """The server runs its sessions outside mlc_lab's sandbox, and the pool was asked for sandboxed ones."""
+
+
 class _Failed(Exception):
     """The candidate failed on a healthy server: no point measuring it elsewhere."""
 
@@ -129,7 +135,11 @@ def _within(fn: Callable[[], Any], seconds: float) -> Any:
     if thread.is_alive():
         raise _Hung(f"no answer in {seconds:g} s")
     if "error" in box:
-        raise box["error"]
+        error = box.pop("error")
+        try:
+            raise error
+        finally:  # no cycle through this frame: the session its traceback holds closes when the caller drops it
+            del error
     return box.get("value")
 
 
@@ -263,16 +273,50 @@ def check_tracker(host: str, port: int, key: str, timeout: float = TRACKER_S) ->
 # ----------------------------------------------------------------------------------------- one session
 
 
-def measure_in_session(session: Any, cand: Candidate, turn: Any) -> Outcome:
-    """Upload, load, run once, bring the arguments back, time: the candidate on one server. Raises
-    `_Failed` for what the candidate did (load or run error, the server's time limit), and `_Lost`
-    when the connection went away (the caller measures it again elsewhere)."""
+def confinement(session: Any) -> dict | None:
+    """What confines this session, as the session itself says before anything is uploaded
+    (`mlc_lab.tvm.measure.session`); None from a server that cannot say (TVM's own). `_Lost` when the
+    connection went away meanwhile."""
+    try:
+        text = session.get_function(CONFINEMENT)()
+    except Exception as exc:  # noqa: BLE001 - no such function there, or no connection
+        if _closed(exc):
+            raise _Lost(_last_line(exc)) from exc
+        return None
+    try:
+        facts = json.loads(str(text))
+    except ValueError:
+        return None
+    return facts if isinstance(facts, dict) else None
+
+
+def require_sandbox(session: Any) -> dict:
+    """The session's confinement when it runs in mlc_lab's sandbox; `_Unconfined` otherwise."""
+    facts = confinement(session)
+    if facts is None:
+        raise _Unconfined("it does not run its sessions in mlc_lab's sandbox (TVM's own server?)")
+    if facts.get("sandboxed") is not True:
+        raise _Unconfined("its sessions run as its own user (mlc_lab's server with --unsafe-same-user)")
+    return facts
+
+
+def measure_in_session(session: Any, cand: Candidate, turn: Any, sandboxed_only: bool = False) -> Outcome:
+    """Upload, load, run once, bring the arguments back, time: the candidate on one server (with
+    `sandboxed_only`, only once the session says it runs in mlc_lab's sandbox). Raises `_Failed` for
+    what the candidate did (load or run error, a limit of the server's, told by it), `_Lost` when the
+    connection went away (the caller measures it again elsewhere), `_Unconfined` when a sandbox was
+    asked for and the server has none."""
+    if sandboxed_only:
+        require_sandbox(session)
     name = f"mlc_lab_{cand.id}_{uuid.uuid4().hex[:8]}.so"
 
     def step(fn: Callable[[], Any], kind: str, sentence: str) -> Any:
         try:
             return fn()
         except Exception as exc:  # noqa: BLE001 - sorted below
+            stopped = session_verdict(str(exc))
+            if stopped is not None:  # the server stopped the session (mlc_lab's server): its sentence
+                raise _Failed(*stopped) from exc
             if "RPCSessionTimeoutError" in str(exc):
                 raise _Failed("timeout", "the program ran past the server's time limit for a session") from exc
             if _closed(exc) or not _answers(session):
@@ -348,6 +392,7 @@ class TrackerPool:
         wait_s: float = 600.0,
         on_event: Callable[..., None] | None = None,
         priority: int = 1,
+        sandboxed_only: bool = False,
     ) -> None:
         self.host, self.port, self.key = host, int(port), key
         # A session may wait up to `session_timeout_s` for its host's turn, then run for as long
@@ -359,6 +404,7 @@ class TrackerPool:
         self._connect_s = min(CONNECT_S, max(GRACE_S, self.session_timeout_s))
         self.wait_s = float(wait_s)
         self.priority = priority
+        self.sandboxed_only = sandboxed_only  # a hand-in's kernels: only servers whose sessions are sandboxed
         self.on_event = on_event or (lambda kind, **facts: None)
         self.left_out: dict[str, str] = {}  # server -> why
         self.lost: dict[str, str] = {}
@@ -410,7 +456,13 @@ class TrackerPool:
             owner = object()
             turn = self.turns.turn(lease.host, owner, self.session_timeout_s)
             try:
-                out = _within(lambda: measure_in_session(lease.session, cand, turn), self._watch_s)  # noqa: B023
+                out = _within(
+                    lambda: measure_in_session(lease.session, cand, turn, self.sandboxed_only),  # noqa: B023
+                    self._watch_s,
+                )
+            except _Unconfined as exc:
+                self._leave_out(lease.addr, str(exc))
+                continue
             except _Hung:
                 self.turns.forfeit(lease.host, owner)
                 self._leave_out(lease.addr, f"it did not answer for {self._watch_s:g} s")
@@ -458,6 +510,7 @@ class TrackerPool:
             host, port, matchkey = value
             addr = f"{host}:{port}"
             if addr in self.left_out:
+                self._unless_all_left_out()
                 time.sleep(0.5)  # not connecting: the server hands its key back to the tracker shortly
                 continue
             try:
@@ -472,6 +525,17 @@ class TrackerPool:
                 self._lost(addr, None, _last_line(exc))
                 continue
             return _Lease(session, host, int(port), time.monotonic() - queued)
+
+    def _unless_all_left_out(self) -> None:
+        """A `PoolError` when every server the tracker lists under the key is left out (no wait can help)."""
+        listed = set(registered(tracker_summary(self.host, self.port), self.key))
+        with self._lock:
+            out = dict(self.left_out)
+        if listed and listed <= set(out):
+            why = "; ".join(f"{a}: {out[a]}" for a in sorted(listed))
+            raise PoolError(
+                f"every server of the key {self.key!r} at the tracker {self.host}:{self.port} is left out ({why})"
+            )
 
     def _request(self, seconds: float) -> tuple[str, int, str] | None:
         """The tracker's next free server under the key, or None after `seconds` (or a poll's worth)."""

@@ -62,10 +62,13 @@ def measure_remote(
     seed: int = 0,
     timeout_s: float = 60.0,
     min_repeat_ms: float = 20.0,
+    sandboxed_only: bool = False,
 ) -> dict:
     """``{"latency_s", "results_s", ..., "correct", "max_abs_error", "method", "target", "where"}`` of
     the module run on a server of ``runner`` (``rpc://HOST:PORT/KEY``), which may run TVM's runtime
-    alone; a server that dies or hangs is replaced by another (`pool.TrackerPool`)."""
+    alone; a server that dies or hangs is replaced by another (`pool.TrackerPool`). `sandboxed_only`
+    (a hand-in's program) sends it only to servers whose sessions say they run in mlc_lab's sandbox
+    (`mlc_lab.core.server_sandbox`); the others are left out, and with none left it is not timed."""
     host, port, key = parse_runner(runner)
     with tempfile.TemporaryDirectory(prefix="mlc_lab_rpc_") as folder:
         staged = _staged(module_text, reference_text, func_name, target, folder, seed)
@@ -79,7 +82,9 @@ def measure_remote(
             staged["expected"],
             method=method,
         )
-        the_pool = pool.TrackerPool(host, port, key, servers=1, session_timeout_s=timeout_s, wait_s=timeout_s)
+        the_pool = pool.TrackerPool(
+            host, port, key, servers=1, session_timeout_s=timeout_s, wait_s=timeout_s, sandboxed_only=sandboxed_only
+        )
         try:
             (out,) = the_pool.measure([cand])
         finally:
@@ -177,7 +182,7 @@ def measure_elsewhere_request(req: dict) -> dict:
             )
         if not req.get("reference"):
             raise MeasureFailure("usage", "measuring on RPC servers needs the original program to check against")
-        out = measure_remote(*args, **common)
+        out = measure_remote(*args, **common, sandboxed_only=bool(req.get("sandboxed_only", False)))
     elif runner.startswith("batch:"):
         try:
             out = measure_batch(*args, **common, cache=str(req.get("cache", "warm")))

@@ -1,120 +1,97 @@
-"""A measuring machine's RPC server: TVM's own (``tvm.exec.rpc_server``), with TVM's runtime alone, CUDA
-on when the machine has it, and a server that outlives a kernel that crashes.
+"""A measuring machine's RPC server: TVM's own listener (`tvm.rpc.server`), each session run by the caller's
+runner instead of TVM's forked child.
 
-    python -m mlc_lab.tvm.measure.server --tracker HOST:9190 --key class-gpu [--port 9090] [--host 0.0.0.0]
+TVM's server accepts a connection, checks the client's key, registers with the tracker, and then (TVM
+0.27's ``_serving``) forks a child of the listening process that serves the session with the server's
+user, files and network. Here `serve` keeps TVM's listener and hands each accepted connection to
+`run_session(sock, opts)`: `mlc_lab.core.server_sandbox` runs the session (`mlc_lab.tvm.measure.session`)
+in the sandbox. The runner returns None when the session ended as sessions do (the client closed it),
+or ``(kind, sentence)`` when it was stopped (``timeout``: a time limit; ``crash``: a signal, a memory or
+process limit, an exit); the client then gets the sentence through TVM's channel for a session's error
+(`tell_client`), the listener logs it and serves the next connection.
 
-- **Runtime alone**: ``TVM_USE_RUNTIME_LIB=1`` is set before TVM loads (what a lab admin installs: the
-  ``apache-tvm`` wheel, or its ``tvm`` package without ``lib/libtvm_compiler.so``, and ``apache-tvm-ffi``).
-- **The CUDA sidecar**: TVM's runtime-only mode does not load ``tvm/lib/libtvm_runtime_cuda.so``; the
-  server loads it (after ``libcudart.so.13``, found under ``$CUDA_HOME`` or /usr/local/cuda*) in the
-  process that serves, so every session has ``remote.cuda(0)`` and loads the CUDA modules mlc_lab sends
-  (compiled where they were built: `mlc_lab.tvm.measure.artifact`). A machine without it serves the CPU.
-- **A crashing kernel**: TVM 0.27's server runs each session in a forked child and stops listening when
-  that child exits badly (a kernel that segfaults or aborts); this one says so in its log and goes on
-  serving, so one candidate costs a session, not the machine.
-
-The same flags as ``tvm.exec.rpc_server``'s main ones. Nothing here imports the compiler.
+The command a lab admin runs is ``python -m mlc_lab.core.server_sandbox`` (docs/measuring.md): this
+module is the part of it that imports TVM, and `add_arguments` its flags that are TVM's server's.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
-import glob
 import logging
-import os
-import sys
+import socket
+from typing import Callable
 
-os.environ.setdefault("TVM_USE_RUNTIME_LIB", "1")  # before anything loads TVM
+from mlc_lab.tvm.measure.session import ENDED, TIMEOUT_MARK
 
 log = logging.getLogger("mlc_lab.server")
 
-CUDART_GLOBS = (
-    "{home}/targets/x86_64-linux/lib/libcudart.so.*",
-    "{home}/lib64/libcudart.so.*",
-    "{home}/lib/libcudart.so.*",
-)
+Verdict = tuple[str, str]  # ("timeout" | "crash", the sentence)
+RunSession = Callable[[socket.socket, dict], "Verdict | None"]
 
 
-def cuda_sidecar() -> str:
-    """Load TVM's CUDA runtime into this process (runtime-only mode leaves it out); one line saying
-    whether CUDA is on, and why not."""
-    import tvm
-
-    if tvm.runtime.enabled("cuda"):
-        return "CUDA: on"
-    lib = os.path.join(os.path.dirname(tvm.__file__), "lib", "libtvm_runtime_cuda.so")
-    if not os.path.exists(lib):
-        return "CUDA: off (this TVM has no libtvm_runtime_cuda.so)"
-    homes = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", ""), *sorted(glob.glob("/usr/local/cuda*"))]
-    for home in [h for h in homes if h]:
-        for pattern in CUDART_GLOBS:
-            for cudart in sorted(glob.glob(pattern.format(home=home))):
-                try:
-                    ctypes.CDLL(cudart, ctypes.RTLD_GLOBAL)
-                    break
-                except OSError:
-                    continue
-    try:
-        ctypes.CDLL(lib, ctypes.RTLD_GLOBAL)
-    except OSError as exc:
-        return f"CUDA: off ({exc})"
-    if not tvm.runtime.enabled("cuda"):
-        return "CUDA: off (its runtime loaded, but TVM does not see it)"
-    return "CUDA: on" if tvm.cuda(0).exist else "CUDA: on, but no GPU is visible"
-
-
-def serve_on() -> None:
-    """Runs in the process that listens (TVM's server starts one): the CUDA sidecar, and sessions that
-    end badly no longer stop the listening."""
-    from tvm.rpc import server as tvm_server
-
-    logging.basicConfig(level=logging.INFO)
-    log.info("%s", cuda_sidecar())
-    original = tvm_server._serving  # noqa: SLF001  (TVM's own session handler)
-
-    def serving(sock, addr, opts, load_library):  # noqa: ANN001,ANN202 - TVM's signature
-        cwd = os.getcwd()
-        try:
-            original(sock, addr, opts, load_library)
-        except RuntimeError as exc:  # the session's child exited badly: its kernel crashed
-            log.warning("a session from %s ended badly (%s); serving on", addr, exc)
-            os.chdir(cwd)
-            try:
-                sock.close()
-            except OSError:
-                pass
-
-    tvm_server._serving = serving  # noqa: SLF001
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m mlc_lab.tvm.measure.server", description=__doc__.split("\n\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of TVM's server (``tvm.exec.rpc_server``) that a measuring machine uses."""
     p.add_argument("--tracker", required=True, help="the RPC tracker, HOST:PORT")
     p.add_argument("--key", required=True, help="the key the tracker hands this machine out under")
     p.add_argument("--host", default="0.0.0.0", help="the address to listen on (default: 0.0.0.0)")
     p.add_argument("--port", type=int, default=9090, help="the first port to try (default: 9090)")
     p.add_argument("--port-end", type=int, default=9199, help="the last port to try, exclusive (default: 9199)")
     p.add_argument("--custom-addr", help="the address to give the tracker (behind NAT)")
-    args = p.parse_args(argv)
-    host, _, port = args.tracker.rpartition(":")
-    if not host or not port.isdigit():
-        p.error(f"--tracker must be HOST:PORT, not {args.tracker!r}")
-    from tvm import rpc
 
-    logging.basicConfig(level=logging.INFO)
-    server = rpc.Server(
-        args.host,
-        args.port,
-        args.port_end,
-        key=args.key,
-        tracker_addr=(host, int(port)),
-        custom_addr=args.custom_addr,
-        server_init_callback=serve_on,
+
+def tracker_address(p: argparse.ArgumentParser, spec: str) -> tuple[str, int]:
+    host, _, port = spec.rpartition(":")
+    if not host or not port.isdigit():
+        p.error(f"--tracker must be HOST:PORT, not {spec!r}")
+    return host, int(port)
+
+
+def tell_client(sock: socket.socket, verdict: Verdict) -> None:
+    """The session's end in one sentence, as the error of the call the client is waiting on (the way
+    TVM's own server says a session timed out)."""
+    from tvm.rpc import _ffi_api
+
+    kind, sentence = verdict
+    mark = f"{TIMEOUT_MARK}: " if kind == "timeout" else ""
+    try:
+        _ffi_api.ReturnException(sock.fileno(), f"{mark}{ENDED}: {sentence}")
+    except Exception as exc:  # noqa: BLE001 - the client may be gone already
+        log.info("the client could not be told (%s)", str(exc).strip().splitlines()[-1:])
+
+
+def serve(args: argparse.Namespace, run_session: RunSession) -> int:
+    """Listen as TVM's server does (registered with ``args.tracker`` under ``args.key``) and run every
+    session with `run_session`; returns when the listener stops (it does not, unless TVM's listening
+    loop fails)."""
+    from tvm.rpc import server as tvm_server
+
+    def serving(sock, addr, opts, load_library):  # noqa: ANN001,ANN202,ARG001 - TVM's signature
+        log.info("connected from %s", addr)
+        try:
+            verdict = run_session(sock, dict(opts))
+        except Exception as exc:  # noqa: BLE001 - a session that cannot start is that session's end
+            verdict = ("crash", f"could not be started on the server ({exc})")
+        if verdict is not None:
+            log.warning("a session from %s was stopped: %s; serving on", addr, verdict[1])
+            tell_client(sock, verdict)
+        try:
+            sock.close()
+        except OSError:
+            pass
+        log.info("finished serving %s", addr)
+
+    tvm_server._serving = serving  # noqa: SLF001  (TVM's own session handler, in the listening loop)
+    tracker = tracker_address(argparse.ArgumentParser(), args.tracker)
+    port = tvm_server._popen_start_rpc_server(  # noqa: SLF001 - TVM's server, in this process
+        args.host, args.port, args.port_end, tracker_addr=tracker, key=args.key, custom_addr=args.custom_addr
     )
-    server.proc.join()
-    return 0
+    log.info("listening on %s:%s, registered with the tracker %s:%s as %r", args.host, port, *tracker, args.key)
+    tvm_server.PopenRPCServerState.current.thread.join()
+    return 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(
+        "the measuring server is `python -m mlc_lab.core.server_sandbox` (each session in the sandbox): "
+        "see docs/measuring.md"
+    )

@@ -3,19 +3,12 @@
 the small helpers at the top (`prepare_workload`, `rewrite_session_space`, `tuning_target`) are
 called by the kernel-side `mlc_lab.core.tuning` to write the job's files.
 
-Work directory files (besides meta_schedule's own database_*.json and logs/):
-  mlc_lab_job.json      what to tune: function, target, trials, space, runner, ...
-  mlc_lab_module.json   the workload (tvm.ir.save_json of a one-function module)
-  mlc_lab_space.pkl     a user's space function (cloudpickle), for space=callable
-  mlc_lab_status.json   state written by the subprocess: running / done / failed
-  mlc_lab_trials.jsonl  one line per measured candidate: db line, latency, error, trace text
-  mlc_lab_best.json     the best candidate so far: latency, trace text, TVMScript, and at the
-                        end "confirmed": the best candidates re-timed by measure's method
-  mlc_lab_live.jsonl    phases (building / measuring / searching) and each candidate as measured
+The work directory's files are declared in `mlc_lab.model.tuning` (their names, and what each holds).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -37,20 +30,30 @@ from tvm.s_tir import meta_schedule as ms  # noqa: E402
 from mlc_lab.tvm.measure import build as _build  # noqa: E402
 from mlc_lab.tvm import classroom as class_db  # noqa: E402
 from mlc_lab.tvm.tuning import runner_process  # noqa: E402
-from mlc_lab.tvm.tuning.live import LIVE_FILE, LiveLog  # noqa: E402,F401  (LIVE_FILE: the job's files)
+from mlc_lab.tvm.tuning.live import LiveLog  # noqa: E402
 from mlc_lab.tvm.tuning.build import BuiltCandidates, InProcessBuilder, install_fast_stack  # noqa: E402,F401  (benchmarks use both)
 from mlc_lab import _timeline as timeline  # noqa: E402
 from mlc_lab.tvm.tuning.model import EarlyXGB, import_in_background, make_cost_model, warm_cost_model  # noqa: E402
-from mlc_lab.tvm.tuning.runners import LiveRunner, make_runner, median as _median, parse_runner  # noqa: E402,F401  (the job's runners)
+from mlc_lab.tvm.tuning.runners import LiveRunner, make_runner, parse_runner  # noqa: E402  (the job's runners)
+from mlc_lab.model.tuning import (  # noqa: E402,F401  (the job's files, declared once; LIVE_FILE and LOG_FILE re-exported)
+    BEST_FILE,
+    CONTENTION_FILE,
+    JOB_FILE,
+    LIVE_FILE,
+    LOG_FILE,
+    MODULE_FILE,
+    RECORDS_FILE,
+    SPACE_PICKLE,
+    STATUS_FILE,
+    TRIALS_FILE,
+    WORKLOADS_FILE,
+    BestSoFar,
+    ConfirmedBest,
+    JobStatus,
+    TrialLine,
+    median as _median,
+)
 
-JOB_FILE = "mlc_lab_job.json"
-MODULE_FILE = "mlc_lab_module.json"
-SPACE_PICKLE = "mlc_lab_space.pkl"
-STATUS_FILE = "mlc_lab_status.json"
-TRIALS_FILE = "mlc_lab_trials.jsonl"
-BEST_FILE = runner_process.BEST_FILE
-RECORDS_FILE, WORKLOADS_FILE = class_db.RECORDS_FILE, class_db.WORKLOADS_FILE  # meta_schedule's database
-CONTENTION_FILE = runner_process.CONTENTION_FILE  # the runner's process: others' cores per candidate
 TUNING_MIN_REPEAT_MS = 10.0
 CONFIRM_TOP = 3  # candidates re-timed by measure's method at the end of a run
 CONFIRM_WITHIN = 1.25  # ... those within this factor of the best tuner figure
@@ -220,28 +223,23 @@ def _make_progress_callback(
                 secs = [float(x) for x in rr.run_secs] if rr.run_secs is not None and not error else []
                 latency = _median(secs) if secs else None
                 trace = str(cand.sch.trace)
-                lines.append(
-                    json.dumps(
-                        {
-                            "line": self.line,
-                            "latency_s": latency,
-                            "run_secs": secs,
-                            "error": str(error)[:4000] if error else None,
-                            "trace": trace,
-                            "others_cores": facts.get("others_cores"),
-                            "where": facts.get("where"),
-                            "waited_s": facts.get("waited_s"),
-                            "t": round(time.time() - t0, 3),
-                        }
-                    )
+                line = TrialLine(
+                    line=self.line,
+                    latency_s=latency,
+                    run_secs=secs,
+                    error=str(error)[:4000] if error else None,
+                    trace=trace,
+                    others_cores=facts.get("others_cores"),
+                    where=facts.get("where"),
+                    waited_s=facts.get("waited_s"),
+                    t=round(time.time() - t0, 3),
                 )
+                lines.append(json.dumps(line.to_json()))
                 self.line += 1
                 if latency is not None and (self.best is None or latency < self.best):
                     self.best = latency
-                    _write_json(
-                        os.path.join(work_dir, BEST_FILE),
-                        {"latency_s": latency, "line": self.line - 1, "trace": trace, "script": cand.sch.mod.script()},
-                    )
+                    best = BestSoFar(latency_s=latency, line=self.line - 1, trace=trace, script=cand.sch.mod.script())
+                    _write_json(os.path.join(work_dir, BEST_FILE), best.to_json())
             if lines:
                 with open(os.path.join(work_dir, TRIALS_FILE), "a") as fh:
                     fh.write("\n".join(lines) + "\n")
@@ -282,9 +280,9 @@ def run_job(work_dir: str) -> int:
     status_path = os.path.join(work_dir, STATUS_FILE)
     t0 = time.time()
     timeline.event("job_main")
-    status: dict = {"state": "starting", "pid": os.getpid(), "started_at": t0}
+    status = JobStatus(state="starting", pid=os.getpid(), started_at=t0)
     built = BuiltCandidates()  # one job's libraries, across its stages
-    _write_json(status_path, status)
+    _write_json(status_path, status.to_json())
     try:
         with open(os.path.join(work_dir, JOB_FILE)) as fh:
             job = json.load(fh)
@@ -293,27 +291,32 @@ def run_job(work_dir: str) -> int:
         runner_future = _start_runner(work_dir, job, live)
         task = _open_task(work_dir, job)
         done, trials = task.measured(), int(job["trials"])
-        status.update(
-            state="running", workload_index=task.index, done_before=done, trials=trials, imported=task.imported
+        _set(
+            status, state="running", workload_index=task.index, done_before=done, trials=trials, imported=task.imported
         )
-        _write_json(status_path, status)
+        _write_json(status_path, status.to_json())
         live.phase("starting")
         if done < trials:
             _search(task, LiveRunner(runner_future, live, os.path.join(work_dir, CONTENTION_FILE)), built, done, t0)
         _finish(task, status, live)
-        status.update(state="done", finished_at=time.time(), builds_reused=built.hits)
-        _write_json(status_path, status)
+        _set(status, state="done", finished_at=time.time(), builds_reused=built.hits)
+        _write_json(status_path, status.to_json())
         live.phase("done")
         timeline.event("done")
         return 0
     except BaseException as exc:  # noqa: BLE001 - recorded for the kernel, then re-raised as a status
         detail = traceback.format_exc()
-        status.update(state="failed", finished_at=time.time(), error=f"{type(exc).__name__}: {exc}", detail=detail)
-        _write_json(status_path, status)
+        _set(status, state="failed", finished_at=time.time(), error=f"{type(exc).__name__}: {exc}", detail=detail)
+        _write_json(status_path, status.to_json())
         print(detail, file=sys.stderr)
         return 1
     finally:
         built.close()
+
+
+def _set(status: JobStatus, **changes: Any) -> None:
+    for name, value in changes.items():
+        setattr(status, name, value)
 
 
 def _start_runner(work_dir: str, job: dict, live: LiveLog) -> Future:
@@ -351,7 +354,7 @@ def _open_task(work_dir: str, job: dict) -> _Task:
     task_mod = ms.tune_context._normalize_mod(mod[job["func_name"]])  # noqa: SLF001  (what tune_tir commits)
     workload = db.commit_workload(task_mod)
     index = _workload_index(work_dir, workload)
-    imported = dict(status_of(work_dir).get("imported") or {})
+    imported = dict(status_of(work_dir).imported)
     if job.get("shared_db"):
         imported = class_db.import_shared(job["shared_db"], work_dir, db, task_mod, target, imported)
     return _Task(work_dir, job, mod, target, cores, db, task_mod, workload, index, imported)
@@ -371,10 +374,8 @@ def _search(task: _Task, runner: LiveRunner, built: BuiltCandidates, done: int, 
         runner.before_measuring.append(import_in_background("xgboost"))
     if not first_batch and isinstance(cost_model, EarlyXGB):
         cost_model = warm_cost_model(task.task_mod, task.target, task.db, task.workload, task.cores, cost_model)
-    best = None
-    if os.path.exists(best_path := os.path.join(task.work_dir, BEST_FILE)):
-        with open(best_path) as fh:
-            best = json.load(fh).get("latency_s")
+    saved = read_best(os.path.join(task.work_dir, BEST_FILE))
+    best = saved.latency_s if saved is not None else None
     # ours right after AddToDatabase (it names the database line), before the cost model's update
     default = list(ms.MeasureCallback.create("default"))
     first_line = class_db.count_lines(os.path.join(task.work_dir, RECORDS_FILE))
@@ -407,12 +408,12 @@ def _search(task: _Task, runner: LiveRunner, built: BuiltCandidates, done: int, 
     runner.close()
 
 
-def _finish(task: _Task, status: dict, live: LiveLog) -> None:
+def _finish(task: _Task, status: JobStatus, live: LiveLog) -> None:
     """After the search: say why it stopped short if it did, re-time the best (local runner only),
     and add this job's records to the shared database."""
     job, measured = task.job, task.measured()
     if measured < int(job["trials"]):
-        status["stopped_early"] = {
+        status.stopped_early = {
             "measured": measured,
             "requested": int(job["trials"]),
             "reason": f"the search space holds only {measured} distinct candidates, and all were measured",
@@ -424,15 +425,16 @@ def _finish(task: _Task, status: dict, live: LiveLog) -> None:
             confirm_best(task.work_dir, task.db, task.workload, task.target, speed_probe=speed_probe)
     if job.get("shared_db"):
         live.phase("sharing")
-        status["shared"] = class_db.share(job["shared_db"], task.work_dir, task.index, task.imported)
+        status.shared = class_db.share(job["shared_db"], task.work_dir, task.index, task.imported)
 
 
-def status_of(work_dir: str) -> dict:
+def status_of(work_dir: str) -> JobStatus:
+    """The job's status as written last (no state when there is none, or it is not a `JobStatus`)."""
     try:
         with open(os.path.join(work_dir, STATUS_FILE)) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return {}
+            return JobStatus.from_json(json.load(fh))
+    except (OSError, ValueError):  # WireError among them
+        return JobStatus()
 
 
 def _stages(
@@ -521,25 +523,16 @@ def _strategy(job: dict) -> Any:
 
 
 # what mlc_lab_best.json's "confirmed" keeps of the winner's re-timing (measure's figures, the tuner's)
-CONFIRMED_KEYS = (
-    "latency_s",
-    "min_s",
-    "max_s",
-    "iqr_s",
-    "results_s",
-    "tuner_latency_s",
-    "run_secs",
-    "method",
-    "threads",
-    "others_cores",
-    "parallel_speed",
-    "rounds",
-    "load",
-    "correct",
-    "target",
-    "cache",
-    "selection_latency_s",
-)
+CONFIRMED_KEYS = tuple(f.name for f in dataclasses.fields(ConfirmedBest) if f.name != "candidates")
+
+
+def read_best(path: str) -> BestSoFar | None:
+    """The job's best so far (`BEST_FILE`), or None when there is none yet (or it is not a `BestSoFar`)."""
+    try:
+        with open(path) as fh:
+            return BestSoFar.from_json(json.load(fh))
+    except (OSError, ValueError):  # WireError among them
+        return None
 
 
 def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, speed_probe: bool = False) -> None:
@@ -552,10 +545,8 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, speed_probe
     timed once more and that fresh figure is recorded: the figure it was chosen by is the luckiest
     of several noisy medians (biased low, as the tuner's fastest of 64 was)."""
     best_path = os.path.join(work_dir, BEST_FILE)
-    try:
-        with open(best_path) as fh:
-            best = json.load(fh)
-    except (OSError, ValueError):
+    best = read_best(best_path)
+    if best is None:
         return
     request = {
         "reference": _build.module_to_text(workload.mod),
@@ -573,10 +564,10 @@ def confirm_best(work_dir: str, db: Any, workload: Any, target: Any, speed_probe
             final.update(_build.measure_request({**request, "module": winner["module_text"]}))
         except Exception as exc:  # noqa: BLE001 - it ran a moment ago; keep the selection's figure
             print(f"mlc_lab: could not re-time the best candidate: {exc}", file=sys.stderr)
-    best["confirmed"] = {**{k: final.get(k) for k in CONFIRMED_KEYS}, "candidates": len(confirmed)}
-    best["trace"], best["script"] = str(winner["sch"].trace), winner["sch"].mod.script()  # printed once, for the winner
-    best["latency_s_confirmed"] = final["latency_s"]
-    _write_json(best_path, best)
+    best.confirmed = ConfirmedBest(**{k: final.get(k) for k in CONFIRMED_KEYS}, candidates=len(confirmed))
+    best.trace, best.script = str(winner["sch"].trace), winner["sch"].mod.script()  # printed once, for the winner
+    best.latency_s_confirmed = final["latency_s"]
+    _write_json(best_path, best.to_json())
 
 
 def _worth_confirming(db: Any, workload: Any) -> list:

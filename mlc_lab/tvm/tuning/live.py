@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-LIVE_FILE = "mlc_lab_live.jsonl"
+from mlc_lab.model.tuning import LIVE_FILE
 
 
 class LiveLog:

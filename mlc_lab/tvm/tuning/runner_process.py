@@ -18,10 +18,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from mlc_lab import _timeline as timeline
-
-JOB_FILE = "mlc_lab_job.json"
-BEST_FILE = "mlc_lab_best.json"  # the best latency so far: the runner stops clearly slow candidates early
-CONTENTION_FILE = "mlc_lab_contention.txt"  # the runner's process: others' cores per candidate
+from mlc_lab.model.tuning import BEST_FILE, CONTENTION_FILE, JOB_FILE
 
 _prestarted: tuple[Any, Any, Any] | None = None  # (Popen, reader, writer), until a pool adopts it
 

@@ -36,6 +36,7 @@ from tvm.s_tir.meta_schedule.runner import RunnerResult
 
 from mlc_lab import _timeline as timeline
 from mlc_lab.model.measure import CandidateResult, RunArg, RunCandidate, RunMethod
+from mlc_lab.model.tuning import MODULE_FILE, PENDING_FILE, BestSoFar, median
 from mlc_lab.tvm import measure as timing
 from mlc_lab.tvm.measure import batch
 from mlc_lab.tvm.measure import pool as rpc_pool
@@ -44,7 +45,6 @@ from mlc_lab.tvm.measure.stage import unique_names, write_manifest
 from mlc_lab.tvm.tuning import runner_process
 from mlc_lab.tvm.tuning.live import LiveLog
 
-MODULE_FILE = "mlc_lab_module.json"  # the job's program (mlc_lab.tvm.tuning.job)
 TUNING_MIN_REPEAT_MS = 10.0
 
 QUEUE_S = 3600.0  # how long a round may wait in a batch queue, beyond its candidates' own time
@@ -287,10 +287,9 @@ def best_so_far() -> float | None:
         return None
     try:
         with open(path) as fh:
-            value = json.load(fh).get("latency_s")
-    except (OSError, ValueError):
+            return BestSoFar.from_json(json.load(fh)).latency_s
+    except (OSError, ValueError):  # none yet, or not a BestSoFar (WireError)
         return None
-    return float(value) if value is not None else None
 
 
 @derived_object
@@ -388,7 +387,7 @@ class BatchRunner(ms.runner.PyRunner):
         self.timeout_s, self.min_repeat_ms = float(timeout_s), float(min_repeat_ms)
         self.on_event = on_event or (lambda kind, **facts: None)
         self.folder = os.environ.get("MLC_LAB_BATCH_DIR") or os.path.join(work_dir, "rounds")
-        self.pending_file = os.path.join(work_dir, batch.PENDING_FILE)
+        self.pending_file = os.path.join(work_dir, PENDING_FILE)
         self.rounds = 0
         self._outcomes: dict[str, Future] = {}
         self._names = unique_names(
@@ -504,9 +503,3 @@ def _drop_bulk(folder: str) -> None:
                 os.remove(os.path.join(folder, name))
             except OSError:
                 pass
-
-
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
