@@ -44,7 +44,7 @@ export const ERROR_KINDS = {
 export type ErrorKind = keyof typeof ERROR_KINDS;
 
 /** Every kind of GPU kernel hazard, and what the page calls it. */
-export const HAZARD_KINDS = {"race": "race", "out_of_bounds": "out of bounds", "thread_extent": "thread extent", "spill": "spill", "limit": "limit", "allocation": "allocation"} as const;
+export const HAZARD_KINDS = {"race": "race", "out_of_bounds": "out of bounds", "thread_extent": "thread extent", "spill": "spill", "limit": "limit", "allocation": "allocation", "aliasing": "aliasing layout"} as const;
 export type HazardKind = keyof typeof HAZARD_KINDS;
 
 /** The thread axes bind takes, as the explorer's form offers them (mlc_lab/model/steps.py). */

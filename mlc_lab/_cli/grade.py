@@ -11,7 +11,6 @@ two at a time: one bad hand-in is its own row and never stops the others. Result
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -44,6 +43,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="run as Gradescope's autograder (found by itself when /autograder/submission exists)",
     )
     p.add_argument(
+        "--check-ref",
+        action="store_true",
+        help="grade the assignment's reference (its 'reference' key) first, and refuse the assignment unless "
+        "it earns full marks; with no hand-ins, only that",
+    )
+    p.add_argument(
         "--unsafe-same-user",
         action="store_true",
         help="grade even where this machine cannot sandbox: student code then runs as you and sees your "
@@ -57,11 +62,12 @@ def run(args: argparse.Namespace) -> int:
     from mlc_lab.errors import MlcLabError
     from mlc_lab.grading import load_assignment
     from mlc_lab.grading.batch import grade_batch, result_keys
+    from mlc_lab.grading.report import json_text
 
     gradescope = args.gradescope or (not args.submissions and os.path.isdir(GRADESCOPE_SUBMISSION))
     fmt = args.format or ("gradescope" if gradescope else "text")
-    paths = list(args.submissions) or ([GRADESCOPE_SUBMISSION] if gradescope else [])
-    if not paths:
+    paths = list(args.submissions) or ([GRADESCOPE_SUBMISSION] if gradescope and not args.check_ref else [])
+    if not paths and not args.check_ref:
         raise MlcLabError("give the hand-ins to grade (files or students' folders) after the assignment")
     if gradescope and len(paths) > 1:
         raise MlcLabError("--gradescope grades one hand-in (a file or a student's folder) into one results.json")
@@ -74,11 +80,15 @@ def run(args: argparse.Namespace) -> int:
         refused = probe()
         if refused:
             raise MlcLabError(f"{refused}; nothing was graded (--unsafe-same-user grades without the sandbox)")
+    if args.check_ref:
+        print(check_reference(assignment, args.unsafe_same_user), file=sys.stderr if paths else sys.stdout, flush=True)
+        if not paths:
+            return 0
     keys = result_keys(paths)
 
     def on_result(i: int, r) -> None:
         if args.out and not gradescope:
-            _write(Path(args.out) / keys[i], fmt, r)
+            _write(Path(args.out) / keys[i], fmt, r, assignment.output_format)
         if fmt == "text":
             print(r.to_text() + "\n", flush=True)
 
@@ -96,25 +106,51 @@ def run(args: argparse.Namespace) -> int:
     if gradescope:
         target = Path(args.out or GRADESCOPE_RESULTS)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(results[0].to_gradescope(), indent=1), encoding="utf-8")
+        target.write_text(json_text(results[0].to_gradescope(assignment.output_format)), encoding="utf-8")
         return 0
     if fmt == "json" and not args.out:
         doc = {"assignment": assignment.title, "max_score": assignment.max_score}
         doc["results"] = {k: r.to_json() for k, r in zip(keys, results)}
-        json.dump(doc, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text(doc) + "\n")
     elif fmt == "gradescope" and not args.out:
-        doc = results[0].to_gradescope() if len(results) == 1 else {k: r.to_gradescope() for k, r in zip(keys, results)}
-        json.dump(doc, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        of = assignment.output_format
+        doc = (
+            results[0].to_gradescope(of)
+            if len(results) == 1
+            else {k: r.to_gradescope(of) for k, r in zip(keys, results)}
+        )
+        sys.stdout.write(json_text(doc) + "\n")
     return 0
 
 
-def _write(folder: Path, fmt: str, r) -> None:
+def check_reference(assignment, unsafe_same_user: bool) -> str:
+    """Grade the assignment's reference as a hand-in; the sentence saying it earns full marks, or
+    `MlcLabError` naming each task it loses and why (an assignment whose own solution cannot earn full
+    marks is refused: its task options, hazards_fail or numeric sizes disagree with its handout)."""
+    from mlc_lab.errors import MlcLabError
+    from mlc_lab.grading.batch import grade_batch
+
+    if assignment.reference is None:
+        raise MlcLabError(f"{assignment.path}: --check-ref needs the assignment's reference key (its own solution)")
+    (r,) = grade_batch(assignment, [str(assignment.reference)], jobs=1, unsafe_same_user=unsafe_same_user)
+    earned = f"{r.score:g}/{r.max_score:g}"
+    if r.status == "graded" and r.score == r.max_score:
+        return f"the reference ({assignment.reference.name}) earns {earned}: the assignment can give full marks"
+    lost = "; ".join(f"task {t.number} ({t.name}): {' '.join(t.messages)}" for t in r.tasks if not t.passed)
+    why = r.error or lost
+    raise MlcLabError(
+        f"{assignment.path}: the assignment's reference ({assignment.reference.name}) earns {earned}, not full "
+        f"marks, so no hand-in can be graded fairly: {why}"
+    )
+
+
+def _write(folder: Path, fmt: str, r, output_format: str) -> None:
+    from mlc_lab.grading.report import json_text
+
     folder.mkdir(parents=True, exist_ok=True)
     if fmt == "gradescope":
-        (folder / "results.json").write_text(json.dumps(r.to_gradescope(), indent=1), encoding="utf-8")
+        (folder / "results.json").write_text(json_text(r.to_gradescope(output_format)), encoding="utf-8")
     elif fmt == "json":
-        (folder / "result.json").write_text(json.dumps(r.to_json(), indent=1), encoding="utf-8")
+        (folder / "result.json").write_text(json_text(r.to_json()), encoding="utf-8")
     else:
         (folder / "result.txt").write_text(r.to_text() + "\n", encoding="utf-8")

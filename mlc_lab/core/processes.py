@@ -40,7 +40,11 @@ def kill_tree(
     """Stop a child and everything it started: SIGTERM first when `grace_s` > 0, then SIGKILL to
     the process, its process group and every descendant; return when none is alive (True) or after
     `wait_s` (False). Every way of stopping a child in mlc_lab goes through here (the worker, the
-    tuning job, the sandbox); a `Popen` (or `popen`) is reaped too."""
+    tuning job, the sandbox); a `Popen` (or `popen`) is reaped too.
+
+    Each round signals what it found before it looks at the clock: a scan of the process table that
+    takes longer than `wait_s` (a loaded machine, memory pressure) still signals every process it
+    found, and SIGKILL goes to the whole group before the first scan."""
     if isinstance(proc, subprocess.Popen):
         popen, pid = proc, proc.pid
     else:
@@ -50,6 +54,8 @@ def kill_tree(
         if wait <= 0:
             continue
         deadline = time.monotonic() + wait
+        if sig == signal.SIGKILL:
+            _signal_group(pid, sig)  # at once, before the table is read
         signalled: set[int] = set()  # SIGTERM once per process: a second could cut its clean-up short
         while True:
             if popen is not None:
@@ -58,20 +64,26 @@ def kill_tree(
             seen.update(living)
             if not living and (popen is None or popen.returncode is not None):
                 return True
-            if time.monotonic() >= deadline:
-                break
             _signal_all(pid, [p for p in living.values() if p.pid not in signalled], sig)
             signalled.update(living)
+            if time.monotonic() >= deadline:
+                break
             time.sleep(0.02)
+    if popen is not None:
+        popen.poll()
     return False
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _signal_all(pgid: int, procs: list[psutil.Process], sig: int) -> None:
     if sig == signal.SIGKILL:  # the whole group at once too, forks in flight included
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+        _signal_group(pgid, sig)
     for p in procs:
         try:
             p.send_signal(sig)
@@ -84,3 +96,47 @@ def alive(proc: psutil.Process) -> bool:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def tree_usage(pid: int, apart: str | None = None) -> tuple[int, float]:
+    """(summed RSS in bytes, CPU seconds) of the process `pid` and every descendant: CPU counts what
+    each has used and what its reaped children used (the OpenCL runs of a worker). A subtree whose root's
+    command line holds `apart` is left out (a sandbox, which has limits of its own)."""
+    try:
+        todo = [psutil.Process(pid)]
+    except psutil.Error:
+        return 0, 0.0
+    rss, cpu = 0, 0.0
+    while todo:
+        p = todo.pop()
+        try:
+            if apart and p.pid != pid and any(apart in part for part in p.cmdline()):
+                continue
+            rss += p.memory_info().rss
+            t = p.cpu_times()
+            cpu += t.user + t.system + t.children_user + t.children_system
+            todo += p.children()
+        except psutil.Error:
+            continue
+    return rss, cpu
+
+
+def usable_cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def overloaded() -> str | None:
+    """The sentence saying this machine is overloaded now (its 1-minute load average is above the CPUs
+    this process may use: a runnable process waits for a CPU), or None. A hand-in stopped at a
+    wall-clock limit at such a moment is graded again, never scored for the machine's load."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return None
+    cpus = usable_cpus()
+    if load <= cpus:
+        return None
+    return f"the machine was overloaded (load average {load:.1f} on {cpus} CPU{'s' if cpus > 1 else ''})"

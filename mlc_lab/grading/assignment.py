@@ -8,17 +8,23 @@ target = "cuda"                     # "cpu", "cuda", or a CUDA arch such as "sm_
 hazards_fail = ["correctness"]      # the default. true: the same; false: none; or a list of hazard
                                     # classes ("correctness", "performance") and kinds ("race", "spill")
 visibility = "visible"              # Gradescope: "visible", "hidden", "after_due_date", "after_published"
+output_format = "text"              # Gradescope's outputs: "text" (as written) or "md" (Markdown)
 
 [hand_in]                           # optional: the file a student hands in and the function it defines
 file = "lab3.py"                    # (the batch finds it in a student's folder)
 function = "manual_schedule"        # default: schedule(sch), manual_schedule() or apply_trace(sch)
 
 [limits]                            # for schedule files and notebooks, run in the sandbox
-time_s = 60
+time_s = 60                         # CPU seconds (the wall clock allows twice that and half a minute)
 memory_mb = 4096
+grader_memory_mb = 2048             # the grader's own processes for one hand-in, all together
+grader_time_s = 300                 # their CPU seconds (default: time_s + the numeric timeout + 180)
 
-[numeric]                           # optional, GPU targets: run each schedule at a smaller size on
-size = 128                          # the CPU (the largest dimension becomes 128) and compare results
+[numeric]                           # optional, GPU targets: run each schedule at smaller sizes on the
+sizes = [128, 256, 196]             # CPU and compare results (default: 128, the program's shape class
+                                    # and a size no tile divides; size = 128: that one only)
+memory_mb = 768                     # the grader's memory while it runs (default: Gradescope's 768 MB)
+timeout_s = 120                     # and its time, for all its sizes
 
 [performance]                       # optional: time each submission (checked against the program)
 measure = true                      # also without thresholds: a "Latency (ms)" leaderboard column
@@ -31,7 +37,15 @@ checks = ["thread_block_tiling"]
 points = 5
 max_latency_ms = 12.5               # optional performance threshold of this task
 visibility = "after_due_date"       # optional: this task's Gradescope visibility
+read_copies = true                  # optional, with register_tiling: the lab asks for register-level
+                                    # copies of the shared tiles (cache_read into 'local' under k_1)
+write_back = "block"                # optional, with write_cache: where the lab writes the accumulator
+                                    # back: "thread" (under the innermost thread loop) or "block" (under
+                                    # the thread-block loop, its loops bound to the threads)
 ```
+
+``reference = "reference.py"`` (next to the TOML file, any hand-in form) names the lab's own solution:
+``mlc-lab grade lab.toml --check-ref`` grades it and refuses the assignment unless it earns full marks.
 
 An assignment of several parts, each with its own hand-in file and tasks, writes ``[[parts]]``
 instead of ``[[tasks]]`` (a part has ``name``, ``title``, ``[parts.hand_in]`` and ``[[parts.tasks]]``)::
@@ -61,16 +75,17 @@ else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+GRADESCOPE_MB = 768  # the memory of Gradescope's autograder container: the numeric check's default budget
 HAZARD_CLASSES = ("correctness", "performance")
 
 _KEYS = {
     "": {"title", "program", "func", "target", "hazards_fail", "visibility", "hand_in", "limits", "numeric"}
-    | {"performance", "tasks", "parts"},
+    | {"performance", "tasks", "parts", "output_format", "reference"},
     "hand_in": {"file", "function"},
-    "limits": {"time_s", "memory_mb"},
-    "numeric": {"size", "sizes", "rtol", "atol", "timeout_s"},
+    "limits": {"time_s", "memory_mb", "grader_memory_mb", "grader_time_s"},
+    "numeric": {"size", "sizes", "rtol", "atol", "timeout_s", "memory_mb"},
     "performance": {"measure", "repeats"},
-    "tasks": {"name", "title", "checks", "points", "max_latency_ms", "visibility"},
+    "tasks": {"name", "title", "checks", "points", "max_latency_ms", "visibility", "read_copies", "write_back"},
     "parts": {"name", "title", "hand_in", "tasks"},
 }
 
@@ -89,6 +104,8 @@ class Task:
     visibility: str = "visible"
     number: str = ""  # "1.2": part 1, task 2 (Gradescope's test number)
     part: str = ""
+    read_copies: bool = False  # the lab asks for register-level copies of the shared tiles
+    write_back: str | None = None  # where the lab writes the accumulator back: "thread" or "block"
 
 
 @dataclass(frozen=True)
@@ -117,9 +134,13 @@ class Assignment:
     visibility: str = "visible"
     time_s: float = 60.0
     memory_mb: int = 4096
+    grader_memory_mb: int = 2048  # the judging child's whole tree (replay, checks, numeric check, sandbox)
+    grader_time_s: float | None = None  # its CPU seconds per hand-in; None: time_s + numeric timeout + 180
     measure: bool = False  # time every submission (for thresholds and the leaderboard)
     repeats: int = 5
     numeric: dict | None = None  # {"sizes": 128 or {2048: 128}, "rtol", "atol"}: run smaller, compare
+    output_format: str = "text"  # Gradescope's outputs: "text" or "md"
+    reference: Path | None = None  # the lab's own solution (a hand-in), graded by --check-ref
     extra: dict = field(default_factory=dict)
 
     @property
@@ -181,11 +202,15 @@ def load_assignment(path: str | Path) -> Assignment:
         parts=_parts(data, where, kind, visibility),
         hazards_fail=_hazards_fail(data.get("hazards_fail", ["correctness"]), where),
         visibility=visibility,
-        time_s=float(limits.get("time_s", 60)),
-        memory_mb=int(limits.get("memory_mb", 4096)),
+        time_s=_positive(limits, "time_s", 60, where),
+        memory_mb=int(_positive(limits, "memory_mb", 4096, where)),
+        grader_memory_mb=int(_positive(limits, "grader_memory_mb", 2048, where)),
+        grader_time_s=_positive(limits, "grader_time_s", None, where),
         measure=bool(performance.get("measure", False)),
         repeats=int(performance.get("repeats", 5)),
         numeric=_numeric(data.get("numeric"), where, kind),
+        output_format=_output_format(data.get("output_format", "text"), where),
+        reference=_reference(data.get("reference"), path, where),
     )
 
 
@@ -239,6 +264,7 @@ def _tasks(raw_tasks: object, where: str, kind: str, visibility: str, number: in
         points = raw.get("points", 1)
         if not isinstance(points, (int, float)) or isinstance(points, bool) or points < 0:
             raise AssignmentError(f"{at} ({name}): 'points' must be a number >= 0")
+        read_copies, write_back = _teachers_word(raw, checks, f"{at} ({name})")
         tasks.append(
             Task(
                 name,
@@ -249,9 +275,44 @@ def _tasks(raw_tasks: object, where: str, kind: str, visibility: str, number: in
                 _visibility(raw.get("visibility", visibility), f"{at} ({name})"),
                 f"{number}.{i}",
                 part,
+                read_copies,
+                write_back,
             )
         )
     return tuple(tasks)
+
+
+WRITE_BACKS = ("thread", "block")
+
+
+def _teachers_word(raw: dict, checks: list, where: str) -> tuple[bool, str | None]:
+    """What the lab's handout asks beyond the checks: register-level read copies (judged with
+    register_tiling) and where the accumulator is written back (judged with write_cache)."""
+    read_copies = raw.get("read_copies", False)
+    if not isinstance(read_copies, bool):
+        raise AssignmentError(f"{where}: read_copies is true or false")
+    if read_copies and "register_tiling" not in checks:
+        raise AssignmentError(f"{where}: read_copies is judged with register_tiling: add it to the task's checks")
+    write_back = raw.get("write_back")
+    if write_back is not None and write_back not in WRITE_BACKS:
+        raise AssignmentError(
+            f"{where}: write_back is 'thread' (under the innermost thread loop) or 'block' (under the "
+            f"thread-block loop, its loops bound to the threads), not {write_back!r}"
+        )
+    if write_back is not None and "write_cache" not in checks:
+        raise AssignmentError(f"{where}: write_back is judged with write_cache: add it to the task's checks")
+    return read_copies, write_back
+
+
+def _reference(value: object, path: Path, where: str) -> Path | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise AssignmentError(f"{where}: reference is the lab's own solution, a file or folder next to the assignment")
+    ref = (path.parent / value).resolve()
+    if not ref.exists():
+        raise AssignmentError(f"{where}: reference {value!r} is not next to the assignment")
+    return ref
 
 
 def _named_tables(raw: object, section: str, where: str, needed: str):
@@ -298,6 +359,14 @@ def _hand_in(table: object, where: str) -> HandIn:
     return HandIn(file, function)
 
 
+def _output_format(value: object, where: str) -> str:
+    from mlc_lab.grading.report import OUTPUT_FORMATS
+
+    if value not in OUTPUT_FORMATS:
+        raise AssignmentError(f"{where}: output_format must be one of {', '.join(OUTPUT_FORMATS)}, not {value!r}")
+    return str(value)
+
+
 def _visibility(value: object, where: str) -> str:
     if value not in VISIBILITIES:
         raise AssignmentError(f"{where}: visibility must be one of {', '.join(VISIBILITIES)}, not {value!r}")
@@ -322,8 +391,10 @@ def _hazards_fail(value: object, where: str) -> frozenset:
 
 
 def _numeric(table: object, where: str, kind: str) -> dict | None:
-    """``[numeric]``: ``size = 128`` (the largest dimension becomes 128) or ``sizes = {"2048" = 128}``,
-    with ``rtol``/``atol`` and ``timeout_s`` (the run on the CPU's OpenCL simulator takes seconds). The schedule runs at that size on the CPU and is compared with the program."""
+    """``[numeric]``: the sizes the schedule runs at on the CPU, each compared with the program: by default
+    a plan of three (``mlc_lab.core.checks.numeric_sizes``), or ``sizes = [128, 196, 256]`` (the largest
+    dimension at each run), ``size = 128`` (one run) or ``sizes = {"2048" = 128}`` (one run, a map of
+    dimensions); with ``rtol``/``atol`` and ``timeout_s``, the time for all its runs."""
     if table is None:
         return None
     if not isinstance(table, dict):
@@ -334,21 +405,42 @@ def _numeric(table: object, where: str, kind: str) -> dict | None:
             f"{where}: [numeric] runs GPU schedules on the CPU; for a cpu target use "
             "[performance], whose timing checks the result"
         )
+    if "sizes" in table and "size" in table:
+        raise AssignmentError(f"{where}: [numeric] has size or sizes, not both")
+    sizes: object = None  # the default plan: 128, the program's shape class, a size no tile divides
     if "sizes" in table:
         raw = table["sizes"]
-        if not isinstance(raw, dict) or not all(str(k).isdigit() and isinstance(v, int) for k, v in raw.items()):
-            raise AssignmentError(f'{where}: [numeric] sizes must map dimensions to smaller ones, as {{"2048" = 128}}')
-        sizes: object = {int(k): v for k, v in raw.items()}
-    else:
-        sizes = table.get("size", 128)
-        if not isinstance(sizes, int) or sizes < 1:
+        if isinstance(raw, list) and raw and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in raw):
+            sizes = list(raw)
+        elif isinstance(raw, dict) and raw and all(str(k).isdigit() and isinstance(v, int) for k, v in raw.items()):
+            sizes = {int(k): v for k, v in raw.items()}
+        else:
+            raise AssignmentError(
+                f"{where}: [numeric] sizes is a list of sizes to run at (the largest dimension at each run, "
+                f'as [128, 196, 256]) or a map of dimensions to smaller ones, as {{"2048" = 128}}'
+            )
+    elif "size" in table:
+        sizes = table["size"]
+        if not isinstance(sizes, int) or isinstance(sizes, bool) or sizes < 1:
             raise AssignmentError(f"{where}: [numeric] size must be a positive integer")
     return {
         "sizes": sizes,
         "rtol": float(table.get("rtol", 1e-3)),
         "atol": float(table.get("atol", 1e-3)),
         "timeout_s": float(table.get("timeout_s", 120)),
+        # the grader's processes while the check runs, all together: Gradescope's container by default
+        "memory_mb": _positive(table, "memory_mb", GRADESCOPE_MB, where, "numeric"),
     }
+
+
+def _positive(table: dict, key: str, default: float | None, where: str, section: str = "limits"):
+    """``table[key]`` as a float > 0, or ``default`` when absent."""
+    if key not in table:
+        return default
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise AssignmentError(f"{where}: [{section}] {key} must be a number > 0, not {value!r}")
+    return float(value)
 
 
 def _get(table: dict, key: str, kind: type, where: str):

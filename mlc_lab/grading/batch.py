@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 import pickle
+import re
 import select
 import shutil
 import signal
@@ -25,9 +26,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mlc_lab.core.processes import overloaded, tree_usage
 from mlc_lab.core.worker import decode_result, launch, stop
 from mlc_lab.errors import MeasureError
 from mlc_lab.grading.assignment import Assignment
@@ -48,19 +51,49 @@ def result_keys(paths: list[str]) -> list[str]:
     return [str(p.relative_to(root)) for p in resolved]
 
 
-class _Judge:
-    """One judging child: started on demand, restarted after it dies or is killed."""
+@dataclass(frozen=True)
+class JudgeLimits:
+    """What one judging child's whole tree (the child, its worker, the OpenCL runs; a sandbox has its own
+    limits) may use on one hand-in: memory (summed RSS), CPU seconds, and wall seconds, a backstop: a child past it
+    on an overloaded machine was starved, not stuck, and its hand-in is graded again."""
 
-    def __init__(self, payload: bytes, timeout_s: float):
+    memory_mb: int
+    cpu_s: float
+    wall_s: float
+
+    @classmethod
+    def of(cls, assignment: Assignment) -> JudgeLimits:
+        cpu = assignment.grader_time_s or (
+            assignment.time_s + (assignment.numeric or {}).get("timeout_s", 0) + WORKER_OPS["grade_batch"].timeout_s
+        )
+        # the sandbox's wall clock (2 time_s + 30) and the numeric check's fit inside the backstop
+        return cls(assignment.grader_memory_mb, cpu, 2 * cpu + 60)
+
+
+_SAMPLE_S = 0.25  # how often the judging tree's memory and CPU are read
+SANDBOX_INIT = "_sandbox_init.py"  # a hand-in's run, under the sandbox's own limits: not the grader's
+
+
+class _Judge:
+    """One judging child: started on demand, restarted after it dies or is stopped at a limit."""
+
+    def __init__(self, payload: bytes, limits: JudgeLimits):
         self.payload = payload
-        self.timeout_s = timeout_s
+        self.limits = limits
         self.proc: subprocess.Popen | None = None
+        self.overloaded: str | None = None  # why the last hand-in should be graded again, if it should
 
     def _start(self) -> subprocess.Popen:
         proc = launch(
             [sys.executable, "-m", WORKER_OPS["grade_batch"].entry],
             "persistent",
-            env={"TVM_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
+            # one thread each (the judges run side by side); the numeric check's budget counts this process
+            env={
+                "TVM_NUM_THREADS": "1",
+                "OMP_NUM_THREADS": "1",
+                "POCL_MAX_PTHREAD_COUNT": "1",
+                "MLC_LAB_BUDGET_PARENT": str(os.getpid()),
+            },
         )
         assert proc.stdin is not None
         proc.stdin.write(len(self.payload).to_bytes(8, "big") + self.payload)
@@ -68,7 +101,9 @@ class _Judge:
         return proc
 
     def grade(self, path: str) -> GradeResult | ErrorInfo:
-        """The child's result, decoded, or its failure (kind ``crash``, ``timeout`` or ``protocol``)."""
+        """The child's result, decoded, or its failure (kind ``crash``, ``timeout`` or ``protocol``);
+        ``self.overloaded`` says when a stop at the wall clock came from the machine's load."""
+        self.overloaded = None
         if self.proc is None or self.proc.poll() is not None:
             self.proc = self._start()
         proc = self.proc
@@ -78,8 +113,8 @@ class _Judge:
         except OSError:
             return self._died("crash")
         line = self._read_line(proc)
-        if line is None:
-            return self._died("timeout")
+        if isinstance(line, dict):
+            return line
         if line == b"":  # end of file: the child is gone (or going)
             try:
                 proc.wait(timeout=5)
@@ -99,27 +134,48 @@ class _Judge:
                 "detail": exc.summary,
             }
 
-    def _read_line(self, proc: subprocess.Popen) -> bytes | None:
-        """One line of the child's; ``b""`` at end of file (it died); None past the deadline."""
+    def _read_line(self, proc: subprocess.Popen) -> bytes | ErrorInfo:
+        """One line of the child's; ``b""`` at end of file (it died); the failure when the child's tree
+        passed a limit (it is stopped), read every `_SAMPLE_S` while waiting."""
         fd = proc.stdout.fileno()  # type: ignore[union-attr]
-        deadline = time.monotonic() + self.timeout_s
+        started = time.monotonic()
+        _rss, cpu0 = tree_usage(proc.pid, apart=SANDBOX_INIT)
         buf = b""
         while b"\n" not in buf and len(buf) < _MAX_LINE:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                return None
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return b""
-            buf += chunk
+            if select.select([fd], [], [], _SAMPLE_S)[0]:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    return b""
+                buf += chunk
+                continue
+            rss, cpu = tree_usage(proc.pid, apart=SANDBOX_INIT)
+            passed = self._passed(rss, cpu - cpu0, time.monotonic() - started)
+            if passed is not None:
+                return passed
         return buf.split(b"\n", 1)[0] if b"\n" in buf else b""
 
-    def _died(self, kind: str) -> ErrorInfo:
+    def _passed(self, rss: int, cpu_s: float, wall_s: float) -> ErrorInfo | None:
+        lim = self.limits
+        if rss > lim.memory_mb << 20:
+            return self._died(
+                "crash",
+                f"grading this hand-in took more than the grader's memory limit of {lim.memory_mb} MB "
+                f"([limits] grader_memory_mb) and was stopped; the other hand-ins are graded",
+            )
+        if cpu_s > lim.cpu_s:
+            return self._died("timeout", f"the grader did not finish this hand-in within {lim.cpu_s:g} s of CPU time")
+        if wall_s > lim.wall_s:
+            self.overloaded = overloaded()
+            why = f" ({self.overloaded}; it used {cpu_s:.0f} s of CPU)" if self.overloaded else ""
+            return self._died("timeout", f"the grader did not finish this hand-in within {lim.wall_s:g} s{why}")
+        return None
+
+    def _died(self, kind: str, summary: str | None = None) -> ErrorInfo:
         proc, self.proc = self.proc, None
         code = proc.poll() if proc else None
         self.close(proc)
-        if kind == "timeout":
-            return {"type": kind, "summary": f"the grader did not finish this hand-in within {self.timeout_s:g} s"}
+        if summary is not None:
+            return {"type": kind, "summary": summary}
         how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
         return {
             "type": kind,
@@ -141,73 +197,173 @@ def grade_batch(
     on_result: Callable[[int, GradeResult], None] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[GradeResult]:
-    """Grade every hand-in, ``jobs`` at a time; a failure of one is its own row."""
+    """Grade every hand-in, ``jobs`` at a time; a failure of one is its own row. A hand-in stopped at
+    a wall-clock limit while the machine was overloaded is graded again (at most `TRIES` times in all),
+    and its row says so."""
     private = tempfile.mkdtemp(prefix="mlc_lab_batch_")
     try:
         program = Path(private) / assignment.program.name
         shutil.copyfile(assignment.program, program)
         frozen = dataclasses.replace(assignment, program=program)
         payload = pickle.dumps({"assignment": frozen, "unsafe_same_user": unsafe_same_user})
-        timeout = (
-            assignment.time_s + (assignment.numeric or {}).get("timeout_s", 0) + WORKER_OPS["grade_batch"].timeout_s
-        )
-        return _run(frozen, paths, jobs, payload, timeout, on_result, progress)
+        return _Batch(frozen, paths, payload, on_result, progress).run(jobs)
     finally:
         shutil.rmtree(private, ignore_errors=True)
 
 
-def _run(assignment, paths, jobs, payload, timeout, on_result, progress) -> list[GradeResult]:
-    results: list[GradeResult | None] = [None] * len(paths)
-    lock = threading.Lock()
-    todo = list(enumerate(paths))
-    started = time.monotonic()
-    counts = {"done": 0, "failed": 0}
-    raised: list[BaseException] = []  # a callback's error (a closed stdout): stops the batch, said once
+TRIES = 3  # tries of a hand-in stopped by the machine's load
 
-    def worker() -> None:
-        judge = _Judge(payload, timeout)
+
+class _Batch:
+    """The queue of hand-ins, their rows, the retries of those the machine's load stopped, and the
+    progress line."""
+
+    def __init__(self, assignment: Assignment, paths: list[str], payload: bytes, on_result, progress) -> None:
+        self.assignment, self.paths, self.payload = assignment, paths, payload
+        self.on_result, self.progress = on_result, progress
+        self.results: list[GradeResult | None] = [None] * len(paths)
+        self.todo: list[tuple[int, int]] = [(i, 1) for i in range(len(paths))]  # (index, try)
+        self.lock = threading.Lock()
+        self.raised: list[BaseException] = []  # a callback's error (a closed stdout): stops the batch, said once
+        self.stopped: dict[int, list[str]] = {}  # index -> why each earlier try was stopped
+        self.eta = _Estimate(paths)
+
+    def run(self, jobs: int) -> list[GradeResult]:
+        threads = [
+            threading.Thread(target=self._worker, daemon=True) for _ in range(max(1, min(jobs, len(self.paths))))
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if self.raised:
+            raise self.raised[0]
+        return [r for r in self.results if r is not None]
+
+    def _worker(self) -> None:
+        judge = _Judge(self.payload, JudgeLimits.of(self.assignment))
         try:
             while True:
-                with lock:
-                    if not todo or raised:
+                with self.lock:
+                    if not self.todo or self.raised:
                         return
-                    i, path = todo.pop(0)
-                answer = judge.grade(path)
-                r = _result(assignment, path, answer)
-                with lock:
-                    results[i] = r
-                    counts["done"] += 1
-                    counts["failed"] += r.status != "graded"
-                    try:
-                        if on_result:
-                            on_result(i, r)
-                        if progress:
-                            progress(_progress_line(counts, len(paths), started))
-                    except Exception as exc:  # noqa: BLE001  (raised again in the caller's thread)
-                        raised.append(exc)
+                    i, attempt = self.todo.pop(0)
+                    self.eta.begin(i)
+                started = time.monotonic()
+                answer = judge.grade(self.paths[i])
+                r = _result(self.assignment, self.paths[i], answer)
+                why = judge.overloaded if not isinstance(answer, GradeResult) else r.overloaded
+                with self.lock:
+                    self.eta.end(i, r.seconds if isinstance(answer, GradeResult) else time.monotonic() - started)
+                    if why and attempt < TRIES:
+                        self.stopped.setdefault(i, []).append(why)
+                        self.todo.append((i, attempt + 1))  # at the end: the load may pass
+                        continue
+                    self._finish(i, r, why)
         finally:
             judge.close()
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, min(jobs, len(paths))))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if raised:
-        raise raised[0]
-    return [r for r in results if r is not None]
+    def _finish(self, i: int, r: GradeResult, why: str | None) -> None:
+        earlier = self.stopped.get(i, [])
+        if why:  # every try stopped by the machine's load: not the hand-in's result
+            sentence = (
+                f"the machine was too loaded to grade this hand-in: it was stopped at the wall-clock limit "
+                f"{len(earlier) + 1} times ({why}); it is not scored: grade it again"
+            )
+            r = GradeResult.failed(self.assignment, self.paths[i], {"type": "internal", "summary": sentence})
+        elif earlier:
+            r.notes.insert(
+                0,
+                f"graded again: {len(earlier)} earlier {'try was' if len(earlier) == 1 else 'tries were'} stopped "
+                f"at the wall-clock limit while {earlier[-1].removeprefix('the machine was ')}, which says "
+                "nothing of the hand-in",
+            )
+        self.results[i] = r
+        self.eta.record(r)
+        try:
+            if self.on_result:
+                self.on_result(i, r)
+            if self.progress:
+                self.progress(self.eta.line([j for j, _try in self.todo]))
+        except Exception as exc:  # noqa: BLE001  (raised again in the caller's thread)
+            self.raised.append(exc)
 
 
 def _result(assignment: Assignment, path: str, answer: GradeResult | ErrorInfo) -> GradeResult:
     return answer if isinstance(answer, GradeResult) else GradeResult.failed(assignment, path, answer)
 
 
-def _progress_line(counts: dict, total: int, started: float) -> str:
-    done, failed = counts["done"], counts["failed"]
-    left = total - done
-    elapsed = time.monotonic() - started
-    eta = elapsed / done * left if done else 0.0
-    return f"graded {done}/{total}: {failed} failed, {left} left, about {_clock(eta)} to go ({_clock(elapsed)} so far)"
+class _Estimate:
+    """The progress line: rows with full marks, scored 0 and not graded counted apart, and the time to
+    go from what is left: each hand-in left at the mean time of the finished ones of its kind (a
+    trace, a schedule file, a notebook, a folder), the judges working in parallel."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.kinds = [_kind_of_path(p) for p in paths]
+        self.total = len(paths)
+        self.started = time.monotonic()
+        self.seconds: dict[str, list[float]] = {}
+        self.running: dict[int, float] = {}
+        self.counts = {"done": 0, "zero": 0}
+        self.failed: dict[str, int] = {}
+        self.judges = 1
+
+    def begin(self, i: int) -> None:
+        self.running[i] = time.monotonic()
+        self.judges = max(self.judges, len(self.running))
+
+    def end(self, i: int, seconds: float) -> None:
+        self.running.pop(i, None)
+        self.seconds.setdefault(self.kinds[i], []).append(max(0.0, seconds))
+
+    def record(self, r: GradeResult) -> None:
+        self.counts["done"] += 1
+        if r.status != "graded":
+            self.failed[r.status] = self.failed.get(r.status, 0) + 1
+        elif r.score == 0:
+            self.counts["zero"] += 1
+
+    def _mean(self, kind: str) -> float:
+        own = self.seconds.get(kind)
+        every = [x for xs in self.seconds.values() for x in xs]
+        pool = own or every
+        return sum(pool) / len(pool) if pool else 0.0
+
+    def line(self, queued: list[int]) -> str:
+        """The line, ``queued`` the hand-ins waiting for a judge (by index)."""
+        done = self.counts["done"]
+        left = self.total - done
+        now = time.monotonic()
+        work = sum(self._mean(self.kinds[i]) for i in queued)
+        work += sum(max(0.0, self._mean(self.kinds[i]) - (now - t)) for i, t in self.running.items())
+        eta = work / max(1, self.judges)
+        failed = sum(self.failed.values())
+        how = ", ".join(f"{n} {k}" for k, n in sorted(self.failed.items()))
+        parts = [f"{self.counts['zero']} scored 0", f"{failed} not graded" + (f" ({how})" if how else "")]
+        return (
+            f"graded {done}/{self.total}: {', '.join(parts)}, {left} left, about {_clock(eta)} to go "
+            f"({_clock(now - self.started)} so far)"
+        )
+
+
+def _kind_of_path(path: str) -> str:
+    """What a hand-in is, from its name (and for a .py, whether it defines a scheduling function), for
+    the time to go: a schedule file or notebook runs in the sandbox, a trace is only parsed."""
+    p = Path(path)
+    if p.is_dir():
+        return "folder"
+    if p.suffix == ".ipynb":
+        return "notebook"
+    if p.suffix != ".py":
+        return "trace"
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as fh:
+            head = fh.read(1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return "trace"
+    # a .py defining anything but apply_trace(sch) is a schedule file (run in the sandbox)
+    return "schedule" if re.search(r"^def\s+(?!apply_trace\b)\w+\s*\(", head, re.M) else "trace"
 
 
 def _clock(seconds: float) -> str:
@@ -218,7 +374,7 @@ def _clock(seconds: float) -> str:
 def _child() -> int:
     """The judging child: the assignment once (a pickle from the parent), then one JSON line per
     hand-in in, one JSON line per result out, on a copy of stdout (the real fd 1 goes to stderr)."""
-    from mlc_lab.grading.grade import grade
+    from mlc_lab.grading.grade import grade, warm_up
 
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
@@ -226,6 +382,7 @@ def _child() -> int:
     size = int.from_bytes(stdin.read(8), "big")
     setup: dict[str, Any] = pickle.loads(stdin.read(size))  # noqa: S301  (from the parent, never a hand-in)
     assignment = setup["assignment"]
+    warm_up(assignment)  # TVM imported and the program loaded once: a hand-in's seconds are its own
     for line in stdin:
         path = json.loads(line)["path"]
         r = grade(assignment, path, unsafe_same_user=setup["unsafe_same_user"])

@@ -45,8 +45,10 @@ def grade(assignment: Assignment, submission: str | Path, *, unsafe_same_user: b
             result.tasks = [failed_task(t, result.error) for t in assignment.tasks]
             return result
         parts = [(part, path)]
+    done: list = []
     for part, file in parts:
-        _grade_part(assignment, part, file, result, unsafe_same_user)
+        _grade_part(assignment, part, file, result, unsafe_same_user, done)
+    _settle(result, done)
     result.seconds = time.monotonic() - started
     return result
 
@@ -63,7 +65,12 @@ def _file_in(folder: Path, part: Part) -> Path | str:
     return files[0]
 
 
-def _grade_part(assignment: Assignment, part: Part, path: Path | str, result: GradeResult, unsafe: bool) -> None:
+def _grade_part(
+    assignment: Assignment, part: Part, path: Path | str, result: GradeResult, unsafe: bool, parts: list
+) -> None:
+    """Grade one part into ``result``: its tasks, and when it could not be graded, why. A folder's part
+    that fails costs that part's tasks only: the row is ``graded`` when any part was, and the part's
+    sentence is a note (named by its part) and its tasks' message."""
     status, error, tasks = "graded", None, []
     try:
         if isinstance(path, str):
@@ -73,6 +80,7 @@ def _grade_part(assignment: Assignment, part: Part, path: Path | str, result: Gr
         status, error = "refused", str(exc)
     except Crashed as exc:
         status, error = exc.status, str(exc)
+        result.overloaded = exc.overloaded
     except SandboxUnavailable as exc:
         status = "grader error"
         error = f"{exc}; a hand-in's code, and every kernel compiled from it, runs only in the sandbox"
@@ -81,15 +89,36 @@ def _grade_part(assignment: Assignment, part: Part, path: Path | str, result: Gr
     except Exception as exc:  # noqa: BLE001  (a fault of the grader itself must not stop the other hand-ins)
         status = "grader error"
         error = f"the grader failed on this hand-in ({type(exc).__name__}: {str(exc)[:300]}); tell the course staff"
-    if error is not None:
-        tasks = [failed_task(t, error) for t in part.tasks]
-        result.error = error if result.error is None else f"{result.error}; {error}"
-    if status != "graded" and result.status == "graded":
-        result.status = status
-    result.tasks.extend(tasks)
+    result.tasks.extend(tasks if error is None else [failed_task(t, error) for t in part.tasks])
+    parts.append((part.name or part.title, status, error))
+
+
+def _settle(result: GradeResult, parts: list) -> None:
+    """The row's status and error from its parts': ``graded`` when any part was graded (a failed part's
+    sentence is then a note naming it), else the first failure's status with every part's sentence."""
+    failed = [p for p in parts if p[1] != "graded"]
+    if not failed:
+        return
+    if len(failed) < len(parts):
+        result.notes[:0] = [f"part {name}: {why}" for name, _st, why in failed]
+    else:
+        result.status = failed[0][1]
+        result.error = "; ".join(str(why) for _n, _st, why in failed)
 
 
 _PROGRAMS: dict = {}
+
+
+def warm_up(assignment: Assignment) -> None:
+    """Import what grading needs and load the assignment's program (a judging child, before its first
+    hand-in); a program that does not load is said by each hand-in's row instead."""
+    import mlc_lab.core.checks  # noqa: F401
+    import mlc_lab.core.session  # noqa: F401
+
+    try:
+        _program(assignment)
+    except Exception:  # noqa: BLE001 - each hand-in's row says it
+        pass
 
 
 def _program(assignment: Assignment) -> Any:
@@ -151,24 +180,39 @@ def kernel_sandbox(assignment: Assignment, unsafe: bool) -> Any:
 
 
 def _numeric(assignment: Assignment, session: Any, result: GradeResult, unsafe: bool) -> str | None:
-    """Run the schedule at the assignment's smaller size (a GPU schedule, on the CPU, in the sandbox)
-    and compare it with the unscheduled program; the sentence that fails every task when it is
-    wrong, or None."""
+    """Run the schedule at the assignment's smaller sizes (a GPU schedule, on the CPU, in the sandbox,
+    within the numeric check's memory and time) and compare it with the unscheduled program; the
+    sentence that fails every task when it is wrong, or None."""
+    from functools import partial
+
     from mlc_lab.core.checks.numeric_gpu import numeric_check_sandboxed
+    from mlc_lab.core.checks.numeric_sizes import numeric_check_sizes
 
     spec = assignment.numeric or {}
-    r = numeric_check_sandboxed(
-        session,
-        sandbox=kernel_sandbox(assignment, unsafe),
-        sizes=spec["sizes"],
-        rtol=spec["rtol"],
-        atol=spec["atol"],
-        timeout_s=spec["timeout_s"],
-    )
+    sizes = spec["sizes"]
+    kw = {k: spec[k] for k in ("rtol", "atol", "timeout_s", "memory_mb")}
+    check_at = partial(numeric_check_sandboxed, sandbox=kernel_sandbox(assignment, unsafe))
+    if sizes is None or isinstance(sizes, list):  # a plan of sizes
+        r = numeric_check_sizes(session, sizes, check=check_at, **kw)
+    else:
+        r = check_at(session, sizes=sizes, **kw)
     check = r.to_check()
+    if check["verdict"] == "timeout":  # stopped by the wall clock: on an overloaded machine, not a verdict
+        from mlc_lab.core.processes import overloaded
+
+        load = overloaded()
+        if load:
+            result.overloaded = load
+            check = {**check, "ok": False, "verdict": "could_not_run"}  # type: ignore[typeddict-item]
+            check["message"] = (
+                f"the numbers were not checked: the kernel's run was stopped while {load.removeprefix('the ')}"
+            )
     result.numeric = dict(check)
     if check["verdict"] == "could_not_run":
-        result.notes.append(f"the numbers were not checked: {check['message']}")
+        said = check["message"]
+        result.notes.append(
+            said if said.startswith("the numbers were not checked") else f"the numbers were not checked: {said}"
+        )
     return numeric_failure(check)
 
 

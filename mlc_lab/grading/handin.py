@@ -34,9 +34,10 @@ class Refused(MlcLabError):
 class Crashed(MlcLabError):
     """The hand-in's code died, or ran past a limit (its row: ``crash`` or ``timeout``)."""
 
-    def __init__(self, message: str, status: str = "crash"):
+    def __init__(self, message: str, status: str = "crash", overloaded: str | None = None):
         super().__init__(message)
         self.status = status
+        self.overloaded = overloaded  # a wall-clock stop on an overloaded machine: grade it again
 
 
 def forms(function: str | None = None) -> str:
@@ -109,7 +110,7 @@ def run_student_code(
         inputs={"program.py": assignment.program.read_bytes(), name: text.encode("utf-8")},
         env=env,
         unsafe_same_user=unsafe_same_user,
-        wall_s=assignment.time_s,
+        wall_s=wall_clock(assignment.time_s),  # the limit is CPU time: the wall clock only stops what waits
         cpu_s=assignment.time_s,
         memory_mb=assignment.memory_mb,
         output_bytes=MAX_RESULT_BYTES,
@@ -123,7 +124,10 @@ def _outcome(out: Any, assignment: Any, name: str) -> HandinResult:
     from mlc_lab.errors import MeasureError
 
     if out.status == "timeout":
-        raise Crashed(f"{name} did not finish within the time limit of {assignment.time_s:g} s", "timeout")
+        from mlc_lab.core.processes import overloaded
+
+        wall = wall_clock(assignment.time_s)
+        raise Crashed(f"{name} did not finish within {wall:g} s of wall-clock time", "timeout", overloaded())
     if out.status == "cpu":
         raise Crashed(f"{name} used more than {assignment.time_s:g} s of CPU time", "timeout")
     if out.status == "memory":
@@ -145,6 +149,11 @@ def _outcome(out: Any, assignment: Any, name: str) -> HandinResult:
     if result.trace is None:
         raise Crashed(f"{name} wrote a result that is not the grader's")
     return result
+
+
+def wall_clock(time_s: float) -> float:
+    """The wall-clock limit of a hand-in's run, whose limit is ``time_s`` of CPU time."""
+    return 2 * time_s + 30
 
 
 def _result_json(raw: bytes) -> dict | None:

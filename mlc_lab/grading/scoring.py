@@ -15,6 +15,40 @@ from mlc_lab.model.checks import CheckReport, numeric_failure
 from mlc_lab.model.grading import TaskResult
 
 
+_PLACEMENTS = {
+    "thread": "under the innermost thread loop, after the reduction",
+    "block": "under the thread-block loop, after the reduction, its loops bound to the threads",
+}
+
+
+def teachers_word(task: Any, by_name: dict) -> list[str]:
+    """What a task's handout asks beyond its checks, each unmet requirement in a sentence: register-level
+    copies of the shared tiles (``read_copies``, from register_tiling's evidence) and the write-back's
+    placement (``write_back``, from write_cache's). A requirement whose check failed or did not judge
+    adds nothing: that check's sentence says why."""
+    out = []
+    rt = by_name.get("register_tiling")
+    if getattr(task, "read_copies", False) and rt is not None and rt.judged and rt.ok:
+        straight = [b for b, via in (rt.evidence.get("read_copies") or {}).items() if not via]
+        if straight or not rt.evidence.get("read_copies"):
+            what = ", ".join(straight) or "its shared tiles"
+            out.append(
+                f"the lab asks for register-level copies of the shared tiles, and {rt.where} reads {what} "
+                f"straight from shared memory: cache_read each into a 'local' buffer and compute_at it under "
+                f"the inner reduction loop, so each thread loads a value once and uses it for its whole tile"
+            )
+    wc = by_name.get("write_cache")
+    wanted = getattr(task, "write_back", None)
+    if wanted and wc is not None and wc.judged and wc.ok:
+        got = wc.evidence.get("placement")
+        if got and got != wanted:
+            out.append(
+                f"the lab writes the accumulator back {_PLACEMENTS[wanted]}; block {wc.where} writes it back "
+                f"{_PLACEMENTS[got]} (under {wc.evidence.get('under')}): right, but not the lab's placement"
+            )
+    return out
+
+
 def failed_task(task: Any, message: str) -> TaskResult:
     """A task that could not be graded at all (the hand-in was refused or crashed): 0 points, why."""
     return TaskResult(task.name, task.title, 0.0, task.points, False, [message], task.number, task.visibility)
@@ -54,6 +88,7 @@ def score_tasks(
                 messages.append(f"{c.name} could not be judged on this program, so the task is not passed: {c.message}")
             elif not c.ok:
                 messages.append(c.message)
+        messages += teachers_word(task, by_name)
         limit = getattr(task, "max_latency_ms", None)
         if limit is not None:
             if timing_problem:

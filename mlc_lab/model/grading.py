@@ -143,6 +143,9 @@ class NumericComparison(WireData):
     launches: list[KernelLaunch]
     out_of_bounds: list[str]
     seconds: dict[str, float]  # build, reference, the run's parts, total
+    # how the run fitted its memory budget (mlc_lab.tvm.measure.opencl_fit): pocl_problem, blocks_at_once,
+    # races, peak_mb, and a note the verdict repeats ("Oclgrind ran without its race detection, ...")
+    fit: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -253,6 +256,7 @@ class GradeResult(WireData):
     numeric: NumericCheck | None = None  # when the assignment runs the schedule smaller
     correct: bool | None = None  # its output against the original program's, on random inputs
     visibility: str = "visible"
+    overloaded: str | None = None  # set when a wall-clock limit stopped it on an overloaded machine: grade again
 
     __wire_properties__ = ("score", "max_score")  # sent with the fields (see to_json)
 
@@ -281,6 +285,7 @@ class GradeResult(WireData):
             "correct": self.correct,
             "numeric": self.numeric,
             "visibility": self.visibility,
+            "overloaded": self.overloaded,
         }
 
 

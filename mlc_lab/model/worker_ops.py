@@ -86,6 +86,7 @@ class NumericGpuParams(TypedDict):
     seed: int
     rtol: float
     atol: float
+    budget: NotRequired[dict]  # {"memory_mb", "seconds"}: what the kernel's CPU run may use (opencl_fit)
 
 
 class JobParams(TypedDict):

@@ -429,10 +429,14 @@ def _compacted_layouts(func) -> dict[str, tuple]:
     try:
         mod = tvm.IRModule({"main": func})
         tr = tvm.s_tir.transform
-        for p in (
+        for p in (  # TVM's own pipeline up to the compaction (s_tir/pipeline.py)
+            tr.CanonicalizeLoop(),
+            tr.LowerCrossThreadReduction(),
             tr.LowerInitBlock(),
             tr.PlanAndUpdateBufferAllocationLocation(),
             tr.ConvertBlocksToOpaque(),
+            tr.LiftThreadBinding(),  # one thread variable per axis: a write-back bound as its compute is per thread
+            tr.ManifestSharedMemoryLocalStage(),
             tr.CompactBufferAllocation(),
         ):
             mod = p(mod)

@@ -243,6 +243,7 @@ def test_write_back_under_the_reduction_outer_loop_races():
     races = [h.message for h in rep.hazards if h.kind == "race"]
     assert any("both write element D[0, 0]" in m for m in races)
     assert any("local buffer Y_local" in m for m in races)
-    assert any(h.kind == "spill" and "64x64" in h.message for h in rep.hazards)
+    # TVM's build cannot compact it at all (its CUDA code declares float Y_local[4194304])
+    assert any(h.kind == "spill" and "2048x2048" in h.message for h in rep.hazards)
     wc = next(c for c in rep.checks if c.name == "write_cache")
     assert not wc.ok and "128 times" in wc.message

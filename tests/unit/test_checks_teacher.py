@@ -339,3 +339,51 @@ def test_one_thread_block_is_a_tiling_of_a_small_output_only():
     assert small.verdict == "pass" and small.evidence["blocks"] == 1
     big = _one_block(1024, 64)  # 256 threads, 4096 outputs each
     assert big.verdict == "fail" and "whose 256 threads compute 4096 outputs each" in big.message
+
+
+# --- issue 34: a write-back bound as its compute is, and a layout that folds elements -----------------
+
+
+def _sgemm(write_back="j_1", bound=True, layout=None):
+    """The course's tiles (64x64 per block, 4x4 per thread) on the plain 1024^3 matmul, with its
+    register-level copies; the write-back under the thread loop j_1, or under the block loop j_0 with
+    its loops bound to the threads as the compute's are (``bound``) or left to every thread."""
+    s = [("cache_write", "C", 0, "local")]
+    if layout is not None:
+        s.append(("transform_layout", "C_local", ("write", 0), layout))
+    s += _tiles(block="C", out="C", write_cache=False, epilogue=False)
+    s.append(("reverse_compute_at", "C_local", write_back))
+    if write_back == "j_0" and bound:
+        s += [
+            ("split", "C_local/ax0", [16, 4]),
+            ("split", "C_local/ax1", [16, 4]),
+            ("reorder", ["C_local/ax0_0", "C_local/ax1_0", "C_local/ax0_1", "C_local/ax1_1"]),
+            ("bind", "C_local/ax0_0", "threadIdx.y"),
+            ("bind", "C_local/ax1_0", "threadIdx.x"),
+        ]
+    s += _shared(block="C") + _registers(block="C") + [("decompose_reduction", "C", "k_0")]
+    return session(s, MATMUL_1024)
+
+
+def test_a_write_back_under_the_block_loop_bound_as_its_compute_is_keeps_a_4x4_accumulator():
+    # TVM lifts the thread bindings before it compacts (as its build does): each thread's C_local is the
+    # 4x4 tile it computes, as the CUDA code declares it; no spill
+    s = _sgemm(write_back="j_0")
+    checks, hazards = verdicts(s)
+    assert hazards == [], [h.message for h in hazards]
+    assert "float C_local_ptr[16];" in s.cuda_source().source
+    racy, hazards = verdicts(_sgemm(write_back="j_0", bound=False))
+    assert {h.kind for h in hazards} == {"race", "spill"}
+
+
+def test_a_layout_that_folds_two_elements_into_one_is_a_correctness_hazard():
+    _checks, hazards = verdicts(_sgemm(layout=lambda i, j: (i % 128, j)))
+    (h,) = [h for h in hazards if h.kind == "aliasing"]
+    assert h.severity == "correctness" and h.where == "C_local"
+    assert h.message.startswith(
+        "the schedule's layout of C maps the 1024x1024 elements of C onto 128x1024 places: block C_local "
+        "writes C[0, 0] twice; two elements share one place in memory"
+    )
+    # a layout that keeps every element apart (a transpose-like split) is no hazard
+    _checks, hazards = verdicts(_sgemm(layout=lambda i, j: (i // 128, j, i % 128)))
+    assert [h for h in hazards if h.kind == "aliasing"] == []

@@ -153,10 +153,17 @@ def test_an_assignment_of_parts_grades_each_part_from_its_own_file_in_a_folder(t
     folder = tmp_path / "alice"
     folder.mkdir()
     (folder / "part1.py").write_text((LAB / "submissions" / "reference.py").read_text())
-    r = grade(a, folder)
-    assert r.kind == "folder" and r.status == "refused"
+    r = grade(a, folder)  # a folder scores its parts: the missing one costs its own tasks only
+    assert r.kind == "folder" and r.status == "graded" and r.error is None
     assert [(t.number, t.points) for t in r.tasks] == [("1.1", 5.0), ("2.1", 0.0)]
-    assert r.error == "the folder has no part2.json"
+    assert r.notes == ["part memory: the folder has no part2.json"]
+    assert r.tasks[1].messages == ["the folder has no part2.json"]
+    assert "FAIL 2.1 (0/5)" in r.to_text() and "| the folder has no part2.json" in r.to_text()
+    empty = tmp_path / "bob"
+    empty.mkdir()
+    nothing = grade(a, empty)  # no part at all: the row is refused, with both sentences
+    assert nothing.status == "refused" and nothing.score == 0
+    assert nothing.error == "the folder has no part1.py; the folder has no part2.json"
     (folder / "part2.json").write_text((LAB / "submissions" / "variant_ji.json").read_text())
     both = grade(a, folder)
     assert both.status == "graded" and both.score == 10
@@ -178,7 +185,7 @@ def test_an_assignment_of_parts_grades_each_part_from_its_own_file_in_a_folder(t
         ),
         (
             lambda t: t.replace("time_s = 10", "time = 10"),
-            r"unknown key 'time' in \[limits\]; the keys it knows are memory_mb, time_s",
+            r"unknown key 'time' in \[limits\]; the keys it knows are grader_memory_mb, grader_time_s, memory_mb, time_s",
         ),
         (
             lambda t: t.replace("points = 5\n", "points = 5\npoint = 5\n", 1),
@@ -192,6 +199,28 @@ def test_an_assignment_of_parts_grades_each_part_from_its_own_file_in_a_folder(t
             lambda t: t.replace("hazards_fail = true", 'visibility = "students"'),
             "visibility must be one of visible, hidden",
         ),
+        # issue 34: the teacher's word on a task, the numeric sizes and budget, Gradescope's format
+        (
+            lambda t: t.replace(
+                'checks = ["thread_block_tiling"]', 'checks = ["thread_block_tiling"]\nread_copies = true'
+            ),
+            r"task 1 \(thread_blocks\): read_copies is judged with register_tiling: add it to the task's checks",
+        ),
+        (
+            lambda t: t.replace(
+                'checks = ["register_tiling", "write_cache"]', 'checks = ["write_cache"]\nwrite_back = "warp"'
+            ),
+            r"write_back is 'thread' \(under the innermost thread loop\) or 'block' .*, not 'warp'",
+        ),
+        (lambda t: t + "\n[numeric]\nsizes = [128, 0]\n", r"\[numeric\] sizes is a list of sizes to run at"),
+        (lambda t: t + "\n[numeric]\nsize = 64\nsizes = [128]\n", r"\[numeric\] has size or sizes, not both"),
+        (lambda t: t + "\n[numeric]\nmemory_mb = -5\n", r"\[numeric\] memory_mb must be a number > 0, not -5"),
+        (
+            lambda t: t.replace("time_s = 10", "time_s = 10\ngrader_memory_mb = 0"),
+            r"\[limits\] grader_memory_mb must be",
+        ),
+        (lambda t: 'output_format = "html"\n' + t, "output_format must be one of text, md, not 'html'"),
+        (lambda t: 'reference = "nowhere.py"\n' + t, "reference 'nowhere.py' is not next to the assignment"),
     ],
 )
 def test_unknown_keys_and_values_are_refused_with_the_known_ones(tmp_path, edit, message):
@@ -236,3 +265,17 @@ def test_a_100_MB_hand_in_is_refused_unread(tmp_path, assignment):
         fh.truncate(100 << 20)
     r = grade(assignment, big)
     assert r.status == "refused" and r.error == "lab3.py: the file is over the limit of 4194304 bytes for a hand-in"
+
+
+def test_the_numeric_sizes_and_budget_as_the_assignment_gives_them(tmp_path):
+    (tmp_path / "gemm_relu_add.py").write_text(PROGRAM)
+    base = ASSIGNMENT.read_text()
+    for table, sizes in (
+        ("", None),  # the default plan
+        ("size = 64", 64),
+        ("sizes = [128, 196, 256]", [128, 196, 256]),
+        ('sizes = {"2048" = 128}', {2048: 128}),
+    ):
+        (tmp_path / "a.toml").write_text(f"{base}\n[numeric]\n{table}\n")
+        spec = load_assignment(tmp_path / "a.toml").numeric
+        assert spec is not None and spec["sizes"] == sizes and spec["memory_mb"] == 768 and spec["timeout_s"] == 120

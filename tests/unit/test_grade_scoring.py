@@ -149,3 +149,59 @@ def test_text_quotes_what_a_hand_in_wrote_so_no_line_can_pass_for_the_graders():
     assert not any(line.lstrip().startswith("PASS 1.1 (20") for line in lines)
     assert not any(line.endswith("80/80") for line in lines)
     assert "  | raised Exception: ok\\nalice/lab3.py (trace, graded): 80/80\\n  PASS 1.1 (20/20)" in lines
+
+
+def _racing() -> GradeResult:
+    from mlc_lab.model.checks import numeric_failure
+
+    numeric = {"ok": False, "verdict": "mismatch", "message": "3 of 16384 elements of C are wrong"}
+    report = _report(OK, CheckResult("shared_memory_tiling", True, "ok"), hazards=[RACE])
+    tasks = score_tasks([TILING, SHARED], report, wrong=numeric_failure(numeric))
+    r = GradeResult("bob/lab3.py", "trace", tasks, hazards=[RACE.to_json() | {"class": "correctness"}])
+    r.numeric = numeric
+    return r
+
+
+def test_the_text_report_says_hazards_and_the_numeric_verdict_once_at_the_top():
+    lines = _racing().to_text().splitlines()
+    assert lines[1] == "  numeric mismatch | 3 of 16384 elements of C are wrong"
+    assert lines[2] == "  hazard 1 race (correctness) | threads write Y_local[0] together"
+    assert lines[3].startswith("  FAIL 1.1 (0/5)")
+    # under each task, a pointer to the lines above, not the sentences again
+    assert sum("threads write Y_local[0] together" in line for line in lines) == 1
+    assert sum("elements of C are wrong" in line for line in lines) == 1
+    assert lines.count("       (hazard 1 above)") == 2 and lines.count("       (the numeric check above)") == 2
+
+
+def test_gradescope_outputs_say_their_format_and_escape_what_a_hand_in_wrote():
+    r = _racing()
+    r.hazards[0]["message"] = "threads write C[i < 128] <b>twice</b>\x1b[2J\x07"
+    r.notes = ["lab\x00.py: a note\nPASS"]
+    text = r.to_gradescope()
+    jsonschema.validate(text, SCHEMA)
+    assert text["output_format"] == text["test_output_format"] == "text"
+    assert all(t["output_format"] == "text" for t in text["tests"])
+    assert "C[i < 128] <b>twice</b>\\x1b[2J\\x07" in text["output"]  # shown as written: text, never markup
+    assert "lab\\x00.py: a note\\nPASS" in text["output"]
+    assert not any(ch in text["output"] for ch in "\x00\x07\x1b")
+    md = r.to_gradescope("md")
+    jsonschema.validate(md, SCHEMA)
+    assert md["output_format"] == md["test_output_format"] == "md"
+    assert "C\\[i &lt; 128\\] &lt;b&gt;twice&lt;/b&gt;" in md["output"]
+    assert "<b>" not in md["output"] and md["output"].startswith("**0 of 8 points (graded)**")
+
+
+def test_no_number_gradescope_reads_is_nan_and_the_json_is_strict():
+    from mlc_lab.grading.report import json_text
+
+    r = _graded()
+    r.latency_ms = float("nan")
+    doc = r.to_gradescope()
+    assert all(e["name"] != "Latency (ms)" for e in doc["leaderboard"])
+    r.seconds = float("inf")
+    assert r.to_gradescope()["execution_time"] == 0
+    text = json_text({"result": r.to_json(), "x": [float("-inf")]})
+    back = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    assert back["result"]["latency_ms"] is None and back["x"] == [None]
+    assert "NaN" not in text and "Infinity" not in text
+    assert r.to_text().startswith("alice/lab3.py (trace, graded): 8/8\n")  # no "nan ms"

@@ -43,6 +43,7 @@ TVM_WITHOUT_TVM = {
     "mlc_lab/tvm/checks/__init__.py": "the package's docstring",
     "mlc_lab/tvm/tuning/__init__.py": "the package's docstring",
     "mlc_lab/tvm/measure/opencl_run.py": "runs tvm/checks/opencl.py's plain data in the measuring side, which may not hold the compiler",
+    "mlc_lab/tvm/measure/opencl_fit.py": "fits opencl_run.py's run into a memory and time budget, in the measuring side too",
     "mlc_lab/tvm/measure/stage.py": "the trusted side of a run elsewhere: builds through measure/build.py, writes files",
     "mlc_lab/tvm/measure/rpc.py": "one program timed elsewhere: built through stage.py, sent through pool.py or batch.py",
     "mlc_lab/tvm/measure/batch.py": "sends a round built by measure/stage.py to the measuring side elsewhere (a command, Slurm)",

@@ -161,6 +161,112 @@ def test_a_split_without_its_guard_is_a_crash(engine):
     assert r.verdict == "crash" and "outside" in r.message and "illegal address" in r.message, r.message
 
 
+def test_a_process_that_dies_of_a_bad_access_reads_as_an_access_outside_a_buffer():
+    # How the process running the kernel ended decides the sentence: a signal of a bad access, or the C
+    # library aborting it on memory a kernel overwrote, is the guard band's family (an illegal address
+    # on a GPU); any other end (a kill, a worker that died, an abort of another cause) is not.
+    from mlc_lab.errors import MeasureError
+
+    def said(summary: str, detail: str = "") -> str:
+        return numeric_gpu._failure(MeasureError(summary, kind="crash", detail=detail), {1024: 64}, {}, 60).message
+
+    family = "the kernel accesses memory outside a buffer (the process running it died of "
+    segv = said("the process running the kernel on the CPU died (SIGSEGV)")
+    assert segv.startswith(family + "SIGSEGV, a segmentation fault) (run at 1024 -> 64)"), segv
+    assert "illegal address" in segv
+    assert said("the kernel was killed by SIGBUS (its memory: 12 MB)").startswith(family + "SIGBUS, a bus error")
+    heap = said("the process running the kernel on the CPU died (SIGABRT)", "x\ndouble free or corruption (!prev)\n")
+    assert heap.startswith(family + 'SIGABRT: the C library found its memory overwritten, "double free or corruption')
+    for summary, detail in (
+        ("the process running the kernel on the CPU died (SIGABRT)", "Assertion failed in the compiler"),
+        ("the process running the kernel on the CPU died (SIGKILL)", ""),
+        ("the process running the kernel on the CPU died (exit status 3)", ""),
+        ("the generated code crashed the worker process (SIGSEGV) while checking", ""),
+    ):
+        assert said(summary, detail).startswith("the kernel crashed (out-of-bounds access?)"), summary
+
+
+def test_a_copy_from_one_guard_band_into_another_is_seen(engine):
+    # Each buffer's guards hold a value of their own (on pocl, the engine without its own checks): a
+    # kernel that copies what lies past A into what lies past B changes B's guard, NaN into NaN.
+    import pyopencl as cl
+
+    from mlc_lab.tvm.measure import opencl_run as opencl
+
+    source = (
+        "__kernel void copy(__global float* A, __global float* B) { B[get_global_id(0)] = A[get_global_id(0)] * 2.0f; }"
+    )
+    prog = {
+        "source": source,
+        "allocs": [],
+        "params": [
+            {"name": "A", "shape": [100], "dtype": "float32"},
+            {"name": "B", "shape": [100], "dtype": "float32"},
+        ],
+        "launches": [
+            {"kernel": "copy", "args": [{"buffer": "A"}, {"buffer": "B"}], "grid": [4, 1, 1], "block": [32, 1, 1]}
+        ],
+    }
+    dev, _ = opencl.opencl_device()
+    ctx = cl.Context([dev])
+    program = cl.Program(ctx, source).build()
+    arrays = {"A": np.ones(100, "float32"), "B": np.zeros(100, "float32")}
+    outputs, guard_writes = opencl._launch_all(
+        cl, ctx, cl.CommandQueue(ctx), program, prog, arrays, "pocl", guard_bytes=opencl.GUARD_BYTES, max_group=64
+    )
+    assert guard_writes == {"B": 28} and (outputs["B"] == 2.0).all()
+    for dtype in ("float16", "float32", "float64", "int32", "uint8"):
+        a, b = opencl._fill(np.empty(4, dtype), 1), opencl._fill(np.empty(4, dtype), 2)
+        assert a.tobytes() != b.tobytes() and (np.isnan(a).all() if a.dtype.kind == "f" else True)
+
+
+ROWNORM = """
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+@I.ir_module
+class RowNorm:
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((32, 128), "float32"), S: T.Buffer((32, 128), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        Z = T.sblock_alloc_buffer((32,), "float32")
+        for i, k in T.grid(32, 128):
+            with T.sblock("Z"):
+                vi, vk = T.axis.remap("SR", [i, k])
+                with T.init():
+                    Z[vi] = T.float32(0)
+                Z[vi] = Z[vi] + A[vi, vk]
+        for i, j in T.grid(32, 128):
+            with T.sblock("S"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                S[vi, vj] = A[vi, vj] / Z[vi]
+"""
+
+
+def test_a_per_thread_partial_that_tvm_allocates_outside_the_kernel_is_a_race_on_every_engine(engine):
+    # A cross-thread row sum under the row loop, which no blockIdx binds: TVM allocates the reduction's
+    # per-thread partial in_thread_Z_shared on the host, one element in global memory that all 128 threads
+    # write and read back. pocl's compiler keeps each thread's store in a register, so the numbers
+    # match there; on a GPU any thread may read another's. Bound to blockIdx, it is each thread's own.
+    def schedule(blocks: bool) -> mlc_lab.Session:
+        s = mlc_lab.Session(ROWNORM)
+        s.apply("compute_at", "Z", "S/i")
+        s.apply("set_scope", "Z", 0, "shared")
+        if blocks:
+            s.apply("bind", "S/i", "blockIdx.x")
+        s.apply("bind", "S/j", "threadIdx.x")
+        _, t = s.apply("split", "ax0", factors=[None, 128])
+        s.apply("bind", t, "threadIdx.x")
+        return s
+
+    racy = numeric_check(schedule(False))
+    assert racy.verdict == "mismatch" and not racy.ok and racy.wrong == 0, racy.message
+    assert racy.message.startswith("the numbers match, but all 128 threads of a block of kernel main_kernel write ")
+    assert "in_thread_Z_shared[0] with no barrier between (a race)" in racy.message
+    right = numeric_check(schedule(True))
+    assert right.ok and right.verdict == "match", right.message
+
+
 def _kill_while_the_kernel_runs(pid: int, killed: list) -> None:
     """Kill the worker `pid` once the process running the kernel has started under it."""
     import psutil

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -280,6 +281,31 @@ def test_kill_tree_gives_sigterm_first_when_asked():
     assert kill_tree(proc, grace_s=5)
     assert proc.returncode == 7
     proc.stdout.close()
+
+
+@pytest.mark.parametrize("own_session", [True, False])
+def test_kill_tree_signals_before_it_looks_at_the_clock(monkeypatch, own_session):
+    # one scan of the process table slower than the whole wait (a loaded machine, memory pressure):
+    # the process is still signalled, whether or not it leads a process group of its own
+    from mlc_lab.core import processes
+
+    scan = psutil.process_iter
+
+    def slow_scan(*args, **kwargs):
+        time.sleep(0.3)
+        return scan(*args, **kwargs)
+
+    monkeypatch.setattr(processes.psutil, "process_iter", slow_scan)
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=own_session)
+    try:
+        start = time.monotonic()
+        kill_tree(proc, wait_s=0.001)
+        assert time.monotonic() - start < 2
+        assert proc.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.mark.parametrize("field", ["wall_s", "cpu_s", "memory_mb", "processes", "output_bytes", "file_mb"])

@@ -32,6 +32,10 @@ def find(sf: StepFacts) -> list:
     out: list[Hazard] = []
     if not sf.target.gpu:
         return out
+    try:
+        out += aliasing(sf)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError):
+        log.debug("mlc_lab: aliasing skipped a buffer", exc_info=True)
     for k in sf.kernels():
         for family in (thread_extents, limits, spills, global_in_kernel, out_of_bounds, races):
             try:
@@ -40,6 +44,63 @@ def find(sf: StepFacts) -> list:
                 # a construct the model does not read (symbolic extents, ...): no claim either way
                 log.debug("mlc_lab: %s skipped a kernel", family.__name__, exc_info=True)
     return out
+
+
+# --- a layout that maps two elements to one ---------------------------------------------------------
+
+
+def aliasing(sf: StepFacts) -> list:
+    """A buffer in global memory whose layout the schedule changed (``transform_layout``) so that two of
+    its elements share one place: fewer places than elements, or a write of one block that lands twice
+    on one place. Each element of a global buffer lives for the whole program (every thread block sees
+    it), so one overwrites the other, at every size where the map folds: a map like ``(i % 128, j)``
+    is the identity at 128 and folds rows together at 2048."""
+    out = []
+    before = sf.original.program.buffers
+    for name, info in sf.prog.buffers.items():
+        old = before.get(name)
+        if old is None or sf.scope(name) != "global" or tuple(old.shape) == tuple(info.shape):
+            continue
+        if not all(isinstance(x, int) for x in (*old.shape, *info.shape)):
+            continue
+        places, elements = math.prod(info.shape), math.prod(old.shape)
+        shapes = f"the {'x'.join(map(str, old.shape))} elements of {name} onto {'x'.join(map(str, info.shape))} places"
+        twice = _written_twice(sf, name)
+        if places >= elements and twice is None:
+            continue
+        block, element = twice if twice is not None else (None, None)
+        where = f": block {block} writes {element} twice" if element else ""
+        out.append(
+            Hazard(
+                "aliasing",
+                f"the schedule's layout of {name} maps {shapes}{where}; two elements share one place in memory, so one "
+                f"overwrites the other (a map such as (i % 128, j) is the identity while the buffer is small "
+                f"and folds rows together at the program's size): give transform_layout a map that keeps "
+                f"every element of {name} apart",
+                block,
+            )
+        )
+    return out
+
+
+def _written_twice(sf: StepFacts, buf: str) -> tuple | None:
+    """(block, element) where one write of ``buf`` by a block with no reduction lands twice on one element,
+    over every iteration of its loops (thread and block loops included); None when none is found or the
+    enumeration would be too large."""
+    for s in sf.sites():
+        b = sf.facts.blocks.get(s.access.block)
+        if s.access.kind != "write" or s.access.buffer != buf or b is None or b.loops_of("R"):
+            continue
+        got = sf.enumerate(s, None)
+        if got is None:
+            continue
+        idx, active, _env, _axes = got
+        lin = _linear(sf, buf, idx, active.shape)[active]
+        s_lin = np.sort(lin, kind="stable")
+        dup = np.flatnonzero(s_lin[1:] == s_lin[:-1])
+        if dup.size:
+            return s.access.block, _element(sf, buf, int(s_lin[dup[0]]))
+    return None
 
 
 # --- thread axes with different extents --------------------------------------------------------------
@@ -406,6 +467,29 @@ def races(sf: StepFacts, k: Kernel) -> list:
 
 
 _RACE_POINTS = 1 << 18
+
+
+def foreign_local_read(sf: StepFacts, k: Kernel, buf: str) -> tuple | None:
+    """(thread, element, who computes it) where a thread reads an element of the local buffer ``buf`` that
+    it never wrote (each thread has its own), or None: what a write-back bound to other threads than its
+    compute's does."""
+    thread_ids = {lp.id for lp in k.loops if lp.tag in THREAD_TAGS}
+    sites = _race_sites(sf, k, thread_ids).get(buf)
+    if not sites or sf.scope(buf) != "local":
+        return None
+    fixed = _race_fixed(sf, k, sites, "local")
+    wpairs = _write_pairs(sf, k, sites, fixed, "local", thread_ids)
+    if not wpairs:
+        return None
+    nthreads = max(1, k.threads)
+    wkeys = _uniq(np.concatenate([p[0] * nthreads + p[1] for _, p in wpairs]))
+    found = _first_read(sf, k, sites, fixed, nthreads, lambda _elements, keys: ~_isin(keys, wkeys))
+    if found is None:
+        return None
+    _s, elem, thread = found
+    others = wkeys[wkeys // nthreads == elem] % nthreads
+    who = f"thread {int(others[0])} computes it" if others.size else "no thread writes it"
+    return thread, _element(sf, buf, elem), who
 
 
 def _race_sites(sf: StepFacts, k: Kernel, thread_ids: set) -> dict:

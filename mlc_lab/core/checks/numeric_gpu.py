@@ -19,6 +19,8 @@ is the model's (``mlc_lab.model.grading``), as is the worker's answer it is read
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +52,8 @@ def numeric_check(
     seed: int = 0,
     rtol: float = 1e-3,
     atol: float = 1e-3,
+    guards: bool = False,
+    memory_mb: float | None = None,
 ) -> NumericResult:
     """Run a GPU schedule on the CPU and compare it with the unscheduled program on random inputs.
 
@@ -61,19 +65,29 @@ def numeric_check(
     largest becomes N (default 128, trying larger sizes when the trace's tiles do not divide it); a
     dict: ``{1024: 128}`` changes every dimension of 1024 to 128 (and ``{"n": 128}`` gives a
     symbolic shape variable a value, as ``shape_vars`` does). With a size given, a trace whose tiles
-    no longer fit raises `NumericCheckError` saying so.
+    no longer fit raises `NumericCheckError` saying so, unless ``guards``: the size is meant not to be a
+    multiple of the tiles, and runs with the bounds checks TVM gives the loops there.
 
     A crash (an access far outside a buffer) or a hang costs the worker process and comes back as
     the verdict ``crash`` / ``timeout``. The kernel runs in the persistent worker: this is the
     explorer's check of a student's own schedule; a hand-in's runs in the sandbox
-    (`numeric_check_sandboxed`)."""
+    (`numeric_check_sandboxed`).
+
+    ``memory_mb``: the memory this process and everything it runs may hold while the check runs (an
+    assignment's ``[numeric] memory_mb``, Gradescope's 768 MB by default): the kernel's CPU run gets
+    what is left and fits itself into it (`mlc_lab.tvm.measure.opencl_fit`: pocl where it fits, fewer
+    thread blocks at once on Oclgrind, without Oclgrind's race detection last), or says it could not
+    run and what it needs; ``timeout_s`` is its time."""
     from mlc_lab.core.worker import worker
 
-    setup = _setup(program_or_session, trace, sizes, shape_vars, func)
+    setup = _setup(program_or_session, trace, sizes, shape_vars, func, guards)
     if isinstance(setup, NumericResult):
         return setup
+    budget = {"total_mb": memory_mb, "pids": _budget_pids(), "seconds": timeout_s} if memory_mb else None
     try:
-        raw: NumericComparison = worker().call("numeric_gpu", timeout=timeout_s, **setup.request(seed, rtol, atol))
+        raw: NumericComparison = worker().call(
+            "numeric_gpu", timeout=timeout_s, **setup.request(seed, rtol, atol, budget)
+        )
     except MeasureError as exc:
         return _failure(exc, setup.used, setup.shapes(), timeout_s)
     return _result(raw, setup.used, rtol, atol, setup.against)
@@ -91,26 +105,39 @@ def numeric_check_sandboxed(
     seed: int = 0,
     rtol: float = 1e-3,
     atol: float = 1e-3,
+    guards: bool = False,
+    memory_mb: float | None = None,
 ) -> NumericResult:
     """`numeric_check` of a hand-in: the same verdicts, but the kernel runs in the sandbox
     (`mlc_lab.core.kernel_sandbox.run_opencl`, a `KernelSandbox`'s memory, `timeout_s` of wall
     time): its OpenCL program is built here, the unscheduled program (the assignment's) runs here
     for the expected numbers, and the kernel's outputs are compared here once its run is gone.
-    Raises `SandboxUnavailable` where the machine cannot sandbox (unless `sandbox.unsafe_same_user`)."""
+    Raises `SandboxUnavailable` where the machine cannot sandbox (unless `sandbox.unsafe_same_user`).
+    With ``memory_mb`` (the numeric check's budget for everything the grader holds), the sandbox gets
+    what this process and ``MLC_LAB_BUDGET_PARENT`` leave of it, and the run fits itself into that."""
     from dataclasses import replace
 
     from mlc_lab.core import kernel_sandbox
     from mlc_lab.model.wire import RequestFailure
     from mlc_lab.tvm.checks import opencl
 
-    setup = _setup(program_or_session, trace, sizes, shape_vars, func)
+    setup = _setup(program_or_session, trace, sizes, shape_vars, func, guards)
     if isinstance(setup, NumericResult):
         return setup
     box = replace(sandbox, wall_s=timeout_s)
+
+    def run(prog: dict, arrays: dict) -> dict:
+        # what the grader holds once the kernel is built, just before it runs: the rest is the run's
+        left, here, plan = _memory_left(memory_mb), box, prog
+        if left is not None:
+            here = replace(box, memory_mb=int(min(box.memory_mb, left)))
+            # 32 MB of it for the sandbox's own init and what the watcher's 5 ms let pass
+            plan = {**prog, "budget": {**(prog.get("budget") or {}), "memory_mb": here.memory_mb - 32}}
+            plan["budget"]["seconds"] = timeout_s
+        return fitting(lambda p: kernel_sandbox.run_opencl(p, arrays, here), plan, here.memory_mb)
+
     try:
-        raw = opencl.numeric_gpu_compare(
-            setup.request(seed, rtol, atol), lambda prog, arrays: kernel_sandbox.run_opencl(prog, arrays, box)
-        )
+        raw = opencl.numeric_gpu_compare(setup.request(seed, rtol, atol), run)
     except RequestFailure as exc:
         failed = MeasureError(exc.message, kind=exc.kind, detail=exc.detail)
         return _failure(failed, setup.used, setup.shapes(), timeout_s)
@@ -120,6 +147,39 @@ def numeric_check_sandboxed(
         failed = MeasureError(f"{type(exc).__name__}: {exc}".splitlines()[0][:500], kind="internal")
         return _failure(failed, setup.used, setup.shapes(), timeout_s)
     return _result(raw, setup.used, rtol, atol, setup.against)
+
+
+def fitting(call: Any, prog: dict, memory_mb: float) -> dict:
+    """``call(prog)`` (a sandboxed run of the kernel); a run stopped at its memory, by the sandbox or by
+    its own budget, runs once more without Oclgrind's race detection (about half the memory), and past
+    that too is ``could_not_run`` saying what it needs, never a crash."""
+    from mlc_lab.model.wire import RequestFailure
+
+    from mlc_lab.tvm.measure.opencl_fit import OVER
+
+    def over(exc: RequestFailure) -> bool:
+        return "memory limit" in exc.message or "the budget leaves" in exc.message or OVER in (exc.detail or "")
+
+    def said(exc: RequestFailure) -> str:
+        if OVER in (exc.detail or ""):
+            return exc.detail.split(OVER, 1)[1].splitlines()[0]
+        return exc.message if "the budget leaves" in exc.message else ""
+
+    try:
+        return call(prog)
+    except RequestFailure as exc:
+        if not over(exc):
+            raise
+    quiet = {**prog, "budget": {**(prog.get("budget") or {}), "races": False}}
+    try:
+        ran = call(quiet)
+    except RequestFailure as exc:
+        if not over(exc):
+            raise
+        why = said(exc) or f"running this kernel on the CPU needs more than the {memory_mb:.0f} MB the budget leaves"
+        raise RequestFailure("could_not_run", why) from None
+    ran.setdefault("fit", {})["note"] = "Oclgrind ran without its race detection, to fit the memory budget"
+    return ran
 
 
 @dataclass(frozen=True)
@@ -132,10 +192,10 @@ class _Setup:
     used: dict
     against: str
 
-    def request(self, seed: int, rtol: float, atol: float) -> dict:
+    def request(self, seed: int, rtol: float, atol: float, budget: dict | None = None) -> dict:
         from mlc_lab.tvm.measure import build as tbuild
 
-        return {
+        out = {
             "module": tbuild.module_to_text(self.scheduled),
             "reference": tbuild.module_to_text(self.small),
             "func_name": self.func_name,
@@ -143,22 +203,48 @@ class _Setup:
             "rtol": rtol,
             "atol": atol,
         }
+        if budget:
+            out["budget"] = budget
+        return out
 
     def shapes(self) -> dict[str, list[int]]:
         return _shapes(self.small, self.func_name)
 
 
-def _setup(program_or_session: Any, trace: Any, sizes: Any, shape_vars: dict | None, func: str | None) -> Any:
+def _setup(
+    program_or_session: Any, trace: Any, sizes: Any, shape_vars: dict | None, func: str | None, guards: bool = False
+) -> Any:
     """The `_Setup` of a check, or the could_not_run verdict when no size fits the schedule."""
     original, trace, func_name = _inputs(program_or_session, trace, func)
     given = dict(shape_vars or {})
     try:
-        small, scheduled, used = _at_size(original, trace, func_name, sizes, given)
+        small, scheduled, used = _at_size(original, trace, func_name, sizes, given, guards)
     except _NoSizeFits as exc:
         return _not_run(f"the numbers were not checked: {exc}", {}, _shapes(original, func_name))
     used = {**{k: v for k, v in given.items() if isinstance(k, str)}, **used}
     against = "the unscheduled program" if trace is not None else "the program with its thread loops run in order"
     return _Setup(small, scheduled, func_name, used, against)
+
+
+BUDGET_PARENT = "MLC_LAB_BUDGET_PARENT"  # the pid of a process that shares the budget (mlc-lab grade)
+
+
+def _memory_left(memory_mb: float | None) -> float | None:
+    """Of ``memory_mb``, what this process (with its children) and ``MLC_LAB_BUDGET_PARENT`` leave now
+    for one more process (at least 64 MB); None without a budget."""
+    if memory_mb is None:
+        return None
+    from mlc_lab.tvm.measure.opencl_fit import allowance
+
+    pids = _budget_pids()
+    return allowance(float(memory_mb), pids[0], tuple(pids[1:]))
+
+
+def _budget_pids() -> list[int]:
+    """Whose memory the budget covers: this process with its children (the worker), then the process
+    ``MLC_LAB_BUDGET_PARENT`` names (the ``mlc-lab grade`` that started a judging child)."""
+    parent = os.environ.get(BUDGET_PARENT, "")
+    return [os.getpid()] + ([int(parent)] if parent.isdigit() and int(parent) != os.getpid() else [])
 
 
 # ----------------------------------------------------------------------------------------- set-up
@@ -196,7 +282,9 @@ def _trace_text(trace: Any) -> Any:
     return trace
 
 
-def _at_size(original: Any, trace: Any, func_name: str, sizes: Any, shape_vars: dict) -> tuple[Any, Any, dict]:
+def _at_size(
+    original: Any, trace: Any, func_name: str, sizes: Any, shape_vars: dict, guards: bool = False
+) -> tuple[Any, Any, dict]:
     """(the unscheduled program at the size to run, the scheduled one, the dimension map used)."""
     from mlc_lab.tvm.checks import opencl
 
@@ -252,7 +340,7 @@ def _at_size(original: Any, trace: Any, func_name: str, sizes: Any, shape_vars: 
                 raise
             continue
         extra = opencl.predicate_count(scheduled, func_name) - full_predicates
-        if extra > 0:
+        if extra > 0 and not guards:
             last_problem = (
                 f"at {_sizes_text(mapping)} the schedule's tiles no longer divide the loops "
                 f"({extra} block(s) get a bounds check they do not have at full size): "
@@ -319,8 +407,41 @@ def _where(used: dict) -> str:
     return f" (run at {_sizes_text(used)})" if used else ""
 
 
+# How a process that runs a kernel dies of an access outside its memory: a signal of one, or the C
+# library's own check of its heap (or stack) finding it overwritten, which aborts it.
+_FAULTS = {"SIGSEGV": "a segmentation fault", "SIGBUS": "a bus error"}
+_CORRUPTED = re.compile(
+    r"(double free or corruption[^\n]*|free\(\): [^\n]*|malloc\(\): [^\n]*|corrupted [^\n]*|"
+    r"\*\*\* stack smashing detected[^\n]*)"
+)
+
+
+def _access_fault(exc: MeasureError) -> str | None:
+    """How the process running the kernel (its own child, or the sandbox's) died of an access outside
+    its memory, in words; None for any other end (a worker that died, a kill, an exit, an abort of
+    another cause)."""
+    if not exc.summary.startswith(("the process running the kernel", "the kernel was killed by")):
+        return None
+    found = re.search(r"\b(SIG[A-Z]+)\b", exc.summary)
+    name = found.group(1) if found else ""
+    if name in _FAULTS:
+        return f"the process running it died of {name}, {_FAULTS[name]}"
+    heap = _CORRUPTED.search(exc.detail or "")
+    if name == "SIGABRT" and heap:
+        return f'the process running it died of SIGABRT: the C library found its memory overwritten, "{heap.group(1).strip()}"'
+    return None
+
+
 def _failure(exc: MeasureError, used: dict, shape: dict, timeout_s: float) -> NumericResult:
-    if exc.kind == "crash":
+    fault = _access_fault(exc) if exc.kind == "crash" else None
+    if fault:
+        # the same family as a guard band's: an access outside a buffer is an illegal address on a GPU
+        verdict = "crash"
+        message = (
+            f"the kernel accesses memory outside a buffer ({fault}){_where(used)} on the CPU: on a GPU that "
+            "is an illegal address; check the extents of the loops bound to threads against the buffers"
+        )
+    elif exc.kind == "crash":
         verdict = "crash"
         message = (
             "the kernel crashed (out-of-bounds access?): the process running it died"
@@ -379,6 +500,9 @@ def _result(raw: NumericComparison, used: dict, rtol: float, atol: float, agains
             f"all {total} elements of {outputs} match {against} (max error {max_error:.3g}){_where(used)} on {engine}"
         )
         verdict = "match"
+        note = (raw.fit or {}).get("note")
+        if note:
+            message += f" ({note})"
     else:
         verdict = "mismatch"
         if wrong:
@@ -449,7 +573,13 @@ def run_gpu_function(
         )
     except MeasureError as exc:
         if exc.kind == "crash":
-            said = "the kernel crashed (out-of-bounds access?) while running as OpenCL on the CPU"
+            fault = _access_fault(exc)
+            said = (
+                f"the kernel accesses memory outside a buffer ({fault}) while running as OpenCL on the CPU: "
+                "on a GPU that is an illegal address"
+                if fault
+                else "the kernel crashed (out-of-bounds access?) while running as OpenCL on the CPU"
+            )
             return RunResult.failed("crash", said, exc.detail)
         if exc.kind == "timeout":
             return RunResult.failed(

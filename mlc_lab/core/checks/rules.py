@@ -440,6 +440,8 @@ def register_tiling(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResult | N
         )
     reuse = min(wide)
     ev["loads_reused"] = reuse
+    # each operand staged in shared memory -> the register-level copies it is read through ([]: straight)
+    ev["read_copies"] = {b: via for b, via in _operands(sf, r, sites).items() if sf.scope(b).startswith("shared")}
     return CheckResult(
         name,
         True,
@@ -671,14 +673,58 @@ def write_cache(sf: StepFacts, r, k: Kernel, sites: list) -> CheckResult | None:
                 b.name,
                 ev,
             )
-    ev["writes_per_element"] = 1
+    b = backs[0]
+    return _placed_write_back(sf, r, k, b, acc, red, ev)
+
+
+def _placed_write_back(sf: StepFacts, r, k: Kernel, b, acc: str, red: list, ev: dict) -> CheckResult:
+    """The verdict on a write-back placed after the reduction in the compute's kernel: under the
+    compute's thread loops (``placement`` "thread"), or above them, under a block loop, with loops of its
+    own (``placement`` "block"): right when each thread writes back what it computed, racy when its
+    loops give a thread elements another thread computed (local memory is private to each thread)."""
+    from mlc_lab.core.checks.hazards import foreign_local_read
+
+    name = "write_cache"
+    thread = [lid for lid in r.loops if sf.loop(lid).tag in THREAD_TAGS]
+    shared = [lid for lid in b.loops if lid in set(r.loops)]
+    under = sf.loop_name(shared[-1]) if shared else None
+    placement = "thread" if thread and thread[-1] in shared else "block"
+    ev.update(writes_per_element=1, placement=placement, under=under)
     after = sf.loop_name(red[0]) if red else r.name
+    if placement == "thread":
+        return CheckResult(
+            name,
+            True,
+            f"{r.name} accumulates in the local buffer {acc} and block {b.name} writes each element back "
+            f"to {_dest(b, acc)} once, after loop {after}, under the thread loop {under}",
+            b.name,
+            ev,
+        )
+    foreign = foreign_local_read(sf, k, acc)
+    at = f"under {under}, " if under else ""
+    if foreign is not None:
+        tid, element, who = foreign
+        ev["foreign_read"] = {"thread": tid, "element": element}
+        # the thread loop is a place for it only where it encloses the reduction (else it is inside it)
+        outer = thread and red and r.loops.index(thread[-1]) < min(r.loops.index(x) for x in red if x in r.loops)
+        other = f", or reverse_compute_at it under the thread loop {sf.loop_name(thread[-1])}" if outer else ""
+        return CheckResult(
+            name,
+            False,
+            f"block {b.name} writes {acc} back to {_dest(b, acc)} {at}above the thread loops, and its loops give a thread "
+            f"elements another thread computed (thread {tid} writes back {element}, and {who}; each thread's "
+            f"{acc} is its own): bind its loops to threadIdx as {r.name}'s are, so each thread writes back "
+            f"its own tile{other}",
+            b.name,
+            ev,
+        )
     return CheckResult(
         name,
         True,
-        f"{r.name} accumulates in the local buffer {acc} and block {backs[0].name} writes each element "
-        f"back to {_dest(backs[0], acc)} once, after loop {after}",
-        backs[0].name,
+        f"{r.name} accumulates in the local buffer {acc} and block {b.name} writes each element back "
+        f"to {_dest(b, acc)} once, after loop {after}, {at}each thread the tile it computed (its loops "
+        f"bound to the threads as {r.name}'s are)",
+        b.name,
         ev,
     )
 

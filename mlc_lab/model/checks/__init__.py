@@ -43,6 +43,7 @@ HAZARD_KINDS = {
     "spill": "spill",
     "limit": "limit",
     "allocation": "allocation",
+    "aliasing": "aliasing layout",
 }
 HazardKind = Literal[tuple(HAZARD_KINDS)]  # type: ignore[valid-type]
 
@@ -57,6 +58,7 @@ HAZARD_CLASS: dict[str, HazardClass] = {
     "thread_extent": "correctness",
     "limit": "correctness",
     "allocation": "correctness",
+    "aliasing": "correctness",
     "spill": "performance",
 }
 

@@ -107,7 +107,59 @@ def opencl_program(mod: Any, func_name: str | None) -> dict:
     names = [p["name"] for p in params] + [a["name"] for a in host.allocs]
     if len(set(names)) != len(names):
         raise OpenCLProgramError(f"two buffers share a name ({', '.join(names)}); rename one")
-    return {"source": source, "params": params, "allocs": host.allocs, "launches": host.launches}
+    races = _one_copy_for_all_threads(kernels, host)
+    return {"source": source, "params": params, "allocs": host.allocs, "launches": host.launches, "races": races}
+
+
+def _one_copy_for_all_threads(kernels: dict, host: Any) -> list[str]:
+    """The races no engine needs to see: a buffer each thread should have its own of (scope 'local',
+    such as the per-thread partial ``in_thread_X`` of a cross-thread reduction) that TVM allocates
+    on the host, outside every kernel, where every thread of a block shares its one copy in global
+    memory, and that a kernel of more than one thread writes at an index no thread index enters.
+    pocl runs such a kernel as if each thread kept its own copy (its compiler forwards each thread's
+    store to its load); Oclgrind reports the race; a GPU may give any thread's value."""
+    local = {name for name, scope in host.scopes.items() if scope.startswith("local")}
+    out: dict[tuple, str] = {}
+    for launch in host.launches:
+        threads = int(np.prod(launch["block"]))
+        func = kernels.get(launch["kernel"])
+        if threads < 2 or func is None or not local:
+            continue
+        thread_vars: set = set()
+        stores: list = []
+
+        def visit(node: Any, thread_vars: set = thread_vars, stores: list = stores) -> None:
+            if isinstance(node, tvm.tirx.AttrStmt) and str(node.attr_key) == "thread_extent":
+                if str(node.node.thread_tag).startswith("threadIdx"):
+                    thread_vars.add(node.node.var)
+            elif isinstance(node, tvm.tirx.BufferStore) and str(node.buffer.name) in local:
+                stores.append(node)
+
+        tvm_ffi.structural_walk(func.body, visit, order="pre")
+        for store in stores:
+            if any(_uses(index, thread_vars) for index in store.indices):
+                continue
+            name = str(store.buffer.name)
+            at = ", ".join(str(i) for i in store.indices)
+            out.setdefault(
+                (launch["kernel"], name),
+                f"all {threads} threads of a block of kernel {launch['kernel']} write {name}[{at}] with no "
+                f"barrier between (a race): {name} is each thread's own ('local') in the schedule, but TVM "
+                "allocates it outside the kernel, one copy in global memory for every thread; bind a loop "
+                "above its block to blockIdx so that it is allocated inside the kernel",
+            )
+    return list(out.values())
+
+
+def _uses(expr: Any, variables: set) -> bool:
+    found: list = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tvm.tirx.Var) and node in variables:
+            found.append(node)
+
+    tvm_ffi.structural_walk(expr, visit, order="pre")
+    return bool(found)
 
 
 def _refuse_global_allocations(kernels: dict) -> None:
@@ -143,6 +195,7 @@ class _HostRun:
     def __init__(self, kernel_params: dict) -> None:
         self.kernel_params = kernel_params
         self.allocs: list[dict] = []
+        self.scopes: dict[str, str] = {}  # each workspace's storage scope in the schedule
         self.launches: list[dict] = []
         self.analyzer = tvm.sym.Analyzer()
 
@@ -203,6 +256,7 @@ class _HostRun:
             return
         shape = [int(self.value(x, f"the shape of {name}").value) for x in buf.shape]
         self.allocs.append({"name": name, "shape": shape, "dtype": str(buf.dtype)})
+        self.scopes[name] = str(buf.scope())
 
     def launch(self, call: Any) -> dict:
         name = str(call.args[0].value)
@@ -351,6 +405,14 @@ def numeric_gpu_compare(req: dict, run: Callable[[dict, dict], dict]) -> Numeric
     mod = tbuild.module_from_text(req["module"])
     ref = tbuild.module_from_text(req["reference"])
     prog = _program_or_failure(mod, func_name)
+    if req.get("budget"):  # the caller's total, less what its processes hold now (this worker loaded)
+        from mlc_lab.tvm.measure.opencl_fit import allowance
+
+        budget = dict(req["budget"])
+        if budget.get("total_mb") is not None:
+            pids = [int(p) for p in budget.get("pids", [])]
+            budget["memory_mb"] = allowance(float(budget["total_mb"]), pids[0], tuple(pids[1:])) if pids else None
+        prog["budget"] = budget
     t_built = time.perf_counter()
     specs = tbuild.param_specs(ref, func_name)
     inputs = tbuild.random_inputs(specs, int(req.get("seed", 0)))
@@ -396,10 +458,11 @@ def numeric_gpu_compare(req: dict, run: Callable[[dict, dict], dict]) -> Numeric
         shape={name: list(shape) for name, shape, _ in specs},
         guard_writes=ran["guard_writes"],
         engine=ran["engine"],
-        diagnostics=ran["diagnostics"],
+        diagnostics=list(prog.get("races") or []) + list(ran["diagnostics"]),
         nan_read=bool(worst is not None and isinstance(worst["got"], float) and np.isnan(worst["got"])),
         launches=[{"kernel": x["kernel"], "grid": x["grid"], "block": x["block"]} for x in prog["launches"]],
         out_of_bounds=ran["out_of_bounds"],
+        fit=ran.get("fit"),
         seconds={
             "build": t_built - t0,
             "reference": t_ref - t_ran,

@@ -36,9 +36,10 @@ class OpenCLProgramError(Exception):
     ``does_not_build`` (no GPU could run it either: a block outside every kernel, a global buffer
     allocated inside a kernel)."""
 
-    def __init__(self, message: str, verdict: str = "could_not_run") -> None:
+    def __init__(self, message: str, verdict: str = "could_not_run", memory: bool = False) -> None:
         super().__init__(message)
         self.verdict = verdict
+        self.memory = memory  # the run passed its memory budget (Oclgrind may fit without race detection)
 
 
 # ----------------------------------------------------------------------------------------- run
@@ -47,7 +48,7 @@ class OpenCLProgramError(Exception):
 _PROBE = "__kernel void probe(__global float* x) { x[get_global_id(0)] += 1.0f; }"
 ENGINES = ("pocl", "oclgrind")
 ENGINE_VARIABLE = "MLC_LAB_OPENCL_ENGINE"  # pocl or oclgrind: run on that engine only
-_DEVICE: dict[str, tuple[Any, str]] = {}  # the device chosen per forced engine ("" = the first that works)
+_DEVICE: dict[tuple, tuple[Any, str]] = {}  # the device chosen per (forced engine, engines skipped)
 
 
 def forced_engine() -> str:
@@ -60,17 +61,20 @@ def forced_engine() -> str:
     return name
 
 
-def opencl_device() -> tuple[Any, str]:
+def opencl_device(skip: tuple[str, ...] = ()) -> tuple[Any, str]:
     """The OpenCL device to run on and its engine's name: pocl's CPU device when its compiler
     works on this CPU, else the Oclgrind simulator (both are pyopencl extras from PyPI);
     ``MLC_LAB_OPENCL_ENGINE=pocl|oclgrind`` allows that one only.
 
     pocl 3.0's LLVM 14 does not know the newest CPUs (AMD family 1Ah, Zen 5): it asks clang for
     `-target-cpu generic` and every build fails ("unknown target CPU 'generic'"). Oclgrind
-    interprets the kernel instead (about 10x slower) and reports out-of-bounds accesses itself."""
+    interprets the kernel instead (about 10x slower) and reports out-of-bounds accesses itself.
+    ``skip``: engines that cannot run this program (pocl, when a block's private arrays exceed its
+    thread's stack)."""
     forced = forced_engine()
-    if forced in _DEVICE:
-        return _DEVICE[forced]
+    key_of = (forced, skip)
+    if key_of in _DEVICE:
+        return _DEVICE[key_of]
     import pyopencl as cl
 
     found: dict[str, Any] = {}
@@ -87,6 +91,8 @@ def opencl_device() -> tuple[Any, str]:
     reasons = []
     order = [forced] if forced else ["pocl", "oclgrind", *[k for k in found if k not in ENGINES]]
     for key in order:
+        if key in skip:
+            continue
         dev = found.get(key)
         if dev is None:
             reasons.append(f"{key}: not installed")
@@ -99,8 +105,8 @@ def opencl_device() -> tuple[Any, str]:
                 why += " (pocl 3.0's LLVM 14 does not know this CPU model, e.g. AMD Zen 5)"
             reasons.append(f"{key}: {why}")
             continue
-        _DEVICE[forced] = (dev, key)
-        return _DEVICE[forced]
+        _DEVICE[key_of] = (dev, key)
+        return _DEVICE[key_of]
     if forced:
         raise OpenCLProgramError(
             f"the OpenCL engine {forced} ({ENGINE_VARIABLE}) cannot run kernels on this machine: " + "; ".join(reasons)
@@ -126,35 +132,53 @@ def run_opencl(prog: dict, arrays: dict[str, np.ndarray], oclgrind_log: str = ""
     says where the kernel wrote past a buffer (a guard band changed) or Oclgrind saw an access
     outside one, which on a GPU is an illegal address.
 
-    On pocl every buffer lives in a larger one, between guard bands filled with NaN (or a pattern
-    for integers): a kernel that writes outside a buffer changes a guard, and one that reads outside
+    On pocl every buffer lives in a larger one, between guard bands filled with a NaN of its own (or
+    a pattern for integers): a kernel that writes outside a buffer changes a guard, and one that reads outside
     it reads NaN, which shows in the result; a far-out access may still crash the process. Oclgrind
     checks every access itself and, with its data-race plugin, two threads writing one element
     (or one reading what another writes) without a barrier between: its reports come back as
     diagnostics."""
     import pyopencl as cl
 
+    from mlc_lab.tvm.measure import opencl_fit as fit
+
     t0 = time.perf_counter()
-    dev, engine = opencl_device()
+    budget = fit.Budget.of(prog)
+    if (prog.get("budget") or {}).get("races") is False:  # read by Oclgrind at this process's first context
+        os.environ["OCLGRIND_DATA_RACES"] = "0"
+    too_big = fit.pocl_problem(prog)
+    if too_big and forced_engine() == "pocl":
+        raise OpenCLProgramError(f"pocl cannot run this kernel here: {too_big}")
+    dev, engine = opencl_device(("pocl",) if too_big else ())
+    watch = fit.watch(budget, f"running this kernel on {engine}")
     log_start = os.path.getsize(oclgrind_log) if oclgrind_log and os.path.exists(oclgrind_log) else 0
     ctx = cl.Context([dev])
     queue = cl.CommandQueue(ctx)
+    chunks = fit.Chunks(budget, engine, os.cpu_count() or 1) if engine == "oclgrind" else None
+    source = fit.chunkable(prog["source"]) if chunks else prog["source"]
     try:
-        program = cl.Program(ctx, prog["source"]).build()
+        program = cl.Program(ctx, source).build()
     except cl.RuntimeError as exc:
         raise OpenCLProgramError(_build_error(engine, str(exc))) from None
     t_build = time.perf_counter()
-    outputs, guard_writes = _launch_all(
-        cl,
-        ctx,
-        queue,
-        program,
-        prog,
-        arrays,
-        engine,
-        guard_bytes=0 if engine == "oclgrind" else GUARD_BYTES,
-        max_group=int(dev.max_work_group_size),
-    )
+    try:
+        outputs, guard_writes = _launch_all(
+            cl,
+            ctx,
+            queue,
+            program,
+            prog,
+            arrays,
+            engine,
+            guard_bytes=0 if engine == "oclgrind" else GUARD_BYTES,
+            max_group=int(dev.max_work_group_size),
+            chunks=chunks,
+        )
+    except fit.BudgetError as exc:
+        raise OpenCLProgramError(str(exc), memory=exc.memory) from None
+    finally:
+        if watch is not None:
+            watch.stop()
     t_run = time.perf_counter()
     diagnostics = _oclgrind_diagnostics(oclgrind_log, log_start) if engine == "oclgrind" and oclgrind_log else []
     out_of_bounds = [f"the kernel wrote {n} element(s) outside buffer {b}" for b, n in guard_writes.items()]
@@ -166,6 +190,12 @@ def run_opencl(prog: dict, arrays: dict[str, np.ndarray], oclgrind_log: str = ""
         "diagnostics": diagnostics,
         "out_of_bounds": out_of_bounds,
         "seconds": {"opencl_build": t_build - t0, "run": t_run - t_build},
+        "fit": {
+            "pocl_problem": too_big,
+            "blocks_at_once": chunks.at_once if chunks else None,
+            "races": engine == "oclgrind" and os.environ.get("OCLGRIND_DATA_RACES", "0") == "1",
+            "peak_mb": round(fit.rss_bytes() / (1 << 20)),
+        },
     }
 
 
@@ -188,6 +218,7 @@ def _launch_all(
     *,
     guard_bytes: int,
     max_group: int,
+    chunks: Any = None,
 ) -> tuple[dict, dict]:
     host: dict[str, np.ndarray] = {}
     for p in prog["params"]:
@@ -196,10 +227,11 @@ def _launch_all(
         host[a["name"]] = _fill(np.empty(a["shape"], dtype=a["dtype"]))
     bufs = {}
     mf = cl.mem_flags
-    for name, arr in host.items():
+    for key, (name, arr) in enumerate(host.items(), start=1):
         band = max(guard_bytes, -(-arr.nbytes // GUARD_BYTES) * GUARD_BYTES) if guard_bytes else 0
         g = band // arr.itemsize
-        padded = _fill(np.empty(arr.size + 2 * g, dtype=arr.dtype))
+        # each buffer's guards a value of their own: a kernel that copies one guard into another changes it
+        padded = _fill(np.empty(arr.size + 2 * g, dtype=arr.dtype), key)
         padded[g : g + arr.size] = arr.ravel()
         whole = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=padded)
         inner = whole.get_sub_region(band, max(arr.nbytes, arr.itemsize)) if g else whole
@@ -219,8 +251,17 @@ def _launch_all(
                 args.append(bufs[arg["buffer"]][1])
             else:
                 args.append(np.dtype(arg["dtype"]).type(arg["scalar"]))
-        global_size = tuple(g * b for g, b in zip(launch["grid"], launch["block"]))
-        kern(queue, global_size, tuple(launch["block"]), *args)
+        if chunks is None:
+            global_size = tuple(g * b for g, b in zip(launch["grid"], launch["block"]))
+            kern(queue, global_size, tuple(launch["block"]), *args)
+            continue
+        block = [int(b) for b in launch["block"]] + [1] * (3 - len(launch["block"]))
+
+        def part(grid: list, offset: list, kern: Any = kern, args: list = args, block: list = block) -> None:
+            first = [np.int32(o) for o in offset]
+            kern(queue, tuple(g * b for g, b in zip(grid, block)), tuple(block), *args, *first)
+
+        chunks.launch(part, queue.finish, launch)
     queue.finish()
     outputs, guard_writes = {}, {}
     for name, (whole, _inner, padded, g) in bufs.items():
@@ -286,11 +327,17 @@ def _oclgrind_diagnostics(path: str, start: int = 0) -> list[str]:
     return out
 
 
-def _fill(arr: np.ndarray) -> np.ndarray:
+def _fill(arr: np.ndarray, key: int = 0) -> np.ndarray:
+    """Fill ``arr`` with a value no kernel computes, one of its own for each ``key``: for floats a quiet
+    NaN whose payload is ``key`` (key 0: the usual NaN; x86 keeps a NaN's payload through a copy and
+    through arithmetic), for integers a third of the largest unsigned value less ``key``."""
+    unsigned = _uint_of(arr)
     if arr.dtype.kind == "f":
-        arr.fill(np.nan)
+        nmant, bits = np.finfo(arr.dtype).nmant, arr.itemsize * 8
+        quiet = ((1 << (bits - 1 - nmant)) - 1) << nmant | 1 << (nmant - 1)
+        arr.view(unsigned).fill(quiet | key % (1 << (nmant - 1)))
     else:
-        arr.view(_uint_of(arr)).fill(np.iinfo(_uint_of(arr)).max // 3)
+        arr.view(unsigned).fill(np.iinfo(unsigned).max // 3 - key)
     return arr
 
 
@@ -305,7 +352,20 @@ def run_in_child(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
     """`run_opencl` in a fresh Python process (``python -m mlc_lab.tvm.measure.opencl_run DIR``): the same
     result, or `OpenCLProgramError` with the child's reason. A child that dies (a kernel that
     crashed the engine) raises ``RequestFailure("crash", ...)``: the verdict is a crash, and the
-    caller's process goes on. The caller's time limit covers the child (the worker's process group)."""
+    caller's process goes on. The caller's time limit covers the child (the worker's process group).
+    A run on Oclgrind past its memory budget runs once more without Oclgrind's race detection (about
+    half the memory; the static race hazards still hold), and its diagnostics say so."""
+    try:
+        return _run_child(prog, arrays, races=True)
+    except OpenCLProgramError as exc:
+        if not exc.memory or os.environ.get("MLC_LAB_OCLGRIND_RACES", "1") != "1":
+            raise
+    ran = _run_child(prog, arrays, races=False)
+    ran.setdefault("fit", {})["note"] = "Oclgrind ran without its race detection, to fit the memory budget"
+    return ran
+
+
+def _run_child(prog: dict, arrays: dict[str, np.ndarray], races: bool) -> dict:
     import tempfile
 
     from mlc_lab.model.wire import RequestFailure
@@ -314,24 +374,38 @@ def run_in_child(prog: dict, arrays: dict[str, np.ndarray]) -> dict:
         work = Path(tmp)
         (work / "prog.json").write_text(json.dumps(prog))
         np.savez(work / "inputs.npz", **{k: np.ascontiguousarray(v) for k, v in arrays.items()})
+        env = {**os.environ, "OCLGRIND_LOG": str(work / "oclgrind.log")}
+        if not races:
+            env["MLC_LAB_OCLGRIND_RACES"] = "0"
         proc = subprocess.run(
             [sys.executable, "-m", "mlc_lab.tvm.measure.opencl_run", str(work), str(os.getpid())],
             capture_output=True,
             text=True,
-            env={**os.environ, "OCLGRIND_LOG": str(work / "oclgrind.log")},
+            env=env,
             check=False,
         )
         result_path = work / "result.json"
         if proc.returncode != 0 or not result_path.exists():
             tail = (proc.stderr or "")[-3000:]
-            how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode}"
+            how = _signal_name(-proc.returncode) if proc.returncode < 0 else f"exit status {proc.returncode}"
             raise RequestFailure("crash", f"the process running the kernel on the CPU died ({how})", tail)
         result = json.loads(result_path.read_text())
         if "error" in result:
-            raise OpenCLProgramError(result["error"], result.get("verdict", "could_not_run"))
+            raise OpenCLProgramError(
+                result["error"], result.get("verdict", "could_not_run"), bool(result.get("memory"))
+            )
         with np.load(work / "out.npz") as out:
             result["outputs"] = {name: out[name] for name in out.files}
     return result
+
+
+def _signal_name(num: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
 
 
 def _die_with_parent(parent: int) -> None:
@@ -349,13 +423,23 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _child(work: Path) -> None:
+    from mlc_lab.tvm.measure import opencl_fit
+
     prog = json.loads((work / "prog.json").read_text())
+
+    def over(sentence: str) -> None:  # past the memory budget while a kernel runs: say so, end at once
+        error = {"error": sentence, "verdict": "could_not_run", "memory": True}
+        (work / "result.json").write_text(json.dumps(error))
+        os._exit(0)
+
+    opencl_fit.ON_OVER = over
     with np.load(work / "inputs.npz") as data:
         arrays = {name: data[name] for name in data.files}
     try:
         ran = run_opencl(prog, arrays, os.environ.get("OCLGRIND_LOG", ""))
     except OpenCLProgramError as exc:
-        (work / "result.json").write_text(json.dumps({"error": str(exc), "verdict": exc.verdict}))
+        error = {"error": str(exc), "verdict": exc.verdict, "memory": exc.memory}
+        (work / "result.json").write_text(json.dumps(error))
         return
     np.savez(work / "out.npz", **ran.pop("outputs"))
     (work / "result.json").write_text(json.dumps(ran))
