@@ -4,12 +4,14 @@ import type { RenderProps } from "@anywidget/types";
 import { ensureStyle } from "./lib/theme";
 import type { ExplorerTraits } from "./lib/model";
 import css from "./explorer/explorer.css";
+import css_path from "./path/path.css";
 import { ExplorerView } from "./explorer/view";
 import css_class from "./classroom/classroom.css";
 import { SubmitBar } from "./classroom/submit";
 
 function render({ model, el }: RenderProps<ExplorerTraits>) {
   ensureStyle("mlc-lab-explorer-style", css);
+  ensureStyle("mlc-lab-path-style", css_path);
   const view = new ExplorerView(model);
   el.classList.add("mlc-lab");
   el.append(view.root);

@@ -14,6 +14,7 @@ SUBCOMMANDS = [
     "show",
     "replay",
     "trace",
+    "path",
     "bench",
     "tune",
     "lower",

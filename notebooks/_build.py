@@ -703,15 +703,18 @@ print(exercises.BMM_RELU_TARGET)
     (
         "md",
         r"""
-Schedule it in a session (the explorer below shows the program as you go; you can also click).
-This first attempt does the splits, the reorder and moves `C`, and stops there. The grader lists
-what is left, with the primitive that closes each gap.
+Schedule it in a session. The explorer below is opened with the target: the bar under its
+toolbar says how many steps are left ("5 steps to the target"), **Hint** opens the next primitive's
+form filled in on the loop or block it acts on (press Apply: the step is yours), and **Show the way**
+lists every step with why the target needs it. After a step that leads away from the target, the bar
+says which step to go back to, with a button that goes there. This first attempt does the splits,
+the reorder and moves `C`, and stops there; the grader lists what is left.
 """,
     ),
     (
         "code",
         r"""
-bmm = mlc_lab.explore(MyBmmRelu)
+bmm = mlc_lab.explore(MyBmmRelu, target=exercises.BMM_RELU_TARGET)
 s3 = bmm.session
 j0, j1 = s3.apply("split", "Y/j", factors=[None, 8])
 k0, k1 = s3.apply("split", "k", factors=[None, 4])
@@ -725,6 +728,25 @@ bmm
         r"""
 report3 = exercises.check_bmm_relu(s3)
 report3
+""",
+    ),
+    (
+        "md",
+        r"""
+Stuck? Press Hint, or ask in Python for the next step towards the target: a primitive with its
+arguments, named as in the script above, and why the target needs it (`bmm.hint()`, the explorer's
+own; `s3.hint(target)` for any target). `path_to` gives the whole way; it is found by reading the
+target with TVM and claimed only when TVM's `structural_equal` confirms its end. After a wrong step,
+the hint says which step to go back to first.
+""",
+    ),
+    (
+        "code",
+        r"""
+hint = bmm.hint()
+print("next:", hint)
+way = bmm.path_to()
+print(way)
 """,
     ),
     (

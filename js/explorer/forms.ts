@@ -11,7 +11,8 @@ export interface FormHandle {
   focus(): void;
 }
 
-export function renderForm(offer: Offer, values: FormValues, onApply: () => void, onCancel: () => void): FormHandle {
+/** A primitive's form; `note` (a hint's sentence) is shown above its fields. */
+export function renderForm(offer: Offer, values: FormValues, onApply: () => void, onCancel: () => void, note?: string): FormHandle {
   const checks: Array<() => boolean> = [];
   const applyBtn = h("button", { class: "mlc-btn mlc-primary mlc-apply", type: "submit" }, `Apply ${offer.spec.name}`) as HTMLButtonElement;
   const refresh = () => {
@@ -22,6 +23,7 @@ export function renderForm(offer: Offer, values: FormValues, onApply: () => void
   const form = h(
     "form",
     { class: "mlc-form", dataset: { primitive: offer.spec.name } },
+    note ? h("div", { class: "mlc-form-hint" }, note) : null,
     h("div", { class: "mlc-form-help" }, offer.spec.help),
     body,
     h("div", { class: "mlc-form-actions" }, applyBtn, h("button", { class: "mlc-btn mlc-cancel", type: "button", onclick: onCancel }, "Cancel")),

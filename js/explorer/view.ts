@@ -14,6 +14,8 @@ import { kernelLive, onKernelLost, recordedReply, recordedResult } from "../lib/
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerTraits, FailureInfo, HistoryDelta, Selection, StepData, StepId } from "../lib/types";
 import { ChecksPanel, type StepChecks, type ChecksSetup, type StepHazards, checksBadge, reportFor } from "../checks/panel";
+import { WayPanel } from "../path/panel";
+import { type HintForm, hintedCall } from "../path/fill";
 import { CodeView, type DiffMode, type Marks } from "./code";
 import { CompilerPanel } from "../lowering/compiler";
 import { CudaPanel } from "../lowering/cuda";
@@ -30,6 +32,7 @@ import { HeldSteps } from "./held";
 import { History, readStep } from "./state";
 import { exportHtml, exportTrace } from "./export";
 import { Toolbar, button } from "./toolbar";
+import { type Tab, Tabs } from "./tabs";
 import { TracePanel } from "./trace";
 import { type Entry, TreeIndex, lineSpan } from "./tree";
 import { renderTree } from "./tree_view";
@@ -55,8 +58,9 @@ export class ExplorerView {
   private historyPane: HistoryPane;
   private banner: HTMLElement;
   private bar: Toolbar;
-  private tabs: Record<"history" | "trace" | "checks", HTMLElement>;
+  private tabs: Tabs;
   private checksPanel: ChecksPanel;
+  private way: WayPanel; // the way to a target program: the bar under the toolbar and the Way tab
   private collapsed = new Set<string>();
   private revealedKey: string | null = null;
   private form: { offer: Offer; handle: FormHandle; entryKey: string } | null = null;
@@ -152,16 +156,20 @@ export class ExplorerView {
       pick: (name) => this.selectName(name),
       recorded: (step) => recordedResult(model, "checks", { step }),
     });
-    this.tabs = { history: this.historyPane.el, trace: this.trace.el, checks: this.checksPanel.el };
-    const tabBar = h("div", { class: "mlc-tabs" });
-    for (const name of ["history", "trace", "checks"] as const) {
-      tabBar.append(h("button", { class: `mlc-tab mlc-tab-${name}`, dataset: { tab: name }, onclick: () => this.showTab(name) }, name === "history" ? "History" : name === "trace" ? "Trace & decisions" : "Checks"));
-    }
-    const right = h("div", { class: "mlc-right" }, tabBar, this.historyPane.el, this.trace.el, this.checksPanel.el);
+    this.way = new WayPanel(model, {
+      openForm: (form, note) => this.openOffer(form.offer, { ...form, note }),
+      goTo: (step) => void this.moveTo(step, "goto"),
+      showWay: () => this.tabs.show("way"),
+      label: (step) => this.history.steps().find((s) => String(s.id) === String(step))?.label,
+      tree: () => this.index,
+    });
+    this.tabs = new Tabs({ history: this.historyPane.el, trace: this.trace.el, checks: this.checksPanel.el, way: this.way.el }, (name) => this.tabShown(name));
+    const right = h("div", { class: "mlc-right" }, this.tabs.bar, this.historyPane.el, this.trace.el, this.checksPanel.el, this.way.el);
     this.root = h(
       "div",
       { class: "mlc-explorer", tabindex: "0", style: { height: model.get("height") || "640px" } },
       this.bar.el,
+      this.way.bar,
       this.banner,
       h("div", { class: "mlc-body" }, left, center, right),
       this.memoryHost,
@@ -190,13 +198,13 @@ export class ExplorerView {
     center.append(this.compiler.el);
     this.root.addEventListener("keydown", (ev) => this.onKey(ev));
     keepKeys(this.root);
-    this.showTab("history");
+    this.tabs.show("history");
 
     const watch = (name: keyof ExplorerTraits, cb = () => this.invalidate(name)) => {
       model.on(`change:${name}`, cb);
       this.disposers.push(() => model.off(`change:${name}`, cb));
     };
-    for (const name of ["failures", "selection", "error", "height", "measurements", "measuring", "hazards"] as const) watch(name);
+    for (const name of ["failures", "selection", "error", "height", "measurements", "measuring", "hazards", "path", "path_setup"] as const) watch(name);
     // Each step's checks report is kept: back at a step, the page shows it (Python sends it once).
     watch("checks", () => {
       const report = this.model.get("checks") as StepChecks | Record<string, never>;
@@ -214,7 +222,7 @@ export class ExplorerView {
     this.disposers.push(onKernelLost(model, () => this.invalidate("measuring")));
     watch("history", () => this.onHistory());
     this.onHistory();
-    for (const name of ["script", "loop_tree", "history", "decisions", "trace", "error", "step", "measuring", "checks"] as const) this.dirty.add(name);
+    for (const name of ["script", "loop_tree", "history", "decisions", "trace", "error", "step", "measuring", "checks", "path"] as const) this.dirty.add(name);
     this.flush();
   }
 
@@ -294,6 +302,7 @@ export class ExplorerView {
     if (!this.memoryHost.hidden && has("loop_tree", "selection", "step")) timed("memory", () => this.syncMemory(has("loop_tree", "step")));
     if (has("history", "step", "failures", "measurements", "measuring", "hazards")) timed("history", () => this.historyPane.draw());
     if (has("checks", "checks_setup", "step")) timed("checks", () => this.drawChecks());
+    if (has("path", "path_setup", "step", "history")) timed("way", () => this.drawWay());
     if (has("history", "step", "measurements")) timed("plot", () => this.historyPane.drawPlot());
     if (has("measuring")) this.measuring.draw();
     if (this.cudaOn && has("step")) void this.cuda.show(this.current());
@@ -381,7 +390,7 @@ export class ExplorerView {
     const sel = this.selectedEntry();
     const offers = applicable(sel, this.index);
     this.primOffers = offers;
-    if (this.form && (treeChanged || this.form.entryKey !== sel?.key)) this.form = null;
+    if (this.form && (treeChanged || this.form.entryKey !== (sel?.key ?? ""))) this.form = null;
     const header = sel
       ? h("div", { class: "mlc-prim-target" }, `${sel.node.kind} `, h("b", {}, sel.ref))
       : h("div", { class: "mlc-muted" }, "Select a loop or block (click, or ↑↓ in the tree) to see what applies.");
@@ -417,11 +426,12 @@ export class ExplorerView {
     // A hidden panel is drawn when its tab is shown: a click then only relabels the tab.
     const report = this.checksPanel.el.hidden ? reportFor(state.report, state.step) : this.checksPanel.update(state);
     const badge = checksBadge(report);
-    const tab = this.root.querySelector<HTMLElement>(".mlc-tab-checks");
-    if (tab) {
-      tab.textContent = badge ? `Checks ${badge.passed}/${badge.total}${badge.hazards ? ` ⚠${badge.hazards}` : ""}` : "Checks";
-      tab.classList.toggle("mlc-tab-warn", !!badge && badge.warn);
-    }
+    this.tabs.label("checks", badge ? `Checks ${badge.passed}/${badge.total}${badge.hazards ? ` ⚠${badge.hazards}` : ""}` : "Checks", { warn: !!badge && badge.warn });
+  }
+
+  /** The way follows the current step: its bar, its tab when shown, the tab's label. */
+  private drawWay(): void {
+    this.tabs.label("way", this.way.draw(this.current()), { on: this.way.on });
   }
 
   /** Measure the current step on the chosen target (button or key m). */
@@ -559,11 +569,10 @@ export class ExplorerView {
     this.root.style.height = this.memoryHost.hidden ? base : `calc(${base} + 520px)`;
   }
 
-  private showTab(name: "history" | "trace" | "checks"): void {
-    for (const [k, el] of Object.entries(this.tabs)) el.hidden = k !== name;
+  private tabShown(name: Tab): void {
     if (name === "trace") this.trace.show();
     if (name === "checks") this.drawChecks();
-    this.root.querySelectorAll<HTMLElement>(".mlc-tab").forEach((t) => t.classList.toggle("mlc-active", t.dataset.tab === name));
+    if (name === "way") this.drawWay();
   }
 
   private toggleHelp(): void {
@@ -593,30 +602,34 @@ export class ExplorerView {
     if (e) this.select(e);
   }
 
-  private openOffer(offer: Offer): void {
+  /** Open a primitive's form (a click, a key), or a hint's (`hinted`): on its loop or block, filled in,
+   * its sentence above the fields (the student presses Apply: the step is theirs, sent as a click's). */
+  private openOffer(offer: Offer, hinted?: HintForm & { note: string }): void {
+    if (hinted?.entry) this.select(hinted.entry);
     const sel = this.selectedEntry();
-    if (!sel) return;
-    if (!offer.fields.length) {
+    if (!sel && !hinted) return;
+    if (!offer.fields.length && !hinted && sel) {
       void this.apply(buildCall(offer.spec, sel, {}));
       return;
     }
-    if (this.form && this.form.offer.spec === offer.spec) {
+    if (!hinted && this.form && this.form.offer.spec === offer.spec) {
       this.form = null;
       this.drawPrimitives(false);
       return;
     }
-    const values = defaultValues(offer.fields);
+    const values = hinted?.values ?? defaultValues(offer.fields);
     const handle = renderForm(
       offer,
       values,
-      () => void this.apply(buildCall(offer.spec, sel, values)),
+      () => void this.apply(hinted ? hintedCall(hinted, values) : buildCall(offer.spec, sel!, values)),
       () => {
         this.form = null;
         this.drawPrimitives(false);
         this.root.focus({ preventScroll: true });
       },
+      hinted?.note,
     );
-    this.form = { offer, handle, entryKey: sel.key };
+    this.form = { offer, handle, entryKey: sel?.key ?? "" };
     this.drawPrimitives(false);
     handle.focus();
     revealInContainer(this.primHost, handle.el); // the whole form, its Apply button included
@@ -771,6 +784,7 @@ export class ExplorerView {
 
   dispose(): void {
     this.bar.dispose();
+    this.way.dispose();
     for (const d of this.disposers) d();
     this.memory.dispose();
     this.layout.dispose();

@@ -50,6 +50,9 @@ export type HazardKind = keyof typeof HAZARD_KINDS;
 /** The thread axes bind takes, as the explorer's form offers them (mlc_lab/model/steps.py). */
 export const THREAD_AXES = ["blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z", "vthread.x", "vthread.y", "vthread.z"] as const;
 
+/** The primitives whose loops are passed positionally (mlc_lab/model/path.py: PathStep.call). */
+export const PATH_VARIADIC = {"reorder": "ordered_loops", "fuse": "loops"} as const;
+
 /** A Bytes trait as the page reads it. */
 export type Bytes = DataView | ArrayBuffer | Uint8Array | null | undefined;
 
@@ -725,6 +728,52 @@ export interface Verdict {
   students?: number;
 }
 
+/** One primitive of the way: ``primitive`` (TVM's name), ``arguments`` (TVM's parameter names to */
+export interface PathStep {
+  primitive: string;
+  arguments: Record<string, unknown>;
+  reason: string;
+  label: string;
+}
+
+/** The way from a step to a target, or why there is none. */
+export interface PathAnswer {
+  status: "reached" | "names" | "unreached";
+  steps: PathStep[];
+  trace: string;
+  why: string;
+  seconds: number;
+  start: number;
+  undo_to: number | null;
+  renamed: Record<string, string>;
+}
+
+/** The next step to the target and the one sentence a student reads: ``step`` (None when the */
+export interface Hint {
+  step: PathStep | null;
+  sentence: string;
+  remaining: number;
+  status: "reached" | "names" | "unreached";
+  undo_to: number | null;
+}
+
+/** The explorer's way target (``{}``: none): what it is called and where it came from. */
+export interface PathSetup {
+  available?: boolean;
+  name?: string;
+  source?: "program" | "assignment";
+  gpu?: boolean;
+}
+
+/** The way from one step to the explorer's target (or why it could not be found: ``error``). */
+export interface StepPath {
+  step: number | string;
+  answer?: PathAnswer;
+  hint?: Hint;
+  ms?: number;
+  error?: string;
+}
+
 /** A failed request's answer: one sentence, and what else the error knows. */
 export interface ErrorInfo {
   summary: string;
@@ -840,6 +889,8 @@ export interface ExplorerTraits {
   class_submission: ClassSubmission;
   compiler_target: string;
   target: string;
+  path_setup: PathSetup | Empty;
+  path: StepPath | Empty;
 }
 
 /** mlc_lab.widgets.classroom.Leaderboard. */
@@ -1105,6 +1156,7 @@ export const REQUESTS = {
   clear_error: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
   class_submit: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["usage", "busy", "error"]},
   checks: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["unknown_step"]},
+  path: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["unknown_step"]},
   access_footprint: {"background": true, "keep": 2, "step_implied": true, "buffers": true, "errors": ["unknown_loop", "unknown_name", "too_large", "analysis", "usage", "cancelled"]},
   access_gpu_stats: {"background": true, "keep": 2, "step_implied": true, "buffers": false, "errors": ["unknown_loop", "unknown_name", "too_large", "analysis", "usage", "cancelled"]},
   access_cancel: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
@@ -1137,6 +1189,7 @@ export interface RequestParams {
   clear_error: NoParams;
   class_submit: ClassSubmitParams;
   checks: MaybeStepParams;
+  path: MaybeStepParams;
   access_footprint: FootprintParams;
   access_gpu_stats: GpuStatsParams;
   access_cancel: NoParams;
@@ -1163,6 +1216,7 @@ export interface RequestResults {
   clear_error: NoResult;
   class_submit: SubmitResult;
   checks: StepChecks;
+  path: StepPath;
   access_footprint: FootprintResult;
   access_gpu_stats: GpuStats;
   access_cancel: NoResult;

@@ -26,6 +26,7 @@ from mlc_lab.model import checks, classroom, errors, lowering, requests, traits
 from mlc_lab.model.access import payload as access_payload
 from mlc_lab.model import tuning as tuning_view
 from mlc_lab.model import measure as measurement_model
+from mlc_lab.model import path as path_model
 from mlc_lab.model import steps as model
 
 TARGET = Path(__file__).resolve().parents[2] / "js" / "lib" / "model.ts"
@@ -39,6 +40,7 @@ _MODULES = (
     lowering,
     checks,
     classroom,
+    path_model,
     errors,
     traits,
     requests,
@@ -246,6 +248,9 @@ def render(types: dict[str, type] | None = None) -> str:
         "",
         "/** The thread axes bind takes, as the explorer's form offers them (mlc_lab/model/steps.py). */",
         f"export const THREAD_AXES = {json.dumps(list(model.THREAD_AXES))} as const;",
+        "",
+        "/** The primitives whose loops are passed positionally (mlc_lab/model/path.py: PathStep.call). */",
+        f"export const PATH_VARIADIC = {json.dumps(path_model.VARIADIC)} as const;",
         "",
     ]
     out += [

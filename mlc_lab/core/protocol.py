@@ -6,9 +6,9 @@ widget hands a ``Session`` over (``explore``, ``access_view``) when the Session 
 A few views need more than a stand-in may have; each extra is its own protocol, narrowed with
 ``isinstance`` where it is used (the widgets never probe a session by name): ``Checking`` (the
 Checks panel), ``Lowering`` (the Compiler panel), ``Analysing`` (the memory panel; with
-``SessionLike``, ``AnalysingSession``: the memory view), ``Submitting`` (the Submit bar) and
-``Retraceable`` (the tuning dashboard). ``FullSession`` is all of them: what the real Session is
-held to. The extras a view checks per request declare methods only: on Python 3.11 an
+``SessionLike``, ``AnalysingSession``: the memory view), ``Submitting`` (the Submit bar),
+``Retraceable`` (the tuning dashboard) and ``Wayfinding`` (the way to a target program).
+``FullSession`` is all of them: what the real Session is held to. The extras a view checks per request declare methods only: on Python 3.11 an
 ``isinstance`` with a protocol reads every property it declares.
 
 ``tests/widgets/test_session_contract.py`` runs the same checks against the real Session and
@@ -163,6 +163,13 @@ class Retraceable(SessionLike, Protocol):
     def from_trace(cls, module: Any, trace: Any, func: str | None = None) -> Self: ...
 
 
-class FullSession(AnalysingSession, Checking, Lowering, Submitting, Retraceable, Protocol):
+@runtime_checkable
+class Wayfinding(Protocol):
+    """A session that finds the way from a step to a target program (the explorer's path panel)."""
+
+    def path_to(self, target: Any, *, step: int | None = None) -> Any: ...
+
+
+class FullSession(AnalysingSession, Checking, Lowering, Submitting, Retraceable, Wayfinding, Protocol):
     """All that any widget uses of a session: what ``mlc_lab.Session`` is (``explore`` holds a new
     Session to it, so mypy fails there when the Session loses a member a widget calls)."""

@@ -208,7 +208,7 @@ class Session:
         """
         label = ""
         try:
-            call = tsch.bind_call(primitive, args, kwargs)  # bound once: the label and TVM's call read it
+            call = _index_maps(tsch.bind_call(primitive, args, kwargs))  # bound once: the label and TVM's call read it
             label = _call_label(primitive, call)
             handles = call.map(self._to_handles)
             known = self._known_step(call, label)
@@ -519,6 +519,25 @@ class Session:
             target = "cuda" if binds_threads(self, step) else "cpu"
         return check_session(self, names, target=target, step=step)
 
+    def path_to(self, target: Any, *, step: int | None = None) -> Any:
+        """The way from a step (default: the current one) to ``target`` (an IRModule or PrimFunc,
+        TVMScript text or a .py file, a trace of this program, another Session, or an assignment with
+        a reference): a ``mlc_lab.model.path.PathAnswer``. ``reached`` only when TVM's
+        ``structural_equal`` holds at the end of ``steps`` (each a primitive with TVM's argument names,
+        loops and blocks named as in the script of the step it applies to, and why it is there);
+        ``trace`` replays the whole schedule on TVM; ``undo_to`` is the step to go back to first when
+        the target cannot be reached from this one; ``why`` says in one sentence why not."""
+        from mlc_lab.core.path import path_to
+
+        return path_to(self, target, step=step)
+
+    def hint(self, target: Any, *, step: int | None = None) -> Any:
+        """The next step towards ``target`` (as for ``path_to``) and one sentence that ties it to the
+        target: a ``mlc_lab.model.path.Hint`` (``step.call()`` gives what ``apply`` takes)."""
+        from mlc_lab.core.path import hint
+
+        return hint(self, target, step=step)
+
     def cuda_source(self, step: int | None = None, **kwargs: Any) -> Any:
         """The CUDA kernel this step compiles to (no GPU needed); refuses unbound programs."""
         from mlc_lab.core.measure import cuda_source
@@ -578,6 +597,33 @@ class Session:
     def access_view(self, loop: str | None = None, **kwargs: Any) -> Any:
         """The memory-access view of this session (heatmaps of what ``loop`` touches)."""
         return display.open_view("access", self, loop, **kwargs)
+
+
+def _index_maps(call: tsch.Call) -> tsch.Call:
+    """Values given as plain data (a way's step, a form): an index map as lambda text ("lambda i, j:
+    (j, i)", read by the trace's safe parser; the label keeps the text) and a buffer as a list
+    (["write", 0], as JSON has it)."""
+    plain = [
+        (p, v)
+        for p, _, v in call.bound
+        if (p == "index_map" and isinstance(v, str)) or (p == "buffer" and isinstance(v, list))
+    ]
+    if not plain:
+        return call
+    from mlc_lab.errors import TraceParseError
+    from mlc_lab.tvm.state_trace import index_lambda
+
+    def read(p: str, v: Any) -> Any:
+        if p == "buffer" and isinstance(v, list):
+            return tuple(v)
+        if p != "index_map" or not isinstance(v, str):
+            return v
+        try:
+            return index_lambda(v)
+        except TraceParseError as exc:
+            raise ScheduleStepError(f"the index map {v!r} cannot be read: {exc}", primitive=call.primitive) from None
+
+    return tsch.Call(call.primitive, tuple((p, k, read(p, v)) for p, k, v in call.bound))
 
 
 def _as_returned(values: list, primitive: str | None) -> Any:

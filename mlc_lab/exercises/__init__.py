@@ -7,8 +7,8 @@
 >>> exercises.compare_structure(mine, target)     # the structural part alone, for any two programs
 
 Every grader returns a :class:`GradeReport`: ``passed``, one line per check, and for the schedule
-exercise the list of structural differences (which block, which loop, yours against the target's,
-and the primitive that would close the gap). It renders as HTML in a notebook and as text with
+exercise the way to the target (``Session.path_to``, the engine the explorer's hints use too): one
+difference per step, where it acts, what of the target it makes, and the primitive itself. It renders as HTML in a notebook and as text with
 ``print``. Programs may be an IRModule, a PrimFunc, a ``tvm.s_tir.Schedule``, a
 :class:`mlc_lab.Session` or TVMScript text (the course's legacy spelling too).
 
@@ -19,7 +19,7 @@ child process, so a broken program cannot take the kernel down).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -284,7 +284,9 @@ def check_bmm_relu(program: Any, target: Any = None, *, numeric: bool = True, se
         numeric_check(program, "bmm_relu", [a, b, c], expected, rtol=1e-4, atol=1e-4, report=rep)
         if not rep.passed:
             return rep
-    compare_structure(program, BMM_RELU_TARGET if target is None else target, func="bmm_relu", report=rep)
+    compare_structure(
+        program, BMM_RELU_TARGET if target is None else target, func="bmm_relu", report=rep, start=BMM_RELU
+    )
     return rep
 
 
@@ -299,7 +301,6 @@ class _Loop:
     kind: str
     thread: str | None
     annotations: dict
-    line: int | None
 
     def text(self) -> str:
         kind = self.kind if self.kind != "thread_binding" else f"bound to {self.thread}"
@@ -307,36 +308,6 @@ class _Loop:
         if self.annotations:
             out += " " + ", ".join(f"{k}={v}" for k, v in sorted(self.annotations.items()))
         return out
-
-    def shape(self) -> str:
-        return f"extent {self.extent}, {self.kind if self.kind != 'thread_binding' else self.thread}"
-
-
-@dataclass
-class _Block:
-    name: str
-    loops: list[_Loop]
-    has_init: bool
-    iter_kinds: list[str]
-    line: int | None
-    order: int
-    annotations: dict = field(default_factory=dict)
-    shared: int = 0  # loops shared with the block before it (its placement)
-    prev: str | None = None
-
-
-_KIND_HINT = {
-    "parallel": "sch.parallel({loop})",
-    "vectorized": "sch.vectorize({loop})",
-    "unrolled": "sch.unroll({loop})",
-    "serial": "a plain loop here: no parallel/vectorize/unroll on {loop}",
-    "thread_binding": "sch.bind({loop}, {thread!r})",
-}
-
-
-def _kind_hint(kind: str, loop: str, thread: str | None) -> str | None:
-    text = _KIND_HINT.get(kind)
-    return text.format(loop=loop, thread=thread) if text else None
 
 
 def _function_node(tree: dict, func: str | None) -> dict:
@@ -347,368 +318,131 @@ def _function_node(tree: dict, func: str | None) -> dict:
     return funcs[0] if funcs else {"children": []}
 
 
-def _blocks(fnode: dict) -> list[_Block]:
-    out: list[_Block] = []
-    uid = [0]
+def _outline(fnode: dict) -> str:
+    """One line per loop and block, indented by nesting."""
+    lines: list[str] = []
 
-    def walk(node: dict, chain: list[_Loop]) -> None:
+    def walk(node: dict, depth: int) -> None:
         for child in node.get("children", []):
             if child.get("kind") == "loop":
-                uid[0] += 1
-                loop = _Loop(
-                    uid[0],
+                lp = _Loop(
+                    0,
                     child.get("name", "?"),
                     child.get("extent"),
                     child.get("loop_kind", "serial"),
                     child.get("thread"),
                     dict(child.get("annotations") or {}),
-                    child.get("line"),
                 )
-                walk(child, chain + [loop])
+                lines.append("  " * depth + "for " + lp.text())
+                walk(child, depth + 1)
             elif child.get("kind") == "block":
-                out.append(
-                    _Block(
-                        child.get("name", "?"),
-                        list(chain),
-                        bool(child.get("has_init")),
-                        [iv.get("kind", "?") for iv in child.get("iter_vars", [])],
-                        child.get("line"),
-                        len(out),
-                        dict(child.get("annotations") or {}),
-                    )
-                )
-                walk(child, chain)
+                init = " (with T.init)" if child.get("has_init") else ""
+                lines.append("  " * depth + f"block {child.get('name', '?')}{init}")
+                walk(child, depth + 1)
 
-    walk(fnode, [])
-    for k in range(1, len(out)):
-        a, b = out[k - 1].loops, out[k].loops
-        n = 0
-        while n < len(a) and n < len(b) and a[n].uid == b[n].uid:
-            n += 1
-        out[k].shared, out[k].prev = n, out[k - 1].name
-    return out
-
-
-def _outline(blocks: list[_Block]) -> str:
-    """One line per loop/block, indented by nesting (shared loops printed once)."""
-    lines: list[str] = []
-    printed: set[int] = set()
-    for b in blocks:
-        for depth, lp in enumerate(b.loops):
-            if lp.uid in printed:
-                continue
-            printed.add(lp.uid)
-            lines.append("  " * depth + "for " + lp.text())
-        init = " (with T.init)" if b.has_init else ""
-        lines.append("  " * len(b.loops) + f"block {b.name}{init}")
+    walk(fnode, 0)
     return "\n".join(lines)
 
 
-def _tree_of(program: Any) -> tuple[dict, str | None]:
+def _session_of(program: Any, func: str | None, start: Any) -> Any:
+    """The student's program as a Session: their own (its history is where the way may go back to),
+    a TVM schedule replayed on the exercise's program ``start`` when given, else the program alone."""
     from mlc_lab.core.session import Session
 
     if hasattr(program, "loop_tree") and hasattr(program, "original"):
-        return program.loop_tree(), program.func_name
-    session = Session(_module(program))
-    return session.loop_tree(), session.func_name
+        return program
+    trace = getattr(program, "trace", None)
+    if start is not None and trace is not None and _tvm().is_tvm_object(program):
+        try:
+            return Session.from_trace(start, trace, func)
+        except Exception:  # noqa: BLE001  (not a schedule of the exercise's program: read it alone)
+            pass
+    return Session(_module(program), func)
 
 
 def compare_structure(
-    program: Any, target: Any, *, func: str | None = None, report: GradeReport | None = None
+    program: Any, target: Any, *, func: str | None = None, report: GradeReport | None = None, start: Any = None
 ) -> GradeReport:
-    """How far ``program``'s loop structure is from ``target``'s, and where.
+    """How far ``program`` is from ``target``, and the way there (``Session.path_to``: one engine for
+    the grader, the hints and the explorer).
 
-    Compares, function ``func`` of both: the blocks (names, decomposed reduction init), their
-    order, where each block sits (how many loops it shares with the block before it), and per block
-    the loops around it from the outside in: count, extents, kinds (serial, parallel, vectorized,
-    unrolled, thread binding) and annotations. Loop *names* never count (TVM ignores them too).
-    """
+    Each difference is one step of the way, in an order TVM accepts: where it acts, why (what of the
+    target it makes), and the primitive as a hint (``Difference.step`` is the step itself, for
+    ``Session.apply``). A program that cannot reach the target from where it is gets the step to go
+    back to first (``start``: the exercise's program, when ``program`` is a TVM schedule of it); one
+    that cannot reach it at all gets the sentence that says why. TVM's structural equality decides
+    whether it is the target (block names count; loop names never do)."""
     rep = report if report is not None else GradeReport("schedule against target")
     try:
-        tree_y, fy = _tree_of(program)
-        tree_t, ft = _tree_of(target)
-    except Exception as exc:  # noqa: BLE001
-        rep.checks.append(Check("structure", False, "could not read the loop structure: " + str(exc).splitlines()[0]))
+        session = _session_of(program, func, start)
+        answer = session.path_to(target)
+    except Exception as exc:  # noqa: BLE001 - a LoadError or a stranger: one line
+        rep.checks.append(Check("structure", False, "could not compare the structure: " + str(exc).splitlines()[0]))
         return rep
-    mine = _blocks(_function_node(tree_y, func or fy))
-    theirs = _blocks(_function_node(tree_t, func or ft))
-    rep.outline_yours, rep.outline_target = _outline(mine), _outline(theirs)
-    tally = _Tally()
-    alias, decompose = _decompositions(tally, {b.name: b for b in mine}, {b.name: b for b in theirs})
-    pairs = _pair_blocks(tally, mine, theirs, alias)
-    _compare_order(tally, pairs)
-    for yb, tb in pairs:
-        _compare_block(tally, yb, tb)
-    # Listed last: decompose_reduction is the step to take after the loops' kinds are right (TVM
-    # refuses parallel on a loop once the init is its own block), so the report reads in that order.
-    tally.diffs.extend(decompose)
-    rep.differences.extend(tally.diffs)
-    rep.structure_total = max(tally.compared, len(tally.diffs))
+    tree = session.loop_tree()
+    rep.outline_yours = _outline(_function_node(tree, session.func_name))
     try:
-        equal = _tvm().functions_equal(_module(program), _module(target), func or fy or "", func or ft or "")
-    except Exception:  # noqa: BLE001 - equality is the cherry on top; the comparison above stands
-        equal = False
-    rep.structurally_equal = equal
-    rep.checks.append(_structure_check(equal, tally.diffs, rep.similarity))
+        from mlc_lab.core.session import Session as _S
+
+        goal = _S(target.module if hasattr(target, "loop_tree") else target, func or session.func_name)
+        rep.outline_target = _outline(_function_node(goal.loop_tree(), goal.func_name))
+    except Exception:  # noqa: BLE001  (a target given as a trace has no outline of its own)
+        rep.outline_target = None
+    rep.way = answer
+    rep.structurally_equal = answer.reached and not answer.steps
+    if answer.undo_to is not None:
+        rep.differences.append(
+            Difference(
+                f"your step {answer.start}",
+                f"the target cannot be reached from here; it can from step {answer.undo_to}",
+                hint=f"go back: session.goto({answer.undo_to}), or Undo in the explorer",
+            )
+        )
+    # the steps are named (and their lines found) in the script of the step they start from
+    start_tree = tree if answer.undo_to is None else session.loop_tree(answer.undo_to)
+    rep.differences.extend(_difference(step, start_tree, session.func_name) for step in answer.steps)
+    if answer.status != "reached":
+        rep.differences.append(Difference("the program", answer.why))
+    whole = answer if session.current.id == 0 else session.path_to(target, step=0)
+    rep.structure_total = max(len(whole.steps), len(rep.differences))
+    rep.checks.append(_structure_check(rep, answer))
     return rep
 
 
-@dataclass
-class _Tally:
-    """The differences found so far, and how many features were compared (the report's total)."""
-
-    diffs: list[Difference] = field(default_factory=list)
-    compared: int = 0
-
-
-def _decompositions(
-    tally: _Tally, by_name_y: dict[str, _Block], by_name_t: dict[str, _Block]
-) -> tuple[dict[str, str], list[Difference]]:
-    """A reduction block decomposed on one side only (X_init + X_update against X with T.init):
-    the target's name -> yours for each such block, and the differences to list last (the target
-    decomposed it); a block you decomposed and the target did not is a difference now."""
-    alias: dict[str, str] = {}
-    decompose: list[Difference] = []
-    for name, b in by_name_t.items():
-        base = name[: -len("_update")]
-        if name.endswith("_update") and name not in by_name_y and base in by_name_y:
-            alias[name] = base
-            tally.compared += 1
-            decompose.append(
-                Difference(
-                    f"block {base}",
-                    "the reduction's initialisation is still inside the block (T.init)",
-                    yours=f"{base} with T.init",
-                    target=f"{base}_init + {name}",
-                    hint=_decompose_hint(base, by_name_y[base], b),
-                    line=by_name_y[base].line,
-                )
-            )
-    for name, b in by_name_y.items():
-        base = name[: -len("_update")]
-        if name.endswith("_update") and name not in by_name_t and base in by_name_t:
-            alias[base] = name
-            tally.compared += 1
-            tally.diffs.append(
-                Difference(
-                    f"block {base}",
-                    "the reduction is decomposed here but not in the target",
-                    yours=f"{base}_init + {name}",
-                    target=f"{base} with T.init",
-                    hint="leave out decompose_reduction",
-                    line=b.line,
-                )
-            )
-    return alias, decompose
+def _difference(step: Any, tree: dict, func: str) -> Difference:
+    """One step of the way as a difference: where it acts (and that place's line), what of the target
+    it makes, and the primitive."""
+    args = step.arguments
+    where, line = "the program", None
+    for key in ("block", "loop", "block_or_loop", "ordered_loops", "loops", "target"):
+        if key in args:
+            value = args[key][0] if isinstance(args[key], list) and args[key] else args[key]
+            if isinstance(value, str):
+                nodes = _node(tree, value)
+                kind = nodes[0]["kind"] if nodes else ("block" if key == "block" else "loop")
+                where = f"{kind} {value}"
+                line = nodes[0].get("line") if nodes else None
+            break
+    return Difference(where, step.reason, hint=f"sch.{step.label}", line=line, step=step)
 
 
-def _counterpart(tname: str, alias: dict[str, str], by_name_y: dict[str, _Block]) -> str | None:
-    """The name of your block that the target's block ``tname`` is compared with."""
-    if tname in alias and alias[tname] in by_name_y:
-        return alias[tname]
-    if tname in by_name_y:
-        return tname
-    for yname, tn in alias.items():
-        if tn == tname:
-            return yname
-    return None
+def _node(tree: Any, name: str) -> list[dict]:
+    from mlc_lab.model.steps import LoopTree
+
+    try:
+        return LoopTree(tree).match(name)
+    except Exception:  # noqa: BLE001  (a name of the engine the tree does not know: no line then)
+        return []
 
 
-def _pair_blocks(
-    tally: _Tally, mine: list[_Block], theirs: list[_Block], alias: dict[str, str]
-) -> list[tuple[_Block, _Block]]:
-    """(your block, the target's) for every block both have; a block only one side has is a
-    difference (the init blocks of a one-sided decomposition aside)."""
-    by_name_y = {b.name: b for b in mine}
-    skip_y = {alias[n][: -len("_update")] + "_init" for n in alias if alias[n].endswith("_update")}
-    skip_t = {n[: -len("_update")] + "_init" for n in alias if n.endswith("_update")}
-    pairs: list[tuple[_Block, _Block]] = []
-    for tb in theirs:
-        if tb.name in skip_t:
-            continue
-        tally.compared += 1
-        yname = _counterpart(tb.name, alias, by_name_y)
-        if yname is None or yname not in by_name_y:
-            tally.diffs.append(
-                Difference(
-                    f"block {tb.name}",
-                    "the target has this block and your program does not",
-                    target=tb.name,
-                    hint=_missing_block_hint(tb.name),
-                )
-            )
-            continue
-        pairs.append((by_name_y[yname], tb))
-    matched_y = {y.name for y, _ in pairs}
-    for yb in mine:
-        if yb.name not in matched_y and yb.name not in skip_y:
-            tally.compared += 1
-            tally.diffs.append(
-                Difference(
-                    f"block {yb.name}",
-                    "your program has this block and the target does not",
-                    yours=yb.name,
-                    hint="undo the step that created it",
-                    line=yb.line,
-                )
-            )
-    return pairs
-
-
-def _compare_order(tally: _Tally, pairs: list[tuple[_Block, _Block]]) -> None:
-    """The order of the blocks both have."""
-    order_y = [y.name for y, _ in sorted(pairs, key=lambda p: p[0].order)]
-    order_t = [y.name for y, _ in sorted(pairs, key=lambda p: p[1].order)]
-    tally.compared += 1
-    if order_y != order_t:
-        tally.diffs.append(
-            Difference(
-                "block order",
-                "the blocks run in a different order",
-                yours=" -> ".join(order_y),
-                target=" -> ".join(order_t),
-                hint="compute_at / reverse_compute_at move a block; reorder moves loops",
-            )
-        )
-
-
-def _compare_block(tally: _Tally, yb: _Block, tb: _Block) -> None:
-    """One pair of blocks: where each sits, its iteration axes, its annotations, its loops."""
-    label = f"block {tb.name}" if yb.name == tb.name else f"your block {yb.name} (the target's {tb.name})"
-    if tb.order > 0 and yb.order > 0:
-        tally.compared += 1
-        if yb.shared != tb.shared:
-            tally.diffs.append(_placement_difference(label, yb, tb))
-    if yb.iter_kinds and tb.iter_kinds and yb.iter_kinds != tb.iter_kinds:
-        tally.compared += 1
-        tally.diffs.append(
-            Difference(
-                label,
-                "the block's iteration axes differ",
-                yours=", ".join(yb.iter_kinds),
-                target=", ".join(tb.iter_kinds),
-                line=yb.line,
-            )
-        )
-    if yb.annotations != tb.annotations:
-        tally.compared += 1
-        tally.diffs.append(_annotations_difference(label, "block", yb.annotations, tb.annotations, yb.line))
-    _compare_loops(tally, label, yb, tb)
-
-
-def _placement_difference(label: str, yb: _Block, tb: _Block) -> Difference:
-    """How deep a block sits inside the loops of the block before it, against the target."""
-    tloop = tb.loops[tb.shared - 1].name if tb.shared else None
-    yloop = yb.loops[yb.shared - 1].name if yb.shared else None
-    return Difference(
-        label,
-        f"it sits at a different place relative to block {tb.prev}",
-        yours=f"under {yb.shared} loop(s) shared with {yb.prev}"
-        + (f" (inside {yloop})" if yloop else " (its own loop nest)"),
-        target=f"under {tb.shared} loop(s) shared with {tb.prev}"
-        + (f" (inside {tloop})" if tloop else " (its own loop nest)"),
-        hint=(
-            f"sch.reverse_compute_at({tb.name!r}, <the loop matching {tloop}>) or compute_at"
-            if tb.shared > yb.shared
-            else "it is nested deeper than in the target"
-        ),
-        line=yb.line,
-    )
-
-
-def _annotations_difference(where: str, what: str, yours: dict, target: dict, line: int | None) -> Difference:
-    return Difference(
-        where,
-        f"the {what}'s annotations differ",
-        yours=str(yours or "none"),
-        target=str(target or "none"),
-        hint="sch.annotate / sch.unannotate",
-        line=line,
-    )
-
-
-def _compare_loops(tally: _Tally, label: str, yb: _Block, tb: _Block) -> None:
-    """The loops around a pair of blocks, outermost first: how many, and each one's extent, kind
-    and annotations (a loop shared with the block before was compared there)."""
-    tally.compared += 1
-    if len(yb.loops) != len(tb.loops):
-        tally.diffs.append(
-            Difference(
-                label,
-                f"it is inside {len(yb.loops)} loop(s), the target {len(tb.loops)}",
-                yours=" / ".join(lp.shape() for lp in yb.loops) or "none",
-                target=" / ".join(lp.shape() for lp in tb.loops) or "none",
-                hint="sch.split a loop into more pieces" if len(yb.loops) < len(tb.loops) else "fewer splits (or fuse)",
-                line=yb.line,
-            )
-        )
-    for depth in range(min(len(yb.loops), len(tb.loops))):
-        ly, lt = yb.loops[depth], tb.loops[depth]
-        if depth < yb.shared and depth < tb.shared and yb.order > 0 and tb.order > 0:
-            continue
-        where = f"{label}, loop {depth + 1} of {len(tb.loops)}"
-        tally.compared += 2
-        if str(ly.extent) != str(lt.extent):
-            tally.diffs.append(
-                Difference(
-                    where,
-                    "the loop has another extent",
-                    yours=f"{ly.name}: {ly.extent}",
-                    target=f"{lt.name}: {lt.extent}",
-                    hint="change the split factors (or the loop order: reorder)",
-                    line=ly.line,
-                )
-            )
-        if ly.kind != lt.kind or (ly.thread or None) != (lt.thread or None):
-            tally.diffs.append(
-                Difference(
-                    where,
-                    "the loop has another kind",
-                    yours=f"{ly.name}: {ly.kind if ly.kind != 'thread_binding' else ly.thread}",
-                    target=f"{lt.name}: {lt.kind if lt.kind != 'thread_binding' else lt.thread}",
-                    hint=_kind_hint(lt.kind, ly.name, lt.thread),
-                    line=ly.line,
-                )
-            )
-        if ly.annotations != lt.annotations:
-            tally.compared += 1
-            tally.diffs.append(_annotations_difference(where, "loop", ly.annotations, lt.annotations, ly.line))
-
-
-def _structure_check(equal: bool, diffs: list[Difference], sim: float | None) -> Check:
-    """The report's one "structure" line: equal to the target, or how far from it."""
-    if equal:
+def _structure_check(rep: GradeReport, answer: Any) -> Check:
+    """The report's one "structure" line: the target, or how far from it."""
+    if rep.structurally_equal:
         return Check("structure", True, "the same program as the target (tvm.ir.structural_equal)")
-    if not diffs:
-        return Check(
-            "structure",
-            False,
-            "the loops and blocks match the target, but TVM still sees a difference "
-            "(an index expression, a buffer, or an annotation): compare the scripts",
-        )
-    return Check(
-        "structure",
-        False,
-        f"{len(diffs)} difference(s) from the target"
-        + (f"; {sim:.0%} of the structure agrees" if sim is not None else ""),
-    )
-
-
-def _decompose_hint(base: str, yours: _Block, target_update: _Block) -> str:
-    """``sch.decompose_reduction("Y", "Y/k_0")``: the loop the target's init sits above, named as the
-    student's loop at the same depth; after the loops' kinds when the target has any."""
-    depth = target_update.shared if target_update.prev == f"{base}_init" else None
-    loop = f"{base}/{yours.loops[depth].name}" if depth is not None and depth < len(yours.loops) else None
-    call = f"sch.decompose_reduction({base!r}, {loop!r})" if loop else f"sch.decompose_reduction({base!r}, loop)"
-    text = f"{call}: the init goes above {'that loop' if not loop else repr(loop)}"
-    if any(lp.kind != "serial" for lp in target_update.loops):
-        text += "; do it after parallel / unroll / vectorize of the loops around it (TVM refuses parallel after it)"
-    return text
-
-
-def _missing_block_hint(name: str) -> str | None:
-    if name.endswith("_init"):
-        return "sch.decompose_reduction(block, loop)"
-    if "_shared" in name or "_local" in name or "_global" in name:
-        return "sch.cache_read / sch.cache_write"
-    return None
+    if answer.status == "unreached":
+        return Check("structure", False, answer.why)
+    sim = rep.similarity
+    said = f"{len(rep.differences)} step(s) from the target"
+    if answer.status == "names":
+        said += f" ({answer.why})"
+    return Check("structure", False, said + (f"; {sim:.0%} of the way done" if sim is not None else ""))

@@ -32,6 +32,7 @@ class Difference:
     target: str | None = None
     hint: str | None = None
     line: int | None = None
+    step: Any = None  # the way's step (mlc_lab.model.path.PathStep) this difference is, to apply
 
     def text(self) -> str:
         out = f"{self.where}: {self.what}"
@@ -56,8 +57,9 @@ class GradeReport:
     expected: Any = None
     outline_yours: str | None = None
     outline_target: str | None = None
-    structure_total: int = 0  # structural features compared (blocks, loops, placements)
+    structure_total: int = 0  # the steps of the whole way, from the exercise's program
     structurally_equal: bool | None = None
+    way: Any = None  # the way to the target (mlc_lab.model.path.PathAnswer)
 
     @property
     def passed(self) -> bool:
@@ -68,12 +70,14 @@ class GradeReport:
 
     @property
     def distance(self) -> int:
-        """How many structural differences separate the program from the target (0: none)."""
+        """How many steps separate the program from the target (0: none)."""
         return len(self.differences)
 
     @property
     def similarity(self) -> float | None:
-        """Share of the compared structural features that agree (1.0: same structure)."""
+        """Share of the way from the exercise's program to the target that is done (1.0: all of it)."""
+        if self.structurally_equal:
+            return 1.0
         if not self.structure_total:
             return None
         return max(0.0, 1.0 - len(self.differences) / self.structure_total)
@@ -94,7 +98,7 @@ class GradeReport:
             lines.append(f"  [{'ok' if c.ok else 'FAIL'}] {c.name}: {c.message}")
         if self.differences:
             sim = self.similarity
-            extra = f", {sim:.0%} of the structure agrees" if sim is not None else ""
+            extra = f", {sim:.0%} of the way done" if sim is not None else ""
             lines.append(f"  {len(self.differences)} structural difference(s) from the target{extra}:")
             for d in self.differences:
                 lines.append("    - " + d.text().replace("\n", "\n    "))
@@ -130,7 +134,7 @@ class GradeReport:
         parts.append("</table>")
         if self.differences:
             sim = self.similarity
-            extra = f" &mdash; {sim:.0%} of the structure agrees" if sim is not None else ""
+            extra = f" &mdash; {sim:.0%} of the way done" if sim is not None else ""
             parts.append(
                 f"<div style='margin-top:8px'><b>{len(self.differences)} structural difference(s)</b>{extra}</div>"
             )

@@ -4,6 +4,8 @@
 title = "GEMM + ReLU + add on the GPU"
 program = "gemm_relu_add.py"        # relative to this file; read by the grader, never run
 func = "main"                       # optional: the function to schedule
+reference = "gemm_tiled.py"         # optional: the lab's own solution (any hand-in form; --check-ref);
+                                    # a scheduled program or a trace is also the explorer's way's target
 target = "cuda"                     # "cpu", "cuda", or a CUDA arch such as "sm_80"
 hazards_fail = ["correctness"]      # the default. true: the same; false: none; or a list of hazard
                                     # classes ("correctness", "performance") and kinds ("race", "spill")
@@ -140,7 +142,7 @@ class Assignment:
     repeats: int = 5
     numeric: dict | None = None  # {"sizes": 128 or {2048: 128}, "rtol", "atol"}: run smaller, compare
     output_format: str = "text"  # Gradescope's outputs: "text" or "md"
-    reference: Path | None = None  # the lab's own solution (a hand-in), graded by --check-ref
+    reference: Path | None = None  # the lab's own solution (a hand-in), graded by --check-ref; the way's target
     extra: dict = field(default_factory=dict)
 
     @property

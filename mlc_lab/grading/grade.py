@@ -141,7 +141,9 @@ def _judge(assignment: Assignment, part: Part, path: Path, result: GradeResult, 
     unchanged = None
     trace: Any = text
     if kind != "trace":
-        ran = run_student_code(assignment, path, text, part.hand_in.function, unsafe_same_user=unsafe)
+        ran = run_student_code(
+            assignment, path, text, part.hand_in.function, unsafe_same_user=unsafe, scheduled=kind == "program"
+        )
         trace, unchanged = ran.trace, ran.unchanged
     try:
         session = Session.from_trace(_program(assignment), trace, assignment.func)

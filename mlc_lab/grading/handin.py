@@ -5,7 +5,11 @@
 - a ``.py`` holding the program and a scheduling function (``schedule(sch)`` that edits or returns a
   schedule, ``manual_schedule()`` that returns one, or the assignment's ``hand_in.function``), and a
   notebook (``.ipynb``) that does the same: run only in the sandbox (``mlc_lab.core.sandbox``) by
-  ``mlc_lab.tvm.grade_child``, whose schedule comes back as TVM's JSON trace and is parsed like one.
+  ``mlc_lab.tvm.grade_child``, whose schedule comes back as TVM's JSON trace and is parsed like one;
+- a ``.py`` holding the scheduled program itself (TVMScript, no scheduling function): parsed in the
+  sandbox too (parsing TVMScript evaluates Python), where the path engine finds the schedule that
+  turns the assignment's program into it (``mlc_lab.tvm.path``); that schedule comes back as a trace
+  and is graded as one, and a program no schedule reaches is refused with the why.
 
 A hand-in is read as bytes once: over the size limit or not UTF-8, it is refused with the byte.
 """
@@ -25,6 +29,7 @@ from mlc_lab.model.grading import HandinResult
 MAX_HANDIN_BYTES = 4 * 1024 * 1024  # a schedule file or notebook; a trace has its own, smaller limit
 MAX_RESULT_BYTES = 1 << 20
 FUNCTIONS = ("schedule", "manual_schedule", "apply_trace")
+_SCRIPT = re.compile(r"^\s*@\s*(?:\w+\.)*(?:ir_module|prim_func)\b", re.M)  # a TVMScript definition
 
 
 class Refused(MlcLabError):
@@ -45,8 +50,9 @@ def forms(function: str | None = None) -> str:
     fn = f"{function}()" if function else "schedule(sch) or manual_schedule()"
     return (
         f"a hand-in is one of: a .py file holding the program and {fn} that edits or returns the "
-        "schedule; a notebook (.ipynb) that does the same; a printed trace (apply_trace(sch), or sch.… "
-        "statements, in a .py or .txt); TVM's JSON trace (.json)"
+        "schedule; a notebook (.ipynb) that does the same; a .py file holding the scheduled program "
+        "(TVMScript), graded through the schedule that reaches it; a printed trace (apply_trace(sch), "
+        "or sch.… statements, in a .py or .txt); TVM's JSON trace (.json)"
     )
 
 
@@ -73,8 +79,9 @@ def read_handin(path: Path) -> str:
 
 
 def kind_of(path: Path, text: str, function: str | None) -> str:
-    """``"trace"``, ``"schedule"`` (a .py run in the sandbox) or ``"notebook"``; a .py that is neither a
-    trace nor defines a scheduling function is refused with the trace parser's reason and the forms."""
+    """``"trace"``, ``"schedule"`` (a .py run in the sandbox), ``"program"`` (a .py holding the scheduled
+    TVMScript and no scheduling function) or ``"notebook"``; a .py that is none of these is refused
+    with the trace parser's reason and the forms."""
     from mlc_lab.tvm import trace_io
 
     if path.suffix == ".ipynb":
@@ -91,18 +98,24 @@ def kind_of(path: Path, text: str, function: str | None) -> str:
             return "schedule"
         if path.suffix == ".py" and function == "apply_trace" and "apply_trace" in defined:
             return "schedule"
+        if path.suffix == ".py" and _SCRIPT.search(text):
+            return "program"
         raise Refused(f"{path.name}: the trace is refused: {exc}; {forms(function)}") from None
 
 
 def run_student_code(
-    assignment: Any, path: Path, text: str, function: str | None, *, unsafe_same_user: bool
+    assignment: Any, path: Path, text: str, function: str | None, *, unsafe_same_user: bool, scheduled: bool = False
 ) -> HandinResult:
-    """Run a schedule file or notebook in the sandbox; its schedule (``trace``: TVM's JSON, ``unchanged``)."""
+    """Run a schedule file or notebook in the sandbox, or (``scheduled``) parse a scheduled program
+    there and find the schedule that reaches it; its schedule (``trace``: TVM's JSON, or the
+    ``apply_trace`` text of the way found; ``unchanged``)."""
     from mlc_lab.core.worker import package_root, sandboxed
 
     name = "handin.ipynb" if path.suffix == ".ipynb" else "handin.py"
     argv = [sys.executable, "-m", "mlc_lab.tvm.grade_child", "/input/program.py", f"/input/{name}", "-"]
-    argv += [assignment.func or "", function or ""]
+    argv += [assignment.func or "", "" if scheduled else function or ""]
+    if scheduled:
+        argv.append("--scheduled-program")
     env = {"PYTHONPATH": package_root(), "TVM_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
     out = sandboxed(
         "handin",

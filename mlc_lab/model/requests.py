@@ -45,6 +45,7 @@ from mlc_lab.model.checks import StepChecks
 from mlc_lab.model.errors import ERROR_KINDS, ErrorInfo, ErrorKind
 from mlc_lab.model.lowering import Lowering
 from mlc_lab.model.measure import Measurement
+from mlc_lab.model.path import StepPath
 from mlc_lab.model.steps import HistoryResult
 
 __all__ = [
@@ -321,6 +322,9 @@ REQUESTS: dict[str, Request] = {
     # the Checks panel's report of a step; the explorer also sends the current step's in its ``checks``
     # trait, and records it under this request's key for saved notebooks
     "checks": Request(MaybeStepParams, StepChecks, background=True, keep=2, errors=_STEP_ERRORS),
+    # the way from a step to the explorer's target program (mlc_lab/widgets/path.py); the current step's
+    # also comes in the ``path`` trait, and is recorded under this request's key for saved notebooks
+    "path": Request(MaybeStepParams, StepPath, background=True, keep=2, errors=_STEP_ERRORS),
     # the explorer's memory panel and the memory view (mlc_lab/widgets/access/view.py)
     "access_footprint": Request(
         FootprintParams, FootprintResult, background=True, buffers=True, keep=2, step_implied=True, errors=_ANALYSIS

@@ -17,6 +17,7 @@ from mlc_lab.model.checks import ChecksSetup, StepChecks, StepHazards
 from mlc_lab.model.classroom import Board, ClassSubmission, ClassSummary
 from mlc_lab.model.errors import ErrorInfo
 from mlc_lab.model.measure import Measurement
+from mlc_lab.model.path import PathSetup, StepPath
 from mlc_lab.model.steps import FailedAttempt, HistoryResult
 from mlc_lab.model.tuning import BestTrial, FailureItem, Machines, Roof, TrialDetail
 
@@ -127,6 +128,8 @@ class ExplorerTraits(RpcTraits):
     class_submission: ClassSubmission
     compiler_target: str
     target: str  # "cpu", "cuda", or "" (each step's): Measure's target and the checks' (from step 0)
+    path_setup: PathSetup | Empty  # the way's target program ({}: none)
+    path: StepPath | Empty  # the way from the current step to it (after the step's own state)
 
 
 # --- the memory view (mlc_lab.widgets.access.view) --------------------------------------------------

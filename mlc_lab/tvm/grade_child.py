@@ -126,7 +126,36 @@ def _schedule_of(fn, program: str, func: str | None):
     return returned if isinstance(returned, s_tir.Schedule) else sch
 
 
+def _scheduled_program(program: str, submission: str, out: str, func: str | None) -> int:
+    """The hand-in is the scheduled program itself: parse it here (TVMScript parsing evaluates
+    Python) and find the schedule that turns the assignment's program into it; give that schedule."""
+    from mlc_lab.errors import MlcLabError
+    from mlc_lab.tvm import program as programs
+    from mlc_lab.tvm.path.way import find_way, target_function
+    from mlc_lab.tvm.schedule import State
+
+    try:
+        original = programs.load(program, func)
+        names = programs.prim_func_names(original)
+        name = func or ("main" if "main" in names else names[0])
+        target = target_function(submission, name, original)
+    except MlcLabError as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        _write(out, HandinResult(error="load", line=getattr(exc, "line", None), message=message[:2000]))
+        return 0
+    way = find_way(State.initial(original, name), target)
+    if way.status == "unreached":
+        said = f"no schedule of the assignment's program makes this program: {way.sentence()}"
+        _write(out, HandinResult(error="unreachable", message=said[:2000]))
+        return 0
+    _write(out, HandinResult(trace=way.trace, unchanged=not way.steps, function="the scheduled program"))
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if "--scheduled-program" in argv:
+        argv = [a for a in argv if a != "--scheduled-program"]
+        return _scheduled_program(argv[0], argv[1], argv[2], (argv[3] if len(argv) > 3 else "") or None)
     program, submission, out = argv[:3]
     func = (argv[3] if len(argv) > 3 else "") or None
     wanted = (argv[4] if len(argv) > 4 else "") or None

@@ -45,6 +45,22 @@ def load(src: object, func: str | None = None) -> tvm.IRModule:
     return mod
 
 
+_DECORATED = re.compile(r"@\s*(?:\w+\.)*(?:ir_module|prim_func)\b")
+
+
+def looks_like_program(src: object) -> bool:
+    """Whether ``src`` is a program (a module, a function, TVMScript text or a .py file holding one)
+    rather than a trace: a trace holds no ``@I.ir_module`` class or ``@T.prim_func`` function."""
+    if isinstance(src, (tvm.IRModule, tirx.PrimFunc)):
+        return True
+    if isinstance(src, (str, Path)) and (isinstance(src, Path) or _looks_like_path(src)):
+        try:
+            src = Path(src).read_text()
+        except (OSError, UnicodeDecodeError):
+            return True  # load() says what is wrong with the file
+    return isinstance(src, str) and bool(_DECORATED.search(src))
+
+
 def _looks_like_path(text: str) -> bool:
     return "\n" not in text and len(text) < 4096 and text.strip().endswith(".py")
 

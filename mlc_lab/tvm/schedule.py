@@ -202,7 +202,12 @@ class State:
 
     @property
     def trace(self) -> Trace:
-        return self._sch.trace if self._sch is not None else self._trace
+        # The snapshot first: while a primitive works on the live schedule (apply_call), another
+        # thread (the explorer's checks and way, off the click) still reads this step's own trace.
+        if self._trace is not None:
+            return self._trace
+        sch = self._sch
+        return sch.trace if sch is not None else self._trace  # type: ignore[return-value]
 
     def trace_json(self) -> list:
         return to_plain(self.trace.as_json())
@@ -253,6 +258,7 @@ class State:
         if name == "get_sblock" and call_kwargs.get("func_name") is None:
             call_kwargs["func_name"] = self.func
         before = len(sch.trace.insts)
+        self._trace = snapshot  # what other threads read of this step while the primitive runs
         try:
             # Without TVM's Python type checker (a third of a primitive's cost): the arguments
             # were converted above. If TVM still refuses them, ask the checker for its clearer
@@ -572,6 +578,8 @@ class _Resolver:
     def block_or_loop(self, value: Any) -> Any:
         if isinstance(value, str):
             func, _, bare = value.rpartition(":")
+            if bare == "root" and not self.state.index.loops_named("root"):
+                return self.block(value)  # the function's root block (annotated by meta_schedule)
             if "/" not in bare and any(
                 b.name == bare and b.func == (func or self.state.func) for b in self.state.index.blocks
             ):

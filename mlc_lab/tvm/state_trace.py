@@ -49,6 +49,20 @@ def schedule_function(state: State) -> str:
     return "\n".join(lines) + "\n"
 
 
+def index_lambda(text: str) -> trace_io.IndexLambda:
+    """``"lambda i, j: (j // 32, i, j % 32)"`` as an index map TVM calls, read by the trace's safe
+    parser (arithmetic on the arguments only; nothing is evaluated by Python); TraceParseError else."""
+    import ast
+
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise TraceParseError(f"the index map {text!r} is not Python: {exc.msg}", line=1) from None
+    if not isinstance(node, ast.Lambda):
+        raise TraceParseError("an index map is a lambda, as lambda i, j: (j // 32, i, j % 32)", line=1)
+    return trace_io.IndexLambda.from_ast(node, 1)
+
+
 # --- replaying a trace -------------------------------------------------------------------------
 def parse(trace: Any) -> list[trace_io.TraceCall]:
     """A trace in any form a user holds (text, a pasted ``apply_trace`` function, JSON, ``sch.trace``,

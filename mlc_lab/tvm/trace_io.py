@@ -479,7 +479,10 @@ def apply_trace_source(trace: Trace) -> str:
     except Exception:  # noqa: BLE001  (TVM 0.27's printer fails on decompose_padding)
         body = [call.text for call in calls_from_json(to_plain(trace.as_json(remove_postproc=False)))]
     lines = [f"    {ln}" for stmt in body for ln in stmt.splitlines()] or ["    pass"]
-    return SUBMISSION_HEADER + "\n".join(lines) + "\n"
+    header = SUBMISSION_HEADER
+    if any(re.search(r"\bT\.\w", ln) for ln in lines):  # typed literals (T.int64(8)) need their module
+        header = "from tvm.script import tirx as T\n" + header
+    return header + "\n".join(lines) + "\n"
 
 
 _TRACE_FILE_SUFFIXES = (".py", ".json", ".jsonl", ".txt", ".trace")

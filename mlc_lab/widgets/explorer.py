@@ -20,9 +20,9 @@ note (no answer) and the Session moves there, with nothing sent back. Only new s
 and analyses are requests. Records for saved notebooks (each step, each checks report) are made
 after a pause, at the end of a cell or in ``wait()``: never on a click's path.
 
-The Checks panel (``checks_setup``, ``checks``, ``hazards``; see ``checks_panel.py``) is the one trait
-set not sent with the click: the named checks of the new step follow its state as a second message,
-from a worker thread, so a click does not wait for them.
+The Checks panel (``checks_setup``, ``checks``, ``hazards``; see ``checks.py``) and the way to a target
+program (``path_setup``, ``path``; see ``path.py``) are not sent with the click: the named checks and
+the way from the new step follow its state as a second message, from worker threads.
 
 Measuring (``Session.measure``) and the CUDA view (``Session.cuda_source``) take seconds in the
 measure worker, so those two requests are answered from a background thread: the ``measuring``
@@ -31,6 +31,7 @@ trait says what runs, ``measurements`` mirrors ``Session.measurements`` as plain
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -55,6 +56,7 @@ from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle
 from mlc_lab.widgets.checks import ChecksWorker, checks_setup
 from mlc_lab.widgets.classroom import class_assignment, classroom_setup, submit_from_explorer
 from mlc_lab.widgets.lowering import BadTarget, lower_payload
+from mlc_lab.widgets.path import PathPanel, split_target
 from mlc_lab.widgets.export import collect_export, render_html
 from mlc_lab.widgets.explorer_text import (
     call_label,
@@ -63,6 +65,8 @@ from mlc_lab.widgets.explorer_text import (
     _summary_detail,
     _first_line,
     _strip_line_prefix,
+    _names,
+    _tree,
 )
 
 log = logging.getLogger(__name__)
@@ -73,7 +77,7 @@ MEASURE_TARGETS = ("cpu", "cuda")
 FOLLOW = "mlc-follow"
 
 
-class Explorer(AccessRequests, RpcWidget):
+class Explorer(AccessRequests, PathPanel, RpcWidget):
     """Interactive view of a schedule session (see :func:`explore`)."""
 
     _esm = bundle("explorer")
@@ -105,6 +109,7 @@ class Explorer(AccessRequests, RpcWidget):
         "clear_error": "clear_error",
         "class_submit": "class_submit",
         "checks": "check_report",
+        "path": "path_report",
     }
     traits_type = ExplorerTraits
 
@@ -140,8 +145,13 @@ class Explorer(AccessRequests, RpcWidget):
     compiler_target = t.Unicode("cpu").tag(sync=True)
     # The explorer's target, "cpu" or "cuda" ("": each step's, cuda once it binds threads): where the
     # toolbar's Measure runs and, unless named checks or an assignment fix one, whose checks are listed
-    # from step 0 on. The toolbar sets it; so does explore(..., target=).
+    # from step 0 on. The toolbar sets it; so does explore(..., target=) (a device, or "cuda" for a
+    # target program that binds threads).
     target = t.Unicode("").tag(sync=True)
+    # The way to a target program (mlc_lab/widgets/path.py): the target, and the way from the current
+    # step (sent after the step's own state, from a worker thread, as the checks are).
+    path_setup = t.Dict().tag(sync=True)
+    path = t.Dict().tag(sync=True)
 
     def __init__(
         self,
@@ -153,7 +163,7 @@ class Explorer(AccessRequests, RpcWidget):
         assignment: Any = None,
         classroom: str | None = None,
         class_token: str | None = None,
-        target: str | None = None,
+        target: Any = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(session, SessionLike):  # the protocol, checked: every member it declares
@@ -175,8 +185,7 @@ class Explorer(AccessRequests, RpcWidget):
         classroom_info = classroom_setup(classroom, class_token)
         if classroom_info and assignment is None and tasks is None and checks is None:
             assignment = class_assignment(classroom_info)  # the class's tasks, scored as its grader does
-        if target not in (None, "", *MEASURE_TARGETS):
-            raise MlcLabError(f"target must be {' or '.join(map(repr, MEASURE_TARGETS))}, not {target!r}")
+        target, way = split_target(session, target, assignment, MEASURE_TARGETS)
         self._checks_args = {"checks": checks, "tasks": tasks, "assignment": assignment}
         setup = checks_setup(session, **self._checks_args, target=target)
         # The first comm message already carries the whole state (no empty first render).
@@ -190,10 +199,12 @@ class Explorer(AccessRequests, RpcWidget):
             failures=self._read_failures(),
             checks_setup=setup,
             classroom=classroom_info,
+            path_setup=way.setup() if way is not None else {},
             **kwargs,
         )
         self._checks = ChecksWorker(session, setup, self._publish_checks, assignment)
         self._checks.schedule(self._view.id, [s.id for s in session.steps])
+        self._path_start(way)
         self._unsubscribe: Callable[[], None] | None = session.on_change(self._on_session_change)
         for step in list(session.steps)[-self.MAX_RECORDED_STEPS :]:  # steps made before this view
             if step.id != self._view.id:
@@ -345,6 +356,7 @@ class Explorer(AccessRequests, RpcWidget):
             if job.is_alive():
                 return False
         done = self._checks.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        done = self._path.wait(None if deadline is None else max(0.0, deadline - time.monotonic())) and done
         self._flush_records()  # what the checks reported, too
         return done
 
@@ -381,18 +393,16 @@ class Explorer(AccessRequests, RpcWidget):
         if timer is not None:
             timer.cancel()
         if hook is not None:
-            try:
+            with contextlib.suppress(ValueError):
                 hook[0].events.unregister("post_run_cell", hook[1])
-            except ValueError:
-                pass
             self._record_hook = None
         unsubscribe = getattr(self, "_unsubscribe", None)
         if unsubscribe is not None:
             unsubscribe()
             self._unsubscribe = None
-        checks = getattr(self, "_checks", None)
-        if checks is not None:
-            checks.close()
+        for helper in (getattr(self, "_checks", None), getattr(self, "_path", None)):
+            if helper is not None:
+                helper.close()
         super().close()
 
     # --- session -> traits ------------------------------------------------------------------------
@@ -412,8 +422,9 @@ class Explorer(AccessRequests, RpcWidget):
                 self.history = {"from": self._history_len, "steps": [a.to_json() for a in change.added]}
                 self._history_len += len(change.added)
             self.error = {}
-        # After the step's state: its checks and the new steps' hazards come as a second message.
+        # After the step's state: its checks, the new steps' hazards and its way come as a second message.
         self._checks.schedule(change.step.id, [a.id for a in change.added])
+        self._path.schedule(change.step.id)
 
     def _publish_checks(self, what: str, sid: Any, data: dict, worker: Any = None) -> None:
         """From the checks worker: the report of the current step, or one step's hazards."""
@@ -421,20 +432,21 @@ class Explorer(AccessRequests, RpcWidget):
             if (worker is not None and worker is not self._checks) or self.comm is None:  # replaced, or closed
                 return
             if what == "checks":
-                report = _plain(data)
-                # The page keeps each step's report (js/explorer/view.ts): back at a step, it has it.
-                known = self._checks_sent.get(sid) == report
-                self._checks_sent[sid] = report
-                if not known:  # recorded later, with the steps (off the click's path)
-                    self._pending_replies[record_key("checks", {"step": _plain(sid)})] = {
-                        "group": "checks",
-                        "keep": self.MAX_RECORDED_STEPS,
-                        "result": report,
-                    }
-                    self._schedule_records()
-                self._set_held("checks", report, held=known)
+                self._send_answer("checks", sid, _plain(data), self._checks_sent)
             elif data.get("new") or data.get("resolved"):  # steps that create or resolve a hazard
                 self.hazards = {**self.hazards, str(_plain(sid)): _plain(data)}
+
+    def _send_answer(self, name: str, sid: Any, data: dict, sent: dict) -> None:
+        """Set trait ``name`` (checks, path) to a step's answer, recorded for saved views later (off the
+        click's path) under the request of that name. The page keeps each step's answer (js/explorer/
+        view.ts): one it was sent before (back at that step) is not sent again."""
+        known = sent.get(sid) == data
+        sent[sid] = data
+        if not known:
+            key = record_key(name, {"step": _plain(sid)})
+            self._pending_replies[key] = {"group": name, "keep": self.MAX_RECORDED_STEPS, "result": data}
+            self._schedule_records()
+        self._set_held(name, data, held=known)
 
     def refresh(self) -> None:
         """Read the Session's current step and whole history again (one comm message)."""
@@ -444,6 +456,7 @@ class Explorer(AccessRequests, RpcWidget):
             self.measurements = self._read_measurements()
             self._sync_failures()
         self._checks.schedule(self._view.id)
+        self._path.schedule(self._view.id)
 
     def _show(self, view: StepView) -> None:
         self._view = view
@@ -763,7 +776,8 @@ def explore(x: Any, func: str | None = None, **kwargs: Any) -> Explorer:
     on; the toolbar's menu changes it; without one, each step's: cuda once it binds threads), or those
     given: ``checks=["vectorize", "parallel"]``, ``tasks=[{"title": "Tile for the GPU", "checks":
     [...]}]``, or ``assignment="lab.toml"`` (the tasks of an assignment file, see ``mlc_lab.grading``).
-    ``target`` is also where the toolbar's Measure runs.
+    ``target`` is also where the toolbar's Measure runs. ``target=`` may instead be a target program,
+    shown with the way to it (``widgets/path.py``; one that binds GPU threads makes the target cuda).
     """
     return Explorer(x if isinstance(x, SessionLike) else _new_session(x, func), **kwargs)
 
@@ -776,18 +790,6 @@ def _new_session(x: Any, func: str | None) -> FullSession:
 
 
 # --- plain-data helpers ------------------------------------------------------------------------------
-
-
-def _names(result: Any) -> Any:
-    if result is None or isinstance(result, str):
-        return result
-    if isinstance(result, (list, tuple)):
-        return [_names(r) for r in result]
-    return _plain(result)
-
-
-def _tree(tree: dict) -> LoopTree:
-    return tree if isinstance(tree, LoopTree) else LoopTree(tree)
 
 
 def _ipython() -> Any:

@@ -1,5 +1,5 @@
 """How the explorer words what it shows: a call's label, a step's history entry, a target's name, an
-error's first line and detail."""
+error's first line and detail; the names a step made and the loop tree, as plain data."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any
 
 from mlc_lab.core.history import Step
 from mlc_lab.model.measure import Measurement
+from mlc_lab.model.steps import LoopTree
+from mlc_lab.model.steps import plain as _plain
 
 
 def call_label(primitive: str, args: list, kwargs: dict) -> str:
@@ -67,3 +69,16 @@ def _first_line(exc: BaseException) -> str:
 def _strip_line_prefix(text: str, line: int | None) -> str:
     prefix = f"line {line}: "
     return text[len(prefix) :] if line is not None and text.startswith(prefix) else text
+
+
+def _names(result: Any) -> Any:
+    """What a step made (loops, blocks), as plain data for the page."""
+    if result is None or isinstance(result, str):
+        return result
+    if isinstance(result, (list, tuple)):
+        return [_names(r) for r in result]
+    return _plain(result)
+
+
+def _tree(tree: dict) -> LoopTree:
+    return tree if isinstance(tree, LoopTree) else LoopTree(tree)

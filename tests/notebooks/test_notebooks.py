@@ -171,6 +171,8 @@ def test_02_exercises(tmp_path, monkeypatch):
     assert "Exercise 3: batched matmul + relu: not yet (structure)" in text
     assert "decompose_reduction" in text and "sch.vectorize(ax0)" in text
     assert re.search(r"differences: \d+ +share of the structure that agrees: \d+%", text)
+    assert "next: parallel(n): the target's loop i0 is parallel" in text  # the hint, from the engine
+    assert "5 step(s) to the target" in text
     # the collapsed solutions pass
     for title in ("Exercise 1: broadcast add", "Exercise 2: 2-D convolution", "Exercise 3: batched matmul + relu"):
         assert f"{title}: PASSED" in text, title
@@ -183,7 +185,7 @@ def test_02_after_clicks_in_the_explorer(tmp_path, monkeypatch):
     measurement and the solutions below still run, and the grader judges the student's step."""
     clicks = 's3.goto(0)\ns3.apply("parallel", "Y/n")\nprint("clicked to step", s3.current.id)'
     nb, text = run_notebook(
-        "02_exercises.ipynb", tmp_path, monkeypatch, after={"bmm = mlc_lab.explore(MyBmmRelu)": clicks}
+        "02_exercises.ipynb", tmp_path, monkeypatch, after={"bmm = mlc_lab.explore(MyBmmRelu": clicks}
     )
     assert "clicked to step 5" in text
     assert "Exercise 3: batched matmul + relu: not yet" in text

@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+import tvm.s_tir
 
 import mlc_lab
 from mlc_lab import exercises
@@ -207,47 +208,42 @@ def test_the_target_module_itself_passes():
     assert rep.passed and rep.distance == 0
 
 
-def test_a_partial_schedule_gets_its_differences_named():
+def test_a_partial_schedule_gets_the_rest_of_the_way():
     s = target_schedule(mlc_lab.Session(exercises.BMM_RELU), upto=4)  # split, split, reorder, reverse_compute_at
     rep = exercises.check_bmm_relu(s, numeric=False)
     assert not rep.passed and rep.structurally_equal is False
-    by_what = {(d.where, d.what): d for d in rep.differences}
-    init = by_what[("block Y", "the reduction's initialisation is still inside the block (T.init)")]
-    assert "decompose_reduction" in init.hint and init.target == "Y_init + Y_update"
-    kinds = [d for d in rep.differences if d.what == "the loop has another kind"]
-    assert {d.target.split(": ")[1] for d in kinds} == {"parallel", "unrolled", "vectorized"}
-    parallel = next(d for d in kinds if d.target.endswith("parallel"))
-    assert parallel.where == "your block Y (the target's Y_update), loop 1 of 6" and parallel.yours == "n: serial"
-    assert parallel.hint == "sch.parallel(n)" and parallel.line is not None
-    assert any(d.where == "block C, loop 4 of 4" and "vectorize" in d.hint for d in kinds)
-    assert rep.distance == len(rep.differences) == 4
+    hints = [d.hint for d in rep.differences]
+    assert sorted(hints) == sorted(
+        [
+            "sch.parallel(n)",
+            "sch.unroll(k_1)",
+            "sch.vectorize(ax0)",
+            "sch.decompose_reduction(Y, k_0)",
+            "sch.vectorize(j_1_init)",
+        ]
+    ), hints
+    # TVM refuses parallel after decompose_reduction: the way lists it before
+    assert hints.index("sch.parallel(n)") < hints.index("sch.decompose_reduction(Y, k_0)")
+    parallel = rep.differences[hints.index("sch.parallel(n)")]
+    assert parallel.where == "loop n" and parallel.what == "the target's loop i0 is parallel"
+    assert parallel.line is not None and parallel.step.primitive == "parallel"
+    assert rep.distance == 5 and rep.similarity == pytest.approx(4 / 9)
     text = rep.text()
-    assert "4 structural difference(s)" in text and "your loop nests:" in text and "the target's loop nests:" in text
+    assert "5 structural difference(s)" in text and "your loop nests:" in text and "the target's loop nests:" in text
     html = rep._repr_html_()
     assert "sch.parallel(n)" in html and "sch.unroll(k_1)" in html and "<table" in html
     # every cell of the differences reads from the left (JupyterLab right-aligns table cells)
     cells = re.findall(r"<td style='([^']*)'", html.split("structural difference(s)")[1])
     assert cells and all("text-align:left" in c for c in cells)
-    assert "your block Y (the target&#x27;s Y_update), loop 1 of 6" in html
 
 
-def test_following_the_hints_in_the_order_listed_works():
-    """The grader lists what is left in an order that works: the loops' kinds, then
-    decompose_reduction (TVM refuses parallel after it), whose hint names its loop."""
+def test_following_the_differences_in_the_order_listed_reaches_the_target():
     s = target_schedule(mlc_lab.Session(exercises.BMM_RELU), upto=4)
     rep = exercises.check_bmm_relu(s, numeric=False)
-    hints = [d.hint for d in rep.differences]
-    assert hints[-1].startswith("sch.decompose_reduction('Y', 'Y/k_0')"), hints
-    assert "after parallel" in hints[-1]
-    for hint in hints:  # do what each one says, in order: none fails
-        call = re.match(r"sch\.(\w+)\((.*?)\)(:|$)", hint)
-        assert call, hint
-        args = [a.strip().strip("'") for a in call.group(2).split(",")]
-        if call.group(1) in ("parallel", "unroll", "vectorize"):
-            args = [a if "/" in a else f"Y/{a}" if a != "ax0" else "C/ax0" for a in args]
-        s.apply(call.group(1), *args)
-    left = exercises.check_bmm_relu(s, numeric=False)
-    assert [d.what for d in left.differences] == ["the loop has another kind"]  # only the init's vectorize
+    for d in rep.differences:  # do what each one says, in order: none fails
+        args, kwargs = d.step.call()
+        s.apply(d.step.primitive, *args, **kwargs)
+    assert exercises.check_bmm_relu(s).passed
 
 
 def test_the_distance_shrinks_towards_the_target():
@@ -260,33 +256,42 @@ def test_the_distance_shrinks_towards_the_target():
     assert distances == sorted(distances, reverse=True) and distances[-1] == 0 and distances[0] > distances[1]
 
 
-def test_the_unscheduled_program_hears_about_placement_and_splits():
+def test_the_unscheduled_program_hears_about_the_splits_and_the_placement():
     rep = exercises.compare_structure(exercises.BMM_RELU, exercises.BMM_RELU_TARGET)
-    placement = next(d for d in rep.differences if "sits at a different place" in d.what)
-    assert placement.where == "block C" and "reverse_compute_at" in placement.hint
-    assert "its own loop nest" in placement.yours and "inside i2_0" in placement.target
-    depth = next(
-        d for d in rep.differences if d.where == "your block Y (the target's Y_update)" and "loop(s)" in d.what
+    by_hint = {d.hint: d for d in rep.differences}
+    assert by_hint["sch.split(Y/j, factors=[16, 8])"].where == "loop Y/j"
+    placement = next(d for d in rep.differences if d.hint.startswith("sch.reverse_compute_at(C, "))
+    assert placement.where == "block C" and placement.what == "in the target, block C sits inside loop i2_0"
+    assert rep.similarity == 0.0
+
+
+def test_a_schedule_that_cannot_reach_the_target_hears_the_way_back():
+    s = target_schedule(mlc_lab.Session(exercises.BMM_RELU), upto=4)
+    s.apply("decompose_reduction", "Y", "j_0")  # too high: the target initialises above k_0
+    rep = exercises.check_bmm_relu(s, numeric=False)
+    first = rep.differences[0]
+    assert (
+        first.where == f"your step {s.current.id}" and first.hint == "go back: session.goto(4), or Undo in the explorer"
     )
-    assert depth.what == "it is inside 4 loop(s), the target 6"
+    s.goto(4)
+    for d in rep.differences[1:]:
+        args, kwargs = d.step.call()
+        s.apply(d.step.primitive, *args, **kwargs)
+    assert exercises.check_bmm_relu(s).passed
 
 
-def test_another_split_factor_is_an_extent_difference():
-    s = target_schedule(mlc_lab.Session(exercises.BMM_RELU), jfactor=16)
-    rep = exercises.check_bmm_relu(s)
-    assert rep.check("matches numpy").ok and not rep.passed
-    extents = [d for d in rep.differences if d.what == "the loop has another extent"]
-    assert extents and all("split factors" in d.hint for d in extents)
-    assert any(d.yours.endswith(": 8") and d.target.endswith(": 16") for d in extents)  # j_0 has 8, the target 16
-    assert any(d.yours.endswith(": 16") and d.target.endswith(": 8") for d in extents)  # the inner piece
+def test_a_tvm_schedule_is_read_on_the_exercises_program():
+    sch = tvm.s_tir.Schedule(mlc_lab.load(exercises.BMM_RELU))
+    sch.work_on("bmm_relu")
+    sch.parallel(sch.get_loops(sch.get_sblock("Y"))[0])
+    rep = exercises.check_bmm_relu(sch, numeric=False)
+    assert rep.distance == 8 and "sch.parallel(Y/n)" not in [d.hint for d in rep.differences]
 
 
-def test_decomposing_when_the_target_does_not():
-    plain = exercises.BMM_RELU
-    s = mlc_lab.Session(plain)
-    s.apply("decompose_reduction", "Y", "k")
-    rep = exercises.compare_structure(s, plain, func="bmm_relu")
-    assert any(d.what == "the reduction is decomposed here but not in the target" for d in rep.differences)
+def test_a_target_that_computes_something_else_says_so():
+    other = exercises.BMM_RELU_TARGET.replace("T.max(", "T.min(")
+    rep = exercises.compare_structure(exercises.BMM_RELU, other, func="bmm_relu")
+    assert rep.check("structure").message.startswith("the target computes something else: block C computes")
 
 
 def test_a_wrong_bmm_fails_on_numbers_before_structure():

@@ -32,6 +32,7 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "measure": (r"measure\w*|timing|rpc_timing|sweep", tuple(FLOORS)),
     "machine": (r"machine", ("core", "tvm", "model")),
     "exercises": (r"exercise\w*", ("tvm",)),
+    "path": (r"path\w*", tuple(FLOORS)),
 }
 
 # Each page's bundle is an entry at js/'s top (js/build.mjs): named after its page, not a feature's floor.
@@ -51,6 +52,10 @@ TVM_WITHOUT_TVM = {
     "mlc_lab/tvm/state_trace.py": "hands live TVM schedules about (a user's fn(sch), a State's handles) through schedule.py",
     "mlc_lab/tvm/course_programs.py": "TVMScript text in TVM's own spelling: it changes when TVM renames",
     "mlc_lab/tvm/exercises/programs.py": "TVMScript text in TVM's own spelling: it changes when TVM renames",
+    "mlc_lab/tvm/path/__init__.py": "the package's docstring",
+    "mlc_lab/tvm/path/plan.py": "carries a way out on a live schedule (path/work.py); TVM's nodes pass through it",
+    "mlc_lab/tvm/path/tiling.py": "works a live schedule (path/work.py) over TVM's iter maps (path/ir.py)",
+    "mlc_lab/tvm/path/way.py": "hands the engine's way to the Session through schedule.State (named steps out)",
 }
 
 

@@ -344,5 +344,6 @@ def test_the_toolbars_target_chooses_the_checks_of_every_step(comms):
         assert w.checks_setup["target"] == "cpu" and w.checks["target"] == "cpu"
     finally:
         w.close()
-    with pytest.raises(MlcLabError, match="target must be 'cpu' or 'cuda'"):
+    # neither a device nor a program: one sentence naming both forms (tests/widgets/test_explorer_path.py)
+    with pytest.raises(MlcLabError, match=r"target must be a device \('cpu' or 'cuda'\) or a target program"):
         Explorer(Session(matmul(64)), target="gpu")

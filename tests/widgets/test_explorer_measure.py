@@ -152,7 +152,7 @@ def test_cuda_view_of_unbound_loops_names_them(explorer):
 
 
 def test_background_requests_are_known_handlers():
-    background = {"measure", "cuda_source", "lower", "checks", "access_footprint", "access_gpu_stats"}
+    background = {"measure", "cuda_source", "lower", "checks", "path", "access_footprint", "access_gpu_stats"}
     assert background == {n for n, r in REQUESTS.items() if r.background}
     assert {n for n, r in REQUESTS.items() if r.background} <= set(Explorer.handlers)
 

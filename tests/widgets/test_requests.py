@@ -74,6 +74,7 @@ def test_the_table_names_only_known_error_kinds_and_its_policies_hold_together()
         "cuda_source",
         "lower",
         "checks",
+        "path",
         "access_footprint",
         "access_gpu_stats",
     }

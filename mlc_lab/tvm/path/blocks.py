@@ -1,0 +1,363 @@
+"""Which block of the target is which block of the program, and where each one sits.
+
+Blocks are matched by what they compute: the same block keeps its name and stays the same kind of
+computation (a reduction stays one); the blocks and buffers primitives make are recognised by what
+they are (``Stage``): a buffer in another scope is a cache stage (``cache_read`` when its copy is
+read, ``cache_write`` when the computation writes it), ``set_scope`` (the same buffer, renamed), or
+an ``rfactor``'s partial sums; a buffer laid out otherwise is a ``transform_layout``, a block that
+iterates otherwise a ``transform_block_layout``, an outer block around one of the program's a
+``blockize``, ``X_init`` and ``X_update`` a ``decompose_reduction``; a block the target no longer has
+was inlined. A target block that is none of these is something the target computes and the program
+does not. Names are TVM's own; a target named otherwise is renamed first (``names``).
+
+Placements are read off the target's loop nests: in each nest one block owns the loops (they are its
+own loops, split, reordered, fused), and every other block was moved under one of them
+(``compute_at`` for a producer, ``reverse_compute_at`` for a consumer). Which block owns a nest is a
+real choice; ``placements`` gives the choices cheapest first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+from mlc_lab.tvm.path.ir import Block, FuncView, accesses, const, iter_maps
+from mlc_lab.tvm.path.work import Unreachable
+
+
+@dataclass
+class Stage:
+    """A buffer the target has and the program does not, and the primitive that makes it:
+    ``cache_read`` / ``cache_write`` (a copy into a buffer of another scope), ``rfactor`` (a partial
+    reduction's buffer) or ``set_scope`` (the same buffer in another scope, renamed by TVM)."""
+
+    primitive: str
+    buffer: str  # the new buffer's name in the target
+    scope: str
+    target_block: str  # the block the step makes (its target name); set_scope: the buffer's writer
+    old: str = ""  # set_scope: the buffer it replaces
+
+
+@dataclass
+class Correspondence:
+    """How the target's blocks arise from the program's (names are the program's unless said)."""
+
+    same: dict[str, str] = field(default_factory=dict)  # target block -> program block
+    stages: list[Stage] = field(default_factory=list)
+    decomposed: dict[str, tuple[str, str]] = field(default_factory=dict)  # program block -> (init, update) in target
+    inlined: list[str] = field(default_factory=list)
+
+
+def _blockized(cur: FuncView, tgt: FuncView, corr: Correspondence) -> set[str]:
+    """Blocks of the target made by ``blockize``: an outer block holding a block of the program (and
+    the init block blockize writes beside it). Returns the target blocks this explains."""
+    explained: set[str] = set()
+    for tb in tgt.blocks:
+        outer = tgt.block(tb.scope) if tb.scope else None
+        if outer is None or tb.name not in corr.same or outer.name in corr.same or outer.scope is not None:
+            continue
+        if any(s.target_block == outer.name for s in corr.stages):
+            continue
+        corr.stages.append(Stage("blockize", "", "", outer.name, tb.name))
+        explained.add(outer.name)
+        explained.update(b.name for b in tgt.blocks if b.scope == outer.name)
+    return explained
+
+
+def _same_kind_of_block(cb: Block, tb: Block, tgt: FuncView) -> None:
+    """A block of the same name must be the same kind of computation: a reduction stays one (its
+    iterators may be split, fused, reordered, factored by primitives; a reduction never appears)."""
+    mine, theirs = 2 in cb.iter_kinds, 2 in tb.iter_kinds
+    if mine != theirs:
+        said = "a reduction" if theirs else "no reduction"
+        raise Unreachable(
+            f"block {tb.name} of the target is {said}, unlike the program's: it is another computation", "computes"
+        )
+
+
+def _buffers(view: FuncView) -> dict[str, Any]:
+    out = {str(b.name): b for b in view.allocs()}
+    for p in view.func.params:
+        out[str(p.name)] = p
+    return out
+
+
+def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
+    """The target's blocks in terms of the program's; ``Unreachable`` for a block the target computes
+    and the program does not."""
+    out = Correspondence()
+    cur_names = {b.name for b in cur.blocks}
+    for tb in tgt.blocks:
+        if tb.name in cur_names:
+            out.same[tb.name] = tb.name
+            if tb.scope is None:
+                _same_kind_of_block(cur.block(tb.name), tb, tgt)  # type: ignore[arg-type]
+    blockized = _blockized(cur, tgt, out)
+    for cb in cur.blocks:
+        init, update = f"{cb.name}_init", f"{cb.name}_update"
+        if cb.name not in out.same and tgt.block(init) is not None and tgt.block(update) is not None:
+            out.decomposed[cb.name] = (init, update)
+    explained = set(out.same) | {n for pair in out.decomposed.values() for n in pair} | blockized
+    cur_bufs, tgt_bufs = _buffers(cur), _buffers(tgt)
+    gone = [name for name in cur_bufs if name not in tgt_bufs]
+    for buf in tgt.allocs():
+        name = str(buf.name)
+        if name in cur_bufs:
+            continue
+        stage = _stage_for(name, tgt, cur, gone, out)
+        out.stages.append(stage)
+        if stage.primitive != "set_scope":
+            explained.add(stage.target_block)
+        if stage.primitive == "rfactor" and stage.buffer != stage.old:  # made, then moved to another scope
+            out.stages.append(Stage("set_scope", name, scope_of(tgt, name), stage.target_block, stage.old))
+    for stage in out.stages:  # a block a primitive makes, then decomposed (an rfactor's partial sums)
+        pair = (f"{stage.target_block}_init", f"{stage.target_block}_update")
+        if tgt.block(pair[0]) is not None and tgt.block(pair[1]) is not None:
+            out.decomposed[stage.target_block] = pair
+            explained.update(pair)
+    out.stages.extend(_layout_changes(cur, tgt, cur_bufs, tgt_bufs, out))
+    out.stages.extend(_block_layout_changes(cur, tgt, out))
+    for cb in cur.blocks:
+        if cb.name not in out.same and cb.name not in out.decomposed:
+            out.inlined.append(cb.name)
+    for tb in tgt.blocks:
+        if tb.name not in explained:
+            raise Unreachable(f"the target has a block {tb.name} that the program does not compute", "computes")
+    return out
+
+
+def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: Correspondence) -> Stage:
+    """The step that makes the target's buffer ``name``."""
+    buf = tgt.buffer(name)
+    scope = str(buf.scope())
+    writers = [b for b in tgt.blocks if name in b.writes()]
+    if not writers:
+        raise Unreachable(f"no block of the target writes its buffer {name}", "computes")
+    writer = writers[0]
+    here = cur.block(corr.same.get(writer.name, ""))
+    new_readers = [b for b in tgt.blocks if name in b.reads() and name not in b.writes() and b.name not in corr.same]
+    for old in gone if not new_readers else []:
+        if name == f"{old}_{scope}" and _same_shape(cur.buffer(old), buf) and here is not None and old in here.writes():
+            return Stage("set_scope", name, scope, writer.name, old)
+    if name.endswith((".rf", "_rf")):
+        return Stage("rfactor", name, scope, _base(writer.name, tgt), name)
+    if ".rf_" in name and name.endswith(f"_{scope}"):  # rfactor's buffer, then set_scope
+        return Stage("rfactor", name, "global", _base(writer.name, tgt), name[: -len(scope) - 1])
+    if writer.name in corr.same or any(writer.name in pair for pair in corr.decomposed.values()):
+        back = next(
+            (b.name for b in tgt.blocks if name in b.reads() and name not in b.writes() and b.name not in corr.same),
+            None,
+        )
+        if back is None:
+            raise Unreachable(f"the target computes into {name} and never copies it back", "computes")
+        return Stage("cache_write", name, scope, back)
+    return Stage("cache_read", name, scope, writer.name)
+
+
+def _layout_changes(cur: FuncView, tgt: FuncView, cur_bufs: dict, tgt_bufs: dict, corr: Correspondence) -> list[Stage]:
+    """Buffers both programs have, laid out otherwise in the target (``transform_layout``): another
+    shape, or the same block indexing them otherwise."""
+    import tvm_ffi
+
+    out = []
+    for name in [n for n in cur_bufs if n in tgt_bufs]:
+        for tb in tgt.blocks:
+            cb = cur.block(corr.same.get(tb.name, "") or _update_of(tb.name, corr))
+            if cb is None or tb.scope is not None:  # a block inside a blockized one iterates its pieces
+                continue
+            mine, theirs = accesses(cb, name), accesses(tb, name)
+            if not mine or not theirs or len(cb.block.iter_vars) != len(tb.block.iter_vars):
+                continue
+            same = _same_shape(cur_bufs[name], tgt_bufs[name]) and bool(
+                tvm_ffi.structural_equal(
+                    [[iv.var for iv in cb.block.iter_vars], [i for _, ix in mine for i in ix]],
+                    [[iv.var for iv in tb.block.iter_vars], [i for _, ix in theirs for i in ix]],
+                    map_free_vars=True,
+                )
+            )
+            if not same:
+                out.append(Stage("transform_layout", name, str(tgt_bufs[name].scope()), tb.name))
+            break
+    return out
+
+
+def _block_layout_changes(cur: FuncView, tgt: FuncView, corr: Correspondence) -> list[Stage]:
+    """Blocks whose iterators the target changed (``transform_block_layout``): another number of
+    them, each of the program's read through the target's as an expression."""
+    out = []
+    for tb in tgt.blocks:
+        cb = cur.block(corr.same.get(tb.name, ""))
+        if cb is None or tb.scope is not None or any(s.primitive == "rfactor" for s in corr.stages):
+            continue  # an rfactor gives its final block the partial sums' iterators
+        if len(cb.block.iter_vars) != len(tb.block.iter_vars):
+            out.append(Stage("transform_block_layout", "", "", tb.name))
+    return out
+
+
+def _update_of(name: str, corr: Correspondence) -> str:
+    for block, (_, update) in corr.decomposed.items():
+        if update == name:
+            return block
+    return ""
+
+
+def scope_of(view: FuncView, buffer: str) -> str:
+    buf = view.buffer(buffer)
+    return str(buf.scope()) if buf is not None else "global"
+
+
+def _base(name: str, tgt: FuncView) -> str:
+    """The block ``decompose_reduction`` split into ``name`` (X for X_init / X_update), else ``name``."""
+    for suffix in ("_init", "_update"):
+        base = name[: -len(suffix)]
+        if name.endswith(suffix) and tgt.block(f"{base}_init") is not None and tgt.block(f"{base}_update") is not None:
+            return base
+    return name
+
+
+def _same_shape(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return False
+    return [const(x) for x in a.shape] == [const(x) for x in b.shape] and str(a.dtype) == str(b.dtype)
+
+
+# --- placements --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Attach:
+    block: str  # target block name
+    loop: int | None  # the target loop it sits under (pre-order place); None: its own nest
+    primitive: str  # "compute_at" | "reverse_compute_at" | "" (the owner)
+    own: list[int]  # its own loops in the target (pre-order places), outermost first
+
+
+@dataclass
+class Placement:
+    """One way the target's nests arise: per nest, the owner first, then the blocks moved into it
+    in an order TVM accepts."""
+
+    order: list[Attach]
+    cost: int
+
+
+def _entities(tgt: FuncView, corr: Correspondence) -> list[Block]:
+    """The target's blocks that own or join loops: an init block goes with its update block."""
+    inits = {pair[0] for pair in corr.decomposed.values()}
+    return [b for b in tgt.blocks if b.name not in inits and b.scope is None]
+
+
+def placements(tgt: FuncView, corr: Correspondence, limit: int = 4) -> list[Placement]:
+    """The ways the target's nests can arise, cheapest first (at most ``limit``)."""
+    blocks = _entities(tgt, corr)
+    nests: dict[int | None, list[Block]] = {}
+    for b in blocks:
+        top = b.chain[0] if b.chain else None
+        nests.setdefault(top if top is not None else -1 - b.order, []).append(b)
+    per_nest = [_nest_choices(tgt, members) for members in nests.values()]
+    # the cheapest choice of every nest first; then, one nest at a time, its next choice
+    base = [choices[0] for choices in per_nest]
+    out = [Placement([a for c in base for a in c[1]], sum(c[0] for c in base))]
+    for n, choices in enumerate(per_nest):
+        for alt in choices[1:]:
+            picked = base[:n] + [alt] + base[n + 1 :]
+            out.append(Placement([a for c in picked for a in c[1]], sum(c[0] for c in picked)))
+    out.sort(key=lambda p: p.cost)
+    return out[:limit]
+
+
+def _nest_choices(tgt: FuncView, members: list[Block]) -> list[tuple[int, list[Attach]]]:
+    if len(members) == 1:
+        b = members[0]
+        return [(0, [Attach(b.name, None, "", list(b.chain))])]
+    choices = []
+    for owner in members:
+        plan = _with_owner(tgt, owner, members)
+        if plan is not None:
+            choices.append(plan)
+    if not choices:
+        names = ", ".join(b.name for b in members)
+        raise Unreachable(f"no block of {names} can own the loops they share in the target", "no_primitive")
+    choices.sort(key=lambda c: c[0])
+    return choices
+
+
+def _with_owner(tgt: FuncView, owner: Block, members: list[Block]) -> tuple[int, list[Attach]] | None:
+    if not _references_all(tgt, owner, owner.chain):
+        return None
+    owned = set(owner.chain)
+    attaches = [Attach(owner.name, None, "", list(owner.chain))]
+    cost = _tiling_cost(tgt, owner, owner.chain, canonical=None)
+    for b in sorted((m for m in members if m is not owner), key=lambda m: len(m.chain)):
+        shared = [o for o in b.chain if o in owned]
+        if not shared:
+            return None
+        att = shared[-1]
+        own = b.chain[b.chain.index(att) + 1 :]
+        if not _references_all(tgt, b, own):
+            return None
+        owned.update(own)
+        attaches.append(Attach(b.name, att, "", own))
+        cost += 1 + _tiling_cost(tgt, b, own, canonical=True)
+    ordered = _attach_order(tgt, attaches)
+    if ordered is None:
+        return None
+    return cost, ordered
+
+
+def _references_all(tgt: FuncView, block: Block, own: list[int]) -> bool:
+    maps = iter_maps(tgt, block, own)
+    if maps is None:
+        return False
+    used = {t.leaf for ts in maps.terms for t in ts} | {x.leaf for f in maps.fused for x in f.terms}
+    return all(o in used or const(tgt.loops[o].extent) == 1 for o in own)
+
+
+def _tiling_cost(tgt: FuncView, block: Block, own: list[int], canonical: bool | None) -> int:
+    """About how many primitives make ``own`` from one loop per iterator in the iterators' order."""
+    maps = iter_maps(tgt, block, own)
+    if maps is None:
+        return 99
+    cost = sum(1 for ts in maps.terms if len(ts) > 1) + 2 * len(maps.fused)
+    leaves: dict[int, int] = {}
+    for ts in maps.terms:
+        for t in ts:
+            if t.leaf is not None:
+                leaves[t.leaf] = leaves.get(t.leaf, 0) + 1
+    cost += sum(1 for n in leaves.values() if n > 1)
+    first = [min((own.index(t.leaf) for t in ts if t.leaf is not None), default=-1) for ts in maps.terms]
+    seen = [f for f in first if f >= 0]
+    if seen != sorted(seen):
+        cost += 1
+    if canonical and any(const(tgt.loops[o].extent) == 1 for o in own):
+        cost += 0  # unit loops come from preserve_unit_loops, at no extra step
+    return cost
+
+
+def _attach_order(tgt: FuncView, attaches: list[Attach]) -> list[Attach] | None:
+    """Name each move (producer: compute_at, consumer: reverse_compute_at) and order them so that a
+    block moves after the blocks it must follow there (its consumers, resp. producers)."""
+    under = {a.block for a in attaches}
+    by_name = {a.block: a for a in attaches}
+    writes = {name: set(tgt.block(name).writes()) for name in under}  # type: ignore[union-attr]
+    reads = {name: set(tgt.block(name).reads()) for name in under}  # type: ignore[union-attr]
+    for a in attaches[1:]:
+        siblings = [b.name for b in tgt.blocks_under(tgt.loops[a.loop]) if b.name != a.block]  # type: ignore[index]
+        produces = any(writes[a.block] & set(tgt.block(s).reads()) for s in siblings)  # type: ignore[union-attr]
+        a.primitive = "compute_at" if produces else "reverse_compute_at"
+    done = [attaches[0]]
+    pending = attaches[1:]
+    while pending:
+        for a in pending:
+            if a.primitive == "compute_at":
+                waits = [b for b in under if b != a.block and writes[a.block] & reads[b]]
+            else:
+                waits = [b for b in under if b != a.block and reads[a.block] & writes[b]]
+            if all(by_name[w] in done for w in waits):
+                done.append(a)
+                pending.remove(a)
+                break
+        else:
+            return None
+    return done

@@ -1,0 +1,113 @@
+"""Finding the way from a schedule to a target program, with TVM as the oracle.
+
+``find(make, func, target)``: ``make()`` gives a fresh schedule of the start (the original program
+with the start's trace replayed); the target is a PrimFunc. The way is read off the target
+(``blocks``: which block is which, where each sits; ``tiling``: each block's loops), applied on a
+fresh schedule one step at a time, and claimed only when TVM's ``structural_equal`` says the result
+is the target. Where the target leaves a real choice (which block owns a nest), the choices are
+tried cheapest first, a few at most.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import tvm_ffi
+
+from mlc_lab.tvm.path.blocks import correspond, placements
+from mlc_lab.tvm.path.explain import difference
+from mlc_lab.tvm.path.ir import read
+from mlc_lab.tvm.path.plan import Run
+from mlc_lab.tvm.path.work import Op, Refused, Unreachable, Work
+
+
+@dataclass
+class Found:
+    """What the engine found: ``status`` is "reached", "names" (equal up to block names) or
+    "unreached"; ``ops`` the way (applied after the start), ``sch`` the schedule at its end."""
+
+    status: str
+    ops: list[Op] = field(default_factory=list)
+    sch: Any = None
+    why: str = ""
+    kind: str = ""  # unreached: "computes" | "no_primitive" | "here" | "partial"
+    tried: int = 0
+    seconds: float = 0.0
+
+
+def same_function(a: Any, b: Any) -> bool:
+    """TVM's structural equality of two PrimFuncs whatever their names (``global_symbol``)."""
+    name = "f"
+    return bool(tvm_ffi.structural_equal(a.with_attr("global_symbol", name), b.with_attr("global_symbol", name)))
+
+
+def find(make: Callable[[], Any], func: str, target: Any, *, limit: int = 4, deadline_s: float = 20.0) -> Found:
+    started = time.perf_counter()
+    try:
+        sch = make()
+    except Exception as exc:  # noqa: BLE001  (TVM cannot replay this step's trace: a dynamic tile's sample)
+        why = f"TVM cannot replay the schedule of this step by itself ({type(exc).__name__}): start from another"
+        return Found("unreached", why=why, kind="partial", seconds=time.perf_counter() - started)
+    if same_function(sch.mod[func], target):
+        return Found("reached", [], sch, seconds=time.perf_counter() - started)
+    tgt = read(target)
+    try:
+        corr = correspond(read(sch.mod[func]), tgt)
+        choices = placements(tgt, corr, limit)
+    except Unreachable as exc:
+        return Found("unreached", why=exc.sentence, kind=exc.kind, seconds=time.perf_counter() - started)
+    except Exception as exc:  # noqa: BLE001  (a construct the engine does not read: said, never raised)
+        why = f"the path engine cannot read this target yet ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
+        return Found("unreached", why=why, kind="partial", seconds=time.perf_counter() - started)
+    best: Found | None = None
+    tries = [(p, o) for p in choices for o in _OPTIONS]
+    for n, (placement, options) in enumerate(tries):
+        if n and time.perf_counter() - started > deadline_s:
+            break
+        if options and best is not None and best.kind != "partial":
+            continue  # a variant only helps where the plain attempt got part of the way
+        work = Work(make() if n else sch, func)
+        got = _attempt(work, tgt, corr, placement, target, options)
+        got.tried = n + 1
+        if got.status == "reached":
+            got.seconds = time.perf_counter() - started
+            return got
+        if best is None or _better(got, best):
+            best = got
+        if got.kind in ("computes", "no_primitive"):
+            break  # no other choice of the way changes what the target computes
+    assert best is not None
+    best.seconds = time.perf_counter() - started
+    return best
+
+
+# Variants of one attempt, tried in order when the plain one gets only part of the way: set_scope
+# before the blocks move (a shared buffer's region then spans the threads bound above it).
+_OPTIONS: tuple[dict, ...] = ({}, {"scope_first": True})
+
+
+def _attempt(work: Work, tgt: Any, corr: Any, placement: Any, target: Any, options: dict) -> Found:
+    run = Run(work, tgt, corr, placement, options)
+    try:
+        run.go()
+    except (Unreachable, Refused) as exc:
+        kind = exc.kind if isinstance(exc, Unreachable) else "partial"
+        why = exc.sentence if isinstance(exc, Unreachable) else f"TVM refused {exc.primitive}: {exc.message}"
+        return Found("unreached", list(work.ops), work.sch, why=why, kind=kind)
+    except Exception as exc:  # noqa: BLE001  (a construct the engine does not read: said, never raised)
+        why = f"the path engine cannot read this target yet ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
+        return Found("unreached", list(work.ops), work.sch, why=why, kind="partial")
+    ours = work.mod[work.func]
+    if same_function(ours, target):
+        return Found("reached", list(work.ops), work.sch)
+    kind, why = difference(ours, target)
+    if not why:
+        kind, why = "partial", "the program differs from the target outside its blocks (its buffers or attributes)"
+    return Found("unreached", list(work.ops), work.sch, why=why, kind=kind)
+
+
+def _better(a: Found, b: Found) -> bool:
+    rank = {"reached": 0, "names": 1, "unreached": 2}
+    return (rank[a.status], -len(a.ops)) < (rank[b.status], -len(b.ops))

@@ -1,0 +1,472 @@
+"""One PrimFunc read once into what the path engine reasons about: its loops and blocks in
+pre-order, each block's chain of loops, and the iterator bindings as TVM's own iter-map analysis
+(``detect_iter_map``) sees them.
+
+A ``FuncView`` is a snapshot: it holds TVM nodes of one program and is read again after every
+primitive the engine applies (a few milliseconds for a course-sized function).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import tvm
+from tvm import s_tir, tirx
+from tvm.sym import iter_affine_map as iam
+
+_KINDS = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread_binding"}
+
+
+def const(expr: Any) -> int | None:
+    """The value of a constant integer expression, else None."""
+    if isinstance(expr, int):
+        return expr
+    if isinstance(expr, tirx.IntImm):
+        return int(expr.value)
+    return None
+
+
+def plain(value: Any) -> Any:
+    """An annotation value as plain data (ints, floats, strings, lists, dicts)."""
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, tirx.IntImm):
+        return int(value.value)
+    if isinstance(value, tirx.FloatImm):
+        return float(value.value)
+    if isinstance(value, tvm.ir.StringImm):
+        return str(value.value)
+    if hasattr(value, "items"):
+        return {str(k): plain(v) for k, v in value.items()}
+    if hasattr(value, "__len__") and not isinstance(value, (str, bytes)):
+        return [plain(v) for v in value]
+    return str(value)
+
+
+@dataclass
+class Loop:
+    node: Any  # tirx.For
+    order: int  # pre-order position among the function's loops
+    depth: int  # number of loops above it
+    parent: int | None  # order of the loop above it (None: the function's top or a block's body)
+    blocks: list[str] = field(default_factory=list)  # blocks inside, nested ones too, in pre-order
+
+    @property
+    def var(self) -> Any:
+        return self.node.loop_var
+
+    @property
+    def name(self) -> str:
+        return str(self.node.loop_var.name)
+
+    @property
+    def extent(self) -> Any:
+        value = const(self.node.extent)
+        return value if value is not None else self.node.extent
+
+    @property
+    def kind(self) -> str:
+        return _KINDS.get(int(self.node.kind), "serial")
+
+    @property
+    def thread(self) -> str | None:
+        binding = self.node.thread_binding
+        return None if binding is None else str(binding.thread_tag)
+
+    @property
+    def annotations(self) -> dict[str, Any]:
+        return {str(k): plain(v) for k, v in self.node.annotations.items()}
+
+
+@dataclass
+class Block:
+    name: str
+    realize: Any  # s_tir.SBlockRealize
+    chain: list[int]  # orders of the loops around it, outermost first (within its scope block)
+    scope: str | None  # the block whose body holds it (None: the function's root block)
+    order: int  # pre-order position among the function's blocks
+
+    @property
+    def block(self) -> Any:
+        return self.realize.block
+
+    @property
+    def values(self) -> list[Any]:
+        return list(self.realize.iter_values)
+
+    @property
+    def iter_kinds(self) -> list[int]:
+        return [int(iv.iter_type) for iv in self.block.iter_vars]
+
+    @property
+    def iter_extents(self) -> list[Any]:
+        return [
+            const(iv.dom.extent) if const(iv.dom.extent) is not None else iv.dom.extent for iv in self.block.iter_vars
+        ]
+
+    @property
+    def annotations(self) -> dict[str, Any]:
+        return {str(k): plain(v) for k, v in self.block.annotations.items()}
+
+    @property
+    def has_init(self) -> bool:
+        return self.block.init is not None
+
+    def copy(self) -> tuple[str, str] | None:
+        """(destination, source) buffer names when the block only copies one buffer into another."""
+        body = self.block.body
+        if self.has_init or not isinstance(body, tirx.BufferStore) or not isinstance(body.value, tvm.ir.TensorLoad):
+            return None
+        return str(body.buffer.name), str(body.value.source.name)
+
+    def writes(self) -> list[str]:
+        return [str(r.source.name) for r in self.block.writes]
+
+    def reads(self) -> list[str]:
+        return [str(r.source.name) for r in self.block.reads]
+
+
+@dataclass
+class FuncView:
+    func: Any
+    loops: list[Loop]
+    blocks: list[Block]
+    root: Any  # the root SBlock (None when the function has no root block)
+
+    def block(self, name: str) -> Block | None:
+        for b in self.blocks:
+            if b.name == name:
+                return b
+        return None
+
+    def chain(self, block: Block) -> list[Loop]:
+        return [self.loops[o] for o in block.chain]
+
+    def blocks_under(self, loop: Loop) -> list[Block]:
+        return [b for b in self.blocks if b.name in loop.blocks]
+
+    def allocs(self) -> list[Any]:
+        """Every buffer the function's blocks allocate, the root's first, in order."""
+        out = list(self.root.alloc_buffers) if self.root is not None else []
+        for b in self.blocks:
+            out.extend(b.block.alloc_buffers)
+        return out
+
+    def buffer(self, name: str) -> Any:
+        for buf in self.allocs():
+            if str(buf.name) == name:
+                return buf
+        for buf in self.func.params:
+            if str(buf.name) == name:
+                return buf
+        return None
+
+
+def read(func: Any) -> FuncView:
+    """The loops and blocks of ``func`` in pre-order."""
+    loops: list[Loop] = []
+    blocks: list[Block] = []
+    root = None
+    body = func.body
+    if isinstance(body, s_tir.SBlockRealize) and str(body.block.name_hint) == "root":
+        root = body.block
+        body = body.block.body
+
+    def walk(stmt: Any, chain: list[int], scope: str | None) -> None:
+        if isinstance(stmt, tirx.SeqStmt):
+            for s in stmt.seq:
+                walk(s, chain, scope)
+        elif isinstance(stmt, tirx.For):
+            loop = Loop(stmt, len(loops), len(chain), chain[-1] if chain else None)
+            loops.append(loop)
+            walk(stmt.body, chain + [loop.order], scope)
+        elif isinstance(stmt, s_tir.SBlockRealize):
+            name = str(stmt.block.name_hint)
+            blocks.append(Block(name, stmt, list(chain), scope, len(blocks)))
+            for o in chain:
+                loops[o].blocks.append(name)
+            if stmt.block.init is not None:
+                walk(stmt.block.init, [], name)
+            walk(stmt.block.body, [], name)
+            # loops inside a nested block count it as their outer blocks' too
+            for o in chain:
+                for b in blocks:
+                    if b.scope == name and b.name not in loops[o].blocks:
+                        loops[o].blocks.append(b.name)
+        elif isinstance(stmt, tirx.IfThenElse):
+            walk(stmt.then_case, chain, scope)
+            if stmt.else_case is not None:
+                walk(stmt.else_case, chain, scope)
+        else:
+            inner = getattr(stmt, "body", None)
+            if isinstance(inner, tirx.Stmt):
+                walk(inner, chain, scope)
+
+    walk(body, [], None)
+    return FuncView(func, loops, blocks, root)
+
+
+# --- bindings as iter maps ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Term:
+    """One term of a block iterator's binding: ``(mark // lower) % extent * scale``, where the mark is
+    a loop (``leaf``: its order) or a fused mark (``fused``: an index into ``IterMaps.fused``)."""
+
+    leaf: int | None
+    fused: int | None
+    lower: Any
+    extent: Any
+    scale: Any
+
+
+@dataclass
+class Fused:
+    """A mark made of several loops (a fuse, then split): its terms over loops and its extent."""
+
+    terms: list[Term]
+    extent: Any
+    key: str  # structural identity, to find the same mark from two iterators
+
+
+@dataclass
+class IterMaps:
+    """Each iterator of a block as terms over the loops given (the others count as constants)."""
+
+    terms: list[list[Term]]  # per iterator, by scale, outermost first
+    bases: list[Any]  # per iterator, the part that does not depend on the loops given
+    fused: list[Fused]
+
+
+def substitute(expr: Any, mapping: list[tuple[Any, Any]]) -> Any:
+    """``expr`` with each variable of ``mapping`` (var, value) replaced: the arithmetic of bindings
+    (+ - * // % min max) only; anything else is kept as it is."""
+    if isinstance(expr, tirx.Var):
+        for var, value in mapping:
+            if var.same_as(expr):
+                return value
+        return expr
+    if hasattr(expr, "a") and hasattr(expr, "b") and type(expr).__name__ in _BINARY:
+        return type(expr)(substitute(expr.a, mapping), substitute(expr.b, mapping))
+    return expr
+
+
+_BINARY = {"Add", "Sub", "Mul", "FloorDiv", "FloorMod", "Min", "Max"}
+
+
+def iter_maps(view: FuncView, block: Block, own: list[int], values: list[Any] | None = None) -> IterMaps | None:
+    """The block's bindings (or ``values`` in their place) over its loops ``own`` (orders), or None
+    when TVM finds them not affine."""
+    dom = {
+        view.loops[o].var: tvm.ir.Range.from_min_extent(view.loops[o].node.min, view.loops[o].node.extent) for o in own
+    }
+    by_var = {view.loops[o].var: o for o in own}
+    values = block.values if values is None else values
+    if not values:
+        return IterMaps([], [], [])
+    return maps_of(values, dom, by_var, block.realize.predicate)
+
+
+def maps_of(values: list[Any], dom: dict, by_var: dict, predicate: Any = True) -> IterMaps | None:
+    """``values`` as terms over the variables of ``dom`` (``by_var``: each variable's id in the terms)."""
+    try:
+        res = iam.detect_iter_map(values, dom, predicate, iam.IterMapLevel.Surjective, simplify_trivial_iterators=False)
+    except Exception:  # noqa: BLE001  (TVM could not analyse the bindings: not affine)
+        return None
+    if len(res.indices) != len(values):
+        return None
+    fused: list[Fused] = []
+    out_terms, bases = [], []
+    for index in res.indices:
+        terms = _terms_of(index, by_var, fused)
+        if terms is None:
+            return None
+        out_terms.append(terms)
+        bases.append(index.base)
+    return IterMaps(out_terms, bases, fused)
+
+
+def _terms_of(index: Any, by_var: dict, fused: list[Fused]) -> list[Term] | None:
+    """Flatten TVM's wrapping (each index is a sum holding one split of a mark made of the sum of
+    its real terms) into the real terms."""
+    out: list[Term] = []
+    for split in index.args:
+        mark = split.source
+        src = mark.source
+        if isinstance(src, iam.IterSumExpr) and _is_whole(split, mark):
+            for inner in src.args:
+                term = _term(inner, by_var, fused)
+                if term is None:
+                    return None
+                out.append(term)
+        else:
+            term = _term(split, by_var, fused)
+            if term is None:
+                return None
+            out.append(term)
+    return out
+
+
+def _is_whole(split: Any, mark: Any) -> bool:
+    return const(split.lower_factor) == 1 and _same(split.extent, mark.extent)
+
+
+def _same(a: Any, b: Any) -> bool:
+    ca, cb = const(a), const(b)
+    if ca is not None or cb is not None:
+        return ca == cb
+    import tvm_ffi
+
+    return bool(tvm_ffi.structural_equal(a, b))
+
+
+def _term(split: Any, by_var: dict, fused: list[Fused]) -> Term | None:
+    src = split.source.source
+    if isinstance(src, tirx.Var):
+        if src not in by_var:
+            return None
+        return Term(by_var[src], None, _num(split.lower_factor), _num(split.extent), _num(split.scale))
+    if isinstance(src, iam.IterSumExpr):
+        key = str(split.source)
+        for k, f in enumerate(fused):
+            if f.key == key:
+                return Term(None, k, _num(split.lower_factor), _num(split.extent), _num(split.scale))
+        inner_terms = []
+        for inner in src.args:
+            t = _term(inner, by_var, fused)
+            if t is None or t.fused is not None:
+                return None  # a fuse of fused marks: beyond what the engine reads
+            inner_terms.append(t)
+        fused.append(Fused(inner_terms, _num(split.source.extent), key))
+        return Term(None, len(fused) - 1, _num(split.lower_factor), _num(split.extent), _num(split.scale))
+    return None
+
+
+def _num(expr: Any) -> Any:
+    value = const(expr)
+    return value if value is not None else expr
+
+
+def same_placement(cur: FuncView, cblock: Block, tgt: FuncView, tblock: Block) -> bool:
+    """Whether a block sits as the target's does: the same loops around it (extents) and the same
+    bindings and predicate, the loops matched by place."""
+    import tvm_ffi
+
+    cchain, tchain = cur.chain(cblock), tgt.chain(tblock)
+    if len(cchain) != len(tchain):
+        return False
+    mine = [[lp.var for lp in cchain], [lp.node.extent for lp in cchain], cblock.values, cblock.realize.predicate]
+    theirs = [[lp.var for lp in tchain], [lp.node.extent for lp in tchain], tblock.values, tblock.realize.predicate]
+    return bool(tvm_ffi.structural_equal(mine, theirs, map_free_vars=True))
+
+
+def accesses(block: Block, buffer: str) -> list[tuple[str, list[Any]]]:
+    """Where a block's statements touch ``buffer``: ("write" / "read", the indices), in order."""
+    out: list[tuple[str, list[Any]]] = []
+    for name, indices, kind in _accesses_kinds(block.block.body):
+        if name == buffer:
+            out.append((kind, indices))
+    return out
+
+
+def _accesses_kinds(stmt: Any) -> list[tuple[str, list[Any], str]]:
+    found: list[tuple[str, list[Any]]] = []
+    _stores(stmt, found)
+    kinds = []
+    stores = _store_positions(stmt)
+    for n, (name, indices) in enumerate(found):
+        kinds.append((name, indices, "write" if n in stores else "read"))
+    return kinds
+
+
+def _store_positions(stmt: Any) -> set[int]:
+    """Which entries of ``_stores``' list are stores (the rest are loads)."""
+    marks: list[bool] = []
+
+    def walk(s: Any) -> None:
+        if isinstance(s, tirx.BufferStore):
+            marks.append(True)
+            loads: list = []
+            _every_load(s.value, loads)
+            marks.extend([False] * len(loads))
+        elif isinstance(s, tirx.SeqStmt):
+            for sub in s.seq:
+                walk(sub)
+        elif isinstance(s, tirx.IfThenElse):
+            loads = []
+            _every_load(s.condition, loads)
+            marks.extend([False] * len(loads))
+            walk(s.then_case)
+            if s.else_case is not None:
+                walk(s.else_case)
+        elif hasattr(s, "body") and isinstance(getattr(s, "body", None), tirx.Stmt):
+            if hasattr(s, "value") and hasattr(s.value, "same_as"):
+                loads = []
+                _every_load(s.value, loads)
+                marks.extend([False] * len(loads))
+            walk(s.body)
+
+    walk(stmt)
+    return {n for n, store in enumerate(marks) if store}
+
+
+def all_accesses(block: Block) -> list[tuple[str, list[Any]]]:
+    """Every buffer access of a block's statements, in order: (buffer, indices); each store before
+    the loads of its value."""
+    out: list[tuple[str, list[Any]]] = []
+    _stores(block.block.body, out)
+    return out
+
+
+def _stores(stmt: Any, out: list) -> None:
+    if isinstance(stmt, tirx.BufferStore):
+        out.append((str(stmt.buffer.name), list(stmt.indices)))
+        _every_load(stmt.value, out)
+    elif isinstance(stmt, tirx.SeqStmt):
+        for sub in stmt.seq:
+            _stores(sub, out)
+    elif isinstance(stmt, tirx.IfThenElse):
+        _every_load(stmt.condition, out)
+        _stores(stmt.then_case, out)
+        if stmt.else_case is not None:
+            _stores(stmt.else_case, out)
+    elif hasattr(stmt, "body") and isinstance(getattr(stmt, "body", None), tirx.Stmt):
+        if hasattr(stmt, "value") and hasattr(stmt.value, "same_as"):
+            _every_load(stmt.value, out)
+        _stores(stmt.body, out)
+
+
+def _every_load(expr: Any, out: list) -> None:
+    if isinstance(expr, tvm.ir.TensorLoad):
+        out.append((str(expr.source.name), list(expr.indices)))
+        return
+    for attr in ("a", "b", "value", "condition", "true_value", "false_value"):
+        sub = getattr(expr, attr, None)
+        if sub is not None and hasattr(sub, "same_as"):
+            _every_load(sub, out)
+    for sub in getattr(expr, "args", None) or []:
+        if hasattr(sub, "same_as"):
+            _every_load(sub, out)
+
+
+def read_as(block: Block, other: Block) -> list[Any]:
+    """How ``other`` (the target's form of ``block``) reads each iterator of ``block``: the index at
+    the place of the same access where ``block`` uses the iterator alone (a constant when ``other``
+    reads a unit iterator as one). Raises LookupError when an iterator is not found."""
+    ivars = [iv.var for iv in block.block.iter_vars]
+    found: dict[int, Any] = {}
+    for (name, mine), (theirs_name, theirs) in zip(all_accesses(block), all_accesses(other)):
+        if name != theirs_name or len(mine) != len(theirs):
+            continue
+        for e, te in zip(mine, theirs):
+            for k, v in enumerate(ivars):
+                if isinstance(e, tirx.Var) and e.same_as(v):
+                    found.setdefault(k, te)
+    for k, iv in enumerate(block.block.iter_vars):
+        if k not in found and const(iv.dom.extent) == 1:
+            found[k] = tirx.IntImm(str(iv.dom.extent.dtype), 0)
+    if len(found) != len(ivars):
+        raise LookupError(f"block {other.name} does not read every iterator of {block.name}")
+    return [found[k] for k in range(len(ivars))]

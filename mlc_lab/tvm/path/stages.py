@@ -1,0 +1,357 @@
+"""The steps that make or remove blocks and buffers: cache stages, ``rfactor``, ``set_scope`` and
+inlining, each read off the target and applied to the program as it is at that moment (a cache of a
+cache reads the first cache, made just before it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+
+from mlc_lab.tvm.path.blocks import Correspondence, Stage
+from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, accesses, all_accesses, const, iter_maps, maps_of, read_as
+from mlc_lab.tvm.path.work import Refused, Unreachable, Work
+
+
+def make_stage(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str, str], stage: Stage) -> None:
+    """Apply the step that makes ``stage``; name its new block in ``names`` (target -> here)."""
+    if stage.primitive == "cache_read":
+        _cache_read(work, tgt, corr, names, stage)
+    elif stage.primitive == "cache_write":
+        _cache_write(work, tgt, names, stage)
+    elif stage.primitive == "rfactor":
+        _rfactor(work, tgt, names, stage)
+    elif stage.primitive == "set_scope":
+        set_scope(work, names, stage)
+    elif stage.primitive == "blockize":
+        return  # made with the block's loops, when its nest is placed (plan.Run._blockize)
+    elif stage.primitive == "transform_layout":
+        _transform_layout(work, tgt, names, stage)
+    elif stage.primitive == "transform_block_layout":
+        _transform_block_layout(work, tgt, names, stage)
+
+
+def _inputs(block: Block) -> list[str]:
+    """The buffers a block reads and does not write (a reduction reads what it writes, and only
+    while its init is in the block: the inputs line up before and after decompose_reduction)."""
+    writes = set(block.writes())
+    return [r for r in block.reads() if r not in writes]
+
+
+def _readers(tgt: FuncView, corr: Correspondence, names: dict[str, str], stage: Stage) -> list[tuple[str, int]]:
+    """The target's blocks that read the cache, through the caches made after it from it (a cache
+    of a cache): (target block, which of its inputs)."""
+    later = {s.target_block: s for s in corr.stages if s.primitive == "cache_read"}
+    out: list[tuple[str, int]] = []
+
+    def readers_of(buffer: str, besides: str) -> list[tuple[str, int]]:
+        return [(b.name, _inputs(b).index(buffer)) for b in tgt.blocks if buffer in _inputs(b) and b.name != besides]
+
+    stack = readers_of(stage.buffer, stage.target_block)
+    while stack:
+        name, index = stack.pop(0)
+        if name in later and name not in names:
+            stack.extend(readers_of(later[name].buffer, name))
+        elif (name, index) not in out:
+            out.append((name, index))
+    return out
+
+
+def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str, str], stage: Stage) -> None:
+    readers = _readers(tgt, corr, names, stage)
+    if not readers:
+        raise Unreachable(f"no block of the target reads {stage.buffer}", "no_primitive")
+    view = work.view
+    here = [(names.get(n, n), i) for n, i in readers]
+    first = view.block(here[0][0])
+    if first is None:
+        raise Unreachable(f"block {readers[0][0]} of the target has no counterpart here", "computes")
+    inputs = _inputs(first)
+    if here[0][1] >= len(inputs):
+        raise Unreachable(f"block {first.name} reads fewer buffers here than in the target")
+    source = inputs[here[0][1]]
+    everyone = sorted({b.name for b in view.blocks if source in _inputs(b)})
+    mine = sorted({n for n, _ in here})
+    why = f"the target copies {source} into {stage.buffer} ({stage.scope}) for {', '.join(n for n, _ in readers)}"
+    made = work.apply(
+        "cache_read",
+        why,
+        block=work.block_rv(first.name),
+        read_buffer_index=first.reads().index(source),
+        storage_scope=stage.scope,
+        consumer_blocks=None if everyone == mine else [work.block_rv(n) for n in mine],
+    )
+    names[stage.target_block] = str(work.get(made).name_hint)
+
+
+def _cache_write(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
+    twriter = next((b for b in tgt.blocks if stage.buffer in b.writes() and b.name in names), None)
+    writer = work.view.block(names[twriter.name]) if twriter is not None else None
+    if writer is None or twriter is None:
+        raise Unreachable(f"no block here computes what the target computes into {stage.buffer}", "computes")
+    index = twriter.writes().index(stage.buffer)
+    target = writer.writes()[index] if index < len(writer.writes()) else "?"
+    why = f"the target computes {target} into {stage.buffer} ({stage.scope}) first and copies it back"
+    made = work.apply(
+        "cache_write", why, block=work.block_rv(writer.name), write_buffer_index=index, storage_scope=stage.scope
+    )
+    names[stage.target_block] = str(work.get(made).name_hint)
+
+
+def set_scope(work: Work, names: dict[str, str], stage: Stage) -> None:
+    writer = next((b for b in work.view.blocks if stage.old in b.writes()), None)
+    if writer is None:
+        if any(stage.buffer in b.writes() for b in work.view.blocks):
+            return  # done already
+        raise Unreachable(f"no block writes {stage.old}, which the target keeps in {stage.scope} memory")
+    why = f"the target keeps {stage.old} in {stage.scope} memory"
+    work.apply(
+        "set_scope",
+        why,
+        block=work.block_rv(writer.name),
+        buffer_index=writer.writes().index(stage.old),
+        storage_scope=stage.scope,
+    )
+
+
+def _transform_layout(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
+    """Lay the buffer out as the target does: the index map takes the block's indices here to the
+    target's indices of the same iterators."""
+    tb = tgt.block(stage.target_block)
+    cb = work.view.block(names.get(stage.target_block, stage.target_block)) if tb is not None else None
+    if cb is None:
+        raise Unreachable(f"block {stage.target_block} of the target has no counterpart here", "computes")
+    mine, theirs = accesses(cb, stage.buffer), accesses(tb, stage.buffer)  # type: ignore[arg-type]
+    kind, indices = mine[0]
+    ivars = [iv.var for iv in cb.block.iter_vars]
+    places = []
+    for index in indices:
+        place = next((k for k, v in enumerate(ivars) if isinstance(index, tvm.tirx.Var) and v.same_as(index)), None)
+        if place is None or place in places:
+            raise Unreachable(f"block {cb.name} indexes {stage.buffer} with expressions; no layout map starts there")
+        places.append(place)
+    target_vars = [iv.var for iv in tb.block.iter_vars]  # type: ignore[union-attr]
+    initial = [target_vars[k] for k in places]
+    if not all(_uses_only(e, initial) for e in theirs[0][1]):
+        raise Unreachable(
+            f"the target also changes the iterators of block {cb.name} (transform_block_layout), "
+            "which the path engine does not read off yet"
+        )
+    final = list(theirs[0][1])
+    if len(final) == len(initial) and all(isinstance(f, tvm.tirx.Var) and f.same_as(v) for f, v in zip(final, initial)):
+        return  # the same layout: the block's iterators differ, not the buffer (an rfactor's final block)
+    index_map = tvm.tirx.IndexMap(initial, final, None)
+    regions = cb.writes() if kind == "write" else cb.reads()
+    why = f"the target lays {stage.buffer} out as {stage.buffer}[{', '.join(str(i) for i in theirs[0][1])}]"
+    work.apply(
+        "transform_layout",
+        why,
+        block=work.block_rv(cb.name),
+        buffer=(kind, regions.index(stage.buffer)),
+        index_map=index_map,
+        pad_value=None,
+        assume_injective_transform=False,
+    )
+
+
+def _transform_block_layout(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
+    """Give the block the target's iterators: the index map is the inverse of how the target's
+    block reads the program's iterators."""
+    tb = tgt.block(stage.target_block)
+    cb = work.view.block(names.get(stage.target_block, stage.target_block)) if tb is not None else None
+    if cb is None or tb is None:
+        raise Unreachable(f"block {stage.target_block} of the target has no counterpart here", "computes")
+    try:
+        reads = read_as(cb, tb)
+    except LookupError as exc:
+        raise Unreachable(str(exc), "computes") from None
+    new = [iv.var for iv in tb.block.iter_vars]
+    shape = [iv.dom.extent for iv in tb.block.iter_vars]
+    try:
+        index_map = tvm.tirx.IndexMap(new, reads, None).inverse(shape)
+    except Exception:  # noqa: BLE001  (TVM finds the map not invertible)
+        raise Unreachable(
+            f"block {tb.name} of the target iterates otherwise than any layout of the program's", "no_primitive"
+        ) from None
+    why = f"the target's block {tb.name} iterates over {', '.join(str(v) for v in new)} ({', '.join(map(str, shape))})"
+    work.apply("transform_block_layout", why, block=work.block_rv(cb.name), index_map=index_map)
+
+
+def _uses_only(expr: Any, allowed: list[Any]) -> bool:
+    """Whether the variables of ``expr`` are among ``allowed``."""
+    if isinstance(expr, tvm.tirx.Var):
+        return any(expr.same_as(v) for v in allowed)
+    subs = [getattr(expr, a, None) for a in ("a", "b", "value")] + list(getattr(expr, "args", None) or [])
+    return all(_uses_only(x, allowed) for x in subs if x is not None and hasattr(x, "same_as"))
+
+
+# --- rfactor -------------------------------------------------------------------------------------------
+
+
+def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
+    """Split (or fuse, then split) the reduction loops as the target's partial block reads them, then
+    ``rfactor`` the piece that the partial buffer is indexed by."""
+    trf = tgt.block(stage.target_block) or tgt.block(f"{stage.target_block}_update")
+    if trf is None:
+        raise Unreachable(f"the target's partial sums {stage.buffer} come from no block the engine reads")
+    final = next((b for b in tgt.blocks if stage.buffer in b.reads() and stage.buffer not in b.writes()), None)
+    block = work.view.block(names.get(final.name, final.name)) if final is not None else None
+    if final is None or block is None:
+        raise Unreachable(f"no block of the target reads the partial sums {stage.buffer}", "computes")
+    reduce, maps, rf_index = _rf_reading(block, trf)
+    why = f"the target sums {block.name} in parts first ({trf.name}), over a split of its reduction"
+    split_already = {k: _split_already(work, block, k, ts) for k, ts in zip(reduce, maps.terms) if not maps.fused}
+    loops = {k: work.loop_rv(_loop_of(work.view, block, k)) for k in reduce if split_already.get(k) is None}
+    if maps.fused:
+        mark = maps.fused[0]
+        slices = sorted(
+            ((const(t.lower) or 0, k) for k, ts in zip(reduce, maps.terms) for t in ts if t.fused == 0), reverse=True
+        )
+        rvs = [loops[k] for _, k in slices]
+        fused = work.apply("fuse", why, loops=rvs) if len(rvs) > 1 else rvs[0]
+        terms = sorted(mark.terms, key=lambda t: -(const(t.scale) or 0))
+        pieces = work.apply("split", why, loop=fused, factors=[t.extent for t in terms]) if len(terms) > 1 else [fused]
+        piece = pieces[next(i for i, t in enumerate(terms) if t.leaf == rf_index)]
+    else:
+        piece = None
+        for k, ts in zip(reduce, maps.terms):
+            terms = sorted(ts, key=lambda t: -(const(t.scale) or 0))
+            if split_already.get(k) is not None:
+                pieces = split_already[k]
+            elif len(terms) > 1:
+                pieces = work.apply("split", why, loop=loops[k], factors=[t.extent for t in terms])
+            else:
+                pieces = [loops[k]]
+            for t, rv in zip(terms, pieces):
+                if t.leaf == rf_index:
+                    piece = rv
+        if piece is None:
+            raise Unreachable(
+                f"the target's {trf.name} is indexed by no piece of a reduction of {block.name}", "computes"
+            )
+    store = trf.block.body
+    rf_var = trf.block.iter_vars[rf_index].var
+    factor_axis = next(i for i, e in enumerate(store.indices) if isinstance(e, tvm.tirx.Var) and e.same_as(rf_var))
+    made = work.apply("rfactor", why, loop=piece, factor_axis=factor_axis)
+    names[stage.target_block] = str(work.get(made).name_hint)
+
+
+def _rf_reading(block: Block, trf: Block) -> tuple[list[int], IterMaps, int]:
+    """Which reduction iterators of ``block`` are factored, how the partial block reads them (terms
+    over its iterators) and which of its iterators indexes the partial buffer."""
+    mine, theirs = all_accesses(block)[1:], all_accesses(trf)[1:]
+    ivars = [iv.var for iv in block.block.iter_vars]
+    reduce = [k for k, iv in enumerate(block.block.iter_vars) if int(iv.iter_type) == 2]
+    found: dict[int, Any] = {}
+    for (bname, idx), (tname, tidx) in zip(mine, theirs):
+        if bname != tname or len(idx) != len(tidx):
+            continue
+        for e, te in zip(idx, tidx):
+            for k in reduce:
+                if isinstance(e, tvm.tirx.Var) and e.same_as(ivars[k]):
+                    found.setdefault(k, te)
+    reduce = [k for k in reduce if k in found]
+    by_var = {iv.var: n for n, iv in enumerate(trf.block.iter_vars)}
+    dom = {iv.var: iv.dom for iv in trf.block.iter_vars}
+    maps = maps_of([found[k] for k in reduce], dom, by_var) if reduce else None
+    store_vars = [e for e in trf.block.body.indices if isinstance(e, tvm.tirx.Var)]
+    rf = [
+        n
+        for n, iv in enumerate(trf.block.iter_vars)
+        if int(iv.iter_type) == 0 and any(iv.var.same_as(v) for v in store_vars)
+    ]
+    used = {t.leaf for ts in (maps.terms if maps else []) for t in ts} | {
+        t.leaf for f in (maps.fused if maps else []) for t in f.terms
+    }
+    rf = [n for n in rf if n in used]
+    if maps is None or not rf:
+        raise Unreachable(
+            f"the target's {trf.name} does not read a reduction of {block.name} split in parts", "computes"
+        )
+    return reduce, maps, rf[0]
+
+
+def _split_already(work: Work, block: Block, k: int, terms: list) -> list[Any] | None:
+    """The loops iterator ``k`` of the block is split into here, when they are the pieces the
+    target's partial block reads (outermost first); None when it is not split so."""
+    view = work.view
+    maps = iter_maps(view, block, block.chain)
+    if maps is None or maps.fused:
+        return None
+    mine = sorted(maps.terms[k], key=lambda t: -(const(t.scale) or 0))
+    wanted = [const(t.extent) for t in sorted(terms, key=lambda t: -(const(t.scale) or 0))]
+    if len(mine) < 2 or [const(t.extent) for t in mine] != wanted or any(t.leaf is None for t in mine):
+        return None
+    return [work.loop_rv(t.leaf) for t in mine]
+
+
+def _loop_of(view: FuncView, block: Block, k: int) -> int:
+    """The loop whose variable is iterator ``k``'s binding (the reduction loop, not yet split)."""
+    value = block.values[k]
+    for o in block.chain:
+        if isinstance(value, tvm.tirx.Var) and view.loops[o].var.same_as(value):
+            return o
+    raise Unreachable(f"the reduction of {block.name} is split already, not as the target's parts are")
+
+
+# --- inlining ------------------------------------------------------------------------------------------
+
+
+def inline_all(work: Work, inlined: list[str]) -> None:
+    """Inline the blocks the target no longer has: into their consumers where those remain
+    (``compute_inline``), else into their producer from the output backwards
+    (``reverse_compute_inline``)."""
+    view = work.view
+    gone = set(inlined)
+    forward, backward = [], []
+    for name in inlined:
+        (forward if _reaches_survivor(view, name, gone) else backward).append(name)
+    for name in forward:
+        why = f"the target has no block {name}: its values are computed where they are used"
+        try:
+            work.apply("compute_inline", why, block=work.block_rv(name))
+        except Refused:
+            backward.append(name)
+    for name in sorted(backward, key=lambda n: -_order(work.view, n)):
+        why = f"the target has no block {name}: it is computed where its input is produced"
+        try:
+            work.apply("reverse_compute_inline", why, block=work.block_rv(name))
+        except Refused:
+            _fuse_epilogue(work, name)
+
+
+def _fuse_epilogue(work: Work, name: str) -> None:
+    """An epilogue TVM will not inline into a reduction goes into the reduction itself
+    (``fuse_reduction_epilogue``): the target computes it in the reduction's statement."""
+    block = work.view.block(name)
+    reads = set(block.reads()) if block is not None else set()
+    producer = next((b for b in work.view.blocks if b.has_init and set(b.writes()) & reads), None)
+    if producer is None:
+        raise Refused("reverse_compute_inline", f"block {name} cannot be inlined into its producer")
+    why = f"the target has no block {name}: the reduction {producer.name} applies it as it sums"
+    work.apply(
+        "fuse_reduction_epilogue", why, reduction_block=work.block_rv(producer.name), epilogue_block=work.block_rv(name)
+    )
+
+
+def _order(view: FuncView, name: str) -> int:
+    block = view.block(name)
+    return block.order if block is not None else -1
+
+
+def _reaches_survivor(view: FuncView, name: str, gone: set[str]) -> bool:
+    seen, stack = set(), [name]
+    while stack:
+        n = stack.pop()
+        block = view.block(n)
+        if block is None or n in seen:
+            continue
+        seen.add(n)
+        writes = set(block.writes())
+        consumers = [b.name for b in view.blocks if writes & set(b.reads()) and b.name != n]
+        for c in consumers:
+            if c not in gone:
+                return True
+            stack.append(c)
+    return False

@@ -1,0 +1,266 @@
+"""Session.path_to and Session.hint (issue 33): the way to a target, read off it with TVM as the oracle.
+
+Every way said reached is checked here as a user would: TVM's own replay of its ``apply_trace`` gives
+the target, and so do its steps applied one by one through ``Session.apply``. Targets no schedule
+reaches are said not reached, in one sentence of the right kind; a wrong step is answered with the
+way back; a target whose blocks are named otherwise is "equal up to block names".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import tvm_ffi
+
+from mlc_lab import Session
+from mlc_lab.model.path import Hint, PathAnswer
+from mlc_lab.tvm.course_programs import MM_RELU
+from mlc_lab.tvm.exercises.programs import BMM_RELU, BMM_RELU_TARGET
+from tests.conformance import path_pairs
+
+
+def _same(a, b) -> bool:
+    return bool(tvm_ffi.structural_equal(a.with_attr("global_symbol", "f"), b.with_attr("global_symbol", "f")))
+
+
+def _target_func(target, name: str):
+    return Session(target, name).module[name] if not hasattr(target, "functions") else target[name]
+
+
+def _tvm_replay(program, func: str, trace: str):
+    """TVM's own replay of an apply_trace text (the engine's output, trusted in a test)."""
+    from tvm import s_tir
+
+    from mlc_lab.tvm.program import load
+
+    sch = s_tir.Schedule(load(program), debug_mask="none")
+    env: dict = {}
+    exec(compile(trace, "<apply_trace>", "exec"), env)  # noqa: S102
+    env["apply_trace"](sch)
+    return sch.mod[func]
+
+
+def assert_way(program, target, answer: PathAnswer, func: str) -> None:
+    """The way replays to the target on TVM alone, and step by step through Session.apply."""
+    assert answer.reached, answer.why
+    goal = _target_func(target, func)
+    assert _same(_tvm_replay(program, func, answer.trace), goal)
+    s = Session(program)
+    for step in answer.steps:
+        args, kwargs = step.call()
+        s.apply(step.primitive, *args, **kwargs)
+    assert _same(s.module[func], goal)
+
+
+COURSE = {p.id: p for p in path_pairs.course_pairs()}
+
+
+@pytest.mark.parametrize(
+    "pair_id",
+    [
+        "course/chapter2_step4",
+        "course/exercise3",
+        "course/gpu_lab/reference",
+        "course/gpu_lab/course_blocking_with_shared",
+    ],
+)
+def test_the_course_pairs_are_reached_and_replay_on_tvm(pair_id):
+    pair = COURSE[pair_id]
+    s = Session(pair.program, pair.func)
+    answer = s.path_to(pair.target)
+    assert_way(pair.program, pair.target, answer, s.func_name)
+    assert len(answer.steps) <= pair.withheld, (len(answer.steps), pair.withheld)
+    assert answer.seconds < 30
+
+
+def test_a_step_names_its_loops_as_the_script_before_it_and_says_why():
+    answer = Session(BMM_RELU).path_to(BMM_RELU_TARGET)
+    first = answer.steps[0]
+    assert (first.primitive, first.arguments) == ("split", {"loop": "Y/j", "factors": [16, 8]})
+    assert first.label == "split(Y/j, factors=[16, 8])"
+    assert first.reason == "j runs 16 x 8 in the target: its loops i2_0 (16) and ax0 (8) around block Y_update"
+    assert first.call() == ([], {"loop": "Y/j", "factors": [16, 8]})
+    reorder = next(s for s in answer.steps if s.primitive == "reorder")
+    args, kwargs = reorder.call()
+    assert args == reorder.arguments["ordered_loops"] and kwargs == {}
+    kinds = [s.primitive for s in answer.steps]
+    # TVM refuses parallel after decompose_reduction: the way puts it before
+    assert kinds.index("parallel") < kinds.index("decompose_reduction")
+    json.dumps(answer.to_json())
+
+
+def test_hints_alone_reach_exercise_3():
+    s = Session(BMM_RELU)
+    for _ in range(20):
+        hint = s.hint(BMM_RELU_TARGET)
+        assert isinstance(hint, Hint)
+        if hint.step is None:
+            break
+        assert hint.sentence.startswith(hint.step.label + ": ")
+        args, kwargs = hint.step.call()
+        s.apply(hint.step.primitive, *args, **kwargs)
+    assert hint.status == "reached" and hint.sentence == "the program is the target"
+    assert _same(s.module["bmm_relu"], _target_func(BMM_RELU_TARGET, "bmm_relu"))
+
+
+def test_after_a_wrong_step_the_way_goes_back_first():
+    s = Session(BMM_RELU)
+    s.apply("split", "Y/j", factors=[16, 8])
+    good = s.current.id
+    s.apply("decompose_reduction", "Y", "Y/k")  # the target initialises above k_0, once per j: no way on from here
+    answer = s.path_to(BMM_RELU_TARGET)
+    assert answer.reached and answer.undo_to == good and answer.start == s.current.id
+    hint = s.hint(BMM_RELU_TARGET)
+    assert hint.undo_to == good
+    assert f"go back to step {good} (split(Y/j, factors=[16, 8]))" in hint.sentence, hint.sentence
+    s.goto(good)
+    for step in answer.steps:
+        args, kwargs = step.call()
+        s.apply(step.primitive, *args, **kwargs)
+    assert _same(s.module["bmm_relu"], _target_func(BMM_RELU_TARGET, "bmm_relu"))
+
+
+@pytest.mark.parametrize("pair", path_pairs.unreachable_pairs(), ids=lambda p: p.id)
+def test_targets_no_schedule_reaches_are_said_not_reached_in_one_sentence(pair):
+    answer = Session(pair.program).path_to(pair.target)
+    assert answer.status == "unreached" and not answer.steps and not answer.trace
+    assert "\n" not in answer.why
+    kinds = ("the target computes something else: ", "the target needs a transformation no primitive makes: ")
+    assert answer.why.startswith(kinds), answer.why
+    if "computation" in pair.id or "block" in pair.id:
+        assert answer.why.startswith(kinds[0]), answer.why
+    assert Session(pair.program).hint(pair.target).sentence == answer.why
+
+
+def test_another_computation_names_the_block_and_the_expression():
+    target = BMM_RELU_TARGET.replace("T.max(", "T.min(")
+    why = Session(BMM_RELU).path_to(target).why
+    assert re.search(r"block C computes C\[.*T\.min\(.* in the target but .*T\.max\(", why), why
+
+
+def test_block_names_that_differ_give_equal_up_to_block_names():
+    target = BMM_RELU_TARGET.replace('"Y_init"', '"init"').replace('"Y_update"', '"update"')
+    answer = Session(BMM_RELU).path_to(target)
+    assert answer.status == "names" and not answer.reached
+    assert answer.renamed == {"init": "Y_init", "update": "Y_update"}
+    assert answer.why.startswith("equal up to block names")
+    assert len(answer.steps) == 9 and answer.trace
+
+
+def test_a_target_already_reached_has_no_steps():
+    s = Session(MM_RELU)
+    answer = s.path_to(MM_RELU)
+    assert answer.reached and answer.steps == () and s.hint(MM_RELU).step is None
+
+
+def test_the_target_may_be_a_trace_of_the_program_a_module_or_another_session():
+    trace = 'b0 = sch.get_sblock(name="Y", func_name="mm_relu")\nl1, l2, l3 = sch.get_loops(block=b0)\nsch.parallel(loop=l1)\n'
+    s = Session(MM_RELU)
+    by_trace = s.path_to(trace)
+    assert by_trace.reached and [x.label for x in by_trace.steps] == ["parallel(Y/i)"]
+    other = Session(MM_RELU)
+    other.apply("vectorize", "C/j")
+    assert s.path_to(other).reached
+    assert s.path_to(other.module).reached
+
+
+def test_the_way_from_the_middle_of_a_corpus_schedule():
+    from tests.conformance import harness
+
+    entry = next(e for e in harness.corpus() if e["id"] == "GMM/cuda/sketch0")
+    target = path_pairs.tvm_target(entry)
+    s = Session.from_trace(entry["module"], entry["json"], "main")
+    steps = s.path()[1:]
+    for sid in steps[:: max(1, len(steps) // 5)]:
+        answer = s.path_to(target, step=sid)
+        assert answer.reached and answer.undo_to is None, (sid, answer.why)
+        assert _same(_tvm_replay(entry["module"], "main", answer.trace), target["main"])
+
+
+# --- random schedules as targets ---------------------------------------------------------------------
+
+
+def random_targets_are_reached_or_honestly_not(name, data, seed):
+    """A random schedule (the fuzz generator's calls) as the target, from the original program: the way
+    is confirmed by TVM's own replay, or the answer says in one sentence why there is none."""
+    from hypothesis import strategies as st
+
+    from mlc_lab import ScheduleStepError
+    from tests.unit.test_fuzz_session import PROGRAMS, draw_call
+
+    s = Session(PROGRAMS[name], seed=seed)
+    sampled: list = []
+    for _ in range(data.draw(st.integers(1, 5))):
+        prim, args, kwargs = draw_call(data, s, sampled)
+        try:
+            out = s.apply(prim, *args, **kwargs)
+        except ScheduleStepError:
+            continue
+        if prim == "sample_perfect_tile":
+            sampled.extend(out)
+    answer = Session(PROGRAMS[name]).path_to(s.module)
+    if answer.reached:
+        assert _same(_tvm_replay(PROGRAMS[name], s.func_name, answer.trace), s.module[s.func_name])
+        assert len(answer.steps) <= len([x for x in s.path() if x]) + 2
+    else:
+        assert answer.status in ("names", "unreached") and answer.why and "\n" not in answer.why
+
+
+def _property(examples: int):
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+
+    from tests.unit.test_fuzz_session import PROGRAMS
+
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    )(
+        given(name=st.sampled_from(sorted(PROGRAMS)), data=st.data(), seed=st.integers(1, 1000))(
+            random_targets_are_reached_or_honestly_not
+        )
+    )
+
+
+test_random_targets_are_reached_or_honestly_not = _property(8)
+test_random_targets_are_reached_or_honestly_not_full = pytest.mark.full(_property(300))
+
+
+@pytest.mark.parametrize(
+    "entry_id",
+    [
+        "primitive/transform_typed_cast",  # an index map with typed literals: the apply_trace imports T
+        "primitive/blockize_bind",
+        "primitive/fuse_reduction_epilogue",
+        "NRM/llvm/sketch0",  # rfactor over a fused reduction
+        "C1D/cuda/sketch0",  # a cache of a buffer whose block is inlined after
+        "course/split_predicate",  # a split with padding (the target's block under T.where)
+    ],
+)
+def test_corpus_schedules_with_their_trace_withheld_are_reached(entry_id):
+    from tests.conformance import harness
+
+    entry = next(e for e in harness.corpus() if e["id"] == entry_id)
+    target = path_pairs.tvm_target(entry)
+    func = entry.get("func") or "main"
+    answer = Session(entry["module"], func).path_to(target)
+    assert answer.reached, answer.why
+    assert _same(_tvm_replay(entry["module"], func, answer.trace), target[func])
+    assert len(answer.steps) <= len(path_pairs.transforming(entry["json"]))
+
+
+def test_a_way_that_needs_a_split_past_its_loop_is_said_not_reached_naming_the_step():
+    """TVM's CUDA softmax sketch splits a loop of 256 by 512 (one outer iteration, half of the inner
+    one skipped by a predicate); the session refuses that split to a person, so the engine says the
+    way needs it rather than giving a way the student cannot apply."""
+    from tests.conformance import harness
+
+    entry = next(e for e in harness.corpus() if e["id"] == "SFM/cuda/sketch1")
+    answer = Session(entry["module"], entry.get("func") or "main").path_to(path_pairs.tvm_target(entry))
+    assert answer.status == "unreached" and not answer.steps and not answer.trace
+    assert answer.why.startswith("the way needs a step the session refuses: split: the factor 512")
+    assert "\n" not in answer.why
