@@ -296,3 +296,41 @@ def test_a_decomposed_block_gets_the_annotations_of_the_targets_update_block():
     assert_way(MM_RELU, other.module, answer, "mm_relu")
     assert answer.steps[0].primitive == "decompose_reduction"
     assert {s.primitive for s in answer.steps[1:]} == {"annotate"}
+
+
+def test_a_copy_stage_the_engine_cannot_read_is_said_so_not_another_computation():
+    from tests.conformance import harness
+
+    entry = next(e for e in harness.corpus() if e["id"] == "GMM16/cuda-tensorcore/sketch0")
+    target = path_pairs.tvm_target(entry)
+    answer = Session(entry["module"]).path_to(target)
+    assert answer.status == "unreached" and not answer.steps and "\n" not in answer.why
+    assert "computes something else" not in answer.why, answer.why
+    assert answer.why.startswith("the target has a stage the path engine does not read yet: block "), answer.why
+    assert re.search(
+        r"copies A_reindex_shared\.dyn into A_reindex_shared\.dyn_wmma\.matrix_a \(wmma\.matrix_a\)", answer.why
+    )
+
+
+def test_only_a_block_that_moves_one_buffer_into_another_is_a_copy_stage():
+    from mlc_lab.tvm.course_programs import MATMUL
+    from mlc_lab.tvm.path.ir import read
+    from mlc_lab.tvm.program import load
+
+    def block_of(value: str):
+        extra = (
+            '        D = T.alloc_buffer((128, 128), "float32")\n'
+            "        for i2, j2 in T.grid(128, 128):\n"
+            '            with T.sblock("D"):\n'
+            '                vi, vj = T.axis.remap("SS", [i2, j2])\n'
+            f"                D[vi, vj] = {value}\n"
+        )
+        mod = load(MATMUL.rstrip("\n") + "\n" + extra)
+        return read(mod[next(iter(mod.functions)).name_hint]).block("D")
+
+    assert block_of("C[vi, vj]").stage_copy() == ("D", "C")
+    assert block_of("C[vj, vi]").stage_copy() == ("D", "C")  # a reindex or transposing stage moves too
+    for computed in ("C[vi, vj] * T.float32(2)", "C[vi, vj] + A[vi, vj]", "T.float32(0)"):
+        assert block_of(computed).stage_copy() is None, computed
+    matmul = read(load(MATMUL)[next(iter(load(MATMUL).functions)).name_hint])
+    assert all(b.stage_copy() is None for b in matmul.blocks)  # a reduction computes

@@ -125,8 +125,19 @@ def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
             out.inlined.append(cb.name)
     for tb in tgt.blocks:
         if tb.name not in explained:
-            raise Unreachable(f"the target has a block {tb.name} that the program does not compute", "computes")
+            _unexplained(tb, tgt, cur_bufs)
     return out
+
+
+def _unexplained(tb: Block, tgt: FuncView, cur_bufs: dict[str, Any]) -> None:
+    """``Unreachable`` for a target block no stage explains: a copy into or out of a buffer the
+    program lacks is a stage the engine does not read yet (the target computes the same thing);
+    anything else is a computation the program does not have."""
+    moved = tb.stage_copy()
+    if moved is not None and any(name not in cur_bufs for name in moved):
+        dst, src = moved
+        raise Unreachable(f"block {tb.name} copies {src} into {dst} ({scope_of(tgt, dst)})", "stage")
+    raise Unreachable(f"the target has a block {tb.name} that the program does not compute", "computes")
 
 
 def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: Correspondence) -> Stage:

@@ -120,6 +120,17 @@ class Block:
             return None
         return str(body.buffer.name), str(body.value.source.name)
 
+    def stage_copy(self) -> tuple[str, str] | None:
+        """(destination, source) when the block, nested blocks and tensor intrinsics included, only
+        moves one buffer's region into another: no reduction, no initial value, every store a bare
+        load (a cache, reindex or wmma stage); None when it computes anything."""
+        reads, writes = set(self.reads()), set(self.writes())
+        if self.has_init or 2 in self.iter_kinds or len(reads) != 1 or len(writes) != 1 or reads == writes:
+            return None
+        if not _only_moves(self.block.body):
+            return None
+        return next(iter(writes)), next(iter(reads))
+
     def writes(self) -> list[str]:
         return [str(r.source.name) for r in self.block.writes]
 
@@ -414,6 +425,24 @@ def _store_positions(stmt: Any) -> set[int]:
 
     walk(stmt)
     return {n for n, store in enumerate(marks) if store}
+
+
+def _only_moves(stmt: Any) -> bool:
+    """Whether every store under ``stmt`` (through loops, sequences and nested blocks) stores a bare
+    load; a tensor intrinsic's call (no store) moves what its block's regions say."""
+    if isinstance(stmt, tirx.BufferStore):
+        return isinstance(stmt.value, tvm.ir.TensorLoad)
+    if isinstance(stmt, tirx.SeqStmt):
+        return all(_only_moves(sub) for sub in stmt.seq)
+    if isinstance(stmt, s_tir.SBlockRealize):
+        block = stmt.block
+        return block.init is None and all(int(iv.iter_type) != 2 for iv in block.iter_vars) and _only_moves(block.body)
+    if isinstance(stmt, tirx.IfThenElse):
+        return _only_moves(stmt.then_case) and (stmt.else_case is None or _only_moves(stmt.else_case))
+    body = getattr(stmt, "body", None)
+    if isinstance(body, tirx.Stmt):
+        return _only_moves(body)
+    return isinstance(stmt, tirx.Evaluate)
 
 
 def all_accesses(block: Block) -> list[tuple[str, list[Any]]]:

@@ -30,7 +30,8 @@ class Named:
 @dataclass
 class Way:
     """``status`` "reached" / "names" / "unreached"; ``kind`` of an unreached one: "computes" (the
-    target computes something else), "no_primitive" (no primitive makes what it has), "partial" (the
+    target computes something else), "no_primitive" (no primitive makes what it has), "stage" (a copy stage the
+    engine does not read yet: the target may compute the same thing), "partial" (the
     engine got part of the way: ``applied`` steps) or "here" (not from this step)."""
 
     status: str
@@ -51,6 +52,8 @@ class Way:
             return f"equal up to block names: {pairs}"
         if self.kind == "computes":
             return f"the target computes something else: {self.why}"
+        if self.kind == "stage":
+            return f"the target has a stage the path engine does not read yet: {self.why}"
         if self.kind == "no_primitive":
             return f"the target needs a transformation no primitive makes: {self.why}"
         if self.kind == "trace":
@@ -90,7 +93,7 @@ def find_way(start: State, target: Any, deadline_s: float = 20.0) -> Way:
     """The way from ``start`` to the target PrimFunc, named and checked."""
     found = find(lambda: start.fork().sch, start.func, target, deadline_s=deadline_s)
     renamed: dict[str, str] = {}
-    if found.status != "reached" and found.kind in ("computes", "partial"):
+    if found.status != "reached" and found.kind in ("computes", "stage", "partial"):
         guess = renamed_target(start.mod[start.func], target)
         if guess is not None:
             alias, mapping = guess

@@ -30,7 +30,8 @@ class Refused(Exception):
 
 class Unreachable(Exception):
     """The target cannot be reached from here: one sentence saying why (``kind``: "computes",
-    "no_primitive" or "here": reachable from an earlier step perhaps)."""
+    "no_primitive", "stage" (a copy the engine does not read yet) or "here": reachable from an
+    earlier step perhaps)."""
 
     def __init__(self, sentence: str, kind: str = "here"):
         super().__init__(sentence)
