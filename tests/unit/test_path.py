@@ -334,3 +334,14 @@ def test_only_a_block_that_moves_one_buffer_into_another_is_a_copy_stage():
         assert block_of(computed).stage_copy() is None, computed
     matmul = read(load(MATMUL)[next(iter(load(MATMUL).functions)).name_hint])
     assert all(b.stage_copy() is None for b in matmul.blocks)  # a reduction computes
+
+
+def test_a_block_whose_iterators_the_target_lays_out_otherwise_is_not_another_computation():
+    from tests.conformance import harness
+
+    entry = next(e for e in harness.corpus() if e["id"] == "dlight/Matmul/matmul/0")
+    answer = Session(entry["module"]).path_to(path_pairs.tvm_target(entry))
+    assert answer.status == "unreached" and "computes something else" not in answer.why, answer.why
+    assert answer.why.startswith("the path engine does not follow this change of the target yet: block C has 3"), (
+        answer.why
+    )

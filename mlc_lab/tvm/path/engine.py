@@ -32,7 +32,7 @@ class Found:
     ops: list[Op] = field(default_factory=list)
     sch: Any = None
     why: str = ""
-    kind: str = ""  # unreached: "computes" | "no_primitive" | "stage" | "here" | "partial"
+    kind: str = ""  # unreached: "computes" | "no_primitive" | "stage" | "unread" | "here" | "partial"
     tried: int = 0
     seconds: float = 0.0
 
@@ -80,7 +80,7 @@ def find(
             return got
         if best is None or _better(got, best):
             best = got
-        if got.kind in ("computes", "no_primitive", "stage"):
+        if got.kind in ("computes", "no_primitive", "stage", "unread"):
             break  # no other choice of the way changes what the target computes
     assert best is not None
     return _or_normalized(best, make, func, target, limit, deadline_s, started, normalize)

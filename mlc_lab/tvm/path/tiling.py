@@ -69,7 +69,9 @@ def tile(
         raise Unreachable(f"the loops around block {block} are not affine in its iterators")
     if len(cmaps.terms) != len(tmaps.terms):
         raise Unreachable(
-            f"block {block} has {len(cmaps.terms)} iterators, the target's {len(tmaps.terms)}", "computes"
+            f"block {block} has {len(cmaps.terms)} iterators here, {len(tmaps.terms)} in the target (an iteration"
+            " space laid out otherwise: reindex, transform_block_layout)",
+            "unread",
         )
     if values is None:
         _no_primitive_makes(tgt, tblock, town, tmaps)

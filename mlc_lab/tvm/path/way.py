@@ -30,9 +30,10 @@ class Named:
 @dataclass
 class Way:
     """``status`` "reached" / "names" / "unreached"; ``kind`` of an unreached one: "computes" (the
-    target computes something else), "no_primitive" (no primitive makes what it has), "stage" (a copy stage the
-    engine does not read yet: the target may compute the same thing), "partial" (the
-    engine got part of the way: ``applied`` steps) or "here" (not from this step)."""
+    target computes something else), "no_primitive" (no primitive makes what it has), "stage" (a copy
+    stage the engine does not read yet: the target may compute the same thing), "unread" (a change
+    the engine does not follow yet), "partial" (the engine got part of the way: ``applied`` steps)
+    or "here" (not from this step)."""
 
     status: str
     steps: list[Named] = field(default_factory=list)
@@ -54,6 +55,8 @@ class Way:
             return f"the target computes something else: {self.why}"
         if self.kind == "stage":
             return f"the target has a stage the path engine does not read yet: {self.why}"
+        if self.kind == "unread":
+            return f"the path engine does not follow this change of the target yet: {self.why}"
         if self.kind == "no_primitive":
             return f"the target needs a transformation no primitive makes: {self.why}"
         if self.kind == "trace":
