@@ -78,7 +78,7 @@ class Run:
             return
         name = self.names.get(attach.block)
         if name is None:
-            raise Unreachable(f"block {attach.block} of the target has no counterpart here", "computes")
+            raise Unreachable(f"the engine finds no block here for the target's block {attach.block}", "unread")
         if attach.loop is None:
             point = work.checkpoint()
             try:

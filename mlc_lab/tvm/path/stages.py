@@ -81,7 +81,7 @@ def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
     here = [(names.get(n, n), i) for n, i in readers]
     first = view.block(here[0][0])
     if first is None:
-        raise Unreachable(f"block {readers[0][0]} of the target has no counterpart here", "computes")
+        raise Unreachable(f"the engine finds no block here for the target's block {readers[0][0]}", "unread")
     inputs = _inputs(first)
     if here[0][1] >= len(inputs):
         raise Unreachable(f"block {first.name} reads fewer buffers here than in the target")
@@ -203,7 +203,7 @@ def _transform_layout(work: Work, tgt: FuncView, names: dict[str, str], stage: S
     tb = tgt.block(stage.target_block)
     cb = work.view.block(names.get(stage.target_block, stage.target_block)) if tb is not None else None
     if cb is None:
-        raise Unreachable(f"block {stage.target_block} of the target has no counterpart here", "computes")
+        raise Unreachable(f"the engine finds no block here for the target's block {stage.target_block}", "unread")
     mine, theirs = accesses(cb, stage.buffer), accesses(tb, stage.buffer)  # type: ignore[arg-type]
     kind, indices = mine[0]
     ivars = [iv.var for iv in cb.block.iter_vars]
@@ -243,7 +243,7 @@ def _transform_block_layout(work: Work, tgt: FuncView, names: dict[str, str], st
     tb = tgt.block(stage.target_block)
     cb = work.view.block(names.get(stage.target_block, stage.target_block)) if tb is not None else None
     if cb is None or tb is None:
-        raise Unreachable(f"block {stage.target_block} of the target has no counterpart here", "computes")
+        raise Unreachable(f"the engine finds no block here for the target's block {stage.target_block}", "unread")
     try:
         reads = read_as(cb, tb)
     except LookupError as exc:
