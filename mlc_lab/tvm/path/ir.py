@@ -355,6 +355,32 @@ def _term(split: Any, by_var: dict, fused: list[Fused]) -> Term | None:
     return None
 
 
+def outer_first(pieces: list[tuple[Any, Any]]) -> list[int] | None:
+    """The order, outermost first, of pieces (lower factor, extent) of one mark: the innermost has
+    lower factor 1, each next one that of the one inside it times its extent (symbolic ones too, as
+    ``n`` over ``(n // 1) % n``); None when the pieces make no such chain."""
+    from tvm.sym import Analyzer
+
+    analyzer = Analyzer()
+    left = list(range(len(pieces)))
+    order: list[int] = []
+    want: Any = 1
+    while left:
+        nxt = next(
+            (i for i in left if _same(analyzer.simplify(_expr(pieces[i][0])), analyzer.simplify(_expr(want)))), None
+        )
+        if nxt is None:
+            return None
+        order.append(nxt)
+        left.remove(nxt)
+        want = analyzer.simplify(_expr(want) * _expr(pieces[nxt][1]))
+    return order[::-1]
+
+
+def _expr(value: Any) -> Any:
+    return tirx.const(value, "int64") if isinstance(value, int) else value
+
+
 def _num(expr: Any) -> Any:
     value = const(expr)
     return value if value is not None else expr

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, Term, const, iter_maps
+from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, Term, const, iter_maps, outer_first
 from mlc_lab.tvm.path.work import Unreachable, Work
 
 
@@ -402,12 +402,16 @@ def _fuse_then_split(work: Work, tmaps: IterMaps, town: list[int], tplace: dict,
         return
     for f, mark in enumerate(tmaps.fused):
         slices = [
-            (const(t.lower) or 0, handles[("term", k, i)])
+            (t, handles[("term", k, i)])
             for k in range(len(tmaps.terms))
             for i, t in enumerate(handles.get(("want", k), []))
             if t.fused == f and ("term", k, i) in handles
         ]
-        slices.sort(key=lambda s: -s[0])
+        chain = outer_first([(t.lower, t.extent) for t, _ in slices])  # a symbolic lower factor too
+        if chain is None:
+            slices.sort(key=lambda s: -(const(s[0].lower) or 0))
+        else:
+            slices = [slices[i] for i in chain]
         rvs = [rv for _, rv in slices]
         if f in handles.get("marks_done", {}):
             rvs = [handles["marks_done"][f]]
@@ -428,6 +432,15 @@ def _fuse_then_split(work: Work, tmaps: IterMaps, town: list[int], tplace: dict,
             handles[("fused", f, index)] = (inner[index], rv)
 
 
+def _outermost_first(pieces: list[tuple[Term, Any, int]]) -> list[tuple[Term, Any, int]]:
+    """Pieces of one target loop, outermost first: by their lower factors, symbolic ones as well
+    (``n`` is outside ``1`` when the piece inside runs ``n``)."""
+    chain = outer_first([(p[0].lower, p[0].extent) for p in pieces])
+    if chain is None:
+        return sorted(pieces, key=lambda p: -(const(p[0].lower) or 0))
+    return [pieces[i] for i in chain]
+
+
 def _reorder_chain(work: Work, rvs: list[Any], why: str) -> None:
     """Make the loops ``rvs`` adjacent, in this order (one reorder, only when they are not)."""
     orders = [work.order_of(rv) for rv in rvs]
@@ -445,13 +458,13 @@ def _reorder_and_fuse(
     for k in range(len(tmaps.terms)):
         for i, t in enumerate(handles.get(("want", k), [])):
             if t.leaf is not None and ("term", k, i) in handles:
-                by_leaf[t.leaf].append((const(t.lower) or 0, handles[("term", k, i)], k))
+                by_leaf[t.leaf].append((t, handles[("term", k, i)], k))
     for key, value in handles.items():
         if key[0] == "fused":
             term, rv = value
-            by_leaf[term.leaf].append((const(term.lower) or 0, rv, -1))
+            by_leaf[term.leaf].append((term, rv, -1))
     for o in by_leaf:
-        by_leaf[o].sort(key=lambda p: -p[0])
+        by_leaf[o] = [(const(p[0].lower) or 0, p[1], p[2]) for p in _outermost_first(by_leaf[o])]
     _adopt_orphans(handles, by_leaf, done, handles.get("extents", {}))
     lone, fused = units
     done_rev = {t: rv for rv, t in done.items()}
