@@ -164,6 +164,14 @@ def job_running(pid: int | None, request: str) -> bool:
     return ENTRY in cmd and request in cmd
 
 
+def child_argv(op: str, *args: str) -> list[str]:
+    """The command line of the child of `op` (a row of `worker_main.CHILDREN`, declared in `WORKER_OPS`):
+    ``python -m mlc_lab.core.worker_main --child OP ARG...``, to `launch` (or to run in the sandbox)."""
+    if WORKER_OPS[op].entry != ENTRY:
+        raise ValueError(f"the worker operation {op!r} has no child of mlc_lab.core.worker_main")
+    return [sys.executable, "-m", ENTRY, "--child", op, *args]
+
+
 def start_job(request: str, work_dir: str, log_path: str) -> subprocess.Popen:
     """Start ``worker_main --job REQUEST WORK_DIR`` detached (own session), output to `log_path`."""
     with open(log_path, "ab") as log:

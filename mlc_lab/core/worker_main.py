@@ -2,6 +2,8 @@
 
     python -m mlc_lab.core.worker_main                      serve requests on stdin (persistent)
     python -m mlc_lab.core.worker_main --job NAME WORK_DIR  run one long request, detached (tuning)
+    python -m mlc_lab.core.worker_main --child OP [ARG...]  be the child of the operation OP (CHILDREN),
+                                                            which speaks a protocol of its own (grading)
 
 Protocol of the persistent mode: one JSON object per line on stdin ({"id", "op", ...}); one per line
 back on the *original* stdout ({"id", "ok", "result"} or {"id", "ok": false, "error": ErrorInfo}); arrays as in `mlc_lab.model.wire`. File descriptor 1 is pointed at stderr once started,
@@ -16,6 +18,9 @@ time-out) and one line in REQUESTS ("op": "module:function"); the function takes
 request dict and returns its result type (sent as its ``to_json()``; numpy arrays allowed inside), or
 raises `wire.RequestFailure`.
 Handlers are imported on first use, so a request type costs nothing until it is asked for.
+A child of its own protocol (a grading child: jobs on stdin, one answer a line, or one answer on fd 3 of
+the sandbox) is one row of CHILDREN, ``"op": "module:function"``, the function taking the child's
+arguments and returning its exit status; `mlc_lab.core.worker.child_argv` is its command line.
 This entry point sits in core, above the one door to TVM: a handler may join the two layers (the
 measurement's byte count comes from core's access analysis of what `mlc_lab.tvm.measure.build` times).
 """
@@ -49,11 +54,21 @@ REQUESTS: dict[str, str] = {
     "tune": "mlc_lab.tvm.tuning.job:tune_request",  # a --job: {"work_dir": ...}
 }
 
+# The children of an operation that speak a protocol of their own: ``--child OP ARG...``.
+CHILDREN: dict[str, str] = {
+    # one per judging thread of a batch: the assignment (a pickle from the parent), then a hand-in a line
+    "grade_batch": "mlc_lab.grading.batch:judge",
+}
+
 
 def handler(op: str) -> Callable[[dict], Any]:
     where = REQUESTS.get(op)
     if where is None:
         raise RequestFailure("protocol", f"unknown request {op!r} (known: {', '.join(sorted(REQUESTS))})")
+    return _imported(where)
+
+
+def _imported(where: str) -> Callable[..., Any]:
     module, _, name = where.partition(":")
     return getattr(importlib.import_module(module), name)
 
@@ -144,7 +159,13 @@ def main(argv: list[str]) -> int:
             prestart(argv[2])
         result = handler(argv[1])({"work_dir": argv[2]})
         return int(result) if isinstance(result, int) else 0
-    print("usage: python -m mlc_lab.core.worker_main [--job NAME WORK_DIR]", file=sys.stderr)
+    if len(argv) >= 2 and argv[0] == "--child" and argv[1] in CHILDREN:
+        return int(_imported(CHILDREN[argv[1]])(argv[2:]))
+    print(
+        "usage: python -m mlc_lab.core.worker_main [--job NAME WORK_DIR | --child "
+        f"{{{','.join(sorted(CHILDREN))}}} [ARG...]]",
+        file=sys.stderr,
+    )
     return 2
 
 

@@ -13,7 +13,8 @@
   ``detached`` (a child that outlives its caller, found again by pid), ``sandboxed`` (a command in the
   sandbox, under ``limits``);
 - ``entry``: the module the child runs (``python -m ENTRY``); ``mlc_lab.core.worker_main`` answers every
-  operation of its ``REQUESTS`` (tests/unit/test_children.py holds the two tables equal);
+  operation of its ``REQUESTS`` and is the child of every operation of its ``CHILDREN`` (``--child OP``:
+  a protocol of the child's own; tests/unit/test_children.py holds the tables equal);
 - ``limits``: for a sandboxed operation, the sandbox's ``Limits`` as plain data (the grader changes the
   time and memory to the assignment's own).
 
@@ -218,7 +219,7 @@ WORKER_OPS: dict[str, WorkerOp] = {
         SessionParams, None, 600.0, mode="sandboxed", entry="mlc_lab.tvm.measure.session", limits=SESSION_LIMITS
     ),
     # a hand-in's judging: the assignment's time and numeric time-out, plus this
-    "grade_batch": WorkerOp(GradeParams, GradeResult, 180.0, entry="mlc_lab.grading.batch"),
+    "grade_batch": WorkerOp(GradeParams, GradeResult, 180.0),  # worker_main --child grade_batch
     # at least this, or twice the assignment's time and a minute
     "grade_class": WorkerOp(ClassGradeParams, ClassGrade | ClassRetimes, 120.0, entry="mlc_lab.classroom.grade_child"),
 }

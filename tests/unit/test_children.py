@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib.util
 import json
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 
 from mlc_lab.core import sandbox
 from mlc_lab.core.worker import child_env, decode_result, failure, launch, sandboxed, stop
-from mlc_lab.core.worker_main import REQUESTS
+from mlc_lab.core.worker_main import CHILDREN, REQUESTS
 from mlc_lab.model.conform import problems
 from mlc_lab.model.worker_ops import WORKER, WORKER_OPS
 
@@ -71,6 +72,7 @@ def _calls(tree: ast.AST, module: str, names: set[str]) -> list[int]:
     return lines
 
 
+@functools.cache
 def _sources() -> dict[str, ast.AST]:
     return {str(p.relative_to(PACKAGE)): ast.parse(p.read_text(), str(p)) for p in sorted(PACKAGE.rglob("*.py"))}
 
@@ -95,7 +97,11 @@ def test_only_the_launcher_starts_children(module, names, allowed):
 
 def test_every_worker_operation_has_a_handler_and_back():
     served = {op for op, spec in WORKER_OPS.items() if spec.entry == WORKER}
-    assert served == set(REQUESTS)
+    assert served == set(REQUESTS) | set(CHILDREN)
+    assert not set(REQUESTS) & set(CHILDREN), "an operation is a request to the worker or a child, not both"
+    for where in CHILDREN.values():  # each child's function is there
+        module, _, name = where.partition(":")
+        assert callable(getattr(importlib.import_module(module), name)), where
 
 
 @pytest.mark.parametrize("op", sorted(WORKER_OPS))
