@@ -58,6 +58,8 @@ REQUESTS: dict[str, str] = {
 CHILDREN: dict[str, str] = {
     # one per judging thread of a batch: the assignment (a pickle from the parent), then a hand-in a line
     "grade_batch": "mlc_lab.grading.batch:judge",
+    # one per grading thread of a class server: ASSIGNMENT [--runner URL] [--unsafe-same-user], a job a line
+    "grade_class": "mlc_lab.classroom.grade_child:main",
 }
 
 

@@ -221,5 +221,6 @@ WORKER_OPS: dict[str, WorkerOp] = {
     # a hand-in's judging: the assignment's time and numeric time-out, plus this
     "grade_batch": WorkerOp(GradeParams, GradeResult, 180.0),  # worker_main --child grade_batch
     # at least this, or twice the assignment's time and a minute
-    "grade_class": WorkerOp(ClassGradeParams, ClassGrade | ClassRetimes, 120.0, entry="mlc_lab.classroom.grade_child"),
+    # worker_main --child grade_class ASSIGNMENT ...
+    "grade_class": WorkerOp(ClassGradeParams, ClassGrade | ClassRetimes, 120.0),
 }
