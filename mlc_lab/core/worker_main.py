@@ -60,6 +60,8 @@ CHILDREN: dict[str, str] = {
     "grade_batch": "mlc_lab.grading.batch:judge",
     # one per grading thread of a class server: ASSIGNMENT [--runner URL] [--unsafe-same-user], a job a line
     "grade_class": "mlc_lab.classroom.grade_child:main",
+    # run in the sandbox (the hand-in's code runs here): PROGRAM HANDIN OUT [FUNC [FUNCTION]], one answer on OUT
+    "handin": "mlc_lab.tvm.grade_child:main",
 }
 
 

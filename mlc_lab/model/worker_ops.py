@@ -200,9 +200,8 @@ WORKER_OPS: dict[str, WorkerOp] = {
     # detached: python -m mlc_lab.core.worker_main --job tune WORK_DIR
     "tune": WorkerOp(JobParams, int, 0.0, mode="detached"),  # no time-out: stopped by its owner
     # grading children
-    "handin": WorkerOp(
-        HandinParams, HandinResult, 60.0, mode="sandboxed", entry="mlc_lab.tvm.grade_child", limits=HANDIN_LIMITS
-    ),
+    # worker_main --child handin, in the sandbox: the hand-in's code runs there
+    "handin": WorkerOp(HandinParams, HandinResult, 60.0, mode="sandboxed", limits=HANDIN_LIMITS),
     # a kernel compiled from a hand-in: built by the caller, run by the measuring side in the sandbox
     # (mlc_lab.core.kernel_sandbox); its answer is the results (and arrays) it writes on fd 3
     "run_kernel": WorkerOp(
