@@ -62,6 +62,8 @@ CHILDREN: dict[str, str] = {
     "grade_class": "mlc_lab.classroom.grade_child:main",
     # run in the sandbox (the hand-in's code runs here): PROGRAM HANDIN OUT [FUNC [FUNCTION]], one answer on OUT
     "handin": "mlc_lab.tvm.grade_child:main",
+    # one session of a measuring server, in the sandbox: --fd 5 --facts JSON (or --check), TVM's runtime alone
+    "rpc_session": "mlc_lab.tvm.measure.session:main",
 }
 
 

@@ -212,11 +212,10 @@ WORKER_OPS: dict[str, WorkerOp] = {
         entry="mlc_lab.tvm.measure.runside",
         limits=KERNEL_LIMITS,
     ),
-    # one session of a measuring machine's RPC server (mlc_lab.core.server_sandbox): TVM's RPC session
+    # one session of a measuring machine's RPC server (mlc_lab.core.server_sandbox; worker_main --child
+    # rpc_session, mlc_lab.tvm.measure.session.main): TVM's RPC session
     # on the connection it is handed, in the sandbox; it answers its client, not its caller (None)
-    "rpc_session": WorkerOp(
-        SessionParams, None, 600.0, mode="sandboxed", entry="mlc_lab.tvm.measure.session", limits=SESSION_LIMITS
-    ),
+    "rpc_session": WorkerOp(SessionParams, None, 600.0, mode="sandboxed", limits=SESSION_LIMITS),
     # a hand-in's judging: the assignment's time and numeric time-out, plus this
     "grade_batch": WorkerOp(GradeParams, GradeResult, 180.0),  # worker_main --child grade_batch
     # at least this, or twice the assignment's time and a minute

@@ -72,6 +72,22 @@ def _calls(tree: ast.AST, module: str, names: set[str]) -> list[int]:
     return lines
 
 
+# Operations whose child is not worker_main, and why.
+OWN_ENTRIES = {
+    # run by a batch round's command on a node that may hold TVM's runtime alone (model/measure.py's contract)
+    "mlc_lab.tvm.measure.runside": "the measuring side's program, a command of its own on another machine",
+}
+# Other modules run by path (``python -m``), and why: none is the child of a grading operation.
+MAIN_ALLOWED = {
+    "mlc_lab.cli": "the command line, mlc-lab",
+    "mlc_lab.core.model_ts": "a build tool: writes js/lib/model.ts",
+    "mlc_lab.core.server_sandbox": "the measuring server a lab admin runs",
+    "mlc_lab.tvm.measure.server": "says that the server is core.server_sandbox, and runs nothing",
+    "mlc_lab.core._sandbox_init": "the sandbox's init, run by its path inside the namespaces before any import",
+    "mlc_lab.tvm.measure.opencl_run": "the OpenCL engine, run by the worker (mlc_lab.tvm may not import core)",
+}
+
+
 @functools.cache
 def _sources() -> dict[str, ast.AST]:
     return {str(p.relative_to(PACKAGE)): ast.parse(p.read_text(), str(p)) for p in sorted(PACKAGE.rglob("*.py"))}
@@ -102,6 +118,24 @@ def test_every_worker_operation_has_a_handler_and_back():
     for where in CHILDREN.values():  # each child's function is there
         module, _, name = where.partition(":")
         assert callable(getattr(importlib.import_module(module), name)), where
+
+
+@pytest.mark.parametrize("op", sorted(WORKER_OPS))
+def test_every_child_runs_the_one_entry(op):
+    """No module but worker_main is a child's entry (no ``__main__`` block of its own), save those whose
+    program must run where mlc_lab's core may not (the measuring side's: a batch node, an RPC session)."""
+    assert WORKER_OPS[op].entry in (WORKER, *OWN_ENTRIES), f"{op}: its child should be worker_main --child {op}"
+
+
+def test_only_the_entries_have_a_main_block():
+    mains = {
+        rel
+        for rel, tree in _sources().items()
+        for node in getattr(tree, "body", [])
+        if isinstance(node, ast.If) and "__name__" in ast.unparse(node.test) and "__main__" in ast.unparse(node.test)
+    }
+    entries = {WORKER, *OWN_ENTRIES, *MAIN_ALLOWED}
+    assert {rel[:-3].replace("/", ".") for rel in mains} <= {e.removeprefix("mlc_lab.") for e in entries}, mains
 
 
 @pytest.mark.parametrize("op", sorted(WORKER_OPS))
