@@ -108,6 +108,8 @@ def die_with_parent(parent: int, poll_s: float = PARENT_POLL_S) -> threading.Thr
     a daemon thread: once this process has another parent (its own died and it was handed to init or
     a subreaper), SIGKILL this process's group when it leads one (the launcher starts every worker in
     a session of its own: the worker and whatever it started), else exit."""
+    from mlc_lab.core.processes import kill_tree  # imported now: the watch may not wait on an import
+
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
@@ -115,7 +117,7 @@ def die_with_parent(parent: int, poll_s: float = PARENT_POLL_S) -> threading.Thr
         while os.getppid() == parent:
             time.sleep(poll_s)
         if os.getpgid(0) == os.getpid():
-            os.killpg(os.getpid(), signal.SIGKILL)
+            kill_tree(os.getpid())  # its first act: SIGKILL to the whole group, this process included
         os._exit(1)
 
     thread = threading.Thread(target=watch, name="mlc-lab-die-with-parent", daemon=True)

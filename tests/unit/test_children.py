@@ -86,6 +86,49 @@ MAIN_ALLOWED = {
     "mlc_lab.core._sandbox_init": "the sandbox's init, run by its path inside the namespaces before any import",
     "mlc_lab.tvm.measure.opencl_run": "the OpenCL engine, run by the worker (mlc_lab.tvm may not import core)",
 }
+# Who may send a signal to a process, and why: every stop goes through mlc_lab.core.processes (kill_tree).
+KILL_ALLOWED = {
+    "core/processes.py": "kill_tree and kill_now: the one way to stop a child",
+    # mlc_lab.tvm may not import core; the round's command runs in a session of its own, its group killed
+    "tvm/measure/batch.py": "a batch round's command stopped with its group at the round's time limit",
+    "_cli/classroom.py": "TVM's RPC server stopped by TVM's own Server.terminate",
+    "_cli/database.py": "TVM's RPC server stopped by TVM's own Server.terminate",
+}
+SIGNALLING = {"kill", "killpg", "pthread_kill", "raise_signal"}  # os.X / signal.X, or imported bare
+SIGNAL_METHODS = {"kill", "terminate", "send_signal"}  # psutil.Process's and Popen's: x.kill()
+
+
+def _kills(tree: ast.AST) -> list[int]:
+    """Lines sending a signal: ``os.kill``/``os.killpg``/``signal.pthread_kill`` (or imported bare), and
+    ``x.kill()``, ``x.terminate()``, ``x.send_signal(...)`` on any object (a psutil process, a Popen)."""
+    nodes = list(ast.walk(tree))
+    bare = {
+        alias.asname or alias.name
+        for node in nodes
+        if isinstance(node, ast.ImportFrom) and node.module in ("os", "signal")
+        for alias in node.names
+        if alias.name in SIGNALLING
+    }
+    lines = set()
+    for node in nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and f.id in bare:
+            lines.add(node.lineno)
+        elif isinstance(f, ast.Attribute):
+            module = f.value.id if isinstance(f.value, ast.Name) and f.value.id in ("os", "signal") else None
+            if (module and f.attr in SIGNALLING) or (not module and f.attr in SIGNAL_METHODS):
+                lines.add(node.lineno)
+    return sorted(lines)
+
+
+def _stray_kills(sources: dict[str, ast.AST]) -> dict[str, list[int]]:
+    return {rel: lines for rel, lines in _all_kills(sources).items() if rel not in KILL_ALLOWED}
+
+
+def _all_kills(sources: dict[str, ast.AST]) -> dict[str, list[int]]:
+    return {rel: lines for rel, tree in sources.items() if (lines := _kills(tree))}
 
 
 @functools.cache
@@ -109,6 +152,39 @@ def test_only_the_launcher_starts_children(module, names, allowed):
     assert set(found) == set(allowed), (
         f"allowed but no longer starting a child (drop them): {set(allowed) - set(found)}"
     )
+
+
+def test_only_kill_tree_stops_children():
+    found = _all_kills(_sources())
+    stray = {rel: lines for rel, lines in found.items() if rel not in KILL_ALLOWED}
+    assert not stray, f"stop children through mlc_lab.core.processes.kill_tree, not here: {stray}"
+    still = set(found)
+    assert set(KILL_ALLOWED) <= still, (
+        f"allowed but no longer sending a signal (drop them): {set(KILL_ALLOWED) - still}"
+    )
+
+
+PLANTED_KILLS = {
+    "os.kill(pid, signal.SIGKILL)": True,
+    "os.killpg(pgid, 9)": True,
+    "from os import killpg as k\nk(pgid, 9)": True,
+    "psutil.Process(pid).kill()": True,
+    "proc.terminate()": True,
+    "p.send_signal(signal.SIGTERM)": True,
+    "signal.pthread_kill(t, signal.SIGUSR1)": True,
+    "signal.signal(signal.SIGTERM, handler)": False,  # a handler, not a signal sent
+    "os.getpgid(pid); proc.wait(); kill_tree(proc)": False,
+}
+
+
+@pytest.mark.parametrize(("code", "kills"), PLANTED_KILLS.items())
+def test_a_planted_kill_outside_processes_fails_the_check(code, kills):
+    planted = {  # the check as it runs on the package, here on the planted file and the one place that may
+        "core/processes.py": _sources()["core/processes.py"],
+        "classroom/planted.py": ast.parse("import os, signal, psutil\n" + code),
+    }
+    assert ("classroom/planted.py" in _stray_kills(planted)) == kills
+    assert "core/processes.py" not in _stray_kills(planted)  # the one place may
 
 
 def test_every_worker_operation_has_a_handler_and_back():
