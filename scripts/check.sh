@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The static checks, seconds in all: the TypeScript types (tsc --noEmit), ruff's lint with the rules
 # of pyproject.toml's [tool.ruff] (F821, an undefined name, among them) and its layout (ruff format
-# --check), the Python types (mypy with [tool.mypy]: mlc_lab/model strictly, mlc_lab/core and
-# mlc_lab/widgets), js/lib/model.ts as mlc_lab.model generates it (model_ts --check), and the import
+# --check), the Python types (mypy with [tool.mypy]: mlc_lab/model strictly, mlc_lab/widgets with
+# every def typed, mlc_lab/core), js/lib/model.ts as mlc_lab.model generates it (model_ts --check), and the import
 # contract of [tool.importlinter] (layers point down, only mlc_lab.tvm imports tvm, no circles).
 # Every check runs; the exit status is 1 when any failed.
 #   bash scripts/check.sh              every check

@@ -323,7 +323,7 @@ class ClassGrade(TypedDict):
     correct: NotRequired[bool | None]
     numeric: NotRequired[NumericCheck | None]
     visibility: NotRequired[str]
-    overloaded: NotRequired[str | None]  # GradeResult's: a wall-clock stop on an overloaded machine
+    overloaded: NotRequired[str | None]
     timing: NotRequired[ClassTiming]
     timing_error: NotRequired[str]
     error_info: NotRequired[ErrorInfo]

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mlc_lab._threads import helper_thread
+from mlc_lab.core.protocol import Checking, SessionLike
 from mlc_lab.errors import MlcLabError
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ def _catalog() -> dict:
 
 
 def checks_setup(
-    session: Any,
+    session: SessionLike,
     *,
     checks: list[str] | None = None,
     tasks: list[dict] | None = None,
@@ -47,7 +48,7 @@ def checks_setup(
     "checks"}`` dicts, or the tasks of an assignment TOML file (``mlc_lab.grading``). Nothing given:
     every check of the explorer's ``target`` ("cpu" or "cuda", from step 0 on), or without one, of each
     step's (GPU when the step binds threads, else CPU). Named checks and an assignment fix their own."""
-    if not callable(getattr(session, "check", None)):
+    if not isinstance(session, Checking):
         return {"available": False}
     catalog = _catalog()
     explorer_target, title, target = target, None, None
@@ -111,7 +112,7 @@ class ChecksWorker:
 
     def __init__(
         self,
-        session: Any,
+        session: SessionLike,
         setup: dict,
         publish: Callable[[str, Any, Any, ChecksWorker], None],
         assignment: Any = None,
@@ -199,7 +200,7 @@ class ChecksWorker:
         catalog = _catalog()
         started = time.perf_counter()
         try:
-            report = self._session.check(self._setup.get("names"), target=self._setup.get("target"), step=sid)
+            report = self._checking().check(self._setup.get("names"), target=self._setup.get("target"), step=sid)
         except MlcLabError as exc:
             return {"step": sid, "error": str(exc).split("\n", 1)[0]}
         except Exception as exc:  # noqa: BLE001  (say it in the panel; the step itself is fine)
@@ -236,7 +237,7 @@ class ChecksWorker:
 
         a = self._assignment
         assert a is not None  # only called with an assignment
-        measured = getattr(self._session, "measurements", {}).get(sid)
+        measured = self._session.measurements.get(sid)
         latency = getattr(measured, "latency_s", None) if measured is not None else None
         scored = score_tasks(
             a.tasks, report, hazards_fail=a.hazards_fail, latency_ms=None if latency is None else latency * 1e3
@@ -252,6 +253,12 @@ class ChecksWorker:
             }
             for t in scored
         ]
+
+    def _checking(self) -> Checking:
+        """The session, as one that has ``check`` (``checks_setup`` lists nothing for one without)."""
+        if not isinstance(self._session, Checking):
+            raise MlcLabError(f"a {type(self._session).__name__} has no named checks (it has no check())")
+        return self._session
 
     def hazards_of(self, sid: Any) -> dict:
         """``{"new": [the hazards the step's parent does not have], "count": how many it has,
@@ -271,7 +278,8 @@ class ChecksWorker:
                 self._seen[sid] = []  # hazards are of GPU kernels: a step that binds no thread has none
             else:
                 try:
-                    self._seen[sid] = [h.to_json() for h in self._session.check([], target=target, step=sid).hazards]
+                    hazards = self._checking().check([], target=target, step=sid).hazards
+                    self._seen[sid] = [h.to_json() for h in hazards]
                 except Exception:  # noqa: BLE001  (no mark rather than a broken history)
                     log.exception("mlc_lab: the hazards of step %r failed", sid)
                     self._seen[sid] = []
@@ -305,7 +313,7 @@ def _kind(target: Any) -> str | None:
     return "cpu" if str(target) in ("cpu", "llvm") else "cuda"
 
 
-def _binds_threads(session: Any, sid: Any) -> bool:
+def _binds_threads(session: SessionLike, sid: Any) -> bool:
     """Whether a loop of the step is bound to a thread axis, read from its loop tree (plain data the
     explorer has already: no analysis of the program for a CPU schedule's history)."""
     try:
@@ -321,7 +329,7 @@ def _binds_threads(session: Any, sid: Any) -> bool:
     return False
 
 
-def _parent(session: Any, sid: Any) -> Any:
+def _parent(session: SessionLike, sid: Any) -> Any:
     for step in session.steps:
         if step.id == sid:
             return step.parent

@@ -24,6 +24,8 @@ from typing import Any
 import traitlets as t
 
 from mlc_lab.classroom import client
+from mlc_lab.core.protocol import SessionLike, Submitting
+from mlc_lab.errors import MlcLabError
 from mlc_lab.model.traits import ClassDashboardTraits, LeaderboardTraits
 from mlc_lab.widgets._base import RequestError, RpcWidget, bundle
 
@@ -219,7 +221,7 @@ def class_assignment(setup: dict) -> ClassAssignment | None:
 
 
 def submit_from_explorer(
-    widget: Any, session: Any, name: Any, task: Any = None, token: str | None = None, client_id: Any = None
+    widget: Any, session: SessionLike, name: Any, task: Any = None, token: str | None = None, client_id: Any = None
 ) -> dict:
     """Hand in the current step's submission (as the token's student; ``name``: the pseudonym typed,
     for a demo server); the verdict arrives in the widget's ``class_submission`` trait (``{"state":
@@ -245,6 +247,8 @@ def submit_from_explorer(
         if last.get("client_id") == client_id:  # the same intent again: the same submission
             return {"step": last.get("step")}
         raise RequestError("a submission is being graded; wait for its verdict", type="busy")
+    if not isinstance(session, Submitting):
+        raise MlcLabError(f"a {type(session).__name__} cannot be handed in (it has no submission())")
     step = session.current.id
     trace = session.submission(step)
     widget.class_submission = {

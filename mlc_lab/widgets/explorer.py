@@ -38,11 +38,12 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import traitlets as t
 
 from mlc_lab._threads import stop_at_exit
+from mlc_lab.core.protocol import FullSession, Lowering, SessionLike
 from mlc_lab.model.steps import Change, LoopTree, StepView, ref_of
 from mlc_lab.model.steps import plain as _plain
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError, error_kind
@@ -154,7 +155,7 @@ class Explorer(AccessRequests, PathPanel, RpcWidget):
 
     def __init__(
         self,
-        session: Any,
+        session: SessionLike,
         *,
         height: str = "640px",
         checks: list[str] | None = None,
@@ -165,12 +166,9 @@ class Explorer(AccessRequests, PathPanel, RpcWidget):
         target: Any = None,
         **kwargs: Any,
     ) -> None:
-        for name in ("apply", "undo", "redo", "goto", "steps", "step_view", "on_change", "failed"):
-            if not hasattr(session, name):
-                raise TypeError(
-                    f"Explorer needs a mlc_lab.Session (or an object with .{name}); got {type(session).__name__}"
-                )
-        self._session = session
+        if not isinstance(session, SessionLike):  # the protocol, checked: every member it declares
+            raise TypeError(f"Explorer needs a mlc_lab.Session (or a SessionLike); got {type(session).__name__}")
+        self._session: SessionLike = session
         self._class_token = class_token  # kept in the kernel: never a trait (saved notebooks keep traits)
         self._lock = threading.RLock()
         self._view: StepView = session.step_view()
@@ -207,7 +205,7 @@ class Explorer(AccessRequests, PathPanel, RpcWidget):
         self._checks = ChecksWorker(session, setup, self._publish_checks, assignment)
         self._checks.schedule(self._view.id, [s.id for s in session.steps])
         self._path_start(way)
-        self._unsubscribe = session.on_change(self._on_session_change)
+        self._unsubscribe: Callable[[], None] | None = session.on_change(self._on_session_change)
         for step in list(session.steps)[-self.MAX_RECORDED_STEPS :]:  # steps made before this view
             if step.id != self._view.id:
                 self._record_step_id(step.id)
@@ -324,7 +322,7 @@ class Explorer(AccessRequests, PathPanel, RpcWidget):
         return bool(self._session.current.children)
 
     @property
-    def session(self) -> Any:
+    def session(self) -> SessionLike:
         """The Session this explorer shows; changes made through it appear here at once."""
         return self._session
 
@@ -475,7 +473,7 @@ class Explorer(AccessRequests, PathPanel, RpcWidget):
         steps = self._session.steps
         self._history_len = len(steps)
         # Where redo goes from each step (the child visited last): a reloaded page starts from it.
-        visited = getattr(self._session, "visited_children", None) or {}
+        visited = self._session.visited_children
         history: dict = {"from": 0, "steps": [_summary(s) for s in steps]}
         if visited:
             history["visited"] = {str(_plain(p)): _plain(c) for p, c in dict(visited).items()}
@@ -529,7 +527,7 @@ class Explorer(AccessRequests, PathPanel, RpcWidget):
         return state
 
     def _func_name(self) -> str:
-        return str(self._view.loop_tree.get("func") or getattr(self._session, "func_name", "") or "")
+        return str(self._view.loop_tree.get("func") or self._session.func_name or "")
 
     def _read_failures(self) -> list[dict]:
         """The Session's failed attempts (it keeps them; this view only shows them)."""
@@ -541,7 +539,7 @@ class Explorer(AccessRequests, PathPanel, RpcWidget):
             self.failures = failures
 
     def _read_measurements(self) -> dict[str, dict]:
-        found = getattr(self._session, "measurements", None) or {}
+        found = self._session.measurements
         return {str(_plain(sid)): _measurement_info(m) for sid, m in list(found.items())}
 
     def _step_id(self, value: Any) -> Any:
@@ -708,16 +706,18 @@ class Explorer(AccessRequests, PathPanel, RpcWidget):
             raise RequestError(summary, detail=detail, step=_plain(sid), type=error_kind(exc)) from None
         return {
             "step": _plain(sid),
-            "source": str(getattr(build, "source", "")),
-            "kernels": _plain(list(getattr(build, "kernels", []) or [])),
-            "ptx": getattr(build, "ptx", None),
-            "ptx_error": getattr(build, "ptx_error", None),
+            "source": str(build.source),
+            "kernels": _plain(list(build.kernels or [])),
+            "ptx": build.ptx,
+            "ptx_error": build.ptx_error,
         }
 
     def lower(self, step: Any = None, target: Any = "cpu") -> dict:
         """The Compiler panel: passes, code and loop facts of a step (see compiler_panel.py); the
         target is "cpu", "cuda", a CUDA arch, a TVM target tag or a target as JSON."""
         sid = self._session.current.id if step is None else self._step_id(step)
+        if not isinstance(self._session, Lowering):
+            raise MlcLabError(f"a {type(self._session).__name__} cannot be lowered (it has no lower())")
         try:
             return lower_payload(self._session, _plain(sid), target)
         except BadTarget as exc:  # the panel keeps its last good view and says this under its field
@@ -779,13 +779,14 @@ def explore(x: Any, func: str | None = None, **kwargs: Any) -> Explorer:
     ``target`` is also where the toolbar's Measure runs. ``target=`` may instead be a target program,
     shown with the way to it (``widgets/path.py``; one that binds GPU threads makes the target cuda).
     """
-    if hasattr(x, "apply") and hasattr(x, "on_change"):
-        session = x
-    else:
-        from mlc_lab.core.session import Session  # core is allowed; it is the one that talks to TVM
+    return Explorer(x if isinstance(x, SessionLike) else _new_session(x, func), **kwargs)
 
-        session = Session(x, func)
-    return Explorer(session, **kwargs)
+
+def _new_session(x: Any, func: str | None) -> FullSession:
+    """A new Session, held to all a widget uses (mypy fails here when the Session lacks a member)."""
+    from mlc_lab.core.session import Session  # core is allowed; it is the one that talks to TVM
+
+    return Session(x, func)
 
 
 # --- plain-data helpers ------------------------------------------------------------------------------

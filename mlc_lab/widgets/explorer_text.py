@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from mlc_lab.core.history import Step
 from mlc_lab.model.measure import Measurement
 from mlc_lab.model.steps import LoopTree
 from mlc_lab.model.steps import plain as _plain
@@ -23,12 +24,12 @@ def call_label(primitive: str, args: list, kwargs: dict) -> str:
     return f"{primitive}({', '.join(parts)})"
 
 
-def _summary(step: Any) -> dict:
+def _summary(step: Step) -> dict:
     """A history entry (as StepSummary.to_json) of a Session's step."""
     return {
         "id": step.id,
         "parent": step.parent,
-        "kind": getattr(step, "kind", "apply"),
+        "kind": step.kind,
         "primitive": step.primitive,
         "label": step.label,
     }

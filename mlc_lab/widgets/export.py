@@ -18,6 +18,8 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
+from mlc_lab.core.protocol import SessionLike
+
 
 @dataclass
 class StepExport:
@@ -76,7 +78,7 @@ def _failures_html(failures: list[dict], step_id: Any) -> str:
     return f'<details open class="failed"><summary>Failed attempts from this step ({len(here)})</summary><ul>{items}</ul></details>'
 
 
-def collect_export(session: Any) -> SessionExport:
+def collect_export(session: SessionLike) -> SessionExport:
     """Every step of a Session (its StepViews) as plain data."""
     steps = []
     for step in session.steps:
@@ -96,10 +98,10 @@ def collect_export(session: Any) -> SessionExport:
         )
     tree_now = session.step_view().loop_tree
     return SessionExport(
-        func=str(tree_now.get("func") or getattr(session, "func_name", "")),
+        func=str(tree_now.get("func") or session.func_name),
         current=session.current.id,
         steps=steps,
-        failures=[f.to_json() for f in getattr(session, "failed", [])],
+        failures=[f.to_json() for f in session.failed],
     )
 
 

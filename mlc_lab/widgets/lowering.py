@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from mlc_lab.core.protocol import Lowering
 from mlc_lab.errors import MlcLabError
 
 # What the panel's picker offers; any other architecture or tag may be typed.
@@ -56,7 +57,7 @@ def parse_target(text: Any) -> Any:
     return spec
 
 
-def lower_payload(session: Any, step: Any, target: Any) -> dict:
+def lower_payload(session: Lowering, step: Any, target: Any) -> dict:
     """The Lowering of `step` for `target` as the panel draws it: passes with their scripts, the
     generated code, loop facts (with the assembly lines of each loop; for CUDA, what each loop
     became), per CUDA kernel its figures (`facts_from`: ptxas, or the source alone) and the verdict."""

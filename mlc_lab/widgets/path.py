@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from mlc_lab._threads import helper_thread
+from mlc_lab.core.protocol import SessionLike, Wayfinding
 from mlc_lab.errors import MlcLabError
 from mlc_lab.model.steps import plain as _plain
 
@@ -57,18 +58,20 @@ class WayTarget:
         return {"available": True, "name": self.name, "source": self.source, "gpu": self.gpu}
 
 
-def split_target(session: Any, target: Any, assignment: Any, devices: tuple[str, ...]) -> tuple[str, WayTarget | None]:
+def split_target(
+    session: SessionLike, target: Any, assignment: Any, devices: tuple[str, ...]
+) -> tuple[str, WayTarget | None]:
     """``explore``'s ``target=`` (and ``assignment=``) as the checks' device ("" for each step's) and
     the way's target program (None: no way shown). Bad input: one sentence naming both forms."""
     if target is None or (isinstance(target, str) and target in ("", *devices)):
         return target or "", _reference(session, assignment)
-    if not callable(getattr(session, "path_to", None)):
+    if not isinstance(session, Wayfinding):
         raise MlcLabError("this session cannot find a way to a target program (it is not a mlc_lab Session)")
     way = _program_target(session, target, _name_of(target), "program")
     return ("cuda" if way.gpu else ""), way
 
 
-def _program_target(session: Any, program: Any, name: str, source: str) -> WayTarget:
+def _program_target(session: SessionLike, program: Any, name: str, source: str) -> WayTarget:
     from mlc_lab.core.path import target_binds_threads  # core: loads the target once, as path_to does
 
     try:
@@ -83,11 +86,11 @@ def _program_target(session: Any, program: Any, name: str, source: str) -> WayTa
     return WayTarget(program, name, source, gpu)
 
 
-def _reference(session: Any, assignment: Any) -> WayTarget | None:
+def _reference(session: SessionLike, assignment: Any) -> WayTarget | None:
     """The way's target of an assignment that names a reference program (None without one, and
     None for a reference the way cannot aim at: a scheduling function or a folder, which only the
     grader's sandbox runs; the explorer still opens with the assignment's checks)."""
-    if assignment is None or not callable(getattr(session, "path_to", None)):
+    if assignment is None or not isinstance(session, Wayfinding):
         return None
     from mlc_lab.widgets.checks import _assignment
 
@@ -112,7 +115,7 @@ def _name_of(target: Any) -> str:
     named = _name_in_notebook(target)
     if named is not None:
         return named  # explore(MyBmmRelu, target=TargetModule): "TargetModule"
-    if hasattr(target, "loop_tree") and hasattr(target, "current"):
+    if isinstance(target, SessionLike):
         return f"step {target.current.id} of another session"
     return "the target"
 
@@ -132,7 +135,7 @@ class PathWorker:
 
     IDLE_EXIT_S = 30.0  # a thread with nothing to do ends (an explorer nobody closes keeps none)
 
-    def __init__(self, session: Any, way: WayTarget | None, publish: Callable[[Any, dict, PathWorker], None]):
+    def __init__(self, session: SessionLike, way: WayTarget | None, publish: Callable[[Any, dict, PathWorker], None]):
         self._session = session
         self._way = way
         self._publish = publish
@@ -211,7 +214,7 @@ class PathWorker:
             return held[1]
         started = time.perf_counter()
         try:
-            answer = self._session.path_to(self._way.program, step=sid)
+            answer = self._wayfinding().path_to(self._way.program, step=sid)
         except MlcLabError as exc:
             return self._keep(sid, None, {"step": _plain(sid), "error": _first_line(exc)})
         except Exception as exc:  # noqa: BLE001  (say it in the panel; the step itself is fine)
@@ -225,6 +228,12 @@ class PathWorker:
             there = dataclasses.replace(answer, start=back, undo_to=None)
             self._keep(back, there, self._json(back, there, ms))
         return self._keep(sid, answer, data)
+
+    def _wayfinding(self) -> Wayfinding:
+        """The session, as one that finds ways (``split_target`` gives no target to one that cannot)."""
+        if not isinstance(self._session, Wayfinding):
+            raise MlcLabError(f"a {type(self._session).__name__} cannot find a way (it has no path_to())")
+        return self._session
 
     def _json(self, sid: Any, answer: Any, ms: float) -> dict:
         from mlc_lab.core.path import hint_of
@@ -242,7 +251,7 @@ class PathPanel:
     """The explorer's side of the way: its worker, what it publishes, and the Python API (``path_to``,
     ``hint``). Mixed into the Explorer, which holds the traits ``path_setup`` and ``path``."""
 
-    _session: Any
+    _session: SessionLike
     _lock: Any
     _path: PathWorker
 

@@ -30,6 +30,7 @@ import anywidget
 import traitlets as t
 
 from mlc_lab._threads import helper_thread
+from mlc_lab.core.protocol import Retraceable
 from mlc_lab.model.tuning import (
     BEST_FILE,
     JOB_FILE,
@@ -362,7 +363,13 @@ class TuningDashboard(RpcWidget):
     height = t.Unicode("380px").tag(sync=True)
 
     def __init__(
-        self, job: Any, session: Any = None, *, poll_s: float = 0.25, height: str = "380px", **kwargs: Any
+        self,
+        job: Any,
+        session: Retraceable | None = None,
+        *,
+        poll_s: float = 0.25,
+        height: str = "380px",
+        **kwargs: Any,
     ) -> None:
         if isinstance(job, (str, os.PathLike)):
             job = _open_job(os.fspath(job))
@@ -389,7 +396,9 @@ class TuningDashboard(RpcWidget):
 
     # --- public API ------------------------------------------------------------------------------
     @classmethod
-    def from_work_dir(cls, work_dir: str | os.PathLike, session: Any = None, **kwargs: Any) -> "TuningDashboard":
+    def from_work_dir(
+        cls, work_dir: str | os.PathLike, session: Retraceable | None = None, **kwargs: Any
+    ) -> "TuningDashboard":
         """Show the job kept in ``work_dir`` (running or not): after a cancel, a crash or a restart.
 
         (Not called ``open``: ipywidgets' ``Widget.open`` opens the comm.)"""
@@ -450,7 +459,7 @@ class TuningDashboard(RpcWidget):
         return status
 
     @property
-    def session(self) -> Any:
+    def session(self) -> Retraceable:
         """The Session that "open in explorer" adds branches to (made from the work directory if
         none was given)."""
         if self._session is None:
@@ -468,9 +477,7 @@ class TuningDashboard(RpcWidget):
         if not rec.trace:
             raise RequestError(f"trial {trial} has no recorded trace")
         session = self.session
-        steps, self._postproc_steps = without_postproc_marker(
-            retarget_trace(rec.trace, getattr(session, "func_name", None))
-        )
+        steps, self._postproc_steps = without_postproc_marker(retarget_trace(rec.trace, session.func_name))
         return session.replay(steps)
 
     def show_explorer(self, trial: int | None = None) -> Any:
@@ -626,7 +633,7 @@ class TuningDashboard(RpcWidget):
 
     def _scratch(self) -> tuple[Any, Any, str | None]:
         session = self.session
-        return type(session), session.original, getattr(session, "func_name", None)
+        return type(session), session.original, session.func_name
 
 
 def _first_line(exc: BaseException) -> str:
@@ -643,12 +650,12 @@ def _open_job(work_dir: str) -> Any:
     return TuneJob.open(work_dir)
 
 
-def _session_of_work_dir(job: Any) -> Any:
+def _session_of_work_dir(job: Any) -> Retraceable:
     """A Session of the job's original program (the job reads it back from its work directory)."""
     return job.session()
 
 
-def dashboard(job_or_work_dir: Any, session: Any = None, **kwargs: Any) -> TuningDashboard:
+def dashboard(job_or_work_dir: Any, session: Retraceable | None = None, **kwargs: Any) -> TuningDashboard:
     """A dashboard of a TuneJob, or of the job kept in a work directory.
 
     >>> mlc_lab.widgets.tuning.dashboard("/tmp/mlc_lab_tune_x1y2")

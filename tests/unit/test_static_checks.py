@@ -1,5 +1,5 @@
-"""scripts/check.sh catches an undefined name, a type error in mlc_lab/model and mlc_lab/core, and a
-stale js/lib/model.ts.
+"""scripts/check.sh catches an undefined name, a type error in mlc_lab/model and mlc_lab/core, a
+stale js/lib/model.ts, and a Session member renamed under the widgets that call it.
 
 A scratch copy holds what those checks read (check.sh, pyproject.toml, mlc_lab/ without its built
 bundles, js/lib/model.ts, and mypy's cache so that the copy is checked incrementally); the checks
@@ -9,6 +9,7 @@ pass on it as copied, then fail once each error is planted, each naming what it 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -75,6 +76,48 @@ def test_check_sh_fails_on_an_undefined_name_a_type_error_and_a_stale_model_ts(t
     failed = out.strip().splitlines()[-1]
     for name in ("lint (ruff check)", "Python types (mypy)", "js/lib/model.ts is generated"):
         assert name in failed, failed
+
+
+def _rename(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert text.count(old) == 1, f"{old!r} is not once in {path}"
+    path.write_text(text.replace(old, new))
+
+
+def test_a_renamed_session_member_fails_the_types_at_its_widget_callers(tmp_path):
+    """The widgets see a session only through mlc_lab.core.protocol's protocols: renaming
+    ``step_view`` in the Session and in SessionLike fails every widget line that calls it, and a
+    member the Session loses (``script_at``; ``lower``, which only the Compiler panel uses) fails
+    where a widget makes a Session and holds it to them (``explore``, ``access_view``)."""
+    root = tmp_path / "repo"
+    _copy(root)
+    _rename(root / "mlc_lab" / "core" / "session.py", "def step_view(", "def view_of_step(")
+    _rename(root / "mlc_lab" / "core" / "protocol.py", "def step_view(", "def view_of_step(")
+    _rename(root / "mlc_lab" / "core" / "session.py", "def script_at(", "def script_of_step(")
+    _rename(root / "mlc_lab" / "core" / "session.py", "def lower(", "def lowered(")
+    widgets = sorted((root / "mlc_lab" / "widgets").rglob("*.py"))
+    lines = [
+        (p.relative_to(root).as_posix(), n, text)
+        for p in widgets
+        for n, text in enumerate(p.read_text().splitlines(), 1)
+    ]
+    callers = [(path, n) for path, n, text in lines if ".step_view(" in text]
+    handovers = [(path, n) for path, n, text in lines if re.search(r"\bSession\(x\b", text)]
+    assert len(callers) >= 8 and len(handovers) == 2, (callers, handovers)
+
+    run = _check(root, "types")
+    out = run.stderr
+    assert run.returncode == 1, out[-3000:]
+    for path, n in callers:
+        assert re.search(rf'^{re.escape(path)}:{n}: error: "\w+" has no attribute "step_view"', out, re.M), (
+            f"{path}:{n} calls step_view, but mypy does not fail there:\n{out[-3000:]}"
+        )
+    for path, n in handovers:
+        assert re.search(rf'^{re.escape(path)}:{n}: error: Incompatible .*"Session"', out, re.M), out[-3000:]
+        missing = re.findall(rf"^{re.escape(path)}:{n}: note: +([\w, ]+)$", out, re.M)
+        assert "script_at" in "".join(missing), out[-3000:]
+    explore = next(n for path, n in handovers if path.endswith("explorer.py"))
+    assert re.search(rf"^mlc_lab/widgets/explorer.py:{explore}: note: +lower, script_at$", out, re.M), out[-3000:]
 
 
 def test_check_sh_names_its_checks_and_refuses_an_unknown_one(tmp_path):

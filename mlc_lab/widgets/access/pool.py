@@ -32,7 +32,7 @@ def pool_arrays(arrays: dict, pool: list[int]) -> dict:
     padded = tuple(n * f for n, f in zip(out_shape, pool))
     inner = tuple(2 * d + 1 for d in range(len(shape)))  # the axes inside a block
 
-    def split(arr: np.ndarray, fill) -> np.ndarray:
+    def split(arr: np.ndarray, fill: float) -> np.ndarray:
         """``arr`` as (n0, f0, n1, f1, ...), padded with ``fill`` (a view when nothing is padded)."""
         arr = np.asarray(arr)
         if padded != shape:

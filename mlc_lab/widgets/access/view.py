@@ -35,12 +35,13 @@ import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 import numpy as np
 import traitlets as t
 
 from mlc_lab.core.access.budget import AnalysisCancelled, Budget
+from mlc_lab.core.protocol import Analysing, AnalysingSession, SessionLike
 from mlc_lab.model.steps import LoopTree, ref_of
 from mlc_lab.model.steps import plain as _plain
 from mlc_lab.errors import AccessAnalysisError, MlcLabError
@@ -175,7 +176,7 @@ def swept_loops(chain: list[dict]) -> list[str]:
 
 
 def _footprints(
-    session: Any,
+    session: AnalysingSession,
     target: str,
     values: dict,
     step: int | None,
@@ -214,7 +215,7 @@ def _analysis_error(summary: str, exc: BaseException) -> RequestError:
 
 
 def footprint_payload(
-    session: Any,
+    session: AnalysingSession,
     loop: str,
     at: dict | None = None,
     step: int | None = None,
@@ -299,7 +300,7 @@ def _buffer_entry(name: str, fp: Any, pack: _Packer) -> BufferPayload:
 
 
 def gpu_payload(
-    session: Any,
+    session: AnalysingSession,
     loop: str,
     at: dict | None = None,
     warp: int | None = None,
@@ -359,7 +360,7 @@ class AccessRequests:
     step makes it stale, and it stops at its next part and answers "cancelled". One running longer
     than a second sends the page ``{"kind": "mlc-progress", ...}`` messages (parts done of total)."""
 
-    _session: Any
+    _session: SessionLike
     loop_tree: Any
     _mlc_fp_ticket: int = 0  # the panel's footprint requests
     _mlc_record_ticket: int = 0  # the records a saved notebook keeps (the memory view's own)
@@ -384,7 +385,7 @@ class AccessRequests:
         last = [started]
 
         def cancelled() -> bool:
-            return ticket != getattr(self, tickets) or getattr(self._session.current, "id", None) != step
+            return ticket != getattr(self, tickets) or self._session.current.id != step
 
         def progress(done: int, total: int) -> None:
             now = time.monotonic()
@@ -400,10 +401,10 @@ class AccessRequests:
     def _footprint(
         self, loop: str, at: dict | None, sweep_threads: bool = False, shape_vars: dict | None = None
     ) -> tuple[FootprintResult, list[bytes]]:
-        step = getattr(self._session.current, "id", None)
+        step = self._session.current.id
         budget = self._analysis_budget(loop, step)
         return footprint_payload(
-            self._session,
+            self._analysing(),
             loop,
             at,
             step=step,
@@ -421,7 +422,14 @@ class AccessRequests:
         block: int | None = None,
         shape_vars: dict | None = None,
     ) -> dict:
-        return gpu_payload(self._session, loop, at, warp=warp, block=block, tree=self.loop_tree, shape_vars=shape_vars)
+        session = self._analysing()
+        return gpu_payload(session, loop, at, warp=warp, block=block, tree=self.loop_tree, shape_vars=shape_vars)
+
+    def _analysing(self) -> AnalysingSession:
+        """The session, as one with the memory analyses (an explorer's stand-in may have none)."""
+        if not isinstance(self._session, Analysing):
+            raise MlcLabError(f"a {type(self._session).__name__} has no memory analyses (no footprint())")
+        return self._session
 
 
 class AccessView(AccessRequests, RpcWidget):
@@ -461,13 +469,14 @@ class AccessView(AccessRequests, RpcWidget):
     height = t.Unicode("").tag(sync=True)
     error = t.Dict().tag(sync=True)
 
-    def __init__(self, session: Any, loop: str | None = None, *, at: dict | None = None, **kwargs: Any) -> None:
-        for name in ("footprint", "step_view", "on_change"):
-            if not hasattr(session, name):
-                raise TypeError(
-                    f"AccessView needs a mlc_lab.Session (or an object with .{name}); got {type(session).__name__}"
-                )
-        self._session = session
+    def __init__(
+        self, session: AnalysingSession, loop: str | None = None, *, at: dict | None = None, **kwargs: Any
+    ) -> None:
+        if not isinstance(session, AnalysingSession):
+            raise TypeError(
+                f"AccessView needs a mlc_lab.Session (or an AnalysingSession); got {type(session).__name__}"
+            )
+        self._session: AnalysingSession = session
         self._lock = threading.RLock()
         tree = session.step_view().loop_tree
         if loop:
@@ -480,12 +489,12 @@ class AccessView(AccessRequests, RpcWidget):
             loop = _ref(loops[-1]) if loops else ""
         super().__init__(
             loop_tree_json=_tree_bytes(tree),
-            current=_plain(getattr(session.current, "id", None)),
+            current=_plain(session.current.id),
             loop=loop or "",
             at=dict(at or {}),
             **kwargs,
         )
-        self._unsubscribe = session.on_change(self._on_session_change)
+        self._unsubscribe: Callable[[], None] | None = session.on_change(self._on_session_change)
         # A notebook saved without ever being displayed (nbclient) still carries the footprint it shows.
         # after a change, off the message loop (a step never waits for an analysis; a newer change or
         # step makes a running one stale)
@@ -510,7 +519,7 @@ class AccessView(AccessRequests, RpcWidget):
         return True
 
     def mlc_what(self) -> str:
-        name = getattr(self._session, "func_name", "") or ""
+        name = self._session.func_name or ""
         return f"memory-access view of `{name}`" if name else "memory-access view"
 
     def _record_footprint(self) -> None:
@@ -520,7 +529,7 @@ class AccessView(AccessRequests, RpcWidget):
         params = {"loop": self.loop, "at": dict(self.at), "sweep_threads": bool(self.sweep_threads)}
         if self.shape_vars:
             params["shape_vars"] = dict(self.shape_vars)
-        step = getattr(self._session.current, "id", None)
+        step = self._session.current.id
         try:
             result, buffers = footprint_payload(
                 self._session,
@@ -543,7 +552,7 @@ class AccessView(AccessRequests, RpcWidget):
         )
 
     @property
-    def session(self) -> Any:
+    def session(self) -> AnalysingSession:
         return self._session
 
     @property
@@ -642,12 +651,13 @@ def access_view(x: Any, loop: str | None = None, **kwargs: Any) -> AccessView:
     >>> s = mlc_lab.Session(MyModule)
     >>> view = mlc_lab.widgets.access.view(s, "j_1", at={"Y/i": 3, "k": 7})
     """
-    if hasattr(x, "footprint") and hasattr(x, "on_change"):
+    session: AnalysingSession
+    if isinstance(x, AnalysingSession):
         session = x
     else:
         from mlc_lab.core.session import Session
 
-        session = Session(x)
+        session = Session(x)  # mypy: a Session has the memory analyses (a renamed member fails here)
     return AccessView(session, loop, **kwargs)
 
 
@@ -655,7 +665,7 @@ def access_view(x: Any, loop: str | None = None, **kwargs: Any) -> AccessView:
 
 
 def snapshot_data(
-    session: Any,
+    session: AnalysingSession,
     loop: str,
     at: dict | None = None,
     *,
@@ -673,7 +683,7 @@ def snapshot_data(
     shapes = shape_values(shape_vars)
     fps = _footprints(session, _ref(chain[-1]), values, None, sweep_threads and bool(swept_loops(chain)), shapes)
     gpu = None
-    if fps.gpu and hasattr(session, "gpu_stats"):
+    if fps.gpu:
         try:
             gpu = gpu_payload(session, loop, values, warp=warp, block=block, tree=tree, shape_vars=shapes)
         except RequestError:
