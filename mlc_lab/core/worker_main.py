@@ -167,7 +167,13 @@ def main(argv: list[str]) -> int:
             prestart(argv[2])
         result = handler(argv[1])({"work_dir": argv[2]})
         return int(result) if isinstance(result, int) else 0
-    if len(argv) >= 2 and argv[0] == "--child" and argv[1] in CHILDREN:
+    if len(argv) >= 2 and argv[0] == "--child":
+        if argv[1] not in CHILDREN:
+            print(
+                f"worker_main: no operation {argv[1]!r} has a child (known: {', '.join(sorted(CHILDREN))})",
+                file=sys.stderr,
+            )
+            return 2
         return int(_imported(CHILDREN[argv[1]])(argv[2:]))
     print(
         "usage: python -m mlc_lab.core.worker_main [--job NAME WORK_DIR | --child "

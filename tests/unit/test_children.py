@@ -203,6 +203,15 @@ def test_every_child_runs_the_one_entry(op):
     assert WORKER_OPS[op].entry in (WORKER, *OWN_ENTRIES), f"{op}: its child should be worker_main --child {op}"
 
 
+def test_the_entry_says_plainly_which_child_it_does_not_know(capsys):
+    from mlc_lab.core.worker_main import main
+
+    assert main(["--child", "grade_everything"]) == 2
+    assert "no operation 'grade_everything' has a child (known: grade_batch, grade_class" in capsys.readouterr().err
+    assert main(["--child", "grade_batch", "stray"]) == 2  # the judge's own check, before it reads stdin
+    assert "the judging child takes no arguments" in capsys.readouterr().err
+
+
 def test_only_the_entries_have_a_main_block():
     mains = {
         rel
