@@ -22,7 +22,9 @@ class MlcLabError(Exception):
     """
 
     kind: str = "error"
-    label: str | None = None  # a failed step's label, as the step would have read (set by the Session)
+    # a failed step's label, as the step would have read: written by the Session (mlc_lab.core.step_calls
+    # .step_label, the one writer of labels) and read by its history and the explorer's banner
+    label: str | None = None
 
     def _render_traceback_(self) -> list[str]:
         from mlc_lab._traceback import render

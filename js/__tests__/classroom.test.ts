@@ -144,7 +144,7 @@ describe("keys stay in the view", () => {
 
   it("the trace knobs keep their keys and their focus across the redraw a change causes", async () => {
     const decisions = (value: number[]) => [{ index: 0, position: 1, kind: "SamplePerfectTile", value, choices: [[128, 1], [64, 2], [32, 4], [16, 8]], loop: "k", extent: 128 }];
-    model.pushStep({ decisions: decisions([32, 4]) });
+    model.pushStep({ id: 1, parent: 0, decisions: decisions([32, 4]) });
     await tick();
     ($(".mlc-tab-trace") as HTMLButtonElement).click();
     const slider = $(".mlc-knob-slider") as HTMLInputElement;
@@ -154,7 +154,7 @@ describe("keys stay in the view", () => {
     slider.value = "3"; // what the browser's default action does
     slider.dispatchEvent(new Event("change"));
     expect(model.requests().at(-1)).toMatchObject({ method: "set_decision", params: { index: 0, value: [16, 8] } });
-    model.pushStep({ decisions: decisions([16, 8]) }); // Python's answer redraws the knobs
+    model.pushStep({ id: 2, parent: 0, decisions: decisions([16, 8]) }); // Python's answer (a new step) redraws the knobs
     await tick();
     const redrawn = $(".mlc-knob-slider") as HTMLInputElement;
     expect(redrawn).not.toBe(slider);

@@ -1,7 +1,8 @@
 // @vitest-environment jsdom
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import widget from "../explorer";
-import { BUSY_DELAY_MS, FOLLOW } from "../explorer/view";
+import { BUSY_DELAY_MS } from "../explorer/view";
+import { FOLLOW } from "../lib/model";
 import { fakeModel, mmRelu, render, SCRIPT, tick, treeBytes } from "./fixtures";
 
 type Model = ReturnType<typeof fakeModel>;
@@ -71,7 +72,7 @@ describe("explorer view", () => {
   it("marks loop kinds with badges", async () => {
     const tree = mmRelu();
     Object.assign(tree.functions[0].children[1], { loop_kind: "thread_binding", thread: "blockIdx.x" });
-    model.pushStep({ loop_tree: tree });
+    model.pushStep({ id: 1, parent: 0, loop_tree: tree }); // a new step: one id is one step
     await tick();
     expect(row("loop", "C/i").querySelector(".mlc-kind-thread_binding")?.textContent).toBe("blockIdx.x");
   });
@@ -80,7 +81,7 @@ describe("explorer view", () => {
     const tree = mmRelu();
     const y = (tree.functions[0].children[0] as any).children[0].children[0].children[0];
     y.predicate = "j_0 * 5 + j_1 < 128";
-    model.pushStep({ loop_tree: tree });
+    model.pushStep({ id: 1, parent: 0, loop_tree: tree }); // a new step: one id is one step
     await tick();
     expect(row("block", "Y").querySelector(".mlc-where")?.getAttribute("title")).toContain("T.where(j_0 * 5 + j_1 < 128)");
     row("block", "C").dispatchEvent(new MouseEvent("mouseenter"));
@@ -300,7 +301,7 @@ describe("explorer view", () => {
   });
 
   it("trace tab: decision knobs send set_decision, replay sends the edited text", async () => {
-    model.pushStep({ decisions: [{ index: 0, position: 1, kind: "SamplePerfectTile", value: [32, 4], choices: [[128, 1], [64, 2], [32, 4], [16, 8]], loop: "k", extent: 128 }], trace: "sch.split(l, [None, 4])" });
+    model.pushStep({ id: 1, parent: 0, decisions: [{ index: 0, position: 1, kind: "SamplePerfectTile", value: [32, 4], choices: [[128, 1], [64, 2], [32, 4], [16, 8]], loop: "k", extent: 128 }], trace: "sch.split(l, [None, 4])" });
     await tick();
     ($(".mlc-tab-trace") as HTMLButtonElement).click();
     const select = $(".mlc-knob select") as HTMLSelectElement;
@@ -314,7 +315,7 @@ describe("explorer view", () => {
 
   it("a replay error is shown at its line", async () => {
     ($(".mlc-tab-trace") as HTMLButtonElement).click();
-    model.pushStep({ trace: "a\nb\nc" });
+    model.pushStep({ id: 1, parent: 0, trace: "a\nb\nc" });
     await tick();
     model.set("error", { source: "replay", summary: "not a schedule call", line: 2 });
     await tick();

@@ -5,8 +5,8 @@
 // tests/unit/test_history_rule.py; both must reach the same step after every move.
 import { afterEach, describe, expect, it } from "vitest";
 import widget from "../explorer";
-import { History } from "../explorer/state";
-import { FOLLOW } from "../explorer/view";
+import { History, sameDecisions, sameStep } from "../explorer/state";
+import { FOLLOW } from "../lib/model"; // declared beside the requests (mlc_lab/model/requests.py)
 import { fakeModel, render, tick } from "./fixtures";
 import walkFile from "./fixtures/history_walk.json";
 
@@ -56,5 +56,34 @@ describe("redo goes where the Session's redo goes", () => {
     expect(h.redoTarget(0)).toBe(2); // the newest child, when nothing was visited
     h.apply({ from: 0, steps, visited: { "0": 1 } } as never);
     expect(h.redoTarget(0)).toBe(1);
+  });
+});
+
+describe("steps are compared by id", () => {
+  it("one id is one step, whatever its parts; decisions are compared by value", () => {
+    expect(sameStep({ id: 3 }, { id: 3 })).toBe(true);
+    expect(sameStep({ id: 3 }, { id: 4 })).toBe(false);
+    const d = { index: 0, position: 1, kind: "SamplePerfectTile", value: [4, 8], choices: null, loop: "i", extent: 32 };
+    expect(sameDecisions([d], [{ ...d, value: [4, 8] }])).toBe(true);
+    expect(sameDecisions([d], [{ extent: 32, loop: "i", choices: null, kind: "SamplePerfectTile", position: 1, index: 0, value: [4, 8] }])).toBe(true);
+    expect(sameDecisions([d], [{ ...d, value: [8, 4] }])).toBe(false);
+    expect(sameDecisions([d], [{ ...d, value: [4, 8, 1] }])).toBe(false);
+    expect(sameDecisions([d], [{ ...d, choices: [] }])).toBe(false);
+    expect(sameDecisions([d], [])).toBe(false);
+  });
+
+  it("the same step sent again redraws nothing", async () => {
+    const model = fakeModel();
+    ({ el, dispose } = await render(widget, model));
+    model.pushHistory([{ id: 1, parent: 0, kind: "apply", primitive: "p", label: "step 1" }], 1);
+    model.pushStep({ id: 1, parent: 0, label: "step 1", script: "script of 1" });
+    await tick();
+    const tree = el.querySelector(".mlc-tree")!.innerHTML;
+    const code = el.querySelector(".cm-content")?.textContent;
+    model.pushStep({ id: 1, script: "not what step 1 reads" }); // a step never changes: the id decides
+    await tick();
+    expect(el.querySelector(".mlc-tree")!.innerHTML).toBe(tree);
+    expect(el.querySelector(".cm-content")?.textContent).toBe(code);
+    expect(code).toContain("script of 1");
   });
 });

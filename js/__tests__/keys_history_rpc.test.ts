@@ -1,7 +1,8 @@
 import { describe, expect, it, vi } from "vitest";
 import { diffBases, historyRows } from "../explorer/history";
 import { keyAction } from "../explorer/keys";
-import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
+import { REQUESTS } from "../lib/model";
+import { Rpc, RpcFailure, bufferText, requestTimeoutMs } from "../lib/rpc";
 import { fakeModel } from "./fixtures";
 
 describe("keyboard shortcuts", () => {
@@ -88,5 +89,34 @@ describe("rpc", () => {
     rpc.dispose();
     await expect(q).rejects.toThrow(/closed/);
     vi.useRealTimers();
+  });
+
+  it("waits for each request as long as its row of REQUESTS says (timeout_s)", async () => {
+    vi.useFakeTimers();
+    try {
+      const model = fakeModel();
+      const rpc = new Rpc(model as any);
+      const settled: string[] = [];
+      const track = (name: string, p: Promise<unknown>) => p.catch(() => settled.push(name));
+      const waits = { apply: REQUESTS.apply.timeout_s, measure: REQUESTS.measure.timeout_s, class_submit: REQUESTS.class_submit.timeout_s };
+      expect(waits.apply).toBeLessThan(waits.measure);
+      expect(waits.measure).toBeLessThan(waits.class_submit);
+      const all = Object.keys(waits).map((name) => track(name, rpc.request(name)));
+      track("unlisted", rpc.request("not_in_the_table"));
+      let now = 0;
+      for (const [name, s] of Object.entries(waits)) {
+        await vi.advanceTimersByTimeAsync(s * 1000 - 1 - now); // a millisecond before its time: still waiting
+        expect(settled).not.toContain(name);
+        await vi.advanceTimersByTimeAsync(2);
+        expect(settled).toContain(name);
+        now = s * 1000 + 1;
+      }
+      expect(settled).toEqual(["apply", "unlisted", "measure", "class_submit"]); // unlisted waits as most rows do
+      expect(requestTimeoutMs("not_in_the_table")).toBe(120_000);
+      await Promise.all(all);
+      expect(rpc.inFlight).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -82,7 +82,7 @@ describe("the script pane on a one-line step", () => {
     // Every line but the changed one is the same element: no whole-document replace or redraw.
     const kept = after.filter((l, i) => i !== 3 && l === before[i]).length;
     expect(kept).toBe(before.length - 1);
-    code.destroy();
+    code.dispose();
     host.remove();
   });
 });

@@ -6,6 +6,7 @@
 import { h, keepKeys } from "../lib/dom";
 import { ensureStyle, isDarkTheme } from "../lib/theme";
 import css from "./access.css";
+import { Panel } from "../lib/panel";
 import { type RpcReply, RpcFailure } from "../lib/rpc";
 import { type ColorBy, PALETTE, type RGB, emptyColor, hueColor, orderColor, rgbText } from "./color";
 import { type Card, MAX_1D_PX, blockText, paint, pixelBlock, resizeCard, statsTable } from "./card";
@@ -52,7 +53,7 @@ const SPEEDS: Array<[string, number]> = [
   ["30 s", 30],
 ];
 
-export class AccessPanel {
+export class AccessPanel extends Panel<[loop: string | null, at?: Record<string, number>, force?: boolean]> {
   readonly el: HTMLElement;
   private state: AccessState = { loop: "", at: {}, color_by: "access", warp: -1, block: -1, time: -1, region: "auto", sweep_threads: true, shape_vars: {} };
   private fp: Footprint | null = null;
@@ -78,11 +79,13 @@ export class AccessPanel {
   private statusEl: HTMLElement;
   private cancelBtn: HTMLButtonElement;
   private loading = false;
-  private disposed = false;
   private kept = new KeptAnswers<GpuStatsResult>(); // per step and loop (AccessHost.stepKey)
 
   constructor(private host: AccessHost) {
+    super();
     if (typeof document !== "undefined") ensureStyle("mlc-lab-access-style", css);
+    this.onDispose(() => this.el.remove());
+    this.onDispose(() => this.stop());
     this.head = h("div", { class: "mlc-acc-head" });
     this.statusEl = h("span", { class: "mlc-acc-status" });
     this.cancelBtn = h("button", { class: "mlc-btn mlc-acc-cancel", hidden: true, title: "stop this analysis (a new step or loop stops it too)", onclick: () => void this.cancel() }, "Cancel") as HTMLButtonElement;
@@ -200,11 +203,11 @@ export class AccessPanel {
         const reply = await this.host.request("access_footprint", params);
         fp = await decodeFootprint(reply.result, reply.buffers);
       } catch (err) {
-        if (seq !== this.seq || this.disposed) return;
+        if (seq !== this.seq || this.isDisposed) return;
         this.failed(err);
         return;
       }
-      if (seq !== this.seq || this.disposed) return;
+      if (seq !== this.seq || this.isDisposed) return;
       // kept only when nothing moved meanwhile: then the kernel answered for the step the key names
       if (key !== null) this.kept.keepFootprint(key, fp);
     }
@@ -695,10 +698,10 @@ export class AccessPanel {
     try {
       const reply = await this.host.request("access_gpu_stats", this.withShapes(params));
       if (key !== null) this.kept.keepGpuStats(key, reply.result);
-      if (seq !== this.gpuSeq || this.disposed) return;
+      if (seq !== this.gpuSeq || this.isDisposed) return;
       this.drawGpu(reply.result);
     } catch (err) {
-      if (seq !== this.gpuSeq || this.disposed) return;
+      if (seq !== this.gpuSeq || this.isDisposed) return;
       const summary = err instanceof RpcFailure ? err.error.summary : String(err);
       this.gpuHost.hidden = false;
       this.gpuHost.replaceChildren(h("div", { class: "mlc-acc-gpu-error mlc-muted" }, summary));
@@ -770,11 +773,5 @@ export class AccessPanel {
     document.body.append(a);
     a.click();
     a.remove();
-  }
-
-  dispose(): void {
-    this.disposed = true;
-    this.stop();
-    this.el.remove();
   }
 }

@@ -41,7 +41,7 @@ export class SubmitBar {
   private readonly redraw = () => this.draw();
 
   constructor(private readonly model: AnyModel<SubmitModel>) {
-    this.rpc = new Rpc(model as any, 600_000);
+    this.rpc = new Rpc(model as any);
     this.nameInput = h("input", { class: "mlc-class-name", type: "text", placeholder: "your pseudonym", maxlength: "40", spellcheck: "false", "aria-label": "pseudonym" });
     try {
       this.nameInput.value = globalThis.localStorage?.getItem(NAME_KEY) ?? "";

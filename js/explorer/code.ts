@@ -235,7 +235,7 @@ export class CodeView {
     }
   }
 
-  destroy(): void {
+  dispose(): void {
     this.diff?.destroy();
     this.view.destroy();
   }

@@ -139,6 +139,17 @@ function fieldEditor(f: Field, values: FormValues, refresh: () => void, checks: 
   }
 }
 
+/** The focused factor's divisors as chips, then "auto" (the factor inferred); `pick` takes the choice. */
+function presetChips(extent: number | null, factors: Array<number | null>, focused: number, pick: (d: number | null) => void): HTMLElement[] {
+  const chip = (d: number | null) =>
+    h(
+      "button",
+      d === null ? { type: "button", class: "mlc-chip mlc-chip-auto", title: "infer this factor", onclick: () => pick(null) } : { type: "button", class: "mlc-chip", onclick: () => pick(d) },
+      d === null ? "auto" : String(d),
+    );
+  return [h("span", { class: "mlc-muted" }, `divisors for factor ${focused + 1}: `), ...presetsFor(extent, factors, focused).map(chip), chip(null)];
+}
+
 function factorsEditor(extent: number | null, values: FormValues, refresh: () => void, checks: Array<() => boolean>): HTMLElement {
   const box = h("div", { class: "mlc-factors" });
   let focused = (values.factors as Array<number | null>).length - 1;
@@ -159,36 +170,11 @@ function factorsEditor(extent: number | null, values: FormValues, refresh: () =>
     note.textContent = check.message;
     note.className = `mlc-factor-note ${!check.ok ? "mlc-error-text" : check.predicate ? "mlc-warn-text" : "mlc-ok-text"}`;
     presets.replaceChildren(
-      h("span", { class: "mlc-muted" }, `divisors for factor ${focused + 1}: `),
-      ...presetsFor(extent, factors(), focused).map((d) =>
-        h(
-          "button",
-          {
-            type: "button",
-            class: "mlc-chip",
-            onclick: () => {
-              factors()[focused] = d;
-              drawInputs();
-              update();
-            },
-          },
-          String(d),
-        ),
-      ),
-      h(
-        "button",
-        {
-          type: "button",
-          class: "mlc-chip mlc-chip-auto",
-          title: "infer this factor",
-          onclick: () => {
-            factors()[focused] = null;
-            drawInputs();
-            update();
-          },
-        },
-        "auto",
-      ),
+      ...presetChips(extent, factors(), focused, (d) => {
+        factors()[focused] = d;
+        drawInputs();
+        update();
+      }),
     );
     refresh();
   };

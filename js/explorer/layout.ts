@@ -4,6 +4,8 @@
 // side panes, otherwise the code spans the width with the panes docked below it.
 
 import { h, keepFocus } from "../lib/dom";
+import { hostOffer, requestSidePanel } from "../lib/host";
+import { button } from "./toolbar";
 
 const MIN_HEIGHT = 360;
 const WINDOW_CHROME_PX = 160; // JupyterLab's menu, tabs, notebook toolbar and status bar
@@ -104,4 +106,18 @@ export class ExplorerLayout {
     this.placeholder?.remove();
     this.placeholder = null;
   }
+}
+
+/** In JupyterLab with mlc_lab's extension: a button that opens a second view of this explorer in the
+ *  right split, shown only where the host offers one (asked again when the pointer comes in). */
+export function sidePanelButton(root: HTMLElement): HTMLButtonElement {
+  const side = button("⇥", "Open in a side panel: a second view of this explorer beside the notebook", "mlc-side-panel", () => requestSidePanel(root));
+  side.hidden = true;
+  const offerSide = () => {
+    side.hidden = !(root.isConnected && hostOffer()?.canOpenSidePanel(root));
+  };
+  queueMicrotask(offerSide);
+  setTimeout(offerSide, 0); // the output is attached to the page after render returns
+  root.addEventListener("pointerenter", offerSide);
+  return side;
 }

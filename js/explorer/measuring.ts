@@ -18,7 +18,7 @@ export class Measuring {
     private readonly root: HTMLElement,
     private readonly showError: (err: unknown) => void,
   ) {
-    this.rpc = new Rpc(model, 300_000);
+    this.rpc = new Rpc(model);
     // The toolbar's target is the explorer's (`target` trait): Measure runs there, and the Checks panel
     // lists that target's checks from step 0 on. "" (each step's) shows as cpu until one is picked.
     const follow = () => {

@@ -25,6 +25,26 @@ export function readStep(value: DataView | ArrayBuffer | string | null | undefin
   return { ...EMPTY_STEP, ...data, loop_tree: (data.loop_tree as LoopTree) ?? EMPTY_STEP.loop_tree, decisions: (data.decisions as Decision[]) ?? [] };
 }
 
+/** Whether two steps are one: a step never changes once made, so its id says. */
+export function sameStep(a: Pick<StepData, "id">, b: Pick<StepData, "id">): boolean {
+  return a.id === b.id;
+}
+
+/** Whether two steps' sampled decisions read the same (what a redraw of the decisions would show). */
+export function sameDecisions(a: readonly Decision[], b: readonly Decision[]): boolean {
+  return a.length === b.length && a.every((d, i) => samePlain(d, b[i]));
+}
+
+/** Structural equality of plain JSON data (numbers, text, lists, objects), key order aside. */
+function samePlain(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null || Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  const bo = b as Record<string, unknown>;
+  return ka.length === kb.length && ka.every((k) => k in bo && samePlain((a as Record<string, unknown>)[k], bo[k]));
+}
+
 /** The step tree seen so far. Deltas are idempotent: the same delta twice leaves the same list.
  * It also keeps, per step, the child that was current last: where redo goes (see redoTarget). */
 export class History {

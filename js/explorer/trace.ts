@@ -6,6 +6,7 @@ import { cachedPython } from "../lib/cached_python";
 import { EditorState, StateEffect, StateField } from "@codemirror/state";
 import { Decoration, EditorView, keymap, lineNumbers } from "@codemirror/view";
 import { h, moreRoomButton } from "../lib/dom";
+import { Panel } from "../lib/panel";
 import { minimalChange } from "./code";
 import { jpCodeTheme } from "../lib/cm_theme";
 import type { Decision } from "../lib/types";
@@ -42,7 +43,7 @@ export interface TraceHandlers {
   importTrace(text: string, filename: string): void;
 }
 
-export class TracePanel {
+export class TracePanel extends Panel<[]> {
   readonly el: HTMLElement;
   private editor: EditorView;
   private pristine = "";
@@ -51,6 +52,7 @@ export class TracePanel {
   private status: HTMLElement;
 
   constructor(private handlers: TraceHandlers) {
+    super();
     this.el = h("div", { class: "mlc-trace" });
     this.knobs = h("div", { class: "mlc-knobs" });
     this.status = h("div", { class: "mlc-trace-status" });
@@ -95,6 +97,7 @@ export class TracePanel {
         ],
       }),
     });
+    this.onDispose(() => this.editor.destroy());
   }
 
   get text(): string {
@@ -210,9 +213,5 @@ export class TracePanel {
     select.addEventListener("change", () => commit(Number(select.value)));
     row.append(slider, select);
     return row;
-  }
-
-  destroy(): void {
-    this.editor.destroy();
   }
 }

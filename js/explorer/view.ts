@@ -5,12 +5,12 @@
 import type { AnyModel } from "@anywidget/types";
 import { AccessPanel } from "../access/panel";
 import { h, keepFocus, keepKeys, revealInContainer } from "../lib/dom";
-import { hostOffer, requestSidePanel } from "../lib/host";
-import type { RequestParams } from "../lib/model";
+import { FOLLOW, type FollowMessage, type RequestParams } from "../lib/model";
 
 /** The requests that change the session: Python answers with the new state (and maybe a selection). */
 type StepRequest = "apply" | "goto" | "set_decision" | "replay";
 import { kernelLive, onKernelLost, recordedReply, recordedResult } from "../lib/offline";
+import type { Panel } from "../lib/panel";
 import { Rpc, RpcFailure, bufferText } from "../lib/rpc";
 import type { ExplorerError, ExplorerTraits, FailureInfo, HistoryDelta, Selection, StepData, StepId } from "../lib/types";
 import { ChecksPanel, type StepChecks, type ChecksSetup, type StepHazards, checksBadge, reportFor } from "../checks/panel";
@@ -24,14 +24,14 @@ import { renderBanner, showLocalError } from "./banner";
 import { HistoryPane } from "./history_pane";
 import { Measuring } from "./measuring";
 import { type PendingClick, recordLatency } from "./latency";
-import { ExplorerLayout } from "./layout";
+import { ExplorerLayout, sidePanelButton } from "./layout";
 import { isEditableTarget, keyAction, toggleHelp } from "./keys";
 import type { Measurements } from "../measure/measure";
 import { type ApplyCall, type Offer, applicable, buildCall, defaultValues, offerForKey } from "./primitives";
 import { HeldSteps } from "./held";
-import { History, readStep } from "./state";
+import { History, readStep, sameDecisions, sameStep } from "./state";
 import { exportHtml, exportTrace } from "./export";
-import { Toolbar, button } from "./toolbar";
+import { Toolbar, type ToolbarHost } from "./toolbar";
 import { type Tab, Tabs } from "./tabs";
 import { TracePanel } from "./trace";
 import { type Entry, TreeIndex, lineSpan } from "./tree";
@@ -39,8 +39,6 @@ import { renderTree } from "./tree_view";
 
 type Model = AnyModel<ExplorerTraits>;
 
-/** The note that moves the kernel's Session to the step the page shows (mlc_lab/widgets/explorer.py, FOLLOW). */
-export const FOLLOW = "mlc-follow";
 /** What a redraw looks at: a trait by its name, or a part of the current step by its field's name
  * (the `step` trait itself: the current step is another one). */
 type Part = keyof ExplorerTraits | Exclude<keyof StepData, "id">;
@@ -90,34 +88,12 @@ export class ExplorerView {
   constructor(model: AnyModel<ExplorerTraits>) {
     this.model = model;
     this.rpc = new Rpc(model);
-    this.memoryRpc = new Rpc(model, 300_000);
+    this.memoryRpc = new Rpc(model);
     this.held = new HeldSteps(model);
     this.cur = this.held.hold();
     this.index = new TreeIndex(this.cur.loop_tree);
 
-    this.bar = new Toolbar({
-      undo: () => void this.undo(),
-      redo: () => void this.redo(),
-      measure: () => void this.measure(),
-      cancelMeasure: () => void this.measuring.cancel(),
-      toggleMemory: () => this.toggleMemory(),
-      exportHtml: () => void this.exportHtml(),
-      toggleHelp: () => this.toggleHelp(),
-      modeChanged: (mode) => {
-        if (mode === "unified" || mode === "split") this.pendingClick = { t0: performance.now(), primitive: "diff" };
-        this.setCuda(mode === "cuda");
-        this.setCompiler(mode === "compiler");
-        this.diffMode = this.cudaOn || this.compilerOn ? "off" : (mode as DiffMode);
-        this.bar.baseSel.hidden = this.diffMode === "off";
-        if (this.diffMode !== "off") this.drawBases();
-        void this.renderDiff();
-      },
-      baseChanged: () => {
-        this.pendingClick = { t0: performance.now(), primitive: "diff" };
-        void this.renderDiff();
-      },
-      busyShown: (shown) => this.root.classList.toggle("mlc-busy-state", shown),
-    });
+    this.bar = new Toolbar(this.toolbarHandlers());
     this.measuring = new Measuring(model, this.bar, this.bar.el, (err) => this.showLocalError(err));
     this.memory = new AccessPanel({ request: (method, params) => this.memoryRpc.call(method, params), maxPx: 200, onProgress: (cb) => this.memoryRpc.listen("mlc-progress", (m) => cb(Number(m.done), Number(m.total))), stepKey: () => String(this.current()) });
     this.memoryHost = h("div", { class: "mlc-memory", hidden: true }, this.memory.el);
@@ -140,18 +116,7 @@ export class ExplorerView {
       exportTrace: (format) => void this.exportTrace(format),
       importTrace: (text, filename) => void this.importTrace(text, filename),
     });
-    this.historyPane = new HistoryPane(model, {
-      steps: () => this.history.steps(),
-      current: () => this.current(),
-      moveTo: (id) => void this.moveTo(id, "goto"),
-      inspect: (failure) => {
-        this.inspected = failure;
-        this.drawBanner();
-        this.drawTree();
-        this.drawCode(false);
-      },
-      onDispose: (fn) => this.disposers.push(fn),
-    });
+    this.historyPane = this.historyPaneOf(model);
     this.checksPanel = new ChecksPanel({
       pick: (name) => this.selectName(name),
       recorded: (step) => recordedResult(model, "checks", { step }),
@@ -176,16 +141,7 @@ export class ExplorerView {
     );
     this.layout = new ExplorerLayout(this.root, () => (this.memoryHost.hidden ? 0 : 520), () => this.layoutHeight());
     toolbarEnd.before(this.layout.maximizeBtn);
-    // In JupyterLab with mlc_lab's extension: a second view of this explorer in the right split.
-    const side = button("⇥", "Open in a side panel: a second view of this explorer beside the notebook", "mlc-side-panel", () => requestSidePanel(this.root));
-    side.hidden = true;
-    this.layout.maximizeBtn.before(side);
-    const offerSide = () => {
-      side.hidden = !(this.root.isConnected && hostOffer()?.canOpenSidePanel(this.root));
-    };
-    queueMicrotask(offerSide);
-    setTimeout(offerSide, 0); // the output is attached to the page after render returns
-    this.root.addEventListener("pointerenter", offerSide);
+    this.layout.maximizeBtn.before(sidePanelButton(this.root));
     this.root.append(this.layout.grip);
     this.root.addEventListener("click", (ev) => {
       if ((ev.target as HTMLElement | null)?.closest?.(".mlc-more-room")) this.layout.setMaximized(true);
@@ -200,6 +156,54 @@ export class ExplorerView {
     keepKeys(this.root);
     this.tabs.show("history");
 
+    this.watchTraits(model);
+    for (const name of ["script", "loop_tree", "history", "decisions", "trace", "error", "step", "measuring", "checks", "path"] as const) this.dirty.add(name);
+    this.flush();
+  }
+
+  private toolbarHandlers(): ToolbarHost {
+    return {
+      undo: () => void this.undo(),
+      redo: () => void this.redo(),
+      measure: () => void this.measure(),
+      cancelMeasure: () => void this.measuring.cancel(),
+      toggleMemory: () => this.toggleMemory(),
+      exportHtml: () => void this.exportHtml(),
+      toggleHelp: () => this.toggleHelp(),
+      modeChanged: (mode) => {
+        if (mode === "unified" || mode === "split") this.pendingClick = { t0: performance.now(), primitive: "diff" };
+        this.setCuda(mode === "cuda");
+        this.setCompiler(mode === "compiler");
+        this.diffMode = this.cudaOn || this.compilerOn ? "off" : (mode as DiffMode);
+        this.bar.baseSel.hidden = this.diffMode === "off";
+        if (this.diffMode !== "off") this.drawBases();
+        void this.renderDiff();
+      },
+      baseChanged: () => {
+        this.pendingClick = { t0: performance.now(), primitive: "diff" };
+        void this.renderDiff();
+      },
+      busyShown: (shown) => this.root.classList.toggle("mlc-busy-state", shown),
+    };
+  }
+
+  private historyPaneOf(model: Model): HistoryPane {
+    return new HistoryPane(model, {
+      steps: () => this.history.steps(),
+      current: () => this.current(),
+      moveTo: (id) => void this.moveTo(id, "goto"),
+      inspect: (failure) => {
+        this.inspected = failure;
+        this.drawBanner();
+        this.drawTree();
+        this.drawCode(false);
+      },
+      onDispose: (fn) => this.disposers.push(fn),
+    });
+  }
+
+  /** The traits that redraw a part, and the checks reports kept per step. */
+  private watchTraits(model: Model): void {
     const watch = (name: keyof ExplorerTraits, cb = () => this.invalidate(name)) => {
       model.on(`change:${name}`, cb);
       this.disposers.push(() => model.off(`change:${name}`, cb));
@@ -222,24 +226,22 @@ export class ExplorerView {
     this.disposers.push(onKernelLost(model, () => this.invalidate("measuring")));
     watch("history", () => this.onHistory());
     this.onHistory();
-    for (const name of ["script", "loop_tree", "history", "decisions", "trace", "error", "step", "measuring", "checks", "path"] as const) this.dirty.add(name);
-    this.flush();
   }
 
   // ---- traits -> what changed ------------------------------------------------------------------
 
-  /** A new current step: mark what differs from the one shown (one redraw for the whole message). */
+  /** A new current step: mark what differs from the one shown (one redraw for the whole message). A step
+   *  never changes once made: its id says if it is another; parts are compared to spare shared redraws. */
   private onStep(): void {
     const prev = this.cur;
     const next = this.held.hold();
     this.cur = next;
     this.history.visit(next.id);
-    if (next.id !== prev.id) {
-      for (const name of ["step", "loop_tree"] as const) this.invalidate(name);
-    } else if (JSON.stringify(next.loop_tree) !== JSON.stringify(prev.loop_tree)) this.invalidate("loop_tree");
+    if (sameStep(next, prev)) return;
+    for (const name of ["step", "loop_tree"] as const) this.invalidate(name);
     if (next.script !== prev.script) this.invalidate("script");
     if (next.changed_lines.join() !== prev.changed_lines.join()) this.invalidate("changed_lines");
-    if (JSON.stringify(next.decisions) !== JSON.stringify(prev.decisions)) this.invalidate("decisions");
+    if (!sameDecisions(next.decisions, prev.decisions)) this.invalidate("decisions");
     if (next.trace !== prev.trace) this.invalidate("trace");
   }
 
@@ -546,7 +548,7 @@ export class ExplorerView {
       return;
     }
     this.model.set("step", data);
-    if (live) this.model.send({ kind: FOLLOW, step: id });
+    if (live) this.model.send({ kind: FOLLOW, step: id } satisfies FollowMessage);
   }
 
   private toggleMemory(): void {
@@ -782,19 +784,16 @@ export class ExplorerView {
     if (pending) recordLatency(this.root, pending);
   }
 
+  /** The panels of lib/panel.ts: each ends as the others do (dispose). */
+  private get panels(): Panel<never>[] {
+    return [this.memory, this.cuda, this.compiler, this.trace];
+  }
+
   dispose(): void {
     this.bar.dispose();
     this.way.dispose();
     for (const d of this.disposers) d();
-    this.memory.dispose();
-    this.layout.dispose();
-    this.rpc.dispose();
-    this.measuring.dispose();
-    this.memoryRpc.dispose();
-    this.cuda.destroy();
-    this.compiler.destroy();
-    this.code.destroy();
-    this.trace.destroy();
+    for (const part of [...this.panels, this.layout, this.rpc, this.measuring, this.memoryRpc, this.code]) part.dispose();
     this.root.remove();
   }
 }

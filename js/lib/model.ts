@@ -994,6 +994,12 @@ export interface ResponseMessage {
   error?: ErrorInfo;
 }
 
+/** The explorer page's note that it now shows ``step``; the kernel's Session follows (no answer). */
+export interface FollowMessage {
+  kind: "mlc-follow";
+  step: number | string;
+}
+
 /** One CUDA kernel of a step, with its launch facts. */
 export interface CudaKernel {
   name: string;
@@ -1140,35 +1146,38 @@ export interface RefreshResult {
 }
 
 /** Every request a widget answers (mlc_lab/model/requests.py): background, kept replies (0: not
- *  recorded), step-implied (recorded under the current step), the reply has buffers, its error kinds. */
+ *  recorded), step-implied (recorded under the current step), the reply has buffers, its error kinds,
+ *  how long the page waits for its answer (js/lib/rpc.ts). */
 export const REQUESTS = {
-  apply: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["step", "usage", "unknown_loop", "unknown_name"]},
-  history: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
-  set_decision: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["decision", "trace"]},
-  replay: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["trace", "load"]},
-  goto: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["unknown_step"]},
-  script_at: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": ["unknown_step"]},
-  export_trace: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": ["usage"]},
-  measure: {"background": true, "keep": 0, "step_implied": false, "buffers": false, "errors": ["busy", "usage", "no_gpu", "unknown_step", "build", "run", "check", "crash", "timeout", "gpu_check", "cancelled"]},
-  measure_cancel: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
-  cuda_source: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["no_gpu", "gpu_check", "build", "unknown_step", "usage"]},
-  lower: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["bad_target", "build", "unknown_step", "usage"]},
-  clear_error: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
-  class_submit: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["usage", "busy", "error"]},
-  checks: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["unknown_step"]},
-  path: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["unknown_step"]},
-  access_footprint: {"background": true, "keep": 2, "step_implied": true, "buffers": true, "errors": ["unknown_loop", "unknown_name", "too_large", "analysis", "usage", "cancelled"]},
-  access_gpu_stats: {"background": true, "keep": 2, "step_implied": true, "buffers": false, "errors": ["unknown_loop", "unknown_name", "too_large", "analysis", "usage", "cancelled"]},
-  access_cancel: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
-  export_html: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": []},
-  cancel: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
-  open_in_explorer: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["tune", "usage"]},
-  refresh: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
-  class_refresh: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": []},
+  apply: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["step", "usage", "unknown_loop", "unknown_name"], "timeout_s": 120.0},
+  history: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": [], "timeout_s": 120.0},
+  set_decision: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["decision", "trace"], "timeout_s": 120.0},
+  replay: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["trace", "load"], "timeout_s": 120.0},
+  goto: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["unknown_step"], "timeout_s": 120.0},
+  script_at: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": ["unknown_step"], "timeout_s": 120.0},
+  export_trace: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": ["usage"], "timeout_s": 120.0},
+  measure: {"background": true, "keep": 0, "step_implied": false, "buffers": false, "errors": ["busy", "usage", "no_gpu", "unknown_step", "build", "run", "check", "crash", "timeout", "gpu_check", "cancelled"], "timeout_s": 300.0},
+  measure_cancel: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": [], "timeout_s": 300.0},
+  cuda_source: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["no_gpu", "gpu_check", "build", "unknown_step", "usage"], "timeout_s": 300.0},
+  lower: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["bad_target", "build", "unknown_step", "usage"], "timeout_s": 300.0},
+  clear_error: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": [], "timeout_s": 120.0},
+  class_submit: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["usage", "busy", "error"], "timeout_s": 600.0},
+  checks: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["unknown_step"], "timeout_s": 120.0},
+  path: {"background": true, "keep": 2, "step_implied": false, "buffers": false, "errors": ["unknown_step"], "timeout_s": 120.0},
+  access_footprint: {"background": true, "keep": 2, "step_implied": true, "buffers": true, "errors": ["unknown_loop", "unknown_name", "too_large", "analysis", "usage", "cancelled"], "timeout_s": 300.0},
+  access_gpu_stats: {"background": true, "keep": 2, "step_implied": true, "buffers": false, "errors": ["unknown_loop", "unknown_name", "too_large", "analysis", "usage", "cancelled"], "timeout_s": 300.0},
+  access_cancel: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": [], "timeout_s": 300.0},
+  export_html: {"background": false, "keep": 0, "step_implied": false, "buffers": true, "errors": [], "timeout_s": 120.0},
+  cancel: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": [], "timeout_s": 120.0},
+  open_in_explorer: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": ["tune", "usage"], "timeout_s": 120.0},
+  refresh: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": [], "timeout_s": 120.0},
+  class_refresh: {"background": false, "keep": 0, "step_implied": false, "buffers": false, "errors": [], "timeout_s": 120.0},
 } as const;
 export type RequestName = keyof typeof REQUESTS;
 export const REQUEST = "mlc-request";
 export const RESPONSE = "mlc-response";
+/** The explorer page's note that it shows another step (FollowMessage; no answer). */
+export const FOLLOW = "mlc-follow";
 
 /** The requests that ask about the current step without naming it. */
 export const STEP_IMPLIED: ReadonlySet<string> = new Set(["access_footprint", "access_gpu_stats"]);

@@ -1,7 +1,7 @@
 // Request/response over anywidget custom messages, correlated by id (the quak pattern).
 // Python side: mlc_lab/widgets/_base.py (RpcWidget). Kept free of DOM so every widget can share it.
 
-import { type ErrorInfo, REQUEST, RESPONSE, type RequestMessage, type RequestName, type RequestParams, type RequestResults, type ResponseMessage } from "./model";
+import { type ErrorInfo, REQUEST, REQUESTS, RESPONSE, type RequestMessage, type RequestName, type RequestParams, type RequestResults, type ResponseMessage } from "./model";
 import { KERNEL_LOST, NEEDS_KERNEL, kernelLive, offlineHandler, onKernelLost, recordedReply, refused } from "./offline";
 
 export { REQUEST, RESPONSE };
@@ -37,6 +37,14 @@ interface Pending {
 
 let counter = 0;
 
+/** How long the page waits for a request's answer: its row of the table (mlc_lab/model/requests.py,
+ *  `timeout_s`); a name the table lacks (an untyped `request`) waits as long as most rows do. */
+export function requestTimeoutMs(method: string): number {
+  const row = (REQUESTS as Record<string, { timeout_s: number }>)[method];
+  return (row?.timeout_s ?? DEFAULT_TIMEOUT_S) * 1000;
+}
+const DEFAULT_TIMEOUT_S = 120;
+
 export class Rpc {
   private pending = new Map<string, Pending>();
   private readonly prefix = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
@@ -50,9 +58,10 @@ export class Rpc {
     else entry.reject(new RpcFailure(msg.error ?? { summary: "unknown error" }));
   };
 
+  /** `timeoutMs` overrides every request's own wait (its `timeout_s` in REQUESTS; 0: wait for good). */
   constructor(
     private readonly model: MinimalModel,
-    private readonly timeoutMs = 120_000,
+    private readonly timeoutMs?: number,
   ) {
     model.on("msg:custom", this.onMessage);
     // The kernel went (restarted, shut down): nothing in flight will be answered; say so now.
@@ -99,13 +108,14 @@ export class Rpc {
     const id = `${this.prefix}-${++counter}`;
     // A saved view has no kernel: say so now rather than time out in two minutes.
     if (!kernelLive(this.model)) return this.offline<T>(method, params);
+    const waitMs = this.timeoutMs ?? requestTimeoutMs(method);
     return new Promise<RpcReply<T>>((resolve, reject) => {
       const timer =
-        this.timeoutMs > 0
+        waitMs > 0
           ? setTimeout(() => {
               this.pending.delete(id);
               reject(new RpcFailure({ summary: `The kernel did not answer "${method}" in time (is it busy or stopped?).` }));
-            }, this.timeoutMs)
+            }, waitMs)
           : null;
       this.pending.set(id, { resolve, reject, timer });
       const message: RequestMessage = { kind: REQUEST, id, method, params: params as Record<string, unknown> };

@@ -12,6 +12,7 @@ import { EditorState, type Extension, RangeSetBuilder, StateEffect, StateField }
 import { Decoration, type DecorationSet, EditorView, lineNumbers } from "@codemirror/view";
 import { h, moreRoomButton } from "../lib/dom";
 import { jpCodeTheme } from "../lib/cm_theme";
+import { Panel } from "../lib/panel";
 import { Rpc, RpcFailure } from "../lib/rpc";
 import { ensureStyle } from "../lib/theme";
 import type { StepId } from "../lib/types";
@@ -157,7 +158,7 @@ type PanelModel = ConstructorParameters<typeof Rpc>[0] & {
 
 let datalistIds = 0;
 
-export class CompilerPanel {
+export class CompilerPanel extends Panel<[step: StepId | null, target?: string]> {
   readonly el: HTMLElement;
   private rpc: Rpc;
   private targetField: HTMLInputElement;
@@ -187,8 +188,10 @@ export class CompilerPanel {
   /** `onSelectLoop` asks the explorer to select a loop (a click on a facts row). The target is the
    * model's `compiler_target` trait (kept per explorer; a saved notebook's records are keyed by it). */
   constructor(private model: PanelModel, private onSelectLoop: (name: string) => void = () => {}) {
+    super();
     if (typeof document !== "undefined") ensureStyle("mlc-lab-compiler-style", css);
-    this.rpc = new Rpc(model, 300_000); // the first lowering may start the worker (up to a minute)
+    this.rpc = new Rpc(model); // waits as REQUESTS says: the first lowering may start the worker
+    this.onDispose(() => this.rpc.dispose());
     this.goodTarget = String(model.get?.("compiler_target") || "cpu").trim() || "cpu";
     const listId = `mlc-compiler-targets-${++datalistIds}`;
     this.targetField = h("input", {
@@ -204,6 +207,8 @@ export class CompilerPanel {
     this.targetField.addEventListener("change", () => void this.chooseTarget(this.targetField.value));
     this.targetError = h("div", { class: "mlc-compiler-target-error", hidden: true, role: "alert" });
     (model as unknown as { on(event: string, cb: () => void): void }).on("change:compiler_target", this.onTraitTarget);
+    this.onDispose(() => (this.model as unknown as { off(event: string, cb: () => void): void }).off("change:compiler_target", this.onTraitTarget));
+    this.onDispose(() => this.editor?.destroy());
     this.status = h("span", { class: "mlc-muted mlc-compiler-status" });
     this.verdict = h("div", { class: "mlc-compiler-verdict" });
     this.facts = h("div", { class: "mlc-compiler-facts" });
@@ -311,7 +316,7 @@ export class CompilerPanel {
   }
 
   /** The explorer's selection changed: highlight that loop's instructions and facts row. */
-  select(name: string | null): void {
+  override select(name: string | null): void {
     this.selected = name;
     this.drawFacts();
     const row = this.facts.querySelector<HTMLElement>(".mlc-compiler-loop.mlc-active");
@@ -478,12 +483,6 @@ export class CompilerPanel {
       const pos = editor.state.doc.line(Math.min(lines[0], editor.state.doc.lines)).from;
       editor.dispatch({ effects: EditorView.scrollIntoView(pos, { y: "start", yMargin: 40 }) });
     }
-  }
-
-  destroy(): void {
-    (this.model as unknown as { off(event: string, cb: () => void): void }).off("change:compiler_target", this.onTraitTarget);
-    this.rpc.dispose();
-    this.editor?.destroy();
   }
 }
 

@@ -7,6 +7,7 @@ import { EditorState } from "@codemirror/state";
 import { EditorView, lineNumbers } from "@codemirror/view";
 import { h } from "../lib/dom";
 import { jpCodeTheme } from "../lib/cm_theme";
+import { Panel } from "../lib/panel";
 import { Rpc, RpcFailure } from "../lib/rpc";
 import type { CudaKernel, CudaSource } from "../lib/model";
 import type { StepId } from "../lib/types";
@@ -93,7 +94,7 @@ export function formatBytes(n: number | undefined): string {
   return n >= 1024 ? `${(n / 1024).toFixed(n % 1024 ? 1 : 0)} KiB` : `${n} B`;
 }
 
-export class CudaPanel {
+export class CudaPanel extends Panel {
   readonly el: HTMLElement;
   private rpc: Rpc;
   private facts: HTMLElement;
@@ -107,7 +108,9 @@ export class CudaPanel {
   private wanted: string | null = null;
 
   constructor(model: ConstructorParameters<typeof Rpc>[0]) {
-    this.rpc = new Rpc(model, 300_000); // the first compile starts the worker (up to a minute)
+    super();
+    this.rpc = new Rpc(model); // waits as REQUESTS says: the first compile starts the worker
+    this.onDispose(() => this.rpc.dispose());
     this.which = h("select", { class: "mlc-cuda-which", title: "kernel source or PTX" }) as HTMLSelectElement;
     this.which.append(h("option", { value: "source" }, "CUDA C++"), h("option", { value: "ptx" }, "PTX"));
     this.which.addEventListener("change", () => this.drawCode());
@@ -117,6 +120,7 @@ export class CudaPanel {
     this.editorHost = h("div", { class: "mlc-cuda-code" });
     this.el = h("div", { class: "mlc-cuda", hidden: true }, h("div", { class: "mlc-cuda-bar" }, h("b", {}, "CUDA"), this.which, this.status), this.facts, this.message, this.editorHost);
     this.editor = codeView(this.editorHost);
+    this.onDispose(() => this.editor.destroy());
   }
 
   get text(): string {
@@ -205,10 +209,5 @@ export class CudaPanel {
 
   get shownStep(): string | null {
     return this.shown;
-  }
-
-  destroy(): void {
-    this.rpc.dispose();
-    this.editor.destroy();
   }
 }

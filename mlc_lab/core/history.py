@@ -178,8 +178,10 @@ class History:
         """The attempts that failed (the last ``max_failed``), oldest first."""
         return list(self._failed)
 
-    def fail(self, exc: BaseException, primitive: str, label: str) -> FailedAttempt:
-        """Keep an attempt that raised ``exc``, under the current step; the tree does not change."""
+    def fail(self, exc: BaseException, primitive: str, label: str | None = None) -> FailedAttempt:
+        """Keep an attempt that raised ``exc``, under the current step; the tree does not change. Its
+        label is the error's own (``MlcLabError.label``, written by the Session) unless one is given."""
+        label = label or getattr(exc, "label", None) or primitive
         last = self._failed[-1].id if self._failed else 0
         attempt = FailedAttempt.of(exc, id=last + 1, parent=self._current, primitive=primitive, label=label)
         self._failed.append(attempt)

@@ -192,7 +192,8 @@ def _requests(names: Any) -> list[str]:
     """The table of requests: their policy (REQUESTS), and the types of their parameters and results."""
     out = [
         "/** Every request a widget answers (mlc_lab/model/requests.py): background, kept replies (0: not",
-        " *  recorded), step-implied (recorded under the current step), the reply has buffers, its error kinds. */",
+        " *  recorded), step-implied (recorded under the current step), the reply has buffers, its error kinds,",
+        " *  how long the page waits for its answer (js/lib/rpc.ts). */",
         "export const REQUESTS = {",
     ]
     for name, r in requests.REQUESTS.items():
@@ -202,6 +203,7 @@ def _requests(names: Any) -> list[str]:
             "step_implied": r.step_implied,
             "buffers": r.buffers,
             "errors": list(r.errors),
+            "timeout_s": r.timeout_s,
         }
         out.append(f"  {name}: {json.dumps(policy)},")
     out += [
@@ -209,6 +211,8 @@ def _requests(names: Any) -> list[str]:
         "export type RequestName = keyof typeof REQUESTS;",
         f"export const REQUEST = {json.dumps(requests.REQUEST)};",
         f"export const RESPONSE = {json.dumps(requests.RESPONSE)};",
+        "/** The explorer page's note that it shows another step (FollowMessage; no answer). */",
+        f"export const FOLLOW = {json.dumps(requests.FOLLOW)};",
         "",
         "/** The requests that ask about the current step without naming it. */",
         f"export const STEP_IMPLIED: ReadonlySet<string> = new Set({json.dumps(requests.step_implied())});",

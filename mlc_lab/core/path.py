@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from mlc_lab.core.step_calls import _call_label
+from mlc_lab.core.step_calls import call_label
 from mlc_lab.model.path import Hint, PathAnswer, PathStep
 from mlc_lab.tvm import schedule as tsch
 from mlc_lab.tvm.path.way import Way, find_way, reaches, target_function
@@ -99,7 +99,7 @@ def _answer(session: Any, way: Way, sid: int, back: int | None, started: float) 
 
 def _step(named: Any) -> PathStep:
     call = tsch.bind_call(named.primitive, *_split_call(named.primitive, named.arguments))
-    return PathStep(named.primitive, dict(named.arguments), named.reason, _call_label(named.primitive, call))
+    return PathStep(named.primitive, dict(named.arguments), named.reason, call_label(named.primitive, call))
 
 
 def _split_call(primitive: str, arguments: dict[str, Any]) -> tuple[tuple, dict]:

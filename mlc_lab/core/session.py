@@ -17,7 +17,7 @@ from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, Sche
 from mlc_lab.model.steps import LIST_RESULTS, Decision
 from mlc_lab.tvm import program, state_trace
 from mlc_lab.tvm import schedule as tsch
-from mlc_lab.core.step_calls import Sampled, _call_label, _given_label, _has_sampled, _jsonable
+from mlc_lab.core.step_calls import Sampled, call_label, given_label, _has_sampled, _jsonable
 from mlc_lab.core.tilings import perfect_tilings, _product
 from mlc_lab.core.access.query import _analysis_errors
 
@@ -209,17 +209,16 @@ class Session:
         label = ""
         try:
             call = _index_maps(tsch.bind_call(primitive, args, kwargs))  # bound once: the label and TVM's call read it
-            label = _call_label(primitive, call)
+            label = call_label(primitive, call)
             handles = call.map(self._to_handles)
             known = self._known_step(call, label)
             if known is not None:
                 return self._results_of(known)
             new_state, outputs = self._state.apply_call(handles)
         except MlcLabError as exc:
-            label = label or _given_label(primitive, args, kwargs)
-            exc.label = label  # the failed attempt reads as the step would have
+            exc.label = label or given_label(primitive, args, kwargs)  # the attempt reads as the step would
             self._say_way_back(exc)
-            self._history.fail(exc, primitive, label)
+            self._history.fail(exc, primitive)  # labelled by the error's field
             raise
         step = self._add_step(
             new_state,

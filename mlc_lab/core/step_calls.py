@@ -3,9 +3,11 @@ arguments as JSON."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from mlc_lab.tvm import schedule as tsch
+if TYPE_CHECKING:  # names for the annotations only: the widgets read labels without loading TVM
+    from mlc_lab.tvm import schedule as tsch
 
 
 class Sampled:
@@ -61,14 +63,19 @@ def _arg_text(value: Any) -> str:
     return repr(value)
 
 
-def _call_label(primitive: str, call: tsch.Call) -> str:
-    """``split(Y/j, factors=[None, 4])``: the same text however the call was spelled (``Call.parts``),
-    under the primitive's name as the user gave it."""
-    parts = [_arg_text(v) if k is None else f"{k}={_arg_text(v)}" for k, v in call.parts()]
-    return f"{primitive}({', '.join(parts)})"
+def step_label(primitive: str, parts: Iterable[tuple[str | None, Any]]) -> str:
+    """A step's label, the one writer of it: ``split(Y/j, factors=[None, 4])``, the primitive's name as
+    the user gave it, then each argument (``key=value`` when named). A made step, a failed attempt
+    (``MlcLabError.label``) and the explorer's banner all read this text."""
+    return f"{primitive}({', '.join(_arg_text(v) if k is None else f'{k}={_arg_text(v)}' for k, v in parts)})"
 
 
-def _given_label(primitive: str, args: tuple, kwargs: dict) -> str:
+def call_label(primitive: str, call: tsch.Call) -> str:
+    """The label of a call bound to its primitive: the same text however the call was spelled
+    (``Call.parts``)."""
+    return step_label(primitive, call.parts())
+
+
+def given_label(primitive: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
     """The label of a call that does not fit its primitive (it fails): the arguments as given."""
-    parts = [_arg_text(a) for a in args] + [f"{k}={_arg_text(v)}" for k, v in kwargs.items()]
-    return f"{primitive}({', '.join(parts)})"
+    return step_label(primitive, [*((None, a) for a in args), *kwargs.items()])

@@ -13,10 +13,16 @@ A view asks with ``{"kind": "mlc-request", "id", "method", "params"}`` (``mlc_la
   unless their kind is transient (:data:`mlc_lab.model.errors.ERROR_KINDS`).
 - ``step_implied``: it asks about "the current step" without naming it; a widget with steps records the
   reply under its parameters plus ``step``, and a saved view looks it up the same way.
+- ``timeout_s``: how long the page waits for the answer before it says the kernel did not answer
+  (js/lib/rpc.ts reads it from the generated table; a request that builds, runs or starts the worker
+  waits longer than one the kernel answers from memory).
 - ``errors``: the error kinds it answers with on purpose (besides ``bad_request`` and ``unknown``, which
   any request may get, and ``internal`` for a bug); an error of another kind is logged as a warning,
   and fails the test suite (its strict wire, ``MLC_LAB_STRICT_WIRE``, also checks every result
   against ``result`` with :func:`mlc_lab.model.conform.problems`).
+
+Beside the requests, one note travels from the page with no answer: :data:`FOLLOW`
+(:class:`FollowMessage`), the explorer's "the page now shows this step" (mlc_lab/widgets/explorer.py).
 
 Each widget names its handler per request (``RpcWidget.handlers``); tests/widgets/test_requests.py fails
 when a request has no handler or a handler answers a request that is not here. ``js/lib/model.ts`` gets
@@ -49,9 +55,11 @@ from mlc_lab.model.path import StepPath
 from mlc_lab.model.steps import HistoryResult
 
 __all__ = [
+    "FOLLOW",
     "REQUEST",
     "REQUESTS",
     "RESPONSE",
+    "FollowMessage",
     "Request",
     "RequestMessage",
     "ResponseMessage",
@@ -59,9 +67,10 @@ __all__ = [
     "step_implied",
 ]
 # The two messages of the wire (anywidget custom messages), written to js/lib/model.ts with the table.
-WIRE = ("RequestMessage", "ResponseMessage")
+WIRE = ("RequestMessage", "ResponseMessage", "FollowMessage")
 REQUEST = "mlc-request"
 RESPONSE: Final = "mlc-response"
+FOLLOW: Final = "mlc-follow"
 
 
 class RequestMessage(TypedDict):
@@ -82,6 +91,15 @@ class ResponseMessage(TypedDict):
     elapsed_ms: float  # time spent in the kernel, told apart from transport and drawing on the page
     result: NotRequired[Any]
     error: NotRequired[ErrorInfo]
+
+
+class FollowMessage(TypedDict):
+    """The explorer page's note that it now shows ``step``; the kernel's Session follows (no answer).
+
+    The page moved by itself, from the steps it holds; the kernel need not say anything back."""
+
+    kind: Literal["mlc-follow"]
+    step: int | str
 
 
 # --- parameters -------------------------------------------------------------------------------------
@@ -266,17 +284,24 @@ class Request:
     keep: int = 0
     step_implied: bool = False
     errors: tuple[ErrorKind, ...] = ()
+    timeout_s: float = 120.0
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.errors if k not in ERROR_KINDS]
         if unknown:
             raise ValueError(f"error kinds not in ERROR_KINDS: {unknown}")
+        if not self.timeout_s > 0:
+            raise ValueError(f"a request's timeout_s must be positive seconds, not {self.timeout_s!r}")
         if self.step_implied and not self.keep:
             raise ValueError("a step-implied request is one whose replies are recorded under the step")
 
 
 _STEP_ERRORS: tuple[ErrorKind, ...] = ("unknown_step",)
 _ANALYSIS: tuple[ErrorKind, ...] = ("unknown_loop", "unknown_name", "too_large", "analysis", "usage", "cancelled")
+# A request that builds or runs code, or starts the worker (up to a minute the first time), or an access
+# analysis (it shows its own progress): the page waits this long; a class submission waits for the server.
+_SLOW_S = 300.0
+_SUBMIT_S = 600.0
 
 REQUESTS: dict[str, Request] = {
     # the explorer (mlc_lab/widgets/explorer.py)
@@ -304,21 +329,28 @@ REQUESTS: dict[str, Request] = {
             "gpu_check",
             "cancelled",
         ),
+        timeout_s=_SLOW_S,
     ),
     # the Cancel of a measurement: its worker process is stopped, the measure request answers "cancelled"
-    "measure_cancel": Request(NoParams, NoResult),
+    "measure_cancel": Request(NoParams, NoResult, timeout_s=_SLOW_S),
     "cuda_source": Request(
         CudaSourceParams,
         CudaSource,
         background=True,
         keep=2,
         errors=("no_gpu", "gpu_check", "build", "unknown_step", "usage"),
+        timeout_s=_SLOW_S,
     ),
     "lower": Request(
-        LowerParams, Lowering, background=True, keep=2, errors=("bad_target", "build", "unknown_step", "usage")
+        LowerParams,
+        Lowering,
+        background=True,
+        keep=2,
+        errors=("bad_target", "build", "unknown_step", "usage"),
+        timeout_s=_SLOW_S,
     ),
     "clear_error": Request(NoParams, NoResult),
-    "class_submit": Request(ClassSubmitParams, SubmitResult, errors=("usage", "busy", "error")),
+    "class_submit": Request(ClassSubmitParams, SubmitResult, errors=("usage", "busy", "error"), timeout_s=_SUBMIT_S),
     # the Checks panel's report of a step; the explorer also sends the current step's in its ``checks``
     # trait, and records it under this request's key for saved notebooks
     "checks": Request(MaybeStepParams, StepChecks, background=True, keep=2, errors=_STEP_ERRORS),
@@ -327,11 +359,20 @@ REQUESTS: dict[str, Request] = {
     "path": Request(MaybeStepParams, StepPath, background=True, keep=2, errors=_STEP_ERRORS),
     # the explorer's memory panel and the memory view (mlc_lab/widgets/access/view.py)
     "access_footprint": Request(
-        FootprintParams, FootprintResult, background=True, buffers=True, keep=2, step_implied=True, errors=_ANALYSIS
+        FootprintParams,
+        FootprintResult,
+        background=True,
+        buffers=True,
+        keep=2,
+        step_implied=True,
+        errors=_ANALYSIS,
+        timeout_s=_SLOW_S,
     ),
-    "access_gpu_stats": Request(GpuStatsParams, GpuStats, background=True, keep=2, step_implied=True, errors=_ANALYSIS),
+    "access_gpu_stats": Request(
+        GpuStatsParams, GpuStats, background=True, keep=2, step_implied=True, errors=_ANALYSIS, timeout_s=_SLOW_S
+    ),
     # the memory panel's Cancel: the analysis in flight stops at its next part (answers "cancelled")
-    "access_cancel": Request(NoParams, NoResult),
+    "access_cancel": Request(NoParams, NoResult, timeout_s=_SLOW_S),
     "export_html": Request(NoParams, TextResult, buffers=True),
     # the tuning dashboard (mlc_lab/widgets/tuning.py)
     "cancel": Request(NoParams, JobStatus),

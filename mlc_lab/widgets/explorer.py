@@ -46,11 +46,12 @@ from mlc_lab._threads import stop_at_exit
 from mlc_lab.core.protocol import FullSession, Lowering, SessionLike
 from mlc_lab.model.steps import Change, LoopTree, StepView, ref_of
 from mlc_lab.model.steps import plain as _plain
+from mlc_lab.core.step_calls import given_label
 from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError, error_kind
 
 # The module by its full name: the package re-exports the function `access_view` under the same name.
 from mlc_lab.widgets.access.view import AccessRequests
-from mlc_lab.model.requests import record_key
+from mlc_lab.model.requests import FOLLOW, record_key
 from mlc_lab.model.traits import ExplorerTraits
 from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle
 from mlc_lab.widgets.checks import ChecksWorker, checks_setup
@@ -59,7 +60,6 @@ from mlc_lab.widgets.lowering import BadTarget, lower_payload
 from mlc_lab.widgets.path import PathPanel, split_target
 from mlc_lab.widgets.export import collect_export, render_html
 from mlc_lab.widgets.explorer_text import (
-    call_label,
     _summary,
     _measurement_info,
     _summary_detail,
@@ -72,9 +72,8 @@ from mlc_lab.widgets.explorer_text import (
 log = logging.getLogger(__name__)
 
 MEASURE_TARGETS = ("cpu", "cuda")
-# A note from the page that needs no answer: it moved to a step it holds (undo, redo, go to step:
-# js/explorer/view.ts answers those from its own steps) and the Session follows.
-FOLLOW = "mlc-follow"
+# FOLLOW (mlc_lab.model.requests): the page's note that it moved to a step it holds (undo, redo, go to
+# step: js/explorer/view.ts answers those from its own steps); the Session follows, nothing answers.
 
 
 class Explorer(AccessRequests, PathPanel, RpcWidget):
@@ -744,8 +743,8 @@ class Explorer(AccessRequests, PathPanel, RpcWidget):
                 summary=getattr(exc, "summary", None) or _first_line(exc),
                 detail=getattr(exc, "detail", "") or "",
                 involved=[str(n) for n in getattr(exc, "involved", []) or []],
-                # the Session labels the attempt as it labels steps; call_label for others
-                label=getattr(exc, "label", None) or call_label(primitive, args, kwargs),
+                # the error's field (the Session writes it); else the same writer's text of the call as sent
+                label=exc.label if isinstance(exc, MlcLabError) and exc.label else given_label(primitive, args, kwargs),
             )
 
     def _select_new(self, names: Any) -> None:

@@ -1,4 +1,4 @@
-"""How the explorer words what it shows: a call's label, a step's history entry, a target's name, an
+"""How the explorer words what it shows: a step's history entry, a target's name, an
 error's first line and detail; the names a step made and the loop tree, as plain data."""
 
 from __future__ import annotations
@@ -10,18 +10,6 @@ from mlc_lab.core.history import Step
 from mlc_lab.model.measure import Measurement
 from mlc_lab.model.steps import LoopTree
 from mlc_lab.model.steps import plain as _plain
-
-
-def call_label(primitive: str, args: list, kwargs: dict) -> str:
-    def text(v: Any) -> str:
-        if isinstance(v, str):
-            return v
-        if isinstance(v, list):
-            return "[" + ", ".join(text(x) for x in v) + "]"
-        return repr(v)
-
-    parts = [text(a) for a in args] + [f"{k}={text(v)}" for k, v in kwargs.items()]
-    return f"{primitive}({', '.join(parts)})"
 
 
 def _summary(step: Step) -> dict:

@@ -2,6 +2,9 @@
 
 - no module under mlc_lab/ or js/ over 800 lines (js/lib/model.ts is generated: exempt);
 - no Python function over 80 lines, except those listed in LONG_FUNCTIONS with the reason;
+- no TypeScript function (a function, method, constructor, accessor or arrow: js/, tests aside) over
+  80 lines either, except those listed in LONG_TS_FUNCTIONS; read with TypeScript's own parser
+  (scripts/ts_functions.mjs), nothing is run;
 - no import circle among mlc_lab's modules, counting every import: inside functions and under
   ``if TYPE_CHECKING`` too (the graph is read with ``ast``, nothing is imported).
 
@@ -12,6 +15,9 @@ the test until it is taken off the list.
 from __future__ import annotations
 
 import ast
+import json
+import shutil
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +32,10 @@ LONG_MODULES: dict[str, str] = {}
 LONG_FUNCTIONS: dict[tuple[str, str], str] = {
     ("mlc_lab/_cli/classroom.py", "add_parser"): "a table: one add_argument call per subcommand option",
 }
+
+
+# (module, qualified function: Class.method, outer.inner, <anonymous>) -> why it may be over the limit.
+LONG_TS_FUNCTIONS: dict[tuple[str, str], str] = {}
 
 
 def _sources() -> list[Path]:
@@ -59,6 +69,26 @@ def _long_functions() -> dict[tuple[str, str], int]:
         rel = path.relative_to(ROOT).as_posix()
         out.update({(rel, name): n for name, n in found.items() if n > MAX_FUNCTION_LINES})
     return out
+
+
+def _ts_modules() -> list[Path]:
+    """The TypeScript modules of the product: js/, its tests, declarations and build output aside."""
+    return [
+        p
+        for p in _sources()
+        if p.suffix in (".ts", ".tsx") and "__tests__" not in p.parts and not p.name.endswith(".d.ts")
+    ]
+
+
+def ts_function_lines(paths: list[Path]) -> dict[tuple[str, str], int]:
+    """Each TypeScript function's length in lines, by (module, qualified name)."""
+    node = shutil.which("node")
+    assert node, "node is not on PATH: run.sh installs it with the front end's other tools"
+    rels = [p.relative_to(ROOT).as_posix() for p in paths]
+    out = subprocess.run(
+        [node, "scripts/ts_functions.mjs", *rels], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
+    )
+    return {(module, name): n for module, found in json.loads(out.stdout).items() for name, n in found.items()}
 
 
 def _module_names() -> dict[str, Path]:
@@ -157,6 +187,51 @@ def test_no_function_over_the_limit():
     assert not unlisted, f"functions over {MAX_FUNCTION_LINES} lines: {unlisted}"
     stale = sorted(f"{m}:{f}" for m, f in set(LONG_FUNCTIONS) - set(over))
     assert not stale, f"listed as long but short now or gone (take them off LONG_FUNCTIONS): {stale}"
+
+
+def test_no_typescript_function_over_the_limit():
+    found = ts_function_lines(_ts_modules())
+    assert ("js/explorer/view.ts", "ExplorerView.onStep") in found  # the reader names methods as we list them
+    over = {key: n for key, n in found.items() if n > MAX_FUNCTION_LINES}
+    unlisted = {f"{m}:{f}": n for (m, f), n in over.items() if (m, f) not in LONG_TS_FUNCTIONS}
+    assert not unlisted, f"TypeScript functions over {MAX_FUNCTION_LINES} lines: {unlisted}"
+    stale = sorted(f"{m}:{f}" for m, f in set(LONG_TS_FUNCTIONS) - set(over))
+    assert not stale, f"listed as long but short now or gone (take them off LONG_TS_FUNCTIONS): {stale}"
+
+
+def test_the_typescript_reader_names_and_measures_each_kind_of_function(tmp_path):
+    """The counter on a planted module: every kind of function, named as a person would look for it,
+    each counted from its first line to its last (nested ones inside their outer one's lines)."""
+    planted = tmp_path / "planted.ts"
+    planted.write_text(
+        "export function top(a: number): number {\n"  # 1
+        "  const inner = (b: number) => {\n"  # 2
+        "    return b + 1;\n"  # 3
+        "  };\n"  # 4
+        "  return inner(a);\n"  # 5
+        "}\n"  # 6
+        "export class Box<T> {\n"  # 7
+        "  constructor(private v: T) {}\n"  # 8
+        "  get value(): T {\n"  # 9
+        "    return this.v;\n"  # 10
+        "  }\n"  # 11
+        "  map(f: (v: T) => T): Box<T> { return new Box(f(this.v)); }\n"  # 12
+        "}\n"  # 13
+        "const table = { go() {\n  return [1].map(function (x) { return x; });\n} };\n",  # 14-16
+        encoding="utf-8",
+    )
+    node = shutil.which("node")
+    assert node
+    out = subprocess.run([node, "scripts/ts_functions.mjs", str(planted)], cwd=ROOT, capture_output=True, text=True)
+    assert json.loads(out.stdout)[str(planted)] == {
+        "top": 6,
+        "top.inner": 3,
+        "Box.constructor": 1,
+        "Box.value": 3,
+        "Box.map": 1,
+        "go": 3,  # a method of an object literal, by its own name (the literal is no function)
+        "go.<anonymous>": 1,
+    }
 
 
 def test_no_import_circle_even_inside_functions():

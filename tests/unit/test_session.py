@@ -224,6 +224,19 @@ def test_a_failed_attempt_is_labelled_like_a_step():
     with pytest.raises(ScheduleStepError) as info:
         s.apply("vectorize", loop="k")
     assert info.value.label == "vectorize(k)"
+    assert s.failed[-1].label == info.value.label  # the history reads the error's field, not a label of its own
+    with pytest.raises(ScheduleStepError) as info:
+        s.apply("split", "nope", (None, 4), bogus=[1, "x"])  # does not bind: labelled as given
+    assert info.value.label == "split(nope, (None, 4), bogus=[1, x])" == s.failed[-1].label
+
+
+def test_the_one_label_writer_spells_bound_and_given_calls_alike():
+    from mlc_lab.core.step_calls import Sampled, given_label, step_label
+
+    parts = [(None, "Y/j"), ("factors", [None, Sampled(None, 1, None, 4)]), ("tag", (1, "a"))]
+    assert step_label("split", parts) == "split(Y/j, factors=[None, ~4], tag=(1, a))"
+    assert given_label("split", ("Y/j",), {"factors": [None, 4]}) == "split(Y/j, factors=[None, 4])"
+    assert step_label("decompose_reduction", []) == "decompose_reduction()"
 
 
 def test_steps_are_json_safe():

@@ -117,7 +117,7 @@ def test_failed_apply_reports_the_error_and_changes_nothing(explorer, session):
     assert session.script == script and len(session.steps) == 1
     assert explorer.error["source"] == "apply" and explorer.error["involved"] == ["k", "Y"]
     (failure,) = explorer.failures
-    assert failure["parent"] == 0 and failure["label"] == "vectorize(loop=k)"
+    assert failure["parent"] == 0 and failure["label"] == "vectorize(loop=k)" == explorer.error["label"]
     assert failure["summary"] == err["summary"]
 
 

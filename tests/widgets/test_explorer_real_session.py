@@ -54,6 +54,8 @@ def test_real_failure_and_sampling(real):
     reply = c.request("apply", {"primitive": "vectorize", "kwargs": {"loop": "k"}})
     assert reply["ok"] is False and "k" in reply["error"]["involved"]
     assert len(real.session.steps) == 1
+    # one label: the Session writes it on the error; its history and the banner read that field
+    assert real.error["label"] == real.session.failed[-1].label == real.failures[-1]["label"] == "vectorize(k)"
     reply = c.request(
         "apply",
         {

@@ -80,6 +80,34 @@ def test_the_table_names_only_known_error_kinds_and_its_policies_hold_together()
     }
 
 
+def test_every_request_says_how_long_the_page_waits_and_a_background_one_waits_longer():
+    """timeout_s is the page's wait (js/lib/rpc.ts reads it from the generated table): a request that
+    builds, runs or analyses in the background waits longer than one the kernel answers from memory."""
+    waits = {n: r.timeout_s for n, r in table.REQUESTS.items()}
+    quick = {"apply", "history", "goto", "script_at", "replay", "set_decision", "export_trace", "clear_error"}
+    slow = {"measure", "cuda_source", "lower", "access_footprint", "access_gpu_stats"}
+    assert min(waits[n] for n in slow) > max(waits[n] for n in quick)
+    # a Cancel is sent on the same connection as what it cancels and waits as long
+    assert waits["measure_cancel"] == waits["measure"] and waits["access_cancel"] == waits["access_footprint"]
+    assert waits["class_submit"] == max(waits.values())  # the class server grades before it answers
+    for bad in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="timeout_s"):
+            table.Request(table.NoParams, table.NoResult, timeout_s=bad)
+    generated = (Path(__file__).resolve().parents[2] / "js" / "lib" / "model.ts").read_text(encoding="utf-8")
+    assert f'export const FOLLOW = "{table.FOLLOW}";' in generated and '"timeout_s": 300.0' in generated
+
+
+def test_the_explorer_follows_the_note_the_table_declares(explorer, session):
+    """FOLLOW is declared beside the requests (model/requests.py), not by the widget: the explorer
+    answers that spelling, and a request kind it does not know moves nothing."""
+    assert explorer.comm.request("apply", {"primitive": "parallel", "kwargs": {"loop": "Y/i"}})["ok"]
+    assert session.current.id == 1
+    explorer.comm.deliver({"method": "custom", "content": {"kind": table.FOLLOW, "step": 0}})
+    assert session.current.id == 0
+    explorer.comm.deliver({"method": "custom", "content": {"kind": "mlc-follow-not", "step": 1}})
+    assert session.current.id == 0
+
+
 def test_record_keys_match_the_shared_cases():
     """tests/fixtures/record_keys.json: js/__tests__/offline.test.ts runs the same cases against recordKey."""
     cases = json.loads((ROOT / "tests" / "fixtures" / "record_keys.json").read_text(encoding="utf-8"))["cases"]

@@ -115,6 +115,143 @@ function currentFolder(app: JupyterFrontEnd): string {
   return widget?.cwd !== undefined ? path : dirname(path);
 }
 
+/** Saved widgets, in every notebook panel from its creation (before its outputs render); the notebook
+ *  factory may be registered after this plugin activates (Notebook 7 does). */
+function hookNotebooks(app: JupyterFrontEnd): void {
+  const hooked = new Set<unknown>();
+  const hook = () => {
+    const notebooks = app.docRegistry.getWidgetFactory("Notebook");
+    if (!notebooks || hooked.has(notebooks)) return;
+    hooked.add(notebooks);
+    notebooks.widgetCreated.connect((_sender, panel) => {
+      patchNotebook(panel as never);
+      keepPanelClean(panel as never); // opening a notebook marks it changed no more (clean_open.ts)
+    });
+  };
+  hook();
+  offerSidePanels(app); // "open in a side panel" for explorers in notebook outputs
+  app.docRegistry.changed.connect((_sender, change) => {
+    if (change.type === "widgetFactory" && change.change === "added") hook();
+  });
+}
+
+/** The user's settings, kept current as they change (defaults when the registry cannot load them). */
+async function loadSettings(registry: ISettingRegistry | null): Promise<{ current: Settings }> {
+  const settings = { current: { ...DEFAULT_SETTINGS } };
+  if (!registry) return settings;
+  try {
+    const loaded = await registry.load(PLUGIN_ID);
+    const read = () => {
+      settings.current = { ...DEFAULT_SETTINGS, ...(loaded.composite as Partial<Settings>) };
+    };
+    read();
+    loaded.changed.connect(read);
+  } catch (err) {
+    console.warn("mlc_lab: settings unavailable, using defaults", err);
+  }
+  return settings;
+}
+
+/** "New schedule exploration": a notebook on a course program or a .py file (asked for when not given). */
+function addNewExploration(app: JupyterFrontEnd, settings: { current: Settings }): void {
+  app.commands.addCommand(COMMANDS.newExploration, {
+    label: "New schedule exploration",
+    icon: exploreIcon,
+    caption: "A notebook with the schedule explorer on a course program or a .py file",
+    execute: async (args) => {
+      let choice: ProgramChoice | null = null;
+      if (typeof args.program === "string") {
+        const p = COURSE_PROGRAMS.find((x) => x.name === args.program);
+        if (p) choice = { kind: "course", name: p.name, title: p.title };
+      } else if (typeof args.path === "string") choice = { kind: "file", path: args.path };
+      if (!choice) {
+        const selected: any = (app.shell.currentWidget as any)?.selectedItems?.()?.next?.();
+        const py = selected?.value?.path ?? selected?.path ?? "";
+        const result = await showDialog({
+          title: "New schedule exploration",
+          body: new ChoiceBody(typeof py === "string" && py.endsWith(".py") ? py : ""),
+          buttons: [Dialog.cancelButton(), Dialog.okButton({ label: "Create" })],
+        });
+        if (!result.button.accept || !result.value) return;
+        choice = result.value;
+      }
+      const stem = choice.kind === "course" ? `explore-${choice.name}` : `explore-${basename(choice.path).replace(/\.py$/, "")}`;
+      const path = await writeNotebook(app, typeof args.cwd === "string" ? args.cwd : currentFolder(app), stem, explorationNotebook(choice, settings.current));
+      await openAndRun(app, path, args.run === true);
+      return path;
+    },
+  });
+}
+
+/** "Open tuning run": a run's work directory (asked for when not given) in the dashboard document. */
+function addOpenTuningRun(app: JupyterFrontEnd, settings: { current: Settings }): void {
+  app.commands.addCommand(COMMANDS.openTuningRun, {
+    label: "Open tuning run",
+    icon: tuningIcon,
+    caption: "Show a tuning run's work directory in the dashboard",
+    execute: async (args) => {
+      let dir = typeof args.path === "string" ? args.path : "";
+      if (!dir) {
+        const result = await showDialog({
+          title: "Open tuning run",
+          body: new PathBody(settings.current.workDirRoot, "The run's work directory (it holds database_tuning_record.json):"),
+          buttons: [Dialog.cancelButton(), Dialog.okButton({ label: "Open" })],
+        });
+        if (!result.button.accept || !result.value) return;
+        dir = result.value;
+      }
+      dir = dir.replace(/\/?database_tuning_record\.json$/, "").replace(/\/$/, "");
+      const record = dir ? `${dir}/database_tuning_record.json` : "database_tuning_record.json";
+      return app.commands.execute("docmanager:open", { path: record, factory: RUN_FACTORY });
+    },
+  });
+}
+
+/** The documents: a .trace file and a tuning run's records open in a tab (a notebook on request). */
+function addDocuments(app: JupyterFrontEnd, rendermime: IRenderMimeRegistry | null, settings: { current: Settings }): void {
+  const openTraceWithKernel = async (tracePath: string) => {
+    const path = await writeNotebook(app, dirname(tracePath), `${basename(tracePath).replace(/\.trace(\.json)?$/, "")}-explore`, traceNotebook(basename(tracePath)));
+    await openAndRun(app, path, true);
+  };
+  const openRunWithKernel = async (recordPath: string) => {
+    const dir = dirname(recordPath);
+    const path = await writeNotebook(app, dirname(dir), `${basename(dir) || "tuning"}-dashboard`, tuningRunNotebook(basename(dir) || "."));
+    await openAndRun(app, path, true);
+  };
+  app.docRegistry.addFileType({
+    name: "mlc-lab-trace",
+    displayName: "Schedule trace",
+    extensions: [".trace"],
+    pattern: "^.*\\.trace(\\.json)?$",
+    mimeTypes: ["text/plain"],
+    fileFormat: "text",
+    contentType: "file",
+  });
+  app.docRegistry.addFileType({
+    name: "mlc-lab-tuning-record",
+    displayName: "Tuning run records",
+    pattern: "^database_tuning_record\\.json$",
+    mimeTypes: ["application/json"],
+    fileFormat: "text",
+    contentType: "file",
+  });
+  const live = (openAsNotebook: (path: string) => Promise<void>) => ({
+    app,
+    rendermime,
+    startKernel: () => settings.current.documentKernel,
+    openAsNotebook,
+  });
+  app.docRegistry.addWidgetFactory(
+    new TraceFactory({ name: TRACE_FACTORY, fileTypes: ["mlc-lab-trace"], defaultFor: ["mlc-lab-trace"], readOnly: true }, live(openTraceWithKernel)),
+  );
+  app.docRegistry.addWidgetFactory(
+    new TuningRunFactory(
+      { name: RUN_FACTORY, fileTypes: ["mlc-lab-tuning-record"], defaultFor: ["mlc-lab-tuning-record"], readOnly: true },
+      live(openRunWithKernel),
+    ),
+  );
+}
+
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: "mlc_lab: Launcher, commands, documents, settings, saved widgets without a kernel",
@@ -127,97 +264,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
     registry: ISettingRegistry | null,
     rendermime: IRenderMimeRegistry | null,
   ) => {
-    // Saved widgets, in every notebook panel from its creation (before its outputs render).
-    // (The notebook factory may be registered after this plugin activates: Notebook 7 does.)
-    const hooked = new Set<unknown>();
-    const hookNotebooks = () => {
-      const notebooks = app.docRegistry.getWidgetFactory("Notebook");
-      if (!notebooks || hooked.has(notebooks)) return;
-      hooked.add(notebooks);
-      notebooks.widgetCreated.connect((_sender, panel) => {
-        patchNotebook(panel as never);
-        keepPanelClean(panel as never); // opening a notebook marks it changed no more (clean_open.ts)
-      });
-    };
-    hookNotebooks();
-    offerSidePanels(app); // "open in a side panel" for explorers in notebook outputs
-    app.docRegistry.changed.connect((_sender, change) => {
-      if (change.type === "widgetFactory" && change.change === "added") hookNotebooks();
-    });
-
-    let settings: Settings = { ...DEFAULT_SETTINGS };
-    if (registry) {
-      try {
-        const loaded = await registry.load(PLUGIN_ID);
-        const read = () => {
-          settings = { ...DEFAULT_SETTINGS, ...(loaded.composite as Partial<Settings>) };
-        };
-        read();
-        loaded.changed.connect(read);
-      } catch (err) {
-        console.warn("mlc_lab: settings unavailable, using defaults", err);
-      }
-    }
-
-    const openTraceWithKernel = async (tracePath: string) => {
-      const path = await writeNotebook(app, dirname(tracePath), `${basename(tracePath).replace(/\.trace(\.json)?$/, "")}-explore`, traceNotebook(basename(tracePath)));
-      await openAndRun(app, path, true);
-    };
-    const openRunWithKernel = async (recordPath: string) => {
-      const dir = dirname(recordPath);
-      const path = await writeNotebook(app, dirname(dir), `${basename(dir) || "tuning"}-dashboard`, tuningRunNotebook(basename(dir) || "."));
-      await openAndRun(app, path, true);
-    };
-
-    app.commands.addCommand(COMMANDS.newExploration, {
-      label: "New schedule exploration",
-      icon: exploreIcon,
-      caption: "A notebook with the schedule explorer on a course program or a .py file",
-      execute: async (args) => {
-        let choice: ProgramChoice | null = null;
-        if (typeof args.program === "string") {
-          const p = COURSE_PROGRAMS.find((x) => x.name === args.program);
-          if (p) choice = { kind: "course", name: p.name, title: p.title };
-        } else if (typeof args.path === "string") choice = { kind: "file", path: args.path };
-        if (!choice) {
-          const selected: any = (app.shell.currentWidget as any)?.selectedItems?.()?.next?.();
-          const py = selected?.value?.path ?? selected?.path ?? "";
-          const result = await showDialog({
-            title: "New schedule exploration",
-            body: new ChoiceBody(typeof py === "string" && py.endsWith(".py") ? py : ""),
-            buttons: [Dialog.cancelButton(), Dialog.okButton({ label: "Create" })],
-          });
-          if (!result.button.accept || !result.value) return;
-          choice = result.value;
-        }
-        const stem = choice.kind === "course" ? `explore-${choice.name}` : `explore-${basename(choice.path).replace(/\.py$/, "")}`;
-        const path = await writeNotebook(app, typeof args.cwd === "string" ? args.cwd : currentFolder(app), stem, explorationNotebook(choice, settings));
-        await openAndRun(app, path, args.run === true);
-        return path;
-      },
-    });
-
-    app.commands.addCommand(COMMANDS.openTuningRun, {
-      label: "Open tuning run",
-      icon: tuningIcon,
-      caption: "Show a tuning run's work directory in the dashboard",
-      execute: async (args) => {
-        let dir = typeof args.path === "string" ? args.path : "";
-        if (!dir) {
-          const result = await showDialog({
-            title: "Open tuning run",
-            body: new PathBody(settings.workDirRoot, "The run's work directory (it holds database_tuning_record.json):"),
-            buttons: [Dialog.cancelButton(), Dialog.okButton({ label: "Open" })],
-          });
-          if (!result.button.accept || !result.value) return;
-          dir = result.value;
-        }
-        dir = dir.replace(/\/?database_tuning_record\.json$/, "").replace(/\/$/, "");
-        const record = dir ? `${dir}/database_tuning_record.json` : "database_tuning_record.json";
-        return app.commands.execute("docmanager:open", { path: record, factory: RUN_FACTORY });
-      },
-    });
-
+    hookNotebooks(app);
+    const settings = await loadSettings(registry);
+    addNewExploration(app, settings);
+    addOpenTuningRun(app, settings);
     if (launcher) {
       launcher.add({ command: COMMANDS.newExploration, category: CATEGORY, rank: 1 });
       launcher.add({ command: COMMANDS.openTuningRun, category: CATEGORY, rank: 2 });
@@ -226,39 +276,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       palette.addItem({ command: COMMANDS.newExploration, category: CATEGORY });
       palette.addItem({ command: COMMANDS.openTuningRun, category: CATEGORY });
     }
-
-    app.docRegistry.addFileType({
-      name: "mlc-lab-trace",
-      displayName: "Schedule trace",
-      extensions: [".trace"],
-      pattern: "^.*\\.trace(\\.json)?$",
-      mimeTypes: ["text/plain"],
-      fileFormat: "text",
-      contentType: "file",
-    });
-    app.docRegistry.addFileType({
-      name: "mlc-lab-tuning-record",
-      displayName: "Tuning run records",
-      pattern: "^database_tuning_record\\.json$",
-      mimeTypes: ["application/json"],
-      fileFormat: "text",
-      contentType: "file",
-    });
-    const live = (openAsNotebook: (path: string) => Promise<void>) => ({
-      app,
-      rendermime,
-      startKernel: () => settings.documentKernel,
-      openAsNotebook,
-    });
-    app.docRegistry.addWidgetFactory(
-      new TraceFactory({ name: TRACE_FACTORY, fileTypes: ["mlc-lab-trace"], defaultFor: ["mlc-lab-trace"], readOnly: true }, live(openTraceWithKernel)),
-    );
-    app.docRegistry.addWidgetFactory(
-      new TuningRunFactory(
-        { name: RUN_FACTORY, fileTypes: ["mlc-lab-tuning-record"], defaultFor: ["mlc-lab-tuning-record"], readOnly: true },
-        live(openRunWithKernel),
-      ),
-    );
+    addDocuments(app, rendermime, settings);
   },
 };
 
