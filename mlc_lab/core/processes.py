@@ -1,5 +1,7 @@
 """Stopping a child of mlc_lab and everything it started: `kill_tree`, the one way (the worker,
-the tuning job, the grading children, the sandbox). Process control is psutil's."""
+the tuning job, the grading children, the sandbox, what a dead class server left), and `kill_now`, a
+SIGKILL to processes already found (a sandbox's init, its cgroup's members). No other module of mlc_lab
+sends a signal (tests/unit/test_children.py holds it). Process control is psutil's."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterable
 
 import psutil
 
@@ -72,6 +75,19 @@ def kill_tree(
     if popen is not None:
         popen.poll()
     return False
+
+
+def kill_now(procs: Iterable[int | psutil.Process]) -> None:
+    """SIGKILL each of `procs` at once, without waiting; one already gone (or not ours) is passed over. A
+    `psutil.Process` is signalled only while it is still the process it was (a reused pid is not)."""
+    for proc in procs:
+        try:
+            if isinstance(proc, psutil.Process):
+                proc.kill()
+            else:
+                os.kill(proc, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            pass
 
 
 def _signal_group(pgid: int, sig: int) -> None:
