@@ -47,7 +47,7 @@ def kill_tree(
 
     Each round signals what it found before it looks at the clock: a scan of the process table that
     takes longer than `wait_s` (a loaded machine, memory pressure) still signals every process it
-    found, and SIGKILL goes to the whole group before the first scan."""
+    found, and the group is frozen (SIGSTOP) before the first scan and killed right after it."""
     if isinstance(proc, subprocess.Popen):
         popen, pid = proc, proc.pid
     else:
@@ -58,7 +58,11 @@ def kill_tree(
             continue
         deadline = time.monotonic() + wait
         if sig == signal.SIGKILL:
-            _signal_group(pid, sig)  # at once, before the table is read
+            # The group frozen first: none of it dies, so a descendant in a session of its own is not
+            # orphaned out of the tree before the table is read; then SIGKILL to the whole group.
+            _signal_group(pid, signal.SIGSTOP)
+            seen.update((p.pid, p) for p in _tree(pid))
+            _signal_group(pid, sig)
         signalled: set[int] = set()  # SIGTERM once per process: a second could cut its clean-up short
         while True:
             if popen is not None:
