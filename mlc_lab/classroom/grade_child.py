@@ -1,7 +1,7 @@
 """Submissions graded and timed, in a persistent child process of the class server.
 
-``python -m mlc_lab.classroom.grade_child ASSIGNMENT [--runner rpc://HOST:PORT/KEY] [--unsafe-same-user]``
-reads one job a line on stdin (``{"op": "grade", "path": FILE}``, or ``{"op": "retime", "traces",
+``python -m mlc_lab.core.worker_main --child grade_class ASSIGNMENT [--runner rpc://HOST:PORT/KEY]
+[--unsafe-same-user]`` (`main`) reads one job a line on stdin (``{"op": "grade", "path": FILE}``, or ``{"op": "retime", "traces",
 "rounds"}``) and answers each with one line on stdout: ``GradeResult.to_json()`` with the class's
 timing (or the timings, ``mlc_lab.classroom.timing.retime``). The autograder parses the trace (never
 runs it); a submission that passes at least one task is then timed by mlc_lab's one method: its
@@ -136,7 +136,3 @@ def main(argv: list[str]) -> int:
         out.flush()
         empty_scratch()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

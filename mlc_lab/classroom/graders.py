@@ -8,7 +8,8 @@ hold a classmate's verdict for minutes (issue 34: 8 s became 373 s behind three 
 come first served).
 
 **Graders.** Each grading thread of the server owns a ``Grader``: a persistent child
-(``python -m mlc_lab.classroom.grade_child ASSIGNMENT``, its own session and process group) that
+(``python -m mlc_lab.core.worker_main --child grade_class ASSIGNMENT``: `mlc_lab.classroom.grade_child`,
+its own session and process group) that
 loads TVM and the assignment once and grades one submission after another (a fresh process per
 hand-in spent two seconds starting before it graded anything). A child that crashes, hangs past the
 time limit, or grows past ``RECYCLE_MB`` is killed with everything it started, and the next
@@ -28,7 +29,6 @@ import re
 import select
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -38,11 +38,10 @@ import psutil
 
 from mlc_lab.classroom import reaper
 from mlc_lab.classroom.timing import LOCK_ENV
-from mlc_lab.core.worker import decode_result, launch
+from mlc_lab.core.worker import child_argv, decode_result, launch
 from mlc_lab.core.worker import stop as stop_child
 from mlc_lab.errors import MeasureError
 from mlc_lab.grading.report import failed_verdict
-from mlc_lab.model.worker_ops import WORKER_OPS
 
 RECYCLE_MB = 3000  # a child (with its timing worker) larger than this is started afresh
 RECYCLE_JOBS = 500  # and after this many hand-ins, whatever its size
@@ -181,7 +180,7 @@ class Grader:
         self.folder = Path(tempfile.mkdtemp(dir=grading, prefix=f"g{self.slot}-"))
         scratch = self.folder / "tmp"
         scratch.mkdir(mode=0o700)
-        cmd = [sys.executable, "-m", WORKER_OPS["grade_class"].entry, str(self.server.assignment_path)]
+        cmd = child_argv("grade_class", str(self.server.assignment_path))
         if self.server.runner:
             cmd += ["--runner", self.server.runner]
         if self.server.unsafe_same_user:

@@ -20,6 +20,7 @@ import signal
 import psutil
 
 from mlc_lab.classroom.store import Store
+from mlc_lab.core.processes import kill_tree
 from mlc_lab.errors import MlcLabError
 
 MARK = "MLC_LAB_CLASS_CHILD"
@@ -72,7 +73,7 @@ def reap(store: Store) -> list[int]:
     for pid, started, _folder in store.children():
         now = started_at(pid)
         if now is not None and abs(now - started) < 0.05:  # the same process, not a reused pid
-            killed += _kill_group(pid)
+            killed += _stop_group(pid)
         store.child_ended(pid)
     prefix = f"{store.dir.resolve()}#"
     me = os.getpid()
@@ -80,12 +81,12 @@ def reap(store: Store) -> list[int]:
         if proc.pid == me:
             continue
         try:
-            if proc.environ().get(MARK, "").startswith(prefix):
-                proc.kill()
+            if proc.environ().get(MARK, "").startswith(prefix) and proc.pid not in killed:
+                kill_tree(proc.pid, wait_s=5.0)  # a grading child's own child, and what it started
                 killed.append(proc.pid)
         except psutil.Error:
             continue  # gone, or another user's
-    psutil.wait_procs([p for p in map(_proc, killed) if p is not None], timeout=5)
+    psutil.wait_procs([p for p in map(_proc, killed) if p is not None], timeout=5)  # a child of ours: reaped
     grading = store.dir / "grading"
     if grading.is_dir():
         for entry in grading.iterdir():
@@ -96,23 +97,18 @@ def reap(store: Store) -> list[int]:
     return sorted(set(killed))
 
 
-def _kill_group(pid: int) -> list[int]:
-    """The child leads its own process group (started in a new session): kill the group."""
-    members = []
+def _stop_group(pid: int) -> list[int]:
+    """The child leads its own process group (started in a new session): stop the group and everything the
+    child started (`kill_tree`); the pids that were in it."""
+    members = [pid]
     for proc in psutil.process_iter(["pid"]):
         try:
-            if os.getpgid(proc.pid) == pid:
+            if proc.pid != pid and os.getpgid(proc.pid) == pid:
                 members.append(proc.pid)
         except OSError:
             continue
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            return []
-    return members or [pid]
+    kill_tree(pid, wait_s=5.0)
+    return members
 
 
 def _proc(pid: int) -> psutil.Process | None:

@@ -1,5 +1,7 @@
 """Stopping a child of mlc_lab and everything it started: `kill_tree`, the one way (the worker,
-the tuning job, the grading children, the sandbox). Process control is psutil's."""
+the tuning job, the grading children, the sandbox, what a dead class server left), and `kill_now`, a
+SIGKILL to processes already found (a sandbox's init, its cgroup's members). No other module of mlc_lab
+sends a signal (tests/unit/test_children.py holds it). Process control is psutil's."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterable
 
 import psutil
 
@@ -44,7 +47,7 @@ def kill_tree(
 
     Each round signals what it found before it looks at the clock: a scan of the process table that
     takes longer than `wait_s` (a loaded machine, memory pressure) still signals every process it
-    found, and SIGKILL goes to the whole group before the first scan."""
+    found, and the group is frozen (SIGSTOP) before the first scan and killed right after it."""
     if isinstance(proc, subprocess.Popen):
         popen, pid = proc, proc.pid
     else:
@@ -55,7 +58,11 @@ def kill_tree(
             continue
         deadline = time.monotonic() + wait
         if sig == signal.SIGKILL:
-            _signal_group(pid, sig)  # at once, before the table is read
+            # The group frozen first: none of it dies, so a descendant in a session of its own is not
+            # orphaned out of the tree before the table is read; then SIGKILL to the whole group.
+            _signal_group(pid, signal.SIGSTOP)
+            seen.update((p.pid, p) for p in _tree(pid))
+            _signal_group(pid, sig)
         signalled: set[int] = set()  # SIGTERM once per process: a second could cut its clean-up short
         while True:
             if popen is not None:
@@ -72,6 +79,19 @@ def kill_tree(
     if popen is not None:
         popen.poll()
     return False
+
+
+def kill_now(procs: Iterable[int | psutil.Process]) -> None:
+    """SIGKILL each of `procs` at once, without waiting; one already gone (or not ours) is passed over. A
+    `psutil.Process` is signalled only while it is still the process it was (a reused pid is not)."""
+    for proc in procs:
+        try:
+            if isinstance(proc, psutil.Process):
+                proc.kill()
+            else:
+                os.kill(proc, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            pass
 
 
 def _signal_group(pgid: int, sig: int) -> None:

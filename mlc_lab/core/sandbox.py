@@ -29,7 +29,7 @@ from typing import Literal
 
 import psutil
 
-from mlc_lab.core.processes import kill_tree
+from mlc_lab.core.processes import kill_now, kill_tree
 from mlc_lab.errors import MlcLabError
 
 INIT = str(Path(__file__).with_name("_sandbox_init.py"))
@@ -588,10 +588,7 @@ class _Run:
             return
         self._status()  # learn the init's pid
         if self.init is not None:
-            try:
-                self.init.kill()  # SIGKILL the PID namespace's init: every process in it dies with it
-            except psutil.Error:
-                pass
+            kill_now([self.init])  # SIGKILL the PID namespace's init: every process in it dies with it
         gone = kill_tree(self.proc, wait_s=10.0)
         self.all_gone = self._kill_cgroups() and gone and (self.init is None or _wait_gone(self.init, 10.0))
 
@@ -601,11 +598,7 @@ class _Run:
             _put(f"{self.cgroups.dirs['pids']}/cgroup.kill", 1)  # the kernel kills all, forks in flight too
         while self.cgroups.dirs and not self.cgroups.empty() and time.monotonic() < deadline:
             for procs in self.cgroups.procs_files():
-                for pid in Path(procs).read_text().split():
-                    try:
-                        os.kill(int(pid), signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
+                kill_now(int(pid) for pid in Path(procs).read_text().split())
             time.sleep(0.02)
         return not self.cgroups.dirs or self.cgroups.empty()
 

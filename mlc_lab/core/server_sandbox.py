@@ -104,12 +104,12 @@ class SessionSandbox:
 
     def start(self, args: list[str], wall_s: float, fd: int | None = None) -> Outcome:
         from mlc_lab.core.kernel_sandbox import run_env
-        from mlc_lab.core.worker import sandboxed
+        from mlc_lab.core.worker import child_argv, sandboxed
 
         cuda_env, cuda_folders = cuda_paths()
         return sandboxed(
             OP,
-            [sys.executable, "-m", WORKER_OPS[OP].entry, *args],
+            child_argv(OP, *args),
             inputs={},
             env={**run_env(self.threads), **cuda_env},
             unsafe_same_user=self.unsafe_same_user,

@@ -8,7 +8,8 @@ kernel, the grader and the class server never do. `launch` starts one:
   is the worker serving ``python -m mlc_lab.core.worker_main`` one request at a time
   (``worker().call("measure", module=..., ...)``); a crash or a time-out costs the child, the caller
   gets a `MeasureError` (kind ``crash`` / ``timeout``, an ``ErrorInfo`` kind) and the next call starts a
-  fresh one. The batch grader's judging children and the class server's graders are persistent too.
+  fresh one. The batch grader's judging children and the class server's graders are persistent too,
+  and run the same entry, as the child of their operation (``worker_main --child OP``: `child_argv`).
 - ``detached``: no stdin, its output to a log; the tuning job (`start_job`, found again by pid with
   `job_running`, stopped with its group by `stop_group`).
 - ``sandboxed`` (`sandboxed`): one command (the run of a hand-in, or of a kernel compiled from one:
@@ -16,8 +17,9 @@ kernel, the grader and the class server never do. `launch` starts one:
   whole tree (`mlc_lab.core.sandbox`, docs/sandbox.md).
 
 What each operation sends, answers, and how long it may take is `mlc_lab.model.worker_ops.WORKER_OPS`;
-the worker's handlers are `mlc_lab.core.worker_main.REQUESTS` (tests/unit/test_children.py holds the two
-equal, and holds every other module to this launcher). `stop` kills a child's tree and closes its pipes.
+the worker's handlers are `mlc_lab.core.worker_main.REQUESTS`, the children of its operations `CHILDREN`
+(tests/unit/test_children.py holds them equal to the table, every other module to this launcher, and every
+signal sent to `mlc_lab.core.processes`). `stop` kills a child's tree and closes its pipes.
 """
 
 from __future__ import annotations
@@ -162,6 +164,14 @@ def job_running(pid: int | None, request: str) -> bool:
     except psutil.Error:
         return False
     return ENTRY in cmd and request in cmd
+
+
+def child_argv(op: str, *args: str) -> list[str]:
+    """The command line of the child of `op` (a row of `worker_main.CHILDREN`, declared in `WORKER_OPS`):
+    ``python -m mlc_lab.core.worker_main --child OP ARG...``, to `launch` (or to run in the sandbox)."""
+    if WORKER_OPS[op].entry != ENTRY:
+        raise ValueError(f"the worker operation {op!r} has no child of mlc_lab.core.worker_main")
+    return [sys.executable, "-m", ENTRY, "--child", op, *args]
 
 
 def start_job(request: str, work_dir: str, log_path: str) -> subprocess.Popen:

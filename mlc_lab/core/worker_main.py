@@ -2,6 +2,8 @@
 
     python -m mlc_lab.core.worker_main                      serve requests on stdin (persistent)
     python -m mlc_lab.core.worker_main --job NAME WORK_DIR  run one long request, detached (tuning)
+    python -m mlc_lab.core.worker_main --child OP [ARG...]  be the child of the operation OP (CHILDREN),
+                                                            which speaks a protocol of its own (grading)
 
 Protocol of the persistent mode: one JSON object per line on stdin ({"id", "op", ...}); one per line
 back on the *original* stdout ({"id", "ok", "result"} or {"id", "ok": false, "error": ErrorInfo}); arrays as in `mlc_lab.model.wire`. File descriptor 1 is pointed at stderr once started,
@@ -16,6 +18,9 @@ time-out) and one line in REQUESTS ("op": "module:function"); the function takes
 request dict and returns its result type (sent as its ``to_json()``; numpy arrays allowed inside), or
 raises `wire.RequestFailure`.
 Handlers are imported on first use, so a request type costs nothing until it is asked for.
+A child of its own protocol (a grading child: jobs on stdin, one answer a line, or one answer on fd 3 of
+the sandbox) is one row of CHILDREN, ``"op": "module:function"``, the function taking the child's
+arguments and returning its exit status; `mlc_lab.core.worker.child_argv` is its command line.
 This entry point sits in core, above the one door to TVM: a handler may join the two layers (the
 measurement's byte count comes from core's access analysis of what `mlc_lab.tvm.measure.build` times).
 """
@@ -49,11 +54,27 @@ REQUESTS: dict[str, str] = {
     "tune": "mlc_lab.tvm.tuning.job:tune_request",  # a --job: {"work_dir": ...}
 }
 
+# The children of an operation that speak a protocol of their own: ``--child OP ARG...``.
+CHILDREN: dict[str, str] = {
+    # one per judging thread of a batch: the assignment (a pickle from the parent), then a hand-in a line
+    "grade_batch": "mlc_lab.grading.batch:judge",
+    # one per grading thread of a class server: ASSIGNMENT [--runner URL] [--unsafe-same-user], a job a line
+    "grade_class": "mlc_lab.classroom.grade_child:main",
+    # run in the sandbox (the hand-in's code runs here): PROGRAM HANDIN OUT [FUNC [FUNCTION]], one answer on OUT
+    "handin": "mlc_lab.tvm.grade_child:main",
+    # one session of a measuring server, in the sandbox: --fd 5 --facts JSON (or --check), TVM's runtime alone
+    "rpc_session": "mlc_lab.tvm.measure.session:main",
+}
+
 
 def handler(op: str) -> Callable[[dict], Any]:
     where = REQUESTS.get(op)
     if where is None:
         raise RequestFailure("protocol", f"unknown request {op!r} (known: {', '.join(sorted(REQUESTS))})")
+    return _imported(where)
+
+
+def _imported(where: str) -> Callable[..., Any]:
     module, _, name = where.partition(":")
     return getattr(importlib.import_module(module), name)
 
@@ -87,6 +108,8 @@ def die_with_parent(parent: int, poll_s: float = PARENT_POLL_S) -> threading.Thr
     a daemon thread: once this process has another parent (its own died and it was handed to init or
     a subreaper), SIGKILL this process's group when it leads one (the launcher starts every worker in
     a session of its own: the worker and whatever it started), else exit."""
+    from mlc_lab.core.processes import kill_tree  # imported now: the watch may not wait on an import
+
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
@@ -94,7 +117,7 @@ def die_with_parent(parent: int, poll_s: float = PARENT_POLL_S) -> threading.Thr
         while os.getppid() == parent:
             time.sleep(poll_s)
         if os.getpgid(0) == os.getpid():
-            os.killpg(os.getpid(), signal.SIGKILL)
+            kill_tree(os.getpid())  # its first act: SIGKILL to the whole group, this process included
         os._exit(1)
 
     thread = threading.Thread(target=watch, name="mlc-lab-die-with-parent", daemon=True)
@@ -144,7 +167,19 @@ def main(argv: list[str]) -> int:
             prestart(argv[2])
         result = handler(argv[1])({"work_dir": argv[2]})
         return int(result) if isinstance(result, int) else 0
-    print("usage: python -m mlc_lab.core.worker_main [--job NAME WORK_DIR]", file=sys.stderr)
+    if len(argv) >= 2 and argv[0] == "--child":
+        if argv[1] not in CHILDREN:
+            print(
+                f"worker_main: no operation {argv[1]!r} has a child (known: {', '.join(sorted(CHILDREN))})",
+                file=sys.stderr,
+            )
+            return 2
+        return int(_imported(CHILDREN[argv[1]])(argv[2:]))
+    print(
+        "usage: python -m mlc_lab.core.worker_main [--job NAME WORK_DIR | --child "
+        f"{{{','.join(sorted(CHILDREN))}}} [ARG...]]",
+        file=sys.stderr,
+    )
     return 2
 
 

@@ -1,6 +1,6 @@
 """A batch of hand-ins graded by persistent child processes, so that no hand-in can cost the batch.
 
-Each of ``jobs`` threads owns a judging child (``python -m mlc_lab.grading.batch``) that grades one
+Each of ``jobs`` threads owns a judging child (the worker's ``--child grade_batch``: `judge`) that grades one
 hand-in at a time: it replays the trace, runs the checks, the numeric check and the timing, and runs
 student code only through the sandbox. A child that dies (a segfault in the compiler, a recursion
 the parser let through) or runs past its time makes that hand-in's row (``crash`` or ``timeout``)
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from mlc_lab.core.processes import overloaded, tree_usage
-from mlc_lab.core.worker import decode_result, launch, stop
+from mlc_lab.core.worker import child_argv, decode_result, launch, stop
 from mlc_lab.errors import MeasureError
 from mlc_lab.grading.assignment import Assignment
 from mlc_lab.grading.report import GradeResult
@@ -85,7 +85,7 @@ class _Judge:
 
     def _start(self) -> subprocess.Popen:
         proc = launch(
-            [sys.executable, "-m", WORKER_OPS["grade_batch"].entry],
+            child_argv("grade_batch"),
             "persistent",
             # one thread each (the judges run side by side); the numeric check's budget counts this process
             env={
@@ -371,9 +371,13 @@ def _clock(seconds: float) -> str:
     return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
-def _child() -> int:
-    """The judging child: the assignment once (a pickle from the parent), then one JSON line per
-    hand-in in, one JSON line per result out, on a copy of stdout (the real fd 1 goes to stderr)."""
+def judge(argv: list[str]) -> int:
+    """The judging child (``python -m mlc_lab.core.worker_main --child grade_batch``, no arguments): the
+    assignment once (a pickle from the parent), then one JSON line per hand-in in, one JSON line per
+    result out, on a copy of stdout (the real fd 1 goes to stderr)."""
+    if argv:
+        print(f"the judging child takes no arguments, not {argv!r}", file=sys.stderr)
+        return 2
     from mlc_lab.grading.grade import grade, warm_up
 
     out = os.fdopen(os.dup(1), "wb")
@@ -390,7 +394,3 @@ def _child() -> int:
         out.write(json.dumps(r.to_json()).encode() + b"\n")
         out.flush()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_child())

@@ -5,7 +5,8 @@
 - a ``.py`` holding the program and a scheduling function (``schedule(sch)`` that edits or returns a
   schedule, ``manual_schedule()`` that returns one, or the assignment's ``hand_in.function``), and a
   notebook (``.ipynb``) that does the same: run only in the sandbox (``mlc_lab.core.sandbox``) by
-  ``mlc_lab.tvm.grade_child``, whose schedule comes back as TVM's JSON trace and is parsed like one;
+  ``mlc_lab.tvm.grade_child`` (the worker's ``--child handin``), whose schedule comes back as TVM's
+  JSON trace and is parsed like one;
 - a ``.py`` holding the scheduled program itself (TVMScript, no scheduling function): parsed in the
   sandbox too (parsing TVMScript evaluates Python), where the path engine finds the schedule that
   turns the assignment's program into it (``mlc_lab.tvm.path``); that schedule comes back as a trace
@@ -19,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -109,10 +109,10 @@ def run_student_code(
     """Run a schedule file or notebook in the sandbox, or (``scheduled``) parse a scheduled program
     there and find the schedule that reaches it; its schedule (``trace``: TVM's JSON, or the
     ``apply_trace`` text of the way found; ``unchanged``)."""
-    from mlc_lab.core.worker import package_root, sandboxed
+    from mlc_lab.core.worker import child_argv, package_root, sandboxed
 
     name = "handin.ipynb" if path.suffix == ".ipynb" else "handin.py"
-    argv = [sys.executable, "-m", "mlc_lab.tvm.grade_child", "/input/program.py", f"/input/{name}", "-"]
+    argv = child_argv("handin", "/input/program.py", f"/input/{name}", "-")
     argv += [assignment.func or "", "" if scheduled else function or ""]
     if scheduled:
         argv.append("--scheduled-program")

@@ -13,7 +13,8 @@
   ``detached`` (a child that outlives its caller, found again by pid), ``sandboxed`` (a command in the
   sandbox, under ``limits``);
 - ``entry``: the module the child runs (``python -m ENTRY``); ``mlc_lab.core.worker_main`` answers every
-  operation of its ``REQUESTS`` (tests/unit/test_children.py holds the two tables equal);
+  operation of its ``REQUESTS`` and is the child of every operation of its ``CHILDREN`` (``--child OP``:
+  a protocol of the child's own; tests/unit/test_children.py holds the tables equal);
 - ``limits``: for a sandboxed operation, the sandbox's ``Limits`` as plain data (the grader changes the
   time and memory to the assignment's own).
 
@@ -199,9 +200,8 @@ WORKER_OPS: dict[str, WorkerOp] = {
     # detached: python -m mlc_lab.core.worker_main --job tune WORK_DIR
     "tune": WorkerOp(JobParams, int, 0.0, mode="detached"),  # no time-out: stopped by its owner
     # grading children
-    "handin": WorkerOp(
-        HandinParams, HandinResult, 60.0, mode="sandboxed", entry="mlc_lab.tvm.grade_child", limits=HANDIN_LIMITS
-    ),
+    # worker_main --child handin, in the sandbox: the hand-in's code runs there
+    "handin": WorkerOp(HandinParams, HandinResult, 60.0, mode="sandboxed", limits=HANDIN_LIMITS),
     # a kernel compiled from a hand-in: built by the caller, run by the measuring side in the sandbox
     # (mlc_lab.core.kernel_sandbox); its answer is the results (and arrays) it writes on fd 3
     "run_kernel": WorkerOp(
@@ -212,13 +212,13 @@ WORKER_OPS: dict[str, WorkerOp] = {
         entry="mlc_lab.tvm.measure.runside",
         limits=KERNEL_LIMITS,
     ),
-    # one session of a measuring machine's RPC server (mlc_lab.core.server_sandbox): TVM's RPC session
+    # one session of a measuring machine's RPC server (mlc_lab.core.server_sandbox; worker_main --child
+    # rpc_session, mlc_lab.tvm.measure.session.main): TVM's RPC session
     # on the connection it is handed, in the sandbox; it answers its client, not its caller (None)
-    "rpc_session": WorkerOp(
-        SessionParams, None, 600.0, mode="sandboxed", entry="mlc_lab.tvm.measure.session", limits=SESSION_LIMITS
-    ),
+    "rpc_session": WorkerOp(SessionParams, None, 600.0, mode="sandboxed", limits=SESSION_LIMITS),
     # a hand-in's judging: the assignment's time and numeric time-out, plus this
-    "grade_batch": WorkerOp(GradeParams, GradeResult, 180.0, entry="mlc_lab.grading.batch"),
+    "grade_batch": WorkerOp(GradeParams, GradeResult, 180.0),  # worker_main --child grade_batch
     # at least this, or twice the assignment's time and a minute
-    "grade_class": WorkerOp(ClassGradeParams, ClassGrade | ClassRetimes, 120.0, entry="mlc_lab.classroom.grade_child"),
+    # worker_main --child grade_class ASSIGNMENT ...
+    "grade_class": WorkerOp(ClassGradeParams, ClassGrade | ClassRetimes, 120.0),
 }

@@ -1,5 +1,5 @@
 """Run a student's schedule file or notebook in this (sandboxed) process and give its schedule as TVM's
-JSON trace: ``python -m mlc_lab.tvm.grade_child PROGRAM HANDIN OUT [FUNC [FUNCTION]]``.
+JSON trace: ``python -m mlc_lab.core.worker_main --child handin PROGRAM HANDIN OUT [FUNC [FUNCTION]]`` (`main`).
 
 The grader (``mlc_lab.grading.handin``) starts this only through ``mlc_lab.core.sandbox``; whatever the
 hand-in does happens here. OUT is a file, or ``-`` for the sandbox's result descriptor (fd 3). The
@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import linecache
 import os
-import sys
 import traceback
 
 from mlc_lab.model.grading import HandinResult
@@ -203,7 +202,3 @@ def main(argv: list[str]) -> int:
 
 # Instructions that only look things up: a trace of these alone changes nothing.
 _LOOKUPS = {"GetSBlock", "GetLoops", "GetChildBlocks", "GetProducers", "GetConsumers", "GetOutputBlocks"}
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib.util
 import json
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 
 from mlc_lab.core import sandbox
 from mlc_lab.core.worker import child_env, decode_result, failure, launch, sandboxed, stop
-from mlc_lab.core.worker_main import REQUESTS
+from mlc_lab.core.worker_main import CHILDREN, REQUESTS
 from mlc_lab.model.conform import problems
 from mlc_lab.model.worker_ops import WORKER, WORKER_OPS
 
@@ -71,6 +72,66 @@ def _calls(tree: ast.AST, module: str, names: set[str]) -> list[int]:
     return lines
 
 
+# Operations whose child is not worker_main, and why.
+OWN_ENTRIES = {
+    # run by a batch round's command on a node that may hold TVM's runtime alone (model/measure.py's contract)
+    "mlc_lab.tvm.measure.runside": "the measuring side's program, a command of its own on another machine",
+}
+# Other modules run by path (``python -m``), and why: none is the child of a grading operation.
+MAIN_ALLOWED = {
+    "mlc_lab.cli": "the command line, mlc-lab",
+    "mlc_lab.core.model_ts": "a build tool: writes js/lib/model.ts",
+    "mlc_lab.core.server_sandbox": "the measuring server a lab admin runs",
+    "mlc_lab.tvm.measure.server": "says that the server is core.server_sandbox, and runs nothing",
+    "mlc_lab.core._sandbox_init": "the sandbox's init, run by its path inside the namespaces before any import",
+    "mlc_lab.tvm.measure.opencl_run": "the OpenCL engine, run by the worker (mlc_lab.tvm may not import core)",
+}
+# Who may send a signal to a process, and why: every stop goes through mlc_lab.core.processes (kill_tree).
+KILL_ALLOWED = {
+    "core/processes.py": "kill_tree and kill_now: the one way to stop a child",
+    # mlc_lab.tvm may not import core; the round's command runs in a session of its own, its group killed
+    "tvm/measure/batch.py": "a batch round's command stopped with its group at the round's time limit",
+    "_cli/classroom.py": "TVM's RPC server stopped by TVM's own Server.terminate",
+    "_cli/database.py": "TVM's RPC server stopped by TVM's own Server.terminate",
+}
+SIGNALLING = {"kill", "killpg", "pthread_kill", "raise_signal"}  # os.X / signal.X, or imported bare
+SIGNAL_METHODS = {"kill", "terminate", "send_signal"}  # psutil.Process's and Popen's: x.kill()
+
+
+def _kills(tree: ast.AST) -> list[int]:
+    """Lines sending a signal: ``os.kill``/``os.killpg``/``signal.pthread_kill`` (or imported bare), and
+    ``x.kill()``, ``x.terminate()``, ``x.send_signal(...)`` on any object (a psutil process, a Popen)."""
+    nodes = list(ast.walk(tree))
+    bare = {
+        alias.asname or alias.name
+        for node in nodes
+        if isinstance(node, ast.ImportFrom) and node.module in ("os", "signal")
+        for alias in node.names
+        if alias.name in SIGNALLING
+    }
+    lines = set()
+    for node in nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and f.id in bare:
+            lines.add(node.lineno)
+        elif isinstance(f, ast.Attribute):
+            module = f.value.id if isinstance(f.value, ast.Name) and f.value.id in ("os", "signal") else None
+            if (module and f.attr in SIGNALLING) or (not module and f.attr in SIGNAL_METHODS):
+                lines.add(node.lineno)
+    return sorted(lines)
+
+
+def _stray_kills(sources: dict[str, ast.AST]) -> dict[str, list[int]]:
+    return {rel: lines for rel, lines in _all_kills(sources).items() if rel not in KILL_ALLOWED}
+
+
+def _all_kills(sources: dict[str, ast.AST]) -> dict[str, list[int]]:
+    return {rel: lines for rel, tree in sources.items() if (lines := _kills(tree))}
+
+
+@functools.cache
 def _sources() -> dict[str, ast.AST]:
     return {str(p.relative_to(PACKAGE)): ast.parse(p.read_text(), str(p)) for p in sorted(PACKAGE.rglob("*.py"))}
 
@@ -93,9 +154,73 @@ def test_only_the_launcher_starts_children(module, names, allowed):
     )
 
 
+def test_only_kill_tree_stops_children():
+    found = _all_kills(_sources())
+    stray = {rel: lines for rel, lines in found.items() if rel not in KILL_ALLOWED}
+    assert not stray, f"stop children through mlc_lab.core.processes.kill_tree, not here: {stray}"
+    still = set(found)
+    assert set(KILL_ALLOWED) <= still, (
+        f"allowed but no longer sending a signal (drop them): {set(KILL_ALLOWED) - still}"
+    )
+
+
+PLANTED_KILLS = {
+    "os.kill(pid, signal.SIGKILL)": True,
+    "os.killpg(pgid, 9)": True,
+    "from os import killpg as k\nk(pgid, 9)": True,
+    "psutil.Process(pid).kill()": True,
+    "proc.terminate()": True,
+    "p.send_signal(signal.SIGTERM)": True,
+    "signal.pthread_kill(t, signal.SIGUSR1)": True,
+    "signal.signal(signal.SIGTERM, handler)": False,  # a handler, not a signal sent
+    "os.getpgid(pid); proc.wait(); kill_tree(proc)": False,
+}
+
+
+@pytest.mark.parametrize(("code", "kills"), PLANTED_KILLS.items())
+def test_a_planted_kill_outside_processes_fails_the_check(code, kills):
+    planted = {  # the check as it runs on the package, here on the planted file and the one place that may
+        "core/processes.py": _sources()["core/processes.py"],
+        "classroom/planted.py": ast.parse("import os, signal, psutil\n" + code),
+    }
+    assert ("classroom/planted.py" in _stray_kills(planted)) == kills
+    assert "core/processes.py" not in _stray_kills(planted)  # the one place may
+
+
 def test_every_worker_operation_has_a_handler_and_back():
     served = {op for op, spec in WORKER_OPS.items() if spec.entry == WORKER}
-    assert served == set(REQUESTS)
+    assert served == set(REQUESTS) | set(CHILDREN)
+    assert not set(REQUESTS) & set(CHILDREN), "an operation is a request to the worker or a child, not both"
+    for where in CHILDREN.values():  # each child's function is there
+        module, _, name = where.partition(":")
+        assert callable(getattr(importlib.import_module(module), name)), where
+
+
+@pytest.mark.parametrize("op", sorted(WORKER_OPS))
+def test_every_child_runs_the_one_entry(op):
+    """No module but worker_main is a child's entry (no ``__main__`` block of its own), save those whose
+    program must run where mlc_lab's core may not (the measuring side's: a batch node, an RPC session)."""
+    assert WORKER_OPS[op].entry in (WORKER, *OWN_ENTRIES), f"{op}: its child should be worker_main --child {op}"
+
+
+def test_the_entry_says_plainly_which_child_it_does_not_know(capsys):
+    from mlc_lab.core.worker_main import main
+
+    assert main(["--child", "grade_everything"]) == 2
+    assert "no operation 'grade_everything' has a child (known: grade_batch, grade_class" in capsys.readouterr().err
+    assert main(["--child", "grade_batch", "stray"]) == 2  # the judge's own check, before it reads stdin
+    assert "the judging child takes no arguments" in capsys.readouterr().err
+
+
+def test_only_the_entries_have_a_main_block():
+    mains = {
+        rel
+        for rel, tree in _sources().items()
+        for node in getattr(tree, "body", [])
+        if isinstance(node, ast.If) and "__name__" in ast.unparse(node.test) and "__main__" in ast.unparse(node.test)
+    }
+    entries = {WORKER, *OWN_ENTRIES, *MAIN_ALLOWED}
+    assert {rel[:-3].replace("/", ".") for rel in mains} <= {e.removeprefix("mlc_lab.") for e in entries}, mains
 
 
 @pytest.mark.parametrize("op", sorted(WORKER_OPS))

@@ -451,7 +451,7 @@ def _serve(folder: Path, port: int, *extra: str) -> subprocess.Popen:
 
 def _graders(pid: int) -> list[psutil.Process]:
     try:
-        return [c for c in psutil.Process(pid).children(recursive=True) if "grade_child" in " ".join(c.cmdline())]
+        return [c for c in psutil.Process(pid).children(recursive=True) if "grade_class" in c.cmdline()]
     except psutil.Error:
         return []
 

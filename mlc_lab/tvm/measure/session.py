@@ -1,6 +1,6 @@
 """One session of a measuring machine's RPC server, run in a sandbox of its own.
 
-    python -m mlc_lab.tvm.measure.session --fd 5 --facts JSON
+    python -m mlc_lab.core.worker_main --child rpc_session --fd 5 --facts JSON      (`main`)
 
 The server (`mlc_lab.core.server_sandbox`) accepts a client's connection, checks its key as TVM's
 server does, and starts this program in a fresh sandbox with the connection as fd 5; it then serves
@@ -31,7 +31,6 @@ import json
 import logging
 import os
 import socket
-import sys
 import tempfile
 from typing import Any
 
@@ -146,7 +145,9 @@ def session_verdict(text: str) -> tuple[str, str] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m mlc_lab.tvm.measure.session", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m mlc_lab.core.worker_main --child rpc_session", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--fd", type=int, help="the connected socket, handed on by the server")
     p.add_argument("--facts", default="{}", help="what the server says confines the session (JSON)")
     p.add_argument("--check", action="store_true", help="load TVM's runtime (and CUDA's), say what is seen, end")
@@ -166,7 +167,3 @@ def main(argv: list[str] | None = None) -> int:
     sock = socket.socket(fileno=args.fd)  # fails here, not in TVM, when fd is not a socket
     serve(sock.detach(), facts)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
