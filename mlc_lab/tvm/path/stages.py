@@ -237,6 +237,19 @@ def _transform_layout(work: Work, tgt: FuncView, names: dict[str, str], stage: S
     )
 
 
+def _typed_like(index_map: Any, new: list[Any]) -> Any:
+    """The map with each constant result typed as the target's iterator it becomes: the inverse
+    gives a unit iterator ``0`` as int32 where the target's is ``T.int64(0)``."""
+    final = list(index_map.final_indices)
+    typed = [
+        tvm.tirx.IntImm(var.ty, int(f.value)) if isinstance(f, tvm.tirx.IntImm) and f.ty != var.ty else f
+        for f, var in zip(final, new)
+    ]
+    if all(a.same_as(b) for a, b in zip(final, typed)):
+        return index_map
+    return tvm.tirx.IndexMap(list(index_map.initial_indices), typed, None)
+
+
 def _transform_block_layout(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
     """Give the block the target's iterators: the index map is the inverse of how the target's
     block reads the program's iterators."""
@@ -256,6 +269,7 @@ def _transform_block_layout(work: Work, tgt: FuncView, names: dict[str, str], st
         raise Unreachable(
             f"block {tb.name} of the target iterates otherwise than any layout of the program's", "no_primitive"
         ) from None
+    index_map = _typed_like(index_map, new)
     why = f"the target's block {tb.name} iterates over {', '.join(str(v) for v in new)} ({', '.join(map(str, shape))})"
     work.apply("transform_block_layout", why, block=work.block_rv(cb.name), index_map=index_map)
 
