@@ -282,11 +282,12 @@ def iter_maps(view: FuncView, block: Block, own: list[int], values: list[Any] | 
 
 def maps_of(values: list[Any], dom: dict, by_var: dict, predicate: Any = True) -> IterMaps | None:
     """``values`` as terms over the variables of ``dom`` (``by_var``: each variable's id in the terms)."""
-    try:
-        res = iam.detect_iter_map(values, dom, predicate, iam.IterMapLevel.Surjective, simplify_trivial_iterators=False)
-    except Exception:  # noqa: BLE001  (TVM could not analyse the bindings: not affine)
-        return None
-    if len(res.indices) != len(values):
+    res = _detect(values, dom, predicate)
+    if res is not None and len(res.indices) != len(values) and not (isinstance(predicate, bool) and predicate):
+        # a padding predicate over a symbolic extent (i0 * 16 + i1 < n, i0 < (n + 15) // 16) TVM
+        # cannot normalize: the bindings are read without it (every way is checked against the target)
+        res = _detect(values, dom, True)
+    if res is None or len(res.indices) != len(values):
         return None
     fused: list[Fused] = []
     out_terms, bases = [], []
@@ -297,6 +298,15 @@ def maps_of(values: list[Any], dom: dict, by_var: dict, predicate: Any = True) -
         out_terms.append(terms)
         bases.append(index.base)
     return IterMaps(out_terms, bases, fused)
+
+
+def _detect(values: list[Any], dom: dict, predicate: Any) -> Any:
+    try:
+        return iam.detect_iter_map(
+            values, dom, predicate, iam.IterMapLevel.Surjective, simplify_trivial_iterators=False
+        )
+    except Exception:  # noqa: BLE001  (TVM could not analyse the bindings: not affine)
+        return None
 
 
 def _terms_of(index: Any, by_var: dict, fused: list[Fused]) -> list[Term] | None:

@@ -20,6 +20,7 @@ from mlc_lab.tvm.path.ir import (
     first_store,
     iter_maps,
     maps_of,
+    outer_first,
     read_as,
 )
 from mlc_lab.tvm.path.work import Refused, Unreachable, Work
@@ -237,6 +238,23 @@ def _transform_layout(work: Work, tgt: FuncView, names: dict[str, str], stage: S
     )
 
 
+def _by_scale_chain(terms: list[Any]) -> list[Any]:
+    """Terms of one sum, outermost first: by scale, a symbolic one too (``16`` inside ``(n + 15) // 16``)."""
+    chain = outer_first([(t.scale, t.extent) for t in terms])
+    if chain is None:
+        return sorted(terms, key=lambda t: -(const(t.scale) or 0))
+    return [terms[i] for i in chain]
+
+
+def _split_factors(terms: list[Any]) -> list[Any]:
+    """A split's factors: the outermost one follows from the others where it is symbolic (TVM takes
+    no expression of the program's variables as a factor)."""
+    factors = [t.extent for t in terms]
+    if const(factors[0]) is None:
+        factors[0] = None
+    return factors
+
+
 def _typed_like(index_map: Any, new: list[Any]) -> Any:
     """The map with each constant result typed as the target's iterator it becomes: the inverse
     gives a unit iterator ``0`` as int32 where the target's is ``T.int64(0)``."""
@@ -308,17 +326,17 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> 
         )
         rvs = [loops[k] for _, k in slices]
         fused = work.apply("fuse", why, loops=rvs) if len(rvs) > 1 else rvs[0]
-        terms = sorted(mark.terms, key=lambda t: -(const(t.scale) or 0))
-        pieces = work.apply("split", why, loop=fused, factors=[t.extent for t in terms]) if len(terms) > 1 else [fused]
+        terms = _by_scale_chain(mark.terms)
+        pieces = work.apply("split", why, loop=fused, factors=_split_factors(terms)) if len(terms) > 1 else [fused]
         piece = pieces[next(i for i, t in enumerate(terms) if t.leaf == rf_index)]
     else:
         piece = None
         for k, ts in zip(reduce, maps.terms):
-            terms = sorted(ts, key=lambda t: -(const(t.scale) or 0))
+            terms = _by_scale_chain(ts)
             if split_already.get(k) is not None:
                 pieces = split_already[k]
             elif len(terms) > 1:
-                pieces = work.apply("split", why, loop=loops[k], factors=[t.extent for t in terms])
+                pieces = work.apply("split", why, loop=loops[k], factors=_split_factors(terms))
             else:
                 pieces = [loops[k]]
             for t, rv in zip(terms, pieces):
