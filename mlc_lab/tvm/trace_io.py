@@ -478,11 +478,30 @@ def apply_trace_source(trace: Trace) -> str:
         body = [str(stmt) for stmt in trace.as_python(remove_postproc=False)]
     except Exception:  # noqa: BLE001  (TVM 0.27's printer fails on decompose_padding)
         body = [call.text for call in calls_from_json(to_plain(trace.as_json(remove_postproc=False)))]
+    body = _bool_annotations(trace, body)
     lines = [f"    {_typed_map_literals(ln)}" for stmt in body for ln in stmt.splitlines()] or ["    pass"]
     header = SUBMISSION_HEADER
     if any(re.search(r"\bT\.\w", ln) for ln in lines):  # typed literals (T.int64(8)) need their module
         header = "from tvm.script import tirx as T\n" + header
     return header + "\n".join(lines) + "\n"
+
+
+def _bool_annotations(trace: Trace, body: list[str]) -> list[str]:
+    """An annotation value True or False written as such again (TVM prints it as 1 or 0, which
+    replays to another annotation); the annotate statements pair with the Annotate instructions in
+    order."""
+    values = [inst.inputs[1] for inst in trace.insts if inst.kind.name == "Annotate" and len(inst.inputs) > 1]
+    if not any(isinstance(v, bool) for v in values):
+        return body
+    out, n = [], 0
+    for stmt in body:
+        if "sch.annotate(" in stmt and n < len(values):
+            value = values[n]
+            n += 1
+            if isinstance(value, bool):
+                stmt = re.sub(r"ann_val=[01]\)$", f"ann_val={value})", stmt.rstrip())
+        out.append(stmt)
+    return out
 
 
 def _typed_map_literals(line: str) -> str:

@@ -265,6 +265,8 @@ test_random_targets_are_reached_or_honestly_not_full = pytest.mark.full(_propert
         "tvm-tests/dlight/test_gpu_general_reduction.py::test_softmax_2/398",
         # rfactor over a reduction split by 16 under a predicate on a symbolic extent (i0 * 16 + i1 < n)
         "tvm-tests/dlight/test_gpu_reduction.py::test_reduction_inner_spatial_choose_perfect_factor/435",
+        # an annotation value True (TVM prints it as 1: the apply_trace writes True again)
+        "primitive/annotate_kinds",
     ],
 )
 def test_corpus_schedules_with_their_trace_withheld_are_reached(entry_id):
