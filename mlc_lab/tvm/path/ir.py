@@ -376,19 +376,44 @@ def outer_first(pieces: list[tuple[Any, Any]]) -> list[int] | None:
     order: list[int] = []
     want: Any = 1
     while left:
-        nxt = next(
-            (i for i in left if _same(analyzer.simplify(_expr(pieces[i][0])), analyzer.simplify(_expr(want)))), None
-        )
+        nxt = next((i for i in left if _equal(analyzer, pieces[i][0], want)), None)
         if nxt is None:
             return None
         order.append(nxt)
         left.remove(nxt)
-        want = analyzer.simplify(_expr(want) * _expr(pieces[nxt][1]))
+        extent = pieces[nxt][1]
+        if isinstance(want, int) and isinstance(extent, int):
+            want = want * extent
+        else:
+            a, b = _typed_pair(want, extent)
+            want = analyzer.simplify(a * b)
     return order[::-1]
 
 
-def _expr(value: Any) -> Any:
-    return tirx.const(value, "int64") if isinstance(value, int) else value
+def _typed_pair(a: Any, b: Any) -> tuple[Any, Any]:
+    """Two index values as expressions of one type (an int takes the other's; int32 widens)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return tirx.const(a, "int64"), tirx.const(b, "int64")
+    if isinstance(a, int):
+        return tirx.const(a, str(b.ty)), b
+    if isinstance(b, int):
+        return a, tirx.const(b, str(a.ty))
+    if str(a.ty) != str(b.ty):
+        return tirx.Cast("int64", a) if str(a.ty) != "int64" else a, tirx.Cast("int64", b) if str(
+            b.ty
+        ) != "int64" else b
+    return a, b
+
+
+def _equal(analyzer: Any, a: Any, b: Any) -> bool:
+    """Whether two index values are equal (``nhead * seqlen`` and ``seqlen * nhead`` are)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    try:
+        x, y = _typed_pair(a, b)
+        return _same(analyzer.simplify(x), analyzer.simplify(y)) or bool(analyzer.can_prove_equal(x, y))
+    except Exception:  # noqa: BLE001  (values TVM cannot compare: not known equal)
+        return False
 
 
 def _num(expr: Any) -> Any:
