@@ -33,9 +33,9 @@ def test_a_call_is_bound_to_tvms_signature_once_and_labelled_once(monkeypatch):
 
     s = mlc_lab.Session(mlc_lab.course_program("mm_relu"))
     binds, labels = [], []
-    real_bind, real_label = primitives._bind, session_module._call_label
+    real_bind, real_label = primitives._bind, session_module.call_label
     monkeypatch.setattr(primitives, "_bind", lambda *a: binds.append(a[0]) or real_bind(*a))
-    monkeypatch.setattr(session_module, "_call_label", lambda *a: labels.append(a[0]) or real_label(*a))
+    monkeypatch.setattr(session_module, "call_label", lambda *a: labels.append(a[0]) or real_label(*a))
     s.apply("split", "Y/j", factors=[None, 4])  # a new step
     s.apply("parallel", "Y/i")
     s.apply("parallel", "Y/i")  # the same step again: no new step
