@@ -282,12 +282,12 @@ def test_numeric_check_at_a_smaller_size_fails_a_wrong_kernel(tmp_path):
     # The racing write-back: the static race check sees it, and so does running it (2048 -> 128).
     text = ASSIGNMENT.read_text().replace("hazards_fail = true", "hazards_fail = false")
     (tmp_path / "gemm_relu_add.py").write_text((LAB / "gemm_relu_add.py").read_text())
-    # The budget counts the grader's own processes, here this test run with all TVM loaded (and what
-    # earlier tests left in it): a roomy budget, so the sizes are what is tested.
-    numeric = "[numeric]\nsize = 128\nmemory_mb = 4096\n\n[limits]"
+    # The budget counts the grader's process and its children: here the whole test run (TVM, the
+    # suite's servers and workers, several GB in CI), nothing to do with the sizes this test is about.
+    numeric = "[numeric]\nsize = 128\nmemory_mb = 65536\n\n[limits]"
     (tmp_path / "numeric.toml").write_text(text.replace("[limits]", numeric))
     assignment = load_assignment(tmp_path / "numeric.toml")
-    assert assignment.numeric == {"sizes": 128, "rtol": 1e-3, "atol": 1e-3, "timeout_s": 120, "memory_mb": 4096}
+    assert assignment.numeric == {"sizes": 128, "rtol": 1e-3, "atol": 1e-3, "timeout_s": 120, "memory_mb": 65536}
     right = grade(assignment, LAB / "submissions" / "reference.py")
     assert right.score == 20 and right.numeric["ok"] and right.numeric["verdict"] == "match", right.numeric
     racing = grade(assignment, LAB / "submissions" / "racing.json")
