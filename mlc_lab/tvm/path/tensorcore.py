@@ -88,8 +88,10 @@ def _rule(group: dict[str, str], pipeline: bool) -> Any:
 
 def rule_sets(tgt: FuncView) -> Iterator[list[Any]]:
     """The rule lists that may have made the target: meta_schedule's default for tensor cores, and
-    the tensor-core rule configured as the target reads (alone, or with the inlining rules)."""
-    yield list(ms.ScheduleRule.create("cuda-tensorcore"))
+    the tensor-core rule configured as the target reads (alone, or with the inlining rules). The
+    default list only for a target that names its thread limits (its other rules want them)."""
+    if _bounded(tgt):
+        yield list(ms.ScheduleRule.create("cuda-tensorcore"))
     group = intrinsics(tgt)
     if group is None:
         return
@@ -126,10 +128,20 @@ def register_intrinsics() -> None:
             module.inspect = inspect
 
 
-def sketches(func: Any, rules: list[Any]) -> list[Any]:
+def cuda_target(tgt: FuncView) -> Any:
+    """The CUDA target as the sketch's thread bounds say: a target that names its thread limits makes
+    the rule write them on the block (``meta_schedule.thread_extent_*``), a bare one does not."""
+    return Target(_CUDA if _bounded(tgt) else {"kind": "cuda", "arch": "sm_70"})
+
+
+def _bounded(tgt: FuncView) -> bool:
+    return any("meta_schedule.thread_extent_low_inclusive" in b.annotations for b in tgt.blocks)
+
+
+def sketches(func: Any, rules: list[Any], target: Any) -> list[Any]:
     ctx = ms.TuneContext(
         mod=tvm.IRModule({"main": func}),
-        target=Target(_CUDA),
+        target=target,
         task_name="path",
         space_generator=ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=[], mutator_probs={}),
     )
@@ -403,7 +415,7 @@ def find(make: Callable[[], Any], func: str, target: Any, tgt: FuncView, deadlin
     start = make()
     for rules in rule_sets(tgt):
         try:
-            spaces = sketches(start.mod[func], rules)
+            spaces = sketches(start.mod[func], rules, cuda_target(tgt))
         except Exception:  # noqa: BLE001  (the rule does not apply to this program)
             continue
         for space in spaces:

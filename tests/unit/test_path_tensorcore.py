@@ -1,0 +1,76 @@
+"""The way to a tensor-core target (issue 33): meta_schedule's MultiLevelTilingTensorCore sketches
+(reindex, shared and wmma stages, blockize of the compute and of each fragment copy) are reached from
+the plain program, with TVM as the oracle: its own replay of the ``apply_trace`` gives the target,
+and so do the steps applied one by one through ``Session.apply``. A target that differs from every
+sketch in one sampled value is said not reached, never given a way.
+"""
+
+from __future__ import annotations
+
+import re
+
+import tvm
+from tvm import s_tir, te
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.testing import te_workload
+from tvm.target import Target
+
+from mlc_lab import Session
+from mlc_lab.tvm.path import tensorcore
+from tests.unit.test_path import assert_way
+
+
+def _program(workload) -> str:
+    return tvm.IRModule({"main": te.create_prim_func(workload)}).script()
+
+
+def _sketch(program: str, rules: list, target: dict, seed: int):
+    """The rule's first sketch of ``program`` with its decisions drawn again from ``seed``."""
+    mod = tvm.script.from_source(program)
+    ctx = ms.TuneContext(
+        mod=mod,
+        target=Target(target),
+        task_name="t",
+        space_generator=ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=[], mutator_probs={}),
+    )
+    space = list(ctx.generate_design_space())[0]
+    sch = s_tir.Schedule(mod, seed=seed, debug_mask="none")
+    s_tir.schedule.Trace(space.trace.insts, {}).apply_to_schedule(sch, remove_postproc=False)
+    return sch.mod
+
+
+def _default_rules() -> list:
+    tensorcore.register_intrinsics()  # before the rules name them
+    return list(ms.ScheduleRule.create("cuda-tensorcore"))
+
+
+MATMUL = _program(te_workload.matmul(32, 64, 32, "float16", "float32"))
+
+
+def test_default_tensor_core_sketch_is_reached_with_blockize_and_wmma_stages():
+    target = _sketch(MATMUL, _default_rules(), tensorcore._CUDA, seed=3)
+    answer = Session(MATMUL).path_to(target)
+    assert_way(MATMUL, target, answer, "main")
+    kinds = [s.primitive for s in answer.steps]
+    assert kinds.count("blockize") == 4  # the compute, the two fragment loads, the accumulator store
+    scopes = {s.arguments.get("storage_scope") for s in answer.steps if s.primitive.startswith("cache_")}
+    assert {"wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator", "shared.dyn"} <= scopes
+    assert not any(p.startswith("sample") for p in kinds)  # sampled values are literals in the way
+
+
+def test_configured_rule_with_relu_and_bare_target_is_reached():
+    program = _program(te_workload.matmul_relu(32, 32, 32, "float16", "float32"))
+    tensorcore.register_intrinsics()
+    group = tvm.s_tir.tensor_intrin.cuda.get_wmma_intrin_group("shared", "shared", "float16", "float32", False)
+    rules = [tensorcore._rule(group, pipeline=False)]
+    rules += [r for r in ms.ScheduleRule.create("cuda") if isinstance(r, ms.schedule_rule.AutoInline)]
+    target = _sketch(program, rules, {"kind": "cuda", "arch": "sm_70"}, seed=1)
+    assert_way(program, target, Session(program).path_to(target), "main")
+
+
+def test_a_value_no_sketch_samples_is_not_reached():
+    target = _sketch(MATMUL, _default_rules(), tensorcore._CUDA, seed=3)
+    text = re.sub(r'"meta_schedule.cooperative_fetch": \d+', '"meta_schedule.cooperative_fetch": 5', target.script())
+    answer = Session(MATMUL).path_to(text)
+    assert not answer.reached
+    assert answer.why
