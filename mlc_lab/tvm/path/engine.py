@@ -57,10 +57,9 @@ def find(
         return Found("reached", [], sch, seconds=time.perf_counter() - started)
     tgt = read(target)
     if tensorcore.is_tensorcore(tgt):  # a sketch of meta_schedule's tensor-core rule, read as such first
-        sketch = tensorcore.find(make, func, target, tgt, deadline_s)
-        if sketch is not None:
-            sketch.seconds = time.perf_counter() - started
-            return sketch
+        at = tensorcore.find(make, func, target, tgt, deadline_s, same_function)
+        if at is not None:
+            return Found("reached", list(at.ops), at.sch, seconds=time.perf_counter() - started)
     try:
         corr = correspond(read(sch.mod[func]), tgt)
         choices = placements(tgt, corr, limit)

@@ -115,9 +115,9 @@ def register_intrinsics() -> None:
     from mlc_lab.tvm.tuning.build import _FastInspect
     from mlc_lab.tvm.tuning.job import import_tensor_intrinsics
 
-    patched = []
+    patched: list[Any] = []
     for name in ("tvm.tirx.script.parser.entry", "tvm.script.parser.ir.entry"):
-        module = importlib.import_module(name)
+        module: Any = importlib.import_module(name)
         if getattr(module, "inspect", None) is inspect:
             module.inspect = _FastInspect(inspect)
             patched.append(module)
@@ -153,7 +153,7 @@ def _factorizations(extent: int, n: int, innermost: int) -> list[tuple[int, ...]
     """Every way to write ``extent`` as a product of ``n`` factors, the last at most ``innermost``."""
     if n == 1:
         return [(extent,)] if innermost <= 0 or extent <= innermost else []
-    out = []
+    out: list[tuple[int, ...]] = []
     for first in range(1, extent + 1):
         if extent % first == 0:
             out.extend((first, *rest) for rest in _factorizations(extent // first, n - 1, innermost))
@@ -406,10 +406,11 @@ def _reason(primitive: str, kwargs: dict) -> str:
     return said.get(primitive, f"the target's sketch applies {primitive} here")
 
 
-def find(make: Callable[[], Any], func: str, target: Any, tgt: FuncView, deadline_s: float) -> Any:
-    """The way to a tensor-core target as ``engine.Found``, or None when no sketch of the rule gives it."""
-    from mlc_lab.tvm.path.engine import Found, same_function
-
+def find(
+    make: Callable[[], Any], func: str, target: Any, tgt: FuncView, deadline_s: float, same: Callable[[Any, Any], bool]
+) -> Work | None:
+    """The work schedule at the target (its ``ops`` the way), or None when no sketch of the rule
+    gives it; ``same`` is the engine's structural equality."""
     started = time.perf_counter()
     register_intrinsics()
     start = make()
@@ -427,6 +428,6 @@ def find(make: Callable[[], Any], func: str, target: Any, tgt: FuncView, deadlin
                     apply_sketch(work, space, chosen)
                 except (Refused, Unreachable, KeyError):
                     continue
-                if same_function(work.mod[func], target):
-                    return Found("reached", list(work.ops), work.sch)
+                if same(work.mod[func], target):
+                    return work
     return None
