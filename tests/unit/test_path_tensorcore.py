@@ -7,6 +7,7 @@ sketch in one sampled value is said not reached, never given a way.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import tvm
@@ -39,6 +40,11 @@ def _sketch(program: str, rules: list, target: dict, seed: int):
     return sch.mod
 
 
+@functools.cache
+def _default_target(seed: int):
+    return _sketch(MATMUL, _default_rules(), tensorcore._CUDA, seed=seed)
+
+
 def _default_rules() -> list:
     tensorcore.register_intrinsics()  # before the rules name them
     return list(ms.ScheduleRule.create("cuda-tensorcore"))
@@ -48,7 +54,7 @@ MATMUL = _program(te_workload.matmul(32, 64, 32, "float16", "float32"))
 
 
 def test_default_tensor_core_sketch_is_reached_with_blockize_and_wmma_stages():
-    target = _sketch(MATMUL, _default_rules(), tensorcore._CUDA, seed=3)
+    target = _default_target(3)
     answer = Session(MATMUL).path_to(target)
     assert_way(MATMUL, target, answer, "main")
     kinds = [s.primitive for s in answer.steps]
@@ -69,8 +75,32 @@ def test_configured_rule_with_relu_and_bare_target_is_reached():
 
 
 def test_a_value_no_sketch_samples_is_not_reached():
-    target = _sketch(MATMUL, _default_rules(), tensorcore._CUDA, seed=3)
+    target = _default_target(3)
     text = re.sub(r'"meta_schedule.cooperative_fetch": \d+', '"meta_schedule.cooperative_fetch": 5', target.script())
     answer = Session(MATMUL).path_to(text)
     assert not answer.reached
     assert answer.why
+
+
+def test_dp4a_sketch_of_multi_level_tiling_with_intrin_is_reached():
+    x = te.placeholder((32, 32), name="X", dtype="int8")
+    w = te.placeholder((32, 32), name="W", dtype="int8")
+    k = te.reduce_axis((0, 32), name="k")
+    dense = te.compute(
+        (32, 32), lambda i, j: te.sum(x[i, k].astype("int32") * w[j, k].astype("int32"), axis=k), name="compute"
+    )
+    program = tvm.IRModule({"main": te.create_prim_func([x, w, dense])}).script()
+    tensorcore.register_intrinsics()
+    rule = ms.schedule_rule.MultiLevelTilingWithIntrin(
+        "dp4a_s8s8s32",
+        structure="SSSRRSRS",
+        tile_binds=["blockIdx.x", "vthread.x", "threadIdx.x"],
+        max_innermost_factor=64,
+        vector_load_lens=[1, 2, 3, 4],
+        reuse_read=ms.schedule_rule.ReuseType(req="must", levels=[4], scope="shared"),
+        reuse_write=ms.schedule_rule.ReuseType(req="must", levels=[3], scope="local"),
+    )
+    target = _sketch(program, [rule], {"kind": "cuda", "arch": "sm_70"}, seed=2)
+    answer = Session(program).path_to(target)
+    assert_way(program, target, answer, "main")
+    assert "blockize" in [s.primitive for s in answer.steps]

@@ -86,19 +86,50 @@ def _rule(group: dict[str, str], pipeline: bool) -> Any:
     )
 
 
-def rule_sets(tgt: FuncView) -> Iterator[list[Any]]:
-    """The rule lists that may have made the target: meta_schedule's default for tensor cores, and
-    the tensor-core rule configured as the target reads (alone, or with the inlining rules). The
-    default list only for a target that names its thread limits (its other rules want them)."""
+def rule_sets(tgt: FuncView) -> Iterator[tuple[list[Any], Any]]:
+    """The rule lists (with the target they run for) that may have made the target: meta_schedule's
+    default for tensor cores, and the tensor-core rule configured as the target reads (alone, or with
+    the inlining rules); for another intrinsic (x86 VNNI, dp4a), ``MultiLevelTilingWithIntrin`` as
+    meta_schedule configures it for that platform. The default list only for a target that names its
+    thread limits (its other rules want them)."""
+    cuda = cuda_target(tgt)
     if _bounded(tgt):
-        yield list(ms.ScheduleRule.create("cuda-tensorcore"))
+        yield list(ms.ScheduleRule.create("cuda-tensorcore")), cuda
     group = intrinsics(tgt)
     if group is None:
+        yield from _with_intrin(tgt)
         return
     pipeline = any("software_pipeline_stage" in lp.annotations for lp in tgt.loops)
     inline = [r for r in ms.ScheduleRule.create("cuda") if isinstance(r, ms.schedule_rule.AutoInline)]
-    yield [_rule(group, pipeline), *inline]
-    yield [_rule(group, pipeline)]
+    yield [_rule(group, pipeline), *inline], cuda
+    yield [_rule(group, pipeline)], cuda
+
+
+def _with_intrin(tgt: FuncView) -> Iterator[tuple[list[Any], Any]]:
+    names = {b.annotations.get(_ANN) for b in tgt.blocks} - {None}
+    for name in sorted(n for n in names if isinstance(n, str)):
+        if "vnni" in name:
+            rule = ms.schedule_rule.MultiLevelTilingWithIntrin(
+                name,
+                structure="SSRSRS",
+                tile_binds=None,
+                max_innermost_factor=64,
+                vector_load_lens=None,
+                reuse_read=None,
+                reuse_write=ms.schedule_rule.ReuseType(req="may", levels=[1, 2], scope="global"),
+            )
+            yield [rule], Target({"kind": "llvm", "mcpu": "cascadelake", "num-cores": 4})
+        elif name.startswith("dp4a"):
+            rule = ms.schedule_rule.MultiLevelTilingWithIntrin(
+                name,
+                structure="SSSRRSRS",
+                tile_binds=["blockIdx.x", "vthread.x", "threadIdx.x"],
+                max_innermost_factor=64,
+                vector_load_lens=[1, 2, 3, 4],
+                reuse_read=ms.schedule_rule.ReuseType(req="must", levels=[4], scope="shared"),
+                reuse_write=ms.schedule_rule.ReuseType(req="must", levels=[3], scope="local"),
+            )
+            yield [rule], Target({"kind": "cuda", "arch": "sm_70"})
 
 
 def register_intrinsics() -> None:
@@ -123,6 +154,8 @@ def register_intrinsics() -> None:
             patched.append(module)
     try:
         import_tensor_intrinsics(Target(_CUDA))
+        import_tensor_intrinsics(Target("llvm"))  # x86's VNNI
+        importlib.import_module("tvm.s_tir.tensor_intrin.dot_product_common")  # dp4a
     finally:
         for module in patched:
             module.inspect = inspect
@@ -414,9 +447,9 @@ def find(
     started = time.perf_counter()
     register_intrinsics()
     start = make()
-    for rules in rule_sets(tgt):
+    for rules, platform in rule_sets(tgt):
         try:
-            spaces = sketches(start.mod[func], rules, cuda_target(tgt))
+            spaces = sketches(start.mod[func], rules, platform)
         except Exception:  # noqa: BLE001  (the rule does not apply to this program)
             continue
         for space in spaces:
