@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import re
 
+import pytest
 import tvm
 from tvm import s_tir, te
 from tvm.s_tir import meta_schedule as ms
@@ -64,6 +65,7 @@ def test_default_tensor_core_sketch_is_reached_with_blockize_and_wmma_stages():
     assert not any(p.startswith("sample") for p in kinds)  # sampled values are literals in the way
 
 
+@pytest.mark.full  # the default run keeps the other three (CI time)
 def test_configured_rule_with_relu_and_bare_target_is_reached():
     program = _program(te_workload.matmul_relu(32, 32, 32, "float16", "float32"))
     tensorcore.register_intrinsics()
