@@ -19,6 +19,7 @@ from tvm.target import Target
 
 from mlc_lab import Session
 from mlc_lab.tvm.path import tensorcore
+from mlc_lab.tvm.program import load
 from tests.unit.test_path import assert_way
 
 
@@ -106,3 +107,49 @@ def test_dp4a_sketch_of_multi_level_tiling_with_intrin_is_reached():
     answer = Session(program).path_to(target)
     assert_way(program, target, answer, "main")
     assert "blockize" in [s.primitive for s in answer.steps]
+
+
+INT64 = """
+from tvm.script import tirx as T
+
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((T.int64(16), T.int64(128)), "float32"), B: T.Buffer((T.int64(16), T.int64(128)), "float32")):
+    for i0, j0, i1, j1 in T.grid(T.int64(1), T.int64(8), T.int64(16), T.int64(16)):
+        with T.sblock("B"):
+            vi = T.axis.spatial(T.int64(16), i0 * T.int64(16) + i1)
+            vj = T.axis.spatial(T.int64(128), j0 * T.int64(16) + j1)
+            B[vi, vj] = A[vi, vj] + T.float32(1.0)
+"""
+
+TWO_NESTS = """
+from tvm.script import tirx as T
+
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128, 128), "float32")):
+    for m in range(6):
+        for i, j in T.grid(3, 1):
+            with T.sblock("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] * T.float32(2.0)
+        for i, j in T.grid(128, 64):
+            with T.sblock("C"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj + 64] = A[vi, vj + 64] * T.float32(3.0)
+"""
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_blockize_of_an_int64_nest_whose_loops_are_already_the_targets(keep):
+    sch = s_tir.Schedule(load(INT64), debug_mask="none")
+    sch.blockize(sch.get_loops(sch.get_sblock("B"))[2], preserve_unit_iters=keep)
+    answer = Session(INT64).path_to(sch.mod)
+    assert_way(INT64, sch.mod, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["blockize"]
+
+
+def test_blockize_of_two_blocks_side_by_side():
+    sch = s_tir.Schedule(load(TWO_NESTS), debug_mask="none")
+    sch.blockize([sch.get_sblock("B"), sch.get_sblock("C")], preserve_unit_iters=False)
+    answer = Session(TWO_NESTS).path_to(sch.mod)
+    assert_way(TWO_NESTS, sch.mod, answer, "main")
+    assert answer.steps[0].arguments["target"] == ["B", "C"]

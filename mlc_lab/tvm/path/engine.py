@@ -60,6 +60,9 @@ def find(
         at = tensorcore.find(make, func, target, tgt, deadline_s, same_function)
         if at is not None:
             return Found("reached", list(at.ops), at.sch, seconds=time.perf_counter() - started)
+    at = tensorcore.blockize_once(make, func, target, tgt, same_function)
+    if at is not None:
+        return Found("reached", list(at.ops), at.sch, seconds=time.perf_counter() - started)
     try:
         corr = correspond(read(sch.mod[func]), tgt)
         choices = placements(tgt, corr, limit)

@@ -464,3 +464,29 @@ def find(
                 if same(work.mod[func], target):
                     return work
     return None
+
+
+def blockize_once(make: Callable[[], Any], func: str, target: Any, tgt: FuncView, same: Callable) -> Work | None:
+    """The target as the start with one ``blockize`` (at one of its loops, unit iterators kept or
+    not, or of blocks side by side): what the tiling reader misses where the start's loops already
+    are the target's and only the outer block is new. Tried only when the target has one more block
+    than the start, nested."""
+    start = read(make().mod[func])
+    if len(tgt.blocks) != len(start.blocks) + 1 or not any(b.scope is not None for b in tgt.blocks):
+        return None
+    places: list[Any] = [lp.order for lp in start.loops if lp.blocks]
+    places += [list(lp.blocks) for lp in start.loops if len(lp.blocks) > 1]  # the blocks inside one loop
+    if len(start.blocks) > 1:
+        places.append([b.name for b in start.blocks if b.scope is None])
+    for place in places:
+        for keep in (True, False):
+            work = Work(make(), func)
+            try:
+                at = work.loop_rv(place) if isinstance(place, int) else [work.block_rv(n) for n in place]
+                why = "the target makes these one block of their own"
+                work.apply("blockize", why, target=at, preserve_unit_iters=keep)
+            except (Refused, Unreachable):
+                continue
+            if same(work.mod[func], target):
+                return work
+    return None
