@@ -35,6 +35,7 @@ _CUDA = {
     "registers_per_block": 65536,
 }
 _MAX_SOLUTIONS = 16  # tile sizes the loops leave open, each tried by TVM
+_MAX_COMBINATIONS = 20000  # tile sizes checked against the loops (arithmetic only, no TVM)
 
 
 def is_tensorcore(tgt: FuncView) -> bool:
@@ -252,7 +253,9 @@ def decisions(space: Any, func: Any, tgt: FuncView) -> Iterator[dict[int, Any]]:
         options.append(fits)
     categorical = _categoricals(space, tgt)
     found = 0
-    for combo in itertools.product(*options):
+    for n, combo in enumerate(itertools.product(*options)):
+        if n >= _MAX_COMBINATIONS:
+            return  # the loops leave too much open: the general reader says why
         chosen = dict(zip(samples, combo))
         if all(_product(keys, chosen) == want for keys, want in equations):
             yield {**chosen, **categorical}
