@@ -61,7 +61,7 @@ CHILDREN: dict[str, str] = {
     # one per grading thread of a class server: ASSIGNMENT [--runner URL] [--unsafe-same-user], a job a line
     "grade_class": "mlc_lab.classroom.grade_child:main",
     # run in the sandbox (the hand-in's code runs here): PROGRAM HANDIN OUT [FUNC [FUNCTION]], one answer on OUT
-    "handin": "mlc_lab.tvm.grade_child:main",
+    "handin": "mlc_lab.tvm.grading:handin_child",
     # one session of a measuring server, in the sandbox: --fd 5 --facts JSON (or --check), TVM's runtime alone
     "rpc_session": "mlc_lab.tvm.measure.session:main",
 }

@@ -88,7 +88,7 @@ class RunResult(WireData):
 
 @dataclass
 class HandinResult(WireData):
-    """What the sandboxed child (``mlc_lab.tvm.grade_child``) gives of a hand-in's schedule file or
+    """What the sandboxed child (``mlc_lab.tvm.grading``) gives of a hand-in's schedule file or
     notebook: its schedule as TVM's JSON trace (``unchanged``: it changes nothing; ``function``: the
     scheduling function that made it); or ``error``, the kind of why not (syntax, raised, memory,
     no_function, not_a_notebook, ...), with ``message`` and the hand-in's ``line`` when known."""
