@@ -9,7 +9,7 @@ the timing and the numeric check alike (``mlc_lab.core.kernel_sandbox``).
 The replayed schedule is judged by the named checks, the hazards and the numeric check, and
 ``score_tasks`` gives the points. ``grade()`` never raises for a bad hand-in: its ``status`` says how it
 ended (``graded``, ``refused``, ``crash``, ``timeout``, ``grader error``) and ``error`` why.
-A batch runs this in child processes (``mlc_lab.grading.batch``), so a crash is one row.
+A batch runs this in child processes (``mlc_lab.grading.batch``, each child ``mlc_lab.grading.judge``), so a crash is one row.
 """
 
 from __future__ import annotations

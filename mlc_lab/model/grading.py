@@ -303,7 +303,7 @@ class ClassTiming(TypedDict):
 
 
 class ClassGrade(TypedDict):
-    """The class server's grading child's answer (``mlc_lab.classroom.grade_child``), stored as the
+    """The class server's grading child's answer (``mlc_lab.grading.judge.judge_for_class``), stored as the
     submission's verdict: `GradeResult`'s encoding with the class's timing (``latency_ms``, ``correct``,
     ``timing``, or why not: ``timing_error``); or, when the child could not grade it, only ``error``,
     ``status`` and the `ErrorInfo` (``mlc_lab.grading.report.failed_verdict``)."""
