@@ -51,7 +51,7 @@ def test_the_reading_sees_the_sandboxed_paths_it_judges(graph):
     for sink in (
         "mlc_lab.core.measure:measure",
         "mlc_lab.core.checks.numeric_gpu:numeric_check",
-        "mlc_lab.exercises:run_function",
+        "mlc_lab.exercises.numeric:run_function",
         "mlc_lab.tvm.measure:time_function",
         "mlc_lab.tvm.measure.opencl_run:run_in_child",
     ):
