@@ -21,6 +21,7 @@ import pickle
 import sys
 import traceback
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,11 @@ def time_submission(assignment, trace: str, runner: str | None, unsafe_same_user
 
 
 def judge_for_class(
-    assignment, submission: str, runner: str | None, unsafe: bool = False, turn: Callable[..., Any] = _no_turn
+    assignment,
+    submission: str,
+    runner: str | None,
+    unsafe: bool = False,
+    turn: Callable[..., AbstractContextManager[Any]] = _no_turn,
 ) -> dict:
     """One hand-in graded and (when it passes a task) timed for a class: ``GradeResult.to_json()`` and the
     timing (a `ClassGrade`), or the verdict that says why the grader failed. ``turn(remote=...)`` is the
