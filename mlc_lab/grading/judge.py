@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from mlc_lab.grading.grade import grade, warm_up
+from mlc_lab.grading.grade import grade, measure_in_sandbox, warm_up
 
 
 @contextlib.contextmanager
@@ -36,10 +36,8 @@ def _no_turn(remote: bool = False) -> Iterator[bool]:
 def time_submission(assignment, trace: str, runner: str | None, unsafe_same_user: bool = False) -> dict:
     """``{"latency_ms", "correct", "timing": {"where", "method"}}`` or ``{"timing_error": ...}``."""
     import mlc_lab
-    from mlc_lab.core import kernel_sandbox
     from mlc_lab.core.checks import Target
     from mlc_lab.core.session import Session
-    from mlc_lab.grading.grade import kernel_sandbox as confinement
 
     target = "cuda" if Target.of(assignment.target).gpu else "cpu"
     session = Session.from_trace(mlc_lab.load(str(assignment.program), assignment.func), trace, assignment.func)
@@ -66,14 +64,7 @@ def time_submission(assignment, trace: str, runner: str | None, unsafe_same_user
                 f"(max error {r['max_abs_error']:.3g})",
             }
         return {"latency_ms": r["latency_s"] * 1e3, "correct": True, "timing": {"where": runner, "method": r["method"]}}
-    m = kernel_sandbox.measure(
-        session.module,
-        session.original,
-        session.func_name,
-        target,
-        assignment.repeats,
-        sandbox=confinement(assignment, unsafe_same_user),
-    )
+    m = measure_in_sandbox(assignment, session, unsafe_same_user)
     if m.error:
         return {"timing_error": f"the program could not be timed: {m.error.splitlines()[0]}"}
     if not m.correct:

@@ -44,9 +44,12 @@ def test_no_path_from_a_hand_in_to_its_kernel_skips_the_sandbox(graph):
 
 def test_the_reading_sees_the_sandboxed_paths_it_judges(graph):
     """Not a vacuous pass: the entries resolve to the sandboxed runs, and the worker's doors are sinks."""
-    assert "mlc_lab.core.kernel_sandbox:measure" in graph.edges["mlc_lab.grading.grade:_time"]
+    timed = "mlc_lab.grading.grade:measure_in_sandbox"  # the grade's timing, the class's, and its again
+    assert "mlc_lab.core.kernel_sandbox:measure" in graph.edges[timed]
+    assert timed in graph.edges["mlc_lab.grading.grade:_time"]
     assert "mlc_lab.core.checks.numeric_gpu:numeric_check_sandboxed" in graph.edges["mlc_lab.grading.grade:_numeric"]
-    assert "mlc_lab.core.kernel_sandbox:measure" in graph.edges["mlc_lab.grading.judge:time_submission"]
+    assert timed in graph.edges["mlc_lab.grading.judge:time_submission"]
+    assert timed in graph.edges["mlc_lab.classroom.timing:retime"]
     assert "mlc_lab.core.kernel_sandbox:run_folder" in graph.edges["mlc_lab.core.kernel_sandbox:measure"]
     for sink in (
         "mlc_lab.core.measure:measure",
