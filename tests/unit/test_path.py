@@ -283,17 +283,37 @@ def test_corpus_schedules_with_their_trace_withheld_are_reached(entry_id):
     assert len(answer.steps) <= len(path_pairs.transforming(entry["json"]))
 
 
-def test_a_way_that_needs_a_split_past_its_loop_is_said_not_reached_naming_the_step():
+def test_a_way_with_a_split_past_its_loop_is_reached_and_applied_while_a_hand_typed_one_is_refused():
     """TVM's CUDA softmax sketch splits a loop of 256 by 512 (one outer iteration, half of the inner
-    one skipped by a predicate); the session refuses that split to a person, so the engine says the
-    way needs it rather than giving a way the student cannot apply."""
+    one skipped by a predicate). The session refuses that split to a person; the way the engine reads
+    off the target has it, TVM confirms it, and the session that found the way applies it (the Hint's
+    Apply), on that program only."""
+    from mlc_lab.errors import SplitPastLoopError
     from tests.conformance import harness
 
     entry = next(e for e in harness.corpus() if e["id"] == "SFM/cuda/sketch1")
-    answer = Session(entry["module"], entry.get("func") or "main").path_to(path_pairs.tvm_target(entry))
-    assert answer.status == "unreached" and not answer.steps and not answer.trace
-    assert answer.why.startswith("the way needs a step the session refuses: split: the factor 512")
-    assert "\n" not in answer.why
+    func = entry.get("func") or "main"
+    target = path_pairs.tvm_target(entry)
+    s = Session(entry["module"], func)
+    answer = s.path_to(target)
+    assert answer.reached, answer.why
+    assert _same(_tvm_replay(entry["module"], func, answer.trace), target[func])
+    past = [st for st in answer.steps if st.primitive == "split" and 512 in st.arguments["factors"]]
+    assert len(past) == 1
+    hand = Session(entry["module"], func)  # no way found here: a person typing the same split
+    with pytest.raises(SplitPastLoopError, match="the factor 512 is larger than loop k, which has 256"):
+        for step in answer.steps[: answer.steps.index(past[0]) + 1]:
+            args, kwargs = step.call()
+            hand.apply(step.primitive, *args, **kwargs)
+    assert hand.current.label == answer.steps[0].label  # the refused step changed nothing
+    for step in answer.steps:
+        args, kwargs = step.call()
+        s.apply(step.primitive, *args, **kwargs)
+    assert _same(s.module[func], target[func])
+    s.goto(0)  # the same split on another program than the way's is a person's again: refused
+    args, kwargs = past[0].call()
+    with pytest.raises(SplitPastLoopError):
+        s.apply("split", *args, **kwargs)
 
 
 def test_a_decomposed_block_gets_the_annotations_of_the_targets_update_block():
