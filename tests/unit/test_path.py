@@ -399,3 +399,38 @@ def test_pieces_of_a_loop_are_ordered_by_their_lower_factors_symbolic_ones_too()
     assert outer_first([(2, 8), (1, 4)]) is None  # 4 * 1 is not 2: no chain
     h, s = tirx.Var("h", "int32"), tirx.Var("s", "int32")
     assert outer_first([(s, h), (h * s, 7), (1, s)]) == [1, 0, 2]  # s * h is h * s
+
+
+def _scheduled(program, func: str, fn):
+    """The program scheduled by TVM itself (``fn(sch)``): a target the withheld trace reaches."""
+    from tvm import s_tir
+
+    from mlc_lab.tvm.program import load
+
+    sch = s_tir.Schedule(load(program), debug_mask="none")
+    sch.work_on(func)
+    fn(sch)
+    return sch.mod
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (lambda sch: sch.unsafe_set_dtype(sch.get_sblock("Y"), 0, "float16"), "indexed or typed otherwise"),
+        (
+            lambda sch: sch.loop_partition(sch.get_loops(sch.get_sblock("C"))[0], [32, None]),
+            "what loop_partition makes of block C",
+        ),
+    ],
+)
+def test_a_target_tvm_reaches_by_a_primitive_the_engine_does_not_follow_is_never_another_computation(change, said):
+    """A target a primitive makes (a buffer's type or layout, a loop partitioned) is said to be a
+    change the engine does not follow yet; another operation stays another computation."""
+    target = _scheduled(MM_RELU, "mm_relu", change)
+    answer = Session(MM_RELU).path_to(target)
+    assert answer.status == "unreached"
+    assert answer.why.startswith("the path engine does not follow this change of the target yet"), answer.why
+    assert said in answer.why
+    other = MM_RELU.replace("T.max(Y[vi, vj], T.float32(0))", "T.min(Y[vi, vj], T.float32(0))")
+    assert other != MM_RELU
+    assert Session(MM_RELU).path_to(other).why.startswith("the target computes something else: block C computes")

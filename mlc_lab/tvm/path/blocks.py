@@ -125,11 +125,11 @@ def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
             out.inlined.append(cb.name)
     for tb in tgt.blocks:
         if tb.name not in explained:
-            _unexplained(tb, tgt, cur_bufs)
+            _unexplained(tb, tgt, cur, cur_bufs)
     return out
 
 
-def _unexplained(tb: Block, tgt: FuncView, cur_bufs: dict[str, Any]) -> None:
+def _unexplained(tb: Block, tgt: FuncView, cur: FuncView, cur_bufs: dict[str, Any]) -> None:
     """``Unreachable`` for a target block no stage explains: a copy into or out of a buffer the
     program lacks is a stage the engine does not read yet (the target computes the same thing);
     anything else is a computation the program does not have."""
@@ -137,7 +137,24 @@ def _unexplained(tb: Block, tgt: FuncView, cur_bufs: dict[str, Any]) -> None:
     if moved is not None and any(name not in cur_bufs for name in moved):
         dst, src = moved
         raise Unreachable(f"block {tb.name} copies {src} into {dst} ({scope_of(tgt, dst)})", "stage")
+    made = _made_by_name(tb.name, {b.name for b in cur.blocks})
+    if made is not None:
+        raise Unreachable(f"block {tb.name} is what {made[0]} makes of block {made[1]}", "unread")
     raise Unreachable(f"the target has a block {tb.name} that the program does not compute", "computes")
+
+
+def _made_by_name(name: str, blocks: set[str]) -> tuple[str, str] | None:
+    """(primitive, program block) when ``name`` is TVM's own name for a block that primitive makes of
+    one of ``blocks``: ``B_i_common`` (loop_partition of B on loop i), ``C_pad_const``
+    (decompose_padding of C)."""
+    if name.endswith("_pad_const") and name[: -len("_pad_const")] in blocks:
+        return "decompose_padding", name[: -len("_pad_const")]
+    if name.endswith("_common"):
+        parts = name[: -len("_common")].split("_")
+        for n in range(len(parts) - 1, 0, -1):
+            if "_".join(parts[:n]) in blocks:
+                return "loop_partition", "_".join(parts[:n])
+    return None
 
 
 def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: Correspondence) -> Stage:
