@@ -617,7 +617,7 @@ def _index_maps(call: tsch.Call) -> tsch.Call:
     plain = [
         (p, v)
         for p, _, v in call.bound
-        if (p == "index_map" and isinstance(v, str)) or (p == "buffer" and isinstance(v, list))
+        if (p in ("index_map", "gen_new_ranges") and isinstance(v, str)) or (p == "buffer" and isinstance(v, list))
     ]
     if not plain:
         return call
@@ -627,7 +627,7 @@ def _index_maps(call: tsch.Call) -> tsch.Call:
     def read(p: str, v: Any) -> Any:
         if p == "buffer" and isinstance(v, list):
             return tuple(v)
-        if p != "index_map" or not isinstance(v, str):
+        if p not in ("index_map", "gen_new_ranges") or not isinstance(v, str):
             return v
         try:
             return index_lambda(v)

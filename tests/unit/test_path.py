@@ -439,3 +439,19 @@ def test_a_target_tvm_reaches_by_a_primitive_the_engine_does_not_follow_is_never
     other = MM_RELU.replace("T.max(Y[vi, vj], T.float32(0))", "T.min(Y[vi, vj], T.float32(0))")
     assert other != MM_RELU
     assert Session(MM_RELU).path_to(other).why.startswith("the target computes something else: block C computes")
+
+
+def test_a_region_the_target_states_is_reached_by_annotate_buffer_access_as_lambda_text():
+    """The target states the region block C reads of Y (``annotate_buffer_access``): the way has that
+    step, its ranges a lambda's text that Session.apply reads with the trace's safe parser."""
+    target = _scheduled(
+        MM_RELU,
+        "mm_relu",
+        lambda sch: sch.annotate_buffer_access(sch.get_sblock("C"), 0, "read", lambda vi, vj: ((vi, vi + 2), vj)),
+    )
+    answer = Session(MM_RELU).path_to(target)
+    assert_way(MM_RELU, target, answer, "mm_relu")
+    (step,) = answer.steps
+    assert step.primitive == "annotate_buffer_access" and step.arguments["buf_type"] == "read"
+    assert isinstance(step.arguments["gen_new_ranges"], str) and step.arguments["gen_new_ranges"].startswith("lambda")
+    json.dumps(answer.cli_json())  # plain data all the way

@@ -121,10 +121,13 @@ def _named(start: State, found: Found, target: Any, renamed: dict[str, str]) -> 
         named = {k: _name(state, v) for k, v in op.args.items()}
         if "index_map" in named and not isinstance(named["index_map"], str):
             named["index_map"] = lambda_text(named["index_map"])
+        if "gen_new_ranges" in named and not isinstance(named["gen_new_ranges"], str):
+            named["gen_new_ranges"] = named["gen_new_ranges"].source  # the lambda's text (regions.py)
         args: tuple = ()
         kwargs = dict(named)
-        if isinstance(kwargs.get("index_map"), str):
-            kwargs["index_map"] = state_trace.index_lambda(kwargs["index_map"])
+        for key in ("index_map", "gen_new_ranges"):
+            if isinstance(kwargs.get(key), str):
+                kwargs[key] = state_trace.index_lambda(kwargs[key])
         loops = VARIADIC.get(op.primitive)
         if loops:
             args = tuple(kwargs.pop(loops))
