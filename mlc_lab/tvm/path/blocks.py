@@ -403,8 +403,11 @@ def _nest_choices(tgt: FuncView, members: list[Block]) -> list[tuple[int, list[A
         if plan is not None:
             choices.append(plan)
     if not choices:
-        names = ", ".join(b.name for b in members)
-        raise Unreachable(f"no block of {names} can own the loops they share in the target", "no_primitive")
+        names = ", ".join(dict.fromkeys(b.name for b in members))
+        raise Unreachable(  # the engine's reading of owners and moves, not a proof that no primitive makes it
+            f"no block of {names} owns the loops they share in the target, as the engine reads owners and moves",
+            "unread",
+        )
     choices.sort(key=lambda c: c[0])
     return choices
 
