@@ -1,4 +1,4 @@
-"""The cells of notebooks/01_tensorir.ipynb (1. Tensor programs and TensorIR), written out by ``notebooks/_build.py``.
+"""The cells of notebooks/01_tensorir.ipynb, written out by ``notebooks/_build.py``.
 
 ("md", text) | ("code", source) | ("code!", source): a solution, collapsed when opened. A cell that
 shows a course program prints its text from the course catalog (mlc_lab/tvm/course_programs.py).

@@ -1,4 +1,4 @@
-"""The cells of notebooks/05_playground.ipynb (5. Playground), written out by ``notebooks/_build.py``.
+"""The cells of notebooks/05_playground.ipynb, written out by ``notebooks/_build.py``.
 
 ("md", text) | ("code", source) | ("code!", source): a solution, collapsed when opened. Its one
 program is the course's MyAdd in the legacy spelling on purpose: the cell shows what ``convert`` rewrites.

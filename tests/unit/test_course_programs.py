@@ -100,3 +100,12 @@ def test_the_notebooks_show_the_catalogs_text():
         ]
         # notebook 5 shows the legacy MyAdd on purpose (what convert rewrites)
         assert all("tvm.script.ir_module" in src for src in defined), (p.name, defined)
+
+
+def test_mlc_lab_hands_out_every_program_by_name():
+    from mlc_lab import course_program
+    from mlc_lab.errors import UsageError
+
+    assert all(course_program(p.name) == p.text for p in C.CATALOG)
+    with pytest.raises(UsageError, match="no course program called 'mm'; there are: mm_relu, add, "):
+        course_program("mm")
