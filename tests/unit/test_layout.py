@@ -33,6 +33,8 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "machine": (r"machine", ("core", "tvm", "model")),
     "exercises": (r"exercise\w*", ("tvm",)),
     "path": (r"path\w*", tuple(FLOORS)),
+    # the package mlc_lab/grading stands above the floors; TVM's side of it (the hand-in's child) and its results
+    "grading": (r"grad\w*|handin\w*|judg\w*", ("tvm", "model")),
 }
 
 # Each page's bundle is an entry at js/'s top (js/build.mjs): named after its page, not a feature's floor.
@@ -54,6 +56,7 @@ TVM_WITHOUT_TVM = {
     "mlc_lab/tvm/exercises/programs.py": "TVMScript text in TVM's own spelling: it changes when TVM renames",
     "mlc_lab/tvm/path/__init__.py": "the package's docstring",
     "mlc_lab/tvm/path/plan.py": "carries a way out on a live schedule (path/work.py); TVM's nodes pass through it",
+    "mlc_lab/tvm/path/regions.py": "writes a region TVM's nodes state as the lambda text the trace's safe parser reads",
     "mlc_lab/tvm/path/tiling.py": "works a live schedule (path/work.py) over TVM's iter maps (path/ir.py)",
     "mlc_lab/tvm/path/way.py": "hands the engine's way to the Session through schedule.State (named steps out)",
 }
