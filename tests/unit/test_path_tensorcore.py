@@ -153,3 +153,9 @@ def test_blockize_of_two_blocks_side_by_side():
     answer = Session(TWO_NESTS).path_to(sch.mod)
     assert_way(TWO_NESTS, sch.mod, answer, "main")
     assert answer.steps[0].arguments["target"] == ["B", "C"]
+
+
+@pytest.mark.full  # CI time: the default sketch is checked above
+def test_a_sketch_for_other_thread_limits_is_reached():
+    target = _sketch(MATMUL, _default_rules(), {**tensorcore._CUDA, "max_threads_per_block": 512}, seed=5)
+    assert_way(MATMUL, target, Session(MATMUL).path_to(target), "main")

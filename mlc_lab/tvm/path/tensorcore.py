@@ -165,7 +165,11 @@ def register_intrinsics() -> None:
 def cuda_target(tgt: FuncView) -> Any:
     """The CUDA target as the sketch's thread bounds say: a target that names its thread limits makes
     the rule write them on the block (``meta_schedule.thread_extent_*``), a bare one does not."""
-    return Target(_CUDA if _bounded(tgt) else {"kind": "cuda", "arch": "sm_70"})
+    if not _bounded(tgt):
+        return Target({"kind": "cuda", "arch": "sm_70"})
+    highs = {b.annotations.get("meta_schedule.thread_extent_high_inclusive") for b in tgt.blocks} - {None}
+    high = next(iter(highs)) if len(highs) == 1 else None
+    return Target({**_CUDA, "max_threads_per_block": high} if isinstance(high, int) else _CUDA)
 
 
 def _bounded(tgt: FuncView) -> bool:
