@@ -492,7 +492,7 @@ def blockize_once(make: Callable[[], Any], func: str, target: Any, tgt: FuncView
                 at = work.loop_rv(place) if isinstance(place, int) else [work.block_rv(n) for n in place]
                 why = "the target makes these one block of their own"
                 work.apply("blockize", why, target=at, preserve_unit_iters=keep)
-            except (Refused, Unreachable):
+            except Exception:  # noqa: BLE001  (TVM refuses it, or cannot even look the blocks up: not this way)
                 continue
             if same(work.mod[func], target):
                 return work
