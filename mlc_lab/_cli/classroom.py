@@ -272,11 +272,11 @@ def _serve_tuning_db(args: argparse.Namespace, server, runner: str | None):
 
     if not args.tuning_db_port:
         return None
-    from mlc_lab.tvm import classroom as class_db
+    from mlc_lab.tvm.tuning import shared_db
 
     tracker = runner[len("rpc://") :].split("/", 1)[0] if runner else None
     try:
-        database = class_db.serve(
+        database = shared_db.serve(
             os.path.join(args.dir, "tuning_db"), host=args.host, port=args.tuning_db_port, tracker=tracker
         )
     except Exception as exc:  # noqa: BLE001  (TVM says "address in use" in its own words)
@@ -285,7 +285,7 @@ def _serve_tuning_db(args: argparse.Namespace, server, runner: str | None):
             f"cannot serve the tuning database on port {args.tuning_db_port}: {str(exc).splitlines()[0]}"
         ) from None
     where = (
-        f"rpc://{tracker}/{class_db.DEFAULT_KEY}"
+        f"rpc://{tracker}/{shared_db.DEFAULT_KEY}"
         if tracker
         else f"rpc://{server.url.split('//', 1)[1].rsplit(':', 1)[0]}:{database.port}"
     )

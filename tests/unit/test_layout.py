@@ -28,7 +28,8 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "access": (r"access\w*", tuple(FLOORS)),
     "lowering": (r"lower\w*|compiler\w*|cuda\w*", tuple(FLOORS)),
     "tuning": (r"tun\w*|cpu_space|runner_process|timeline", tuple(FLOORS)),
-    "classroom": (r"class\w*", tuple(FLOORS)),
+    # the class server has no TVM side: its shared database is tuning's (tvm/tuning/shared_db.py)
+    "classroom": (r"class\w*", ("widgets", "core", "model", "js")),
     "measure": (r"measure\w*|timing|rpc_timing|sweep", tuple(FLOORS)),
     "machine": (r"machine", ("core", "tvm", "model")),
     "exercises": (r"exercise\w*", ("tvm",)),
