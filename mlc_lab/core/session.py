@@ -17,9 +17,9 @@ from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, Sche
 from mlc_lab.model.steps import LIST_RESULTS, Decision
 from mlc_lab.tvm import program, state_trace
 from mlc_lab.tvm import schedule as tsch
-from mlc_lab.core.step_calls import Sampled, call_label, given_label, _has_sampled, _jsonable
-from mlc_lab.core.tilings import perfect_tilings, _product
-from mlc_lab.core.access.query import _analysis_errors
+from mlc_lab.core.step_calls import Sampled, call_label, given_label, has_sampled, jsonable
+from mlc_lab.core.tilings import perfect_tilings, product
+from mlc_lab.core.access.query import analysis_errors
 
 log = logging.getLogger(__name__)
 
@@ -225,8 +225,8 @@ class Session:
             kind="apply",
             primitive=call.primitive,
             label=label,
-            args=[_jsonable(a) for a in args],
-            kwargs={k: _jsonable(v) for k, v in kwargs.items()},
+            args=[jsonable(a) for a in args],
+            kwargs={k: jsonable(v) for k, v in kwargs.items()},
             outputs=outputs,
         )
         return self._results(step, outputs)
@@ -258,7 +258,7 @@ class Session:
         same = step.kind == "apply" and step.primitive == call.primitive and step.label == label
         if same and call.primitive in self._IDEMPOTENT:
             return step
-        if not step.children or call.primitive.startswith("sample_") or _has_sampled(call.bound):
+        if not step.children or call.primitive.startswith("sample_") or has_sampled(call.bound):
             return None  # the common case (a step at the tip of its branch); sampling again must draw again
         again = self._history.child_labelled(label)
         if again is not None:
@@ -313,7 +313,7 @@ class Session:
             label,
             args=args,
             kwargs=kwargs,
-            result=[o.name if o.kind != "value" else _jsonable(o.value) for o in (outputs or [])] or None,
+            result=[o.name if o.kind != "value" else jsonable(o.value) for o in (outputs or [])] or None,
             created=tuple(o.name for o in (outputs or []) if o.kind in ("loop", "block") and o.name),
             parent=parent,
         )
@@ -376,7 +376,7 @@ class Session:
             entry: dict[str, Any] = {"index": index, "position": sample["position"], "kind": kind, "value": decision}
             if kind == "SamplePerfectTile":
                 n, max_inner = int(attrs[0]), int(attrs[1])
-                extent = _product(decision)
+                extent = product(decision)
                 entry.update(
                     n=n,
                     max_innermost_factor=max_inner,
@@ -401,9 +401,9 @@ class Session:
         entry = decisions[index]
         clean = self._state.check_decision(entry["position"], value)
         if entry["kind"] == "SamplePerfectTile":
-            if _product(clean) != entry["extent"]:
+            if product(clean) != entry["extent"]:
                 raise DecisionError(
-                    f"the factors {clean} multiply to {_product(clean)}, not to the loop extent {entry['extent']}"
+                    f"the factors {clean} multiply to {product(clean)}, not to the loop extent {entry['extent']}"
                 )
             limit = entry["max_innermost_factor"]
             if limit > 0 and clean[-1] > limit:
@@ -469,7 +469,7 @@ class Session:
         from mlc_lab.tvm import access as access_ir
 
         state = self._state if step is None else self._state_of(step)
-        with _analysis_errors(loop):
+        with analysis_errors(loop):
             try:
                 program, loop_id, at_ids = access_ir.query(state, loop, at)
             except NameResolutionError as exc:

@@ -29,23 +29,23 @@ class Sampled:
         return f"Sampled({self.value!r})"
 
 
-def _has_sampled(value: Any) -> bool:
+def has_sampled(value: Any) -> bool:
     if isinstance(value, Sampled):
         return True
     if isinstance(value, (list, tuple)):
-        return any(_has_sampled(v) for v in value)
+        return any(has_sampled(v) for v in value)
     if isinstance(value, dict):
-        return any(_has_sampled(v) for v in value.values())
+        return any(has_sampled(v) for v in value.values())
     return False
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     if isinstance(value, Sampled):
-        return {"sampled": _jsonable(value.value)}
+        return {"sampled": jsonable(value.value)}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return repr(value)

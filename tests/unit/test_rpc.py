@@ -79,7 +79,7 @@ def matmul_lib(tmp_path_factory):
     name, one = build.single_function_module(mod, None)
     path = str(tmp_path_factory.mktemp("lib") / "mm.so")
     tvm.compile(one, target=build.cpu_target()).export_library(path)
-    inputs, expected = build._reference_outputs(build.module_to_text(mod), name, 0)
+    inputs, expected = build.reference_outputs(build.module_to_text(mod), name, 0)
     return path, name, inputs, expected
 
 

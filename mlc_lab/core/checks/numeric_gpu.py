@@ -215,7 +215,7 @@ def _setup(
     program_or_session: Any, trace: Any, sizes: Any, shape_vars: dict | None, func: str | None, guards: bool = False
 ) -> Any:
     """The `_Setup` of a check, or the could_not_run verdict when no size fits the schedule."""
-    original, trace, func_name = _inputs(program_or_session, trace, func)
+    original, trace, func_name = resolve_inputs(program_or_session, trace, func)
     given = dict(shape_vars or {})
     try:
         small, scheduled, used = _at_size(original, trace, func_name, sizes, given, guards)
@@ -250,7 +250,7 @@ def _budget_pids() -> list[int]:
 # ----------------------------------------------------------------------------------------- set-up
 
 
-def _inputs(program_or_session: Any, trace: Any, func: str | None) -> tuple[Any, Any, str]:
+def resolve_inputs(program_or_session: Any, trace: Any, func: str | None) -> tuple[Any, Any, str]:
     from mlc_lab.tvm import program as tprogram
 
     obj = program_or_session
@@ -342,7 +342,7 @@ def _at_size(
         extra = opencl.predicate_count(scheduled, func_name) - full_predicates
         if extra > 0 and not guards:
             last_problem = (
-                f"at {_sizes_text(mapping)} the schedule's tiles no longer divide the loops "
+                f"at {sizes_text(mapping)} the schedule's tiles no longer divide the loops "
                 f"({extra} block(s) get a bounds check they do not have at full size): "
                 "give sizes that are multiples of the tile sizes"
             )
@@ -380,11 +380,11 @@ def _replay(mod: Any, trace: Any, func_name: str, mapping: dict | None) -> Any:
         return state_trace.replayed_module(mod, trace, func_name)
     except MlcLabError as exc:
         first = str(exc).strip().splitlines()[0]
-        where = "the program" if not mapping else f"the program at {_sizes_text(mapping)}"
+        where = "the program" if not mapping else f"the program at {sizes_text(mapping)}"
         raise NumericCheckError(f"the trace does not replay on {where}: {first}") from None
 
 
-def _sizes_text(mapping: dict) -> str:
+def sizes_text(mapping: dict) -> str:
     items = sorted(
         mapping.items(), key=lambda kv: (isinstance(kv[0], str), -kv[0] if isinstance(kv[0], int) else 0, str(kv[0]))
     )
@@ -404,7 +404,7 @@ def _shapes(mod: Any, func_name: str) -> dict[str, list[int]]:
 
 
 def _where(used: dict) -> str:
-    return f" (run at {_sizes_text(used)})" if used else ""
+    return f" (run at {sizes_text(used)})" if used else ""
 
 
 # How a process that runs a kernel dies of an access outside its memory: a signal of one, or the C

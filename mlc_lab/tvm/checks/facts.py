@@ -25,7 +25,7 @@ def of_module(mod, func_name: str) -> ScheduleFacts:
 
 
 def of_function(func, name: str = "main") -> ScheduleFacts:
-    _, prog, node_ids = access_ir._lowered(func)  # noqa: SLF001  (the same cached walk, with its For ids)
+    _, prog, node_ids = access_ir.lowered(func)  # the same cached walk, with its For ids
     walker = _Walker(node_ids, prog)
     walker.walk(func.body, (), {})
     allocated = _allocated_shapes(func)
@@ -121,6 +121,6 @@ def _allocated_shapes(func) -> dict:
     """Buffer name -> the shape TVM allocates it with (after compaction): per thread block for
     shared buffers, per thread for local ones."""
     try:
-        return {name: tuple(shape) for name, (shape, _strides) in access_ir._compacted_layouts(func).items()}  # noqa: SLF001
+        return {name: tuple(shape) for name, (shape, _strides) in access_ir.compacted_layouts(func).items()}
     except Exception:  # noqa: BLE001 - advisory: an odd program keeps its declared shapes
         return {}

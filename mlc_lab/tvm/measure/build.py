@@ -374,7 +374,7 @@ def _run_once(ex: Any, func_name: str, arrays: list[np.ndarray], dev: Any) -> li
     return [t.numpy() for t in tensors]
 
 
-def _reference_outputs(ref_text: str, func_name: str, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def reference_outputs(ref_text: str, func_name: str, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     key = hashlib.sha1(f"{func_name}\0{seed}\0{ref_text}".encode()).hexdigest()
     hit = _REFERENCE_CACHE.get(key)
     if hit is not None:
@@ -543,7 +543,7 @@ def inputs_and_expected(
     program's parameters must be the reference's."""
     if not ref_text:
         return random_inputs(param_specs(one, func_name), seed), None
-    inputs, expected = _reference_outputs(ref_text, func_name, seed)
+    inputs, expected = reference_outputs(ref_text, func_name, seed)
     shapes_now = [(s, d) for _, s, d in param_specs(one, func_name)]
     shapes_ref = [(a.shape, str(a.dtype)) for a in inputs]
     if shapes_now != shapes_ref:

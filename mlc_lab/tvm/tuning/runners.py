@@ -40,7 +40,7 @@ from mlc_lab.model.tuning import MODULE_FILE, PENDING_FILE, BestSoFar, median
 from mlc_lab.tvm import measure as timing
 from mlc_lab.tvm.measure import batch
 from mlc_lab.tvm.measure import pool as rpc_pool
-from mlc_lab.tvm.measure.build import _reference_outputs, module_from_text, param_specs
+from mlc_lab.tvm.measure.build import reference_outputs, module_from_text, param_specs
 from mlc_lab.tvm.measure.stage import unique_names, write_manifest
 from mlc_lab.tvm.tuning import runner_process
 from mlc_lab.tvm.tuning.live import LiveLog
@@ -246,7 +246,7 @@ class JobInputs:
     def get(self) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
         if self._made is None:
             try:
-                inputs, expected = _reference_outputs(self.reference_text, self.func_name, self.seed)
+                inputs, expected = reference_outputs(self.reference_text, self.func_name, self.seed)
             except Exception as exc:  # noqa: BLE001 - measuring goes on, unchecked
                 print(
                     f"mlc_lab: the reference program could not be run here, so results are not checked: {exc}",
