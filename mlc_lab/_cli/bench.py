@@ -80,7 +80,7 @@ def read_text_arg(value: str) -> str:
 
 
 def load_session(path: str, func: str | None, trace: str | None):
-    from mlc_lab.cli import UsageError
+    from mlc_lab.errors import UsageError
     from mlc_lab.core.session import Session
 
     if not os.path.isfile(path):
@@ -92,7 +92,7 @@ def load_session(path: str, func: str | None, trace: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlc_lab.cli import UsageError
+    from mlc_lab.errors import UsageError
 
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")

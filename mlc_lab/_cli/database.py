@@ -32,7 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlc_lab.cli import UsageError
+    from mlc_lab.errors import UsageError
     from mlc_lab.tvm.tuning import shared_db
 
     if os.path.exists(args.dir) and not os.path.isdir(args.dir):
