@@ -144,11 +144,11 @@ def _measure_own(session, args: argparse.Namespace, runner: str = "local"):
 
 def _measure_trace(session, args: argparse.Namespace):
     """The trace's kernel, timed in the sandbox (`--timeout` its wall time)."""
-    from mlc_lab.core import kernel_sandbox as ks
+    from mlc_lab.core import kernel_sandbox
 
     refuse_unless_sandboxed(args)
-    box = ks.KernelSandbox(wall_s=args.timeout, unsafe_same_user=args.unsafe_same_user)
-    m = ks.measure(
+    box = kernel_sandbox.KernelSandbox(wall_s=args.timeout, unsafe_same_user=args.unsafe_same_user)
+    m = kernel_sandbox.measure(
         session.module,
         session.original,
         session.func_name,

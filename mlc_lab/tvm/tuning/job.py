@@ -32,7 +32,7 @@ from mlc_lab.tvm.tuning import shared_db  # noqa: E402
 from mlc_lab.tvm.tuning import runner_process  # noqa: E402
 from mlc_lab.tvm.tuning.live import LiveLog  # noqa: E402
 from mlc_lab.tvm.tuning.build import BuiltCandidates, InProcessBuilder, install_fast_stack  # noqa: E402,F401  (benchmarks use both)
-from mlc_lab import _timeline as timeline  # noqa: E402
+from mlc_lab import timeline  # noqa: E402
 from mlc_lab.tvm.tuning.model import EarlyXGB, import_in_background, make_cost_model, warm_cost_model  # noqa: E402
 from mlc_lab.tvm.tuning.runners import LiveRunner, make_runner, parse_runner  # noqa: E402  (the job's runners)
 from mlc_lab.model.tuning import (  # noqa: E402,F401  (the job's files, declared once; LIVE_FILE and LOG_FILE re-exported)

@@ -34,7 +34,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.runner import RunnerResult
 
-from mlc_lab import _timeline as timeline
+from mlc_lab import timeline
 from mlc_lab.model.measure import CandidateResult, RunArg, RunCandidate, RunMethod
 from mlc_lab.model.tuning import MODULE_FILE, PENDING_FILE, BestSoFar, median
 from mlc_lab.tvm import measure as timing
