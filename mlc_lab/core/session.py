@@ -16,7 +16,7 @@ from mlc_lab.model.steps import Change, FailedAttempt, StepView, changed_lines
 from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError
 from mlc_lab.model.steps import LIST_RESULTS, Decision
 from mlc_lab.tvm import program, state_trace
-from mlc_lab.tvm import schedule as tsch
+from mlc_lab.tvm import schedule
 from mlc_lab.core.step_calls import Sampled, call_label, given_label, has_sampled, jsonable
 from mlc_lab.core.tilings import perfect_tilings, product
 from mlc_lab.core.access.query import analysis_errors
@@ -35,7 +35,7 @@ class Session:
         self.func_name = func or ("main" if "main" in names else names[0])
         self._original = mod
         self._func_names = set(names)
-        self._states: dict[int, tsch.State] = {0: tsch.State.initial(mod, self.func_name, seed)}
+        self._states: dict[int, schedule.State] = {0: schedule.State.initial(mod, self.func_name, seed)}
         self._history = History(max_failed=self.MAX_FAILED)  # the step tree (plain data)
         self._listeners: list[Listener] = []
         self._views: dict[int, StepView] = {}  # built once, when a step is first looked at
@@ -63,7 +63,7 @@ class Session:
         return self._state.mod
 
     @property
-    def _state(self) -> tsch.State:
+    def _state(self) -> schedule.State:
         return self._states[self._history.current_id]
 
     @property
@@ -208,7 +208,8 @@ class Session:
         """
         label = ""
         try:
-            call = _index_maps(tsch.bind_call(primitive, args, kwargs))  # bound once: the label and TVM's call read it
+            # bound once: the label and TVM's call read it
+            call = _index_maps(schedule.bind_call(primitive, args, kwargs))
             label = call_label(primitive, call)
             handles = call.map(self._to_handles)
             known = self._known_step(call, label)
@@ -250,7 +251,7 @@ class Session:
     # Applying one of these again, with the same arguments, to the step it made changes nothing.
     _IDEMPOTENT = frozenset({"parallel", "vectorize", "unroll", "bind", "annotate", "unannotate"})
 
-    def _known_step(self, call: tsch.Call, label: str) -> Step | None:
+    def _known_step(self, call: schedule.Call, label: str) -> Step | None:
         """The step ``call`` (labelled ``label``) would make, if one is there already: the current
         step itself (one intent, one step: parallel twice is parallel), or a child of it (the same step
         again after an undo: the session goes back down that branch)."""
@@ -285,7 +286,7 @@ class Session:
             return tuple(self._to_handles(v) for v in value)
         return value
 
-    def _results(self, step: Step, outputs: list[tsch.Output]) -> Any:
+    def _results(self, step: Step, outputs: list[schedule.Output]) -> Any:
         values: list[Any] = []
         for out in outputs:
             if out.kind in ("loop", "block"):
@@ -296,7 +297,7 @@ class Session:
 
     def _add_step(
         self,
-        state: tsch.State,
+        state: schedule.State,
         *,
         kind: str,
         primitive: str | None,
@@ -572,7 +573,7 @@ class Session:
                 log.exception("mlc_lab: a session listener failed on %r", event)
 
     # --- helpers --------------------------------------------------------------------------------
-    def _state_of(self, step: int) -> tsch.State:
+    def _state_of(self, step: int) -> schedule.State:
         return self._states[self._history.check(step)]
 
     def __repr__(self) -> str:
@@ -598,7 +599,7 @@ class Session:
         return display.open_view("access", self, loop, **kwargs)
 
 
-def _index_maps(call: tsch.Call) -> tsch.Call:
+def _index_maps(call: schedule.Call) -> schedule.Call:
     """Values given as plain data (a way's step, a form): an index map as lambda text ("lambda i, j:
     (j, i)", read by the trace's safe parser; the label keeps the text) and a buffer as a list
     (["write", 0], as JSON has it)."""
@@ -622,7 +623,7 @@ def _index_maps(call: tsch.Call) -> tsch.Call:
         except TraceParseError as exc:
             raise ScheduleStepError(f"the index map {v!r} cannot be read: {exc}", primitive=call.primitive) from None
 
-    return tsch.Call(call.primitive, tuple((p, k, read(p, v)) for p, k, v in call.bound))
+    return schedule.Call(call.primitive, tuple((p, k, read(p, v)) for p, k, v in call.bound))
 
 
 def _as_returned(values: list, primitive: str | None) -> Any:

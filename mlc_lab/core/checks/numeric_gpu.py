@@ -193,11 +193,11 @@ class _Setup:
     against: str
 
     def request(self, seed: int, rtol: float, atol: float, budget: dict | None = None) -> dict:
-        from mlc_lab.tvm.measure import build as tbuild
+        from mlc_lab.tvm.measure import build
 
         out = {
-            "module": tbuild.module_to_text(self.scheduled),
-            "reference": tbuild.module_to_text(self.small),
+            "module": build.module_to_text(self.scheduled),
+            "reference": build.module_to_text(self.small),
             "func_name": self.func_name,
             "seed": seed,
             "rtol": rtol,
@@ -251,16 +251,16 @@ def _budget_pids() -> list[int]:
 
 
 def resolve_inputs(program_or_session: Any, trace: Any, func: str | None) -> tuple[Any, Any, str]:
-    from mlc_lab.tvm import program as tprogram
+    from mlc_lab.tvm import program
 
     obj = program_or_session
     if hasattr(obj, "original") and hasattr(obj, "func_name") and hasattr(obj, "trace"):
         return obj.original, (_trace_text(trace) if trace is not None else obj.trace), func or obj.func_name
     try:
-        mod = tprogram.load(obj, func)
+        mod = program.load(obj, func)
     except MlcLabError as exc:
         raise NumericCheckError(f"the program could not be loaded: {str(exc).splitlines()[0]}") from None
-    names = tprogram.prim_func_names(mod)
+    names = program.prim_func_names(mod)
     name = func or ("main" if "main" in names else names[0])
     return mod, _trace_text(trace), name
 
@@ -392,10 +392,10 @@ def sizes_text(mapping: dict) -> str:
 
 
 def _shapes(mod: Any, func_name: str) -> dict[str, list[int]]:
-    from mlc_lab.tvm.measure import build as tbuild
+    from mlc_lab.tvm.measure import build
 
     try:
-        return {name: list(shape) for name, shape, _ in tbuild.param_specs(mod, func_name)}
+        return {name: list(shape) for name, shape, _ in build.param_specs(mod, func_name)}
     except Exception:  # noqa: BLE001 - symbolic shapes: no shape to show
         return {}
 
@@ -547,9 +547,9 @@ def _num(value: Any) -> str:
 
 def is_gpu_program(module: Any, func_name: str) -> bool:
     """Whether any loop of the function is bound to blockIdx/threadIdx (it then builds only for a GPU)."""
-    from mlc_lab.tvm.measure import build as tbuild
+    from mlc_lab.tvm.measure import build
 
-    return bool(tbuild.thread_bound_loops(module, func_name))
+    return bool(build.thread_bound_loops(module, func_name))
 
 
 def run_gpu_function(
@@ -561,13 +561,13 @@ def run_gpu_function(
     import numpy as np
 
     from mlc_lab.core.worker import worker
-    from mlc_lab.tvm.measure import build as tbuild
+    from mlc_lab.tvm.measure import build
 
     try:
         out: RunResult = worker().call(
             "run_opencl",
             timeout=timeout_s,
-            module=tbuild.module_to_text(module),
+            module=build.module_to_text(module),
             func_name=func_name,
             inputs=[np.ascontiguousarray(a) for a in inputs],
         )
