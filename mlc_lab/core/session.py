@@ -232,7 +232,7 @@ class Session:
         )
         return self._results(step, outputs)
 
-    def _apply_call(self, handles: tsch.Call, label: str) -> tuple[tsch.State, list]:
+    def _apply_call(self, handles: schedule.Call, label: str) -> tuple[schedule.State, list]:
         """The call applied to the current state. A split factor past its loop is refused to a person,
         unless a way this session found (``path_to``) has this very step on this very program: TVM
         confirmed that way, and the Hint's Apply must make it."""
