@@ -144,14 +144,14 @@ def register_intrinsics() -> None:
 
     if "tvm.s_tir.tensor_intrin.cuda" in sys.modules:
         return
-    from mlc_lab.tvm.tuning.build import _FastInspect
+    from mlc_lab.tvm.tuning.build import FastInspect
     from mlc_lab.tvm.tuning.job import import_tensor_intrinsics
 
     patched: list[Any] = []
     for name in ("tvm.tirx.script.parser.entry", "tvm.script.parser.ir.entry"):
         module: Any = importlib.import_module(name)
         if getattr(module, "inspect", None) is inspect:
-            module.inspect = _FastInspect(inspect)
+            module.inspect = FastInspect(inspect)
             patched.append(module)
     try:
         import_tensor_intrinsics(Target(_CUDA))
@@ -359,9 +359,7 @@ def apply_sketch(work: Work, space: Any, chosen: dict[int, Any]) -> None:
         if call.primitive == "get_sblock":
             kwargs["func_name"] = work.func
         if call.primitive in _LOOKUPS:
-            from mlc_lab.tvm.path.work import _raw
-
-            result = _raw(call.primitive)(work.sch, **kwargs)
+            result = getattr(work.sch, call.primitive)(**kwargs)
         else:
             result = work.apply(call.primitive, _reason(call.primitive, kwargs), **kwargs)
         _define(env, call.targets, result)
