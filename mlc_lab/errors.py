@@ -76,6 +76,11 @@ class ScheduleStepError(MlcLabError):
         self.args = (self._text(),)
 
 
+class SplitPastLoopError(ScheduleStepError):
+    """A split factor larger than its loop, refused to a person (TVM would add a predicate and say
+    nothing); a way to a target the session found may still take it (``Session.path_to``)."""
+
+
 class NameResolutionError(ScheduleStepError):
     """A loop or block name is unknown or ambiguous."""
 

@@ -46,6 +46,16 @@ describe("a hint as a filled-in form", () => {
     expect(buildCall(f.offer.spec, f.entry!, f.values)).toEqual({ primitive: "split", args: [], kwargs: { loop: "Y/j", factors: [16, 8] } });
   });
 
+  it("split past its loop (TVM's own way has one): the split form refuses it, so the hint offers its call, on that loop", () => {
+    const past = step("split", { loop: "Y/j", factors: [null, 256] }, "the target's threads run 256", "split(Y/j, factors=[None, 256])");
+    const f = hintForm(past, tree);
+    expect(f.own).toBe(false);
+    expect(f.entry?.ref).toBe("Y/j");
+    expect(hintedCall(f, {})).toEqual({ primitive: "split", args: [], kwargs: { loop: "Y/j", factors: [null, 256] } });
+    expect(f.offer.spec.help).toContain("larger than the loop");
+    expect(hintForm(step("split", { loop: "Y/j", factors: [null, 128] }), tree).own).toBe(true); // at the loop's extent: its own form
+  });
+
   it("reorder of some loops of a chain: the form's whole chain in the order that makes the same nest", () => {
     const f = hintForm(step("reorder", { ordered_loops: ["k", "Y/j"] }), tree);
     expect(f.offer.spec.name).toBe("reorder");

@@ -7,6 +7,7 @@
 
 import { h } from "../lib/dom";
 import { type CheckLine, type ChecksSetup, type ChecksTask, HAZARD_KINDS, type HazardInfo, type StepChecks, type StepHazards, type TaskVerdict } from "../lib/model";
+import { Panel } from "../lib/panel";
 import type { StepId } from "../lib/types";
 
 // The panel's wire is generated from mlc_lab/model/checks/__init__.py (js/lib/model.ts).
@@ -168,19 +169,26 @@ export interface ChecksState {
   live: boolean;
 }
 
-export class ChecksPanel {
+export class ChecksPanel extends Panel<[state: ChecksState]> {
   readonly el: HTMLElement;
   private last: StepChecks | null = null; // the last report shown (kept, dimmed, while the next is computed)
   private offline = new Map<string, StepChecks | null | "pending">();
   private step: StepId | null = null; // the step last asked about
   private shown = "";
+  /** The report shown (null when none is: pending, or none recorded). */
+  report: StepChecks | null = null;
 
   constructor(private readonly host: ChecksPanelHost) {
+    super();
     this.el = h("div", { class: "mlc-checks", role: "region", "aria-label": "Checks" });
   }
 
-  /** Draw the checks of `state.step`; returns the report shown (null when none is). */
-  update(state: ChecksState): StepChecks | null {
+  /** Draw the checks of `state.step` (`report` says which report is shown). */
+  show(state: ChecksState): void {
+    this.report = this.drawState(state);
+  }
+
+  private drawState(state: ChecksState): StepChecks | null {
     const { setup, step, live } = state;
     if (!setup.available) {
       this.draw(`none`, [h("div", { class: "mlc-muted mlc-checks-note" }, "This session has no named checks (it is not a mlc_lab Session).")]);
@@ -196,7 +204,7 @@ export class ChecksPanel {
           .catch(() => null)
           .then((rec) => {
             this.offline.set(key, rec);
-            if (String(this.step) === key) this.update(state);
+            if (String(this.step) === key && !this.isDisposed) this.show(state);
           });
       }
       this.step = step;

@@ -9,6 +9,7 @@ import { hazardMark, pathAfter } from "../checks/panel";
 import { historyRows } from "./history";
 import { type MeasuringInfo, checkMark, checkTitle, latencyPlot, measurementText, measurementTitle, plotPoints, roofOf, rooflinePlot, rooflinePoints } from "../measure/measure";
 import { kernelLive } from "../lib/offline";
+import { Panel } from "../lib/panel";
 
 type Model = AnyModel<ExplorerTraits>;
 
@@ -23,10 +24,9 @@ export interface HistoryPaneHost {
   moveTo(id: StepId): void;
   /** Show a failed attempt in the banner, tree and code. */
   inspect(failure: FailureInfo): void;
-  onDispose(fn: () => void): void;
 }
 
-export class HistoryPane {
+export class HistoryPane extends Panel<[]> {
   readonly list = h("div", { class: "mlc-history" });
   readonly plot = h("div", { class: "mlc-plot", hidden: true });
   readonly el = h("div", { class: "mlc-history-tab" }, this.list, this.plot);
@@ -35,13 +35,15 @@ export class HistoryPane {
     private model: Model,
     private host: HistoryPaneHost,
   ) {
+    super();
     this.followHeight();
   }
 
   private shape = "";
   private rows: ReturnType<typeof historyRows> = [];
 
-  draw(): void {
+  /** Draw the rows of the history (the plot is drawn by `drawPlot`). */
+  show(): void {
     const rows = historyRows(this.host.steps(), this.model.get("failures") ?? [], this.host.current());
     const measured = this.model.get("measurements") ?? {};
     const measuring = measuringStep(this.model);
@@ -135,6 +137,7 @@ export class HistoryPane {
     let listHeight = -1;
     const observer = new ResizeObserver(() =>
       requestAnimationFrame(() => {
+        if (this.isDisposed) return;
         if (this.list.clientHeight !== listHeight) {
           listHeight = this.list.clientHeight;
           revealInContainer(this.list, this.list.querySelector<HTMLElement>(".mlc-current"));
@@ -145,7 +148,7 @@ export class HistoryPane {
     );
     observer.observe(this.list);
     observer.observe(this.el);
-    this.host.onDispose(() => observer.disconnect());
+    this.onDispose(() => observer.disconnect());
   }
 
   /** Whether the plot was last drawn for a short pane; null: drawn with no height to go by. */

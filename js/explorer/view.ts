@@ -198,7 +198,6 @@ export class ExplorerView {
         this.drawTree();
         this.drawCode(false);
       },
-      onDispose: (fn) => this.disposers.push(fn),
     });
   }
 
@@ -302,7 +301,7 @@ export class ExplorerView {
       timed("primitives", () => this.drawPrimitives(has("loop_tree")));
     }
     if (!this.memoryHost.hidden && has("loop_tree", "selection", "step")) timed("memory", () => this.syncMemory(has("loop_tree", "step")));
-    if (has("history", "step", "failures", "measurements", "measuring", "hazards")) timed("history", () => this.historyPane.draw());
+    if (has("history", "step", "failures", "measurements", "measuring", "hazards")) timed("history", () => this.historyPane.show());
     if (has("checks", "checks_setup", "step")) timed("checks", () => this.drawChecks());
     if (has("path", "path_setup", "step", "history")) timed("way", () => this.drawWay());
     if (has("history", "step", "measurements")) timed("plot", () => this.historyPane.drawPlot());
@@ -426,14 +425,16 @@ export class ExplorerView {
   private drawChecks(): void {
     const state = { setup: this.model.get("checks_setup") ?? {}, report: this.reports.get(String(this.current())) ?? this.model.get("checks") ?? {}, step: this.current(), live: kernelLive(this.model) };
     // A hidden panel is drawn when its tab is shown: a click then only relabels the tab.
-    const report = this.checksPanel.el.hidden ? reportFor(state.report, state.step) : this.checksPanel.update(state);
+    if (!this.checksPanel.el.hidden) this.checksPanel.show(state);
+    const report = this.checksPanel.el.hidden ? reportFor(state.report, state.step) : this.checksPanel.report;
     const badge = checksBadge(report);
     this.tabs.label("checks", badge ? `Checks ${badge.passed}/${badge.total}${badge.hazards ? ` ⚠${badge.hazards}` : ""}` : "Checks", { warn: !!badge && badge.warn });
   }
 
   /** The way follows the current step: its bar, its tab when shown, the tab's label. */
   private drawWay(): void {
-    this.tabs.label("way", this.way.draw(this.current()), { on: this.way.on });
+    this.way.show(this.current());
+    this.tabs.label("way", this.way.badge, { on: this.way.on });
   }
 
   /** Measure the current step on the chosen target (button or key m). */
@@ -786,12 +787,11 @@ export class ExplorerView {
 
   /** The panels of lib/panel.ts: each ends as the others do (dispose). */
   private get panels(): Panel<never>[] {
-    return [this.memory, this.cuda, this.compiler, this.trace];
+    return [this.memory, this.cuda, this.compiler, this.trace, this.historyPane, this.checksPanel, this.way];
   }
 
   dispose(): void {
     this.bar.dispose();
-    this.way.dispose();
     for (const d of this.disposers) d();
     for (const part of [...this.panels, this.layout, this.rpc, this.measuring, this.memoryRpc, this.code]) part.dispose();
     this.root.remove();

@@ -1,7 +1,8 @@
-// The one base of a widget's panels (the explorer's code, trace, CUDA, compiler and memory panels): an
-// element, `show` (what it shows: a step, a loop), `select` (the explorer's selected loop or block) and
-// `dispose` (its end). A view holds its panels as Panels and ends them all alike; each panel says once,
-// where it makes a resource (an Rpc, an editor, a listener), how that resource ends.
+// The one base of a widget's panels (the explorer's trace, CUDA, compiler and memory panels, and its
+// History, Checks and Way panes): an element, `show` (what it shows: a step, a loop, a checks state),
+// `select` (the explorer's selected loop or block) and `dispose` (its end). A view holds its panels as
+// Panels and ends them all alike; each panel says once, where it makes a resource (an Rpc, an editor,
+// a listener, an observer), how that resource ends.
 
 import type { StepId } from "./types";
 

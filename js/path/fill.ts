@@ -75,6 +75,8 @@ function fill(fields: Field[], call: ApplyCall, tree: TreeIndex): { fields: Fiel
       case "factors": {
         const factors = given("factors");
         if (!Array.isArray(factors)) return null;
+        // a factor past the loop (TVM's own way has it) is refused by the split form: the call's form
+        if (f.extent !== null && factors.some((x) => typeof x === "number" && x > (f.extent as number))) return null;
         values.factors = factors.map((x) => (x === null || x === undefined ? null : Number(x)));
         break;
       }
@@ -156,7 +158,10 @@ function callForm(step: PathStep, call: ApplyCall, tree: TreeIndex): HintForm {
   const spec: PrimitiveSpec = {
     name: step.primitive,
     target: entry?.node.kind === "block" ? "block" : "loop",
-    help: `The explorer has no form for this call: Apply makes it as the hint gives it, ${step.label}.`,
+    help:
+      step.primitive === "split"
+        ? `The target splits this loop by a factor larger than the loop (TVM then adds a predicate); the split form refuses that to a hand-typed split, so Apply makes it as the hint gives it, ${step.label}.`
+        : `The explorer has no form for this call: Apply makes it as the hint gives it, ${step.label}.`,
     fields: () => [],
   };
   return { offer: { spec, fields: [] }, entry, values: {}, call, own: false, filled: "{}" };

@@ -10,6 +10,7 @@ import type { TreeIndex } from "../explorer/tree";
 import { h, keepFocus } from "../lib/dom";
 import type { ExplorerTraits, PathAnswer, PathSetup, StepPath } from "../lib/model";
 import { kernelLive, recordedResult } from "../lib/offline";
+import { Panel } from "../lib/panel";
 import type { StepId } from "../lib/types";
 import { type HintForm, hintForm } from "./fill";
 
@@ -102,7 +103,7 @@ export interface WayInput {
   live: boolean;
 }
 
-export class WayPanel {
+export class WayPanel extends Panel<[step: StepId]> {
   /** The bar under the toolbar. */
   readonly bar: HTMLElement;
   /** The Way tab's content. */
@@ -116,7 +117,6 @@ export class WayPanel {
   private paths = new Map<string, StepPath>(); // step id -> the way from it, as sent (back at a step: shown at once)
   private shown = "";
   private step: StepId | null = null;
-  private disposers: Array<() => void> = [];
   /** The way shown for the current step (null while it is found). */
   current: StepPath | null = null;
   /** What the bar says now. */
@@ -126,6 +126,7 @@ export class WayPanel {
     private readonly model: AnyModel<ExplorerTraits>,
     private readonly host: WayPanelHost,
   ) {
+    super();
     const btn = (label: string, title: string, cls: string, onclick: () => void) => h("button", { class: `mlc-btn ${cls}`, title, onclick, onmousedown: keepFocus }, label) as HTMLButtonElement;
     this.hintBtn = btn("Hint", "Open the next step's form, filled in: press Apply to make it", "mlc-way-hint", () => this.hint());
     this.backBtn = btn("↶ Go back", "Go back to the step from which the target can be reached", "mlc-way-back", () => {
@@ -143,7 +144,8 @@ export class WayPanel {
     keep();
     model.on("change:path", keep);
     model.on("change:path_setup", forget);
-    this.disposers.push(() => model.off("change:path", keep), () => model.off("change:path_setup", forget));
+    this.onDispose(() => model.off("change:path", keep));
+    this.onDispose(() => model.off("change:path_setup", forget));
   }
 
   /** Whether the explorer has a target program. */
@@ -152,10 +154,14 @@ export class WayPanel {
     return !!setup?.available;
   }
 
-  /** Follow the current step: the bar, and the tab when shown; returns the tab's label. */
-  draw(step: StepId): string {
+  /** Follow the current step: the bar, and the tab when shown. */
+  show(step: StepId): void {
     const input = { setup: this.model.get("path_setup") ?? {}, report: this.paths.get(String(step)) ?? this.model.get("path") ?? {}, step, live: kernelLive(this.model) };
     this.update(input, !this.el.hidden);
+  }
+
+  /** The Way tab's label for what the bar says now. */
+  get badge(): string {
     return wayBadge(this.now);
   }
 
@@ -163,10 +169,6 @@ export class WayPanel {
   hint(): void {
     const step = this.current?.hint?.step;
     if (step && this.now.canHint) this.host.openForm(hintForm(step, this.host.tree()), `Hint: ${step.reason}`);
-  }
-
-  dispose(): void {
-    for (const d of this.disposers) d();
   }
 
   /** Draw the way from `input.step`; returns the way shown (null when none is). */
@@ -188,7 +190,7 @@ export class WayPanel {
           .catch(() => null)
           .then((rec) => {
             this.offline.set(key, rec);
-            if (String(this.step) === key) this.update(input, tabShown);
+            if (String(this.step) === key && !this.isDisposed) this.update(input, tabShown);
           });
       }
       const rec = this.offline.get(key);

@@ -13,7 +13,7 @@ from typing import Any, Callable, cast
 from mlc_lab.core import display
 from mlc_lab.core.history import History, Step
 from mlc_lab.model.steps import Change, FailedAttempt, StepView, changed_lines
-from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError
+from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError, SplitPastLoopError
 from mlc_lab.model.steps import LIST_RESULTS, Decision
 from mlc_lab.tvm import program, state_trace
 from mlc_lab.tvm import schedule as tsch
@@ -214,7 +214,7 @@ class Session:
             known = self._known_step(call, label)
             if known is not None:
                 return self._results_of(known)
-            new_state, outputs = self._state.apply_call(handles)
+            new_state, outputs = self._apply_call(handles, label)
         except MlcLabError as exc:
             exc.label = label or given_label(primitive, args, kwargs)  # the attempt reads as the step would
             self._say_way_back(exc)
@@ -230,6 +230,18 @@ class Session:
             outputs=outputs,
         )
         return self._results(step, outputs)
+
+    def _apply_call(self, handles: tsch.Call, label: str) -> tuple[tsch.State, list]:
+        """The call applied to the current state. A split factor past its loop is refused to a person,
+        unless a way this session found (``path_to``) has this very step on this very program: TVM
+        confirmed that way, and the Hint's Apply must make it."""
+        try:
+            return self._state.apply_call(handles)
+        except SplitPastLoopError:
+            proven = self.__dict__.get("_past_loop_steps", ())
+            if not proven or (program.structural_hash(self._state.mod), label) not in proven:
+                raise
+            return self._state.apply_call(handles, past_loop=True)
 
     @property
     def failed(self) -> list[FailedAttempt]:
@@ -605,7 +617,7 @@ def _index_maps(call: tsch.Call) -> tsch.Call:
     plain = [
         (p, v)
         for p, _, v in call.bound
-        if (p == "index_map" and isinstance(v, str)) or (p == "buffer" and isinstance(v, list))
+        if (p in ("index_map", "gen_new_ranges") and isinstance(v, str)) or (p == "buffer" and isinstance(v, list))
     ]
     if not plain:
         return call
@@ -615,7 +627,7 @@ def _index_maps(call: tsch.Call) -> tsch.Call:
     def read(p: str, v: Any) -> Any:
         if p == "buffer" and isinstance(v, list):
             return tuple(v)
-        if p != "index_map" or not isinstance(v, str):
+        if p not in ("index_map", "gen_new_ranges") or not isinstance(v, str):
             return v
         try:
             return index_lambda(v)

@@ -21,7 +21,14 @@ from tvm import s_tir, tirx
 from tvm.s_tir.schedule import ScheduleError, Trace
 
 from mlc_lab.model.steps import LEGACY_THREAD_AXES, THREAD_AXES, LoopTree, ref_of
-from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError, TraceParseError
+from mlc_lab.errors import (
+    DecisionError,
+    MlcLabError,
+    NameResolutionError,
+    ScheduleStepError,
+    SplitPastLoopError,
+    TraceParseError,
+)
 from mlc_lab.tvm import looptree, program
 from mlc_lab.tvm.primitives import (
     BLOCK_LIST_PARAMS,
@@ -228,12 +235,17 @@ class State:
         args: tuple,
         kwargs: dict,
         resolve_extra: Callable[[Any], Any] | None = None,
+        *,
+        past_loop: bool = False,
     ) -> tuple["State", list[Output]]:
         """Apply ``primitive``; return the new state (which takes over this state's schedule) and the
-        outputs. On failure raise ``ScheduleStepError`` and leave this state as it was."""
-        return self.apply_call(bind_call(primitive, args, kwargs), resolve_extra)
+        outputs. On failure raise ``ScheduleStepError`` and leave this state as it was. ``past_loop``:
+        a split factor larger than its loop is taken as TVM takes it (a way TVM confirmed has it)."""
+        return self.apply_call(bind_call(primitive, args, kwargs), resolve_extra, past_loop=past_loop)
 
-    def apply_call(self, call: Call, resolve_extra: Callable[[Any], Any] | None = None) -> tuple["State", list[Output]]:
+    def apply_call(
+        self, call: Call, resolve_extra: Callable[[Any], Any] | None = None, *, past_loop: bool = False
+    ) -> tuple["State", list[Output]]:
         """``apply`` of a call already bound (``bind_call``): its arguments are converted, not bound again."""
         name, bound = call.primitive, call.bound
         sch = self.sch
@@ -241,6 +253,7 @@ class State:
         snapshot = self._snapshot(sch)
         mentioned: list[str] = []
         resolver = _Resolver(self, name, resolve_extra, mentioned)
+        resolver.past_loop = past_loop
         call_args, call_kwargs = [], {}
         try:
             for pname, kind, value in bound:
@@ -454,6 +467,7 @@ class _Resolver:
         self.extra = extra
         self.mentioned = mentioned
         self.loops_of: dict[tuple[str, str], Any] = {}  # TVM's array, read by index (no per-loop copy)
+        self.past_loop = False  # a split factor past its loop is taken (a way TVM confirmed has it)
 
     def convert(self, pname: str, value: Any) -> Any:
         if pname in LOOP_LIST_PARAMS:
@@ -502,8 +516,8 @@ class _Resolver:
                     involved=[name] if self.mentioned else [],
                 )
             # a step a person applies; a trace replays as TVM replays it (self.extra: its variables)
-            if extent is not None and f > extent and self.extra is None:
-                raise ScheduleStepError(
+            if extent is not None and f > extent and self.extra is None and not self.past_loop:
+                raise SplitPastLoopError(
                     f"split: the factor {f} is larger than loop {name}, which has {extent} iterations; use a "
                     f"factor of at most {extent} (a divisor of {extent} needs no predicate)",
                     primitive="split",

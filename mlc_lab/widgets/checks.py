@@ -18,12 +18,11 @@ for the steps that create or resolve one. js/checks/panel.ts reads them.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from mlc_lab._threads import helper_thread
+from mlc_lab.core.follower import Follower
 from mlc_lab.core.protocol import Checking, SessionLike
 from mlc_lab.errors import MlcLabError
 
@@ -103,12 +102,13 @@ def _assignment(assignment: Any) -> Any:
     return load_assignment(assignment)
 
 
-class ChecksWorker:
+class ChecksWorker(Follower):
     """Computes the checks of the current step and the hazards of new steps in a background thread,
     newest first, and hands each result to ``publish`` (called from the worker thread, with the worker:
     a view that replaced it ignores what it still sends)."""
 
-    IDLE_EXIT_S = 30.0  # a thread with nothing to do ends (an explorer nobody closes keeps none)
+    THREAD_NAME = "mlc-lab-explorer-checks"
+    WHAT = "the checks of step {!r}"
 
     def __init__(
         self,
@@ -117,21 +117,17 @@ class ChecksWorker:
         publish: Callable[[str, Any, Any, ChecksWorker], None],
         assignment: Any = None,
     ) -> None:
+        super().__init__()
         self._session = session
         self._setup = setup
         self._assignment = None  # with an assignment, each report carries its tasks as the grader scores them
         if assignment is not None and setup.get("available"):
             self._assignment = _assignment(assignment)
         self._publish = publish
-        self._cond = threading.Condition()
-        self._current: Any = None  # the step to check next (only the newest is kept)
         self._pending: list = []  # steps whose hazards the history still needs
         self._seen: dict = {}  # step id -> its hazards as JSON (computed once; steps never change)
         self._marked: set = set()  # steps whose hazards went to the history
-        self._busy = False
-        self._closed = False
         self._reports: dict = {}  # step id -> report JSON (a step never changes)
-        self._thread: threading.Thread | None = None
 
     @property
     def enabled(self) -> bool:
@@ -141,57 +137,24 @@ class ChecksWorker:
         """Check ``current`` (replacing any step not started yet) and find the hazards of ``added``."""
         if not self.enabled:
             return
-        with self._cond:
+        with self._queueing():
             self._current = current
             self._pending += [a for a in added if a not in self._marked and a not in self._pending]
-            self._cond.notify_all()
-            if self._thread is None:
-                self._thread = helper_thread(self._loop, name="mlc-lab-explorer-checks", stop=self.close)
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait until nothing is queued or running; False on timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while self._busy or self._current is not None or self._pending:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._cond.wait(left)
-        return True
+    # --- the worker thread: the current step first; then one step of the history at a time --------
+    def _queued(self) -> bool:
+        return self._current is not None or bool(self._pending)
 
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
+    def _take(self) -> tuple[str, Callable[[], None]]:
+        if self._current is not None:
+            return super()._take()
+        self._pending.sort()
+        sid = self._pending.pop(0)
+        self._marked.add(sid)
+        return f"the hazards of step {sid!r}", lambda: self._publish("hazards", sid, self.hazards_of(sid), self)
 
-    # --- the worker thread -------------------------------------------------------------------------
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                while not self._closed and self._current is None and not self._pending:
-                    self._busy = False
-                    self._cond.notify_all()
-                    if not self._cond.wait(self.IDLE_EXIT_S):  # idle: end the thread; schedule starts another
-                        self._thread = None
-                        return
-                if self._closed:
-                    self._busy = False
-                    self._cond.notify_all()
-                    return
-                self._busy = True
-                sid, self._current = self._current, None
-                hazard_sid = None
-                if sid is None:  # the current step first; then one step of the history at a time
-                    self._pending.sort()
-                    hazard_sid = self._pending.pop(0)
-                    self._marked.add(hazard_sid)
-            try:
-                if sid is not None:
-                    self._publish("checks", sid, self.report(sid), self)
-                else:
-                    self._publish("hazards", hazard_sid, self.hazards_of(hazard_sid), self)
-            except Exception:  # noqa: BLE001  (a view's helper thread must not die)
-                log.exception("mlc_lab: the checks of step %r failed", sid if sid is not None else hazard_sid)
+    def _follow(self, sid: Any) -> None:
+        self._publish("checks", sid, self.report(sid), self)
 
     def report(self, sid: Any) -> dict:
         """The report of step ``sid`` as the panel reads it (cached per step)."""

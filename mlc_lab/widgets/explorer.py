@@ -18,7 +18,7 @@ The page owns the history: undo, redo, go to step and diffs are answered in js/e
 the steps it holds (sent to it, or recorded), live and in saved views alike; it then sends a FOLLOW
 note (no answer) and the Session moves there, with nothing sent back. Only new steps, measurements
 and analyses are requests. Records for saved notebooks (each step, each checks report) are made
-after a pause, at the end of a cell or in ``wait()``: never on a click's path.
+after a pause, at the end of a cell or in ``wait()``: never on a click's path (``explorer_records.py``).
 
 The Checks panel (``checks_setup``, ``checks``, ``hazards``; see ``checks.py``) and the way to a target
 program (``path_setup``, ``path``; see ``path.py``) are not sent with the click: the named checks and
@@ -31,7 +31,6 @@ trait says what runs, ``measurements`` mirrors ``Session.measurements`` as plain
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
@@ -42,7 +41,6 @@ from typing import Any, Callable
 
 import traitlets as t
 
-from mlc_lab._threads import stop_at_exit
 from mlc_lab.core.protocol import FullSession, Lowering, SessionLike
 from mlc_lab.model.steps import Change, LoopTree, StepView, ref_of
 from mlc_lab.model.steps import plain as _plain
@@ -51,7 +49,7 @@ from mlc_lab.errors import MlcLabError, ScheduleStepError, TraceParseError, erro
 
 # The module by its full name: the package re-exports the function `access_view` under the same name.
 from mlc_lab.widgets.access.view import AccessRequests
-from mlc_lab.model.requests import FOLLOW, record_key
+from mlc_lab.model.requests import FOLLOW
 from mlc_lab.model.traits import ExplorerTraits
 from mlc_lab.widgets._base import Reply, RequestError, RpcWidget, bundle
 from mlc_lab.widgets.checks import ChecksWorker, checks_setup
@@ -59,6 +57,7 @@ from mlc_lab.widgets.classroom import class_assignment, classroom_setup, submit_
 from mlc_lab.widgets.lowering import BadTarget, lower_payload
 from mlc_lab.widgets.path import PathPanel, split_target
 from mlc_lab.widgets.export import collect_export, render_html
+from mlc_lab.widgets.explorer_records import StepRecords
 from mlc_lab.widgets.explorer_text import (
     _summary,
     _measurement_info,
@@ -76,18 +75,10 @@ MEASURE_TARGETS = ("cpu", "cuda")
 # step: js/explorer/view.ts answers those from its own steps); the Session follows, nothing answers.
 
 
-class Explorer(AccessRequests, PathPanel, RpcWidget):
+class Explorer(AccessRequests, PathPanel, StepRecords, RpcWidget):
     """Interactive view of a schedule session (see :func:`explore`)."""
 
     _esm = bundle("explorer")
-    MAX_RECORDED_STEPS = 200
-    # Steps are recorded for saved views this long after the last change (or at the end of the cell,
-    # or in wait()): each record is a gzip and a comm of its own, kept off the click's path.
-    RECORD_DELAY_S = 2.0
-    # Saved views answer the recorded requests (mlc_lab.model.requests: what the Memory, Compiler and
-    # CUDA panels showed) from records, one per recorded step, within the reply budget
-    # (RpcWidget._mlc_reply_budget; the oldest go first). The page steps through recorded steps itself.
-    _mlc_steps_kept = MAX_RECORDED_STEPS
     # The requests of mlc_lab.model.requests.REQUESTS this widget answers, and the method answering each.
     handlers = {
         "apply": "apply",
@@ -175,11 +166,8 @@ class Explorer(AccessRequests, PathPanel, RpcWidget):
         self._error_ids = itertools.count(1)
         self._page_shows: Any = None  # the step the page moved to itself (see _follow)
         self._page_holds: tuple[str, Any] | None = None  # (trait, value) the page holds already: not sent
-        self._pending_records: dict[Any, StepView | None] = {}  # step id -> view (None: make it)
-        self._pending_replies: dict[str, dict] = {}  # record key -> mlc_record's arguments (checks)
+        self._records_start()
         self._checks_sent: dict[Any, dict] = {}  # step id -> the report the page was sent (it keeps them)
-        self._record_timer: threading.Timer | None = None
-        self._record_hook: Any = None
         self._measuring_thread: int | None = None  # the thread measuring now (see measure_cancel)
         classroom_info = classroom_setup(classroom, class_token)
         if classroom_info and assignment is None and tasks is None and checks is None:
@@ -209,77 +197,6 @@ class Explorer(AccessRequests, PathPanel, RpcWidget):
             if step.id != self._view.id:
                 self._record_step_id(step.id)
         self._record_step(self._view)  # the step on screen, last (the first a saved view shows)
-
-    def _record_step(self, view: StepView) -> None:
-        """Keep each step shown as a record, sent once: a saved explorer steps through them. Made
-        later (``_flush_records``): a click's state update is not held up by a gzip and a comm."""
-        if f"step:{view.id}" not in self.__dict__.get("_mlc_records", {}):
-            self._pending_records[view.id] = view
-            self._schedule_records()
-
-    def _record_step_id(self, step_id: Any) -> None:
-        if f"step:{step_id}" not in self.__dict__.get("_mlc_records", {}):
-            self._pending_records.setdefault(step_id, None)
-            self._schedule_records()
-
-    def _schedule_records(self) -> None:
-        if self._record_hook is None:  # in IPython: the records of a cell's steps go out before it ends
-            shell = _ipython()
-            if shell is not None:
-                self._record_hook = (shell, lambda *_a: self._flush_records())
-                shell.events.register("post_run_cell", self._record_hook[1])
-        if self._record_timer is not None:
-            self._record_timer.cancel()
-        self._record_timer = threading.Timer(self.RECORD_DELAY_S, self._flush_records)
-        self._record_timer.daemon = True
-        stop_at_exit(self._record_timer, self._record_timer.cancel)
-        self._record_timer.start()
-
-    def _flush_records(self) -> None:
-        """Record the steps shown since the last flush (the one on screen last: a saved view opens on it)."""
-        with self._lock:
-            pending, self._pending_records = self._pending_records, {}
-            replies, self._pending_replies = self._pending_replies, {}
-            if (not pending and not replies) or self.comm is None:
-                return
-            current = self._view.id
-            order = [sid for sid in pending if sid != current] + ([current] if current in pending else [])
-            with self.hold_sync():
-                for sid in order:
-                    if f"step:{sid}" in self.__dict__.get("_mlc_records", {}):
-                        continue
-                    try:
-                        view = pending[sid] or self._session.step_view(sid)
-                        self.mlc_record(
-                            f"step:{view.id}", group="step", keep=self.MAX_RECORDED_STEPS, data=view.json_bytes
-                        )
-                    except Exception:  # noqa: BLE001  (a record is a nicety for saved views)
-                        log.exception("mlc_lab: recording step %r failed", sid)
-                for key, kwargs in replies.items():
-                    self.mlc_record(key, **kwargs)
-
-    def _mlc_step_params(self, params: dict) -> dict:
-        # The memory panel asks about "the current step" without naming it: its records name the step.
-        return {**params, "step": _plain(self._view.id)}
-
-    def mlc_record(self, key: str, **kwargs: Any) -> None:
-        super().mlc_record(key, **kwargs)
-        records = self.__dict__.get("_mlc_records", {})
-        recorded = sum(1 for g, _r in records.values() if g == "step")
-        steps = len(self._session.steps)
-        dropped = {g: n for g, n in self.mlc_records_dropped.items() if g != "step"}
-        cut = (
-            {}
-            if recorded >= steps and not dropped
-            else {
-                "max_steps": self.MAX_RECORDED_STEPS,
-                "steps": steps,
-                "steps_recorded": recorded,
-                "replies_dropped": sum(dropped.values()),
-            }
-        )
-        if cut != self.record_cut:
-            self.record_cut = cut
 
     # --- public API: the current step, read from the StepView (plain data) -------------------------
     @property
@@ -388,13 +305,7 @@ class Explorer(AccessRequests, PathPanel, RpcWidget):
         return self._checks.report(self._session.current.id if step is None else self._step_id(step))
 
     def close(self) -> None:
-        timer, hook = getattr(self, "_record_timer", None), getattr(self, "_record_hook", None)
-        if timer is not None:
-            timer.cancel()
-        if hook is not None:
-            with contextlib.suppress(ValueError):
-                hook[0].events.unregister("post_run_cell", hook[1])
-            self._record_hook = None
+        self._records_close()
         unsubscribe = getattr(self, "_unsubscribe", None)
         if unsubscribe is not None:
             unsubscribe()
@@ -442,9 +353,7 @@ class Explorer(AccessRequests, PathPanel, RpcWidget):
         known = sent.get(sid) == data
         sent[sid] = data
         if not known:
-            key = record_key(name, {"step": _plain(sid)})
-            self._pending_replies[key] = {"group": name, "keep": self.MAX_RECORDED_STEPS, "result": data}
-            self._schedule_records()
+            self._record_answer(name, sid, data)
         self._set_held(name, data, held=known)
 
     def refresh(self) -> None:
@@ -786,14 +695,3 @@ def _new_session(x: Any, func: str | None) -> FullSession:
     from mlc_lab.core.session import Session  # core is allowed; it is the one that talks to TVM
 
     return Session(x, func)
-
-
-# --- plain-data helpers ------------------------------------------------------------------------------
-
-
-def _ipython() -> Any:
-    """The running IPython shell, or None (a script, a test without a kernel)."""
-    import sys
-
-    module = sys.modules.get("IPython")
-    return module.get_ipython() if module is not None else None

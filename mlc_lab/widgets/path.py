@@ -28,14 +28,13 @@ import dataclasses
 import logging
 import re
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlc_lab._threads import helper_thread
+from mlc_lab.core.follower import Follower
 from mlc_lab.core.protocol import SessionLike, Wayfinding
 from mlc_lab.errors import MlcLabError
 from mlc_lab.model.steps import plain as _plain
@@ -128,23 +127,20 @@ def _name_in_notebook(obj: Any) -> str | None:
     return next((k for k, v in list(names.items()) if v is obj and not k.startswith("_")), None)
 
 
-class PathWorker:
+class PathWorker(Follower):
     """Finds the way from the current step in a background thread, newest step only, and hands each
     answer to ``publish(sid, data, worker)`` (from the worker thread; a view that replaced the
     worker ignores what it still sends)."""
 
-    IDLE_EXIT_S = 30.0  # a thread with nothing to do ends (an explorer nobody closes keeps none)
+    THREAD_NAME = "mlc-lab-explorer-path"
+    WHAT = "the way from step {!r}"
 
     def __init__(self, session: SessionLike, way: WayTarget | None, publish: Callable[[Any, dict, PathWorker], None]):
+        super().__init__()
         self._session = session
         self._way = way
         self._publish = publish
-        self._cond = threading.Condition()
-        self._current: Any = None  # the step to find the way from next (only the newest is kept)
-        self._busy = False
-        self._closed = False
         self._answers: dict = {}  # step id -> (PathAnswer or None, StepPath JSON); a step never changes
-        self._thread: threading.Thread | None = None
 
     @property
     def enabled(self) -> bool:
@@ -154,51 +150,8 @@ class PathWorker:
     def target(self) -> Any:
         return None if self._way is None else self._way.program
 
-    def schedule(self, sid: Any) -> None:
-        """Find the way from ``sid`` (replacing any step not started yet)."""
-        if not self.enabled:
-            return
-        with self._cond:
-            self._current = sid
-            self._cond.notify_all()
-            if self._thread is None:
-                self._thread = helper_thread(self._loop, name="mlc-lab-explorer-path", stop=self.close)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait until nothing is queued or running; False on timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while self._busy or self._current is not None:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._cond.wait(left)
-        return True
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                while not self._closed and self._current is None:
-                    self._busy = False
-                    self._cond.notify_all()
-                    if not self._cond.wait(self.IDLE_EXIT_S):  # idle: end the thread; schedule starts another
-                        self._thread = None
-                        return
-                if self._closed:
-                    self._busy = False
-                    self._cond.notify_all()
-                    return
-                self._busy = True
-                sid, self._current = self._current, None
-            try:
-                self._publish(sid, self.report(sid), self)
-            except Exception:  # noqa: BLE001  (a view's helper thread must not die)
-                log.exception("mlc_lab: the way from step %r failed", sid)
+    def _follow(self, sid: Any) -> None:
+        self._publish(sid, self.report(sid), self)
 
     def answer(self, sid: Any) -> Any:
         """The ``PathAnswer`` from step ``sid`` (found once per step; None when it could not be found)."""

@@ -125,11 +125,11 @@ def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
             out.inlined.append(cb.name)
     for tb in tgt.blocks:
         if tb.name not in explained:
-            _unexplained(tb, tgt, cur_bufs)
+            _unexplained(tb, tgt, cur, cur_bufs)
     return out
 
 
-def _unexplained(tb: Block, tgt: FuncView, cur_bufs: dict[str, Any]) -> None:
+def _unexplained(tb: Block, tgt: FuncView, cur: FuncView, cur_bufs: dict[str, Any]) -> None:
     """``Unreachable`` for a target block no stage explains: a copy into or out of a buffer the
     program lacks is a stage the engine does not read yet (the target computes the same thing);
     anything else is a computation the program does not have."""
@@ -137,7 +137,24 @@ def _unexplained(tb: Block, tgt: FuncView, cur_bufs: dict[str, Any]) -> None:
     if moved is not None and any(name not in cur_bufs for name in moved):
         dst, src = moved
         raise Unreachable(f"block {tb.name} copies {src} into {dst} ({scope_of(tgt, dst)})", "stage")
+    made = _made_by_name(tb.name, {b.name for b in cur.blocks})
+    if made is not None:
+        raise Unreachable(f"block {tb.name} is what {made[0]} makes of block {made[1]}", "unread")
     raise Unreachable(f"the target has a block {tb.name} that the program does not compute", "computes")
+
+
+def _made_by_name(name: str, blocks: set[str]) -> tuple[str, str] | None:
+    """(primitive, program block) when ``name`` is TVM's own name for a block that primitive makes of
+    one of ``blocks``: ``B_i_common`` (loop_partition of B on loop i), ``C_pad_const``
+    (decompose_padding of C)."""
+    if name.endswith("_pad_const") and name[: -len("_pad_const")] in blocks:
+        return "decompose_padding", name[: -len("_pad_const")]
+    if name.endswith("_common"):
+        parts = name[: -len("_common")].split("_")
+        for n in range(len(parts) - 1, 0, -1):
+            if "_".join(parts[:n]) in blocks:
+                return "loop_partition", "_".join(parts[:n])
+    return None
 
 
 def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: Correspondence) -> Stage:
@@ -386,19 +403,41 @@ def _nest_choices(tgt: FuncView, members: list[Block]) -> list[tuple[int, list[A
         if plan is not None:
             choices.append(plan)
     if not choices:
-        names = ", ".join(b.name for b in members)
-        raise Unreachable(f"no block of {names} can own the loops they share in the target", "no_primitive")
+        names = ", ".join(dict.fromkeys(b.name for b in members))
+        raise Unreachable(  # the engine's reading of owners and moves, not a proof that no primitive makes it
+            f"no block of {names} owns the loops they share in the target, as the engine reads owners and moves",
+            "unread",
+        )
     choices.sort(key=lambda c: c[0])
     return choices
 
 
 def _with_owner(tgt: FuncView, owner: Block, members: list[Block]) -> tuple[int, list[Attach]] | None:
+    """The blocks moved into ``owner``'s nest: the shallower first (of two as deep, the one earlier in
+    the target owns the loops they share), else the later one first (a producer moved under its
+    consumer's loop), else in the target's order or against it (dlight's reductions: every block
+    moved after the first, each owning the loops it shares with those after it)."""
     if not _references_all(tgt, owner, owner.chain):
         return None
+    others = [m for m in members if m is not owner]
+    keys = (
+        lambda m: (len(m.chain), m.order),
+        lambda m: (len(m.chain), -m.order),
+        lambda m: m.order,  # in the target's order: each block owns what it shares with the later ones
+        lambda m: -m.order,
+    )
+    for key in keys:
+        plan = _owner_plan(tgt, owner, sorted(others, key=key))
+        if plan is not None:
+            return plan
+    return None
+
+
+def _owner_plan(tgt: FuncView, owner: Block, others: list[Block]) -> tuple[int, list[Attach]] | None:
     owned = set(owner.chain)
     attaches = [Attach(owner.name, None, "", list(owner.chain))]
     cost = _tiling_cost(tgt, owner, owner.chain, canonical=None)
-    for b in sorted((m for m in members if m is not owner), key=lambda m: len(m.chain)):
+    for b in others:
         shared = [o for o in b.chain if o in owned]
         if not shared:
             return None
@@ -409,7 +448,7 @@ def _with_owner(tgt: FuncView, owner: Block, members: list[Block]) -> tuple[int,
         owned.update(own)
         attaches.append(Attach(b.name, att, "", own))
         cost += 1 + _tiling_cost(tgt, b, own, canonical=True)
-    ordered = _attach_order(tgt, attaches)
+    ordered = _attach_order(tgt, attaches) or _attach_order(tgt, attaches, by_reads=True)
     if ordered is None:
         return None
     return cost, ordered
@@ -444,9 +483,11 @@ def _tiling_cost(tgt: FuncView, block: Block, own: list[int], canonical: bool | 
     return cost
 
 
-def _attach_order(tgt: FuncView, attaches: list[Attach]) -> list[Attach] | None:
+def _attach_order(tgt: FuncView, attaches: list[Attach], by_reads: bool = False) -> list[Attach] | None:
     """Name each move (producer: compute_at, consumer: reverse_compute_at) and order them so that a
-    block moves after the blocks it must follow there (its consumers, resp. producers)."""
+    block moves after the blocks it must follow there (its consumers, resp. producers). ``by_reads``:
+    a block that reads what another of the nest writes is a consumer (dlight's reductions: every
+    block after the first moved after it), and a block moves after the one whose loop it joins."""
     under = {a.block for a in attaches}
     by_name = {a.block: a for a in attaches}
     writes = {name: set(tgt.block(name).writes()) for name in under}  # type: ignore[union-attr]
@@ -454,6 +495,8 @@ def _attach_order(tgt: FuncView, attaches: list[Attach]) -> list[Attach] | None:
     for a in attaches[1:]:
         siblings = [b.name for b in tgt.blocks_under(tgt.loops[a.loop]) if b.name != a.block]  # type: ignore[index]
         produces = any(writes[a.block] & set(tgt.block(s).reads()) for s in siblings)  # type: ignore[union-attr]
+        if by_reads:
+            produces = not any(reads[a.block] & writes[b] for b in under if b != a.block)
         a.primitive = "compute_at" if produces else "reverse_compute_at"
     done = [attaches[0]]
     pending = attaches[1:]
@@ -463,6 +506,8 @@ def _attach_order(tgt: FuncView, attaches: list[Attach]) -> list[Attach] | None:
                 waits = [b for b in under if b != a.block and writes[a.block] & reads[b]]
             else:
                 waits = [b for b in under if b != a.block and reads[a.block] & writes[b]]
+            if by_reads:
+                waits += [b.block for b in attaches[1:] if b is not a and a.loop in b.own]
             if all(by_name[w] in done for w in waits):
                 done.append(a)
                 pending.remove(a)

@@ -66,22 +66,29 @@ def find(
         early = Found("unreached", why=why, kind="partial")
         return _or_normalized(early, make, func, target, limit, deadline_s, started, normalize)
     best: Found | None = None
+    shortest: Found | None = None  # once reached, the other owners' ways are tried: the shortest is said
     tries = [(p, o) for p in choices for o in _OPTIONS]
     for n, (placement, options) in enumerate(tries):
         if n and time.perf_counter() - started > deadline_s:
             break
-        if options and best is not None and best.kind != "partial":
+        if options and (shortest is not None or (best is not None and best.kind != "partial")):
             continue  # a variant only helps where the plain attempt got part of the way
         work = Work(make() if n else sch, func)
         got = _attempt(work, tgt, corr, placement, target, options)
         got.tried = n + 1
         if got.status == "reached":
-            got.seconds = time.perf_counter() - started
-            return got
+            if shortest is None or len(got.ops) < len(shortest.ops):
+                shortest = got
+            continue
+        if shortest is not None:
+            continue
         if best is None or _better(got, best):
             best = got
         if got.kind in ("computes", "no_primitive", "stage", "unread"):
             break  # no other choice of the way changes what the target computes
+    if shortest is not None:
+        shortest.seconds = time.perf_counter() - started
+        return shortest
     assert best is not None
     return _or_normalized(best, make, func, target, limit, deadline_s, started, normalize)
 

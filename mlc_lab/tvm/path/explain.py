@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import tvm
 import tvm_ffi
+from tvm import tirx
 
 from mlc_lab.tvm.path.ir import Block, FuncView, read
 
@@ -51,7 +53,12 @@ def difference(ours: Any, target: Any) -> tuple[str, str]:
 
 
 def block_difference(here: FuncView, hb: Block, there: FuncView, tb: Block) -> tuple[str, str] | None:
-    if not _same(hb.block.body, tb.block.body) and _is_leaf(tb):
+    if not _same(hb.block.body, tb.block.body) and _is_leaf(tb, there):
+        if skeleton(hb.block.body) == skeleton(tb.block.body):  # what primitives make: a layout, a type
+            return "unread", (
+                f"block {tb.name} computes the same values with its buffers indexed or typed otherwise in the "
+                f"target ({_stmt(tb)}), as transform_layout, reindex or set_dtype make"
+            )
         return "computes", f"block {tb.name} computes {_stmt(tb)} in the target but {_stmt(hb)} here"
     if (hb.block.init is None) != (tb.block.init is None) or (
         tb.block.init is not None and not _same(hb.block.init, tb.block.init)
@@ -82,8 +89,31 @@ def block_difference(here: FuncView, hb: Block, there: FuncView, tb: Block) -> t
     return None
 
 
-def _is_leaf(block: Block) -> bool:
+def _is_leaf(block: Block, view: FuncView) -> bool:
+    """A block with no block inside (an outer block's difference is said at the blocks it holds)."""
+    if any(b.scope == block.name for b in view.blocks):
+        return False
     return "SBlockRealize" not in type(block.block.body).__name__ and not hasattr(block.block.body, "seq")
+
+
+def skeleton(node: Any) -> Any:
+    """What a block's statement computes, with the indices of its buffers and its casts left out:
+    equal for a statement a layout or type change makes of another (transform_layout, reindex,
+    set_dtype), unequal for another operation, buffer or constant."""
+    if isinstance(node, tirx.Cast):
+        return skeleton(node.value)
+    if isinstance(node, tirx.BufferStore):
+        return ("store", str(node.buffer.name), skeleton(node.value))
+    if isinstance(node, tvm.ir.TensorLoad):
+        return ("load", str(node.source.name))
+    if isinstance(node, (tirx.IntImm, tirx.FloatImm)):
+        return ("const", float(node.value))
+    if isinstance(node, tvm.ir.Call):
+        return ("call", str(node.op), tuple(skeleton(a) for a in node.args))
+    parts = [getattr(node, f, None) for f in ("a", "b", "value", "condition", "true_value", "false_value")]
+    if any(p is not None and hasattr(p, "same_as") for p in parts):
+        return (type(node).__name__, tuple(skeleton(p) for p in parts if p is not None and hasattr(p, "same_as")))
+    return (type(node).__name__, " ".join(str(node).split()))
 
 
 def _extents(values: list[Any]) -> str:

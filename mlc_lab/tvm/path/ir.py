@@ -274,10 +274,24 @@ def iter_maps(view: FuncView, block: Block, own: list[int], values: list[Any] | 
         view.loops[o].var: tvm.ir.Range.from_min_extent(view.loops[o].node.min, view.loops[o].node.extent) for o in own
     }
     by_var = {view.loops[o].var: o for o in own}
-    values = block.values if values is None else values
+    values = _padded_unit(block, list(block.values)) if values is None else values
     if not values:
         return IterMaps([], [], [])
     return maps_of(values, dom, by_var, block.realize.predicate)
+
+
+def _padded_unit(block: Block, values: list[Any]) -> list[Any]:
+    """The bindings, a unit iterator that TVM bound to a constant under a padding predicate
+    (``where(f0 * 1024 + f1 < 1)``: its loop split past its extent) read as the predicate's pieces."""
+    pred = block.realize.predicate
+    if not isinstance(pred, tirx.LT) or const(pred.b) != 1:
+        return values
+    units = [
+        k for k, (iv, v) in enumerate(zip(block.block.iter_vars, values)) if const(iv.dom.extent) == 1 and const(v) == 0
+    ]
+    if len(units) == 1:
+        values[units[0]] = pred.a
+    return values
 
 
 def maps_of(values: list[Any], dom: dict, by_var: dict, predicate: Any = True) -> IterMaps | None:

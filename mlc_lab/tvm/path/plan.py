@@ -14,6 +14,7 @@ from typing import Any
 from mlc_lab.tvm.path.blocks import Attach, Correspondence, Placement
 from mlc_lab.tvm.path.ir import FuncView, Loop, iter_maps, plain, read_as, same_placement, substitute
 from mlc_lab.tvm.path.explain import block_difference
+from mlc_lab.tvm.path.regions import explicit_regions
 from mlc_lab.tvm.path.stages import inline_all, make_stage, set_scope
 from mlc_lab.tvm.path.tiling import tile
 from mlc_lab.tvm.path.work import Refused, Unreachable, Work
@@ -54,6 +55,10 @@ class Run:
         if self.options.get("scope_first"):
             for stage in scopes:
                 set_scope(self.work, self.names, stage)
+        for tb in self.tgt.blocks:  # a stated region first: compute_at covers what a block states it reads
+            here = self.work.view.block(self.names.get(tb.name, tb.name))
+            if here is not None:
+                explicit_regions(self.work, here.name, here, tb)
         for attach in self.placement.order:
             self._place(attach)
         for stage in scopes:
@@ -257,6 +262,9 @@ class Run:
             here = work.view.block(name)
             if here is None:
                 continue
+            if explicit_regions(work, name, here, tb):
+                here = work.view.block(name)
+                assert here is not None
             self._annotations(("block", name), here.annotations, tb.annotations, f"block {tb.name}")
 
     # --- reductions -----------------------------------------------------------------------------------

@@ -384,8 +384,10 @@ def _rf_reading(block: Block, trf: Block) -> tuple[list[int], IterMaps, int]:
     }
     rf = [n for n in rf if n in used]
     if maps is None or not rf:
-        raise Unreachable(
-            f"the target's {trf.name} does not read a reduction of {block.name} split in parts", "computes"
+        raise Unreachable(  # rfactor's own buffer: a reading of it the engine lacks, not another computation
+            f"the target's {trf.name} holds partial sums of {block.name} that the engine does not read as a split "
+            "of its reduction yet",
+            "unread",
         )
     return reduce, maps, rf[0]
 

@@ -25,6 +25,9 @@ class Named:
     primitive: str
     arguments: dict[str, Any]
     reason: str
+    # a split whose factor is larger than its loop (TVM adds a predicate): the structural hash of the
+    # program it applies to, so that the Session takes this very step from a person (``allow``)
+    past_loop: str = ""
 
 
 @dataclass
@@ -111,27 +114,36 @@ def _named(start: State, found: Found, target: Any, renamed: dict[str, str]) -> 
     way = Way(found.status, why=found.why, kind=found.kind, applied=len(found.ops), seconds=found.seconds)
     if found.status == "unreached":
         return way
-    from mlc_lab.errors import MlcLabError
+    from mlc_lab.errors import MlcLabError, SplitPastLoopError
 
     state = start.fork()
     for op in found.ops:
         named = {k: _name(state, v) for k, v in op.args.items()}
         if "index_map" in named and not isinstance(named["index_map"], str):
             named["index_map"] = lambda_text(named["index_map"])
+        if "gen_new_ranges" in named and not isinstance(named["gen_new_ranges"], str):
+            named["gen_new_ranges"] = named["gen_new_ranges"].source  # the lambda's text (regions.py)
         args: tuple = ()
         kwargs = dict(named)
-        if isinstance(kwargs.get("index_map"), str):
-            kwargs["index_map"] = state_trace.index_lambda(kwargs["index_map"])
+        for key in ("index_map", "gen_new_ranges"):
+            if isinstance(kwargs.get(key), str):
+                kwargs[key] = state_trace.index_lambda(kwargs[key])
         loops = VARIADIC.get(op.primitive)
         if loops:
             args = tuple(kwargs.pop(loops))
+        past = ""
         try:
-            state, _ = state.apply(op.primitive, args, kwargs)
-        except MlcLabError as exc:  # a step the session refuses a person (a split factor past the loop)
+            try:
+                new, _ = state.apply(op.primitive, args, kwargs)
+            except SplitPastLoopError:  # refused to a person; TVM's own way has it (confirmed below)
+                past = program.structural_hash(state.mod)
+                new, _ = state.apply(op.primitive, args, kwargs, past_loop=True)
+        except MlcLabError as exc:  # the session's naming of the step does not give TVM's step back
             said = str(exc).strip().splitlines()[0]
-            why = f"the way needs a step the session refuses: {said}"
+            why = f"the way needs a step the session cannot apply: {said}"
             return Way("unreached", why=why, kind="trace", applied=len(way.steps))
-        way.steps.append(Named(op.primitive, named, op.reason))
+        state = new
+        way.steps.append(Named(op.primitive, named, op.reason, past))
     ours = state.mod[state.func]
     if found.status == "reached" and not same_function(ours, target):
         return Way("unreached", why="the steps, named, do not replay to the target", kind="partial")
