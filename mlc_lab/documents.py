@@ -25,12 +25,13 @@ def course_programs() -> dict[str, str]:
 
 
 def course_program(name: str) -> str:
-    """A course program's TVMScript text, e.g. ``mlc_lab.explore(mlc_lab.course_program("mm_relu"))``."""
-    from mlc_lab.tvm.course_programs import COURSE_PROGRAMS
+    """A course program's TVMScript text, e.g. ``mlc_lab.explore(mlc_lab.course_program("mm_relu"))``:
+    any program of the course catalog (the Launcher offers a few of them)."""
+    from mlc_lab.tvm.course_programs import PROGRAMS
 
-    if name not in COURSE_PROGRAMS:
-        raise UsageError(f"no course program called {name!r}; there are: {', '.join(COURSE_PROGRAMS)}")
-    return COURSE_PROGRAMS[name][1]
+    if name not in PROGRAMS:
+        raise UsageError(f"no course program called {name!r}; there are: {', '.join(PROGRAMS)}")
+    return PROGRAMS[name].text
 
 
 def program_of_trace(trace_path: str | os.PathLike) -> Path:

@@ -8,9 +8,9 @@ hold a classmate's verdict for minutes (issue 34: 8 s became 373 s behind three 
 come first served).
 
 **Graders.** Each grading thread of the server owns a ``Grader``: a persistent child
-(``python -m mlc_lab.core.worker_main --child grade_class ASSIGNMENT``: `mlc_lab.classroom.grade_child`,
-its own session and process group) that
-loads TVM and the assignment once and grades one submission after another (a fresh process per
+(``python -m mlc_lab.core.worker_main --child grade_class ASSIGNMENT``: `grading_child`, its own session and
+process group) that loads TVM and the assignment once and grades one submission after another (each judged by
+``mlc_lab.grading.judge.judge_for_class``) (a fresh process per
 hand-in spent two seconds starting before it graded anything). A child that crashes, hangs past the
 time limit, or grows past ``RECYCLE_MB`` is killed with everything it started, and the next
 submission starts a fresh one.
@@ -29,6 +29,7 @@ import re
 import select
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -363,3 +364,33 @@ def empty_scratch() -> None:
                 entry.unlink()
             except OSError:
                 pass
+
+
+def grading_child(argv: list[str]) -> int:
+    """The grading child a `Grader` starts (``python -m mlc_lab.core.worker_main --child grade_class
+    ASSIGNMENT [--runner rpc://HOST:PORT/KEY] [--unsafe-same-user]``): one job a line on stdin
+    (``{"op": "grade", "path": FILE}``, or ``{"op": "retime", "traces", "rounds"}``), each answered with one
+    line on stdout: the hand-in's `ClassGrade` (``mlc_lab.grading.judge.judge_for_class``, timed in the
+    class's turn), or the traces' new timings (``mlc_lab.classroom.timing.retime``). Its scratch folder is
+    emptied after each job; what anything prints goes to stderr."""
+    from mlc_lab.classroom.timing import retime, timing_turn
+    from mlc_lab.grading import load_assignment
+    from mlc_lab.grading.judge import judge_for_class
+
+    out = os.fdopen(os.dup(1), "wb")  # the answers; what anything prints goes to stderr
+    os.dup2(2, 1)
+    options = argv[1:]
+    runner = options[options.index("--runner") + 1] if "--runner" in options[:-1] else None
+    unsafe = "--unsafe-same-user" in options
+    assignment = load_assignment(argv[0])
+    for line in sys.stdin.buffer:
+        job = json.loads(line)
+        if job.get("op") == "retime":
+            traces = [str(t) for t in job["traces"]]
+            answer = {"timings": retime(assignment, traces, int(job.get("rounds", 3)), unsafe)}
+        else:
+            answer = judge_for_class(assignment, str(job["path"]), runner, unsafe, turn=timing_turn)
+        out.write(json.dumps(answer).encode("utf-8") + b"\n")
+        out.flush()
+        empty_scratch()
+    return 0

@@ -68,6 +68,15 @@ STUCK_AFTER = 3  # failed submissions at one task before the teacher's view call
 BUSY_BAND = 0.2
 
 
+def new_token(nbytes: int) -> str:
+    """A fresh random token that never begins with ``-`` (typed after ``--token`` on a command
+    line, argparse would take it for an option: one token in 64 would not work)."""
+    while True:
+        value = secrets.token_urlsafe(nbytes)
+        if not value.startswith("-"):
+            return value
+
+
 def token_hash(token: str) -> str:
     """What is kept of a student's token: its SHA-256 (a token is 32 random bytes; no salt needed)."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
@@ -128,7 +137,7 @@ class Store:
                 return str(row[0])
             if not renew and self._db.execute("SELECT 1 FROM meta WHERE key='teacher_hash'").fetchone():
                 return None
-            value = secrets.token_urlsafe(18)
+            value = new_token(18)
             self._db.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('teacher_hash', ?)", (token_hash(value),)
             )
@@ -191,7 +200,7 @@ class Store:
                         raise KeyError(sid)
                     rows.append(row)
             for sid, name in rows:
-                token = secrets.token_urlsafe(24)
+                token = new_token(24)
                 self._db.execute("UPDATE students SET token_hash=? WHERE id=?", (token_hash(token), sid))
                 out.append((sid, name, token))
         return out

@@ -61,14 +61,11 @@ def retime(assignment, traces: list[str], rounds: int = 3, unsafe: bool = False)
     (``mlc_lab.core.kernel_sandbox``): per trace ``{"latency_ms", "timing": {...}}`` from all its
     repeats (the median, the interquartile range, the highest load seen, quiet only if every round
     was), or ``{"error": sentence}`` when it could not be timed."""
-    import mlc_lab
-    from mlc_lab.core import kernel_sandbox
-    from mlc_lab.core.checks import Target
     from mlc_lab.core.session import Session
-    from mlc_lab.grading.grade import kernel_sandbox as confinement
+    from mlc_lab.grading.grade import measure_in_sandbox
+    from mlc_lab.tvm.program import load
 
-    target = "cuda" if Target.of(assignment.target).gpu else "cpu"
-    program = mlc_lab.load(str(assignment.program), assignment.func)
+    program = load(str(assignment.program), assignment.func)
     sessions = [Session.from_trace(program, t, assignment.func) for t in traces]
     samples: list[list[float]] = [[] for _ in traces]
     loads: list[list[float]] = [[] for _ in traces]
@@ -81,14 +78,7 @@ def retime(assignment, traces: list[str], rounds: int = 3, unsafe: bool = False)
                 if errors[i]:
                     continue
                 session = sessions[i]
-                m = kernel_sandbox.measure(
-                    session.module,
-                    session.original,
-                    session.func_name,
-                    target,
-                    assignment.repeats,
-                    sandbox=confinement(assignment, unsafe),
-                )
+                m = measure_in_sandbox(assignment, session, unsafe)
                 if m.error or not m.correct:
                     errors[i] = f"it could not be timed again: {(m.error or 'a wrong result').splitlines()[0]}"
                     continue

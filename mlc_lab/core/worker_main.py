@@ -57,11 +57,11 @@ REQUESTS: dict[str, str] = {
 # The children of an operation that speak a protocol of their own: ``--child OP ARG...``.
 CHILDREN: dict[str, str] = {
     # one per judging thread of a batch: the assignment (a pickle from the parent), then a hand-in a line
-    "grade_batch": "mlc_lab.grading.batch:judge",
+    "grade_batch": "mlc_lab.grading.judge:judge_batch",
     # one per grading thread of a class server: ASSIGNMENT [--runner URL] [--unsafe-same-user], a job a line
-    "grade_class": "mlc_lab.classroom.grade_child:main",
+    "grade_class": "mlc_lab.classroom.graders:grading_child",
     # run in the sandbox (the hand-in's code runs here): PROGRAM HANDIN OUT [FUNC [FUNCTION]], one answer on OUT
-    "handin": "mlc_lab.tvm.grade_child:main",
+    "handin": "mlc_lab.tvm.grading:handin_child",
     # one session of a measuring server, in the sandbox: --fd 5 --facts JSON (or --check), TVM's runtime alone
     "rpc_session": "mlc_lab.tvm.measure.session:main",
 }

@@ -1,89 +1,23 @@
-"""A grader's report: the checks it ran, the structural differences it found, and how it reads as
-text and as HTML in a notebook (mlc_lab.exercises makes them)."""
+"""An exercise's grade as a student reads it: the checks it ran, the structural differences it found, as
+text and as HTML in a notebook (mlc_lab.exercises makes them; the data is ``mlc_lab.model.grading.ExerciseResult``)."""
 
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
-from typing import Any
+
+from mlc_lab.model.checks import CheckResult
+from mlc_lab.model.grading import Difference, ExerciseResult
+
+__all__ = ["Check", "Difference", "GradeReport"]
 
 
-@dataclass
-class Check:
-    """One check of a grader: its name, whether it held, and a sentence."""
-
-    name: str
-    ok: bool
-    message: str
+# One check of an exercise: the named checks' verdict (name, ok, message), the type grading scores tasks from.
+Check = CheckResult
 
 
-@dataclass
-class Difference:
-    """One way the student's program differs from the target.
-
-    ``where`` names the place ("block Y_update, loop 2 of 6"), ``yours`` and ``target`` describe
-    both sides, ``hint`` suggests the primitive that closes the gap, ``line`` is the line of the
-    student's printed script when known.
-    """
-
-    where: str
-    what: str
-    yours: str | None = None
-    target: str | None = None
-    hint: str | None = None
-    line: int | None = None
-    step: Any = None  # the way's step (mlc_lab.model.path.PathStep) this difference is, to apply
-
-    def text(self) -> str:
-        out = f"{self.where}: {self.what}"
-        if self.yours is not None or self.target is not None:
-            out += f" (yours: {self.yours or '-'}; target: {self.target or '-'})"
-        if self.line:
-            out += f" [line {self.line}]"
-        if self.hint:
-            out += f"\n      hint: {self.hint}"
-        return out
-
-
-@dataclass
-class GradeReport:
-    """What a grader found. ``passed`` is True when every check held."""
-
-    exercise: str
-    checks: list[Check] = field(default_factory=list)
-    differences: list[Difference] = field(default_factory=list)
-    max_abs_error: float | None = None
-    output: Any = None  # the student's output array, when the program ran
-    expected: Any = None
-    outline_yours: str | None = None
-    outline_target: str | None = None
-    structure_total: int = 0  # the steps of the whole way, from the exercise's program
-    structurally_equal: bool | None = None
-    way: Any = None  # the way to the target (mlc_lab.model.path.PathAnswer)
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.checks) and all(c.ok for c in self.checks)
-
-    def __bool__(self) -> bool:
-        return self.passed
-
-    @property
-    def distance(self) -> int:
-        """How many steps separate the program from the target (0: none)."""
-        return len(self.differences)
-
-    @property
-    def similarity(self) -> float | None:
-        """Share of the way from the exercise's program to the target that is done (1.0: all of it)."""
-        if self.structurally_equal:
-            return 1.0
-        if not self.structure_total:
-            return None
-        return max(0.0, 1.0 - len(self.differences) / self.structure_total)
-
-    def check(self, name: str) -> Check | None:
-        return next((c for c in self.checks if c.name == name), None)
+class GradeReport(ExerciseResult):
+    """What an exercise's grader found (`ExerciseResult`), as a student reads it: text (``print``) and HTML
+    in a notebook. ``passed`` is True when every check held."""
 
     @property
     def summary(self) -> str:

@@ -1,6 +1,7 @@
 """A batch of hand-ins graded by persistent child processes, so that no hand-in can cost the batch.
 
-Each of ``jobs`` threads owns a judging child (the worker's ``--child grade_batch``: `judge`) that grades one
+Each of ``jobs`` threads owns a judging child (the worker's ``--child grade_batch``:
+``mlc_lab.grading.judge.judge_batch``) that grades one
 hand-in at a time: it replays the trace, runs the checks, the numeric check and the timing, and runs
 student code only through the sandbox. A child that dies (a segfault in the compiler, a recursion
 the parser let through) or runs past its time makes that hand-in's row (``crash`` or ``timeout``)
@@ -21,14 +22,12 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from mlc_lab.core.processes import overloaded, tree_usage
 from mlc_lab.core.worker import child_argv, decode_result, launch, stop
@@ -369,28 +368,3 @@ def _kind_of_path(path: str) -> str:
 def _clock(seconds: float) -> str:
     s = int(round(seconds))
     return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
-
-
-def judge(argv: list[str]) -> int:
-    """The judging child (``python -m mlc_lab.core.worker_main --child grade_batch``, no arguments): the
-    assignment once (a pickle from the parent), then one JSON line per hand-in in, one JSON line per
-    result out, on a copy of stdout (the real fd 1 goes to stderr)."""
-    if argv:
-        print(f"the judging child takes no arguments, not {argv!r}", file=sys.stderr)
-        return 2
-    from mlc_lab.grading.grade import grade, warm_up
-
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    stdin = sys.stdin.buffer
-    size = int.from_bytes(stdin.read(8), "big")
-    setup: dict[str, Any] = pickle.loads(stdin.read(size))  # noqa: S301  (from the parent, never a hand-in)
-    assignment = setup["assignment"]
-    warm_up(assignment)  # TVM imported and the program loaded once: a hand-in's seconds are its own
-    for line in stdin:
-        path = json.loads(line)["path"]
-        r = grade(assignment, path, unsafe_same_user=setup["unsafe_same_user"])
-        r.visibility = assignment.visibility
-        out.write(json.dumps(r.to_json()).encode() + b"\n")
-        out.flush()
-    return 0

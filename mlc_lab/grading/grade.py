@@ -9,7 +9,7 @@ the timing and the numeric check alike (``mlc_lab.core.kernel_sandbox``).
 The replayed schedule is judged by the named checks, the hazards and the numeric check, and
 ``score_tasks`` gives the points. ``grade()`` never raises for a bad hand-in: its ``status`` says how it
 ended (``graded``, ``refused``, ``crash``, ``timeout``, ``grader error``) and ``error`` why.
-A batch runs this in child processes (``mlc_lab.grading.batch``), so a crash is one row.
+A batch runs this in child processes (``mlc_lab.grading.batch``, each child ``mlc_lab.grading.judge``), so a crash is one row.
 """
 
 from __future__ import annotations
@@ -221,18 +221,7 @@ def _numeric(assignment: Assignment, session: Any, result: GradeResult, unsafe: 
 def _time(assignment: Assignment, session: Any, result: GradeResult, unsafe: bool) -> str | None:
     """Time the scheduled program (checked against the original on random inputs), its kernel run
     in the sandbox; the sentence that says why a threshold cannot be judged, or None."""
-    from mlc_lab.core import kernel_sandbox as ks
-    from mlc_lab.core.checks import Target
-
-    target = "cuda" if Target.of(assignment.target).gpu else "cpu"
-    m = ks.measure(
-        session.module,
-        session.original,
-        session.func_name,
-        target,
-        assignment.repeats,
-        sandbox=kernel_sandbox(assignment, unsafe),
-    )
+    m = measure_in_sandbox(assignment, session, unsafe)
     if m.error:
         return f"the program could not be timed: {m.error.splitlines()[0]}"
     result.correct = bool(m.correct)
@@ -243,6 +232,24 @@ def _time(assignment: Assignment, session: Any, result: GradeResult, unsafe: boo
         )
     result.latency_ms = m.latency_s * 1e3
     return None
+
+
+def measure_in_sandbox(assignment: Assignment, session: Any, unsafe: bool) -> Any:
+    """A hand-in's scheduled program timed and checked against its original on random inputs, its kernel
+    built here and run in the sandbox under the assignment's time and memory (``kernel_sandbox.measure``):
+    one way for a grade's timing, a class's and its timing again."""
+    from mlc_lab.core import kernel_sandbox as ks
+    from mlc_lab.core.checks import Target
+
+    target = "cuda" if Target.of(assignment.target).gpu else "cpu"
+    return ks.measure(
+        session.module,
+        session.original,
+        session.func_name,
+        target,
+        assignment.repeats,
+        sandbox=kernel_sandbox(assignment, unsafe),
+    )
 
 
 __all__ = ["STATUSES", "GradeResult", "TaskResult", "grade"]

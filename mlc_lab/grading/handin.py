@@ -5,7 +5,7 @@
 - a ``.py`` holding the program and a scheduling function (``schedule(sch)`` that edits or returns a
   schedule, ``manual_schedule()`` that returns one, or the assignment's ``hand_in.function``), and a
   notebook (``.ipynb``) that does the same: run only in the sandbox (``mlc_lab.core.sandbox``) by
-  ``mlc_lab.tvm.grade_child`` (the worker's ``--child handin``), whose schedule comes back as TVM's
+  ``mlc_lab.tvm.grading`` (the worker's ``--child handin``), whose schedule comes back as TVM's
   JSON trace and is parsed like one;
 - a ``.py`` holding the scheduled program itself (TVMScript, no scheduling function): parsed in the
   sandbox too (parsing TVMScript evaluates Python), where the path engine finds the schedule that

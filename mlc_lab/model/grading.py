@@ -14,9 +14,11 @@ back by ``mlc_lab.core.worker.decode_result`` as the type its ``WORKER_OPS`` row
 
 The graders' result types, and why each stays: `GradeResult` (an assignment's points per task; its
 text and Gradescope forms are ``mlc_lab.grading.report``'s), `NumericResult` (one verdict of the numeric
-GPU check, which a grade carries as its ``NumericCheck``), and the notebook exercises' ``GradeReport``
-(``mlc_lab.exercises.report``: checks and structural differences shown in a notebook, numpy arrays
-inside; it never crosses a process and is not here). The two ``numeric_check`` functions are two
+GPU check, which a grade carries as its ``NumericCheck``), and `ExerciseResult`, a notebook exercise's
+grade (``mlc_lab.exercises``): its checks are the named checks' verdicts (``mlc_lab.model.checks.CheckResult``,
+which an assignment's tasks are scored from), with the structural `Difference` s from a target and the way
+there; its text and HTML forms are ``mlc_lab.exercises.report.GradeReport``'s. It never crosses a process
+(numpy arrays and the way inside), so it has no encoding. The two ``numeric_check`` functions are two
 checks: ``mlc_lab.exercises.numeric_check`` runs a student's function on the exercise's inputs and
 compares with numpy's answer; ``mlc_lab.core.checks.numeric_gpu.numeric_check`` runs a GPU schedule
 on the CPU at a smaller size and compares with its unscheduled program. Both run a kernel through
@@ -28,15 +30,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, NotRequired, TypedDict
 
-from mlc_lab.model.checks import HazardClass, HazardKind, NumericCheck
+from mlc_lab.model.checks import CheckResult, HazardClass, HazardKind, NumericCheck
 from mlc_lab.model.conform import WireData
 from mlc_lab.model.errors import ErrorInfo, ErrorKind
+from mlc_lab.model.path import PathAnswer, PathStep
 
 __all__ = [
     "ClassGrade",
     "ClassRetimed",
     "ClassRetimes",
     "ClassTiming",
+    "Difference",
+    "ExerciseResult",
     "HandinResult",
     "KernelLaunch",
     "NumericComparison",
@@ -88,7 +93,7 @@ class RunResult(WireData):
 
 @dataclass
 class HandinResult(WireData):
-    """What the sandboxed child (``mlc_lab.tvm.grade_child``) gives of a hand-in's schedule file or
+    """What the sandboxed child (``mlc_lab.tvm.grading``) gives of a hand-in's schedule file or
     notebook: its schedule as TVM's JSON trace (``unchanged``: it changes nothing; ``function``: the
     scheduling function that made it); or ``error``, the kind of why not (syntax, raised, memory,
     no_function, not_a_notebook, ...), with ``message`` and the hand-in's ``line`` when known."""
@@ -303,7 +308,7 @@ class ClassTiming(TypedDict):
 
 
 class ClassGrade(TypedDict):
-    """The class server's grading child's answer (``mlc_lab.classroom.grade_child``), stored as the
+    """The class server's grading child's answer (``mlc_lab.grading.judge.judge_for_class``), stored as the
     submission's verdict: `GradeResult`'s encoding with the class's timing (``latency_ms``, ``correct``,
     ``timing``, or why not: ``timing_error``); or, when the child could not grade it, only ``error``,
     ``status`` and the `ErrorInfo` (``mlc_lab.grading.report.failed_verdict``)."""
@@ -341,3 +346,77 @@ class ClassRetimes(TypedDict):
     """The class server's grading child's answer to ``retime``: each trace's new figure, in order."""
 
     timings: list[ClassRetimed]
+
+
+# ----------------------------------------------------------------------------------------- a notebook exercise
+
+
+@dataclass
+class Difference:
+    """One way a student's program differs from the target: one step of the way there.
+
+    ``where`` names the place ("block Y_update"), ``what`` what of the target the step makes, ``yours`` and
+    ``target`` describe both sides when known, ``hint`` the primitive that closes the gap, ``line`` the
+    line of the student's printed script when known, ``step`` the way's step itself (for ``Session.apply``).
+    """
+
+    where: str
+    what: str
+    yours: str | None = None
+    target: str | None = None
+    hint: str | None = None
+    line: int | None = None
+    step: PathStep | None = None
+
+    def text(self) -> str:
+        out = f"{self.where}: {self.what}"
+        if self.yours is not None or self.target is not None:
+            out += f" (yours: {self.yours or '-'}; target: {self.target or '-'})"
+        if self.line:
+            out += f" [line {self.line}]"
+        if self.hint:
+            out += f"\n      hint: {self.hint}"
+        return out
+
+
+@dataclass
+class ExerciseResult:
+    """A notebook exercise's grade (``mlc_lab.exercises``): the checks it ran (the named checks' verdict
+    type), the numbers against numpy's, and for a schedule exercise the structural differences from the
+    target, the way there and both loop nests in outline. ``passed`` when every check held."""
+
+    exercise: str
+    checks: list[CheckResult] = field(default_factory=list)
+    differences: list[Difference] = field(default_factory=list)
+    max_abs_error: float | None = None
+    output: Any = None  # the student's output array (numpy), when the program ran
+    expected: Any = None
+    outline_yours: str | None = None
+    outline_target: str | None = None
+    structure_total: int = 0  # the steps of the whole way, from the exercise's program
+    structurally_equal: bool | None = None
+    way: PathAnswer | None = None  # the way to the target
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    @property
+    def distance(self) -> int:
+        """How many steps separate the program from the target (0: none)."""
+        return len(self.differences)
+
+    @property
+    def similarity(self) -> float | None:
+        """Share of the way from the exercise's program to the target that is done (1.0: all of it)."""
+        if self.structurally_equal:
+            return 1.0
+        if not self.structure_total:
+            return None
+        return max(0.0, 1.0 - len(self.differences) / self.structure_total)
+
+    def check(self, name: str) -> CheckResult | None:
+        return next((c for c in self.checks if c.name == name), None)

@@ -45,6 +45,13 @@ def load(src: object, func: str | None = None) -> tvm.IRModule:
     return mod
 
 
+def course_program(name: str) -> tvm.IRModule:
+    """The course catalog's program called ``name`` (``mlc_lab/tvm/course_programs.py``) parsed."""
+    from mlc_lab.tvm.course_programs import program
+
+    return parse_text(program(name).text, filename=f"<course program {name}>")
+
+
 _DECORATED = re.compile(r"@\s*(?:\w+\.)*(?:ir_module|prim_func)\b")
 
 

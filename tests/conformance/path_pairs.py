@@ -80,8 +80,7 @@ def corpus_pairs(subset: str = "all") -> list[Pair]:
 
 def course_pairs() -> list[Pair]:
     from mlc_lab.core.session import Session
-    from mlc_lab.tvm.course_programs import MM_RELU
-    from mlc_lab.tvm.exercises.programs import BMM_RELU, BMM_RELU_TARGET
+    from mlc_lab.tvm.course_programs import BMM_RELU, BMM_RELU_TARGET, MM_RELU
     from tests.labs import gpu_matmul
 
     out = []
@@ -107,8 +106,7 @@ def unreachable_pairs() -> list[Pair]:
     """Targets that compute something else, have a block no primitive makes, or a loop no primitive
     of TVM 0.27 makes; built from the course's programs and scheduled ones."""
     from mlc_lab.core.session import Session
-    from mlc_lab.tvm.course_programs import MATMUL, MM_RELU
-    from mlc_lab.tvm.exercises.programs import BMM_RELU, BMM_RELU_TARGET
+    from mlc_lab.tvm.course_programs import BMM_RELU, BMM_RELU_TARGET, MATMUL, MM_RELU
 
     out = []
     scheduled = Session((ROOT / "tests" / "golden" / "mm_relu_step4.py").read_text()).script

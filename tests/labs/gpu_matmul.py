@@ -7,6 +7,9 @@ each submission, which checks fail and which hazards it has (everything else mus
 
 from __future__ import annotations
 
+from mlc_lab.tvm.course_programs import PROGRAMS
+
+# The lab's own program (the course has no gemm + relu + add): it stays with the lab.
 GEMM_RELU_ADD = """
 from tvm.script import ir as I
 from tvm.script import tirx as T
@@ -31,25 +34,8 @@ class Module:
                 D[vi, vj] = T.max(Y[vi, vj], T.float32(0)) + C[vi, vj]
 """
 
-# The course's MyModuleMatmul (001 §6.1.5) in TVM 0.27's spelling.
-MATMUL_1024 = """
-from tvm.script import ir as I
-from tvm.script import tirx as T
-
-
-@I.ir_module
-class MyModuleMatmul:
-    @T.prim_func(s_tir=True)
-    def main(A: T.Buffer((1024, 1024), "float32"), B: T.Buffer((1024, 1024), "float32"),
-             C: T.Buffer((1024, 1024), "float32")):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        for i, j, k in T.grid(1024, 1024, 1024):
-            with T.sblock("C"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    C[vi, vj] = T.float32(0)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
-"""
+# The course's MyModuleMatmul (P23, chapter 6), from the course catalog.
+MATMUL_1024 = PROGRAMS["gpu_matmul"].text
 
 
 def _steps_gemm(

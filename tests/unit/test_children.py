@@ -440,11 +440,11 @@ def _handlers_answers(tmp_path) -> dict:
     }
     out = {op: _plain(handler(op)(req)) for op, req in requests.items()}
     # the sandboxed hand-in child, run here on a file that defines no scheduling function
-    from mlc_lab.tvm import grade_child
+    from mlc_lab.tvm import grading as tvm_grading
 
     handin, result = tmp_path / "handin.py", tmp_path / "result.json"
     handin.write_text("x = 1\n")
-    assert grade_child.main([str(tmp_path / "program.py"), str(handin), str(result)]) == 0
+    assert tvm_grading.handin_child([str(tmp_path / "program.py"), str(handin), str(result)]) == 0
     out["handin"] = json.loads(result.read_text())
     return out
 

@@ -245,6 +245,23 @@ def test_one_student_cannot_fill_the_queue(tmp_path):
         os.close(srv._lock_fd)
 
 
+def test_no_token_begins_with_a_dash_so_the_command_line_takes_it(monkeypatch):
+    """A token is typed after ``--token``; argparse reads one beginning with ``-`` as an option
+    (``token_urlsafe`` gives one in 64 so). The store draws again until it does not."""
+    import secrets
+
+    from mlc_lab.classroom import store as store_module
+    from mlc_lab.cli import build_parser
+
+    with pytest.raises(SystemExit):  # what a student with such a token met
+        build_parser().parse_args(["submit", "http://x", "--token", "-dash-first"])
+    draws = iter(["-dash-first", "_fine-token"])
+    monkeypatch.setattr(secrets, "token_urlsafe", lambda n: next(draws))
+    token = store_module.new_token(24)
+    assert token == "_fine-token"
+    assert build_parser().parse_args(["submit", "http://x", "--token", token]).token == token
+
+
 def test_the_teachers_summary_needs_the_token(server):
     client.submit(server.url, trace(PARALLEL), token=server.tokens["ada"], wait_s=0)  # queued: counted
     # no token, a wrong one, one without its scheme: 401 (who are you?)

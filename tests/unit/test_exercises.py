@@ -114,6 +114,23 @@ def test_wrong_numbers_fail_with_the_max_error():
     assert "FAIL" in rep.text() and "&#10008;" in rep._repr_html_()
 
 
+def test_an_exercises_grade_is_grading_s_type_and_its_checks_score_tasks():
+    """The exercise's result is model.grading's ExerciseResult, its checks the named checks' verdicts: an
+    assignment's task is scored from them as from the explorer's checks."""
+    from mlc_lab.grading.assignment import Task
+    from mlc_lab.grading.scoring import score_tasks
+    from mlc_lab.model.checks import CheckReport, CheckResult
+    from mlc_lab.model.grading import ExerciseResult
+
+    assert exercises.Check is CheckResult
+    rep = exercises.check_broadcast_add(BROADCAST_WRONG_INDEX)
+    assert isinstance(rep, ExerciseResult) and all(type(c) is CheckResult for c in rep.checks)
+    tasks = [Task("sig", "The signature", ("signature",), 1.0), Task("num", "The numbers", ("matches numpy",), 2.0)]
+    sig, num = score_tasks(tasks, CheckReport(rep.checks, []))
+    assert (sig.passed, sig.points) == (True, 1.0)
+    assert (num.passed, num.points) == (False, 0.0) and any("12 of 16 elements differ" in m for m in num.messages)
+
+
 def test_a_wrong_signature_is_named_before_anything_runs():
     rep = exercises.check_broadcast_add(BROADCAST_WRONG_SHAPE)
     assert not rep.passed

@@ -1,4 +1,4 @@
-"""The hand-in forms a lab uses (mlc_lab.grading.handin, mlc_lab.tvm.grade_child): a .py holding the
+"""The hand-in forms a lab uses (mlc_lab.grading.handin, mlc_lab.tvm.grading): a .py holding the
 program and manual_schedule(), schedule(sch) returning a schedule, the assignment's own function
 name, a notebook that defines the program, traces; a form that is none of these is refused with the
 forms accepted; a schedule that changes nothing is said to; an assignment of parts grades a folder."""

@@ -44,14 +44,17 @@ def test_no_path_from_a_hand_in_to_its_kernel_skips_the_sandbox(graph):
 
 def test_the_reading_sees_the_sandboxed_paths_it_judges(graph):
     """Not a vacuous pass: the entries resolve to the sandboxed runs, and the worker's doors are sinks."""
-    assert "mlc_lab.core.kernel_sandbox:measure" in graph.edges["mlc_lab.grading.grade:_time"]
+    timed = "mlc_lab.grading.grade:measure_in_sandbox"  # the grade's timing, the class's, and its again
+    assert "mlc_lab.core.kernel_sandbox:measure" in graph.edges[timed]
+    assert timed in graph.edges["mlc_lab.grading.grade:_time"]
     assert "mlc_lab.core.checks.numeric_gpu:numeric_check_sandboxed" in graph.edges["mlc_lab.grading.grade:_numeric"]
-    assert "mlc_lab.core.kernel_sandbox:measure" in graph.edges["mlc_lab.classroom.grade_child:time_submission"]
+    assert timed in graph.edges["mlc_lab.grading.judge:time_submission"]
+    assert timed in graph.edges["mlc_lab.classroom.timing:retime"]
     assert "mlc_lab.core.kernel_sandbox:run_folder" in graph.edges["mlc_lab.core.kernel_sandbox:measure"]
     for sink in (
         "mlc_lab.core.measure:measure",
         "mlc_lab.core.checks.numeric_gpu:numeric_check",
-        "mlc_lab.exercises:run_function",
+        "mlc_lab.exercises.numeric:run_function",
         "mlc_lab.tvm.measure:time_function",
         "mlc_lab.tvm.measure.opencl_run:run_in_child",
     ):
@@ -69,9 +72,9 @@ PLANTED = [
         "asks the persistent worker to 'measure'",
     ),
     (  # the class server's child builds and times in its own process
-        "classroom/grade_child.py",
+        "classroom/graders.py",
         "\n\ndef _planted(req):\n    from mlc_lab.tvm.measure import build\n\n    return build.measure_request(req)\n",
-        "classroom/grade_child.py:_planted -> tvm/measure/build.py:measure_request -> tvm/measure/__init__.py:timed"
+        "classroom/graders.py:_planted -> tvm/measure/build.py:measure_request -> tvm/measure/__init__.py:timed"
         " -> tvm/measure/__init__.py:time_function: calls time_evaluator",
     ),
     (  # the numeric check's worker request, called in the grader's process (its kernel in a plain child)
@@ -96,7 +99,7 @@ def test_a_planted_violation_is_found_with_its_path(graph, module, added, path):
 
     text = (PACKAGE / module).read_text()
     if added is None:
-        anchor = "    refuse_unless_sandboxed(args)\n    box = ks.KernelSandbox("
+        anchor = "    refuse_unless_sandboxed(args)\n    box = kernel_sandbox.KernelSandbox("
         assert anchor in text
         text = text.replace(anchor, "    return _measure_own(session, args)\n" + anchor)
     else:
@@ -109,13 +112,13 @@ def test_a_planted_violation_is_found_with_its_path(graph, module, added, path):
     ("module", "old", "new", "problem"),
     [
         (
-            "classroom/grade_child.py",
+            "grading/judge.py",
             "sandboxed_only=not unsafe_same_user,",
             "",
-            "classroom/grade_child.py:",
+            "grading/judge.py:",
         ),
         (
-            "classroom/grade_child.py",
+            "grading/judge.py",
             "sandboxed_only=not unsafe_same_user,",
             "sandboxed_only=False,",
             "calls measure_remote without sandboxed_only",

@@ -16,8 +16,7 @@ import tvm_ffi
 
 from mlc_lab import Session
 from mlc_lab.model.path import Hint, PathAnswer
-from mlc_lab.tvm.course_programs import MM_RELU
-from mlc_lab.tvm.exercises.programs import BMM_RELU, BMM_RELU_TARGET
+from mlc_lab.tvm.course_programs import BMM_RELU, BMM_RELU_TARGET, MM_RELU
 from tests.conformance import path_pairs
 
 

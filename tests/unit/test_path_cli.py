@@ -17,7 +17,7 @@ import pytest
 
 from mlc_lab import Session
 from mlc_lab.grading import grade, load_assignment
-from mlc_lab.tvm.exercises.programs import BMM_RELU, BMM_RELU_TARGET
+from mlc_lab.tvm.course_programs import BMM_RELU, BMM_RELU_TARGET
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "tests" / "labs" / "grading"

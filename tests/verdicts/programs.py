@@ -4,8 +4,7 @@ of two times a small number) or small enough to run as it is."""
 
 from __future__ import annotations
 
-from mlc_lab.tvm.course_programs import MM_RELU, matmul
-from mlc_lab.tvm.exercises.programs import BMM_RELU
+from mlc_lab.tvm.course_programs import BMM_RELU, MM_RELU, PROGRAMS, matmul
 
 _HEAD = """
 from tvm.script import ir as I
@@ -17,7 +16,7 @@ class Module:
 """
 
 # The course's MyModuleMatmul (P23, chapter 6), 1024^3.
-MATMUL = matmul(1024)
+MATMUL = PROGRAMS["gpu_matmul"].text
 
 # A gemm, then a relu and an add, each its own block: two intermediates (Y, R).
 GEMM_RELU_ADD = (

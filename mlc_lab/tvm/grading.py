@@ -1,5 +1,6 @@
-"""Run a student's schedule file or notebook in this (sandboxed) process and give its schedule as TVM's
-JSON trace: ``python -m mlc_lab.core.worker_main --child handin PROGRAM HANDIN OUT [FUNC [FUNCTION]]`` (`main`).
+"""Grading's side under the door to TVM: the hand-in's child, which runs a student's schedule file or
+notebook in this (sandboxed) process and gives its schedule as TVM's JSON trace:
+``python -m mlc_lab.core.worker_main --child handin PROGRAM HANDIN OUT [FUNC [FUNCTION]]`` (`handin_child`).
 
 The grader (``mlc_lab.grading.handin``) starts this only through ``mlc_lab.core.sandbox``; whatever the
 hand-in does happens here. OUT is a file, or ``-`` for the sandbox's result descriptor (fd 3). The
@@ -151,7 +152,7 @@ def _scheduled_program(program: str, submission: str, out: str, func: str | None
     return 0
 
 
-def main(argv: list[str]) -> int:
+def handin_child(argv: list[str]) -> int:
     if "--scheduled-program" in argv:
         argv = [a for a in argv if a != "--scheduled-program"]
         return _scheduled_program(argv[0], argv[1], argv[2], (argv[3] if len(argv) > 3 else "") or None)

@@ -1,35 +1,46 @@
-"""Submissions graded and timed, in a persistent child process of the class server.
+"""Judging hand-ins in the children that grading's callers start, one hand-in after another.
 
-``python -m mlc_lab.core.worker_main --child grade_class ASSIGNMENT [--runner rpc://HOST:PORT/KEY]
-[--unsafe-same-user]`` (`main`) reads one job a line on stdin (``{"op": "grade", "path": FILE}``, or ``{"op": "retime", "traces",
-"rounds"}``) and answers each with one line on stdout: ``GradeResult.to_json()`` with the class's
-timing (or the timings, ``mlc_lab.classroom.timing.retime``). The autograder parses the trace (never
-runs it); a submission that passes at least one task is then timed by mlc_lab's one method: its
-kernel built here and run in the sandbox (``mlc_lab.core.kernel_sandbox``, under the assignment's
-time and memory), or on a measurement machine of the class through TVM's RPC tracker when a runner
-is given. Whatever happens here, the server only sees a verdict or a dead child: it never goes down
-with a submission.
+- `judge_batch`: the batch's judging child (``python -m mlc_lab.core.worker_main --child grade_batch``, no
+  arguments; its parent is ``mlc_lab.grading.batch``): the assignment once (a pickle from the parent),
+  then one JSON line per hand-in in, one `GradeResult` line out.
+- `judge_for_class`: one hand-in judged as the class server's grading child does it (its job loop is
+  ``mlc_lab.classroom.graders.grading_child``): graded by `grade`, and when it passes a task timed by
+  mlc_lab's one method: its kernel built here and run in the sandbox (``mlc_lab.core.kernel_sandbox``,
+  under the assignment's time and memory), or on a measurement machine of the class through TVM's RPC
+  tracker when a runner is given (`time_submission`).
+
+Whatever a hand-in does here, the parent only sees a verdict or a dead child.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pickle
 import sys
 import traceback
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
+
+from mlc_lab.grading.grade import grade, measure_in_sandbox, warm_up
+
+
+@contextlib.contextmanager
+def _no_turn(remote: bool = False) -> Iterator[bool]:
+    yield True
 
 
 def time_submission(assignment, trace: str, runner: str | None, unsafe_same_user: bool = False) -> dict:
     """``{"latency_ms", "correct", "timing": {"where", "method"}}`` or ``{"timing_error": ...}``."""
-    import mlc_lab
-    from mlc_lab.core import kernel_sandbox
     from mlc_lab.core.checks import Target
-    from mlc_lab.grading.grade import kernel_sandbox as confinement
     from mlc_lab.core.session import Session
+    from mlc_lab.tvm.program import load
 
     target = "cuda" if Target.of(assignment.target).gpu else "cpu"
-    session = Session.from_trace(mlc_lab.load(str(assignment.program), assignment.func), trace, assignment.func)
+    session = Session.from_trace(load(str(assignment.program), assignment.func), trace, assignment.func)
     if runner:
         from mlc_lab.tvm.measure.build import module_to_text
         from mlc_lab.tvm.measure.rpc import measure_remote
@@ -53,14 +64,7 @@ def time_submission(assignment, trace: str, runner: str | None, unsafe_same_user
                 f"(max error {r['max_abs_error']:.3g})",
             }
         return {"latency_ms": r["latency_s"] * 1e3, "correct": True, "timing": {"where": runner, "method": r["method"]}}
-    m = kernel_sandbox.measure(
-        session.module,
-        session.original,
-        session.func_name,
-        target,
-        assignment.repeats,
-        sandbox=confinement(assignment, unsafe_same_user),
-    )
+    m = measure_in_sandbox(assignment, session, unsafe_same_user)
     if m.error:
         return {"timing_error": f"the program could not be timed: {m.error.splitlines()[0]}"}
     if not m.correct:
@@ -85,20 +89,25 @@ def time_submission(assignment, trace: str, runner: str | None, unsafe_same_user
     }
 
 
-def grade_one(assignment, submission: str, runner: str | None, unsafe: bool = False) -> dict:
-    """One hand-in graded and (when it passes a task) timed: ``GradeResult.to_json()`` and the timing."""
-    from mlc_lab.classroom.timing import timing_turn
+def judge_for_class(
+    assignment,
+    submission: str,
+    runner: str | None,
+    unsafe: bool = False,
+    turn: Callable[..., AbstractContextManager[Any]] = _no_turn,
+) -> dict:
+    """One hand-in graded and (when it passes a task) timed for a class: ``GradeResult.to_json()`` and the
+    timing (a `ClassGrade`), or the verdict that says why the grader failed. ``turn(remote=...)`` is the
+    class's turn at the machine around a timing (``mlc_lab.classroom.timing.timing_turn``; none by default)."""
     from mlc_lab.grading.report import failed_verdict
 
     try:
-        from mlc_lab.grading import grade
-
         result = grade(assignment, submission, unsafe_same_user=unsafe).to_json()
         if not result.get("error") and result.get("trace") and any(t["passed"] for t in result["tasks"]):
             if runner or result.get("latency_ms") is None:
                 # a trace is timed as the grader read it (its printed form goes through the other reader)
                 trace = Path(submission).read_text(encoding="utf-8") if result.get("kind") == "trace" else None
-                with timing_turn(remote=bool(runner)):
+                with turn(remote=bool(runner)):
                     result.update(time_submission(assignment, trace or result["trace"], runner, unsafe))
         if result.get("timing_error"):
             result["correct"] = result.get("correct", None)
@@ -114,25 +123,24 @@ def grade_one(assignment, submission: str, runner: str | None, unsafe: bool = Fa
     return result
 
 
-def main(argv: list[str]) -> int:
-    from mlc_lab.classroom.graders import empty_scratch
-    from mlc_lab.classroom.timing import retime
-    from mlc_lab.grading import load_assignment
-
-    out = os.fdopen(os.dup(1), "wb")  # the answers; what anything prints goes to stderr
+def judge_batch(argv: list[str]) -> int:
+    """The judging child (``python -m mlc_lab.core.worker_main --child grade_batch``, no arguments): the
+    assignment once (a pickle from the parent), then one JSON line per hand-in in, one JSON line per
+    result out, on a copy of stdout (the real fd 1 goes to stderr)."""
+    if argv:
+        print(f"the judging child takes no arguments, not {argv!r}", file=sys.stderr)
+        return 2
+    out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    options = argv[1:]
-    runner = options[options.index("--runner") + 1] if "--runner" in options[:-1] else None
-    unsafe = "--unsafe-same-user" in options
-    assignment = load_assignment(argv[0])
-    for line in sys.stdin.buffer:
-        job = json.loads(line)
-        if job.get("op") == "retime":
-            traces = [str(t) for t in job["traces"]]
-            answer = {"timings": retime(assignment, traces, int(job.get("rounds", 3)), unsafe)}
-        else:
-            answer = grade_one(assignment, str(job["path"]), runner, unsafe)
-        out.write(json.dumps(answer).encode("utf-8") + b"\n")
+    stdin = sys.stdin.buffer
+    size = int.from_bytes(stdin.read(8), "big")
+    setup: dict[str, Any] = pickle.loads(stdin.read(size))  # noqa: S301  (from the parent, never a hand-in)
+    assignment = setup["assignment"]
+    warm_up(assignment)  # TVM imported and the program loaded once: a hand-in's seconds are its own
+    for line in stdin:
+        path = json.loads(line)["path"]
+        r = grade(assignment, path, unsafe_same_user=setup["unsafe_same_user"])
+        r.visibility = assignment.visibility
+        out.write(json.dumps(r.to_json()).encode() + b"\n")
         out.flush()
-        empty_scratch()
     return 0
