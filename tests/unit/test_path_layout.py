@@ -1,0 +1,56 @@
+"""The way to targets that change a loop's layout (issue 33): ``loop_partition``'s pieces
+(``B_i_common`` around ``B_i<k>_partition``) are read off the target and made on the start, with
+TVM as the oracle: its own replay of the ``apply_trace`` gives the target, and so do the steps applied
+one by one through ``Session.apply``.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import tvm
+from tvm import s_tir
+
+from mlc_lab import Session
+from tests.unit.test_path import assert_way
+
+ELEMENTWISE = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((32, 16, 8), "float32"), B: T.Buffer((32, 16, 8), "float32")):
+    for i, j, k in T.grid(32, 16, 8):
+        with T.sblock("B"):
+            vi, vj, vk = T.axis.remap("SSS", [i, j, k])
+            B[vi, vj, vk] = A[vi, vj, vk] * T.float32(2.0)
+"""
+
+
+def _partitioned(outer: list, inner: list | None):
+    sch = s_tir.Schedule(tvm.script.from_source(ELEMENTWISE), debug_mask="all")
+    i, _, _ = sch.get_loops(sch.get_sblock("B"))
+    sch.loop_partition(i, outer)
+    if inner is not None:
+        _, j, _ = sch.get_loops(sch.get_sblock("B_i0"))
+        sch.loop_partition(j, inner)
+    return sch.mod
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_loop_partitions_nested_or_not_are_reached_and_replay_on_tvm(seed):
+    rng = random.Random(seed)
+    first = rng.randint(1, 8)
+    outer = [first, rng.randint(1, 31 - first)]
+    inner = [rng.randint(1, 7), rng.randint(1, 8)] if seed else None
+    target = _partitioned(outer, inner)
+    answer = Session(ELEMENTWISE).path_to(target)
+    assert_way(ELEMENTWISE, target, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["loop_partition"] * (1 if inner is None else 2)
+
+
+def test_a_partition_of_another_computation_is_not_reached():
+    target = _partitioned([4, 8], None)
+    other = ELEMENTWISE.replace("T.float32(2.0)", "T.float32(3.0)")
+    answer = Session(other).path_to(target)
+    assert not answer.reached
+    assert answer.why
