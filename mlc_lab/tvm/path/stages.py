@@ -289,7 +289,38 @@ def _transform_block_layout(work: Work, tgt: FuncView, names: dict[str, str], st
         ) from None
     index_map = _typed_like(index_map, new)
     why = f"the target's block {tb.name} iterates over {', '.join(str(v) for v in new)} ({', '.join(map(str, shape))})"
+    order = _iterators_alone(index_map, tgt, tb)
+    if order is not None:  # the loops stay as they are: only the block's iterators are reordered
+        try:
+            work.apply("reorder_block_iter_var", why, block=work.block_rv(cb.name), new_order=order)
+            return
+        except Refused:
+            pass
     work.apply("transform_block_layout", why, block=work.block_rv(cb.name), index_map=index_map)
+
+
+def _iterators_alone(index_map: Any, tgt: FuncView, tb: Any) -> list[int] | None:
+    """The new order of the block's iterators where the map only permutes them and the target's
+    loops keep the program's order (each iterator bound to one loop): ``reorder_block_iter_var``
+    then makes in one step what ``transform_block_layout`` and a ``reorder`` would."""
+    old = list(index_map.initial_indices)
+    order = []
+    for f in index_map.final_indices:
+        at = [k for k, v in enumerate(old) if f.same_as(v)]
+        if not at or at[0] in order:
+            return None
+        order.append(at[0])
+    if order == list(range(len(old))):
+        return None
+    depth = {loop.node.loop_var: d for d, loop in enumerate(tgt.chain(tb))}
+    places = []
+    for value in tb.realize.iter_values:
+        place = next((d for var, d in depth.items() if value.same_as(var)), None)
+        if place is None:
+            return None
+        places.append(place)
+    by_loop = sorted(range(len(places)), key=lambda k: places[k])
+    return order if by_loop == sorted(range(len(order)), key=lambda k: order[k]) else None
 
 
 def _uses_only(expr: Any, allowed: list[Any]) -> bool:
