@@ -54,3 +54,29 @@ def test_a_partition_of_another_computation_is_not_reached():
     answer = Session(other).path_to(target)
     assert not answer.reached
     assert answer.why
+
+
+TWO_STAGES = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((16, 8), "float32"), C: T.Buffer((16, 8), "float32")):
+    B = T.sblock_alloc_buffer((16, 8), "float32")
+    for i, j in T.grid(16, 8):
+        with T.sblock("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2.0)
+    for i, j in T.grid(16, 8):
+        with T.sblock("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vi, vj] + T.float32(1.0)
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_an_intermediate_kept_in_another_type_and_iterators_reordered_take_one_step_each(dtype):
+    sch = s_tir.Schedule(tvm.script.from_source(TWO_STAGES), debug_mask="all")
+    sch.unsafe_set_dtype(sch.get_sblock("B"), 0, dtype)
+    sch.reorder_block_iter_var(sch.get_sblock("C"), [1, 0])
+    answer = Session(TWO_STAGES).path_to(sch.mod)
+    assert_way(TWO_STAGES, sch.mod, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["unsafe_set_dtype", "reorder_block_iter_var"]

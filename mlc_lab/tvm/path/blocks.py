@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-from mlc_lab.tvm.path.ir import Block, FuncView, accesses, const, iter_maps, read_as
+from mlc_lab.tvm.path.ir import Block, FuncView, accesses, by_loop_depth, const, iter_maps, read_as
 from mlc_lab.tvm.path.work import Unreachable
 
 
@@ -255,10 +255,25 @@ def _layout_changes(cur: FuncView, tgt: FuncView, cur_bufs: dict, tgt_bufs: dict
                     map_free_vars=True,
                 )
             )
-            if not same:
+            if not same and not _same_by_loops(cur, cb, mine, tgt, tb, theirs):
                 out.append(Stage("transform_layout", name, str(tgt_bufs[name].scope()), tb.name))
             break
     return out
+
+
+def _same_by_loops(cur: FuncView, cb: Block, mine: list, tgt: FuncView, tb: Block, theirs: list) -> bool:
+    """Whether the block indexes the buffer alike here and in the target once each iterator is taken
+    as the loop it is bound to (the target only reorders the block's iterators)."""
+    import tvm_ffi
+
+    a, b = by_loop_depth(cur, cb), by_loop_depth(tgt, tb)
+    if a is None or b is None:
+        return False
+    return bool(
+        tvm_ffi.structural_equal(
+            [a, [i for _, ix in mine for i in ix]], [b, [i for _, ix in theirs for i in ix]], map_free_vars=True
+        )
+    )
 
 
 def _used_vars(block: Block, found: list[tuple[str, list[Any]]]) -> list[Any]:
