@@ -80,3 +80,12 @@ def test_an_intermediate_kept_in_another_type_and_iterators_reordered_take_one_s
     answer = Session(TWO_STAGES).path_to(sch.mod)
     assert_way(TWO_STAGES, sch.mod, answer, "main")
     assert [s.primitive for s in answer.steps] == ["unsafe_set_dtype", "reorder_block_iter_var"]
+
+
+def test_a_block_laid_out_otherwise_over_a_unit_iterator_is_one_transform_block_layout():
+    program = TWO_STAGES.replace("(16, 8)", "(1, 8)").replace("T.grid(16, 8)", "T.grid(1, 8)")
+    sch = s_tir.Schedule(tvm.script.from_source(program), debug_mask="all")
+    sch.transform_block_layout(sch.get_sblock("B"), lambda i, j: (j, i))
+    answer = Session(program).path_to(sch.mod)
+    assert_way(program, sch.mod, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["transform_block_layout"]

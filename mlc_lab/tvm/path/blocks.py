@@ -23,6 +23,7 @@ from typing import Any
 
 
 from mlc_lab.tvm.path.ir import Block, FuncView, accesses, by_loop_depth, const, iter_maps, read_as
+from mlc_lab.tvm.path.iterorder import iterators_permuted
 from mlc_lab.tvm.path.work import Unreachable
 
 
@@ -245,6 +246,8 @@ def _layout_changes(cur: FuncView, tgt: FuncView, cur_bufs: dict, tgt_bufs: dict
             cb = cur.block(corr.same.get(tb.name, "") or _update_of(tb.name, corr))
             if cb is None or tb.scope is not None:  # a block inside a blockized one iterates its pieces
                 continue
+            if iterators_permuted(cb, tb):  # the block iterates otherwise, its buffers stay as they are
+                break
             mine, theirs = accesses(cb, name), accesses(tb, name)
             if not mine or not theirs or len(cb.block.iter_vars) != len(tb.block.iter_vars):
                 continue
