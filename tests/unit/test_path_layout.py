@@ -89,3 +89,11 @@ def test_a_block_laid_out_otherwise_over_a_unit_iterator_is_one_transform_block_
     answer = Session(program).path_to(sch.mod)
     assert_way(program, sch.mod, answer, "main")
     assert [s.primitive for s in answer.steps] == ["transform_block_layout"]
+
+
+def test_a_copy_laid_out_as_its_one_reader_reads_it_is_reindex_cache_read():
+    sch = s_tir.Schedule(tvm.script.from_source(TWO_STAGES), debug_mask="all")
+    sch.reindex_cache_read(sch.get_sblock("C"), 0, "shared", lambda i, j: (j, i // 2, i % 2))
+    answer = Session(TWO_STAGES).path_to(sch.mod)
+    assert_way(TWO_STAGES, sch.mod, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["reindex_cache_read"]

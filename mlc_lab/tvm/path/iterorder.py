@@ -11,7 +11,7 @@ from typing import Any
 import tvm_ffi
 from tvm import tirx
 
-from mlc_lab.tvm.path.ir import Block, all_accesses, const, read_as, substitute
+from mlc_lab.tvm.path.ir import Block, accesses, all_accesses, const, read_as, substitute
 
 
 def iterators_permuted(cb: Block, tb: Block) -> bool:
@@ -40,3 +40,19 @@ def iterators_permuted(cb: Block, tb: Block) -> bool:
 
 def _which(r: Any, tvars: list[Any]) -> Any:
     return next(v for v in tvars if r.same_as(v))
+
+
+def reindexed_read(cb: Block, tb: Block | None, source: str, copy: str) -> Any:
+    """The index map of ``reindex_cache_read`` (from the reader's iterators to the copy's indices)
+    where the target's reader indexes its copy otherwise than the program's reads ``source`` (a
+    plain ``cache_read`` keeps the source's indices); None when the plain copy does."""
+    if tb is None or len(cb.block.iter_vars) != len(tb.block.iter_vars):
+        return None
+    mine, theirs = accesses(cb, source), accesses(tb, copy)
+    if len(mine) != 1 or len(theirs) != 1:
+        return None
+    mapping = [(t.var, c.var) for t, c in zip(tb.block.iter_vars, cb.block.iter_vars)]
+    indices = [substitute(i, mapping) for i in theirs[0][1]]
+    if bool(tvm_ffi.structural_equal(list(mine[0][1]), indices)):
+        return None
+    return tirx.IndexMap([iv.var for iv in cb.block.iter_vars], indices, None)

@@ -23,6 +23,7 @@ from mlc_lab.tvm.path.ir import (
     outer_first,
     read_as,
 )
+from mlc_lab.tvm.path.iterorder import reindexed_read
 from mlc_lab.tvm.path.work import Refused, Unreachable, Work
 
 
@@ -90,6 +91,21 @@ def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
     everyone = sorted({b.name for b in view.blocks if source in _inputs(b)})
     mine = sorted({n for n, _ in here})
     why = f"the target copies {source} into {stage.buffer} ({stage.scope}) for {', '.join(n for n, _ in readers)}"
+    index_map = reindexed_read(first, tgt.block(readers[0][0]), source, stage.buffer) if len(here) == 1 else None
+    if index_map is not None:  # the one reader indexes the copy otherwise: the copy is laid out as it reads
+        try:
+            made = work.apply(
+                "reindex_cache_read",
+                why,
+                block=work.block_rv(first.name),
+                read_buffer_index=first.reads().index(source),
+                storage_scope=stage.scope,
+                index_map=index_map,
+            )
+            names[stage.target_block] = str(work.get(made).name_hint)
+            return
+        except Refused:
+            pass  # a region, not a point: the plain copy, laid out later if the target needs it
     made = work.apply(
         "cache_read",
         why,
