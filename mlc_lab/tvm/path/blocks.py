@@ -193,7 +193,9 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
             None,
         )
         if back is None:
-            raise Unreachable(f"the target computes into {name} and never copies it back", "computes")
+            raise Unreachable(  # the copy back may be inlined into a consumer: the engine's reading, no proof
+                f"the target computes into {name} and the engine finds no block that copies it back", "unread"
+            )
         return Stage("cache_write", name, scope, back)
     return Stage("cache_read", name, scope, writer.name)
 

@@ -77,7 +77,9 @@ def _readers(tgt: FuncView, corr: Correspondence, names: dict[str, str], stage: 
 def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str, str], stage: Stage) -> None:
     readers = _readers(tgt, corr, names, stage)
     if not readers:
-        raise Unreachable(f"no block of the target reads {stage.buffer}", "no_primitive")
+        raise Unreachable(  # cache_index makes a buffer read only through the indices it computes
+            f"no block of the target reads {stage.buffer} as the engine reads a cache stage", "unread"
+        )
     view = work.view
     here = [(names.get(n, n), i) for n, i in readers]
     first = view.block(here[0][0])

@@ -57,14 +57,16 @@ def tile(
     choice wrong: unit pieces matched to the last unit loops here (``_align``), and unit loops no
     iterator reads split off a loop instead of added (``_unit_loops``). Raises ``Unreachable``."""
     tmaps = iter_maps(tgt, tblock, town, values)
-    if tmaps is None:
-        raise Unreachable(
-            f"the loops around block {tblock.name} in the target are not affine in its iterators", "no_primitive"
-        )
     view = work.view
     cblock = view.block(block)
     assert cblock is not None
     cmaps = iter_maps(view, cblock, own)
+    if tmaps is None:
+        # primitives keep affine bindings affine: only a program already otherwise leaves it open
+        raise Unreachable(
+            f"the loops around block {tblock.name} in the target are not affine in its iterators",
+            "no_primitive" if cmaps is not None else "unread",
+        )
     if cmaps is None:
         raise Unreachable(f"the loops around block {block} are not affine in its iterators")
     if len(cmaps.terms) != len(tmaps.terms):
@@ -74,7 +76,7 @@ def tile(
             "unread",
         )
     if values is None:
-        _no_primitive_makes(tgt, tblock, town, tmaps)
+        _no_primitive_makes(tgt, tblock, town, tmaps, cmaps)
     tplace = {o: i for i, o in enumerate(town)}
     cplace = {o: i for i, o in enumerate(own)}
     if _same_structure(cmaps, tmaps, cplace, tplace):
@@ -103,9 +105,10 @@ def tile(
     _reorder_and_fuse(work, tmaps, town, pieces, {done_rvs[c]: t for c, t in done.items()}, (lone, fused), say)
 
 
-def _no_primitive_makes(tgt: FuncView, tblock: Block, town: list[int], tmaps: IterMaps) -> None:
+def _no_primitive_makes(tgt: FuncView, tblock: Block, town: list[int], tmaps: IterMaps, cmaps: IterMaps) -> None:
     """Loops no primitive makes: one that runs backwards, one that starts elsewhere than 0, an
-    iterator offset by a constant in a block that sits in its own loops."""
+    iterator offset by a constant in a block that sits in its own loops (unless the program's
+    iterator has that offset already: ``cmaps``)."""
     for ts in tmaps.terms:
         for t in ts:
             if (const(t.scale) or 0) < 0 and t.leaf is not None:
@@ -118,7 +121,8 @@ def _no_primitive_makes(tgt: FuncView, tblock: Block, town: list[int], tmaps: It
             raise Unreachable(f"loop {tgt.loops[o].name} does not start at 0 in the target", "no_primitive")
     if len(town) == len(tblock.chain):
         for k, base in enumerate(tmaps.bases):
-            if const(base) not in (0, None):
+            mine = cmaps.bases[k] if k < len(cmaps.bases) else 0
+            if const(base) not in (0, None) and const(base) != const(mine):
                 raise Unreachable(
                     f"iterator {k} of block {tblock.name} is offset by {const(base)} in the target", "no_primitive"
                 )
@@ -162,8 +166,8 @@ def _unread(view: FuncView, own: list[int], maps: IterMaps, name: str) -> list[i
     out = [o for o in own if o not in used]
     for o in out:
         if const(view.loops[o].extent) != 1:
-            raise Unreachable(
-                f"loop {view.loops[o].name} around block {name} is no piece of its iterators", "no_primitive"
+            raise Unreachable(  # a block inside another, an opaque one, a repeated compute_at: not a proof
+                f"loop {view.loops[o].name} around block {name} is no piece of its iterators", "unread"
             )
     return out
 
@@ -185,7 +189,7 @@ def _unit_loops(
         if const(loop.extent) != 1:
             raise Unreachable(
                 f"loop {loop.name} around block {name} in the target is no piece of the block's iterators",
-                "no_primitive",
+                "unread",
             )
         if not split or not tmaps.terms:
             added.add(o)
