@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tvm import tirx
 
 from mlc_lab.tvm.path.ir import Block, FuncView, accesses, const, iter_maps, read_as
 from mlc_lab.tvm.path.work import Unreachable
@@ -242,7 +243,8 @@ def _layout_changes(cur: FuncView, tgt: FuncView, cur_bufs: dict, tgt_bufs: dict
     import tvm_ffi
 
     out = []
-    for name in [n for n in cur_bufs if n in tgt_bufs]:
+    rolled = {tgt.block(b).writes()[i] for b, i in rolled_blocks(tgt).items()}  # type: ignore[union-attr]
+    for name in [n for n in cur_bufs if n in tgt_bufs and n not in rolled]:  # rolling_buffer folds these
         for tb in tgt.blocks:
             cb = cur.block(corr.same.get(tb.name, "") or _update_of(tb.name, corr))
             if cb is None or tb.scope is not None:  # a block inside a blockized one iterates its pieces
@@ -517,3 +519,19 @@ def _attach_order(tgt: FuncView, attaches: list[Attach], by_reads: bool = False)
         else:
             return None
     return done
+
+
+def rolled_blocks(tgt: FuncView) -> dict[str, int]:
+    """The target's blocks that ``rolling_buffer`` made: an opaque iterator, and a buffer of the
+    function written at an index folded by ``%`` (block -> the buffer's place among its writes)."""
+    out: dict[str, int] = {}
+    allocated = {str(b.name) for b in tgt.allocs()}
+    for tb in tgt.blocks:
+        if int(tirx.IterVar.Opaque) not in tb.iter_kinds:
+            continue
+        for index, name in enumerate(tb.writes()):
+            stores = [ix for kind, ix in accesses(tb, name) if kind == "write"]
+            if name in allocated and any(isinstance(i, tirx.FloorMod) for ix in stores for i in ix):
+                out[tb.name] = index
+                break
+    return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlc_lab.tvm.path.blocks import Attach, Correspondence, Placement
+from mlc_lab.tvm.path.blocks import Attach, Correspondence, Placement, rolled_blocks
 from mlc_lab.tvm.path.ir import FuncView, Loop, iter_maps, plain, read_as, same_placement, substitute
 from mlc_lab.tvm.path.explain import block_difference
 from mlc_lab.tvm.path.regions import explicit_regions
@@ -36,6 +36,8 @@ class Run:
             self.names[update] = block
         self.where: dict[int, tuple[str, int]] = {}  # target loop -> (block here, place in its chain)
         self.deferred: list[tuple[str, int, Loop]] = []  # loop kinds TVM refused when first asked
+        # target blocks whose buffer rolling_buffer folds (block -> write index): moved, not tiled
+        self.rolled = rolled_blocks(tgt)
 
     # --- the whole way ------------------------------------------------------------------------------
     def go(self) -> None:
@@ -68,6 +70,10 @@ class Run:
         for name, place, tloop in self.deferred:  # refused earlier: TVM wanted something first
             here = name if self.work.view.block(name) is not None else f"{name}_update"
             self._kind(here, place, tloop, defer=False)
+        for tname, index in self.rolled.items():
+            name = self.names.get(tname, tname)
+            why = f"the target's block {tname} writes into a buffer it folds over its loop (a % index)"
+            self.work.apply("rolling_buffer", why, block=self.work.block_rv(name), write_buffer_index=index)
         self._annotate_blocks()
 
     # --- nests ----------------------------------------------------------------------------------------
@@ -93,6 +99,8 @@ class Run:
                 work.restore(point)
                 self._tile(name, attach, tblock, late=True)
                 self._check(name, tblock)
+        elif attach.block in self.rolled:  # compute_at's loops are rolling_buffer's: it adds the predicate
+            self._move(name, attach, self._keeps_unit_loops(attach))
         else:
             keep = self._keeps_unit_loops(attach)
             point = work.checkpoint()
