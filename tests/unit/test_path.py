@@ -387,7 +387,6 @@ def test_only_a_block_that_moves_one_buffer_into_another_is_a_copy_stage():
             "the engine finds no block here for the target's block NT_matmul_rf_update",
         ),
         # TVM's withheld trace reaches each of these: not "no primitive makes", not "computes something else"
-        ("primitive/cache_index", "no block of the target reads index_var_0"),
         ("tvm-tests/schedule/test_tir_schedule_split_fuse.py::test_fuse_with_opaque_block/218", "loop i around"),
         ("tvm-tests/schedule/test_tir_schedule_reduction.py::test_reduction_decompose1[block_name]/109", "loop i0"),
         (
@@ -474,3 +473,21 @@ def test_a_region_the_target_states_is_reached_by_annotate_buffer_access_as_lamb
     assert step.primitive == "annotate_buffer_access" and step.arguments["buf_type"] == "read"
     assert isinstance(step.arguments["gen_new_ranges"], str) and step.arguments["gen_new_ranges"].startswith("lambda")
     json.dumps(answer.cli_json())  # plain data all the way
+
+
+@pytest.mark.parametrize(
+    "entry_id",
+    [
+        # cache_index with cse_thresh=4 (three index blocks, one read only inside another load's indices)
+        "tvm-tests/schedule/test_tir_schedule_cache_index.py::test_resize_bilinear_cache_index/16",
+        "tvm-tests/schedule/test_tir_schedule_rolling_buffer.py::test_1d_rolling_buffer/197",
+    ],
+)
+def test_cache_index_and_rolling_buffer_ways_are_taken_step_by_step_by_the_session(entry_id):
+    from tests.conformance import harness
+
+    entry = next(e for e in harness.corpus() if e["id"] == entry_id)
+    target = path_pairs.tvm_target(entry)
+    answer = Session(entry["module"]).path_to(target)
+    assert_way(entry["module"], target, answer, "main")
+    assert {"cache_index", "rolling_buffer"} & {s.primitive for s in answer.steps}

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import tvm
 from tvm import tirx
 
 from mlc_lab.tvm.path.ir import Block, FuncView, accesses, const, iter_maps, read_as
@@ -166,6 +167,10 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
     if not writers:
         raise Unreachable(f"no block of the target writes its buffer {name}", "computes")
     writer = writers[0]
+    if not writer.reads() and name.startswith("index_var_"):  # cache_index: an index computed once
+        user = next((b for b in tgt.blocks if b is not writer and loads(b.block.body, name)), None)
+        if user is not None and user.name in corr.same:
+            return Stage("cache_index", name, scope, writer.name, user.name)
     here = cur.block(corr.same.get(writer.name, ""))
     new_readers = [b for b in tgt.blocks if name in b.reads() and name not in b.writes() and b.name not in corr.same]
     for old in gone if not new_readers else []:
@@ -244,10 +249,11 @@ def _layout_changes(cur: FuncView, tgt: FuncView, cur_bufs: dict, tgt_bufs: dict
 
     out = []
     rolled = {tgt.block(b).writes()[i] for b, i in rolled_blocks(tgt).items()}  # type: ignore[union-attr]
+    indexed = {s.old for s in corr.stages if s.primitive == "cache_index"}  # indices read from a buffer
     for name in [n for n in cur_bufs if n in tgt_bufs and n not in rolled]:  # rolling_buffer folds these
         for tb in tgt.blocks:
             cb = cur.block(corr.same.get(tb.name, "") or _update_of(tb.name, corr))
-            if cb is None or tb.scope is not None:  # a block inside a blockized one iterates its pieces
+            if cb is None or tb.scope is not None or tb.name in indexed:  # a blockized one iterates its pieces
                 continue
             mine, theirs = accesses(cb, name), accesses(tb, name)
             if not mine or not theirs or len(cb.block.iter_vars) != len(tb.block.iter_vars):
@@ -535,3 +541,16 @@ def rolled_blocks(tgt: FuncView) -> dict[str, int]:
                 out[tb.name] = index
                 break
     return out
+
+
+def loads(node: Any, name: str) -> bool:
+    """Whether a statement or expression loads buffer ``name`` anywhere, in the indices of another
+    load too (``A[n, index_var_0[vi]]``: what ``cache_index`` writes)."""
+    if isinstance(node, tvm.ir.TensorLoad):
+        return str(node.source.name) == name or any(loads(i, name) for i in node.indices)
+    if isinstance(node, tirx.SeqStmt):
+        return any(loads(sub, name) for sub in node.seq)
+    subs = [getattr(node, f, None) for f in ("a", "b", "value", "condition", "true_value", "false_value", "body")]
+    subs += [getattr(node, f, None) for f in ("then_case", "else_case")] + list(getattr(node, "indices", None) or [])
+    subs += list(getattr(node, "args", None) or [])
+    return any(sub is not None and hasattr(sub, "same_as") and loads(sub, name) for sub in subs)
