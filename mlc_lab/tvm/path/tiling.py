@@ -394,6 +394,8 @@ def _factors(terms: list[Term], extent: Any) -> list[Any]:
     prod = 1
     for f in factors:
         prod = prod * f if isinstance(f, int) and isinstance(prod, int) else None
+    if factors.count(None) == 1 and factors[0] is not None:
+        return factors  # one symbolic piece (ceildiv of a symbolic extent): TVM infers it, padding with a predicate
     if None in factors or const(extent) is None or prod != const(extent):
         # the outermost factor follows from the others (TVM pads with a predicate when it must)
         factors[0] = None
