@@ -160,7 +160,24 @@ class Run:
     def _tile(self, name: str, attach: Attach, tblock: Any, late: bool = False) -> None:
         chain = self.work.view.chain(self.work.view.block(name))  # type: ignore[arg-type]
         own = [lp.order for lp in chain[len(chain) - self._own_count(name, attach) :]]
+        inner = self._opaque_inner(name, tblock)
+        if inner is not None:  # a block with no iterators: its loops are read through the block inside
+            tile(self.work, name, own, self.tgt, tblock, attach.own, late, inner[1].values, inner[0].values)
+            return
         tile(self.work, name, own, self.tgt, tblock, attach.own, late)
+
+    def _opaque_inner(self, name: str, tblock: Any) -> tuple[Any, Any] | None:
+        """(the block here, the target's) inside a block with no iterators, directly in its body."""
+        if tblock.block.iter_vars:
+            return None
+        inside = [b for b in self.tgt.blocks if b.scope == tblock.name]
+        here = self.work.view.block(name)
+        if len(inside) != 1 or inside[0].chain or here is None:
+            return None
+        mine = self.work.view.block(self.names.get(inside[0].name, inside[0].name))
+        if mine is None or mine.scope != name or mine.chain:
+            return None
+        return mine, inside[0]
 
     def _own_count(self, name: str, attach: Attach) -> int:
         """How many loops of the block here are its own (below where it sits)."""

@@ -50,17 +50,20 @@ def tile(
     town: list[int],
     late: bool = False,
     values: list[Any] | None = None,
+    mine: list[Any] | None = None,
 ) -> None:
     """Make the loops ``own`` (pre-order places) of ``block`` into the target's loops ``town`` around
     ``tblock`` (whose bindings are ``values`` when given: a block inside a blockized one), each step
     saying what of the target it makes. ``late`` is the second try where the first leaves a real
     choice wrong: unit pieces matched to the last unit loops here (``_align``), and unit loops no
-    iterator reads split off a loop instead of added (``_unit_loops``). Raises ``Unreachable``."""
+    iterator reads split off a loop instead of added (``_unit_loops``). ``mine``: the bindings
+    here in the place of the block's own (a block with no iterators: its inner block's). Raises
+    ``Unreachable``."""
     tmaps = iter_maps(tgt, tblock, town, values)
     view = work.view
     cblock = view.block(block)
     assert cblock is not None
-    cmaps = iter_maps(view, cblock, own)
+    cmaps = iter_maps(view, cblock, own, mine)
     if tmaps is None:
         # primitives keep affine bindings affine: only a program already otherwise leaves it open
         raise Unreachable(
@@ -87,7 +90,7 @@ def tile(
         if added is not None:  # a unit loop the target fuses away became its unit loops: read again
             chain = work.view.chain(work.view.block(block))  # type: ignore[arg-type]
             own = [lp.order for lp in chain[len(chain) - len(own) - added :]]
-            return tile(work, block, own, tgt, tblock, town, late, values)
+            return tile(work, block, own, tgt, tblock, town, late, values, mine)
     kept = dict(zip(unread_here, unread_there))
     lone, fused = _unit_loops(tgt, town, tmaps, tblock.name, set(kept.values()), late)
     marks: dict[int, int] = {}
