@@ -63,6 +63,7 @@ class Run:
                 explicit_regions(self.work, here.name, here, tb)
         for attach in self.placement.order:
             self._place(attach)
+        self._nested_kinds()
         for stage in scopes:
             set_scope(self.work, self.names, stage)
         for block, (init, update) in self.corr.decomposed.items():
@@ -118,6 +119,20 @@ class Run:
         for i, o in enumerate(attach.own):
             self.where[o] = (name, base + i)
         self._kinds(name, attach.own, base)
+
+    def _nested_kinds(self) -> None:
+        """The loop kinds inside a block that holds loops and blocks of its own (a nest the
+        placements leave as it is: the same loops in the same block here)."""
+        made = {s.target_block for s in self.corr.stages if s.primitive == "blockize"}
+        for tb in self.tgt.blocks:
+            if tb.scope is None or tb.scope in made:
+                continue
+            name = self.names.get(tb.name, tb.name)
+            here = self.work.view.block(name)
+            if here is None or here.scope != self.names.get(tb.scope, tb.scope) or len(here.chain) != len(tb.chain):
+                continue
+            if [str(lp.extent) for lp in self.work.view.chain(here)] == [str(lp.extent) for lp in self.tgt.chain(tb)]:
+                self._kinds(name, tb.chain, 0)
 
     def _blockize(self, inner: str, attach: Attach, outer: Any) -> None:
         """Tile the block over the outer block's loops and its own inside, then ``blockize`` at the
