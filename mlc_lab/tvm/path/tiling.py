@@ -399,6 +399,11 @@ def _factors(terms: list[Term], extent: Any) -> list[Any]:
         prod = prod * f if isinstance(f, int) and isinstance(prod, int) else None
     if factors.count(None) == 1 and factors[0] is not None:
         return factors  # one symbolic piece (ceildiv of a symbolic extent): TVM infers it, padding with a predicate
+    whole = const(extent)
+    if None not in factors and whole is not None and len(factors) > 1 and prod != whole:
+        inner = prod // factors[0]
+        if factors[0] != -(-whole // inner):  # more outer pieces than the extent needs: TVM pads them too
+            return factors
     if None in factors or const(extent) is None or prod != const(extent):
         # the outermost factor follows from the others (TVM pads with a predicate when it must)
         factors[0] = None
