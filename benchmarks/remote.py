@@ -182,7 +182,7 @@ def session_figures(size: int, sessions: int, work: Path) -> dict:
     name, one = build.single_function_module(mod, None)
     lib = str(work / "mm.so")
     _export(one, lib)
-    inputs, expected = build._reference_outputs(build.module_to_text(mod), name, 0)  # noqa: SLF001
+    inputs, expected = build.reference_outputs(build.module_to_text(mod), name, 0)
     cluster = Cluster(work / "cluster_sessions", servers=0, more=SESSION_KINDS)
     walls: dict[str, list[float]] = {k: [] for k in SESSION_KINDS}
     latencies: dict[str, list[float]] = {k: [] for k in SESSION_KINDS}

@@ -1,5 +1,5 @@
 """Where a tuning job's wall time goes: one 128^3 matmul job (64 trials by default) with its event
-log on ($MLC_LAB_TIMELINE, `mlc_lab._timeline`) and its processes' CPU time sampled every
+log on ($MLC_LAB_TIMELINE, `mlc_lab.timeline`) and its processes' CPU time sampled every
 50 ms, printed as one JSON object:
 
   phases     per batch: search (from the previous batch's last measurement, or the stage's start,

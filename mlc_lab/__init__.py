@@ -60,21 +60,21 @@ def __getattr__(name: str):
 
         return dashboard
     if name in ("tune", "TuneJob"):
-        from mlc_lab.core import tuning as _tune
+        from mlc_lab.core import tuning
 
-        return getattr(_tune, name)
+        return getattr(tuning, name)
     if name in ("measure", "time_callable"):
-        from mlc_lab.core import measure as _measure
+        from mlc_lab.core import measure
 
-        return getattr(_measure, name)
+        return getattr(measure, name)
     if name == "machine":
         from mlc_lab.core.machine import machine
 
         return machine
     if name in ("leaderboard", "class_dashboard"):
-        from mlc_lab.widgets import classroom as _classroom
+        from mlc_lab.widgets import classroom
 
-        return getattr(_classroom, name)
+        return getattr(classroom, name)
     if name == "sweep":
         from mlc_lab.widgets.measure import sweep
 

@@ -7,8 +7,6 @@ import argparse
 import importlib
 import sys
 
-from mlc_lab.errors import UsageError  # noqa: F401  (re-exported for subcommands)
-
 SUBCOMMANDS = [
     "convert",
     "show",

@@ -80,7 +80,7 @@ def read_text_arg(value: str) -> str:
 
 
 def load_session(path: str, func: str | None, trace: str | None):
-    from mlc_lab.cli import UsageError
+    from mlc_lab.errors import UsageError
     from mlc_lab.core.session import Session
 
     if not os.path.isfile(path):
@@ -92,7 +92,7 @@ def load_session(path: str, func: str | None, trace: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlc_lab.cli import UsageError
+    from mlc_lab.errors import UsageError
 
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
@@ -144,11 +144,11 @@ def _measure_own(session, args: argparse.Namespace, runner: str = "local"):
 
 def _measure_trace(session, args: argparse.Namespace):
     """The trace's kernel, timed in the sandbox (`--timeout` its wall time)."""
-    from mlc_lab.core import kernel_sandbox as ks
+    from mlc_lab.core import kernel_sandbox
 
     refuse_unless_sandboxed(args)
-    box = ks.KernelSandbox(wall_s=args.timeout, unsafe_same_user=args.unsafe_same_user)
-    m = ks.measure(
+    box = kernel_sandbox.KernelSandbox(wall_s=args.timeout, unsafe_same_user=args.unsafe_same_user)
+    m = kernel_sandbox.measure(
         session.module,
         session.original,
         session.func_name,

@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from mlc_lab.classroom.roster import RosterError, load_roster
-    from mlc_lab.cli import UsageError
+    from mlc_lab.errors import UsageError
 
     if os.path.exists(args.dir) and not os.path.isdir(args.dir):
         raise UsageError(f"{args.dir} is a file; the class's folder must be a folder")
@@ -176,7 +176,7 @@ def _log_to_stderr() -> None:
 
 def _identity_mode(args: argparse.Namespace, roster: list | None) -> str:
     """How the server knows its students (--open, --jupyterhub, else the roster), once the options agree."""
-    from mlc_lab.cli import UsageError
+    from mlc_lab.errors import UsageError
 
     if not args.assignment:
         raise UsageError("mlc-lab class serve needs the assignment's TOML file")
@@ -187,7 +187,7 @@ def _identity_mode(args: argparse.Namespace, roster: list | None) -> str:
 
 def _runner(args: argparse.Namespace) -> str | None:
     """``rpc://HOST:PORT/KEY`` from --tracker (the measurement machines), or None: this machine times."""
-    from mlc_lab.cli import UsageError
+    from mlc_lab.errors import UsageError
 
     runner = None
     if args.tracker:
@@ -207,7 +207,7 @@ def _class_server(args: argparse.Namespace, roster: list | None, mode: str, runn
     """The class server, listening (not serving yet); why it cannot start as a usage error."""
     from mlc_lab.classroom.reaper import FolderInUse
     from mlc_lab.classroom.server import ClassServer, ServerSetupError
-    from mlc_lab.cli import UsageError
+    from mlc_lab.errors import UsageError
     from mlc_lab.core.sandbox import probe
 
     refused = None if args.unsafe_same_user else probe()
@@ -268,15 +268,15 @@ def _serve_tuning_db(args: argparse.Namespace, server, runner: str | None):
     --tracker when given) and its address printed; else None. The server is stopped if it cannot be."""
     import os
 
-    from mlc_lab.cli import UsageError
+    from mlc_lab.errors import UsageError
 
     if not args.tuning_db_port:
         return None
-    from mlc_lab.tvm import classroom as class_db
+    from mlc_lab.tvm.tuning import shared_db
 
     tracker = runner[len("rpc://") :].split("/", 1)[0] if runner else None
     try:
-        database = class_db.serve(
+        database = shared_db.serve(
             os.path.join(args.dir, "tuning_db"), host=args.host, port=args.tuning_db_port, tracker=tracker
         )
     except Exception as exc:  # noqa: BLE001  (TVM says "address in use" in its own words)
@@ -285,7 +285,7 @@ def _serve_tuning_db(args: argparse.Namespace, server, runner: str | None):
             f"cannot serve the tuning database on port {args.tuning_db_port}: {str(exc).splitlines()[0]}"
         ) from None
     where = (
-        f"rpc://{tracker}/{class_db.DEFAULT_KEY}"
+        f"rpc://{tracker}/{shared_db.DEFAULT_KEY}"
         if tracker
         else f"rpc://{server.url.split('//', 1)[1].rsplit(':', 1)[0]}:{database.port}"
     )
@@ -297,7 +297,7 @@ def run_tokens(args: argparse.Namespace, roster: list | None) -> int:
     import os
 
     from mlc_lab.classroom.store import Store
-    from mlc_lab.cli import UsageError
+    from mlc_lab.errors import UsageError
 
     if args.out and os.path.exists(args.out):
         raise UsageError(f"{args.out} exists; the tokens are written to a new file only")
@@ -327,7 +327,7 @@ def _write_tokens(folder: str, issued: list[tuple[str, str, str]], out: str | No
     import os
     import time
 
-    from mlc_lab.cli import UsageError
+    from mlc_lab.errors import UsageError
 
     path = out or os.path.join(folder, time.strftime("tokens-%Y%m%d-%H%M%S.csv"))
     try:
@@ -354,16 +354,15 @@ def run_submit(args: argparse.Namespace) -> int:
     import os
 
     from mlc_lab.classroom.client import submit, verdict_text
-    from mlc_lab.cli import UsageError
+    from mlc_lab.errors import UsageError
 
     if args.program or args.trace_opt:
         if not (args.program and args.trace_opt) or args.trace_file:
             raise UsageError("give a TRACE_FILE, or --program P and --trace T (not both)")
         from mlc_lab.core.session import Session
+        from mlc_lab.tvm.program import load
 
-        import mlc_lab
-
-        trace = Session.from_trace(mlc_lab.load(args.program), args.trace_opt).submission()
+        trace = Session.from_trace(load(args.program), args.trace_opt).submission()
         file = os.path.basename(args.trace_opt) if os.path.isfile(args.trace_opt) else None
     elif args.trace_file:
         try:

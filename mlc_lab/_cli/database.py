@@ -32,8 +32,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlc_lab.cli import UsageError
-    from mlc_lab.tvm import classroom as class_db
+    from mlc_lab.errors import UsageError
+    from mlc_lab.tvm.tuning import shared_db
 
     if os.path.exists(args.dir) and not os.path.isdir(args.dir):
         raise UsageError(f"{args.dir} is a file; the database is a folder")
@@ -41,12 +41,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--key names the server at a tracker; use it with --tracker HOST:PORT")
     if args.tracker and ":" not in args.tracker:
         raise UsageError(f"--tracker must be HOST:PORT, not {args.tracker!r}")
-    server = class_db.serve(
-        args.dir, host=args.host, port=args.port, tracker=args.tracker, key=args.key or class_db.DEFAULT_KEY
+    server = shared_db.serve(
+        args.dir, host=args.host, port=args.port, tracker=args.tracker, key=args.key or shared_db.DEFAULT_KEY
     )
     host = args.host if args.host not in ("", "0.0.0.0") else socket.gethostname()
     where = (
-        f"rpc://{args.tracker}/{args.key or class_db.DEFAULT_KEY}" if args.tracker else f"rpc://{host}:{server.port}"
+        f"rpc://{args.tracker}/{args.key or shared_db.DEFAULT_KEY}" if args.tracker else f"rpc://{host}:{server.port}"
     )
     print(f"mlc-lab: serving the tuning database in {os.path.abspath(args.dir)} at {where}", file=sys.stderr)
     print(f"mlc-lab: students tune with database={where!r}", file=sys.stderr)

@@ -60,7 +60,7 @@ def _bar(done: int, total: int, best: float | None, width: int = 30) -> str:
 
 def _space_and_runner(args: argparse.Namespace) -> tuple[str, str | None, str]:
     """(space, trace file or None, runner) from the options, each checked: a UsageError otherwise."""
-    from mlc_lab.cli import UsageError
+    from mlc_lab.errors import UsageError
 
     if args.trials < 1:
         raise UsageError("--trials must be at least 1")

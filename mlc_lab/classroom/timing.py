@@ -61,11 +61,11 @@ def retime(assignment, traces: list[str], rounds: int = 3, unsafe: bool = False)
     (``mlc_lab.core.kernel_sandbox``): per trace ``{"latency_ms", "timing": {...}}`` from all its
     repeats (the median, the interquartile range, the highest load seen, quiet only if every round
     was), or ``{"error": sentence}`` when it could not be timed."""
-    import mlc_lab
     from mlc_lab.core.session import Session
     from mlc_lab.grading.grade import measure_in_sandbox
+    from mlc_lab.tvm.program import load
 
-    program = mlc_lab.load(str(assignment.program), assignment.func)
+    program = load(str(assignment.program), assignment.func)
     sessions = [Session.from_trace(program, t, assignment.func) for t in traces]
     samples: list[list[float]] = [[] for _ in traces]
     loads: list[list[float]] = [[] for _ in traces]

@@ -14,7 +14,7 @@ from typing import Any
 
 from mlc_lab.core.step_calls import call_label
 from mlc_lab.model.path import Hint, PathAnswer, PathStep
-from mlc_lab.tvm import schedule as tsch
+from mlc_lab.tvm import schedule
 from mlc_lab.tvm.path.way import Way, find_way, reaches, target_function
 
 # Searching for the step to go back to stops after this long; the original program is the answer then.
@@ -77,9 +77,9 @@ def target_binds_threads(session: Any, target: Any) -> bool:
     """Whether the target program binds loops to GPU threads (then its checks are CUDA's). The target
     is loaded as ``path_to`` loads it, once: bad input raises ``LoadError`` (or ``TraceParseError``)."""
     from mlc_lab.tvm import program
-    from mlc_lab.tvm.measure import build as tbuild
+    from mlc_lab.tvm.measure import build
 
-    return bool(tbuild.thread_bound_loops(program.load(_target(session, target)), None))
+    return bool(build.thread_bound_loops(program.load(_target(session, target)), None))
 
 
 def _answer(session: Any, way: Way, sid: int, back: int | None, started: float) -> PathAnswer:
@@ -102,7 +102,7 @@ def _answer(session: Any, way: Way, sid: int, back: int | None, started: float) 
 
 
 def _step(named: Any) -> PathStep:
-    call = tsch.bind_call(named.primitive, *_split_call(named.primitive, named.arguments))
+    call = schedule.bind_call(named.primitive, *_split_call(named.primitive, named.arguments))
     return PathStep(named.primitive, dict(named.arguments), named.reason, call_label(named.primitive, call))
 
 

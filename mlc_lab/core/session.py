@@ -16,10 +16,10 @@ from mlc_lab.model.steps import Change, FailedAttempt, StepView, changed_lines
 from mlc_lab.errors import DecisionError, MlcLabError, NameResolutionError, ScheduleStepError, SplitPastLoopError
 from mlc_lab.model.steps import LIST_RESULTS, Decision
 from mlc_lab.tvm import program, state_trace
-from mlc_lab.tvm import schedule as tsch
-from mlc_lab.core.step_calls import Sampled, call_label, given_label, _has_sampled, _jsonable
-from mlc_lab.core.tilings import perfect_tilings, _product
-from mlc_lab.core.access.query import _analysis_errors
+from mlc_lab.tvm import schedule
+from mlc_lab.core.step_calls import Sampled, call_label, given_label, has_sampled, jsonable
+from mlc_lab.core.tilings import perfect_tilings, product
+from mlc_lab.core.access.query import analysis_errors
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class Session:
         self.func_name = func or ("main" if "main" in names else names[0])
         self._original = mod
         self._func_names = set(names)
-        self._states: dict[int, tsch.State] = {0: tsch.State.initial(mod, self.func_name, seed)}
+        self._states: dict[int, schedule.State] = {0: schedule.State.initial(mod, self.func_name, seed)}
         self._history = History(max_failed=self.MAX_FAILED)  # the step tree (plain data)
         self._listeners: list[Listener] = []
         self._views: dict[int, StepView] = {}  # built once, when a step is first looked at
@@ -63,7 +63,7 @@ class Session:
         return self._state.mod
 
     @property
-    def _state(self) -> tsch.State:
+    def _state(self) -> schedule.State:
         return self._states[self._history.current_id]
 
     @property
@@ -208,7 +208,8 @@ class Session:
         """
         label = ""
         try:
-            call = _index_maps(tsch.bind_call(primitive, args, kwargs))  # bound once: the label and TVM's call read it
+            # bound once: the label and TVM's call read it
+            call = _index_maps(schedule.bind_call(primitive, args, kwargs))
             label = call_label(primitive, call)
             handles = call.map(self._to_handles)
             known = self._known_step(call, label)
@@ -225,13 +226,13 @@ class Session:
             kind="apply",
             primitive=call.primitive,
             label=label,
-            args=[_jsonable(a) for a in args],
-            kwargs={k: _jsonable(v) for k, v in kwargs.items()},
+            args=[jsonable(a) for a in args],
+            kwargs={k: jsonable(v) for k, v in kwargs.items()},
             outputs=outputs,
         )
         return self._results(step, outputs)
 
-    def _apply_call(self, handles: tsch.Call, label: str) -> tuple[tsch.State, list]:
+    def _apply_call(self, handles: schedule.Call, label: str) -> tuple[schedule.State, list]:
         """The call applied to the current state. A split factor past its loop is refused to a person,
         unless a way this session found (``path_to``) has this very step on this very program: TVM
         confirmed that way, and the Hint's Apply must make it."""
@@ -262,7 +263,7 @@ class Session:
     # Applying one of these again, with the same arguments, to the step it made changes nothing.
     _IDEMPOTENT = frozenset({"parallel", "vectorize", "unroll", "bind", "annotate", "unannotate"})
 
-    def _known_step(self, call: tsch.Call, label: str) -> Step | None:
+    def _known_step(self, call: schedule.Call, label: str) -> Step | None:
         """The step ``call`` (labelled ``label``) would make, if one is there already: the current
         step itself (one intent, one step: parallel twice is parallel), or a child of it (the same step
         again after an undo: the session goes back down that branch)."""
@@ -270,7 +271,7 @@ class Session:
         same = step.kind == "apply" and step.primitive == call.primitive and step.label == label
         if same and call.primitive in self._IDEMPOTENT:
             return step
-        if not step.children or call.primitive.startswith("sample_") or _has_sampled(call.bound):
+        if not step.children or call.primitive.startswith("sample_") or has_sampled(call.bound):
             return None  # the common case (a step at the tip of its branch); sampling again must draw again
         again = self._history.child_labelled(label)
         if again is not None:
@@ -297,7 +298,7 @@ class Session:
             return tuple(self._to_handles(v) for v in value)
         return value
 
-    def _results(self, step: Step, outputs: list[tsch.Output]) -> Any:
+    def _results(self, step: Step, outputs: list[schedule.Output]) -> Any:
         values: list[Any] = []
         for out in outputs:
             if out.kind in ("loop", "block"):
@@ -308,7 +309,7 @@ class Session:
 
     def _add_step(
         self,
-        state: tsch.State,
+        state: schedule.State,
         *,
         kind: str,
         primitive: str | None,
@@ -325,7 +326,7 @@ class Session:
             label,
             args=args,
             kwargs=kwargs,
-            result=[o.name if o.kind != "value" else _jsonable(o.value) for o in (outputs or [])] or None,
+            result=[o.name if o.kind != "value" else jsonable(o.value) for o in (outputs or [])] or None,
             created=tuple(o.name for o in (outputs or []) if o.kind in ("loop", "block") and o.name),
             parent=parent,
         )
@@ -388,7 +389,7 @@ class Session:
             entry: dict[str, Any] = {"index": index, "position": sample["position"], "kind": kind, "value": decision}
             if kind == "SamplePerfectTile":
                 n, max_inner = int(attrs[0]), int(attrs[1])
-                extent = _product(decision)
+                extent = product(decision)
                 entry.update(
                     n=n,
                     max_innermost_factor=max_inner,
@@ -413,9 +414,9 @@ class Session:
         entry = decisions[index]
         clean = self._state.check_decision(entry["position"], value)
         if entry["kind"] == "SamplePerfectTile":
-            if _product(clean) != entry["extent"]:
+            if product(clean) != entry["extent"]:
                 raise DecisionError(
-                    f"the factors {clean} multiply to {_product(clean)}, not to the loop extent {entry['extent']}"
+                    f"the factors {clean} multiply to {product(clean)}, not to the loop extent {entry['extent']}"
                 )
             limit = entry["max_innermost_factor"]
             if limit > 0 and clean[-1] > limit:
@@ -481,7 +482,7 @@ class Session:
         from mlc_lab.tvm import access as access_ir
 
         state = self._state if step is None else self._state_of(step)
-        with _analysis_errors(loop):
+        with analysis_errors(loop):
             try:
                 program, loop_id, at_ids = access_ir.query(state, loop, at)
             except NameResolutionError as exc:
@@ -584,7 +585,7 @@ class Session:
                 log.exception("mlc_lab: a session listener failed on %r", event)
 
     # --- helpers --------------------------------------------------------------------------------
-    def _state_of(self, step: int) -> tsch.State:
+    def _state_of(self, step: int) -> schedule.State:
         return self._states[self._history.check(step)]
 
     def __repr__(self) -> str:
@@ -610,7 +611,7 @@ class Session:
         return display.open_view("access", self, loop, **kwargs)
 
 
-def _index_maps(call: tsch.Call) -> tsch.Call:
+def _index_maps(call: schedule.Call) -> schedule.Call:
     """Values given as plain data (a way's step, a form): an index map as lambda text ("lambda i, j:
     (j, i)", read by the trace's safe parser; the label keeps the text) and a buffer as a list
     (["write", 0], as JSON has it)."""
@@ -634,7 +635,7 @@ def _index_maps(call: tsch.Call) -> tsch.Call:
         except TraceParseError as exc:
             raise ScheduleStepError(f"the index map {v!r} cannot be read: {exc}", primitive=call.primitive) from None
 
-    return tsch.Call(call.primitive, tuple((p, k, read(p, v)) for p, k, v in call.bound))
+    return schedule.Call(call.primitive, tuple((p, k, read(p, v)) for p, k, v in call.bound))
 
 
 def _as_returned(values: list, primitive: str | None) -> Any:

@@ -7,13 +7,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # names for the annotations only: the widgets read labels without loading TVM
-    from mlc_lab.tvm import schedule as tsch
+    from mlc_lab.tvm import schedule
 
 
 class Sampled:
     """A value drawn by ``sample_*``; pass it as a split factor. ``int(x)`` gives its current value."""
 
-    def __init__(self, session: Any, step: int, handle: tsch.Handle, value: Any):  # the Session that drew it
+    def __init__(self, session: Any, step: int, handle: schedule.Handle, value: Any):  # the Session that drew it
         self.session = session
         self.step = step
         self.handle = handle
@@ -29,23 +29,23 @@ class Sampled:
         return f"Sampled({self.value!r})"
 
 
-def _has_sampled(value: Any) -> bool:
+def has_sampled(value: Any) -> bool:
     if isinstance(value, Sampled):
         return True
     if isinstance(value, (list, tuple)):
-        return any(_has_sampled(v) for v in value)
+        return any(has_sampled(v) for v in value)
     if isinstance(value, dict):
-        return any(_has_sampled(v) for v in value.values())
+        return any(has_sampled(v) for v in value.values())
     return False
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     if isinstance(value, Sampled):
-        return {"sampled": _jsonable(value.value)}
+        return {"sampled": jsonable(value.value)}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return repr(value)
@@ -70,7 +70,7 @@ def step_label(primitive: str, parts: Iterable[tuple[str | None, Any]]) -> str:
     return f"{primitive}({', '.join(_arg_text(v) if k is None else f'{k}={_arg_text(v)}' for k, v in parts)})"
 
 
-def call_label(primitive: str, call: tsch.Call) -> str:
+def call_label(primitive: str, call: schedule.Call) -> str:
     """The label of a call bound to its primitive: the same text however the call was spelled
     (``Call.parts``)."""
     return step_label(primitive, call.parts())

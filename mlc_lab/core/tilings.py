@@ -37,7 +37,7 @@ def _divisors(n: int) -> list[int]:
     return small + large[::-1]
 
 
-def _product(values: Iterable[int]) -> int:
+def product(values: Iterable[int]) -> int:
     out = 1
     for v in values:
         out *= int(v)

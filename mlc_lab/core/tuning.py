@@ -637,12 +637,12 @@ def _shared_database(database: str | None) -> str | None:
         return None
     database = str(database)
     if database.startswith("rpc://"):
-        from mlc_lab.tvm import classroom as class_db
+        from mlc_lab.tvm.tuning import shared_db
 
         try:
-            class_db.parse(database)
-            class_db.check(database)  # say now, not when the job has started, that it is not there
-        except (ValueError, class_db.ClassDatabaseError) as exc:
+            shared_db.parse(database)
+            shared_db.check(database)  # say now, not when the job has started, that it is not there
+        except (ValueError, shared_db.ClassDatabaseError) as exc:
             raise TuneError(str(exc)) from None
         return database
     if "://" in database:

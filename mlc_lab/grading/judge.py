@@ -35,12 +35,12 @@ def _no_turn(remote: bool = False) -> Iterator[bool]:
 
 def time_submission(assignment, trace: str, runner: str | None, unsafe_same_user: bool = False) -> dict:
     """``{"latency_ms", "correct", "timing": {"where", "method"}}`` or ``{"timing_error": ...}``."""
-    import mlc_lab
     from mlc_lab.core.checks import Target
     from mlc_lab.core.session import Session
+    from mlc_lab.tvm.program import load
 
     target = "cuda" if Target.of(assignment.target).gpu else "cpu"
-    session = Session.from_trace(mlc_lab.load(str(assignment.program), assignment.func), trace, assignment.func)
+    session = Session.from_trace(load(str(assignment.program), assignment.func), trace, assignment.func)
     if runner:
         from mlc_lab.tvm.measure.build import module_to_text
         from mlc_lab.tvm.measure.rpc import measure_remote

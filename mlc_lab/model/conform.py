@@ -41,8 +41,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-_STRICT = os.environ.get("MLC_LAB_STRICT_WIRE", "")
-STRICT_WIRE = _STRICT not in ("", "0")
+STRICT = os.environ.get("MLC_LAB_STRICT_WIRE", "")
+STRICT_WIRE = STRICT not in ("", "0")
 wire_violations: list[str] = []
 
 
@@ -50,8 +50,8 @@ def wire_violation(text: str) -> None:
     """Say that the wire departs from the model (logged, kept; appended to the strict wire's file)."""
     log.error("mlc_lab: the wire departs from mlc_lab.model: %s", text)
     wire_violations.append(text)
-    if os.sep in _STRICT:
-        with open(_STRICT, "a", encoding="utf-8") as f:
+    if os.sep in STRICT:
+        with open(STRICT, "a", encoding="utf-8") as f:
             f.write(text.replace("\n", " ") + "\n")
 
 

@@ -70,7 +70,7 @@ LIVE_FILE = "mlc_lab_live.jsonl"  # phases, each candidate as measured, what hap
 LOG_FILE = "mlc_lab.log"  # the job's output
 CONTENTION_FILE = "mlc_lab_contention.txt"  # the measuring process: other processes' cores per candidate
 PENDING_FILE = "mlc_lab_batch_jobs.json"  # the batch runner's Slurm jobs still queued or running
-# meta_schedule's JSON database (the class's shared database is one too: mlc_lab.tvm.classroom)
+# meta_schedule's JSON database (the class's shared database is one too: mlc_lab.tvm.tuning.shared_db)
 WORKLOADS_FILE = "database_workload.json"
 RECORDS_FILE = "database_tuning_record.json"
 

@@ -22,7 +22,7 @@ import re
 
 from mlc_lab.errors import ConvertError
 from mlc_lab.text.compat_flows import MODULE_ATTRS, RUNTIME_RENAMES, Flow, dotted_name, is_imported_module
-from mlc_lab.text.compat_source import _SCHEDULE_MODULES, _Edit, _Source, _decorator_name, parse, _Names
+from mlc_lab.text.compat_source import SCHEDULE_MODULES, Edit, Source, decorator_name, parse, Names
 
 __all__ = ["MARKER", "cli_target_to_dict", "convert", "looks_legacy", "parse"]
 
@@ -91,11 +91,11 @@ def _target_kind(text: str) -> str:
 
 
 class _Rewriter(ast.NodeVisitor):
-    def __init__(self, src: _Source, tree: ast.Module):
+    def __init__(self, src: Source, tree: ast.Module):
         self.src = src
         self.tree = tree
-        self.names = _Names(tree)
-        self.edits: list[_Edit] = []
+        self.names = Names(tree)
+        self.edits: list[Edit] = []
         self.markers: dict[int, list[str]] = {}  # statement start offset -> reasons
         self.need_tvm_ffi = False
         self.stmt_stack: list[ast.stmt] = []
@@ -107,7 +107,7 @@ class _Rewriter(ast.NodeVisitor):
 
     def replace(self, start: int, end: int, text: str) -> None:
         if self.src.text[start:end] != text:
-            self.edits.append(_Edit(start, end, text))
+            self.edits.append(Edit(start, end, text))
 
     def replace_node(self, node: ast.AST, text: str) -> None:
         self.replace(self.src.start(node), self.src.end(node), text)
@@ -136,7 +136,7 @@ class _Rewriter(ast.NodeVisitor):
     # -- scopes: ir_module classes, prim funcs, relax functions --------------------------------
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        decos = {_decorator_name(d) for d in node.decorator_list}
+        decos = {decorator_name(d) for d in node.decorator_list}
         is_module = any(d and (d.endswith("ir_module")) for d in decos)
         saved = self.module_class
         if is_module:
@@ -146,14 +146,14 @@ class _Rewriter(ast.NodeVisitor):
         self.module_class = saved
 
     def _is_prim_func(self, deco: ast.AST) -> bool:
-        name = _decorator_name(deco)
+        name = decorator_name(deco)
         return name in {f"{t}.prim_func" for t in self.names.T} or name in (
             "tvm.script.tir.prim_func",
             "tvm.script.tirx.prim_func",
         )
 
     def _is_relax_func(self, deco: ast.AST) -> bool:
-        return _decorator_name(deco) in {f"{r}.function" for r in self.names.R}
+        return decorator_name(deco) in {f"{r}.function" for r in self.names.R}
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         prim = [d for d in node.decorator_list if self._is_prim_func(d)]
@@ -225,7 +225,7 @@ class _Rewriter(ast.NodeVisitor):
         if node.module == "tvm":
             self._split_tvm_import(node)
             return
-        if node.module in _SCHEDULE_MODULES:
+        if node.module in SCHEDULE_MODULES:
             for a in node.names:
                 if a.name == "BlockRV":
                     start = self.src.offset(a.lineno, a.col_offset)
@@ -626,12 +626,12 @@ class _Rewriter(ast.NodeVisitor):
         self.replace(end, end, f", {self.src.segment(mod)}, {target_text})")
 
 
-def _apply(src: _Source, rw: _Rewriter) -> str:
+def _apply(src: Source, rw: _Rewriter) -> str:
     text = src.text
     edits = sorted(rw.edits, key=lambda e: (e.start, e.end))
     # The rules are written not to overlap; if two ever did, splicing both would garble the
     # text, so the later one is skipped and its line flagged instead.
-    kept: list[_Edit] = []
+    kept: list[Edit] = []
     for e in edits:
         if kept and e.start < kept[-1].end:
             line_no = bisect.bisect_right(src.line_starts, e.start)
@@ -651,7 +651,7 @@ def _apply(src: _Source, rw: _Rewriter) -> str:
             ln -= 1
         new = [r for r in reasons if MARKER + r not in existing]
         if new:
-            kept.append(_Edit(offset, offset, "".join(f"{indent}{MARKER}{r}\n" for r in new)))
+            kept.append(Edit(offset, offset, "".join(f"{indent}{MARKER}{r}\n" for r in new)))
     if rw.need_tvm_ffi and not rw.names.has_tvm_ffi:
         kept.append(_tvm_ffi_import(src, rw.tree))
     for e in sorted(kept, key=lambda e: (e.start, e.end), reverse=True):
@@ -659,18 +659,18 @@ def _apply(src: _Source, rw: _Rewriter) -> str:
     return text
 
 
-def _tvm_ffi_import(src: _Source, tree: ast.Module) -> _Edit:
+def _tvm_ffi_import(src: Source, tree: ast.Module) -> Edit:
     # tvm.ir.structural_equal moved to tvm_ffi: import it next to `import tvm`
     for node in tree.body:
         if isinstance(node, ast.Import) and any(a.name == "tvm" for a in node.names):
             end = src.end(node)
-            return _Edit(end, end, "\nimport tvm_ffi")
+            return Edit(end, end, "\nimport tvm_ffi")
     after = 0
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
             last_line = node.end_lineno
             after = src.line_starts[last_line] if last_line < len(src.line_starts) else len(src.text)
-    return _Edit(after, after, "import tvm_ffi\n")
+    return Edit(after, after, "import tvm_ffi\n")
 
 
 def convert(code: str) -> str:
@@ -688,7 +688,7 @@ def convert(code: str) -> str:
     tree = parse(code)
     if not _LEGACY_HINT.search(code):
         return code
-    src = _Source(code)
+    src = Source(code)
     # First only what 0.27 cannot run: code that needs none of it is valid on 0.27 and is left
     # alone (``tvm.build`` included: deprecated, it still works there).
     required = _Rewriter(src, tree)

@@ -12,7 +12,7 @@ from mlc_lab.text.compat_flows import built_flows, dotted_name, is_imported_modu
 
 
 # Where the schedule's random-variable classes were imported from; 0.27 renamed BlockRV to SBlockRV.
-_SCHEDULE_MODULES = {
+SCHEDULE_MODULES = {
     "tvm.tir.schedule",
     "tvm.tir.schedule.schedule",
     "tvm.s_tir.schedule",
@@ -21,13 +21,13 @@ _SCHEDULE_MODULES = {
 
 
 @dataclass
-class _Edit:
+class Edit:
     start: int
     end: int
     text: str
 
 
-class _Source:
+class Source:
     """Maps ast (line, utf-8 column) positions to offsets in the str."""
 
     def __init__(self, text: str):
@@ -56,7 +56,7 @@ class _Source:
         return self.text[self.start(node) : self.end(node)]
 
 
-def _decorator_name(node: ast.AST) -> str | None:
+def decorator_name(node: ast.AST) -> str | None:
     return dotted_name(node.func if isinstance(node, ast.Call) else node)
 
 
@@ -79,7 +79,7 @@ def parse(code: str) -> ast.Module:
         raise ConvertError(f"line {exc.lineno}: not valid Python ({exc.msg})", line=exc.lineno) from None
 
 
-class _Names:
+class Names:
     """What the legacy names are bound to in this file (a cheap, scope-blind pre-pass)."""
 
     def __init__(self, tree: ast.Module):
@@ -106,7 +106,7 @@ class _Names:
             elif isinstance(node, ast.ImportFrom):
                 for a in node.names:
                     bound = a.asname or a.name
-                    if node.module in _SCHEDULE_MODULES and a.name == "BlockRV" and not a.asname:
+                    if node.module in SCHEDULE_MODULES and a.name == "BlockRV" and not a.asname:
                         self.blockrv_imported = True
                     if node.module == "tvm.script" and a.name in ("tir", "tirx"):
                         self.T.add(bound)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class _Kind:
+class Kind:
     """How one instruction of TVM's JSON becomes a call of the Python API.
 
     ``inputs``/``attrs`` name the Python parameter that each JSON slot feeds, in TVM's order (see the
@@ -23,11 +23,11 @@ class _Kind:
     decision: bool = False
 
 
-def _k(primitive: str, inputs: str = "", attrs: str = "", decision: bool = False) -> _Kind:
-    return _Kind(primitive, tuple(inputs.split()), tuple(attrs.split()), decision)
+def _k(primitive: str, inputs: str = "", attrs: str = "", decision: bool = False) -> Kind:
+    return Kind(primitive, tuple(inputs.split()), tuple(attrs.split()), decision)
 
 
-_KINDS: dict[str, _Kind] = {
+KINDS: dict[str, Kind] = {
     "Annotate": _k("annotate", "block_or_loop ann_val", "ann_key"),
     "Unannotate": _k("unannotate", "block_or_loop", "ann_key"),
     "AnnotateBufferAccess": _k("annotate_buffer_access", "block buffer_index buf_type gen_new_ranges"),
@@ -84,11 +84,11 @@ _KINDS: dict[str, _Kind] = {
     "EnterPostproc": _k("enter_postproc"),
 }
 # Python parameters whose JSON attribute is TVM's 0/1 for a bool.
-_BOOL_ATTRS = {"preserve_unit_iters", "disable_predication", "preserve_unit_loops", "assume_injective_transform"}
-_NAME = re.compile(r"[blv]\d+|_")
+BOOL_ATTRS = {"preserve_unit_iters", "disable_predication", "preserve_unit_loops", "assume_injective_transform"}
+NAME = re.compile(r"[blv]\d+|_")
 
 
-def _statement_kind(stmt: ast.stmt) -> str:
+def statement_kind(stmt: ast.stmt) -> str:
     """'an import', 'a for loop', ...: a refused statement named as a student would name it."""
     words = {
         "Import": "an import",

@@ -424,7 +424,7 @@ def _first_leaf(node, path: tuple):
     return None
 
 
-def _compacted_layouts(func) -> dict[str, tuple]:
+def compacted_layouts(func) -> dict[str, tuple]:
     """Shapes (and strides) TVM gives shared/local buffers after compaction at build time."""
     try:
         mod = tvm.IRModule({"main": func})
@@ -477,7 +477,7 @@ def _visit_stmts(stmt, f) -> None:
 _CACHE: dict[int, tuple] = {}
 
 
-def _lowered(func):
+def lowered(func):
     k = _key(func)
     hit = _CACHE.get(k)
     if hit is not None and hit[0].same_as(func):
@@ -493,7 +493,7 @@ def _lowered(func):
     name = str(func.attrs["global_symbol"]) if func.attrs is not None and "global_symbol" in func.attrs else "main"
     prog = AccessProgram(name, low.buffers, low.root, low.loops, dict(low.shape_vars))
     if any(b.scope.startswith("shared") for b in prog.buffers.values()):
-        for bname, layout in _compacted_layouts(func).items():
+        for bname, layout in compacted_layouts(func).items():
             if bname in prog.buffers:
                 prog.buffers[bname].layout = layout
     if len(_CACHE) > 32:
@@ -504,12 +504,12 @@ def _lowered(func):
 
 def lower(func) -> AccessProgram:
     """The access program of a PrimFunc (cached per function object)."""
-    return _lowered(func)[1]
+    return lowered(func)[1]
 
 
 def loop_id(func, node) -> int:
     """The id, in ``lower(func)``, of the loop whose ``For`` node is ``node``."""
-    _, prog, ids = _lowered(func)
+    _, prog, ids = lowered(func)
     lid = ids.get(_key(node))
     if lid is None:
         raise AccessAnalysisError("the loop given is not part of this function")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mlc_lab.model.lowering import GpuBuffer, LowerResult, PassStep, PtxasReport, VectorLoop
-from mlc_lab.tvm.measure import build as tbuild
+from mlc_lab.tvm.measure import build
 
 import tvm  # noqa: E402  (after build: it sets the thread count before TVM starts)
 import tvm_ffi  # noqa: E402
@@ -180,7 +180,7 @@ def _parse(script: str, func_name: str | None) -> tuple[str, Any]:
     mod = tvm.script.from_source(script)
     if isinstance(mod, tvm.tirx.PrimFunc):
         mod = tvm.IRModule({func_name or "main": mod})
-    return tbuild.single_function_module(mod, func_name)
+    return build.single_function_module(mod, func_name)
 
 
 _CUDA_ARCH = re.compile(r"^sm_\d+[a-z]?$")
@@ -194,7 +194,7 @@ def lower_target(spec: Any) -> Any:
     if isinstance(spec, str) and _CUDA_ARCH.match(spec.strip()):
         spec = {"kind": "cuda", "arch": spec.strip()}
     try:
-        tgt = tbuild.resolve_target(spec)
+        tgt = build.resolve_target(spec)
     except Exception as exc:  # noqa: BLE001 - TVM's parser: its first line says which part
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ValueError(
@@ -211,7 +211,7 @@ def describe_target(spec: Any) -> dict:
     "arch": the CUDA architecture or ""}: what a caller needs to cache and label a lowering."""
     tgt = lower_target(spec)
     kind = "cuda" if tgt.kind.name == "cuda" else "cpu"
-    arch = str(tgt.attrs.get("arch", tbuild.DEFAULT_CUDA_ARCH)) if kind == "cuda" else ""
+    arch = str(tgt.attrs.get("arch", build.DEFAULT_CUDA_ARCH)) if kind == "cuda" else ""
     return {"key": str(tgt), "kind": kind, "arch": arch}
 
 
@@ -237,7 +237,7 @@ def lower_script(
         cpu_features=_cpu_features(tgt),
     )
     if kind == "cuda":
-        out.problems, _kernels = tbuild.gpu_problems(mod, func_name, tgt)
+        out.problems, _kernels = build.gpu_problems(mod, func_name, tgt)
     try:
         with tvm.transform.PassContext(instruments=[rec]):
             ex = tvm.compile(mod, target=tgt)
@@ -254,7 +254,7 @@ def lower_script(
     out.vector_strides = _vector_strides(rec.before_vectorize)
     if kind == "cuda":
         out.gpu_buffers = gpu_buffers(rec.after_compact)
-        out.arch = str(tgt.attrs.get("arch", tbuild.DEFAULT_CUDA_ARCH))
+        out.arch = str(tgt.attrs.get("arch", build.DEFAULT_CUDA_ARCH))
     host = ex.mod
     if kind == "cpu":
         out.llvm_ir = host.inspect_source("ll")
@@ -267,11 +267,11 @@ def lower_script(
             ]
         else:
             full = cuda_mods[0].inspect_source()
-            out.cuda_source = tbuild.strip_cuda_preamble(full)
+            out.cuda_source = build.strip_cuda_preamble(full)
             if ptx:
                 try:
-                    out.ptx = tbuild.nvcc_ptx(full, tgt)
-                    out.ptxas = ptxas_info(out.ptx, str(tgt.attrs.get("arch", tbuild.DEFAULT_CUDA_ARCH)))
+                    out.ptx = build.nvcc_ptx(full, tgt)
+                    out.ptxas = ptxas_info(out.ptx, str(tgt.attrs.get("arch", build.DEFAULT_CUDA_ARCH)))
                 except Exception as exc:  # noqa: BLE001 - nvcc problems are reported, not raised
                     out.ptx_error = _error_text(exc)
     out.seconds = time.perf_counter() - t0

@@ -33,7 +33,7 @@ ensure_tvm_threads()
 import tvm  # noqa: E402
 from tvm.script import tirx as T  # noqa: E402
 
-from mlc_lab.tvm import measure as timing  # noqa: E402
+from mlc_lab.tvm import measure  # noqa: E402
 from mlc_lab.tvm.measure.probe import (  # noqa: E402,F401  (the probe's FMA kernel is the peak's; parallel_speed re-exported)
     ACCUMULATORS,
     FMA_ITERS,
@@ -65,7 +65,7 @@ def _triad_kernel(n: int, lanes: int, parallel: bool = True) -> Any:
 
 def _fastest(ex: Any, name: str, args: list, calls: int, bursts: int = 1) -> tuple[list[float], float | None]:
     """`mlc_lab.tvm.measure.fastest` on a compiled program, on the CPU."""
-    return timing.fastest(ex.mod, name, tvm.cpu(), args, calls, bursts)
+    return measure.fastest(ex.mod, name, tvm.cpu(), args, calls, bursts)
 
 
 def peak_gflops(threads: int, lanes: int, calls: int = FMA_CALLS) -> dict:

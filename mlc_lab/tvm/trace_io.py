@@ -21,7 +21,7 @@ from tvm.s_tir.schedule import Trace
 from mlc_lab.errors import TraceParseError
 from mlc_lab.model.steps import LIST_RESULTS
 from mlc_lab.text import trace_limits
-from mlc_lab.text.trace_tables import _BOOL_ATTRS, _KINDS, _NAME, _Kind, _statement_kind
+from mlc_lab.text.trace_tables import BOOL_ATTRS, KINDS, NAME, Kind, statement_kind
 from mlc_lab.text.trace_tables import Ref
 from mlc_lab.tvm import trace_effects
 from mlc_lab.tvm.primitives import ALIASES, PRIMITIVES, parameter_names
@@ -129,7 +129,7 @@ class _CallParser:
         elif isinstance(stmt, ast.Expr):
             value = stmt.value
         else:
-            raise TraceParseError(f"only schedule calls are allowed in a trace, not {_statement_kind(stmt)}", line=line)
+            raise TraceParseError(f"only schedule calls are allowed in a trace, not {statement_kind(stmt)}", line=line)
         call = self.call(value, line)
         call.targets = targets
         call.text = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
@@ -322,7 +322,7 @@ def calls_from_json(data: Any) -> list[TraceCall]:
     calls = []
     for pos, (kind, inputs, attrs, outputs) in enumerate(insts):
         where = f"instruction {pos} ({kind})"
-        spec = _KINDS.get(kind)
+        spec = KINDS.get(kind)
         if spec is None:
             raise TraceParseError(
                 f"{where}: the JSON trace does not replay: `{kind}` is not an instruction of TVM's schedule"
@@ -334,7 +334,7 @@ def calls_from_json(data: Any) -> list[TraceCall]:
         if spec.decision and pos in decisions:
             kwargs["decision"] = decisions[pos]
         for name in outputs:
-            if not _NAME.fullmatch(name):
+            if not NAME.fullmatch(name):
                 raise TraceParseError(f"{where}: bad output name {name!r}")
         targets = list(outputs)
         call = TraceCall(line=pos + 1, primitive=spec.primitive, args=args, kwargs=kwargs, targets=targets, where=where)
@@ -345,7 +345,7 @@ def calls_from_json(data: Any) -> list[TraceCall]:
     return calls
 
 
-def _json_arguments(spec: _Kind, inputs: list, attrs: list, defined: set[str]) -> tuple[list, dict]:
+def _json_arguments(spec: Kind, inputs: list, attrs: list, defined: set[str]) -> tuple[list, dict]:
     if len(attrs) != len(spec.attrs):
         raise TraceParseError(f"expected {len(spec.attrs)} attribute(s), got {len(attrs)}")
     fixed = [p for p in spec.inputs if not p.startswith("*")]
@@ -362,7 +362,7 @@ def _json_arguments(spec: _Kind, inputs: list, attrs: list, defined: set[str]) -
     elif rest:
         kwargs[rest[0][1:]] = extra
     for pname, raw in zip(spec.attrs, attrs):
-        kwargs[pname] = bool(raw) if pname in _BOOL_ATTRS and isinstance(raw, int) else raw
+        kwargs[pname] = bool(raw) if pname in BOOL_ATTRS and isinstance(raw, int) else raw
     _python_form(spec.primitive, kwargs, defined)
     return args, kwargs
 

@@ -34,7 +34,7 @@ import traitlets as t
 
 from mlc_lab._threads import helper_thread
 from mlc_lab.errors import error_kind
-from mlc_lab.model.conform import _STRICT, STRICT_WIRE, fields_of, problems, wire_violation, wire_violations  # noqa: F401  (the suite reads them here)
+from mlc_lab.model.conform import STRICT, STRICT_WIRE, fields_of, problems, wire_violation, wire_violations  # noqa: F401  (the suite reads them here)
 from mlc_lab.model.errors import ERROR_KINDS, ErrorInfo
 from mlc_lab.model.requests import REQUEST, REQUESTS, RESPONSE, ResponseMessage, record_key
 

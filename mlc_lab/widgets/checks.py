@@ -53,7 +53,7 @@ def checks_setup(
     explorer_target, title, target = target, None, None
     task_list: list[dict] = []
     if assignment is not None:
-        a = _assignment(assignment)
+        a = loaded_assignment(assignment)
         title, target = a.title, a.target
         task_list = [{"title": t.title, "checks": list(t.checks), "points": t.points} for t in a.tasks]
     if tasks is not None:
@@ -93,7 +93,7 @@ def _target_kind(target: str | None) -> str | None:
     return "cuda" if str(target).startswith(("cuda", "sm_")) else "cpu"
 
 
-def _assignment(assignment: Any) -> Any:
+def loaded_assignment(assignment: Any) -> Any:
     """An assignment file loaded, or an assignment already made (a class server's: it has ``tasks``)."""
     if hasattr(assignment, "tasks"):
         return assignment
@@ -122,7 +122,7 @@ class ChecksWorker(Follower):
         self._setup = setup
         self._assignment = None  # with an assignment, each report carries its tasks as the grader scores them
         if assignment is not None and setup.get("available"):
-            self._assignment = _assignment(assignment)
+            self._assignment = loaded_assignment(assignment)
         self._publish = publish
         self._pending: list = []  # steps whose hazards the history still needs
         self._seen: dict = {}  # step id -> its hazards as JSON (computed once; steps never change)

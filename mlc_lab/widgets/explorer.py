@@ -59,13 +59,13 @@ from mlc_lab.widgets.path import PathPanel, split_target
 from mlc_lab.widgets.export import collect_export, render_html
 from mlc_lab.widgets.explorer_records import StepRecords
 from mlc_lab.widgets.explorer_text import (
-    _summary,
-    _measurement_info,
-    _summary_detail,
-    _first_line,
-    _strip_line_prefix,
-    _names,
-    _tree,
+    step_summary,
+    measurement_info,
+    summary_detail,
+    first_line,
+    strip_line_prefix,
+    made_names,
+    as_loop_tree,
 )
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ class Explorer(AccessRequests, PathPanel, StepRecords, RpcWidget):
     selection = t.Dict().tag(sync=True)
     error = t.Dict().tag(sync=True)
     failures = t.List(t.Dict()).tag(sync=True)
-    # step id (as text) -> the Session's Measurement of that step, as plain data (see _measurement_info)
+    # step id (as text) -> the Session's Measurement of that step, as plain data (see measurement_info)
     measurements = t.Dict().tag(sync=True)
     measuring = t.Dict().tag(sync=True)  # {"step", "target"} while a measurement runs, else {}
     height = t.Unicode("640px").tag(sync=True)
@@ -210,7 +210,7 @@ class Explorer(AccessRequests, PathPanel, StepRecords, RpcWidget):
     @property
     def loop_tree(self) -> LoopTree:
         """The loop tree of the current step, as the Session reports it (plain data)."""
-        return _tree(self._view.loop_tree)
+        return as_loop_tree(self._view.loop_tree)
 
     @property
     def changed_lines(self) -> list[int]:
@@ -227,7 +227,7 @@ class Explorer(AccessRequests, PathPanel, StepRecords, RpcWidget):
     @property
     def steps(self) -> list[dict]:
         """Every step of the session's history, with its children."""
-        return [{**_summary(s), "children": list(s.children)} for s in self._session.steps]
+        return [{**step_summary(s), "children": list(s.children)} for s in self._session.steps]
 
     @property
     def can_undo(self) -> bool:
@@ -373,7 +373,7 @@ class Explorer(AccessRequests, PathPanel, StepRecords, RpcWidget):
         self._record_step(view)
         if (
             self.selection
-            and _tree(view.loop_tree).find(self.selection.get("name", ""), self.selection.get("kind")) is None
+            and as_loop_tree(view.loop_tree).find(self.selection.get("name", ""), self.selection.get("kind")) is None
         ):
             self.selection = {}
 
@@ -382,7 +382,7 @@ class Explorer(AccessRequests, PathPanel, StepRecords, RpcWidget):
         self._history_len = len(steps)
         # Where redo goes from each step (the child visited last): a reloaded page starts from it.
         visited = self._session.visited_children
-        history: dict = {"from": 0, "steps": [_summary(s) for s in steps]}
+        history: dict = {"from": 0, "steps": [step_summary(s) for s in steps]}
         if visited:
             history["visited"] = {str(_plain(p)): _plain(c) for p, c in dict(visited).items()}
         return history
@@ -448,7 +448,7 @@ class Explorer(AccessRequests, PathPanel, StepRecords, RpcWidget):
 
     def _read_measurements(self) -> dict[str, dict]:
         found = self._session.measurements
-        return {str(_plain(sid)): _measurement_info(m) for sid, m in list(found.items())}
+        return {str(_plain(sid)): measurement_info(m) for sid, m in list(found.items())}
 
     def _step_id(self, value: Any) -> Any:
         """The Session's own id for an id that came back from the front end (JSON may stringify)."""
@@ -482,7 +482,7 @@ class Explorer(AccessRequests, PathPanel, StepRecords, RpcWidget):
             except MlcLabError as exc:
                 self._record_failure(exc, primitive, args, kwargs)
                 raise RequestError(str(exc), primitive=primitive, type=error_kind(exc)) from None
-            names = _names(result)
+            names = made_names(result)
             self._select_new(names)
         return {"names": names, "step": _plain(self._session.current.id)}
 
@@ -506,9 +506,9 @@ class Explorer(AccessRequests, PathPanel, StepRecords, RpcWidget):
                 self._session.set_decision(int(index), value)
             except MlcLabError as exc:
                 self._set_error(
-                    source="decision", primitive=f"decision #{index}", summary=_first_line(exc), detail=str(exc)
+                    source="decision", primitive=f"decision #{index}", summary=first_line(exc), detail=str(exc)
                 )
-                raise RequestError(_first_line(exc), type=error_kind(exc)) from None
+                raise RequestError(first_line(exc), type=error_kind(exc)) from None
         return {"step": _plain(self._session.current.id)}
 
     def replay(self, trace: str) -> dict:
@@ -520,12 +520,12 @@ class Explorer(AccessRequests, PathPanel, StepRecords, RpcWidget):
             self._session.replay(trace)
         except TraceParseError as exc:
             line = getattr(exc, "line", None)
-            summary = _strip_line_prefix(_first_line(exc), line)
+            summary = strip_line_prefix(first_line(exc), line)
             self._set_error(source="replay", primitive="replay", summary=summary, detail=str(exc), line=line)
             raise RequestError(summary, line=line, detail=str(exc), type="trace") from None
         except MlcLabError as exc:
-            self._set_error(source="replay", primitive="replay", summary=_first_line(exc), detail=str(exc))
-            raise RequestError(_first_line(exc), detail=str(exc), type=error_kind(exc)) from None
+            self._set_error(source="replay", primitive="replay", summary=first_line(exc), detail=str(exc))
+            raise RequestError(first_line(exc), detail=str(exc), type=error_kind(exc)) from None
         return {"step": _plain(self._session.current.id)}
 
     def script_at(self, step: Any) -> Reply:
@@ -569,7 +569,7 @@ class Explorer(AccessRequests, PathPanel, StepRecords, RpcWidget):
         try:
             result = self._session.measure(target=target, step=sid)
         except MlcLabError as exc:
-            summary, detail = _summary_detail(exc)
+            summary, detail = summary_detail(exc)
             if error_kind(exc) == "cancelled":  # the person asked for it: no banner
                 with self._lock:
                     self.measuring = {}
@@ -591,7 +591,7 @@ class Explorer(AccessRequests, PathPanel, StepRecords, RpcWidget):
         with self._lock, self.hold_sync():
             self.measuring = {}
             self.measurements = self._read_measurements()
-        return {"step": _plain(sid), "measurement": _measurement_info(result)}
+        return {"step": _plain(sid), "measurement": measurement_info(result)}
 
     def measure_cancel(self) -> dict:
         """Stop this explorer's measurement in flight: its worker process is killed (the next
@@ -610,7 +610,7 @@ class Explorer(AccessRequests, PathPanel, StepRecords, RpcWidget):
         try:
             build = self._session.cuda_source(step=sid, ptx=bool(ptx))
         except MlcLabError as exc:
-            summary, detail = _summary_detail(exc)
+            summary, detail = summary_detail(exc)
             raise RequestError(summary, detail=detail, step=_plain(sid), type=error_kind(exc)) from None
         return {
             "step": _plain(sid),
@@ -631,7 +631,7 @@ class Explorer(AccessRequests, PathPanel, StepRecords, RpcWidget):
         except BadTarget as exc:  # the panel keeps its last good view and says this under its field
             raise RequestError(str(exc), type="bad_target") from None
         except MlcLabError as exc:
-            summary, detail = _summary_detail(exc)
+            summary, detail = summary_detail(exc)
             raise RequestError(summary, detail=detail, step=_plain(sid), type=error_kind(exc)) from None
 
     def clear_error(self) -> dict:
@@ -649,7 +649,7 @@ class Explorer(AccessRequests, PathPanel, StepRecords, RpcWidget):
             self._set_error(
                 source="apply",
                 primitive=primitive,
-                summary=getattr(exc, "summary", None) or _first_line(exc),
+                summary=getattr(exc, "summary", None) or first_line(exc),
                 detail=getattr(exc, "detail", "") or "",
                 involved=[str(n) for n in getattr(exc, "involved", []) or []],
                 # the error's field (the Session writes it); else the same writer's text of the call as sent

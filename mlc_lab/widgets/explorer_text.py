@@ -12,7 +12,7 @@ from mlc_lab.model.steps import LoopTree
 from mlc_lab.model.steps import plain as _plain
 
 
-def _summary(step: Step) -> dict:
+def step_summary(step: Step) -> dict:
     """A history entry (as StepSummary.to_json) of a Session's step."""
     return {
         "id": step.id,
@@ -35,13 +35,13 @@ def target_label(target: Any) -> str:
     return {"llvm": "cpu", "c": "cpu"}.get(kind, kind)
 
 
-def _measurement_info(m: Measurement) -> dict:
+def measurement_info(m: Measurement) -> dict:
     """A Measurement in its one encoding (mlc_lab.model.measure; the page's type is generated from
     it), with the target as the page names it ("cpu", "cuda")."""
     return {**m.to_json(), "target": target_label(m.target)}
 
 
-def _summary_detail(exc: BaseException) -> tuple[str, str]:
+def summary_detail(exc: BaseException) -> tuple[str, str]:
     """First line of an error, and the rest (with the error's own detail) for a details box."""
     text = str(getattr(exc, "summary", None) or exc)
     first, _, rest = text.partition("\n")
@@ -50,23 +50,23 @@ def _summary_detail(exc: BaseException) -> tuple[str, str]:
     return first.strip() or type(exc).__name__, "\n\n".join(p for p in (rest, detail) if p)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     return (str(exc).split("\n", 1)[0] or type(exc).__name__).strip()
 
 
-def _strip_line_prefix(text: str, line: int | None) -> str:
+def strip_line_prefix(text: str, line: int | None) -> str:
     prefix = f"line {line}: "
     return text[len(prefix) :] if line is not None and text.startswith(prefix) else text
 
 
-def _names(result: Any) -> Any:
+def made_names(result: Any) -> Any:
     """What a step made (loops, blocks), as plain data for the page."""
     if result is None or isinstance(result, str):
         return result
     if isinstance(result, (list, tuple)):
-        return [_names(r) for r in result]
+        return [made_names(r) for r in result]
     return _plain(result)
 
 
-def _tree(tree: dict) -> LoopTree:
+def as_loop_tree(tree: dict) -> LoopTree:
     return tree if isinstance(tree, LoopTree) else LoopTree(tree)

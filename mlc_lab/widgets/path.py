@@ -91,9 +91,9 @@ def _reference(session: SessionLike, assignment: Any) -> WayTarget | None:
     grader's sandbox runs; the explorer still opens with the assignment's checks)."""
     if assignment is None or not isinstance(session, Wayfinding):
         return None
-    from mlc_lab.widgets.checks import _assignment
+    from mlc_lab.widgets.checks import loaded_assignment
 
-    loaded = _assignment(assignment)
+    loaded = loaded_assignment(assignment)
     reference = getattr(loaded, "reference", None)
     if reference is None:
         return None

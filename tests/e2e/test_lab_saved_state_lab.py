@@ -168,7 +168,7 @@ def test_a_save_right_after_a_burst_of_clicks_keeps_every_step(lab_server, lab_p
     page.wait_for_selector(".mlc-explorer .mlc-row", timeout=120_000)
     lab.kernel("ex.RECORD_DELAY_S = 600")  # the kernel records nothing more until after the save
     # (and this kernel checks what it sends against mlc_lab.model: tests/e2e/conftest.py reads the file)
-    assert lab.kernel_json("__import__('mlc_lab.widgets._base').widgets._base._STRICT").endswith("wire.log")
+    assert lab.kernel_json("__import__('mlc_lab.widgets._base').widgets._base.STRICT").endswith("wire.log")
     row(page, "loop", "Y/i").click()
     page.keyboard.press("p")
     _code_has(page, "T.parallel")

@@ -16,7 +16,7 @@ from mlc_lab._threads import usable_cores
 
 from mlc_lab.classroom import client
 from mlc_lab.cli import main
-from mlc_lab.tvm import classroom as class_db
+from mlc_lab.tvm.tuning import shared_db
 from tests.unit.test_classroom import ASSIGNMENT, ROOT
 from tests.unit.test_rpc import free_port
 
@@ -89,7 +89,7 @@ def test_the_open_servers_banner_says_demo_where_it_times_and_the_tracker_of_its
         assert "(0 so far, 0 waiting to be graded)" in text
         assert "timing on rpc://127.0.0.1:9/k" in text and "DEMO MODE (--open)" in text
         assert f"explore(program, classroom={url!r}), mlc_lab.leaderboard({url!r})" in text  # no token
-        assert f"database='rpc://127.0.0.1:9/{class_db.DEFAULT_KEY}'" in text and "tokens in" not in text
+        assert f"database='rpc://127.0.0.1:9/{shared_db.DEFAULT_KEY}'" in text and "tokens in" not in text
         socket.create_connection(("127.0.0.1", db_port), timeout=5).close()
         token = next(ln for ln in lines if "teacher's token:" in ln).rsplit(":", 1)[1].strip()
         assert f"class_dashboard({url!r}, {token!r})" in lines[-1]

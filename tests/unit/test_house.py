@@ -6,7 +6,12 @@
   80 lines either, except those listed in LONG_TS_FUNCTIONS; read with TypeScript's own parser
   (scripts/ts_functions.mjs), nothing is run;
 - no import circle among mlc_lab's modules, counting every import: inside functions and under
-  ``if TYPE_CHECKING`` too (the graph is read with ``ast``, nothing is imported).
+  ``if TYPE_CHECKING`` too (the graph is read with ``ast``, nothing is imported);
+- no module reaches into another module's private names: a ``_name`` defined in a module is used
+  there only (one that another module uses is public: it loses its underscore), and a private
+  module ``pkg._mod`` is imported from inside ``pkg`` only; imports (``from m import _x``,
+  ``import pkg._mod``) and attributes of an imported module (``m._x``) count, except those listed in
+  PRIVATE_REACHES with the reason.
 
 Every exemption must still be needed: a listed module or function that shrank, or vanished, fails
 the test until it is taken off the list.
@@ -15,6 +20,7 @@ the test until it is taken off the list.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import shutil
 import subprocess
@@ -37,12 +43,21 @@ LONG_FUNCTIONS: dict[tuple[str, str], str] = {
 # (module, qualified function: Class.method, outer.inner, <anonymous>) -> why it may be over the limit.
 LONG_TS_FUNCTIONS: dict[tuple[str, str], str] = {}
 
+# (importing module, the private name it reaches: "mlc_lab.pkg.mod._name") -> why it may.
+PRIVATE_REACHES: dict[tuple[str, str], str] = {}
+
 
 def _sources() -> list[Path]:
     found = list((ROOT / "mlc_lab").rglob("*.py"))
     for ext in ("*.ts", "*.tsx"):
         found += [p for p in (ROOT / "js").rglob(ext) if "node_modules" not in p.parts]
     return sorted(p for p in found if p.relative_to(ROOT).as_posix() not in GENERATED)
+
+
+@functools.cache
+def _parsed(path: Path) -> ast.Module:
+    """A module's syntax tree, read once for all the tests here."""
+    return ast.parse(path.read_text(encoding="utf-8"))
 
 
 def _lines(path: Path) -> int:
@@ -65,7 +80,7 @@ def _long_functions() -> dict[tuple[str, str], int]:
     out: dict[tuple[str, str], int] = {}
     for path in sorted((ROOT / "mlc_lab").rglob("*.py")):
         found: dict[str, int] = {}
-        _functions(ast.parse(path.read_text(encoding="utf-8")), "", found)
+        _functions(_parsed(path), "", found)
         rel = path.relative_to(ROOT).as_posix()
         out.update({(rel, name): n for name, n in found.items() if n > MAX_FUNCTION_LINES})
     return out
@@ -121,11 +136,60 @@ def _imported(module: str, path: Path, node: ast.Import | ast.ImportFrom, known:
     return out
 
 
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _hidden_from(module: str, target: str, known: dict[str, Path]) -> bool:
+    """Whether a dotted name (a module, or a name in one) holds a private part ``module`` may not see:
+    a private module is seen from inside its package, a private name from its own module only."""
+    parts = target.split(".")
+    for i in range(1, len(parts)):
+        if _is_private(parts[i]):
+            owner = ".".join(parts[:i])
+            if f"{owner}.{parts[i]}" in known:
+                return not (module == owner or module.startswith(owner + "."))
+            return module != owner
+    return False
+
+
+def private_reaches(module: str, path: Path, tree: ast.AST, known: dict[str, Path]) -> list[tuple[int, str]]:
+    """The private names of other mlc_lab modules that one module reaches: (line, dotted name)."""
+    found: list[tuple[int, str]] = []
+    bound: dict[str, str] = {}  # a local name -> the mlc_lab module an import binds to it
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == module.split(".")[0]:
+                    found += [(node.lineno, alias.name)] if _hidden_from(module, alias.name, known) else []
+                    if alias.asname and alias.name in known:
+                        bound[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            if base.split(".")[0] != module.split(".")[0]:
+                continue
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found += [(node.lineno, full)] if _hidden_from(module, full, known) else []
+                if full in known:
+                    bound[alias.asname or alias.name] = full
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
+            full = f"{bound[node.value.id]}.{node.attr}"
+            if _is_private(node.attr) and _hidden_from(module, full, known):
+                found.append((node.lineno, full))
+    return found
+
+
 def import_graph() -> dict[str, set[str]]:
     known = _module_names()
     graph: dict[str, set[str]] = {m: set() for m in known}
     for module, path in known.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_parsed(path)):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 graph[module] |= _imported(module, path, node, known)
     return graph
@@ -266,3 +330,46 @@ def test_the_graph_holds_real_edges():
     assert "mlc_lab.tvm.tuning.live" in graph["mlc_lab.tvm.tuning.build"]
     assert "mlc_lab.text.step_errors" in graph["mlc_lab.tvm.schedule"]
     assert "mlc_lab.core.access" in graph["mlc_lab.core.session"]  # imported inside a method
+
+
+def test_no_module_reaches_into_another_modules_private_names():
+    known = _module_names()
+    found = {}
+    for module, path in sorted(known.items()):
+        for line, name in private_reaches(module, path, _parsed(path), known):
+            found.setdefault((module, name), f"{path.relative_to(ROOT).as_posix()}:{line}")
+    unlisted = sorted(
+        f"{where}: {name}" for (module, name), where in found.items() if (module, name) not in PRIVATE_REACHES
+    )
+    assert not unlisted, f"private names used outside their module (make them public): {unlisted}"
+    stale = sorted(f"{m}: {n}" for m, n in set(PRIVATE_REACHES) - set(found))
+    assert not stale, f"listed in PRIVATE_REACHES but no longer reached (take them off): {stale}"
+
+
+def test_the_private_name_finder_catches_each_form_and_spares_what_is_allowed(tmp_path):
+    """The finder on a planted package: private names of another module, imported or reached as an
+    attribute, and a private module from outside its package, are caught; a module's own private
+    names, a private module from inside its package and an alias to a private name are not."""
+    names = ("pkg", "pkg.a", "pkg.b", "pkg._helpers", "pkg.sub", "pkg.sub._inner", "pkg.sub.c")
+    known = {name: tmp_path / f"{name.replace('.', '_')}.py" for name in names}
+    known["pkg"] = known["pkg.sub"] = tmp_path / "__init__.py"
+    sources = {
+        "pkg.a": (
+            "from pkg.b import _secret, public\n"  # 1: caught
+            "from pkg import b\n"
+            "from pkg import _helpers\n"  # 3: spared: pkg._helpers from inside pkg
+            "from pkg.b import public as _alias\n"  # 4: spared: an alias may be private
+            "def f():\n"
+            "    return b._hidden(_own())\n"  # 6: caught: an attribute of an imported module
+            "def _own():\n"
+            "    return _helpers.tool\n"
+        ),
+        "pkg.sub.c": "from .. import b\nfrom . import _inner\nfrom ._inner import x\nb.public\n",  # all spared
+        "pkg.b": "import pkg.sub._inner as inner\nfrom pkg.sub._inner import y\n",  # 1, 2: caught
+    }
+    found = {module: private_reaches(module, known[module], ast.parse(text), known) for module, text in sources.items()}
+    assert found == {
+        "pkg.a": [(1, "pkg.b._secret"), (6, "pkg.b._hidden")],
+        "pkg.sub.c": [],
+        "pkg.b": [(1, "pkg.sub._inner"), (2, "pkg.sub._inner.y")],
+    }

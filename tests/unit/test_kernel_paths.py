@@ -99,7 +99,7 @@ def test_a_planted_violation_is_found_with_its_path(graph, module, added, path):
 
     text = (PACKAGE / module).read_text()
     if added is None:
-        anchor = "    refuse_unless_sandboxed(args)\n    box = ks.KernelSandbox("
+        anchor = "    refuse_unless_sandboxed(args)\n    box = kernel_sandbox.KernelSandbox("
         assert anchor in text
         text = text.replace(anchor, "    return _measure_own(session, args)\n" + anchor)
     else:

@@ -1,5 +1,7 @@
 """The layout, counted from the tree: one stem per feature at every floor, `mlc_lab/tvm/` holds what
-imports TVM, and README's Layout table names every package and folder there is (and nothing else).
+imports TVM, README's Layout table names every package and folder there is (and nothing else), and
+every package and top-level module of mlc_lab stands on a floor of the layers contract (the floors
+README states).
 
 Read with ``ast`` and the file system only: nothing is imported.
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +31,8 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "access": (r"access\w*", tuple(FLOORS)),
     "lowering": (r"lower\w*|compiler\w*|cuda\w*", tuple(FLOORS)),
     "tuning": (r"tun\w*|cpu_space|runner_process|timeline", tuple(FLOORS)),
-    "classroom": (r"class\w*", tuple(FLOORS)),
+    # the class server has no TVM side: its shared database is tuning's (tvm/tuning/shared_db.py)
+    "classroom": (r"class\w*", ("widgets", "core", "model", "js")),
     "measure": (r"measure\w*|timing|rpc_timing|sweep", tuple(FLOORS)),
     "machine": (r"machine", ("core", "tvm", "model")),
     "exercises": (r"exercise\w*", ("tvm",)),
@@ -143,3 +147,52 @@ def test_the_readme_names_every_benchmark():
     row = next(line for line in text.splitlines() if line.startswith("| `benchmarks/`"))
     scripts = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py"))
     assert [s for s in scripts if f"`{s}`" not in row] == []
+
+
+def layer_floors() -> list[list[str]]:
+    """The floors of pyproject.toml's layers contract over mlc_lab, top down, each a list of names."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["type"] == "layers" and c.get("containers") == ["mlc_lab"])
+    return [[name.strip() for name in re.split(r"[|:]", floor)] for floor in layers["layers"]]
+
+
+def top_level_entries(package: Path) -> set[str]:
+    """A package's packages and modules by name (``core``, ``cli``), its ``__init__`` aside."""
+    return {
+        p.stem if p.is_file() else p.name
+        for p in package.iterdir()
+        if (p.suffix == ".py" and p.name != "__init__.py") or (p.is_dir() and (p / "__init__.py").exists())
+    }
+
+
+def unplaced(entries: set[str], floors: list[list[str]]) -> tuple[list[str], list[str]]:
+    """(entries on no floor, names on a floor that are no entry)."""
+    named = [name for floor in floors for name in floor]
+    return sorted(entries - set(named)), sorted(set(named) - entries)
+
+
+def test_every_package_and_top_level_module_stands_on_a_floor():
+    floors = layer_floors()
+    named = [name for floor in floors for name in floor]
+    assert len(named) == len(set(named)), "a name on two floors"
+    assert {"widgets", "core", "tvm", "model", "cli"} <= set(named)  # the contract was read
+    assert unplaced(top_level_entries(ROOT / "mlc_lab"), floors) == ([], [])
+
+
+def test_a_new_package_on_no_floor_is_caught(tmp_path):
+    for name in ("core", "fresh"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+    (tmp_path / "helpers.py").write_text("")
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "static").mkdir()  # no package: built files
+    assert top_level_entries(tmp_path) == {"core", "fresh", "helpers"}
+    assert unplaced(top_level_entries(tmp_path), [["core"], ["helpers", "gone"]]) == (["fresh"], ["gone"])
+
+
+def test_the_readme_states_the_floors_of_the_contract():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    stated = " -> ".join(" | ".join(f"`{name}`" for name in floor) for floor in layer_floors())
+    assert stated in " ".join(section.split()), f"README's Layout should state the floors: {stated}"

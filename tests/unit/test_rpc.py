@@ -79,7 +79,7 @@ def matmul_lib(tmp_path_factory):
     name, one = build.single_function_module(mod, None)
     path = str(tmp_path_factory.mktemp("lib") / "mm.so")
     tvm.compile(one, target=build.cpu_target()).export_library(path)
-    inputs, expected = build._reference_outputs(build.module_to_text(mod), name, 0)
+    inputs, expected = build.reference_outputs(build.module_to_text(mod), name, 0)
     return path, name, inputs, expected
 
 
@@ -93,7 +93,7 @@ def _when(cond, timeout: float = 60.0) -> None:
 def test_runtime_only_servers_measure_check_and_never_time_two_at_once_on_one_host(shared, matmul_lib, monkeypatch):
     path, name, inputs, expected = matmul_lib
     spans: list[tuple[float, float]] = []
-    real = pool.timing.time_function
+    real = pool.measure.time_function
 
     def watched(*args, **kwargs):
         t0 = time.monotonic()
@@ -102,7 +102,7 @@ def test_runtime_only_servers_measure_check_and_never_time_two_at_once_on_one_ho
         finally:
             spans.append((t0, time.monotonic()))
 
-    monkeypatch.setattr(pool.timing, "time_function", watched)
+    monkeypatch.setattr(pool.measure, "time_function", watched)
     p = pool.TrackerPool("127.0.0.1", shared.port, shared.key, servers=3, session_timeout_s=20)
     try:
         wrong = [a.copy() for a in expected]
@@ -157,7 +157,7 @@ def test_a_server_that_hangs_mid_measurement_is_left_out_and_its_candidate_measu
         on_event=lambda kind, **facts: events.append((kind, facts)),
     )
     try:
-        fut = p.submit(pool.Candidate("slow", path, name, "cpu", inputs, method=pool.timing.TimingMethod(repeats=1)))
+        fut = p.submit(pool.Candidate("slow", path, name, "cpu", inputs, method=pool.measure.TimingMethod(repeats=1)))
         _when(lambda: shared.in_session("hang"), 60)
         stopped = shared.in_session("hang")[0]
         shared.stop(stopped)
@@ -308,7 +308,7 @@ def _ours(shared, cands, session_timeout_s=10.0, **kw):
 
 def _bad(path: str, name: str) -> pool.Candidate:
     return pool.Candidate(
-        name, path, "main", "cpu", [np.zeros(4, "float32")], method=pool.timing.TimingMethod(repeats=1)
+        name, path, "main", "cpu", [np.zeros(4, "float32")], method=pool.measure.TimingMethod(repeats=1)
     )
 
 

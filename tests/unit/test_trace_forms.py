@@ -209,7 +209,7 @@ def test_every_primitive_of_the_schedule_is_applicable_and_read_from_json():
     public = {m for m in dir(s_tir.Schedule) if not m.startswith("_") and callable(getattr(s_tir.Schedule, m))}
     public -= {m for m in public if m[0].isupper()} | _NOT_PRIMITIVES
     assert public <= PRIMITIVES, sorted(public - PRIMITIVES)
-    json_primitives = {k.primitive for k in trace_io._KINDS.values()}
+    json_primitives = {k.primitive for k in trace_io.KINDS.values()}
     assert PRIMITIVES <= json_primitives, sorted(PRIMITIVES - json_primitives)
 
 

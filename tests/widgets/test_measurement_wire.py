@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mlc_lab.core import model_ts
 from mlc_lab.model.measure import Measurement, hover
-from mlc_lab.widgets.explorer_text import _measurement_info
+from mlc_lab.widgets.explorer_text import measurement_info
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "measurement_unsteady.json"
@@ -71,12 +71,12 @@ def hover_text(packed: dict, model_text: str, tmp: Path) -> str:
 
 
 def test_the_spread_and_the_rounds_reach_the_page_and_it_says_unsteady(tmp_path):
-    packed = _measurement_info(UNSTEADY)
+    packed = measurement_info(UNSTEADY)
     assert packed["iqr_s"] == 5e-4 and packed["rounds"] == 3  # the old packer's 22 names left both out
     assert packed["target"] == "cpu"
     assert UNSTEADY.quiet is False  # measure's own rule: the repeats spread more than STEADY_SPREAD
     # the fixture js/__tests__/explorer_measure.test.ts feeds the page is what the packer sends
-    assert json.loads(FIXTURE.read_text()) == packed, "stale fixture: write _measurement_info(UNSTEADY) to it"
+    assert json.loads(FIXTURE.read_text()) == packed, "stale fixture: write measurement_info(UNSTEADY) to it"
     text = hover_text(packed, model_ts.TARGET.read_text(), tmp_path)
     assert "unsteady: the repeats spread 25% of their median, the steadiest of 3 rounds" in text
     assert "build: 125 ms" in text  # build_s is declared shown on hover in the contract
@@ -91,7 +91,7 @@ def test_a_field_added_to_measurement_reaches_the_hover_text_with_no_hand_edit(t
         bases=(Measurement,),
     )
     m = variant(latency_s=1e-3, repeats=5, target="cpu", die_temp_c=71.5)
-    packed = _measurement_info(m)
+    packed = measurement_info(m)
     assert packed["die_temp_c"] == 71.5
     generated = model_ts.render({**model_ts.contract(), "Measurement": variant})
     assert "  die_temp_c: number | null;" in generated
@@ -100,5 +100,5 @@ def test_a_field_added_to_measurement_reaches_the_hover_text_with_no_hand_edit(t
     # and the file in the tree does not have it: the text came from the variant's contract alone
     assert "die_temp_c" not in model_ts.TARGET.read_text()
     assert "die temperature" not in hover_text(
-        _measurement_info(Measurement(latency_s=1e-3)), model_ts.TARGET.read_text(), tmp_path
+        measurement_info(Measurement(latency_s=1e-3)), model_ts.TARGET.read_text(), tmp_path
     )

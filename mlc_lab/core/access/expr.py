@@ -15,7 +15,7 @@ import numpy as np
 from mlc_lab.model.access.program import Const, Op, Opaque, Var
 from mlc_lab.errors import AccessAnalysisError
 
-_BINARY = {
+BINARY = {
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
@@ -55,7 +55,7 @@ def evaluate(e, env: dict):
         except KeyError:
             raise AccessAnalysisError(f"variable {e.name} has no value here") from None
     if isinstance(e, Op):
-        fn = _BINARY.get(e.op)
+        fn = BINARY.get(e.op)
         if fn is not None:
             return fn(evaluate(e.args[0], env), evaluate(e.args[1], env))
         if e.op == "not":

@@ -18,7 +18,7 @@ from functools import cached_property
 import numpy as np
 
 from mlc_lab.core.access.budget import Budget
-from mlc_lab.core.access.expr import _BINARY, Affine, Decomposer, Digit, NonAffine, digit_range, evaluate
+from mlc_lab.core.access.expr import BINARY, Affine, Decomposer, Digit, NonAffine, digit_range, evaluate
 from mlc_lab.model.access.program import Op, Var, free_vars
 from mlc_lab.core.access.space import Query
 from mlc_lab.errors import AccessAnalysisError
@@ -369,7 +369,7 @@ def _conjuncts(e) -> list:
     return [e]
 
 
-_COMPARE = {op: _BINARY[op] for op in ("lt", "le", "gt", "ge", "eq", "ne")}
+_COMPARE = {op: BINARY[op] for op in ("lt", "le", "gt", "ge", "eq", "ne")}
 
 
 def _affine_value(plan: _Plan, e):
@@ -403,7 +403,7 @@ def _plan_value(plan: _Plan, e, env: dict):
         v = _affine_value(plan, e)
         if v is not None:
             return v
-        fn = _BINARY.get(e.op)
+        fn = BINARY.get(e.op)
         if fn is not None:
             return fn(_plan_value(plan, e.args[0], env), _plan_value(plan, e.args[1], env))
         if e.op == "not":

@@ -9,7 +9,7 @@ from mlc_lab.errors import MlcLabError
 
 
 @contextlib.contextmanager
-def _analysis_errors(loop: str):
+def analysis_errors(loop: str):
     """A failure inside the analysis that it did not put in words is still an MlcLabError."""
     from mlc_lab.errors import AccessAnalysisError
 

@@ -193,11 +193,11 @@ class _Setup:
     against: str
 
     def request(self, seed: int, rtol: float, atol: float, budget: dict | None = None) -> dict:
-        from mlc_lab.tvm.measure import build as tbuild
+        from mlc_lab.tvm.measure import build
 
         out = {
-            "module": tbuild.module_to_text(self.scheduled),
-            "reference": tbuild.module_to_text(self.small),
+            "module": build.module_to_text(self.scheduled),
+            "reference": build.module_to_text(self.small),
             "func_name": self.func_name,
             "seed": seed,
             "rtol": rtol,
@@ -215,7 +215,7 @@ def _setup(
     program_or_session: Any, trace: Any, sizes: Any, shape_vars: dict | None, func: str | None, guards: bool = False
 ) -> Any:
     """The `_Setup` of a check, or the could_not_run verdict when no size fits the schedule."""
-    original, trace, func_name = _inputs(program_or_session, trace, func)
+    original, trace, func_name = resolve_inputs(program_or_session, trace, func)
     given = dict(shape_vars or {})
     try:
         small, scheduled, used = _at_size(original, trace, func_name, sizes, given, guards)
@@ -250,17 +250,17 @@ def _budget_pids() -> list[int]:
 # ----------------------------------------------------------------------------------------- set-up
 
 
-def _inputs(program_or_session: Any, trace: Any, func: str | None) -> tuple[Any, Any, str]:
-    from mlc_lab.tvm import program as tprogram
+def resolve_inputs(program_or_session: Any, trace: Any, func: str | None) -> tuple[Any, Any, str]:
+    from mlc_lab.tvm import program
 
     obj = program_or_session
     if hasattr(obj, "original") and hasattr(obj, "func_name") and hasattr(obj, "trace"):
         return obj.original, (_trace_text(trace) if trace is not None else obj.trace), func or obj.func_name
     try:
-        mod = tprogram.load(obj, func)
+        mod = program.load(obj, func)
     except MlcLabError as exc:
         raise NumericCheckError(f"the program could not be loaded: {str(exc).splitlines()[0]}") from None
-    names = tprogram.prim_func_names(mod)
+    names = program.prim_func_names(mod)
     name = func or ("main" if "main" in names else names[0])
     return mod, _trace_text(trace), name
 
@@ -342,7 +342,7 @@ def _at_size(
         extra = opencl.predicate_count(scheduled, func_name) - full_predicates
         if extra > 0 and not guards:
             last_problem = (
-                f"at {_sizes_text(mapping)} the schedule's tiles no longer divide the loops "
+                f"at {sizes_text(mapping)} the schedule's tiles no longer divide the loops "
                 f"({extra} block(s) get a bounds check they do not have at full size): "
                 "give sizes that are multiples of the tile sizes"
             )
@@ -380,11 +380,11 @@ def _replay(mod: Any, trace: Any, func_name: str, mapping: dict | None) -> Any:
         return state_trace.replayed_module(mod, trace, func_name)
     except MlcLabError as exc:
         first = str(exc).strip().splitlines()[0]
-        where = "the program" if not mapping else f"the program at {_sizes_text(mapping)}"
+        where = "the program" if not mapping else f"the program at {sizes_text(mapping)}"
         raise NumericCheckError(f"the trace does not replay on {where}: {first}") from None
 
 
-def _sizes_text(mapping: dict) -> str:
+def sizes_text(mapping: dict) -> str:
     items = sorted(
         mapping.items(), key=lambda kv: (isinstance(kv[0], str), -kv[0] if isinstance(kv[0], int) else 0, str(kv[0]))
     )
@@ -392,10 +392,10 @@ def _sizes_text(mapping: dict) -> str:
 
 
 def _shapes(mod: Any, func_name: str) -> dict[str, list[int]]:
-    from mlc_lab.tvm.measure import build as tbuild
+    from mlc_lab.tvm.measure import build
 
     try:
-        return {name: list(shape) for name, shape, _ in tbuild.param_specs(mod, func_name)}
+        return {name: list(shape) for name, shape, _ in build.param_specs(mod, func_name)}
     except Exception:  # noqa: BLE001 - symbolic shapes: no shape to show
         return {}
 
@@ -404,7 +404,7 @@ def _shapes(mod: Any, func_name: str) -> dict[str, list[int]]:
 
 
 def _where(used: dict) -> str:
-    return f" (run at {_sizes_text(used)})" if used else ""
+    return f" (run at {sizes_text(used)})" if used else ""
 
 
 # How a process that runs a kernel dies of an access outside its memory: a signal of one, or the C
@@ -547,9 +547,9 @@ def _num(value: Any) -> str:
 
 def is_gpu_program(module: Any, func_name: str) -> bool:
     """Whether any loop of the function is bound to blockIdx/threadIdx (it then builds only for a GPU)."""
-    from mlc_lab.tvm.measure import build as tbuild
+    from mlc_lab.tvm.measure import build
 
-    return bool(tbuild.thread_bound_loops(module, func_name))
+    return bool(build.thread_bound_loops(module, func_name))
 
 
 def run_gpu_function(
@@ -561,13 +561,13 @@ def run_gpu_function(
     import numpy as np
 
     from mlc_lab.core.worker import worker
-    from mlc_lab.tvm.measure import build as tbuild
+    from mlc_lab.tvm.measure import build
 
     try:
         out: RunResult = worker().call(
             "run_opencl",
             timeout=timeout_s,
-            module=tbuild.module_to_text(module),
+            module=build.module_to_text(module),
             func_name=func_name,
             inputs=[np.ascontiguousarray(a) for a in inputs],
         )

@@ -25,8 +25,8 @@ from typing import Any
 from mlc_lab.core.checks.numeric_gpu import (
     DEFAULT_TIMEOUT_S,
     NumericResult,
-    _inputs,
-    _sizes_text,
+    resolve_inputs,
+    sizes_text,
 )
 
 FAILING = ("mismatch", "crash", "timeout", "does_not_build")
@@ -50,7 +50,7 @@ def numeric_check_sizes(
     from mlc_lab.tvm.checks import opencl
 
     started = time.monotonic()
-    original, trace, func_name = _inputs(session, None, None)
+    original, trace, func_name = resolve_inputs(session, None, None)
     dims = opencl.buffer_dims(original, func_name)
     plan: list = list(sizes) if sizes else ["default"]
     runs: list[NumericResult] = []
@@ -63,14 +63,14 @@ def numeric_check_sizes(
             continue
         if runs and not _fits(runs, mapping, dims, left):
             notes.append(
-                f"not run at {_sizes_text(mapping)}: the time left of the check's {timeout_s:g} s cannot hold it"
+                f"not run at {sizes_text(mapping)}: the time left of the check's {timeout_s:g} s cannot hold it"
             )
             continue
         r = check(session, sizes=mapping, timeout_s=max(1.0, left), rtol=rtol, atol=atol, guards=guards, **kw)
         if not runs and _over_budget(r):  # the first size does not fit: a smaller one may
             r = _smaller(session, r, timeout_s - (time.monotonic() - started), check=check, rtol=rtol, atol=atol, **kw)
         if runs and r.verdict == "does_not_build":  # at the program's size it builds: not the student's
-            notes.append(f"not judged at {_sizes_text(r.sizes) or 'its own size'}: {r.message}")
+            notes.append(f"not judged at {sizes_text(r.sizes) or 'its own size'}: {r.message}")
             continue
         runs.append(r)
         if r.verdict in FAILING:
@@ -159,13 +159,13 @@ def _combined(runs: list, notes: list[str]) -> NumericResult:
     if deciding is None:
         matched = [r for r in runs if r.verdict == "match"]
         deciding = matched[0] if matched else runs[0]
-        also = [f"{_sizes_text(r.sizes)} ({r.total} elements)" for r in matched[1:]]
+        also = [f"{sizes_text(r.sizes)} ({r.total} elements)" for r in matched[1:]]
         message = deciding.message + (f"; the same at {' and at '.join(also)}" if also else "")
     else:
         message = deciding.message
         earlier = [r for r in runs[: runs.index(deciding)] if r.verdict == "match"]
         if earlier:
-            message += f" (it matched at {', '.join(_sizes_text(r.sizes) or 'its own size' for r in earlier)})"
+            message += f" (it matched at {', '.join(sizes_text(r.sizes) or 'its own size' for r in earlier)})"
     if notes:
         message += "; " + "; ".join(notes)
     return replace(deciding, message=message, seconds=sum(r.seconds for r in runs))

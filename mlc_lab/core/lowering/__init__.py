@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mlc_lab.core.lowering import codefacts as cf
+from mlc_lab.core.lowering import codefacts
 from mlc_lab.errors import MlcLabError
 from mlc_lab.model import lowering as model_lowering
 from mlc_lab.model.lowering import KernelArray, LoopFacts, LowerResult, PassStep
@@ -56,7 +56,7 @@ class Lowering(model_lowering.Lowering):
         loads ahead of it), so a fixed number of lines from the top would show it on some
         machines and not on others."""
         numbers = self.loop(loop).asm_lines
-        classes = {i.asm_line: i.klass for i in cf.parse_asm(self.asm)}
+        classes = {i.asm_line: i.klass for i in codefacts.parse_asm(self.asm)}
         first = next((k for k, n in enumerate(numbers) if classes.get(n) == klass), None)
         if first is None:
             return None
@@ -97,30 +97,32 @@ def build_lowering(raw: LowerResult, script: str, loop_tree: dict | None, step: 
         seconds=raw.seconds,
         timings=dict(raw.timings),
     )
-    loops = cf.walk_loops(loop_tree) if loop_tree else []
+    loops = codefacts.walk_loops(loop_tree) if loop_tree else []
     if low.kind == "cpu" and low.asm:
-        insns = cf.parse_asm(low.asm)
-        low.loops = cf.loop_facts(
+        insns = codefacts.parse_asm(low.asm)
+        low.loops = codefacts.loop_facts(
             loops,
             insns,
-            cf.llvm_loop_blocks(low.llvm_ir) if low.llvm_ir else None,
-            cf.llvm_ir_script_lines(low.llvm_ir) if low.llvm_ir else None,
+            codefacts.llvm_loop_blocks(low.llvm_ir) if low.llvm_ir else None,
+            codefacts.llvm_ir_script_lines(low.llvm_ir) if low.llvm_ir else None,
         )
-        strides = cf.strides_by_loop(raw.vector_strides)
+        strides = codefacts.strides_by_loop(raw.vector_strides)
         for f in low.loops:
-            f.verdict = cf.loop_verdict(f, strides, low.cpu_features)
-        low.verdict = cf.step_verdict(low.loops)
+            f.verdict = codefacts.loop_verdict(f, strides, low.cpu_features)
+        low.verdict = codefacts.step_verdict(low.loops)
     elif low.kind == "cuda":
         low.arch = raw.arch
         low.gpu_buffers = list(raw.gpu_buffers)
         low.kernel_arrays = cuda_kernel_arrays(low.cuda_source)
-        low.kernels = cf.kernel_facts(low.ptx, low.ptxas_report)
+        low.kernels = codefacts.kernel_facts(low.ptx, low.ptxas_report)
         for name, arrays in low.kernel_arrays.items():  # no ptxas: the kernels and shared memory from the source
             if not any(k.name == name for k in low.kernels):
                 low.kernels.append(
-                    cf.KernelFacts(name, shared_bytes=sum(a["bytes"] or 0 for a in arrays if a["scope"] == "shared"))
+                    codefacts.KernelFacts(
+                        name, shared_bytes=sum(a["bytes"] or 0 for a in arrays if a["scope"] == "shared")
+                    )
                 )
-        low.cuda_loop_lines = cf.cuda_loop_lines(low.cuda_source)
+        low.cuda_loop_lines = codefacts.cuda_loop_lines(low.cuda_source)
         low.loops = cuda_loop_facts(loops, low.cuda_source, low.cuda_loop_lines)
         low.verdict = cuda_step_verdict(low)
         if not low.cuda_source.strip():  # no kernel to look in: the verdict says why, once; each loop points at it
@@ -223,7 +225,7 @@ def cuda_kernel_arrays(source: str) -> dict[str, list[KernelArray]]:
     return out
 
 
-def cuda_loop_facts(loops: list[dict], source: str, loop_lines: dict[str, list[int]]) -> list[cf.LoopFacts]:
+def cuda_loop_facts(loops: list[dict], source: str, loop_lines: dict[str, list[int]]) -> list[codefacts.LoopFacts]:
     """What each loop of the step became in the CUDA code, as its `verdict`: a block or thread
     index, a loop in every thread, one wide access, unrolled copies, or nothing."""
     lines = source.splitlines()
@@ -239,7 +241,7 @@ def cuda_loop_facts(loops: list[dict], source: str, loop_lines: dict[str, list[i
         nth = seen.get(name, 0)
         seen[name] = nth + 1
         code_name = name if nth == 0 else f"{name}_{nth}"
-        f = cf.LoopFacts(
+        f = codefacts.LoopFacts(
             loop=str(n.get("qualified") or name),
             name=name,
             line=int(n.get("line") or 0),
@@ -299,7 +301,7 @@ def cuda_step_verdict(low: Lowering) -> str:
     matmul is slow), then registers, shared memory, spills and vector loads per kernel."""
     if low.problems:
         return low.problems[0].splitlines()[0]
-    base = cf.cuda_verdict(low.kernels, low.problems, low.ptx_error)
+    base = codefacts.cuda_verdict(low.kernels, low.problems, low.ptx_error)
     shapes = {b["name"]: b for b in low.gpu_buffers}
     notes = []
     for k in low.kernels:

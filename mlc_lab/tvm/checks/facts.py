@@ -2,7 +2,7 @@
 
 One walk over the PrimFunc gives every block (its loops, the kind of each iteration variable and the
 loops its binding uses, whether it has an init, what it reads and writes) and every loop annotation;
-the access program (``access_ir.lower``) gives loops, accesses and buffers; TVM's own buffer
+the access program (``access.lower``) gives loops, accesses and buffers; TVM's own buffer
 compaction gives the size each shared (per thread block) and local (per thread) buffer is allocated
 with at build time. Loop ids are the access program's.
 """
@@ -13,7 +13,7 @@ from tvm import tirx
 from tvm.s_tir import SBlockRealize
 
 from mlc_lab.model.checks.facts import BlockFact, ScheduleFacts
-from mlc_lab.tvm import access as access_ir
+from mlc_lab.tvm import access
 
 __all__ = ["of_module", "of_function"]
 
@@ -25,7 +25,7 @@ def of_module(mod, func_name: str) -> ScheduleFacts:
 
 
 def of_function(func, name: str = "main") -> ScheduleFacts:
-    _, prog, node_ids = access_ir._lowered(func)  # noqa: SLF001  (the same cached walk, with its For ids)
+    _, prog, node_ids = access.lowered(func)  # the same cached walk, with its For ids
     walker = _Walker(node_ids, prog)
     walker.walk(func.body, (), {})
     allocated = _allocated_shapes(func)
@@ -98,7 +98,7 @@ def _var_keys(e, out: set | None = None) -> set:
     if isinstance(e, tirx.Var):
         out.add(e.__chandle__())
         return out
-    for sub in access_ir.sub_exprs(e):
+    for sub in access.sub_exprs(e):
         _var_keys(sub, out)
     return out
 
@@ -121,6 +121,6 @@ def _allocated_shapes(func) -> dict:
     """Buffer name -> the shape TVM allocates it with (after compaction): per thread block for
     shared buffers, per thread for local ones."""
     try:
-        return {name: tuple(shape) for name, (shape, _strides) in access_ir._compacted_layouts(func).items()}  # noqa: SLF001
+        return {name: tuple(shape) for name, (shape, _strides) in access.compacted_layouts(func).items()}
     except Exception:  # noqa: BLE001 - advisory: an odd program keeps its declared shapes
         return {}

@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from mlc_lab.model.grading import NumericComparison, NumericWorst, RunResult
-from mlc_lab.tvm.measure import build as tbuild
+from mlc_lab.tvm.measure import build
 from mlc_lab.tvm.measure.opencl_run import OpenCLProgramError, run_in_child
 
 import tvm  # noqa: E402  (after build: it sets the thread count before TVM starts)
@@ -51,7 +51,7 @@ _THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "thread
 
 
 def opencl_target() -> Any:
-    return tvm.target.Target(OPENCL_TARGET, host=tbuild.cpu_target())
+    return tvm.target.Target(OPENCL_TARGET, host=build.cpu_target())
 
 
 @tvm.instrument.pass_instrument
@@ -72,8 +72,8 @@ def opencl_program(mod: Any, func_name: str | None) -> dict:
     {"source", "params": [{"name", "shape", "dtype"}], "allocs": [{"name", "shape", "dtype"}],
     "launches": [{"kernel", "args": [{"buffer": name} | {"scalar": value, "dtype"}],
     "grid": [x, y, z], "block": [x, y, z]}]}."""
-    func_name, one = tbuild.single_function_module(mod, func_name)
-    unbound = tbuild.unbound_blocks(one, func_name)
+    func_name, one = build.single_function_module(mod, func_name)
+    unbound = build.unbound_blocks(one, func_name)
     if unbound:
         raise OpenCLProgramError(
             "not every block runs in a GPU kernel yet: "
@@ -95,7 +95,7 @@ def opencl_program(mod: Any, func_name: str | None) -> dict:
             "the program compiled to host code only (no kernel): are its loops bound to blockIdx/threadIdx?"
         )
     source = device[0].inspect_source()
-    params = [{"name": n, "shape": list(s), "dtype": d} for n, s, d in tbuild.param_specs(one, func_name)]
+    params = [{"name": n, "shape": list(s), "dtype": d} for n, s, d in build.param_specs(one, func_name)]
     kernels = {
         gv.name_hint: f
         for gv, f in keep.split.functions_items()
@@ -305,14 +305,14 @@ _INT_LITERAL = r"(?<![\w.]){}(?![\w.])"
 def buffer_dims(mod: Any, func_name: str | None) -> list[int]:
     """The distinct constant dimensions of the function's parameters, largest first."""
     dims = set()
-    for _, shape, _ in tbuild.param_specs(mod, func_name):
+    for _, shape, _ in build.param_specs(mod, func_name):
         dims.update(int(d) for d in shape)
     return sorted(dims, reverse=True)
 
 
 def shape_var_names(mod: Any, func_name: str | None) -> list[str]:
     """The symbolic shape variables the function declares (`n = T.int32()`)."""
-    _, one = tbuild.single_function_module(mod, func_name)
+    _, one = build.single_function_module(mod, func_name)
     return re.findall(r"^\s*(\w+) = T\.(?:int32|int64)\(\)\s*$", one.script(), re.M)
 
 
@@ -320,7 +320,7 @@ def resize_program(mod: Any, func_name: str | None, sizes: dict) -> Any:
     """The program with other sizes. `sizes` maps a dimension (an int: every integer literal of that
     value in the function's TVMScript, its shapes, loop extents and index arithmetic, becomes the
     new value) or a symbolic shape variable (a str) to its new size."""
-    func_name, one = tbuild.single_function_module(mod, func_name)
+    func_name, one = build.single_function_module(mod, func_name)
     literal = {int(k): int(v) for k, v in sizes.items() if not isinstance(k, str)}
     symbolic = {str(k): int(v) for k, v in sizes.items() if isinstance(k, str)}
     if symbolic:
@@ -336,10 +336,10 @@ def resize_program(mod: Any, func_name: str | None, sizes: dict) -> Any:
         for name, value in symbolic.items():
             text = re.sub(rf"^\s*{name} = T\.(?:int32|int64)\(\)\s*\n", "", text, flags=re.M)
             text = re.sub(rf"(?<![\w.])\"?{name}\"?(?![\w])", str(value), text)
-        one = tbuild.module_from_text(text)
+        one = build.module_from_text(text)
     if literal:
         dims = set()
-        for _, shape, _ in tbuild.param_specs(one, func_name):
+        for _, shape, _ in build.param_specs(one, func_name):
             dims.update(int(d) for d in shape)
         missing = [k for k in literal if k not in dims]
         if missing:
@@ -350,7 +350,7 @@ def resize_program(mod: Any, func_name: str | None, sizes: dict) -> Any:
         text = one.script()
         pattern = re.compile("|".join(_INT_LITERAL.format(k) for k in sorted(literal, key=lambda k: -len(str(k)))))
         text = pattern.sub(lambda m: str(literal[int(m.group(0))]), text)
-        one = tbuild.module_from_text(text)
+        one = build.module_from_text(text)
     return one
 
 
@@ -362,14 +362,14 @@ def serial_version(mod: Any, func_name: str | None) -> Any:
     """The function with its thread-bound loops as plain loops and shared/local buffers as
     ordinary ones: the same computation in TensorIR's sequential meaning, which builds for the CPU.
     The reference for a bound program that comes without the trace that made it."""
-    func_name, one = tbuild.single_function_module(mod, func_name)
+    func_name, one = build.single_function_module(mod, func_name)
     text = _SCOPE.sub("", _THREAD_LOOP.sub(lambda m: f"range({m.group(1)})", one.script()))
-    return tbuild.module_from_text(text)
+    return build.module_from_text(text)
 
 
 def predicate_count(mod: Any, func_name: str | None) -> int:
     """How many blocks carry a predicate (`T.where`): a split whose factors do not divide its loop."""
-    _, func = tbuild.get_prim_func(mod, func_name)
+    _, func = build.get_prim_func(mod, func_name)
     count = 0
 
     def visit(node: Any) -> None:
@@ -402,8 +402,8 @@ def numeric_gpu_compare(req: dict, run: Callable[[dict, dict], dict]) -> Numeric
 
     t0 = time.perf_counter()
     func_name = req["func_name"]
-    mod = tbuild.module_from_text(req["module"])
-    ref = tbuild.module_from_text(req["reference"])
+    mod = build.module_from_text(req["module"])
+    ref = build.module_from_text(req["reference"])
     prog = _program_or_failure(mod, func_name)
     if req.get("budget"):  # the caller's total, less what its processes hold now (this worker loaded)
         from mlc_lab.tvm.measure.opencl_fit import allowance
@@ -414,16 +414,16 @@ def numeric_gpu_compare(req: dict, run: Callable[[dict, dict], dict]) -> Numeric
             budget["memory_mb"] = allowance(float(budget["total_mb"]), pids[0], tuple(pids[1:])) if pids else None
         prog["budget"] = budget
     t_built = time.perf_counter()
-    specs = tbuild.param_specs(ref, func_name)
-    inputs = tbuild.random_inputs(specs, int(req.get("seed", 0)))
+    specs = build.param_specs(ref, func_name)
+    inputs = build.random_inputs(specs, int(req.get("seed", 0)))
     # The kernel first: a crash or a hang is then the kernel's, never the reference's.
     try:
         ran = run(prog, {name: a for (name, _, _), a in zip(specs, inputs)})
     except OpenCLProgramError as exc:
         raise RequestFailure(exc.verdict, str(exc)) from None
     t_ran = time.perf_counter()
-    _, one = tbuild.single_function_module(ref, func_name)
-    ex = tvm.compile(one, target=tbuild.cpu_target())
+    _, one = build.single_function_module(ref, func_name)
+    ex = tvm.compile(one, target=build.cpu_target())
     tensors = [tvm.runtime.tensor(a, tvm.cpu()) for a in inputs]
     ex.mod.get_function(func_name)(*tensors)
     expected = [t.numpy() for t in tensors]
@@ -501,7 +501,7 @@ def run_function_request(req: dict) -> RunResult:
     inputs (what `exercises.numeric_check` does with a GPU schedule)."""
     from mlc_lab.model.wire import RequestFailure
 
-    mod = tbuild.module_from_text(req["module"])
+    mod = build.module_from_text(req["module"])
     func_name = req["func_name"]
     prog = _program_or_failure(mod, func_name)
     names = [p["name"] for p in prog["params"]]

@@ -232,7 +232,7 @@ def run_evaluator(rt_mod: Any, device: Any, evaluator_config: Any, repeated_args
         cache="cold" if evaluator_config.enable_cpu_cache_flush else "warm",
         early_stop_factor=TUNING.early_stop_factor,
     )
-    from mlc_lab import _timeline as timeline
+    from mlc_lab import timeline
 
     out: list[float] = []
     with timeline.span("evaluate"), OthersCpu() as probe:

@@ -21,7 +21,7 @@ from mlc_lab._threads import ensure_tvm_threads
 from mlc_lab.model.lowering import CudaBuild, GpuKernel
 from mlc_lab.model.measure import Measurement
 from mlc_lab.model.worker_ops import WorkerEnv
-from mlc_lab.tvm import measure as timing
+from mlc_lab.tvm import measure
 from mlc_lab.tvm.targets import (  # noqa: F401  (re-exported: callers use build.resolve_target and friends)
     DEFAULT_CUDA_ARCH,
     cpu_target,
@@ -374,7 +374,7 @@ def _run_once(ex: Any, func_name: str, arrays: list[np.ndarray], dev: Any) -> li
     return [t.numpy() for t in tensors]
 
 
-def _reference_outputs(ref_text: str, func_name: str, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def reference_outputs(ref_text: str, func_name: str, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     key = hashlib.sha1(f"{func_name}\0{seed}\0{ref_text}".encode()).hexdigest()
     hit = _REFERENCE_CACHE.get(key)
     if hit is not None:
@@ -420,7 +420,7 @@ def measure_request(req: dict, traffic: Callable[[Any, str, list], tuple[float, 
     func_name, one = single_function_module(module_from_text(req["module"]), req.get("func_name"))
     target = resolve_target(req.get("target", "cpu"))
     kind = target.kind.name
-    repeats, seed = max(1, int(req.get("repeats", timing.MEASURE.repeats))), int(req.get("seed", 0))
+    repeats, seed = max(1, int(req.get("repeats", measure.MEASURE.repeats))), int(req.get("seed", 0))
     dev = _measurable_device(one, func_name, target)
     ref_text = req.get("reference")
     try:
@@ -437,7 +437,7 @@ def measure_request(req: dict, traffic: Callable[[Any, str, list], tuple[float, 
     method = _timing_method(req, kind, repeats)
     tensors = [tvm.runtime.tensor(a, dev) for a in inputs]
     try:
-        stats = timing.timed(
+        stats = measure.timed(
             ex.mod,
             func_name,
             dev,
@@ -451,7 +451,7 @@ def measure_request(req: dict, traffic: Callable[[Any, str, list], tuple[float, 
     nbytes, bytes_source, bytes_by_buffer = (
         traffic(one, func_name, inputs) if traffic is not None and kind == "llvm" else compulsory_traffic(inputs)
     )
-    threads = timing.threads() if kind == "llvm" else None
+    threads = measure.threads() if kind == "llvm" else None
     return Measurement(  # its one encoding: core.measure reads it back with Measurement.from_json
         **stats,
         flops=flops,
@@ -502,7 +502,7 @@ def _speed_probe(wanted: bool) -> Callable[[], float] | None:
         return None
     from mlc_lab.tvm.measure.probe import parallel_speed
 
-    return lambda: parallel_speed(timing.threads())["parallel_speed"]
+    return lambda: parallel_speed(measure.threads())["parallel_speed"]
 
 
 def _measurable_device(one: Any, func_name: str, target: Any) -> Any:
@@ -543,7 +543,7 @@ def inputs_and_expected(
     program's parameters must be the reference's."""
     if not ref_text:
         return random_inputs(param_specs(one, func_name), seed), None
-    inputs, expected = _reference_outputs(ref_text, func_name, seed)
+    inputs, expected = reference_outputs(ref_text, func_name, seed)
     shapes_now = [(s, d) for _, s, d in param_specs(one, func_name)]
     shapes_ref = [(a.shape, str(a.dtype)) for a in inputs]
     if shapes_now != shapes_ref:
@@ -572,12 +572,12 @@ def output_errors(got: list[np.ndarray], expected: list[np.ndarray]) -> tuple[fl
     return max_abs, max_rel, bool(max_abs <= 1e-3 * max(1.0, scale))
 
 
-def _timing_method(req: dict, kind: str, repeats: int) -> timing.TimingMethod:
+def _timing_method(req: dict, kind: str, repeats: int) -> measure.TimingMethod:
     """How the request asks to be timed; a cold cache only on the CPU."""
-    method = timing.TimingMethod(
+    method = measure.TimingMethod(
         cache=str(req.get("cache", "warm")),
         repeats=repeats,
-        min_repeat_ms=float(req.get("min_repeat_ms", timing.MEASURE.min_repeat_ms)),
+        min_repeat_ms=float(req.get("min_repeat_ms", measure.MEASURE.min_repeat_ms)),
     )
     if method.cache not in ("warm", "cold"):
         raise MeasureFailure("usage", f"cache must be 'warm' or 'cold', not {method.cache!r}")

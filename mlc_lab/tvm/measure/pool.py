@@ -46,7 +46,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from mlc_lab.tvm import measure as timing
+from mlc_lab.tvm import measure
 from mlc_lab.tvm.measure.build import output_errors
 from mlc_lab.tvm.measure.session import CONFINEMENT, session_verdict
 
@@ -74,7 +74,7 @@ class Candidate:
     device: str  # "cpu" or "cuda"
     inputs: list[np.ndarray]
     expected: list[np.ndarray] | None = None
-    method: timing.TimingMethod = timing.TUNING
+    method: measure.TimingMethod = measure.TUNING
     best_s: float | None = None  # the best so far: a clearly slower candidate stops early
 
 
@@ -333,7 +333,7 @@ def measure_in_session(session: Any, cand: Candidate, turn: Any, sandboxed_only:
             step(lambda: (fn(*tensors), dev.sync()), "run", "the program failed while running")
             got = step(lambda: [t.numpy() for t in tensors], "run", "its arguments could not be read back")
             results = step(
-                lambda: timing.time_function(rmod, cand.func_name, dev, tensors, cand.method, best_s=cand.best_s),
+                lambda: measure.time_function(rmod, cand.func_name, dev, tensors, cand.method, best_s=cand.best_s),
                 "run",
                 "the program failed while being timed",
             )

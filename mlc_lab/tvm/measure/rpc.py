@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from mlc_lab.model.measure import Measurement, RunMethod
-from mlc_lab.tvm import measure as timing
+from mlc_lab.tvm import measure
 from mlc_lab.tvm.measure import batch, build, pool, stage
 from mlc_lab.tvm.measure.build import MeasureFailure
 
@@ -72,7 +72,7 @@ def measure_remote(
     host, port, key = parse_runner(runner)
     with tempfile.TemporaryDirectory(prefix="mlc_lab_rpc_") as folder:
         staged = _staged(module_text, reference_text, func_name, target, folder, seed)
-        method = timing.TimingMethod(repeats=max(1, int(repeats)), min_repeat_ms=min_repeat_ms, rounds=1)
+        method = measure.TimingMethod(repeats=max(1, int(repeats)), min_repeat_ms=min_repeat_ms, rounds=1)
         cand = pool.Candidate(
             "program",
             os.path.join(folder, staged["candidate"].artifact),
@@ -95,7 +95,7 @@ def measure_remote(
             kind = "elsewhere"
         raise MeasureFailure(kind, f"the program could not be timed on {runner}: {out.error}")
     return {
-        **timing.summary(out.results_s),
+        **measure.summary(out.results_s),
         "correct": bool(out.correct) if out.correct is not None else None,
         "max_abs_error": out.max_abs_error,
         "target": staged["target"],
@@ -169,10 +169,10 @@ def measure_elsewhere_request(req: dict) -> dict:
     a `Measurement`'s JSON."""
     runner = str(req["runner"])
     common = {
-        "repeats": int(req.get("repeats", timing.MEASURE.repeats)),
+        "repeats": int(req.get("repeats", measure.MEASURE.repeats)),
         "seed": int(req.get("seed", 0)),
         "timeout_s": float(req.get("timeout_s", 600.0)),
-        "min_repeat_ms": float(req.get("min_repeat_ms", timing.MEASURE.min_repeat_ms)),
+        "min_repeat_ms": float(req.get("min_repeat_ms", measure.MEASURE.min_repeat_ms)),
     }
     args = (req["module"], req.get("reference"), req.get("func_name"), req.get("target", "cpu"), runner)
     if runner.startswith("rpc://"):

@@ -99,11 +99,11 @@ class _Sink:
 
 def run(manifest: RunManifest, folder: str, sink: _Sink) -> RunResults:
     """Run every candidate of the manifest; the results (also given to `sink` as they grow)."""
-    from mlc_lab.tvm import measure as timing
+    from mlc_lab.tvm import measure
 
     method = _method(manifest.method)
     device = manifest.device
-    threads = timing.threads() if device == "cpu" else None
+    threads = measure.threads() if device == "cpu" else None
     results = RunResults(
         version=RUN_FORMAT,
         device=device,
@@ -139,9 +139,9 @@ def _described(method: Any, device: str, threads: int | None) -> str:
 
 
 def _method(spec: RunMethod) -> Any:
-    from mlc_lab.tvm import measure as timing
+    from mlc_lab.tvm import measure
 
-    return timing.TimingMethod(
+    return measure.TimingMethod(
         cache=spec.cache,
         repeats=max(1, int(spec.repeats)),
         min_repeat_ms=float(spec.min_repeat_ms),
@@ -203,16 +203,16 @@ class _Context:
         if probe is None or self.manifest.device != "cpu":
             return None
         if self._probe is None:
-            from mlc_lab.tvm import measure as timing
+            from mlc_lab.tvm import measure
 
             lib = _load_library(self.folder, probe.artifact, self.private)
-            self._probe = lambda: timing.probe_speed(lib, probe.threads, probe.width)["parallel_speed"]
+            self._probe = lambda: measure.probe_speed(lib, probe.threads, probe.width)["parallel_speed"]
         return self._probe
 
     def _tvm(self, index: int, cand: RunCandidate, arrays: list[np.ndarray], sink: _Sink) -> CandidateResult:
         import tvm
 
-        from mlc_lab.tvm import measure as timing
+        from mlc_lab.tvm import measure
 
         t0 = time.perf_counter()
         dev = self.device()
@@ -233,11 +233,11 @@ class _Context:
             return _failed(cand, "run", f"{cand.function} failed while running: {_first_line(exc)}")
         t_run = time.perf_counter()
         out = self._checked(index, cand, after, sink)
-        out.threads = timing.threads() if self.manifest.device == "cpu" else None
+        out.threads = measure.threads() if self.manifest.device == "cpu" else None
         if cand.time:
             fresh = [tvm.runtime.tensor(a, dev) for a in arrays]
             try:
-                stats = timing.timed(lib, cand.function, dev, fresh, self.method, speed_probe=self.speed_probe())
+                stats = measure.timed(lib, cand.function, dev, fresh, self.method, speed_probe=self.speed_probe())
             except Exception as exc:  # noqa: BLE001
                 return _failed(cand, "run", f"{cand.function} failed while being timed: {_first_line(exc)}")
             for key in ("latency_s", "min_s", "max_s", "iqr_s", "std_s", "results_s", "repeats", "others_cores"):

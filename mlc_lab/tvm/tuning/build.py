@@ -22,7 +22,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm_ffi import structural_equal, structural_hash
 
 from mlc_lab._threads import usable_cores
-from mlc_lab import _timeline as timeline
+from mlc_lab import timeline
 from mlc_lab.tvm.tuning.live import LiveLog
 
 

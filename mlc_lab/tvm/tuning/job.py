@@ -28,11 +28,11 @@ from tvm.ir.utils import derived_object  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 from mlc_lab.tvm.measure import build as _build  # noqa: E402
-from mlc_lab.tvm import classroom as class_db  # noqa: E402
+from mlc_lab.tvm.tuning import shared_db  # noqa: E402
 from mlc_lab.tvm.tuning import runner_process  # noqa: E402
 from mlc_lab.tvm.tuning.live import LiveLog  # noqa: E402
 from mlc_lab.tvm.tuning.build import BuiltCandidates, InProcessBuilder, install_fast_stack  # noqa: E402,F401  (benchmarks use both)
-from mlc_lab import _timeline as timeline  # noqa: E402
+from mlc_lab import timeline  # noqa: E402
 from mlc_lab.tvm.tuning.model import EarlyXGB, import_in_background, make_cost_model, warm_cost_model  # noqa: E402
 from mlc_lab.tvm.tuning.runners import LiveRunner, make_runner, parse_runner  # noqa: E402  (the job's runners)
 from mlc_lab.model.tuning import (  # noqa: E402,F401  (the job's files, declared once; LIVE_FILE and LOG_FILE re-exported)
@@ -267,7 +267,7 @@ class _Task:
     task_mod: Any  # its function normalised as tune_tir commits it
     workload: Any
     index: int  # the workload's line in database_workload.json, which its records carry
-    imported: dict  # the records taken from a shared database (see class_db.import_shared)
+    imported: dict  # the records taken from a shared database (see shared_db.import_shared)
 
     def measured(self) -> int:
         """This job's records in the database (those imported from a shared one are not its trials)."""
@@ -356,7 +356,7 @@ def _open_task(work_dir: str, job: dict) -> _Task:
     index = _workload_index(work_dir, workload)
     imported = dict(status_of(work_dir).imported)
     if job.get("shared_db"):
-        imported = class_db.import_shared(job["shared_db"], work_dir, db, task_mod, target, imported)
+        imported = shared_db.import_shared(job["shared_db"], work_dir, db, task_mod, target, imported)
     return _Task(work_dir, job, mod, target, cores, db, task_mod, workload, index, imported)
 
 
@@ -378,7 +378,7 @@ def _search(task: _Task, runner: LiveRunner, built: BuiltCandidates, done: int, 
     best = saved.latency_s if saved is not None else None
     # ours right after AddToDatabase (it names the database line), before the cost model's update
     default = list(ms.MeasureCallback.create("default"))
-    first_line = class_db.count_lines(os.path.join(task.work_dir, RECORDS_FILE))
+    first_line = shared_db.count_lines(os.path.join(task.work_dir, RECORDS_FILE))
     ours = _make_progress_callback(task.work_dir, first_line, best, t0, runner.live, runner)
     for space, stage_trials, strategy in _stages(
         job, task.work_dir, task.task_mod, task.target, remaining, per_iter, first_batch
@@ -425,7 +425,7 @@ def _finish(task: _Task, status: JobStatus, live: LiveLog) -> None:
             confirm_best(task.work_dir, task.db, task.workload, task.target, speed_probe=speed_probe)
     if job.get("shared_db"):
         live.phase("sharing")
-        status.shared = class_db.share(job["shared_db"], task.work_dir, task.index, task.imported)
+        status.shared = shared_db.share(job["shared_db"], task.work_dir, task.index, task.imported)
 
 
 def status_of(work_dir: str) -> JobStatus:

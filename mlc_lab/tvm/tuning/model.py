@@ -12,7 +12,7 @@ import tvm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 
-from mlc_lab import _timeline as timeline
+from mlc_lab import timeline
 
 XGB_PATIENCE = 10  # boosting rounds without improvement before XGBoost stops (meta_schedule: 50)
 

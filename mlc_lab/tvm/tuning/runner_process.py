@@ -17,7 +17,7 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from mlc_lab import _timeline as timeline
+from mlc_lab import timeline
 from mlc_lab.model.tuning import BEST_FILE, CONTENTION_FILE, JOB_FILE
 
 _prestarted: tuple[Any, Any, Any] | None = None  # (Popen, reader, writer), until a pool adopts it

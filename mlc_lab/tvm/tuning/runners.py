@@ -34,13 +34,13 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.runner import RunnerResult
 
-from mlc_lab import _timeline as timeline
+from mlc_lab import timeline
 from mlc_lab.model.measure import CandidateResult, RunArg, RunCandidate, RunMethod
 from mlc_lab.model.tuning import MODULE_FILE, PENDING_FILE, BestSoFar, median
-from mlc_lab.tvm import measure as timing
+from mlc_lab.tvm import measure
 from mlc_lab.tvm.measure import batch
 from mlc_lab.tvm.measure import pool as rpc_pool
-from mlc_lab.tvm.measure.build import _reference_outputs, module_from_text, param_specs
+from mlc_lab.tvm.measure.build import reference_outputs, module_from_text, param_specs
 from mlc_lab.tvm.measure.stage import unique_names, write_manifest
 from mlc_lab.tvm.tuning import runner_process
 from mlc_lab.tvm.tuning.live import LiveLog
@@ -84,7 +84,7 @@ def make_runner(
     job: dict | None = None,
     live: LiveLog | None = None,
 ) -> Any:
-    """The job's runner, timing every candidate by mlc_lab's one method (`timing.TUNING`: warm-up,
+    """The job's runner, timing every candidate by mlc_lab's one method (`measure.TUNING`: warm-up,
     3 repeats, early stop for clearly slow candidates): meta_schedule's LocalRunner here, or
     `PoolRunner` on a tracker's servers (which may run TVM's runtime alone: the inputs are
     made and the outputs checked here, against the job's program in `work_dir`)."""
@@ -112,11 +112,11 @@ def make_runner(
             on_event=live.event if live is not None else None,
         )
     evaluator = ms.runner.EvaluatorConfig(
-        number=1, repeat=timing.TUNING.repeats, min_repeat_ms=int(min_repeat_ms), enable_cpu_cache_flush=False
+        number=1, repeat=measure.TUNING.repeats, min_repeat_ms=int(min_repeat_ms), enable_cpu_cache_flush=False
     )
     with runner_process.adopting():  # its process may have been started already (runner_process.prestart)
         return ms.runner.LocalRunner(
-            timeout_sec=timeout_s, evaluator_config=evaluator, f_run_evaluator=timing.run_evaluator
+            timeout_sec=timeout_s, evaluator_config=evaluator, f_run_evaluator=measure.run_evaluator
         )
 
 
@@ -131,7 +131,7 @@ class LiveRunner(ms.runner.PyRunner):
         self._inner = inner  # a runner, or a Future of one (started while the job does other things)
         self.live = live
         # the local runner's process appends the cores other processes used while it timed each
-        # candidate (timing.run_evaluator); with where it ran and how long it waited for a machine
+        # candidate (measure.run_evaluator); with where it ran and how long it waited for a machine
         # (remote runners), kept per candidate (its artifact's path) for the trial lines
         self.contention_file = contention_file
         self.facts: dict[str, dict] = {}
@@ -246,7 +246,7 @@ class JobInputs:
     def get(self) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
         if self._made is None:
             try:
-                inputs, expected = _reference_outputs(self.reference_text, self.func_name, self.seed)
+                inputs, expected = reference_outputs(self.reference_text, self.func_name, self.seed)
             except Exception as exc:  # noqa: BLE001 - measuring goes on, unchecked
                 print(
                     f"mlc_lab: the reference program could not be run here, so results are not checked: {exc}",
@@ -270,12 +270,12 @@ def placement(outcomes: dict[str, Future], artifact_path: str) -> Placed | None:
     return Placed(out.where, out.waited_s)
 
 
-def tuning_method(min_repeat_ms: float) -> timing.TimingMethod:
-    """How the tuner times a candidate anywhere (`timing.TUNING`, with the job's repeat length)."""
-    return timing.TimingMethod(
-        repeats=timing.TUNING.repeats,
+def tuning_method(min_repeat_ms: float) -> measure.TimingMethod:
+    """How the tuner times a candidate anywhere (`measure.TUNING`, with the job's repeat length)."""
+    return measure.TimingMethod(
+        repeats=measure.TUNING.repeats,
         min_repeat_ms=float(min_repeat_ms),
-        early_stop_factor=timing.TUNING.early_stop_factor,
+        early_stop_factor=measure.TUNING.early_stop_factor,
         rounds=1,
     )
 
@@ -441,7 +441,7 @@ class BatchRunner(ms.runner.PyRunner):
                 RunCandidate(id=cid, artifact=f"{cid}.so", function="main", args=args_of, outputs=outputs, **extra)
             )
             ids.append(cid)
-        method = RunMethod(repeats=timing.TUNING.repeats, min_repeat_ms=self.min_repeat_ms, rounds=1)
+        method = RunMethod(repeats=measure.TUNING.repeats, min_repeat_ms=self.min_repeat_ms, rounds=1)
         write_manifest(folder, self.device, method, cands)
         return ids
 
