@@ -134,6 +134,30 @@ class Run:
             if [str(lp.extent) for lp in self.work.view.chain(here)] == [str(lp.extent) for lp in self.tgt.chain(tb)]:
                 self._kinds(name, tb.chain, 0)
 
+    def _blockize_as_is(self, name: str, attach: Attach, outer: Any, tinner: Any) -> bool:
+        """``blockize`` where the loops here are the target's already (its unit iterators kept or
+        not), checked as the target's outer block sits; the schedule unchanged when not."""
+        work = self.work
+        chain = work.view.chain(work.view.block(name))  # type: ignore[arg-type]
+        if len(chain) != len(attach.own) + len(tinner.chain):
+            return False
+        for keep in (False, True):
+            point = work.checkpoint()
+            why = f"the target's block {outer.name} holds block {tinner.name} and the loops inside it"
+            try:
+                loop = work.loop_rvs(name)[len(attach.own)]
+                made = work.apply("blockize", why, target=loop, preserve_unit_iters=keep)
+                self.names[outer.name] = str(work.get(made).name_hint)
+                self._check(self.names[outer.name], outer)
+                self._check(name, tinner)
+            except (Unreachable, Refused):
+                work.restore(point)
+                continue
+            for i, o in enumerate(attach.own):
+                self.where[o] = (self.names[outer.name], i)
+            return True
+        return False
+
     def _blockize(self, inner: str, attach: Attach, outer: Any) -> None:
         """Tile the block over the outer block's loops and its own inside, then ``blockize`` at the
         first inner loop: the outer block is made of the loops above it."""
@@ -144,6 +168,8 @@ class Run:
             raise Unreachable(f"block {outer.name} of the target is a blockize the engine does not read")
         here = work.view.block(name)
         assert here is not None
+        if self._blockize_as_is(name, attach, outer, tinner):
+            return
         mapping = [(iv.var, v) for iv, v in zip(outer.block.iter_vars, outer.values)]
         mapping += [(iv.var, v) for iv, v in zip(tinner.block.iter_vars, tinner.values)]
         try:
