@@ -11,6 +11,16 @@ import pytest
 
 os.environ["MLC_LAB_STRICT_WIRE"] = "1"  # before mlc_lab.model is imported (and for kernels started here)
 
+# TVMScript's decorators (T.prim_func, I.ir_module) call inspect.stack(), whose getmodule scans all of
+# sys.modules for every frame: in this process (thousands of modules, pytest's deep stack) that was
+# most of the time of the tests that load programs. This process takes mlc_lab's own stand-in, the
+# one its tuning jobs and lowering worker install (the same frames, lines read lazily); the kernels,
+# CLIs, workers and grading children the tests start keep TVM's own. test_tuning_build holds that the
+# two parse every fixture program alike.
+from mlc_lab.tvm.tuning.build import install_fast_stack  # noqa: E402
+
+install_fast_stack()
+
 
 @pytest.fixture(autouse=True)
 def _strict_wire():

@@ -416,7 +416,10 @@ def _register_tensor_intrinsics(name: str) -> None:
     The first call costs seconds (the package parses ~100 TVMScript descriptions at import). The
     package registers CUDA's always and the others only where TVM was built for them; dlight's Metal
     rule names Metal's (``simdgroup_*``), so a name still unknown is looked for in each platform's
-    module (importing one only registers its intrinsics)."""
+    module (importing one only registers its intrinsics). A name already registered (the program's
+    own intrinsic, or one an earlier call registered) costs nothing."""
+    if s_tir.TensorIntrin.get(name, allow_missing=True) is not None:
+        return
     import importlib
 
     import tvm.s_tir.tensor_intrin  # noqa: F401

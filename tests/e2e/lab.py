@@ -78,11 +78,14 @@ class Lab:
         # the notebook we wait for below is the one on screen.
         self.page.goto(f"{self.base_url}/lab/tree/{name}?reset")
         self.page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook", timeout=60_000)
-        # A kernel-selection dialog appears when the kernelspec is unknown; accept the default.
-        try:
-            self.page.locator(".jp-Dialog .jp-mod-accept").click(timeout=1500)
-        except Exception:  # noqa: BLE001  (no dialog: the usual case)
-            pass
+        # A kernel-selection dialog appears when the kernelspec is unknown; accept the default. The
+        # kernel is awaited at once (no fixed wait for a dialog that usually never comes): a dialog
+        # shown before it is ready is accepted, then the kernel is awaited again.
+        accept = ".jp-Dialog .jp-mod-accept"
+        ready_or_dialog = f"() => ({KERNEL_READY_JS})() || !!document.querySelector({json.dumps(accept)})"
+        self.page.wait_for_function(ready_or_dialog, timeout=90_000)
+        if not self.page.evaluate(KERNEL_READY_JS) and self.page.locator(accept).count():
+            self.page.locator(accept).first.click()
         self.page.wait_for_function(KERNEL_READY_JS, timeout=90_000)
 
     def run_all(self) -> None:

@@ -7,6 +7,8 @@ slow: use it on shapes of 16..64.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import itertools
 import random
 import sys
@@ -725,6 +727,28 @@ def test_at_keeps_the_users_qualification():
 # ---- TVM's own design spaces, on small shapes --------------------------------------------------
 
 
+@contextlib.contextmanager
+def _without_tensor_intrinsics():
+    """TuneContext runs `import tvm.s_tir.tensor_intrin`, which parses every backend's TVMScript
+    intrinsics (20-30 s of CPU); the default llvm and cuda rules name none of them. While this lasts,
+    that package is an empty module (its __init__ not run); afterwards it is as it was, so a later
+    import registers them all."""
+    name = "tvm.s_tir.tensor_intrin"
+    if name in sys.modules:
+        yield
+        return
+    import tvm.s_tir as parent
+
+    spec = importlib.util.find_spec(name)
+    assert spec is not None
+    sys.modules[name] = importlib.util.module_from_spec(spec)
+    try:
+        yield
+    finally:
+        del sys.modules[name]
+        parent.__dict__.pop("tensor_intrin", None)
+
+
 def _small_design_spaces():
     """Sketches meta_schedule writes for small te workloads (llvm AVX-512 and CUDA)."""
     from tvm import te
@@ -750,8 +774,9 @@ def _small_design_spaces():
     for name, func in funcs.items():
         for kind, target in targets.items():
             mod = tvm.IRModule({"main": func})
-            for i, sch in enumerate(generate_design_space(kind, mod, tvm.target.Target(target), types=ms.ScheduleRule)):
-                out.append((f"{name}/{kind}/{i}", sch.mod["main"]))
+            with _without_tensor_intrinsics():
+                spaces = generate_design_space(kind, mod, tvm.target.Target(target), types=ms.ScheduleRule)
+            out += [(f"{name}/{kind}/{i}", sch.mod["main"]) for i, sch in enumerate(spaces)]
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -504,6 +505,18 @@ def _tensorized(s: Session, intrin: str) -> None:
     s.apply("reorder", "i_0", "j_0", "k_0", "i_1", "j_1", "k_1")
     s.apply("decompose_reduction", "Y", "k_0")
     s.apply("tensorize", "i_1", intrin)
+
+
+def test_an_intrinsic_the_program_registered_is_used_without_loading_tvms_own(monkeypatch):
+    """tensorize with an intrinsic already registered does not import TVM's package of shipped
+    intrinsics (it parses every backend's, 10-30 s): here that package cannot be imported at all."""
+    from tests.fixtures.intrinsics import register
+
+    intrin = register()
+    monkeypatch.setitem(sys.modules, "tvm.s_tir.tensor_intrin", None)  # an import of it raises
+    s = Session(MM_RELU)
+    _tensorized(s, intrin)
+    assert "mma_4x4" in s.script and s.current.label.startswith("tensorize")
 
 
 def test_steps_after_tensorize_and_going_back():

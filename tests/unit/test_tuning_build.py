@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 import tvm
+from tvm_ffi import structural_equal
 
 import mlc_lab
 from mlc_lab.tvm.measure import build
@@ -146,6 +147,7 @@ FEATURES_CHECK = """
 import json
 import numpy as np
 import tvm
+from tvm_ffi import structural_equal
 from tvm.s_tir import meta_schedule as ms
 import mlc_lab
 from mlc_lab.tvm.tuning import job as tuning
@@ -205,3 +207,51 @@ def test_the_cost_model_extracts_each_distinct_candidates_features_once():
     assert r["same"] == [True] * 5  # the very features a direct extraction gives
     assert r["differ"]  # different programs, different features
     assert r["extracted"] == 4 and r["hits"] == 4 and r["again_same"]
+
+
+# ---- the fast inspect.stack, which tests/conftest.py installs in the tests' own process ----------
+
+
+def _decorated_programs() -> list:
+    """Programs that TVMScript's decorators parse from Python source: a module class and a lone
+    function, each reading variables of the enclosing function (found through the stack), and the
+    access-analysis fixtures built the same way."""
+    from tvm.script import ir as I
+    from tvm.script import tirx as T
+
+    from tests.fixtures import programs_access as P
+
+    n, scale = 8, 2.0
+
+    @I.ir_module
+    class Module:
+        @T.prim_func(s_tir=True)
+        def main(A: T.Buffer((n,), "float32"), B: T.Buffer((n,), "float32")):
+            for i in range(n):
+                with T.sblock("B"):
+                    vi = T.axis.spatial(n, i)
+                    B[vi] = A[vi] * T.float32(scale)
+
+    @T.prim_func(s_tir=True)
+    def lone(A: T.Buffer((n, n), "float32")):
+        for i, j in T.grid(n, n):
+            with T.sblock("A"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                A[vi, vj] = A[vi, vj] + T.float32(scale)
+
+    return [Module, lone, P.mm_relu(16), P.mm_relu(8, 12, 4), P.matmul(16), P.vector_add(16)]
+
+
+def test_the_fast_stack_of_the_tests_process_parses_as_tvms_own(monkeypatch):
+    import importlib
+    import inspect
+
+    entries = [importlib.import_module(n) for n in ("tvm.tirx.script.parser.entry", "tvm.script.parser.ir.entry")]
+    assert all(m.inspect is not inspect for m in entries), "tests/conftest.py did not install the fast stack"
+    fast = _decorated_programs()
+    for m in entries:
+        monkeypatch.setattr(m, "inspect", inspect)  # TVM's own inspect.stack, as a kernel has it
+    stock = _decorated_programs()
+    assert len(fast) == len(stock) == 6
+    for a, b in zip(fast, stock, strict=True):
+        assert structural_equal(a, b), (a.script(), b.script())

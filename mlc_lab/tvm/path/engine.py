@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import tvm_ffi
 
+from mlc_lab.tvm.path import tensorcore
 from mlc_lab.tvm.path.blocks import correspond, placements
 from mlc_lab.tvm.path.explain import difference
 from mlc_lab.tvm.path.ir import read
@@ -55,6 +56,13 @@ def find(
     if same_function(sch.mod[func], target):
         return Found("reached", [], sch, seconds=time.perf_counter() - started)
     tgt = read(target)
+    if tensorcore.is_tensorcore(tgt):  # a sketch of meta_schedule's tensor-core rule, read as such first
+        at = tensorcore.find(make, func, target, tgt, deadline_s, same_function)
+        if at is not None:
+            return Found("reached", list(at.ops), at.sch, seconds=time.perf_counter() - started)
+    at = tensorcore.blockize_once(make, func, target, tgt, same_function)
+    if at is not None:
+        return Found("reached", list(at.ops), at.sch, seconds=time.perf_counter() - started)
     try:
         corr = correspond(read(sch.mod[func]), tgt)
         choices = placements(tgt, corr, limit)

@@ -44,7 +44,7 @@ class _FrameInfo:
         return [line] if line else None
 
 
-class _FastInspect:
+class FastInspect:
     """A stand-in for the `inspect` module whose `stack()` does not read every source file."""
 
     def __init__(self, real: Any) -> None:
@@ -73,7 +73,7 @@ def install_fast_stack() -> None:
         except ImportError:
             continue
         if getattr(module, "inspect", None) is inspect:
-            module.inspect = _FastInspect(inspect)
+            module.inspect = FastInspect(inspect)
 
 
 def fast_build(mod: Any, target: Any, _params: Any = None) -> Any:
