@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import tvm
+from tvm import tirx
 
 from mlc_lab.tvm.path.ir import Block, FuncView, accesses, by_loop_depth, const, iter_maps, read_as
 from mlc_lab.tvm.path.iterorder import iterators_permuted
@@ -166,6 +168,10 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
     if not writers:
         raise Unreachable(f"no block of the target writes its buffer {name}", "computes")
     writer = writers[0]
+    if not writer.reads() and name.startswith("index_var_"):  # cache_index: an index computed once
+        user = next((b for b in tgt.blocks if b is not writer and loads(b.block.body, name)), None)
+        if user is not None and user.name in corr.same:
+            return Stage("cache_index", name, scope, writer.name, user.name)
     here = cur.block(corr.same.get(writer.name, ""))
     new_readers = [b for b in tgt.blocks if name in b.reads() and name not in b.writes() and b.name not in corr.same]
     for old in gone if not new_readers else []:
@@ -194,7 +200,9 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
             None,
         )
         if back is None:
-            raise Unreachable(f"the target computes into {name} and never copies it back", "computes")
+            raise Unreachable(  # the copy back may be inlined into a consumer: the engine's reading, no proof
+                f"the target computes into {name} and the engine finds no block that copies it back", "unread"
+            )
         return Stage("cache_write", name, scope, back)
     return Stage("cache_read", name, scope, writer.name)
 
@@ -241,10 +249,12 @@ def _layout_changes(cur: FuncView, tgt: FuncView, cur_bufs: dict, tgt_bufs: dict
     import tvm_ffi
 
     out = []
-    for name in [n for n in cur_bufs if n in tgt_bufs]:
+    rolled = {tgt.block(b).writes()[i] for b, i in rolled_blocks(tgt).items()}  # type: ignore[union-attr]
+    indexed = {s.old for s in corr.stages if s.primitive == "cache_index"}  # indices read from a buffer
+    for name in [n for n in cur_bufs if n in tgt_bufs and n not in rolled]:  # rolling_buffer folds these
         for tb in tgt.blocks:
             cb = cur.block(corr.same.get(tb.name, "") or _update_of(tb.name, corr))
-            if cb is None or tb.scope is not None:  # a block inside a blockized one iterates its pieces
+            if cb is None or tb.scope is not None or tb.name in indexed:  # a blockized one iterates its pieces
                 continue
             if iterators_permuted(cb, tb):  # the block iterates otherwise, its buffers stay as they are
                 break
@@ -533,3 +543,32 @@ def _attach_order(tgt: FuncView, attaches: list[Attach], by_reads: bool = False)
         else:
             return None
     return done
+
+
+def rolled_blocks(tgt: FuncView) -> dict[str, int]:
+    """The target's blocks that ``rolling_buffer`` made: an opaque iterator, and a buffer of the
+    function written at an index folded by ``%`` (block -> the buffer's place among its writes)."""
+    out: dict[str, int] = {}
+    allocated = {str(b.name) for b in tgt.allocs()}
+    for tb in tgt.blocks:
+        if int(tirx.IterVar.Opaque) not in tb.iter_kinds:
+            continue
+        for index, name in enumerate(tb.writes()):
+            stores = [ix for kind, ix in accesses(tb, name) if kind == "write"]
+            if name in allocated and any(isinstance(i, tirx.FloorMod) for ix in stores for i in ix):
+                out[tb.name] = index
+                break
+    return out
+
+
+def loads(node: Any, name: str) -> bool:
+    """Whether a statement or expression loads buffer ``name`` anywhere, in the indices of another
+    load too (``A[n, index_var_0[vi]]``: what ``cache_index`` writes)."""
+    if isinstance(node, tvm.ir.TensorLoad):
+        return str(node.source.name) == name or any(loads(i, name) for i in node.indices)
+    if isinstance(node, tirx.SeqStmt):
+        return any(loads(sub, name) for sub in node.seq)
+    subs = [getattr(node, f, None) for f in ("a", "b", "value", "condition", "true_value", "false_value", "body")]
+    subs += [getattr(node, f, None) for f in ("then_case", "else_case")] + list(getattr(node, "indices", None) or [])
+    subs += list(getattr(node, "args", None) or [])
+    return any(sub is not None and hasattr(sub, "same_as") and loads(sub, name) for sub in subs)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlc_lab.tvm.path.blocks import Attach, Correspondence, Placement
+from mlc_lab.tvm.path.blocks import Attach, Correspondence, Placement, rolled_blocks
 from mlc_lab.tvm.path.ir import FuncView, Loop, iter_maps, plain, read_as, same_placement, substitute
 from mlc_lab.tvm.path.explain import block_difference
 from mlc_lab.tvm.path.regions import explicit_regions
@@ -36,6 +36,8 @@ class Run:
             self.names[update] = block
         self.where: dict[int, tuple[str, int]] = {}  # target loop -> (block here, place in its chain)
         self.deferred: list[tuple[str, int, Loop]] = []  # loop kinds TVM refused when first asked
+        # target blocks whose buffer rolling_buffer folds (block -> write index): moved, not tiled
+        self.rolled = rolled_blocks(tgt)
 
     # --- the whole way ------------------------------------------------------------------------------
     def go(self) -> None:
@@ -61,6 +63,7 @@ class Run:
                 explicit_regions(self.work, here.name, here, tb)
         for attach in self.placement.order:
             self._place(attach)
+        self._nested_kinds()
         for stage in scopes:
             set_scope(self.work, self.names, stage)
         for block, (init, update) in self.corr.decomposed.items():
@@ -68,6 +71,10 @@ class Run:
         for name, place, tloop in self.deferred:  # refused earlier: TVM wanted something first
             here = name if self.work.view.block(name) is not None else f"{name}_update"
             self._kind(here, place, tloop, defer=False)
+        for tname, index in self.rolled.items():
+            name = self.names.get(tname, tname)
+            why = f"the target's block {tname} writes into a buffer it folds over its loop (a % index)"
+            self.work.apply("rolling_buffer", why, block=self.work.block_rv(name), write_buffer_index=index)
         self._annotate_blocks()
 
     # --- nests ----------------------------------------------------------------------------------------
@@ -93,6 +100,8 @@ class Run:
                 work.restore(point)
                 self._tile(name, attach, tblock, late=True)
                 self._check(name, tblock)
+        elif attach.block in self.rolled:  # compute_at's loops are rolling_buffer's: it adds the predicate
+            self._move(name, attach, self._keeps_unit_loops(attach))
         else:
             keep = self._keeps_unit_loops(attach)
             point = work.checkpoint()
@@ -111,6 +120,44 @@ class Run:
             self.where[o] = (name, base + i)
         self._kinds(name, attach.own, base)
 
+    def _nested_kinds(self) -> None:
+        """The loop kinds inside a block that holds loops and blocks of its own (a nest the
+        placements leave as it is: the same loops in the same block here)."""
+        made = {s.target_block for s in self.corr.stages if s.primitive == "blockize"}
+        for tb in self.tgt.blocks:
+            if tb.scope is None or tb.scope in made:
+                continue
+            name = self.names.get(tb.name, tb.name)
+            here = self.work.view.block(name)
+            if here is None or here.scope != self.names.get(tb.scope, tb.scope) or len(here.chain) != len(tb.chain):
+                continue
+            if [str(lp.extent) for lp in self.work.view.chain(here)] == [str(lp.extent) for lp in self.tgt.chain(tb)]:
+                self._kinds(name, tb.chain, 0)
+
+    def _blockize_as_is(self, name: str, attach: Attach, outer: Any, tinner: Any) -> bool:
+        """``blockize`` where the loops here are the target's already (its unit iterators kept or
+        not), checked as the target's outer block sits; the schedule unchanged when not."""
+        work = self.work
+        chain = work.view.chain(work.view.block(name))  # type: ignore[arg-type]
+        if len(chain) != len(attach.own) + len(tinner.chain):
+            return False
+        for keep in (False, True):
+            point = work.checkpoint()
+            why = f"the target's block {outer.name} holds block {tinner.name} and the loops inside it"
+            try:
+                loop = work.loop_rvs(name)[len(attach.own)]
+                made = work.apply("blockize", why, target=loop, preserve_unit_iters=keep)
+                self.names[outer.name] = str(work.get(made).name_hint)
+                self._check(self.names[outer.name], outer)
+                self._check(name, tinner)
+            except (Unreachable, Refused):
+                work.restore(point)
+                continue
+            for i, o in enumerate(attach.own):
+                self.where[o] = (self.names[outer.name], i)
+            return True
+        return False
+
     def _blockize(self, inner: str, attach: Attach, outer: Any) -> None:
         """Tile the block over the outer block's loops and its own inside, then ``blockize`` at the
         first inner loop: the outer block is made of the loops above it."""
@@ -121,6 +168,8 @@ class Run:
             raise Unreachable(f"block {outer.name} of the target is a blockize the engine does not read")
         here = work.view.block(name)
         assert here is not None
+        if self._blockize_as_is(name, attach, outer, tinner):
+            return
         mapping = [(iv.var, v) for iv, v in zip(outer.block.iter_vars, outer.values)]
         mapping += [(iv.var, v) for iv, v in zip(tinner.block.iter_vars, tinner.values)]
         try:
@@ -152,7 +201,24 @@ class Run:
     def _tile(self, name: str, attach: Attach, tblock: Any, late: bool = False) -> None:
         chain = self.work.view.chain(self.work.view.block(name))  # type: ignore[arg-type]
         own = [lp.order for lp in chain[len(chain) - self._own_count(name, attach) :]]
+        inner = self._opaque_inner(name, tblock)
+        if inner is not None:  # a block with no iterators: its loops are read through the block inside
+            tile(self.work, name, own, self.tgt, tblock, attach.own, late, inner[1].values, inner[0].values)
+            return
         tile(self.work, name, own, self.tgt, tblock, attach.own, late)
+
+    def _opaque_inner(self, name: str, tblock: Any) -> tuple[Any, Any] | None:
+        """(the block here, the target's) inside a block with no iterators, directly in its body."""
+        if tblock.block.iter_vars:
+            return None
+        inside = [b for b in self.tgt.blocks if b.scope == tblock.name]
+        here = self.work.view.block(name)
+        if len(inside) != 1 or inside[0].chain or here is None:
+            return None
+        mine = self.work.view.block(self.names.get(inside[0].name, inside[0].name))
+        if mine is None or mine.scope != name or mine.chain:
+            return None
+        return mine, inside[0]
 
     def _own_count(self, name: str, attach: Attach) -> int:
         """How many loops of the block here are its own (below where it sits)."""

@@ -9,7 +9,7 @@ from typing import Any
 
 import tvm
 
-from mlc_lab.tvm.path.blocks import Correspondence, Stage, computed_through
+from mlc_lab.tvm.path.blocks import Correspondence, Stage, computed_through, loads
 from mlc_lab.tvm.path.ir import (
     Block,
     FuncView,
@@ -33,6 +33,8 @@ def make_stage(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str,
         _cache_read(work, tgt, corr, names, stage)
     elif stage.primitive == "cache_write":
         _cache_write(work, tgt, names, stage)
+    elif stage.primitive == "cache_index":
+        _cache_index(work, tgt, names, stage)
     elif stage.primitive == "rfactor":
         _rfactor(work, tgt, names, stage)
     elif stage.primitive == "reindex":
@@ -47,6 +49,35 @@ def make_stage(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str,
         _transform_layout(work, tgt, names, stage)
     elif stage.primitive == "transform_block_layout":
         _transform_block_layout(work, tgt, names, stage)
+
+
+def _cache_index(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
+    """``cache_index`` of the block that reads the target's index buffers: one call makes them all,
+    as many as its ``cse_thresh`` lets through (tried from 0 up, TVM saying which blocks it made)."""
+    if stage.target_block in names:
+        return  # made with another index buffer of the same block
+    user = tgt.block(stage.old)
+    assert user is not None
+    want = {b.name for b in tgt.blocks if not b.reads() and any(loads(user.block.body, w) for w in b.writes())}
+    before = {b.name for b in work.view.blocks}
+    for thresh in range(9):
+        point = work.checkpoint()
+        why = f"the target computes the indices of block {stage.old} once into {stage.buffer} and others"
+        try:
+            work.apply(
+                "cache_index",
+                why,
+                block=work.block_rv(names.get(stage.old, stage.old)),
+                storage_scope=stage.scope,
+                cse_thresh=thresh,
+            )
+        except Refused:
+            continue
+        if {b.name for b in work.view.blocks} - before == want:
+            names.update({n: n for n in want})
+            return
+        work.restore(point)
+    raise Unreachable(f"no cse_thresh of cache_index makes the index blocks {', '.join(sorted(want))}", "unread")
 
 
 def _inputs(block: Block) -> list[str]:
@@ -78,7 +109,9 @@ def _readers(tgt: FuncView, corr: Correspondence, names: dict[str, str], stage: 
 def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str, str], stage: Stage) -> None:
     readers = _readers(tgt, corr, names, stage)
     if not readers:
-        raise Unreachable(f"no block of the target reads {stage.buffer}", "no_primitive")
+        raise Unreachable(  # cache_index makes a buffer read only through the indices it computes
+            f"no block of the target reads {stage.buffer} as the engine reads a cache stage", "unread"
+        )
     view = work.view
     here = [(names.get(n, n), i) for n, i in readers]
     first = view.block(here[0][0])

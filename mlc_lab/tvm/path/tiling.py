@@ -50,21 +50,26 @@ def tile(
     town: list[int],
     late: bool = False,
     values: list[Any] | None = None,
+    mine: list[Any] | None = None,
 ) -> None:
     """Make the loops ``own`` (pre-order places) of ``block`` into the target's loops ``town`` around
     ``tblock`` (whose bindings are ``values`` when given: a block inside a blockized one), each step
     saying what of the target it makes. ``late`` is the second try where the first leaves a real
     choice wrong: unit pieces matched to the last unit loops here (``_align``), and unit loops no
-    iterator reads split off a loop instead of added (``_unit_loops``). Raises ``Unreachable``."""
+    iterator reads split off a loop instead of added (``_unit_loops``). ``mine``: the bindings
+    here in the place of the block's own (a block with no iterators: its inner block's). Raises
+    ``Unreachable``."""
     tmaps = iter_maps(tgt, tblock, town, values)
-    if tmaps is None:
-        raise Unreachable(
-            f"the loops around block {tblock.name} in the target are not affine in its iterators", "no_primitive"
-        )
     view = work.view
     cblock = view.block(block)
     assert cblock is not None
-    cmaps = iter_maps(view, cblock, own)
+    cmaps = iter_maps(view, cblock, own, mine)
+    if tmaps is None:
+        # primitives keep affine bindings affine: only a program already otherwise leaves it open
+        raise Unreachable(
+            f"the loops around block {tblock.name} in the target are not affine in its iterators",
+            "no_primitive" if cmaps is not None else "unread",
+        )
     if cmaps is None:
         raise Unreachable(f"the loops around block {block} are not affine in its iterators")
     if len(cmaps.terms) != len(tmaps.terms):
@@ -74,7 +79,7 @@ def tile(
             "unread",
         )
     if values is None:
-        _no_primitive_makes(tgt, tblock, town, tmaps)
+        _no_primitive_makes(tgt, tblock, town, tmaps, cmaps)
     tplace = {o: i for i, o in enumerate(town)}
     cplace = {o: i for i, o in enumerate(own)}
     if _same_structure(cmaps, tmaps, cplace, tplace):
@@ -85,7 +90,7 @@ def tile(
         if added is not None:  # a unit loop the target fuses away became its unit loops: read again
             chain = work.view.chain(work.view.block(block))  # type: ignore[arg-type]
             own = [lp.order for lp in chain[len(chain) - len(own) - added :]]
-            return tile(work, block, own, tgt, tblock, town, late, values)
+            return tile(work, block, own, tgt, tblock, town, late, values, mine)
     kept = dict(zip(unread_here, unread_there))
     lone, fused = _unit_loops(tgt, town, tmaps, tblock.name, set(kept.values()), late)
     marks: dict[int, int] = {}
@@ -103,9 +108,10 @@ def tile(
     _reorder_and_fuse(work, tmaps, town, pieces, {done_rvs[c]: t for c, t in done.items()}, (lone, fused), say)
 
 
-def _no_primitive_makes(tgt: FuncView, tblock: Block, town: list[int], tmaps: IterMaps) -> None:
+def _no_primitive_makes(tgt: FuncView, tblock: Block, town: list[int], tmaps: IterMaps, cmaps: IterMaps) -> None:
     """Loops no primitive makes: one that runs backwards, one that starts elsewhere than 0, an
-    iterator offset by a constant in a block that sits in its own loops."""
+    iterator offset by a constant in a block that sits in its own loops (unless the program's
+    iterator has that offset already: ``cmaps``)."""
     for ts in tmaps.terms:
         for t in ts:
             if (const(t.scale) or 0) < 0 and t.leaf is not None:
@@ -118,7 +124,8 @@ def _no_primitive_makes(tgt: FuncView, tblock: Block, town: list[int], tmaps: It
             raise Unreachable(f"loop {tgt.loops[o].name} does not start at 0 in the target", "no_primitive")
     if len(town) == len(tblock.chain):
         for k, base in enumerate(tmaps.bases):
-            if const(base) not in (0, None):
+            mine = cmaps.bases[k] if k < len(cmaps.bases) else 0
+            if const(base) not in (0, None) and const(base) != const(mine):
                 raise Unreachable(
                     f"iterator {k} of block {tblock.name} is offset by {const(base)} in the target", "no_primitive"
                 )
@@ -162,8 +169,8 @@ def _unread(view: FuncView, own: list[int], maps: IterMaps, name: str) -> list[i
     out = [o for o in own if o not in used]
     for o in out:
         if const(view.loops[o].extent) != 1:
-            raise Unreachable(
-                f"loop {view.loops[o].name} around block {name} is no piece of its iterators", "no_primitive"
+            raise Unreachable(  # a block inside another, an opaque one, a repeated compute_at: not a proof
+                f"loop {view.loops[o].name} around block {name} is no piece of its iterators", "unread"
             )
     return out
 
@@ -185,7 +192,7 @@ def _unit_loops(
         if const(loop.extent) != 1:
             raise Unreachable(
                 f"loop {loop.name} around block {name} in the target is no piece of the block's iterators",
-                "no_primitive",
+                "unread",
             )
         if not split or not tmaps.terms:
             added.add(o)
@@ -390,6 +397,13 @@ def _factors(terms: list[Term], extent: Any) -> list[Any]:
     prod = 1
     for f in factors:
         prod = prod * f if isinstance(f, int) and isinstance(prod, int) else None
+    if factors.count(None) == 1 and factors[0] is not None:
+        return factors  # one symbolic piece (ceildiv of a symbolic extent): TVM infers it, padding with a predicate
+    whole = const(extent)
+    if None not in factors and whole is not None and len(factors) > 1 and prod != whole:
+        inner = prod // factors[0]
+        if factors[0] != -(-whole // inner):  # more outer pieces than the extent needs: TVM pads them too
+            return factors
     if None in factors or const(extent) is None or prod != const(extent):
         # the outermost factor follows from the others (TVM pads with a predicate when it must)
         factors[0] = None
