@@ -97,3 +97,11 @@ def test_a_copy_laid_out_as_its_one_reader_reads_it_is_reindex_cache_read():
     answer = Session(TWO_STAGES).path_to(sch.mod)
     assert_way(TWO_STAGES, sch.mod, answer, "main")
     assert [s.primitive for s in answer.steps] == ["reindex_cache_read"]
+
+
+def test_a_cache_laid_out_as_its_writer_writes_it_is_reindex_cache_write():
+    sch = s_tir.Schedule(tvm.script.from_source(TWO_STAGES), debug_mask="all")
+    sch.reindex_cache_write(sch.get_sblock("B"), 0, "shared", lambda i, j: (j, i))
+    answer = Session(TWO_STAGES).path_to(sch.mod)
+    assert_way(TWO_STAGES, sch.mod, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["reindex_cache_write"]

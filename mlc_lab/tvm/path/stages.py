@@ -165,6 +165,21 @@ def _cache_write(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage)
         for b in tgt.blocks
         if b.name in names and b is not twriter and stage.buffer in _inputs(b) and work.view.block(names[b.name])
     ]
+    index_map = reindexed_read(writer, twriter, target, stage.buffer) if not readers else None
+    if index_map is not None:  # the writer indexes the cache otherwise: the cache is laid out as it writes
+        try:
+            made = work.apply(
+                "reindex_cache_write",
+                why,
+                block=work.block_rv(writer.name),
+                write_buffer_index=index,
+                storage_scope=stage.scope,
+                index_map=index_map,
+            )
+            names[stage.target_block] = str(work.get(made).name_hint)
+            return
+        except Refused:
+            pass  # a region, not a point: the plain cache, laid out later if the target needs it
     made = work.apply(
         "cache_write",
         why,
