@@ -59,6 +59,7 @@ TVM_WITHOUT_TVM = {
     "mlc_lab/tvm/course_programs.py": "TVMScript text in TVM's own spelling: it changes when TVM renames",
     "mlc_lab/tvm/exercises/programs.py": "TVMScript text in TVM's own spelling: it changes when TVM renames",
     "mlc_lab/tvm/path/__init__.py": "the package's docstring",
+    "mlc_lab/tvm/path/dtypes.py": "reads buffer types off path/ir.py's views and sets them on a live schedule (path/work.py)",
     "mlc_lab/tvm/path/plan.py": "carries a way out on a live schedule (path/work.py); TVM's nodes pass through it",
     "mlc_lab/tvm/path/regions.py": "writes a region TVM's nodes state as the lambda text the trace's safe parser reads",
     "mlc_lab/tvm/path/tiling.py": "works a live schedule (path/work.py) over TVM's iter maps (path/ir.py)",

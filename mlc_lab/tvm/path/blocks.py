@@ -24,7 +24,8 @@ from typing import Any
 import tvm
 from tvm import tirx
 
-from mlc_lab.tvm.path.ir import Block, FuncView, accesses, const, iter_maps, read_as
+from mlc_lab.tvm.path.ir import Block, FuncView, accesses, by_loop_depth, const, iter_maps, read_as
+from mlc_lab.tvm.path.iterorder import iterators_permuted
 from mlc_lab.tvm.path.work import Unreachable
 
 
@@ -255,6 +256,8 @@ def _layout_changes(cur: FuncView, tgt: FuncView, cur_bufs: dict, tgt_bufs: dict
             cb = cur.block(corr.same.get(tb.name, "") or _update_of(tb.name, corr))
             if cb is None or tb.scope is not None or tb.name in indexed:  # a blockized one iterates its pieces
                 continue
+            if iterators_permuted(cb, tb):  # the block iterates otherwise, its buffers stay as they are
+                break
             mine, theirs = accesses(cb, name), accesses(tb, name)
             if not mine or not theirs or len(cb.block.iter_vars) != len(tb.block.iter_vars):
                 continue
@@ -265,10 +268,25 @@ def _layout_changes(cur: FuncView, tgt: FuncView, cur_bufs: dict, tgt_bufs: dict
                     map_free_vars=True,
                 )
             )
-            if not same:
+            if not same and not _same_by_loops(cur, cb, mine, tgt, tb, theirs):
                 out.append(Stage("transform_layout", name, str(tgt_bufs[name].scope()), tb.name))
             break
     return out
+
+
+def _same_by_loops(cur: FuncView, cb: Block, mine: list, tgt: FuncView, tb: Block, theirs: list) -> bool:
+    """Whether the block indexes the buffer alike here and in the target once each iterator is taken
+    as the loop it is bound to (the target only reorders the block's iterators)."""
+    import tvm_ffi
+
+    a, b = by_loop_depth(cur, cb), by_loop_depth(tgt, tb)
+    if a is None or b is None:
+        return False
+    return bool(
+        tvm_ffi.structural_equal(
+            [a, [i for _, ix in mine for i in ix]], [b, [i for _, ix in theirs for i in ix]], map_free_vars=True
+        )
+    )
 
 
 def _used_vars(block: Block, found: list[tuple[str, list[Any]]]) -> list[Any]:

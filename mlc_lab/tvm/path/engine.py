@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import tvm_ffi
 
-from mlc_lab.tvm.path import tensorcore
+from mlc_lab.tvm.path import dtypes, partition, tensorcore
 from mlc_lab.tvm.path.blocks import correspond, placements
 from mlc_lab.tvm.path.explain import difference
 from mlc_lab.tvm.path.ir import read
@@ -63,6 +63,8 @@ def find(
     at = tensorcore.blockize_once(make, func, target, tgt, same_function)
     if at is not None:
         return Found("reached", list(at.ops), at.sch, seconds=time.perf_counter() - started)
+    if normalize and (dtypes.retyped(read(sch.mod[func]), tgt) or _new_partitions(read(sch.mod[func]), tgt)):
+        return _prepared(make, func, target, tgt, limit, deadline_s, started)
     try:
         corr = correspond(read(sch.mod[func]), tgt)
         choices = placements(tgt, corr, limit)
@@ -152,6 +154,38 @@ def _normalized(make: Callable[[], Any], func: str, target: Any, limit: int, dea
 
     got = find(normal, func, target, limit=limit, deadline_s=deadline_s, normalize=False)
     got.ops = list(normal.ops) + got.ops  # type: ignore[attr-defined]
+    return got
+
+
+def _new_partitions(cur: Any, tgt: Any) -> bool:
+    return bool(partition.partitions(tgt)) and not partition.partitions(cur)
+
+
+def _prepared(
+    make: Callable[[], Any], func: str, target: Any, tgt: Any, limit: int, deadline_s: float, started: float
+) -> Found:
+    """The way from the start with the target's element types (``dtypes``) and loop partitions
+    (``partition``) made first."""
+
+    def cut() -> Any:
+        work = Work(make(), func)
+        for buffer, dtype in dtypes.retyped(work.view, tgt):
+            dtypes.apply(work, buffer, dtype)
+        if _new_partitions(work.view, tgt):
+            for common, extents in partition.partitions(tgt):
+                partition.apply(work, common, extents)
+        cut.ops = work.ops  # type: ignore[attr-defined]
+        return work.sch
+
+    try:
+        cut()
+    except (Unreachable, Refused) as exc:
+        why = exc.sentence if isinstance(exc, Unreachable) else f"TVM refused {exc.primitive}: {exc.message}"
+        return Found("unreached", why=why, kind="partial", seconds=time.perf_counter() - started)
+    left = max(deadline_s - (time.perf_counter() - started), 1.0)
+    got = find(cut, func, target, limit=limit, deadline_s=left, normalize=False)
+    got.ops = list(cut.ops) + got.ops  # type: ignore[attr-defined]
+    got.seconds = time.perf_counter() - started
     return got
 
 

@@ -600,6 +600,19 @@ def _alike(a: Any, b: Any) -> bool:
     return int(a.iter_type) == int(b.iter_type) and const(a.dom.extent) == const(b.dom.extent) is not None
 
 
+def by_loop_depth(view: FuncView, block: Block) -> list[Any] | None:
+    """The block's iterators in the order of the loops they are bound to (None unless each is bound
+    to one loop around it)."""
+    loops = {d: loop.node.loop_var for d, loop in enumerate(view.chain(block))}
+    places = []
+    for iv, value in zip(block.block.iter_vars, block.realize.iter_values):
+        place = next((d for d, var in loops.items() if value.same_as(var)), None)
+        if place is None:
+            return None
+        places.append((place, iv.var))
+    return [v for _, v in sorted(places, key=lambda p: p[0])]
+
+
 def read_as(block: Block, other: Block, skip: set[str] | None = None) -> list[Any]:
     """How ``other`` (the target's form of ``block``) reads each iterator of ``block``: the index at
     the place of the same access where ``block`` uses the iterator alone (a constant when ``other``

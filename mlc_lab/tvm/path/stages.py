@@ -23,6 +23,7 @@ from mlc_lab.tvm.path.ir import (
     outer_first,
     read_as,
 )
+from mlc_lab.tvm.path.iterorder import reindexed_read
 from mlc_lab.tvm.path.work import Refused, Unreachable, Work
 
 
@@ -123,6 +124,21 @@ def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
     everyone = sorted({b.name for b in view.blocks if source in _inputs(b)})
     mine = sorted({n for n, _ in here})
     why = f"the target copies {source} into {stage.buffer} ({stage.scope}) for {', '.join(n for n, _ in readers)}"
+    index_map = reindexed_read(first, tgt.block(readers[0][0]), source, stage.buffer) if len(here) == 1 else None
+    if index_map is not None:  # the one reader indexes the copy otherwise: the copy is laid out as it reads
+        try:
+            made = work.apply(
+                "reindex_cache_read",
+                why,
+                block=work.block_rv(first.name),
+                read_buffer_index=first.reads().index(source),
+                storage_scope=stage.scope,
+                index_map=index_map,
+            )
+            names[stage.target_block] = str(work.get(made).name_hint)
+            return
+        except Refused:
+            pass  # a region, not a point: the plain copy, laid out later if the target needs it
     made = work.apply(
         "cache_read",
         why,
@@ -149,6 +165,21 @@ def _cache_write(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage)
         for b in tgt.blocks
         if b.name in names and b is not twriter and stage.buffer in _inputs(b) and work.view.block(names[b.name])
     ]
+    index_map = reindexed_read(writer, twriter, target, stage.buffer) if not readers else None
+    if index_map is not None:  # the writer indexes the cache otherwise: the cache is laid out as it writes
+        try:
+            made = work.apply(
+                "reindex_cache_write",
+                why,
+                block=work.block_rv(writer.name),
+                write_buffer_index=index,
+                storage_scope=stage.scope,
+                index_map=index_map,
+            )
+            names[stage.target_block] = str(work.get(made).name_hint)
+            return
+        except Refused:
+            pass  # a region, not a point: the plain cache, laid out later if the target needs it
     made = work.apply(
         "cache_write",
         why,
@@ -322,7 +353,38 @@ def _transform_block_layout(work: Work, tgt: FuncView, names: dict[str, str], st
         ) from None
     index_map = _typed_like(index_map, new)
     why = f"the target's block {tb.name} iterates over {', '.join(str(v) for v in new)} ({', '.join(map(str, shape))})"
+    order = _iterators_alone(index_map, tgt, tb)
+    if order is not None:  # the loops stay as they are: only the block's iterators are reordered
+        try:
+            work.apply("reorder_block_iter_var", why, block=work.block_rv(cb.name), new_order=order)
+            return
+        except Refused:
+            pass
     work.apply("transform_block_layout", why, block=work.block_rv(cb.name), index_map=index_map)
+
+
+def _iterators_alone(index_map: Any, tgt: FuncView, tb: Any) -> list[int] | None:
+    """The new order of the block's iterators where the map only permutes them and the target's
+    loops keep the program's order (each iterator bound to one loop): ``reorder_block_iter_var``
+    then makes in one step what ``transform_block_layout`` and a ``reorder`` would."""
+    old = list(index_map.initial_indices)
+    order = []
+    for f in index_map.final_indices:
+        at = [k for k, v in enumerate(old) if f.same_as(v)]
+        if not at or at[0] in order:
+            return None
+        order.append(at[0])
+    if order == list(range(len(old))):
+        return None
+    depth = {loop.node.loop_var: d for d, loop in enumerate(tgt.chain(tb))}
+    places = []
+    for value in tb.realize.iter_values:
+        place = next((d for var, d in depth.items() if value.same_as(var)), None)
+        if place is None:
+            return None
+        places.append(place)
+    by_loop = sorted(range(len(places)), key=lambda k: places[k])
+    return order if by_loop == sorted(range(len(order)), key=lambda k: order[k]) else None
 
 
 def _uses_only(expr: Any, allowed: list[Any]) -> bool:

@@ -1,0 +1,58 @@
+"""A target block whose iterators are the program's in another order (``transform_block_layout``)
+rather than buffers laid out otherwise: every access of the block reads the same once the
+program's iterators are renamed to the target's, and the target's iterator extents come in another
+order (where they come in the same order, a buffer layout is the plainer reading and is kept).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm_ffi
+from tvm import tirx
+
+from mlc_lab.tvm.path.ir import Block, accesses, all_accesses, const, read_as, substitute
+
+
+def iterators_permuted(cb: Block, tb: Block) -> bool:
+    if len(cb.block.iter_vars) != len(tb.block.iter_vars):
+        return False
+    try:
+        reads = read_as(cb, tb)
+    except LookupError:
+        return False
+    tvars = [iv.var for iv in tb.block.iter_vars]
+    if not all(isinstance(r, tirx.Var) and any(r.same_as(v) for v in tvars) for r in reads):
+        return False
+    if len({id(_which(r, tvars)) for r in reads}) != len(reads):
+        return False
+    extents = [const(iv.dom.extent) for iv in cb.block.iter_vars]
+    theirs = [const(iv.dom.extent) for iv in tb.block.iter_vars]
+    if None in extents or None in theirs or extents == theirs:
+        return False
+    mapping = [(iv.var, r) for iv, r in zip(cb.block.iter_vars, reads)]
+    mine = [(name, [substitute(i, mapping) for i in ix]) for name, ix in all_accesses(cb)]
+    there = all_accesses(tb)
+    if [n for n, _ in mine] != [n for n, _ in there]:
+        return False
+    return bool(tvm_ffi.structural_equal([ix for _, ix in mine], [ix for _, ix in there]))
+
+
+def _which(r: Any, tvars: list[Any]) -> Any:
+    return next(v for v in tvars if r.same_as(v))
+
+
+def reindexed_read(cb: Block, tb: Block | None, source: str, copy: str) -> Any:
+    """The index map of ``reindex_cache_read`` (from the reader's iterators to the copy's indices)
+    where the target's reader indexes its copy otherwise than the program's reads ``source`` (a
+    plain ``cache_read`` keeps the source's indices); None when the plain copy does."""
+    if tb is None or len(cb.block.iter_vars) != len(tb.block.iter_vars):
+        return None
+    mine, theirs = accesses(cb, source), accesses(tb, copy)
+    if len(mine) != 1 or len(theirs) != 1:
+        return None
+    mapping = [(t.var, c.var) for t, c in zip(tb.block.iter_vars, cb.block.iter_vars)]
+    indices = [substitute(i, mapping) for i in theirs[0][1]]
+    if bool(tvm_ffi.structural_equal(list(mine[0][1]), indices)):
+        return None
+    return tirx.IndexMap([iv.var for iv in cb.block.iter_vars], indices, None)
