@@ -84,10 +84,9 @@ def target_binds_threads(session: Any, target: Any) -> bool:
 
 def _answer(session: Any, way: Way, sid: int, back: int | None, started: float) -> PathAnswer:
     steps = tuple(_step(s) for s in way.steps)
-    proven = session.__dict__.setdefault("_past_loop_steps", set())
     for named, step in zip(way.steps, steps):
         if named.past_loop:  # Session.apply takes this split past its loop, on this program only
-            proven.add((named.past_loop, step.label))
+            session.allow_way_split(named.past_loop, step.label)
     why = way.sentence()
     return PathAnswer(
         status=way.status,  # type: ignore[arg-type]  # one of PathStatus

@@ -42,6 +42,7 @@ class Session:
         self._added: list[int] = []  # steps made since the last notification (the history delta)
         self.measurements: dict[int, Any] = {}  # step id -> Measurement
         self._lowerings: dict[tuple[int, str], Any] = {}  # (step id, target) -> Lowering (a step never changes)
+        self._way_splits: set[tuple[str, str]] = set()  # (program hash, label): splits past a loop a way holds
 
     # --- construction from traces --------------------------------------------------------------
     @classmethod
@@ -239,10 +240,15 @@ class Session:
         try:
             return self._state.apply_call(handles)
         except SplitPastLoopError:
-            proven = self.__dict__.get("_past_loop_steps", ())
-            if not proven or (program.structural_hash(self._state.mod), label) not in proven:
+            if (program.structural_hash(self._state.mod), label) not in self._way_splits:
                 raise
             return self._state.apply_call(handles, past_loop=True)
+
+    def allow_way_split(self, program_hash: str, label: str) -> None:
+        """A split past its loop that a way this session found holds (``path_to``: TVM confirmed the
+        way): ``apply`` makes that very step (``label``) on that very program (``program_hash``, its
+        structural hash); a person's own split past its loop is still refused."""
+        self._way_splits.add((program_hash, label))
 
     @property
     def failed(self) -> list[FailedAttempt]:

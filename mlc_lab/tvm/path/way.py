@@ -26,7 +26,7 @@ class Named:
     arguments: dict[str, Any]
     reason: str
     # a split whose factor is larger than its loop (TVM adds a predicate): the structural hash of the
-    # program it applies to, so that the Session takes this very step from a person (``allow``)
+    # program it applies to, so that the Session takes this very step from a person (``Session.allow_way_split``)
     past_loop: str = ""
 
 
