@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import tvm_ffi
 
-from mlc_lab.tvm.path import dtypes, partition, tensorcore
+from mlc_lab.tvm.path import dtypes, gemm, partition, tensorcore
 from mlc_lab.tvm.path.blocks import correspond, placements
 from mlc_lab.tvm.path.explain import difference
 from mlc_lab.tvm.path.ir import read
@@ -65,6 +65,9 @@ def find(
         return Found("reached", list(at.ops), at.sch, seconds=time.perf_counter() - started)
     if normalize and (dtypes.retyped(read(sch.mod[func]), tgt) or _new_partitions(read(sch.mod[func]), tgt)):
         return _prepared(make, func, target, tgt, limit, deadline_s, started)
+    matmul = gemm.wanted(read(sch.mod[func]), tgt) if normalize else None
+    if matmul is not None:  # dlight's normal form of a matmul first (reindex, layouts, padding)
+        return _from(gemm.prelude(make, func, matmul, tgt), func, target, limit, deadline_s, started)
     try:
         corr = correspond(read(sch.mod[func]), tgt)
         choices = placements(tgt, corr, limit)
@@ -177,6 +180,14 @@ def _prepared(
         cut.ops = work.ops  # type: ignore[attr-defined]
         return work.sch
 
+    return _from(cut, func, target, limit, deadline_s, started)
+
+
+def _from(
+    cut: Callable[[], Any], func: str, target: Any, limit: int, deadline_s: float, started: float
+) -> Found:
+    """The way from what ``cut()`` makes of the start (its ops on ``cut.ops``), the engine going on
+    from there."""
     try:
         cut()
     except (Unreachable, Refused) as exc:

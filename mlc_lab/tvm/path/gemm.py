@@ -1,0 +1,147 @@
+"""Reading dlight's normal form of a matmul off a target: before it tiles, dlight's ``Matmul`` rule
+rewrites a block ``C[..] += A[..] * B[..]`` as ``C[S, I, J] += A[S, I, K] * B[S, J, K]``: it
+reindexes both operands and the result (``X_reindex`` buffers, one per access), lays each reindexed
+buffer out as ``[S, I, K]``, ``[S, J, K]`` and ``[S, I, J]`` (``transform_layout``; a unit batch axis
+where the program has none), maps the block's own iterators to ``(S, I, J, K)``
+(``transform_block_layout``) and pads the four to the tile (``pad_einsum``, ``X_reindex_pad``).
+
+Which iterator is S, I, J or K (and which are fused together) is TVM's own analysis of the block
+(dlight's ``get_index_map``); the padding is read off the target's block. The engine makes this
+prelude on the start and goes on from there; TVM's ``structural_equal`` still judges the end.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from tvm import tirx
+from tvm.ir.expr import Expr
+from tvm.sym import Analyzer
+from tvm.tirx.analysis import undefined_vars
+from tvm.s_tir.dlight.gpu.matmul import get_index_map
+
+from mlc_lab.tvm.path.ir import Block, FuncView, substitute
+from mlc_lab.tvm.path.work import Unreachable, Work
+
+
+def _operands(block: Block) -> list[str] | None:
+    """(A, B, C) of a block that reads two buffers and writes one, as dlight's rule reads it."""
+    stmt = block.block
+    if len(stmt.reads) != 2 or len(stmt.writes) != 1 or 2 not in block.iter_kinds:
+        return None
+    return [str(stmt.reads[0].source.name), str(stmt.reads[1].source.name), str(stmt.writes[0].source.name)]
+
+
+def _reindexed(view: FuncView, name: str) -> bool:
+    return any(str(buf.name).startswith(f"{name}_reindex") for buf in view.allocs())
+
+
+def wanted(cur: FuncView, tgt: FuncView) -> str | None:
+    """The block of the start whose operands and result the target holds reindexed while the
+    start does not (dlight's normal form of it), when TVM reads it as a matmul; None else."""
+    for block in cur.blocks:
+        names = _operands(block)
+        if names is None or len(set(names)) != 3:
+            continue
+        if any(_reindexed(cur, n) for n in names) or not all(_reindexed(tgt, n) for n in names):
+            continue
+        if _target_block(tgt, block.name) is None or get_index_map(block.block) is None:
+            continue
+        return block.name
+    return None
+
+
+def _target_block(tgt: FuncView, name: str) -> Block | None:
+    """The target's block of ``name`` (``name_update`` once its init is decomposed)."""
+    for candidate in (name, f"{name}_update"):
+        tb = tgt.block(candidate)
+        if tb is not None and 2 in tb.iter_kinds:
+            return tb
+    return None
+
+
+def prelude(make: Callable[[], Any], func: str, name: str, tgt: FuncView) -> Callable[[], Any]:
+    """A ``make`` that gives the start with dlight's normal form of block ``name`` made (its ops
+    on the function's ``ops``); it raises Unreachable where TVM's analysis or the target disagree."""
+
+    def normal() -> Any:
+        work = Work(make(), func)
+        _normalize(work, name)
+        _pad(work, name, tgt)
+        normal.ops = work.ops  # type: ignore[attr-defined]
+        return work.sch
+
+    return normal
+
+
+def _normalize(work: Work, name: str) -> None:
+    why = f"the target computes block {name} as C[S, I, J] += A[S, I, K] * B[S, J, K] through reindexed buffers"
+    made = [
+        work.apply("reindex", why, block=work.block_rv(name), buffer=(kind, index))
+        for kind, index in (("read", 0), ("read", 1), ("write", 0))
+    ]
+    maps = get_index_map(work.get(work.block_rv(name)))
+    if maps is None:
+        raise Unreachable(f"TVM does not read block {name} as a matmul once reindexed", "unread")
+    block_map, a_map, b_map, c_map = maps
+    for rv, side, index_map, what in (
+        (made[0], "write", a_map, "[S, I, K]"),
+        (made[1], "write", b_map, "[S, J, K]"),
+        (made[2], "read", c_map, "[S, I, J]"),
+    ):
+        buffer = work.get(rv).writes[0].source if side == "write" else work.get(rv).reads[0].source
+        why = f"the target lays {buffer.name} out as {what}"
+        work.apply("transform_layout", why, block=rv, buffer=(side, 0), index_map=index_map)
+    why = f"the target's block {name} iterates as (S, I, J, K)"
+    work.apply("transform_block_layout", why, block=work.block_rv(name), index_map=block_map)
+
+
+def _pad(work: Work, name: str, tgt: FuncView) -> None:
+    """``pad_einsum`` of block ``name`` to the target block's extents (none where they are the same)."""
+    here = work.view.block(name)
+    there = _target_block(tgt, name)
+    if here is None or there is None or len(here.block.iter_vars) != len(there.block.iter_vars):
+        raise Unreachable(f"the target's block {name} iterates otherwise than dlight's normal form of it", "unread")
+    analyzer = Analyzer()
+    padding: list[int] = []
+    for mine, theirs in zip(here.block.iter_vars, there.block.iter_vars):
+        factor = _factor(analyzer, mine.dom.extent, theirs.dom.extent)
+        if factor is None:
+            raise Unreachable(
+                f"block {name} runs {theirs.dom.extent} in the target where padding {mine.dom.extent} gives no such extent",
+                "unread",
+            )
+        padding.append(factor)
+    if all(p == 1 for p in padding):
+        return
+    why = f"the target pads block {name}'s iterators to multiples of {padding}"
+    work.apply("pad_einsum", why, block=work.block_rv(name), padding=padding)
+
+
+def _factor(analyzer: Any, mine: Any, theirs: Any) -> int | None:
+    """The padding that turns extent ``mine`` into ``theirs`` (1 when they are the same): the
+    smallest constant ``p`` of ``theirs`` with ``ceil(mine / p) * p == theirs``; the target's
+    shape variables are the start's of the same name."""
+    own = {str(v.name): v for v in undefined_vars(mine)}
+    theirs = substitute(theirs, [(v, own[str(v.name)]) for v in undefined_vars(theirs) if str(v.name) in own])
+    if analyzer.can_prove_equal(mine, theirs):
+        return 1
+    for p in sorted(c for c in _constants(theirs) if c > 1):
+        if analyzer.can_prove_equal(tirx.floordiv(mine + (p - 1), p) * p, theirs):
+            return p
+    return None
+
+
+def _constants(expr: Any) -> set[int]:
+    """Every integer constant in an extent's expression."""
+    if isinstance(expr, tirx.IntImm):
+        return {int(expr.value)}
+    out: set[int] = set()
+    for key in ("a", "b", "value"):
+        child = getattr(expr, key, None)
+        if isinstance(child, Expr):
+            out |= _constants(child)
+    for child in getattr(expr, "args", None) or []:
+        if isinstance(child, Expr):
+            out |= _constants(child)
+    return out
