@@ -84,7 +84,7 @@ def find(
     for n, (placement, options) in enumerate(tries):
         if n and time.perf_counter() - started > deadline_s:
             break
-        if options and (shortest is not None or (best is not None and best.kind != "partial")):
+        if options and (shortest is not None or (best is not None and best.kind not in ("partial", "here"))):
             continue  # a variant only helps where the plain attempt got part of the way
         work = Work(make() if n else sch, func)
         got = _attempt(work, tgt, corr, placement, target, options)
@@ -202,7 +202,8 @@ def _from(
 
 # Variants of one attempt, tried in order when the plain one gets only part of the way: set_scope
 # before the blocks move (a shared buffer's region then spans the threads bound above it).
-_OPTIONS: tuple[dict, ...] = ({}, {"scope_first": True})
+# reverse_compute_inline after the blocks sit in their loops (the predicate that trims a padded copy).
+_OPTIONS: tuple[dict, ...] = ({}, {"scope_first": True}, {"inline_late": True})
 
 
 def _attempt(work: Work, tgt: Any, corr: Any, placement: Any, target: Any, options: dict) -> Found:

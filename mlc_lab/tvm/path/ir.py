@@ -435,16 +435,19 @@ def _num(expr: Any) -> Any:
     return value if value is not None else expr
 
 
-def same_placement(cur: FuncView, cblock: Block, tgt: FuncView, tblock: Block) -> bool:
+def same_placement(cur: FuncView, cblock: Block, tgt: FuncView, tblock: Block, predicate: bool = True) -> bool:
     """Whether a block sits as the target's does: the same loops around it (extents) and the same
-    bindings and predicate, the loops matched by place."""
+    bindings and predicate (unless ``predicate`` is False), the loops matched by place."""
     import tvm_ffi
 
     cchain, tchain = cur.chain(cblock), tgt.chain(tblock)
     if len(cchain) != len(tchain):
         return False
-    mine = [[lp.var for lp in cchain], [lp.node.extent for lp in cchain], cblock.values, cblock.realize.predicate]
-    theirs = [[lp.var for lp in tchain], [lp.node.extent for lp in tchain], tblock.values, tblock.realize.predicate]
+    mine = [[lp.var for lp in cchain], [lp.node.extent for lp in cchain], cblock.values]
+    theirs = [[lp.var for lp in tchain], [lp.node.extent for lp in tchain], tblock.values]
+    if predicate:
+        mine.append(cblock.realize.predicate)
+        theirs.append(tblock.realize.predicate)
     return bool(tvm_ffi.structural_equal(mine, theirs, map_free_vars=True))
 
 

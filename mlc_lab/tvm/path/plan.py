@@ -47,7 +47,7 @@ class Run:
         for stage in self.corr.stages:
             if stage.primitive.startswith("cache") or stage.primitive in ("reindex", "pad_einsum"):
                 make_stage(self.work, self.tgt, self.corr, self.names, stage)
-        inline_all(self.work, self.corr.inlined)
+        late = inline_all(self.work, self.corr.inlined, bool(self.options.get("inline_late")))
         for stage in self.corr.stages:
             if stage.primitive in ("transform_block_layout", "transform_layout", "rfactor"):
                 make_stage(self.work, self.tgt, self.corr, self.names, stage)
@@ -64,6 +64,8 @@ class Run:
         for attach in self.placement.order:
             self._place(attach)
         self._nested_kinds()
+        if late:
+            inline_all(self.work, late)
         for stage in scopes:
             set_scope(self.work, self.names, stage)
         for block, (init, update) in self.corr.decomposed.items():
@@ -193,7 +195,8 @@ class Run:
         """The block sits as the target's does (its loops and bindings), or ``Unreachable``."""
         view = self.work.view
         here = view.block(name)
-        if here is None or not same_placement(view, here, self.tgt, tblock):
+        late = bool(self.options.get("inline_late"))  # the predicate comes with a later inline
+        if here is None or not same_placement(view, here, self.tgt, tblock, predicate=not late):
             found = block_difference(view, here, self.tgt, tblock) if here is not None else None
             said = found[1] if found else f"block {tblock.name} does not come to sit as in the target"
             raise Unreachable(said, "partial")

@@ -522,10 +522,12 @@ def _loop_of(view: FuncView, block: Block, k: int) -> int:
 # --- inlining ------------------------------------------------------------------------------------------
 
 
-def inline_all(work: Work, inlined: list[str]) -> None:
+def inline_all(work: Work, inlined: list[str], backward_later: bool = False) -> list[str]:
     """Inline the blocks the target no longer has: into their consumers where those remain
     (``compute_inline``), else into their producer from the output backwards
-    (``reverse_compute_inline``)."""
+    (``reverse_compute_inline``); with ``backward_later`` the latter are left for a second call
+    once the blocks sit in their loops (a block inlined into a padded copy after it moved gets
+    the predicate that trims the padding): returned."""
     view = work.view
     gone = set(inlined)
     forward, backward = [], []
@@ -537,6 +539,8 @@ def inline_all(work: Work, inlined: list[str]) -> None:
             work.apply("compute_inline", why, block=work.block_rv(name))
         except Refused:
             backward.append(name)
+    if backward_later:
+        return backward
     pending = sorted(backward, key=lambda n: -_order(work.view, n))
     while pending:  # one refused now may go after another is inlined (a constant it reads as well)
         for name in pending:
@@ -545,6 +549,7 @@ def inline_all(work: Work, inlined: list[str]) -> None:
                 break
         else:
             _fuse_epilogue(work, pending.pop(0))
+    return []
 
 
 def _inline_one(work: Work, name: str) -> bool:
