@@ -15,7 +15,7 @@ from mlc_lab.tvm.path.blocks import Attach, Correspondence, Placement, rolled_bl
 from mlc_lab.tvm.path.ir import FuncView, Loop, iter_maps, plain, read_as, same_placement, substitute
 from mlc_lab.tvm.path.explain import block_difference
 from mlc_lab.tvm.path.regions import explicit_regions
-from mlc_lab.tvm.path.stages import inline_all, make_stage, set_scope
+from mlc_lab.tvm.path.stages import inline_all, inline_chain, make_stage, set_scope
 from mlc_lab.tvm.path.tiling import tile
 from mlc_lab.tvm.path.work import Refused, Unreachable, Work
 
@@ -65,7 +65,7 @@ class Run:
             self._place(attach)
         self._nested_kinds()
         if late:
-            inline_all(self.work, late)
+            inline_chain(self.work, late)
         for stage in scopes:
             set_scope(self.work, self.names, stage)
         for block, (init, update) in self.corr.decomposed.items():

@@ -552,6 +552,20 @@ def inline_all(work: Work, inlined: list[str], backward_later: bool = False) -> 
     return []
 
 
+def inline_chain(work: Work, names: list[str]) -> None:
+    """The blocks after a nest the target no longer has, once the nest sits in its loops: each into
+    the blocks that read it where it has any (program order, ``compute_inline``), the rest into
+    their producer (``reverse_compute_inline``), as dlight inlines a consumer chain."""
+    rest = []
+    for name in sorted(names, key=lambda n: _order(work.view, n)):
+        why = f"the target has no block {name}: its values are computed where they are used"
+        try:
+            work.apply("compute_inline", why, block=work.block_rv(name))
+        except Refused:
+            rest.append(name)
+    inline_all(work, rest)
+
+
 def _inline_one(work: Work, name: str) -> bool:
     """``reverse_compute_inline``, else ``compute_inline`` (into consumers that remain for now)."""
     why = f"the target has no block {name}: it is computed where its input is produced"
