@@ -68,6 +68,9 @@ def find(
     matmul = gemm.wanted(read(sch.mod[func]), tgt) if normalize else None
     if matmul is not None:  # dlight's normal form of a matmul first (reindex, layouts, padding)
         return _from(gemm.prelude(make, func, matmul, tgt), func, target, limit, deadline_s, started)
+    matmul = gemm.outer_wanted(read(sch.mod[func]), tgt) if normalize else None
+    if matmul is not None:  # its first operand padded and laid out for an outer reduction
+        return _from(gemm.outer_prelude(make, func, matmul, tgt), func, target, limit, deadline_s, started)
     try:
         corr = correspond(read(sch.mod[func]), tgt)
         choices = placements(tgt, corr, limit)
@@ -183,9 +186,7 @@ def _prepared(
     return _from(cut, func, target, limit, deadline_s, started)
 
 
-def _from(
-    cut: Callable[[], Any], func: str, target: Any, limit: int, deadline_s: float, started: float
-) -> Found:
+def _from(cut: Callable[[], Any], func: str, target: Any, limit: int, deadline_s: float, started: float) -> Found:
     """The way from what ``cut()`` makes of the start (its ops on ``cut.ops``), the engine going on
     from there."""
     try:

@@ -20,7 +20,7 @@ from tvm.sym import Analyzer
 from tvm.tirx.analysis import undefined_vars
 from tvm.s_tir.dlight.gpu.matmul import get_index_map
 
-from mlc_lab.tvm.path.ir import Block, FuncView, substitute
+from mlc_lab.tvm.path.ir import Block, FuncView, accesses, substitute
 from mlc_lab.tvm.path.work import Unreachable, Work
 
 
@@ -49,6 +49,50 @@ def wanted(cur: FuncView, tgt: FuncView) -> str | None:
             continue
         return block.name
     return None
+
+
+def outer_wanted(cur: FuncView, tgt: FuncView) -> str | None:
+    """The block of the start whose first operand alone the target reindexes, pads and lays out
+    with another rank (dlight's rule for a matmul that reduces over the outer axis of its second
+    operand, on Adreno: ``A_reindex_pad[s, i // U, k, i % U]``); None else."""
+    for block in cur.blocks:
+        names = _operands(block)
+        if names is None or len(set(names)) != 3 or _reindexed(cur, names[0]) or _reindexed(tgt, names[1]):
+            continue
+        copy, source = tgt.block(f"{names[0]}_reindex_pad"), cur.buffer(names[0])
+        if copy is None or source is None or _target_block(tgt, block.name) is None:
+            continue
+        stored = [ix for kind, ix in accesses(copy, copy.name) if kind == "write"]
+        if len(stored) == 1 and len(stored[0]) != len(source.shape) == len(copy.block.iter_vars):
+            return block.name
+    return None
+
+
+def outer_prelude(make: Callable[[], Any], func: str, name: str, tgt: FuncView) -> Callable[[], Any]:
+    """A ``make`` that gives the start with block ``name``'s first operand reindexed, padded with
+    the block and laid out as the target's copy of it is (``outer_wanted``)."""
+
+    def normal() -> Any:
+        work = Work(make(), func)
+        a = _operands(work.view.block(name))[0]  # type: ignore[arg-type,index]
+        why = f"the target reads {a} through a padded copy laid out for block {name}"
+        made = work.apply("reindex", why, block=work.block_rv(name), buffer=("read", 0))
+        reindexed = str(work.get(made).name_hint)
+        _pad(work, name, tgt)
+        why = f"the target has no block {reindexed}: the padded copy reads {a} itself"
+        work.apply("compute_inline", why, block=work.block_rv(reindexed))
+        copy = tgt.block(f"{a}_reindex_pad")
+        assert copy is not None
+        stored = next(ix for kind, ix in accesses(copy, copy.name) if kind == "write")
+        params = [tirx.Var(f"i{k}", iv.var.ty) for k, iv in enumerate(copy.block.iter_vars)]
+        mapping = list(zip([iv.var for iv in copy.block.iter_vars], params))
+        index_map = tirx.IndexMap(params, [substitute(ix, mapping) for ix in stored], None)
+        why = f"the target lays {copy.name} out as [{', '.join(str(ix) for ix in stored)}]"
+        work.apply("transform_layout", why, block=work.block_rv(copy.name), buffer=("write", 0), index_map=index_map)
+        normal.ops = work.ops  # type: ignore[attr-defined]
+        return work.sch
+
+    return normal
 
 
 def _target_block(tgt: FuncView, name: str) -> Block | None:
