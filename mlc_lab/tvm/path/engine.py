@@ -65,12 +65,12 @@ def find(
         return Found("reached", list(at.ops), at.sch, seconds=time.perf_counter() - started)
     if normalize and (dtypes.retyped(read(sch.mod[func]), tgt) or _new_partitions(read(sch.mod[func]), tgt)):
         return _prepared(make, func, target, tgt, limit, deadline_s, started)
-    matmul = gemm.wanted(read(sch.mod[func]), tgt) if normalize else None
-    if matmul is not None:  # dlight's normal form of a matmul first (reindex, layouts, padding)
-        return _from(gemm.prelude(make, func, matmul, tgt), func, target, limit, deadline_s, started)
-    matmul = gemm.outer_wanted(read(sch.mod[func]), tgt) if normalize else None
-    if matmul is not None:  # its first operand padded and laid out for an outer reduction
-        return _from(gemm.outer_prelude(make, func, matmul, tgt), func, target, limit, deadline_s, started)
+    for wanted, prelude in ((gemm.wanted, gemm.prelude), (gemm.outer_wanted, gemm.outer_prelude)):
+        matmul = wanted(read(sch.mod[func]), tgt) if normalize else None
+        if matmul is not None:  # dlight's normal form of a matmul first (reindex, layouts, padding)
+            got = _from(prelude(make, func, matmul, tgt), func, target, limit, deadline_s, started)
+            if got.ops or got.status == "reached":
+                return got  # else TVM or the target disagree with the prelude: the plain reading
     try:
         corr = correspond(read(sch.mod[func]), tgt)
         choices = placements(tgt, corr, limit)

@@ -32,20 +32,26 @@ def _operands(block: Block) -> list[str] | None:
     return [str(stmt.reads[0].source.name), str(stmt.reads[1].source.name), str(stmt.writes[0].source.name)]
 
 
-def _reindexed(view: FuncView, name: str) -> bool:
-    return any(str(buf.name).startswith(f"{name}_reindex") for buf in view.allocs())
+def _reindexed(view: FuncView, name: str, rank: int | None = None) -> bool:
+    """Whether ``view`` holds a reindexed copy of buffer ``name`` (of ``rank`` dimensions if given)."""
+    return any(
+        str(buf.name).startswith(f"{name}_reindex") and (rank is None or len(buf.shape) == rank)
+        for buf in view.allocs()
+    )
 
 
 def wanted(cur: FuncView, tgt: FuncView) -> str | None:
-    """The block of the start whose operands and result the target holds reindexed while the
-    start does not (dlight's normal form of it), when TVM reads it as a matmul; None else."""
+    """The block of the start whose operands and result the target holds reindexed as [S, I, K],
+    [S, J, K] and [S, I, J] while the start does not, the block iterating as (S, I, J, K) (dlight's
+    normal form of it), when TVM reads it as a matmul; None else."""
     for block in cur.blocks:
         names = _operands(block)
         if names is None or len(set(names)) != 3:
             continue
-        if any(_reindexed(cur, n) for n in names) or not all(_reindexed(tgt, n) for n in names):
+        if any(_reindexed(cur, n) for n in names) or not all(_reindexed(tgt, n, 3) for n in names):
             continue
-        if _target_block(tgt, block.name) is None or get_index_map(block.block) is None:
+        there = _target_block(tgt, block.name)
+        if there is None or len(there.block.iter_vars) != 4 or get_index_map(block.block) is None:
             continue
         return block.name
     return None
