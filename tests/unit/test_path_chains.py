@@ -113,3 +113,34 @@ def test_an_outer_reduction_reads_its_first_operand_through_a_padded_copy_laid_o
     answer = Session(program).path_to(sch.mod)
     assert_way(program, sch.mod, answer, "main")
     assert [s.primitive for s in answer.steps] == ["reindex", "pad_einsum", "compute_inline", "transform_layout"]
+
+
+BATCHED = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((1, "m", 64), "float32"), B: T.Buffer((64, 64), "float32"), C: T.Buffer((1, m, 64), "float32")):
+    m = T.int32()
+    T.func_attr({"tirx.noalias": True})
+    for b, i, j, k in T.grid(1, m, 64, 64):
+        with T.sblock("C"):
+            vb, vi, vj, vk = T.axis.remap("SSSR", [b, i, j, k])
+            with T.init():
+                C[vb, vi, vj] = T.float32(0.0)
+            C[vb, vi, vj] = C[vb, vi, vj] + A[vb, vi, vk] * B[vk, vj]
+"""
+
+
+def test_an_outer_reduction_over_a_symbolic_row_count_fuses_its_unit_batch_before_splitting():
+    sch = s_tir.Schedule(tvm.script.from_source(BATCHED), debug_mask="all")
+    block = sch.get_sblock("C")
+    copy = sch.reindex(block, ("read", 0))
+    sch.pad_einsum(block, [1, 16, 1, 1])
+    sch.compute_inline(copy)
+    sch.transform_layout(sch.get_producers(block)[0], ("write", 0), lambda b, i, k: (b, i // 16, k, i % 16))
+    b, i, _, _ = sch.get_loops(block)
+    sch.split(sch.fuse(b, i), [None, 4, 16])  # fused first: the padded symbolic extent's predicate
+    answer = Session(BATCHED).path_to(sch.mod)
+    assert_way(BATCHED, sch.mod, answer, "main")
+    steps = [s.primitive for s in answer.steps]
+    assert steps[:4] == ["reindex", "pad_einsum", "compute_inline", "transform_layout"]
+    assert steps[4:] == ["fuse", "split"], steps

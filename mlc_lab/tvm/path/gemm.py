@@ -95,10 +95,27 @@ def outer_prelude(make: Callable[[], Any], func: str, name: str, tgt: FuncView) 
         index_map = tirx.IndexMap(params, [substitute(ix, mapping) for ix in stored], None)
         why = f"the target lays {copy.name} out as [{', '.join(str(ix) for ix in stored)}]"
         work.apply("transform_layout", why, block=work.block_rv(copy.name), buffer=("write", 0), index_map=index_map)
+        _fuse_unit_batch(work, name, tgt)
         normal.ops = work.ops  # type: ignore[attr-defined]
         return work.sch
 
     return normal
+
+
+def _fuse_unit_batch(work: Work, name: str, tgt: FuncView) -> None:
+    """Fuse block ``name``'s unit batch loop into the loop after it where the target splits the
+    two fused (its loops ``b_i_fused_0``, ...): split first, a padded symbolic extent would
+    give another predicate."""
+    chain = work.view.chain(work.view.block(name))  # type: ignore[arg-type]
+    there = _target_block(tgt, name)
+    if len(chain) < 2 or there is None or str(chain[0].extent) not in ("1", "T.int64(1)"):
+        return
+    fused = f"{chain[0].name}_{chain[1].name}_fused"
+    if not any(lp.name.startswith(f"{fused}_") for lp in tgt.chain(there)):
+        return
+    loops = work.loop_rvs(name)[:2]
+    why = f"the target splits loops {chain[0].name} and {chain[1].name} of block {name} fused ({fused})"
+    work.apply("fuse", why, loops=loops)
 
 
 def _target_block(tgt: FuncView, name: str) -> Block | None:
