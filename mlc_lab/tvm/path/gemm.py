@@ -21,7 +21,7 @@ from tvm.tirx.analysis import undefined_vars
 from tvm.s_tir.dlight.gpu.matmul import get_index_map
 
 from mlc_lab.tvm.path.ir import Block, FuncView, accesses, substitute
-from mlc_lab.tvm.path.work import Unreachable, Work
+from mlc_lab.tvm.path.work import Refused, Unreachable, Work
 
 
 def _operands(block: Block) -> list[str] | None:
@@ -80,6 +80,7 @@ def outer_prelude(make: Callable[[], Any], func: str, name: str, tgt: FuncView) 
 
     def normal() -> Any:
         work = Work(make(), func)
+        _inline_before(work, name, tgt)
         a = _operands(work.view.block(name))[0]  # type: ignore[arg-type,index]
         why = f"the target reads {a} through a padded copy laid out for block {name}"
         made = work.apply("reindex", why, block=work.block_rv(name), buffer=("read", 0))
@@ -100,6 +101,21 @@ def outer_prelude(make: Callable[[], Any], func: str, name: str, tgt: FuncView) 
         return work.sch
 
     return normal
+
+
+def _inline_before(work: Work, name: str, tgt: FuncView) -> None:
+    """The blocks before block ``name`` that the target no longer has, inlined into their readers
+    first (a cache of what one reads then copies the buffer the target's copy does)."""
+    here = work.view.block(name)
+    assert here is not None
+    for block in [b for b in work.view.blocks if b.order < here.order and b.scope is None]:
+        if tgt.block(block.name) is not None:
+            continue
+        why = f"the target has no block {block.name}: its values are computed where they are used"
+        try:
+            work.apply("compute_inline", why, block=work.block_rv(block.name))
+        except Refused:
+            continue
 
 
 def _fuse_unit_batch(work: Work, name: str, tgt: FuncView) -> None:
