@@ -405,10 +405,6 @@ def test_only_a_block_that_moves_one_buffer_into_another_is_a_copy_stage():
             "tvm-tests/schedule/test_tir_schedule_reorder.py::test_reorder_with_partial_affineness/180",
             "the loops around block block in the target are not affine",
         ),
-        (
-            "tvm-tests/dlight/test_gpu_matmul.py::test_fused_dequant_matmul_android/416",
-            "block dequantize_intermediate_intermediate_local has 2 iterators here, 4 in the target",
-        ),
     ],
 )
 def test_what_the_engine_does_not_follow_yet_is_not_called_another_computation(pair_id, said):
