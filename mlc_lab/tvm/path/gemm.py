@@ -6,7 +6,10 @@ where the program has none), maps the block's own iterators to ``(S, I, J, K)``
 (``transform_block_layout``) and pads the four to the tile (``pad_einsum``, ``X_reindex_pad``).
 
 Which iterator is S, I, J or K (and which are fused together) is TVM's own analysis of the block
-(dlight's ``get_index_map``); the padding is read off the target's block. The engine makes this
+(dlight's ``get_index_map``); the padding is read off the target's block. For a matmul that reduces
+over the outer axis of its second operand (dlight on Adreno), only the first operand is reindexed,
+padded with the block and laid out in tiles of rows (``A_reindex_pad[s, i // U, k, i % U]``, the
+map read off the target's copy), after the blocks before it are inlined. The engine makes the
 prelude on the start and goes on from there; TVM's ``structural_equal`` still judges the end.
 """
 
