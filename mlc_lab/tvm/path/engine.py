@@ -65,8 +65,9 @@ def find(
         return Found("reached", list(at.ops), at.sch, seconds=time.perf_counter() - started)
     if normalize and (dtypes.retyped(read(sch.mod[func]), tgt) or _new_partitions(read(sch.mod[func]), tgt)):
         return _prepared(make, func, target, tgt, limit, deadline_s, started)
+    start = read(sch.mod[func])
     for wanted, prelude in ((gemm.wanted, gemm.prelude), (gemm.outer_wanted, gemm.outer_prelude)):
-        matmul = wanted(read(sch.mod[func]), tgt) if normalize else None
+        matmul = wanted(start, tgt) if normalize else None
         if matmul is not None:  # dlight's normal form of a matmul first (reindex, layouts, padding)
             got = _from(prelude(make, func, matmul, tgt), func, target, limit, deadline_s, started)
             if got.ops or got.status == "reached":
