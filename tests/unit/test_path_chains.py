@@ -144,3 +144,14 @@ def test_an_outer_reduction_over_a_symbolic_row_count_fuses_its_unit_batch_befor
     steps = [s.primitive for s in answer.steps]
     assert steps[:4] == ["reindex", "pad_einsum", "compute_inline", "transform_layout"]
     assert steps[4:] == ["fuse", "split"], steps
+
+
+def test_from_the_middle_of_dlights_matmul_schedule_the_way_is_found_not_raised():
+    # at step 37 the start refuses TVM's normal form of its blocks (engine._normalized)
+    from tests.conformance import harness, path_pairs
+
+    entry = next(iter(harness.entries("dlight/Matmul/matmul_dyn/0")))
+    target = path_pairs.tvm_target(entry)
+    s = Session.from_trace(entry["module"], entry["json"], entry.get("func"))
+    answer = s.path_to(target, step=s.path()[1:][36])
+    assert answer.reached, answer.why
