@@ -51,14 +51,16 @@ def tile(
     late: bool = False,
     values: list[Any] | None = None,
     mine: list[Any] | None = None,
-) -> None:
+    apart: frozenset[int] = frozenset(),
+) -> dict[int, int]:
     """Make the loops ``own`` (pre-order places) of ``block`` into the target's loops ``town`` around
     ``tblock`` (whose bindings are ``values`` when given: a block inside a blockized one), each step
     saying what of the target it makes. ``late`` is the second try where the first leaves a real
     choice wrong: unit pieces matched to the last unit loops here (``_align``), and unit loops no
     iterator reads split off a loop instead of added (``_unit_loops``). ``mine``: the bindings
-    here in the place of the block's own (a block with no iterators: its inner block's). Raises
-    ``Unreachable``."""
+    here in the place of the block's own (a block with no iterators: its inner block's). ``apart``:
+    the target's loops whose pieces are left unfused (fused later, once blocks sit inside them);
+    returns how many pieces each of those holds. Raises ``Unreachable``."""
     tmaps = iter_maps(tgt, tblock, town, values)
     view = work.view
     cblock = view.block(block)
@@ -83,14 +85,14 @@ def tile(
     tplace = {o: i for i, o in enumerate(town)}
     cplace = {o: i for i, o in enumerate(own)}
     if _same_structure(cmaps, tmaps, cplace, tplace):
-        return
+        return {}
     unread_here, unread_there = _unread(view, own, cmaps, block), _unread(tgt, town, tmaps, tblock.name)
     if len(unread_there) > len(unread_here):
         added = _lone_from_orphan(work, view, own, cmaps, tmaps, len(unread_there) - len(unread_here), tblock.name)
         if added is not None:  # a unit loop the target fuses away became its unit loops: read again
             chain = work.view.chain(work.view.block(block))  # type: ignore[arg-type]
             own = [lp.order for lp in chain[len(chain) - len(own) - added :]]
-            return tile(work, block, own, tgt, tblock, town, late, values, mine)
+            return tile(work, block, own, tgt, tblock, town, late, values, mine, apart)
     kept = dict(zip(unread_here, unread_there))
     lone, fused = _unit_loops(tgt, town, tmaps, tblock.name, set(kept.values()), late)
     marks: dict[int, int] = {}
@@ -105,7 +107,8 @@ def tile(
     pieces["own"] = own
     pieces["block"] = block
     pieces["extents"] = {o: tgt.loops[o].extent for o in town}
-    _reorder_and_fuse(work, tmaps, town, pieces, {done_rvs[c]: t for c, t in done.items()}, (lone, fused), say)
+    pieces["apart"] = apart
+    return _reorder_and_fuse(work, tmaps, town, pieces, {done_rvs[c]: t for c, t in done.items()}, (lone, fused), say)
 
 
 def _no_primitive_makes(tgt: FuncView, tblock: Block, town: list[int], tmaps: IterMaps, cmaps: IterMaps) -> None:
@@ -466,8 +469,9 @@ def _reorder_chain(work: Work, rvs: list[Any], why: str) -> None:
 
 def _reorder_and_fuse(
     work: Work, tmaps: IterMaps, town: list[int], handles: dict, done: dict, units: tuple, say: "_Say"
-) -> None:
-    """Order the pieces as the target's loops are, then fuse the pieces each target loop is made of."""
+) -> dict[int, int]:
+    """Order the pieces as the target's loops are, then fuse the pieces each target loop is made of
+    (but those of the loops ``handles["apart"]``: their piece counts are returned)."""
     by_leaf: dict[int, list[tuple[Any, Any, int]]] = {o: [] for o in town}
     for k in range(len(tmaps.terms)):
         for i, t in enumerate(handles.get(("want", k), [])):
@@ -508,13 +512,18 @@ def _reorder_and_fuse(
             last = max(i for i in range(len(orders)) if orders[i] != ranked[i] or i == first)
             if last > first:
                 work.apply("reorder", say.reorder(), ordered_loops=sequence[first : last + 1])
+    left: dict[int, int] = {}
     for leaf, pieces in groups:
+        if leaf in handles.get("apart", ()) and len(pieces) > 1:
+            left[leaf] = len(pieces)
+            continue
         final[leaf] = work.apply("fuse", say.fuse(leaf), loops=pieces)
     for n, o in enumerate(town):  # unit loops no iterator reads, each right above the loop after it
         if o in lone:
             after = next((final[x] for x in town[n + 1 :] if x in final), None)
             where = after if after is not None else work.block_rv(handles["block"])
             work.apply("add_unit_loop", say.unit(o), block_or_loop=where)
+    return left
 
 
 def _adopt_orphans(handles: dict, by_leaf: dict, done: dict, units: dict) -> None:
@@ -536,16 +545,17 @@ def _adopt_orphans(handles: dict, by_leaf: dict, done: dict, units: dict) -> Non
         place = own.index(o)
         later = [x for x in own[place + 1 :] if x not in mine and ("from", x) in handles]
         earlier = [x for x in own[:place] if x not in mine and ("from", x) in handles][::-1]
-        homes = [(leaf_holding(handles[("from", x)][0]), True) for x in later]
-        homes += [(leaf_holding(handles[("from", x)][1]), False) for x in earlier]
+        # beside the piece of the loop next to it here: right before it, or right after the one before
+        homes = [(leaf_holding(handles[("from", x)][0]), handles[("from", x)][0], 0) for x in later]
+        homes += [(leaf_holding(handles[("from", x)][1]), handles[("from", x)][1], 1) for x in earlier]
         # a unit loop of the target keeps its variable: fusing into it would drop that variable
-        homes = [(h, first) for h, first in homes if h is not None and const(units.get(h, 2)) != 1]
+        homes = [h for h in homes if h[0] is not None and const(units.get(h[0], 2)) != 1]
         if homes:
-            home, first = homes[0]
-            if first:
-                by_leaf[home].insert(0, (0, rv, -1))
-            else:
-                by_leaf[home].append((0, rv, -1))
+            home, anchor, after = homes[0]
+            at = next((i for i, p in enumerate(by_leaf[home]) if p[1] is anchor), None)
+            if at is None:
+                at = 0 if not after else len(by_leaf[home]) - 1
+            by_leaf[home].insert(at + after, (0, rv, -1))
             continue
         raise Unreachable("a unit loop here has no loop of the target to be fused into")
 
