@@ -1,0 +1,58 @@
+"""The way to meta_schedule's CUDA sketches whose outer reduction loops are fused after the shared
+copies move in (issue 33, ``mlc_lab/tvm/path/late.py``): TVM's ``fuse`` writes each piece into the
+copies' bindings as it substitutes it, so the engine leaves the pieces apart, moves the copies under
+the innermost one and fuses then. TVM is the oracle: its own replay of the ``apply_trace`` gives the
+target, and the way is no longer than the trace that made the target.
+"""
+
+from __future__ import annotations
+
+import pytest
+from mlc_lab import Session
+from mlc_lab.tvm.path import late
+from mlc_lab.tvm.path.ir import read
+from tests.conformance import path_pairs
+from tests.unit.test_path import _same, _tvm_replay
+
+
+@pytest.mark.parametrize(
+    "entry_id",
+    [
+        # a transposed conv: the padded copy's extent depends on the fused loop (fused // 1024 % 2 * 3 + 12)
+        "T2D/cuda/sketch1/seed1",
+        # a padded conv3d: the fused loop is one piece of 7 and unit pieces; the copy reads it as fused % 7
+        "C3D/cuda/sketch1",
+        # a unit loop fused away beside its neighbour's piece: no reorder the trace does not have
+        pytest.param("T2D/cuda/sketch0/seed1", marks=pytest.mark.full),
+    ],
+)
+def test_cuda_sketches_with_copies_under_loops_fused_later_are_reached_no_longer_than_their_trace(entry_id):
+    from tests.conformance import harness
+
+    entry = next(e for e in harness.corpus() if e["id"] == entry_id)
+    target = path_pairs.tvm_target(entry)
+    func = entry.get("func") or "main"
+    answer = Session(entry["module"], func).path_to(target)
+    assert answer.reached, answer.why
+    assert _same(_tvm_replay(entry["module"], func, answer.trace), target[func])
+    assert len(answer.steps) <= len(path_pairs.transforming(entry["json"])), answer.trace
+    if entry_id != "T2D/cuda/sketch0/seed1":
+        fuses = [n for n, st in enumerate(answer.steps) if st.primitive == "fuse"]
+        placed = [n for n, st in enumerate(answer.steps) if st.primitive == "compute_at"]
+        assert fuses[-1] > placed[-1], "the outer reduction loops are fused after the copies move in"
+
+
+def test_a_loop_read_modulo_its_extent_is_told_from_one_read_as_it_is():
+    from tests.conformance import harness
+
+    entry = next(e for e in harness.corpus() if e["id"] == "C3D/cuda/sketch1")
+    view = read(path_pairs.tvm_target(entry)[entry.get("func") or "main"])
+    by_name = {lp.name: lp.order for lp in view.loops}
+    # the copies read the pipeline's loop as ``fused % 7``; the block loop only in pieces (// 32, % 32 // 16)
+    assert late.wraps(view, by_name["rd_0_rh_0_rw_0_rc_0_fused"])
+    assert not late.wraps(view, by_name["n_0_d_0_h_0_w_0_co_0_fused"])
+
+
+def test_places_below_a_fuse_move_up_and_the_pieces_become_the_first():
+    # loops 0 1 [2 3 4] 5: the three pieces from place 2 fuse into one
+    assert [late.shifted(p, 2, 3) for p in range(6)] == [0, 1, 2, 2, 2, 3]
