@@ -81,7 +81,7 @@ def find(
     for n, (placement, options) in enumerate(tries):
         if n and time.perf_counter() - started > deadline_s:
             break
-        if options and (shortest is not None or (best is not None and best.kind != "partial")):
+        if options and (shortest is not None or (best is not None and best.kind not in ("partial", "here"))):
             continue  # a variant only helps where the plain attempt got part of the way
         if options.get("fuse_late") and not late.hosts(tgt, placement):
             continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlc_lab.tvm.path import late
+from mlc_lab.tvm.path.late import Pending, fuse_pending, hosts, leave_apart, places_of
 from mlc_lab.tvm.path.blocks import Attach, Correspondence, Placement, rolled_blocks
 from mlc_lab.tvm.path.ir import FuncView, Loop, iter_maps, plain, read_as, same_placement, substitute
 from mlc_lab.tvm.path.explain import block_difference
@@ -40,8 +40,8 @@ class Run:
         # target blocks whose buffer rolling_buffer folds (block -> write index): moved, not tiled
         self.rolled = rolled_blocks(tgt)
         # the variant ``fuse_late``: these loops' pieces stay apart until the blocks sit inside them
-        self.apart = late.hosts(tgt, placement) if options.get("fuse_late") else frozenset()
-        self.pending: list[tuple[str, int, int, int]] = []  # (block, first piece's place, pieces, target loop)
+        self.apart = hosts(tgt, placement) if options.get("fuse_late") else frozenset()
+        self.pending: list[Pending] = []  # loops left apart, fused once the blocks sit inside
 
     # --- the whole way ------------------------------------------------------------------------------
     def go(self) -> None:
@@ -67,7 +67,7 @@ class Run:
                 explicit_regions(self.work, here.name, here, tb)
         for attach in self.placement.order:
             self._place(attach)
-        self._fuse_pending()
+        fuse_pending(self)
         self._nested_kinds()
         for stage in scopes:
             set_scope(self.work, self.names, stage)
@@ -121,60 +121,11 @@ class Run:
                 self._move(name, attach, not keep)
                 self._tile(name, attach, tblock)
                 self._check(name, tblock)
-        places = self._places(name, attach)
+        places = places_of(self.pending, self.work.view, name, attach.own)
         for o, place in zip(attach.own, places):
             self.where[o] = (name, place)
-            if not any(p[0] == name and p[3] == o for p in self.pending):
+            if not any(p.block == name and o in p.leaves for p in self.pending):
                 self._kind(name, place, self.tgt.loops[o])
-
-    def _places(self, name: str, attach: Attach) -> list[int]:
-        """The place in the block's chain of each of its own target loops (of a loop left apart: its
-        innermost piece, where the blocks inside it go)."""
-        pend = {p[3]: p[2] for p in self.pending if p[0] == name and p[3] in attach.own}
-        chain = self.work.view.chain(self.work.view.block(name))  # type: ignore[arg-type]
-        place = len(chain) - len(attach.own) - sum(k - 1 for k in pend.values())
-        out = []
-        for o in attach.own:
-            out.append(place + pend.get(o, 1) - 1)
-            place += pend.get(o, 1)
-        return out
-
-    def _leave_apart(self, name: str, attach: Attach, left: dict[int, int], apart: set[int]) -> None:
-        """Note the target loops whose pieces ``tile`` left apart; a loop of one piece that the
-        target's blocks read modulo its extent gets the unit loop it was fused with first."""
-        chain = self.work.view.chain(self.work.view.block(name))  # type: ignore[arg-type]
-        place = len(chain) - len(attach.own) - sum(k - 1 for k in left.values())
-        for o in attach.own:
-            count = left.get(o, 1)
-            if count == 1 and o in apart and late.wraps(self.tgt, o):
-                tloop = self.tgt.loops[o]
-                why = f"the blocks inside the target's loop {tloop.name} read it modulo {tloop.extent}: a unit loop fused with it"
-                self.work.apply("add_unit_loop", why, block_or_loop=self.work.loop_rvs(name)[place])
-                count = 2
-            if count > 1:
-                self.pending.append((name, place, count, o))
-            place += count
-
-    def _fuse_pending(self) -> None:
-        """Fuse the pieces left apart, now that the blocks sit inside them (as meta_schedule fuses
-        the outer reduction loops after the shared copies' ``compute_at``)."""
-        work = self.work
-        for name, first, count, o in sorted(self.pending, key=lambda p: -p[1]):
-            view = work.view
-            pieces = view.block(name).chain[first : first + count]  # type: ignore[union-attr]
-            tloop = self.tgt.loops[o]
-            why = f"the target's loop {tloop.name} ({tloop.extent}) runs over these loops as one, fused once blocks sit inside"
-            work.apply("fuse", why, loops=work.loop_rvs(name)[first : first + count])
-            for key, (blk, place) in list(self.where.items()):
-                b = view.block(blk)
-                if b is not None and b.chain[first : first + count] == pieces:
-                    self.where[key] = (blk, late.shifted(place, first, count))
-            for n, (blk, place, tl) in enumerate(self.deferred):
-                b = view.block(blk)
-                if b is not None and b.chain[first : first + count] == pieces:
-                    self.deferred[n] = (blk, late.shifted(place, first, count), tl)
-            self._kind(name, first, tloop)
-        self.pending = []
 
     def _nested_kinds(self) -> None:
         """The loop kinds inside a block that holds loops and blocks of its own (a nest the
@@ -251,7 +202,7 @@ class Run:
         if self.pending:
             point, saved = self.work.checkpoint(), (dict(self.where), list(self.deferred), list(self.pending))
             try:
-                self._fuse_pending()
+                fuse_pending(self)
                 self._check(name, tblock)
             finally:
                 self.work.restore(point)
@@ -273,7 +224,7 @@ class Run:
             return
         apart = self.apart & set(attach.own)
         left = tile(self.work, name, own, self.tgt, tblock, attach.own, late, apart=apart)
-        self._leave_apart(name, attach, left, apart)
+        leave_apart(self, name, attach.own, left)
 
     def _opaque_inner(self, name: str, tblock: Any) -> tuple[Any, Any] | None:
         """(the block here, the target's) inside a block with no iterators, directly in its body."""
