@@ -175,7 +175,7 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
     here = cur.block(corr.same.get(writer.name, ""))
     if here is None:  # the writer's init decomposed in the target: the block here is the whole
         here = next((cur.block(b) for b, pair in corr.decomposed.items() if writer.name in pair), None)
-    known = set(corr.same) | {n for pair in corr.decomposed.values() for n in pair}
+    known = set(corr.same) | {n for pair in corr.decomposed.values() for n in pair}  # a decomposed reader too
     new_readers = [b for b in tgt.blocks if name in b.reads() and name not in b.writes() and b.name not in known]
     for old in gone if not new_readers else []:
         if name == f"{old}_{scope}" and _same_shape(cur.buffer(old), buf) and here is not None and old in here.writes():
