@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import tvm_ffi
 
-from mlc_lab.tvm.path import dtypes, partition, tensorcore
+from mlc_lab.tvm.path import copyat, dtypes, partition, tensorcore
 from mlc_lab.tvm.path.blocks import correspond, placements
 from mlc_lab.tvm.path.explain import difference
 from mlc_lab.tvm.path.ir import read
@@ -63,7 +63,7 @@ def find(
     at = tensorcore.blockize_once(make, func, target, tgt, same_function)
     if at is not None:
         return Found("reached", list(at.ops), at.sch, seconds=time.perf_counter() - started)
-    if normalize and (dtypes.retyped(read(sch.mod[func]), tgt) or _new_partitions(read(sch.mod[func]), tgt)):
+    if normalize and _to_prepare(read(sch.mod[func]), tgt):
         return _prepared(make, func, target, tgt, limit, deadline_s, started)
     try:
         corr = correspond(read(sch.mod[func]), tgt)
@@ -157,6 +157,10 @@ def _normalized(make: Callable[[], Any], func: str, target: Any, limit: int, dea
     return got
 
 
+def _to_prepare(cur: Any, tgt: Any) -> bool:
+    return bool(dtypes.retyped(cur, tgt) or _new_partitions(cur, tgt) or copyat.copies(cur, tgt))
+
+
 def _new_partitions(cur: Any, tgt: Any) -> bool:
     return bool(partition.partitions(tgt)) and not partition.partitions(cur)
 
@@ -164,8 +168,8 @@ def _new_partitions(cur: Any, tgt: Any) -> bool:
 def _prepared(
     make: Callable[[], Any], func: str, target: Any, tgt: Any, limit: int, deadline_s: float, started: float
 ) -> Found:
-    """The way from the start with the target's element types (``dtypes``) and loop partitions
-    (``partition``) made first."""
+    """The way from the start with the target's element types (``dtypes``), loop partitions
+    (``partition``) and copies at a loop (``copyat``) made first."""
 
     def cut() -> Any:
         work = Work(make(), func)
@@ -174,6 +178,8 @@ def _prepared(
         if _new_partitions(work.view, tgt):
             for common, extents in partition.partitions(tgt):
                 partition.apply(work, common, extents)
+        for at in copyat.copies(work.view, tgt):
+            copyat.apply(work, at)
         cut.ops = work.ops  # type: ignore[attr-defined]
         return work.sch
 
