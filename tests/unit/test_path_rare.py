@@ -56,3 +56,30 @@ def test_a_copy_at_a_loop_of_another_computation_is_not_reached():
     answer = Session(other).path_to(sch.mod)
     assert not answer.reached
     assert "computes something else" in answer.why
+
+
+TWO_NESTS = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32"), D: T.Buffer((32, 32), "float32")):
+    for i_0, j_0, i_1, j_1 in T.grid(8, 8, 8, 8):
+        with T.sblock("C"):
+            vi = T.axis.spatial(64, i_0 * 8 + i_1)
+            vj = T.axis.spatial(64, j_0 * 8 + j_1)
+            C[vi, vj] = A[vi, vj] + T.float32(1.0)
+    for i_0, j_0, i_1, j_1 in T.grid(8, 8, 4, 4):
+        with T.sblock("D"):
+            vi = T.axis.spatial(32, i_0 * 4 + i_1)
+            vj = T.axis.spatial(32, j_0 * 4 + j_1)
+            D[vi, vj] = A[vi, vj] * T.float32(2.0)
+"""
+
+
+@pytest.mark.parametrize("depth", [0, 1])
+def test_loops_merged_across_nests_are_one_merge(depth):
+    sch = _schedule(TWO_NESTS)
+    sch.merge(sch.get_loops(sch.get_sblock("C"))[depth], sch.get_loops(sch.get_sblock("D"))[depth])
+    answer = Session(TWO_NESTS).path_to(sch.mod)
+    assert_way(TWO_NESTS, sch.mod, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["merge"]
+    assert answer.steps[0].call()[0] == (["C/i_0", "D/i_0"] if depth == 0 else ["C/j_0", "D/j_0"])

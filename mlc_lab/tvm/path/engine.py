@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import tvm_ffi
 
-from mlc_lab.tvm.path import copyat, dtypes, partition, tensorcore
+from mlc_lab.tvm.path import copyat, dtypes, merge, partition, tensorcore
 from mlc_lab.tvm.path.blocks import correspond, placements
 from mlc_lab.tvm.path.explain import difference
 from mlc_lab.tvm.path.ir import read
@@ -158,7 +158,9 @@ def _normalized(make: Callable[[], Any], func: str, target: Any, limit: int, dea
 
 
 def _to_prepare(cur: Any, tgt: Any) -> bool:
-    return bool(dtypes.retyped(cur, tgt) or _new_partitions(cur, tgt) or copyat.copies(cur, tgt))
+    return bool(
+        dtypes.retyped(cur, tgt) or _new_partitions(cur, tgt) or copyat.copies(cur, tgt) or merge.merges(cur, tgt)
+    )
 
 
 def _new_partitions(cur: Any, tgt: Any) -> bool:
@@ -169,7 +171,7 @@ def _prepared(
     make: Callable[[], Any], func: str, target: Any, tgt: Any, limit: int, deadline_s: float, started: float
 ) -> Found:
     """The way from the start with the target's element types (``dtypes``), loop partitions
-    (``partition``) and copies at a loop (``copyat``) made first."""
+    (``partition``), copies at a loop (``copyat``) and merged loops (``merge``) made first."""
 
     def cut() -> Any:
         work = Work(make(), func)
@@ -180,6 +182,8 @@ def _prepared(
                 partition.apply(work, common, extents)
         for at in copyat.copies(work.view, tgt):
             copyat.apply(work, at)
+        for joined in merge.merges(work.view, tgt):
+            merge.apply(work, joined)
         cut.ops = work.ops  # type: ignore[attr-defined]
         return work.sch
 
