@@ -26,8 +26,9 @@ def main(A: T.Buffer((32, 32), "float32"), B: T.Buffer((32, 32), "float32"), C: 
 """
 
 
-def _schedule(text: str = MATMUL) -> s_tir.Schedule:
-    return s_tir.Schedule(tvm.script.from_source(text), debug_mask="all")
+def _schedule(text: str = MATMUL, check: bool = True) -> s_tir.Schedule:
+    # cache_inplace names both of its copies alike, which TVM's own verification refuses
+    return s_tir.Schedule(tvm.script.from_source(text), debug_mask="all" if check else "none")
 
 
 @pytest.mark.parametrize(
@@ -83,3 +84,61 @@ def test_loops_merged_across_nests_are_one_merge(depth):
     assert_way(TWO_NESTS, sch.mod, answer, "main")
     assert [s.primitive for s in answer.steps] == ["merge"]
     assert answer.steps[0].call()[0] == (["C/i_0", "D/i_0"] if depth == 0 else ["C/j_0", "D/j_0"])
+
+
+IN_PLACE = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(data_io: T.Buffer((64,), "int32")):
+    data_1d = T.sblock_alloc_buffer((64,), "int32")
+    for i0 in range(64):
+        with T.sblock("copy_in"):
+            v0 = T.axis.spatial(64, i0)
+            data_1d[v0] = data_io[v0]
+    for i0 in range(1):
+        with T.sblock("ext_call"):
+            T.reads(data_1d[0:64])
+            T.writes(data_1d[0:64])
+            T.evaluate(T.call_extern("void", "call_impl", data_1d.data))
+    for i0 in range(64):
+        with T.sblock("copy_out"):
+            v0 = T.axis.spatial(64, i0)
+            data_io[v0] = data_1d[v0]
+"""
+
+
+@pytest.mark.parametrize("scope", ["local", "shared"])
+def test_a_block_working_in_place_on_a_cache_is_one_cache_inplace(scope):
+    sch = _schedule(IN_PLACE, check=False)
+    sch.cache_inplace(sch.get_sblock("ext_call"), 0, scope)
+    answer = Session(IN_PLACE).path_to(sch.mod)
+    assert_way(IN_PLACE, sch.mod, answer, "main")
+    assert [(s.primitive, s.arguments["block"]) for s in answer.steps] == [("cache_inplace", "ext_call")]
+
+
+def test_a_copy_of_a_buffer_read_and_written_in_place_comes_before_its_writer():
+    sch = _schedule(IN_PLACE)
+    block = sch.get_sblock("copy_in")
+    sch.cache_read(block, 0, "local", [block])  # before copy_out writes data_io: TVM puts it there when told
+    answer = Session(IN_PLACE).path_to(sch.mod)
+    assert_way(IN_PLACE, sch.mod, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["cache_read"]
+
+
+def test_a_target_bound_through_a_stray_iterator_is_said_never_equal():
+    sch = _schedule(ONE_IN_PLACE, check=False)
+    sch.cache_inplace(sch.get_sblock("A"), 0, "local")  # TVM leaves A's iterator vi unbound above the copies
+    answer = Session(ONE_IN_PLACE).path_to(sch.mod)
+    assert not answer.reached and not answer.steps
+    assert "vi, defined nowhere" in answer.why and "never holds" in answer.why
+
+
+ONE_IN_PLACE = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((64,), "float32")):
+    for i in range(64):
+        with T.sblock("A"):
+            vi = T.axis.spatial(64, i)
+            A[vi] = A[vi] + T.float32(1.0)
+"""

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import tvm_ffi
 
-from mlc_lab.tvm.path import copyat, dtypes, merge, partition, tensorcore
+from mlc_lab.tvm.path import copyat, dtypes, inplace, loose, merge, partition, tensorcore
 from mlc_lab.tvm.path.blocks import correspond, placements
 from mlc_lab.tvm.path.explain import difference
 from mlc_lab.tvm.path.ir import read
@@ -56,6 +56,9 @@ def find(
     if same_function(sch.mod[func], target):
         return Found("reached", [], sch, seconds=time.perf_counter() - started)
     tgt = read(target)
+    unbound = loose.loose(tgt)
+    if unbound:  # no way can be confirmed: TVM compares the stray variables by identity
+        return Found("unreached", why=loose.sentence(unbound), kind="trace", seconds=time.perf_counter() - started)
     if tensorcore.is_tensorcore(tgt):  # a sketch of meta_schedule's tensor-core rule, read as such first
         at = tensorcore.find(make, func, target, tgt, deadline_s, same_function)
         if at is not None:
@@ -158,9 +161,8 @@ def _normalized(make: Callable[[], Any], func: str, target: Any, limit: int, dea
 
 
 def _to_prepare(cur: Any, tgt: Any) -> bool:
-    return bool(
-        dtypes.retyped(cur, tgt) or _new_partitions(cur, tgt) or copyat.copies(cur, tgt) or merge.merges(cur, tgt)
-    )
+    found = dtypes.retyped(cur, tgt) or _new_partitions(cur, tgt) or copyat.copies(cur, tgt)
+    return bool(found or merge.merges(cur, tgt) or inplace.caches(cur, tgt))
 
 
 def _new_partitions(cur: Any, tgt: Any) -> bool:
@@ -171,7 +173,8 @@ def _prepared(
     make: Callable[[], Any], func: str, target: Any, tgt: Any, limit: int, deadline_s: float, started: float
 ) -> Found:
     """The way from the start with the target's element types (``dtypes``), loop partitions
-    (``partition``), copies at a loop (``copyat``) and merged loops (``merge``) made first."""
+    (``partition``), copies at a loop (``copyat``), merged loops (``merge``) and in-place caches
+    (``inplace``) made first."""
 
     def cut() -> Any:
         work = Work(make(), func)
@@ -184,6 +187,8 @@ def _prepared(
             copyat.apply(work, at)
         for joined in merge.merges(work.view, tgt):
             merge.apply(work, joined)
+        for cache in inplace.caches(work.view, tgt):
+            inplace.apply(work, cache)
         cut.ops = work.ops  # type: ignore[attr-defined]
         return work.sch
 

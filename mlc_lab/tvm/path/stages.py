@@ -145,9 +145,19 @@ def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
         block=work.block_rv(first.name),
         read_buffer_index=first.reads().index(source),
         storage_scope=stage.scope,
-        consumer_blocks=None if everyone == mine else [work.block_rv(n) for n in mine],
+        consumer_blocks=None
+        if everyone == mine and not _before_writer(tgt, source, stage)
+        else [work.block_rv(n) for n in mine],
     )
     names[stage.target_block] = str(work.get(made).name_hint)
+
+
+def _before_writer(tgt: FuncView, source: str, stage: Stage) -> bool:
+    """Whether the target copies ``source`` before any block writes it (a buffer read and written in
+    place): TVM puts the copy there only when its readers are named, after the writer otherwise."""
+    copy = tgt.block(stage.target_block)
+    writers = [b.order for b in tgt.blocks if source in b.writes() and b.name != stage.target_block]
+    return copy is not None and bool(writers) and copy.order < min(writers)
 
 
 def _cache_write(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
