@@ -142,3 +142,43 @@ def main(A: T.Buffer((64,), "float32")):
             vi = T.axis.spatial(64, i)
             A[vi] = A[vi] + T.float32(1.0)
 """
+
+
+GATHER = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((16,), "float32"), I: T.Buffer((16,), "int32"), C: T.Buffer((16,), "float32"), D: T.Buffer((16,), "float32")):
+    P = T.sblock_alloc_buffer((16,), "int32")
+    Q = T.sblock_alloc_buffer((16,))
+    for i in range(16):
+        with T.sblock("P"):
+            vi = T.axis.spatial(16, i)
+            P[vi] = T.min(T.max(I[vi], 0), 15)
+    for i in range(16):
+        with T.sblock("Q"):
+            vi = T.axis.spatial(16, i)
+            Q[vi] = A[P[vi]]
+    for i in range(16):
+        with T.sblock("R"):
+            vi = T.axis.spatial(16, i)
+            D[vi] = Q[vi] + C[vi]
+"""
+
+
+@pytest.mark.parametrize("order", [("P", "Q"), ("Q", "P")])
+def test_blocks_inlined_in_either_order_list_their_reads_as_the_target_does(order):
+    sch = _schedule(GATHER)
+    for name in order:  # a gather's index read lands before or after its region as the order goes
+        sch.compute_inline(sch.get_sblock(name))
+    answer = Session(GATHER).path_to(sch.mod)
+    assert_way(GATHER, sch.mod, answer, "main")
+    assert sorted(s.arguments["block"] for s in answer.steps) == ["P", "Q"]
+
+
+@pytest.mark.parametrize(("kind", "indices"), [("read", [0]), ("read", [1]), ("read", [0, 1]), ("write", [0])])
+def test_accesses_a_target_does_not_state_are_hidden_last(kind, indices):
+    sch = _schedule()
+    sch.unsafe_hide_buffer_access(sch.get_sblock("C"), kind, indices)
+    answer = Session(MATMUL).path_to(sch.mod)
+    assert_way(MATMUL, sch.mod, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["unsafe_hide_buffer_access"]

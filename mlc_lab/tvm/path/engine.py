@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import tvm_ffi
 
-from mlc_lab.tvm.path import copyat, dtypes, inplace, loose, merge, partition, tensorcore
+from mlc_lab.tvm.path import copyat, dtypes, hidden, inplace, loose, merge, partition, tensorcore
 from mlc_lab.tvm.path.blocks import correspond, placements
 from mlc_lab.tvm.path.explain import difference
 from mlc_lab.tvm.path.ir import read
@@ -86,6 +86,8 @@ def find(
             break
         if options and (shortest is not None or (best is not None and best.kind != "partial")):
             continue  # a variant only helps where the plain attempt got part of the way
+        if options.get("consumers_first") and len(corr.inlined) < 2:
+            continue  # one block inlined: no order to choose
         work = Work(make() if n else sch, func)
         got = _attempt(work, tgt, corr, placement, target, options)
         got.tried = n + 1
@@ -205,8 +207,9 @@ def _prepared(
 
 
 # Variants of one attempt, tried in order when the plain one gets only part of the way: set_scope
-# before the blocks move (a shared buffer's region then spans the threads bound above it).
-_OPTIONS: tuple[dict, ...] = ({}, {"scope_first": True})
+# before the blocks move (a shared buffer's region then spans the threads bound above it); blocks
+# inlined consumers first (the order meta_schedule's auto-inline rule takes: a block's reads list so).
+_OPTIONS: tuple[dict, ...] = ({}, {"scope_first": True}, {"consumers_first": True})
 
 
 def _attempt(work: Work, tgt: Any, corr: Any, placement: Any, target: Any, options: dict) -> Found:
@@ -221,6 +224,8 @@ def _attempt(work: Work, tgt: Any, corr: Any, placement: Any, target: Any, optio
         why = f"the path engine cannot read this target yet ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
         return Found("unreached", list(work.ops), work.sch, why=why, kind="partial")
     ours = work.mod[work.func]
+    if not same_function(ours, target) and hidden.hide(work, tgt):  # accesses the target does not state
+        ours = work.mod[work.func]
     if same_function(ours, target):
         return Found("reached", list(work.ops), work.sch)
     kind, why = difference(ours, target)
