@@ -182,3 +182,31 @@ def test_accesses_a_target_does_not_state_are_hidden_last(kind, indices):
     answer = Session(MATMUL).path_to(sch.mod)
     assert_way(MATMUL, sch.mod, answer, "main")
     assert [s.primitive for s in answer.steps] == ["unsafe_hide_buffer_access"]
+
+
+TWO_CONSUMERS = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((32, 32), "float32"), C: T.Buffer((32, 32), "float32")):
+    B = T.sblock_alloc_buffer((32, 32))
+    for i, j in T.grid(32, 32):
+        with T.sblock("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj]
+    for i, j in T.grid(32, 16):
+        with T.sblock("C_1"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj * 2] = B[vi, vj * 2] + T.float32(1.0)
+        with T.sblock("C_2"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj * 2 + 1] = B[vi, vj * 2 + 1] * T.float32(2.0)
+"""
+
+
+@pytest.mark.parametrize("loop", [0, 1])
+def test_a_producer_moved_under_two_consumers_that_share_a_nest_is_one_compute_at(loop):
+    sch = _schedule(TWO_CONSUMERS)
+    sch.compute_at(sch.get_sblock("B"), sch.get_loops(sch.get_sblock("C_1"))[loop])
+    answer = Session(TWO_CONSUMERS).path_to(sch.mod)
+    assert_way(TWO_CONSUMERS, sch.mod, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["compute_at"]
