@@ -210,3 +210,34 @@ def test_a_producer_moved_under_two_consumers_that_share_a_nest_is_one_compute_a
     answer = Session(TWO_CONSUMERS).path_to(sch.mod)
     assert_way(TWO_CONSUMERS, sch.mod, answer, "main")
     assert [s.primitive for s in answer.steps] == ["compute_at"]
+
+
+@pytest.mark.parametrize(
+    ("read_map", "write_map"),
+    [
+        (lambda i, j, k: (i, k), None),
+        (lambda i, j, k: (k, i), None),
+        (None, lambda i, j, k: (j, i)),
+        (lambda i, j, k: (i, k), lambda i, j, k: (j, i)),
+        (None, lambda i, j, k: (i, j)),
+    ],
+)
+def test_copies_indexed_by_the_block_own_iterators_are_reindex_cache_read_and_write(read_map, write_map):
+    sch = _schedule()
+    block = sch.get_sblock("C")
+    if read_map is not None:
+        sch.reindex_cache_read(block, 0, "shared", read_map)
+    if write_map is not None:
+        sch.reindex_cache_write(block, 0, "local", write_map)
+    answer = Session(MATMUL).path_to(sch.mod)
+    assert_way(MATMUL, sch.mod, answer, "main")
+    want = ["reindex_cache_read"] * (read_map is not None) + ["reindex_cache_write"] * (write_map is not None)
+    assert [s.primitive for s in answer.steps] == want
+
+
+def test_a_plain_cache_of_a_reduction_stays_cache_write():
+    sch = _schedule()
+    sch.cache_write(sch.get_sblock("C"), 0, "local")
+    answer = Session(MATMUL).path_to(sch.mod)
+    assert_way(MATMUL, sch.mod, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["cache_write"]

@@ -124,7 +124,8 @@ def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
     everyone = sorted({b.name for b in view.blocks if source in _inputs(b)})
     mine = sorted({n for n, _ in here})
     why = f"the target copies {source} into {stage.buffer} ({stage.scope}) for {', '.join(n for n, _ in readers)}"
-    index_map = reindexed_read(first, tgt.block(readers[0][0]), source, stage.buffer) if len(here) == 1 else None
+    made = tgt.block(stage.target_block)
+    index_map = reindexed_read(first, tgt.block(readers[0][0]), source, stage.buffer, made) if len(here) == 1 else None
     if index_map is not None:  # the one reader indexes the copy otherwise: the copy is laid out as it reads
         try:
             made = work.apply(
@@ -175,7 +176,9 @@ def _cache_write(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage)
         for b in tgt.blocks
         if b.name in names and b is not twriter and stage.buffer in _inputs(b) and work.view.block(names[b.name])
     ]
-    index_map = reindexed_read(writer, twriter, target, stage.buffer) if not readers else None
+    index_map = (
+        reindexed_read(writer, twriter, target, stage.buffer, tgt.block(stage.target_block)) if not readers else None
+    )
     if index_map is not None:  # the writer indexes the cache otherwise: the cache is laid out as it writes
         try:
             made = work.apply(
