@@ -241,3 +241,24 @@ def test_a_plain_cache_of_a_reduction_stays_cache_write():
     answer = Session(MATMUL).path_to(sch.mod)
     assert_way(MATMUL, sch.mod, answer, "main")
     assert [s.primitive for s in answer.steps] == ["cache_write"]
+
+
+PARAM_IN_PLACE = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(data_io: T.Buffer((64,), "int32")):
+    for i0 in range(1):
+        with T.sblock("ext_call"):
+            T.reads(data_io[0:64])
+            T.writes(data_io[0:64])
+            T.evaluate(T.call_extern("void", "call_impl", data_io.data))
+"""
+
+
+def test_a_way_past_blocks_of_one_name_is_said_unwritable():
+    sch = _schedule(PARAM_IN_PLACE, check=False)
+    copy_in, _ = sch.cache_inplace(sch.get_sblock("ext_call"), 0, "local")
+    sch.cache_read(copy_in, 0, "global")  # only TVM's handle names this copy: its name is its twin's too
+    answer = Session(PARAM_IN_PLACE).path_to(sch.mod)
+    assert not answer.reached
+    assert "several blocks named data_io_local" in answer.why

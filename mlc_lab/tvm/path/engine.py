@@ -123,6 +123,9 @@ def _or_normalized(
         again = _normalized(make, func, target, limit, deadline_s - (time.perf_counter() - started))
         if again is not None and again.status == "reached":
             best = again
+    twins = loose.twins(read(target)) if best.status != "reached" and best.kind == "partial" else []
+    if twins:  # what TVM refused there matters less than that no step could name the block
+        best.why = loose.twins_sentence(twins)
     best.seconds = time.perf_counter() - started
     return best
 

@@ -3,6 +3,9 @@ block's iterator out of its scope (TVM's ``cache_inplace`` leaves one so: the pr
 iterator, printed ``vi = T.int32()`` above the copy). Such a variable is defined nowhere, so TVM's
 ``structural_equal`` compares it by identity: two replays of the very trace that made the target
 are not equal, and no way can be confirmed.
+
+And blocks of one name (``cache_inplace`` names both its copies alike): a way that must go on from
+one of them has no name to give it, since a step names its block (``twins``).
 """
 
 from __future__ import annotations
@@ -45,4 +48,22 @@ def sentence(names: list[str]) -> str:
     return (
         f"the target binds a block through {shown}, defined nowhere it is used (as TVM's cache_inplace leaves "
         "it): TVM's structural equality never holds for such a program, not even against a replay of its own trace"
+    )
+
+
+def twins(view: FuncView) -> list[str]:
+    """Names that more than one block of the target carries."""
+    seen: list[str] = []
+    out: list[str] = []
+    for block in view.blocks:
+        if block.name in seen and block.name not in out:
+            out.append(block.name)
+        seen.append(block.name)
+    return out
+
+
+def twins_sentence(names: list[str]) -> str:
+    return (
+        f"the target has several blocks named {names[0]} (as cache_inplace names its copies); a step names "
+        "its block, so no way that goes on from one of them can be written"
     )
