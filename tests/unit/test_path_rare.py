@@ -262,3 +262,22 @@ def test_a_way_past_blocks_of_one_name_is_said_unwritable():
     answer = Session(PARAM_IN_PLACE).path_to(sch.mod)
     assert not answer.reached
     assert "several blocks named data_io_local" in answer.why
+
+
+TRANSPOSE = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((32, 64), "float32"), B: T.Buffer((64, 32), "float32")):
+    for i, j in T.grid(64, 32):
+        with T.sblock("B"):
+            v0, v1 = T.axis.remap("SS", [i, j])
+            B[v0, v1] = A[v1, v0]
+"""
+
+
+def test_a_cache_read_for_a_block_whose_iterators_share_its_copy_names_stays_cache_read():
+    sch = _schedule(TRANSPOSE)
+    sch.cache_read(sch.get_sblock("B"), 0, "shared")  # the copy's v0, v1 are cache_read's, not B's
+    answer = Session(TRANSPOSE).path_to(sch.mod)
+    assert_way(TRANSPOSE, sch.mod, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["cache_read"]

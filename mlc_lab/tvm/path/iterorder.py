@@ -72,5 +72,8 @@ def _iterates_as(made: Block | None, tb: Block) -> bool:
     its copy's ``v0``, ``v1``, ...; ``reindex_cache_read`` keeps the reader's)."""
     if made is None or not made.block.iter_vars:
         return False
+    mine = [str(iv.var.name) for iv in made.block.iter_vars]
+    if mine == [f"v{n}" for n in range(len(mine))]:
+        return False  # cache_read's own names, whatever the block's iterators are called
     names = {str(iv.var.name) for iv in tb.block.iter_vars}
-    return all(str(iv.var.name) in names for iv in made.block.iter_vars)
+    return all(name in names for name in mine)
