@@ -124,8 +124,8 @@ def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
     everyone = sorted({b.name for b in view.blocks if source in _inputs(b)})
     mine = sorted({n for n, _ in here})
     why = f"the target copies {source} into {stage.buffer} ({stage.scope}) for {', '.join(n for n, _ in readers)}"
-    made = tgt.block(stage.target_block)
-    index_map = reindexed_read(first, tgt.block(readers[0][0]), source, stage.buffer, made) if len(here) == 1 else None
+    copy = tgt.block(stage.target_block)
+    index_map = reindexed_read(first, tgt.block(readers[0][0]), source, stage.buffer, copy) if len(here) == 1 else None
     if index_map is not None:  # the one reader indexes the copy otherwise: the copy is laid out as it reads
         try:
             made = work.apply(
