@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import tvm_ffi
 
-from mlc_lab.tvm.path import dtypes, partition, tensorcore
+from mlc_lab.tvm.path import dtypes, partition, rare, tensorcore
 from mlc_lab.tvm.path.blocks import correspond, placements
 from mlc_lab.tvm.path.explain import difference
 from mlc_lab.tvm.path.ir import read
@@ -114,12 +114,26 @@ def _or_normalized(
     on: bool,
 ) -> Found:
     """``best``, or the way from the normal form of the start where that one reaches the target."""
+    if on and best.status == "unreached" and time.perf_counter() - started < deadline_s:
+        left = deadline_s - (time.perf_counter() - started)
+        named = rare.find(make, func, target, same_function, left, _going_on(func, target, limit))
+        if named is not None:
+            return Found("reached", named[0], named[1], seconds=time.perf_counter() - started)
     if on and time.perf_counter() - started < deadline_s:
         again = _normalized(make, func, target, limit, deadline_s - (time.perf_counter() - started))
         if again is not None and again.status == "reached":
             best = again
     best.seconds = time.perf_counter() - started
     return best
+
+
+def _going_on(func: str, target: Any, limit: int) -> Callable[[Callable[[], Any], float], Found]:
+    """The engine from another start (one step ``rare`` read off the target), with no fallbacks."""
+
+    def go(make: Callable[[], Any], seconds: float) -> Found:
+        return find(make, func, target, limit=limit, deadline_s=seconds, normalize=False)
+
+    return go
 
 
 def _normalized(make: Callable[[], Any], func: str, target: Any, limit: int, deadline_s: float) -> Found | None:
