@@ -145,3 +145,28 @@ def test_partial_sums_of_another_computation_are_not_reached():
     answer = Session(other).path_to(sch.mod)
     assert not answer.reached
     assert answer.why
+
+
+SCALE = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((20, 20), "float32"), B: T.Buffer((20, 20), "float32")):
+    for i, j in T.grid(20, 20):
+        with T.sblock("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2.0)
+"""
+
+
+@pytest.mark.parametrize(("factor", "pad"), [(8, 0.0), (6, -1.5), (3, 4.0)])
+def test_a_buffer_laid_out_in_a_padded_shape_is_transform_layout_with_its_pad_value(factor, pad):
+    sch = _sch(SCALE)
+    sch.transform_layout(
+        sch.get_sblock("B"),
+        ("write", 0),
+        lambda i, j: (i // factor, j // factor, i % factor, j % factor),
+        pad_value=pad,
+    )
+    answer = Session(SCALE).path_to(sch.mod)
+    assert_way(SCALE, sch.mod, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["transform_layout"]

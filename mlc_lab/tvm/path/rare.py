@@ -8,7 +8,9 @@ tried one by one, TVM's ``structural_equal`` judging each.
   axis where the target's partial-sum buffer has a dimension of that loop's extent;
 - ``X_pad_const``: ``decompose_padding`` of ``X`` at one of its loops;
 - a block whose bindings are not affine in its loops (here and in the target): its loops reordered
-  and fused as the target has them (no split: a split of such a loop is no piece of an iterator).
+  and fused as the target has them (no split: a split of such a loop is no piece of an iterator);
+- a buffer of another shape that the target's block indexes with its own iterators alone:
+  ``transform_layout`` with padding (the pad value what the target stores under its condition).
 
 Where no single step gives the target, the engine goes on from each named step (a few at most) as
 from a start of its own.
@@ -21,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from mlc_lab.tvm.path.ir import Block, FuncView, const, iter_maps, read
+from mlc_lab.tvm.path.ir import Block, FuncView, accesses, const, iter_maps, read, read_as, substitute
 from mlc_lab.tvm.path.work import Op, Refused, Unreachable, Work
 
 _MOST_ORDERS = 120  # reorder-and-fuse candidates for one block (5 loops: 5! orders)
@@ -86,6 +88,7 @@ def _steps(cur: FuncView, tgt: FuncView) -> list[_Step]:
         out += _rfactor(cb, tgt, cur)
         out += _padding(cb, tgt, cur)
         out += _not_affine(cb, tgt, cur)
+        out += _padded_layout(cb, tgt, cur)
     return out
 
 
@@ -187,3 +190,76 @@ def _reorder_fuse(block: str, base: int, order: list[int], bounds: list[int], tn
                 work.apply("fuse", why, loops=work.loop_rvs(block)[base + lo : base + hi])
 
     return _Step(f"reorder {order} and fuse {bounds} around {block}", apply, go_on=False)
+
+
+def _padded_layout(cb: Block, tgt: FuncView, cur: FuncView) -> list[_Step]:
+    """A buffer of the block laid out in a padded shape (``transform_layout`` with ``pad_value``):
+    the target's block indexes it with its own iterators alone, and reads the program's iterators
+    through the other buffers (``i = i0 * 16 + i1``): the layout map is the inverse of that reading
+    over the target's shape; the pad value is what the target's store writes under its condition."""
+    tb = tgt.block(cb.name)
+    if tb is None:
+        return []
+    out: list[_Step] = []
+    for kind, names in (("write", cb.writes()), ("read", cb.reads())):
+        for index, name in enumerate(names):
+            have, want = cur.buffer(name), tgt.buffer(name)
+            if have is None or want is None or [const(d) for d in have.shape] == [const(d) for d in want.shape]:
+                continue
+            index_map = _layout_map(cb, tb, name, [d for d in want.shape])
+            if index_map is None:
+                continue
+            for pad in (*_pad_values(tb), None):
+                out.append(_layout_step(cb.name, (kind, index), index_map, pad, name))
+    return out
+
+
+def _layout_map(cb: Block, tb: Block, name: str, shape: list[Any]) -> Any:
+    from tvm import tirx
+
+    mine, theirs = accesses(cb, name), accesses(tb, name)
+    if not mine or not theirs:
+        return None
+    new = list(theirs[0][1])
+    if not all(isinstance(v, tirx.Var) for v in new):
+        return None
+    try:
+        reading = read_as(cb, tb, skip={name})
+    except LookupError:
+        return None
+    mapping = [(iv.var, r) for iv, r in zip(cb.block.iter_vars, reading)]
+    old = [substitute(i, mapping) for i in mine[0][1]]
+    try:
+        return tirx.IndexMap(new, old, None).inverse(shape)
+    except Exception:  # noqa: BLE001  (TVM finds the reading not invertible over the target's shape)
+        return None
+
+
+def _pad_values(tb: Block) -> list[Any]:
+    """The constants the target's block stores where ``if_then_else`` picks its padding branch."""
+    import tvm
+    from tvm import tirx
+
+    body = tb.block.body
+    value = getattr(body, "value", None)
+    if isinstance(value, tvm.ir.Call) and str(value.op.name).endswith("if_then_else"):
+        first = value.args[1]
+        if isinstance(first, (tirx.FloatImm, tirx.IntImm)):
+            return [first.value]
+    return []
+
+
+def _layout_step(block: str, buffer: tuple[str, int], index_map: Any, pad: Any, name: str) -> _Step:
+    def apply(work: Work) -> None:
+        why = f"the target lays {name} out in a padded shape" + (f", the padding {pad}" if pad is not None else "")
+        work.apply(
+            "transform_layout",
+            why,
+            block=work.block_rv(block),
+            buffer=buffer,
+            index_map=index_map,
+            pad_value=pad,
+            assume_injective_transform=False,
+        )
+
+    return _Step(f"transform_layout of {name} in {block}", apply)
