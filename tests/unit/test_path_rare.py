@@ -170,3 +170,33 @@ def test_a_buffer_laid_out_in_a_padded_shape_is_transform_layout_with_its_pad_va
     answer = Session(SCALE).path_to(sch.mod)
     assert_way(SCALE, sch.mod, answer, "main")
     assert [s.primitive for s in answer.steps] == ["transform_layout"]
+
+
+CAST_TWICE = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(X: T.Buffer((8, 64), "float16"), Y: T.Buffer((8, 64), "float32"), Z: T.Buffer((8, 64), "float32")):
+    W = T.sblock_alloc_buffer((8, 64))
+    for i, j in T.grid(8, 64):
+        with T.sblock("cast"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            W[vi, vj] = T.Cast("float32", X[vi, vj])
+    for i, j in T.grid(8, 64):
+        with T.sblock("square"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            Y[vi, vj] = W[vi, vj] * W[vi, vj]
+    for i, j in T.grid(8, 64):
+        with T.sblock("twice"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            Z[vi, vj] = W[vi, vj] + W[vi, vj]
+"""
+
+
+@pytest.mark.parametrize("scope", ["local", "shared"])
+def test_a_copy_made_for_a_block_inlined_later_is_read_by_the_blocks_it_is_inlined_into(scope):
+    sch = _sch(CAST_TWICE)
+    sch.cache_read(sch.get_sblock("cast"), 0, scope)
+    sch.compute_inline(sch.get_sblock("cast"))
+    answer = Session(CAST_TWICE).path_to(sch.mod)
+    assert_way(CAST_TWICE, sch.mod, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["cache_read", "compute_inline"]

@@ -121,6 +121,9 @@ def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
     if here[0][1] >= len(inputs):
         raise Unreachable(f"block {first.name} reads fewer buffers here than in the target")
     source = inputs[here[0][1]]
+    through = _read_through_inlined(view, tgt, corr, stage, source)
+    if through is not None:  # the copy is made for a block that is inlined later (its readers read it)
+        first, source, here = through, _copy_source(tgt, stage), [(through.name, 0)]
     everyone = sorted({b.name for b in view.blocks if source in _inputs(b)})
     mine = sorted({n for n, _ in here})
     why = f"the target copies {source} into {stage.buffer} ({stage.scope}) for {', '.join(n for n, _ in readers)}"
@@ -148,6 +151,25 @@ def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
         consumer_blocks=None if everyone == mine else [work.block_rv(n) for n in mine],
     )
     names[stage.target_block] = str(work.get(made).name_hint)
+
+
+def _copy_source(tgt: FuncView, stage: Stage) -> str | None:
+    copy = tgt.block(stage.target_block)
+    moved = copy.stage_copy() if copy is not None else None
+    return moved[1] if moved is not None else None
+
+
+def _read_through_inlined(view: FuncView, tgt: FuncView, corr: Correspondence, stage: Stage, source: str) -> Any:
+    """The block here that reads the target copy's source where the copy's readers do not: the
+    readers read it through a block inlined into them (``cache_read`` of ``data`` for a cast, the
+    cast inlined after), or None. Every block here that reads the source must be one inlined."""
+    wanted = _copy_source(tgt, stage)
+    if wanted is None or wanted == source or view.buffer(wanted) is None:
+        return None
+    readers = [b for b in view.blocks if wanted in _inputs(b)]
+    if not readers or any(b.name not in corr.inlined for b in readers):
+        return None
+    return readers[0]
 
 
 def _cache_write(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
