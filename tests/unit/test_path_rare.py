@@ -200,3 +200,15 @@ def test_a_copy_made_for_a_block_inlined_later_is_read_by_the_blocks_it_is_inlin
     answer = Session(CAST_TWICE).path_to(sch.mod)
     assert_way(CAST_TWICE, sch.mod, answer, "main")
     assert [s.primitive for s in answer.steps] == ["cache_read", "compute_inline"]
+
+
+@pytest.mark.parametrize(("split", "cut"), [([2, 4], 5), ([8, 1], 1), ([1, 8], 11)])
+def test_a_loop_split_inside_a_partitioned_loop_is_split_once_before_the_partition(split, cut):
+    program = SCALE.replace("(20, 20)", "(12, 8)").replace("T.grid(20, 20)", "T.grid(12, 8)")
+    sch = _sch(program)
+    i, j = sch.get_loops(sch.get_sblock("B"))
+    sch.split(j, split)
+    sch.loop_partition(i, [cut, None])
+    answer = Session(program).path_to(sch.mod)
+    assert_way(program, sch.mod, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["split", "loop_partition"]

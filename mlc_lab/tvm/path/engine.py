@@ -199,8 +199,39 @@ def _prepared(
     left = max(deadline_s - (time.perf_counter() - started), 1.0)
     got = find(cut, func, target, limit=limit, deadline_s=left, normalize=False)
     got.ops = list(cut.ops) + got.ops  # type: ignore[attr-defined]
+    if got.status != "reached" and _new_partitions(read(make().mod[func]), tgt):
+        last = _partitioned_last(make, func, target, tgt, limit, deadline_s - (time.perf_counter() - started))
+        got = last if last is not None else got
     got.seconds = time.perf_counter() - started
     return got
+
+
+def _partitioned_last(
+    make: Callable[[], Any], func: str, target: Any, tgt: Any, limit: int, deadline_s: float
+) -> Found | None:
+    """The way to the target as it was before its partition, then the partition (its pieces then
+    share the loops tiled once: a split of a loop inside the partitioned one)."""
+    if deadline_s < 0.5:
+        return None
+    start = make()
+    try:
+        before = partition.unpartitioned(start.mod[func], target, tgt)
+    except Exception:  # noqa: BLE001  (a form of the target this reading does not rebuild)
+        before = None
+    if before is None:
+        return None
+    got = find(make, func, before, limit=limit, deadline_s=deadline_s, normalize=False)
+    if got.status != "reached":
+        return None
+    work = Work(got.sch, func)
+    try:
+        for common, extents in partition.partitions(tgt):
+            partition.apply(work, common, extents)
+    except (Unreachable, Refused):
+        return None
+    if not same_function(work.mod[func], target):
+        return None
+    return Found("reached", got.ops + work.ops, work.sch)
 
 
 # Variants of one attempt, tried in order when the plain one gets only part of the way: set_scope
