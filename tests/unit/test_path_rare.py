@@ -212,3 +212,12 @@ def test_a_loop_split_inside_a_partitioned_loop_is_split_once_before_the_partiti
     answer = Session(program).path_to(sch.mod)
     assert_way(program, sch.mod, answer, "main")
     assert [s.primitive for s in answer.steps] == ["split", "loop_partition"]
+
+
+def test_the_engine_goes_on_from_a_named_step_to_what_the_plan_reads():
+    sch = _sch(PADDED)
+    sch.decompose_padding(sch.get_sblock("C"), sch.get_loops(sch.get_sblock("C"))[0])
+    sch.split(sch.get_loops(sch.get_sblock("C"))[1], [None, 4])
+    answer = Session(PADDED).path_to(sch.mod)
+    assert_way(PADDED, sch.mod, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["decompose_padding", "split"]

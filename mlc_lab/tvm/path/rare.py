@@ -28,6 +28,7 @@ from mlc_lab.tvm.path.work import Op, Refused, Unreachable, Work
 
 _MOST_ORDERS = 120  # reorder-and-fuse candidates for one block (5 loops: 5! orders)
 _GO_ON = 3  # named steps the engine goes on from when none reaches the target alone
+_GO_ON_S = 4.0  # and the seconds it has for them, all together
 
 
 @dataclass
@@ -71,8 +72,9 @@ def find(
             return list(work.ops), work.sch
         if step.go_on and len(tried) < _GO_ON:
             tried.append(work)
-    for work in tried:
-        left = deadline_s - (time.perf_counter() - started)
+    going = time.perf_counter()
+    for work in tried:  # within a few seconds in all: a fallback must not make every failure slow
+        left = min(deadline_s - (going - started), _GO_ON_S) - (time.perf_counter() - going)
         if left < 0.5:
             return None
         got = go_on(lambda w=work: w.sch.copy(), left)
