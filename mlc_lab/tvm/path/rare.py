@@ -29,6 +29,7 @@ from mlc_lab.tvm.path.work import Op, Refused, Unreachable, Work
 _MOST_ORDERS = 120  # reorder-and-fuse candidates for one block (5 loops: 5! orders)
 _GO_ON = 3  # named steps the engine goes on from when none reaches the target alone
 _GO_ON_S = 4.0  # and the seconds it has for them, all together
+_TRY_S = 3.0  # the seconds the single steps have, all together
 
 
 @dataclass
@@ -61,12 +62,12 @@ def find(
         return None
     tried: list[Work] = []
     for step in steps:
-        if time.perf_counter() - started > deadline_s:
-            return None
+        if time.perf_counter() - started > min(deadline_s, _TRY_S):
+            break
         work = Work(start.copy(), func)
         try:
             step.apply(work)
-        except (Refused, Unreachable):
+        except (Refused, Unreachable, IndexError):  # TVM refuses it, or the loop is not there
             continue
         if same(work.mod[func], target):
             return list(work.ops), work.sch
@@ -163,6 +164,9 @@ def _not_affine(cb: Block, tgt: FuncView, cur: FuncView) -> list[_Step]:
     n = len(cb.chain)
     if tb is None or not 0 < len(tb.chain) <= n or n > 5:
         return []
+    here, there = cur.chain(cb), tgt.chain(tb)
+    if [(lp.name, str(lp.extent)) for lp in here] == [(lp.name, str(lp.extent)) for lp in there]:
+        return []  # the loops are the target's already
     if iter_maps(cur, cb, cb.chain) is not None or iter_maps(tgt, tb, tb.chain) is not None:
         return []
     base = len(_places(cur, cb, None)) - n
