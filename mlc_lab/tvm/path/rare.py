@@ -2,8 +2,8 @@
 target's block names or loops say which primitive made them, and the few places it can apply are
 tried one by one, TVM's ``structural_equal`` judging each.
 
-- ``X_init`` and ``X_update`` where the program has ``X``: ``decompose_reduction`` of ``X`` at one of
-  its loops (a block that holds blocks of its own, whose inner loops the plan does not tile);
+- ``X_init`` and ``X_update`` where the program has ``X`` holding blocks of its own (whose loops
+  the plan does not tile): ``decompose_reduction`` of ``X`` at one of its loops;
 - ``X_rf`` where the program has the reduction ``X``: ``rfactor`` at one of ``X``'s loops, the new
   axis where the target's partial-sum buffer has a dimension of that loop's extent;
 - ``X_pad_const``: ``decompose_padding`` of ``X`` at one of its loops;
@@ -12,8 +12,9 @@ tried one by one, TVM's ``structural_equal`` judging each.
 - a buffer of another shape that the target's block indexes with its own iterators alone:
   ``transform_layout`` with padding (the pad value what the target stores under its condition).
 
-Where no single step gives the target, the engine goes on from each named step (a few at most) as
-from a start of its own.
+Where no single step gives the target, the engine goes on from each named step (a few at most, a
+few seconds in all) as from a start of its own, but not from an rfactor (the plan reads an rfactor of
+a split loop itself: a failure there has another cause).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from mlc_lab.tvm.path.work import Op, Refused, Unreachable, Work
 _MOST_ORDERS = 120  # reorder-and-fuse candidates for one block (5 loops: 5! orders)
 _GO_ON = 3  # named steps the engine goes on from when none reaches the target alone
 _GO_ON_S = 4.0  # and the seconds it has for them, all together
-_TRY_S = 3.0  # the seconds the single steps have, all together
+_TRY_S = 1.5  # the seconds the single steps have, all together
 
 
 @dataclass
@@ -95,7 +96,7 @@ def _steps(cur: FuncView, tgt: FuncView) -> list[_Step]:
     return out
 
 
-def _loop_step(primitive: str, block: str, place: int, why: str, **extra: Any) -> _Step:
+def _loop_step(primitive: str, block: str, place: int, why: str, go_on: bool = True, **extra: Any) -> _Step:
     def apply(work: Work) -> None:
         loop = work.loop_rvs(block)[place]
         if primitive == "rfactor":  # the loop alone names the block
@@ -103,7 +104,7 @@ def _loop_step(primitive: str, block: str, place: int, why: str, **extra: Any) -
         else:
             work.apply(primitive, why, block=work.block_rv(block), loop=loop, **extra)
 
-    return _Step(f"{primitive} of {block} at loop {place}", apply)
+    return _Step(f"{primitive} of {block} at loop {place}", apply, go_on)
 
 
 def _places(cur: FuncView, cb: Block, first: int | None) -> list[int]:
@@ -129,6 +130,8 @@ def _decompose(cb: Block, tgt: FuncView, cur: FuncView) -> list[_Step]:
     shared = 0
     while shared < min(len(init.chain), len(update.chain)) and init.chain[shared] == update.chain[shared]:
         shared += 1
+    if not any(b.scope == cb.name for b in cur.blocks):
+        return []  # the plan decomposes a block without blocks inside itself
     why = f"the target initialises {cb.name} in a block of its own, {init.name}"
     return [_loop_step("decompose_reduction", cb.name, p, why) for p in _places(cur, cb, shared)]
 
@@ -145,7 +148,8 @@ def _rfactor(cb: Block, tgt: FuncView, cur: FuncView) -> list[_Step]:
     for i, loop in enumerate(chain):
         for axis, extent in enumerate(shape):
             if extent is not None and extent == const(loop.extent):
-                out.append(_loop_step("rfactor", cb.name, base + i, why, factor_axis=axis))
+                # the plan reads an rfactor of a split loop itself: this one step only, no going on
+                out.append(_loop_step("rfactor", cb.name, base + i, why, go_on=False, factor_axis=axis))
     return out
 
 
