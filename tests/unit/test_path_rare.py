@@ -221,3 +221,28 @@ def test_the_engine_goes_on_from_a_named_step_to_what_the_plan_reads():
     answer = Session(PADDED).path_to(sch.mod)
     assert_way(PADDED, sch.mod, answer, "main")
     assert [s.primitive for s in answer.steps] == ["decompose_padding", "split"]
+
+
+TRANSPOSED = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(X: T.Buffer((8, 16), "float32"), Y: T.Buffer((16, 8), "float32")):
+    XT = T.sblock_alloc_buffer((16, 8))
+    for i, j in T.grid(16, 8):
+        with T.sblock("xt"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            XT[vi, vj] = X[vj, vi]
+    for i, j in T.grid(16, 8):
+        with T.sblock("y"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            Y[vi, vj] = XT[vi, vj] * T.float32(2.0)
+"""
+
+
+def test_a_copy_of_a_block_that_only_moves_data_is_made_of_its_output_and_the_move_inlined_into_it():
+    sch = _sch(TRANSPOSED)
+    sch.cache_read(sch.get_sblock("y"), 0, "shared")
+    sch.compute_inline(sch.get_sblock("xt"))
+    answer = Session(TRANSPOSED).path_to(sch.mod)
+    assert_way(TRANSPOSED, sch.mod, answer, "main")
+    assert [s.primitive for s in answer.steps] == ["cache_read", "compute_inline"]

@@ -162,13 +162,14 @@ def _copy_source(tgt: FuncView, stage: Stage) -> str | None:
 def _read_through_inlined(view: FuncView, tgt: FuncView, corr: Correspondence, stage: Stage, source: str) -> Any:
     """The block here that reads the target copy's source where the copy's readers do not: the
     readers read it through a block inlined into them (``cache_read`` of ``data`` for a cast, the
-    cast inlined after), or None. Every block here that reads the source must be one inlined."""
+    cast inlined after), or None. Every block here that reads the source must be one inlined that
+    computes (the copy stays a bare copy: what it reads is not computed in it)."""
     wanted = _copy_source(tgt, stage)
     if wanted is None or wanted == source or view.buffer(wanted) is None:
         return None
     readers = [b for b in view.blocks if wanted in _inputs(b)]
-    if not readers or any(b.name not in corr.inlined for b in readers):
-        return None
+    if not readers or any(b.name not in corr.inlined or b.copy() is not None for b in readers):
+        return None  # a block that only moves data may be inlined into the copy instead (a transpose)
     return readers[0]
 
 
