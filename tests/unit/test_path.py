@@ -398,7 +398,7 @@ def test_only_a_block_that_moves_one_buffer_into_another_is_a_copy_stage():
         ),
         # TVM's withheld trace reaches each of these: not "no primitive makes", not "computes something else"
         # (test_reduction_decompose1/109 and test_reorder_with_partial_affineness/180 are reached now:
-        # test_path_rare.py)
+        # test_path_rare2.py)
         (
             "tvm-tests/dlight/test_gpu_matmul.py::test_fused_dequant_matmul_android/416",
             "the engine finds no block that copies it back",
