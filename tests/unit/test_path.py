@@ -400,11 +400,8 @@ def test_only_a_block_that_moves_one_buffer_into_another_is_a_copy_stage():
             "the engine finds no block here for the target's block NT_matmul_rf_update",
         ),
         # TVM's withheld trace reaches each of these: not "no primitive makes", not "computes something else"
-        ("tvm-tests/schedule/test_tir_schedule_reduction.py::test_reduction_decompose1[block_name]/109", "loop i0"),
-        (
-            "tvm-tests/schedule/test_tir_schedule_reorder.py::test_reorder_with_partial_affineness/180",
-            "the loops around block block in the target are not affine",
-        ),
+        # (test_reduction_decompose1/109 and test_reorder_with_partial_affineness/180 are reached now:
+        # test_path_rare2.py)
     ],
 )
 def test_what_the_engine_does_not_follow_yet_is_not_called_another_computation(pair_id, said):
