@@ -222,7 +222,13 @@ def _prepared(
         cut.ops = work.ops  # type: ignore[attr-defined]
         return work.sch
 
-    return _from(cut, func, target, limit, deadline_s, started)
+    got = _from(cut, func, target, limit, deadline_s, started)
+    made = hasattr(cut, "ops")  # the preparation applied (else TVM refused it: said as is)
+    if made and got.status != "reached" and _new_partitions(read(make().mod[func]), tgt):
+        last = _partitioned_last(make, func, target, tgt, limit, deadline_s - (time.perf_counter() - started))
+        got = last if last is not None else got
+        got.seconds = time.perf_counter() - started
+    return got
 
 
 def _from(cut: Callable[[], Any], func: str, target: Any, limit: int, deadline_s: float, started: float) -> Found:
@@ -236,9 +242,6 @@ def _from(cut: Callable[[], Any], func: str, target: Any, limit: int, deadline_s
     left = max(deadline_s - (time.perf_counter() - started), 1.0)
     got = find(cut, func, target, limit=limit, deadline_s=left, normalize=False)
     got.ops = list(cut.ops) + got.ops  # type: ignore[attr-defined]
-    if got.status != "reached" and _new_partitions(read(make().mod[func]), tgt):
-        last = _partitioned_last(make, func, target, tgt, limit, deadline_s - (time.perf_counter() - started))
-        got = last if last is not None else got
     got.seconds = time.perf_counter() - started
     return got
 
