@@ -60,6 +60,8 @@ def test_session_reaches_the_second_block_of_a_shared_name_and_its_trace_replays
     exec(compile(s.submission(), "<trace>", "exec"), env)  # noqa: S102  (the session's own output)
     env["apply_trace"](sch)
     assert tvm_ffi.structural_equal(sch.mod, s.module)
+    # and so does the session's own reader of traces (the whitelist parser)
+    assert tvm_ffi.structural_equal(Session.from_trace(SUM, s.submission()).module, s.module)
 
 
 def test_work_names_blocks_by_alias():
