@@ -402,11 +402,8 @@ def test_only_a_block_that_moves_one_buffer_into_another_is_a_copy_stage():
             "the target has several blocks named NT_matmul_rf_init (a primitive applied twice to one block",
         ),
         # TVM's withheld trace reaches each of these: not "no primitive makes", not "computes something else"
-        ("tvm-tests/schedule/test_tir_schedule_reduction.py::test_reduction_decompose1[block_name]/109", "loop i0"),
-        (
-            "tvm-tests/schedule/test_tir_schedule_reorder.py::test_reorder_with_partial_affineness/180",
-            "the loops around block block in the target are not affine",
-        ),
+        # (test_reduction_decompose1/109 and test_reorder_with_partial_affineness/180 are reached now:
+        # test_path_rare2.py)
         (
             "tvm-tests/dlight/test_gpu_matmul.py::test_fused_dequant_matmul_android/416",
             "the engine finds no block that copies it back",

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import tvm_ffi
 
-from mlc_lab.tvm.path import copyat, dtypes, hidden, inplace, late, loose, merge, partition, tensorcore
+from mlc_lab.tvm.path import copyat, dtypes, hidden, inplace, late, loose, merge, partition, rare, tensorcore
 from mlc_lab.tvm.path.blocks import correspond, placements
 from mlc_lab.tvm.path.explain import difference
 from mlc_lab.tvm.path.ir import read
@@ -121,6 +121,11 @@ def _or_normalized(
     on: bool,
 ) -> Found:
     """``best``, or the way from the normal form of the start where that one reaches the target."""
+    if on and best.status == "unreached" and time.perf_counter() - started < deadline_s:
+        left = deadline_s - (time.perf_counter() - started)
+        named = rare.find(make, func, target, same_function, left, _going_on(func, target, limit))
+        if named is not None:
+            return Found("reached", named[0], named[1], seconds=time.perf_counter() - started)
     if on and time.perf_counter() - started < deadline_s:
         again = _normalized(make, func, target, limit, deadline_s - (time.perf_counter() - started))
         if again is not None and again.status == "reached":
@@ -130,6 +135,15 @@ def _or_normalized(
         best.why = loose.twins_sentence(twins)
     best.seconds = time.perf_counter() - started
     return best
+
+
+def _going_on(func: str, target: Any, limit: int) -> Callable[[Callable[[], Any], float], Found]:
+    """The engine from another start (one step ``rare`` read off the target), with no fallbacks."""
+
+    def go(make: Callable[[], Any], seconds: float) -> Found:
+        return find(make, func, target, limit=limit, deadline_s=seconds, normalize=False)
+
+    return go
 
 
 def _normalized(make: Callable[[], Any], func: str, target: Any, limit: int, deadline_s: float) -> Found | None:
@@ -207,8 +221,39 @@ def _prepared(
     left = max(deadline_s - (time.perf_counter() - started), 1.0)
     got = find(cut, func, target, limit=limit, deadline_s=left, normalize=False)
     got.ops = list(cut.ops) + got.ops  # type: ignore[attr-defined]
+    if got.status != "reached" and _new_partitions(read(make().mod[func]), tgt):
+        last = _partitioned_last(make, func, target, tgt, limit, deadline_s - (time.perf_counter() - started))
+        got = last if last is not None else got
     got.seconds = time.perf_counter() - started
     return got
+
+
+def _partitioned_last(
+    make: Callable[[], Any], func: str, target: Any, tgt: Any, limit: int, deadline_s: float
+) -> Found | None:
+    """The way to the target as it was before its partition, then the partition (its pieces then
+    share the loops tiled once: a split of a loop inside the partitioned one)."""
+    if deadline_s < 0.5:
+        return None
+    start = make()
+    try:
+        before = partition.unpartitioned(start.mod[func], target, tgt)
+    except Exception:  # noqa: BLE001  (a form of the target this reading does not rebuild)
+        before = None
+    if before is None:
+        return None
+    got = find(make, func, before, limit=limit, deadline_s=deadline_s, normalize=False)
+    if got.status != "reached":
+        return None
+    work = Work(got.sch, func)
+    try:
+        for common, extents in partition.partitions(tgt):
+            partition.apply(work, common, extents)
+    except (Unreachable, Refused):
+        return None
+    if not same_function(work.mod[func], target):
+        return None
+    return Found("reached", got.ops + work.ops, work.sch)
 
 
 # Variants of one attempt, tried in order when the plain one gets only part of the way: set_scope

@@ -121,11 +121,18 @@ def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
     if here[0][1] >= len(inputs):
         raise Unreachable(f"block {first.name} reads fewer buffers here than in the target")
     source = inputs[here[0][1]]
+    through = _read_through_inlined(view, tgt, corr, stage, source)
+    if through is not None:  # the copy is made for a block that is inlined later (its readers read it)
+        first, source, here = through, _copy_source(tgt, stage), [(through.name, 0)]
     everyone = sorted({b.name for b in view.blocks if source in _inputs(b)})
     mine = sorted({n for n, _ in here})
     why = f"the target copies {source} into {stage.buffer} ({stage.scope}) for {', '.join(n for n, _ in readers)}"
     copy = tgt.block(stage.target_block)
-    index_map = reindexed_read(first, tgt.block(readers[0][0]), source, stage.buffer, copy) if len(here) == 1 else None
+    index_map = (
+        reindexed_read(first, tgt.block(readers[0][0]), source, stage.buffer, copy)
+        if len(here) == 1 and through is None
+        else None
+    )
     if index_map is not None:  # the one reader indexes the copy otherwise: the copy is laid out as it reads
         try:
             made = work.apply(
@@ -151,6 +158,26 @@ def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
         else [work.block_rv(n) for n in mine],
     )
     names[stage.target_block] = str(work.get(made).name_hint)
+
+
+def _copy_source(tgt: FuncView, stage: Stage) -> str | None:
+    copy = tgt.block(stage.target_block)
+    moved = copy.stage_copy() if copy is not None else None
+    return moved[1] if moved is not None else None
+
+
+def _read_through_inlined(view: FuncView, tgt: FuncView, corr: Correspondence, stage: Stage, source: str) -> Any:
+    """The block here that reads the target copy's source where the copy's readers do not: the
+    readers read it through a block inlined into them (``cache_read`` of ``data`` for a cast, the
+    cast inlined after), or None. Every block here that reads the source must be one inlined that
+    computes (the copy stays a bare copy: what it reads is not computed in it)."""
+    wanted = _copy_source(tgt, stage)
+    if wanted is None or wanted == source or view.buffer(wanted) is None:
+        return None
+    readers = [b for b in view.blocks if wanted in _inputs(b)]
+    if not readers or any(b.name not in corr.inlined or b.copy() is not None for b in readers):
+        return None  # a block that only moves data may be inlined into the copy instead (a transpose)
+    return readers[0]
 
 
 def _before_writer(tgt: FuncView, source: str, stage: Stage) -> bool:
