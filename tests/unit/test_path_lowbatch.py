@@ -1,0 +1,67 @@
+"""The way to dlight's reduction schedules (issue 33): its fallback rule's unit spatial iterator, laid
+out by ``transform_block_layout`` to the constant 0, then fused alone and split over the threads (the
+fuse binds the iterator to 0, so the split only adds a predicate). TVM is the oracle: its replay of
+the ``apply_trace`` gives the target, and so do the steps applied one by one through
+``Session.apply``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import tvm
+from tvm import s_tir
+
+from mlc_lab import Session
+from tests.unit.test_path import _same, _tvm_replay
+
+ROW_SUM = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((1, {n}), "float32"), B: T.Buffer((1,), "float32")):
+    for i, k in T.grid(1, {n}):
+        with T.sblock("block"):
+            v0, v1 = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[v0] = T.float32(0.0)
+            B[v0] = B[v0] + A[v0, v1]
+"""
+
+
+def _fallback(program: str, threads: int, fused: bool):
+    """dlight's fallback on a unit row: the unit iterator laid out to 0, its loop fused alone (or
+    not), split over blockIdx.x / threadIdx.x, the reduction's init decomposed."""
+    sch = s_tir.Schedule(tvm.script.from_source(program), debug_mask="all")
+    block = sch.get_sblock("block")
+    sch.transform_block_layout(block, lambda v0, v1: (tvm.tirx.const(0, "int64"), v1))
+    i, k = sch.get_loops(block)
+    if fused:
+        i = sch.fuse(i, preserve_unit_iters=True)
+    bx, tx = sch.split(i, [None, threads], preserve_unit_iters=True)
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    sch.decompose_reduction(block, k)
+    return sch.mod
+
+
+def assert_way_here(session: Session, program: str, target, answer) -> None:
+    """The way replays to the target on TVM alone, and step by step in the session that found it
+    (its split past a unit loop is the way's own: a fresh session would refuse it as a slip)."""
+    assert answer.reached, answer.why
+    assert _same(_tvm_replay(program, "main", answer.trace), target["main"])
+    for step in answer.steps:
+        args, kwargs = step.call()
+        session.apply(step.primitive, *args, **kwargs)
+    assert _same(session.module["main"], target["main"])
+
+
+@pytest.mark.parametrize(("n", "threads", "fused"), [(6144, 1024, True), (96, 32, True), (96, 64, False)])
+def test_a_unit_iterator_bound_to_zero_under_split_threads_is_reached(n, threads, fused):
+    program = ROW_SUM.format(n=n)
+    target = _fallback(program, threads, fused)
+    session = Session(program)
+    answer = session.path_to(target)
+    assert_way_here(session, program, target, answer)
+    kinds = [s.primitive for s in answer.steps]
+    assert kinds.count("fuse") == (1 if fused else 0)
+    if fused:
+        assert kinds.index("fuse") < kinds.index("split")
