@@ -65,3 +65,41 @@ def test_a_unit_iterator_bound_to_zero_under_split_threads_is_reached(n, threads
     assert kinds.count("fuse") == (1 if fused else 0)
     if fused:
         assert kinds.index("fuse") < kinds.index("split")
+
+
+BLOCKIZED = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(x: T.Buffer((64,), "float32"), w: T.Buffer((2, 32, 64), "float32"), o: T.Buffer((2, 32), "float32")):
+    for e in T.thread_binding(2, thread="blockIdx.y"):
+        with T.sblock("gemv_o"):
+            ve = T.axis.spatial(2, e)
+            vi_o = T.axis.spatial(1, 0)
+            vj_o = T.axis.reduce(1, 0)
+            T.reads(x[0:64], w[ve, 0:32, 0:64])
+            T.writes(o[ve, 0:32])
+            for i, j in T.grid(32, 64):
+                with T.sblock("gemv"):
+                    vi, vj = T.axis.remap("SR", [i, j])
+                    with T.init():
+                        o[ve, vi] = T.float32(0.0)
+                    o[ve, vi] = o[ve, vi] + x[vj] * w[ve, vi, vj]
+"""
+
+
+@pytest.mark.parametrize(("inner", "units"), [(8, 2), (16, 0)])
+def test_the_loops_inside_a_block_kept_as_it_is_are_tiled_there(inner, units):
+    sch = s_tir.Schedule(tvm.script.from_source(BLOCKIZED), debug_mask="all")
+    block = sch.get_sblock("gemv")
+    for _ in range(units):
+        sch.add_unit_loop(block)
+    i, j = sch.get_loops(block)[:2]  # the loops inside gemv_o
+    i0, i1 = sch.split(i, [None, inner])
+    j0, _ = sch.split(j, [None, 4])
+    sch.parallel(i0)
+    sch.vectorize(i1)
+    sch.annotate(j0, "pragma_auto_unroll_max_step", 16)
+    session = Session(BLOCKIZED)
+    answer = session.path_to(sch.mod)
+    assert_way_here(session, BLOCKIZED, sch.mod, answer)
+    assert {"parallel", "vectorize", "annotate"} <= {s.primitive for s in answer.steps}

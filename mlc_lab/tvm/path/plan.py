@@ -129,10 +129,15 @@ class Run:
                 continue
             name = self.names.get(tb.name, tb.name)
             here = self.work.view.block(name)
-            if here is None or here.scope != self.names.get(tb.scope, tb.scope) or len(here.chain) != len(tb.chain):
+            if here is None or here.scope != self.names.get(tb.scope, tb.scope) or tb.name in self.rolled:
                 continue
-            if [str(lp.extent) for lp in self.work.view.chain(here)] == [str(lp.extent) for lp in self.tgt.chain(tb)]:
-                self._kinds(name, tb.chain, 0)
+            if [str(lp.extent) for lp in self.work.view.chain(here)] != [str(lp.extent) for lp in self.tgt.chain(tb)]:
+                if tb.scope not in self.corr.same or any(b.scope == tb.name for b in self.tgt.blocks):
+                    continue
+                # the loops inside a block kept as it is (dlight's rules on a blockized program)
+                tile(self.work, name, [lp.order for lp in self.work.view.chain(here)], self.tgt, tb, tb.chain)
+                self._check(name, tb)
+            self._kinds(name, tb.chain, 0)
 
     def _blockize_as_is(self, name: str, attach: Attach, outer: Any, tinner: Any) -> bool:
         """``blockize`` where the loops here are the target's already (its unit iterators kept or
