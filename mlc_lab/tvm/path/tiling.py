@@ -107,8 +107,7 @@ def tile(
     done_rvs = {o: work.loop_rv(o) for o in done}
     mark_rvs = {f: work.loop_rv(o) for o, f in marks.items()}
     say = _Say(tgt, tblock.name, town)
-    constant = {k for k, v in enumerate(tblock.values) if values is None and const(v) is not None}
-    pieces = _split_iterators(work, view, cmaps, tmaps, tplace, cplace, done, say, late, marks, constant)
+    pieces = _split_iterators(work, view, cmaps, tmaps, tplace, cplace, done, say, late, marks)
     pieces["marks_done"] = mark_rvs
     _fuse_then_split(work, tmaps, town, tplace, pieces, say)
     pieces["own"] = own
@@ -310,12 +309,9 @@ def _split_iterators(
     say: "_Say",
     late: bool,
     marks: dict[int, int],
-    constant: set[int] = frozenset(),  # type: ignore[assignment]
 ) -> dict[tuple, Any]:
     """Split each loop that holds several of the target's pieces; return each target term's loop
-    handle, keyed ("term", k, index) for iterator terms. An iterator of extent 1 that the target
-    binds to a constant under split loops (``constant``) had its unit loop fused alone first: the
-    fuse binds it to 0, the split then only adds the predicate."""
+    handle, keyed ("term", k, index) for iterator terms."""
     handles: dict[tuple, Any] = {}
     done_target = set(done.values())
     rvs_of = {o: work.loop_rv(o) for o in cplace}  # before any split moves the places
@@ -336,9 +332,6 @@ def _split_iterators(
             rv = rvs_of[c.leaf]  # type: ignore[index]
             if len(run) > 1:
                 factors = _factors([want[j] for j in run], view.loops[c.leaf].extent)  # type: ignore[index]
-                if k in constant and const(view.loops[c.leaf].extent) == 1:  # type: ignore[index]
-                    why = f"the target binds an iterator of {say.block} to 0 under the split of its unit loop: fused alone first"
-                    rv = work.apply("fuse", why, loops=[rv])
                 leaves = [want[j].leaf for j in run]
                 rvs = work.apply("split", say.split(view.loops[c.leaf].name, factors, leaves), loop=rv, factors=factors)  # type: ignore[index]
             else:
