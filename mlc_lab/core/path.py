@@ -10,12 +10,16 @@ sentence when there is none.
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any
 
 from mlc_lab.core.step_calls import call_label
 from mlc_lab.model.path import Hint, PathAnswer, PathStep
 from mlc_lab.tvm import schedule
 from mlc_lab.tvm.path.way import Way, find_way, reaches, target_function
+
+# Each session's loaded targets, by target text or object (gone with the session).
+_TARGETS: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
 
 # Searching for the step to go back to stops after this long; the original program is the answer then.
 BACK_BUDGET_S = 10.0
@@ -24,12 +28,13 @@ BACK_BUDGET_S = 10.0
 def path_to(session: Any, target: Any, *, step: int | None = None) -> PathAnswer:
     """See ``Session.path_to``."""
     started = time.perf_counter()
-    sid = session.current.id if step is None else session._history.check(step)  # noqa: SLF001
+    sid = session.current.id if step is None else step
+    state = session.state_at(sid)  # an unknown step is refused here, by name
     tfunc = _target(session, target)
-    way = find_way(session._states[sid], tfunc)  # noqa: SLF001
+    way = find_way(state, tfunc)
     if way.status != "unreached" or sid == 0:
         return _answer(session, way, sid, None, started)
-    root = find_way(session._states[0], tfunc)  # noqa: SLF001
+    root = find_way(session.state_at(0), tfunc)
     if root.status == "unreached":
         return _answer(session, root, sid, None, started)
     back, back_way = _deepest(session, session.path(sid)[1:-1], tfunc, started)
@@ -44,8 +49,8 @@ def _deepest(session: Any, between: list[int], tfunc: Any, started: float) -> tu
     for sid in reversed(between):
         if time.perf_counter() - started > BACK_BUDGET_S:
             break
-        if reaches(session._states[sid], tfunc):  # noqa: SLF001
-            way = find_way(session._states[sid], tfunc)  # noqa: SLF001
+        if reaches(session.state_at(sid), tfunc):
+            way = find_way(session.state_at(sid), tfunc)
             if way.status != "unreached":
                 return sid, way
     return None, None
@@ -54,7 +59,7 @@ def _deepest(session: Any, between: list[int], tfunc: Any, started: float) -> tu
 def _target(session: Any, target: Any) -> Any:
     """The target's PrimFunc, loaded once per target text or object (the object is kept with it, so
     that its id stays its own)."""
-    cache = session.__dict__.setdefault("_path_targets", {})
+    cache = _TARGETS.setdefault(session, {})
     key: Any = target if isinstance(target, str) else id(target)
     if hasattr(target, "module") and hasattr(target, "loop_tree"):  # a Session: its program changes
         key = (id(target), target.current.id)
@@ -129,7 +134,7 @@ def hint_of(answer: PathAnswer, session: Any = None) -> Hint:
     if answer.undo_to is not None:
         label = ""
         if session is not None:
-            label = f" ({session._history[answer.undo_to].label})"  # noqa: SLF001
+            label = "".join(f" ({s.label})" for s in session.steps if s.id == answer.undo_to)
         sentence = (
             f"the target cannot be reached from step {answer.start}: go back to step {answer.undo_to}{label}, "
             f"then {sentence}"

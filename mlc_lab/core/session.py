@@ -78,10 +78,10 @@ class Session:
         return function_script(self.module, name)
 
     def script_at(self, step: int) -> str:
-        return self._state_of(step).script
+        return self.state_at(step).script
 
     def module_at(self, step: int) -> Any:
-        return self._state_of(step).mod
+        return self.state_at(step).mod
 
     @property
     def trace(self) -> str:
@@ -100,7 +100,7 @@ class Session:
         """The schedule of the step (default: current) as the function courses ask students to hand
         in, ``def apply_trace(sch: s_tir.Schedule) -> None:`` with its import: it runs unchanged on
         ``tvm.s_tir.Schedule(prim_func)`` and reads back with ``Session.from_trace``."""
-        state = self._state if step is None else self._state_of(step)
+        state = self._state if step is None else self.state_at(step)
         return state_trace.submission(state)
 
     def submit(
@@ -135,7 +135,7 @@ class Session:
         )
 
     def loop_tree(self, step: int | None = None) -> dict:
-        state = self._state if step is None else self._state_of(step)
+        state = self._state if step is None else self.state_at(step)
         return state.loop_tree()
 
     def step_view(self, step: int | None = None) -> StepView:
@@ -487,7 +487,7 @@ class Session:
         """Run an access analysis (``access.footprint``, ``access.gpu_stats``) on ``loop`` of a step."""
         from mlc_lab.tvm import access as access_ir
 
-        state = self._state if step is None else self._state_of(step)
+        state = self._state if step is None else self.state_at(step)
         with analysis_errors(loop):
             try:
                 program, loop_id, at_ids = access_ir.query(state, loop, at)
@@ -503,7 +503,7 @@ class Session:
         from mlc_lab.core.measure import measure
 
         sid = self._history.current_id if step is None else step
-        module = self._state_of(sid).mod
+        module = self.state_at(sid).mod
         result = measure(module, self._original, self.func_name, target, **kwargs)
         self.measurements[sid] = result  # a step's view never changes: its measurements live here
         self._notify("measure", sid)
@@ -518,7 +518,7 @@ class Session:
         from mlc_lab.core.lowering import lower, target_info
 
         sid = self._history.current_id if step is None else step
-        state = self._state_of(sid)
+        state = self.state_at(sid)
         key = (sid, target if isinstance(target, str) and target in ("cpu", "cuda") else target_info(target)["key"])
         if key not in self._lowerings:
             self._lowerings[key] = lower(state.script, state.loop_tree(), self.func_name, target, step=sid, **kwargs)
@@ -560,7 +560,7 @@ class Session:
         """The CUDA kernel this step compiles to (no GPU needed); refuses unbound programs."""
         from mlc_lab.core.measure import cuda_source
 
-        module = self._state.mod if step is None else self._state_of(step).mod
+        module = self._state.mod if step is None else self.state_at(step).mod
         return cuda_source(module, self.func_name, **kwargs)
 
     # --- change notification --------------------------------------------------------------------
@@ -591,7 +591,8 @@ class Session:
                 log.exception("mlc_lab: a session listener failed on %r", event)
 
     # --- helpers --------------------------------------------------------------------------------
-    def _state_of(self, step: int) -> schedule.State:
+    def state_at(self, step: int) -> schedule.State:
+        """The schedule state of a step of this session (an unknown step is refused by name)."""
         return self._states[self._history.check(step)]
 
     def __repr__(self) -> str:
