@@ -103,3 +103,38 @@ def test_the_loops_inside_a_block_kept_as_it_is_are_tiled_there(inner, units):
     answer = session.path_to(sch.mod)
     assert_way_here(session, BLOCKIZED, sch.mod, answer)
     assert {"parallel", "vectorize", "annotate"} <= {s.primitive for s in answer.steps}
+
+
+NT_MATMUL = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((3, 64), "float32"), B: T.Buffer((8, 64), "float32"), C: T.Buffer((3, 8), "float32")):
+    for i, j, k in T.grid(3, 8, 64):
+        with T.sblock("NT_matmul"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0.0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj, vk]
+"""
+
+
+@pytest.mark.parametrize(("pieces", "scoped"), [([None, 4, 2, 4], True), ([None, 2, 4, 2], False)])
+def test_a_padded_batch_summed_in_parts_over_pieces_apart_is_reached(pieces, scoped):
+    """dlight's low-batch gemv, its first half: the batch padded (A's padded copy inlined, C's kept in
+    local memory), the reduction split and its pieces 1 and 3 fused into the partial sums' index."""
+    sch = s_tir.Schedule(tvm.script.from_source(NT_MATMUL), debug_mask="all")
+    block = sch.get_sblock("NT_matmul")
+    sch.pad_einsum(block, [4, 8, 64])
+    sch.compute_inline(sch.get_sblock("A_pad"))
+    k0, k1, k2, k3 = sch.split(sch.get_loops(block)[2], pieces)
+    sch.reorder(k0, k2, k1, k3)
+    rf = sch.rfactor(sch.fuse(k1, k3), 0)
+    if scoped:
+        sch.set_scope(rf, 0, "local")
+        sch.set_scope(block, 0, "local")
+    session = Session(NT_MATMUL)
+    answer = session.path_to(sch.mod)
+    assert_way_here(session, NT_MATMUL, sch.mod, answer)
+    kinds = [s.primitive for s in answer.steps]
+    assert kinds[:2] == ["pad_einsum", "compute_inline"]
+    assert kinds.count("set_scope") == (2 if scoped else 0)

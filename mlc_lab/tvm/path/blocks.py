@@ -26,6 +26,7 @@ from tvm import tirx
 
 from mlc_lab.tvm.path.ir import Block, FuncView, accesses, by_loop_depth, const, iter_maps, read_as
 from mlc_lab.tvm.path.iterorder import iterators_permuted
+from mlc_lab.tvm.path.padding import padded_name
 from mlc_lab.tvm.path.work import Unreachable
 
 
@@ -114,6 +115,9 @@ def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
             explained.add(stage.target_block)
         if stage.primitive == "rfactor" and stage.buffer != stage.old:  # made, then moved to another scope
             out.stages.append(Stage("set_scope", name, scope_of(tgt, name), stage.target_block, stage.old))
+        if stage.primitive == "pad_einsum" and stage.buffer != f"{stage.old}_pad":  # padded, then moved
+            writer = next(b.name for b in tgt.blocks if name in b.writes())
+            out.stages.append(Stage("set_scope", name, scope_of(tgt, name), writer, f"{stage.old}_pad"))
     for stage in out.stages:  # a block a primitive makes, then decomposed (an rfactor's partial sums)
         pair = (f"{stage.target_block}_init", f"{stage.target_block}_update")
         if tgt.block(pair[0]) is not None and tgt.block(pair[1]) is not None:
@@ -181,8 +185,8 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
         return Stage("rfactor", name, scope, _base(writer.name, tgt), name)
     if ".rf_" in name and name.endswith(f"_{scope}"):  # rfactor's buffer, then set_scope
         return Stage("rfactor", name, "global", _base(writer.name, tgt), name[: -len(scope) - 1])
-    if name.endswith("_pad") and cur.buffer(name[: -len("_pad")]) is not None:
-        old = name[: -len("_pad")]
+    old = name[: -len("_pad")] if name.endswith("_pad") else padded_name(name, scope, cur.buffer)
+    if old is not None and cur.buffer(old) is not None:
         copy = (
             writer
             if writer.name not in corr.same

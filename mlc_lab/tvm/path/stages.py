@@ -23,6 +23,7 @@ from mlc_lab.tvm.path.ir import (
     outer_first,
     read_as,
 )
+from mlc_lab.tvm.path import padding
 from mlc_lab.tvm.path.iterorder import reindexed_read
 from mlc_lab.tvm.path.work import Refused, Unreachable, Work
 
@@ -200,30 +201,16 @@ def _pad_einsum(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
     here = work.view.block(names[einsum.name]) if einsum is not None else None
     if einsum is None or here is None:
         raise Unreachable(f"no block here computes over {stage.old} as the target's does through {stage.buffer}")
-    padding = [
-        _pad_factor(iv.dom.extent, mine.dom.extent) for iv, mine in zip(einsum.block.iter_vars, here.block.iter_vars)
-    ]
-    if any(p is None for p in padding):
+    factors = padding.padding(here, tgt, einsum)
+    if any(p is None for p in factors):
         raise Unreachable(f"the target pads block {einsum.name} to extents that are not constants")
-    why = f"the target computes block {einsum.name} over {' x '.join(map(str, padding))}, its buffers padded"
-    work.apply("pad_einsum", why, block=work.block_rv(here.name), padding=padding)
+    why = f"the target computes block {einsum.name} over {' x '.join(map(str, factors))}, its buffers padded"
+    before = {b.name for b in work.view.blocks}
+    work.apply("pad_einsum", why, block=work.block_rv(here.name), padding=factors)
+    padding.inline_new_copies(work, before, tgt)
     for other in corr.stages:
         if other.primitive == "pad_einsum" and work.view.block(other.target_block) is not None:
             names[other.target_block] = other.target_block
-
-
-def _pad_factor(theirs: Any, mine: Any) -> int | None:
-    """The padding that makes extent ``mine`` into ``theirs``: the extent itself when constant, ``p``
-    of ``(n + p - 1) // p * p``, 1 when it stays as it is; None otherwise."""
-    import tvm_ffi
-
-    if const(theirs) is not None:
-        return const(theirs)
-    if bool(tvm_ffi.structural_equal(theirs, mine)):
-        return 1
-    if isinstance(theirs, tvm.tirx.Mul) and const(theirs.b) is not None:
-        return const(theirs.b)
-    return None
 
 
 def _reindex(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
@@ -434,9 +421,13 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> 
                 pieces = work.apply("split", why, loop=loops[k], factors=_split_factors(terms))
             else:
                 pieces = [loops[k]]
-            for t, rv in zip(terms, pieces):
-                if t.leaf == rf_index:
-                    piece = rv
+            mine = [rv for t, rv in zip(terms, pieces) if t.leaf == rf_index]
+            if len(mine) > 1:  # pieces apart in the reduction, one partial index: moved inward and fused
+                rest = [rv for t, rv in zip(terms, pieces) if t.leaf != rf_index]
+                work.apply("reorder", why, ordered_loops=rest + mine)
+                piece = work.apply("fuse", why, loops=mine)
+            elif mine:
+                piece = mine[0]
         if piece is None:
             raise Unreachable(
                 f"the target's {trf.name} is indexed by no piece of a reduction of {block.name}", "computes"
