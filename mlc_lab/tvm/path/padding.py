@@ -54,6 +54,18 @@ def padding(here: Block, tgt: FuncView, einsum: Block) -> list[int | None]:
     return out
 
 
+def einsum_of(view: FuncView, tgt: FuncView, same: dict[str, str], old: str) -> Block | None:
+    """The target's block that ``pad_einsum`` padded for ``old`` where it no longer reads the padded
+    buffer itself (its reduction factored since: the partial block reads it): the one reduction here
+    that reads or writes ``old`` and that the target keeps by name; None when not exactly one."""
+    found = [
+        b
+        for b in view.blocks
+        if b.name in same and 2 in b.iter_kinds and old in b.reads() + b.writes() and tgt.block(b.name) is not None
+    ]
+    return tgt.block(found[0].name) if len(found) == 1 else None
+
+
 def here_shape(here: Block, name: str, indices: list[Any]) -> list[Any]:
     """The extents ``here``'s iterators give the indices of its access to ``name``."""
     dom = {iv.var: iv.dom.extent for iv in here.block.iter_vars}

@@ -37,7 +37,8 @@ def make_stage(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str,
     elif stage.primitive == "cache_index":
         _cache_index(work, tgt, names, stage)
     elif stage.primitive == "rfactor":
-        _rfactor(work, tgt, names, stage)
+        renamed = {s.buffer: s.old for s in corr.stages if s.primitive == "set_scope"}
+        _rfactor(work, tgt, names, stage, renamed)
     elif stage.primitive == "reindex":
         _reindex(work, tgt, names, stage)
     elif stage.primitive == "pad_einsum":
@@ -198,6 +199,7 @@ def _pad_einsum(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
     if stage.target_block in names:
         return  # made with another buffer of the same einsum
     einsum = next((b for b in tgt.blocks if b.name in corr.same and stage.buffer in b.reads() + b.writes()), None)
+    einsum = einsum or padding.einsum_of(work.view, tgt, corr.same, stage.old)
     here = work.view.block(names[einsum.name]) if einsum is not None else None
     if einsum is None or here is None:
         raise Unreachable(f"no block here computes over {stage.old} as the target's does through {stage.buffer}")
@@ -385,10 +387,12 @@ def _uses_only(expr: Any, allowed: list[Any]) -> bool:
 # --- rfactor -------------------------------------------------------------------------------------------
 
 
-def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
+def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage, renamed: dict[str, str]) -> None:
     """Split (or fuse, then split) the reduction loops as the target's partial block reads them, then
-    ``rfactor`` the piece that the partial buffer is indexed by."""
+    ``rfactor`` the piece that the partial buffer is indexed by. ``renamed``: the target's buffers
+    that ``set_scope`` renames later, by their name here."""
     if stage.target_block in names:
+        _second_rfactor(tgt, stage)
         return  # made already: one rfactor makes a partial buffer for each output (argmax's two)
     trf = tgt.block(stage.target_block) or tgt.block(f"{stage.target_block}_update")
     if trf is None:
@@ -397,7 +401,7 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> 
     block = work.view.block(names.get(final.name, final.name)) if final is not None else None
     if final is None or block is None:
         raise Unreachable(f"no block of the target reads the partial sums {stage.buffer}", "computes")
-    reduce, maps, rf_index = _rf_reading(block, trf)
+    reduce, maps, rf_index = _rf_reading(block, trf, renamed)
     why = f"the target sums {block.name} in parts first ({trf.name}), over a split of its reduction"
     split_already = {k: _split_already(work, block, k, ts) for k, ts in zip(reduce, maps.terms) if not maps.fused}
     loops = {k: work.loop_rv(_loop_of(work.view, block, k)) for k in reduce if split_already.get(k) is None}
@@ -439,10 +443,24 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> 
     names[stage.target_block] = str(work.get(made).name_hint)
 
 
-def _rf_reading(block: Block, trf: Block) -> tuple[list[int], IterMaps, int]:
+def _second_rfactor(tgt: FuncView, stage: Stage) -> None:
+    """``Unreachable`` where the target factors the reduction twice (dlight's gemv: the partial sums
+    summed in parts again): its two partial blocks share one name, which the engine reads as one."""
+    base = stage.target_block
+    same = [b for b in tgt.blocks if b.name in (base, f"{base}_update")]
+    if len(same) > 1:
+        raise Unreachable(
+            f"the target sums the partial sums {stage.old} in parts again (a second rfactor, whose block is named "
+            f"{same[1].name} as the first's): the engine does not make a second rfactor yet",
+            "unread",
+        )
+
+
+def _rf_reading(block: Block, trf: Block, renamed: dict[str, str]) -> tuple[list[int], IterMaps, int]:
     """Which reduction iterators of ``block`` are factored, how the partial block reads them (terms
     over its iterators) and which of its iterators indexes the partial buffer."""
-    mine, theirs = _by_buffer(all_accesses(block)[1:]), _by_buffer(all_accesses(trf)[1:])
+    theirs = _by_buffer([(renamed.get(name, name), indices) for name, indices in all_accesses(trf)[1:]])
+    mine = _by_buffer(all_accesses(block)[1:])
     ivars = [iv.var for iv in block.block.iter_vars]
     reduce = [k for k, iv in enumerate(block.block.iter_vars) if int(iv.iter_type) == 2]
     found: dict[int, Any] = {}
