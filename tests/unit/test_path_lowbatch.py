@@ -168,3 +168,52 @@ def test_a_reduction_factored_twice_is_said_not_followed_yet_never_a_wrong_way()
     answer = Session(NT_MATMUL).path_to(_padded_into_scopes(twice=True))
     assert not answer.reached
     assert "second rfactor" in answer.why and "C_pad.rf" in answer.why
+
+
+LOW_BATCH = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(var_A: T.handle, B: T.Buffer((T.int64(8), T.int64(512)), "float16"), var_C: T.handle):
+    n = T.int64()
+    A = T.match_buffer(var_A, (n, T.int64(512)), "float16")
+    C = T.match_buffer(var_C, (n, T.int64(8)), "float16")
+    for i0, i1, k in T.grid(n, T.int64(8), T.int64(512)):
+        with T.sblock("NT_matmul"):
+            v_i0, v_i1, v_k = T.axis.remap("SSR", [i0, i1, k])
+            with T.init():
+                C[v_i0, v_i1] = T.float16(0.0)
+            C[v_i0, v_i1] = C[v_i0, v_i1] + A[v_i0, v_k] * B[v_i1, v_k]
+"""
+
+
+def test_dlight_low_batch_gemv_with_its_reduction_factored_once_is_reached():
+    """dlight's low-batch gemv on a symbolic batch up to its second rfactor: the batch padded, the
+    partial sums over threads, the sum and the copy back moved under the block's loop, in local memory."""
+    sch = s_tir.Schedule(tvm.script.from_source(LOW_BATCH), debug_mask="all")
+    block = sch.get_sblock("NT_matmul")
+    sch.pad_einsum(block, [4, 8, 512])
+    i, j, k = sch.get_loops(block)
+    sch.split(j, [None, 2, 2], preserve_unit_iters=True)
+    k0, k1, k2, k3 = sch.split(k, [None, 8, 2, 4], preserve_unit_iters=True)
+    sch.reorder(k0, k2, k1, k3)
+    rf = sch.rfactor(sch.fuse(k1, k3), 0)
+    i, bx, ty, j2, k0, k2, fused = sch.get_loops(rf)
+    tx, vec = sch.split(fused, [8, None], preserve_unit_iters=True)
+    sch.reorder(bx, ty, tx, k0, j2, k2, vec)
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(ty, "threadIdx.y")
+    sch.bind(tx, "threadIdx.x")
+    sch.vectorize(vec)
+    by, _ = sch.split(i, [None, 4], preserve_unit_iters=True)
+    sch.bind(by, "blockIdx.y")
+    sch.compute_inline(sch.get_sblock("A_pad"))
+    sch.reverse_compute_at(block, bx, preserve_unit_loops=True)
+    sch.decompose_reduction(rf, k0)
+    sch.set_scope(rf, 0, "local")
+    sch.reverse_compute_at(sch.get_sblock("C_pad"), bx, preserve_unit_loops=True)
+    sch.set_scope(block, 0, "local")
+    session = Session(LOW_BATCH)
+    answer = session.path_to(sch.mod)
+    assert_way_here(session, LOW_BATCH, sch.mod, answer)
+    kinds = [s.primitive for s in answer.steps]
+    assert kinds.count("reverse_compute_at") == 2 and kinds.count("bind") == 4
