@@ -366,9 +366,12 @@ class _Scanner:
     def _open_block(self, walk: _Walk, top: list, indent: int, name: str, lineno: int) -> list:
         """The block a ``with T.sblock(...)`` line opens; returns its stack entry (which keeps the
         loops open outside it: ``get_loops`` stops at a block boundary)."""
+        # a block whose name an earlier one has is reached as ``name#k`` (``block_names``)
+        k = sum(1 for b in self.blocks if b.func == walk.func["name"] and b.name == name)
+        anchor = name if k == 0 else f"{name}#{k + 1}"
         for lp in walk.loops:
             if lp.anchor_block is None:
-                lp.anchor_block = name
+                lp.anchor_block = anchor
         self.blocks.append(BlockInfo(walk.func["name"], name))
         self.block_names.append(name)
         block = {

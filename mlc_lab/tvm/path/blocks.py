@@ -24,6 +24,7 @@ from typing import Any
 import tvm
 from tvm import tirx
 
+from mlc_lab.tvm.block_names import split_alias
 from mlc_lab.tvm.path.ir import Block, FuncView, accesses, by_loop_depth, const, iter_maps, read_as
 from mlc_lab.tvm.path.iterorder import iterators_permuted
 from mlc_lab.tvm.path.padding import padded_name
@@ -144,6 +145,13 @@ def _unexplained(tb: Block, tgt: FuncView, cur: FuncView, cur_bufs: dict[str, An
     if moved is not None and any(name not in cur_bufs for name in moved):
         dst, src = moved
         raise Unreachable(f"block {tb.name} copies {src} into {dst} ({scope_of(tgt, dst)})", "stage")
+    base, k = split_alias(tb.name)
+    if k > 1:  # TVM names a block as an earlier one when a primitive is applied twice (a second rfactor)
+        raise Unreachable(
+            f"the target has {k} blocks named {base} (a primitive applied twice to one block, such as a second "
+            f"rfactor): the engine does not follow the later ones ({tb.name}) yet",
+            "unread",
+        )
     made = _made_by_name(tb.name, {b.name for b in cur.blocks})
     if made is not None:
         raise Unreachable(f"block {tb.name} is what {made[0]} makes of block {made[1]}", "unread")

@@ -477,7 +477,16 @@ def _reorder_chain(work: Work, rvs: list[Any], why: str) -> None:
     view = work.view
     consecutive = all(view.loops[b].parent == a for a, b in zip(orders, orders[1:]))
     if not consecutive:
-        work.apply("reorder", why, ordered_loops=rvs)
+        # a loop between them that is none of them goes after them (a reorder keeps an unlisted
+        # loop where it is: the listed ones would stay apart)
+        between, o = [], view.loops[max(orders)].parent
+        while o is not None and o > min(orders):
+            if o not in orders:
+                between.append(o)
+            o = view.loops[o].parent
+        if o != min(orders):
+            between = []
+        work.apply("reorder", why, ordered_loops=rvs + [work.loop_rv(x) for x in reversed(between)])
 
 
 def _reorder_and_fuse(
