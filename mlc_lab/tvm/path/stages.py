@@ -392,7 +392,6 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage, ren
     ``rfactor`` the piece that the partial buffer is indexed by. ``renamed``: the target's buffers
     that ``set_scope`` renames later, by their name here."""
     if stage.target_block in names:
-        _second_rfactor(tgt, stage)
         return  # made already: one rfactor makes a partial buffer for each output (argmax's two)
     trf = tgt.block(stage.target_block) or tgt.block(f"{stage.target_block}_update")
     if trf is None:
@@ -441,19 +440,6 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage, ren
     factor_axis = next(i for i, e in enumerate(store.indices) if isinstance(e, tvm.tirx.Var) and e.same_as(rf_var))
     made = work.apply("rfactor", why, loop=piece, factor_axis=factor_axis)
     names[stage.target_block] = str(work.get(made).name_hint)
-
-
-def _second_rfactor(tgt: FuncView, stage: Stage) -> None:
-    """``Unreachable`` where the target factors the reduction twice (dlight's gemv: the partial sums
-    summed in parts again): its two partial blocks share one name, which the engine reads as one."""
-    base = stage.target_block
-    same = [b for b in tgt.blocks if b.name in (base, f"{base}_update")]
-    if len(same) > 1:
-        raise Unreachable(
-            f"the target sums the partial sums {stage.old} in parts again (a second rfactor, whose block is named "
-            f"{same[1].name} as the first's): the engine does not make a second rfactor yet",
-            "unread",
-        )
 
 
 def _rf_reading(block: Block, trf: Block, renamed: dict[str, str]) -> tuple[list[int], IterMaps, int]:
