@@ -149,10 +149,12 @@ def _padded_into_scopes(twice: bool):
     sch.set_scope(sch.get_sblock("A_pad"), 0, "shared")
     sch.set_scope(sch.get_sblock("B_pad"), 0, "local")
     _, k1 = sch.split(sch.get_loops(block)[2], [None, 16])
-    sch.rfactor(k1, 0)
+    first = sch.rfactor(k1, 0)
     if twice:
         outer, _ = sch.split(sch.get_loops(block)[-1], [4, None])
-        sch.rfactor(outer, 0)
+        second = sch.rfactor(outer, 0)
+        sch.set_scope(second, 0, "local")
+        sch.set_scope(first, 0, "local")
     return sch.mod
 
 
@@ -164,10 +166,15 @@ def test_partial_sums_read_through_buffers_set_scope_renames_are_reached():
     assert [s.primitive for s in answer.steps].count("set_scope") == 2
 
 
-def test_a_reduction_factored_twice_is_said_not_followed_yet_never_a_wrong_way():
-    answer = Session(NT_MATMUL).path_to(_padded_into_scopes(twice=True))
-    assert not answer.reached
-    assert "second rfactor" in answer.why and "NT_matmul_rf" in answer.why
+def test_a_reduction_factored_twice_is_reached_its_second_partial_block_named_by_place():
+    """The second rfactor names its block NT_matmul_rf as the first did: the way says it NT_matmul_rf#2
+    and the session finds it so, step by step; TVM's replay of the trace gives the target."""
+    target = _padded_into_scopes(twice=True)
+    session = Session(NT_MATMUL)
+    answer = session.path_to(target)
+    assert_way_here(session, NT_MATMUL, target, answer)
+    assert [s.primitive for s in answer.steps].count("rfactor") == 2
+    assert any("NT_matmul_rf#2" in str(s.arguments.get("block", "")) for s in answer.steps)
 
 
 LOW_BATCH = """

@@ -25,6 +25,7 @@ import tvm
 from tvm import tirx
 
 from mlc_lab.tvm.block_names import split_alias
+from mlc_lab.tvm.path import rfchain
 from mlc_lab.tvm.path.ir import Block, FuncView, accesses, by_loop_depth, const, iter_maps, read_as
 from mlc_lab.tvm.path.iterorder import iterators_permuted
 from mlc_lab.tvm.path.padding import padded_name
@@ -106,11 +107,15 @@ def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
     explained = set(out.same) | {n for pair in out.decomposed.values() for n in pair} | blockized
     cur_bufs, tgt_bufs = _buffers(cur), _buffers(tgt)
     gone = [name for name in cur_bufs if name not in tgt_bufs]
+    seen: dict[str, int] = {}
     for buf in tgt.allocs():
         name = str(buf.name)
         if name in cur_bufs:
             continue
         stage = _stage_for(name, tgt, cur, gone, out)
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1 and stage.primitive == "rfactor":  # a second rfactor: its buffer named as the first's
+            stage = Stage(stage.primitive, stage.buffer, stage.scope, rfchain.nth(stage.target_block, seen[name]), stage.old)
         out.stages.append(stage)
         if stage.primitive != "set_scope":
             explained.add(stage.target_block)
@@ -120,7 +125,7 @@ def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
             writer = next(b.name for b in tgt.blocks if name in b.writes())
             out.stages.append(Stage("set_scope", name, scope_of(tgt, name), writer, f"{stage.old}_pad"))
     for stage in out.stages:  # a block a primitive makes, then decomposed (an rfactor's partial sums)
-        pair = (f"{stage.target_block}_init", f"{stage.target_block}_update")
+        pair = (rfchain.suffixed(stage.target_block, "_init"), rfchain.suffixed(stage.target_block, "_update"))
         if tgt.block(pair[0]) is not None and tgt.block(pair[1]) is not None:
             out.decomposed[stage.target_block] = pair
             explained.update(pair)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlc_lab.tvm.path import rfchain
 from mlc_lab.tvm.path.blocks import Attach, Correspondence, Placement, rolled_blocks
 from mlc_lab.tvm.path.ir import FuncView, Loop, iter_maps, plain, read_as, same_placement, substitute
 from mlc_lab.tvm.path.explain import block_difference
@@ -66,7 +67,7 @@ class Run:
         self._nested_kinds()
         for stage in scopes:
             set_scope(self.work, self.names, stage)
-        for block, (init, update) in self.corr.decomposed.items():
+        for block, (init, update) in rfchain.decompose_order(list(self.corr.decomposed.items())):
             self._decompose(self.names.get(block, block), init, update)
         for name, place, tloop in self.deferred:  # refused earlier: TVM wanted something first
             here = name if self.work.view.block(name) is not None else f"{name}_update"
@@ -352,7 +353,7 @@ class Run:
         _, place = self.where[tupd.chain[shared]]
         why = f"the target initialises in a block of its own, {init}, above loop {tloop.name}"
         work.apply("decompose_reduction", why, block=work.block_rv(block), loop=work.loop_rvs(block)[place])
-        made = f"{block}_init"
+        made = rfchain.suffixed(block, "_init").split("#")[0]  # the later aliases are decomposed first
         if work.view.block(made) is None:
             raise Unreachable(f"decompose_reduction made no block {made}", "no_primitive")
         self.names[init] = made

@@ -23,7 +23,7 @@ from mlc_lab.tvm.path.ir import (
     outer_first,
     read_as,
 )
-from mlc_lab.tvm.path import padding
+from mlc_lab.tvm.path import padding, rfchain
 from mlc_lab.tvm.path.iterorder import reindexed_read
 from mlc_lab.tvm.path.work import Refused, Unreachable, Work
 
@@ -393,7 +393,7 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage, ren
     that ``set_scope`` renames later, by their name here."""
     if stage.target_block in names:
         return  # made already: one rfactor makes a partial buffer for each output (argmax's two)
-    trf = tgt.block(stage.target_block) or tgt.block(f"{stage.target_block}_update")
+    trf = tgt.block(stage.target_block) or tgt.block(rfchain.suffixed(stage.target_block, "_update"))
     if trf is None:
         raise Unreachable(f"the target's partial sums {stage.buffer} come from no block the engine reads")
     final = next((b for b in tgt.blocks if stage.buffer in b.reads() and stage.buffer not in b.writes()), None)
@@ -439,13 +439,14 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage, ren
     rf_var = trf.block.iter_vars[rf_index].var
     factor_axis = next(i for i, e in enumerate(store.indices) if isinstance(e, tvm.tirx.Var) and e.same_as(rf_var))
     made = work.apply("rfactor", why, loop=piece, factor_axis=factor_axis)
-    names[stage.target_block] = str(work.get(made).name_hint)
+    names[stage.target_block] = rfchain.alias_of(work.view, work.get(made))
 
 
 def _rf_reading(block: Block, trf: Block, renamed: dict[str, str]) -> tuple[list[int], IterMaps, int]:
     """Which reduction iterators of ``block`` are factored, how the partial block reads them (terms
     over its iterators) and which of its iterators indexes the partial buffer."""
-    theirs = _by_buffer([(renamed.get(name, name), indices) for name, indices in all_accesses(trf)[1:]])
+    found = rfchain.own_reads_dropped(trf, all_accesses(trf))[1:]
+    theirs = _by_buffer([(renamed.get(name, name), indices) for name, indices in found])
     mine = _by_buffer(all_accesses(block)[1:])
     ivars = [iv.var for iv in block.block.iter_vars]
     reduce = [k for k, iv in enumerate(block.block.iter_vars) if int(iv.iter_type) == 2]
