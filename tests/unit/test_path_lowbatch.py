@@ -224,3 +224,30 @@ def test_dlight_low_batch_gemv_with_its_reduction_factored_once_is_reached():
     assert_way_here(session, LOW_BATCH, sch.mod, answer)
     kinds = [s.primitive for s in answer.steps]
     assert kinds.count("reverse_compute_at") == 2 and kinds.count("bind") == 4
+
+
+DOUBLE = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
+    for i, j in T.grid(4, 8):
+        with T.sblock("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2.0)
+"""
+
+
+@pytest.mark.parametrize("inner_unit", [False, True])
+def test_a_loop_split_past_its_extent_its_unit_outer_piece_fused_with_the_next_is_reached(inner_unit):
+    """dlight's gemv rules: j (8) split into 1 x 16 x 2, the first two fused and bound to threads (the
+    target's predicate takes the fused loop modulo 16), the last split again into 1 x 2 or not."""
+    sch = s_tir.Schedule(tvm.script.from_source(DOUBLE), debug_mask="all")
+    block = sch.get_sblock("B")
+    j0, j1, j2 = sch.split(sch.get_loops(block)[1], [None, 16, 2], preserve_unit_iters=True)
+    if inner_unit:
+        sch.split(j2, [None, 2], preserve_unit_iters=True)
+    sch.bind(sch.fuse(j0, j1, preserve_unit_iters=True), "threadIdx.y")
+    session = Session(DOUBLE)
+    answer = session.path_to(sch.mod)
+    assert_way_here(session, DOUBLE, sch.mod, answer)
+    assert [s.primitive for s in answer.steps][:2] == ["split", "fuse"]
