@@ -251,3 +251,33 @@ def test_a_loop_split_past_its_extent_its_unit_outer_piece_fused_with_the_next_i
     answer = session.path_to(sch.mod)
     assert_way_here(session, DOUBLE, sch.mod, answer)
     assert [s.primitive for s in answer.steps][:2] == ["split", "fuse"]
+
+
+BATCHED = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((3, 1, 64), "float32"), B: T.Buffer((8, 64), "float32"), C: T.Buffer((3, 1, 8), "float32")):
+    for i0, i1, i2, k in T.grid(3, 1, 8, 64):
+        with T.sblock("NT_matmul"):
+            v_i0, v_i1, v_i2, v_k = T.axis.remap("SSSR", [i0, i1, i2, k])
+            with T.init():
+                C[v_i0, v_i1, v_i2] = T.float32(0.0)
+            C[v_i0, v_i1, v_i2] = C[v_i0, v_i1, v_i2] + A[v_i0, v_i1, v_k] * B[v_i2, v_k]
+"""
+
+
+def test_a_padded_copy_the_target_keeps_without_its_unit_iterator_is_laid_out_so():
+    """dlight's low-batch gemv on a (batch, 1, n) output: the einsum in TVM's normal form, padded, the
+    copy back laid out without its unit iterator too."""
+    sch = s_tir.Schedule(tvm.script.from_source(BATCHED), debug_mask="all")
+    block = sch.get_sblock("NT_matmul")
+    sch.transform_block_layout(block, lambda v0, v1, v2, k: (v0, v2, k))
+    sch.pad_einsum(block, [4, 8, 64])
+    sch.transform_block_layout(sch.get_sblock("C_pad"), lambda v0, v1, v2: (v0, v2))
+    sch.compute_inline(sch.get_sblock("A_pad"))
+    _, k1 = sch.split(sch.get_loops(block)[2], [None, 16])
+    sch.rfactor(k1, 0)
+    session = Session(BATCHED)
+    answer = session.path_to(sch.mod)
+    assert_way_here(session, BATCHED, sch.mod, answer)
+    assert [s.primitive for s in answer.steps].count("transform_block_layout") == 2

@@ -94,12 +94,26 @@ def factor(theirs: Any, mine: Any) -> int | None:
 
 def inline_new_copies(work: Work, before: set[str], tgt: FuncView) -> None:
     """``compute_inline`` each padded copy ``pad_einsum`` made that the target has no block for (its
-    reads of ``X_pad`` become a guarded read of ``X`` in the einsum)."""
+    reads of ``X_pad`` become a guarded read of ``X`` in the einsum); a copy the target keeps over
+    fewer iterators has its unit iterators dropped (``transform_block_layout``, as dlight does)."""
     for b in list(work.view.blocks):
-        if b.name in before or tgt.block(b.name) is not None:
+        if b.name in before:
+            continue
+        tb = tgt.block(b.name)
+        if tb is not None:
+            _drop_unit_iterators(work, b, tb)
             continue
         why = f"the target has no block {b.name}: the einsum reads the unpadded buffer under a guard instead"
         try:
             work.apply("compute_inline", why, block=work.block_rv(b.name))
         except Refused:
             continue  # an output's copy back: the target has it under another name, said at the end
+
+
+def _drop_unit_iterators(work: Work, here: Block, tb: Block) -> None:
+    kept = [iv.var for iv in here.block.iter_vars if const(iv.dom.extent) != 1]
+    if len(tb.block.iter_vars) >= len(here.block.iter_vars) or len(kept) != len(tb.block.iter_vars):
+        return
+    why = f"the target's block {tb.name} iterates without its unit iterators"
+    index_map = tirx.IndexMap([iv.var for iv in here.block.iter_vars], kept, None)
+    work.apply("transform_block_layout", why, block=work.block_rv(here.name), index_map=index_map)
