@@ -281,3 +281,16 @@ def test_a_padded_copy_the_target_keeps_without_its_unit_iterator_is_laid_out_so
     answer = session.path_to(sch.mod)
     assert_way_here(session, BATCHED, sch.mod, answer)
     assert [s.primitive for s in answer.steps].count("transform_block_layout") == 2
+
+
+def test_a_partial_index_fused_around_a_unit_piece_is_reached():
+    """dlight on a reduction shorter than its tiles: k (64) split into 1 x 8 x 1 x 8, the 8s fused into
+    the partial index; TVM folds the unit pieces into the index, the scale of the inner one tells the cut."""
+    sch = s_tir.Schedule(tvm.script.from_source(NT_MATMUL), debug_mask="all")
+    block = sch.get_sblock("NT_matmul")
+    k0, k1, k2, k3 = sch.split(sch.get_loops(block)[2], [None, 8, 1, 8], preserve_unit_iters=True)
+    sch.reorder(k0, k2, k1, k3)
+    sch.rfactor(sch.fuse(k1, k3), 0)
+    session = Session(NT_MATMUL)
+    answer = session.path_to(sch.mod)
+    assert_way_here(session, NT_MATMUL, sch.mod, answer)

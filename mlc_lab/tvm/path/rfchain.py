@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlc_lab.tvm.block_names import split_alias
-from mlc_lab.tvm.path.ir import Block, FuncView
+from mlc_lab.tvm.path.ir import Block, FuncView, Term, const
 
 
 def suffixed(name: str, suffix: str) -> str:
@@ -48,3 +48,30 @@ def decompose_order(items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     yet keeps every name here unique until the last step (the first's init then takes ``X_rf_init``,
     the second's becomes ``X_rf_init#2``, as in the target)."""
     return sorted(items, key=lambda item: -split_alias(item[0])[1])
+
+
+def around_units(terms: list[Term], rf_index: int) -> list[Term]:
+    """The reduction's pieces outermost first, where a unit piece sits inside the partial index's
+    range (scale 4 in a term of 128: a split into 32 x 1 x 4 whose 32 and 4 the partial index fuses,
+    as dlight makes it when the reduction is shorter than its tiles): the partial index's term cut
+    into its two pieces, the unit piece between them."""
+    for t in terms:
+        if t.leaf != rf_index or const(t.scale) is None or const(t.extent) is None:
+            continue
+        low, ext = const(t.scale), const(t.extent)
+        units = [u for u in terms if u is not t and const(u.extent) == 1 and const(u.scale) is not None]
+        inside = [u for u in units if low < const(u.scale) < low * ext and const(u.scale) % low == 0]  # type: ignore[operator]
+        if len(inside) != 1 or ext % (const(inside[0].scale) // low) != 0:  # type: ignore[operator]
+            continue
+        u = inside[0]
+        cut = const(u.scale) // low  # type: ignore[operator]
+        outer = Term(rf_index, None, cut, ext // cut, const(u.scale))
+        inner = Term(rf_index, None, 1, cut, low)
+        out = []
+        for x in terms:
+            if x is t:
+                out.extend([outer, u, inner])
+            elif x is not u:
+                out.append(x)
+        return out
+    return terms

@@ -417,7 +417,7 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage, ren
     else:
         piece = None
         for k, ts in zip(reduce, maps.terms):
-            terms = _by_scale_chain(ts)
+            terms = rfchain.around_units(_by_scale_chain(ts), rf_index)
             if split_already.get(k) is not None:
                 pieces = split_already[k]
             elif len(terms) > 1:
