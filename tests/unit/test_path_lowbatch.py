@@ -294,3 +294,35 @@ def test_a_partial_index_fused_around_a_unit_piece_is_reached():
     session = Session(NT_MATMUL)
     answer = session.path_to(sch.mod)
     assert_way_here(session, NT_MATMUL, sch.mod, answer)
+
+
+DEQUANT = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((4, 64), "float32"), W: T.Buffer((8, 64), "int8"), C: T.Buffer((4, 8), "float32")):
+    D = T.sblock_alloc_buffer((8, 64), "float32")
+    for i, k in T.grid(8, 64):
+        with T.sblock("dequantize"):
+            vi, vk = T.axis.remap("SS", [i, k])
+            D[vi, vk] = T.Cast("float32", W[vi, vk]) * T.float32(0.5)
+    for i, j, k in T.grid(4, 8, 64):
+        with T.sblock("NT_matmul"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0.0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * D[vj, vk]
+"""
+
+
+def test_a_producer_kept_in_local_memory_read_by_the_partial_block_is_a_set_scope():
+    """dlight's low-batch gemv on a dequantized weight: the weight's block writes into local memory
+    (set_scope), read by the partial block the rfactor makes, not by the einsum as before."""
+    sch = s_tir.Schedule(tvm.script.from_source(DEQUANT), debug_mask="all")
+    block = sch.get_sblock("NT_matmul")
+    _, k1 = sch.split(sch.get_loops(block)[2], [None, 16])
+    sch.rfactor(k1, 0)
+    sch.set_scope(sch.get_sblock("dequantize"), 0, "local")
+    session = Session(DEQUANT)
+    answer = session.path_to(sch.mod)
+    assert_way_here(session, DEQUANT, sch.mod, answer)
+    assert "set_scope" in [s.primitive for s in answer.steps]
