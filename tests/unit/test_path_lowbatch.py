@@ -326,3 +326,18 @@ def test_a_producer_kept_in_local_memory_read_by_the_partial_block_is_a_set_scop
     answer = session.path_to(sch.mod)
     assert_way_here(session, DEQUANT, sch.mod, answer)
     assert "set_scope" in [s.primitive for s in answer.steps]
+
+
+def test_dlight_low_batch_gemv_made_by_dlight_itself_is_reached():
+    """dlight's LowBatchGEMV rule schedules the program (two rfactors, their blocks sharing a name,
+    every later block moved under the first's loops): the engine finds a way TVM replays to it."""
+    from tvm.s_tir import dlight
+    from tvm.target import Target
+
+    cuda = Target({"kind": "cuda", "arch": "sm_80", "max_threads_per_block": 1024, "thread_warp_size": 32})
+    func = tvm.script.from_source(LOW_BATCH)
+    sch = dlight.gpu.LowBatchGEMV(4).apply(func.with_attr("global_symbol", "main"), cuda, False)
+    assert str(sch.trace).count("rfactor") == 2
+    session = Session(LOW_BATCH)
+    answer = session.path_to(sch.mod)
+    assert_way_here(session, LOW_BATCH, sch.mod, answer)
