@@ -190,7 +190,8 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
         if user is not None and user.name in corr.same:
             return Stage("cache_index", name, scope, writer.name, user.name)
     here = cur.block(corr.same.get(writer.name, ""))
-    new_readers = [b for b in tgt.blocks if name in b.reads() and name not in b.writes() and b.name not in corr.same]
+    known = set(corr.same) | {n for pair in corr.decomposed.values() for n in pair}  # a decomposed reader too
+    new_readers = [b for b in tgt.blocks if name in b.reads() and name not in b.writes() and b.name not in known]
     partial = all(split_alias(b.name)[0].endswith(("_rf", "_rf_update")) for b in new_readers)
     for old in gone if not new_readers or partial else []:  # an rfactor's partial block reads it as the einsum did
         if name == f"{old}_{scope}" and _same_shape(cur.buffer(old), buf) and here is not None and old in here.writes():

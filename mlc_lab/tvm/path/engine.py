@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import tvm_ffi
 
-from mlc_lab.tvm.path import dtypes, partition, tensorcore
+from mlc_lab.tvm.path import dtypes, late, partition, tensorcore
 from mlc_lab.tvm.path.blocks import correspond, placements
 from mlc_lab.tvm.path.explain import difference
 from mlc_lab.tvm.path.ir import read
@@ -81,8 +81,10 @@ def find(
     for n, (placement, options) in enumerate(tries):
         if n and time.perf_counter() - started > deadline_s:
             break
-        if options and (shortest is not None or (best is not None and best.kind != "partial")):
+        if options and (shortest is not None or (best is not None and best.kind not in ("partial", "here"))):
             continue  # a variant only helps where the plain attempt got part of the way
+        if options.get("fuse_late") and not late.hosts(tgt, placement):
+            continue
         work = Work(make() if n else sch, func)
         got = _attempt(work, tgt, corr, placement, target, options)
         got.tried = n + 1
@@ -190,8 +192,9 @@ def _prepared(
 
 
 # Variants of one attempt, tried in order when the plain one gets only part of the way: set_scope
-# before the blocks move (a shared buffer's region then spans the threads bound above it).
-_OPTIONS: tuple[dict, ...] = ({}, {"scope_first": True})
+# before the blocks move (a shared buffer's region then spans the threads bound above it); the
+# serial loops blocks move into fused only after they do (``late``).
+_OPTIONS: tuple[dict, ...] = ({}, {"scope_first": True}, {"fuse_late": True})
 
 
 def _attempt(work: Work, tgt: Any, corr: Any, placement: Any, target: Any, options: dict) -> Found:

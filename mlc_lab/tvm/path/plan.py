@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlc_lab.tvm.path import rfchain
+from mlc_lab.tvm.path.late import Pending, fuse_pending, hosts, leave_apart, places_of
 from mlc_lab.tvm.path.blocks import Attach, Correspondence, Placement, rolled_blocks
 from mlc_lab.tvm.path.ir import FuncView, Loop, iter_maps, plain, read_as, same_placement, substitute
 from mlc_lab.tvm.path.explain import block_difference
@@ -39,6 +40,9 @@ class Run:
         self.deferred: list[tuple[str, int, Loop]] = []  # loop kinds TVM refused when first asked
         # target blocks whose buffer rolling_buffer folds (block -> write index): moved, not tiled
         self.rolled = rolled_blocks(tgt)
+        # the variant ``fuse_late``: these loops' pieces stay apart until the blocks sit inside them
+        self.apart = hosts(tgt, placement) if options.get("fuse_late") else frozenset()
+        self.pending: list[Pending] = []  # loops left apart, fused once the blocks sit inside
 
     # --- the whole way ------------------------------------------------------------------------------
     def go(self) -> None:
@@ -64,6 +68,7 @@ class Run:
                 explicit_regions(self.work, here.name, here, tb)
         for attach in self.placement.order:
             self._place(attach)
+        fuse_pending(self)
         self._nested_kinds()
         for stage in scopes:
             set_scope(self.work, self.names, stage)
@@ -93,33 +98,35 @@ class Run:
         if name is None:
             raise Unreachable(f"the engine finds no block here for the target's block {attach.block}", "unread")
         if attach.loop is None:
-            point = work.checkpoint()
+            point, mark = work.checkpoint(), len(self.pending)
             try:
                 self._tile(name, attach, tblock)
                 self._check(name, tblock)
             except (Unreachable, Refused):
                 work.restore(point)
+                del self.pending[mark:]
                 self._tile(name, attach, tblock, late=True)
                 self._check(name, tblock)
         elif attach.block in self.rolled:  # compute_at's loops are rolling_buffer's: it adds the predicate
             self._move(name, attach, self._keeps_unit_loops(attach))
         else:
             keep = self._keeps_unit_loops(attach)
-            point = work.checkpoint()
+            point, mark = work.checkpoint(), len(self.pending)
             try:
                 self._move(name, attach, keep)
                 self._tile(name, attach, tblock)
                 self._check(name, tblock)
             except (Unreachable, Refused):
                 work.restore(point)
+                del self.pending[mark:]
                 self._move(name, attach, not keep)
                 self._tile(name, attach, tblock)
                 self._check(name, tblock)
-        chain = work.view.chain(work.view.block(name))  # type: ignore[arg-type]
-        base = len(chain) - len(attach.own)
-        for i, o in enumerate(attach.own):
-            self.where[o] = (name, base + i)
-        self._kinds(name, attach.own, base)
+        places = places_of(self.pending, self.work.view, name, attach.own)
+        for o, place in zip(attach.own, places):
+            self.where[o] = (name, place)
+            if not any(p.block == name and o in p.leaves for p in self.pending):
+                self._kind(name, place, self.tgt.loops[o])
 
     def _nested_kinds(self) -> None:
         """The loop kinds inside a block that holds loops and blocks of its own (a nest the
@@ -196,7 +203,17 @@ class Run:
         self._check(self.names[outer.name], outer)
 
     def _check(self, name: str, tblock: Any) -> None:
-        """The block sits as the target's does (its loops and bindings), or ``Unreachable``."""
+        """The block sits as the target's does (its loops and bindings), or ``Unreachable``; where
+        loops are left apart, as it will once they are fused (tried on a copy)."""
+        if self.pending:
+            point, saved = self.work.checkpoint(), (dict(self.where), list(self.deferred), list(self.pending))
+            try:
+                fuse_pending(self)
+                self._check(name, tblock)
+            finally:
+                self.work.restore(point)
+                self.where, self.deferred, self.pending = saved
+            return
         view = self.work.view
         here = view.block(name)
         if here is None or not same_placement(view, here, self.tgt, tblock):
@@ -211,7 +228,9 @@ class Run:
         if inner is not None:  # a block with no iterators: its loops are read through the block inside
             tile(self.work, name, own, self.tgt, tblock, attach.own, late, inner[1].values, inner[0].values)
             return
-        tile(self.work, name, own, self.tgt, tblock, attach.own, late)
+        apart = self.apart & set(attach.own)
+        left = tile(self.work, name, own, self.tgt, tblock, attach.own, late, apart=apart)
+        leave_apart(self, name, attach.own, left)
 
     def _opaque_inner(self, name: str, tblock: Any) -> tuple[Any, Any] | None:
         """(the block here, the target's) inside a block with no iterators, directly in its body."""

@@ -12,12 +12,22 @@ no further, and a loop that is no piece of the target's cannot be undone (the wa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mlc_lab.tvm.path import padfuse, unitpad
 from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, Term, const, iter_maps, outer_first
 from mlc_lab.tvm.path.work import Unreachable, Work
+
+
+@dataclass
+class Apart:
+    """A target loop whose pieces ``tile`` leaves unfused (blocks move in first): ``count`` loops
+    here; for a mark, the ``factors`` its fuse is split by into the target's loops ``leaves``."""
+
+    count: int
+    factors: list[Any] | None = None
+    leaves: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -52,14 +62,16 @@ def tile(
     late: bool = False,
     values: list[Any] | None = None,
     mine: list[Any] | None = None,
-) -> None:
+    apart: frozenset[int] = frozenset(),
+) -> dict[int, "Apart"]:
     """Make the loops ``own`` (pre-order places) of ``block`` into the target's loops ``town`` around
     ``tblock`` (whose bindings are ``values`` when given: a block inside a blockized one), each step
     saying what of the target it makes. ``late`` is the second try where the first leaves a real
     choice wrong: unit pieces matched to the last unit loops here (``_align``), and unit loops no
     iterator reads split off a loop instead of added (``_unit_loops``). ``mine``: the bindings
-    here in the place of the block's own (a block with no iterators: its inner block's). Raises
-    ``Unreachable``."""
+    here in the place of the block's own (a block with no iterators: its inner block's). ``apart``:
+    the target's loops blocks move into: the serial ones' pieces and a fuse-then-split's slices are
+    left unfused (fused later, once the blocks sit inside); returns those, by their first loop. Raises ``Unreachable``."""
     tmaps = iter_maps(tgt, tblock, town, values)
     view = work.view
     cblock = view.block(block)
@@ -91,7 +103,7 @@ def tile(
     tplace = {o: i for i, o in enumerate(town)}
     cplace = {o: i for i, o in enumerate(own)}
     if _same_structure(cmaps, tmaps, cplace, tplace):
-        return
+        return {}
     unread_here, unread_there = _unread(view, own, cmaps, block), _unread(tgt, town, tmaps, tblock.name)
     added_only = {o for o in unread_there if _added_unit(tgt, o, view, own)}
     unread_there = [o for o in unread_there if o not in added_only]
@@ -100,7 +112,7 @@ def tile(
         if added is not None:  # a unit loop the target fuses away became its unit loops: read again
             chain = work.view.chain(work.view.block(block))  # type: ignore[arg-type]
             own = [lp.order for lp in chain[len(chain) - len(own) - added :]]
-            return tile(work, block, own, tgt, tblock, town, late, values, mine)
+            return tile(work, block, own, tgt, tblock, town, late, values, mine, apart)
     kept = dict(zip(unread_here, unread_there))
     lone, fused = _unit_loops(tgt, town, tmaps, tblock.name, set(kept.values()), late, added_only)
     marks: dict[int, int] = {}
@@ -111,11 +123,14 @@ def tile(
     say = _Say(tgt, tblock.name, town)
     pieces = _split_iterators(work, view, cmaps, tmaps, tplace, cplace, done, say, late, marks)
     pieces["marks_done"] = mark_rvs
+    pieces["apart"] = apart
+    pieces["own"] = own
     _fuse_then_split(work, tmaps, town, tplace, pieces, say)
     pieces["own"] = own
     pieces["block"] = block
     pieces["extents"] = {o: tgt.loops[o].extent for o in town}
-    _reorder_and_fuse(work, tmaps, town, pieces, {done_rvs[c]: t for c, t in done.items()}, (lone, fused), say)
+    pieces["serial"] = {o for o in town if tgt.loops[o].kind == "serial"}
+    return _reorder_and_fuse(work, tmaps, town, pieces, {done_rvs[c]: t for c, t in done.items()}, (lone, fused), say)
 
 
 def _no_primitive_makes(tgt: FuncView, tblock: Block, town: list[int], tmaps: IterMaps, cmaps: IterMaps) -> None:
@@ -447,12 +462,18 @@ def _fuse_then_split(work: Work, tmaps: IterMaps, town: list[int], tplace: dict,
         rvs = [rv for _, rv in slices]
         if f in handles.get("marks_done", {}):
             rvs = [handles["marks_done"][f]]
+        inner = _by_scale(mark.terms, tplace)
+        if len(rvs) > 1:
+            _orphans_into_mark(handles, rvs)
+        if len(rvs) > 1 and any(t.leaf in handles.get("apart", ()) for t in inner):
+            # blocks move in before the fuse: the slices stay apart, fused and split once they have
+            handles[("late", f)] = (rvs, _factors(inner, None), [t.leaf for t in inner])
+            continue
         if len(rvs) > 1:
             _reorder_chain(work, rvs, say.reorder())
             fused = work.apply("fuse", say.fuse_split([t.leaf for t in mark.terms]), loops=rvs)
         else:
             fused = rvs[0]
-        inner = _by_scale(mark.terms, tplace)
         if len(inner) > 1:
             factors = _factors(inner, None)
             pieces = work.apply(
@@ -462,6 +483,22 @@ def _fuse_then_split(work: Work, tmaps: IterMaps, town: list[int], tplace: dict,
             pieces = [fused]
         for index, rv in enumerate(pieces):
             handles[("fused", f, index)] = (inner[index], rv)
+
+
+def _orphans_into_mark(handles: dict, rvs: list[Any]) -> None:
+    """A unit loop here that the target has no piece for, right outside a loop whose piece starts
+    the fuse of a mark: fused with it (in place, outside that piece), as a fuse of all the loops is."""
+    own, orphans = handles.get("own", []), handles.get("orphans", [])
+    mine = {o for o, _ in orphans}
+    kept = []
+    for o, rv in orphans:
+        later = [x for x in own[own.index(o) + 1 :] if x not in mine and ("from", x) in handles]
+        at = next((i for i, r in enumerate(rvs) if later and r is handles[("from", later[0])][0]), None)
+        if at is None:
+            kept.append((o, rv))
+        else:
+            rvs.insert(at, rv)
+    handles["orphans"] = kept
 
 
 def _outermost_first(pieces: list[tuple[Term, Any, int]]) -> list[tuple[Term, Any, int]]:
@@ -493,8 +530,9 @@ def _reorder_chain(work: Work, rvs: list[Any], why: str) -> None:
 
 def _reorder_and_fuse(
     work: Work, tmaps: IterMaps, town: list[int], handles: dict, done: dict, units: tuple, say: "_Say"
-) -> None:
-    """Order the pieces as the target's loops are, then fuse the pieces each target loop is made of."""
+) -> dict[int, "Apart"]:
+    """Order the pieces as the target's loops are, then fuse the pieces each target loop is made of
+    (but those of the loops ``handles["apart"]``: their piece counts are returned)."""
     by_leaf: dict[int, list[tuple[Any, Any, int]]] = {o: [] for o in town}
     for k in range(len(tmaps.terms)):
         for i, t in enumerate(handles.get(("want", k), [])):
@@ -507,6 +545,14 @@ def _reorder_and_fuse(
     for o in by_leaf:
         by_leaf[o] = [(const(p[0].lower) or 0, p[1], p[2]) for p in _outermost_first(by_leaf[o])]
     _adopt_orphans(handles, by_leaf, done, handles.get("extents", {}))
+    marks_apart: dict[int, Apart] = {}  # the first loop of a mark left apart -> its fuse and split
+    for key, value in handles.items():
+        if key[0] == "late":
+            rvs, factors, leaves = value
+            by_leaf[leaves[0]] = [(0, rv, -1) for rv in rvs]
+            for leaf in leaves[1:]:
+                by_leaf[leaf] = []
+            marks_apart[leaves[0]] = Apart(len(rvs), factors, leaves)
     lone, fused = units
     done_rev = {t: rv for rv, t in done.items()}
     sequence, groups = [], []
@@ -519,6 +565,8 @@ def _reorder_and_fuse(
             final[o] = done_rev[o]
             continue
         pieces = [p[1] for p in by_leaf[o]]
+        if not pieces and any(o in a.leaves for a in marks_apart.values()):
+            continue  # a loop the split of a mark left apart makes
         if not pieces:
             raise Unreachable("a loop of the target has no pieces here")
         sequence.extend(pieces)
@@ -535,13 +583,21 @@ def _reorder_and_fuse(
             last = max(i for i in range(len(orders)) if orders[i] != ranked[i] or i == first)
             if last > first:
                 work.apply("reorder", say.reorder(), ordered_loops=sequence[first : last + 1])
+    left: dict[int, Apart] = {}
     for leaf, pieces in groups:
+        if leaf in marks_apart:
+            left[leaf] = marks_apart[leaf]
+            continue
+        if leaf in handles.get("apart", ()) and leaf in handles.get("serial", ()) and len(pieces) > 1:
+            left[leaf] = Apart(len(pieces))
+            continue
         final[leaf] = work.apply("fuse", say.fuse(leaf), loops=pieces)
     for n, o in enumerate(town):  # unit loops no iterator reads, each right above the loop after it
         if o in lone:
             after = next((final[x] for x in town[n + 1 :] if x in final), None)
             where = after if after is not None else work.block_rv(handles["block"])
             work.apply("add_unit_loop", say.unit(o), block_or_loop=where)
+    return left
 
 
 def _adopt_orphans(handles: dict, by_leaf: dict, done: dict, units: dict) -> None:
@@ -563,16 +619,17 @@ def _adopt_orphans(handles: dict, by_leaf: dict, done: dict, units: dict) -> Non
         place = own.index(o)
         later = [x for x in own[place + 1 :] if x not in mine and ("from", x) in handles]
         earlier = [x for x in own[:place] if x not in mine and ("from", x) in handles][::-1]
-        homes = [(leaf_holding(handles[("from", x)][0]), True) for x in later]
-        homes += [(leaf_holding(handles[("from", x)][1]), False) for x in earlier]
+        # beside the piece of the loop next to it here: right before it, or right after the one before
+        homes = [(leaf_holding(handles[("from", x)][0]), handles[("from", x)][0], 0) for x in later]
+        homes += [(leaf_holding(handles[("from", x)][1]), handles[("from", x)][1], 1) for x in earlier]
         # a unit loop of the target keeps its variable: fusing into it would drop that variable
-        homes = [(h, first) for h, first in homes if h is not None and const(units.get(h, 2)) != 1]
+        homes = [h for h in homes if h[0] is not None and const(units.get(h[0], 2)) != 1]
         if homes:
-            home, first = homes[0]
-            if first:
-                by_leaf[home].insert(0, (0, rv, -1))
-            else:
-                by_leaf[home].append((0, rv, -1))
+            home, anchor, after = homes[0]
+            at = next((i for i, p in enumerate(by_leaf[home]) if p[1] is anchor), None)
+            if at is None:
+                at = 0 if not after else len(by_leaf[home]) - 1
+            by_leaf[home].insert(at + after, (0, rv, -1))
             continue
         raise Unreachable("a unit loop here has no loop of the target to be fused into")
 
