@@ -153,8 +153,12 @@ class Work:
             return ("loop", self.order_of(value))
         if isinstance(value, SBlockRV):
             node = self.get(value)
-            named = next((b.name for b in self.view.blocks if b.block.same_as(node)), None)
-            return ("block", named or str(node.name_hint))
+            try:  # TVM finds the name: no other block has it (the view is not read again for it)
+                _raw("get_sblock")(self.sch, str(node.name_hint), self.func)
+                return ("block", str(node.name_hint))
+            except Exception:  # noqa: BLE001  (several blocks have it: the view says which one this is)
+                named = next((b.name for b in self.view.blocks if b.block.same_as(node)), None)
+                return ("block", named or str(node.name_hint))
         if isinstance(value, list):
             return [self._describe(v) for v in value]
         if isinstance(value, tuple):
