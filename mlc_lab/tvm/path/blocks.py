@@ -115,7 +115,9 @@ def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
         stage = _stage_for(name, tgt, cur, gone, out)
         seen[name] = seen.get(name, 0) + 1
         if seen[name] > 1 and stage.primitive == "rfactor":  # a second rfactor: its buffer named as the first's
-            stage = Stage(stage.primitive, stage.buffer, stage.scope, rfchain.nth(stage.target_block, seen[name]), stage.old)
+            stage = Stage(
+                stage.primitive, stage.buffer, stage.scope, rfchain.nth(stage.target_block, seen[name]), stage.old
+            )
         out.stages.append(stage)
         if stage.primitive != "set_scope":
             explained.add(stage.target_block)
