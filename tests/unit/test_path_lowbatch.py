@@ -328,6 +328,7 @@ def test_a_producer_kept_in_local_memory_read_by_the_partial_block_is_a_set_scop
     assert "set_scope" in [s.primitive for s in answer.steps]
 
 
+@pytest.mark.full  # ~2-3 s: the corpus's 404-409 check the same in benchmarks/path.py
 def test_dlight_low_batch_gemv_made_by_dlight_itself_is_reached():
     """dlight's LowBatchGEMV rule schedules the program (two rfactors, their blocks sharing a name,
     every later block moved under the first's loops): the engine finds a way TVM replays to it."""
