@@ -99,7 +99,7 @@ def tile(
         if added:
             chain = work.view.chain(work.view.block(block))  # type: ignore[arg-type]
             own = [lp.order for lp in chain[len(chain) - len(own) - added :]]
-            return tile(work, block, own, tgt, tblock, town, late, values, mine)
+            return tile(work, block, own, tgt, tblock, town, late, values, mine, apart)
     tplace = {o: i for i, o in enumerate(town)}
     cplace = {o: i for i, o in enumerate(own)}
     if _same_structure(cmaps, tmaps, cplace, tplace):
