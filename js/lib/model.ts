@@ -51,7 +51,7 @@ export type HazardKind = keyof typeof HAZARD_KINDS;
 export const THREAD_AXES = ["blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z", "vthread.x", "vthread.y", "vthread.z"] as const;
 
 /** The primitives whose loops are passed positionally (mlc_lab/model/path.py: PathStep.call). */
-export const PATH_VARIADIC = {"reorder": "ordered_loops", "fuse": "loops"} as const;
+export const PATH_VARIADIC = {"reorder": "ordered_loops", "fuse": "loops", "merge": "loops"} as const;
 
 /** A Bytes trait as the page reads it. */
 export type Bytes = DataView | ArrayBuffer | Uint8Array | null | undefined;

@@ -14,7 +14,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 WIRE = ["PathStep", "PathAnswer", "Hint", "PathSetup", "StepPath"]
 
 # TVM's primitives whose loops are a ``*args`` parameter: they are passed positionally.
-VARIADIC = {"reorder": "ordered_loops", "fuse": "loops"}
+VARIADIC = {"reorder": "ordered_loops", "fuse": "loops", "merge": "loops"}
 
 PathStatus = Literal["reached", "names", "unreached"]
 

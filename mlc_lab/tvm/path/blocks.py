@@ -562,7 +562,13 @@ def _attach_order(tgt: FuncView, attaches: list[Attach], by_reads: bool = False)
                 pending.remove(a)
                 break
         else:
-            return None
+            # a consumer that owns no loop waits on a producer that waits on it: the program can only
+            # keep that consumer under the owner's loops already (its move is then no step at all)
+            bare = [a for a in pending if not a.own and a.primitive == "reverse_compute_at"]
+            if not bare:
+                return None
+            done.append(bare[0])
+            pending.remove(bare[0])
     return done
 
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import tvm_ffi
 
-from mlc_lab.tvm.path import dtypes, late, partition, tensorcore
+from mlc_lab.tvm.path import copyat, dtypes, hidden, inplace, late, loose, merge, partition, tensorcore
 from mlc_lab.tvm.path.blocks import correspond, placements
 from mlc_lab.tvm.path.explain import difference
 from mlc_lab.tvm.path.ir import read
@@ -56,6 +56,9 @@ def find(
     if same_function(sch.mod[func], target):
         return Found("reached", [], sch, seconds=time.perf_counter() - started)
     tgt = read(target)
+    unbound = loose.loose(tgt)
+    if unbound:  # no way can be confirmed: TVM compares the stray variables by identity
+        return Found("unreached", why=loose.sentence(unbound), kind="trace", seconds=time.perf_counter() - started)
     if tensorcore.is_tensorcore(tgt):  # a sketch of meta_schedule's tensor-core rule, read as such first
         at = tensorcore.find(make, func, target, tgt, deadline_s, same_function)
         if at is not None:
@@ -63,7 +66,7 @@ def find(
     at = tensorcore.blockize_once(make, func, target, tgt, same_function)
     if at is not None:
         return Found("reached", list(at.ops), at.sch, seconds=time.perf_counter() - started)
-    if normalize and (dtypes.retyped(read(sch.mod[func]), tgt) or _new_partitions(read(sch.mod[func]), tgt)):
+    if normalize and _to_prepare(read(sch.mod[func]), tgt):
         return _prepared(make, func, target, tgt, limit, deadline_s, started)
     try:
         corr = correspond(read(sch.mod[func]), tgt)
@@ -83,6 +86,8 @@ def find(
             break
         if options and (shortest is not None or (best is not None and best.kind not in ("partial", "here"))):
             continue  # a variant only helps where the plain attempt got part of the way
+        if options.get("consumers_first") and len(corr.inlined) < 2:
+            continue  # one block inlined: no order to choose
         if options.get("fuse_late") and not late.hosts(tgt, placement):
             continue
         work = Work(make() if n else sch, func)
@@ -120,6 +125,9 @@ def _or_normalized(
         again = _normalized(make, func, target, limit, deadline_s - (time.perf_counter() - started))
         if again is not None and again.status == "reached":
             best = again
+    twins = loose.twins(read(target)) if best.status != "reached" and best.kind == "partial" else []
+    if twins:  # what TVM refused there matters less than that no step could name the block
+        best.why = loose.twins_sentence(twins)
     best.seconds = time.perf_counter() - started
     return best
 
@@ -159,6 +167,11 @@ def _normalized(make: Callable[[], Any], func: str, target: Any, limit: int, dea
     return got
 
 
+def _to_prepare(cur: Any, tgt: Any) -> bool:
+    found = dtypes.retyped(cur, tgt) or _new_partitions(cur, tgt) or copyat.copies(cur, tgt)
+    return bool(found or merge.merges(cur, tgt) or inplace.caches(cur, tgt))
+
+
 def _new_partitions(cur: Any, tgt: Any) -> bool:
     return bool(partition.partitions(tgt)) and not partition.partitions(cur)
 
@@ -166,8 +179,9 @@ def _new_partitions(cur: Any, tgt: Any) -> bool:
 def _prepared(
     make: Callable[[], Any], func: str, target: Any, tgt: Any, limit: int, deadline_s: float, started: float
 ) -> Found:
-    """The way from the start with the target's element types (``dtypes``) and loop partitions
-    (``partition``) made first."""
+    """The way from the start with the target's element types (``dtypes``), loop partitions
+    (``partition``), copies at a loop (``copyat``), merged loops (``merge``) and in-place caches
+    (``inplace``) made first."""
 
     def cut() -> Any:
         work = Work(make(), func)
@@ -176,6 +190,12 @@ def _prepared(
         if _new_partitions(work.view, tgt):
             for common, extents in partition.partitions(tgt):
                 partition.apply(work, common, extents)
+        for at in copyat.copies(work.view, tgt):
+            copyat.apply(work, at)
+        for joined in merge.merges(work.view, tgt):
+            merge.apply(work, joined)
+        for cache in inplace.caches(work.view, tgt):
+            inplace.apply(work, cache)
         cut.ops = work.ops  # type: ignore[attr-defined]
         return work.sch
 
@@ -193,8 +213,9 @@ def _prepared(
 
 # Variants of one attempt, tried in order when the plain one gets only part of the way: set_scope
 # before the blocks move (a shared buffer's region then spans the threads bound above it); the
-# serial loops blocks move into fused only after they do (``late``).
-_OPTIONS: tuple[dict, ...] = ({}, {"scope_first": True}, {"fuse_late": True})
+# serial loops blocks move into fused only after they do (``late``); blocks inlined consumers first
+# (the order meta_schedule's auto-inline rule takes: a block's reads list so).
+_OPTIONS: tuple[dict, ...] = ({}, {"scope_first": True}, {"fuse_late": True}, {"consumers_first": True})
 
 
 def _attempt(work: Work, tgt: Any, corr: Any, placement: Any, target: Any, options: dict) -> Found:
@@ -209,6 +230,8 @@ def _attempt(work: Work, tgt: Any, corr: Any, placement: Any, target: Any, optio
         why = f"the path engine cannot read this target yet ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
         return Found("unreached", list(work.ops), work.sch, why=why, kind="partial")
     ours = work.mod[work.func]
+    if not same_function(ours, target) and hidden.hide(work, tgt):  # accesses the target does not state
+        ours = work.mod[work.func]
     if same_function(ours, target):
         return Found("reached", list(work.ops), work.sch)
     kind, why = difference(ours, target)

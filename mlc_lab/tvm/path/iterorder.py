@@ -42,17 +42,38 @@ def _which(r: Any, tvars: list[Any]) -> Any:
     return next(v for v in tvars if r.same_as(v))
 
 
-def reindexed_read(cb: Block, tb: Block | None, source: str, copy: str) -> Any:
-    """The index map of ``reindex_cache_read`` (from the reader's iterators to the copy's indices)
-    where the target's reader indexes its copy otherwise than the program's reads ``source`` (a
-    plain ``cache_read`` keeps the source's indices); None when the plain copy does."""
+def reindexed_read(cb: Block, tb: Block | None, source: str, copy: str, made: Block | None = None) -> Any:
+    """The index map of ``reindex_cache_read`` / ``_write`` (from the block's iterators to the copy's
+    indices) where the target's block indexes its copy otherwise than the program's reads or writes
+    ``source`` (a plain ``cache_read`` keeps the source's indices), or where the copy block ``made``
+    iterates over the block's own iterators, as only the reindexing copies do; None when the plain
+    copy does."""
     if tb is None or len(cb.block.iter_vars) != len(tb.block.iter_vars):
         return None
-    mine, theirs = accesses(cb, source), accesses(tb, copy)
-    if len(mine) != 1 or len(theirs) != 1:
+    mine, theirs = _one_index(accesses(cb, source)), _one_index(accesses(tb, copy))
+    if mine is None or theirs is None:
         return None
     mapping = [(t.var, c.var) for t, c in zip(tb.block.iter_vars, cb.block.iter_vars)]
-    indices = [substitute(i, mapping) for i in theirs[0][1]]
-    if bool(tvm_ffi.structural_equal(list(mine[0][1]), indices)):
+    indices = [substitute(i, mapping) for i in theirs]
+    if bool(tvm_ffi.structural_equal(list(mine), indices)) and not _iterates_as(made, tb):
         return None
     return tirx.IndexMap([iv.var for iv in cb.block.iter_vars], indices, None)
+
+
+def _one_index(found: list[tuple[str, list[Any]]]) -> list[Any] | None:
+    """The indices of every access, where they are all the same (a reduction reads what it writes)."""
+    if not found or any(not tvm_ffi.structural_equal(list(ix), list(found[0][1])) for _, ix in found[1:]):
+        return None
+    return list(found[0][1])
+
+
+def _iterates_as(made: Block | None, tb: Block) -> bool:
+    """Whether the copy block's iterators carry names of the target block's own (``cache_read`` names
+    its copy's ``v0``, ``v1``, ...; ``reindex_cache_read`` keeps the reader's)."""
+    if made is None or not made.block.iter_vars:
+        return False
+    mine = [str(iv.var.name) for iv in made.block.iter_vars]
+    if mine == [f"v{n}" for n in range(len(mine))]:
+        return False  # cache_read's own names, whatever the block's iterators are called
+    names = {str(iv.var.name) for iv in tb.block.iter_vars}
+    return all(name in names for name in mine)

@@ -52,7 +52,8 @@ class Run:
         for stage in self.corr.stages:
             if stage.primitive.startswith("cache") or stage.primitive in ("reindex", "pad_einsum"):
                 make_stage(self.work, self.tgt, self.corr, self.names, stage)
-        inline_all(self.work, self.corr.inlined)
+        inlined = self.corr.inlined  # consumers first where asked: a block's reads then list in the target's order
+        inline_all(self.work, inlined[::-1] if self.options.get("consumers_first") else inlined)
         for stage in self.corr.stages:
             if stage.primitive in ("transform_block_layout", "transform_layout", "rfactor"):
                 make_stage(self.work, self.tgt, self.corr, self.names, stage)

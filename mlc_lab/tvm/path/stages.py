@@ -126,7 +126,8 @@ def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
     everyone = sorted({b.name for b in view.blocks if source in _inputs(b)})
     mine = sorted({n for n, _ in here})
     why = f"the target copies {source} into {stage.buffer} ({stage.scope}) for {', '.join(n for n, _ in readers)}"
-    index_map = reindexed_read(first, tgt.block(readers[0][0]), source, stage.buffer) if len(here) == 1 else None
+    copy = tgt.block(stage.target_block)
+    index_map = reindexed_read(first, tgt.block(readers[0][0]), source, stage.buffer, copy) if len(here) == 1 else None
     if index_map is not None:  # the one reader indexes the copy otherwise: the copy is laid out as it reads
         try:
             made = work.apply(
@@ -147,9 +148,19 @@ def _cache_read(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
         block=work.block_rv(first.name),
         read_buffer_index=first.reads().index(source),
         storage_scope=stage.scope,
-        consumer_blocks=None if everyone == mine else [work.block_rv(n) for n in mine],
+        consumer_blocks=None
+        if everyone == mine and not _before_writer(tgt, source, stage)
+        else [work.block_rv(n) for n in mine],
     )
     names[stage.target_block] = str(work.get(made).name_hint)
+
+
+def _before_writer(tgt: FuncView, source: str, stage: Stage) -> bool:
+    """Whether the target copies ``source`` before any block writes it (a buffer read and written in
+    place): TVM puts the copy there only when its readers are named, after the writer otherwise."""
+    copy = tgt.block(stage.target_block)
+    writers = [b.order for b in tgt.blocks if source in b.writes() and b.name != stage.target_block]
+    return copy is not None and bool(writers) and copy.order < min(writers)
 
 
 def _cache_write(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
@@ -167,7 +178,9 @@ def _cache_write(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage)
         for b in tgt.blocks
         if b.name in names and b is not twriter and stage.buffer in _inputs(b) and work.view.block(names[b.name])
     ]
-    index_map = reindexed_read(writer, twriter, target, stage.buffer) if not readers else None
+    index_map = (
+        reindexed_read(writer, twriter, target, stage.buffer, tgt.block(stage.target_block)) if not readers else None
+    )
     if index_map is not None:  # the writer indexes the cache otherwise: the cache is laid out as it writes
         try:
             made = work.apply(

@@ -60,7 +60,7 @@ def _message(exc: BaseException) -> str:
 
 
 _RAW: dict[str, Any] = {}
-_VARIADIC = {"reorder": "ordered_loops", "fuse": "loops"}  # TVM's *args parameters
+_VARIADIC = {"reorder": "ordered_loops", "fuse": "loops", "merge": "loops"}  # TVM's *args parameters
 
 
 def _raw(name: str) -> Any:
