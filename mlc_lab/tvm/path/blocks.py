@@ -148,17 +148,18 @@ def _unexplained(tb: Block, tgt: FuncView, cur: FuncView, cur_bufs: dict[str, An
     """``Unreachable`` for a target block no stage explains: a copy into or out of a buffer the
     program lacks is a stage the engine does not read yet (the target computes the same thing);
     anything else is a computation the program does not have."""
+    base = split_alias(tb.name)[0]
+    twins = [b.name for b in tgt.blocks if str(b.block.name_hint) == base]
+    if len(twins) > 1:  # TVM names a block as an earlier one (a second rfactor of one block, cache_inplace's copies)
+        raise Unreachable(
+            f"the target has several blocks named {base} (a primitive applied twice to one block, such as a "
+            f"second rfactor, or cache_inplace's copies): the engine does not follow them ({', '.join(twins)}) yet",
+            "unread",
+        )
     moved = tb.stage_copy()
     if moved is not None and any(name not in cur_bufs for name in moved):
         dst, src = moved
         raise Unreachable(f"block {tb.name} copies {src} into {dst} ({scope_of(tgt, dst)})", "stage")
-    base, k = split_alias(tb.name)
-    if k > 1:  # TVM names a block as an earlier one when a primitive is applied twice (a second rfactor)
-        raise Unreachable(
-            f"the target has {k} blocks named {base} (a primitive applied twice to one block, such as a second "
-            f"rfactor): the engine does not follow the later ones ({tb.name}) yet",
-            "unread",
-        )
     made = _made_by_name(tb.name, {b.name for b in cur.blocks})
     if made is not None:
         raise Unreachable(f"block {tb.name} is what {made[0]} makes of block {made[1]}", "unread")
