@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlc_lab.tvm.path import unitpad
+from mlc_lab.tvm.path import padfuse, unitpad
 from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, Term, const, iter_maps, outer_first
 from mlc_lab.tvm.path.work import Unreachable, Work
 
@@ -94,6 +94,8 @@ def tile(
     if values is None:
         _no_primitive_makes(tgt, tblock, town, tmaps, cmaps)
         added = unitpad.fuse_then_pad(work, view, cblock, cmaps, tblock, tmaps) if mine is None else 0
+        if not added and mine is None:
+            added = padfuse.split_then_fuse(work, view, cblock, cmaps, tgt, tblock, tmaps)
         if added:
             chain = work.view.chain(work.view.block(block))  # type: ignore[arg-type]
             own = [lp.order for lp in chain[len(chain) - len(own) - added :]]
