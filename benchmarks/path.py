@@ -101,25 +101,35 @@ def run_middle(pair: path_pairs.Pair, entry: dict, every: int) -> list[dict]:
         if n % every:
             continue
         # the withheld trace's transforming steps still to come after this one (samples transform nothing)
-        rest = [s for s in steps[n + 1 :] if not (session._history[s].primitive or "").startswith("sample_")]  # noqa: SLF001
+        rest = [s for s in steps[n + 1 :] if not (session.steps[s].primitive or "").startswith("sample_")]
         started = time.perf_counter()
+        wrong = False
         try:
             answer = session.path_to(pair.target, step=sid)
             status, why, length, back = answer.status, answer.why, len(answer.steps), answer.undo_to
         except Exception as exc:  # noqa: BLE001
-            status, why, length, back = "error", f"{type(exc).__name__}: {str(exc)[:200]}", None, None
+            answer, status, why, length, back = None, "error", f"{type(exc).__name__}: {str(exc)[:200]}", None, None
+        seconds = time.perf_counter() - started
+        if answer is not None and answer.reached:  # the way from where it starts (the step gone back to), replayed
+            start = session.module_at(sid if back is None else back)
+            try:
+                target = _target_func(pair.target, session.func_name)
+                wrong = not tvm_replays_to(start, session.func_name, answer.trace, target)
+            except Exception:  # noqa: BLE001  (an apply_trace TVM cannot run is a wrong way, counted)
+                wrong = True
+        wrong = wrong or bool(answer is not None and answer.reached and not pair.reachable)
         out.append(
             {
                 "id": f"{pair.id}@{n + 1}",
                 "group": "middle",
-                "seconds": time.perf_counter() - started,
+                "seconds": seconds,
                 "withheld": len(rest),
                 "kinds": pair.kinds,
                 "status": status,
                 "why": why,
                 "length": length,
                 "back": back,
-                "wrong": False,
+                "wrong": wrong,
             }
         )
     return out

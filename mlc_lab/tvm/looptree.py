@@ -212,6 +212,7 @@ class _Scanner:
         self.loop_nodes: list[dict] = []  # the node of each of self.loops, in the same order
         self.blocks: list[BlockInfo] = []
         self.block_names: list[str] = []  # of self.blocks: a loop's blocks are a slice of it
+        self._seen_names: dict[tuple[str, str], list[int]] = {}  # (function, block name) -> how many so far
         self.nodes: list[dict] = []  # every loop and block node, in pre-order
         self.refs: dict[str, list[dict]] = {}  # name -> nodes: the reference index while names are plain
         self.names: dict[str, list[tuple[dict, dict]]] = {}  # name -> (node, its function)
@@ -366,9 +367,13 @@ class _Scanner:
     def _open_block(self, walk: _Walk, top: list, indent: int, name: str, lineno: int) -> list:
         """The block a ``with T.sblock(...)`` line opens; returns its stack entry (which keeps the
         loops open outside it: ``get_loops`` stops at a block boundary)."""
+        # a block whose name an earlier one has is reached as ``name#k`` (``block_names``)
+        seen = self._seen_names.setdefault((walk.func["name"], name), [0])
+        seen[0] += 1
+        anchor = name if seen[0] == 1 else f"{name}#{seen[0]}"
         for lp in walk.loops:
             if lp.anchor_block is None:
-                lp.anchor_block = name
+                lp.anchor_block = anchor
         self.blocks.append(BlockInfo(walk.func["name"], name))
         self.block_names.append(name)
         block = {

@@ -30,6 +30,7 @@ from mlc_lab.errors import (
     TraceParseError,
 )
 from mlc_lab.tvm import looptree, program
+from mlc_lab.tvm.block_names import aliases, get_block, split_alias
 from mlc_lab.tvm.primitives import (
     BLOCK_LIST_PARAMS,
     BLOCK_PARAMS,
@@ -50,12 +51,21 @@ SBlockRV = s_tir.schedule.SBlockRV
 
 # TVM's Python type checker costs ~0.3 ms a call; our own look-ups pass well-typed handles.
 _raw_get = inspect.unwrap(s_tir.Schedule.get)
-_raw_get_sblock = inspect.unwrap(s_tir.Schedule.get_sblock)
 _raw_get_loops = inspect.unwrap(s_tir.Schedule.get_loops)
 
 
 def _get(sch: s_tir.Schedule, rv: Any) -> Any:
     return _raw_get(sch, rv)
+
+
+def _handle_of(sch: s_tir.Schedule, rv: Any) -> "Handle":
+    """Where the look-up that gave ``rv`` sits in the trace (the latest instruction that outputs it)."""
+    insts = sch.trace.insts
+    for position in range(len(insts) - 1, -1, -1):
+        for output, value in enumerate(insts[position].outputs):
+            if value.same_as(rv):
+                return Handle(position, output)
+    return Handle(len(insts) - 1, 0)
 
 
 SAMPLING_KINDS = {"SamplePerfectTile", "SampleCategorical", "SampleComputeLocation"}
@@ -187,8 +197,9 @@ class State:
                     return rv
             except Exception:  # noqa: BLE001  (the block was removed or replaced: look it up again)
                 pass
-        rv = _raw_get_sblock(self.sch, name, func)
-        self.block_rvs[key] = Handle(len(self.sch.trace.insts) - 1, 0)
+        rv = get_block(self.sch, name, func)  # ``X#k``: the k-th block called X (names several share)
+        if split_alias(name)[1] == 1 and name == str(_get(self.sch, rv).name_hint):
+            self.block_rvs[key] = _handle_of(self.sch, rv)
         return rv
 
     # --- views -------------------------------------------------------------------------------
@@ -578,7 +589,7 @@ class _Resolver:
             self.mentioned.append(value)
             func, _, name = value.rpartition(":")
             func = func or self.state.func
-            names = [b.name for b in self.state.index.blocks if b.func == func]
+            names = aliases([b.name for b in self.state.index.blocks if b.func == func])
             if name not in names and name != "root":  # the function's root block has no loops to show
                 raise NameResolutionError(
                     f"there is no block named {name!r}"

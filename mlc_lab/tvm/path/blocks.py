@@ -24,8 +24,11 @@ from typing import Any
 import tvm
 from tvm import tirx
 
+from mlc_lab.tvm.block_names import split_alias
+from mlc_lab.tvm.path import rfchain
 from mlc_lab.tvm.path.ir import Block, FuncView, accesses, by_loop_depth, const, iter_maps, read_as
 from mlc_lab.tvm.path.iterorder import iterators_permuted
+from mlc_lab.tvm.path.padding import padded_name
 from mlc_lab.tvm.path.work import Unreachable
 
 
@@ -104,18 +107,27 @@ def correspond(cur: FuncView, tgt: FuncView) -> Correspondence:
     explained = set(out.same) | {n for pair in out.decomposed.values() for n in pair} | blockized
     cur_bufs, tgt_bufs = _buffers(cur), _buffers(tgt)
     gone = [name for name in cur_bufs if name not in tgt_bufs]
+    seen: dict[str, int] = {}
     for buf in tgt.allocs():
         name = str(buf.name)
         if name in cur_bufs:
             continue
         stage = _stage_for(name, tgt, cur, gone, out)
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1 and stage.primitive == "rfactor":  # a second rfactor: its buffer named as the first's
+            stage = Stage(
+                stage.primitive, stage.buffer, stage.scope, rfchain.nth(stage.target_block, seen[name]), stage.old
+            )
         out.stages.append(stage)
         if stage.primitive != "set_scope":
             explained.add(stage.target_block)
         if stage.primitive == "rfactor" and stage.buffer != stage.old:  # made, then moved to another scope
             out.stages.append(Stage("set_scope", name, scope_of(tgt, name), stage.target_block, stage.old))
+        if stage.primitive == "pad_einsum" and stage.buffer != f"{stage.old}_pad":  # padded, then moved
+            writer = next(b.name for b in tgt.blocks if name in b.writes())
+            out.stages.append(Stage("set_scope", name, scope_of(tgt, name), writer, f"{stage.old}_pad"))
     for stage in out.stages:  # a block a primitive makes, then decomposed (an rfactor's partial sums)
-        pair = (f"{stage.target_block}_init", f"{stage.target_block}_update")
+        pair = (rfchain.suffixed(stage.target_block, "_init"), rfchain.suffixed(stage.target_block, "_update"))
         if tgt.block(pair[0]) is not None and tgt.block(pair[1]) is not None:
             out.decomposed[stage.target_block] = pair
             explained.update(pair)
@@ -136,6 +148,14 @@ def _unexplained(tb: Block, tgt: FuncView, cur: FuncView, cur_bufs: dict[str, An
     """``Unreachable`` for a target block no stage explains: a copy into or out of a buffer the
     program lacks is a stage the engine does not read yet (the target computes the same thing);
     anything else is a computation the program does not have."""
+    base = split_alias(tb.name)[0]
+    twins = [b.name for b in tgt.blocks if str(b.block.name_hint) == base]
+    if len(twins) > 1:  # TVM names a block as an earlier one (a second rfactor of one block, cache_inplace's copies)
+        raise Unreachable(
+            f"the target has several blocks named {base} (a primitive applied twice to one block, such as a "
+            f"second rfactor, or cache_inplace's copies): the engine does not follow them ({', '.join(twins)}) yet",
+            "unread",
+        )
     moved = tb.stage_copy()
     if moved is not None and any(name not in cur_bufs for name in moved):
         dst, src = moved
@@ -177,15 +197,16 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
         here = next((cur.block(b) for b, pair in corr.decomposed.items() if writer.name in pair), None)
     known = set(corr.same) | {n for pair in corr.decomposed.values() for n in pair}  # a decomposed reader too
     new_readers = [b for b in tgt.blocks if name in b.reads() and name not in b.writes() and b.name not in known]
-    for old in gone if not new_readers else []:
+    partial = all(split_alias(b.name)[0].endswith(("_rf", "_rf_update")) for b in new_readers)
+    for old in gone if not new_readers or partial else []:  # an rfactor's partial block reads it as the einsum did
         if name == f"{old}_{scope}" and _same_shape(cur.buffer(old), buf) and here is not None and old in here.writes():
             return Stage("set_scope", name, scope, writer.name, old)
     if name.endswith((".rf", "_rf")):
         return Stage("rfactor", name, scope, _base(writer.name, tgt), name)
     if ".rf_" in name and name.endswith(f"_{scope}"):  # rfactor's buffer, then set_scope
         return Stage("rfactor", name, "global", _base(writer.name, tgt), name[: -len(scope) - 1])
-    if name.endswith("_pad") and cur.buffer(name[: -len("_pad")]) is not None:
-        old = name[: -len("_pad")]
+    old = name[: -len("_pad")] if name.endswith("_pad") else padded_name(name, scope, cur.buffer)
+    if old is not None and cur.buffer(old) is not None:
         copy = (
             writer
             if writer.name not in corr.same

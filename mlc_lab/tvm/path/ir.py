@@ -174,6 +174,14 @@ class FuncView:
         return None
 
 
+def alias(name: str, before: list[Any]) -> str:
+    """A block's name as the engine and the session say it: TVM's own, or ``name#k`` for the k-th
+    block (in pre-order) of a name that several share (a second ``rfactor`` of one block names its
+    new block as the first did). ``before``: the names of the blocks before it."""
+    k = sum(1 for b in before if str(b) == name)
+    return name if k == 0 else f"{name}#{k + 1}"
+
+
 def read(func: Any) -> FuncView:
     """The loops and blocks of ``func`` in pre-order."""
     loops: list[Loop] = []
@@ -193,7 +201,7 @@ def read(func: Any) -> FuncView:
             loops.append(loop)
             walk(stmt.body, chain + [loop.order], scope)
         elif isinstance(stmt, s_tir.SBlockRealize):
-            name = str(stmt.block.name_hint)
+            name = alias(str(stmt.block.name_hint), [b.block.name_hint for b in blocks])
             blocks.append(Block(name, stmt, list(chain), scope, len(blocks)))
             for o in chain:
                 loops[o].blocks.append(name)

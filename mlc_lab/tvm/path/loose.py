@@ -52,18 +52,19 @@ def sentence(names: list[str]) -> str:
 
 
 def twins(view: FuncView) -> list[str]:
-    """Names that more than one block of the target carries."""
+    """Names that more than one block of the target carries (the view says the later ones ``X#k``)."""
     seen: list[str] = []
     out: list[str] = []
     for block in view.blocks:
-        if block.name in seen and block.name not in out:
-            out.append(block.name)
-        seen.append(block.name)
+        name = str(block.block.name_hint)
+        if name in seen and name not in out:
+            out.append(name)
+        seen.append(name)
     return out
 
 
 def twins_sentence(names: list[str]) -> str:
     return (
-        f"the target has several blocks named {names[0]} (as cache_inplace names its copies); a step names "
-        "its block, so no way that goes on from one of them can be written"
+        f"the target has several blocks named {names[0]} (as cache_inplace names its copies); the engine does "
+        f"not follow a way that goes on from one of them yet (a step names a later one {names[0]}#2, ...)"
     )

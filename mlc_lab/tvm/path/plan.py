@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlc_lab.tvm.path import rfchain
 from mlc_lab.tvm.path.late import Pending, fuse_pending, hosts, leave_apart, places_of
 from mlc_lab.tvm.path.blocks import Attach, Correspondence, Placement, rolled_blocks
 from mlc_lab.tvm.path.ir import FuncView, Loop, iter_maps, plain, read_as, same_placement, substitute
@@ -75,7 +76,7 @@ class Run:
             inline_chain(self.work, after)
         for stage in scopes:
             set_scope(self.work, self.names, stage)
-        for block, (init, update) in self.corr.decomposed.items():
+        for block, (init, update) in rfchain.decompose_order(list(self.corr.decomposed.items())):
             self._decompose(self.names.get(block, block), init, update)
         for name, place, tloop in self.deferred:  # refused earlier: TVM wanted something first
             here = name if self.work.view.block(name) is not None else f"{name}_update"
@@ -140,10 +141,15 @@ class Run:
                 continue
             name = self.names.get(tb.name, tb.name)
             here = self.work.view.block(name)
-            if here is None or here.scope != self.names.get(tb.scope, tb.scope) or len(here.chain) != len(tb.chain):
+            if here is None or here.scope != self.names.get(tb.scope, tb.scope) or tb.name in self.rolled:
                 continue
-            if [str(lp.extent) for lp in self.work.view.chain(here)] == [str(lp.extent) for lp in self.tgt.chain(tb)]:
-                self._kinds(name, tb.chain, 0)
+            if [str(lp.extent) for lp in self.work.view.chain(here)] != [str(lp.extent) for lp in self.tgt.chain(tb)]:
+                if tb.scope not in self.corr.same or any(b.scope == tb.name for b in self.tgt.blocks):
+                    continue
+                # the loops inside a block kept as it is (dlight's rules on a blockized program)
+                tile(self.work, name, [lp.order for lp in self.work.view.chain(here)], self.tgt, tb, tb.chain)
+                self._check(name, tb)
+            self._kinds(name, tb.chain, 0)
 
     def _blockize_as_is(self, name: str, attach: Attach, outer: Any, tinner: Any) -> bool:
         """``blockize`` where the loops here are the target's already (its unit iterators kept or
@@ -371,7 +377,7 @@ class Run:
         _, place = self.where[tupd.chain[shared]]
         why = f"the target initialises in a block of its own, {init}, above loop {tloop.name}"
         work.apply("decompose_reduction", why, block=work.block_rv(block), loop=work.loop_rvs(block)[place])
-        made = f"{block}_init"
+        made = rfchain.suffixed(block, "_init").split("#")[0]  # the later aliases are decomposed first
         if work.view.block(made) is None:
             raise Unreachable(f"decompose_reduction made no block {made}", "no_primitive")
         self.names[init] = made

@@ -23,6 +23,7 @@ from mlc_lab.tvm.path.ir import (
     outer_first,
     read_as,
 )
+from mlc_lab.tvm.path import padding, rfchain
 from mlc_lab.tvm.path.iterorder import reindexed_read
 from mlc_lab.tvm.path.work import Refused, Unreachable, Work
 
@@ -36,7 +37,8 @@ def make_stage(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str,
     elif stage.primitive == "cache_index":
         _cache_index(work, tgt, names, stage)
     elif stage.primitive == "rfactor":
-        _rfactor(work, tgt, names, stage)
+        renamed = {s.buffer: s.old for s in corr.stages if s.primitive == "set_scope"}
+        _rfactor(work, tgt, names, stage, renamed)
     elif stage.primitive == "reindex":
         _reindex(work, tgt, names, stage)
     elif stage.primitive == "pad_einsum":
@@ -237,33 +239,20 @@ def _pad_einsum(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str
     if stage.target_block in names:
         return  # made with another buffer of the same einsum
     einsum = next((b for b in tgt.blocks if b.name in corr.same and stage.buffer in b.reads() + b.writes()), None)
+    einsum = einsum or padding.einsum_of(work.view, tgt, corr.same, stage.old)
     here = work.view.block(names[einsum.name]) if einsum is not None else None
     if einsum is None or here is None:
         raise Unreachable(f"no block here computes over {stage.old} as the target's does through {stage.buffer}")
-    padding = [
-        _pad_factor(iv.dom.extent, mine.dom.extent) for iv, mine in zip(einsum.block.iter_vars, here.block.iter_vars)
-    ]
-    if any(p is None for p in padding):
+    factors = padding.padding(here, tgt, einsum)
+    if any(p is None for p in factors):
         raise Unreachable(f"the target pads block {einsum.name} to extents that are not constants")
-    why = f"the target computes block {einsum.name} over {' x '.join(map(str, padding))}, its buffers padded"
-    work.apply("pad_einsum", why, block=work.block_rv(here.name), padding=padding)
+    why = f"the target computes block {einsum.name} over {' x '.join(map(str, factors))}, its buffers padded"
+    before = {b.name for b in work.view.blocks}
+    work.apply("pad_einsum", why, block=work.block_rv(here.name), padding=factors)
+    padding.inline_new_copies(work, before, tgt)
     for other in corr.stages:
         if other.primitive == "pad_einsum" and work.view.block(other.target_block) is not None:
             names[other.target_block] = other.target_block
-
-
-def _pad_factor(theirs: Any, mine: Any) -> int | None:
-    """The padding that makes extent ``mine`` into ``theirs``: the extent itself when constant, ``p``
-    of ``(n + p - 1) // p * p``, 1 when it stays as it is; None otherwise."""
-    import tvm_ffi
-
-    if const(theirs) is not None:
-        return const(theirs)
-    if bool(tvm_ffi.structural_equal(theirs, mine)):
-        return 1
-    if isinstance(theirs, tvm.tirx.Mul) and const(theirs.b) is not None:
-        return const(theirs.b)
-    return None
 
 
 def _reindex(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
@@ -438,19 +427,20 @@ def _uses_only(expr: Any, allowed: list[Any]) -> bool:
 # --- rfactor -------------------------------------------------------------------------------------------
 
 
-def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> None:
+def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage, renamed: dict[str, str]) -> None:
     """Split (or fuse, then split) the reduction loops as the target's partial block reads them, then
-    ``rfactor`` the piece that the partial buffer is indexed by."""
+    ``rfactor`` the piece that the partial buffer is indexed by. ``renamed``: the target's buffers
+    that ``set_scope`` renames later, by their name here."""
     if stage.target_block in names:
         return  # made already: one rfactor makes a partial buffer for each output (argmax's two)
-    trf = tgt.block(stage.target_block) or tgt.block(f"{stage.target_block}_update")
+    trf = tgt.block(stage.target_block) or tgt.block(rfchain.suffixed(stage.target_block, "_update"))
     if trf is None:
         raise Unreachable(f"the target's partial sums {stage.buffer} come from no block the engine reads")
     final = next((b for b in tgt.blocks if stage.buffer in b.reads() and stage.buffer not in b.writes()), None)
     block = work.view.block(names.get(final.name, final.name)) if final is not None else None
     if final is None or block is None:
         raise Unreachable(f"no block of the target reads the partial sums {stage.buffer}", "computes")
-    reduce, maps, rf_index = _rf_reading(block, trf)
+    reduce, maps, rf_index = _rf_reading(block, trf, renamed)
     why = f"the target sums {block.name} in parts first ({trf.name}), over a split of its reduction"
     split_already = {k: _split_already(work, block, k, ts) for k, ts in zip(reduce, maps.terms) if not maps.fused}
     loops = {k: work.loop_rv(_loop_of(work.view, block, k)) for k in reduce if split_already.get(k) is None}
@@ -467,16 +457,20 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> 
     else:
         piece = None
         for k, ts in zip(reduce, maps.terms):
-            terms = _by_scale_chain(ts)
+            terms = rfchain.around_units(_by_scale_chain(ts), rf_index)
             if split_already.get(k) is not None:
                 pieces = split_already[k]
             elif len(terms) > 1:
                 pieces = work.apply("split", why, loop=loops[k], factors=_split_factors(terms))
             else:
                 pieces = [loops[k]]
-            for t, rv in zip(terms, pieces):
-                if t.leaf == rf_index:
-                    piece = rv
+            mine = [rv for t, rv in zip(terms, pieces) if t.leaf == rf_index]
+            if len(mine) > 1:  # pieces apart in the reduction, one partial index: moved inward and fused
+                rest = [rv for t, rv in zip(terms, pieces) if t.leaf != rf_index]
+                work.apply("reorder", why, ordered_loops=rest + mine)
+                piece = work.apply("fuse", why, loops=mine)
+            elif mine:
+                piece = mine[0]
         if piece is None:
             raise Unreachable(
                 f"the target's {trf.name} is indexed by no piece of a reduction of {block.name}", "computes"
@@ -485,13 +479,15 @@ def _rfactor(work: Work, tgt: FuncView, names: dict[str, str], stage: Stage) -> 
     rf_var = trf.block.iter_vars[rf_index].var
     factor_axis = next(i for i, e in enumerate(store.indices) if isinstance(e, tvm.tirx.Var) and e.same_as(rf_var))
     made = work.apply("rfactor", why, loop=piece, factor_axis=factor_axis)
-    names[stage.target_block] = str(work.get(made).name_hint)
+    names[stage.target_block] = rfchain.alias_of(work.view, work.get(made))
 
 
-def _rf_reading(block: Block, trf: Block) -> tuple[list[int], IterMaps, int]:
+def _rf_reading(block: Block, trf: Block, renamed: dict[str, str]) -> tuple[list[int], IterMaps, int]:
     """Which reduction iterators of ``block`` are factored, how the partial block reads them (terms
     over its iterators) and which of its iterators indexes the partial buffer."""
-    mine, theirs = _by_buffer(all_accesses(block)[1:]), _by_buffer(all_accesses(trf)[1:])
+    found = rfchain.own_reads_dropped(trf, all_accesses(trf))[1:]
+    theirs = _by_buffer([(renamed.get(name, name), indices) for name, indices in found])
+    mine = _by_buffer(all_accesses(block)[1:])
     ivars = [iv.var for iv in block.block.iter_vars]
     reduce = [k for k, iv in enumerate(block.block.iter_vars) if int(iv.iter_type) == 2]
     found: dict[int, Any] = {}

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlc_lab.tvm.path import padfuse, unitpad
 from mlc_lab.tvm.path.ir import Block, FuncView, IterMaps, Term, const, iter_maps, outer_first
 from mlc_lab.tvm.path.work import Unreachable, Work
 
@@ -92,11 +93,20 @@ def tile(
         )
     if values is None:
         _no_primitive_makes(tgt, tblock, town, tmaps, cmaps)
+        added = unitpad.fuse_then_pad(work, view, cblock, cmaps, tblock, tmaps) if mine is None else 0
+        if not added and mine is None:
+            added = padfuse.split_then_fuse(work, view, cblock, cmaps, tgt, tblock, tmaps)
+        if added:
+            chain = work.view.chain(work.view.block(block))  # type: ignore[arg-type]
+            own = [lp.order for lp in chain[len(chain) - len(own) - added :]]
+            return tile(work, block, own, tgt, tblock, town, late, values, mine, apart)
     tplace = {o: i for i, o in enumerate(town)}
     cplace = {o: i for i, o in enumerate(own)}
     if _same_structure(cmaps, tmaps, cplace, tplace):
         return {}
     unread_here, unread_there = _unread(view, own, cmaps, block), _unread(tgt, town, tmaps, tblock.name)
+    added_only = {o for o in unread_there if _added_unit(tgt, o, view, own)}
+    unread_there = [o for o in unread_there if o not in added_only]
     if len(unread_there) > len(unread_here):
         added = _lone_from_orphan(work, view, own, cmaps, tmaps, len(unread_there) - len(unread_here), tblock.name)
         if added is not None:  # a unit loop the target fuses away became its unit loops: read again
@@ -104,7 +114,7 @@ def tile(
             own = [lp.order for lp in chain[len(chain) - len(own) - added :]]
             return tile(work, block, own, tgt, tblock, town, late, values, mine, apart)
     kept = dict(zip(unread_here, unread_there))
-    lone, fused = _unit_loops(tgt, town, tmaps, tblock.name, set(kept.values()), late)
+    lone, fused = _unit_loops(tgt, town, tmaps, tblock.name, set(kept.values()), late, added_only)
     marks: dict[int, int] = {}
     done = _done_leaves(view, own, cmaps, tgt, town, tmaps, tplace, cplace, marks)
     done.update(kept)
@@ -191,13 +201,13 @@ def _unread(view: FuncView, own: list[int], maps: IterMaps, name: str) -> list[i
 
 
 def _unit_loops(
-    tgt: FuncView, town: list[int], tmaps: IterMaps, name: str, kept: set[int], split: bool
+    tgt: FuncView, town: list[int], tmaps: IterMaps, name: str, kept: set[int], split: bool, only_added: set[int]
 ) -> tuple[set[int], set[int]]:
     """The target's loops no iterator reads and no loop here matches: a loop of extent 1 (a unit
     piece fused away, its variable simplified out, or one ``add_unit_loop`` made); any other is
     refused. Made by ``add_unit_loop`` once the other loops are in place (the first set), or, with
     ``split``, split off an iterator (the next loop's, as its outermost term) and fused alone (the
-    second set: a loop split with padding needs its outer unit piece so)."""
+    second set: a loop split with padding needs its outer unit piece so; never ``only_added``)."""
     used = {t.leaf for ts in tmaps.terms for t in ts} | {x.leaf for f in tmaps.fused for x in f.terms}
     added, fused = set(), set()
     for n, o in enumerate(town):
@@ -209,7 +219,7 @@ def _unit_loops(
                 f"loop {loop.name} around block {name} in the target is no piece of the block's iterators",
                 "unread",
             )
-        if not split or not tmaps.terms:
+        if not split or not tmaps.terms or o in only_added:
             added.add(o)
             continue
         k = _iterator_near(tmaps, town, n)
@@ -219,6 +229,14 @@ def _unit_loops(
         tmaps.terms[k] = [Term(o, None, 1, 1, top)] + list(tmaps.terms[k])
         fused.add(o)
     return added, fused
+
+
+def _added_unit(tgt: FuncView, o: int, view: FuncView, own: list[int]) -> bool:
+    """A unit loop of the target that only ``add_unit_loop`` makes: its variable is an int32 one
+    where the loops here are of another type (no split or fuse of theirs gives an int32 loop)."""
+    loop = tgt.loops[o]
+    kinds = {str(view.loops[x].var.ty) for x in own}
+    return const(loop.extent) == 1 and str(loop.var.ty) == "int32" and bool(kinds) and "int32" not in kinds
 
 
 def _iterator_near(tmaps: IterMaps, town: list[int], n: int) -> int:
@@ -498,7 +516,16 @@ def _reorder_chain(work: Work, rvs: list[Any], why: str) -> None:
     view = work.view
     consecutive = all(view.loops[b].parent == a for a, b in zip(orders, orders[1:]))
     if not consecutive:
-        work.apply("reorder", why, ordered_loops=rvs)
+        # a loop between them that is none of them goes after them (a reorder keeps an unlisted
+        # loop where it is: the listed ones would stay apart)
+        between, o = [], view.loops[max(orders)].parent
+        while o is not None and o > min(orders):
+            if o not in orders:
+                between.append(o)
+            o = view.loops[o].parent
+        if o != min(orders):
+            between = []
+        work.apply("reorder", why, ordered_loops=rvs + [work.loop_rv(x) for x in reversed(between)])
 
 
 def _reorder_and_fuse(

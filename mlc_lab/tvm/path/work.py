@@ -13,6 +13,7 @@ from typing import Any
 
 from tvm import s_tir
 
+from mlc_lab.tvm.block_names import get_block
 from mlc_lab.tvm.path.ir import FuncView, read
 
 LoopRV = s_tir.schedule.LoopRV
@@ -92,7 +93,8 @@ class Work:
         return _raw("get")(self.sch, rv)
 
     def block_rv(self, name: str) -> Any:
-        return _raw("get_sblock")(self.sch, name, self.func)
+        """The handle of block ``name`` as the view names it (``X#k``: the k-th block called X)."""
+        return get_block(self.sch, name, self.func)
 
     def loop_rvs(self, block: str) -> list[Any]:
         return list(_raw("get_loops")(self.sch, self.block_rv(block)))
@@ -150,7 +152,13 @@ class Work:
         if isinstance(value, LoopRV):
             return ("loop", self.order_of(value))
         if isinstance(value, SBlockRV):
-            return ("block", str(self.get(value).name_hint))
+            node = self.get(value)
+            try:  # TVM finds the name: no other block has it (the view is not read again for it)
+                _raw("get_sblock")(self.sch, str(node.name_hint), self.func)
+                return ("block", str(node.name_hint))
+            except Exception:  # noqa: BLE001  (several blocks have it: the view says which one this is)
+                named = next((b.name for b in self.view.blocks if b.block.same_as(node)), None)
+                return ("block", named or str(node.name_hint))
         if isinstance(value, list):
             return [self._describe(v) for v in value]
         if isinstance(value, tuple):
