@@ -397,10 +397,6 @@ def test_only_a_block_that_moves_one_buffer_into_another_is_a_copy_stage():
     ("pair_id", "said"),
     [
         (
-            "tvm-tests/dlight/test_gpu_reduction.py::test_gemv_output_one_element/438",
-            "block NT_matmul_rf has 4 iterators here, 3 in the target",
-        ),
-        (
             "tvm-tests/dlight/test_gpu_gemv.py::test_decode_gemv_256_threads/387",
             "the engine finds no block here for the target's block NT_matmul_rf_update",  # its copy before the rfactor
         ),

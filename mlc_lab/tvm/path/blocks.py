@@ -206,6 +206,8 @@ def _stage_for(name: str, tgt: FuncView, cur: FuncView, gone: list[str], corr: C
     if ".rf_" in name and name.endswith(f"_{scope}"):  # rfactor's buffer, then set_scope
         return Stage("rfactor", name, "global", _base(writer.name, tgt), name[: -len(scope) - 1])
     old = name[: -len("_pad")] if name.endswith("_pad") else padded_name(name, scope, cur.buffer)
+    if old is not None and not name.endswith("_pad") and cur.buffer(f"{old}_pad") is not None:
+        old = None  # the program pads it already (dlight's matmul prelude): X_pad_<scope> caches X_pad
     if old is not None and cur.buffer(old) is not None:
         copy = (
             writer
