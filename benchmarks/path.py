@@ -110,11 +110,10 @@ def run_middle(pair: path_pairs.Pair, entry: dict, every: int) -> list[dict]:
         except Exception as exc:  # noqa: BLE001
             answer, status, why, length, back = None, "error", f"{type(exc).__name__}: {str(exc)[:200]}", None, None
         seconds = time.perf_counter() - started
-        if answer is not None and answer.reached:  # the way from where it starts (the step gone back to), replayed
-            start = session.module_at(sid if back is None else back)
+        if answer is not None and answer.reached:  # the whole schedule (from the original program), replayed
             try:
                 target = _target_func(pair.target, session.func_name)
-                wrong = not tvm_replays_to(start, session.func_name, answer.trace, target)
+                wrong = not tvm_replays_to(pair.program, session.func_name, answer.trace, target)
             except Exception:  # noqa: BLE001  (an apply_trace TVM cannot run is a wrong way, counted)
                 wrong = True
         wrong = wrong or bool(answer is not None and answer.reached and not pair.reachable)

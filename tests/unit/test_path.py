@@ -494,3 +494,18 @@ def test_cache_index_and_rolling_buffer_ways_are_taken_step_by_step_by_the_sessi
     answer = Session(entry["module"]).path_to(target)
     assert_way(entry["module"], target, answer, "main")
     assert {"cache_index", "rolling_buffer"} & {s.primitive for s in answer.steps}
+
+
+def test_from_the_middle_of_a_dlight_reduction_the_way_is_an_answer_not_a_crash():
+    """From the 7th step of dlight's norm schedule the engine's normal-form search could end before it
+    made its start, and ``path_to`` raised AttributeError; it now answers, and the way it claims
+    (back to an earlier step, then on) is the whole schedule TVM replays to the target."""
+    from tests.conformance import harness
+
+    entry = next(e for e in harness.corpus() if e["id"] == "dlight/Reduction/norm/0")
+    func = entry.get("func") or "main"
+    target = path_pairs.tvm_target(entry)
+    s = Session.from_trace(entry["module"], entry["json"], func)
+    answer = s.path_to(target, step=s.path()[7])
+    assert answer.reached, answer.why
+    assert _same(_tvm_replay(entry["module"], func, answer.trace), target[func])

@@ -183,9 +183,8 @@ def _normalized(make: Callable[[], Any], func: str, target: Any, limit: int, dea
         normal.ops = work.ops  # type: ignore[attr-defined]
         return work.sch
 
+    normal.ops = []  # type: ignore[attr-defined]  # (the search may end before it makes the start)
     got = find(normal, func, target, limit=limit, deadline_s=deadline_s, normalize=False)
-    if not hasattr(normal, "ops"):
-        return None  # TVM refused the normal form on this start: no way from it
     got.ops = list(normal.ops) + got.ops  # type: ignore[attr-defined]
     return got
 
