@@ -16,6 +16,7 @@ from typing import Any
 from mlc_lab.core.step_calls import call_label
 from mlc_lab.model.path import Hint, PathAnswer, PathStep
 from mlc_lab.tvm import schedule
+from mlc_lab.tvm.path.through import way_through
 from mlc_lab.tvm.path.way import Way, find_way, reaches, target_function
 
 # Each session's loaded targets, by target text or object (gone with the session).
@@ -37,6 +38,9 @@ def path_to(session: Any, target: Any, *, step: int | None = None) -> PathAnswer
     root = find_way(session.state_at(0), tfunc)
     if root.status == "unreached":
         return _answer(session, root, sid, None, started)
+    through = way_through(session.state_at(0), root, state, tfunc)  # the way from the start passes here
+    if through is not None:
+        return _answer(session, through, sid, None, started)
     back, back_way = _deepest(session, session.path(sid)[1:-1], tfunc, started)
     if back is None or back_way is None:
         back, back_way = 0, root

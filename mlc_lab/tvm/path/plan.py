@@ -294,8 +294,9 @@ class Run:
         work = self.work
         cur = work.view.chain(work.view.block(name))[place]  # type: ignore[arg-type]
         if (cur.kind, cur.thread) != (tloop.kind, tloop.thread):
-            if cur.kind != "serial":
-                raise Unreachable(f"loop {cur.name} is {cur.kind} here and {tloop.kind} in the target")
+            said = f"loop {cur.name} is {cur.kind} here and {tloop.kind} in the target"
+            if cur.kind != "serial" and tloop.kind == "serial":
+                raise Unreachable(said)  # no primitive makes a loop serial again
             rv = work.loop_rvs(name)[place]
             try:
                 if tloop.kind == "thread_binding":
@@ -305,6 +306,8 @@ class Run:
                     why = f"the target's loop {tloop.name} is {tloop.kind}"
                     work.apply(_KIND_PRIMITIVE[tloop.kind], why, loop=rv)
             except Refused:
+                if cur.kind != "serial":  # TVM re-marks a bound loop (unroll after bind) or refuses: final
+                    raise Unreachable(said) from None
                 if not defer:
                     raise
                 self.deferred.append((name, place, tloop))
