@@ -11,4 +11,5 @@ read off the target with TVM as the oracle.
 - ``engine``: the attempts, checked with TVM's structural equality; ``explain``: the first difference;
 - ``names``: a target whose blocks are named otherwise; ``work``: the schedule worked on, its steps;
 - ``way``: the way as the Session takes it (steps named as in the script before each, the trace).
+- ``through``: the way from a step the way from the original program passes through (its rest).
 """
