@@ -72,3 +72,17 @@ def test_from_a_step_the_way_from_the_original_program_passes_through_the_rest_o
     assert _same(_tvm_replay(entry["module"], func, answer.trace), target[func])
     hint = s.hint(target, step=middle)
     assert hint.step is not None and hint.step.primitive == "loop_partition" and "go back" not in hint.sentence
+
+
+def test_a_region_stated_here_is_stated_again_where_the_target_states_another():
+    """TVM's test annotates one buffer's region twice: from the first annotation the way is the
+    second (annotate_buffer_access overrides it), not a way back to the original program."""
+    entry = next(e for e in harness.corpus() if e["id"].endswith("::test_double_annotate_buffer_access_read/5"))
+    func = entry.get("func") or "main"
+    target = path_pairs.tvm_target(entry)
+    s = Session.from_trace(entry["module"], entry["json"], func)
+    answer = s.path_to(target, step=s.path()[1])
+    assert answer.reached and answer.undo_to is None, answer.why
+    assert [st.primitive for st in answer.steps] == ["annotate_buffer_access"]
+    assert _same(_tvm_replay(entry["module"], func, answer.trace), target[func])
+    assert not s.path_to(target, step=s.path()[2]).steps  # stated as the target states it: nothing to do

@@ -26,11 +26,13 @@ def explicit_regions(work: Work, name: str, here: Block, target: Block) -> bool:
         have = _indices(here.block.annotations.get(key))
         regions = target.block.reads if kind == "read" else target.block.writes
         for index in want:
-            if index in have or index >= len(regions):
+            if index >= len(regions):
                 continue
-            params = [str(iv.var.name) for iv in target.block.iter_vars]
-            ranges = ", ".join(f"({r.min}, {r.min + r.extent})" for r in regions[index].region)
-            text = f"lambda {', '.join(params)}: ({ranges}{',' if len(regions[index].region) == 1 else ''})"
+            text = _lambda(target, regions[index])
+            if index in have:  # stated here too: stated again where the target states another region
+                mine = here.block.reads if kind == "read" else here.block.writes
+                if index >= len(mine) or _lambda(here, mine[index]) == text:
+                    continue
             why = f"the target's block {target.name} states the region it {kind}s of {regions[index].source.name}"
             work.apply(
                 "annotate_buffer_access",
@@ -42,6 +44,13 @@ def explicit_regions(work: Work, name: str, here: Block, target: Block) -> bool:
             )
             applied = True
     return applied
+
+
+def _lambda(block: Block, region: Any) -> str:
+    """The region as the lambda over the block's iterators that ``annotate_buffer_access`` takes."""
+    params = [str(iv.var.name) for iv in block.block.iter_vars]
+    ranges = ", ".join(f"({r.min}, {r.min + r.extent})" for r in region.region)
+    return f"lambda {', '.join(params)}: ({ranges}{',' if len(region.region) == 1 else ''})"
 
 
 def _indices(value: Any) -> list[int]:
