@@ -86,3 +86,30 @@ def test_a_region_stated_here_is_stated_again_where_the_target_states_another():
     assert [st.primitive for st in answer.steps] == ["annotate_buffer_access"]
     assert _same(_tvm_replay(entry["module"], func, answer.trace), target[func])
     assert not s.path_to(target, step=s.path()[2]).steps  # stated as the target states it: nothing to do
+
+
+UNIT_ROW = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((1, 64), "float32"), C: T.Buffer((1, 64), "float32")):
+    B = T.sblock_alloc_buffer((1, 64), "float32")
+    for i, j in T.grid(1, 64):
+        with T.sblock("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2.0)
+    for i, j in T.grid(1, 64):
+        with T.sblock("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vi, vj] + T.float32(1.0)
+"""
+
+
+def test_the_normal_form_search_reads_only_its_own_layout_steps_not_the_starts_history():
+    """A start whose history transforms a block's layout and then inlines the block (meta_schedule's
+    tensor-core middles): the normal-form search looked that block up and TVM raised "The block no
+    longer exists"; the answer is now a sentence."""
+    s = Session(UNIT_ROW)
+    s.apply("transform_block_layout", "B", index_map=lambda vi, vj: (vj, vi))
+    s.apply("compute_inline", "B")
+    answer = s.path_to(UNIT_ROW.replace("T.float32(1.0)", "T.float32(3.0)"))
+    assert answer.status == "unreached" and answer.why.startswith("the target computes something else"), answer.why
