@@ -113,3 +113,16 @@ def test_the_normal_form_search_reads_only_its_own_layout_steps_not_the_starts_h
     s.apply("compute_inline", "B")
     answer = s.path_to(UNIT_ROW.replace("T.float32(1.0)", "T.float32(3.0)"))
     assert answer.status == "unreached" and answer.why.startswith("the target computes something else"), answer.why
+
+
+def test_an_axis_aligned_here_is_aligned_again_as_the_target_aligns_it():
+    """storage_align on a (buffer, axis) aligned already updates its entry (TVM's test does it twice):
+    from the first alignment the way is the second, not "an alignment cannot be taken back"."""
+    entry = next(e for e in harness.corpus() if e["id"].endswith("::test_storage_align_update/226"))
+    func = entry.get("func") or "main"
+    target = path_pairs.tvm_target(entry)
+    s = Session.from_trace(entry["module"], entry["json"], func)
+    answer = s.path_to(target, step=s.path()[1])
+    assert answer.reached and answer.undo_to is None, answer.why
+    assert [(st.primitive, st.arguments["offset"]) for st in answer.steps] == [("storage_align", 127)]
+    assert _same(_tvm_replay(entry["module"], func, answer.trace), target[func])

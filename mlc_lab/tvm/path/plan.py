@@ -335,10 +335,14 @@ class Run:
                 work.apply("annotate", why, block_or_loop=rv, ann_key=key, ann_val=value)
 
     def _storage_align(self, rv: Any, have: list, want: list, text: str) -> None:
-        """``buffer_dim_align`` is written by ``storage_align``, one [buffer, axis, factor, offset] a call."""
-        if have != want[: len(have)]:
+        """``buffer_dim_align`` is written by ``storage_align``, one [buffer, axis, factor, offset] a call;
+        a call on a (buffer, axis) aligned already updates its entry in place (TVM's storage_align)."""
+        keys = [tuple(e[:2]) if isinstance(e, list) else e for e in have]
+        if keys != [tuple(e[:2]) if isinstance(e, list) else e for e in want[: len(have)]]:
             raise Unreachable(f"the {text} aligns its buffers otherwise, and an alignment cannot be taken back")
-        for entry in want[len(have) :]:
+        for n, entry in enumerate(want):
+            if n < len(have) and have[n] == entry:
+                continue
             if not (isinstance(entry, list) and len(entry) == 4 and all(isinstance(x, int) for x in entry)):
                 raise Unreachable(
                     f"the {text} carries a buffer_dim_align that storage_align does not write", "no_primitive"
