@@ -67,6 +67,7 @@ TVM_WITHOUT_TVM = {
     "mlc_lab/tvm/path/plan.py": "carries a way out on a live schedule (path/work.py); TVM's nodes pass through it",
     "mlc_lab/tvm/path/regions.py": "writes a region TVM's nodes state as the lambda text the trace's safe parser reads",
     "mlc_lab/tvm/path/tiling.py": "works a live schedule (path/work.py) over TVM's iter maps (path/ir.py)",
+    "mlc_lab/tvm/path/through.py": "replays a way through schedule.State (path/way.py); its checks are TVM's structural equality",
     "mlc_lab/tvm/path/unitpad.py": "works a live schedule (path/work.py) over TVM's iter maps (path/ir.py)",
     "mlc_lab/tvm/path/rfchain.py": "the names of a reduction factored twice, read off the path engine's views (path/ir.py)",
     "mlc_lab/tvm/path/way.py": "hands the engine's way to the Session through schedule.State (named steps out)",

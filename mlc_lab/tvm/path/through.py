@@ -17,7 +17,7 @@ from mlc_lab.errors import MlcLabError
 from mlc_lab.model.path import VARIADIC
 from mlc_lab.tvm import program, state_trace
 from mlc_lab.tvm.path.engine import same_function
-from mlc_lab.tvm.path.way import Named, Way, _trace_replays
+from mlc_lab.tvm.path.way import Named, Way, trace_replays
 from mlc_lab.tvm.schedule import State
 
 
@@ -65,6 +65,6 @@ def _rest(here: State, steps: list[Named], target: Any) -> Way | None:
     if not same_function(state.mod[state.func], target):
         return None
     trace = state_trace.submission(state)
-    if not _trace_replays(here, trace, target):
+    if not trace_replays(here, trace, target):
         return None
     return Way("reached", steps=done, trace=trace, applied=len(done))

@@ -149,7 +149,7 @@ def _named(start: State, found: Found, target: Any, renamed: dict[str, str]) -> 
         return Way("unreached", why="the steps, named, do not replay to the target", kind="partial")
     way.trace = state_trace.submission(state)
     way.renamed = renamed
-    if found.status == "reached" and not _trace_replays(start, way.trace, target):
+    if found.status == "reached" and not trace_replays(start, way.trace, target):
         why = (
             "the steps reach the target, but TVM prints their trace so that it replays to another program "
             "(an annotation value it writes otherwise, such as True as 1)"
@@ -158,7 +158,7 @@ def _named(start: State, found: Found, target: Any, renamed: dict[str, str]) -> 
     return way
 
 
-def _trace_replays(start: State, trace: str, target: Any) -> bool:
+def trace_replays(start: State, trace: str, target: Any) -> bool:
     """The printed trace, read back by the safe parser and replayed on the original program, gives
     the target: the ``apply_trace`` said to reach it does."""
     from mlc_lab.errors import MlcLabError
