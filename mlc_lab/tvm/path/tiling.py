@@ -622,8 +622,10 @@ def _adopt_orphans(handles: dict, by_leaf: dict, done: dict, units: dict) -> Non
         # beside the piece of the loop next to it here: right before it, or right after the one before
         homes = [(leaf_holding(handles[("from", x)][0]), handles[("from", x)][0], 0) for x in later]
         homes += [(leaf_holding(handles[("from", x)][1]), handles[("from", x)][1], 1) for x in earlier]
-        # a unit loop of the target keeps its variable: fusing into it would drop that variable
-        homes = [h for h in homes if h[0] is not None and const(units.get(h[0], 2)) != 1]
+        homes = [h for h in homes if h[0] is not None]
+        # a unit loop of the target keeps its variable: fusing into it drops that variable, unless
+        # no other is there (a copy's unit loops fused, then split: dlight's gemv copies)
+        homes = [h for h in homes if const(units.get(h[0], 2)) != 1] or homes[:1]
         if homes:
             home, anchor, after = homes[0]
             at = next((i for i, p in enumerate(by_leaf[home]) if p[1] is anchor), None)
