@@ -68,3 +68,29 @@ def test_dlight_gemv_weight_copy_fused_then_split_after_two_rfactors_is_reached(
     assert kinds.index("cache_read") > max(i for i, k in enumerate(kinds) if k == "rfactor")
     at = kinds.index("compute_at")
     assert kinds[at + 1 : at + 3] == ["fuse", "split"]  # the copy's loops fused first, as the target was made
+
+
+COPY = """
+# from tvm.script import tirx as T
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((16, 8), "float32"), B: T.Buffer((16, 8), "float32")):
+    for i, j in T.grid(16, 8):
+        with T.sblock("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj]
+"""
+
+
+@pytest.mark.parametrize("threads", [4])
+def test_a_split_whose_last_factor_is_one_moved_outside_is_reached(threads):
+    """dlight's gemv on its last block: ``split(j, [None, 4, 1])``, the first two fused, the unit piece
+    moved outermost: it binds j as ``fused + unit``, the unit piece of the scale of the fused one."""
+    sch = s_tir.Schedule(tvm.script.from_source(COPY), debug_mask="all")
+    i, j = sch.get_loops(sch.get_sblock("B"))
+    j0, j1, j2 = sch.split(j, [None, threads, 1])
+    fused = sch.fuse(j0, j1)
+    sch.reorder(j2, fused, i)
+    sch.bind(fused, "threadIdx.x")
+    session = Session(COPY)
+    answer = session.path_to(sch.mod)
+    assert_way_here(session, COPY, sch.mod, answer)

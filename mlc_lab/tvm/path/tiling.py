@@ -38,7 +38,8 @@ class _Piece:
 
 
 def _by_scale(terms: list[Term], place: dict[int, int], maps: IterMaps | None = None) -> list[Term]:
-    """Terms outermost first: by scale, ties (unit pieces) by where their loop is."""
+    """Terms outermost first: by scale, ties (unit pieces) by where their loop is; a unit piece of
+    the scale of a longer piece sits inside it (a split's last factor 1: dlight's ``[None, 4, 1]``)."""
 
     def where(t: Term) -> int:
         if t.leaf is not None:
@@ -48,7 +49,7 @@ def _by_scale(terms: list[Term], place: dict[int, int], maps: IterMaps | None = 
         return 0
 
     if all(const(t.scale) is not None for t in terms):
-        return sorted(terms, key=lambda t: (-const(t.scale), where(t)))  # type: ignore[operator]
+        return sorted(terms, key=lambda t: (-const(t.scale), const(t.extent) == 1, where(t)))  # type: ignore[operator]
     return sorted(terms, key=where)
 
 
