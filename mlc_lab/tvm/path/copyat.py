@@ -66,25 +66,13 @@ def apply(work: Work, at: CopyAt) -> None:
         if str(work.get(rv).loop_var.name) == at.loop:
             index = regions.index(at.buffer)
             if at.reads:
+                primitive, index_key = "read_at", "read_buffer_index"
                 why = f"the target copies the tile of {at.buffer} that {at.block} reads under loop {at.loop} to {at.scope} memory"
-                work.apply(
-                    "read_at",
-                    why,
-                    loop=rv,
-                    block=work.block_rv(at.block),
-                    read_buffer_index=index,
-                    storage_scope=at.scope,
-                )
             else:
+                primitive, index_key = "write_at", "write_buffer_index"
                 why = f"the target has {at.block} write its tile under loop {at.loop} to {at.scope} memory, then copies it to {at.buffer}"
-                work.apply(
-                    "write_at",
-                    why,
-                    loop=rv,
-                    block=work.block_rv(at.block),
-                    write_buffer_index=index,
-                    storage_scope=at.scope,
-                )
+            where = {"loop": rv, "block": work.block_rv(at.block), index_key: index, "storage_scope": at.scope}
+            work.apply(primitive, why, **where)
             return
     raise Unreachable(
         f"the target copies {at.buffer} under a loop {at.loop} that {at.block} does not have here", "here"
