@@ -158,12 +158,13 @@ def _normalized(make: Callable[[], Any], func: str, target: Any, limit: int, dea
     rules do before they tile: unit iterators dropped, ``transform_block_layout`` by TVM's own
     ``NormalizePrimFunc``), the engine going on from there. None when the form changes nothing."""
     probe = make()
+    before = len(probe.trace.insts)  # a start in the middle of a schedule has its own steps: not the form's
     try:
         tvm_ffi.get_global_func("s_tir.schedule.NormalizePrimFunc")(probe)
     except Exception:  # noqa: BLE001  (TVM finds no normal form for this program)
         return None
     maps = []
-    for inst in probe.trace.insts:
+    for inst in list(probe.trace.insts)[before:]:
         if inst.kind.name == "TransformBlockLayout":
             index_map = inst.attrs[0]
             same = len(index_map.initial_indices) == len(index_map.final_indices) and all(
