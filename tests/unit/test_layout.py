@@ -70,6 +70,7 @@ TVM_WITHOUT_TVM = {
     "mlc_lab/tvm/path/through.py": "replays a way through schedule.State (path/way.py); its checks are TVM's structural equality",
     "mlc_lab/tvm/path/unitpad.py": "works a live schedule (path/work.py) over TVM's iter maps (path/ir.py)",
     "mlc_lab/tvm/path/rfchain.py": "the names of a reduction factored twice, read off the path engine's views (path/ir.py)",
+    "mlc_lab/tvm/path/fusesplit.py": "fuses then splits a copy's loops on path/work.py's schedule, read off path/ir.py's views",
     "mlc_lab/tvm/path/way.py": "hands the engine's way to the Session through schedule.State (named steps out)",
 }
 

@@ -158,7 +158,7 @@ def _normalized(make: Callable[[], Any], func: str, target: Any, limit: int, dea
     rules do before they tile: unit iterators dropped, ``transform_block_layout`` by TVM's own
     ``NormalizePrimFunc``), the engine going on from there. None when the form changes nothing."""
     probe = make()
-    before = len(probe.trace.insts)  # the start's own history: its blocks may be gone (inlined)
+    before = len(probe.trace.insts)  # a start in the middle of a schedule has its own steps: not the form's
     try:
         tvm_ffi.get_global_func("s_tir.schedule.NormalizePrimFunc")(probe)
     except Exception:  # noqa: BLE001  (TVM finds no normal form for this program)

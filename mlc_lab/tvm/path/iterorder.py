@@ -10,6 +10,7 @@ from typing import Any
 
 import tvm_ffi
 from tvm import tirx
+from tvm.sym import Analyzer
 
 from mlc_lab.tvm.path.ir import Block, accesses, all_accesses, const, read_as, substitute
 
@@ -55,9 +56,19 @@ def reindexed_read(cb: Block, tb: Block | None, source: str, copy: str, made: Bl
         return None
     mapping = [(t.var, c.var) for t, c in zip(tb.block.iter_vars, cb.block.iter_vars)]
     indices = [substitute(i, mapping) for i in theirs]
-    if bool(tvm_ffi.structural_equal(list(mine), indices)) and not _iterates_as(made, tb):
+    if _same_indices(list(mine), indices) and not _iterates_as(made, tb):
         return None
     return tirx.IndexMap([iv.var for iv in cb.block.iter_vars], indices, None)
+
+
+def _same_indices(mine: list[Any], theirs: list[Any]) -> bool:
+    """Whether two index lists are the same expressions, up to the order of a sum's terms (an
+    rfactor's fused reduction reads ``k0 * 128 + f + k2 * 2`` where the target prints ``k0 * 128 +
+    k2 * 2 + f``): a plain ``cache_read`` then makes the copy the target has."""
+    if bool(tvm_ffi.structural_equal(mine, theirs)):
+        return True
+    analyzer = Analyzer()
+    return len(mine) == len(theirs) and all(bool(analyzer.can_prove_equal(a, b)) for a, b in zip(mine, theirs))
 
 
 def _one_index(found: list[tuple[str, list[Any]]]) -> list[Any] | None:

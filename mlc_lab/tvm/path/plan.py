@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlc_lab.tvm.path import rfchain
+from mlc_lab.tvm.path import fusesplit, rfchain
 from mlc_lab.tvm.path.late import Pending, fuse_pending, hosts, leave_apart, places_of
 from mlc_lab.tvm.path.blocks import Attach, Correspondence, Placement, rolled_blocks
 from mlc_lab.tvm.path.ir import FuncView, Loop, iter_maps, plain, read_as, same_placement, substitute
@@ -49,15 +49,19 @@ class Run:
         scopes = [s for s in self.corr.stages if s.primitive == "set_scope"]
         # rfactor's buffer goes to its scope at once (the partial block's loops are placed after it)
         made = {s.old for s in self.corr.stages if s.primitive == "rfactor"}
+        late = [s for s in self.corr.stages if rfchain.read_by_partial(self.tgt, self.corr, s)]
         for stage in self.corr.stages:
             if stage.primitive.startswith("cache") or stage.primitive in ("reindex", "pad_einsum"):
-                make_stage(self.work, self.tgt, self.corr, self.names, stage)
+                if stage not in late:
+                    make_stage(self.work, self.tgt, self.corr, self.names, stage)
         inlined = self.corr.inlined  # consumers first where asked: a block's reads then list in the target's order
         inlined = inlined[::-1] if self.options.get("consumers_first") else inlined
         after = inline_all(self.work, inlined, bool(self.options.get("inline_late")))
         for stage in self.corr.stages:
             if stage.primitive in ("transform_block_layout", "transform_layout", "rfactor"):
                 make_stage(self.work, self.tgt, self.corr, self.names, stage)
+        for stage in late:  # a copy the partial sums read: made once the rfactor has made their block
+            make_stage(self.work, self.tgt, self.corr, self.names, stage)
         for stage in [s for s in scopes if s.old in made]:
             set_scope(self.work, self.names, stage)
         scopes = [s for s in scopes if s.old not in made]
@@ -123,9 +127,16 @@ class Run:
             except (Unreachable, Refused):
                 work.restore(point)
                 del self.pending[mark:]
-                self._move(name, attach, not keep)
-                self._tile(name, attach, tblock)
-                self._check(name, tblock)
+                try:
+                    self._move(name, attach, not keep)
+                    self._tile(name, attach, tblock)
+                    self._check(name, tblock)
+                except (Unreachable, Refused):  # a copy's loops fused, then split (dlight's gemv)
+                    work.restore(point)
+                    del self.pending[mark:]
+                    steps = (self._move, self._own_count, self._check)
+                    if not fusesplit.retile(self, steps, name, attach, tblock, (keep, not keep)):
+                        raise
         places = places_of(self.pending, self.work.view, name, attach.own)
         for o, place in zip(attach.own, places):
             self.where[o] = (name, place)

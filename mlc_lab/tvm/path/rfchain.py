@@ -75,3 +75,26 @@ def around_units(terms: list[Term], rf_index: int) -> list[Term]:
                 out.append(x)
         return out
     return terms
+
+
+def read_by_partial(tgt: FuncView, corr: Any, stage: Any) -> bool:
+    """Whether ``stage`` is a cache_read whose copy only blocks an rfactor makes read (dlight's gemv
+    copies the weight into local memory for the partial sums): made after the rfactor."""
+    if stage.primitive != "cache_read":
+        return False
+    made = {s.target_block for s in corr.stages if s.primitive == "rfactor"}
+    made |= {n for block, pair in corr.decomposed.items() if block in made for n in pair}
+    readers = [b.name for b in tgt.blocks if stage.buffer in b.reads() and stage.buffer not in b.writes()]
+    return bool(readers) and all(name in made for name in readers)
+
+
+def copied(tgt: FuncView, corr: Any) -> dict[str, str]:
+    """The target's copies the partial sums read, by the buffer each copies (``lv571_local`` ->
+    ``lv571``): made after the rfactor, so the rfactor reads the source where the target reads the copy."""
+    out = {}
+    for stage in corr.stages:
+        copy = tgt.block(stage.target_block) if read_by_partial(tgt, corr, stage) else None
+        moved = copy.stage_copy() if copy is not None else None
+        if moved is not None:
+            out[moved[0]] = moved[1]
+    return out

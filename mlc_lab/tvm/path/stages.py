@@ -38,6 +38,7 @@ def make_stage(work: Work, tgt: FuncView, corr: Correspondence, names: dict[str,
         _cache_index(work, tgt, names, stage)
     elif stage.primitive == "rfactor":
         renamed = {s.buffer: s.old for s in corr.stages if s.primitive == "set_scope"}
+        renamed.update(rfchain.copied(tgt, corr))
         _rfactor(work, tgt, names, stage, renamed)
     elif stage.primitive == "reindex":
         _reindex(work, tgt, names, stage)

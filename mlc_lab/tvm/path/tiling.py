@@ -38,7 +38,8 @@ class _Piece:
 
 
 def _by_scale(terms: list[Term], place: dict[int, int], maps: IterMaps | None = None) -> list[Term]:
-    """Terms outermost first: by scale, ties (unit pieces) by where their loop is."""
+    """Terms outermost first: by scale, ties (unit pieces) by where their loop is; a unit piece of
+    the scale of a longer piece sits inside it (a split's last factor 1: dlight's ``[None, 4, 1]``)."""
 
     def where(t: Term) -> int:
         if t.leaf is not None:
@@ -48,7 +49,7 @@ def _by_scale(terms: list[Term], place: dict[int, int], maps: IterMaps | None = 
         return 0
 
     if all(const(t.scale) is not None for t in terms):
-        return sorted(terms, key=lambda t: (-const(t.scale), where(t)))  # type: ignore[operator]
+        return sorted(terms, key=lambda t: (-const(t.scale), const(t.extent) == 1, where(t)))  # type: ignore[operator]
     return sorted(terms, key=where)
 
 
@@ -622,8 +623,10 @@ def _adopt_orphans(handles: dict, by_leaf: dict, done: dict, units: dict) -> Non
         # beside the piece of the loop next to it here: right before it, or right after the one before
         homes = [(leaf_holding(handles[("from", x)][0]), handles[("from", x)][0], 0) for x in later]
         homes += [(leaf_holding(handles[("from", x)][1]), handles[("from", x)][1], 1) for x in earlier]
-        # a unit loop of the target keeps its variable: fusing into it would drop that variable
-        homes = [h for h in homes if h[0] is not None and const(units.get(h[0], 2)) != 1]
+        homes = [h for h in homes if h[0] is not None]
+        # a unit loop of the target keeps its variable: fusing into it drops that variable, unless
+        # no other is there (a copy's unit loops fused, then split: dlight's gemv copies)
+        homes = [h for h in homes if const(units.get(h[0], 2)) != 1] or homes[:1]
         if homes:
             home, anchor, after = homes[0]
             at = next((i for i, p in enumerate(by_leaf[home]) if p[1] is anchor), None)
