@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 import tvm_ffi
@@ -51,6 +52,24 @@ def assert_way(program, target, answer: PathAnswer, func: str) -> None:
         args, kwargs = step.call()
         s.apply(step.primitive, *args, **kwargs)
     assert _same(s.module[func], goal)
+
+
+def reach_corpus_entry(entry_id: str, *, step: int | None = None) -> tuple[dict, Any, PathAnswer]:
+    """A corpus schedule's target reached from its program (from the ``step``-th step of its withheld
+    trace when given), TVM's replay of the printed way equal to the target: (entry, target, answer)."""
+    from tests.conformance import harness
+
+    entry = next(e for e in harness.corpus() if e["id"] == entry_id)
+    func = entry.get("func") or "main"
+    target = path_pairs.tvm_target(entry)
+    if step is None:
+        answer = Session(entry["module"], func).path_to(target)
+    else:
+        s = Session.from_trace(entry["module"], entry["json"], func)
+        answer = s.path_to(target, step=s.path()[step])
+    assert answer.reached, answer.why
+    assert _same(_tvm_replay(entry["module"], func, answer.trace), target[func])
+    return entry, target, answer
 
 
 COURSE = {p.id: p for p in path_pairs.course_pairs()}
@@ -296,14 +315,7 @@ test_random_targets_are_reached_or_honestly_not_full = pytest.mark.full(_propert
     ],
 )
 def test_corpus_schedules_with_their_trace_withheld_are_reached(entry_id):
-    from tests.conformance import harness
-
-    entry = next(e for e in harness.corpus() if e["id"] == entry_id)
-    target = path_pairs.tvm_target(entry)
-    func = entry.get("func") or "main"
-    answer = Session(entry["module"], func).path_to(target)
-    assert answer.reached, answer.why
-    assert _same(_tvm_replay(entry["module"], func, answer.trace), target[func])
+    entry, _, answer = reach_corpus_entry(entry_id)
     assert len(answer.steps) <= len(path_pairs.transforming(entry["json"]))
 
 
@@ -500,15 +512,7 @@ def test_from_the_middle_of_a_dlight_reduction_the_way_is_an_answer_not_a_crash(
     """From the 7th step of dlight's norm schedule the engine's normal-form search could end before it
     made its start, and ``path_to`` raised AttributeError; it now answers, and the way it claims
     (back to an earlier step, then on) is the whole schedule TVM replays to the target."""
-    from tests.conformance import harness
-
-    entry = next(e for e in harness.corpus() if e["id"] == "dlight/Reduction/norm/0")
-    func = entry.get("func") or "main"
-    target = path_pairs.tvm_target(entry)
-    s = Session.from_trace(entry["module"], entry["json"], func)
-    answer = s.path_to(target, step=s.path()[7])
-    assert answer.reached, answer.why
-    assert _same(_tvm_replay(entry["module"], func, answer.trace), target[func])
+    reach_corpus_entry("dlight/Reduction/norm/0", step=7)
 
 
 INLINED_AFTER_LAYOUT = """
